@@ -1,0 +1,436 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * Public entry points of the summation library: argument checks, the one-time
+ * choice of implementation, and exact scalar conversions.
+ */
+#include <errno.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+#include "sg_sum_internal.h"
+
+RTE_LOG_REGISTER(sg_sum_logtype, sigma.summation, INFO);
+
+/*
+ * Process-wide choice, made once at init (or forced by a test). It is the only
+ * state the library keeps, and it is documented in sg_sum.h.
+ */
+static const struct sg_sum_kernels *_Atomic sum_kern;
+static _Atomic int sum_impl = SG_SUM_IMPL_AUTO;
+static _Atomic size_t sum_nt_override;
+static size_t sum_nt_default;
+
+static const char *const impl_names[SG_SUM_IMPL_COUNT] = {
+	[SG_SUM_IMPL_AUTO] = "auto",
+	[SG_SUM_IMPL_SCALAR] = "scalar",
+	[SG_SUM_IMPL_AVX2] = "avx2",
+	[SG_SUM_IMPL_AVX512] = "avx512",
+};
+
+static const char *const dtype_names[SG_DTYPE_COUNT] = {
+	[SG_DTYPE_FP32] = "fp32", [SG_DTYPE_FP64] = "fp64", [SG_DTYPE_FP16] = "fp16",
+	[SG_DTYPE_BF16] = "bf16", [SG_DTYPE_INT32] = "int32", [SG_DTYPE_INT64] = "int64",
+	[SG_DTYPE_INT8] = "int8", [SG_DTYPE_UINT8] = "uint8",
+};
+
+static const size_t dtype_sizes[SG_DTYPE_COUNT] = {
+	[SG_DTYPE_FP32] = 4, [SG_DTYPE_FP64] = 8, [SG_DTYPE_FP16] = 2, [SG_DTYPE_BF16] = 2,
+	[SG_DTYPE_INT32] = 4, [SG_DTYPE_INT64] = 8, [SG_DTYPE_INT8] = 1, [SG_DTYPE_UINT8] = 1,
+};
+
+const char *sg_sum_impl_name(enum sg_sum_impl impl)
+{
+	return (unsigned int)impl < SG_SUM_IMPL_COUNT ? impl_names[impl] : "unknown";
+}
+
+int sg_sum_impl_from_name(const char *name, enum sg_sum_impl *impl)
+{
+	for (unsigned int i = 0; name != NULL && i < SG_SUM_IMPL_COUNT; i++) {
+		if (strcasecmp(name, impl_names[i]) == 0) {
+			*impl = i;
+			return 0;
+		}
+	}
+	return -EINVAL;
+}
+
+size_t sg_dtype_size(enum sg_dtype dt)
+{
+	return sg_dtype_valid(dt) ? dtype_sizes[dt] : 0;
+}
+
+const char *sg_dtype_name(enum sg_dtype dt)
+{
+	return sg_dtype_valid(dt) ? dtype_names[dt] : "unknown";
+}
+
+int sg_dtype_from_name(const char *name, enum sg_dtype *dt)
+{
+	for (unsigned int i = 0; name != NULL && i < SG_DTYPE_COUNT; i++) {
+		if (strcasecmp(name, dtype_names[i]) == 0) {
+			*dt = i;
+			return 0;
+		}
+	}
+	return -EINVAL;
+}
+
+static const struct sg_sum_kernels *impl_kernels(enum sg_sum_impl impl)
+{
+	switch (impl) {
+	case SG_SUM_IMPL_SCALAR:
+		return &sg_sum_kernels_scalar;
+#ifdef SG_SUM_BUILD_AVX2
+	case SG_SUM_IMPL_AVX2:
+		return &sg_sum_kernels_avx2;
+#endif
+#ifdef SG_SUM_BUILD_AVX512
+	case SG_SUM_IMPL_AVX512:
+		return &sg_sum_kernels_avx512;
+#endif
+	default:
+		return NULL;
+	}
+}
+
+bool sg_sum_impl_supported(enum sg_sum_impl impl)
+{
+	__builtin_cpu_init();
+	switch (impl) {
+	case SG_SUM_IMPL_AUTO:
+	case SG_SUM_IMPL_SCALAR:
+		return true;
+	case SG_SUM_IMPL_AVX2:
+		return impl_kernels(impl) != NULL && __builtin_cpu_supports("avx2") &&
+		       __builtin_cpu_supports("f16c") && __builtin_cpu_supports("fma");
+	case SG_SUM_IMPL_AVX512:
+		return impl_kernels(impl) != NULL && __builtin_cpu_supports("avx512f") &&
+		       __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
+		       __builtin_cpu_supports("f16c");
+	default:
+		return false;
+	}
+}
+
+static enum sg_sum_impl best_impl(void)
+{
+	if (sg_sum_impl_supported(SG_SUM_IMPL_AVX512))
+		return SG_SUM_IMPL_AVX512;
+	if (sg_sum_impl_supported(SG_SUM_IMPL_AVX2))
+		return SG_SUM_IMPL_AVX2;
+	return SG_SUM_IMPL_SCALAR;
+}
+
+static size_t detect_llc_bytes(void)
+{
+	long v = sysconf(_SC_LEVEL3_CACHE_SIZE);
+
+	if (v <= 0)
+		v = sysconf(_SC_LEVEL2_CACHE_SIZE);
+	return v > 0 ? (size_t)v : (size_t)32 << 20;
+}
+
+int sg_sum_set_impl(enum sg_sum_impl impl)
+{
+	if ((unsigned int)impl >= SG_SUM_IMPL_COUNT) {
+		SG_SUM_LOG(ERR, "unknown implementation %d", (int)impl);
+		return -EINVAL;
+	}
+	if (impl == SG_SUM_IMPL_AUTO)
+		impl = best_impl();
+	if (!sg_sum_impl_supported(impl)) {
+		SG_SUM_LOG(ERR, "implementation %s is not supported by this CPU or build",
+			   sg_sum_impl_name(impl));
+		return -ENOTSUP;
+	}
+	if (sum_nt_default == 0)
+		sum_nt_default = detect_llc_bytes();
+	atomic_store(&sum_impl, impl);
+	atomic_store(&sum_kern, impl_kernels(impl));
+	return 0;
+}
+
+int sg_sum_init(void)
+{
+	const char *env;
+	enum sg_sum_impl impl = SG_SUM_IMPL_AUTO;
+
+	if (atomic_load(&sum_kern) != NULL)
+		return 0;
+	env = getenv("SIGMA_SUM_IMPL");
+	if (env != NULL && *env != '\0' && sg_sum_impl_from_name(env, &impl) != 0) {
+		SG_SUM_LOG(ERR, "SIGMA_SUM_IMPL=%s is not one of auto, scalar, avx2, avx512", env);
+		return -EINVAL;
+	}
+	return sg_sum_set_impl(impl);
+}
+
+enum sg_sum_impl sg_sum_get_impl(void)
+{
+	if (sg_sum_init() != 0)
+		return SG_SUM_IMPL_AUTO;
+	return atomic_load(&sum_impl);
+}
+
+size_t sg_sum_nt_threshold(void)
+{
+	size_t o = atomic_load(&sum_nt_override);
+
+	if (o != 0)
+		return o;
+	if (sum_nt_default == 0)
+		sum_nt_default = detect_llc_bytes();
+	return sum_nt_default;
+}
+
+void sg_sum_set_nt_threshold(size_t bytes)
+{
+	atomic_store(&sum_nt_override, bytes);
+}
+
+static const struct sg_sum_kernels *kernels(void)
+{
+	const struct sg_sum_kernels *k = atomic_load(&sum_kern);
+
+	if (k == NULL && sg_sum_init() == 0)
+		k = atomic_load(&sum_kern);
+	return k;
+}
+
+/* True if [a, a+alen) and [b, b+blen) share a byte. */
+static bool ranges_overlap(const void *a, size_t alen, const void *b, size_t blen)
+{
+	uintptr_t pa = (uintptr_t)a, pb = (uintptr_t)b;
+
+	return alen != 0 && blen != 0 && pa < pb + blen && pb < pa + alen;
+}
+
+/*
+ * Common checks. @inbytes/@outbytes are per-element sizes of inputs and the
+ * output. Exact aliasing of the output with an input is allowed only when
+ * @alias_ok and the element sizes match.
+ */
+static int check_args(const char *fn, enum sg_dtype dt, const void *dst, size_t outsz,
+		      const void *const *src, unsigned int k, size_t insz, size_t n, bool alias_ok)
+{
+	if (!sg_dtype_valid(dt)) {
+		SG_SUM_LOG(ERR, "%s: unknown dtype %d", fn, (int)dt);
+		return -EINVAL;
+	}
+	if (n > PTRDIFF_MAX / 8) {
+		SG_SUM_LOG(ERR, "%s: length %zu overflows the address space", fn, n);
+		return -EINVAL;
+	}
+	if (n == 0)
+		return 0;
+	if (dst == NULL) {
+		SG_SUM_LOG(ERR, "%s: NULL output", fn);
+		return -EINVAL;
+	}
+	for (unsigned int j = 0; j < k; j++) {
+		if (src[j] == NULL) {
+			SG_SUM_LOG(ERR, "%s: NULL input %u", fn, j);
+			return -EINVAL;
+		}
+		if (alias_ok && src[j] == dst && insz == outsz)
+			continue;
+		if (ranges_overlap(dst, n * outsz, src[j], n * insz)) {
+			SG_SUM_LOG(ERR, "%s: output overlaps input %u", fn, j);
+			return -EINVAL;
+		}
+	}
+	if (kernels() == NULL) {
+		SG_SUM_LOG(ERR, "%s: no implementation could be initialised", fn);
+		return -ENOTSUP;
+	}
+	return 0;
+}
+
+static bool use_nt(size_t bytes)
+{
+	return bytes > sg_sum_nt_threshold();
+}
+
+int sg_sum_copy(enum sg_dtype dt, void *dst, const void *src, size_t n)
+{
+	size_t sz = sg_dtype_size(dt);
+	int rc = check_args(__func__, dt, dst, sz, &src, 1, sz, n, true);
+
+	if (rc != 0 || n == 0 || dst == src)
+		return rc;
+	/* Bytes are copied as they are: a widen/narrow round trip would quiet NaNs. */
+	memcpy(dst, src, n * sz);
+	return 0;
+}
+
+int sg_sum_addk(enum sg_dtype dt, void *dst, const void *const *src, unsigned int k, size_t n,
+		unsigned int flags)
+{
+	size_t sz = sg_dtype_size(dt);
+	int rc;
+
+	if (src == NULL || k == 0 || k > SG_SUM_MAX_K) {
+		SG_SUM_LOG(ERR, "sg_sum_addk: k=%u is outside 1..%d", k, SG_SUM_MAX_K);
+		return -EINVAL;
+	}
+	if (flags & ~SG_SUM_F_NATIVE) {
+		SG_SUM_LOG(ERR, "sg_sum_addk: unknown flags 0x%x", flags);
+		return -EINVAL;
+	}
+	rc = check_args(__func__, dt, dst, sz, src, k, sz, n, true);
+	if (rc != 0 || n == 0)
+		return rc;
+	kernels()->addk(dt, dst, src, k, n, flags, use_nt(n * sz));
+	return 0;
+}
+
+int sg_sum_add(enum sg_dtype dt, void *dst, const void *src, size_t n)
+{
+	const void *in[2] = {dst, src};
+
+	return sg_sum_addk(dt, dst, in, 2, n, 0);
+}
+
+int sg_sum_add2(enum sg_dtype dt, void *dst, const void *a, const void *b, size_t n,
+		unsigned int flags)
+{
+	const void *in[2] = {a, b};
+
+	return sg_sum_addk(dt, dst, in, 2, n, flags);
+}
+
+static bool wide_acc(enum sg_dtype dt, unsigned int flags)
+{
+	return (dt == SG_DTYPE_FP16 || dt == SG_DTYPE_BF16) && !(flags & SG_SUM_F_NATIVE);
+}
+
+size_t sg_sum_acc_elem_size(enum sg_dtype dt, unsigned int flags)
+{
+	return wide_acc(dt, flags) ? sizeof(float) : sg_dtype_size(dt);
+}
+
+/* Checks for the accumulator calls: @acc_is_out says which side is written. */
+static int check_acc(const char *fn, enum sg_dtype dt, unsigned int flags, const void *out,
+		     const void *in, size_t n, bool acc_is_out)
+{
+	size_t asz = sg_sum_acc_elem_size(dt, flags), sz = sg_dtype_size(dt);
+
+	if (flags & ~SG_SUM_F_NATIVE) {
+		SG_SUM_LOG(ERR, "%s: unknown flags 0x%x", fn, flags);
+		return -EINVAL;
+	}
+	return check_args(fn, dt, out, acc_is_out ? asz : sz, &in, 1, acc_is_out ? sz : asz, n,
+			  true);
+}
+
+int sg_sum_acc_init(enum sg_dtype dt, unsigned int flags, void *acc, const void *src, size_t n)
+{
+	int rc = check_acc(__func__, dt, flags, acc, src, n, true);
+
+	if (rc != 0 || n == 0)
+		return rc;
+	if (!wide_acc(dt, flags))
+		return sg_sum_copy(dt, acc, src, n);
+	kernels()->widen(dt, acc, src, n, false);
+	return 0;
+}
+
+int sg_sum_acc_add(enum sg_dtype dt, unsigned int flags, void *acc, const void *src, size_t n)
+{
+	int rc = check_acc(__func__, dt, flags, acc, src, n, true);
+
+	if (rc != 0 || n == 0)
+		return rc;
+	if (!wide_acc(dt, flags))
+		return sg_sum_add(dt, acc, src, n);
+	kernels()->widen(dt, acc, src, n, true);
+	return 0;
+}
+
+int sg_sum_acc_final(enum sg_dtype dt, unsigned int flags, void *dst, const void *acc, size_t n)
+{
+	int rc = check_acc(__func__, dt, flags, dst, acc, n, false);
+
+	if (rc != 0 || n == 0)
+		return rc;
+	if (!wide_acc(dt, flags))
+		return sg_sum_copy(dt, dst, acc, n);
+	kernels()->narrow(dt, dst, acc, n, use_nt(n * sizeof(uint16_t)));
+	return 0;
+}
+
+/* ---- exact scalar conversions ------------------------------------------ */
+
+static inline uint32_t f2u(float f)
+{
+	uint32_t u;
+
+	memcpy(&u, &f, sizeof(u));
+	return u;
+}
+
+static inline float u2f(uint32_t u)
+{
+	float f;
+
+	memcpy(&f, &u, sizeof(f));
+	return f;
+}
+
+float sg_fp16_to_fp32(uint16_t h)
+{
+	uint32_t sign = (uint32_t)(h & 0x8000) << 16;
+	uint32_t exp = (h >> 10) & 0x1f, mant = h & 0x3ff;
+
+	if (exp == 0) {
+		/* Zero or subnormal: mant * 2^-24 is exact in fp32. */
+		float v = (float)mant * 0x1p-24f;
+
+		return sign ? -v : v;
+	}
+	if (exp == 31)
+		return u2f(sign | 0x7f800000u | (mant << 13));
+	return u2f(sign | ((exp + 112) << 23) | (mant << 13));
+}
+
+uint16_t sg_fp32_to_fp16(float f)
+{
+	uint32_t x = f2u(f);
+	uint16_t sign = (x >> 16) & 0x8000;
+	uint32_t ax = x & 0x7fffffffu;
+
+	if (ax > 0x7f800000u) /* NaN: quiet it, keep the top payload bits */
+		return sign | 0x7e00 | ((ax >> 13) & 0x3ff);
+	if (ax >= 0x477ff000u) /* >= 65520 rounds to infinity */
+		return sign | 0x7c00;
+	if (ax < 0x38800000u) {
+		/* fp16 subnormal range: scale to units of 2^-24 and round to even. */
+		float v = u2f(ax) * 0x1p24f;
+		uint32_t r = (uint32_t)v;
+		float frac = v - (float)r;
+
+		if (frac > 0.5f || (frac == 0.5f && (r & 1)))
+			r++;
+		return sign | (uint16_t)r; /* r == 1024 is the smallest normal */
+	}
+	ax += 0xfffu + ((ax >> 13) & 1);
+	return sign | (uint16_t)((ax - 0x38000000u) >> 13);
+}
+
+float sg_bf16_to_fp32(uint16_t b)
+{
+	return u2f((uint32_t)b << 16);
+}
+
+uint16_t sg_fp32_to_bf16(float f)
+{
+	uint32_t x = f2u(f);
+
+	if ((x & 0x7fffffffu) > 0x7f800000u)
+		return (uint16_t)((x >> 16) | 0x40);
+	x += 0x7fffu + ((x >> 16) & 1);
+	return (uint16_t)(x >> 16);
+}

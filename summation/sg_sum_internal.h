@@ -1,0 +1,38 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * Private to summation/: the kernel table each implementation fills in.
+ * Arguments are already validated by sg_sum.c, so kernels never fail.
+ */
+#ifndef SG_SUM_INTERNAL_H
+#define SG_SUM_INTERNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <rte_log.h>
+
+#include "sg_sum.h"
+
+extern int sg_sum_logtype;
+#define SG_SUM_LOG(level, fmt, ...) \
+	rte_log(RTE_LOG_##level, sg_sum_logtype, "sigma.summation: " fmt "\n", ##__VA_ARGS__)
+
+struct sg_sum_kernels {
+	/*
+	 * dst = src[0] + ... + src[k-1] in index order, k >= 1. dst may equal
+	 * any src exactly. @nt: use non-temporal stores for dst.
+	 */
+	void (*addk)(enum sg_dtype dt, void *dst, const void *const *src, unsigned int k, size_t n,
+		     unsigned int flags, bool nt);
+	/* acc (+)= widen(src) for fp16/bf16 into fp32 (add=false: plain widen). */
+	void (*widen)(enum sg_dtype dt, float *acc, const uint16_t *src, size_t n, bool add);
+	/* dst = narrow(acc) for fp16/bf16, RNE. */
+	void (*narrow)(enum sg_dtype dt, uint16_t *dst, const float *acc, size_t n, bool nt);
+};
+
+extern const struct sg_sum_kernels sg_sum_kernels_scalar;
+extern const struct sg_sum_kernels sg_sum_kernels_avx2;
+extern const struct sg_sum_kernels sg_sum_kernels_avx512;
+
+#endif /* SG_SUM_INTERNAL_H */
