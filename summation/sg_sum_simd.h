@@ -28,8 +28,32 @@
 #error "define the primitives and SG_SIMD_TABLE before including sg_sum_simd.h"
 #endif
 
-/* Vectors per unrolled step: enough independent loads in flight to hide latency. */
-#define SG_SIMD_UNROLL 4
+/*
+ * Vectors per unrolled step, and how far ahead (bytes) each input is
+ * prefetched. Chosen by sigma-bench sum on a Zen 5 VM: 8 and 2048 beat 4 and
+ * no prefetch by 5-15% when k inputs stream at once (the hardware prefetchers
+ * follow a few streams well, not nine). A prefetch past the end never faults.
+ */
+#ifndef SG_SIMD_UNROLL
+#define SG_SIMD_UNROLL 8
+#endif
+#define SG_SIMD_PRAGMA_(x) _Pragma(#x)
+#define SG_SIMD_PRAGMA(x) SG_SIMD_PRAGMA_(x)
+/* The step's vectors live in registers only if these loops are fully unrolled. */
+#define SG_SIMD_UNROLLED SG_SIMD_PRAGMA(GCC unroll SG_SIMD_UNROLL)
+
+#ifndef SG_SIMD_PREFETCH
+#define SG_SIMD_PREFETCH 2048
+#endif
+
+/* Prefetch the lines that the step SG_SIMD_PREFETCH bytes ahead will read from p. */
+static inline __attribute__((always_inline)) void sg_simd_prefetch(const char *p, size_t bytes)
+{
+	if (SG_SIMD_PREFETCH == 0)
+		return;
+	for (size_t o = 0; o < bytes; o += 64)
+		_mm_prefetch(p + SG_SIMD_PREFETCH + o, _MM_HINT_T0);
+}
 
 /*
  * SG_SIMD_KERNEL defines NAME(dst, src, k, n, nt): dst = src[0] + ... + src[k-1]
@@ -45,25 +69,24 @@
 		for (; i + SG_SIMD_UNROLL * (W) <= hi; i += SG_SIMD_UNROLL * (W)) {            \
 			const char *p = (const char *)src[0] + i * (SZ0);                      \
 			char *q = d + i * (SZD);                                               \
-			V a0 = L0(p), a1 = L0(p + (W) * (SZ0));                                \
-			V a2 = L0(p + 2 * (W) * (SZ0)), a3 = L0(p + 3 * (W) * (SZ0));          \
+			V a[SG_SIMD_UNROLL];                                                   \
+			SG_SIMD_UNROLLED                                                       \
+			for (unsigned int u = 0; u < SG_SIMD_UNROLL; u++)                      \
+				a[u] = L0(p + u * (W) * (SZ0));                                \
+			sg_simd_prefetch(p, SG_SIMD_UNROLL * (W) * (SZ0));                     \
 			for (unsigned int j = 1; j < k; j++) {                                 \
 				p = (const char *)src[j] + i * (SZJ);                          \
-				a0 = ADD(a0, LJ(p));                                           \
-				a1 = ADD(a1, LJ(p + (W) * (SZJ)));                             \
-				a2 = ADD(a2, LJ(p + 2 * (W) * (SZJ)));                         \
-				a3 = ADD(a3, LJ(p + 3 * (W) * (SZJ)));                         \
+				sg_simd_prefetch(p, SG_SIMD_UNROLL * (W) * (SZJ));             \
+				SG_SIMD_UNROLLED                                               \
+				for (unsigned int u = 0; u < SG_SIMD_UNROLL; u++)              \
+					a[u] = ADD(a[u], LJ(p + u * (W) * (SZJ)));             \
 			}                                                                      \
-			if (nt) {                                                              \
-				STNT(q, a0);                                                   \
-				STNT(q + (W) * (SZD), a1);                                     \
-				STNT(q + 2 * (W) * (SZD), a2);                                 \
-				STNT(q + 3 * (W) * (SZD), a3);                                 \
-			} else {                                                               \
-				ST(q, a0);                                                     \
-				ST(q + (W) * (SZD), a1);                                       \
-				ST(q + 2 * (W) * (SZD), a2);                                   \
-				ST(q + 3 * (W) * (SZD), a3);                                   \
+			SG_SIMD_UNROLLED                                                       \
+			for (unsigned int u = 0; u < SG_SIMD_UNROLL; u++) {                    \
+				if (nt)                                                        \
+					STNT(q + u * (W) * (SZD), a[u]);                       \
+				else                                                           \
+					ST(q + u * (W) * (SZD), a[u]);                         \
 			}                                                                      \
 		}                                                                              \
 		for (; i + (W) <= hi; i += (W)) {                                              \
