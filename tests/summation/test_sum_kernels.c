@@ -281,6 +281,90 @@ static void test_acc_kernels(void)
 	}
 }
 
+#define ANY_NAN UINT64_MAX
+
+/* Sums worked out by hand from the IEEE 754 layouts and two's complement. */
+static const struct known {
+	enum sg_dtype dt;
+	unsigned int flags;
+	unsigned int k;
+	uint64_t in[3];
+	uint64_t want;
+} knowns[] = {
+	/* fp32: one signalling NaN comes out quieted with its payload. */
+	{SG_DTYPE_FP32, 0, 3, {0x3f800000, 0x7fa00001, 0x40000000}, 0x7fe00001},
+	{SG_DTYPE_FP32, 0, 1, {0x7fa00001}, 0x7fa00001}, /* k = 1 is a copy */
+	{SG_DTYPE_FP32, 0, 2, {0x7f800000, 0xff800000}, ANY_NAN},
+	{SG_DTYPE_FP32, 0, 2, {0x7f800000, 0x3f800000}, 0x7f800000},
+	{SG_DTYPE_FP32, 0, 2, {0x7f7fffff, 0x7f7fffff}, 0x7f800000}, /* overflow */
+	{SG_DTYPE_FP32, 0, 2, {0x80000000, 0x80000000}, 0x80000000}, /* -0 + -0 */
+	{SG_DTYPE_FP32, 0, 2, {0x00000000, 0x80000000}, 0x00000000}, /* +0 + -0 */
+	{SG_DTYPE_FP32, 0, 2, {0x00000001, 0x00000001}, 0x00000002}, /* no flush to zero */
+	{SG_DTYPE_FP64, 0, 2, {0x3ff0000000000000, 0x7ff4000000000001}, 0x7ffc000000000001},
+	{SG_DTYPE_FP64, 0, 3, {1, 1, 0x8000000000000001}, 1},
+	/* fp16: subnormals, the subnormal/normal boundary, overflow, NaN. */
+	{SG_DTYPE_FP16, 0, 3, {0x0001, 0x0001, 0x0001}, 0x0003},
+	{SG_DTYPE_FP16, 0, 2, {0x03ff, 0x0001}, 0x0400},
+	{SG_DTYPE_FP16, 0, 2, {0x7bff, 0x7bff}, 0x7c00},
+	{SG_DTYPE_FP16, 0, 2, {0x7bff, 0x3c00}, 0x7bff}, /* 65505 rounds down */
+	{SG_DTYPE_FP16, 0, 2, {0x3c00, 0x7c01}, 0x7e01},
+	{SG_DTYPE_FP16, SG_SUM_F_NATIVE, 2, {0x3c00, 0x7c01}, 0x7e01},
+	{SG_DTYPE_FP16, 0, 1, {0x7c01}, 0x7e01}, /* narrowing quiets */
+	{SG_DTYPE_FP16, 0, 2, {0xfc00, 0x7c00}, ANY_NAN},
+	/* 2048 + 1 + 1: exact in fp32 (2050); native rounds 2049 to even (2048) twice. */
+	{SG_DTYPE_FP16, 0, 3, {0x6800, 0x3c00, 0x3c00}, 0x6801},
+	{SG_DTYPE_FP16, SG_SUM_F_NATIVE, 3, {0x6800, 0x3c00, 0x3c00}, 0x6800},
+	/* bf16: ties to even, denormals kept (no flush), NaN. */
+	{SG_DTYPE_BF16, 0, 2, {0x3f80, 0x3b80}, 0x3f80}, /* 1 + 2^-8: tie, stays even */
+	{SG_DTYPE_BF16, 0, 2, {0x3f81, 0x3b80}, 0x3f82}, /* tie, odd rounds up */
+	{SG_DTYPE_BF16, 0, 2, {0x0001, 0x0001}, 0x0002},
+	{SG_DTYPE_BF16, 0, 2, {0x8001, 0x8001}, 0x8002},
+	{SG_DTYPE_BF16, 0, 2, {0x3f80, 0x7f81}, 0x7fc1},
+	{SG_DTYPE_BF16, 0, 3, {0x4380, 0x3f80, 0x3f80}, 0x4381}, /* 256 + 1 + 1 = 258 */
+	{SG_DTYPE_BF16, SG_SUM_F_NATIVE, 3, {0x4380, 0x3f80, 0x3f80}, 0x4380},
+	/* integers wrap modulo 2^bits */
+	{SG_DTYPE_INT8, 0, 2, {0x7f, 0x01}, 0x80},
+	{SG_DTYPE_INT8, 0, 2, {0x80, 0xff}, 0x7f},
+	{SG_DTYPE_UINT8, 0, 3, {0xff, 0x02, 0xff}, 0x00},
+	{SG_DTYPE_INT32, 0, 2, {0x7fffffff, 1}, 0x80000000},
+	{SG_DTYPE_INT64, 0, 2, {0x7fffffffffffffff, 1}, 0x8000000000000000},
+	{SG_DTYPE_INT64, 0, 3, {0, UINT64_MAX, UINT64_MAX}, UINT64_MAX - 1},
+};
+
+/* Each hand-made case, as 197 equal elements (vectors and a tail), on every table. */
+static void test_known(void)
+{
+	const size_t n = 197;
+
+	for (unsigned int c = 0; c < sizeof(knowns) / sizeof(knowns[0]); c++) {
+		const struct known *kc = &knowns[c];
+		size_t sz = sg_dtype_size(kc->dt), off[3] = {0, 0, 0};
+
+		for (unsigned int j = 0; j < kc->k; j++)
+			for (size_t i = 0; i < n; i++)
+				memcpy(in[j] + i * sz, &kc->in[j], sz);
+		for (unsigned int p = 0; p <= npaths; p++) {
+			const struct sg_sum_kernels *kt = p ? paths[p - 1].kt : &sg_sum_kernels_scalar;
+			const char *name = p ? paths[p - 1].name : "scalar";
+
+			for (int nt = 0; nt < 2; nt++) {
+				size_t bad = SIZE_MAX;
+				uint64_t v = 0;
+
+				run_addk(kt, got, kc->dt, kc->flags, kc->k, n, off, 64, false, nt);
+				for (size_t i = 0; i < n && bad == SIZE_MAX; i++) {
+					memcpy(&v, got + 64 + i * sz, sz);
+					if (kc->want == ANY_NAN ? !st_is_nan(kc->dt, &v) : v != kc->want)
+						bad = i;
+				}
+				SG_CHECK(bad == SIZE_MAX, "%s case %u (%s%s): element %zu is 0x%llx, want 0x%llx",
+					 name, c, sg_dtype_name(kc->dt), kc->flags ? " native" : "", bad,
+					 (unsigned long long)v, (unsigned long long)kc->want);
+			}
+		}
+	}
+}
+
 int main(void)
 {
 	find_paths();
@@ -295,6 +379,7 @@ int main(void)
 	test_lengths();
 	test_large_k();
 	test_acc_kernels();
+	test_known();
 	for (unsigned int j = 0; j < SG_SUM_MAX_K; j++)
 		free(in[j]);
 	free(ref);
