@@ -15,7 +15,7 @@
 
 #include <stddef.h>
 
-#define SIGMA_BENCH_COMMANDS(X)                                                              \
+#define SIGMA_BENCH_COMMANDS(X)                                                                    \
 	X(sum, "summation kernels: GB/s per dtype, implementation and k, against bounds")
 
 #define SIGMA_BENCH_DECLARE(name, help) int sigma_bench_##name(int argc, char **argv);

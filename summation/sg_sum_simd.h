@@ -21,6 +21,8 @@
  *   stm_X(p, v, r)             store of the first r elements only
  *   add_X(a, b)                a + b, as the scalar reference computes it
  *   addn_h, addn_b             a + b rounded to the 16-bit type (SG_SUM_F_NATIVE)
+ *   vb, WB, X = b2             bf16 as a pair of fp32 vectors (even and odd
+ *                              elements) holding WB elements, for the fused sum
  *   sg_simd_sfence()           orders the non-temporal stores
  * Integer kinds share ld_i, st_i and stnt_i.
  */
@@ -146,8 +148,9 @@ SG_SIMD_SAME(k_u8, vi, W8, 1, u8, add_u8, ld_i, st_i, stnt_i)
 /* fp16/bf16: fp32 lanes; plain add keeps fp32 partial sums, addn rounds each one. */
 SG_SIMD_SAME(k_h, vf, W32, 2, h, add_f32, ld_h, st_h, stnt_h)
 SG_SIMD_SAME(k_hn, vf, W32, 2, h, addn_h, ld_h, st_h, stnt_h)
-SG_SIMD_SAME(k_b, vf, W32, 2, b, add_f32, ld_b, st_b, stnt_b)
-SG_SIMD_SAME(k_bn, vf, W32, 2, b, addn_b, ld_b, st_b, stnt_b)
+/* bf16 sums use the even/odd pair layout (vb, WB elements per load). */
+SG_SIMD_SAME(k_b, vb, WB, 2, b2, add_b2, ld_b2, st_b2, stnt_b2)
+SG_SIMD_SAME(k_bn, vb, WB, 2, b2, addn_b2, ld_b2, st_b2, stnt_b2)
 /* Accumulator kernels: src[0] (if k == 2) is the fp32 accumulator, src[k-1] the 16-bit input. */
 SG_SIMD_KERNEL(k_widen_h, vf, W32, 2, 2, 4, ld_h, ldm_h, ld_h, ldm_h, add_f32, st_f32,
 	       stnt_f32, stm_f32)
