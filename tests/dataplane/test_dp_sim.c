@@ -17,7 +17,7 @@
  *
  * Each run's configuration comes from its seed. A failing run prints the
  * seed; SG_SIM_SEED=<seed> reruns just that one, SG_SIM_SEEDS=<count> changes
- * how many random seeds run (default 150).
+ * how many random seeds run (default 400).
  */
 #include <errno.h>
 #include <math.h>
@@ -701,7 +701,7 @@ static struct sim_cfg cfg_from_seed(uint64_t seed)
 int main(void)
 {
 	const char *one = getenv("SG_SIM_SEED"), *cnt = getenv("SG_SIM_SEEDS");
-	unsigned long seeds = cnt ? strtoul(cnt, NULL, 0) : 150, bad = 0, runs = 0;
+	unsigned long seeds = cnt ? strtoul(cnt, NULL, 0) : 400, bad = 0, runs = 0;
 
 	if (one != NULL) {
 		struct sim_cfg c = cfg_from_seed(strtoull(one, NULL, 0));
