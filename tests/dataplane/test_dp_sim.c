@@ -24,6 +24,8 @@
 #include <stdarg.h>
 #include <stdio.h>
 
+#include <rte_log.h>
+
 #include "dp_test_util.h"
 
 #define US 1000ull
@@ -702,6 +704,9 @@ int main(void)
 {
 	const char *one = getenv("SG_SIM_SEED"), *cnt = getenv("SG_SIM_SEEDS");
 	unsigned long seeds = cnt ? strtoul(cnt, NULL, 0) : 400, bad = 0, runs = 0;
+
+	/* Hundreds of jobs come and go: keep their notices out of the log. */
+	rte_log_set_level_pattern("sigma.dataplane", RTE_LOG_WARNING);
 
 	if (one != NULL) {
 		struct sim_cfg c = cfg_from_seed(strtoull(one, NULL, 0));
