@@ -22,6 +22,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <rte_common.h>
 #include <sodium.h>
 
 #include "ctl_mock.h"
@@ -611,6 +612,88 @@ static void test_conn_limit(void)
 		close(fds[i]);
 }
 
+/*
+ * Mutated requests: every valid request of the API with random bytes flipped,
+ * inserted or cut, thousands of times. The server must stay up and correct.
+ */
+static void test_mutations(void)
+{
+	static const char *const seeds[] = {
+		"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"job_create\",\"params\":{\"workers\":4,"
+		"\"dtype\":\"fp16\",\"mode\":\"async\",\"partition_bytes\":65536,\"tensors\":[{\"name\":"
+		"\"a\",\"elems\":100000},{\"elems\":7}]}}",
+		"{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"job_placement\",\"params\":{\"id\":2,"
+		"\"detail\":true}}",
+		"{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"layout_set\",\"params\":{\"idle\":[{\"lcore\":"
+		"1,\"policy\":\"sleep\"}],\"keymap\":[0,1,0,1,0,1,0,1,0,1,0,1,0,1,0,1,0,1,0,1,0,1,0,1,0,"
+		"1,0,1,0,1,0,1,0,1,0,1,0,1,0,1,0,1,0,1,0,1,0,1,0,1,0,1,0,1,0,1,0,1,0,1,0,1,0,1]}}",
+		"{\"jsonrpc\":\"2.0\",\"id\":4,\"method\":\"node_heartbeat\",\"params\":{\"name\":\"g9\","
+		"\"kind\":\"gpu\",\"gbps\":25.5}}",
+		"{\"jsonrpc\":\"2.0\",\"id\":5,\"method\":\"log_level_set\",\"params\":{\"pattern\":"
+		"\"sigma.nothing\",\"level\":\"info\"}}",
+		"{\"jsonrpc\":\"2.0\",\"id\":6,\"method\":\"job_destroy\",\"params\":{\"id\":3}}",
+		"{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"stats_get\"}",
+	};
+	static const char alphabet[] = "{}[]\":,0123456789-.eE \\abcdefghijklmnopqrstuvwxyz\x80\xff";
+	uint64_t x = 0x9e3779b97f4a7c15ull;
+	char frame[2048];
+	int fd = raw_unix(), i, sent = 0;
+	struct sg_ctl_client *c;
+	json_t *r;
+	long code;
+
+	for (i = 0; i < 3000 && fd >= 0; i++) {
+		const char *seed = seeds[i % RTE_DIM(seeds)];
+		size_t len = strlen(seed), k, nmut;
+
+		memcpy(frame, seed, len);
+		x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+		for (nmut = 1 + x % 4, k = 0; k < nmut; k++) {
+			size_t pos;
+
+			x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+			pos = (size_t)(x >> 8) % len;
+			switch (x % 3) {
+			case 0: /* replace */
+				frame[pos] = alphabet[(x >> 40) % (sizeof(alphabet) - 1)];
+				break;
+			case 1: /* cut */
+				len = pos + 1;
+				break;
+			default: /* insert */
+				if (len < sizeof(frame) - 2) {
+					memmove(frame + pos + 1, frame + pos, len - pos);
+					frame[pos] = alphabet[(x >> 40) % (sizeof(alphabet) - 1)];
+					len++;
+				}
+			}
+		}
+		for (k = 0; k < len; k++)
+			if (frame[k] == '\n' || frame[k] == '\0')
+				frame[k] = ' ';
+		frame[len++] = '\n';
+		if (send(fd, frame, len, MSG_NOSIGNAL) != (ssize_t)len)
+			break;
+		sent++;
+		/* Drain answers now and then so neither side's buffers fill. */
+		if (i % 50 == 49) {
+			char b[65536];
+
+			while (recv(fd, b, sizeof(b), MSG_DONTWAIT) > 0)
+				;
+		}
+	}
+	SG_CHECK_EQ(sent, 3000);
+	if (fd >= 0)
+		close(fd);
+	/* Still serving, and still right. */
+	c = sg_ctl_client_connect(sock_path, NULL, 0, 2000);
+	r = call(c, "node_info", NULL, &code);
+	SG_CHECK(r != NULL, "node_info after the mutations: %ld", code);
+	json_decref(r);
+	sg_ctl_client_close(c);
+}
+
 static void test_bad_config(void)
 {
 	struct sg_ctl_server_config cfg;
@@ -661,6 +744,7 @@ int main(void)
 	SG_CHECK(__atomic_load_n(&dp_rounds, __ATOMIC_RELAXED) > r0 + 10, "dataplane stalled");
 	test_metrics();
 	test_conn_limit();
+	test_mutations();
 	test_bad_config();
 
 	__atomic_store_n(&dp_stop, 1, __ATOMIC_RELAXED);
