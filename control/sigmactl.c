@@ -318,6 +318,40 @@ static int simple(const char *method, json_t *params, void (*show)(json_t *))
 	return 0;
 }
 
+/* Connect, then simple(); @p params is consumed either way. */
+static int run_method(const char *method, json_t *params, void (*show)(json_t *))
+{
+	int rc = connect_server();
+
+	if (rc != 0) {
+		json_decref(params);
+		return rc;
+	}
+	return simple(method, params, show);
+}
+
+static void show_created(json_t *r)
+{
+	printf("job %lld created\ntoken %s\n", jint(r, "id"), jstr(r, "token"));
+}
+
+static void show_log_level(json_t *r)
+{
+	printf("log level of %s set to %s\n", jstr(r, "pattern"), jstr(r, "level"));
+}
+
+static void show_drain(json_t *r)
+{
+	(void)r;
+	printf("node is draining: in-flight rounds finish, new ones are refused\n");
+}
+
+static void show_layout_set(json_t *r)
+{
+	(void)r;
+	printf("layout changed\n");
+}
+
 /* ---- subcommands with arguments ---- */
 
 static int parse_u64(const char *s, uint64_t max, uint64_t *out)
@@ -345,9 +379,9 @@ static int cmd_job_create(int argc, char **argv)
 		{"partition-bytes", required_argument, NULL, 'p'},
 		{NULL, 0, NULL, 0},
 	};
-	json_t *params = json_object(), *tensors = json_array(), *r;
+	json_t *params = json_object(), *tensors = json_array();
 	uint64_t v;
-	int c, rc;
+	int c;
 
 	optind = 0; /* re-initialise getopt: options may follow the operands here */
 	while ((c = getopt_long(argc, argv, "w:t:d:m:p:", opts, NULL)) != -1) {
@@ -392,19 +426,7 @@ static int cmd_job_create(int argc, char **argv)
 		return die_usage("job create needs --workers N and at least one --tensor NAME:ELEMS");
 	}
 	json_object_set_new(params, "tensors", tensors);
-	if ((rc = connect_server()) != 0) {
-		json_decref(params);
-		return rc;
-	}
-	r = rpc("job_create", params, &rc);
-	if (r == NULL)
-		return rc;
-	if (g.json)
-		print_json(r);
-	else
-		printf("job %lld created\ntoken %s\n", jint(r, "id"), jstr(r, "token"));
-	json_decref(r);
-	return 0;
+	return run_method("job_create", params, show_created);
 bad_arg:
 	json_decref(params);
 	json_decref(tensors);
@@ -417,7 +439,7 @@ static int cmd_with_id(const char *what, const char *method, int argc, char **ar
 	static const struct option opts[] = {{"detail", no_argument, NULL, 'D'}, {NULL, 0, NULL, 0}};
 	bool detail = false;
 	uint64_t id;
-	int c, rc;
+	int c;
 
 	optind = 0; /* re-initialise getopt: options may follow the operands here */
 	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
@@ -427,9 +449,7 @@ static int cmd_with_id(const char *what, const char *method, int argc, char **ar
 	}
 	if (optind != argc - 1 || parse_u64(argv[optind], UINT32_MAX, &id) != 0)
 		return die_usage("%s needs one job id", what);
-	if ((rc = connect_server()) != 0)
-		return rc;
-	return simple(method,
+	return run_method(method,
 		      detail ? json_pack("{s:I, s:b}", "id", (json_int_t)id, "detail", 1)
 			     : json_pack("{s:I}", "id", (json_int_t)id),
 		      strcmp(method, "job_placement") == 0 ? show_placement : NULL);
@@ -515,7 +535,7 @@ static int cmd_lcores(int argc, char **argv)
 static int cmd_layout_set(int argc, char **argv)
 {
 	json_t *params = json_object(), *idle = json_array();
-	int i, rc;
+	int i;
 
 	if (argc < 1)
 		goto usage_err;
@@ -569,14 +589,7 @@ static int cmd_layout_set(int argc, char **argv)
 		json_object_set_new(params, "idle", idle);
 	else
 		json_decref(idle);
-	if ((rc = connect_server()) != 0) {
-		json_decref(params);
-		return rc;
-	}
-	rc = simple("layout_set", params, NULL);
-	if (rc == 0 && !g.json)
-		printf("layout changed\n");
-	return rc;
+	return run_method("layout_set", params, show_layout_set);
 usage_err:
 	json_decref(params);
 	json_decref(idle);
@@ -588,8 +601,8 @@ static int cmd_log_level(int argc, char **argv)
 	static const struct option opts[] = {{"pattern", required_argument, NULL, 'p'},
 					     {NULL, 0, NULL, 0}};
 	const char *pattern = NULL;
-	json_t *params, *r;
-	int c, rc;
+	json_t *params;
+	int c;
 
 	optind = 0; /* re-initialise getopt: options may follow the operands here */
 	while ((c = getopt_long(argc, argv, "p:", opts, NULL)) != -1) {
@@ -603,19 +616,7 @@ static int cmd_log_level(int argc, char **argv)
 	params = json_pack("{s:s}", "level", argv[optind]);
 	if (pattern != NULL)
 		json_object_set_new(params, "pattern", json_string(pattern));
-	if ((rc = connect_server()) != 0) {
-		json_decref(params);
-		return rc;
-	}
-	r = rpc("log_level_set", params, &rc);
-	if (r == NULL)
-		return rc;
-	if (g.json)
-		print_json(r);
-	else
-		printf("log level of %s set to %s\n", jstr(r, "pattern"), jstr(r, "level"));
-	json_decref(r);
-	return 0;
+	return run_method("log_level_set", params, show_log_level);
 }
 
 static int cmd_heartbeat(int argc, char **argv)
@@ -625,7 +626,7 @@ static int cmd_heartbeat(int argc, char **argv)
 					     {NULL, 0, NULL, 0}};
 	const char *kind = "cpu";
 	double gbps = 100;
-	int c, rc;
+	int c;
 
 	optind = 0; /* re-initialise getopt: options may follow the operands here */
 	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
@@ -643,24 +644,14 @@ static int cmd_heartbeat(int argc, char **argv)
 	}
 	if (optind != argc - 1)
 		return die_usage("heartbeat needs one node NAME");
-	if ((rc = connect_server()) != 0)
-		return rc;
-	return simple("node_heartbeat",
+	return run_method("node_heartbeat",
 		      json_pack("{s:s, s:s, s:f}", "name", argv[optind], "kind", kind, "gbps", gbps),
 		      NULL);
-}
-
-static int no_args(const char *cmd, int argc)
-{
-	if (argc > 1)
-		return die_usage("%s takes no arguments", cmd);
-	return connect_server();
 }
 
 static int dispatch(int argc, char **argv)
 {
 	const char *cmd = argv[0];
-	int rc;
 
 	if (strcmp(cmd, "help") == 0) {
 		usage(stdout);
@@ -669,9 +660,7 @@ static int dispatch(int argc, char **argv)
 	if (strcmp(cmd, "nodes") == 0 && argc >= 2 && strcmp(argv[1], "remove") == 0) {
 		if (argc != 3)
 			return die_usage("nodes remove needs one NAME");
-		if ((rc = connect_server()) != 0)
-			return rc;
-		return simple("node_remove", json_pack("{s:s}", "name", argv[2]), NULL);
+		return run_method("node_remove", json_pack("{s:s}", "name", argv[2]), NULL);
 	}
 	if (strcmp(cmd, "job") == 0) {
 		if (argc >= 2 && strcmp(argv[1], "create") == 0)
@@ -697,11 +686,7 @@ static int dispatch(int argc, char **argv)
 			return die_usage("call needs METHOD [JSON]");
 		if (argc == 3 && (p = json_loads(argv[2], 0, NULL)) == NULL)
 			return die_usage("call: params are not a JSON object or array");
-		if ((rc = connect_server()) != 0) {
-			json_decref(p);
-			return rc;
-		}
-		return simple(argv[1], p, NULL);
+		return run_method(argv[1], p, NULL);
 	}
 	{
 		static const struct {
@@ -710,19 +695,16 @@ static int dispatch(int argc, char **argv)
 		} plain[] = {
 			{"nodes", "nodes_list", show_nodes}, {"info", "node_info", show_info},
 			{"jobs", "job_list", show_jobs},     {"stats", "stats_get", show_stats},
-			{"layout", "layout_get", show_layout}, {"drain", "drain", NULL},
+			{"layout", "layout_get", show_layout}, {"drain", "drain", show_drain},
 		};
 		size_t i;
 
 		for (i = 0; i < sizeof(plain) / sizeof(plain[0]); i++) {
 			if (strcmp(cmd, plain[i].cmd) != 0)
 				continue;
-			if ((rc = no_args(cmd, argc)) != 0)
-				return rc;
-			rc = simple(plain[i].method, NULL, plain[i].show);
-			if (rc == 0 && plain[i].show == NULL && !g.json)
-				printf("node is draining: in-flight rounds finish, new ones are refused\n");
-			return rc;
+			if (argc > 1)
+				return die_usage("%s takes no arguments", cmd);
+			return run_method(plain[i].method, NULL, plain[i].show);
 		}
 	}
 	return die_usage("unknown command '%s'", cmd);

@@ -151,6 +151,17 @@ static long err_code(const char *line)
 	return code;
 }
 
+/* Send one frame and check the error code of the answer (0: a result). */
+static void send_expect(int fd, const char *frame, long code)
+{
+	char *line;
+
+	raw_send(fd, frame);
+	line = raw_line(fd, 2000);
+	SG_CHECK(line != NULL && err_code(line) == code, "%.60s -> %s", frame, line ? line : "none");
+	free(line);
+}
+
 static struct sg_ctl_server_stats stats(void)
 {
 	struct sg_ctl_server_stats st;
@@ -385,10 +396,7 @@ static void test_tcp_auth(void)
 	line = raw_line(fd, 2000);
 	SG_CHECK(line && strstr(line, "auth_challenge"), "challenge: %s", line ? line : "none");
 	free(line);
-	raw_send(fd, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"node_info\"}\n");
-	line = raw_line(fd, 2000);
-	SG_CHECK_EQ(err_code(line), SG_CTL_ERR_UNAUTHENTICATED);
-	free(line);
+	send_expect(fd, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"node_info\"}\n", SG_CTL_ERR_UNAUTHENTICATED);
 	SG_CHECK(raw_closed_within(fd, 2000), "closed after unauthenticated call");
 	close(fd);
 
@@ -410,19 +418,13 @@ static void test_tcp_auth(void)
 		 line ? line : "none");
 	free(line);
 	/* Answering twice on the same connection is refused too. */
-	raw_send(fd, replay);
-	line = raw_line(fd, 2000);
-	SG_CHECK_EQ(err_code(line), SG_CTL_ERR_AUTH_FAILED);
-	free(line);
+	send_expect(fd, replay, SG_CTL_ERR_AUTH_FAILED);
 	close(fd);
 	fd2 = raw_tcp(tcp_port);
 	line = raw_line(fd2, 2000);
 	SG_CHECK(line && nh && strstr(line, "auth_challenge"), "second challenge");
 	free(line);
-	raw_send(fd2, replay);
-	line = raw_line(fd2, 2000);
-	SG_CHECK_EQ(err_code(line), SG_CTL_ERR_AUTH_FAILED);
-	free(line);
+	send_expect(fd2, replay, SG_CTL_ERR_AUTH_FAILED);
 	SG_CHECK(raw_closed_within(fd2, 2000), "closed after a replayed answer");
 	close(fd2);
 	/* Garbage in the auth params. */
@@ -430,10 +432,7 @@ static void test_tcp_auth(void)
 	free(raw_line(fd, 2000));
 	snprintf(msg, sizeof(msg),
 		 "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"auth\",\"params\":{\"response\":\"zz\"}}\n");
-	raw_send(fd, msg);
-	line = raw_line(fd, 2000);
-	SG_CHECK_EQ(err_code(line), SG_CTL_ERR_AUTH_FAILED);
-	free(line);
+	send_expect(fd, msg, SG_CTL_ERR_AUTH_FAILED);
 	close(fd);
 
 	after = stats();
@@ -444,40 +443,28 @@ static void test_tcp_auth(void)
 
 static void test_garbage(void)
 {
+	static const struct {
+		const char *frame;
+		long code;
+	} bad[] = {
+		{"{not json at all\n", SG_CTL_ERR_PARSE},
+		{"[1,2,3]\n", SG_CTL_ERR_INVALID_REQUEST},
+		{"{\"jsonrpc\":\"1.0\",\"id\":1,\"method\":\"node_info\"}\n", SG_CTL_ERR_INVALID_REQUEST},
+		{"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"node_info\",\"params\":5}\n",
+		 SG_CTL_ERR_INVALID_REQUEST},
+		{"{\"jsonrpc\":\"2.0\",\"id\":1,\"id\":2,\"method\":\"node_info\"}\n", SG_CTL_ERR_PARSE},
+		{"{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"rm -rf\"}\n", SG_CTL_ERR_METHOD_NOT_FOUND},
+		{"\x01\xff\xfe garbage\n", SG_CTL_ERR_PARSE},
+	};
 	struct sg_ctl_server_stats before = stats(), after;
 	char big[6000], *line;
+	size_t i;
 	int fd;
 
 	fd = raw_unix();
 	SG_CHECK(fd >= 0, "unix raw connect");
-	raw_send(fd, "{not json at all\n");
-	line = raw_line(fd, 2000);
-	SG_CHECK_EQ(err_code(line), SG_CTL_ERR_PARSE);
-	free(line);
-	raw_send(fd, "[1,2,3]\n");
-	line = raw_line(fd, 2000);
-	SG_CHECK_EQ(err_code(line), SG_CTL_ERR_INVALID_REQUEST);
-	free(line);
-	raw_send(fd, "{\"jsonrpc\":\"1.0\",\"id\":1,\"method\":\"node_info\"}\n");
-	line = raw_line(fd, 2000);
-	SG_CHECK_EQ(err_code(line), SG_CTL_ERR_INVALID_REQUEST);
-	free(line);
-	raw_send(fd, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"node_info\",\"params\":5}\n");
-	line = raw_line(fd, 2000);
-	SG_CHECK_EQ(err_code(line), SG_CTL_ERR_INVALID_REQUEST);
-	free(line);
-	raw_send(fd, "{\"jsonrpc\":\"2.0\",\"id\":1,\"id\":2,\"method\":\"node_info\"}\n");
-	line = raw_line(fd, 2000);
-	SG_CHECK_EQ(err_code(line), SG_CTL_ERR_PARSE);
-	free(line);
-	raw_send(fd, "{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"rm -rf\"}\n");
-	line = raw_line(fd, 2000);
-	SG_CHECK_EQ(err_code(line), SG_CTL_ERR_METHOD_NOT_FOUND);
-	free(line);
-	raw_send(fd, "\x01\xff\xfe garbage\n");
-	line = raw_line(fd, 2000);
-	SG_CHECK_EQ(err_code(line), SG_CTL_ERR_PARSE);
-	free(line);
+	for (i = 0; i < RTE_DIM(bad); i++)
+		send_expect(fd, bad[i].frame, bad[i].code);
 	/* After all that, the same connection still works (pipelined, CRLF too). */
 	raw_send(fd, "{\"jsonrpc\":\"2.0\",\"id\":8,\"method\":\"node_info\"}\r\n"
 		     "{\"jsonrpc\":\"2.0\",\"id\":9,\"method\":\"job_list\"}\n");
@@ -497,10 +484,7 @@ static void test_garbage(void)
 	/* Oversized: more than max_frame (4096) with no newline: error, then closed. */
 	memset(big, 'a', sizeof(big) - 1);
 	big[sizeof(big) - 1] = '\0';
-	raw_send(fd, big);
-	line = raw_line(fd, 2000);
-	SG_CHECK_EQ(err_code(line), SG_CTL_ERR_OVERSIZED);
-	free(line);
+	send_expect(fd, big, SG_CTL_ERR_OVERSIZED);
 	SG_CHECK(raw_closed_within(fd, 2000), "closed after an oversized frame");
 	close(fd);
 
