@@ -459,6 +459,38 @@ struct sg_ctl_server;
 struct sg_ctl_server *sg_ctl_server_create(const struct sg_ctl_server_config *cfg);
 /** Stop the thread, close everything, remove the Unix socket file. NULL is fine. */
 void sg_ctl_server_destroy(struct sg_ctl_server *s);
+struct rte_cfgfile;
+
+/** Storage for the strings and secret that sg_ctl_config_load() points the config at. */
+struct sg_ctl_config_store {
+	char tcp_addr[64];
+	char unix_path[108];
+	char metrics_addr[64];
+	uint8_t secret[256];
+};
+
+/**
+ * Fill @p cfg (ops are left alone) from section @p section of an INI file
+ * loaded with rte_cfgfile_load(). Keys, all optional:
+ *
+ *     listen = 127.0.0.1:7070 | off        (TCP JSON-RPC; port 0 = any)
+ *     unix = /var/run/sigma/ctl.sock | off
+ *     secret_file = /etc/sigma/ctl.secret  (needed with listen; mode 0600 or 0400)
+ *     metrics = 127.0.0.1:9100 | off
+ *     max_frame, max_conns, idle_timeout_ms, frame_timeout_ms,
+ *     auth_timeout_ms, heartbeat_timeout_ms  (positive integers)
+ *
+ * A missing section gives the defaults: TCP off, no Unix socket, metrics
+ * off. Strings and the secret live in @p store, which must outlive
+ * sg_ctl_server_create().
+ * @return 0; -EINVAL with a message naming the key and the fix in @p err
+ *         (an unknown key, a bad number, address or port, an unreadable,
+ *         too short or group/world-readable secret file).
+ */
+int sg_ctl_config_load(struct rte_cfgfile *file, const char *section,
+		       struct sg_ctl_server_config *cfg, struct sg_ctl_config_store *store,
+		       char *err, size_t err_len);
+
 /** TCP port actually bound (useful with port 0), 0 if none. */
 uint16_t sg_ctl_server_tcp_port(const struct sg_ctl_server *s);
 /** Metrics port actually bound, 0 if none. */
