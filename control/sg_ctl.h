@@ -1,0 +1,557 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/**
+ * @file
+ * Sigma control plane: out-of-band management of summation nodes.
+ *
+ * The module has five parts, usable independently:
+ *
+ * 1. **Placement** (sg_ctl_split(), sg_ctl_model(), sg_ctl_place_*()): BytePS's
+ *    optimal split of the bytes between CPU and GPU summation machines, and
+ *    weighted rendezvous hashing of partition keys onto nodes. These are pure
+ *    functions with no state, shared by sigmactl, libsigma and sigma-bench, so
+ *    every party computes the same key -> node map without a coordinator.
+ * 2. **Membership** (sg_ctl_members_*()): heartbeat-based liveness of the
+ *    summation nodes, and failure of in-flight rounds on a lost node with a
+ *    clear error.
+ * 3. **Lcore channels** (sg_ctl_chan_*()): request/response rte_rings through
+ *    which the control thread sends commands (layout changes, drain) to
+ *    dataplane lcores. Lcores poll them between bursts; nobody takes a lock.
+ * 4. **Server** (sg_ctl_server_*()): JSON-RPC 2.0 over TCP (HMAC-SHA256
+ *    challenge-response) and over a Unix socket (file permissions), plus a
+ *    Prometheus text endpoint, all on one epoll thread of its own. The node's
+ *    daemon plugs in through an agent ops table (struct sg_ctl_agent_ops).
+ * 5. **Client** (sg_ctl_client_*()): what sigmactl and tests use to call it.
+ *
+ * The wire format is documented in docs/control.md.
+ *
+ * Conventions: functions return 0 or a negative errno; constructors return
+ * NULL and set errno. Logging uses the rte_log type "sigma.control".
+ */
+#ifndef SG_CTL_H
+#define SG_CTL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "sg_sum.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ======================================================================== */
+/* 1. Placement                                                             */
+/* ======================================================================== */
+
+/** What kind of machine a summation node runs on. */
+enum sg_ctl_node_kind {
+	SG_CTL_NODE_CPU = 0, /**< dedicated CPU machine (no worker on it) */
+	SG_CTL_NODE_GPU = 1, /**< GPU machine's spare cores (a worker runs there too) */
+};
+
+/** Name of a node kind ("cpu"/"gpu"). */
+const char *sg_ctl_node_kind_name(enum sg_ctl_node_kind kind);
+/** Parse "cpu" or "gpu"; -EINVAL otherwise. */
+int sg_ctl_node_kind_from_name(const char *name, enum sg_ctl_node_kind *kind);
+
+/**
+ * BytePS's optimal share of the model per machine, as fractions of M.
+ *
+ * With n GPU machines and k CPU machines (k <= n): each CPU machine gets
+ * 2(n-1)/(n^2+kn-2k), each GPU machine (n-k)/(n^2+kn-2k); the shares add up to
+ * 1. When k >= n the GPU machines get nothing and each CPU machine 1/k. When
+ * n == 0 each CPU machine gets 1/k; when k == 0, each GPU machine 1/n.
+ *
+ * @return 0, or -EINVAL when n == k == 0 or an output pointer is NULL.
+ */
+int sg_ctl_split(unsigned int n_gpu, unsigned int k_cpu, double *cpu_share, double *gpu_share);
+
+/** Predicted communication times for one synchronisation of M bytes. */
+struct sg_ctl_model {
+	unsigned int n;	       /**< GPU machines (workers) */
+	unsigned int k;	       /**< CPU machines */
+	double cpu_bytes;      /**< bytes each CPU machine sums */
+	double gpu_bytes;      /**< bytes each GPU machine sums */
+	double t_sigma;	       /**< seconds, BytePS/Sigma split: 2n(n-1)M/((n^2+kn-2k)B); M/B if k>=n */
+	double t_allreduce;    /**< seconds, ring all-reduce: 2(n-1)M/(nB) */
+	double t_ps;	       /**< seconds, classic PS on the k CPU machines: nM/(kB), M/B if k>=n;
+				    INFINITY when k == 0 */
+	double speedup_vs_allreduce; /**< t_allreduce / t_sigma */
+};
+
+/**
+ * Fill @p out for n GPU machines, k CPU machines, a model of @p model_bytes
+ * and a per-machine bandwidth of @p bw_bytes_per_s (B).
+ * @return 0; -EINVAL if n == 0 (nobody to synchronise), B <= 0, M < 0 or
+ *         out == NULL.
+ */
+int sg_ctl_model(unsigned int n_gpu, unsigned int k_cpu, double model_bytes,
+		 double bw_bytes_per_s, struct sg_ctl_model *out);
+
+/** A summation node as placement sees it. */
+struct sg_ctl_place_node {
+	const char *name;	    /**< stable identity: hashed, so order does not matter */
+	enum sg_ctl_node_kind kind; /**< CPU or GPU machine */
+	double gbps;		    /**< NIC bandwidth; weights nodes within their group (> 0) */
+	bool alive;		    /**< dead nodes get weight 0 */
+};
+
+/**
+ * Compute the rendezvous weight of each node: its group's total share from
+ * sg_ctl_split() (n = alive GPU nodes, k = alive CPU nodes), divided among
+ * the group's alive nodes in proportion to their bandwidth.
+ * @param[out] weights n_nodes entries; they add up to 1.
+ * @return 0; -EINVAL on bad arguments (NULL, a name NULL, gbps <= 0 on an
+ *         alive node); -ENOENT when no node is alive.
+ */
+int sg_ctl_place_weights(const struct sg_ctl_place_node *nodes, unsigned int n_nodes,
+			 double *weights);
+
+/**
+ * The node that owns partition @p key: weighted rendezvous (highest random
+ * weight) hashing over the nodes' names. A node's score depends only on its
+ * name, weight and the key, so removing a node moves only the keys it owned
+ * (when the group shares stay the same), and every process that sees the same
+ * membership computes the same map.
+ * @return the node's index in @p nodes, or -ENOENT if every weight is 0.
+ */
+int sg_ctl_place_key(const struct sg_ctl_place_node *nodes, const double *weights,
+		     unsigned int n_nodes, uint64_t key);
+
+/** Partition key of partition @p part of tensor @p tensor in a job (shared convention). */
+static inline uint64_t sg_ctl_partition_key(uint32_t tensor, uint32_t part)
+{
+	return ((uint64_t)tensor << 32) | part;
+}
+
+/* ======================================================================== */
+/* 2. Membership and liveness                                               */
+/* ======================================================================== */
+
+/** Longest node name (with the NUL). */
+#define SG_CTL_NAME_MAX 64
+
+/** One node's state as the membership tracker knows it. */
+struct sg_ctl_member {
+	char name[SG_CTL_NAME_MAX];
+	enum sg_ctl_node_kind kind;
+	double gbps;
+	bool alive;
+	uint64_t last_heartbeat_ns; /**< clock of the caller (monotonic ns) */
+};
+
+/** Why an in-flight round failed: handed to the failure callback. */
+struct sg_ctl_round_failure {
+	uint32_t job;
+	uint64_t key;
+	uint64_t round;
+	const char *node;	 /**< the lost node's name */
+	int error;		 /**< -EHOSTDOWN */
+	const char *message;	 /**< human-readable: names node, job, key, round, silence */
+};
+
+/** Called once per in-flight round on a node declared lost. */
+typedef void (*sg_ctl_round_failed_cb)(void *arg, const struct sg_ctl_round_failure *f);
+
+struct sg_ctl_members;
+
+/**
+ * Create a tracker. A node is lost when no heartbeat came for @p timeout_ns.
+ * @p max_nodes and @p max_rounds bound memory (nothing grows afterwards).
+ * @p cb may be NULL. Not thread-safe: one thread (the control thread) owns it.
+ */
+struct sg_ctl_members *sg_ctl_members_create(uint64_t timeout_ns, unsigned int max_nodes,
+					     unsigned int max_rounds, sg_ctl_round_failed_cb cb,
+					     void *cb_arg);
+/** Free a tracker (NULL is fine). */
+void sg_ctl_members_destroy(struct sg_ctl_members *m);
+
+/**
+ * Record a heartbeat from @p name at @p now_ns; adds the node if new. A lost
+ * node that heartbeats again becomes alive again (and bumps the epoch).
+ * @return 0; -EINVAL for a bad name/kind/gbps; -ENOSPC when full.
+ */
+int sg_ctl_members_heartbeat(struct sg_ctl_members *m, const char *name,
+			     enum sg_ctl_node_kind kind, double gbps, uint64_t now_ns);
+
+/** Remove a node on purpose (fails its in-flight rounds). -ENOENT if unknown. */
+int sg_ctl_members_remove(struct sg_ctl_members *m, const char *name);
+
+/**
+ * Declare lost every alive node silent for longer than the timeout, fail its
+ * in-flight rounds through the callback, and log it.
+ * @return the number of nodes newly lost (>= 0).
+ */
+int sg_ctl_members_check(struct sg_ctl_members *m, uint64_t now_ns);
+
+/** Membership epoch: bumped on every change of the alive set (a new placement is due). */
+uint64_t sg_ctl_members_epoch(const struct sg_ctl_members *m);
+
+/** Copy up to @p cap members into @p out. @return the total number of members. */
+unsigned int sg_ctl_members_list(const struct sg_ctl_members *m, struct sg_ctl_member *out,
+				 unsigned int cap);
+
+/**
+ * Fill @p out (capacity @p cap) with placement nodes for the current
+ * membership; names point into the tracker and stay valid until the next
+ * heartbeat/remove call. @return the number of nodes, or -ENOSPC.
+ */
+int sg_ctl_members_place_nodes(const struct sg_ctl_members *m, struct sg_ctl_place_node *out,
+			       unsigned int cap);
+
+/**
+ * Note that round @p round of @p key of job @p job is in flight on @p node.
+ * @return a handle >= 0 for sg_ctl_members_round_end(); -ENOENT if the node
+ *         is unknown; -EHOSTDOWN if it is lost (the caller must re-place);
+ *         -ENOSPC if max_rounds are in flight.
+ */
+int sg_ctl_members_round_begin(struct sg_ctl_members *m, const char *node, uint32_t job,
+			       uint64_t key, uint64_t round);
+/** The round completed normally. -EINVAL for a stale or bad handle. */
+int sg_ctl_members_round_end(struct sg_ctl_members *m, int handle);
+
+/* ======================================================================== */
+/* 3. Lcore channels (rte_ring request/response)                            */
+/* ======================================================================== */
+
+/** Commands the control thread sends to dataplane lcores. */
+enum sg_ctl_msg_type {
+	SG_CTL_MSG_NOP = 0,	     /**< ping: the lcore answers 0 */
+	SG_CTL_MSG_KEYMAP_SET = 1,   /**< apply a new key->reducer map at the next round boundary */
+	SG_CTL_MSG_IDLE_POLICY = 2,  /**< change the lcore's idle policy */
+	SG_CTL_MSG_DRAIN = 3,	     /**< finish in-flight rounds, refuse new ones */
+	SG_CTL_MSG_STATS = 4,	     /**< snapshot counters */
+	SG_CTL_MSG_TYPE_COUNT
+};
+
+/** One message. Requests and responses are the same structure. */
+struct sg_ctl_msg {
+	uint32_t type;	/**< enum sg_ctl_msg_type */
+	uint32_t seq;	/**< set by sg_ctl_chan_call(); echoed by the lcore */
+	int32_t result; /**< response: 0 or -errno */
+	uint32_t pad;
+	uint64_t arg[4]; /**< type-specific; pointers travel as uint64_t and stay owned by the sender */
+};
+
+struct sg_ctl_chan;
+
+/**
+ * Create a channel: two single-producer single-consumer rte_rings of
+ * @p size slots (a power of two >= 2) in memory from the C heap, so it works
+ * without hugepages and without rte_eal_init().
+ */
+struct sg_ctl_chan *sg_ctl_chan_create(const char *name, unsigned int size);
+/** Free a channel (NULL is fine); nobody may be using it. */
+void sg_ctl_chan_destroy(struct sg_ctl_chan *c);
+
+/**
+ * Control side: send @p req and wait up to @p timeout_us for the lcore's
+ * answer, which is copied into @p resp. Responses to earlier calls that timed
+ * out are discarded by sequence number.
+ * @return 0 (resp->result holds the lcore's answer); -ETIMEDOUT; -ENOBUFS if
+ *         the request ring is full.
+ */
+int sg_ctl_chan_call(struct sg_ctl_chan *c, const struct sg_ctl_msg *req,
+		     struct sg_ctl_msg *resp, uint64_t timeout_us);
+
+/** Lcore-side handler: act on @p msg; the return value goes back as msg->result. */
+typedef int (*sg_ctl_chan_handler)(void *arg, struct sg_ctl_msg *msg);
+
+/**
+ * Lcore side: handle at most @p max pending requests without blocking or
+ * allocating. @return the number handled.
+ */
+unsigned int sg_ctl_chan_poll(struct sg_ctl_chan *c, sg_ctl_chan_handler h, void *arg,
+			      unsigned int max);
+
+/* ======================================================================== */
+/* 4. Server and agent                                                      */
+/* ======================================================================== */
+
+#define SG_CTL_MAX_PORTS 16
+#define SG_CTL_MAX_LCORES 128
+#define SG_CTL_MAX_JOBS 64
+#define SG_CTL_MAX_TENSORS 1024
+/** Buckets of the key->reducer map (keys are hashed to a bucket, buckets to reducers). */
+#define SG_CTL_KEYMAP_BUCKETS 64
+/** Per-job session token: 32 random bytes as 64 hex characters (+ NUL). */
+#define SG_CTL_TOKEN_LEN 65
+/** Longest reason an agent may give for refusing something. */
+#define SG_CTL_REASON_MAX 160
+
+/** A port of this node. */
+struct sg_ctl_port_info {
+	char name[32];
+	uint32_t speed_mbps;
+	int32_t numa;
+};
+
+/** Answer of the node info method. */
+struct sg_ctl_node_info {
+	char name[SG_CTL_NAME_MAX];
+	uint32_t n_cores;
+	uint32_t n_numa;
+	uint32_t n_ports;
+	struct sg_ctl_port_info ports[SG_CTL_MAX_PORTS];
+	uint32_t n_reducers;
+	uint32_t reducer_lcores[SG_CTL_MAX_LCORES];
+	bool draining;
+};
+
+/** Lcore roles. */
+enum sg_ctl_role {
+	SG_CTL_ROLE_IO = 0,	 /**< RX/TX */
+	SG_CTL_ROLE_REDUCER = 1, /**< sums keys */
+	SG_CTL_ROLE_RTC = 2,	 /**< run to completion: RX, sum and TX */
+	SG_CTL_ROLE_CONTROL = 3, /**< main / control */
+	SG_CTL_ROLE_COUNT
+};
+/** "io", "reducer", "rtc", "control" or "unknown". */
+const char *sg_ctl_role_name(enum sg_ctl_role role);
+
+/** Idle policy of an lcore. */
+enum sg_ctl_idle {
+	SG_CTL_IDLE_POLL = 0,  /**< busy-poll (dedicated appliance) */
+	SG_CTL_IDLE_SLEEP = 1, /**< back off and sleep when idle (shared GPU machine) */
+};
+
+/** Per-lcore counters and recent rates (as in the dataplane's telemetry). */
+struct sg_ctl_lcore_stats {
+	uint32_t lcore;
+	uint32_t role; /**< enum sg_ctl_role */
+	int32_t numa;
+	uint32_t idle; /**< enum sg_ctl_idle */
+	uint64_t busy_cycles;
+	uint64_t idle_cycles;
+	uint64_t packets;
+	uint64_t bytes_summed;
+	uint64_t drops;
+	double busy_pct; /**< over the dataplane's last interval */
+	double mpps;
+	double gbps_summed;
+};
+
+/** Job modes. */
+enum sg_ctl_job_mode {
+	SG_CTL_MODE_SYNC = 0,  /**< every round waits for all N pushes */
+	SG_CTL_MODE_ASYNC = 1, /**< pushes are applied as they come */
+};
+
+/** A tensor of a job. */
+struct sg_ctl_tensor {
+	char name[SG_CTL_NAME_MAX];
+	uint64_t elems;
+};
+
+/** A job: its spec (create) and its counters (list). */
+struct sg_ctl_job {
+	uint32_t id;		 /**< assigned by the agent at create */
+	uint32_t n_workers;
+	enum sg_dtype dtype;
+	enum sg_ctl_job_mode mode;
+	uint32_t partition_bytes; /**< at most 4 MiB */
+	uint32_t n_tensors;
+	const struct sg_ctl_tensor *tensors; /**< create: owned by the server for the call only */
+	char token[SG_CTL_TOKEN_LEN];	     /**< create: made by the server; list: left empty */
+	uint64_t rounds_completed;
+	uint64_t retransmits;
+	uint64_t incomplete;
+};
+
+/** A live layout change: only what the dataplane can apply without a restart. */
+struct sg_ctl_layout_change {
+	bool has_keymap;
+	uint16_t keymap[SG_CTL_KEYMAP_BUCKETS]; /**< bucket -> reducer index */
+	uint32_t n_idle;			/**< idle-policy changes */
+	struct {
+		uint32_t lcore;
+		uint32_t idle; /**< enum sg_ctl_idle */
+	} idle[SG_CTL_MAX_LCORES];
+};
+
+/** The lcore layout. */
+struct sg_ctl_layout {
+	uint32_t n_lcores;
+	struct {
+		uint32_t lcore;
+		uint32_t role; /**< enum sg_ctl_role */
+		int32_t numa;
+		uint32_t idle; /**< enum sg_ctl_idle */
+		int32_t port;  /**< -1 if none */
+		int32_t queue; /**< -1 if none */
+	} lcores[SG_CTL_MAX_LCORES];
+	uint32_t n_reducers;
+	uint16_t keymap[SG_CTL_KEYMAP_BUCKETS];
+};
+
+/**
+ * What the node's daemon (sigmad) implements. Every callback runs on the
+ * control thread, one at a time; it must not block for long (talk to lcores
+ * through sg_ctl_chan_call() with a short timeout). A NULL callback makes
+ * its method answer "not supported". Callbacks return 0 or -errno; where
+ * they take @p reason, they may write a human-readable refusal into it.
+ */
+struct sg_ctl_agent_ops {
+	int (*node_info)(void *arg, struct sg_ctl_node_info *out);
+	/** Create a job; set job->id. The token is already in job->token. */
+	int (*job_create)(void *arg, struct sg_ctl_job *job, char *reason);
+	/** Up to @p cap jobs. @return the number written, or -errno. */
+	int (*job_list)(void *arg, struct sg_ctl_job *out, unsigned int cap);
+	/** -ENOENT for an unknown job. */
+	int (*job_destroy)(void *arg, uint32_t id);
+	/** Up to @p cap lcores. @return the number written, or -errno. */
+	int (*lcores)(void *arg, struct sg_ctl_lcore_stats *out, unsigned int cap);
+	int (*layout_get)(void *arg, struct sg_ctl_layout *out);
+	/** Apply (between rounds, losing no push) or refuse with a reason. */
+	int (*layout_change)(void *arg, const struct sg_ctl_layout_change *chg, char *reason);
+	/** Finish in-flight rounds and refuse new ones. */
+	int (*drain)(void *arg);
+	/** Optional: if NULL the server sets the rte_log level itself. */
+	int (*log_level)(void *arg, const char *pattern, int level);
+};
+
+/** Server configuration. Zero fields get the defaults in brackets. */
+struct sg_ctl_server_config {
+	const char *tcp_addr;	     /**< IPv4 listen address ["127.0.0.1"]; "" disables TCP */
+	uint16_t tcp_port;	     /**< 0 = ephemeral (see sg_ctl_server_tcp_port()) */
+	bool tcp_disable;	     /**< no TCP listener */
+	const char *unix_path;	     /**< Unix socket path, created 0600; NULL = none */
+	const uint8_t *secret;	     /**< shared secret for TCP (required if TCP is on) */
+	size_t secret_len;	     /**< at least 16 bytes */
+	bool metrics_enable;	     /**< serve Prometheus /metrics over HTTP */
+	const char *metrics_addr;    /**< ["127.0.0.1"] */
+	uint16_t metrics_port;	     /**< 0 = ephemeral */
+	uint32_t max_frame;	     /**< largest request line in bytes [65536] */
+	uint32_t max_conns;	     /**< simultaneous connections [64] */
+	uint32_t idle_timeout_ms;    /**< close a connection silent this long [30000] */
+	uint32_t frame_timeout_ms;   /**< close one whose partial frame is this old [5000] */
+	uint32_t auth_timeout_ms;    /**< close a TCP one not authenticated by then [5000] */
+	uint64_t heartbeat_timeout_ms; /**< membership: node lost after this silence [3000] */
+	const struct sg_ctl_agent_ops *ops; /**< required */
+	void *ops_arg;
+};
+
+/** Counters of the server, each for its own kind of refusal. */
+struct sg_ctl_server_stats {
+	uint64_t conns_accepted;
+	uint64_t conns_refused;	 /**< over max_conns */
+	uint64_t requests;	 /**< answered requests (any outcome) */
+	uint64_t auth_ok;
+	uint64_t auth_failed;	 /**< wrong HMAC, replayed response, bad auth params */
+	uint64_t unauthenticated; /**< a method called before auth */
+	uint64_t malformed;	 /**< not JSON, or not a JSON-RPC 2.0 request */
+	uint64_t oversized;	 /**< frame longer than max_frame */
+	uint64_t unknown_method;
+	uint64_t timeouts;	 /**< idle, partial-frame or auth timeout */
+	uint64_t method_errors;	 /**< the agent or the params refused */
+	uint64_t metrics_scrapes;
+	uint64_t http_bad;	 /**< bad HTTP requests to the metrics port */
+};
+
+struct sg_ctl_server;
+
+/**
+ * Create the sockets and start the control thread. Fails (NULL, errno) on
+ * bad config (EINVAL, with a logged reason), or when a socket cannot be
+ * bound. libsodium is initialised here.
+ */
+struct sg_ctl_server *sg_ctl_server_create(const struct sg_ctl_server_config *cfg);
+/** Stop the thread, close everything, remove the Unix socket file. NULL is fine. */
+void sg_ctl_server_destroy(struct sg_ctl_server *s);
+struct rte_cfgfile;
+
+/** Storage for the strings and secret that sg_ctl_config_load() points the config at. */
+struct sg_ctl_config_store {
+	char tcp_addr[64];
+	char unix_path[108];
+	char metrics_addr[64];
+	uint8_t secret[256];
+};
+
+/**
+ * Fill @p cfg (ops are left alone) from section @p section of an INI file
+ * loaded with rte_cfgfile_load(). Keys, all optional:
+ *
+ *     listen = 127.0.0.1:7070 | off        (TCP JSON-RPC; port 0 = any)
+ *     unix = /var/run/sigma/ctl.sock | off
+ *     secret_file = /etc/sigma/ctl.secret  (needed with listen; mode 0600 or 0400)
+ *     metrics = 127.0.0.1:9100 | off
+ *     max_frame, max_conns, idle_timeout_ms, frame_timeout_ms,
+ *     auth_timeout_ms, heartbeat_timeout_ms  (positive integers)
+ *
+ * A missing section gives the defaults: TCP off, no Unix socket, metrics
+ * off. Strings and the secret live in @p store, which must outlive
+ * sg_ctl_server_create().
+ * @return 0; -EINVAL with a message naming the key and the fix in @p err
+ *         (an unknown key, a bad number, address or port, an unreadable,
+ *         too short or group/world-readable secret file).
+ */
+int sg_ctl_config_load(struct rte_cfgfile *file, const char *section,
+		       struct sg_ctl_server_config *cfg, struct sg_ctl_config_store *store,
+		       char *err, size_t err_len);
+
+/** TCP port actually bound (useful with port 0), 0 if none. */
+uint16_t sg_ctl_server_tcp_port(const struct sg_ctl_server *s);
+/** Metrics port actually bound, 0 if none. */
+uint16_t sg_ctl_server_metrics_port(const struct sg_ctl_server *s);
+/** Snapshot of the counters (thread-safe: relaxed atomic reads). */
+void sg_ctl_server_get_stats(const struct sg_ctl_server *s, struct sg_ctl_server_stats *out);
+
+/* ======================================================================== */
+/* 5. Client                                                                */
+/* ======================================================================== */
+
+struct sg_ctl_client;
+
+/**
+ * Connect. @p target is "unix:PATH", "tcp:HOST:PORT", "HOST:PORT" or a path
+ * (contains '/'). Over TCP the client answers the server's challenge with
+ * @p secret before returning. @p timeout_ms bounds every exchange.
+ * Errors (NULL, errno): EINVAL bad target; ECONNREFUSED, ENOENT...;
+ * EACCES when the server refused the authentication; ETIMEDOUT.
+ */
+struct sg_ctl_client *sg_ctl_client_connect(const char *target, const uint8_t *secret,
+					    size_t secret_len, uint32_t timeout_ms);
+/** Close (NULL is fine). */
+void sg_ctl_client_close(struct sg_ctl_client *c);
+
+/**
+ * Call @p method with @p params_json (a JSON object or array as text, or
+ * NULL). On success *result_json is the "result" member as compact JSON
+ * text (free() it). On a JSON-RPC error, returns -EREMOTEIO and, if
+ * @p err_msg is not NULL, *err_msg holds "message (code)" (free() it).
+ * @return 0; -EREMOTEIO; -EINVAL for bad params text; -EPROTO for a bad
+ *         reply; -ETIMEDOUT; -ECONNRESET.
+ */
+int sg_ctl_client_call(struct sg_ctl_client *c, const char *method, const char *params_json,
+		       char **result_json, char **err_msg);
+
+/**
+ * Compute the authentication answer for @p nonce (raw bytes):
+ * HMAC-SHA256(secret, "sigma-ctl-auth-v1" || nonce) as 64 hex characters
+ * plus NUL into @p hex (65 bytes). Exposed for tests and other clients.
+ */
+int sg_ctl_auth_response(const uint8_t *secret, size_t secret_len, const uint8_t *nonce,
+			 size_t nonce_len, char *hex);
+
+/** JSON-RPC error codes used by the server (besides the standard ones). */
+enum {
+	SG_CTL_ERR_PARSE = -32700,
+	SG_CTL_ERR_INVALID_REQUEST = -32600,
+	SG_CTL_ERR_METHOD_NOT_FOUND = -32601,
+	SG_CTL_ERR_INVALID_PARAMS = -32602,
+	SG_CTL_ERR_INTERNAL = -32603,
+	SG_CTL_ERR_UNAUTHENTICATED = -32001, /**< call "auth" first */
+	SG_CTL_ERR_AUTH_FAILED = -32002,     /**< wrong HMAC */
+	SG_CTL_ERR_REFUSED = -32003,	     /**< the agent refused; message says why */
+	SG_CTL_ERR_NOT_SUPPORTED = -32004,   /**< the agent does not implement it */
+	SG_CTL_ERR_NOT_FOUND = -32005,	     /**< unknown job or node */
+	SG_CTL_ERR_OVERSIZED = -32006,	     /**< frame over max_frame (then closed) */
+};
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* SG_CTL_H */

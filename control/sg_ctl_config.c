@@ -1,0 +1,203 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* The [control] section of sigmad's INI file (rte_cfgfile) -> struct sg_ctl_server_config. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <rte_cfgfile.h>
+
+#include "sg_ctl_internal.h"
+
+static int cfg_err(char *err, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+static int cfg_err(char *err, size_t len, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (err != NULL && len > 0) {
+		va_start(ap, fmt);
+		vsnprintf(err, len, fmt, ap);
+		va_end(ap);
+	}
+	return -EINVAL;
+}
+
+/* "A.B.C.D:PORT" into @addr (buffer of @alen) and @port. */
+static int parse_hostport(const char *v, char *addr, size_t alen, uint16_t *port)
+{
+	const char *colon = strrchr(v, ':');
+	struct in_addr ia;
+	char *end;
+	unsigned long p;
+
+	if (colon == NULL || (size_t)(colon - v) >= alen || colon[1] == '\0')
+		return -EINVAL;
+	memcpy(addr, v, (size_t)(colon - v));
+	addr[colon - v] = '\0';
+	if (inet_pton(AF_INET, addr, &ia) != 1)
+		return -EINVAL;
+	errno = 0;
+	p = strtoul(colon + 1, &end, 10);
+	if (errno != 0 || *end != '\0' || p > 65535 || colon[1] == '-')
+		return -EINVAL;
+	*port = (uint16_t)p;
+	return 0;
+}
+
+static int read_secret(const char *path, struct sg_ctl_config_store *st, size_t *len, char *err,
+		       size_t elen)
+{
+	struct stat sb;
+	ssize_t n;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+
+	if (fd < 0)
+		return cfg_err(err, elen, "secret_file %s: %s", path, strerror(errno));
+	if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+		close(fd);
+		return cfg_err(err, elen, "secret_file %s: not a regular file", path);
+	}
+	if (sb.st_mode & 077) {
+		close(fd);
+		return cfg_err(err, elen, "secret_file %s is readable by others (mode %03o); "
+					  "run: chmod 600 %s", path, (unsigned int)(sb.st_mode & 0777),
+			       path);
+	}
+	n = read(fd, st->secret, sizeof(st->secret));
+	close(fd);
+	while (n > 0 && (st->secret[n - 1] == '\n' || st->secret[n - 1] == '\r'))
+		n--;
+	if (n < 16)
+		return cfg_err(err, elen, "secret_file %s: need at least 16 bytes of secret; "
+					  "e.g. head -c 32 /dev/urandom | base64 > %s", path, path);
+	*len = (size_t)n;
+	return 0;
+}
+
+static int parse_u32(const char *v, uint32_t *out)
+{
+	char *end;
+	unsigned long long x;
+
+	if (v[0] == '\0' || v[0] == '-')
+		return -EINVAL;
+	errno = 0;
+	x = strtoull(v, &end, 10);
+	if (errno != 0 || *end != '\0' || x == 0 || x > UINT32_MAX)
+		return -EINVAL;
+	*out = (uint32_t)x;
+	return 0;
+}
+
+int sg_ctl_config_load(struct rte_cfgfile *file, const char *section,
+		       struct sg_ctl_server_config *cfg, struct sg_ctl_config_store *store,
+		       char *err, size_t err_len)
+{
+	static const struct {
+		const char *key;
+		size_t off;
+	} nums[] = {
+		{"max_frame", offsetof(struct sg_ctl_server_config, max_frame)},
+		{"max_conns", offsetof(struct sg_ctl_server_config, max_conns)},
+		{"idle_timeout_ms", offsetof(struct sg_ctl_server_config, idle_timeout_ms)},
+		{"frame_timeout_ms", offsetof(struct sg_ctl_server_config, frame_timeout_ms)},
+		{"auth_timeout_ms", offsetof(struct sg_ctl_server_config, auth_timeout_ms)},
+	};
+	struct rte_cfgfile_entry *ents = NULL;
+	char secret_file[CFG_VALUE_LEN] = "";
+	int i, n;
+	size_t k, slen = 0;
+
+	if (cfg == NULL || store == NULL || section == NULL)
+		return cfg_err(err, err_len, "internal: NULL argument");
+	memset(store, 0, sizeof(*store));
+	cfg->tcp_disable = true;
+	cfg->unix_path = NULL;
+	cfg->metrics_enable = false;
+	cfg->secret = NULL;
+	cfg->secret_len = 0;
+	if (file == NULL || !rte_cfgfile_has_section(file, section))
+		return 0;
+	n = rte_cfgfile_section_num_entries(file, section);
+	if (n < 0)
+		return cfg_err(err, err_len, "[%s]: unreadable section", section);
+	ents = calloc((size_t)n + 1, sizeof(*ents));
+	if (ents == NULL)
+		return -ENOMEM;
+	n = rte_cfgfile_section_entries(file, section, ents, n);
+	for (i = 0; i < n; i++) {
+		const char *key = ents[i].name, *v = ents[i].value;
+		int rc = 0;
+
+		if (strcmp(key, "listen") == 0) {
+			cfg->tcp_disable = strcmp(v, "off") == 0;
+			if (!cfg->tcp_disable &&
+			    parse_hostport(v, store->tcp_addr, sizeof(store->tcp_addr),
+					   &cfg->tcp_port) != 0)
+				rc = cfg_err(err, err_len, "[%s] listen = %s: want IPV4:PORT or off",
+					     section, v);
+			cfg->tcp_addr = store->tcp_addr;
+		} else if (strcmp(key, "unix") == 0) {
+			if (strcmp(v, "off") != 0) {
+				if (v[0] != '/' || strlen(v) >= sizeof(store->unix_path))
+					rc = cfg_err(err, err_len,
+						     "[%s] unix = %s: want an absolute path under %zu "
+						     "bytes, or off",
+						     section, v, sizeof(store->unix_path));
+				snprintf(store->unix_path, sizeof(store->unix_path), "%s", v);
+				cfg->unix_path = store->unix_path;
+			}
+		} else if (strcmp(key, "metrics") == 0) {
+			cfg->metrics_enable = strcmp(v, "off") != 0;
+			if (cfg->metrics_enable &&
+			    parse_hostport(v, store->metrics_addr, sizeof(store->metrics_addr),
+					   &cfg->metrics_port) != 0)
+				rc = cfg_err(err, err_len, "[%s] metrics = %s: want IPV4:PORT or off",
+					     section, v);
+			cfg->metrics_addr = store->metrics_addr;
+		} else if (strcmp(key, "secret_file") == 0) {
+			snprintf(secret_file, sizeof(secret_file), "%s", v);
+		} else if (strcmp(key, "heartbeat_timeout_ms") == 0) {
+			uint32_t x = 0;
+
+			if (parse_u32(v, &x) != 0)
+				rc = cfg_err(err, err_len, "[%s] %s = %s: want a positive integer",
+					     section, key, v);
+			cfg->heartbeat_timeout_ms = x;
+		} else {
+			for (k = 0; k < sizeof(nums) / sizeof(nums[0]); k++)
+				if (strcmp(key, nums[k].key) == 0)
+					break;
+			if (k == sizeof(nums) / sizeof(nums[0]))
+				rc = cfg_err(err, err_len,
+					     "[%s] unknown key '%s' (known: listen, unix, secret_file, "
+					     "metrics, max_frame, max_conns, idle_timeout_ms, "
+					     "frame_timeout_ms, auth_timeout_ms, heartbeat_timeout_ms)",
+					     section, key);
+			else if (parse_u32(v, (uint32_t *)((char *)cfg + nums[k].off)) != 0)
+				rc = cfg_err(err, err_len, "[%s] %s = %s: want a positive integer",
+					     section, key, v);
+		}
+		if (rc != 0) {
+			free(ents);
+			return rc;
+		}
+	}
+	free(ents);
+	/* Read after the loop: the entries (and their strings) are freed by then. */
+	if (secret_file[0] != '\0' && read_secret(secret_file, store, &slen, err, err_len) != 0)
+		return -EINVAL;
+	if (!cfg->tcp_disable && slen == 0)
+		return cfg_err(err, err_len, "[%s] listen is on but no secret_file is set; add "
+					     "secret_file = PATH (mode 0600) or set listen = off",
+			       section);
+	cfg->secret = slen ? store->secret : NULL;
+	cfg->secret_len = slen;
+	return 0;
+}

@@ -1,0 +1,946 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * JSON-RPC methods of the control server and the Prometheus text it serves.
+ * Every method validates its params strictly (unknown members are refused)
+ * before the agent sees anything.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <sodium.h>
+
+#include "sg_ctl_server_internal.h"
+
+#define MAX_WORKERS 4096
+#define MAX_PARTITION_BYTES (4u << 20)
+#define DEFAULT_PARTITION_BYTES 4096000u
+
+static int fail(struct rpc_err *err, int code, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+static int fail(struct rpc_err *err, int code, const char *fmt, ...)
+{
+	va_list ap;
+
+	err->code = code;
+	va_start(ap, fmt);
+	vsnprintf(err->msg, sizeof(err->msg), fmt, ap);
+	va_end(ap);
+	return -1;
+}
+
+/* Map an agent's -errno to a JSON-RPC error; @p reason (may be empty) wins. */
+static int agent_fail(struct rpc_err *err, const char *what, int rc, const char *reason)
+{
+	int code = rc == -ENOENT	? SG_CTL_ERR_NOT_FOUND
+		   : rc == -ENOTSUP ? SG_CTL_ERR_NOT_SUPPORTED
+				    : SG_CTL_ERR_REFUSED;
+
+	if (reason != NULL && reason[0] != '\0')
+		return fail(err, code, "%s: %s", what, reason);
+	return fail(err, code, "%s: %s", what, strerror(-rc));
+}
+
+static int bad_params(struct rpc_err *err, const json_error_t *jerr)
+{
+	return fail(err, SG_CTL_ERR_INVALID_PARAMS, "invalid params: %s", jerr->text);
+}
+
+#define NEED_OP(s, op, err)                                                                 \
+	do {                                                                                \
+		if ((s)->cfg.ops->op == NULL)                                               \
+			return fail(err, SG_CTL_ERR_NOT_SUPPORTED,                          \
+				    "not supported by this node's agent");                  \
+	} while (0)
+
+/* Number of members of an array or object. */
+static size_t json_size(const json_t *j)
+{
+	return json_is_array(j) ? json_array_size(j) : json_is_object(j) ? json_object_size(j) : 0;
+}
+
+/* Methods take no params unless they say so: refuse anything but {} / [] / absent. */
+static int no_params(json_t *params, struct rpc_err *err)
+{
+	if (params != NULL && json_size(params) != 0)
+		return fail(err, SG_CTL_ERR_INVALID_PARAMS, "invalid params: this method takes none");
+	return 0;
+}
+
+
+const char *sg_ctl_role_name(enum sg_ctl_role role)
+{
+	static const char *const names[SG_CTL_ROLE_COUNT] = {"io", "reducer", "rtc", "control"};
+
+	return (unsigned int)role < SG_CTL_ROLE_COUNT ? names[role] : "unknown";
+}
+
+/* ---- node ---------------------------------------------------------------- */
+
+static int m_node_info(struct sg_ctl_server *s, json_t *params, json_t **res,
+		       struct rpc_err *err)
+{
+	struct sg_ctl_node_info *ni;
+	json_t *ports, *red;
+	unsigned int i;
+	int rc;
+
+	if (no_params(params, err))
+		return -1;
+	NEED_OP(s, node_info, err);
+	ni = calloc(1, sizeof(*ni));
+	if (ni == NULL)
+		return fail(err, SG_CTL_ERR_INTERNAL, "out of memory");
+	rc = s->cfg.ops->node_info(s->cfg.ops_arg, ni);
+	if (rc != 0) {
+		free(ni);
+		return agent_fail(err, "node info", rc, NULL);
+	}
+	ports = json_array();
+	for (i = 0; i < ni->n_ports && i < SG_CTL_MAX_PORTS; i++)
+		json_array_append_new(ports, json_pack("{s:s, s:I, s:i}", "name", ni->ports[i].name,
+						       "speed_mbps",
+						       (json_int_t)ni->ports[i].speed_mbps, "numa",
+						       ni->ports[i].numa));
+	red = json_array();
+	for (i = 0; i < ni->n_reducers && i < SG_CTL_MAX_LCORES; i++)
+		json_array_append_new(red, json_integer(ni->reducer_lcores[i]));
+	*res = json_pack("{s:s, s:I, s:I, s:o, s:o, s:b}", "name", ni->name, "cores",
+			 (json_int_t)ni->n_cores, "numa_nodes", (json_int_t)ni->n_numa, "ports",
+			 ports, "reducer_lcores", red, "draining", ni->draining || s->draining);
+	free(ni);
+	return 0;
+}
+
+static int m_node_heartbeat(struct sg_ctl_server *s, json_t *params, json_t **res,
+			    struct rpc_err *err)
+{
+	const char *name = NULL, *kind = "cpu";
+	double gbps = 0;
+	enum sg_ctl_node_kind k;
+	json_error_t jerr;
+	int rc;
+
+	if (params == NULL ||
+	    json_unpack_ex(params, &jerr, JSON_STRICT, "{s:s, s?s, s:F}", "name", &name, "kind",
+			   &kind, "gbps", &gbps) != 0)
+		return params ? bad_params(err, &jerr)
+			      : fail(err, SG_CTL_ERR_INVALID_PARAMS, "invalid params: need name, gbps");
+	if (sg_ctl_node_kind_from_name(kind, &k) != 0)
+		return fail(err, SG_CTL_ERR_INVALID_PARAMS, "invalid params: kind must be cpu or gpu");
+	rc = sg_ctl_members_heartbeat(s->members, name, k, gbps, sg_ctl_now_ns());
+	if (rc != 0)
+		return fail(err, SG_CTL_ERR_INVALID_PARAMS,
+			    "invalid params: %s", rc == -ENOSPC ? "too many nodes"
+					    : "name must be 1..63 chars, gbps > 0");
+	*res = json_pack("{s:I}", "epoch", (json_int_t)sg_ctl_members_epoch(s->members));
+	return 0;
+}
+
+static int m_nodes_list(struct sg_ctl_server *s, json_t *params, json_t **res,
+			struct rpc_err *err)
+{
+	struct sg_ctl_member *mem;
+	unsigned int i, n;
+	uint64_t now = sg_ctl_now_ns();
+	json_t *arr;
+
+	if (no_params(params, err))
+		return -1;
+	n = sg_ctl_members_list(s->members, NULL, 0);
+	mem = calloc(n ? n : 1, sizeof(*mem));
+	if (mem == NULL)
+		return fail(err, SG_CTL_ERR_INTERNAL, "out of memory");
+	sg_ctl_members_list(s->members, mem, n);
+	arr = json_array();
+	for (i = 0; i < n; i++)
+		json_array_append_new(
+			arr, json_pack("{s:s, s:s, s:f, s:b, s:I}", "name", mem[i].name, "kind",
+				       sg_ctl_node_kind_name(mem[i].kind), "gbps", mem[i].gbps,
+				       "alive", mem[i].alive, "last_heartbeat_ms",
+				       (json_int_t)((now - mem[i].last_heartbeat_ns) / 1000000)));
+	free(mem);
+	*res = json_pack("{s:I, s:o}", "epoch", (json_int_t)sg_ctl_members_epoch(s->members),
+			 "nodes", arr);
+	return 0;
+}
+
+static int m_node_remove(struct sg_ctl_server *s, json_t *params, json_t **res,
+			 struct rpc_err *err)
+{
+	const char *name;
+	json_error_t jerr;
+
+	if (params == NULL ||
+	    json_unpack_ex(params, &jerr, JSON_STRICT, "{s:s}", "name", &name) != 0)
+		return params ? bad_params(err, &jerr)
+			      : fail(err, SG_CTL_ERR_INVALID_PARAMS, "invalid params: need name");
+	if (sg_ctl_members_remove(s->members, name) != 0)
+		return fail(err, SG_CTL_ERR_NOT_FOUND, "no such node: %.63s", name);
+	*res = json_true();
+	return 0;
+}
+
+/* ---- jobs ---------------------------------------------------------------- */
+
+static int parse_tensors(json_t *arr, struct sg_ctl_tensor **out, uint32_t *n,
+			 struct rpc_err *err)
+{
+	size_t i, cnt = json_array_size(arr);
+	struct sg_ctl_tensor *t;
+
+	if (!json_is_array(arr) || cnt == 0 || cnt > SG_CTL_MAX_TENSORS)
+		return fail(err, SG_CTL_ERR_INVALID_PARAMS,
+			    "invalid params: tensors must be an array of 1..%d entries",
+			    SG_CTL_MAX_TENSORS);
+	t = calloc(cnt, sizeof(*t));
+	if (t == NULL)
+		return fail(err, SG_CTL_ERR_INTERNAL, "out of memory");
+	for (i = 0; i < cnt; i++) {
+		const char *name = NULL;
+		json_int_t elems = 0;
+		json_error_t jerr;
+
+		if (json_unpack_ex(json_array_get(arr, i), &jerr, JSON_STRICT, "{s?s, s:I}", "name",
+				   &name, "elems", &elems) != 0) {
+			free(t);
+			return fail(err, SG_CTL_ERR_INVALID_PARAMS, "invalid params: tensor %zu: %s",
+				    i, jerr.text);
+		}
+		if (elems <= 0 || elems > (json_int_t)1 << 40) {
+			free(t);
+			return fail(err, SG_CTL_ERR_INVALID_PARAMS,
+				    "invalid params: tensor %zu: elems must be 1..2^40", i);
+		}
+		if (name != NULL)
+			snprintf(t[i].name, sizeof(t[i].name), "%s", name);
+		else
+			snprintf(t[i].name, sizeof(t[i].name), "t%zu", i);
+		t[i].elems = (uint64_t)elems;
+	}
+	*out = t;
+	*n = (uint32_t)cnt;
+	return 0;
+}
+
+static int m_job_create(struct sg_ctl_server *s, json_t *params, json_t **res,
+			struct rpc_err *err)
+{
+	const char *dtype = "fp32", *mode = "sync";
+	json_int_t workers = 0, pbytes = DEFAULT_PARTITION_BYTES;
+	json_t *tensors = NULL;
+	struct sg_ctl_job job = {0};
+	char reason[SG_CTL_REASON_MAX] = "";
+	uint8_t tok[32];
+	json_error_t jerr;
+	struct srv_job *slot = NULL;
+	unsigned int i;
+	int rc;
+
+	NEED_OP(s, job_create, err);
+	if (params == NULL ||
+	    json_unpack_ex(params, &jerr, JSON_STRICT, "{s:I, s?s, s?s, s?I, s:o}", "workers",
+			   &workers, "dtype", &dtype, "mode", &mode, "partition_bytes", &pbytes,
+			   "tensors", &tensors) != 0)
+		return params ? bad_params(err, &jerr)
+			      : fail(err, SG_CTL_ERR_INVALID_PARAMS,
+				     "invalid params: need workers and tensors");
+	if (workers < 1 || workers > MAX_WORKERS)
+		return fail(err, SG_CTL_ERR_INVALID_PARAMS, "invalid params: workers must be 1..%d",
+			    MAX_WORKERS);
+	if (sg_dtype_from_name(dtype, &job.dtype) != 0)
+		return fail(err, SG_CTL_ERR_INVALID_PARAMS, "invalid params: unknown dtype '%.16s'",
+			    dtype);
+	if (strcmp(mode, "sync") == 0)
+		job.mode = SG_CTL_MODE_SYNC;
+	else if (strcmp(mode, "async") == 0)
+		job.mode = SG_CTL_MODE_ASYNC;
+	else
+		return fail(err, SG_CTL_ERR_INVALID_PARAMS,
+			    "invalid params: mode must be sync or async");
+	if (pbytes < (json_int_t)sg_dtype_size(job.dtype) || pbytes > MAX_PARTITION_BYTES)
+		return fail(err, SG_CTL_ERR_INVALID_PARAMS,
+			    "invalid params: partition_bytes must be one element..4 MiB");
+	if (s->draining)
+		return fail(err, SG_CTL_ERR_REFUSED, "node is draining: no new jobs");
+	for (i = 0; i < SG_CTL_MAX_JOBS && slot == NULL; i++)
+		if (!s->jobs[i].used)
+			slot = &s->jobs[i];
+	if (slot == NULL)
+		return fail(err, SG_CTL_ERR_REFUSED, "too many jobs (max %d)", SG_CTL_MAX_JOBS);
+	if (parse_tensors(tensors, &slot->tensors, &job.n_tensors, err) != 0)
+		return -1;
+	job.n_workers = (uint32_t)workers;
+	job.partition_bytes = (uint32_t)pbytes;
+	job.tensors = slot->tensors;
+	randombytes_buf(tok, sizeof(tok));
+	sodium_bin2hex(job.token, sizeof(job.token), tok, sizeof(tok));
+	rc = s->cfg.ops->job_create(s->cfg.ops_arg, &job, reason);
+	if (rc != 0) {
+		free(slot->tensors);
+		slot->tensors = NULL;
+		return agent_fail(err, "job create refused", rc, reason);
+	}
+	slot->used = true;
+	slot->spec = job;
+	memset(slot->spec.token, 0, sizeof(slot->spec.token)); /* only the job gets it */
+	*res = json_pack("{s:I, s:s}", "id", (json_int_t)job.id, "token", job.token);
+	sodium_memzero(job.token, sizeof(job.token));
+	return 0;
+}
+
+static json_t *job_json(const struct sg_ctl_job *j)
+{
+	return json_pack("{s:I, s:I, s:s, s:s, s:I, s:I, s:I, s:I, s:I}", "id", (json_int_t)j->id,
+			 "workers", (json_int_t)j->n_workers, "dtype", sg_dtype_name(j->dtype),
+			 "mode", j->mode == SG_CTL_MODE_ASYNC ? "async" : "sync",
+			 "partition_bytes", (json_int_t)j->partition_bytes, "tensors",
+			 (json_int_t)j->n_tensors, "rounds_completed",
+			 (json_int_t)j->rounds_completed, "retransmits", (json_int_t)j->retransmits,
+			 "incomplete", (json_int_t)j->incomplete);
+}
+
+/* Jobs from the agent into a malloc'd array; @return count or -1 with err. */
+static int get_jobs(struct sg_ctl_server *s, struct sg_ctl_job **out, struct rpc_err *err)
+{
+	struct sg_ctl_job *jobs = calloc(SG_CTL_MAX_JOBS, sizeof(*jobs));
+	int n;
+
+	if (jobs == NULL)
+		return fail(err, SG_CTL_ERR_INTERNAL, "out of memory");
+	n = s->cfg.ops->job_list(s->cfg.ops_arg, jobs, SG_CTL_MAX_JOBS);
+	if (n < 0) {
+		free(jobs);
+		return agent_fail(err, "job list", n, NULL);
+	}
+	if (n > SG_CTL_MAX_JOBS)
+		n = SG_CTL_MAX_JOBS;
+	*out = jobs;
+	return n;
+}
+
+static int m_job_list(struct sg_ctl_server *s, json_t *params, json_t **res,
+		      struct rpc_err *err)
+{
+	struct sg_ctl_job *jobs = NULL;
+	json_t *arr;
+	int i, n;
+
+	if (no_params(params, err))
+		return -1;
+	NEED_OP(s, job_list, err);
+	n = get_jobs(s, &jobs, err);
+	if (n < 0)
+		return -1;
+	arr = json_array();
+	for (i = 0; i < n; i++)
+		json_array_append_new(arr, job_json(&jobs[i]));
+	free(jobs);
+	*res = arr;
+	return 0;
+}
+
+static int job_id_param(json_t *params, uint32_t *id, struct rpc_err *err, const char *extra,
+			int *flag)
+{
+	json_int_t v = -1;
+	json_error_t jerr;
+	int rc;
+
+	if (params == NULL)
+		return fail(err, SG_CTL_ERR_INVALID_PARAMS, "invalid params: need id");
+	if (extra != NULL)
+		rc = json_unpack_ex(params, &jerr, JSON_STRICT, "{s:I, s?b}", "id", &v, extra, flag);
+	else
+		rc = json_unpack_ex(params, &jerr, JSON_STRICT, "{s:I}", "id", &v);
+	if (rc != 0)
+		return bad_params(err, &jerr);
+	if (v < 0 || v > UINT32_MAX)
+		return fail(err, SG_CTL_ERR_INVALID_PARAMS, "invalid params: bad id");
+	*id = (uint32_t)v;
+	return 0;
+}
+
+static struct srv_job *find_job(struct sg_ctl_server *s, uint32_t id)
+{
+	unsigned int i;
+
+	for (i = 0; i < SG_CTL_MAX_JOBS; i++)
+		if (s->jobs[i].used && s->jobs[i].spec.id == id)
+			return &s->jobs[i];
+	return NULL;
+}
+
+static int m_job_destroy(struct sg_ctl_server *s, json_t *params, json_t **res,
+			 struct rpc_err *err)
+{
+	struct srv_job *j;
+	uint32_t id;
+	int rc;
+
+	NEED_OP(s, job_destroy, err);
+	if (job_id_param(params, &id, err, NULL, NULL) != 0)
+		return -1;
+	rc = s->cfg.ops->job_destroy(s->cfg.ops_arg, id);
+	if (rc != 0)
+		return rc == -ENOENT ? fail(err, SG_CTL_ERR_NOT_FOUND, "no such job: %" PRIu32, id)
+				     : agent_fail(err, "job destroy", rc, NULL);
+	j = find_job(s, id);
+	if (j != NULL) {
+		free(j->tensors);
+		memset(j, 0, sizeof(*j));
+	}
+	*res = json_true();
+	return 0;
+}
+
+static int m_job_placement(struct sg_ctl_server *s, json_t *params, json_t **res,
+			   struct rpc_err *err)
+{
+	struct sg_ctl_place_node *nodes = NULL;
+	uint64_t *bytes = NULL, *parts = NULL;
+	double *w = NULL;
+	json_t *narr, *parr = NULL;
+	struct srv_job *j;
+	int detail = 0, nn, rc = -1;
+	uint32_t id, t;
+	size_t esz;
+
+	if (job_id_param(params, &id, err, "detail", &detail) != 0)
+		return -1;
+	j = find_job(s, id);
+	if (j == NULL)
+		return fail(err, SG_CTL_ERR_NOT_FOUND, "no such job: %" PRIu32, id);
+	nn = (int)sg_ctl_members_list(s->members, NULL, 0);
+	if (nn <= 0)
+		return fail(err, SG_CTL_ERR_NOT_FOUND,
+			    "no summation node has sent a heartbeat: nothing to place on");
+	nodes = calloc((size_t)nn, sizeof(*nodes));
+	w = calloc((size_t)nn, sizeof(*w));
+	bytes = calloc((size_t)nn, sizeof(*bytes));
+	parts = calloc((size_t)nn, sizeof(*parts));
+	if (nodes == NULL || w == NULL || bytes == NULL || parts == NULL) {
+		fail(err, SG_CTL_ERR_INTERNAL, "out of memory");
+		goto out;
+	}
+	sg_ctl_members_place_nodes(s->members, nodes, (unsigned int)nn);
+	if (sg_ctl_place_weights(nodes, (unsigned int)nn, w) != 0) {
+		fail(err, SG_CTL_ERR_NOT_FOUND, "no summation node is alive");
+		goto out;
+	}
+	if (detail)
+		parr = json_array();
+	esz = sg_dtype_size(j->spec.dtype);
+	for (t = 0; t < j->spec.n_tensors; t++) {
+		uint64_t total = j->tensors[t].elems * esz, per = j->spec.partition_bytes / esz * esz;
+		uint32_t p, np = (uint32_t)((total + per - 1) / per);
+
+		for (p = 0; p < np; p++) {
+			uint64_t key = sg_ctl_partition_key(t, p);
+			uint64_t b = p + 1 < np ? per : total - per * p;
+			int node = sg_ctl_place_key(nodes, w, (unsigned int)nn, key);
+
+			bytes[node] += b;
+			parts[node]++;
+			if (parr != NULL)
+				json_array_append_new(
+					parr, json_pack("{s:I, s:I, s:I, s:s}", "tensor",
+							(json_int_t)t, "part", (json_int_t)p,
+							"bytes", (json_int_t)b, "node",
+							nodes[node].name));
+		}
+	}
+	narr = json_array();
+	for (t = 0; t < (uint32_t)nn; t++)
+		json_array_append_new(
+			narr, json_pack("{s:s, s:s, s:b, s:f, s:I, s:I}", "name", nodes[t].name,
+					"kind", sg_ctl_node_kind_name(nodes[t].kind), "alive",
+					nodes[t].alive, "weight", w[t], "partitions",
+					(json_int_t)parts[t], "bytes", (json_int_t)bytes[t]));
+	*res = json_pack("{s:I, s:I, s:o}", "job", (json_int_t)id, "epoch",
+			 (json_int_t)sg_ctl_members_epoch(s->members), "nodes", narr);
+	if (parr != NULL)
+		json_object_set_new(*res, "partitions", parr);
+	rc = 0;
+out:
+	free(nodes);
+	free(w);
+	free(bytes);
+	free(parts);
+	return rc;
+}
+
+/* ---- lcores, layout, stats ---------------------------------------------- */
+
+static int get_lcores(struct sg_ctl_server *s, struct sg_ctl_lcore_stats **out,
+		      struct rpc_err *err)
+{
+	struct sg_ctl_lcore_stats *ls = calloc(SG_CTL_MAX_LCORES, sizeof(*ls));
+	int n;
+
+	if (ls == NULL)
+		return fail(err, SG_CTL_ERR_INTERNAL, "out of memory");
+	n = s->cfg.ops->lcores(s->cfg.ops_arg, ls, SG_CTL_MAX_LCORES);
+	if (n < 0) {
+		free(ls);
+		return agent_fail(err, "lcores", n, NULL);
+	}
+	*out = ls;
+	return n > SG_CTL_MAX_LCORES ? SG_CTL_MAX_LCORES : n;
+}
+
+static json_t *lcore_json(const struct sg_ctl_lcore_stats *l)
+{
+	return json_pack("{s:I, s:s, s:i, s:s, s:I, s:I, s:I, s:I, s:I, s:f, s:f, s:f}", "lcore",
+			 (json_int_t)l->lcore, "role", sg_ctl_role_name(l->role), "numa", l->numa,
+			 "idle", l->idle == SG_CTL_IDLE_SLEEP ? "sleep" : "poll", "busy_cycles",
+			 (json_int_t)l->busy_cycles, "idle_cycles", (json_int_t)l->idle_cycles,
+			 "packets", (json_int_t)l->packets, "bytes_summed",
+			 (json_int_t)l->bytes_summed, "drops", (json_int_t)l->drops, "busy_pct",
+			 l->busy_pct, "mpps", l->mpps, "gbps_summed", l->gbps_summed);
+}
+
+static int m_lcores_get(struct sg_ctl_server *s, json_t *params, json_t **res,
+			struct rpc_err *err)
+{
+	struct sg_ctl_lcore_stats *ls = NULL;
+	int i, n;
+
+	if (no_params(params, err))
+		return -1;
+	NEED_OP(s, lcores, err);
+	n = get_lcores(s, &ls, err);
+	if (n < 0)
+		return -1;
+	*res = json_array();
+	for (i = 0; i < n; i++)
+		json_array_append_new(*res, lcore_json(&ls[i]));
+	free(ls);
+	return 0;
+}
+
+static json_t *server_stats_json(const struct sg_ctl_server *s)
+{
+	struct sg_ctl_server_stats st;
+
+	sg_ctl_server_get_stats(s, &st);
+	return json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}",
+			 "conns_accepted", (json_int_t)st.conns_accepted, "conns_refused",
+			 (json_int_t)st.conns_refused, "requests", (json_int_t)st.requests,
+			 "auth_ok", (json_int_t)st.auth_ok, "auth_failed",
+			 (json_int_t)st.auth_failed, "unauthenticated",
+			 (json_int_t)st.unauthenticated, "malformed", (json_int_t)st.malformed,
+			 "oversized", (json_int_t)st.oversized, "unknown_method",
+			 (json_int_t)st.unknown_method, "timeouts", (json_int_t)st.timeouts,
+			 "method_errors", (json_int_t)st.method_errors, "metrics_scrapes",
+			 (json_int_t)st.metrics_scrapes, "http_bad", (json_int_t)st.http_bad);
+}
+
+static int m_stats_get(struct sg_ctl_server *s, json_t *params, json_t **res,
+		       struct rpc_err *err)
+{
+	struct sg_ctl_lcore_stats *ls = NULL;
+	struct sg_ctl_job *jobs = NULL;
+	json_t *la = json_array(), *ja = json_array();
+	int i, n;
+
+	if (no_params(params, err))
+		goto bad;
+	if (s->cfg.ops->lcores != NULL) {
+		if ((n = get_lcores(s, &ls, err)) < 0)
+			goto bad;
+		for (i = 0; i < n; i++)
+			json_array_append_new(la, lcore_json(&ls[i]));
+	}
+	if (s->cfg.ops->job_list != NULL) {
+		if ((n = get_jobs(s, &jobs, err)) < 0)
+			goto bad;
+		for (i = 0; i < n; i++)
+			json_array_append_new(ja, job_json(&jobs[i]));
+	}
+	free(ls);
+	free(jobs);
+	*res = json_pack("{s:o, s:o, s:o, s:b}", "lcores", la, "jobs", ja, "control",
+			 server_stats_json(s), "draining", s->draining);
+	return 0;
+bad:
+	free(ls);
+	json_decref(la);
+	json_decref(ja);
+	return -1;
+}
+
+static int m_layout_get(struct sg_ctl_server *s, json_t *params, json_t **res,
+			struct rpc_err *err)
+{
+	struct sg_ctl_layout *lay;
+	json_t *lc, *km;
+	unsigned int i;
+	int rc;
+
+	if (no_params(params, err))
+		return -1;
+	NEED_OP(s, layout_get, err);
+	lay = calloc(1, sizeof(*lay));
+	if (lay == NULL)
+		return fail(err, SG_CTL_ERR_INTERNAL, "out of memory");
+	rc = s->cfg.ops->layout_get(s->cfg.ops_arg, lay);
+	if (rc != 0) {
+		free(lay);
+		return agent_fail(err, "layout", rc, NULL);
+	}
+	lc = json_array();
+	for (i = 0; i < lay->n_lcores && i < SG_CTL_MAX_LCORES; i++)
+		json_array_append_new(
+			lc, json_pack("{s:I, s:s, s:i, s:s, s:i, s:i}", "lcore",
+				      (json_int_t)lay->lcores[i].lcore, "role",
+				      sg_ctl_role_name(lay->lcores[i].role), "numa",
+				      lay->lcores[i].numa, "idle",
+				      lay->lcores[i].idle == SG_CTL_IDLE_SLEEP ? "sleep" : "poll",
+				      "port", lay->lcores[i].port, "queue", lay->lcores[i].queue));
+	km = json_array();
+	for (i = 0; i < SG_CTL_KEYMAP_BUCKETS; i++)
+		json_array_append_new(km, json_integer(lay->keymap[i]));
+	*res = json_pack("{s:o, s:I, s:o}", "lcores", lc, "reducers",
+			 (json_int_t)lay->n_reducers, "keymap", km);
+	free(lay);
+	return 0;
+}
+
+static int parse_idle(json_t *arr, struct sg_ctl_layout_change *chg, struct rpc_err *err)
+{
+	size_t i;
+
+	if (!json_is_array(arr) || json_array_size(arr) > SG_CTL_MAX_LCORES)
+		return fail(err, SG_CTL_ERR_INVALID_PARAMS,
+			    "invalid params: idle must be an array of {lcore, policy}");
+	for (i = 0; i < json_array_size(arr); i++) {
+		json_int_t lc;
+		const char *pol;
+		json_error_t jerr;
+
+		if (json_unpack_ex(json_array_get(arr, i), &jerr, JSON_STRICT, "{s:I, s:s}",
+				   "lcore", &lc, "policy", &pol) != 0)
+			return bad_params(err, &jerr);
+		if (lc < 0 || lc >= 1024 || (strcmp(pol, "poll") != 0 && strcmp(pol, "sleep") != 0))
+			return fail(err, SG_CTL_ERR_INVALID_PARAMS,
+				    "invalid params: idle[%zu]: lcore 0..1023, policy poll|sleep",
+				    i);
+		chg->idle[i].lcore = (uint32_t)lc;
+		chg->idle[i].idle = strcmp(pol, "sleep") == 0 ? SG_CTL_IDLE_SLEEP : SG_CTL_IDLE_POLL;
+	}
+	chg->n_idle = (uint32_t)i;
+	return 0;
+}
+
+static int m_layout_set(struct sg_ctl_server *s, json_t *params, json_t **res,
+			struct rpc_err *err)
+{
+	struct sg_ctl_layout_change *chg;
+	char reason[SG_CTL_REASON_MAX] = "";
+	const char *key;
+	json_t *val;
+	int rc = -1;
+
+	NEED_OP(s, layout_change, err);
+	if (!json_is_object(params) || json_object_size(params) == 0)
+		return fail(err, SG_CTL_ERR_INVALID_PARAMS,
+			    "invalid params: want an object with keymap and/or idle");
+	/* Anything but the live-changeable subset is refused, with what to do instead. */
+	json_object_foreach(params, key, val)
+		if (strcmp(key, "keymap") != 0 && strcmp(key, "idle") != 0)
+			return fail(err, SG_CTL_ERR_REFUSED,
+				    "'%.32s' cannot change live (only keymap and idle can); "
+				    "change sigmad's config and restart it",
+				    key);
+	chg = calloc(1, sizeof(*chg));
+	if (chg == NULL)
+		return fail(err, SG_CTL_ERR_INTERNAL, "out of memory");
+	val = json_object_get(params, "keymap");
+	if (val != NULL) {
+		size_t i;
+
+		if (!json_is_array(val) || json_array_size(val) != SG_CTL_KEYMAP_BUCKETS) {
+			fail(err, SG_CTL_ERR_INVALID_PARAMS,
+			     "invalid params: keymap must list %d reducer indexes",
+			     SG_CTL_KEYMAP_BUCKETS);
+			goto out;
+		}
+		for (i = 0; i < SG_CTL_KEYMAP_BUCKETS; i++) {
+			json_t *e = json_array_get(val, i);
+
+			if (!json_is_integer(e) || json_integer_value(e) < 0 ||
+			    json_integer_value(e) >= SG_CTL_MAX_LCORES) {
+				fail(err, SG_CTL_ERR_INVALID_PARAMS,
+				     "invalid params: keymap[%zu] is not a reducer index", i);
+				goto out;
+			}
+			chg->keymap[i] = (uint16_t)json_integer_value(e);
+		}
+		chg->has_keymap = true;
+	}
+	val = json_object_get(params, "idle");
+	if (val != NULL && parse_idle(val, chg, err) != 0)
+		goto out;
+	rc = s->cfg.ops->layout_change(s->cfg.ops_arg, chg, reason);
+	if (rc != 0) {
+		agent_fail(err, "layout change refused", rc, reason);
+		rc = -1;
+		goto out;
+	}
+	*res = json_true();
+out:
+	free(chg);
+	return rc;
+}
+
+/* ---- log level, drain, introspection ----------------------------------- */
+
+static int m_log_level_set(struct sg_ctl_server *s, json_t *params, json_t **res,
+			   struct rpc_err *err)
+{
+	static const char *const names[] = {"",	     "emerg", "alert", "crit", "err",
+					    "warning", "notice", "info", "debug"};
+	const char *pattern = "sigma.*", *level;
+	json_error_t jerr;
+	int lv, rc;
+
+	if (params == NULL ||
+	    json_unpack_ex(params, &jerr, JSON_STRICT, "{s?s, s:s}", "pattern", &pattern,
+			   "level", &level) != 0)
+		return params ? bad_params(err, &jerr)
+			      : fail(err, SG_CTL_ERR_INVALID_PARAMS, "invalid params: need level");
+	for (lv = 1; lv <= 8; lv++)
+		if (strcmp(level, names[lv]) == 0)
+			break;
+	if (lv > 8)
+		return fail(err, SG_CTL_ERR_INVALID_PARAMS,
+			    "invalid params: level must be emerg|alert|crit|err|warning|notice|"
+			    "info|debug");
+	if (pattern[0] == '\0' || strlen(pattern) > 64)
+		return fail(err, SG_CTL_ERR_INVALID_PARAMS, "invalid params: bad pattern");
+	if (s->cfg.ops->log_level != NULL)
+		rc = s->cfg.ops->log_level(s->cfg.ops_arg, pattern, lv);
+	else
+		rc = rte_log_set_level_pattern(pattern, (uint32_t)lv);
+	if (rc != 0)
+		return agent_fail(err, "log level", rc < 0 ? rc : -EINVAL, NULL);
+	*res = json_pack("{s:s, s:s}", "pattern", pattern, "level", names[lv]);
+	return 0;
+}
+
+static int m_drain(struct sg_ctl_server *s, json_t *params, json_t **res, struct rpc_err *err)
+{
+	int rc;
+
+	if (no_params(params, err))
+		return -1;
+	NEED_OP(s, drain, err);
+	rc = s->cfg.ops->drain(s->cfg.ops_arg);
+	if (rc != 0)
+		return agent_fail(err, "drain", rc, NULL);
+	s->draining = true;
+	*res = json_pack("{s:b}", "draining", 1);
+	return 0;
+}
+
+static int m_rpc_get_methods(struct sg_ctl_server *s, json_t *params, json_t **res,
+			     struct rpc_err *err);
+
+typedef int (*method_fn)(struct sg_ctl_server *, json_t *, json_t **, struct rpc_err *);
+
+static const struct {
+	const char *name;
+	method_fn fn;
+} methods[] = {
+	{"rpc_get_methods", m_rpc_get_methods},
+	{"node_info", m_node_info},
+	{"node_heartbeat", m_node_heartbeat},
+	{"node_remove", m_node_remove},
+	{"nodes_list", m_nodes_list},
+	{"job_create", m_job_create},
+	{"job_list", m_job_list},
+	{"job_destroy", m_job_destroy},
+	{"job_placement", m_job_placement},
+	{"stats_get", m_stats_get},
+	{"lcores_get", m_lcores_get},
+	{"layout_get", m_layout_get},
+	{"layout_set", m_layout_set},
+	{"log_level_set", m_log_level_set},
+	{"drain", m_drain},
+};
+
+static int m_rpc_get_methods(struct sg_ctl_server *s, json_t *params, json_t **res,
+			     struct rpc_err *err)
+{
+	size_t i;
+
+	if (no_params(params, err))
+		return -1;
+	*res = json_array();
+	json_array_append_new(*res, json_string("auth"));
+	for (i = 0; i < RTE_DIM(methods); i++)
+		json_array_append_new(*res, json_string(methods[i].name));
+	return 0;
+}
+
+int sg_ctl_srv_dispatch(struct sg_ctl_server *s, const char *method, json_t *params,
+			json_t **result, struct rpc_err *err)
+{
+	size_t i;
+
+	*result = NULL;
+	for (i = 0; i < RTE_DIM(methods); i++) {
+		if (strcmp(method, methods[i].name) != 0)
+			continue;
+		if (methods[i].fn(s, params, result, err) != 0) {
+			json_decref(*result);
+			*result = NULL;
+			return -1;
+		}
+		if (*result == NULL)
+			return fail(err, SG_CTL_ERR_INTERNAL, "internal error building the answer");
+		return 0;
+	}
+	return -ENOENT;
+}
+
+/* ---- Prometheus text format --------------------------------------------- */
+
+struct sbuf {
+	char *p;
+	size_t len, cap;
+	bool oom;
+};
+
+static void sb_printf(struct sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void sb_printf(struct sbuf *b, const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	for (;;) {
+		va_start(ap, fmt);
+		n = vsnprintf(b->p ? b->p + b->len : NULL, b->p ? b->cap - b->len : 0, fmt, ap);
+		va_end(ap);
+		if (n < 0) {
+			b->oom = true;
+			return;
+		}
+		if (b->p != NULL && b->len + (size_t)n < b->cap) {
+			b->len += (size_t)n;
+			return;
+		}
+		{
+			size_t ncap = (b->cap ? b->cap * 2 : 4096) + (size_t)n;
+			char *np = realloc(b->p, ncap);
+
+			if (np == NULL) {
+				b->oom = true;
+				return;
+			}
+			b->p = np;
+			b->cap = ncap;
+		}
+	}
+}
+
+static void sb_head(struct sbuf *b, const char *name, const char *type, const char *help)
+{
+	sb_printf(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+char *sg_ctl_srv_metrics(struct sg_ctl_server *s, size_t *len)
+{
+	static const struct {
+		const char *name, *help;
+		size_t off;
+		bool gauge_dbl;
+	} lc_metrics[] = {
+		{"sigma_lcore_busy_cycles_total", "TSC cycles spent on work",
+		 offsetof(struct sg_ctl_lcore_stats, busy_cycles), false},
+		{"sigma_lcore_idle_cycles_total", "TSC cycles spent polling empty queues",
+		 offsetof(struct sg_ctl_lcore_stats, idle_cycles), false},
+		{"sigma_lcore_packets_total", "packets handled",
+		 offsetof(struct sg_ctl_lcore_stats, packets), false},
+		{"sigma_lcore_bytes_summed_total", "payload bytes summed",
+		 offsetof(struct sg_ctl_lcore_stats, bytes_summed), false},
+		{"sigma_lcore_drops_total", "packets dropped, all reasons",
+		 offsetof(struct sg_ctl_lcore_stats, drops), false},
+		{"sigma_lcore_busy_ratio", "busy share over the last interval (0..1)",
+		 offsetof(struct sg_ctl_lcore_stats, busy_pct), true},
+	};
+	static const struct {
+		const char *name, *help;
+		size_t off;
+	} job_metrics[] = {
+		{"sigma_job_rounds_completed_total", "summation rounds completed",
+		 offsetof(struct sg_ctl_job, rounds_completed)},
+		{"sigma_job_retransmits_total", "retransmitted results served",
+		 offsetof(struct sg_ctl_job, retransmits)},
+		{"sigma_job_incomplete_slots", "rounds waiting for pushes",
+		 offsetof(struct sg_ctl_job, incomplete)},
+	};
+	struct sg_ctl_lcore_stats *ls = NULL;
+	struct sg_ctl_job *jobs = NULL;
+	struct sg_ctl_server_stats st;
+	struct rpc_err err;
+	struct sbuf b = {0};
+	int nl = 0, nj = 0, i;
+	size_t m;
+
+	if (s->cfg.ops->lcores != NULL && (nl = get_lcores(s, &ls, &err)) < 0)
+		nl = 0;
+	if (s->cfg.ops->job_list != NULL && (nj = get_jobs(s, &jobs, &err)) < 0)
+		nj = 0;
+	for (m = 0; m < RTE_DIM(lc_metrics); m++) {
+		sb_head(&b, lc_metrics[m].name, lc_metrics[m].gauge_dbl ? "gauge" : "counter",
+			lc_metrics[m].help);
+		for (i = 0; i < nl; i++) {
+			const char *p = (const char *)&ls[i] + lc_metrics[m].off;
+
+			sb_printf(&b, "%s{lcore=\"%u\",role=\"%s\",numa=\"%d\"} ", lc_metrics[m].name,
+				  ls[i].lcore, sg_ctl_role_name(ls[i].role), ls[i].numa);
+			if (lc_metrics[m].gauge_dbl)
+				sb_printf(&b, "%.4f\n", *(const double *)p / 100.0);
+			else
+				sb_printf(&b, "%" PRIu64 "\n", *(const uint64_t *)p);
+		}
+	}
+	for (m = 0; m < RTE_DIM(job_metrics); m++) {
+		sb_head(&b, job_metrics[m].name, m == 2 ? "gauge" : "counter", job_metrics[m].help);
+		for (i = 0; i < nj; i++)
+			sb_printf(&b, "%s{job=\"%u\"} %" PRIu64 "\n", job_metrics[m].name, jobs[i].id,
+				  *(const uint64_t *)((const char *)&jobs[i] + job_metrics[m].off));
+	}
+	sg_ctl_server_get_stats(s, &st);
+	sb_head(&b, "sigma_ctl_refusals_total", "counter", "control requests refused, by reason");
+	sb_printf(&b,
+		  "sigma_ctl_refusals_total{reason=\"auth_failed\"} %" PRIu64 "\n"
+		  "sigma_ctl_refusals_total{reason=\"unauthenticated\"} %" PRIu64 "\n"
+		  "sigma_ctl_refusals_total{reason=\"malformed\"} %" PRIu64 "\n"
+		  "sigma_ctl_refusals_total{reason=\"oversized\"} %" PRIu64 "\n"
+		  "sigma_ctl_refusals_total{reason=\"unknown_method\"} %" PRIu64 "\n"
+		  "sigma_ctl_refusals_total{reason=\"timeout\"} %" PRIu64 "\n"
+		  "sigma_ctl_refusals_total{reason=\"conn_limit\"} %" PRIu64 "\n",
+		  st.auth_failed, st.unauthenticated, st.malformed, st.oversized,
+		  st.unknown_method, st.timeouts, st.conns_refused);
+	sb_head(&b, "sigma_ctl_requests_total", "counter", "control requests answered");
+	sb_printf(&b, "sigma_ctl_requests_total %" PRIu64 "\n", st.requests);
+	sb_head(&b, "sigma_draining", "gauge", "1 while the node drains");
+	sb_printf(&b, "sigma_draining %d\n", s->draining ? 1 : 0);
+	free(ls);
+	free(jobs);
+	if (b.oom) {
+		free(b.p);
+		return NULL;
+	}
+	*len = b.len;
+	return b.p;
+}

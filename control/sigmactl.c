@@ -1,0 +1,772 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * sigmactl: the operator's command line over Sigma's control RPC.
+ * Exit codes: 0 success, 1 the server (or the connection) failed, 2 usage.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <math.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "sg_ctl.h"
+
+#define EXIT_SERVER 1
+#define EXIT_USAGE 2
+#define DEFAULT_TARGET "unix:/var/run/sigma/ctl.sock"
+
+static const char *prog = "sigmactl";
+
+static struct {
+	const char *target;
+	const char *secret_file;
+	bool json;
+	uint32_t timeout_ms;
+	struct sg_ctl_client *cli;
+} g = {.timeout_ms = 5000};
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: %s [options] <command> [args]\n"
+		"\n"
+		"Commands:\n"
+		"  nodes                       summation nodes known from heartbeats, with liveness\n"
+		"  nodes remove NAME           take a node out of the placement\n"
+		"  heartbeat NAME [--kind cpu|gpu] [--gbps G]\n"
+		"                              announce a node (sigmad does this periodically)\n"
+		"  info                        this node: cores, NUMA nodes, ports, reducer lcores\n"
+		"  jobs                        jobs with their counters\n"
+		"  job create --workers N --tensor NAME:ELEMS [--tensor ...] [--dtype fp32]\n"
+		"             [--mode sync|async] [--partition-bytes B]\n"
+		"                              create a job; prints its id and session token\n"
+		"  job destroy ID              destroy a job\n"
+		"  placement JOB [--detail]    which summation node sums which partition\n"
+		"  stats                       lcores, jobs and control-plane counters\n"
+		"  lcores [--watch [SECS]] [--count N]\n"
+		"                              per lcore: role, NUMA, busy%%, Mpps, Gbps, drops\n"
+		"  layout                      the lcore layout and the key->reducer map\n"
+		"  layout set KEY=VALUE...     live change: keymap=R,R,... (repeated over %d\n"
+		"                              buckets), idle=LCORE:poll|sleep; anything else is\n"
+		"                              refused with the reason\n"
+		"  drain                       finish in-flight rounds, refuse new ones\n"
+		"  log-level LEVEL [--pattern P]  emerg..debug for rte_log types (default sigma.*)\n"
+		"  call METHOD [JSON]          raw JSON-RPC call (prints the JSON result)\n"
+		"\n"
+		"Options:\n"
+		"  -s, --server TARGET   unix:PATH, PATH, or HOST:PORT (TCP). Default: $SIGMACTL_SERVER\n"
+		"                        or " DEFAULT_TARGET "\n"
+		"  -k, --secret-file F   shared secret for TCP (default: $SIGMACTL_SECRET_FILE)\n"
+		"  -j, --json            print the server's JSON instead of a table\n"
+		"  -t, --timeout MS      per-request timeout (default 5000)\n"
+		"  -h, --help            this text\n"
+		"\n"
+		"Exit status: 0 success, 1 server or connection error, 2 usage error.\n",
+		prog, SG_CTL_KEYMAP_BUCKETS);
+}
+
+static int die_usage(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int die_usage(const char *fmt, ...)
+{
+	va_list ap;
+
+	fprintf(stderr, "%s: ", prog);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fprintf(stderr, "\nTry '%s --help' for more information.\n", prog);
+	return EXIT_USAGE;
+}
+
+static int die_server(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int die_server(const char *fmt, ...)
+{
+	va_list ap;
+
+	fprintf(stderr, "%s: error: ", prog);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+	return EXIT_SERVER;
+}
+
+static bool is_tcp_target(const char *t)
+{
+	return strncmp(t, "tcp:", 4) == 0 || (strncmp(t, "unix:", 5) != 0 && strchr(t, '/') == NULL);
+}
+
+static int connect_server(void)
+{
+	uint8_t secret[1024];
+	size_t len = 0;
+
+	if (is_tcp_target(g.target)) {
+		FILE *f;
+
+		if (g.secret_file == NULL)
+			return die_usage("TCP target %s needs --secret-file (or $SIGMACTL_SECRET_FILE)",
+					 g.target);
+		f = fopen(g.secret_file, "rb");
+		if (f == NULL)
+			return die_usage("cannot read secret file %s: %s", g.secret_file,
+					 strerror(errno));
+		len = fread(secret, 1, sizeof(secret), f);
+		fclose(f);
+		/* A trailing newline from an editor or echo is not part of the secret. */
+		while (len > 0 && (secret[len - 1] == '\n' || secret[len - 1] == '\r'))
+			len--;
+	}
+	g.cli = sg_ctl_client_connect(g.target, len ? secret : NULL, len, g.timeout_ms);
+	memset(secret, 0, sizeof(secret));
+	if (g.cli == NULL) {
+		if (errno == EACCES)
+			return die_server("%s refused the authentication (wrong secret?)", g.target);
+		if (errno == EINVAL)
+			return die_usage("bad server address '%s'", g.target);
+		return die_server("cannot connect to %s: %s", g.target, strerror(errno));
+	}
+	return 0;
+}
+
+/* Call and parse. On error print it and return NULL with *rc set to the exit code. */
+static json_t *rpc(const char *method, json_t *params, int *rc)
+{
+	char *ptext = NULL, *res = NULL, *emsg = NULL;
+	json_t *out = NULL;
+	int r;
+
+	if (params != NULL) {
+		ptext = json_dumps(params, JSON_COMPACT);
+		json_decref(params);
+	}
+	r = sg_ctl_client_call(g.cli, method, ptext, &res, &emsg);
+	free(ptext);
+	if (r == -EREMOTEIO)
+		*rc = die_server("%s: %s", method, emsg ? emsg : "failed");
+	else if (r != 0)
+		*rc = die_server("%s: %s", method, strerror(-r));
+	else if ((out = json_loads(res, JSON_DECODE_ANY, NULL)) == NULL)
+		*rc = die_server("%s: unreadable answer", method);
+	else
+		*rc = 0;
+	free(res);
+	free(emsg);
+	return out;
+}
+
+static void print_json(json_t *j)
+{
+	char *t = json_dumps(j, JSON_INDENT(2) | JSON_ENCODE_ANY);
+
+	if (t != NULL)
+		puts(t);
+	free(t);
+}
+
+static const char *jstr(json_t *o, const char *k)
+{
+	const char *s = json_string_value(json_object_get(o, k));
+
+	return s ? s : "-";
+}
+
+static long long jint(json_t *o, const char *k)
+{
+	return (long long)json_integer_value(json_object_get(o, k));
+}
+
+static double jnum(json_t *o, const char *k)
+{
+	return json_number_value(json_object_get(o, k));
+}
+
+/* ---- tables ---- */
+
+static void show_nodes(json_t *r)
+{
+	json_t *n;
+	size_t i;
+
+	printf("%-24s %-4s %8s %-6s %12s\n", "NODE", "KIND", "GBPS", "STATE", "LAST_BEAT_MS");
+	json_array_foreach(json_object_get(r, "nodes"), i, n)
+		printf("%-24s %-4s %8.1f %-6s %12lld\n", jstr(n, "name"), jstr(n, "kind"),
+		       jnum(n, "gbps"), json_is_true(json_object_get(n, "alive")) ? "alive" : "LOST",
+		       jint(n, "last_heartbeat_ms"));
+	printf("membership epoch %lld\n", jint(r, "epoch"));
+}
+
+static void show_info(json_t *r)
+{
+	json_t *p;
+	size_t i;
+
+	printf("node:            %s%s\n", jstr(r, "name"),
+	       json_is_true(json_object_get(r, "draining")) ? " (draining)" : "");
+	printf("cores:           %lld\nNUMA nodes:      %lld\nreducer lcores: ", jint(r, "cores"),
+	       jint(r, "numa_nodes"));
+	json_array_foreach(json_object_get(r, "reducer_lcores"), i, p)
+		printf(" %lld", (long long)json_integer_value(p));
+	printf("\n%-16s %10s %5s\n", "PORT", "SPEED", "NUMA");
+	json_array_foreach(json_object_get(r, "ports"), i, p)
+		printf("%-16s %7lldGb/s %5lld\n", jstr(p, "name"), jint(p, "speed_mbps") / 1000,
+		       jint(p, "numa"));
+}
+
+static void show_jobs(json_t *r)
+{
+	json_t *j;
+	size_t i;
+
+	printf("%6s %7s %-5s %-5s %10s %7s %14s %11s %10s\n", "JOB", "WORKERS", "DTYPE", "MODE",
+	       "PART_BYTES", "TENSORS", "ROUNDS", "RETRANSMITS", "INCOMPLETE");
+	json_array_foreach(r, i, j)
+		printf("%6lld %7lld %-5s %-5s %10lld %7lld %14lld %11lld %10lld\n", jint(j, "id"),
+		       jint(j, "workers"), jstr(j, "dtype"), jstr(j, "mode"),
+		       jint(j, "partition_bytes"), jint(j, "tensors"), jint(j, "rounds_completed"),
+		       jint(j, "retransmits"), jint(j, "incomplete"));
+}
+
+static void show_lcores(json_t *r)
+{
+	json_t *l;
+	size_t i;
+
+	printf("%5s %-8s %4s %-5s %6s %8s %9s %12s\n", "LCORE", "ROLE", "NUMA", "IDLE", "BUSY%",
+	       "MPPS", "GBPS", "DROPS");
+	json_array_foreach(r, i, l)
+		printf("%5lld %-8s %4lld %-5s %6.1f %8.2f %9.2f %12lld\n", jint(l, "lcore"),
+		       jstr(l, "role"), jint(l, "numa"), jstr(l, "idle"), jnum(l, "busy_pct"),
+		       jnum(l, "mpps"), jnum(l, "gbps_summed"), jint(l, "drops"));
+}
+
+static void show_layout(json_t *r)
+{
+	json_t *l;
+	size_t i;
+
+	printf("%5s %-8s %4s %-5s %5s %6s\n", "LCORE", "ROLE", "NUMA", "IDLE", "PORT", "QUEUE");
+	json_array_foreach(json_object_get(r, "lcores"), i, l) {
+		printf("%5lld %-8s %4lld %-5s ", jint(l, "lcore"), jstr(l, "role"), jint(l, "numa"),
+		       jstr(l, "idle"));
+		if (jint(l, "port") < 0)
+			printf("%5s %6s\n", "-", "-");
+		else
+			printf("%5lld %6lld\n", jint(l, "port"), jint(l, "queue"));
+	}
+	printf("reducers: %lld\nkeymap (bucket->reducer):", jint(r, "reducers"));
+	json_array_foreach(json_object_get(r, "keymap"), i, l)
+		printf("%s%lld", i % 16 ? " " : "\n  ", (long long)json_integer_value(l));
+	putchar('\n');
+}
+
+static void show_placement(json_t *r)
+{
+	json_t *n;
+	size_t i;
+
+	printf("job %lld, membership epoch %lld\n", jint(r, "job"), jint(r, "epoch"));
+	printf("%-24s %-4s %-6s %8s %10s %14s\n", "NODE", "KIND", "STATE", "WEIGHT", "PARTITIONS",
+	       "BYTES");
+	json_array_foreach(json_object_get(r, "nodes"), i, n)
+		printf("%-24s %-4s %-6s %8.4f %10lld %14lld\n", jstr(n, "name"), jstr(n, "kind"),
+		       json_is_true(json_object_get(n, "alive")) ? "alive" : "LOST",
+		       jnum(n, "weight"), jint(n, "partitions"), jint(n, "bytes"));
+	if (json_object_get(r, "partitions") != NULL) {
+		printf("\n%6s %6s %10s  %s\n", "TENSOR", "PART", "BYTES", "NODE");
+		json_array_foreach(json_object_get(r, "partitions"), i, n)
+			printf("%6lld %6lld %10lld  %s\n", jint(n, "tensor"), jint(n, "part"),
+			       jint(n, "bytes"), jstr(n, "node"));
+	}
+}
+
+static void show_stats(json_t *r)
+{
+	const char *k;
+	json_t *v;
+
+	show_lcores(json_object_get(r, "lcores"));
+	putchar('\n');
+	show_jobs(json_object_get(r, "jobs"));
+	printf("\ncontrol plane%s:\n",
+	       json_is_true(json_object_get(r, "draining")) ? " (node draining)" : "");
+	json_object_foreach(json_object_get(r, "control"), k, v)
+		printf("  %-18s %lld\n", k, (long long)json_integer_value(v));
+}
+
+/* Run a method and show its answer as a table or JSON. */
+static int simple(const char *method, json_t *params, void (*show)(json_t *))
+{
+	int rc;
+	json_t *r = rpc(method, params, &rc);
+
+	if (r == NULL)
+		return rc;
+	if (g.json || show == NULL)
+		print_json(r);
+	else
+		show(r);
+	json_decref(r);
+	return 0;
+}
+
+/* Connect, then simple(); @p params is consumed either way. */
+static int run_method(const char *method, json_t *params, void (*show)(json_t *))
+{
+	int rc = connect_server();
+
+	if (rc != 0) {
+		json_decref(params);
+		return rc;
+	}
+	return simple(method, params, show);
+}
+
+static void show_created(json_t *r)
+{
+	printf("job %lld created\ntoken %s\n", jint(r, "id"), jstr(r, "token"));
+}
+
+static void show_log_level(json_t *r)
+{
+	printf("log level of %s set to %s\n", jstr(r, "pattern"), jstr(r, "level"));
+}
+
+static void show_drain(json_t *r)
+{
+	(void)r;
+	printf("node is draining: in-flight rounds finish, new ones are refused\n");
+}
+
+static void show_layout_set(json_t *r)
+{
+	(void)r;
+	printf("layout changed\n");
+}
+
+/* ---- subcommands with arguments ---- */
+
+static int parse_u64(const char *s, uint64_t max, uint64_t *out)
+{
+	char *end;
+	unsigned long long v;
+
+	if (s == NULL || *s == '\0' || *s == '-')
+		return -EINVAL;
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno != 0 || *end != '\0' || v > max)
+		return -EINVAL;
+	*out = v;
+	return 0;
+}
+
+static int cmd_job_create(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{"workers", required_argument, NULL, 'w'},
+		{"tensor", required_argument, NULL, 't'},
+		{"dtype", required_argument, NULL, 'd'},
+		{"mode", required_argument, NULL, 'm'},
+		{"partition-bytes", required_argument, NULL, 'p'},
+		{NULL, 0, NULL, 0},
+	};
+	json_t *params = json_object(), *tensors = json_array();
+	uint64_t v;
+	int c;
+
+	optind = 0; /* re-initialise getopt: options may follow the operands here */
+	while ((c = getopt_long(argc, argv, "w:t:d:m:p:", opts, NULL)) != -1) {
+		char *colon;
+
+		switch (c) {
+		case 'w':
+			if (parse_u64(optarg, 1u << 20, &v) != 0 || v == 0)
+				goto bad_arg;
+			json_object_set_new(params, "workers", json_integer((json_int_t)v));
+			break;
+		case 't':
+			colon = strrchr(optarg, ':');
+			if (colon == NULL || parse_u64(colon + 1, 1ull << 40, &v) != 0 || v == 0)
+				goto bad_arg;
+			json_array_append_new(tensors,
+					      json_pack("{s:s%, s:I}", "name", optarg,
+							(size_t)(colon - optarg), "elems",
+							(json_int_t)v));
+			break;
+		case 'd':
+			json_object_set_new(params, "dtype", json_string(optarg));
+			break;
+		case 'm':
+			json_object_set_new(params, "mode", json_string(optarg));
+			break;
+		case 'p':
+			if (parse_u64(optarg, UINT32_MAX, &v) != 0)
+				goto bad_arg;
+			json_object_set_new(params, "partition_bytes", json_integer((json_int_t)v));
+			break;
+		default:
+			json_decref(params);
+			json_decref(tensors);
+			return die_usage("job create: bad option");
+		}
+	}
+	if (optind != argc || json_object_get(params, "workers") == NULL ||
+	    json_array_size(tensors) == 0) {
+		json_decref(params);
+		json_decref(tensors);
+		return die_usage("job create needs --workers N and at least one --tensor NAME:ELEMS");
+	}
+	json_object_set_new(params, "tensors", tensors);
+	return run_method("job_create", params, show_created);
+bad_arg:
+	json_decref(params);
+	json_decref(tensors);
+	return die_usage("job create: bad value '%s' for --%s", optarg,
+			 c == 'w' ? "workers" : c == 't' ? "tensor (want NAME:ELEMS)" : "partition-bytes");
+}
+
+static int cmd_with_id(const char *what, const char *method, int argc, char **argv)
+{
+	static const struct option opts[] = {{"detail", no_argument, NULL, 'D'}, {NULL, 0, NULL, 0}};
+	bool detail = false;
+	uint64_t id;
+	int c;
+
+	optind = 0; /* re-initialise getopt: options may follow the operands here */
+	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+		if (c != 'D' || strcmp(method, "job_placement") != 0)
+			return die_usage("%s: unknown option", what);
+		detail = true;
+	}
+	if (optind != argc - 1 || parse_u64(argv[optind], UINT32_MAX, &id) != 0)
+		return die_usage("%s needs one job id", what);
+	return run_method(method,
+		      detail ? json_pack("{s:I, s:b}", "id", (json_int_t)id, "detail", 1)
+			     : json_pack("{s:I}", "id", (json_int_t)id),
+		      strcmp(method, "job_placement") == 0 ? show_placement : NULL);
+}
+
+static volatile sig_atomic_t stop_watch;
+
+static void on_sigint(int sig)
+{
+	(void)sig;
+	stop_watch = 1;
+}
+
+static int cmd_lcores(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{"watch", optional_argument, NULL, 'W'},
+		{"count", required_argument, NULL, 'c'},
+		{NULL, 0, NULL, 0},
+	};
+	double interval = 0;
+	uint64_t count = 0, i;
+	int c, rc;
+
+	optind = 0; /* re-initialise getopt: options may follow the operands here */
+	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+		char *end;
+
+		if (c == 'W') {
+			interval = 1.0;
+			if (optarg != NULL) {
+				interval = strtod(optarg, &end);
+				if (*end != '\0' || !(interval >= 0.05) || interval > 3600)
+					return die_usage("lcores: --watch wants seconds (0.05..3600)");
+			}
+		} else if (c == 'c') {
+			if (parse_u64(optarg, 1u << 30, &count) != 0 || count == 0)
+				return die_usage("lcores: --count wants a positive number");
+		} else {
+			return die_usage("lcores: unknown option");
+		}
+	}
+	/* "--watch 2" as two words: take the number. */
+	if (interval > 0 && optind == argc - 1) {
+		char *end;
+		double v = strtod(argv[optind], &end);
+
+		if (*end != '\0' || !(v >= 0.05) || v > 3600)
+			return die_usage("lcores: --watch wants seconds (0.05..3600)");
+		interval = v;
+		optind++;
+	}
+	if (optind != argc)
+		return die_usage("lcores: unexpected argument '%s'", argv[optind]);
+	if ((rc = connect_server()) != 0)
+		return rc;
+	if (interval == 0)
+		return simple("lcores_get", NULL, show_lcores);
+	signal(SIGINT, on_sigint);
+	for (i = 0; !stop_watch && (count == 0 || i < count); i++) {
+		struct timespec ts = {(time_t)interval,
+				      (long)((interval - floor(interval)) * 1e9)};
+		time_t now = time(NULL);
+		char tbuf[32];
+
+		if (!g.json) {
+			/* Like top: home the cursor and clear, then redraw. */
+			fputs("\033[H\033[2J", stdout);
+			strftime(tbuf, sizeof(tbuf), "%H:%M:%S", localtime(&now));
+			printf("sigma lcores on %s, every %.2gs, %s (Ctrl-C quits)\n\n", g.target,
+			       interval, tbuf);
+		}
+		rc = simple("lcores_get", NULL, show_lcores);
+		fflush(stdout);
+		if (rc != 0)
+			return rc;
+		if (count == 0 || i + 1 < count)
+			nanosleep(&ts, NULL);
+	}
+	return 0;
+}
+
+static int cmd_layout_set(int argc, char **argv)
+{
+	json_t *params = json_object(), *idle = json_array();
+	int i;
+
+	if (argc < 1)
+		goto usage_err;
+	for (i = 0; i < argc; i++) {
+		char *eq = strchr(argv[i], '=');
+		char key[64];
+
+		if (eq == NULL || eq == argv[i] || (size_t)(eq - argv[i]) >= sizeof(key))
+			goto usage_err;
+		snprintf(key, sizeof(key), "%.*s", (int)(eq - argv[i]), argv[i]);
+		if (strcmp(key, "keymap") == 0) {
+			json_t *km = json_array();
+			uint64_t v, list[SG_CTL_KEYMAP_BUCKETS];
+			char *save = NULL, *tok, *dup = strdup(eq + 1);
+			int n = 0, b;
+
+			for (tok = strtok_r(dup, ",", &save); tok && n < SG_CTL_KEYMAP_BUCKETS;
+			     tok = strtok_r(NULL, ",", &save)) {
+				if (parse_u64(tok, 65535, &v) != 0)
+					break;
+				list[n++] = v;
+			}
+			free(dup);
+			if (n == 0 || tok != NULL) {
+				json_decref(km);
+				goto usage_err;
+			}
+			/* A short list repeats: "0,1" alternates the two reducers. */
+			for (b = 0; b < SG_CTL_KEYMAP_BUCKETS; b++)
+				json_array_append_new(km, json_integer((json_int_t)list[b % n]));
+			json_object_set_new(params, "keymap", km);
+		} else if (strcmp(key, "idle") == 0) {
+			char *colon = strchr(eq + 1, ':');
+			uint64_t lc;
+
+			if (colon == NULL)
+				goto usage_err;
+			*colon = '\0';
+			if (parse_u64(eq + 1, 1023, &lc) != 0)
+				goto usage_err;
+			json_array_append_new(idle, json_pack("{s:I, s:s}", "lcore", (json_int_t)lc,
+							      "policy", colon + 1));
+		} else {
+			/* Not ours to judge: the server says what cannot change live. */
+			json_t *v = json_loads(eq + 1, JSON_DECODE_ANY, NULL);
+
+			json_object_set_new(params, key, v ? v : json_string(eq + 1));
+		}
+	}
+	if (json_array_size(idle) > 0)
+		json_object_set_new(params, "idle", idle);
+	else
+		json_decref(idle);
+	return run_method("layout_set", params, show_layout_set);
+usage_err:
+	json_decref(params);
+	json_decref(idle);
+	return die_usage("layout set wants KEY=VALUE: keymap=R[,R...] or idle=LCORE:poll|sleep");
+}
+
+static int cmd_log_level(int argc, char **argv)
+{
+	static const struct option opts[] = {{"pattern", required_argument, NULL, 'p'},
+					     {NULL, 0, NULL, 0}};
+	const char *pattern = NULL;
+	json_t *params;
+	int c;
+
+	optind = 0; /* re-initialise getopt: options may follow the operands here */
+	while ((c = getopt_long(argc, argv, "p:", opts, NULL)) != -1) {
+		if (c != 'p')
+			return die_usage("log-level: unknown option");
+		pattern = optarg;
+	}
+	if (optind != argc - 1)
+		return die_usage("log-level needs one LEVEL (emerg|alert|crit|err|warning|notice|"
+				 "info|debug)");
+	params = json_pack("{s:s}", "level", argv[optind]);
+	if (pattern != NULL)
+		json_object_set_new(params, "pattern", json_string(pattern));
+	return run_method("log_level_set", params, show_log_level);
+}
+
+static int cmd_heartbeat(int argc, char **argv)
+{
+	static const struct option opts[] = {{"kind", required_argument, NULL, 'k'},
+					     {"gbps", required_argument, NULL, 'g'},
+					     {NULL, 0, NULL, 0}};
+	const char *kind = "cpu";
+	double gbps = 100;
+	int c;
+
+	optind = 0; /* re-initialise getopt: options may follow the operands here */
+	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+		char *end;
+
+		if (c == 'k') {
+			kind = optarg;
+		} else if (c == 'g') {
+			gbps = strtod(optarg, &end);
+			if (*end != '\0' || !(gbps > 0) || !isfinite(gbps))
+				return die_usage("heartbeat: --gbps wants a positive number");
+		} else {
+			return die_usage("heartbeat: unknown option");
+		}
+	}
+	if (optind != argc - 1)
+		return die_usage("heartbeat needs one node NAME");
+	return run_method("node_heartbeat",
+		      json_pack("{s:s, s:s, s:f}", "name", argv[optind], "kind", kind, "gbps", gbps),
+		      NULL);
+}
+
+static int dispatch(int argc, char **argv)
+{
+	const char *cmd = argv[0];
+
+	if (strcmp(cmd, "help") == 0) {
+		usage(stdout);
+		return 0;
+	}
+	if (strcmp(cmd, "nodes") == 0 && argc >= 2 && strcmp(argv[1], "remove") == 0) {
+		if (argc != 3)
+			return die_usage("nodes remove needs one NAME");
+		return run_method("node_remove", json_pack("{s:s}", "name", argv[2]), NULL);
+	}
+	if (strcmp(cmd, "job") == 0) {
+		if (argc >= 2 && strcmp(argv[1], "create") == 0)
+			return cmd_job_create(argc - 1, argv + 1);
+		if (argc >= 2 && strcmp(argv[1], "destroy") == 0)
+			return cmd_with_id("job destroy", "job_destroy", argc - 1, argv + 1);
+		return die_usage("job wants 'create' or 'destroy'");
+	}
+	if (strcmp(cmd, "placement") == 0)
+		return cmd_with_id("placement", "job_placement", argc, argv);
+	if (strcmp(cmd, "lcores") == 0)
+		return cmd_lcores(argc, argv);
+	if (strcmp(cmd, "layout") == 0 && argc >= 2 && strcmp(argv[1], "set") == 0)
+		return cmd_layout_set(argc - 2, argv + 2);
+	if (strcmp(cmd, "log-level") == 0)
+		return cmd_log_level(argc, argv);
+	if (strcmp(cmd, "heartbeat") == 0)
+		return cmd_heartbeat(argc, argv);
+	if (strcmp(cmd, "call") == 0) {
+		json_t *p = NULL;
+
+		if (argc < 2 || argc > 3)
+			return die_usage("call needs METHOD [JSON]");
+		if (argc == 3 && (p = json_loads(argv[2], 0, NULL)) == NULL)
+			return die_usage("call: params are not a JSON object or array");
+		return run_method(argv[1], p, NULL);
+	}
+	{
+		static const struct {
+			const char *cmd, *method;
+			void (*show)(json_t *);
+		} plain[] = {
+			{"nodes", "nodes_list", show_nodes}, {"info", "node_info", show_info},
+			{"jobs", "job_list", show_jobs},     {"stats", "stats_get", show_stats},
+			{"layout", "layout_get", show_layout}, {"drain", "drain", show_drain},
+		};
+		size_t i;
+
+		for (i = 0; i < sizeof(plain) / sizeof(plain[0]); i++) {
+			if (strcmp(cmd, plain[i].cmd) != 0)
+				continue;
+			if (argc > 1)
+				return die_usage("%s takes no arguments", cmd);
+			return run_method(plain[i].method, NULL, plain[i].show);
+		}
+	}
+	return die_usage("unknown command '%s'", cmd);
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{"server", required_argument, NULL, 's'},
+		{"secret-file", required_argument, NULL, 'k'},
+		{"json", no_argument, NULL, 'j'},
+		{"timeout", required_argument, NULL, 't'},
+		{"help", no_argument, NULL, 'h'},
+		{NULL, 0, NULL, 0},
+	};
+	uint64_t v;
+	int c, rc;
+
+	g.target = getenv("SIGMACTL_SERVER");
+	g.secret_file = getenv("SIGMACTL_SECRET_FILE");
+	if (g.target == NULL || g.target[0] == '\0')
+		g.target = DEFAULT_TARGET;
+	while ((c = getopt_long(argc, argv, "+s:k:jt:h", opts, NULL)) != -1) {
+		switch (c) {
+		case 's':
+			g.target = optarg;
+			break;
+		case 'k':
+			g.secret_file = optarg;
+			break;
+		case 'j':
+			g.json = true;
+			break;
+		case 't':
+			if (parse_u64(optarg, 3600000, &v) != 0 || v == 0)
+				return die_usage("--timeout wants milliseconds (1..3600000)");
+			g.timeout_ms = (uint32_t)v;
+			break;
+		case 'h':
+			usage(stdout);
+			return 0;
+		default:
+			fprintf(stderr, "Try '%s --help' for more information.\n", prog);
+			return EXIT_USAGE;
+		}
+	}
+	if (optind >= argc) {
+		usage(stderr);
+		return EXIT_USAGE;
+	}
+	/* "--json" may also follow the command, as operators tend to type it. */
+	{
+		int i, j = optind;
+
+		for (i = optind; i < argc; i++)
+			if (strcmp(argv[i], "--json") == 0 || strcmp(argv[i], "-j") == 0)
+				g.json = true;
+			else
+				argv[j++] = argv[i];
+		argc = j;
+	}
+	rc = dispatch(argc - optind, argv + optind);
+	sg_ctl_client_close(g.cli);
+	return rc;
+}

@@ -1,0 +1,201 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* A mock sigmad agent for the control-plane tests. */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "ctl_mock.h"
+
+const uint8_t mock_secret[32] = "sigma-test-secret-0123456789abcd";
+
+static int mk_node_info(void *arg, struct sg_ctl_node_info *out)
+{
+	struct mock_agent *m = arg;
+
+	snprintf(out->name, sizeof(out->name), "mock-node");
+	out->n_cores = 2;
+	out->n_numa = 1;
+	out->n_ports = 1;
+	snprintf(out->ports[0].name, sizeof(out->ports[0].name), "net_memif0");
+	out->ports[0].speed_mbps = 100000;
+	out->ports[0].numa = 0;
+	out->n_reducers = 2;
+	out->reducer_lcores[0] = 1;
+	out->reducer_lcores[1] = 2;
+	out->draining = m->draining;
+	return 0;
+}
+
+static int mk_job_create(void *arg, struct sg_ctl_job *job, char *reason)
+{
+	struct mock_agent *m = arg;
+
+	if (job->n_workers == 13) {
+		snprintf(reason, SG_CTL_REASON_MAX, "13 workers: unlucky (mock refusal)");
+		return -EPERM;
+	}
+	if (m->n_jobs == SG_CTL_MAX_JOBS)
+		return -ENOSPC;
+	job->id = ++m->next_id;
+	snprintf(m->last_token, sizeof(m->last_token), "%s", job->token);
+	m->jobs[m->n_jobs] = *job;
+	m->jobs[m->n_jobs].tensors = NULL;
+	m->jobs[m->n_jobs].token[0] = '\0';
+	m->jobs[m->n_jobs].rounds_completed = 1000 + job->id;
+	m->n_jobs++;
+	return 0;
+}
+
+static int mk_job_list(void *arg, struct sg_ctl_job *out, unsigned int cap)
+{
+	struct mock_agent *m = arg;
+	unsigned int i;
+
+	for (i = 0; i < m->n_jobs && i < cap; i++)
+		out[i] = m->jobs[i];
+	return (int)i;
+}
+
+static int mk_job_destroy(void *arg, uint32_t id)
+{
+	struct mock_agent *m = arg;
+	unsigned int i;
+
+	for (i = 0; i < m->n_jobs; i++)
+		if (m->jobs[i].id == id) {
+			m->jobs[i] = m->jobs[--m->n_jobs];
+			return 0;
+		}
+	return -ENOENT;
+}
+
+static int mk_lcores(void *arg, struct sg_ctl_lcore_stats *out, unsigned int cap)
+{
+	struct mock_agent *m = arg;
+	unsigned int i;
+
+	for (i = 0; i < MOCK_LCORES && i < cap; i++) {
+		out[i] = (struct sg_ctl_lcore_stats){
+			.lcore = m->layout.lcores[i].lcore,
+			.role = m->layout.lcores[i].role,
+			.numa = 0,
+			.idle = m->layout.lcores[i].idle,
+			.busy_cycles = 1000000u * (i + 1),
+			.idle_cycles = 500000u,
+			.packets = 111u * (i + 1),
+			.bytes_summed = 4096u * (i + 1),
+			.drops = i,
+			.busy_pct = 50.0 + i,
+			.mpps = 1.5 * i,
+			.gbps_summed = 10.0 * i,
+		};
+	}
+	return (int)i;
+}
+
+static int mk_layout_get(void *arg, struct sg_ctl_layout *out)
+{
+	struct mock_agent *m = arg;
+
+	*out = m->layout;
+	return 0;
+}
+
+static int mk_layout_change(void *arg, const struct sg_ctl_layout_change *chg, char *reason)
+{
+	struct mock_agent *m = arg;
+	unsigned int i, j;
+
+	if (chg->has_keymap)
+		for (i = 0; i < SG_CTL_KEYMAP_BUCKETS; i++)
+			if (chg->keymap[i] >= m->layout.n_reducers) {
+				snprintf(reason, SG_CTL_REASON_MAX,
+					 "keymap[%u] = %u but there are %u reducers", i,
+					 chg->keymap[i], m->layout.n_reducers);
+				return -EINVAL;
+			}
+	for (i = 0; i < chg->n_idle; i++) {
+		for (j = 0; j < m->layout.n_lcores; j++)
+			if (m->layout.lcores[j].lcore == chg->idle[i].lcore)
+				break;
+		if (j == m->layout.n_lcores) {
+			snprintf(reason, SG_CTL_REASON_MAX, "lcore %u is not in the layout",
+				 chg->idle[i].lcore);
+			return -EINVAL;
+		}
+	}
+	if (chg->has_keymap)
+		memcpy(m->layout.keymap, chg->keymap, sizeof(chg->keymap));
+	for (i = 0; i < chg->n_idle; i++)
+		for (j = 0; j < m->layout.n_lcores; j++)
+			if (m->layout.lcores[j].lcore == chg->idle[i].lcore)
+				m->layout.lcores[j].idle = chg->idle[i].idle;
+	m->layout_changes++;
+	return 0;
+}
+
+static int mk_drain(void *arg)
+{
+	struct mock_agent *m = arg;
+
+	m->draining = true;
+	return 0;
+}
+
+static int mk_log_level(void *arg, const char *pattern, int level)
+{
+	struct mock_agent *m = arg;
+
+	(void)pattern;
+	m->last_log_level = level;
+	return 0;
+}
+
+const struct sg_ctl_agent_ops mock_ops = {
+	.node_info = mk_node_info,
+	.job_create = mk_job_create,
+	.job_list = mk_job_list,
+	.job_destroy = mk_job_destroy,
+	.lcores = mk_lcores,
+	.layout_get = mk_layout_get,
+	.layout_change = mk_layout_change,
+	.drain = mk_drain,
+	.log_level = mk_log_level,
+};
+
+void mock_init(struct mock_agent *m)
+{
+	static const uint32_t roles[MOCK_LCORES] = {SG_CTL_ROLE_CONTROL, SG_CTL_ROLE_REDUCER,
+						    SG_CTL_ROLE_REDUCER, SG_CTL_ROLE_IO};
+	unsigned int i;
+
+	memset(m, 0, sizeof(*m));
+	m->layout.n_lcores = MOCK_LCORES;
+	for (i = 0; i < MOCK_LCORES; i++) {
+		m->layout.lcores[i].lcore = i;
+		m->layout.lcores[i].role = roles[i];
+		m->layout.lcores[i].port = roles[i] == SG_CTL_ROLE_IO ? 0 : -1;
+		m->layout.lcores[i].queue = roles[i] == SG_CTL_ROLE_IO ? 0 : -1;
+	}
+	m->layout.n_reducers = 2;
+	for (i = 0; i < SG_CTL_KEYMAP_BUCKETS; i++)
+		m->layout.keymap[i] = i % 2;
+}
+
+void mock_config(struct sg_ctl_server_config *cfg, struct mock_agent *m, const char *unix_path)
+{
+	memset(cfg, 0, sizeof(*cfg));
+	cfg->tcp_addr = "127.0.0.1";
+	cfg->unix_path = unix_path;
+	cfg->secret = mock_secret;
+	cfg->secret_len = sizeof(mock_secret);
+	cfg->metrics_enable = true;
+	cfg->max_frame = 4096;
+	cfg->max_conns = 16;
+	cfg->idle_timeout_ms = 1500;
+	cfg->frame_timeout_ms = 300;
+	cfg->auth_timeout_ms = 500;
+	cfg->heartbeat_timeout_ms = 60000;
+	cfg->ops = &mock_ops;
+	cfg->ops_arg = m;
+}

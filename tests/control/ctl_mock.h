@@ -1,0 +1,32 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* A mock sigmad agent for the control-plane tests: fixed node, lcores and layout. */
+#ifndef CTL_MOCK_H
+#define CTL_MOCK_H
+
+#include "sg_ctl.h"
+
+#define MOCK_LCORES 4
+
+struct mock_agent {
+	struct sg_ctl_job jobs[SG_CTL_MAX_JOBS];
+	unsigned int n_jobs;
+	uint32_t next_id;
+	struct sg_ctl_layout layout;
+	unsigned int layout_changes;
+	bool draining;
+	int last_log_level;
+	char last_token[SG_CTL_TOKEN_LEN];
+};
+
+extern const struct sg_ctl_agent_ops mock_ops;
+
+/** Reset @p m to its fixed state: 4 lcores (1 io, 2 reducers, 1 control), no jobs. */
+void mock_init(struct mock_agent *m);
+
+/** Fill a server config for tests (loopback, short timeouts). */
+void mock_config(struct sg_ctl_server_config *cfg, struct mock_agent *m, const char *unix_path);
+
+/** The shared secret mock_config() installs. */
+extern const uint8_t mock_secret[32];
+
+#endif /* CTL_MOCK_H */

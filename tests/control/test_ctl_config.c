@@ -1,0 +1,117 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* The [control] INI section: good files give the right config, bad ones a clear error. */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <rte_cfgfile.h>
+
+#include "sg_ctl.h"
+#include "sg_test.h"
+
+static char dir[64], ini[128], secret[128];
+
+static void write_file(const char *path, const char *text, mode_t mode)
+{
+	FILE *f = fopen(path, "w");
+
+	if (f != NULL) {
+		fputs(text, f);
+		fclose(f);
+	}
+	chmod(path, mode);
+}
+
+/* Load @p body as the INI file; returns sg_ctl_config_load()'s result. */
+static int load(const char *body, struct sg_ctl_server_config *cfg,
+		struct sg_ctl_config_store *st, char *err)
+{
+	struct rte_cfgfile *f;
+	int rc;
+
+	write_file(ini, body, 0600);
+	f = rte_cfgfile_load(ini, 0);
+	if (f == NULL)
+		return -EIO;
+	memset(cfg, 0, sizeof(*cfg));
+	err[0] = '\0';
+	rc = sg_ctl_config_load(f, "control", cfg, st, err, 256);
+	rte_cfgfile_close(f);
+	return rc;
+}
+
+static void bad(const char *body, const char *want)
+{
+	struct sg_ctl_server_config cfg;
+	struct sg_ctl_config_store st;
+	char err[256];
+	int rc = load(body, &cfg, &st, err);
+
+	SG_CHECK(rc == -EINVAL && strstr(err, want) != NULL, "%s -> rc %d, '%s' (want '%s')", body,
+		 rc, err, want);
+}
+
+int main(void)
+{
+	struct sg_ctl_server_config cfg;
+	struct sg_ctl_config_store st;
+	char err[256], body[512];
+
+	snprintf(dir, sizeof(dir), "/tmp/sg_ctl_cfg.XXXXXX");
+	if (mkdtemp(dir) == NULL)
+		SG_TEST_SKIP_ALL("no temporary folder");
+	snprintf(ini, sizeof(ini), "%s/sigmad.ini", dir);
+	snprintf(secret, sizeof(secret), "%s/ctl.secret", dir);
+	write_file(secret, "0123456789abcdef0123\n", 0600);
+
+	snprintf(body, sizeof(body),
+		 "[control]\nlisten = 127.0.0.1:7070\nunix = %s/ctl.sock\nsecret_file = %s\n"
+		 "metrics = 127.0.0.1:9100\nmax_frame = 1024\nmax_conns = 8\nidle_timeout_ms = 100\n"
+		 "frame_timeout_ms = 50\nauth_timeout_ms = 60\nheartbeat_timeout_ms = 2500\n",
+		 dir, secret);
+	SG_CHECK_EQ(load(body, &cfg, &st, err), 0);
+	SG_CHECK(!cfg.tcp_disable && strcmp(cfg.tcp_addr, "127.0.0.1") == 0 && cfg.tcp_port == 7070,
+		 "listen");
+	SG_CHECK(cfg.unix_path && strstr(cfg.unix_path, "/ctl.sock"), "unix");
+	SG_CHECK(cfg.metrics_enable && cfg.metrics_port == 9100, "metrics");
+	SG_CHECK(cfg.secret_len == 20 && memcmp(cfg.secret, "0123456789abcdef0123", 20) == 0,
+		 "secret without its newline");
+	SG_CHECK(cfg.max_frame == 1024 && cfg.max_conns == 8 && cfg.idle_timeout_ms == 100 &&
+			 cfg.frame_timeout_ms == 50 && cfg.auth_timeout_ms == 60 &&
+			 cfg.heartbeat_timeout_ms == 2500,
+		 "numbers");
+	/* No section: everything off, and the server refuses to start with nothing on. */
+	SG_CHECK_EQ(load("[dataplane]\nx = 1\n", &cfg, &st, err), 0);
+	SG_CHECK(cfg.tcp_disable && cfg.unix_path == NULL && !cfg.metrics_enable, "defaults off");
+	SG_CHECK_EQ(load("[control]\nlisten = off\nunix = off\nmetrics = off\n", &cfg, &st, err), 0);
+	SG_CHECK(cfg.tcp_disable && cfg.unix_path == NULL && !cfg.metrics_enable, "all off");
+
+	bad("[control]\nlisten = 127.0.0.1:7070\n", "no secret_file");
+	bad("[control]\nlisten = localhost:7070\n", "want IPV4:PORT");
+	bad("[control]\nlisten = 127.0.0.1:70000\n", "want IPV4:PORT");
+	bad("[control]\nlisten = 127.0.0.1:-1\n", "want IPV4:PORT");
+	bad("[control]\nlisten = 127.0.0.1\n", "want IPV4:PORT");
+	bad("[control]\nmetrics = :9100\n", "want IPV4:PORT");
+	bad("[control]\nunix = relative.sock\n", "absolute path");
+	bad("[control]\nmax_frame = 12abc\n", "positive integer");
+	bad("[control]\nmax_conns = 0\n", "positive integer");
+	bad("[control]\nidle_timeout_ms = -5\n", "positive integer");
+	bad("[control]\nheartbeat_timeout_ms = 99999999999\n", "positive integer");
+	bad("[control]\nlisten_addr = 127.0.0.1:1\n", "unknown key 'listen_addr'");
+	bad("[control]\nsecret_file = /nonexistent/secret\n", "No such file");
+	write_file(secret, "0123456789abcdef0123\n", 0644);
+	snprintf(body, sizeof(body), "[control]\nsecret_file = %s\n", secret);
+	bad(body, "chmod 600");
+	write_file(secret, "short\n", 0600);
+	bad(body, "at least 16 bytes");
+	snprintf(body, sizeof(body), "[control]\nsecret_file = %s\n", dir);
+	bad(body, "not a regular file");
+	SG_CHECK_EQ(sg_ctl_config_load(NULL, "control", NULL, &st, err, sizeof(err)), -EINVAL);
+
+	unlink(secret);
+	unlink(ini);
+	rmdir(dir);
+	return sg_test_finish("ctl_config");
+}

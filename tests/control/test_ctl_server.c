@@ -1,0 +1,742 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * The control server against a mock agent, on loopback and a private Unix
+ * socket: round trips over both sockets, HMAC authentication (right, wrong,
+ * replayed, absent), garbage (malformed JSON, oversized frames, unknown
+ * methods, slow-loris), /metrics, and a summing thread that must keep going
+ * and stay correct throughout.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <jansson.h>
+#include <math.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <rte_common.h>
+#include <sodium.h>
+
+#include "ctl_mock.h"
+#include "sg_ctl.h"
+#include "sg_test.h"
+
+static char sock_path[108], tmpdir[64];
+static struct sg_ctl_server *srv;
+static struct mock_agent mock;
+static uint16_t tcp_port, http_port;
+
+/* ---- a "dataplane" that must keep summing while the control plane is abused ---- */
+
+static volatile int dp_stop;
+static unsigned long dp_rounds, dp_errors;
+
+static void *dp_main(void *arg)
+{
+	enum { N = 4, LEN = 4096 };
+	static int32_t in[N][LEN], acc[LEN];
+	unsigned int r, w, i;
+
+	(void)arg;
+	for (r = 0; !__atomic_load_n(&dp_stop, __ATOMIC_RELAXED); r++) {
+		for (w = 0; w < N; w++)
+			for (i = 0; i < LEN; i++)
+				in[w][i] = (int32_t)(r * 7 + w * 3 + i);
+		memcpy(acc, in[0], sizeof(acc));
+		for (w = 1; w < N; w++)
+			sg_sum_add(SG_DTYPE_INT32, acc, in[w], LEN);
+		/* Reference: the closed form of the sum. */
+		for (i = 0; i < LEN; i++)
+			if (acc[i] != (int32_t)(N * (r * 7 + i) + 3 * (0 + 1 + 2 + 3)))
+				__atomic_fetch_add(&dp_errors, 1, __ATOMIC_RELAXED);
+		__atomic_fetch_add(&dp_rounds, 1, __ATOMIC_RELAXED);
+	}
+	return NULL;
+}
+
+/* ---- raw socket helpers ---- */
+
+static int raw_unix(void)
+{
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+
+	strcpy(sa.sun_path, sock_path);
+	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+static int raw_tcp(uint16_t port)
+{
+	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(port)};
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+static void raw_send(int fd, const char *s)
+{
+	size_t n = strlen(s);
+
+	SG_CHECK(send(fd, s, n, MSG_NOSIGNAL) == (ssize_t)n, "send failed");
+}
+
+/* One line (malloc'd, without '\n'), or NULL on EOF/timeout. Byte-wise: tests only. */
+static char *raw_line(int fd, int timeout_ms)
+{
+	char buf[65536];
+	size_t n = 0;
+
+	while (n < sizeof(buf) - 1) {
+		struct pollfd p = {.fd = fd, .events = POLLIN};
+
+		if (poll(&p, 1, timeout_ms) != 1 || recv(fd, buf + n, 1, 0) != 1)
+			return NULL;
+		if (buf[n] == '\n') {
+			buf[n] = '\0';
+			return strdup(buf);
+		}
+		n++;
+	}
+	return NULL;
+}
+
+/* True if the server closes @p fd within @p ms (pending lines are skipped). */
+static bool raw_closed_within(int fd, int ms)
+{
+	char b[4096];
+	struct timespec t0, t1;
+
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	for (;;) {
+		struct pollfd p = {.fd = fd, .events = POLLIN};
+		int left;
+		ssize_t r;
+
+		clock_gettime(CLOCK_MONOTONIC, &t1);
+		left = ms - (int)((t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000);
+		if (left <= 0 || poll(&p, 1, left) != 1)
+			return false;
+		r = recv(fd, b, sizeof(b), 0);
+		if (r <= 0)
+			return true;
+	}
+}
+
+/* The "error.code" of a reply line, 0 if it has none. */
+static long err_code(const char *line)
+{
+	json_t *j = line ? json_loads(line, 0, NULL) : NULL;
+	long code = 0;
+
+	if (j != NULL && json_object_get(j, "error") != NULL)
+		code = (long)json_integer_value(json_object_get(json_object_get(j, "error"), "code"));
+	json_decref(j);
+	return code;
+}
+
+/* Send one frame and check the error code of the answer (0: a result). */
+static void send_expect(int fd, const char *frame, long code)
+{
+	char *line;
+
+	raw_send(fd, frame);
+	line = raw_line(fd, 2000);
+	SG_CHECK(line != NULL && err_code(line) == code, "%.60s -> %s", frame, line ? line : "none");
+	free(line);
+}
+
+static struct sg_ctl_server_stats stats(void)
+{
+	struct sg_ctl_server_stats st;
+
+	sg_ctl_server_get_stats(srv, &st);
+	return st;
+}
+
+/* Call over a client; returns the parsed result (or NULL and *code set). */
+static json_t *call(struct sg_ctl_client *c, const char *method, const char *params, long *code)
+{
+	char *res = NULL, *emsg = NULL;
+	json_t *j = NULL;
+	int rc = sg_ctl_client_call(c, method, params, &res, &emsg);
+
+	*code = 0;
+	if (rc == 0)
+		j = json_loads(res, JSON_DECODE_ANY, NULL);
+	else if (rc == -EREMOTEIO && emsg != NULL)
+		*code = strtol(strrchr(emsg, '(') + 1, NULL, 10);
+	else
+		*code = rc;
+	free(res);
+	free(emsg);
+	return j;
+}
+
+/* ---- tests ---- */
+
+static void test_unix_roundtrips(void)
+{
+	struct sg_ctl_client *c = sg_ctl_client_connect(sock_path, NULL, 0, 2000);
+	struct stat st;
+	json_t *r, *n;
+	long code;
+	size_t i;
+	uint64_t total_bytes = 0, total_parts = 0;
+	char params[512];
+	int id;
+
+	SG_CHECK(stat(sock_path, &st) == 0 && (st.st_mode & 0777) == 0600, "socket mode %o",
+		 st.st_mode & 0777);
+	SG_CHECK(c != NULL, "unix connect: %s", strerror(errno));
+	if (c == NULL)
+		return;
+	r = call(c, "node_info", NULL, &code);
+	SG_CHECK(r && strcmp(json_string_value(json_object_get(r, "name")), "mock-node") == 0,
+		 "node_info");
+	SG_CHECK_EQ(json_integer_value(json_object_get(r, "cores")), 2);
+	SG_CHECK_EQ(json_array_size(json_object_get(r, "reducer_lcores")), 2);
+	json_decref(r);
+
+	/* A job of two tensors: 10 MB fp32 (3 partitions of 4096000) and 1000 fp16. */
+	r = call(c, "job_create",
+		 "{\"workers\":4,\"dtype\":\"fp32\",\"tensors\":[{\"name\":\"w\",\"elems\":2500000},"
+		 "{\"elems\":1000}]}",
+		 &code);
+	SG_CHECK(r != NULL, "job_create code %ld", code);
+	id = (int)json_integer_value(json_object_get(r, "id"));
+	SG_CHECK(id > 0, "job id %d", id);
+	SG_CHECK(r && strlen(json_string_value(json_object_get(r, "token"))) == 64, "token");
+	SG_CHECK(r && strcmp(json_string_value(json_object_get(r, "token")), mock.last_token) == 0,
+		 "the agent got the same token");
+	json_decref(r);
+	r = call(c, "job_list", NULL, &code);
+	SG_CHECK(json_array_size(r) == 1 &&
+			 json_integer_value(json_object_get(json_array_get(r, 0), "id")) == id &&
+			 json_integer_value(json_object_get(json_array_get(r, 0), "workers")) == 4,
+		 "job_list");
+	json_decref(r);
+	/* Refusals: bad params, agent refusal with its reason. */
+	r = call(c, "job_create", "{\"workers\":4,\"dtype\":\"fp33\",\"tensors\":[{\"elems\":1}]}",
+		 &code);
+	SG_CHECK(r == NULL && code == SG_CTL_ERR_INVALID_PARAMS, "bad dtype: %ld", code);
+	r = call(c, "job_create", "{\"workers\":4,\"tensors\":[{\"elems\":1}],\"extra\":1}", &code);
+	SG_CHECK(r == NULL && code == SG_CTL_ERR_INVALID_PARAMS, "unknown member: %ld", code);
+	r = call(c, "job_create", "{\"workers\":4,\"tensors\":[{\"elems\":-5}]}", &code);
+	SG_CHECK(r == NULL && code == SG_CTL_ERR_INVALID_PARAMS, "negative elems: %ld", code);
+	r = call(c, "job_create", "{\"workers\":4,\"tensors\":[]}", &code);
+	SG_CHECK(r == NULL && code == SG_CTL_ERR_INVALID_PARAMS, "no tensors: %ld", code);
+	r = call(c, "job_create", "{\"workers\":4,\"partition_bytes\":99999999,\"tensors\":[{\"elems\":1}]}",
+		 &code);
+	SG_CHECK(r == NULL && code == SG_CTL_ERR_INVALID_PARAMS, "partition too big: %ld", code);
+	r = call(c, "job_create", "{\"workers\":13,\"tensors\":[{\"elems\":1}]}", &code);
+	SG_CHECK(r == NULL && code == SG_CTL_ERR_REFUSED, "agent refusal: %ld", code);
+
+	/* Placement needs members. */
+	snprintf(params, sizeof(params), "{\"id\":%d}", id);
+	r = call(c, "job_placement", params, &code);
+	SG_CHECK(r == NULL && code == SG_CTL_ERR_NOT_FOUND, "placement with no nodes: %ld", code);
+	r = call(c, "node_heartbeat", "{\"name\":\"cpu0\",\"kind\":\"cpu\",\"gbps\":100}", &code);
+	json_decref(r);
+	r = call(c, "node_heartbeat", "{\"name\":\"gpu0\",\"kind\":\"gpu\",\"gbps\":100}", &code);
+	json_decref(r);
+	r = call(c, "node_heartbeat", "{\"name\":\"gpu1\",\"kind\":\"gpu\",\"gbps\":100}", &code);
+	json_decref(r);
+	r = call(c, "node_heartbeat", "{\"name\":\"x\",\"kind\":\"tpu\",\"gbps\":100}", &code);
+	SG_CHECK(r == NULL && code == SG_CTL_ERR_INVALID_PARAMS, "bad kind: %ld", code);
+	r = call(c, "node_heartbeat", "{\"name\":\"x\",\"gbps\":-1}", &code);
+	SG_CHECK(r == NULL && code == SG_CTL_ERR_INVALID_PARAMS, "bad gbps: %ld", code);
+	r = call(c, "nodes_list", NULL, &code);
+	SG_CHECK_EQ(json_array_size(json_object_get(r, "nodes")), 3);
+	json_decref(r);
+	snprintf(params, sizeof(params), "{\"id\":%d,\"detail\":true}", id);
+	r = call(c, "job_placement", params, &code);
+	SG_CHECK(r != NULL, "placement: %ld", code);
+	n = json_object_get(r, "nodes");
+	for (i = 0; i < json_array_size(n); i++) {
+		json_t *e = json_array_get(n, i);
+		const char *name = json_string_value(json_object_get(e, "name"));
+		double w = json_real_value(json_object_get(e, "weight"));
+
+		/* n=2 GPU, k=1 CPU: CPU 2(n-1)/(n^2+kn-2k) = 1/2, GPU (n-k)/.. = 1/4. */
+		SG_CHECK(fabs(w - (name[0] == 'c' ? 0.5 : 0.25)) < 1e-9, "%s weight %f", name, w);
+		total_bytes += json_integer_value(json_object_get(e, "bytes"));
+		total_parts += json_integer_value(json_object_get(e, "partitions"));
+	}
+	SG_CHECK_EQ(total_bytes, 2500000ull * 4 + 1000 * 4);
+	SG_CHECK_EQ(total_parts, 3 + 1);
+	SG_CHECK_EQ(json_array_size(json_object_get(r, "partitions")), 4);
+	json_decref(r);
+	/* Every party computes the same map: recompute partition 0 of tensor 0 here. */
+	{
+		struct sg_ctl_place_node pn[3] = {{"cpu0", SG_CTL_NODE_CPU, 100, true},
+						  {"gpu0", SG_CTL_NODE_GPU, 100, true},
+						  {"gpu1", SG_CTL_NODE_GPU, 100, true}};
+		double w[3];
+		json_t *p0;
+		int o;
+
+		r = call(c, "job_placement", params, &code);
+		p0 = json_array_get(json_object_get(r, "partitions"), 0);
+		sg_ctl_place_weights(pn, 3, w);
+		o = sg_ctl_place_key(pn, w, 3, sg_ctl_partition_key(0, 0));
+		SG_CHECK(o >= 0 && p0 &&
+				 strcmp(json_string_value(json_object_get(p0, "node")), pn[o].name) == 0,
+			 "server and library agree on key 0");
+		json_decref(r);
+	}
+	r = call(c, "node_remove", "{\"name\":\"gpu1\"}", &code);
+	json_decref(r);
+	r = call(c, "node_remove", "{\"name\":\"gpu1\"}", &code);
+	SG_CHECK(r == NULL && code == SG_CTL_ERR_NOT_FOUND, "remove twice: %ld", code);
+
+	/* Lcores, layout. */
+	r = call(c, "lcores_get", NULL, &code);
+	SG_CHECK_EQ(json_array_size(r), MOCK_LCORES);
+	SG_CHECK(r && strcmp(json_string_value(json_object_get(json_array_get(r, 1), "role")),
+			     "reducer") == 0,
+		 "lcore 1 role");
+	json_decref(r);
+	r = call(c, "layout_get", NULL, &code);
+	SG_CHECK_EQ(json_array_size(json_object_get(r, "keymap")), SG_CTL_KEYMAP_BUCKETS);
+	json_decref(r);
+	{
+		char km[600] = "{\"keymap\":[";
+
+		for (i = 0; i < SG_CTL_KEYMAP_BUCKETS; i++)
+			strcat(km, i ? ",1" : "1");
+		strcat(km, "],\"idle\":[{\"lcore\":2,\"policy\":\"sleep\"}]}");
+		r = call(c, "layout_set", km, &code);
+		SG_CHECK(r != NULL, "layout_set: %ld", code);
+		json_decref(r);
+		SG_CHECK_EQ(mock.layout.keymap[0], 1);
+		SG_CHECK_EQ(mock.layout.lcores[2].idle, SG_CTL_IDLE_SLEEP);
+		km[11] = '7'; /* keymap[0] = 7: the agent refuses, naming why */
+		r = call(c, "layout_set", km, &code);
+		SG_CHECK(r == NULL && code == SG_CTL_ERR_REFUSED, "bad reducer: %ld", code);
+	}
+	r = call(c, "layout_set", "{\"roles\":[1,2]}", &code);
+	SG_CHECK(r == NULL && code == SG_CTL_ERR_REFUSED, "roles refused: %ld", code);
+	r = call(c, "layout_set", "{\"keymap\":[1,2]}", &code);
+	SG_CHECK(r == NULL && code == SG_CTL_ERR_INVALID_PARAMS, "short keymap: %ld", code);
+	SG_CHECK_EQ(mock.layout_changes, 1);
+
+	/* Log level, stats, destroy, drain. */
+	r = call(c, "log_level_set", "{\"level\":\"debug\"}", &code);
+	SG_CHECK(r != NULL && mock.last_log_level == 8, "log level");
+	json_decref(r);
+	r = call(c, "log_level_set", "{\"level\":\"loud\"}", &code);
+	SG_CHECK(r == NULL && code == SG_CTL_ERR_INVALID_PARAMS, "bad level: %ld", code);
+	r = call(c, "stats_get", NULL, &code);
+	SG_CHECK(r && json_array_size(json_object_get(r, "lcores")) == MOCK_LCORES &&
+			 json_array_size(json_object_get(r, "jobs")) == 1 &&
+			 json_integer_value(json_object_get(json_object_get(r, "control"),
+							    "requests")) > 10,
+		 "stats_get");
+	json_decref(r);
+	r = call(c, "stats_get", "{\"x\":1}", &code);
+	SG_CHECK(r == NULL && code == SG_CTL_ERR_INVALID_PARAMS, "params on a no-param method");
+	snprintf(params, sizeof(params), "{\"id\":%d}", id);
+	r = call(c, "job_destroy", params, &code);
+	SG_CHECK(r != NULL && mock.n_jobs == 0, "job_destroy");
+	json_decref(r);
+	r = call(c, "job_destroy", params, &code);
+	SG_CHECK(r == NULL && code == SG_CTL_ERR_NOT_FOUND, "destroy twice: %ld", code);
+	r = call(c, "job_destroy", "{\"id\":\"seven\"}", &code);
+	SG_CHECK(r == NULL && code == SG_CTL_ERR_INVALID_PARAMS, "string id: %ld", code);
+	r = call(c, "rpc_get_methods", NULL, &code);
+	SG_CHECK(json_array_size(r) >= 15, "rpc_get_methods");
+	json_decref(r);
+	r = call(c, "no_such_method", NULL, &code);
+	SG_CHECK(r == NULL && code == SG_CTL_ERR_METHOD_NOT_FOUND, "unknown method: %ld", code);
+	sg_ctl_client_close(c);
+}
+
+static void test_tcp_auth(void)
+{
+	char target[64], *line, hex[65], msg[256], replay[256];
+	uint8_t nonce[32];
+	struct sg_ctl_server_stats before = stats(), after;
+	struct sg_ctl_client *c;
+	json_t *r, *j;
+	long code;
+	int fd, fd2;
+	const char *nh;
+
+	snprintf(target, sizeof(target), "127.0.0.1:%u", tcp_port);
+	/* The right secret. */
+	c = sg_ctl_client_connect(target, mock_secret, sizeof(mock_secret), 2000);
+	SG_CHECK(c != NULL, "tcp connect: %s", strerror(errno));
+	r = call(c, "node_info", NULL, &code);
+	SG_CHECK(r != NULL, "node_info over tcp: %ld", code);
+	json_decref(r);
+	sg_ctl_client_close(c);
+	/* A wrong one. */
+	c = sg_ctl_client_connect(target, (const uint8_t *)"not-the-secret-at-all", 21, 2000);
+	SG_CHECK(c == NULL && errno == EACCES, "wrong secret: errno %d", errno);
+	sg_ctl_client_close(c);
+	/* None at all: a method before auth gets -32001 and the door. */
+	fd = raw_tcp(tcp_port);
+	line = raw_line(fd, 2000);
+	SG_CHECK(line && strstr(line, "auth_challenge"), "challenge: %s", line ? line : "none");
+	free(line);
+	send_expect(fd, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"node_info\"}\n", SG_CTL_ERR_UNAUTHENTICATED);
+	SG_CHECK(raw_closed_within(fd, 2000), "closed after unauthenticated call");
+	close(fd);
+
+	/* Replay: a valid answer recorded on one connection fails on the next. */
+	fd = raw_tcp(tcp_port);
+	line = raw_line(fd, 2000);
+	j = line ? json_loads(line, 0, NULL) : NULL;
+	nh = json_string_value(json_object_get(json_object_get(j, "params"), "nonce"));
+	SG_CHECK(nh && sodium_hex2bin(nonce, 32, nh, strlen(nh), NULL, NULL, NULL) == 0, "nonce");
+	sg_ctl_auth_response(mock_secret, sizeof(mock_secret), nonce, 32, hex);
+	snprintf(replay, sizeof(replay),
+		 "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"auth\",\"params\":{\"response\":\"%s\"}}\n",
+		 hex);
+	json_decref(j);
+	free(line);
+	raw_send(fd, replay);
+	line = raw_line(fd, 2000);
+	SG_CHECK(line && err_code(line) == 0 && strstr(line, "authenticated"), "auth ok: %s",
+		 line ? line : "none");
+	free(line);
+	/* Answering twice on the same connection is refused too. */
+	send_expect(fd, replay, SG_CTL_ERR_AUTH_FAILED);
+	close(fd);
+	fd2 = raw_tcp(tcp_port);
+	line = raw_line(fd2, 2000);
+	SG_CHECK(line && nh && strstr(line, "auth_challenge"), "second challenge");
+	free(line);
+	send_expect(fd2, replay, SG_CTL_ERR_AUTH_FAILED);
+	SG_CHECK(raw_closed_within(fd2, 2000), "closed after a replayed answer");
+	close(fd2);
+	/* Garbage in the auth params. */
+	fd = raw_tcp(tcp_port);
+	free(raw_line(fd, 2000));
+	snprintf(msg, sizeof(msg),
+		 "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"auth\",\"params\":{\"response\":\"zz\"}}\n");
+	send_expect(fd, msg, SG_CTL_ERR_AUTH_FAILED);
+	close(fd);
+
+	after = stats();
+	SG_CHECK_EQ(after.auth_failed - before.auth_failed, 4);
+	SG_CHECK_EQ(after.unauthenticated - before.unauthenticated, 1);
+	SG_CHECK_EQ(after.auth_ok - before.auth_ok, 2);
+}
+
+static void test_garbage(void)
+{
+	static const struct {
+		const char *frame;
+		long code;
+	} bad[] = {
+		{"{not json at all\n", SG_CTL_ERR_PARSE},
+		{"[1,2,3]\n", SG_CTL_ERR_INVALID_REQUEST},
+		{"{\"jsonrpc\":\"1.0\",\"id\":1,\"method\":\"node_info\"}\n", SG_CTL_ERR_INVALID_REQUEST},
+		{"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"node_info\",\"params\":5}\n",
+		 SG_CTL_ERR_INVALID_REQUEST},
+		{"{\"jsonrpc\":\"2.0\",\"id\":1,\"id\":2,\"method\":\"node_info\"}\n", SG_CTL_ERR_PARSE},
+		{"{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"rm -rf\"}\n", SG_CTL_ERR_METHOD_NOT_FOUND},
+		{"\x01\xff\xfe garbage\n", SG_CTL_ERR_PARSE},
+	};
+	struct sg_ctl_server_stats before = stats(), after;
+	char big[6000], *line;
+	size_t i;
+	int fd;
+
+	fd = raw_unix();
+	SG_CHECK(fd >= 0, "unix raw connect");
+	for (i = 0; i < RTE_DIM(bad); i++)
+		send_expect(fd, bad[i].frame, bad[i].code);
+	/* After all that, the same connection still works (pipelined, CRLF too). */
+	raw_send(fd, "{\"jsonrpc\":\"2.0\",\"id\":8,\"method\":\"node_info\"}\r\n"
+		     "{\"jsonrpc\":\"2.0\",\"id\":9,\"method\":\"job_list\"}\n");
+	line = raw_line(fd, 2000);
+	SG_CHECK(line && err_code(line) == 0 && strstr(line, "\"id\":8"), "still works: %s",
+		 line ? line : "none");
+	free(line);
+	line = raw_line(fd, 2000);
+	SG_CHECK(line && err_code(line) == 0 && strstr(line, "\"id\":9"), "pipelined");
+	free(line);
+	/* A notification (no id) gets no answer. */
+	raw_send(fd, "{\"jsonrpc\":\"2.0\",\"method\":\"node_info\"}\n"
+		     "{\"jsonrpc\":\"2.0\",\"id\":10,\"method\":\"job_list\"}\n");
+	line = raw_line(fd, 2000);
+	SG_CHECK(line && strstr(line, "\"id\":10"), "notification not answered");
+	free(line);
+	/* Oversized: more than max_frame (4096) with no newline: error, then closed. */
+	memset(big, 'a', sizeof(big) - 1);
+	big[sizeof(big) - 1] = '\0';
+	send_expect(fd, big, SG_CTL_ERR_OVERSIZED);
+	SG_CHECK(raw_closed_within(fd, 2000), "closed after an oversized frame");
+	close(fd);
+
+	after = stats();
+	SG_CHECK_EQ(after.malformed - before.malformed, 6);
+	SG_CHECK_EQ(after.unknown_method - before.unknown_method, 1);
+	SG_CHECK_EQ(after.oversized - before.oversized, 1);
+}
+
+static void test_slow(void)
+{
+	struct sg_ctl_server_stats before = stats(), after;
+	struct timespec t0, t1;
+	int fd, fd2, fd3, i;
+	bool closed = false;
+	long ms;
+
+	/* Slow loris: one byte every 50 ms of a frame that never ends (frame timeout 300 ms). */
+	fd = raw_unix();
+	fd2 = raw_tcp(tcp_port); /* says nothing: auth timeout 500 ms */
+	fd3 = raw_unix();	 /* says nothing: idle timeout 1500 ms */
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	for (i = 0; i < 40 && !closed; i++) {
+		struct pollfd p = {.fd = fd, .events = POLLIN};
+
+		if (send(fd, "{", 1, MSG_NOSIGNAL) != 1)
+			closed = true;
+		else if (poll(&p, 1, 50) == 1 && recv(fd, &(char){0}, 1, 0) <= 0)
+			closed = true;
+	}
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	ms = (t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000;
+	SG_CHECK(closed && ms < 1500, "slow loris closed after %ld ms", ms);
+	SG_CHECK(raw_closed_within(fd2, 2000), "silent tcp client closed at the auth timeout");
+	SG_CHECK(raw_closed_within(fd3, 3000), "idle unix client closed at the idle timeout");
+	close(fd);
+	close(fd2);
+	close(fd3);
+	after = stats();
+	SG_CHECK_EQ(after.timeouts - before.timeouts, 3);
+}
+
+static char *http_get(const char *req)
+{
+	int fd = raw_tcp(http_port);
+	char buf[65536];
+	size_t n = 0;
+	ssize_t r;
+
+	if (fd < 0)
+		return NULL;
+	raw_send(fd, req);
+	while (n < sizeof(buf) - 1) {
+		struct pollfd p = {.fd = fd, .events = POLLIN};
+
+		if (poll(&p, 1, 2000) != 1)
+			break;
+		r = recv(fd, buf + n, sizeof(buf) - 1 - n, 0);
+		if (r <= 0)
+			break;
+		n += (size_t)r;
+	}
+	close(fd);
+	buf[n] = '\0';
+	return strdup(buf);
+}
+
+static void test_metrics(void)
+{
+	char *r = http_get("GET /metrics HTTP/1.1\r\nHost: localhost\r\n\r\n");
+
+	SG_CHECK(r && strncmp(r, "HTTP/1.1 200 OK\r\n", 17) == 0, "metrics status");
+	/* Values from the mock: lcore 1 has 222 packets, 1 drop, busy 51%. */
+	SG_CHECK(r && strstr(r, "\nsigma_lcore_packets_total{lcore=\"1\",role=\"reducer\",numa=\"0\"} 222\n"),
+		 "lcore packets");
+	SG_CHECK(r && strstr(r, "sigma_lcore_drops_total{lcore=\"1\",role=\"reducer\",numa=\"0\"} 1\n"),
+		 "lcore drops");
+	SG_CHECK(r && strstr(r, "sigma_lcore_busy_ratio{lcore=\"1\",role=\"reducer\",numa=\"0\"} 0.5100\n"),
+		 "busy ratio");
+	SG_CHECK(r && strstr(r, "# TYPE sigma_lcore_packets_total counter\n"), "TYPE line");
+	SG_CHECK(r && strstr(r, "sigma_ctl_refusals_total{reason=\"auth_failed\"} 4\n"),
+		 "refusal counter");
+	free(r);
+	r = http_get("GET /secret HTTP/1.1\r\n\r\n");
+	SG_CHECK(r && strncmp(r, "HTTP/1.1 404", 12) == 0, "404");
+	free(r);
+	r = http_get("BREW /metrics HTCPCP/1.0\r\n\r\n");
+	SG_CHECK(r && strncmp(r, "HTTP/1.1 400", 12) == 0, "400");
+	free(r);
+	r = http_get("POST /metrics HTTP/1.1\r\n\r\n");
+	SG_CHECK(r && strncmp(r, "HTTP/1.1 405", 12) == 0, "405");
+	free(r);
+	SG_CHECK(stats().metrics_scrapes == 1 && stats().http_bad == 3, "http counters");
+}
+
+static void test_conn_limit(void)
+{
+	struct sg_ctl_server_stats before = stats();
+	int fds[20], i, closed = 0;
+
+	/* max_conns is 16: the 4 beyond it are accepted and closed at once. */
+	for (i = 0; i < 20; i++)
+		fds[i] = raw_unix();
+	for (i = 0; i < 20; i++)
+		closed += raw_closed_within(fds[i], i < 16 ? 20 : 1000);
+	SG_CHECK_EQ(closed, 4);
+	SG_CHECK_EQ(stats().conns_refused - before.conns_refused, 4);
+	for (i = 0; i < 20; i++)
+		close(fds[i]);
+}
+
+/*
+ * Mutated requests: every valid request of the API with random bytes flipped,
+ * inserted or cut, thousands of times. The server must stay up and correct.
+ */
+static void test_mutations(void)
+{
+	static const char *const seeds[] = {
+		"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"job_create\",\"params\":{\"workers\":4,"
+		"\"dtype\":\"fp16\",\"mode\":\"async\",\"partition_bytes\":65536,\"tensors\":[{\"name\":"
+		"\"a\",\"elems\":100000},{\"elems\":7}]}}",
+		"{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"job_placement\",\"params\":{\"id\":2,"
+		"\"detail\":true}}",
+		"{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"layout_set\",\"params\":{\"idle\":[{\"lcore\":"
+		"1,\"policy\":\"sleep\"}],\"keymap\":[0,1,0,1,0,1,0,1,0,1,0,1,0,1,0,1,0,1,0,1,0,1,0,1,0,"
+		"1,0,1,0,1,0,1,0,1,0,1,0,1,0,1,0,1,0,1,0,1,0,1,0,1,0,1,0,1,0,1,0,1,0,1,0,1,0,1]}}",
+		"{\"jsonrpc\":\"2.0\",\"id\":4,\"method\":\"node_heartbeat\",\"params\":{\"name\":\"g9\","
+		"\"kind\":\"gpu\",\"gbps\":25.5}}",
+		"{\"jsonrpc\":\"2.0\",\"id\":5,\"method\":\"log_level_set\",\"params\":{\"pattern\":"
+		"\"sigma.nothing\",\"level\":\"info\"}}",
+		"{\"jsonrpc\":\"2.0\",\"id\":6,\"method\":\"job_destroy\",\"params\":{\"id\":3}}",
+		"{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"stats_get\"}",
+	};
+	static const char alphabet[] = "{}[]\":,0123456789-.eE \\abcdefghijklmnopqrstuvwxyz\x80\xff";
+	uint64_t x = 0x9e3779b97f4a7c15ull;
+	char frame[2048];
+	int fd = raw_unix(), i, sent = 0;
+	struct sg_ctl_client *c;
+	json_t *r;
+	long code;
+
+	for (i = 0; i < 3000 && fd >= 0; i++) {
+		const char *seed = seeds[i % RTE_DIM(seeds)];
+		size_t len = strlen(seed), k, nmut;
+
+		memcpy(frame, seed, len);
+		x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+		for (nmut = 1 + x % 4, k = 0; k < nmut; k++) {
+			size_t pos;
+
+			x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+			pos = (size_t)(x >> 8) % len;
+			switch (x % 3) {
+			case 0: /* replace */
+				frame[pos] = alphabet[(x >> 40) % (sizeof(alphabet) - 1)];
+				break;
+			case 1: /* cut */
+				len = pos + 1;
+				break;
+			default: /* insert */
+				if (len < sizeof(frame) - 2) {
+					memmove(frame + pos + 1, frame + pos, len - pos);
+					frame[pos] = alphabet[(x >> 40) % (sizeof(alphabet) - 1)];
+					len++;
+				}
+			}
+		}
+		for (k = 0; k < len; k++)
+			if (frame[k] == '\n' || frame[k] == '\0')
+				frame[k] = ' ';
+		frame[len++] = '\n';
+		if (send(fd, frame, len, MSG_NOSIGNAL) != (ssize_t)len)
+			break;
+		sent++;
+		/* Drain answers now and then so neither side's buffers fill. */
+		if (i % 50 == 49) {
+			char b[65536];
+
+			while (recv(fd, b, sizeof(b), MSG_DONTWAIT) > 0)
+				;
+		}
+	}
+	SG_CHECK_EQ(sent, 3000);
+	if (fd >= 0)
+		close(fd);
+	/* Still serving, and still right. */
+	c = sg_ctl_client_connect(sock_path, NULL, 0, 2000);
+	r = call(c, "node_info", NULL, &code);
+	SG_CHECK(r != NULL, "node_info after the mutations: %ld", code);
+	json_decref(r);
+	sg_ctl_client_close(c);
+}
+
+static void test_bad_config(void)
+{
+	struct sg_ctl_server_config cfg;
+
+	mock_config(&cfg, &mock, NULL);
+	cfg.secret_len = 8; /* too short for TCP */
+	SG_CHECK(sg_ctl_server_create(&cfg) == NULL && errno == EINVAL, "short secret");
+	mock_config(&cfg, &mock, NULL);
+	cfg.ops = NULL;
+	SG_CHECK(sg_ctl_server_create(&cfg) == NULL && errno == EINVAL, "no ops");
+	mock_config(&cfg, &mock, NULL);
+	cfg.tcp_addr = "localhost:80";
+	SG_CHECK(sg_ctl_server_create(&cfg) == NULL && errno == EINVAL, "bad address");
+	mock_config(&cfg, &mock, NULL);
+	cfg.tcp_port = tcp_port; /* in use */
+	SG_CHECK(sg_ctl_server_create(&cfg) == NULL && errno == EADDRINUSE, "port in use");
+	SG_CHECK(sg_ctl_server_create(NULL) == NULL && errno == EINVAL, "NULL config");
+	SG_CHECK(sg_ctl_client_connect("nonsense", NULL, 0, 100) == NULL && errno == EINVAL,
+		 "bad target");
+}
+
+int main(void)
+{
+	struct sg_ctl_server_config cfg;
+	pthread_t dp;
+	unsigned long r0;
+
+	snprintf(tmpdir, sizeof(tmpdir), "/tmp/sg_ctl_test.XXXXXX");
+	if (mkdtemp(tmpdir) == NULL)
+		SG_TEST_SKIP_ALL("cannot make a temporary folder");
+	snprintf(sock_path, sizeof(sock_path), "%s/ctl.sock", tmpdir);
+	mock_init(&mock);
+	mock_config(&cfg, &mock, sock_path);
+	srv = sg_ctl_server_create(&cfg);
+	if (srv == NULL)
+		SG_TEST_SKIP_ALL("cannot start the server on loopback: %s", strerror(errno));
+	tcp_port = sg_ctl_server_tcp_port(srv);
+	http_port = sg_ctl_server_metrics_port(srv);
+	SG_CHECK(tcp_port != 0 && http_port != 0, "ports bound");
+	pthread_create(&dp, NULL, dp_main, NULL);
+
+	test_unix_roundtrips();
+	r0 = __atomic_load_n(&dp_rounds, __ATOMIC_RELAXED);
+	test_tcp_auth();
+	test_garbage();
+	test_slow();
+	/* The summing thread went on during the abuse, and every sum was right. */
+	SG_CHECK(__atomic_load_n(&dp_rounds, __ATOMIC_RELAXED) > r0 + 10, "dataplane stalled");
+	test_metrics();
+	test_conn_limit();
+	test_mutations();
+	test_bad_config();
+
+	__atomic_store_n(&dp_stop, 1, __ATOMIC_RELAXED);
+	pthread_join(dp, NULL);
+	SG_CHECK_EQ(dp_errors, 0);
+	printf("dataplane rounds during the test: %lu\n", dp_rounds);
+	sg_ctl_server_destroy(srv);
+	SG_CHECK(access(sock_path, F_OK) != 0, "socket file removed");
+	rmdir(tmpdir);
+	return sg_test_finish("ctl_server");
+}
