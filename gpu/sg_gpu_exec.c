@@ -357,10 +357,13 @@ int sg_gpu_exec_run(struct sg_gpu_exec *ex, void *const *grads, size_t bytes)
 	size_t psz;
 	unsigned nparts;
 
-	if (ex == NULL || grads == NULL || bytes % ex->elem != 0) {
-		SG_GPU_LOG(ERR, "run: no executor or tensors, or %zu bytes is not a multiple of "
-				"the element size\n",
-			   bytes);
+	if (ex == NULL || grads == NULL) {
+		SG_GPU_LOG(ERR, "run: no executor or no tensor array\n");
+		return -EINVAL;
+	}
+	if (bytes % ex->elem != 0) {
+		SG_GPU_LOG(ERR, "run: %zu bytes is not a multiple of the %zu-byte element\n", bytes,
+			   ex->elem);
 		return -EINVAL;
 	}
 	psz = ex->plan.partition_bytes;

@@ -524,8 +524,8 @@ static void plan_nvswitch(struct builder *b, unsigned root)
 /* ---- naive ring (for the checker's tests and comparisons) --------------- */
 
 /*
- * The textbook ring all-reduce over PCIe in index order, then GPU 0 stages
- * the partition and PCIe-broadcasts the result. It ignores both principles
+ * The textbook ring all-reduce over PCIe in index order, then the root (GPU
+ * 0 unless forced) stages the partition and PCIe-broadcasts the result. It ignores both principles
  * on purpose: the checker must flag it.
  */
 static void plan_ring(struct builder *b)
@@ -553,6 +553,10 @@ static void plan_ring(struct builder *b)
 	}
 	b->p->scratch_slots = k > 1 ? 1 : 0;
 	root_staging(b, (unsigned)b->p->root);
+	for (unsigned i = 0; i < k; i++)
+		if (i != (unsigned)b->p->root)
+			copy(b, SG_GPU_STEP_BCAST, SG_GPU_VIA_PCIE, GRAD(b->p->root), GRAD(i), 0,
+			     b->p->partition_bytes);
 	snprintf(b->p->why, sizeof(b->p->why),
 		 "naive ring all-reduce over PCIe, gpu%d stages (ignores both principles)",
 		 b->p->root);
