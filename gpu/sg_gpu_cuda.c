@@ -1,0 +1,806 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * CUDA backend: executes a plan on real GPUs with pinned staging buffers,
+ * one stream per chain of dependent steps, events between chains, and host
+ * steps (CPU sum, push, pull) as stream callbacks, so that partitions
+ * pipeline: partition p+1 copies while partition p is summed. Also the CUDA
+ * and GPUDirect probes and the CUDA additions to discovery.
+ *
+ * Without CUDA (SG_HAVE_CUDA == 0) only the probes exist, and they say why.
+ */
+#include <errno.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sg_gpu_internal.h"
+
+#if SG_HAVE_VERBS
+#include <infiniband/verbs.h>
+#endif
+
+#if !SG_HAVE_CUDA
+
+int sg_gpu_cuda_probe(char *why, size_t len)
+{
+	return sg_gpu_err(why, len, ENODEV, "built without CUDA (-Dcuda=disabled or no nvcc)");
+}
+
+int sg_gpu_gdr_probe(char *why, size_t len)
+{
+	return sg_gpu_err(why, len, ENOTSUP, "GPUDirect RDMA unavailable: built without CUDA");
+}
+
+int sg_gpu_topo_add_cuda_info(struct sg_gpu_topo *t, char *err, size_t errlen)
+{
+	(void)t;
+	return sg_gpu_cuda_probe(err, errlen);
+}
+
+int sg_gpu_cuda_bench(const struct sg_gpu_bench_conf *conf, struct sg_gpu_bench_result *r,
+		      char *why, size_t len)
+{
+	(void)conf;
+	memset(r, 0, sizeof(*r));
+	return sg_gpu_cuda_probe(why, len);
+}
+
+#else /* SG_HAVE_CUDA */
+
+#include <dlfcn.h>
+#include <strings.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cuda.h>
+#include <cuda_runtime_api.h>
+
+#include "sg_gpu_kernels.h"
+
+int sg_gpu_cuda_probe(char *why, size_t len)
+{
+	int n = 0;
+	cudaError_t e = cudaGetDeviceCount(&n);
+
+	if (e != cudaSuccess)
+		return sg_gpu_err(why, len, ENODEV, "cudaGetDeviceCount: %s (%s)",
+				  cudaGetErrorString(e), cudaGetErrorName(e));
+	if (n <= 0)
+		return sg_gpu_err(why, len, ENODEV, "cudaGetDeviceCount found no device");
+	return n;
+}
+
+/* ---- GPUDirect RDMA probe ----------------------------------------------- */
+
+typedef CUresult (*get_handle_fn)(void *, CUdeviceptr, size_t, CUmemRangeHandleType,
+				  unsigned long long);
+
+int sg_gpu_gdr_probe(char *why, size_t len)
+{
+#if !SG_HAVE_VERBS
+	return sg_gpu_err(why, len, ENOTSUP, "GPUDirect RDMA unavailable: built without rdma-core");
+#else
+	enum cudaDriverEntryPointQueryResult q;
+	struct ibv_device **list;
+	struct ibv_context *ctx = NULL;
+	struct ibv_pd *pd = NULL;
+	struct ibv_mr *mr = NULL;
+	get_handle_fn get_handle = NULL;
+	const size_t size = 2 << 20;
+	void *dev = NULL;
+	int n = 0, fd = -1, rc;
+
+	list = ibv_get_device_list(&n);
+	if (list == NULL || n == 0) {
+		if (list != NULL)
+			ibv_free_device_list(list);
+		return sg_gpu_err(why, len, ENODEV,
+				  "GPUDirect RDMA unavailable: no RDMA device (ibv_get_device_list)");
+	}
+	rc = sg_gpu_cuda_probe(why, len);
+	if (rc < 0)
+		goto out;
+	if (cudaGetDriverEntryPointByVersion("cuMemGetHandleForAddressRange",
+					     (void **)&get_handle, 12000, cudaEnableDefault,
+					     &q) != cudaSuccess ||
+	    q != cudaDriverEntryPointSuccess || get_handle == NULL) {
+		rc = sg_gpu_err(why, len, ENOTSUP,
+				"GPUDirect RDMA unavailable: the driver lacks dma-buf export "
+				"(cuMemGetHandleForAddressRange)");
+		goto out;
+	}
+	if (cudaMalloc(&dev, size) != cudaSuccess) {
+		rc = sg_gpu_err(why, len, ENOMEM, "GPUDirect RDMA probe: cudaMalloc failed");
+		goto out;
+	}
+	if (get_handle(&fd, (CUdeviceptr)(uintptr_t)dev, size, CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD,
+		       0) != CUDA_SUCCESS) {
+		rc = sg_gpu_err(why, len, ENOTSUP,
+				"GPUDirect RDMA unavailable: dma-buf export of device memory "
+				"refused (kernel or driver without dma-buf support)");
+		goto out;
+	}
+	ctx = ibv_open_device(list[0]);
+	pd = ctx ? ibv_alloc_pd(ctx) : NULL;
+	if (pd == NULL) {
+		rc = sg_gpu_err(why, len, ENODEV, "GPUDirect RDMA probe: cannot open %s",
+				ibv_get_device_name(list[0]));
+		goto out;
+	}
+	mr = ibv_reg_dmabuf_mr(pd, 0, size, 0, fd,
+			       IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ |
+				       IBV_ACCESS_REMOTE_WRITE);
+	if (mr == NULL) {
+		rc = errno;
+		rc = sg_gpu_err(why, len, ENOTSUP,
+				"GPUDirect RDMA unavailable: ibv_reg_dmabuf_mr on %s: %s",
+				ibv_get_device_name(list[0]), strerror(rc));
+		goto out;
+	}
+	snprintf(why, len, "GPUDirect RDMA available: ibv_reg_dmabuf_mr works on %s",
+		 ibv_get_device_name(list[0]));
+	rc = 0;
+out:
+	if (mr != NULL)
+		ibv_dereg_mr(mr);
+	if (pd != NULL)
+		ibv_dealloc_pd(pd);
+	if (ctx != NULL)
+		ibv_close_device(ctx);
+	if (fd >= 0)
+		close(fd);
+	cudaFree(dev);
+	ibv_free_device_list(list);
+	return rc;
+#endif
+}
+
+/* ---- discovery additions ------------------------------------------------ */
+
+/* The NVML subset we need, loaded at run time (no NVML headers or link). */
+typedef struct {
+	char bus_id_legacy[16];
+	unsigned domain, bus, device, pci_device_id, pci_subsystem_id;
+	char bus_id[32];
+} nvml_pci_t;
+typedef void *nvml_dev_t;
+
+static void nvlinks_from_nvml(struct sg_gpu_topo *t)
+{
+	int (*init)(void), (*by_pci)(const char *, nvml_dev_t *);
+	int (*state)(nvml_dev_t, unsigned, int *), (*remote)(nvml_dev_t, unsigned, nvml_pci_t *);
+	void *h = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
+
+	if (h == NULL)
+		return;
+	init = (int (*)(void))dlsym(h, "nvmlInit_v2");
+	by_pci = (int (*)(const char *, nvml_dev_t *))dlsym(h, "nvmlDeviceGetHandleByPciBusId_v2");
+	state = (int (*)(nvml_dev_t, unsigned, int *))dlsym(h, "nvmlDeviceGetNvLinkState");
+	remote = (int (*)(nvml_dev_t, unsigned, nvml_pci_t *))dlsym(
+		h, "nvmlDeviceGetNvLinkRemotePciInfo_v2");
+	if (init == NULL || by_pci == NULL || state == NULL || remote == NULL || init() != 0)
+		goto out;
+	for (unsigned g = 0; g < t->ngpus; g++) {
+		nvml_dev_t dev;
+
+		if (by_pci(t->nodes[t->gpu[g]].pci, &dev) != 0)
+			continue;
+		for (unsigned l = 0; l < 18; l++) { /* NVML_NVLINK_MAX_LINKS */
+			char addr[16];
+			nvml_pci_t pci;
+			int active = 0, peer;
+
+			if (state(dev, l, &active) != 0 || !active || remote(dev, l, &pci) != 0)
+				continue;
+			snprintf(addr, sizeof(addr), "%04x:%02x:%02x.0", pci.domain & 0xffff,
+				 pci.bus & 0xff, pci.device & 0x1f);
+			peer = -1;
+			for (unsigned i = 0; i < t->nnodes; i++)
+				if (strcmp(t->nodes[i].pci, addr) == 0)
+					peer = (int)i;
+			if (peer < 0) {
+				char name[SG_GPU_NAME_LEN];
+
+				/* Not one of our GPUs: an NVSwitch. */
+				snprintf(name, sizeof(name), "nvs-%s", addr);
+				peer = sg_gpu_topo_add_node(t, SG_GPU_NODE_NVSWITCH, name, -1, NULL,
+							    0);
+				if (peer >= 0)
+					snprintf(t->nodes[peer].pci, sizeof(t->nodes[peer].pci),
+						 "%s", addr);
+			}
+			/* Each GPU reports its end of a GPU-GPU link: count it once. */
+			if (peer >= 0 && (t->nodes[peer].kind == SG_GPU_NODE_NVSWITCH ||
+					  t->nodes[peer].index > (int)g))
+				sg_gpu_topo_add_nvlink(t, t->gpu[g], peer, 1, NULL, 0);
+		}
+	}
+out:
+	dlclose(h);
+}
+
+int sg_gpu_topo_add_cuda_info(struct sg_gpu_topo *t, char *err, size_t errlen)
+{
+	int n = sg_gpu_cuda_probe(err, errlen), map[SG_GPU_MAX_GPUS];
+
+	if (n < 0)
+		return n;
+	for (unsigned g = 0; g < t->ngpus; g++) {
+		map[g] = -1;
+		for (int d = 0; d < n; d++) {
+			char bus[32];
+
+			if (cudaDeviceGetPCIBusId(bus, sizeof(bus), d) == cudaSuccess &&
+			    strcasecmp(bus, t->nodes[t->gpu[g]].pci) == 0)
+				map[g] = d;
+		}
+	}
+	for (unsigned a = 0; a < t->ngpus; a++) {
+		for (unsigned b = 0; b < t->ngpus; b++) {
+			int ok = 0;
+
+			if (a != b && map[a] >= 0 && map[b] >= 0)
+				cudaDeviceCanAccessPeer(&ok, map[a], map[b]);
+			t->peer[a][b] = ok != 0;
+		}
+	}
+	t->have_peer_info = true;
+	nvlinks_from_nvml(t);
+	return 0;
+}
+
+/* ---- the backend -------------------------------------------------------- */
+
+#define MAX_STREAMS 64
+#define MAX_DEPTH 8
+
+struct cb_arg {
+	struct sg_gpu_cuda *c;
+	unsigned part, step, slot;
+	uint32_t len;
+};
+
+struct sg_gpu_cuda {
+	const struct sg_gpu_plan *plan;
+	enum sg_dtype dtype;
+	size_t elem;
+	unsigned depth;
+	int dev[SG_GPU_MAX_GPUS];
+	sg_gpu_net_fn net;
+	void *net_arg;
+	uint64_t *deps;
+	int *stream_of;                       /* per step */
+	int *dev_of;                          /* per step: device that issues it */
+	unsigned nstreams;
+	cudaStream_t stream[MAX_STREAMS];
+	int stream_dev[MAX_STREAMS];
+	/* per depth slot */
+	void *scratch[MAX_DEPTH][SG_GPU_MAX_GPUS];
+	void *host[MAX_DEPTH][SG_GPU_MAX_HOST];
+	void *loop[MAX_DEPTH];
+	cudaEvent_t *ev[MAX_DEPTH];          /* per step */
+	struct cb_arg *cb[MAX_DEPTH];        /* per step */
+	void *const *grads;
+	_Atomic int cb_rc;
+};
+
+static int cuda_fail(cudaError_t e, const char *what)
+{
+	SG_GPU_LOG(ERR, "cuda: %s: %s\n", what, cudaGetErrorString(e));
+	return e == cudaErrorMemoryAllocation ? -ENOMEM : -EIO;
+}
+
+#define CK(call)                                                                            \
+	do {                                                                                \
+		cudaError_t e_ = (call);                                                    \
+		if (e_ != cudaSuccess)                                                      \
+			return cuda_fail(e_, #call);                                        \
+	} while (0)
+
+/* The device whose stream issues a step: where its kernel or DMA engine is. */
+static int step_device(const struct sg_gpu_cuda *c, const struct sg_gpu_step *st)
+{
+	switch (st->kind) {
+	case SG_GPU_STEP_REDUCE:
+	case SG_GPU_STEP_H2D:
+		return c->dev[st->dst.idx];
+	case SG_GPU_STEP_P2P:
+	case SG_GPU_STEP_BCAST:
+	case SG_GPU_STEP_D2H:
+		return c->dev[st->src[0].idx];
+	default:
+		return c->dev[0]; /* host work: any stream can carry its callback */
+	}
+}
+
+/*
+ * Chains: a step continues the stream of a dependency that was the last step
+ * on that stream (same device), else it opens a new stream. Dependencies on
+ * other streams become event waits.
+ */
+static int assign_streams(struct sg_gpu_cuda *c)
+{
+	const struct sg_gpu_plan *p = c->plan;
+	int last[MAX_STREAMS];
+
+	for (unsigned s = 0; s < p->nsteps; s++) {
+		int pick = -1, d = step_device(c, &p->steps[s]);
+
+		c->dev_of[s] = d;
+		for (int t = (int)s - 1; t >= 0 && pick < 0; t--)
+			if (sg_gpu_dep_test(c->deps, p->nsteps, s, (unsigned)t) &&
+			    last[c->stream_of[t]] == t && c->stream_dev[c->stream_of[t]] == d)
+				pick = c->stream_of[t];
+		if (pick < 0 && c->nstreams < MAX_STREAMS) {
+			pick = (int)c->nstreams++;
+			c->stream_dev[pick] = d;
+			CK(cudaSetDevice(d));
+			CK(cudaStreamCreateWithFlags(&c->stream[pick], cudaStreamNonBlocking));
+		}
+		if (pick < 0) {
+			/* Out of streams: reuse one on this device; events keep it correct. */
+			for (unsigned i = 0; i < c->nstreams && pick < 0; i++)
+				if (c->stream_dev[i] == d)
+					pick = (int)i;
+		}
+		c->stream_of[s] = pick;
+		last[pick] = (int)s;
+	}
+	return 0;
+}
+
+static int cuda_alloc(struct sg_gpu_cuda *c)
+{
+	const struct sg_gpu_plan *p = c->plan;
+	size_t part = p->partition_bytes;
+
+	for (unsigned d = 0; d < c->depth; d++) {
+		for (unsigned g = 0; g < p->ngpus && p->scratch_slots > 0; g++) {
+			CK(cudaSetDevice(c->dev[g]));
+			CK(cudaMalloc(&c->scratch[d][g], part * p->scratch_slots));
+		}
+		for (unsigned h = 0; h < p->nhost; h++)
+			CK(cudaHostAlloc(&c->host[d][h], part, cudaHostAllocPortable));
+		CK(cudaHostAlloc(&c->loop[d], part, cudaHostAllocPortable));
+		c->ev[d] = calloc(p->nsteps, sizeof(cudaEvent_t));
+		c->cb[d] = calloc(p->nsteps, sizeof(struct cb_arg));
+		if (c->ev[d] == NULL || c->cb[d] == NULL)
+			return -ENOMEM;
+		for (unsigned s = 0; s < p->nsteps; s++) {
+			CK(cudaSetDevice(c->dev_of[s]));
+			CK(cudaEventCreateWithFlags(&c->ev[d][s], cudaEventDisableTiming));
+		}
+	}
+	/* Let P2P copies go straight between devices where the hardware allows. */
+	for (unsigned s = 0; s < p->nsteps; s++) {
+		const struct sg_gpu_step *st = &p->steps[s];
+		int a, b, ok = 0;
+
+		if (st->kind != SG_GPU_STEP_P2P && st->kind != SG_GPU_STEP_BCAST)
+			continue;
+		a = c->dev[st->src[0].idx];
+		b = c->dev[st->dst.idx];
+		if (a == b || cudaDeviceCanAccessPeer(&ok, a, b) != cudaSuccess || !ok)
+			continue;
+		cudaSetDevice(a);
+		if (cudaDeviceEnablePeerAccess(b, 0) == cudaErrorPeerAccessAlreadyEnabled)
+			cudaGetLastError(); /* clear the sticky "already enabled" */
+	}
+	return 0;
+}
+
+void sg_gpu_cuda_destroy(struct sg_gpu_cuda *c)
+{
+	if (c == NULL)
+		return;
+	for (unsigned i = 0; i < c->nstreams; i++) {
+		cudaSetDevice(c->stream_dev[i]);
+		cudaStreamSynchronize(c->stream[i]);
+		cudaStreamDestroy(c->stream[i]);
+	}
+	for (unsigned d = 0; d < MAX_DEPTH; d++) {
+		for (unsigned g = 0; g < SG_GPU_MAX_GPUS; g++)
+			cudaFree(c->scratch[d][g]);
+		for (unsigned h = 0; h < SG_GPU_MAX_HOST; h++)
+			cudaFreeHost(c->host[d][h]);
+		cudaFreeHost(c->loop[d]);
+		for (unsigned s = 0; c->ev[d] != NULL && s < c->plan->nsteps; s++)
+			if (c->ev[d][s] != NULL)
+				cudaEventDestroy(c->ev[d][s]);
+		free(c->ev[d]);
+		free(c->cb[d]);
+	}
+	free(c->deps);
+	free(c->stream_of);
+	free(c->dev_of);
+	free(c);
+}
+
+struct sg_gpu_cuda *sg_gpu_cuda_create(const struct sg_gpu_exec_conf *conf,
+				       const struct sg_gpu_plan *plan)
+{
+	struct sg_gpu_cuda *c = calloc(1, sizeof(*c));
+	int ndev = 0, rc;
+
+	if (c == NULL)
+		return NULL;
+	c->plan = plan;
+	c->dtype = conf->dtype;
+	c->elem = sg_gpu_exec_elem(conf->dtype);
+	c->depth = conf->depth == 0 ? 2 : conf->depth > MAX_DEPTH ? MAX_DEPTH : conf->depth;
+	c->net = conf->net;
+	c->net_arg = conf->net_arg;
+	rc = cudaGetDeviceCount(&ndev) == cudaSuccess ? 0 : -ENODEV;
+	for (unsigned g = 0; rc == 0 && g < plan->ngpus; g++) {
+		c->dev[g] = conf->device_of != NULL ? conf->device_of[g] : (int)g;
+		if (c->dev[g] < 0 || c->dev[g] >= ndev) {
+			SG_GPU_LOG(ERR, "cuda: gpu%u mapped to device %d of %d\n", g, c->dev[g],
+				   ndev);
+			rc = -EINVAL;
+		}
+	}
+	c->deps = rc == 0 ? sg_gpu_plan_deps(plan) : NULL;
+	c->stream_of = calloc(plan->nsteps, sizeof(int));
+	c->dev_of = calloc(plan->nsteps, sizeof(int));
+	if (rc == 0 && (c->deps == NULL || c->stream_of == NULL || c->dev_of == NULL))
+		rc = -ENOMEM;
+	if (rc == 0)
+		rc = assign_streams(c);
+	if (rc == 0)
+		rc = cuda_alloc(c);
+	if (rc < 0) {
+		sg_gpu_cuda_destroy(c);
+		errno = -rc;
+		return NULL;
+	}
+	return c;
+}
+
+static void *dev_addr(struct sg_gpu_cuda *c, unsigned slot, unsigned part,
+		      const struct sg_gpu_ep *e, uint32_t off)
+{
+	size_t psz = c->plan->partition_bytes;
+
+	switch (e->mem) {
+	case SG_GPU_MEM_GRAD:
+		return (uint8_t *)c->grads[e->idx] + (size_t)part * psz + off;
+	case SG_GPU_MEM_SCRATCH:
+		return (uint8_t *)c->scratch[slot][e->idx] + sg_gpu_ep_offset(e, (uint32_t)psz, off);
+	case SG_GPU_MEM_HOST:
+		return (uint8_t *)c->host[slot][e->idx] + off;
+	default:
+		return (uint8_t *)c->loop[slot] + off;
+	}
+}
+
+/* Host steps run as stream callbacks: no CUDA calls allowed in here. */
+static void CUDART_CB host_cb(void *arg)
+{
+	struct cb_arg *a = arg;
+	struct sg_gpu_cuda *c = a->c;
+	const struct sg_gpu_step *st = &c->plan->steps[a->step];
+	void *dst = dev_addr(c, a->slot, a->part, &st->dst, st->data_off);
+	const void *src[SG_GPU_MAX_SRC];
+	int rc = 0;
+
+	for (unsigned i = 0; i < st->nsrc; i++)
+		src[i] = dev_addr(c, a->slot, a->part, &st->src[i], st->data_off);
+	switch (st->kind) {
+	case SG_GPU_STEP_CPU_SUM:
+		rc = st->nsrc == 1 ? (memmove(dst, src[0], a->len), 0)
+				   : sg_sum_addk(c->dtype, dst, src, st->nsrc, a->len / c->elem, 0);
+		break;
+	case SG_GPU_STEP_PUSH:
+		rc = c->net ? c->net(c->net_arg, a->part, st->data_off, src[0], NULL, a->len)
+			    : (memcpy(dst, src[0], a->len), 0);
+		break;
+	case SG_GPU_STEP_PULL:
+		rc = c->net ? c->net(c->net_arg, a->part, st->data_off, NULL, dst, a->len)
+			    : (memcpy(dst, src[0], a->len), 0);
+		break;
+	default:
+		memmove(dst, src[0], a->len);
+		break;
+	}
+	if (rc < 0) {
+		int zero = 0;
+
+		atomic_compare_exchange_strong(&c->cb_rc, &zero, rc);
+	}
+}
+
+static int issue_step(struct sg_gpu_cuda *c, unsigned slot, unsigned part, unsigned s,
+		      uint32_t len)
+{
+	const struct sg_gpu_plan *p = c->plan;
+	const struct sg_gpu_step *st = &p->steps[s];
+	cudaStream_t str = c->stream[c->stream_of[s]];
+	void *dst = dev_addr(c, slot, part, &st->dst, st->data_off);
+	const void *src[SG_GPU_MAX_SRC];
+
+	CK(cudaSetDevice(c->dev_of[s]));
+	for (unsigned t = 0; t < s; t++)
+		if (sg_gpu_dep_test(c->deps, p->nsteps, s, t) && c->stream_of[t] != c->stream_of[s])
+			CK(cudaStreamWaitEvent(str, c->ev[slot][t], 0));
+	for (unsigned i = 0; i < st->nsrc; i++)
+		src[i] = dev_addr(c, slot, part, &st->src[i], st->data_off);
+	switch (st->kind) {
+	case SG_GPU_STEP_P2P:
+	case SG_GPU_STEP_BCAST:
+		/* The only GPU-to-GPU copies: exactly where the plan put them. */
+		CK(cudaMemcpyPeerAsync(dst, c->dev[st->dst.idx], src[0], c->dev[st->src[0].idx],
+				       len, str));
+		break;
+	case SG_GPU_STEP_REDUCE:
+		CK(sg_gpu_kernel_reduce(c->dtype, dst, src, st->nsrc, len / c->elem, str));
+		break;
+	case SG_GPU_STEP_D2H:
+		CK(cudaMemcpyAsync(dst, src[0], len, cudaMemcpyDeviceToHost, str));
+		break;
+	case SG_GPU_STEP_H2D:
+		CK(cudaMemcpyAsync(dst, src[0], len, cudaMemcpyHostToDevice, str));
+		break;
+	default:
+		c->cb[slot][s] = (struct cb_arg){.c = c, .part = part, .step = s, .slot = slot,
+						 .len = len};
+		CK(cudaLaunchHostFunc(str, host_cb, &c->cb[slot][s]));
+		break;
+	}
+	CK(cudaEventRecord(c->ev[slot][s], str));
+	return 0;
+}
+
+/* Wait until every step of the partition that used this slot is done. */
+static int drain_slot(struct sg_gpu_cuda *c, unsigned slot)
+{
+	for (unsigned s = 0; s < c->plan->nsteps; s++)
+		CK(cudaEventSynchronize(c->ev[slot][s]));
+	return 0;
+}
+
+int sg_gpu_cuda_run(struct sg_gpu_cuda *c, void *const *grads, size_t bytes)
+{
+	size_t psz = c->plan->partition_bytes;
+	unsigned nparts = (unsigned)((bytes + psz - 1) / psz);
+	int rc = 0;
+
+	c->grads = grads;
+	atomic_store(&c->cb_rc, 0);
+	for (unsigned part = 0; rc == 0 && part < nparts; part++) {
+		unsigned slot = part % c->depth;
+		uint32_t len = (uint32_t)(bytes - (size_t)part * psz < psz ? bytes - part * psz : psz);
+
+		/*
+		 * The slot's buffers, events and callback arguments are reused:
+		 * the partition that had them must be finished. Up to 'depth'
+		 * partitions stay in flight, which is what overlaps copy and sum.
+		 */
+		if (part >= c->depth)
+			rc = drain_slot(c, slot);
+		for (unsigned s = 0; rc == 0 && s < c->plan->nsteps; s++) {
+			const struct sg_gpu_step *st = &c->plan->steps[s];
+
+			if (st->data_off >= len) {
+				/* Still record, so that later waits see a completed event. */
+				CK(cudaSetDevice(c->dev_of[s]));
+				CK(cudaEventRecord(c->ev[slot][s], c->stream[c->stream_of[s]]));
+				continue;
+			}
+			rc = issue_step(c, slot, part, s,
+					st->bytes < len - st->data_off ? st->bytes
+								       : len - st->data_off);
+		}
+	}
+	for (unsigned d = 0; d < c->depth && d < nparts; d++) {
+		int r = drain_slot(c, d);
+
+		rc = rc < 0 ? rc : r;
+	}
+	if (rc == 0)
+		rc = atomic_load(&c->cb_rc);
+	return rc;
+}
+
+/* ---- benchmark measurements --------------------------------------------- */
+
+static double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static int cmp_d(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+static double median(double *v, unsigned n)
+{
+	qsort(v, n, sizeof(*v), cmp_d);
+	return n == 0 ? 0 : n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+enum bench_op { OP_H2D, OP_D2H, OP_D2D, OP_RED32, OP_RED16, OP_REDB16 };
+
+/* Median seconds of one operation over 'runs' timed runs (one warm-up). */
+static int time_op(enum bench_op op, void *hbuf, void *d0, void *d1, size_t bytes,
+		   unsigned runs, double *out)
+{
+	double t[64];
+	const void *src[1] = {d1};
+
+	for (unsigned r = 0; r <= runs && r <= 64; r++) {
+		double t0 = now_s();
+
+		switch (op) {
+		case OP_H2D:
+			CK(cudaMemcpyAsync(d0, hbuf, bytes, cudaMemcpyHostToDevice, 0));
+			break;
+		case OP_D2H:
+			CK(cudaMemcpyAsync(hbuf, d0, bytes, cudaMemcpyDeviceToHost, 0));
+			break;
+		case OP_D2D:
+			CK(cudaMemcpyAsync(d1, d0, bytes, cudaMemcpyDeviceToDevice, 0));
+			break;
+		case OP_RED32:
+			CK(sg_gpu_kernel_reduce(SG_DTYPE_FP32, d0, src, 1, bytes / 4, 0));
+			break;
+		case OP_RED16:
+			CK(sg_gpu_kernel_reduce(SG_DTYPE_FP16, d0, src, 1, bytes / 2, 0));
+			break;
+		default:
+			CK(sg_gpu_kernel_reduce(SG_DTYPE_BF16, d0, src, 1, bytes / 2, 0));
+			break;
+		}
+		CK(cudaDeviceSynchronize());
+		if (r > 0)
+			t[r - 1] = now_s() - t0;
+	}
+	*out = median(t, runs < 64 ? runs : 64);
+	return 0;
+}
+
+/* PCIe bound of the GPU's link from sysfs: GT/s x width x 128/130 / 8. */
+static double pcie_bound(int dev, char *link, size_t len)
+{
+	char bus[32], path[128];
+	double gts = 0;
+	long width = 0;
+	FILE *f;
+
+	if (cudaDeviceGetPCIBusId(bus, sizeof(bus), dev) != cudaSuccess)
+		return 0;
+	for (char *p = bus; *p; p++)
+		*p = (char)(*p >= 'A' && *p <= 'F' ? *p - 'A' + 'a' : *p);
+	snprintf(path, sizeof(path), "/sys/bus/pci/devices/%s/current_link_speed", bus);
+	f = fopen(path, "r");
+	if (f == NULL || fscanf(f, "%lf", &gts) != 1)
+		gts = 0;
+	if (f)
+		fclose(f);
+	snprintf(path, sizeof(path), "/sys/bus/pci/devices/%s/current_link_width", bus);
+	f = fopen(path, "r");
+	if (f == NULL || fscanf(f, "%ld", &width) != 1)
+		width = 0;
+	if (f)
+		fclose(f);
+	snprintf(link, len, "%s: %.1f GT/s x%ld", bus, gts, width);
+	return gts * (double)width * 128.0 / 130.0 / 8.0;
+}
+
+/* A one-GPU machine: the staging path alone (D2H, push, pull, H2D). */
+static const char one_gpu[] = "socket cpu0\nroot rp0 parent=cpu0\ngpu gpu0 parent=rp0\n"
+			      "root rp1 parent=cpu0\nnic nic0 parent=rp1\n";
+
+/*
+ * Pipelined staging of the whole tensor through the executor, against the
+ * sum of its parts measured alone: the D2H, the host copies of the loopback
+ * push and pull, and the H2D.
+ */
+static int bench_staging(const struct sg_gpu_bench_conf *conf, struct sg_gpu_bench_result *r,
+			 size_t bytes, unsigned runs, char *why, size_t len)
+{
+	struct sg_gpu_plan_opts o = {.partition_bytes = conf->partition_bytes};
+	struct sg_gpu_exec_conf ec = {.backend = SG_GPU_BACKEND_CUDA, .dtype = SG_DTYPE_FP32,
+				      .depth = conf->depth ? conf->depth : 4,
+				      .device_of = &conf->device};
+	struct sg_gpu_topo *t = sg_gpu_topo_parse(one_gpu, "bench", why, len);
+	struct sg_gpu_plan *p = t ? sg_gpu_plan_build(t, &o, why, len) : NULL;
+	struct sg_gpu_exec *ex = NULL;
+	double tv[64], host;
+	void *d = NULL, *h1 = NULL, *h2 = NULL;
+	int rc = p ? 0 : -EINVAL;
+
+	ec.plan = p;
+	if (rc == 0 && (ex = sg_gpu_exec_create(&ec)) == NULL)
+		rc = sg_gpu_err(why, len, errno, "bench: executor: %s", strerror(errno));
+	if (rc == 0 && (cudaMalloc(&d, bytes) != cudaSuccess ||
+			cudaHostAlloc(&h1, bytes, 0) != cudaSuccess ||
+			cudaHostAlloc(&h2, bytes, 0) != cudaSuccess))
+		rc = -ENOMEM;
+	for (unsigned i = 0; rc == 0 && i <= runs && i <= 64; i++) {
+		double t0 = now_s();
+
+		rc = sg_gpu_exec_run(ex, &d, bytes);
+		if (i > 0)
+			tv[i - 1] = now_s() - t0;
+	}
+	if (rc == 0) {
+		r->stage_pipelined_s = median(tv, runs < 64 ? runs : 64);
+		for (unsigned i = 0; i <= runs && i <= 64; i++) {
+			double t0 = now_s();
+
+			memcpy(h2, h1, bytes); /* loopback push */
+			memcpy(h1, h2, bytes); /* loopback pull */
+			if (i > 0)
+				tv[i - 1] = now_s() - t0;
+		}
+		host = median(tv, runs < 64 ? runs : 64);
+		r->stage_parts_s = bytes / (r->d2h_gbps * 1e9) + bytes / (r->h2d_gbps * 1e9) + host;
+		r->stage_host_s = host;
+		r->stage_gbps = bytes / r->stage_pipelined_s / 1e9;
+	}
+	cudaFree(d);
+	cudaFreeHost(h1);
+	cudaFreeHost(h2);
+	sg_gpu_exec_destroy(ex);
+	sg_gpu_plan_free(p);
+	sg_gpu_topo_free(t);
+	return rc;
+}
+
+int sg_gpu_cuda_bench(const struct sg_gpu_bench_conf *conf, struct sg_gpu_bench_result *r,
+		      char *why, size_t len)
+{
+	size_t bytes = conf->bytes ? conf->bytes : 64u << 20;
+	unsigned runs = conf->runs ? conf->runs : 5;
+	struct cudaDeviceProp prop;
+	void *h = NULL, *d0 = NULL, *d1 = NULL;
+	int rc = sg_gpu_cuda_probe(why, len);
+	double t;
+
+	memset(r, 0, sizeof(*r));
+	if (rc < 0)
+		return rc;
+	CK(cudaSetDevice(conf->device));
+	CK(cudaGetDeviceProperties(&prop, conf->device));
+	snprintf(r->device, sizeof(r->device), "%.63s", prop.name);
+	r->bytes = bytes;
+	r->runs = runs;
+	r->pcie_bound_gbps = pcie_bound(conf->device, r->link, sizeof(r->link));
+	rc = cudaHostAlloc(&h, bytes, cudaHostAllocPortable) == cudaSuccess &&
+			     cudaMalloc(&d0, bytes) == cudaSuccess &&
+			     cudaMalloc(&d1, bytes) == cudaSuccess
+		     ? 0
+		     : -ENOMEM;
+	if (rc == 0) {
+		memset(h, 0, bytes);
+		cudaMemset(d0, 0, bytes);
+		cudaMemset(d1, 0, bytes);
+	}
+	if (rc == 0 && (rc = time_op(OP_H2D, h, d0, d1, bytes, runs, &t)) == 0)
+		r->h2d_gbps = bytes / t / 1e9;
+	if (rc == 0 && (rc = time_op(OP_D2H, h, d0, d1, bytes, runs, &t)) == 0)
+		r->d2h_gbps = bytes / t / 1e9;
+	/* Device-memory traffic: a copy reads and writes each byte once. */
+	if (rc == 0 && (rc = time_op(OP_D2D, h, d0, d1, bytes, runs, &t)) == 0)
+		r->dev_copy_gbps = 2.0 * bytes / t / 1e9;
+	/* dst += src reads two bytes and writes one per byte of tensor. */
+	for (int k = 0; rc == 0 && k < 3; k++) {
+		rc = time_op(OP_RED32 + k, h, d0, d1, bytes, runs, &t);
+		if (rc == 0)
+			r->reduce_gbps[k] = 3.0 * bytes / t / 1e9;
+	}
+	cudaFreeHost(h);
+	cudaFree(d0);
+	cudaFree(d1);
+	if (rc == 0)
+		rc = bench_staging(conf, r, bytes, runs, why, len);
+	return rc;
+}
+
+#endif /* SG_HAVE_CUDA */

@@ -1,0 +1,63 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * Shared inside gpu/ only: logging, error formatting and the backend vtable.
+ */
+#ifndef SG_GPU_INTERNAL_H
+#define SG_GPU_INTERNAL_H
+
+#include <rte_log.h>
+
+#include "sg_config.h"
+#include "sg_gpu.h"
+
+extern int sg_gpu_logtype;
+
+#define SG_GPU_LOG(level, ...) rte_log(RTE_LOG_##level, sg_gpu_logtype, "sigma.gpu: " __VA_ARGS__)
+
+/* Write a formatted reason into err (if any) and return -code. */
+int sg_gpu_err(char *err, size_t errlen, int code, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+
+/* Address of an endpoint for partition-relative data offset 'off'. */
+static inline size_t sg_gpu_ep_offset(const struct sg_gpu_ep *ep, uint32_t part, uint32_t off)
+{
+	return (size_t)ep->slot * part + off;
+}
+
+/* Element size of the dtypes the executors accept, 0 otherwise. */
+static inline size_t sg_gpu_exec_elem(enum sg_dtype dt)
+{
+	return dt == SG_DTYPE_FP32 ? 4 : (dt == SG_DTYPE_FP16 || dt == SG_DTYPE_BF16) ? 2 : 0;
+}
+
+/*
+ * Dependencies between the steps of a plan: bit (s, t) is set when step t
+ * (t < s) writes what s touches or touches what s writes, on overlapping
+ * bytes. Returns a calloc'd nsteps x nsteps bit matrix, NULL on ENOMEM.
+ */
+uint64_t *sg_gpu_plan_deps(const struct sg_gpu_plan *p);
+
+static inline void sg_gpu_dep_set(uint64_t *bits, unsigned n, unsigned s, unsigned t)
+{
+	size_t i = (size_t)s * n + t;
+
+	bits[i / 64] |= 1ull << (i % 64);
+}
+
+static inline bool sg_gpu_dep_test(const uint64_t *bits, unsigned n, unsigned s, unsigned t)
+{
+	size_t i = (size_t)s * n + t;
+
+	return bits[i / 64] >> (i % 64) & 1;
+}
+
+#if SG_HAVE_CUDA
+/* CUDA backend (sg_gpu_cuda.c); only built with CUDA. */
+struct sg_gpu_cuda;
+struct sg_gpu_cuda *sg_gpu_cuda_create(const struct sg_gpu_exec_conf *conf,
+				       const struct sg_gpu_plan *plan);
+int sg_gpu_cuda_run(struct sg_gpu_cuda *c, void *const *grads, size_t bytes);
+void sg_gpu_cuda_destroy(struct sg_gpu_cuda *c);
+#endif
+
+#endif /* SG_GPU_INTERNAL_H */

@@ -1,0 +1,338 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * Host backend: every plan on every reference topology, in list order and in
+ * another order its dependencies allow, gives every GPU the sum that a
+ * scalar loop in this test computes; a simulated multi-machine service;
+ * errors. Also that AUTO falls back to the host backend here, saying why.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sg_gpu.h"
+#include "sg_test.h"
+
+static const char *topo_dir;
+
+static struct sg_gpu_topo *load_ref(const char *name)
+{
+	char path[PATH_MAX], err[256] = "";
+	struct sg_gpu_topo *t;
+
+	snprintf(path, sizeof(path), "%s/%s", topo_dir, name);
+	t = sg_gpu_topo_load(path, err, sizeof(err));
+	if (t == NULL) {
+		fprintf(stderr, "load %s: %s\n", path, err);
+		exit(1);
+	}
+	return t;
+}
+
+static float get(enum sg_dtype dt, const void *buf, size_t i)
+{
+	if (dt == SG_DTYPE_FP32)
+		return ((const float *)buf)[i];
+	if (dt == SG_DTYPE_FP16)
+		return sg_fp16_to_fp32(((const uint16_t *)buf)[i]);
+	return sg_bf16_to_fp32(((const uint16_t *)buf)[i]);
+}
+
+static void set(enum sg_dtype dt, void *buf, size_t i, float v)
+{
+	if (dt == SG_DTYPE_FP32)
+		((float *)buf)[i] = v;
+	else if (dt == SG_DTYPE_FP16)
+		((uint16_t *)buf)[i] = sg_fp32_to_fp16(v);
+	else
+		((uint16_t *)buf)[i] = sg_fp32_to_bf16(v);
+}
+
+/* Simulated service: the other machines add 'other' to every element. */
+struct fake_net {
+	enum sg_dtype dt;
+	float other;
+	uint8_t *pushed; /* whole tensor */
+	uint32_t part;
+	int fail;
+	unsigned pushes, pulls;
+};
+
+static int net_fn(void *arg, unsigned partition, uint32_t off, const void *push, void *pull,
+		  uint32_t bytes)
+{
+	struct fake_net *n = arg;
+	size_t es = sg_dtype_size(n->dt), base = (size_t)partition * n->part + off;
+
+	if (n->fail)
+		return -EIO;
+	if (push != NULL) {
+		memcpy(n->pushed + base, push, bytes);
+		n->pushes++;
+		return 0;
+	}
+	for (size_t i = 0; i < bytes / es; i++)
+		set(n->dt, pull, i, get(n->dt, n->pushed + base, i) + n->other);
+	n->pulls++;
+	return 0;
+}
+
+/*
+ * Run plan p over a tensor of 'elems' elements with integer-valued data
+ * (exact in every dtype and any order of addition) and compare each GPU's
+ * result with the scalar sum. Returns the number of wrong elements.
+ */
+static size_t run_exact(const struct sg_gpu_plan *p, enum sg_dtype dt, size_t elems,
+			bool shuffle, struct fake_net *net)
+{
+	size_t es = sg_dtype_size(dt), wrong = 0;
+	void *grads[SG_GPU_MAX_GPUS];
+	float *ref = calloc(elems, sizeof(float));
+	struct sg_gpu_exec_conf conf = {.backend = SG_GPU_BACKEND_HOST, .plan = p, .dtype = dt,
+					.shuffle = shuffle};
+	struct sg_gpu_exec *ex;
+	int rc;
+
+	if (net != NULL) {
+		conf.net = net_fn;
+		conf.net_arg = net;
+	}
+	for (unsigned g = 0; g < p->ngpus; g++) {
+		grads[g] = malloc(elems * es + 1);
+		for (size_t i = 0; i < elems; i++) {
+			float v = (float)((int)((i * 7 + g * 13 + (i >> 5)) % 17) - 8);
+
+			set(dt, grads[g], i, v);
+			ref[i] += v;
+		}
+	}
+	ex = sg_gpu_exec_create(&conf);
+	SG_CHECK(ex != NULL, "create: %s", strerror(errno));
+	if (ex != NULL) {
+		rc = sg_gpu_exec_run(ex, grads, elems * es);
+		SG_CHECK(rc == 0, "run %s: %d", p->strategy, rc);
+		for (unsigned g = 0; g < p->ngpus; g++) {
+			for (size_t i = 0; i < elems; i++) {
+				float want = ref[i] + (net ? net->other : 0);
+
+				if (get(dt, grads[g], i) != want && wrong++ < 3)
+					fprintf(stderr, "%s %s gpu%u [%zu]: %g want %g\n",
+						p->strategy, sg_dtype_name(dt), g, i,
+						(double)get(dt, grads[g], i), (double)want);
+			}
+		}
+	}
+	sg_gpu_exec_destroy(ex);
+	for (unsigned g = 0; g < p->ngpus; g++)
+		free(grads[g]);
+	free(ref);
+	return wrong;
+}
+
+static void test_all_plans(void)
+{
+	static const struct {
+		const char *file;
+		enum sg_gpu_strategy s[4];
+		int root[4];
+	} cases[] = {
+		{"pcie-8gpu.topo", {SG_GPU_STRAT_AUTO, SG_GPU_STRAT_RING, SG_GPU_STRAT_RING}, {0, 0, 4}},
+		{"dgx1-nvlink.topo",
+		 {SG_GPU_STRAT_AUTO, SG_GPU_STRAT_NVLINK_TREE, SG_GPU_STRAT_CPU_ASSISTED},
+		 {0, 6, 0}},
+		{"dgx-h100-nvswitch.topo", {SG_GPU_STRAT_AUTO, SG_GPU_STRAT_NVSWITCH}, {0, 8}},
+		{"ws-4gpu.topo", {SG_GPU_STRAT_AUTO, SG_GPU_STRAT_RING}, {0, 0}},
+	};
+	static const enum sg_dtype dts[] = {SG_DTYPE_FP32, SG_DTYPE_FP16, SG_DTYPE_BF16};
+	/* 64 KiB partitions: 3 full ones and a short, odd-length tail. */
+	const uint32_t part = 65536;
+	unsigned runs = 0;
+
+	for (unsigned c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
+		struct sg_gpu_topo *t = load_ref(cases[c].file);
+
+		for (unsigned k = 0; k < 4; k++) {
+			struct sg_gpu_plan_opts o = {.strategy = cases[c].s[k],
+						     .root = cases[c].root[k],
+						     .partition_bytes = part};
+			char err[256] = "";
+			struct sg_gpu_plan *p;
+
+			if (k > 0 && cases[c].s[k] == SG_GPU_STRAT_AUTO)
+				break;
+			p = sg_gpu_plan_build(t, &o, err, sizeof(err));
+			SG_CHECK(p != NULL, "%s: %s", cases[c].file, err);
+			if (p == NULL)
+				continue;
+			for (unsigned d = 0; d < 3; d++) {
+				size_t elems = 3 * part / sg_dtype_size(dts[d]) + 1001;
+
+				for (int sh = 0; sh < 2; sh++) {
+					size_t bad = run_exact(p, dts[d], elems, sh, NULL);
+
+					SG_CHECK(bad == 0, "%s %s %s shuffle=%d: %zu wrong",
+						 cases[c].file, p->strategy,
+						 sg_dtype_name(dts[d]), sh, bad);
+					runs++;
+				}
+			}
+			sg_gpu_plan_free(p);
+		}
+		sg_gpu_topo_free(t);
+	}
+	printf("exact sums: %u plan executions\n", runs);
+}
+
+/* Several machines: the pulled sum differs from the local one and must reach every GPU. */
+static void test_service(void)
+{
+	static const char *const files[] = {"pcie-8gpu.topo", "dgx1-nvlink.topo",
+					    "dgx-h100-nvswitch.topo", "ws-4gpu.topo"};
+	const uint32_t part = 16384;
+	const size_t elems = 2 * part / 4 + 7;
+
+	for (unsigned f = 0; f < 4; f++) {
+		for (int ring = 0; ring < 2; ring++) {
+			struct sg_gpu_topo *t = load_ref(files[f]);
+			struct sg_gpu_plan_opts o = {.partition_bytes = part,
+						     .strategy = ring ? SG_GPU_STRAT_RING : 0};
+			struct sg_gpu_plan *p = sg_gpu_plan_build(t, &o, NULL, 0);
+			struct fake_net net = {.dt = SG_DTYPE_FP32, .other = 100.0f, .part = part};
+
+			net.pushed = calloc(1, elems * 4 + part);
+			SG_CHECK(p != NULL, "plan");
+			if (p != NULL) {
+				SG_CHECK(run_exact(p, SG_DTYPE_FP32, elems, false, &net) == 0,
+					 "%s ring=%d with a service", files[f], ring);
+				/* One push and one pull per partition (3 partitions). */
+				SG_CHECK_EQ(net.pushes, 3);
+				SG_CHECK_EQ(net.pulls, 3);
+			}
+			sg_gpu_plan_free(p);
+			sg_gpu_topo_free(t);
+			free(net.pushed);
+		}
+	}
+}
+
+/* Random fp32 data: the result is within rounding of a double-precision sum. */
+static void test_random_fp32(void)
+{
+	struct sg_gpu_topo *t = load_ref("dgx1-nvlink.topo");
+	struct sg_gpu_plan_opts o = {.partition_bytes = 8192};
+	struct sg_gpu_plan *p = sg_gpu_plan_build(t, &o, NULL, 0);
+	struct sg_gpu_exec_conf conf = {.plan = p, .dtype = SG_DTYPE_FP32};
+	const size_t n = 5000;
+	float *g[8];
+	double ref[5000] = {0}, mag[5000] = {0};
+	struct sg_gpu_exec *ex;
+	size_t bad = 0;
+
+	srand(3);
+	for (unsigned k = 0; k < 8; k++) {
+		g[k] = malloc(n * sizeof(float));
+		for (size_t i = 0; i < n; i++) {
+			g[k][i] = (float)rand() / RAND_MAX * 2.0f - 1.0f;
+			ref[i] += g[k][i];
+			mag[i] += fabs(g[k][i]);
+		}
+	}
+	ex = sg_gpu_exec_create(&conf);
+	SG_CHECK(ex != NULL, "create");
+	if (ex != NULL) {
+		SG_CHECK_EQ(sg_gpu_exec_run(ex, (void *const *)g, n * sizeof(float)), 0);
+		for (unsigned k = 0; k < 8; k++)
+			for (size_t i = 0; i < n; i++)
+				bad += fabs(g[k][i] - ref[i]) > 8 * 1.2e-7 * mag[i] + 1e-30;
+		SG_CHECK(bad == 0, "%zu elements off by more than rounding", bad);
+		for (size_t i = 0; i < n; i++)
+			bad += g[0][i] != g[7][i];
+		SG_CHECK(bad == 0, "every GPU holds the same bits");
+	}
+	sg_gpu_exec_destroy(ex);
+	for (unsigned k = 0; k < 8; k++)
+		free(g[k]);
+	sg_gpu_plan_free(p);
+	sg_gpu_topo_free(t);
+}
+
+static void test_errors_and_fallback(void)
+{
+	struct sg_gpu_topo *t = load_ref("ws-4gpu.topo");
+	struct sg_gpu_plan_opts o = {.partition_bytes = 4096};
+	struct sg_gpu_plan *p = sg_gpu_plan_build(t, &o, NULL, 0);
+	struct sg_gpu_exec_conf conf = {.plan = p, .dtype = SG_DTYPE_FP32};
+	struct fake_net net = {.dt = SG_DTYPE_FP32, .part = 4096, .fail = 1};
+	float a[1024], b[1024], c[1024], d[1024];
+	void *grads[4] = {a, b, c, d}, *nogr[4] = {a, NULL, c, d};
+	struct sg_gpu_exec *ex;
+	char why[256];
+	int n;
+
+	memset(a, 0, sizeof(a));
+	memcpy(b, a, sizeof(a));
+	memcpy(c, a, sizeof(a));
+	memcpy(d, a, sizeof(a));
+	/* AUTO: the host backend with the reason CUDA was not used. */
+	ex = sg_gpu_exec_create(&conf);
+	SG_CHECK(ex != NULL, "create");
+	n = sg_gpu_cuda_probe(why, sizeof(why));
+	if (ex != NULL && n < 0) {
+		SG_CHECK_EQ(sg_gpu_exec_backend(ex), SG_GPU_BACKEND_HOST);
+		SG_CHECK(strlen(sg_gpu_exec_fallback_reason(ex)) > 0, "a reason");
+		SG_CHECK(strcmp(sg_gpu_exec_fallback_reason(ex), why) == 0, "same reason");
+		printf("fallback reason: %s\n", why);
+	}
+	if (ex != NULL) {
+		SG_CHECK_EQ(sg_gpu_exec_run(ex, grads, 4 * 1024 - 2), -EINVAL);
+		SG_CHECK_EQ(sg_gpu_exec_run(ex, nogr, 4096), -EINVAL);
+		SG_CHECK_EQ(sg_gpu_exec_run(ex, NULL, 4096), -EINVAL);
+		SG_CHECK_EQ(sg_gpu_exec_run(ex, grads, 0), 0);
+	}
+	sg_gpu_exec_destroy(ex);
+	/* CUDA demanded where it cannot run: ENODEV, no crash. */
+	if (n < 0) {
+		conf.backend = SG_GPU_BACKEND_CUDA;
+		errno = 0;
+		SG_CHECK(sg_gpu_exec_create(&conf) == NULL && errno == ENODEV, "cuda: ENODEV");
+		conf.backend = SG_GPU_BACKEND_AUTO;
+	}
+	/* Unsupported dtype, bad backend, missing plan. */
+	conf.dtype = SG_DTYPE_INT32;
+	SG_CHECK(sg_gpu_exec_create(&conf) == NULL && errno == EINVAL, "int32");
+	conf.dtype = SG_DTYPE_FP32;
+	conf.backend = 9;
+	SG_CHECK(sg_gpu_exec_create(&conf) == NULL && errno == EINVAL, "backend");
+	conf.backend = SG_GPU_BACKEND_HOST;
+	conf.plan = NULL;
+	SG_CHECK(sg_gpu_exec_create(&conf) == NULL && errno == EINVAL, "no plan");
+	SG_CHECK(sg_gpu_exec_create(NULL) == NULL && errno == EINVAL, "no conf");
+	/* A service that fails: the run reports it. */
+	conf.plan = p;
+	conf.net = net_fn;
+	conf.net_arg = &net;
+	ex = sg_gpu_exec_create(&conf);
+	SG_CHECK(ex != NULL, "create");
+	if (ex != NULL)
+		SG_CHECK_EQ(sg_gpu_exec_run(ex, grads, 4096), -EIO);
+	sg_gpu_exec_destroy(ex);
+	/* fp16 needs 2-byte alignment of every step: an odd custom step is refused. */
+	p->steps[0].bytes = 3;
+	conf.net = NULL;
+	SG_CHECK(sg_gpu_exec_create(&conf) == NULL && errno == EINVAL, "odd step");
+	SG_CHECK(strcmp(sg_gpu_backend_name(SG_GPU_BACKEND_CUDA), "cuda") == 0, "name");
+	sg_gpu_plan_free(p);
+	sg_gpu_topo_free(t);
+	sg_gpu_exec_destroy(NULL);
+}
+
+int main(int argc, char **argv)
+{
+	topo_dir = argc > 1 ? argv[1] : "gpu/topologies";
+	test_all_plans();
+	test_service();
+	test_random_fp32();
+	test_errors_and_fallback();
+	return sg_test_finish("gpu_exec");
+}

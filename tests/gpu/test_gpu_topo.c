@@ -1,0 +1,406 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * Topology: the reference files, the text format's errors (line and
+ * reason), round trips, random garbage, and sysfs discovery on a fake tree
+ * that the test builds under /tmp.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "sg_gpu.h"
+#include "sg_test.h"
+
+static const char *topo_dir;
+
+static struct sg_gpu_topo *load_ref(const char *name)
+{
+	char path[PATH_MAX], err[256] = "";
+	struct sg_gpu_topo *t;
+
+	snprintf(path, sizeof(path), "%s/%s", topo_dir, name);
+	t = sg_gpu_topo_load(path, err, sizeof(err));
+	SG_CHECK(t != NULL, "load %s: %s", path, err);
+	return t;
+}
+
+static unsigned count_kind(const struct sg_gpu_topo *t, enum sg_gpu_node_kind k)
+{
+	unsigned n = 0;
+
+	for (unsigned i = 0; i < t->nnodes; i++)
+		n += t->nodes[i].kind == k;
+	return n;
+}
+
+static unsigned nvlink_total(const struct sg_gpu_topo *t)
+{
+	unsigned n = 0;
+
+	for (unsigned i = 0; i < t->nnvlinks; i++)
+		n += t->nvlinks[i].count;
+	return n;
+}
+
+static void test_reference_files(void)
+{
+	struct sg_gpu_topo *t;
+
+	t = load_ref("pcie-8gpu.topo");
+	if (t != NULL) {
+		SG_CHECK_EQ(t->ngpus, 8);
+		SG_CHECK_EQ(t->nnics, 1);
+		SG_CHECK_EQ(count_kind(t, SG_GPU_NODE_SOCKET), 2);
+		SG_CHECK_EQ(count_kind(t, SG_GPU_NODE_SWITCH), 4);
+		SG_CHECK_EQ(t->nnvlinks, 0);
+		SG_CHECK(sg_gpu_topo_same_switch(t, 0, 1), "gpu0 and gpu1 share sw0");
+		SG_CHECK(!sg_gpu_topo_same_switch(t, 1, 2), "gpu1 and gpu2 do not");
+		SG_CHECK(!sg_gpu_topo_same_switch(t, 0, 0 + 16), "out of range is false");
+		SG_CHECK_EQ(sg_gpu_topo_top_switch(t, t->nic[0]), sg_gpu_topo_find(t, "sw0"));
+		SG_CHECK_EQ(sg_gpu_topo_socket_of(t, t->gpu[7]), sg_gpu_topo_find(t, "cpu1"));
+		SG_CHECK_EQ(t->nodes[t->gpu[5]].numa, 1);
+		SG_CHECK_EQ(t->nodes[t->nic[0]].gbps, 100);
+		SG_CHECK(!sg_gpu_topo_nvlink_path(t, 0, 1), "no NVLink on a PCIe-only box");
+	}
+	sg_gpu_topo_free(t);
+
+	t = load_ref("dgx1-nvlink.topo");
+	if (t != NULL) {
+		SG_CHECK_EQ(t->ngpus, 8);
+		SG_CHECK_EQ(t->nnics, 4);
+		SG_CHECK_EQ(t->nnvlinks, 16);
+		SG_CHECK_EQ(nvlink_total(t), 24); /* 6 links per GPU, 8 GPUs, 2 ends */
+		for (unsigned g = 0; g < 8; g++) {
+			unsigned links = 0;
+
+			for (unsigned h = 0; h < 8; h++)
+				links += sg_gpu_topo_nvlinks(t, t->gpu[g], t->gpu[h]);
+			SG_CHECK(links == 6, "gpu%u has %u NVLinks, wants 6", g, links);
+		}
+		SG_CHECK(sg_gpu_topo_nvlink_path(t, 0, 4), "gpu0-gpu4 NVLink");
+		SG_CHECK(!sg_gpu_topo_nvlink_path(t, 0, 5), "gpu0-gpu5 has no direct NVLink");
+		SG_CHECK_EQ(sg_gpu_topo_nvlinks(t, t->gpu[0], t->gpu[3]), 2);
+	}
+	sg_gpu_topo_free(t);
+
+	t = load_ref("dgx-h100-nvswitch.topo");
+	if (t != NULL) {
+		SG_CHECK_EQ(t->ngpus, 8);
+		SG_CHECK_EQ(t->nnics, 8);
+		SG_CHECK_EQ(count_kind(t, SG_GPU_NODE_NVSWITCH), 4);
+		SG_CHECK_EQ(nvlink_total(t), 8 * 18);
+		SG_CHECK(sg_gpu_topo_nvlink_path(t, 0, 7), "every pair via NVSwitch");
+		SG_CHECK(!sg_gpu_topo_same_switch(t, 0, 1), "one GPU per PCIe switch");
+	}
+	sg_gpu_topo_free(t);
+
+	t = load_ref("ws-4gpu.topo");
+	if (t != NULL) {
+		SG_CHECK_EQ(t->ngpus, 4);
+		SG_CHECK(sg_gpu_topo_same_switch(t, 0, 3), "all four under sw0");
+		SG_CHECK_EQ(sg_gpu_topo_top_switch(t, t->nic[0]), -ENOENT);
+	}
+	sg_gpu_topo_free(t);
+}
+
+static void test_round_trip(void)
+{
+	static const char *const files[] = {"pcie-8gpu.topo", "dgx1-nvlink.topo",
+					    "dgx-h100-nvswitch.topo", "ws-4gpu.topo"};
+
+	for (unsigned i = 0; i < 4; i++) {
+		struct sg_gpu_topo *t = load_ref(files[i]), *u;
+		char *a = NULL, *b = NULL, err[256];
+		size_t alen = 0, blen = 0;
+		FILE *f;
+
+		if (t == NULL)
+			continue;
+		f = open_memstream(&a, &alen);
+		SG_CHECK_EQ(sg_gpu_topo_write(t, f), 0);
+		fclose(f);
+		u = sg_gpu_topo_parse(a, "written", err, sizeof(err));
+		SG_CHECK(u != NULL, "reparse %s: %s", files[i], err);
+		if (u != NULL) {
+			f = open_memstream(&b, &blen);
+			sg_gpu_topo_write(u, f);
+			fclose(f);
+			SG_CHECK(strcmp(a, b) == 0, "%s: write/parse/write differs", files[i]);
+			SG_CHECK_EQ(u->nnodes, t->nnodes);
+			SG_CHECK_EQ(u->nnvlinks, t->nnvlinks);
+		}
+		free(a);
+		free(b);
+		sg_gpu_topo_free(t);
+		sg_gpu_topo_free(u);
+	}
+}
+
+/* Each bad text fails at the given line with a reason containing 'why'. */
+static void test_bad_text(void)
+{
+	static const struct {
+		const char *text;
+		unsigned line;
+		const char *why;
+	} bad[] = {
+		{"socket cpu0\ngpux g parent=cpu0\n", 2, "unknown keyword"},
+		{"socket cpu0\nroot rp0 parent=cpu0\ngpu g0 parent=rpX\n", 3, "not defined"},
+		{"socket cpu0\ngpu g0 parent=cpu0\n", 2, "cannot hang off"},
+		{"socket cpu0\nroot rp0\n", 2, "needs a parent"},
+		{"socket cpu0 numa=abc\n", 1, "numa"},
+		{"socket cpu0 numa=-1\n", 1, "numa"},
+		{"socket cpu0\nsocket cpu0\n", 2, "used twice"},
+		{"socket cpu0\nroot rp0 parent=cpu0\ngpu g0 parent=rp0 pci=zz:00:00.0\n", 3, "pci"},
+		{"socket cpu0\nroot rp0 parent=cpu0\ngpu g0 parent=rp0 speed=3\n", 3,
+		 "unknown attribute"},
+		{"socket cpu0\nroot rp0 parent=cpu0\ngpu g0 parent=rp0 junk\n", 3, "key=value"},
+		{"socket cpu0\nroot rp0 parent=cpu0\nnic n0 parent=rp0 gbps=99999999999\n", 3,
+		 "gbps"},
+		{"socket cpu0\nroot rp0 parent=cpu0\ngpu g0 parent=rp0\nnvlink g0 g1\n", 4,
+		 "unknown node"},
+		{"socket cpu0\nroot rp0 parent=cpu0\ngpu g0 parent=rp0\nnvlink g0 g0\n", 4,
+		 "two different"},
+		{"socket cpu0\nroot rp0 parent=cpu0\ngpu g0 parent=rp0\ngpu g1 parent=rp0\n"
+		 "nvlink g0 g1 count=0\n",
+		 5, "count"},
+		{"socket cpu0\nroot rp0 parent=cpu0\ngpu g0 parent=rp0\nnvlink g0 rp0\n", 4,
+		 "two different"},
+		{"socket cpu0\nroot rp0 parent=cpu0\ngpu g0 parent=rp0\nnvswitch s0 parent=cpu0\n", 4,
+		 "no parent"},
+		{"socket cpu0\nroot rp0 parent=cpu0\ngpu g$ parent=rp0\n", 3, "bad name"},
+		{"name\n", 1, "usage"},
+		{"socket a b c d e f g h i\n", 1, "too many"},
+		{"gpu\n", 1, "needs a name"},
+	};
+	char err[256];
+
+	for (unsigned i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		char want[32];
+		struct sg_gpu_topo *t;
+
+		err[0] = '\0';
+		errno = 0;
+		t = sg_gpu_topo_parse(bad[i].text, "bad.topo", err, sizeof(err));
+		SG_CHECK(t == NULL, "case %u parsed: %s", i, bad[i].text);
+		SG_CHECK_EQ(errno, EINVAL);
+		snprintf(want, sizeof(want), "bad.topo:%u:", bad[i].line);
+		SG_CHECK(strncmp(err, want, strlen(want)) == 0, "case %u: '%s' lacks '%s'", i, err,
+			 want);
+		SG_CHECK(strstr(err, bad[i].why) != NULL, "case %u: '%s' lacks '%s'", i, err,
+			 bad[i].why);
+		sg_gpu_topo_free(t);
+	}
+	/* Whole-file problems name the file, not a line. */
+	SG_CHECK(sg_gpu_topo_parse("# nothing\n", "e.topo", err, sizeof(err)) == NULL, "empty");
+	SG_CHECK(strstr(err, "no GPU") != NULL, "empty: %s", err);
+	SG_CHECK(sg_gpu_topo_parse("nvswitch s0\n", "n.topo", err, sizeof(err)) == NULL, "lone");
+	SG_CHECK(sg_gpu_topo_load("/nonexistent/x.topo", err, sizeof(err)) == NULL, "missing");
+	SG_CHECK_EQ(errno, ENOENT);
+	SG_CHECK(strstr(err, "/nonexistent/x.topo") != NULL, "missing: %s", err);
+	SG_CHECK(sg_gpu_topo_parse(NULL, "x", err, sizeof(err)) == NULL, "NULL text");
+}
+
+/* Random lines from topology-like tokens: never a crash, always a verdict. */
+static void test_random_garbage(void)
+{
+	static const char *const words[] = {
+		"socket", "root", "switch", "gpu", "nic", "nvswitch", "nvlink", "name", "cpu0",
+		"rp0", "sw0", "g0", "g1", "parent=cpu0", "parent=rp0", "parent=sw0", "parent=g0",
+		"numa=1", "pci=0000:01:00.0", "gbps=100", "count=2", "count=99", "=", "#", "\t",
+		"parent=", "numa=", "\xff\xfe", "pci=0000:01:00.9", "s0", "parent=s0",
+	};
+	const unsigned nw = sizeof(words) / sizeof(words[0]);
+	char text[2048], err[256];
+	unsigned parsed = 0;
+
+	srand(7);
+	for (unsigned iter = 0; iter < 3000; iter++) {
+		size_t len = 0;
+		unsigned lines = 1 + (unsigned)rand() % 12;
+		struct sg_gpu_topo *t;
+
+		for (unsigned l = 0; l < lines; l++) {
+			unsigned n = (unsigned)rand() % 6;
+
+			for (unsigned w = 0; w < n && len < sizeof(text) - 64; w++)
+				len += (size_t)snprintf(text + len, sizeof(text) - len, "%s ",
+							words[(unsigned)rand() % nw]);
+			text[len++] = '\n';
+		}
+		text[len] = '\0';
+		err[0] = '\0';
+		t = sg_gpu_topo_parse(text, "rand", err, sizeof(err));
+		if (t != NULL) {
+			parsed++;
+			SG_CHECK(t->ngpus > 0, "a parsed topology has a GPU");
+		} else {
+			SG_CHECK(err[0] != '\0', "rejected without a reason: %s", text);
+		}
+		sg_gpu_topo_free(t);
+	}
+	printf("random garbage: %u of 3000 parsed\n", parsed);
+}
+
+/* ---- fake sysfs ------------------------------------------------------------ */
+
+static void put(const char *dir, const char *file, const char *val)
+{
+	char path[PATH_MAX];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/%s", dir, file);
+	f = fopen(path, "w");
+	SG_CHECK(f != NULL, "create %s", path);
+	if (f != NULL) {
+		fputs(val, f);
+		fclose(f);
+	}
+}
+
+static void mkdirs(const char *path)
+{
+	char tmp[PATH_MAX];
+
+	snprintf(tmp, sizeof(tmp), "%s", path);
+	for (char *p = tmp + 1; *p; p++) {
+		if (*p == '/') {
+			*p = '\0';
+			mkdir(tmp, 0755);
+			*p = '/';
+		}
+	}
+	mkdir(tmp, 0755);
+}
+
+/* A PCI device at devices/<rel>; rel ends with its BDF. */
+static void fake_dev(const char *root, const char *rel, const char *cls, const char *vendor,
+		     const char *numa)
+{
+	char dir[PATH_MAX], link[PATH_MAX], target[PATH_MAX];
+	const char *bdf = strrchr(rel, '/') + 1;
+
+	snprintf(dir, sizeof(dir), "%s/sys/devices/%s", root, rel);
+	mkdirs(dir);
+	put(dir, "class", cls);
+	put(dir, "vendor", vendor);
+	if (numa != NULL)
+		put(dir, "numa_node", numa);
+	snprintf(link, sizeof(link), "%s/sys/bus/pci/devices/%s", root, bdf);
+	snprintf(target, sizeof(target), "../../../devices/%s", rel);
+	SG_CHECK(symlink(target, link) == 0, "symlink %s", link);
+}
+
+static void rm_rf(const char *root)
+{
+	char cmd[PATH_MAX + 16];
+
+	/* Only ever our own mkdtemp directory. */
+	if (strncmp(root, "/tmp/sg-gpu-sysfs.", 18) == 0) {
+		snprintf(cmd, sizeof(cmd), "rm -rf '%s'", root);
+		if (system(cmd) != 0)
+			fprintf(stderr, "could not remove %s\n", root);
+	}
+}
+
+static void test_discovery(void)
+{
+	char root[] = "/tmp/sg-gpu-sysfs.XXXXXX", path[PATH_MAX], err[256] = "";
+	const char *sw0 = "pci0000:00/0000:00:01.0/0000:01:00.0";
+	struct sg_gpu_topo *t;
+	struct sg_gpu_plan *p;
+	struct sg_gpu_report rep;
+	int n;
+
+	if (mkdtemp(root) == NULL)
+		SG_TEST_SKIP_ALL("mkdtemp: %s", strerror(errno));
+	snprintf(path, sizeof(path), "%s/sys/bus/pci/devices", root);
+	mkdirs(path);
+	/* Socket 0: a switch with two GPUs and a NIC below it. */
+	snprintf(path, sizeof(path), "%s/0000:02:01.0/0000:04:00.0", sw0);
+	fake_dev(root, path, "0x030200\n", "0x10de\n", "0\n");
+	snprintf(path, sizeof(path), "%s/0000:02:00.0/0000:03:00.0", sw0);
+	fake_dev(root, path, "0x030200\n", "0x10de\n", "-1\n");
+	snprintf(path, sizeof(path), "%s/0000:02:02.0/0000:05:00.0", sw0);
+	fake_dev(root, path, "0x020000\n", "0x15b3\n", "0\n");
+	snprintf(path, sizeof(path), "%s/sys/devices/%s/0000:02:02.0/0000:05:00.0/net/eth5", root,
+		 sw0);
+	mkdirs(path);
+	put(path, "speed", "100000\n");
+	/* Its SR-IOV virtual function: skipped. */
+	snprintf(path, sizeof(path), "%s/0000:02:02.0/0000:05:00.1", sw0);
+	fake_dev(root, path, "0x020000\n", "0x15b3\n", "0\n");
+	snprintf(path, sizeof(path), "%s/sys/devices/%s/0000:02:02.0/0000:05:00.1/physfn", root,
+		 sw0);
+	mkdirs(path);
+	/* Socket 1: one GPU under another switch. */
+	fake_dev(root, "pci0000:80/0000:80:01.0/0000:81:00.0/0000:82:00.0/0000:83:00.0",
+		 "0x030000\n", "0x10de\n", "1\n");
+	/* Not ours: an Intel VGA, an NVIDIA audio function, a bridge. */
+	fake_dev(root, "pci0000:00/0000:00:02.0", "0x030000\n", "0x8086\n", "0\n");
+	fake_dev(root, "pci0000:80/0000:80:01.0/0000:81:00.0/0000:82:00.0/0000:83:00.1",
+		 "0x040300\n", "0x10de\n", "1\n");
+	fake_dev(root, "pci0000:00/0000:00:1f.0", "0x060100\n", "0x8086\n", NULL);
+
+	t = sg_gpu_topo_discover(root, err, sizeof(err));
+	SG_CHECK(t != NULL, "discover: %s", err);
+	if (t != NULL) {
+		SG_CHECK_EQ(t->ngpus, 3);
+		SG_CHECK_EQ(t->nnics, 1);
+		SG_CHECK(strcmp(t->nodes[t->gpu[0]].pci, "0000:03:00.0") == 0, "gpu0 is %s",
+			 t->nodes[t->gpu[0]].pci);
+		SG_CHECK(strcmp(t->nodes[t->gpu[2]].pci, "0000:83:00.0") == 0, "gpu2 is %s",
+			 t->nodes[t->gpu[2]].pci);
+		SG_CHECK(strcmp(t->nodes[t->nic[0]].name, "eth5") == 0, "nic is %s",
+			 t->nodes[t->nic[0]].name);
+		SG_CHECK_EQ(t->nodes[t->nic[0]].gbps, 100);
+		SG_CHECK(sg_gpu_topo_same_switch(t, 0, 1), "gpu0, gpu1 share a switch");
+		SG_CHECK(!sg_gpu_topo_same_switch(t, 0, 2), "gpu2 is on the other socket");
+		n = sg_gpu_topo_top_switch(t, t->nic[0]);
+		SG_CHECK(n >= 0 && strcmp(t->nodes[n].name, "sw-0000:01:00.0") == 0, "NIC switch");
+		SG_CHECK_EQ(t->nodes[t->gpu[0]].numa, 0); /* numa_node -1 means node 0 */
+		SG_CHECK_EQ(t->nodes[t->gpu[2]].numa, 1);
+		SG_CHECK_EQ(count_kind(t, SG_GPU_NODE_SOCKET), 2);
+		SG_CHECK_EQ(count_kind(t, SG_GPU_NODE_SWITCH), 2);
+		p = sg_gpu_plan_build(t, NULL, err, sizeof(err));
+		SG_CHECK(p != NULL, "plan on discovered: %s", err);
+		if (p != NULL) {
+			SG_CHECK_EQ(sg_gpu_plan_check(t, p, &rep, err, sizeof(err)), 0);
+			SG_CHECK_EQ(rep.nviolations, 0);
+		}
+		sg_gpu_plan_free(p);
+		SG_CHECK(sg_gpu_topo_add_cuda_info(t, err, sizeof(err)) == -ENODEV ||
+				 t->have_peer_info,
+			 "CUDA info: %s", err);
+	}
+	sg_gpu_topo_free(t);
+
+	/* A device whose sysfs path is not under devices/pciXXXX: a clear error. */
+	snprintf(path, sizeof(path), "%s/sys/weird/0000:09:00.0", root);
+	mkdirs(path);
+	put(path, "class", "0x030200\n");
+	put(path, "vendor", "0x10de\n");
+	snprintf(path, sizeof(path), "%s/sys/bus/pci/devices/0000:09:00.0", root);
+	SG_CHECK(symlink("../../../weird/0000:09:00.0", path) == 0, "symlink");
+	t = sg_gpu_topo_discover(root, err, sizeof(err));
+	SG_CHECK(t == NULL && strstr(err, "0000:09:00.0") != NULL, "weird path: %s", err);
+	sg_gpu_topo_free(t);
+
+	t = sg_gpu_topo_discover("/nonexistent-sysfs", err, sizeof(err));
+	SG_CHECK(t == NULL && strstr(err, "/nonexistent-sysfs") != NULL, "missing root: %s", err);
+	rm_rf(root);
+}
+
+int main(int argc, char **argv)
+{
+	topo_dir = argc > 1 ? argv[1] : "gpu/topologies";
+	test_reference_files();
+	test_round_trip();
+	test_bad_text();
+	test_random_garbage();
+	test_discovery();
+	return sg_test_finish("gpu_topo");
+}
