@@ -383,8 +383,9 @@ static int cuda_alloc(struct sg_gpu_cuda *c)
 		if (a == b || cudaDeviceCanAccessPeer(&ok, a, b) != cudaSuccess || !ok)
 			continue;
 		cudaSetDevice(a);
-		if (cudaDeviceEnablePeerAccess(b, 0) == cudaErrorPeerAccessAlreadyEnabled)
-			cudaGetLastError(); /* clear the sticky "already enabled" */
+		/* "Already enabled" or a full peer table: copies still work, staged. */
+		if (cudaDeviceEnablePeerAccess(b, 0) != cudaSuccess)
+			cudaGetLastError();
 	}
 	return 0;
 }

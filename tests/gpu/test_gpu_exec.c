@@ -11,43 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "sg_gpu.h"
-#include "sg_test.h"
-
-static const char *topo_dir;
-
-static struct sg_gpu_topo *load_ref(const char *name)
-{
-	char path[PATH_MAX], err[256] = "";
-	struct sg_gpu_topo *t;
-
-	snprintf(path, sizeof(path), "%s/%s", topo_dir, name);
-	t = sg_gpu_topo_load(path, err, sizeof(err));
-	if (t == NULL) {
-		fprintf(stderr, "load %s: %s\n", path, err);
-		exit(1);
-	}
-	return t;
-}
-
-static float get(enum sg_dtype dt, const void *buf, size_t i)
-{
-	if (dt == SG_DTYPE_FP32)
-		return ((const float *)buf)[i];
-	if (dt == SG_DTYPE_FP16)
-		return sg_fp16_to_fp32(((const uint16_t *)buf)[i]);
-	return sg_bf16_to_fp32(((const uint16_t *)buf)[i]);
-}
-
-static void set(enum sg_dtype dt, void *buf, size_t i, float v)
-{
-	if (dt == SG_DTYPE_FP32)
-		((float *)buf)[i] = v;
-	else if (dt == SG_DTYPE_FP16)
-		((uint16_t *)buf)[i] = sg_fp32_to_fp16(v);
-	else
-		((uint16_t *)buf)[i] = sg_fp32_to_bf16(v);
-}
+#include "gpu_test.h"
 
 /* Simulated service: the other machines add 'other' to every element. */
 struct fake_net {
@@ -73,7 +37,7 @@ static int net_fn(void *arg, unsigned partition, uint32_t off, const void *push,
 		return 0;
 	}
 	for (size_t i = 0; i < bytes / es; i++)
-		set(n->dt, pull, i, get(n->dt, n->pushed + base, i) + n->other);
+		val_set(n->dt, pull, i, val_get(n->dt, n->pushed + base, i) + n->other);
 	n->pulls++;
 	return 0;
 }
@@ -101,9 +65,9 @@ static size_t run_exact(const struct sg_gpu_plan *p, enum sg_dtype dt, size_t el
 	for (unsigned g = 0; g < p->ngpus; g++) {
 		grads[g] = malloc(elems * es + 1);
 		for (size_t i = 0; i < elems; i++) {
-			float v = (float)((int)((i * 7 + g * 13 + (i >> 5)) % 17) - 8);
+			float v = exact_val(i, g);
 
-			set(dt, grads[g], i, v);
+			val_set(dt, grads[g], i, v);
 			ref[i] += v;
 		}
 	}
@@ -116,10 +80,10 @@ static size_t run_exact(const struct sg_gpu_plan *p, enum sg_dtype dt, size_t el
 			for (size_t i = 0; i < elems; i++) {
 				float want = ref[i] + (net ? net->other : 0);
 
-				if (get(dt, grads[g], i) != want && wrong++ < 3)
+				if (val_get(dt, grads[g], i) != want && wrong++ < 3)
 					fprintf(stderr, "%s %s gpu%u [%zu]: %g want %g\n",
 						p->strategy, sg_dtype_name(dt), g, i,
-						(double)get(dt, grads[g], i), (double)want);
+						(double)val_get(dt, grads[g], i), (double)want);
 			}
 		}
 	}
@@ -187,14 +151,12 @@ static void test_all_plans(void)
 /* Several machines: the pulled sum differs from the local one and must reach every GPU. */
 static void test_service(void)
 {
-	static const char *const files[] = {"pcie-8gpu.topo", "dgx1-nvlink.topo",
-					    "dgx-h100-nvswitch.topo", "ws-4gpu.topo"};
 	const uint32_t part = 16384;
 	const size_t elems = 2 * part / 4 + 7;
 
-	for (unsigned f = 0; f < 4; f++) {
+	for (unsigned f = 0; f < NREF; f++) {
 		for (int ring = 0; ring < 2; ring++) {
-			struct sg_gpu_topo *t = load_ref(files[f]);
+			struct sg_gpu_topo *t = load_ref(ref_files[f]);
 			struct sg_gpu_plan_opts o = {.partition_bytes = part,
 						     .strategy = ring ? SG_GPU_STRAT_RING : 0};
 			struct sg_gpu_plan *p = sg_gpu_plan_build(t, &o, NULL, 0);
@@ -204,7 +166,7 @@ static void test_service(void)
 			SG_CHECK(p != NULL, "plan");
 			if (p != NULL) {
 				SG_CHECK(run_exact(p, SG_DTYPE_FP32, elems, false, &net) == 0,
-					 "%s ring=%d with a service", files[f], ring);
+					 "%s ring=%d with a service", ref_files[f], ring);
 				/* One push and one pull per partition (3 partitions). */
 				SG_CHECK_EQ(net.pushes, 3);
 				SG_CHECK_EQ(net.pulls, 3);
@@ -329,7 +291,8 @@ static void test_errors_and_fallback(void)
 
 int main(int argc, char **argv)
 {
-	topo_dir = argc > 1 ? argv[1] : "gpu/topologies";
+	if (argc > 1)
+		topo_dir = argv[1];
 	test_all_plans();
 	test_service();
 	test_random_fp32();
