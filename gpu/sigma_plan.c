@@ -217,7 +217,7 @@ int main(int argc, char **argv)
 		t = sg_gpu_topo_discover(sysfs, err, sizeof(err));
 		if (t != NULL && sg_gpu_topo_add_cuda_info(t, err, sizeof(err)) < 0)
 			fprintf(stderr, "sigma-plan: note: no CUDA details (%s)\n", err);
-		if (t != NULL && t->ngpus == 0) {
+		if (t != NULL && t->ngpus == 0 && !dump) {
 			snprintf(err, sizeof(err), "no NVIDIA GPU under %s/sys/bus/pci/devices",
 				 strcmp(sysfs, "/") == 0 ? "" : sysfs);
 			sg_gpu_topo_free(t);

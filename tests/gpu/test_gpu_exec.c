@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "gpu_test.h"
+#include "sg_gpu_internal.h"
 
 /* Simulated service: the other machines add 'other' to every element. */
 struct fake_net {
@@ -48,7 +49,7 @@ static int net_fn(void *arg, unsigned partition, uint32_t off, const void *push,
  * result with the scalar sum. Returns the number of wrong elements.
  */
 static size_t run_exact(const struct sg_gpu_plan *p, enum sg_dtype dt, size_t elems,
-			bool shuffle, struct fake_net *net)
+			unsigned shuffle, struct fake_net *net)
 {
 	size_t es = sg_dtype_size(dt), wrong = 0;
 	void *grads[SG_GPU_MAX_GPUS];
@@ -132,10 +133,10 @@ static void test_all_plans(void)
 			for (unsigned d = 0; d < 3; d++) {
 				size_t elems = 3 * part / sg_dtype_size(dts[d]) + 1001;
 
-				for (int sh = 0; sh < 2; sh++) {
+				for (unsigned sh = 0; sh < 3; sh++) {
 					size_t bad = run_exact(p, dts[d], elems, sh, NULL);
 
-					SG_CHECK(bad == 0, "%s %s %s shuffle=%d: %zu wrong",
+					SG_CHECK(bad == 0, "%s %s %s shuffle=%u: %zu wrong",
 						 cases[c].file, p->strategy,
 						 sg_dtype_name(dts[d]), sh, bad);
 					runs++;
@@ -165,7 +166,7 @@ static void test_service(void)
 			net.pushed = calloc(1, elems * 4 + part);
 			SG_CHECK(p != NULL, "plan");
 			if (p != NULL) {
-				SG_CHECK(run_exact(p, SG_DTYPE_FP32, elems, false, &net) == 0,
+				SG_CHECK(run_exact(p, SG_DTYPE_FP32, elems, 0, &net) == 0,
 					 "%s ring=%d with a service", ref_files[f], ring);
 				/* One push and one pull per partition (3 partitions). */
 				SG_CHECK_EQ(net.pushes, 3);
@@ -215,6 +216,58 @@ static void test_random_fp32(void)
 	sg_gpu_exec_destroy(ex);
 	for (unsigned k = 0; k < 8; k++)
 		free(g[k]);
+	sg_gpu_plan_free(p);
+	sg_gpu_topo_free(t);
+}
+
+/*
+ * The dependency analysis, on the PCIe plan: each reduce waits for the
+ * copies into its scratch, the CPU sum for every D2H, push for the sum;
+ * independent switch groups do not wait for each other.
+ */
+static void test_dependencies(void)
+{
+	struct sg_gpu_topo *t = load_ref("pcie-8gpu.topo");
+	struct sg_gpu_plan *p = sg_gpu_plan_build(t, NULL, NULL, 0);
+	uint64_t *deps = p ? sg_gpu_plan_deps(p) : NULL;
+	int first_p2p_grp1 = -1, push = -1, last_sum = -1;
+	unsigned d2h = 0, d2h_before_sum = 0;
+
+	SG_CHECK(deps != NULL, "deps");
+	if (deps == NULL)
+		goto out;
+	for (unsigned s = 0; s < p->nsteps; s++) {
+		const struct sg_gpu_step *st = &p->steps[s];
+
+		if (st->kind == SG_GPU_STEP_P2P && st->src[0].idx == 2 && first_p2p_grp1 < 0)
+			first_p2p_grp1 = (int)s;
+		if (st->kind == SG_GPU_STEP_PUSH)
+			push = (int)s;
+		if (st->kind == SG_GPU_STEP_CPU_SUM)
+			last_sum = (int)s;
+		if (st->kind == SG_GPU_STEP_REDUCE)
+			SG_CHECK(sg_gpu_dep_test(deps, p->nsteps, s, s - 1), "reduce %u after p2p", s);
+	}
+	for (unsigned s = 0; s < p->nsteps; s++) {
+		if (p->steps[s].kind != SG_GPU_STEP_D2H)
+			continue;
+		d2h++;
+		for (unsigned u = s + 1; u <= (unsigned)last_sum; u++)
+			if (p->steps[u].kind == SG_GPU_STEP_CPU_SUM &&
+			    sg_gpu_dep_test(deps, p->nsteps, u, s)) {
+				d2h_before_sum++;
+				break;
+			}
+	}
+	SG_CHECK_EQ(d2h, 8);
+	SG_CHECK_EQ(d2h_before_sum, 8);
+	SG_CHECK(push > last_sum && sg_gpu_dep_test(deps, p->nsteps, push, last_sum), "push");
+	SG_CHECK(first_p2p_grp1 > 0, "group 1 p2p");
+	for (int s = 0; first_p2p_grp1 > 0 && s < first_p2p_grp1; s++)
+		SG_CHECK(!sg_gpu_dep_test(deps, p->nsteps, first_p2p_grp1, s),
+			 "group 1 does not wait for step %d", s);
+out:
+	free(deps);
 	sg_gpu_plan_free(p);
 	sg_gpu_topo_free(t);
 }
@@ -296,6 +349,7 @@ int main(int argc, char **argv)
 	test_all_plans();
 	test_service();
 	test_random_fp32();
+	test_dependencies();
 	test_errors_and_fallback();
 	return sg_test_finish("gpu_exec");
 }

@@ -179,6 +179,10 @@ static void test_bad_text(void)
 	SG_CHECK(sg_gpu_topo_parse("# nothing\n", "e.topo", err, sizeof(err)) == NULL, "empty");
 	SG_CHECK(strstr(err, "no GPU") != NULL, "empty: %s", err);
 	SG_CHECK(sg_gpu_topo_parse("nvswitch s0\n", "n.topo", err, sizeof(err)) == NULL, "lone");
+	SG_CHECK(sg_gpu_topo_parse("socket a numa=1\nsocket b\nroot r parent=a\ngpu g parent=r\n",
+				   "d.topo", err, sizeof(err)) == NULL,
+		 "two sockets on NUMA node 1");
+	SG_CHECK(strstr(err, "NUMA node 1") != NULL, "dup numa: %s", err);
 	SG_CHECK(sg_gpu_topo_load("/nonexistent/x.topo", err, sizeof(err)) == NULL, "missing");
 	SG_CHECK_EQ(errno, ENOENT);
 	SG_CHECK(strstr(err, "/nonexistent/x.topo") != NULL, "missing: %s", err);
