@@ -251,7 +251,7 @@ int sg_gpu_topo_add_cuda_info(struct sg_gpu_topo *t, char *err, size_t errlen)
 
 /* ---- the backend -------------------------------------------------------- */
 
-#define MAX_STREAMS 64
+#define MAX_STREAMS 64 /* one bit each in issue_step()'s wait mask */
 #define MAX_DEPTH 8
 
 struct cb_arg {
@@ -297,54 +297,18 @@ static int cuda_fail(cudaError_t e, const char *what)
 			return cuda_fail(e_, #call);                                        \
 	} while (0)
 
-/* The device whose stream issues a step: where its kernel or DMA engine is. */
-static int step_device(const struct sg_gpu_cuda *c, const struct sg_gpu_step *st)
+/* Streams for the plan's chains (see sg_gpu_plan_chains()). */
+static int create_streams(struct sg_gpu_cuda *c)
 {
-	switch (st->kind) {
-	case SG_GPU_STEP_REDUCE:
-	case SG_GPU_STEP_H2D:
-		return c->dev[st->dst.idx];
-	case SG_GPU_STEP_P2P:
-	case SG_GPU_STEP_BCAST:
-	case SG_GPU_STEP_D2H:
-		return c->dev[st->src[0].idx];
-	default:
-		return c->dev[0]; /* host work: any stream can carry its callback */
-	}
-}
+	int n = sg_gpu_plan_chains(c->plan, c->deps, c->dev, c->dev_of, c->stream_of,
+				   c->stream_dev, MAX_STREAMS);
 
-/*
- * Chains: a step continues the stream of a dependency that was the last step
- * on that stream (same device), else it opens a new stream. Dependencies on
- * other streams become event waits.
- */
-static int assign_streams(struct sg_gpu_cuda *c)
-{
-	const struct sg_gpu_plan *p = c->plan;
-	int last[MAX_STREAMS];
-
-	for (unsigned s = 0; s < p->nsteps; s++) {
-		int pick = -1, d = step_device(c, &p->steps[s]);
-
-		c->dev_of[s] = d;
-		for (int t = (int)s - 1; t >= 0 && pick < 0; t--)
-			if (sg_gpu_dep_test(c->deps, p->nsteps, s, (unsigned)t) &&
-			    last[c->stream_of[t]] == t && c->stream_dev[c->stream_of[t]] == d)
-				pick = c->stream_of[t];
-		if (pick < 0 && c->nstreams < MAX_STREAMS) {
-			pick = (int)c->nstreams++;
-			c->stream_dev[pick] = d;
-			CK(cudaSetDevice(d));
-			CK(cudaStreamCreateWithFlags(&c->stream[pick], cudaStreamNonBlocking));
-		}
-		if (pick < 0) {
-			/* Out of streams: reuse one on this device; events keep it correct. */
-			for (unsigned i = 0; i < c->nstreams && pick < 0; i++)
-				if (c->stream_dev[i] == d)
-					pick = (int)i;
-		}
-		c->stream_of[s] = pick;
-		last[pick] = (int)s;
+	if (n < 0)
+		return n;
+	for (int i = 0; i < n; i++) {
+		CK(cudaSetDevice(c->stream_dev[i]));
+		CK(cudaStreamCreateWithFlags(&c->stream[i], cudaStreamNonBlocking));
+		c->nstreams++;
 	}
 	return 0;
 }
@@ -446,7 +410,7 @@ struct sg_gpu_cuda *sg_gpu_cuda_create(const struct sg_gpu_exec_conf *conf,
 	if (rc == 0 && (c->deps == NULL || c->stream_of == NULL || c->dev_of == NULL))
 		rc = -ENOMEM;
 	if (rc == 0)
-		rc = assign_streams(c);
+		rc = create_streams(c);
 	if (rc == 0)
 		rc = cuda_alloc(c);
 	if (rc < 0) {
@@ -518,11 +482,22 @@ static int issue_step(struct sg_gpu_cuda *c, unsigned slot, unsigned part, unsig
 	cudaStream_t str = c->stream[c->stream_of[s]];
 	void *dst = dev_addr(c, slot, part, &st->dst, st->data_off);
 	const void *src[SG_GPU_MAX_SRC];
+	uint64_t waited;
 
 	CK(cudaSetDevice(c->dev_of[s]));
-	for (unsigned t = 0; t < s; t++)
-		if (sg_gpu_dep_test(c->deps, p->nsteps, s, t) && c->stream_of[t] != c->stream_of[s])
+	/*
+	 * Wait only for the latest dependency on each other stream: streams run
+	 * in order, so the earlier ones are done by then.
+	 */
+	waited = 1ull << c->stream_of[s];
+	for (int t = (int)s - 1; t >= 0; t--) {
+		uint64_t bit = 1ull << c->stream_of[t];
+
+		if (!(waited & bit) && sg_gpu_dep_test(c->deps, p->nsteps, s, (unsigned)t)) {
 			CK(cudaStreamWaitEvent(str, c->ev[slot][t], 0));
+			waited |= bit;
+		}
+	}
 	for (unsigned i = 0; i < st->nsrc; i++)
 		src[i] = dev_addr(c, slot, part, &st->src[i], st->data_off);
 	switch (st->kind) {

@@ -83,6 +83,56 @@ uint64_t *sg_gpu_plan_deps(const struct sg_gpu_plan *p)
 	return bits;
 }
 
+static int step_device(const struct sg_gpu_step *st, const int *dev)
+{
+	switch (st->kind) {
+	case SG_GPU_STEP_REDUCE:
+	case SG_GPU_STEP_H2D:
+		return dev[st->dst.idx];
+	case SG_GPU_STEP_P2P:
+	case SG_GPU_STEP_BCAST:
+	case SG_GPU_STEP_D2H:
+		return dev[st->src[0].idx];
+	default:
+		return dev[0]; /* host work: any stream can carry its callback */
+	}
+}
+
+int sg_gpu_plan_chains(const struct sg_gpu_plan *p, const uint64_t *deps, const int *dev,
+		       int *dev_of, int *stream_of, int *stream_dev, unsigned max_streams)
+{
+	int *last = calloc(max_streams + 1, sizeof(int));
+	unsigned n = 0;
+
+	if (last == NULL)
+		return -ENOMEM;
+	for (unsigned s = 0; s < p->nsteps; s++) {
+		int pick = -1, d = step_device(&p->steps[s], dev);
+
+		dev_of[s] = d;
+		for (int t = (int)s - 1; t >= 0 && pick < 0; t--)
+			if (sg_gpu_dep_test(deps, p->nsteps, s, (unsigned)t) &&
+			    last[stream_of[t]] == t && stream_dev[stream_of[t]] == d)
+				pick = stream_of[t];
+		if (pick < 0 && n < max_streams) {
+			pick = (int)n++;
+			stream_dev[pick] = d;
+		}
+		/* Out of streams: share one of this device's; events keep it correct. */
+		for (unsigned i = 0; i < n && pick < 0; i++)
+			if (stream_dev[i] == d)
+				pick = (int)i;
+		if (pick < 0) {
+			free(last);
+			return -ENOSPC;
+		}
+		stream_of[s] = pick;
+		last[pick] = (int)s;
+	}
+	free(last);
+	return (int)n;
+}
+
 /*
  * A random order that the dependencies allow. Running a plan this way checks
  * that the dependency analysis (which the CUDA backend relies on for its

@@ -272,6 +272,76 @@ out:
 	sg_gpu_topo_free(t);
 }
 
+/* Device that should issue a step, worked out independently of gpu/. */
+static int want_dev(const struct sg_gpu_step *st, const int *dev)
+{
+	if (st->kind == SG_GPU_STEP_REDUCE || st->kind == SG_GPU_STEP_H2D)
+		return dev[st->dst.idx];
+	if (st->kind == SG_GPU_STEP_P2P || st->kind == SG_GPU_STEP_BCAST ||
+	    st->kind == SG_GPU_STEP_D2H)
+		return dev[st->src[0].idx];
+	return dev[0];
+}
+
+/* Stream chains for the CUDA backend, checked without a GPU. */
+static void test_chains(void)
+{
+	int ident[SG_GPU_MAX_GPUS], zero[SG_GPU_MAX_GPUS] = {0};
+
+	for (int g = 0; g < SG_GPU_MAX_GPUS; g++)
+		ident[g] = g;
+	for (unsigned f = 0; f < NREF; f++) {
+		struct sg_gpu_topo *t = load_ref(ref_files[f]);
+		struct sg_gpu_plan *p = sg_gpu_plan_build(t, NULL, NULL, 0);
+		uint64_t *deps = p ? sg_gpu_plan_deps(p) : NULL;
+		int *dev_of = calloc(p ? p->nsteps : 1, sizeof(int));
+		int *stream_of = calloc(p ? p->nsteps : 1, sizeof(int)), stream_dev[64];
+
+		SG_CHECK(deps != NULL, "deps");
+		for (int m = 0; deps != NULL && m < 2; m++) {
+			const int *dev = m ? zero : ident;
+			int n = sg_gpu_plan_chains(p, deps, dev, dev_of, stream_of, stream_dev, 64);
+			unsigned chained = 0;
+
+			SG_CHECK(n > 0 && (unsigned)n < p->nsteps, "%s: %d streams for %u steps",
+				 ref_files[f], n, p->nsteps);
+			for (unsigned s = 0; n > 0 && s < p->nsteps; s++) {
+				SG_CHECK_EQ(dev_of[s], want_dev(&p->steps[s], dev));
+				SG_CHECK(stream_of[s] >= 0 && stream_of[s] < n, "stream range");
+				SG_CHECK_EQ(stream_dev[stream_of[s]], dev_of[s]);
+				/* A step continues a chain only behind one it depends on. */
+				for (int u = (int)s - 1; u >= 0; u--) {
+					if (stream_of[u] != stream_of[s])
+						continue;
+					chained += sg_gpu_dep_test(deps, p->nsteps, s, (unsigned)u);
+					/* Until streams run out, sharing one means a dependency. */
+					SG_CHECK(n == 64 ||
+							 sg_gpu_dep_test(deps, p->nsteps, s, (unsigned)u),
+						 "%s: step %u follows %d on a stream without need",
+						 ref_files[f], s, u);
+					break;
+				}
+			}
+			SG_CHECK(chained > 0, "some steps form chains");
+		}
+		/* One stream only: fine on one device, impossible across eight. */
+		if (deps != NULL) {
+			SG_CHECK_EQ(sg_gpu_plan_chains(p, deps, zero, dev_of, stream_of, stream_dev,
+						       1),
+				    1);
+			if (p->ngpus > 1)
+				SG_CHECK_EQ(sg_gpu_plan_chains(p, deps, ident, dev_of, stream_of,
+							       stream_dev, 1),
+					    -ENOSPC);
+		}
+		free(deps);
+		free(dev_of);
+		free(stream_of);
+		sg_gpu_plan_free(p);
+		sg_gpu_topo_free(t);
+	}
+}
+
 static void test_errors_and_fallback(void)
 {
 	struct sg_gpu_topo *t = load_ref("ws-4gpu.topo");
@@ -350,6 +420,7 @@ int main(int argc, char **argv)
 	test_service();
 	test_random_fp32();
 	test_dependencies();
+	test_chains();
 	test_errors_and_fallback();
 	return sg_test_finish("gpu_exec");
 }
