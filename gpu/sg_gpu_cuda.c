@@ -277,6 +277,7 @@ struct sg_gpu_cuda {
 	/* per depth slot */
 	void *scratch[MAX_DEPTH][SG_GPU_MAX_GPUS];
 	void *host[MAX_DEPTH][SG_GPU_MAX_HOST];
+	bool registered[MAX_DEPTH][SG_GPU_MAX_HOST]; /* NUMA memory + cudaHostRegister */
 	void *loop[MAX_DEPTH];
 	cudaEvent_t *ev[MAX_DEPTH];          /* per step */
 	struct cb_arg *cb[MAX_DEPTH];        /* per step */
@@ -313,6 +314,45 @@ static int create_streams(struct sg_gpu_cuda *c)
 	return 0;
 }
 
+/*
+ * Pinned staging memory on the NUMA node the plan chose for it (the planner
+ * keeps each switch's staging on its own socket). cudaHostAlloc places
+ * memory where the calling thread runs, so on a multi-node machine the
+ * buffer comes from that node and is pinned with cudaHostRegister.
+ */
+static cudaError_t pinned_alloc(void **p, size_t size, int numa, bool *registered)
+{
+	cudaError_t e;
+
+	*registered = false;
+	if (sg_sum_numa_nodes() > 1 && numa >= 0 && numa < sg_sum_numa_nodes()) {
+		*p = sg_sum_numa_alloc(size, numa);
+		if (*p == NULL)
+			return cudaErrorMemoryAllocation;
+		e = cudaHostRegister(*p, size, cudaHostRegisterPortable);
+		if (e != cudaSuccess) {
+			sg_sum_numa_free(*p, size);
+			*p = NULL;
+			return e;
+		}
+		*registered = true;
+		return cudaSuccess;
+	}
+	return cudaHostAlloc(p, size, cudaHostAllocPortable);
+}
+
+static void pinned_free(void *p, size_t size, bool registered)
+{
+	if (p == NULL)
+		return;
+	if (registered) {
+		cudaHostUnregister(p);
+		sg_sum_numa_free(p, size);
+	} else {
+		cudaFreeHost(p);
+	}
+}
+
 static int cuda_alloc(struct sg_gpu_cuda *c)
 {
 	const struct sg_gpu_plan *p = c->plan;
@@ -324,7 +364,8 @@ static int cuda_alloc(struct sg_gpu_cuda *c)
 			CK(cudaMalloc(&c->scratch[d][g], part * p->scratch_slots));
 		}
 		for (unsigned h = 0; h < p->nhost; h++)
-			CK(cudaHostAlloc(&c->host[d][h], part, cudaHostAllocPortable));
+			CK(pinned_alloc(&c->host[d][h], part, c->plan->host_numa[h],
+					&c->registered[d][h]));
 		CK(cudaHostAlloc(&c->loop[d], part, cudaHostAllocPortable));
 		c->ev[d] = calloc(p->nsteps, sizeof(cudaEvent_t));
 		c->cb[d] = calloc(p->nsteps, sizeof(struct cb_arg));
@@ -367,7 +408,7 @@ void sg_gpu_cuda_destroy(struct sg_gpu_cuda *c)
 		for (unsigned g = 0; g < SG_GPU_MAX_GPUS; g++)
 			cudaFree(c->scratch[d][g]);
 		for (unsigned h = 0; h < SG_GPU_MAX_HOST; h++)
-			cudaFreeHost(c->host[d][h]);
+			pinned_free(c->host[d][h], c->plan->partition_bytes, c->registered[d][h]);
 		cudaFreeHost(c->loop[d]);
 		for (unsigned s = 0; c->ev[d] != NULL && s < c->plan->nsteps; s++)
 			if (c->ev[d][s] != NULL)
