@@ -340,6 +340,31 @@ static void rm_rf(const char *root)
 	}
 }
 
+static const char *plan_tool; /* sigma-plan, when meson passes it */
+
+/* sigma-plan on the fake tree: a clean plan, and a dump that parses back. */
+static void run_tool(const char *root)
+{
+	char cmd[PATH_MAX * 2 + 64], out[PATH_MAX + 16], err[256];
+	struct sg_gpu_topo *t;
+	int rc;
+
+	if (plan_tool == NULL)
+		return;
+	snprintf(cmd, sizeof(cmd), "'%s' --local --sysfs '%s' --check --json > /dev/null",
+		 plan_tool, root);
+	rc = system(cmd);
+	SG_CHECK(rc == 0, "%s: status %d", cmd, rc);
+	snprintf(out, sizeof(out), "%s/dump.topo", root);
+	snprintf(cmd, sizeof(cmd), "'%s' --local --sysfs '%s' --dump-topo > '%s'", plan_tool,
+		 root, out);
+	rc = system(cmd);
+	SG_CHECK(rc == 0, "%s: status %d", cmd, rc);
+	t = sg_gpu_topo_load(out, err, sizeof(err));
+	SG_CHECK(t != NULL && t->ngpus == 3, "dump reloads: %s", t ? "" : err);
+	sg_gpu_topo_free(t);
+}
+
 static void test_discovery(void)
 {
 	char root[] = "/tmp/sg-gpu-sysfs.XXXXXX", path[PATH_MAX], err[256] = "";
@@ -411,6 +436,7 @@ static void test_discovery(void)
 			 "CUDA info: %s", err);
 	}
 	sg_gpu_topo_free(t);
+	run_tool(root);
 
 	/* A device whose sysfs path is not under devices/pciXXXX: a clear error. */
 	snprintf(path, sizeof(path), "%s/sys/weird/0000:09:00.0", root);
@@ -432,6 +458,8 @@ int main(int argc, char **argv)
 {
 	if (argc > 1)
 		topo_dir = argv[1];
+	if (argc > 2)
+		plan_tool = argv[2];
 	test_reference_files();
 	test_round_trip();
 	test_bad_text();
