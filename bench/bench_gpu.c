@@ -86,6 +86,10 @@ int sigma_bench_gpu(int argc, char **argv)
 			return 2;
 		}
 	}
+	if (optind != argc) {
+		fprintf(stderr, "sigma-bench gpu: unexpected argument '%s'\n", argv[optind]);
+		return 2;
+	}
 	rc = sg_gpu_cuda_bench(&conf, &r, why, sizeof(why));
 	if (rc < 0) {
 		fprintf(stderr, "gpu: skipped: %s\n", why);

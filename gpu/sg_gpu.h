@@ -412,11 +412,12 @@ struct sg_gpu_exec_conf {
 	/** CUDA: device ordinal of each logical GPU; NULL: GPU i on device i. */
 	const int *device_of;
 	/**
-	 * Host backend test hook: run the steps in another order that the
-	 * dependencies between steps allow (the CUDA backend's streams rely on
-	 * that analysis; this checks it on machines without GPUs).
+	 * Host backend test hook: when not 0, run the steps in a random order
+	 * (seeded by this value) that the dependencies between steps allow. The
+	 * CUDA backend's streams rely on that dependency analysis; this checks
+	 * it on machines without GPUs.
 	 */
-	bool shuffle;
+	unsigned shuffle;
 };
 
 struct sg_gpu_exec;

@@ -223,6 +223,18 @@ static uint64_t unavoidable(const struct sg_gpu_topo *t, const struct sg_gpu_pla
 	return inside && !way_out ? p->partition_bytes : 0;
 }
 
+/* Report the bytes one direction of the NIC's link carries beyond 'allowed'. */
+static void nic_excess(const struct sg_gpu_topo *t, struct sg_gpu_report *rep, uint64_t carried,
+		       uint64_t allowed, const char *dir)
+{
+	if (carried <= allowed)
+		return;
+	violation(rep, 2, -1, carried - allowed,
+		  "%s uplink (shared with the NIC) carries %" PRIu64 " bytes %s the CPU, %" PRIu64
+		  " more than the unavoidable %" PRIu64,
+		  t->nodes[rep->nic_link].name, carried, dir, carried - allowed, allowed);
+}
+
 static void fill_links(const struct sg_gpu_topo *t, const struct tally *y,
 		       struct sg_gpu_report *rep)
 {
@@ -287,18 +299,8 @@ int sg_gpu_plan_check(const struct sg_gpu_topo *t, const struct sg_gpu_plan *p,
 	extra = unavoidable(t, p, top);
 	rep->nic_allowed_up = y->net_up + extra;
 	rep->nic_allowed_down = y->net_down + extra;
-	if (y->up[y->nic_link] > rep->nic_allowed_up)
-		violation(rep, 2, -1, y->up[y->nic_link] - rep->nic_allowed_up,
-			  "%s uplink (shared with the NIC) carries %" PRIu64
-			  " bytes towards the CPU, %" PRIu64 " more than push/pull needs",
-			  t->nodes[y->nic_link].name, y->up[y->nic_link],
-			  y->up[y->nic_link] - rep->nic_allowed_up);
-	if (y->down[y->nic_link] > rep->nic_allowed_down)
-		violation(rep, 2, -1, y->down[y->nic_link] - rep->nic_allowed_down,
-			  "%s uplink (shared with the NIC) carries %" PRIu64
-			  " bytes from the CPU, %" PRIu64 " more than push/pull needs",
-			  t->nodes[y->nic_link].name, y->down[y->nic_link],
-			  y->down[y->nic_link] - rep->nic_allowed_down);
+	nic_excess(t, rep, y->up[y->nic_link], rep->nic_allowed_up, "towards");
+	nic_excess(t, rep, y->down[y->nic_link], rep->nic_allowed_down, "from");
 	fill_links(t, y, rep);
 	free(y);
 	return 0;

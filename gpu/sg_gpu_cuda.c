@@ -251,7 +251,7 @@ int sg_gpu_topo_add_cuda_info(struct sg_gpu_topo *t, char *err, size_t errlen)
 
 /* ---- the backend -------------------------------------------------------- */
 
-#define MAX_STREAMS 64
+#define MAX_STREAMS 64 /* one bit each in issue_step()'s wait mask */
 #define MAX_DEPTH 8
 
 struct cb_arg {
@@ -277,6 +277,7 @@ struct sg_gpu_cuda {
 	/* per depth slot */
 	void *scratch[MAX_DEPTH][SG_GPU_MAX_GPUS];
 	void *host[MAX_DEPTH][SG_GPU_MAX_HOST];
+	bool registered[MAX_DEPTH][SG_GPU_MAX_HOST]; /* NUMA memory + cudaHostRegister */
 	void *loop[MAX_DEPTH];
 	cudaEvent_t *ev[MAX_DEPTH];          /* per step */
 	struct cb_arg *cb[MAX_DEPTH];        /* per step */
@@ -297,56 +298,59 @@ static int cuda_fail(cudaError_t e, const char *what)
 			return cuda_fail(e_, #call);                                        \
 	} while (0)
 
-/* The device whose stream issues a step: where its kernel or DMA engine is. */
-static int step_device(const struct sg_gpu_cuda *c, const struct sg_gpu_step *st)
+/* Streams for the plan's chains (see sg_gpu_plan_chains()). */
+static int create_streams(struct sg_gpu_cuda *c)
 {
-	switch (st->kind) {
-	case SG_GPU_STEP_REDUCE:
-	case SG_GPU_STEP_H2D:
-		return c->dev[st->dst.idx];
-	case SG_GPU_STEP_P2P:
-	case SG_GPU_STEP_BCAST:
-	case SG_GPU_STEP_D2H:
-		return c->dev[st->src[0].idx];
-	default:
-		return c->dev[0]; /* host work: any stream can carry its callback */
+	int n = sg_gpu_plan_chains(c->plan, c->deps, c->dev, c->dev_of, c->stream_of,
+				   c->stream_dev, MAX_STREAMS);
+
+	if (n < 0)
+		return n;
+	for (int i = 0; i < n; i++) {
+		CK(cudaSetDevice(c->stream_dev[i]));
+		CK(cudaStreamCreateWithFlags(&c->stream[i], cudaStreamNonBlocking));
+		c->nstreams++;
 	}
+	return 0;
 }
 
 /*
- * Chains: a step continues the stream of a dependency that was the last step
- * on that stream (same device), else it opens a new stream. Dependencies on
- * other streams become event waits.
+ * Pinned staging memory on the NUMA node the plan chose for it (the planner
+ * keeps each switch's staging on its own socket). cudaHostAlloc places
+ * memory where the calling thread runs, so on a multi-node machine the
+ * buffer comes from that node and is pinned with cudaHostRegister.
  */
-static int assign_streams(struct sg_gpu_cuda *c)
+static cudaError_t pinned_alloc(void **p, size_t size, int numa, bool *registered)
 {
-	const struct sg_gpu_plan *p = c->plan;
-	int last[MAX_STREAMS];
+	cudaError_t e;
 
-	for (unsigned s = 0; s < p->nsteps; s++) {
-		int pick = -1, d = step_device(c, &p->steps[s]);
-
-		c->dev_of[s] = d;
-		for (int t = (int)s - 1; t >= 0 && pick < 0; t--)
-			if (sg_gpu_dep_test(c->deps, p->nsteps, s, (unsigned)t) &&
-			    last[c->stream_of[t]] == t && c->stream_dev[c->stream_of[t]] == d)
-				pick = c->stream_of[t];
-		if (pick < 0 && c->nstreams < MAX_STREAMS) {
-			pick = (int)c->nstreams++;
-			c->stream_dev[pick] = d;
-			CK(cudaSetDevice(d));
-			CK(cudaStreamCreateWithFlags(&c->stream[pick], cudaStreamNonBlocking));
+	*registered = false;
+	if (sg_sum_numa_nodes() > 1 && numa >= 0 && numa < sg_sum_numa_nodes()) {
+		*p = sg_sum_numa_alloc(size, numa);
+		if (*p == NULL)
+			return cudaErrorMemoryAllocation;
+		e = cudaHostRegister(*p, size, cudaHostRegisterPortable);
+		if (e != cudaSuccess) {
+			sg_sum_numa_free(*p, size);
+			*p = NULL;
+			return e;
 		}
-		if (pick < 0) {
-			/* Out of streams: reuse one on this device; events keep it correct. */
-			for (unsigned i = 0; i < c->nstreams && pick < 0; i++)
-				if (c->stream_dev[i] == d)
-					pick = (int)i;
-		}
-		c->stream_of[s] = pick;
-		last[pick] = (int)s;
+		*registered = true;
+		return cudaSuccess;
 	}
-	return 0;
+	return cudaHostAlloc(p, size, cudaHostAllocPortable);
+}
+
+static void pinned_free(void *p, size_t size, bool registered)
+{
+	if (p == NULL)
+		return;
+	if (registered) {
+		cudaHostUnregister(p);
+		sg_sum_numa_free(p, size);
+	} else {
+		cudaFreeHost(p);
+	}
 }
 
 static int cuda_alloc(struct sg_gpu_cuda *c)
@@ -360,7 +364,8 @@ static int cuda_alloc(struct sg_gpu_cuda *c)
 			CK(cudaMalloc(&c->scratch[d][g], part * p->scratch_slots));
 		}
 		for (unsigned h = 0; h < p->nhost; h++)
-			CK(cudaHostAlloc(&c->host[d][h], part, cudaHostAllocPortable));
+			CK(pinned_alloc(&c->host[d][h], part, c->plan->host_numa[h],
+					&c->registered[d][h]));
 		CK(cudaHostAlloc(&c->loop[d], part, cudaHostAllocPortable));
 		c->ev[d] = calloc(p->nsteps, sizeof(cudaEvent_t));
 		c->cb[d] = calloc(p->nsteps, sizeof(struct cb_arg));
@@ -383,8 +388,9 @@ static int cuda_alloc(struct sg_gpu_cuda *c)
 		if (a == b || cudaDeviceCanAccessPeer(&ok, a, b) != cudaSuccess || !ok)
 			continue;
 		cudaSetDevice(a);
-		if (cudaDeviceEnablePeerAccess(b, 0) == cudaErrorPeerAccessAlreadyEnabled)
-			cudaGetLastError(); /* clear the sticky "already enabled" */
+		/* "Already enabled" or a full peer table: copies still work, staged. */
+		if (cudaDeviceEnablePeerAccess(b, 0) != cudaSuccess)
+			cudaGetLastError();
 	}
 	return 0;
 }
@@ -402,7 +408,7 @@ void sg_gpu_cuda_destroy(struct sg_gpu_cuda *c)
 		for (unsigned g = 0; g < SG_GPU_MAX_GPUS; g++)
 			cudaFree(c->scratch[d][g]);
 		for (unsigned h = 0; h < SG_GPU_MAX_HOST; h++)
-			cudaFreeHost(c->host[d][h]);
+			pinned_free(c->host[d][h], c->plan->partition_bytes, c->registered[d][h]);
 		cudaFreeHost(c->loop[d]);
 		for (unsigned s = 0; c->ev[d] != NULL && s < c->plan->nsteps; s++)
 			if (c->ev[d][s] != NULL)
@@ -445,7 +451,7 @@ struct sg_gpu_cuda *sg_gpu_cuda_create(const struct sg_gpu_exec_conf *conf,
 	if (rc == 0 && (c->deps == NULL || c->stream_of == NULL || c->dev_of == NULL))
 		rc = -ENOMEM;
 	if (rc == 0)
-		rc = assign_streams(c);
+		rc = create_streams(c);
 	if (rc == 0)
 		rc = cuda_alloc(c);
 	if (rc < 0) {
@@ -517,11 +523,22 @@ static int issue_step(struct sg_gpu_cuda *c, unsigned slot, unsigned part, unsig
 	cudaStream_t str = c->stream[c->stream_of[s]];
 	void *dst = dev_addr(c, slot, part, &st->dst, st->data_off);
 	const void *src[SG_GPU_MAX_SRC];
+	uint64_t waited;
 
 	CK(cudaSetDevice(c->dev_of[s]));
-	for (unsigned t = 0; t < s; t++)
-		if (sg_gpu_dep_test(c->deps, p->nsteps, s, t) && c->stream_of[t] != c->stream_of[s])
+	/*
+	 * Wait only for the latest dependency on each other stream: streams run
+	 * in order, so the earlier ones are done by then.
+	 */
+	waited = 1ull << c->stream_of[s];
+	for (int t = (int)s - 1; t >= 0; t--) {
+		uint64_t bit = 1ull << c->stream_of[t];
+
+		if (!(waited & bit) && sg_gpu_dep_test(c->deps, p->nsteps, s, (unsigned)t)) {
 			CK(cudaStreamWaitEvent(str, c->ev[slot][t], 0));
+			waited |= bit;
+		}
+	}
 	for (unsigned i = 0; i < st->nsrc; i++)
 		src[i] = dev_addr(c, slot, part, &st->src[i], st->data_off);
 	switch (st->kind) {

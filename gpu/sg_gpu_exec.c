@@ -18,7 +18,7 @@ struct sg_gpu_exec {
 	sg_gpu_net_fn net;
 	void *net_arg;
 	char reason[256];
-	bool shuffle;
+	unsigned shuffle;
 	/* host backend */
 	uint8_t **scratch; /* per GPU: scratch_slots partitions */
 	uint8_t **host;    /* per host buffer: one partition */
@@ -83,12 +83,62 @@ uint64_t *sg_gpu_plan_deps(const struct sg_gpu_plan *p)
 	return bits;
 }
 
+static int step_device(const struct sg_gpu_step *st, const int *dev)
+{
+	switch (st->kind) {
+	case SG_GPU_STEP_REDUCE:
+	case SG_GPU_STEP_H2D:
+		return dev[st->dst.idx];
+	case SG_GPU_STEP_P2P:
+	case SG_GPU_STEP_BCAST:
+	case SG_GPU_STEP_D2H:
+		return dev[st->src[0].idx];
+	default:
+		return dev[0]; /* host work: any stream can carry its callback */
+	}
+}
+
+int sg_gpu_plan_chains(const struct sg_gpu_plan *p, const uint64_t *deps, const int *dev,
+		       int *dev_of, int *stream_of, int *stream_dev, unsigned max_streams)
+{
+	int *last = calloc(max_streams + 1, sizeof(int));
+	unsigned n = 0;
+
+	if (last == NULL)
+		return -ENOMEM;
+	for (unsigned s = 0; s < p->nsteps; s++) {
+		int pick = -1, d = step_device(&p->steps[s], dev);
+
+		dev_of[s] = d;
+		for (int t = (int)s - 1; t >= 0 && pick < 0; t--)
+			if (sg_gpu_dep_test(deps, p->nsteps, s, (unsigned)t) &&
+			    last[stream_of[t]] == t && stream_dev[stream_of[t]] == d)
+				pick = stream_of[t];
+		if (pick < 0 && n < max_streams) {
+			pick = (int)n++;
+			stream_dev[pick] = d;
+		}
+		/* Out of streams: share one of this device's; events keep it correct. */
+		for (unsigned i = 0; i < n && pick < 0; i++)
+			if (stream_dev[i] == d)
+				pick = (int)i;
+		if (pick < 0) {
+			free(last);
+			return -ENOSPC;
+		}
+		stream_of[s] = pick;
+		last[pick] = (int)s;
+	}
+	free(last);
+	return (int)n;
+}
+
 /*
- * Another order the dependencies allow: always run the ready step with the
- * highest index. Running a plan this way checks that the dependency analysis
- * (which the CUDA backend relies on for its streams) misses nothing.
+ * A random order that the dependencies allow. Running a plan this way checks
+ * that the dependency analysis (which the CUDA backend relies on for its
+ * streams) misses nothing.
  */
-static int shuffled_order(const struct sg_gpu_plan *p, unsigned *order)
+static int shuffled_order(const struct sg_gpu_plan *p, unsigned seed, unsigned *order)
 {
 	uint64_t *deps = sg_gpu_plan_deps(p);
 	bool *done = calloc(p->nsteps + 1, sizeof(bool));
@@ -99,18 +149,20 @@ static int shuffled_order(const struct sg_gpu_plan *p, unsigned *order)
 		goto out;
 	}
 	for (unsigned k = 0; k < p->nsteps; k++) {
-		int pick = -1;
+		unsigned nready = 0, pick = 0;
 
+		/* Reservoir choice among the ready steps; deps only point backwards,
+		 * so the first step not done is always ready. */
 		for (unsigned s = 0; s < p->nsteps; s++) {
 			bool ready = !done[s];
 
 			for (unsigned t = 0; ready && t < s; t++)
 				ready = done[t] || !sg_gpu_dep_test(deps, p->nsteps, s, t);
-			if (ready)
-				pick = (int)s;
+			if (ready && (unsigned)rand_r(&seed) % ++nready == 0)
+				pick = s;
 		}
-		done[pick] = true; /* deps only point backwards: some step is ready */
-		order[k] = (unsigned)pick;
+		done[pick] = true;
+		order[k] = pick;
 	}
 out:
 	free(deps);
@@ -275,7 +327,7 @@ struct sg_gpu_exec *sg_gpu_exec_create(const struct sg_gpu_exec_conf *conf)
 	ex->shuffle = conf->shuffle;
 	for (unsigned s = 0; s < ex->plan.nsteps; s++)
 		ex->order[s] = s;
-	rc = ex->shuffle ? shuffled_order(&ex->plan, ex->order) : 0;
+	rc = ex->shuffle ? shuffled_order(&ex->plan, ex->shuffle, ex->order) : 0;
 	if (rc == 0)
 		rc = host_init(ex);
 	if (rc == 0)

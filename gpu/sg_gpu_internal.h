@@ -51,6 +51,20 @@ static inline bool sg_gpu_dep_test(const uint64_t *bits, unsigned n, unsigned s,
 	return bits[i / 64] >> (i % 64) & 1;
 }
 
+/*
+ * Cut a plan into chains for streams. A step runs on the device of the GPU
+ * whose engine does the work (reduce, H2D: destination; P2P, broadcast,
+ * D2H: source; host steps: the device of GPU 0). It continues the stream of
+ * a dependency that was the last step on that stream and on the same device,
+ * else it opens a new stream; at most max_streams, then it shares one of
+ * its device's. dev[g] is the device of logical GPU g; dev_of and stream_of
+ * get one entry per step, stream_dev one per stream. Dependencies on other
+ * streams must become event waits. Returns the number of streams, or
+ * -ENOSPC when a device would need a stream beyond max_streams.
+ */
+int sg_gpu_plan_chains(const struct sg_gpu_plan *p, const uint64_t *deps, const int *dev,
+		       int *dev_of, int *stream_of, int *stream_dev, unsigned max_streams);
+
 #if SG_HAVE_CUDA
 /* CUDA backend (sg_gpu_cuda.c); only built with CUDA. */
 struct sg_gpu_cuda;

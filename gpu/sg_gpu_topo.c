@@ -179,6 +179,11 @@ int sg_gpu_topo_validate(const struct sg_gpu_topo *t, char *err, size_t errlen)
 	for (unsigned i = 0; i < t->nnodes; i++) {
 		const struct sg_gpu_node *n = &t->nodes[i];
 
+		for (unsigned j = 0; n->kind == SG_GPU_NODE_SOCKET && j < i; j++)
+			if (t->nodes[j].kind == SG_GPU_NODE_SOCKET && t->nodes[j].numa == n->numa)
+				return sg_gpu_err(err, errlen, EINVAL,
+						  "sockets '%s' and '%s' both claim NUMA node %d",
+						  t->nodes[j].name, n->name, n->numa);
 		if (sg_gpu_topo_socket_of(t, (int)i) < 0 && n->kind != SG_GPU_NODE_NVSWITCH)
 			return sg_gpu_err(err, errlen, EINVAL, "%s '%s' is not under a socket",
 					  kind_names[n->kind], n->name);

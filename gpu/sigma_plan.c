@@ -74,7 +74,7 @@ static void json_ep(FILE *out, const struct sg_gpu_plan *p, const struct sg_gpu_
 }
 
 static void print_json(const struct sg_gpu_topo *t, const struct sg_gpu_plan *p,
-		       const struct sg_gpu_report *rep, bool check, FILE *out)
+		       const struct sg_gpu_report *rep, bool check, const char *gdr, FILE *out)
 {
 	static const char *const via[] = {"none", "pcie", "nvlink"};
 	static const char *const lk[] = {"pcie", "socket", "nvlink"};
@@ -118,6 +118,10 @@ static void print_json(const struct sg_gpu_topo *t, const struct sg_gpu_plan *p,
 			l->kind != SG_GPU_LINK_NVLINK && l->node == rep->nic_link ? "true" : "false");
 	}
 	fprintf(out, "]");
+	if (gdr != NULL) {
+		fprintf(out, ",\"gpudirect\":");
+		json_str(out, gdr);
+	}
 	if (check) {
 		fprintf(out, ",\"violations\":[");
 		for (unsigned i = 0; i < rep->nviolations && i < SG_GPU_MAX_VIOLATIONS; i++) {
@@ -150,7 +154,7 @@ int main(int argc, char **argv)
 	struct sg_gpu_report *rep = NULL;
 	struct sg_gpu_topo *t = NULL;
 	struct sg_gpu_plan *p = NULL;
-	char err[256];
+	char err[256], gdr[256];
 	uint32_t v;
 	int c, rc = 1;
 
@@ -217,7 +221,7 @@ int main(int argc, char **argv)
 		t = sg_gpu_topo_discover(sysfs, err, sizeof(err));
 		if (t != NULL && sg_gpu_topo_add_cuda_info(t, err, sizeof(err)) < 0)
 			fprintf(stderr, "sigma-plan: note: no CUDA details (%s)\n", err);
-		if (t != NULL && t->ngpus == 0) {
+		if (t != NULL && t->ngpus == 0 && !dump) {
 			snprintf(err, sizeof(err), "no NVIDIA GPU under %s/sys/bus/pci/devices",
 				 strcmp(sysfs, "/") == 0 ? "" : sysfs);
 			sg_gpu_topo_free(t);
@@ -254,13 +258,18 @@ int main(int argc, char **argv)
 		fprintf(stderr, "sigma-plan: checker: %s\n", rep ? err : "out of memory");
 		goto out;
 	}
+	/* Only the local machine has a NIC and GPUs to try GPUDirect RDMA on. */
+	if (local)
+		sg_gpu_gdr_probe(gdr, sizeof(gdr));
 	if (json) {
-		print_json(t, p, rep, check, stdout);
+		print_json(t, p, rep, check, local ? gdr : NULL, stdout);
 	} else {
 		printf("topology %s: %u GPUs, %u NICs, %u nodes, %u NVLink edges\n", t->name,
 		       t->ngpus, t->nnics, t->nnodes, t->nnvlinks);
 		sg_gpu_plan_print(t, p, stdout);
 		sg_gpu_report_print(t, rep, check, stdout);
+		if (local)
+			printf("gpudirect: %s\n", gdr);
 	}
 	rc = check && rep->nviolations > 0 ? 3 : 0;
 out:

@@ -13,28 +13,18 @@
 
 #include <cuda_runtime_api.h>
 
-#include "sg_gpu.h"
+#include "gpu_test.h"
 #include "sg_gpu_kernels.h"
-#include "sg_test.h"
-
-static const char *topo_dir;
 
 #define CUDA_OK(call)                                                                        \
 	SG_CHECK((call) == cudaSuccess, "%s: %s", #call, cudaGetErrorString(cudaGetLastError()))
 
 static void fill(enum sg_dtype dt, void *buf, size_t n, unsigned seed, bool exact)
 {
-	for (size_t i = 0; i < n; i++) {
-		float v = exact ? (float)((int)((i * 7 + seed * 13) % 17) - 8)
-				: (float)((i * 2654435761u + seed * 40503u) % 20011) / 1000.0f - 10.0f;
-
-		if (dt == SG_DTYPE_FP32)
-			((float *)buf)[i] = v;
-		else if (dt == SG_DTYPE_FP16)
-			((uint16_t *)buf)[i] = sg_fp32_to_fp16(v);
-		else
-			((uint16_t *)buf)[i] = sg_fp32_to_bf16(v);
-	}
+	for (size_t i = 0; i < n; i++)
+		val_set(dt, buf, i,
+			exact ? exact_val(i, seed)
+			      : (float)((i * 2654435761u + seed * 40503u) % 20011) / 1000.0f - 10.0f);
 }
 
 static void test_kernels(void)
@@ -130,9 +120,7 @@ static void run_plan(const struct sg_gpu_plan *p, enum sg_dtype dt, size_t elems
 	for (unsigned g = 0; g < p->ngpus; g++) {
 		fill(dt, h, elems, g, true);
 		for (size_t i = 0; i < elems; i++)
-			ref[i] += dt == SG_DTYPE_FP32   ? ((float *)h)[i]
-				  : dt == SG_DTYPE_FP16 ? sg_fp16_to_fp32(((uint16_t *)h)[i])
-							: sg_bf16_to_fp32(((uint16_t *)h)[i]);
+			ref[i] += val_get(dt, h, i);
 		CUDA_OK(cudaMalloc(&dptr[g], bytes));
 		CUDA_OK(cudaMemcpy(dptr[g], h, bytes, cudaMemcpyHostToDevice));
 	}
@@ -144,12 +132,7 @@ static void run_plan(const struct sg_gpu_plan *p, enum sg_dtype dt, size_t elems
 		for (unsigned g = 0; g < p->ngpus; g++) {
 			CUDA_OK(cudaMemcpy(got, dptr[g], bytes, cudaMemcpyDeviceToHost));
 			for (size_t i = 0; i < elems; i++) {
-				float v = dt == SG_DTYPE_FP32 ? ((float *)got)[i]
-					  : dt == SG_DTYPE_FP16
-						  ? sg_fp16_to_fp32(((uint16_t *)got)[i])
-						  : sg_bf16_to_fp32(((uint16_t *)got)[i]);
-
-				wrong += v != ref[i] + (net ? net->other : 0);
+				wrong += val_get(dt, got, i) != ref[i] + (net ? net->other : 0);
 			}
 		}
 		SG_CHECK(wrong == 0, "%s %s: %zu wrong elements", what, sg_dtype_name(dt), wrong);
@@ -164,24 +147,17 @@ static void run_plan(const struct sg_gpu_plan *p, enum sg_dtype dt, size_t elems
 
 static void test_plans_on_one_device(void)
 {
-	static const char *const files[] = {"pcie-8gpu.topo", "dgx1-nvlink.topo",
-					    "dgx-h100-nvswitch.topo", "ws-4gpu.topo"};
 	static const enum sg_dtype dts[] = {SG_DTYPE_FP32, SG_DTYPE_FP16, SG_DTYPE_BF16};
 
-	for (unsigned f = 0; f < 4; f++) {
-		char path[PATH_MAX], err[256] = "";
-		struct sg_gpu_topo *t;
+	for (unsigned f = 0; f < NREF; f++) {
+		char err[256] = "";
+		struct sg_gpu_topo *t = load_ref(ref_files[f]);
 		struct sg_gpu_plan_opts o = {.partition_bytes = 1 << 20};
-		struct sg_gpu_plan *p;
-
-		snprintf(path, sizeof(path), "%s/%s", topo_dir, files[f]);
-		t = sg_gpu_topo_load(path, err, sizeof(err));
-		SG_CHECK(t != NULL, "%s", err);
-		p = t ? sg_gpu_plan_build(t, &o, err, sizeof(err)) : NULL;
+		struct sg_gpu_plan *p = sg_gpu_plan_build(t, &o, err, sizeof(err));
 		SG_CHECK(p != NULL, "%s", err);
 		for (unsigned d = 0; p != NULL && d < 3; d++)
 			run_plan(p, dts[d], 5 * (1 << 20) / sg_dtype_size(dts[d]) + 333, 3, NULL,
-				 files[f]);
+				 ref_files[f]);
 		sg_gpu_plan_free(p);
 		sg_gpu_topo_free(t);
 	}
@@ -212,7 +188,8 @@ int main(int argc, char **argv)
 	char why[256];
 	int n;
 
-	topo_dir = argc > 1 ? argv[1] : "gpu/topologies";
+	if (argc > 1)
+		topo_dir = argv[1];
 	n = sg_gpu_cuda_probe(why, sizeof(why));
 	if (n < 0)
 		SG_TEST_SKIP_ALL("no usable GPU: %s", why);

@@ -11,43 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "sg_gpu.h"
-#include "sg_test.h"
-
-static const char *topo_dir;
-
-static struct sg_gpu_topo *load_ref(const char *name)
-{
-	char path[PATH_MAX], err[256] = "";
-	struct sg_gpu_topo *t;
-
-	snprintf(path, sizeof(path), "%s/%s", topo_dir, name);
-	t = sg_gpu_topo_load(path, err, sizeof(err));
-	if (t == NULL) {
-		fprintf(stderr, "load %s: %s\n", path, err);
-		exit(1);
-	}
-	return t;
-}
-
-static float get(enum sg_dtype dt, const void *buf, size_t i)
-{
-	if (dt == SG_DTYPE_FP32)
-		return ((const float *)buf)[i];
-	if (dt == SG_DTYPE_FP16)
-		return sg_fp16_to_fp32(((const uint16_t *)buf)[i]);
-	return sg_bf16_to_fp32(((const uint16_t *)buf)[i]);
-}
-
-static void set(enum sg_dtype dt, void *buf, size_t i, float v)
-{
-	if (dt == SG_DTYPE_FP32)
-		((float *)buf)[i] = v;
-	else if (dt == SG_DTYPE_FP16)
-		((uint16_t *)buf)[i] = sg_fp32_to_fp16(v);
-	else
-		((uint16_t *)buf)[i] = sg_fp32_to_bf16(v);
-}
+#include "gpu_test.h"
+#include "sg_gpu_internal.h"
 
 /* Simulated service: the other machines add 'other' to every element. */
 struct fake_net {
@@ -73,7 +38,7 @@ static int net_fn(void *arg, unsigned partition, uint32_t off, const void *push,
 		return 0;
 	}
 	for (size_t i = 0; i < bytes / es; i++)
-		set(n->dt, pull, i, get(n->dt, n->pushed + base, i) + n->other);
+		val_set(n->dt, pull, i, val_get(n->dt, n->pushed + base, i) + n->other);
 	n->pulls++;
 	return 0;
 }
@@ -84,7 +49,7 @@ static int net_fn(void *arg, unsigned partition, uint32_t off, const void *push,
  * result with the scalar sum. Returns the number of wrong elements.
  */
 static size_t run_exact(const struct sg_gpu_plan *p, enum sg_dtype dt, size_t elems,
-			bool shuffle, struct fake_net *net)
+			unsigned shuffle, struct fake_net *net)
 {
 	size_t es = sg_dtype_size(dt), wrong = 0;
 	void *grads[SG_GPU_MAX_GPUS];
@@ -101,9 +66,9 @@ static size_t run_exact(const struct sg_gpu_plan *p, enum sg_dtype dt, size_t el
 	for (unsigned g = 0; g < p->ngpus; g++) {
 		grads[g] = malloc(elems * es + 1);
 		for (size_t i = 0; i < elems; i++) {
-			float v = (float)((int)((i * 7 + g * 13 + (i >> 5)) % 17) - 8);
+			float v = exact_val(i, g);
 
-			set(dt, grads[g], i, v);
+			val_set(dt, grads[g], i, v);
 			ref[i] += v;
 		}
 	}
@@ -116,10 +81,10 @@ static size_t run_exact(const struct sg_gpu_plan *p, enum sg_dtype dt, size_t el
 			for (size_t i = 0; i < elems; i++) {
 				float want = ref[i] + (net ? net->other : 0);
 
-				if (get(dt, grads[g], i) != want && wrong++ < 3)
+				if (val_get(dt, grads[g], i) != want && wrong++ < 3)
 					fprintf(stderr, "%s %s gpu%u [%zu]: %g want %g\n",
 						p->strategy, sg_dtype_name(dt), g, i,
-						(double)get(dt, grads[g], i), (double)want);
+						(double)val_get(dt, grads[g], i), (double)want);
 			}
 		}
 	}
@@ -168,10 +133,10 @@ static void test_all_plans(void)
 			for (unsigned d = 0; d < 3; d++) {
 				size_t elems = 3 * part / sg_dtype_size(dts[d]) + 1001;
 
-				for (int sh = 0; sh < 2; sh++) {
+				for (unsigned sh = 0; sh < 3; sh++) {
 					size_t bad = run_exact(p, dts[d], elems, sh, NULL);
 
-					SG_CHECK(bad == 0, "%s %s %s shuffle=%d: %zu wrong",
+					SG_CHECK(bad == 0, "%s %s %s shuffle=%u: %zu wrong",
 						 cases[c].file, p->strategy,
 						 sg_dtype_name(dts[d]), sh, bad);
 					runs++;
@@ -187,14 +152,12 @@ static void test_all_plans(void)
 /* Several machines: the pulled sum differs from the local one and must reach every GPU. */
 static void test_service(void)
 {
-	static const char *const files[] = {"pcie-8gpu.topo", "dgx1-nvlink.topo",
-					    "dgx-h100-nvswitch.topo", "ws-4gpu.topo"};
 	const uint32_t part = 16384;
 	const size_t elems = 2 * part / 4 + 7;
 
-	for (unsigned f = 0; f < 4; f++) {
+	for (unsigned f = 0; f < NREF; f++) {
 		for (int ring = 0; ring < 2; ring++) {
-			struct sg_gpu_topo *t = load_ref(files[f]);
+			struct sg_gpu_topo *t = load_ref(ref_files[f]);
 			struct sg_gpu_plan_opts o = {.partition_bytes = part,
 						     .strategy = ring ? SG_GPU_STRAT_RING : 0};
 			struct sg_gpu_plan *p = sg_gpu_plan_build(t, &o, NULL, 0);
@@ -203,8 +166,8 @@ static void test_service(void)
 			net.pushed = calloc(1, elems * 4 + part);
 			SG_CHECK(p != NULL, "plan");
 			if (p != NULL) {
-				SG_CHECK(run_exact(p, SG_DTYPE_FP32, elems, false, &net) == 0,
-					 "%s ring=%d with a service", files[f], ring);
+				SG_CHECK(run_exact(p, SG_DTYPE_FP32, elems, 0, &net) == 0,
+					 "%s ring=%d with a service", ref_files[f], ring);
 				/* One push and one pull per partition (3 partitions). */
 				SG_CHECK_EQ(net.pushes, 3);
 				SG_CHECK_EQ(net.pulls, 3);
@@ -255,6 +218,128 @@ static void test_random_fp32(void)
 		free(g[k]);
 	sg_gpu_plan_free(p);
 	sg_gpu_topo_free(t);
+}
+
+/*
+ * The dependency analysis, on the PCIe plan: each reduce waits for the
+ * copies into its scratch, the CPU sum for every D2H, push for the sum;
+ * independent switch groups do not wait for each other.
+ */
+static void test_dependencies(void)
+{
+	struct sg_gpu_topo *t = load_ref("pcie-8gpu.topo");
+	struct sg_gpu_plan *p = sg_gpu_plan_build(t, NULL, NULL, 0);
+	uint64_t *deps = p ? sg_gpu_plan_deps(p) : NULL;
+	int first_p2p_grp1 = -1, push = -1, last_sum = -1;
+	unsigned d2h = 0, d2h_before_sum = 0;
+
+	SG_CHECK(deps != NULL, "deps");
+	if (deps == NULL)
+		goto out;
+	for (unsigned s = 0; s < p->nsteps; s++) {
+		const struct sg_gpu_step *st = &p->steps[s];
+
+		if (st->kind == SG_GPU_STEP_P2P && st->src[0].idx == 2 && first_p2p_grp1 < 0)
+			first_p2p_grp1 = (int)s;
+		if (st->kind == SG_GPU_STEP_PUSH)
+			push = (int)s;
+		if (st->kind == SG_GPU_STEP_CPU_SUM)
+			last_sum = (int)s;
+		if (st->kind == SG_GPU_STEP_REDUCE)
+			SG_CHECK(sg_gpu_dep_test(deps, p->nsteps, s, s - 1), "reduce %u after p2p", s);
+	}
+	for (unsigned s = 0; s < p->nsteps; s++) {
+		if (p->steps[s].kind != SG_GPU_STEP_D2H)
+			continue;
+		d2h++;
+		for (unsigned u = s + 1; u <= (unsigned)last_sum; u++)
+			if (p->steps[u].kind == SG_GPU_STEP_CPU_SUM &&
+			    sg_gpu_dep_test(deps, p->nsteps, u, s)) {
+				d2h_before_sum++;
+				break;
+			}
+	}
+	SG_CHECK_EQ(d2h, 8);
+	SG_CHECK_EQ(d2h_before_sum, 8);
+	SG_CHECK(push > last_sum && sg_gpu_dep_test(deps, p->nsteps, push, last_sum), "push");
+	SG_CHECK(first_p2p_grp1 > 0, "group 1 p2p");
+	for (int s = 0; first_p2p_grp1 > 0 && s < first_p2p_grp1; s++)
+		SG_CHECK(!sg_gpu_dep_test(deps, p->nsteps, first_p2p_grp1, s),
+			 "group 1 does not wait for step %d", s);
+out:
+	free(deps);
+	sg_gpu_plan_free(p);
+	sg_gpu_topo_free(t);
+}
+
+/* Device that should issue a step, worked out independently of gpu/. */
+static int want_dev(const struct sg_gpu_step *st, const int *dev)
+{
+	if (st->kind == SG_GPU_STEP_REDUCE || st->kind == SG_GPU_STEP_H2D)
+		return dev[st->dst.idx];
+	if (st->kind == SG_GPU_STEP_P2P || st->kind == SG_GPU_STEP_BCAST ||
+	    st->kind == SG_GPU_STEP_D2H)
+		return dev[st->src[0].idx];
+	return dev[0];
+}
+
+/* Stream chains for the CUDA backend, checked without a GPU. */
+static void test_chains(void)
+{
+	int ident[SG_GPU_MAX_GPUS], zero[SG_GPU_MAX_GPUS] = {0};
+
+	for (int g = 0; g < SG_GPU_MAX_GPUS; g++)
+		ident[g] = g;
+	for (unsigned f = 0; f < NREF; f++) {
+		struct sg_gpu_topo *t = load_ref(ref_files[f]);
+		struct sg_gpu_plan *p = sg_gpu_plan_build(t, NULL, NULL, 0);
+		uint64_t *deps = p ? sg_gpu_plan_deps(p) : NULL;
+		int *dev_of = calloc(p ? p->nsteps : 1, sizeof(int));
+		int *stream_of = calloc(p ? p->nsteps : 1, sizeof(int)), stream_dev[64];
+
+		SG_CHECK(deps != NULL, "deps");
+		for (int m = 0; deps != NULL && m < 2; m++) {
+			const int *dev = m ? zero : ident;
+			int n = sg_gpu_plan_chains(p, deps, dev, dev_of, stream_of, stream_dev, 64);
+			unsigned chained = 0;
+
+			SG_CHECK(n > 0 && (unsigned)n < p->nsteps, "%s: %d streams for %u steps",
+				 ref_files[f], n, p->nsteps);
+			for (unsigned s = 0; n > 0 && s < p->nsteps; s++) {
+				SG_CHECK_EQ(dev_of[s], want_dev(&p->steps[s], dev));
+				SG_CHECK(stream_of[s] >= 0 && stream_of[s] < n, "stream range");
+				SG_CHECK_EQ(stream_dev[stream_of[s]], dev_of[s]);
+				/* A step continues a chain only behind one it depends on. */
+				for (int u = (int)s - 1; u >= 0; u--) {
+					if (stream_of[u] != stream_of[s])
+						continue;
+					chained += sg_gpu_dep_test(deps, p->nsteps, s, (unsigned)u);
+					/* Until streams run out, sharing one means a dependency. */
+					SG_CHECK(n == 64 ||
+							 sg_gpu_dep_test(deps, p->nsteps, s, (unsigned)u),
+						 "%s: step %u follows %d on a stream without need",
+						 ref_files[f], s, u);
+					break;
+				}
+			}
+			SG_CHECK(chained > 0, "some steps form chains");
+		}
+		/* One stream only: fine on one device, impossible across eight. */
+		if (deps != NULL) {
+			SG_CHECK_EQ(sg_gpu_plan_chains(p, deps, zero, dev_of, stream_of, stream_dev,
+						       1),
+				    1);
+			if (p->ngpus > 1)
+				SG_CHECK_EQ(sg_gpu_plan_chains(p, deps, ident, dev_of, stream_of,
+							       stream_dev, 1),
+					    -ENOSPC);
+		}
+		free(deps);
+		free(dev_of);
+		free(stream_of);
+		sg_gpu_plan_free(p);
+		sg_gpu_topo_free(t);
+	}
 }
 
 static void test_errors_and_fallback(void)
@@ -329,10 +414,13 @@ static void test_errors_and_fallback(void)
 
 int main(int argc, char **argv)
 {
-	topo_dir = argc > 1 ? argv[1] : "gpu/topologies";
+	if (argc > 1)
+		topo_dir = argv[1];
 	test_all_plans();
 	test_service();
 	test_random_fp32();
+	test_dependencies();
+	test_chains();
 	test_errors_and_fallback();
 	return sg_test_finish("gpu_exec");
 }

@@ -9,26 +9,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "sg_gpu.h"
-#include "sg_test.h"
+#include "gpu_test.h"
 
 #define M 4096000ull /* the default partition */
-
-static const char *topo_dir;
-
-static struct sg_gpu_topo *load_ref(const char *name)
-{
-	char path[PATH_MAX], err[256] = "";
-	struct sg_gpu_topo *t;
-
-	snprintf(path, sizeof(path), "%s/%s", topo_dir, name);
-	t = sg_gpu_topo_load(path, err, sizeof(err));
-	if (t == NULL) {
-		fprintf(stderr, "load %s: %s\n", path, err);
-		exit(1);
-	}
-	return t;
-}
 
 static struct sg_gpu_plan *plan(const struct sg_gpu_topo *t, enum sg_gpu_strategy s, int root)
 {
@@ -346,15 +329,13 @@ static void test_custom_plans(void)
 /* Random corruption of real plans: validate and check never crash. */
 static void test_mutations(void)
 {
-	static const char *const files[] = {"pcie-8gpu.topo", "dgx1-nvlink.topo",
-					    "dgx-h100-nvswitch.topo", "ws-4gpu.topo"};
 	struct sg_gpu_report rep;
 	char err[256];
 	unsigned rejected = 0, total = 0;
 
 	srand(11);
-	for (unsigned f = 0; f < 4; f++) {
-		struct sg_gpu_topo *t = load_ref(files[f]);
+	for (unsigned f = 0; f < NREF; f++) {
+		struct sg_gpu_topo *t = load_ref(ref_files[f]);
 		struct sg_gpu_plan *p = plan(t, SG_GPU_STRAT_AUTO, 0);
 
 		for (unsigned iter = 0; iter < 2000; iter++) {
@@ -418,7 +399,8 @@ static void test_build_errors(void)
 
 int main(int argc, char **argv)
 {
-	topo_dir = argc > 1 ? argv[1] : "gpu/topologies";
+	if (argc > 1)
+		topo_dir = argv[1];
 	test_pcie8();
 	test_dgx1();
 	test_nvswitch();

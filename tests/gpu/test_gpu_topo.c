@@ -11,21 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "sg_gpu.h"
-#include "sg_test.h"
-
-static const char *topo_dir;
-
-static struct sg_gpu_topo *load_ref(const char *name)
-{
-	char path[PATH_MAX], err[256] = "";
-	struct sg_gpu_topo *t;
-
-	snprintf(path, sizeof(path), "%s/%s", topo_dir, name);
-	t = sg_gpu_topo_load(path, err, sizeof(err));
-	SG_CHECK(t != NULL, "load %s: %s", path, err);
-	return t;
-}
+#include "gpu_test.h"
 
 static unsigned count_kind(const struct sg_gpu_topo *t, enum sg_gpu_node_kind k)
 {
@@ -108,27 +94,22 @@ static void test_reference_files(void)
 
 static void test_round_trip(void)
 {
-	static const char *const files[] = {"pcie-8gpu.topo", "dgx1-nvlink.topo",
-					    "dgx-h100-nvswitch.topo", "ws-4gpu.topo"};
-
-	for (unsigned i = 0; i < 4; i++) {
-		struct sg_gpu_topo *t = load_ref(files[i]), *u;
+	for (unsigned i = 0; i < NREF; i++) {
+		struct sg_gpu_topo *t = load_ref(ref_files[i]), *u;
 		char *a = NULL, *b = NULL, err[256];
 		size_t alen = 0, blen = 0;
 		FILE *f;
 
-		if (t == NULL)
-			continue;
 		f = open_memstream(&a, &alen);
 		SG_CHECK_EQ(sg_gpu_topo_write(t, f), 0);
 		fclose(f);
 		u = sg_gpu_topo_parse(a, "written", err, sizeof(err));
-		SG_CHECK(u != NULL, "reparse %s: %s", files[i], err);
+		SG_CHECK(u != NULL, "reparse %s: %s", ref_files[i], err);
 		if (u != NULL) {
 			f = open_memstream(&b, &blen);
 			sg_gpu_topo_write(u, f);
 			fclose(f);
-			SG_CHECK(strcmp(a, b) == 0, "%s: write/parse/write differs", files[i]);
+			SG_CHECK(strcmp(a, b) == 0, "%s: write/parse/write differs", ref_files[i]);
 			SG_CHECK_EQ(u->nnodes, t->nnodes);
 			SG_CHECK_EQ(u->nnvlinks, t->nnvlinks);
 		}
@@ -198,6 +179,10 @@ static void test_bad_text(void)
 	SG_CHECK(sg_gpu_topo_parse("# nothing\n", "e.topo", err, sizeof(err)) == NULL, "empty");
 	SG_CHECK(strstr(err, "no GPU") != NULL, "empty: %s", err);
 	SG_CHECK(sg_gpu_topo_parse("nvswitch s0\n", "n.topo", err, sizeof(err)) == NULL, "lone");
+	SG_CHECK(sg_gpu_topo_parse("socket a numa=1\nsocket b\nroot r parent=a\ngpu g parent=r\n",
+				   "d.topo", err, sizeof(err)) == NULL,
+		 "two sockets on NUMA node 1");
+	SG_CHECK(strstr(err, "NUMA node 1") != NULL, "dup numa: %s", err);
 	SG_CHECK(sg_gpu_topo_load("/nonexistent/x.topo", err, sizeof(err)) == NULL, "missing");
 	SG_CHECK_EQ(errno, ENOENT);
 	SG_CHECK(strstr(err, "/nonexistent/x.topo") != NULL, "missing: %s", err);
@@ -243,6 +228,55 @@ static void test_random_garbage(void)
 		sg_gpu_topo_free(t);
 	}
 	printf("random garbage: %u of 3000 parsed\n", parsed);
+}
+
+/* Mutated reference files: each is accepted or refused with file:line or file: reason. */
+static void test_mutated_files(void)
+{
+	char path[PATH_MAX], err[256];
+	unsigned parsed = 0, total = 0;
+
+	srand(5);
+	for (unsigned f = 0; f < NREF; f++) {
+		char *text = NULL, *copy;
+		size_t len = 0;
+		FILE *in;
+
+		snprintf(path, sizeof(path), "%s/%s", topo_dir, ref_files[f]);
+		in = fopen(path, "r");
+		if (in == NULL || getdelim(&text, &len, '\0', in) < 0) {
+			SG_CHECK(0, "read %s", path);
+			if (in)
+				fclose(in);
+			free(text);
+			continue;
+		}
+		fclose(in);
+		len = strlen(text);
+		copy = malloc(len + 1);
+		for (unsigned iter = 0; iter < 1500; iter++) {
+			struct sg_gpu_topo *t;
+
+			memcpy(copy, text, len + 1);
+			for (unsigned m = 0; m < 1 + iter % 3; m++) {
+				size_t at = (size_t)rand() % len;
+
+				copy[at] = (char)(iter % 5 == 0 ? '\n' : 1 + rand() % 255);
+			}
+			err[0] = '\0';
+			t = sg_gpu_topo_parse(copy, "mut.topo", err, sizeof(err));
+			total++;
+			if (t != NULL)
+				parsed++;
+			else
+				SG_CHECK(strncmp(err, "mut.topo:", 9) == 0, "reason: %s", err);
+			sg_gpu_topo_free(t);
+		}
+		free(copy);
+		free(text);
+	}
+	printf("mutated files: %u of %u still parse\n", parsed, total);
+	SG_CHECK(parsed > 0 && parsed < total, "mutations both pass and fail");
 }
 
 /* ---- fake sysfs ------------------------------------------------------------ */
@@ -304,6 +338,31 @@ static void rm_rf(const char *root)
 		if (system(cmd) != 0)
 			fprintf(stderr, "could not remove %s\n", root);
 	}
+}
+
+static const char *plan_tool; /* sigma-plan, when meson passes it */
+
+/* sigma-plan on the fake tree: a clean plan, and a dump that parses back. */
+static void run_tool(const char *root)
+{
+	char cmd[PATH_MAX * 2 + 64], out[PATH_MAX + 16], err[256];
+	struct sg_gpu_topo *t;
+	int rc;
+
+	if (plan_tool == NULL)
+		return;
+	snprintf(cmd, sizeof(cmd), "'%s' --local --sysfs '%s' --check --json > /dev/null",
+		 plan_tool, root);
+	rc = system(cmd);
+	SG_CHECK(rc == 0, "%s: status %d", cmd, rc);
+	snprintf(out, sizeof(out), "%s/dump.topo", root);
+	snprintf(cmd, sizeof(cmd), "'%s' --local --sysfs '%s' --dump-topo > '%s'", plan_tool,
+		 root, out);
+	rc = system(cmd);
+	SG_CHECK(rc == 0, "%s: status %d", cmd, rc);
+	t = sg_gpu_topo_load(out, err, sizeof(err));
+	SG_CHECK(t != NULL && t->ngpus == 3, "dump reloads: %s", t ? "" : err);
+	sg_gpu_topo_free(t);
 }
 
 static void test_discovery(void)
@@ -377,6 +436,7 @@ static void test_discovery(void)
 			 "CUDA info: %s", err);
 	}
 	sg_gpu_topo_free(t);
+	run_tool(root);
 
 	/* A device whose sysfs path is not under devices/pciXXXX: a clear error. */
 	snprintf(path, sizeof(path), "%s/sys/weird/0000:09:00.0", root);
@@ -396,11 +456,15 @@ static void test_discovery(void)
 
 int main(int argc, char **argv)
 {
-	topo_dir = argc > 1 ? argv[1] : "gpu/topologies";
+	if (argc > 1)
+		topo_dir = argv[1];
+	if (argc > 2)
+		plan_tool = argv[2];
 	test_reference_files();
 	test_round_trip();
 	test_bad_text();
 	test_random_garbage();
+	test_mutated_files();
 	test_discovery();
 	return sg_test_finish("gpu_topo");
 }
