@@ -2,6 +2,8 @@
 /* Blocking JSON-RPC client of the control server (sigmactl, tests, other tools). */
 #include <errno.h>
 #include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -158,6 +160,8 @@ static int connect_target(const char *target, bool *is_tcp)
 			close(fd);
 			return rc;
 		}
+		rc = 1;
+		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &rc, sizeof(rc));
 		*is_tcp = true;
 		return fd;
 	}
@@ -267,12 +271,15 @@ int sg_ctl_client_call(struct sg_ctl_client *c, const char *method, const char *
 		json_object_set_new(req, "params", params);
 	text = json_dumps(req, JSON_COMPACT);
 	json_decref(req);
-	if (text == NULL)
+	if (text == NULL || asprintf(&line, "%s\n", text) < 0) {
+		free(text);
 		return -ENOMEM;
-	rc = send_all(c->fd, text, strlen(text));
-	if (rc == 0)
-		rc = send_all(c->fd, "\n", 1);
+	}
 	free(text);
+	/* The whole frame in one send, so Nagle never holds back its end. */
+	rc = send_all(c->fd, line, strlen(line));
+	free(line);
+	line = NULL;
 	if (rc != 0)
 		return rc == -EPIPE ? -ECONNRESET : rc;
 	/* Skip notifications; the answer is the first object with our id. */

@@ -114,19 +114,21 @@ static void conn_send(struct sg_ctl_server *s, struct conn *c, const char *data,
 
 static void send_json(struct sg_ctl_server *s, struct conn *c, json_t *msg)
 {
-	char *text = json_dumps(msg, JSON_COMPACT);
+	char *text = json_dumps(msg, JSON_COMPACT), *line;
 	size_t n;
 
 	json_decref(msg);
-	if (text == NULL) {
+	n = text ? strlen(text) : 0;
+	line = text ? realloc(text, n + 1) : NULL;
+	if (line == NULL) {
+		free(text);
 		c->closing = true;
 		return;
 	}
-	n = strlen(text);
-	text[n] = '\0';
-	conn_send(s, c, text, n);
-	conn_send(s, c, "\n", 1);
-	free(text);
+	/* One send per answer: a lone "\n" segment would meet delayed ACKs. */
+	line[n] = '\n';
+	conn_send(s, c, line, n + 1);
+	free(line);
 }
 
 /* Send a JSON-RPC error; @p id may be NULL (then "id": null). */

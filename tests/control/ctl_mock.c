@@ -194,7 +194,7 @@ void mock_config(struct sg_ctl_server_config *cfg, struct mock_agent *m, const c
 	cfg->max_conns = 16;
 	cfg->idle_timeout_ms = 1500;
 	cfg->frame_timeout_ms = 300;
-	cfg->auth_timeout_ms = 500;
+	cfg->auth_timeout_ms = 800;
 	cfg->heartbeat_timeout_ms = 60000;
 	cfg->ops = &mock_ops;
 	cfg->ops_arg = m;

@@ -2,9 +2,10 @@
 /*
  * Lcore channels (rte_ring request/response without EAL or hugepages), and a
  * live key->reducer map change under load: a dispatcher thread spreads pushes
- * of N workers over two reducer threads by the map, while the control thread
- * changes the map again and again through the channel. Every round of every
- * key must complete exactly once with the right sum.
+ * of N workers over two reducer threads by the map, while an operator changes
+ * the map again and again through the whole path (client, JSON-RPC server,
+ * agent, channel). Every round of every key must complete exactly once with
+ * the right sum.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -196,8 +197,42 @@ static void *red_main(void *arg)
 	}
 }
 
+/* The part of sigmad's agent this test needs: layout changes, sent to the dispatcher lcore. */
+static int live_layout_change(void *arg, const struct sg_ctl_layout_change *chg, char *reason)
+{
+	static uint16_t staged[4][SG_CTL_KEYMAP_BUCKETS];
+	static unsigned int next;
+	struct dispatcher *d = arg;
+	struct sg_ctl_msg rq = {.type = SG_CTL_MSG_KEYMAP_SET}, rs;
+	uint16_t *slot = staged[next++ % 4];
+	unsigned int i;
+	int rc;
+
+	if (!chg->has_keymap || chg->n_idle != 0) {
+		snprintf(reason, SG_CTL_REASON_MAX, "this agent changes only the keymap");
+		return -ENOTSUP;
+	}
+	for (i = 0; i < SG_CTL_KEYMAP_BUCKETS; i++)
+		if (chg->keymap[i] >= REDUCERS) {
+			snprintf(reason, SG_CTL_REASON_MAX, "no reducer %u (there are %d)",
+				 chg->keymap[i], REDUCERS);
+			return -EINVAL;
+		}
+	/* Agent-owned copy: the lcore reads it after this call's chg is gone. */
+	memcpy(slot, chg->keymap, sizeof(staged[0]));
+	rq.arg[0] = (uint64_t)(uintptr_t)slot;
+	rc = sg_ctl_chan_call(d->chan, &rq, &rs, 2000000);
+	return rc != 0 ? rc : rs.result;
+}
+
+static const struct sg_ctl_agent_ops live_ops = {.layout_change = live_layout_change};
+
 static void test_live_keymap(void)
 {
+	struct sg_ctl_server_config cfg = {0};
+	struct sg_ctl_server *srv;
+	struct sg_ctl_client *cli;
+	char dir[64], path[128];
 	struct dispatcher d = {0};
 	pthread_t dt, rt[REDUCERS];
 	unsigned int r, k, w, i, changes = 0, bad = 0, moved_keys = 0, by[REDUCERS] = {0};
@@ -238,17 +273,52 @@ static void test_live_keymap(void)
 	for (i = 0; i < REDUCERS; i++)
 		pthread_create(&rt[i], NULL, red_main, (void *)(uintptr_t)i);
 
-	/* The control thread flips the map as fast as the dispatcher answers. */
-	while (!__atomic_load_n(&gen_done, __ATOMIC_ACQUIRE)) {
-		struct sg_ctl_msg rq = {.type = SG_CTL_MSG_KEYMAP_SET}, rs;
+	/*
+	 * The operator flips the map as fast as the path answers: sigmactl's
+	 * client -> JSON-RPC server -> agent -> channel -> dispatcher lcore.
+	 */
+	snprintf(dir, sizeof(dir), "/tmp/sg_ctl_chan.XXXXXX");
+	SG_CHECK(mkdtemp(dir) != NULL, "temporary folder");
+	snprintf(path, sizeof(path), "%s/ctl.sock", dir);
+	cfg.tcp_disable = true;
+	cfg.unix_path = path;
+	cfg.ops = &live_ops;
+	cfg.ops_arg = &d;
+	srv = sg_ctl_server_create(&cfg);
+	cli = sg_ctl_client_connect(path, NULL, 0, 5000);
+	SG_CHECK(srv != NULL && cli != NULL, "server and client: %s", strerror(errno));
+	while (cli != NULL && !__atomic_load_n(&gen_done, __ATOMIC_ACQUIRE)) {
+		const uint16_t *mp = maps[(changes + 1) % 2];
+		char params[512], *emsg = NULL;
+		int len = snprintf(params, sizeof(params), "{\"keymap\":[");
 
-		rq.arg[0] = (uint64_t)(uintptr_t)maps[(changes + 1) % 2];
-		if (sg_ctl_chan_call(d.chan, &rq, &rs, 2000000) == 0 && rs.result == 0)
-			changes++;
-		else
+		for (i = 0; i < SG_CTL_KEYMAP_BUCKETS; i++)
+			len += snprintf(params + len, sizeof(params) - (size_t)len, "%s%u", i ? "," : "",
+					mp[i]);
+		snprintf(params + len, sizeof(params) - (size_t)len, "]}");
+		if (sg_ctl_client_call(cli, "layout_set", params, NULL, &emsg) != 0) {
+			SG_CHECK(0, "layout_set: %s", emsg ? emsg : "?");
+			free(emsg);
 			break;
+		}
+		changes++;
 		usleep(200); /* leave the 2 cores to the "dataplane" */
 	}
+	/* A reducer that does not exist is refused before it reaches the lcore. */
+	if (cli != NULL) {
+		char *emsg = NULL;
+		char params[512] = "{\"keymap\":[5";
+
+		for (i = 1; i < SG_CTL_KEYMAP_BUCKETS; i++)
+			strcat(params, ",0");
+		strcat(params, "]}");
+		SG_CHECK_EQ(sg_ctl_client_call(cli, "layout_set", params, NULL, &emsg), -EREMOTEIO);
+		SG_CHECK(emsg && strstr(emsg, "no reducer 5"), "reason: %s", emsg ? emsg : "none");
+		free(emsg);
+	}
+	sg_ctl_client_close(cli);
+	sg_ctl_server_destroy(srv);
+	rmdir(dir);
 	/* Let the reducers finish what is queued, then stop everyone. */
 	for (;;) {
 		bool empty = true;
