@@ -288,44 +288,41 @@ static void emit_lost(struct sg_dp_engine *e, const struct job *j, const struct 
 
 /*
  * Release the oldest kept result, of any job, that finished at least
- * shadow_hold_ns ago. @return true if a buffer went back to the pool.
+ * shadow_hold_ns ago, other than @keep's (the slot asking for a buffer: its
+ * result is about to become its shadow). @return true if a buffer went back.
  */
-static bool reclaim_one(struct sg_dp_engine *e, uint64_t now)
+static bool reclaim_one(struct sg_dp_engine *e, uint64_t now, const struct slot *keep)
 {
 	struct job *best = NULL;
-	uint64_t best_t = 0;
+	uint32_t best_i = NIL;
 
-	for (uint32_t i = 0; i < e->njobs; i++) {
-		struct job *j = e->jobs[i];
-		uint64_t t;
+	for (uint32_t n = 0; n < e->njobs; n++) {
+		struct job *j = e->jobs[n];
+		uint32_t i = j->done.head;
 
-		if (j->done.head == NIL)
+		if (i != NIL && &j->slots[i] == keep)
+			i = j->slots[i].lnext;
+		if (i == NIL || now - j->slots[i].t < e->conf.shadow_hold_ns)
 			continue;
-		t = j->slots[j->done.head].t;
-		if (now - t >= e->conf.shadow_hold_ns && (best == NULL || t < best_t)) {
+		if (best == NULL || j->slots[i].t < best->slots[best_i].t) {
 			best = j;
-			best_t = t;
+			best_i = i;
 		}
 	}
 	if (best == NULL)
 		return false;
-	{
-		uint32_t i = best->done.head;
-		struct slot *s = &best->slots[i];
-
-		list_del(best, &best->done, i);
-		sg_sum_pool_put(e->pool, s->acc);
-		s->acc = NULL;
-		e->st.shadows_reclaimed++;
-	}
+	list_del(best, &best->done, best_i);
+	sg_sum_pool_put(e->pool, best->slots[best_i].acc);
+	best->slots[best_i].acc = NULL;
+	e->st.shadows_reclaimed++;
 	return true;
 }
 
-static void *buf_get(struct sg_dp_engine *e, uint64_t now)
+static void *buf_get(struct sg_dp_engine *e, uint64_t now, const struct slot *keep)
 {
 	void *b = sg_sum_pool_get(e->pool);
 
-	if (b == NULL && reclaim_one(e, now))
+	if (b == NULL && reclaim_one(e, now, keep))
 		b = sg_sum_pool_get(e->pool);
 	return b;
 }
@@ -389,7 +386,7 @@ static int slot_open(struct sg_dp_engine *e, struct pkt_ctx *c)
 		emit_code(e, j, c->k, c->chunk, c->m->round, rank, SG_DP_T_NACK, SG_DP_C_INFLIGHT);
 		return -EAGAIN;
 	}
-	b = buf_get(e, c->now);
+	b = buf_get(e, c->now, s);
 	if (b == NULL) {
 		emit_code(e, j, c->k, c->chunk, c->m->round, rank, SG_DP_T_NACK, SG_DP_C_BUSY);
 		return -EAGAIN;
@@ -431,7 +428,7 @@ static int slot_add(struct sg_dp_engine *e, struct pkt_ctx *c)
 		/* Out of rank order: hold a copy until the lower ranks are folded in. */
 		void **st = &j->stage[(size_t)s->ifl * j->n + rank];
 
-		*st = buf_get(e, c->now);
+		*st = buf_get(e, c->now, s);
 		if (*st == NULL) {
 			emit_code(e, j, c->k, c->chunk, s->round, rank, SG_DP_T_NACK,
 				  SG_DP_C_BUSY);
@@ -557,7 +554,7 @@ static int async_push(struct sg_dp_engine *e, struct pkt_ctx *c)
 	if (seen && d != 1)
 		return window_drop(e, d);
 	if (s->state == S_NEW) {
-		s->acc = buf_get(e, c->now);
+		s->acc = buf_get(e, c->now, s);
 		if (s->acc == NULL) {
 			emit_code(e, j, c->k, c->chunk, c->m->round, rank, SG_DP_T_NACK,
 				  SG_DP_C_BUSY);

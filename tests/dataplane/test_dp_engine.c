@@ -216,6 +216,32 @@ static void test_pool_exhaustion(void)
 	sg_dp_engine_destroy(e);
 }
 
+/* A slot opening its next round never loses its own result to the reclaim. */
+static void test_reclaim_spares_own_shadow(void)
+{
+	struct sg_dp_engine *e = fixture(2, 2, SG_DTYPE_FP32, SG_DP_MODE_SYNC, 2 * 16, 0, 0);
+	struct push_spec ps = spec(1, SG_DTYPE_FP32, 2 * 16);
+	struct sg_dp_stats st;
+
+	if (e == NULL)
+		return;
+	for (uint32_t c = 0; c < 2; c++)
+		for (uint32_t r = 0; r < 2; r++)
+			SG_CHECK_EQ(push_f(e, &ps, r, c, 0, 1.0f + (float)c, c), 0);
+	/* Both buffers hold results; chunk 0's is the oldest. */
+	SG_CHECK_EQ(push_f(e, &ps, 0, 0, 1, 1.0f, 20 * MS), 0);
+	sg_dp_engine_stats(e, &st);
+	SG_CHECK_EQ(st.shadows_reclaimed, 1);
+	SG_CHECK_EQ(st.slots_active, 1);
+	/* Chunk 1's result went; chunk 0's round 0 is still there for rank 1. */
+	SG_CHECK_EQ(push_f(e, &ps, 1, 0, 0, 1.0f, 20 * MS), 0);
+	expect_last(SG_DP_T_RESULT, 0, 1, 0, "own shadow kept");
+	SG_CHECK(first_f(&cap.pkts[cap.n - 1]) == 2.0f, "shadow value");
+	SG_CHECK_EQ(push_f(e, &ps, 1, 1, 0, 2.0f, 20 * MS), 0);
+	expect_last(SG_DP_T_ERROR, SG_DP_C_GONE, 1, 0, "the other result went");
+	sg_dp_engine_destroy(e);
+}
+
 static void test_inflight_limit(void)
 {
 	struct sg_dp_engine *e = fixture(64, 2, SG_DTYPE_FP32, SG_DP_MODE_SYNC, 3 * 16, 2, 0);
@@ -467,6 +493,7 @@ int main(void)
 {
 	test_shadow_and_window();
 	test_pool_exhaustion();
+	test_reclaim_spares_own_shadow();
 	test_inflight_limit();
 	test_worker_loss();
 	test_async();
