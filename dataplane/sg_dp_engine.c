@@ -743,15 +743,19 @@ struct sg_dp_engine *sg_dp_engine_create(const struct sg_dp_engine_conf *conf)
 		e->conf.slot_timeout_ns = DEF_SLOT_TIMEOUT_NS;
 	if (e->conf.shadow_hold_ns == 0)
 		e->conf.shadow_hold_ns = DEF_SHADOW_HOLD_NS;
-	if (e->conf.max_payload > SG_DP_MAX_CHUNK_BYTES || e->conf.max_jobs > MAX_MAX_JOBS ||
-	    e->conf.pool_bufs > (1u << 24)) {
-		ENG_LOG(ERR, "engine: max_payload %" PRIu32 " > %d, max_jobs %" PRIu32
-			" > %u or pool_bufs %" PRIu32 " > 2^24",
-			e->conf.max_payload, SG_DP_MAX_CHUNK_BYTES, e->conf.max_jobs,
-			MAX_MAX_JOBS, e->conf.pool_bufs);
-		free(e);
-		errno = EINVAL;
-		return NULL;
+	if (e->conf.max_payload > SG_DP_MAX_CHUNK_BYTES || e->conf.max_payload % 8 != 0) {
+		ENG_LOG(ERR, "engine: max_payload %" PRIu32 " must be a multiple of 8, at most %d",
+			e->conf.max_payload, SG_DP_MAX_CHUNK_BYTES);
+		goto inval;
+	}
+	if (e->conf.max_jobs > MAX_MAX_JOBS) {
+		ENG_LOG(ERR, "engine: max_jobs %" PRIu32 " is above %u", e->conf.max_jobs,
+			MAX_MAX_JOBS);
+		goto inval;
+	}
+	if (e->conf.pool_bufs > (1u << 24)) {
+		ENG_LOG(ERR, "engine: pool_bufs %" PRIu32 " is above 2^24", e->conf.pool_bufs);
+		goto inval;
 	}
 	/* fp16/bf16 accumulate in fp32: twice the payload. */
 	e->buf_size = RTE_ALIGN_CEIL(2 * e->conf.max_payload, 64);
@@ -769,6 +773,10 @@ struct sg_dp_engine *sg_dp_engine_create(const struct sg_dp_engine_conf *conf)
 	/* The sum library chooses its implementation now, not on the first packet. */
 	sg_sum_init();
 	return e;
+inval:
+	free(e);
+	errno = EINVAL;
+	return NULL;
 }
 
 static void job_free(struct sg_dp_engine *e, struct job *j)
@@ -809,10 +817,16 @@ static int job_check(const struct sg_dp_engine *e, const struct sg_dp_job_conf *
 			c->nworkers, SG_DP_MAX_WORKERS);
 		return -EINVAL;
 	}
-	if (esz == 0 || (unsigned int)c->mode >= SG_DP_MODE_COUNT ||
-	    (c->sum_flags & ~SG_SUM_F_NATIVE) != 0) {
-		ENG_LOG(ERR, "job %" PRIu32 ": unknown dtype %d, mode %d or sum flags 0x%x",
-			c->id, (int)c->dtype, (int)c->mode, c->sum_flags);
+	if (esz == 0) {
+		ENG_LOG(ERR, "job %" PRIu32 ": unknown dtype %d", c->id, (int)c->dtype);
+		return -EINVAL;
+	}
+	if ((unsigned int)c->mode >= SG_DP_MODE_COUNT) {
+		ENG_LOG(ERR, "job %" PRIu32 ": unknown mode %d", c->id, (int)c->mode);
+		return -EINVAL;
+	}
+	if ((c->sum_flags & ~SG_SUM_F_NATIVE) != 0) {
+		ENG_LOG(ERR, "job %" PRIu32 ": unknown sum flags 0x%x", c->id, c->sum_flags);
 		return -EINVAL;
 	}
 	if (chunk_bytes % 8 != 0 || chunk_bytes > e->conf.max_payload) {
@@ -822,8 +836,8 @@ static int job_check(const struct sg_dp_engine *e, const struct sg_dp_job_conf *
 		return -EINVAL;
 	}
 	if (c->keys == NULL || c->nkeys == 0 || c->nkeys > (1u << 24)) {
-		ENG_LOG(ERR, "job %" PRIu32 ": needs 1..2^24 keys, got %" PRIu32, c->id,
-			c->nkeys);
+		ENG_LOG(ERR, "job %" PRIu32 ": needs a key array of 1..2^24 keys (keys %s, nkeys %"
+			PRIu32 ")", c->id, c->keys ? "set" : "NULL", c->nkeys);
 		return -EINVAL;
 	}
 	for (uint32_t i = 0; i < c->nkeys; i++) {

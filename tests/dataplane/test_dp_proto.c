@@ -417,9 +417,14 @@ static void test_bad_config(void)
 	bad.max_payload = SG_DP_MAX_CHUNK_BYTES + 8;
 	errno = 0;
 	SG_CHECK(cap_engine(&cap, &bad) == NULL && errno == EINVAL, "max_payload");
+	bad.max_payload = 1000 + 4;
+	SG_CHECK(cap_engine(&cap, &bad) == NULL, "max_payload not a multiple of 8");
 	bad = ec;
 	bad.max_jobs = 100000;
 	SG_CHECK(cap_engine(&cap, &bad) == NULL, "max_jobs");
+	bad = ec;
+	bad.pool_bufs = (1u << 24) + 1;
+	SG_CHECK(cap_engine(&cap, &bad) == NULL, "pool_bufs");
 	sg_dp_engine_destroy(NULL);
 
 	e = cap_engine(&cap, &ec);
