@@ -19,6 +19,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -234,29 +235,46 @@ static void emit_small(struct sg_dp_engine *e, const struct job *j, struct sg_dp
 		e->st.errors_sent++;
 }
 
-/* Send RESULT(@round) with the value in accumulator @acc to @rank. */
+/*
+ * Send RESULT(@round) with the value in accumulator @acc to each rank set in
+ * @ranks. The header is built once; only its rank field differs per packet.
+ */
+static void emit_results(struct sg_dp_engine *e, const struct job *j, const struct key_ent *k,
+			 uint32_t chunk, uint32_t round, const void *acc, uint64_t ranks)
+{
+	struct sg_dp_msg m;
+	uint8_t hdr[SG_DP_HDR_LEN];
+	uint32_t nelem = chunk_nelem(j, k, chunk);
+	uint32_t len = SG_DP_HDR_LEN + nelem * j->esz;
+
+	reply_msg(&m, j, k, chunk, round);
+	m.type = SG_DP_T_RESULT;
+	m.nelem = nelem;
+	sg_dp_build_hdr(hdr, &m);
+	for (; ranks != 0; ranks &= ranks - 1) {
+		unsigned int rank = (unsigned int)__builtin_ctzll(ranks);
+		uint16_t be_rank = htobe16((uint16_t)rank);
+		void *pkt, *buf;
+
+		buf = e->conf.tx.alloc(e->conf.tx.ctx, j->peer[rank], len, &pkt);
+		if (buf == NULL) {
+			e->st.tx_fail++;
+			continue;
+		}
+		memcpy(buf, hdr, SG_DP_HDR_LEN);
+		memcpy((uint8_t *)buf + offsetof(struct sg_dp_wire_hdr, rank), &be_rank, 2);
+		/* Narrows fp32 accumulators of fp16/bf16 straight into the packet. */
+		sg_sum_acc_final(j->dtype, j->sum_flags, (uint8_t *)buf + SG_DP_HDR_LEN, acc,
+				 nelem);
+		e->conf.tx.send(e->conf.tx.ctx, pkt, len);
+		e->st.results_sent++;
+	}
+}
+
 static void emit_result(struct sg_dp_engine *e, const struct job *j, const struct key_ent *k,
 			uint32_t chunk, uint32_t round, const void *acc, uint32_t rank)
 {
-	struct sg_dp_msg m;
-	uint32_t nelem = chunk_nelem(j, k, chunk);
-	uint32_t len = SG_DP_HDR_LEN + nelem * j->esz;
-	void *pkt, *buf;
-
-	buf = e->conf.tx.alloc(e->conf.tx.ctx, j->peer[rank], len, &pkt);
-	if (buf == NULL) {
-		e->st.tx_fail++;
-		return;
-	}
-	reply_msg(&m, j, k, chunk, round);
-	m.type = SG_DP_T_RESULT;
-	m.rank = (uint16_t)rank;
-	m.nelem = nelem;
-	sg_dp_build_hdr(buf, &m);
-	/* Narrows fp32 accumulators of fp16/bf16 once, straight into the packet. */
-	sg_sum_acc_final(j->dtype, j->sum_flags, (uint8_t *)buf + SG_DP_HDR_LEN, acc, nelem);
-	e->conf.tx.send(e->conf.tx.ctx, pkt, len);
-	e->st.results_sent++;
+	emit_results(e, j, k, chunk, round, acc, 1ull << rank);
 }
 
 static void emit_code(struct sg_dp_engine *e, const struct job *j, const struct key_ent *k,
@@ -370,8 +388,7 @@ static void slot_complete(struct sg_dp_engine *e, struct pkt_ctx *c)
 	list_push_tail(j, &j->done, c->sidx);
 	e->st.rounds_completed++;
 	e->st.slots_active--;
-	for (uint32_t r = 0; r < j->n; r++)
-		emit_result(e, j, c->k, c->chunk, s->round, s->acc, r);
+	emit_results(e, j, c->k, c->chunk, s->round, s->acc, j->full);
 }
 
 /* Open round m->round on a new or finished slot. @return 0 or -EAGAIN (NACKed). */
