@@ -15,7 +15,6 @@
 uint64_t bench_read_stream(const void *buf, size_t bytes);
 
 /** BytePS-style reducer: dst = src[0], then dst += src[j] one pass per j. */
-void bench_plain_sum(enum sg_dtype dt, void *dst, const void *const *src, unsigned int k,
-		     size_t n);
+void bench_plain_sum(enum sg_dtype dt, void *dst, const void *const *src, unsigned int k, size_t n);
 
 #endif /* BENCH_SUM_H */

@@ -42,11 +42,11 @@ static inline uint16_t f32_to_bf16(float f)
 	return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1)) >> 16);
 }
 
-#define PLAIN_ADD(name, T)                                                                   \
-	static void name(T *restrict d, const T *restrict s, size_t n)                       \
-	{                                                                                    \
-		for (size_t i = 0; i < n; i++)                                               \
-			d[i] += s[i];                                                        \
+#define PLAIN_ADD(name, T)                                                                         \
+	static void name(T *restrict d, const T *restrict s, size_t n)                             \
+	{                                                                                          \
+		for (size_t i = 0; i < n; i++)                                                     \
+			d[i] += s[i];                                                              \
 	}
 PLAIN_ADD(add_f32, float)
 PLAIN_ADD(add_f64, double)
@@ -66,8 +66,7 @@ static void add_bf16(uint16_t *restrict d, const uint16_t *restrict s, size_t n)
 		d[i] = f32_to_bf16(bf16_to_f32(d[i]) + bf16_to_f32(s[i]));
 }
 
-void bench_plain_sum(enum sg_dtype dt, void *dst, const void *const *src, unsigned int k,
-		     size_t n)
+void bench_plain_sum(enum sg_dtype dt, void *dst, const void *const *src, unsigned int k, size_t n)
 {
 	memcpy(dst, src[0], n * sg_dtype_size(dt));
 	for (unsigned int j = 1; j < k; j++) {

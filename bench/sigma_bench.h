@@ -15,8 +15,8 @@
 
 #include <stddef.h>
 
-#define SIGMA_BENCH_COMMANDS(X)                                                              \
-	X(sum, "summation kernels: GB/s per dtype, implementation and k, against bounds")     \
+#define SIGMA_BENCH_COMMANDS(X)                                                                    \
+	X(sum, "summation kernels: GB/s per dtype, implementation and k, against bounds")           \
 	X(engine, "aggregation engine: chunks/s and GB/s pushed per dtype, N and chunk size")
 
 #define SIGMA_BENCH_DECLARE(name, help) int sigma_bench_##name(int argc, char **argv);

@@ -3,8 +3,8 @@
  * Private to summation/: the loops shared by the AVX2 and AVX-512 kernels.
  *
  * An ISA file (sg_sum_avx2.c, sg_sum_avx512.c) defines small static inline
- * primitives with fixed names, then defines SG_SIMD_TABLE and includes this
- * file at its end. This file turns the primitives into every kernel and the
+ * primitives with fixed names, includes this file once for the bf16 pair type,
+ * then defines SG_SIMD_TABLE and includes it again at its end. This file turns the primitives into every kernel and the
  * kernel table. Keeping the loops in one place keeps the two ISAs identical in
  * the order of additions, which is what makes them bitwise equal to the scalar
  * reference.
@@ -21,12 +21,36 @@
  *   stm_X(p, v, r)             store of the first r elements only
  *   add_X(a, b)                a + b, as the scalar reference computes it
  *   addn_h, addn_b             a + b rounded to the 16-bit type (SG_SUM_F_NATIVE)
+ *   vb, WB, X = b2             bf16 as a pair of fp32 vectors (even and odd
+ *                              elements) holding WB elements, for the fused sum
  *   sg_simd_sfence()           orders the non-temporal stores
  * Integer kinds share ld_i, st_i and stnt_i.
  */
 #ifndef SG_SIMD_TABLE
-#error "define the primitives and SG_SIMD_TABLE before including sg_sum_simd.h"
-#endif
+/*
+ * First inclusion, after vf, add_f32 and addn_b exist: the bf16 pair layout.
+ * One full-width load holds 2 x W32 bf16. Shifting each 32-bit lane left by
+ * 16 gives the even elements as fp32, masking off the low half gives the odd
+ * ones: no shuffles to widen. The lanes stay in that even/odd order while
+ * summing (each element's additions are unchanged); narrowing puts them back.
+ * The ISA file then defines ld_b2, ldm_b2, st_b2, stnt_b2 and stm_b2.
+ */
+typedef struct {
+	vf e, o;
+} vb;
+#define WB (2 * W32)
+
+static inline vb add_b2(vb a, vb b)
+{
+	return (vb){add_f32(a.e, b.e), add_f32(a.o, b.o)};
+}
+
+static inline vb addn_b2(vb a, vb b)
+{
+	return (vb){addn_b(a.e, b.e), addn_b(a.o, b.o)};
+}
+
+#else /* second inclusion, at the end of the ISA file: the kernels */
 
 /*
  * Vectors per unrolled step, and how far ahead (bytes) each input is
@@ -146,8 +170,9 @@ SG_SIMD_SAME(k_u8, vi, W8, 1, u8, add_u8, ld_i, st_i, stnt_i)
 /* fp16/bf16: fp32 lanes; plain add keeps fp32 partial sums, addn rounds each one. */
 SG_SIMD_SAME(k_h, vf, W32, 2, h, add_f32, ld_h, st_h, stnt_h)
 SG_SIMD_SAME(k_hn, vf, W32, 2, h, addn_h, ld_h, st_h, stnt_h)
-SG_SIMD_SAME(k_b, vf, W32, 2, b, add_f32, ld_b, st_b, stnt_b)
-SG_SIMD_SAME(k_bn, vf, W32, 2, b, addn_b, ld_b, st_b, stnt_b)
+/* bf16 sums use the even/odd pair layout (vb, WB elements per load). */
+SG_SIMD_SAME(k_b, vb, WB, 2, b2, add_b2, ld_b2, st_b2, stnt_b2)
+SG_SIMD_SAME(k_bn, vb, WB, 2, b2, addn_b2, ld_b2, st_b2, stnt_b2)
 /* Accumulator kernels: src[0] (if k == 2) is the fp32 accumulator, src[k-1] the 16-bit input. */
 SG_SIMD_KERNEL(k_widen_h, vf, W32, 2, 2, 4, ld_h, ldm_h, ld_h, ldm_h, add_f32, st_f32,
 	       stnt_f32, stm_f32)
@@ -218,3 +243,5 @@ const struct sg_sum_kernels SG_SIMD_TABLE = {
 	.widen = simd_widen,
 	.narrow = simd_narrow,
 };
+
+#endif /* SG_SIMD_TABLE */

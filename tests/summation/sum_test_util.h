@@ -55,16 +55,18 @@ static inline void st_fill_one(enum sg_dtype dt, void *p, uint64_t *s)
 	switch (dt) {
 	case SG_DTYPE_FP32: {
 		/* kind 1-4: 0.5 <= |f| < 8, both signs. */
-		float f = kind == 0 ? st_u2f((uint32_t)bits) :
-			  kind < 5  ? st_u2f(0x3f000000u + (uint32_t)(bits & 0x01ffffffu) +
-					     (uint32_t)(bits >> 63 << 31)) :
-				      (float)((int)(bits % 17) - 8);
+		float f = kind == 0  ? st_u2f((uint32_t)bits)
+			  : kind < 5 ? st_u2f(0x3f000000u + (uint32_t)(bits & 0x01ffffffu) +
+					      (uint32_t)(bits >> 63 << 31))
+				     : (float)((int)(bits % 17) - 8);
 		memcpy(p, &f, 4);
 		break;
 	}
 	case SG_DTYPE_FP64: {
-		double d = kind == 0 ? 0.0 : kind < 5 ? ldexp((double)(bits >> 11), -53 - (int)(r >> 60)) * ((r >> 10) & 1 ? -1 : 1) :
-								   (double)((int)(bits % 17) - 8);
+		double d = kind == 0  ? 0.0
+			   : kind < 5 ? ldexp((double)(bits >> 11), -53 - (int)(r >> 60)) *
+						((r >> 10) & 1 ? -1 : 1)
+				      : (double)((int)(bits % 17) - 8);
 		if (kind == 0)
 			memcpy(&d, &bits, 8);
 		memcpy(p, &d, 8);
@@ -72,18 +74,22 @@ static inline void st_fill_one(enum sg_dtype dt, void *p, uint64_t *s)
 	}
 	case SG_DTYPE_FP16: {
 		/* kind 1-4: exponents around 1.0 (0x3800-0x43ff) and the subnormals. */
-		uint16_t h = kind == 0 ? (uint16_t)bits :
-			     kind < 4  ? (uint16_t)(0x3800 + bits % 0x0c00) | (uint16_t)((bits >> 20) & 0x8000) :
-			     kind == 4 ? (uint16_t)(bits % 0x0400) | (uint16_t)((bits >> 20) & 0x8000) :
-					 sg_fp32_to_fp16((float)((int)(bits % 17) - 8));
+		uint16_t h = kind == 0	? (uint16_t)bits
+			     : kind < 4 ? (uint16_t)(0x3800 + bits % 0x0c00) |
+						  (uint16_t)((bits >> 20) & 0x8000)
+			     : kind == 4
+				     ? (uint16_t)(bits % 0x0400) | (uint16_t)((bits >> 20) & 0x8000)
+				     : sg_fp32_to_fp16((float)((int)(bits % 17) - 8));
 		memcpy(p, &h, 2);
 		break;
 	}
 	case SG_DTYPE_BF16: {
-		uint16_t b = kind == 0 ? (uint16_t)bits :
-			     kind < 4  ? (uint16_t)(0x3f00 + bits % 0x0100) | (uint16_t)((bits >> 20) & 0x8000) :
-			     kind == 4 ? (uint16_t)(bits % 0x0100) | (uint16_t)((bits >> 20) & 0x8000) :
-					 sg_fp32_to_bf16((float)((int)(bits % 17) - 8));
+		uint16_t b = kind == 0	? (uint16_t)bits
+			     : kind < 4 ? (uint16_t)(0x3f00 + bits % 0x0100) |
+						  (uint16_t)((bits >> 20) & 0x8000)
+			     : kind == 4
+				     ? (uint16_t)(bits % 0x0100) | (uint16_t)((bits >> 20) & 0x8000)
+				     : sg_fp32_to_bf16((float)((int)(bits % 17) - 8));
 		memcpy(p, &b, 2);
 		break;
 	}
@@ -134,8 +140,8 @@ static inline bool st_is_nan(enum sg_dtype dt, const void *p)
  * Index of the first element of @got that differs from @want, or SIZE_MAX.
  * Elements are @esz bytes of type @dt (@dt only matters for NaN).
  */
-static inline size_t st_first_diff(enum sg_dtype dt, size_t esz, const void *got,
-				   const void *want, size_t n)
+static inline size_t st_first_diff(enum sg_dtype dt, size_t esz, const void *got, const void *want,
+				   size_t n)
 {
 	const char *g = got, *w = want;
 

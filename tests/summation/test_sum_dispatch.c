@@ -41,9 +41,9 @@ static void test_env(void)
 
 	if (env == NULL || *env == '\0') {
 		SG_CHECK_EQ(rc, 0);
-		want = sg_sum_impl_supported(SG_SUM_IMPL_AVX512) ? SG_SUM_IMPL_AVX512 :
-		       sg_sum_impl_supported(SG_SUM_IMPL_AVX2)	 ? SG_SUM_IMPL_AVX2 :
-								   SG_SUM_IMPL_SCALAR;
+		want = sg_sum_impl_supported(SG_SUM_IMPL_AVX512) ? SG_SUM_IMPL_AVX512
+		       : sg_sum_impl_supported(SG_SUM_IMPL_AVX2) ? SG_SUM_IMPL_AVX2
+								 : SG_SUM_IMPL_SCALAR;
 		SG_CHECK_EQ(sg_sum_get_impl(), want); /* the best one */
 		check_sums("auto");
 		return;
@@ -63,7 +63,8 @@ static void test_env(void)
 		SG_CHECK_EQ(rc, -ENOTSUP);
 		if (sg_test_failures == 0)
 			SG_TEST_SKIP_ALL("SIGMA_SUM_IMPL=%s: this CPU or build lacks it (refused "
-					 "with -ENOTSUP as it should be)", env);
+					 "with -ENOTSUP as it should be)",
+					 env);
 		return;
 	}
 	SG_CHECK_EQ(rc, 0);
@@ -78,7 +79,8 @@ static void test_set_impl(void)
 		int rc = sg_sum_set_impl(impl);
 
 		if (!sg_sum_impl_supported(impl)) {
-			printf("SKIP path %s: this CPU or build lacks it\n", sg_sum_impl_name(impl));
+			printf("SKIP path %s: this CPU or build lacks it\n",
+			       sg_sum_impl_name(impl));
 			SG_CHECK_EQ(rc, -ENOTSUP);
 			continue;
 		}

@@ -97,10 +97,11 @@ static const struct {
 	enum sg_dtype dt;
 	unsigned int flags;
 } modes[] = {
-	{SG_DTYPE_FP32, 0},  {SG_DTYPE_FP64, 0},  {SG_DTYPE_FP16, 0},
-	{SG_DTYPE_FP16, SG_SUM_F_NATIVE},	  {SG_DTYPE_BF16, 0},
-	{SG_DTYPE_BF16, SG_SUM_F_NATIVE},	  {SG_DTYPE_INT32, 0},
-	{SG_DTYPE_INT64, 0}, {SG_DTYPE_INT8, 0},  {SG_DTYPE_UINT8, 0},
+	{SG_DTYPE_FP32, 0},  {SG_DTYPE_FP64, 0},
+	{SG_DTYPE_FP16, 0},  {SG_DTYPE_FP16, SG_SUM_F_NATIVE},
+	{SG_DTYPE_BF16, 0},  {SG_DTYPE_BF16, SG_SUM_F_NATIVE},
+	{SG_DTYPE_INT32, 0}, {SG_DTYPE_INT64, 0},
+	{SG_DTYPE_INT8, 0},  {SG_DTYPE_UINT8, 0},
 };
 #define NMODES (sizeof(modes) / sizeof(modes[0]))
 
@@ -134,8 +135,9 @@ static bool same(const char *name, const char *what, enum sg_dtype dt, size_t es
 		 size_t doff, unsigned int k, const size_t *off)
 {
 	size_t i = st_first_diff(dt, esz, got + doff, ref + doff, n);
-	bool guards = memcmp(got, ref, doff) == 0 &&
-		      memcmp(got + doff + n * esz, ref + doff + n * esz, BUFSZ - doff - n * esz) == 0;
+	bool guards =
+		memcmp(got, ref, doff) == 0 &&
+		memcmp(got + doff + n * esz, ref + doff + n * esz, BUFSZ - doff - n * esz) == 0;
 	uint64_t g = 0, w = 0;
 
 	if (i != SIZE_MAX) {
@@ -160,8 +162,8 @@ static void check_addk(unsigned int m, unsigned int k, size_t n, size_t doff, co
 	for (unsigned int j = 0; j < k; j++)
 		st_fill(dt, in[j] + off[j], n, &seed);
 	run_addk(&sg_sum_kernels_scalar, ref, dt, flags, k, n, off, doff, inplace, false);
-	snprintf(what, sizeof(what), "addk%s%s%s", flags ? "/native" : "", inplace ? "/inplace" : "",
-		 nt ? "/nt" : "");
+	snprintf(what, sizeof(what), "addk%s%s%s", flags ? "/native" : "",
+		 inplace ? "/inplace" : "", nt ? "/nt" : "");
 	for (unsigned int p = 0; p < npaths; p++) {
 		run_addk(paths[p].kt, got, dt, flags, k, n, off, doff, inplace, nt);
 		if (!same(paths[p].name, what, dt, sz, n, doff, k, off))
@@ -231,9 +233,8 @@ static void plant_hard_fp32(uint8_t *acc, size_t n, uint64_t *s)
 
 enum acc_op { ACC_WIDEN, ACC_ADD, ACC_NARROW };
 
-static void run_acc(const struct sg_sum_kernels *kt, uint8_t *out, enum acc_op op,
-		    enum sg_dtype dt, size_t n, const uint8_t *src, const uint8_t *acc, size_t doff,
-		    bool nt)
+static void run_acc(const struct sg_sum_kernels *kt, uint8_t *out, enum acc_op op, enum sg_dtype dt,
+		    size_t n, const uint8_t *src, const uint8_t *acc, size_t doff, bool nt)
 {
 	memset(out, GUARD, BUFSZ);
 	switch (op) {
@@ -270,11 +271,12 @@ static void test_acc_kernels(void)
 			for (enum acc_op op = ACC_WIDEN; op <= ACC_NARROW; op++) {
 				enum sg_dtype odt = op == ACC_NARROW ? dt : SG_DTYPE_FP32;
 
-				run_acc(&sg_sum_kernels_scalar, ref, op, dt, n, src, acc, doff, false);
+				run_acc(&sg_sum_kernels_scalar, ref, op, dt, n, src, acc, doff,
+					false);
 				for (unsigned int p = 0; p < npaths; p++) {
 					run_acc(paths[p].kt, got, op, dt, n, src, acc, doff, n % 2);
-					same(paths[p].name, what[op], odt, sg_dtype_size(odt), n, doff,
-					     1, off);
+					same(paths[p].name, what[op], odt, sg_dtype_size(odt), n,
+					     doff, 1, off);
 				}
 			}
 		}
@@ -344,7 +346,8 @@ static void test_known(void)
 			for (size_t i = 0; i < n; i++)
 				memcpy(in[j] + i * sz, &kc->in[j], sz);
 		for (unsigned int p = 0; p <= npaths; p++) {
-			const struct sg_sum_kernels *kt = p ? paths[p - 1].kt : &sg_sum_kernels_scalar;
+			const struct sg_sum_kernels *kt =
+				p ? paths[p - 1].kt : &sg_sum_kernels_scalar;
 			const char *name = p ? paths[p - 1].name : "scalar";
 
 			for (int nt = 0; nt < 2; nt++) {
@@ -354,12 +357,14 @@ static void test_known(void)
 				run_addk(kt, got, kc->dt, kc->flags, kc->k, n, off, 64, false, nt);
 				for (size_t i = 0; i < n && bad == SIZE_MAX; i++) {
 					memcpy(&v, got + 64 + i * sz, sz);
-					if (kc->want == ANY_NAN ? !st_is_nan(kc->dt, &v) : v != kc->want)
+					if (kc->want == ANY_NAN ? !st_is_nan(kc->dt, &v)
+								: v != kc->want)
 						bad = i;
 				}
-				SG_CHECK(bad == SIZE_MAX, "%s case %u (%s%s): element %zu is 0x%llx, want 0x%llx",
-					 name, c, sg_dtype_name(kc->dt), kc->flags ? " native" : "", bad,
-					 (unsigned long long)v, (unsigned long long)kc->want);
+				SG_CHECK(bad == SIZE_MAX,
+					 "%s case %u (%s%s): element %zu is 0x%llx, want 0x%llx",
+					 name, c, sg_dtype_name(kc->dt), kc->flags ? " native" : "",
+					 bad, (unsigned long long)v, (unsigned long long)kc->want);
 			}
 		}
 	}

@@ -80,8 +80,8 @@ static void test_decode_all(void)
 			SG_CHECK(isnan(a) && ((st_f2u(a) >> 13) & 0x3ff) == (h & 0x3ff),
 				 "fp16 0x%04x: NaN payload", h);
 		else
-			SG_CHECK((double)a == x && !signbit(a) == !signbit(x), "fp16 0x%04x: %g vs %g", h,
-				 (double)a, x);
+			SG_CHECK((double)a == x && !signbit(a) == !signbit(x),
+				 "fp16 0x%04x: %g vs %g", h, (double)a, x);
 		if (isnan(y))
 			SG_CHECK(isnan(b), "bf16 0x%04x: NaN", h);
 		else
@@ -98,7 +98,8 @@ static void check_encode(float v)
 		/* NaN stays NaN, quieted, with the top payload bits and the sign. */
 		SG_CHECK(h == ((st_f2u(v) >> 16 & 0x8000) | 0x7e00 | (st_f2u(v) >> 13 & 0x3ff)),
 			 "fp16 of NaN 0x%08x: 0x%04x", st_f2u(v), h);
-		SG_CHECK(b == ((st_f2u(v) >> 16) | 0x40), "bf16 of NaN 0x%08x: 0x%04x", st_f2u(v), b);
+		SG_CHECK(b == ((st_f2u(v) >> 16) | 0x40), "bf16 of NaN 0x%08x: 0x%04x", st_f2u(v),
+			 b);
 		return;
 	}
 	SG_CHECK(h == wh, "fp16 of 0x%08x (%a): 0x%04x, want 0x%04x", st_f2u(v), (double)v, h, wh);
@@ -118,10 +119,10 @@ static void test_encode(void)
 			uint32_t m = (uint32_t)st_rand(&s) & 0x7fffff;
 			uint32_t base = e << 23 | (uint32_t)(t & 1) << 31;
 
-			check_encode(st_u2f(base | (m & ~0xffffu) | 0x8000u));	    /* bf16 tie */
-			check_encode(st_u2f(base | (m & ~0x1fffu) | 0x1000u));	    /* fp16 tie */
-			check_encode(st_u2f(base | (m & ~0xffffu) | 0x7fffu));	    /* below */
-			check_encode(st_u2f(base | (m & ~0x1fffu) | 0x1001u));	    /* above */
+			check_encode(st_u2f(base | (m & ~0xffffu) | 0x8000u)); /* bf16 tie */
+			check_encode(st_u2f(base | (m & ~0x1fffu) | 0x1000u)); /* fp16 tie */
+			check_encode(st_u2f(base | (m & ~0xffffu) | 0x7fffu)); /* below */
+			check_encode(st_u2f(base | (m & ~0x1fffu) | 0x1001u)); /* above */
 		}
 	}
 	check_encode(65520.0f);
@@ -233,11 +234,13 @@ static void test_sums(void)
 				for (unsigned int j = 0; j < k; j++)
 					st_fill(dt, in[j], n, &s);
 				my_sum(dt, flags, in, k, n, want);
-				snprintf(what, sizeof(what), "%s addk k=%u", sg_sum_impl_name(impl), k);
+				snprintf(what, sizeof(what), "%s addk k=%u", sg_sum_impl_name(impl),
+					 k);
 				SG_CHECK_EQ(sg_sum_addk(dt, got, cin, k, n, flags), 0);
 				agree(what, dt, flags, got, want, n);
 				/* The same sum one input at a time through the accumulator. */
-				snprintf(what, sizeof(what), "%s acc k=%u", sg_sum_impl_name(impl), k);
+				snprintf(what, sizeof(what), "%s acc k=%u", sg_sum_impl_name(impl),
+					 k);
 				SG_CHECK_EQ(sg_sum_acc_init(dt, flags, acc, in[0], n), 0);
 				for (unsigned int j = 1; j < k; j++)
 					SG_CHECK_EQ(sg_sum_acc_add(dt, flags, acc, in[j], n), 0);
@@ -245,12 +248,14 @@ static void test_sums(void)
 				agree(what, dt, flags, got, want, n);
 				/* Streaming stores (threshold 1 byte) for addk and copy. */
 				sg_sum_set_nt_threshold(1);
-				snprintf(what, sizeof(what), "%s addk/nt k=%u", sg_sum_impl_name(impl), k);
-				SG_CHECK_EQ(sg_sum_addk(dt, got + 1, cin, k, n, flags), 0); /* misaligned */
+				snprintf(what, sizeof(what), "%s addk/nt k=%u",
+					 sg_sum_impl_name(impl), k);
+				SG_CHECK_EQ(sg_sum_addk(dt, got + 1, cin, k, n, flags),
+					    0); /* misaligned */
 				agree(what, dt, flags, got + 1, want, n);
 				SG_CHECK_EQ(sg_sum_copy(dt, got, in[k - 1], n), 0);
-				SG_CHECK(memcmp(got, in[k - 1], n * sg_dtype_size(dt)) == 0, "%s copy/nt",
-					 sg_sum_impl_name(impl));
+				SG_CHECK(memcmp(got, in[k - 1], n * sg_dtype_size(dt)) == 0,
+					 "%s copy/nt", sg_sum_impl_name(impl));
 				sg_sum_set_nt_threshold(0);
 			}
 		}
