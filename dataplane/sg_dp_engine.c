@@ -852,6 +852,11 @@ static int job_check(const struct sg_dp_engine *e, const struct sg_dp_job_conf *
 			c->id, chunk_bytes, e->conf.max_payload);
 		return -EINVAL;
 	}
+	if (chunk_bytes / esz * sg_sum_acc_elem_size(c->dtype, c->sum_flags) > e->buf_size) {
+		ENG_LOG(ERR, "job %" PRIu32 ": a %" PRIu32 "-byte chunk's accumulator does not fit "
+			"the engine's %" PRIu32 "-byte buffers", c->id, chunk_bytes, e->buf_size);
+		return -EINVAL;
+	}
 	if (c->keys == NULL || c->nkeys == 0 || c->nkeys > (1u << 24)) {
 		ENG_LOG(ERR, "job %" PRIu32 ": needs a key array of 1..2^24 keys (keys %s, nkeys %"
 			PRIu32 ")", c->id, c->keys ? "set" : "NULL", c->nkeys);
