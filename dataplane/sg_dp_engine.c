@@ -121,6 +121,12 @@ static inline int32_t rdiff(uint32_t a, uint32_t b)
 	return (int32_t)(a - b);
 }
 
+/* Time since @t; 0 if the caller's clock went backwards (never a huge age). */
+static inline uint64_t age(uint64_t now, uint64_t t)
+{
+	return now > t ? now - t : 0;
+}
+
 static inline uint32_t hash32(uint32_t x)
 {
 	return (x * 0x9e3779b1u) ^ (x >> 16);
@@ -320,7 +326,7 @@ static bool reclaim_one(struct sg_dp_engine *e, uint64_t now, const struct slot 
 
 		if (i != NIL && &j->slots[i] == keep)
 			i = j->slots[i].lnext;
-		if (i == NIL || now - j->slots[i].t < e->conf.shadow_hold_ns)
+		if (i == NIL || age(now, j->slots[i].t) < e->conf.shadow_hold_ns)
 			continue;
 		if (best == NULL || j->slots[i].t < best->slots[best_i].t) {
 			best = j;
@@ -670,7 +676,8 @@ static int job_poll(struct sg_dp_engine *e, struct job *j, uint64_t now, int log
 	int n = 0;
 	uint32_t i;
 
-	while ((i = j->active.head) != NIL && now - j->slots[i].t >= e->conf.slot_timeout_ns) {
+	while ((i = j->active.head) != NIL &&
+	       age(now, j->slots[i].t) >= e->conf.slot_timeout_ns) {
 		struct slot *s = &j->slots[i];
 		const struct key_ent *k;
 		uint32_t chunk;
@@ -702,7 +709,7 @@ static int job_poll(struct sg_dp_engine *e, struct job *j, uint64_t now, int log
 				" round %" PRIu32 ": %d of %" PRIu32 " pushes after %" PRIu64
 				" ms; missing ranks: %s", j->id, k->id, chunk, s->round,
 				__builtin_popcountll(s->arrived), j->n,
-				(now - s->t) / 1000000, miss);
+				age(now, s->t) / 1000000, miss);
 		}
 		for (uint32_t r = 0; r < j->n; r++)
 			if (s->arrived & (1ull << r))
