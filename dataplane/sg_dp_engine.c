@@ -185,15 +185,6 @@ static const struct key_ent *key_find(const struct job *j, uint32_t id)
 	}
 }
 
-uint32_t sg_dp_chunk_count(uint32_t nelem, enum sg_dtype dtype, uint32_t chunk_bytes)
-{
-	uint64_t bytes = (uint64_t)nelem * sg_dtype_size(dtype);
-
-	if (chunk_bytes == 0)
-		return 0;
-	return (uint32_t)((bytes + chunk_bytes - 1) / chunk_bytes);
-}
-
 static uint32_t chunk_nelem(const struct job *j, const struct key_ent *k, uint32_t c)
 {
 	uint32_t first = c * j->chunk_elems;
