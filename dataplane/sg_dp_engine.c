@@ -103,6 +103,7 @@ struct job {
 	struct list active, done;
 };
 
+/* One per reducer lcore. */
 struct sg_dp_engine {
 	struct sg_dp_engine_conf conf;
 	struct sg_sum_pool *pool;
@@ -111,7 +112,7 @@ struct sg_dp_engine {
 	struct job **jobs;
 	struct job *last; /* cache of the last job looked up */
 	struct sg_dp_stats st;
-};
+} __rte_cache_aligned;
 
 /* ---- small helpers ----------------------------------------------------- */
 
@@ -744,9 +745,10 @@ struct sg_dp_engine *sg_dp_engine_create(const struct sg_dp_engine_conf *conf)
 		errno = EINVAL;
 		return NULL;
 	}
-	e = calloc(1, sizeof(*e));
+	e = aligned_alloc(RTE_CACHE_LINE_SIZE, sizeof(*e));
 	if (e == NULL)
 		return NULL;
+	memset(e, 0, sizeof(*e));
 	e->conf = *conf;
 	if (e->conf.pool_bufs == 0)
 		e->conf.pool_bufs = DEF_POOL_BUFS;
