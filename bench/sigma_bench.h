@@ -15,9 +15,11 @@
 
 #include <stddef.h>
 
-#define SIGMA_BENCH_COMMANDS(X)                                                                    \
-	X(sum, "summation kernels: GB/s per dtype, implementation and k, against bounds")     \
-	X(gpu, "GPU staging: pinned copies, reduce kernels, pipelined staging (needs a GPU)")
+#define SIGMA_BENCH_COMMANDS(X) \
+	X(sum, "summation kernels: GB/s per dtype, implementation and k, against bounds") \
+	X(engine, "aggregation engine: chunks/s and GB/s pushed per dtype, N and chunk size") \
+	X(gpu, "GPU staging: pinned copies, reduce kernels, pipelined staging (needs a GPU)") \
+	/* end of list */
 
 #define SIGMA_BENCH_DECLARE(name, help) int sigma_bench_##name(int argc, char **argv);
 SIGMA_BENCH_COMMANDS(SIGMA_BENCH_DECLARE)
