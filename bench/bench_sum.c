@@ -486,6 +486,7 @@ int sigma_bench_sum(int argc, char **argv)
 		}
 		print_json(f, b, t, nt);
 		fclose(f);
+		printf("\nJSON written to %s\n", b->json);
 	} else {
 		printf("\n");
 		print_json(stdout, b, t, nt);
