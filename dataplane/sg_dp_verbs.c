@@ -17,6 +17,8 @@
 #include <string.h>
 #include <sys/resource.h>
 
+#include <arpa/inet.h>
+
 #include <rte_errno.h>
 #include <rte_hash.h>
 #include <rte_jhash.h>
@@ -35,10 +37,19 @@ RTE_LOG_REGISTER(sg_dp_verbs_logtype, sigma.verbs, INFO);
 /* Largest GID table scanned by the automatic choice. */
 #define MAX_GIDS 256
 
+/* A worker the node answers: a UD address handle, or an RC connection. */
 struct peer {
-	struct ibv_ah *ah;
-	uint32_t qpn;
+	struct ibv_ah *ah;     /* UD */
+	uint32_t qpn;          /* UD: remote QPN */
+	struct ibv_qp *qp;     /* RC: our QP of the connection */
+	uint64_t raddr;        /* RC: the worker's receive ring */
+	uint32_t rkey, rslots, rstride;
+	uint32_t next;         /* RC: next slot of the worker's ring to write */
+	uint32_t slot_base;    /* RC: first of our region's slots it writes */
 };
+
+/* RC peers are found by our QP number; this LID marks such keys apart from UD ones. */
+#define RC_KEY_LID 0xffff
 
 struct sg_dp_verbs {
 	struct sg_dp_verbs_conf c;
@@ -47,7 +58,11 @@ struct sg_dp_verbs {
 	struct ibv_pd *pd;
 	struct ibv_mr *mr;
 	struct ibv_cq *rcq, *scq;
-	struct ibv_qp *qp;
+	struct ibv_qp *qp;   /* UD */
+	struct ibv_srq *srq; /* RC: zero-length receives consumed by WRITE-with-immediate */
+	struct ibv_qp *pending_qp; /* QP of the chained sends */
+	uint32_t rc_next_slot; /* RC: first region slot not given to a connection */
+	enum ibv_mtu path_mtu;
 	union ibv_gid gid;
 	uint16_t lid;
 	int gid_index;
@@ -112,6 +127,12 @@ static int rc_poll_cq(struct ibv_cq *cq, int n, struct ibv_wc *wc)
 	return ibv_poll_cq(cq, n, wc);
 }
 
+static int rc_post_srq_recv(struct ibv_srq *srq, struct ibv_recv_wr *wr,
+			    struct ibv_recv_wr **bad)
+{
+	return ibv_post_srq_recv(srq, wr, bad);
+}
+
 static const struct sg_dp_verbs_ops rdma_core_ops = {
 	.get_device_list = ibv_get_device_list,
 	.free_device_list = ibv_free_device_list,
@@ -133,6 +154,9 @@ static const struct sg_dp_verbs_ops rdma_core_ops = {
 	.post_recv = rc_post_recv,
 	.post_send = rc_post_send,
 	.poll_cq = rc_poll_cq,
+	.create_srq = ibv_create_srq,
+	.destroy_srq = ibv_destroy_srq,
+	.post_srq_recv = rc_post_srq_recv,
 	.memlock_probe = sg_dp_verbs_memlock_probe,
 };
 
@@ -238,6 +262,7 @@ static int pick_port_and_gid(struct sg_dp_verbs *t, struct ibv_port_attr *pa, ch
 			    ibv_port_state_str(pa->state));
 	t->ethernet = pa->link_layer == IBV_LINK_LAYER_ETHERNET;
 	t->lid = pa->lid;
+	t->path_mtu = pa->active_mtu;
 
 	if (t->c.gid_index < 0) {
 		struct ibv_gid_entry *all;
@@ -333,6 +358,26 @@ static int setup_memory(struct sg_dp_verbs *t, char *err, size_t errlen)
 	return 0;
 }
 
+/* Walk a fresh QP through INIT, RTR and RTS; the error names the state that failed. */
+static int qp_to_rts(struct sg_dp_verbs *t, struct ibv_qp *qp, struct ibv_qp_attr a[3],
+		     const int mask[3], const char *what, char *err, size_t errlen)
+{
+	static const char *const names[] = {"INIT", "RTR", "RTS"};
+
+	a[0].qp_state = IBV_QPS_INIT;
+	a[1].qp_state = IBV_QPS_RTR;
+	a[2].qp_state = IBV_QPS_RTS;
+	for (int i = 0; i < 3; i++) {
+		int rc = t->ops->modify_qp(qp, &a[i], mask[i] | IBV_QP_STATE);
+
+		if (rc != 0)
+			return fail(err, errlen, rc > 0 ? rc : EINVAL,
+				    "ibv_modify_qp of the %s QP to %s failed (%s)", what, names[i],
+				    strerror(rc > 0 ? rc : EINVAL));
+	}
+	return 0;
+}
+
 static int setup_ud_qp(struct sg_dp_verbs *t, char *err, size_t errlen)
 {
 	struct ibv_qp_init_attr ia = {
@@ -340,8 +385,9 @@ static int setup_ud_qp(struct sg_dp_verbs *t, char *err, size_t errlen)
 		.cap = { .max_send_wr = t->c.send_depth, .max_recv_wr = t->c.recv_depth,
 			 .max_send_sge = 1, .max_recv_sge = 1 },
 	};
-	struct ibv_qp_attr a;
-	int rc;
+	static const int mask[3] = {IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY, 0,
+				    IBV_QP_SQ_PSN};
+	struct ibv_qp_attr a[3];
 
 	t->qp = t->ops->create_qp(t->pd, &ia);
 	if (t->qp == NULL)
@@ -349,30 +395,10 @@ static int setup_ud_qp(struct sg_dp_verbs *t, char *err, size_t errlen)
 			    "ibv_create_qp (UD, %u send / %u receive WRs) failed (%s): lower "
 			    "[verbs] send_depth/recv_depth to the device's max_qp_wr",
 			    t->c.send_depth, t->c.recv_depth, strerror(errno ? errno : EINVAL));
-	memset(&a, 0, sizeof(a));
-	a.qp_state = IBV_QPS_INIT;
-	a.pkey_index = 0;
-	a.port_num = t->c.port;
-	a.qkey = t->c.qkey;
-	rc = t->ops->modify_qp(t->qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
-				      IBV_QP_QKEY);
-	if (rc == 0) {
-		memset(&a, 0, sizeof(a));
-		a.qp_state = IBV_QPS_RTR;
-		rc = t->ops->modify_qp(t->qp, &a, IBV_QP_STATE);
-	}
-	if (rc == 0) {
-		memset(&a, 0, sizeof(a));
-		a.qp_state = IBV_QPS_RTS;
-		a.sq_psn = 0;
-		rc = t->ops->modify_qp(t->qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN);
-	}
-	if (rc != 0)
-		return fail(err, errlen, rc > 0 ? rc : EINVAL,
-			    "ibv_modify_qp of the UD QP to %s failed (%s)",
-			    a.qp_state == IBV_QPS_INIT ? "INIT" :
-			    a.qp_state == IBV_QPS_RTR ? "RTR" : "RTS", strerror(rc > 0 ? rc : EINVAL));
-	return 0;
+	memset(a, 0, sizeof(a));
+	a[0].port_num = t->c.port;
+	a[0].qkey = t->c.qkey;
+	return qp_to_rts(t, t->qp, a, mask, "UD", err, errlen);
 }
 
 /* Post the receive buffers listed in t->repost, in chains of poll_batch. */
@@ -393,9 +419,13 @@ static int repost_recvs(struct sg_dp_verbs *t)
 			sg_dp_verbs_build_recv(&t->rwr[i], &t->rsge[i], idx,
 					       t->region + (size_t)idx * t->rstride,
 					       t->rstride, t->mr->lkey);
+			/* RC: the data lands where the writer puts it, not here */
+			if (t->srq != NULL)
+				t->rwr[i].num_sge = 0;
 			t->rwr[i].next = i + 1 < n ? &t->rwr[i + 1] : NULL;
 		}
-		rc = t->ops->post_recv(t->qp, t->rwr, &bad);
+		rc = t->srq != NULL ? t->ops->post_srq_recv(t->srq, t->rwr, &bad) :
+				      t->ops->post_recv(t->qp, t->rwr, &bad);
 		if (rc != 0) {
 			/* WRs before the bad one are posted; the rest are lost until restart. */
 			uint32_t ok = bad != NULL ? (uint32_t)(bad - t->rwr) : 0;
@@ -491,17 +521,27 @@ struct sg_dp_verbs *sg_dp_verbs_create(const struct sg_dp_verbs_conf *conf, char
 	t->n_send_free = t->c.send_depth;
 	if (t->c.mode == SG_DP_VERBS_UD) {
 		rc = setup_ud_qp(t, err, errlen);
-		if (rc < 0)
-			goto out;
-		for (uint32_t i = 0; i < t->c.recv_depth; i++)
-			t->repost[i] = i;
-		t->n_repost = t->c.recv_depth;
-		rc = repost_recvs(t);
-		if (rc < 0) {
-			rc = fail(err, errlen, -rc, "ibv_post_recv of %u receive buffers failed (%s)",
-				  t->c.recv_depth, strerror(-rc));
-			goto out;
-		}
+	} else {
+		struct ibv_srq_init_attr sa = {
+			.attr = { .max_wr = t->c.recv_depth, .max_sge = 1 } };
+
+		t->srq = t->ops->create_srq(t->pd, &sa);
+		if (t->srq == NULL)
+			rc = fail(err, errlen, errno ? errno : ENOMEM,
+				  "ibv_create_srq (%u WRs) on %s failed (%s): lower [verbs] "
+				  "recv_depth to the device's max_srq_wr", t->c.recv_depth,
+				  t->c.device, strerror(errno ? errno : ENOMEM));
+	}
+	if (rc < 0)
+		goto out;
+	for (uint32_t i = 0; i < t->c.recv_depth; i++)
+		t->repost[i] = i;
+	t->n_repost = t->c.recv_depth;
+	rc = repost_recvs(t);
+	if (rc < 0) {
+		rc = fail(err, errlen, -rc, "posting %u receives failed (%s)", t->c.recv_depth,
+			  strerror(-rc));
+		goto out;
 	}
 	VLOG(INFO, "%s port %u (%s) gid %d, %s QP %u, %u-byte messages, %u+%u buffers, %zu KiB\n",
 	     t->c.device, t->c.port, t->ethernet ? "RoCE" : "InfiniBand", t->gid_index,
@@ -520,9 +560,14 @@ void sg_dp_verbs_destroy(struct sg_dp_verbs *t)
 		return;
 	if (t->qp != NULL)
 		t->ops->destroy_qp(t->qp);
-	for (uint32_t i = 0; i < t->n_peers; i++)
+	for (uint32_t i = 0; i < t->n_peers; i++) {
 		if (t->peers[i].ah != NULL)
 			t->ops->destroy_ah(t->peers[i].ah);
+		if (t->peers[i].qp != NULL)
+			t->ops->destroy_qp(t->peers[i].qp);
+	}
+	if (t->srq != NULL)
+		t->ops->destroy_srq(t->srq);
 	rte_hash_free(t->peer_hash);
 	if (t->scq != NULL)
 		t->ops->destroy_cq(t->scq);
@@ -554,7 +599,7 @@ static void flush_sends(struct sg_dp_verbs *t)
 		return;
 	t->n_pending = 0;
 	t->swr[n - 1].next = NULL;
-	if (t->ops->post_send(t->qp, t->swr, &bad) != 0) {
+	if (t->ops->post_send(t->pending_qp, t->swr, &bad) != 0) {
 		ok = bad != NULL && bad >= t->swr && bad < t->swr + n ? (uint32_t)(bad - t->swr) : 0;
 		for (uint32_t i = ok; i < n; i++)
 			t->send_free[t->n_send_free++] = (uint32_t)t->swr[i].wr_id; /* low bits: index */
@@ -619,11 +664,23 @@ static void tx_send(void *ctx, void *pkt, uint32_t len)
 {
 	struct sg_dp_verbs *t = ctx;
 	uint32_t idx = (uint32_t)(((uint8_t *)pkt - t->sbase) / t->sstride);
-	const struct peer *p = &t->peers[t->cur_dest];
-	uint32_t k = t->n_pending;
+	struct peer *p = &t->peers[t->cur_dest];
+	struct ibv_qp *qp = p->qp != NULL ? p->qp : t->qp;
+	uint32_t k;
 
-	sg_dp_verbs_build_ud_send(&t->swr[k], &t->ssge[k], idx, pkt, len, t->mr->lkey, p->ah,
-				  p->qpn, t->c.qkey);
+	/* One chain goes to one QP: RC replies to another worker start a new one. */
+	if (t->n_pending > 0 && t->pending_qp != qp)
+		flush_sends(t);
+	k = t->n_pending;
+	t->pending_qp = qp;
+	if (p->qp != NULL) {
+		sg_dp_verbs_build_rc_write_imm(&t->swr[k], &t->ssge[k], idx, pkt, len, t->mr->lkey,
+					       p->raddr, p->rkey, p->next, p->rstride);
+		p->next = p->next + 1 == p->rslots ? 0 : p->next + 1;
+	} else {
+		sg_dp_verbs_build_ud_send(&t->swr[k], &t->ssge[k], idx, pkt, len, t->mr->lkey,
+					  p->ah, p->qpn, t->c.qkey);
+	}
 	if (k > 0)
 		t->swr[k - 1].next = &t->swr[k];
 	t->n_pending = k + 1;
@@ -672,6 +729,40 @@ static int64_t peer_lookup(struct sg_dp_verbs *t, const struct ibv_wc *wc, const
 	return t->n_peers++;
 }
 
+static void deliver(struct sg_dp_verbs *t, struct sg_dp_engine *eng, const uint8_t *msg,
+		    uint32_t len, uint32_t peer, uint64_t now)
+{
+	t->st.rx_packets++;
+	t->st.rx_bytes += len;
+	if (sg_dp_engine_rx(eng, msg, len, peer, now) < 0)
+		t->st.rx_engine_drop++;
+}
+
+/* An RC WRITE-with-immediate: the immediate names the slot the sender wrote. */
+static void handle_rc_write(struct sg_dp_verbs *t, struct sg_dp_engine *eng,
+			    const struct ibv_wc *wc, uint64_t now)
+{
+	struct sg_dp_verbs_peer_key key = { .qpn = wc->qp_num, .lid = RC_KEY_LID };
+	const struct peer *p;
+	void *data;
+	uint32_t slot;
+
+	if (rte_hash_lookup_data(t->peer_hash, &key, &data) < 0) {
+		t->st.rx_no_peer++;
+		return;
+	}
+	p = &t->peers[(uintptr_t)data];
+	slot = ntohl(wc->imm_data);
+	if (wc->opcode != IBV_WC_RECV_RDMA_WITH_IMM || !(wc->wc_flags & IBV_WC_WITH_IMM) ||
+	    slot >= t->c.rc_slots || wc->byte_len > t->msg_max) {
+		t->st.rx_bad_slot++;
+		return;
+	}
+	/* the immediate counts from the sender's first slot */
+	deliver(t, eng, t->region + (size_t)(p->slot_base + slot) * t->rstride, wc->byte_len,
+		(uint32_t)(uintptr_t)data, now);
+}
+
 static void handle_recv(struct sg_dp_verbs *t, struct sg_dp_engine *eng,
 			const struct ibv_wc *wc, uint64_t now)
 {
@@ -695,6 +786,10 @@ static void handle_recv(struct sg_dp_verbs *t, struct sg_dp_engine *eng,
 		return;
 	}
 	t->repost[t->n_repost++] = idx;
+	if (t->srq != NULL) {
+		handle_rc_write(t, eng, wc, now);
+		return;
+	}
 	buf = t->region + (size_t)idx * t->rstride;
 	if (wc->byte_len < SG_DP_VERBS_GRH_LEN || wc->byte_len > t->rstride) {
 		t->st.rx_short++;
@@ -703,19 +798,14 @@ static void handle_recv(struct sg_dp_verbs *t, struct sg_dp_engine *eng,
 	peer = peer_lookup(t, wc, buf);
 	if (peer < 0)
 		return;
-	t->st.rx_packets++;
-	t->st.rx_bytes += wc->byte_len - SG_DP_VERBS_GRH_LEN;
-	if (sg_dp_engine_rx(eng, buf + SG_DP_VERBS_GRH_LEN, wc->byte_len - SG_DP_VERBS_GRH_LEN,
-			    (uint64_t)peer, now) < 0)
-		t->st.rx_engine_drop++;
+	deliver(t, eng, buf + SG_DP_VERBS_GRH_LEN, wc->byte_len - SG_DP_VERBS_GRH_LEN,
+		(uint32_t)peer, now);
 }
 
 int sg_dp_verbs_poll(struct sg_dp_verbs *t, struct sg_dp_engine *eng, uint64_t now)
 {
 	int n, reaped;
 
-	if (t->qp == NULL)
-		return -ENOTCONN;
 	n = t->ops->poll_cq(t->rcq, (int)t->c.poll_batch, t->rwc);
 	if (n < 0)
 		return -EIO;
@@ -758,14 +848,109 @@ void sg_dp_verbs_stats(const struct sg_dp_verbs *t, struct sg_dp_verbs_stats *st
 	st->send_free = t->n_send_free;
 }
 
-int sg_dp_verbs_rc_region(const struct sg_dp_verbs *t, uint64_t *addr, uint32_t *rkey,
-			  uint32_t *slots, uint32_t *stride)
+uint32_t sg_dp_verbs_msg_max(const struct sg_dp_verbs *t)
 {
+	return t->msg_max;
+}
+
+/* Bring a fresh RC QP to RTS towards @p r. */
+static int rc_qp_rts(struct sg_dp_verbs *t, struct ibv_qp *qp, const struct sg_dp_verbs_rc_addr *r,
+		     uint32_t psn, char *err, size_t errlen)
+{
+	static const int mask[3] = {
+		IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS,
+		IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+			IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER,
+		IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
+			IBV_QP_MAX_QP_RD_ATOMIC,
+	};
+	static const uint8_t zero[16];
+	struct ibv_qp_attr a[3];
+
+	memset(a, 0, sizeof(a));
+	a[0].port_num = t->c.port;
+	a[0].qp_access_flags = IBV_ACCESS_REMOTE_WRITE;
+	a[1].path_mtu = t->path_mtu;
+	a[1].dest_qp_num = r->qpn;
+	a[1].rq_psn = r->psn & 0xffffff;
+	a[1].max_dest_rd_atomic = 1;
+	a[1].min_rnr_timer = 12;
+	a[1].ah_attr.dlid = r->lid;
+	a[1].ah_attr.port_num = t->c.port;
+	if (t->ethernet || memcmp(r->gid, zero, 16) != 0) {
+		a[1].ah_attr.is_global = 1;
+		memcpy(a[1].ah_attr.grh.dgid.raw, r->gid, 16);
+		a[1].ah_attr.grh.sgid_index = (uint8_t)t->gid_index;
+		a[1].ah_attr.grh.hop_limit = 64;
+	}
+	a[2].sq_psn = psn;
+	a[2].timeout = 14;
+	a[2].retry_cnt = 7;
+	a[2].rnr_retry = 7;
+	a[2].max_rd_atomic = 1;
+	return qp_to_rts(t, qp, a, mask, "RC", err, errlen);
+}
+
+int sg_dp_verbs_rc_connect(struct sg_dp_verbs *t, const struct sg_dp_verbs_rc_addr *remote,
+			   struct sg_dp_verbs_rc_addr *local, char *err, size_t errlen)
+{
+	struct ibv_qp_init_attr ia = {
+		.send_cq = t->scq, .recv_cq = t->rcq, .srq = t->srq, .qp_type = IBV_QPT_RC,
+		.cap = { .max_send_wr = t->c.send_depth, .max_send_sge = 1 },
+	};
+	struct sg_dp_verbs_peer_key key = { .lid = RC_KEY_LID };
+	struct peer *p;
+	struct ibv_qp *qp;
+	uint32_t psn;
+	int rc;
+
 	if (t->c.mode != SG_DP_VERBS_RC)
-		return -ENOTSUP;
-	*addr = (uintptr_t)t->region;
-	*rkey = t->mr->rkey;
-	*slots = t->c.recv_depth;
-	*stride = t->rstride;
-	return 0;
+		return fail(err, errlen, ENOTSUP, "verbs: rc_connect on a UD transport");
+	if (remote == NULL || local == NULL || remote->slots == 0 ||
+	    remote->stride < t->msg_max)
+		return fail(err, errlen, EINVAL,
+			    "verbs: the worker's ring (%u slots of %u bytes) cannot hold the node's "
+			    "%u-byte messages", remote ? remote->slots : 0,
+			    remote ? remote->stride : 0, t->msg_max);
+	if (t->n_peers >= t->c.max_peers ||
+	    t->c.recv_depth - t->rc_next_slot < t->c.rc_slots)
+		return fail(err, errlen, ENOSPC,
+			    "verbs: no room for another RC connection (%u connected; max_peers %u, "
+			    "recv_depth %u / rc_slots %u): raise [verbs] recv_depth",
+			    t->n_peers, t->c.max_peers, t->c.recv_depth, t->c.rc_slots);
+	qp = t->ops->create_qp(t->pd, &ia);
+	if (qp == NULL)
+		return fail(err, errlen, errno ? errno : ENOMEM, "ibv_create_qp (RC) failed (%s)",
+			    strerror(errno ? errno : ENOMEM));
+	/* Any PSN works; derive it from the QPN so that runs are reproducible. */
+	psn = (qp->qp_num * 2654435761u) & 0xffffff;
+	rc = rc_qp_rts(t, qp, remote, psn, err, errlen);
+	key.qpn = qp->qp_num;
+	if (rc == 0 && rte_hash_add_key_data(t->peer_hash, &key,
+					     (void *)(uintptr_t)t->n_peers) < 0)
+		rc = fail(err, errlen, ENOSPC, "verbs: peer table full");
+	if (rc < 0) {
+		t->ops->destroy_qp(qp);
+		return rc;
+	}
+	p = &t->peers[t->n_peers];
+	memset(p, 0, sizeof(*p));
+	p->qp = qp;
+	p->raddr = remote->addr;
+	p->rkey = remote->rkey;
+	p->rslots = remote->slots;
+	p->rstride = remote->stride;
+	p->slot_base = t->rc_next_slot;
+	t->rc_next_slot += t->c.rc_slots;
+
+	memset(local, 0, sizeof(*local));
+	local->qpn = qp->qp_num;
+	local->psn = psn;
+	local->lid = t->lid;
+	memcpy(local->gid, t->gid.raw, 16);
+	local->addr = (uintptr_t)(t->region + (size_t)p->slot_base * t->rstride);
+	local->rkey = t->mr->rkey;
+	local->slots = t->c.rc_slots;
+	local->stride = t->rstride;
+	return (int)t->n_peers++;
 }

@@ -11,10 +11,13 @@
  *   first 40 bytes of every receive buffer hold the GRH (or, on RoCE v2 over
  *   IPv4, the IPv4 header in its last 20 bytes). Replies go to an address
  *   handle cached per sender (GID, LID, QPN).
- * - RC with RDMA WRITE-with-immediate (second): a worker writes a message
- *   into slot s of the node's registered receive region and sends s as the
- *   immediate; the receive completion says which slot to read. The data path
- *   and its work requests are here; connection set-up is not (docs/verbs.md).
+ * - RC with RDMA WRITE-with-immediate (second): each worker has one RC QP
+ *   to the node and a range of slots in the node's registered region. It
+ *   writes a message into one of its slots and sends the slot number as the
+ *   immediate; the receive completion (from a shared receive queue) says
+ *   which slot to read. Replies are written the same way into the worker's
+ *   own slot ring. The QP attributes are exchanged out of band
+ *   (sg_dp_verbs_rc_connect(); the control plane carries them).
  *
  * Usage (one transport per reducer thread, like an engine):
  *   t = sg_dp_verbs_create(&vc);            // device, PD, MR, CQs, QP, receives
@@ -87,6 +90,9 @@ struct sg_dp_verbs_ops {
 	int (*post_recv)(struct ibv_qp *qp, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad);
 	int (*post_send)(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr **bad);
 	int (*poll_cq)(struct ibv_cq *cq, int n, struct ibv_wc *wc);
+	struct ibv_srq *(*create_srq)(struct ibv_pd *pd, struct ibv_srq_init_attr *attr);
+	int (*destroy_srq)(struct ibv_srq *srq);
+	int (*post_srq_recv)(struct ibv_srq *srq, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad);
 	/**
 	 * Memlock facts: RLIMIT_MEMLOCK's soft limit (RLIM_INFINITY as UINT64_MAX),
 	 * bytes locked already (VmLck) and whether CAP_IPC_LOCK is effective.
@@ -111,6 +117,8 @@ struct sg_dp_verbs_conf {
 	uint32_t mtu;          /**< largest message in bytes, header included; 0 = the port's
 				    active MTU (UD) or 9000 (RC) */
 	uint32_t poll_batch;   /**< completions per poll (default 32, max 256) */
+	uint32_t rc_slots;     /**< RC: region slots per connection (default 64; the
+				    region has recv_depth slots in all) */
 	int numa_node;         /**< buffers' NUMA node; -1 = the calling thread's (default) */
 	const struct sg_dp_verbs_ops *ops; /**< NULL = sg_dp_verbs_ops_rdma_core() */
 };
@@ -121,7 +129,7 @@ void sg_dp_verbs_conf_defaults(struct sg_dp_verbs_conf *c);
 /**
  * Set one `[verbs]` key from its text value: device, port, gid_index ("auto"
  * or a number), mode ("ud"/"rc"), qkey, recv_depth, send_depth, max_peers,
- * mtu, poll_batch, numa_node. @return 0, or -EINVAL with @p err naming the key,
+ * mtu, poll_batch, rc_slots, numa_node. @return 0, or -EINVAL with @p err naming the key,
  * the value and the expected form (unknown keys included).
  */
 int sg_dp_verbs_conf_set(struct sg_dp_verbs_conf *c, const char *key, const char *value,
@@ -233,10 +241,13 @@ struct sg_dp_verbs_stats {
 	uint64_t rx_packets;     /**< messages given to the engine */
 	uint64_t rx_bytes;       /**< their bytes */
 	uint64_t rx_engine_drop; /**< ... that the engine dropped (its reasons in its stats) */
-	uint64_t rx_short;       /**< receive shorter than the GRH area, or RC slot out of range */
+	uint64_t rx_short;       /**< UD receive shorter than the GRH area */
+	uint64_t rx_bad_slot;    /**< RC: not a WRITE-with-immediate, or a slot outside the
+				      sender's range, or longer than a slot */
 	uint64_t rx_bad_grh;     /**< GRH required but missing or malformed */
 	uint64_t rx_wc_error;    /**< receive completions with an error status */
-	uint64_t rx_no_peer;     /**< no address handle: cache full or ibv_create_ah failed */
+	uint64_t rx_no_peer;     /**< no address handle (cache full, ibv_create_ah failed) or
+				      an RC completion from an unknown QP */
 	uint64_t rx_repost_fail; /**< ibv_post_recv failures (buffers lost until restart) */
 	uint64_t tx_packets;     /**< sends posted */
 	uint64_t tx_bytes;
@@ -253,9 +264,9 @@ struct sg_dp_verbs;
 
 /**
  * Open the device, pick port and GID, check memlock, allocate and register
- * the buffers, create the CQs and the QP, bring a UD QP to RTS and post every
- * receive buffer. (An RC transport gets its region and CQs; its connections
- * are not set up here.)
+ * the buffers, create the CQs and, for UD, the QP (brought to RTS); post
+ * every receive buffer (RC: zero-length receives on a shared receive queue;
+ * connections come later with sg_dp_verbs_rc_connect()).
  * @return the transport, or NULL with errno (ENODEV: no such device or port
  *         down; ENOMEM: memlock or allocation; EINVAL: bad conf; else the
  *         failing call's errno) and @p err saying which step failed and why.
@@ -291,15 +302,43 @@ void sg_dp_verbs_local_addr(const struct sg_dp_verbs *t, union ibv_gid *gid, uin
 void sg_dp_verbs_stats(const struct sg_dp_verbs *t, struct sg_dp_verbs_stats *st);
 
 /*
- * RC (WRITE-with-immediate) region. Slot s of the receive region lies at
- * sg_dp_verbs_rc_region() + s * stride; a worker that got (addr, rkey, slots,
- * stride) over its connection writes a message into a free slot and sends s
- * as the immediate. Connection set-up (rdma_cm) is future work.
+ * RC connections. The two sides exchange a struct sg_dp_verbs_rc_addr out of
+ * band (the control plane carries it with the job). Each side describes its
+ * QP and its receive ring: `slots` slots of `stride` bytes from `addr`,
+ * writable with `rkey`. A sender writes message k into slot k mod slots of
+ * the receiver's ring, and sends the slot number as the immediate. Credit:
+ * the node handles a write as soon as it polls its completion, and it answers
+ * in order on the same QP. So a worker may reuse a slot once it has received
+ * the reply to that message, or a reply to a later one, and a worker that
+ * keeps at most `slots` pushes unanswered never overwrites a slot the node
+ * has not read.
  */
 
-/** Receive region for RC writers: base, rkey, slot count and stride. @return 0 or -ENOTSUP (UD). */
-int sg_dp_verbs_rc_region(const struct sg_dp_verbs *t, uint64_t *addr, uint32_t *rkey,
-			  uint32_t *slots, uint32_t *stride);
+/** One side of an RC connection. */
+struct sg_dp_verbs_rc_addr {
+	uint32_t qpn;      /**< QP number */
+	uint32_t psn;      /**< first packet sequence number it sends */
+	uint16_t lid;      /**< LID (InfiniBand; 0 on RoCE) */
+	uint8_t gid[16];   /**< GID (RoCE; may be zero on InfiniBand) */
+	uint64_t addr;     /**< first slot of its receive ring */
+	uint32_t rkey;     /**< rkey of the ring */
+	uint32_t slots;    /**< slots in the ring */
+	uint32_t stride;   /**< bytes per slot (at least the other side's messages) */
+};
+
+/**
+ * Connect one worker: create an RC QP on the shared receive queue, bring it
+ * to RTS towards @p remote, give it rc_slots slots of the region, and fill
+ * @p local with what the worker needs. @return the peer id (>= 0; the
+ * engine's address of this worker), -ENOTSUP (UD transport), -EINVAL (remote
+ * slots smaller than our messages, or none), -ENOSPC (max_peers or the region's
+ * slots used up), or the failing verbs call's -errno, with @p err filled.
+ */
+int sg_dp_verbs_rc_connect(struct sg_dp_verbs *t, const struct sg_dp_verbs_rc_addr *remote,
+			   struct sg_dp_verbs_rc_addr *local, char *err, size_t errlen);
+
+/** Bytes one message may have at most (Sigma header included). */
+uint32_t sg_dp_verbs_msg_max(const struct sg_dp_verbs *t);
 
 #ifdef __cplusplus
 }

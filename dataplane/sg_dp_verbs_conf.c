@@ -27,6 +27,7 @@ void sg_dp_verbs_conf_defaults(struct sg_dp_verbs_conf *c)
 	c->send_depth = 1024;
 	c->max_peers = 4096;
 	c->poll_batch = 32;
+	c->rc_slots = 64;
 	c->numa_node = -1;
 }
 
@@ -75,6 +76,7 @@ static const struct num_key num_keys[] = {
 	NK(max_peers, 1, SG_DP_VERBS_MAX_PEERS, max_peers),
 	NK(mtu, 0, 65536, mtu),
 	NK(poll_batch, 1, 256, poll_batch),
+	NK(rc_slots, 1, 65536, rc_slots),
 };
 #undef NK
 
@@ -107,32 +109,20 @@ int sg_dp_verbs_conf_set(struct sg_dp_verbs_conf *c, const char *key, const char
 		}
 		return 0;
 	}
-	if (strcmp(key, "gid_index") == 0) {
-		if (strcmp(value, "auto") == 0) {
-			c->gid_index = -1;
-			return 0;
-		}
-		if (parse_u64(value, 0, 255, &v) < 0) {
+	if (strcmp(key, "gid_index") == 0 || strcmp(key, "numa_node") == 0) {
+		bool gid = key[0] == 'g';
+		uint64_t hi = gid ? 255 : 1023;
+
+		/* "auto" (or -1) lets the transport choose */
+		if (strcmp(value, "auto") == 0 || strcmp(value, "-1") == 0)
+			v = UINT64_MAX;
+		else if (parse_u64(value, 0, hi, &v) < 0) {
 			snprintf(err, errlen,
-				 "[verbs] gid_index = \"%.80s\": expected auto or an integer in [0, 255]",
-				 value);
+				 "[verbs] %s = \"%.80s\": expected auto, -1 or an integer in [0, %" PRIu64 "]",
+				 key, value, hi);
 			return -EINVAL;
 		}
-		c->gid_index = (int)v;
-		return 0;
-	}
-	if (strcmp(key, "numa_node") == 0) {
-		if (strcmp(value, "-1") == 0 || strcmp(value, "auto") == 0) {
-			c->numa_node = -1;
-			return 0;
-		}
-		if (parse_u64(value, 0, 1023, &v) < 0) {
-			snprintf(err, errlen,
-				 "[verbs] numa_node = \"%.80s\": expected auto, -1 or an integer in [0, 1023]",
-				 value);
-			return -EINVAL;
-		}
-		c->numa_node = (int)v;
+		*(gid ? &c->gid_index : &c->numa_node) = v == UINT64_MAX ? -1 : (int)v;
 		return 0;
 	}
 	for (size_t i = 0; i < sizeof(num_keys) / sizeof(num_keys[0]); i++) {
@@ -154,7 +144,7 @@ int sg_dp_verbs_conf_set(struct sg_dp_verbs_conf *c, const char *key, const char
 	}
 	snprintf(err, errlen,
 		 "[verbs] unknown key \"%.80s\" (known: device, port, gid_index, mode, qkey, "
-		 "recv_depth, send_depth, max_peers, mtu, poll_batch, numa_node)", key);
+		 "recv_depth, send_depth, max_peers, mtu, poll_batch, rc_slots, numa_node)", key);
 	return -EINVAL;
 }
 
@@ -215,6 +205,12 @@ int sg_dp_verbs_conf_check(const struct sg_dp_verbs_conf *c, char *err, size_t e
 	}
 	if (c->poll_batch == 0 || c->poll_batch > 256) {
 		snprintf(err, errlen, "[verbs] poll_batch = %u: expected [1, 256]", c->poll_batch);
+		return -EINVAL;
+	}
+	if (c->mode == SG_DP_VERBS_RC && (c->rc_slots == 0 || c->rc_slots > c->recv_depth)) {
+		snprintf(err, errlen,
+			 "[verbs] rc_slots = %u: expected [1, recv_depth = %u] (slots per connection)",
+			 c->rc_slots, c->recv_depth);
 		return -EINVAL;
 	}
 	if (c->mtu != 0 && (c->mtu < SG_DP_HDR_LEN + 8 ||

@@ -381,27 +381,27 @@ static void test_create_ok(void)
 	SG_CHECK(gi == 2 && gid.raw[12] == 10, "auto GID: %d", gi); /* RoCE v2 IPv4 */
 	SG_CHECK_EQ(sg_dp_verbs_qpn(t), 0x77);
 	SG_CHECK_EQ(sg_dp_verbs_max_payload(t), (1024 - SG_DP_HDR_LEN) & ~7u);
-	SG_CHECK_EQ(sg_dp_verbs_rc_region(t, &(uint64_t){0}, &(uint32_t){0}, &(uint32_t){0},
-					  &(uint32_t){0}), -ENOTSUP);
+	{
+		struct sg_dp_verbs_rc_addr r = {.slots = 8, .stride = 9000}, l;
+
+		SG_CHECK_EQ(sg_dp_verbs_rc_connect(t, &r, &l, err, sizeof(err)), -ENOTSUP);
+	}
 	sg_dp_verbs_stats(t, &st);
 	SG_CHECK(st.recv_posted == 64 && st.send_free == 32 && st.peers == 0, "gauges");
 	sg_dp_verbs_destroy(t);
 	SG_CHECK_EQ(fk.live, 0);
 
-	/* RC: registered for remote writes, no QP yet, region described */
+	/* RC: registered for remote writes, an SRQ of zero-length receives, no QP yet */
 	fk_reset();
 	c.mode = SG_DP_VERBS_RC;
 	t = sg_dp_verbs_create(&c, err, sizeof(err));
 	SG_CHECK(t != NULL, "RC create: %s", err);
 	if (t != NULL) {
-		uint64_t addr = 0;
-		uint32_t rkey = 0, slots = 0, stride = 0;
-
-		SG_CHECK_EQ(sg_dp_verbs_rc_region(t, &addr, &rkey, &slots, &stride), 0);
-		SG_CHECK(addr != 0 && (rkey & IBV_ACCESS_REMOTE_WRITE) && slots == 64 &&
-			 stride >= SG_DP_HDR_LEN + SG_DP_MAX_PAYLOAD && stride % 64 == 0,
-			 "RC region %u x %u", slots, stride);
-		SG_CHECK_EQ(sg_dp_verbs_poll(t, NULL, 0), -ENOTCONN);
+		SG_CHECK(fk.srq_live == 1 && fk.nqp == 0 && fk_posted_count() == 64 &&
+			 fk.posted[0].addr == NULL, "RC set-up");
+		SG_CHECK_EQ(sg_dp_verbs_msg_max(t), SG_DP_HDR_LEN + SG_DP_MAX_PAYLOAD);
+		SG_CHECK_EQ(sg_dp_verbs_max_payload(t), SG_DP_MAX_CHUNK_BYTES);
+		SG_CHECK_EQ(sg_dp_verbs_poll(t, NULL, 0), 0);
 		sg_dp_verbs_destroy(t);
 	}
 	SG_CHECK_EQ(fk.live, 0);
@@ -521,6 +521,43 @@ static void poll_all(struct sg_dp_verbs *t, struct sg_dp_engine *eng)
 		SG_CHECK(sg_dp_verbs_poll(t, eng, 1000) >= 0, "poll failed");
 }
 
+/* Reset the fake HCA; a transport with @p c and an engine on it. NULL if either fails. */
+static struct sg_dp_verbs *open_pair(const struct sg_dp_verbs_conf *c, struct sg_dp_engine **eng)
+{
+	struct sg_dp_verbs *t;
+
+	fk_reset();
+	t = sg_dp_verbs_create(c, err, sizeof(err));
+	*eng = t != NULL ? make_engine(t) : NULL;
+	SG_CHECK(*eng != NULL, "create: %s", err);
+	if (*eng == NULL) {
+		sg_dp_verbs_destroy(t);
+		return NULL;
+	}
+	return t;
+}
+
+static void close_pair(struct sg_dp_verbs *t, struct sg_dp_engine *eng)
+{
+	sg_dp_engine_destroy(eng);
+	sg_dp_verbs_destroy(t);
+	SG_CHECK_EQ(fk.live, 0);
+}
+
+/* Every rank pushes chunks 0..nchunks-1 of @p round over UD, rank order rotated by @p shift. */
+static void push_ud(unsigned int round, unsigned int nchunks, unsigned int shift)
+{
+	uint8_t pkt[SG_DP_HDR_LEN + CHUNK];
+
+	for (unsigned int chunk = 0; chunk < nchunks; chunk++)
+		for (unsigned int i = 0; i < NW; i++) {
+			unsigned int r = (i + shift) % NW;
+
+			SG_CHECK_EQ(fk_deliver(workers[r], pkt, build_push(pkt, r, round, chunk),
+					       IBV_WC_SUCCESS), 0);
+		}
+}
+
 static void test_datapath(void)
 {
 	struct sg_dp_verbs_conf c = fconf();
@@ -531,26 +568,13 @@ static void test_datapath(void)
 	uint8_t pkt[SG_DP_HDR_LEN + CHUNK];
 	unsigned int bad = 0, ok, from;
 
-	fk_reset();
-	t = sg_dp_verbs_create(&c, err, sizeof(err));
-	SG_CHECK(t != NULL, "create: %s", err);
+	t = open_pair(&c, &eng);
 	if (t == NULL)
 		return;
-	eng = make_engine(t);
-	if (eng == NULL) {
-		sg_dp_verbs_destroy(t);
-		return;
-	}
 	/* three rounds, pushes in a different rank order each round */
 	for (unsigned int round = 1; round <= 3; round++) {
 		from = fk.nsent;
-		for (unsigned int chunk = 0; chunk < 3; chunk++)
-			for (unsigned int i = 0; i < NW; i++) {
-				unsigned int r = (i + round) % NW;
-				uint32_t len = build_push(pkt, r, round, chunk);
-
-				SG_CHECK_EQ(fk_deliver(workers[r], pkt, len, IBV_WC_SUCCESS), 0);
-			}
+		push_ud(round, 3, round);
 		poll_all(t, eng);
 		ok = check_results(from, round, &bad);
 		SG_CHECK(ok == 3 * NW && bad == 0, "round %u: %u results right, %u wrong", round, ok,
@@ -615,9 +639,7 @@ static void test_datapath(void)
 	}
 	sg_dp_engine_stats(eng, &es);
 	SG_CHECK_EQ(es.rounds_completed, 9);
-	sg_dp_engine_destroy(eng);
-	sg_dp_verbs_destroy(t);
-	SG_CHECK_EQ(fk.live, 0);
+	close_pair(t, eng);
 }
 
 /* Send buffers run out while completions are held; output is dropped, counted, then recovers. */
@@ -628,27 +650,16 @@ static void test_backpressure(void)
 	struct sg_dp_stats es;
 	struct sg_dp_verbs *t;
 	struct sg_dp_engine *eng;
-	uint8_t pkt[SG_DP_HDR_LEN + CHUNK];
 	unsigned int bad = 0;
 
-	fk_reset();
 	c.send_depth = 16;
-	t = sg_dp_verbs_create(&c, err, sizeof(err));
-	SG_CHECK(t != NULL, "create: %s", err);
-	eng = t != NULL ? make_engine(t) : NULL;
-	if (eng == NULL) {
-		sg_dp_verbs_destroy(t);
+	t = open_pair(&c, &eng);
+	if (t == NULL)
 		return;
-	}
 	fk.hold_send_wc = 1;
 	/* 3 chunks x 4 results = 12 fit; round 2 needs 12 more: only 4 buffers left */
-	for (unsigned int round = 1; round <= 2; round++)
-		for (unsigned int chunk = 0; chunk < 3; chunk++)
-			for (unsigned int r = 0; r < NW; r++) {
-				uint32_t len = build_push(pkt, r, round, chunk);
-
-				fk_deliver(workers[r], pkt, len, IBV_WC_SUCCESS);
-			}
+	push_ud(1, 3, 0);
+	push_ud(2, 3, 0);
 	poll_all(t, eng);
 	sg_dp_verbs_stats(t, &st);
 	sg_dp_engine_stats(eng, &es);
@@ -661,23 +672,14 @@ static void test_backpressure(void)
 	{
 		unsigned int from = fk.nsent;
 
-		for (unsigned int chunk = 0; chunk < 3; chunk++)
-			for (unsigned int r = 0; r < NW; r++) {
-				uint32_t len = build_push(pkt, r, 2, chunk);
-
-				fk_deliver(workers[r], pkt, len, IBV_WC_SUCCESS);
-			}
+		push_ud(2, 3, 0);
 		poll_all(t, eng);
 		SG_CHECK_EQ(check_results(from, 2, &bad), 12);
 		SG_CHECK_EQ(bad, 0);
 	}
 	/* a failed doorbell gives its buffers back */
 	fk.fail_post_send_at = 1;
-	for (unsigned int r = 0; r < NW; r++) {
-		uint32_t len = build_push(pkt, r, 3, 0);
-
-		fk_deliver(workers[r], pkt, len, IBV_WC_SUCCESS);
-	}
+	push_ud(3, 1, 0);
 	poll_all(t, eng);
 	sg_dp_verbs_stats(t, &st);
 	SG_CHECK(st.tx_post_fail == 3 && st.send_free == 16, "post fail %llu, free %llu",
@@ -694,9 +696,7 @@ static void test_backpressure(void)
 		SG_CHECK(st.tx_wc_error == 1 && st.send_free == 16, "wc error %llu free %llu",
 			 (unsigned long long)st.tx_wc_error, (unsigned long long)st.send_free);
 	}
-	sg_dp_engine_destroy(eng);
-	sg_dp_verbs_destroy(t);
-	SG_CHECK_EQ(fk.live, 0);
+	close_pair(t, eng);
 }
 
 /* The address-handle cache is bounded; a full cache or a failing ibv_create_ah drops. */
@@ -708,36 +708,22 @@ static void test_peer_cache(void)
 	struct sg_dp_engine *eng;
 	uint8_t pkt[SG_DP_HDR_LEN + CHUNK];
 
-	fk_reset();
 	c.max_peers = 2;
-	t = sg_dp_verbs_create(&c, err, sizeof(err));
-	eng = t != NULL ? make_engine(t) : NULL;
-	SG_CHECK(eng != NULL, "create: %s", err);
-	if (eng == NULL) {
-		sg_dp_verbs_destroy(t);
+	t = open_pair(&c, &eng);
+	if (t == NULL)
 		return;
-	}
-	for (unsigned int r = 0; r < NW; r++) {
-		uint32_t len = build_push(pkt, r, 1, 0);
-
-		fk_deliver(workers[r], pkt, len, IBV_WC_SUCCESS);
-	}
+	push_ud(1, 1, 0);
 	poll_all(t, eng);
 	sg_dp_verbs_stats(t, &st);
 	SG_CHECK(st.peers == 2 && st.rx_no_peer == 2 && st.rx_packets == 2 && fk.n_ah == 2 &&
 		 fk.nsent == 0, "cache full: peers %llu no_peer %llu",
 		 (unsigned long long)st.peers, (unsigned long long)st.rx_no_peer);
-	sg_dp_engine_destroy(eng);
-	sg_dp_verbs_destroy(t);
+	close_pair(t, eng);
 
-	fk_reset();
 	c.max_peers = 8;
-	t = sg_dp_verbs_create(&c, err, sizeof(err));
-	eng = t != NULL ? make_engine(t) : NULL;
-	if (eng == NULL) {
-		sg_dp_verbs_destroy(t);
+	t = open_pair(&c, &eng);
+	if (t == NULL)
 		return;
-	}
 	fk.fail_create_ah = 1;
 	fk_deliver(workers[0], pkt, build_push(pkt, 0, 1, 0), IBV_WC_SUCCESS);
 	poll_all(t, eng);
@@ -752,7 +738,127 @@ static void test_peer_cache(void)
 		sg_dp_verbs_stats(t, &st);
 		SG_CHECK_EQ(st.tx_no_peer, 1);
 	}
-	sg_dp_engine_destroy(eng);
+	close_pair(t, eng);
+}
+
+/* RC: connect 4 workers, WRITE-with-immediate both ways, sums and slots checked. */
+#define RING 8 /* slots in each worker's ring */
+static uint8_t rings[NW][RING][SG_DP_HDR_LEN + SG_DP_MAX_PAYLOAD];
+
+static void test_rc(void)
+{
+	struct sg_dp_verbs_conf c = fconf();
+	struct sg_dp_verbs_rc_addr local[NW], r;
+	struct sg_dp_verbs_stats st;
+	struct sg_dp_verbs *t;
+	struct sg_dp_engine *eng;
+	unsigned int bad = 0, ok = 0;
+	uint8_t pkt[SG_DP_HDR_LEN + CHUNK];
+
+	c.mode = SG_DP_VERBS_RC;
+	c.rc_slots = 16;
+	t = open_pair(&c, &eng);
+	if (t == NULL)
+		return;
+	for (unsigned int w = 0; w < NW; w++) {
+		memset(&r, 0, sizeof(r));
+		r.qpn = 0x300 + w;
+		r.psn = 0x1000000 + w; /* PSNs are 24 bits: the top must be ignored */
+		r.gid[10] = r.gid[11] = 0xff;
+		r.gid[12] = 10, r.gid[14] = 1, r.gid[15] = workers[w].host;
+		r.addr = (uintptr_t)rings[w];
+		r.rkey = 0x500 + w;
+		r.slots = RING;
+		r.stride = sizeof(rings[w][0]);
+		SG_CHECK_EQ(sg_dp_verbs_rc_connect(t, &r, &local[w], err, sizeof(err)), (int)w);
+		SG_CHECK(fk.rtr.dest_qp_num == r.qpn && fk.rtr.rq_psn == w &&
+			 fk.rtr.ah_attr.is_global && fk.rtr.ah_attr.grh.dgid.raw[15] == r.gid[15] &&
+			 fk.rtr.ah_attr.grh.sgid_index == 2 && fk.rtr.path_mtu == IBV_MTU_1024,
+			 "RTR attributes of worker %u", w);
+		SG_CHECK(local[w].slots == 16 && local[w].stride >= sg_dp_verbs_msg_max(t) &&
+			 (local[w].rkey & IBV_ACCESS_REMOTE_WRITE) && local[w].gid[12] == 10 &&
+			 (w == 0 || local[w].addr == local[w - 1].addr + 16ull * local[w].stride) &&
+			 local[w].qpn != 0 && local[w].psn < (1u << 24), "local side of worker %u", w);
+	}
+	/* no slots left (64 / 16), a ring too small for our messages, a NULL remote */
+	SG_CHECK_EQ(sg_dp_verbs_rc_connect(t, &r, &local[0], err, sizeof(err)), -ENOSPC);
+	SG_CHECK(strstr(err, "recv_depth") != NULL, "ENOSPC message: %s", err);
+	r.stride = 100;
+	SG_CHECK_EQ(sg_dp_verbs_rc_connect(t, &r, &local[0], err, sizeof(err)), -EINVAL);
+	SG_CHECK_EQ(sg_dp_verbs_rc_connect(t, NULL, &local[0], err, sizeof(err)), -EINVAL);
+
+	/* two rounds; worker w writes its k-th message into its slot k */
+	for (unsigned int round = 1; round <= 2; round++) {
+		unsigned int from = fk.nsent;
+
+		for (unsigned int chunk = 0; chunk < 3; chunk++)
+			for (unsigned int i = 0; i < NW; i++) {
+				unsigned int w = (i + round) % NW, k = (round - 1) * 3 + chunk;
+				uint32_t len = build_push(pkt, w, round, chunk);
+
+				memcpy((uint8_t *)(uintptr_t)local[w].addr + k * local[w].stride, pkt,
+				       len);
+				SG_CHECK_EQ(fk_rc_write_done(local[w].qpn, k, len,
+							     IBV_WC_RECV_RDMA_WITH_IMM), 0);
+			}
+		poll_all(t, eng);
+		for (unsigned int s = from; s < fk.nsent; s++) {
+			const struct fk_sent *x = &fk.sent[s];
+			struct sg_dp_msg m;
+			float got, want = 0;
+			/* replies to a worker fill its ring in order: 0, 1, 2, ... */
+			unsigned int w = x->rkey - 0x500;
+
+			if (w >= NW || sg_dp_parse(x->buf, x->len, &m, NULL) != 0 ||
+			    m.type != SG_DP_T_RESULT || m.rank != w || m.round != round ||
+			    x->opcode != IBV_WR_RDMA_WRITE_WITH_IMM || x->qp->qp_num != local[w].qpn ||
+			    x->imm != ((round - 1) * 3 + m.chunk) % RING ||
+			    x->raddr != (uintptr_t)rings[w][x->imm]) {
+				bad++;
+				continue;
+			}
+			for (unsigned int e = 0; e < m.nelem; e++) {
+				want = 0;
+				for (unsigned int rr = 0; rr < NW; rr++)
+					want += val(rr, round, m.chunk * (CHUNK / 4) + e);
+				memcpy(&got, (const uint8_t *)m.payload + 4 * e, 4);
+				if (got != want)
+					break;
+			}
+			if (got != want)
+				bad++;
+			else
+				ok++;
+		}
+	}
+	SG_CHECK(ok == 2 * 3 * NW && bad == 0, "RC: %u results right, %u wrong", ok, bad);
+	SG_CHECK_EQ(fk_posted_count(), 64);
+
+	/* garbage: slot out of range, plain SEND opcode, unknown QP, oversized */
+	fk_rc_write_done(local[0].qpn, 16, 100, IBV_WC_RECV_RDMA_WITH_IMM);
+	fk_rc_write_done(local[0].qpn, 0, 100, IBV_WC_RECV);
+	fk_rc_write_done(0x9999, 0, 100, IBV_WC_RECV_RDMA_WITH_IMM);
+	fk_rc_write_done(local[1].qpn, 1, sg_dp_verbs_msg_max(t) + 1, IBV_WC_RECV_RDMA_WITH_IMM);
+	poll_all(t, eng);
+	sg_dp_verbs_stats(t, &st);
+	SG_CHECK(st.rx_bad_slot == 3 && st.rx_no_peer == 1 && st.rx_engine_drop == 0 &&
+		 st.rx_packets == 2 * 3 * NW, "RC garbage: bad_slot %llu no_peer %llu",
+		 (unsigned long long)st.rx_bad_slot, (unsigned long long)st.rx_no_peer);
+	SG_CHECK_EQ(fk_posted_count(), 64);
+	close_pair(t, eng);
+	SG_CHECK_EQ(fk.srq_live, 0);
+
+	/* a connection whose QP will not reach RTR is torn down and reported */
+	fk_reset();
+	t = sg_dp_verbs_create(&c, err, sizeof(err));
+	if (t == NULL)
+		return;
+	fk.fail_modify_qp_at = 1;
+	memset(&r, 0, sizeof(r));
+	r.slots = RING;
+	r.stride = sizeof(rings[0][0]);
+	SG_CHECK_EQ(sg_dp_verbs_rc_connect(t, &r, &local[0], err, sizeof(err)), -EINVAL);
+	SG_CHECK(strstr(err, "RTR") != NULL, "message: %s", err);
 	sg_dp_verbs_destroy(t);
 	SG_CHECK_EQ(fk.live, 0);
 }
@@ -782,6 +888,7 @@ int main(int argc, char **argv)
 	test_datapath();
 	test_backpressure();
 	test_peer_cache();
+	test_rc();
 	rte_eal_cleanup();
 	return sg_test_finish("dp_verbs");
 }

@@ -32,6 +32,10 @@ struct fk_sent {
 	uint64_t wr_id;
 	struct ibv_ah *ah;
 	uint32_t qpn, qkey;
+	struct ibv_qp *qp;
+	enum ibv_wr_opcode opcode;
+	uint64_t raddr;
+	uint32_t rkey, imm; /* imm in host order */
 	uint32_t len;
 	uint8_t buf[SG_DP_HDR_LEN + SG_DP_MAX_PAYLOAD];
 };
@@ -63,6 +67,9 @@ static struct fake {
 	enum ibv_qp_state states[4];
 	int qkey_set;
 	struct ibv_qp_init_attr qp_attr;
+	unsigned int nqp;
+	struct ibv_qp_attr rtr; /* the last transition to RTR */
+	int srq_live;
 	struct fk_posted posted[FK_MAX_RECV]; /* FIFO of receive WRs on the QP */
 	unsigned int ph, pt;
 	unsigned int n_ah;
@@ -237,7 +244,7 @@ static struct ibv_qp *fk_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *a
 	fk.qp_attr = *a;
 	qp = fk_obj(sizeof(*qp));
 	qp->pd = pd;
-	qp->qp_num = 0x77;
+	qp->qp_num = 0x77 + fk.nqp++;
 	qp->qp_type = a->qp_type;
 	return qp;
 }
@@ -249,6 +256,8 @@ static int fk_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *a, int mask)
 		return EINVAL;
 	if (fk.modify_calls < 4)
 		fk.states[fk.modify_calls] = a->qp_state;
+	if (a->qp_state == IBV_QPS_RTR)
+		fk.rtr = *a;
 	if (mask & IBV_QP_QKEY)
 		fk.qkey_set = (int)a->qkey;
 	fk.modify_calls++;
@@ -299,6 +308,37 @@ static int fk_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr, struct ibv_re
 	return 0;
 }
 
+static struct ibv_srq *fk_create_srq(struct ibv_pd *pd, struct ibv_srq_init_attr *a)
+{
+	struct ibv_srq *srq = fk_obj(sizeof(*srq));
+
+	(void)a;
+	srq->pd = pd;
+	fk.srq_live++;
+	return srq;
+}
+
+static int fk_destroy_srq(struct ibv_srq *srq)
+{
+	fk.srq_live--;
+	return fk_free(srq);
+}
+
+/* SRQ receives for WRITE-with-immediate carry no buffer. */
+static int fk_post_srq_recv(struct ibv_srq *srq, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad)
+{
+	(void)srq;
+	for (; wr != NULL; wr = wr->next) {
+		if (wr->num_sge != 0 || fk.pt - fk.ph >= FK_MAX_RECV) {
+			*bad = wr;
+			return EINVAL;
+		}
+		fk.posted[fk.pt % FK_MAX_RECV] = (struct fk_posted){ wr->wr_id, NULL, 0 };
+		fk.pt++;
+	}
+	return 0;
+}
+
 static void fk_push_wc(struct fk_wcq *q, const struct ibv_wc *wc)
 {
 	SG_CHECK(q->tail - q->head < FK_MAX_WC, "fake CQ overflow");
@@ -307,7 +347,6 @@ static void fk_push_wc(struct fk_wcq *q, const struct ibv_wc *wc)
 
 static int fk_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr **bad)
 {
-	(void)qp;
 	for (int i = 0; wr != NULL; wr = wr->next, i++) {
 		struct fk_sent *s;
 		struct ibv_wc wc = { .wr_id = wr->wr_id, .status = IBV_WC_SUCCESS,
@@ -324,8 +363,15 @@ static int fk_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_se
 		s->qpn = wr->wr.ud.remote_qpn;
 		s->qkey = wr->wr.ud.remote_qkey;
 		s->len = wr->sg_list[0].length;
-		SG_CHECK(wr->opcode == IBV_WR_SEND && (wr->send_flags & IBV_SEND_SIGNALED) &&
-			 wr->sg_list[0].lkey == fk.lkey, "send WR malformed");
+		s->qp = qp;
+		s->opcode = wr->opcode;
+		s->raddr = wr->wr.rdma.remote_addr;
+		s->rkey = wr->wr.rdma.rkey;
+		s->imm = ntohl(wr->imm_data);
+		SG_CHECK((wr->opcode == IBV_WR_SEND) == (qp->qp_type == IBV_QPT_UD) &&
+			 (wr->opcode == IBV_WR_RDMA_WRITE_WITH_IMM) == (qp->qp_type == IBV_QPT_RC) &&
+			 (wr->send_flags & IBV_SEND_SIGNALED) && wr->sg_list[0].lkey == fk.lkey,
+			 "send WR malformed");
 		memcpy(s->buf, (void *)(uintptr_t)wr->sg_list[0].addr, s->len);
 		fk_push_wc(&fk.sq, &wc);
 	}
@@ -373,6 +419,9 @@ static const struct sg_dp_verbs_ops fk_ops = {
 	.post_recv = fk_post_recv,
 	.post_send = fk_post_send,
 	.poll_cq = fk_poll_cq,
+	.create_srq = fk_create_srq,
+	.destroy_srq = fk_destroy_srq,
+	.post_srq_recv = fk_post_srq_recv,
 	.memlock_probe = fk_memlock_probe,
 };
 
@@ -420,6 +469,28 @@ static int fk_deliver(struct fk_src src, const void *msg, uint32_t len, enum ibv
 static inline unsigned int fk_posted_count(void)
 {
 	return fk.pt - fk.ph;
+}
+
+/*
+ * An RC write as the HCA reports it: the writer already put @p len bytes in
+ * its slot; a WRITE-with-immediate consumes the oldest SRQ receive.
+ */
+static int fk_rc_write_done(uint32_t qp_num, uint32_t slot, uint32_t len,
+			    enum ibv_wc_opcode op)
+{
+	struct ibv_wc wc = {0};
+
+	if (fk.ph == fk.pt)
+		return -1;
+	wc.wr_id = fk.posted[fk.ph++ % FK_MAX_RECV].wr_id;
+	wc.status = IBV_WC_SUCCESS;
+	wc.opcode = op;
+	wc.byte_len = len;
+	wc.imm_data = htonl(slot);
+	wc.wc_flags = op == IBV_WC_RECV_RDMA_WITH_IMM ? IBV_WC_WITH_IMM : 0;
+	wc.qp_num = qp_num;
+	fk_push_wc(&fk.rq, &wc);
+	return 0;
 }
 
 #endif /* VERBS_FAKE_H */
