@@ -19,6 +19,7 @@
 
 #include <arpa/inet.h>
 
+#include <rte_common.h>
 #include <rte_errno.h>
 #include <rte_hash.h>
 #include <rte_jhash.h>
@@ -92,7 +93,7 @@ struct sg_dp_verbs {
 	struct ibv_wc rwc[MAX_BATCH];
 	struct ibv_wc swc[MAX_BATCH];
 	struct sg_dp_verbs_stats st;
-};
+} __rte_cache_aligned; /* one per reducer lcore */
 
 /* ---- the real rdma-core calls (several are inline in verbs.h) ---------- */
 
@@ -463,7 +464,10 @@ struct sg_dp_verbs *sg_dp_verbs_create(const struct sg_dp_verbs_conf *conf, char
 		errno = -rc;
 		return NULL;
 	}
-	t = calloc(1, sizeof(*t));
+	if (posix_memalign((void **)&t, RTE_CACHE_LINE_SIZE, sizeof(*t)) != 0)
+		t = NULL;
+	else
+		memset(t, 0, sizeof(*t));
 	if (t == NULL) {
 		snprintf(err, errlen, "verbs: out of memory");
 		return NULL;
