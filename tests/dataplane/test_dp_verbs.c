@@ -863,6 +863,109 @@ static void test_rc(void)
 	SG_CHECK_EQ(fk.live, 0);
 }
 
+static uint64_t rng_state;
+
+static uint32_t rnd(void)
+{
+	rng_state ^= rng_state << 13;
+	rng_state ^= rng_state >> 7;
+	rng_state ^= rng_state << 17;
+	return (uint32_t)rng_state;
+}
+
+/*
+ * Garbage completions, as a broken or hostile peer could cause them: random
+ * lengths, opcodes, flags, source QPs, immediates and statuses, and bytes
+ * that are not Sigma messages, mixed with real pushes. Nothing may crash, every
+ * consumed receive must come back, and every send buffer must come home.
+ */
+static void test_random_completions(void)
+{
+	static const enum ibv_wc_status sts[] = {IBV_WC_SUCCESS, IBV_WC_SUCCESS, IBV_WC_SUCCESS,
+						 IBV_WC_LOC_LEN_ERR, IBV_WC_REM_ACCESS_ERR,
+						 IBV_WC_GENERAL_ERR};
+	static const enum ibv_wc_opcode ops[] = {IBV_WC_RECV, IBV_WC_RECV_RDMA_WITH_IMM,
+						 IBV_WC_SEND, IBV_WC_RDMA_WRITE};
+
+	for (int mode = 0; mode < 2; mode++) {
+		struct sg_dp_verbs_conf c = fconf();
+		struct sg_dp_verbs_rc_addr remote = {.slots = RING, .stride = sizeof(rings[0][0])};
+		struct sg_dp_verbs_rc_addr local[2];
+		struct sg_dp_verbs_stats st;
+		struct sg_dp_engine *eng;
+		struct sg_dp_verbs *t;
+		uint64_t injected = 0; /* receive completions */
+		uint8_t pkt[SG_DP_HDR_LEN + CHUNK];
+
+		rng_state = 0x9e3779b97f4a7c15ull + (uint64_t)mode;
+		c.mode = mode ? SG_DP_VERBS_RC : SG_DP_VERBS_UD;
+		c.rc_slots = 16;
+		t = open_pair(&c, &eng);
+		if (t == NULL)
+			return;
+		for (unsigned int w = 0; mode && w < 2; w++) {
+			remote.addr = (uintptr_t)rings[w];
+			SG_CHECK_EQ(sg_dp_verbs_rc_connect(t, &remote, &local[w], err, sizeof(err)),
+				    (int)w);
+		}
+		for (int it = 0; it < 4000; it++) {
+			struct ibv_wc w = {0};
+			uint32_t len;
+
+			if (rnd() % 8 == 0) { /* a completion that is not ours at all */
+				bool rq = rnd() & 1;
+
+				w.wr_id = (uint64_t)(rnd() % 7 + 3) << 32 | rnd();
+				fk_push_wc(rq ? &fk.rq : &fk.sq, &w);
+				injected += rq;
+			} else if (fk.ph != fk.pt) {
+				struct fk_posted p = fk.posted[fk.ph++ % FK_MAX_RECV];
+
+				len = rnd() % 4 ? build_push(pkt, rnd() % NW, rnd() % 3, rnd() % 3) :
+						  rnd() % (SG_DP_HDR_LEN + CHUNK);
+				if (rnd() % 4 == 0)
+					for (uint32_t b = 0; b < len; b++)
+						pkt[b] = (uint8_t)rnd();
+				if (mode == 0) {
+					/* mostly a well-formed IPv4 GRH area, sometimes noise */
+					for (int g = 0; g < SG_DP_VERBS_GRH_LEN; g++)
+						p.addr[g] = rnd() % 8 ? 0 : (uint8_t)rnd();
+					p.addr[20] = rnd() % 8 ? 0x45 : (uint8_t)rnd();
+					p.addr[32] = 10;
+					p.addr[35] = (uint8_t)(rnd() % 6);
+					memcpy(p.addr + SG_DP_VERBS_GRH_LEN, pkt, len);
+				}
+				else
+					memcpy((uint8_t *)(uintptr_t)local[rnd() & 1].addr +
+						       (rnd() % 16) * local[0].stride, pkt, len);
+				w.wr_id = p.wr_id;
+				/* mostly what the HCA reports, sometimes anything */
+				w.status = rnd() % 4 ? IBV_WC_SUCCESS : sts[rnd() % 6];
+				w.opcode = rnd() % 4 ? (mode ? IBV_WC_RECV_RDMA_WITH_IMM : IBV_WC_RECV) :
+						       ops[rnd() % 4];
+				w.wc_flags = rnd() % 4 ? (mode ? IBV_WC_WITH_IMM : IBV_WC_GRH) :
+							 rnd() & (IBV_WC_GRH | IBV_WC_WITH_IMM);
+				w.byte_len = rnd() % 8 ? len + (mode ? 0 : SG_DP_VERBS_GRH_LEN) : rnd();
+				w.src_qp = rnd() % 2;
+				w.qp_num = mode ? local[rnd() % 3 % 2].qpn + (rnd() % 5 == 0) : 0;
+				w.imm_data = htonl(rnd() % 5 ? rnd() % 16 : rnd());
+				fk_push_wc(&fk.rq, &w);
+				injected++;
+			}
+			if (rnd() % 4 == 0)
+				poll_all(t, eng);
+		}
+		poll_all(t, eng);
+		sg_dp_verbs_stats(t, &st);
+		SG_CHECK(st.rx_completions == injected &&
+			 fk_posted_count() == 64 && st.recv_posted == 64 && st.send_free == 32,
+			 "mode %d: completions %llu of %llu, posted %u, free %llu", mode,
+			 (unsigned long long)st.rx_completions, (unsigned long long)injected,
+			 fk_posted_count(), (unsigned long long)st.send_free);
+		close_pair(t, eng);
+	}
+}
+
 int main(int argc, char **argv)
 {
 	char prefix[64];
@@ -889,6 +992,7 @@ int main(int argc, char **argv)
 	test_backpressure();
 	test_peer_cache();
 	test_rc();
+	test_random_completions();
 	rte_eal_cleanup();
 	return sg_test_finish("dp_verbs");
 }
