@@ -20,6 +20,7 @@
 #include <arpa/inet.h>
 
 #include <rte_common.h>
+#include <rte_cycles.h>
 #include <rte_errno.h>
 #include <rte_hash.h>
 #include <rte_jhash.h>
@@ -957,4 +958,42 @@ int sg_dp_verbs_rc_connect(struct sg_dp_verbs *t, const struct sg_dp_verbs_rc_ad
 	local->slots = t->c.rc_slots;
 	local->stride = t->rstride;
 	return (int)t->n_peers++;
+}
+
+int sg_dp_verbs_lcore_main(void *arg)
+{
+	struct sg_dp_verbs_loop *l = arg;
+	uint64_t hz = rte_get_tsc_hz(), last_tick = 0, tick = hz / 1000 ? hz / 1000 : 1;
+	unsigned int empty = 0, sleep_us = 1;
+
+	l->rc = 0;
+	while (!*l->stop && (l->max_polls == 0 || l->polls < l->max_polls)) {
+		uint64_t t0 = rte_rdtsc();
+		/* ns from TSC: split to avoid overflowing 64 bits */
+		uint64_t now = t0 / hz * 1000000000ull + t0 % hz * 1000000000ull / hz;
+		int n = sg_dp_verbs_poll(l->t, l->eng, now);
+
+		l->polls++;
+		if (n < 0) {
+			l->rc = n;
+			break;
+		}
+		if (t0 - last_tick >= tick) {
+			sg_dp_engine_poll(l->eng, now);
+			last_tick = t0;
+		}
+		if (n > 0) {
+			empty = 0;
+			sleep_us = 1;
+			l->busy_cycles += rte_rdtsc() - t0;
+			continue;
+		}
+		/* nothing: back off only under the sleep policy, and only after a while */
+		if (l->idle_sleep_us > 0 && ++empty >= 64) {
+			rte_delay_us_sleep(sleep_us);
+			sleep_us = sleep_us * 2 > l->idle_sleep_us ? l->idle_sleep_us : sleep_us * 2;
+		}
+		l->idle_cycles += rte_rdtsc() - t0;
+	}
+	return l->rc;
 }

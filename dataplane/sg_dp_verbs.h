@@ -337,6 +337,32 @@ struct sg_dp_verbs_rc_addr {
 int sg_dp_verbs_rc_connect(struct sg_dp_verbs *t, const struct sg_dp_verbs_rc_addr *remote,
 			   struct sg_dp_verbs_rc_addr *local, char *err, size_t errlen);
 
+/*
+ * The reducer lcore's loop, for rte_eal_remote_launch(): what sigmad runs on
+ * an lcore that serves a verbs transport instead of an ethdev queue.
+ */
+
+/** Arguments and results of sg_dp_verbs_lcore_main(). */
+struct sg_dp_verbs_loop {
+	struct sg_dp_verbs *t;
+	struct sg_dp_engine *eng;
+	volatile bool *stop;        /**< the loop returns once *stop is true */
+	unsigned int idle_sleep_us; /**< 0: busy-poll; else back off, then sleep up to this */
+	uint64_t max_polls;         /**< 0: until *stop; else return after this many polls */
+	uint64_t busy_cycles;       /**< out: TSC cycles of polls that found work */
+	uint64_t idle_cycles;       /**< out: TSC cycles of polls that found none, sleep included */
+	uint64_t polls;             /**< out: polls made */
+	int rc;                     /**< out: 0, or the -errno that ended the loop */
+};
+
+/**
+ * Poll @p arg's transport into its engine until *stop (or max_polls), and run
+ * sg_dp_engine_poll() about every millisecond. Time is the TSC in ns. Idle
+ * policy as sigmad's `idle`: busy-poll, or after 64 empty polls sleep, the
+ * sleep doubling from 1 us up to idle_sleep_us. @return arg->rc.
+ */
+int sg_dp_verbs_lcore_main(void *arg);
+
 /** Bytes one message may have at most (Sigma header included). */
 uint32_t sg_dp_verbs_msg_max(const struct sg_dp_verbs *t);
 

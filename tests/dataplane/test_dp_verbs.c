@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <rte_cfgfile.h>
+#include <rte_cycles.h>
 #include <rte_eal.h>
 
 #include "sg_dp_verbs.h"
@@ -966,6 +967,49 @@ static void test_random_completions(void)
 	}
 }
 
+/* The lcore loop: pushes waiting on the CQ are summed; the sleep policy sleeps when idle. */
+static void test_lcore_loop(void)
+{
+	struct sg_dp_verbs_conf c = fconf();
+	struct sg_dp_engine *eng;
+	struct sg_dp_verbs *t;
+	volatile bool stop = false;
+	unsigned int bad = 0;
+
+	t = open_pair(&c, &eng);
+	if (t == NULL)
+		return;
+	push_ud(1, 3, 0);
+	{
+		struct sg_dp_verbs_loop l = {.t = t, .eng = eng, .stop = &stop, .max_polls = 50};
+
+		SG_CHECK_EQ(sg_dp_verbs_lcore_main(&l), 0);
+		SG_CHECK(l.polls == 50 && l.busy_cycles > 0 && l.idle_cycles > 0,
+			 "busy-poll loop: %llu polls", (unsigned long long)l.polls);
+		SG_CHECK_EQ(check_results(0, 1, &bad), 3 * NW);
+		SG_CHECK_EQ(bad, 0);
+	}
+	{
+		/* 200 empty polls under the sleep policy: at least 136 sleeps of >= 1 us */
+		struct sg_dp_verbs_loop l = {.t = t, .eng = eng, .stop = &stop, .max_polls = 200,
+					     .idle_sleep_us = 50};
+		uint64_t t0 = rte_get_timer_cycles();
+
+		SG_CHECK_EQ(sg_dp_verbs_lcore_main(&l), 0);
+		SG_CHECK(l.busy_cycles == 0 &&
+			 rte_get_timer_cycles() - t0 >= 136 * rte_get_timer_hz() / 1000000,
+			 "sleep policy did not sleep");
+	}
+	{
+		struct sg_dp_verbs_loop l = {.t = t, .eng = eng, .stop = &stop};
+
+		stop = true;
+		SG_CHECK_EQ(sg_dp_verbs_lcore_main(&l), 0);
+		SG_CHECK_EQ(l.polls, 0);
+	}
+	close_pair(t, eng);
+}
+
 int main(int argc, char **argv)
 {
 	char prefix[64];
@@ -993,6 +1037,7 @@ int main(int argc, char **argv)
 	test_peer_cache();
 	test_rc();
 	test_random_completions();
+	test_lcore_loop();
 	rte_eal_cleanup();
 	return sg_test_finish("dp_verbs");
 }
