@@ -306,12 +306,17 @@ int sg_dp_verbs_wr_id_decode(uint64_t wr_id, enum sg_dp_verbs_wr_kind *kind, uin
 	return 0;
 }
 
-void sg_dp_verbs_build_recv(struct ibv_recv_wr *wr, struct ibv_sge *sge, uint32_t idx,
-			    void *addr, uint32_t len, uint32_t lkey)
+static void fill_sge(struct ibv_sge *sge, void *addr, uint32_t len, uint32_t lkey)
 {
 	sge->addr = (uintptr_t)addr;
 	sge->length = len;
 	sge->lkey = lkey;
+}
+
+void sg_dp_verbs_build_recv(struct ibv_recv_wr *wr, struct ibv_sge *sge, uint32_t idx,
+			    void *addr, uint32_t len, uint32_t lkey)
+{
+	fill_sge(sge, addr, len, lkey);
 	memset(wr, 0, sizeof(*wr));
 	wr->wr_id = sg_dp_verbs_wr_id(SG_DP_VERBS_WR_RECV, idx);
 	wr->sg_list = sge;
@@ -321,9 +326,7 @@ void sg_dp_verbs_build_recv(struct ibv_recv_wr *wr, struct ibv_sge *sge, uint32_
 static void build_send_common(struct ibv_send_wr *wr, struct ibv_sge *sge, uint32_t idx,
 			      void *addr, uint32_t len, uint32_t lkey)
 {
-	sge->addr = (uintptr_t)addr;
-	sge->length = len;
-	sge->lkey = lkey;
+	fill_sge(sge, addr, len, lkey);
 	memset(wr, 0, sizeof(*wr));
 	wr->wr_id = sg_dp_verbs_wr_id(SG_DP_VERBS_WR_SEND, idx);
 	wr->sg_list = sge;

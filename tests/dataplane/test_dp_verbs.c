@@ -7,6 +7,7 @@
  * fake verbs. Sums are checked against a reference computed here.
  */
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -20,6 +21,22 @@
 #include "verbs_fake.h"
 
 static char err[512];
+
+#define F(f) offsetof(struct sg_dp_verbs_conf, f), sizeof(((struct sg_dp_verbs_conf *)0)->f)
+static const struct {
+	const char *key, *value;
+	size_t off, size;
+	int64_t want;
+} good[] = {
+	{"port", "2", F(port), 2}, {"gid_index", "3", F(gid_index), 3},
+	{"gid_index", "auto", F(gid_index), -1}, {"mode", "rc", F(mode), SG_DP_VERBS_RC},
+	{"qkey", "0x11111111", F(qkey), 0x11111111}, {"recv_depth", "4096", F(recv_depth), 4096},
+	{"send_depth", "512", F(send_depth), 512}, {"max_peers", "64", F(max_peers), 64},
+	{"mtu", "4096", F(mtu), 4096}, {"poll_batch", "64", F(poll_batch), 64},
+	{"rc_slots", "32", F(rc_slots), 32}, {"numa_node", "1", F(numa_node), 1},
+	{"numa_node", "-1", F(numa_node), -1},
+};
+#undef F
 
 static void test_conf(void)
 {
@@ -43,29 +60,19 @@ static void test_conf(void)
 
 	SG_CHECK_EQ(sg_dp_verbs_conf_set(&c, "device", "mlx5_1", err, sizeof(err)), 0);
 	SG_CHECK(strcmp(c.device, "mlx5_1") == 0, "device %s", c.device);
-	SG_CHECK_EQ(sg_dp_verbs_conf_set(&c, "port", "2", err, sizeof(err)), 0);
-	SG_CHECK_EQ(c.port, 2);
-	SG_CHECK_EQ(sg_dp_verbs_conf_set(&c, "gid_index", "3", err, sizeof(err)), 0);
-	SG_CHECK_EQ(c.gid_index, 3);
-	SG_CHECK_EQ(sg_dp_verbs_conf_set(&c, "gid_index", "auto", err, sizeof(err)), 0);
-	SG_CHECK_EQ(c.gid_index, -1);
-	SG_CHECK_EQ(sg_dp_verbs_conf_set(&c, "mode", "rc", err, sizeof(err)), 0);
-	SG_CHECK_EQ(c.mode, SG_DP_VERBS_RC);
-	SG_CHECK_EQ(sg_dp_verbs_conf_set(&c, "qkey", "0x11111111", err, sizeof(err)), 0);
-	SG_CHECK_EQ(c.qkey, 0x11111111);
-	SG_CHECK_EQ(sg_dp_verbs_conf_set(&c, "recv_depth", "4096", err, sizeof(err)), 0);
-	SG_CHECK_EQ(c.recv_depth, 4096);
-	SG_CHECK_EQ(sg_dp_verbs_conf_set(&c, "send_depth", "512", err, sizeof(err)), 0);
-	SG_CHECK_EQ(c.send_depth, 512);
-	SG_CHECK_EQ(sg_dp_verbs_conf_set(&c, "max_peers", "64", err, sizeof(err)), 0);
-	SG_CHECK_EQ(c.max_peers, 64);
-	SG_CHECK_EQ(sg_dp_verbs_conf_set(&c, "mtu", "4096", err, sizeof(err)), 0);
-	SG_CHECK_EQ(c.mtu, 4096);
-	SG_CHECK_EQ(sg_dp_verbs_conf_set(&c, "poll_batch", "64", err, sizeof(err)), 0);
-	SG_CHECK_EQ(c.poll_batch, 64);
-	SG_CHECK_EQ(sg_dp_verbs_conf_set(&c, "numa_node", "1", err, sizeof(err)), 0);
-	SG_CHECK_EQ(c.numa_node, 1);
+	for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+		int64_t got = 0;
 
+		SG_CHECK(sg_dp_verbs_conf_set(&c, good[i].key, good[i].value, err, sizeof(err)) == 0,
+			 "%s = %s: %s", good[i].key, good[i].value, err);
+		if (good[i].size == 1)
+			got = *((uint8_t *)&c + good[i].off);
+		else
+			got = *(int32_t *)(void *)((uint8_t *)&c + good[i].off);
+		SG_CHECK(got == good[i].want, "%s = %s gave %lld", good[i].key, good[i].value,
+			 (long long)got);
+	}
+	SG_CHECK_EQ(c.mode, SG_DP_VERBS_RC);
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		struct sg_dp_verbs_conf before = c;
 
