@@ -17,7 +17,10 @@
 
 #define SIGMA_BENCH_COMMANDS(X)                                                                    \
 	X(sum, "summation kernels: GB/s per dtype, implementation and k, against bounds")     \
-	X(gpu, "GPU staging: pinned copies, reduce kernels, pipelined staging (needs a GPU)")
+	X(gpu, "GPU staging: pinned copies, reduce kernels, pipelined staging (needs a GPU)")  \
+	X(model, "BytePS split and predicted times: sigma vs all-reduce vs PS (n, k, B, M)")   \
+	X(run, "N worker processes push_pull a size sweep through summation nodes")          \
+	X(compare, "the run sweep side by side with OpenMPI's MPI_Allreduce, with the ratio")
 
 #define SIGMA_BENCH_DECLARE(name, help) int sigma_bench_##name(int argc, char **argv);
 SIGMA_BENCH_COMMANDS(SIGMA_BENCH_DECLARE)
