@@ -1,0 +1,255 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/**
+ * @file
+ * sigmad's DPDK pipeline: configuration, lcore layout, Ethernet/ARP/IPv4/UDP
+ * handling, the lcore loops that drive the aggregation engine, telemetry and
+ * lifecycle. sigmad.c is a thin main() over this header; tests and the
+ * benchmark drive the same functions in-process.
+ *
+ * Conventions: functions return 0 or -errno; constructors return NULL and set
+ * errno. Functions that take `err`/`errlen` write a one-line, human-readable
+ * reason there on failure (naming the option or key and the fix).
+ *
+ * Lcore layout (l3fwd style; see sg_dp_layout_parse()):
+ * - `io`     "(port,queue,lcore)[,...]": the lcore polls RX queue `queue` of
+ *            `port`, answers ARP, checks the headers and hands each push to
+ *            the reducer that owns its key (rte_ring hand-off);
+ * - `reduce` "lcore[,lcore|a-b...]": reducer lcores; a key belongs to exactly
+ *            one reducer (hash of job and key), which sums it and transmits the
+ *            results on its own TX queue of the port the push came from;
+ * - `rtc`    "(port,queue,lcore)[,...]": run to completion: the lcore receives
+ *            and reduces; pushes for keys it does not own go to their owner's
+ *            ring, so any number of queues stays correct without RSS.
+ * Every lcore in the layout owns one TX queue on every port.
+ */
+#ifndef SG_DP_PIPELINE_H
+#define SG_DP_PIPELINE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include <rte_ether.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** Most ports sigmad drives. */
+#define SG_DP_MAX_PORTS 8
+/** Most lcores in one layout. */
+#define SG_DP_MAX_LAYOUT 32
+/** Most jobs configured in the file. */
+#define SG_DP_MAX_JOBS 16
+
+/** Role of an lcore in the layout. */
+enum sg_dp_role {
+	SG_DP_ROLE_IO = 1,     /**< RX/TX I/O: classify and hand off */
+	SG_DP_ROLE_REDUCE = 2, /**< sum the keys it owns */
+	SG_DP_ROLE_RTC = 3,    /**< both: run to completion */
+};
+
+/** What an lcore does when its queues are empty. */
+enum sg_dp_idle {
+	SG_DP_IDLE_BUSY = 0,  /**< poll without pause (dedicated appliance) */
+	SG_DP_IDLE_SLEEP = 1, /**< back off, then sleep (shared GPU machine) */
+};
+
+/** One lcore of the layout. */
+struct sg_dp_lcore_cfg {
+	unsigned int lcore;
+	enum sg_dp_role role;
+	uint16_t port;  /**< RX port (io, rtc) */
+	uint16_t queue; /**< RX queue (io, rtc) */
+};
+
+/** One job declared in the config file ("[job N]" sections). */
+struct sg_dp_job_cfg {
+	uint32_t id;
+	uint32_t workers;     /**< N */
+	uint64_t token;       /**< session token */
+	unsigned int dtype;   /**< enum sg_dtype */
+	unsigned int mode;    /**< 0 sync, 1 async, 2 deterministic */
+	uint32_t partition_bytes;
+	uint32_t slots;       /**< slots in flight */
+};
+
+/** Everything sigmad is configured with. */
+struct sg_dp_config {
+	/* network */
+	uint32_t ip;          /**< host byte order */
+	uint16_t udp_port;
+	uint16_t mtu;         /**< IP MTU: 1500 or up to 9000 */
+	bool udp_checksum;    /**< compute and verify UDP checksums */
+	struct rte_ether_addr mac_override; /**< all-zero: use the port's MAC */
+	/* layout */
+	unsigned int n_lcores;
+	struct sg_dp_lcore_cfg lcores[SG_DP_MAX_LAYOUT];
+	/* resources */
+	unsigned int burst;
+	unsigned int ring_size;
+	unsigned int mbufs;   /**< per socket */
+	unsigned int rxd, txd;
+	/* live (SIGHUP) */
+	enum sg_dp_idle idle;
+	unsigned int idle_sleep_us;
+	unsigned int timeout_ms;
+	unsigned int log_level; /**< RTE_LOG_* */
+	unsigned int stats_interval_s;
+	/* jobs */
+	unsigned int n_jobs;
+	struct sg_dp_job_cfg jobs[SG_DP_MAX_JOBS];
+	/* run control */
+	char config_path[256]; /**< empty: embedded default */
+	double duration_s;     /**< 0: until a signal */
+	bool demo;
+	unsigned int demo_workers;
+};
+
+/** The embedded default configuration (INI text). */
+extern const char sg_dp_default_config[];
+
+/** Fill @p c from the embedded default configuration. @return 0 or -errno. */
+int sg_dp_config_defaults(struct sg_dp_config *c);
+
+/**
+ * Apply an INI file on top of @p c (keys absent from the file keep their
+ * value). Unknown sections or keys, and malformed values, are errors.
+ */
+int sg_dp_config_load_file(struct sg_dp_config *c, const char *path, char *err, size_t errlen);
+
+/** Same as sg_dp_config_load_file() for INI text held in memory. */
+int sg_dp_config_load_string(struct sg_dp_config *c, const char *text, char *err, size_t errlen);
+
+/**
+ * Parse Sigma's options (what follows EAL's `--`): `--config FILE` is applied
+ * first, then every other option overrides it. argv[0] is the program name.
+ * @return 0, 1 if --help was given (usage printed to stdout), or -EINVAL.
+ */
+int sg_dp_config_parse_args(struct sg_dp_config *c, int argc, char **argv, char *err,
+			    size_t errlen);
+
+/** Print `sigmad --help`. */
+void sg_dp_usage(FILE *f, const char *prog);
+
+/**
+ * Parse one layout list (the value of `io`, `reduce` or `rtc`) and append it
+ * to @p c. Syntax: io/rtc "(port,queue,lcore)[,(port,queue,lcore)...]";
+ * reduce "lcore[,lcore...]" where an item may be a range "a-b".
+ */
+int sg_dp_layout_parse(struct sg_dp_config *c, enum sg_dp_role role, const char *spec, char *err,
+		       size_t errlen);
+
+/** Remove every lcore of @p role from the layout (before re-parsing it). */
+void sg_dp_layout_clear(struct sg_dp_config *c, enum sg_dp_role role);
+
+/** The machine a layout is checked against (sg_dp_topology_probe() or a test's). */
+struct sg_dp_topology {
+	unsigned int n_ports;
+	int port_node[SG_DP_MAX_PORTS];   /**< -1: unknown (vdev) */
+	uint16_t max_rxq[SG_DP_MAX_PORTS];
+	uint16_t max_txq[SG_DP_MAX_PORTS];
+	bool lcore_enabled[1024];
+	int lcore_node[1024];
+	unsigned int main_lcore;
+};
+
+/** Fill @p t from EAL (after rte_eal_init()). */
+void sg_dp_topology_probe(struct sg_dp_topology *t);
+
+/**
+ * Check a layout. Errors (return -EINVAL, first one in @p err): no reducer, no
+ * RX lcore, an lcore that EAL did not enable or the main lcore, one lcore with
+ * two roles, a port that does not exist, RX queues of a port not numbered
+ * 0..n-1 or over its limit, too many TX queues. Warnings (printed to @p warn
+ * if not NULL, counted in *@p n_warn): a reducer or I/O lcore on another NUMA
+ * node than a port it serves.
+ */
+int sg_dp_layout_check(const struct sg_dp_config *c, const struct sg_dp_topology *t, char *err,
+		       size_t errlen, FILE *warn, unsigned int *n_warn);
+
+/*
+ * Ethernet / ARP / IPv4 / UDP.
+ */
+
+/** Drop reasons, counted per lcore and reported by /sigma/drops. */
+enum sg_dp_drop {
+	SG_DP_DROP_SHORT,      /**< shorter than its headers say */
+	SG_DP_DROP_MULTISEG,   /**< chained mbuf (larger than the MTU) */
+	SG_DP_DROP_ETHERTYPE,  /**< neither IPv4 nor ARP */
+	SG_DP_DROP_ARP_BAD,    /**< malformed ARP */
+	SG_DP_DROP_ARP_OTHER,  /**< ARP not asking for our IP */
+	SG_DP_DROP_IP_HDR,     /**< bad version, IHL or total length */
+	SG_DP_DROP_IP_CSUM,    /**< bad IPv4 header checksum */
+	SG_DP_DROP_IP_FRAG,    /**< fragments are not reassembled */
+	SG_DP_DROP_IP_DST,     /**< not addressed to our IP */
+	SG_DP_DROP_IP_PROTO,   /**< not UDP */
+	SG_DP_DROP_UDP_PORT,   /**< not our UDP port */
+	SG_DP_DROP_UDP_LEN,    /**< UDP length disagrees with IP */
+	SG_DP_DROP_UDP_CSUM,   /**< bad UDP checksum */
+	SG_DP_DROP_PROTO,      /**< the engine rejected the payload */
+	SG_DP_DROP_RING_FULL,  /**< reducer's hand-off ring full */
+	SG_DP_DROP_TX_FULL,    /**< TX queue full */
+	SG_DP_DROP_NO_MBUF,    /**< mempool empty when replying */
+	SG_DP_DROP_COUNT
+};
+
+/** Name of a drop reason ("ip_csum", ...). */
+const char *sg_dp_drop_name(enum sg_dp_drop d);
+
+/** Where a datagram came from: enough to answer it. */
+struct sg_dp_peer {
+	struct rte_ether_addr mac;
+	uint32_t ip;       /**< network byte order */
+	uint16_t udp_port; /**< network byte order */
+	uint16_t port_id;  /**< ethdev it arrived on */
+};
+
+/** Our addresses and what a port offloads. */
+struct sg_dp_net {
+	struct rte_ether_addr mac;
+	uint32_t ip;       /**< network byte order */
+	uint16_t udp_port; /**< network byte order */
+	bool udp_checksum;
+	bool tx_ip_csum_offload;
+	bool tx_udp_csum_offload;
+};
+
+/** Result of sg_dp_net_classify(). */
+enum sg_dp_rx_kind {
+	SG_DP_RX_DROP = 0, /**< *reason says why */
+	SG_DP_RX_ARP,      /**< frame was rewritten into our ARP reply: send it back */
+	SG_DP_RX_UDP,      /**< a datagram for us: *peer, *off, *len describe it */
+};
+
+/**
+ * Classify one frame of @p len bytes at @p frame. @p ol_flags are the mbuf's
+ * RX offload flags (checksum verdicts of the port; 0 if none). For ARP
+ * requests for our IP the frame is rewritten in place into the reply.
+ */
+enum sg_dp_rx_kind sg_dp_net_classify(const struct sg_dp_net *net, void *frame, uint32_t len,
+				      uint64_t ol_flags, struct sg_dp_peer *peer, uint32_t *off,
+				      uint32_t *plen, enum sg_dp_drop *reason);
+
+/** Bytes of Ethernet + IPv4 + UDP headers Sigma writes in front of a payload. */
+#define SG_DP_HDR_LEN (14 + 20 + 8)
+
+/**
+ * Write Ethernet/IPv4/UDP headers into the SG_DP_HDR_LEN bytes at @p frame,
+ * in front of @p plen payload bytes, addressed to @p peer. Checksums are
+ * computed in software unless @p net says the port offloads them, in which
+ * case *@p ol_flags gets the mbuf TX flags to set (and the UDP field the
+ * pseudo-header sum the offload expects).
+ */
+void sg_dp_net_build(const struct sg_dp_net *net, const struct sg_dp_peer *peer, void *frame,
+		     uint32_t plen, uint64_t *ol_flags);
+
+/** Parse a dotted IPv4 address into host byte order. @return 0 or -EINVAL. */
+int sg_dp_parse_ipv4(const char *s, uint32_t *ip);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* SG_DP_PIPELINE_H */
