@@ -19,6 +19,7 @@
 #include <rte_log.h>
 
 #include "sg_dp_pipeline.h"
+#include "sg_dp_proto.h"
 #include "sg_sum.h"
 
 const char sg_dp_default_config[] =
@@ -27,7 +28,7 @@ const char sg_dp_default_config[] =
 	"; completion on lcore 1. See docs/sigmad.md for every key.\n"
 	"[net]\n"
 	"ip = 10.11.0.1\n"
-	"udp_port = 4791\n"
+	"udp_port = 9300\n"
 	"mtu = 9000\n"
 	"udp_checksum = yes\n"
 	"[layout]\n"
@@ -38,6 +39,7 @@ const char sg_dp_default_config[] =
 	"mbufs = 16384\n"
 	"rx_desc = 1024\n"
 	"tx_desc = 1024\n"
+	"pool_bufs = 8192\n"
 	"[live]\n"
 	"idle = busy\n"
 	"idle_sleep_us = 100\n"
@@ -49,8 +51,10 @@ const char sg_dp_default_config[] =
 	"token = 0x5349474d41000001\n"
 	"dtype = fp32\n"
 	"mode = sync\n"
+	"keys = 16\n"
 	"partition_bytes = 4096000\n"
-	"slots = 1024\n";
+	"chunk_bytes = 0\n"
+	"slots = 0\n";
 
 static void seterr(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
@@ -126,7 +130,6 @@ static int parse_log_level(const char *s, unsigned int *lvl)
 	return -EINVAL;
 }
 
-static const char *const mode_names[] = {"sync", "async", "deterministic"};
 
 /*
  * Layout syntax.
@@ -278,6 +281,7 @@ static const struct key_def keys[] = {
 	{"resources", "mbufs", K_UINT, OFF(mbufs), 1024, 1u << 22, 0},
 	{"resources", "rx_desc", K_UINT, OFF(rxd), 64, 16384, 0},
 	{"resources", "tx_desc", K_UINT, OFF(txd), 64, 16384, 0},
+	{"resources", "pool_bufs", K_UINT, OFF(pool_bufs), 16, 1u << 22, 0},
 	{"live", "idle", K_IDLE, OFF(idle), 0, 0, 0},
 	{"live", "idle_sleep_us", K_UINT, OFF(idle_sleep_us), 1, 1000000, 0},
 	{"live", "timeout_ms", K_UINT, OFF(timeout_ms), 1, 3600000, 0},
@@ -354,6 +358,7 @@ static int apply_job(struct sg_dp_config *c, const char *sec, const char *name, 
 	uint64_t id, v;
 	struct sg_dp_job_cfg *j = NULL;
 	enum sg_dtype dt;
+	enum sg_dp_mode mode;
 	int rc = -EINVAL;
 
 	if (parse_u64(sec + 4, 1, UINT32_MAX, &id) < 0) {
@@ -370,7 +375,7 @@ static int apply_job(struct sg_dp_config *c, const char *sec, const char *name, 
 		}
 		j = &c->jobs[c->n_jobs++];
 		*j = (struct sg_dp_job_cfg){.id = (uint32_t)id, .workers = 1, .dtype = SG_DTYPE_FP32,
-					    .partition_bytes = 4096000, .slots = 1024};
+					    .keys = 1, .partition_bytes = SG_DP_PARTITION_DEFAULT};
 	}
 	if (!strcmp(name, "workers")) {
 		if ((rc = parse_u64(val, 1, 64, &v)) == 0)
@@ -381,26 +386,32 @@ static int apply_job(struct sg_dp_config *c, const char *sec, const char *name, 
 		if ((rc = sg_dtype_from_name(val, &dt)) == 0)
 			j->dtype = dt;
 	} else if (!strcmp(name, "mode")) {
-		for (unsigned int m = 0; m < RTE_DIM(mode_names); m++)
-			if (!strcmp(val, mode_names[m])) {
-				j->mode = m;
-				rc = 0;
-			}
+		if ((rc = sg_dp_mode_from_name(val, &mode)) == 0)
+			j->mode = mode;
+	} else if (!strcmp(name, "keys")) {
+		if ((rc = parse_u64(val, 1, 1u << 20, &v)) == 0)
+			j->keys = (uint32_t)v;
+	} else if (!strcmp(name, "chunk_bytes")) {
+		if ((rc = parse_u64(val, 0, SG_DP_MAX_CHUNK_BYTES, &v)) == 0 && v % 8 != 0)
+			rc = -EINVAL;
+		if (rc == 0)
+			j->chunk_bytes = (uint32_t)v;
 	} else if (!strcmp(name, "partition_bytes")) {
 		if ((rc = parse_u64(val, 64, 1u << 30, &v)) == 0)
 			j->partition_bytes = (uint32_t)v;
 	} else if (!strcmp(name, "slots")) {
-		if ((rc = parse_u64(val, 1, 1u << 20, &v)) == 0)
+		if ((rc = parse_u64(val, 0, 1u << 20, &v)) == 0)
 			j->slots = (uint32_t)v;
 	} else {
 		seterr(err, errlen, "[%s]: unknown key \"%s\" (known: workers, token, dtype, mode, "
-		       "partition_bytes, slots)", sec, name);
+		       "keys, partition_bytes, chunk_bytes, slots)", sec, name);
 		return -EINVAL;
 	}
 	if (rc < 0)
 		seterr(err, errlen, "[%s] %s = \"%s\": bad value (workers 1..64, token an integer, "
 		       "dtype fp32|fp64|fp16|bf16|int32|int64|int8|uint8, mode "
-		       "sync|async|deterministic, partition_bytes 64..2^30, slots 1..2^20)",
+		       "sync|async|deterministic, keys 1..2^20, partition_bytes 64..2^30, "
+		       "chunk_bytes 0..8920 in multiples of 8, slots 0..2^20)",
 		       sec, name, val);
 	return rc;
 }

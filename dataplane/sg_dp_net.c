@@ -15,43 +15,43 @@
 
 #include "sg_dp_pipeline.h"
 
-static const char *const drop_names[SG_DP_DROP_COUNT] = {
-	[SG_DP_DROP_SHORT] = "short",         [SG_DP_DROP_MULTISEG] = "multiseg",
-	[SG_DP_DROP_ETHERTYPE] = "ethertype", [SG_DP_DROP_ARP_BAD] = "arp_bad",
-	[SG_DP_DROP_ARP_OTHER] = "arp_other", [SG_DP_DROP_IP_HDR] = "ip_header",
-	[SG_DP_DROP_IP_CSUM] = "ip_csum",     [SG_DP_DROP_IP_FRAG] = "ip_fragment",
-	[SG_DP_DROP_IP_DST] = "ip_dst",       [SG_DP_DROP_IP_PROTO] = "ip_proto",
-	[SG_DP_DROP_UDP_PORT] = "udp_port",   [SG_DP_DROP_UDP_LEN] = "udp_len",
-	[SG_DP_DROP_UDP_CSUM] = "udp_csum",   [SG_DP_DROP_PROTO] = "proto",
-	[SG_DP_DROP_RING_FULL] = "ring_full", [SG_DP_DROP_TX_FULL] = "tx_full",
-	[SG_DP_DROP_NO_MBUF] = "no_mbuf",
+static const char *const ndrop_names[SG_DP_ND_COUNT] = {
+	[SG_DP_ND_SHORT] = "short",         [SG_DP_ND_MULTISEG] = "multiseg",
+	[SG_DP_ND_ETHERTYPE] = "ethertype", [SG_DP_ND_ARP_BAD] = "arp_bad",
+	[SG_DP_ND_ARP_OTHER] = "arp_other", [SG_DP_ND_IP_HDR] = "ip_header",
+	[SG_DP_ND_IP_CSUM] = "ip_csum",     [SG_DP_ND_IP_FRAG] = "ip_fragment",
+	[SG_DP_ND_IP_DST] = "ip_dst",       [SG_DP_ND_IP_PROTO] = "ip_proto",
+	[SG_DP_ND_UDP_PORT] = "udp_port",   [SG_DP_ND_UDP_LEN] = "udp_len",
+	[SG_DP_ND_UDP_CSUM] = "udp_csum",   [SG_DP_ND_PROTO] = "proto",
+	[SG_DP_ND_RING_FULL] = "ring_full", [SG_DP_ND_TX_FULL] = "tx_full",
+	[SG_DP_ND_NO_MBUF] = "no_mbuf",
 };
 
-const char *sg_dp_drop_name(enum sg_dp_drop d)
+const char *sg_dp_ndrop_name(enum sg_dp_ndrop d)
 {
-	return (unsigned int)d < SG_DP_DROP_COUNT ? drop_names[d] : "unknown";
+	return (unsigned int)d < SG_DP_ND_COUNT ? ndrop_names[d] : "unknown";
 }
 
-static enum sg_dp_rx_kind drop(enum sg_dp_drop *reason, enum sg_dp_drop r)
+static enum sg_dp_rx_kind drop(enum sg_dp_ndrop *reason, enum sg_dp_ndrop r)
 {
 	*reason = r;
 	return SG_DP_RX_DROP;
 }
 
 static enum sg_dp_rx_kind classify_arp(const struct sg_dp_net *net, struct rte_ether_hdr *eth,
-				       uint32_t len, enum sg_dp_drop *reason)
+				       uint32_t len, enum sg_dp_ndrop *reason)
 {
 	struct rte_arp_hdr *arp = (struct rte_arp_hdr *)(eth + 1);
 	uint32_t sip;
 
 	if (len < sizeof(*eth) + sizeof(*arp))
-		return drop(reason, SG_DP_DROP_SHORT);
+		return drop(reason, SG_DP_ND_SHORT);
 	if (arp->arp_hardware != RTE_BE16(RTE_ARP_HRD_ETHER) ||
 	    arp->arp_protocol != RTE_BE16(RTE_ETHER_TYPE_IPV4) ||
 	    arp->arp_hlen != RTE_ETHER_ADDR_LEN || arp->arp_plen != 4)
-		return drop(reason, SG_DP_DROP_ARP_BAD);
+		return drop(reason, SG_DP_ND_ARP_BAD);
 	if (arp->arp_opcode != RTE_BE16(RTE_ARP_OP_REQUEST) || arp->arp_data.arp_tip != net->ip)
-		return drop(reason, SG_DP_DROP_ARP_OTHER);
+		return drop(reason, SG_DP_ND_ARP_OTHER);
 	/* turn the request into the reply in place: no allocation on this path */
 	sip = arp->arp_data.arp_sip;
 	arp->arp_opcode = RTE_BE16(RTE_ARP_OP_REPLY);
@@ -66,7 +66,7 @@ static enum sg_dp_rx_kind classify_arp(const struct sg_dp_net *net, struct rte_e
 
 enum sg_dp_rx_kind sg_dp_net_classify(const struct sg_dp_net *net, void *frame, uint32_t len,
 				      uint64_t ol_flags, struct sg_dp_peer *peer, uint32_t *off,
-				      uint32_t *plen, enum sg_dp_drop *reason)
+				      uint32_t *plen, enum sg_dp_ndrop *reason)
 {
 	struct rte_ether_hdr *eth = frame;
 	struct rte_ipv4_hdr *ip;
@@ -74,45 +74,45 @@ enum sg_dp_rx_kind sg_dp_net_classify(const struct sg_dp_net *net, void *frame, 
 	uint32_t ihl, tot, ulen;
 
 	if (len < sizeof(*eth))
-		return drop(reason, SG_DP_DROP_SHORT);
+		return drop(reason, SG_DP_ND_SHORT);
 	if (eth->ether_type == RTE_BE16(RTE_ETHER_TYPE_ARP))
 		return classify_arp(net, eth, len, reason);
 	if (eth->ether_type != RTE_BE16(RTE_ETHER_TYPE_IPV4))
-		return drop(reason, SG_DP_DROP_ETHERTYPE);
+		return drop(reason, SG_DP_ND_ETHERTYPE);
 	if (len < sizeof(*eth) + sizeof(*ip))
-		return drop(reason, SG_DP_DROP_SHORT);
+		return drop(reason, SG_DP_ND_SHORT);
 	ip = (struct rte_ipv4_hdr *)(eth + 1);
 	ihl = (ip->version_ihl & 0xf) * 4u;
 	tot = rte_be_to_cpu_16(ip->total_length);
 	if ((ip->version_ihl >> 4) != 4 || ihl < sizeof(*ip) || tot < ihl)
-		return drop(reason, SG_DP_DROP_IP_HDR);
+		return drop(reason, SG_DP_ND_IP_HDR);
 	/* frames may carry Ethernet padding, never fewer bytes than IP says */
 	if (sizeof(*eth) + tot > len)
-		return drop(reason, SG_DP_DROP_SHORT);
+		return drop(reason, SG_DP_ND_SHORT);
 	if ((ol_flags & RTE_MBUF_F_RX_IP_CKSUM_MASK) == RTE_MBUF_F_RX_IP_CKSUM_BAD)
-		return drop(reason, SG_DP_DROP_IP_CSUM);
+		return drop(reason, SG_DP_ND_IP_CSUM);
 	if ((ol_flags & RTE_MBUF_F_RX_IP_CKSUM_MASK) != RTE_MBUF_F_RX_IP_CKSUM_GOOD &&
 	    rte_raw_cksum(ip, ihl) != 0xffff)
-		return drop(reason, SG_DP_DROP_IP_CSUM);
+		return drop(reason, SG_DP_ND_IP_CSUM);
 	if (ip->fragment_offset & RTE_BE16(RTE_IPV4_HDR_MF_FLAG | RTE_IPV4_HDR_OFFSET_MASK))
-		return drop(reason, SG_DP_DROP_IP_FRAG);
+		return drop(reason, SG_DP_ND_IP_FRAG);
 	if (ip->dst_addr != net->ip)
-		return drop(reason, SG_DP_DROP_IP_DST);
+		return drop(reason, SG_DP_ND_IP_DST);
 	if (ip->next_proto_id != IPPROTO_UDP)
-		return drop(reason, SG_DP_DROP_IP_PROTO);
+		return drop(reason, SG_DP_ND_IP_PROTO);
 	if (tot < ihl + sizeof(*udp))
-		return drop(reason, SG_DP_DROP_UDP_LEN);
+		return drop(reason, SG_DP_ND_UDP_LEN);
 	udp = (struct rte_udp_hdr *)((char *)ip + ihl);
 	if (udp->dst_port != net->udp_port)
-		return drop(reason, SG_DP_DROP_UDP_PORT);
+		return drop(reason, SG_DP_ND_UDP_PORT);
 	ulen = rte_be_to_cpu_16(udp->dgram_len);
 	if (ulen != tot - ihl)
-		return drop(reason, SG_DP_DROP_UDP_LEN);
+		return drop(reason, SG_DP_ND_UDP_LEN);
 	if (net->udp_checksum && udp->dgram_cksum != 0 &&
 	    (ol_flags & RTE_MBUF_F_RX_L4_CKSUM_MASK) != RTE_MBUF_F_RX_L4_CKSUM_GOOD &&
 	    ((ol_flags & RTE_MBUF_F_RX_L4_CKSUM_MASK) == RTE_MBUF_F_RX_L4_CKSUM_BAD ||
 	     rte_ipv4_udptcp_cksum(ip, udp) != 0xffff))
-		return drop(reason, SG_DP_DROP_UDP_CSUM);
+		return drop(reason, SG_DP_ND_UDP_CSUM);
 	peer->mac = eth->src_addr;
 	peer->ip = ip->src_addr;
 	peer->udp_port = udp->src_port;

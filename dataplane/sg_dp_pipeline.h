@@ -70,9 +70,11 @@ struct sg_dp_job_cfg {
 	uint32_t workers;     /**< N */
 	uint64_t token;       /**< session token */
 	unsigned int dtype;   /**< enum sg_dtype */
-	unsigned int mode;    /**< 0 sync, 1 async, 2 deterministic */
-	uint32_t partition_bytes;
-	uint32_t slots;       /**< slots in flight */
+	unsigned int mode;    /**< enum sg_dp_mode: 0 sync, 1 async, 2 deterministic */
+	uint32_t keys;        /**< partitions: keys 0..keys-1 */
+	uint32_t partition_bytes; /**< bytes of each partition */
+	uint32_t chunk_bytes; /**< payload bytes per chunk (0: largest that fits the MTU) */
+	uint32_t slots;       /**< slots in flight (0: engine default) */
 };
 
 /** Everything sigmad is configured with. */
@@ -94,7 +96,8 @@ struct sg_dp_config {
 	/* live (SIGHUP) */
 	enum sg_dp_idle idle;
 	unsigned int idle_sleep_us;
-	unsigned int timeout_ms;
+	unsigned int timeout_ms; /**< incomplete slot reported after this */
+	unsigned int pool_bufs;  /**< accumulator buffers per reducer */
 	unsigned int log_level; /**< RTE_LOG_* */
 	unsigned int stats_interval_s;
 	/* jobs */
@@ -174,29 +177,29 @@ int sg_dp_layout_check(const struct sg_dp_config *c, const struct sg_dp_topology
  */
 
 /** Drop reasons, counted per lcore and reported by /sigma/drops. */
-enum sg_dp_drop {
-	SG_DP_DROP_SHORT,      /**< shorter than its headers say */
-	SG_DP_DROP_MULTISEG,   /**< chained mbuf (larger than the MTU) */
-	SG_DP_DROP_ETHERTYPE,  /**< neither IPv4 nor ARP */
-	SG_DP_DROP_ARP_BAD,    /**< malformed ARP */
-	SG_DP_DROP_ARP_OTHER,  /**< ARP not asking for our IP */
-	SG_DP_DROP_IP_HDR,     /**< bad version, IHL or total length */
-	SG_DP_DROP_IP_CSUM,    /**< bad IPv4 header checksum */
-	SG_DP_DROP_IP_FRAG,    /**< fragments are not reassembled */
-	SG_DP_DROP_IP_DST,     /**< not addressed to our IP */
-	SG_DP_DROP_IP_PROTO,   /**< not UDP */
-	SG_DP_DROP_UDP_PORT,   /**< not our UDP port */
-	SG_DP_DROP_UDP_LEN,    /**< UDP length disagrees with IP */
-	SG_DP_DROP_UDP_CSUM,   /**< bad UDP checksum */
-	SG_DP_DROP_PROTO,      /**< the engine rejected the payload */
-	SG_DP_DROP_RING_FULL,  /**< reducer's hand-off ring full */
-	SG_DP_DROP_TX_FULL,    /**< TX queue full */
-	SG_DP_DROP_NO_MBUF,    /**< mempool empty when replying */
-	SG_DP_DROP_COUNT
+enum sg_dp_ndrop {
+	SG_DP_ND_SHORT,      /**< shorter than its headers say */
+	SG_DP_ND_MULTISEG,   /**< chained mbuf (larger than the MTU) */
+	SG_DP_ND_ETHERTYPE,  /**< neither IPv4 nor ARP */
+	SG_DP_ND_ARP_BAD,    /**< malformed ARP */
+	SG_DP_ND_ARP_OTHER,  /**< ARP not asking for our IP */
+	SG_DP_ND_IP_HDR,     /**< bad version, IHL or total length */
+	SG_DP_ND_IP_CSUM,    /**< bad IPv4 header checksum */
+	SG_DP_ND_IP_FRAG,    /**< fragments are not reassembled */
+	SG_DP_ND_IP_DST,     /**< not addressed to our IP */
+	SG_DP_ND_IP_PROTO,   /**< not UDP */
+	SG_DP_ND_UDP_PORT,   /**< not our UDP port */
+	SG_DP_ND_UDP_LEN,    /**< UDP length disagrees with IP */
+	SG_DP_ND_UDP_CSUM,   /**< bad UDP checksum */
+	SG_DP_ND_PROTO,      /**< the engine rejected the payload */
+	SG_DP_ND_RING_FULL,  /**< reducer's hand-off ring full */
+	SG_DP_ND_TX_FULL,    /**< TX queue full */
+	SG_DP_ND_NO_MBUF,    /**< mempool empty when replying */
+	SG_DP_ND_COUNT
 };
 
 /** Name of a drop reason ("ip_csum", ...). */
-const char *sg_dp_drop_name(enum sg_dp_drop d);
+const char *sg_dp_ndrop_name(enum sg_dp_ndrop d);
 
 /** Where a datagram came from: enough to answer it. */
 struct sg_dp_peer {
@@ -230,13 +233,13 @@ enum sg_dp_rx_kind {
  */
 enum sg_dp_rx_kind sg_dp_net_classify(const struct sg_dp_net *net, void *frame, uint32_t len,
 				      uint64_t ol_flags, struct sg_dp_peer *peer, uint32_t *off,
-				      uint32_t *plen, enum sg_dp_drop *reason);
+				      uint32_t *plen, enum sg_dp_ndrop *reason);
 
 /** Bytes of Ethernet + IPv4 + UDP headers Sigma writes in front of a payload. */
-#define SG_DP_HDR_LEN (14 + 20 + 8)
+#define SG_DP_NET_HDR_LEN (14 + 20 + 8)
 
 /**
- * Write Ethernet/IPv4/UDP headers into the SG_DP_HDR_LEN bytes at @p frame,
+ * Write Ethernet/IPv4/UDP headers into the SG_DP_NET_HDR_LEN bytes at @p frame,
  * in front of @p plen payload bytes, addressed to @p peer. Checksums are
  * computed in software unless @p net says the port offloads them, in which
  * case *@p ol_flags gets the mbuf TX flags to set (and the UDP field the

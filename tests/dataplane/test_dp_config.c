@@ -37,7 +37,7 @@ static void test_defaults(void)
 
 	SG_CHECK_EQ(sg_dp_config_defaults(&c), 0);
 	SG_CHECK_EQ(c.ip, (10u << 24) | (11u << 16) | 1u);
-	SG_CHECK_EQ(c.udp_port, 4791);
+	SG_CHECK_EQ(c.udp_port, 9300);
 	SG_CHECK_EQ(c.mtu, 9000);
 	SG_CHECK(c.udp_checksum, "udp_checksum default on");
 	SG_CHECK_EQ(c.n_lcores, 1);
@@ -65,7 +65,7 @@ static void test_file_overrides(void)
 		    0);
 	SG_CHECK(err[0] == '\0', "no error text: %s", err);
 	SG_CHECK_EQ(c.ip, (192u << 24) | (168u << 16) | (7u << 8) | 9u);
-	SG_CHECK_EQ(c.udp_port, 4791); /* untouched */
+	SG_CHECK_EQ(c.udp_port, 9300); /* untouched */
 	SG_CHECK(!c.udp_checksum, "udp_checksum off");
 	SG_CHECK_EQ(c.n_lcores, 5); /* [layout] replaced the default rtc */
 	SG_CHECK_EQ(c.lcores[0].role, SG_DP_ROLE_IO);
@@ -122,6 +122,9 @@ static void test_file_garbage(void)
 		{"[job 2]\ndtype = fp8\n", "dtype"},
 		{"[job 2]\nmode = lazy\n", "mode"},
 		{"[job 2]\nflavour = 1\n", "flavour"},
+		{"[job 2]\nchunk_bytes = 1001\n", "chunk_bytes"},
+		{"[job 2]\nchunk_bytes = 9000\n", "chunk_bytes"},
+		{"[job 2]\nkeys = 0\n", "keys"},
 		{"this is not an ini file\n", "INI"},
 	};
 

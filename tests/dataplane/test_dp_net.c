@@ -48,18 +48,18 @@ static uint32_t make_frame(uint8_t *f, uint32_t plen)
 	struct sg_dp_peer to_us = {.mac = our_mac, .ip = OUR_IP, .udp_port = RTE_BE16(4791)};
 
 	for (uint32_t i = 0; i < plen; i++)
-		f[SG_DP_HDR_LEN + i] = (uint8_t)(i * 7 + 3);
+		f[SG_DP_NET_HDR_LEN + i] = (uint8_t)(i * 7 + 3);
 	sg_dp_net_build(&peer_side, &to_us, f, plen, NULL);
-	return SG_DP_HDR_LEN + plen;
+	return SG_DP_NET_HDR_LEN + plen;
 }
 
-static enum sg_dp_rx_kind classify(uint8_t *f, uint32_t len, uint64_t ol, enum sg_dp_drop *why)
+static enum sg_dp_rx_kind classify(uint8_t *f, uint32_t len, uint64_t ol, enum sg_dp_ndrop *why)
 {
 	struct sg_dp_net n = net();
 	struct sg_dp_peer p;
 	uint32_t off, plen;
 
-	*why = SG_DP_DROP_COUNT;
+	*why = SG_DP_ND_COUNT;
 	return sg_dp_net_classify(&n, f, len, ol, &p, &off, &plen, why);
 }
 
@@ -69,13 +69,13 @@ static void test_roundtrip(void)
 	struct sg_dp_net n = net();
 	struct sg_dp_peer p;
 	uint32_t off = 0, plen = 0, len;
-	enum sg_dp_drop why;
+	enum sg_dp_ndrop why;
 	uint8_t pseudo[12];
 
 	for (uint32_t sz = 0; sz <= 8958; sz = sz ? sz * 3 : 1) {
 		len = make_frame(f, sz);
 		SG_CHECK_EQ(sg_dp_net_classify(&n, f, len, 0, &p, &off, &plen, &why), SG_DP_RX_UDP);
-		SG_CHECK_EQ(off, SG_DP_HDR_LEN);
+		SG_CHECK_EQ(off, SG_DP_NET_HDR_LEN);
 		SG_CHECK_EQ(plen, sz);
 		SG_CHECK(rte_is_same_ether_addr(&p.mac, &peer_mac), "peer mac");
 		SG_CHECK_EQ(p.ip, PEER_IP);
@@ -103,7 +103,7 @@ static void test_offload_flags(void)
 	struct sg_dp_net n = net();
 	struct sg_dp_peer to = {.mac = peer_mac, .ip = PEER_IP, .udp_port = RTE_BE16(1)};
 	uint64_t fl = 0;
-	enum sg_dp_drop why;
+	enum sg_dp_ndrop why;
 
 	n.tx_ip_csum_offload = true;
 	n.tx_udp_csum_offload = true;
@@ -119,13 +119,13 @@ static void test_offload_flags(void)
 	/* RX: the port's "bad" verdict wins, its "good" verdict skips the software check */
 	make_frame(f, 16);
 	SG_CHECK_EQ(classify(f, 58, RTE_MBUF_F_RX_IP_CKSUM_BAD, &why), SG_DP_RX_DROP);
-	SG_CHECK_EQ(why, SG_DP_DROP_IP_CSUM);
+	SG_CHECK_EQ(why, SG_DP_ND_IP_CSUM);
 	SG_CHECK_EQ(classify(f, 58, RTE_MBUF_F_RX_L4_CKSUM_BAD, &why), SG_DP_RX_DROP);
-	SG_CHECK_EQ(why, SG_DP_DROP_UDP_CSUM);
+	SG_CHECK_EQ(why, SG_DP_ND_UDP_CSUM);
 	f[50] ^= 1; /* payload corrupted, but the port says the checksum is good */
 	SG_CHECK_EQ(classify(f, 58, RTE_MBUF_F_RX_L4_CKSUM_GOOD, &why), SG_DP_RX_UDP);
 	SG_CHECK_EQ(classify(f, 58, 0, &why), SG_DP_RX_DROP);
-	SG_CHECK_EQ(why, SG_DP_DROP_UDP_CSUM);
+	SG_CHECK_EQ(why, SG_DP_ND_UDP_CSUM);
 }
 
 typedef void (*mutate_fn)(uint8_t *f, uint32_t *len);
@@ -171,26 +171,26 @@ static void test_malformed(void)
 	static const struct {
 		const char *what;
 		mutate_fn fn;
-		enum sg_dp_drop why;
+		enum sg_dp_ndrop why;
 	} cases[] = {
-		{"short", m_short, SG_DP_DROP_SHORT},
-		{"truncated", m_trunc, SG_DP_DROP_SHORT},
-		{"ipv6", m_ethertype, SG_DP_DROP_ETHERTYPE},
-		{"version 6", m_version, SG_DP_DROP_IP_HDR},
-		{"ihl 4", m_ihl, SG_DP_DROP_IP_HDR},
-		{"ip checksum", m_ipcsum, SG_DP_DROP_IP_CSUM},
-		{"ttl changed, checksum stale", m_ttl_nocsum, SG_DP_DROP_IP_CSUM},
-		{"fragment", m_frag, SG_DP_DROP_IP_FRAG},
-		{"other dst", m_dst, SG_DP_DROP_IP_DST},
-		{"tcp", m_proto, SG_DP_DROP_IP_PROTO},
-		{"other port", m_port, SG_DP_DROP_UDP_PORT},
-		{"udp len", m_ulen, SG_DP_DROP_UDP_LEN},
-		{"ip len < udp len", m_iplen, SG_DP_DROP_UDP_LEN},
-		{"no udp header", m_iptot, SG_DP_DROP_UDP_LEN},
-		{"udp checksum", m_ucsum, SG_DP_DROP_UDP_CSUM},
+		{"short", m_short, SG_DP_ND_SHORT},
+		{"truncated", m_trunc, SG_DP_ND_SHORT},
+		{"ipv6", m_ethertype, SG_DP_ND_ETHERTYPE},
+		{"version 6", m_version, SG_DP_ND_IP_HDR},
+		{"ihl 4", m_ihl, SG_DP_ND_IP_HDR},
+		{"ip checksum", m_ipcsum, SG_DP_ND_IP_CSUM},
+		{"ttl changed, checksum stale", m_ttl_nocsum, SG_DP_ND_IP_CSUM},
+		{"fragment", m_frag, SG_DP_ND_IP_FRAG},
+		{"other dst", m_dst, SG_DP_ND_IP_DST},
+		{"tcp", m_proto, SG_DP_ND_IP_PROTO},
+		{"other port", m_port, SG_DP_ND_UDP_PORT},
+		{"udp len", m_ulen, SG_DP_ND_UDP_LEN},
+		{"ip len < udp len", m_iplen, SG_DP_ND_UDP_LEN},
+		{"no udp header", m_iptot, SG_DP_ND_UDP_LEN},
+		{"udp checksum", m_ucsum, SG_DP_ND_UDP_CSUM},
 	};
 	static uint8_t f[512];
-	enum sg_dp_drop why;
+	enum sg_dp_ndrop why;
 
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		uint32_t len = make_frame(f, 100);
@@ -198,14 +198,14 @@ static void test_malformed(void)
 		cases[i].fn(f, &len);
 		SG_CHECK(classify(f, len, 0, &why) == SG_DP_RX_DROP, "%s accepted", cases[i].what);
 		SG_CHECK(why == cases[i].why, "%s: reason %s, expected %s", cases[i].what,
-			 sg_dp_drop_name(why), sg_dp_drop_name(cases[i].why));
+			 sg_dp_ndrop_name(why), sg_dp_ndrop_name(cases[i].why));
 	}
 	/* a zero UDP checksum means "none" in IPv4 */
 	uint32_t len = make_frame(f, 100);
 	f[40] = f[41] = 0;
 	SG_CHECK_EQ(classify(f, len, 0, &why), SG_DP_RX_UDP);
-	for (int d = 0; d < SG_DP_DROP_COUNT; d++)
-		SG_CHECK(strcmp(sg_dp_drop_name((enum sg_dp_drop)d), "unknown") != 0, "name %d", d);
+	for (int d = 0; d < SG_DP_ND_COUNT; d++)
+		SG_CHECK(strcmp(sg_dp_ndrop_name((enum sg_dp_ndrop)d), "unknown") != 0, "name %d", d);
 }
 
 static uint32_t make_arp(uint8_t *f, uint32_t tip, uint16_t op)
@@ -233,7 +233,7 @@ static void test_arp(void)
 	static uint8_t f[64];
 	struct rte_ether_hdr *eth = (struct rte_ether_hdr *)f;
 	struct rte_arp_hdr *a = (struct rte_arp_hdr *)(eth + 1);
-	enum sg_dp_drop why;
+	enum sg_dp_ndrop why;
 
 	make_arp(f, OUR_IP, RTE_ARP_OP_REQUEST);
 	SG_CHECK_EQ(classify(f, 60, 0, &why), SG_DP_RX_ARP);
@@ -247,17 +247,17 @@ static void test_arp(void)
 
 	make_arp(f, RTE_BE32(0x0a0b0002), RTE_ARP_OP_REQUEST);
 	SG_CHECK_EQ(classify(f, 60, 0, &why), SG_DP_RX_DROP);
-	SG_CHECK_EQ(why, SG_DP_DROP_ARP_OTHER);
+	SG_CHECK_EQ(why, SG_DP_ND_ARP_OTHER);
 	make_arp(f, OUR_IP, RTE_ARP_OP_REPLY);
 	SG_CHECK_EQ(classify(f, 60, 0, &why), SG_DP_RX_DROP);
-	SG_CHECK_EQ(why, SG_DP_DROP_ARP_OTHER);
+	SG_CHECK_EQ(why, SG_DP_ND_ARP_OTHER);
 	make_arp(f, OUR_IP, RTE_ARP_OP_REQUEST);
 	a->arp_hlen = 8;
 	SG_CHECK_EQ(classify(f, 60, 0, &why), SG_DP_RX_DROP);
-	SG_CHECK_EQ(why, SG_DP_DROP_ARP_BAD);
+	SG_CHECK_EQ(why, SG_DP_ND_ARP_BAD);
 	make_arp(f, OUR_IP, RTE_ARP_OP_REQUEST);
 	SG_CHECK_EQ(classify(f, 20, 0, &why), SG_DP_RX_DROP);
-	SG_CHECK_EQ(why, SG_DP_DROP_SHORT);
+	SG_CHECK_EQ(why, SG_DP_ND_SHORT);
 }
 
 /* Random frames and random bit flips of a good frame: never a crash, and a
@@ -265,7 +265,7 @@ static void test_arp(void)
 static void test_garbage(void)
 {
 	static uint8_t f[1600];
-	enum sg_dp_drop why;
+	enum sg_dp_ndrop why;
 	unsigned int accepted = 0;
 
 	srand(12345);
@@ -287,7 +287,7 @@ static void test_garbage(void)
 		enum sg_dp_rx_kind k = classify(f, len, 0, &why);
 
 		if (k == SG_DP_RX_DROP)
-			SG_CHECK(why < SG_DP_DROP_COUNT, "reason set");
+			SG_CHECK(why < SG_DP_ND_COUNT, "reason set");
 		else
 			accepted++;
 	}

@@ -1,0 +1,208 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/**
+ * @file
+ * Sigma wire protocol: one fixed 48-byte header per UDP payload, then the
+ * chunk's elements. docs/protocol.md is the normative description; this
+ * header is its C form.
+ *
+ * All multi-byte header fields are big-endian (network byte order) on the
+ * wire. The payload (tensor elements) is in the host's little-endian IEEE /
+ * two's complement layout, as GPUs and x86 store it, so that no element is
+ * ever byte-swapped on the hot path.
+ *
+ * Parsing is split in two: sg_dp_parse() checks everything that can be
+ * checked from the packet alone (length, magic, version, type, flags,
+ * dtype, element count against length); the engine checks the rest against
+ * the job (token, rank, key, chunk, offset, element count, dtype).
+ */
+#ifndef SG_DP_PROTO_H
+#define SG_DP_PROTO_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** First four bytes of every packet: "SGMA". */
+#define SG_DP_MAGIC 0x53474d41u
+/** Protocol version this build speaks. */
+#define SG_DP_VERSION 1
+/** Default UDP port of a summation node. */
+#define SG_DP_UDP_PORT 9300
+/** Size of the fixed header in bytes. */
+#define SG_DP_HDR_LEN 48
+/** IPv4 (no options) + UDP header bytes in front of the Sigma header. */
+#define SG_DP_IPUDP_LEN 28
+/** Largest payload in a 1500-byte IP MTU: 1500 - 28 - 48. */
+#define SG_DP_PAYLOAD_MTU1500 1424
+/** Largest payload in a 9000-byte IP MTU (jumbo frames): 9000 - 28 - 48. */
+#define SG_DP_PAYLOAD_JUMBO 8924
+/** Largest payload any packet may carry (the parser rejects larger ones). */
+#define SG_DP_MAX_PAYLOAD SG_DP_PAYLOAD_JUMBO
+/** Largest chunk_bytes of a job: the jumbo payload rounded down to a multiple of 8. */
+#define SG_DP_MAX_CHUNK_BYTES 8920
+/** Default partition size in bytes (BytePS's BYTEPS_PARTITION_BYTES default). */
+#define SG_DP_PARTITION_DEFAULT 4096000u
+/** Largest number of workers in one job (one 64-bit bitmap). */
+#define SG_DP_MAX_WORKERS 64
+
+/** Message types (header field `type`). */
+enum sg_dp_type {
+	SG_DP_T_PUSH = 1,   /**< worker -> node: a chunk of the worker's gradient */
+	SG_DP_T_RESULT = 2, /**< node -> worker: the chunk's sum (or async store value) */
+	SG_DP_T_PULL = 3,   /**< worker -> node: ACK/PULL-REQ, "send me round r's result" */
+	SG_DP_T_NACK = 4,   /**< node -> worker: push refused for now, retry later (code) */
+	SG_DP_T_ERROR = 5,  /**< node -> worker: the chunk cannot complete (code, payload) */
+	SG_DP_T_JOIN = 6,   /**< control hand-off; not handled by the engine */
+	SG_DP_T_MAX = 6
+};
+
+/** Header flag bits. Unknown bits must be zero (else the packet is dropped). */
+enum sg_dp_flag {
+	SG_DP_F_RETRANS = 1u << 0, /**< sender is retransmitting (informational) */
+};
+/** All flag bits this version defines. */
+#define SG_DP_F_ALL (SG_DP_F_RETRANS)
+
+/** Codes carried in the `code` field of NACK and ERROR (0 elsewhere). */
+enum sg_dp_code {
+	SG_DP_C_NONE = 0,
+	SG_DP_C_BUSY = 1,        /**< NACK: accumulator pool exhausted; back off and retry */
+	SG_DP_C_INFLIGHT = 2,    /**< NACK: job's slots-in-flight limit reached; retry */
+	SG_DP_C_WORKER_LOST = 3, /**< ERROR: slot timed out; payload = u64 missing-rank bitmap */
+	SG_DP_C_GONE = 4,        /**< ERROR: the requested round's result is no longer kept */
+};
+
+/** Synchronisation mode of a job. */
+enum sg_dp_mode {
+	SG_DP_MODE_SYNC = 0,   /**< RESULT = sum of the N pushes of a round (default) */
+	SG_DP_MODE_ASYNC = 1,  /**< store += each push; each push answered with the store */
+	SG_DP_MODE_DETERM = 2, /**< like sync, bitwise independent of arrival order */
+	SG_DP_MODE_COUNT
+};
+
+/**
+ * The header as it lies on the wire (big-endian fields). Use sg_dp_parse()
+ * and sg_dp_build_hdr() rather than touching it directly.
+ */
+struct __attribute__((packed)) sg_dp_wire_hdr {
+	uint32_t magic;    /**< SG_DP_MAGIC */
+	uint8_t version;   /**< SG_DP_VERSION */
+	uint8_t type;      /**< enum sg_dp_type */
+	uint8_t flags;     /**< enum sg_dp_flag bits */
+	uint8_t dtype;     /**< enum sg_dtype (summation/sg_sum.h) */
+	uint32_t job;      /**< job id */
+	uint16_t rank;     /**< sender's rank (PUSH/PULL) or receiver's rank (node replies) */
+	uint16_t code;     /**< enum sg_dp_code (NACK/ERROR), else 0 */
+	uint64_t token;    /**< per-job session token */
+	uint32_t key;      /**< partition id */
+	uint32_t chunk;    /**< chunk index within the partition */
+	uint32_t nchunks;  /**< number of chunks of the partition */
+	uint32_t round;    /**< iteration number (per chunk, wraps modulo 2^32) */
+	uint32_t nelem;    /**< elements in the payload (PUSH/RESULT), else 0 */
+	uint32_t offset;   /**< byte offset of the chunk in the partition */
+};
+
+/** A header in host byte order, plus where its payload lies. */
+struct sg_dp_msg {
+	uint8_t version;
+	uint8_t type;
+	uint8_t flags;
+	uint8_t dtype;
+	uint32_t job;
+	uint16_t rank;
+	uint16_t code;
+	uint64_t token;
+	uint32_t key;
+	uint32_t chunk;
+	uint32_t nchunks;
+	uint32_t round;
+	uint32_t nelem;
+	uint32_t offset;
+	const void *payload;  /**< parse: first payload byte (NULL if none) */
+	uint32_t payload_len; /**< parse: payload bytes */
+};
+
+/**
+ * Why a packet was dropped. Each has its own counter in the engine's stats;
+ * the parser reports the first seven, the engine the rest.
+ */
+enum sg_dp_drop {
+	SG_DP_DROP_NONE = 0,
+	SG_DP_DROP_SHORT,       /**< shorter than the header */
+	SG_DP_DROP_MAGIC,       /**< wrong magic */
+	SG_DP_DROP_VERSION,     /**< unsupported version */
+	SG_DP_DROP_TYPE,        /**< unknown message type */
+	SG_DP_DROP_FLAGS,       /**< unknown flag bits set */
+	SG_DP_DROP_DTYPE,       /**< unknown dtype */
+	SG_DP_DROP_LENGTH,      /**< nelem * dtype size != payload length, or payload too big */
+	SG_DP_DROP_JOB,         /**< job id unknown to this engine */
+	SG_DP_DROP_TOKEN,       /**< wrong session token */
+	SG_DP_DROP_RANK,        /**< rank >= N */
+	SG_DP_DROP_KEY,         /**< key unknown to the job */
+	SG_DP_DROP_CHUNK,       /**< chunk index or chunk count does not match the key */
+	SG_DP_DROP_OFFSET,      /**< byte offset is not where this chunk lies */
+	SG_DP_DROP_NELEM,       /**< element count is not this chunk's element count */
+	SG_DP_DROP_JOB_DTYPE,   /**< dtype differs from the job's */
+	SG_DP_DROP_DIRECTION,   /**< a node-to-worker type (RESULT, NACK, ERROR) sent to us */
+	SG_DP_DROP_ROUND_OLD,   /**< round older than r-1 (or r-1 with nothing kept) */
+	SG_DP_DROP_ROUND_NEW,   /**< round newer than r+1 (or r+1 while r still collects) */
+	SG_DP_DROP_DUPLICATE,   /**< push already counted for this round */
+	SG_DP_DROP_PENDING,     /**< PULL for a round that is still collecting */
+	SG_DP_DROP_JOIN,        /**< JOIN: not the engine's; the caller hands it to control */
+	SG_DP_DROP_COUNT
+};
+
+/** Short name of a drop reason ("short", "magic", ...), or "unknown". */
+const char *sg_dp_drop_name(enum sg_dp_drop why);
+
+/** Name of a message type ("push", ...), or "unknown". */
+const char *sg_dp_type_name(unsigned int type);
+
+/** Name of a mode ("sync", "async", "deterministic"), or "unknown". */
+const char *sg_dp_mode_name(enum sg_dp_mode mode);
+
+/** Parse a mode name ("sync", "async", "deterministic"/"determ"); -EINVAL if unknown. */
+int sg_dp_mode_from_name(const char *name, enum sg_dp_mode *mode);
+
+/**
+ * Parse and validate one UDP payload.
+ *
+ * Checks, in this order: length >= header (SHORT), magic, version, type
+ * (1..SG_DP_T_MAX), flags, dtype (any type; checked for all types), payload
+ * length <= SG_DP_MAX_PAYLOAD and, for PUSH and RESULT, nelem * dtype size ==
+ * payload length (LENGTH). ERROR may carry a payload of at most 8 bytes; other
+ * types carry none.
+ *
+ * @param buf   packet bytes (any alignment); may be NULL only if @p len is 0
+ * @param len   bytes at @p buf
+ * @param msg   out: the header in host order; payload points into @p buf
+ * @param why   out (may be NULL): SG_DP_DROP_NONE, or the reason on failure
+ * @return 0, or -EBADMSG when the packet must be dropped (@p why says why).
+ */
+int sg_dp_parse(const void *buf, size_t len, struct sg_dp_msg *msg, enum sg_dp_drop *why);
+
+/**
+ * Write the header for @p msg (host order in, wire order out) into @p buf.
+ * @p msg->payload and payload_len are ignored: the caller writes the payload
+ * at buf + SG_DP_HDR_LEN. version is always written as SG_DP_VERSION.
+ * Never fails; @p buf must have SG_DP_HDR_LEN bytes (any alignment).
+ */
+void sg_dp_build_hdr(void *buf, const struct sg_dp_msg *msg);
+
+/**
+ * Build a whole packet: header plus @p payload_len bytes copied from
+ * @p payload (which may be NULL when @p payload_len is 0).
+ * @return packet length (> 0), or -ENOSPC if it does not fit in @p cap,
+ *         -EINVAL if @p payload_len exceeds SG_DP_MAX_PAYLOAD.
+ */
+int sg_dp_build(void *buf, size_t cap, const struct sg_dp_msg *msg, const void *payload,
+		size_t payload_len);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* SG_DP_PROTO_H */
