@@ -31,6 +31,8 @@
 #include <stdio.h>
 
 #include <rte_ether.h>
+#include <rte_mempool.h>
+#include <rte_ring.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -195,6 +197,8 @@ enum sg_dp_ndrop {
 	SG_DP_ND_RING_FULL,  /**< reducer's hand-off ring full */
 	SG_DP_ND_TX_FULL,    /**< TX queue full */
 	SG_DP_ND_NO_MBUF,    /**< mempool empty when replying */
+	SG_DP_ND_PEER_TABLE, /**< reply address table full */
+	SG_DP_ND_NO_PEER,    /**< reply to an address never seen */
 	SG_DP_ND_COUNT
 };
 
@@ -250,6 +254,163 @@ void sg_dp_net_build(const struct sg_dp_net *net, const struct sg_dp_peer *peer,
 
 /** Parse a dotted IPv4 address into host byte order. @return 0 or -EINVAL. */
 int sg_dp_parse_ipv4(const char *s, uint32_t *ip);
+
+/*
+ * The running pipeline.
+ */
+
+struct sg_dp_pipeline;
+
+/** Per-lcore counters (what /sigma/lcores reports). */
+struct sg_dp_lcore_stats {
+	unsigned int lcore;
+	enum sg_dp_role role;
+	int socket;
+	uint64_t busy_cycles;  /**< TSC cycles of polls that found work */
+	uint64_t idle_cycles;  /**< TSC cycles of polls that found none (sleep included) */
+	uint64_t rx_pkts;      /**< frames received from the port */
+	uint64_t rx_bytes;
+	uint64_t tx_pkts;      /**< frames transmitted */
+	uint64_t tx_bytes;
+	uint64_t handoff_pkts; /**< datagrams passed to another reducer's ring */
+	uint64_t reduced_pkts; /**< datagrams given to this lcore's engine */
+	uint64_t bytes_summed; /**< payload bytes of pushes the engine accepted */
+	uint64_t arp_replies;
+	uint64_t ring_count;   /**< gauge: datagrams waiting in this reducer's ring */
+	uint64_t drops[SG_DP_ND_COUNT];
+};
+
+/**
+ * Build the pipeline after rte_eal_init(): check the layout (warnings go to
+ * stderr), create per-socket mempools, configure and start the ports the
+ * layout polls, the reducers' rings and one engine per reducer holding every
+ * configured job. Ports must exist already (vdevs, PCI, or ring ports).
+ * @return the pipeline, or NULL with errno set and @p err filled.
+ */
+struct sg_dp_pipeline *sg_dp_pipeline_create(const struct sg_dp_config *c, char *err,
+					     size_t errlen);
+
+/** Launch the layout's lcores. @return 0 or -errno. */
+int sg_dp_pipeline_start(struct sg_dp_pipeline *p);
+
+/**
+ * Stop: RX lcores stop polling, reducers drain their rings and flush their
+ * TX, then every lcore returns. Safe to call twice; waits for the lcores.
+ */
+void sg_dp_pipeline_stop(struct sg_dp_pipeline *p);
+
+/** Stop if running, stop the ports, free everything. NULL is fine. */
+void sg_dp_pipeline_destroy(struct sg_dp_pipeline *p);
+
+/** Ask the pipeline to stop (async-signal-safe: only sets a flag). */
+void sg_dp_pipeline_request_stop(struct sg_dp_pipeline *p);
+
+/** True once sg_dp_pipeline_request_stop() was called. */
+bool sg_dp_pipeline_stop_requested(const struct sg_dp_pipeline *p);
+
+/**
+ * Apply a re-read configuration: [live] keys (idle policy, idle sleep,
+ * timeout, log level, stats interval) take effect at once; every other
+ * difference is listed on @p report as needing a restart.
+ * @return number of keys that need a restart.
+ */
+int sg_dp_pipeline_reload(struct sg_dp_pipeline *p, const struct sg_dp_config *nc, FILE *report);
+
+/** Number of lcores in the layout. */
+unsigned int sg_dp_pipeline_n_lcores(const struct sg_dp_pipeline *p);
+
+/** Counters of layout lcore @p idx. @return 0 or -EINVAL. */
+int sg_dp_pipeline_lcore_stats(const struct sg_dp_pipeline *p, unsigned int idx,
+			       struct sg_dp_lcore_stats *st);
+
+struct sg_dp_stats;
+/** Engine counters summed over every reducer. */
+void sg_dp_pipeline_engine_stats(const struct sg_dp_pipeline *p, struct sg_dp_stats *st);
+
+/** Print the per-lcore table (and drops) to @p f; @p seconds scales rates (0: no rates). */
+void sg_dp_pipeline_print_stats(const struct sg_dp_pipeline *p, FILE *f, double seconds);
+
+/** The configuration the pipeline runs with. */
+const struct sg_dp_config *sg_dp_pipeline_config(const struct sg_dp_pipeline *p);
+
+/**
+ * Register /sigma/lcores, /sigma/ports, /sigma/jobs and /sigma/drops with
+ * rte_telemetry for @p p (NULL: answer "no pipeline"). rte_telemetry
+ * callbacks take no context, so this is the one process-wide pipeline that
+ * telemetry reports on. @return 0 or -errno.
+ */
+int sg_dp_telemetry_register(struct sg_dp_pipeline *p);
+
+/** Fill a struct sg_dp_net for port @p port_id of the pipeline (MAC, offloads). */
+int sg_dp_pipeline_net(const struct sg_dp_pipeline *p, uint16_t port_id, struct sg_dp_net *net);
+
+/*
+ * In-process traffic generator: N simulated workers on the far side of a
+ * pair of rte_rings (the two rings of a ring port), for tests, the benchmark
+ * and the demo. It pushes every chunk of every key of one job for a number of
+ * rounds, drops packets on purpose if asked, retransmits on timeout, and
+ * checks every RESULT element against the exactly known sum.
+ */
+
+struct sg_dp_gen;
+
+/** Generator parameters. */
+struct sg_dp_gen_conf {
+	struct rte_ring *to_dut;   /**< frames towards sigmad (its RX ring) */
+	struct rte_ring *from_dut; /**< frames from sigmad (its TX ring) */
+	struct rte_mempool *pool;  /**< mbufs for pushes */
+	struct rte_ether_addr dut_mac;
+	uint32_t dut_ip;           /**< network byte order */
+	uint16_t dut_udp_port;     /**< host order */
+	uint32_t job;
+	uint64_t token;
+	uint32_t workers;          /**< N (1..64) */
+	uint32_t keys;
+	uint32_t partition_bytes;
+	uint32_t chunk_bytes;
+	uint32_t rounds;
+	uint32_t window;           /**< slots in flight at once */
+	double loss;               /**< probability of dropping each push and each result */
+	uint64_t retrans_us;       /**< resend after this long without a result */
+	uint32_t seed;
+	bool udp_checksum;
+};
+
+/** Generator counters and verdict. */
+struct sg_dp_gen_stats {
+	uint64_t pushes_sent;      /**< first sends */
+	uint64_t retransmits;
+	uint64_t results_ok;       /**< RESULTs whose every element matched */
+	uint64_t results_bad;      /**< RESULTs with a wrong element (must stay 0) */
+	uint64_t results_dup;      /**< RESULTs for a round already complete for that rank */
+	uint64_t nacks, errors, other;
+	uint64_t dropped_out, dropped_in; /**< injected losses */
+	uint64_t rounds_done;      /**< (slot, round) pairs complete for every worker */
+	uint64_t rounds_total;
+	uint64_t bytes_pushed;     /**< payload bytes of first sends (the goodput numerator) */
+	uint64_t arp_replies;
+};
+
+/** Create a generator. @return it, or NULL with errno set. */
+struct sg_dp_gen *sg_dp_gen_create(const struct sg_dp_gen_conf *gc);
+
+/**
+ * Run until every round of every slot is complete, or @p deadline_tsc passes,
+ * or *@p stop becomes true. @return 0 if complete, -ETIMEDOUT otherwise.
+ */
+int sg_dp_gen_run(struct sg_dp_gen *g, uint64_t deadline_tsc, volatile bool *stop);
+
+/** Send one ARP request for the DUT's IP; the reply is counted in arp_replies. */
+int sg_dp_gen_arp(struct sg_dp_gen *g);
+
+/** Send one raw frame of @p len bytes (for garbage tests). */
+int sg_dp_gen_raw(struct sg_dp_gen *g, const void *frame, uint32_t len);
+
+/** Counters so far. */
+void sg_dp_gen_stats(const struct sg_dp_gen *g, struct sg_dp_gen_stats *st);
+
+/** Free a generator. NULL is fine. */
+void sg_dp_gen_destroy(struct sg_dp_gen *g);
 
 #ifdef __cplusplus
 }
