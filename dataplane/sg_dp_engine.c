@@ -1,0 +1,975 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * Aggregation engine: slot table, worker bitmaps, shadow results, sync /
+ * async / deterministic modes, back-pressure and worker-loss reporting.
+ *
+ * Data layout: an engine holds a small array of jobs (looked up by a linear
+ * scan with a one-entry cache: a reducer lcore serves a handful of jobs).
+ * A job holds a key table (open addressing, key id -> key index), and one
+ * direct-indexed slot array: slot = key's first slot + chunk index.
+ * Accumulators come from one sg_sum_pool per engine.
+ *
+ * Every collecting slot is on its job's "active" list in the order it opened
+ * (that is, by start time), so the timeout scan stops at the first young
+ * slot. Every finished slot that still holds its result is on the job's
+ * "done" list in completion order, so reclaiming under pool pressure takes
+ * the oldest result first.
+ */
+#include <endian.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <rte_common.h>
+#include <rte_log.h>
+
+#include "sg_dp_engine.h"
+
+RTE_LOG_REGISTER(sg_dp_engine_logtype, sigma.dataplane, INFO);
+#define ENG_LOG(level, fmt, ...)                                                            \
+	rte_log(RTE_LOG_##level, sg_dp_engine_logtype, "sigma.dataplane: " fmt "\n",       \
+		##__VA_ARGS__)
+
+#define NIL UINT32_MAX
+
+#define DEF_POOL_BUFS 4096u
+#define DEF_MAX_JOBS 16u
+#define MAX_MAX_JOBS 1024u
+#define DEF_SLOT_TIMEOUT_NS 1000000000ull
+#define DEF_SHADOW_HOLD_NS 100000000ull
+/* Slot-timeout reports logged per poll call; the rest are summed up in one line. */
+#define LOG_PER_POLL 4
+
+enum slot_state {
+	S_NEW = 0, /* never used */
+	S_COLLECT, /* some, not all, pushes of `round` are in */
+	S_DONE,    /* all N are in; acc holds the result (NULL once reclaimed) */
+	S_ASYNC,   /* async store; acc holds it */
+};
+
+#define SF_TIMED_OUT (1u << 0) /* reported; off the active list */
+
+struct slot {
+	uint64_t arrived; /* collect: ranks in this round; async: ranks ever seen */
+	void *acc;        /* accumulator of `round`, or its result, or the async store */
+	void *prev;       /* result of round-1 while `round` collects (the shadow) */
+	uint64_t t;       /* collect: open time; done: completion time */
+	uint32_t round;
+	uint32_t lprev, lnext; /* active list while collecting, done list when finished */
+	uint16_t ifl;          /* in-flight id while collecting */
+	uint8_t state;
+	uint8_t flags;
+	uint8_t next_rank; /* deterministic: ranks below it are folded into acc */
+};
+
+struct key_ent {
+	uint32_t id;
+	uint32_t nelem;
+	uint32_t nchunks;
+	uint32_t base; /* index of chunk 0's slot */
+};
+
+struct list {
+	uint32_t head, tail;
+};
+
+struct job {
+	uint32_t id;
+	uint32_t n;
+	uint64_t token;
+	uint64_t full; /* bitmap with all N ranks */
+	enum sg_dtype dtype;
+	enum sg_dp_mode mode;
+	unsigned int sum_flags;
+	uint32_t esz;         /* bytes per element on the wire */
+	uint32_t chunk_bytes; /* payload bytes of a full chunk */
+	uint32_t chunk_elems;
+	uint32_t nkeys;
+	struct key_ent *keys;
+	uint32_t *khash; /* key index + 1; 0 = empty */
+	uint32_t kmask;
+	uint32_t nslots;
+	struct slot *slots;
+	uint64_t *peer; /* last address each rank pushed from */
+	uint32_t max_inflight;
+	uint32_t ifl_top; /* free in-flight ids: ifl_free[0..ifl_top) */
+	uint16_t *ifl_free;
+	void **stage;      /* deterministic: [ifl * n + rank] held pushes */
+	uint32_t *around;  /* async: [slot * n + rank] last round pushed */
+	struct list active, done;
+};
+
+struct sg_dp_engine {
+	struct sg_dp_engine_conf conf;
+	struct sg_sum_pool *pool;
+	uint32_t buf_size;
+	uint32_t njobs;
+	struct job **jobs;
+	struct job *last; /* cache of the last job looked up */
+	struct sg_dp_stats st;
+};
+
+/* ---- small helpers ----------------------------------------------------- */
+
+static inline int32_t rdiff(uint32_t a, uint32_t b)
+{
+	/* Serial-number arithmetic: rounds may wrap. */
+	return (int32_t)(a - b);
+}
+
+static inline uint32_t hash32(uint32_t x)
+{
+	return (x * 0x9e3779b1u) ^ (x >> 16);
+}
+
+static void list_push_tail(struct job *j, struct list *l, uint32_t i)
+{
+	struct slot *s = &j->slots[i];
+
+	s->lnext = NIL;
+	s->lprev = l->tail;
+	if (l->tail != NIL)
+		j->slots[l->tail].lnext = i;
+	else
+		l->head = i;
+	l->tail = i;
+}
+
+static void list_del(struct job *j, struct list *l, uint32_t i)
+{
+	struct slot *s = &j->slots[i];
+
+	if (s->lprev != NIL)
+		j->slots[s->lprev].lnext = s->lnext;
+	else
+		l->head = s->lnext;
+	if (s->lnext != NIL)
+		j->slots[s->lnext].lprev = s->lprev;
+	else
+		l->tail = s->lprev;
+	s->lprev = s->lnext = NIL;
+}
+
+static struct job *job_find(struct sg_dp_engine *e, uint32_t id)
+{
+	if (e->last != NULL && e->last->id == id)
+		return e->last;
+	for (uint32_t i = 0; i < e->njobs; i++) {
+		if (e->jobs[i]->id == id) {
+			e->last = e->jobs[i];
+			return e->last;
+		}
+	}
+	return NULL;
+}
+
+static const struct key_ent *key_find(const struct job *j, uint32_t id)
+{
+	for (uint32_t h = hash32(id) & j->kmask;; h = (h + 1) & j->kmask) {
+		uint32_t v = j->khash[h];
+
+		if (v == 0)
+			return NULL;
+		if (j->keys[v - 1].id == id)
+			return &j->keys[v - 1];
+	}
+}
+
+uint32_t sg_dp_chunk_count(uint32_t nelem, enum sg_dtype dtype, uint32_t chunk_bytes)
+{
+	uint64_t bytes = (uint64_t)nelem * sg_dtype_size(dtype);
+
+	if (chunk_bytes == 0)
+		return 0;
+	return (uint32_t)((bytes + chunk_bytes - 1) / chunk_bytes);
+}
+
+static uint32_t chunk_nelem(const struct job *j, const struct key_ent *k, uint32_t c)
+{
+	uint32_t first = c * j->chunk_elems;
+
+	return RTE_MIN(k->nelem - first, j->chunk_elems);
+}
+
+/* ---- output ------------------------------------------------------------ */
+
+/* Header fields every reply for (job, key, chunk) shares. */
+static void reply_msg(struct sg_dp_msg *m, const struct job *j, const struct key_ent *k,
+		      uint32_t chunk, uint32_t round)
+{
+	memset(m, 0, sizeof(*m));
+	m->dtype = (uint8_t)j->dtype;
+	m->job = j->id;
+	m->token = j->token;
+	m->key = k->id;
+	m->chunk = chunk;
+	m->nchunks = k->nchunks;
+	m->round = round;
+	m->offset = chunk * j->chunk_bytes;
+}
+
+/* Send a header-only or small-payload reply to @rank. */
+static void emit_small(struct sg_dp_engine *e, const struct job *j, struct sg_dp_msg *m,
+		       uint32_t rank, const void *payload, uint32_t plen)
+{
+	void *pkt, *buf;
+	uint32_t len = SG_DP_HDR_LEN + plen;
+
+	buf = e->conf.tx.alloc(e->conf.tx.ctx, j->peer[rank], len, &pkt);
+	if (buf == NULL) {
+		e->st.tx_fail++;
+		return;
+	}
+	m->rank = (uint16_t)rank;
+	sg_dp_build_hdr(buf, m);
+	if (plen != 0)
+		memcpy((uint8_t *)buf + SG_DP_HDR_LEN, payload, plen);
+	e->conf.tx.send(e->conf.tx.ctx, pkt, len);
+	if (m->type == SG_DP_T_NACK)
+		e->st.nacks_sent++;
+	else if (m->type == SG_DP_T_ERROR)
+		e->st.errors_sent++;
+}
+
+/* Send RESULT(@round) with the value in accumulator @acc to @rank. */
+static void emit_result(struct sg_dp_engine *e, const struct job *j, const struct key_ent *k,
+			uint32_t chunk, uint32_t round, const void *acc, uint32_t rank)
+{
+	struct sg_dp_msg m;
+	uint32_t nelem = chunk_nelem(j, k, chunk);
+	uint32_t len = SG_DP_HDR_LEN + nelem * j->esz;
+	void *pkt, *buf;
+
+	buf = e->conf.tx.alloc(e->conf.tx.ctx, j->peer[rank], len, &pkt);
+	if (buf == NULL) {
+		e->st.tx_fail++;
+		return;
+	}
+	reply_msg(&m, j, k, chunk, round);
+	m.type = SG_DP_T_RESULT;
+	m.rank = (uint16_t)rank;
+	m.nelem = nelem;
+	sg_dp_build_hdr(buf, &m);
+	/* Narrows fp32 accumulators of fp16/bf16 once, straight into the packet. */
+	sg_sum_acc_final(j->dtype, j->sum_flags, (uint8_t *)buf + SG_DP_HDR_LEN, acc, nelem);
+	e->conf.tx.send(e->conf.tx.ctx, pkt, len);
+	e->st.results_sent++;
+}
+
+static void emit_code(struct sg_dp_engine *e, const struct job *j, const struct key_ent *k,
+		      uint32_t chunk, uint32_t round, uint32_t rank, uint8_t type, uint16_t code)
+{
+	struct sg_dp_msg m;
+
+	reply_msg(&m, j, k, chunk, round);
+	m.type = type;
+	m.code = code;
+	emit_small(e, j, &m, rank, NULL, 0);
+	if (type == SG_DP_T_NACK && code == SG_DP_C_BUSY)
+		e->st.nacks_pool++;
+}
+
+static void emit_lost(struct sg_dp_engine *e, const struct job *j, const struct key_ent *k,
+		      uint32_t chunk, const struct slot *s, uint32_t rank)
+{
+	struct sg_dp_msg m;
+	uint64_t missing = htobe64(j->full & ~s->arrived);
+
+	reply_msg(&m, j, k, chunk, s->round);
+	m.type = SG_DP_T_ERROR;
+	m.code = SG_DP_C_WORKER_LOST;
+	emit_small(e, j, &m, rank, &missing, sizeof(missing));
+}
+
+/* ---- buffers ------------------------------------------------------------ */
+
+/*
+ * Release the oldest kept result, of any job, that finished at least
+ * shadow_hold_ns ago. @return true if a buffer went back to the pool.
+ */
+static bool reclaim_one(struct sg_dp_engine *e, uint64_t now)
+{
+	struct job *best = NULL;
+	uint64_t best_t = 0;
+
+	for (uint32_t i = 0; i < e->njobs; i++) {
+		struct job *j = e->jobs[i];
+		uint64_t t;
+
+		if (j->done.head == NIL)
+			continue;
+		t = j->slots[j->done.head].t;
+		if (now - t >= e->conf.shadow_hold_ns && (best == NULL || t < best_t)) {
+			best = j;
+			best_t = t;
+		}
+	}
+	if (best == NULL)
+		return false;
+	{
+		uint32_t i = best->done.head;
+		struct slot *s = &best->slots[i];
+
+		list_del(best, &best->done, i);
+		sg_sum_pool_put(e->pool, s->acc);
+		s->acc = NULL;
+		e->st.shadows_reclaimed++;
+	}
+	return true;
+}
+
+static void *buf_get(struct sg_dp_engine *e, uint64_t now)
+{
+	void *b = sg_sum_pool_get(e->pool);
+
+	if (b == NULL && reclaim_one(e, now))
+		b = sg_sum_pool_get(e->pool);
+	return b;
+}
+
+static void buf_put(struct sg_dp_engine *e, void **b)
+{
+	if (*b != NULL) {
+		sg_sum_pool_put(e->pool, *b);
+		*b = NULL;
+	}
+}
+
+/* ---- sync and deterministic slots -------------------------------------- */
+
+struct pkt_ctx {
+	struct job *j;
+	const struct key_ent *k;
+	uint32_t chunk;
+	uint32_t sidx;
+	struct slot *s;
+	const struct sg_dp_msg *m;
+	uint32_t nelem;
+	uint64_t now;
+};
+
+static void slot_complete(struct sg_dp_engine *e, struct pkt_ctx *c)
+{
+	struct job *j = c->j;
+	struct slot *s = c->s;
+
+	if (s->flags & SF_TIMED_OUT) {
+		e->st.incomplete_slots--;
+		ENG_LOG(NOTICE, "job %" PRIu32 " key %" PRIu32 " chunk %" PRIu32
+			" round %" PRIu32 ": completed after its timeout report",
+			j->id, c->k->id, c->chunk, s->round);
+	} else {
+		list_del(j, &j->active, c->sidx);
+	}
+	/* Every rank has pushed this round, so every rank had round-1's result. */
+	buf_put(e, &s->prev);
+	j->ifl_free[j->ifl_top++] = s->ifl;
+	s->state = S_DONE;
+	s->flags = 0;
+	s->t = c->now;
+	list_push_tail(j, &j->done, c->sidx);
+	e->st.rounds_completed++;
+	e->st.slots_active--;
+	for (uint32_t r = 0; r < j->n; r++)
+		emit_result(e, j, c->k, c->chunk, s->round, s->acc, r);
+}
+
+/* Open round m->round on a new or finished slot. @return 0 or -EAGAIN (NACKed). */
+static int slot_open(struct sg_dp_engine *e, struct pkt_ctx *c)
+{
+	struct job *j = c->j;
+	struct slot *s = c->s;
+	uint32_t rank = c->m->rank;
+	void *b;
+
+	if (j->ifl_top == 0) {
+		emit_code(e, j, c->k, c->chunk, c->m->round, rank, SG_DP_T_NACK, SG_DP_C_INFLIGHT);
+		return -EAGAIN;
+	}
+	b = buf_get(e, c->now);
+	if (b == NULL) {
+		emit_code(e, j, c->k, c->chunk, c->m->round, rank, SG_DP_T_NACK, SG_DP_C_BUSY);
+		return -EAGAIN;
+	}
+	if (s->state == S_DONE) {
+		if (s->acc != NULL)
+			list_del(j, &j->done, c->sidx);
+		s->prev = s->acc; /* round r's result becomes the shadow */
+	}
+	s->acc = b;
+	s->ifl = j->ifl_free[--j->ifl_top];
+	s->round = c->m->round;
+	s->arrived = 0;
+	s->next_rank = 0;
+	s->state = S_COLLECT;
+	s->flags = 0;
+	s->t = c->now;
+	list_push_tail(j, &j->active, c->sidx);
+	e->st.slots_active++;
+	return 0;
+}
+
+static void acc_fold(const struct job *j, void *acc, const void *src, uint32_t nelem, bool first)
+{
+	if (first)
+		sg_sum_acc_init(j->dtype, j->sum_flags, acc, src, nelem);
+	else
+		sg_sum_acc_add(j->dtype, j->sum_flags, acc, src, nelem);
+}
+
+/* Add one push to a collecting slot. @return 0 or -EAGAIN (NACKed, not added). */
+static int slot_add(struct sg_dp_engine *e, struct pkt_ctx *c)
+{
+	struct job *j = c->j;
+	struct slot *s = c->s;
+	uint32_t rank = c->m->rank;
+
+	if (j->mode == SG_DP_MODE_DETERM && rank != s->next_rank) {
+		/* Out of rank order: hold a copy until the lower ranks are folded in. */
+		void **st = &j->stage[(size_t)s->ifl * j->n + rank];
+
+		*st = buf_get(e, c->now);
+		if (*st == NULL) {
+			emit_code(e, j, c->k, c->chunk, s->round, rank, SG_DP_T_NACK,
+				  SG_DP_C_BUSY);
+			return -EAGAIN;
+		}
+		memcpy(*st, c->m->payload, (size_t)c->nelem * j->esz);
+	} else if (j->mode == SG_DP_MODE_DETERM) {
+		void **st;
+
+		acc_fold(j, s->acc, c->m->payload, c->nelem, rank == 0);
+		s->next_rank++;
+		while (s->next_rank < j->n &&
+		       *(st = &j->stage[(size_t)s->ifl * j->n + s->next_rank]) != NULL) {
+			acc_fold(j, s->acc, *st, c->nelem, false);
+			buf_put(e, st);
+			s->next_rank++;
+		}
+	} else {
+		acc_fold(j, s->acc, c->m->payload, c->nelem, s->arrived == 0);
+	}
+	s->arrived |= 1ull << rank;
+	e->st.rx_pushes++;
+	if (s->arrived == j->full)
+		slot_complete(e, c);
+	return 0;
+}
+
+/* Resend a kept result, or ERROR GONE if it was reclaimed. */
+static int resend(struct sg_dp_engine *e, struct pkt_ctx *c, const void *acc, uint32_t round)
+{
+	if (acc == NULL) {
+		emit_code(e, c->j, c->k, c->chunk, round, c->m->rank, SG_DP_T_ERROR,
+			  SG_DP_C_GONE);
+		return 0;
+	}
+	emit_result(e, c->j, c->k, c->chunk, round, acc, c->m->rank);
+	e->st.retransmits_served++;
+	return 0;
+}
+
+static int count_drop(struct sg_dp_engine *e, enum sg_dp_drop why)
+{
+	e->st.drops[why]++;
+	return -EBADMSG;
+}
+
+/* Where a round lies relative to the slot's: the window is r-1 .. r+1. */
+static int window_drop(struct sg_dp_engine *e, int32_t d)
+{
+	return count_drop(e, d < 0 ? SG_DP_DROP_ROUND_OLD : SG_DP_DROP_ROUND_NEW);
+}
+
+static int sync_push(struct sg_dp_engine *e, struct pkt_ctx *c)
+{
+	struct slot *s = c->s;
+	int32_t d = rdiff(c->m->round, s->round);
+
+	switch (s->state) {
+	case S_NEW:
+		if (slot_open(e, c) == 0)
+			slot_add(e, c);
+		return 0;
+	case S_COLLECT:
+		if (d == 0) {
+			if (!(s->arrived & (1ull << c->m->rank))) {
+				slot_add(e, c); /* a NACK still answers the packet */
+				return 0;
+			}
+			if (s->flags & SF_TIMED_OUT) {
+				/* The sender is still waiting: tell it again who is missing. */
+				emit_lost(e, c->j, c->k, c->chunk, s, c->m->rank);
+				return 0;
+			}
+			return count_drop(e, SG_DP_DROP_DUPLICATE);
+		}
+		if (d == -1)
+			return resend(e, c, s->prev, c->m->round);
+		return window_drop(e, d);
+	default: /* S_DONE */
+		if (d == 0)
+			return resend(e, c, s->acc, s->round);
+		if (d == 1) {
+			if (slot_open(e, c) == 0)
+				slot_add(e, c);
+			return 0;
+		}
+		return window_drop(e, d);
+	}
+}
+
+static int sync_pull(struct sg_dp_engine *e, struct pkt_ctx *c)
+{
+	struct slot *s = c->s;
+	int32_t d = rdiff(c->m->round, s->round);
+
+	if (s->state == S_NEW || (s->state == S_COLLECT && d == 0) ||
+	    (s->state == S_DONE && d == 1))
+		return count_drop(e, SG_DP_DROP_PENDING);
+	if (s->state == S_COLLECT && d == -1) {
+		e->st.rx_pulls++;
+		return resend(e, c, s->prev, c->m->round);
+	}
+	if (s->state == S_DONE && d == 0) {
+		e->st.rx_pulls++;
+		return resend(e, c, s->acc, s->round);
+	}
+	return window_drop(e, d);
+}
+
+/* ---- async slots --------------------------------------------------------- */
+
+static int async_push(struct sg_dp_engine *e, struct pkt_ctx *c)
+{
+	struct job *j = c->j;
+	struct slot *s = c->s;
+	uint32_t rank = c->m->rank;
+	uint32_t *last = &j->around[(size_t)c->sidx * j->n + rank];
+	bool seen = s->arrived & (1ull << rank);
+	int32_t d = rdiff(c->m->round, *last);
+
+	if (seen && d == 0)
+		return resend(e, c, s->acc, c->m->round);
+	if (seen && d != 1)
+		return window_drop(e, d);
+	if (s->state == S_NEW) {
+		s->acc = buf_get(e, c->now);
+		if (s->acc == NULL) {
+			emit_code(e, j, c->k, c->chunk, c->m->round, rank, SG_DP_T_NACK,
+				  SG_DP_C_BUSY);
+			return 0;
+		}
+		s->state = S_ASYNC;
+		acc_fold(j, s->acc, c->m->payload, c->nelem, true);
+	} else {
+		acc_fold(j, s->acc, c->m->payload, c->nelem, false);
+	}
+	s->arrived |= 1ull << rank;
+	*last = c->m->round;
+	e->st.rx_pushes++;
+	e->st.async_updates++;
+	emit_result(e, j, c->k, c->chunk, c->m->round, s->acc, rank);
+	return 0;
+}
+
+static int async_pull(struct sg_dp_engine *e, struct pkt_ctx *c)
+{
+	if (c->s->state == S_NEW)
+		return count_drop(e, SG_DP_DROP_PENDING);
+	e->st.rx_pulls++;
+	emit_result(e, c->j, c->k, c->chunk, c->m->round, c->s->acc, c->m->rank);
+	return 0;
+}
+
+/* ---- entry points -------------------------------------------------------- */
+
+int sg_dp_engine_rx(struct sg_dp_engine *e, const void *pkt, uint32_t len, uint64_t src,
+		    uint64_t now)
+{
+	struct sg_dp_msg m;
+	enum sg_dp_drop why;
+	struct pkt_ctx c;
+	struct job *j;
+
+	e->st.rx_packets++;
+	if (sg_dp_parse(pkt, len, &m, &why) != 0)
+		return count_drop(e, why);
+	if (m.type == SG_DP_T_JOIN)
+		return count_drop(e, SG_DP_DROP_JOIN);
+	if (m.type != SG_DP_T_PUSH && m.type != SG_DP_T_PULL)
+		return count_drop(e, SG_DP_DROP_DIRECTION);
+	j = job_find(e, m.job);
+	if (j == NULL)
+		return count_drop(e, SG_DP_DROP_JOB);
+	if (m.token != j->token)
+		return count_drop(e, SG_DP_DROP_TOKEN);
+	if (m.rank >= j->n)
+		return count_drop(e, SG_DP_DROP_RANK);
+	c.k = key_find(j, m.key);
+	if (c.k == NULL)
+		return count_drop(e, SG_DP_DROP_KEY);
+	if (m.chunk >= c.k->nchunks || m.nchunks != c.k->nchunks)
+		return count_drop(e, SG_DP_DROP_CHUNK);
+	if (m.offset != (uint64_t)m.chunk * j->chunk_bytes)
+		return count_drop(e, SG_DP_DROP_OFFSET);
+	if (m.dtype != j->dtype)
+		return count_drop(e, SG_DP_DROP_JOB_DTYPE);
+	c.nelem = chunk_nelem(j, c.k, m.chunk);
+	if (m.type == SG_DP_T_PUSH && m.nelem != c.nelem)
+		return count_drop(e, SG_DP_DROP_NELEM);
+
+	j->peer[m.rank] = src;
+	c.j = j;
+	c.m = &m;
+	c.chunk = m.chunk;
+	c.sidx = c.k->base + m.chunk;
+	c.s = &j->slots[c.sidx];
+	c.now = now;
+	if (j->mode == SG_DP_MODE_ASYNC)
+		return m.type == SG_DP_T_PUSH ? async_push(e, &c) : async_pull(e, &c);
+	return m.type == SG_DP_T_PUSH ? sync_push(e, &c) : sync_pull(e, &c);
+}
+
+/* "3,5,17" for the set bits of @mask, truncated to fit @buf. */
+static void format_ranks(char *buf, size_t cap, uint64_t mask)
+{
+	size_t off = 0;
+
+	buf[0] = '\0';
+	for (unsigned int r = 0; r < 64 && off < cap; r++) {
+		if (mask & (1ull << r)) {
+			int w = snprintf(buf + off, cap - off, "%s%u", off ? "," : "", r);
+
+			if (w < 0)
+				break;
+			off += (size_t)w;
+		}
+	}
+}
+
+static int job_poll(struct sg_dp_engine *e, struct job *j, uint64_t now, int logged)
+{
+	int n = 0;
+	uint32_t i;
+
+	while ((i = j->active.head) != NIL && now - j->slots[i].t >= e->conf.slot_timeout_ns) {
+		struct slot *s = &j->slots[i];
+		const struct key_ent *k;
+		uint32_t chunk;
+
+		/* Find the slot's key: keys are laid out in slot order. */
+		{
+			uint32_t lo = 0, hi = j->nkeys - 1;
+
+			while (lo < hi) {
+				uint32_t mid = lo + (hi - lo + 1) / 2;
+
+				if (j->keys[mid].base <= i)
+					lo = mid;
+				else
+					hi = mid - 1;
+			}
+			k = &j->keys[lo];
+			chunk = i - k->base;
+		}
+		list_del(j, &j->active, i);
+		s->flags |= SF_TIMED_OUT;
+		e->st.slot_timeouts++;
+		e->st.incomplete_slots++;
+		if (logged + n < LOG_PER_POLL) {
+			char miss[200];
+
+			format_ranks(miss, sizeof(miss), j->full & ~s->arrived);
+			ENG_LOG(ERR, "job %" PRIu32 " key %" PRIu32 " chunk %" PRIu32
+				" round %" PRIu32 ": %d of %" PRIu32 " pushes after %" PRIu64
+				" ms; missing ranks: %s", j->id, k->id, chunk, s->round,
+				__builtin_popcountll(s->arrived), j->n,
+				(now - s->t) / 1000000, miss);
+		}
+		for (uint32_t r = 0; r < j->n; r++)
+			if (s->arrived & (1ull << r))
+				emit_lost(e, j, k, chunk, s, r);
+		n++;
+	}
+	return n;
+}
+
+int sg_dp_engine_poll(struct sg_dp_engine *e, uint64_t now)
+{
+	int n = 0;
+
+	for (uint32_t i = 0; i < e->njobs; i++)
+		n += job_poll(e, e->jobs[i], now, n);
+	if (n > LOG_PER_POLL)
+		ENG_LOG(ERR, "%d more slots timed out (worker loss); see the slot_timeouts counter",
+			n - LOG_PER_POLL);
+	return n;
+}
+
+void sg_dp_engine_stats(const struct sg_dp_engine *e, struct sg_dp_stats *st)
+{
+	*st = e->st;
+	st->pool_free = sg_sum_pool_avail(e->pool);
+}
+
+uint32_t sg_dp_engine_buf_size(const struct sg_dp_engine *e)
+{
+	return e->buf_size;
+}
+
+/* ---- construction -------------------------------------------------------- */
+
+struct sg_dp_engine *sg_dp_engine_create(const struct sg_dp_engine_conf *conf)
+{
+	struct sg_dp_engine *e;
+
+	if (conf == NULL || conf->tx.alloc == NULL || conf->tx.send == NULL) {
+		ENG_LOG(ERR, "engine: tx.alloc and tx.send are required");
+		errno = EINVAL;
+		return NULL;
+	}
+	e = calloc(1, sizeof(*e));
+	if (e == NULL)
+		return NULL;
+	e->conf = *conf;
+	if (e->conf.pool_bufs == 0)
+		e->conf.pool_bufs = DEF_POOL_BUFS;
+	if (e->conf.max_payload == 0)
+		e->conf.max_payload = SG_DP_PAYLOAD_MTU1500;
+	if (e->conf.max_jobs == 0)
+		e->conf.max_jobs = DEF_MAX_JOBS;
+	if (e->conf.slot_timeout_ns == 0)
+		e->conf.slot_timeout_ns = DEF_SLOT_TIMEOUT_NS;
+	if (e->conf.shadow_hold_ns == 0)
+		e->conf.shadow_hold_ns = DEF_SHADOW_HOLD_NS;
+	if (e->conf.max_payload > SG_DP_MAX_CHUNK_BYTES || e->conf.max_jobs > MAX_MAX_JOBS ||
+	    e->conf.pool_bufs > (1u << 24)) {
+		ENG_LOG(ERR, "engine: max_payload %" PRIu32 " > %d, max_jobs %" PRIu32
+			" > %u or pool_bufs %" PRIu32 " > 2^24",
+			e->conf.max_payload, SG_DP_MAX_CHUNK_BYTES, e->conf.max_jobs,
+			MAX_MAX_JOBS, e->conf.pool_bufs);
+		free(e);
+		errno = EINVAL;
+		return NULL;
+	}
+	/* fp16/bf16 accumulate in fp32: twice the payload. */
+	e->buf_size = RTE_ALIGN_CEIL(2 * e->conf.max_payload, 64);
+	e->jobs = calloc(e->conf.max_jobs, sizeof(*e->jobs));
+	e->pool = sg_sum_pool_create(e->conf.numa_node, e->buf_size, e->conf.pool_bufs);
+	if (e->jobs == NULL || e->pool == NULL) {
+		int err = e->pool == NULL ? errno : ENOMEM;
+
+		sg_sum_pool_destroy(e->pool);
+		free(e->jobs);
+		free(e);
+		errno = err != 0 ? err : ENOMEM;
+		return NULL;
+	}
+	/* The sum library chooses its implementation now, not on the first packet. */
+	sg_sum_init();
+	return e;
+}
+
+static void job_free(struct sg_dp_engine *e, struct job *j)
+{
+	if (j->slots != NULL) {
+		for (uint32_t i = 0; i < j->nslots; i++) {
+			struct slot *s = &j->slots[i];
+
+			if (s->state == S_COLLECT) {
+				e->st.slots_active--;
+				if (s->flags & SF_TIMED_OUT)
+					e->st.incomplete_slots--;
+				if (j->stage != NULL)
+					for (uint32_t r = 0; r < j->n; r++)
+						buf_put(e, &j->stage[(size_t)s->ifl * j->n + r]);
+			}
+			buf_put(e, &s->acc);
+			buf_put(e, &s->prev);
+		}
+	}
+	free(j->slots);
+	free(j->keys);
+	free(j->khash);
+	free(j->peer);
+	free(j->ifl_free);
+	free(j->stage);
+	free(j->around);
+	free(j);
+}
+
+static int job_check(const struct sg_dp_engine *e, const struct sg_dp_job_conf *c,
+		     uint32_t chunk_bytes, uint32_t part)
+{
+	size_t esz = sg_dtype_size(c->dtype);
+
+	if (c->nworkers < 1 || c->nworkers > SG_DP_MAX_WORKERS) {
+		ENG_LOG(ERR, "job %" PRIu32 ": %" PRIu32 " workers is outside 1..%d", c->id,
+			c->nworkers, SG_DP_MAX_WORKERS);
+		return -EINVAL;
+	}
+	if (esz == 0 || (unsigned int)c->mode >= SG_DP_MODE_COUNT ||
+	    (c->sum_flags & ~SG_SUM_F_NATIVE) != 0) {
+		ENG_LOG(ERR, "job %" PRIu32 ": unknown dtype %d, mode %d or sum flags 0x%x",
+			c->id, (int)c->dtype, (int)c->mode, c->sum_flags);
+		return -EINVAL;
+	}
+	if (chunk_bytes % 8 != 0 || chunk_bytes > e->conf.max_payload) {
+		ENG_LOG(ERR, "job %" PRIu32 ": chunk_bytes %" PRIu32
+			" must be a multiple of 8 and at most the engine's max_payload %" PRIu32,
+			c->id, chunk_bytes, e->conf.max_payload);
+		return -EINVAL;
+	}
+	if (c->keys == NULL || c->nkeys == 0 || c->nkeys > (1u << 24)) {
+		ENG_LOG(ERR, "job %" PRIu32 ": needs 1..2^24 keys, got %" PRIu32, c->id,
+			c->nkeys);
+		return -EINVAL;
+	}
+	for (uint32_t i = 0; i < c->nkeys; i++) {
+		uint64_t bytes = (uint64_t)c->keys[i].nelem * esz;
+
+		if (c->keys[i].nelem == 0 || bytes > part) {
+			ENG_LOG(ERR, "job %" PRIu32 ": key %" PRIu32 " has %" PRIu64
+				" bytes; must be 1..partition_bytes %" PRIu32, c->id,
+				c->keys[i].id, bytes, part);
+			return -EINVAL;
+		}
+	}
+	return 0;
+}
+
+/* Fill the key table and hash; @return total slots or 0 on a duplicate key. */
+static uint64_t job_keys(struct job *j, const struct sg_dp_job_conf *c)
+{
+	uint64_t base = 0;
+
+	for (uint32_t i = 0; i < c->nkeys; i++) {
+		struct key_ent *k = &j->keys[i];
+		uint32_t h;
+
+		k->id = c->keys[i].id;
+		k->nelem = c->keys[i].nelem;
+		k->nchunks = sg_dp_chunk_count(k->nelem, j->dtype, j->chunk_bytes);
+		k->base = (uint32_t)base;
+		base += k->nchunks;
+		if (base >= NIL)
+			return 0;
+		for (h = hash32(k->id) & j->kmask; j->khash[h] != 0; h = (h + 1) & j->kmask)
+			if (j->keys[j->khash[h] - 1].id == k->id)
+				return 0;
+		j->khash[h] = i + 1;
+	}
+	return base;
+}
+
+int sg_dp_engine_add_job(struct sg_dp_engine *e, const struct sg_dp_job_conf *c)
+{
+	uint32_t chunk_bytes, part, hsize = 4;
+	uint64_t nslots;
+	struct job *j;
+	int rc;
+
+	if (e == NULL || c == NULL)
+		return -EINVAL;
+	chunk_bytes = c->chunk_bytes ? c->chunk_bytes : SG_DP_PAYLOAD_MTU1500;
+	part = c->partition_bytes ? c->partition_bytes : SG_DP_PARTITION_DEFAULT;
+	rc = job_check(e, c, chunk_bytes, part);
+	if (rc != 0)
+		return rc;
+	if (job_find(e, c->id) != NULL)
+		return -EEXIST;
+	if (e->njobs == e->conf.max_jobs)
+		return -ENOSPC;
+	j = calloc(1, sizeof(*j));
+	if (j == NULL)
+		return -ENOMEM;
+	j->id = c->id;
+	j->n = c->nworkers;
+	j->token = c->token;
+	j->full = j->n == 64 ? UINT64_MAX : (1ull << j->n) - 1;
+	j->dtype = c->dtype;
+	j->mode = c->mode;
+	j->sum_flags = c->sum_flags;
+	j->esz = (uint32_t)sg_dtype_size(c->dtype);
+	j->chunk_bytes = chunk_bytes;
+	j->chunk_elems = chunk_bytes / j->esz;
+	j->nkeys = c->nkeys;
+	j->max_inflight = c->max_inflight ? c->max_inflight : RTE_MAX(e->conf.pool_bufs / 2, 1u);
+	j->max_inflight = RTE_MIN(j->max_inflight, (uint32_t)UINT16_MAX + 1);
+	j->active.head = j->active.tail = NIL;
+	j->done.head = j->done.tail = NIL;
+	while (hsize < 2 * c->nkeys)
+		hsize <<= 1;
+	j->kmask = hsize - 1;
+	j->keys = calloc(c->nkeys, sizeof(*j->keys));
+	j->khash = calloc(hsize, sizeof(*j->khash));
+	j->peer = calloc(j->n, sizeof(*j->peer));
+	j->ifl_free = calloc(j->max_inflight, sizeof(*j->ifl_free));
+	if (j->keys == NULL || j->khash == NULL || j->peer == NULL || j->ifl_free == NULL)
+		goto nomem;
+	nslots = job_keys(j, c);
+	if (nslots == 0) {
+		ENG_LOG(ERR, "job %" PRIu32 ": duplicate key ids or more than 2^32-1 chunks",
+			c->id);
+		job_free(e, j);
+		return -EINVAL;
+	}
+	j->nslots = (uint32_t)nslots;
+	j->slots = calloc(nslots, sizeof(*j->slots));
+	if (j->slots == NULL)
+		goto nomem;
+	for (uint32_t i = 0; i < j->max_inflight; i++)
+		j->ifl_free[i] = (uint16_t)(j->max_inflight - 1 - i);
+	j->ifl_top = j->max_inflight;
+	if (j->mode == SG_DP_MODE_DETERM) {
+		j->stage = calloc((size_t)j->max_inflight * j->n, sizeof(*j->stage));
+		if (j->stage == NULL)
+			goto nomem;
+	}
+	if (j->mode == SG_DP_MODE_ASYNC) {
+		j->around = calloc((size_t)nslots * j->n, sizeof(*j->around));
+		if (j->around == NULL)
+			goto nomem;
+	}
+	e->jobs[e->njobs++] = j;
+	ENG_LOG(INFO, "job %" PRIu32 " added: %" PRIu32 " workers, %s, %s, %" PRIu32
+		" keys, %" PRIu32 " chunks of %" PRIu32 " bytes, %" PRIu32 " in flight",
+		j->id, j->n, sg_dtype_name(j->dtype), sg_dp_mode_name(j->mode), j->nkeys,
+		j->nslots, j->chunk_bytes, j->max_inflight);
+	return 0;
+nomem:
+	job_free(e, j);
+	return -ENOMEM;
+}
+
+int sg_dp_engine_remove_job(struct sg_dp_engine *e, uint32_t job_id)
+{
+	struct job *j = e != NULL ? job_find(e, job_id) : NULL;
+
+	if (j == NULL)
+		return -ENOENT;
+	for (uint32_t i = 0; i < e->njobs; i++) {
+		if (e->jobs[i] == j) {
+			e->jobs[i] = e->jobs[--e->njobs];
+			break;
+		}
+	}
+	e->last = NULL;
+	job_free(e, j);
+	return 0;
+}
+
+void sg_dp_engine_destroy(struct sg_dp_engine *e)
+{
+	if (e == NULL)
+		return;
+	while (e->njobs > 0)
+		sg_dp_engine_remove_job(e, e->jobs[0]->id);
+	sg_sum_pool_destroy(e->pool);
+	free(e->jobs);
+	free(e);
+}

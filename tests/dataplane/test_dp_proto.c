@@ -1,0 +1,475 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * Wire format and validation: the header layout against hand-written bytes,
+ * every malformed case with its own drop counter (parser and engine), bad
+ * configurations, and random garbage that must neither crash the engine nor
+ * change a sum.
+ */
+#include <errno.h>
+#include <stdio.h>
+
+#include "dp_test_util.h"
+
+static struct cap cap;
+
+/* The example of docs/protocol.md, byte for byte. */
+static const uint8_t doc_example[SG_DP_HDR_LEN] = {
+	0x53, 0x47, 0x4d, 0x41, 0x01, 0x01, 0x00, 0x00, 0x00, 0x00, 0x00, 0x07, 0x00, 0x01, 0x00, 0x00,
+	0x01, 0x23, 0x45, 0x67, 0x89, 0xab, 0xcd, 0xef, 0x00, 0x00, 0x00, 0x2a, 0x00, 0x00, 0x00, 0x02,
+	0x00, 0x00, 0x00, 0x03, 0x00, 0x00, 0x00, 0x05, 0x00, 0x00, 0x01, 0x20, 0x00, 0x00, 0x0b, 0x20,
+};
+
+static void test_layout(void)
+{
+	static uint8_t pkt[SG_DP_HDR_LEN + 1152], built[sizeof(pkt)];
+	struct sg_dp_msg m;
+	enum sg_dp_drop why = SG_DP_DROP_COUNT;
+
+	memcpy(pkt, doc_example, sizeof(doc_example));
+	for (unsigned int i = 0; i < 1152; i++)
+		pkt[SG_DP_HDR_LEN + i] = (uint8_t)i;
+	SG_CHECK_EQ(sg_dp_parse(pkt, sizeof(pkt), &m, &why), 0);
+	SG_CHECK_EQ(why, SG_DP_DROP_NONE);
+	SG_CHECK_EQ(m.type, SG_DP_T_PUSH);
+	SG_CHECK_EQ(m.dtype, SG_DTYPE_FP32);
+	SG_CHECK_EQ(m.job, 7);
+	SG_CHECK_EQ(m.rank, 1);
+	SG_CHECK(m.token == 0x0123456789abcdefull, "token %#" PRIx64, m.token);
+	SG_CHECK_EQ(m.key, 42);
+	SG_CHECK_EQ(m.chunk, 2);
+	SG_CHECK_EQ(m.nchunks, 3);
+	SG_CHECK_EQ(m.round, 5);
+	SG_CHECK_EQ(m.nelem, 288);
+	SG_CHECK_EQ(m.offset, 2848);
+	SG_CHECK_EQ(m.payload_len, 1152);
+	SG_CHECK(m.payload == pkt + SG_DP_HDR_LEN, "payload pointer");
+	SG_CHECK_EQ(sg_dp_chunk_count(1000, SG_DTYPE_FP32, 1424), 3);
+	/* Build gives the same bytes back. */
+	SG_CHECK_EQ(sg_dp_build(built, sizeof(built), &m, m.payload, m.payload_len),
+		    (int)sizeof(pkt));
+	SG_CHECK(memcmp(built, pkt, sizeof(pkt)) == 0, "build(parse(x)) != x");
+	SG_CHECK_EQ(sg_dp_build(built, sizeof(built) - 1, &m, m.payload, m.payload_len),
+		    -ENOSPC);
+	SG_CHECK_EQ(sg_dp_build(built, sizeof(built), &m, m.payload, SG_DP_MAX_PAYLOAD + 1),
+		    -EINVAL);
+	/* Unaligned packets parse the same. */
+	{
+		static uint8_t odd[sizeof(pkt) + 1];
+
+		memcpy(odd + 1, pkt, sizeof(pkt));
+		SG_CHECK_EQ(sg_dp_parse(odd + 1, sizeof(pkt), &m, NULL), 0);
+		SG_CHECK_EQ(m.offset, 2848);
+	}
+}
+
+/* Patch one header byte of a copy of the example and expect @why. */
+static void expect_parse(const uint8_t *pkt, size_t len, enum sg_dp_drop want, const char *what)
+{
+	struct sg_dp_msg m;
+	enum sg_dp_drop why = SG_DP_DROP_NONE;
+	int rc = sg_dp_parse(pkt, len, &m, &why);
+
+	SG_CHECK(rc == -EBADMSG && why == want, "%s: rc %d, reason %s, want %s", what, rc,
+		 sg_dp_drop_name(why), sg_dp_drop_name(want));
+}
+
+static uint8_t *example(uint8_t *pkt, size_t payload)
+{
+	memset(pkt, 0, SG_DP_HDR_LEN + payload);
+	memcpy(pkt, doc_example, SG_DP_HDR_LEN);
+	return pkt;
+}
+
+static void set_be32(uint8_t *p, uint32_t v)
+{
+	p[0] = (uint8_t)(v >> 24);
+	p[1] = (uint8_t)(v >> 16);
+	p[2] = (uint8_t)(v >> 8);
+	p[3] = (uint8_t)v;
+}
+
+static void test_parse_malformed(void)
+{
+	static uint8_t p[SG_DP_HDR_LEN + SG_DP_MAX_PAYLOAD + 16];
+	const size_t full = SG_DP_HDR_LEN + 1152;
+
+	expect_parse(NULL, 0, SG_DP_DROP_SHORT, "NULL");
+	expect_parse(example(p, 1152), 0, SG_DP_DROP_SHORT, "empty");
+	expect_parse(example(p, 1152), 1, SG_DP_DROP_SHORT, "1 byte");
+	expect_parse(example(p, 1152), SG_DP_HDR_LEN - 1, SG_DP_DROP_SHORT, "47 bytes");
+	example(p, 1152)[0] = 0x54;
+	expect_parse(p, full, SG_DP_DROP_MAGIC, "magic");
+	example(p, 1152)[3] = 0;
+	expect_parse(p, full, SG_DP_DROP_MAGIC, "magic low byte");
+	example(p, 1152)[4] = 0;
+	expect_parse(p, full, SG_DP_DROP_VERSION, "version 0");
+	example(p, 1152)[4] = 2;
+	expect_parse(p, full, SG_DP_DROP_VERSION, "version 2");
+	example(p, 1152)[5] = 0;
+	expect_parse(p, full, SG_DP_DROP_TYPE, "type 0");
+	example(p, 1152)[5] = SG_DP_T_MAX + 1;
+	expect_parse(p, full, SG_DP_DROP_TYPE, "type 7");
+	example(p, 1152)[5] = 0xff;
+	expect_parse(p, full, SG_DP_DROP_TYPE, "type 255");
+	example(p, 1152)[6] = 0x02;
+	expect_parse(p, full, SG_DP_DROP_FLAGS, "flag 0x02");
+	example(p, 1152)[6] = 0x81;
+	expect_parse(p, full, SG_DP_DROP_FLAGS, "flag 0x81");
+	example(p, 1152)[6] = SG_DP_F_RETRANS;
+	SG_CHECK_EQ(sg_dp_parse(p, full, &(struct sg_dp_msg){0}, NULL), 0);
+	example(p, 1152)[7] = SG_DTYPE_COUNT;
+	expect_parse(p, full, SG_DP_DROP_DTYPE, "dtype 8");
+	example(p, 1152)[7] = 0xff;
+	expect_parse(p, full, SG_DP_DROP_DTYPE, "dtype 255");
+	/* Element count against length. */
+	expect_parse(example(p, 1152), full - 1, SG_DP_DROP_LENGTH, "payload one short");
+	expect_parse(example(p, 1152), full + 1, SG_DP_DROP_LENGTH, "payload one long");
+	expect_parse(example(p, 1152), SG_DP_HDR_LEN, SG_DP_DROP_LENGTH, "no payload");
+	example(p, 1152)[7] = SG_DTYPE_FP64; /* 288 * 8 != 1152 */
+	expect_parse(p, full, SG_DP_DROP_LENGTH, "fp64 count");
+	set_be32(example(p, 1152) + 40, 0xffffffffu);
+	expect_parse(p, full, SG_DP_DROP_LENGTH, "huge nelem");
+	example(p, 1152)[5] = SG_DP_T_RESULT;
+	p[7] = SG_DTYPE_BF16;
+	expect_parse(p, full, SG_DP_DROP_LENGTH, "result bf16 count");
+	/* Oversized payload, consistent count: still too big for any MTU. */
+	set_be32(example(p, SG_DP_MAX_PAYLOAD + 8) + 40, (SG_DP_MAX_PAYLOAD + 4) / 4);
+	expect_parse(p, SG_DP_HDR_LEN + SG_DP_MAX_PAYLOAD + 4, SG_DP_DROP_LENGTH, "too big");
+	/* Header-only types must not carry a payload; ERROR at most 8 bytes. */
+	example(p, 8)[5] = SG_DP_T_PULL;
+	expect_parse(p, SG_DP_HDR_LEN + 4, SG_DP_DROP_LENGTH, "pull with payload");
+	SG_CHECK_EQ(sg_dp_parse(p, SG_DP_HDR_LEN, &(struct sg_dp_msg){0}, NULL), 0);
+	p[5] = SG_DP_T_NACK;
+	expect_parse(p, SG_DP_HDR_LEN + 1, SG_DP_DROP_LENGTH, "nack with payload");
+	p[5] = SG_DP_T_JOIN;
+	expect_parse(p, SG_DP_HDR_LEN + 8, SG_DP_DROP_LENGTH, "join with payload");
+	example(p, 16)[5] = SG_DP_T_ERROR;
+	expect_parse(p, SG_DP_HDR_LEN + 9, SG_DP_DROP_LENGTH, "error payload 9");
+	SG_CHECK_EQ(sg_dp_parse(p, SG_DP_HDR_LEN + 8, &(struct sg_dp_msg){0}, NULL), 0);
+}
+
+static void test_names(void)
+{
+	enum sg_dp_mode mode;
+
+	for (int i = 0; i < SG_DP_DROP_COUNT; i++) {
+		SG_CHECK(strcmp(sg_dp_drop_name(i), "unknown") != 0, "reason %d has no name", i);
+		for (int k = 0; k < i; k++)
+			SG_CHECK(strcmp(sg_dp_drop_name(i), sg_dp_drop_name(k)) != 0,
+				 "reasons %d and %d share a name", i, k);
+	}
+	SG_CHECK(strcmp(sg_dp_drop_name(SG_DP_DROP_COUNT), "unknown") == 0, "drop name");
+	SG_CHECK(strcmp(sg_dp_drop_name(-1), "unknown") == 0, "drop name -1");
+	SG_CHECK(strcmp(sg_dp_type_name(0), "unknown") == 0, "type 0");
+	SG_CHECK(strcmp(sg_dp_type_name(SG_DP_T_PUSH), "push") == 0, "type push");
+	SG_CHECK(strcmp(sg_dp_type_name(99), "unknown") == 0, "type 99");
+	SG_CHECK(strcmp(sg_dp_mode_name(SG_DP_MODE_DETERM), "deterministic") == 0, "mode");
+	SG_CHECK(strcmp(sg_dp_mode_name(7), "unknown") == 0, "mode 7");
+	SG_CHECK(sg_dp_mode_from_name("ASYNC", &mode) == 0 && mode == SG_DP_MODE_ASYNC, "a");
+	SG_CHECK(sg_dp_mode_from_name("determ", &mode) == 0 && mode == SG_DP_MODE_DETERM, "d");
+	SG_CHECK_EQ(sg_dp_mode_from_name("fast", &mode), -EINVAL);
+	SG_CHECK_EQ(sg_dp_mode_from_name(NULL, &mode), -EINVAL);
+}
+
+/* ---- engine-level validation ---------------------------------------- */
+
+#define JOB 7
+#define TOKEN 0x0123456789abcdefull
+#define KEY 42
+#define KEY_NELEM 1000
+#define NW 3
+
+static const struct push_spec spec = {
+	.job = JOB, .token = TOKEN, .dtype = SG_DTYPE_FP32, .chunk_bytes = 1424,
+	.key = KEY, .key_nelem = KEY_NELEM,
+};
+
+static struct sg_dp_engine *mk_engine(void)
+{
+	struct sg_dp_engine_conf ec = {.numa_node = -1, .pool_bufs = 64};
+	struct sg_dp_key keys[2] = {{.id = KEY, .nelem = KEY_NELEM}, {.id = 9, .nelem = 10}};
+	struct sg_dp_job_conf jc = {
+		.id = JOB, .nworkers = NW, .token = TOKEN, .dtype = SG_DTYPE_FP32,
+		.keys = keys, .nkeys = 2,
+	};
+	struct sg_dp_engine *e = cap_engine(&cap, &ec);
+
+	SG_CHECK(e != NULL, "engine create");
+	if (e != NULL)
+		SG_CHECK_EQ(sg_dp_engine_add_job(e, &jc), 0);
+	return e;
+}
+
+/* Feed one packet; exactly drops[want] must move, and nothing be sent or summed. */
+static void expect_drop(struct sg_dp_engine *e, const uint8_t *pkt, uint32_t len,
+			enum sg_dp_drop want, const char *what)
+{
+	struct sg_dp_stats a, b;
+	unsigned int sent = cap.n;
+	int rc;
+
+	sg_dp_engine_stats(e, &a);
+	rc = sg_dp_engine_rx(e, pkt, len, 1, 0);
+	sg_dp_engine_stats(e, &b);
+	SG_CHECK(rc == -EBADMSG, "%s: rc %d", what, rc);
+	for (int i = 0; i < SG_DP_DROP_COUNT; i++)
+		SG_CHECK(b.drops[i] - a.drops[i] == (uint64_t)(i == (int)want),
+			 "%s: counter %s moved by %" PRIu64 " (want %s)", what,
+			 sg_dp_drop_name(i), b.drops[i] - a.drops[i], sg_dp_drop_name(want));
+	SG_CHECK(b.rx_pushes == a.rx_pushes && cap.n == sent, "%s: it was used", what);
+}
+
+static void test_engine_drops(void)
+{
+	static uint8_t p[SG_DP_HDR_LEN + SG_DP_MAX_PAYLOAD + 16];
+	static float data[KEY_NELEM];
+	struct push_spec s = spec;
+	struct sg_dp_engine *e = mk_engine();
+	struct sg_dp_stats st;
+	uint32_t len;
+
+	if (e == NULL)
+		return;
+	/* Every parser reason reaches its engine counter. */
+	expect_drop(e, example(p, 8), SG_DP_HDR_LEN - 1, SG_DP_DROP_SHORT, "e short");
+	example(p, 8)[0] ^= 1;
+	expect_drop(e, p, SG_DP_HDR_LEN, SG_DP_DROP_MAGIC, "e magic");
+	example(p, 8)[4] = 9;
+	expect_drop(e, p, SG_DP_HDR_LEN, SG_DP_DROP_VERSION, "e version");
+	example(p, 8)[5] = 77;
+	expect_drop(e, p, SG_DP_HDR_LEN, SG_DP_DROP_TYPE, "e type");
+	example(p, 8)[6] = 0x40;
+	expect_drop(e, p, SG_DP_HDR_LEN, SG_DP_DROP_FLAGS, "e flags");
+	example(p, 8)[7] = 42;
+	expect_drop(e, p, SG_DP_HDR_LEN, SG_DP_DROP_DTYPE, "e dtype");
+	expect_drop(e, example(p, 8), SG_DP_HDR_LEN + 4, SG_DP_DROP_LENGTH, "e length");
+
+	/* Engine-level reasons, each from an otherwise valid push. */
+	len = mk_pkt(p, &s, 0, 2, 5, data);
+	p[5] = SG_DP_T_JOIN;
+	expect_drop(e, p, SG_DP_HDR_LEN, SG_DP_DROP_JOIN, "join");
+	for (uint8_t t = SG_DP_T_RESULT; t <= SG_DP_T_ERROR; t++) {
+		if (t == SG_DP_T_PULL)
+			continue;
+		len = mk_pkt(p, &s, 0, 2, 5, data);
+		p[5] = t;
+		expect_drop(e, p, t == SG_DP_T_RESULT ? len : SG_DP_HDR_LEN,
+			    SG_DP_DROP_DIRECTION, sg_dp_type_name(t));
+	}
+	s.job = 8;
+	expect_drop(e, p, mk_pkt(p, &s, 0, 0, 0, data), SG_DP_DROP_JOB, "unknown job");
+	s = spec;
+	s.token ^= 1ull << 63;
+	expect_drop(e, p, mk_pkt(p, &s, 0, 0, 0, data), SG_DP_DROP_TOKEN, "token");
+	s = spec;
+	expect_drop(e, p, mk_pkt(p, &s, NW, 0, 0, data), SG_DP_DROP_RANK, "rank N");
+	expect_drop(e, p, mk_pkt(p, &s, 0xffff, 0, 0, data), SG_DP_DROP_RANK, "rank 65535");
+	s.key = 43;
+	expect_drop(e, p, mk_pkt(p, &s, 0, 0, 0, data), SG_DP_DROP_KEY, "unknown key");
+	s = spec;
+	len = mk_pkt(p, &s, 0, 2, 0, data);
+	set_be32(p + 28, 3); /* chunk == nchunks */
+	expect_drop(e, p, len, SG_DP_DROP_CHUNK, "chunk index");
+	len = mk_pkt(p, &s, 0, 2, 0, data);
+	set_be32(p + 32, 4); /* wrong chunk count */
+	expect_drop(e, p, len, SG_DP_DROP_CHUNK, "chunk count");
+	len = mk_pkt(p, &s, 0, 2, 0, data);
+	set_be32(p + 44, 2848 + 4);
+	expect_drop(e, p, len, SG_DP_DROP_OFFSET, "offset");
+	set_be32(p + 44, 0xffffffffu);
+	expect_drop(e, p, len, SG_DP_DROP_OFFSET, "offset far out");
+	len = mk_pkt(p, &s, 0, 2, 0, data);
+	p[7] = SG_DTYPE_INT32; /* same size, other type */
+	expect_drop(e, p, len, SG_DP_DROP_JOB_DTYPE, "job dtype");
+	/* A full chunk's count on the short last chunk, with a matching length. */
+	s.key_nelem = 2000;
+	len = mk_pkt(p, &s, 0, 2, 0, data);
+	set_be32(p + 32, 3);
+	expect_drop(e, p, len, SG_DP_DROP_NELEM, "nelem");
+	s = spec;
+
+	/* Nothing above left a trace: a clean round sums exactly. */
+	for (uint32_t r = 0; r < NW; r++) {
+		for (unsigned int i = 0; i < KEY_NELEM; i++)
+			data[i] = (float)(i + 1000 * r);
+		cap.n = 0;
+		for (uint32_t c = 0; c < 3; c++)
+			SG_CHECK_EQ(sg_dp_engine_rx(e, p, mk_pkt(p, &s, r, c, 5,
+							       data + c * 356), 100 + r, 0), 0);
+	}
+	SG_CHECK_EQ(cap.n, 3 * NW);
+	for (unsigned int i = 0; i < cap.n; i++) {
+		const struct cap_pkt *q = &cap.pkts[i];
+		const float *v = q->m.payload;
+		bool ok = true;
+
+		SG_CHECK_EQ(q->m.type, SG_DP_T_RESULT);
+		SG_CHECK_EQ(q->dest, (uint64_t)100 + q->m.rank);
+		for (unsigned int k = 0; k < q->m.nelem; k++) {
+			unsigned int idx = q->m.chunk * 356 + k;
+			float f;
+
+			memcpy(&f, &v[k], sizeof(f));
+			ok &= f == (float)(3 * idx + 3000);
+		}
+		SG_CHECK(ok, "result of chunk %u wrong", q->m.chunk);
+	}
+	sg_dp_engine_stats(e, &st);
+	SG_CHECK_EQ(st.rounds_completed, 3);
+	SG_CHECK_EQ(st.rx_pushes, 3 * NW);
+	sg_dp_engine_destroy(e);
+}
+
+/* Random bytes and mutated packets of another job: no crash, job 7 untouched. */
+static void test_garbage(void)
+{
+	static uint8_t p[SG_DP_HDR_LEN + SG_DP_MAX_PAYLOAD + 64];
+	static float data[KEY_NELEM];
+	struct sg_dp_engine *e = mk_engine();
+	struct sg_dp_key k2 = {.id = KEY, .nelem = KEY_NELEM};
+	struct sg_dp_job_conf jc = {.id = 2, .nworkers = 4, .token = 5, .dtype = SG_DTYPE_FP32,
+				    .keys = &k2, .nkeys = 1};
+	struct push_spec s2 = spec;
+	struct sg_dp_stats st;
+	uint64_t rng = 12345, used = 0, dropped = 0;
+
+	if (e == NULL)
+		return;
+	SG_CHECK_EQ(sg_dp_engine_add_job(e, &jc), 0);
+	s2.job = 2;
+	s2.token = 5;
+	for (unsigned int it = 0; it < 60000; it++) {
+		uint64_t r = splitmix64(&rng);
+		uint32_t len;
+		int rc;
+
+		if (it % 3 == 0) {
+			len = (uint32_t)(r % sizeof(p));
+			for (uint32_t i = 0; i < len; i += 8) {
+				uint64_t w = splitmix64(&rng);
+
+				memcpy(p + i, &w, len - i < 8 ? len - i : 8);
+			}
+		} else {
+			len = mk_pkt(p, &s2, (uint32_t)(r >> 8) % 4, (uint32_t)(r >> 16) % 3,
+				     (uint32_t)(r >> 24) % 4, (r & 1) ? data : NULL);
+			for (unsigned int f = 0; f < 1 + (r >> 32) % 3; f++) {
+				uint64_t w = splitmix64(&rng);
+
+				p[w % SG_DP_HDR_LEN] ^= (uint8_t)(1u << ((w >> 8) % 8));
+			}
+			if ((r >> 40) % 8 == 0)
+				len = (uint32_t)((r >> 44) % (len + 1));
+		}
+		cap.n = 0;
+		rc = sg_dp_engine_rx(e, p, len, r, it * 1000ull);
+		if (rc == 0)
+			used++;
+		else
+			dropped++;
+		if (it % 97 == 0)
+			sg_dp_engine_poll(e, it * 1000ull);
+	}
+	sg_dp_engine_stats(e, &st);
+	{
+		uint64_t sum = 0;
+
+		for (int i = 0; i < SG_DP_DROP_COUNT; i++)
+			sum += st.drops[i];
+		SG_CHECK(sum == dropped && st.rx_packets == used + dropped,
+			 "drops %" PRIu64 " vs %" PRIu64 ", rx %" PRIu64, sum, dropped,
+			 st.rx_packets);
+		SG_CHECK_EQ(st.drops[SG_DP_DROP_NONE], 0);
+	}
+	/* Job 7 still sums a clean round exactly. */
+	cap.n = 0;
+	for (uint32_t r = 0; r < NW; r++) {
+		for (unsigned int i = 0; i < KEY_NELEM; i++)
+			data[i] = (float)(r + 1) * 0.5f;
+		sg_dp_engine_rx(e, p, mk_pkt(p, &spec, r, 1, 1, data), 100 + r, 1);
+	}
+	SG_CHECK_EQ(cap.n, NW);
+	for (unsigned int i = 0; i < cap.n; i++) {
+		float f;
+
+		memcpy(&f, cap.pkts[i].m.payload, sizeof(f));
+		SG_CHECK(f == 3.0f && cap.pkts[i].m.type == SG_DP_T_RESULT, "sum %g", f);
+	}
+	sg_dp_engine_destroy(e);
+}
+
+static void test_bad_config(void)
+{
+	struct sg_dp_engine_conf ec = {.numa_node = -1, .pool_bufs = 8, .max_jobs = 2};
+	struct sg_dp_key keys[3] = {{1, 100}, {2, 100}, {1, 5}};
+	struct sg_dp_job_conf ok = {.id = 1, .nworkers = 2, .dtype = SG_DTYPE_FP32,
+				    .keys = keys, .nkeys = 2};
+	struct sg_dp_job_conf jc;
+	struct sg_dp_engine_conf bad;
+	struct sg_dp_engine *e;
+
+	errno = 0;
+	SG_CHECK(sg_dp_engine_create(NULL) == NULL && errno == EINVAL, "NULL conf");
+	bad = ec;
+	errno = 0;
+	SG_CHECK(sg_dp_engine_create(&bad) == NULL && errno == EINVAL, "no tx");
+	bad.max_payload = SG_DP_MAX_CHUNK_BYTES + 8;
+	errno = 0;
+	SG_CHECK(cap_engine(&cap, &bad) == NULL && errno == EINVAL, "max_payload");
+	bad = ec;
+	bad.max_jobs = 100000;
+	SG_CHECK(cap_engine(&cap, &bad) == NULL, "max_jobs");
+	sg_dp_engine_destroy(NULL);
+
+	e = cap_engine(&cap, &ec);
+	SG_CHECK(e != NULL, "create");
+	if (e == NULL)
+		return;
+	SG_CHECK_EQ(sg_dp_engine_buf_size(e) % 64, 0);
+	SG_CHECK(sg_dp_engine_buf_size(e) >= 2 * SG_DP_PAYLOAD_MTU1500, "buf size");
+	SG_CHECK_EQ(sg_dp_engine_add_job(e, NULL), -EINVAL);
+#define BAD_JOB(field, value)                                                              \
+	do {                                                                               \
+		jc = ok;                                                                   \
+		jc.field = value;                                                          \
+		SG_CHECK(sg_dp_engine_add_job(e, &jc) == -EINVAL, #field " = " #value);   \
+	} while (0)
+	BAD_JOB(nworkers, 0);
+	BAD_JOB(nworkers, 65);
+	BAD_JOB(dtype, (enum sg_dtype)99);
+	BAD_JOB(mode, (enum sg_dp_mode)9);
+	BAD_JOB(sum_flags, 0x10);
+	BAD_JOB(chunk_bytes, 12);
+	BAD_JOB(chunk_bytes, SG_DP_PAYLOAD_MTU1500 + 8);
+	BAD_JOB(keys, NULL);
+	BAD_JOB(nkeys, 0);
+	BAD_JOB(nkeys, 3); /* key 1 twice */
+	BAD_JOB(partition_bytes, 399);
+#undef BAD_JOB
+	keys[1].nelem = 0;
+	SG_CHECK_EQ(sg_dp_engine_add_job(e, &ok), -EINVAL);
+	keys[1].nelem = 100;
+	SG_CHECK_EQ(sg_dp_engine_add_job(e, &ok), 0);
+	SG_CHECK_EQ(sg_dp_engine_add_job(e, &ok), -EEXIST);
+	jc = ok;
+	jc.id = 2;
+	SG_CHECK_EQ(sg_dp_engine_add_job(e, &jc), 0);
+	jc.id = 3;
+	SG_CHECK_EQ(sg_dp_engine_add_job(e, &jc), -ENOSPC);
+	SG_CHECK_EQ(sg_dp_engine_remove_job(e, 9), -ENOENT);
+	SG_CHECK_EQ(sg_dp_engine_remove_job(e, 1), 0);
+	SG_CHECK_EQ(sg_dp_engine_remove_job(e, 1), -ENOENT);
+	SG_CHECK_EQ(sg_dp_engine_add_job(e, &jc), 0);
+	sg_dp_engine_destroy(e);
+}
+
+int main(void)
+{
+	test_layout();
+	test_parse_malformed();
+	test_names();
+	test_engine_drops();
+	test_garbage();
+	test_bad_config();
+	return sg_test_finish("dp_proto");
+}
