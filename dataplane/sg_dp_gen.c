@@ -376,6 +376,11 @@ static void receive(struct sg_dp_gen *g)
 	rte_pktmbuf_free_bulk(m, n);
 }
 
+void sg_dp_gen_poll(struct sg_dp_gen *g)
+{
+	receive(g);
+}
+
 int sg_dp_gen_run(struct sg_dp_gen *g, uint64_t deadline_tsc, volatile bool *stop)
 {
 	uint32_t scan = 0;

@@ -17,6 +17,7 @@
 
 static const char *const ndrop_names[SG_DP_ND_COUNT] = {
 	[SG_DP_ND_SHORT] = "short",         [SG_DP_ND_MULTISEG] = "multiseg",
+	[SG_DP_ND_MBUF_PRIV] = "mbuf_priv",
 	[SG_DP_ND_ETHERTYPE] = "ethertype", [SG_DP_ND_ARP_BAD] = "arp_bad",
 	[SG_DP_ND_ARP_OTHER] = "arp_other", [SG_DP_ND_IP_HDR] = "ip_header",
 	[SG_DP_ND_IP_CSUM] = "ip_csum",     [SG_DP_ND_IP_FRAG] = "ip_fragment",

@@ -64,6 +64,8 @@ struct sg_dp_lcore {
 	struct rte_mempool *pool;   /* this socket's mbufs */
 	uint64_t cur_dest;          /* address of the packet the engine is building */
 	uint64_t next_poll_tsc;
+	uint64_t pushes;            /* engine's rx_pushes after the last push */
+	struct sg_dp_stats es;      /* scratch copy of the engine's counters */
 	uint16_t txn[SG_DP_MAX_PORTS];
 	struct rte_mbuf *txb[SG_DP_MAX_PORTS][TXB];
 	struct sg_dp_lcore_stats st;
@@ -90,6 +92,9 @@ struct sg_dp_pipeline {
 	volatile unsigned int idle;
 	volatile unsigned int idle_sleep_us;
 };
+
+_Static_assert(sizeof(struct rx_meta) <= SG_DP_MBUF_PRIV_SIZE, "rx_meta fits the mbuf priv area");
+_Static_assert(SG_DP_MBUF_PRIV_SIZE % RTE_MBUF_PRIV_ALIGN == 0, "priv size alignment");
 
 /* ---- helpers ------------------------------------------------------------ */
 
@@ -229,10 +234,18 @@ static void reduce_burst(struct sg_dp_lcore *lc, struct rte_mbuf **pkts, unsigne
 			}
 		}
 		lc->st.reduced_pkts++;
-		if (sg_dp_engine_rx(lc->eng, pl, md->len, dest, now) == 0) {
-			if (md->len > SG_DP_HDR_LEN && pl[5] == SG_DP_T_PUSH)
+		if (md->len > SG_DP_HDR_LEN && pl[5] == SG_DP_T_PUSH) {
+			/* the engine's push counter tells a summed push from one that was
+			 * answered from the kept result or refused with a NACK */
+			uint64_t before = lc->pushes;
+
+			if (sg_dp_engine_rx(lc->eng, pl, md->len, dest, now) < 0)
+				lc->st.drops[SG_DP_ND_PROTO]++;
+			sg_dp_engine_stats(lc->eng, &lc->es);
+			lc->pushes = lc->es.rx_pushes;
+			if (lc->pushes != before)
 				lc->st.bytes_summed += md->len - SG_DP_HDR_LEN;
-		} else {
+		} else if (sg_dp_engine_rx(lc->eng, pl, md->len, dest, now) < 0) {
 			lc->st.drops[SG_DP_ND_PROTO]++;
 		}
 	}
@@ -259,8 +272,8 @@ static unsigned int lcore_rx(struct sg_dp_lcore *lc, struct rte_mbuf **pkts, uns
 
 		lc->st.rx_pkts++;
 		lc->st.rx_bytes += m->pkt_len;
-		if (m->nb_segs > 1) {
-			lc->st.drops[SG_DP_ND_MULTISEG]++;
+		if (unlikely(m->nb_segs > 1 || m->priv_size < sizeof(*md))) {
+			lc->st.drops[m->nb_segs > 1 ? SG_DP_ND_MULTISEG : SG_DP_ND_MBUF_PRIV]++;
 			rte_pktmbuf_free(m);
 			continue;
 		}
@@ -352,8 +365,11 @@ static int lcore_main(void *arg)
 				reduce_burst(lc, pkts, nr);
 			work += nr;
 			if (t0 >= lc->next_poll_tsc) {
-				sg_dp_engine_poll(lc->eng, now_ns(p, t0));
-				lc->next_poll_tsc = t0 + poll_period;
+				/* a fresh clock: the engine's time must never run backwards */
+				uint64_t t = rte_rdtsc();
+
+				sg_dp_engine_poll(lc->eng, now_ns(p, t));
+				lc->next_poll_tsc = t + poll_period;
 			}
 		}
 		work += tx_flush_all(lc);
@@ -412,7 +428,7 @@ static struct rte_mempool *socket_pool(struct sg_dp_pipeline *p, int socket, cha
 	room = (uint16_t)RTE_MIN(65535u, RTE_PKTMBUF_HEADROOM + p->max_frame);
 	snprintf(name, sizeof(name), "sg_mbuf_%d_%u", socket, (unsigned int)getpid());
 	p->pools[socket] = rte_pktmbuf_pool_create(name, p->cfg.mbufs, 256,
-		RTE_ALIGN(sizeof(struct rx_meta), RTE_MBUF_PRIV_ALIGN), room, socket);
+		SG_DP_MBUF_PRIV_SIZE, room, socket);
 	if (p->pools[socket] == NULL)
 		seterr(err, errlen, "mempool of %u mbufs of %u bytes on socket %d: %s (lower "
 		       "[resources] mbufs, or give EAL more memory with -m)", p->cfg.mbufs, room,

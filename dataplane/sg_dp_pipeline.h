@@ -34,6 +34,8 @@
 #include <rte_mempool.h>
 #include <rte_ring.h>
 
+#include "sg_dp_engine.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -182,6 +184,7 @@ int sg_dp_layout_check(const struct sg_dp_config *c, const struct sg_dp_topology
 enum sg_dp_ndrop {
 	SG_DP_ND_SHORT,      /**< shorter than its headers say */
 	SG_DP_ND_MULTISEG,   /**< chained mbuf (larger than the MTU) */
+	SG_DP_ND_MBUF_PRIV,  /**< mbuf from a pool without SG_DP_MBUF_PRIV_SIZE private bytes */
 	SG_DP_ND_ETHERTYPE,  /**< neither IPv4 nor ARP */
 	SG_DP_ND_ARP_BAD,    /**< malformed ARP */
 	SG_DP_ND_ARP_OTHER,  /**< ARP not asking for our IP */
@@ -323,7 +326,6 @@ unsigned int sg_dp_pipeline_n_lcores(const struct sg_dp_pipeline *p);
 int sg_dp_pipeline_lcore_stats(const struct sg_dp_pipeline *p, unsigned int idx,
 			       struct sg_dp_lcore_stats *st);
 
-struct sg_dp_stats;
 /** Engine counters summed over every reducer. */
 void sg_dp_pipeline_engine_stats(const struct sg_dp_pipeline *p, struct sg_dp_stats *st);
 
@@ -400,6 +402,9 @@ struct sg_dp_gen *sg_dp_gen_create(const struct sg_dp_gen_conf *gc);
  */
 int sg_dp_gen_run(struct sg_dp_gen *g, uint64_t deadline_tsc, volatile bool *stop);
 
+/** Receive and check what the DUT sent, once (no sends). */
+void sg_dp_gen_poll(struct sg_dp_gen *g);
+
 /** Send one ARP request for the DUT's IP; the reply is counted in arp_replies. */
 int sg_dp_gen_arp(struct sg_dp_gen *g);
 
@@ -411,6 +416,48 @@ void sg_dp_gen_stats(const struct sg_dp_gen *g, struct sg_dp_gen_stats *st);
 
 /** Free a generator. NULL is fine. */
 void sg_dp_gen_destroy(struct sg_dp_gen *g);
+
+/** Private bytes every mbuf that reaches sigmad's RX must have (rte_pktmbuf_pool_create). */
+#define SG_DP_MBUF_PRIV_SIZE 32
+
+/*
+ * Loopback run: sigmad's pipeline on a ring port, the generator on the
+ * calling (main) lcore. One call = one scenario; used by the tests, the
+ * benchmark and `sigmad --demo`.
+ */
+
+/** What the generator side of a loopback run does (job 1 of the config is used). */
+struct sg_dp_loop_conf {
+	uint32_t rounds;
+	uint32_t window;        /**< slots in flight (default 64) */
+	double loss;            /**< injected loss, each direction */
+	uint64_t retrans_us;    /**< default 2000 */
+	uint32_t seed;
+	double timeout_s;       /**< give up after this long (default 30) */
+	unsigned int garbage;   /**< malformed frames to send first (counted drops) */
+	bool arp;               /**< send an ARP request first */
+};
+
+/** Outcome of a loopback run. */
+struct sg_dp_loop_result {
+	int rc;                 /**< 0: every round complete */
+	double seconds;         /**< generator's wall time */
+	struct sg_dp_gen_stats gen;
+	struct sg_dp_stats eng;
+	unsigned int n_lcores;
+	struct sg_dp_lcore_stats lcores[SG_DP_MAX_LAYOUT];
+};
+
+/**
+ * Create a ring port (RX queues as the layout needs, one TX queue per
+ * lcore), point the layout's port 0 at it, run the pipeline with @p c and
+ * the generator with @p lc until done or timed out, stop, collect, free.
+ * @p table: if not NULL, the per-lcore table is printed there.
+ * @return 0 or -errno (set-up failures fill @p err); a run that did not
+ *         complete returns 0 with res->rc = -ETIMEDOUT.
+ */
+int sg_dp_loopback_run(const struct sg_dp_config *c, const struct sg_dp_loop_conf *lc,
+		       struct sg_dp_loop_result *res, FILE *table, char *err, size_t errlen);
 
 #ifdef __cplusplus
 }
