@@ -34,6 +34,54 @@ const char *sg_dp_ndrop_name(enum sg_dp_ndrop d)
 	return (unsigned int)d < SG_DP_ND_COUNT ? ndrop_names[d] : "unknown";
 }
 
+/*
+ * One's-complement sum over native-order 16-bit words, as rte_raw_cksum()
+ * gives it, but 4 bytes at a time into a 64-bit accumulator so that the
+ * compiler vectorises it: 2^16 = 1 (mod 0xffff), so folding the wide sum
+ * gives the same result. DPDK's byte-pair loop costs ~1.5 us per jumbo frame.
+ */
+static uint32_t raw_sum(const void *buf, uint32_t len, uint64_t s)
+{
+	const uint8_t *p = buf;
+	uint32_t i = 0;
+
+	for (; i + 4 <= len; i += 4) {
+		uint32_t w;
+
+		memcpy(&w, p + i, 4);
+		s += w;
+	}
+	if (i + 2 <= len) {
+		uint16_t h;
+
+		memcpy(&h, p + i, 2);
+		s += h;
+		i += 2;
+	}
+	if (i < len) {
+		uint16_t left = 0;
+
+		memcpy(&left, p + i, 1);
+		s += left;
+	}
+	s = (s & 0xffffffffu) + (s >> 32);
+	s = (s & 0xffffffffu) + (s >> 32);
+	s = (s & 0xffff) + (s >> 16);
+	s = (s & 0xffff) + (s >> 16);
+	s = (s & 0xffff) + (s >> 16);
+	return (uint32_t)s;
+}
+
+/* Folded sum of the UDP pseudo-header, header and payload (checksum field included). */
+static uint16_t udp_sum(const struct rte_ipv4_hdr *ip, const struct rte_udp_hdr *udp,
+			uint32_t ulen)
+{
+	uint64_t ph = (uint64_t)ip->src_addr + ip->dst_addr +
+		      rte_cpu_to_be_16((uint16_t)IPPROTO_UDP) + rte_cpu_to_be_16((uint16_t)ulen);
+
+	return (uint16_t)raw_sum(udp, ulen, ph);
+}
+
 static enum sg_dp_rx_kind drop(enum sg_dp_ndrop *reason, enum sg_dp_ndrop r)
 {
 	*reason = r;
@@ -113,7 +161,7 @@ enum sg_dp_rx_kind sg_dp_net_classify(const struct sg_dp_net *net, void *frame, 
 	if (net->udp_checksum && udp->dgram_cksum != 0 &&
 	    (ol_flags & RTE_MBUF_F_RX_L4_CKSUM_MASK) != RTE_MBUF_F_RX_L4_CKSUM_GOOD &&
 	    ((ol_flags & RTE_MBUF_F_RX_L4_CKSUM_MASK) == RTE_MBUF_F_RX_L4_CKSUM_BAD ||
-	     rte_ipv4_udptcp_cksum(ip, udp) != 0xffff))
+	     udp_sum(ip, udp, ulen) != 0xffff))
 		return drop(reason, SG_DP_ND_UDP_CSUM);
 	peer->mac = eth->src_addr;
 	peer->ip = ip->src_addr;
@@ -157,7 +205,10 @@ void sg_dp_net_build(const struct sg_dp_net *net, const struct sg_dp_peer *peer,
 			fl |= RTE_MBUF_F_TX_IPV4 | RTE_MBUF_F_TX_UDP_CKSUM;
 			udp->dgram_cksum = rte_ipv4_phdr_cksum(ip, fl);
 		} else {
-			udp->dgram_cksum = rte_ipv4_udptcp_cksum(ip, udp);
+			uint16_t c = (uint16_t)~udp_sum(ip, udp, sizeof(*udp) + plen);
+
+			/* 0 means "no checksum" in UDP over IPv4: send its other form */
+			udp->dgram_cksum = c ? c : 0xffff;
 		}
 	}
 	if (ol_flags)
