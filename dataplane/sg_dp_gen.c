@@ -211,7 +211,7 @@ static struct rte_mbuf *build_push(struct sg_dp_gen *g, uint32_t w, uint32_t s, 
 	struct sg_dp_net wn = g->wnet;
 	struct rte_mbuf *m = rte_pktmbuf_alloc(g->c.pool);
 	uint8_t *d;
-	float *pl;
+	uint8_t *pl;
 	uint64_t ol;
 
 	if (m == NULL)
@@ -221,12 +221,14 @@ static struct rte_mbuf *build_push(struct sg_dp_gen *g, uint32_t w, uint32_t s, 
 		rte_pktmbuf_free(m);
 		return NULL;
 	}
-	pl = (float *)(d + SG_DP_NET_HDR_LEN + SG_DP_HDR_LEN);
+	pl = d + SG_DP_NET_HDR_LEN + SG_DP_HDR_LEN;
 	memcpy(pl, &g->pat[((size_t)w * NPAT + q) * g->celem], bytes);
 	if (bytes >= 12) {
-		pl[0] = (float)((key % 4096) * (w + 1));
-		pl[1] = (float)((chunk % 4096) * (w + 1));
-		pl[2] = (float)((sl->round % 1024) * (w + 1));
+		/* the payload sits 90 bytes into the frame: not float-aligned */
+		float h[3] = {(float)((key % 4096) * (w + 1)), (float)((chunk % 4096) * (w + 1)),
+			      (float)((sl->round % 1024) * (w + 1))};
+
+		memcpy(pl, h, sizeof(h));
 	}
 	sg_dp_build_hdr(d + SG_DP_NET_HDR_LEN, &msg);
 	worker_mac(w, &wn.mac);
@@ -283,7 +285,7 @@ static void on_result(struct sg_dp_gen *g, const struct sg_dp_msg *msg, uint32_t
 {
 	uint32_t s, q, bytes, off;
 	struct gen_slot *sl;
-	const float *r = msg->payload;
+	const uint8_t *r = msg->payload;
 	const float *e;
 	float h[3];
 
@@ -312,7 +314,7 @@ static void on_result(struct sg_dp_gen *g, const struct sg_dp_msg *msg, uint32_t
 		h[0] = (float)(msg->key % 4096) * tri;
 		h[1] = (float)(msg->chunk % 4096) * tri;
 		h[2] = (float)(msg->round % 1024) * tri;
-		if (memcmp(r, h, sizeof(h)) || memcmp(r + 3, e + 3, bytes - 12)) {
+		if (memcmp(r, h, sizeof(h)) || memcmp(r + 12, e + 3, bytes - 12)) {
 			g->st.results_bad++;
 			return;
 		}
