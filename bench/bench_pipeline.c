@@ -23,7 +23,7 @@
 #include <rte_errno.h>
 #include <rte_lcore.h>
 
-#include "bench.h"
+#include "sigma_bench.h"
 #include "sg_dp_pipeline.h"
 #include "sg_sum.h"
 
@@ -42,27 +42,6 @@ static const struct scenario scenarios[] = {
 	{"2 reducers (rtc + hand-off), no UDP checksum", "(0,0,1),(0,1,2)", false},
 };
 
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return (x > y) - (x < y);
-}
-
-static double median(double *v, unsigned int n)
-{
-	qsort(v, n, sizeof(*v), cmp_double);
-	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
-static double now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 /* Pushed bytes/s one core sums with sg_sum_add over jumbo chunks, N inputs. */
 static double sum_only_gbps(unsigned int workers, double secs)
 {
@@ -79,7 +58,7 @@ static double sum_only_gbps(unsigned int workers, double secs)
 	}
 	for (unsigned int i = 0; i < CH * NCH; i++)
 		in[i] = (float)(i % 61);
-	t0 = now_s();
+	t0 = sigma_bench_now();
 	do {
 		for (unsigned int c = 0; c < NCH; c++)
 			for (unsigned int w = 0; w < workers; w++) {
@@ -89,7 +68,7 @@ static double sum_only_gbps(unsigned int workers, double secs)
 					sg_sum_add(SG_DTYPE_FP32, acc + c * CH, in + c * CH, CH);
 				bytes += CH * 4;
 			}
-		t = now_s();
+		t = sigma_bench_now();
 	} while (t - t0 < secs);
 	sg_sum_numa_free(acc, sizeof(float) * CH * NCH);
 	sg_sum_numa_free(in, sizeof(float) * CH * NCH);
@@ -104,7 +83,7 @@ static void usage(FILE *f)
 		"  (0-2)@(all CPUs); the generator runs on lcore 0.\n");
 }
 
-int sg_bench_pipeline_main(int argc, char **argv)
+int sigma_bench_pipeline(int argc, char **argv)
 {
 	static const struct option opts[] = {
 		{"runs", required_argument, NULL, 'r'}, {"seconds", required_argument, NULL, 's'},
@@ -114,7 +93,7 @@ int sg_bench_pipeline_main(int argc, char **argv)
 	double secs = 2.0, base;
 	char prefix[64], lcores[64], err[512];
 	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-	char *eal[] = {"sigma-bench-pipeline", "--no-huge", "--no-shconf", "--no-pci", "-m", "1024",
+	char *eal[] = {"sigma-bench", "--no-huge", "--no-shconf", "--no-pci", "-m", "1024",
 		       prefix, lcores, "--log-level=lib.eal:error", "--log-level=sigma.*:warning",
 		       NULL};
 	int opt;
@@ -202,7 +181,7 @@ int sg_bench_pipeline_main(int argc, char **argv)
 				busy[r][i] = tot ? 100.0 * (double)st->busy_cycles / (double)tot : 0;
 			}
 		}
-		double g = median(gbps, runs), m = median(mpps, runs), ma = median(mpps_all, runs);
+		double g = sigma_bench_median(gbps, runs), m = sigma_bench_median(mpps, runs), ma = sigma_bench_median(mpps_all, runs);
 		double bl[SG_DP_MAX_LAYOUT];
 
 		for (unsigned int i = 0; i < nl; i++) {
@@ -210,7 +189,7 @@ int sg_bench_pipeline_main(int argc, char **argv)
 
 			for (unsigned int r = 0; r < runs; r++)
 				v[r] = busy[r][i];
-			bl[i] = median(v, runs);
+			bl[i] = sigma_bench_median(v, runs);
 			len += snprintf(line + len, sizeof(line) - (size_t)len, "%s%.0f",
 					i ? " / " : "", bl[i]);
 		}
@@ -232,15 +211,3 @@ int sg_bench_pipeline_main(int argc, char **argv)
 	rte_eal_cleanup();
 	return ok ? 0 : 1;
 }
-
-int sigma_bench_pipeline(int argc, char **argv)
-{
-	return sg_bench_pipeline_main(argc, argv);
-}
-
-#ifdef SG_BENCH_PIPELINE_MAIN
-int main(int argc, char **argv)
-{
-	return sg_bench_pipeline_main(argc, argv);
-}
-#endif

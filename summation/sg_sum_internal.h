@@ -34,5 +34,7 @@ struct sg_sum_kernels {
 extern const struct sg_sum_kernels sg_sum_kernels_scalar;
 extern const struct sg_sum_kernels sg_sum_kernels_avx2;
 extern const struct sg_sum_kernels sg_sum_kernels_avx512;
+/* AVX-512 plus AVX512-BF16: used instead of the above where cpuid has avx512bf16. */
+extern const struct sg_sum_kernels sg_sum_kernels_avx512bf16;
 
 #endif /* SG_SUM_INTERNAL_H */

@@ -7,24 +7,39 @@
 
 #include "sg_sum_internal.h"
 
-#define SCALAR_ADDK(name, T, UT)                                                             \
+/*
+ * Element i of type T at p, and its store. memcpy because pointers may have
+ * any alignment (the API allows it); compilers turn it into one move.
+ */
+#define LD(T, p, i)                                                                          \
+	({                                                                                   \
+		T v_;                                                                        \
+		memcpy(&v_, (const char *)(p) + (i) * sizeof(T), sizeof(T));                 \
+		v_;                                                                          \
+	})
+#define ST(T, p, i, v)                                                                       \
+	do {                                                                                 \
+		T s_ = (v);                                                                  \
+		memcpy((char *)(p) + (i) * sizeof(T), &s_, sizeof(T));                       \
+	} while (0)
+
+#define SCALAR_ADDK(name, T)                                                                 \
 	static void name(void *dst, const void *const *src, unsigned int k, size_t n)        \
 	{                                                                                    \
-		T *d = dst;                                                                  \
 		for (size_t i = 0; i < n; i++) {                                             \
-			UT acc = (UT)((const T *)src[0])[i];                                 \
+			T acc = LD(T, src[0], i);                                            \
 			for (unsigned int j = 1; j < k; j++)                                 \
-				acc += (UT)((const T *)src[j])[i];                           \
-			d[i] = (T)acc;                                                       \
+				acc += LD(T, src[j], i);                                     \
+			ST(T, dst, i, acc);                                                  \
 		}                                                                            \
 	}
 
 /* Integers go through their unsigned twins so that overflow wraps, as documented. */
-SCALAR_ADDK(addk_f32, float, float)
-SCALAR_ADDK(addk_f64, double, double)
-SCALAR_ADDK(addk_i32, uint32_t, uint32_t)
-SCALAR_ADDK(addk_i64, uint64_t, uint64_t)
-SCALAR_ADDK(addk_u8, uint8_t, uint8_t)
+SCALAR_ADDK(addk_f32, float)
+SCALAR_ADDK(addk_f64, double)
+SCALAR_ADDK(addk_i32, uint32_t)
+SCALAR_ADDK(addk_i64, uint64_t)
+SCALAR_ADDK(addk_u8, uint8_t)
 
 static void addk_16(enum sg_dtype dt, uint16_t *d, const void *const *src, unsigned int k, size_t n,
 		    unsigned int flags)
@@ -32,18 +47,18 @@ static void addk_16(enum sg_dtype dt, uint16_t *d, const void *const *src, unsig
 	const bool h = dt == SG_DTYPE_FP16;
 
 	for (size_t i = 0; i < n; i++) {
-		uint16_t v = ((const uint16_t *)src[0])[i];
+		uint16_t v = LD(uint16_t, src[0], i);
 		float acc = h ? sg_fp16_to_fp32(v) : sg_bf16_to_fp32(v);
 
 		for (unsigned int j = 1; j < k; j++) {
-			v = ((const uint16_t *)src[j])[i];
+			v = LD(uint16_t, src[j], i);
 			acc += h ? sg_fp16_to_fp32(v) : sg_bf16_to_fp32(v);
 			/* Native mode rounds every partial sum, as BytePS does. */
 			if (flags & SG_SUM_F_NATIVE)
 				acc = h ? sg_fp16_to_fp32(sg_fp32_to_fp16(acc)) :
 					  sg_bf16_to_fp32(sg_fp32_to_bf16(acc));
 		}
-		d[i] = h ? sg_fp32_to_fp16(acc) : sg_fp32_to_bf16(acc);
+		ST(uint16_t, d, i, h ? sg_fp32_to_fp16(acc) : sg_fp32_to_bf16(acc));
 	}
 }
 
@@ -80,17 +95,21 @@ static void scalar_addk(enum sg_dtype dt, void *dst, const void *const *src, uns
 static void scalar_widen(enum sg_dtype dt, float *acc, const uint16_t *src, size_t n, bool add)
 {
 	for (size_t i = 0; i < n; i++) {
-		float v = dt == SG_DTYPE_FP16 ? sg_fp16_to_fp32(src[i]) : sg_bf16_to_fp32(src[i]);
+		uint16_t h = LD(uint16_t, src, i);
+		float v = dt == SG_DTYPE_FP16 ? sg_fp16_to_fp32(h) : sg_bf16_to_fp32(h);
 
-		acc[i] = add ? acc[i] + v : v;
+		ST(float, acc, i, add ? LD(float, acc, i) + v : v);
 	}
 }
 
 static void scalar_narrow(enum sg_dtype dt, uint16_t *dst, const float *acc, size_t n, bool nt)
 {
 	(void)nt;
-	for (size_t i = 0; i < n; i++)
-		dst[i] = dt == SG_DTYPE_FP16 ? sg_fp32_to_fp16(acc[i]) : sg_fp32_to_bf16(acc[i]);
+	for (size_t i = 0; i < n; i++) {
+		float a = LD(float, acc, i);
+
+		ST(uint16_t, dst, i, dt == SG_DTYPE_FP16 ? sg_fp32_to_fp16(a) : sg_fp32_to_bf16(a));
+	}
 }
 
 const struct sg_sum_kernels sg_sum_kernels_scalar = {

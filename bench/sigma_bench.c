@@ -1,0 +1,66 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * sigma-bench: dispatches to the subcommands listed in sigma_bench.h.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "sigma_bench.h"
+
+struct sigma_bench_cmd {
+	const char *name;
+	int (*main)(int argc, char **argv);
+	const char *help;
+};
+
+#define SIGMA_BENCH_ENTRY(name, help) {#name, sigma_bench_##name, help},
+static const struct sigma_bench_cmd cmds[] = {SIGMA_BENCH_COMMANDS(SIGMA_BENCH_ENTRY)};
+#undef SIGMA_BENCH_ENTRY
+
+double sigma_bench_now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return (x > y) - (x < y);
+}
+
+double sigma_bench_median(double *v, size_t n)
+{
+	if (n == 0)
+		return 0.0;
+	qsort(v, n, sizeof(*v), cmp_double);
+	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+static void usage(FILE *f)
+{
+	fprintf(f, "usage: sigma-bench <command> [options]   (sigma-bench <command> --help)\n\n");
+	for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++)
+		fprintf(f, "  %-10s %s\n", cmds[i].name, cmds[i].help);
+	fprintf(f, "  %-10s %s\n", "help", "this list");
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 2 || strcmp(argv[1], "help") == 0 || strcmp(argv[1], "--help") == 0 ||
+	    strcmp(argv[1], "-h") == 0) {
+		usage(argc < 2 ? stderr : stdout);
+		return argc < 2 ? 2 : 0;
+	}
+	for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++)
+		if (strcmp(argv[1], cmds[i].name) == 0)
+			return cmds[i].main(argc - 1, argv + 1);
+	fprintf(stderr, "sigma-bench: unknown command '%s'\n", argv[1]);
+	usage(stderr);
+	return 2;
+}

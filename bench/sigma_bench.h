@@ -1,0 +1,32 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/**
+ * @file
+ * sigma-bench: one executable, one subcommand per benchmark.
+ *
+ * To add a subcommand, add one line X(name, "help") to SIGMA_BENCH_COMMANDS
+ * and define int sigma_bench_<name>(int argc, char **argv) in a file listed in
+ * sigma_bench_sources (bench/meson.build). argv[0] is the subcommand's name.
+ * A subcommand prints a readable table on stdout and JSON (to stdout, or to a
+ * file with --json FILE) and returns 0, or prints why it failed and returns
+ * non-zero.
+ */
+#ifndef SIGMA_BENCH_H
+#define SIGMA_BENCH_H
+
+#include <stddef.h>
+
+#define SIGMA_BENCH_COMMANDS(X)                                                                    \
+	X(sum, "summation kernels: GB/s per dtype, implementation and k, against bounds")      \
+	X(pipeline, "sigmad lcore pipeline on ring ports: Gbps aggregated, Mpps, busy%")
+
+#define SIGMA_BENCH_DECLARE(name, help) int sigma_bench_##name(int argc, char **argv);
+SIGMA_BENCH_COMMANDS(SIGMA_BENCH_DECLARE)
+#undef SIGMA_BENCH_DECLARE
+
+/** Seconds on a monotonic clock. */
+double sigma_bench_now(void);
+
+/** Median of @p n doubles (reorders @p v). */
+double sigma_bench_median(double *v, size_t n);
+
+#endif /* SIGMA_BENCH_H */
