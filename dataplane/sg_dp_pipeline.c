@@ -127,8 +127,10 @@ static inline unsigned int owner_of(const struct sg_dp_pipeline *p, const uint8_
 
 	if (p->n_red == 1 || len < SG_DP_HDR_LEN)
 		return 0; /* a short datagram is the engine's to count */
-	job = rte_be_to_cpu_32(*(const unaligned_uint32_t *)(pl + 8));
-	key = rte_be_to_cpu_32(*(const unaligned_uint32_t *)(pl + 24));
+	memcpy(&job, pl + 8, sizeof(job));
+	memcpy(&key, pl + 24, sizeof(key));
+	job = rte_be_to_cpu_32(job);
+	key = rte_be_to_cpu_32(key);
 	return ((job * 0x9e3779b1u >> 8) + key) % p->n_red;
 }
 
