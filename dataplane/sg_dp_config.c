@@ -39,7 +39,7 @@ const char sg_dp_default_config[] =
 	"mbufs = 16384\n"
 	"rx_desc = 1024\n"
 	"tx_desc = 1024\n"
-	"pool_bufs = 8192\n"
+	"pool_bufs = 4096\n"
 	"[live]\n"
 	"idle = busy\n"
 	"idle_sleep_us = 100\n"
