@@ -21,6 +21,7 @@
 
 #include <rte_arp.h>
 #include <rte_cycles.h>
+#include <rte_ethdev.h>
 #include <rte_ip.h>
 #include <rte_malloc.h>
 #include <rte_mbuf.h>
@@ -88,7 +89,7 @@ struct sg_dp_gen *sg_dp_gen_create(const struct sg_dp_gen_conf *gc)
 
 	if (gc->workers == 0 || gc->workers > SG_DP_MAX_WORKERS || gc->chunk_bytes == 0 ||
 	    gc->chunk_bytes % 8 || gc->partition_bytes % 4 || gc->keys == 0 || gc->window == 0 ||
-	    gc->to_dut == NULL || gc->from_dut == NULL || gc->pool == NULL) {
+	    (gc->port < 0 && (gc->to_dut == NULL || gc->from_dut == NULL)) || gc->pool == NULL) {
 		errno = EINVAL;
 		return NULL;
 	}
@@ -150,7 +151,9 @@ static int send_frames(struct sg_dp_gen *g, struct rte_mbuf **m, unsigned int n)
 
 	/* the node drains its RX ring: wait briefly rather than lose test traffic */
 	for (int tries = 0; e < n && tries < 100000; tries++)
-		e += rte_ring_enqueue_burst(g->c.to_dut, (void **)m + e, n - e, NULL);
+		e += g->c.port >= 0 ?
+			rte_eth_tx_burst((uint16_t)g->c.port, 0, m + e, (uint16_t)(n - e)) :
+			rte_ring_enqueue_burst(g->c.to_dut, (void **)m + e, n - e, NULL);
 	if (e < n)
 		rte_pktmbuf_free_bulk(m + e, n - e);
 	return (int)e;
@@ -338,7 +341,9 @@ static void on_result(struct sg_dp_gen *g, const struct sg_dp_msg *msg, uint32_t
 static void receive(struct sg_dp_gen *g)
 {
 	struct rte_mbuf *m[GEN_BURST];
-	unsigned int n = rte_ring_dequeue_burst(g->c.from_dut, (void **)m, GEN_BURST, NULL);
+	unsigned int n = g->c.port >= 0 ?
+		rte_eth_rx_burst((uint16_t)g->c.port, 0, m, GEN_BURST) :
+		rte_ring_dequeue_burst(g->c.from_dut, (void **)m, GEN_BURST, NULL);
 
 	for (unsigned int i = 0; i < n; i++) {
 		uint8_t *d = rte_pktmbuf_mtod(m[i], uint8_t *);
@@ -350,8 +355,10 @@ static void receive(struct sg_dp_gen *g)
 			struct rte_arp_hdr *a = (struct rte_arp_hdr *)(eth + 1);
 
 			if (a->arp_opcode == RTE_BE16(RTE_ARP_OP_REPLY) &&
-			    a->arp_data.arp_sip == g->c.dut_ip)
+			    a->arp_data.arp_sip == g->c.dut_ip) {
 				g->st.arp_replies++;
+				g->c.dut_mac = a->arp_data.arp_sha; /* resolved */
+			}
 			else
 				g->st.other++;
 			continue;

@@ -8,6 +8,10 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <rte_cycles.h>
@@ -126,7 +130,7 @@ int sg_dp_loopback_run(const struct sg_dp_config *c, const struct sg_dp_loop_con
 	sg_dp_pipeline_net(p, (uint16_t)port, &dnet);
 	{
 		struct sg_dp_gen_conf gc = {
-			.to_dut = rx[0], .from_dut = tx, .pool = gpool, .dut_mac = dnet.mac,
+			.to_dut = rx[0], .from_dut = tx, .port = -1, .pool = gpool, .dut_mac = dnet.mac,
 			.dut_ip = dnet.ip, .dut_udp_port = cfg.udp_port, .job = job->id,
 			.token = job->token, .workers = job->workers, .keys = job->keys,
 			.partition_bytes = job->partition_bytes,
@@ -208,5 +212,265 @@ out:
 		rte_ring_free(rx[q]);
 	rte_ring_free(tx);
 	rte_mempool_free(gpool);
+	return rc;
+}
+
+/*
+ * Two processes over net_memif: the node (a forked child running the
+ * pipeline on a memif server port) and the generator (this process, memif
+ * client). The child reports its counters through a pipe when it stops.
+ */
+
+struct memif_report {
+	struct sg_dp_stats eng;
+	unsigned int n_lcores;
+	struct sg_dp_lcore_stats lcores[SG_DP_MAX_LAYOUT];
+	int rc;
+};
+
+static int eal_start(const char *prefix, const char *lcores, const char *vdev)
+{
+	char a_prefix[128], a_lcores[128], a_vdev[400];
+	char *argv[] = {"sigma-memif", "--no-huge", "--no-shconf", "--no-pci", "-m", "512",
+			a_prefix, a_lcores, a_vdev, "--log-level=lib.eal:error",
+			"--log-level=pmd.net.memif:error", NULL};
+
+	snprintf(a_prefix, sizeof(a_prefix), "--file-prefix=%s", prefix);
+	snprintf(a_lcores, sizeof(a_lcores), "--lcores=%s", lcores);
+	snprintf(a_vdev, sizeof(a_vdev), "--vdev=%s", vdev);
+	return rte_eal_init((int)RTE_DIM(argv) - 1, argv);
+}
+
+static void __attribute__((noreturn)) memif_child(const struct sg_dp_config *c,
+						  const struct sg_dp_memif_conf *mc, int wfd)
+{
+	struct memif_report rep = {.rc = -1};
+	struct sg_dp_pipeline *p;
+	char prefix[64], vdev[384], err[512];
+	sigset_t set;
+	struct timespec tick = {0, 50 * 1000 * 1000};
+	double waited = 0;
+
+	/* die with the parent; take SIGTERM synchronously, no handler needed */
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	sigemptyset(&set);
+	sigaddset(&set, SIGTERM);
+	sigprocmask(SIG_BLOCK, &set, NULL);
+	snprintf(prefix, sizeof(prefix), "sg_memif_dut_%d", (int)getppid());
+	snprintf(vdev, sizeof(vdev), "net_memif0,role=server,id=0,socket=%s,socket-abstract=no,"
+		 "bsize=%u", mc->socket_path, 16384u);
+	if (eal_start(prefix, mc->dut_lcores, vdev) < 0) {
+		fprintf(stderr, "memif node: EAL: %s\n", rte_strerror(rte_errno));
+		goto out;
+	}
+	p = sg_dp_pipeline_create(c, err, sizeof(err));
+	if (p == NULL) {
+		fprintf(stderr, "memif node: %s\n", err);
+		goto out_eal;
+	}
+	if (sg_dp_pipeline_start(p) == 0) {
+		/* bounded: a parent that never signals still ends this process */
+		while (sigtimedwait(&set, NULL, &tick) < 0 && waited < mc->max_life_s)
+			waited += 0.05;
+		sg_dp_pipeline_stop(p);
+		rep.rc = 0;
+	}
+	sg_dp_pipeline_engine_stats(p, &rep.eng);
+	rep.n_lcores = sg_dp_pipeline_n_lcores(p);
+	for (unsigned int i = 0; i < rep.n_lcores; i++)
+		sg_dp_pipeline_lcore_stats(p, i, &rep.lcores[i]);
+	if (mc->dut_table)
+		sg_dp_pipeline_print_stats(p, stdout, 0);
+	sg_dp_pipeline_destroy(p);
+	{
+		uint16_t port;
+
+		RTE_ETH_FOREACH_DEV(port)
+			rte_eth_dev_close(port);
+	}
+out_eal:
+	rte_eal_cleanup();
+out:
+	if (write(wfd, &rep, sizeof(rep)) != (ssize_t)sizeof(rep))
+		rep.rc = -1;
+	close(wfd);
+	fflush(stdout);
+	_exit(rep.rc == 0 ? 0 : 1);
+}
+
+/* Start the client port; memif connects only once the server is up, so retry. */
+static int client_port_up(uint16_t port, struct rte_mempool *pool, double timeout_s)
+{
+	struct rte_eth_conf conf = {0};
+	struct rte_eth_link link;
+	uint64_t end = rte_rdtsc() + (uint64_t)(timeout_s * (double)rte_get_tsc_hz());
+	int rc;
+
+	rc = rte_eth_dev_configure(port, 1, 1, &conf);
+	if (rc == 0)
+		rc = rte_eth_rx_queue_setup(port, 0, 1024, rte_socket_id(), NULL, pool);
+	if (rc == 0)
+		rc = rte_eth_tx_queue_setup(port, 0, 1024, rte_socket_id(), NULL);
+	if (rc < 0)
+		return rc;
+	while (rte_rdtsc() < end) {
+		if (rte_eth_dev_start(port) == 0) {
+			for (int i = 0; i < 20; i++) {
+				memset(&link, 0, sizeof(link));
+				rte_eth_link_get_nowait(port, &link);
+				if (link.link_status == RTE_ETH_LINK_UP)
+					return 0;
+				rte_delay_us_sleep(50000);
+			}
+			rte_eth_dev_stop(port);
+		} else {
+			rte_delay_us_sleep(100000);
+		}
+	}
+	return -ETIMEDOUT;
+}
+
+int sg_dp_memif_run(const struct sg_dp_config *c, const struct sg_dp_loop_conf *lc,
+		    const struct sg_dp_memif_conf *mc, struct sg_dp_loop_result *res, char *err,
+		    size_t errlen)
+{
+	struct memif_report rep;
+	const struct sg_dp_job_cfg *job = &c->jobs[0];
+	struct rte_mempool *pool = NULL;
+	struct sg_dp_gen *g = NULL;
+	char prefix[64], vdev[384];
+	int fds[2], rc = 0, status = 0;
+	bool eal = false, port_started = false;
+	pid_t pid;
+	uint64_t hz, t0;
+
+	memset(res, 0, sizeof(*res));
+	if (c->n_jobs == 0 || job->dtype != SG_DTYPE_FP32) {
+		seterr(err, errlen, "memif: the config needs an fp32 [job N] first");
+		return -EINVAL;
+	}
+	unlink(mc->socket_path);
+	if (pipe(fds) < 0) {
+		seterr(err, errlen, "memif: pipe: %s", strerror(errno));
+		return -errno;
+	}
+	fflush(stdout);
+	pid = fork();
+	if (pid < 0) {
+		rc = -errno;
+		seterr(err, errlen, "memif: fork: %s", strerror(errno));
+		close(fds[0]);
+		close(fds[1]);
+		return rc;
+	}
+	if (pid == 0) {
+		close(fds[0]);
+		memif_child(c, mc, fds[1]);
+	}
+	close(fds[1]);
+	snprintf(prefix, sizeof(prefix), "sg_memif_gen_%d", (int)getpid());
+	snprintf(vdev, sizeof(vdev), "net_memif0,role=client,id=0,socket=%s,socket-abstract=no,"
+		 "bsize=%u", mc->socket_path, 16384u);
+	if (eal_start(prefix, mc->gen_lcores, vdev) < 0) {
+		seterr(err, errlen, "memif: generator EAL: %s", rte_strerror(rte_errno));
+		rc = -EIO;
+		goto out;
+	}
+	eal = true;
+	snprintf(prefix, sizeof(prefix), "sg_memif_pool_%d", (int)getpid());
+	pool = rte_pktmbuf_pool_create(prefix, 8192, 256, SG_DP_MBUF_PRIV_SIZE,
+				       RTE_PKTMBUF_HEADROOM + RTE_ETHER_HDR_LEN + c->mtu + 4,
+				       (int)rte_socket_id());
+	if (pool == NULL) {
+		seterr(err, errlen, "memif: generator mempool: %s", rte_strerror(rte_errno));
+		rc = -ENOMEM;
+		goto out;
+	}
+	rc = client_port_up(0, pool, 15);
+	if (rc < 0) {
+		seterr(err, errlen, "memif: the client port did not come up: %s", strerror(-rc));
+		goto out;
+	}
+	port_started = true;
+	{
+		struct sg_dp_gen_conf gc = {
+			.port = 0, .pool = pool, .dut_ip = rte_cpu_to_be_32(c->ip),
+			.dut_udp_port = c->udp_port, .job = job->id, .token = job->token,
+			.workers = job->workers, .keys = job->keys,
+			.partition_bytes = job->partition_bytes,
+			.chunk_bytes = job->chunk_bytes ? job->chunk_bytes :
+				RTE_ALIGN_FLOOR((uint32_t)c->mtu - SG_DP_IPUDP_LEN - SG_DP_HDR_LEN, 8u),
+			.rounds = lc->rounds, .window = lc->window ? lc->window : 64,
+			.loss = lc->loss, .retrans_us = lc->retrans_us ? lc->retrans_us : 2000,
+			.seed = lc->seed, .udp_checksum = c->udp_checksum,
+		};
+		struct sg_dp_gen_stats gs;
+		uint64_t end;
+
+		memset(&gc.dut_mac, 0xff, sizeof(gc.dut_mac)); /* until ARP answers */
+		g = sg_dp_gen_create(&gc);
+		if (g == NULL) {
+			rc = -errno;
+			seterr(err, errlen, "memif: generator: %s", strerror(errno));
+			goto out;
+		}
+		hz = rte_get_tsc_hz();
+		/* resolve the node's MAC the way a worker would: ARP */
+		end = rte_rdtsc() + 10 * hz;
+		do {
+			uint64_t next = rte_rdtsc() + hz / 10;
+
+			sg_dp_gen_arp(g);
+			do {
+				sg_dp_gen_poll(g);
+				sg_dp_gen_stats(g, &gs);
+			} while (gs.arp_replies == 0 && rte_rdtsc() < next);
+		} while (gs.arp_replies == 0 && rte_rdtsc() < end);
+		if (gs.arp_replies == 0) {
+			seterr(err, errlen, "memif: the node did not answer ARP");
+			rc = -ETIMEDOUT;
+			goto out;
+		}
+		t0 = rte_rdtsc();
+		res->rc = sg_dp_gen_run(g, t0 + (uint64_t)((lc->timeout_s > 0 ? lc->timeout_s : 30) *
+							   (double)hz), NULL);
+		res->seconds = (double)(rte_rdtsc() - t0) / (double)hz;
+		sg_dp_gen_stats(g, &res->gen);
+	}
+out:
+	kill(pid, SIGTERM);
+	if (read(fds[0], &rep, sizeof(rep)) == (ssize_t)sizeof(rep) && rep.rc == 0) {
+		res->eng = rep.eng;
+		res->n_lcores = rep.n_lcores;
+		memcpy(res->lcores, rep.lcores, sizeof(rep.lcores));
+	} else if (rc == 0) {
+		seterr(err, errlen, "memif: the node process failed");
+		rc = -EIO;
+	}
+	close(fds[0]);
+	{
+		/* bounded wait, then make sure nothing is left behind */
+		int i;
+
+		for (i = 0; i < 100 && waitpid(pid, &status, WNOHANG) == 0; i++)
+			usleep(50000);
+		if (i == 100) {
+			kill(pid, SIGKILL);
+			waitpid(pid, &status, 0);
+		}
+	}
+	if (rc == 0 && !(WIFEXITED(status) && WEXITSTATUS(status) == 0)) {
+		seterr(err, errlen, "memif: the node process exited with status %d", status);
+		rc = -EIO;
+	}
+	sg_dp_gen_destroy(g);
+	if (port_started)
+		rte_eth_dev_stop(0);
+	if (eal) {
+		rte_eth_dev_close(0);
+		rte_mempool_free(pool);
+		rte_eal_cleanup();
+	}
+	unlink(mc->socket_path);
 	return rc;
 }

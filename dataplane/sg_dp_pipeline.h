@@ -358,8 +358,9 @@ struct sg_dp_gen;
 
 /** Generator parameters. */
 struct sg_dp_gen_conf {
-	struct rte_ring *to_dut;   /**< frames towards sigmad (its RX ring) */
-	struct rte_ring *from_dut; /**< frames from sigmad (its TX ring) */
+	struct rte_ring *to_dut;   /**< frames towards sigmad (its RX ring), or NULL */
+	struct rte_ring *from_dut; /**< frames from sigmad (its TX ring), or NULL */
+	int port;                  /**< >= 0: use queue 0 of this ethdev instead of rings */
 	struct rte_mempool *pool;  /**< mbufs for pushes */
 	struct rte_ether_addr dut_mac;
 	uint32_t dut_ip;           /**< network byte order */
@@ -405,7 +406,8 @@ int sg_dp_gen_run(struct sg_dp_gen *g, uint64_t deadline_tsc, volatile bool *sto
 /** Receive and check what the DUT sent, once (no sends). */
 void sg_dp_gen_poll(struct sg_dp_gen *g);
 
-/** Send one ARP request for the DUT's IP; the reply is counted in arp_replies. */
+/** Send one ARP request for the DUT's IP; the reply is counted in arp_replies
+ *  and its MAC becomes the destination of later pushes. */
 int sg_dp_gen_arp(struct sg_dp_gen *g);
 
 /** Send one raw frame of @p len bytes (for garbage tests). */
@@ -458,6 +460,28 @@ struct sg_dp_loop_result {
  */
 int sg_dp_loopback_run(const struct sg_dp_config *c, const struct sg_dp_loop_conf *lc,
 		       struct sg_dp_loop_result *res, FILE *table, char *err, size_t errlen);
+
+/** Where the two processes of sg_dp_memif_run() run. */
+struct sg_dp_memif_conf {
+	const char *socket_path; /**< memif control socket file (removed before and after) */
+	const char *dut_lcores;  /**< EAL --lcores of the node process, e.g. "0@0,1@1" */
+	const char *gen_lcores;  /**< EAL --lcores of the generator process, e.g. "0@0" */
+	double max_life_s;       /**< the node exits after this long even if not told */
+	bool dut_table;          /**< the node prints its per-lcore table on exit */
+};
+
+/**
+ * Two processes over net_memif: fork a node process that runs the pipeline
+ * with @p c on a memif server port (port 0), then start EAL here with the
+ * memif client, resolve the node's MAC by ARP, and run the generator as in
+ * sg_dp_loopback_run(). The node's counters come back through a pipe; it is
+ * stopped with SIGTERM and killed if it does not exit within 5 s.
+ * Must be called in a process that has not started EAL; it starts and cleans
+ * up EAL itself, so call it once per process.
+ */
+int sg_dp_memif_run(const struct sg_dp_config *c, const struct sg_dp_loop_conf *lc,
+		    const struct sg_dp_memif_conf *mc, struct sg_dp_loop_result *res, char *err,
+		    size_t errlen);
 
 #ifdef __cplusplus
 }
