@@ -341,9 +341,14 @@ static void on_result(struct sg_dp_gen *g, const struct sg_dp_msg *msg, uint32_t
 static void receive(struct sg_dp_gen *g)
 {
 	struct rte_mbuf *m[GEN_BURST];
-	unsigned int n = g->c.port >= 0 ?
-		rte_eth_rx_burst((uint16_t)g->c.port, 0, m, GEN_BURST) :
-		rte_ring_dequeue_burst(g->c.from_dut, (void **)m, GEN_BURST, NULL);
+	unsigned int n = 0;
+
+	if (g->c.port < 0)
+		n = rte_ring_dequeue_burst(g->c.from_dut, (void **)m, GEN_BURST, NULL);
+	else
+		for (uint16_t q = 0; q < RTE_MAX(g->c.nb_rxq, (uint16_t)1) && n < GEN_BURST; q++)
+			n += rte_eth_rx_burst((uint16_t)g->c.port, q, m + n,
+					      (uint16_t)(GEN_BURST - n));
 
 	for (unsigned int i = 0; i < n; i++) {
 		uint8_t *d = rte_pktmbuf_mtod(m[i], uint8_t *);

@@ -299,18 +299,21 @@ out:
 }
 
 /* Start the client port; memif connects only once the server is up, so retry. */
-static int client_port_up(uint16_t port, struct rte_mempool *pool, double timeout_s)
+static int client_port_up(uint16_t port, uint16_t nq, struct rte_mempool *pool,
+			  double timeout_s)
 {
 	struct rte_eth_conf conf = {0};
 	struct rte_eth_link link;
 	uint64_t end = rte_rdtsc() + (uint64_t)(timeout_s * (double)rte_get_tsc_hz());
 	int rc;
 
-	rc = rte_eth_dev_configure(port, 1, 1, &conf);
-	if (rc == 0)
-		rc = rte_eth_rx_queue_setup(port, 0, 1024, rte_socket_id(), NULL, pool);
-	if (rc == 0)
-		rc = rte_eth_tx_queue_setup(port, 0, 1024, rte_socket_id(), NULL);
+	/* memif pairs queues: as many as the node has on either side */
+	rc = rte_eth_dev_configure(port, nq, nq, &conf);
+	for (uint16_t q = 0; rc == 0 && q < nq; q++) {
+		rc = rte_eth_rx_queue_setup(port, q, 1024, rte_socket_id(), NULL, pool);
+		if (rc == 0)
+			rc = rte_eth_tx_queue_setup(port, q, 1024, rte_socket_id(), NULL);
+	}
 	if (rc < 0)
 		return rc;
 	while (rte_rdtsc() < end) {
@@ -341,6 +344,7 @@ int sg_dp_memif_run(const struct sg_dp_config *c, const struct sg_dp_loop_conf *
 	char prefix[64], vdev[384];
 	int fds[2], rc = 0, status = 0;
 	bool eal = false, port_started = false;
+	uint16_t nq = (uint16_t)c->n_lcores;
 	pid_t pid;
 	uint64_t hz, t0;
 
@@ -386,7 +390,7 @@ int sg_dp_memif_run(const struct sg_dp_config *c, const struct sg_dp_loop_conf *
 		rc = -ENOMEM;
 		goto out;
 	}
-	rc = client_port_up(0, pool, 15);
+	rc = client_port_up(0, nq, pool, 15);
 	if (rc < 0) {
 		seterr(err, errlen, "memif: the client port did not come up: %s", strerror(-rc));
 		goto out;
@@ -394,7 +398,7 @@ int sg_dp_memif_run(const struct sg_dp_config *c, const struct sg_dp_loop_conf *
 	port_started = true;
 	{
 		struct sg_dp_gen_conf gc = {
-			.port = 0, .pool = pool, .dut_ip = rte_cpu_to_be_32(c->ip),
+			.port = 0, .nb_rxq = nq, .pool = pool, .dut_ip = rte_cpu_to_be_32(c->ip),
 			.dut_udp_port = c->udp_port, .job = job->id, .token = job->token,
 			.workers = job->workers, .keys = job->keys,
 			.partition_bytes = job->partition_bytes,

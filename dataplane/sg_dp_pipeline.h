@@ -360,7 +360,8 @@ struct sg_dp_gen;
 struct sg_dp_gen_conf {
 	struct rte_ring *to_dut;   /**< frames towards sigmad (its RX ring), or NULL */
 	struct rte_ring *from_dut; /**< frames from sigmad (its TX ring), or NULL */
-	int port;                  /**< >= 0: use queue 0 of this ethdev instead of rings */
+	int port;                  /**< >= 0: use this ethdev instead of rings: TX queue 0, */
+	uint16_t nb_rxq;           /**< ... and RX queues 0..nb_rxq-1 */
 	struct rte_mempool *pool;  /**< mbufs for pushes */
 	struct rte_ether_addr dut_mac;
 	uint32_t dut_ip;           /**< network byte order */
