@@ -427,7 +427,8 @@ static struct rte_mempool *socket_pool(struct sg_dp_pipeline *p, int socket, cha
 
 	if (p->pools[socket])
 		return p->pools[socket];
-	room = (uint16_t)RTE_MIN(65535u, RTE_PKTMBUF_HEADROOM + p->max_frame);
+	/* some PMDs want room for a whole ring frame (af_packet: 2016 bytes) */
+	room = (uint16_t)(RTE_PKTMBUF_HEADROOM + (p->max_frame > 2048 ? p->max_frame : 2048));
 	snprintf(name, sizeof(name), "sg_mbuf_%d_%u", socket, (unsigned int)getpid());
 	p->pools[socket] = rte_pktmbuf_pool_create(name, p->cfg.mbufs, 256,
 		SG_DP_MBUF_PRIV_SIZE, room, socket);
