@@ -18,6 +18,7 @@
 #include <rte_ethdev.h>
 #include <rte_log.h>
 
+#include "sg_dp_internal.h"
 #include "sg_dp_pipeline.h"
 #include "sg_dp_proto.h"
 #include "sg_sum.h"
@@ -56,9 +57,7 @@ const char sg_dp_default_config[] =
 	"chunk_bytes = 0\n"
 	"slots = 0\n";
 
-static void seterr(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-
-static void seterr(char *err, size_t errlen, const char *fmt, ...)
+void sg_dp_seterr(char *err, size_t errlen, const char *fmt, ...)
 {
 	va_list ap;
 
@@ -145,7 +144,7 @@ void sg_dp_layout_clear(struct sg_dp_config *c, enum sg_dp_role role)
 	c->n_lcores = j;
 }
 
-static const char *role_name(enum sg_dp_role r)
+const char *sg_dp_role_name(enum sg_dp_role r)
 {
 	return r == SG_DP_ROLE_IO ? "io" : r == SG_DP_ROLE_REDUCE ? "reduce" : "rtc";
 }
@@ -154,17 +153,17 @@ static int layout_add(struct sg_dp_config *c, enum sg_dp_role role, unsigned lon
 		      unsigned long port, unsigned long queue, char *err, size_t errlen)
 {
 	if (c->n_lcores >= SG_DP_MAX_LAYOUT) {
-		seterr(err, errlen, "layout: more than %d lcores", SG_DP_MAX_LAYOUT);
+		sg_dp_seterr(err, errlen, "layout: more than %d lcores", SG_DP_MAX_LAYOUT);
 		return -EINVAL;
 	}
 	if (lcore >= RTE_MAX_LCORE) {
-		seterr(err, errlen, "layout %s: lcore %lu is not below RTE_MAX_LCORE (%d)",
-		       role_name(role), lcore, RTE_MAX_LCORE);
+		sg_dp_seterr(err, errlen, "layout %s: lcore %lu is not below RTE_MAX_LCORE (%d)",
+		       sg_dp_role_name(role), lcore, RTE_MAX_LCORE);
 		return -EINVAL;
 	}
 	if (port >= SG_DP_MAX_PORTS || queue > 1023) {
-		seterr(err, errlen, "layout %s: port %lu / queue %lu out of range (ports < %d, "
-		       "queues < 1024)", role_name(role), port, queue, SG_DP_MAX_PORTS);
+		sg_dp_seterr(err, errlen, "layout %s: port %lu / queue %lu out of range (ports < %d, "
+		       "queues < 1024)", sg_dp_role_name(role), port, queue, SG_DP_MAX_PORTS);
 		return -EINVAL;
 	}
 	c->lcores[c->n_lcores++] = (struct sg_dp_lcore_cfg){
@@ -198,7 +197,7 @@ int sg_dp_layout_parse(struct sg_dp_config *c, enum sg_dp_role role, const char 
 	unsigned long v[3];
 
 	if (spec == NULL || *spec == '\0') {
-		seterr(err, errlen, "layout %s: empty list", role_name(role));
+		sg_dp_seterr(err, errlen, "layout %s: empty list", sg_dp_role_name(role));
 		return -EINVAL;
 	}
 	while (*p) {
@@ -243,8 +242,8 @@ int sg_dp_layout_parse(struct sg_dp_config *c, enum sg_dp_role role, const char 
 	}
 	return 0;
 bad:
-	seterr(err, errlen, "layout %s: cannot parse \"%s\" near \"%.16s\": expected %s",
-	       role_name(role), spec, p, role == SG_DP_ROLE_REDUCE ?
+	sg_dp_seterr(err, errlen, "layout %s: cannot parse \"%s\" near \"%.16s\": expected %s",
+	       sg_dp_role_name(role), spec, p, role == SG_DP_ROLE_REDUCE ?
 	       "lcore[,lcore|a-b...], e.g. \"2,3\" or \"2-3\"" :
 	       "(port,queue,lcore)[,...], e.g. \"(0,0,1),(0,1,2)\"");
 	return -EINVAL;
@@ -346,7 +345,7 @@ static int apply_key(struct sg_dp_config *c, const struct key_def *k, const char
 				 k->lo, k->hi);
 			want = range;
 		}
-		seterr(err, errlen, "[%s] %s = \"%s\": expected %s", k->section, k->name, val,
+		sg_dp_seterr(err, errlen, "[%s] %s = \"%s\": expected %s", k->section, k->name, val,
 		       want);
 	}
 	return rc;
@@ -362,7 +361,7 @@ static int apply_job(struct sg_dp_config *c, const char *sec, const char *name, 
 	int rc = -EINVAL;
 
 	if (parse_u64(sec + 4, 1, UINT32_MAX, &id) < 0) {
-		seterr(err, errlen, "[%s]: a job section is named \"job N\" with N >= 1", sec);
+		sg_dp_seterr(err, errlen, "[%s]: a job section is named \"job N\" with N >= 1", sec);
 		return -EINVAL;
 	}
 	for (unsigned int i = 0; i < c->n_jobs; i++)
@@ -370,7 +369,7 @@ static int apply_job(struct sg_dp_config *c, const char *sec, const char *name, 
 			j = &c->jobs[i];
 	if (j == NULL) {
 		if (c->n_jobs >= SG_DP_MAX_JOBS) {
-			seterr(err, errlen, "[%s]: more than %d jobs", sec, SG_DP_MAX_JOBS);
+			sg_dp_seterr(err, errlen, "[%s]: more than %d jobs", sec, SG_DP_MAX_JOBS);
 			return -EINVAL;
 		}
 		j = &c->jobs[c->n_jobs++];
@@ -403,12 +402,12 @@ static int apply_job(struct sg_dp_config *c, const char *sec, const char *name, 
 		if ((rc = parse_u64(val, 0, 1u << 20, &v)) == 0)
 			j->slots = (uint32_t)v;
 	} else {
-		seterr(err, errlen, "[%s]: unknown key \"%s\" (known: workers, token, dtype, mode, "
+		sg_dp_seterr(err, errlen, "[%s]: unknown key \"%s\" (known: workers, token, dtype, mode, "
 		       "keys, partition_bytes, chunk_bytes, slots)", sec, name);
 		return -EINVAL;
 	}
 	if (rc < 0)
-		seterr(err, errlen, "[%s] %s = \"%s\": bad value (workers 1..64, token an integer, "
+		sg_dp_seterr(err, errlen, "[%s] %s = \"%s\": bad value (workers 1..64, token an integer, "
 		       "dtype fp32|fp64|fp16|bf16|int32|int64|int8|uint8, mode "
 		       "sync|async|deterministic, keys 1..2^20, partition_bytes 64..2^30, "
 		       "chunk_bytes 0..8920 in multiples of 8, slots 0..2^20)",
@@ -425,7 +424,7 @@ static int apply_cfgfile(struct sg_dp_config *c, struct rte_cfgfile *cf, const c
 	int rc = 0;
 
 	if (nsec < 0 || nsec > 64) {
-		seterr(err, errlen, "%s: %d sections (at most 64)", what, nsec);
+		sg_dp_seterr(err, errlen, "%s: %d sections (at most 64)", what, nsec);
 		return -EINVAL;
 	}
 	secs = calloc(nsec ? nsec : 1, sizeof(*secs));
@@ -443,7 +442,7 @@ static int apply_cfgfile(struct sg_dp_config *c, struct rte_cfgfile *cf, const c
 		for (size_t k = 0; k < RTE_DIM(keys); k++)
 			known |= !strcmp(keys[k].section, secp[i]);
 		if (!known) {
-			seterr(err, errlen, "%s: unknown section [%s] (known: net, layout, resources, "
+			sg_dp_seterr(err, errlen, "%s: unknown section [%s] (known: net, layout, resources, "
 			       "live, job N)", what, secp[i]);
 			rc = -EINVAL;
 			break;
@@ -471,7 +470,7 @@ static int apply_cfgfile(struct sg_dp_config *c, struct rte_cfgfile *cf, const c
 				    !strcmp(keys[d].name, ents[e].name))
 					k = &keys[d];
 			if (k == NULL) {
-				seterr(err, errlen, "%s: unknown key \"%s\" in [%s]", what,
+				sg_dp_seterr(err, errlen, "%s: unknown key \"%s\" in [%s]", what,
 				       ents[e].name, secp[i]);
 				rc = -EINVAL;
 			} else {
@@ -493,7 +492,7 @@ static int check_lines(const char *path, char *err, size_t errlen)
 	bool in_section = false;
 
 	if (f == NULL) {
-		seterr(err, errlen, "config %s: %s", path, strerror(errno));
+		sg_dp_seterr(err, errlen, "config %s: %s", path, strerror(errno));
 		return -EINVAL;
 	}
 	while (fgets(line, sizeof(line), f)) {
@@ -510,7 +509,7 @@ static int check_lines(const char *path, char *err, size_t errlen)
 		}
 		if (!in_section || strchr(p, '=') == NULL) {
 			fclose(f);
-			seterr(err, errlen, "config %s line %u: not a valid INI line (%s): \"%.40s\"",
+			sg_dp_seterr(err, errlen, "config %s line %u: not a valid INI line (%s): \"%.40s\"",
 			       path, no, in_section ? "expected key = value" :
 			       "expected a [section] first", strtok(p, "\r\n") ? p : "");
 			return -EINVAL;
@@ -527,7 +526,7 @@ int sg_dp_config_load_file(struct sg_dp_config *c, const char *path, char *err, 
 
 	if (access(path, R_OK) != 0) {
 		rc = -errno;
-		seterr(err, errlen, "config %s: %s", path, strerror(errno));
+		sg_dp_seterr(err, errlen, "config %s: %s", path, strerror(errno));
 		return rc;
 	}
 	rc = check_lines(path, err, errlen);
@@ -535,7 +534,7 @@ int sg_dp_config_load_file(struct sg_dp_config *c, const char *path, char *err, 
 		return rc;
 	cf = rte_cfgfile_load(path, CFG_FLAG_EMPTY_VALUES);
 	if (cf == NULL) {
-		seterr(err, errlen, "config %s: not a valid INI file (rte_cfgfile_load failed: "
+		sg_dp_seterr(err, errlen, "config %s: not a valid INI file (rte_cfgfile_load failed: "
 		       "check for lines outside a [section] or without '=')", path);
 		return -EINVAL;
 	}
@@ -719,7 +718,7 @@ int sg_dp_config_parse_args(struct sg_dp_config *c, int argc, char **argv, char 
 			continue;
 		case OPT_DEMO_WORKERS:
 			if (parse_u64(optarg, 1, 64, &v) < 0) {
-				seterr(err, errlen, "--demo-workers \"%s\": expected 1..64", optarg);
+				sg_dp_seterr(err, errlen, "--demo-workers \"%s\": expected 1..64", optarg);
 				return -EINVAL;
 			}
 			c->demo_workers = (unsigned int)v;
@@ -731,7 +730,7 @@ int sg_dp_config_parse_args(struct sg_dp_config *c, int argc, char **argv, char 
 			errno = 0;
 			d = strtod(optarg, &end);
 			if (errno || *end || !(d > 0 && d < 1e7)) {
-				seterr(err, errlen, "--duration \"%s\": expected seconds > 0", optarg);
+				sg_dp_seterr(err, errlen, "--duration \"%s\": expected seconds > 0", optarg);
 				return -EINVAL;
 			}
 			c->duration_s = d;
@@ -739,7 +738,7 @@ int sg_dp_config_parse_args(struct sg_dp_config *c, int argc, char **argv, char 
 		}
 		case '?':
 		default:
-			seterr(err, errlen, "unknown or incomplete option \"%s\" (see --help)",
+			sg_dp_seterr(err, errlen, "unknown or incomplete option \"%s\" (see --help)",
 			       argv[optind - 1]);
 			return -EINVAL;
 		}
@@ -751,7 +750,7 @@ int sg_dp_config_parse_args(struct sg_dp_config *c, int argc, char **argv, char 
 			return rc;
 	}
 	if (optind < argc) {
-		seterr(err, errlen, "unexpected argument \"%s\" (sigmad takes options only)",
+		sg_dp_seterr(err, errlen, "unexpected argument \"%s\" (sigmad takes options only)",
 		       argv[optind]);
 		return -EINVAL;
 	}
@@ -798,24 +797,24 @@ int sg_dp_layout_check(const struct sg_dp_config *c, const struct sg_dp_topology
 		nred += (a->role & SG_DP_ROLE_REDUCE) != 0;
 		nrx += (a->role & SG_DP_ROLE_IO) != 0;
 		if (a->lcore >= RTE_DIM(t->lcore_enabled) || !t->lcore_enabled[a->lcore]) {
-			seterr(err, errlen, "layout %s: lcore %u is not enabled by EAL: add it to "
+			sg_dp_seterr(err, errlen, "layout %s: lcore %u is not enabled by EAL: add it to "
 			       "EAL's -l/--lcores list, or pick an enabled lcore",
-			       role_name(a->role), a->lcore);
+			       sg_dp_role_name(a->role), a->lcore);
 			return -EINVAL;
 		}
 		if (a->lcore == t->main_lcore) {
-			seterr(err, errlen, "layout %s: lcore %u is EAL's main lcore, which runs "
+			sg_dp_seterr(err, errlen, "layout %s: lcore %u is EAL's main lcore, which runs "
 			       "telemetry and signals: give EAL another --main-lcore or use "
-			       "another lcore", role_name(a->role), a->lcore);
+			       "another lcore", sg_dp_role_name(a->role), a->lcore);
 			return -EINVAL;
 		}
 		for (unsigned int j = 0; j < i; j++)
 			if (c->lcores[j].lcore == a->lcore) {
 				bool same = c->lcores[j].role == a->role;
 
-				seterr(err, errlen, "layout: lcore %u has two roles (%s and %s): an "
+				sg_dp_seterr(err, errlen, "layout: lcore %u has two roles (%s and %s): an "
 				       "lcore has one role; %s", a->lcore,
-				       role_name(c->lcores[j].role), role_name(a->role),
+				       sg_dp_role_name(c->lcores[j].role), sg_dp_role_name(a->role),
 				       same && a->role != SG_DP_ROLE_REDUCE ?
 				       "to poll two queues, give each its own lcore" :
 				       "to receive and reduce on one lcore, list it once in rtc");
@@ -823,14 +822,14 @@ int sg_dp_layout_check(const struct sg_dp_config *c, const struct sg_dp_topology
 			}
 		if (a->role & SG_DP_ROLE_IO) {
 			if (a->port >= t->n_ports) {
-				seterr(err, errlen, "layout %s: port %u does not exist (%u port%s: "
-				       "add a --vdev or a PCI device to EAL)", role_name(a->role),
+				sg_dp_seterr(err, errlen, "layout %s: port %u does not exist (%u port%s: "
+				       "add a --vdev or a PCI device to EAL)", sg_dp_role_name(a->role),
 				       a->port, t->n_ports, t->n_ports == 1 ? "" : "s");
 				return -EINVAL;
 			}
 			if (a->queue >= 32 || (qmask[a->port] >> a->queue) & 1) {
-				seterr(err, errlen, "layout %s: port %u queue %u is polled twice or is "
-				       "above 31", role_name(a->role), a->port, a->queue);
+				sg_dp_seterr(err, errlen, "layout %s: port %u queue %u is polled twice or is "
+				       "above 31", sg_dp_role_name(a->role), a->port, a->queue);
 				return -EINVAL;
 			}
 			qmask[a->port] |= 1u << a->queue;
@@ -838,27 +837,27 @@ int sg_dp_layout_check(const struct sg_dp_config *c, const struct sg_dp_topology
 		}
 	}
 	if (nred == 0) {
-		seterr(err, errlen, "layout: no reducer lcore: add --reduce LCORES or use --rtc");
+		sg_dp_seterr(err, errlen, "layout: no reducer lcore: add --reduce LCORES or use --rtc");
 		return -EINVAL;
 	}
 	if (nrx == 0) {
-		seterr(err, errlen, "layout: no lcore receives: add --io \"(port,queue,lcore)\" or "
+		sg_dp_seterr(err, errlen, "layout: no lcore receives: add --io \"(port,queue,lcore)\" or "
 		       "--rtc \"(port,queue,lcore)\"");
 		return -EINVAL;
 	}
 	for (unsigned int p = 0; p < t->n_ports && p < SG_DP_MAX_PORTS; p++) {
 		if (qmask[p] != (nq[p] >= 32 ? UINT32_MAX : (1u << nq[p]) - 1)) {
-			seterr(err, errlen, "layout: RX queues of port %u must be numbered 0..%u "
+			sg_dp_seterr(err, errlen, "layout: RX queues of port %u must be numbered 0..%u "
 			       "without gaps", p, nq[p] ? nq[p] - 1 : 0);
 			return -EINVAL;
 		}
 		if (nq[p] > t->max_rxq[p]) {
-			seterr(err, errlen, "layout: port %u has %u RX queues, the layout polls %u: "
+			sg_dp_seterr(err, errlen, "layout: port %u has %u RX queues, the layout polls %u: "
 			       "use fewer queues on it", p, t->max_rxq[p], nq[p]);
 			return -EINVAL;
 		}
 		if (c->n_lcores > t->max_txq[p]) {
-			seterr(err, errlen, "layout: every lcore needs a TX queue on port %u, which "
+			sg_dp_seterr(err, errlen, "layout: every lcore needs a TX queue on port %u, which "
 			       "has %u: use at most %u lcores", p, t->max_txq[p], t->max_txq[p]);
 			return -EINVAL;
 		}
@@ -879,11 +878,18 @@ int sg_dp_layout_check(const struct sg_dp_config *c, const struct sg_dp_topology
 				fprintf(warn, "sigmad: warning: %s lcore %u is on NUMA node %d but port "
 					"%u is on node %d: every packet crosses the interconnect; "
 					"move lcore %u to a CPU of node %d (EAL --lcores) or serve the "
-					"port from a node-%d lcore\n", role_name(a->role), a->lcore,
+					"port from a node-%d lcore\n", sg_dp_role_name(a->role), a->lcore,
 					ln, p, pn, a->lcore, pn, pn);
 		}
 	}
 	if (n_warn)
 		*n_warn = warns;
 	return 0;
+}
+
+uint32_t sg_dp_job_chunk_bytes(const struct sg_dp_config *c, const struct sg_dp_job_cfg *j)
+{
+	if (j->chunk_bytes)
+		return j->chunk_bytes;
+	return RTE_ALIGN_FLOOR((uint32_t)c->mtu - SG_DP_IPUDP_LEN - SG_DP_HDR_LEN, 8u);
 }

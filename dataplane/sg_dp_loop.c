@@ -21,22 +21,9 @@
 #include <rte_ring.h>
 
 #include "sg_dp_engine.h"
+#include "sg_dp_internal.h"
 #include "sg_dp_pipeline.h"
 #include "sg_dp_proto.h"
-
-static void seterr(char *err, size_t errlen, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-
-static void seterr(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (err == NULL || errlen == 0)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-}
 
 /* A frame that is wrong in one way, so each garbage frame hits a drop reason. */
 static uint32_t garbage_frame(uint8_t *f, unsigned int i, const struct sg_dp_net *dut)
@@ -79,7 +66,7 @@ int sg_dp_loopback_run(const struct sg_dp_config *c, const struct sg_dp_loop_con
 
 	memset(res, 0, sizeof(*res));
 	if (c->n_jobs == 0) {
-		seterr(err, errlen, "loopback: the config declares no [job N]");
+		sg_dp_seterr(err, errlen, "loopback: the config declares no [job N]");
 		return -EINVAL;
 	}
 	for (unsigned int i = 0; i < cfg.n_lcores; i++)
@@ -107,7 +94,7 @@ int sg_dp_loopback_run(const struct sg_dp_config *c, const struct sg_dp_loop_con
 	port = rte_eth_from_rings(name, rx, RTE_MAX(nrxq, 1u), txq, (unsigned int)cfg.n_lcores,
 				  rte_socket_id());
 	if (port < 0) {
-		seterr(err, errlen, "loopback: ring port: %s", rte_strerror(rte_errno));
+		sg_dp_seterr(err, errlen, "loopback: ring port: %s", rte_strerror(rte_errno));
 		rc = -rte_errno;
 		goto out;
 	}
@@ -118,7 +105,7 @@ int sg_dp_loopback_run(const struct sg_dp_config *c, const struct sg_dp_loop_con
 					RTE_PKTMBUF_HEADROOM + RTE_ETHER_HDR_LEN + cfg.mtu + 4,
 					(int)rte_socket_id());
 	if (gpool == NULL) {
-		seterr(err, errlen, "loopback: generator mempool: %s", rte_strerror(rte_errno));
+		sg_dp_seterr(err, errlen, "loopback: generator mempool: %s", rte_strerror(rte_errno));
 		rc = -ENOMEM;
 		goto out;
 	}
@@ -134,28 +121,27 @@ int sg_dp_loopback_run(const struct sg_dp_config *c, const struct sg_dp_loop_con
 			.dut_ip = dnet.ip, .dut_udp_port = cfg.udp_port, .job = job->id,
 			.token = job->token, .workers = job->workers, .keys = job->keys,
 			.partition_bytes = job->partition_bytes,
-			.chunk_bytes = job->chunk_bytes ? job->chunk_bytes :
-				RTE_ALIGN_FLOOR((uint32_t)cfg.mtu - SG_DP_IPUDP_LEN - SG_DP_HDR_LEN, 8u),
+			.chunk_bytes = sg_dp_job_chunk_bytes(&cfg, job),
 			.rounds = lc->rounds, .window = lc->window ? lc->window : 64,
 			.loss = lc->loss, .retrans_us = lc->retrans_us ? lc->retrans_us : 2000,
 			.seed = lc->seed, .udp_checksum = cfg.udp_checksum,
 		};
 
 		if (job->dtype != SG_DTYPE_FP32) {
-			seterr(err, errlen, "loopback: the generator speaks fp32 only");
+			sg_dp_seterr(err, errlen, "loopback: the generator speaks fp32 only");
 			rc = -ENOTSUP;
 			goto out;
 		}
 		g = sg_dp_gen_create(&gc);
 		if (g == NULL) {
-			seterr(err, errlen, "loopback: generator: %s", strerror(errno));
+			sg_dp_seterr(err, errlen, "loopback: generator: %s", strerror(errno));
 			rc = -errno;
 			goto out;
 		}
 	}
 	rc = sg_dp_pipeline_start(p);
 	if (rc < 0) {
-		seterr(err, errlen, "loopback: cannot launch the lcores: %s", strerror(-rc));
+		sg_dp_seterr(err, errlen, "loopback: cannot launch the lcores: %s", strerror(-rc));
 		goto out;
 	}
 	{
@@ -350,19 +336,19 @@ int sg_dp_memif_run(const struct sg_dp_config *c, const struct sg_dp_loop_conf *
 
 	memset(res, 0, sizeof(*res));
 	if (c->n_jobs == 0 || job->dtype != SG_DTYPE_FP32) {
-		seterr(err, errlen, "memif: the config needs an fp32 [job N] first");
+		sg_dp_seterr(err, errlen, "memif: the config needs an fp32 [job N] first");
 		return -EINVAL;
 	}
 	unlink(mc->socket_path);
 	if (pipe(fds) < 0) {
-		seterr(err, errlen, "memif: pipe: %s", strerror(errno));
+		sg_dp_seterr(err, errlen, "memif: pipe: %s", strerror(errno));
 		return -errno;
 	}
 	fflush(stdout);
 	pid = fork();
 	if (pid < 0) {
 		rc = -errno;
-		seterr(err, errlen, "memif: fork: %s", strerror(errno));
+		sg_dp_seterr(err, errlen, "memif: fork: %s", strerror(errno));
 		close(fds[0]);
 		close(fds[1]);
 		return rc;
@@ -376,7 +362,7 @@ int sg_dp_memif_run(const struct sg_dp_config *c, const struct sg_dp_loop_conf *
 	snprintf(vdev, sizeof(vdev), "net_memif0,role=client,id=0,socket=%s,socket-abstract=no,"
 		 "bsize=%u", mc->socket_path, 16384u);
 	if (eal_start(prefix, mc->gen_lcores, vdev) < 0) {
-		seterr(err, errlen, "memif: generator EAL: %s", rte_strerror(rte_errno));
+		sg_dp_seterr(err, errlen, "memif: generator EAL: %s", rte_strerror(rte_errno));
 		rc = -EIO;
 		goto out;
 	}
@@ -386,13 +372,13 @@ int sg_dp_memif_run(const struct sg_dp_config *c, const struct sg_dp_loop_conf *
 				       RTE_PKTMBUF_HEADROOM + RTE_ETHER_HDR_LEN + c->mtu + 4,
 				       (int)rte_socket_id());
 	if (pool == NULL) {
-		seterr(err, errlen, "memif: generator mempool: %s", rte_strerror(rte_errno));
+		sg_dp_seterr(err, errlen, "memif: generator mempool: %s", rte_strerror(rte_errno));
 		rc = -ENOMEM;
 		goto out;
 	}
 	rc = client_port_up(0, nq, pool, 15);
 	if (rc < 0) {
-		seterr(err, errlen, "memif: the client port did not come up: %s", strerror(-rc));
+		sg_dp_seterr(err, errlen, "memif: the client port did not come up: %s", strerror(-rc));
 		goto out;
 	}
 	port_started = true;
@@ -402,8 +388,7 @@ int sg_dp_memif_run(const struct sg_dp_config *c, const struct sg_dp_loop_conf *
 			.dut_udp_port = c->udp_port, .job = job->id, .token = job->token,
 			.workers = job->workers, .keys = job->keys,
 			.partition_bytes = job->partition_bytes,
-			.chunk_bytes = job->chunk_bytes ? job->chunk_bytes :
-				RTE_ALIGN_FLOOR((uint32_t)c->mtu - SG_DP_IPUDP_LEN - SG_DP_HDR_LEN, 8u),
+			.chunk_bytes = sg_dp_job_chunk_bytes(c, job),
 			.rounds = lc->rounds, .window = lc->window ? lc->window : 64,
 			.loss = lc->loss, .retrans_us = lc->retrans_us ? lc->retrans_us : 2000,
 			.seed = lc->seed, .udp_checksum = c->udp_checksum,
@@ -415,7 +400,7 @@ int sg_dp_memif_run(const struct sg_dp_config *c, const struct sg_dp_loop_conf *
 		g = sg_dp_gen_create(&gc);
 		if (g == NULL) {
 			rc = -errno;
-			seterr(err, errlen, "memif: generator: %s", strerror(errno));
+			sg_dp_seterr(err, errlen, "memif: generator: %s", strerror(errno));
 			goto out;
 		}
 		hz = rte_get_tsc_hz();
@@ -431,7 +416,7 @@ int sg_dp_memif_run(const struct sg_dp_config *c, const struct sg_dp_loop_conf *
 			} while (gs.arp_replies == 0 && rte_rdtsc() < next);
 		} while (gs.arp_replies == 0 && rte_rdtsc() < end);
 		if (gs.arp_replies == 0) {
-			seterr(err, errlen, "memif: the node did not answer ARP");
+			sg_dp_seterr(err, errlen, "memif: the node did not answer ARP");
 			rc = -ETIMEDOUT;
 			goto out;
 		}
@@ -448,7 +433,7 @@ out:
 		res->n_lcores = rep.n_lcores;
 		memcpy(res->lcores, rep.lcores, sizeof(rep.lcores));
 	} else if (rc == 0) {
-		seterr(err, errlen, "memif: the node process failed");
+		sg_dp_seterr(err, errlen, "memif: the node process failed");
 		rc = -EIO;
 	}
 	close(fds[0]);
@@ -464,7 +449,7 @@ out:
 		}
 	}
 	if (rc == 0 && !(WIFEXITED(status) && WEXITSTATUS(status) == 0)) {
-		seterr(err, errlen, "memif: the node process exited with status %d", status);
+		sg_dp_seterr(err, errlen, "memif: the node process exited with status %d", status);
 		rc = -EIO;
 	}
 	sg_dp_gen_destroy(g);

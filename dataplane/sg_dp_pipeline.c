@@ -32,6 +32,7 @@
 #include <rte_ring.h>
 
 #include "sg_dp_engine.h"
+#include "sg_dp_internal.h"
 #include "sg_dp_pipeline.h"
 #include "sg_dp_proto.h"
 
@@ -398,20 +399,6 @@ static int lcore_main(void *arg)
 
 /* ---- set-up ------------------------------------------------------------- */
 
-static void seterr(char *err, size_t errlen, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-
-static void seterr(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (err == NULL || errlen == 0)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-}
-
 static int lcore_socket(unsigned int lcore)
 {
 	unsigned int s = rte_lcore_to_socket_id(lcore);
@@ -433,7 +420,7 @@ static struct rte_mempool *socket_pool(struct sg_dp_pipeline *p, int socket, cha
 	p->pools[socket] = rte_pktmbuf_pool_create(name, p->cfg.mbufs, 256,
 		SG_DP_MBUF_PRIV_SIZE, room, socket);
 	if (p->pools[socket] == NULL)
-		seterr(err, errlen, "mempool of %u mbufs of %u bytes on socket %d: %s (lower "
+		sg_dp_seterr(err, errlen, "mempool of %u mbufs of %u bytes on socket %d: %s (lower "
 		       "[resources] mbufs, or give EAL more memory with -m)", p->cfg.mbufs, room,
 		       socket, rte_strerror(rte_errno));
 	return p->pools[socket];
@@ -502,7 +489,7 @@ static int port_setup(struct sg_dp_pipeline *p, uint16_t port, char *err, size_t
 	    net->tx_ip_csum_offload ? "offloaded" : "in software");
 	return 0;
 fail:
-	seterr(err, errlen, "port %u: set-up failed: %s", port, rte_strerror(-rc));
+	sg_dp_seterr(err, errlen, "port %u: set-up failed: %s", port, rte_strerror(-rc));
 	return rc < 0 ? rc : -EIO;
 }
 
@@ -525,7 +512,7 @@ static int reducer_setup(struct sg_dp_pipeline *p, struct sg_dp_lcore *lc, char 
 	snprintf(name, sizeof(name), "sg_red%u_%u", lc->lcore_id, (unsigned int)getpid());
 	lc->ring = rte_ring_create(name, c->ring_size, lc->socket, RING_F_SC_DEQ);
 	if (lc->ring == NULL) {
-		seterr(err, errlen, "reducer lcore %u: ring of %u: %s ([resources] ring_size must "
+		sg_dp_seterr(err, errlen, "reducer lcore %u: ring of %u: %s ([resources] ring_size must "
 		       "be a power of two)", lc->lcore_id, c->ring_size, rte_strerror(rte_errno));
 		return -rte_errno;
 	}
@@ -533,21 +520,19 @@ static int reducer_setup(struct sg_dp_pipeline *p, struct sg_dp_lcore *lc, char 
 	hp.name = name;
 	lc->peers = rte_hash_create(&hp);
 	if (lc->peers == NULL) {
-		seterr(err, errlen, "reducer lcore %u: peer table: %s", lc->lcore_id,
+		sg_dp_seterr(err, errlen, "reducer lcore %u: peer table: %s", lc->lcore_id,
 		       rte_strerror(rte_errno));
 		return -ENOMEM;
 	}
 	for (unsigned int j = 0; j < c->n_jobs; j++) {
-		uint32_t cb = c->jobs[j].chunk_bytes;
+		uint32_t cb = sg_dp_job_chunk_bytes(c, &c->jobs[j]);
 
-		if (cb == 0)
-			cb = RTE_ALIGN_FLOOR((uint32_t)c->mtu - SG_DP_IPUDP_LEN - SG_DP_HDR_LEN, 8u);
 		maxpl = RTE_MAX(maxpl, cb);
 	}
 	ec.max_payload = maxpl ? maxpl : SG_DP_PAYLOAD_MTU1500;
 	lc->eng = sg_dp_engine_create(&ec);
 	if (lc->eng == NULL) {
-		seterr(err, errlen, "reducer lcore %u: engine: %s (pool of %u buffers of %u bytes)",
+		sg_dp_seterr(err, errlen, "reducer lcore %u: engine: %s (pool of %u buffers of %u bytes)",
 		       lc->lcore_id, strerror(errno), ec.pool_bufs, ec.max_payload);
 		return -errno;
 	}
@@ -559,7 +544,7 @@ static int reducer_setup(struct sg_dp_pipeline *p, struct sg_dp_lcore *lc, char 
 			.id = jc->id, .nworkers = jc->workers, .token = jc->token,
 			.dtype = jc->dtype, .mode = jc->mode,
 			.partition_bytes = jc->partition_bytes,
-			.chunk_bytes = jc->chunk_bytes ? jc->chunk_bytes : ec.max_payload,
+			.chunk_bytes = sg_dp_job_chunk_bytes(c, jc),
 			.max_inflight = jc->slots, .keys = keys, .nkeys = jc->keys,
 		};
 		int rc;
@@ -572,7 +557,7 @@ static int reducer_setup(struct sg_dp_pipeline *p, struct sg_dp_lcore *lc, char 
 		rc = sg_dp_engine_add_job(lc->eng, &jconf);
 		free(keys);
 		if (rc < 0) {
-			seterr(err, errlen, "[job %u]: the engine refused it: %s (check workers, "
+			sg_dp_seterr(err, errlen, "[job %u]: the engine refused it: %s (check workers, "
 			       "partition_bytes and chunk_bytes against docs/protocol.md)", jc->id,
 			       strerror(-rc));
 			return rc;
@@ -590,7 +575,7 @@ struct sg_dp_pipeline *sg_dp_pipeline_create(const struct sg_dp_config *c, char 
 
 	p = rte_zmalloc("sg_dp_pipeline", sizeof(*p), RTE_CACHE_LINE_SIZE);
 	if (p == NULL) {
-		seterr(err, errlen, "out of memory");
+		sg_dp_seterr(err, errlen, "out of memory");
 		errno = ENOMEM;
 		return NULL;
 	}
@@ -606,7 +591,7 @@ struct sg_dp_pipeline *sg_dp_pipeline_create(const struct sg_dp_config *c, char 
 		goto fail;
 	for (unsigned int j = 0; j < c->n_jobs; j++)
 		if (c->jobs[j].partition_bytes % sg_dtype_size(c->jobs[j].dtype)) {
-			seterr(err, errlen, "[job %u]: partition_bytes %u is not a multiple of the "
+			sg_dp_seterr(err, errlen, "[job %u]: partition_bytes %u is not a multiple of the "
 			       "%s element size", c->jobs[j].id, c->jobs[j].partition_bytes,
 			       sg_dtype_name(c->jobs[j].dtype));
 			rc = -EINVAL;
@@ -616,7 +601,7 @@ struct sg_dp_pipeline *sg_dp_pipeline_create(const struct sg_dp_config *c, char 
 	p->lc = rte_zmalloc("sg_dp_lcores", sizeof(*p->lc) * p->n_lc, RTE_CACHE_LINE_SIZE);
 	if (p->lc == NULL) {
 		rc = -ENOMEM;
-		seterr(err, errlen, "out of memory");
+		sg_dp_seterr(err, errlen, "out of memory");
 		goto fail;
 	}
 	for (unsigned int i = 0; i < p->n_lc; i++) {
@@ -830,11 +815,6 @@ int sg_dp_pipeline_net(const struct sg_dp_pipeline *p, uint16_t port_id, struct 
 	return 0;
 }
 
-static const char *role_str(enum sg_dp_role r)
-{
-	return r == SG_DP_ROLE_IO ? "io" : r == SG_DP_ROLE_REDUCE ? "reduce" : "rtc";
-}
-
 void sg_dp_pipeline_print_stats(const struct sg_dp_pipeline *p, FILE *f, double seconds)
 {
 	struct sg_dp_stats es;
@@ -855,7 +835,7 @@ void sg_dp_pipeline_print_stats(const struct sg_dp_pipeline *p, FILE *f, double 
 		tot = st.busy_cycles + st.idle_cycles;
 		fprintf(f, "%-6u %-7s %-4d %6.1f %12" PRIu64 " %12" PRIu64 " %10" PRIu64
 			" %12" PRIu64 " %12.3f %6" PRIu64 " %8" PRIu64 "\n", st.lcore,
-			role_str(st.role), st.socket, tot ? 100.0 * st.busy_cycles / tot : 0.0,
+			sg_dp_role_name(st.role), st.socket, tot ? 100.0 * st.busy_cycles / tot : 0.0,
 			st.rx_pkts, st.tx_pkts, st.handoff_pkts, st.reduced_pkts,
 			st.bytes_summed / 1e9, st.ring_count, d);
 		if (seconds > 0)

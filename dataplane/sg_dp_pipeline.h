@@ -137,6 +137,12 @@ int sg_dp_config_load_string(struct sg_dp_config *c, const char *text, char *err
 int sg_dp_config_parse_args(struct sg_dp_config *c, int argc, char **argv, char *err,
 			    size_t errlen);
 
+/** Name of a role ("io", "reduce", "rtc"). */
+const char *sg_dp_role_name(enum sg_dp_role r);
+
+/** Payload bytes per chunk of job @p j: its chunk_bytes, or the largest that fits the MTU. */
+uint32_t sg_dp_job_chunk_bytes(const struct sg_dp_config *c, const struct sg_dp_job_cfg *j);
+
 /** Print `sigmad --help`. */
 void sg_dp_usage(FILE *f, const char *prog);
 

@@ -17,11 +17,6 @@
 /* rte_telemetry callbacks carry no context: the registered pipeline. */
 static struct sg_dp_pipeline *tel_pipeline;
 
-static const char *role_str(enum sg_dp_role r)
-{
-	return r == SG_DP_ROLE_IO ? "io" : r == SG_DP_ROLE_REDUCE ? "reduce" : "rtc";
-}
-
 static int no_pipeline(struct rte_tel_data *d)
 {
 	rte_tel_data_start_dict(d);
@@ -49,7 +44,7 @@ static int tel_lcores(const char *cmd, const char *params, struct rte_tel_data *
 			drops += st.drops[k];
 		tot = st.busy_cycles + st.idle_cycles;
 		rte_tel_data_start_dict(l);
-		rte_tel_data_add_dict_string(l, "role", role_str(st.role));
+		rte_tel_data_add_dict_string(l, "role", sg_dp_role_name(st.role));
 		rte_tel_data_add_dict_int(l, "socket", st.socket);
 		rte_tel_data_add_dict_u64(l, "busy_cycles", st.busy_cycles);
 		rte_tel_data_add_dict_u64(l, "idle_cycles", st.idle_cycles);
