@@ -16,8 +16,9 @@
 #include <stddef.h>
 
 #define SIGMA_BENCH_COMMANDS(X)                                                                    \
-	X(sum, "summation kernels: GB/s per dtype, implementation and k, against bounds")      \
-	X(pipeline, "sigmad lcore pipeline on ring ports: Gbps aggregated, Mpps, busy%")
+	X(sum, "summation kernels: GB/s per dtype, implementation and k, against bounds")           \
+	X(engine, "aggregation engine: chunks/s and GB/s pushed per dtype, N and chunk size")      \
+	X(pipeline, "sigmad lcore pipeline, ring and memif: Gbps aggregated, Mpps, busy%")
 
 #define SIGMA_BENCH_DECLARE(name, help) int sigma_bench_##name(int argc, char **argv);
 SIGMA_BENCH_COMMANDS(SIGMA_BENCH_DECLARE)
