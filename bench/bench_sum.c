@@ -4,11 +4,15 @@
  *
  * GB/s of input consumed by sg_sum_addk() per dtype, implementation and k
  * (2, 4, 8), for cache-hot inputs (4 MiB of input per call, L3-resident) and
- * DRAM-cold inputs (64 MiB of input per call, twice the L3). In the same run
- * it measures two references: the single-core streaming read bandwidth (the
- * physical bound) and BytePS's reducer as a plain loop built at -O3
- * -march=native (bench_sum_base.c). Every figure is the median of N runs.
- * It ends with the issue's targets, the measured ratio and met/missed.
+ * DRAM-cold inputs (64 MiB of input per call, twice the L3). In the same run,
+ * for each of those configurations, it times two references: a single-core
+ * sequential read of the same input bytes (the physical bound) and BytePS's
+ * reducer as a plain loop built at -O3 -march=native (bench_sum_base.c).
+ *
+ * Runs are paired: each run times every implementation, the plain loop and
+ * the read back to back, so that a noisy neighbour slows them alike. Rates
+ * are medians over runs; ratios are medians of the per-run ratios. It ends
+ * with the issue's targets, the measured ratio and met/missed.
  */
 #include <errno.h>
 #include <stdbool.h>
@@ -23,7 +27,8 @@
 #define COLD_BYTES ((size_t)64 << 20)
 #define MAX_ROWS 512
 #define MAX_RUNS 101
-#define HOT_RUN_SECONDS 0.004 /* repeat hot calls until one run lasts this long */
+#define MAX_JOBS (SG_SUM_IMPL_COUNT + 2)
+#define HOT_RUN_SECONDS 0.002 /* repeat hot calls until one timing lasts this long */
 
 static const unsigned int bench_ks[] = {2, 4, 8};
 #define NKS (sizeof(bench_ks) / sizeof(bench_ks[0]))
@@ -32,22 +37,27 @@ enum job_kind { JOB_SIGMA, JOB_PLAIN, JOB_READ };
 
 struct job {
 	enum job_kind kind;
+	enum sg_sum_impl impl; /* JOB_SIGMA */
 	enum sg_dtype dt;
 	unsigned int flags;
 	unsigned int k;
 	size_t n;
 	void *dst;
 	const void *src[8];
+	unsigned int reps;
+	double t[MAX_RUNS]; /* seconds per call, per run */
 };
 
 struct row {
 	const char *dtype;
 	const char *mode; /* "fp32acc", "native" or "-" */
-	const char *impl; /* scalar, avx2, avx512, plain */
+	const char *impl; /* scalar, avx2, avx512, plain, read */
 	const char *cache;
 	unsigned int k;
-	double in_gbs;	    /* input consumed */
-	double traffic_gbs; /* k reads + 1 write */
+	double in_gbs;	 /* input consumed (read: bytes read) */
+	double vs_plain; /* per-run ratio to the plain loop's time */
+	double vs_read;	 /* (k+1) x n x size per second over the read rate */
+	double ceiling;	 /* plain only: per-run read rate over the plain loop's rate */
 };
 
 struct bench {
@@ -55,8 +65,6 @@ struct bench {
 	bool quick;
 	const char *json;
 	uint8_t *hot_in, *hot_out, *cold_in, *cold_out;
-	double read_gbs;     /* cold: streaming read of COLD_BYTES from DRAM */
-	double read_hot_gbs; /* hot: repeated read of HOT_BYTES from cache */
 	struct row rows[MAX_ROWS];
 	unsigned int nrows;
 	volatile uint64_t sink;
@@ -78,24 +86,61 @@ static void run_job(struct bench *b, const struct job *j)
 	}
 }
 
-/* Median seconds per call. Hot jobs repeat within a run to outlast the clock's noise. */
-static double time_job(struct bench *b, const struct job *j, bool hot)
+static double time_once(struct bench *b, const struct job *j)
 {
-	double t[MAX_RUNS], t0, once;
-	unsigned int reps = 1;
+	double t0;
 
+	if (j->kind == JOB_SIGMA && sg_sum_set_impl(j->impl) != 0)
+		abort();
 	t0 = sigma_bench_now();
-	run_job(b, j); /* warm-up: page faults, caches, frequency */
-	once = sigma_bench_now() - t0;
-	if (hot && once < HOT_RUN_SECONDS)
-		reps = (unsigned int)(HOT_RUN_SECONDS / (once > 1e-7 ? once : 1e-7)) + 1;
-	for (unsigned int r = 0; r < b->runs; r++) {
-		t0 = sigma_bench_now();
-		for (unsigned int i = 0; i < reps; i++)
-			run_job(b, j);
-		t[r] = (sigma_bench_now() - t0) / reps;
+	for (unsigned int i = 0; i < j->reps; i++)
+		run_job(b, j);
+	return (sigma_bench_now() - t0) / j->reps;
+}
+
+/* Paired runs over @nj jobs. Hot jobs repeat within a timing to outlast clock noise. */
+static void time_jobs(struct bench *b, struct job *jobs, unsigned int nj, bool hot)
+{
+	for (unsigned int i = 0; i < nj; i++) {
+		double once;
+
+		jobs[i].reps = 1;
+		once = time_once(b, &jobs[i]); /* warm-up: page faults, caches, clocks */
+		if (hot && once < HOT_RUN_SECONDS)
+			jobs[i].reps = (unsigned int)(HOT_RUN_SECONDS / (once > 1e-7 ? once : 1e-7)) + 1;
 	}
-	return sigma_bench_median(t, b->runs);
+	for (unsigned int r = 0; r < b->runs; r++)
+		for (unsigned int i = 0; i < nj; i++)
+			jobs[i].t[r] = time_once(b, &jobs[i]);
+}
+
+/* Median over runs of f(run). */
+static double median_of(const struct bench *b, const struct job *x, const struct job *y,
+			double (*f)(const struct job *, const struct job *, unsigned int))
+{
+	double v[MAX_RUNS];
+
+	for (unsigned int r = 0; r < b->runs; r++)
+		v[r] = f(x, y, r);
+	return sigma_bench_median(v, b->runs);
+}
+
+static double f_time(const struct job *x, const struct job *y, unsigned int r)
+{
+	return x->t[r];
+}
+
+static double f_speedup(const struct job *x, const struct job *y, unsigned int r)
+{
+	return y->t[r] / x->t[r];
+}
+
+/* Bytes moved by x ((k+1) buffers of n elements) per second over y's read rate. */
+static double f_vs_read(const struct job *x, const struct job *y, unsigned int r)
+{
+	double moved = (double)(x->k + 1) * (double)x->n * (double)sg_dtype_size(x->dt);
+
+	return moved / x->t[r] / ((double)y->n / y->t[r]);
 }
 
 /* Deterministic, finite, non-denormal values: timing must not depend on data. */
@@ -128,18 +173,21 @@ static void fill(enum sg_dtype dt, uint8_t *p, size_t bytes)
 }
 
 static void add_row(struct bench *b, const struct job *j, const char *mode, const char *impl,
-		    const char *cache, double secs)
+		    const char *cache, const struct job *plain, const struct job *rd)
 {
 	struct row *r = &b->rows[b->nrows < MAX_ROWS ? b->nrows++ : MAX_ROWS - 1];
-	double in_bytes = (double)j->k * (double)j->n * (double)sg_dtype_size(j->dt);
+	double bytes = j->kind == JOB_READ ? (double)j->n
+					   : (double)j->k * (double)j->n * (double)sg_dtype_size(j->dt);
 
 	r->dtype = sg_dtype_name(j->dt);
 	r->mode = mode;
 	r->impl = impl;
 	r->cache = cache;
 	r->k = j->k;
-	r->in_gbs = in_bytes / secs * 1e-9;
-	r->traffic_gbs = in_bytes * (j->k + 1) / j->k / secs * 1e-9;
+	r->in_gbs = bytes / median_of(b, j, NULL, f_time) * 1e-9;
+	r->vs_plain = j->kind == JOB_READ ? 0 : median_of(b, j, plain, f_speedup);
+	r->vs_read = j->kind == JOB_READ ? 0 : median_of(b, j, rd, f_vs_read);
+	r->ceiling = j->kind == JOB_PLAIN ? median_of(b, rd, j, f_speedup) : 0;
 }
 
 static const struct row *find_row(const struct bench *b, const char *dtype, const char *mode,
@@ -155,55 +203,61 @@ static const struct row *find_row(const struct bench *b, const char *dtype, cons
 	return NULL;
 }
 
-/* Every implementation and the plain loop for one dtype/mode, hot and cold, each k. */
-static void bench_dtype(struct bench *b, enum sg_dtype dt, unsigned int flags)
+/* Every implementation, the plain loop and the read bound for one dtype/mode and k. */
+static void bench_config(struct bench *b, enum sg_dtype dt, unsigned int flags, bool hot,
+			 unsigned int k)
 {
 	const bool wide = dt == SG_DTYPE_FP16 || dt == SG_DTYPE_BF16;
 	const char *mode = !wide ? "-" : (flags & SG_SUM_F_NATIVE) ? "native" : "fp32acc";
-	size_t sz = sg_dtype_size(dt);
+	const char *cache = hot ? "hot" : "cold";
+	size_t total = hot ? HOT_BYTES : COLD_BYTES;
+	uint8_t *in = hot ? b->hot_in : b->cold_in;
+	static struct job jobs[MAX_JOBS]; /* large: keep off the stack */
+	struct job *plain, *rd;
+	unsigned int nj = 0;
 
-	fill(dt, b->hot_in, HOT_BYTES);
-	fill(dt, b->cold_in, COLD_BYTES);
-	for (unsigned int c = 0; c < 2; c++) {
-		const bool hot = c == 0;
-		uint8_t *in = hot ? b->hot_in : b->cold_in;
-		size_t total = hot ? HOT_BYTES : COLD_BYTES;
-
-		for (unsigned int ki = 0; ki < NKS; ki++) {
-			struct job j = {.dt = dt, .flags = flags, .k = bench_ks[ki]};
-
-			j.n = total / j.k / sz;
-			j.dst = hot ? b->hot_out : b->cold_out;
-			for (unsigned int s = 0; s < j.k; s++)
-				j.src[s] = in + s * (total / j.k);
-			for (enum sg_sum_impl impl = SG_SUM_IMPL_SCALAR; impl < SG_SUM_IMPL_COUNT;
-			     impl++) {
-				if (!sg_sum_impl_supported(impl) || sg_sum_set_impl(impl) != 0)
-					continue;
-				j.kind = JOB_SIGMA;
-				add_row(b, &j, mode, sg_sum_impl_name(impl), hot ? "hot" : "cold",
-					time_job(b, &j, hot));
-			}
-			/* BytePS rounds every partial sum: the plain loop has no fp32acc mode. */
-			j.kind = JOB_PLAIN;
-			add_row(b, &j, mode, "plain", hot ? "hot" : "cold", time_job(b, &j, hot));
-		}
+	memset(jobs, 0, sizeof(jobs));
+	for (enum sg_sum_impl impl = SG_SUM_IMPL_SCALAR; impl < SG_SUM_IMPL_COUNT; impl++)
+		if (sg_sum_impl_supported(impl))
+			jobs[nj++] = (struct job){.kind = JOB_SIGMA, .impl = impl};
+	/* BytePS rounds every partial sum: the plain loop has no fp32acc mode. */
+	plain = &jobs[nj++];
+	plain->kind = JOB_PLAIN;
+	rd = &jobs[nj++];
+	rd->kind = JOB_READ;
+	for (unsigned int i = 0; i < nj; i++) {
+		jobs[i].dt = dt;
+		jobs[i].flags = flags;
+		jobs[i].k = k;
+		jobs[i].n = total / k / sg_dtype_size(dt);
+		jobs[i].dst = hot ? b->hot_out : b->cold_out;
+		for (unsigned int s = 0; s < k; s++)
+			jobs[i].src[s] = in + s * (total / k);
 	}
+	rd->n = total; /* bytes: all k inputs, as one buffer */
+	rd->src[0] = in;
+	time_jobs(b, jobs, nj, hot);
+	for (unsigned int i = 0; i < nj; i++)
+		add_row(b, &jobs[i], mode,
+			jobs[i].kind == JOB_SIGMA ? sg_sum_impl_name(jobs[i].impl)
+			: jobs[i].kind == JOB_PLAIN ? "plain"
+						    : "read",
+			cache, plain, rd);
 	sg_sum_set_impl(SG_SUM_IMPL_AUTO);
 }
 
-/* Single-core sequential read rate of the hot or the cold input buffer. */
-static double read_bound(struct bench *b, bool hot)
+static void bench_dtype(struct bench *b, enum sg_dtype dt, unsigned int flags)
 {
-	size_t bytes = hot ? HOT_BYTES : COLD_BYTES;
-	struct job j = {.kind = JOB_READ, .n = bytes, .src = {hot ? b->hot_in : b->cold_in}};
-
-	return (double)bytes / time_job(b, &j, hot) * 1e-9;
+	fill(dt, b->hot_in, HOT_BYTES);
+	fill(dt, b->cold_in, COLD_BYTES);
+	for (unsigned int c = 0; c < 2; c++)
+		for (unsigned int ki = 0; ki < NKS; ki++)
+			bench_config(b, dt, flags, c == 0, bench_ks[ki]);
 }
 
 /*
  * want: the issue's target; got: measured ratio; ceiling: the most any kernel
- * could reach here (inputs read at the hot read bound), 0 if not applicable.
+ * could reach here (all input read at the read bound), 0 if not applicable.
  */
 struct target {
 	const char *what;
@@ -213,6 +267,11 @@ struct target {
 /* The targets, judged on the best implementation this CPU runs. */
 static unsigned int judge(const struct bench *b, struct target *t)
 {
+	static const char *const names[2][NKS] = {
+		{"hot fp16 k=2 vs plain loop", "hot fp16 k=4 vs plain loop",
+		 "hot fp16 k=8 vs plain loop"},
+		{"hot bf16 k=2 vs plain loop", "hot bf16 k=4 vs plain loop",
+		 "hot bf16 k=8 vs plain loop"}};
 	const char *best = sg_sum_impl_name(sg_sum_get_impl());
 	const struct row *r, *p;
 	unsigned int n = 0;
@@ -220,75 +279,63 @@ static unsigned int judge(const struct bench *b, struct target *t)
 	r = find_row(b, "fp32", "-", best, "cold", 4);
 	if (r != NULL)
 		t[n++] = (struct target){"cold fp32 k=4: (k+1) x bytes / time vs streaming read",
-					 0.85, r->traffic_gbs / b->read_gbs, 0};
+					 0.85, r->vs_read, 0};
 	for (unsigned int ki = 0; ki < NKS; ki++) {
-		static const char *const names[2][NKS] = {
-			{"hot fp16 k=2 vs plain loop", "hot fp16 k=4 vs plain loop",
-			 "hot fp16 k=8 vs plain loop"},
-			{"hot bf16 k=2 vs plain loop", "hot bf16 k=4 vs plain loop",
-			 "hot bf16 k=8 vs plain loop"}};
-
 		for (unsigned int d = 0; d < 2; d++) {
 			const char *dt = d ? "bf16" : "fp16";
 
 			r = find_row(b, dt, "fp32acc", best, "hot", bench_ks[ki]);
 			p = find_row(b, dt, "fp32acc", "plain", "hot", bench_ks[ki]);
 			if (r != NULL && p != NULL)
-				t[n++] = (struct target){names[d][ki], 5.0, r->in_gbs / p->in_gbs,
-							 b->read_hot_gbs / p->in_gbs};
+				t[n++] = (struct target){names[d][ki], 5.0, r->vs_plain,
+							 p->ceiling};
 		}
 	}
 	r = find_row(b, "fp32", "-", best, "hot", 8);
 	p = find_row(b, "fp32", "-", "plain", "hot", 8);
 	if (r != NULL && p != NULL)
-		t[n++] = (struct target){"hot fp32 k=8 vs plain loop", 2.0, r->in_gbs / p->in_gbs,
-					 b->read_hot_gbs / p->in_gbs};
+		t[n++] = (struct target){"hot fp32 k=8 vs plain loop", 2.0, r->vs_plain,
+					 p->ceiling};
 	return n;
 }
 
 static void print_table(const struct bench *b, const struct target *t, unsigned int nt)
 {
+	static const char *const cols[] = {"scalar", "avx2", "avx512", "plain", "read"};
 	const char *best = sg_sum_impl_name(sg_sum_get_impl());
 
-	printf("sigma-bench sum: GB/s of input consumed, median of %u runs (%s)\n", b->runs,
+	printf("sigma-bench sum: GB/s of input consumed, median of %u paired runs (%s)\n", b->runs,
 	       b->quick ? "quick" : "full");
-	printf("input per call: hot %zu MiB (in L3), cold %zu MiB (2x L3); 1-core read bound: "
-	       "hot %.2f GB/s, cold %.2f GB/s\n",
-	       HOT_BYTES >> 20, COLD_BYTES >> 20, b->read_hot_gbs, b->read_gbs);
-	printf("plain = BytePS-style loop at -O3 -march=native (one pass per input); "
-	       "traffic/rd = (k+1) x n x size / time / read bound of the same cache level\n\n");
-	printf("%-6s %-8s %-5s %2s %9s %9s %9s %9s %10s %10s\n", "dtype", "mode", "cache", "k",
-	       "scalar", "avx2", "avx512", "plain", "best/plain", "traffic/rd");
+	printf("input per call: hot %zu MiB (in L3), cold %zu MiB (2x L3). plain = BytePS-style "
+	       "loop at -O3 -march=native,\none pass per input; read = 1-core sequential read of "
+	       "the same input; traffic/rd = (k+1) x n x size\nper second over the read rate\n\n",
+	       HOT_BYTES >> 20, COLD_BYTES >> 20);
+	printf("%-6s %-8s %-5s %2s %9s %9s %9s %9s %9s %10s %10s\n", "dtype", "mode", "cache", "k",
+	       "scalar", "avx2", "avx512", "plain", "read", "best/plain", "traffic/rd");
 	for (unsigned int i = 0; i < b->nrows; i++) {
-		const struct row *r = &b->rows[i], *x, *p;
-		static const char *const impls[] = {"scalar", "avx2", "avx512"};
+		const struct row *r = &b->rows[i], *x;
 
-		if (strcmp(r->impl, "plain") != 0)
+		if (strcmp(r->impl, "read") != 0)
 			continue;
 		printf("%-6s %-8s %-5s %2u", r->dtype, r->mode, r->cache, r->k);
-		for (unsigned int m = 0; m < 3; m++) {
-			x = find_row(b, r->dtype, r->mode, impls[m], r->cache, r->k);
+		for (unsigned int m = 0; m < sizeof(cols) / sizeof(cols[0]); m++) {
+			x = find_row(b, r->dtype, r->mode, cols[m], r->cache, r->k);
 			if (x != NULL)
 				printf(" %9.2f", x->in_gbs);
 			else
 				printf(" %9s", "-");
 		}
-		p = r;
 		x = find_row(b, r->dtype, r->mode, best, r->cache, r->k);
-		printf(" %9.2f", p->in_gbs);
 		if (x != NULL)
-			printf(" %9.2fx %9.2fx\n", x->in_gbs / p->in_gbs,
-			       x->traffic_gbs /
-				       (strcmp(r->cache, "hot") ? b->read_gbs : b->read_hot_gbs));
-		else
-			printf("\n");
+			printf(" %9.2fx %9.2fx", x->vs_plain, x->vs_read);
+		printf("\n");
 	}
 	printf("\ntargets (best implementation: %s; shared, noisy machines read low):\n", best);
 	for (unsigned int i = 0; i < nt; i++) {
 		printf("  %-56s >= %4.2fx  measured %6.2fx  %-6s", t[i].what, t[i].want, t[i].got,
 		       t[i].got >= t[i].want ? "met" : "MISSED");
 		if (t[i].ceiling > 0)
-			printf("  (ceiling here %.2fx: hot read bound / plain)", t[i].ceiling);
+			printf("  (ceiling here %.2fx: read rate / plain)", t[i].ceiling);
 		printf("\n");
 	}
 }
@@ -299,18 +346,16 @@ static void print_json(FILE *f, const struct bench *b, const struct target *t, u
 		b->quick ? "true" : "false", b->runs, sg_sum_impl_name(sg_sum_get_impl()));
 	fprintf(f, " \"hot_input_bytes\": %zu, \"cold_input_bytes\": %zu,\n", HOT_BYTES,
 		COLD_BYTES);
-	fprintf(f, " \"read_bound_gbs\": {\"hot\": %.3f, \"cold\": %.3f},\n", b->read_hot_gbs,
-		b->read_gbs);
 	fprintf(f, " \"results\": [\n");
 	for (unsigned int i = 0; i < b->nrows; i++) {
 		const struct row *r = &b->rows[i];
 
 		fprintf(f,
-			"  {\"dtype\": \"%s\", \"mode\": \"%s\", \"impl\": \"%s\", \"cache\": "
-			"\"%s\", "
-			"\"k\": %u, \"input_gbs\": %.3f, \"traffic_gbs\": %.3f}%s\n",
-			r->dtype, r->mode, r->impl, r->cache, r->k, r->in_gbs, r->traffic_gbs,
-			i + 1 < b->nrows ? "," : "");
+			"  {\"dtype\": \"%s\", \"mode\": \"%s\", \"impl\": \"%s\", "
+			"\"cache\": \"%s\", \"k\": %u, \"input_gbs\": %.3f, "
+			"\"vs_plain\": %.3f, \"traffic_vs_read\": %.3f}%s\n",
+			r->dtype, r->mode, r->impl, r->cache, r->k, r->in_gbs, r->vs_plain,
+			r->vs_read, i + 1 < b->nrows ? "," : "");
 	}
 	fprintf(f, " ],\n \"targets\": [\n");
 	for (unsigned int i = 0; i < nt; i++)
@@ -409,11 +454,6 @@ int sigma_bench_sum(int argc, char **argv)
 		rc = 1;
 		goto out;
 	}
-	/* Untouched pages all map the zero page, which would read from cache. */
-	fill(SG_DTYPE_FP32, b->cold_in, COLD_BYTES);
-	fill(SG_DTYPE_FP32, b->hot_in, HOT_BYTES);
-	b->read_gbs = read_bound(b, false);
-	b->read_hot_gbs = read_bound(b, true);
 	for (unsigned int s = 0; s < sizeof(sets) / sizeof(sets[0]); s++)
 		if (sets[s].quick || !b->quick)
 			bench_dtype(b, sets[s].dt, sets[s].flags);

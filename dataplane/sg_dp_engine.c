@@ -19,6 +19,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -234,29 +235,46 @@ static void emit_small(struct sg_dp_engine *e, const struct job *j, struct sg_dp
 		e->st.errors_sent++;
 }
 
-/* Send RESULT(@round) with the value in accumulator @acc to @rank. */
+/*
+ * Send RESULT(@round) with the value in accumulator @acc to each rank set in
+ * @ranks. The header is built once; only its rank field differs per packet.
+ */
+static void emit_results(struct sg_dp_engine *e, const struct job *j, const struct key_ent *k,
+			 uint32_t chunk, uint32_t round, const void *acc, uint64_t ranks)
+{
+	struct sg_dp_msg m;
+	uint8_t hdr[SG_DP_HDR_LEN];
+	uint32_t nelem = chunk_nelem(j, k, chunk);
+	uint32_t len = SG_DP_HDR_LEN + nelem * j->esz;
+
+	reply_msg(&m, j, k, chunk, round);
+	m.type = SG_DP_T_RESULT;
+	m.nelem = nelem;
+	sg_dp_build_hdr(hdr, &m);
+	for (; ranks != 0; ranks &= ranks - 1) {
+		unsigned int rank = (unsigned int)__builtin_ctzll(ranks);
+		uint16_t be_rank = htobe16((uint16_t)rank);
+		void *pkt, *buf;
+
+		buf = e->conf.tx.alloc(e->conf.tx.ctx, j->peer[rank], len, &pkt);
+		if (buf == NULL) {
+			e->st.tx_fail++;
+			continue;
+		}
+		memcpy(buf, hdr, SG_DP_HDR_LEN);
+		memcpy((uint8_t *)buf + offsetof(struct sg_dp_wire_hdr, rank), &be_rank, 2);
+		/* Narrows fp32 accumulators of fp16/bf16 straight into the packet. */
+		sg_sum_acc_final(j->dtype, j->sum_flags, (uint8_t *)buf + SG_DP_HDR_LEN, acc,
+				 nelem);
+		e->conf.tx.send(e->conf.tx.ctx, pkt, len);
+		e->st.results_sent++;
+	}
+}
+
 static void emit_result(struct sg_dp_engine *e, const struct job *j, const struct key_ent *k,
 			uint32_t chunk, uint32_t round, const void *acc, uint32_t rank)
 {
-	struct sg_dp_msg m;
-	uint32_t nelem = chunk_nelem(j, k, chunk);
-	uint32_t len = SG_DP_HDR_LEN + nelem * j->esz;
-	void *pkt, *buf;
-
-	buf = e->conf.tx.alloc(e->conf.tx.ctx, j->peer[rank], len, &pkt);
-	if (buf == NULL) {
-		e->st.tx_fail++;
-		return;
-	}
-	reply_msg(&m, j, k, chunk, round);
-	m.type = SG_DP_T_RESULT;
-	m.rank = (uint16_t)rank;
-	m.nelem = nelem;
-	sg_dp_build_hdr(buf, &m);
-	/* Narrows fp32 accumulators of fp16/bf16 once, straight into the packet. */
-	sg_sum_acc_final(j->dtype, j->sum_flags, (uint8_t *)buf + SG_DP_HDR_LEN, acc, nelem);
-	e->conf.tx.send(e->conf.tx.ctx, pkt, len);
-	e->st.results_sent++;
+	emit_results(e, j, k, chunk, round, acc, 1ull << rank);
 }
 
 static void emit_code(struct sg_dp_engine *e, const struct job *j, const struct key_ent *k,
@@ -288,44 +306,41 @@ static void emit_lost(struct sg_dp_engine *e, const struct job *j, const struct 
 
 /*
  * Release the oldest kept result, of any job, that finished at least
- * shadow_hold_ns ago. @return true if a buffer went back to the pool.
+ * shadow_hold_ns ago, other than @keep's (the slot asking for a buffer: its
+ * result is about to become its shadow). @return true if a buffer went back.
  */
-static bool reclaim_one(struct sg_dp_engine *e, uint64_t now)
+static bool reclaim_one(struct sg_dp_engine *e, uint64_t now, const struct slot *keep)
 {
 	struct job *best = NULL;
-	uint64_t best_t = 0;
+	uint32_t best_i = NIL;
 
-	for (uint32_t i = 0; i < e->njobs; i++) {
-		struct job *j = e->jobs[i];
-		uint64_t t;
+	for (uint32_t n = 0; n < e->njobs; n++) {
+		struct job *j = e->jobs[n];
+		uint32_t i = j->done.head;
 
-		if (j->done.head == NIL)
+		if (i != NIL && &j->slots[i] == keep)
+			i = j->slots[i].lnext;
+		if (i == NIL || now - j->slots[i].t < e->conf.shadow_hold_ns)
 			continue;
-		t = j->slots[j->done.head].t;
-		if (now - t >= e->conf.shadow_hold_ns && (best == NULL || t < best_t)) {
+		if (best == NULL || j->slots[i].t < best->slots[best_i].t) {
 			best = j;
-			best_t = t;
+			best_i = i;
 		}
 	}
 	if (best == NULL)
 		return false;
-	{
-		uint32_t i = best->done.head;
-		struct slot *s = &best->slots[i];
-
-		list_del(best, &best->done, i);
-		sg_sum_pool_put(e->pool, s->acc);
-		s->acc = NULL;
-		e->st.shadows_reclaimed++;
-	}
+	list_del(best, &best->done, best_i);
+	sg_sum_pool_put(e->pool, best->slots[best_i].acc);
+	best->slots[best_i].acc = NULL;
+	e->st.shadows_reclaimed++;
 	return true;
 }
 
-static void *buf_get(struct sg_dp_engine *e, uint64_t now)
+static void *buf_get(struct sg_dp_engine *e, uint64_t now, const struct slot *keep)
 {
 	void *b = sg_sum_pool_get(e->pool);
 
-	if (b == NULL && reclaim_one(e, now))
+	if (b == NULL && reclaim_one(e, now, keep))
 		b = sg_sum_pool_get(e->pool);
 	return b;
 }
@@ -373,8 +388,7 @@ static void slot_complete(struct sg_dp_engine *e, struct pkt_ctx *c)
 	list_push_tail(j, &j->done, c->sidx);
 	e->st.rounds_completed++;
 	e->st.slots_active--;
-	for (uint32_t r = 0; r < j->n; r++)
-		emit_result(e, j, c->k, c->chunk, s->round, s->acc, r);
+	emit_results(e, j, c->k, c->chunk, s->round, s->acc, j->full);
 }
 
 /* Open round m->round on a new or finished slot. @return 0 or -EAGAIN (NACKed). */
@@ -389,7 +403,7 @@ static int slot_open(struct sg_dp_engine *e, struct pkt_ctx *c)
 		emit_code(e, j, c->k, c->chunk, c->m->round, rank, SG_DP_T_NACK, SG_DP_C_INFLIGHT);
 		return -EAGAIN;
 	}
-	b = buf_get(e, c->now);
+	b = buf_get(e, c->now, s);
 	if (b == NULL) {
 		emit_code(e, j, c->k, c->chunk, c->m->round, rank, SG_DP_T_NACK, SG_DP_C_BUSY);
 		return -EAGAIN;
@@ -431,7 +445,7 @@ static int slot_add(struct sg_dp_engine *e, struct pkt_ctx *c)
 		/* Out of rank order: hold a copy until the lower ranks are folded in. */
 		void **st = &j->stage[(size_t)s->ifl * j->n + rank];
 
-		*st = buf_get(e, c->now);
+		*st = buf_get(e, c->now, s);
 		if (*st == NULL) {
 			emit_code(e, j, c->k, c->chunk, s->round, rank, SG_DP_T_NACK,
 				  SG_DP_C_BUSY);
@@ -557,7 +571,7 @@ static int async_push(struct sg_dp_engine *e, struct pkt_ctx *c)
 	if (seen && d != 1)
 		return window_drop(e, d);
 	if (s->state == S_NEW) {
-		s->acc = buf_get(e, c->now);
+		s->acc = buf_get(e, c->now, s);
 		if (s->acc == NULL) {
 			emit_code(e, j, c->k, c->chunk, c->m->round, rank, SG_DP_T_NACK,
 				  SG_DP_C_BUSY);
@@ -746,15 +760,19 @@ struct sg_dp_engine *sg_dp_engine_create(const struct sg_dp_engine_conf *conf)
 		e->conf.slot_timeout_ns = DEF_SLOT_TIMEOUT_NS;
 	if (e->conf.shadow_hold_ns == 0)
 		e->conf.shadow_hold_ns = DEF_SHADOW_HOLD_NS;
-	if (e->conf.max_payload > SG_DP_MAX_CHUNK_BYTES || e->conf.max_jobs > MAX_MAX_JOBS ||
-	    e->conf.pool_bufs > (1u << 24)) {
-		ENG_LOG(ERR, "engine: max_payload %" PRIu32 " > %d, max_jobs %" PRIu32
-			" > %u or pool_bufs %" PRIu32 " > 2^24",
-			e->conf.max_payload, SG_DP_MAX_CHUNK_BYTES, e->conf.max_jobs,
-			MAX_MAX_JOBS, e->conf.pool_bufs);
-		free(e);
-		errno = EINVAL;
-		return NULL;
+	if (e->conf.max_payload > SG_DP_MAX_CHUNK_BYTES || e->conf.max_payload % 8 != 0) {
+		ENG_LOG(ERR, "engine: max_payload %" PRIu32 " must be a multiple of 8, at most %d",
+			e->conf.max_payload, SG_DP_MAX_CHUNK_BYTES);
+		goto inval;
+	}
+	if (e->conf.max_jobs > MAX_MAX_JOBS) {
+		ENG_LOG(ERR, "engine: max_jobs %" PRIu32 " is above %u", e->conf.max_jobs,
+			MAX_MAX_JOBS);
+		goto inval;
+	}
+	if (e->conf.pool_bufs > (1u << 24)) {
+		ENG_LOG(ERR, "engine: pool_bufs %" PRIu32 " is above 2^24", e->conf.pool_bufs);
+		goto inval;
 	}
 	/* fp16/bf16 accumulate in fp32: twice the payload. */
 	e->buf_size = RTE_ALIGN_CEIL(2 * e->conf.max_payload, 64);
@@ -772,6 +790,10 @@ struct sg_dp_engine *sg_dp_engine_create(const struct sg_dp_engine_conf *conf)
 	/* The sum library chooses its implementation now, not on the first packet. */
 	sg_sum_init();
 	return e;
+inval:
+	free(e);
+	errno = EINVAL;
+	return NULL;
 }
 
 static void job_free(struct sg_dp_engine *e, struct job *j)
@@ -812,10 +834,16 @@ static int job_check(const struct sg_dp_engine *e, const struct sg_dp_job_conf *
 			c->nworkers, SG_DP_MAX_WORKERS);
 		return -EINVAL;
 	}
-	if (esz == 0 || (unsigned int)c->mode >= SG_DP_MODE_COUNT ||
-	    (c->sum_flags & ~SG_SUM_F_NATIVE) != 0) {
-		ENG_LOG(ERR, "job %" PRIu32 ": unknown dtype %d, mode %d or sum flags 0x%x",
-			c->id, (int)c->dtype, (int)c->mode, c->sum_flags);
+	if (esz == 0) {
+		ENG_LOG(ERR, "job %" PRIu32 ": unknown dtype %d", c->id, (int)c->dtype);
+		return -EINVAL;
+	}
+	if ((unsigned int)c->mode >= SG_DP_MODE_COUNT) {
+		ENG_LOG(ERR, "job %" PRIu32 ": unknown mode %d", c->id, (int)c->mode);
+		return -EINVAL;
+	}
+	if ((c->sum_flags & ~SG_SUM_F_NATIVE) != 0) {
+		ENG_LOG(ERR, "job %" PRIu32 ": unknown sum flags 0x%x", c->id, c->sum_flags);
 		return -EINVAL;
 	}
 	if (chunk_bytes % 8 != 0 || chunk_bytes > e->conf.max_payload) {
@@ -824,9 +852,14 @@ static int job_check(const struct sg_dp_engine *e, const struct sg_dp_job_conf *
 			c->id, chunk_bytes, e->conf.max_payload);
 		return -EINVAL;
 	}
+	if (chunk_bytes / esz * sg_sum_acc_elem_size(c->dtype, c->sum_flags) > e->buf_size) {
+		ENG_LOG(ERR, "job %" PRIu32 ": a %" PRIu32 "-byte chunk's accumulator does not fit "
+			"the engine's %" PRIu32 "-byte buffers", c->id, chunk_bytes, e->buf_size);
+		return -EINVAL;
+	}
 	if (c->keys == NULL || c->nkeys == 0 || c->nkeys > (1u << 24)) {
-		ENG_LOG(ERR, "job %" PRIu32 ": needs 1..2^24 keys, got %" PRIu32, c->id,
-			c->nkeys);
+		ENG_LOG(ERR, "job %" PRIu32 ": needs a key array of 1..2^24 keys (keys %s, nkeys %"
+			PRIu32 ")", c->id, c->keys ? "set" : "NULL", c->nkeys);
 		return -EINVAL;
 	}
 	for (uint32_t i = 0; i < c->nkeys; i++) {

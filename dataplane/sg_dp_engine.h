@@ -63,7 +63,8 @@ struct sg_dp_tx_ops {
 struct sg_dp_engine_conf {
 	int numa_node;            /**< pool's NUMA node; -1 = the calling thread's node */
 	uint32_t pool_bufs;       /**< accumulator buffers (default 4096) */
-	uint32_t max_payload;     /**< largest chunk_bytes of any job (default 1424, max SG_DP_MAX_CHUNK_BYTES) */
+	uint32_t max_payload;     /**< largest chunk_bytes of any job: multiple of 8, default
+				   1424, at most SG_DP_MAX_CHUNK_BYTES */
 	uint32_t max_jobs;        /**< jobs at once (default 16, max 1024) */
 	uint64_t slot_timeout_ns; /**< incomplete slot reported after this (default 1 s) */
 	uint64_t shadow_hold_ns;  /**< kept result reclaimable after this (default 100 ms) */

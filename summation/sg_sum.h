@@ -16,7 +16,11 @@
  * - Integer sums wrap modulo 2^bits (two's complement), exactly as unsigned
  *   arithmetic does; they never trap and never saturate.
  * - Floating-point sums follow IEEE 754 round-to-nearest-even. NaN and
- *   infinities propagate as in scalar C arithmetic.
+ *   infinities propagate as in scalar C arithmetic. Every implementation
+ *   gives the scalar reference's result bit for bit, with one freedom: when
+ *   several inputs of one element are NaN, which NaN's payload survives is
+ *   unspecified (the result is a NaN either way). fp32 denormals are never
+ *   flushed to zero.
  * - fp16 and bf16: by default (SG_SUM_F_NATIVE not set) partial sums are
  *   kept in fp32 and rounded to the 16-bit type once, at the end. With
  *   SG_SUM_F_NATIVE every partial sum is rounded to the 16-bit type, which is
@@ -106,8 +110,9 @@ static inline bool sg_dtype_valid(unsigned int dt)
 }
 
 /**
- * Copy-first helper for a round's first arrival: dst = src.
- * Overlap is rejected; dst == src is a no-op.
+ * Copy-first helper for a round's first arrival: dst = src, bytes as they are
+ * (NaN payloads included). Above sg_sum_nt_threshold() bytes the copy uses
+ * non-temporal stores. Overlap is rejected; dst == src is a no-op.
  */
 int sg_sum_copy(enum sg_dtype dt, void *dst, const void *src, size_t n);
 

@@ -63,59 +63,36 @@ static inline void bounce_out128(char *p, __m128i v, size_t bytes)
 	memcpy(p, &v, bytes);
 }
 
-/* fp32 */
-static inline vf ld_f32(const char *p)
-{
-	return _mm256_loadu_ps((const float *)p);
-}
-static inline vf ldm_f32(const char *p, unsigned int r)
-{
-	return _mm256_maskload_ps((const float *)p, m32(r));
-}
-static inline void st_f32(char *p, vf v)
-{
-	_mm256_storeu_ps((float *)p, v);
-}
-static inline void stnt_f32(char *p, vf v)
-{
-	_mm256_stream_ps((float *)p, v);
-}
-static inline void stm_f32(char *p, vf v, unsigned int r)
-{
-	_mm256_maskstore_ps((float *)p, m32(r), v);
-}
-static inline vf add_f32(vf a, vf b)
-{
-	return _mm256_add_ps(a, b);
-}
+/* fp32 and fp64: the same primitives over ps/pd intrinsics, masked with VMASKMOV. */
+#define AVX2_FLOAT_OPS(X, V, T, SFX, MASK)                                                      \
+	static inline V ld_##X(const char *p)                                                  \
+	{                                                                                      \
+		return _mm256_loadu_##SFX((const T *)p);                                       \
+	}                                                                                      \
+	static inline V ldm_##X(const char *p, unsigned int r)                                 \
+	{                                                                                      \
+		return _mm256_maskload_##SFX((const T *)p, MASK(r));                           \
+	}                                                                                      \
+	static inline void st_##X(char *p, V v)                                                \
+	{                                                                                      \
+		_mm256_storeu_##SFX((T *)p, v);                                                \
+	}                                                                                      \
+	static inline void stnt_##X(char *p, V v)                                              \
+	{                                                                                      \
+		_mm256_stream_##SFX((T *)p, v);                                                \
+	}                                                                                      \
+	static inline void stm_##X(char *p, V v, unsigned int r)                               \
+	{                                                                                      \
+		_mm256_maskstore_##SFX((T *)p, MASK(r), v);                                    \
+	}                                                                                      \
+	static inline V add_##X(V a, V b)                                                      \
+	{                                                                                      \
+		return _mm256_add_##SFX(a, b);                                                 \
+	}
+AVX2_FLOAT_OPS(f32, vf, float, ps, m32)
+AVX2_FLOAT_OPS(f64, vd, double, pd, m64)
 
-/* fp64 */
-static inline vd ld_f64(const char *p)
-{
-	return _mm256_loadu_pd((const double *)p);
-}
-static inline vd ldm_f64(const char *p, unsigned int r)
-{
-	return _mm256_maskload_pd((const double *)p, m64(r));
-}
-static inline void st_f64(char *p, vd v)
-{
-	_mm256_storeu_pd((double *)p, v);
-}
-static inline void stnt_f64(char *p, vd v)
-{
-	_mm256_stream_pd((double *)p, v);
-}
-static inline void stm_f64(char *p, vd v, unsigned int r)
-{
-	_mm256_maskstore_pd((double *)p, m64(r), v);
-}
-static inline vd add_f64(vd a, vd b)
-{
-	return _mm256_add_pd(a, b);
-}
-
-/* integers: wrap-around adds, as the scalar code's unsigned arithmetic */
+/* Integers: wrap-around adds, as the scalar code's unsigned arithmetic. */
 static inline vi ld_i(const char *p)
 {
 	return _mm256_loadu_si256((const vi *)p);
@@ -128,30 +105,23 @@ static inline void stnt_i(char *p, vi v)
 {
 	_mm256_stream_si256((vi *)p, v);
 }
-static inline vi ldm_i32(const char *p, unsigned int r)
-{
-	return _mm256_maskload_epi32((const int *)p, m32(r));
-}
-static inline void stm_i32(char *p, vi v, unsigned int r)
-{
-	_mm256_maskstore_epi32((int *)p, m32(r), v);
-}
-static inline vi add_i32(vi a, vi b)
-{
-	return _mm256_add_epi32(a, b);
-}
-static inline vi ldm_i64(const char *p, unsigned int r)
-{
-	return _mm256_maskload_epi64((const long long *)p, m64(r));
-}
-static inline void stm_i64(char *p, vi v, unsigned int r)
-{
-	_mm256_maskstore_epi64((long long *)p, m64(r), v);
-}
-static inline vi add_i64(vi a, vi b)
-{
-	return _mm256_add_epi64(a, b);
-}
+
+#define AVX2_INT_OPS(X, T, BITS, MASK)                                                           \
+	static inline vi ldm_##X(const char *p, unsigned int r)                                \
+	{                                                                                      \
+		return _mm256_maskload_epi##BITS((const T *)p, MASK(r));                       \
+	}                                                                                      \
+	static inline void stm_##X(char *p, vi v, unsigned int r)                              \
+	{                                                                                      \
+		_mm256_maskstore_epi##BITS((T *)p, MASK(r), v);                                \
+	}                                                                                      \
+	static inline vi add_##X(vi a, vi b)                                                   \
+	{                                                                                      \
+		return _mm256_add_epi##BITS(a, b);                                             \
+	}
+AVX2_INT_OPS(i32, int, 32, m32)
+AVX2_INT_OPS(i64, long long, 64, m64)
+
 static inline vi ldm_u8(const char *p, unsigned int r)
 {
 	return bounce_in256(p, r);
@@ -165,31 +135,40 @@ static inline vi add_u8(vi a, vi b)
 	return _mm256_add_epi8(a, b);
 }
 
+/*
+ * fp16 and bf16: loads widen, stores narrow; tails through the bounce buffer.
+ * PFX/SI/BITS name the vector width of the 16-bit data (W32 elements: 128
+ * bits; the bf16 pair: 256 bits).
+ */
+#define AVX2_16_OPS(X, V, PFX, SI, BITS, WIDEN, NARROW)                                         \
+	static inline V ld_##X(const char *p)                                                  \
+	{                                                                                      \
+		return WIDEN(_##PFX##_loadu_##SI((const void *)p));                            \
+	}                                                                                      \
+	static inline V ldm_##X(const char *p, unsigned int r)                                 \
+	{                                                                                      \
+		return WIDEN(bounce_in##BITS(p, 2 * r));                                       \
+	}                                                                                      \
+	static inline void st_##X(char *p, V v)                                                \
+	{                                                                                      \
+		_##PFX##_storeu_##SI((void *)p, NARROW(v));                                    \
+	}                                                                                      \
+	static inline void stnt_##X(char *p, V v)                                              \
+	{                                                                                      \
+		_##PFX##_stream_##SI((void *)p, NARROW(v));                                    \
+	}                                                                                      \
+	static inline void stm_##X(char *p, V v, unsigned int r)                               \
+	{                                                                                      \
+		bounce_out##BITS(p, NARROW(v), 2 * r);                                         \
+	}
+
 /* fp16 through F16C: exact widening, RNE narrowing. */
 static inline __m128i h_of(vf v)
 {
 	return _mm256_cvtps_ph(v, RNE);
 }
-static inline vf ld_h(const char *p)
-{
-	return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p));
-}
-static inline vf ldm_h(const char *p, unsigned int r)
-{
-	return _mm256_cvtph_ps(bounce_in128(p, 2 * r));
-}
-static inline void st_h(char *p, vf v)
-{
-	_mm_storeu_si128((__m128i *)p, h_of(v));
-}
-static inline void stnt_h(char *p, vf v)
-{
-	_mm_stream_si128((__m128i *)p, h_of(v));
-}
-static inline void stm_h(char *p, vf v, unsigned int r)
-{
-	bounce_out128(p, h_of(v), 2 * r);
-}
+AVX2_16_OPS(h, vf, mm, si128, 128, _mm256_cvtph_ps, h_of)
+
 static inline vf addn_h(vf a, vf b)
 {
 	return _mm256_cvtph_ps(h_of(_mm256_add_ps(a, b)));
@@ -228,26 +207,8 @@ static inline __m128i b_of(vf v)
 	return _mm256_castsi256_si128(_mm256_permute4x64_epi64(p, 0x08));
 }
 
-static inline vf ld_b(const char *p)
-{
-	return b_widen(_mm_loadu_si128((const __m128i *)p));
-}
-static inline vf ldm_b(const char *p, unsigned int r)
-{
-	return b_widen(bounce_in128(p, 2 * r));
-}
-static inline void st_b(char *p, vf v)
-{
-	_mm_storeu_si128((__m128i *)p, b_of(v));
-}
-static inline void stnt_b(char *p, vf v)
-{
-	_mm_stream_si128((__m128i *)p, b_of(v));
-}
-static inline void stm_b(char *p, vf v, unsigned int r)
-{
-	bounce_out128(p, b_of(v), 2 * r);
-}
+AVX2_16_OPS(b, vf, mm, si128, 128, b_widen, b_of)
+
 static inline vf addn_b(vf a, vf b)
 {
 	const vi r = b_round(_mm256_add_ps(a, b));
@@ -255,17 +216,8 @@ static inline vf addn_b(vf a, vf b)
 	return _mm256_castsi256_ps(_mm256_and_si256(r, _mm256_set1_epi32((int)0xffff0000u)));
 }
 
-/*
- * bf16 in the fused sum: one 32-byte load holds 16 bf16. Shifting each
- * 32-bit lane left by 16 gives the even elements as fp32, masking off the
- * low half gives the odd ones: no shuffles to widen. The lanes stay in that
- * even/odd order while summing (each element's additions are unchanged), and
- * narrowing puts them back.
- */
-typedef struct {
-	vf e, o;
-} vb;
-#define WB 16
+/* bf16 in the fused sum: the even/odd pair layout of sg_sum_simd.h. */
+#include "sg_sum_simd.h"
 
 static inline vb b2_widen(vi x)
 {
@@ -279,34 +231,8 @@ static inline vi b2_of(vb v)
 			       _mm256_and_si256(b_round(v.o), _mm256_set1_epi32((int)0xffff0000u)));
 }
 
-static inline vb ld_b2(const char *p)
-{
-	return b2_widen(ld_i(p));
-}
-static inline vb ldm_b2(const char *p, unsigned int r)
-{
-	return b2_widen(bounce_in256(p, 2 * r));
-}
-static inline void st_b2(char *p, vb v)
-{
-	st_i(p, b2_of(v));
-}
-static inline void stnt_b2(char *p, vb v)
-{
-	stnt_i(p, b2_of(v));
-}
-static inline void stm_b2(char *p, vb v, unsigned int r)
-{
-	bounce_out256(p, b2_of(v), 2 * r);
-}
-static inline vb add_b2(vb a, vb b)
-{
-	return (vb){add_f32(a.e, b.e), add_f32(a.o, b.o)};
-}
-static inline vb addn_b2(vb a, vb b)
-{
-	return (vb){addn_b(a.e, b.e), addn_b(a.o, b.o)};
-}
+
+AVX2_16_OPS(b2, vb, mm256, si256, 256, b2_widen, b2_of)
 
 static inline void sg_simd_sfence(void)
 {

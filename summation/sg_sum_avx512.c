@@ -34,59 +34,36 @@ static inline __mmask64 m64(unsigned int r)
 	return (__mmask64)((1ull << r) - 1); /* r < 64 */
 }
 
-/* fp32 */
-static inline vf ld_f32(const char *p)
-{
-	return _mm512_loadu_ps(p);
-}
-static inline vf ldm_f32(const char *p, unsigned int r)
-{
-	return _mm512_maskz_loadu_ps(m16(r), p);
-}
-static inline void st_f32(char *p, vf v)
-{
-	_mm512_storeu_ps(p, v);
-}
-static inline void stnt_f32(char *p, vf v)
-{
-	_mm512_stream_ps((float *)p, v);
-}
-static inline void stm_f32(char *p, vf v, unsigned int r)
-{
-	_mm512_mask_storeu_ps(p, m16(r), v);
-}
-static inline vf add_f32(vf a, vf b)
-{
-	return _mm512_add_ps(a, b);
-}
+/* fp32 and fp64: the same primitives over ps/pd intrinsics. */
+#define AVX512_FLOAT_OPS(X, V, T, SFX, MASK)                                                    \
+	static inline V ld_##X(const char *p)                                                  \
+	{                                                                                      \
+		return _mm512_loadu_##SFX(p);                                                  \
+	}                                                                                      \
+	static inline V ldm_##X(const char *p, unsigned int r)                                 \
+	{                                                                                      \
+		return _mm512_maskz_loadu_##SFX(MASK(r), p);                                   \
+	}                                                                                      \
+	static inline void st_##X(char *p, V v)                                                \
+	{                                                                                      \
+		_mm512_storeu_##SFX(p, v);                                                     \
+	}                                                                                      \
+	static inline void stnt_##X(char *p, V v)                                              \
+	{                                                                                      \
+		_mm512_stream_##SFX((T *)p, v);                                                \
+	}                                                                                      \
+	static inline void stm_##X(char *p, V v, unsigned int r)                               \
+	{                                                                                      \
+		_mm512_mask_storeu_##SFX(p, MASK(r), v);                                       \
+	}                                                                                      \
+	static inline V add_##X(V a, V b)                                                      \
+	{                                                                                      \
+		return _mm512_add_##SFX(a, b);                                                 \
+	}
+AVX512_FLOAT_OPS(f32, vf, float, ps, m16)
+AVX512_FLOAT_OPS(f64, vd, double, pd, m8)
 
-/* fp64 */
-static inline vd ld_f64(const char *p)
-{
-	return _mm512_loadu_pd(p);
-}
-static inline vd ldm_f64(const char *p, unsigned int r)
-{
-	return _mm512_maskz_loadu_pd(m8(r), p);
-}
-static inline void st_f64(char *p, vd v)
-{
-	_mm512_storeu_pd(p, v);
-}
-static inline void stnt_f64(char *p, vd v)
-{
-	_mm512_stream_pd((double *)p, v);
-}
-static inline void stm_f64(char *p, vd v, unsigned int r)
-{
-	_mm512_mask_storeu_pd(p, m8(r), v);
-}
-static inline vd add_f64(vd a, vd b)
-{
-	return _mm512_add_pd(a, b);
-}
-
-/* integers: wrap-around adds, as the scalar code's unsigned arithmetic */
+/* Integers: wrap-around adds, as the scalar code's unsigned arithmetic. */
 static inline vi ld_i(const char *p)
 {
 	return _mm512_loadu_si512(p);
@@ -99,68 +76,57 @@ static inline void stnt_i(char *p, vi v)
 {
 	_mm512_stream_si512((void *)p, v);
 }
-static inline vi ldm_i32(const char *p, unsigned int r)
-{
-	return _mm512_maskz_loadu_epi32(m16(r), p);
-}
-static inline void stm_i32(char *p, vi v, unsigned int r)
-{
-	_mm512_mask_storeu_epi32(p, m16(r), v);
-}
-static inline vi add_i32(vi a, vi b)
-{
-	return _mm512_add_epi32(a, b);
-}
-static inline vi ldm_i64(const char *p, unsigned int r)
-{
-	return _mm512_maskz_loadu_epi64(m8(r), p);
-}
-static inline void stm_i64(char *p, vi v, unsigned int r)
-{
-	_mm512_mask_storeu_epi64(p, m8(r), v);
-}
-static inline vi add_i64(vi a, vi b)
-{
-	return _mm512_add_epi64(a, b);
-}
-static inline vi ldm_u8(const char *p, unsigned int r)
-{
-	return _mm512_maskz_loadu_epi8(m64(r), p);
-}
-static inline void stm_u8(char *p, vi v, unsigned int r)
-{
-	_mm512_mask_storeu_epi8(p, m64(r), v);
-}
-static inline vi add_u8(vi a, vi b)
-{
-	return _mm512_add_epi8(a, b);
-}
+
+#define AVX512_INT_OPS(X, BITS, MASK)                                                            \
+	static inline vi ldm_##X(const char *p, unsigned int r)                                \
+	{                                                                                      \
+		return _mm512_maskz_loadu_epi##BITS(MASK(r), p);                               \
+	}                                                                                      \
+	static inline void stm_##X(char *p, vi v, unsigned int r)                              \
+	{                                                                                      \
+		_mm512_mask_storeu_epi##BITS(p, MASK(r), v);                                   \
+	}                                                                                      \
+	static inline vi add_##X(vi a, vi b)                                                   \
+	{                                                                                      \
+		return _mm512_add_epi##BITS(a, b);                                             \
+	}
+AVX512_INT_OPS(i32, 32, m16)
+AVX512_INT_OPS(i64, 64, m8)
+AVX512_INT_OPS(u8, 8, m64)
+
+/*
+ * fp16 and bf16: loads widen, stores narrow. PFX/SI name the vector width of
+ * the 16-bit data (W32 elements: 256 bits; the bf16 pair: 512 bits).
+ */
+#define AVX512_16_OPS(X, V, PFX, SI, MASK, WIDEN, NARROW)                                       \
+	static inline V ld_##X(const char *p)                                                  \
+	{                                                                                      \
+		return WIDEN(_##PFX##_loadu_##SI((const void *)p));                            \
+	}                                                                                      \
+	static inline V ldm_##X(const char *p, unsigned int r)                                 \
+	{                                                                                      \
+		return WIDEN(_##PFX##_maskz_loadu_epi16(MASK(r), p));                          \
+	}                                                                                      \
+	static inline void st_##X(char *p, V v)                                                \
+	{                                                                                      \
+		_##PFX##_storeu_##SI((void *)p, NARROW(v));                                    \
+	}                                                                                      \
+	static inline void stnt_##X(char *p, V v)                                              \
+	{                                                                                      \
+		_##PFX##_stream_##SI((void *)p, NARROW(v));                                    \
+	}                                                                                      \
+	static inline void stm_##X(char *p, V v, unsigned int r)                               \
+	{                                                                                      \
+		_##PFX##_mask_storeu_epi16(p, MASK(r), NARROW(v));                             \
+	}
 
 /* fp16: F16C-style conversions are exact (widening) and RNE (narrowing). */
 static inline __m256i h_of(vf v)
 {
 	return _mm512_cvtps_ph(v, RNE);
 }
-static inline vf ld_h(const char *p)
-{
-	return _mm512_cvtph_ps(_mm256_loadu_si256((const void *)p));
-}
-static inline vf ldm_h(const char *p, unsigned int r)
-{
-	return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m16(r), p));
-}
-static inline void st_h(char *p, vf v)
-{
-	_mm256_storeu_si256((void *)p, h_of(v));
-}
-static inline void stnt_h(char *p, vf v)
-{
-	_mm256_stream_si256((void *)p, h_of(v));
-}
-static inline void stm_h(char *p, vf v, unsigned int r)
-{
-	_mm256_mask_storeu_epi16(p, m16(r), h_of(v));
-}
+AVX512_16_OPS(h, vf, mm256, si256, m16, _mm512_cvtph_ps, h_of)
+
 static inline vf addn_h(vf a, vf b)
 {
 	return _mm512_cvtph_ps(h_of(_mm512_add_ps(a, b)));
@@ -210,26 +176,8 @@ static inline __m256i b_of(vf v)
 #endif
 }
 
-static inline vf ld_b(const char *p)
-{
-	return b_widen(_mm256_loadu_si256((const void *)p));
-}
-static inline vf ldm_b(const char *p, unsigned int r)
-{
-	return b_widen(_mm256_maskz_loadu_epi16(m16(r), p));
-}
-static inline void st_b(char *p, vf v)
-{
-	_mm256_storeu_si256((void *)p, b_of(v));
-}
-static inline void stnt_b(char *p, vf v)
-{
-	_mm256_stream_si256((void *)p, b_of(v));
-}
-static inline void stm_b(char *p, vf v, unsigned int r)
-{
-	_mm256_mask_storeu_epi16(p, m16(r), b_of(v));
-}
+AVX512_16_OPS(b, vf, mm256, si256, m16, b_widen, b_of)
+
 static inline vf addn_b(vf a, vf b)
 {
 	const vi r = b_round(_mm512_add_ps(a, b));
@@ -237,17 +185,8 @@ static inline vf addn_b(vf a, vf b)
 	return _mm512_castsi512_ps(_mm512_and_si512(r, _mm512_set1_epi32((int)0xffff0000u)));
 }
 
-/*
- * bf16 in the fused sum: one 64-byte load holds 32 bf16. Shifting each
- * 32-bit lane left by 16 gives the even elements as fp32, masking off the
- * low half gives the odd ones: no shuffles to widen. The lanes stay in that
- * even/odd order while summing (each element's additions are unchanged), and
- * narrowing puts them back.
- */
-typedef struct {
-	vf e, o;
-} vb;
-#define WB 32
+/* bf16 in the fused sum: the even/odd pair layout of sg_sum_simd.h. */
+#include "sg_sum_simd.h"
 
 static inline __mmask32 m32(unsigned int r)
 {
@@ -292,34 +231,8 @@ static inline vi b2_of(vb v)
 #endif
 }
 
-static inline vb ld_b2(const char *p)
-{
-	return b2_widen(_mm512_loadu_si512(p));
-}
-static inline vb ldm_b2(const char *p, unsigned int r)
-{
-	return b2_widen(_mm512_maskz_loadu_epi16(m32(r), p));
-}
-static inline void st_b2(char *p, vb v)
-{
-	_mm512_storeu_si512(p, b2_of(v));
-}
-static inline void stnt_b2(char *p, vb v)
-{
-	_mm512_stream_si512((void *)p, b2_of(v));
-}
-static inline void stm_b2(char *p, vb v, unsigned int r)
-{
-	_mm512_mask_storeu_epi16(p, m32(r), b2_of(v));
-}
-static inline vb add_b2(vb a, vb b)
-{
-	return (vb){add_f32(a.e, b.e), add_f32(a.o, b.o)};
-}
-static inline vb addn_b2(vb a, vb b)
-{
-	return (vb){addn_b(a.e, b.e), addn_b(a.o, b.o)};
-}
+
+AVX512_16_OPS(b2, vb, mm512, si512, m32, b2_widen, b2_of)
 
 static inline void sg_simd_sfence(void)
 {

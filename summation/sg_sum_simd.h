@@ -3,8 +3,8 @@
  * Private to summation/: the loops shared by the AVX2 and AVX-512 kernels.
  *
  * An ISA file (sg_sum_avx2.c, sg_sum_avx512.c) defines small static inline
- * primitives with fixed names, then defines SG_SIMD_TABLE and includes this
- * file at its end. This file turns the primitives into every kernel and the
+ * primitives with fixed names, includes this file once for the bf16 pair type,
+ * then defines SG_SIMD_TABLE and includes it again at its end. This file turns the primitives into every kernel and the
  * kernel table. Keeping the loops in one place keeps the two ISAs identical in
  * the order of additions, which is what makes them bitwise equal to the scalar
  * reference.
@@ -27,8 +27,30 @@
  * Integer kinds share ld_i, st_i and stnt_i.
  */
 #ifndef SG_SIMD_TABLE
-#error "define the primitives and SG_SIMD_TABLE before including sg_sum_simd.h"
-#endif
+/*
+ * First inclusion, after vf, add_f32 and addn_b exist: the bf16 pair layout.
+ * One full-width load holds 2 x W32 bf16. Shifting each 32-bit lane left by
+ * 16 gives the even elements as fp32, masking off the low half gives the odd
+ * ones: no shuffles to widen. The lanes stay in that even/odd order while
+ * summing (each element's additions are unchanged); narrowing puts them back.
+ * The ISA file then defines ld_b2, ldm_b2, st_b2, stnt_b2 and stm_b2.
+ */
+typedef struct {
+	vf e, o;
+} vb;
+#define WB (2 * W32)
+
+static inline vb add_b2(vb a, vb b)
+{
+	return (vb){add_f32(a.e, b.e), add_f32(a.o, b.o)};
+}
+
+static inline vb addn_b2(vb a, vb b)
+{
+	return (vb){addn_b(a.e, b.e), addn_b(a.o, b.o)};
+}
+
+#else /* second inclusion, at the end of the ISA file: the kernels */
 
 /*
  * Vectors per unrolled step, and how far ahead (bytes) each input is
@@ -221,3 +243,5 @@ const struct sg_sum_kernels SG_SIMD_TABLE = {
 	.widen = simd_widen,
 	.narrow = simd_narrow,
 };
+
+#endif /* SG_SIMD_TABLE */

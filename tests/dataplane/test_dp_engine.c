@@ -16,29 +16,34 @@ static struct cap cap;
 #define MS 1000000ull
 #define TOKEN 0xfeedull
 
-static struct sg_dp_engine *engine(uint32_t pool_bufs)
+/*
+ * An engine with @pool_bufs buffers (50 ms slot timeout, 10 ms shadow hold)
+ * and job 1: one key of @nelem elements in 64-byte chunks. NULL on failure.
+ */
+static struct sg_dp_engine *fixture(uint32_t pool_bufs, uint32_t n, enum sg_dtype dt,
+				    enum sg_dp_mode mode, uint32_t nelem, uint32_t max_inflight,
+				    unsigned int flags)
 {
 	struct sg_dp_engine_conf ec = {
 		.numa_node = -1, .pool_bufs = pool_bufs, .slot_timeout_ns = 50 * MS,
 		.shadow_hold_ns = 10 * MS,
 	};
-	struct sg_dp_engine *e = cap_engine(&cap, &ec);
-
-	SG_CHECK(e != NULL, "engine create");
-	return e;
-}
-
-static int add_job(struct sg_dp_engine *e, uint32_t id, uint32_t n, enum sg_dtype dt,
-		   enum sg_dp_mode mode, uint32_t nelem, uint32_t max_inflight, unsigned int flags)
-{
 	struct sg_dp_key k = {.id = 1, .nelem = nelem};
 	struct sg_dp_job_conf jc = {
-		.id = id, .nworkers = n, .token = TOKEN, .dtype = dt, .mode = mode,
+		.id = 1, .nworkers = n, .token = TOKEN, .dtype = dt, .mode = mode,
 		.sum_flags = flags, .chunk_bytes = 64, .max_inflight = max_inflight,
 		.keys = &k, .nkeys = 1,
 	};
+	struct sg_dp_engine *e = cap_engine(&cap, &ec);
 
-	return sg_dp_engine_add_job(e, &jc);
+	cap.n = 0;
+	cap.fail_alloc = 0;
+	if (e == NULL || sg_dp_engine_add_job(e, &jc) != 0) {
+		SG_CHECK(false, "engine or job setup failed");
+		sg_dp_engine_destroy(e);
+		return NULL;
+	}
+	return e;
 }
 
 static struct push_spec spec(uint32_t job, enum sg_dtype dt, uint32_t nelem)
@@ -98,13 +103,12 @@ static uint64_t drops(struct sg_dp_engine *e, enum sg_dp_drop why)
 
 static void test_shadow_and_window(void)
 {
-	struct sg_dp_engine *e = engine(16);
+	struct sg_dp_engine *e = fixture(16, 2, SG_DTYPE_FP32, SG_DP_MODE_SYNC, 16, 0, 0);
 	struct push_spec ps = spec(1, SG_DTYPE_FP32, 16);
 	struct sg_dp_stats st;
 
-	if (e == NULL || add_job(e, 1, 2, SG_DTYPE_FP32, SG_DP_MODE_SYNC, 16, 0, 0) != 0)
+	if (e == NULL)
 		return;
-	cap.n = 0;
 	SG_CHECK_EQ(push_f(e, &ps, 0, 0, 0, 1.0f, 0), 0);
 	SG_CHECK_EQ(cap.n, 0);
 	SG_CHECK_EQ(push_f(e, &ps, 1, 0, 0, 2.0f, 0), 0);
@@ -150,10 +154,9 @@ static void test_shadow_and_window(void)
 	sg_dp_engine_destroy(e);
 
 	/* Serial arithmetic across the wrap. */
-	e = engine(16);
-	if (e == NULL || add_job(e, 1, 1, SG_DTYPE_FP32, SG_DP_MODE_SYNC, 16, 0, 0) != 0)
+	e = fixture(16, 1, SG_DTYPE_FP32, SG_DP_MODE_SYNC, 16, 0, 0);
+	if (e == NULL)
 		return;
-	cap.n = 0;
 	SG_CHECK_EQ(push_f(e, &ps, 0, 0, 0xffffffffu, 1.0f, 0), 0);
 	SG_CHECK_EQ(push_f(e, &ps, 0, 0, 0, 2.0f, 0), 0);
 	expect_last(SG_DP_T_RESULT, 0, 0, 0, "round after 2^32-1");
@@ -163,13 +166,12 @@ static void test_shadow_and_window(void)
 
 static void test_pool_exhaustion(void)
 {
-	struct sg_dp_engine *e = engine(4);
+	struct sg_dp_engine *e = fixture(4, 2, SG_DTYPE_FP32, SG_DP_MODE_SYNC, 8 * 16, 8, 0);
 	struct push_spec ps = spec(1, SG_DTYPE_FP32, 8 * 16);
 	struct sg_dp_stats st;
 
-	if (e == NULL || add_job(e, 1, 2, SG_DTYPE_FP32, SG_DP_MODE_SYNC, 8 * 16, 8, 0) != 0)
+	if (e == NULL)
 		return;
-	cap.n = 0;
 	for (uint32_t c = 0; c < 8; c++)
 		SG_CHECK_EQ(push_f(e, &ps, 0, c, 0, 1.0f, c), 0);
 	/* Four open; four NACKed (never silently dropped). */
@@ -214,14 +216,39 @@ static void test_pool_exhaustion(void)
 	sg_dp_engine_destroy(e);
 }
 
+/* A slot opening its next round never loses its own result to the reclaim. */
+static void test_reclaim_spares_own_shadow(void)
+{
+	struct sg_dp_engine *e = fixture(2, 2, SG_DTYPE_FP32, SG_DP_MODE_SYNC, 2 * 16, 0, 0);
+	struct push_spec ps = spec(1, SG_DTYPE_FP32, 2 * 16);
+	struct sg_dp_stats st;
+
+	if (e == NULL)
+		return;
+	for (uint32_t c = 0; c < 2; c++)
+		for (uint32_t r = 0; r < 2; r++)
+			SG_CHECK_EQ(push_f(e, &ps, r, c, 0, 1.0f + (float)c, c), 0);
+	/* Both buffers hold results; chunk 0's is the oldest. */
+	SG_CHECK_EQ(push_f(e, &ps, 0, 0, 1, 1.0f, 20 * MS), 0);
+	sg_dp_engine_stats(e, &st);
+	SG_CHECK_EQ(st.shadows_reclaimed, 1);
+	SG_CHECK_EQ(st.slots_active, 1);
+	/* Chunk 1's result went; chunk 0's round 0 is still there for rank 1. */
+	SG_CHECK_EQ(push_f(e, &ps, 1, 0, 0, 1.0f, 20 * MS), 0);
+	expect_last(SG_DP_T_RESULT, 0, 1, 0, "own shadow kept");
+	SG_CHECK(first_f(&cap.pkts[cap.n - 1]) == 2.0f, "shadow value");
+	SG_CHECK_EQ(push_f(e, &ps, 1, 1, 0, 2.0f, 20 * MS), 0);
+	expect_last(SG_DP_T_ERROR, SG_DP_C_GONE, 1, 0, "the other result went");
+	sg_dp_engine_destroy(e);
+}
+
 static void test_inflight_limit(void)
 {
-	struct sg_dp_engine *e = engine(64);
+	struct sg_dp_engine *e = fixture(64, 2, SG_DTYPE_FP32, SG_DP_MODE_SYNC, 3 * 16, 2, 0);
 	struct push_spec ps = spec(1, SG_DTYPE_FP32, 3 * 16);
 
-	if (e == NULL || add_job(e, 1, 2, SG_DTYPE_FP32, SG_DP_MODE_SYNC, 3 * 16, 2, 0) != 0)
+	if (e == NULL)
 		return;
-	cap.n = 0;
 	SG_CHECK_EQ(push_f(e, &ps, 0, 0, 0, 1.0f, 0), 0);
 	SG_CHECK_EQ(push_f(e, &ps, 0, 1, 0, 1.0f, 0), 0);
 	SG_CHECK_EQ(push_f(e, &ps, 0, 2, 0, 1.0f, 0), 0);
@@ -235,14 +262,13 @@ static void test_inflight_limit(void)
 
 static void test_worker_loss(void)
 {
-	struct sg_dp_engine *e = engine(16);
+	struct sg_dp_engine *e = fixture(16, 4, SG_DTYPE_FP32, SG_DP_MODE_SYNC, 16, 0, 0);
 	struct push_spec ps = spec(1, SG_DTYPE_FP32, 16);
 	struct sg_dp_stats st;
 	unsigned int n0;
 
-	if (e == NULL || add_job(e, 1, 4, SG_DTYPE_FP32, SG_DP_MODE_SYNC, 16, 0, 0) != 0)
+	if (e == NULL)
 		return;
-	cap.n = 0;
 	for (uint32_t r = 0; r < 3; r++)
 		SG_CHECK_EQ(push_f(e, &ps, r, 0, 7, 1.0f, MS), 0);
 	SG_CHECK_EQ(sg_dp_engine_poll(e, 50 * MS), 0);
@@ -302,13 +328,12 @@ static int32_t last_i(unsigned int elem)
 
 static void test_async(void)
 {
-	struct sg_dp_engine *e = engine(16);
+	struct sg_dp_engine *e = fixture(16, 2, SG_DTYPE_INT32, SG_DP_MODE_ASYNC, 16, 0, 0);
 	struct push_spec ps = spec(1, SG_DTYPE_INT32, 16);
 	struct sg_dp_stats st;
 
-	if (e == NULL || add_job(e, 1, 2, SG_DTYPE_INT32, SG_DP_MODE_ASYNC, 16, 0, 0) != 0)
+	if (e == NULL)
 		return;
-	cap.n = 0;
 	SG_CHECK_EQ(pull(e, &ps, 0, 0, 0, 0), -EBADMSG);
 	SG_CHECK_EQ(push_i(e, &ps, 0, 0, 1), 0);
 	SG_CHECK(cap.n == 1 && last_i(0) == 1 && last_i(15) == 16, "first push");
@@ -357,10 +382,10 @@ static void test_deterministic(void)
 			ref[i] += det_value(r, i);
 	}
 	for (int mode = 0; mode < 2; mode++) {
-		struct sg_dp_engine *e = engine(64);
+		struct sg_dp_engine *e = fixture(
+			64, DN, SG_DTYPE_FP32, mode ? SG_DP_MODE_DETERM : SG_DP_MODE_SYNC, 16, 0, 0);
 
-		if (e == NULL || add_job(e, 1, DN, SG_DTYPE_FP32,
-					 mode ? SG_DP_MODE_DETERM : SG_DP_MODE_SYNC, 16, 0, 0) != 0)
+		if (e == NULL)
 			return;
 		for (uint32_t round = 0; round < 200; round++) {
 			uint32_t perm[DN];
@@ -418,15 +443,14 @@ static void test_bf16_wide(void)
 	static const uint16_t one = 0x3f80, tiny = 0x3b00; /* 1.0, 2^-9 */
 
 	for (int native = 0; native < 2; native++) {
-		struct sg_dp_engine *e = engine(16);
+		struct sg_dp_engine *e = fixture(
+			16, 4, SG_DTYPE_BF16, SG_DP_MODE_DETERM, 32, 0, native ? SG_SUM_F_NATIVE : 0);
 		struct push_spec ps = spec(1, SG_DTYPE_BF16, 32);
 		uint8_t p[SG_DP_HDR_LEN + 64];
 		uint16_t d[32], got;
 
-		if (e == NULL || add_job(e, 1, 4, SG_DTYPE_BF16, SG_DP_MODE_DETERM, 32, 0,
-					 native ? SG_SUM_F_NATIVE : 0) != 0)
+		if (e == NULL)
 			return;
-		cap.n = 0;
 		for (uint32_t r = 0; r < 4; r++) {
 			for (int i = 0; i < 32; i++)
 				d[i] = r == 0 ? one : tiny;
@@ -444,13 +468,12 @@ static void test_bf16_wide(void)
 
 static void test_tx_fail(void)
 {
-	struct sg_dp_engine *e = engine(16);
+	struct sg_dp_engine *e = fixture(16, 2, SG_DTYPE_FP32, SG_DP_MODE_SYNC, 16, 0, 0);
 	struct push_spec ps = spec(1, SG_DTYPE_FP32, 16);
 	struct sg_dp_stats st;
 
-	if (e == NULL || add_job(e, 1, 2, SG_DTYPE_FP32, SG_DP_MODE_SYNC, 16, 0, 0) != 0)
+	if (e == NULL)
 		return;
-	cap.n = 0;
 	cap.fail_alloc = 1;
 	push_f(e, &ps, 0, 0, 0, 1.0f, 0);
 	push_f(e, &ps, 1, 0, 0, 1.0f, 0);
@@ -470,6 +493,7 @@ int main(void)
 {
 	test_shadow_and_window();
 	test_pool_exhaustion();
+	test_reclaim_spares_own_shadow();
 	test_inflight_limit();
 	test_worker_loss();
 	test_async();

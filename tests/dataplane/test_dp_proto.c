@@ -97,36 +97,37 @@ static void test_parse_malformed(void)
 	expect_parse(example(p, 1152), 0, SG_DP_DROP_SHORT, "empty");
 	expect_parse(example(p, 1152), 1, SG_DP_DROP_SHORT, "1 byte");
 	expect_parse(example(p, 1152), SG_DP_HDR_LEN - 1, SG_DP_DROP_SHORT, "47 bytes");
-	example(p, 1152)[0] = 0x54;
-	expect_parse(p, full, SG_DP_DROP_MAGIC, "magic");
-	example(p, 1152)[3] = 0;
-	expect_parse(p, full, SG_DP_DROP_MAGIC, "magic low byte");
-	example(p, 1152)[4] = 0;
-	expect_parse(p, full, SG_DP_DROP_VERSION, "version 0");
-	example(p, 1152)[4] = 2;
-	expect_parse(p, full, SG_DP_DROP_VERSION, "version 2");
-	example(p, 1152)[5] = 0;
-	expect_parse(p, full, SG_DP_DROP_TYPE, "type 0");
-	example(p, 1152)[5] = SG_DP_T_MAX + 1;
-	expect_parse(p, full, SG_DP_DROP_TYPE, "type 7");
-	example(p, 1152)[5] = 0xff;
-	expect_parse(p, full, SG_DP_DROP_TYPE, "type 255");
-	example(p, 1152)[6] = 0x02;
-	expect_parse(p, full, SG_DP_DROP_FLAGS, "flag 0x02");
-	example(p, 1152)[6] = 0x81;
-	expect_parse(p, full, SG_DP_DROP_FLAGS, "flag 0x81");
+	/* One header byte patched in the example, each with the reason it must give. */
+	static const struct {
+		unsigned int off;
+		uint8_t val;
+		enum sg_dp_drop why;
+		const char *what;
+	} patches[] = {
+		{0, 0x54, SG_DP_DROP_MAGIC, "magic"},
+		{3, 0, SG_DP_DROP_MAGIC, "magic low byte"},
+		{4, 0, SG_DP_DROP_VERSION, "version 0"},
+		{4, 2, SG_DP_DROP_VERSION, "version 2"},
+		{5, 0, SG_DP_DROP_TYPE, "type 0"},
+		{5, SG_DP_T_MAX + 1, SG_DP_DROP_TYPE, "type 7"},
+		{5, 0xff, SG_DP_DROP_TYPE, "type 255"},
+		{6, 0x02, SG_DP_DROP_FLAGS, "flag 0x02"},
+		{6, 0x81, SG_DP_DROP_FLAGS, "flag 0x81"},
+		{7, SG_DTYPE_COUNT, SG_DP_DROP_DTYPE, "dtype 8"},
+		{7, 0xff, SG_DP_DROP_DTYPE, "dtype 255"},
+		{7, SG_DTYPE_FP64, SG_DP_DROP_LENGTH, "fp64 count"}, /* 288 * 8 != 1152 */
+	};
+
+	for (unsigned int i = 0; i < sizeof(patches) / sizeof(patches[0]); i++) {
+		example(p, 1152)[patches[i].off] = patches[i].val;
+		expect_parse(p, full, patches[i].why, patches[i].what);
+	}
 	example(p, 1152)[6] = SG_DP_F_RETRANS;
 	SG_CHECK_EQ(sg_dp_parse(p, full, &(struct sg_dp_msg){0}, NULL), 0);
-	example(p, 1152)[7] = SG_DTYPE_COUNT;
-	expect_parse(p, full, SG_DP_DROP_DTYPE, "dtype 8");
-	example(p, 1152)[7] = 0xff;
-	expect_parse(p, full, SG_DP_DROP_DTYPE, "dtype 255");
 	/* Element count against length. */
 	expect_parse(example(p, 1152), full - 1, SG_DP_DROP_LENGTH, "payload one short");
 	expect_parse(example(p, 1152), full + 1, SG_DP_DROP_LENGTH, "payload one long");
 	expect_parse(example(p, 1152), SG_DP_HDR_LEN, SG_DP_DROP_LENGTH, "no payload");
-	example(p, 1152)[7] = SG_DTYPE_FP64; /* 288 * 8 != 1152 */
-	expect_parse(p, full, SG_DP_DROP_LENGTH, "fp64 count");
 	set_be32(example(p, 1152) + 40, 0xffffffffu);
 	expect_parse(p, full, SG_DP_DROP_LENGTH, "huge nelem");
 	example(p, 1152)[5] = SG_DP_T_RESULT;
@@ -416,9 +417,14 @@ static void test_bad_config(void)
 	bad.max_payload = SG_DP_MAX_CHUNK_BYTES + 8;
 	errno = 0;
 	SG_CHECK(cap_engine(&cap, &bad) == NULL && errno == EINVAL, "max_payload");
+	bad.max_payload = 1000 + 4;
+	SG_CHECK(cap_engine(&cap, &bad) == NULL, "max_payload not a multiple of 8");
 	bad = ec;
 	bad.max_jobs = 100000;
 	SG_CHECK(cap_engine(&cap, &bad) == NULL, "max_jobs");
+	bad = ec;
+	bad.pool_bufs = (1u << 24) + 1;
+	SG_CHECK(cap_engine(&cap, &bad) == NULL, "pool_bufs");
 	sg_dp_engine_destroy(NULL);
 
 	e = cap_engine(&cap, &ec);
