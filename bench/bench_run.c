@@ -41,6 +41,8 @@ struct rb_opts {
 	enum sg_dtype dts[RB_MAX_DT];
 	unsigned int n_dts;
 	unsigned int iters, nodes, chunk, window;
+	uint32_t partition;
+	bool print_config;
 	char attach[256];
 	const char *json, *csv, *plot;
 	bool quiet;
@@ -52,7 +54,7 @@ struct rb_shared {
 	int failed;
 	char err[SIGMA_ERR_LEN];
 	uint64_t bad_elems;
-	uint64_t retransmits, nacks;
+	uint64_t retransmits[RB_MAX_SIZES], nacks[RB_MAX_SIZES];
 	double t[RB_MAX_SIZES][RB_MAX_N][RB_MAX_ITERS];
 	uint32_t nlat[RB_MAX_SIZES][RB_MAX_N];
 	float lat_us[RB_MAX_SIZES][RB_MAX_N][RB_MAX_LAT / RB_MAX_N];
@@ -183,67 +185,91 @@ static void pin(unsigned int r)
 	sched_setaffinity(0, sizeof(set), &set);
 }
 
-static void build_conf(const struct rb_opts *o, struct sigma_conf *c, struct sigma_node *nodes,
-		       unsigned int nnodes, unsigned int job, unsigned int n, unsigned int rank)
+/*
+ * Each size is its own job (job_base + j) holding one tensor (id 0) of full
+ * partitions: the form sigmad's [job N] sections declare (keys 0..K-1 of
+ * partition_bytes each), so the same sweep runs against an attached sigmad.
+ */
+static uint32_t part_bytes(const struct rb_opts *o, unsigned int j)
 {
-	*c = (struct sigma_conf){.job = job, .rank = (uint16_t)rank, .nworkers = (uint16_t)n,
-				 .token = 0x5167a000ull + job, .nodes = nodes, .nnodes = nnodes,
-				 .chunk_bytes = o->chunk, .window = o->window,
-				 .rto_us = 20000, .rto_max_us = 500000, .max_retries = 12};
+	return o->sizes[j] < o->partition ? (uint32_t)o->sizes[j] : o->partition;
 }
 
-static int register_all(struct sigma_session *s, const struct rb_opts *o, enum sg_dtype dt,
-			struct sigma_tensor **t)
+static uint32_t chunk_bytes(const struct rb_opts *o, unsigned int j)
 {
-	size_t es = sg_dtype_size(dt);
+	uint32_t p = part_bytes(o, j);
 
-	for (unsigned int j = 0; j < o->n_sizes; j++) {
-		t[j] = sigma_tensor_register(s, "bench", j, dt, (o->sizes[j] + es - 1) / es, 0);
-		if (t[j] == NULL)
-			return -errno;
+	return o->chunk < p ? o->chunk : p / 8 * 8;
+}
+
+static uint64_t job_token(unsigned int job)
+{
+	return 0x5167a000ull + job;
+}
+
+static struct sigma_tensor *open_size(const struct rb_opts *o, struct sigma_node *nodes,
+				      unsigned int nnodes, unsigned int job, unsigned int n,
+				      unsigned int rank, enum sg_dtype dt, unsigned int j,
+				      struct sigma_session **sp)
+{
+	struct sigma_conf c = {.job = job, .rank = (uint16_t)rank, .nworkers = (uint16_t)n,
+			       .token = job_token(job), .nodes = nodes, .nnodes = nnodes,
+			       .partition_bytes = part_bytes(o, j), .chunk_bytes = chunk_bytes(o, j),
+			       .window = o->window, .rto_us = 20000, .rto_max_us = 500000,
+			       .max_retries = 12};
+	struct sigma_tensor *t;
+
+	*sp = sigma_open(&c);
+	if (*sp == NULL)
+		return NULL;
+	t = sigma_tensor_register(*sp, "bench", 0, dt, o->sizes[j] / sg_dtype_size(dt), 0);
+	if (t == NULL) {
+		sigma_close(*sp);
+		*sp = NULL;
 	}
-	return 0;
+	return t;
 }
 
 static void worker(const struct rb_opts *o, struct rb_shared *sh, struct sigma_node *nodes,
-		   unsigned int nnodes, unsigned int job, unsigned int n, unsigned int r,
+		   unsigned int nnodes, unsigned int job0, unsigned int n, unsigned int r,
 		   enum sg_dtype dt)
 {
-	struct sigma_tensor *t[RB_MAX_SIZES];
-	struct sigma_session *s;
-	struct sigma_conf c;
-	struct sigma_stats st;
 	uint64_t maxb = 0;
 	size_t es = sg_dtype_size(dt);
 	void *in, *out;
 
 	pin(r + 1);
-	build_conf(o, &c, nodes, nnodes, job, n, r);
 	for (unsigned int j = 0; j < o->n_sizes; j++)
 		maxb = o->sizes[j] > maxb ? o->sizes[j] : maxb;
-	maxb = (maxb + es - 1) / es * es;
-	s = sigma_open(&c);
 	in = malloc(maxb);
 	out = malloc(maxb);
-	if (s == NULL || in == NULL || out == NULL || register_all(s, o, dt, t) < 0) {
+	if (in == NULL || out == NULL)
 		sh->failed = 1;
-		snprintf(sh->err, sizeof(sh->err), "worker %u: setup failed: %s", r,
-			 strerror(errno));
-	}
 	for (unsigned int j = 0; j < o->n_sizes; j++) {
-		uint64_t ne = (o->sizes[j] + es - 1) / es;
+		uint64_t ne = o->sizes[j] / es;
+		struct sigma_session *s = NULL;
+		struct sigma_tensor *t = NULL;
+		struct sigma_stats st;
 
-		if (!sh->failed)
-			fill_in(in, dt, ne, r);
+		if (!sh->failed) {
+			t = open_size(o, nodes, nnodes, job0 + j, n, r, dt, j, &s);
+			if (t == NULL) {
+				sh->failed = 1;
+				snprintf(sh->err, sizeof(sh->err), "worker %u: setup failed: %s",
+					 r, strerror(errno));
+			} else {
+				fill_in(in, dt, ne, r);
+			}
+		}
 		for (unsigned int it = 0; it <= o->iters; it++) {
 			double t0;
 			int rc;
 
 			pthread_barrier_wait(&sh->bar);
-			if (sh->failed)
+			if (sh->failed || t == NULL)
 				continue;
 			t0 = sigma_bench_now();
-			rc = sigma_push_pull_sync(t[j], in, out);
+			rc = sigma_push_pull_sync(t, in, out);
 			if (rc < 0) {
 				sh->failed = 1;
 				snprintf(sh->err, sizeof(sh->err), "worker %u: %s", r,
@@ -253,21 +279,21 @@ static void worker(const struct rb_opts *o, struct rb_shared *sh, struct sigma_n
 			if (it == 0)
 				continue; /* warm-up */
 			sh->t[j][r][it - 1] = sigma_bench_now() - t0;
-			for (uint32_t p = 0; p < sigma_tensor_nparts(t[j]); p++)
+			for (uint32_t p = 0; p < sigma_tensor_nparts(t); p++)
 				if (sh->nlat[j][r] < RB_MAX_LAT / RB_MAX_N)
 					sh->lat_us[j][r][sh->nlat[j][r]++] =
-						(float)(sigma_tensor_part_latency(t[j], p) / 1e3);
+						(float)(sigma_tensor_part_latency(t, p) / 1e3);
 			if (it == o->iters)
 				__atomic_add_fetch(&sh->bad_elems, count_bad(out, dt, ne, n),
 						   __ATOMIC_RELAXED);
 		}
+		if (s != NULL) {
+			sigma_get_stats(s, &st);
+			__atomic_add_fetch(&sh->retransmits[j], st.retransmits, __ATOMIC_RELAXED);
+			__atomic_add_fetch(&sh->nacks[j], st.nacks, __ATOMIC_RELAXED);
+		}
+		sigma_close(s);
 	}
-	if (s != NULL) {
-		sigma_get_stats(s, &st);
-		__atomic_add_fetch(&sh->retransmits, st.retransmits, __ATOMIC_RELAXED);
-		__atomic_add_fetch(&sh->nacks, st.nacks, __ATOMIC_RELAXED);
-	}
-	sigma_close(s);
 	free(in);
 	free(out);
 }
@@ -305,7 +331,7 @@ static int cmp_float(const void *a, const void *b)
 }
 
 /* One (N, dtype) point of the sweep: nodes up, N workers forked, results folded. */
-static int run_point(const struct rb_opts *o, unsigned int n, enum sg_dtype dt, unsigned int job,
+static int run_point(const struct rb_opts *o, unsigned int n, enum sg_dtype dt, unsigned int job0,
 		     struct rb_result *res)
 {
 	struct sigma_node nodes[RB_MAX_NODES];
@@ -340,29 +366,26 @@ static int run_point(const struct rb_opts *o, unsigned int n, enum sg_dtype dt, 
 							.kind = SG_CTL_NODE_CPU, .gbps = 1};
 		}
 		nnodes = nd;
-		/* The parent registers the same tensors to describe the job to its nodes. */
-		struct sigma_conf c;
-		struct sigma_tensor *t[RB_MAX_SIZES];
-		struct sigma_session *s;
-		static struct sg_dp_key keys[65536];
+		/* The parent registers the same tensors to describe each job to its nodes. */
+		for (unsigned int j = 0; j < o->n_sizes && rc == 0; j++) {
+			static struct sg_dp_key keys[SIGMA_MAX_PARTS];
+			struct sigma_session *s;
 
-		build_conf(o, &c, nodes, nnodes, job, n, 0);
-		s = sigma_open(&c);
-		if (s == NULL || register_all(s, o, dt, t) < 0) {
+			if (open_size(o, nodes, nnodes, job0 + j, n, 0, dt, j, &s) == NULL) {
+				rc = -EINVAL;
+				break;
+			}
+			for (unsigned int i = 0; i < nnodes && rc == 0; i++) {
+				struct sg_dp_job_conf jc;
+				int nk = sigma_job_for_node(s, i, &jc, keys, SIGMA_MAX_PARTS);
+
+				jc.max_inflight = 4096;
+				rc = nk > 0 ? sigma_udpd_add_job(d[i], &jc) : nk < 0 ? nk : 0;
+			}
 			sigma_close(s);
-			rc = -EINVAL;
-			goto out;
 		}
-		for (unsigned int i = 0; i < nnodes && rc == 0; i++) {
-			struct sg_dp_job_conf jc;
-			int nk = sigma_job_for_node(s, i, &jc, keys, 65536);
-
-			jc.max_inflight = 4096;
-			rc = nk > 0 ? sigma_udpd_add_job(d[i], &jc) : nk;
-			if (rc == 0)
-				rc = sigma_udpd_start(d[i]);
-		}
-		sigma_close(s);
+		for (unsigned int i = 0; i < nnodes && rc == 0; i++)
+			rc = sigma_udpd_start(d[i]);
 		if (rc < 0)
 			goto out;
 	}
@@ -373,7 +396,7 @@ static int run_point(const struct rb_opts *o, unsigned int n, enum sg_dtype dt, 
 	for (unsigned int r = 0; r < n; r++) {
 		pids[r] = fork();
 		if (pids[r] == 0) {
-			worker(o, sh, nodes, nnodes, job, n, r, dt);
+			worker(o, sh, nodes, nnodes, job0, n, r, dt);
 			_exit(0);
 		}
 	}
@@ -393,7 +416,7 @@ static int run_point(const struct rb_opts *o, unsigned int n, enum sg_dtype dt, 
 
 		*x = (struct rb_result){.n = n, .dt = dt, .size = o->sizes[j],
 					.ok = !sh->failed && sh->bad_elems == 0,
-					.retransmits = sh->retransmits, .nacks = sh->nacks};
+					.retransmits = sh->retransmits[j], .nacks = sh->nacks[j]};
 		/* An iteration ends when its slowest worker is done. */
 		for (unsigned int it = 0; it < o->iters; it++) {
 			double m = 0;
@@ -557,6 +580,10 @@ static void run_usage(FILE *f, const char *cmd)
 		   "  --window W      outstanding chunks per node (default 32)\n"
 		   "  --json F --csv F --plot F.svg|F.png   outputs (JSON goes to stdout without "
 		   "--json)\n"
+		   "  --partition B   partition bytes (default 2M); sizes are at most one "
+		   "partition or a multiple\n"
+		   "  --print-sigmad-config   print the [job N] sections sigmad needs for this "
+		   "sweep, and exit\n"
 		   "  --quiet         no progress lines\n", cmd,
 		strcmp(cmd, "run") ? "4" : "2,4", strcmp(cmd, "run") ? "1M,16M,64M" :
 									  "4K,64K,1M,16M");
@@ -572,10 +599,13 @@ static int parse_opts(int argc, char **argv, struct rb_opts *o, const char *def_
 		{"chunk", required_argument, NULL, 'c'},   {"window", required_argument, NULL, 'w'},
 		{"json", required_argument, NULL, 'j'},    {"csv", required_argument, NULL, 'v'},
 		{"plot", required_argument, NULL, 'p'},    {"quiet", no_argument, NULL, 'q'},
+		{"partition", required_argument, NULL, 'P'},
+		{"print-sigmad-config", no_argument, NULL, 'C'},
 		{"help", no_argument, NULL, 'h'},          {NULL, 0, NULL, 0}};
 	int c, bad = 0;
 
-	*o = (struct rb_opts){.iters = 5, .nodes = 1, .chunk = 8920, .window = 32};
+	*o = (struct rb_opts){.iters = 5, .nodes = 1, .chunk = 8920, .window = 32,
+			      .partition = 2 << 20};
 	bad |= parse_list(def_n, RB_MAX_N, &o->n_ns, item_n, o);
 	bad |= parse_list(def_sizes, RB_MAX_SIZES, &o->n_sizes, item_size, o);
 	bad |= parse_list("fp32", RB_MAX_DT, &o->n_dts, item_dtype, o);
@@ -594,6 +624,8 @@ static int parse_opts(int argc, char **argv, struct rb_opts *o, const char *def_
 		case 'v': o->csv = optarg; break;
 		case 'p': o->plot = optarg; break;
 		case 'q': o->quiet = true; break;
+		case 'P': o->partition = (uint32_t)atoi(optarg); break;
+		case 'C': o->print_config = true; break;
 		case 'h': return 1;
 		default: return -EINVAL;
 		}
@@ -607,7 +639,42 @@ static int parse_opts(int argc, char **argv, struct rb_opts *o, const char *def_
 			RB_MAX_N, RB_MAX_SIZES, RB_MAX_ITERS, RB_MAX_NODES);
 		return -EINVAL;
 	}
+	if (o->partition < 8 || o->partition % 8) {
+		fprintf(stderr, "sigma-bench: --partition must be a positive multiple of 8\n");
+		return -EINVAL;
+	}
+	for (unsigned int j = 0; j < o->n_sizes; j++)
+		if (o->sizes[j] % 8 || (o->sizes[j] > o->partition && o->sizes[j] % o->partition)) {
+			fprintf(stderr, "sigma-bench: size %" PRIu64 " must be a multiple of 8, and "
+					"at most --partition (%u) or a multiple of it\n",
+				o->sizes[j], o->partition);
+			return -EINVAL;
+		}
 	return 0;
+}
+
+static unsigned int job_base(unsigned int point)
+{
+	return 1000 + point * RB_MAX_SIZES;
+}
+
+/* The [job N] sections a sigmad needs to serve the sweep (for --attach). */
+static void print_sigmad_jobs(const struct rb_opts *o)
+{
+	unsigned int point = 0;
+
+	printf("# sigma-bench sweep jobs for sigmad (add to its config file)\n");
+	for (unsigned int a = 0; a < o->n_ns; a++)
+		for (unsigned int b = 0; b < o->n_dts; b++, point++)
+			for (unsigned int j = 0; j < o->n_sizes; j++) {
+				unsigned int job = job_base(point) + j;
+
+				printf("[job %u]\nworkers = %u\ntoken = 0x%" PRIx64 "\ndtype = %s\n"
+				       "keys = %" PRIu64 "\npartition_bytes = %u\nchunk_bytes = %u\n\n",
+				       job, o->ns[a], job_token(job), sg_dtype_name(o->dts[b]),
+				       o->sizes[j] / part_bytes(o, j), part_bytes(o, j),
+				       chunk_bytes(o, j));
+			}
 }
 
 /* The whole sweep; @p res gets n_ns * n_dts * n_sizes entries. */
@@ -624,7 +691,7 @@ static int sweep(const struct rb_opts *o, struct rb_result *res)
 						"iterations (%.0f s so far)\n", done + 1, points,
 					o->ns[a], sg_dtype_name(o->dts[b]), o->n_sizes,
 					o->iters + 1, sigma_bench_now() - t0);
-			if (run_point(o, o->ns[a], o->dts[b], 100 + done,
+			if (run_point(o, o->ns[a], o->dts[b], job_base(done),
 				      res + (size_t)done * o->n_sizes) < 0)
 				rc = -EIO;
 			done++;
@@ -665,6 +732,10 @@ int sigma_bench_run(int argc, char **argv)
 	if (rc != 0) {
 		run_usage(rc > 0 ? stdout : stderr, "run");
 		return rc > 0 ? 0 : 2;
+	}
+	if (o.print_config) {
+		print_sigmad_jobs(&o);
+		return 0;
 	}
 	n = o.n_ns * o.n_dts * o.n_sizes;
 	res = calloc(n, sizeof(*res));
@@ -767,6 +838,10 @@ int sigma_bench_compare(int argc, char **argv)
 	}
 	o.n_dts = 1;
 	o.dts[0] = SG_DTYPE_FP32; /* MPI_FLOAT, MPI_SUM */
+	if (o.print_config) {
+		print_sigmad_jobs(&o);
+		return 0;
+	}
 	n = o.n_ns * o.n_sizes;
 	res = calloc(n, sizeof(*res));
 	t_mpi = calloc(n, sizeof(*t_mpi));
