@@ -323,6 +323,42 @@ static int parse_attach(const char *spec, struct sigma_node *nodes, char addrs[]
 	return i ? 0 : -EINVAL;
 }
 
+/*
+ * Wait for the workers. One that dies (a crash, a signal) would leave the
+ * others waiting at the barrier forever: kill them, and fail the point.
+ */
+static void reap(pid_t *pids, unsigned int n, struct rb_shared *sh)
+{
+	unsigned int left = 0;
+
+	for (unsigned int r = 0; r < n; r++)
+		if (pids[r] > 0)
+			left++;
+		else
+			sh->failed = 1;
+	while (left > 0) {
+		int st;
+		pid_t p = waitpid(-1, &st, 0);
+
+		if (p < 0)
+			break;
+		for (unsigned int r = 0; r < n; r++) {
+			if (pids[r] != p)
+				continue;
+			pids[r] = -1;
+			left--;
+			if (WIFEXITED(st) && WEXITSTATUS(st) == 0)
+				break;
+			sh->failed = 1;
+			snprintf(sh->err, sizeof(sh->err), "worker %u died (status 0x%x)", r, st);
+			for (unsigned int k = 0; k < n; k++)
+				if (pids[k] > 0)
+					kill(pids[k], SIGKILL);
+			break;
+		}
+	}
+}
+
 static int cmp_float(const void *a, const void *b)
 {
 	float x = *(const float *)a, y = *(const float *)b;
@@ -400,13 +436,7 @@ static int run_point(const struct rb_opts *o, unsigned int n, enum sg_dtype dt, 
 			_exit(0);
 		}
 	}
-	for (unsigned int r = 0; r < n; r++) {
-		int st;
-
-		if (pids[r] < 0 || waitpid(pids[r], &st, 0) < 0 || !WIFEXITED(st) ||
-		    WEXITSTATUS(st) != 0)
-			sh->failed = 1;
-	}
+	reap(pids, n, sh);
 	pthread_barrier_destroy(&sh->bar);
 	for (unsigned int j = 0; j < o->n_sizes; j++) {
 		struct rb_result *x = &res[j];

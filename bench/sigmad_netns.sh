@@ -1,40 +1,54 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: BSD-3-Clause
 #
-# Run "sigma-bench run" or "sigma-bench compare" against a real sigmad on a
-# machine without a NIC: sigmad on net_af_packet in one network namespace, the
-# workers (kernel UDP) and MPI in a peer namespace, joined by a veth pair
-# (1500-byte MTU: sigmad's af_packet port takes at most 1518-byte frames).
-# sigmad's jobs come from "sigma-bench ... --print-sigmad-config"; its
-# per-lcore table (busy%) is printed when it stops. Needs root.
-# Usage: bench/sigmad_netns.sh BUILD_DIR run|compare [sigma-bench options]
-set -eu
-BUILD=$(cd "$1" && pwd)
-CMD=$2
+# Run a command against a real sigmad on a machine without a NIC: sigmad on
+# net_af_packet in one network namespace, the command (kernel-UDP workers,
+# MPI) in a peer namespace, joined by a veth pair. sigmad is at 10.79.0.1:9300
+# (also in $SIGMA_NODE); its jobs are the [job N] sections of JOBS_INI. The
+# MTU is 1500: sigmad's af_packet port takes at most 1518-byte frames, so use
+# --chunk 1424. When sigmad stops, its per-lcore table (busy%) is printed.
+# Traffic stays inside the two namespaces made here. Needs root.
+#
+# Exit: the command's status; 1 if sigmad failed or did not exit cleanly;
+# 77 if namespaces or veth cannot be made here.
+#
+# Usage: bench/sigmad_netns.sh SIGMAD JOBS_INI COMMAND [ARGS...]
+# e.g.
+#   build/bench/sigma-bench run --chunk 1424 --print-sigmad-config >/tmp/jobs.ini
+#   bench/sigmad_netns.sh build/dataplane/sigmad /tmp/jobs.ini \
+#       build/bench/sigma-bench run --chunk 1424 --attach 10.79.0.1:9300
+set -u
+SIGMAD=$1
+JOBS=$2
 shift 2
-NSA=sgbA$$
-NSB=sgbB$$
-VA=sbA$$
-VB=sbB$$
+NSA=sgnA$$
+NSB=sgnB$$
+VA=snA$$
+VB=snB$$
 TMP=$(mktemp -d)
 SPID=
 cleanup() {
 	[ -n "$SPID" ] && kill -KILL "$SPID" 2>/dev/null
-	ip netns del "$NSA" 2>/dev/null || true
-	ip netns del "$NSB" 2>/dev/null || true
+	ip netns del "$NSA" 2>/dev/null
+	ip netns del "$NSB" 2>/dev/null
 	rm -rf "$TMP"
 }
 trap cleanup EXIT
 
-ip netns add "$NSA"
-ip netns add "$NSB"
-ip link add "$VA" type veth peer name "$VB"
+command -v ip >/dev/null || { echo "SKIP: no ip(8)"; exit 77; }
+if ! ip netns add "$NSA" 2>"$TMP/err"; then
+	echo "SKIP: cannot create a network namespace: $(cat "$TMP/err")"
+	exit 77
+fi
+ip netns add "$NSB" || exit 1
+ip link add "$VA" type veth peer name "$VB" || { echo "SKIP: no veth"; exit 77; }
 ip link set "$VA" netns "$NSA"
 ip link set "$VB" netns "$NSB"
 ip -n "$NSA" link set "$VA" up
 ip -n "$NSB" link set lo up
 ip -n "$NSB" addr add 10.79.0.2/24 dev "$VB"
 ip -n "$NSB" link set "$VB" up
+# af_packet never completes a checksum that the peer's kernel left to offload.
 CSUM=()
 if ! { command -v ethtool >/dev/null && ip netns exec "$NSB" ethtool -K "$VB" tx off >/dev/null 2>&1; }; then
 	CSUM=(--no-udp-checksum)
@@ -42,10 +56,11 @@ fi
 {
 	printf '[net]\nip = 10.79.0.1\nudp_port = 9300\nmtu = 1500\n'
 	printf '[layout]\nrtc = (0,0,1)\n[resources]\nmbufs = 16384\npool_bufs = 4096\n'
-	"$BUILD/bench/sigma-bench" "$CMD" --chunk 1424 --print-sigmad-config "$@"
+	printf '[live]\nidle = sleep\nidle_sleep_us = 50\n'
+	cat "$JOBS"
 } >"$TMP/sigmad.ini"
-ip netns exec "$NSA" "$BUILD/dataplane/sigmad" --no-huge --no-shconf --no-pci -m 512 \
-	--file-prefix=sg_bench_$$ '--lcores=(0-1)@(0-1)' --log-level=lib.eal:error \
+ip netns exec "$NSA" timeout 900 "$SIGMAD" --no-huge --no-shconf --no-pci -m 512 \
+	--file-prefix=sg_netns_$$ '--lcores=(0-1)@(0-1)' --log-level=lib.eal:error \
 	--vdev=net_af_packet0,iface="$VA" -- --config "$TMP/sigmad.ini" "${CSUM[@]}" \
 	>"$TMP/sigmad.out" 2>&1 &
 SPID=$!
@@ -54,13 +69,21 @@ for _ in $(seq 100); do
 	kill -0 "$SPID" 2>/dev/null || break
 	sleep 0.1
 done
-grep -q 'sigmad: running' "$TMP/sigmad.out" || { cat "$TMP/sigmad.out"; exit 1; }
+if ! grep -q 'sigmad: running' "$TMP/sigmad.out"; then
+	echo "FAIL: sigmad did not start"
+	cat "$TMP/sigmad.out"
+	exit 1
+fi
 rc=0
-ip netns exec "$NSB" "$BUILD/bench/sigma-bench" "$CMD" --attach 10.79.0.1:9300 --chunk 1424 \
-	"$@" || rc=$?
+SIGMA_NODE=10.79.0.1:9300 ip netns exec "$NSB" "$@" || rc=$?
 kill -TERM "$SPID"
-wait "$SPID" || true
+src=0
+wait "$SPID" || src=$?
 SPID=
-echo "sigmad (net_af_packet on veth):"
-sed -n '/final statistics/,$p' "$TMP/sigmad.out" | sed 's/^/  /'
+echo "sigmad (net_af_packet on a veth):"
+sed -n '/final statistics/,$p' "$TMP/sigmad.out" | sed 's/^/  | /'
+if [ "$src" != 0 ]; then
+	echo "FAIL: sigmad exit $src"
+	[ "$rc" = 0 ] && rc=1
+fi
 exit $rc
