@@ -51,6 +51,27 @@ struct sg_cli_transport {
 /** Kernel UDP transport to @p conf's nodes. NULL with errno on failure. */
 struct sg_cli_transport *sg_cli_udp_create(const struct sigma_conf *conf);
 
+/** Bytes of one receive buffer: the largest Sigma datagram, and some slack. */
+#define SG_CLI_RXBUF (SG_DP_HDR_LEN + SG_DP_MAX_PAYLOAD + 64)
+
+struct mmsghdr;
+struct iovec;
+struct sockaddr_in;
+
+/**
+ * Open a UDP socket with large buffers (SO_REUSEPORT when @p reuseport), bound
+ * to @p addr (NULL: any) and @p port (0: ephemeral).
+ * @return the fd, or -errno; @p bound (may be NULL) gets the port bound.
+ */
+int sg_cli_udp_socket(const char *addr, uint16_t port, int reuseport, uint16_t *bound);
+
+/**
+ * Point SG_CLI_BURST receive messages at consecutive SG_CLI_RXBUF slices of
+ * @p buf; @p names (may be NULL) receives the senders' addresses.
+ */
+void sg_cli_rx_init(struct mmsghdr *msgs, struct iovec *iov, uint8_t *buf,
+		    struct sockaddr_in *names);
+
 /** Parse "a.b.c.d" into a network-order IPv4 address. @return 0 or -EINVAL. */
 int sg_cli_parse_ipv4(const char *s, uint32_t *addr_be);
 

@@ -17,7 +17,6 @@
 
 /* Large socket buffers absorb a whole window of every node at once. */
 #define SG_CLI_UDP_SOCKBUF (8 << 20)
-#define SG_CLI_UDP_RXBUF (SG_DP_HDR_LEN + SG_DP_MAX_PAYLOAD + 64)
 
 struct sg_cli_udp {
 	struct sg_cli_transport ops;
@@ -28,7 +27,7 @@ struct sg_cli_udp {
 	struct iovec txiov[SG_CLI_BURST][2];
 	struct mmsghdr rxmsg[SG_CLI_BURST];
 	struct iovec rxiov[SG_CLI_BURST];
-	uint8_t *rxbuf; /* SG_CLI_BURST * SG_CLI_UDP_RXBUF */
+	uint8_t *rxbuf; /* SG_CLI_BURST * SG_CLI_RXBUF */
 };
 
 int sg_cli_parse_ipv4(const char *s, uint32_t *addr_be)
@@ -39,6 +38,51 @@ int sg_cli_parse_ipv4(const char *s, uint32_t *addr_be)
 		return -EINVAL;
 	*addr_be = a.s_addr;
 	return 0;
+}
+
+int sg_cli_udp_socket(const char *addr, uint16_t port, int reuseport, uint16_t *bound)
+{
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(port)};
+	socklen_t alen = sizeof(a);
+	int one = 1, sz = SG_CLI_UDP_SOCKBUF, fd, err;
+
+	if (addr != NULL && sg_cli_parse_ipv4(addr, &a.sin_addr.s_addr) < 0)
+		return -EINVAL;
+	fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	if (reuseport)
+		setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one));
+	/* FORCE needs CAP_NET_ADMIN; the plain form is the fallback. */
+	if (setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &sz, sizeof(sz)) < 0)
+		setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &sz, sizeof(sz));
+	if (setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &sz, sizeof(sz)) < 0)
+		setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sz, sizeof(sz));
+	if (bind(fd, (struct sockaddr *)&a, sizeof(a)) < 0 ||
+	    getsockname(fd, (struct sockaddr *)&a, &alen) < 0) {
+		err = errno;
+		close(fd);
+		return -err;
+	}
+	if (bound != NULL)
+		*bound = ntohs(a.sin_port);
+	return fd;
+}
+
+void sg_cli_rx_init(struct mmsghdr *msgs, struct iovec *iov, uint8_t *buf,
+		    struct sockaddr_in *names)
+{
+	for (unsigned int i = 0; i < SG_CLI_BURST; i++) {
+		iov[i].iov_base = buf + (size_t)i * SG_CLI_RXBUF;
+		iov[i].iov_len = SG_CLI_RXBUF;
+		memset(&msgs[i], 0, sizeof(msgs[i]));
+		msgs[i].msg_hdr.msg_iov = &iov[i];
+		msgs[i].msg_hdr.msg_iovlen = 1;
+		if (names != NULL) {
+			msgs[i].msg_hdr.msg_name = &names[i];
+			msgs[i].msg_hdr.msg_namelen = sizeof(names[i]);
+		}
+	}
 }
 
 static int udp_send(struct sg_cli_transport *tp, const struct sg_cli_txpkt *pkts, unsigned int n)
@@ -105,7 +149,7 @@ static int udp_recv(struct sg_cli_transport *tp, struct sg_cli_rxpkt *pkts, unsi
 		timeout_us = 0;
 	}
 	for (int i = 0; i < r; i++) {
-		pkts[i].buf = u->rxbuf + (size_t)i * SG_CLI_UDP_RXBUF;
+		pkts[i].buf = u->rxbuf + (size_t)i * SG_CLI_RXBUF;
 		pkts[i].len = u->rxmsg[i].msg_len;
 	}
 	return r;
@@ -127,8 +171,7 @@ static void udp_destroy(struct sg_cli_transport *tp)
 struct sg_cli_transport *sg_cli_udp_create(const struct sigma_conf *conf)
 {
 	struct sg_cli_udp *u = calloc(1, sizeof(*u));
-	struct sockaddr_in local = {.sin_family = AF_INET};
-	int one = 1, sz = SG_CLI_UDP_SOCKBUF, err;
+	int err;
 
 	if (u == NULL)
 		return NULL;
@@ -138,7 +181,7 @@ struct sg_cli_transport *sg_cli_udp_create(const struct sigma_conf *conf)
 	u->ops.destroy = udp_destroy;
 	u->nnodes = conf->nnodes;
 	u->addrs = calloc(conf->nnodes, sizeof(*u->addrs));
-	u->rxbuf = malloc((size_t)SG_CLI_BURST * SG_CLI_UDP_RXBUF);
+	u->rxbuf = malloc((size_t)SG_CLI_BURST * SG_CLI_RXBUF);
 	if (u->addrs == NULL || u->rxbuf == NULL) {
 		err = ENOMEM;
 		goto fail;
@@ -152,32 +195,11 @@ struct sg_cli_transport *sg_cli_udp_create(const struct sigma_conf *conf)
 			goto fail;
 		}
 	}
-	for (unsigned int i = 0; i < SG_CLI_BURST; i++) {
-		u->rxiov[i].iov_base = u->rxbuf + (size_t)i * SG_CLI_UDP_RXBUF;
-		u->rxiov[i].iov_len = SG_CLI_UDP_RXBUF;
-		u->rxmsg[i].msg_hdr.msg_iov = &u->rxiov[i];
-		u->rxmsg[i].msg_hdr.msg_iovlen = 1;
-	}
-	if (conf->local_addr != NULL &&
-	    sg_cli_parse_ipv4(conf->local_addr, &local.sin_addr.s_addr) < 0) {
-		err = EINVAL;
-		goto fail;
-	}
-	local.sin_port = htons(conf->local_port);
-	u->fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-	if (u->fd < 0) {
-		err = errno;
-		goto fail;
-	}
+	sg_cli_rx_init(u->rxmsg, u->rxiov, u->rxbuf, NULL);
 	/* Several worker processes of one host may share a configured port. */
-	setsockopt(u->fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one));
-	/* FORCE needs CAP_NET_ADMIN; the plain form is the fallback. */
-	if (setsockopt(u->fd, SOL_SOCKET, SO_RCVBUFFORCE, &sz, sizeof(sz)) < 0)
-		setsockopt(u->fd, SOL_SOCKET, SO_RCVBUF, &sz, sizeof(sz));
-	if (setsockopt(u->fd, SOL_SOCKET, SO_SNDBUFFORCE, &sz, sizeof(sz)) < 0)
-		setsockopt(u->fd, SOL_SOCKET, SO_SNDBUF, &sz, sizeof(sz));
-	if (bind(u->fd, (struct sockaddr *)&local, sizeof(local)) < 0) {
-		err = errno;
+	u->fd = sg_cli_udp_socket(conf->local_addr, conf->local_port, 1, NULL);
+	if (u->fd < 0) {
+		err = -u->fd;
 		goto fail;
 	}
 	return &u->ops;

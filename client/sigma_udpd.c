@@ -17,7 +17,7 @@
 
 #include "sigma_internal.h"
 
-#define UDPD_BUF (SG_DP_HDR_LEN + SG_DP_MAX_PAYLOAD + 64)
+#define UDPD_BUF SG_CLI_RXBUF
 
 struct sigma_udpd {
 	struct sigma_udpd_conf conf;
@@ -160,9 +160,7 @@ static void *node_main(void *arg)
 struct sigma_udpd *sigma_udpd_create(const struct sigma_udpd_conf *conf)
 {
 	struct sigma_udpd *d;
-	struct sockaddr_in a = {.sin_family = AF_INET};
-	socklen_t alen = sizeof(a);
-	int sz = 8 << 20, err;
+	int err;
 
 	if (conf == NULL) {
 		errno = EINVAL;
@@ -181,14 +179,7 @@ struct sigma_udpd *sigma_udpd_create(const struct sigma_udpd_conf *conf)
 		err = ENOMEM;
 		goto fail;
 	}
-	for (unsigned int i = 0; i < SG_CLI_BURST; i++) {
-		d->rxiov[i].iov_base = d->rxbuf + (size_t)i * UDPD_BUF;
-		d->rxiov[i].iov_len = UDPD_BUF;
-		d->rxmsg[i].msg_hdr.msg_iov = &d->rxiov[i];
-		d->rxmsg[i].msg_hdr.msg_iovlen = 1;
-		d->rxmsg[i].msg_hdr.msg_name = &d->rxaddr[i];
-		d->rxmsg[i].msg_hdr.msg_namelen = sizeof(d->rxaddr[i]);
-	}
+	sg_cli_rx_init(d->rxmsg, d->rxiov, d->rxbuf, d->rxaddr);
 	d->conf.engine.tx.alloc = tx_alloc;
 	d->conf.engine.tx.send = tx_send;
 	d->conf.engine.tx.ctx = d;
@@ -199,26 +190,11 @@ struct sigma_udpd *sigma_udpd_create(const struct sigma_udpd_conf *conf)
 		err = errno;
 		goto fail;
 	}
-	if (sg_cli_parse_ipv4(conf->addr ? conf->addr : "127.0.0.1", &a.sin_addr.s_addr) < 0) {
-		err = EINVAL;
-		goto fail;
-	}
-	a.sin_port = htons(conf->port);
-	d->fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	d->fd = sg_cli_udp_socket(conf->addr ? conf->addr : "127.0.0.1", conf->port, 0, &d->port);
 	if (d->fd < 0) {
-		err = errno;
+		err = -d->fd;
 		goto fail;
 	}
-	if (setsockopt(d->fd, SOL_SOCKET, SO_RCVBUFFORCE, &sz, sizeof(sz)) < 0)
-		setsockopt(d->fd, SOL_SOCKET, SO_RCVBUF, &sz, sizeof(sz));
-	if (setsockopt(d->fd, SOL_SOCKET, SO_SNDBUFFORCE, &sz, sizeof(sz)) < 0)
-		setsockopt(d->fd, SOL_SOCKET, SO_SNDBUF, &sz, sizeof(sz));
-	if (bind(d->fd, (struct sockaddr *)&a, sizeof(a)) < 0 ||
-	    getsockname(d->fd, (struct sockaddr *)&a, &alen) < 0) {
-		err = errno;
-		goto fail;
-	}
-	d->port = ntohs(a.sin_port);
 	return d;
 fail:
 	sigma_udpd_destroy(d);
