@@ -20,7 +20,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <jansson.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -43,6 +46,7 @@ struct rb_opts {
 	unsigned int iters, nodes, chunk, window;
 	uint32_t partition;
 	bool print_config;
+	const char *telemetry; /* sigmad's telemetry socket: busy% per lcore */
 	char attach[256];
 	const char *json, *csv, *plot;
 	bool quiet;
@@ -67,8 +71,9 @@ struct rb_result {
 	double t_med, algbw, busbw, goodput;
 	double p50_us, p99_us, max_us;
 	uint64_t retransmits, nacks;
-	double busy[RB_MAX_NODES];
+	double busy[RB_MAX_NODES]; /* node threads, or sigmad lcores (--telemetry) */
 	unsigned int nbusy;
+	bool busy_sigmad; /* busy[] came from sigmad's telemetry */
 	bool ok;
 };
 
@@ -366,6 +371,51 @@ static int cmp_float(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
+/* Busy and idle cycles of each sigmad lcore, from its /sigma/lcores telemetry command. */
+struct rb_cycles {
+	unsigned int n;
+	uint64_t busy[RB_MAX_NODES], idle[RB_MAX_NODES];
+};
+
+static int read_telemetry(const char *path, struct rb_cycles *c)
+{
+	struct sockaddr_un a = {.sun_family = AF_UNIX};
+	static char buf[1 << 16];
+	json_t *root, *lc, *v;
+	const char *key;
+	ssize_t len;
+	int fd;
+
+	c->n = 0;
+	if (strlen(path) >= sizeof(a.sun_path))
+		return -ENAMETOOLONG;
+	strcpy(a.sun_path, path);
+	fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	if (connect(fd, (struct sockaddr *)&a, sizeof(a)) < 0 ||
+	    read(fd, buf, sizeof(buf)) <= 0 || /* the greeting */
+	    write(fd, "/sigma/lcores", 13) != 13 || (len = read(fd, buf, sizeof(buf) - 1)) <= 0) {
+		int err = errno;
+
+		close(fd);
+		return -err;
+	}
+	close(fd);
+	buf[len] = '\0';
+	root = json_loads(buf, 0, NULL);
+	lc = json_object_get(root, "/sigma/lcores");
+	json_object_foreach(lc, key, v) {
+		if (c->n == RB_MAX_NODES || !json_is_object(v))
+			continue;
+		c->busy[c->n] = (uint64_t)json_integer_value(json_object_get(v, "busy_cycles"));
+		c->idle[c->n] = (uint64_t)json_integer_value(json_object_get(v, "idle_cycles"));
+		c->n++;
+	}
+	json_decref(root);
+	return c->n ? 0 : -ENOENT;
+}
+
 /* One (N, dtype) point of the sweep: nodes up, N workers forked, results folded. */
 static int run_point(const struct rb_opts *o, unsigned int n, enum sg_dtype dt, unsigned int job0,
 		     struct rb_result *res)
@@ -377,6 +427,8 @@ static int run_point(const struct rb_opts *o, unsigned int n, enum sg_dtype dt, 
 	struct rb_shared *sh;
 	pthread_barrierattr_t ba;
 	pid_t pids[RB_MAX_N];
+	struct rb_cycles cyc0 = {0}, cyc1 = {0};
+	bool tel_busy = false;
 	int rc = 0;
 
 	for (unsigned int j = 0; j < o->n_sizes; j++)
@@ -430,6 +482,8 @@ static int run_point(const struct rb_opts *o, unsigned int n, enum sg_dtype dt, 
 		if (rc < 0)
 			goto out;
 	}
+	if (o->telemetry != NULL && read_telemetry(o->telemetry, &cyc0) < 0)
+		fprintf(stderr, "sigma-bench: no lcore telemetry from %s\n", o->telemetry);
 	pthread_barrierattr_init(&ba);
 	pthread_barrierattr_setpshared(&ba, PTHREAD_PROCESS_SHARED);
 	pthread_barrier_init(&sh->bar, &ba, n);
@@ -443,6 +497,9 @@ static int run_point(const struct rb_opts *o, unsigned int n, enum sg_dtype dt, 
 	}
 	reap(pids, n, sh);
 	pthread_barrier_destroy(&sh->bar);
+	if (o->telemetry != NULL && cyc0.n && read_telemetry(o->telemetry, &cyc1) == 0 &&
+	    cyc1.n == cyc0.n)
+		tel_busy = true;
 	for (unsigned int j = 0; j < o->n_sizes; j++) {
 		struct rb_result *x = &res[j];
 		double tv[RB_MAX_N * RB_MAX_ITERS];
@@ -477,9 +534,14 @@ static int run_point(const struct rb_opts *o, unsigned int n, enum sg_dtype dt, 
 			x->max_us = lat[nl - 1];
 		}
 		free(lat);
-		x->nbusy = nd;
-		for (unsigned int i = 0; i < nd; i++)
-			x->busy[i] = sigma_udpd_busy(d[i]);
+		x->nbusy = tel_busy ? cyc1.n : nd;
+		x->busy_sigmad = tel_busy;
+		for (unsigned int i = 0; i < x->nbusy; i++) {
+			double b = tel_busy ? (double)(cyc1.busy[i] - cyc0.busy[i]) : 0;
+			double t = tel_busy ? b + (double)(cyc1.idle[i] - cyc0.idle[i]) : 0;
+
+			x->busy[i] = tel_busy ? (t > 0 ? b / t : 0) : sigma_udpd_busy(d[i]);
+		}
 	}
 	if (sh->failed)
 		fprintf(stderr, "sigma-bench: N=%u %s: %s\n", n, sg_dtype_name(dt),
@@ -533,10 +595,10 @@ static void write_json(FILE *f, const struct rb_result *r, unsigned int n)
 			   "\"time_s\":%.9g,\"algbw_Bps\":%.6g,\"busbw_Bps\":%.6g,"
 			   "\"goodput_per_worker_Bps\":%.6g,\"part_latency_us\":{\"p50\":%.3f,"
 			   "\"p99\":%.3f,\"max\":%.3f},\"retransmits\":%" PRIu64 ",\"nacks\":%"
-			   PRIu64 ",\"node_busy\":[", i ? "," : "", r[i].n, sg_dtype_name(r[i].dt),
+			   PRIu64 ",\"busy_source\":\"%s\",\"node_busy\":[", i ? "," : "", r[i].n, sg_dtype_name(r[i].dt),
 			r[i].size, r[i].ok ? "true" : "false", r[i].t_med, r[i].algbw, r[i].busbw,
 			r[i].goodput, r[i].p50_us, r[i].p99_us, r[i].max_us, r[i].retransmits,
-			r[i].nacks);
+			r[i].nacks, r[i].busy_sigmad ? "sigmad lcores" : "node threads");
 		for (unsigned int k = 0; k < r[i].nbusy; k++)
 			fprintf(f, "%s%.4f", k ? "," : "", r[i].busy[k]);
 		fprintf(f, "]}");
@@ -618,6 +680,8 @@ static void run_usage(FILE *f, const char *cmd)
 		   "--json)\n"
 		   "  --partition B   partition bytes (default 2M); sizes are at most one "
 		   "partition or a multiple\n"
+		   "  --telemetry SOCK  sigmad's telemetry socket: busy%% per lcore (default "
+		   "$SIGMA_TELEMETRY)\n"
 		   "  --print-sigmad-config   print the [job N] sections sigmad needs for this "
 		   "sweep, and exit\n"
 		   "  --quiet         no progress lines\n", cmd,
@@ -637,6 +701,7 @@ static int parse_opts(int argc, char **argv, struct rb_opts *o, const char *def_
 		{"plot", required_argument, NULL, 'p'},    {"quiet", no_argument, NULL, 'q'},
 		{"partition", required_argument, NULL, 'P'},
 		{"print-sigmad-config", no_argument, NULL, 'C'},
+		{"telemetry", required_argument, NULL, 'T'},
 		{"help", no_argument, NULL, 'h'},          {NULL, 0, NULL, 0}};
 	int c, bad = 0;
 
@@ -649,6 +714,8 @@ static int parse_opts(int argc, char **argv, struct rb_opts *o, const char *def_
 	bad |= parse_list(def_n, RB_MAX_N, &o->n_ns, item_n, o);
 	bad |= parse_list(def_sizes, RB_MAX_SIZES, &o->n_sizes, item_size, o);
 	bad |= parse_list("fp32", RB_MAX_DT, &o->n_dts, item_dtype, o);
+	/* bench/sigmad_netns.sh exports where its sigmad's telemetry socket is. */
+	o->telemetry = getenv("SIGMA_TELEMETRY");
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
 		switch (c) {
@@ -672,6 +739,7 @@ static int parse_opts(int argc, char **argv, struct rb_opts *o, const char *def_
 			break;
 		}
 		case 'C': o->print_config = true; break;
+		case 'T': o->telemetry = optarg; break;
 		case 'h': return 1;
 		default: return -EINVAL;
 		}

@@ -4,7 +4,8 @@
 # Run a command against a real sigmad on a machine without a NIC: sigmad on
 # net_af_packet in one network namespace, the command (kernel-UDP workers,
 # MPI) in a peer namespace, joined by a veth pair. sigmad is at 10.79.0.1:9300
-# (also in $SIGMA_NODE); its jobs are the [job N] sections of JOBS_INI. The
+# (also in $SIGMA_NODE), its telemetry socket in $SIGMA_TELEMETRY (sigma-bench
+# reads busy% per lcore from it); its jobs are the [job N] sections of JOBS_INI. The
 # MTU is 1500: sigmad's af_packet port takes at most 1518-byte frames, so use
 # --chunk 1424. When sigmad stops, its per-lcore table (busy%) is printed.
 # Traffic stays inside the two namespaces made here. Needs root.
@@ -75,7 +76,8 @@ if ! grep -q 'sigmad: running' "$TMP/sigmad.out"; then
 	exit 1
 fi
 rc=0
-SIGMA_NODE=10.79.0.1:9300 ip netns exec "$NSB" "$@" || rc=$?
+SIGMA_NODE=10.79.0.1:9300 SIGMA_TELEMETRY=/var/run/dpdk/sg_netns_$$/dpdk_telemetry.v2 \
+	ip netns exec "$NSB" "$@" || rc=$?
 kill -TERM "$SPID"
 src=0
 wait "$SPID" || src=$?
