@@ -103,14 +103,15 @@ static int parse_size(const char *s, uint64_t *out)
 static int parse_list(const char *s, unsigned int max, unsigned int *count,
 		      int (*fn)(const char *item, unsigned int i, void *arg), void *arg)
 {
-	char buf[512], *save = NULL, *tok;
+	char buf[512], *rest = buf, *tok;
 	unsigned int i = 0;
 
 	if (strlen(s) >= sizeof(buf))
 		return -EINVAL;
 	strcpy(buf, s);
-	for (tok = strtok_r(buf, ",", &save); tok != NULL; tok = strtok_r(NULL, ",", &save)) {
-		if (i == max || fn(tok, i, arg) < 0)
+	/* strsep, not strtok: an empty item ("4K,,1M") is an error, not skipped. */
+	while ((tok = strsep(&rest, ",")) != NULL) {
+		if (i == max || *tok == '\0' || fn(tok, i, arg) < 0)
 			return -EINVAL;
 		i++;
 	}
