@@ -68,7 +68,17 @@ static inline uint32_t sigma_wire_key(uint32_t tensor, uint32_t part)
 
 /** Transports (all behind one internal ops interface). */
 enum sigma_transport {
-	SIGMA_TRANSPORT_UDP = 0, /**< kernel UDP: sendmmsg/recvmmsg, SO_REUSEPORT */
+	SIGMA_TRANSPORT_UDP = 0,  /**< kernel UDP: sendmmsg/recvmmsg, SO_REUSEPORT */
+	/**
+	 * A DPDK ethdev port (e.g. net_memif to a local sigmad). The caller has
+	 * run rte_eal_init() and leaves the port stopped: the session owns it
+	 * (one session per port), configures one queue pair and its own mbuf
+	 * pool, starts it (waiting up to 5 s for the link, as a memif client
+	 * must), and resolves each node's MAC address by ARP at open (up to 5 s;
+	 * sigmad answers ARP). UDP checksums are sent as 0. Needs local_addr.
+	 * Polls: waiting in sigma_poll() spins (with yields) instead of sleeping.
+	 */
+	SIGMA_TRANSPORT_DPDK = 1,
 };
 
 /** One summation node of the session. */
@@ -102,8 +112,9 @@ struct sigma_conf {
 	uint32_t max_retries;     /**< resends of one chunk before failing (default 10) */
 	uint32_t first_round;     /**< round number of every tensor's first push_pull (default 0) */
 	enum sigma_transport transport; /**< default SIGMA_TRANSPORT_UDP */
-	const char *local_addr;   /**< UDP: address to bind (default any) */
-	uint16_t local_port;      /**< UDP: port to bind (default ephemeral) */
+	const char *local_addr;   /**< UDP: address to bind (default any); DPDK: our IPv4 (required) */
+	uint16_t local_port;      /**< UDP: port to bind (default ephemeral); DPDK: default 9400 + rank */
+	uint16_t dpdk_port;       /**< DPDK: ethdev port id */
 };
 
 /** Counters of a session (monotonic). */

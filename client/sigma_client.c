@@ -135,8 +135,10 @@ static int check_conf(struct sigma_conf *c)
 		c->rto_max_us = c->rto_us;
 	if (c->max_retries == 0)
 		c->max_retries = SG_CLI_DEF_RETRIES;
-	if (c->transport != SIGMA_TRANSPORT_UDP)
+	if (c->transport != SIGMA_TRANSPORT_UDP && c->transport != SIGMA_TRANSPORT_DPDK)
 		return conf_error("unknown transport %d", (int)c->transport);
+	if (c->transport == SIGMA_TRANSPORT_DPDK && c->local_addr == NULL)
+		return conf_error("the DPDK transport needs local_addr (our IPv4 address)");
 	for (unsigned int i = 0; i < c->nnodes; i++) {
 		uint32_t a;
 
@@ -232,10 +234,18 @@ struct sigma_session *sigma_open(const struct sigma_conf *conf)
 		rc = -ENOMEM;
 		goto fail;
 	}
-	s->tp = sg_cli_udp_create(conf);
+	{
+		/* The checked config with defaults applied, and the caller's nodes. */
+		struct sigma_conf full = s->conf;
+
+		full.nodes = conf->nodes;
+		s->tp = full.transport == SIGMA_TRANSPORT_DPDK ? sg_cli_dpdk_create(&full) :
+								 sg_cli_udp_create(&full);
+	}
 	if (s->tp == NULL) {
 		rc = -errno;
-		fprintf(stderr, "sigma: cannot open the UDP transport: %s\n", strerror(errno));
+		fprintf(stderr, "sigma: cannot open the %s transport: %s\n",
+			conf->transport == SIGMA_TRANSPORT_DPDK ? "DPDK" : "UDP", strerror(errno));
 		goto fail;
 	}
 	return s;

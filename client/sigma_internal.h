@@ -51,6 +51,9 @@ struct sg_cli_transport {
 /** Kernel UDP transport to @p conf's nodes. NULL with errno on failure. */
 struct sg_cli_transport *sg_cli_udp_create(const struct sigma_conf *conf);
 
+/** DPDK ethdev transport (see SIGMA_TRANSPORT_DPDK). NULL with errno on failure. */
+struct sg_cli_transport *sg_cli_dpdk_create(const struct sigma_conf *conf);
+
 /** Bytes of one receive buffer: the largest Sigma datagram, and some slack. */
 #define SG_CLI_RXBUF (SG_DP_HDR_LEN + SG_DP_MAX_PAYLOAD + 64)
 

@@ -5,8 +5,13 @@
  * ROUNDS push_pulls, every element checked against the exact sum. Exits 0 when
  * all sums are right, 1 otherwise (with sigma_last_error()).
  * Usage: client_workers ADDR PORT N KEYS PARTITION_BYTES CHUNK_BYTES ROUNDS TOKEN JOB
+ * With SIGMA_EAL="eal args..." and SIGMA_LOCAL_IP set, the (single) worker
+ * uses the DPDK transport on port 0 instead of kernel UDP.
  */
 #include <stdlib.h>
+
+#include <rte_eal.h>
+#include <rte_errno.h>
 
 #include "client_util.h"
 
@@ -37,6 +42,22 @@ int main(int argc, char **argv)
 	if (n < 1 || n > CU_MAX_W || keys < 1 || c.partition_bytes % 4)
 		return 2;
 	ne = (uint64_t)keys * c.partition_bytes / 4;
+	if (getenv("SIGMA_EAL") != NULL) {
+		static char eal_buf[1024];
+		char *eal_argv[32] = {argv[0]}, *save = NULL;
+		int eal_argc = 1;
+
+		snprintf(eal_buf, sizeof(eal_buf), "%s", getenv("SIGMA_EAL"));
+		for (char *tok = strtok_r(eal_buf, " ", &save); tok && eal_argc < 31;
+		     tok = strtok_r(NULL, " ", &save))
+			eal_argv[eal_argc++] = tok;
+		if (rte_eal_init(eal_argc, eal_argv) < 0)
+			SG_TEST_SKIP_ALL("rte_eal_init failed: %s", rte_strerror(rte_errno));
+		if (n != 1)
+			return 2; /* one session per port */
+		c.transport = SIGMA_TRANSPORT_DPDK;
+		c.local_addr = getenv("SIGMA_LOCAL_IP");
+	}
 	g.nnodes = 1;
 	g.nodes[0] = (struct sigma_node){.addr = argv[1], .port = (uint16_t)atoi(argv[2])};
 	if (cu_sessions(&g, n, &c) < 0) {
@@ -76,5 +97,7 @@ int main(int argc, char **argv)
 		free(out[r]);
 	}
 	cu_free(&g);
+	if (getenv("SIGMA_EAL") != NULL)
+		rte_eal_cleanup();
 	return sg_test_finish("client_workers");
 }
