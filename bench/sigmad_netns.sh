@@ -19,6 +19,7 @@
 #   bench/sigmad_netns.sh build/dataplane/sigmad /tmp/jobs.ini \
 #       build/bench/sigma-bench run --chunk 1424 --attach 10.79.0.1:9300
 set -u
+. "$(dirname "$0")/sigmad_lib.sh"
 SIGMAD=$1
 JOBS=$2
 shift 2
@@ -55,9 +56,7 @@ if ! { command -v ethtool >/dev/null && ip netns exec "$NSB" ethtool -K "$VB" tx
 	CSUM=(--no-udp-checksum)
 fi
 {
-	printf '[net]\nip = 10.79.0.1\nudp_port = 9300\nmtu = 1500\n'
-	printf '[layout]\nrtc = (0,0,1)\n[resources]\nmbufs = 16384\npool_bufs = 4096\n'
-	printf '[live]\nidle = sleep\nidle_sleep_us = 50\n'
+	sigmad_base_ini 10.79.0.1
 	cat "$JOBS"
 } >"$TMP/sigmad.ini"
 ip netns exec "$NSA" timeout 900 "$SIGMAD" --no-huge --no-shconf --no-pci -m 512 \
@@ -65,12 +64,7 @@ ip netns exec "$NSA" timeout 900 "$SIGMAD" --no-huge --no-shconf --no-pci -m 512
 	--vdev=net_af_packet0,iface="$VA" -- --config "$TMP/sigmad.ini" "${CSUM[@]}" \
 	>"$TMP/sigmad.out" 2>&1 &
 SPID=$!
-for _ in $(seq 100); do
-	grep -q 'sigmad: running' "$TMP/sigmad.out" && break
-	kill -0 "$SPID" 2>/dev/null || break
-	sleep 0.1
-done
-if ! grep -q 'sigmad: running' "$TMP/sigmad.out"; then
+if ! sigmad_wait "$TMP/sigmad.out" "$SPID"; then
 	echo "FAIL: sigmad did not start"
 	cat "$TMP/sigmad.out"
 	exit 1
@@ -78,12 +72,10 @@ fi
 rc=0
 SIGMA_NODE=10.79.0.1:9300 SIGMA_TELEMETRY=/var/run/dpdk/sg_netns_$$/dpdk_telemetry.v2 \
 	ip netns exec "$NSB" "$@" || rc=$?
-kill -TERM "$SPID"
-src=0
-wait "$SPID" || src=$?
-SPID=
 echo "sigmad (net_af_packet on a veth):"
-sed -n '/final statistics/,$p' "$TMP/sigmad.out" | sed 's/^/  | /'
+src=0
+sigmad_stop "$SPID" "$TMP/sigmad.out" || src=$?
+SPID=
 if [ "$src" != 0 ]; then
 	echo "FAIL: sigmad exit $src"
 	[ "$rc" = 0 ] && rc=1

@@ -72,12 +72,27 @@ static void run_garbage(const char *exe)
 	SG_CHECK_EQ(run(exe, "run --quiet --workers 2 --sizes 4K --iters 1 --attach nonsense"), 1);
 }
 
+/* Read a whole (small) file into @p buf as a string, then delete it. */
+static int take_file(const char *path, char *buf, size_t cap)
+{
+	FILE *f = fopen(path, "r");
+	size_t n;
+
+	buf[0] = '\0';
+	if (f == NULL)
+		return -1;
+	n = fread(buf, 1, cap - 1, f);
+	buf[n] = '\0';
+	fclose(f);
+	unlink(path);
+	return 0;
+}
+
 /* A two-worker sweep over the in-process nodes: exact sums, JSON and CSV written. */
 static void run_short(const char *exe)
 {
 	char args[512], csv[4096] = "";
 	char dir[] = "/tmp/sg_bench_client_XXXXXX";
-	FILE *f;
 
 	if (mkdtemp(dir) == NULL) {
 		SG_CHECK(0, "mkdtemp");
@@ -87,26 +102,11 @@ static void run_short(const char *exe)
 		 "--iters 2 --partition 32K --json %s/r.json --csv %s/r.csv", dir, dir);
 	SG_CHECK_EQ(run(exe, args), 0);
 	snprintf(args, sizeof(args), "%s/r.json", dir);
-	f = fopen(args, "r");
-	if (f != NULL) {
-		size_t n = fread(out, 1, sizeof(out) - 1, f);
-
-		out[n] = '\0';
-		fclose(f);
-		unlink(args);
-	}
-	SG_CHECK(f != NULL && strstr(out, "\"ok\":false") == NULL &&
+	SG_CHECK(take_file(args, out, sizeof(out)) == 0 && strstr(out, "\"ok\":false") == NULL &&
 			 strstr(out, "\"n\":2,\"dtype\":\"int64\",\"bytes\":98304,\"ok\":true"),
 		 "run JSON: %s", out);
 	snprintf(args, sizeof(args), "%s/r.csv", dir);
-	f = fopen(args, "r");
-	if (f != NULL) {
-		size_t n = fread(csv, 1, sizeof(csv) - 1, f);
-
-		csv[n] = '\0';
-		fclose(f);
-		unlink(args);
-	}
+	SG_CHECK(take_file(args, csv, sizeof(csv)) == 0, "no CSV");
 	/* header + 2 N x 2 dtypes x 2 sizes */
 	{
 		int lines = 0;

@@ -8,6 +8,7 @@
 # machine (shared memory). Skips (77) where EAL cannot start.
 # Usage: test_client_memif.sh path/to/sigmad path/to/client_workers
 set -u
+. "$(dirname "$0")/../../bench/sigmad_lib.sh"
 SIGMAD=$1
 WORKERS=$2
 TMP=$(mktemp -d)
@@ -19,19 +20,8 @@ cleanup() {
 }
 trap cleanup EXIT
 
-cat >"$TMP/sigmad.ini" <<'INI'
-[net]
-ip = 10.81.0.1
-udp_port = 9300
-mtu = 1500
-[layout]
-rtc = (0,0,1)
-[resources]
-mbufs = 4096
-pool_bufs = 512
-[live]
-idle = sleep
-idle_sleep_us = 50
+sigmad_base_ini 10.81.0.1 >"$TMP/sigmad.ini"
+cat >>"$TMP/sigmad.ini" <<'INI'
 [job 9]
 workers = 1
 token = 0x99
@@ -44,12 +34,7 @@ timeout 120 "$SIGMAD" --no-huge --no-shconf --no-pci -m 256 --file-prefix=sg_cl_
 	--vdev=net_memif0,role=server,id=0,socket="$SOCK",socket-abstract=no \
 	-- --config "$TMP/sigmad.ini" >"$TMP/sigmad.out" 2>&1 &
 SPID=$!
-for _ in $(seq 100); do
-	grep -q 'sigmad: running' "$TMP/sigmad.out" && break
-	kill -0 "$SPID" 2>/dev/null || break
-	sleep 0.1
-done
-if ! grep -q 'sigmad: running' "$TMP/sigmad.out"; then
+if ! sigmad_wait "$TMP/sigmad.out" "$SPID"; then
 	if grep -q 'EAL' "$TMP/sigmad.out"; then
 		echo "SKIP: sigmad's EAL cannot start here"; cat "$TMP/sigmad.out"; exit 77
 	fi
@@ -59,11 +44,9 @@ SIGMA_LOCAL_IP=10.81.0.2 \
 SIGMA_EAL="--no-huge --no-shconf --no-pci -m 256 --file-prefix=sg_cl_memif_c$$ --lcores=0@(0-1) --log-level=lib.eal:error --vdev=net_memif0,role=client,id=0,socket=$SOCK,socket-abstract=no" \
 	timeout 90 "$WORKERS" 10.81.0.1 9300 1 6 28480 1424 4 0x99 9
 wrc=$?
-kill -TERM "$SPID"
-wait "$SPID"
-src=$?
+src=0
+sigmad_stop "$SPID" "$TMP/sigmad.out" || src=$?
 SPID=
-sed -n '/final statistics/,$p' "$TMP/sigmad.out" | sed 's/^/  | /'
 fails=0
 [ "$wrc" = 0 ] || { echo "FAIL: client_workers exit $wrc"; fails=1; }
 [ "$src" = 0 ] || { echo "FAIL: sigmad exit $src"; fails=1; }
