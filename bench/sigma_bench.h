@@ -15,10 +15,14 @@
 
 #include <stddef.h>
 
-#define SIGMA_BENCH_COMMANDS(X) \
-	X(sum, "summation kernels: GB/s per dtype, implementation and k, against bounds") \
-	X(engine, "aggregation engine: chunks/s and GB/s pushed per dtype, N and chunk size") \
-	X(gpu, "GPU staging: pinned copies, reduce kernels, pipelined staging (needs a GPU)") \
+#define SIGMA_BENCH_COMMANDS(X)                                                                    \
+	X(sum, "summation kernels: GB/s per dtype, implementation and k, against bounds")           \
+	X(engine, "aggregation engine: chunks/s and GB/s pushed per dtype, N and chunk size")      \
+	X(pipeline, "sigmad lcore pipeline, ring and memif: Gbps aggregated, Mpps, busy%")         \
+	X(gpu, "GPU staging: pinned copies, reduce kernels, pipelined staging (needs a GPU)")      \
+	X(model, "BytePS split and predicted times: sigma vs all-reduce vs PS (n, k, B, M)")       \
+	X(run, "N worker processes push_pull a size sweep through summation nodes")               \
+	X(compare, "the run sweep side by side with OpenMPI's MPI_Allreduce, with the ratio") \
 	/* end of list */
 
 #define SIGMA_BENCH_DECLARE(name, help) int sigma_bench_##name(int argc, char **argv);

@@ -1,0 +1,1020 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * sigma-bench run / compare: N pinned worker processes push_pull a sweep of
+ * tensor sizes through summation nodes (kernel-UDP nodes started here, or
+ * nodes given with --attach), every sum checked; compare runs the same sweep
+ * through OpenMPI's MPI_Allreduce and prints the ratio.
+ *
+ * Definitions (as nccl-tests): algbw = S / t for a tensor of S bytes that
+ * takes t; busbw = algbw * 2(N-1)/N. Goodput per worker = 2S / t: the
+ * gradient bytes each worker sends plus the sum bytes it receives, per
+ * second.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <math.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <jansson.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "sigma.h"
+#include "sigma_bench.h"
+
+#define RB_MAX_SIZES 16
+#define RB_MAX_N 16
+#define RB_MAX_DT 4
+#define RB_MAX_NODES 8
+#define RB_MAX_ITERS 50
+#define RB_MAX_LAT 200000 /* partition latencies kept per (size, worker) */
+
+struct rb_opts {
+	unsigned int ns[RB_MAX_N], n_ns;
+	uint64_t sizes[RB_MAX_SIZES];
+	unsigned int n_sizes;
+	enum sg_dtype dts[RB_MAX_DT];
+	unsigned int n_dts;
+	unsigned int iters, nodes, chunk, window;
+	uint32_t partition;
+	bool print_config;
+	const char *telemetry; /* sigmad's telemetry socket: busy% per lcore */
+	char attach[256];
+	const char *json, *csv, *plot;
+	bool quiet;
+};
+
+/* Per (N, dtype) point, shared between the parent and the worker processes. */
+struct rb_shared {
+	pthread_barrier_t bar;
+	int failed;
+	char err[SIGMA_ERR_LEN];
+	uint64_t bad_elems;
+	uint64_t retransmits[RB_MAX_SIZES], nacks[RB_MAX_SIZES];
+	double t[RB_MAX_SIZES][RB_MAX_N][RB_MAX_ITERS];
+	uint32_t nlat[RB_MAX_SIZES][RB_MAX_N];
+	float lat_us[RB_MAX_SIZES][RB_MAX_N][RB_MAX_LAT / RB_MAX_N];
+};
+
+struct rb_result {
+	unsigned int n;
+	enum sg_dtype dt;
+	uint64_t size;
+	double t_med, algbw, busbw, goodput;
+	double p50_us, p99_us, max_us;
+	uint64_t retransmits, nacks;
+	double busy[RB_MAX_NODES]; /* node threads, or sigmad lcores (--telemetry) */
+	unsigned int nbusy;
+	bool busy_sigmad; /* busy[] came from sigmad's telemetry */
+	bool ok;
+};
+
+static int parse_size(const char *s, uint64_t *out)
+{
+	char *end;
+	double v = strtod(s, &end);
+	uint64_t mul = 1;
+
+	if (end == s || !(v > 0))
+		return -EINVAL;
+	switch (*end) {
+	case 'K': case 'k': mul = 1024; end++; break;
+	case 'M': case 'm': mul = 1024 * 1024; end++; break;
+	case 'G': case 'g': mul = 1024ull * 1024 * 1024; end++; break;
+	default: break;
+	}
+	if (*end == 'B' || *end == 'b')
+		end++;
+	if (*end != '\0' || v * mul > 1024.0 * 1024 * 1024)
+		return -EINVAL;
+	*out = (uint64_t)(v * mul);
+	return 0;
+}
+
+/* Split a comma list and call @p fn on each item; -EINVAL on a bad one or too many. */
+static int parse_list(const char *s, unsigned int max, unsigned int *count,
+		      int (*fn)(const char *item, unsigned int i, void *arg), void *arg)
+{
+	char buf[512], *rest = buf, *tok;
+	unsigned int i = 0;
+
+	if (strlen(s) >= sizeof(buf))
+		return -EINVAL;
+	strcpy(buf, s);
+	/* strsep, not strtok: an empty item ("4K,,1M") is an error, not skipped. */
+	while ((tok = strsep(&rest, ",")) != NULL) {
+		if (i == max || *tok == '\0' || fn(tok, i, arg) < 0)
+			return -EINVAL;
+		i++;
+	}
+	*count = i;
+	return i ? 0 : -EINVAL;
+}
+
+static int item_size(const char *s, unsigned int i, void *arg)
+{
+	return parse_size(s, &((struct rb_opts *)arg)->sizes[i]);
+}
+
+static int item_n(const char *s, unsigned int i, void *arg)
+{
+	char *end;
+	long v = strtol(s, &end, 10);
+
+	if (*end != '\0' || v < 1 || v > RB_MAX_N)
+		return -EINVAL;
+	((struct rb_opts *)arg)->ns[i] = (unsigned int)v;
+	return 0;
+}
+
+static int item_dtype(const char *s, unsigned int i, void *arg)
+{
+	enum sg_dtype dt;
+
+	/* Only types whose sums of the test pattern are exact at every N. */
+	if (sg_dtype_from_name(s, &dt) < 0 || (dt != SG_DTYPE_FP32 && dt != SG_DTYPE_FP64 &&
+					       dt != SG_DTYPE_INT32 && dt != SG_DTYPE_INT64))
+		return -EINVAL;
+	((struct rb_opts *)arg)->dts[i] = dt;
+	return 0;
+}
+
+/* Worker r's element i: sum over N ranks is N*(i % 509) + N(N-1)/2, exact in every dtype. */
+static void fill_in(void *buf, enum sg_dtype dt, uint64_t n, unsigned int r)
+{
+	for (uint64_t i = 0; i < n; i++) {
+		int64_t v = (int64_t)(i % 509) + r;
+
+		switch (dt) {
+		case SG_DTYPE_FP32: ((float *)buf)[i] = (float)v; break;
+		case SG_DTYPE_FP64: ((double *)buf)[i] = (double)v; break;
+		case SG_DTYPE_INT32: ((int32_t *)buf)[i] = (int32_t)v; break;
+		default: ((int64_t *)buf)[i] = v; break;
+		}
+	}
+}
+
+static uint64_t count_bad(const void *buf, enum sg_dtype dt, uint64_t n, unsigned int nw)
+{
+	uint64_t bad = 0;
+
+	for (uint64_t i = 0; i < n; i++) {
+		int64_t ref = (int64_t)nw * (int64_t)(i % 509) + (int64_t)nw * (nw - 1) / 2;
+
+		switch (dt) {
+		case SG_DTYPE_FP32: bad += ((const float *)buf)[i] != (float)ref; break;
+		case SG_DTYPE_FP64: bad += ((const double *)buf)[i] != (double)ref; break;
+		case SG_DTYPE_INT32: bad += ((const int32_t *)buf)[i] != (int32_t)ref; break;
+		default: bad += ((const int64_t *)buf)[i] != ref; break;
+		}
+	}
+	return bad;
+}
+
+static void pin(unsigned int r)
+{
+	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+	cpu_set_t set;
+
+	if (ncpu < 1)
+		return;
+	CPU_ZERO(&set);
+	CPU_SET((int)(r % (unsigned long)ncpu), &set);
+	sched_setaffinity(0, sizeof(set), &set);
+}
+
+/*
+ * Each size is its own job (job_base + j) holding one tensor (id 0) of full
+ * partitions: the form sigmad's [job N] sections declare (keys 0..K-1 of
+ * partition_bytes each), so the same sweep runs against an attached sigmad.
+ */
+static uint32_t part_bytes(const struct rb_opts *o, unsigned int j)
+{
+	return o->sizes[j] < o->partition ? (uint32_t)o->sizes[j] : o->partition;
+}
+
+static uint32_t chunk_bytes(const struct rb_opts *o, unsigned int j)
+{
+	uint32_t p = part_bytes(o, j);
+
+	return o->chunk < p ? o->chunk : p / 8 * 8;
+}
+
+static uint64_t job_token(unsigned int job)
+{
+	return 0x5167a000ull + job;
+}
+
+static struct sigma_tensor *open_size(const struct rb_opts *o, struct sigma_node *nodes,
+				      unsigned int nnodes, unsigned int job, unsigned int n,
+				      unsigned int rank, enum sg_dtype dt, unsigned int j,
+				      struct sigma_session **sp)
+{
+	struct sigma_conf c = {.job = job, .rank = (uint16_t)rank, .nworkers = (uint16_t)n,
+			       .token = job_token(job), .nodes = nodes, .nnodes = nnodes,
+			       .partition_bytes = part_bytes(o, j), .chunk_bytes = chunk_bytes(o, j),
+			       .window = o->window, .rto_us = 20000, .rto_max_us = 500000,
+			       .max_retries = 12};
+	struct sigma_tensor *t;
+
+	*sp = sigma_open(&c);
+	if (*sp == NULL)
+		return NULL;
+	t = sigma_tensor_register(*sp, "bench", 0, dt, o->sizes[j] / sg_dtype_size(dt), 0);
+	if (t == NULL) {
+		sigma_close(*sp);
+		*sp = NULL;
+	}
+	return t;
+}
+
+static void worker(const struct rb_opts *o, struct rb_shared *sh, struct sigma_node *nodes,
+		   unsigned int nnodes, unsigned int job0, unsigned int n, unsigned int r,
+		   enum sg_dtype dt)
+{
+	uint64_t maxb = 0;
+	size_t es = sg_dtype_size(dt);
+	void *in, *out;
+
+	pin(r + 1);
+	for (unsigned int j = 0; j < o->n_sizes; j++)
+		maxb = o->sizes[j] > maxb ? o->sizes[j] : maxb;
+	in = malloc(maxb);
+	out = malloc(maxb);
+	if (in == NULL || out == NULL)
+		sh->failed = 1;
+	for (unsigned int j = 0; j < o->n_sizes; j++) {
+		uint64_t ne = o->sizes[j] / es;
+		struct sigma_session *s = NULL;
+		struct sigma_tensor *t = NULL;
+		struct sigma_stats st;
+
+		if (!sh->failed) {
+			t = open_size(o, nodes, nnodes, job0 + j, n, r, dt, j, &s);
+			if (t == NULL) {
+				sh->failed = 1;
+				snprintf(sh->err, sizeof(sh->err), "worker %u: setup failed: %s",
+					 r, strerror(errno));
+			} else {
+				fill_in(in, dt, ne, r);
+			}
+		}
+		for (unsigned int it = 0; it <= o->iters; it++) {
+			double t0;
+			int rc;
+
+			pthread_barrier_wait(&sh->bar);
+			if (sh->failed || t == NULL)
+				continue;
+			t0 = sigma_bench_now();
+			rc = sigma_push_pull_sync(t, in, out);
+			if (rc < 0) {
+				sh->failed = 1;
+				snprintf(sh->err, sizeof(sh->err), "worker %u: %s", r,
+					 sigma_last_error(s));
+				continue;
+			}
+			if (it == 0)
+				continue; /* warm-up */
+			sh->t[j][r][it - 1] = sigma_bench_now() - t0;
+			for (uint32_t p = 0; p < sigma_tensor_nparts(t); p++)
+				if (sh->nlat[j][r] < RB_MAX_LAT / RB_MAX_N)
+					sh->lat_us[j][r][sh->nlat[j][r]++] =
+						(float)(sigma_tensor_part_latency(t, p) / 1e3);
+			if (it == o->iters)
+				__atomic_add_fetch(&sh->bad_elems, count_bad(out, dt, ne, n),
+						   __ATOMIC_RELAXED);
+		}
+		if (s != NULL) {
+			sigma_get_stats(s, &st);
+			__atomic_add_fetch(&sh->retransmits[j], st.retransmits, __ATOMIC_RELAXED);
+			__atomic_add_fetch(&sh->nacks[j], st.nacks, __ATOMIC_RELAXED);
+		}
+		sigma_close(s);
+	}
+	free(in);
+	free(out);
+}
+
+static int parse_attach(const char *spec, struct sigma_node *nodes, char addrs[][64],
+			unsigned int *nn)
+{
+	char buf[256], *save = NULL, *tok;
+	unsigned int i = 0;
+
+	snprintf(buf, sizeof(buf), "%s", spec);
+	for (tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+		char *colon = strrchr(tok, ':');
+
+		if (i == RB_MAX_NODES)
+			return -EINVAL;
+		nodes[i] = (struct sigma_node){.kind = SG_CTL_NODE_CPU, .gbps = 1};
+		if (colon != NULL) {
+			*colon = '\0';
+			nodes[i].port = (uint16_t)atoi(colon + 1);
+		}
+		snprintf(addrs[i], 64, "%s", tok);
+		nodes[i].addr = addrs[i];
+		i++;
+	}
+	*nn = i;
+	return i ? 0 : -EINVAL;
+}
+
+/*
+ * Wait for the workers. One that dies (a crash, a signal) would leave the
+ * others waiting at the barrier forever: kill them, and fail the point.
+ */
+static void reap(pid_t *pids, unsigned int n, struct rb_shared *sh)
+{
+	unsigned int left = 0;
+
+	for (unsigned int r = 0; r < n; r++)
+		if (pids[r] > 0)
+			left++;
+		else
+			sh->failed = 1;
+	while (left > 0) {
+		int st;
+		pid_t p = waitpid(-1, &st, 0);
+
+		if (p < 0)
+			break;
+		for (unsigned int r = 0; r < n; r++) {
+			if (pids[r] != p)
+				continue;
+			pids[r] = -1;
+			left--;
+			if (WIFEXITED(st) && WEXITSTATUS(st) == 0)
+				break;
+			sh->failed = 1;
+			snprintf(sh->err, sizeof(sh->err), "worker %u died (status 0x%x)", r, st);
+			for (unsigned int k = 0; k < n; k++)
+				if (pids[k] > 0)
+					kill(pids[k], SIGKILL);
+			break;
+		}
+	}
+}
+
+static int cmp_float(const void *a, const void *b)
+{
+	float x = *(const float *)a, y = *(const float *)b;
+
+	return (x > y) - (x < y);
+}
+
+/* Busy and idle cycles of each sigmad lcore, from its /sigma/lcores telemetry command. */
+struct rb_cycles {
+	unsigned int n;
+	uint64_t busy[RB_MAX_NODES], idle[RB_MAX_NODES];
+};
+
+static int read_telemetry(const char *path, struct rb_cycles *c)
+{
+	struct sockaddr_un a = {.sun_family = AF_UNIX};
+	static char buf[1 << 16];
+	json_t *root, *lc, *v;
+	const char *key;
+	ssize_t len;
+	int fd;
+
+	c->n = 0;
+	if (strlen(path) >= sizeof(a.sun_path))
+		return -ENAMETOOLONG;
+	strcpy(a.sun_path, path);
+	fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	if (connect(fd, (struct sockaddr *)&a, sizeof(a)) < 0 ||
+	    read(fd, buf, sizeof(buf)) <= 0 || /* the greeting */
+	    write(fd, "/sigma/lcores", 13) != 13 || (len = read(fd, buf, sizeof(buf) - 1)) <= 0) {
+		int err = errno;
+
+		close(fd);
+		return -err;
+	}
+	close(fd);
+	buf[len] = '\0';
+	root = json_loads(buf, 0, NULL);
+	lc = json_object_get(root, "/sigma/lcores");
+	json_object_foreach(lc, key, v) {
+		if (c->n == RB_MAX_NODES || !json_is_object(v))
+			continue;
+		c->busy[c->n] = (uint64_t)json_integer_value(json_object_get(v, "busy_cycles"));
+		c->idle[c->n] = (uint64_t)json_integer_value(json_object_get(v, "idle_cycles"));
+		c->n++;
+	}
+	json_decref(root);
+	return c->n ? 0 : -ENOENT;
+}
+
+/* One (N, dtype) point of the sweep: nodes up, N workers forked, results folded. */
+static int run_point(const struct rb_opts *o, unsigned int n, enum sg_dtype dt, unsigned int job0,
+		     struct rb_result *res)
+{
+	struct sigma_node nodes[RB_MAX_NODES];
+	char addrs[RB_MAX_NODES][64];
+	struct sigma_udpd *d[RB_MAX_NODES] = {NULL};
+	unsigned int nnodes = 0, nd = 0;
+	struct rb_shared *sh;
+	pthread_barrierattr_t ba;
+	pid_t pids[RB_MAX_N];
+	struct rb_cycles cyc0 = {0}, cyc1 = {0};
+	bool tel_busy = false;
+	int rc = 0;
+
+	for (unsigned int j = 0; j < o->n_sizes; j++)
+		res[j] = (struct rb_result){.n = n, .dt = dt, .size = o->sizes[j]};
+	sh = mmap(NULL, sizeof(*sh), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (sh == MAP_FAILED)
+		return -ENOMEM;
+	if (o->attach[0]) {
+		if (parse_attach(o->attach, nodes, addrs, &nnodes) < 0) {
+			fprintf(stderr, "sigma-bench: bad --attach '%s'\n", o->attach);
+			rc = -EINVAL;
+			goto out;
+		}
+	} else {
+		for (nd = 0; nd < o->nodes; nd++) {
+			struct sigma_udpd_conf dc = {.engine = {.pool_bufs = 8192}};
+
+			d[nd] = sigma_udpd_create(&dc);
+			if (d[nd] == NULL) {
+				rc = -errno;
+				perror("sigma-bench: summation node");
+				goto out;
+			}
+			nodes[nd] = (struct sigma_node){.addr = "127.0.0.1",
+							.port = sigma_udpd_port(d[nd]),
+							.kind = SG_CTL_NODE_CPU, .gbps = 1};
+		}
+		nnodes = nd;
+		/* The parent registers the same tensors to describe each job to its nodes. */
+		for (unsigned int j = 0; j < o->n_sizes && rc == 0; j++) {
+			static struct sg_dp_key keys[SIGMA_MAX_PARTS];
+			struct sigma_session *s;
+
+			if (open_size(o, nodes, nnodes, job0 + j, n, 0, dt, j, &s) == NULL) {
+				rc = -errno;
+				fprintf(stderr, "sigma-bench: size %" PRIu64 ": cannot register the "
+						"tensor: %s\n", o->sizes[j], strerror(errno));
+				break;
+			}
+			for (unsigned int i = 0; i < nnodes && rc == 0; i++) {
+				struct sg_dp_job_conf jc;
+				int nk = sigma_job_for_node(s, i, &jc, keys, SIGMA_MAX_PARTS);
+
+				jc.max_inflight = 4096;
+				rc = nk > 0 ? sigma_udpd_add_job(d[i], &jc) : nk < 0 ? nk : 0;
+			}
+			sigma_close(s);
+		}
+		for (unsigned int i = 0; i < nnodes && rc == 0; i++)
+			rc = sigma_udpd_start(d[i]);
+		if (rc < 0)
+			goto out;
+	}
+	if (o->telemetry != NULL && read_telemetry(o->telemetry, &cyc0) < 0)
+		fprintf(stderr, "sigma-bench: no lcore telemetry from %s\n", o->telemetry);
+	pthread_barrierattr_init(&ba);
+	pthread_barrierattr_setpshared(&ba, PTHREAD_PROCESS_SHARED);
+	pthread_barrier_init(&sh->bar, &ba, n);
+	fflush(NULL);
+	for (unsigned int r = 0; r < n; r++) {
+		pids[r] = fork();
+		if (pids[r] == 0) {
+			worker(o, sh, nodes, nnodes, job0, n, r, dt);
+			_exit(0);
+		}
+	}
+	reap(pids, n, sh);
+	pthread_barrier_destroy(&sh->bar);
+	if (o->telemetry != NULL && cyc0.n && read_telemetry(o->telemetry, &cyc1) == 0 &&
+	    cyc1.n == cyc0.n)
+		tel_busy = true;
+	for (unsigned int j = 0; j < o->n_sizes; j++) {
+		struct rb_result *x = &res[j];
+		double tv[RB_MAX_N * RB_MAX_ITERS];
+		size_t nt = 0, nl = 0;
+		float *lat;
+
+		*x = (struct rb_result){.n = n, .dt = dt, .size = o->sizes[j],
+					.ok = !sh->failed && sh->bad_elems == 0,
+					.retransmits = sh->retransmits[j], .nacks = sh->nacks[j]};
+		/* An iteration ends when its slowest worker is done. */
+		for (unsigned int it = 0; it < o->iters; it++) {
+			double m = 0;
+
+			for (unsigned int r = 0; r < n; r++)
+				m = sh->t[j][r][it] > m ? sh->t[j][r][it] : m;
+			tv[nt++] = m;
+		}
+		x->t_med = sigma_bench_median(tv, nt);
+		if (x->t_med > 0) {
+			x->algbw = (double)x->size / x->t_med;
+			x->busbw = x->algbw * 2 * (n - 1) / n;
+			x->goodput = 2 * (double)x->size / x->t_med;
+		}
+		lat = malloc(sizeof(float) * (RB_MAX_LAT + 1));
+		for (unsigned int r = 0; r < n && lat; r++)
+			for (uint32_t k = 0; k < sh->nlat[j][r]; k++)
+				lat[nl++] = sh->lat_us[j][r][k];
+		if (lat && nl) {
+			qsort(lat, nl, sizeof(float), cmp_float);
+			x->p50_us = lat[nl / 2];
+			x->p99_us = lat[(size_t)((nl - 1) * 0.99)];
+			x->max_us = lat[nl - 1];
+		}
+		free(lat);
+		x->nbusy = tel_busy ? cyc1.n : nd;
+		x->busy_sigmad = tel_busy;
+		for (unsigned int i = 0; i < x->nbusy; i++) {
+			double b = tel_busy ? (double)(cyc1.busy[i] - cyc0.busy[i]) : 0;
+			double t = tel_busy ? b + (double)(cyc1.idle[i] - cyc0.idle[i]) : 0;
+
+			x->busy[i] = tel_busy ? (t > 0 ? b / t : 0) : sigma_udpd_busy(d[i]);
+		}
+	}
+	if (sh->failed)
+		fprintf(stderr, "sigma-bench: N=%u %s: %s\n", n, sg_dtype_name(dt),
+			sh->err[0] ? sh->err : "a worker failed");
+	if (sh->bad_elems)
+		fprintf(stderr, "sigma-bench: N=%u %s: %" PRIu64 " wrong sums\n", n,
+			sg_dtype_name(dt), sh->bad_elems);
+	rc = sh->failed || sh->bad_elems ? -EIO : 0;
+out:
+	for (unsigned int i = 0; i < nd; i++)
+		sigma_udpd_destroy(d[i]);
+	munmap(sh, sizeof(*sh));
+	return rc;
+}
+
+static void fmt_size(uint64_t b, char *out, size_t cap)
+{
+	if (b >= (1 << 20) && b % (1 << 20) == 0)
+		snprintf(out, cap, "%" PRIu64 "M", b >> 20);
+	else if (b >= 1024 && b % 1024 == 0)
+		snprintf(out, cap, "%" PRIu64 "K", b >> 10);
+	else
+		snprintf(out, cap, "%" PRIu64, b);
+}
+
+static void print_table(const struct rb_result *r, unsigned int n)
+{
+	printf("%3s %6s %8s %10s %10s %10s %10s %9s %9s %9s %8s %7s\n", "N", "dtype", "size",
+	       "time ms", "algbw MB/s", "busbw MB/s", "gput MB/s", "p50 us", "p99 us", "max us",
+	       "retrans", "busy%");
+	for (unsigned int i = 0; i < n; i++) {
+		char sz[32];
+		double busy = 0;
+
+		for (unsigned int k = 0; k < r[i].nbusy; k++)
+			busy = r[i].busy[k] > busy ? r[i].busy[k] : busy;
+		fmt_size(r[i].size, sz, sizeof(sz));
+		printf("%3u %6s %8s %10.3f %10.1f %10.1f %10.1f %9.0f %9.0f %9.0f %8" PRIu64
+		       " %6.0f%%%s\n", r[i].n, sg_dtype_name(r[i].dt), sz, r[i].t_med * 1e3,
+		       r[i].algbw / 1e6, r[i].busbw / 1e6, r[i].goodput / 1e6, r[i].p50_us,
+		       r[i].p99_us, r[i].max_us, r[i].retransmits, 100 * busy,
+		       r[i].ok ? "" : "  FAILED");
+	}
+}
+
+static void write_json(FILE *f, const struct rb_result *r, unsigned int n)
+{
+	fprintf(f, "{\"bench\":\"run\",\"transport\":\"udp\",\"results\":[");
+	for (unsigned int i = 0; i < n; i++) {
+		fprintf(f, "%s{\"n\":%u,\"dtype\":\"%s\",\"bytes\":%" PRIu64 ",\"ok\":%s,"
+			   "\"time_s\":%.9g,\"algbw_Bps\":%.6g,\"busbw_Bps\":%.6g,"
+			   "\"goodput_per_worker_Bps\":%.6g,\"part_latency_us\":{\"p50\":%.3f,"
+			   "\"p99\":%.3f,\"max\":%.3f},\"retransmits\":%" PRIu64 ",\"nacks\":%"
+			   PRIu64 ",\"busy_source\":\"%s\",\"node_busy\":[", i ? "," : "", r[i].n, sg_dtype_name(r[i].dt),
+			r[i].size, r[i].ok ? "true" : "false", r[i].t_med, r[i].algbw, r[i].busbw,
+			r[i].goodput, r[i].p50_us, r[i].p99_us, r[i].max_us, r[i].retransmits,
+			r[i].nacks, r[i].busy_sigmad ? "sigmad lcores" : "node threads");
+		for (unsigned int k = 0; k < r[i].nbusy; k++)
+			fprintf(f, "%s%.4f", k ? "," : "", r[i].busy[k]);
+		fprintf(f, "]}");
+	}
+	fprintf(f, "]}\n");
+}
+
+static int write_csv(const char *path, const struct rb_result *r, unsigned int n)
+{
+	FILE *f = fopen(path, "w");
+
+	if (f == NULL)
+		return -errno;
+	fprintf(f, "n,dtype,bytes,ok,time_s,algbw_Bps,busbw_Bps,goodput_per_worker_Bps,"
+		   "p50_us,p99_us,max_us,retransmits,nacks\n");
+	for (unsigned int i = 0; i < n; i++)
+		fprintf(f, "%u,%s,%" PRIu64 ",%d,%.9g,%.6g,%.6g,%.6g,%.3f,%.3f,%.3f,%" PRIu64
+			   ",%" PRIu64 "\n", r[i].n, sg_dtype_name(r[i].dt), r[i].size, r[i].ok,
+			r[i].t_med, r[i].algbw, r[i].busbw, r[i].goodput, r[i].p50_us, r[i].p99_us,
+			r[i].max_us, r[i].retransmits, r[i].nacks);
+	return fclose(f) ? -errno : 0;
+}
+
+/* gnuplot: goodput per worker against size, one line per (N, dtype). */
+static int plot(const char *path, const struct rb_result *r, unsigned int n)
+{
+	char dat[] = "/tmp/sigma-bench-XXXXXX";
+	int fd = mkstemp(dat);
+	FILE *f, *g;
+	unsigned int series = 0;
+	int rc;
+
+	if (fd < 0 || (f = fdopen(fd, "w")) == NULL)
+		return -errno;
+	for (unsigned int i = 0; i < n; i++) {
+		if (i > 0 && (r[i].n != r[i - 1].n || r[i].dt != r[i - 1].dt)) {
+			fprintf(f, "\n\n");
+			series++;
+		}
+		fprintf(f, "%" PRIu64 " %.6g\n", r[i].size, r[i].goodput / 1e6);
+	}
+	fclose(f);
+	g = popen("gnuplot", "w");
+	if (g == NULL) {
+		unlink(dat);
+		return -errno;
+	}
+	fprintf(g, "set terminal %s size 800,500\nset output '%s'\n",
+		strstr(path, ".png") ? "pngcairo" : "svg", path);
+	fprintf(g, "set logscale x 2\nset xlabel 'tensor bytes'\nset ylabel 'goodput per worker "
+		   "(MB/s)'\nset key left top\nset grid\nset title 'sigma push_pull over kernel "
+		   "UDP'\nplot ");
+	for (unsigned int sidx = 0, i = 0; sidx <= series; sidx++) {
+		fprintf(g, "%s'%s' index %u with linespoints title 'N=%u %s'", sidx ? ", " : "",
+			dat, sidx, r[i].n, sg_dtype_name(r[i].dt));
+		while (i + 1 < n && r[i + 1].n == r[i].n && r[i + 1].dt == r[i].dt)
+			i++;
+		i++;
+	}
+	fprintf(g, "\n");
+	rc = pclose(g);
+	unlink(dat);
+	return rc == 0 ? 0 : -EIO;
+}
+
+static void run_usage(FILE *f, const char *cmd)
+{
+	fprintf(f, "usage: sigma-bench %s [options]\n"
+		   "  --workers LIST  N values, e.g. 2,4 (default %s)\n"
+		   "  --sizes LIST    tensor sizes, e.g. 4K,1M,64M (default %s)\n"
+		   "  --dtypes LIST   fp32,fp64,int32,int64 (default fp32)\n"
+		   "  --iters I       timed iterations per size, after one warm-up (default 5)\n"
+		   "  --nodes K       kernel-UDP summation nodes (threads) to start (default: one "
+		   "per CPU, at most 8)\n"
+		   "  --attach LIST   use running nodes instead (ip:port,...; jobs configured there)\n"
+		   "  --chunk BYTES   chunk payload (default 8920: loopback carries jumbo frames)\n"
+		   "  --window W      outstanding chunks per node (default 16)\n"
+		   "  --json F --csv F --plot F.svg|F.png   outputs (JSON goes to stdout without "
+		   "--json)\n"
+		   "  --partition B   partition bytes (default 2M); sizes are at most one "
+		   "partition or a multiple\n"
+		   "  --telemetry SOCK  sigmad's telemetry socket: busy%% per lcore (default "
+		   "$SIGMA_TELEMETRY)\n"
+		   "  --print-sigmad-config   print the [job N] sections sigmad needs for this "
+		   "sweep, and exit\n"
+		   "  --quiet         no progress lines\n", cmd,
+		strcmp(cmd, "run") ? "4" : "2,4", strcmp(cmd, "run") ? "1M,16M,64M" :
+									  "4K,64K,1M,16M");
+}
+
+static int parse_opts(int argc, char **argv, struct rb_opts *o, const char *def_n,
+		      const char *def_sizes)
+{
+	static const struct option opts[] = {
+		{"workers", required_argument, NULL, 'n'}, {"sizes", required_argument, NULL, 's'},
+		{"dtypes", required_argument, NULL, 'd'},  {"iters", required_argument, NULL, 'i'},
+		{"nodes", required_argument, NULL, 'k'},   {"attach", required_argument, NULL, 'a'},
+		{"chunk", required_argument, NULL, 'c'},   {"window", required_argument, NULL, 'w'},
+		{"json", required_argument, NULL, 'j'},    {"csv", required_argument, NULL, 'v'},
+		{"plot", required_argument, NULL, 'p'},    {"quiet", no_argument, NULL, 'q'},
+		{"partition", required_argument, NULL, 'P'},
+		{"print-sigmad-config", no_argument, NULL, 'C'},
+		{"telemetry", required_argument, NULL, 'T'},
+		{"help", no_argument, NULL, 'h'},          {NULL, 0, NULL, 0}};
+	int c, bad = 0;
+
+	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+
+	/* One node thread per CPU spreads the summing; measured best on 2 cores. */
+	*o = (struct rb_opts){.iters = 5, .nodes = ncpu < 1 ? 1 : ncpu > 8 ? 8 : (unsigned int)ncpu,
+			      .chunk = 8920, .window = 16,
+			      .partition = 2 << 20};
+	bad |= parse_list(def_n, RB_MAX_N, &o->n_ns, item_n, o);
+	bad |= parse_list(def_sizes, RB_MAX_SIZES, &o->n_sizes, item_size, o);
+	bad |= parse_list("fp32", RB_MAX_DT, &o->n_dts, item_dtype, o);
+	/* bench/sigmad_netns.sh exports where its sigmad's telemetry socket is. */
+	o->telemetry = getenv("SIGMA_TELEMETRY");
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+		switch (c) {
+		case 'n': bad |= parse_list(optarg, RB_MAX_N, &o->n_ns, item_n, o); break;
+		case 's': bad |= parse_list(optarg, RB_MAX_SIZES, &o->n_sizes, item_size, o); break;
+		case 'd': bad |= parse_list(optarg, RB_MAX_DT, &o->n_dts, item_dtype, o); break;
+		case 'i': o->iters = (unsigned int)atoi(optarg); break;
+		case 'k': o->nodes = (unsigned int)atoi(optarg); break;
+		case 'a': snprintf(o->attach, sizeof(o->attach), "%s", optarg); break;
+		case 'c': o->chunk = (unsigned int)atoi(optarg); break;
+		case 'w': o->window = (unsigned int)atoi(optarg); break;
+		case 'j': o->json = optarg; break;
+		case 'v': o->csv = optarg; break;
+		case 'p': o->plot = optarg; break;
+		case 'q': o->quiet = true; break;
+		case 'P': {
+			uint64_t v = 0;
+
+			bad |= parse_size(optarg, &v) < 0 || v > UINT32_MAX;
+			o->partition = (uint32_t)v;
+			break;
+		}
+		case 'C': o->print_config = true; break;
+		case 'T': o->telemetry = optarg; break;
+		case 'h': return 1;
+		default: return -EINVAL;
+		}
+	}
+	if (bad || optind < argc || o->iters < 1 || o->iters > RB_MAX_ITERS || o->nodes < 1 ||
+	    o->nodes > RB_MAX_NODES || o->chunk == 0 || o->chunk % 8 || o->chunk > 8920 ||
+	    o->window < 1 || o->window > 65536) {
+		fprintf(stderr, "sigma-bench: bad option: N in 1..%d, at most %d sizes of at most "
+				"1G, dtypes fp32/fp64/int32/int64, iters 1..%d, nodes 1..%d, chunk a "
+				"multiple of 8 <= 8920, window 1..65536\n",
+			RB_MAX_N, RB_MAX_SIZES, RB_MAX_ITERS, RB_MAX_NODES);
+		return -EINVAL;
+	}
+	if (o->partition < 8 || o->partition % 8) {
+		fprintf(stderr, "sigma-bench: --partition must be a positive multiple of 8\n");
+		return -EINVAL;
+	}
+	for (unsigned int j = 0; j < o->n_sizes; j++)
+		if (o->sizes[j] % 8 || (o->sizes[j] > o->partition && o->sizes[j] % o->partition)) {
+			fprintf(stderr, "sigma-bench: size %" PRIu64 " must be a multiple of 8, and "
+					"at most --partition (%u) or a multiple of it\n",
+				o->sizes[j], o->partition);
+			return -EINVAL;
+		}
+	return 0;
+}
+
+static unsigned int job_base(unsigned int point)
+{
+	return 1000 + point * RB_MAX_SIZES;
+}
+
+/* The [job N] sections a sigmad needs to serve the sweep (for --attach). */
+static void print_sigmad_jobs(const struct rb_opts *o)
+{
+	unsigned int point = 0;
+
+	printf("# sigma-bench sweep jobs for sigmad (add to its config file)\n");
+	for (unsigned int a = 0; a < o->n_ns; a++)
+		for (unsigned int b = 0; b < o->n_dts; b++, point++)
+			for (unsigned int j = 0; j < o->n_sizes; j++) {
+				unsigned int job = job_base(point) + j;
+
+				printf("[job %u]\nworkers = %u\ntoken = 0x%" PRIx64 "\ndtype = %s\n"
+				       "keys = %" PRIu64 "\npartition_bytes = %u\nchunk_bytes = %u\n\n",
+				       job, o->ns[a], job_token(job), sg_dtype_name(o->dts[b]),
+				       o->sizes[j] / part_bytes(o, j), part_bytes(o, j),
+				       chunk_bytes(o, j));
+			}
+}
+
+/* The whole sweep; @p res gets n_ns * n_dts * n_sizes entries. */
+static int sweep(const struct rb_opts *o, struct rb_result *res)
+{
+	unsigned int points = o->n_ns * o->n_dts, done = 0;
+	int rc = 0;
+	double t0 = sigma_bench_now();
+
+	for (unsigned int a = 0; a < o->n_ns; a++)
+		for (unsigned int b = 0; b < o->n_dts; b++) {
+			if (!o->quiet)
+				fprintf(stderr, "sigma-bench: [%u/%u] N=%u %s, %u sizes x %u "
+						"iterations (%.0f s so far)\n", done + 1, points,
+					o->ns[a], sg_dtype_name(o->dts[b]), o->n_sizes,
+					o->iters + 1, sigma_bench_now() - t0);
+			if (run_point(o, o->ns[a], o->dts[b], job_base(done),
+				      res + (size_t)done * o->n_sizes) < 0)
+				rc = -EIO;
+			done++;
+		}
+	return rc;
+}
+
+static int outputs(const struct rb_opts *o, const struct rb_result *res, unsigned int n)
+{
+	FILE *js = stdout;
+
+	print_table(res, n);
+	if (o->json != NULL && (js = fopen(o->json, "w")) == NULL) {
+		perror(o->json);
+		return -errno;
+	}
+	write_json(js, res, n);
+	if (js != stdout)
+		fclose(js);
+	if (o->csv != NULL && write_csv(o->csv, res, n) < 0) {
+		perror(o->csv);
+		return -EIO;
+	}
+	if (o->plot != NULL && plot(o->plot, res, n) < 0) {
+		fprintf(stderr, "sigma-bench: gnuplot failed (is gnuplot-nox installed?)\n");
+		return -EIO;
+	}
+	return 0;
+}
+
+int sigma_bench_run(int argc, char **argv)
+{
+	struct rb_opts o;
+	struct rb_result *res;
+	unsigned int n;
+	int rc = parse_opts(argc, argv, &o, "2,4", "4K,64K,1M,16M");
+
+	if (rc != 0) {
+		run_usage(rc > 0 ? stdout : stderr, "run");
+		return rc > 0 ? 0 : 2;
+	}
+	if (o.print_config) {
+		print_sigmad_jobs(&o);
+		return 0;
+	}
+	n = o.n_ns * o.n_dts * o.n_sizes;
+	res = calloc(n, sizeof(*res));
+	if (res == NULL)
+		return 1;
+	rc = sweep(&o, res);
+	if (outputs(&o, res, n) < 0)
+		rc = -EIO;
+	free(res);
+	return rc < 0 ? 1 : 0;
+}
+
+/* ---- compare: the same sweep through MPI_Allreduce ---------------------- */
+
+#ifndef SIGMA_SOURCE_ROOT
+#define SIGMA_SOURCE_ROOT "."
+#endif
+
+/* Build bench/mpi_allreduce.c with mpicc into @p exe. */
+static int build_mpi(char *exe, size_t cap)
+{
+	char dir[] = "/tmp/sigma-mpi-XXXXXX", cmd[1024];
+
+	if (mkdtemp(dir) == NULL)
+		return -errno;
+	snprintf(exe, cap, "%s/mpi_allreduce", dir);
+	snprintf(cmd, sizeof(cmd), "mpicc -O2 -o %s %s/bench/mpi_allreduce.c", exe,
+		 SIGMA_SOURCE_ROOT);
+	if (system(cmd) != 0) {
+		fprintf(stderr, "sigma-bench: '%s' failed (install openmpi-bin libopenmpi-dev)\n",
+			cmd);
+		rmdir(dir);
+		return -ENOENT;
+	}
+	return 0;
+}
+
+static void rm_mpi(const char *exe)
+{
+	char dir[256];
+
+	unlink(exe);
+	snprintf(dir, sizeof(dir), "%s", exe);
+	*strrchr(dir, '/') = '\0';
+	rmdir(dir);
+}
+
+/* Run MPI_Allreduce for N ranks over TCP loopback; fills t_mpi[size] (median s). */
+static int run_mpi(const char *exe, const struct rb_opts *o, unsigned int n, double *t_mpi)
+{
+	char cmd[2048], line[256];
+	int len;
+	FILE *p;
+	unsigned int got = 0;
+
+	len = snprintf(cmd, sizeof(cmd),
+		       "mpirun --allow-run-as-root --oversubscribe -np %u --bind-to none "
+		       "--mca btl self,tcp --mca btl_tcp_if_include lo --mca pml ob1 "
+		       "--mca oob_tcp_if_include lo %s %u", n, exe, o->iters);
+	for (unsigned int j = 0; j < o->n_sizes && len < (int)sizeof(cmd) - 32; j++)
+		len += snprintf(cmd + len, sizeof(cmd) - len, " %" PRIu64, o->sizes[j]);
+	snprintf(cmd + len, sizeof(cmd) - len, " 2>&1");
+	p = popen(cmd, "r");
+	if (p == NULL)
+		return -errno;
+	while (fgets(line, sizeof(line), p) != NULL) {
+		uint64_t sz;
+		double t;
+		int ok;
+
+		if (sscanf(line, "allreduce %" SCNu64 " %lf %d", &sz, &t, &ok) == 3) {
+			for (unsigned int j = 0; j < o->n_sizes; j++)
+				if (o->sizes[j] == sz) {
+					t_mpi[j] = ok ? t : NAN;
+					got++;
+				}
+		} else if (!o->quiet) {
+			fprintf(stderr, "mpirun: %s", line);
+		}
+	}
+	if (pclose(p) != 0 || got != o->n_sizes)
+		return -EIO;
+	return 0;
+}
+
+int sigma_bench_compare(int argc, char **argv)
+{
+	struct rb_opts o;
+	struct rb_result *res;
+	double *t_mpi;
+	char exe[256], *jbuf = NULL;
+	size_t jlen = 0;
+	unsigned int n;
+	FILE *js;
+	int rc = parse_opts(argc, argv, &o, "4", "1M,16M,64M");
+
+	if (rc != 0) {
+		run_usage(rc > 0 ? stdout : stderr, "compare");
+		return rc > 0 ? 0 : 2;
+	}
+	o.n_dts = 1;
+	o.dts[0] = SG_DTYPE_FP32; /* MPI_FLOAT, MPI_SUM */
+	if (o.print_config) {
+		print_sigmad_jobs(&o);
+		return 0;
+	}
+	n = o.n_ns * o.n_sizes;
+	res = calloc(n, sizeof(*res));
+	t_mpi = calloc(n, sizeof(*t_mpi));
+	if (res == NULL || t_mpi == NULL || build_mpi(exe, sizeof(exe)) < 0) {
+		free(res);
+		free(t_mpi);
+		return 1;
+	}
+	for (unsigned int a = 0; a < o.n_ns; a++) {
+		if (!o.quiet)
+			fprintf(stderr, "sigma-bench: MPI_Allreduce, N=%u\n", o.ns[a]);
+		if (run_mpi(exe, &o, o.ns[a], t_mpi + (size_t)a * o.n_sizes) < 0) {
+			fprintf(stderr, "sigma-bench: mpirun failed for N=%u\n", o.ns[a]);
+			rc = -EIO;
+		}
+	}
+	rm_mpi(exe);
+	if (sweep(&o, res) < 0)
+		rc = -EIO;
+	printf("%3s %8s %12s %12s %13s %13s %8s\n", "N", "size", "sigma ms", "MPI ms",
+	       "sigma MB/s", "MPI MB/s", "ratio");
+	/* The JSON is collected apart and printed after the table. */
+	js = open_memstream(&jbuf, &jlen);
+	if (js == NULL)
+		rc = -ENOMEM;
+	for (unsigned int i = 0; i < n && js != NULL; i++) {
+		char sz[32];
+		double ratio = res[i].t_med > 0 ? t_mpi[i] / res[i].t_med : NAN;
+
+		fmt_size(res[i].size, sz, sizeof(sz));
+		printf("%3u %8s %12.3f %12.3f %13.1f %13.1f %7.2fx%s\n", res[i].n, sz,
+		       res[i].t_med * 1e3, t_mpi[i] * 1e3, res[i].algbw / 1e6,
+		       res[i].size / t_mpi[i] / 1e6, ratio, res[i].ok ? "" : "  FAILED");
+		if (i == 0)
+			fprintf(js, "{\"bench\":\"compare\",\"baseline\":\"MPI_Allreduce (OpenMPI, "
+				    "TCP loopback)\",\"sigma_transport\":\"kernel UDP\",\"results\":[");
+		fprintf(js, "%s{\"n\":%u,\"bytes\":%" PRIu64 ",\"sigma_time_s\":%.9g,"
+			    "\"mpi_time_s\":%.9g,\"sigma_algbw_Bps\":%.6g,\"mpi_algbw_Bps\":%.6g,"
+			    "\"speedup_vs_mpi\":%.4f,\"sigma_ok\":%s}", i ? "," : "", res[i].n,
+			res[i].size, res[i].t_med, isfinite(t_mpi[i]) ? t_mpi[i] : -1,
+			res[i].algbw, isfinite(t_mpi[i]) ? res[i].size / t_mpi[i] : -1,
+			isfinite(ratio) ? ratio : -1, res[i].ok ? "true" : "false");
+	}
+	printf("ratio = MPI time / sigma time (> 1: sigma is faster)\n");
+	if (js != NULL) {
+		FILE *f = o.json != NULL ? fopen(o.json, "w") : stdout;
+
+		fprintf(js, "]}\n");
+		fclose(js);
+		if (f == NULL || fwrite(jbuf, 1, jlen, f) != jlen) {
+			perror(o.json);
+			rc = -EIO;
+		}
+		if (f != NULL && f != stdout)
+			fclose(f);
+		free(jbuf);
+	}
+	free(res);
+	free(t_mpi);
+	return rc < 0 ? 1 : 0;
+}

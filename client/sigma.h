@@ -1,0 +1,277 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/**
+ * @file
+ * libsigma: the worker side of Sigma. A training process (one per GPU rank)
+ * opens a session for its job, registers its tensors, and calls push_pull on
+ * each gradient: the library cuts the tensor into partitions (at most 4 MB by
+ * default), places each partition on a summation node, sends it in chunks
+ * (docs/protocol.md), and writes the sum of the N workers' tensors into the
+ * output buffer.
+ *
+ * **Reliability.** Each node has a credit window of outstanding chunks. A
+ * chunk without a RESULT is resent after a retransmit timeout that doubles at
+ * every retry (up to rto_max). A NACK halves the node's window (it grows back
+ * by one per RESULT) and resends the chunk after a back-off. After max_retries
+ * resends of one chunk the operation fails with -ETIMEDOUT and
+ * sigma_last_error() names the node, the key, the chunk and the round (and the
+ * missing ranks when the node reported them): a call never waits forever.
+ *
+ * **Priority.** Several tensors may be in flight at once. Chunks are sent in
+ * priority order (lower value first: give earlier layers lower values, as
+ * ByteScheduler does); within a tensor, in partition order.
+ *
+ * **Thread safety.** A session and its tensors belong to one thread at a time:
+ * calls on the same session must not run concurrently (guard them with your
+ * own lock if you must share one). Progress is made only inside
+ * sigma_poll(), sigma_wait() and sigma_push_pull_sync(); callbacks run inside
+ * those calls, on the calling thread, and may start new push_pulls but must
+ * not close the session. Separate sessions are fully independent (open one
+ * per thread if you want parallel progress).
+ *
+ * **Memory.** Everything is allocated by sigma_open() and
+ * sigma_tensor_register(); push_pull and polling allocate nothing. The input
+ * buffer is sent from in place (zero copy): it must stay unchanged, and the
+ * output buffer must stay valid, until the operation completes. in == out is
+ * allowed.
+ *
+ * Every function returns 0 (or a count) on success and -errno on failure;
+ * constructors return NULL and set errno.
+ */
+#ifndef SIGMA_H
+#define SIGMA_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "sg_ctl.h"
+#include "sg_dp_engine.h"
+#include "sg_sum.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** Most summation nodes in one session. */
+#define SIGMA_MAX_NODES 64
+/** Most tensors in one session (tensor ids are 0..SIGMA_MAX_TENSORS-1). */
+#define SIGMA_MAX_TENSORS 65536
+/** Most partitions of one tensor (the low 16 bits of the wire key). */
+#define SIGMA_MAX_PARTS 65536
+/** Longest error message (sigma_last_error()). */
+#define SIGMA_ERR_LEN 256
+
+/** Wire key of partition @p part of tensor @p tensor: tensor in the high 16 bits. */
+static inline uint32_t sigma_wire_key(uint32_t tensor, uint32_t part)
+{
+	return (tensor << 16) | part;
+}
+
+/** Transports (all behind one internal ops interface). */
+enum sigma_transport {
+	SIGMA_TRANSPORT_UDP = 0,  /**< kernel UDP: sendmmsg/recvmmsg, SO_REUSEPORT */
+	/**
+	 * A DPDK ethdev port (e.g. net_memif to a local sigmad). The caller has
+	 * run rte_eal_init() and leaves the port stopped: the session owns it
+	 * (one session per port), configures one queue pair and its own mbuf
+	 * pool, starts it (waiting up to 5 s for the link, as a memif client
+	 * must), and resolves each node's MAC address by ARP at open (up to 5 s;
+	 * sigmad answers ARP). UDP checksums are sent as 0. Needs local_addr.
+	 * Polls: waiting in sigma_poll() spins (with yields) instead of sleeping.
+	 */
+	SIGMA_TRANSPORT_DPDK = 1,
+};
+
+/** One summation node of the session. */
+struct sigma_node {
+	const char *name;           /**< stable identity for placement (NULL: use addr:port) */
+	const char *addr;           /**< IPv4 address, dotted quad */
+	uint16_t port;              /**< UDP port (0: SG_DP_UDP_PORT) */
+	enum sg_ctl_node_kind kind; /**< CPU or GPU machine (BytePS split) */
+	double gbps;                /**< NIC bandwidth, weights nodes of one kind (0: 1) */
+};
+
+/** Session configuration. Zero fields take the documented defaults. */
+struct sigma_conf {
+	uint32_t job;             /**< job id (from the control plane) */
+	uint16_t rank;            /**< this worker, 0 <= rank < nworkers */
+	uint16_t nworkers;        /**< N, 1..SG_DP_MAX_WORKERS */
+	uint64_t token;           /**< the job's session token */
+	const struct sigma_node *nodes; /**< summation nodes (copied) */
+	unsigned int nnodes;      /**< 1..SIGMA_MAX_NODES */
+	/**
+	 * Placement weights, one per node, summing to about 1 (copied). NULL: the
+	 * BytePS split from sg_ctl_place_weights() over the nodes' kinds and
+	 * bandwidths. The control plane hands these out when it exists.
+	 */
+	const double *weights;
+	uint32_t partition_bytes; /**< largest partition (default SG_DP_PARTITION_DEFAULT) */
+	uint32_t chunk_bytes;     /**< payload per packet, multiple of 8, <= 8920 (default 1424) */
+	uint32_t window;          /**< outstanding chunks per node (default 256) */
+	uint32_t rto_us;          /**< first retransmit timeout (default 5000 us) */
+	uint32_t rto_max_us;      /**< back-off ceiling (default 200000 us) */
+	uint32_t max_retries;     /**< resends of one chunk before failing (default 10) */
+	uint32_t first_round;     /**< round number of every tensor's first push_pull (default 0) */
+	enum sigma_transport transport; /**< default SIGMA_TRANSPORT_UDP */
+	const char *local_addr;   /**< UDP: address to bind (default any); DPDK: our IPv4 (required) */
+	uint16_t local_port;      /**< UDP: port to bind (default ephemeral); DPDK: default 9400 + rank */
+	uint16_t dpdk_port;       /**< DPDK: ethdev port id */
+};
+
+/** Counters of a session (monotonic). */
+struct sigma_stats {
+	uint64_t tx_packets;   /**< PUSH packets sent, retransmits included */
+	uint64_t rx_packets;   /**< packets received (all types) */
+	uint64_t rx_results;   /**< RESULTs that completed a chunk */
+	uint64_t rx_stale;     /**< RESULTs for a chunk not waiting (duplicates, old rounds) */
+	uint64_t rx_bad;       /**< packets dropped: unparsable, wrong job/token/key/size */
+	uint64_t retransmits;  /**< chunks resent after a timeout */
+	uint64_t nacks;        /**< NACKs received */
+	uint64_t errors;       /**< ERROR packets received */
+	uint64_t ops_done;     /**< push_pulls completed successfully */
+	uint64_t ops_failed;   /**< push_pulls failed */
+};
+
+struct sigma_session;
+struct sigma_tensor;
+
+/** Completion callback: @p status is 0 or -errno (see sigma_last_error()). */
+typedef void (*sigma_done_cb)(void *arg, struct sigma_tensor *t, int status);
+
+/**
+ * Open a session: validates @p conf, computes placement weights, and opens the
+ * transport (UDP: binds a socket). No packet is sent.
+ * @return the session, or NULL with errno EINVAL (bad conf; the reason is
+ *         printed to stderr), ENOMEM, or the socket error.
+ */
+struct sigma_session *sigma_open(const struct sigma_conf *conf);
+
+/** Close a session: abandons operations in flight (no callbacks), frees its tensors. */
+void sigma_close(struct sigma_session *s);
+
+/**
+ * Register a tensor. Every worker of the job must register the same tensors
+ * (same id, dtype, element count); @p id is the tensor's identity on the wire.
+ * @param name     for messages (may be NULL)
+ * @param id       0..SIGMA_MAX_TENSORS-1, unique in the session
+ * @param dtype    element type
+ * @param nelem    elements (> 0)
+ * @param priority lower is sent first (earlier layers: lower values)
+ * @return the tensor, or NULL with errno EINVAL (bad argument), EEXIST (id in
+ *         use), E2BIG (more than SIGMA_MAX_PARTS partitions) or ENOMEM.
+ */
+struct sigma_tensor *sigma_tensor_register(struct sigma_session *s, const char *name,
+					   uint32_t id, enum sg_dtype dtype, uint64_t nelem,
+					   int priority);
+
+/**
+ * Start summing @p in over the N workers into @p out (each nelem elements of
+ * the tensor's dtype). Non-blocking: progress happens in sigma_poll() and
+ * sigma_wait(). @p cb (may be NULL) runs once when it completes or fails.
+ * @return 0; -EBUSY if this tensor already has an operation in flight;
+ *         -EINVAL on NULL buffers.
+ */
+int sigma_push_pull(struct sigma_tensor *t, const void *in, void *out, sigma_done_cb cb,
+		    void *arg);
+
+/**
+ * Make progress: send what the windows allow, receive, retransmit, complete.
+ * Waits at most @p timeout_us for a packet when nothing is ready (0: do not
+ * wait).
+ * @return the number of operations completed or failed by this call (>= 0),
+ *         or -errno on a transport failure.
+ */
+int sigma_poll(struct sigma_session *s, int timeout_us);
+
+/**
+ * State of the tensor's last operation.
+ * @return 0 (complete, or none started), -EINPROGRESS, or the failure (-errno).
+ */
+int sigma_test(const struct sigma_tensor *t);
+
+/** Poll until the tensor's operation completes or fails. @return as sigma_test(). */
+int sigma_wait(struct sigma_tensor *t);
+
+/** push_pull then wait: the blocking form. */
+int sigma_push_pull_sync(struct sigma_tensor *t, const void *in, void *out);
+
+/** The last failure's message (names node, key, chunk and round); "" if none. */
+const char *sigma_last_error(const struct sigma_session *s);
+
+/** Copy the session's counters. */
+void sigma_get_stats(const struct sigma_session *s, struct sigma_stats *st);
+
+/** Number of partitions of @p t. */
+uint32_t sigma_tensor_nparts(const struct sigma_tensor *t);
+
+/**
+ * Latency of partition @p part in the last completed operation: from its first
+ * chunk sent to its last RESULT, in ns (0 if unknown).
+ */
+uint64_t sigma_tensor_part_latency(const struct sigma_tensor *t, uint32_t part);
+
+/** Index (into conf.nodes) of the node that sums partition @p part of @p t. */
+int sigma_tensor_part_node(const struct sigma_tensor *t, uint32_t part);
+
+/**
+ * The job description node @p node needs for this session's registered
+ * tensors (what the control plane would hand it): fills @p job (id, N, token,
+ * dtype of the first tensor, chunk and partition size) and up to @p cap keys
+ * placed on @p node. The keys' dtype must be the same for all tensors of a
+ * job on the engine; @return -EINVAL otherwise.
+ * @return the number of keys on that node (may exceed @p cap), or -errno.
+ */
+int sigma_job_for_node(const struct sigma_session *s, unsigned int node,
+		       struct sg_dp_job_conf *job, struct sg_dp_key *keys, unsigned int cap);
+
+/* ------------------------------------------------------------------------ */
+/* A summation node in one thread over kernel UDP (tests, benchmarks, and   */
+/* machines without DPDK). It wraps the aggregation engine of dataplane/.   */
+/* ------------------------------------------------------------------------ */
+
+/** Configuration of a kernel-UDP node. */
+struct sigma_udpd_conf {
+	const char *addr;              /**< address to bind (default 127.0.0.1) */
+	uint16_t port;                 /**< 0: ephemeral (see sigma_udpd_port()) */
+	struct sg_dp_engine_conf engine; /**< engine settings (tx ops are filled in) */
+	uint32_t drop_rx_permille;     /**< loss injection: drop this share of received packets */
+	uint32_t drop_tx_permille;     /**< loss injection: drop this share of sent packets */
+	uint32_t seed;                 /**< loss injection PRNG seed */
+};
+
+struct sigma_udpd;
+
+/**
+ * Create a node and bind its socket (it does not run yet).
+ * @return the node, or NULL with errno (EINVAL, ENOMEM, socket errors).
+ */
+struct sigma_udpd *sigma_udpd_create(const struct sigma_udpd_conf *conf);
+
+/** UDP port the node is bound to. */
+uint16_t sigma_udpd_port(const struct sigma_udpd *d);
+
+/** Add a job to the node's engine (allowed while running). @return as sg_dp_engine_add_job(). */
+int sigma_udpd_add_job(struct sigma_udpd *d, const struct sg_dp_job_conf *job);
+
+/** Start the node's thread. @return 0 or -errno. */
+int sigma_udpd_start(struct sigma_udpd *d);
+
+/**
+ * Stop the thread and close the socket (the node disappears: packets sent to
+ * its port go unanswered). Stats stay readable. Idempotent.
+ */
+void sigma_udpd_stop(struct sigma_udpd *d);
+
+/** Copy the engine's counters (consistent snapshot). */
+void sigma_udpd_stats(struct sigma_udpd *d, struct sg_dp_stats *st);
+
+/** Fraction of wall time the node's thread spent handling packets since start (0..1). */
+double sigma_udpd_busy(struct sigma_udpd *d);
+
+/** Stop (if running) and free. NULL is fine. */
+void sigma_udpd_destroy(struct sigma_udpd *d);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* SIGMA_H */

@@ -1,0 +1,813 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * libsigma sessions: partitioning, placement, chunking, credit windows,
+ * retransmission with back-off, NACK handling, priority order, completion.
+ */
+#include <endian.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sigma_internal.h"
+
+RTE_LOG_REGISTER(sg_cli_logtype, sigma.client, INFO);
+
+#define SG_CLI_DEF_WINDOW 256
+#define SG_CLI_DEF_RTO_US 5000
+#define SG_CLI_DEF_RTO_MAX_US 200000
+#define SG_CLI_DEF_RETRIES 10
+#define SG_CLI_NAME_LEN 64
+
+/* One outstanding chunk: a credit of its node's window. */
+struct sg_cli_slot {
+	struct sigma_tensor *t; /* NULL: free */
+	uint32_t part;
+	uint32_t chunk;     /* within the partition */
+	uint32_t retries;
+	uint32_t rto_us;
+	uint64_t deadline;  /* resend at */
+	uint64_t missing;   /* ranks the node reported missing (WORKER_LOST) */
+};
+
+struct sg_cli_node {
+	char label[SG_CLI_NAME_LEN]; /* "name (addr:port)" for messages */
+	char name[SG_CLI_NAME_LEN];  /* placement identity */
+	uint32_t cwnd;               /* current credit window, 1..window */
+	uint32_t outstanding;
+	struct sg_cli_slot *slots;   /* window entries */
+	uint32_t *free_slots;        /* stack of free slot indices */
+	uint32_t nfree;
+};
+
+struct sg_cli_part {
+	uint64_t byte_off;  /* in the tensor */
+	uint32_t nelem;
+	uint32_t nchunks;
+	uint32_t first;     /* index of its first chunk in the tensor's chunk table */
+	uint32_t node;
+	uint32_t next;      /* next chunk never sent in this round */
+	uint32_t left;      /* chunks without RESULT in this round */
+	uint64_t t_start;
+	uint64_t latency;
+};
+
+struct sigma_tensor {
+	struct sigma_session *s;
+	char name[SG_CLI_NAME_LEN];
+	uint32_t id;
+	enum sg_dtype dtype;
+	uint32_t esize;
+	uint64_t nelem;
+	int priority;
+	uint32_t nparts;
+	struct sg_cli_part *parts;
+	uint32_t *slot_of;  /* per chunk: outstanding slot index + 1, or 0 */
+	uint32_t round;     /* round of the current (or next) operation */
+	int status;         /* 0, -EINPROGRESS or -errno */
+	uint32_t cursor;    /* first partition that may have unsent chunks */
+	uint64_t chunks_left;
+	const uint8_t *in;
+	uint8_t *out;
+	sigma_done_cb cb;
+	void *cb_arg;
+	struct sigma_tensor *next_active; /* priority-ordered list of operations in flight */
+};
+
+struct sigma_session {
+	struct sigma_conf conf;
+	struct sg_cli_node *nodes;
+	struct sg_ctl_place_node *place;
+	double *weights;
+	struct sg_cli_transport *tp;
+	struct sigma_tensor **tensors; /* by id */
+	struct sigma_tensor *active;
+	struct sigma_stats st;
+	int finished;                  /* operations finished during the current poll */
+	uint64_t next_scan;            /* next retransmit-timer scan */
+	unsigned int ntx;
+	struct sg_cli_txpkt tx[SG_CLI_BURST];
+	uint8_t txhdr[SG_CLI_BURST][SG_DP_HDR_LEN];
+	char err[SIGMA_ERR_LEN];
+};
+
+static int conf_error(const char *fmt, ...)
+{
+	va_list ap;
+
+	fprintf(stderr, "sigma: bad session config: ");
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+	return -EINVAL;
+}
+
+static int check_conf(struct sigma_conf *c)
+{
+	if (c->nworkers == 0 || c->nworkers > SG_DP_MAX_WORKERS)
+		return conf_error("nworkers %u not in 1..%u", c->nworkers, SG_DP_MAX_WORKERS);
+	if (c->rank >= c->nworkers)
+		return conf_error("rank %u >= nworkers %u", c->rank, c->nworkers);
+	if (c->nodes == NULL || c->nnodes == 0 || c->nnodes > SIGMA_MAX_NODES)
+		return conf_error("need 1..%u nodes, got %u", SIGMA_MAX_NODES, c->nnodes);
+	if (c->partition_bytes == 0)
+		c->partition_bytes = SG_DP_PARTITION_DEFAULT;
+	if (c->chunk_bytes == 0)
+		c->chunk_bytes = SG_DP_PAYLOAD_MTU1500;
+	if (c->chunk_bytes % 8 || c->chunk_bytes > SG_DP_MAX_CHUNK_BYTES)
+		return conf_error("chunk_bytes %u: must be a multiple of 8 and <= %u",
+				  c->chunk_bytes, SG_DP_MAX_CHUNK_BYTES);
+	if (c->partition_bytes < c->chunk_bytes || c->partition_bytes % 8)
+		return conf_error("partition_bytes %u: must be a multiple of 8 and >= chunk_bytes",
+				  c->partition_bytes);
+	if (c->window == 0)
+		c->window = SG_CLI_DEF_WINDOW;
+	if (c->window > 65536)
+		return conf_error("window %u > 65536", c->window);
+	if (c->rto_us == 0)
+		c->rto_us = SG_CLI_DEF_RTO_US;
+	if (c->rto_max_us == 0)
+		c->rto_max_us = SG_CLI_DEF_RTO_MAX_US;
+	if (c->rto_max_us < c->rto_us)
+		c->rto_max_us = c->rto_us;
+	if (c->max_retries == 0)
+		c->max_retries = SG_CLI_DEF_RETRIES;
+	if (c->transport != SIGMA_TRANSPORT_UDP && c->transport != SIGMA_TRANSPORT_DPDK)
+		return conf_error("unknown transport %d", (int)c->transport);
+	if (c->transport == SIGMA_TRANSPORT_DPDK && c->local_addr == NULL)
+		return conf_error("the DPDK transport needs local_addr (our IPv4 address)");
+	for (unsigned int i = 0; i < c->nnodes; i++) {
+		uint32_t a;
+
+		if (sg_cli_parse_ipv4(c->nodes[i].addr, &a) < 0)
+			return conf_error("node %u: address '%s' is not an IPv4 address", i,
+					  c->nodes[i].addr ? c->nodes[i].addr : "(null)");
+		if (c->nodes[i].gbps < 0 || c->nodes[i].kind > SG_CTL_NODE_GPU)
+			return conf_error("node %u: bad kind or bandwidth", i);
+	}
+	return 0;
+}
+
+static int setup_nodes(struct sigma_session *s)
+{
+	const struct sigma_conf *c = &s->conf;
+	int rc;
+
+	s->nodes = calloc(c->nnodes, sizeof(*s->nodes));
+	s->place = calloc(c->nnodes, sizeof(*s->place));
+	s->weights = calloc(c->nnodes, sizeof(*s->weights));
+	if (s->nodes == NULL || s->place == NULL || s->weights == NULL)
+		return -ENOMEM;
+	for (unsigned int i = 0; i < c->nnodes; i++) {
+		const struct sigma_node *cn = &c->nodes[i];
+		struct sg_cli_node *n = &s->nodes[i];
+		unsigned int port = cn->port ? cn->port : SG_DP_UDP_PORT;
+
+		snprintf(n->name, sizeof(n->name), "%s:%u", cn->addr, port);
+		snprintf(n->label, sizeof(n->label), "%s", n->name);
+		if (cn->name != NULL) {
+			snprintf(n->name, sizeof(n->name), "%s", cn->name);
+			snprintf(n->label, sizeof(n->label), "%.24s (%.16s:%u)", cn->name,
+				 cn->addr, port);
+		}
+		n->cwnd = c->window;
+		n->slots = calloc(c->window, sizeof(*n->slots));
+		n->free_slots = malloc(c->window * sizeof(*n->free_slots));
+		if (n->slots == NULL || n->free_slots == NULL)
+			return -ENOMEM;
+		for (uint32_t k = 0; k < c->window; k++)
+			n->free_slots[k] = c->window - 1 - k;
+		n->nfree = c->window;
+		s->place[i].name = n->name;
+		s->place[i].kind = cn->kind;
+		s->place[i].gbps = cn->gbps > 0 ? cn->gbps : 1.0;
+		s->place[i].alive = true;
+	}
+	if (c->weights != NULL) {
+		double sum = 0;
+
+		for (unsigned int i = 0; i < c->nnodes; i++) {
+			if (!(c->weights[i] >= 0))
+				return conf_error("weight of node %u is not >= 0", i);
+			s->weights[i] = c->weights[i];
+			sum += c->weights[i];
+		}
+		if (!(sum > 0))
+			return conf_error("every placement weight is 0");
+		return 0;
+	}
+	rc = sg_ctl_place_weights(s->place, c->nnodes, s->weights);
+	return rc < 0 ? conf_error("placement weights: %s", strerror(-rc)) : 0;
+}
+
+struct sigma_session *sigma_open(const struct sigma_conf *conf)
+{
+	struct sigma_session *s;
+	int rc;
+
+	if (conf == NULL) {
+		errno = EINVAL;
+		return NULL;
+	}
+	s = calloc(1, sizeof(*s));
+	if (s == NULL)
+		return NULL;
+	/* Validate against the caller's arrays; keep our own copies after. */
+	{
+		struct sigma_conf tmp = *conf;
+
+		rc = check_conf(&tmp);
+		if (rc < 0)
+			goto fail;
+		s->conf = tmp;
+	}
+	rc = setup_nodes(s);
+	if (rc < 0)
+		goto fail;
+	s->conf.nodes = NULL; /* the caller's array is not kept */
+	s->conf.weights = NULL;
+	s->tensors = calloc(SIGMA_MAX_TENSORS, sizeof(*s->tensors));
+	if (s->tensors == NULL) {
+		rc = -ENOMEM;
+		goto fail;
+	}
+	{
+		/* The checked config with defaults applied, and the caller's nodes. */
+		struct sigma_conf full = s->conf;
+
+		full.nodes = conf->nodes;
+		s->tp = full.transport == SIGMA_TRANSPORT_DPDK ? sg_cli_dpdk_create(&full) :
+								 sg_cli_udp_create(&full);
+	}
+	if (s->tp == NULL) {
+		rc = -errno;
+		fprintf(stderr, "sigma: cannot open the %s transport: %s\n",
+			conf->transport == SIGMA_TRANSPORT_DPDK ? "DPDK" : "UDP", strerror(errno));
+		goto fail;
+	}
+	return s;
+fail:
+	sigma_close(s);
+	errno = -rc;
+	return NULL;
+}
+
+static void tensor_free(struct sigma_tensor *t)
+{
+	if (t == NULL)
+		return;
+	free(t->parts);
+	free(t->slot_of);
+	free(t);
+}
+
+void sigma_close(struct sigma_session *s)
+{
+	if (s == NULL)
+		return;
+	if (s->tp != NULL)
+		s->tp->destroy(s->tp);
+	if (s->tensors != NULL)
+		for (uint32_t i = 0; i < SIGMA_MAX_TENSORS; i++)
+			tensor_free(s->tensors[i]);
+	free(s->tensors);
+	if (s->nodes != NULL)
+		for (unsigned int i = 0; i < s->conf.nnodes; i++) {
+			free(s->nodes[i].slots);
+			free(s->nodes[i].free_slots);
+		}
+	free(s->nodes);
+	free(s->place);
+	free(s->weights);
+	free(s);
+}
+
+struct sigma_tensor *sigma_tensor_register(struct sigma_session *s, const char *name,
+					   uint32_t id, enum sg_dtype dtype, uint64_t nelem,
+					   int priority)
+{
+	struct sigma_tensor *t;
+	uint64_t part_elems, nparts, nchunks = 0;
+	uint32_t esize;
+	int err = EINVAL;
+
+	if (s == NULL || id >= SIGMA_MAX_TENSORS || !sg_dtype_valid(dtype) || nelem == 0)
+		goto fail;
+	esize = (uint32_t)sg_dtype_size(dtype);
+	if (s->conf.chunk_bytes % esize || s->conf.partition_bytes % esize)
+		goto fail;
+	if (s->tensors[id] != NULL) {
+		err = EEXIST;
+		goto fail;
+	}
+	part_elems = s->conf.partition_bytes / esize;
+	nparts = (nelem + part_elems - 1) / part_elems;
+	if (nparts > SIGMA_MAX_PARTS) {
+		err = E2BIG;
+		goto fail;
+	}
+	t = calloc(1, sizeof(*t));
+	if (t == NULL)
+		return NULL;
+	t->parts = calloc(nparts, sizeof(*t->parts));
+	if (t->parts == NULL) {
+		tensor_free(t);
+		return NULL;
+	}
+	t->s = s;
+	if (name != NULL)
+		snprintf(t->name, sizeof(t->name), "%s", name);
+	else
+		snprintf(t->name, sizeof(t->name), "tensor%u", id);
+	t->id = id;
+	t->dtype = dtype;
+	t->esize = esize;
+	t->nelem = nelem;
+	t->priority = priority;
+	t->nparts = (uint32_t)nparts;
+	t->round = s->conf.first_round;
+	for (uint32_t p = 0; p < t->nparts; p++) {
+		struct sg_cli_part *pt = &t->parts[p];
+		uint64_t first = p * part_elems;
+		uint64_t n = nelem - first < part_elems ? nelem - first : part_elems;
+		int node = sg_ctl_place_key(s->place, s->weights, s->conf.nnodes,
+					    sg_ctl_partition_key(id, p));
+
+		pt->byte_off = first * esize;
+		pt->nelem = (uint32_t)n;
+		pt->nchunks = sg_dp_chunk_count(pt->nelem, dtype, s->conf.chunk_bytes);
+		pt->first = (uint32_t)nchunks;
+		pt->node = node < 0 ? 0 : (uint32_t)node;
+		nchunks += pt->nchunks;
+	}
+	t->slot_of = calloc(nchunks, sizeof(*t->slot_of));
+	if (t->slot_of == NULL) {
+		tensor_free(t);
+		return NULL;
+	}
+	s->tensors[id] = t;
+	return t;
+fail:
+	errno = err;
+	return NULL;
+}
+
+int sigma_push_pull(struct sigma_tensor *t, const void *in, void *out, sigma_done_cb cb,
+		    void *arg)
+{
+	struct sigma_tensor **pp;
+
+	if (t == NULL || in == NULL || out == NULL)
+		return -EINVAL;
+	if (t->status == -EINPROGRESS)
+		return -EBUSY;
+	t->in = in;
+	t->out = out;
+	t->cb = cb;
+	t->cb_arg = arg;
+	t->status = -EINPROGRESS;
+	t->cursor = 0;
+	t->chunks_left = 0;
+	for (uint32_t p = 0; p < t->nparts; p++) {
+		t->parts[p].next = 0;
+		t->parts[p].left = t->parts[p].nchunks;
+		t->parts[p].latency = 0;
+		t->chunks_left += t->parts[p].nchunks;
+	}
+	/* Lower priority values go first; equal ones in arrival order. */
+	for (pp = &t->s->active; *pp != NULL && (*pp)->priority <= t->priority;
+	     pp = &(*pp)->next_active)
+		;
+	t->next_active = *pp;
+	*pp = t;
+	return 0;
+}
+
+static void unlink_active(struct sigma_tensor *t)
+{
+	for (struct sigma_tensor **pp = &t->s->active; *pp != NULL; pp = &(*pp)->next_active)
+		if (*pp == t) {
+			*pp = t->next_active;
+			break;
+		}
+	t->next_active = NULL;
+}
+
+static void slot_free(struct sigma_session *s, uint32_t node, uint32_t idx)
+{
+	struct sg_cli_node *n = &s->nodes[node];
+	struct sg_cli_slot *sl = &n->slots[idx];
+
+	sl->t->slot_of[sl->t->parts[sl->part].first + sl->chunk] = 0;
+	sl->t = NULL;
+	n->free_slots[n->nfree++] = idx;
+	n->outstanding--;
+}
+
+/* End the tensor's operation with @p status; the round advances either way. */
+static void finish(struct sigma_tensor *t, int status)
+{
+	struct sigma_session *s = t->s;
+
+	if (status < 0) {
+		for (uint32_t p = 0; p < t->nparts; p++) {
+			const struct sg_cli_part *pt = &t->parts[p];
+
+			for (uint32_t c = 0; c < pt->nchunks; c++)
+				if (t->slot_of[pt->first + c])
+					slot_free(s, pt->node, t->slot_of[pt->first + c] - 1);
+		}
+		s->st.ops_failed++;
+	} else {
+		s->st.ops_done++;
+	}
+	unlink_active(t);
+	t->status = status;
+	t->round++;
+	s->finished++;
+	if (t->cb != NULL)
+		t->cb(t->cb_arg, t, status);
+}
+
+static void fail_chunk(struct sigma_session *s, uint32_t node, uint32_t idx, int status,
+		       const char *why)
+{
+	const struct sg_cli_slot *sl = &s->nodes[node].slots[idx];
+	struct sigma_tensor *t = sl->t;
+	int len;
+
+	len = snprintf(s->err, sizeof(s->err),
+		       "%s from node %s for tensor '%s' key 0x%08x chunk %u round %u", why,
+		       s->nodes[node].label, t->name, sigma_wire_key(t->id, sl->part), sl->chunk,
+		       t->round);
+	if (sl->missing && len > 0 && (size_t)len < sizeof(s->err))
+		snprintf(s->err + len, sizeof(s->err) - len, " (node reports ranks 0x%" PRIx64
+			 " missing)", sl->missing);
+	SG_CLI_LOG(ERR, "%s", s->err);
+	finish(t, status);
+}
+
+static void flush(struct sigma_session *s)
+{
+	int r;
+
+	if (s->ntx == 0)
+		return;
+	r = s->tp->send(s->tp, s->tx, s->ntx);
+	if (r > 0)
+		s->st.tx_packets += (uint64_t)r;
+	s->ntx = 0;
+}
+
+/* Queue the PUSH of one chunk (its slot is already taken). */
+static void queue_push(struct sigma_session *s, const struct sigma_tensor *t, uint32_t part,
+		       uint32_t chunk, bool retrans)
+{
+	const struct sg_cli_part *pt = &t->parts[part];
+	uint32_t per = s->conf.chunk_bytes / t->esize;
+	uint32_t first = chunk * per;
+	uint32_t n = pt->nelem - first < per ? pt->nelem - first : per;
+	struct sg_dp_msg m = {
+		.type = SG_DP_T_PUSH,
+		.flags = retrans ? SG_DP_F_RETRANS : 0,
+		.dtype = (uint8_t)t->dtype,
+		.job = s->conf.job,
+		.rank = s->conf.rank,
+		.token = s->conf.token,
+		.key = sigma_wire_key(t->id, part),
+		.chunk = chunk,
+		.nchunks = pt->nchunks,
+		.round = t->round,
+		.nelem = n,
+		.offset = chunk * s->conf.chunk_bytes,
+	};
+	struct sg_cli_txpkt *p;
+
+	if (s->ntx == SG_CLI_BURST)
+		flush(s);
+	p = &s->tx[s->ntx];
+	sg_dp_build_hdr(s->txhdr[s->ntx], &m);
+	p->hdr = s->txhdr[s->ntx];
+	p->payload = t->in + pt->byte_off + (uint64_t)first * t->esize;
+	p->payload_len = n * t->esize;
+	p->node = pt->node;
+	s->ntx++;
+}
+
+/* Send new chunks while windows have credit, tensors in priority order. */
+static void fill(struct sigma_session *s, uint64_t now)
+{
+	for (struct sigma_tensor *t = s->active; t != NULL; t = t->next_active) {
+		bool all_sent = true;
+
+		for (uint32_t p = t->cursor; p < t->nparts; p++) {
+			struct sg_cli_part *pt = &t->parts[p];
+			struct sg_cli_node *n = &s->nodes[pt->node];
+
+			while (pt->next < pt->nchunks && n->outstanding < n->cwnd) {
+				uint32_t idx = n->free_slots[--n->nfree];
+				struct sg_cli_slot *sl = &n->slots[idx];
+
+				if (pt->next == 0)
+					pt->t_start = now;
+				*sl = (struct sg_cli_slot){.t = t, .part = p, .chunk = pt->next,
+							   .rto_us = s->conf.rto_us,
+							   .deadline = now + s->conf.rto_us * 1000ull};
+				t->slot_of[pt->first + pt->next] = idx + 1;
+				n->outstanding++;
+				queue_push(s, t, p, pt->next, false);
+				pt->next++;
+			}
+			if (pt->next < pt->nchunks)
+				all_sent = false;
+			else if (all_sent)
+				t->cursor = p + 1;
+		}
+	}
+}
+
+/* Resend chunks whose timer expired; fail those out of retries. */
+static void scan_timers(struct sigma_session *s, uint64_t now)
+{
+	for (unsigned int i = 0; i < s->conf.nnodes; i++) {
+		struct sg_cli_node *n = &s->nodes[i];
+
+		for (uint32_t k = 0; k < s->conf.window && n->outstanding; k++) {
+			struct sg_cli_slot *sl = &n->slots[k];
+
+			if (sl->t == NULL || sl->deadline > now)
+				continue;
+			if (sl->retries >= s->conf.max_retries) {
+				char why[64];
+
+				snprintf(why, sizeof(why), "no RESULT after %u retries",
+					 sl->retries);
+				fail_chunk(s, i, k, -ETIMEDOUT, why);
+				continue;
+			}
+			sl->retries++;
+			sl->rto_us = sl->rto_us * 2 > s->conf.rto_max_us ? s->conf.rto_max_us :
+									   sl->rto_us * 2;
+			sl->deadline = now + sl->rto_us * 1000ull;
+			s->st.retransmits++;
+			queue_push(s, sl->t, sl->part, sl->chunk, true);
+		}
+	}
+}
+
+/* Find the outstanding slot a node reply is about; NULL if none (stale or bad). */
+static struct sg_cli_slot *match(struct sigma_session *s, const struct sg_dp_msg *m,
+				 uint32_t *node, uint32_t *idx)
+{
+	struct sigma_tensor *t = s->tensors[m->key >> 16];
+	const struct sg_cli_part *pt;
+	uint32_t slot;
+
+	if (t == NULL || (m->key & 0xffff) >= t->nparts) {
+		s->st.rx_bad++;
+		return NULL;
+	}
+	pt = &t->parts[m->key & 0xffff];
+	if (m->chunk >= pt->nchunks || m->nchunks != pt->nchunks) {
+		s->st.rx_bad++;
+		return NULL;
+	}
+	slot = t->slot_of[pt->first + m->chunk];
+	if (t->status != -EINPROGRESS || slot == 0 || m->round != t->round) {
+		s->st.rx_stale++;
+		return NULL;
+	}
+	*node = pt->node;
+	*idx = slot - 1;
+	return &s->nodes[pt->node].slots[slot - 1];
+}
+
+static void on_result(struct sigma_session *s, const struct sg_dp_msg *m, uint64_t now)
+{
+	uint32_t node, idx;
+	struct sg_cli_slot *sl = match(s, m, &node, &idx);
+	struct sigma_tensor *t;
+	struct sg_cli_part *pt;
+	struct sg_cli_node *n;
+	uint32_t per, expect;
+
+	if (sl == NULL)
+		return;
+	t = sl->t;
+	pt = &t->parts[sl->part];
+	per = s->conf.chunk_bytes / t->esize;
+	expect = pt->nelem - sl->chunk * per < per ? pt->nelem - sl->chunk * per : per;
+	if (m->dtype != t->dtype || m->nelem != expect ||
+	    m->offset != sl->chunk * s->conf.chunk_bytes) {
+		s->st.rx_bad++;
+		return;
+	}
+	memcpy(t->out + pt->byte_off + m->offset, m->payload, m->payload_len);
+	slot_free(s, node, idx);
+	n = &s->nodes[node];
+	if (n->cwnd < s->conf.window)
+		n->cwnd++;
+	s->st.rx_results++;
+	if (--pt->left == 0)
+		pt->latency = now - pt->t_start;
+	if (--t->chunks_left == 0)
+		finish(t, 0);
+}
+
+static void on_nack(struct sigma_session *s, const struct sg_dp_msg *m, uint64_t now)
+{
+	uint32_t node, idx;
+	struct sg_cli_slot *sl = match(s, m, &node, &idx);
+	struct sg_cli_node *n;
+
+	s->st.nacks++;
+	if (sl == NULL)
+		return;
+	n = &s->nodes[node];
+	/* Back-pressure: halve the window, and resend this chunk after its back-off. */
+	n->cwnd = n->cwnd > 1 ? n->cwnd / 2 : 1;
+	sl->deadline = now + sl->rto_us * 1000ull;
+}
+
+static void on_error(struct sigma_session *s, const struct sg_dp_msg *m)
+{
+	uint32_t node, idx;
+	struct sg_cli_slot *sl = match(s, m, &node, &idx);
+
+	s->st.errors++;
+	if (sl == NULL)
+		return;
+	if (m->code == SG_DP_C_WORKER_LOST && m->payload_len == 8) {
+		uint64_t be;
+
+		memcpy(&be, m->payload, 8);
+		if (sl->missing == be64toh(be))
+			return; /* already reported */
+		sl->missing = be64toh(be);
+		SG_CLI_LOG(WARNING, "node %s: key 0x%08x chunk %u round %u waits for ranks 0x%"
+			   PRIx64, s->nodes[node].label, m->key, m->chunk, m->round, sl->missing);
+	} else if (m->code == SG_DP_C_GONE) {
+		fail_chunk(s, node, idx, -EPIPE, "result no longer kept (ERROR GONE)");
+	}
+}
+
+static void handle(struct sigma_session *s, const void *buf, uint32_t len, uint64_t now)
+{
+	struct sg_dp_msg m;
+
+	s->st.rx_packets++;
+	if (sg_dp_parse(buf, len, &m, NULL) < 0 || m.job != s->conf.job ||
+	    m.token != s->conf.token || m.rank != s->conf.rank) {
+		s->st.rx_bad++;
+		return;
+	}
+	switch (m.type) {
+	case SG_DP_T_RESULT:
+		on_result(s, &m, now);
+		break;
+	case SG_DP_T_NACK:
+		on_nack(s, &m, now);
+		break;
+	case SG_DP_T_ERROR:
+		on_error(s, &m);
+		break;
+	default:
+		s->st.rx_bad++;
+	}
+}
+
+int sigma_poll(struct sigma_session *s, int timeout_us)
+{
+	struct sg_cli_rxpkt rx[SG_CLI_BURST];
+	uint64_t now = sg_cli_now_ns();
+	int n;
+
+	if (s == NULL)
+		return -EINVAL;
+	s->finished = 0;
+	fill(s, now);
+	flush(s);
+	do {
+		n = s->tp->recv(s->tp, rx, SG_CLI_BURST, 0);
+		if (n < 0)
+			return n;
+		now = sg_cli_now_ns();
+		for (int i = 0; i < n; i++)
+			handle(s, rx[i].buf, rx[i].len, now);
+		/* Keep the windows full while results stream in. */
+		fill(s, now);
+		flush(s);
+	} while (n == SG_CLI_BURST);
+	if (n == 0 && s->finished == 0 && timeout_us > 0 && s->active != NULL) {
+		/* Nothing arrived: sleep until a packet or the next timer scan. */
+		uint64_t wait = s->next_scan > now ? (s->next_scan - now) / 1000 : 0;
+
+		if (wait > (uint64_t)timeout_us)
+			wait = (uint64_t)timeout_us;
+		n = s->tp->recv(s->tp, rx, SG_CLI_BURST, (int)wait);
+		if (n < 0)
+			return n;
+		now = sg_cli_now_ns();
+		for (int i = 0; i < n; i++)
+			handle(s, rx[i].buf, rx[i].len, now);
+	}
+	if (now >= s->next_scan) {
+		scan_timers(s, now);
+		/* A quarter of the first timeout keeps resends close to their deadline. */
+		s->next_scan = now + s->conf.rto_us * 250ull;
+	}
+	fill(s, now);
+	flush(s);
+	return s->finished;
+}
+
+int sigma_test(const struct sigma_tensor *t)
+{
+	return t == NULL ? -EINVAL : t->status;
+}
+
+int sigma_wait(struct sigma_tensor *t)
+{
+	if (t == NULL)
+		return -EINVAL;
+	while (t->status == -EINPROGRESS) {
+		int r = sigma_poll(t->s, 1000);
+
+		if (r < 0)
+			return r;
+	}
+	return t->status;
+}
+
+int sigma_push_pull_sync(struct sigma_tensor *t, const void *in, void *out)
+{
+	int rc = sigma_push_pull(t, in, out, NULL, NULL);
+
+	return rc < 0 ? rc : sigma_wait(t);
+}
+
+const char *sigma_last_error(const struct sigma_session *s)
+{
+	return s == NULL ? "no session" : s->err;
+}
+
+void sigma_get_stats(const struct sigma_session *s, struct sigma_stats *st)
+{
+	*st = s->st;
+}
+
+uint32_t sigma_tensor_nparts(const struct sigma_tensor *t)
+{
+	return t->nparts;
+}
+
+uint64_t sigma_tensor_part_latency(const struct sigma_tensor *t, uint32_t part)
+{
+	return part < t->nparts ? t->parts[part].latency : 0;
+}
+
+int sigma_tensor_part_node(const struct sigma_tensor *t, uint32_t part)
+{
+	return part < t->nparts ? (int)t->parts[part].node : -EINVAL;
+}
+
+int sigma_job_for_node(const struct sigma_session *s, unsigned int node,
+		       struct sg_dp_job_conf *job, struct sg_dp_key *keys, unsigned int cap)
+{
+	unsigned int nk = 0;
+	int dtype = -1;
+
+	if (s == NULL || job == NULL || node >= s->conf.nnodes)
+		return -EINVAL;
+	for (uint32_t id = 0; id < SIGMA_MAX_TENSORS; id++) {
+		const struct sigma_tensor *t = s->tensors[id];
+
+		if (t == NULL)
+			continue;
+		if (dtype >= 0 && (int)t->dtype != dtype)
+			return -EINVAL;
+		dtype = (int)t->dtype;
+		for (uint32_t p = 0; p < t->nparts; p++) {
+			if (t->parts[p].node != node)
+				continue;
+			if (nk < cap && keys != NULL)
+				keys[nk] = (struct sg_dp_key){.id = sigma_wire_key(id, p),
+							      .nelem = t->parts[p].nelem};
+			nk++;
+		}
+	}
+	*job = (struct sg_dp_job_conf){
+		.id = s->conf.job,
+		.nworkers = s->conf.nworkers,
+		.token = s->conf.token,
+		.dtype = dtype < 0 ? SG_DTYPE_FP32 : (enum sg_dtype)dtype,
+		.partition_bytes = s->conf.partition_bytes,
+		.chunk_bytes = s->conf.chunk_bytes,
+		.keys = keys,
+		.nkeys = nk < cap ? nk : cap,
+	};
+	return (int)nk;
+}

@@ -1,0 +1,315 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * DPDK ethdev transport: Ethernet/IPv4/UDP built and parsed here, queue 0 of
+ * one port, the nodes' MAC addresses resolved by ARP at open. For hosts that
+ * give the worker a port (e.g. net_memif to a local sigmad).
+ */
+#include <errno.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <rte_arp.h>
+#include <rte_ethdev.h>
+#include <rte_ip.h>
+#include <rte_mbuf.h>
+#include <rte_udp.h>
+
+#include "sigma_internal.h"
+
+#define DPDK_L2L4 (sizeof(struct rte_ether_hdr) + sizeof(struct rte_ipv4_hdr) + \
+		   sizeof(struct rte_udp_hdr))
+#define DPDK_DESC 1024
+#define DPDK_MBUFS 4095
+#define DPDK_ARP_TRIES 50      /* one request every 100 ms */
+#define DPDK_START_TRIES 40    /* a memif client waits (about 4 s) for its server */
+
+struct sg_cli_dpdk {
+	struct sg_cli_transport ops;
+	uint16_t port;
+	struct rte_mempool *mp;
+	struct rte_ether_addr mac;
+	rte_be32_t ip;
+	rte_be16_t udp_port;
+	unsigned int nnodes;
+	rte_be32_t *node_ip;
+	rte_be16_t *node_port;
+	struct rte_ether_addr *node_mac;
+	bool *node_known;
+	unsigned int nheld;
+	struct rte_mbuf *held[SG_CLI_BURST]; /* received packets handed out by the last recv */
+};
+
+/* Answer an ARP request for our address, or learn a node's MAC from a reply. */
+static void on_arp(struct sg_cli_dpdk *d, struct rte_mbuf *m)
+{
+	struct rte_ether_hdr *eh = rte_pktmbuf_mtod(m, struct rte_ether_hdr *);
+	struct rte_arp_hdr *ah = (struct rte_arp_hdr *)(eh + 1);
+
+	if (m->data_len < sizeof(*eh) + sizeof(*ah))
+		return;
+	if (ah->arp_opcode == rte_cpu_to_be_16(RTE_ARP_OP_REPLY)) {
+		for (unsigned int i = 0; i < d->nnodes; i++)
+			if (ah->arp_data.arp_sip == d->node_ip[i]) {
+				d->node_mac[i] = ah->arp_data.arp_sha;
+				d->node_known[i] = true;
+			}
+		return;
+	}
+	if (ah->arp_opcode != rte_cpu_to_be_16(RTE_ARP_OP_REQUEST) ||
+	    ah->arp_data.arp_tip != d->ip)
+		return;
+	/* Turn the request into the reply in place and send it back. */
+	ah->arp_opcode = rte_cpu_to_be_16(RTE_ARP_OP_REPLY);
+	ah->arp_data.arp_tha = ah->arp_data.arp_sha;
+	ah->arp_data.arp_tip = ah->arp_data.arp_sip;
+	ah->arp_data.arp_sha = d->mac;
+	ah->arp_data.arp_sip = d->ip;
+	eh->dst_addr = eh->src_addr;
+	eh->src_addr = d->mac;
+	rte_mbuf_refcnt_update(m, 1); /* the caller still frees its reference */
+	if (rte_eth_tx_burst(d->port, 0, &m, 1) != 1)
+		rte_pktmbuf_free(m);
+}
+
+static void send_arp_request(struct sg_cli_dpdk *d, unsigned int node)
+{
+	struct rte_mbuf *m = rte_pktmbuf_alloc(d->mp);
+	struct rte_ether_hdr *eh;
+	struct rte_arp_hdr *ah;
+
+	if (m == NULL)
+		return;
+	eh = (struct rte_ether_hdr *)rte_pktmbuf_append(m, sizeof(*eh) + sizeof(*ah));
+	ah = (struct rte_arp_hdr *)(eh + 1);
+	memset(&eh->dst_addr, 0xff, sizeof(eh->dst_addr));
+	eh->src_addr = d->mac;
+	eh->ether_type = rte_cpu_to_be_16(RTE_ETHER_TYPE_ARP);
+	*ah = (struct rte_arp_hdr){
+		.arp_hardware = rte_cpu_to_be_16(RTE_ARP_HRD_ETHER),
+		.arp_protocol = rte_cpu_to_be_16(RTE_ETHER_TYPE_IPV4),
+		.arp_hlen = RTE_ETHER_ADDR_LEN,
+		.arp_plen = 4,
+		.arp_opcode = rte_cpu_to_be_16(RTE_ARP_OP_REQUEST),
+	};
+	ah->arp_data.arp_sha = d->mac;
+	ah->arp_data.arp_sip = d->ip;
+	ah->arp_data.arp_tip = d->node_ip[node];
+	if (rte_eth_tx_burst(d->port, 0, &m, 1) != 1)
+		rte_pktmbuf_free(m);
+}
+
+static int dpdk_send(struct sg_cli_transport *tp, const struct sg_cli_txpkt *pkts, unsigned int n)
+{
+	struct sg_cli_dpdk *d = (struct sg_cli_dpdk *)tp;
+	struct rte_mbuf *m[SG_CLI_BURST];
+	unsigned int k = 0, sent = 0;
+
+	for (unsigned int i = 0; i < n && i < SG_CLI_BURST; i++) {
+		uint32_t len = (uint32_t)DPDK_L2L4 + SG_DP_HDR_LEN + pkts[i].payload_len;
+		struct rte_ether_hdr *eh;
+		struct rte_ipv4_hdr *ip;
+		struct rte_udp_hdr *udp;
+		uint8_t *p;
+
+		m[k] = rte_pktmbuf_alloc(d->mp);
+		if (m[k] == NULL)
+			break;
+		p = (uint8_t *)rte_pktmbuf_append(m[k], (uint16_t)len);
+		if (p == NULL) {
+			rte_pktmbuf_free(m[k]);
+			break;
+		}
+		eh = (struct rte_ether_hdr *)p;
+		ip = (struct rte_ipv4_hdr *)(eh + 1);
+		udp = (struct rte_udp_hdr *)(ip + 1);
+		eh->dst_addr = d->node_mac[pkts[i].node];
+		eh->src_addr = d->mac;
+		eh->ether_type = rte_cpu_to_be_16(RTE_ETHER_TYPE_IPV4);
+		*ip = (struct rte_ipv4_hdr){
+			.version_ihl = RTE_IPV4_VHL_DEF,
+			.total_length = rte_cpu_to_be_16((uint16_t)(len - sizeof(*eh))),
+			.time_to_live = 64,
+			.next_proto_id = IPPROTO_UDP,
+			.src_addr = d->ip,
+			.dst_addr = d->node_ip[pkts[i].node],
+		};
+		ip->hdr_checksum = rte_ipv4_cksum(ip);
+		/* UDP checksum 0 ("none", allowed over IPv4): no second pass over the payload. */
+		*udp = (struct rte_udp_hdr){
+			.src_port = d->udp_port,
+			.dst_port = d->node_port[pkts[i].node],
+			.dgram_len = rte_cpu_to_be_16((uint16_t)(len - sizeof(*eh) - sizeof(*ip))),
+		};
+		memcpy(udp + 1, pkts[i].hdr, SG_DP_HDR_LEN);
+		memcpy((uint8_t *)(udp + 1) + SG_DP_HDR_LEN, pkts[i].payload, pkts[i].payload_len);
+		k++;
+	}
+	/* A full TX ring gets a few more tries; what is left counts as lost. */
+	for (int tries = 0; sent < k && tries < 100; tries++)
+		sent += rte_eth_tx_burst(d->port, 0, m + sent, (uint16_t)(k - sent));
+	for (unsigned int i = sent; i < k; i++)
+		rte_pktmbuf_free(m[i]);
+	return (int)sent;
+}
+
+static int dpdk_recv(struct sg_cli_transport *tp, struct sg_cli_rxpkt *pkts, unsigned int max,
+		     int timeout_us)
+{
+	struct sg_cli_dpdk *d = (struct sg_cli_dpdk *)tp;
+	uint64_t deadline = sg_cli_now_ns() + (uint64_t)(timeout_us > 0 ? timeout_us : 0) * 1000;
+	struct rte_mbuf *m[SG_CLI_BURST];
+	unsigned int got = 0;
+
+	rte_pktmbuf_free_bulk(d->held, d->nheld);
+	d->nheld = 0;
+	if (max > SG_CLI_BURST)
+		max = SG_CLI_BURST;
+	for (;;) {
+		uint16_t n = rte_eth_rx_burst(d->port, 0, m, (uint16_t)max);
+
+		for (uint16_t i = 0; i < n; i++) {
+			struct rte_ether_hdr *eh = rte_pktmbuf_mtod(m[i], struct rte_ether_hdr *);
+			struct rte_ipv4_hdr *ip = (struct rte_ipv4_hdr *)(eh + 1);
+			struct rte_udp_hdr *udp = (struct rte_udp_hdr *)(ip + 1);
+			uint16_t ulen;
+
+			if (m[i]->nb_segs == 1 && m[i]->data_len >= sizeof(*eh) &&
+			    eh->ether_type == rte_cpu_to_be_16(RTE_ETHER_TYPE_ARP))
+				on_arp(d, m[i]);
+			if (m[i]->nb_segs != 1 || m[i]->data_len < DPDK_L2L4 ||
+			    eh->ether_type != rte_cpu_to_be_16(RTE_ETHER_TYPE_IPV4) ||
+			    ip->version_ihl != RTE_IPV4_VHL_DEF || ip->next_proto_id != IPPROTO_UDP ||
+			    ip->dst_addr != d->ip || udp->dst_port != d->udp_port ||
+			    (ulen = rte_be_to_cpu_16(udp->dgram_len)) < sizeof(*udp) ||
+			    DPDK_L2L4 - sizeof(*udp) + ulen > m[i]->data_len) {
+				rte_pktmbuf_free(m[i]);
+				continue;
+			}
+			pkts[got].buf = udp + 1;
+			pkts[got].len = ulen - (uint32_t)sizeof(*udp);
+			d->held[d->nheld++] = m[i];
+			got++;
+		}
+		if (got > 0 || timeout_us <= 0 || sg_cli_now_ns() >= deadline)
+			return (int)got;
+		sched_yield(); /* a poll-mode port cannot sleep; leave the core to others */
+	}
+}
+
+static void dpdk_destroy(struct sg_cli_transport *tp)
+{
+	struct sg_cli_dpdk *d = (struct sg_cli_dpdk *)tp;
+
+	if (d == NULL)
+		return;
+	rte_pktmbuf_free_bulk(d->held, d->nheld);
+	free(d->node_ip);
+	free(d->node_port);
+	free(d->node_mac);
+	free(d->node_known);
+	/* The port stays up (other users may own it); its pool goes with the session. */
+	if (d->mp != NULL) {
+		rte_eth_dev_stop(d->port);
+		rte_mempool_free(d->mp);
+	}
+	free(d);
+}
+
+static int port_up(struct sg_cli_dpdk *d, uint32_t frame)
+{
+	struct rte_eth_conf pc = {0};
+	int socket = rte_eth_dev_socket_id(d->port), rc;
+	char name[RTE_MEMPOOL_NAMESIZE];
+	uint32_t room = RTE_PKTMBUF_HEADROOM + (frame > 2048 ? frame : 2048);
+
+	snprintf(name, sizeof(name), "sgcli_%u_%u", d->port, (unsigned int)getpid());
+	d->mp = rte_pktmbuf_pool_create(name, DPDK_MBUFS, 256, 0, (uint16_t)room,
+					socket < 0 ? SOCKET_ID_ANY : socket);
+	if (d->mp == NULL)
+		return -rte_errno;
+	rc = rte_eth_dev_configure(d->port, 1, 1, &pc);
+	if (rc == 0)
+		rc = rte_eth_rx_queue_setup(d->port, 0, DPDK_DESC, socket, NULL, d->mp);
+	if (rc == 0)
+		rc = rte_eth_tx_queue_setup(d->port, 0, DPDK_DESC, socket, NULL);
+	if (rc < 0)
+		return rc;
+	/* A memif client links only once its server is up: start, wait, retry. */
+	for (int i = 0; i < DPDK_START_TRIES; i++) {
+		if (rte_eth_dev_start(d->port) == 0) {
+			for (int w = 0; w < 10; w++) {
+				struct rte_eth_link link = {0};
+
+				rte_eth_link_get_nowait(d->port, &link);
+				if (link.link_status == RTE_ETH_LINK_UP)
+					return 0;
+				rte_delay_us_sleep(10000);
+			}
+			rte_eth_dev_stop(d->port);
+		} else {
+			rte_delay_us_sleep(50000);
+		}
+	}
+	return -ENOLINK;
+}
+
+struct sg_cli_transport *sg_cli_dpdk_create(const struct sigma_conf *conf)
+{
+	struct sg_cli_dpdk *d = calloc(1, sizeof(*d));
+	uint32_t frame = (uint32_t)DPDK_L2L4 + SG_DP_HDR_LEN + conf->chunk_bytes;
+	int rc = -ENOMEM;
+
+	if (d == NULL)
+		return NULL;
+	d->ops.send = dpdk_send;
+	d->ops.recv = dpdk_recv;
+	d->ops.destroy = dpdk_destroy;
+	d->port = conf->dpdk_port;
+	d->nnodes = conf->nnodes;
+	d->udp_port = rte_cpu_to_be_16(conf->local_port ? conf->local_port :
+							  (uint16_t)(9400 + conf->rank));
+	d->node_ip = calloc(conf->nnodes, sizeof(*d->node_ip));
+	d->node_port = calloc(conf->nnodes, sizeof(*d->node_port));
+	d->node_mac = calloc(conf->nnodes, sizeof(*d->node_mac));
+	d->node_known = calloc(conf->nnodes, sizeof(*d->node_known));
+	if (d->node_ip == NULL || d->node_port == NULL || d->node_mac == NULL ||
+	    d->node_known == NULL)
+		goto fail;
+	rc = -EINVAL;
+	if (!rte_eth_dev_is_valid_port(d->port) || sg_cli_parse_ipv4(conf->local_addr, &d->ip) < 0)
+		goto fail;
+	for (unsigned int i = 0; i < conf->nnodes; i++) {
+		if (sg_cli_parse_ipv4(conf->nodes[i].addr, &d->node_ip[i]) < 0)
+			goto fail;
+		d->node_port[i] = rte_cpu_to_be_16(conf->nodes[i].port ? conf->nodes[i].port :
+									SG_DP_UDP_PORT);
+	}
+	rc = port_up(d, frame);
+	if (rc < 0)
+		goto fail;
+	rc = rte_eth_macaddr_get(d->port, &d->mac);
+	if (rc < 0)
+		goto fail;
+	for (int t = 0; t < DPDK_ARP_TRIES; t++) {
+		struct sg_cli_rxpkt rx[SG_CLI_BURST];
+		unsigned int known = 0;
+
+		for (unsigned int i = 0; i < d->nnodes; i++)
+			if (!d->node_known[i])
+				send_arp_request(d, i);
+			else
+				known++;
+		if (known == d->nnodes)
+			return &d->ops;
+		dpdk_recv(&d->ops, rx, SG_CLI_BURST, 100000);
+	}
+	SG_CLI_LOG(ERR, "no ARP reply from the nodes on port %u", d->port);
+	rc = -EHOSTUNREACH;
+fail:
+	dpdk_destroy(&d->ops);
+	errno = -rc;
+	return NULL;
+}

@@ -1,0 +1,89 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * libsigma internals shared by its source files: the transport ops interface
+ * and the logging macro. Not installed, not for other modules.
+ */
+#ifndef SIGMA_INTERNAL_H
+#define SIGMA_INTERNAL_H
+
+#include <stdint.h>
+#include <time.h>
+
+#include <rte_log.h>
+
+#include "sigma.h"
+
+extern int sg_cli_logtype;
+
+#define SG_CLI_LOG(level, fmt, ...)                                                               \
+	rte_log(RTE_LOG_##level, sg_cli_logtype, "sigma.client: " fmt "\n", ##__VA_ARGS__)
+
+/** Packets handed to or taken from a transport in one call, at most. */
+#define SG_CLI_BURST 64
+
+/** One packet to send: a header and a payload sent from in place, to node @p node. */
+struct sg_cli_txpkt {
+	const void *hdr;
+	const void *payload;
+	uint32_t payload_len;
+	uint32_t node;
+};
+
+/** One received packet; the buffer belongs to the transport until its next recv. */
+struct sg_cli_rxpkt {
+	const void *buf;
+	uint32_t len;
+};
+
+/** A transport: every way of moving packets to the nodes sits behind these three. */
+struct sg_cli_transport {
+	/** Send @p n packets. @return packets sent (the rest count as lost), or -errno. */
+	int (*send)(struct sg_cli_transport *t, const struct sg_cli_txpkt *pkts, unsigned int n);
+	/**
+	 * Receive up to @p max packets, waiting at most @p timeout_us for the
+	 * first one (0: do not wait). @return packets received, or -errno.
+	 */
+	int (*recv)(struct sg_cli_transport *t, struct sg_cli_rxpkt *pkts, unsigned int max,
+		    int timeout_us);
+	void (*destroy)(struct sg_cli_transport *t);
+};
+
+/** Kernel UDP transport to @p conf's nodes. NULL with errno on failure. */
+struct sg_cli_transport *sg_cli_udp_create(const struct sigma_conf *conf);
+
+/** DPDK ethdev transport (see SIGMA_TRANSPORT_DPDK). NULL with errno on failure. */
+struct sg_cli_transport *sg_cli_dpdk_create(const struct sigma_conf *conf);
+
+/** Bytes of one receive buffer: the largest Sigma datagram, and some slack. */
+#define SG_CLI_RXBUF (SG_DP_HDR_LEN + SG_DP_MAX_PAYLOAD + 64)
+
+struct mmsghdr;
+struct iovec;
+struct sockaddr_in;
+
+/**
+ * Open a UDP socket with large buffers (SO_REUSEPORT when @p reuseport), bound
+ * to @p addr (NULL: any) and @p port (0: ephemeral).
+ * @return the fd, or -errno; @p bound (may be NULL) gets the port bound.
+ */
+int sg_cli_udp_socket(const char *addr, uint16_t port, int reuseport, uint16_t *bound);
+
+/**
+ * Point SG_CLI_BURST receive messages at consecutive SG_CLI_RXBUF slices of
+ * @p buf; @p names (may be NULL) receives the senders' addresses.
+ */
+void sg_cli_rx_init(struct mmsghdr *msgs, struct iovec *iov, uint8_t *buf,
+		    struct sockaddr_in *names);
+
+/** Parse "a.b.c.d" into a network-order IPv4 address. @return 0 or -EINVAL. */
+int sg_cli_parse_ipv4(const char *s, uint32_t *addr_be);
+
+static inline uint64_t sg_cli_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+#endif /* SIGMA_INTERNAL_H */

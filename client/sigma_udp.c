@@ -1,0 +1,210 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * Kernel UDP transport: one socket per session, sendmmsg with the payload
+ * gathered from the caller's tensor (no copy in user space), recvmmsg in
+ * bursts.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "sigma_internal.h"
+
+/* Large socket buffers absorb a whole window of every node at once. */
+#define SG_CLI_UDP_SOCKBUF (8 << 20)
+
+struct sg_cli_udp {
+	struct sg_cli_transport ops;
+	int fd;
+	unsigned int nnodes;
+	struct sockaddr_in *addrs;
+	struct mmsghdr txmsg[SG_CLI_BURST];
+	struct iovec txiov[SG_CLI_BURST][2];
+	struct mmsghdr rxmsg[SG_CLI_BURST];
+	struct iovec rxiov[SG_CLI_BURST];
+	uint8_t *rxbuf; /* SG_CLI_BURST * SG_CLI_RXBUF */
+};
+
+int sg_cli_parse_ipv4(const char *s, uint32_t *addr_be)
+{
+	struct in_addr a;
+
+	if (s == NULL || inet_pton(AF_INET, s, &a) != 1)
+		return -EINVAL;
+	*addr_be = a.s_addr;
+	return 0;
+}
+
+int sg_cli_udp_socket(const char *addr, uint16_t port, int reuseport, uint16_t *bound)
+{
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(port)};
+	socklen_t alen = sizeof(a);
+	int one = 1, sz = SG_CLI_UDP_SOCKBUF, fd, err;
+
+	if (addr != NULL && sg_cli_parse_ipv4(addr, &a.sin_addr.s_addr) < 0)
+		return -EINVAL;
+	fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	if (reuseport)
+		setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one));
+	/* FORCE needs CAP_NET_ADMIN; the plain form is the fallback. */
+	if (setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &sz, sizeof(sz)) < 0)
+		setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &sz, sizeof(sz));
+	if (setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &sz, sizeof(sz)) < 0)
+		setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sz, sizeof(sz));
+	if (bind(fd, (struct sockaddr *)&a, sizeof(a)) < 0 ||
+	    getsockname(fd, (struct sockaddr *)&a, &alen) < 0) {
+		err = errno;
+		close(fd);
+		return -err;
+	}
+	if (bound != NULL)
+		*bound = ntohs(a.sin_port);
+	return fd;
+}
+
+void sg_cli_rx_init(struct mmsghdr *msgs, struct iovec *iov, uint8_t *buf,
+		    struct sockaddr_in *names)
+{
+	for (unsigned int i = 0; i < SG_CLI_BURST; i++) {
+		iov[i].iov_base = buf + (size_t)i * SG_CLI_RXBUF;
+		iov[i].iov_len = SG_CLI_RXBUF;
+		memset(&msgs[i], 0, sizeof(msgs[i]));
+		msgs[i].msg_hdr.msg_iov = &iov[i];
+		msgs[i].msg_hdr.msg_iovlen = 1;
+		if (names != NULL) {
+			msgs[i].msg_hdr.msg_name = &names[i];
+			msgs[i].msg_hdr.msg_namelen = sizeof(names[i]);
+		}
+	}
+}
+
+static int udp_send(struct sg_cli_transport *tp, const struct sg_cli_txpkt *pkts, unsigned int n)
+{
+	struct sg_cli_udp *u = (struct sg_cli_udp *)tp;
+	unsigned int done = 0;
+
+	for (unsigned int i = 0; i < n; i++) {
+		struct mmsghdr *m = &u->txmsg[i];
+
+		u->txiov[i][0].iov_base = (void *)pkts[i].hdr;
+		u->txiov[i][0].iov_len = SG_DP_HDR_LEN;
+		u->txiov[i][1].iov_base = (void *)pkts[i].payload;
+		u->txiov[i][1].iov_len = pkts[i].payload_len;
+		memset(m, 0, sizeof(*m));
+		m->msg_hdr.msg_name = &u->addrs[pkts[i].node];
+		m->msg_hdr.msg_namelen = sizeof(struct sockaddr_in);
+		m->msg_hdr.msg_iov = u->txiov[i];
+		m->msg_hdr.msg_iovlen = pkts[i].payload_len ? 2 : 1;
+	}
+	while (done < n) {
+		int r = sendmmsg(u->fd, u->txmsg + done, n - done, 0);
+
+		if (r < 0) {
+			if (errno == EINTR)
+				continue;
+			/* A refused or unroutable destination: the chunks count as lost. */
+			if (errno == ECONNREFUSED || errno == EHOSTUNREACH || errno == ENETUNREACH ||
+			    errno == ENOBUFS || errno == EAGAIN)
+				return (int)done;
+			return -errno;
+		}
+		done += (unsigned int)r;
+	}
+	return (int)done;
+}
+
+static int udp_recv(struct sg_cli_transport *tp, struct sg_cli_rxpkt *pkts, unsigned int max,
+		    int timeout_us)
+{
+	struct sg_cli_udp *u = (struct sg_cli_udp *)tp;
+	int r;
+
+	if (max > SG_CLI_BURST)
+		max = SG_CLI_BURST;
+	for (;;) {
+		r = recvmmsg(u->fd, u->rxmsg, max, MSG_DONTWAIT, NULL);
+		if (r >= 0)
+			break;
+		if (errno == EINTR)
+			continue;
+		if (errno == ECONNREFUSED)
+			continue; /* an ICMP error queued on the socket: nothing to read */
+		if (errno != EAGAIN && errno != EWOULDBLOCK)
+			return -errno;
+		if (timeout_us <= 0)
+			return 0;
+		struct pollfd pfd = {.fd = u->fd, .events = POLLIN};
+		struct timespec ts = {.tv_sec = timeout_us / 1000000,
+				      .tv_nsec = (long)(timeout_us % 1000000) * 1000};
+
+		if (ppoll(&pfd, 1, &ts, NULL) <= 0)
+			return 0;
+		timeout_us = 0;
+	}
+	for (int i = 0; i < r; i++) {
+		pkts[i].buf = u->rxbuf + (size_t)i * SG_CLI_RXBUF;
+		pkts[i].len = u->rxmsg[i].msg_len;
+	}
+	return r;
+}
+
+static void udp_destroy(struct sg_cli_transport *tp)
+{
+	struct sg_cli_udp *u = (struct sg_cli_udp *)tp;
+
+	if (u == NULL)
+		return;
+	if (u->fd >= 0)
+		close(u->fd);
+	free(u->addrs);
+	free(u->rxbuf);
+	free(u);
+}
+
+struct sg_cli_transport *sg_cli_udp_create(const struct sigma_conf *conf)
+{
+	struct sg_cli_udp *u = calloc(1, sizeof(*u));
+	int err;
+
+	if (u == NULL)
+		return NULL;
+	u->fd = -1;
+	u->ops.send = udp_send;
+	u->ops.recv = udp_recv;
+	u->ops.destroy = udp_destroy;
+	u->nnodes = conf->nnodes;
+	u->addrs = calloc(conf->nnodes, sizeof(*u->addrs));
+	u->rxbuf = malloc((size_t)SG_CLI_BURST * SG_CLI_RXBUF);
+	if (u->addrs == NULL || u->rxbuf == NULL) {
+		err = ENOMEM;
+		goto fail;
+	}
+	for (unsigned int i = 0; i < conf->nnodes; i++) {
+		u->addrs[i].sin_family = AF_INET;
+		u->addrs[i].sin_port = htons(conf->nodes[i].port ? conf->nodes[i].port :
+								   SG_DP_UDP_PORT);
+		if (sg_cli_parse_ipv4(conf->nodes[i].addr, &u->addrs[i].sin_addr.s_addr) < 0) {
+			err = EINVAL;
+			goto fail;
+		}
+	}
+	sg_cli_rx_init(u->rxmsg, u->rxiov, u->rxbuf, NULL);
+	/* Several worker processes of one host may share a configured port. */
+	u->fd = sg_cli_udp_socket(conf->local_addr, conf->local_port, 1, NULL);
+	if (u->fd < 0) {
+		err = -u->fd;
+		goto fail;
+	}
+	return &u->ops;
+fail:
+	udp_destroy(&u->ops);
+	errno = err;
+	return NULL;
+}

@@ -1,0 +1,279 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * A summation node over kernel UDP in one thread: recvmmsg bursts into the
+ * aggregation engine, its replies batched into sendmmsg. For tests,
+ * benchmarks and hosts without DPDK; sigmad is the fast path.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "sigma_internal.h"
+
+#define UDPD_BUF SG_CLI_RXBUF
+
+struct sigma_udpd {
+	struct sigma_udpd_conf conf;
+	struct sg_dp_engine *eng;
+	pthread_mutex_t lock; /* engine: node thread vs add_job/stats callers */
+	pthread_t thread;
+	bool running;
+	atomic_bool stop;
+	int fd;
+	uint16_t port;
+	uint64_t rng;
+	uint64_t t_start, t_stop;
+	_Atomic uint64_t busy_ns; /* read by sigma_udpd_busy() on other threads */
+	/* receive burst */
+	struct mmsghdr rxmsg[SG_CLI_BURST];
+	struct iovec rxiov[SG_CLI_BURST];
+	struct sockaddr_in rxaddr[SG_CLI_BURST];
+	uint8_t *rxbuf;
+	/* transmit burst, filled by the engine through alloc/send */
+	unsigned int ntx;
+	struct mmsghdr txmsg[SG_CLI_BURST];
+	struct iovec txiov[SG_CLI_BURST];
+	struct sockaddr_in txaddr[SG_CLI_BURST];
+	uint8_t *txbuf;
+};
+
+/* Addresses travel through the engine as one opaque u64: IPv4 << 16 | port. */
+static uint64_t addr_pack(const struct sockaddr_in *a)
+{
+	return ((uint64_t)ntohl(a->sin_addr.s_addr) << 16) | ntohs(a->sin_port);
+}
+
+static void addr_unpack(uint64_t v, struct sockaddr_in *a)
+{
+	memset(a, 0, sizeof(*a));
+	a->sin_family = AF_INET;
+	a->sin_port = htons((uint16_t)v);
+	a->sin_addr.s_addr = htonl((uint32_t)(v >> 16));
+}
+
+/* Loss injection: xorshift64, returns true when this packet is to be dropped. */
+static bool lose(struct sigma_udpd *d, uint32_t permille)
+{
+	if (permille == 0)
+		return false;
+	d->rng ^= d->rng << 13;
+	d->rng ^= d->rng >> 7;
+	d->rng ^= d->rng << 17;
+	return d->rng % 1000 < permille;
+}
+
+static void tx_flush(struct sigma_udpd *d)
+{
+	unsigned int done = 0;
+
+	while (done < d->ntx) {
+		int r = sendmmsg(d->fd, d->txmsg + done, d->ntx - done, 0);
+
+		if (r < 0) {
+			if (errno == EINTR)
+				continue;
+			break; /* lost: the worker retransmits */
+		}
+		done += (unsigned int)r;
+	}
+	d->ntx = 0;
+}
+
+static void *tx_alloc(void *ctx, uint64_t dest, uint32_t len, void **pkt)
+{
+	struct sigma_udpd *d = ctx;
+
+	if (len > UDPD_BUF)
+		return NULL;
+	if (d->ntx == SG_CLI_BURST)
+		tx_flush(d);
+	addr_unpack(dest, &d->txaddr[d->ntx]);
+	*pkt = d;
+	return d->txbuf + (size_t)d->ntx * UDPD_BUF;
+}
+
+static void tx_send(void *ctx, void *pkt, uint32_t len)
+{
+	struct sigma_udpd *d = ctx;
+	unsigned int i = d->ntx;
+
+	if (lose(d, d->conf.drop_tx_permille))
+		return;
+	d->txiov[i].iov_base = d->txbuf + (size_t)i * UDPD_BUF;
+	d->txiov[i].iov_len = len;
+	memset(&d->txmsg[i], 0, sizeof(d->txmsg[i]));
+	d->txmsg[i].msg_hdr.msg_name = &d->txaddr[i];
+	d->txmsg[i].msg_hdr.msg_namelen = sizeof(d->txaddr[i]);
+	d->txmsg[i].msg_hdr.msg_iov = &d->txiov[i];
+	d->txmsg[i].msg_hdr.msg_iovlen = 1;
+	d->ntx++;
+}
+
+static void *node_main(void *arg)
+{
+	struct sigma_udpd *d = arg;
+	uint64_t last_poll = 0;
+
+	while (!atomic_load_explicit(&d->stop, memory_order_relaxed)) {
+		struct pollfd pfd = {.fd = d->fd, .events = POLLIN};
+		uint64_t t0, now;
+		int n;
+
+		n = recvmmsg(d->fd, d->rxmsg, SG_CLI_BURST, MSG_DONTWAIT, NULL);
+		if (n <= 0) {
+			if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR &&
+			    errno != ECONNREFUSED)
+				break;
+			poll(&pfd, 1, 1);
+			n = 0;
+		}
+		t0 = sg_cli_now_ns();
+		pthread_mutex_lock(&d->lock);
+		for (int i = 0; i < n; i++) {
+			if (lose(d, d->conf.drop_rx_permille))
+				continue;
+			sg_dp_engine_rx(d->eng, d->rxbuf + (size_t)i * UDPD_BUF,
+					d->rxmsg[i].msg_len, addr_pack(&d->rxaddr[i]), t0);
+		}
+		if (t0 - last_poll > 1000000) {
+			sg_dp_engine_poll(d->eng, t0);
+			last_poll = t0;
+		}
+		tx_flush(d);
+		pthread_mutex_unlock(&d->lock);
+		now = sg_cli_now_ns();
+		if (n > 0)
+			d->busy_ns += now - t0;
+		for (int i = 0; i < n; i++)
+			d->rxmsg[i].msg_hdr.msg_namelen = sizeof(d->rxaddr[i]);
+	}
+	return NULL;
+}
+
+struct sigma_udpd *sigma_udpd_create(const struct sigma_udpd_conf *conf)
+{
+	struct sigma_udpd *d;
+	int err;
+
+	if (conf == NULL) {
+		errno = EINVAL;
+		return NULL;
+	}
+	d = calloc(1, sizeof(*d));
+	if (d == NULL)
+		return NULL;
+	d->fd = -1;
+	d->conf = *conf;
+	d->rng = conf->seed ? conf->seed : 0x9e3779b97f4a7c15ull;
+	pthread_mutex_init(&d->lock, NULL);
+	d->rxbuf = malloc((size_t)SG_CLI_BURST * UDPD_BUF);
+	d->txbuf = malloc((size_t)SG_CLI_BURST * UDPD_BUF);
+	if (d->rxbuf == NULL || d->txbuf == NULL) {
+		err = ENOMEM;
+		goto fail;
+	}
+	sg_cli_rx_init(d->rxmsg, d->rxiov, d->rxbuf, d->rxaddr);
+	d->conf.engine.tx.alloc = tx_alloc;
+	d->conf.engine.tx.send = tx_send;
+	d->conf.engine.tx.ctx = d;
+	if (d->conf.engine.max_payload == 0)
+		d->conf.engine.max_payload = SG_DP_MAX_CHUNK_BYTES;
+	d->eng = sg_dp_engine_create(&d->conf.engine);
+	if (d->eng == NULL) {
+		err = errno;
+		goto fail;
+	}
+	d->fd = sg_cli_udp_socket(conf->addr ? conf->addr : "127.0.0.1", conf->port, 0, &d->port);
+	if (d->fd < 0) {
+		err = -d->fd;
+		goto fail;
+	}
+	return d;
+fail:
+	sigma_udpd_destroy(d);
+	errno = err;
+	return NULL;
+}
+
+uint16_t sigma_udpd_port(const struct sigma_udpd *d)
+{
+	return d->port;
+}
+
+int sigma_udpd_add_job(struct sigma_udpd *d, const struct sg_dp_job_conf *job)
+{
+	int rc;
+
+	pthread_mutex_lock(&d->lock);
+	rc = sg_dp_engine_add_job(d->eng, job);
+	pthread_mutex_unlock(&d->lock);
+	return rc;
+}
+
+int sigma_udpd_start(struct sigma_udpd *d)
+{
+	int rc;
+
+	if (d == NULL || d->running || d->fd < 0)
+		return -EINVAL;
+	atomic_store(&d->stop, false);
+	d->t_start = sg_cli_now_ns();
+	d->busy_ns = 0;
+	d->t_stop = 0;
+	rc = pthread_create(&d->thread, NULL, node_main, d);
+	if (rc != 0)
+		return -rc;
+	d->running = true;
+	return 0;
+}
+
+void sigma_udpd_stop(struct sigma_udpd *d)
+{
+	if (d == NULL)
+		return;
+	if (d->running) {
+		atomic_store(&d->stop, true);
+		pthread_join(d->thread, NULL);
+		d->running = false;
+		d->t_stop = sg_cli_now_ns();
+	}
+	if (d->fd >= 0) {
+		close(d->fd);
+		d->fd = -1;
+	}
+}
+
+void sigma_udpd_stats(struct sigma_udpd *d, struct sg_dp_stats *st)
+{
+	pthread_mutex_lock(&d->lock);
+	sg_dp_engine_stats(d->eng, st);
+	pthread_mutex_unlock(&d->lock);
+}
+
+double sigma_udpd_busy(struct sigma_udpd *d)
+{
+	uint64_t end = d->t_stop ? d->t_stop : sg_cli_now_ns();
+
+	if (d->t_start == 0 || end <= d->t_start)
+		return 0;
+	return (double)d->busy_ns / (double)(end - d->t_start);
+}
+
+void sigma_udpd_destroy(struct sigma_udpd *d)
+{
+	if (d == NULL)
+		return;
+	sigma_udpd_stop(d);
+	sg_dp_engine_destroy(d->eng);
+	pthread_mutex_destroy(&d->lock);
+	free(d->rxbuf);
+	free(d->txbuf);
+	free(d);
+}

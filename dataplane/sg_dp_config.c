@@ -1,0 +1,895 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * sigmad configuration: the embedded default, INI files through rte_cfgfile,
+ * command-line options, and the lcore layout syntax and its checks.
+ */
+#include <ctype.h>
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <rte_cfgfile.h>
+#include <rte_lcore.h>
+#include <rte_ethdev.h>
+#include <rte_log.h>
+
+#include "sg_dp_internal.h"
+#include "sg_dp_pipeline.h"
+#include "sg_dp_proto.h"
+#include "sg_sum.h"
+
+const char sg_dp_default_config[] =
+	"; sigmad embedded default configuration: one port, one I/O lcore (1)\n"
+	"; and one reducer lcore (2) when EAL enables them, otherwise run to\n"
+	"; completion on lcore 1. See docs/sigmad.md for every key.\n"
+	"[net]\n"
+	"ip = 10.11.0.1\n"
+	"udp_port = 9300\n"
+	"mtu = 9000\n"
+	"udp_checksum = yes\n"
+	"[layout]\n"
+	"rtc = (0,0,1)\n"
+	"[resources]\n"
+	"burst = 32\n"
+	"ring_size = 4096\n"
+	"mbufs = 16384\n"
+	"rx_desc = 1024\n"
+	"tx_desc = 1024\n"
+	"pool_bufs = 4096\n"
+	"[live]\n"
+	"idle = busy\n"
+	"idle_sleep_us = 100\n"
+	"timeout_ms = 1000\n"
+	"log_level = info\n"
+	"stats_interval_s = 0\n"
+	"[job 1]\n"
+	"workers = 4\n"
+	"token = 0x5349474d41000001\n"
+	"dtype = fp32\n"
+	"mode = sync\n"
+	"keys = 16\n"
+	"partition_bytes = 4096000\n"
+	"chunk_bytes = 0\n"
+	"slots = 0\n";
+
+void sg_dp_seterr(char *err, size_t errlen, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (err == NULL || errlen == 0)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(err, errlen, fmt, ap);
+	va_end(ap);
+}
+
+int sg_dp_parse_ipv4(const char *s, uint32_t *ip)
+{
+	unsigned int b[4];
+	char tail;
+
+	if (s == NULL || sscanf(s, "%u.%u.%u.%u%c", &b[0], &b[1], &b[2], &b[3], &tail) != 4)
+		return -EINVAL;
+	for (int i = 0; i < 4; i++)
+		if (b[i] > 255)
+			return -EINVAL;
+	/* sscanf accepts leading signs and spaces; an address has neither */
+	for (const char *p = s; *p; p++)
+		if (!isdigit((unsigned char)*p) && *p != '.')
+			return -EINVAL;
+	*ip = (b[0] << 24) | (b[1] << 16) | (b[2] << 8) | b[3];
+	return 0;
+}
+
+/* Strict unsigned parse: decimal or 0x hex, whole string, within [lo, hi]. */
+static int parse_u64(const char *s, uint64_t lo, uint64_t hi, uint64_t *out)
+{
+	char *end;
+	unsigned long long v;
+
+	if (s == NULL || *s == '\0' || *s == '-' || *s == '+' || isspace((unsigned char)*s))
+		return -EINVAL;
+	errno = 0;
+	v = strtoull(s, &end, 0);
+	if (errno != 0 || *end != '\0' || v < lo || v > hi)
+		return -EINVAL;
+	*out = v;
+	return 0;
+}
+
+static int parse_bool(const char *s, bool *out)
+{
+	if (!strcmp(s, "yes") || !strcmp(s, "on") || !strcmp(s, "true") || !strcmp(s, "1"))
+		*out = true;
+	else if (!strcmp(s, "no") || !strcmp(s, "off") || !strcmp(s, "false") || !strcmp(s, "0"))
+		*out = false;
+	else
+		return -EINVAL;
+	return 0;
+}
+
+static const char *const log_names[] = {
+	[RTE_LOG_EMERG] = "emerg", [RTE_LOG_ALERT] = "alert",   [RTE_LOG_CRIT] = "crit",
+	[RTE_LOG_ERR] = "err",     [RTE_LOG_WARNING] = "warning", [RTE_LOG_NOTICE] = "notice",
+	[RTE_LOG_INFO] = "info",   [RTE_LOG_DEBUG] = "debug",
+};
+
+static int parse_log_level(const char *s, unsigned int *lvl)
+{
+	for (unsigned int i = RTE_LOG_EMERG; i <= RTE_LOG_DEBUG; i++)
+		if (!strcmp(s, log_names[i])) {
+			*lvl = i;
+			return 0;
+		}
+	return -EINVAL;
+}
+
+
+/*
+ * Layout syntax.
+ */
+
+void sg_dp_layout_clear(struct sg_dp_config *c, enum sg_dp_role role)
+{
+	unsigned int j = 0;
+
+	for (unsigned int i = 0; i < c->n_lcores; i++)
+		if (c->lcores[i].role != role)
+			c->lcores[j++] = c->lcores[i];
+	c->n_lcores = j;
+}
+
+const char *sg_dp_role_name(enum sg_dp_role r)
+{
+	return r == SG_DP_ROLE_IO ? "io" : r == SG_DP_ROLE_REDUCE ? "reduce" : "rtc";
+}
+
+static int layout_add(struct sg_dp_config *c, enum sg_dp_role role, unsigned long lcore,
+		      unsigned long port, unsigned long queue, char *err, size_t errlen)
+{
+	if (c->n_lcores >= SG_DP_MAX_LAYOUT) {
+		sg_dp_seterr(err, errlen, "layout: more than %d lcores", SG_DP_MAX_LAYOUT);
+		return -EINVAL;
+	}
+	if (lcore >= RTE_MAX_LCORE) {
+		sg_dp_seterr(err, errlen, "layout %s: lcore %lu is not below RTE_MAX_LCORE (%d)",
+		       sg_dp_role_name(role), lcore, RTE_MAX_LCORE);
+		return -EINVAL;
+	}
+	if (port >= SG_DP_MAX_PORTS || queue > 1023) {
+		sg_dp_seterr(err, errlen, "layout %s: port %lu / queue %lu out of range (ports < %d, "
+		       "queues < 1024)", sg_dp_role_name(role), port, queue, SG_DP_MAX_PORTS);
+		return -EINVAL;
+	}
+	c->lcores[c->n_lcores++] = (struct sg_dp_lcore_cfg){
+		.lcore = (unsigned int)lcore, .role = role,
+		.port = (uint16_t)port, .queue = (uint16_t)queue};
+	return 0;
+}
+
+static int parse_ulong_tok(const char **p, unsigned long *v)
+{
+	char *end;
+
+	while (isspace((unsigned char)**p))
+		(*p)++;
+	if (!isdigit((unsigned char)**p))
+		return -EINVAL;
+	errno = 0;
+	*v = strtoul(*p, &end, 10);
+	if (errno)
+		return -EINVAL;
+	*p = end;
+	while (isspace((unsigned char)**p))
+		(*p)++;
+	return 0;
+}
+
+int sg_dp_layout_parse(struct sg_dp_config *c, enum sg_dp_role role, const char *spec, char *err,
+		       size_t errlen)
+{
+	const char *p = spec;
+	unsigned long v[3];
+
+	if (spec == NULL || *spec == '\0') {
+		sg_dp_seterr(err, errlen, "layout %s: empty list", sg_dp_role_name(role));
+		return -EINVAL;
+	}
+	while (*p) {
+		if (role == SG_DP_ROLE_REDUCE) {
+			unsigned long lo, hi;
+
+			if (parse_ulong_tok(&p, &lo) < 0)
+				goto bad;
+			hi = lo;
+			if (*p == '-') {
+				p++;
+				if (parse_ulong_tok(&p, &hi) < 0 || hi < lo || hi - lo >= SG_DP_MAX_LAYOUT)
+					goto bad;
+			}
+			for (unsigned long l = lo; l <= hi; l++)
+				if (layout_add(c, role, l, 0, 0, err, errlen) < 0)
+					return -EINVAL;
+		} else {
+			while (isspace((unsigned char)*p))
+				p++;
+			if (*p++ != '(')
+				goto bad;
+			for (int i = 0; i < 3; i++) {
+				if (parse_ulong_tok(&p, &v[i]) < 0)
+					goto bad;
+				if (*p++ != (i < 2 ? ',' : ')'))
+					goto bad;
+			}
+			if (layout_add(c, role, v[2], v[0], v[1], err, errlen) < 0)
+				return -EINVAL;
+			while (isspace((unsigned char)*p))
+				p++;
+		}
+		if (*p == ',')
+			p++;
+		else if (*p != '\0')
+			goto bad;
+		else
+			break;
+		if (*p == '\0')
+			goto bad; /* trailing comma */
+	}
+	return 0;
+bad:
+	sg_dp_seterr(err, errlen, "layout %s: cannot parse \"%s\" near \"%.16s\": expected %s",
+	       sg_dp_role_name(role), spec, p, role == SG_DP_ROLE_REDUCE ?
+	       "lcore[,lcore|a-b...], e.g. \"2,3\" or \"2-3\"" :
+	       "(port,queue,lcore)[,...], e.g. \"(0,0,1),(0,1,2)\"");
+	return -EINVAL;
+}
+
+/*
+ * INI keys. One table drives both the file parser and --help's list.
+ */
+
+enum key_kind { K_IP, K_U16, K_UINT, K_BOOL, K_MAC, K_IDLE, K_LOG, K_LAYOUT };
+
+struct key_def {
+	const char *section;
+	const char *name;
+	enum key_kind kind;
+	size_t off;
+	uint64_t lo, hi;
+	enum sg_dp_role role;
+};
+
+#define OFF(f) offsetof(struct sg_dp_config, f)
+
+static const struct key_def keys[] = {
+	{"net", "ip", K_IP, OFF(ip), 0, 0, 0},
+	{"net", "udp_port", K_U16, OFF(udp_port), 1, 65535, 0},
+	{"net", "mtu", K_U16, OFF(mtu), 576, 9000, 0},
+	{"net", "udp_checksum", K_BOOL, OFF(udp_checksum), 0, 0, 0},
+	{"net", "mac", K_MAC, OFF(mac_override), 0, 0, 0},
+	{"layout", "io", K_LAYOUT, 0, 0, 0, SG_DP_ROLE_IO},
+	{"layout", "reduce", K_LAYOUT, 0, 0, 0, SG_DP_ROLE_REDUCE},
+	{"layout", "rtc", K_LAYOUT, 0, 0, 0, SG_DP_ROLE_RTC},
+	{"resources", "burst", K_UINT, OFF(burst), 1, 512, 0},
+	{"resources", "ring_size", K_UINT, OFF(ring_size), 64, 1u << 20, 0},
+	{"resources", "mbufs", K_UINT, OFF(mbufs), 1024, 1u << 22, 0},
+	{"resources", "rx_desc", K_UINT, OFF(rxd), 64, 16384, 0},
+	{"resources", "tx_desc", K_UINT, OFF(txd), 64, 16384, 0},
+	{"resources", "pool_bufs", K_UINT, OFF(pool_bufs), 16, 1u << 22, 0},
+	{"live", "idle", K_IDLE, OFF(idle), 0, 0, 0},
+	{"live", "idle_sleep_us", K_UINT, OFF(idle_sleep_us), 1, 1000000, 0},
+	{"live", "timeout_ms", K_UINT, OFF(timeout_ms), 1, 3600000, 0},
+	{"live", "log_level", K_LOG, OFF(log_level), 0, 0, 0},
+	{"live", "stats_interval_s", K_UINT, OFF(stats_interval_s), 0, 86400, 0},
+};
+
+static int apply_key(struct sg_dp_config *c, const struct key_def *k, const char *val,
+		     char *err, size_t errlen)
+{
+	void *f = (char *)c + k->off;
+	uint64_t v;
+	bool b;
+	int rc = 0;
+
+	switch (k->kind) {
+	case K_IP:
+		rc = sg_dp_parse_ipv4(val, &c->ip);
+		break;
+	case K_U16:
+		if ((rc = parse_u64(val, k->lo, k->hi, &v)) == 0)
+			*(uint16_t *)f = (uint16_t)v;
+		break;
+	case K_UINT:
+		if ((rc = parse_u64(val, k->lo, k->hi, &v)) == 0)
+			*(unsigned int *)f = (unsigned int)v;
+		break;
+	case K_BOOL:
+		if ((rc = parse_bool(val, &b)) == 0)
+			*(bool *)f = b;
+		break;
+	case K_MAC:
+		rc = rte_ether_unformat_addr(val, &c->mac_override) < 0 ? -EINVAL : 0;
+		break;
+	case K_IDLE:
+		if (!strcmp(val, "busy"))
+			c->idle = SG_DP_IDLE_BUSY;
+		else if (!strcmp(val, "sleep"))
+			c->idle = SG_DP_IDLE_SLEEP;
+		else
+			rc = -EINVAL;
+		break;
+	case K_LOG:
+		rc = parse_log_level(val, &c->log_level);
+		break;
+	case K_LAYOUT:
+		sg_dp_layout_clear(c, k->role);
+		return sg_dp_layout_parse(c, k->role, val, err, errlen);
+	}
+	if (rc < 0) {
+		const char *want = "a value";
+		char range[64];
+
+		switch (k->kind) {
+		case K_IP: want = "a dotted IPv4 address such as 10.11.0.1"; break;
+		case K_BOOL: want = "yes or no"; break;
+		case K_MAC: want = "a MAC such as 02:00:00:00:00:01"; break;
+		case K_IDLE: want = "busy or sleep"; break;
+		case K_LOG: want = "emerg|alert|crit|err|warning|notice|info|debug"; break;
+		default:
+			snprintf(range, sizeof(range), "an integer in [%" PRIu64 ", %" PRIu64 "]",
+				 k->lo, k->hi);
+			want = range;
+		}
+		sg_dp_seterr(err, errlen, "[%s] %s = \"%s\": expected %s", k->section, k->name, val,
+		       want);
+	}
+	return rc;
+}
+
+static int apply_job(struct sg_dp_config *c, const char *sec, const char *name, const char *val,
+		     char *err, size_t errlen)
+{
+	uint64_t id, v;
+	struct sg_dp_job_cfg *j = NULL;
+	enum sg_dtype dt;
+	enum sg_dp_mode mode;
+	int rc = -EINVAL;
+
+	if (parse_u64(sec + 4, 1, UINT32_MAX, &id) < 0) {
+		sg_dp_seterr(err, errlen, "[%s]: a job section is named \"job N\" with N >= 1", sec);
+		return -EINVAL;
+	}
+	for (unsigned int i = 0; i < c->n_jobs; i++)
+		if (c->jobs[i].id == id)
+			j = &c->jobs[i];
+	if (j == NULL) {
+		if (c->n_jobs >= SG_DP_MAX_JOBS) {
+			sg_dp_seterr(err, errlen, "[%s]: more than %d jobs", sec, SG_DP_MAX_JOBS);
+			return -EINVAL;
+		}
+		j = &c->jobs[c->n_jobs++];
+		*j = (struct sg_dp_job_cfg){.id = (uint32_t)id, .workers = 1, .dtype = SG_DTYPE_FP32,
+					    .keys = 1, .partition_bytes = SG_DP_PARTITION_DEFAULT};
+	}
+	if (!strcmp(name, "workers")) {
+		if ((rc = parse_u64(val, 1, 64, &v)) == 0)
+			j->workers = (uint32_t)v;
+	} else if (!strcmp(name, "token")) {
+		rc = parse_u64(val, 0, UINT64_MAX, &j->token);
+	} else if (!strcmp(name, "dtype")) {
+		if ((rc = sg_dtype_from_name(val, &dt)) == 0)
+			j->dtype = dt;
+	} else if (!strcmp(name, "mode")) {
+		if ((rc = sg_dp_mode_from_name(val, &mode)) == 0)
+			j->mode = mode;
+	} else if (!strcmp(name, "keys")) {
+		if ((rc = parse_u64(val, 1, 1u << 20, &v)) == 0)
+			j->keys = (uint32_t)v;
+	} else if (!strcmp(name, "chunk_bytes")) {
+		if ((rc = parse_u64(val, 0, SG_DP_MAX_CHUNK_BYTES, &v)) == 0 && v % 8 != 0)
+			rc = -EINVAL;
+		if (rc == 0)
+			j->chunk_bytes = (uint32_t)v;
+	} else if (!strcmp(name, "partition_bytes")) {
+		if ((rc = parse_u64(val, 64, 1u << 30, &v)) == 0)
+			j->partition_bytes = (uint32_t)v;
+	} else if (!strcmp(name, "slots")) {
+		if ((rc = parse_u64(val, 0, 1u << 20, &v)) == 0)
+			j->slots = (uint32_t)v;
+	} else {
+		sg_dp_seterr(err, errlen, "[%s]: unknown key \"%s\" (known: workers, token, dtype, mode, "
+		       "keys, partition_bytes, chunk_bytes, slots)", sec, name);
+		return -EINVAL;
+	}
+	if (rc < 0)
+		sg_dp_seterr(err, errlen, "[%s] %s = \"%s\": bad value (workers 1..64, token an integer, "
+		       "dtype fp32|fp64|fp16|bf16|int32|int64|int8|uint8, mode "
+		       "sync|async|deterministic, keys 1..2^20, partition_bytes 64..2^30, "
+		       "chunk_bytes 0..8920 in multiples of 8, slots 0..2^20)",
+		       sec, name, val);
+	return rc;
+}
+
+static int apply_cfgfile(struct sg_dp_config *c, struct rte_cfgfile *cf, const char *what,
+			 char *err, size_t errlen)
+{
+	int nsec = rte_cfgfile_num_sections(cf, NULL, 0);
+	char(*secs)[CFG_NAME_LEN] = NULL;
+	char *secp[64];
+	int rc = 0;
+
+	if (nsec < 0 || nsec > 64) {
+		sg_dp_seterr(err, errlen, "%s: %d sections (at most 64)", what, nsec);
+		return -EINVAL;
+	}
+	secs = calloc(nsec ? nsec : 1, sizeof(*secs));
+	if (secs == NULL)
+		return -ENOMEM;
+	for (int i = 0; i < nsec; i++)
+		secp[i] = secs[i];
+	rte_cfgfile_sections(cf, secp, nsec);
+	for (int i = 0; i < nsec && rc == 0; i++) {
+		int n = rte_cfgfile_section_num_entries(cf, secp[i]);
+		struct rte_cfgfile_entry *ents;
+		bool job = !strncmp(secp[i], "job ", 4);
+		bool known = job;
+
+		for (size_t k = 0; k < RTE_DIM(keys); k++)
+			known |= !strcmp(keys[k].section, secp[i]);
+		if (!known) {
+			sg_dp_seterr(err, errlen, "%s: unknown section [%s] (known: net, layout, resources, "
+			       "live, job N)", what, secp[i]);
+			rc = -EINVAL;
+			break;
+		}
+		if (n <= 0)
+			continue;
+		ents = calloc(n, sizeof(*ents));
+		if (ents == NULL) {
+			rc = -ENOMEM;
+			break;
+		}
+		rte_cfgfile_section_entries(cf, secp[i], ents, n);
+		/* a layout section replaces the whole layout, so clear roles it omits */
+		if (!strcmp(secp[i], "layout"))
+			c->n_lcores = 0;
+		for (int e = 0; e < n && rc == 0; e++) {
+			const struct key_def *k = NULL;
+
+			if (job) {
+				rc = apply_job(c, secp[i], ents[e].name, ents[e].value, err, errlen);
+				continue;
+			}
+			for (size_t d = 0; d < RTE_DIM(keys); d++)
+				if (!strcmp(keys[d].section, secp[i]) &&
+				    !strcmp(keys[d].name, ents[e].name))
+					k = &keys[d];
+			if (k == NULL) {
+				sg_dp_seterr(err, errlen, "%s: unknown key \"%s\" in [%s]", what,
+				       ents[e].name, secp[i]);
+				rc = -EINVAL;
+			} else {
+				rc = apply_key(c, k, ents[e].value, err, errlen);
+			}
+		}
+		free(ents);
+	}
+	free(secs);
+	return rc;
+}
+
+/* rte_cfgfile skips some malformed lines silently; a config must not. */
+static int check_lines(const char *path, char *err, size_t errlen)
+{
+	FILE *f = fopen(path, "r");
+	char line[1024];
+	unsigned int no = 0;
+	bool in_section = false;
+
+	if (f == NULL) {
+		sg_dp_seterr(err, errlen, "config %s: %s", path, strerror(errno));
+		return -EINVAL;
+	}
+	while (fgets(line, sizeof(line), f)) {
+		char *p = line;
+
+		no++;
+		while (isspace((unsigned char)*p))
+			p++;
+		if (*p == '\0' || *p == ';' || *p == '#')
+			continue;
+		if (*p == '[' && strchr(p, ']')) {
+			in_section = true;
+			continue;
+		}
+		if (!in_section || strchr(p, '=') == NULL) {
+			fclose(f);
+			sg_dp_seterr(err, errlen, "config %s line %u: not a valid INI line (%s): \"%.40s\"",
+			       path, no, in_section ? "expected key = value" :
+			       "expected a [section] first", strtok(p, "\r\n") ? p : "");
+			return -EINVAL;
+		}
+	}
+	fclose(f);
+	return 0;
+}
+
+int sg_dp_config_load_file(struct sg_dp_config *c, const char *path, char *err, size_t errlen)
+{
+	struct rte_cfgfile *cf;
+	int rc;
+
+	if (access(path, R_OK) != 0) {
+		rc = -errno;
+		sg_dp_seterr(err, errlen, "config %s: %s", path, strerror(errno));
+		return rc;
+	}
+	rc = check_lines(path, err, errlen);
+	if (rc < 0)
+		return rc;
+	cf = rte_cfgfile_load(path, CFG_FLAG_EMPTY_VALUES);
+	if (cf == NULL) {
+		sg_dp_seterr(err, errlen, "config %s: not a valid INI file (rte_cfgfile_load failed: "
+		       "check for lines outside a [section] or without '=')", path);
+		return -EINVAL;
+	}
+	rc = apply_cfgfile(c, cf, path, err, errlen);
+	rte_cfgfile_close(cf);
+	return rc;
+}
+
+int sg_dp_config_load_string(struct sg_dp_config *c, const char *text, char *err, size_t errlen)
+{
+	char path[64];
+	int fd, rc;
+	size_t len = strlen(text);
+
+	/* rte_cfgfile reads files only: hand it an anonymous in-memory one */
+	fd = memfd_create("sigmad.ini", MFD_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	if (write(fd, text, len) != (ssize_t)len) {
+		close(fd);
+		return -EIO;
+	}
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+	rc = sg_dp_config_load_file(c, path, err, errlen);
+	close(fd);
+	return rc;
+}
+
+int sg_dp_config_defaults(struct sg_dp_config *c)
+{
+	char err[256];
+	int rc;
+
+	memset(c, 0, sizeof(*c));
+	c->demo_workers = 4;
+	rc = sg_dp_config_load_string(c, sg_dp_default_config, err, sizeof(err));
+	if (rc < 0)
+		fprintf(stderr, "sigmad: embedded default config: %s\n", err);
+	return rc;
+}
+
+/*
+ * Command line.
+ */
+
+enum {
+	OPT_CONFIG = 256, OPT_IO, OPT_REDUCE, OPT_RTC, OPT_IP, OPT_UDP_PORT, OPT_MTU,
+	OPT_IDLE, OPT_IDLE_SLEEP, OPT_BURST, OPT_DURATION, OPT_DEMO, OPT_DEMO_WORKERS,
+	OPT_LOG_LEVEL, OPT_NO_UDP_CSUM, OPT_PRINT_CONFIG,
+};
+
+static const struct option long_opts[] = {
+	{"config", required_argument, NULL, OPT_CONFIG},
+	{"io", required_argument, NULL, OPT_IO},
+	{"reduce", required_argument, NULL, OPT_REDUCE},
+	{"rtc", required_argument, NULL, OPT_RTC},
+	{"ip", required_argument, NULL, OPT_IP},
+	{"udp-port", required_argument, NULL, OPT_UDP_PORT},
+	{"mtu", required_argument, NULL, OPT_MTU},
+	{"idle", required_argument, NULL, OPT_IDLE},
+	{"idle-sleep-us", required_argument, NULL, OPT_IDLE_SLEEP},
+	{"burst", required_argument, NULL, OPT_BURST},
+	{"duration", required_argument, NULL, OPT_DURATION},
+	{"demo", no_argument, NULL, OPT_DEMO},
+	{"demo-workers", required_argument, NULL, OPT_DEMO_WORKERS},
+	{"log-level", required_argument, NULL, OPT_LOG_LEVEL},
+	{"no-udp-checksum", no_argument, NULL, OPT_NO_UDP_CSUM},
+	{"print-config", no_argument, NULL, OPT_PRINT_CONFIG},
+	{"help", no_argument, NULL, 'h'},
+	{NULL, 0, NULL, 0},
+};
+
+void sg_dp_usage(FILE *f, const char *prog)
+{
+	fprintf(f,
+		"usage: %s [EAL options] -- [sigmad options]\n"
+		"\n"
+		"sigmad sums the gradient pushes of N workers and returns the sum to each\n"
+		"(see docs/sigmad.md). Without --config it runs the embedded default config\n"
+		"(print it with --print-config). Options override the config file.\n"
+		"\n"
+		"  --config FILE         INI file: sections [net] [layout] [resources] [live] [job N]\n"
+		"  --print-config        print the embedded default config and exit\n"
+		"  --ip A.B.C.D          our IPv4 address (ARP is answered for it)   [net] ip\n"
+		"  --udp-port N          UDP port of the wire protocol             [net] udp_port\n"
+		"  --mtu N               IP MTU, 576..9000                         [net] mtu\n"
+		"  --no-udp-checksum     send UDP checksum 0 and do not verify it  [net] udp_checksum\n"
+		"  --io LIST             I/O lcores: \"(port,queue,lcore)[,...]\"     [layout] io\n"
+		"  --reduce LIST         reducer lcores: \"lcore[,lcore|a-b...]\"     [layout] reduce\n"
+		"  --rtc LIST            run-to-completion lcores: \"(port,queue,lcore)[,...]\"\n"
+		"  --idle busy|sleep     idle policy (sleep backs off up to --idle-sleep-us)\n"
+		"  --idle-sleep-us N     longest sleep of an idle lcore            [live] idle_sleep_us\n"
+		"  --burst N             packets per RX/TX burst                   [resources] burst\n"
+		"  --log-level LEVEL     emerg..debug                              [live] log_level\n"
+		"  --duration SECONDS    stop after this long (default: run until SIGINT/SIGTERM)\n"
+		"  --demo                start 4 in-process workers on ring ports, check every sum,\n"
+		"                        print goodput and the per-lcore table, and exit\n"
+		"  --demo-workers N      workers the demo simulates (1..64, default 4)\n"
+		"  -h, --help            this text\n"
+		"\n"
+		"Layout examples (lcores are EAL lcores: enable them with -l or --lcores):\n"
+		"  --rtc \"(0,0,1)\"                     lcore 1 receives port 0 queue 0 and sums\n"
+		"  --io \"(0,0,1)\" --reduce 2-3         lcore 1 receives; lcores 2 and 3 each own\n"
+		"                                      half of the keys (rte_ring hand-off)\n"
+		"  --rtc \"(0,0,1),(0,1,2)\"             two queues, two lcores, each receiving and\n"
+		"                                      summing; a push whose key the other lcore\n"
+		"                                      owns is passed to it through its ring\n"
+		"  --io \"(0,0,1),(1,0,2)\" --reduce 3   two ports, one reducer\n"
+		"An lcore has one role. Reducers should sit on the NUMA node of the ports they\n"
+		"serve: sigmad warns otherwise and names the lcore to move.\n"
+		"\n"
+		"Signals: SIGINT/SIGTERM stop RX, drain, print final stats and exit; SIGHUP\n"
+		"re-reads the config: [live] keys apply at once, others are reported as needing\n"
+		"a restart. Telemetry: /sigma/lcores /sigma/ports /sigma/jobs /sigma/drops\n"
+		"(dpdk-telemetry.py -f <file-prefix>).\n",
+		prog);
+}
+
+int sg_dp_config_parse_args(struct sg_dp_config *c, int argc, char **argv, char *err,
+			    size_t errlen)
+{
+	const struct key_def *kd = NULL;
+	bool layout_from_cli = false;
+	int opt, rc = 0;
+	uint64_t v;
+
+	/* pass 1: --config and --help, so that the rest overrides the file */
+	optind = 1;
+	opterr = 0;
+	while ((opt = getopt_long(argc, argv, "h", long_opts, NULL)) != -1) {
+		if (opt == 'h') {
+			sg_dp_usage(stdout, argv[0]);
+			return 1;
+		}
+		if (opt == OPT_PRINT_CONFIG) {
+			fputs(sg_dp_default_config, stdout);
+			return 1;
+		}
+		if (opt == OPT_CONFIG) {
+			snprintf(c->config_path, sizeof(c->config_path), "%s", optarg);
+			rc = sg_dp_config_load_file(c, optarg, err, errlen);
+			if (rc < 0)
+				return rc;
+		}
+	}
+	optind = 1;
+	while ((opt = getopt_long(argc, argv, "h", long_opts, NULL)) != -1) {
+		const char *name = NULL;
+
+		kd = NULL;
+		switch (opt) {
+		case OPT_CONFIG:
+			continue;
+		case OPT_IO:
+		case OPT_REDUCE:
+		case OPT_RTC: {
+			enum sg_dp_role r = opt == OPT_IO ? SG_DP_ROLE_IO :
+					    opt == OPT_REDUCE ? SG_DP_ROLE_REDUCE : SG_DP_ROLE_RTC;
+			/* the first layout option replaces the config's whole layout */
+			if (!layout_from_cli) {
+				c->n_lcores = 0;
+				layout_from_cli = true;
+			}
+			rc = sg_dp_layout_parse(c, r, optarg, err, errlen);
+			if (rc < 0)
+				return rc;
+			continue;
+		}
+		case OPT_IP: name = "ip"; break;
+		case OPT_UDP_PORT: name = "udp_port"; break;
+		case OPT_MTU: name = "mtu"; break;
+		case OPT_IDLE: name = "idle"; break;
+		case OPT_IDLE_SLEEP: name = "idle_sleep_us"; break;
+		case OPT_BURST: name = "burst"; break;
+		case OPT_LOG_LEVEL: name = "log_level"; break;
+		case OPT_NO_UDP_CSUM:
+			c->udp_checksum = false;
+			continue;
+		case OPT_DEMO:
+			c->demo = true;
+			continue;
+		case OPT_DEMO_WORKERS:
+			if (parse_u64(optarg, 1, 64, &v) < 0) {
+				sg_dp_seterr(err, errlen, "--demo-workers \"%s\": expected 1..64", optarg);
+				return -EINVAL;
+			}
+			c->demo_workers = (unsigned int)v;
+			continue;
+		case OPT_DURATION: {
+			char *end;
+			double d;
+
+			errno = 0;
+			d = strtod(optarg, &end);
+			if (errno || *end || !(d > 0 && d < 1e7)) {
+				sg_dp_seterr(err, errlen, "--duration \"%s\": expected seconds > 0", optarg);
+				return -EINVAL;
+			}
+			c->duration_s = d;
+			continue;
+		}
+		case '?':
+		default:
+			sg_dp_seterr(err, errlen, "unknown or incomplete option \"%s\" (see --help)",
+			       argv[optind - 1]);
+			return -EINVAL;
+		}
+		for (size_t k = 0; k < RTE_DIM(keys); k++)
+			if (!strcmp(keys[k].name, name))
+				kd = &keys[k];
+		rc = apply_key(c, kd, optarg, err, errlen);
+		if (rc < 0)
+			return rc;
+	}
+	if (optind < argc) {
+		sg_dp_seterr(err, errlen, "unexpected argument \"%s\" (sigmad takes options only)",
+		       argv[optind]);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+/*
+ * Layout checks.
+ */
+
+void sg_dp_topology_probe(struct sg_dp_topology *t)
+{
+	struct rte_eth_dev_info info;
+	uint16_t pid;
+
+	memset(t, 0, sizeof(*t));
+	t->main_lcore = rte_get_main_lcore();
+	for (unsigned int l = 0; l < RTE_MAX_LCORE && l < RTE_DIM(t->lcore_enabled); l++) {
+		t->lcore_enabled[l] = rte_lcore_is_enabled(l);
+		t->lcore_node[l] = (int)rte_lcore_to_socket_id(l);
+	}
+	RTE_ETH_FOREACH_DEV(pid) {
+		if (pid >= SG_DP_MAX_PORTS)
+			break;
+		t->n_ports = pid + 1u;
+		t->port_node[pid] = rte_eth_dev_socket_id(pid);
+		if (rte_eth_dev_info_get(pid, &info) == 0) {
+			t->max_rxq[pid] = info.max_rx_queues;
+			t->max_txq[pid] = info.max_tx_queues;
+		}
+	}
+}
+
+int sg_dp_layout_check(const struct sg_dp_config *c, const struct sg_dp_topology *t, char *err,
+		       size_t errlen, FILE *warn, unsigned int *n_warn)
+{
+	unsigned int nred = 0, nrx = 0, warns = 0;
+	uint32_t qmask[SG_DP_MAX_PORTS] = {0};
+	unsigned int nq[SG_DP_MAX_PORTS] = {0};
+
+	for (unsigned int i = 0; i < c->n_lcores; i++) {
+		const struct sg_dp_lcore_cfg *a = &c->lcores[i];
+
+		nred += (a->role & SG_DP_ROLE_REDUCE) != 0;
+		nrx += (a->role & SG_DP_ROLE_IO) != 0;
+		if (a->lcore >= RTE_DIM(t->lcore_enabled) || !t->lcore_enabled[a->lcore]) {
+			sg_dp_seterr(err, errlen, "layout %s: lcore %u is not enabled by EAL: add it to "
+			       "EAL's -l/--lcores list, or pick an enabled lcore",
+			       sg_dp_role_name(a->role), a->lcore);
+			return -EINVAL;
+		}
+		if (a->lcore == t->main_lcore) {
+			sg_dp_seterr(err, errlen, "layout %s: lcore %u is EAL's main lcore, which runs "
+			       "telemetry and signals: give EAL another --main-lcore or use "
+			       "another lcore", sg_dp_role_name(a->role), a->lcore);
+			return -EINVAL;
+		}
+		for (unsigned int j = 0; j < i; j++)
+			if (c->lcores[j].lcore == a->lcore) {
+				bool same = c->lcores[j].role == a->role;
+
+				sg_dp_seterr(err, errlen, "layout: lcore %u has two roles (%s and %s): an "
+				       "lcore has one role; %s", a->lcore,
+				       sg_dp_role_name(c->lcores[j].role), sg_dp_role_name(a->role),
+				       same && a->role != SG_DP_ROLE_REDUCE ?
+				       "to poll two queues, give each its own lcore" :
+				       "to receive and reduce on one lcore, list it once in rtc");
+				return -EINVAL;
+			}
+		if (a->role & SG_DP_ROLE_IO) {
+			if (a->port >= t->n_ports) {
+				sg_dp_seterr(err, errlen, "layout %s: port %u does not exist (%u port%s: "
+				       "add a --vdev or a PCI device to EAL)", sg_dp_role_name(a->role),
+				       a->port, t->n_ports, t->n_ports == 1 ? "" : "s");
+				return -EINVAL;
+			}
+			if (a->queue >= 32 || (qmask[a->port] >> a->queue) & 1) {
+				sg_dp_seterr(err, errlen, "layout %s: port %u queue %u is polled twice or is "
+				       "above 31", sg_dp_role_name(a->role), a->port, a->queue);
+				return -EINVAL;
+			}
+			qmask[a->port] |= 1u << a->queue;
+			nq[a->port]++;
+		}
+	}
+	if (nred == 0) {
+		sg_dp_seterr(err, errlen, "layout: no reducer lcore: add --reduce LCORES or use --rtc");
+		return -EINVAL;
+	}
+	if (nrx == 0) {
+		sg_dp_seterr(err, errlen, "layout: no lcore receives: add --io \"(port,queue,lcore)\" or "
+		       "--rtc \"(port,queue,lcore)\"");
+		return -EINVAL;
+	}
+	for (unsigned int p = 0; p < t->n_ports && p < SG_DP_MAX_PORTS; p++) {
+		if (qmask[p] != (nq[p] >= 32 ? UINT32_MAX : (1u << nq[p]) - 1)) {
+			sg_dp_seterr(err, errlen, "layout: RX queues of port %u must be numbered 0..%u "
+			       "without gaps", p, nq[p] ? nq[p] - 1 : 0);
+			return -EINVAL;
+		}
+		if (nq[p] > t->max_rxq[p]) {
+			sg_dp_seterr(err, errlen, "layout: port %u has %u RX queues, the layout polls %u: "
+			       "use fewer queues on it", p, t->max_rxq[p], nq[p]);
+			return -EINVAL;
+		}
+		if (c->n_lcores > t->max_txq[p]) {
+			sg_dp_seterr(err, errlen, "layout: every lcore needs a TX queue on port %u, which "
+			       "has %u: use at most %u lcores", p, t->max_txq[p], t->max_txq[p]);
+			return -EINVAL;
+		}
+	}
+	/* NUMA: warn, since it works, only slower (remote memory on every packet) */
+	for (unsigned int i = 0; i < c->n_lcores; i++) {
+		const struct sg_dp_lcore_cfg *a = &c->lcores[i];
+		int ln = t->lcore_node[a->lcore];
+
+		for (unsigned int p = 0; p < t->n_ports; p++) {
+			int pn = t->port_node[p];
+			bool serves = (a->role & SG_DP_ROLE_REDUCE) || a->port == p;
+
+			if (!serves || pn < 0 || pn == ln)
+				continue;
+			warns++;
+			if (warn)
+				fprintf(warn, "sigmad: warning: %s lcore %u is on NUMA node %d but port "
+					"%u is on node %d: every packet crosses the interconnect; "
+					"move lcore %u to a CPU of node %d (EAL --lcores) or serve the "
+					"port from a node-%d lcore\n", sg_dp_role_name(a->role), a->lcore,
+					ln, p, pn, a->lcore, pn, pn);
+		}
+	}
+	if (n_warn)
+		*n_warn = warns;
+	return 0;
+}
+
+uint32_t sg_dp_job_chunk_bytes(const struct sg_dp_config *c, const struct sg_dp_job_cfg *j)
+{
+	if (j->chunk_bytes)
+		return j->chunk_bytes;
+	return RTE_ALIGN_FLOOR((uint32_t)c->mtu - SG_DP_IPUDP_LEN - SG_DP_HDR_LEN, 8u);
+}

@@ -1,0 +1,424 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * In-process traffic generator: N simulated workers behind a pair of rings.
+ *
+ * Each worker w pushes fp32 chunks whose elements are small integers, so
+ * every sum is exact in fp32 and the generator knows it without summing:
+ * element i (i >= 3) of worker w in pattern q is ((w + 1) * (i + q + 1)) % 61,
+ * and the pattern q = (key + chunk + round) % 4 changes between slots and
+ * rounds. Elements 0..2 carry key, chunk and round times (w + 1), so a result
+ * delivered for the wrong slot or round is caught too. Expected sums are
+ * precomputed once per pattern: checking a RESULT is a memcmp.
+ *
+ * Each slot (key, chunk) runs its rounds in order. A round starts with a push
+ * from every worker; a worker that has not had its RESULT after retrans_us
+ * pushes again (the node then sums it, drops it as a duplicate, or resends
+ * the kept result). Losses are injected on both directions.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <rte_arp.h>
+#include <rte_cycles.h>
+#include <rte_ethdev.h>
+#include <rte_ip.h>
+#include <rte_malloc.h>
+#include <rte_mbuf.h>
+#include <rte_udp.h>
+
+#include "sg_dp_engine.h"
+#include "sg_dp_pipeline.h"
+#include "sg_dp_proto.h"
+
+#define NPAT 4
+#define GEN_BURST 32
+
+struct gen_slot {
+	uint32_t round;     /* round being collected */
+	uint64_t got;       /* ranks that have this round's RESULT */
+	uint64_t sent_tsc;  /* last (re)send */
+	bool active;
+};
+
+struct sg_dp_gen {
+	struct sg_dp_gen_conf c;
+	uint32_t nchunks;       /* per key */
+	uint32_t nslots;
+	uint32_t celem;         /* elements of a full chunk */
+	uint64_t all;           /* bitmap of every rank */
+	struct gen_slot *slots;
+	uint32_t *active;       /* slot indices in flight */
+	uint32_t nactive;
+	uint32_t next_slot;     /* first slot not started yet */
+	float *pat;             /* [workers][NPAT][celem] */
+	float *expect;          /* [NPAT][celem] */
+	struct sg_dp_net wnet;  /* worker side addresses (ip/port patched per rank) */
+	uint64_t retrans_tsc;
+	uint64_t rng;
+	struct sg_dp_gen_stats st;
+};
+
+static inline uint32_t rnd(struct sg_dp_gen *g)
+{
+	/* xorshift64*: cheap and reproducible from the seed */
+	g->rng ^= g->rng >> 12;
+	g->rng ^= g->rng << 25;
+	g->rng ^= g->rng >> 27;
+	return (uint32_t)((g->rng * 0x2545f4914f6cdd1dull) >> 32);
+}
+
+static inline bool lose(struct sg_dp_gen *g)
+{
+	return g->c.loss > 0 && rnd(g) < (uint32_t)(g->c.loss * 4294967295.0);
+}
+
+static inline uint32_t worker_ip(uint32_t w)
+{
+	return rte_cpu_to_be_32(0x0a0b0000u + 100u + w); /* 10.11.0.(100 + w) */
+}
+
+static inline void worker_mac(uint32_t w, struct rte_ether_addr *m)
+{
+	*m = (struct rte_ether_addr){{0x02, 0x53, 0x47, 0x00, (uint8_t)(w >> 8), (uint8_t)w}};
+}
+
+struct sg_dp_gen *sg_dp_gen_create(const struct sg_dp_gen_conf *gc)
+{
+	struct sg_dp_gen *g;
+
+	if (gc->workers == 0 || gc->workers > SG_DP_MAX_WORKERS || gc->chunk_bytes == 0 ||
+	    gc->chunk_bytes % 8 || gc->partition_bytes % 4 || gc->keys == 0 || gc->window == 0 ||
+	    (gc->port < 0 && (gc->to_dut == NULL || gc->from_dut == NULL)) || gc->pool == NULL) {
+		errno = EINVAL;
+		return NULL;
+	}
+	g = calloc(1, sizeof(*g));
+	if (g == NULL)
+		return NULL;
+	g->c = *gc;
+	g->nchunks = sg_dp_chunk_count(gc->partition_bytes / 4, SG_DTYPE_FP32, gc->chunk_bytes);
+	g->nslots = gc->keys * g->nchunks;
+	g->celem = gc->chunk_bytes / 4;
+	g->all = gc->workers == 64 ? UINT64_MAX : (1ull << gc->workers) - 1;
+	g->slots = calloc(g->nslots, sizeof(*g->slots));
+	g->active = calloc(gc->window, sizeof(*g->active));
+	g->pat = calloc((size_t)gc->workers * NPAT * g->celem, sizeof(float));
+	g->expect = calloc((size_t)NPAT * g->celem, sizeof(float));
+	if (!g->slots || !g->active || !g->pat || !g->expect) {
+		sg_dp_gen_destroy(g);
+		errno = ENOMEM;
+		return NULL;
+	}
+	for (uint32_t q = 0; q < NPAT; q++)
+		for (uint32_t i = 0; i < g->celem; i++) {
+			uint32_t sum = 0;
+
+			for (uint32_t w = 0; w < gc->workers; w++) {
+				uint32_t v = ((w + 1) * (i + q + 1)) % 61;
+
+				g->pat[((size_t)w * NPAT + q) * g->celem + i] = (float)v;
+				sum += v;
+			}
+			g->expect[(size_t)q * g->celem + i] = (float)sum;
+		}
+	g->wnet.udp_checksum = gc->udp_checksum;
+	g->retrans_tsc = gc->retrans_us * rte_get_tsc_hz() / 1000000;
+	g->rng = gc->seed * 0x9e3779b97f4a7c15ull + 1;
+	g->st.rounds_total = (uint64_t)g->nslots * gc->rounds;
+	return g;
+}
+
+void sg_dp_gen_destroy(struct sg_dp_gen *g)
+{
+	if (g == NULL)
+		return;
+	free(g->slots);
+	free(g->active);
+	free(g->pat);
+	free(g->expect);
+	free(g);
+}
+
+void sg_dp_gen_stats(const struct sg_dp_gen *g, struct sg_dp_gen_stats *st)
+{
+	*st = g->st;
+}
+
+static int send_frames(struct sg_dp_gen *g, struct rte_mbuf **m, unsigned int n)
+{
+	unsigned int e = 0;
+
+	/* the node drains its RX ring: wait briefly rather than lose test traffic */
+	for (int tries = 0; e < n && tries < 100000; tries++)
+		e += g->c.port >= 0 ?
+			rte_eth_tx_burst((uint16_t)g->c.port, 0, m + e, (uint16_t)(n - e)) :
+			rte_ring_enqueue_burst(g->c.to_dut, (void **)m + e, n - e, NULL);
+	if (e < n)
+		rte_pktmbuf_free_bulk(m + e, n - e);
+	return (int)e;
+}
+
+int sg_dp_gen_raw(struct sg_dp_gen *g, const void *frame, uint32_t len)
+{
+	struct rte_mbuf *m = rte_pktmbuf_alloc(g->c.pool);
+	char *d;
+
+	if (m == NULL)
+		return -ENOMEM;
+	d = rte_pktmbuf_append(m, (uint16_t)len);
+	if (d == NULL) {
+		rte_pktmbuf_free(m);
+		return -ENOSPC;
+	}
+	memcpy(d, frame, len);
+	return send_frames(g, &m, 1) == 1 ? 0 : -ENOBUFS;
+}
+
+int sg_dp_gen_arp(struct sg_dp_gen *g)
+{
+	uint8_t f[60] = {0};
+	struct rte_ether_hdr *eth = (struct rte_ether_hdr *)f;
+	struct rte_arp_hdr *a = (struct rte_arp_hdr *)(eth + 1);
+
+	memset(&eth->dst_addr, 0xff, RTE_ETHER_ADDR_LEN);
+	worker_mac(0, &eth->src_addr);
+	eth->ether_type = RTE_BE16(RTE_ETHER_TYPE_ARP);
+	a->arp_hardware = RTE_BE16(RTE_ARP_HRD_ETHER);
+	a->arp_protocol = RTE_BE16(RTE_ETHER_TYPE_IPV4);
+	a->arp_hlen = RTE_ETHER_ADDR_LEN;
+	a->arp_plen = 4;
+	a->arp_opcode = RTE_BE16(RTE_ARP_OP_REQUEST);
+	a->arp_data.arp_sha = eth->src_addr;
+	a->arp_data.arp_sip = worker_ip(0);
+	a->arp_data.arp_tip = g->c.dut_ip;
+	return sg_dp_gen_raw(g, f, sizeof(f));
+}
+
+/* Build worker w's push of slot s (its current round) into a fresh mbuf. */
+static struct rte_mbuf *build_push(struct sg_dp_gen *g, uint32_t w, uint32_t s, bool retrans)
+{
+	struct gen_slot *sl = &g->slots[s];
+	uint32_t key = s / g->nchunks, chunk = s % g->nchunks;
+	uint32_t off = chunk * g->c.chunk_bytes;
+	uint32_t bytes = RTE_MIN(g->c.chunk_bytes, g->c.partition_bytes - off);
+	uint32_t q = (key + chunk + sl->round) % NPAT;
+	struct sg_dp_peer dut = {.mac = g->c.dut_mac, .ip = g->c.dut_ip,
+				 .udp_port = rte_cpu_to_be_16(g->c.dut_udp_port)};
+	struct sg_dp_msg msg = {
+		.type = SG_DP_T_PUSH, .flags = retrans ? SG_DP_F_RETRANS : 0,
+		.dtype = SG_DTYPE_FP32, .job = g->c.job, .rank = (uint16_t)w,
+		.token = g->c.token, .key = key, .chunk = chunk, .nchunks = g->nchunks,
+		.round = sl->round, .nelem = bytes / 4, .offset = off,
+	};
+	struct sg_dp_net wn = g->wnet;
+	struct rte_mbuf *m = rte_pktmbuf_alloc(g->c.pool);
+	uint8_t *d;
+	uint8_t *pl;
+	uint64_t ol;
+
+	if (m == NULL)
+		return NULL;
+	d = (uint8_t *)rte_pktmbuf_append(m, (uint16_t)(SG_DP_NET_HDR_LEN + SG_DP_HDR_LEN + bytes));
+	if (d == NULL) {
+		rte_pktmbuf_free(m);
+		return NULL;
+	}
+	pl = d + SG_DP_NET_HDR_LEN + SG_DP_HDR_LEN;
+	memcpy(pl, &g->pat[((size_t)w * NPAT + q) * g->celem], bytes);
+	if (bytes >= 12) {
+		/* the payload sits 90 bytes into the frame: not float-aligned */
+		float h[3] = {(float)((key % 4096) * (w + 1)), (float)((chunk % 4096) * (w + 1)),
+			      (float)((sl->round % 1024) * (w + 1))};
+
+		memcpy(pl, h, sizeof(h));
+	}
+	sg_dp_build_hdr(d + SG_DP_NET_HDR_LEN, &msg);
+	worker_mac(w, &wn.mac);
+	wn.ip = worker_ip(w);
+	wn.udp_port = rte_cpu_to_be_16((uint16_t)(40000 + w));
+	sg_dp_net_build(&wn, &dut, d, SG_DP_HDR_LEN + bytes, &ol);
+	return m;
+}
+
+/* (Re)send the pushes of slot s for every rank still waiting for its result. */
+static void send_slot(struct sg_dp_gen *g, uint32_t s, bool retrans)
+{
+	struct gen_slot *sl = &g->slots[s];
+	struct rte_mbuf *out[SG_DP_MAX_WORKERS];
+	unsigned int n = 0;
+	uint32_t off = (s % g->nchunks) * g->c.chunk_bytes;
+	uint32_t bytes = RTE_MIN(g->c.chunk_bytes, g->c.partition_bytes - off);
+
+	for (uint32_t w = 0; w < g->c.workers; w++) {
+		struct rte_mbuf *m;
+
+		if (sl->got >> w & 1)
+			continue;
+		if (retrans)
+			g->st.retransmits++;
+		else {
+			g->st.pushes_sent++;
+			g->st.bytes_pushed += bytes;
+		}
+		if (lose(g)) {
+			g->st.dropped_out++;
+			continue;
+		}
+		m = build_push(g, w, s, retrans);
+		if (m)
+			out[n++] = m;
+	}
+	send_frames(g, out, n);
+	sl->sent_tsc = rte_rdtsc();
+}
+
+static bool start_next(struct sg_dp_gen *g, uint32_t pos)
+{
+	if (g->next_slot >= g->nslots || g->c.rounds == 0)
+		return false;
+	g->active[pos] = g->next_slot;
+	g->slots[g->next_slot] = (struct gen_slot){.active = true};
+	send_slot(g, g->next_slot++, false);
+	return true;
+}
+
+/* Check one RESULT; complete the round when every rank has it. */
+static void on_result(struct sg_dp_gen *g, const struct sg_dp_msg *msg, uint32_t dst_ip)
+{
+	uint32_t s, q, bytes, off;
+	struct gen_slot *sl;
+	const uint8_t *r = msg->payload;
+	const float *e;
+	float h[3];
+
+	if (msg->job != g->c.job || msg->key >= g->c.keys || msg->chunk >= g->nchunks ||
+	    msg->rank >= g->c.workers || dst_ip != worker_ip(msg->rank)) {
+		g->st.results_bad++;
+		return;
+	}
+	s = msg->key * g->nchunks + msg->chunk;
+	sl = &g->slots[s];
+	if (!sl->active || msg->round != sl->round || (sl->got >> msg->rank & 1)) {
+		g->st.results_dup++;
+		return;
+	}
+	off = msg->chunk * g->c.chunk_bytes;
+	bytes = RTE_MIN(g->c.chunk_bytes, g->c.partition_bytes - off);
+	q = (msg->key + msg->chunk + msg->round) % NPAT;
+	e = &g->expect[(size_t)q * g->celem];
+	if (msg->payload_len != bytes || msg->offset != off) {
+		g->st.results_bad++;
+		return;
+	}
+	if (bytes >= 12) {
+		float tri = (float)(g->c.workers * (g->c.workers + 1) / 2);
+
+		h[0] = (float)(msg->key % 4096) * tri;
+		h[1] = (float)(msg->chunk % 4096) * tri;
+		h[2] = (float)(msg->round % 1024) * tri;
+		if (memcmp(r, h, sizeof(h)) || memcmp(r + 12, e + 3, bytes - 12)) {
+			g->st.results_bad++;
+			return;
+		}
+	} else if (memcmp(r, e, bytes)) {
+		g->st.results_bad++;
+		return;
+	}
+	g->st.results_ok++;
+	sl->got |= 1ull << msg->rank;
+	if (sl->got != g->all)
+		return;
+	g->st.rounds_done++;
+	if (++sl->round < g->c.rounds) {
+		sl->got = 0;
+		send_slot(g, s, false);
+	} else {
+		sl->active = false;
+	}
+}
+
+static void receive(struct sg_dp_gen *g)
+{
+	struct rte_mbuf *m[GEN_BURST];
+	unsigned int n = 0;
+
+	if (g->c.port < 0)
+		n = rte_ring_dequeue_burst(g->c.from_dut, (void **)m, GEN_BURST, NULL);
+	else
+		for (uint16_t q = 0; q < RTE_MAX(g->c.nb_rxq, (uint16_t)1) && n < GEN_BURST; q++)
+			n += rte_eth_rx_burst((uint16_t)g->c.port, q, m + n,
+					      (uint16_t)(GEN_BURST - n));
+
+	for (unsigned int i = 0; i < n; i++) {
+		uint8_t *d = rte_pktmbuf_mtod(m[i], uint8_t *);
+		struct rte_ether_hdr *eth = (struct rte_ether_hdr *)d;
+		struct rte_ipv4_hdr *ip = (struct rte_ipv4_hdr *)(eth + 1);
+		struct sg_dp_msg msg;
+
+		if (eth->ether_type == RTE_BE16(RTE_ETHER_TYPE_ARP)) {
+			struct rte_arp_hdr *a = (struct rte_arp_hdr *)(eth + 1);
+
+			if (a->arp_opcode == RTE_BE16(RTE_ARP_OP_REPLY) &&
+			    a->arp_data.arp_sip == g->c.dut_ip) {
+				g->st.arp_replies++;
+				g->c.dut_mac = a->arp_data.arp_sha; /* resolved */
+			}
+			else
+				g->st.other++;
+			continue;
+		}
+		if (m[i]->data_len < SG_DP_NET_HDR_LEN ||
+		    sg_dp_parse(d + SG_DP_NET_HDR_LEN, m[i]->data_len - SG_DP_NET_HDR_LEN, &msg,
+				NULL) < 0) {
+			g->st.other++;
+			continue;
+		}
+		if (msg.type == SG_DP_T_RESULT) {
+			if (lose(g))
+				g->st.dropped_in++;
+			else
+				on_result(g, &msg, ip->dst_addr);
+		} else if (msg.type == SG_DP_T_NACK) {
+			g->st.nacks++;
+		} else if (msg.type == SG_DP_T_ERROR) {
+			g->st.errors++;
+		} else {
+			g->st.other++;
+		}
+	}
+	rte_pktmbuf_free_bulk(m, n);
+}
+
+void sg_dp_gen_poll(struct sg_dp_gen *g)
+{
+	receive(g);
+}
+
+int sg_dp_gen_run(struct sg_dp_gen *g, uint64_t deadline_tsc, volatile bool *stop)
+{
+	uint32_t scan = 0;
+
+	while (g->nactive < g->c.window && start_next(g, g->nactive))
+		g->nactive++;
+	while (g->nactive > 0) {
+		uint64_t now;
+		uint32_t pos;
+
+		receive(g);
+		now = rte_rdtsc();
+		if (now > deadline_tsc || (stop && *stop))
+			return -ETIMEDOUT;
+		/* refill finished positions; resend one overdue slot per pass */
+		pos = scan++ % g->nactive;
+		struct gen_slot *sl = &g->slots[g->active[pos]];
+
+		if (!sl->active) {
+			if (!start_next(g, pos))
+				g->active[pos] = g->active[--g->nactive];
+		} else if (now - sl->sent_tsc > g->retrans_tsc) {
+			send_slot(g, g->active[pos], true);
+		}
+	}
+	return 0;
+}

@@ -1,0 +1,497 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/**
+ * @file
+ * sigmad's DPDK pipeline: configuration, lcore layout, Ethernet/ARP/IPv4/UDP
+ * handling, the lcore loops that drive the aggregation engine, telemetry and
+ * lifecycle. sigmad.c is a thin main() over this header; tests and the
+ * benchmark drive the same functions in-process.
+ *
+ * Conventions: functions return 0 or -errno; constructors return NULL and set
+ * errno. Functions that take `err`/`errlen` write a one-line, human-readable
+ * reason there on failure (naming the option or key and the fix).
+ *
+ * Lcore layout (l3fwd style; see sg_dp_layout_parse()):
+ * - `io`     "(port,queue,lcore)[,...]": the lcore polls RX queue `queue` of
+ *            `port`, answers ARP, checks the headers and hands each push to
+ *            the reducer that owns its key (rte_ring hand-off);
+ * - `reduce` "lcore[,lcore|a-b...]": reducer lcores; a key belongs to exactly
+ *            one reducer (hash of job and key), which sums it and transmits the
+ *            results on its own TX queue of the port the push came from;
+ * - `rtc`    "(port,queue,lcore)[,...]": run to completion: the lcore receives
+ *            and reduces; pushes for keys it does not own go to their owner's
+ *            ring, so any number of queues stays correct without RSS.
+ * Every lcore in the layout owns one TX queue on every port.
+ */
+#ifndef SG_DP_PIPELINE_H
+#define SG_DP_PIPELINE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include <rte_ether.h>
+#include <rte_mempool.h>
+#include <rte_ring.h>
+
+#include "sg_dp_engine.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** Most ports sigmad drives. */
+#define SG_DP_MAX_PORTS 8
+/** Most lcores in one layout. */
+#define SG_DP_MAX_LAYOUT 32
+/** Most jobs configured in the file. */
+#define SG_DP_MAX_JOBS 16
+
+/** Role of an lcore in the layout. */
+enum sg_dp_role {
+	SG_DP_ROLE_IO = 1,     /**< RX/TX I/O: classify and hand off */
+	SG_DP_ROLE_REDUCE = 2, /**< sum the keys it owns */
+	SG_DP_ROLE_RTC = 3,    /**< both: run to completion */
+};
+
+/** What an lcore does when its queues are empty. */
+enum sg_dp_idle {
+	SG_DP_IDLE_BUSY = 0,  /**< poll without pause (dedicated appliance) */
+	SG_DP_IDLE_SLEEP = 1, /**< back off, then sleep (shared GPU machine) */
+};
+
+/** One lcore of the layout. */
+struct sg_dp_lcore_cfg {
+	unsigned int lcore;
+	enum sg_dp_role role;
+	uint16_t port;  /**< RX port (io, rtc) */
+	uint16_t queue; /**< RX queue (io, rtc) */
+};
+
+/** One job declared in the config file ("[job N]" sections). */
+struct sg_dp_job_cfg {
+	uint32_t id;
+	uint32_t workers;     /**< N */
+	uint64_t token;       /**< session token */
+	unsigned int dtype;   /**< enum sg_dtype */
+	unsigned int mode;    /**< enum sg_dp_mode: 0 sync, 1 async, 2 deterministic */
+	uint32_t keys;        /**< partitions: keys 0..keys-1 */
+	uint32_t partition_bytes; /**< bytes of each partition */
+	uint32_t chunk_bytes; /**< payload bytes per chunk (0: largest that fits the MTU) */
+	uint32_t slots;       /**< slots in flight (0: engine default) */
+};
+
+/** Everything sigmad is configured with. */
+struct sg_dp_config {
+	/* network */
+	uint32_t ip;          /**< host byte order */
+	uint16_t udp_port;
+	uint16_t mtu;         /**< IP MTU: 1500 or up to 9000 */
+	bool udp_checksum;    /**< compute and verify UDP checksums */
+	struct rte_ether_addr mac_override; /**< all-zero: use the port's MAC */
+	/* layout */
+	unsigned int n_lcores;
+	struct sg_dp_lcore_cfg lcores[SG_DP_MAX_LAYOUT];
+	/* resources */
+	unsigned int burst;
+	unsigned int ring_size;
+	unsigned int mbufs;   /**< per socket */
+	unsigned int rxd, txd;
+	/* live (SIGHUP) */
+	enum sg_dp_idle idle;
+	unsigned int idle_sleep_us;
+	unsigned int timeout_ms; /**< incomplete slot reported after this */
+	unsigned int pool_bufs;  /**< accumulator buffers per reducer */
+	unsigned int log_level; /**< RTE_LOG_* */
+	unsigned int stats_interval_s;
+	/* jobs */
+	unsigned int n_jobs;
+	struct sg_dp_job_cfg jobs[SG_DP_MAX_JOBS];
+	/* run control */
+	char config_path[256]; /**< empty: embedded default */
+	double duration_s;     /**< 0: until a signal */
+	bool demo;
+	unsigned int demo_workers;
+};
+
+/** The embedded default configuration (INI text). */
+extern const char sg_dp_default_config[];
+
+/** Fill @p c from the embedded default configuration. @return 0 or -errno. */
+int sg_dp_config_defaults(struct sg_dp_config *c);
+
+/**
+ * Apply an INI file on top of @p c (keys absent from the file keep their
+ * value). Unknown sections or keys, and malformed values, are errors.
+ */
+int sg_dp_config_load_file(struct sg_dp_config *c, const char *path, char *err, size_t errlen);
+
+/** Same as sg_dp_config_load_file() for INI text held in memory. */
+int sg_dp_config_load_string(struct sg_dp_config *c, const char *text, char *err, size_t errlen);
+
+/**
+ * Parse Sigma's options (what follows EAL's `--`): `--config FILE` is applied
+ * first, then every other option overrides it. argv[0] is the program name.
+ * @return 0, 1 if --help was given (usage printed to stdout), or -EINVAL.
+ */
+int sg_dp_config_parse_args(struct sg_dp_config *c, int argc, char **argv, char *err,
+			    size_t errlen);
+
+/** Name of a role ("io", "reduce", "rtc"). */
+const char *sg_dp_role_name(enum sg_dp_role r);
+
+/** Payload bytes per chunk of job @p j: its chunk_bytes, or the largest that fits the MTU. */
+uint32_t sg_dp_job_chunk_bytes(const struct sg_dp_config *c, const struct sg_dp_job_cfg *j);
+
+/** Print `sigmad --help`. */
+void sg_dp_usage(FILE *f, const char *prog);
+
+/**
+ * Parse one layout list (the value of `io`, `reduce` or `rtc`) and append it
+ * to @p c. Syntax: io/rtc "(port,queue,lcore)[,(port,queue,lcore)...]";
+ * reduce "lcore[,lcore...]" where an item may be a range "a-b".
+ */
+int sg_dp_layout_parse(struct sg_dp_config *c, enum sg_dp_role role, const char *spec, char *err,
+		       size_t errlen);
+
+/** Remove every lcore of @p role from the layout (before re-parsing it). */
+void sg_dp_layout_clear(struct sg_dp_config *c, enum sg_dp_role role);
+
+/** The machine a layout is checked against (sg_dp_topology_probe() or a test's). */
+struct sg_dp_topology {
+	unsigned int n_ports;
+	int port_node[SG_DP_MAX_PORTS];   /**< -1: unknown (vdev) */
+	uint16_t max_rxq[SG_DP_MAX_PORTS];
+	uint16_t max_txq[SG_DP_MAX_PORTS];
+	bool lcore_enabled[1024];
+	int lcore_node[1024];
+	unsigned int main_lcore;
+};
+
+/** Fill @p t from EAL (after rte_eal_init()). */
+void sg_dp_topology_probe(struct sg_dp_topology *t);
+
+/**
+ * Check a layout. Errors (return -EINVAL, first one in @p err): no reducer, no
+ * RX lcore, an lcore that EAL did not enable or the main lcore, one lcore with
+ * two roles, a port that does not exist, RX queues of a port not numbered
+ * 0..n-1 or over its limit, too many TX queues. Warnings (printed to @p warn
+ * if not NULL, counted in *@p n_warn): a reducer or I/O lcore on another NUMA
+ * node than a port it serves.
+ */
+int sg_dp_layout_check(const struct sg_dp_config *c, const struct sg_dp_topology *t, char *err,
+		       size_t errlen, FILE *warn, unsigned int *n_warn);
+
+/*
+ * Ethernet / ARP / IPv4 / UDP.
+ */
+
+/** Drop reasons, counted per lcore and reported by /sigma/drops. */
+enum sg_dp_ndrop {
+	SG_DP_ND_SHORT,      /**< shorter than its headers say */
+	SG_DP_ND_MULTISEG,   /**< chained mbuf (larger than the MTU) */
+	SG_DP_ND_MBUF_PRIV,  /**< mbuf from a pool without SG_DP_MBUF_PRIV_SIZE private bytes */
+	SG_DP_ND_ETHERTYPE,  /**< neither IPv4 nor ARP */
+	SG_DP_ND_ARP_BAD,    /**< malformed ARP */
+	SG_DP_ND_ARP_OTHER,  /**< ARP not asking for our IP */
+	SG_DP_ND_IP_HDR,     /**< bad version, IHL or total length */
+	SG_DP_ND_IP_CSUM,    /**< bad IPv4 header checksum */
+	SG_DP_ND_IP_FRAG,    /**< fragments are not reassembled */
+	SG_DP_ND_IP_DST,     /**< not addressed to our IP */
+	SG_DP_ND_IP_PROTO,   /**< not UDP */
+	SG_DP_ND_UDP_PORT,   /**< not our UDP port */
+	SG_DP_ND_UDP_LEN,    /**< UDP length disagrees with IP */
+	SG_DP_ND_UDP_CSUM,   /**< bad UDP checksum */
+	SG_DP_ND_PROTO,      /**< the engine rejected the payload */
+	SG_DP_ND_RING_FULL,  /**< reducer's hand-off ring full */
+	SG_DP_ND_TX_FULL,    /**< TX queue full */
+	SG_DP_ND_NO_MBUF,    /**< mempool empty when replying */
+	SG_DP_ND_PEER_TABLE, /**< reply address table full */
+	SG_DP_ND_NO_PEER,    /**< reply to an address never seen */
+	SG_DP_ND_COUNT
+};
+
+/** Name of a drop reason ("ip_csum", ...). */
+const char *sg_dp_ndrop_name(enum sg_dp_ndrop d);
+
+/** Where a datagram came from: enough to answer it. */
+struct sg_dp_peer {
+	struct rte_ether_addr mac;
+	uint32_t ip;       /**< network byte order */
+	uint16_t udp_port; /**< network byte order */
+	uint16_t port_id;  /**< ethdev it arrived on */
+};
+
+/** Our addresses and what a port offloads. */
+struct sg_dp_net {
+	struct rte_ether_addr mac;
+	uint32_t ip;       /**< network byte order */
+	uint16_t udp_port; /**< network byte order */
+	bool udp_checksum;
+	bool tx_ip_csum_offload;
+	bool tx_udp_csum_offload;
+};
+
+/** Result of sg_dp_net_classify(). */
+enum sg_dp_rx_kind {
+	SG_DP_RX_DROP = 0, /**< *reason says why */
+	SG_DP_RX_ARP,      /**< frame was rewritten into our ARP reply: send it back */
+	SG_DP_RX_UDP,      /**< a datagram for us: *peer, *off, *len describe it */
+};
+
+/**
+ * Classify one frame of @p len bytes at @p frame. @p ol_flags are the mbuf's
+ * RX offload flags (checksum verdicts of the port; 0 if none). For ARP
+ * requests for our IP the frame is rewritten in place into the reply.
+ */
+enum sg_dp_rx_kind sg_dp_net_classify(const struct sg_dp_net *net, void *frame, uint32_t len,
+				      uint64_t ol_flags, struct sg_dp_peer *peer, uint32_t *off,
+				      uint32_t *plen, enum sg_dp_ndrop *reason);
+
+/** Bytes of Ethernet + IPv4 + UDP headers Sigma writes in front of a payload. */
+#define SG_DP_NET_HDR_LEN (14 + 20 + 8)
+
+/**
+ * Write Ethernet/IPv4/UDP headers into the SG_DP_NET_HDR_LEN bytes at @p frame,
+ * in front of @p plen payload bytes, addressed to @p peer. Checksums are
+ * computed in software unless @p net says the port offloads them, in which
+ * case *@p ol_flags gets the mbuf TX flags to set (and the UDP field the
+ * pseudo-header sum the offload expects).
+ */
+void sg_dp_net_build(const struct sg_dp_net *net, const struct sg_dp_peer *peer, void *frame,
+		     uint32_t plen, uint64_t *ol_flags);
+
+/** Parse a dotted IPv4 address into host byte order. @return 0 or -EINVAL. */
+int sg_dp_parse_ipv4(const char *s, uint32_t *ip);
+
+/*
+ * The running pipeline.
+ */
+
+struct sg_dp_pipeline;
+
+/** Per-lcore counters (what /sigma/lcores reports). */
+struct sg_dp_lcore_stats {
+	unsigned int lcore;
+	enum sg_dp_role role;
+	int socket;
+	uint64_t busy_cycles;  /**< TSC cycles of polls that found work */
+	uint64_t idle_cycles;  /**< TSC cycles of polls that found none (sleep included) */
+	uint64_t rx_pkts;      /**< frames received from the port */
+	uint64_t rx_bytes;
+	uint64_t tx_pkts;      /**< frames transmitted */
+	uint64_t tx_bytes;
+	uint64_t handoff_pkts; /**< datagrams passed to another reducer's ring */
+	uint64_t reduced_pkts; /**< datagrams given to this lcore's engine */
+	uint64_t bytes_summed; /**< payload bytes of pushes the engine accepted */
+	uint64_t arp_replies;
+	uint64_t ring_count;   /**< gauge: datagrams waiting in this reducer's ring */
+	uint64_t drops[SG_DP_ND_COUNT];
+};
+
+/**
+ * Build the pipeline after rte_eal_init(): check the layout (warnings go to
+ * stderr), create per-socket mempools, configure and start the ports the
+ * layout polls, the reducers' rings and one engine per reducer holding every
+ * configured job. Ports must exist already (vdevs, PCI, or ring ports).
+ * @return the pipeline, or NULL with errno set and @p err filled.
+ */
+struct sg_dp_pipeline *sg_dp_pipeline_create(const struct sg_dp_config *c, char *err,
+					     size_t errlen);
+
+/** Launch the layout's lcores. @return 0 or -errno. */
+int sg_dp_pipeline_start(struct sg_dp_pipeline *p);
+
+/**
+ * Stop: RX lcores stop polling, reducers drain their rings and flush their
+ * TX, then every lcore returns. Safe to call twice; waits for the lcores.
+ */
+void sg_dp_pipeline_stop(struct sg_dp_pipeline *p);
+
+/** Stop if running, stop the ports, free everything. NULL is fine. */
+void sg_dp_pipeline_destroy(struct sg_dp_pipeline *p);
+
+/** Ask the pipeline to stop (async-signal-safe: only sets a flag). */
+void sg_dp_pipeline_request_stop(struct sg_dp_pipeline *p);
+
+/** True once sg_dp_pipeline_request_stop() was called. */
+bool sg_dp_pipeline_stop_requested(const struct sg_dp_pipeline *p);
+
+/**
+ * Apply a re-read configuration: [live] keys (idle policy, idle sleep,
+ * timeout, log level, stats interval) take effect at once; every other
+ * difference is listed on @p report as needing a restart.
+ * @return number of keys that need a restart.
+ */
+int sg_dp_pipeline_reload(struct sg_dp_pipeline *p, const struct sg_dp_config *nc, FILE *report);
+
+/** Number of lcores in the layout. */
+unsigned int sg_dp_pipeline_n_lcores(const struct sg_dp_pipeline *p);
+
+/** Counters of layout lcore @p idx. @return 0 or -EINVAL. */
+int sg_dp_pipeline_lcore_stats(const struct sg_dp_pipeline *p, unsigned int idx,
+			       struct sg_dp_lcore_stats *st);
+
+/** Engine counters summed over every reducer. */
+void sg_dp_pipeline_engine_stats(const struct sg_dp_pipeline *p, struct sg_dp_stats *st);
+
+/** Print the per-lcore table (and drops) to @p f; @p seconds scales rates (0: no rates). */
+void sg_dp_pipeline_print_stats(const struct sg_dp_pipeline *p, FILE *f, double seconds);
+
+/** The configuration the pipeline runs with. */
+const struct sg_dp_config *sg_dp_pipeline_config(const struct sg_dp_pipeline *p);
+
+/**
+ * Register /sigma/lcores, /sigma/ports, /sigma/jobs and /sigma/drops with
+ * rte_telemetry for @p p (NULL: answer "no pipeline"). rte_telemetry
+ * callbacks take no context, so this is the one process-wide pipeline that
+ * telemetry reports on. @return 0 or -errno.
+ */
+int sg_dp_telemetry_register(struct sg_dp_pipeline *p);
+
+/** Fill a struct sg_dp_net for port @p port_id of the pipeline (MAC, offloads). */
+int sg_dp_pipeline_net(const struct sg_dp_pipeline *p, uint16_t port_id, struct sg_dp_net *net);
+
+/*
+ * In-process traffic generator: N simulated workers on the far side of a
+ * pair of rte_rings (the two rings of a ring port), for tests, the benchmark
+ * and the demo. It pushes every chunk of every key of one job for a number of
+ * rounds, drops packets on purpose if asked, retransmits on timeout, and
+ * checks every RESULT element against the exactly known sum.
+ */
+
+struct sg_dp_gen;
+
+/** Generator parameters. */
+struct sg_dp_gen_conf {
+	struct rte_ring *to_dut;   /**< frames towards sigmad (its RX ring), or NULL */
+	struct rte_ring *from_dut; /**< frames from sigmad (its TX ring), or NULL */
+	int port;                  /**< >= 0: use this ethdev instead of rings: TX queue 0, */
+	uint16_t nb_rxq;           /**< ... and RX queues 0..nb_rxq-1 */
+	struct rte_mempool *pool;  /**< mbufs for pushes */
+	struct rte_ether_addr dut_mac;
+	uint32_t dut_ip;           /**< network byte order */
+	uint16_t dut_udp_port;     /**< host order */
+	uint32_t job;
+	uint64_t token;
+	uint32_t workers;          /**< N (1..64) */
+	uint32_t keys;
+	uint32_t partition_bytes;
+	uint32_t chunk_bytes;
+	uint32_t rounds;
+	uint32_t window;           /**< slots in flight at once */
+	double loss;               /**< probability of dropping each push and each result */
+	uint64_t retrans_us;       /**< resend after this long without a result */
+	uint32_t seed;
+	bool udp_checksum;
+};
+
+/** Generator counters and verdict. */
+struct sg_dp_gen_stats {
+	uint64_t pushes_sent;      /**< first sends */
+	uint64_t retransmits;
+	uint64_t results_ok;       /**< RESULTs whose every element matched */
+	uint64_t results_bad;      /**< RESULTs with a wrong element (must stay 0) */
+	uint64_t results_dup;      /**< RESULTs for a round already complete for that rank */
+	uint64_t nacks, errors, other;
+	uint64_t dropped_out, dropped_in; /**< injected losses */
+	uint64_t rounds_done;      /**< (slot, round) pairs complete for every worker */
+	uint64_t rounds_total;
+	uint64_t bytes_pushed;     /**< payload bytes of first sends (the goodput numerator) */
+	uint64_t arp_replies;
+};
+
+/** Create a generator. @return it, or NULL with errno set. */
+struct sg_dp_gen *sg_dp_gen_create(const struct sg_dp_gen_conf *gc);
+
+/**
+ * Run until every round of every slot is complete, or @p deadline_tsc passes,
+ * or *@p stop becomes true. @return 0 if complete, -ETIMEDOUT otherwise.
+ */
+int sg_dp_gen_run(struct sg_dp_gen *g, uint64_t deadline_tsc, volatile bool *stop);
+
+/** Receive and check what the DUT sent, once (no sends). */
+void sg_dp_gen_poll(struct sg_dp_gen *g);
+
+/** Send one ARP request for the DUT's IP; the reply is counted in arp_replies
+ *  and its MAC becomes the destination of later pushes. */
+int sg_dp_gen_arp(struct sg_dp_gen *g);
+
+/** Send one raw frame of @p len bytes (for garbage tests). */
+int sg_dp_gen_raw(struct sg_dp_gen *g, const void *frame, uint32_t len);
+
+/** Counters so far. */
+void sg_dp_gen_stats(const struct sg_dp_gen *g, struct sg_dp_gen_stats *st);
+
+/** Free a generator. NULL is fine. */
+void sg_dp_gen_destroy(struct sg_dp_gen *g);
+
+/** Private bytes every mbuf that reaches sigmad's RX must have (rte_pktmbuf_pool_create). */
+#define SG_DP_MBUF_PRIV_SIZE 32
+
+/*
+ * Loopback run: sigmad's pipeline on a ring port, the generator on the
+ * calling (main) lcore. One call = one scenario; used by the tests, the
+ * benchmark and `sigmad --demo`.
+ */
+
+/** What the generator side of a loopback run does (job 1 of the config is used). */
+struct sg_dp_loop_conf {
+	uint32_t rounds;
+	uint32_t window;        /**< slots in flight (default 64) */
+	double loss;            /**< injected loss, each direction */
+	uint64_t retrans_us;    /**< default 2000 */
+	uint32_t seed;
+	double timeout_s;       /**< give up after this long (default 30) */
+	unsigned int garbage;   /**< malformed frames to send first (counted drops) */
+	bool arp;               /**< send an ARP request first */
+};
+
+/** Outcome of a loopback run. */
+struct sg_dp_loop_result {
+	int rc;                 /**< 0: every round complete */
+	double seconds;         /**< generator's wall time */
+	struct sg_dp_gen_stats gen;
+	struct sg_dp_stats eng;
+	unsigned int n_lcores;
+	struct sg_dp_lcore_stats lcores[SG_DP_MAX_LAYOUT];
+};
+
+/**
+ * Create a ring port (RX queues as the layout needs, one TX queue per
+ * lcore), point the layout's port 0 at it, run the pipeline with @p c and
+ * the generator with @p lc until done or timed out, stop, collect, free.
+ * @p table: if not NULL, the per-lcore table is printed there.
+ * @return 0 or -errno (set-up failures fill @p err); a run that did not
+ *         complete returns 0 with res->rc = -ETIMEDOUT.
+ */
+int sg_dp_loopback_run(const struct sg_dp_config *c, const struct sg_dp_loop_conf *lc,
+		       struct sg_dp_loop_result *res, FILE *table, char *err, size_t errlen);
+
+/** Where the two processes of sg_dp_memif_run() run. */
+struct sg_dp_memif_conf {
+	const char *socket_path; /**< memif control socket file (removed before and after) */
+	const char *dut_lcores;  /**< EAL --lcores of the node process, e.g. "0@0,1@1" */
+	const char *gen_lcores;  /**< EAL --lcores of the generator process, e.g. "0@0" */
+	double max_life_s;       /**< the node exits after this long even if not told */
+	bool dut_table;          /**< the node prints its per-lcore table on exit */
+};
+
+/**
+ * Two processes over net_memif: fork a node process that runs the pipeline
+ * with @p c on a memif server port (port 0), then start EAL here with the
+ * memif client, resolve the node's MAC by ARP, and run the generator as in
+ * sg_dp_loopback_run(). The node's counters come back through a pipe; it is
+ * stopped with SIGTERM and killed if it does not exit within 5 s.
+ * Must be called in a process that has not started EAL; it starts and cleans
+ * up EAL itself, so call it once per process.
+ */
+int sg_dp_memif_run(const struct sg_dp_config *c, const struct sg_dp_loop_conf *lc,
+		    const struct sg_dp_memif_conf *mc, struct sg_dp_loop_result *res, char *err,
+		    size_t errlen);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* SG_DP_PIPELINE_H */

@@ -1,0 +1,208 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * rte_telemetry commands for operators: /sigma/lcores, /sigma/ports,
+ * /sigma/jobs, /sigma/drops. dpdk-telemetry.py lists and runs them.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <rte_ethdev.h>
+#include <rte_telemetry.h>
+
+#include "sg_dp_engine.h"
+#include "sg_dp_pipeline.h"
+#include "sg_dp_proto.h"
+
+/* rte_telemetry callbacks carry no context: the registered pipeline. */
+static struct sg_dp_pipeline *tel_pipeline;
+
+static int no_pipeline(struct rte_tel_data *d)
+{
+	rte_tel_data_start_dict(d);
+	rte_tel_data_add_dict_string(d, "error", "no pipeline running");
+	return 0;
+}
+
+static int tel_lcores(const char *cmd, const char *params, struct rte_tel_data *d)
+{
+	struct sg_dp_pipeline *p = tel_pipeline;
+
+	if (p == NULL)
+		return no_pipeline(d);
+	rte_tel_data_start_dict(d);
+	for (unsigned int i = 0; i < sg_dp_pipeline_n_lcores(p); i++) {
+		struct sg_dp_lcore_stats st;
+		struct rte_tel_data *l = rte_tel_data_alloc();
+		uint64_t tot, drops = 0;
+		char name[32];
+
+		if (l == NULL)
+			return -ENOMEM;
+		sg_dp_pipeline_lcore_stats(p, i, &st);
+		for (int k = 0; k < SG_DP_ND_COUNT; k++)
+			drops += st.drops[k];
+		tot = st.busy_cycles + st.idle_cycles;
+		rte_tel_data_start_dict(l);
+		rte_tel_data_add_dict_string(l, "role", sg_dp_role_name(st.role));
+		rte_tel_data_add_dict_int(l, "socket", st.socket);
+		rte_tel_data_add_dict_u64(l, "busy_cycles", st.busy_cycles);
+		rte_tel_data_add_dict_u64(l, "idle_cycles", st.idle_cycles);
+		rte_tel_data_add_dict_u64(l, "busy_permille", tot ? st.busy_cycles * 1000 / tot : 0);
+		rte_tel_data_add_dict_u64(l, "rx_pkts", st.rx_pkts);
+		rte_tel_data_add_dict_u64(l, "rx_bytes", st.rx_bytes);
+		rte_tel_data_add_dict_u64(l, "tx_pkts", st.tx_pkts);
+		rte_tel_data_add_dict_u64(l, "tx_bytes", st.tx_bytes);
+		rte_tel_data_add_dict_u64(l, "handoff_pkts", st.handoff_pkts);
+		rte_tel_data_add_dict_u64(l, "reduced_pkts", st.reduced_pkts);
+		rte_tel_data_add_dict_u64(l, "bytes_summed", st.bytes_summed);
+		rte_tel_data_add_dict_u64(l, "arp_replies", st.arp_replies);
+		rte_tel_data_add_dict_u64(l, "ring_count", st.ring_count);
+		rte_tel_data_add_dict_u64(l, "drops", drops);
+		snprintf(name, sizeof(name), "lcore_%u", st.lcore);
+		rte_tel_data_add_dict_container(d, name, l, 0);
+	}
+	return 0;
+}
+
+static int tel_ports(const char *cmd, const char *params, struct rte_tel_data *d)
+{
+	struct sg_dp_pipeline *p = tel_pipeline;
+
+	if (p == NULL)
+		return no_pipeline(d);
+	rte_tel_data_start_dict(d);
+	for (uint16_t port = 0; port < SG_DP_MAX_PORTS; port++) {
+		struct sg_dp_net net;
+		struct rte_eth_stats es;
+		struct rte_tel_data *l;
+		char name[32], mac[RTE_ETHER_ADDR_FMT_SIZE];
+
+		if (sg_dp_pipeline_net(p, port, &net) < 0)
+			continue;
+		l = rte_tel_data_alloc();
+		if (l == NULL)
+			return -ENOMEM;
+		rte_tel_data_start_dict(l);
+		rte_ether_format_addr(mac, sizeof(mac), &net.mac);
+		rte_tel_data_add_dict_string(l, "mac", mac);
+		rte_tel_data_add_dict_string(l, "checksum", net.tx_ip_csum_offload ?
+					     "offloaded" : "software");
+		if (rte_eth_stats_get(port, &es) == 0) {
+			rte_tel_data_add_dict_u64(l, "ipackets", es.ipackets);
+			rte_tel_data_add_dict_u64(l, "opackets", es.opackets);
+			rte_tel_data_add_dict_u64(l, "ibytes", es.ibytes);
+			rte_tel_data_add_dict_u64(l, "obytes", es.obytes);
+			rte_tel_data_add_dict_u64(l, "imissed", es.imissed);
+			rte_tel_data_add_dict_u64(l, "ierrors", es.ierrors);
+			rte_tel_data_add_dict_u64(l, "oerrors", es.oerrors);
+			rte_tel_data_add_dict_u64(l, "rx_nombuf", es.rx_nombuf);
+		}
+		snprintf(name, sizeof(name), "port_%u", port);
+		rte_tel_data_add_dict_container(d, name, l, 0);
+	}
+	return 0;
+}
+
+static int tel_jobs(const char *cmd, const char *params, struct rte_tel_data *d)
+{
+	struct sg_dp_pipeline *p = tel_pipeline;
+	const struct sg_dp_config *c;
+	struct sg_dp_stats es;
+	struct rte_tel_data *t;
+
+	if (p == NULL)
+		return no_pipeline(d);
+	c = sg_dp_pipeline_config(p);
+	rte_tel_data_start_dict(d);
+	for (unsigned int j = 0; j < c->n_jobs; j++) {
+		struct rte_tel_data *l = rte_tel_data_alloc();
+		char name[32];
+
+		if (l == NULL)
+			return -ENOMEM;
+		rte_tel_data_start_dict(l);
+		rte_tel_data_add_dict_u64(l, "workers", c->jobs[j].workers);
+		rte_tel_data_add_dict_u64(l, "keys", c->jobs[j].keys);
+		rte_tel_data_add_dict_string(l, "dtype", sg_dtype_name(c->jobs[j].dtype));
+		rte_tel_data_add_dict_string(l, "mode", sg_dp_mode_name(c->jobs[j].mode));
+		snprintf(name, sizeof(name), "job_%u", c->jobs[j].id);
+		rte_tel_data_add_dict_container(d, name, l, 0);
+	}
+	/* the engine counts per engine, not per job: these are all jobs together */
+	sg_dp_pipeline_engine_stats(p, &es);
+	t = rte_tel_data_alloc();
+	if (t == NULL)
+		return -ENOMEM;
+	rte_tel_data_start_dict(t);
+	rte_tel_data_add_dict_u64(t, "rounds_completed", es.rounds_completed);
+	rte_tel_data_add_dict_u64(t, "retransmits_served", es.retransmits_served);
+	rte_tel_data_add_dict_u64(t, "incomplete_slots", es.incomplete_slots);
+	rte_tel_data_add_dict_u64(t, "slot_timeouts", es.slot_timeouts);
+	rte_tel_data_add_dict_u64(t, "slots_active", es.slots_active);
+	rte_tel_data_add_dict_u64(t, "pushes", es.rx_pushes);
+	rte_tel_data_add_dict_u64(t, "results_sent", es.results_sent);
+	rte_tel_data_add_dict_u64(t, "nacks_sent", es.nacks_sent);
+	rte_tel_data_add_dict_u64(t, "errors_sent", es.errors_sent);
+	rte_tel_data_add_dict_u64(t, "pool_free", es.pool_free);
+	rte_tel_data_add_dict_container(d, "all_jobs", t, 0);
+	return 0;
+}
+
+static int tel_drops(const char *cmd, const char *params, struct rte_tel_data *d)
+{
+	struct sg_dp_pipeline *p = tel_pipeline;
+	uint64_t nd[SG_DP_ND_COUNT] = {0};
+	struct sg_dp_stats es;
+	char name[48];
+
+	if (p == NULL)
+		return no_pipeline(d);
+	for (unsigned int i = 0; i < sg_dp_pipeline_n_lcores(p); i++) {
+		struct sg_dp_lcore_stats st;
+
+		sg_dp_pipeline_lcore_stats(p, i, &st);
+		for (int k = 0; k < SG_DP_ND_COUNT; k++)
+			nd[k] += st.drops[k];
+	}
+	sg_dp_pipeline_engine_stats(p, &es);
+	rte_tel_data_start_dict(d);
+	for (int k = 0; k < SG_DP_ND_COUNT; k++) {
+		snprintf(name, sizeof(name), "net_%s", sg_dp_ndrop_name(k));
+		rte_tel_data_add_dict_u64(d, name, nd[k]);
+	}
+	for (int k = 1; k < SG_DP_DROP_COUNT; k++) {
+		snprintf(name, sizeof(name), "engine_%s", sg_dp_drop_name((enum sg_dp_drop)k));
+		rte_tel_data_add_dict_u64(d, name, es.drops[k]);
+	}
+	return 0;
+}
+
+int sg_dp_telemetry_register(struct sg_dp_pipeline *p)
+{
+	static const struct {
+		const char *cmd;
+		telemetry_cb fn;
+		const char *help;
+	} cmds[] = {
+		{"/sigma/lcores", tel_lcores,
+		 "Per lcore: role, busy/idle cycles, packets, bytes summed, ring, drops"},
+		{"/sigma/ports", tel_ports, "Per port: MAC, checksum mode, ethdev counters"},
+		{"/sigma/jobs", tel_jobs,
+		 "Jobs and engine counters: rounds completed, retransmits served, incomplete slots"},
+		{"/sigma/drops", tel_drops, "Dropped packets by reason (net_* and engine_*)"},
+	};
+	static bool registered;
+	int rc;
+
+	tel_pipeline = p;
+	if (registered)
+		return 0;
+	for (size_t i = 0; i < RTE_DIM(cmds); i++) {
+		rc = rte_telemetry_register_cmd(cmds[i].cmd, cmds[i].fn, cmds[i].help);
+		if (rc < 0)
+			return rc;
+	}
+	registered = true;
+	return 0;
+}

@@ -1,0 +1,463 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * libsigma against the aggregation engine in kernel-UDP nodes of this
+ * process: exact sums (checked against a reference computed here) over
+ * several partitions, nodes, rounds and dtypes; loss; NACK back-pressure; a
+ * node that disappears mid-round and a worker that never pushes (a clear
+ * error in bounded time); priority order; bad configs and garbage packets.
+ */
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <stdlib.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "client_util.h"
+
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* Worker r's value of element i in round k: small integers, so fp32 sums are exact. */
+static float val(unsigned int r, size_t i, unsigned int k)
+{
+	return (float)((int)((i * 7 + r * 131 + k * 17) % 1001) - 500);
+}
+
+/*
+ * Sum @p nt fp32 tensors of sizes @p sizes over the group for @p rounds
+ * rounds and check every element against the reference.
+ */
+static void run_fp32(struct cu_group *g, const size_t *sizes, unsigned int nt, unsigned int rounds,
+		     const char *what)
+{
+	struct sigma_tensor *t[CU_MAX_W * 4];
+	float *in[CU_MAX_W * 4], *out[CU_MAX_W * 4];
+	size_t bad = 0;
+
+	for (unsigned int r = 0; r < g->n; r++)
+		for (unsigned int j = 0; j < nt; j++) {
+			unsigned int x = r * nt + j;
+
+			t[x] = sigma_tensor_register(g->s[r], what, j, SG_DTYPE_FP32, sizes[j],
+						     (int)j);
+			SG_CHECK(t[x] != NULL, "%s: register: %s", what, strerror(errno));
+			in[x] = malloc(sizes[j] * sizeof(float));
+			out[x] = malloc(sizes[j] * sizeof(float));
+		}
+	SG_CHECK_EQ(cu_start(g, NULL), 0);
+	for (unsigned int k = 0; k < rounds; k++) {
+		for (unsigned int x = 0; x < g->n * nt; x++) {
+			unsigned int r = x / nt, j = x % nt;
+
+			for (size_t i = 0; i < sizes[j]; i++)
+				in[x][i] = val(r, i, k);
+			memset(out[x], 0xff, sizes[j] * sizeof(float));
+			SG_CHECK_EQ(sigma_push_pull(t[x], in[x], out[x], NULL, NULL), 0);
+		}
+		cu_drive(g, t, g->n * nt);
+		for (unsigned int x = 0; x < g->n * nt; x++) {
+			unsigned int j = x % nt;
+
+			SG_CHECK(sigma_test(t[x]) == 0, "%s: op %u round %u: %d %s", what, x, k,
+				 sigma_test(t[x]), sigma_last_error(g->s[x / nt]));
+			for (size_t i = 0; i < sizes[j]; i++) {
+				double ref = 0;
+
+				for (unsigned int r = 0; r < g->n; r++)
+					ref += val(r, i, k);
+				bad += out[x][i] != (float)ref;
+			}
+		}
+	}
+	SG_CHECK(bad == 0, "%s: %zu elements differ from the reference", what, bad);
+	for (unsigned int x = 0; x < g->n * nt; x++) {
+		free(in[x]);
+		free(out[x]);
+	}
+}
+
+static const struct sigma_udpd_conf plain_node = {.engine = {.pool_bufs = 4096}};
+
+static void test_basic(void)
+{
+	/* 1 element, exactly one chunk, a partition boundary, several partitions. */
+	const size_t sizes[] = {1, 356, 16384, 100001};
+	struct cu_group g = {0};
+	struct sigma_conf c = {.job = 11, .token = 0xabcdef, .partition_bytes = 65536};
+	int per_node[2] = {0, 0};
+
+	SG_CHECK_EQ(cu_nodes(&g, 2, &plain_node), 0);
+	SG_CHECK_EQ(cu_sessions(&g, 3, &c), 0);
+	run_fp32(&g, sizes, 4, 3, "basic");
+	for (unsigned int i = 0; i < 2; i++) {
+		struct sg_dp_job_conf job;
+
+		per_node[i] = sigma_job_for_node(g.s[0], i, &job, NULL, 0);
+	}
+	/* 100001 floats = 7 partitions of 64 KB, 16384 one, plus 2 small. */
+	SG_CHECK_EQ(per_node[0] + per_node[1], 1 + 1 + 1 + 7);
+	SG_CHECK(per_node[0] > 0 && per_node[1] > 0, "placement used one node only: %d %d",
+		 per_node[0], per_node[1]);
+	{
+		struct sigma_stats st;
+
+		sigma_get_stats(g.s[1], &st);
+		SG_CHECK_EQ(st.ops_done, 12);
+		SG_CHECK_EQ(st.ops_failed, 0);
+	}
+	cu_free(&g);
+}
+
+/* Integer sums wrap modulo 2^32, and all-ones weights put everything on node 1. */
+static void test_int32_weights(void)
+{
+	struct cu_group g = {0};
+	const double w[2] = {0, 1};
+	struct sigma_conf c = {.job = 12, .token = 5, .weights = w, .chunk_bytes = 8920};
+	enum { NE = 50000 };
+	int32_t *in[3], *out[3];
+	struct sigma_tensor *t[3];
+	size_t bad = 0;
+
+	SG_CHECK_EQ(cu_nodes(&g, 2, &plain_node), 0);
+	SG_CHECK_EQ(cu_sessions(&g, 3, &c), 0);
+	for (unsigned int r = 0; r < 3; r++) {
+		t[r] = sigma_tensor_register(g.s[r], "w", 3, SG_DTYPE_INT32, NE, 0);
+		in[r] = malloc(NE * 4);
+		out[r] = malloc(NE * 4);
+		for (size_t i = 0; i < NE; i++)
+			in[r][i] = (int32_t)(INT32_MAX - (int32_t)(i * 977 + r));
+		SG_CHECK_EQ(sigma_tensor_part_node(t[r], 0), 1);
+	}
+	SG_CHECK_EQ(cu_start(&g, NULL), 0);
+	for (unsigned int r = 0; r < 3; r++)
+		SG_CHECK_EQ(sigma_push_pull(t[r], in[r], out[r], NULL, NULL), 0);
+	cu_drive(&g, t, 3);
+	for (unsigned int r = 0; r < 3; r++) {
+		SG_CHECK_EQ(sigma_test(t[r]), 0);
+		for (size_t i = 0; i < NE; i++) {
+			uint32_t ref = (uint32_t)in[0][i] + (uint32_t)in[1][i] + (uint32_t)in[2][i];
+
+			bad += (uint32_t)out[r][i] != ref;
+		}
+	}
+	SG_CHECK(bad == 0, "int32: %zu elements differ", bad);
+	for (unsigned int r = 0; r < 3; r++) {
+		free(in[r]);
+		free(out[r]);
+	}
+	cu_free(&g);
+}
+
+static void test_loss(void)
+{
+	const size_t sizes[] = {70000, 3000};
+	struct sigma_udpd_conf dc = plain_node;
+	struct sigma_conf c = {.job = 13, .token = 9, .rto_us = 2000, .rto_max_us = 20000,
+			       .max_retries = 30};
+	struct cu_group g = {0};
+	struct sigma_stats st;
+	struct sg_dp_stats ds;
+
+	dc.drop_rx_permille = 50;
+	dc.drop_tx_permille = 50;
+	dc.seed = 1234;
+	SG_CHECK_EQ(cu_nodes(&g, 1, &dc), 0);
+	SG_CHECK_EQ(cu_sessions(&g, 2, &c), 0);
+	run_fp32(&g, sizes, 2, 3, "loss");
+	sigma_get_stats(g.s[0], &st);
+	SG_CHECK(st.retransmits > 0, "5%% loss but no retransmits");
+	sigma_udpd_stats(g.d[0], &ds);
+	SG_CHECK(ds.retransmits_served > 0, "no RESULT resent for a lost RESULT");
+	cu_free(&g);
+}
+
+static void test_nack(void)
+{
+	const size_t sizes[] = {120000};
+	struct sigma_udpd_conf dc = {.engine = {.pool_bufs = 16}};
+	struct sg_dp_job_conf over = {.max_inflight = 8};
+	struct sigma_conf c = {.job = 14, .token = 10, .window = 128, .rto_us = 1000,
+			       .rto_max_us = 8000, .max_retries = 200};
+	struct cu_group g = {0};
+	struct sigma_tensor *t[2];
+	float *in[2], *out[2];
+	struct sigma_stats st;
+	size_t bad = 0;
+
+	SG_CHECK_EQ(cu_nodes(&g, 1, &dc), 0);
+	SG_CHECK_EQ(cu_sessions(&g, 2, &c), 0);
+	for (unsigned int r = 0; r < 2; r++) {
+		t[r] = sigma_tensor_register(g.s[r], "nack", 0, SG_DTYPE_FP32, sizes[0], 0);
+		in[r] = malloc(sizes[0] * 4);
+		out[r] = malloc(sizes[0] * 4);
+		for (size_t i = 0; i < sizes[0]; i++)
+			in[r][i] = val(r, i, 0);
+	}
+	SG_CHECK_EQ(cu_start(&g, &over), 0);
+	for (unsigned int r = 0; r < 2; r++)
+		SG_CHECK_EQ(sigma_push_pull(t[r], in[r], out[r], NULL, NULL), 0);
+	cu_drive(&g, t, 2);
+	for (unsigned int r = 0; r < 2; r++) {
+		SG_CHECK(sigma_test(t[r]) == 0, "nack: %s", sigma_last_error(g.s[r]));
+		for (size_t i = 0; i < sizes[0]; i++)
+			bad += out[r][i] != val(0, i, 0) + val(1, i, 0);
+	}
+	SG_CHECK(bad == 0, "nack: %zu elements differ", bad);
+	sigma_get_stats(g.s[0], &st);
+	SG_CHECK(st.nacks > 0, "a tiny pool and window 128 but no NACK");
+	for (unsigned int r = 0; r < 2; r++) {
+		free(in[r]);
+		free(out[r]);
+	}
+	cu_free(&g);
+}
+
+struct gone_seen {
+	int status;
+	int calls;
+};
+
+static void gone_cb(void *arg, struct sigma_tensor *t, int status)
+{
+	struct gone_seen *s = arg;
+
+	s->status = status;
+	s->calls++;
+}
+
+/* The node vanishes after the first results: every worker gets -ETIMEDOUT, quickly. */
+static void test_node_gone(void)
+{
+	enum { NE = 400000 };
+	struct sigma_conf c = {.job = 15, .token = 11, .window = 32, .rto_us = 2000,
+			       .rto_max_us = 16000, .max_retries = 5};
+	struct cu_group g = {0};
+	struct sigma_tensor *t[2];
+	struct gone_seen seen[2] = {{0}};
+	float *buf = calloc(NE, sizeof(float));
+	float *out[2] = {malloc(NE * 4), malloc(NE * 4)};
+	struct sigma_stats st = {0};
+	uint64_t t0;
+
+	SG_CHECK_EQ(cu_nodes(&g, 1, &plain_node), 0);
+	SG_CHECK_EQ(cu_sessions(&g, 2, &c), 0);
+	for (unsigned int r = 0; r < 2; r++)
+		t[r] = sigma_tensor_register(g.s[r], "grad.layer7", 7, SG_DTYPE_FP32, NE, 0);
+	SG_CHECK_EQ(cu_start(&g, NULL), 0);
+	for (unsigned int r = 0; r < 2; r++)
+		SG_CHECK_EQ(sigma_push_pull(t[r], buf, out[r], gone_cb, &seen[r]), 0);
+	while (st.rx_results < 10) {
+		for (unsigned int r = 0; r < 2; r++)
+			sigma_poll(g.s[r], 100);
+		sigma_get_stats(g.s[0], &st);
+	}
+	sigma_udpd_stop(g.d[0]);
+	t0 = now_ms();
+	cu_drive(&g, t, 2);
+	/* 2+4+8+16+16+16 ms of back-off, far below a second even on a busy machine. */
+	SG_CHECK(now_ms() - t0 < 3000, "failing took %" PRIu64 " ms", now_ms() - t0);
+	for (unsigned int r = 0; r < 2; r++) {
+		const char *e = sigma_last_error(g.s[r]);
+
+		SG_CHECK_EQ(sigma_test(t[r]), -ETIMEDOUT);
+		SG_CHECK_EQ(seen[r].calls, 1);
+		SG_CHECK_EQ(seen[r].status, -ETIMEDOUT);
+		SG_CHECK(strstr(e, "127.0.0.1") && strstr(e, "key 0x0007") &&
+				 strstr(e, "round 0") && strstr(e, "grad.layer7"),
+			 "error does not name node, key and round: '%s'", e);
+	}
+	free(buf);
+	free(out[0]);
+	free(out[1]);
+	cu_free(&g);
+}
+
+/* Rank 1 never pushes: the node reports it missing and rank 0 fails naming it. */
+static void test_worker_missing(void)
+{
+	struct sigma_udpd_conf dc = {.engine = {.slot_timeout_ns = 20000000}};
+	struct sigma_conf c = {.job = 16, .token = 12, .rto_us = 5000, .rto_max_us = 40000,
+			       .max_retries = 6};
+	struct cu_group g = {0};
+	struct sigma_tensor *t;
+	float in[100] = {0}, out[100];
+	const char *e;
+
+	SG_CHECK_EQ(cu_nodes(&g, 1, &dc), 0);
+	SG_CHECK_EQ(cu_sessions(&g, 2, &c), 0);
+	t = sigma_tensor_register(g.s[0], "m", 1, SG_DTYPE_FP32, 100, 0);
+	sigma_tensor_register(g.s[1], "m", 1, SG_DTYPE_FP32, 100, 0);
+	SG_CHECK_EQ(cu_start(&g, NULL), 0);
+	SG_CHECK_EQ(sigma_push_pull_sync(t, in, out), -ETIMEDOUT);
+	e = sigma_last_error(g.s[0]);
+	SG_CHECK(strstr(e, "ranks 0x2 missing") != NULL, "error does not name rank 1: '%s'", e);
+	cu_free(&g);
+}
+
+static int order[8], norder;
+
+static void order_cb(void *arg, struct sigma_tensor *t, int status)
+{
+	order[norder++] = (int)(intptr_t)arg;
+}
+
+/* Lower priority values are sent (and so complete) first; equal ones in call order. */
+static void test_priority(void)
+{
+	enum { NE = 20000 };
+	struct sigma_conf c = {.job = 17, .token = 13, .window = 2};
+	struct cu_group g = {0};
+	struct sigma_tensor *t[3];
+	float *in = calloc(NE, 4), *out[3];
+	const int prio[3] = {10, 1, 10};
+
+	SG_CHECK_EQ(cu_nodes(&g, 1, &plain_node), 0);
+	SG_CHECK_EQ(cu_sessions(&g, 1, &c), 0);
+	for (int j = 0; j < 3; j++) {
+		t[j] = sigma_tensor_register(g.s[0], NULL, (uint32_t)j, SG_DTYPE_FP32, NE, prio[j]);
+		out[j] = malloc(NE * 4);
+	}
+	SG_CHECK_EQ(cu_start(&g, NULL), 0);
+	for (int j = 0; j < 3; j++)
+		SG_CHECK_EQ(sigma_push_pull(t[j], in, out[j], order_cb, (void *)(intptr_t)j), 0);
+	SG_CHECK_EQ(sigma_push_pull(t[0], in, out[0], NULL, NULL), -EBUSY);
+	cu_drive(&g, t, 3);
+	SG_CHECK_EQ(norder, 3);
+	SG_CHECK(order[0] == 1 && order[1] == 0 && order[2] == 2, "completion order %d %d %d",
+		 order[0], order[1], order[2]);
+	free(in);
+	for (int j = 0; j < 3; j++)
+		free(out[j]);
+	cu_free(&g);
+}
+
+static void expect_bad_conf(struct sigma_conf c, const char *what)
+{
+	struct sigma_session *s = sigma_open(&c);
+
+	SG_CHECK(s == NULL && errno == EINVAL, "%s: accepted", what);
+	sigma_close(s);
+}
+
+static uint16_t free_port(void)
+{
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	socklen_t len = sizeof(a);
+	int fd = socket(AF_INET, SOCK_DGRAM, 0);
+
+	bind(fd, (struct sockaddr *)&a, sizeof(a));
+	getsockname(fd, (struct sockaddr *)&a, &len);
+	close(fd);
+	return ntohs(a.sin_port);
+}
+
+static void test_garbage(void)
+{
+	struct sigma_node node = {.addr = "127.0.0.1", .port = 1};
+	struct sigma_node bad_node = {.addr = "localhost"};
+	const double zero_w[1] = {0};
+	struct sigma_conf ok = {.nworkers = 1, .nodes = &node, .nnodes = 1};
+	struct sigma_conf c;
+	struct cu_group g = {0};
+	struct sigma_tensor *t;
+	enum { NE = 30000 };
+	float *in = malloc(NE * 4), *out = malloc(NE * 4);
+	struct sockaddr_in to = {.sin_family = AF_INET};
+	uint8_t pkt[SG_DP_HDR_LEN + 64], junk[64] = {1};
+	struct sigma_stats st;
+	size_t bad = 0;
+	int fd;
+
+	c = ok, c.nworkers = 0, expect_bad_conf(c, "N = 0");
+	c = ok, c.nworkers = 65, expect_bad_conf(c, "N = 65");
+	c = ok, c.rank = 1, expect_bad_conf(c, "rank >= N");
+	c = ok, c.nnodes = 0, expect_bad_conf(c, "no nodes");
+	c = ok, c.nodes = &bad_node, expect_bad_conf(c, "host name as address");
+	c = ok, c.chunk_bytes = 1001, expect_bad_conf(c, "chunk_bytes not a multiple of 8");
+	c = ok, c.chunk_bytes = 9000, expect_bad_conf(c, "chunk_bytes > 8920");
+	c = ok, c.partition_bytes = 512, expect_bad_conf(c, "partition < chunk");
+	c = ok, c.weights = zero_w, expect_bad_conf(c, "all weights 0");
+	c = ok, c.transport = 7, expect_bad_conf(c, "unknown transport");
+	SG_CHECK(sigma_open(NULL) == NULL, "NULL conf accepted");
+
+	SG_CHECK_EQ(cu_nodes(&g, 1, &plain_node), 0);
+	c = (struct sigma_conf){.job = 18, .token = 77, .local_addr = "127.0.0.1",
+				.local_port = free_port()};
+	SG_CHECK_EQ(cu_sessions(&g, 1, &c), 0);
+	SG_CHECK(sigma_tensor_register(g.s[0], NULL, SIGMA_MAX_TENSORS, SG_DTYPE_FP32, 1, 0) ==
+			 NULL && errno == EINVAL, "tensor id too big accepted");
+	SG_CHECK(sigma_tensor_register(g.s[0], NULL, 1, SG_DTYPE_COUNT, 1, 0) == NULL,
+		 "bad dtype accepted");
+	SG_CHECK(sigma_tensor_register(g.s[0], NULL, 1, SG_DTYPE_FP32, 0, 0) == NULL,
+		 "0 elements accepted");
+	SG_CHECK(sigma_tensor_register(g.s[0], NULL, 2, SG_DTYPE_FP32, (uint64_t)1 << 40, 0) ==
+			 NULL && errno == E2BIG, "2^16+ partitions accepted");
+	t = sigma_tensor_register(g.s[0], NULL, 1, SG_DTYPE_FP32, NE, 0);
+	SG_CHECK(t != NULL, "register");
+	SG_CHECK(sigma_tensor_register(g.s[0], NULL, 1, SG_DTYPE_FP32, NE, 0) == NULL &&
+			 errno == EEXIST, "duplicate id accepted");
+	SG_CHECK_EQ(sigma_push_pull(t, NULL, out, NULL, NULL), -EINVAL);
+	SG_CHECK_EQ(cu_start(&g, NULL), 0);
+	for (size_t i = 0; i < NE; i++)
+		in[i] = (float)i;
+
+	/* Garbage aimed at the worker's socket while its operation runs. */
+	fd = socket(AF_INET, SOCK_DGRAM, 0);
+	to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	to.sin_port = htons(c.local_port);
+	SG_CHECK_EQ(sigma_push_pull(t, in, out, NULL, NULL), 0);
+	srand(7);
+	for (int k = 0; k < 200; k++) {
+		struct sg_dp_msg m = {.type = SG_DP_T_RESULT, .job = 18, .token = 77, .key = 1 << 16,
+				      .nchunks = 1, .nelem = 16, .dtype = SG_DTYPE_FP32};
+		size_t len = sizeof(pkt);
+
+		switch (k % 6) {
+		case 0: /* random bytes */
+			for (size_t i = 0; i < sizeof(pkt); i++)
+				pkt[i] = (uint8_t)rand();
+			len = (size_t)rand() % sizeof(pkt);
+			break;
+		case 1: m.token = 78; break;                /* wrong token */
+		case 2: m.key = 99 << 16; break;           /* unknown tensor */
+		case 3: m.key = (1 << 16) | 500; break;    /* unknown partition */
+		case 4: m.chunk = 100000; break;           /* chunk out of range */
+		case 5: m.nchunks = 85; m.chunk = 3; m.offset = 3 * 1424; break; /* wrong size */
+		}
+		if (k % 6)
+			sg_dp_build(pkt, sizeof(pkt), &m, junk, 64);
+		sendto(fd, pkt, len, 0, (struct sockaddr *)&to, sizeof(to));
+		sigma_poll(g.s[0], 0);
+	}
+	close(fd);
+	SG_CHECK_EQ(sigma_wait(t), 0);
+	for (size_t i = 0; i < NE; i++)
+		bad += out[i] != (float)i;
+	SG_CHECK(bad == 0, "garbage: %zu elements wrong", bad);
+	sigma_get_stats(g.s[0], &st);
+	SG_CHECK(st.rx_bad + st.rx_stale >= 150, "garbage not counted: bad %" PRIu64 " stale %"
+		 PRIu64, st.rx_bad, st.rx_stale);
+	free(in);
+	free(out);
+	cu_free(&g);
+}
+
+int main(void)
+{
+	test_basic();
+	test_int32_weights();
+	test_loss();
+	test_nack();
+	test_node_gone();
+	test_worker_missing();
+	test_priority();
+	test_garbage();
+	return sg_test_finish("client");
+}

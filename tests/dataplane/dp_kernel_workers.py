@@ -1,0 +1,82 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: BSD-3-Clause
+"""N Sigma workers over ordinary kernel UDP sockets (docs/protocol.md).
+
+Each worker pushes every chunk of every key for a number of rounds, waits for
+its RESULT, retransmits after a timeout, and checks every element against the
+sum computed here. Exit 0 when every result was right, 1 otherwise.
+Usage: dp_kernel_workers.py NODE_IP NODE_PORT MY_IP WORKERS KEYS PART_BYTES
+       CHUNK_BYTES ROUNDS TOKEN
+"""
+import select
+import socket
+import struct
+import sys
+import time
+
+HDR = struct.Struct(">IBBBBIHHQIIIIII")
+MAGIC, VERSION, PUSH, RESULT, FP32 = 0x53474D41, 1, 1, 2, 0
+
+
+def value(rank, key, chunk, rnd, i):
+    return float((rank + 1) * (i + 3 * key + 5 * chunk + 7 * rnd + 1) % 97)
+
+
+def main():
+    node_ip, node_port, my_ip = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+    workers, keys, part, chunk_bytes, rounds = map(int, sys.argv[4:9])
+    token, job = int(sys.argv[9], 0), 1
+    nchunks = (part + chunk_bytes - 1) // chunk_bytes
+    socks = []
+    for r in range(workers):
+        s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        s.bind((my_ip, 41000 + r))
+        socks.append(s)
+    ok = bad = retrans = 0
+    deadline = time.monotonic() + 60
+    for rnd in range(rounds):
+        for key in range(keys):
+            for chunk in range(nchunks):
+                off = chunk * chunk_bytes
+                n = min(chunk_bytes, part - off) // 4
+                want = [sum(value(w, key, chunk, rnd, i) for w in range(workers))
+                        for i in range(n)]
+                pending = set(range(workers))
+                while pending:
+                    if time.monotonic() > deadline:
+                        print("timed out: key %d chunk %d round %d waiting for %s"
+                              % (key, chunk, rnd, sorted(pending)))
+                        return 1
+                    for w in pending:
+                        hdr = HDR.pack(MAGIC, VERSION, PUSH, 0, FP32, job, w, 0, token, key,
+                                       chunk, nchunks, rnd, n, off)
+                        pl = struct.pack("<%df" % n,
+                                         *(value(w, key, chunk, rnd, i) for i in range(n)))
+                        socks[w].sendto(hdr + pl, (node_ip, node_port))
+                    t_end = time.monotonic() + 0.3
+                    while pending and time.monotonic() < t_end:
+                        rd, _, _ = select.select([socks[w] for w in pending], [], [], 0.05)
+                        for s in rd:
+                            data, src = s.recvfrom(65536)
+                            f = HDR.unpack_from(data)
+                            if f[0] != MAGIC or f[2] != RESULT or src[0] != node_ip:
+                                continue
+                            w = f[6]
+                            if (f[9], f[10], f[12]) != (key, chunk, rnd) or w not in pending:
+                                continue
+                            got = struct.unpack_from("<%df" % f[13], data, HDR.size)
+                            if list(got) == want:
+                                ok += 1
+                            else:
+                                bad += 1
+                                print("wrong sum: key %d chunk %d round %d rank %d"
+                                      % (key, chunk, rnd, w))
+                            pending.discard(w)
+                    if pending:
+                        retrans += len(pending)
+    print("kernel workers: %d results ok, %d wrong, %d retransmits" % (ok, bad, retrans))
+    return 0 if bad == 0 and ok == workers * keys * nchunks * rounds else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
+# sigma-bench pipeline: bad options are refused with usage (exit 2), --help
+# works, and one short ring run completes with every sum right ("ok":true).
+# Usage: test_bench_pipeline_cli.sh path/to/sigma-bench
+set -u
+B=$1
+fails=0
+for bad in "--runs 0" "--runs abc" "--runs 99" "--seconds 0" "--seconds -3" "--seconds x" \
+	"--workers 0" "--workers 65" "--workers -1" "--bogus" "--runs"; do
+	# shellcheck disable=SC2086
+	"$B" pipeline $bad >/dev/null 2>&1
+	rc=$?
+	[ "$rc" = 2 ] || { echo "FAIL: 'pipeline $bad' exit $rc, expected 2"; fails=$((fails + 1)); }
+done
+"$B" pipeline --help | grep -q 'usage: sigma-bench pipeline' || { echo "FAIL: --help"; fails=$((fails + 1)); }
+out=$("$B" pipeline --runs 1 --seconds 0.2 --ring-only 2>&1)
+echo "$out" | tail -3
+echo "$out" | grep -q '"ok":true' || { echo "FAIL: short run not ok"; fails=$((fails + 1)); }
+echo "$out" | grep -q '"transport":"ring"' || { echo "FAIL: no ring scenario in JSON"; fails=$((fails + 1)); }
+echo "bench_pipeline_cli: $fails failed"
+[ "$fails" = 0 ]
