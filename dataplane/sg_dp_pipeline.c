@@ -90,7 +90,6 @@ struct sg_dp_pipeline {
 	volatile bool stop_rx;
 	volatile bool stop_req;
 	volatile int io_running;
-	volatile unsigned int idle;
 	volatile unsigned int idle_sleep_us;
 };
 
@@ -331,7 +330,8 @@ static void idle_wait(struct sg_dp_lcore *lc, unsigned int *idle_polls)
 {
 	unsigned int shift, us;
 
-	if (lc->p->idle != SG_DP_IDLE_SLEEP || ++*idle_polls < IDLE_SPIN)
+	if (*(volatile enum sg_dp_idle *)&lc->st.idle != SG_DP_IDLE_SLEEP ||
+	    ++*idle_polls < IDLE_SPIN)
 		return;
 	/* back off exponentially from 1 us up to the configured longest sleep */
 	shift = RTE_MIN(*idle_polls - IDLE_SPIN, 20u);
@@ -580,7 +580,6 @@ struct sg_dp_pipeline *sg_dp_pipeline_create(const struct sg_dp_config *c, char 
 		return NULL;
 	}
 	p->cfg = *c;
-	p->idle = c->idle;
 	p->idle_sleep_us = c->idle_sleep_us;
 	p->ns_per_tsc = 1e9 / (double)rte_get_tsc_hz();
 	p->max_frame = RTE_ETHER_HDR_LEN + c->mtu + RTE_ETHER_CRC_LEN;
@@ -618,6 +617,7 @@ struct sg_dp_pipeline *sg_dp_pipeline_create(const struct sg_dp_config *c, char 
 		lc->st.lcore = a->lcore;
 		lc->st.role = a->role;
 		lc->st.socket = lc->socket;
+		lc->st.idle = c->sleep_lcores[a->lcore] ? SG_DP_IDLE_SLEEP : c->idle;
 		lc->pool = socket_pool(p, lc->socket, err, errlen);
 		if (lc->pool == NULL) {
 			rc = -ENOMEM;
@@ -752,14 +752,23 @@ int sg_dp_pipeline_reload(struct sg_dp_pipeline *p, const struct sg_dp_config *n
 	/* the engine takes its slot timeout at creation only */
 	NEEDS_RESTART(nc->timeout_ms != c->timeout_ms, "[live] timeout_ms");
 #undef NEEDS_RESTART
-	if (nc->idle != c->idle || nc->idle_sleep_us != c->idle_sleep_us) {
+	if (nc->idle != c->idle || nc->idle_sleep_us != c->idle_sleep_us ||
+	    memcmp(nc->sleep_lcores, c->sleep_lcores, sizeof(c->sleep_lcores))) {
 		c->idle = nc->idle;
 		c->idle_sleep_us = nc->idle_sleep_us;
+		memcpy(c->sleep_lcores, nc->sleep_lcores, sizeof(c->sleep_lcores));
 		p->idle_sleep_us = nc->idle_sleep_us;
-		p->idle = nc->idle;
-		if (report)
-			fprintf(report, "sigmad: SIGHUP: idle policy now %s (sleep up to %u us)\n",
-				c->idle == SG_DP_IDLE_BUSY ? "busy" : "sleep", c->idle_sleep_us);
+		for (unsigned int i = 0; i < p->n_lc; i++) {
+			struct sg_dp_lcore *lc = &p->lc[i];
+
+			*(volatile enum sg_dp_idle *)&lc->st.idle =
+				c->sleep_lcores[lc->lcore_id] ? SG_DP_IDLE_SLEEP : c->idle;
+			if (report)
+				fprintf(report, "sigmad: SIGHUP: lcore %u idle policy now %s (sleep up "
+					"to %u us)\n", lc->lcore_id,
+					lc->st.idle == SG_DP_IDLE_BUSY ? "busy" : "sleep",
+					c->idle_sleep_us);
+		}
 	}
 	if (nc->log_level != c->log_level) {
 		c->log_level = nc->log_level;
