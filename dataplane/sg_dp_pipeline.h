@@ -392,6 +392,7 @@ struct sg_dp_gen_conf {
 	uint64_t retrans_us;       /**< resend after this long without a result */
 	uint32_t seed;
 	bool udp_checksum;
+	unsigned int idle_sleep_us; /**< sleep this long after 64 empty polls (0: spin) */
 };
 
 /** Generator counters and verdict. */
@@ -453,6 +454,7 @@ struct sg_dp_loop_conf {
 	double timeout_s;       /**< give up after this long (default 30) */
 	unsigned int garbage;   /**< malformed frames to send first (counted drops) */
 	bool arp;               /**< send an ARP request first */
+	unsigned int gen_sleep_us; /**< generator's idle sleep (0: it busy-polls) */
 };
 
 /** Outcome of a loopback run. */
