@@ -17,7 +17,8 @@
  *    into the same tx buffers) with no protocol; engine / kernel is the cost
  *    of the protocol;
  *  - "read": streaming read of the pushed payloads (the physical bound).
- * Every figure is the median of N runs. Target (issue 3): >= 25 Gbps of
+ * Each run times all three back to back; every figure is the median of N
+ * runs, ratios the median of per-run ratios. Target (issue 3): >= 25 Gbps of
  * pushed fp32 data per core at 4 KiB chunks.
  */
 #include <endian.h>
@@ -57,6 +58,7 @@ struct row {
 	double gbs;        /* GB/s of pushed payload (engine) */
 	double kernel_gbs; /* same, summation kernels only */
 	double read_gbs;   /* streaming read of the same payloads */
+	double ratio_kernel, ratio_read; /* medians of per-run ratios */
 };
 
 struct tx {
@@ -232,34 +234,34 @@ static void one_round(struct setup *s, enum what w, uint32_t round, volatile uin
 	}
 }
 
-/* Median GB/s of pushed payload over @runs runs of about RUN_SECONDS each. */
-static double measure(struct setup *s, enum what w, unsigned int runs, uint32_t *round)
+/* GB/s of pushed payload in one run of about RUN_SECONDS. */
+static double measure_once(struct setup *s, enum what w, uint32_t *round)
 {
-	double gbs[MAX_RUNS];
 	volatile uint64_t sink = 0;
 	size_t round_bytes = (size_t)s->n * WINDOW * s->nelem * sg_dtype_size(s->dt);
+	double t0 = sigma_bench_now(), t;
+	unsigned long rounds = 0;
 
-	one_round(s, w, (*round)++, &sink); /* warm-up */
-	for (unsigned int i = 0; i < runs; i++) {
-		double t0 = sigma_bench_now(), t;
-		unsigned long rounds = 0;
-
-		do {
-			one_round(s, w, (*round)++, &sink);
-			rounds++;
-			t = sigma_bench_now() - t0;
-		} while (t < RUN_SECONDS);
-		gbs[i] = (double)rounds * (double)round_bytes / t / 1e9;
-	}
-	return sigma_bench_median(gbs, runs);
+	do {
+		one_round(s, w, (*round)++, &sink);
+		rounds++;
+		t = sigma_bench_now() - t0;
+	} while (t < RUN_SECONDS);
+	return (double)rounds * (double)round_bytes / t / 1e9;
 }
 
+/*
+ * Each run times the engine and both references back to back, so that a
+ * neighbour's noise hits all three alike; ratios are medians of per-run ratios.
+ */
 static int bench_one(struct bench *b, enum sg_dtype dt, unsigned int n, uint32_t chunk)
 {
+	double eng[MAX_RUNS], ker[MAX_RUNS], rd[MAX_RUNS], rk[MAX_RUNS], rr[MAX_RUNS];
 	struct setup s;
 	struct row *row = &b->rows[b->nrows];
 	struct sg_dp_stats st;
-	uint32_t round = 0;
+	volatile uint64_t sink = 0;
+	uint32_t round = 0, unused = 0; /* the engine's rounds must follow each other */
 	int rc = setup_init(&s, dt, n, chunk);
 
 	if (rc != 0) {
@@ -267,13 +269,24 @@ static int bench_one(struct bench *b, enum sg_dtype dt, unsigned int n, uint32_t
 		setup_free(&s);
 		return rc;
 	}
+	for (enum what w = ENGINE; w <= READ; w++)
+		one_round(&s, w, w == ENGINE ? round++ : 0, &sink); /* warm-up */
+	for (unsigned int i = 0; i < b->runs; i++) {
+		eng[i] = measure_once(&s, ENGINE, &round);
+		ker[i] = measure_once(&s, KERNEL, &unused);
+		rd[i] = measure_once(&s, READ, &unused);
+		rk[i] = eng[i] / ker[i];
+		rr[i] = eng[i] / rd[i];
+	}
 	row->dt = dt;
 	row->n = n;
 	row->chunk = chunk;
-	row->gbs = measure(&s, ENGINE, b->runs, &round);
+	row->gbs = sigma_bench_median(eng, b->runs);
 	row->chunks_s = row->gbs * 1e9 / chunk;
-	row->kernel_gbs = measure(&s, KERNEL, b->runs, &round);
-	row->read_gbs = measure(&s, READ, b->runs, &round);
+	row->kernel_gbs = sigma_bench_median(ker, b->runs);
+	row->read_gbs = sigma_bench_median(rd, b->runs);
+	row->ratio_kernel = sigma_bench_median(rk, b->runs);
+	row->ratio_read = sigma_bench_median(rr, b->runs);
 	/* Every engine round must have completed every chunk, with nothing dropped. */
 	sg_dp_engine_stats(s.e, &st);
 	if (st.rx_pushes != st.rx_packets || st.nacks_sent != 0 || st.tx_fail != 0 ||
@@ -301,8 +314,7 @@ static void print_table(const struct bench *b)
 
 		printf("%-5s %2u %6u %10.3f %8.2f %7.1f %10.2f %8.2f %9.2f %8.2f\n",
 		       sg_dtype_name(r->dt), r->n, r->chunk, r->chunks_s / 1e6, r->gbs,
-		       r->gbs * 8, r->kernel_gbs, r->gbs / r->kernel_gbs, r->read_gbs,
-		       r->gbs / r->read_gbs);
+		       r->gbs * 8, r->kernel_gbs, r->ratio_kernel, r->read_gbs, r->ratio_read);
 	}
 }
 
@@ -335,8 +347,7 @@ static void print_json(FILE *f, const struct bench *b)
 			"\"kernel_gbytes_per_s\": %.3f, \"ratio_to_kernel\": %.3f, "
 			"\"read_bound_gbytes_per_s\": %.3f, \"ratio_to_read_bound\": %.3f}",
 			i ? "," : "", sg_dtype_name(r->dt), r->n, r->chunk, r->chunks_s, r->gbs,
-			r->gbs * 8, r->kernel_gbs, r->gbs / r->kernel_gbs, r->read_gbs,
-			r->gbs / r->read_gbs);
+			r->gbs * 8, r->kernel_gbs, r->ratio_kernel, r->read_gbs, r->ratio_read);
 	}
 	fprintf(f, "\n ],\n \"target\": {\"what\": \"fp32, 4096-byte chunks, lowest over N\", "
 		"\"min_gbps\": %.1f, \"measured_gbps\": %.2f, \"ratio\": %.3f, "

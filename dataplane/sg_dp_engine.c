@@ -103,6 +103,7 @@ struct job {
 	struct list active, done;
 };
 
+/* One per reducer lcore. */
 struct sg_dp_engine {
 	struct sg_dp_engine_conf conf;
 	struct sg_sum_pool *pool;
@@ -111,7 +112,7 @@ struct sg_dp_engine {
 	struct job **jobs;
 	struct job *last; /* cache of the last job looked up */
 	struct sg_dp_stats st;
-};
+} __rte_cache_aligned;
 
 /* ---- small helpers ----------------------------------------------------- */
 
@@ -119,6 +120,12 @@ static inline int32_t rdiff(uint32_t a, uint32_t b)
 {
 	/* Serial-number arithmetic: rounds may wrap. */
 	return (int32_t)(a - b);
+}
+
+/* Time since @t; 0 if the caller's clock went backwards (never a huge age). */
+static inline uint64_t age(uint64_t now, uint64_t t)
+{
+	return now > t ? now - t : 0;
 }
 
 static inline uint32_t hash32(uint32_t x)
@@ -177,15 +184,6 @@ static const struct key_ent *key_find(const struct job *j, uint32_t id)
 		if (j->keys[v - 1].id == id)
 			return &j->keys[v - 1];
 	}
-}
-
-uint32_t sg_dp_chunk_count(uint32_t nelem, enum sg_dtype dtype, uint32_t chunk_bytes)
-{
-	uint64_t bytes = (uint64_t)nelem * sg_dtype_size(dtype);
-
-	if (chunk_bytes == 0)
-		return 0;
-	return (uint32_t)((bytes + chunk_bytes - 1) / chunk_bytes);
 }
 
 static uint32_t chunk_nelem(const struct job *j, const struct key_ent *k, uint32_t c)
@@ -320,7 +318,7 @@ static bool reclaim_one(struct sg_dp_engine *e, uint64_t now, const struct slot 
 
 		if (i != NIL && &j->slots[i] == keep)
 			i = j->slots[i].lnext;
-		if (i == NIL || now - j->slots[i].t < e->conf.shadow_hold_ns)
+		if (i == NIL || age(now, j->slots[i].t) < e->conf.shadow_hold_ns)
 			continue;
 		if (best == NULL || j->slots[i].t < best->slots[best_i].t) {
 			best = j;
@@ -670,7 +668,8 @@ static int job_poll(struct sg_dp_engine *e, struct job *j, uint64_t now, int log
 	int n = 0;
 	uint32_t i;
 
-	while ((i = j->active.head) != NIL && now - j->slots[i].t >= e->conf.slot_timeout_ns) {
+	while ((i = j->active.head) != NIL &&
+	       age(now, j->slots[i].t) >= e->conf.slot_timeout_ns) {
 		struct slot *s = &j->slots[i];
 		const struct key_ent *k;
 		uint32_t chunk;
@@ -702,7 +701,7 @@ static int job_poll(struct sg_dp_engine *e, struct job *j, uint64_t now, int log
 				" round %" PRIu32 ": %d of %" PRIu32 " pushes after %" PRIu64
 				" ms; missing ranks: %s", j->id, k->id, chunk, s->round,
 				__builtin_popcountll(s->arrived), j->n,
-				(now - s->t) / 1000000, miss);
+				age(now, s->t) / 1000000, miss);
 		}
 		for (uint32_t r = 0; r < j->n; r++)
 			if (s->arrived & (1ull << r))
@@ -746,9 +745,10 @@ struct sg_dp_engine *sg_dp_engine_create(const struct sg_dp_engine_conf *conf)
 		errno = EINVAL;
 		return NULL;
 	}
-	e = calloc(1, sizeof(*e));
+	e = aligned_alloc(RTE_CACHE_LINE_SIZE, sizeof(*e));
 	if (e == NULL)
 		return NULL;
+	memset(e, 0, sizeof(*e));
 	e->conf = *conf;
 	if (e->conf.pool_bufs == 0)
 		e->conf.pool_bufs = DEF_POOL_BUFS;

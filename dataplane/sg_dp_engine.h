@@ -171,9 +171,6 @@ void sg_dp_engine_stats(const struct sg_dp_engine *eng, struct sg_dp_stats *st);
 /** Bytes of accumulator buffer the engine's pool holds per buffer. */
 uint32_t sg_dp_engine_buf_size(const struct sg_dp_engine *eng);
 
-/** Number of chunks a key of @p nelem elements of @p dtype has at @p chunk_bytes. */
-uint32_t sg_dp_chunk_count(uint32_t nelem, enum sg_dtype dtype, uint32_t chunk_bytes);
-
 #ifdef __cplusplus
 }
 #endif

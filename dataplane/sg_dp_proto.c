@@ -186,3 +186,28 @@ int sg_dp_build(void *buf, size_t cap, const struct sg_dp_msg *msg, const void *
 		memcpy((uint8_t *)buf + SG_DP_HDR_LEN, payload, payload_len);
 	return (int)(SG_DP_HDR_LEN + payload_len);
 }
+
+uint32_t sg_dp_chunk_count(uint32_t nelem, enum sg_dtype dtype, uint32_t chunk_bytes)
+{
+	uint64_t bytes = (uint64_t)nelem * sg_dtype_size(dtype);
+
+	if (chunk_bytes == 0)
+		return 0;
+	return (uint32_t)((bytes + chunk_bytes - 1) / chunk_bytes);
+}
+
+int sg_dp_chunk_span(uint32_t nelem, enum sg_dtype dtype, uint32_t chunk_bytes, uint32_t chunk,
+		     uint32_t *first, uint32_t *count, uint32_t *offset)
+{
+	size_t esz = sg_dtype_size(dtype);
+	uint32_t per;
+
+	if (esz == 0 || chunk_bytes == 0 || chunk_bytes % esz != 0 ||
+	    chunk >= sg_dp_chunk_count(nelem, dtype, chunk_bytes))
+		return -EINVAL;
+	per = chunk_bytes / (uint32_t)esz;
+	*first = chunk * per;
+	*count = nelem - *first < per ? nelem - *first : per;
+	*offset = chunk * chunk_bytes;
+	return 0;
+}

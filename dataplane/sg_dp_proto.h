@@ -21,6 +21,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "sg_sum.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -200,6 +202,27 @@ void sg_dp_build_hdr(void *buf, const struct sg_dp_msg *msg);
  */
 int sg_dp_build(void *buf, size_t cap, const struct sg_dp_msg *msg, const void *payload,
 		size_t payload_len);
+
+/*
+ * Job geometry (docs/protocol.md, "Job geometry"): how a key of nelem
+ * elements is cut into chunks of chunk_bytes. Workers and the node must agree.
+ */
+
+/**
+ * Number of chunks of a key of @p nelem elements of @p dtype at @p chunk_bytes
+ * payload bytes per chunk: ceil(nelem * size / chunk_bytes). 0 if @p chunk_bytes
+ * is 0 or @p dtype unknown.
+ */
+uint32_t sg_dp_chunk_count(uint32_t nelem, enum sg_dtype dtype, uint32_t chunk_bytes);
+
+/**
+ * Where chunk @p chunk of such a key lies: its first element, its element
+ * count, and its byte offset (the header's `offset`).
+ * @return 0, or -EINVAL if @p chunk >= the chunk count, @p chunk_bytes is not
+ *         a multiple of the dtype size, or @p dtype is unknown.
+ */
+int sg_dp_chunk_span(uint32_t nelem, enum sg_dtype dtype, uint32_t chunk_bytes, uint32_t chunk,
+		     uint32_t *first, uint32_t *count, uint32_t *offset);
 
 #ifdef __cplusplus
 }

@@ -74,6 +74,9 @@ static uint8_t next(struct rd *r)
 	return *r->p++;
 }
 
+/* Packets the engine used and dropped in this input, to check its counters. */
+static uint64_t n_used, n_dropped;
+
 static void feed(struct sg_dp_engine *e, const uint8_t *pkt, uint32_t len, uint64_t src,
 		 uint64_t now)
 {
@@ -81,7 +84,10 @@ static void feed(struct sg_dp_engine *e, const uint8_t *pkt, uint32_t len, uint6
 	enum sg_dp_drop why;
 
 	sg_dp_parse(pkt, len, &m, &why);
-	sg_dp_engine_rx(e, pkt, len, src, now);
+	if (sg_dp_engine_rx(e, pkt, len, src, now) == 0)
+		n_used++;
+	else
+		n_dropped++;
 }
 
 static uint32_t build(struct rd *r, uint8_t *pkt, int push)
@@ -155,6 +161,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 		sg_dp_parse(data, size, &m, NULL);
 	}
+	n_used = n_dropped = 0;
 	e = sg_dp_engine_create(&ec);
 	if (e == NULL)
 		abort();
@@ -201,6 +208,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	sg_dp_engine_stats(e, &st);
 	if (st.pool_free != POOL || st.slots_active != 0 || st.incomplete_slots != 0)
 		abort();
+	/* Every packet is either used or dropped under exactly one reason. */
+	{
+		uint64_t drops = 0;
+
+		for (int i = 0; i < SG_DP_DROP_COUNT; i++)
+			drops += st.drops[i];
+		if (drops != n_dropped || st.rx_packets != n_used + n_dropped ||
+		    st.drops[SG_DP_DROP_NONE] != 0)
+			abort();
+	}
 	sg_dp_engine_destroy(e);
 	return 0;
 }

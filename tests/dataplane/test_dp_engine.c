@@ -242,6 +242,91 @@ static void test_reclaim_spares_own_shadow(void)
 	sg_dp_engine_destroy(e);
 }
 
+/*
+ * Two jobs share one small pool: a sync fp32 job (N = 2) and a deterministic
+ * int32 job (N = 3). Pushes interleave; NACKed ones are retried later, as a
+ * worker would. Every result must be exact, and no job may starve.
+ */
+static void test_two_jobs_share_pool(void)
+{
+	struct sg_dp_engine *e = fixture(3, 2, SG_DTYPE_FP32, SG_DP_MODE_SYNC, 4 * 16, 0, 0);
+	struct sg_dp_key k = {.id = 1, .nelem = 4 * 16};
+	struct sg_dp_job_conf jc = {
+		.id = 2, .nworkers = 3, .token = TOKEN, .dtype = SG_DTYPE_INT32,
+		.mode = SG_DP_MODE_DETERM, .chunk_bytes = 64, .keys = &k, .nkeys = 1,
+	};
+	struct push_spec pa = spec(1, SG_DTYPE_FP32, 4 * 16), pb = spec(2, SG_DTYPE_INT32, 4 * 16);
+	uint8_t p[SG_DP_HDR_LEN + 64];
+	uint64_t now = 0;
+	unsigned int results_a = 0, results_b = 0, bad = 0;
+	struct sg_dp_stats st;
+
+	if (e == NULL || sg_dp_engine_add_job(e, &jc) != 0)
+		return;
+	for (uint32_t round = 0; round < 3; round++) {
+		/* pending[job][rank][chunk]: still to be accepted */
+		bool pending[2][3][4];
+		bool left = true;
+
+		memset(pending, 1, sizeof(pending));
+		for (uint32_t c = 0; c < 4; c++)
+			pending[0][2][c] = false; /* job 1 has only two ranks */
+		while (left) {
+			left = false;
+			now += 20 * MS; /* past shadow_hold: old results may go */
+			for (int jb = 0; jb < 2; jb++) {
+				for (uint32_t c = 0; c < 4; c++) {
+					for (int r = 2; r >= 0; r--) { /* ranks out of order */
+						int32_t di[16];
+						float df[16];
+
+						if (!pending[jb][r][c])
+							continue;
+						for (int i = 0; i < 16; i++) {
+							df[i] = (float)(r + 1) * (float)(round + 1);
+							di[i] = (r + 1) * 1000 + (int32_t)round;
+						}
+						cap.n = 0;
+						sg_dp_engine_rx(e, p, mk_pkt(p, jb ? &pb : &pa,
+									 (uint32_t)r, c, round,
+									 jb ? (void *)di : (void *)df),
+								100 + r, now);
+						if (cap.n == 1 && cap.pkts[0].m.type == SG_DP_T_NACK) {
+							left = true;
+							continue;
+						}
+						pending[jb][r][c] = false;
+						for (unsigned int q = 0; q < cap.n; q++) {
+							const struct cap_pkt *x = &cap.pkts[q];
+
+							if (x->m.type != SG_DP_T_RESULT) {
+								bad++;
+							} else if (x->m.job == 1) {
+								results_a++;
+								bad += first_f(x) !=
+								       3.0f * (float)(round + 1);
+							} else {
+								int32_t v;
+
+								memcpy(&v, x->m.payload, 4);
+								results_b++;
+								bad += v != 6000 + 3 * (int32_t)round;
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+	SG_CHECK_EQ(bad, 0);
+	SG_CHECK_EQ(results_a, 3 * 4 * 2);
+	SG_CHECK_EQ(results_b, 3 * 4 * 3);
+	sg_dp_engine_stats(e, &st);
+	SG_CHECK(st.nacks_pool > 0 && st.shadows_reclaimed > 0, "the pool was never short");
+	SG_CHECK_EQ(st.rounds_completed, 3 * 4 * 2);
+	sg_dp_engine_destroy(e);
+}
+
 static void test_inflight_limit(void)
 {
 	struct sg_dp_engine *e = fixture(64, 2, SG_DTYPE_FP32, SG_DP_MODE_SYNC, 3 * 16, 2, 0);
@@ -272,6 +357,7 @@ static void test_worker_loss(void)
 	for (uint32_t r = 0; r < 3; r++)
 		SG_CHECK_EQ(push_f(e, &ps, r, 0, 7, 1.0f, MS), 0);
 	SG_CHECK_EQ(sg_dp_engine_poll(e, 50 * MS), 0);
+	SG_CHECK_EQ(sg_dp_engine_poll(e, 0), 0); /* a clock that went back ages nothing */
 	SG_CHECK_EQ(cap.n, 0);
 	SG_CHECK_EQ(sg_dp_engine_poll(e, 51 * MS), 1);
 	/* Each waiting rank hears that rank 3 is missing. */
@@ -494,6 +580,7 @@ int main(void)
 	test_shadow_and_window();
 	test_pool_exhaustion();
 	test_reclaim_spares_own_shadow();
+	test_two_jobs_share_pool();
 	test_inflight_limit();
 	test_worker_loss();
 	test_async();

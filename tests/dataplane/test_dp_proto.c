@@ -44,6 +44,25 @@ static void test_layout(void)
 	SG_CHECK_EQ(m.payload_len, 1152);
 	SG_CHECK(m.payload == pkt + SG_DP_HDR_LEN, "payload pointer");
 	SG_CHECK_EQ(sg_dp_chunk_count(1000, SG_DTYPE_FP32, 1424), 3);
+	{
+		uint32_t first = 0, count = 0, off = 0;
+
+		SG_CHECK_EQ(sg_dp_chunk_span(1000, SG_DTYPE_FP32, 1424, 2, &first, &count, &off), 0);
+		SG_CHECK(first == 712 && count == 288 && off == 2848, "span %u %u %u", first, count,
+			 off);
+		SG_CHECK_EQ(sg_dp_chunk_span(1000, SG_DTYPE_FP32, 1424, 0, &first, &count, &off), 0);
+		SG_CHECK(first == 0 && count == 356 && off == 0, "span 0: %u %u %u", first, count,
+			 off);
+		SG_CHECK_EQ(sg_dp_chunk_span(1000, SG_DTYPE_FP32, 1424, 3, &first, &count, &off),
+			    -EINVAL);
+		SG_CHECK_EQ(sg_dp_chunk_span(1000, SG_DTYPE_FP64, 1428, 0, &first, &count, &off),
+			    -EINVAL);
+		SG_CHECK_EQ(sg_dp_chunk_span(1000, 99, 1424, 0, &first, &count, &off), -EINVAL);
+		SG_CHECK_EQ(sg_dp_chunk_span(1000, SG_DTYPE_FP32, 0, 0, &first, &count, &off),
+			    -EINVAL);
+		SG_CHECK_EQ(sg_dp_chunk_count(7, SG_DTYPE_INT8, 8), 1);
+		SG_CHECK_EQ(sg_dp_chunk_count(0xffffffffu, SG_DTYPE_FP64, 8), 0xffffffffu);
+	}
 	/* Build gives the same bytes back. */
 	SG_CHECK_EQ(sg_dp_build(built, sizeof(built), &m, m.payload, m.payload_len),
 		    (int)sizeof(pkt));
