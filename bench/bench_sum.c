@@ -10,7 +10,9 @@
  * reducer as a plain loop built at -O3 -march=native (bench_sum_base.c).
  *
  * Runs are paired: each run times every implementation, the plain loop and
- * the read back to back, so that a noisy neighbour slows them alike. Rates
+ * the read back to back, so that a noisy neighbour slows them alike. Time is
+ * the thread's CPU time by default (--wall for the wall clock), so that time
+ * spent descheduled on a shared machine does not count. Rates
  * are medians over runs; ratios are medians of the per-run ratios. It ends
  * with the issue's targets, the measured ratio and met/missed.
  */
@@ -63,6 +65,7 @@ struct row {
 struct bench {
 	unsigned int runs;
 	bool quick;
+	bool wall; /* time with the wall clock instead of the thread's CPU time */
 	const char *json;
 	uint8_t *hot_in, *hot_out, *cold_in, *cold_out;
 	struct row rows[MAX_ROWS];
@@ -86,16 +89,21 @@ static void run_job(struct bench *b, const struct job *j)
 	}
 }
 
+static double now(const struct bench *b)
+{
+	return b->wall ? sigma_bench_now() : sigma_bench_thread_cpu_now();
+}
+
 static double time_once(struct bench *b, const struct job *j)
 {
 	double t0;
 
 	if (j->kind == JOB_SIGMA && sg_sum_set_impl(j->impl) != 0)
 		abort();
-	t0 = sigma_bench_now();
+	t0 = now(b);
 	for (unsigned int i = 0; i < j->reps; i++)
 		run_job(b, j);
-	return (sigma_bench_now() - t0) / j->reps;
+	return (now(b) - t0) / j->reps;
 }
 
 /* Paired runs over @nj jobs. Hot jobs repeat within a timing to outlast clock noise. */
@@ -304,8 +312,9 @@ static void print_table(const struct bench *b, const struct target *t, unsigned 
 	static const char *const cols[] = {"scalar", "avx2", "avx512", "plain", "read"};
 	const char *best = sg_sum_impl_name(sg_sum_get_impl());
 
-	printf("sigma-bench sum: GB/s of input consumed, median of %u paired runs (%s)\n", b->runs,
-	       b->quick ? "quick" : "full");
+	printf("sigma-bench sum: GB/s of input consumed, median of %u paired runs (%s, %s)\n",
+	       b->runs, b->quick ? "quick" : "full",
+	       b->wall ? "wall clock" : "thread CPU time");
 	printf("input per call: hot %zu MiB (in L3), cold %zu MiB (2x L3). plain = BytePS-style "
 	       "loop at -O3 -march=native,\none pass per input; read = 1-core sequential read of "
 	       "the same input; traffic/rd = (k+1) x n x size\nper second over the read rate\n\n",
@@ -342,8 +351,11 @@ static void print_table(const struct bench *b, const struct target *t, unsigned 
 
 static void print_json(FILE *f, const struct bench *b, const struct target *t, unsigned int nt)
 {
-	fprintf(f, "{\"bench\": \"sum\", \"quick\": %s, \"runs\": %u, \"best_impl\": \"%s\",\n",
-		b->quick ? "true" : "false", b->runs, sg_sum_impl_name(sg_sum_get_impl()));
+	fprintf(f,
+		"{\"bench\": \"sum\", \"quick\": %s, \"runs\": %u, \"clock\": \"%s\", "
+		"\"best_impl\": \"%s\",\n",
+		b->quick ? "true" : "false", b->runs, b->wall ? "wall" : "thread_cpu",
+		sg_sum_impl_name(sg_sum_get_impl()));
 	fprintf(f, " \"hot_input_bytes\": %zu, \"cold_input_bytes\": %zu,\n", HOT_BYTES,
 		COLD_BYTES);
 	fprintf(f, " \"results\": [\n");
@@ -370,9 +382,11 @@ static void print_json(FILE *f, const struct bench *b, const struct target *t, u
 static int usage(int rc)
 {
 	fprintf(rc ? stderr : stdout,
-		"usage: sigma-bench sum [--quick] [--runs N] [--json FILE]\n"
+		"usage: sigma-bench sum [--quick] [--runs N] [--wall] [--json FILE]\n"
 		"  --quick      fp32, fp16 and bf16 only, 5 runs (what ./sigma demo runs)\n"
 		"  --runs N     runs per figure, 5..%d (default 5 quick, 7 full)\n"
+		"  --wall       time with the wall clock, not the thread's CPU time (on a\n"
+		"               shared machine CPU time leaves out time spent descheduled)\n"
 		"  --json FILE  write the JSON there instead of after the table on stdout\n",
 		MAX_RUNS);
 	return rc;
@@ -394,6 +408,8 @@ static int parse(struct bench *b, int argc, char **argv)
 				return -EINVAL;
 			}
 			b->runs = (unsigned int)v;
+		} else if (strcmp(argv[i], "--wall") == 0) {
+			b->wall = true;
 		} else if (strcmp(argv[i], "--json") == 0 && i + 1 < argc) {
 			b->json = argv[++i];
 		} else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
@@ -470,6 +486,7 @@ int sigma_bench_sum(int argc, char **argv)
 		}
 		print_json(f, b, t, nt);
 		fclose(f);
+		printf("\nJSON written to %s\n", b->json);
 	} else {
 		printf("\n");
 		print_json(stdout, b, t, nt);

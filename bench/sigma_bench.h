@@ -27,6 +27,13 @@ SIGMA_BENCH_COMMANDS(SIGMA_BENCH_DECLARE)
 /** Seconds on a monotonic clock. */
 double sigma_bench_now(void);
 
+/**
+ * CPU seconds used by the calling thread. Unlike sigma_bench_now(), time the
+ * thread spends descheduled (other processes on a shared machine) does not
+ * count; cache and memory contention still does.
+ */
+double sigma_bench_thread_cpu_now(void);
+
 /** Median of @p n doubles (reorders @p v). */
 double sigma_bench_median(double *v, size_t n);
 

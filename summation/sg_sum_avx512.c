@@ -120,7 +120,7 @@ AVX512_INT_OPS(u8, 8, m64)
 		_##PFX##_mask_storeu_epi16(p, MASK(r), NARROW(v));                             \
 	}
 
-/* fp16: F16C-style conversions are exact (widening) and RNE (narrowing). */
+/* fp16: VCVTPH2PS is exact, VCVTPS2PH rounds to nearest even. */
 static inline __m256i h_of(vf v)
 {
 	return _mm512_cvtps_ph(v, RNE);
@@ -132,17 +132,13 @@ static inline vf addn_h(vf a, vf b)
 	return _mm512_cvtph_ps(h_of(_mm512_add_ps(a, b)));
 }
 
-/* bf16: widening is a shift; narrowing rounds to nearest even on the bits. */
+/* bf16 in fp32 lanes (the accumulator kernels): widening is a shift. */
 static inline vf b_widen(__m256i x)
 {
 	return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(x), 16));
 }
 
-/*
- * fp32 -> bf16 in 32-bit lanes (result in the high half): RNE by adding
- * 0x7fff plus the lowest kept bit; NaN keeps its top bits with the quiet bit
- * set. Bit for bit what sg_fp32_to_bf16() does, denormals included.
- */
+/* b_round: the integer RNE of sg_sum_avx2.c, with a k-mask for the NaN lanes. */
 static inline vi b_round(vf v)
 {
 	const vi x = _mm512_castps_si512(v);

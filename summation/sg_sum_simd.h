@@ -3,11 +3,11 @@
  * Private to summation/: the loops shared by the AVX2 and AVX-512 kernels.
  *
  * An ISA file (sg_sum_avx2.c, sg_sum_avx512.c) defines small static inline
- * primitives with fixed names, includes this file once for the bf16 pair type,
- * then defines SG_SIMD_TABLE and includes it again at its end. This file turns the primitives into every kernel and the
- * kernel table. Keeping the loops in one place keeps the two ISAs identical in
- * the order of additions, which is what makes them bitwise equal to the scalar
- * reference.
+ * primitives with fixed names, includes this file once for the bf16 pair
+ * type, then defines SG_SIMD_TABLE and includes it again at its end, where
+ * this file turns the primitives into every kernel and the kernel table.
+ * Keeping the loops in one place keeps the two ISAs identical in the order of
+ * additions, which is what makes them bitwise equal to the scalar reference.
  *
  * Primitives, per element kind X (f32, f64, i32, i64, u8, h = fp16, b = bf16):
  *   vf, vd, vi                 vector of float, double, integer

@@ -113,7 +113,10 @@ static uint8_t *in[SG_SUM_MAX_K];
 static uint8_t *ref, *got;
 static uint64_t seed = 0x5167a5eed;
 
-/* One addk into @out (guard bytes around), optionally in place on input 0. */
+/*
+ * One addk into @out (guard bytes around), optionally in place: dst is then
+ * input n % k (the first, the last or one between, as n varies).
+ */
 static void run_addk(const struct sg_sum_kernels *kt, uint8_t *out, enum sg_dtype dt,
 		     unsigned int flags, unsigned int k, size_t n, const size_t *off, size_t doff,
 		     bool inplace, bool nt)
@@ -124,8 +127,8 @@ static void run_addk(const struct sg_sum_kernels *kt, uint8_t *out, enum sg_dtyp
 	for (unsigned int j = 0; j < k; j++)
 		s[j] = in[j] + off[j];
 	if (inplace) {
-		memcpy(out + doff, s[0], n * sg_dtype_size(dt));
-		s[0] = out + doff;
+		memcpy(out + doff, s[n % k], n * sg_dtype_size(dt));
+		s[n % k] = out + doff;
 	}
 	kt->addk(dt, out + doff, s, k, n, flags, nt);
 }
