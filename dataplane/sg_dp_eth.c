@@ -54,7 +54,7 @@ static void tx_flush(struct sg_dp_lcore *lc, uint16_t port)
 static inline void tx_enqueue(struct sg_dp_lcore *lc, uint16_t port, struct rte_mbuf *m)
 {
 	lc->txb[port][lc->txn[port]++] = m;
-	if (lc->txn[port] == TXB)
+	if (lc->txn[port] == SG_DP_TXB)
 		tx_flush(lc, port);
 }
 
@@ -152,10 +152,10 @@ static void eth_release(void **items, unsigned int n)
 
 static unsigned int eth_rx(struct sg_dp_lcore *lc, unsigned int burst)
 {
-	struct rte_mbuf *pkts[MAX_BURST];
+	struct rte_mbuf *pkts[SG_DP_MAX_BURST];
 	struct sg_dp_pipeline *p = lc->p;
 	const struct sg_dp_net *net = &p->net[lc->rx_port];
-	struct rte_mbuf *local[MAX_BURST];
+	struct rte_mbuf *local[SG_DP_MAX_BURST];
 	struct rte_mbuf *hand[SG_DP_MAX_LAYOUT][64];
 	unsigned int nhand[SG_DP_MAX_LAYOUT] = {0};
 	unsigned int nl = 0, n;
@@ -325,7 +325,7 @@ static int eth_setup(struct sg_dp_pipeline *p, char *err, size_t errlen)
 			return -ENOMEM;
 		if (lc->role & SG_DP_ROLE_REDUCE) {
 			char name[RTE_HASH_NAMESIZE];
-			struct rte_hash_parameters hp = {.entries = PEERS,
+			struct rte_hash_parameters hp = {.entries = SG_DP_PEERS,
 							 .key_len = sizeof(uint64_t),
 							 .socket_id = lc->socket, .name = name};
 

@@ -70,10 +70,10 @@ extern const struct sg_dp_transport sg_dp_transport_ethdev;
 void sg_dp_reduce_one(struct sg_dp_lcore *lc, const uint8_t *pl, uint32_t len, uint64_t dest,
 		      uint64_t now);
 
-#define TXB 64          /* frames buffered per port before a TX burst */
-#define MAX_BURST 512
-#define PEERS 4096      /* reply addresses remembered per reducer */
-#define IDLE_SPIN 256   /* empty polls before the sleep policy starts sleeping */
+#define SG_DP_TXB 64          /* frames buffered per port before a TX burst */
+#define SG_DP_MAX_BURST 512
+#define SG_DP_PEERS 4096      /* reply addresses remembered per reducer */
+#define SG_DP_IDLE_SPIN 256   /* empty polls before the sleep policy starts sleeping */
 
 /* Where a received datagram came from and where its payload is: written by
  * the receiving lcore into the mbuf's private area, read by the reducer. */
@@ -99,7 +99,7 @@ struct sg_dp_lcore {
 	uint64_t pushes;            /* engine's rx_pushes after the last push */
 	struct sg_dp_stats es;      /* scratch copy of the engine's counters */
 	uint16_t txn[SG_DP_MAX_PORTS];
-	struct rte_mbuf *txb[SG_DP_MAX_PORTS][TXB];
+	struct rte_mbuf *txb[SG_DP_MAX_PORTS][SG_DP_TXB];
 	struct sg_dp_lcore_stats st;
 } __rte_cache_aligned;
 

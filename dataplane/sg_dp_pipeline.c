@@ -62,10 +62,10 @@ static void idle_wait(struct sg_dp_lcore *lc, unsigned int *idle_polls)
 	unsigned int shift, us;
 
 	if (*(volatile enum sg_dp_idle *)&lc->st.idle != SG_DP_IDLE_SLEEP ||
-	    ++*idle_polls < IDLE_SPIN)
+	    ++*idle_polls < SG_DP_IDLE_SPIN)
 		return;
 	/* back off exponentially from 1 us up to the configured longest sleep */
-	shift = RTE_MIN(*idle_polls - IDLE_SPIN, 20u);
+	shift = RTE_MIN(*idle_polls - SG_DP_IDLE_SPIN, 20u);
 	us = RTE_MIN(1u << shift, lc->p->idle_sleep_us);
 	rte_delay_us_sleep(us);
 }
@@ -75,8 +75,8 @@ static int lcore_main(void *arg)
 	struct sg_dp_lcore *lc = arg;
 	struct sg_dp_pipeline *p = lc->p;
 	const struct sg_dp_transport *tr = p->tr;
-	void *items[MAX_BURST];
-	unsigned int burst = RTE_MIN(p->cfg.burst, (unsigned int)MAX_BURST);
+	void *items[SG_DP_MAX_BURST];
+	unsigned int burst = RTE_MIN(p->cfg.burst, (unsigned int)SG_DP_MAX_BURST);
 	unsigned int idle_polls = 0;
 	bool rx_on = (lc->role & SG_DP_ROLE_IO) != 0;
 	bool reduce = (lc->role & SG_DP_ROLE_REDUCE) != 0;
