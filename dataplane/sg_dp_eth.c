@@ -271,9 +271,13 @@ static int port_setup(struct sg_dp_pipeline *p, uint16_t port, char *err, size_t
 	rc = rte_eth_dev_adjust_nb_rx_tx_desc(port, &rxd, &txd);
 	if (rc < 0)
 		goto fail;
-	if (rte_eth_dev_set_mtu(port, c->mtu) < 0)
-		SG_DP_LOG(NOTICE, "port %u: cannot set MTU %u (%s); frames up to the port's own limit "
-		    "are accepted\n", port, c->mtu, rte_strerror(rte_errno));
+	rc = rte_eth_dev_set_mtu(port, c->mtu);
+	/* virtual ports without an MTU setting (ring, memif) pass any frame size */
+	if (rc == -ENOTSUP)
+		SG_DP_LOG(INFO, "port %u (%s) has no MTU setting\n", port, info.driver_name);
+	else if (rc < 0)
+		SG_DP_LOG(WARNING, "port %u: cannot set MTU %u (%s): frames above the port's own "
+			  "limit will be lost; lower [net] mtu\n", port, c->mtu, strerror(-rc));
 	txc = info.default_txconf;
 	txc.offloads = conf.txmode.offloads;
 	for (unsigned int i = 0; i < p->n_lc; i++) {
