@@ -326,10 +326,11 @@ void sg_dp_pipeline_request_stop(struct sg_dp_pipeline *p);
 bool sg_dp_pipeline_stop_requested(const struct sg_dp_pipeline *p);
 
 /**
- * Apply a re-read configuration: [live] keys (idle policy, idle sleep,
- * timeout, log level, stats interval) take effect at once; every other
- * difference is listed on @p report as needing a restart.
- * @return number of keys that need a restart.
+ * Apply a re-read configuration: idle, sleep_lcores, idle_sleep_us,
+ * log_level and stats_interval_s take effect at once; every other difference
+ * (timeout_ms too: the engine takes it at creation) is listed on @p report as
+ * needing a restart.
+ * @return number of sections or keys that need a restart.
  */
 int sg_dp_pipeline_reload(struct sg_dp_pipeline *p, const struct sg_dp_config *nc, FILE *report);
 
