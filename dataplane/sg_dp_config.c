@@ -190,6 +190,24 @@ static int parse_ulong_tok(const char **p, unsigned long *v)
 	return 0;
 }
 
+int sg_dp_lcore_list_parse(const char *spec, bool *mask, char *err, size_t errlen)
+{
+	struct sg_dp_config *tmp = calloc(1, sizeof(*tmp));
+	int rc;
+
+	/* the reduce list's parser, so that both lists have one syntax */
+	if (tmp == NULL)
+		return -ENOMEM;
+	rc = sg_dp_layout_parse(tmp, SG_DP_ROLE_REDUCE, spec, err, errlen);
+	if (rc == 0) {
+		memset(mask, 0, sizeof(bool) * 1024);
+		for (unsigned int i = 0; i < tmp->n_lcores; i++)
+			mask[tmp->lcores[i].lcore] = true;
+	}
+	free(tmp);
+	return rc;
+}
+
 int sg_dp_layout_parse(struct sg_dp_config *c, enum sg_dp_role role, const char *spec, char *err,
 		       size_t errlen)
 {
@@ -253,7 +271,7 @@ bad:
  * INI keys. One table drives both the file parser and --help's list.
  */
 
-enum key_kind { K_IP, K_U16, K_UINT, K_BOOL, K_MAC, K_IDLE, K_LOG, K_LAYOUT };
+enum key_kind { K_IP, K_U16, K_UINT, K_BOOL, K_MAC, K_IDLE, K_LOG, K_LAYOUT, K_LCORES };
 
 struct key_def {
 	const char *section;
@@ -282,6 +300,7 @@ static const struct key_def keys[] = {
 	{"resources", "tx_desc", K_UINT, OFF(txd), 64, 16384, 0},
 	{"resources", "pool_bufs", K_UINT, OFF(pool_bufs), 16, 1u << 22, 0},
 	{"live", "idle", K_IDLE, OFF(idle), 0, 0, 0},
+	{"live", "sleep_lcores", K_LCORES, OFF(sleep_lcores), 0, 0, 0},
 	{"live", "idle_sleep_us", K_UINT, OFF(idle_sleep_us), 1, 1000000, 0},
 	{"live", "timeout_ms", K_UINT, OFF(timeout_ms), 1, 3600000, 0},
 	{"live", "log_level", K_LOG, OFF(log_level), 0, 0, 0},
@@ -329,6 +348,15 @@ static int apply_key(struct sg_dp_config *c, const struct key_def *k, const char
 	case K_LAYOUT:
 		sg_dp_layout_clear(c, k->role);
 		return sg_dp_layout_parse(c, k->role, val, err, errlen);
+	case K_LCORES:
+		if (!strcmp(val, "none")) {
+			memset(c->sleep_lcores, 0, sizeof(c->sleep_lcores));
+			return 0;
+		}
+		rc = sg_dp_lcore_list_parse(val, c->sleep_lcores, err, errlen);
+		if (rc < 0)
+			return rc;
+		break;
 	}
 	if (rc < 0) {
 		const char *want = "a value";
@@ -583,7 +611,7 @@ int sg_dp_config_defaults(struct sg_dp_config *c)
 enum {
 	OPT_CONFIG = 256, OPT_IO, OPT_REDUCE, OPT_RTC, OPT_IP, OPT_UDP_PORT, OPT_MTU,
 	OPT_IDLE, OPT_IDLE_SLEEP, OPT_BURST, OPT_DURATION, OPT_DEMO, OPT_DEMO_WORKERS,
-	OPT_LOG_LEVEL, OPT_NO_UDP_CSUM, OPT_PRINT_CONFIG,
+	OPT_LOG_LEVEL, OPT_NO_UDP_CSUM, OPT_PRINT_CONFIG, OPT_SLEEP_LCORES,
 };
 
 static const struct option long_opts[] = {
@@ -596,6 +624,7 @@ static const struct option long_opts[] = {
 	{"mtu", required_argument, NULL, OPT_MTU},
 	{"idle", required_argument, NULL, OPT_IDLE},
 	{"idle-sleep-us", required_argument, NULL, OPT_IDLE_SLEEP},
+	{"sleep-lcores", required_argument, NULL, OPT_SLEEP_LCORES},
 	{"burst", required_argument, NULL, OPT_BURST},
 	{"duration", required_argument, NULL, OPT_DURATION},
 	{"demo", no_argument, NULL, OPT_DEMO},
@@ -625,7 +654,8 @@ void sg_dp_usage(FILE *f, const char *prog)
 		"  --io LIST             I/O lcores: \"(port,queue,lcore)[,...]\"     [layout] io\n"
 		"  --reduce LIST         reducer lcores: \"lcore[,lcore|a-b...]\"     [layout] reduce\n"
 		"  --rtc LIST            run-to-completion lcores: \"(port,queue,lcore)[,...]\"\n"
-		"  --idle busy|sleep     idle policy (sleep backs off up to --idle-sleep-us)\n"
+		"  --idle busy|sleep     idle policy of every lcore (sleep backs off, then sleeps)\n"
+		"  --sleep-lcores LIST   lcores that back off and sleep anyway, e.g. \"2,3\"\n"
 		"  --idle-sleep-us N     longest sleep of an idle lcore            [live] idle_sleep_us\n"
 		"  --burst N             packets per RX/TX burst                   [resources] burst\n"
 		"  --log-level LEVEL     emerg..debug                              [live] log_level\n"
@@ -708,6 +738,7 @@ int sg_dp_config_parse_args(struct sg_dp_config *c, int argc, char **argv, char 
 		case OPT_MTU: name = "mtu"; break;
 		case OPT_IDLE: name = "idle"; break;
 		case OPT_IDLE_SLEEP: name = "idle_sleep_us"; break;
+		case OPT_SLEEP_LCORES: name = "sleep_lcores"; break;
 		case OPT_BURST: name = "burst"; break;
 		case OPT_LOG_LEVEL: name = "log_level"; break;
 		case OPT_NO_UDP_CSUM:

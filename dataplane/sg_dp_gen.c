@@ -338,7 +338,7 @@ static void on_result(struct sg_dp_gen *g, const struct sg_dp_msg *msg, uint32_t
 	}
 }
 
-static void receive(struct sg_dp_gen *g)
+static unsigned int receive(struct sg_dp_gen *g)
 {
 	struct rte_mbuf *m[GEN_BURST];
 	unsigned int n = 0;
@@ -388,16 +388,17 @@ static void receive(struct sg_dp_gen *g)
 		}
 	}
 	rte_pktmbuf_free_bulk(m, n);
+	return n;
 }
 
 void sg_dp_gen_poll(struct sg_dp_gen *g)
 {
-	receive(g);
+	(void)receive(g);
 }
 
 int sg_dp_gen_run(struct sg_dp_gen *g, uint64_t deadline_tsc, volatile bool *stop)
 {
-	uint32_t scan = 0;
+	uint32_t scan = 0, idle = 0;
 
 	while (g->nactive < g->c.window && start_next(g, g->nactive))
 		g->nactive++;
@@ -405,7 +406,13 @@ int sg_dp_gen_run(struct sg_dp_gen *g, uint64_t deadline_tsc, volatile bool *sto
 		uint64_t now;
 		uint32_t pos;
 
-		receive(g);
+		if (receive(g) == 0 && g->c.idle_sleep_us && ++idle > 64) {
+			/* nothing came back: let the node have the CPU if it shares ours */
+			rte_delay_us_sleep(g->c.idle_sleep_us);
+			idle = 0;
+		} else if (idle > 64) {
+			idle = 0;
+		}
 		now = rte_rdtsc();
 		if (now > deadline_tsc || (stop && *stop))
 			return -ETIMEDOUT;

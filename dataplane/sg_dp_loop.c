@@ -125,6 +125,7 @@ int sg_dp_loopback_run(const struct sg_dp_config *c, const struct sg_dp_loop_con
 			.rounds = lc->rounds, .window = lc->window ? lc->window : 64,
 			.loss = lc->loss, .retrans_us = lc->retrans_us ? lc->retrans_us : 2000,
 			.seed = lc->seed, .udp_checksum = cfg.udp_checksum,
+			.idle_sleep_us = lc->gen_sleep_us,
 		};
 
 		if (job->dtype != SG_DTYPE_FP32) {
@@ -392,6 +393,7 @@ int sg_dp_memif_run(const struct sg_dp_config *c, const struct sg_dp_loop_conf *
 			.rounds = lc->rounds, .window = lc->window ? lc->window : 64,
 			.loss = lc->loss, .retrans_us = lc->retrans_us ? lc->retrans_us : 2000,
 			.seed = lc->seed, .udp_checksum = c->udp_checksum,
+			.idle_sleep_us = lc->gen_sleep_us,
 		};
 		struct sg_dp_gen_stats gs;
 		uint64_t end;

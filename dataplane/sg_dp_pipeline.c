@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * sigmad's lcore pipeline: ports, per-socket mempools, reducer rings, one
- * aggregation engine per reducer lcore, and the lcore loops that connect
- * them.
+ * sigmad's lcore pipeline: reducer rings, one aggregation engine per reducer
+ * lcore, and the lcore loops that connect them. Bytes move through a
+ * transport (struct sg_dp_transport, sg_dp_internal.h); the DPDK ethdev one
+ * is in sg_dp_eth.c.
  *
  * Data path of one push: an I/O (or run-to-completion) lcore receives the
  * frame, checks Ethernet/IPv4/UDP (sg_dp_net_classify), and picks the reducer
@@ -22,8 +23,6 @@
 
 #include <rte_cycles.h>
 #include <rte_ethdev.h>
-#include <rte_hash.h>
-#include <rte_ip.h>
 #include <rte_launch.h>
 #include <rte_lcore.h>
 #include <rte_log.h>
@@ -37,304 +36,36 @@
 #include "sg_dp_proto.h"
 
 RTE_LOG_REGISTER(sg_dp_logtype, sigma.dataplane, INFO);
-#define LOG(lvl, ...) rte_log(RTE_LOG_##lvl, sg_dp_logtype, "sigmad: " __VA_ARGS__)
 
-#define TXB 64          /* frames buffered per port before a TX burst */
-#define MAX_BURST 512
-#define PEERS 4096      /* reply addresses remembered per reducer */
-#define IDLE_SPIN 256   /* empty polls before the sleep policy starts sleeping */
-
-/* Where a received datagram came from and where its payload is: written by
- * the receiving lcore into the mbuf's private area, read by the reducer. */
-struct rx_meta {
-	struct sg_dp_peer peer;
-	uint32_t off;
-	uint32_t len;
-};
-
-struct sg_dp_lcore {
-	struct sg_dp_pipeline *p;
-	unsigned int idx;
-	unsigned int lcore_id;
-	enum sg_dp_role role;
-	int socket;
-	uint16_t rx_port, rx_queue;
-	struct rte_ring *ring;      /* reducers: hand-off input */
-	struct sg_dp_engine *eng;   /* reducers */
-	struct rte_hash *peers;     /* reducers: reply address -> MAC */
-	struct rte_mempool *pool;   /* this socket's mbufs */
-	uint64_t cur_dest;          /* address of the packet the engine is building */
-	uint64_t next_poll_tsc;
-	uint64_t pushes;            /* engine's rx_pushes after the last push */
-	struct sg_dp_stats es;      /* scratch copy of the engine's counters */
-	uint16_t txn[SG_DP_MAX_PORTS];
-	struct rte_mbuf *txb[SG_DP_MAX_PORTS][TXB];
-	struct sg_dp_lcore_stats st;
-} __rte_cache_aligned;
-
-struct sg_dp_pipeline {
-	struct sg_dp_config cfg;
-	struct sg_dp_topology topo;
-	unsigned int n_lc, n_red;
-	struct sg_dp_lcore *lc;
-	struct sg_dp_lcore *red[SG_DP_MAX_LAYOUT];
-	struct rte_mempool *pools[RTE_MAX_NUMA_NODES];
-	bool port_used[SG_DP_MAX_PORTS];
-	bool port_started[SG_DP_MAX_PORTS];
-	struct sg_dp_net net[SG_DP_MAX_PORTS];
-	uint32_t job_hash_seed;
-	double ns_per_tsc;
-	uint32_t max_frame;
-	bool running;
-	/* written by the main thread, read by lcores */
-	volatile bool stop_rx;
-	volatile bool stop_req;
-	volatile int io_running;
-	volatile unsigned int idle;
-	volatile unsigned int idle_sleep_us;
-};
-
-_Static_assert(sizeof(struct rx_meta) <= SG_DP_MBUF_PRIV_SIZE, "rx_meta fits the mbuf priv area");
-_Static_assert(SG_DP_MBUF_PRIV_SIZE % RTE_MBUF_PRIV_ALIGN == 0, "priv size alignment");
-
-/* ---- helpers ------------------------------------------------------------ */
-
-static inline uint64_t now_ns(const struct sg_dp_pipeline *p, uint64_t tsc)
+void sg_dp_reduce_one(struct sg_dp_lcore *lc, const uint8_t *pl, uint32_t len, uint64_t dest,
+		      uint64_t now)
 {
-	return (uint64_t)((double)tsc * p->ns_per_tsc);
-}
+	lc->st.reduced_pkts++;
+	if (len > SG_DP_HDR_LEN && pl[5] == SG_DP_T_PUSH) {
+		/* the engine's push counter tells a summed push from one that was
+		 * answered from the kept result or refused with a NACK */
+		uint64_t before = lc->pushes;
 
-/* The engine sees a worker's address as 64 opaque bits: IPv4, UDP port and
- * ethdev port; the MAC is remembered per reducer in its peer table. */
-static inline uint64_t peer_dest(const struct sg_dp_peer *pe)
-{
-	return (uint64_t)pe->ip << 32 | (uint64_t)pe->udp_port << 16 | pe->port_id;
-}
-
-static inline uint64_t mac_bits(const struct rte_ether_addr *m)
-{
-	uint64_t v = 0;
-
-	memcpy(&v, m->addr_bytes, RTE_ETHER_ADDR_LEN);
-	return v | 1ull << 63; /* never NULL as a data pointer */
-}
-
-/* Reducer that owns (job, key): consecutive keys go round-robin so that a
- * job's partitions spread evenly over the reducers. */
-static inline unsigned int owner_of(const struct sg_dp_pipeline *p, const uint8_t *pl,
-				    uint32_t len)
-{
-	uint32_t job, key;
-
-	if (p->n_red == 1 || len < SG_DP_HDR_LEN)
-		return 0; /* a short datagram is the engine's to count */
-	memcpy(&job, pl + 8, sizeof(job));
-	memcpy(&key, pl + 24, sizeof(key));
-	job = rte_be_to_cpu_32(job);
-	key = rte_be_to_cpu_32(key);
-	return ((job * 0x9e3779b1u >> 8) + key) % p->n_red;
-}
-
-static void tx_flush(struct sg_dp_lcore *lc, uint16_t port)
-{
-	uint16_t n = lc->txn[port], sent = 0;
-	struct rte_mbuf **b = lc->txb[port];
-
-	for (int tries = 0; sent < n && tries < 16; tries++)
-		sent += rte_eth_tx_burst(port, (uint16_t)lc->idx, b + sent, n - sent);
-	for (uint16_t i = 0; i < sent; i++)
-		lc->st.tx_bytes += b[i]->pkt_len;
-	lc->st.tx_pkts += sent;
-	if (sent < n) {
-		lc->st.drops[SG_DP_ND_TX_FULL] += n - sent;
-		rte_pktmbuf_free_bulk(b + sent, n - sent);
-	}
-	lc->txn[port] = 0;
-}
-
-static inline void tx_enqueue(struct sg_dp_lcore *lc, uint16_t port, struct rte_mbuf *m)
-{
-	lc->txb[port][lc->txn[port]++] = m;
-	if (lc->txn[port] == TXB)
-		tx_flush(lc, port);
-}
-
-static unsigned int tx_flush_all(struct sg_dp_lcore *lc)
-{
-	unsigned int n = 0;
-
-	for (uint16_t port = 0; port < SG_DP_MAX_PORTS; port++)
-		if (lc->txn[port]) {
-			n += lc->txn[port];
-			tx_flush(lc, port);
-		}
-	return n;
-}
-
-/* ---- engine output ------------------------------------------------------ */
-
-static void *tx_alloc(void *ctx, uint64_t dest, uint32_t len, void **pkt)
-{
-	struct sg_dp_lcore *lc = ctx;
-	struct rte_mbuf *m;
-
-	if (len + SG_DP_NET_HDR_LEN > lc->p->max_frame)
-		return NULL;
-	m = rte_pktmbuf_alloc(lc->pool);
-	if (m == NULL) {
-		lc->st.drops[SG_DP_ND_NO_MBUF]++;
-		return NULL;
-	}
-	lc->cur_dest = dest;
-	*pkt = m;
-	return rte_pktmbuf_mtod_offset(m, char *, SG_DP_NET_HDR_LEN);
-}
-
-static void tx_send(void *ctx, void *pkt, uint32_t len)
-{
-	struct sg_dp_lcore *lc = ctx;
-	struct rte_mbuf *m = pkt;
-	uint64_t dest = lc->cur_dest, ol = 0;
-	struct sg_dp_peer pe = {.ip = (uint32_t)(dest >> 32), .udp_port = (uint16_t)(dest >> 16),
-				.port_id = (uint16_t)dest};
-	void *mac;
-
-	if (rte_hash_lookup_data(lc->peers, &dest, &mac) < 0 || pe.port_id >= SG_DP_MAX_PORTS ||
-	    !lc->p->port_used[pe.port_id]) {
-		lc->st.drops[SG_DP_ND_NO_PEER]++;
-		rte_pktmbuf_free(m);
-		return;
-	}
-	memcpy(pe.mac.addr_bytes, &(uint64_t){(uintptr_t)mac}, RTE_ETHER_ADDR_LEN);
-	sg_dp_net_build(&lc->p->net[pe.port_id], &pe, rte_pktmbuf_mtod(m, void *), len, &ol);
-	m->data_len = (uint16_t)(SG_DP_NET_HDR_LEN + len);
-	m->pkt_len = m->data_len;
-	m->ol_flags = ol;
-	m->l2_len = RTE_ETHER_HDR_LEN;
-	m->l3_len = sizeof(struct rte_ipv4_hdr);
-	tx_enqueue(lc, pe.port_id, m);
-}
-
-/* ---- lcore loops -------------------------------------------------------- */
-
-static void reduce_burst(struct sg_dp_lcore *lc, struct rte_mbuf **pkts, unsigned int n)
-{
-	uint64_t now = now_ns(lc->p, rte_rdtsc());
-
-	for (unsigned int i = 0; i < n; i++) {
-		struct rte_mbuf *m = pkts[i];
-		struct rx_meta *md = rte_mbuf_to_priv(m);
-		const uint8_t *pl = rte_pktmbuf_mtod_offset(m, const uint8_t *, md->off);
-		uint64_t dest = peer_dest(&md->peer), mb = mac_bits(&md->peer.mac);
-		void *known;
-
-		/* learn (or refresh) the worker's MAC for the replies */
-		if (rte_hash_lookup_data(lc->peers, &dest, &known) < 0 ||
-		    (uintptr_t)known != mb) {
-			if (rte_hash_add_key_data(lc->peers, &dest, (void *)(uintptr_t)mb) < 0) {
-				lc->st.drops[SG_DP_ND_PEER_TABLE]++;
-				continue;
-			}
-		}
-		lc->st.reduced_pkts++;
-		if (md->len > SG_DP_HDR_LEN && pl[5] == SG_DP_T_PUSH) {
-			/* the engine's push counter tells a summed push from one that was
-			 * answered from the kept result or refused with a NACK */
-			uint64_t before = lc->pushes;
-
-			if (sg_dp_engine_rx(lc->eng, pl, md->len, dest, now) < 0)
-				lc->st.drops[SG_DP_ND_PROTO]++;
-			sg_dp_engine_stats(lc->eng, &lc->es);
-			lc->pushes = lc->es.rx_pushes;
-			if (lc->pushes != before)
-				lc->st.bytes_summed += md->len - SG_DP_HDR_LEN;
-		} else if (sg_dp_engine_rx(lc->eng, pl, md->len, dest, now) < 0) {
+		if (sg_dp_engine_rx(lc->eng, pl, len, dest, now) < 0)
 			lc->st.drops[SG_DP_ND_PROTO]++;
-		}
+		sg_dp_engine_stats(lc->eng, &lc->es);
+		lc->pushes = lc->es.rx_pushes;
+		if (lc->pushes != before)
+			lc->st.bytes_summed += len - SG_DP_HDR_LEN;
+	} else if (sg_dp_engine_rx(lc->eng, pl, len, dest, now) < 0) {
+		lc->st.drops[SG_DP_ND_PROTO]++;
 	}
-	rte_pktmbuf_free_bulk(pkts, n);
-}
-
-static unsigned int lcore_rx(struct sg_dp_lcore *lc, struct rte_mbuf **pkts, unsigned int burst)
-{
-	struct sg_dp_pipeline *p = lc->p;
-	const struct sg_dp_net *net = &p->net[lc->rx_port];
-	struct rte_mbuf *local[MAX_BURST];
-	struct rte_mbuf *hand[SG_DP_MAX_LAYOUT][64];
-	unsigned int nhand[SG_DP_MAX_LAYOUT] = {0};
-	unsigned int nl = 0, n;
-	bool any_hand = false;
-
-	n = rte_eth_rx_burst(lc->rx_port, lc->rx_queue, pkts, (uint16_t)burst);
-	for (unsigned int i = 0; i < n; i++) {
-		struct rte_mbuf *m = pkts[i];
-		struct rx_meta *md = rte_mbuf_to_priv(m);
-		enum sg_dp_ndrop why = SG_DP_ND_SHORT;
-		enum sg_dp_rx_kind k;
-		unsigned int o;
-
-		lc->st.rx_pkts++;
-		lc->st.rx_bytes += m->pkt_len;
-		if (unlikely(m->nb_segs > 1 || m->priv_size < sizeof(*md))) {
-			lc->st.drops[m->nb_segs > 1 ? SG_DP_ND_MULTISEG : SG_DP_ND_MBUF_PRIV]++;
-			rte_pktmbuf_free(m);
-			continue;
-		}
-		k = sg_dp_net_classify(net, rte_pktmbuf_mtod(m, void *), m->data_len, m->ol_flags,
-				       &md->peer, &md->off, &md->len, &why);
-		if (k == SG_DP_RX_DROP) {
-			lc->st.drops[why]++;
-			rte_pktmbuf_free(m);
-			continue;
-		}
-		if (k == SG_DP_RX_ARP) {
-			lc->st.arp_replies++;
-			m->ol_flags = 0;
-			tx_enqueue(lc, lc->rx_port, m);
-			continue;
-		}
-		md->peer.port_id = lc->rx_port;
-		o = owner_of(p, rte_pktmbuf_mtod_offset(m, uint8_t *, md->off), md->len);
-		if (p->red[o] == lc) {
-			local[nl++] = m;
-			continue;
-		}
-		hand[o][nhand[o]++] = m;
-		any_hand = true;
-		if (nhand[o] == RTE_DIM(hand[o])) {
-			unsigned int e = rte_ring_enqueue_burst(p->red[o]->ring, (void **)hand[o],
-								nhand[o], NULL);
-
-			lc->st.handoff_pkts += e;
-			lc->st.drops[SG_DP_ND_RING_FULL] += nhand[o] - e;
-			rte_pktmbuf_free_bulk(hand[o] + e, nhand[o] - e);
-			nhand[o] = 0;
-		}
-	}
-	if (any_hand)
-		for (unsigned int o = 0; o < p->n_red; o++) {
-			unsigned int e;
-
-			if (nhand[o] == 0)
-				continue;
-			e = rte_ring_enqueue_burst(p->red[o]->ring, (void **)hand[o], nhand[o], NULL);
-			lc->st.handoff_pkts += e;
-			lc->st.drops[SG_DP_ND_RING_FULL] += nhand[o] - e;
-			rte_pktmbuf_free_bulk(hand[o] + e, nhand[o] - e);
-		}
-	if (nl)
-		reduce_burst(lc, local, nl);
-	return n;
 }
 
 static void idle_wait(struct sg_dp_lcore *lc, unsigned int *idle_polls)
 {
 	unsigned int shift, us;
 
-	if (lc->p->idle != SG_DP_IDLE_SLEEP || ++*idle_polls < IDLE_SPIN)
+	if (*(volatile enum sg_dp_idle *)&lc->st.idle != SG_DP_IDLE_SLEEP ||
+	    ++*idle_polls < SG_DP_IDLE_SPIN)
 		return;
 	/* back off exponentially from 1 us up to the configured longest sleep */
-	shift = RTE_MIN(*idle_polls - IDLE_SPIN, 20u);
+	shift = RTE_MIN(*idle_polls - SG_DP_IDLE_SPIN, 20u);
 	us = RTE_MIN(1u << shift, lc->p->idle_sleep_us);
 	rte_delay_us_sleep(us);
 }
@@ -343,8 +74,9 @@ static int lcore_main(void *arg)
 {
 	struct sg_dp_lcore *lc = arg;
 	struct sg_dp_pipeline *p = lc->p;
-	struct rte_mbuf *pkts[MAX_BURST];
-	unsigned int burst = RTE_MIN(p->cfg.burst, (unsigned int)MAX_BURST);
+	const struct sg_dp_transport *tr = p->tr;
+	void *items[SG_DP_MAX_BURST];
+	unsigned int burst = RTE_MIN(p->cfg.burst, (unsigned int)SG_DP_MAX_BURST);
 	unsigned int idle_polls = 0;
 	bool rx_on = (lc->role & SG_DP_ROLE_IO) != 0;
 	bool reduce = (lc->role & SG_DP_ROLE_REDUCE) != 0;
@@ -359,23 +91,23 @@ static int lcore_main(void *arg)
 				rx_on = false;
 				__atomic_fetch_sub(&p->io_running, 1, __ATOMIC_RELEASE);
 			} else {
-				work += lcore_rx(lc, pkts, burst);
+				work += tr->rx(lc, burst);
 			}
 		}
 		if (reduce) {
-			nr = rte_ring_dequeue_burst(lc->ring, (void **)pkts, burst, NULL);
+			nr = rte_ring_dequeue_burst(lc->ring, items, burst, NULL);
 			if (nr)
-				reduce_burst(lc, pkts, nr);
+				tr->reduce(lc, items, nr);
 			work += nr;
 			if (t0 >= lc->next_poll_tsc) {
 				/* a fresh clock: the engine's time must never run backwards */
 				uint64_t t = rte_rdtsc();
 
-				sg_dp_engine_poll(lc->eng, now_ns(p, t));
+				sg_dp_engine_poll(lc->eng, sg_dp_now_ns(p, t));
 				lc->next_poll_tsc = t + poll_period;
 			}
 		}
-		work += tx_flush_all(lc);
+		work += tr->flush(lc);
 		if (!rx_on) {
 			/* drain: a reducer leaves once no lcore can hand it more */
 			if (!reduce)
@@ -393,7 +125,7 @@ static int lcore_main(void *arg)
 			lc->st.idle_cycles += rte_rdtsc() - t0;
 		}
 	}
-	tx_flush_all(lc);
+	tr->flush(lc);
 	return 0;
 }
 
@@ -406,106 +138,17 @@ static int lcore_socket(unsigned int lcore)
 	return s >= RTE_MAX_NUMA_NODES ? 0 : (int)s;
 }
 
-static struct rte_mempool *socket_pool(struct sg_dp_pipeline *p, int socket, char *err,
-				       size_t errlen)
-{
-	char name[RTE_MEMPOOL_NAMESIZE];
-	uint16_t room;
-
-	if (p->pools[socket])
-		return p->pools[socket];
-	/* some PMDs want room for a whole ring frame (af_packet: 2016 bytes) */
-	room = (uint16_t)(RTE_PKTMBUF_HEADROOM + (p->max_frame > 2048 ? p->max_frame : 2048));
-	snprintf(name, sizeof(name), "sg_mbuf_%d_%u", socket, (unsigned int)getpid());
-	p->pools[socket] = rte_pktmbuf_pool_create(name, p->cfg.mbufs, 256,
-		SG_DP_MBUF_PRIV_SIZE, room, socket);
-	if (p->pools[socket] == NULL)
-		sg_dp_seterr(err, errlen, "mempool of %u mbufs of %u bytes on socket %d: %s (lower "
-		       "[resources] mbufs, or give EAL more memory with -m)", p->cfg.mbufs, room,
-		       socket, rte_strerror(rte_errno));
-	return p->pools[socket];
-}
-
-static int port_setup(struct sg_dp_pipeline *p, uint16_t port, char *err, size_t errlen)
-{
-	const struct sg_dp_config *c = &p->cfg;
-	struct rte_eth_dev_info info;
-	struct rte_eth_conf conf = {0};
-	struct rte_eth_txconf txc;
-	struct sg_dp_net *net = &p->net[port];
-	uint16_t nrxq = 0, rxd = (uint16_t)c->rxd, txd = (uint16_t)c->txd;
-	uint64_t want_tx = RTE_ETH_TX_OFFLOAD_IPV4_CKSUM |
-			   (c->udp_checksum ? RTE_ETH_TX_OFFLOAD_UDP_CKSUM : 0);
-	int rc;
-
-	rc = rte_eth_dev_info_get(port, &info);
-	if (rc < 0)
-		goto fail;
-	for (unsigned int i = 0; i < p->n_lc; i++)
-		nrxq += (p->lc[i].role & SG_DP_ROLE_IO) && p->lc[i].rx_port == port;
-	conf.txmode.offloads = info.tx_offload_capa & want_tx;
-	conf.rxmode.offloads = info.rx_offload_capa &
-			       (RTE_ETH_RX_OFFLOAD_IPV4_CKSUM | RTE_ETH_RX_OFFLOAD_UDP_CKSUM);
-	rc = rte_eth_dev_configure(port, nrxq, (uint16_t)p->n_lc, &conf);
-	if (rc < 0)
-		goto fail;
-	rc = rte_eth_dev_adjust_nb_rx_tx_desc(port, &rxd, &txd);
-	if (rc < 0)
-		goto fail;
-	if (rte_eth_dev_set_mtu(port, c->mtu) < 0)
-		LOG(NOTICE, "port %u: cannot set MTU %u (%s); frames up to the port's own limit "
-		    "are accepted\n", port, c->mtu, rte_strerror(rte_errno));
-	txc = info.default_txconf;
-	txc.offloads = conf.txmode.offloads;
-	for (unsigned int i = 0; i < p->n_lc; i++) {
-		struct sg_dp_lcore *lc = &p->lc[i];
-
-		if ((lc->role & SG_DP_ROLE_IO) && lc->rx_port == port) {
-			rc = rte_eth_rx_queue_setup(port, lc->rx_queue, rxd, (unsigned int)lc->socket,
-						    NULL, lc->pool);
-			if (rc < 0)
-				goto fail;
-		}
-		rc = rte_eth_tx_queue_setup(port, (uint16_t)i, txd, (unsigned int)lc->socket, &txc);
-		if (rc < 0)
-			goto fail;
-	}
-	rc = rte_eth_dev_start(port);
-	if (rc < 0)
-		goto fail;
-	p->port_started[port] = true;
-	memset(net, 0, sizeof(*net));
-	if (rte_is_zero_ether_addr(&c->mac_override))
-		rte_eth_macaddr_get(port, &net->mac);
-	else
-		net->mac = c->mac_override;
-	net->ip = rte_cpu_to_be_32(c->ip);
-	net->udp_port = rte_cpu_to_be_16(c->udp_port);
-	net->udp_checksum = c->udp_checksum;
-	net->tx_ip_csum_offload = (conf.txmode.offloads & RTE_ETH_TX_OFFLOAD_IPV4_CKSUM) != 0;
-	net->tx_udp_csum_offload = (conf.txmode.offloads & RTE_ETH_TX_OFFLOAD_UDP_CKSUM) != 0;
-	LOG(INFO, "port %u (%s): %u RX queue(s), %u TX queue(s), checksums %s\n", port,
-	    info.driver_name, nrxq, p->n_lc,
-	    net->tx_ip_csum_offload ? "offloaded" : "in software");
-	return 0;
-fail:
-	sg_dp_seterr(err, errlen, "port %u: set-up failed: %s", port, rte_strerror(-rc));
-	return rc < 0 ? rc : -EIO;
-}
-
 static int reducer_setup(struct sg_dp_pipeline *p, struct sg_dp_lcore *lc, char *err,
 			 size_t errlen)
 {
 	const struct sg_dp_config *c = &p->cfg;
 	char name[RTE_RING_NAMESIZE];
-	struct rte_hash_parameters hp = {.entries = PEERS, .key_len = sizeof(uint64_t),
-					 .socket_id = lc->socket};
 	struct sg_dp_engine_conf ec = {
 		.numa_node = lc->socket,
 		.pool_bufs = c->pool_bufs,
 		.max_jobs = SG_DP_MAX_JOBS,
 		.slot_timeout_ns = (uint64_t)c->timeout_ms * 1000000ull,
-		.tx = {.alloc = tx_alloc, .send = tx_send, .ctx = lc},
+		.tx = {.alloc = p->tr->tx_alloc, .send = p->tr->tx_send, .ctx = lc},
 	};
 	uint32_t maxpl = 0;
 
@@ -515,14 +158,6 @@ static int reducer_setup(struct sg_dp_pipeline *p, struct sg_dp_lcore *lc, char 
 		sg_dp_seterr(err, errlen, "reducer lcore %u: ring of %u: %s ([resources] ring_size must "
 		       "be a power of two)", lc->lcore_id, c->ring_size, rte_strerror(rte_errno));
 		return -rte_errno;
-	}
-	snprintf(name, sizeof(name), "sg_peer%u_%u", lc->lcore_id, (unsigned int)getpid());
-	hp.name = name;
-	lc->peers = rte_hash_create(&hp);
-	if (lc->peers == NULL) {
-		sg_dp_seterr(err, errlen, "reducer lcore %u: peer table: %s", lc->lcore_id,
-		       rte_strerror(rte_errno));
-		return -ENOMEM;
 	}
 	for (unsigned int j = 0; j < c->n_jobs; j++) {
 		uint32_t cb = sg_dp_job_chunk_bytes(c, &c->jobs[j]);
@@ -579,8 +214,8 @@ struct sg_dp_pipeline *sg_dp_pipeline_create(const struct sg_dp_config *c, char 
 		errno = ENOMEM;
 		return NULL;
 	}
+	p->tr = &sg_dp_transport_ethdev;
 	p->cfg = *c;
-	p->idle = c->idle;
 	p->idle_sleep_us = c->idle_sleep_us;
 	p->ns_per_tsc = 1e9 / (double)rte_get_tsc_hz();
 	p->max_frame = RTE_ETHER_HDR_LEN + c->mtu + RTE_ETHER_CRC_LEN;
@@ -618,11 +253,7 @@ struct sg_dp_pipeline *sg_dp_pipeline_create(const struct sg_dp_config *c, char 
 		lc->st.lcore = a->lcore;
 		lc->st.role = a->role;
 		lc->st.socket = lc->socket;
-		lc->pool = socket_pool(p, lc->socket, err, errlen);
-		if (lc->pool == NULL) {
-			rc = -ENOMEM;
-			goto fail;
-		}
+		lc->st.idle = c->sleep_lcores[a->lcore] ? SG_DP_IDLE_SLEEP : c->idle;
 		if (a->role & SG_DP_ROLE_IO)
 			p->port_used[a->port] = true;
 		if (a->role & SG_DP_ROLE_REDUCE)
@@ -633,13 +264,9 @@ struct sg_dp_pipeline *sg_dp_pipeline_create(const struct sg_dp_config *c, char 
 		if (rc < 0)
 			goto fail;
 	}
-	for (uint16_t port = 0; port < SG_DP_MAX_PORTS; port++) {
-		if (!p->port_used[port])
-			continue;
-		rc = port_setup(p, port, err, errlen);
-		if (rc < 0)
-			goto fail;
-	}
+	rc = p->tr->setup(p, err, errlen);
+	if (rc < 0)
+		goto fail;
 	return p;
 fail:
 	sg_dp_pipeline_destroy(p);
@@ -662,7 +289,7 @@ int sg_dp_pipeline_start(struct sg_dp_pipeline *p)
 		int rc = rte_eal_remote_launch(lcore_main, &p->lc[i], p->lc[i].lcore_id);
 
 		if (rc < 0) {
-			LOG(ERR, "cannot launch lcore %u: %s\n", p->lc[i].lcore_id, strerror(-rc));
+			SG_DP_LOG(ERR, "cannot launch lcore %u: %s\n", p->lc[i].lcore_id, strerror(-rc));
 			/* the lcores already launched must still be stopped and joined */
 			for (unsigned int j = i; j < p->n_lc; j++)
 				if (p->lc[j].role & SG_DP_ROLE_IO)
@@ -702,22 +329,18 @@ void sg_dp_pipeline_destroy(struct sg_dp_pipeline *p)
 	if (p == NULL)
 		return;
 	sg_dp_pipeline_stop(p);
-	for (uint16_t port = 0; port < SG_DP_MAX_PORTS; port++)
-		if (p->port_started[port])
-			rte_eth_dev_stop(port);
 	for (unsigned int i = 0; p->lc && i < p->n_lc; i++) {
 		struct sg_dp_lcore *lc = &p->lc[i];
-		void *m;
+		void *items[64];
+		unsigned int n;
 
-		if (lc->ring)
-			while (rte_ring_dequeue(lc->ring, &m) == 0)
-				rte_pktmbuf_free(m);
+		/* items still in a ring belong to the transport's pools */
+		while (lc->ring && (n = rte_ring_dequeue_burst(lc->ring, items, 64, NULL)) > 0)
+			p->tr->release(items, n);
 		rte_ring_free(lc->ring);
-		rte_hash_free(lc->peers);
 		sg_dp_engine_destroy(lc->eng);
 	}
-	for (unsigned int s = 0; s < RTE_MAX_NUMA_NODES; s++)
-		rte_mempool_free(p->pools[s]);
+	p->tr->teardown(p);
 	rte_free(p->lc);
 	rte_free(p);
 }
@@ -752,14 +375,23 @@ int sg_dp_pipeline_reload(struct sg_dp_pipeline *p, const struct sg_dp_config *n
 	/* the engine takes its slot timeout at creation only */
 	NEEDS_RESTART(nc->timeout_ms != c->timeout_ms, "[live] timeout_ms");
 #undef NEEDS_RESTART
-	if (nc->idle != c->idle || nc->idle_sleep_us != c->idle_sleep_us) {
+	if (nc->idle != c->idle || nc->idle_sleep_us != c->idle_sleep_us ||
+	    memcmp(nc->sleep_lcores, c->sleep_lcores, sizeof(c->sleep_lcores))) {
 		c->idle = nc->idle;
 		c->idle_sleep_us = nc->idle_sleep_us;
+		memcpy(c->sleep_lcores, nc->sleep_lcores, sizeof(c->sleep_lcores));
 		p->idle_sleep_us = nc->idle_sleep_us;
-		p->idle = nc->idle;
-		if (report)
-			fprintf(report, "sigmad: SIGHUP: idle policy now %s (sleep up to %u us)\n",
-				c->idle == SG_DP_IDLE_BUSY ? "busy" : "sleep", c->idle_sleep_us);
+		for (unsigned int i = 0; i < p->n_lc; i++) {
+			struct sg_dp_lcore *lc = &p->lc[i];
+
+			*(volatile enum sg_dp_idle *)&lc->st.idle =
+				c->sleep_lcores[lc->lcore_id] ? SG_DP_IDLE_SLEEP : c->idle;
+			if (report)
+				fprintf(report, "sigmad: SIGHUP: lcore %u idle policy now %s (sleep up "
+					"to %u us)\n", lc->lcore_id,
+					lc->st.idle == SG_DP_IDLE_BUSY ? "busy" : "sleep",
+					c->idle_sleep_us);
+		}
 	}
 	if (nc->log_level != c->log_level) {
 		c->log_level = nc->log_level;

@@ -98,7 +98,8 @@ struct sg_dp_config {
 	unsigned int mbufs;   /**< per socket */
 	unsigned int rxd, txd;
 	/* live (SIGHUP) */
-	enum sg_dp_idle idle;
+	enum sg_dp_idle idle;  /**< policy of every lcore not in sleep_lcores */
+	bool sleep_lcores[1024]; /**< lcores that back off and sleep whatever @c idle says */
 	unsigned int idle_sleep_us;
 	unsigned int timeout_ms; /**< incomplete slot reported after this */
 	unsigned int pool_bufs;  /**< accumulator buffers per reducer */
@@ -136,6 +137,12 @@ int sg_dp_config_load_string(struct sg_dp_config *c, const char *text, char *err
  */
 int sg_dp_config_parse_args(struct sg_dp_config *c, int argc, char **argv, char *err,
 			    size_t errlen);
+
+/**
+ * Parse an lcore list ("2,3", "2-5,7") into @p mask (1024 entries, cleared
+ * first); the syntax of the `reduce` layout list. @return 0 or -EINVAL.
+ */
+int sg_dp_lcore_list_parse(const char *spec, bool *mask, char *err, size_t errlen);
 
 /** Name of a role ("io", "reduce", "rtc"). */
 const char *sg_dp_role_name(enum sg_dp_role r);
@@ -275,6 +282,7 @@ struct sg_dp_lcore_stats {
 	unsigned int lcore;
 	enum sg_dp_role role;
 	int socket;
+	enum sg_dp_idle idle;  /**< the lcore's idle policy now */
 	uint64_t busy_cycles;  /**< TSC cycles of polls that found work */
 	uint64_t idle_cycles;  /**< TSC cycles of polls that found none (sleep included) */
 	uint64_t rx_pkts;      /**< frames received from the port */
@@ -318,10 +326,11 @@ void sg_dp_pipeline_request_stop(struct sg_dp_pipeline *p);
 bool sg_dp_pipeline_stop_requested(const struct sg_dp_pipeline *p);
 
 /**
- * Apply a re-read configuration: [live] keys (idle policy, idle sleep,
- * timeout, log level, stats interval) take effect at once; every other
- * difference is listed on @p report as needing a restart.
- * @return number of keys that need a restart.
+ * Apply a re-read configuration: idle, sleep_lcores, idle_sleep_us,
+ * log_level and stats_interval_s take effect at once; every other difference
+ * (timeout_ms too: the engine takes it at creation) is listed on @p report as
+ * needing a restart.
+ * @return number of sections or keys that need a restart.
  */
 int sg_dp_pipeline_reload(struct sg_dp_pipeline *p, const struct sg_dp_config *nc, FILE *report);
 
@@ -384,6 +393,7 @@ struct sg_dp_gen_conf {
 	uint64_t retrans_us;       /**< resend after this long without a result */
 	uint32_t seed;
 	bool udp_checksum;
+	unsigned int idle_sleep_us; /**< sleep this long after 64 empty polls (0: spin) */
 };
 
 /** Generator counters and verdict. */
@@ -445,6 +455,7 @@ struct sg_dp_loop_conf {
 	double timeout_s;       /**< give up after this long (default 30) */
 	unsigned int garbage;   /**< malformed frames to send first (counted drops) */
 	bool arp;               /**< send an ARP request first */
+	unsigned int gen_sleep_us; /**< generator's idle sleep (0: it busy-polls) */
 };
 
 /** Outcome of a loopback run. */

@@ -46,6 +46,8 @@ static int tel_lcores(const char *cmd, const char *params, struct rte_tel_data *
 		rte_tel_data_start_dict(l);
 		rte_tel_data_add_dict_string(l, "role", sg_dp_role_name(st.role));
 		rte_tel_data_add_dict_int(l, "socket", st.socket);
+		rte_tel_data_add_dict_string(l, "idle_policy",
+					     st.idle == SG_DP_IDLE_SLEEP ? "sleep" : "busy");
 		rte_tel_data_add_dict_u64(l, "busy_cycles", st.busy_cycles);
 		rte_tel_data_add_dict_u64(l, "idle_cycles", st.idle_cycles);
 		rte_tel_data_add_dict_u64(l, "busy_permille", tot ? st.busy_cycles * 1000 / tot : 0);

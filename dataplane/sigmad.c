@@ -73,6 +73,7 @@ static int run_demo(const struct sg_dp_config *c)
 {
 	struct sg_dp_config dc = *c;
 	struct sg_dp_loop_conf lc = {.rounds = UINT32_MAX / 2, .window = 64, .seed = 1,
+				     .retrans_us = 20000,
 				     .timeout_s = c->duration_s > 0 ? c->duration_s : 3,
 				     .garbage = 6, .arp = true};
 	struct sg_dp_loop_result r;
@@ -81,6 +82,8 @@ static int run_demo(const struct sg_dp_config *c)
 	int rc;
 
 	dc.jobs[0].workers = c->demo_workers;
+	/* with the sleep policy the generator yields its CPU too */
+	lc.gen_sleep_us = c->idle == SG_DP_IDLE_SLEEP ? c->idle_sleep_us : 0;
 	printf("sigmad demo: %u workers push %u keys of %u bytes (fp32) for %.1f s through "
 	       "sigmad on a ring port; every element of every RESULT is checked\n",
 	       dc.jobs[0].workers, dc.jobs[0].keys, dc.jobs[0].partition_bytes, lc.timeout_s);
@@ -132,7 +135,8 @@ int main(int argc, char **argv)
 	bool has_sep = split_args(argc, argv, &eal_argc, &sg_first);
 	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
 	char *def_eal[] = {argv[0], "--no-huge", "--no-shconf", "--no-pci", "-m", "1024", prefix,
-			   lcores, "--log-level=lib.eal:error", NULL};
+			   lcores, "--log-level=lib.eal:error", "--log-level=lib.telemetry:error",
+			   NULL};
 	uint64_t t0, last_stats;
 
 	/* Sigma's options with argv[0] in front, as getopt expects */

@@ -61,6 +61,7 @@ static void test_file_overrides(void)
 	SG_CHECK_EQ(load(&c, "[net]\nip = 192.168.7.9\nudp_checksum = no\n"
 			     "[layout]\nio = (0,0,1), (0,1,2)\nreduce = 3-4,6\n"
 			     "[live]\nidle = sleep\nidle_sleep_us = 250\nlog_level = debug\n"
+			     "sleep_lcores = 3,5-6\n"
 			     "[job 7]\nworkers = 8\ndtype = bf16\nmode = deterministic\n"),
 		    0);
 	SG_CHECK(err[0] == '\0', "no error text: %s", err);
@@ -77,6 +78,8 @@ static void test_file_overrides(void)
 	SG_CHECK_EQ(c.lcores[4].role, SG_DP_ROLE_REDUCE);
 	SG_CHECK_EQ(c.idle, SG_DP_IDLE_SLEEP);
 	SG_CHECK_EQ(c.idle_sleep_us, 250);
+	SG_CHECK(c.sleep_lcores[3] && c.sleep_lcores[5] && c.sleep_lcores[6], "sleep_lcores set");
+	SG_CHECK(!c.sleep_lcores[4] && !c.sleep_lcores[2], "sleep_lcores others clear");
 	SG_CHECK_EQ(c.log_level, 8);
 	SG_CHECK_EQ(c.n_jobs, 2);
 	SG_CHECK_EQ(c.jobs[1].id, 7);
@@ -107,6 +110,8 @@ static void test_file_garbage(void)
 		{"[resources]\nmbufs = 99999999999999999999999\n", "mbufs"},
 		{"[live]\nidle = nap\n", "idle"},
 		{"[live]\nlog_level = loud\n", "log_level"},
+		{"[live]\nsleep_lcores = 1:2\n", "1:2"},
+		{"[live]\nsleep_lcores = 2-\n", "2-"},
 		{"[layout]\nio = (0,0)\n", "io"},
 		{"[layout]\nio = (0,0,1\n", "io"},
 		{"[layout]\nio = (0,0,1),\n", "io"},
@@ -157,6 +162,11 @@ static void test_args(void)
 	SG_CHECK_EQ(c.lcores[0].role, SG_DP_ROLE_IO);
 	SG_CHECK_EQ(c.lcores[2].lcore, 3);
 	SG_CHECK_EQ(c.idle, SG_DP_IDLE_SLEEP);
+
+	sg_dp_config_defaults(&c);
+	SG_CHECK_EQ(args(&c, "--sleep-lcores", "7", NULL, NULL, NULL), 0);
+	SG_CHECK(c.sleep_lcores[7] && !c.sleep_lcores[1], "--sleep-lcores");
+	SG_CHECK(args(&c, "--sleep-lcores", "x", NULL, NULL, NULL) < 0, "bad --sleep-lcores");
 
 	sg_dp_config_defaults(&c);
 	SG_CHECK_EQ(args(&c, "--ip", "10.1.2.3", "--udp-port", "5000", "--no-udp-checksum"), 0);

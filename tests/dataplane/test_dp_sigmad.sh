@@ -117,7 +117,7 @@ assert "port_0" in d["/sigma/ports"]
 	wait "$SPID"
 	rc=$?
 	[ "$rc" = 0 ] && ok || fail "lifecycle: exit $rc after SIGTERM"
-	for needle in 'idle policy now sleep' '[net] changed: needs a restart' \
+	for needle in 'lcore 1 idle policy now sleep' '[net] changed: needs a restart' \
 		'1 change needs a restart' 'stopping: RX off, draining' 'final statistics' \
 		'drop ethertype'; do
 		grep -qF -- "$needle" "$TMP/live.out" && ok || fail "lifecycle: no '$needle'"
