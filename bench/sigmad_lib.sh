@@ -1,13 +1,18 @@
 # SPDX-License-Identifier: BSD-3-Clause
 #
-# Shell helpers for scripts that run a sigmad beside libsigma workers
-# (bench/sigmad_netns.sh, tests/client/test_client_memif.sh). Source it.
+# Shell helpers for scripts that run a sigmad beside workers
+# (bench/sigmad_netns.sh, bench/sigmad_memif.sh, and the tests that use them).
+# Source it.
 
-# sigmad_base_ini IP: the [net], [layout], [resources] and [live] sections of a
-# one-lcore sigmad at IP:9300 with a 1500-byte MTU; append [job N] sections.
+# sigmad_base_ini IP [MTU] [LAYOUT]: the [net], [layout], [resources] and [live]
+# sections of a sigmad at IP:9300 (MTU 1500 unless given; layout rtc = (0,0,1)
+# unless given); append [job N] sections. Jumbo MTUs get fewer, larger mbufs.
 sigmad_base_ini() {
-	printf '[net]\nip = %s\nudp_port = 9300\nmtu = 1500\n' "$1"
-	printf '[layout]\nrtc = (0,0,1)\n[resources]\nmbufs = 16384\npool_bufs = 4096\n'
+	local mtu=${2:-1500} mbufs=16384
+	[ "$mtu" -gt 1500 ] && mbufs=8192
+	printf '[net]\nip = %s\nudp_port = 9300\nmtu = %s\n' "$1" "$mtu"
+	printf '[layout]\nrtc = %s\n' "${3:-(0,0,1)}"
+	printf '[resources]\nmbufs = %s\npool_bufs = 4096\n' "$mbufs"
 	printf '[live]\nidle = sleep\nidle_sleep_us = 50\n'
 }
 
