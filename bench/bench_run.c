@@ -21,6 +21,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <jansson.h>
+#include <rte_eal.h>
+#include <rte_errno.h>
+#include <rte_log.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -47,6 +50,8 @@ struct rb_opts {
 	uint32_t partition;
 	bool print_config;
 	const char *telemetry; /* sigmad's telemetry socket: busy% per lcore */
+	const char *memif;     /* sigmad's memif socket: workers use DPDK, worker r on id r */
+	unsigned int memif_queues; /* RX queues per worker: sigmad's lcore count */
 	char attach[256];
 	const char *json, *csv, *plot;
 	bool quiet;
@@ -213,6 +218,12 @@ static uint64_t job_token(unsigned int job)
 	return 0x5167a000ull + job;
 }
 
+/* With --memif, worker r's own IPv4 address on its memif link (sigmad learns it). */
+static void memif_local_addr(unsigned int rank, char *buf, size_t cap)
+{
+	snprintf(buf, cap, "10.80.0.%u", 100 + rank);
+}
+
 static struct sigma_tensor *open_size(const struct rb_opts *o, struct sigma_node *nodes,
 				      unsigned int nnodes, unsigned int job, unsigned int n,
 				      unsigned int rank, enum sg_dtype dt, unsigned int j,
@@ -224,6 +235,16 @@ static struct sigma_tensor *open_size(const struct rb_opts *o, struct sigma_node
 			       .window = o->window, .rto_us = 20000, .rto_max_us = 500000,
 			       .max_retries = 12};
 	struct sigma_tensor *t;
+	char local[32];
+
+	if (o->memif != NULL) {
+		/* the worker's EAL has one port: its memif client (worker_eal()) */
+		memif_local_addr(rank, local, sizeof(local));
+		c.transport = SIGMA_TRANSPORT_DPDK;
+		c.dpdk_port = 0;
+		c.dpdk_rx_queues = (uint16_t)o->memif_queues;
+		c.local_addr = local;
+	}
 
 	*sp = sigma_open(&c);
 	if (*sp == NULL)
@@ -236,15 +257,53 @@ static struct sigma_tensor *open_size(const struct rb_opts *o, struct sigma_node
 	return t;
 }
 
+/*
+ * --memif: start this worker process's own EAL (after the fork: EAL does not
+ * survive one) with one port, the memif client of id @p r on sigmad's socket,
+ * on CPU @p cpu. No hugepages, its own file prefix, so N of them run side by side.
+ */
+static int worker_eal(const char *sock, unsigned int r, unsigned int cpu)
+{
+	static char args[8][320];
+	char *argv[9];
+
+	snprintf(args[0], sizeof(args[0]), "sigma-bench-worker");
+	snprintf(args[1], sizeof(args[1]), "--no-huge");
+	snprintf(args[2], sizeof(args[2]), "--no-shconf");
+	snprintf(args[3], sizeof(args[3]), "--no-pci");
+	snprintf(args[4], sizeof(args[4]), "-m256");
+	snprintf(args[5], sizeof(args[5]), "--file-prefix=sgbw_%d", (int)getpid());
+	snprintf(args[6], sizeof(args[6]), "--lcores=0@%u", cpu);
+	/* one memif buffer per jumbo frame (bench/sigmad_memif.sh says why) */
+	if (snprintf(args[7], sizeof(args[7]), "--vdev=net_memif0,role=client,id=%u,socket=%s,"
+		     "socket-abstract=no,bsize=9216", r, sock) >= (int)sizeof(args[7]))
+		return -ENAMETOOLONG;
+	for (int i = 0; i < 8; i++)
+		argv[i] = args[i];
+	argv[8] = NULL;
+	rte_log_set_global_level(RTE_LOG_ERR); /* EAL's start-up chatter, once per worker */
+	if (rte_eal_init(8, argv) < 0)
+		return -rte_errno;
+	return 0;
+}
+
 static void worker(const struct rb_opts *o, struct rb_shared *sh, struct sigma_node *nodes,
 		   unsigned int nnodes, unsigned int job0, unsigned int n, unsigned int r,
 		   enum sg_dtype dt)
 {
 	uint64_t maxb = 0;
 	size_t es = sg_dtype_size(dt);
+	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
 	void *in, *out;
+	int erc;
 
 	pin(r + 1);
+	if (o->memif != NULL &&
+	    (erc = worker_eal(o->memif, r, (r + 1) % (unsigned int)(ncpu < 1 ? 1 : ncpu))) < 0) {
+		sh->failed = 1;
+		snprintf(sh->err, sizeof(sh->err), "worker %u: EAL with memif client id %u on %s: "
+			 "%s", r, r, o->memif, rte_strerror(-erc));
+	}
 	for (unsigned int j = 0; j < o->n_sizes; j++)
 		maxb = o->sizes[j] > maxb ? o->sizes[j] : maxb;
 	in = malloc(maxb);
@@ -302,6 +361,8 @@ static void worker(const struct rb_opts *o, struct rb_shared *sh, struct sigma_n
 	}
 	free(in);
 	free(out);
+	if (o->memif != NULL)
+		rte_eal_cleanup();
 }
 
 static int parse_attach(const char *spec, struct sigma_node *nodes, char addrs[][64],
@@ -588,9 +649,16 @@ static void print_table(const struct rb_result *r, unsigned int n)
 	}
 }
 
-static void write_json(FILE *f, const struct rb_result *r, unsigned int n)
+static const char *transport_name(const struct rb_opts *o)
 {
-	fprintf(f, "{\"bench\":\"run\",\"transport\":\"udp\",\"results\":[");
+	return o->memif != NULL ? "dpdk" : "udp";
+}
+
+static void write_json(FILE *f, const struct rb_opts *o, const struct rb_result *r,
+		       unsigned int n)
+{
+	fprintf(f, "{\"bench\":\"run\",\"transport\":\"%s\",\"results\":[",
+		transport_name(o));
 	for (unsigned int i = 0; i < n; i++) {
 		fprintf(f, "%s{\"n\":%u,\"dtype\":\"%s\",\"bytes\":%" PRIu64 ",\"ok\":%s,"
 			   "\"time_s\":%.9g,\"algbw_Bps\":%.6g,\"busbw_Bps\":%.6g,"
@@ -683,6 +751,10 @@ static void run_usage(FILE *f, const char *cmd)
 		   "partition or a multiple\n"
 		   "  --telemetry SOCK  sigmad's telemetry socket: busy%% per lcore (default "
 		   "$SIGMA_TELEMETRY)\n"
+		   "  --memif SOCK    with --attach: workers use libsigma's DPDK transport, worker r "
+		   "as the memif client of id r on sigmad's socket SOCK (bench/sigmad_memif.sh)\n"
+		   "  --memif-queues Q  RX queues per worker: the lcores of sigmad's layout "
+		   "(default $SIGMA_MEMIF_QUEUES, else 1)\n"
 		   "  --print-sigmad-config   print the [job N] sections sigmad needs for this "
 		   "sweep, and exit\n"
 		   "  --quiet         no progress lines\n", cmd,
@@ -703,6 +775,8 @@ static int parse_opts(int argc, char **argv, struct rb_opts *o, const char *def_
 		{"partition", required_argument, NULL, 'P'},
 		{"print-sigmad-config", no_argument, NULL, 'C'},
 		{"telemetry", required_argument, NULL, 'T'},
+		{"memif", required_argument, NULL, 'M'},
+		{"memif-queues", required_argument, NULL, 'Q'},
 		{"help", no_argument, NULL, 'h'},          {NULL, 0, NULL, 0}};
 	int c, bad = 0;
 
@@ -717,6 +791,9 @@ static int parse_opts(int argc, char **argv, struct rb_opts *o, const char *def_
 	bad |= parse_list("fp32", RB_MAX_DT, &o->n_dts, item_dtype, o);
 	/* bench/sigmad_netns.sh exports where its sigmad's telemetry socket is. */
 	o->telemetry = getenv("SIGMA_TELEMETRY");
+	/* bench/sigmad_memif.sh exports how many lcores its sigmad answers from. */
+	o->memif_queues = getenv("SIGMA_MEMIF_QUEUES") ? (unsigned int)atoi(
+		getenv("SIGMA_MEMIF_QUEUES")) : 1;
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
 		switch (c) {
@@ -741,6 +818,8 @@ static int parse_opts(int argc, char **argv, struct rb_opts *o, const char *def_
 		}
 		case 'C': o->print_config = true; break;
 		case 'T': o->telemetry = optarg; break;
+		case 'M': o->memif = optarg; break;
+		case 'Q': o->memif_queues = (unsigned int)atoi(optarg); break;
 		case 'h': return 1;
 		default: return -EINVAL;
 		}
@@ -752,6 +831,16 @@ static int parse_opts(int argc, char **argv, struct rb_opts *o, const char *def_
 				"1G, dtypes fp32/fp64/int32/int64, iters 1..%d, nodes 1..%d, chunk a "
 				"multiple of 8 <= 8920, window 1..65536\n",
 			RB_MAX_N, RB_MAX_SIZES, RB_MAX_ITERS, RB_MAX_NODES);
+		return -EINVAL;
+	}
+	if (o->memif_queues < 1 || o->memif_queues > SIGMA_DPDK_MAX_RXQ) {
+		fprintf(stderr, "sigma-bench: --memif-queues must be in 1..%d\n",
+			SIGMA_DPDK_MAX_RXQ);
+		return -EINVAL;
+	}
+	if (o->memif != NULL && (o->attach[0] == '\0' || o->memif[0] == '\0')) {
+		fprintf(stderr, "sigma-bench: --memif needs --attach: the sigmad that serves the "
+				"memif socket\n");
 		return -EINVAL;
 	}
 	if (o->partition < 8 || o->partition % 8) {
@@ -823,7 +912,7 @@ static int outputs(const struct rb_opts *o, const struct rb_result *res, unsigne
 		perror(o->json);
 		return -errno;
 	}
-	write_json(js, res, n);
+	write_json(js, o, res, n);
 	if (js != stdout)
 		fclose(js);
 	if (o->csv != NULL && write_csv(o->csv, res, n) < 0) {
@@ -992,7 +1081,8 @@ int sigma_bench_compare(int argc, char **argv)
 		       res[i].size / t_mpi[i] / 1e6, ratio, res[i].ok ? "" : "  FAILED");
 		if (i == 0)
 			fprintf(js, "{\"bench\":\"compare\",\"baseline\":\"MPI_Allreduce (OpenMPI, "
-				    "TCP loopback)\",\"sigma_transport\":\"kernel UDP\",\"results\":[");
+				    "TCP loopback)\",\"sigma_transport\":\"%s\",\"results\":[",
+				o.memif != NULL ? "DPDK memif" : "kernel UDP");
 		fprintf(js, "%s{\"n\":%u,\"bytes\":%" PRIu64 ",\"sigma_time_s\":%.9g,"
 			    "\"mpi_time_s\":%.9g,\"sigma_algbw_Bps\":%.6g,\"mpi_algbw_Bps\":%.6g,"
 			    "\"speedup_vs_mpi\":%.4f,\"sigma_ok\":%s}", i ? "," : "", res[i].n,
