@@ -35,3 +35,30 @@ sigmad_stop() {
 	sed -n '/final statistics/,$p' "$2" | sed 's/^/  | /'
 	return $rc
 }
+
+# sigmad_started OUT PID: wait for sigmad; if it does not run, print why and
+# return 77 (its EAL cannot start here) or 1.
+sigmad_started() {
+	sigmad_wait "$1" "$2" && return 0
+	if grep -q 'EAL' "$1"; then
+		echo "SKIP: sigmad's EAL cannot start here"
+		cat "$1"
+		return 77
+	fi
+	echo "FAIL: sigmad did not start"
+	cat "$1"
+	return 1
+}
+
+# sigmad_finish LABEL PID OUT RC: stop sigmad and print its final table under
+# LABEL; returns RC (the command's status), or 1 if sigmad did not exit cleanly.
+sigmad_finish() {
+	local src=0 rc=$4
+	echo "$1"
+	sigmad_stop "$2" "$3" || src=$?
+	if [ "$src" != 0 ]; then
+		echo "FAIL: sigmad exit $src"
+		[ "$rc" = 0 ] && rc=1
+	fi
+	return "$rc"
+}

@@ -60,23 +60,11 @@ timeout 1800 "$SIGMAD" --no-huge --no-shconf --no-pci -m 1024 --file-prefix=sg_m
 	"--lcores=(0-$NPORTS)@(0-$((ncpu - 1)))" --log-level=lib.eal:error "${VDEVS[@]}" \
 	-- --config "$TMP/sigmad.ini" --no-udp-checksum >"$TMP/sigmad.out" 2>&1 &
 SPID=$!
-if ! sigmad_wait "$TMP/sigmad.out" "$SPID"; then
-	if grep -q 'EAL' "$TMP/sigmad.out"; then
-		echo "SKIP: sigmad's EAL cannot start here"; cat "$TMP/sigmad.out"; exit 77
-	fi
-	echo "FAIL: sigmad did not start"
-	cat "$TMP/sigmad.out"
-	exit 1
-fi
+sigmad_started "$TMP/sigmad.out" "$SPID" || exit $?
 rc=0
 SIGMA_NODE=10.80.0.1:9300 SIGMA_MEMIF=$SOCK SIGMA_MEMIF_QUEUES=$NPORTS \
 	SIGMA_TELEMETRY=/var/run/dpdk/sg_memif_$$/dpdk_telemetry.v2 "$@" || rc=$?
-echo "sigmad (net_memif, $NPORTS port(s)):"
-src=0
-sigmad_stop "$SPID" "$TMP/sigmad.out" || src=$?
+sigmad_finish "sigmad (net_memif, $NPORTS port(s)):" "$SPID" "$TMP/sigmad.out" "$rc"
+rc=$?
 SPID=
-if [ "$src" != 0 ]; then
-	echo "FAIL: sigmad exit $src"
-	[ "$rc" = 0 ] && rc=1
-fi
 exit $rc

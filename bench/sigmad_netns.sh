@@ -72,25 +72,17 @@ RING=
 	sigmad_base_ini 10.79.0.1 "$MTU"
 	cat "$JOBS"
 } >"$TMP/sigmad.ini"
+: >"$TMP/sigmad.out"
 ip netns exec "$NSA" timeout 900 "$SIGMAD" --no-huge --no-shconf --no-pci -m 512 \
 	--file-prefix=sg_netns_$$ '--lcores=(0-1)@(0-1)' --log-level=lib.eal:error \
 	--vdev=net_af_packet0,iface="$VA$RING" -- --config "$TMP/sigmad.ini" "${CSUM[@]}" \
 	>"$TMP/sigmad.out" 2>&1 &
 SPID=$!
-if ! sigmad_wait "$TMP/sigmad.out" "$SPID"; then
-	echo "FAIL: sigmad did not start"
-	cat "$TMP/sigmad.out"
-	exit 1
-fi
+sigmad_started "$TMP/sigmad.out" "$SPID" || exit $?
 rc=0
 SIGMA_NODE=10.79.0.1:9300 SIGMA_TELEMETRY=/var/run/dpdk/sg_netns_$$/dpdk_telemetry.v2 \
 	ip netns exec "$NSB" "$@" || rc=$?
-echo "sigmad (net_af_packet on a veth, MTU $MTU):"
-src=0
-sigmad_stop "$SPID" "$TMP/sigmad.out" || src=$?
+sigmad_finish "sigmad (net_af_packet on a veth, MTU $MTU):" "$SPID" "$TMP/sigmad.out" "$rc"
+rc=$?
 SPID=
-if [ "$src" != 0 ]; then
-	echo "FAIL: sigmad exit $src"
-	[ "$rc" = 0 ] && rc=1
-fi
 exit $rc
