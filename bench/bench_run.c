@@ -21,6 +21,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <jansson.h>
+#include <rte_eal.h>
+#include <rte_errno.h>
+#include <rte_log.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -47,6 +50,8 @@ struct rb_opts {
 	uint32_t partition;
 	bool print_config;
 	const char *telemetry; /* sigmad's telemetry socket: busy% per lcore */
+	const char *memif;     /* sigmad's memif socket: workers use DPDK, worker r on id r */
+	unsigned int memif_queues; /* RX queues per worker: sigmad's lcore count */
 	char attach[256];
 	const char *json, *csv, *plot;
 	bool quiet;
@@ -213,6 +218,12 @@ static uint64_t job_token(unsigned int job)
 	return 0x5167a000ull + job;
 }
 
+/* With --memif, worker r's own IPv4 address on its memif link (sigmad learns it). */
+static void memif_local_addr(unsigned int rank, char *buf, size_t cap)
+{
+	snprintf(buf, cap, "10.80.0.%u", 100 + rank);
+}
+
 static struct sigma_tensor *open_size(const struct rb_opts *o, struct sigma_node *nodes,
 				      unsigned int nnodes, unsigned int job, unsigned int n,
 				      unsigned int rank, enum sg_dtype dt, unsigned int j,
@@ -224,6 +235,16 @@ static struct sigma_tensor *open_size(const struct rb_opts *o, struct sigma_node
 			       .window = o->window, .rto_us = 20000, .rto_max_us = 500000,
 			       .max_retries = 12};
 	struct sigma_tensor *t;
+	char local[32];
+
+	if (o->memif != NULL) {
+		/* the worker's EAL has one port: its memif client (worker_eal()) */
+		memif_local_addr(rank, local, sizeof(local));
+		c.transport = SIGMA_TRANSPORT_DPDK;
+		c.dpdk_port = 0;
+		c.dpdk_rx_queues = (uint16_t)o->memif_queues;
+		c.local_addr = local;
+	}
 
 	*sp = sigma_open(&c);
 	if (*sp == NULL)
@@ -236,15 +257,53 @@ static struct sigma_tensor *open_size(const struct rb_opts *o, struct sigma_node
 	return t;
 }
 
+/*
+ * --memif: start this worker process's own EAL (after the fork: EAL does not
+ * survive one) with one port, the memif client of id @p r on sigmad's socket,
+ * on CPU @p cpu. No hugepages, its own file prefix, so N of them run side by side.
+ */
+static int worker_eal(const char *sock, unsigned int r, unsigned int cpu)
+{
+	static char args[8][320];
+	char *argv[9];
+
+	snprintf(args[0], sizeof(args[0]), "sigma-bench-worker");
+	snprintf(args[1], sizeof(args[1]), "--no-huge");
+	snprintf(args[2], sizeof(args[2]), "--no-shconf");
+	snprintf(args[3], sizeof(args[3]), "--no-pci");
+	snprintf(args[4], sizeof(args[4]), "-m256");
+	snprintf(args[5], sizeof(args[5]), "--file-prefix=sgbw_%d", (int)getpid());
+	snprintf(args[6], sizeof(args[6]), "--lcores=0@%u", cpu);
+	/* one memif buffer per jumbo frame (bench/sigmad_memif.sh says why) */
+	if (snprintf(args[7], sizeof(args[7]), "--vdev=net_memif0,role=client,id=%u,socket=%s,"
+		     "socket-abstract=no,bsize=9216", r, sock) >= (int)sizeof(args[7]))
+		return -ENAMETOOLONG;
+	for (int i = 0; i < 8; i++)
+		argv[i] = args[i];
+	argv[8] = NULL;
+	rte_log_set_global_level(RTE_LOG_ERR); /* EAL's start-up chatter, once per worker */
+	if (rte_eal_init(8, argv) < 0)
+		return -rte_errno;
+	return 0;
+}
+
 static void worker(const struct rb_opts *o, struct rb_shared *sh, struct sigma_node *nodes,
 		   unsigned int nnodes, unsigned int job0, unsigned int n, unsigned int r,
 		   enum sg_dtype dt)
 {
 	uint64_t maxb = 0;
 	size_t es = sg_dtype_size(dt);
+	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
 	void *in, *out;
+	int erc;
 
 	pin(r + 1);
+	if (o->memif != NULL &&
+	    (erc = worker_eal(o->memif, r, (r + 1) % (unsigned int)(ncpu < 1 ? 1 : ncpu))) < 0) {
+		sh->failed = 1;
+		snprintf(sh->err, sizeof(sh->err), "worker %u: EAL with memif client id %u on %s: "
+			 "%s", r, r, o->memif, rte_strerror(-erc));
+	}
 	for (unsigned int j = 0; j < o->n_sizes; j++)
 		maxb = o->sizes[j] > maxb ? o->sizes[j] : maxb;
 	in = malloc(maxb);
@@ -302,6 +361,8 @@ static void worker(const struct rb_opts *o, struct rb_shared *sh, struct sigma_n
 	}
 	free(in);
 	free(out);
+	if (o->memif != NULL)
+		rte_eal_cleanup();
 }
 
 static int parse_attach(const char *spec, struct sigma_node *nodes, char addrs[][64],
@@ -588,9 +649,16 @@ static void print_table(const struct rb_result *r, unsigned int n)
 	}
 }
 
-static void write_json(FILE *f, const struct rb_result *r, unsigned int n)
+static const char *transport_name(const struct rb_opts *o)
 {
-	fprintf(f, "{\"bench\":\"run\",\"transport\":\"udp\",\"results\":[");
+	return o->memif != NULL ? "dpdk" : "udp";
+}
+
+static void write_json(FILE *f, const struct rb_opts *o, const struct rb_result *r,
+		       unsigned int n)
+{
+	fprintf(f, "{\"bench\":\"run\",\"transport\":\"%s\",\"results\":[",
+		transport_name(o));
 	for (unsigned int i = 0; i < n; i++) {
 		fprintf(f, "%s{\"n\":%u,\"dtype\":\"%s\",\"bytes\":%" PRIu64 ",\"ok\":%s,"
 			   "\"time_s\":%.9g,\"algbw_Bps\":%.6g,\"busbw_Bps\":%.6g,"
@@ -676,13 +744,17 @@ static void run_usage(FILE *f, const char *cmd)
 		   "per CPU, at most 8)\n"
 		   "  --attach LIST   use running nodes instead (ip:port,...; jobs configured there)\n"
 		   "  --chunk BYTES   chunk payload (default 8920: loopback carries jumbo frames)\n"
-		   "  --window W      outstanding chunks per node (default 16)\n"
+		   "  --window W      outstanding chunks per node (default 16; 256 with --memif)\n"
 		   "  --json F --csv F --plot F.svg|F.png   outputs (JSON goes to stdout without "
 		   "--json)\n"
 		   "  --partition B   partition bytes (default 2M); sizes are at most one "
 		   "partition or a multiple\n"
 		   "  --telemetry SOCK  sigmad's telemetry socket: busy%% per lcore (default "
 		   "$SIGMA_TELEMETRY)\n"
+		   "  --memif SOCK    with --attach: workers use libsigma's DPDK transport, worker r "
+		   "as the memif client of id r on sigmad's socket SOCK (bench/sigmad_memif.sh)\n"
+		   "  --memif-queues Q  RX queues per worker: the lcores of sigmad's layout "
+		   "(default $SIGMA_MEMIF_QUEUES, else 1)\n"
 		   "  --print-sigmad-config   print the [job N] sections sigmad needs for this "
 		   "sweep, and exit\n"
 		   "  --quiet         no progress lines\n", cmd,
@@ -703,8 +775,11 @@ static int parse_opts(int argc, char **argv, struct rb_opts *o, const char *def_
 		{"partition", required_argument, NULL, 'P'},
 		{"print-sigmad-config", no_argument, NULL, 'C'},
 		{"telemetry", required_argument, NULL, 'T'},
+		{"memif", required_argument, NULL, 'M'},
+		{"memif-queues", required_argument, NULL, 'Q'},
 		{"help", no_argument, NULL, 'h'},          {NULL, 0, NULL, 0}};
 	int c, bad = 0;
+	bool window_set = false;
 
 	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
 
@@ -717,6 +792,9 @@ static int parse_opts(int argc, char **argv, struct rb_opts *o, const char *def_
 	bad |= parse_list("fp32", RB_MAX_DT, &o->n_dts, item_dtype, o);
 	/* bench/sigmad_netns.sh exports where its sigmad's telemetry socket is. */
 	o->telemetry = getenv("SIGMA_TELEMETRY");
+	/* bench/sigmad_memif.sh exports how many lcores its sigmad answers from. */
+	o->memif_queues = getenv("SIGMA_MEMIF_QUEUES") ? (unsigned int)atoi(
+		getenv("SIGMA_MEMIF_QUEUES")) : 1;
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
 		switch (c) {
@@ -727,7 +805,10 @@ static int parse_opts(int argc, char **argv, struct rb_opts *o, const char *def_
 		case 'k': o->nodes = (unsigned int)atoi(optarg); break;
 		case 'a': snprintf(o->attach, sizeof(o->attach), "%s", optarg); break;
 		case 'c': o->chunk = (unsigned int)atoi(optarg); break;
-		case 'w': o->window = (unsigned int)atoi(optarg); break;
+		case 'w':
+			o->window = (unsigned int)atoi(optarg);
+			window_set = true;
+			break;
 		case 'j': o->json = optarg; break;
 		case 'v': o->csv = optarg; break;
 		case 'p': o->plot = optarg; break;
@@ -741,6 +822,8 @@ static int parse_opts(int argc, char **argv, struct rb_opts *o, const char *def_
 		}
 		case 'C': o->print_config = true; break;
 		case 'T': o->telemetry = optarg; break;
+		case 'M': o->memif = optarg; break;
+		case 'Q': o->memif_queues = (unsigned int)atoi(optarg); break;
 		case 'h': return 1;
 		default: return -EINVAL;
 		}
@@ -752,6 +835,20 @@ static int parse_opts(int argc, char **argv, struct rb_opts *o, const char *def_
 				"1G, dtypes fp32/fp64/int32/int64, iters 1..%d, nodes 1..%d, chunk a "
 				"multiple of 8 <= 8920, window 1..65536\n",
 			RB_MAX_N, RB_MAX_SIZES, RB_MAX_ITERS, RB_MAX_NODES);
+		return -EINVAL;
+	}
+	/* shared memory loses nothing to socket buffers: a wide window (best
+	 * measured at 256 for 64 MB) keeps sigmad fed */
+	if (o->memif != NULL && !window_set)
+		o->window = 256;
+	if (o->memif_queues < 1 || o->memif_queues > SIGMA_DPDK_MAX_RXQ) {
+		fprintf(stderr, "sigma-bench: --memif-queues must be in 1..%d\n",
+			SIGMA_DPDK_MAX_RXQ);
+		return -EINVAL;
+	}
+	if (o->memif != NULL && (o->attach[0] == '\0' || o->memif[0] == '\0')) {
+		fprintf(stderr, "sigma-bench: --memif needs --attach: the sigmad that serves the "
+				"memif socket\n");
 		return -EINVAL;
 	}
 	if (o->partition < 8 || o->partition % 8) {
@@ -823,7 +920,7 @@ static int outputs(const struct rb_opts *o, const struct rb_result *res, unsigne
 		perror(o->json);
 		return -errno;
 	}
-	write_json(js, res, n);
+	write_json(js, o, res, n);
 	if (js != stdout)
 		fclose(js);
 	if (o->csv != NULL && write_csv(o->csv, res, n) < 0) {
@@ -976,8 +1073,8 @@ int sigma_bench_compare(int argc, char **argv)
 	rm_mpi(exe);
 	if (sweep(&o, res) < 0)
 		rc = -EIO;
-	printf("%3s %8s %12s %12s %13s %13s %8s\n", "N", "size", "sigma ms", "MPI ms",
-	       "sigma MB/s", "MPI MB/s", "ratio");
+	printf("%3s %8s %12s %12s %13s %13s %8s  %s\n", "N", "size", "sigma ms", "MPI ms",
+	       "sigma MB/s", "MPI MB/s", "ratio", "node busy%");
 	/* The JSON is collected apart and printed after the table. */
 	js = open_memstream(&jbuf, &jlen);
 	if (js == NULL)
@@ -987,18 +1084,28 @@ int sigma_bench_compare(int argc, char **argv)
 		double ratio = res[i].t_med > 0 ? t_mpi[i] / res[i].t_med : NAN;
 
 		fmt_size(res[i].size, sz, sizeof(sz));
-		printf("%3u %8s %12.3f %12.3f %13.1f %13.1f %7.2fx%s\n", res[i].n, sz,
+		printf("%3u %8s %12.3f %12.3f %13.1f %13.1f %7.2fx ", res[i].n, sz,
 		       res[i].t_med * 1e3, t_mpi[i] * 1e3, res[i].algbw / 1e6,
-		       res[i].size / t_mpi[i] / 1e6, ratio, res[i].ok ? "" : "  FAILED");
+		       res[i].size / t_mpi[i] / 1e6, ratio);
+		/* busy% of each node thread or sigmad lcore over the point's whole sweep */
+		for (unsigned int k = 0; k < res[i].nbusy; k++)
+			printf("%s%.0f", k ? "/" : " ", 100 * res[i].busy[k]);
+		printf("%s\n", res[i].ok ? "" : "  FAILED");
 		if (i == 0)
 			fprintf(js, "{\"bench\":\"compare\",\"baseline\":\"MPI_Allreduce (OpenMPI, "
-				    "TCP loopback)\",\"sigma_transport\":\"kernel UDP\",\"results\":[");
+				    "TCP loopback)\",\"sigma_transport\":\"%s\",\"results\":[",
+				o.memif != NULL ? "DPDK memif" : "kernel UDP");
 		fprintf(js, "%s{\"n\":%u,\"bytes\":%" PRIu64 ",\"sigma_time_s\":%.9g,"
 			    "\"mpi_time_s\":%.9g,\"sigma_algbw_Bps\":%.6g,\"mpi_algbw_Bps\":%.6g,"
-			    "\"speedup_vs_mpi\":%.4f,\"sigma_ok\":%s}", i ? "," : "", res[i].n,
+			    "\"speedup_vs_mpi\":%.4f,\"sigma_ok\":%s,\"busy_source\":\"%s\","
+			    "\"node_busy\":[", i ? "," : "", res[i].n,
 			res[i].size, res[i].t_med, isfinite(t_mpi[i]) ? t_mpi[i] : -1,
 			res[i].algbw, isfinite(t_mpi[i]) ? res[i].size / t_mpi[i] : -1,
-			isfinite(ratio) ? ratio : -1, res[i].ok ? "true" : "false");
+			isfinite(ratio) ? ratio : -1, res[i].ok ? "true" : "false",
+			res[i].busy_sigmad ? "sigmad lcores" : "node threads");
+		for (unsigned int k = 0; k < res[i].nbusy; k++)
+			fprintf(js, "%s%.4f", k ? "," : "", res[i].busy[k]);
+		fprintf(js, "]}");
 	}
 	printf("ratio = MPI time / sigma time (> 1: sigma is faster)\n");
 	if (js != NULL) {

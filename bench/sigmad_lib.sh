@@ -1,13 +1,18 @@
 # SPDX-License-Identifier: BSD-3-Clause
 #
-# Shell helpers for scripts that run a sigmad beside libsigma workers
-# (bench/sigmad_netns.sh, tests/client/test_client_memif.sh). Source it.
+# Shell helpers for scripts that run a sigmad beside workers
+# (bench/sigmad_netns.sh, bench/sigmad_memif.sh, and the tests that use them).
+# Source it.
 
-# sigmad_base_ini IP: the [net], [layout], [resources] and [live] sections of a
-# one-lcore sigmad at IP:9300 with a 1500-byte MTU; append [job N] sections.
+# sigmad_base_ini IP [MTU] [LAYOUT]: the [net], [layout], [resources] and [live]
+# sections of a sigmad at IP:9300 (MTU 1500 unless given; layout rtc = (0,0,1)
+# unless given); append [job N] sections. Jumbo MTUs get fewer, larger mbufs.
 sigmad_base_ini() {
-	printf '[net]\nip = %s\nudp_port = 9300\nmtu = 1500\n' "$1"
-	printf '[layout]\nrtc = (0,0,1)\n[resources]\nmbufs = 16384\npool_bufs = 4096\n'
+	local mtu=${2:-1500} mbufs=16384
+	[ "$mtu" -gt 1500 ] && mbufs=8192
+	printf '[net]\nip = %s\nudp_port = 9300\nmtu = %s\n' "$1" "$mtu"
+	printf '[layout]\nrtc = %s\n' "${3:-(0,0,1)}"
+	printf '[resources]\nmbufs = %s\npool_bufs = 4096\n' "$mbufs"
 	printf '[live]\nidle = sleep\nidle_sleep_us = 50\n'
 }
 
@@ -29,4 +34,31 @@ sigmad_stop() {
 	wait "$1" || rc=$?
 	sed -n '/final statistics/,$p' "$2" | sed 's/^/  | /'
 	return $rc
+}
+
+# sigmad_started OUT PID: wait for sigmad; if it does not run, print why and
+# return 77 (its EAL cannot start here) or 1.
+sigmad_started() {
+	sigmad_wait "$1" "$2" && return 0
+	if grep -q 'EAL' "$1"; then
+		echo "SKIP: sigmad's EAL cannot start here"
+		cat "$1"
+		return 77
+	fi
+	echo "FAIL: sigmad did not start"
+	cat "$1"
+	return 1
+}
+
+# sigmad_finish LABEL PID OUT RC: stop sigmad and print its final table under
+# LABEL; returns RC (the command's status), or 1 if sigmad did not exit cleanly.
+sigmad_finish() {
+	local src=0 rc=$4
+	echo "$1"
+	sigmad_stop "$2" "$3" || src=$?
+	if [ "$src" != 0 ]; then
+		echo "FAIL: sigmad exit $src"
+		[ "$rc" = 0 ] && rc=1
+	fi
+	return "$rc"
 }

@@ -4,16 +4,23 @@
 # Run a command against a real sigmad on a machine without a NIC: sigmad on
 # net_af_packet in one network namespace, the command (kernel-UDP workers,
 # MPI) in a peer namespace, joined by a veth pair. sigmad is at 10.79.0.1:9300
-# (also in $SIGMA_NODE), its telemetry socket in $SIGMA_TELEMETRY (sigma-bench
-# reads busy% per lcore from it); its jobs are the [job N] sections of JOBS_INI. The
-# MTU is 1500: sigmad's af_packet port takes at most 1518-byte frames, so use
-# --chunk 1424. When sigmad stops, its per-lcore table (busy%) is printed.
+# (also in $SIGMA_NODE), the command's address is 10.79.0.2, sigmad's
+# telemetry socket is in $SIGMA_TELEMETRY (sigma-bench reads busy% per lcore
+# from it); its jobs are the [job N] sections of JOBS_INI. When sigmad stops,
+# its final per-lcore table (busy%) and drops are printed.
+#
+# MTU: $SIGMA_MTU, 1500 by default (use --chunk 1424). With SIGMA_MTU=9000 the
+# veth carries jumbo frames and af_packet's ring frames are 16 KiB
+# (framesz=16384), so 8920-byte chunks work.
+# UDP checksums: sigmad computes them and the peer kernel verifies them when
+# ethtool can turn the veth's TX offload off (af_packet never completes an
+# offloaded checksum); otherwise sigmad runs with --no-udp-checksum.
 # Traffic stays inside the two namespaces made here. Needs root.
 #
 # Exit: the command's status; 1 if sigmad failed or did not exit cleanly;
 # 77 if namespaces or veth cannot be made here.
 #
-# Usage: bench/sigmad_netns.sh SIGMAD JOBS_INI COMMAND [ARGS...]
+# Usage: [SIGMA_MTU=9000] bench/sigmad_netns.sh SIGMAD JOBS_INI COMMAND [ARGS...]
 # e.g.
 #   build/bench/sigma-bench run --chunk 1424 --print-sigmad-config >/tmp/jobs.ini
 #   bench/sigmad_netns.sh build/dataplane/sigmad /tmp/jobs.ini \
@@ -23,6 +30,7 @@ set -u
 SIGMAD=$1
 JOBS=$2
 shift 2
+MTU=${SIGMA_MTU:-1500}
 NSA=sgnA$$
 NSB=sgnB$$
 VA=snA$$
@@ -46,38 +54,35 @@ ip netns add "$NSB" || exit 1
 ip link add "$VA" type veth peer name "$VB" || { echo "SKIP: no veth"; exit 77; }
 ip link set "$VA" netns "$NSA"
 ip link set "$VB" netns "$NSB"
-ip -n "$NSA" link set "$VA" up
+ip -n "$NSA" link set "$VA" mtu "$MTU" up || exit 1
 ip -n "$NSB" link set lo up
 ip -n "$NSB" addr add 10.79.0.2/24 dev "$VB"
-ip -n "$NSB" link set "$VB" up
-# af_packet never completes a checksum that the peer's kernel left to offload.
+ip -n "$NSB" link set "$VB" mtu "$MTU" up || exit 1
 CSUM=()
-if ! { command -v ethtool >/dev/null && ip netns exec "$NSB" ethtool -K "$VB" tx off >/dev/null 2>&1; }; then
+if command -v ethtool >/dev/null && ip netns exec "$NSB" ethtool -K "$VB" tx off >/dev/null 2>&1; then
+	echo "UDP checksums: computed by sigmad, verified by the peer kernel"
+else
 	CSUM=(--no-udp-checksum)
+	echo "UDP checksums: off (no ethtool to turn the veth's TX offload off)"
 fi
+# af_packet copies whole ring frames: jumbo frames need 16 KiB ones.
+RING=
+[ "$MTU" -gt 1500 ] && RING=,framesz=16384,blocksz=16384,framecnt=512
 {
-	sigmad_base_ini 10.79.0.1
+	sigmad_base_ini 10.79.0.1 "$MTU"
 	cat "$JOBS"
 } >"$TMP/sigmad.ini"
+: >"$TMP/sigmad.out"
 ip netns exec "$NSA" timeout 900 "$SIGMAD" --no-huge --no-shconf --no-pci -m 512 \
 	--file-prefix=sg_netns_$$ '--lcores=(0-1)@(0-1)' --log-level=lib.eal:error \
-	--vdev=net_af_packet0,iface="$VA" -- --config "$TMP/sigmad.ini" "${CSUM[@]}" \
+	--vdev=net_af_packet0,iface="$VA$RING" -- --config "$TMP/sigmad.ini" "${CSUM[@]}" \
 	>"$TMP/sigmad.out" 2>&1 &
 SPID=$!
-if ! sigmad_wait "$TMP/sigmad.out" "$SPID"; then
-	echo "FAIL: sigmad did not start"
-	cat "$TMP/sigmad.out"
-	exit 1
-fi
+sigmad_started "$TMP/sigmad.out" "$SPID" || exit $?
 rc=0
 SIGMA_NODE=10.79.0.1:9300 SIGMA_TELEMETRY=/var/run/dpdk/sg_netns_$$/dpdk_telemetry.v2 \
 	ip netns exec "$NSB" "$@" || rc=$?
-echo "sigmad (net_af_packet on a veth):"
-src=0
-sigmad_stop "$SPID" "$TMP/sigmad.out" || src=$?
+sigmad_finish "sigmad (net_af_packet on a veth, MTU $MTU):" "$SPID" "$TMP/sigmad.out" "$rc"
+rc=$?
 SPID=
-if [ "$src" != 0 ]; then
-	echo "FAIL: sigmad exit $src"
-	[ "$rc" = 0 ] && rc=1
-fi
 exit $rc

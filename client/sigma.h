@@ -57,6 +57,8 @@ extern "C" {
 #define SIGMA_MAX_TENSORS 65536
 /** Most partitions of one tensor (the low 16 bits of the wire key). */
 #define SIGMA_MAX_PARTS 65536
+/** Most RX queues of a DPDK session (sigma_conf.dpdk_rx_queues). */
+#define SIGMA_DPDK_MAX_RXQ 16
 /** Longest error message (sigma_last_error()). */
 #define SIGMA_ERR_LEN 256
 
@@ -76,7 +78,8 @@ enum sigma_transport {
 	 * pool, starts it (waiting up to 5 s for the link, as a memif client
 	 * must), and resolves each node's MAC address by ARP at open (up to 5 s;
 	 * sigmad answers ARP). UDP checksums are sent as 0. Needs local_addr.
-	 * Polls: waiting in sigma_poll() spins (with yields) instead of sleeping.
+	 * Polls: waiting in sigma_poll() spins with yields for 32 empty polls,
+	 * then sleeps 20 us between polls (cores shared with a local sigmad).
 	 */
 	SIGMA_TRANSPORT_DPDK = 1,
 };
@@ -115,6 +118,13 @@ struct sigma_conf {
 	const char *local_addr;   /**< UDP: address to bind (default any); DPDK: our IPv4 (required) */
 	uint16_t local_port;      /**< UDP: port to bind (default ephemeral); DPDK: default 9400 + rank */
 	uint16_t dpdk_port;       /**< DPDK: ethdev port id */
+	/**
+	 * DPDK: RX queues to configure and poll (default 1, at most
+	 * SIGMA_DPDK_MAX_RXQ). A memif peer answers on each of its TX queues, and
+	 * a memif server links only the queues its client has: against sigmad,
+	 * give the number of lcores in sigmad's layout (each sends on its own).
+	 */
+	uint16_t dpdk_rx_queues;
 };
 
 /** Counters of a session (monotonic). */

@@ -139,6 +139,11 @@ static int check_conf(struct sigma_conf *c)
 		return conf_error("unknown transport %d", (int)c->transport);
 	if (c->transport == SIGMA_TRANSPORT_DPDK && c->local_addr == NULL)
 		return conf_error("the DPDK transport needs local_addr (our IPv4 address)");
+	if (c->dpdk_rx_queues == 0)
+		c->dpdk_rx_queues = 1;
+	if (c->dpdk_rx_queues > SIGMA_DPDK_MAX_RXQ)
+		return conf_error("dpdk_rx_queues %u not in 1..%u", c->dpdk_rx_queues,
+				  SIGMA_DPDK_MAX_RXQ);
 	for (unsigned int i = 0; i < c->nnodes; i++) {
 		uint32_t a;
 

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <rte_arp.h>
+#include <rte_cycles.h>
 #include <rte_ethdev.h>
 #include <rte_ip.h>
 #include <rte_mbuf.h>
@@ -25,10 +26,13 @@
 #define DPDK_MBUFS 4095
 #define DPDK_ARP_TRIES 50      /* one request every 100 ms */
 #define DPDK_START_TRIES 40    /* a memif client waits (about 4 s) for its server */
+#define DPDK_SPIN_POLLS 32     /* empty polls (with yields) before a waiting recv sleeps */
+#define DPDK_IDLE_SLEEP_US 20
 
 struct sg_cli_dpdk {
 	struct sg_cli_transport ops;
 	uint16_t port;
+	uint16_t nrxq;
 	struct rte_mempool *mp;
 	struct rte_ether_addr mac;
 	rte_be32_t ip;
@@ -155,47 +159,61 @@ static int dpdk_send(struct sg_cli_transport *tp, const struct sg_cli_txpkt *pkt
 	return (int)sent;
 }
 
+/* Check one received frame; a datagram for us is kept (held until the next recv). */
+static bool rx_one(struct sg_cli_dpdk *d, struct rte_mbuf *m, struct sg_cli_rxpkt *pkt)
+{
+	struct rte_ether_hdr *eh = rte_pktmbuf_mtod(m, struct rte_ether_hdr *);
+	struct rte_ipv4_hdr *ip = (struct rte_ipv4_hdr *)(eh + 1);
+	struct rte_udp_hdr *udp = (struct rte_udp_hdr *)(ip + 1);
+	uint16_t ulen;
+
+	if (m->nb_segs == 1 && m->data_len >= sizeof(*eh) &&
+	    eh->ether_type == rte_cpu_to_be_16(RTE_ETHER_TYPE_ARP))
+		on_arp(d, m);
+	if (m->nb_segs != 1 || m->data_len < DPDK_L2L4 ||
+	    eh->ether_type != rte_cpu_to_be_16(RTE_ETHER_TYPE_IPV4) ||
+	    ip->version_ihl != RTE_IPV4_VHL_DEF || ip->next_proto_id != IPPROTO_UDP ||
+	    ip->dst_addr != d->ip || udp->dst_port != d->udp_port ||
+	    (ulen = rte_be_to_cpu_16(udp->dgram_len)) < sizeof(*udp) ||
+	    DPDK_L2L4 - sizeof(*udp) + ulen > m->data_len) {
+		rte_pktmbuf_free(m);
+		return false;
+	}
+	pkt->buf = udp + 1;
+	pkt->len = ulen - (uint32_t)sizeof(*udp);
+	d->held[d->nheld++] = m;
+	return true;
+}
+
 static int dpdk_recv(struct sg_cli_transport *tp, struct sg_cli_rxpkt *pkts, unsigned int max,
 		     int timeout_us)
 {
 	struct sg_cli_dpdk *d = (struct sg_cli_dpdk *)tp;
 	uint64_t deadline = sg_cli_now_ns() + (uint64_t)(timeout_us > 0 ? timeout_us : 0) * 1000;
 	struct rte_mbuf *m[SG_CLI_BURST];
-	unsigned int got = 0;
+	unsigned int got = 0, empty = 0;
 
 	rte_pktmbuf_free_bulk(d->held, d->nheld);
 	d->nheld = 0;
 	if (max > SG_CLI_BURST)
 		max = SG_CLI_BURST;
 	for (;;) {
-		uint16_t n = rte_eth_rx_burst(d->port, 0, m, (uint16_t)max);
+		/* the peer may answer on any of our RX queues (one per sigmad lcore) */
+		for (uint16_t q = 0; q < d->nrxq && got < max; q++) {
+			uint16_t n = rte_eth_rx_burst(d->port, q, m, (uint16_t)(max - got));
 
-		for (uint16_t i = 0; i < n; i++) {
-			struct rte_ether_hdr *eh = rte_pktmbuf_mtod(m[i], struct rte_ether_hdr *);
-			struct rte_ipv4_hdr *ip = (struct rte_ipv4_hdr *)(eh + 1);
-			struct rte_udp_hdr *udp = (struct rte_udp_hdr *)(ip + 1);
-			uint16_t ulen;
-
-			if (m[i]->nb_segs == 1 && m[i]->data_len >= sizeof(*eh) &&
-			    eh->ether_type == rte_cpu_to_be_16(RTE_ETHER_TYPE_ARP))
-				on_arp(d, m[i]);
-			if (m[i]->nb_segs != 1 || m[i]->data_len < DPDK_L2L4 ||
-			    eh->ether_type != rte_cpu_to_be_16(RTE_ETHER_TYPE_IPV4) ||
-			    ip->version_ihl != RTE_IPV4_VHL_DEF || ip->next_proto_id != IPPROTO_UDP ||
-			    ip->dst_addr != d->ip || udp->dst_port != d->udp_port ||
-			    (ulen = rte_be_to_cpu_16(udp->dgram_len)) < sizeof(*udp) ||
-			    DPDK_L2L4 - sizeof(*udp) + ulen > m[i]->data_len) {
-				rte_pktmbuf_free(m[i]);
-				continue;
-			}
-			pkts[got].buf = udp + 1;
-			pkts[got].len = ulen - (uint32_t)sizeof(*udp);
-			d->held[d->nheld++] = m[i];
-			got++;
+			for (uint16_t i = 0; i < n; i++)
+				got += rx_one(d, m[i], &pkts[got]);
 		}
 		if (got > 0 || timeout_us <= 0 || sg_cli_now_ns() >= deadline)
 			return (int)got;
-		sched_yield(); /* a poll-mode port cannot sleep; leave the core to others */
+		/* A poll-mode port cannot wait for a packet. Yield at first; then
+		 * sleep briefly, so that workers sharing cores with a local sigmad
+		 * leave it the CPU while it sums. */
+		if (++empty < DPDK_SPIN_POLLS)
+			sched_yield();
+		else
+			rte_delay_us_sleep(DPDK_IDLE_SLEEP_US);
 	}
 }
 
@@ -226,13 +244,14 @@ static int port_up(struct sg_cli_dpdk *d, uint32_t frame)
 	uint32_t room = RTE_PKTMBUF_HEADROOM + (frame > 2048 ? frame : 2048);
 
 	snprintf(name, sizeof(name), "sgcli_%u_%u", d->port, (unsigned int)getpid());
-	d->mp = rte_pktmbuf_pool_create(name, DPDK_MBUFS, 256, 0, (uint16_t)room,
-					socket < 0 ? SOCKET_ID_ANY : socket);
+	/* some PMDs fill every RX descriptor with an mbuf up front */
+	d->mp = rte_pktmbuf_pool_create(name, DPDK_MBUFS + DPDK_DESC * (d->nrxq - 1u), 256, 0,
+					(uint16_t)room, socket < 0 ? SOCKET_ID_ANY : socket);
 	if (d->mp == NULL)
 		return -rte_errno;
-	rc = rte_eth_dev_configure(d->port, 1, 1, &pc);
-	if (rc == 0)
-		rc = rte_eth_rx_queue_setup(d->port, 0, DPDK_DESC, socket, NULL, d->mp);
+	rc = rte_eth_dev_configure(d->port, d->nrxq, 1, &pc);
+	for (uint16_t q = 0; q < d->nrxq && rc == 0; q++)
+		rc = rte_eth_rx_queue_setup(d->port, q, DPDK_DESC, socket, NULL, d->mp);
 	if (rc == 0)
 		rc = rte_eth_tx_queue_setup(d->port, 0, DPDK_DESC, socket, NULL);
 	if (rc < 0)
@@ -268,6 +287,7 @@ struct sg_cli_transport *sg_cli_dpdk_create(const struct sigma_conf *conf)
 	d->ops.recv = dpdk_recv;
 	d->ops.destroy = dpdk_destroy;
 	d->port = conf->dpdk_port;
+	d->nrxq = conf->dpdk_rx_queues ? conf->dpdk_rx_queues : 1;
 	d->nnodes = conf->nnodes;
 	d->udp_port = rte_cpu_to_be_16(conf->local_port ? conf->local_port :
 							  (uint16_t)(9400 + conf->rank));

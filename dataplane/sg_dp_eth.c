@@ -6,13 +6,17 @@
  */
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include <rte_cycles.h>
+#include <rte_dev.h>
+#include <rte_devargs.h>
 #include <rte_ethdev.h>
 #include <rte_hash.h>
 #include <rte_ip.h>
+#include <rte_kvargs.h>
 #include <rte_lcore.h>
 #include <rte_mbuf.h>
 #include <rte_ring.h>
@@ -225,16 +229,47 @@ static unsigned int eth_rx(struct sg_dp_lcore *lc, unsigned int burst)
 
 /* ---- set-up ------------------------------------------------------------- */
 
+/*
+ * Bytes one mbuf must hold for @p port's RX queue to be set up. af_packet
+ * copies whole ring frames: its queue set-up refuses mbufs smaller than its
+ * framesz devarg (2048 by default) less its 32-byte frame header, so jumbo
+ * frames there (framesz=16384) need a pool sized from that devarg.
+ */
+static uint32_t port_rx_room(uint16_t port)
+{
+	struct rte_eth_dev_info info;
+	const struct rte_devargs *da;
+	struct rte_kvargs *kv;
+	uint32_t need = 2048;
+
+	if (rte_eth_dev_info_get(port, &info) < 0 || strcmp(info.driver_name, "net_af_packet"))
+		return 0;
+	da = rte_dev_devargs(info.device);
+	if (da != NULL && da->args != NULL && (kv = rte_kvargs_parse(da->args, NULL)) != NULL) {
+		const char *v = rte_kvargs_get(kv, "framesz");
+		unsigned long f = v ? strtoul(v, NULL, 0) : 0;
+
+		if (f > 0 && f <= UINT16_MAX - RTE_PKTMBUF_HEADROOM)
+			need = (uint32_t)f;
+		rte_kvargs_free(kv);
+	}
+	return need;
+}
+
 static struct rte_mempool *socket_pool(struct sg_dp_pipeline *p, int socket, char *err,
 				       size_t errlen)
 {
 	char name[RTE_MEMPOOL_NAMESIZE];
+	uint32_t data = RTE_MAX(p->max_frame, 2048u);
 	uint16_t room;
 
 	if (p->pools[socket])
 		return p->pools[socket];
-	/* some PMDs want room for a whole ring frame (af_packet: 2016 bytes) */
-	room = (uint16_t)(RTE_PKTMBUF_HEADROOM + (p->max_frame > 2048 ? p->max_frame : 2048));
+	/* every port's RX must fit one frame in one mbuf (no chains on the data path) */
+	for (uint16_t port = 0; port < SG_DP_MAX_PORTS; port++)
+		if (p->port_used[port])
+			data = RTE_MAX(data, port_rx_room(port));
+	room = (uint16_t)(RTE_PKTMBUF_HEADROOM + data);
 	snprintf(name, sizeof(name), "sg_mbuf_%d_%u", socket, (unsigned int)getpid());
 	p->pools[socket] = rte_pktmbuf_pool_create(name, p->cfg.mbufs, 256,
 		SG_DP_MBUF_PRIV_SIZE, room, socket);
@@ -275,6 +310,12 @@ static int port_setup(struct sg_dp_pipeline *p, uint16_t port, char *err, size_t
 	/* virtual ports without an MTU setting (ring, memif) pass any frame size */
 	if (rc == -ENOTSUP)
 		SG_DP_LOG(INFO, "port %u (%s) has no MTU setting\n", port, info.driver_name);
+	else if (rc < 0 && port_rx_room(port) > 0)
+		/* af_packet reports 1518-byte frames at most whatever its framesz: the
+		 * kernel interface's MTU and framesz are what limit it */
+		SG_DP_LOG(INFO, "port %u (%s): MTU %u: set it on the kernel interface (ip link "
+			  "set IFACE mtu %u) and give the vdev framesz=16384 for jumbo frames\n",
+			  port, info.driver_name, c->mtu, c->mtu);
 	else if (rc < 0)
 		SG_DP_LOG(WARNING, "port %u: cannot set MTU %u (%s): frames above the port's own "
 			  "limit will be lost; lower [net] mtu\n", port, c->mtu, strerror(-rc));

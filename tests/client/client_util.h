@@ -50,6 +50,9 @@ static inline int cu_sessions(struct cu_group *g, unsigned int n, const struct s
 
 		c.rank = (uint16_t)r;
 		c.nworkers = (uint16_t)n;
+		/* a DPDK session owns its port: rank r takes the r-th port from base's */
+		if (c.transport == SIGMA_TRANSPORT_DPDK)
+			c.dpdk_port = (uint16_t)(base->dpdk_port + r);
 		c.nodes = g->nodes;
 		c.nnodes = g->nnodes;
 		g->s[r] = sigma_open(&c);

@@ -5,12 +5,15 @@
  * ROUNDS push_pulls, every element checked against the exact sum. Exits 0 when
  * all sums are right, 1 otherwise (with sigma_last_error()).
  * Usage: client_workers ADDR PORT N KEYS PARTITION_BYTES CHUNK_BYTES ROUNDS TOKEN JOB
- * With SIGMA_EAL="eal args..." and SIGMA_LOCAL_IP set, the (single) worker
- * uses the DPDK transport on port 0 instead of kernel UDP.
+ * With SIGMA_EAL="eal args..." and SIGMA_LOCAL_IP set, the workers use the
+ * DPDK transport instead of kernel UDP: worker r owns ethdev port r (give EAL
+ * N ports, e.g. N memif clients), polling $SIGMA_MEMIF_QUEUES RX queues (one
+ * per sigmad lcore).
  */
 #include <stdlib.h>
 
 #include <rte_eal.h>
+#include <rte_ethdev.h>
 #include <rte_errno.h>
 
 #include "client_util.h"
@@ -53,10 +56,15 @@ int main(int argc, char **argv)
 			eal_argv[eal_argc++] = tok;
 		if (rte_eal_init(eal_argc, eal_argv) < 0)
 			SG_TEST_SKIP_ALL("rte_eal_init failed: %s", rte_strerror(rte_errno));
-		if (n != 1)
-			return 2; /* one session per port */
+		if (rte_eth_dev_count_avail() < n) {
+			fprintf(stderr, "client_workers: %u workers need %u ports (one session per "
+					"port), EAL has %u\n", n, n, rte_eth_dev_count_avail());
+			return 2;
+		}
 		c.transport = SIGMA_TRANSPORT_DPDK;
 		c.local_addr = getenv("SIGMA_LOCAL_IP");
+		if (getenv("SIGMA_MEMIF_QUEUES") != NULL)
+			c.dpdk_rx_queues = (uint16_t)atoi(getenv("SIGMA_MEMIF_QUEUES"));
 	}
 	g.nnodes = 1;
 	g.nodes[0] = (struct sigma_node){.addr = argv[1], .port = (uint16_t)atoi(argv[2])};

@@ -61,6 +61,9 @@ static void run_garbage(const char *exe)
 		"run --chunk 7", "run --chunk 9000", "run --window 0", "run --nodes 9",
 		"run --partition 3", "run --partition 1x", "run --bogus", "run extra",
 		"compare --workers 0", "compare --sizes junk", "compare --chunk 12",
+		"run --memif /tmp/x.sock", "compare --memif /tmp/x.sock",
+		"run --attach 10.80.0.1:9300 --memif ''", "run --memif-queues 0",
+		"run --memif-queues 17", "run --memif-queues x",
 	};
 
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {

@@ -378,6 +378,8 @@ static void test_garbage(void)
 	c = ok, c.nworkers = 0, expect_bad_conf(c, "N = 0");
 	c = ok, c.nworkers = 65, expect_bad_conf(c, "N = 65");
 	c = ok, c.rank = 1, expect_bad_conf(c, "rank >= N");
+	/* checked whatever the transport (a DPDK session would fail anyway here, without EAL) */
+	c = ok, c.dpdk_rx_queues = SIGMA_DPDK_MAX_RXQ + 1, expect_bad_conf(c, "dpdk_rx_queues 17");
 	c = ok, c.nnodes = 0, expect_bad_conf(c, "no nodes");
 	c = ok, c.nodes = &bad_node, expect_bad_conf(c, "host name as address");
 	c = ok, c.chunk_bytes = 1001, expect_bad_conf(c, "chunk_bytes not a multiple of 8");

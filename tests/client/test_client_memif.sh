@@ -1,55 +1,53 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: BSD-3-Clause
 #
-# libsigma's DPDK transport against the real sigmad over net_memif: sigmad is
-# the memif server (started first), client_workers the memif client with one
-# worker (one session per port): ARP resolves sigmad's MAC, then 6 partitions
-# of 20 chunks go through 4 rounds, every sum checked. Nothing leaves the
-# machine (shared memory). Skips (77) where EAL cannot start.
-# Usage: test_client_memif.sh path/to/sigmad path/to/client_workers
+# libsigma's DPDK transport against the real sigmad over net_memif, several
+# workers at once: bench/sigmad_memif.sh gives sigmad 3 memif server ports
+# (ids 0-2, one lcore each); client_workers opens the 3 memif clients and one
+# session per port. ARP resolves sigmad's MAC on each port, then 6 partitions
+# of 20 jumbo chunks (8920 bytes) go through 4 rounds, every sum checked.
+# Then sigma-bench run forks 2 worker processes, each its own EAL and memif
+# client, against the same sigmad: the path of sigma-bench compare --memif.
+# Nothing leaves the machine (shared memory). Skips (77) where EAL cannot start.
+# Usage: test_client_memif.sh SIGMAD CLIENT_WORKERS SIGMAD_MEMIF_SH SIGMA_BENCH
 set -u
-. "$(dirname "$0")/../../bench/sigmad_lib.sh"
 SIGMAD=$1
 WORKERS=$2
+MEMIF=$3
+BENCH=$4
 TMP=$(mktemp -d)
-SOCK=$TMP/memif.sock
-SPID=
-cleanup() {
-	[ -n "$SPID" ] && kill -KILL "$SPID" 2>/dev/null
-	rm -rf "$TMP"
-}
-trap cleanup EXIT
+trap 'rm -rf "$TMP"' EXIT
 
-sigmad_base_ini 10.81.0.1 >"$TMP/sigmad.ini"
-cat >>"$TMP/sigmad.ini" <<'INI'
+cat >"$TMP/jobs.ini" <<'INI'
 [job 9]
-workers = 1
+workers = 3
 token = 0x99
 keys = 6
-partition_bytes = 28480
-chunk_bytes = 1424
+partition_bytes = 178400
+chunk_bytes = 8920
 INI
-timeout 120 "$SIGMAD" --no-huge --no-shconf --no-pci -m 256 --file-prefix=sg_cl_memif_s$$ \
-	'--lcores=(0-1)@(0-1)' --log-level=lib.eal:error \
-	--vdev=net_memif0,role=server,id=0,socket="$SOCK",socket-abstract=no \
-	-- --config "$TMP/sigmad.ini" >"$TMP/sigmad.out" 2>&1 &
-SPID=$!
-if ! sigmad_wait "$TMP/sigmad.out" "$SPID"; then
-	if grep -q 'EAL' "$TMP/sigmad.out"; then
-		echo "SKIP: sigmad's EAL cannot start here"; cat "$TMP/sigmad.out"; exit 77
-	fi
-	echo "FAIL: sigmad did not start"; cat "$TMP/sigmad.out"; exit 1
-fi
-SIGMA_LOCAL_IP=10.81.0.2 \
-SIGMA_EAL="--no-huge --no-shconf --no-pci -m 256 --file-prefix=sg_cl_memif_c$$ --lcores=0@(0-1) --log-level=lib.eal:error --vdev=net_memif0,role=client,id=0,socket=$SOCK,socket-abstract=no" \
-	timeout 90 "$WORKERS" 10.81.0.1 9300 1 6 28480 1424 4 0x99 9
-wrc=$?
-src=0
-sigmad_stop "$SPID" "$TMP/sigmad.out" || src=$?
-SPID=
+# The bench's 2-worker sweep: its [job N] sections come from sigma-bench itself.
+BOPTS=(--workers 2 --sizes 64K,4M --iters 2 --partition 2M --quiet)
+"$BENCH" run "${BOPTS[@]}" --print-sigmad-config >>"$TMP/jobs.ini" || exit 1
+# shellcheck disable=SC2016  # expanded by the inner shell, where sigmad_memif.sh sets them
+timeout 150 "$MEMIF" "$SIGMAD" "$TMP/jobs.ini" 3 sh -c '
+	workers=$1 bench=$2 json=$3
+	shift 3
+	vdevs=""
+	for i in 0 1 2; do
+		vdevs="$vdevs --vdev=net_memif$i,role=client,id=$i,socket=$SIGMA_MEMIF,socket-abstract=no,bsize=9216"
+	done
+	SIGMA_LOCAL_IP=10.80.0.2 SIGMA_EAL="--no-huge --no-shconf --no-pci -m 512 --file-prefix=sg_cl_memif_c$$ --lcores=0@(0-1) --log-level=lib.eal:error $vdevs" \
+		timeout 60 "$workers" 10.80.0.1 9300 3 6 178400 8920 4 0x99 9 || exit $?
+	echo "sigma-bench run over memif, 2 worker processes:"
+	timeout 60 "$bench" run "$@" --attach "$SIGMA_NODE" --memif "$SIGMA_MEMIF" --json "$json"
+' sh "$WORKERS" "$BENCH" "$TMP/bench.json" "${BOPTS[@]}" >"$TMP/out" 2>&1
+rc=$?
+cat "$TMP/out"
+[ "$rc" = 77 ] && exit 77
 fails=0
-[ "$wrc" = 0 ] || { echo "FAIL: client_workers exit $wrc"; fails=1; }
-[ "$src" = 0 ] || { echo "FAIL: sigmad exit $src"; fails=1; }
-[ "$wrc" = 77 ] && exit 77
+[ "$rc" = 0 ] || { echo "FAIL: exit $rc"; fails=1; }
+grep -q '"ok":false' "$TMP/bench.json" 2>/dev/null && { echo "FAIL: a bench point failed"; fails=1; }
+grep -q '"transport":"dpdk"' "$TMP/bench.json" 2>/dev/null || { echo "FAIL: the bench did not use DPDK"; fails=1; }
 echo "client_memif: $([ $fails = 0 ] && echo passed || echo failed)"
 exit $fails
