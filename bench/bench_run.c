@@ -539,8 +539,6 @@ static int run_point(const struct rb_opts *o, unsigned int n, enum sg_dtype dt, 
 			}
 			sigma_close(s);
 		}
-		for (unsigned int i = 0; i < nnodes && rc == 0; i++)
-			rc = sigma_udpd_start(d[i]);
 		if (rc < 0)
 			goto out;
 	}
@@ -556,6 +554,21 @@ static int run_point(const struct rb_opts *o, unsigned int n, enum sg_dtype dt, 
 			worker(o, sh, nodes, nnodes, job0, n, r, dt);
 			_exit(0);
 		}
+	}
+	/*
+	 * The in-process nodes start only now: a worker forked while a node
+	 * thread held an allocator lock (ASan's allocator has no fork handler)
+	 * would block forever in its first malloc. Their sockets are bound
+	 * already, so early pushes wait in the socket buffer.
+	 */
+	for (unsigned int i = 0; i < nnodes && d[i] != NULL && rc == 0; i++)
+		rc = sigma_udpd_start(d[i]);
+	if (rc < 0) {
+		sh->failed = 1;
+		snprintf(sh->err, sizeof(sh->err), "summation node: %s", strerror(-rc));
+		for (unsigned int r = 0; r < n; r++)
+			if (pids[r] > 0)
+				kill(pids[r], SIGKILL);
 	}
 	reap(pids, n, sh);
 	pthread_barrier_destroy(&sh->bar);
