@@ -36,6 +36,18 @@ extern int sg_dp_logtype;
 #define SG_DP_LOG(lvl, ...) rte_log(RTE_LOG_##lvl, sg_dp_logtype, "sigmad: " __VA_ARGS__)
 
 struct sg_dp_lcore;
+struct sg_ctl_chan;
+struct sg_ctl_msg;
+
+/* An lcore answers its control channel every this many loop iterations: often
+ * enough for a prompt answer, rare enough to cost nothing per burst. */
+#define SG_DP_CTL_POLL_EVERY 64
+/* Channel messages of sigmad's own (the control module's types are below 0x100). */
+#define SG_DP_MSG_JOB_ADD 0x100    /* arg[0]: const struct sg_dp_job_conf * */
+#define SG_DP_MSG_JOB_REMOVE 0x101 /* arg[0]: job id */
+
+/** Lcore side of the control channel (sg_dp_agent.c): act on one message. */
+int sg_dp_lcore_ctl(void *arg, struct sg_ctl_msg *m);
 
 /** How a pipeline moves bytes. Every function runs on the lcore it is given
  *  (rx, reduce, flush, engine_tx) or on the main thread (setup, teardown). */
@@ -101,6 +113,7 @@ struct sg_dp_lcore {
 	uint16_t txn[SG_DP_MAX_PORTS];
 	struct rte_mbuf *txb[SG_DP_MAX_PORTS][SG_DP_TXB];
 	struct sg_dp_lcore_stats st;
+	struct sg_ctl_chan *chan;   /* requests from the control agent */
 } __rte_cache_aligned;
 
 struct sg_dp_pipeline {
