@@ -23,6 +23,8 @@
 #include <rte_cfgfile.h>
 #include <rte_cycles.h>
 #include <rte_ethdev.h>
+#include <rte_hash.h>
+#include <rte_jhash.h>
 #include <rte_lcore.h>
 
 #include "sg_ctl.h"
@@ -43,6 +45,8 @@ struct agent_job {
 	uint32_t partition_bytes;
 	uint32_t n_tensors;
 	uint32_t n_keys;
+	uint32_t chunk_bytes;
+	uint32_t *nelem; /* elements of each key (for the chunks a key move tracks) */
 };
 
 struct sg_dp_agent {
@@ -59,6 +63,10 @@ struct sg_dp_agent {
 	/* rates of lcores_get: counters at the previous call */
 	uint64_t prev_tsc;
 	struct sg_dp_lcore_stats prev[SG_DP_MAX_LAYOUT];
+	/* key moves: the move object each reducer runs, and who ever owned each bucket */
+	struct sg_dp_move *mv[SG_DP_MAX_LAYOUT];
+	uint64_t ever[SG_DP_BUCKETS];
+	unsigned int n_moves;
 	/* heartbeats */
 	const uint8_t *secret;
 	size_t secret_len;
@@ -69,6 +77,90 @@ struct sg_dp_agent {
 };
 
 /* ---- lcore side --------------------------------------------------------- */
+
+static inline uint32_t be32_at(const uint8_t *pl, unsigned int off)
+{
+	uint32_t v;
+
+	memcpy(&v, pl + off, sizeof(v));
+	return rte_be_to_cpu_32(v);
+}
+
+int sg_dp_move_route(struct sg_dp_lcore *lc, const uint8_t *pl, uint32_t len)
+{
+	struct sg_dp_move *mv = lc->mv;
+	struct sg_dp_move_key k;
+	struct sg_dp_move_chunk *c;
+	uint32_t b, round;
+	void *data;
+
+	if (len < SG_DP_HDR_LEN)
+		return -1;
+	k.job = be32_at(pl, 8);
+	k.key = be32_at(pl, 24);
+	b = sg_dp_bucket_of(k.job, k.key);
+	if (mv->phase[b] == 0)
+		return -1;
+	if (mv->phase[b] == 2) {
+		mv->forwarded++;
+		return mv->to[b];
+	}
+	if (pl[5] != SG_DP_T_PUSH && pl[5] != SG_DP_T_PULL)
+		return -1;
+	k.chunk = be32_at(pl, 28);
+	round = be32_at(pl, 36);
+	if (rte_hash_lookup_data(mv->chunks, &k, &data) < 0)
+		return -1; /* not a chunk of a known job: the engine here counts the drop */
+	c = &mv->ch[(uintptr_t)data];
+	if (c->state == 0) {
+		/* this reducer's round is p-1, p or p+1: p+1 is the last one it sums */
+		c->sw = round + 2;
+		c->state = 1;
+		mv->n_seen++;
+		return -1;
+	}
+	if ((int32_t)(round - c->sw) < 0)
+		return -1;
+	if (c->state == 1 && round != c->sw) {
+		/* a push of sw+1: the new owner finished sw, so nobody needs older results */
+		c->state = 2;
+		mv->n_done++;
+	}
+	mv->forwarded++;
+	return mv->to[b];
+}
+
+/* Flip the keymap for this reducer's moving buckets once every chunk crossed. */
+static void move_check(struct sg_dp_lcore *lc)
+{
+	struct sg_dp_move *mv = lc->mv;
+	uint64_t now = sg_dp_now_ns(lc->p, rte_rdtsc());
+	unsigned int nb = 0;
+
+	if (mv->n_done < mv->n_chunks && now < mv->hard_ns &&
+	    !(now >= mv->idle_ns && mv->n_seen == mv->n_done))
+		return;
+	for (unsigned int b = 0; b < SG_DP_BUCKETS; b++)
+		if (mv->phase[b] == 1) {
+			__atomic_store_n(&lc->p->keymap[b], mv->to[b], __ATOMIC_RELEASE);
+			mv->phase[b] = 2;
+			nb++;
+		}
+	__atomic_store_n(&mv->committed, true, __ATOMIC_RELEASE);
+	SG_DP_LOG(INFO, "reducer lcore %u: %u bucket(s) moved: %u of %u chunks crossed a round "
+		  "boundary, %u idle%s\n", lc->lcore_id, nb, mv->n_done, mv->n_chunks,
+		  mv->n_chunks - mv->n_seen, mv->n_seen != mv->n_done ?
+		  " (some rounds were stuck longer than 4 slot timeouts)" : "");
+}
+
+unsigned int sg_dp_lcore_ctl_tick(struct sg_dp_lcore *lc)
+{
+	unsigned int n = sg_ctl_chan_poll(lc->chan, sg_dp_lcore_ctl, lc, 4);
+
+	if (lc->mv != NULL && !lc->mv->committed)
+		move_check(lc);
+	return n;
+}
 
 int sg_dp_lcore_ctl(void *arg, struct sg_ctl_msg *m)
 {
@@ -93,6 +185,11 @@ int sg_dp_lcore_ctl(void *arg, struct sg_ctl_msg *m)
 					    (const struct sg_dp_job_conf *)(uintptr_t)m->arg[0]);
 	case SG_DP_MSG_JOB_REMOVE:
 		return lc->eng ? sg_dp_engine_remove_job(lc->eng, (uint32_t)m->arg[0]) : 0;
+	case SG_DP_MSG_MOVE_SET:
+		if (lc->eng == NULL)
+			return -EINVAL;
+		lc->mv = (struct sg_dp_move *)(uintptr_t)m->arg[0];
+		return 0;
 	default:
 		return -ENOTSUP;
 	}
@@ -204,6 +301,31 @@ static void job_remove_all(struct sg_dp_agent *a, uint32_t id)
 			lcore_call(a, i, SG_DP_MSG_JOB_REMOVE, id);
 }
 
+/* Chunks of uncommitted key moves that have not crossed their round boundary yet. */
+static unsigned int moves_pending(const struct sg_dp_agent *a)
+{
+	unsigned int n = 0;
+
+	for (unsigned int r = 0; r < a->p->n_red; r++) {
+		const struct sg_dp_move *mv = a->mv[r];
+
+		if (mv != NULL && !__atomic_load_n(&mv->committed, __ATOMIC_ACQUIRE))
+			n += mv->n_chunks - mv->n_done + 1;
+	}
+	return n;
+}
+
+static bool refuse_during_move(const struct sg_dp_agent *a, char *reason)
+{
+	unsigned int n = moves_pending(a);
+
+	if (n == 0)
+		return false;
+	snprintf(reason, SG_CTL_REASON_MAX, "a key move is in progress (%u chunk(s) before their "
+		 "round boundary): retry when layout shows the new keymap", n);
+	return true;
+}
+
 static int op_job_create(void *arg, struct sg_ctl_job *job, char *reason)
 {
 	struct sg_dp_agent *a = arg;
@@ -219,6 +341,8 @@ static int op_job_create(void *arg, struct sg_ctl_job *job, char *reason)
 		snprintf(reason, SG_CTL_REASON_MAX, "the node is draining: no new jobs");
 		return -EBUSY;
 	}
+	if (refuse_during_move(a, reason))
+		return -EBUSY;
 	if (job->mode != SG_CTL_MODE_SYNC && job->mode != SG_CTL_MODE_ASYNC) {
 		snprintf(reason, SG_CTL_REASON_MAX, "unknown mode");
 		return -EINVAL;
@@ -278,7 +402,11 @@ static int op_job_create(void *arg, struct sg_ctl_job *job, char *reason)
 	*aj = (struct agent_job){.used = true, .id = a->next_id, .workers = job->n_workers,
 				 .dtype = job->dtype, .mode = job->mode,
 				 .partition_bytes = job->partition_bytes,
-				 .n_tensors = job->n_tensors, .n_keys = (uint32_t)n_keys};
+				 .n_tensors = job->n_tensors, .n_keys = (uint32_t)n_keys,
+				 .chunk_bytes = a->stage_job.chunk_bytes,
+				 .nelem = calloc(n_keys, sizeof(uint32_t))};
+	for (k = 0; aj->nelem && k < n_keys; k++)
+		aj->nelem[k] = a->stage_keys[k].nelem;
 	job->id = a->next_id++;
 	SG_DP_LOG(INFO, "job %u created by the control plane: %u workers, %s, %" PRIu64
 		  " partitions\n", job->id, job->n_workers, sg_dtype_name(job->dtype), n_keys);
@@ -319,10 +447,18 @@ static int op_job_destroy(void *arg, uint32_t id)
 {
 	struct sg_dp_agent *a = arg;
 	struct agent_job *j = job_find(a, id);
+	char reason[SG_CTL_REASON_MAX];
 
 	if (j == NULL)
 		return -ENOENT;
+	/* a move waits for the job's chunks to cross a round boundary */
+	if (refuse_during_move(a, reason)) {
+		SG_DP_LOG(WARNING, "job %u not destroyed: %s\n", id, reason);
+		return -EBUSY;
+	}
 	job_remove_all(a, id);
+	free(j->nelem);
+	j->nelem = NULL;
 	j->used = false;
 	SG_DP_LOG(INFO, "job %u destroyed by the control plane\n", id);
 	return 0;
@@ -369,12 +505,168 @@ static int op_lcores(void *arg, struct sg_ctl_lcore_stats *out, unsigned int cap
 	return (int)n;
 }
 
+_Static_assert(SG_DP_BUCKETS == SG_CTL_KEYMAP_BUCKETS, "one bucket space");
+
 static void keymap_now(const struct sg_dp_pipeline *p, uint16_t *keymap)
 {
-	/* sg_dp_owner_of(): (hash(job) + key) mod R, so bucket b = that sum mod 64 goes to
-	 * reducer b mod R when R divides 64 */
-	for (unsigned int b = 0; b < SG_CTL_KEYMAP_BUCKETS; b++)
-		keymap[b] = (uint16_t)(b % RTE_MAX(p->n_red, 1u));
+	for (unsigned int b = 0; b < SG_DP_BUCKETS; b++)
+		keymap[b] = __atomic_load_n(&p->keymap[b], __ATOMIC_ACQUIRE);
+}
+
+static void move_free(struct sg_dp_move *mv)
+{
+	if (mv == NULL)
+		return;
+	rte_hash_free(mv->chunks);
+	free(mv->ch);
+	free(mv);
+}
+
+/* Add the chunks of every job's keys in @p mv's moving buckets to its table. */
+static int move_fill(struct sg_dp_agent *a, struct sg_dp_move *mv, bool count_only)
+{
+	uint32_t n = 0;
+
+	for (unsigned int i = 0; i < AGENT_MAX_JOBS; i++) {
+		const struct agent_job *j = &a->jobs[i];
+		size_t es = sg_dtype_size(j->dtype);
+
+		if (!j->used || j->nelem == NULL)
+			continue;
+		for (uint32_t k = 0; k < j->n_keys; k++) {
+			uint32_t nch;
+
+			if (mv->phase[sg_dp_bucket_of(j->id, k)] != 1)
+				continue;
+			nch = (uint32_t)(((uint64_t)j->nelem[k] * es + j->chunk_bytes - 1) /
+					 j->chunk_bytes);
+			for (uint32_t c = 0; c < nch; c++, n++) {
+				struct sg_dp_move_key key = {.job = j->id, .key = k, .chunk = c};
+
+				if (!count_only &&
+				    rte_hash_add_key_data(mv->chunks, &key, (void *)(uintptr_t)n) < 0)
+					return -ENOSPC;
+			}
+		}
+	}
+	mv->n_chunks = n;
+	return 0;
+}
+
+/* A move of the buckets that leave reducer @p r for @p want, or NULL if none leaves. */
+static struct sg_dp_move *move_build(struct sg_dp_agent *a, unsigned int r, const uint16_t *want,
+				     int *rc)
+{
+	struct sg_dp_pipeline *p = a->p;
+	struct sg_dp_move *old = a->mv[r], *mv;
+	struct rte_hash_parameters hp = {.key_len = sizeof(struct sg_dp_move_key),
+					 .hash_func = rte_jhash, .socket_id = p->red[r]->socket};
+	uint64_t now = sg_dp_now_ns(p, rte_rdtsc()), slot = (uint64_t)p->cfg.timeout_ms * 1000000;
+	char name[RTE_HASH_NAMESIZE];
+	bool any = false;
+
+	*rc = 0;
+	for (unsigned int b = 0; b < SG_DP_BUCKETS; b++)
+		any |= p->keymap[b] == r && want[b] != r;
+	if (!any)
+		return NULL;
+	mv = calloc(1, sizeof(*mv));
+	if (mv == NULL)
+		goto nomem;
+	for (unsigned int b = 0; b < SG_DP_BUCKETS; b++) {
+		if (p->keymap[b] == r && want[b] != r) {
+			mv->phase[b] = 1;
+			mv->to[b] = want[b];
+		} else if (old != NULL && old->phase[b] == 2) {
+			/* keep forwarding stragglers of an earlier move */
+			mv->phase[b] = 2;
+			mv->to[b] = old->to[b];
+		}
+	}
+	move_fill(a, mv, true);
+	snprintf(name, sizeof(name), "sg_mv%u_%u", a->n_moves++, (unsigned int)getpid());
+	hp.name = name;
+	hp.entries = RTE_MAX(mv->n_chunks, 8u);
+	mv->chunks = rte_hash_create(&hp);
+	mv->ch = calloc(hp.entries, sizeof(*mv->ch));
+	if (mv->chunks == NULL || mv->ch == NULL || move_fill(a, mv, false) < 0)
+		goto nomem;
+	mv->start_ns = now;
+	/* an idle chunk has no round boundary to wait for; a stuck round is already reported
+	 * incomplete by the engine after one slot timeout */
+	mv->idle_ns = now + 2 * slot;
+	mv->hard_ns = now + 4 * slot;
+	return mv;
+nomem:
+	move_free(mv);
+	*rc = -ENOMEM;
+	return NULL;
+}
+
+/* Hand @p mv to reducer @p r; the one it replaces is freed once the lcore let go of it. */
+static int move_install(struct sg_dp_agent *a, unsigned int r, struct sg_dp_move *mv)
+{
+	int rc = lcore_call(a, a->p->red[r]->idx, SG_DP_MSG_MOVE_SET, (uint64_t)(uintptr_t)mv);
+
+	if (rc == -ETIMEDOUT)
+		return rc; /* the lcore may still take either: free neither */
+	if (rc == 0) {
+		move_free(a->mv[r]);
+		a->mv[r] = mv;
+	}
+	return rc;
+}
+
+static int keymap_change(struct sg_dp_agent *a, const uint16_t *want, char *reason)
+{
+	struct sg_dp_pipeline *p = a->p;
+	uint16_t now[SG_DP_BUCKETS];
+	struct sg_dp_move *mv[SG_DP_MAX_LAYOUT] = {NULL};
+	unsigned int moved = 0;
+	int rc = 0;
+
+	keymap_now(p, now);
+	for (unsigned int b = 0; b < SG_DP_BUCKETS; b++) {
+		if (want[b] == now[b])
+			continue;
+		moved++;
+		if (a->ever[b] & (1ull << want[b])) {
+			snprintf(reason, SG_CTL_REASON_MAX, "bucket %u was on reducer %u before and "
+				 "its old rounds are still there: it cannot go back live; restart sigmad", b, want[b]);
+			return -EOPNOTSUPP;
+		}
+	}
+	if (moved == 0)
+		return 0;
+	if (refuse_during_move(a, reason))
+		return -EBUSY;
+	for (unsigned int i = 0; i < AGENT_MAX_JOBS; i++)
+		if (a->jobs[i].used && a->jobs[i].mode == SG_CTL_MODE_ASYNC) {
+			snprintf(reason, SG_CTL_REASON_MAX, "job %u is async: its stores live in their "
+				 "reducers for the job's lifetime, so no key moves while it exists",
+				 a->jobs[i].id);
+			return -EOPNOTSUPP;
+		}
+	for (unsigned int r = 0; r < p->n_red && rc == 0; r++)
+		mv[r] = move_build(a, r, want, &rc);
+	for (unsigned int r = 0; r < p->n_red; r++) {
+		if (mv[r] == NULL)
+			continue;
+		if (rc == 0)
+			rc = move_install(a, r, mv[r]);
+		else
+			move_free(mv[r]);
+	}
+	if (rc < 0) {
+		snprintf(reason, SG_CTL_REASON_MAX, "key move not started on every reducer: %s",
+			 strerror(-rc));
+		return rc;
+	}
+	for (unsigned int b = 0; b < SG_DP_BUCKETS; b++)
+		a->ever[b] |= 1ull << want[b];
+	SG_DP_LOG(INFO, "key move started: %u bucket(s); each chunk changes reducer at its next "
+		  "round boundary\n", moved);
+	return 0;
 }
 
 static int op_layout_get(void *arg, struct sg_ctl_layout *out)
@@ -413,22 +705,14 @@ static int op_layout_change(void *arg, const struct sg_ctl_layout_change *chg, c
 {
 	struct sg_dp_agent *a = arg;
 	struct sg_dp_pipeline *p = a->p;
-	uint16_t now[SG_CTL_KEYMAP_BUCKETS];
 
 	if (chg->has_keymap) {
-		keymap_now(p, now);
 		for (unsigned int b = 0; b < SG_CTL_KEYMAP_BUCKETS; b++)
 			if (chg->keymap[b] >= RTE_MAX(p->n_red, 1u)) {
 				snprintf(reason, SG_CTL_REASON_MAX, "no reducer %u (there are %u)",
 					 chg->keymap[b], p->n_red);
 				return -EINVAL;
 			}
-		if (memcmp(now, chg->keymap, sizeof(now)) != 0) {
-			snprintf(reason, SG_CTL_REASON_MAX, "this sigmad cannot move keys between "
-				 "reducers live yet (an engine cannot hand a key's rounds over); "
-				 "change [layout] reduce and restart");
-			return -EOPNOTSUPP;
-		}
 	}
 	/* check every lcore before changing any: all or nothing */
 	for (uint32_t i = 0; i < chg->n_idle; i++)
@@ -447,7 +731,7 @@ static int op_layout_change(void *arg, const struct sg_ctl_layout_change *chg, c
 			return rc;
 		}
 	}
-	return 0;
+	return chg->has_keymap ? keymap_change(a, chg->keymap, reason) : 0;
 }
 
 static int op_drain(void *arg)
@@ -540,9 +824,15 @@ struct sg_dp_agent *sg_dp_agent_start(struct sg_dp_pipeline *p,
 						.mode = jc->mode == SG_DP_MODE_ASYNC ?
 							SG_CTL_MODE_ASYNC : SG_CTL_MODE_SYNC,
 						.partition_bytes = jc->partition_bytes,
-						.n_tensors = 1, .n_keys = jc->keys};
+						.n_tensors = 1, .n_keys = jc->keys,
+						.chunk_bytes = sg_dp_job_chunk_bytes(c, jc),
+						.nelem = calloc(jc->keys, sizeof(uint32_t))};
+		for (uint32_t k = 0; a->jobs[j].nelem && k < jc->keys; k++)
+			a->jobs[j].nelem[k] = jc->partition_bytes / (uint32_t)sg_dtype_size(jc->dtype);
 		a->next_id = RTE_MAX(a->next_id, jc->id);
 	}
+	for (unsigned int b = 0; b < SG_DP_BUCKETS; b++)
+		a->ever[b] = 1ull << p->keymap[b];
 	a->next_id++;
 	cfg.ops = &agent_ops;
 	cfg.ops_arg = a;
@@ -552,6 +842,8 @@ struct sg_dp_agent *sg_dp_agent_start(struct sg_dp_pipeline *p,
 
 		sg_dp_seterr(err, errlen, "control server: %s (check [control] listen, unix and "
 			     "metrics)", strerror(e));
+		for (unsigned int i = 0; i < AGENT_MAX_JOBS; i++)
+			free(a->jobs[i].nelem);
 		free(a);
 		errno = e;
 		return NULL;
@@ -575,6 +867,11 @@ void sg_dp_agent_stop(struct sg_dp_agent *a)
 	if (a->hb_running)
 		pthread_join(a->hb_thread, NULL);
 	sg_ctl_server_destroy(a->srv);
+	for (unsigned int r = 0; r < a->p->n_red; r++)
+		if (a->mv[r] != NULL && lcore_call(a, a->p->red[r]->idx, SG_DP_MSG_MOVE_SET, 0) == 0)
+			move_free(a->mv[r]);
+	for (unsigned int i = 0; i < AGENT_MAX_JOBS; i++)
+		free(a->jobs[i].nelem);
 	free(a->stage_keys);
 	free(a);
 }

@@ -111,7 +111,7 @@ static int lcore_main(void *arg)
 		work += tr->flush(lc);
 		if (++ctl_count == SG_DP_CTL_POLL_EVERY) {
 			ctl_count = 0;
-			work += sg_ctl_chan_poll(lc->chan, sg_dp_lcore_ctl, lc, 4);
+			work += sg_dp_lcore_ctl_tick(lc);
 		}
 		if (!rx_on) {
 			/* drain: a reducer leaves once no lcore can hand it more */
@@ -279,6 +279,8 @@ struct sg_dp_pipeline *sg_dp_pipeline_create(const struct sg_dp_config *c, char 
 		if (a->role & SG_DP_ROLE_REDUCE)
 			p->red[p->n_red++] = lc;
 	}
+	for (unsigned int b = 0; b < SG_DP_BUCKETS; b++)
+		p->keymap[b] = (uint16_t)(b % RTE_MAX(p->n_red, 1u));
 	for (unsigned int i = 0; i < p->n_red; i++) {
 		rc = reducer_setup(p, p->red[i], err, errlen);
 		if (rc < 0)

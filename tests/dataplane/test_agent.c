@@ -21,6 +21,8 @@
 #include <netinet/in.h>
 #include <poll.h>
 
+#include <jansson.h>
+
 #include <rte_cycles.h>
 #include <rte_eal.h>
 
@@ -336,6 +338,169 @@ static void test_agent_under_load(void)
 	SG_CHECK(r.rounds_after > r.rounds_before, "no round completed during the control traffic");
 }
 
+/* ---- a live key->reducer move under load --------------------------------- */
+
+#define MV_ROUNDS 1500
+#define MV_KEYS 16
+#define MV_CHUNKS 5 /* 40000-byte partitions in 8920-byte chunks; all in flight at once */
+
+struct mv_run {
+	struct sg_dp_agent *agent;
+	pthread_t op;
+	bool op_started;
+	volatile bool op_done;
+	uint64_t committed_at[2];
+};
+
+static void keymap_json(char *buf, size_t cap, const uint16_t *km)
+{
+	int len = snprintf(buf, cap, "{\"keymap\":[");
+
+	for (int i = 0; i < SG_CTL_KEYMAP_BUCKETS; i++)
+		len += snprintf(buf + len, cap - (size_t)len, "%s%u", i ? "," : "", km[i]);
+	snprintf(buf + len, cap - (size_t)len, "]}");
+}
+
+/* Wait until layout_get shows @p km (the move committed). @return true if it did. */
+static bool wait_keymap(struct sg_ctl_client *c, const uint16_t *km, double secs)
+{
+	uint64_t end = rte_rdtsc() + (uint64_t)(secs * (double)rte_get_tsc_hz());
+
+	while (rte_rdtsc() < end) {
+		char *res = NULL;
+		json_t *j = NULL, *arr;
+		bool same = false;
+
+		if (sg_ctl_client_call(c, "layout_get", NULL, &res, NULL) == 0)
+			j = json_loads(res, 0, NULL);
+		arr = j ? json_object_get(j, "keymap") : NULL;
+		if (arr && json_array_size(arr) == SG_CTL_KEYMAP_BUCKETS) {
+			same = true;
+			for (size_t i = 0; i < SG_CTL_KEYMAP_BUCKETS; i++)
+				same &= json_integer_value(json_array_get(arr, i)) == km[i];
+		}
+		json_decref(j);
+		free(res);
+		if (same)
+			return true;
+		rte_delay_us_sleep(5000);
+	}
+	return false;
+}
+
+static void *mover_main(void *arg)
+{
+	struct op_arg *o = arg;
+	struct mv_run *r = (struct mv_run *)o->r;
+	struct sg_ctl_client *u = sg_ctl_client_connect(ctl_path, NULL, 0, 5000);
+	uint16_t all1[SG_CTL_KEYMAP_BUCKETS], odd0[SG_CTL_KEYMAP_BUCKETS];
+	uint16_t all0[SG_CTL_KEYMAP_BUCKETS] = {0};
+	char params[512];
+
+	SG_CHECK(u != NULL, "client");
+	if (u == NULL)
+		goto out;
+	for (int b = 0; b < SG_CTL_KEYMAP_BUCKETS; b++) {
+		all1[b] = 1;
+		odd0[b] = b % 2 ? 0 : 1;
+	}
+	/* the default map: even buckets on reducer 0, odd ones on reducer 1 */
+	for (int b = 0; b < SG_CTL_KEYMAP_BUCKETS; b++)
+		all0[b] = (uint16_t)(b % 2);
+	SG_CHECK(wait_keymap(u, all0, 1), "default keymap");
+	while (rounds_now(o->p) < 2000)
+		rte_delay_us_sleep(1000);
+	/* 1: the even buckets move from reducer 0 to reducer 1 */
+	keymap_json(params, sizeof(params), all1);
+	expect(u, "layout_set", params, "true");
+	SG_CHECK(wait_keymap(u, all1, 10), "first move did not commit");
+	r->committed_at[0] = rounds_now(o->p);
+	/* 2: the odd buckets move from reducer 1 to reducer 0 */
+	keymap_json(params, sizeof(params), odd0);
+	expect(u, "layout_set", params, "true");
+	SG_CHECK(wait_keymap(u, odd0, 10), "second move did not commit");
+	r->committed_at[1] = rounds_now(o->p);
+	/* 3: an even bucket back to reducer 0, where its old rounds still are: refused */
+	for (int b = 0; b < SG_CTL_KEYMAP_BUCKETS; b++)
+		all0[b] = 0;
+	keymap_json(params, sizeof(params), all0);
+	refused(u, "layout_set", params, "was on reducer 0 before");
+out:
+	sg_ctl_client_close(u);
+	r->op_done = true;
+	return NULL;
+}
+
+static int mv_start(struct sg_dp_pipeline *p, void *arg)
+{
+	struct mv_run *r = arg;
+	struct sg_ctl_server_config sc = {.tcp_disable = true, .unix_path = ctl_path};
+	struct sg_dp_agent_conf ac = {.name = "mover"};
+
+	r->agent = sg_dp_agent_start(p, &sc, &ac, err, sizeof(err));
+	SG_CHECK(r->agent != NULL, "agent: %s", err);
+	if (r->agent == NULL)
+		return -EINVAL;
+	oa = (struct op_arg){.r = (struct run *)r, .p = p};
+	r->op_started = pthread_create(&r->op, NULL, mover_main, &oa) == 0;
+	return 0;
+}
+
+static void mv_stop(struct sg_dp_pipeline *p, void *arg)
+{
+	struct mv_run *r = arg;
+
+	(void)p;
+	if (r->op_started)
+		pthread_join(r->op, NULL);
+	sg_dp_agent_stop(r->agent);
+}
+
+static void test_agent_keymove(void)
+{
+	struct sg_dp_config c;
+	struct mv_run r = {0};
+	struct sg_dp_loop_conf lc = {.rounds = MV_ROUNDS, .window = MV_KEYS * MV_CHUNKS, .loss = 0.01, .seed = 11,
+				     .retrans_us = 5000, .timeout_s = 60, .gen_sleep_us = 50,
+				     .on_start = mv_start, .on_stop = mv_stop, .hook_arg = &r};
+	struct sg_dp_loop_result res;
+	uint64_t total = (uint64_t)MV_KEYS * MV_CHUNKS * MV_ROUNDS;
+	int rc;
+
+	sg_dp_config_defaults(&c);
+	c.mbufs = 4096;
+	c.pool_bufs = 1024;
+	c.n_jobs = 1;
+	c.jobs[0].workers = 4;
+	c.jobs[0].keys = MV_KEYS;
+	c.jobs[0].partition_bytes = 40000;
+	c.idle = SG_DP_IDLE_SLEEP;
+	c.n_lcores = 0;
+	SG_CHECK_EQ(sg_dp_layout_parse(&c, SG_DP_ROLE_RTC, "(0,0,1)", err, sizeof(err)), 0);
+	SG_CHECK_EQ(sg_dp_layout_parse(&c, SG_DP_ROLE_REDUCE, "2", err, sizeof(err)), 0);
+	rc = sg_dp_loopback_run(&c, &lc, &res, stdout, err, sizeof(err));
+	SG_CHECK(rc == 0, "loopback: %s", err);
+	printf("key move under load: %lu of %lu chunk rounds, %lu results ok, %lu bad, %lu "
+	       "retransmits; moves committed at engine round %lu and %lu\n",
+	       (unsigned long)res.gen.rounds_done, (unsigned long)res.gen.rounds_total,
+	       (unsigned long)res.gen.results_ok, (unsigned long)res.gen.results_bad,
+	       (unsigned long)res.gen.retransmits, (unsigned long)r.committed_at[0],
+	       (unsigned long)r.committed_at[1]);
+	SG_CHECK(r.op_done, "the mover finished");
+	/* no push lost: every round of every chunk completed, every result element right */
+	SG_CHECK_EQ(res.rc, 0);
+	SG_CHECK_EQ(res.gen.rounds_total, total);
+	SG_CHECK_EQ(res.gen.rounds_done, total);
+	SG_CHECK_EQ(res.gen.results_bad, 0);
+	SG_CHECK_EQ(res.gen.results_ok, total * 4);
+	/* the moves happened while the workers were pushing */
+	SG_CHECK(r.committed_at[1] > 0 && r.committed_at[1] < total,
+		 "second move committed at round %lu of %lu", (unsigned long)r.committed_at[1],
+		 (unsigned long)total);
+	SG_CHECK(res.n_lcores == 2 && res.lcores[0].bytes_summed > 0 &&
+		 res.lcores[1].bytes_summed > 0, "both reducers summed");
+}
+
 /* [control] and [transport] in sigmad's INI, good and bad. */
 static void test_agent_config(void)
 {
@@ -388,6 +553,7 @@ int main(int argc, char **argv)
 	snprintf(coord_path, sizeof(coord_path), "%s/coord.sock", dir);
 	test_agent_config();
 	test_agent_under_load();
+	test_agent_keymove();
 	unlink(ctl_path);
 	unlink(coord_path);
 	rmdir(dir);
