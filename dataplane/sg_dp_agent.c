@@ -102,7 +102,7 @@ int sg_dp_move_route(struct sg_dp_lcore *lc, const uint8_t *pl, uint32_t len)
 	if (mv->phase[b] == 0)
 		return -1;
 	if (mv->phase[b] == 2) {
-		mv->forwarded++;
+		mv->forwarded += mv->to[b] != SG_DP_MOVE_DROP;
 		return mv->to[b];
 	}
 	if (pl[5] != SG_DP_T_PUSH && pl[5] != SG_DP_T_PULL)
@@ -126,7 +126,7 @@ int sg_dp_move_route(struct sg_dp_lcore *lc, const uint8_t *pl, uint32_t len)
 		c->state = 2;
 		mv->n_done++;
 	}
-	mv->forwarded++;
+	mv->forwarded += mv->to[b] != SG_DP_MOVE_DROP;
 	return mv->to[b];
 }
 
@@ -157,7 +157,7 @@ unsigned int sg_dp_lcore_ctl_tick(struct sg_dp_lcore *lc)
 {
 	unsigned int n = sg_ctl_chan_poll(lc->chan, sg_dp_lcore_ctl, lc, 4);
 
-	if (lc->mv != NULL && !lc->mv->committed)
+	if (lc->mv != NULL && !lc->mv->committed && !lc->mv->drain)
 		move_check(lc);
 	return n;
 }
@@ -309,7 +309,7 @@ static unsigned int moves_pending(const struct sg_dp_agent *a)
 	for (unsigned int r = 0; r < a->p->n_red; r++) {
 		const struct sg_dp_move *mv = a->mv[r];
 
-		if (mv != NULL && !__atomic_load_n(&mv->committed, __ATOMIC_ACQUIRE))
+		if (mv != NULL && !mv->drain && !__atomic_load_n(&mv->committed, __ATOMIC_ACQUIRE))
 			n += mv->n_chunks - mv->n_done + 1;
 	}
 	return n;
@@ -555,7 +555,7 @@ static int move_fill(struct sg_dp_agent *a, struct sg_dp_move *mv, bool count_on
 
 /* A move of the buckets that leave reducer @p r for @p want, or NULL if none leaves. */
 static struct sg_dp_move *move_build(struct sg_dp_agent *a, unsigned int r, const uint16_t *want,
-				     int *rc)
+				     bool drain, int *rc)
 {
 	struct sg_dp_pipeline *p = a->p;
 	struct sg_dp_move *old = a->mv[r], *mv;
@@ -567,16 +567,16 @@ static struct sg_dp_move *move_build(struct sg_dp_agent *a, unsigned int r, cons
 
 	*rc = 0;
 	for (unsigned int b = 0; b < SG_DP_BUCKETS; b++)
-		any |= p->keymap[b] == r && want[b] != r;
+		any |= p->keymap[b] == r && (drain || want[b] != r);
 	if (!any)
 		return NULL;
 	mv = calloc(1, sizeof(*mv));
 	if (mv == NULL)
 		goto nomem;
 	for (unsigned int b = 0; b < SG_DP_BUCKETS; b++) {
-		if (p->keymap[b] == r && want[b] != r) {
+		if (p->keymap[b] == r && (drain || want[b] != r)) {
 			mv->phase[b] = 1;
-			mv->to[b] = want[b];
+			mv->to[b] = drain ? SG_DP_MOVE_DROP : want[b];
 		} else if (old != NULL && old->phase[b] == 2) {
 			/* keep forwarding stragglers of an earlier move */
 			mv->phase[b] = 2;
@@ -591,6 +591,7 @@ static struct sg_dp_move *move_build(struct sg_dp_agent *a, unsigned int r, cons
 	mv->ch = calloc(hp.entries, sizeof(*mv->ch));
 	if (mv->chunks == NULL || mv->ch == NULL || move_fill(a, mv, false) < 0)
 		goto nomem;
+	mv->drain = drain;
 	mv->start_ns = now;
 	/* an idle chunk has no round boundary to wait for; a stuck round is already reported
 	 * incomplete by the engine after one slot timeout */
@@ -638,6 +639,10 @@ static int keymap_change(struct sg_dp_agent *a, const uint16_t *want, char *reas
 	}
 	if (moved == 0)
 		return 0;
+	if (a->draining) {
+		snprintf(reason, SG_CTL_REASON_MAX, "the node is draining: no key moves");
+		return -EBUSY;
+	}
 	if (refuse_during_move(a, reason))
 		return -EBUSY;
 	for (unsigned int i = 0; i < AGENT_MAX_JOBS; i++)
@@ -648,7 +653,7 @@ static int keymap_change(struct sg_dp_agent *a, const uint16_t *want, char *reas
 			return -EOPNOTSUPP;
 		}
 	for (unsigned int r = 0; r < p->n_red && rc == 0; r++)
-		mv[r] = move_build(a, r, want, &rc);
+		mv[r] = move_build(a, r, want, false, &rc);
 	for (unsigned int r = 0; r < p->n_red; r++) {
 		if (mv[r] == NULL)
 			continue;
@@ -734,13 +739,36 @@ static int op_layout_change(void *arg, const struct sg_ctl_layout_change *chg, c
 	return chg->has_keymap ? keymap_change(a, chg->keymap, reason) : 0;
 }
 
+/*
+ * Drain: each reducer lets every chunk finish the rounds it may have begun
+ * (up to the switch round of a key move, first round seen + 2) and refuses
+ * later ones with the counted drop "draining"; no job is created.
+ */
 static int op_drain(void *arg)
 {
 	struct sg_dp_agent *a = arg;
+	struct sg_dp_pipeline *p = a->p;
+	uint16_t now[SG_DP_BUCKETS];
+	int rc = 0;
 
-	/* rounds of existing jobs go on until their workers stop; no job is created */
+	if (a->draining)
+		return 0;
+	if (moves_pending(a)) {
+		SG_DP_LOG(WARNING, "drain refused: a key move is in progress\n");
+		return -EBUSY;
+	}
+	keymap_now(p, now);
+	for (unsigned int r = 0; r < p->n_red && rc == 0; r++) {
+		struct sg_dp_move *mv = move_build(a, r, now, true, &rc);
+
+		if (mv != NULL && (rc = move_install(a, r, mv)) < 0 && rc != -ETIMEDOUT)
+			move_free(mv);
+	}
+	if (rc < 0)
+		return rc;
 	a->draining = true;
-	SG_DP_LOG(NOTICE, "draining: new jobs are refused\n");
+	SG_DP_LOG(NOTICE, "draining: in-flight rounds finish, later rounds and new jobs are "
+		  "refused\n");
 	return 0;
 }
 

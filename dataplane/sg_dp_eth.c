@@ -129,8 +129,10 @@ static void reduce_burst(struct sg_dp_lcore *lc, struct rte_mbuf **pkts, unsigne
 		void *known;
 
 		if (unlikely(fwd >= 0)) {
-			/* a key moving away: its new owner sums this round */
-			if (rte_ring_enqueue(lc->p->red[fwd]->ring, m) == 0) {
+			/* a key moving away: its new owner sums this round; or drained */
+			if (fwd == SG_DP_MOVE_DROP) {
+				lc->st.drops[SG_DP_ND_DRAINING]++;
+			} else if (rte_ring_enqueue(lc->p->red[fwd]->ring, m) == 0) {
 				lc->st.handoff_pkts++;
 				pkts[i] = NULL;
 			} else {

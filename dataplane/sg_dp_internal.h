@@ -77,14 +77,18 @@ struct sg_dp_move_chunk {
 	uint32_t state; /* 0 not seen yet, 1 switching at sw, 2 done */
 };
 
+/* A move's destination that drops instead: drain refuses rounds from sw on. */
+#define SG_DP_MOVE_DROP 0xffff
+
 struct sg_dp_move {
-	uint16_t to[SG_DP_BUCKETS];  /* destination reducer index per bucket */
+	uint16_t to[SG_DP_BUCKETS];  /* destination reducer index per bucket, or SG_DP_MOVE_DROP */
 	uint8_t phase[SG_DP_BUCKETS]; /* 0 stays, 1 moving (per chunk), 2 moved (forward all) */
 	struct rte_hash *chunks;     /* (job, key, chunk) -> index into ch */
 	struct sg_dp_move_chunk *ch;
 	uint32_t n_chunks, n_seen, n_done;
 	uint64_t start_ns, idle_ns, hard_ns; /* unseen chunks count as idle after idle_ns; all
 						after hard_ns (rounds stuck that long are lost) */
+	bool drain;                  /* never commits: rounds from sw on are refused for good */
 	volatile bool committed;     /* written by the reducer, read by the agent */
 	volatile uint64_t forwarded; /* pushes sent on to the new owner */
 };
@@ -210,7 +214,8 @@ static inline unsigned int sg_dp_owner_of(const struct sg_dp_pipeline *p, const 
 	return p->keymap[sg_dp_bucket_of(rte_be_to_cpu_32(job), rte_be_to_cpu_32(key))];
 }
 
-/* Reducer to forward this datagram to, or -1 to reduce it here (no move: one test). */
+/* Reducer to forward this datagram to, SG_DP_MOVE_DROP to refuse it (drain), or -1 to
+ * reduce it here (no move: one test). */
 static inline int sg_dp_move_fwd(struct sg_dp_lcore *lc, const uint8_t *pl, uint32_t len)
 {
 	if (likely(lc->mv == NULL))

@@ -228,6 +228,7 @@ enum sg_dp_ndrop {
 	SG_DP_ND_NO_MBUF,    /**< mempool empty when replying */
 	SG_DP_ND_PEER_TABLE, /**< reply address table full */
 	SG_DP_ND_NO_PEER,    /**< reply to an address never seen */
+	SG_DP_ND_DRAINING,   /**< a push or PULL of a round that began after drain */
 	SG_DP_ND_COUNT
 };
 

@@ -40,7 +40,7 @@ struct run {
 	pthread_t op;
 	bool op_started;
 	volatile bool op_done;
-	uint64_t rounds_before, rounds_after;
+	uint64_t rounds_before, rounds_after, drained_a, drained_b, active_after;
 };
 
 static uint64_t rounds_now(struct sg_dp_pipeline *p)
@@ -49,6 +49,14 @@ static uint64_t rounds_now(struct sg_dp_pipeline *p)
 
 	sg_dp_pipeline_engine_stats(p, &st);
 	return st.rounds_completed;
+}
+
+static uint64_t slots_active(struct sg_dp_pipeline *p)
+{
+	struct sg_dp_stats st;
+
+	sg_dp_pipeline_engine_stats(p, &st);
+	return st.slots_active;
 }
 
 /* Call @p method and check that the answer contains @p needle (or fails, needle NULL). */
@@ -237,6 +245,12 @@ static void *operator_main(void *arg)
 	expect(u, "drain", NULL, "\"draining\":true");
 	refused(t, "job_create", "{\"workers\":2,\"tensors\":[{\"elems\":10}]}", "draining");
 	expect(u, "node_info", NULL, "\"draining\":true");
+	/* in-flight rounds finish, then nothing completes: every later round is refused */
+	rte_delay_us_sleep(300000);
+	r->drained_a = rounds_now(p);
+	r->active_after = slots_active(p);
+	rte_delay_us_sleep(300000);
+	r->drained_b = rounds_now(p);
 	/* heartbeats reached the coordinator */
 	for (int i = 0; i < 100 && sent < 2; i++) {
 		rte_delay_us_sleep(20000);
@@ -336,6 +350,15 @@ static void test_agent_under_load(void)
 	SG_CHECK_EQ(res.gen.results_bad, 0);
 	SG_CHECK(res.gen.results_ok > 0 && res.gen.rounds_done > 0, "nothing summed");
 	SG_CHECK(r.rounds_after > r.rounds_before, "no round completed during the control traffic");
+	printf("drain: rounds %lu then %lu, %lu slots collecting, %lu pushes refused\n",
+	       (unsigned long)r.drained_a, (unsigned long)r.drained_b,
+	       (unsigned long)r.active_after, (unsigned long)res.lcores[1].drops[SG_DP_ND_DRAINING]);
+	SG_CHECK(r.drained_a == r.drained_b && r.drained_a > r.rounds_after,
+		 "rounds after drain: %lu then %lu", (unsigned long)r.drained_a,
+		 (unsigned long)r.drained_b);
+	SG_CHECK_EQ(r.active_after, 0);
+	SG_CHECK(res.n_lcores == 2 && res.lcores[1].drops[SG_DP_ND_DRAINING] > 0,
+		 "no push refused after drain");
 }
 
 /* ---- a live key->reducer move under load --------------------------------- */
