@@ -41,6 +41,7 @@ struct run {
 	bool op_started;
 	volatile bool op_done;
 	uint64_t rounds_before, rounds_after, drained_a, drained_b, active_after;
+	uint64_t committed_at[2]; /* key moves: engine rounds when each move committed */
 };
 
 static uint64_t rounds_now(struct sg_dp_pipeline *p)
@@ -275,6 +276,20 @@ out:
 
 static struct op_arg oa;
 
+/* Start the agent on @p p and the thread that talks to it. */
+static int start_agent(struct sg_dp_pipeline *p, struct run *r,
+		       const struct sg_ctl_server_config *sc, const struct sg_dp_agent_conf *ac,
+		       void *(*fn)(void *))
+{
+	r->agent = sg_dp_agent_start(p, sc, ac, err, sizeof(err));
+	SG_CHECK(r->agent != NULL, "agent: %s", err);
+	if (r->agent == NULL)
+		return -EINVAL;
+	oa = (struct op_arg){.r = r, .p = p};
+	r->op_started = pthread_create(&r->op, NULL, fn, &oa) == 0;
+	return 0;
+}
+
 static int hook_start(struct sg_dp_pipeline *p, void *arg)
 {
 	struct run *r = arg;
@@ -298,13 +313,7 @@ static int hook_start(struct sg_dp_pipeline *p, void *arg)
 	sc.max_frame = 4096;
 	sc.frame_timeout_ms = 300;
 	sc.auth_timeout_ms = 1000;
-	r->agent = sg_dp_agent_start(p, &sc, &ac, err, sizeof(err));
-	SG_CHECK(r->agent != NULL, "agent: %s", err);
-	if (r->agent == NULL)
-		return -EINVAL;
-	oa = (struct op_arg){.r = r, .p = p};
-	r->op_started = pthread_create(&r->op, NULL, operator_main, &oa) == 0;
-	return 0;
+	return start_agent(p, r, &sc, &ac, operator_main);
 }
 
 static void hook_stop(struct sg_dp_pipeline *p, void *arg)
@@ -318,6 +327,22 @@ static void hook_stop(struct sg_dp_pipeline *p, void *arg)
 	sg_ctl_server_destroy(r->coord);
 }
 
+/* Job 1 of 4 workers and @p keys 40000-byte keys; RX lcore 1 (@p rx_role), reducer lcore 2. */
+static void two_lcore_config(struct sg_dp_config *c, uint32_t keys, enum sg_dp_role rx_role)
+{
+	sg_dp_config_defaults(c);
+	c->mbufs = 4096;
+	c->pool_bufs = 1024;
+	c->n_jobs = 1;
+	c->jobs[0].workers = 4;
+	c->jobs[0].keys = keys;
+	c->jobs[0].partition_bytes = 40000;
+	c->idle = SG_DP_IDLE_SLEEP;
+	c->n_lcores = 0;
+	SG_CHECK_EQ(sg_dp_layout_parse(c, rx_role, "(0,0,1)", err, sizeof(err)), 0);
+	SG_CHECK_EQ(sg_dp_layout_parse(c, SG_DP_ROLE_REDUCE, "2", err, sizeof(err)), 0);
+}
+
 static void test_agent_under_load(void)
 {
 	struct sg_dp_config c;
@@ -329,17 +354,7 @@ static void test_agent_under_load(void)
 	struct sg_dp_loop_result res;
 	int rc;
 
-	sg_dp_config_defaults(&c);
-	c.mbufs = 4096;
-	c.pool_bufs = 1024;
-	c.n_jobs = 1;
-	c.jobs[0].workers = 4;
-	c.jobs[0].keys = 8;
-	c.jobs[0].partition_bytes = 40000;
-	c.idle = SG_DP_IDLE_SLEEP;
-	c.n_lcores = 0;
-	SG_CHECK_EQ(sg_dp_layout_parse(&c, SG_DP_ROLE_IO, "(0,0,1)", err, sizeof(err)), 0);
-	SG_CHECK_EQ(sg_dp_layout_parse(&c, SG_DP_ROLE_REDUCE, "2", err, sizeof(err)), 0);
+	two_lcore_config(&c, 8, SG_DP_ROLE_IO);
 	rc = sg_dp_loopback_run(&c, &lc, &res, stdout, err, sizeof(err));
 	SG_CHECK(rc == 0, "loopback: %s", err);
 	SG_CHECK(r.op_done, "the operator thread finished before the generator");
@@ -366,14 +381,6 @@ static void test_agent_under_load(void)
 #define MV_ROUNDS 1500
 #define MV_KEYS 16
 #define MV_CHUNKS 5 /* 40000-byte partitions in 8920-byte chunks; all in flight at once */
-
-struct mv_run {
-	struct sg_dp_agent *agent;
-	pthread_t op;
-	bool op_started;
-	volatile bool op_done;
-	uint64_t committed_at[2];
-};
 
 static void keymap_json(char *buf, size_t cap, const uint16_t *km)
 {
@@ -414,7 +421,7 @@ static bool wait_keymap(struct sg_ctl_client *c, const uint16_t *km, double secs
 static void *mover_main(void *arg)
 {
 	struct op_arg *o = arg;
-	struct mv_run *r = (struct mv_run *)o->r;
+	struct run *r = o->r;
 	struct sg_ctl_client *u = sg_ctl_client_connect(ctl_path, NULL, 0, 5000);
 	uint16_t all1[SG_CTL_KEYMAP_BUCKETS], odd0[SG_CTL_KEYMAP_BUCKETS];
 	uint16_t all0[SG_CTL_KEYMAP_BUCKETS] = {0};
@@ -456,51 +463,24 @@ out:
 
 static int mv_start(struct sg_dp_pipeline *p, void *arg)
 {
-	struct mv_run *r = arg;
 	struct sg_ctl_server_config sc = {.tcp_disable = true, .unix_path = ctl_path};
 	struct sg_dp_agent_conf ac = {.name = "mover"};
 
-	r->agent = sg_dp_agent_start(p, &sc, &ac, err, sizeof(err));
-	SG_CHECK(r->agent != NULL, "agent: %s", err);
-	if (r->agent == NULL)
-		return -EINVAL;
-	oa = (struct op_arg){.r = (struct run *)r, .p = p};
-	r->op_started = pthread_create(&r->op, NULL, mover_main, &oa) == 0;
-	return 0;
-}
-
-static void mv_stop(struct sg_dp_pipeline *p, void *arg)
-{
-	struct mv_run *r = arg;
-
-	(void)p;
-	if (r->op_started)
-		pthread_join(r->op, NULL);
-	sg_dp_agent_stop(r->agent);
+	return start_agent(p, arg, &sc, &ac, mover_main);
 }
 
 static void test_agent_keymove(void)
 {
 	struct sg_dp_config c;
-	struct mv_run r = {0};
+	struct run r = {0};
 	struct sg_dp_loop_conf lc = {.rounds = MV_ROUNDS, .window = MV_KEYS * MV_CHUNKS, .loss = 0.01, .seed = 11,
 				     .retrans_us = 5000, .timeout_s = 60, .gen_sleep_us = 50,
-				     .on_start = mv_start, .on_stop = mv_stop, .hook_arg = &r};
+				     .on_start = mv_start, .on_stop = hook_stop, .hook_arg = &r};
 	struct sg_dp_loop_result res;
 	uint64_t total = (uint64_t)MV_KEYS * MV_CHUNKS * MV_ROUNDS;
 	int rc;
 
-	sg_dp_config_defaults(&c);
-	c.mbufs = 4096;
-	c.pool_bufs = 1024;
-	c.n_jobs = 1;
-	c.jobs[0].workers = 4;
-	c.jobs[0].keys = MV_KEYS;
-	c.jobs[0].partition_bytes = 40000;
-	c.idle = SG_DP_IDLE_SLEEP;
-	c.n_lcores = 0;
-	SG_CHECK_EQ(sg_dp_layout_parse(&c, SG_DP_ROLE_RTC, "(0,0,1)", err, sizeof(err)), 0);
-	SG_CHECK_EQ(sg_dp_layout_parse(&c, SG_DP_ROLE_REDUCE, "2", err, sizeof(err)), 0);
+	two_lcore_config(&c, MV_KEYS, SG_DP_ROLE_RTC);
 	rc = sg_dp_loopback_run(&c, &lc, &res, stdout, err, sizeof(err));
 	SG_CHECK(rc == 0, "loopback: %s", err);
 	printf("key move under load: %lu of %lu chunk rounds, %lu results ok, %lu bad, %lu "
