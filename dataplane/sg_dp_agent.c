@@ -395,6 +395,9 @@ static int op_job_create(void *arg, struct sg_ctl_job *job, char *reason)
 		if (a->p->lc[i].eng != NULL)
 			rc = lcore_call(a, i, SG_DP_MSG_JOB_ADD, (uint64_t)(uintptr_t)&a->stage_job);
 	if (rc < 0) {
+		/* a reducer that did not answer may still read the keys later: let them leak */
+		if (rc == -ETIMEDOUT)
+			a->stage_keys = NULL;
 		job_remove_all(a, a->next_id);
 		snprintf(reason, SG_CTL_REASON_MAX, "a reducer refused the job: %s", strerror(-rc));
 		return rc;
