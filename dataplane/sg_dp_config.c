@@ -18,8 +18,13 @@
 #include <rte_ethdev.h>
 #include <rte_log.h>
 
+#include "sg_config.h"
+#include "sg_ctl.h"
 #include "sg_dp_internal.h"
 #include "sg_dp_pipeline.h"
+#if SG_HAVE_VERBS
+#include "sg_dp_verbs.h"
+#endif
 #include "sg_dp_proto.h"
 #include "sg_sum.h"
 
@@ -443,6 +448,56 @@ static int apply_job(struct sg_dp_config *c, const char *sec, const char *name, 
 	return rc;
 }
 
+/*
+ * Sections that other parts own: [control] goes to the control agent (checked
+ * here so that a bad one stops sigmad at start-up), [verbs] to the verbs
+ * transport, [transport] picks one. @return 1 if @p sec is one of them.
+ */
+static int apply_other_section(struct sg_dp_config *c, struct rte_cfgfile *cf, const char *sec,
+			       int *rc, char *err, size_t errlen)
+{
+	if (!strcmp(sec, "control")) {
+		struct sg_dp_agent_conf ac;
+		struct sg_ctl_server_config sc = {0};
+		struct sg_ctl_config_store *st = calloc(1, sizeof(*st));
+
+		*rc = st ? sg_dp_agent_conf_load(cf, &ac, &sc, st, err, errlen) : -ENOMEM;
+		free(st);
+		c->control = *rc == 0;
+		return 1;
+	}
+	if (!strcmp(sec, "transport")) {
+		const char *t = rte_cfgfile_get_entry(cf, sec, "type");
+		int n = rte_cfgfile_section_num_entries(cf, sec);
+
+		*rc = 0;
+		if (n > 1 || (n == 1 && t == NULL)) {
+			sg_dp_seterr(err, errlen, "[transport]: the only key is type (dpdk or verbs)");
+			*rc = -EINVAL;
+		} else if (t == NULL || !strcmp(t, "dpdk")) {
+			c->transport = SG_DP_TRANSPORT_DPDK;
+		} else if (!strcmp(t, "verbs")) {
+			c->transport = SG_DP_TRANSPORT_VERBS;
+		} else {
+			sg_dp_seterr(err, errlen, "[transport] type = \"%s\": expected dpdk or verbs", t);
+			*rc = -EINVAL;
+		}
+		return 1;
+	}
+	if (!strcmp(sec, "verbs")) {
+#if SG_HAVE_VERBS
+		struct sg_dp_verbs_conf vc;
+
+		sg_dp_verbs_conf_defaults(&vc);
+		*rc = sg_dp_verbs_conf_load(&vc, cf, "verbs", err, errlen);
+#else
+		*rc = 0; /* kept for a build with verbs; type = verbs says what is missing */
+#endif
+		return 1;
+	}
+	return 0;
+}
+
 static int apply_cfgfile(struct sg_dp_config *c, struct rte_cfgfile *cf, const char *what,
 			 char *err, size_t errlen)
 {
@@ -467,11 +522,14 @@ static int apply_cfgfile(struct sg_dp_config *c, struct rte_cfgfile *cf, const c
 		bool job = !strncmp(secp[i], "job ", 4);
 		bool known = job;
 
+		if (apply_other_section(c, cf, secp[i], &rc, err, errlen))
+			continue;
+
 		for (size_t k = 0; k < RTE_DIM(keys); k++)
 			known |= !strcmp(keys[k].section, secp[i]);
 		if (!known) {
 			sg_dp_seterr(err, errlen, "%s: unknown section [%s] (known: net, layout, resources, "
-			       "live, job N)", what, secp[i]);
+			       "live, job N, control, transport, verbs)", what, secp[i]);
 			rc = -EINVAL;
 			break;
 		}
@@ -645,7 +703,9 @@ void sg_dp_usage(FILE *f, const char *prog)
 		"(see docs/sigmad.md). Without --config it runs the embedded default config\n"
 		"(print it with --print-config). Options override the config file.\n"
 		"\n"
-		"  --config FILE         INI file: sections [net] [layout] [resources] [live] [job N]\n"
+		"  --config FILE         INI file: sections [net] [layout] [resources] [live] [job N],\n"
+		"                        [control] (control server, heartbeats; docs/control.md),\n"
+		"                        [transport] type = dpdk|verbs, [verbs] (docs/verbs.md)\n"
 		"  --print-config        print the embedded default config and exit\n"
 		"  --ip A.B.C.D          our IPv4 address (ARP is answered for it)   [net] ip\n"
 		"  --udp-port N          UDP port of the wire protocol             [net] udp_port\n"

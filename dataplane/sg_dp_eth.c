@@ -129,8 +129,21 @@ static void reduce_burst(struct sg_dp_lcore *lc, struct rte_mbuf **pkts, unsigne
 		struct rx_meta *md = rte_mbuf_to_priv(m);
 		const uint8_t *pl = rte_pktmbuf_mtod_offset(m, const uint8_t *, md->off);
 		uint64_t dest = peer_dest(&md->peer), mb = mac_bits(&md->peer.mac);
+		int fwd = sg_dp_move_fwd(lc, pl, md->len);
 		void *known;
 
+		if (unlikely(fwd >= 0)) {
+			/* a key moving away: its new owner sums this round; or drained */
+			if (fwd == SG_DP_MOVE_DROP) {
+				lc->st.drops[SG_DP_ND_DRAINING]++;
+			} else if (rte_ring_enqueue(lc->p->red[fwd]->ring, m) == 0) {
+				lc->st.handoff_pkts++;
+				pkts[i] = NULL;
+			} else {
+				lc->st.drops[SG_DP_ND_RING_FULL]++;
+			}
+			continue;
+		}
 		/* learn (or refresh) the worker's MAC for the replies */
 		if (rte_hash_lookup_data(lc->peers, &dest, &known) < 0 ||
 		    (uintptr_t)known != mb) {

@@ -36,6 +36,70 @@ extern int sg_dp_logtype;
 #define SG_DP_LOG(lvl, ...) rte_log(RTE_LOG_##lvl, sg_dp_logtype, "sigmad: " __VA_ARGS__)
 
 struct sg_dp_lcore;
+struct sg_ctl_chan;
+struct sg_ctl_msg;
+
+/* An lcore answers its control channel every this many loop iterations: often
+ * enough for a prompt answer, rare enough to cost nothing per burst. */
+#define SG_DP_CTL_POLL_EVERY 64
+/* Channel messages of sigmad's own (the control module's types are below 0x100). */
+#define SG_DP_MSG_JOB_ADD 0x100    /* arg[0]: const struct sg_dp_job_conf * */
+#define SG_DP_MSG_JOB_REMOVE 0x101 /* arg[0]: job id */
+#define SG_DP_MSG_MOVE_SET 0x102   /* arg[0]: struct sg_dp_move * (or 0), owned by the agent */
+
+/** Lcore side of the control channel (sg_dp_agent.c): act on one message. */
+int sg_dp_lcore_ctl(void *arg, struct sg_ctl_msg *m);
+
+/** Every SG_DP_CTL_POLL_EVERY loop iterations: answer the channel, advance a key move. */
+unsigned int sg_dp_lcore_ctl_tick(struct sg_dp_lcore *lc);
+
+/* Keys are hashed to one of SG_DP_BUCKETS buckets; p->keymap sends a bucket to a reducer. */
+#define SG_DP_BUCKETS 64
+
+static inline unsigned int sg_dp_bucket_of(uint32_t job, uint32_t key)
+{
+	/* consecutive keys of a job land in consecutive buckets: round-robin over reducers */
+	return ((job * 0x9e3779b1u >> 8) + key) % SG_DP_BUCKETS;
+}
+
+/*
+ * Buckets leaving one reducer (sg_dp_agent.c). The reducer that owns the
+ * buckets' rounds today sequences the move: a chunk's first push seen after
+ * the move starts, of round p, fixes its switch round s = p + 2 (the
+ * reducer's own round is p - 1, p or p + 1). Rounds before s stay here;
+ * rounds from s on are forwarded to the new owner, which opens them fresh.
+ * Once every chunk has been seen at s + 1 (its new owner finished round s, so
+ * nobody can ask for an older result) the keymap entry flips and dispatchers
+ * send straight to the new owner; stragglers are forwarded.
+ */
+struct sg_dp_move_chunk {
+	uint32_t sw;    /* switch round */
+	uint32_t state; /* 0 not seen yet, 1 switching at sw, 2 done */
+};
+
+/* A move's destination that drops instead: drain refuses rounds from sw on. */
+#define SG_DP_MOVE_DROP 0xffff
+
+struct sg_dp_move {
+	uint16_t to[SG_DP_BUCKETS];  /* destination reducer index per bucket, or SG_DP_MOVE_DROP */
+	uint8_t phase[SG_DP_BUCKETS]; /* 0 stays, 1 moving (per chunk), 2 moved (forward all) */
+	struct rte_hash *chunks;     /* (job, key, chunk) -> index into ch */
+	struct sg_dp_move_chunk *ch;
+	uint32_t n_chunks, n_seen, n_done;
+	uint64_t start_ns, idle_ns, hard_ns; /* unseen chunks count as idle after idle_ns; all
+						after hard_ns (rounds stuck that long are lost) */
+	bool drain;                  /* never commits: rounds from sw on are refused for good */
+	volatile bool committed;     /* written by the reducer, read by the agent */
+	volatile uint64_t forwarded; /* pushes sent on to the new owner */
+};
+
+/** Key of struct sg_dp_move's hash. */
+struct sg_dp_move_key {
+	uint32_t job, key, chunk;
+};
+
+/* Slow path of sg_dp_move_fwd(). */
+int sg_dp_move_route(struct sg_dp_lcore *lc, const uint8_t *pl, uint32_t len);
 
 /** How a pipeline moves bytes. Every function runs on the lcore it is given
  *  (rx, reduce, flush, engine_tx) or on the main thread (setup, teardown). */
@@ -101,6 +165,8 @@ struct sg_dp_lcore {
 	uint16_t txn[SG_DP_MAX_PORTS];
 	struct rte_mbuf *txb[SG_DP_MAX_PORTS][SG_DP_TXB];
 	struct sg_dp_lcore_stats st;
+	struct sg_ctl_chan *chan;   /* requests from the control agent */
+	struct sg_dp_move *mv;      /* reducers: buckets leaving this reducer, or NULL */
 } __rte_cache_aligned;
 
 struct sg_dp_pipeline {
@@ -123,6 +189,8 @@ struct sg_dp_pipeline {
 	volatile bool stop_req;
 	volatile int io_running;
 	volatile unsigned int idle_sleep_us;
+	/* bucket -> reducer index: written by the reducer that moves a bucket, read by all */
+	volatile uint16_t keymap[SG_DP_BUCKETS];
 };
 
 _Static_assert(sizeof(struct rx_meta) <= SG_DP_MBUF_PRIV_SIZE, "rx_meta fits the mbuf priv area");
@@ -133,8 +201,7 @@ static inline uint64_t sg_dp_now_ns(const struct sg_dp_pipeline *p, uint64_t tsc
 	return (uint64_t)((double)tsc * p->ns_per_tsc);
 }
 
-/* Reducer that owns (job, key): consecutive keys go round-robin so that a
- * job's partitions spread evenly over the reducers. */
+/* Reducer that owns (job, key): the keymap entry of its bucket. */
 static inline unsigned int sg_dp_owner_of(const struct sg_dp_pipeline *p, const uint8_t *pl,
 				    uint32_t len)
 {
@@ -144,9 +211,16 @@ static inline unsigned int sg_dp_owner_of(const struct sg_dp_pipeline *p, const 
 		return 0; /* a short datagram is the engine's to count */
 	memcpy(&job, pl + 8, sizeof(job));
 	memcpy(&key, pl + 24, sizeof(key));
-	job = rte_be_to_cpu_32(job);
-	key = rte_be_to_cpu_32(key);
-	return ((job * 0x9e3779b1u >> 8) + key) % p->n_red;
+	return p->keymap[sg_dp_bucket_of(rte_be_to_cpu_32(job), rte_be_to_cpu_32(key))];
+}
+
+/* Reducer to forward this datagram to, SG_DP_MOVE_DROP to refuse it (drain), or -1 to
+ * reduce it here (no move: one test). */
+static inline int sg_dp_move_fwd(struct sg_dp_lcore *lc, const uint8_t *pl, uint32_t len)
+{
+	if (likely(lc->mv == NULL))
+		return -1;
+	return sg_dp_move_route(lc, pl, len);
 }
 
 #endif /* SG_DP_INTERNAL_H */

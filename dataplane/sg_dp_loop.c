@@ -145,6 +145,10 @@ int sg_dp_loopback_run(const struct sg_dp_config *c, const struct sg_dp_loop_con
 		sg_dp_seterr(err, errlen, "loopback: cannot launch the lcores: %s", strerror(-rc));
 		goto out;
 	}
+	if (lc->on_start && (rc = lc->on_start(p, lc->hook_arg)) < 0) {
+		sg_dp_seterr(err, errlen, "loopback: start hook: %s", strerror(-rc));
+		goto out;
+	}
 	{
 		uint8_t f[256];
 		uint64_t t0 = rte_rdtsc(), hz = rte_get_tsc_hz();
@@ -167,6 +171,8 @@ int sg_dp_loopback_run(const struct sg_dp_config *c, const struct sg_dp_loop_con
 		}
 		res->seconds = (double)(rte_rdtsc() - t0) / (double)hz;
 	}
+	if (lc->on_stop)
+		lc->on_stop(p, lc->hook_arg);
 	sg_dp_pipeline_stop(p);
 	sg_dp_gen_stats(g, &res->gen);
 	sg_dp_pipeline_engine_stats(p, &res->eng);

@@ -30,6 +30,7 @@
 #include <rte_mbuf.h>
 #include <rte_ring.h>
 
+#include "sg_ctl.h"
 #include "sg_dp_engine.h"
 #include "sg_dp_internal.h"
 #include "sg_dp_pipeline.h"
@@ -77,7 +78,7 @@ static int lcore_main(void *arg)
 	const struct sg_dp_transport *tr = p->tr;
 	void *items[SG_DP_MAX_BURST];
 	unsigned int burst = RTE_MIN(p->cfg.burst, (unsigned int)SG_DP_MAX_BURST);
-	unsigned int idle_polls = 0;
+	unsigned int idle_polls = 0, ctl_count = 0;
 	bool rx_on = (lc->role & SG_DP_ROLE_IO) != 0;
 	bool reduce = (lc->role & SG_DP_ROLE_REDUCE) != 0;
 	uint64_t poll_period = rte_get_tsc_hz() / 1000;
@@ -108,6 +109,10 @@ static int lcore_main(void *arg)
 			}
 		}
 		work += tr->flush(lc);
+		if (++ctl_count == SG_DP_CTL_POLL_EVERY) {
+			ctl_count = 0;
+			work += sg_dp_lcore_ctl_tick(lc);
+		}
 		if (!rx_on) {
 			/* drain: a reducer leaves once no lcore can hand it more */
 			if (!reduce)
@@ -136,6 +141,39 @@ static int lcore_socket(unsigned int lcore)
 	unsigned int s = rte_lcore_to_socket_id(lcore);
 
 	return s >= RTE_MAX_NUMA_NODES ? 0 : (int)s;
+}
+
+int sg_dp_engine_add_config_jobs(struct sg_dp_engine *eng, const struct sg_dp_config *c, char *err,
+				  size_t errlen)
+{
+	for (unsigned int j = 0; j < c->n_jobs; j++) {
+		const struct sg_dp_job_cfg *jc = &c->jobs[j];
+		size_t es = sg_dtype_size(jc->dtype);
+		struct sg_dp_key *keys = calloc(jc->keys, sizeof(*keys));
+		struct sg_dp_job_conf jconf = {
+			.id = jc->id, .nworkers = jc->workers, .token = jc->token,
+			.dtype = jc->dtype, .mode = jc->mode,
+			.partition_bytes = jc->partition_bytes,
+			.chunk_bytes = sg_dp_job_chunk_bytes(c, jc),
+			.max_inflight = jc->slots, .keys = keys, .nkeys = jc->keys,
+		};
+		int rc;
+
+		if (keys == NULL)
+			return -ENOMEM;
+		for (uint32_t k = 0; k < jc->keys; k++)
+			keys[k] = (struct sg_dp_key){.id = k,
+						     .nelem = (uint32_t)(jc->partition_bytes / es)};
+		rc = sg_dp_engine_add_job(eng, &jconf);
+		free(keys);
+		if (rc < 0) {
+			sg_dp_seterr(err, errlen, "[job %u]: the engine refused it: %s (check workers, "
+			       "partition_bytes and chunk_bytes against docs/protocol.md)", jc->id,
+			       strerror(-rc));
+			return rc;
+		}
+	}
+	return 0;
 }
 
 static int reducer_setup(struct sg_dp_pipeline *p, struct sg_dp_lcore *lc, char *err,
@@ -171,34 +209,7 @@ static int reducer_setup(struct sg_dp_pipeline *p, struct sg_dp_lcore *lc, char 
 		       lc->lcore_id, strerror(errno), ec.pool_bufs, ec.max_payload);
 		return -errno;
 	}
-	for (unsigned int j = 0; j < c->n_jobs; j++) {
-		const struct sg_dp_job_cfg *jc = &c->jobs[j];
-		size_t es = sg_dtype_size(jc->dtype);
-		struct sg_dp_key *keys = calloc(jc->keys, sizeof(*keys));
-		struct sg_dp_job_conf jconf = {
-			.id = jc->id, .nworkers = jc->workers, .token = jc->token,
-			.dtype = jc->dtype, .mode = jc->mode,
-			.partition_bytes = jc->partition_bytes,
-			.chunk_bytes = sg_dp_job_chunk_bytes(c, jc),
-			.max_inflight = jc->slots, .keys = keys, .nkeys = jc->keys,
-		};
-		int rc;
-
-		if (keys == NULL)
-			return -ENOMEM;
-		for (uint32_t k = 0; k < jc->keys; k++)
-			keys[k] = (struct sg_dp_key){.id = k,
-						     .nelem = (uint32_t)(jc->partition_bytes / es)};
-		rc = sg_dp_engine_add_job(lc->eng, &jconf);
-		free(keys);
-		if (rc < 0) {
-			sg_dp_seterr(err, errlen, "[job %u]: the engine refused it: %s (check workers, "
-			       "partition_bytes and chunk_bytes against docs/protocol.md)", jc->id,
-			       strerror(-rc));
-			return rc;
-		}
-	}
-	return 0;
+	return sg_dp_engine_add_config_jobs(lc->eng, c, err, errlen);
 }
 
 struct sg_dp_pipeline *sg_dp_pipeline_create(const struct sg_dp_config *c, char *err,
@@ -206,6 +217,7 @@ struct sg_dp_pipeline *sg_dp_pipeline_create(const struct sg_dp_config *c, char 
 {
 	struct sg_dp_pipeline *p;
 	unsigned int nwarn = 0;
+	char name[32];
 	int rc;
 
 	p = rte_zmalloc("sg_dp_pipeline", sizeof(*p), RTE_CACHE_LINE_SIZE);
@@ -254,11 +266,21 @@ struct sg_dp_pipeline *sg_dp_pipeline_create(const struct sg_dp_config *c, char 
 		lc->st.role = a->role;
 		lc->st.socket = lc->socket;
 		lc->st.idle = c->sleep_lcores[a->lcore] ? SG_DP_IDLE_SLEEP : c->idle;
+		snprintf(name, sizeof(name), "sg_ctl%u", a->lcore);
+		lc->chan = sg_ctl_chan_create(name, 16);
+		if (lc->chan == NULL) {
+			rc = -errno;
+			sg_dp_seterr(err, errlen, "lcore %u: control channel: %s", a->lcore,
+				     strerror(errno));
+			goto fail;
+		}
 		if (a->role & SG_DP_ROLE_IO)
 			p->port_used[a->port] = true;
 		if (a->role & SG_DP_ROLE_REDUCE)
 			p->red[p->n_red++] = lc;
 	}
+	for (unsigned int b = 0; b < SG_DP_BUCKETS; b++)
+		p->keymap[b] = (uint16_t)(b % RTE_MAX(p->n_red, 1u));
 	for (unsigned int i = 0; i < p->n_red; i++) {
 		rc = reducer_setup(p, p->red[i], err, errlen);
 		if (rc < 0)
@@ -339,6 +361,7 @@ void sg_dp_pipeline_destroy(struct sg_dp_pipeline *p)
 			p->tr->release(items, n);
 		rte_ring_free(lc->ring);
 		sg_dp_engine_destroy(lc->eng);
+		sg_ctl_chan_destroy(lc->chan);
 	}
 	p->tr->teardown(p);
 	rte_free(p->lc);

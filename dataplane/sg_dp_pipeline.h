@@ -108,11 +108,20 @@ struct sg_dp_config {
 	/* jobs */
 	unsigned int n_jobs;
 	struct sg_dp_job_cfg jobs[SG_DP_MAX_JOBS];
+	/* control plane and transport ([control], [transport], [verbs]; docs/sigmad.md) */
+	bool control;          /**< the file has a [control] section: run the control agent */
+	unsigned int transport; /**< enum sg_dp_transport_kind */
 	/* run control */
 	char config_path[256]; /**< empty: embedded default */
 	double duration_s;     /**< 0: until a signal */
 	bool demo;
 	unsigned int demo_workers;
+};
+
+/** How sigmad moves bytes: `[transport] type`. */
+enum sg_dp_transport_kind {
+	SG_DP_TRANSPORT_DPDK = 0,  /**< DPDK ethdev ports (the default) */
+	SG_DP_TRANSPORT_VERBS = 1, /**< rdma-core verbs (-Dverbs=enabled; docs/verbs.md) */
 };
 
 /** The embedded default configuration (INI text). */
@@ -149,6 +158,10 @@ const char *sg_dp_role_name(enum sg_dp_role r);
 
 /** Payload bytes per chunk of job @p j: its chunk_bytes, or the largest that fits the MTU. */
 uint32_t sg_dp_job_chunk_bytes(const struct sg_dp_config *c, const struct sg_dp_job_cfg *j);
+
+/** Add every `[job N]` of @p c to @p eng (the reducers' set-up, and the verbs transport's). */
+int sg_dp_engine_add_config_jobs(struct sg_dp_engine *eng, const struct sg_dp_config *c, char *err,
+				  size_t errlen);
 
 /** Print `sigmad --help`. */
 void sg_dp_usage(FILE *f, const char *prog);
@@ -215,6 +228,7 @@ enum sg_dp_ndrop {
 	SG_DP_ND_NO_MBUF,    /**< mempool empty when replying */
 	SG_DP_ND_PEER_TABLE, /**< reply address table full */
 	SG_DP_ND_NO_PEER,    /**< reply to an address never seen */
+	SG_DP_ND_DRAINING,   /**< a push or PULL of a round that began after drain */
 	SG_DP_ND_COUNT
 };
 
@@ -456,6 +470,12 @@ struct sg_dp_loop_conf {
 	unsigned int garbage;   /**< malformed frames to send first (counted drops) */
 	bool arp;               /**< send an ARP request first */
 	unsigned int gen_sleep_us; /**< generator's idle sleep (0: it busy-polls) */
+	/** Called once the lcores run, before the generator starts (for example to start
+	 *  the control agent); a negative return ends the run with that error. */
+	int (*on_start)(struct sg_dp_pipeline *p, void *arg);
+	/** Called once the generator is done, while the lcores still run. */
+	void (*on_stop)(struct sg_dp_pipeline *p, void *arg);
+	void *hook_arg;
 };
 
 /** Outcome of a loopback run. */
@@ -500,6 +520,58 @@ struct sg_dp_memif_conf {
 int sg_dp_memif_run(const struct sg_dp_config *c, const struct sg_dp_loop_conf *lc,
 		    const struct sg_dp_memif_conf *mc, struct sg_dp_loop_result *res, char *err,
 		    size_t errlen);
+
+/*
+ * Control agent: sigmad's side of the control plane (control/sg_ctl.h). It
+ * runs the JSON-RPC server on its own thread and implements struct
+ * sg_ctl_agent_ops over the pipeline. It reaches lcores only through their
+ * sg_ctl_chan rings, which each lcore polls every SG_DP_CTL_POLL_EVERY loop
+ * iterations; it never touches an engine itself.
+ */
+
+struct sg_ctl_server_config;
+struct sg_ctl_config_store;
+struct rte_cfgfile;
+struct sg_dp_agent;
+struct sg_ctl_server;
+
+/** What the agent needs beyond the server's own settings. */
+struct sg_dp_agent_conf {
+	char name[64];         /**< node name (heartbeats, node_info) [hostname] */
+	unsigned int kind;     /**< enum sg_ctl_node_kind [cpu] */
+	double gbps;           /**< bandwidth announced in heartbeats [the ports' speed, or 100] */
+	char coordinator[128]; /**< "host:port" or "unix:path" of a coordinator; "" = none */
+	unsigned int heartbeat_ms; /**< period of node_heartbeat [1000] */
+};
+
+/**
+ * Read sigmad's `[control]` section of @p cf: the agent's keys (`name`,
+ * `kind`, `gbps`, `coordinator`, `heartbeat_ms`) into @p ac, every other key
+ * through sg_ctl_config_load() into @p sc / @p store.
+ * @return 0, or -EINVAL with the key and the fix in @p err.
+ */
+int sg_dp_agent_conf_load(struct rte_cfgfile *cf, struct sg_dp_agent_conf *ac,
+			  struct sg_ctl_server_config *sc, struct sg_ctl_config_store *store,
+			  char *err, size_t errlen);
+
+/**
+ * Start the control server over running pipeline @p p (its lcores poll their
+ * channels) with server settings @p sc (ops are filled in here) and @p ac.
+ * Jobs of the pipeline's config are listed as jobs; more can be created.
+ * @return the agent, or NULL with errno set and @p err filled.
+ */
+struct sg_dp_agent *sg_dp_agent_start(struct sg_dp_pipeline *p,
+				      const struct sg_ctl_server_config *sc,
+				      const struct sg_dp_agent_conf *ac, char *err, size_t errlen);
+
+/** Stop the heartbeats and the server (before the pipeline stops). NULL is fine. */
+void sg_dp_agent_stop(struct sg_dp_agent *a);
+
+/** The control server of @p a (for its ports and counters). */
+struct sg_ctl_server *sg_dp_agent_server(struct sg_dp_agent *a);
+
+/** Heartbeats sent and refused so far. */
+void sg_dp_agent_heartbeats(const struct sg_dp_agent *a, uint64_t *sent, uint64_t *failed);
 
 #ifdef __cplusplus
 }

@@ -18,22 +18,8 @@ cleanup() {
 }
 trap cleanup EXIT
 
-ok() { checks=$((checks + 1)); }
-fail() { checks=$((checks + 1)); fails=$((fails + 1)); echo "FAIL: $*"; }
-# expect NAME WANT_RC NEEDLE -- command...
-expect() {
-	local name=$1 want=$2 needle=$3 rc
-	shift 4
-	timeout 60 "$@" >"$TMP/out" 2>&1
-	rc=$?
-	if [ "$rc" != "$want" ]; then
-		fail "$name: exit $rc, expected $want"; sed 's/^/  | /' "$TMP/out" | tail -20
-	elif ! grep -qF -- "$needle" "$TMP/out"; then
-		fail "$name: output lacks '$needle'"; sed 's/^/  | /' "$TMP/out" | tail -20
-	else
-		ok
-	fi
-}
+# shellcheck source=expect_lib.sh
+. "$(dirname "$0")/expect_lib.sh"
 
 EAL=(--no-huge --no-shconf --no-pci -m 256 --log-level=lib.eal:error)
 pfx() { echo "--file-prefix=sg_dp_sigmad_$$_$1"; }

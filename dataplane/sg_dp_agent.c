@@ -1,0 +1,1015 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * sigmad's control agent: the JSON-RPC server of control/ (sg_ctl.h) with
+ * struct sg_ctl_agent_ops implemented over the running pipeline, and the
+ * optional node_heartbeat sender.
+ *
+ * Threading: every ops callback runs on the server's thread. Engines belong
+ * to their reducer lcores, so jobs are added and removed, and engine counters
+ * read, by messages on each lcore's sg_ctl_chan; the lcore answers between
+ * bursts (sg_dp_lcore_ctl). Per-lcore counters are read the way telemetry
+ * reads them (plain loads of lcore-owned integers).
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <rte_cfgfile.h>
+#include <rte_cycles.h>
+#include <rte_ethdev.h>
+#include <rte_hash.h>
+#include <rte_jhash.h>
+#include <rte_lcore.h>
+
+#include "sg_ctl.h"
+#include "sg_dp_internal.h"
+#include "sg_dp_pipeline.h"
+
+/* How long the control thread waits for an lcore's answer. */
+#define AGENT_CHAN_TIMEOUT_US 2000000
+#define AGENT_MAX_JOBS SG_DP_MAX_JOBS
+#define AGENT_MAX_KEYS (1u << 20)
+
+struct agent_job {
+	bool used;
+	uint32_t id;
+	uint32_t workers;
+	enum sg_dtype dtype;
+	enum sg_ctl_job_mode mode;
+	uint32_t partition_bytes;
+	uint32_t n_tensors;
+	uint32_t n_keys;
+	uint32_t chunk_bytes;
+	uint32_t *nelem; /* elements of each key (for the chunks a key move tracks) */
+};
+
+struct sg_dp_agent {
+	struct sg_dp_pipeline *p;
+	struct sg_dp_agent_conf ac;
+	struct sg_ctl_server *srv;
+	struct agent_job jobs[AGENT_MAX_JOBS];
+	uint32_t next_id;
+	bool draining;
+	/* staging handed to lcores: a timed-out lcore may read it late, so it lives here */
+	struct sg_dp_stats stage_stats[SG_DP_MAX_LAYOUT];
+	struct sg_dp_job_conf stage_job;
+	struct sg_dp_key *stage_keys;
+	/* rates of lcores_get: counters at the previous call */
+	uint64_t prev_tsc;
+	struct sg_dp_lcore_stats prev[SG_DP_MAX_LAYOUT];
+	/* key moves: the move object each reducer runs, and who ever owned each bucket */
+	struct sg_dp_move *mv[SG_DP_MAX_LAYOUT];
+	uint64_t ever[SG_DP_BUCKETS];
+	unsigned int n_moves;
+	/* heartbeats */
+	const uint8_t *secret;
+	size_t secret_len;
+	pthread_t hb_thread;
+	bool hb_running;
+	volatile bool hb_stop;
+	uint64_t hb_sent, hb_failed;
+};
+
+/* ---- lcore side --------------------------------------------------------- */
+
+static inline uint32_t be32_at(const uint8_t *pl, unsigned int off)
+{
+	uint32_t v;
+
+	memcpy(&v, pl + off, sizeof(v));
+	return rte_be_to_cpu_32(v);
+}
+
+int sg_dp_move_route(struct sg_dp_lcore *lc, const uint8_t *pl, uint32_t len)
+{
+	struct sg_dp_move *mv = lc->mv;
+	struct sg_dp_move_key k;
+	struct sg_dp_move_chunk *c;
+	uint32_t b, round;
+	void *data;
+
+	if (len < SG_DP_HDR_LEN)
+		return -1;
+	k.job = be32_at(pl, 8);
+	k.key = be32_at(pl, 24);
+	b = sg_dp_bucket_of(k.job, k.key);
+	if (mv->phase[b] == 0)
+		return -1;
+	if (mv->phase[b] == 2) {
+		mv->forwarded += mv->to[b] != SG_DP_MOVE_DROP;
+		return mv->to[b];
+	}
+	if (pl[5] != SG_DP_T_PUSH && pl[5] != SG_DP_T_PULL)
+		return -1;
+	k.chunk = be32_at(pl, 28);
+	round = be32_at(pl, 36);
+	if (rte_hash_lookup_data(mv->chunks, &k, &data) < 0)
+		return -1; /* not a chunk of a known job: the engine here counts the drop */
+	c = &mv->ch[(uintptr_t)data];
+	if (c->state == 0) {
+		/* this reducer's round is p-1, p or p+1: p+1 is the last one it sums */
+		c->sw = round + 2;
+		c->state = 1;
+		mv->n_seen++;
+		return -1;
+	}
+	if ((int32_t)(round - c->sw) < 0)
+		return -1;
+	if (c->state == 1 && round != c->sw) {
+		/* a push of sw+1: the new owner finished sw, so nobody needs older results */
+		c->state = 2;
+		mv->n_done++;
+	}
+	mv->forwarded += mv->to[b] != SG_DP_MOVE_DROP;
+	return mv->to[b];
+}
+
+/* Flip the keymap for this reducer's moving buckets once every chunk crossed. */
+static void move_check(struct sg_dp_lcore *lc)
+{
+	struct sg_dp_move *mv = lc->mv;
+	uint64_t now = sg_dp_now_ns(lc->p, rte_rdtsc());
+	unsigned int nb = 0;
+
+	if (mv->n_done < mv->n_chunks && now < mv->hard_ns &&
+	    !(now >= mv->idle_ns && mv->n_seen == mv->n_done))
+		return;
+	for (unsigned int b = 0; b < SG_DP_BUCKETS; b++)
+		if (mv->phase[b] == 1) {
+			__atomic_store_n(&lc->p->keymap[b], mv->to[b], __ATOMIC_RELEASE);
+			mv->phase[b] = 2;
+			nb++;
+		}
+	__atomic_store_n(&mv->committed, true, __ATOMIC_RELEASE);
+	SG_DP_LOG(INFO, "reducer lcore %u: %u bucket(s) moved: %u of %u chunks crossed a round "
+		  "boundary, %u idle%s\n", lc->lcore_id, nb, mv->n_done, mv->n_chunks,
+		  mv->n_chunks - mv->n_seen, mv->n_seen != mv->n_done ?
+		  " (some rounds were stuck longer than 4 slot timeouts)" : "");
+}
+
+unsigned int sg_dp_lcore_ctl_tick(struct sg_dp_lcore *lc)
+{
+	unsigned int n = sg_ctl_chan_poll(lc->chan, sg_dp_lcore_ctl, lc, 4);
+
+	if (lc->mv != NULL && !lc->mv->committed && !lc->mv->drain)
+		move_check(lc);
+	return n;
+}
+
+int sg_dp_lcore_ctl(void *arg, struct sg_ctl_msg *m)
+{
+	struct sg_dp_lcore *lc = arg;
+
+	switch (m->type) {
+	case SG_CTL_MSG_NOP:
+		return 0;
+	case SG_CTL_MSG_IDLE_POLICY:
+		lc->st.idle = m->arg[0] == SG_CTL_IDLE_SLEEP ? SG_DP_IDLE_SLEEP : SG_DP_IDLE_BUSY;
+		return 0;
+	case SG_CTL_MSG_STATS:
+		if (lc->eng == NULL)
+			return -ENOENT;
+		sg_dp_engine_stats(lc->eng, (struct sg_dp_stats *)(uintptr_t)m->arg[0]);
+		return 0;
+	case SG_DP_MSG_JOB_ADD:
+		if (lc->eng == NULL)
+			return 0;
+		/* the engine allocates the job's tables here: once per job, off the data path */
+		return sg_dp_engine_add_job(lc->eng,
+					    (const struct sg_dp_job_conf *)(uintptr_t)m->arg[0]);
+	case SG_DP_MSG_JOB_REMOVE:
+		return lc->eng ? sg_dp_engine_remove_job(lc->eng, (uint32_t)m->arg[0]) : 0;
+	case SG_DP_MSG_MOVE_SET:
+		if (lc->eng == NULL)
+			return -EINVAL;
+		lc->mv = (struct sg_dp_move *)(uintptr_t)m->arg[0];
+		return 0;
+	default:
+		return -ENOTSUP;
+	}
+}
+
+/* Send one message to lcore @p i of the layout; @return the lcore's answer or -errno. */
+static int lcore_call(struct sg_dp_agent *a, unsigned int i, uint32_t type, uint64_t arg0)
+{
+	struct sg_ctl_msg rq = {.type = type, .arg = {arg0}}, rs;
+	int rc = sg_ctl_chan_call(a->p->lc[i].chan, &rq, &rs, AGENT_CHAN_TIMEOUT_US);
+
+	return rc < 0 ? rc : rs.result;
+}
+
+/* Engine counters summed over every reducer, fetched by the reducers themselves. */
+static int engine_stats(struct sg_dp_agent *a, struct sg_dp_stats *sum)
+{
+	struct sg_dp_pipeline *p = a->p;
+
+	memset(sum, 0, sizeof(*sum));
+	for (unsigned int i = 0; i < p->n_lc; i++) {
+		uint64_t *d = (uint64_t *)sum;
+		const uint64_t *s = (const uint64_t *)&a->stage_stats[i];
+		int rc;
+
+		if (p->lc[i].eng == NULL)
+			continue;
+		rc = lcore_call(a, i, SG_CTL_MSG_STATS, (uint64_t)(uintptr_t)&a->stage_stats[i]);
+		if (rc < 0)
+			return rc;
+		for (size_t k = 0; k < sizeof(*sum) / sizeof(uint64_t); k++)
+			d[k] += s[k];
+	}
+	return 0;
+}
+
+/* ---- ops ---------------------------------------------------------------- */
+
+static int op_node_info(void *arg, struct sg_ctl_node_info *out)
+{
+	struct sg_dp_agent *a = arg;
+	struct sg_dp_pipeline *p = a->p;
+	unsigned int lcore;
+	bool node_seen[RTE_MAX_NUMA_NODES] = {false};
+
+	memset(out, 0, sizeof(*out));
+	snprintf(out->name, sizeof(out->name), "%s", a->ac.name);
+	RTE_LCORE_FOREACH(lcore) {
+		unsigned int s = rte_lcore_to_socket_id(lcore);
+
+		out->n_cores++;
+		if (s < RTE_MAX_NUMA_NODES && !node_seen[s]) {
+			node_seen[s] = true;
+			out->n_numa++;
+		}
+	}
+	for (uint16_t port = 0; port < SG_DP_MAX_PORTS && out->n_ports < SG_CTL_MAX_PORTS; port++) {
+		struct sg_ctl_port_info *pi = &out->ports[out->n_ports];
+		struct rte_eth_link link;
+
+		if (!p->port_used[port] || !rte_eth_dev_is_valid_port(port))
+			continue;
+		if (rte_eth_dev_get_name_by_port(port, pi->name) != 0)
+			snprintf(pi->name, sizeof(pi->name), "port%u", port);
+		pi->name[sizeof(pi->name) - 1] = '\0';
+		if (rte_eth_link_get_nowait(port, &link) == 0 &&
+		    link.link_speed != RTE_ETH_SPEED_NUM_UNKNOWN)
+			pi->speed_mbps = link.link_speed;
+		pi->numa = rte_eth_dev_socket_id(port);
+		out->n_ports++;
+	}
+	for (unsigned int r = 0; r < p->n_red && r < SG_CTL_MAX_LCORES; r++)
+		out->reducer_lcores[out->n_reducers++] = p->red[r]->lcore_id;
+	out->draining = a->draining;
+	return 0;
+}
+
+static struct agent_job *job_find(struct sg_dp_agent *a, uint32_t id)
+{
+	for (unsigned int i = 0; i < AGENT_MAX_JOBS; i++)
+		if (a->jobs[i].used && a->jobs[i].id == id)
+			return &a->jobs[i];
+	return NULL;
+}
+
+static struct agent_job *job_slot(struct sg_dp_agent *a)
+{
+	for (unsigned int i = 0; i < AGENT_MAX_JOBS; i++)
+		if (!a->jobs[i].used)
+			return &a->jobs[i];
+	return NULL;
+}
+
+/* The engines' largest payload: what reducer set-up gave them (sg_dp_pipeline.c). */
+static uint32_t engine_max_payload(const struct sg_dp_config *c)
+{
+	uint32_t m = 0;
+
+	for (unsigned int j = 0; j < c->n_jobs; j++)
+		m = RTE_MAX(m, sg_dp_job_chunk_bytes(c, &c->jobs[j]));
+	return m ? m : SG_DP_PAYLOAD_MTU1500;
+}
+
+/* Remove job @p id from every reducer (also undoes a half-done create). */
+static void job_remove_all(struct sg_dp_agent *a, uint32_t id)
+{
+	for (unsigned int i = 0; i < a->p->n_lc; i++)
+		if (a->p->lc[i].eng != NULL)
+			lcore_call(a, i, SG_DP_MSG_JOB_REMOVE, id);
+}
+
+/* Chunks of uncommitted key moves that have not crossed their round boundary yet. */
+static unsigned int moves_pending(const struct sg_dp_agent *a)
+{
+	unsigned int n = 0;
+
+	for (unsigned int r = 0; r < a->p->n_red; r++) {
+		const struct sg_dp_move *mv = a->mv[r];
+
+		if (mv != NULL && !mv->drain && !__atomic_load_n(&mv->committed, __ATOMIC_ACQUIRE))
+			n += mv->n_chunks - mv->n_done + 1;
+	}
+	return n;
+}
+
+static bool refuse_during_move(const struct sg_dp_agent *a, char *reason)
+{
+	unsigned int n = moves_pending(a);
+
+	if (n == 0)
+		return false;
+	snprintf(reason, SG_CTL_REASON_MAX, "a key move is in progress (%u chunk(s) before their "
+		 "round boundary): retry when layout shows the new keymap", n);
+	return true;
+}
+
+static int op_job_create(void *arg, struct sg_ctl_job *job, char *reason)
+{
+	struct sg_dp_agent *a = arg;
+	const struct sg_dp_config *c = &a->p->cfg;
+	size_t es = sg_dtype_size(job->dtype);
+	struct agent_job *aj;
+	struct sg_dp_job_cfg jc = {.chunk_bytes = 0};
+	uint64_t n_keys = 0, token = 0;
+	uint32_t k = 0, pelems;
+	int rc = 0;
+
+	if (a->draining) {
+		snprintf(reason, SG_CTL_REASON_MAX, "the node is draining: no new jobs");
+		return -EBUSY;
+	}
+	if (refuse_during_move(a, reason))
+		return -EBUSY;
+	if (job->mode != SG_CTL_MODE_SYNC && job->mode != SG_CTL_MODE_ASYNC) {
+		snprintf(reason, SG_CTL_REASON_MAX, "unknown mode");
+		return -EINVAL;
+	}
+	if (es == 0 || job->partition_bytes < es || job->n_workers == 0 ||
+	    job->n_workers > SG_DP_MAX_WORKERS) {
+		snprintf(reason, SG_CTL_REASON_MAX, "need 1..%d workers and a partition of at least "
+			 "one element", SG_DP_MAX_WORKERS);
+		return -EINVAL;
+	}
+	pelems = job->partition_bytes / (uint32_t)es;
+	for (uint32_t t = 0; t < job->n_tensors; t++)
+		n_keys += (job->tensors[t].elems + pelems - 1) / pelems;
+	if (n_keys == 0 || n_keys > AGENT_MAX_KEYS) {
+		snprintf(reason, SG_CTL_REASON_MAX, "%" PRIu64 " partitions: need 1..%u (raise "
+			 "partition_bytes)", n_keys, AGENT_MAX_KEYS);
+		return -EINVAL;
+	}
+	aj = job_slot(a);
+	if (aj == NULL) {
+		snprintf(reason, SG_CTL_REASON_MAX, "%d jobs already: destroy one first",
+			 AGENT_MAX_JOBS);
+		return -ENOSPC;
+	}
+	free(a->stage_keys);
+	a->stage_keys = calloc(n_keys, sizeof(*a->stage_keys));
+	if (a->stage_keys == NULL)
+		return -ENOMEM;
+	/* keys: the partitions of tensor 0, then of tensor 1, ... numbered from 0 */
+	for (uint32_t t = 0; t < job->n_tensors; t++)
+		for (uint64_t off = 0; off < job->tensors[t].elems; off += pelems, k++)
+			a->stage_keys[k] = (struct sg_dp_key){
+				.id = k,
+				.nelem = (uint32_t)RTE_MIN((uint64_t)pelems, job->tensors[t].elems - off)};
+	/* the wire token is 64 bits: the first 16 hex digits of the job's token */
+	for (int i = 0; i < 16; i++) {
+		char ch = job->token[i];
+
+		token = token << 4 | (uint64_t)(ch <= '9' ? ch - '0' : (ch | 0x20) - 'a' + 10);
+	}
+	jc.dtype = job->dtype;
+	a->stage_job = (struct sg_dp_job_conf){
+		.id = a->next_id, .nworkers = job->n_workers, .token = token, .dtype = job->dtype,
+		.mode = job->mode == SG_CTL_MODE_ASYNC ? SG_DP_MODE_ASYNC : SG_DP_MODE_SYNC,
+		.partition_bytes = job->partition_bytes,
+		.chunk_bytes = RTE_MIN(sg_dp_job_chunk_bytes(c, &jc), engine_max_payload(c)),
+		.keys = a->stage_keys, .nkeys = (uint32_t)n_keys,
+	};
+	for (unsigned int i = 0; i < a->p->n_lc && rc == 0; i++)
+		if (a->p->lc[i].eng != NULL)
+			rc = lcore_call(a, i, SG_DP_MSG_JOB_ADD, (uint64_t)(uintptr_t)&a->stage_job);
+	if (rc < 0) {
+		/* a reducer that did not answer may still read the keys later: let them leak */
+		if (rc == -ETIMEDOUT)
+			a->stage_keys = NULL;
+		job_remove_all(a, a->next_id);
+		snprintf(reason, SG_CTL_REASON_MAX, "a reducer refused the job: %s", strerror(-rc));
+		return rc;
+	}
+	*aj = (struct agent_job){.used = true, .id = a->next_id, .workers = job->n_workers,
+				 .dtype = job->dtype, .mode = job->mode,
+				 .partition_bytes = job->partition_bytes,
+				 .n_tensors = job->n_tensors, .n_keys = (uint32_t)n_keys,
+				 .chunk_bytes = a->stage_job.chunk_bytes,
+				 .nelem = calloc(n_keys, sizeof(uint32_t))};
+	for (k = 0; aj->nelem && k < n_keys; k++)
+		aj->nelem[k] = a->stage_keys[k].nelem;
+	job->id = a->next_id++;
+	SG_DP_LOG(INFO, "job %u created by the control plane: %u workers, %s, %" PRIu64
+		  " partitions\n", job->id, job->n_workers, sg_dtype_name(job->dtype), n_keys);
+	return 0;
+}
+
+static int op_job_list(void *arg, struct sg_ctl_job *out, unsigned int cap)
+{
+	struct sg_dp_agent *a = arg;
+	struct sg_dp_stats es;
+	unsigned int n = 0, used = 0;
+	int rc = engine_stats(a, &es);
+
+	if (rc < 0)
+		return rc;
+	for (unsigned int i = 0; i < AGENT_MAX_JOBS; i++)
+		used += a->jobs[i].used;
+	for (unsigned int i = 0; i < AGENT_MAX_JOBS && n < cap; i++) {
+		const struct agent_job *j = &a->jobs[i];
+
+		if (!j->used)
+			continue;
+		out[n] = (struct sg_ctl_job){.id = j->id, .n_workers = j->workers, .dtype = j->dtype,
+					     .mode = j->mode, .partition_bytes = j->partition_bytes,
+					     .n_tensors = j->n_tensors};
+		/* the engine counts per engine, not per job: exact only for a single job */
+		if (used == 1) {
+			out[n].rounds_completed = es.rounds_completed;
+			out[n].retransmits = es.retransmits_served;
+			out[n].incomplete = es.incomplete_slots;
+		}
+		n++;
+	}
+	return (int)n;
+}
+
+static int op_job_destroy(void *arg, uint32_t id)
+{
+	struct sg_dp_agent *a = arg;
+	struct agent_job *j = job_find(a, id);
+	char reason[SG_CTL_REASON_MAX];
+
+	if (j == NULL)
+		return -ENOENT;
+	/* a move waits for the job's chunks to cross a round boundary */
+	if (refuse_during_move(a, reason)) {
+		SG_DP_LOG(WARNING, "job %u not destroyed: %s\n", id, reason);
+		return -EBUSY;
+	}
+	job_remove_all(a, id);
+	free(j->nelem);
+	j->nelem = NULL;
+	j->used = false;
+	SG_DP_LOG(INFO, "job %u destroyed by the control plane\n", id);
+	return 0;
+}
+
+static enum sg_ctl_role ctl_role(enum sg_dp_role r)
+{
+	return r == SG_DP_ROLE_IO ? SG_CTL_ROLE_IO :
+	       r == SG_DP_ROLE_REDUCE ? SG_CTL_ROLE_REDUCER : SG_CTL_ROLE_RTC;
+}
+
+static int op_lcores(void *arg, struct sg_ctl_lcore_stats *out, unsigned int cap)
+{
+	struct sg_dp_agent *a = arg;
+	struct sg_dp_pipeline *p = a->p;
+	uint64_t now = rte_rdtsc();
+	double dt = a->prev_tsc ? (double)(now - a->prev_tsc) / (double)rte_get_tsc_hz() : 0;
+	unsigned int n = 0;
+
+	for (unsigned int i = 0; i < p->n_lc && n < cap; i++) {
+		struct sg_dp_lcore_stats st, *pv = &a->prev[i];
+		struct sg_ctl_lcore_stats *o = &out[n++];
+		uint64_t busy, tot;
+
+		sg_dp_pipeline_lcore_stats(p, i, &st);
+		*o = (struct sg_ctl_lcore_stats){
+			.lcore = st.lcore, .role = ctl_role(st.role), .numa = st.socket,
+			.idle = st.idle == SG_DP_IDLE_SLEEP ? SG_CTL_IDLE_SLEEP : SG_CTL_IDLE_POLL,
+			.busy_cycles = st.busy_cycles, .idle_cycles = st.idle_cycles,
+			.packets = st.rx_pkts + st.handoff_pkts, .bytes_summed = st.bytes_summed};
+		for (int k = 0; k < SG_DP_ND_COUNT; k++)
+			o->drops += st.drops[k];
+		/* rates over the interval since the previous call, busy% like telemetry */
+		busy = st.busy_cycles - (dt > 0 ? pv->busy_cycles : 0);
+		tot = busy + st.idle_cycles - (dt > 0 ? pv->idle_cycles : 0);
+		o->busy_pct = tot ? 100.0 * (double)busy / (double)tot : 0;
+		if (dt > 0) {
+			o->mpps = (double)(st.rx_pkts - pv->rx_pkts) / dt / 1e6;
+			o->gbps_summed = (double)(st.bytes_summed - pv->bytes_summed) * 8 / dt / 1e9;
+		}
+		*pv = st;
+	}
+	a->prev_tsc = now;
+	return (int)n;
+}
+
+_Static_assert(SG_DP_BUCKETS == SG_CTL_KEYMAP_BUCKETS, "one bucket space");
+
+static void keymap_now(const struct sg_dp_pipeline *p, uint16_t *keymap)
+{
+	for (unsigned int b = 0; b < SG_DP_BUCKETS; b++)
+		keymap[b] = __atomic_load_n(&p->keymap[b], __ATOMIC_ACQUIRE);
+}
+
+static void move_free(struct sg_dp_move *mv)
+{
+	if (mv == NULL)
+		return;
+	rte_hash_free(mv->chunks);
+	free(mv->ch);
+	free(mv);
+}
+
+/* Add the chunks of every job's keys in @p mv's moving buckets to its table. */
+static int move_fill(struct sg_dp_agent *a, struct sg_dp_move *mv, bool count_only)
+{
+	uint32_t n = 0;
+
+	for (unsigned int i = 0; i < AGENT_MAX_JOBS; i++) {
+		const struct agent_job *j = &a->jobs[i];
+		size_t es = sg_dtype_size(j->dtype);
+
+		if (!j->used || j->nelem == NULL)
+			continue;
+		for (uint32_t k = 0; k < j->n_keys; k++) {
+			uint32_t nch;
+
+			if (mv->phase[sg_dp_bucket_of(j->id, k)] != 1)
+				continue;
+			nch = (uint32_t)(((uint64_t)j->nelem[k] * es + j->chunk_bytes - 1) /
+					 j->chunk_bytes);
+			for (uint32_t c = 0; c < nch; c++, n++) {
+				struct sg_dp_move_key key = {.job = j->id, .key = k, .chunk = c};
+
+				if (!count_only &&
+				    rte_hash_add_key_data(mv->chunks, &key, (void *)(uintptr_t)n) < 0)
+					return -ENOSPC;
+			}
+		}
+	}
+	mv->n_chunks = n;
+	return 0;
+}
+
+/* A move of the buckets that leave reducer @p r for @p want, or NULL if none leaves. */
+static struct sg_dp_move *move_build(struct sg_dp_agent *a, unsigned int r, const uint16_t *want,
+				     bool drain, int *rc)
+{
+	struct sg_dp_pipeline *p = a->p;
+	struct sg_dp_move *old = a->mv[r], *mv;
+	struct rte_hash_parameters hp = {.key_len = sizeof(struct sg_dp_move_key),
+					 .hash_func = rte_jhash, .socket_id = p->red[r]->socket};
+	uint64_t now = sg_dp_now_ns(p, rte_rdtsc()), slot = (uint64_t)p->cfg.timeout_ms * 1000000;
+	char name[RTE_HASH_NAMESIZE];
+	bool any = false;
+
+	*rc = 0;
+	for (unsigned int b = 0; b < SG_DP_BUCKETS; b++)
+		any |= p->keymap[b] == r && (drain || want[b] != r);
+	if (!any)
+		return NULL;
+	mv = calloc(1, sizeof(*mv));
+	if (mv == NULL)
+		goto nomem;
+	for (unsigned int b = 0; b < SG_DP_BUCKETS; b++) {
+		if (p->keymap[b] == r && (drain || want[b] != r)) {
+			mv->phase[b] = 1;
+			mv->to[b] = drain ? SG_DP_MOVE_DROP : want[b];
+		} else if (old != NULL && old->phase[b] == 2) {
+			/* keep forwarding stragglers of an earlier move */
+			mv->phase[b] = 2;
+			mv->to[b] = old->to[b];
+		}
+	}
+	move_fill(a, mv, true);
+	snprintf(name, sizeof(name), "sg_mv%u_%u", a->n_moves++, (unsigned int)getpid());
+	hp.name = name;
+	hp.entries = RTE_MAX(mv->n_chunks, 8u);
+	mv->chunks = rte_hash_create(&hp);
+	mv->ch = calloc(hp.entries, sizeof(*mv->ch));
+	if (mv->chunks == NULL || mv->ch == NULL || move_fill(a, mv, false) < 0)
+		goto nomem;
+	mv->drain = drain;
+	mv->start_ns = now;
+	/* an idle chunk has no round boundary to wait for; a stuck round is already reported
+	 * incomplete by the engine after one slot timeout */
+	mv->idle_ns = now + 2 * slot;
+	mv->hard_ns = now + 4 * slot;
+	return mv;
+nomem:
+	move_free(mv);
+	*rc = -ENOMEM;
+	return NULL;
+}
+
+/* Hand @p mv to reducer @p r; the one it replaces is freed once the lcore let go of it. */
+static int move_install(struct sg_dp_agent *a, unsigned int r, struct sg_dp_move *mv)
+{
+	int rc = lcore_call(a, a->p->red[r]->idx, SG_DP_MSG_MOVE_SET, (uint64_t)(uintptr_t)mv);
+
+	if (rc == -ETIMEDOUT)
+		return rc; /* the lcore may still take either: free neither */
+	if (rc == 0) {
+		move_free(a->mv[r]);
+		a->mv[r] = mv;
+	}
+	return rc;
+}
+
+static int keymap_change(struct sg_dp_agent *a, const uint16_t *want, char *reason)
+{
+	struct sg_dp_pipeline *p = a->p;
+	uint16_t now[SG_DP_BUCKETS];
+	struct sg_dp_move *mv[SG_DP_MAX_LAYOUT] = {NULL};
+	unsigned int moved = 0;
+	int rc = 0;
+
+	keymap_now(p, now);
+	for (unsigned int b = 0; b < SG_DP_BUCKETS; b++) {
+		if (want[b] == now[b])
+			continue;
+		moved++;
+		if (a->ever[b] & (1ull << want[b])) {
+			snprintf(reason, SG_CTL_REASON_MAX, "bucket %u was on reducer %u before and "
+				 "its old rounds are still there: it cannot go back live; restart sigmad", b, want[b]);
+			return -EOPNOTSUPP;
+		}
+	}
+	if (moved == 0)
+		return 0;
+	if (a->draining) {
+		snprintf(reason, SG_CTL_REASON_MAX, "the node is draining: no key moves");
+		return -EBUSY;
+	}
+	if (refuse_during_move(a, reason))
+		return -EBUSY;
+	for (unsigned int i = 0; i < AGENT_MAX_JOBS; i++)
+		if (a->jobs[i].used && a->jobs[i].mode == SG_CTL_MODE_ASYNC) {
+			snprintf(reason, SG_CTL_REASON_MAX, "job %u is async: its stores live in their "
+				 "reducers for the job's lifetime, so no key moves while it exists",
+				 a->jobs[i].id);
+			return -EOPNOTSUPP;
+		}
+	for (unsigned int r = 0; r < p->n_red && rc == 0; r++)
+		mv[r] = move_build(a, r, want, false, &rc);
+	for (unsigned int r = 0; r < p->n_red; r++) {
+		if (mv[r] == NULL)
+			continue;
+		if (rc == 0)
+			rc = move_install(a, r, mv[r]);
+		else
+			move_free(mv[r]);
+	}
+	if (rc < 0) {
+		snprintf(reason, SG_CTL_REASON_MAX, "key move not started on every reducer: %s",
+			 strerror(-rc));
+		return rc;
+	}
+	for (unsigned int b = 0; b < SG_DP_BUCKETS; b++)
+		a->ever[b] |= 1ull << want[b];
+	SG_DP_LOG(INFO, "key move started: %u bucket(s); each chunk changes reducer at its next "
+		  "round boundary\n", moved);
+	return 0;
+}
+
+static int op_layout_get(void *arg, struct sg_ctl_layout *out)
+{
+	struct sg_dp_agent *a = arg;
+	struct sg_dp_pipeline *p = a->p;
+
+	memset(out, 0, sizeof(*out));
+	for (unsigned int i = 0; i < p->n_lc && i < SG_CTL_MAX_LCORES; i++) {
+		const struct sg_dp_lcore *lc = &p->lc[i];
+		bool rx = (lc->role & SG_DP_ROLE_IO) != 0;
+
+		out->lcores[out->n_lcores].lcore = lc->lcore_id;
+		out->lcores[out->n_lcores].role = ctl_role(lc->role);
+		out->lcores[out->n_lcores].numa = lc->socket;
+		out->lcores[out->n_lcores].idle =
+			lc->st.idle == SG_DP_IDLE_SLEEP ? SG_CTL_IDLE_SLEEP : SG_CTL_IDLE_POLL;
+		out->lcores[out->n_lcores].port = rx ? lc->rx_port : -1;
+		out->lcores[out->n_lcores].queue = rx ? lc->rx_queue : -1;
+		out->n_lcores++;
+	}
+	out->n_reducers = p->n_red;
+	keymap_now(p, out->keymap);
+	return 0;
+}
+
+static int lcore_index(const struct sg_dp_pipeline *p, uint32_t lcore)
+{
+	for (unsigned int i = 0; i < p->n_lc; i++)
+		if (p->lc[i].lcore_id == lcore)
+			return (int)i;
+	return -1;
+}
+
+static int op_layout_change(void *arg, const struct sg_ctl_layout_change *chg, char *reason)
+{
+	struct sg_dp_agent *a = arg;
+	struct sg_dp_pipeline *p = a->p;
+
+	if (chg->has_keymap) {
+		for (unsigned int b = 0; b < SG_CTL_KEYMAP_BUCKETS; b++)
+			if (chg->keymap[b] >= RTE_MAX(p->n_red, 1u)) {
+				snprintf(reason, SG_CTL_REASON_MAX, "no reducer %u (there are %u)",
+					 chg->keymap[b], p->n_red);
+				return -EINVAL;
+			}
+	}
+	/* check every lcore before changing any: all or nothing */
+	for (uint32_t i = 0; i < chg->n_idle; i++)
+		if (lcore_index(p, chg->idle[i].lcore) < 0) {
+			snprintf(reason, SG_CTL_REASON_MAX, "lcore %u is not in sigmad's layout",
+				 chg->idle[i].lcore);
+			return -EINVAL;
+		}
+	for (uint32_t i = 0; i < chg->n_idle; i++) {
+		int rc = lcore_call(a, (unsigned int)lcore_index(p, chg->idle[i].lcore),
+				    SG_CTL_MSG_IDLE_POLICY, chg->idle[i].idle);
+
+		if (rc < 0) {
+			snprintf(reason, SG_CTL_REASON_MAX, "lcore %u did not answer: %s",
+				 chg->idle[i].lcore, strerror(-rc));
+			return rc;
+		}
+	}
+	return chg->has_keymap ? keymap_change(a, chg->keymap, reason) : 0;
+}
+
+/*
+ * Drain: each reducer lets every chunk finish the rounds it may have begun
+ * (up to the switch round of a key move, first round seen + 2) and refuses
+ * later ones with the counted drop "draining"; no job is created.
+ */
+static int op_drain(void *arg)
+{
+	struct sg_dp_agent *a = arg;
+	struct sg_dp_pipeline *p = a->p;
+	uint16_t now[SG_DP_BUCKETS];
+	int rc = 0;
+
+	if (a->draining)
+		return 0;
+	if (moves_pending(a)) {
+		SG_DP_LOG(WARNING, "drain refused: a key move is in progress\n");
+		return -EBUSY;
+	}
+	keymap_now(p, now);
+	for (unsigned int r = 0; r < p->n_red && rc == 0; r++) {
+		struct sg_dp_move *mv = move_build(a, r, now, true, &rc);
+
+		if (mv != NULL && (rc = move_install(a, r, mv)) < 0 && rc != -ETIMEDOUT)
+			move_free(mv);
+	}
+	if (rc < 0)
+		return rc;
+	a->draining = true;
+	SG_DP_LOG(NOTICE, "draining: in-flight rounds finish, later rounds and new jobs are "
+		  "refused\n");
+	return 0;
+}
+
+static const struct sg_ctl_agent_ops agent_ops = {
+	.node_info = op_node_info,
+	.job_create = op_job_create,
+	.job_list = op_job_list,
+	.job_destroy = op_job_destroy,
+	.lcores = op_lcores,
+	.layout_get = op_layout_get,
+	.layout_change = op_layout_change,
+	.drain = op_drain,
+};
+
+/* ---- heartbeats --------------------------------------------------------- */
+
+static void *hb_main(void *arg)
+{
+	struct sg_dp_agent *a = arg;
+	struct sg_ctl_client *cli = NULL;
+	char params[256];
+	uint64_t hz = rte_get_tsc_hz(), next = rte_rdtsc();
+
+	snprintf(params, sizeof(params), "{\"name\":\"%s\",\"kind\":\"%s\",\"gbps\":%.3f}",
+		 a->ac.name, sg_ctl_node_kind_name(a->ac.kind), a->ac.gbps);
+	while (!a->hb_stop) {
+		char *emsg = NULL;
+
+		if (rte_rdtsc() < next) {
+			usleep(10000);
+			continue;
+		}
+		next = rte_rdtsc() + hz * a->ac.heartbeat_ms / 1000;
+		if (cli == NULL)
+			cli = sg_ctl_client_connect(a->ac.coordinator, a->secret, a->secret_len, 1000);
+		if (cli != NULL && sg_ctl_client_call(cli, "node_heartbeat", params, NULL,
+						      &emsg) == 0) {
+			__atomic_fetch_add(&a->hb_sent, 1, __ATOMIC_RELAXED);
+			continue;
+		}
+		/* log the first failure of a run of them only */
+		if (__atomic_fetch_add(&a->hb_failed, 1, __ATOMIC_RELAXED) == 0 || emsg)
+			SG_DP_LOG(WARNING, "heartbeat to %s failed: %s\n", a->ac.coordinator,
+				  emsg ? emsg : strerror(errno));
+		free(emsg);
+		sg_ctl_client_close(cli);
+		cli = NULL;
+	}
+	sg_ctl_client_close(cli);
+	return NULL;
+}
+
+/* ---- life cycle --------------------------------------------------------- */
+
+struct sg_dp_agent *sg_dp_agent_start(struct sg_dp_pipeline *p,
+				      const struct sg_ctl_server_config *sc,
+				      const struct sg_dp_agent_conf *ac, char *err, size_t errlen)
+{
+	struct sg_ctl_server_config cfg = *sc;
+	struct sg_dp_agent *a = calloc(1, sizeof(*a));
+	const struct sg_dp_config *c = &p->cfg;
+
+	if (a == NULL) {
+		sg_dp_seterr(err, errlen, "control agent: out of memory");
+		errno = ENOMEM;
+		return NULL;
+	}
+	a->p = p;
+	a->ac = *ac;
+	if (a->ac.name[0] == '\0' && gethostname(a->ac.name, sizeof(a->ac.name) - 1) != 0)
+		snprintf(a->ac.name, sizeof(a->ac.name), "sigmad");
+	if (a->ac.gbps <= 0)
+		a->ac.gbps = 100;
+	if (a->ac.heartbeat_ms == 0)
+		a->ac.heartbeat_ms = 1000;
+	for (unsigned int j = 0; j < c->n_jobs && j < AGENT_MAX_JOBS; j++) {
+		const struct sg_dp_job_cfg *jc = &c->jobs[j];
+
+		a->jobs[j] = (struct agent_job){.used = true, .id = jc->id, .workers = jc->workers,
+						.dtype = jc->dtype,
+						.mode = jc->mode == SG_DP_MODE_ASYNC ?
+							SG_CTL_MODE_ASYNC : SG_CTL_MODE_SYNC,
+						.partition_bytes = jc->partition_bytes,
+						.n_tensors = 1, .n_keys = jc->keys,
+						.chunk_bytes = sg_dp_job_chunk_bytes(c, jc),
+						.nelem = calloc(jc->keys, sizeof(uint32_t))};
+		for (uint32_t k = 0; a->jobs[j].nelem && k < jc->keys; k++)
+			a->jobs[j].nelem[k] = jc->partition_bytes / (uint32_t)sg_dtype_size(jc->dtype);
+		a->next_id = RTE_MAX(a->next_id, jc->id);
+	}
+	for (unsigned int b = 0; b < SG_DP_BUCKETS; b++)
+		a->ever[b] = 1ull << p->keymap[b];
+	a->next_id++;
+	cfg.ops = &agent_ops;
+	cfg.ops_arg = a;
+	a->srv = sg_ctl_server_create(&cfg);
+	if (a->srv == NULL) {
+		int e = errno;
+
+		sg_dp_seterr(err, errlen, "control server: %s (check [control] listen, unix and "
+			     "metrics)", strerror(e));
+		for (unsigned int i = 0; i < AGENT_MAX_JOBS; i++)
+			free(a->jobs[i].nelem);
+		free(a);
+		errno = e;
+		return NULL;
+	}
+	if (a->ac.coordinator[0] != '\0') {
+		a->secret = sc->secret;
+		a->secret_len = sc->secret_len;
+		if (pthread_create(&a->hb_thread, NULL, hb_main, a) == 0)
+			a->hb_running = true;
+		else
+			SG_DP_LOG(ERR, "cannot start the heartbeat thread\n");
+	}
+	return a;
+}
+
+void sg_dp_agent_stop(struct sg_dp_agent *a)
+{
+	if (a == NULL)
+		return;
+	a->hb_stop = true;
+	if (a->hb_running)
+		pthread_join(a->hb_thread, NULL);
+	sg_ctl_server_destroy(a->srv);
+	for (unsigned int r = 0; r < a->p->n_red; r++)
+		if (a->mv[r] != NULL && lcore_call(a, a->p->red[r]->idx, SG_DP_MSG_MOVE_SET, 0) == 0)
+			move_free(a->mv[r]);
+	for (unsigned int i = 0; i < AGENT_MAX_JOBS; i++)
+		free(a->jobs[i].nelem);
+	free(a->stage_keys);
+	free(a);
+}
+
+struct sg_ctl_server *sg_dp_agent_server(struct sg_dp_agent *a)
+{
+	return a->srv;
+}
+
+void sg_dp_agent_heartbeats(const struct sg_dp_agent *a, uint64_t *sent, uint64_t *failed)
+{
+	*sent = __atomic_load_n(&a->hb_sent, __ATOMIC_RELAXED);
+	*failed = __atomic_load_n(&a->hb_failed, __ATOMIC_RELAXED);
+}
+
+/* ---- [control] section -------------------------------------------------- */
+
+static const char *const agent_keys[] = {"name", "kind", "gbps", "coordinator", "heartbeat_ms"};
+
+static int agent_key(struct sg_dp_agent_conf *ac, const char *k, const char *v, char *err,
+		     size_t errlen)
+{
+	char *end;
+
+	if (!strcmp(k, "name")) {
+		if (*v == '\0' || strlen(v) >= sizeof(ac->name) || strchr(v, '"') || strchr(v, '\\'))
+			goto bad;
+		snprintf(ac->name, sizeof(ac->name), "%s", v);
+	} else if (!strcmp(k, "kind")) {
+		enum sg_ctl_node_kind kind;
+
+		if (sg_ctl_node_kind_from_name(v, &kind) < 0)
+			goto bad;
+		ac->kind = kind;
+	} else if (!strcmp(k, "gbps")) {
+		ac->gbps = strtod(v, &end);
+		if (end == v || *end || !(ac->gbps > 0 && ac->gbps <= 100000))
+			goto bad;
+	} else if (!strcmp(k, "coordinator")) {
+		if (strlen(v) >= sizeof(ac->coordinator) || (strchr(v, ':') == NULL && !strchr(v, '/')))
+			goto bad;
+		snprintf(ac->coordinator, sizeof(ac->coordinator), "%s", v);
+	} else {
+		unsigned long ms = strtoul(v, &end, 10);
+
+		if (end == v || *end || ms < 10 || ms > 600000)
+			goto bad;
+		ac->heartbeat_ms = (unsigned int)ms;
+	}
+	return 0;
+bad:
+	sg_dp_seterr(err, errlen, "[control] %s = \"%s\": expected %s", k, v,
+		     !strcmp(k, "name") ? "a node name of 1..63 characters without quotes" :
+		     !strcmp(k, "kind") ? "cpu or gpu" :
+		     !strcmp(k, "gbps") ? "a bandwidth in Gbit/s in (0, 100000]" :
+		     !strcmp(k, "coordinator") ? "host:port or unix:/path of the coordinator" :
+		     "a period in ms in [10, 600000]");
+	return -EINVAL;
+}
+
+int sg_dp_agent_conf_load(struct rte_cfgfile *cf, struct sg_dp_agent_conf *ac,
+			  struct sg_ctl_server_config *sc, struct sg_ctl_config_store *store,
+			  char *err, size_t errlen)
+{
+	int n = rte_cfgfile_section_num_entries(cf, "control");
+	struct rte_cfgfile *rest = rte_cfgfile_create(0);
+	struct rte_cfgfile_entry *ents = calloc(n > 0 ? (size_t)n : 1, sizeof(*ents));
+	int rc = 0;
+
+	memset(ac, 0, sizeof(*ac));
+	ac->kind = SG_CTL_NODE_CPU;
+	if (rest == NULL || ents == NULL || rte_cfgfile_add_section(rest, "control") < 0) {
+		rc = -ENOMEM;
+		sg_dp_seterr(err, errlen, "[control]: out of memory");
+		goto out;
+	}
+	if (n > 0)
+		rte_cfgfile_section_entries(cf, "control", ents, n);
+	/* the agent's keys here, the server's keys to control's own loader */
+	for (int i = 0; i < n && rc == 0; i++) {
+		bool mine = false;
+
+		for (size_t k = 0; k < RTE_DIM(agent_keys); k++)
+			mine |= !strcmp(ents[i].name, agent_keys[k]);
+		if (mine)
+			rc = agent_key(ac, ents[i].name, ents[i].value, err, errlen);
+		else if (rte_cfgfile_add_entry(rest, "control", ents[i].name, ents[i].value) < 0)
+			rc = -ENOMEM;
+	}
+	if (rc == 0) {
+		rc = sg_ctl_config_load(rest, "control", sc, store, err, errlen);
+		if (rc < 0 && strstr(err, "unknown") != NULL) {
+			size_t l = strlen(err);
+
+			snprintf(err + l, errlen - l, " (sigmad adds: name, kind, gbps, coordinator, "
+				 "heartbeat_ms)");
+		}
+	}
+	if (rc == 0 && ac->coordinator[0] && strncmp(ac->coordinator, "unix:", 5) &&
+	    !strchr(ac->coordinator, '/') && sc->secret == NULL) {
+		sg_dp_seterr(err, errlen, "[control] coordinator = %s: a TCP coordinator needs the "
+			     "shared secret: add secret_file", ac->coordinator);
+		rc = -EINVAL;
+	}
+out:
+	free(ents);
+	if (rest != NULL)
+		rte_cfgfile_close(rest);
+	return rc;
+}

@@ -1,0 +1,565 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * sigmad's control agent against the real pipeline: the generator (4 workers,
+ * lossy ring port) sums job 1 while an operator thread makes RPC round trips
+ * over the Unix socket and authenticated TCP, and hostile clients send
+ * garbage, oversized frames, calls without auth, a wrong HMAC and a
+ * slow-loris partial frame. Every RESULT is checked by the generator, and the
+ * engine's completed rounds must keep growing during the abuse. Heartbeats go
+ * to a second in-process server on a Unix socket. Also: the [control] and
+ * [transport] config sections fed garbage.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+
+#include <jansson.h>
+
+#include <rte_cycles.h>
+#include <rte_eal.h>
+
+#include "sg_ctl.h"
+#include "sg_dp_pipeline.h"
+#include "sg_test.h"
+
+static char err[512];
+static char dir[32], ctl_path[96], coord_path[96];
+static const uint8_t secret[] = "agent-test-secret-0123456789";
+
+struct run {
+	struct sg_dp_agent *agent;
+	struct sg_ctl_server *coord;
+	pthread_t op;
+	bool op_started;
+	volatile bool op_done;
+	uint64_t rounds_before, rounds_after, drained_a, drained_b, active_after;
+	uint64_t committed_at[2]; /* key moves: engine rounds when each move committed */
+};
+
+static uint64_t rounds_now(struct sg_dp_pipeline *p)
+{
+	struct sg_dp_stats st;
+
+	sg_dp_pipeline_engine_stats(p, &st);
+	return st.rounds_completed;
+}
+
+static uint64_t slots_active(struct sg_dp_pipeline *p)
+{
+	struct sg_dp_stats st;
+
+	sg_dp_pipeline_engine_stats(p, &st);
+	return st.slots_active;
+}
+
+/* Call @p method and check that the answer contains @p needle (or fails, needle NULL). */
+static char *call(struct sg_ctl_client *c, const char *method, const char *params,
+		  const char *needle)
+{
+	char *res = NULL, *emsg = NULL;
+	int rc = sg_ctl_client_call(c, method, params, &res, &emsg);
+
+	if (needle == NULL) {
+		SG_CHECK(rc == -EREMOTEIO, "%s %s: expected a refusal, got %d %s", method,
+			 params ? params : "", rc, res ? res : "");
+		free(res);
+		return emsg;
+	}
+	SG_CHECK(rc == 0 && res && strstr(res, needle), "%s %s: wanted \"%s\" in %s (%s)", method,
+		 params ? params : "", needle, res ? res : "nothing", emsg ? emsg : "");
+	free(emsg);
+	return res;
+}
+
+static void expect(struct sg_ctl_client *c, const char *m, const char *p, const char *needle)
+{
+	free(call(c, m, p, needle));
+}
+
+static void refused(struct sg_ctl_client *c, const char *m, const char *p, const char *why)
+{
+	char *e = call(c, m, p, NULL);
+
+	SG_CHECK(e && strstr(e, why), "%s: reason \"%s\" wanted, got %s", m, why, e ? e : "none");
+	free(e);
+}
+
+/* A raw TCP or Unix stream to the agent's server. */
+static int raw_connect(uint16_t tcp_port)
+{
+	int fd;
+
+	if (tcp_port) {
+		struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(tcp_port),
+					 .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+
+		fd = socket(AF_INET, SOCK_STREAM, 0);
+		if (fd >= 0 && connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0)
+			return fd;
+	} else {
+		struct sockaddr_un su = {.sun_family = AF_UNIX};
+
+		snprintf(su.sun_path, sizeof(su.sun_path), "%s", ctl_path);
+		fd = socket(AF_UNIX, SOCK_STREAM, 0);
+		if (fd >= 0 && connect(fd, (struct sockaddr *)&su, sizeof(su)) == 0)
+			return fd;
+	}
+	if (fd >= 0)
+		close(fd);
+	return -1;
+}
+
+/* Read until the server closes the stream (true) or @p ms pass (false). */
+static bool closed_within(int fd, int ms)
+{
+	uint64_t end = rte_rdtsc() + rte_get_tsc_hz() * (uint64_t)ms / 1000;
+	char buf[4096];
+
+	while (rte_rdtsc() < end) {
+		struct pollfd pf = {.fd = fd, .events = POLLIN};
+		ssize_t n;
+
+		if (poll(&pf, 1, 50) <= 0)
+			continue;
+		n = read(fd, buf, sizeof(buf));
+		if (n <= 0)
+			return true;
+	}
+	return false;
+}
+
+static void hostile_clients(struct sg_ctl_server *srv)
+{
+	uint16_t tcp = sg_ctl_server_tcp_port(srv);
+	struct sg_ctl_server_stats st;
+	char big[8192];
+	int fd;
+
+	/* a method before auth on TCP: error, then closed */
+	fd = raw_connect(tcp);
+	SG_CHECK(fd >= 0, "tcp connect");
+	if (fd >= 0) {
+		const char *q = "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"job_list\"}\n";
+
+		SG_CHECK(write(fd, q, strlen(q)) == (ssize_t)strlen(q), "write");
+		SG_CHECK(closed_within(fd, 3000), "unauthenticated client not closed");
+		close(fd);
+	}
+	/* a wrong secret */
+	{
+		struct sg_ctl_client *bad;
+		char target[64];
+
+		snprintf(target, sizeof(target), "127.0.0.1:%u", tcp);
+		bad = sg_ctl_client_connect(target, (const uint8_t *)"wrong-secret-wrong-secret", 25,
+					    2000);
+		SG_CHECK(bad == NULL && errno == EACCES, "wrong secret accepted (errno %d)", errno);
+		sg_ctl_client_close(bad);
+	}
+	/* garbage on the Unix socket: answered, connection kept; then an oversized frame */
+	fd = raw_connect(0);
+	SG_CHECK(fd >= 0, "unix connect");
+	if (fd >= 0) {
+		const char *g = "{this is not json\n\x01\x02\xff}\n[1,2]\n";
+
+		SG_CHECK(write(fd, g, strlen(g)) == (ssize_t)strlen(g), "write");
+		memset(big, 'x', sizeof(big));
+		SG_CHECK(write(fd, big, sizeof(big)) == (ssize_t)sizeof(big), "write");
+		SG_CHECK(closed_within(fd, 3000), "oversized frame not closed");
+		close(fd);
+	}
+	/* slow-loris: half a request, then silence */
+	fd = raw_connect(0);
+	if (fd >= 0) {
+		SG_CHECK(write(fd, "{\"jsonrpc\":", 11) == 11, "write");
+		SG_CHECK(closed_within(fd, 3000), "slow-loris client not closed");
+		close(fd);
+	}
+	sg_ctl_server_get_stats(srv, &st);
+	SG_CHECK(st.malformed >= 2 && st.oversized >= 1 && st.unauthenticated >= 1 &&
+		 st.auth_failed >= 1 && st.timeouts >= 1,
+		 "counters: malformed %lu oversized %lu unauth %lu auth_failed %lu timeouts %lu",
+		 (unsigned long)st.malformed, (unsigned long)st.oversized,
+		 (unsigned long)st.unauthenticated, (unsigned long)st.auth_failed,
+		 (unsigned long)st.timeouts);
+}
+
+struct op_arg {
+	struct run *r;
+	struct sg_dp_pipeline *p;
+};
+
+static void *operator_main(void *arg)
+{
+	struct op_arg *oa = arg;
+	struct run *r = oa->r;
+	struct sg_dp_pipeline *p = oa->p;
+	struct sg_ctl_client *u = sg_ctl_client_connect(ctl_path, NULL, 0, 5000), *t = NULL;
+	char target[64], keymap[512];
+	uint64_t sent = 0, failed = 0;
+	int len;
+
+	r->rounds_before = rounds_now(p);
+	snprintf(target, sizeof(target), "127.0.0.1:%u",
+		 sg_ctl_server_tcp_port(sg_dp_agent_server(r->agent)));
+	t = sg_ctl_client_connect(target, secret, sizeof(secret) - 1, 5000);
+	SG_CHECK(u != NULL && t != NULL, "clients: %s", strerror(errno));
+	if (u == NULL || t == NULL)
+		goto out;
+	expect(u, "node_info", NULL, "\"reducer_lcores\":[2]");
+	expect(t, "node_info", NULL, "\"name\":\"agent-node\"");
+	expect(u, "job_list", NULL, "\"id\":1,");
+	expect(u, "layout_get", NULL, "\"reducers\":1");
+	expect(u, "lcores_get", NULL, "\"role\":\"reducer\"");
+	expect(u, "stats_get", NULL, "\"jobs\"");
+	/* a job through the channels of the reducer lcore, then gone again */
+	expect(t, "job_create", "{\"workers\":2,\"tensors\":[{\"name\":\"w\",\"elems\":3000000}]}",
+	       "\"id\":2");
+	expect(u, "job_list", NULL, "\"id\":2,");
+	expect(u, "job_destroy", "{\"id\":2}", "true");
+	refused(u, "job_destroy", "{\"id\":2}", "");
+	refused(u, "job_create", "{\"workers\":100,\"tensors\":[{\"elems\":10}]}", "");
+	/* idle policy: live, per lcore; the lcore itself applies it */
+	expect(u, "layout_set", "{\"idle\":[{\"lcore\":2,\"policy\":\"sleep\"}]}", "true");
+	expect(u, "layout_get", NULL, "\"idle\":\"sleep\"");
+	expect(u, "layout_set", "{\"idle\":[{\"lcore\":2,\"policy\":\"poll\"}]}", "true");
+	refused(u, "layout_set", "{\"idle\":[{\"lcore\":7,\"policy\":\"poll\"}]}", "not in");
+	len = snprintf(keymap, sizeof(keymap), "{\"keymap\":[1");
+	for (int i = 1; i < SG_CTL_KEYMAP_BUCKETS; i++)
+		len += snprintf(keymap + len, sizeof(keymap) - (size_t)len, ",0");
+	snprintf(keymap + len, sizeof(keymap) - (size_t)len, "]}");
+	refused(u, "layout_set", keymap, "no reducer 1");
+	refused(u, "layout_set", "{\"reduce\":[3]}", "restart");
+	expect(u, "log_level_set", "{\"level\":\"info\"}", "info");
+	hostile_clients(sg_dp_agent_server(r->agent));
+	/* the dataplane kept summing while all of that happened */
+	rte_delay_us_sleep(100000);
+	r->rounds_after = rounds_now(p);
+	expect(u, "drain", NULL, "\"draining\":true");
+	refused(t, "job_create", "{\"workers\":2,\"tensors\":[{\"elems\":10}]}", "draining");
+	expect(u, "node_info", NULL, "\"draining\":true");
+	/* in-flight rounds finish, then nothing completes: every later round is refused */
+	rte_delay_us_sleep(300000);
+	r->drained_a = rounds_now(p);
+	r->active_after = slots_active(p);
+	rte_delay_us_sleep(300000);
+	r->drained_b = rounds_now(p);
+	/* heartbeats reached the coordinator */
+	for (int i = 0; i < 100 && sent < 2; i++) {
+		rte_delay_us_sleep(20000);
+		sg_dp_agent_heartbeats(r->agent, &sent, &failed);
+	}
+	SG_CHECK(sent >= 2 && failed == 0, "heartbeats: %lu sent, %lu failed", (unsigned long)sent,
+		 (unsigned long)failed);
+	{
+		struct sg_ctl_client *cc = sg_ctl_client_connect(coord_path, NULL, 0, 5000);
+
+		SG_CHECK(cc != NULL, "coordinator client");
+		if (cc != NULL)
+			expect(cc, "nodes_list", NULL, "\"name\":\"agent-node\",\"kind\":\"gpu\"");
+		sg_ctl_client_close(cc);
+	}
+out:
+	sg_ctl_client_close(u);
+	sg_ctl_client_close(t);
+	r->op_done = true;
+	return NULL;
+}
+
+static struct op_arg oa;
+
+/* Start the agent on @p p and the thread that talks to it. */
+static int start_agent(struct sg_dp_pipeline *p, struct run *r,
+		       const struct sg_ctl_server_config *sc, const struct sg_dp_agent_conf *ac,
+		       void *(*fn)(void *))
+{
+	r->agent = sg_dp_agent_start(p, sc, ac, err, sizeof(err));
+	SG_CHECK(r->agent != NULL, "agent: %s", err);
+	if (r->agent == NULL)
+		return -EINVAL;
+	oa = (struct op_arg){.r = r, .p = p};
+	r->op_started = pthread_create(&r->op, NULL, fn, &oa) == 0;
+	return 0;
+}
+
+static int hook_start(struct sg_dp_pipeline *p, void *arg)
+{
+	struct run *r = arg;
+	struct sg_ctl_server_config sc = {0}, cc = {0};
+	struct sg_ctl_agent_ops none = {0};
+	static struct sg_ctl_agent_ops coord_ops;
+	struct sg_dp_agent_conf ac = {.kind = SG_CTL_NODE_GPU, .gbps = 25, .heartbeat_ms = 30};
+
+	coord_ops = none;
+	cc.tcp_disable = true;
+	cc.unix_path = coord_path;
+	cc.ops = &coord_ops;
+	r->coord = sg_ctl_server_create(&cc);
+	SG_CHECK(r->coord != NULL, "coordinator: %s", strerror(errno));
+	snprintf(ac.name, sizeof(ac.name), "agent-node");
+	snprintf(ac.coordinator, sizeof(ac.coordinator), "unix:%s", coord_path);
+	sc.tcp_addr = "127.0.0.1";
+	sc.secret = secret;
+	sc.secret_len = sizeof(secret) - 1;
+	sc.unix_path = ctl_path;
+	sc.max_frame = 4096;
+	sc.frame_timeout_ms = 300;
+	sc.auth_timeout_ms = 1000;
+	return start_agent(p, r, &sc, &ac, operator_main);
+}
+
+static void hook_stop(struct sg_dp_pipeline *p, void *arg)
+{
+	struct run *r = arg;
+
+	(void)p;
+	if (r->op_started)
+		pthread_join(r->op, NULL);
+	sg_dp_agent_stop(r->agent);
+	sg_ctl_server_destroy(r->coord);
+}
+
+/* Job 1 of 4 workers and @p keys 40000-byte keys; RX lcore 1 (@p rx_role), reducer lcore 2. */
+static void two_lcore_config(struct sg_dp_config *c, uint32_t keys, enum sg_dp_role rx_role)
+{
+	sg_dp_config_defaults(c);
+	c->mbufs = 4096;
+	c->pool_bufs = 1024;
+	c->n_jobs = 1;
+	c->jobs[0].workers = 4;
+	c->jobs[0].keys = keys;
+	c->jobs[0].partition_bytes = 40000;
+	c->idle = SG_DP_IDLE_SLEEP;
+	c->n_lcores = 0;
+	SG_CHECK_EQ(sg_dp_layout_parse(c, rx_role, "(0,0,1)", err, sizeof(err)), 0);
+	SG_CHECK_EQ(sg_dp_layout_parse(c, SG_DP_ROLE_REDUCE, "2", err, sizeof(err)), 0);
+}
+
+static void test_agent_under_load(void)
+{
+	struct sg_dp_config c;
+	struct run r = {0};
+	struct sg_dp_loop_conf lc = {.rounds = 1u << 30, .window = 16, .loss = 0.01, .seed = 7,
+				     .retrans_us = 5000, .timeout_s = 5, .gen_sleep_us = 50,
+				     .on_start = hook_start, .on_stop = hook_stop,
+				     .hook_arg = &r};
+	struct sg_dp_loop_result res;
+	int rc;
+
+	two_lcore_config(&c, 8, SG_DP_ROLE_IO);
+	rc = sg_dp_loopback_run(&c, &lc, &res, stdout, err, sizeof(err));
+	SG_CHECK(rc == 0, "loopback: %s", err);
+	SG_CHECK(r.op_done, "the operator thread finished before the generator");
+	printf("agent under load: %lu chunk rounds, %lu results ok, %lu bad; engine rounds %lu -> "
+	       "%lu during the RPCs and abuse\n", (unsigned long)res.gen.rounds_done,
+	       (unsigned long)res.gen.results_ok, (unsigned long)res.gen.results_bad,
+	       (unsigned long)r.rounds_before, (unsigned long)r.rounds_after);
+	SG_CHECK_EQ(res.gen.results_bad, 0);
+	SG_CHECK(res.gen.results_ok > 0 && res.gen.rounds_done > 0, "nothing summed");
+	SG_CHECK(r.rounds_after > r.rounds_before, "no round completed during the control traffic");
+	printf("drain: rounds %lu then %lu, %lu slots collecting, %lu pushes refused\n",
+	       (unsigned long)r.drained_a, (unsigned long)r.drained_b,
+	       (unsigned long)r.active_after, (unsigned long)res.lcores[1].drops[SG_DP_ND_DRAINING]);
+	SG_CHECK(r.drained_a == r.drained_b && r.drained_a > r.rounds_after,
+		 "rounds after drain: %lu then %lu", (unsigned long)r.drained_a,
+		 (unsigned long)r.drained_b);
+	SG_CHECK_EQ(r.active_after, 0);
+	SG_CHECK(res.n_lcores == 2 && res.lcores[1].drops[SG_DP_ND_DRAINING] > 0,
+		 "no push refused after drain");
+}
+
+/* ---- a live key->reducer move under load --------------------------------- */
+
+#define MV_ROUNDS 1500
+#define MV_KEYS 16
+#define MV_CHUNKS 5 /* 40000-byte partitions in 8920-byte chunks; all in flight at once */
+
+static void keymap_json(char *buf, size_t cap, const uint16_t *km)
+{
+	int len = snprintf(buf, cap, "{\"keymap\":[");
+
+	for (int i = 0; i < SG_CTL_KEYMAP_BUCKETS; i++)
+		len += snprintf(buf + len, cap - (size_t)len, "%s%u", i ? "," : "", km[i]);
+	snprintf(buf + len, cap - (size_t)len, "]}");
+}
+
+/* Wait until layout_get shows @p km (the move committed). @return true if it did. */
+static bool wait_keymap(struct sg_ctl_client *c, const uint16_t *km, double secs)
+{
+	uint64_t end = rte_rdtsc() + (uint64_t)(secs * (double)rte_get_tsc_hz());
+
+	while (rte_rdtsc() < end) {
+		char *res = NULL;
+		json_t *j = NULL, *arr;
+		bool same = false;
+
+		if (sg_ctl_client_call(c, "layout_get", NULL, &res, NULL) == 0)
+			j = json_loads(res, 0, NULL);
+		arr = j ? json_object_get(j, "keymap") : NULL;
+		if (arr && json_array_size(arr) == SG_CTL_KEYMAP_BUCKETS) {
+			same = true;
+			for (size_t i = 0; i < SG_CTL_KEYMAP_BUCKETS; i++)
+				same &= json_integer_value(json_array_get(arr, i)) == km[i];
+		}
+		json_decref(j);
+		free(res);
+		if (same)
+			return true;
+		rte_delay_us_sleep(5000);
+	}
+	return false;
+}
+
+static void *mover_main(void *arg)
+{
+	struct op_arg *o = arg;
+	struct run *r = o->r;
+	struct sg_ctl_client *u = sg_ctl_client_connect(ctl_path, NULL, 0, 5000);
+	uint16_t all1[SG_CTL_KEYMAP_BUCKETS], odd0[SG_CTL_KEYMAP_BUCKETS];
+	uint16_t all0[SG_CTL_KEYMAP_BUCKETS] = {0};
+	char params[512];
+
+	SG_CHECK(u != NULL, "client");
+	if (u == NULL)
+		goto out;
+	for (int b = 0; b < SG_CTL_KEYMAP_BUCKETS; b++) {
+		all1[b] = 1;
+		odd0[b] = b % 2 ? 0 : 1;
+	}
+	/* the default map: even buckets on reducer 0, odd ones on reducer 1 */
+	for (int b = 0; b < SG_CTL_KEYMAP_BUCKETS; b++)
+		all0[b] = (uint16_t)(b % 2);
+	SG_CHECK(wait_keymap(u, all0, 1), "default keymap");
+	while (rounds_now(o->p) < 2000)
+		rte_delay_us_sleep(1000);
+	/* 1: the even buckets move from reducer 0 to reducer 1 */
+	keymap_json(params, sizeof(params), all1);
+	expect(u, "layout_set", params, "true");
+	SG_CHECK(wait_keymap(u, all1, 10), "first move did not commit");
+	r->committed_at[0] = rounds_now(o->p);
+	/* 2: the odd buckets move from reducer 1 to reducer 0 */
+	keymap_json(params, sizeof(params), odd0);
+	expect(u, "layout_set", params, "true");
+	SG_CHECK(wait_keymap(u, odd0, 10), "second move did not commit");
+	r->committed_at[1] = rounds_now(o->p);
+	/* 3: an even bucket back to reducer 0, where its old rounds still are: refused */
+	for (int b = 0; b < SG_CTL_KEYMAP_BUCKETS; b++)
+		all0[b] = 0;
+	keymap_json(params, sizeof(params), all0);
+	refused(u, "layout_set", params, "was on reducer 0 before");
+out:
+	sg_ctl_client_close(u);
+	r->op_done = true;
+	return NULL;
+}
+
+static int mv_start(struct sg_dp_pipeline *p, void *arg)
+{
+	struct sg_ctl_server_config sc = {.tcp_disable = true, .unix_path = ctl_path};
+	struct sg_dp_agent_conf ac = {.name = "mover"};
+
+	return start_agent(p, arg, &sc, &ac, mover_main);
+}
+
+static void test_agent_keymove(void)
+{
+	struct sg_dp_config c;
+	struct run r = {0};
+	struct sg_dp_loop_conf lc = {.rounds = MV_ROUNDS, .window = MV_KEYS * MV_CHUNKS, .loss = 0.01, .seed = 11,
+				     .retrans_us = 5000, .timeout_s = 60, .gen_sleep_us = 50,
+				     .on_start = mv_start, .on_stop = hook_stop, .hook_arg = &r};
+	struct sg_dp_loop_result res;
+	uint64_t total = (uint64_t)MV_KEYS * MV_CHUNKS * MV_ROUNDS;
+	int rc;
+
+	two_lcore_config(&c, MV_KEYS, SG_DP_ROLE_RTC);
+	rc = sg_dp_loopback_run(&c, &lc, &res, stdout, err, sizeof(err));
+	SG_CHECK(rc == 0, "loopback: %s", err);
+	printf("key move under load: %lu of %lu chunk rounds, %lu results ok, %lu bad, %lu "
+	       "retransmits; moves committed at engine round %lu and %lu\n",
+	       (unsigned long)res.gen.rounds_done, (unsigned long)res.gen.rounds_total,
+	       (unsigned long)res.gen.results_ok, (unsigned long)res.gen.results_bad,
+	       (unsigned long)res.gen.retransmits, (unsigned long)r.committed_at[0],
+	       (unsigned long)r.committed_at[1]);
+	SG_CHECK(r.op_done, "the mover finished");
+	/* no push lost: every round of every chunk completed, every result element right */
+	SG_CHECK_EQ(res.rc, 0);
+	SG_CHECK_EQ(res.gen.rounds_total, total);
+	SG_CHECK_EQ(res.gen.rounds_done, total);
+	SG_CHECK_EQ(res.gen.results_bad, 0);
+	SG_CHECK_EQ(res.gen.results_ok, total * 4);
+	/* the moves happened while the workers were pushing */
+	SG_CHECK(r.committed_at[1] > 0 && r.committed_at[1] < total,
+		 "second move committed at round %lu of %lu", (unsigned long)r.committed_at[1],
+		 (unsigned long)total);
+	SG_CHECK(res.n_lcores == 2 && res.lcores[0].bytes_summed > 0 &&
+		 res.lcores[1].bytes_summed > 0, "both reducers summed");
+}
+
+/* [control] and [transport] in sigmad's INI, good and bad. */
+static void test_agent_config(void)
+{
+	static const struct {
+		const char *ini, *needle;
+	} bad[] = {
+		{"[control]\nunix = off\nbogus = 1\n", "bogus"},
+		{"[control]\nunix = off\nkind = tpu\n", "cpu or gpu"},
+		{"[control]\nunix = off\ngbps = -3\n", "gbps"},
+		{"[control]\nunix = off\nheartbeat_ms = 1\n", "heartbeat_ms"},
+		{"[control]\nunix = off\ncoordinator = nowhere\n", "coordinator"},
+		{"[control]\nunix = off\ncoordinator = 10.0.0.1:7070\n", "secret_file"},
+		{"[control]\nlisten = 127.0.0.1:99999\n", "listen"},
+		{"[transport]\ntype = carrier-pigeon\n", "dpdk or verbs"},
+		{"[transport]\ntype = dpdk\nspeed = 9\n", "only key"},
+		{"[controls]\nunix = off\n", "unknown section"},
+	};
+	struct sg_dp_config c;
+
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		sg_dp_config_defaults(&c);
+		err[0] = '\0';
+		SG_CHECK(sg_dp_config_load_string(&c, bad[i].ini, err, sizeof(err)) < 0,
+			 "accepted: %s", bad[i].ini);
+		SG_CHECK(strstr(err, bad[i].needle) != NULL, "%s: message \"%s\" lacks \"%s\"",
+			 bad[i].ini, err, bad[i].needle);
+	}
+	sg_dp_config_defaults(&c);
+	SG_CHECK(!c.control && c.transport == SG_DP_TRANSPORT_DPDK, "defaults");
+	SG_CHECK(sg_dp_config_load_string(&c, "[control]\nunix = /tmp/x.sock\nname = n1\n"
+					  "kind = gpu\ngbps = 100\n[transport]\ntype = verbs\n",
+					  err, sizeof(err)) == 0, "good config: %s", err);
+	SG_CHECK(c.control && c.transport == SG_DP_TRANSPORT_VERBS, "parsed");
+}
+
+int main(int argc, char **argv)
+{
+	char prefix[64];
+	char *eal[] = {argv[0], "--no-huge", "--no-shconf", "--no-pci", "-m", "512",
+		       "--lcores=(0-2)@(0-1)", "--log-level=lib.eal:error", prefix, NULL};
+
+	(void)argc;
+	snprintf(prefix, sizeof(prefix), "--file-prefix=sg_agent_%d", (int)getpid());
+	if (rte_eal_init((int)(sizeof(eal) / sizeof(eal[0])) - 1, eal) < 0)
+		SG_TEST_SKIP_ALL("EAL cannot start here (no --no-huge support?)");
+	snprintf(dir, sizeof(dir), "/tmp/sg_agent.XXXXXX");
+	if (mkdtemp(dir) == NULL)
+		SG_TEST_SKIP_ALL("no temporary folder");
+	snprintf(ctl_path, sizeof(ctl_path), "%s/ctl.sock", dir);
+	snprintf(coord_path, sizeof(coord_path), "%s/coord.sock", dir);
+	test_agent_config();
+	test_agent_under_load();
+	test_agent_keymove();
+	unlink(ctl_path);
+	unlink(coord_path);
+	rmdir(dir);
+	rte_eal_cleanup();
+	return sg_test_finish("agent");
+}

@@ -1,0 +1,107 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
+#
+# The real sigmad with its control server, driven by the real sigmactl over
+# the Unix socket and over authenticated TCP: info, jobs, job create/destroy,
+# lcores, layout, idle policy, a refused live change, drain. Then
+# [transport] type = verbs on a machine without an RDMA device (or a build
+# without verbs) must stop sigmad with a message that names the problem.
+# Usage: test_agent_sigmad.sh path/to/sigmad path/to/sigmactl
+set -u
+SIGMAD=$1
+SIGMACTL=$2
+TMP=$(mktemp -d /tmp/sg_agent_sh.XXXXXX)
+PID=
+fails=0
+checks=0
+cleanup() {
+	[ -n "$PID" ] && kill -KILL "$PID" 2>/dev/null
+	rm -rf "$TMP"
+}
+trap cleanup EXIT
+
+# shellcheck source=expect_lib.sh
+. "$(dirname "$0")/expect_lib.sh"
+
+EAL=(--no-huge --no-shconf --no-pci -m 256 --log-level=lib.eal:error '--lcores=(0-1)@(0-1)'
+	--vdev=net_null0)
+head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$TMP/secret"
+chmod 600 "$TMP/secret"
+cat >"$TMP/s.ini" <<INI
+[layout]
+rtc = (0,0,1)
+[live]
+idle = sleep
+[job 1]
+workers = 2
+keys = 4
+partition_bytes = 40000
+[control]
+unix = $TMP/ctl.sock
+listen = 127.0.0.1:0
+secret_file = $TMP/secret
+name = shnode
+INI
+"$SIGMAD" "${EAL[@]}" --file-prefix=sg_agent_sh_$$ -- --config "$TMP/s.ini" >"$TMP/log" 2>&1 &
+PID=$!
+for _ in $(seq 100); do
+	grep -q 'control plane:' "$TMP/log" && [ -S "$TMP/ctl.sock" ] && break
+	kill -0 "$PID" 2>/dev/null || break
+	sleep 0.1
+done
+if ! grep -q 'control plane:' "$TMP/log"; then
+	fail "sigmad did not start its control server"; sed 's/^/  | /' "$TMP/log"
+	echo "agent_sigmad: $checks checks, $fails failed"
+	exit 1
+fi
+TCP=$(sed -n 's/^sigmad: control plane:.*tcp port \([0-9]*\).*/\1/p' "$TMP/log" | head -1)
+U=(-s "unix:$TMP/ctl.sock")
+T=(-s "127.0.0.1:$TCP" -k "$TMP/secret")
+expect info 0 'shnode' -- "$SIGMACTL" "${U[@]}" --json info
+expect info-tcp 0 'shnode' -- "$SIGMACTL" "${T[@]}" --json info
+expect jobs 0 '"id": 1' -- "$SIGMACTL" "${U[@]}" --json jobs
+expect job-create 0 '"id": 2' -- "$SIGMACTL" "${T[@]}" --json job create --workers 3 \
+	--tensor w:100000
+expect jobs-2 0 '"id": 2' -- "$SIGMACTL" "${U[@]}" --json jobs
+expect job-destroy 0 '' -- "$SIGMACTL" "${U[@]}" job destroy 2
+expect job-destroy-again 1 'error' -- "$SIGMACTL" "${U[@]}" job destroy 2
+expect lcores 0 '"role": "rtc"' -- "$SIGMACTL" "${U[@]}" --json lcores
+expect layout 0 '"idle": "sleep"' -- "$SIGMACTL" "${U[@]}" --json layout
+expect idle-set 0 '' -- "$SIGMACTL" "${U[@]}" layout set idle=1:poll
+expect idle-now 0 '"idle": "poll"' -- "$SIGMACTL" "${U[@]}" --json layout
+expect bad-lcore 1 'not in' -- "$SIGMACTL" "${U[@]}" layout set idle=9:poll
+expect log-level 0 '' -- "$SIGMACTL" "${U[@]}" log-level debug
+expect wrong-secret 1 'error' -- "$SIGMACTL" -s "127.0.0.1:$TCP" -k "$TMP/s.ini" info
+expect drain 0 '' -- "$SIGMACTL" "${U[@]}" drain
+expect refused-after-drain 1 'draining' -- "$SIGMACTL" "${U[@]}" job create --workers 2 \
+	--tensor w:10
+kill -TERM "$PID"
+if timeout 20 tail --pid="$PID" -f /dev/null; then
+	wait "$PID"
+	rc=$?
+	[ "$rc" = 0 ] && ok || { fail "sigmad exit $rc after SIGTERM"; tail -20 "$TMP/log"; }
+else
+	fail "sigmad did not stop"
+fi
+PID=
+
+# The verbs switch: no device here, or no verbs in the build; either way a clear error.
+printf '[transport]\ntype = verbs\n[verbs]\nmode = ud\n' >"$TMP/v.ini"
+timeout 30 "$SIGMAD" "${EAL[@]}" --file-prefix=sg_agent_shv_$$ -- --config "$TMP/v.ini" \
+	>"$TMP/out" 2>&1
+rc=$?
+if grep -qF 'no RDMA device (ibv_get_device_list found none)' "$TMP/out" && [ "$rc" = 1 ]; then
+	ok
+elif grep -qF 'built without verbs' "$TMP/out" && [ "$rc" = 2 ]; then
+	ok
+elif [ -n "$(ls /sys/class/infiniband 2>/dev/null)" ]; then
+	echo "note: an RDMA device is present; the no-device message is not checked"
+	ok
+else
+	fail "type = verbs: exit $rc"; sed 's/^/  | /' "$TMP/out"
+fi
+printf '[verbs]\nrecv_depth = lots\n' >"$TMP/v2.ini"
+expect bad-verbs-key 2 'recv_depth' -- "$SIGMAD" -- --config "$TMP/v2.ini"
+
+echo "agent_sigmad: $checks checks, $fails failed"
+[ "$fails" = 0 ]
