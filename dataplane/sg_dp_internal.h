@@ -96,8 +96,6 @@ struct sg_dp_lcore {
 	struct rte_mempool *pool;   /* ethdev: this socket's mbufs */
 	uint64_t cur_dest;          /* address of the packet the engine is building */
 	uint64_t next_poll_tsc;
-	uint64_t pushes;            /* engine's rx_pushes after the last push */
-	struct sg_dp_stats es;      /* scratch copy of the engine's counters */
 	uint16_t txn[SG_DP_MAX_PORTS];
 	struct rte_mbuf *txb[SG_DP_MAX_PORTS][SG_DP_TXB];
 	struct sg_dp_lcore_stats st;

@@ -40,21 +40,13 @@ RTE_LOG_REGISTER(sg_dp_logtype, sigma.dataplane, INFO);
 void sg_dp_reduce_one(struct sg_dp_lcore *lc, const uint8_t *pl, uint32_t len, uint64_t dest,
 		      uint64_t now)
 {
-	lc->st.reduced_pkts++;
-	if (len > SG_DP_HDR_LEN && pl[5] == SG_DP_T_PUSH) {
-		/* the engine's push counter tells a summed push from one that was
-		 * answered from the kept result or refused with a NACK */
-		uint64_t before = lc->pushes;
+	int rc = sg_dp_engine_rx(lc->eng, pl, len, dest, now);
 
-		if (sg_dp_engine_rx(lc->eng, pl, len, dest, now) < 0)
-			lc->st.drops[SG_DP_ND_PROTO]++;
-		sg_dp_engine_stats(lc->eng, &lc->es);
-		lc->pushes = lc->es.rx_pushes;
-		if (lc->pushes != before)
-			lc->st.bytes_summed += len - SG_DP_HDR_LEN;
-	} else if (sg_dp_engine_rx(lc->eng, pl, len, dest, now) < 0) {
+	lc->st.reduced_pkts++;
+	if (rc < 0)
 		lc->st.drops[SG_DP_ND_PROTO]++;
-	}
+	else if (rc & SG_DP_USED_SUMMED) /* not a kept result resent, nor a NACK */
+		lc->st.bytes_summed += len - SG_DP_HDR_LEN;
 }
 
 static void idle_wait(struct sg_dp_lcore *lc, unsigned int *idle_polls)

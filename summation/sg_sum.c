@@ -373,6 +373,58 @@ int sg_sum_acc_final(enum sg_dtype dt, unsigned int flags, void *dst, const void
 	return 0;
 }
 
+/*
+ * Unchecked twins of the three accumulator calls: the same kernel calls in the
+ * same cases, so the bits match; only check_acc() and the lazy init are gone.
+ */
+static inline const struct sg_sum_kernels *kernels_ready(void)
+{
+	return atomic_load_explicit(&sum_kern, memory_order_acquire);
+}
+
+void sg_sum_acc_init_unchecked(enum sg_dtype dt, unsigned int flags, void *acc, const void *src,
+			       size_t n)
+{
+	size_t sz = dtype_sizes[dt];
+
+	if (n == 0)
+		return;
+	if (wide_acc(dt, flags))
+		kernels_ready()->widen(dt, acc, src, n, false);
+	else if (use_nt(n * sz))
+		kernels_ready()->addk(SG_DTYPE_UINT8, acc, &src, 1, n * sz, 0, true);
+	else
+		memcpy(acc, src, n * sz);
+}
+
+void sg_sum_acc_add_unchecked(enum sg_dtype dt, unsigned int flags, void *acc, const void *src,
+			      size_t n)
+{
+	const void *in[2] = {acc, src};
+
+	if (n == 0)
+		return;
+	if (wide_acc(dt, flags))
+		kernels_ready()->widen(dt, acc, src, n, true);
+	else
+		kernels_ready()->addk(dt, acc, in, 2, n, 0, use_nt(n * dtype_sizes[dt]));
+}
+
+void sg_sum_acc_final_unchecked(enum sg_dtype dt, unsigned int flags, void *dst, const void *acc,
+				size_t n)
+{
+	size_t sz = dtype_sizes[dt];
+
+	if (n == 0)
+		return;
+	if (wide_acc(dt, flags))
+		kernels_ready()->narrow(dt, dst, acc, n, use_nt(n * sizeof(uint16_t)));
+	else if (use_nt(n * sz))
+		kernels_ready()->addk(SG_DTYPE_UINT8, dst, &acc, 1, n * sz, 0, true);
+	else
+		memcpy(dst, acc, n * sz);
+}
+
 /* ---- exact scalar conversions ------------------------------------------ */
 
 static inline uint32_t f2u(float f)
