@@ -57,6 +57,11 @@ struct sg_dp_transport {
 	/** Engine output; ctx is the reducer's struct sg_dp_lcore. */
 	void *(*tx_alloc)(void *ctx, uint64_t dest, uint32_t len, void **pkt);
 	void (*tx_send)(void *ctx, void *pkt, uint32_t len);
+	/** Optional engine fan-out (struct sg_dp_tx_ops): one RESULT to N workers. */
+	void *(*tx_alloc_multi)(void *ctx, const struct sg_dp_tx_dest *to, unsigned int n,
+				uint32_t len, void **pkt);
+	unsigned int (*tx_send_multi)(void *ctx, void *pkt, uint32_t len,
+				      const struct sg_dp_tx_dest *to, unsigned int n);
 };
 
 /** The DPDK ethdev transport (any PMD: PCI NICs, memif, af_packet, tap, ring). */
@@ -111,6 +116,7 @@ struct sg_dp_pipeline {
 	struct rte_mempool *pools[RTE_MAX_NUMA_NODES];
 	bool port_used[SG_DP_MAX_PORTS];
 	bool port_started[SG_DP_MAX_PORTS];
+	bool port_chains[SG_DP_MAX_PORTS]; /* TX takes chained mbufs (RESULT fan-out) */
 	struct sg_dp_net net[SG_DP_MAX_PORTS];
 	uint32_t job_hash_seed;
 	double ns_per_tsc;

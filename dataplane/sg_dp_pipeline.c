@@ -11,7 +11,8 @@
  * otherwise the mbuf goes to the owner's rte_ring. The reducer gives the
  * payload to its engine; the engine's replies are built straight into fresh
  * mbufs (tx_alloc/tx_send) and sent on the reducer's own TX queue of the
- * port the worker talks through. Nothing on this path allocates from the
+ * port the worker talks through. A RESULT for all N workers is built once
+ * and sent as N small header mbufs chained to it (tx_alloc_multi/send_multi). Nothing on this path allocates from the
  * heap or takes a lock.
  */
 #include <errno.h>
@@ -140,7 +141,9 @@ static int reducer_setup(struct sg_dp_pipeline *p, struct sg_dp_lcore *lc, char 
 		.pool_bufs = c->pool_bufs,
 		.max_jobs = SG_DP_MAX_JOBS,
 		.slot_timeout_ns = (uint64_t)c->timeout_ms * 1000000ull,
-		.tx = {.alloc = p->tr->tx_alloc, .send = p->tr->tx_send, .ctx = lc},
+		.tx = {.alloc = p->tr->tx_alloc, .send = p->tr->tx_send,
+		       .alloc_multi = p->tr->tx_alloc_multi, .send_multi = p->tr->tx_send_multi,
+		       .ctx = lc},
 	};
 	uint32_t maxpl = 0;
 
