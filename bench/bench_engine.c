@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * sigma-bench engine [--quick] [--runs N] [--json FILE]
+ * sigma-bench engine [--quick] [--fanout] [--runs N] [--json FILE]
  *
  * Throughput of the aggregation engine alone, on one core: pre-built PUSH
  * packets of N workers go through sg_dp_engine_rx(), which parses,
@@ -8,6 +8,11 @@
  * buffers (as a DPDK lcore would into mbufs). Reported: chunks/s and GB/s of
  * pushed payload aggregated, per dtype (fp32, bf16), N (2, 4, 8) and chunk
  * payload (1, 4, 8 KiB).
+ *
+ * With --fanout the engine gets the fan-out tx ops: each completed chunk's
+ * RESULT is written once, and send_multi writes N 48-byte header copies
+ * (with their rank) into rotating header buffers, as a DPDK caller fills N
+ * header mbufs chained to one payload mbuf.
  *
  * Arrival order: workers push a window of 64 chunks, interleaved by rank,
  * as concurrent workers would; the next round reuses the same chunks.
@@ -65,11 +70,14 @@ struct tx {
 	uint8_t *bufs;
 	unsigned int next;
 	uint64_t bytes;
+	uint8_t hdrs[TX_BUFS][SG_DP_HDR_LEN]; /* --fanout: the per-worker header copies */
+	unsigned int next_hdr;
 };
 
 struct bench {
 	unsigned int runs;
 	bool quick;
+	bool fanout;
 	const char *json;
 	struct row rows[NROWS];
 	unsigned int nrows;
@@ -89,6 +97,29 @@ static void tx_send(void *ctx, void *pkt, uint32_t len)
 	struct tx *t = ctx;
 
 	t->bytes += len;
+}
+
+static void *tx_alloc_multi(void *ctx, const struct sg_dp_tx_dest *to, unsigned int n,
+			    uint32_t len, void **pkt)
+{
+	(void)to;
+	(void)n;
+	return tx_alloc(ctx, 0, len, pkt);
+}
+
+static unsigned int tx_send_multi(void *ctx, void *pkt, uint32_t len,
+				  const struct sg_dp_tx_dest *to, unsigned int n)
+{
+	struct tx *t = ctx;
+
+	for (unsigned int i = 0; i < n; i++) {
+		uint8_t *h = t->hdrs[t->next_hdr++ % TX_BUFS];
+
+		memcpy(h, pkt, SG_DP_HDR_LEN);
+		sg_dp_hdr_set_rank(h, to[i].rank);
+		t->bytes += len;
+	}
+	return n;
 }
 
 static uint64_t splitmix_next(uint64_t *x)
@@ -113,7 +144,8 @@ struct setup {
 	void *acc[WINDOW]; /* for the kernel reference */
 };
 
-static int setup_init(struct setup *s, enum sg_dtype dt, unsigned int n, uint32_t chunk)
+static int setup_init(struct setup *s, enum sg_dtype dt, unsigned int n, uint32_t chunk,
+		      bool fanout)
 {
 	struct sg_dp_key key = {.id = 1};
 	struct sg_dp_engine_conf ec = {
@@ -129,6 +161,10 @@ static int setup_init(struct setup *s, enum sg_dtype dt, unsigned int n, uint32_
 	uint64_t x = 1;
 
 	memset(s, 0, sizeof(*s));
+	if (fanout) {
+		ec.tx.alloc_multi = tx_alloc_multi;
+		ec.tx.send_multi = tx_send_multi;
+	}
 	s->dt = dt;
 	s->n = n;
 	s->chunk = chunk;
@@ -262,7 +298,7 @@ static int bench_one(struct bench *b, enum sg_dtype dt, unsigned int n, uint32_t
 	struct sg_dp_stats st;
 	volatile uint64_t sink = 0;
 	uint32_t round = 0, unused = 0; /* the engine's rounds must follow each other */
-	int rc = setup_init(&s, dt, n, chunk);
+	int rc = setup_init(&s, dt, n, chunk, b->fanout);
 
 	if (rc != 0) {
 		fprintf(stderr, "sigma-bench engine: setup failed: %s\n", strerror(-rc));
@@ -303,8 +339,9 @@ static int bench_one(struct bench *b, enum sg_dtype dt, unsigned int n, uint32_t
 
 static void print_table(const struct bench *b)
 {
-	printf("sigma-bench engine: one core, impl %s, window %d chunks, median of %u runs\n",
-	       sg_sum_impl_name(sg_sum_get_impl()), WINDOW, b->runs);
+	printf("sigma-bench engine: one core, impl %s, window %d chunks, %s, median of %u runs\n",
+	       sg_sum_impl_name(sg_sum_get_impl()), WINDOW,
+	       b->fanout ? "RESULT fan-out" : "one RESULT packet per worker", b->runs);
 	printf("%-5s %2s %6s %10s %8s %7s %10s %8s %9s %8s\n", "dtype", "N", "chunk",
 	       "Mchunks/s", "GB/s", "Gbps", "kernel", "engine/", "read", "engine/");
 	printf("%-5s %2s %6s %10s %8s %7s %10s %8s %9s %8s\n", "", "", "bytes", "", "pushed",
@@ -337,8 +374,8 @@ static void print_json(FILE *f, const struct bench *b)
 	double tg = target_gbps(b);
 
 	fprintf(f, "{\"bench\": \"engine\", \"impl\": \"%s\", \"window\": %d, "
-		"\"runs\": %u, \"results\": [", sg_sum_impl_name(sg_sum_get_impl()), WINDOW,
-		b->runs);
+		"\"fanout\": %s, \"runs\": %u, \"results\": [",
+		sg_sum_impl_name(sg_sum_get_impl()), WINDOW, b->fanout ? "true" : "false", b->runs);
 	for (unsigned int i = 0; i < b->nrows; i++) {
 		const struct row *r = &b->rows[i];
 
@@ -358,8 +395,9 @@ static void print_json(FILE *f, const struct bench *b)
 static int usage(int rc)
 {
 	fprintf(rc ? stderr : stdout,
-		"usage: sigma-bench engine [--quick] [--runs N] [--json FILE]\n"
+		"usage: sigma-bench engine [--quick] [--fanout] [--runs N] [--json FILE]\n"
 		"  --quick      fp32 only, 4 KiB chunks, 5 runs\n"
+		"  --fanout     give the engine the fan-out tx ops (one RESULT for N workers)\n"
 		"  --runs N     runs per figure, median reported (default 7, at least 5)\n"
 		"  --json FILE  write the JSON there instead of after the table on stdout\n");
 	return rc;
@@ -378,6 +416,8 @@ int sigma_bench_engine(int argc, char **argv)
 		if (strcmp(argv[i], "--quick") == 0) {
 			b->quick = true;
 			b->runs = 5;
+		} else if (strcmp(argv[i], "--fanout") == 0) {
+			b->fanout = true;
 		} else if (strcmp(argv[i], "--runs") == 0 && i + 1 < argc) {
 			char *end;
 			unsigned long v = strtoul(argv[++i], &end, 10);

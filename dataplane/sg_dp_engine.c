@@ -101,6 +101,7 @@ struct job {
 	void **stage;      /* deterministic: [ifl * n + rank] held pushes */
 	uint32_t *around;  /* async: [slot * n + rank] last round pushed */
 	struct list active, done;
+	struct sg_dp_job_stats st;
 };
 
 /* One per reducer lcore. */
@@ -111,8 +112,22 @@ struct sg_dp_engine {
 	uint32_t njobs;
 	struct job **jobs;
 	struct job *last; /* cache of the last job looked up */
+	bool multi;       /* tx has the fan-out pair */
 	struct sg_dp_stats st;
+	struct sg_dp_tx_dest fan[SG_DP_MAX_WORKERS]; /* scratch for one fanned-out RESULT */
 } __rte_cache_aligned;
+
+/* Counters kept engine-wide and per job move together. */
+#define JCOUNT(e, j, f)                                                                      \
+	do {                                                                                 \
+		(e)->st.f++;                                                                 \
+		(j)->st.f++;                                                                 \
+	} while (0)
+#define JUNCOUNT(e, j, f)                                                                    \
+	do {                                                                                 \
+		(e)->st.f--;                                                                 \
+		(j)->st.f--;                                                                 \
+	} while (0)
 
 /* ---- small helpers ----------------------------------------------------- */
 
@@ -211,7 +226,7 @@ static void reply_msg(struct sg_dp_msg *m, const struct job *j, const struct key
 }
 
 /* Send a header-only or small-payload reply to @rank. */
-static void emit_small(struct sg_dp_engine *e, const struct job *j, struct sg_dp_msg *m,
+static void emit_small(struct sg_dp_engine *e, struct job *j, struct sg_dp_msg *m,
 		       uint32_t rank, const void *payload, uint32_t plen)
 {
 	void *pkt, *buf;
@@ -219,7 +234,7 @@ static void emit_small(struct sg_dp_engine *e, const struct job *j, struct sg_dp
 
 	buf = e->conf.tx.alloc(e->conf.tx.ctx, j->peer[rank], len, &pkt);
 	if (buf == NULL) {
-		e->st.tx_fail++;
+		JCOUNT(e, j, tx_fail);
 		return;
 	}
 	m->rank = (uint16_t)rank;
@@ -228,16 +243,45 @@ static void emit_small(struct sg_dp_engine *e, const struct job *j, struct sg_dp
 		memcpy((uint8_t *)buf + SG_DP_HDR_LEN, payload, plen);
 	e->conf.tx.send(e->conf.tx.ctx, pkt, len);
 	if (m->type == SG_DP_T_NACK)
-		e->st.nacks_sent++;
+		JCOUNT(e, j, nacks_sent);
 	else if (m->type == SG_DP_T_ERROR)
-		e->st.errors_sent++;
+		JCOUNT(e, j, errors_sent);
 }
 
 /*
  * Send RESULT(@round) with the value in accumulator @acc to each rank set in
- * @ranks. The header is built once; only its rank field differs per packet.
+ * @ranks. With the fan-out ops and two ranks or more, the header and payload
+ * are written once for all of them.
  */
-static void emit_results(struct sg_dp_engine *e, const struct job *j, const struct key_ent *k,
+static bool emit_fanout(struct sg_dp_engine *e, struct job *j, const uint8_t *hdr,
+			uint32_t len, uint32_t nelem, const void *acc, uint64_t ranks)
+{
+	unsigned int n = 0, sent;
+	void *pkt, *buf;
+
+	for (; ranks != 0; ranks &= ranks - 1) {
+		unsigned int rank = (unsigned int)__builtin_ctzll(ranks);
+
+		e->fan[n].dest = j->peer[rank];
+		e->fan[n++].rank = (uint16_t)rank;
+	}
+	buf = e->conf.tx.alloc_multi(e->conf.tx.ctx, e->fan, n, len, &pkt);
+	if (buf == NULL)
+		return false;
+	memcpy(buf, hdr, SG_DP_HDR_LEN);
+	sg_dp_hdr_set_rank(buf, e->fan[0].rank);
+	sg_sum_acc_final_unchecked(j->dtype, j->sum_flags, (uint8_t *)buf + SG_DP_HDR_LEN, acc,
+				   nelem);
+	sent = e->conf.tx.send_multi(e->conf.tx.ctx, pkt, len, e->fan, n);
+	sent = RTE_MIN(sent, n);
+	e->st.results_sent += sent;
+	j->st.results_sent += sent;
+	e->st.tx_fail += n - sent;
+	j->st.tx_fail += n - sent;
+	return true;
+}
+
+static void emit_results(struct sg_dp_engine *e, struct job *j, const struct key_ent *k,
 			 uint32_t chunk, uint32_t round, const void *acc, uint64_t ranks)
 {
 	struct sg_dp_msg m;
@@ -249,33 +293,35 @@ static void emit_results(struct sg_dp_engine *e, const struct job *j, const stru
 	m.type = SG_DP_T_RESULT;
 	m.nelem = nelem;
 	sg_dp_build_hdr(hdr, &m);
+	if (e->multi && (ranks & (ranks - 1)) != 0 &&
+	    emit_fanout(e, j, hdr, len, nelem, acc, ranks))
+		return;
 	for (; ranks != 0; ranks &= ranks - 1) {
 		unsigned int rank = (unsigned int)__builtin_ctzll(ranks);
-		uint16_t be_rank = htobe16((uint16_t)rank);
 		void *pkt, *buf;
 
 		buf = e->conf.tx.alloc(e->conf.tx.ctx, j->peer[rank], len, &pkt);
 		if (buf == NULL) {
-			e->st.tx_fail++;
+			JCOUNT(e, j, tx_fail);
 			continue;
 		}
 		memcpy(buf, hdr, SG_DP_HDR_LEN);
-		memcpy((uint8_t *)buf + offsetof(struct sg_dp_wire_hdr, rank), &be_rank, 2);
+		sg_dp_hdr_set_rank(buf, (uint16_t)rank);
 		/* Narrows fp32 accumulators of fp16/bf16 straight into the packet. */
-		sg_sum_acc_final(j->dtype, j->sum_flags, (uint8_t *)buf + SG_DP_HDR_LEN, acc,
-				 nelem);
+		sg_sum_acc_final_unchecked(j->dtype, j->sum_flags, (uint8_t *)buf + SG_DP_HDR_LEN,
+					   acc, nelem);
 		e->conf.tx.send(e->conf.tx.ctx, pkt, len);
-		e->st.results_sent++;
+		JCOUNT(e, j, results_sent);
 	}
 }
 
-static void emit_result(struct sg_dp_engine *e, const struct job *j, const struct key_ent *k,
+static void emit_result(struct sg_dp_engine *e, struct job *j, const struct key_ent *k,
 			uint32_t chunk, uint32_t round, const void *acc, uint32_t rank)
 {
 	emit_results(e, j, k, chunk, round, acc, 1ull << rank);
 }
 
-static void emit_code(struct sg_dp_engine *e, const struct job *j, const struct key_ent *k,
+static void emit_code(struct sg_dp_engine *e, struct job *j, const struct key_ent *k,
 		      uint32_t chunk, uint32_t round, uint32_t rank, uint8_t type, uint16_t code)
 {
 	struct sg_dp_msg m;
@@ -288,7 +334,7 @@ static void emit_code(struct sg_dp_engine *e, const struct job *j, const struct 
 		e->st.nacks_pool++;
 }
 
-static void emit_lost(struct sg_dp_engine *e, const struct job *j, const struct key_ent *k,
+static void emit_lost(struct sg_dp_engine *e, struct job *j, const struct key_ent *k,
 		      uint32_t chunk, const struct slot *s, uint32_t rank)
 {
 	struct sg_dp_msg m;
@@ -353,6 +399,8 @@ static void buf_put(struct sg_dp_engine *e, void **b)
 
 /* ---- sync and deterministic slots -------------------------------------- */
 
+#define USED_NACK (SG_DP_USED_REPLIED | SG_DP_USED_NACKED)
+
 struct pkt_ctx {
 	struct job *j;
 	const struct key_ent *k;
@@ -370,7 +418,7 @@ static void slot_complete(struct sg_dp_engine *e, struct pkt_ctx *c)
 	struct slot *s = c->s;
 
 	if (s->flags & SF_TIMED_OUT) {
-		e->st.incomplete_slots--;
+		JUNCOUNT(e, j, incomplete_slots);
 		ENG_LOG(NOTICE, "job %" PRIu32 " key %" PRIu32 " chunk %" PRIu32
 			" round %" PRIu32 ": completed after its timeout report",
 			j->id, c->k->id, c->chunk, s->round);
@@ -384,12 +432,12 @@ static void slot_complete(struct sg_dp_engine *e, struct pkt_ctx *c)
 	s->flags = 0;
 	s->t = c->now;
 	list_push_tail(j, &j->done, c->sidx);
-	e->st.rounds_completed++;
-	e->st.slots_active--;
+	JCOUNT(e, j, rounds_completed);
+	JUNCOUNT(e, j, slots_active);
 	emit_results(e, j, c->k, c->chunk, s->round, s->acc, j->full);
 }
 
-/* Open round m->round on a new or finished slot. @return 0 or -EAGAIN (NACKed). */
+/* Open round m->round on a new or finished slot. @return 0 or USED_NACK (NACKed). */
 static int slot_open(struct sg_dp_engine *e, struct pkt_ctx *c)
 {
 	struct job *j = c->j;
@@ -399,12 +447,12 @@ static int slot_open(struct sg_dp_engine *e, struct pkt_ctx *c)
 
 	if (j->ifl_top == 0) {
 		emit_code(e, j, c->k, c->chunk, c->m->round, rank, SG_DP_T_NACK, SG_DP_C_INFLIGHT);
-		return -EAGAIN;
+		return USED_NACK;
 	}
 	b = buf_get(e, c->now, s);
 	if (b == NULL) {
 		emit_code(e, j, c->k, c->chunk, c->m->round, rank, SG_DP_T_NACK, SG_DP_C_BUSY);
-		return -EAGAIN;
+		return USED_NACK;
 	}
 	if (s->state == S_DONE) {
 		if (s->acc != NULL)
@@ -420,19 +468,20 @@ static int slot_open(struct sg_dp_engine *e, struct pkt_ctx *c)
 	s->flags = 0;
 	s->t = c->now;
 	list_push_tail(j, &j->active, c->sidx);
-	e->st.slots_active++;
+	JCOUNT(e, j, slots_active);
 	return 0;
 }
 
 static void acc_fold(const struct job *j, void *acc, const void *src, uint32_t nelem, bool first)
 {
+	/* add_job checked dtype and flags; the buffers are the pool's and the packet's */
 	if (first)
-		sg_sum_acc_init(j->dtype, j->sum_flags, acc, src, nelem);
+		sg_sum_acc_init_unchecked(j->dtype, j->sum_flags, acc, src, nelem);
 	else
-		sg_sum_acc_add(j->dtype, j->sum_flags, acc, src, nelem);
+		sg_sum_acc_add_unchecked(j->dtype, j->sum_flags, acc, src, nelem);
 }
 
-/* Add one push to a collecting slot. @return 0 or -EAGAIN (NACKed, not added). */
+/* Add one push to a collecting slot. @return SG_DP_USED_* bits (NACKED: not added). */
 static int slot_add(struct sg_dp_engine *e, struct pkt_ctx *c)
 {
 	struct job *j = c->j;
@@ -447,7 +496,7 @@ static int slot_add(struct sg_dp_engine *e, struct pkt_ctx *c)
 		if (*st == NULL) {
 			emit_code(e, j, c->k, c->chunk, s->round, rank, SG_DP_T_NACK,
 				  SG_DP_C_BUSY);
-			return -EAGAIN;
+			return USED_NACK;
 		}
 		memcpy(*st, c->m->payload, (size_t)c->nelem * j->esz);
 	} else if (j->mode == SG_DP_MODE_DETERM) {
@@ -465,10 +514,11 @@ static int slot_add(struct sg_dp_engine *e, struct pkt_ctx *c)
 		acc_fold(j, s->acc, c->m->payload, c->nelem, s->arrived == 0);
 	}
 	s->arrived |= 1ull << rank;
-	e->st.rx_pushes++;
-	if (s->arrived == j->full)
-		slot_complete(e, c);
-	return 0;
+	JCOUNT(e, j, rx_pushes);
+	if (s->arrived != j->full)
+		return SG_DP_USED_SUMMED;
+	slot_complete(e, c);
+	return SG_DP_USED_SUMMED | SG_DP_USED_COMPLETED;
 }
 
 /* Resend a kept result, or ERROR GONE if it was reclaimed. */
@@ -477,11 +527,11 @@ static int resend(struct sg_dp_engine *e, struct pkt_ctx *c, const void *acc, ui
 	if (acc == NULL) {
 		emit_code(e, c->j, c->k, c->chunk, round, c->m->rank, SG_DP_T_ERROR,
 			  SG_DP_C_GONE);
-		return 0;
+		return SG_DP_USED_REPLIED;
 	}
 	emit_result(e, c->j, c->k, c->chunk, round, acc, c->m->rank);
-	e->st.retransmits_served++;
-	return 0;
+	JCOUNT(e, c->j, retransmits_served);
+	return SG_DP_USED_REPLIED;
 }
 
 static int count_drop(struct sg_dp_engine *e, enum sg_dp_drop why)
@@ -490,10 +540,18 @@ static int count_drop(struct sg_dp_engine *e, enum sg_dp_drop why)
 	return -EBADMSG;
 }
 
-/* Where a round lies relative to the slot's: the window is r-1 .. r+1. */
-static int window_drop(struct sg_dp_engine *e, int32_t d)
+/* A drop of a packet whose job is known: counted for the job too. */
+static int job_drop(struct sg_dp_engine *e, struct job *j, enum sg_dp_drop why)
 {
-	return count_drop(e, d < 0 ? SG_DP_DROP_ROUND_OLD : SG_DP_DROP_ROUND_NEW);
+	j->st.drops++;
+	j->st.drops_by[why]++;
+	return count_drop(e, why);
+}
+
+/* Where a round lies relative to the slot's: the window is r-1 .. r+1. */
+static int window_drop(struct sg_dp_engine *e, struct pkt_ctx *c, int32_t d)
+{
+	return job_drop(e, c->j, d < 0 ? SG_DP_DROP_ROUND_OLD : SG_DP_DROP_ROUND_NEW);
 }
 
 static int sync_push(struct sg_dp_engine *e, struct pkt_ctx *c)
@@ -503,34 +561,27 @@ static int sync_push(struct sg_dp_engine *e, struct pkt_ctx *c)
 
 	switch (s->state) {
 	case S_NEW:
-		if (slot_open(e, c) == 0)
-			slot_add(e, c);
-		return 0;
+		return slot_open(e, c) ?: slot_add(e, c);
 	case S_COLLECT:
 		if (d == 0) {
-			if (!(s->arrived & (1ull << c->m->rank))) {
-				slot_add(e, c); /* a NACK still answers the packet */
-				return 0;
-			}
+			if (!(s->arrived & (1ull << c->m->rank)))
+				return slot_add(e, c); /* a NACK still answers the packet */
 			if (s->flags & SF_TIMED_OUT) {
 				/* The sender is still waiting: tell it again who is missing. */
 				emit_lost(e, c->j, c->k, c->chunk, s, c->m->rank);
-				return 0;
+				return SG_DP_USED_REPLIED;
 			}
-			return count_drop(e, SG_DP_DROP_DUPLICATE);
+			return job_drop(e, c->j, SG_DP_DROP_DUPLICATE);
 		}
 		if (d == -1)
 			return resend(e, c, s->prev, c->m->round);
-		return window_drop(e, d);
+		return window_drop(e, c, d);
 	default: /* S_DONE */
 		if (d == 0)
 			return resend(e, c, s->acc, s->round);
-		if (d == 1) {
-			if (slot_open(e, c) == 0)
-				slot_add(e, c);
-			return 0;
-		}
-		return window_drop(e, d);
+		if (d == 1)
+			return slot_open(e, c) ?: slot_add(e, c);
+		return window_drop(e, c, d);
 	}
 }
 
@@ -541,16 +592,16 @@ static int sync_pull(struct sg_dp_engine *e, struct pkt_ctx *c)
 
 	if (s->state == S_NEW || (s->state == S_COLLECT && d == 0) ||
 	    (s->state == S_DONE && d == 1))
-		return count_drop(e, SG_DP_DROP_PENDING);
+		return job_drop(e, c->j, SG_DP_DROP_PENDING);
 	if (s->state == S_COLLECT && d == -1) {
-		e->st.rx_pulls++;
+		JCOUNT(e, c->j, rx_pulls);
 		return resend(e, c, s->prev, c->m->round);
 	}
 	if (s->state == S_DONE && d == 0) {
-		e->st.rx_pulls++;
+		JCOUNT(e, c->j, rx_pulls);
 		return resend(e, c, s->acc, s->round);
 	}
-	return window_drop(e, d);
+	return window_drop(e, c, d);
 }
 
 /* ---- async slots --------------------------------------------------------- */
@@ -567,13 +618,13 @@ static int async_push(struct sg_dp_engine *e, struct pkt_ctx *c)
 	if (seen && d == 0)
 		return resend(e, c, s->acc, c->m->round);
 	if (seen && d != 1)
-		return window_drop(e, d);
+		return window_drop(e, c, d);
 	if (s->state == S_NEW) {
 		s->acc = buf_get(e, c->now, s);
 		if (s->acc == NULL) {
 			emit_code(e, j, c->k, c->chunk, c->m->round, rank, SG_DP_T_NACK,
 				  SG_DP_C_BUSY);
-			return 0;
+			return USED_NACK;
 		}
 		s->state = S_ASYNC;
 		acc_fold(j, s->acc, c->m->payload, c->nelem, true);
@@ -582,19 +633,19 @@ static int async_push(struct sg_dp_engine *e, struct pkt_ctx *c)
 	}
 	s->arrived |= 1ull << rank;
 	*last = c->m->round;
-	e->st.rx_pushes++;
+	JCOUNT(e, j, rx_pushes);
 	e->st.async_updates++;
 	emit_result(e, j, c->k, c->chunk, c->m->round, s->acc, rank);
-	return 0;
+	return SG_DP_USED_SUMMED | SG_DP_USED_REPLIED;
 }
 
 static int async_pull(struct sg_dp_engine *e, struct pkt_ctx *c)
 {
 	if (c->s->state == S_NEW)
-		return count_drop(e, SG_DP_DROP_PENDING);
-	e->st.rx_pulls++;
+		return job_drop(e, c->j, SG_DP_DROP_PENDING);
+	JCOUNT(e, c->j, rx_pulls);
 	emit_result(e, c->j, c->k, c->chunk, c->m->round, c->s->acc, c->m->rank);
-	return 0;
+	return SG_DP_USED_REPLIED;
 }
 
 /* ---- entry points -------------------------------------------------------- */
@@ -617,22 +668,23 @@ int sg_dp_engine_rx(struct sg_dp_engine *e, const void *pkt, uint32_t len, uint6
 	j = job_find(e, m.job);
 	if (j == NULL)
 		return count_drop(e, SG_DP_DROP_JOB);
+	j->st.rx_packets++;
 	if (m.token != j->token)
-		return count_drop(e, SG_DP_DROP_TOKEN);
+		return job_drop(e, j, SG_DP_DROP_TOKEN);
 	if (m.rank >= j->n)
-		return count_drop(e, SG_DP_DROP_RANK);
+		return job_drop(e, j, SG_DP_DROP_RANK);
 	c.k = key_find(j, m.key);
 	if (c.k == NULL)
-		return count_drop(e, SG_DP_DROP_KEY);
+		return job_drop(e, j, SG_DP_DROP_KEY);
 	if (m.chunk >= c.k->nchunks || m.nchunks != c.k->nchunks)
-		return count_drop(e, SG_DP_DROP_CHUNK);
+		return job_drop(e, j, SG_DP_DROP_CHUNK);
 	if (m.offset != (uint64_t)m.chunk * j->chunk_bytes)
-		return count_drop(e, SG_DP_DROP_OFFSET);
+		return job_drop(e, j, SG_DP_DROP_OFFSET);
 	if (m.dtype != j->dtype)
-		return count_drop(e, SG_DP_DROP_JOB_DTYPE);
+		return job_drop(e, j, SG_DP_DROP_JOB_DTYPE);
 	c.nelem = chunk_nelem(j, c.k, m.chunk);
 	if (m.type == SG_DP_T_PUSH && m.nelem != c.nelem)
-		return count_drop(e, SG_DP_DROP_NELEM);
+		return job_drop(e, j, SG_DP_DROP_NELEM);
 
 	j->peer[m.rank] = src;
 	c.j = j;
@@ -691,8 +743,8 @@ static int job_poll(struct sg_dp_engine *e, struct job *j, uint64_t now, int log
 		}
 		list_del(j, &j->active, i);
 		s->flags |= SF_TIMED_OUT;
-		e->st.slot_timeouts++;
-		e->st.incomplete_slots++;
+		JCOUNT(e, j, slot_timeouts);
+		JCOUNT(e, j, incomplete_slots);
 		if (logged + n < LOG_PER_POLL) {
 			char miss[200];
 
@@ -729,6 +781,25 @@ void sg_dp_engine_stats(const struct sg_dp_engine *e, struct sg_dp_stats *st)
 	st->pool_free = sg_sum_pool_avail(e->pool);
 }
 
+int sg_dp_engine_job_stats(const struct sg_dp_engine *e, uint32_t job_id,
+			   struct sg_dp_job_stats *st)
+{
+	for (uint32_t i = 0; e != NULL && i < e->njobs; i++) {
+		if (e->jobs[i]->id == job_id) {
+			*st = e->jobs[i]->st;
+			return 0;
+		}
+	}
+	return -ENOENT;
+}
+
+unsigned int sg_dp_engine_jobs(const struct sg_dp_engine *e, uint32_t *ids, unsigned int cap)
+{
+	for (uint32_t i = 0; i < e->njobs && i < cap; i++)
+		ids[i] = e->jobs[i]->id;
+	return e->njobs;
+}
+
 uint32_t sg_dp_engine_buf_size(const struct sg_dp_engine *e)
 {
 	return e->buf_size;
@@ -740,9 +811,17 @@ struct sg_dp_engine *sg_dp_engine_create(const struct sg_dp_engine_conf *conf)
 {
 	struct sg_dp_engine *e;
 
-	if (conf == NULL || conf->tx.alloc == NULL || conf->tx.send == NULL) {
-		ENG_LOG(ERR, "engine: tx.alloc and tx.send are required");
+	if (conf == NULL || conf->tx.alloc == NULL || conf->tx.send == NULL ||
+	    (conf->tx.alloc_multi == NULL) != (conf->tx.send_multi == NULL)) {
+		ENG_LOG(ERR, "engine: tx.alloc and tx.send are required; alloc_multi and "
+			"send_multi go together");
 		errno = EINVAL;
+		return NULL;
+	}
+	/* The hot path calls the unchecked sums, which need an implementation chosen. */
+	if (sg_sum_init() != 0) {
+		ENG_LOG(ERR, "engine: the summation library has no usable implementation");
+		errno = ENOTSUP;
 		return NULL;
 	}
 	e = aligned_alloc(RTE_CACHE_LINE_SIZE, sizeof(*e));
@@ -787,8 +866,7 @@ struct sg_dp_engine *sg_dp_engine_create(const struct sg_dp_engine_conf *conf)
 		errno = err != 0 ? err : ENOMEM;
 		return NULL;
 	}
-	/* The sum library chooses its implementation now, not on the first packet. */
-	sg_sum_init();
+	e->multi = conf->tx.alloc_multi != NULL;
 	return e;
 inval:
 	free(e);
@@ -803,9 +881,9 @@ static void job_free(struct sg_dp_engine *e, struct job *j)
 			struct slot *s = &j->slots[i];
 
 			if (s->state == S_COLLECT) {
-				e->st.slots_active--;
+				JUNCOUNT(e, j, slots_active);
 				if (s->flags & SF_TIMED_OUT)
-					e->st.incomplete_slots--;
+					JUNCOUNT(e, j, incomplete_slots);
 				if (j->stage != NULL)
 					for (uint32_t r = 0; r < j->n; r++)
 						buf_put(e, &j->stage[(size_t)s->ifl * j->n + r]);

@@ -36,6 +36,12 @@
 extern "C" {
 #endif
 
+/** One destination of a fanned-out RESULT (sg_dp_tx_ops.send_multi). */
+struct sg_dp_tx_dest {
+	uint64_t dest; /**< the worker's opaque address (as given to rx) */
+	uint16_t rank; /**< its rank: the header's rank field of the copy sent to it */
+};
+
 /**
  * Packet output. The engine builds each packet in place: alloc() gives it a
  * buffer of at least @p len bytes for the UDP payload, the engine writes the
@@ -44,6 +50,14 @@ extern "C" {
  * reuse one scratch buffer. A DPDK caller returns the data area of a fresh
  * mbuf (behind room for Ethernet/IPv4/UDP headers) and keeps the mbuf in
  * @p pkt, so the payload is written exactly once.
+ *
+ * Fan-out (optional: set both alloc_multi and send_multi, or neither). When a
+ * round completes, the same RESULT payload goes to all N workers; only the
+ * header's rank field differs. With these ops the engine writes the header
+ * and the payload once, and the caller sends it N times: a DPDK caller builds
+ * one payload mbuf and N small header mbufs chained to it (refcount N), so
+ * the payload is neither narrowed nor copied N times. Without them, or when
+ * alloc_multi returns NULL, the engine sends N packets through alloc/send.
  */
 struct sg_dp_tx_ops {
 	/**
@@ -56,6 +70,23 @@ struct sg_dp_tx_ops {
 	void *(*alloc)(void *ctx, uint64_t dest, uint32_t len, void **pkt);
 	/** Transmit the packet from alloc(); @p len bytes were written. */
 	void (*send)(void *ctx, void *pkt, uint32_t len);
+	/**
+	 * Optional: a buffer for one RESULT of @p len bytes that will go to the
+	 * @p n (>= 2) destinations @p to (valid until send_multi returns).
+	 * @return writable buffer, or NULL to have the engine fall back to n
+	 *         alloc/send pairs for this RESULT
+	 */
+	void *(*alloc_multi)(void *ctx, const struct sg_dp_tx_dest *to, unsigned int n,
+			     uint32_t len, void **pkt);
+	/**
+	 * Optional: send the packet from alloc_multi() to each of @p to[0..n-1].
+	 * The buffer holds the header with to[0].rank; copy i must carry
+	 * to[i].rank (sg_dp_hdr_set_rank()). The packet and its buffer are the
+	 * caller's again when this returns.
+	 * @return copies queued; the others are counted in tx_fail
+	 */
+	unsigned int (*send_multi)(void *ctx, void *pkt, uint32_t len,
+				   const struct sg_dp_tx_dest *to, unsigned int n);
 	void *ctx;
 };
 
@@ -68,7 +99,8 @@ struct sg_dp_engine_conf {
 	uint32_t max_jobs;        /**< jobs at once (default 16, max 1024) */
 	uint64_t slot_timeout_ns; /**< incomplete slot reported after this (default 1 s) */
 	uint64_t shadow_hold_ns;  /**< kept result reclaimable after this (default 100 ms) */
-	struct sg_dp_tx_ops tx;   /**< packet output (alloc and send are required) */
+	struct sg_dp_tx_ops tx;   /**< packet output (alloc and send are required; the
+				   multi pair is optional) */
 };
 
 /** One partition (key) of a job. */
@@ -116,6 +148,40 @@ struct sg_dp_stats {
 	uint64_t tx_fail;           /**< packets not sent because tx alloc returned NULL */
 };
 
+/**
+ * Counters of one job (sg_dp_engine_job_stats()): the share of struct
+ * sg_dp_stats that a job's packets caused. Packets dropped before their job
+ * is known (malformed header, unknown job id) count only engine-wide.
+ */
+struct sg_dp_job_stats {
+	uint64_t rx_packets;        /**< packets that named this job (well-formed header) */
+	uint64_t rx_pushes;         /**< pushes aggregated (each counted once) */
+	uint64_t rx_pulls;          /**< PULL requests accepted */
+	uint64_t drops;             /**< this job's packets dropped, all reasons */
+	uint64_t drops_by[SG_DP_DROP_COUNT]; /**< ... by reason */
+	uint64_t rounds_completed;  /**< slot rounds that got all N pushes */
+	uint64_t results_sent;      /**< RESULT packets emitted */
+	uint64_t retransmits_served; /**< RESULTs resent for a finished round */
+	uint64_t nacks_sent;        /**< NACKs emitted */
+	uint64_t errors_sent;       /**< ERRORs emitted */
+	uint64_t slot_timeouts;     /**< slots reported incomplete after slot_timeout_ns */
+	uint64_t incomplete_slots;  /**< gauge: timed-out slots still incomplete now */
+	uint64_t slots_active;      /**< gauge: slots collecting now */
+	uint64_t tx_fail;           /**< packets for this job not sent (tx alloc failed) */
+};
+
+/**
+ * Bits of a non-negative sg_dp_engine_rx() return: what the engine did with a
+ * packet it used. A caller can count summed bytes without reading counters.
+ */
+enum sg_dp_rx_used {
+	SG_DP_USED_SUMMED = 1 << 0,    /**< a push was added to a sum (counted in rx_pushes) */
+	SG_DP_USED_COMPLETED = 1 << 1, /**< ... and completed its round: RESULTs to all N */
+	SG_DP_USED_REPLIED = 1 << 2,   /**< the sender got a reply: a kept or async RESULT,
+					    an ERROR, or a NACK (then USED_NACKED too) */
+	SG_DP_USED_NACKED = 1 << 3,    /**< refused for lack of buffers or slots; NACK sent */
+};
+
 struct sg_dp_engine;
 
 /**
@@ -148,9 +214,11 @@ int sg_dp_engine_remove_job(struct sg_dp_engine *eng, uint32_t job_id);
  * @param len  bytes at @p pkt
  * @param src  the sender's address, opaque to the engine (replies go to it)
  * @param now  monotonic time in ns
- * @return 0 when the packet was used (aggregated or answered, NACKs included),
- *         -EBADMSG when it was dropped (counted under its reason; JOIN is
- *         "dropped" as SG_DP_DROP_JOIN so that the caller may pass it on).
+ * @return a positive mask of enum sg_dp_rx_used when the packet was used
+ *         (aggregated or answered, NACKs included; a reply whose tx alloc
+ *         failed still counts as REPLIED, see tx_fail), or -EBADMSG when it
+ *         was dropped (counted under its reason; JOIN is "dropped" as
+ *         SG_DP_DROP_JOIN so that the caller may pass it on). Never 0.
  */
 int sg_dp_engine_rx(struct sg_dp_engine *eng, const void *pkt, uint32_t len, uint64_t src,
 		    uint64_t now);
@@ -167,6 +235,21 @@ int sg_dp_engine_poll(struct sg_dp_engine *eng, uint64_t now);
 
 /** Copy the engine's counters into @p st. */
 void sg_dp_engine_stats(const struct sg_dp_engine *eng, struct sg_dp_stats *st);
+
+/**
+ * Copy the counters of job @p job_id into @p st. Engine-wide totals
+ * (sg_dp_engine_stats()) include every job's, removed jobs' too. Same thread
+ * as rx, like every call here.
+ * @return 0, or -ENOENT if the engine has no such job.
+ */
+int sg_dp_engine_job_stats(const struct sg_dp_engine *eng, uint32_t job_id,
+			   struct sg_dp_job_stats *st);
+
+/**
+ * Ids of the engine's jobs, in no particular order: up to @p cap written to
+ * @p ids. @return the number of jobs (which may exceed @p cap).
+ */
+unsigned int sg_dp_engine_jobs(const struct sg_dp_engine *eng, uint32_t *ids, unsigned int cap);
 
 /** Bytes of accumulator buffer the engine's pool holds per buffer. */
 uint32_t sg_dp_engine_buf_size(const struct sg_dp_engine *eng);

@@ -118,6 +118,86 @@ static void tx_send(void *ctx, void *pkt, uint32_t len)
 	tx_enqueue(lc, pe.port_id, m);
 }
 
+/*
+ * Engine fan-out: a RESULT for N workers is written once into one payload
+ * mbuf; each worker gets a small header mbuf (Ethernet/IPv4/UDP and its copy
+ * of the Sigma header) chained to it, the payload's refcount counting the
+ * chains, as DPDK's ipv4_multicast example does. The payload is neither
+ * narrowed, copied nor (for a software UDP checksum) summed N times.
+ */
+static void *tx_alloc_multi(void *ctx, const struct sg_dp_tx_dest *to, unsigned int n,
+			    uint32_t len, void **pkt)
+{
+	struct sg_dp_lcore *lc = ctx;
+
+	/* a port that takes no chains gets one whole packet per worker (tx_alloc) */
+	for (unsigned int i = 0; i < n; i++) {
+		uint16_t port = (uint16_t)to[i].dest;
+
+		if (port >= SG_DP_MAX_PORTS || !lc->p->port_chains[port])
+			return NULL;
+	}
+	return tx_alloc(ctx, to[0].dest, len, pkt);
+}
+
+static unsigned int tx_send_multi(void *ctx, void *pkt, uint32_t len,
+				  const struct sg_dp_tx_dest *to, unsigned int n)
+{
+	struct sg_dp_lcore *lc = ctx;
+	struct rte_mbuf *pl = pkt, *h[SG_DP_MAX_WORKERS];
+	const uint8_t *sg = rte_pktmbuf_mtod_offset(pl, uint8_t *, SG_DP_NET_HDR_LEN);
+	uint32_t plen = len - SG_DP_HDR_LEN, tail = 0;
+	unsigned int sent = 0;
+
+	if (n > RTE_DIM(h) || rte_pktmbuf_alloc_bulk(lc->pool, h, n) != 0) {
+		lc->st.drops[SG_DP_ND_NO_MBUF] += n;
+		rte_pktmbuf_free(pl);
+		return 0;
+	}
+	for (unsigned int i = 0; i < n; i++) {
+		uint16_t port = (uint16_t)to[i].dest;
+
+		if (lc->p->net[port].udp_checksum && !lc->p->net[port].tx_udp_csum_offload) {
+			tail = sg_dp_net_sum(sg + SG_DP_HDR_LEN, plen);
+			break;
+		}
+	}
+	/* the payload segment: the elements only; one reference per chain */
+	pl->data_off += SG_DP_NET_HDR_LEN + SG_DP_HDR_LEN;
+	pl->data_len = (uint16_t)plen;
+	pl->pkt_len = plen;
+	rte_mbuf_refcnt_set(pl, (uint16_t)n);
+	for (unsigned int i = 0; i < n; i++) {
+		struct rte_mbuf *m = h[i];
+		uint64_t dest = to[i].dest, ol = 0;
+		struct sg_dp_peer pe = {.ip = (uint32_t)(dest >> 32),
+					.udp_port = (uint16_t)(dest >> 16), .port_id = (uint16_t)dest};
+		uint8_t *f = rte_pktmbuf_mtod(m, uint8_t *);
+		void *mac;
+
+		if (rte_hash_lookup_data(lc->peers, &dest, &mac) < 0) {
+			lc->st.drops[SG_DP_ND_NO_PEER]++;
+			rte_pktmbuf_free(m);
+			rte_pktmbuf_free(pl); /* drops this chain's reference */
+			continue;
+		}
+		memcpy(pe.mac.addr_bytes, &(uint64_t){(uintptr_t)mac}, RTE_ETHER_ADDR_LEN);
+		memcpy(f + SG_DP_NET_HDR_LEN, sg, SG_DP_HDR_LEN);
+		sg_dp_hdr_set_rank(f + SG_DP_NET_HDR_LEN, to[i].rank);
+		sg_dp_net_build_seg(&lc->p->net[pe.port_id], &pe, f, SG_DP_HDR_LEN, len, tail, &ol);
+		m->data_len = SG_DP_NET_HDR_LEN + SG_DP_HDR_LEN;
+		m->pkt_len = SG_DP_NET_HDR_LEN + len;
+		m->nb_segs = 2;
+		m->next = pl;
+		m->ol_flags = ol;
+		m->l2_len = RTE_ETHER_HDR_LEN;
+		m->l3_len = sizeof(struct rte_ipv4_hdr);
+		tx_enqueue(lc, pe.port_id, m);
+		sent++;
+	}
+	return sent;
+}
+
 /* ---- lcore loops -------------------------------------------------------- */
 
 static void reduce_burst(struct sg_dp_lcore *lc, struct rte_mbuf **pkts, unsigned int n)
@@ -301,7 +381,8 @@ static int port_setup(struct sg_dp_pipeline *p, uint16_t port, char *err, size_t
 	struct rte_eth_txconf txc;
 	struct sg_dp_net *net = &p->net[port];
 	uint16_t nrxq = 0, rxd = (uint16_t)c->rxd, txd = (uint16_t)c->txd;
-	uint64_t want_tx = RTE_ETH_TX_OFFLOAD_IPV4_CKSUM |
+	/* MULTI_SEGS: RESULT fan-out chains header mbufs to one payload mbuf */
+	uint64_t want_tx = RTE_ETH_TX_OFFLOAD_IPV4_CKSUM | RTE_ETH_TX_OFFLOAD_MULTI_SEGS |
 			   (c->udp_checksum ? RTE_ETH_TX_OFFLOAD_UDP_CKSUM : 0);
 	int rc;
 
@@ -361,6 +442,7 @@ static int port_setup(struct sg_dp_pipeline *p, uint16_t port, char *err, size_t
 	net->udp_checksum = c->udp_checksum;
 	net->tx_ip_csum_offload = (conf.txmode.offloads & RTE_ETH_TX_OFFLOAD_IPV4_CKSUM) != 0;
 	net->tx_udp_csum_offload = (conf.txmode.offloads & RTE_ETH_TX_OFFLOAD_UDP_CKSUM) != 0;
+	p->port_chains[port] = (conf.txmode.offloads & RTE_ETH_TX_OFFLOAD_MULTI_SEGS) != 0;
 	SG_DP_LOG(INFO, "port %u (%s): %u RX queue(s), %u TX queue(s), checksums %s\n", port,
 	    info.driver_name, nrxq, p->n_lc,
 	    net->tx_ip_csum_offload ? "offloaded" : "in software");
@@ -434,4 +516,6 @@ const struct sg_dp_transport sg_dp_transport_ethdev = {
 	.flush = eth_flush,
 	.tx_alloc = tx_alloc,
 	.tx_send = tx_send,
+	.tx_alloc_multi = tx_alloc_multi,
+	.tx_send_multi = tx_send_multi,
 };

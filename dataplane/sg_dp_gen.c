@@ -351,7 +351,13 @@ static unsigned int receive(struct sg_dp_gen *g)
 					      (uint16_t)(GEN_BURST - n));
 
 	for (unsigned int i = 0; i < n; i++) {
-		uint8_t *d = rte_pktmbuf_mtod(m[i], uint8_t *);
+		uint8_t lin[16384];
+		/* a fanned-out RESULT over a ring port arrives as header + payload
+		 * segments: read it whole, as a NIC would have put it on the wire */
+		uint32_t dlen = m[i]->nb_segs == 1 || m[i]->pkt_len > sizeof(lin) ? m[i]->data_len :
+				m[i]->pkt_len;
+		uint8_t *d = dlen == m[i]->data_len ? rte_pktmbuf_mtod(m[i], uint8_t *) :
+			     (uint8_t *)rte_pktmbuf_read(m[i], 0, dlen, lin);
 		struct rte_ether_hdr *eth = (struct rte_ether_hdr *)d;
 		struct rte_ipv4_hdr *ip = (struct rte_ipv4_hdr *)(eth + 1);
 		struct sg_dp_msg msg;
@@ -368,9 +374,8 @@ static unsigned int receive(struct sg_dp_gen *g)
 				g->st.other++;
 			continue;
 		}
-		if (m[i]->data_len < SG_DP_NET_HDR_LEN ||
-		    sg_dp_parse(d + SG_DP_NET_HDR_LEN, m[i]->data_len - SG_DP_NET_HDR_LEN, &msg,
-				NULL) < 0) {
+		if (dlen < SG_DP_NET_HDR_LEN ||
+		    sg_dp_parse(d + SG_DP_NET_HDR_LEN, dlen - SG_DP_NET_HDR_LEN, &msg, NULL) < 0) {
 			g->st.other++;
 			continue;
 		}

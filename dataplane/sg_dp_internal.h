@@ -121,6 +121,11 @@ struct sg_dp_transport {
 	/** Engine output; ctx is the reducer's struct sg_dp_lcore. */
 	void *(*tx_alloc)(void *ctx, uint64_t dest, uint32_t len, void **pkt);
 	void (*tx_send)(void *ctx, void *pkt, uint32_t len);
+	/** Optional engine fan-out (struct sg_dp_tx_ops): one RESULT to N workers. */
+	void *(*tx_alloc_multi)(void *ctx, const struct sg_dp_tx_dest *to, unsigned int n,
+				uint32_t len, void **pkt);
+	unsigned int (*tx_send_multi)(void *ctx, void *pkt, uint32_t len,
+				      const struct sg_dp_tx_dest *to, unsigned int n);
 };
 
 /** The DPDK ethdev transport (any PMD: PCI NICs, memif, af_packet, tap, ring). */
@@ -160,8 +165,6 @@ struct sg_dp_lcore {
 	struct rte_mempool *pool;   /* ethdev: this socket's mbufs */
 	uint64_t cur_dest;          /* address of the packet the engine is building */
 	uint64_t next_poll_tsc;
-	uint64_t pushes;            /* engine's rx_pushes after the last push */
-	struct sg_dp_stats es;      /* scratch copy of the engine's counters */
 	uint16_t txn[SG_DP_MAX_PORTS];
 	struct rte_mbuf *txb[SG_DP_MAX_PORTS][SG_DP_TXB];
 	struct sg_dp_lcore_stats st;
@@ -179,6 +182,7 @@ struct sg_dp_pipeline {
 	struct rte_mempool *pools[RTE_MAX_NUMA_NODES];
 	bool port_used[SG_DP_MAX_PORTS];
 	bool port_started[SG_DP_MAX_PORTS];
+	bool port_chains[SG_DP_MAX_PORTS]; /* TX takes chained mbufs (RESULT fan-out) */
 	struct sg_dp_net net[SG_DP_MAX_PORTS];
 	uint32_t job_hash_seed;
 	double ns_per_tsc;

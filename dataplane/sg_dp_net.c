@@ -171,8 +171,13 @@ enum sg_dp_rx_kind sg_dp_net_classify(const struct sg_dp_net *net, void *frame, 
 	return SG_DP_RX_UDP;
 }
 
-void sg_dp_net_build(const struct sg_dp_net *net, const struct sg_dp_peer *peer, void *frame,
-		     uint32_t plen, uint64_t *ol_flags)
+uint32_t sg_dp_net_sum(const void *buf, uint32_t len)
+{
+	return raw_sum(buf, len, 0);
+}
+
+void sg_dp_net_build_seg(const struct sg_dp_net *net, const struct sg_dp_peer *peer, void *frame,
+			 uint32_t hlen, uint32_t plen, uint32_t tail_sum, uint64_t *ol_flags)
 {
 	struct rte_ether_hdr *eth = frame;
 	struct rte_ipv4_hdr *ip = (struct rte_ipv4_hdr *)(eth + 1);
@@ -205,7 +210,11 @@ void sg_dp_net_build(const struct sg_dp_net *net, const struct sg_dp_peer *peer,
 			fl |= RTE_MBUF_F_TX_IPV4 | RTE_MBUF_F_TX_UDP_CKSUM;
 			udp->dgram_cksum = rte_ipv4_phdr_cksum(ip, fl);
 		} else {
-			uint16_t c = (uint16_t)~udp_sum(ip, udp, sizeof(*udp) + plen);
+			/* the pseudo-header, the bytes in this frame, then the tail's sum */
+			uint64_t ph = (uint64_t)ip->src_addr + ip->dst_addr +
+				      rte_cpu_to_be_16((uint16_t)IPPROTO_UDP) + udp->dgram_len +
+				      tail_sum;
+			uint16_t c = (uint16_t)~raw_sum(udp, (uint32_t)sizeof(*udp) + hlen, ph);
 
 			/* 0 means "no checksum" in UDP over IPv4: send its other form */
 			udp->dgram_cksum = c ? c : 0xffff;
@@ -213,4 +222,10 @@ void sg_dp_net_build(const struct sg_dp_net *net, const struct sg_dp_peer *peer,
 	}
 	if (ol_flags)
 		*ol_flags = fl;
+}
+
+void sg_dp_net_build(const struct sg_dp_net *net, const struct sg_dp_peer *peer, void *frame,
+		     uint32_t plen, uint64_t *ol_flags)
+{
+	sg_dp_net_build_seg(net, peer, frame, plen, plen, 0, ol_flags);
 }

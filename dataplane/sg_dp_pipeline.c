@@ -11,7 +11,8 @@
  * otherwise the mbuf goes to the owner's rte_ring. The reducer gives the
  * payload to its engine; the engine's replies are built straight into fresh
  * mbufs (tx_alloc/tx_send) and sent on the reducer's own TX queue of the
- * port the worker talks through. Nothing on this path allocates from the
+ * port the worker talks through. A RESULT for all N workers is built once
+ * and sent as N small header mbufs chained to it (tx_alloc_multi/send_multi). Nothing on this path allocates from the
  * heap or takes a lock.
  */
 #include <errno.h>
@@ -41,21 +42,13 @@ RTE_LOG_REGISTER(sg_dp_logtype, sigma.dataplane, INFO);
 void sg_dp_reduce_one(struct sg_dp_lcore *lc, const uint8_t *pl, uint32_t len, uint64_t dest,
 		      uint64_t now)
 {
-	lc->st.reduced_pkts++;
-	if (len > SG_DP_HDR_LEN && pl[5] == SG_DP_T_PUSH) {
-		/* the engine's push counter tells a summed push from one that was
-		 * answered from the kept result or refused with a NACK */
-		uint64_t before = lc->pushes;
+	int rc = sg_dp_engine_rx(lc->eng, pl, len, dest, now);
 
-		if (sg_dp_engine_rx(lc->eng, pl, len, dest, now) < 0)
-			lc->st.drops[SG_DP_ND_PROTO]++;
-		sg_dp_engine_stats(lc->eng, &lc->es);
-		lc->pushes = lc->es.rx_pushes;
-		if (lc->pushes != before)
-			lc->st.bytes_summed += len - SG_DP_HDR_LEN;
-	} else if (sg_dp_engine_rx(lc->eng, pl, len, dest, now) < 0) {
+	lc->st.reduced_pkts++;
+	if (rc < 0)
 		lc->st.drops[SG_DP_ND_PROTO]++;
-	}
+	else if (rc & SG_DP_USED_SUMMED) /* not a kept result resent, nor a NACK */
+		lc->st.bytes_summed += len - SG_DP_HDR_LEN;
 }
 
 static void idle_wait(struct sg_dp_lcore *lc, unsigned int *idle_polls)
@@ -186,7 +179,9 @@ static int reducer_setup(struct sg_dp_pipeline *p, struct sg_dp_lcore *lc, char 
 		.pool_bufs = c->pool_bufs,
 		.max_jobs = SG_DP_MAX_JOBS,
 		.slot_timeout_ns = (uint64_t)c->timeout_ms * 1000000ull,
-		.tx = {.alloc = p->tr->tx_alloc, .send = p->tr->tx_send, .ctx = lc},
+		.tx = {.alloc = p->tr->tx_alloc, .send = p->tr->tx_send,
+		       .alloc_multi = p->tr->tx_alloc_multi, .send_multi = p->tr->tx_send_multi,
+		       .ctx = lc},
 	};
 	uint32_t maxpl = 0;
 

@@ -282,6 +282,21 @@ enum sg_dp_rx_kind sg_dp_net_classify(const struct sg_dp_net *net, void *frame, 
 void sg_dp_net_build(const struct sg_dp_net *net, const struct sg_dp_peer *peer, void *frame,
 		     uint32_t plen, uint64_t *ol_flags);
 
+/**
+ * One's-complement sum of @p len bytes (folded to 16 bits, native order),
+ * for sg_dp_net_build_seg(): the sum of a payload that several frames share.
+ */
+uint32_t sg_dp_net_sum(const void *buf, uint32_t len);
+
+/**
+ * sg_dp_net_build() for a frame whose UDP payload is split: the first
+ * @p hlen bytes (an even number) follow the headers at @p frame, the rest
+ * (@p plen - @p hlen bytes) lie in another segment whose sg_dp_net_sum() is
+ * @p tail_sum (needed only for a software UDP checksum).
+ */
+void sg_dp_net_build_seg(const struct sg_dp_net *net, const struct sg_dp_peer *peer, void *frame,
+			 uint32_t hlen, uint32_t plen, uint32_t tail_sum, uint64_t *ol_flags);
+
 /** Parse a dotted IPv4 address into host byte order. @return 0 or -EINVAL. */
 int sg_dp_parse_ipv4(const char *s, uint32_t *ip);
 

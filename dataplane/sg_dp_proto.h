@@ -195,6 +195,19 @@ int sg_dp_parse(const void *buf, size_t len, struct sg_dp_msg *msg, enum sg_dp_d
 void sg_dp_build_hdr(void *buf, const struct sg_dp_msg *msg);
 
 /**
+ * Set the rank field of a header already built at @p buf (any alignment):
+ * what a fan-out sender (sg_dp_tx_ops.send_multi) changes in each copy.
+ */
+static inline void sg_dp_hdr_set_rank(void *buf, uint16_t rank)
+{
+	uint8_t *p = (uint8_t *)buf + offsetof(struct sg_dp_wire_hdr, rank);
+
+	/* network byte order, byte by byte: no alignment assumed */
+	p[0] = (uint8_t)(rank >> 8);
+	p[1] = (uint8_t)rank;
+}
+
+/**
  * Build a whole packet: header plus @p payload_len bytes copied from
  * @p payload (which may be NULL when @p payload_len is 0).
  * @return packet length (> 0), or -ENOSPC if it does not fit in @p cap,

@@ -260,6 +260,15 @@ static bool use_nt(size_t bytes)
 	return bytes > sg_sum_nt_threshold();
 }
 
+static void copy_bytes(const struct sg_sum_kernels *k, void *dst, const void *src, size_t bytes)
+{
+	/* A one-input byte sum is a copy with streaming stores: dst skips the cache. */
+	if (use_nt(bytes))
+		k->addk(SG_DTYPE_UINT8, dst, &src, 1, bytes, 0, true);
+	else
+		memcpy(dst, src, bytes);
+}
+
 int sg_sum_copy(enum sg_dtype dt, void *dst, const void *src, size_t n)
 {
 	size_t sz = sg_dtype_size(dt);
@@ -268,12 +277,7 @@ int sg_sum_copy(enum sg_dtype dt, void *dst, const void *src, size_t n)
 	if (rc != 0 || n == 0 || dst == src)
 		return rc;
 	/* Bytes are copied as they are: a widen/narrow round trip would quiet NaNs. */
-	if (use_nt(n * sz)) {
-		/* A one-input byte sum is a copy with streaming stores: dst skips the cache. */
-		kernels()->addk(SG_DTYPE_UINT8, dst, &src, 1, n * sz, 0, true);
-		return 0;
-	}
-	memcpy(dst, src, n * sz);
+	copy_bytes(kernels(), dst, src, n * sz);
 	return 0;
 }
 
@@ -371,6 +375,50 @@ int sg_sum_acc_final(enum sg_dtype dt, unsigned int flags, void *dst, const void
 		return sg_sum_copy(dt, dst, acc, n);
 	kernels()->narrow(dt, dst, acc, n, use_nt(n * sizeof(uint16_t)));
 	return 0;
+}
+
+/*
+ * Unchecked twins of the three accumulator calls: the same kernel calls in the
+ * same cases, so the bits match; only check_acc() and the lazy init are gone.
+ */
+static inline const struct sg_sum_kernels *kernels_ready(void)
+{
+	return atomic_load_explicit(&sum_kern, memory_order_acquire);
+}
+
+void sg_sum_acc_init_unchecked(enum sg_dtype dt, unsigned int flags, void *acc, const void *src,
+			       size_t n)
+{
+	if (n == 0)
+		return;
+	if (wide_acc(dt, flags))
+		kernels_ready()->widen(dt, acc, src, n, false);
+	else
+		copy_bytes(kernels_ready(), acc, src, n * dtype_sizes[dt]);
+}
+
+void sg_sum_acc_add_unchecked(enum sg_dtype dt, unsigned int flags, void *acc, const void *src,
+			      size_t n)
+{
+	const void *in[2] = {acc, src};
+
+	if (n == 0)
+		return;
+	if (wide_acc(dt, flags))
+		kernels_ready()->widen(dt, acc, src, n, true);
+	else
+		kernels_ready()->addk(dt, acc, in, 2, n, 0, use_nt(n * dtype_sizes[dt]));
+}
+
+void sg_sum_acc_final_unchecked(enum sg_dtype dt, unsigned int flags, void *dst, const void *acc,
+				size_t n)
+{
+	if (n == 0)
+		return;
+	if (wide_acc(dt, flags))
+		kernels_ready()->narrow(dt, dst, acc, n, use_nt(n * sizeof(uint16_t)));
+	else
+		copy_bytes(kernels_ready(), dst, acc, n * dtype_sizes[dt]);
 }
 
 /* ---- exact scalar conversions ------------------------------------------ */

@@ -152,6 +152,34 @@ int sg_sum_acc_add(enum sg_dtype dt, unsigned int flags, void *acc, const void *
 int sg_sum_acc_final(enum sg_dtype dt, unsigned int flags, void *dst, const void *acc, size_t n);
 
 /*
+ * Unchecked accumulator calls, for a hot path that validated its arguments
+ * once (the aggregation engine checks dtype and flags when a job is added and
+ * owns every buffer it passes). They compute exactly what the checked calls
+ * above compute, bit for bit, but check and log nothing: the per-call checks
+ * cost several hundred instructions, more than summing a 1 KiB chunk.
+ *
+ * The caller guarantees, and nothing verifies:
+ * - sg_sum_init() (or sg_sum_set_impl()) has returned 0;
+ * - @p dt is a valid dtype and @p flags is 0 or SG_SUM_F_NATIVE;
+ * - when n > 0, both pointers are non-NULL and cover n elements of their
+ *   type (the accumulator: sg_sum_acc_elem_size(), the other: the dtype);
+ * - the two ranges do not overlap at all (not even exactly).
+ * Breaking one of these is undefined behaviour, not an error code.
+ */
+
+/** acc = widen(src), unchecked (see above). */
+void sg_sum_acc_init_unchecked(enum sg_dtype dt, unsigned int flags, void *acc, const void *src,
+			       size_t n);
+
+/** acc += widen(src), unchecked (see above). */
+void sg_sum_acc_add_unchecked(enum sg_dtype dt, unsigned int flags, void *acc, const void *src,
+			      size_t n);
+
+/** dst = narrow(acc), unchecked (see above). */
+void sg_sum_acc_final_unchecked(enum sg_dtype dt, unsigned int flags, void *dst, const void *acc,
+				size_t n);
+
+/*
  * Scalar conversions, exact IEEE round-to-nearest-even. Exposed for tests,
  * wire tools and the GPU host backend.
  */

@@ -15,6 +15,7 @@
  * engine is destroyed; before that, all jobs are removed and the pool must be
  * full again (a leaked buffer aborts).
  */
+#include <errno.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -82,9 +83,14 @@ static void feed(struct sg_dp_engine *e, const uint8_t *pkt, uint32_t len, uint6
 {
 	struct sg_dp_msg m;
 	enum sg_dp_drop why;
+	int rc;
 
 	sg_dp_parse(pkt, len, &m, &why);
-	if (sg_dp_engine_rx(e, pkt, len, src, now) == 0)
+	rc = sg_dp_engine_rx(e, pkt, len, src, now);
+	/* used: a positive mask; dropped: -EBADMSG; nothing else, ever */
+	if (rc == 0 || (rc < 0 && rc != -EBADMSG) || rc >= 16)
+		abort();
+	if (rc > 0)
 		n_used++;
 	else
 		n_dropped++;

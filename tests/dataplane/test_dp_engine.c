@@ -109,21 +109,21 @@ static void test_shadow_and_window(void)
 
 	if (e == NULL)
 		return;
-	SG_CHECK_EQ(push_f(e, &ps, 0, 0, 0, 1.0f, 0), 0);
+	SG_CHECK(push_f(e, &ps, 0, 0, 0, 1.0f, 0) > 0, "used");
 	SG_CHECK_EQ(cap.n, 0);
-	SG_CHECK_EQ(push_f(e, &ps, 1, 0, 0, 2.0f, 0), 0);
+	SG_CHECK(push_f(e, &ps, 1, 0, 0, 2.0f, 0) > 0, "used");
 	SG_CHECK_EQ(cap.n, 2);
 	SG_CHECK(first_f(&cap.pkts[0]) == 3.0f && first_f(&cap.pkts[1]) == 3.0f, "round 0");
 	/* Rank 1 lost its RESULT: its retransmit gets the kept one. */
-	SG_CHECK_EQ(push_f(e, &ps, 1, 0, 0, 2.0f, 1), 0);
+	SG_CHECK(push_f(e, &ps, 1, 0, 0, 2.0f, 1) > 0, "used");
 	expect_last(SG_DP_T_RESULT, 0, 1, 0, "resend after finish");
 	SG_CHECK(first_f(&cap.pkts[cap.n - 1]) == 3.0f, "resent value");
 	/* Rank 0 opens round 1; rank 1 still asks for round 0: the shadow answers. */
-	SG_CHECK_EQ(push_f(e, &ps, 0, 0, 1, 10.0f, 2), 0);
-	SG_CHECK_EQ(push_f(e, &ps, 1, 0, 0, 2.0f, 3), 0);
+	SG_CHECK(push_f(e, &ps, 0, 0, 1, 10.0f, 2) > 0, "used");
+	SG_CHECK(push_f(e, &ps, 1, 0, 0, 2.0f, 3) > 0, "used");
 	expect_last(SG_DP_T_RESULT, 0, 1, 0, "shadow resend");
 	SG_CHECK(first_f(&cap.pkts[cap.n - 1]) == 3.0f, "shadow value");
-	SG_CHECK_EQ(pull(e, &ps, 0, 0, 0, 3), 0);
+	SG_CHECK(pull(e, &ps, 0, 0, 0, 3) > 0, "used");
 	expect_last(SG_DP_T_RESULT, 0, 0, 0, "pull of the shadow");
 	/* Window while round 1 collects. */
 	SG_CHECK_EQ(push_f(e, &ps, 0, 0, 1, 10.0f, 4), -EBADMSG);
@@ -134,14 +134,14 @@ static void test_shadow_and_window(void)
 	SG_CHECK_EQ(drops(e, SG_DP_DROP_ROUND_OLD), 1);
 	SG_CHECK_EQ(pull(e, &ps, 0, 0, 1, 4), -EBADMSG);
 	SG_CHECK_EQ(drops(e, SG_DP_DROP_PENDING), 1);
-	SG_CHECK_EQ(push_f(e, &ps, 1, 0, 1, 20.0f, 5), 0);
+	SG_CHECK(push_f(e, &ps, 1, 0, 1, 20.0f, 5) > 0, "used");
 	SG_CHECK(first_f(&cap.pkts[cap.n - 1]) == 30.0f, "round 1");
 	/* Round 1 finished: round 0 is old now, round 3 too new. */
 	SG_CHECK_EQ(push_f(e, &ps, 1, 0, 0, 2.0f, 6), -EBADMSG);
 	SG_CHECK_EQ(drops(e, SG_DP_DROP_ROUND_OLD), 2);
 	SG_CHECK_EQ(push_f(e, &ps, 1, 0, 3, 2.0f, 6), -EBADMSG);
 	SG_CHECK_EQ(drops(e, SG_DP_DROP_ROUND_NEW), 2);
-	SG_CHECK_EQ(pull(e, &ps, 1, 0, 1, 6), 0);
+	SG_CHECK(pull(e, &ps, 1, 0, 1, 6) > 0, "used");
 	expect_last(SG_DP_T_RESULT, 0, 1, 1, "pull of finished round");
 	SG_CHECK(first_f(&cap.pkts[cap.n - 1]) == 30.0f, "pulled value");
 	sg_dp_engine_stats(e, &st);
@@ -157,8 +157,8 @@ static void test_shadow_and_window(void)
 	e = fixture(16, 1, SG_DTYPE_FP32, SG_DP_MODE_SYNC, 16, 0, 0);
 	if (e == NULL)
 		return;
-	SG_CHECK_EQ(push_f(e, &ps, 0, 0, 0xffffffffu, 1.0f, 0), 0);
-	SG_CHECK_EQ(push_f(e, &ps, 0, 0, 0, 2.0f, 0), 0);
+	SG_CHECK(push_f(e, &ps, 0, 0, 0xffffffffu, 1.0f, 0) > 0, "used");
+	SG_CHECK(push_f(e, &ps, 0, 0, 0, 2.0f, 0) > 0, "used");
 	expect_last(SG_DP_T_RESULT, 0, 0, 0, "round after 2^32-1");
 	SG_CHECK(first_f(&cap.pkts[cap.n - 1]) == 2.0f, "wrapped value");
 	sg_dp_engine_destroy(e);
@@ -173,7 +173,7 @@ static void test_pool_exhaustion(void)
 	if (e == NULL)
 		return;
 	for (uint32_t c = 0; c < 8; c++)
-		SG_CHECK_EQ(push_f(e, &ps, 0, c, 0, 1.0f, c), 0);
+		SG_CHECK(push_f(e, &ps, 0, c, 0, 1.0f, c) > 0, "used");
 	/* Four open; four NACKed (never silently dropped). */
 	sg_dp_engine_stats(e, &st);
 	SG_CHECK_EQ(st.nacks_sent, 4);
@@ -187,27 +187,27 @@ static void test_pool_exhaustion(void)
 				 cap.pkts[i].dest == 100,
 			 "NACK %u", i);
 	for (uint32_t c = 0; c < 4; c++)
-		SG_CHECK_EQ(push_f(e, &ps, 1, c, 0, 2.0f, 10), 0);
+		SG_CHECK(push_f(e, &ps, 1, c, 0, 2.0f, 10) > 0, "used");
 	sg_dp_engine_stats(e, &st);
 	SG_CHECK_EQ(st.rounds_completed, 4);
 	/* All four buffers hold results younger than shadow_hold: still NACK. */
-	SG_CHECK_EQ(push_f(e, &ps, 0, 4, 0, 1.0f, 10 + 5 * MS), 0);
+	SG_CHECK(push_f(e, &ps, 0, 4, 0, 1.0f, 10 + 5 * MS) > 0, "used");
 	expect_last(SG_DP_T_NACK, SG_DP_C_BUSY, 0, 0, "held results");
 	/* Later, the oldest result is reclaimed and the push is taken. */
-	SG_CHECK_EQ(push_f(e, &ps, 0, 4, 0, 1.0f, 20 * MS), 0);
+	SG_CHECK(push_f(e, &ps, 0, 4, 0, 1.0f, 20 * MS) > 0, "used");
 	sg_dp_engine_stats(e, &st);
 	SG_CHECK_EQ(st.shadows_reclaimed, 1);
 	SG_CHECK_EQ(st.slots_active, 1);
-	SG_CHECK_EQ(push_f(e, &ps, 1, 4, 0, 2.0f, 20 * MS), 0);
+	SG_CHECK(push_f(e, &ps, 1, 4, 0, 2.0f, 20 * MS) > 0, "used");
 	SG_CHECK(first_f(&cap.pkts[cap.n - 1]) == 3.0f, "after reclaim");
 	/* Chunk 0's result was the one reclaimed: a late retransmit learns it. */
-	SG_CHECK_EQ(push_f(e, &ps, 1, 0, 0, 2.0f, 20 * MS), 0);
+	SG_CHECK(push_f(e, &ps, 1, 0, 0, 2.0f, 20 * MS) > 0, "used");
 	expect_last(SG_DP_T_ERROR, SG_DP_C_GONE, 1, 0, "gone");
 	/* The next round of chunk 0 still works, without a shadow. */
-	SG_CHECK_EQ(push_f(e, &ps, 0, 0, 1, 5.0f, 40 * MS), 0);
-	SG_CHECK_EQ(push_f(e, &ps, 1, 0, 0, 2.0f, 40 * MS), 0);
+	SG_CHECK(push_f(e, &ps, 0, 0, 1, 5.0f, 40 * MS) > 0, "used");
+	SG_CHECK(push_f(e, &ps, 1, 0, 0, 2.0f, 40 * MS) > 0, "used");
 	expect_last(SG_DP_T_ERROR, SG_DP_C_GONE, 1, 0, "no shadow");
-	SG_CHECK_EQ(push_f(e, &ps, 1, 0, 1, 5.0f, 40 * MS), 0);
+	SG_CHECK(push_f(e, &ps, 1, 0, 1, 5.0f, 40 * MS) > 0, "used");
 	SG_CHECK(first_f(&cap.pkts[cap.n - 1]) == 10.0f, "round 1 after reclaim");
 	sg_dp_engine_remove_job(e, 1);
 	sg_dp_engine_stats(e, &st);
@@ -227,17 +227,17 @@ static void test_reclaim_spares_own_shadow(void)
 		return;
 	for (uint32_t c = 0; c < 2; c++)
 		for (uint32_t r = 0; r < 2; r++)
-			SG_CHECK_EQ(push_f(e, &ps, r, c, 0, 1.0f + (float)c, c), 0);
+			SG_CHECK(push_f(e, &ps, r, c, 0, 1.0f + (float)c, c) > 0, "used");
 	/* Both buffers hold results; chunk 0's is the oldest. */
-	SG_CHECK_EQ(push_f(e, &ps, 0, 0, 1, 1.0f, 20 * MS), 0);
+	SG_CHECK(push_f(e, &ps, 0, 0, 1, 1.0f, 20 * MS) > 0, "used");
 	sg_dp_engine_stats(e, &st);
 	SG_CHECK_EQ(st.shadows_reclaimed, 1);
 	SG_CHECK_EQ(st.slots_active, 1);
 	/* Chunk 1's result went; chunk 0's round 0 is still there for rank 1. */
-	SG_CHECK_EQ(push_f(e, &ps, 1, 0, 0, 1.0f, 20 * MS), 0);
+	SG_CHECK(push_f(e, &ps, 1, 0, 0, 1.0f, 20 * MS) > 0, "used");
 	expect_last(SG_DP_T_RESULT, 0, 1, 0, "own shadow kept");
 	SG_CHECK(first_f(&cap.pkts[cap.n - 1]) == 2.0f, "shadow value");
-	SG_CHECK_EQ(push_f(e, &ps, 1, 1, 0, 2.0f, 20 * MS), 0);
+	SG_CHECK(push_f(e, &ps, 1, 1, 0, 2.0f, 20 * MS) > 0, "used");
 	expect_last(SG_DP_T_ERROR, SG_DP_C_GONE, 1, 0, "the other result went");
 	sg_dp_engine_destroy(e);
 }
@@ -334,13 +334,13 @@ static void test_inflight_limit(void)
 
 	if (e == NULL)
 		return;
-	SG_CHECK_EQ(push_f(e, &ps, 0, 0, 0, 1.0f, 0), 0);
-	SG_CHECK_EQ(push_f(e, &ps, 0, 1, 0, 1.0f, 0), 0);
-	SG_CHECK_EQ(push_f(e, &ps, 0, 2, 0, 1.0f, 0), 0);
+	SG_CHECK(push_f(e, &ps, 0, 0, 0, 1.0f, 0) > 0, "used");
+	SG_CHECK(push_f(e, &ps, 0, 1, 0, 1.0f, 0) > 0, "used");
+	SG_CHECK(push_f(e, &ps, 0, 2, 0, 1.0f, 0) > 0, "used");
 	expect_last(SG_DP_T_NACK, SG_DP_C_INFLIGHT, 0, 0, "in-flight limit");
-	SG_CHECK_EQ(push_f(e, &ps, 1, 0, 0, 1.0f, 0), 0);
-	SG_CHECK_EQ(push_f(e, &ps, 0, 2, 0, 1.0f, 0), 0);
-	SG_CHECK_EQ(push_f(e, &ps, 1, 2, 0, 1.0f, 0), 0);
+	SG_CHECK(push_f(e, &ps, 1, 0, 0, 1.0f, 0) > 0, "used");
+	SG_CHECK(push_f(e, &ps, 0, 2, 0, 1.0f, 0) > 0, "used");
+	SG_CHECK(push_f(e, &ps, 1, 2, 0, 1.0f, 0) > 0, "used");
 	expect_last(SG_DP_T_RESULT, 0, 1, 0, "after a slot finished");
 	sg_dp_engine_destroy(e);
 }
@@ -355,7 +355,7 @@ static void test_worker_loss(void)
 	if (e == NULL)
 		return;
 	for (uint32_t r = 0; r < 3; r++)
-		SG_CHECK_EQ(push_f(e, &ps, r, 0, 7, 1.0f, MS), 0);
+		SG_CHECK(push_f(e, &ps, r, 0, 7, 1.0f, MS) > 0, "used");
 	SG_CHECK_EQ(sg_dp_engine_poll(e, 50 * MS), 0);
 	SG_CHECK_EQ(sg_dp_engine_poll(e, 0), 0); /* a clock that went back ages nothing */
 	SG_CHECK_EQ(cap.n, 0);
@@ -380,11 +380,11 @@ static void test_worker_loss(void)
 	/* Reported once; a waiting worker's retransmit is told again. */
 	SG_CHECK_EQ(sg_dp_engine_poll(e, 500 * MS), 0);
 	n0 = cap.n;
-	SG_CHECK_EQ(push_f(e, &ps, 1, 0, 7, 1.0f, 500 * MS), 0);
+	SG_CHECK(push_f(e, &ps, 1, 0, 7, 1.0f, 500 * MS) > 0, "used");
 	SG_CHECK_EQ(cap.n, n0 + 1);
 	expect_last(SG_DP_T_ERROR, SG_DP_C_WORKER_LOST, 1, 7, "retransmit to a lost slot");
 	/* The late worker completes it, with all four inputs. */
-	SG_CHECK_EQ(push_f(e, &ps, 3, 0, 7, 1.0f, 600 * MS), 0);
+	SG_CHECK(push_f(e, &ps, 3, 0, 7, 1.0f, 600 * MS) > 0, "used");
 	SG_CHECK_EQ(cap.n, n0 + 5);
 	SG_CHECK(first_f(&cap.pkts[cap.n - 1]) == 4.0f, "late completion");
 	sg_dp_engine_stats(e, &st);
@@ -421,20 +421,20 @@ static void test_async(void)
 	if (e == NULL)
 		return;
 	SG_CHECK_EQ(pull(e, &ps, 0, 0, 0, 0), -EBADMSG);
-	SG_CHECK_EQ(push_i(e, &ps, 0, 0, 1), 0);
+	SG_CHECK(push_i(e, &ps, 0, 0, 1) > 0, "used");
 	SG_CHECK(cap.n == 1 && last_i(0) == 1 && last_i(15) == 16, "first push");
-	SG_CHECK_EQ(push_i(e, &ps, 1, 5, 10), 0);
+	SG_CHECK(push_i(e, &ps, 1, 5, 10) > 0, "used");
 	SG_CHECK(last_i(0) == 11 && last_i(3) == 17, "second push %d", last_i(0));
 	expect_last(SG_DP_T_RESULT, 0, 1, 5, "async answer");
-	SG_CHECK_EQ(push_i(e, &ps, 0, 0, 1), 0); /* retransmit: not added again */
+	SG_CHECK(push_i(e, &ps, 0, 0, 1) > 0, "used"); /* retransmit: not added again */
 	SG_CHECK(last_i(0) == 11, "retransmit %d", last_i(0));
-	SG_CHECK_EQ(push_i(e, &ps, 0, 1, 100), 0);
+	SG_CHECK(push_i(e, &ps, 0, 1, 100) > 0, "used");
 	SG_CHECK(last_i(0) == 111, "third push %d", last_i(0));
 	SG_CHECK_EQ(push_i(e, &ps, 0, 3, 100), -EBADMSG);
 	SG_CHECK_EQ(push_i(e, &ps, 0, 0, 100), -EBADMSG);
 	SG_CHECK_EQ(drops(e, SG_DP_DROP_ROUND_NEW), 1);
 	SG_CHECK_EQ(drops(e, SG_DP_DROP_ROUND_OLD), 1);
-	SG_CHECK_EQ(pull(e, &ps, 1, 0, 9, 0), 0);
+	SG_CHECK(pull(e, &ps, 1, 0, 9, 0) > 0, "used");
 	SG_CHECK(last_i(0) == 111 && last_i(15) == 111 + 3 * 15, "pull %d", last_i(0));
 	sg_dp_engine_stats(e, &st);
 	SG_CHECK_EQ(st.async_updates, 3);
