@@ -27,6 +27,7 @@
 #endif
 #include "sg_dp_proto.h"
 #include "sg_sum.h"
+#include "sg_dp_util.h"
 
 const char sg_dp_default_config[] =
 	"; sigmad embedded default configuration: one port, one I/O lcore (1)\n"
@@ -88,22 +89,6 @@ int sg_dp_parse_ipv4(const char *s, uint32_t *ip)
 		if (!isdigit((unsigned char)*p) && *p != '.')
 			return -EINVAL;
 	*ip = (b[0] << 24) | (b[1] << 16) | (b[2] << 8) | b[3];
-	return 0;
-}
-
-/* Strict unsigned parse: decimal or 0x hex, whole string, within [lo, hi]. */
-static int parse_u64(const char *s, uint64_t lo, uint64_t hi, uint64_t *out)
-{
-	char *end;
-	unsigned long long v;
-
-	if (s == NULL || *s == '\0' || *s == '-' || *s == '+' || isspace((unsigned char)*s))
-		return -EINVAL;
-	errno = 0;
-	v = strtoull(s, &end, 0);
-	if (errno != 0 || *end != '\0' || v < lo || v > hi)
-		return -EINVAL;
-	*out = v;
 	return 0;
 }
 
@@ -325,11 +310,11 @@ static int apply_key(struct sg_dp_config *c, const struct key_def *k, const char
 		rc = sg_dp_parse_ipv4(val, &c->ip);
 		break;
 	case K_U16:
-		if ((rc = parse_u64(val, k->lo, k->hi, &v)) == 0)
+		if ((rc = sg_dp_parse_u64(val, k->lo, k->hi, &v)) == 0)
 			*(uint16_t *)f = (uint16_t)v;
 		break;
 	case K_UINT:
-		if ((rc = parse_u64(val, k->lo, k->hi, &v)) == 0)
+		if ((rc = sg_dp_parse_u64(val, k->lo, k->hi, &v)) == 0)
 			*(unsigned int *)f = (unsigned int)v;
 		break;
 	case K_BOOL:
@@ -393,7 +378,7 @@ static int apply_job(struct sg_dp_config *c, const char *sec, const char *name, 
 	enum sg_dp_mode mode;
 	int rc = -EINVAL;
 
-	if (parse_u64(sec + 4, 1, UINT32_MAX, &id) < 0) {
+	if (sg_dp_parse_u64(sec + 4, 1, UINT32_MAX, &id) < 0) {
 		sg_dp_seterr(err, errlen, "[%s]: a job section is named \"job N\" with N >= 1", sec);
 		return -EINVAL;
 	}
@@ -410,10 +395,10 @@ static int apply_job(struct sg_dp_config *c, const char *sec, const char *name, 
 					    .keys = 1, .partition_bytes = SG_DP_PARTITION_DEFAULT};
 	}
 	if (!strcmp(name, "workers")) {
-		if ((rc = parse_u64(val, 1, 64, &v)) == 0)
+		if ((rc = sg_dp_parse_u64(val, 1, 64, &v)) == 0)
 			j->workers = (uint32_t)v;
 	} else if (!strcmp(name, "token")) {
-		rc = parse_u64(val, 0, UINT64_MAX, &j->token);
+		rc = sg_dp_parse_u64(val, 0, UINT64_MAX, &j->token);
 	} else if (!strcmp(name, "dtype")) {
 		if ((rc = sg_dtype_from_name(val, &dt)) == 0)
 			j->dtype = dt;
@@ -421,18 +406,18 @@ static int apply_job(struct sg_dp_config *c, const char *sec, const char *name, 
 		if ((rc = sg_dp_mode_from_name(val, &mode)) == 0)
 			j->mode = mode;
 	} else if (!strcmp(name, "keys")) {
-		if ((rc = parse_u64(val, 1, 1u << 20, &v)) == 0)
+		if ((rc = sg_dp_parse_u64(val, 1, 1u << 20, &v)) == 0)
 			j->keys = (uint32_t)v;
 	} else if (!strcmp(name, "chunk_bytes")) {
-		if ((rc = parse_u64(val, 0, SG_DP_MAX_CHUNK_BYTES, &v)) == 0 && v % 8 != 0)
+		if ((rc = sg_dp_parse_u64(val, 0, SG_DP_MAX_CHUNK_BYTES, &v)) == 0 && v % 8 != 0)
 			rc = -EINVAL;
 		if (rc == 0)
 			j->chunk_bytes = (uint32_t)v;
 	} else if (!strcmp(name, "partition_bytes")) {
-		if ((rc = parse_u64(val, 64, 1u << 30, &v)) == 0)
+		if ((rc = sg_dp_parse_u64(val, 64, 1u << 30, &v)) == 0)
 			j->partition_bytes = (uint32_t)v;
 	} else if (!strcmp(name, "slots")) {
-		if ((rc = parse_u64(val, 0, 1u << 20, &v)) == 0)
+		if ((rc = sg_dp_parse_u64(val, 0, 1u << 20, &v)) == 0)
 			j->slots = (uint32_t)v;
 	} else {
 		sg_dp_seterr(err, errlen, "[%s]: unknown key \"%s\" (known: workers, token, dtype, mode, "
@@ -808,7 +793,7 @@ int sg_dp_config_parse_args(struct sg_dp_config *c, int argc, char **argv, char 
 			c->demo = true;
 			continue;
 		case OPT_DEMO_WORKERS:
-			if (parse_u64(optarg, 1, 64, &v) < 0) {
+			if (sg_dp_parse_u64(optarg, 1, 64, &v) < 0) {
 				sg_dp_seterr(err, errlen, "--demo-workers \"%s\": expected 1..64", optarg);
 				return -EINVAL;
 			}

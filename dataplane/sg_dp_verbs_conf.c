@@ -15,6 +15,7 @@
 #include <rte_cfgfile.h>
 
 #include "sg_dp_verbs.h"
+#include "sg_dp_util.h"
 
 void sg_dp_verbs_conf_defaults(struct sg_dp_verbs_conf *c)
 {
@@ -40,22 +41,6 @@ const char *sg_dp_verbs_mode_name(enum sg_dp_verbs_mode m)
 		return "rc";
 	}
 	return "unknown";
-}
-
-/* Strict unsigned parse: decimal or 0x hex, whole string, within [lo, hi]. */
-static int parse_u64(const char *s, uint64_t lo, uint64_t hi, uint64_t *out)
-{
-	char *end;
-	unsigned long long v;
-
-	if (s == NULL || *s == '\0' || *s == '-' || *s == '+' || *s == ' ')
-		return -EINVAL;
-	errno = 0;
-	v = strtoull(s, &end, 0);
-	if (errno != 0 || *end != '\0' || v < lo || v > hi)
-		return -EINVAL;
-	*out = v;
-	return 0;
 }
 
 /* One numeric key: its name, bounds and where it goes. */
@@ -116,7 +101,7 @@ int sg_dp_verbs_conf_set(struct sg_dp_verbs_conf *c, const char *key, const char
 		/* "auto" (or -1) lets the transport choose */
 		if (strcmp(value, "auto") == 0 || strcmp(value, "-1") == 0)
 			v = UINT64_MAX;
-		else if (parse_u64(value, 0, hi, &v) < 0) {
+		else if (sg_dp_parse_u64(value, 0, hi, &v) < 0) {
 			snprintf(err, errlen,
 				 "[verbs] %s = \"%.80s\": expected auto, -1 or an integer in [0, %" PRIu64 "]",
 				 key, value, hi);
@@ -130,7 +115,7 @@ int sg_dp_verbs_conf_set(struct sg_dp_verbs_conf *c, const char *key, const char
 
 		if (strcmp(key, k->name) != 0)
 			continue;
-		if (parse_u64(value, k->lo, k->hi, &v) < 0) {
+		if (sg_dp_parse_u64(value, k->lo, k->hi, &v) < 0) {
 			snprintf(err, errlen,
 				 "[verbs] %s = \"%.80s\": expected an integer in [%" PRIu64 ", %" PRIu64 "]",
 				 key, value, k->lo, k->hi);
