@@ -5,9 +5,10 @@
  * optional node_heartbeat sender.
  *
  * Threading: every ops callback runs on the server's thread. Engines belong
- * to their reducer lcores, so jobs are added and removed, and engine counters
- * read, by messages on each lcore's sg_ctl_chan; the lcore answers between
- * bursts (sg_dp_lcore_ctl). Per-lcore counters are read the way telemetry
+ * to their reducer lcores, so jobs are added and removed, keys released, and
+ * per-job counters read, by messages on each lcore's sg_ctl_chan; the lcore
+ * answers between bursts (sg_dp_lcore_ctl). Telemetry's thread uses the same
+ * channels for /sigma/jobs, so their control side is serialised by p->ctl_lock. Per-lcore counters are read the way telemetry
  * reads them (plain loads of lcore-owned integers).
  */
 #include <errno.h>
@@ -57,7 +58,6 @@ struct sg_dp_agent {
 	uint32_t next_id;
 	bool draining;
 	/* staging handed to lcores: a timed-out lcore may read it late, so it lives here */
-	struct sg_dp_stats stage_stats[SG_DP_MAX_LAYOUT];
 	struct sg_dp_job_conf stage_job;
 	struct sg_dp_key *stage_keys;
 	/* rates of lcores_get: counters at the previous call */
@@ -162,6 +162,48 @@ unsigned int sg_dp_lcore_ctl_tick(struct sg_dp_lcore *lc)
 	return n;
 }
 
+static bool key_in_mask(void *arg, uint32_t job, uint32_t key)
+{
+	return (*(const uint64_t *)arg >> sg_dp_bucket_of(job, key)) & 1;
+}
+
+_Static_assert(SG_DP_BUCKETS <= 64, "a bucket mask fits a message argument");
+
+/*
+ * Buckets in @p mask come back to this reducer, which held them before: its
+ * engine forgets their old rounds, and its earlier move stops forwarding them.
+ * The agent sends this before the current owner starts the move, so none of
+ * their packets reach this lcore yet. @return slots freed.
+ */
+static int keys_release(struct sg_dp_lcore *lc, uint64_t mask)
+{
+	uint32_t ids[SG_DP_MAX_JOBS];
+	unsigned int n = RTE_MIN(sg_dp_engine_jobs(lc->eng, ids, SG_DP_MAX_JOBS),
+				 (unsigned int)SG_DP_MAX_JOBS);
+	int freed = 0;
+
+	for (unsigned int b = 0; lc->mv != NULL && b < SG_DP_BUCKETS; b++)
+		if (mask >> b & 1)
+			lc->mv->phase[b] = 0;
+	for (unsigned int i = 0; i < n; i++) {
+		int rc = sg_dp_engine_release_keys(lc->eng, ids[i], key_in_mask, &mask);
+
+		freed += rc > 0 ? rc : 0;
+	}
+	return freed;
+}
+
+/* Every job's counters of this lcore's engine into lc->js_*. @return jobs written. */
+static int job_stats_stage(struct sg_dp_lcore *lc)
+{
+	unsigned int n = RTE_MIN(sg_dp_engine_jobs(lc->eng, lc->js_ids, SG_DP_MAX_JOBS),
+				 (unsigned int)SG_DP_MAX_JOBS);
+
+	for (unsigned int i = 0; i < n; i++)
+		sg_dp_engine_job_stats(lc->eng, lc->js_ids[i], &lc->js_st[i]);
+	return (int)n;
+}
+
 int sg_dp_lcore_ctl(void *arg, struct sg_ctl_msg *m)
 {
 	struct sg_dp_lcore *lc = arg;
@@ -190,40 +232,76 @@ int sg_dp_lcore_ctl(void *arg, struct sg_ctl_msg *m)
 			return -EINVAL;
 		lc->mv = (struct sg_dp_move *)(uintptr_t)m->arg[0];
 		return 0;
+	case SG_DP_MSG_KEYS_RELEASE:
+		return lc->eng ? keys_release(lc, m->arg[0]) : 0;
+	case SG_DP_MSG_JOB_STATS:
+		return lc->eng ? job_stats_stage(lc) : 0;
 	default:
 		return -ENOTSUP;
 	}
 }
 
-/* Send one message to lcore @p i of the layout; @return the lcore's answer or -errno. */
-static int lcore_call(struct sg_dp_agent *a, unsigned int i, uint32_t type, uint64_t arg0)
+/* sg_dp_lcore_call() with p->ctl_lock held by the caller. */
+static int lcore_call_locked(struct sg_dp_pipeline *p, unsigned int i, uint32_t type,
+			     uint64_t arg0)
 {
 	struct sg_ctl_msg rq = {.type = type, .arg = {arg0}}, rs;
-	int rc = sg_ctl_chan_call(a->p->lc[i].chan, &rq, &rs, AGENT_CHAN_TIMEOUT_US);
+	int rc = sg_ctl_chan_call(p->lc[i].chan, &rq, &rs, AGENT_CHAN_TIMEOUT_US);
 
 	return rc < 0 ? rc : rs.result;
 }
 
-/* Engine counters summed over every reducer, fetched by the reducers themselves. */
-static int engine_stats(struct sg_dp_agent *a, struct sg_dp_stats *sum)
+int sg_dp_lcore_call(struct sg_dp_pipeline *p, unsigned int i, uint32_t type, uint64_t arg0)
 {
-	struct sg_dp_pipeline *p = a->p;
+	int rc;
 
-	memset(sum, 0, sizeof(*sum));
-	for (unsigned int i = 0; i < p->n_lc; i++) {
-		uint64_t *d = (uint64_t *)sum;
-		const uint64_t *s = (const uint64_t *)&a->stage_stats[i];
-		int rc;
+	pthread_mutex_lock(&p->ctl_lock);
+	rc = lcore_call_locked(p, i, type, arg0);
+	pthread_mutex_unlock(&p->ctl_lock);
+	return rc;
+}
 
-		if (p->lc[i].eng == NULL)
+/* Send one message to lcore @p i of the layout; @return the lcore's answer or -errno. */
+static int lcore_call(struct sg_dp_agent *a, unsigned int i, uint32_t type, uint64_t arg0)
+{
+	return sg_dp_lcore_call(a->p, i, type, arg0);
+}
+
+int sg_dp_pipeline_jobs_stats(struct sg_dp_pipeline *p, uint32_t *ids,
+			      struct sg_dp_job_stats *st, unsigned int cap)
+{
+	unsigned int n = 0;
+	int rc = 0;
+
+	/* the lock also keeps the lcores' js_* answers ours until we have read them */
+	pthread_mutex_lock(&p->ctl_lock);
+	for (unsigned int i = 0; i < p->n_lc && rc >= 0; i++) {
+		const struct sg_dp_lcore *lc = &p->lc[i];
+
+		if (lc->eng == NULL)
 			continue;
-		rc = lcore_call(a, i, SG_CTL_MSG_STATS, (uint64_t)(uintptr_t)&a->stage_stats[i]);
-		if (rc < 0)
-			return rc;
-		for (size_t k = 0; k < sizeof(*sum) / sizeof(uint64_t); k++)
-			d[k] += s[k];
+		rc = lcore_call_locked(p, i, SG_DP_MSG_JOB_STATS, 0);
+		for (int k = 0; k < rc; k++) {
+			const uint64_t *src = (const uint64_t *)&lc->js_st[k];
+			unsigned int at = 0;
+			uint64_t *dst;
+
+			while (at < n && ids[at] != lc->js_ids[k])
+				at++;
+			if (at == n) {
+				if (n == cap)
+					continue;
+				ids[n] = lc->js_ids[k];
+				memset(&st[n++], 0, sizeof(*st));
+			}
+			/* every field is a uint64_t counter or gauge: sum them all */
+			dst = (uint64_t *)&st[at];
+			for (size_t f = 0; f < sizeof(*st) / sizeof(uint64_t); f++)
+				dst[f] += src[f];
+		}
 	}
-	return 0;
+	pthread_mutex_unlock(&p->ctl_lock);
+	return rc < 0 ? rc : (int)n;
 }
 
 /* ---- ops ---------------------------------------------------------------- */
@@ -419,14 +497,13 @@ static int op_job_create(void *arg, struct sg_ctl_job *job, char *reason)
 static int op_job_list(void *arg, struct sg_ctl_job *out, unsigned int cap)
 {
 	struct sg_dp_agent *a = arg;
-	struct sg_dp_stats es;
-	unsigned int n = 0, used = 0;
-	int rc = engine_stats(a, &es);
+	uint32_t ids[SG_DP_MAX_JOBS];
+	struct sg_dp_job_stats js[SG_DP_MAX_JOBS];
+	unsigned int n = 0;
+	int nj = sg_dp_pipeline_jobs_stats(a->p, ids, js, SG_DP_MAX_JOBS);
 
-	if (rc < 0)
-		return rc;
-	for (unsigned int i = 0; i < AGENT_MAX_JOBS; i++)
-		used += a->jobs[i].used;
+	if (nj < 0)
+		return nj;
 	for (unsigned int i = 0; i < AGENT_MAX_JOBS && n < cap; i++) {
 		const struct agent_job *j = &a->jobs[i];
 
@@ -435,12 +512,14 @@ static int op_job_list(void *arg, struct sg_ctl_job *out, unsigned int cap)
 		out[n] = (struct sg_ctl_job){.id = j->id, .n_workers = j->workers, .dtype = j->dtype,
 					     .mode = j->mode, .partition_bytes = j->partition_bytes,
 					     .n_tensors = j->n_tensors};
-		/* the engine counts per engine, not per job: exact only for a single job */
-		if (used == 1) {
-			out[n].rounds_completed = es.rounds_completed;
-			out[n].retransmits = es.retransmits_served;
-			out[n].incomplete = es.incomplete_slots;
-		}
+		for (int k = 0; k < nj; k++)
+			if (ids[k] == j->id) {
+				out[n].rounds_completed = js[k].rounds_completed;
+				out[n].retransmits = js[k].retransmits_served;
+				out[n].incomplete = js[k].incomplete_slots;
+				out[n].nacks = js[k].nacks_sent;
+				out[n].drops = js[k].drops;
+			}
 		n++;
 	}
 	return (int)n;
@@ -626,6 +705,7 @@ static int keymap_change(struct sg_dp_agent *a, const uint16_t *want, char *reas
 	struct sg_dp_pipeline *p = a->p;
 	uint16_t now[SG_DP_BUCKETS];
 	struct sg_dp_move *mv[SG_DP_MAX_LAYOUT] = {NULL};
+	uint64_t back[SG_DP_MAX_LAYOUT] = {0};
 	unsigned int moved = 0;
 	int rc = 0;
 
@@ -634,11 +714,8 @@ static int keymap_change(struct sg_dp_agent *a, const uint16_t *want, char *reas
 		if (want[b] == now[b])
 			continue;
 		moved++;
-		if (a->ever[b] & (1ull << want[b])) {
-			snprintf(reason, SG_CTL_REASON_MAX, "bucket %u was on reducer %u before and "
-				 "its old rounds are still there: it cannot go back live; restart sigmad", b, want[b]);
-			return -EOPNOTSUPP;
-		}
+		if (a->ever[b] & (1ull << want[b]))
+			back[want[b]] |= 1ull << b;
 	}
 	if (moved == 0)
 		return 0;
@@ -655,6 +732,17 @@ static int keymap_change(struct sg_dp_agent *a, const uint16_t *want, char *reas
 				 a->jobs[i].id);
 			return -EOPNOTSUPP;
 		}
+	/* a bucket going back to a reducer that held it: that engine forgets its old rounds
+	 * first (no packet of the bucket reaches it until the current owner forwards them) */
+	for (unsigned int r = 0; r < p->n_red && rc >= 0; r++)
+		if (back[r] != 0)
+			rc = lcore_call(a, p->red[r]->idx, SG_DP_MSG_KEYS_RELEASE, back[r]);
+	if (rc < 0) {
+		snprintf(reason, SG_CTL_REASON_MAX, "a reducer did not release the keys coming "
+			 "back to it: %s", strerror(-rc));
+		return rc;
+	}
+	rc = 0;
 	for (unsigned int r = 0; r < p->n_red && rc == 0; r++)
 		mv[r] = move_build(a, r, want, false, &rc);
 	for (unsigned int r = 0; r < p->n_red; r++) {

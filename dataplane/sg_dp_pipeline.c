@@ -222,6 +222,7 @@ struct sg_dp_pipeline *sg_dp_pipeline_create(const struct sg_dp_config *c, char 
 		return NULL;
 	}
 	p->tr = &sg_dp_transport_ethdev;
+	pthread_mutex_init(&p->ctl_lock, NULL);
 	p->cfg = *c;
 	p->idle_sleep_us = c->idle_sleep_us;
 	p->ns_per_tsc = 1e9 / (double)rte_get_tsc_hz();
@@ -360,6 +361,7 @@ void sg_dp_pipeline_destroy(struct sg_dp_pipeline *p)
 	}
 	p->tr->teardown(p);
 	rte_free(p->lc);
+	pthread_mutex_destroy(&p->ctl_lock);
 	rte_free(p);
 }
 
