@@ -71,6 +71,7 @@ struct sg_dp_agent {
 	const uint8_t *secret;
 	size_t secret_len;
 	pthread_t hb_thread;
+	pthread_mutex_t hb_lock; /* a->ac: SIGHUP writes it, the heartbeat and server threads read */
 	bool hb_running;
 	volatile bool hb_stop;
 	uint64_t hb_sent, hb_failed;
@@ -314,7 +315,9 @@ static int op_node_info(void *arg, struct sg_ctl_node_info *out)
 	bool node_seen[RTE_MAX_NUMA_NODES] = {false};
 
 	memset(out, 0, sizeof(*out));
+	pthread_mutex_lock(&a->hb_lock);
 	snprintf(out->name, sizeof(out->name), "%s", a->ac.name);
+	pthread_mutex_unlock(&a->hb_lock);
 	RTE_LCORE_FOREACH(lcore) {
 		unsigned int s = rte_lcore_to_socket_id(lcore);
 
@@ -880,11 +883,10 @@ static void *hb_main(void *arg)
 {
 	struct sg_dp_agent *a = arg;
 	struct sg_ctl_client *cli = NULL;
-	char params[256];
+	struct sg_dp_agent_conf ac;
+	char params[256], target[sizeof(ac.coordinator)] = "";
 	uint64_t hz = rte_get_tsc_hz(), next = rte_rdtsc();
 
-	snprintf(params, sizeof(params), "{\"name\":\"%s\",\"kind\":\"%s\",\"gbps\":%.3f}",
-		 a->ac.name, sg_ctl_node_kind_name(a->ac.kind), a->ac.gbps);
 	while (!a->hb_stop) {
 		char *emsg = NULL;
 
@@ -892,9 +894,21 @@ static void *hb_main(void *arg)
 			usleep(10000);
 			continue;
 		}
-		next = rte_rdtsc() + hz * a->ac.heartbeat_ms / 1000;
-		if (cli == NULL)
-			cli = sg_ctl_client_connect(a->ac.coordinator, a->secret, a->secret_len, 1000);
+		/* SIGHUP may have changed any of these since the last beat */
+		pthread_mutex_lock(&a->hb_lock);
+		ac = a->ac;
+		pthread_mutex_unlock(&a->hb_lock);
+		snprintf(params, sizeof(params), "{\"name\":\"%s\",\"kind\":\"%s\",\"gbps\":%.3f}",
+			 ac.name, sg_ctl_node_kind_name(ac.kind), ac.gbps);
+		next = rte_rdtsc() + hz * ac.heartbeat_ms / 1000;
+		if (cli != NULL && strcmp(target, ac.coordinator) != 0) {
+			sg_ctl_client_close(cli);
+			cli = NULL;
+		}
+		if (cli == NULL) {
+			snprintf(target, sizeof(target), "%s", ac.coordinator);
+			cli = sg_ctl_client_connect(target, a->secret, a->secret_len, 1000);
+		}
 		if (cli != NULL && sg_ctl_client_call(cli, "node_heartbeat", params, NULL,
 						      &emsg) == 0) {
 			__atomic_fetch_add(&a->hb_sent, 1, __ATOMIC_RELAXED);
@@ -902,7 +916,7 @@ static void *hb_main(void *arg)
 		}
 		/* log the first failure of a run of them only */
 		if (__atomic_fetch_add(&a->hb_failed, 1, __ATOMIC_RELAXED) == 0 || emsg)
-			SG_DP_LOG(WARNING, "heartbeat to %s failed: %s\n", a->ac.coordinator,
+			SG_DP_LOG(WARNING, "heartbeat to %s failed: %s\n", target,
 				  emsg ? emsg : strerror(errno));
 		free(emsg);
 		sg_ctl_client_close(cli);
@@ -910,6 +924,54 @@ static void *hb_main(void *arg)
 	}
 	sg_ctl_client_close(cli);
 	return NULL;
+}
+
+int sg_dp_agent_reload(struct sg_dp_agent *a, const struct sg_dp_agent_conf *ac, FILE *report)
+{
+	struct sg_dp_agent_conf nc = *ac;
+	int restart = 0;
+
+	/* the same defaults as at start */
+	if (nc.name[0] == '\0')
+		snprintf(nc.name, sizeof(nc.name), "%s", a->ac.name);
+	if (nc.gbps <= 0)
+		nc.gbps = a->ac.gbps;
+	if (nc.heartbeat_ms == 0)
+		nc.heartbeat_ms = 1000;
+	if (nc.server_digest != a->ac.server_digest) {
+		restart++;
+		if (report)
+			fprintf(report, "sigmad: SIGHUP: [control] listen, unix, secret_file, metrics "
+				"or limits changed: needs a restart\n");
+	}
+	if (strcmp(nc.coordinator, a->ac.coordinator) != 0 &&
+	    (!a->hb_running || nc.coordinator[0] == '\0')) {
+		restart++;
+		if (report)
+			fprintf(report, "sigmad: SIGHUP: [control] coordinator %s: needs a restart\n",
+				a->hb_running ? "removed" : "added");
+		snprintf(nc.coordinator, sizeof(nc.coordinator), "%s", a->ac.coordinator);
+	}
+	if (report) {
+		if (strcmp(nc.name, a->ac.name))
+			fprintf(report, "sigmad: SIGHUP: [control] name now %s\n", nc.name);
+		if (nc.kind != a->ac.kind)
+			fprintf(report, "sigmad: SIGHUP: [control] kind now %s\n",
+				sg_ctl_node_kind_name(nc.kind));
+		if (nc.gbps != a->ac.gbps)
+			fprintf(report, "sigmad: SIGHUP: [control] gbps now %.3f\n", nc.gbps);
+		if (nc.heartbeat_ms != a->ac.heartbeat_ms)
+			fprintf(report, "sigmad: SIGHUP: [control] heartbeat_ms now %u\n",
+				nc.heartbeat_ms);
+		if (strcmp(nc.coordinator, a->ac.coordinator))
+			fprintf(report, "sigmad: SIGHUP: [control] heartbeats now to %s\n",
+				nc.coordinator);
+	}
+	nc.server_digest = a->ac.server_digest;
+	pthread_mutex_lock(&a->hb_lock);
+	a->ac = nc;
+	pthread_mutex_unlock(&a->hb_lock);
+	return restart;
 }
 
 /* ---- life cycle --------------------------------------------------------- */
@@ -929,6 +991,7 @@ struct sg_dp_agent *sg_dp_agent_start(struct sg_dp_pipeline *p,
 	}
 	a->p = p;
 	a->ac = *ac;
+	pthread_mutex_init(&a->hb_lock, NULL);
 	if (a->ac.name[0] == '\0' && gethostname(a->ac.name, sizeof(a->ac.name) - 1) != 0)
 		snprintf(a->ac.name, sizeof(a->ac.name), "sigmad");
 	if (a->ac.gbps <= 0)
@@ -992,6 +1055,7 @@ void sg_dp_agent_stop(struct sg_dp_agent *a)
 	for (unsigned int i = 0; i < AGENT_MAX_JOBS; i++)
 		free(a->jobs[i].nelem);
 	free(a->stage_keys);
+	pthread_mutex_destroy(&a->hb_lock);
 	free(a);
 }
 
@@ -1075,9 +1139,16 @@ int sg_dp_agent_conf_load(struct rte_cfgfile *cf, struct sg_dp_agent_conf *ac,
 
 		for (size_t k = 0; k < RTE_DIM(agent_keys); k++)
 			mine |= !strcmp(ents[i].name, agent_keys[k]);
-		if (mine)
+		if (mine) {
 			rc = agent_key(ac, ents[i].name, ents[i].value, err, errlen);
-		else if (rte_cfgfile_add_entry(rest, "control", ents[i].name, ents[i].value) < 0)
+			continue;
+		}
+		/* SIGHUP tells a change of the server's keys by this (they need a restart) */
+		ac->server_digest = rte_jhash(ents[i].name, (uint32_t)strlen(ents[i].name),
+					      ac->server_digest);
+		ac->server_digest = rte_jhash(ents[i].value, (uint32_t)strlen(ents[i].value),
+					      ac->server_digest);
+		if (rte_cfgfile_add_entry(rest, "control", ents[i].name, ents[i].value) < 0)
 			rc = -ENOMEM;
 	}
 	if (rc == 0) {

@@ -392,6 +392,7 @@ int sg_dp_pipeline_reload(struct sg_dp_pipeline *p, const struct sg_dp_config *n
 		      nc->pool_bufs != c->pool_bufs, "[resources]");
 	NEEDS_RESTART(nc->n_jobs != c->n_jobs ||
 		      memcmp(nc->jobs, c->jobs, sizeof(c->jobs[0]) * c->n_jobs), "[job N]");
+	NEEDS_RESTART(nc->transport != c->transport, "[transport]");
 	/* the engine takes its slot timeout at creation only */
 	NEEDS_RESTART(nc->timeout_ms != c->timeout_ms, "[live] timeout_ms");
 #undef NEEDS_RESTART

@@ -267,6 +267,30 @@ static void *operator_main(void *arg)
 			expect(cc, "nodes_list", NULL, "\"name\":\"agent-node\",\"kind\":\"gpu\"");
 		sg_ctl_client_close(cc);
 	}
+	/* SIGHUP's part: a new name and kind reach the coordinator with the next heartbeats;
+	 * removing the coordinator needs a restart and leaves it */
+	{
+		struct sg_dp_agent_conf ac = {.kind = SG_CTL_NODE_CPU, .gbps = 25,
+					      .heartbeat_ms = 20, .name = "agent-node2"};
+		struct sg_ctl_client *cc = sg_ctl_client_connect(coord_path, NULL, 0, 5000);
+		char *res = NULL;
+		bool seen = false;
+
+		snprintf(ac.coordinator, sizeof(ac.coordinator), "unix:%s", coord_path);
+		SG_CHECK_EQ(sg_dp_agent_reload(r->agent, &ac, stdout), 0);
+		for (int i = 0; i < 100 && cc != NULL && !seen; i++) {
+			rte_delay_us_sleep(20000);
+			if (sg_ctl_client_call(cc, "nodes_list", NULL, &res, NULL) == 0)
+				seen = strstr(res, "\"name\":\"agent-node2\",\"kind\":\"cpu\"") != NULL;
+			free(res);
+			res = NULL;
+		}
+		SG_CHECK(seen, "the renamed node never heartbeated");
+		expect(t, "node_info", NULL, "\"name\":\"agent-node2\"");
+		ac.coordinator[0] = '\0';
+		SG_CHECK_EQ(sg_dp_agent_reload(r->agent, &ac, stdout), 1);
+		sg_ctl_client_close(cc);
+	}
 out:
 	sg_ctl_client_close(u);
 	sg_ctl_client_close(t);
