@@ -8,8 +8,9 @@
  * to their reducer lcores, so jobs are added and removed, keys released, and
  * per-job counters read, by messages on each lcore's sg_ctl_chan; the lcore
  * answers between bursts (sg_dp_lcore_ctl). Telemetry's thread uses the same
- * channels for /sigma/jobs, so their control side is serialised by p->ctl_lock. Per-lcore counters are read the way telemetry
- * reads them (plain loads of lcore-owned integers).
+ * channels for /sigma/jobs, so their control side is serialised by
+ * p->ctl_lock. Per-lcore counters are read the way telemetry reads them
+ * (plain loads of lcore-owned integers).
  */
 #include <errno.h>
 #include <inttypes.h>
