@@ -354,9 +354,11 @@ struct sg_ctl_job {
 	uint32_t n_tensors;
 	const struct sg_ctl_tensor *tensors; /**< create: owned by the server for the call only */
 	char token[SG_CTL_TOKEN_LEN];	     /**< create: made by the server; list: left empty */
-	uint64_t rounds_completed;
-	uint64_t retransmits;
-	uint64_t incomplete;
+	uint64_t rounds_completed; /**< list: summed over the node's reducers */
+	uint64_t retransmits;      /**< list: kept results served again */
+	uint64_t incomplete;       /**< list: gauge, timed-out rounds still open */
+	uint64_t nacks;            /**< list: NACKs sent (no buffer or slot free) */
+	uint64_t drops;            /**< list: the job's packets dropped, all reasons */
 };
 
 /** A live layout change: only what the dataplane can apply without a restart. */

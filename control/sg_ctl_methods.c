@@ -296,13 +296,15 @@ static int m_job_create(struct sg_ctl_server *s, json_t *params, json_t **res,
 
 static json_t *job_json(const struct sg_ctl_job *j)
 {
-	return json_pack("{s:I, s:I, s:s, s:s, s:I, s:I, s:I, s:I, s:I}", "id", (json_int_t)j->id,
+	return json_pack("{s:I, s:I, s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "id",
+			 (json_int_t)j->id,
 			 "workers", (json_int_t)j->n_workers, "dtype", sg_dtype_name(j->dtype),
 			 "mode", j->mode == SG_CTL_MODE_ASYNC ? "async" : "sync",
 			 "partition_bytes", (json_int_t)j->partition_bytes, "tensors",
 			 (json_int_t)j->n_tensors, "rounds_completed",
 			 (json_int_t)j->rounds_completed, "retransmits", (json_int_t)j->retransmits,
-			 "incomplete", (json_int_t)j->incomplete);
+			 "incomplete", (json_int_t)j->incomplete, "nacks", (json_int_t)j->nacks,
+			 "drops", (json_int_t)j->drops);
 }
 
 /* Jobs from the agent into a malloc'd array; @return count or -1 with err. */
@@ -886,6 +888,10 @@ char *sg_ctl_srv_metrics(struct sg_ctl_server *s, size_t *len)
 		 offsetof(struct sg_ctl_job, retransmits)},
 		{"sigma_job_incomplete_slots", "rounds waiting for pushes",
 		 offsetof(struct sg_ctl_job, incomplete)},
+		{"sigma_job_nacks_total", "pushes refused for lack of buffers or slots",
+		 offsetof(struct sg_ctl_job, nacks)},
+		{"sigma_job_drops_total", "the job's packets dropped, all reasons",
+		 offsetof(struct sg_ctl_job, drops)},
 	};
 	struct sg_ctl_lcore_stats *ls = NULL;
 	struct sg_ctl_job *jobs = NULL;

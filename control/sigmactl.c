@@ -226,13 +226,15 @@ static void show_jobs(json_t *r)
 	json_t *j;
 	size_t i;
 
-	printf("%6s %7s %-5s %-5s %10s %7s %14s %11s %10s\n", "JOB", "WORKERS", "DTYPE", "MODE",
-	       "PART_BYTES", "TENSORS", "ROUNDS", "RETRANSMITS", "INCOMPLETE");
+	printf("%6s %7s %-5s %-5s %10s %7s %14s %11s %10s %10s %10s\n", "JOB", "WORKERS",
+	       "DTYPE", "MODE", "PART_BYTES", "TENSORS", "ROUNDS", "RETRANSMITS", "INCOMPLETE",
+	       "NACKS", "DROPS");
 	json_array_foreach(r, i, j)
-		printf("%6lld %7lld %-5s %-5s %10lld %7lld %14lld %11lld %10lld\n", jint(j, "id"),
-		       jint(j, "workers"), jstr(j, "dtype"), jstr(j, "mode"),
+		printf("%6lld %7lld %-5s %-5s %10lld %7lld %14lld %11lld %10lld %10lld %10lld\n",
+		       jint(j, "id"), jint(j, "workers"), jstr(j, "dtype"), jstr(j, "mode"),
 		       jint(j, "partition_bytes"), jint(j, "tensors"), jint(j, "rounds_completed"),
-		       jint(j, "retransmits"), jint(j, "incomplete"));
+		       jint(j, "retransmits"), jint(j, "incomplete"), jint(j, "nacks"),
+		       jint(j, "drops"));
 }
 
 static void show_lcores(json_t *r)

@@ -5,10 +5,12 @@
  * optional node_heartbeat sender.
  *
  * Threading: every ops callback runs on the server's thread. Engines belong
- * to their reducer lcores, so jobs are added and removed, and engine counters
- * read, by messages on each lcore's sg_ctl_chan; the lcore answers between
- * bursts (sg_dp_lcore_ctl). Per-lcore counters are read the way telemetry
- * reads them (plain loads of lcore-owned integers).
+ * to their reducer lcores, so jobs are added and removed, keys released, and
+ * per-job counters read, by messages on each lcore's sg_ctl_chan; the lcore
+ * answers between bursts (sg_dp_lcore_ctl). Telemetry's thread uses the same
+ * channels for /sigma/jobs, so their control side is serialised by
+ * p->ctl_lock. Per-lcore counters are read the way telemetry reads them
+ * (plain loads of lcore-owned integers).
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -57,7 +59,6 @@ struct sg_dp_agent {
 	uint32_t next_id;
 	bool draining;
 	/* staging handed to lcores: a timed-out lcore may read it late, so it lives here */
-	struct sg_dp_stats stage_stats[SG_DP_MAX_LAYOUT];
 	struct sg_dp_job_conf stage_job;
 	struct sg_dp_key *stage_keys;
 	/* rates of lcores_get: counters at the previous call */
@@ -71,6 +72,7 @@ struct sg_dp_agent {
 	const uint8_t *secret;
 	size_t secret_len;
 	pthread_t hb_thread;
+	pthread_mutex_t hb_lock; /* a->ac: SIGHUP writes it, the heartbeat and server threads read */
 	bool hb_running;
 	volatile bool hb_stop;
 	uint64_t hb_sent, hb_failed;
@@ -162,6 +164,48 @@ unsigned int sg_dp_lcore_ctl_tick(struct sg_dp_lcore *lc)
 	return n;
 }
 
+static bool key_in_mask(void *arg, uint32_t job, uint32_t key)
+{
+	return (*(const uint64_t *)arg >> sg_dp_bucket_of(job, key)) & 1;
+}
+
+_Static_assert(SG_DP_BUCKETS <= 64, "a bucket mask fits a message argument");
+
+/*
+ * Buckets in @p mask come back to this reducer, which held them before: its
+ * engine forgets their old rounds, and its earlier move stops forwarding them.
+ * The agent sends this before the current owner starts the move, so none of
+ * their packets reach this lcore yet. @return slots freed.
+ */
+static int keys_release(struct sg_dp_lcore *lc, uint64_t mask)
+{
+	uint32_t ids[SG_DP_MAX_JOBS];
+	unsigned int n = RTE_MIN(sg_dp_engine_jobs(lc->eng, ids, SG_DP_MAX_JOBS),
+				 (unsigned int)SG_DP_MAX_JOBS);
+	int freed = 0;
+
+	for (unsigned int b = 0; lc->mv != NULL && b < SG_DP_BUCKETS; b++)
+		if (mask >> b & 1)
+			lc->mv->phase[b] = 0;
+	for (unsigned int i = 0; i < n; i++) {
+		int rc = sg_dp_engine_release_keys(lc->eng, ids[i], key_in_mask, &mask);
+
+		freed += rc > 0 ? rc : 0;
+	}
+	return freed;
+}
+
+/* Every job's counters of this lcore's engine into lc->js_*. @return jobs written. */
+static int job_stats_stage(struct sg_dp_lcore *lc)
+{
+	unsigned int n = RTE_MIN(sg_dp_engine_jobs(lc->eng, lc->js_ids, SG_DP_MAX_JOBS),
+				 (unsigned int)SG_DP_MAX_JOBS);
+
+	for (unsigned int i = 0; i < n; i++)
+		sg_dp_engine_job_stats(lc->eng, lc->js_ids[i], &lc->js_st[i]);
+	return (int)n;
+}
+
 int sg_dp_lcore_ctl(void *arg, struct sg_ctl_msg *m)
 {
 	struct sg_dp_lcore *lc = arg;
@@ -190,40 +234,76 @@ int sg_dp_lcore_ctl(void *arg, struct sg_ctl_msg *m)
 			return -EINVAL;
 		lc->mv = (struct sg_dp_move *)(uintptr_t)m->arg[0];
 		return 0;
+	case SG_DP_MSG_KEYS_RELEASE:
+		return lc->eng ? keys_release(lc, m->arg[0]) : 0;
+	case SG_DP_MSG_JOB_STATS:
+		return lc->eng ? job_stats_stage(lc) : 0;
 	default:
 		return -ENOTSUP;
 	}
 }
 
-/* Send one message to lcore @p i of the layout; @return the lcore's answer or -errno. */
-static int lcore_call(struct sg_dp_agent *a, unsigned int i, uint32_t type, uint64_t arg0)
+/* sg_dp_lcore_call() with p->ctl_lock held by the caller. */
+static int lcore_call_locked(struct sg_dp_pipeline *p, unsigned int i, uint32_t type,
+			     uint64_t arg0)
 {
 	struct sg_ctl_msg rq = {.type = type, .arg = {arg0}}, rs;
-	int rc = sg_ctl_chan_call(a->p->lc[i].chan, &rq, &rs, AGENT_CHAN_TIMEOUT_US);
+	int rc = sg_ctl_chan_call(p->lc[i].chan, &rq, &rs, AGENT_CHAN_TIMEOUT_US);
 
 	return rc < 0 ? rc : rs.result;
 }
 
-/* Engine counters summed over every reducer, fetched by the reducers themselves. */
-static int engine_stats(struct sg_dp_agent *a, struct sg_dp_stats *sum)
+int sg_dp_lcore_call(struct sg_dp_pipeline *p, unsigned int i, uint32_t type, uint64_t arg0)
 {
-	struct sg_dp_pipeline *p = a->p;
+	int rc;
 
-	memset(sum, 0, sizeof(*sum));
-	for (unsigned int i = 0; i < p->n_lc; i++) {
-		uint64_t *d = (uint64_t *)sum;
-		const uint64_t *s = (const uint64_t *)&a->stage_stats[i];
-		int rc;
+	pthread_mutex_lock(&p->ctl_lock);
+	rc = lcore_call_locked(p, i, type, arg0);
+	pthread_mutex_unlock(&p->ctl_lock);
+	return rc;
+}
 
-		if (p->lc[i].eng == NULL)
+/* Send one message to lcore @p i of the layout; @return the lcore's answer or -errno. */
+static int lcore_call(struct sg_dp_agent *a, unsigned int i, uint32_t type, uint64_t arg0)
+{
+	return sg_dp_lcore_call(a->p, i, type, arg0);
+}
+
+int sg_dp_pipeline_jobs_stats(struct sg_dp_pipeline *p, uint32_t *ids,
+			      struct sg_dp_job_stats *st, unsigned int cap)
+{
+	unsigned int n = 0;
+	int rc = 0;
+
+	/* the lock also keeps the lcores' js_* answers ours until we have read them */
+	pthread_mutex_lock(&p->ctl_lock);
+	for (unsigned int i = 0; i < p->n_lc && rc >= 0; i++) {
+		const struct sg_dp_lcore *lc = &p->lc[i];
+
+		if (lc->eng == NULL)
 			continue;
-		rc = lcore_call(a, i, SG_CTL_MSG_STATS, (uint64_t)(uintptr_t)&a->stage_stats[i]);
-		if (rc < 0)
-			return rc;
-		for (size_t k = 0; k < sizeof(*sum) / sizeof(uint64_t); k++)
-			d[k] += s[k];
+		rc = lcore_call_locked(p, i, SG_DP_MSG_JOB_STATS, 0);
+		for (int k = 0; k < rc; k++) {
+			const uint64_t *src = (const uint64_t *)&lc->js_st[k];
+			unsigned int at = 0;
+			uint64_t *dst;
+
+			while (at < n && ids[at] != lc->js_ids[k])
+				at++;
+			if (at == n) {
+				if (n == cap)
+					continue;
+				ids[n] = lc->js_ids[k];
+				memset(&st[n++], 0, sizeof(*st));
+			}
+			/* every field is a uint64_t counter or gauge: sum them all */
+			dst = (uint64_t *)&st[at];
+			for (size_t f = 0; f < sizeof(*st) / sizeof(uint64_t); f++)
+				dst[f] += src[f];
+		}
 	}
-	return 0;
+	pthread_mutex_unlock(&p->ctl_lock);
+	return rc < 0 ? rc : (int)n;
 }
 
 /* ---- ops ---------------------------------------------------------------- */
@@ -236,7 +316,9 @@ static int op_node_info(void *arg, struct sg_ctl_node_info *out)
 	bool node_seen[RTE_MAX_NUMA_NODES] = {false};
 
 	memset(out, 0, sizeof(*out));
+	pthread_mutex_lock(&a->hb_lock);
 	snprintf(out->name, sizeof(out->name), "%s", a->ac.name);
+	pthread_mutex_unlock(&a->hb_lock);
 	RTE_LCORE_FOREACH(lcore) {
 		unsigned int s = rte_lcore_to_socket_id(lcore);
 
@@ -419,14 +501,13 @@ static int op_job_create(void *arg, struct sg_ctl_job *job, char *reason)
 static int op_job_list(void *arg, struct sg_ctl_job *out, unsigned int cap)
 {
 	struct sg_dp_agent *a = arg;
-	struct sg_dp_stats es;
-	unsigned int n = 0, used = 0;
-	int rc = engine_stats(a, &es);
+	uint32_t ids[SG_DP_MAX_JOBS];
+	struct sg_dp_job_stats js[SG_DP_MAX_JOBS];
+	unsigned int n = 0;
+	int nj = sg_dp_pipeline_jobs_stats(a->p, ids, js, SG_DP_MAX_JOBS);
 
-	if (rc < 0)
-		return rc;
-	for (unsigned int i = 0; i < AGENT_MAX_JOBS; i++)
-		used += a->jobs[i].used;
+	if (nj < 0)
+		return nj;
 	for (unsigned int i = 0; i < AGENT_MAX_JOBS && n < cap; i++) {
 		const struct agent_job *j = &a->jobs[i];
 
@@ -435,12 +516,14 @@ static int op_job_list(void *arg, struct sg_ctl_job *out, unsigned int cap)
 		out[n] = (struct sg_ctl_job){.id = j->id, .n_workers = j->workers, .dtype = j->dtype,
 					     .mode = j->mode, .partition_bytes = j->partition_bytes,
 					     .n_tensors = j->n_tensors};
-		/* the engine counts per engine, not per job: exact only for a single job */
-		if (used == 1) {
-			out[n].rounds_completed = es.rounds_completed;
-			out[n].retransmits = es.retransmits_served;
-			out[n].incomplete = es.incomplete_slots;
-		}
+		for (int k = 0; k < nj; k++)
+			if (ids[k] == j->id) {
+				out[n].rounds_completed = js[k].rounds_completed;
+				out[n].retransmits = js[k].retransmits_served;
+				out[n].incomplete = js[k].incomplete_slots;
+				out[n].nacks = js[k].nacks_sent;
+				out[n].drops = js[k].drops;
+			}
 		n++;
 	}
 	return (int)n;
@@ -626,6 +709,7 @@ static int keymap_change(struct sg_dp_agent *a, const uint16_t *want, char *reas
 	struct sg_dp_pipeline *p = a->p;
 	uint16_t now[SG_DP_BUCKETS];
 	struct sg_dp_move *mv[SG_DP_MAX_LAYOUT] = {NULL};
+	uint64_t back[SG_DP_MAX_LAYOUT] = {0};
 	unsigned int moved = 0;
 	int rc = 0;
 
@@ -634,11 +718,8 @@ static int keymap_change(struct sg_dp_agent *a, const uint16_t *want, char *reas
 		if (want[b] == now[b])
 			continue;
 		moved++;
-		if (a->ever[b] & (1ull << want[b])) {
-			snprintf(reason, SG_CTL_REASON_MAX, "bucket %u was on reducer %u before and "
-				 "its old rounds are still there: it cannot go back live; restart sigmad", b, want[b]);
-			return -EOPNOTSUPP;
-		}
+		if (a->ever[b] & (1ull << want[b]))
+			back[want[b]] |= 1ull << b;
 	}
 	if (moved == 0)
 		return 0;
@@ -655,6 +736,17 @@ static int keymap_change(struct sg_dp_agent *a, const uint16_t *want, char *reas
 				 a->jobs[i].id);
 			return -EOPNOTSUPP;
 		}
+	/* a bucket going back to a reducer that held it: that engine forgets its old rounds
+	 * first (no packet of the bucket reaches it until the current owner forwards them) */
+	for (unsigned int r = 0; r < p->n_red && rc >= 0; r++)
+		if (back[r] != 0)
+			rc = lcore_call(a, p->red[r]->idx, SG_DP_MSG_KEYS_RELEASE, back[r]);
+	if (rc < 0) {
+		snprintf(reason, SG_CTL_REASON_MAX, "a reducer did not release the keys coming "
+			 "back to it: %s", strerror(-rc));
+		return rc;
+	}
+	rc = 0;
 	for (unsigned int r = 0; r < p->n_red && rc == 0; r++)
 		mv[r] = move_build(a, r, want, false, &rc);
 	for (unsigned int r = 0; r < p->n_red; r++) {
@@ -792,11 +884,10 @@ static void *hb_main(void *arg)
 {
 	struct sg_dp_agent *a = arg;
 	struct sg_ctl_client *cli = NULL;
-	char params[256];
+	struct sg_dp_agent_conf ac;
+	char params[256], target[sizeof(ac.coordinator)] = "";
 	uint64_t hz = rte_get_tsc_hz(), next = rte_rdtsc();
 
-	snprintf(params, sizeof(params), "{\"name\":\"%s\",\"kind\":\"%s\",\"gbps\":%.3f}",
-		 a->ac.name, sg_ctl_node_kind_name(a->ac.kind), a->ac.gbps);
 	while (!a->hb_stop) {
 		char *emsg = NULL;
 
@@ -804,9 +895,21 @@ static void *hb_main(void *arg)
 			usleep(10000);
 			continue;
 		}
-		next = rte_rdtsc() + hz * a->ac.heartbeat_ms / 1000;
-		if (cli == NULL)
-			cli = sg_ctl_client_connect(a->ac.coordinator, a->secret, a->secret_len, 1000);
+		/* SIGHUP may have changed any of these since the last beat */
+		pthread_mutex_lock(&a->hb_lock);
+		ac = a->ac;
+		pthread_mutex_unlock(&a->hb_lock);
+		snprintf(params, sizeof(params), "{\"name\":\"%s\",\"kind\":\"%s\",\"gbps\":%.3f}",
+			 ac.name, sg_ctl_node_kind_name(ac.kind), ac.gbps);
+		next = rte_rdtsc() + hz * ac.heartbeat_ms / 1000;
+		if (cli != NULL && strcmp(target, ac.coordinator) != 0) {
+			sg_ctl_client_close(cli);
+			cli = NULL;
+		}
+		if (cli == NULL) {
+			snprintf(target, sizeof(target), "%s", ac.coordinator);
+			cli = sg_ctl_client_connect(target, a->secret, a->secret_len, 1000);
+		}
 		if (cli != NULL && sg_ctl_client_call(cli, "node_heartbeat", params, NULL,
 						      &emsg) == 0) {
 			__atomic_fetch_add(&a->hb_sent, 1, __ATOMIC_RELAXED);
@@ -814,7 +917,7 @@ static void *hb_main(void *arg)
 		}
 		/* log the first failure of a run of them only */
 		if (__atomic_fetch_add(&a->hb_failed, 1, __ATOMIC_RELAXED) == 0 || emsg)
-			SG_DP_LOG(WARNING, "heartbeat to %s failed: %s\n", a->ac.coordinator,
+			SG_DP_LOG(WARNING, "heartbeat to %s failed: %s\n", target,
 				  emsg ? emsg : strerror(errno));
 		free(emsg);
 		sg_ctl_client_close(cli);
@@ -822,6 +925,54 @@ static void *hb_main(void *arg)
 	}
 	sg_ctl_client_close(cli);
 	return NULL;
+}
+
+int sg_dp_agent_reload(struct sg_dp_agent *a, const struct sg_dp_agent_conf *ac, FILE *report)
+{
+	struct sg_dp_agent_conf nc = *ac;
+	int restart = 0;
+
+	/* the same defaults as at start */
+	if (nc.name[0] == '\0')
+		snprintf(nc.name, sizeof(nc.name), "%s", a->ac.name);
+	if (nc.gbps <= 0)
+		nc.gbps = a->ac.gbps;
+	if (nc.heartbeat_ms == 0)
+		nc.heartbeat_ms = 1000;
+	if (nc.server_digest != a->ac.server_digest) {
+		restart++;
+		if (report)
+			fprintf(report, "sigmad: SIGHUP: [control] listen, unix, secret_file, metrics "
+				"or limits changed: needs a restart\n");
+	}
+	if (strcmp(nc.coordinator, a->ac.coordinator) != 0 &&
+	    (!a->hb_running || nc.coordinator[0] == '\0')) {
+		restart++;
+		if (report)
+			fprintf(report, "sigmad: SIGHUP: [control] coordinator %s: needs a restart\n",
+				a->hb_running ? "removed" : "added");
+		snprintf(nc.coordinator, sizeof(nc.coordinator), "%s", a->ac.coordinator);
+	}
+	if (report) {
+		if (strcmp(nc.name, a->ac.name))
+			fprintf(report, "sigmad: SIGHUP: [control] name now %s\n", nc.name);
+		if (nc.kind != a->ac.kind)
+			fprintf(report, "sigmad: SIGHUP: [control] kind now %s\n",
+				sg_ctl_node_kind_name(nc.kind));
+		if (nc.gbps != a->ac.gbps)
+			fprintf(report, "sigmad: SIGHUP: [control] gbps now %.3f\n", nc.gbps);
+		if (nc.heartbeat_ms != a->ac.heartbeat_ms)
+			fprintf(report, "sigmad: SIGHUP: [control] heartbeat_ms now %u\n",
+				nc.heartbeat_ms);
+		if (strcmp(nc.coordinator, a->ac.coordinator))
+			fprintf(report, "sigmad: SIGHUP: [control] heartbeats now to %s\n",
+				nc.coordinator);
+	}
+	nc.server_digest = a->ac.server_digest;
+	pthread_mutex_lock(&a->hb_lock);
+	a->ac = nc;
+	pthread_mutex_unlock(&a->hb_lock);
+	return restart;
 }
 
 /* ---- life cycle --------------------------------------------------------- */
@@ -841,6 +992,7 @@ struct sg_dp_agent *sg_dp_agent_start(struct sg_dp_pipeline *p,
 	}
 	a->p = p;
 	a->ac = *ac;
+	pthread_mutex_init(&a->hb_lock, NULL);
 	if (a->ac.name[0] == '\0' && gethostname(a->ac.name, sizeof(a->ac.name) - 1) != 0)
 		snprintf(a->ac.name, sizeof(a->ac.name), "sigmad");
 	if (a->ac.gbps <= 0)
@@ -904,6 +1056,7 @@ void sg_dp_agent_stop(struct sg_dp_agent *a)
 	for (unsigned int i = 0; i < AGENT_MAX_JOBS; i++)
 		free(a->jobs[i].nelem);
 	free(a->stage_keys);
+	pthread_mutex_destroy(&a->hb_lock);
 	free(a);
 }
 
@@ -987,9 +1140,16 @@ int sg_dp_agent_conf_load(struct rte_cfgfile *cf, struct sg_dp_agent_conf *ac,
 
 		for (size_t k = 0; k < RTE_DIM(agent_keys); k++)
 			mine |= !strcmp(ents[i].name, agent_keys[k]);
-		if (mine)
+		if (mine) {
 			rc = agent_key(ac, ents[i].name, ents[i].value, err, errlen);
-		else if (rte_cfgfile_add_entry(rest, "control", ents[i].name, ents[i].value) < 0)
+			continue;
+		}
+		/* SIGHUP tells a change of the server's keys by this (they need a restart) */
+		ac->server_digest = rte_jhash(ents[i].name, (uint32_t)strlen(ents[i].name),
+					      ac->server_digest);
+		ac->server_digest = rte_jhash(ents[i].value, (uint32_t)strlen(ents[i].value),
+					      ac->server_digest);
+		if (rte_cfgfile_add_entry(rest, "control", ents[i].name, ents[i].value) < 0)
 			rc = -ENOMEM;
 	}
 	if (rc == 0) {

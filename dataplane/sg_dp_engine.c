@@ -1057,6 +1057,53 @@ nomem:
 	return -ENOMEM;
 }
 
+/* Give back everything slot @p i holds and make it S_NEW: its next push opens any round. */
+static bool slot_release(struct sg_dp_engine *e, struct job *j, uint32_t i)
+{
+	struct slot *s = &j->slots[i];
+	bool held = s->state != S_NEW;
+
+	if (s->state == S_COLLECT) {
+		if (s->flags & SF_TIMED_OUT)
+			JUNCOUNT(e, j, incomplete_slots);
+		else
+			list_del(j, &j->active, i);
+		JUNCOUNT(e, j, slots_active);
+		if (j->stage != NULL)
+			for (uint32_t r = 0; r < j->n; r++)
+				buf_put(e, &j->stage[(size_t)s->ifl * j->n + r]);
+		j->ifl_free[j->ifl_top++] = s->ifl;
+	} else if (s->state == S_DONE && s->acc != NULL) {
+		list_del(j, &j->done, i);
+	}
+	buf_put(e, &s->acc);
+	buf_put(e, &s->prev);
+	if (j->around != NULL)
+		memset(&j->around[(size_t)i * j->n], 0, sizeof(*j->around) * j->n);
+	memset(s, 0, sizeof(*s));
+	s->lprev = s->lnext = NIL;
+	return held;
+}
+
+int sg_dp_engine_release_keys(struct sg_dp_engine *e, uint32_t job_id,
+			      bool (*pick)(void *arg, uint32_t job, uint32_t key), void *arg)
+{
+	struct job *j = e != NULL ? job_find(e, job_id) : NULL;
+	int n = 0;
+
+	if (j == NULL)
+		return -ENOENT;
+	for (uint32_t k = 0; k < j->nkeys; k++) {
+		const struct key_ent *ke = &j->keys[k];
+
+		if (!pick(arg, j->id, ke->id))
+			continue;
+		for (uint32_t c = 0; c < ke->nchunks; c++)
+			n += slot_release(e, j, ke->base + c);
+	}
+	return n;
+}
+
 int sg_dp_engine_remove_job(struct sg_dp_engine *e, uint32_t job_id)
 {
 	struct job *j = e != NULL ? job_find(e, job_id) : NULL;

@@ -27,6 +27,7 @@
 #ifndef SG_DP_ENGINE_H
 #define SG_DP_ENGINE_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "sg_dp_proto.h"
@@ -207,6 +208,19 @@ int sg_dp_engine_add_job(struct sg_dp_engine *eng, const struct sg_dp_job_conf *
  * SG_DP_DROP_JOB. @return 0 or -ENOENT.
  */
 int sg_dp_engine_remove_job(struct sg_dp_engine *eng, uint32_t job_id);
+
+/**
+ * Forget the rounds of some keys of job @p job_id: every chunk slot of each
+ * key for which @p pick returns true gives back its accumulator and kept
+ * result (counters and gauges follow: an open slot stops counting as active
+ * or incomplete) and starts afresh, so that its next push opens whatever
+ * round it carries. For a key that moved to another engine and comes back:
+ * call it once the keys' packets no longer reach this engine, before they
+ * come back. Same thread as rx.
+ * @return slots that held a round (>= 0), or -ENOENT if the engine has no such job.
+ */
+int sg_dp_engine_release_keys(struct sg_dp_engine *eng, uint32_t job_id,
+			      bool (*pick)(void *arg, uint32_t job, uint32_t key), void *arg);
 
 /**
  * Handle one UDP payload.

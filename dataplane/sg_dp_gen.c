@@ -89,6 +89,7 @@ struct sg_dp_gen *sg_dp_gen_create(const struct sg_dp_gen_conf *gc)
 
 	if (gc->workers == 0 || gc->workers > SG_DP_MAX_WORKERS || gc->chunk_bytes == 0 ||
 	    gc->chunk_bytes % 8 || gc->partition_bytes % 4 || gc->keys == 0 || gc->window == 0 ||
+	    gc->keys2 >= gc->keys || (gc->keys2 && gc->job2 == gc->job) ||
 	    (gc->port < 0 && (gc->to_dut == NULL || gc->from_dut == NULL)) || gc->pool == NULL) {
 		errno = EINVAL;
 		return NULL;
@@ -205,10 +206,13 @@ static struct rte_mbuf *build_push(struct sg_dp_gen *g, uint32_t w, uint32_t s, 
 	uint32_t q = (key + chunk + sl->round) % NPAT;
 	struct sg_dp_peer dut = {.mac = g->c.dut_mac, .ip = g->c.dut_ip,
 				 .udp_port = rte_cpu_to_be_16(g->c.dut_udp_port)};
+	uint32_t first2 = g->c.keys - g->c.keys2; /* keys from here on are job2's */
+	bool j2 = g->c.keys2 && key >= first2;
 	struct sg_dp_msg msg = {
 		.type = SG_DP_T_PUSH, .flags = retrans ? SG_DP_F_RETRANS : 0,
-		.dtype = SG_DTYPE_FP32, .job = g->c.job, .rank = (uint16_t)w,
-		.token = g->c.token, .key = key, .chunk = chunk, .nchunks = g->nchunks,
+		.dtype = SG_DTYPE_FP32, .job = j2 ? g->c.job2 : g->c.job, .rank = (uint16_t)w,
+		.token = j2 ? g->c.token2 : g->c.token, .key = j2 ? key - first2 : key,
+		.chunk = chunk, .nchunks = g->nchunks,
 		.round = sl->round, .nelem = bytes / 4, .offset = off,
 	};
 	struct sg_dp_net wn = g->wnet;
@@ -255,9 +259,10 @@ static void send_slot(struct sg_dp_gen *g, uint32_t s, bool retrans)
 
 		if (sl->got >> w & 1)
 			continue;
-		if (retrans)
+		if (retrans) {
 			g->st.retransmits++;
-		else {
+			g->st.retransmits2 += g->c.keys2 && s / g->nchunks >= g->c.keys - g->c.keys2;
+		} else {
 			g->st.pushes_sent++;
 			g->st.bytes_pushed += bytes;
 		}
@@ -291,13 +296,19 @@ static void on_result(struct sg_dp_gen *g, const struct sg_dp_msg *msg, uint32_t
 	const uint8_t *r = msg->payload;
 	const float *e;
 	float h[3];
+	uint32_t first2 = g->c.keys - g->c.keys2, key = msg->key;
+	bool known = msg->job == g->c.job && key < first2;
 
-	if (msg->job != g->c.job || msg->key >= g->c.keys || msg->chunk >= g->nchunks ||
-	    msg->rank >= g->c.workers || dst_ip != worker_ip(msg->rank)) {
+	if (!known && g->c.keys2 && msg->job == g->c.job2 && key < g->c.keys2) {
+		key += first2; /* job2's key k is the generator's key first2 + k */
+		known = true;
+	}
+	if (!known || msg->chunk >= g->nchunks || msg->rank >= g->c.workers ||
+	    dst_ip != worker_ip(msg->rank)) {
 		g->st.results_bad++;
 		return;
 	}
-	s = msg->key * g->nchunks + msg->chunk;
+	s = key * g->nchunks + msg->chunk;
 	sl = &g->slots[s];
 	if (!sl->active || msg->round != sl->round || (sl->got >> msg->rank & 1)) {
 		g->st.results_dup++;
@@ -305,7 +316,7 @@ static void on_result(struct sg_dp_gen *g, const struct sg_dp_msg *msg, uint32_t
 	}
 	off = msg->chunk * g->c.chunk_bytes;
 	bytes = RTE_MIN(g->c.chunk_bytes, g->c.partition_bytes - off);
-	q = (msg->key + msg->chunk + msg->round) % NPAT;
+	q = (key + msg->chunk + msg->round) % NPAT;
 	e = &g->expect[(size_t)q * g->celem];
 	if (msg->payload_len != bytes || msg->offset != off) {
 		g->st.results_bad++;
@@ -314,7 +325,7 @@ static void on_result(struct sg_dp_gen *g, const struct sg_dp_msg *msg, uint32_t
 	if (bytes >= 12) {
 		float tri = (float)(g->c.workers * (g->c.workers + 1) / 2);
 
-		h[0] = (float)(msg->key % 4096) * tri;
+		h[0] = (float)(key % 4096) * tri;
 		h[1] = (float)(msg->chunk % 4096) * tri;
 		h[2] = (float)(msg->round % 1024) * tri;
 		if (memcmp(r, h, sizeof(h)) || memcmp(r + 12, e + 3, bytes - 12)) {

@@ -11,6 +11,7 @@
 #ifndef SG_DP_INTERNAL_H
 #define SG_DP_INTERNAL_H
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -46,9 +47,19 @@ struct sg_ctl_msg;
 #define SG_DP_MSG_JOB_ADD 0x100    /* arg[0]: const struct sg_dp_job_conf * */
 #define SG_DP_MSG_JOB_REMOVE 0x101 /* arg[0]: job id */
 #define SG_DP_MSG_MOVE_SET 0x102   /* arg[0]: struct sg_dp_move * (or 0), owned by the agent */
+#define SG_DP_MSG_KEYS_RELEASE 0x103 /* arg[0]: mask of buckets coming back to this reducer */
+#define SG_DP_MSG_JOB_STATS 0x104  /* per-job counters into the lcore's js_ids/js_st */
 
 /** Lcore side of the control channel (sg_dp_agent.c): act on one message. */
 int sg_dp_lcore_ctl(void *arg, struct sg_ctl_msg *m);
+
+/**
+ * Control side: send one message to lcore @p i of the layout and wait for its
+ * answer. Serialised by p->ctl_lock, so the agent's thread and the telemetry
+ * thread may both call it (each channel has one producer at a time).
+ * @return the lcore's answer, or -ETIMEDOUT / -ENOBUFS.
+ */
+int sg_dp_lcore_call(struct sg_dp_pipeline *p, unsigned int i, uint32_t type, uint64_t arg0);
 
 /** Every SG_DP_CTL_POLL_EVERY loop iterations: answer the channel, advance a key move. */
 unsigned int sg_dp_lcore_ctl_tick(struct sg_dp_lcore *lc);
@@ -170,6 +181,9 @@ struct sg_dp_lcore {
 	struct sg_dp_lcore_stats st;
 	struct sg_ctl_chan *chan;   /* requests from the control agent */
 	struct sg_dp_move *mv;      /* reducers: buckets leaving this reducer, or NULL */
+	/* SG_DP_MSG_JOB_STATS answers: written by the lcore, read under p->ctl_lock */
+	uint32_t js_ids[SG_DP_MAX_JOBS];
+	struct sg_dp_job_stats js_st[SG_DP_MAX_JOBS];
 } __rte_cache_aligned;
 
 struct sg_dp_pipeline {
@@ -188,6 +202,7 @@ struct sg_dp_pipeline {
 	double ns_per_tsc;
 	uint32_t max_frame;
 	bool running;
+	pthread_mutex_t ctl_lock;   /* control side of the lcore channels (sg_dp_lcore_call) */
 	/* written by the main thread, read by lcores */
 	volatile bool stop_rx;
 	volatile bool stop_req;

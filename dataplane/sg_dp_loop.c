@@ -127,6 +127,22 @@ int sg_dp_loopback_run(const struct sg_dp_config *c, const struct sg_dp_loop_con
 			.seed = lc->seed, .udp_checksum = cfg.udp_checksum,
 			.idle_sleep_us = lc->gen_sleep_us,
 		};
+		const struct sg_dp_job_cfg *j2 = &c->jobs[1];
+
+		if (lc->two_jobs) {
+			if (c->n_jobs < 2 || j2->workers != job->workers ||
+			    j2->partition_bytes != job->partition_bytes || j2->dtype != job->dtype ||
+			    sg_dp_job_chunk_bytes(&cfg, j2) != gc.chunk_bytes) {
+				sg_dp_seterr(err, errlen, "loopback: two_jobs needs a second job "
+					     "like the first (workers, partition_bytes, dtype)");
+				rc = -EINVAL;
+				goto out;
+			}
+			gc.job2 = j2->id;
+			gc.token2 = j2->token;
+			gc.keys2 = j2->keys;
+			gc.keys += j2->keys;
+		}
 
 		if (job->dtype != SG_DTYPE_FP32) {
 			sg_dp_seterr(err, errlen, "loopback: the generator speaks fp32 only");

@@ -222,6 +222,7 @@ struct sg_dp_pipeline *sg_dp_pipeline_create(const struct sg_dp_config *c, char 
 		return NULL;
 	}
 	p->tr = &sg_dp_transport_ethdev;
+	pthread_mutex_init(&p->ctl_lock, NULL);
 	p->cfg = *c;
 	p->idle_sleep_us = c->idle_sleep_us;
 	p->ns_per_tsc = 1e9 / (double)rte_get_tsc_hz();
@@ -360,6 +361,7 @@ void sg_dp_pipeline_destroy(struct sg_dp_pipeline *p)
 	}
 	p->tr->teardown(p);
 	rte_free(p->lc);
+	pthread_mutex_destroy(&p->ctl_lock);
 	rte_free(p);
 }
 
@@ -390,6 +392,7 @@ int sg_dp_pipeline_reload(struct sg_dp_pipeline *p, const struct sg_dp_config *n
 		      nc->pool_bufs != c->pool_bufs, "[resources]");
 	NEEDS_RESTART(nc->n_jobs != c->n_jobs ||
 		      memcmp(nc->jobs, c->jobs, sizeof(c->jobs[0]) * c->n_jobs), "[job N]");
+	NEEDS_RESTART(nc->transport != c->transport, "[transport]");
 	/* the engine takes its slot timeout at creation only */
 	NEEDS_RESTART(nc->timeout_ms != c->timeout_ms, "[live] timeout_ms");
 #undef NEEDS_RESTART

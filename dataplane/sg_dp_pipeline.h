@@ -423,6 +423,11 @@ struct sg_dp_gen_conf {
 	uint32_t seed;
 	bool udp_checksum;
 	unsigned int idle_sleep_us; /**< sleep this long after 64 empty polls (0: spin) */
+	/** Optional second job (keys2 > 0): the last keys2 of the keys go out as keys
+	 *  0..keys2-1 of job job2 (token token2), same workers and partition size. */
+	uint32_t job2;
+	uint64_t token2;
+	uint32_t keys2;
 };
 
 /** Generator counters and verdict. */
@@ -438,6 +443,7 @@ struct sg_dp_gen_stats {
 	uint64_t rounds_total;
 	uint64_t bytes_pushed;     /**< payload bytes of first sends (the goodput numerator) */
 	uint64_t arp_replies;
+	uint64_t retransmits2;     /**< ... of retransmits: pushes of job2 */
 };
 
 /** Create a generator. @return it, or NULL with errno set. */
@@ -491,6 +497,9 @@ struct sg_dp_loop_conf {
 	/** Called once the generator is done, while the lcores still run. */
 	void (*on_stop)(struct sg_dp_pipeline *p, void *arg);
 	void *hook_arg;
+	/** Drive the config's second job too (same workers and partition_bytes as the
+	 *  first): its keys follow the first job's in the generator's window. */
+	bool two_jobs;
 };
 
 /** Outcome of a loopback run. */
@@ -502,6 +511,17 @@ struct sg_dp_loop_result {
 	unsigned int n_lcores;
 	struct sg_dp_lcore_stats lcores[SG_DP_MAX_LAYOUT];
 };
+
+/**
+ * Counters of every job, summed over the reducers' engines. Each engine is
+ * read by its own lcore, through its control channel, so the pipeline must
+ * be running; safe from any non-lcore thread (calls are serialised).
+ * @param ids out: up to @p cap job ids
+ * @param st  out: their counters, in the same order
+ * @return the number of jobs written, or -ETIMEDOUT if a reducer did not answer.
+ */
+int sg_dp_pipeline_jobs_stats(struct sg_dp_pipeline *p, uint32_t *ids,
+			      struct sg_dp_job_stats *st, unsigned int cap);
 
 /**
  * Create a ring port (RX queues as the layout needs, one TX queue per
@@ -557,6 +577,7 @@ struct sg_dp_agent_conf {
 	double gbps;           /**< bandwidth announced in heartbeats [the ports' speed, or 100] */
 	char coordinator[128]; /**< "host:port" or "unix:path" of a coordinator; "" = none */
 	unsigned int heartbeat_ms; /**< period of node_heartbeat [1000] */
+	uint32_t server_digest; /**< set by sg_dp_agent_conf_load(): hash of the server's keys */
 };
 
 /**
@@ -584,6 +605,17 @@ void sg_dp_agent_stop(struct sg_dp_agent *a);
 
 /** The control server of @p a (for its ports and counters). */
 struct sg_ctl_server *sg_dp_agent_server(struct sg_dp_agent *a);
+
+/**
+ * SIGHUP: apply the live part of a re-read `[control]` section (@p ac, from
+ * sg_dp_agent_conf_load()): name, kind, gbps and heartbeat_ms, and the
+ * coordinator when heartbeats already run. Each change is reported on
+ * @p report; anything else that changed (the server's keys: listen, unix,
+ * secret_file, metrics, limits; a coordinator added or removed) is reported
+ * as needing a restart and left as it was.
+ * @return the number of changes that need a restart.
+ */
+int sg_dp_agent_reload(struct sg_dp_agent *a, const struct sg_dp_agent_conf *ac, FILE *report);
 
 /** Heartbeats sent and refused so far. */
 void sg_dp_agent_heartbeats(const struct sg_dp_agent *a, uint64_t *sent, uint64_t *failed);

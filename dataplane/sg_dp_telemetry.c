@@ -11,6 +11,7 @@
 #include <rte_telemetry.h>
 
 #include "sg_dp_engine.h"
+#include "sg_dp_internal.h"
 #include "sg_dp_pipeline.h"
 #include "sg_dp_proto.h"
 
@@ -106,32 +107,58 @@ static int tel_ports(const char *cmd, const char *params, struct rte_tel_data *d
 	return 0;
 }
 
+/* One job's counters, summed over the reducers, into dict @p l. */
+static void tel_job_counters(struct rte_tel_data *l, const struct sg_dp_job_stats *js)
+{
+	rte_tel_data_add_dict_u64(l, "rounds_completed", js->rounds_completed);
+	rte_tel_data_add_dict_u64(l, "retransmits_served", js->retransmits_served);
+	rte_tel_data_add_dict_u64(l, "incomplete_slots", js->incomplete_slots);
+	rte_tel_data_add_dict_u64(l, "slot_timeouts", js->slot_timeouts);
+	rte_tel_data_add_dict_u64(l, "slots_active", js->slots_active);
+	rte_tel_data_add_dict_u64(l, "pushes", js->rx_pushes);
+	rte_tel_data_add_dict_u64(l, "results_sent", js->results_sent);
+	rte_tel_data_add_dict_u64(l, "nacks_sent", js->nacks_sent);
+	rte_tel_data_add_dict_u64(l, "errors_sent", js->errors_sent);
+	rte_tel_data_add_dict_u64(l, "drops", js->drops);
+}
+
 static int tel_jobs(const char *cmd, const char *params, struct rte_tel_data *d)
 {
 	struct sg_dp_pipeline *p = tel_pipeline;
 	const struct sg_dp_config *c;
 	struct sg_dp_stats es;
 	struct rte_tel_data *t;
+	uint32_t ids[SG_DP_MAX_JOBS];
+	struct sg_dp_job_stats js[SG_DP_MAX_JOBS];
+	int nj;
 
 	if (p == NULL)
 		return no_pipeline(d);
 	c = sg_dp_pipeline_config(p);
+	/* each reducer reads its own engine's jobs (a job may come or go meanwhile) */
+	nj = p->running ? sg_dp_pipeline_jobs_stats(p, ids, js, SG_DP_MAX_JOBS) : 0;
 	rte_tel_data_start_dict(d);
-	for (unsigned int j = 0; j < c->n_jobs; j++) {
+	for (int k = 0; k < RTE_MAX(nj, 0); k++) {
 		struct rte_tel_data *l = rte_tel_data_alloc();
 		char name[32];
 
 		if (l == NULL)
 			return -ENOMEM;
 		rte_tel_data_start_dict(l);
-		rte_tel_data_add_dict_u64(l, "workers", c->jobs[j].workers);
-		rte_tel_data_add_dict_u64(l, "keys", c->jobs[j].keys);
-		rte_tel_data_add_dict_string(l, "dtype", sg_dtype_name(c->jobs[j].dtype));
-		rte_tel_data_add_dict_string(l, "mode", sg_dp_mode_name(c->jobs[j].mode));
-		snprintf(name, sizeof(name), "job_%u", c->jobs[j].id);
+		for (unsigned int j = 0; j < c->n_jobs; j++)
+			if (c->jobs[j].id == ids[k]) {
+				rte_tel_data_add_dict_u64(l, "workers", c->jobs[j].workers);
+				rte_tel_data_add_dict_u64(l, "keys", c->jobs[j].keys);
+				rte_tel_data_add_dict_string(l, "dtype",
+							     sg_dtype_name(c->jobs[j].dtype));
+				rte_tel_data_add_dict_string(l, "mode",
+							     sg_dp_mode_name(c->jobs[j].mode));
+			}
+		tel_job_counters(l, &js[k]);
+		snprintf(name, sizeof(name), "job_%u", ids[k]);
 		rte_tel_data_add_dict_container(d, name, l, 0);
 	}
-	/* the engine counts per engine, not per job: these are all jobs together */
+	/* engine-wide: every job, removed ones too, and the pool */
 	sg_dp_pipeline_engine_stats(p, &es);
 	t = rte_tel_data_alloc();
 	if (t == NULL)
@@ -147,6 +174,8 @@ static int tel_jobs(const char *cmd, const char *params, struct rte_tel_data *d)
 	rte_tel_data_add_dict_u64(t, "nacks_sent", es.nacks_sent);
 	rte_tel_data_add_dict_u64(t, "errors_sent", es.errors_sent);
 	rte_tel_data_add_dict_u64(t, "pool_free", es.pool_free);
+	if (nj < 0)
+		rte_tel_data_add_dict_string(t, "per_job", "a reducer did not answer");
 	rte_tel_data_add_dict_container(d, "all_jobs", t, 0);
 	return 0;
 }

@@ -237,7 +237,34 @@ out:
 #endif
 }
 
-static void reload(struct sg_dp_pipeline *p, int argc, char **argv)
+/* SIGHUP for the control agent: the live part of [control]. @return changes needing a restart. */
+static int reload_agent(struct sg_dp_agent *a, const struct sg_dp_config *nc)
+{
+	struct rte_cfgfile *cf;
+	struct sg_ctl_server_config sc = {0};
+	struct sg_ctl_config_store store;
+	struct sg_dp_agent_conf ac;
+	char err[512];
+	int rc;
+
+	if ((a != NULL) != nc->control) {
+		printf("sigmad: SIGHUP: [control] %s: needs a restart\n", a ? "removed" : "added");
+		return 1;
+	}
+	if (a == NULL)
+		return 0;
+	cf = rte_cfgfile_load(nc->config_path, CFG_FLAG_EMPTY_VALUES);
+	rc = cf ? sg_dp_agent_conf_load(cf, &ac, &sc, &store, err, sizeof(err)) : -EIO;
+	if (cf)
+		rte_cfgfile_close(cf);
+	if (rc < 0) {
+		printf("sigmad: SIGHUP: [control] not re-read: %s\n", cf ? err : "cannot open");
+		return 0;
+	}
+	return sg_dp_agent_reload(a, &ac, stdout);
+}
+
+static void reload(struct sg_dp_pipeline *p, struct sg_dp_agent *agent, int argc, char **argv)
 {
 	struct sg_dp_config nc;
 	int n;
@@ -246,9 +273,11 @@ static void reload(struct sg_dp_pipeline *p, int argc, char **argv)
 	       sg_dp_pipeline_config(p)->config_path : "the embedded config and options");
 	if (load_config(&nc, argc, argv) != 0) {
 		printf("sigmad: SIGHUP: config rejected, nothing changed\n");
+		fflush(stdout);
 		return;
 	}
 	n = sg_dp_pipeline_reload(p, &nc, stdout);
+	n += reload_agent(agent, &nc);
 	printf("sigmad: SIGHUP: done; %d change%s need%s a restart\n", n, n == 1 ? "" : "s",
 	       n == 1 ? "s" : "");
 	fflush(stdout);
@@ -336,7 +365,7 @@ int main(int argc, char **argv)
 			break;
 		if (got_hup) {
 			got_hup = 0;
-			reload(p, sg_argc, sg_argv);
+			reload(p, agent, sg_argc, sg_argv);
 		}
 		if (si && now - last_stats >= si * hz) {
 			last_stats = now;

@@ -41,7 +41,7 @@ struct run {
 	bool op_started;
 	volatile bool op_done;
 	uint64_t rounds_before, rounds_after, drained_a, drained_b, active_after;
-	uint64_t committed_at[2]; /* key moves: engine rounds when each move committed */
+	uint64_t committed_at[4]; /* key moves: engine rounds when each move committed */
 };
 
 static uint64_t rounds_now(struct sg_dp_pipeline *p)
@@ -267,6 +267,30 @@ static void *operator_main(void *arg)
 			expect(cc, "nodes_list", NULL, "\"name\":\"agent-node\",\"kind\":\"gpu\"");
 		sg_ctl_client_close(cc);
 	}
+	/* SIGHUP's part: a new name and kind reach the coordinator with the next heartbeats;
+	 * removing the coordinator needs a restart and leaves it */
+	{
+		struct sg_dp_agent_conf ac = {.kind = SG_CTL_NODE_CPU, .gbps = 25,
+					      .heartbeat_ms = 20, .name = "agent-node2"};
+		struct sg_ctl_client *cc = sg_ctl_client_connect(coord_path, NULL, 0, 5000);
+		char *res = NULL;
+		bool seen = false;
+
+		snprintf(ac.coordinator, sizeof(ac.coordinator), "unix:%s", coord_path);
+		SG_CHECK_EQ(sg_dp_agent_reload(r->agent, &ac, stdout), 0);
+		for (int i = 0; i < 100 && cc != NULL && !seen; i++) {
+			rte_delay_us_sleep(20000);
+			if (sg_ctl_client_call(cc, "nodes_list", NULL, &res, NULL) == 0)
+				seen = strstr(res, "\"name\":\"agent-node2\",\"kind\":\"cpu\"") != NULL;
+			free(res);
+			res = NULL;
+		}
+		SG_CHECK(seen, "the renamed node never heartbeated");
+		expect(t, "node_info", NULL, "\"name\":\"agent-node2\"");
+		ac.coordinator[0] = '\0';
+		SG_CHECK_EQ(sg_dp_agent_reload(r->agent, &ac, stdout), 1);
+		sg_ctl_client_close(cc);
+	}
 out:
 	sg_ctl_client_close(u);
 	sg_ctl_client_close(t);
@@ -379,6 +403,7 @@ static void test_agent_under_load(void)
 /* ---- a live key->reducer move under load --------------------------------- */
 
 #define MV_ROUNDS 1500
+#define MV_MOVES 4
 #define MV_KEYS 16
 #define MV_CHUNKS 5 /* 40000-byte partitions in 8920-byte chunks; all in flight at once */
 
@@ -440,21 +465,21 @@ static void *mover_main(void *arg)
 	SG_CHECK(wait_keymap(u, all0, 1), "default keymap");
 	while (rounds_now(o->p) < 2000)
 		rte_delay_us_sleep(1000);
-	/* 1: the even buckets move from reducer 0 to reducer 1 */
-	keymap_json(params, sizeof(params), all1);
-	expect(u, "layout_set", params, "true");
-	SG_CHECK(wait_keymap(u, all1, 10), "first move did not commit");
-	r->committed_at[0] = rounds_now(o->p);
-	/* 2: the odd buckets move from reducer 1 to reducer 0 */
-	keymap_json(params, sizeof(params), odd0);
-	expect(u, "layout_set", params, "true");
-	SG_CHECK(wait_keymap(u, odd0, 10), "second move did not commit");
-	r->committed_at[1] = rounds_now(o->p);
-	/* 3: an even bucket back to reducer 0, where its old rounds still are: refused */
-	for (int b = 0; b < SG_CTL_KEYMAP_BUCKETS; b++)
-		all0[b] = 0;
-	keymap_json(params, sizeof(params), all0);
-	refused(u, "layout_set", params, "was on reducer 0 before");
+	/* 1: the even buckets move from reducer 0 to reducer 1;
+	 * 2: the odd buckets move from reducer 1 to reducer 0;
+	 * 3: every bucket goes back to the reducer that held it first, which released
+	 *    its old rounds of them;
+	 * 4: and away again, to the reducer that held it in 1 and 2 */
+	{
+		const uint16_t *steps[MV_MOVES] = {all1, odd0, all0, odd0};
+
+		for (int i = 0; i < MV_MOVES; i++) {
+			keymap_json(params, sizeof(params), steps[i]);
+			expect(u, "layout_set", params, "true");
+			SG_CHECK(wait_keymap(u, steps[i], 10), "move %d did not commit", i + 1);
+			r->committed_at[i] = rounds_now(o->p);
+		}
+	}
 out:
 	sg_ctl_client_close(u);
 	r->op_done = true;
@@ -484,11 +509,12 @@ static void test_agent_keymove(void)
 	rc = sg_dp_loopback_run(&c, &lc, &res, stdout, err, sizeof(err));
 	SG_CHECK(rc == 0, "loopback: %s", err);
 	printf("key move under load: %lu of %lu chunk rounds, %lu results ok, %lu bad, %lu "
-	       "retransmits; moves committed at engine round %lu and %lu\n",
+	       "retransmits; moves committed at engine round %lu, %lu, %lu (back) and %lu\n",
 	       (unsigned long)res.gen.rounds_done, (unsigned long)res.gen.rounds_total,
 	       (unsigned long)res.gen.results_ok, (unsigned long)res.gen.results_bad,
 	       (unsigned long)res.gen.retransmits, (unsigned long)r.committed_at[0],
-	       (unsigned long)r.committed_at[1]);
+	       (unsigned long)r.committed_at[1], (unsigned long)r.committed_at[2],
+	       (unsigned long)r.committed_at[3]);
 	SG_CHECK(r.op_done, "the mover finished");
 	/* no push lost: every round of every chunk completed, every result element right */
 	SG_CHECK_EQ(res.rc, 0);
@@ -496,12 +522,156 @@ static void test_agent_keymove(void)
 	SG_CHECK_EQ(res.gen.rounds_done, total);
 	SG_CHECK_EQ(res.gen.results_bad, 0);
 	SG_CHECK_EQ(res.gen.results_ok, total * 4);
+	/* 1% loss each way costs about one retransmit per 5 chunk rounds; a reducer that kept
+	 * the old rounds of a bucket coming back refuses its new ones until retransmits push
+	 * it along (about 4 per chunk round, measured before the keys were released) */
+	SG_CHECK(res.gen.retransmits < total, "%lu retransmits for %lu chunk rounds",
+		 (unsigned long)res.gen.retransmits, (unsigned long)total);
+	SG_CHECK(res.eng.drops[SG_DP_DROP_ROUND_NEW] * 100 < total, "%lu pushes refused as too "
+		 "new: a reducer kept old rounds", (unsigned long)res.eng.drops[SG_DP_DROP_ROUND_NEW]);
 	/* the moves happened while the workers were pushing */
-	SG_CHECK(r.committed_at[1] > 0 && r.committed_at[1] < total,
-		 "second move committed at round %lu of %lu", (unsigned long)r.committed_at[1],
-		 (unsigned long)total);
+	SG_CHECK(r.committed_at[MV_MOVES - 1] > 0 && r.committed_at[MV_MOVES - 1] < total,
+		 "last move committed at round %lu of %lu",
+		 (unsigned long)r.committed_at[MV_MOVES - 1], (unsigned long)total);
 	SG_CHECK(res.n_lcores == 2 && res.lcores[0].bytes_summed > 0 &&
 		 res.lcores[1].bytes_summed > 0, "both reducers summed");
+}
+
+/* ---- per-job counters: two jobs with different traffic ------------------ */
+
+#define TJ_ROUNDS 300
+#define TJ_KEYS1 8
+#define TJ_KEYS2 3
+
+struct tj_run {
+	struct run r; /* first: the hooks above take it */
+	int nj;
+	uint32_t ids[SG_DP_MAX_JOBS];
+	struct sg_dp_job_stats js[SG_DP_MAX_JOBS];
+	struct sg_dp_stats eng;
+	json_t *list; /* job_list's answer */
+};
+
+static void *idle_main(void *arg)
+{
+	((struct op_arg *)arg)->r->op_done = true;
+	return NULL;
+}
+
+static int tj_start(struct sg_dp_pipeline *p, void *arg)
+{
+	struct sg_ctl_server_config sc = {.tcp_disable = true, .unix_path = ctl_path};
+	struct sg_dp_agent_conf ac = {.name = "two-jobs"};
+
+	return start_agent(p, arg, &sc, &ac, idle_main);
+}
+
+/* The generator is done and the lcores still run: read the counters both ways. */
+static void tj_stop(struct sg_dp_pipeline *p, void *arg)
+{
+	struct tj_run *t = arg;
+	struct sg_ctl_client *u = sg_ctl_client_connect(ctl_path, NULL, 0, 5000);
+	char *res = NULL;
+
+	t->nj = sg_dp_pipeline_jobs_stats(p, t->ids, t->js, SG_DP_MAX_JOBS);
+	sg_dp_pipeline_engine_stats(p, &t->eng);
+	SG_CHECK(u != NULL, "client");
+	if (u != NULL && sg_ctl_client_call(u, "job_list", NULL, &res, NULL) == 0)
+		t->list = json_loads(res, 0, NULL);
+	free(res);
+	sg_ctl_client_close(u);
+	hook_stop(p, arg);
+}
+
+static const struct sg_dp_job_stats *tj_job(const struct tj_run *t, uint32_t id)
+{
+	for (int i = 0; i < t->nj; i++)
+		if (t->ids[i] == id)
+			return &t->js[i];
+	return NULL;
+}
+
+static json_t *tj_listed(const struct tj_run *t, uint32_t id)
+{
+	json_t *j;
+	size_t i;
+
+	json_array_foreach(t->list, i, j)
+		if (json_integer_value(json_object_get(j, "id")) == id)
+			return j;
+	return NULL;
+}
+
+static void test_agent_job_counters(void)
+{
+	struct sg_dp_config c;
+	struct tj_run t = {0};
+	struct sg_dp_loop_conf lc = {.rounds = TJ_ROUNDS, .window = 32, .loss = 0.02, .seed = 5,
+				     .retrans_us = 3000, .timeout_s = 60, .gen_sleep_us = 50,
+				     .on_start = tj_start, .on_stop = tj_stop, .hook_arg = &t,
+				     .two_jobs = true};
+	struct sg_dp_loop_result res;
+	const uint32_t keys[2] = {TJ_KEYS1, TJ_KEYS2}, nch = MV_CHUNKS;
+	uint64_t sum[4] = {0};
+	int rc;
+
+	two_lcore_config(&c, TJ_KEYS1, SG_DP_ROLE_RTC); /* two reducers: lcores 1 and 2 */
+	c.n_jobs = 2;
+	c.jobs[1] = c.jobs[0];
+	c.jobs[1].id = 2;
+	c.jobs[1].token = c.jobs[0].token ^ 0x5a5a;
+	c.jobs[1].keys = TJ_KEYS2;
+	rc = sg_dp_loopback_run(&c, &lc, &res, NULL, err, sizeof(err));
+	SG_CHECK(rc == 0, "loopback: %s", err);
+	SG_CHECK_EQ(res.rc, 0);
+	SG_CHECK_EQ(res.gen.results_bad, 0);
+	SG_CHECK_EQ(res.gen.rounds_done, (uint64_t)(TJ_KEYS1 + TJ_KEYS2) * nch * TJ_ROUNDS);
+	SG_CHECK(t.nj == 2, "%d jobs in the engines' counters", t.nj);
+	for (uint32_t id = 1; id <= 2; id++) {
+		const struct sg_dp_job_stats *js = tj_job(&t, id);
+		json_t *l = tj_listed(&t, id);
+		uint64_t rounds = (uint64_t)keys[id - 1] * nch * TJ_ROUNDS;
+		uint64_t resent = id == 2 ? res.gen.retransmits2 :
+				  res.gen.retransmits - res.gen.retransmits2;
+
+		SG_CHECK(js != NULL && l != NULL, "job %u: counters %p, listed %p", id,
+			 (const void *)js, (void *)l);
+		if (js == NULL || l == NULL)
+			continue;
+		printf("job %u: %lu rounds, %lu pushes, %lu retransmits served of %lu resent, "
+		       "%lu NACKs, %lu drops\n", id, (unsigned long)js->rounds_completed,
+		       (unsigned long)js->rx_pushes, (unsigned long)js->retransmits_served,
+		       (unsigned long)resent, (unsigned long)js->nacks_sent,
+		       (unsigned long)js->drops);
+		/* what the generator sent this job: every round once, every push once */
+		SG_CHECK_EQ(js->rounds_completed, rounds);
+		SG_CHECK_EQ(js->rx_pushes, rounds * 4);
+		SG_CHECK(js->retransmits_served + js->drops_by[SG_DP_DROP_DUPLICATE] <= resent,
+			 "job %u: %lu served + %lu duplicates > %lu retransmits", id,
+			 (unsigned long)js->retransmits_served,
+			 (unsigned long)js->drops_by[SG_DP_DROP_DUPLICATE], (unsigned long)resent);
+		SG_CHECK_EQ(js->incomplete_slots, 0);
+		/* job_list (and so sigmactl jobs and /metrics) says the same */
+		SG_CHECK_EQ((uint64_t)json_integer_value(json_object_get(l, "rounds_completed")),
+			    js->rounds_completed);
+		SG_CHECK_EQ((uint64_t)json_integer_value(json_object_get(l, "retransmits")),
+			    js->retransmits_served);
+		SG_CHECK_EQ((uint64_t)json_integer_value(json_object_get(l, "nacks")),
+			    js->nacks_sent);
+		SG_CHECK_EQ((uint64_t)json_integer_value(json_object_get(l, "drops")), js->drops);
+		sum[0] += js->rounds_completed;
+		sum[1] += js->retransmits_served;
+		sum[2] += js->nacks_sent;
+		sum[3] += js->rx_pushes;
+	}
+	SG_CHECK(res.gen.retransmits2 > 0 && res.gen.retransmits > res.gen.retransmits2,
+		 "loss made both jobs retransmit");
+	/* the jobs' shares add up to the engines' totals */
+	SG_CHECK_EQ(sum[0], t.eng.rounds_completed);
+	SG_CHECK_EQ(sum[1], t.eng.retransmits_served);
+	SG_CHECK_EQ(sum[2], t.eng.nacks_sent);
+	SG_CHECK_EQ(sum[3], t.eng.rx_pushes);
+	json_decref(t.list);
 }
 
 /* [control] and [transport] in sigmad's INI, good and bad. */
@@ -557,6 +727,7 @@ int main(int argc, char **argv)
 	test_agent_config();
 	test_agent_under_load();
 	test_agent_keymove();
+	test_agent_job_counters();
 	unlink(ctl_path);
 	unlink(coord_path);
 	rmdir(dir);

@@ -3,7 +3,8 @@
 #
 # The real sigmad with its control server, driven by the real sigmactl over
 # the Unix socket and over authenticated TCP: info, jobs, job create/destroy,
-# lcores, layout, idle policy, a refused live change, drain. Then
+# lcores, layout, idle policy, a refused live change, SIGHUP with a changed
+# [control] (live keys applied, a server key reported, garbage rejected), drain. Then
 # [transport] type = verbs on a machine without an RDMA device (or a build
 # without verbs) must stop sigmad with a message that names the problem.
 # Usage: test_agent_sigmad.sh path/to/sigmad path/to/sigmactl
@@ -72,6 +73,31 @@ expect idle-now 0 '"idle": "poll"' -- "$SIGMACTL" "${U[@]}" --json layout
 expect bad-lcore 1 'not in' -- "$SIGMACTL" "${U[@]}" layout set idle=9:poll
 expect log-level 0 '' -- "$SIGMACTL" "${U[@]}" log-level debug
 expect wrong-secret 1 'error' -- "$SIGMACTL" -s "127.0.0.1:$TCP" -k "$TMP/s.ini" info
+# SIGHUP: name and heartbeat_ms apply live, a server key needs a restart, garbage changes nothing
+hup() {
+	local n
+	n=$(grep -c 'SIGHUP: \(done\|config rejected\)' "$TMP/log")
+	kill -HUP "$PID"
+	for _ in $(seq 50); do
+		[ "$(grep -c 'SIGHUP: \(done\|config rejected\)' "$TMP/log")" -gt "$n" ] && break
+		sleep 0.1
+	done
+}
+sed -i -e 's/^name = shnode$/name = shnode2/' -e 's/^listen = 127.0.0.1:0$/listen = 127.0.0.1:1/' \
+	"$TMP/s.ini"
+echo 'heartbeat_ms = 500' >>"$TMP/s.ini"
+hup
+for needle in '[control] name now shnode2' '[control] heartbeat_ms now 500' \
+	'[control] listen, unix, secret_file, metrics or limits changed: needs a restart' \
+	'done; 1 change needs a restart'; do
+	grep -qF -- "$needle" "$TMP/log" && ok || fail "SIGHUP: no '$needle'"
+done
+expect info-renamed 0 'shnode2' -- "$SIGMACTL" "${U[@]}" --json info
+sed -i 's/^heartbeat_ms = 500$/heartbeat_ms = soon/' "$TMP/s.ini"
+hup
+grep -qF 'SIGHUP: config rejected, nothing changed' "$TMP/log" && ok ||
+	fail "SIGHUP: a bad [control] heartbeat_ms was not rejected"
+expect info-kept 0 'shnode2' -- "$SIGMACTL" "${U[@]}" --json info
 expect drain 0 '' -- "$SIGMACTL" "${U[@]}" drain
 expect refused-after-drain 1 'draining' -- "$SIGMACTL" "${U[@]}" job create --workers 2 \
 	--tensor w:10

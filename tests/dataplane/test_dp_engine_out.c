@@ -410,6 +410,86 @@ static void test_fanout_fallbacks(void)
 	SG_CHECK(cap_engine(&cap, &ec) == NULL && errno == EINVAL, "alloc_multi alone accepted");
 }
 
+static bool pick_key1(void *arg, uint32_t job, uint32_t key)
+{
+	++*(unsigned int *)arg;
+	return job == 1 && key == 1;
+}
+
+/* The sum RESULT @p at carries: every element must be @p want (fp32). */
+static bool result_is(const struct cap *c, int at, float want)
+{
+	const struct cap_pkt *cp = &c->pkts[at];
+
+	for (uint32_t i = 0; at >= 0 && i < cp->m.nelem; i++) {
+		float v;
+
+		memcpy(&v, cp->buf + SG_DP_HDR_LEN + i * sizeof(v), sizeof(v));
+		if (v != want)
+			return false;
+	}
+	return at >= 0;
+}
+
+/*
+ * sg_dp_engine_release_keys(): key 1 has a kept result and an open round, key
+ * 2 a kept result. Releasing key 1 gives back its buffers and its active slot;
+ * its next push opens any round (as a key that comes back after a move would)
+ * and sums right; key 2 still serves its kept result.
+ */
+static void test_release_keys(void)
+{
+	struct sg_dp_engine_conf ec = {.numa_node = -1, .pool_bufs = 8};
+	struct sg_dp_engine *e = cap_engine(&cap, &ec);
+	struct sg_dp_key k[2] = {{.id = 1, .nelem = 16}, {.id = 2, .nelem = 16}};
+	struct sg_dp_job_conf jc = {.id = 1, .nworkers = 2, .token = TOKEN,
+				    .dtype = SG_DTYPE_FP32, .chunk_bytes = 64, .keys = k,
+				    .nkeys = 2};
+	struct push_spec k1 = spec(1, SG_DTYPE_FP32, 64, 16), k2 = k1;
+	struct sg_dp_job_stats js;
+	struct sg_dp_stats st;
+	unsigned int asked = 0;
+	int copies;
+
+	if (!SG_CHECK(e != NULL, "engine"))
+		return;
+	SG_CHECK_EQ(sg_dp_engine_add_job(e, &jc), 0);
+	k2.key = 2;
+	for (uint32_t r = 0; r < 2; r++) {
+		rx(e, &k1, r, 0, 0, false, 0);
+		rx(e, &k2, r, 0, 0, false, 0);
+	}
+	SG_CHECK_EQ(rx(e, &k1, 0, 0, 1, false, 1), SG_DP_USED_SUMMED); /* round 1 opens */
+	sg_dp_engine_stats(e, &st);
+	SG_CHECK_EQ(st.pool_free, 8 - 3); /* key 1: result 0 and round 1; key 2: result 0 */
+	SG_CHECK_EQ(sg_dp_engine_release_keys(e, 1, pick_key1, &asked), 1);
+	SG_CHECK_EQ(asked, 2); /* asked once per key */
+	SG_CHECK_EQ(sg_dp_engine_release_keys(e, 9, pick_key1, &asked), -ENOENT);
+	sg_dp_engine_stats(e, &st);
+	SG_CHECK_EQ(st.pool_free, 8 - 1);
+	SG_CHECK_EQ(st.slots_active, 0);
+	SG_CHECK_EQ(sg_dp_engine_job_stats(e, 1, &js), 0);
+	SG_CHECK_EQ(js.slots_active, 0);
+	SG_CHECK_EQ(js.rounds_completed, 2);
+	/* round 1 is forgotten: key 1 starts again at round 7, and sums 1 + 2 */
+	cap.n = 0;
+	SG_CHECK_EQ(rx(e, &k1, 0, 0, 7, false, 2), SG_DP_USED_SUMMED);
+	SG_CHECK_EQ(rx(e, &k1, 1, 0, 7, false, 2), SG_DP_USED_SUMMED | SG_DP_USED_COMPLETED);
+	SG_CHECK(result_is(&cap, find(&cap, 0, 0, 7, &copies), 3.0f) && copies == 1, "key 1 r7");
+	SG_CHECK(result_is(&cap, find(&cap, 1, 0, 7, &copies), 3.0f) && copies == 1, "key 1 r7");
+	/* its old round 0 is gone (too old now); key 2's kept round 0 is still served */
+	SG_CHECK_EQ(rx(e, &k1, 1, 0, 0, false, 3), -EBADMSG);
+	cap.n = 0;
+	SG_CHECK_EQ(rx(e, &k2, 1, 0, 0, false, 3), SG_DP_USED_REPLIED);
+	SG_CHECK(result_is(&cap, find(&cap, 1, 0, 0, &copies), 3.0f), "key 2 kept result");
+	/* released again, key 1 gives back its round-7 result */
+	SG_CHECK_EQ(sg_dp_engine_release_keys(e, 1, pick_key1, &asked), 1);
+	SG_CHECK_EQ(sg_dp_engine_remove_job(e, 1), 0);
+	sg_dp_engine_stats(e, &st);
+	SG_CHECK_EQ(st.pool_free, 8);
+	sg_dp_engine_destroy(e);
+}
+
 int main(void)
 {
 	static const enum sg_dtype dts[] = {SG_DTYPE_FP32, SG_DTYPE_BF16, SG_DTYPE_FP16,
@@ -418,6 +498,7 @@ int main(void)
 
 	rte_log_set_global_level(RTE_LOG_WARNING);
 	test_rx_codes_and_job_stats();
+	test_release_keys();
 	for (size_t d = 0; d < sizeof(dts) / sizeof(dts[0]); d++)
 		for (size_t i = 0; i < sizeof(ns) / sizeof(ns[0]); i++)
 			for (int mode = SG_DP_MODE_SYNC; mode <= SG_DP_MODE_DETERM; mode++)

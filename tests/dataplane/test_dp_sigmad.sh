@@ -86,7 +86,7 @@ d = json.load(sys.stdin)
 l = d["/sigma/lcores"]["lcore_1"]
 assert l["role"] == "rtc" and l["rx_pkts"] > 0, l
 assert d["/sigma/drops"]["net_ethertype"] + d["/sigma/drops"]["net_short"] > 0, d["/sigma/drops"]
-assert "job_1" in d["/sigma/jobs"] and "all_jobs" in d["/sigma/jobs"]
+assert "all_jobs" in d["/sigma/jobs"] and "rounds_completed" in d["/sigma/jobs"]["job_1"], d["/sigma/jobs"]
 assert "port_0" in d["/sigma/ports"]
 '; then ok; else fail "telemetry: $tel"; fi
 	else
