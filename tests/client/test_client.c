@@ -181,10 +181,16 @@ static void test_loss(void)
 static void test_nack(void)
 {
 	const size_t sizes[] = {120000};
-	struct sigma_udpd_conf dc = {.engine = {.pool_bufs = 16}};
+	/*
+	 * A 16-buffer pool keeps each finished chunk's result for the hold time,
+	 * so the hold sets how fast buffers come back. 10 ms keeps the ~340
+	 * chunks well inside the retry budget on a loaded 2-core machine; the
+	 * case tests NACK handling, not retry exhaustion (test_node_gone does).
+	 */
+	struct sigma_udpd_conf dc = {.engine = {.pool_bufs = 16, .shadow_hold_ns = 10000000}};
 	struct sg_dp_job_conf over = {.max_inflight = 8};
 	struct sigma_conf c = {.job = 14, .token = 10, .window = 128, .rto_us = 1000,
-			       .rto_max_us = 8000, .max_retries = 200};
+			       .rto_max_us = 8000, .max_retries = 1000};
 	struct cu_group g = {0};
 	struct sigma_tensor *t[2];
 	float *in[2], *out[2];
