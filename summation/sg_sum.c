@@ -215,7 +215,7 @@ static bool ranges_overlap(const void *a, size_t alen, const void *b, size_t ble
 }
 
 /*
- * Common checks. @inbytes/@outbytes are per-element sizes of inputs and the
+ * Common checks. @insz/@outsz are per-element sizes of inputs and the
  * output. Exact aliasing of the output with an input is allowed only when
  * @alias_ok and the element sizes match.
  */
@@ -262,6 +262,9 @@ static bool use_nt(size_t bytes)
 
 static void copy_bytes(const struct sg_sum_kernels *k, void *dst, const void *src, size_t bytes)
 {
+	/* Exact aliasing is allowed by the API; memcpy onto itself is not. */
+	if (dst == src)
+		return;
 	/* A one-input byte sum is a copy with streaming stores: dst skips the cache. */
 	if (use_nt(bytes))
 		k->addk(SG_DTYPE_UINT8, dst, &src, 1, bytes, 0, true);
@@ -274,7 +277,7 @@ int sg_sum_copy(enum sg_dtype dt, void *dst, const void *src, size_t n)
 	size_t sz = sg_dtype_size(dt);
 	int rc = check_args(__func__, dt, dst, sz, &src, 1, sz, n, true);
 
-	if (rc != 0 || n == 0 || dst == src)
+	if (rc != 0 || n == 0)
 		return rc;
 	/* Bytes are copied as they are: a widen/narrow round trip would quiet NaNs. */
 	copy_bytes(kernels(), dst, src, n * sz);
@@ -341,45 +344,10 @@ static int check_acc(const char *fn, enum sg_dtype dt, unsigned int flags, const
 			  true);
 }
 
-int sg_sum_acc_init(enum sg_dtype dt, unsigned int flags, void *acc, const void *src, size_t n)
-{
-	int rc = check_acc(__func__, dt, flags, acc, src, n, true);
-
-	if (rc != 0 || n == 0)
-		return rc;
-	if (!wide_acc(dt, flags))
-		return sg_sum_copy(dt, acc, src, n);
-	kernels()->widen(dt, acc, src, n, false);
-	return 0;
-}
-
-int sg_sum_acc_add(enum sg_dtype dt, unsigned int flags, void *acc, const void *src, size_t n)
-{
-	int rc = check_acc(__func__, dt, flags, acc, src, n, true);
-
-	if (rc != 0 || n == 0)
-		return rc;
-	if (!wide_acc(dt, flags))
-		return sg_sum_add(dt, acc, src, n);
-	kernels()->widen(dt, acc, src, n, true);
-	return 0;
-}
-
-int sg_sum_acc_final(enum sg_dtype dt, unsigned int flags, void *dst, const void *acc, size_t n)
-{
-	int rc = check_acc(__func__, dt, flags, dst, acc, n, false);
-
-	if (rc != 0 || n == 0)
-		return rc;
-	if (!wide_acc(dt, flags))
-		return sg_sum_copy(dt, dst, acc, n);
-	kernels()->narrow(dt, dst, acc, n, use_nt(n * sizeof(uint16_t)));
-	return 0;
-}
-
 /*
- * Unchecked twins of the three accumulator calls: the same kernel calls in the
- * same cases, so the bits match; only check_acc() and the lazy init are gone.
+ * The accumulator calls without their checks. The checked calls above run
+ * check_acc() (which also makes sure an implementation is chosen) and then
+ * these, so both give the same bits.
  */
 static inline const struct sg_sum_kernels *kernels_ready(void)
 {
@@ -419,6 +387,33 @@ void sg_sum_acc_final_unchecked(enum sg_dtype dt, unsigned int flags, void *dst,
 		kernels_ready()->narrow(dt, dst, acc, n, use_nt(n * sizeof(uint16_t)));
 	else
 		copy_bytes(kernels_ready(), dst, acc, n * dtype_sizes[dt]);
+}
+
+int sg_sum_acc_init(enum sg_dtype dt, unsigned int flags, void *acc, const void *src, size_t n)
+{
+	int rc = check_acc(__func__, dt, flags, acc, src, n, true);
+
+	if (rc == 0)
+		sg_sum_acc_init_unchecked(dt, flags, acc, src, n);
+	return rc;
+}
+
+int sg_sum_acc_add(enum sg_dtype dt, unsigned int flags, void *acc, const void *src, size_t n)
+{
+	int rc = check_acc(__func__, dt, flags, acc, src, n, true);
+
+	if (rc == 0)
+		sg_sum_acc_add_unchecked(dt, flags, acc, src, n);
+	return rc;
+}
+
+int sg_sum_acc_final(enum sg_dtype dt, unsigned int flags, void *dst, const void *acc, size_t n)
+{
+	int rc = check_acc(__func__, dt, flags, dst, acc, n, false);
+
+	if (rc == 0)
+		sg_sum_acc_final_unchecked(dt, flags, dst, acc, n);
+	return rc;
 }
 
 /* ---- exact scalar conversions ------------------------------------------ */
