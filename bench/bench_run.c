@@ -390,9 +390,17 @@ static int parse_attach(const char *spec, struct sigma_node *nodes, char addrs[]
 	return i ? 0 : -EINVAL;
 }
 
+static void kill_workers(const pid_t *pids, unsigned int n)
+{
+	for (unsigned int k = 0; k < n; k++)
+		if (pids[k] > 0)
+			kill(pids[k], SIGKILL);
+}
+
 /*
- * Wait for the workers. One that dies (a crash, a signal) would leave the
- * others waiting at the barrier forever: kill them, and fail the point.
+ * Wait for the workers. A worker that was never forked, or one that dies (a
+ * crash, a signal), would leave the others waiting at the barrier forever;
+ * so would a point already failed (a node that did not start): kill them all.
  */
 static void reap(pid_t *pids, unsigned int n, struct rb_shared *sh)
 {
@@ -403,6 +411,8 @@ static void reap(pid_t *pids, unsigned int n, struct rb_shared *sh)
 			left++;
 		else
 			sh->failed = 1;
+	if (sh->failed)
+		kill_workers(pids, n);
 	while (left > 0) {
 		int st;
 		pid_t p = waitpid(-1, &st, 0);
@@ -418,9 +428,7 @@ static void reap(pid_t *pids, unsigned int n, struct rb_shared *sh)
 				break;
 			sh->failed = 1;
 			snprintf(sh->err, sizeof(sh->err), "worker %u died (status 0x%x)", r, st);
-			for (unsigned int k = 0; k < n; k++)
-				if (pids[k] > 0)
-					kill(pids[k], SIGKILL);
+			kill_workers(pids, n);
 			break;
 		}
 	}
@@ -566,11 +574,8 @@ static int run_point(const struct rb_opts *o, unsigned int n, enum sg_dtype dt, 
 	if (rc < 0) {
 		sh->failed = 1;
 		snprintf(sh->err, sizeof(sh->err), "summation node: %s", strerror(-rc));
-		for (unsigned int r = 0; r < n; r++)
-			if (pids[r] > 0)
-				kill(pids[r], SIGKILL);
 	}
-	reap(pids, n, sh);
+	reap(pids, n, sh); /* kills the workers of a failed point */
 	pthread_barrier_destroy(&sh->bar);
 	if (o->telemetry != NULL && cyc0.n && read_telemetry(o->telemetry, &cyc1) == 0 &&
 	    cyc1.n == cyc0.n)
