@@ -567,11 +567,29 @@ static int issue_step(struct sg_gpu_cuda *c, unsigned slot, unsigned part, unsig
 	return 0;
 }
 
-/* Wait until every step of the partition that used this slot is done. */
+/*
+ * Wait until every step of the partition that used this slot is done. All
+ * events are waited for even after an error, so that nothing of the slot is
+ * still running when the caller reuses or frees its buffers.
+ */
 static int drain_slot(struct sg_gpu_cuda *c, unsigned slot)
 {
-	for (unsigned s = 0; s < c->plan->nsteps; s++)
-		CK(cudaEventSynchronize(c->ev[slot][s]));
+	int rc = 0;
+
+	for (unsigned s = 0; s < c->plan->nsteps; s++) {
+		cudaError_t e = cudaEventSynchronize(c->ev[slot][s]);
+
+		if (e != cudaSuccess && rc == 0)
+			rc = cuda_fail(e, "cudaEventSynchronize");
+	}
+	return rc;
+}
+
+/* A step with nothing to move in this (short, last) partition: mark it done. */
+static int record_skipped(struct sg_gpu_cuda *c, unsigned slot, unsigned s)
+{
+	CK(cudaSetDevice(c->dev_of[s]));
+	CK(cudaEventRecord(c->ev[slot][s], c->stream[c->stream_of[s]]));
 	return 0;
 }
 
@@ -597,10 +615,13 @@ int sg_gpu_cuda_run(struct sg_gpu_cuda *c, void *const *grads, size_t bytes)
 		for (unsigned s = 0; rc == 0 && s < c->plan->nsteps; s++) {
 			const struct sg_gpu_step *st = &c->plan->steps[s];
 
+			/*
+			 * A skipped step still records its event, so that later
+			 * waits see it completed. Errors only set rc: the drain
+			 * below must run before the caller's buffers are released.
+			 */
 			if (st->data_off >= len) {
-				/* Still record, so that later waits see a completed event. */
-				CK(cudaSetDevice(c->dev_of[s]));
-				CK(cudaEventRecord(c->ev[slot][s], c->stream[c->stream_of[s]]));
+				rc = record_skipped(c, slot, s);
 				continue;
 			}
 			rc = issue_step(c, slot, part, s,
