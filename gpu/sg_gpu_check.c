@@ -19,17 +19,6 @@ struct tally {
 	int nic_link;
 };
 
-static int depth(const struct sg_gpu_topo *t, int n)
-{
-	int d = 0;
-
-	while (t->nodes[n].parent >= 0 && d <= (int)t->nnodes) {
-		n = t->nodes[n].parent;
-		d++;
-	}
-	return d;
-}
-
 /*
  * Account a transfer from node a to node b: every uplink from a up to the
  * common ancestor carries it "up", every uplink down to b carries it "down".
@@ -38,7 +27,7 @@ static int depth(const struct sg_gpu_topo *t, int n)
 static void path(const struct sg_gpu_topo *t, struct tally *y, int a, int b, uint64_t bytes,
 		 bool net)
 {
-	int da = depth(t, a), db = depth(t, b);
+	int da = sg_gpu_topo_depth(t, a), db = sg_gpu_topo_depth(t, b);
 
 	while (a != b) {
 		if (da >= db && a >= 0) {
@@ -83,19 +72,10 @@ static int ep_node(const struct sg_gpu_topo *t, const struct sg_gpu_plan *p,
 	}
 }
 
-static int nvlink_index(const struct sg_gpu_topo *t, int a, int b)
-{
-	for (unsigned i = 0; i < t->nnvlinks; i++)
-		if ((t->nvlinks[i].a == a && t->nvlinks[i].b == b) ||
-		    (t->nvlinks[i].a == b && t->nvlinks[i].b == a))
-			return (int)i;
-	return -1;
-}
-
 static void nv_edge(const struct sg_gpu_topo *t, struct tally *y, int from, int to,
 		    uint64_t bytes)
 {
-	int e = nvlink_index(t, from, to);
+	int e = sg_gpu_topo_nvlink_edge(t, from, to);
 
 	if (e < 0)
 		return;
@@ -108,7 +88,7 @@ static void nv_edge(const struct sg_gpu_topo *t, struct tally *y, int from, int 
 /* NVLink copy from GPU node a to GPU node b; false when there is no NVLink path. */
 static bool nv_path(const struct sg_gpu_topo *t, struct tally *y, int a, int b, uint64_t bytes)
 {
-	if (nvlink_index(t, a, b) >= 0) {
+	if (sg_gpu_topo_nvlink_edge(t, a, b) >= 0) {
 		nv_edge(t, y, a, b, bytes);
 		return true;
 	}
@@ -193,15 +173,6 @@ static void check_gpu_copy(const struct sg_gpu_topo *t, const struct sg_gpu_plan
 			  s, sg_gpu_step_kind_name(st->kind), ga, gb, st->bytes);
 }
 
-/* True when node n lies below node anc. */
-static bool below(const struct sg_gpu_topo *t, int n, int anc)
-{
-	for (unsigned hops = 0; n >= 0 && hops <= t->nnodes; hops++, n = t->nodes[n].parent)
-		if (n == anc)
-			return true;
-	return false;
-}
-
 /*
  * GPU traffic the NIC's uplink must carry anyway: one partition each way
  * when GPUs below the NIC's switch have no NVLink way out of it.
@@ -213,11 +184,11 @@ static uint64_t unavoidable(const struct sg_gpu_topo *t, const struct sg_gpu_pla
 	if (top < 0 || t->nodes[top].kind != SG_GPU_NODE_SWITCH)
 		return 0;
 	for (unsigned g = 0; g < t->ngpus; g++) {
-		if (!below(t, t->gpu[g], top))
+		if (!sg_gpu_topo_below(t, t->gpu[g], top))
 			continue;
 		inside = true;
 		for (unsigned h = 0; h < t->ngpus; h++)
-			if (!below(t, t->gpu[h], top) && sg_gpu_topo_nvlink_path(t, g, h))
+			if (!sg_gpu_topo_below(t, t->gpu[h], top) && sg_gpu_topo_nvlink_path(t, g, h))
 				way_out = true;
 	}
 	return inside && !way_out ? p->partition_bytes : 0;

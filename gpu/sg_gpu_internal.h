@@ -65,6 +65,17 @@ static inline bool sg_gpu_dep_test(const uint64_t *bits, unsigned n, unsigned s,
 int sg_gpu_plan_chains(const struct sg_gpu_plan *p, const uint64_t *deps, const int *dev,
 		       int *dev_of, int *stream_of, int *stream_dev, unsigned max_streams);
 
+/* Topology walks shared by the planner and the checker (sg_gpu_topo.c). */
+
+/** Hops from node @p n up to its socket (a socket has depth 0). */
+int sg_gpu_topo_depth(const struct sg_gpu_topo *t, int n);
+
+/** True when node @p n is @p anc or lies below it. */
+bool sg_gpu_topo_below(const struct sg_gpu_topo *t, int n, int anc);
+
+/** Index in t->nvlinks of the edge joining @p a and @p b, or -1. */
+int sg_gpu_topo_nvlink_edge(const struct sg_gpu_topo *t, int a, int b);
+
 #if SG_HAVE_CUDA
 /* CUDA backend (sg_gpu_cuda.c); only built with CUDA. */
 struct sg_gpu_cuda;

@@ -163,21 +163,12 @@ static int gpu_numa(const struct sg_gpu_topo *t, unsigned g)
 	return t->nodes[sg_gpu_topo_socket_of(t, t->gpu[g])].numa;
 }
 
-/* True when node n lies below node anc (or is it). */
-static bool below(const struct sg_gpu_topo *t, int n, int anc)
-{
-	for (unsigned hops = 0; n >= 0 && hops <= t->nnodes; hops++, n = t->nodes[n].parent)
-		if (n == anc)
-			return true;
-	return false;
-}
-
 /* True when GPU g shares the NIC's switch (its traffic would cross the NIC's uplink). */
 static bool on_nic_switch(const struct builder *b, unsigned g)
 {
 	int top = sg_gpu_topo_top_switch(b->t, b->nic_node);
 
-	return top >= 0 && below(b->t, b->t->gpu[g], top);
+	return top >= 0 && sg_gpu_topo_below(b->t, b->t->gpu[g], top);
 }
 
 /*

@@ -148,6 +148,8 @@ static bool nvlink_end(const struct sg_gpu_topo *t, int n)
 int sg_gpu_topo_add_nvlink(struct sg_gpu_topo *t, int a, int b, unsigned count, char *err,
 			   size_t errlen)
 {
+	int e;
+
 	if (!nvlink_end(t, a) || !nvlink_end(t, b) || a == b)
 		return sg_gpu_err(err, errlen, EINVAL,
 				  "an nvlink joins two different GPUs or a GPU and an NVSwitch");
@@ -155,15 +157,12 @@ int sg_gpu_topo_add_nvlink(struct sg_gpu_topo *t, int a, int b, unsigned count, 
 		return sg_gpu_err(err, errlen, EINVAL, "NVSwitch-to-NVSwitch links are not modelled");
 	if (count == 0 || count > 64)
 		return sg_gpu_err(err, errlen, EINVAL, "nvlink count %u out of 1..64", count);
-	for (unsigned i = 0; i < t->nnvlinks; i++) {
-		struct sg_gpu_nvlink *l = &t->nvlinks[i];
-
-		if ((l->a == a && l->b == b) || (l->a == b && l->b == a)) {
-			if (l->count + count > 64)
-				return sg_gpu_err(err, errlen, EINVAL, "nvlink count above 64");
-			l->count += count;
-			return 0;
-		}
+	e = sg_gpu_topo_nvlink_edge(t, a, b);
+	if (e >= 0) {
+		if (t->nvlinks[e].count + count > 64)
+			return sg_gpu_err(err, errlen, EINVAL, "nvlink count above 64");
+		t->nvlinks[e].count += count;
+		return 0;
 	}
 	if (t->nnvlinks >= SG_GPU_MAX_NVLINKS)
 		return sg_gpu_err(err, errlen, ENOSPC, "more than %d nvlink edges",
@@ -225,8 +224,7 @@ int sg_gpu_topo_top_switch(const struct sg_gpu_topo *t, int n)
 	return top;
 }
 
-/* Depth below the socket (socket: 0). */
-static int depth_of(const struct sg_gpu_topo *t, int n)
+int sg_gpu_topo_depth(const struct sg_gpu_topo *t, int n)
 {
 	int d = 0;
 
@@ -240,7 +238,7 @@ static int depth_of(const struct sg_gpu_topo *t, int n)
 /* Lowest common PCIe ancestor of two nodes, -1 if in different sockets. */
 static int common_ancestor(const struct sg_gpu_topo *t, int a, int b)
 {
-	int da = depth_of(t, a), db = depth_of(t, b);
+	int da = sg_gpu_topo_depth(t, a), db = sg_gpu_topo_depth(t, b);
 
 	while (da > db) {
 		a = t->nodes[a].parent;
@@ -267,15 +265,30 @@ bool sg_gpu_topo_same_switch(const struct sg_gpu_topo *t, unsigned ga, unsigned 
 	return lca >= 0 && t->nodes[lca].kind == SG_GPU_NODE_SWITCH;
 }
 
-unsigned sg_gpu_topo_nvlinks(const struct sg_gpu_topo *t, int a, int b)
+int sg_gpu_topo_nvlink_edge(const struct sg_gpu_topo *t, int a, int b)
 {
 	for (unsigned i = 0; i < t->nnvlinks; i++) {
 		const struct sg_gpu_nvlink *l = &t->nvlinks[i];
 
 		if ((l->a == a && l->b == b) || (l->a == b && l->b == a))
-			return l->count;
+			return (int)i;
 	}
-	return 0;
+	return -1;
+}
+
+unsigned sg_gpu_topo_nvlinks(const struct sg_gpu_topo *t, int a, int b)
+{
+	int e = sg_gpu_topo_nvlink_edge(t, a, b);
+
+	return e < 0 ? 0 : t->nvlinks[e].count;
+}
+
+bool sg_gpu_topo_below(const struct sg_gpu_topo *t, int n, int anc)
+{
+	for (unsigned hops = 0; n >= 0 && hops <= t->nnodes; hops++, n = t->nodes[n].parent)
+		if (n == anc)
+			return true;
+	return false;
 }
 
 bool sg_gpu_topo_nvlink_path(const struct sg_gpu_topo *t, unsigned ga, unsigned gb)
