@@ -72,6 +72,12 @@ int sg_dp_loopback_run(const struct sg_dp_config *c, const struct sg_dp_loop_con
 	for (unsigned int i = 0; i < cfg.n_lcores; i++)
 		if (cfg.lcores[i].role & SG_DP_ROLE_IO)
 			nrxq = RTE_MAX(nrxq, cfg.lcores[i].queue + 1u);
+	/* The layout is checked later, in pipeline create; rx[] must not overflow first. */
+	if (nrxq > SG_DP_MAX_LAYOUT) {
+		sg_dp_seterr(err, errlen, "loopback: RX queue %u: at most %d queues per port",
+			     nrxq - 1, SG_DP_MAX_LAYOUT);
+		return -EINVAL;
+	}
 	/* the generator only feeds queue 0: other RX queues stay empty, so their
 	 * lcores see only hand-offs, which is the path under test there */
 	for (unsigned int q = 0; q < RTE_MAX(nrxq, 1u); q++) {

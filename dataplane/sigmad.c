@@ -185,10 +185,12 @@ static int run_verbs(const struct sg_dp_config *c)
 	sg_dp_verbs_conf_defaults(&vc);
 	cf = c->config_path[0] ? rte_cfgfile_load(c->config_path, CFG_FLAG_EMPTY_VALUES) : NULL;
 	if (cf != NULL) {
-		rc = rte_cfgfile_has_section(cf, "verbs") ?
-			sg_dp_verbs_conf_load(&vc, cf, "verbs", err, sizeof(err)) : 0;
+		/* Its own variable: rc stays 1 until the transport has run. */
+		int lrc = rte_cfgfile_has_section(cf, "verbs") ?
+				  sg_dp_verbs_conf_load(&vc, cf, "verbs", err, sizeof(err)) : 0;
+
 		rte_cfgfile_close(cf);
-		if (rc < 0) {
+		if (lrc < 0) {
 			fprintf(stderr, "sigmad: error: %s\n", err);
 			return 2;
 		}

@@ -29,6 +29,7 @@ expect help-sep 0 '--rtc LIST' -- "$SIGMAD" "${EAL[@]}" -- --help
 expect print-config 0 '[layout]' -- "$SIGMAD" --print-config
 expect bad-option 2 'unknown or incomplete option "--bogus"' -- "$SIGMAD" -- --bogus
 expect bad-ip 2 'expected a dotted IPv4 address' -- "$SIGMAD" -- --ip 1.2.3
+expect demo-queue-too-high 1 'RX queue 40: at most 32 queues per port' -- "$SIGMAD" --demo --io "(0,40,1)" --reduce 2
 expect bad-layout-syntax 2 'expected (port,queue,lcore)' -- "$SIGMAD" -- --io '(0,0)'
 expect missing-config 2 'No such file' -- "$SIGMAD" -- --config "$TMP/none.ini"
 printf '[net]\nmtu = 99999\n' >"$TMP/bad.ini"
