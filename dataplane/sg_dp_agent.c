@@ -103,10 +103,8 @@ int sg_dp_move_route(struct sg_dp_lcore *lc, const uint8_t *pl, uint32_t len)
 	b = sg_dp_bucket_of(k.job, k.key);
 	if (mv->phase[b] == 0)
 		return -1;
-	if (mv->phase[b] == 2) {
-		mv->forwarded += mv->to[b] != SG_DP_MOVE_DROP;
+	if (mv->phase[b] == 2)
 		return mv->to[b];
-	}
 	if (pl[5] != SG_DP_T_PUSH && pl[5] != SG_DP_T_PULL)
 		return -1;
 	k.chunk = be32_at(pl, 28);
@@ -128,7 +126,6 @@ int sg_dp_move_route(struct sg_dp_lcore *lc, const uint8_t *pl, uint32_t len)
 		c->state = 2;
 		mv->n_done++;
 	}
-	mv->forwarded += mv->to[b] != SG_DP_MOVE_DROP;
 	return mv->to[b];
 }
 
@@ -678,7 +675,6 @@ static struct sg_dp_move *move_build(struct sg_dp_agent *a, unsigned int r, cons
 	if (mv->chunks == NULL || mv->ch == NULL || move_fill(a, mv, false) < 0)
 		goto nomem;
 	mv->drain = drain;
-	mv->start_ns = now;
 	/* an idle chunk has no round boundary to wait for; a stuck round is already reported
 	 * incomplete by the engine after one slot timeout */
 	mv->idle_ns = now + 2 * slot;

@@ -97,11 +97,10 @@ struct sg_dp_move {
 	struct rte_hash *chunks;     /* (job, key, chunk) -> index into ch */
 	struct sg_dp_move_chunk *ch;
 	uint32_t n_chunks, n_seen, n_done;
-	uint64_t start_ns, idle_ns, hard_ns; /* unseen chunks count as idle after idle_ns; all
-						after hard_ns (rounds stuck that long are lost) */
+	uint64_t idle_ns, hard_ns;   /* unseen chunks count as idle after idle_ns; all after
+					 hard_ns (rounds stuck that long are lost) */
 	bool drain;                  /* never commits: rounds from sw on are refused for good */
 	volatile bool committed;     /* written by the reducer, read by the agent */
-	volatile uint64_t forwarded; /* pushes sent on to the new owner */
 };
 
 /** Key of struct sg_dp_move's hash. */
@@ -198,14 +197,12 @@ struct sg_dp_pipeline {
 	bool port_started[SG_DP_MAX_PORTS];
 	bool port_chains[SG_DP_MAX_PORTS]; /* TX takes chained mbufs (RESULT fan-out) */
 	struct sg_dp_net net[SG_DP_MAX_PORTS];
-	uint32_t job_hash_seed;
 	double ns_per_tsc;
 	uint32_t max_frame;
 	bool running;
 	pthread_mutex_t ctl_lock;   /* control side of the lcore channels (sg_dp_lcore_call) */
 	/* written by the main thread, read by lcores */
 	volatile bool stop_rx;
-	volatile bool stop_req;
 	volatile int io_running;
 	volatile unsigned int idle_sleep_us;
 	/* bucket -> reducer index: written by the reducer that moves a bucket, read by all */

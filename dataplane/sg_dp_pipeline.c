@@ -227,7 +227,6 @@ struct sg_dp_pipeline *sg_dp_pipeline_create(const struct sg_dp_config *c, char 
 	p->idle_sleep_us = c->idle_sleep_us;
 	p->ns_per_tsc = 1e9 / (double)rte_get_tsc_hz();
 	p->max_frame = RTE_ETHER_HDR_LEN + c->mtu + RTE_ETHER_CRC_LEN;
-	p->job_hash_seed = 0;
 	sg_dp_topology_probe(&p->topo);
 	rc = sg_dp_layout_check(c, &p->topo, err, errlen, stderr, &nwarn);
 	if (rc < 0)
@@ -301,7 +300,6 @@ int sg_dp_pipeline_start(struct sg_dp_pipeline *p)
 	for (unsigned int i = 0; i < p->n_lc; i++)
 		io += (p->lc[i].role & SG_DP_ROLE_IO) != 0;
 	p->stop_rx = false;
-	p->stop_req = false;
 	__atomic_store_n(&p->io_running, io, __ATOMIC_RELEASE);
 	for (unsigned int i = 0; i < p->n_lc; i++) {
 		int rc = rte_eal_remote_launch(lcore_main, &p->lc[i], p->lc[i].lcore_id);
@@ -320,16 +318,6 @@ int sg_dp_pipeline_start(struct sg_dp_pipeline *p)
 	}
 	p->running = true;
 	return 0;
-}
-
-void sg_dp_pipeline_request_stop(struct sg_dp_pipeline *p)
-{
-	p->stop_req = true;
-}
-
-bool sg_dp_pipeline_stop_requested(const struct sg_dp_pipeline *p)
-{
-	return p->stop_req;
 }
 
 void sg_dp_pipeline_stop(struct sg_dp_pipeline *p)

@@ -348,12 +348,6 @@ void sg_dp_pipeline_stop(struct sg_dp_pipeline *p);
 /** Stop if running, stop the ports, free everything. NULL is fine. */
 void sg_dp_pipeline_destroy(struct sg_dp_pipeline *p);
 
-/** Ask the pipeline to stop (async-signal-safe: only sets a flag). */
-void sg_dp_pipeline_request_stop(struct sg_dp_pipeline *p);
-
-/** True once sg_dp_pipeline_request_stop() was called. */
-bool sg_dp_pipeline_stop_requested(const struct sg_dp_pipeline *p);
-
 /**
  * Apply a re-read configuration: idle, sleep_lcores, idle_sleep_us,
  * log_level and stats_interval_s take effect at once; every other difference
