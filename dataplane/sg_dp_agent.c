@@ -612,7 +612,6 @@ static int move_fill(struct sg_dp_agent *a, struct sg_dp_move *mv, bool count_on
 
 	for (unsigned int i = 0; i < AGENT_MAX_JOBS; i++) {
 		const struct agent_job *j = &a->jobs[i];
-		size_t es = sg_dtype_size(j->dtype);
 
 		if (!j->used || j->nelem == NULL)
 			continue;
@@ -621,8 +620,7 @@ static int move_fill(struct sg_dp_agent *a, struct sg_dp_move *mv, bool count_on
 
 			if (mv->phase[sg_dp_bucket_of(j->id, k)] != 1)
 				continue;
-			nch = (uint32_t)(((uint64_t)j->nelem[k] * es + j->chunk_bytes - 1) /
-					 j->chunk_bytes);
+			nch = sg_dp_chunk_count(j->nelem[k], j->dtype, j->chunk_bytes);
 			for (uint32_t c = 0; c < nch; c++, n++) {
 				struct sg_dp_move_key key = {.job = j->id, .key = k, .chunk = c};
 
