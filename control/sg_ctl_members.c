@@ -126,8 +126,9 @@ int sg_ctl_members_heartbeat(struct sg_ctl_members *m, const char *name,
 			return -ENOSPC;
 		i = (int)m->n_nodes++;
 		nd = &m->nodes[i];
+		/* A removal leaves the last slot holding its old node: start clean. */
+		*nd = (typeof(*nd)){0};
 		snprintf(nd->name, sizeof(nd->name), "%s", name);
-		nd->alive = false;
 	}
 	nd = &m->nodes[i];
 	if (!nd->alive || nd->kind != kind || nd->gbps != gbps) {
