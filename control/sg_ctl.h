@@ -463,12 +463,26 @@ struct sg_ctl_server *sg_ctl_server_create(const struct sg_ctl_server_config *cf
 void sg_ctl_server_destroy(struct sg_ctl_server *s);
 struct rte_cfgfile;
 
+/** Largest shared secret, in bytes, that the server and its clients accept. */
+#define SG_CTL_SECRET_MAX 256
+
+/**
+ * Read a shared secret from @p path into @p buf, without its trailing newline.
+ * A file holding more than SG_CTL_SECRET_MAX bytes of secret is refused, not
+ * cut, so that the server and every client derive the same key. With
+ * @p private_file the file must be a regular file that group and others
+ * cannot read (what the server requires of its own copy).
+ * @return 0 with *len set, or -EINVAL with the reason in @p err.
+ */
+int sg_ctl_secret_load(const char *path, bool private_file, uint8_t buf[SG_CTL_SECRET_MAX],
+		       size_t *len, char *err, size_t errlen);
+
 /** Storage for the strings and secret that sg_ctl_config_load() points the config at. */
 struct sg_ctl_config_store {
 	char tcp_addr[64];
 	char unix_path[108];
 	char metrics_addr[64];
-	uint8_t secret[256];
+	uint8_t secret[SG_CTL_SECRET_MAX];
 };
 
 /**
@@ -487,7 +501,7 @@ struct sg_ctl_config_store {
  * sg_ctl_server_create().
  * @return 0; -EINVAL with a message naming the key and the fix in @p err
  *         (an unknown key, a bad number, address or port, an unreadable,
- *         too short or group/world-readable secret file).
+ *         too short, too long or group/world-readable secret file).
  */
 int sg_ctl_config_load(struct rte_cfgfile *file, const char *section,
 		       struct sg_ctl_server_config *cfg, struct sg_ctl_config_store *store,

@@ -106,24 +106,17 @@ static bool is_tcp_target(const char *t)
 
 static int connect_server(void)
 {
-	uint8_t secret[1024];
+	uint8_t secret[SG_CTL_SECRET_MAX];
 	size_t len = 0;
+	char err[256];
 
 	if (is_tcp_target(g.target)) {
-		FILE *f;
-
 		if (g.secret_file == NULL)
 			return die_usage("TCP target %s needs --secret-file (or $SIGMACTL_SECRET_FILE)",
 					 g.target);
-		f = fopen(g.secret_file, "rb");
-		if (f == NULL)
-			return die_usage("cannot read secret file %s: %s", g.secret_file,
-					 strerror(errno));
-		len = fread(secret, 1, sizeof(secret), f);
-		fclose(f);
-		/* A trailing newline from an editor or echo is not part of the secret. */
-		while (len > 0 && (secret[len - 1] == '\n' || secret[len - 1] == '\r'))
-			len--;
+		/* The server's loader: same newline trimming, same size limit, same key. */
+		if (sg_ctl_secret_load(g.secret_file, false, secret, &len, err, sizeof(err)) < 0)
+			return die_usage("cannot read secret file: %s", err);
 	}
 	g.cli = sg_ctl_client_connect(g.target, len ? secret : NULL, len, g.timeout_ms);
 	memset(secret, 0, sizeof(secret));

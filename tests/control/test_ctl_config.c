@@ -58,6 +58,7 @@ int main(void)
 	struct sg_ctl_server_config cfg;
 	struct sg_ctl_config_store st;
 	char err[256], body[512];
+	size_t slen = 0;
 
 	snprintf(dir, sizeof(dir), "/tmp/sg_ctl_cfg.XXXXXX");
 	if (mkdtemp(dir) == NULL)
@@ -106,6 +107,19 @@ int main(void)
 	bad(body, "chmod 600");
 	write_file(secret, "short\n", 0600);
 	bad(body, "at least 16 bytes");
+	{
+		/* One byte over the limit is refused, not cut: clients would use another key. */
+		char big[SG_CTL_SECRET_MAX + 3];
+
+		memset(big, 'k', SG_CTL_SECRET_MAX + 1);
+		strcpy(big + SG_CTL_SECRET_MAX + 1, "\n");
+		write_file(secret, big, 0600);
+		bad(body, "more than 256 bytes of secret");
+		big[SG_CTL_SECRET_MAX] = '\n'; /* exactly the limit, plus newlines: fine */
+		write_file(secret, big, 0600);
+		SG_CHECK_EQ(sg_ctl_secret_load(secret, true, st.secret, &slen, err, sizeof(err)), 0);
+		SG_CHECK_EQ(slen, SG_CTL_SECRET_MAX);
+	}
 	snprintf(body, sizeof(body), "[control]\nsecret_file = %s\n", dir);
 	bad(body, "not a regular file");
 	SG_CHECK_EQ(sg_ctl_config_load(NULL, "control", NULL, &st, err, sizeof(err)), -EINVAL);
