@@ -590,6 +590,18 @@ static int check_lines(const char *path, char *err, size_t errlen)
 	return 0;
 }
 
+int sg_dp_config_check_jobs(const struct sg_dp_config *c, char *err, size_t errlen)
+{
+	for (unsigned int j = 0; j < c->n_jobs; j++)
+		if (c->jobs[j].partition_bytes % sg_dtype_size(c->jobs[j].dtype)) {
+			sg_dp_seterr(err, errlen, "[job %u]: partition_bytes %u is not a multiple of the "
+			       "%s element size", c->jobs[j].id, c->jobs[j].partition_bytes,
+			       sg_dtype_name(c->jobs[j].dtype));
+			return -EINVAL;
+		}
+	return 0;
+}
+
 int sg_dp_config_load_file(struct sg_dp_config *c, const char *path, char *err, size_t errlen)
 {
 	struct rte_cfgfile *cf;
@@ -922,6 +934,8 @@ int sg_dp_layout_check(const struct sg_dp_config *c, const struct sg_dp_topology
 		return -EINVAL;
 	}
 	for (unsigned int p = 0; p < t->n_ports && p < SG_DP_MAX_PORTS; p++) {
+		if (nq[p] == 0)
+			continue; /* a port the layout does not poll is never set up */
 		if (qmask[p] != (nq[p] >= 32 ? UINT32_MAX : (1u << nq[p]) - 1)) {
 			sg_dp_seterr(err, errlen, "layout: RX queues of port %u must be numbered 0..%u "
 			       "without gaps", p, nq[p] ? nq[p] - 1 : 0);
@@ -947,7 +961,7 @@ int sg_dp_layout_check(const struct sg_dp_config *c, const struct sg_dp_topology
 			int pn = t->port_node[p];
 			bool serves = (a->role & SG_DP_ROLE_REDUCE) || a->port == p;
 
-			if (!serves || pn < 0 || pn == ln)
+			if (!serves || nq[p] == 0 || pn < 0 || pn == ln)
 				continue;
 			warns++;
 			if (warn)

@@ -231,14 +231,9 @@ struct sg_dp_pipeline *sg_dp_pipeline_create(const struct sg_dp_config *c, char 
 	rc = sg_dp_layout_check(c, &p->topo, err, errlen, stderr, &nwarn);
 	if (rc < 0)
 		goto fail;
-	for (unsigned int j = 0; j < c->n_jobs; j++)
-		if (c->jobs[j].partition_bytes % sg_dtype_size(c->jobs[j].dtype)) {
-			sg_dp_seterr(err, errlen, "[job %u]: partition_bytes %u is not a multiple of the "
-			       "%s element size", c->jobs[j].id, c->jobs[j].partition_bytes,
-			       sg_dtype_name(c->jobs[j].dtype));
-			rc = -EINVAL;
-			goto fail;
-		}
+	rc = sg_dp_config_check_jobs(c, err, errlen);
+	if (rc < 0)
+		goto fail;
 	p->n_lc = c->n_lcores;
 	p->lc = rte_zmalloc("sg_dp_lcores", sizeof(*p->lc) * p->n_lc, RTE_CACHE_LINE_SIZE);
 	if (p->lc == NULL) {

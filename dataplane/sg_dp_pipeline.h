@@ -159,6 +159,14 @@ const char *sg_dp_role_name(enum sg_dp_role r);
 /** Payload bytes per chunk of job @p j: its chunk_bytes, or the largest that fits the MTU. */
 uint32_t sg_dp_job_chunk_bytes(const struct sg_dp_config *c, const struct sg_dp_job_cfg *j);
 
+/**
+ * Checks of the [job N] sections that need the whole config (a section's keys
+ * come in any order): each partition holds a whole number of elements.
+ * Every path that adds the config's jobs to engines runs it first.
+ * @return 0, or -EINVAL with the job named in @p err.
+ */
+int sg_dp_config_check_jobs(const struct sg_dp_config *c, char *err, size_t errlen);
+
 /** Add every `[job N]` of @p c to @p eng (the reducers' set-up, and the verbs transport's). */
 int sg_dp_engine_add_config_jobs(struct sg_dp_engine *eng, const struct sg_dp_config *c, char *err,
 				  size_t errlen);

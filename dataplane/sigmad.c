@@ -204,6 +204,10 @@ static int run_verbs(const struct sg_dp_config *c)
 			"of the layout must be a worker lcore enabled by EAL\n");
 		return 2;
 	}
+	if (sg_dp_config_check_jobs(c, err, sizeof(err)) < 0) {
+		fprintf(stderr, "sigmad: error: %s\n", err);
+		return 2;
+	}
 	t = sg_dp_verbs_create(&vc, err, sizeof(err));
 	if (t == NULL) {
 		fprintf(stderr, "sigmad: error: [verbs]: %s\n", err);

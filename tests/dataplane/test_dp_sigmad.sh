@@ -44,6 +44,10 @@ expect no-lcore 1 'not enabled by EAL' -- "$SIGMAD" "${EAL[@]}" "$(pfx b)" '--lc
 	--vdev=net_null0 -- --rtc '(0,0,5)'
 expect no-port 1 'port 0 does not exist' -- "$SIGMAD" "${EAL[@]}" "$(pfx c)" '--lcores=(0-1)@0' \
 	-- --rtc '(0,0,1)'
+printf '[job 1]\nworkers = 2\ndtype = fp64\npartition_bytes = 100\n' >"$TMP/part.ini"
+expect partial-element 1 'partition_bytes 100 is not a multiple of the fp64 element size' -- \
+	"$SIGMAD" "${EAL[@]}" "$(pfx d)" '--lcores=(0-1)@0' --vdev=net_null0 \
+	-- --config "$TMP/part.ini" --rtc '(0,0,1)'
 
 # lifecycle on a net_null port: it receives junk frames at full speed, which
 # sigmad must count as drops, never crash on
