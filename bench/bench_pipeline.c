@@ -15,6 +15,7 @@
  * Every RESULT is checked by the generator; a run with a wrong sum fails.
  */
 #include <errno.h>
+#include <limits.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -188,7 +189,7 @@ int sigma_bench_pipeline(int argc, char **argv)
 	unsigned int runs = 5, workers = 4;
 	double secs = 2.0, base;
 	char err[512];
-	int opt, only = 0;
+	int opt, only = 0, bad = 0;
 	unsigned int sleep_us = 0; /* 0: busy polling everywhere */
 	bool ok = true;
 	char json[8192];
@@ -201,9 +202,15 @@ int sigma_bench_pipeline(int argc, char **argv)
 	optind = 1;
 	while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		switch (opt) {
-		case 'r': runs = (unsigned int)atoi(optarg); break;
-		case 's': secs = atof(optarg); break;
-		case 'w': workers = (unsigned int)atoi(optarg); break;
+		case 'r': bad |= sigma_bench_parse_uint(optarg, 0, UINT_MAX, &runs) < 0; break;
+		case 's': {
+			char *end;
+
+			secs = strtod(optarg, &end);
+			bad |= end == optarg || *end != '\0';
+			break;
+		}
+		case 'w': bad |= sigma_bench_parse_uint(optarg, 0, UINT_MAX, &workers) < 0; break;
 		case 'q': runs = 3; secs = 0.5; break;
 		case 'R': only = 1; break;
 		case 'M': only = 2; break;
@@ -219,7 +226,7 @@ int sigma_bench_pipeline(int argc, char **argv)
 		default: usage(stderr); return 2;
 		}
 	}
-	if (runs < 1 || runs > MAX_RUNS || !(secs > 0 && secs < 600) || workers < 1 ||
+	if (bad || runs < 1 || runs > MAX_RUNS || !(secs > 0 && secs < 600) || workers < 1 ||
 	    workers > 64) {
 		fprintf(stderr, "pipeline: --runs 1..%d, --seconds > 0, --workers 1..64\n",
 			MAX_RUNS);

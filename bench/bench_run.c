@@ -11,6 +11,7 @@
  * second.
  */
 #include <errno.h>
+#include <limits.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <math.h>
@@ -379,8 +380,12 @@ static int parse_attach(const char *spec, struct sigma_node *nodes, char addrs[]
 			return -EINVAL;
 		nodes[i] = (struct sigma_node){.kind = SG_CTL_NODE_CPU, .gbps = 1};
 		if (colon != NULL) {
+			unsigned int port;
+
 			*colon = '\0';
-			nodes[i].port = (uint16_t)atoi(colon + 1);
+			if (sigma_bench_parse_uint(colon + 1, 0, 65535, &port) < 0)
+				return -EINVAL;
+			nodes[i].port = (uint16_t)port;
 		}
 		snprintf(addrs[i], 64, "%s", tok);
 		nodes[i].addr = addrs[i];
@@ -811,20 +816,22 @@ static int parse_opts(int argc, char **argv, struct rb_opts *o, const char *def_
 	/* bench/sigmad_netns.sh exports where its sigmad's telemetry socket is. */
 	o->telemetry = getenv("SIGMA_TELEMETRY");
 	/* bench/sigmad_memif.sh exports how many lcores its sigmad answers from. */
-	o->memif_queues = getenv("SIGMA_MEMIF_QUEUES") ? (unsigned int)atoi(
-		getenv("SIGMA_MEMIF_QUEUES")) : 1;
+	o->memif_queues = 1;
+	if (getenv("SIGMA_MEMIF_QUEUES") != NULL &&
+	    sigma_bench_parse_uint(getenv("SIGMA_MEMIF_QUEUES"), 0, UINT_MAX, &o->memif_queues) < 0)
+		o->memif_queues = 0; /* refused below with the valid range */
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
 		switch (c) {
 		case 'n': bad |= parse_list(optarg, RB_MAX_N, &o->n_ns, item_n, o); break;
 		case 's': bad |= parse_list(optarg, RB_MAX_SIZES, &o->n_sizes, item_size, o); break;
 		case 'd': bad |= parse_list(optarg, RB_MAX_DT, &o->n_dts, item_dtype, o); break;
-		case 'i': o->iters = (unsigned int)atoi(optarg); break;
-		case 'k': o->nodes = (unsigned int)atoi(optarg); break;
+		case 'i': bad |= sigma_bench_parse_uint(optarg, 0, UINT_MAX, &o->iters) < 0; break;
+		case 'k': bad |= sigma_bench_parse_uint(optarg, 0, UINT_MAX, &o->nodes) < 0; break;
 		case 'a': snprintf(o->attach, sizeof(o->attach), "%s", optarg); break;
-		case 'c': o->chunk = (unsigned int)atoi(optarg); break;
+		case 'c': bad |= sigma_bench_parse_uint(optarg, 0, UINT_MAX, &o->chunk) < 0; break;
 		case 'w':
-			o->window = (unsigned int)atoi(optarg);
+			bad |= sigma_bench_parse_uint(optarg, 0, UINT_MAX, &o->window) < 0;
 			window_set = true;
 			break;
 		case 'j': o->json = optarg; break;
@@ -841,7 +848,10 @@ static int parse_opts(int argc, char **argv, struct rb_opts *o, const char *def_
 		case 'C': o->print_config = true; break;
 		case 'T': o->telemetry = optarg; break;
 		case 'M': o->memif = optarg; break;
-		case 'Q': o->memif_queues = (unsigned int)atoi(optarg); break;
+		case 'Q':
+			if (sigma_bench_parse_uint(optarg, 0, UINT_MAX, &o->memif_queues) < 0)
+				o->memif_queues = 0; /* refused below with the valid range */
+			break;
 		case 'h': return 1;
 		default: return -EINVAL;
 		}

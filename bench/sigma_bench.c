@@ -2,6 +2,7 @@
 /*
  * sigma-bench: dispatches to the subcommands listed in sigma_bench.h.
  */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -48,6 +49,21 @@ double sigma_bench_median(double *v, size_t n)
 		return 0.0;
 	qsort(v, n, sizeof(*v), cmp_double);
 	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+int sigma_bench_parse_uint(const char *s, unsigned int lo, unsigned int hi, unsigned int *out)
+{
+	unsigned long v;
+	char *end;
+
+	if (s == NULL || *s < '0' || *s > '9')
+		return -EINVAL;
+	errno = 0;
+	v = strtoul(s, &end, 10);
+	if (errno != 0 || *end != '\0' || v < lo || v > hi)
+		return -EINVAL;
+	*out = (unsigned int)v;
+	return 0;
 }
 
 static void usage(FILE *f)

@@ -42,4 +42,11 @@ double sigma_bench_thread_cpu_now(void);
 /** Median of @p n doubles (reorders @p v). */
 double sigma_bench_median(double *v, size_t n);
 
+/**
+ * Strict option value: a whole decimal number in [@p lo, @p hi]. Signs,
+ * spaces and trailing characters ("7x") are refused, where atoi() would
+ * silently give another value. @return 0 with *out set, or -EINVAL.
+ */
+int sigma_bench_parse_uint(const char *s, unsigned int lo, unsigned int hi, unsigned int *out);
+
 #endif /* SIGMA_BENCH_H */

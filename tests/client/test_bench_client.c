@@ -58,6 +58,7 @@ static void run_garbage(const char *exe)
 		"run --workers 0", "run --workers 99", "run --workers 2,x", "run --sizes 3x",
 		"run --sizes 0", "run --sizes 2G", "run --sizes 3M", "run --sizes 4K,,",
 		"run --dtypes fp16", "run --dtypes nope", "run --iters 0", "run --iters 51",
+		"run --iters 3x", "run --window 1e3", "run --chunk 8x", "run --nodes 2k",
 		"run --chunk 7", "run --chunk 9000", "run --window 0", "run --nodes 9",
 		"run --partition 3", "run --partition 1x", "run --bogus", "run extra",
 		"compare --workers 0", "compare --sizes junk", "compare --chunk 12",

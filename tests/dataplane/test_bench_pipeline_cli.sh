@@ -7,7 +7,8 @@ set -u
 B=$1
 fails=0
 for bad in "--runs 0" "--runs abc" "--runs 99" "--seconds 0" "--seconds -3" "--seconds x" \
-	"--workers 0" "--workers 65" "--workers -1" "--bogus" "--runs" "--idle nap"; do
+	"--workers 0" "--workers 65" "--workers -1" "--bogus" "--runs" "--idle nap" \
+	"--runs 7x" "--workers 4k" "--seconds 1s"; do
 	# shellcheck disable=SC2086
 	"$B" pipeline $bad >/dev/null 2>&1
 	rc=$?
