@@ -403,21 +403,28 @@ static void kill_workers(const pid_t *pids, unsigned int n)
 }
 
 /*
- * Wait for the workers. A worker that was never forked, or one that dies (a
- * crash, a signal), would leave the others waiting at the barrier forever;
- * so would a point already failed (a node that did not start): kill them all.
+ * Wait for the workers. A worker that was never forked (or a node that did
+ * not start: @abort) or one that dies (a crash, a signal) would leave the
+ * others waiting at the barrier forever: kill them all. Workers that only
+ * failed their own setup still take part in every barrier and exit normally.
+ * @return true if workers were killed: their barrier may be left mid-wait,
+ * and pthread_barrier_destroy() would then block forever.
  */
-static void reap(pid_t *pids, unsigned int n, struct rb_shared *sh)
+static bool reap(pid_t *pids, unsigned int n, struct rb_shared *sh, bool abort)
 {
 	unsigned int left = 0;
+	bool killed = false;
 
 	for (unsigned int r = 0; r < n; r++)
 		if (pids[r] > 0)
 			left++;
 		else
-			sh->failed = 1;
-	if (sh->failed)
+			abort = true;
+	if (abort) {
+		sh->failed = 1;
 		kill_workers(pids, n);
+		killed = true;
+	}
 	while (left > 0) {
 		int st;
 		pid_t p = waitpid(-1, &st, 0);
@@ -434,9 +441,11 @@ static void reap(pid_t *pids, unsigned int n, struct rb_shared *sh)
 			sh->failed = 1;
 			snprintf(sh->err, sizeof(sh->err), "worker %u died (status 0x%x)", r, st);
 			kill_workers(pids, n);
+			killed = true;
 			break;
 		}
 	}
+	return killed;
 }
 
 static int cmp_float(const void *a, const void *b)
@@ -580,8 +589,10 @@ static int run_point(const struct rb_opts *o, unsigned int n, enum sg_dtype dt, 
 		sh->failed = 1;
 		snprintf(sh->err, sizeof(sh->err), "summation node: %s", strerror(-rc));
 	}
-	reap(pids, n, sh); /* kills the workers of a failed point */
-	pthread_barrier_destroy(&sh->bar);
+	/* A barrier whose waiters were killed is not destroyed (that would wait
+	 * for them forever); its shared mapping is unmapped below all the same. */
+	if (!reap(pids, n, sh, rc < 0))
+		pthread_barrier_destroy(&sh->bar);
 	if (o->telemetry != NULL && cyc0.n && read_telemetry(o->telemetry, &cyc1) == 0 &&
 	    cyc1.n == cyc0.n)
 		tel_busy = true;
