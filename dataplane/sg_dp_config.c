@@ -38,6 +38,7 @@ const char sg_dp_default_config[] =
 	"udp_port = 9300\n"
 	"mtu = 9000\n"
 	"udp_checksum = yes\n"
+	"steer = auto\n"
 	"[layout]\n"
 	"rtc = (0,0,1)\n"
 	"[resources]\n"
@@ -261,7 +262,7 @@ bad:
  * INI keys. One table drives both the file parser and --help's list.
  */
 
-enum key_kind { K_IP, K_U16, K_UINT, K_BOOL, K_MAC, K_IDLE, K_LOG, K_LAYOUT, K_LCORES };
+enum key_kind { K_IP, K_U16, K_UINT, K_BOOL, K_MAC, K_IDLE, K_LOG, K_LAYOUT, K_LCORES, K_STEER };
 
 struct key_def {
 	const char *section;
@@ -280,6 +281,7 @@ static const struct key_def keys[] = {
 	{"net", "mtu", K_U16, OFF(mtu), 576, 9000, 0},
 	{"net", "udp_checksum", K_BOOL, OFF(udp_checksum), 0, 0, 0},
 	{"net", "mac", K_MAC, OFF(mac_override), 0, 0, 0},
+	{"net", "steer", K_STEER, OFF(steer), 0, 0, 0},
 	{"layout", "io", K_LAYOUT, 0, 0, 0, SG_DP_ROLE_IO},
 	{"layout", "reduce", K_LAYOUT, 0, 0, 0, SG_DP_ROLE_REDUCE},
 	{"layout", "rtc", K_LAYOUT, 0, 0, 0, SG_DP_ROLE_RTC},
@@ -335,6 +337,16 @@ static int apply_key(struct sg_dp_config *c, const struct key_def *k, const char
 	case K_LOG:
 		rc = parse_log_level(val, &c->log_level);
 		break;
+	case K_STEER:
+		if (!strcmp(val, "auto"))
+			c->steer = SG_DP_STEER_AUTO;
+		else if (!strcmp(val, "flow"))
+			c->steer = SG_DP_STEER_FLOW;
+		else if (!strcmp(val, "off"))
+			c->steer = SG_DP_STEER_OFF;
+		else
+			rc = -EINVAL;
+		break;
 	case K_LAYOUT:
 		sg_dp_layout_clear(c, k->role);
 		return sg_dp_layout_parse(c, k->role, val, err, errlen);
@@ -357,6 +369,7 @@ static int apply_key(struct sg_dp_config *c, const struct key_def *k, const char
 		case K_BOOL: want = "yes or no"; break;
 		case K_MAC: want = "a MAC such as 02:00:00:00:00:01"; break;
 		case K_IDLE: want = "busy or sleep"; break;
+		case K_STEER: want = "auto, flow or off"; break;
 		case K_LOG: want = "emerg|alert|crit|err|warning|notice|info|debug"; break;
 		default:
 			snprintf(range, sizeof(range), "an integer in [%" PRIu64 ", %" PRIu64 "]",
@@ -666,7 +679,7 @@ int sg_dp_config_defaults(struct sg_dp_config *c)
 enum {
 	OPT_CONFIG = 256, OPT_IO, OPT_REDUCE, OPT_RTC, OPT_IP, OPT_UDP_PORT, OPT_MTU,
 	OPT_IDLE, OPT_IDLE_SLEEP, OPT_BURST, OPT_DURATION, OPT_DEMO, OPT_DEMO_WORKERS,
-	OPT_LOG_LEVEL, OPT_NO_UDP_CSUM, OPT_PRINT_CONFIG, OPT_SLEEP_LCORES,
+	OPT_LOG_LEVEL, OPT_NO_UDP_CSUM, OPT_PRINT_CONFIG, OPT_SLEEP_LCORES, OPT_STEER,
 };
 
 static const struct option long_opts[] = {
@@ -686,6 +699,7 @@ static const struct option long_opts[] = {
 	{"demo-workers", required_argument, NULL, OPT_DEMO_WORKERS},
 	{"log-level", required_argument, NULL, OPT_LOG_LEVEL},
 	{"no-udp-checksum", no_argument, NULL, OPT_NO_UDP_CSUM},
+	{"steer", required_argument, NULL, OPT_STEER},
 	{"print-config", no_argument, NULL, OPT_PRINT_CONFIG},
 	{"help", no_argument, NULL, 'h'},
 	{NULL, 0, NULL, 0},
@@ -708,6 +722,9 @@ void sg_dp_usage(FILE *f, const char *prog)
 		"  --udp-port N          UDP port of the wire protocol             [net] udp_port\n"
 		"  --mtu N               IP MTU, 576..9000                         [net] mtu\n"
 		"  --no-udp-checksum     send UDP checksum 0 and do not verify it  [net] udp_checksum\n"
+		"  --steer auto|flow|off rte_flow rule per reducer: udp_port+1+r -> its own RX\n"
+		"                        queue; auto falls back to rings where a port refuses,\n"
+		"                        flow makes that an error (default auto)   [net] steer\n"
 		"  --io LIST             I/O lcores: \"(port,queue,lcore)[,...]\"     [layout] io\n"
 		"  --reduce LIST         reducer lcores: \"lcore[,lcore|a-b...]\"     [layout] reduce\n"
 		"  --rtc LIST            run-to-completion lcores: \"(port,queue,lcore)[,...]\"\n"
@@ -793,6 +810,7 @@ int sg_dp_config_parse_args(struct sg_dp_config *c, int argc, char **argv, char 
 		case OPT_IP: name = "ip"; break;
 		case OPT_UDP_PORT: name = "udp_port"; break;
 		case OPT_MTU: name = "mtu"; break;
+		case OPT_STEER: name = "steer"; break;
 		case OPT_IDLE: name = "idle"; break;
 		case OPT_IDLE_SLEEP: name = "idle_sleep_us"; break;
 		case OPT_SLEEP_LCORES: name = "sleep_lcores"; break;

@@ -76,6 +76,22 @@ static unsigned int eth_flush(struct sg_dp_lcore *lc)
 
 /* ---- engine output ------------------------------------------------------ */
 
+/* The reply address @p dest with the MAC learnt for it; -ENOENT (counted) if never seen. */
+static int peer_of(struct sg_dp_lcore *lc, uint64_t dest, struct sg_dp_peer *pe)
+{
+	void *mac;
+
+	*pe = (struct sg_dp_peer){.ip = (uint32_t)(dest >> 32), .udp_port = (uint16_t)(dest >> 16),
+				  .port_id = (uint16_t)dest};
+	if (rte_hash_lookup_data(lc->peers, &dest, &mac) < 0 || pe->port_id >= SG_DP_MAX_PORTS ||
+	    !lc->p->port_used[pe->port_id]) {
+		lc->st.drops[SG_DP_ND_NO_PEER]++;
+		return -ENOENT;
+	}
+	memcpy(pe->mac.addr_bytes, &(uint64_t){(uintptr_t)mac}, RTE_ETHER_ADDR_LEN);
+	return 0;
+}
+
 static void *tx_alloc(void *ctx, uint64_t dest, uint32_t len, void **pkt)
 {
 	struct sg_dp_lcore *lc = ctx;
@@ -97,18 +113,13 @@ static void tx_send(void *ctx, void *pkt, uint32_t len)
 {
 	struct sg_dp_lcore *lc = ctx;
 	struct rte_mbuf *m = pkt;
-	uint64_t dest = lc->cur_dest, ol = 0;
-	struct sg_dp_peer pe = {.ip = (uint32_t)(dest >> 32), .udp_port = (uint16_t)(dest >> 16),
-				.port_id = (uint16_t)dest};
-	void *mac;
+	uint64_t ol = 0;
+	struct sg_dp_peer pe;
 
-	if (rte_hash_lookup_data(lc->peers, &dest, &mac) < 0 || pe.port_id >= SG_DP_MAX_PORTS ||
-	    !lc->p->port_used[pe.port_id]) {
-		lc->st.drops[SG_DP_ND_NO_PEER]++;
+	if (peer_of(lc, lc->cur_dest, &pe) < 0) {
 		rte_pktmbuf_free(m);
 		return;
 	}
-	memcpy(pe.mac.addr_bytes, &(uint64_t){(uintptr_t)mac}, RTE_ETHER_ADDR_LEN);
 	sg_dp_net_build(&lc->p->net[pe.port_id], &pe, rte_pktmbuf_mtod(m, void *), len, &ol);
 	m->data_len = (uint16_t)(SG_DP_NET_HDR_LEN + len);
 	m->pkt_len = m->data_len;
@@ -169,19 +180,15 @@ static unsigned int tx_send_multi(void *ctx, void *pkt, uint32_t len,
 	rte_mbuf_refcnt_set(pl, (uint16_t)n);
 	for (unsigned int i = 0; i < n; i++) {
 		struct rte_mbuf *m = h[i];
-		uint64_t dest = to[i].dest, ol = 0;
-		struct sg_dp_peer pe = {.ip = (uint32_t)(dest >> 32),
-					.udp_port = (uint16_t)(dest >> 16), .port_id = (uint16_t)dest};
+		uint64_t ol = 0;
+		struct sg_dp_peer pe;
 		uint8_t *f = rte_pktmbuf_mtod(m, uint8_t *);
-		void *mac;
 
-		if (rte_hash_lookup_data(lc->peers, &dest, &mac) < 0) {
-			lc->st.drops[SG_DP_ND_NO_PEER]++;
+		if (peer_of(lc, to[i].dest, &pe) < 0) {
 			rte_pktmbuf_free(m);
 			rte_pktmbuf_free(pl); /* drops this chain's reference */
 			continue;
 		}
-		memcpy(pe.mac.addr_bytes, &(uint64_t){(uintptr_t)mac}, RTE_ETHER_ADDR_LEN);
 		memcpy(f + SG_DP_NET_HDR_LEN, sg, SG_DP_HDR_LEN);
 		sg_dp_hdr_set_rank(f + SG_DP_NET_HDR_LEN, to[i].rank);
 		sg_dp_net_build_seg(&lc->p->net[pe.port_id], &pe, f, SG_DP_HDR_LEN, len, tail, &ol);
@@ -247,18 +254,31 @@ static void eth_release(void **items, unsigned int n)
 	rte_pktmbuf_free_bulk((struct rte_mbuf **)items, n);
 }
 
-static unsigned int eth_rx(struct sg_dp_lcore *lc, unsigned int burst)
+/* Pass @p n datagrams to reducer @p o's ring; what does not fit is dropped (counted). */
+static void handoff(struct sg_dp_lcore *lc, unsigned int o, struct rte_mbuf **m, unsigned int n)
+{
+	unsigned int e = rte_ring_enqueue_burst(lc->p->red[o]->ring, (void **)m, n, NULL);
+
+	lc->st.handoff_pkts += e;
+	lc->st.drops[SG_DP_ND_RING_FULL] += n - e;
+	rte_pktmbuf_free_bulk(m + e, n - e);
+}
+
+/* Receive a burst from one RX queue: answer ARP, reduce what this lcore owns, hand the
+ * rest to its owners. */
+static unsigned int rx_queue(struct sg_dp_lcore *lc, uint16_t port, uint16_t queue,
+			     unsigned int burst)
 {
 	struct rte_mbuf *pkts[SG_DP_MAX_BURST];
 	struct sg_dp_pipeline *p = lc->p;
-	const struct sg_dp_net *net = &p->net[lc->rx_port];
+	const struct sg_dp_net *net = &p->net[port];
 	struct rte_mbuf *local[SG_DP_MAX_BURST];
 	struct rte_mbuf *hand[SG_DP_MAX_LAYOUT][64];
 	unsigned int nhand[SG_DP_MAX_LAYOUT] = {0};
 	unsigned int nl = 0, n;
 	bool any_hand = false;
 
-	n = rte_eth_rx_burst(lc->rx_port, lc->rx_queue, pkts, (uint16_t)burst);
+	n = rte_eth_rx_burst(port, queue, pkts, (uint16_t)burst);
 	for (unsigned int i = 0; i < n; i++) {
 		struct rte_mbuf *m = pkts[i];
 		struct rx_meta *md = rte_mbuf_to_priv(m);
@@ -283,10 +303,12 @@ static unsigned int eth_rx(struct sg_dp_lcore *lc, unsigned int burst)
 		if (k == SG_DP_RX_ARP) {
 			lc->st.arp_replies++;
 			m->ol_flags = 0;
-			tx_enqueue(lc, lc->rx_port, m);
+			tx_enqueue(lc, port, m);
 			continue;
 		}
-		md->peer.port_id = lc->rx_port;
+		md->peer.port_id = port;
+		/* the keymap, not the UDP port it came to, names the owner: a datagram
+		 * steered to the wrong reducer (a moved key, a stale worker) stays correct */
 		o = sg_dp_owner_of(p, rte_pktmbuf_mtod_offset(m, uint8_t *, md->off), md->len);
 		if (p->red[o] == lc) {
 			local[nl++] = m;
@@ -295,28 +317,32 @@ static unsigned int eth_rx(struct sg_dp_lcore *lc, unsigned int burst)
 		hand[o][nhand[o]++] = m;
 		any_hand = true;
 		if (nhand[o] == RTE_DIM(hand[o])) {
-			unsigned int e = rte_ring_enqueue_burst(p->red[o]->ring, (void **)hand[o],
-								nhand[o], NULL);
-
-			lc->st.handoff_pkts += e;
-			lc->st.drops[SG_DP_ND_RING_FULL] += nhand[o] - e;
-			rte_pktmbuf_free_bulk(hand[o] + e, nhand[o] - e);
+			handoff(lc, o, hand[o], nhand[o]);
 			nhand[o] = 0;
 		}
 	}
 	if (any_hand)
-		for (unsigned int o = 0; o < p->n_red; o++) {
-			unsigned int e;
-
-			if (nhand[o] == 0)
-				continue;
-			e = rte_ring_enqueue_burst(p->red[o]->ring, (void **)hand[o], nhand[o], NULL);
-			lc->st.handoff_pkts += e;
-			lc->st.drops[SG_DP_ND_RING_FULL] += nhand[o] - e;
-			rte_pktmbuf_free_bulk(hand[o] + e, nhand[o] - e);
-		}
+		for (unsigned int o = 0; o < p->n_red; o++)
+			if (nhand[o])
+				handoff(lc, o, hand[o], nhand[o]);
 	if (nl)
 		reduce_burst(lc, local, nl);
+	return n;
+}
+
+static unsigned int eth_rx(struct sg_dp_lcore *lc, unsigned int burst)
+{
+	return rx_queue(lc, lc->rx_port, lc->rx_queue, burst);
+}
+
+static unsigned int eth_rx_steered(struct sg_dp_lcore *lc, unsigned int burst)
+{
+	const struct sg_dp_pipeline *p = lc->p;
+	unsigned int n = 0;
+
+	for (uint16_t port = 0; port < SG_DP_MAX_PORTS; port++)
+		if (p->port_steer[port])
+			n += rx_queue(lc, port, (uint16_t)(p->steer_q0[port] + lc->red_idx), burst);
 	return n;
 }
 
@@ -373,47 +399,45 @@ static struct rte_mempool *socket_pool(struct sg_dp_pipeline *p, int socket, cha
 	return p->pools[socket];
 }
 
-static int port_setup(struct sg_dp_pipeline *p, uint16_t port, char *err, size_t errlen)
+/*
+ * Configure and start @p port with the layout's RX queues plus @p nsteer more
+ * (queue nrxq + r: reducer r's steered queue, on the reducer's socket and pool).
+ */
+static int port_start(struct sg_dp_pipeline *p, uint16_t port, const struct rte_eth_dev_info *info,
+		      uint16_t nrxq, uint16_t nsteer, uint64_t *tx_offloads)
 {
 	const struct sg_dp_config *c = &p->cfg;
-	struct rte_eth_dev_info info;
 	struct rte_eth_conf conf = {0};
 	struct rte_eth_txconf txc;
-	struct sg_dp_net *net = &p->net[port];
-	uint16_t nrxq = 0, rxd = (uint16_t)c->rxd, txd = (uint16_t)c->txd;
+	uint16_t rxd = (uint16_t)c->rxd, txd = (uint16_t)c->txd;
 	/* MULTI_SEGS: RESULT fan-out chains header mbufs to one payload mbuf */
 	uint64_t want_tx = RTE_ETH_TX_OFFLOAD_IPV4_CKSUM | RTE_ETH_TX_OFFLOAD_MULTI_SEGS |
 			   (c->udp_checksum ? RTE_ETH_TX_OFFLOAD_UDP_CKSUM : 0);
 	int rc;
 
-	rc = rte_eth_dev_info_get(port, &info);
-	if (rc < 0)
-		goto fail;
-	for (unsigned int i = 0; i < p->n_lc; i++)
-		nrxq += (p->lc[i].role & SG_DP_ROLE_IO) && p->lc[i].rx_port == port;
-	conf.txmode.offloads = info.tx_offload_capa & want_tx;
-	conf.rxmode.offloads = info.rx_offload_capa &
+	conf.txmode.offloads = info->tx_offload_capa & want_tx;
+	conf.rxmode.offloads = info->rx_offload_capa &
 			       (RTE_ETH_RX_OFFLOAD_IPV4_CKSUM | RTE_ETH_RX_OFFLOAD_UDP_CKSUM);
-	rc = rte_eth_dev_configure(port, nrxq, (uint16_t)p->n_lc, &conf);
+	rc = rte_eth_dev_configure(port, nrxq + nsteer, (uint16_t)p->n_lc, &conf);
 	if (rc < 0)
-		goto fail;
+		return rc;
 	rc = rte_eth_dev_adjust_nb_rx_tx_desc(port, &rxd, &txd);
 	if (rc < 0)
-		goto fail;
+		return rc;
 	rc = rte_eth_dev_set_mtu(port, c->mtu);
 	/* virtual ports without an MTU setting (ring, memif) pass any frame size */
 	if (rc == -ENOTSUP)
-		SG_DP_LOG(INFO, "port %u (%s) has no MTU setting\n", port, info.driver_name);
+		SG_DP_LOG(INFO, "port %u (%s) has no MTU setting\n", port, info->driver_name);
 	else if (rc < 0 && port_rx_room(port) > 0)
 		/* af_packet reports 1518-byte frames at most whatever its framesz: the
 		 * kernel interface's MTU and framesz are what limit it */
 		SG_DP_LOG(INFO, "port %u (%s): MTU %u: set it on the kernel interface (ip link "
 			  "set IFACE mtu %u) and give the vdev framesz=16384 for jumbo frames\n",
-			  port, info.driver_name, c->mtu, c->mtu);
+			  port, info->driver_name, c->mtu, c->mtu);
 	else if (rc < 0)
 		SG_DP_LOG(WARNING, "port %u: cannot set MTU %u (%s): frames above the port's own "
 			  "limit will be lost; lower [net] mtu\n", port, c->mtu, strerror(-rc));
-	txc = info.default_txconf;
+	txc = info->default_txconf;
 	txc.offloads = conf.txmode.offloads;
 	for (unsigned int i = 0; i < p->n_lc; i++) {
 		struct sg_dp_lcore *lc = &p->lc[i];
@@ -422,16 +446,152 @@ static int port_setup(struct sg_dp_pipeline *p, uint16_t port, char *err, size_t
 			rc = rte_eth_rx_queue_setup(port, lc->rx_queue, rxd, (unsigned int)lc->socket,
 						    NULL, lc->pool);
 			if (rc < 0)
-				goto fail;
+				return rc;
 		}
 		rc = rte_eth_tx_queue_setup(port, (uint16_t)i, txd, (unsigned int)lc->socket, &txc);
 		if (rc < 0)
-			goto fail;
+			return rc;
 	}
-	rc = rte_eth_dev_start(port);
+	for (uint16_t r = 0; r < nsteer; r++) {
+		struct sg_dp_lcore *lc = p->red[r];
+
+		rc = rte_eth_rx_queue_setup(port, nrxq + r, rxd, (unsigned int)lc->socket, NULL,
+					    lc->pool);
+		if (rc < 0)
+			return rc;
+	}
+	*tx_offloads = conf.txmode.offloads;
+	return rte_eth_dev_start(port);
+}
+
+void sg_dp_steer_rule(struct sg_dp_flow_rule *r, uint32_t ip, uint16_t udp_port,
+		      unsigned int reducer, uint16_t queue)
+{
+	memset(r, 0, sizeof(*r));
+	r->attr.ingress = 1;
+	r->ip_spec.hdr.dst_addr = ip;
+	r->ip_mask.hdr.dst_addr = RTE_BE32(UINT32_MAX);
+	r->udp_spec.hdr.dst_port = rte_cpu_to_be_16((uint16_t)(udp_port + 1 + reducer));
+	r->udp_mask.hdr.dst_port = RTE_BE16(UINT16_MAX);
+	r->pattern[0].type = RTE_FLOW_ITEM_TYPE_ETH;
+	r->pattern[1] = (struct rte_flow_item){.type = RTE_FLOW_ITEM_TYPE_IPV4,
+					       .spec = &r->ip_spec, .mask = &r->ip_mask};
+	r->pattern[2] = (struct rte_flow_item){.type = RTE_FLOW_ITEM_TYPE_UDP,
+					       .spec = &r->udp_spec, .mask = &r->udp_mask};
+	r->pattern[3].type = RTE_FLOW_ITEM_TYPE_END;
+	r->queue.index = queue;
+	r->action[0] = (struct rte_flow_action){.type = RTE_FLOW_ACTION_TYPE_QUEUE,
+						.conf = &r->queue};
+	r->action[1].type = RTE_FLOW_ACTION_TYPE_END;
+}
+
+/* Validate, then create, one rule per reducer on @p port (queue q0 + r); on failure
+ * none stays and @p why says which rule failed and what the PMD said. */
+static int steer_install(struct sg_dp_pipeline *p, uint16_t port, uint16_t q0, bool create,
+			 char *why, size_t whylen)
+{
+	for (int pass = 0; pass < (create ? 2 : 1); pass++)
+		for (unsigned int r = 0; r < p->n_red; r++) {
+			struct sg_dp_flow_rule rule;
+			struct rte_flow_error fe = {0};
+			int rc = 0;
+
+			sg_dp_steer_rule(&rule, rte_cpu_to_be_32(p->cfg.ip), p->cfg.udp_port, r,
+					 (uint16_t)(q0 + r));
+			if (pass == 0)
+				rc = rte_flow_validate(port, &rule.attr, rule.pattern, rule.action,
+						       &fe);
+			else if (rte_flow_create(port, &rule.attr, rule.pattern, rule.action,
+						 &fe) == NULL)
+				rc = -rte_errno;
+			if (rc < 0) {
+				if (pass == 1)
+					rte_flow_flush(port, &(struct rte_flow_error){0});
+				sg_dp_seterr(why, whylen, "rte_flow_%s of reducer %u's rule (udp dst "
+					     "%u -> queue %u): %s", pass ? "create" : "validate",
+					     r, p->cfg.udp_port + 1 + r, q0 + r,
+					     fe.message ? fe.message : rte_strerror(-rc));
+				return rc;
+			}
+		}
+	return 0;
+}
+
+/*
+ * Can @p port steer at all, before its queues are touched? A PMD without flow
+ * operations (ring, memif, null, af_packet) answers ENOSYS whatever the rule.
+ */
+static bool steer_possible(struct sg_dp_pipeline *p, uint16_t port,
+			   const struct rte_eth_dev_info *info, uint16_t nrxq, char *why,
+			   size_t whylen)
+{
+	if (p->n_red == 0 || p->cfg.steer == SG_DP_STEER_OFF)
+		return false;
+	if ((unsigned int)p->cfg.udp_port + p->n_red > UINT16_MAX) {
+		sg_dp_seterr(why, whylen, "udp_port %u + %u reducers passes 65535",
+			     p->cfg.udp_port, p->n_red);
+		return false;
+	}
+	if ((unsigned int)nrxq + p->n_red > info->max_rx_queues) {
+		sg_dp_seterr(why, whylen, "it has %u RX queue(s) at most; steering needs %u (%u "
+			     "for the layout, 1 per reducer)", info->max_rx_queues,
+			     nrxq + p->n_red, nrxq);
+		return false;
+	}
+	if (steer_install(p, port, nrxq, false, why, whylen) != -ENOSYS)
+		return true; /* other refusals may be about unconfigured queues: try for real */
+	sg_dp_seterr(why, whylen, "the PMD has no rte_flow support (rte_flow_validate: %s)",
+		     rte_strerror(ENOSYS));
+	return false;
+}
+
+static int port_setup(struct sg_dp_pipeline *p, uint16_t port, char *err, size_t errlen)
+{
+	const struct sg_dp_config *c = &p->cfg;
+	struct rte_eth_dev_info info;
+	struct sg_dp_net *net = &p->net[port];
+	char *why = p->steer_why[port];
+	size_t whylen = sizeof(p->steer_why[port]);
+	uint16_t nrxq = 0;
+	uint64_t txo = 0;
+	bool steer;
+	int rc;
+
+	rc = rte_eth_dev_info_get(port, &info);
+	if (rc < 0)
+		goto fail;
+	for (unsigned int i = 0; i < p->n_lc; i++)
+		nrxq += (p->lc[i].role & SG_DP_ROLE_IO) && p->lc[i].rx_port == port;
+	snprintf(why, whylen, "%s", c->steer == SG_DP_STEER_OFF ? "steer = off" : "no reducer");
+	steer = steer_possible(p, port, &info, nrxq, why, whylen);
+	rc = port_start(p, port, &info, nrxq, steer ? (uint16_t)p->n_red : 0, &txo);
 	if (rc < 0)
 		goto fail;
 	p->port_started[port] = true;
+	if (steer && steer_install(p, port, nrxq, true, why, whylen) == 0) {
+		p->port_steer[port] = true;
+		p->steer_q0[port] = nrxq;
+		snprintf(why, whylen, "%u rte_flow rules: udp dst %u..%u -> RX queues %u..%u",
+			 p->n_red, c->udp_port + 1, c->udp_port + p->n_red, nrxq,
+			 nrxq + p->n_red - 1);
+	} else if (steer) {
+		/* back to the layout's queues alone: nothing would drain the others */
+		rte_eth_dev_stop(port);
+		p->port_started[port] = false;
+		rc = port_start(p, port, &info, nrxq, 0, &txo);
+		if (rc < 0)
+			goto fail;
+		p->port_started[port] = true;
+	}
+	if (!p->port_steer[port] && c->steer == SG_DP_STEER_FLOW) {
+		sg_dp_seterr(err, errlen, "port %u (%s): steer = flow, but the port cannot steer: "
+			     "%s (set [net] steer = auto, or off, or --steer auto)", port,
+			     info.driver_name, why);
+		return -ENOTSUP;
+	}
+	if (!p->port_steer[port] && c->steer == SG_DP_STEER_AUTO && p->n_red > 0)
+		SG_DP_LOG(INFO, "port %u (%s): no reducer steering, rte_ring hand-off instead: "
+			  "%s\n", port, info.driver_name, why);
 	memset(net, 0, sizeof(*net));
 	if (rte_is_zero_ether_addr(&c->mac_override))
 		rte_eth_macaddr_get(port, &net->mac);
@@ -439,24 +599,29 @@ static int port_setup(struct sg_dp_pipeline *p, uint16_t port, char *err, size_t
 		net->mac = c->mac_override;
 	net->ip = rte_cpu_to_be_32(c->ip);
 	net->udp_port = rte_cpu_to_be_16(c->udp_port);
+	/* every reducer's port is accepted whatever steering does (docs/sigmad.md) */
+	net->steer_ports = (uint16_t)RTE_MIN(p->n_red, (unsigned int)UINT16_MAX - c->udp_port);
 	net->udp_checksum = c->udp_checksum;
-	net->tx_ip_csum_offload = (conf.txmode.offloads & RTE_ETH_TX_OFFLOAD_IPV4_CKSUM) != 0;
-	net->tx_udp_csum_offload = (conf.txmode.offloads & RTE_ETH_TX_OFFLOAD_UDP_CKSUM) != 0;
-	p->port_chains[port] = (conf.txmode.offloads & RTE_ETH_TX_OFFLOAD_MULTI_SEGS) != 0;
-	SG_DP_LOG(INFO, "port %u (%s): %u RX queue(s), %u TX queue(s), checksums %s\n", port,
-	    info.driver_name, nrxq, p->n_lc,
-	    net->tx_ip_csum_offload ? "offloaded" : "in software");
+	net->tx_ip_csum_offload = (txo & RTE_ETH_TX_OFFLOAD_IPV4_CKSUM) != 0;
+	net->tx_udp_csum_offload = (txo & RTE_ETH_TX_OFFLOAD_UDP_CKSUM) != 0;
+	p->port_chains[port] = (txo & RTE_ETH_TX_OFFLOAD_MULTI_SEGS) != 0;
+	SG_DP_LOG(INFO, "port %u (%s): %u RX queue(s), %u TX queue(s), checksums %s, "
+		  "steering %s\n", port, info.driver_name,
+		  nrxq + (p->port_steer[port] ? p->n_red : 0), p->n_lc,
+		  net->tx_ip_csum_offload ? "offloaded" : "in software",
+		  p->port_steer[port] ? "by rte_flow" : "by rte_ring");
 	return 0;
 fail:
 	sg_dp_seterr(err, errlen, "port %u: set-up failed: %s", port, rte_strerror(-rc));
 	return rc < 0 ? rc : -EIO;
 }
 
-
 static int eth_setup(struct sg_dp_pipeline *p, char *err, size_t errlen)
 {
 	int rc;
 
+	for (unsigned int r = 0; r < p->n_red; r++)
+		p->red[r]->red_idx = (uint16_t)r;
 	for (unsigned int i = 0; i < p->n_lc; i++) {
 		struct sg_dp_lcore *lc = &p->lc[i];
 
@@ -493,6 +658,9 @@ static void eth_teardown(struct sg_dp_pipeline *p)
 {
 	for (uint16_t port = 0; port < SG_DP_MAX_PORTS; port++)
 		if (p->port_started[port]) {
+			if (p->port_steer[port])
+				rte_flow_flush(port, &(struct rte_flow_error){0});
+			p->port_steer[port] = false;
 			rte_eth_dev_stop(port);
 			p->port_started[port] = false;
 		}
@@ -511,6 +679,7 @@ const struct sg_dp_transport sg_dp_transport_ethdev = {
 	.setup = eth_setup,
 	.teardown = eth_teardown,
 	.rx = eth_rx,
+	.rx_steered = eth_rx_steered,
 	.reduce = eth_reduce,
 	.release = eth_release,
 	.flush = eth_flush,

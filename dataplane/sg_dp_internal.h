@@ -19,6 +19,7 @@
 
 #include <rte_byteorder.h>
 #include <rte_common.h>
+#include <rte_flow.h>
 #include <rte_hash.h>
 #include <rte_log.h>
 #include <rte_mbuf.h>
@@ -64,14 +65,8 @@ int sg_dp_lcore_call(struct sg_dp_pipeline *p, unsigned int i, uint32_t type, ui
 /** Every SG_DP_CTL_POLL_EVERY loop iterations: answer the channel, advance a key move. */
 unsigned int sg_dp_lcore_ctl_tick(struct sg_dp_lcore *lc);
 
-/* Keys are hashed to one of SG_DP_BUCKETS buckets; p->keymap sends a bucket to a reducer. */
-#define SG_DP_BUCKETS 64
-
-static inline unsigned int sg_dp_bucket_of(uint32_t job, uint32_t key)
-{
-	/* consecutive keys of a job land in consecutive buckets: round-robin over reducers */
-	return ((job * 0x9e3779b1u >> 8) + key) % SG_DP_BUCKETS;
-}
+/* Keys are hashed to one of SG_DP_BUCKETS buckets (sg_dp_bucket_of(), sg_dp_proto.h);
+ * p->keymap sends a bucket to a reducer. */
 
 /*
  * Buckets leaving one reducer (sg_dp_agent.c). The reducer that owns the
@@ -122,6 +117,9 @@ struct sg_dp_transport {
 	/** Receive up to @p burst; reduce what this lcore owns, hand the rest to the
 	 *  owners' rings (sg_dp_owner_of()). @return items received. */
 	unsigned int (*rx)(struct sg_dp_lcore *lc, unsigned int burst);
+	/** Optional, reducers: receive what the NIC steered to this reducer's own RX
+	 *  queues (as rx; a datagram another reducer owns is handed off). */
+	unsigned int (*rx_steered)(struct sg_dp_lcore *lc, unsigned int burst);
 	/** Reduce @p n items taken from this reducer's ring, then release them. */
 	void (*reduce)(struct sg_dp_lcore *lc, void **items, unsigned int n);
 	/** Release items never reduced (rings drained at teardown). */
@@ -149,6 +147,25 @@ extern const struct sg_dp_transport sg_dp_transport_ethdev;
 void sg_dp_reduce_one(struct sg_dp_lcore *lc, const uint8_t *pl, uint32_t len, uint64_t dest,
 		      uint64_t now);
 
+/**
+ * Reducer steering rule "eth / ipv4 dst is <ip> / udp dst is <udp_port + 1 + r> ->
+ * queue <q>", as rte_flow_validate() and rte_flow_create() take it. It points
+ * into itself: fill it in place with sg_dp_steer_rule() and do not copy it.
+ */
+struct sg_dp_flow_rule {
+	struct rte_flow_attr attr;
+	struct rte_flow_item pattern[4];  /* eth, ipv4, udp, end */
+	struct rte_flow_action action[2]; /* queue, end */
+	struct rte_flow_item_ipv4 ip_spec, ip_mask;
+	struct rte_flow_item_udp udp_spec, udp_mask;
+	struct rte_flow_action_queue queue;
+};
+
+/** Fill @p r for reducer @p reducer of a node at @p ip (network order) and @p udp_port
+ *  (host order): its datagrams go to RX queue @p queue. */
+void sg_dp_steer_rule(struct sg_dp_flow_rule *r, uint32_t ip, uint16_t udp_port,
+		      unsigned int reducer, uint16_t queue);
+
 #define SG_DP_TXB 64          /* frames buffered per port before a TX burst */
 #define SG_DP_MAX_BURST 512
 #define SG_DP_PEERS 4096      /* reply addresses remembered per reducer */
@@ -169,6 +186,7 @@ struct sg_dp_lcore {
 	enum sg_dp_role role;
 	int socket;
 	uint16_t rx_port, rx_queue;
+	uint16_t red_idx;           /* reducers: index in p->red (its steering UDP port and queue) */
 	struct rte_ring *ring;      /* reducers: hand-off input (transport items) */
 	struct sg_dp_engine *eng;   /* reducers */
 	struct rte_hash *peers;     /* ethdev reducers: reply address -> MAC */
@@ -197,6 +215,10 @@ struct sg_dp_pipeline {
 	bool port_started[SG_DP_MAX_PORTS];
 	bool port_chains[SG_DP_MAX_PORTS]; /* TX takes chained mbufs (RESULT fan-out) */
 	struct sg_dp_net net[SG_DP_MAX_PORTS];
+	/* [net] steer: reducer r polls RX queue steer_q0[port] + r where port_steer[port] */
+	bool port_steer[SG_DP_MAX_PORTS];
+	uint16_t steer_q0[SG_DP_MAX_PORTS];
+	char steer_why[SG_DP_MAX_PORTS][160]; /* why a port has no rules (telemetry) */
 	double ns_per_tsc;
 	uint32_t max_frame;
 	bool running;

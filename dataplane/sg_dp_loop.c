@@ -43,7 +43,7 @@ static uint32_t garbage_frame(uint8_t *f, unsigned int i, const struct sg_dp_net
 	case 2: len = 20; break;                      /* truncated */
 	case 3: f[60] ^= 1; break;                    /* UDP checksum */
 	case 4: break;                                /* valid UDP, bad Sigma magic */
-	case 5: f[37] ^= 1; break;                    /* another UDP port */
+	case 5: f[36] ^= 0x80; break; /* another UDP port, outside the reducers' range */
 	}
 	return len;
 }

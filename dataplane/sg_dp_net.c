@@ -13,7 +13,7 @@
 #include <rte_mbuf.h>
 #include <rte_udp.h>
 
-#include "sg_dp_pipeline.h"
+#include "sg_dp_net.h"
 
 static const char *const ndrop_names[SG_DP_ND_COUNT] = {
 	[SG_DP_ND_SHORT] = "short",         [SG_DP_ND_MULTISEG] = "multiseg",
@@ -121,7 +121,7 @@ enum sg_dp_rx_kind sg_dp_net_classify(const struct sg_dp_net *net, void *frame, 
 	struct rte_ether_hdr *eth = frame;
 	struct rte_ipv4_hdr *ip;
 	struct rte_udp_hdr *udp;
-	uint32_t ihl, tot, ulen;
+	uint32_t ihl, tot, ulen, dport, base;
 
 	if (len < sizeof(*eth))
 		return drop(reason, SG_DP_ND_SHORT);
@@ -153,7 +153,9 @@ enum sg_dp_rx_kind sg_dp_net_classify(const struct sg_dp_net *net, void *frame, 
 	if (tot < ihl + sizeof(*udp))
 		return drop(reason, SG_DP_ND_UDP_LEN);
 	udp = (struct rte_udp_hdr *)((char *)ip + ihl);
-	if (udp->dst_port != net->udp_port)
+	dport = rte_be_to_cpu_16(udp->dst_port);
+	base = rte_be_to_cpu_16(net->udp_port);
+	if (dport < base || dport > base + net->steer_ports)
 		return drop(reason, SG_DP_ND_UDP_PORT);
 	ulen = rte_be_to_cpu_16(udp->dgram_len);
 	if (ulen != tot - ihl)

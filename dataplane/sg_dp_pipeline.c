@@ -89,6 +89,8 @@ static int lcore_main(void *arg)
 			}
 		}
 		if (reduce) {
+			if (tr->rx_steered && !p->stop_rx)
+				work += tr->rx_steered(lc, burst);
 			nr = rte_ring_dequeue_burst(lc->ring, items, burst, NULL);
 			if (nr)
 				tr->reduce(lc, items, nr);
@@ -365,7 +367,7 @@ int sg_dp_pipeline_reload(struct sg_dp_pipeline *p, const struct sg_dp_config *n
 		}                                                                           \
 	} while (0)
 	NEEDS_RESTART(nc->ip != c->ip || nc->udp_port != c->udp_port || nc->mtu != c->mtu ||
-		      nc->udp_checksum != c->udp_checksum ||
+		      nc->udp_checksum != c->udp_checksum || nc->steer != c->steer ||
 		      !rte_is_same_ether_addr(&nc->mac_override, &c->mac_override), "[net]");
 	NEEDS_RESTART(nc->n_lcores != c->n_lcores ||
 		      memcmp(nc->lcores, c->lcores, sizeof(c->lcores[0]) * c->n_lcores),

@@ -217,6 +217,35 @@ int sg_dp_build(void *buf, size_t cap, const struct sg_dp_msg *msg, const void *
 		size_t payload_len);
 
 /*
+ * Key placement inside a summation node (docs/protocol.md, "Reducer
+ * steering"): a node hashes (job, key) to one of SG_DP_BUCKETS buckets, and
+ * its keymap sends a bucket to a reducer, by default bucket b to reducer
+ * b mod R. A worker that knows R may address a push to UDP port
+ * udp_port + 1 + sg_dp_steer_reducer(job, key, R), which a NIC flow rule can
+ * steer straight to that reducer's RX queue. Any port of the range is correct.
+ */
+
+/** Buckets a node hashes keys to (the keymap's size). */
+#define SG_DP_BUCKETS 64
+
+/** Bucket of (@p job, @p key), 0..SG_DP_BUCKETS-1: node and workers share this hash. */
+static inline unsigned int sg_dp_bucket_of(uint32_t job, uint32_t key)
+{
+	/* consecutive keys of a job land in consecutive buckets: round-robin over reducers */
+	return ((job * 0x9e3779b1u >> 8) + key) % SG_DP_BUCKETS;
+}
+
+/**
+ * Reducer of (@p job, @p key) under the default keymap of a node with
+ * @p n_reducers reducers (0 when @p n_reducers is 0 or 1).
+ */
+static inline unsigned int sg_dp_steer_reducer(uint32_t job, uint32_t key,
+					       unsigned int n_reducers)
+{
+	return n_reducers > 1 ? sg_dp_bucket_of(job, key) % n_reducers : 0;
+}
+
+/*
  * Job geometry (docs/protocol.md, "Job geometry"): how a key of nelem
  * elements is cut into chunks of chunk_bytes. Workers and the node must agree.
  */
