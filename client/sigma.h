@@ -125,6 +125,16 @@ struct sigma_conf {
 	 * give the number of lcores in sigmad's layout (each sends on its own).
 	 */
 	uint16_t dpdk_rx_queues;
+	/**
+	 * Reducer steering (docs/client.md): the number R of reducers of each node
+	 * (0, the default: off). Each push goes to UDP port node.port + 1 + r, r =
+	 * sg_dp_steer_reducer(job, key, R), the reducer that owns the key under the
+	 * node's default keymap, so that a NIC flow rule on the node can hand it
+	 * straight to that reducer's RX queue. sigmad accepts every port of the
+	 * range (a wrong R costs a ring hand-off, never a sum); replies still come
+	 * from node.port. Both transports.
+	 */
+	uint16_t steer_reducers;
 };
 
 /** Counters of a session (monotonic). */

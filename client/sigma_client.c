@@ -48,6 +48,7 @@ struct sg_cli_part {
 	uint32_t nchunks;
 	uint32_t first;     /* index of its first chunk in the tensor's chunk table */
 	uint32_t node;
+	uint16_t port_off;  /* added to the node's UDP port: 1 + reducer when steering, else 0 */
 	uint32_t next;      /* next chunk never sent in this round */
 	uint32_t left;      /* chunks without RESULT in this round */
 	uint64_t t_start;
@@ -152,6 +153,10 @@ static int check_conf(struct sigma_conf *c)
 					  c->nodes[i].addr ? c->nodes[i].addr : "(null)");
 		if (c->nodes[i].gbps < 0 || c->nodes[i].kind > SG_CTL_NODE_GPU)
 			return conf_error("node %u: bad kind or bandwidth", i);
+		if ((c->nodes[i].port ? c->nodes[i].port : SG_DP_UDP_PORT) + c->steer_reducers >
+		    UINT16_MAX)
+			return conf_error("node %u: UDP port + steer_reducers %u passes 65535", i,
+					  c->steer_reducers);
 	}
 	return 0;
 }
@@ -346,6 +351,10 @@ struct sigma_tensor *sigma_tensor_register(struct sigma_session *s, const char *
 		pt->nchunks = sg_dp_chunk_count(pt->nelem, dtype, s->conf.chunk_bytes);
 		pt->first = (uint32_t)nchunks;
 		pt->node = node < 0 ? 0 : (uint32_t)node;
+		/* the node's reducer for this key under its default keymap (sg_dp_proto.h) */
+		if (s->conf.steer_reducers)
+			pt->port_off = (uint16_t)(1 + sg_dp_steer_reducer(s->conf.job,
+				sigma_wire_key(id, p), s->conf.steer_reducers));
 		nchunks += pt->nchunks;
 	}
 	t->slot_of = calloc(nchunks, sizeof(*t->slot_of));
@@ -472,10 +481,13 @@ static void queue_push(struct sigma_session *s, const struct sigma_tensor *t, ui
 		       uint32_t chunk, bool retrans)
 {
 	const struct sg_cli_part *pt = &t->parts[part];
-	uint32_t per = s->conf.chunk_bytes / t->esize;
-	uint32_t first = chunk * per;
-	uint32_t n = pt->nelem - first < per ? pt->nelem - first : per;
-	struct sg_dp_msg m = {
+	uint32_t first = 0, n = 0, off = 0;
+	struct sg_dp_msg m;
+	struct sg_cli_txpkt *p;
+
+	/* chunk < nchunks and chunk_bytes % esize == 0 were checked at registration */
+	sg_dp_chunk_span(pt->nelem, t->dtype, s->conf.chunk_bytes, chunk, &first, &n, &off);
+	m = (struct sg_dp_msg){
 		.type = SG_DP_T_PUSH,
 		.flags = retrans ? SG_DP_F_RETRANS : 0,
 		.dtype = (uint8_t)t->dtype,
@@ -487,9 +499,8 @@ static void queue_push(struct sigma_session *s, const struct sigma_tensor *t, ui
 		.nchunks = pt->nchunks,
 		.round = t->round,
 		.nelem = n,
-		.offset = chunk * s->conf.chunk_bytes,
+		.offset = off,
 	};
-	struct sg_cli_txpkt *p;
 
 	if (s->ntx == SG_CLI_BURST)
 		flush(s);
@@ -499,6 +510,7 @@ static void queue_push(struct sigma_session *s, const struct sigma_tensor *t, ui
 	p->payload = t->in + pt->byte_off + (uint64_t)first * t->esize;
 	p->payload_len = n * t->esize;
 	p->node = pt->node;
+	p->port_off = pt->port_off;
 	s->ntx++;
 }
 
@@ -597,16 +609,15 @@ static void on_result(struct sigma_session *s, const struct sg_dp_msg *m, uint64
 	struct sigma_tensor *t;
 	struct sg_cli_part *pt;
 	struct sg_cli_node *n;
-	uint32_t per, expect;
+	uint32_t first, expect, off;
 
 	if (sl == NULL)
 		return;
 	t = sl->t;
 	pt = &t->parts[sl->part];
-	per = s->conf.chunk_bytes / t->esize;
-	expect = pt->nelem - sl->chunk * per < per ? pt->nelem - sl->chunk * per : per;
-	if (m->dtype != t->dtype || m->nelem != expect ||
-	    m->offset != sl->chunk * s->conf.chunk_bytes) {
+	if (sg_dp_chunk_span(pt->nelem, t->dtype, s->conf.chunk_bytes, sl->chunk, &first, &expect,
+			     &off) < 0 || m->dtype != t->dtype || m->nelem != expect ||
+	    m->offset != off) {
 		s->st.rx_bad++;
 		return;
 	}
@@ -693,8 +704,7 @@ int sigma_poll(struct sigma_session *s, int timeout_us)
 	if (s == NULL)
 		return -EINVAL;
 	s->finished = 0;
-	fill(s, now);
-	flush(s);
+	/* the loop's first pass sends what the windows allow */
 	do {
 		n = s->tp->recv(s->tp, rx, SG_CLI_BURST, 0);
 		if (n < 0)

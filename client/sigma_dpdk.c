@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * DPDK ethdev transport: Ethernet/IPv4/UDP built and parsed here, queue 0 of
- * one port, the nodes' MAC addresses resolved by ARP at open. For hosts that
+ * DPDK ethdev transport: Ethernet/IPv4/UDP built and classified by
+ * dataplane's sg_dp_net (the code sigmad runs), queue 0 of one port, the nodes' MAC addresses resolved by ARP at open. For hosts that
  * give the worker a port (e.g. net_memif to a local sigmad).
  */
 #include <errno.h>
@@ -14,14 +14,11 @@
 #include <rte_arp.h>
 #include <rte_cycles.h>
 #include <rte_ethdev.h>
-#include <rte_ip.h>
 #include <rte_mbuf.h>
-#include <rte_udp.h>
 
+#include "sg_dp_net.h"
 #include "sigma_internal.h"
 
-#define DPDK_L2L4 (sizeof(struct rte_ether_hdr) + sizeof(struct rte_ipv4_hdr) + \
-		   sizeof(struct rte_udp_hdr))
 #define DPDK_DESC 1024
 #define DPDK_MBUFS 4095
 #define DPDK_ARP_TRIES 50      /* one request every 100 ms */
@@ -34,48 +31,29 @@ struct sg_cli_dpdk {
 	uint16_t port;
 	uint16_t nrxq;
 	struct rte_mempool *mp;
-	struct rte_ether_addr mac;
-	rte_be32_t ip;
-	rte_be16_t udp_port;
+	struct sg_dp_net net;       /* our MAC, IPv4 and UDP port; checksums in software */
 	unsigned int nnodes;
-	rte_be32_t *node_ip;
-	rte_be16_t *node_port;
-	struct rte_ether_addr *node_mac;
+	struct sg_dp_peer *node;    /* each node's MAC (once ARP answered), IPv4, UDP port */
 	bool *node_known;
 	unsigned int nheld;
 	struct rte_mbuf *held[SG_CLI_BURST]; /* received packets handed out by the last recv */
 };
 
-/* Answer an ARP request for our address, or learn a node's MAC from a reply. */
-static void on_arp(struct sg_cli_dpdk *d, struct rte_mbuf *m)
+/* Learn a node's MAC from an ARP reply. @return true if the frame was an ARP reply. */
+static bool on_arp_reply(struct sg_cli_dpdk *d, const uint8_t *f, uint32_t len)
 {
-	struct rte_ether_hdr *eh = rte_pktmbuf_mtod(m, struct rte_ether_hdr *);
-	struct rte_arp_hdr *ah = (struct rte_arp_hdr *)(eh + 1);
+	const struct rte_ether_hdr *eh = (const struct rte_ether_hdr *)f;
+	const struct rte_arp_hdr *ah = (const struct rte_arp_hdr *)(eh + 1);
 
-	if (m->data_len < sizeof(*eh) + sizeof(*ah))
-		return;
-	if (ah->arp_opcode == rte_cpu_to_be_16(RTE_ARP_OP_REPLY)) {
-		for (unsigned int i = 0; i < d->nnodes; i++)
-			if (ah->arp_data.arp_sip == d->node_ip[i]) {
-				d->node_mac[i] = ah->arp_data.arp_sha;
-				d->node_known[i] = true;
-			}
-		return;
-	}
-	if (ah->arp_opcode != rte_cpu_to_be_16(RTE_ARP_OP_REQUEST) ||
-	    ah->arp_data.arp_tip != d->ip)
-		return;
-	/* Turn the request into the reply in place and send it back. */
-	ah->arp_opcode = rte_cpu_to_be_16(RTE_ARP_OP_REPLY);
-	ah->arp_data.arp_tha = ah->arp_data.arp_sha;
-	ah->arp_data.arp_tip = ah->arp_data.arp_sip;
-	ah->arp_data.arp_sha = d->mac;
-	ah->arp_data.arp_sip = d->ip;
-	eh->dst_addr = eh->src_addr;
-	eh->src_addr = d->mac;
-	rte_mbuf_refcnt_update(m, 1); /* the caller still frees its reference */
-	if (rte_eth_tx_burst(d->port, 0, &m, 1) != 1)
-		rte_pktmbuf_free(m);
+	if (len < sizeof(*eh) + sizeof(*ah) || eh->ether_type != RTE_BE16(RTE_ETHER_TYPE_ARP) ||
+	    ah->arp_opcode != RTE_BE16(RTE_ARP_OP_REPLY))
+		return false;
+	for (unsigned int i = 0; i < d->nnodes; i++)
+		if (ah->arp_data.arp_sip == d->node[i].ip) {
+			d->node[i].mac = ah->arp_data.arp_sha;
+			d->node_known[i] = true;
+		}
+	return true;
 }
 
 static void send_arp_request(struct sg_cli_dpdk *d, unsigned int node)
@@ -89,7 +67,7 @@ static void send_arp_request(struct sg_cli_dpdk *d, unsigned int node)
 	eh = (struct rte_ether_hdr *)rte_pktmbuf_append(m, sizeof(*eh) + sizeof(*ah));
 	ah = (struct rte_arp_hdr *)(eh + 1);
 	memset(&eh->dst_addr, 0xff, sizeof(eh->dst_addr));
-	eh->src_addr = d->mac;
+	eh->src_addr = d->net.mac;
 	eh->ether_type = rte_cpu_to_be_16(RTE_ETHER_TYPE_ARP);
 	*ah = (struct rte_arp_hdr){
 		.arp_hardware = rte_cpu_to_be_16(RTE_ARP_HRD_ETHER),
@@ -98,9 +76,9 @@ static void send_arp_request(struct sg_cli_dpdk *d, unsigned int node)
 		.arp_plen = 4,
 		.arp_opcode = rte_cpu_to_be_16(RTE_ARP_OP_REQUEST),
 	};
-	ah->arp_data.arp_sha = d->mac;
-	ah->arp_data.arp_sip = d->ip;
-	ah->arp_data.arp_tip = d->node_ip[node];
+	ah->arp_data.arp_sha = d->net.mac;
+	ah->arp_data.arp_sip = d->net.ip;
+	ah->arp_data.arp_tip = d->node[node].ip;
 	if (rte_eth_tx_burst(d->port, 0, &m, 1) != 1)
 		rte_pktmbuf_free(m);
 }
@@ -112,43 +90,24 @@ static int dpdk_send(struct sg_cli_transport *tp, const struct sg_cli_txpkt *pkt
 	unsigned int k = 0, sent = 0;
 
 	for (unsigned int i = 0; i < n && i < SG_CLI_BURST; i++) {
-		uint32_t len = (uint32_t)DPDK_L2L4 + SG_DP_HDR_LEN + pkts[i].payload_len;
-		struct rte_ether_hdr *eh;
-		struct rte_ipv4_hdr *ip;
-		struct rte_udp_hdr *udp;
+		uint32_t plen = SG_DP_HDR_LEN + pkts[i].payload_len;
+		struct sg_dp_peer to = d->node[pkts[i].node];
 		uint8_t *p;
 
 		m[k] = rte_pktmbuf_alloc(d->mp);
 		if (m[k] == NULL)
 			break;
-		p = (uint8_t *)rte_pktmbuf_append(m[k], (uint16_t)len);
+		p = (uint8_t *)rte_pktmbuf_append(m[k], (uint16_t)(SG_DP_NET_HDR_LEN + plen));
 		if (p == NULL) {
 			rte_pktmbuf_free(m[k]);
 			break;
 		}
-		eh = (struct rte_ether_hdr *)p;
-		ip = (struct rte_ipv4_hdr *)(eh + 1);
-		udp = (struct rte_udp_hdr *)(ip + 1);
-		eh->dst_addr = d->node_mac[pkts[i].node];
-		eh->src_addr = d->mac;
-		eh->ether_type = rte_cpu_to_be_16(RTE_ETHER_TYPE_IPV4);
-		*ip = (struct rte_ipv4_hdr){
-			.version_ihl = RTE_IPV4_VHL_DEF,
-			.total_length = rte_cpu_to_be_16((uint16_t)(len - sizeof(*eh))),
-			.time_to_live = 64,
-			.next_proto_id = IPPROTO_UDP,
-			.src_addr = d->ip,
-			.dst_addr = d->node_ip[pkts[i].node],
-		};
-		ip->hdr_checksum = rte_ipv4_cksum(ip);
+		to.udp_port = rte_cpu_to_be_16((uint16_t)(rte_be_to_cpu_16(to.udp_port) +
+							  pkts[i].port_off));
 		/* UDP checksum 0 ("none", allowed over IPv4): no second pass over the payload. */
-		*udp = (struct rte_udp_hdr){
-			.src_port = d->udp_port,
-			.dst_port = d->node_port[pkts[i].node],
-			.dgram_len = rte_cpu_to_be_16((uint16_t)(len - sizeof(*eh) - sizeof(*ip))),
-		};
-		memcpy(udp + 1, pkts[i].hdr, SG_DP_HDR_LEN);
-		memcpy((uint8_t *)(udp + 1) + SG_DP_HDR_LEN, pkts[i].payload, pkts[i].payload_len);
+		memcpy(p + SG_DP_NET_HDR_LEN, pkts[i].hdr, SG_DP_HDR_LEN);
+		memcpy(p + SG_DP_NET_HDR_LEN + SG_DP_HDR_LEN, pkts[i].payload, pkts[i].payload_len);
+		sg_dp_net_build(&d->net, &to, p, plen, NULL);
 		k++;
 	}
 	/* A full TX ring gets a few more tries; what is left counts as lost. */
@@ -159,30 +118,34 @@ static int dpdk_send(struct sg_cli_transport *tp, const struct sg_cli_txpkt *pkt
 	return (int)sent;
 }
 
-/* Check one received frame; a datagram for us is kept (held until the next recv). */
+/* Check one received frame: a datagram for us is kept (held until the next recv), an ARP
+ * request for our address is answered, an ARP reply teaches a node's MAC. */
 static bool rx_one(struct sg_cli_dpdk *d, struct rte_mbuf *m, struct sg_cli_rxpkt *pkt)
 {
-	struct rte_ether_hdr *eh = rte_pktmbuf_mtod(m, struct rte_ether_hdr *);
-	struct rte_ipv4_hdr *ip = (struct rte_ipv4_hdr *)(eh + 1);
-	struct rte_udp_hdr *udp = (struct rte_udp_hdr *)(ip + 1);
-	uint16_t ulen;
+	uint8_t *f = rte_pktmbuf_mtod(m, uint8_t *);
+	struct sg_dp_peer from;
+	enum sg_dp_ndrop why;
+	uint32_t off, len;
 
-	if (m->nb_segs == 1 && m->data_len >= sizeof(*eh) &&
-	    eh->ether_type == rte_cpu_to_be_16(RTE_ETHER_TYPE_ARP))
-		on_arp(d, m);
-	if (m->nb_segs != 1 || m->data_len < DPDK_L2L4 ||
-	    eh->ether_type != rte_cpu_to_be_16(RTE_ETHER_TYPE_IPV4) ||
-	    ip->version_ihl != RTE_IPV4_VHL_DEF || ip->next_proto_id != IPPROTO_UDP ||
-	    ip->dst_addr != d->ip || udp->dst_port != d->udp_port ||
-	    (ulen = rte_be_to_cpu_16(udp->dgram_len)) < sizeof(*udp) ||
-	    DPDK_L2L4 - sizeof(*udp) + ulen > m->data_len) {
+	if (m->nb_segs != 1 || on_arp_reply(d, f, m->data_len)) {
 		rte_pktmbuf_free(m);
 		return false;
 	}
-	pkt->buf = udp + 1;
-	pkt->len = ulen - (uint32_t)sizeof(*udp);
-	d->held[d->nheld++] = m;
-	return true;
+	switch (sg_dp_net_classify(&d->net, f, m->data_len, m->ol_flags, &from, &off, &len, &why)) {
+	case SG_DP_RX_UDP:
+		pkt->buf = f + off;
+		pkt->len = len;
+		d->held[d->nheld++] = m;
+		return true;
+	case SG_DP_RX_ARP: /* rewritten into our reply in place */
+		m->ol_flags = 0;
+		if (rte_eth_tx_burst(d->port, 0, &m, 1) == 0)
+			rte_pktmbuf_free(m);
+		return false;
+	default:
+		rte_pktmbuf_free(m);
+		return false;
+	}
 }
 
 static int dpdk_recv(struct sg_cli_transport *tp, struct sg_cli_rxpkt *pkts, unsigned int max,
@@ -224,9 +187,7 @@ static void dpdk_destroy(struct sg_cli_transport *tp)
 	if (d == NULL)
 		return;
 	rte_pktmbuf_free_bulk(d->held, d->nheld);
-	free(d->node_ip);
-	free(d->node_port);
-	free(d->node_mac);
+	free(d->node);
 	free(d->node_known);
 	/* The port stays up (other users may own it); its pool goes with the session. */
 	if (d->mp != NULL) {
@@ -278,7 +239,7 @@ static int port_up(struct sg_cli_dpdk *d, uint32_t frame)
 struct sg_cli_transport *sg_cli_dpdk_create(const struct sigma_conf *conf)
 {
 	struct sg_cli_dpdk *d = calloc(1, sizeof(*d));
-	uint32_t frame = (uint32_t)DPDK_L2L4 + SG_DP_HDR_LEN + conf->chunk_bytes;
+	uint32_t frame = (uint32_t)SG_DP_NET_HDR_LEN + SG_DP_HDR_LEN + conf->chunk_bytes;
 	int rc = -ENOMEM;
 
 	if (d == NULL)
@@ -289,28 +250,27 @@ struct sg_cli_transport *sg_cli_dpdk_create(const struct sigma_conf *conf)
 	d->port = conf->dpdk_port;
 	d->nrxq = conf->dpdk_rx_queues ? conf->dpdk_rx_queues : 1;
 	d->nnodes = conf->nnodes;
-	d->udp_port = rte_cpu_to_be_16(conf->local_port ? conf->local_port :
-							  (uint16_t)(9400 + conf->rank));
-	d->node_ip = calloc(conf->nnodes, sizeof(*d->node_ip));
-	d->node_port = calloc(conf->nnodes, sizeof(*d->node_port));
-	d->node_mac = calloc(conf->nnodes, sizeof(*d->node_mac));
+	d->net.udp_port = rte_cpu_to_be_16(conf->local_port ? conf->local_port :
+							     (uint16_t)(9400 + conf->rank));
+	d->node = calloc(conf->nnodes, sizeof(*d->node));
 	d->node_known = calloc(conf->nnodes, sizeof(*d->node_known));
-	if (d->node_ip == NULL || d->node_port == NULL || d->node_mac == NULL ||
-	    d->node_known == NULL)
+	if (d->node == NULL || d->node_known == NULL)
 		goto fail;
 	rc = -EINVAL;
-	if (!rte_eth_dev_is_valid_port(d->port) || sg_cli_parse_ipv4(conf->local_addr, &d->ip) < 0)
+	if (!rte_eth_dev_is_valid_port(d->port) ||
+	    sg_cli_parse_ipv4(conf->local_addr, &d->net.ip) < 0)
 		goto fail;
 	for (unsigned int i = 0; i < conf->nnodes; i++) {
-		if (sg_cli_parse_ipv4(conf->nodes[i].addr, &d->node_ip[i]) < 0)
+		if (sg_cli_parse_ipv4(conf->nodes[i].addr, &d->node[i].ip) < 0)
 			goto fail;
-		d->node_port[i] = rte_cpu_to_be_16(conf->nodes[i].port ? conf->nodes[i].port :
-									SG_DP_UDP_PORT);
+		d->node[i].udp_port = rte_cpu_to_be_16(conf->nodes[i].port ? conf->nodes[i].port :
+									   SG_DP_UDP_PORT);
+		d->node[i].port_id = d->port;
 	}
 	rc = port_up(d, frame);
 	if (rc < 0)
 		goto fail;
-	rc = rte_eth_macaddr_get(d->port, &d->mac);
+	rc = rte_eth_macaddr_get(d->port, &d->net.mac);
 	if (rc < 0)
 		goto fail;
 	for (int t = 0; t < DPDK_ARP_TRIES; t++) {

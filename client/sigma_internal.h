@@ -27,6 +27,7 @@ struct sg_cli_txpkt {
 	const void *payload;
 	uint32_t payload_len;
 	uint32_t node;
+	uint16_t port_off; /**< added to the node's UDP port (reducer steering), else 0 */
 };
 
 /** One received packet; the buffer belongs to the transport until its next recv. */

@@ -24,6 +24,7 @@ struct sg_cli_udp {
 	unsigned int nnodes;
 	struct sockaddr_in *addrs;
 	struct mmsghdr txmsg[SG_CLI_BURST];
+	struct sockaddr_in txname[SG_CLI_BURST]; /* node address, port moved by port_off */
 	struct iovec txiov[SG_CLI_BURST][2];
 	struct mmsghdr rxmsg[SG_CLI_BURST];
 	struct iovec rxiov[SG_CLI_BURST];
@@ -98,7 +99,10 @@ static int udp_send(struct sg_cli_transport *tp, const struct sg_cli_txpkt *pkts
 		u->txiov[i][1].iov_base = (void *)pkts[i].payload;
 		u->txiov[i][1].iov_len = pkts[i].payload_len;
 		memset(m, 0, sizeof(*m));
-		m->msg_hdr.msg_name = &u->addrs[pkts[i].node];
+		u->txname[i] = u->addrs[pkts[i].node];
+		u->txname[i].sin_port = htons((uint16_t)(ntohs(u->txname[i].sin_port) +
+							 pkts[i].port_off));
+		m->msg_hdr.msg_name = &u->txname[i];
 		m->msg_hdr.msg_namelen = sizeof(struct sockaddr_in);
 		m->msg_hdr.msg_iov = u->txiov[i];
 		m->msg_hdr.msg_iovlen = pkts[i].payload_len ? 2 : 1;
