@@ -3,7 +3,9 @@
  * Ethernet/ARP/IPv4/UDP handling: a frame built by sigmad parses back to the
  * same peer and payload, its checksums match an independent RFC 1071 sum,
  * every malformed case gives its own drop reason, ARP requests become correct
- * replies, and random garbage never crashes the classifier.
+ * replies, and random garbage never crashes the classifier. Reducer
+ * steering: the reducers' UDP ports are accepted and no other, and the
+ * rte_flow rule of each reducer matches exactly its port and queue.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +15,7 @@
 #include <rte_mbuf.h>
 #include <rte_udp.h>
 
+#include "sg_dp_internal.h"
 #include "sg_dp_pipeline.h"
 #include "sg_test.h"
 
@@ -330,6 +333,118 @@ static void test_split_payload(void)
 	}
 }
 
+/* udp_port .. udp_port + steer_ports are ours, nothing outside; replies keep udp_port. */
+static void test_steer_ports(void)
+{
+	static uint8_t f[256];
+	struct sg_dp_net peer_side = {.mac = peer_mac, .ip = PEER_IP,
+				      .udp_port = RTE_BE16(40000), .udp_checksum = true};
+	struct sg_dp_net n = net();
+	struct sg_dp_peer p;
+	uint32_t off, plen, len;
+	enum sg_dp_ndrop why;
+
+	for (unsigned int span = 0; span <= 4; span += 4) {
+		n.steer_ports = (uint16_t)span;
+		for (unsigned int port = 4780; port <= 4800; port++) {
+			struct sg_dp_peer to = {.mac = our_mac, .ip = OUR_IP,
+						.udp_port = rte_cpu_to_be_16((uint16_t)port)};
+			bool ours = port >= 4791 && port <= 4791 + span;
+
+			memset(f, 0x5a, 64);
+			sg_dp_net_build(&peer_side, &to, f, 64, NULL);
+			len = SG_DP_NET_HDR_LEN + 64;
+			why = SG_DP_ND_COUNT;
+			SG_CHECK_EQ(sg_dp_net_classify(&n, f, len, 0, &p, &off, &plen, &why),
+				    ours ? SG_DP_RX_UDP : SG_DP_RX_DROP);
+			if (!ours)
+				SG_CHECK_EQ(why, SG_DP_ND_UDP_PORT);
+		}
+	}
+	/* the top of the port space: no wrap to port 0 */
+	n.udp_port = RTE_BE16(65534);
+	n.steer_ports = 1;
+	for (unsigned int port = 0; port < 3; port++) {
+		struct sg_dp_peer to = {.mac = our_mac, .ip = OUR_IP,
+					.udp_port = rte_cpu_to_be_16((uint16_t)(65534 + port))};
+
+		sg_dp_net_build(&peer_side, &to, f, 64, NULL);
+		SG_CHECK_EQ(sg_dp_net_classify(&n, f, SG_DP_NET_HDR_LEN + 64, 0, &p, &off, &plen,
+					       &why), port < 2 ? SG_DP_RX_UDP : SG_DP_RX_DROP);
+	}
+	/* a reply still comes from udp_port itself */
+	n = net();
+	n.steer_ports = 4;
+	sg_dp_net_build(&n, &(struct sg_dp_peer){.mac = peer_mac, .ip = PEER_IP,
+						 .udp_port = RTE_BE16(40000)}, f, 8, NULL);
+	SG_CHECK_EQ(f[34] << 8 | f[35], 4791);
+	SG_CHECK_EQ(f[36] << 8 | f[37], 40000);
+}
+
+/* The rule sg_dp_steer_rule() builds, item by item, against the documented form. */
+static void test_steer_rule(void)
+{
+	for (unsigned int r = 0; r < 4; r++) {
+		struct sg_dp_flow_rule rule;
+		const struct rte_flow_item_ipv4 *ip, *ipm;
+		const struct rte_flow_item_udp *udp, *udpm;
+		const struct rte_flow_action_queue *q;
+
+		memset(&rule, 0xa5, sizeof(rule)); /* nothing may be left from before */
+		sg_dp_steer_rule(&rule, OUR_IP, 9300, r, (uint16_t)(3 + r));
+		SG_CHECK_EQ(rule.attr.ingress, 1);
+		SG_CHECK_EQ(rule.attr.egress, 0);
+		SG_CHECK_EQ(rule.attr.transfer, 0);
+		SG_CHECK_EQ(rule.attr.group, 0);
+		SG_CHECK_EQ(rule.attr.priority, 0);
+		SG_CHECK_EQ(rule.pattern[0].type, RTE_FLOW_ITEM_TYPE_ETH);
+		SG_CHECK(rule.pattern[0].spec == NULL && rule.pattern[0].mask == NULL &&
+			 rule.pattern[0].last == NULL, "eth item matches any frame");
+		SG_CHECK_EQ(rule.pattern[1].type, RTE_FLOW_ITEM_TYPE_IPV4);
+		SG_CHECK_EQ(rule.pattern[2].type, RTE_FLOW_ITEM_TYPE_UDP);
+		SG_CHECK_EQ(rule.pattern[3].type, RTE_FLOW_ITEM_TYPE_END);
+		SG_CHECK(rule.pattern[1].last == NULL && rule.pattern[2].last == NULL, "no ranges");
+		ip = rule.pattern[1].spec;
+		ipm = rule.pattern[1].mask;
+		/* only the destination address is matched, fully */
+		SG_CHECK_EQ(ip->hdr.dst_addr, OUR_IP);
+		SG_CHECK_EQ(ipm->hdr.dst_addr, 0xffffffffu);
+		SG_CHECK_EQ(ipm->hdr.src_addr, 0);
+		SG_CHECK_EQ(ipm->hdr.next_proto_id, 0);
+		udp = rule.pattern[2].spec;
+		udpm = rule.pattern[2].mask;
+		SG_CHECK_EQ(rte_be_to_cpu_16(udp->hdr.dst_port), 9300 + 1 + r);
+		SG_CHECK_EQ(udpm->hdr.dst_port, 0xffff);
+		SG_CHECK_EQ(udpm->hdr.src_port, 0);
+		SG_CHECK_EQ(rule.action[0].type, RTE_FLOW_ACTION_TYPE_QUEUE);
+		SG_CHECK_EQ(rule.action[1].type, RTE_FLOW_ACTION_TYPE_END);
+		q = rule.action[0].conf;
+		SG_CHECK_EQ(q->index, 3 + r);
+	}
+}
+
+/* The bucket hash workers and sigmad share: written out again, and spread over reducers. */
+static void test_bucket(void)
+{
+	unsigned int per[3] = {0};
+
+	for (uint32_t job = 1; job < 50; job += 7)
+		for (uint32_t key = 0; key < 300; key++) {
+			uint32_t ref = (uint32_t)(((uint64_t)job * 2654435761u) & 0xffffffffu);
+
+			ref = ((ref >> 8) + key) % 64;
+			SG_CHECK_EQ(sg_dp_bucket_of(job, key), ref);
+			SG_CHECK_EQ(sg_dp_steer_reducer(job, key, 3), ref % 3);
+			SG_CHECK_EQ(sg_dp_steer_reducer(job, key, 1), 0);
+			SG_CHECK_EQ(sg_dp_steer_reducer(job, key, 0), 0);
+			per[ref % 3]++;
+		}
+	/* consecutive keys fill consecutive buckets: 64 buckets over 3 reducers give each
+	 * 21 or 22 of every 64 keys, so each gets 2100 * 21/64 .. 2100 * 22/64, give or take */
+	for (int r = 0; r < 3; r++)
+		SG_CHECK(per[r] >= 680 && per[r] <= 735, "reducer %d: %u keys", r, per[r]);
+}
+
 int main(void)
 {
 	test_roundtrip();
@@ -338,5 +453,8 @@ int main(void)
 	test_arp();
 	test_garbage();
 	test_split_payload();
+	test_steer_ports();
+	test_steer_rule();
+	test_bucket();
 	return sg_test_finish("dp_net");
 }

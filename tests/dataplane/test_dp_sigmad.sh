@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: BSD-3-Clause
 #
 # sigmad as a process: --help, bad options, bad config, bad layouts (each with
-# its documented message), the lifecycle on a net_null port (SIGHUP reload,
+# its documented message), [net] steer (flow refused, auto's fallback), the
+# lifecycle on a net_null port (SIGHUP reload,
 # telemetry, SIGTERM drain, final statistics, clean exit: ASan's leak check
 # runs at exit in the sanitizer build), and the demo.
 # Usage: test_dp_sigmad.sh path/to/sigmad
@@ -49,6 +50,25 @@ expect partial-element 1 'partition_bytes 100 is not a multiple of the fp64 elem
 	"$SIGMAD" "${EAL[@]}" "$(pfx d)" '--lcores=(0-1)@0' --vdev=net_null0 \
 	-- --config "$TMP/part.ini" --rtc '(0,0,1)'
 
+# reducer steering (docs/sigmad.md "Steering"): no PMD here has rte_flow queue rules.
+# steer = flow refuses to start and names the port, the PMD, the reason and the fix;
+# a bad value is refused like any option.
+expect steer-flow 1 'port 0 (net_null): steer = flow, but the port cannot steer: the PMD has no rte_flow support' -- \
+	"$SIGMAD" "${EAL[@]}" "$(pfx e)" '--lcores=(0-2)@0' --vdev=net_null0 \
+	-- --steer flow --io '(0,0,1)' --reduce 2
+grep -qF '(set [net] steer = auto, or off, or --steer auto)' "$TMP/out" && ok || \
+	fail "steer-flow: the fix is not named"
+expect steer-bad 2 '[net] steer = "maybe": expected auto, flow or off' -- "$SIGMAD" -- --steer maybe
+printf '[net]\nsteer = 1\n' >"$TMP/steer.ini"
+expect steer-bad-file 2 '[net] steer = "1": expected auto, flow or off' -- \
+	"$SIGMAD" -- --config "$TMP/steer.ini"
+# auto falls back to the ring hand-off, saying why, and every sum of the demo (two
+# reducers on a 2-queue ring port, every element checked) stays right
+expect steer-auto-demo 0 'sigmad demo: OK' -- "$SIGMAD" --demo --duration 1 --demo-workers 3 \
+	--steer auto --rtc '(0,0,1),(0,1,2)'
+grep -qF 'port 0 (net_ring): no reducer steering, rte_ring hand-off instead: it has 2 RX queue(s) at most; steering needs 4' \
+	"$TMP/out" && ok || { fail "steer-auto-demo: no fallback line"; tail -20 "$TMP/out"; }
+
 # lifecycle on a net_null port: it receives junk frames at full speed, which
 # sigmad must count as drops, never crash on
 cat >"$TMP/live.ini" <<'EOF'
@@ -62,7 +82,7 @@ idle = busy
 EOF
 PREFIX=sg_dp_sigmad_$$_live
 timeout 60 "$SIGMAD" "${EAL[@]}" --file-prefix=$PREFIX '--lcores=(0-1)@0' --vdev=net_null0,size=64 \
-	-- --config "$TMP/live.ini" >"$TMP/live.out" 2>&1 &
+	-- --config "$TMP/live.ini" --steer auto >"$TMP/live.out" 2>&1 &
 SPID=$!
 PIDS+=("$SPID")
 for _ in $(seq 100); do
@@ -93,6 +113,9 @@ assert l["role"] == "rtc" and l["rx_pkts"] > 0, l
 assert d["/sigma/drops"]["net_ethertype"] + d["/sigma/drops"]["net_short"] > 0, d["/sigma/drops"]
 assert "all_jobs" in d["/sigma/jobs"] and "rounds_completed" in d["/sigma/jobs"]["job_1"], d["/sigma/jobs"]
 assert "port_0" in d["/sigma/ports"]
+pt = d["/sigma/ports"]["port_0"]
+assert pt["steer"] == "ring" and "no rte_flow support" in pt["steer_detail"], pt
+assert pt["steer_udp_ports"] == 1, pt
 '; then ok; else fail "telemetry: $tel"; fi
 	else
 		echo "note: telemetry socket $sock not found; telemetry not checked"
@@ -110,7 +133,7 @@ assert "port_0" in d["/sigma/ports"]
 	[ "$rc" = 0 ] && ok || fail "lifecycle: exit $rc after SIGTERM"
 	for needle in 'lcore 1 idle policy now sleep' '[net] changed: needs a restart' \
 		'1 change needs a restart' 'stopping: RX off, draining' 'final statistics' \
-		'drop ethertype'; do
+		'drop ethertype' 'port 0 (net_null): no reducer steering, rte_ring hand-off instead: the PMD has no rte_flow support'; do
 		grep -qF -- "$needle" "$TMP/live.out" && ok || fail "lifecycle: no '$needle'"
 	done
 else
