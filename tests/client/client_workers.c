@@ -8,7 +8,9 @@
  * With SIGMA_EAL="eal args..." and SIGMA_LOCAL_IP set, the workers use the
  * DPDK transport instead of kernel UDP: worker r owns ethdev port r (give EAL
  * N ports, e.g. N memif clients), polling $SIGMA_MEMIF_QUEUES RX queues (one
- * per sigmad lcore).
+ * per sigmad lcore). SIGMA_STEER_REDUCERS=R sets sigma_conf.steer_reducers (pushes
+ * to PORT + 1 + the key's reducer among R); SIGMA_FIRST_ROUND=K starts at round K (a
+ * second run against the same job continues its rounds).
  */
 #include <stdlib.h>
 
@@ -66,6 +68,10 @@ int main(int argc, char **argv)
 		if (getenv("SIGMA_MEMIF_QUEUES") != NULL)
 			c.dpdk_rx_queues = (uint16_t)atoi(getenv("SIGMA_MEMIF_QUEUES"));
 	}
+	if (getenv("SIGMA_FIRST_ROUND") != NULL)
+		c.first_round = (uint32_t)atoi(getenv("SIGMA_FIRST_ROUND"));
+	if (getenv("SIGMA_STEER_REDUCERS") != NULL)
+		c.steer_reducers = (uint16_t)atoi(getenv("SIGMA_STEER_REDUCERS"));
 	g.nnodes = 1;
 	g.nodes[0] = (struct sigma_node){.addr = argv[1], .port = (uint16_t)atoi(argv[2])};
 	if (cu_sessions(&g, n, &c) < 0) {

@@ -457,6 +457,110 @@ static void test_garbage(void)
 	cu_free(&g);
 }
 
+/* Bind a UDP socket to 127.0.0.1:@p port (non-blocking). @return fd or -1. */
+static int bind_udp(uint16_t port)
+{
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK),
+				.sin_port = htons(port)};
+	int fd = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK, 0);
+
+	if (fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof(a)) < 0) {
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+/*
+ * steer_reducers: each push goes to the node's port + 1 + the key's reducer. Kernel
+ * sockets stand in for the node's ports; each datagram's destination port is checked
+ * against the bucket hash written out here, and the base port gets nothing.
+ */
+static void test_steer_ports(void)
+{
+	enum { R = 3, NE = 1424 / 4 * 40 };
+	struct sigma_node node = {.addr = "127.0.0.1"};
+	struct sigma_conf c = {.job = 0x51, .token = 9, .nworkers = 1, .nodes = &node,
+			       .nnodes = 1, .partition_bytes = 1424 * 2, .steer_reducers = R,
+			       .local_addr = "127.0.0.1"};
+	int fd[R + 1] = {-1, -1, -1, -1};
+	unsigned int seen[R] = {0}, wrong = 0, nparts;
+	uint8_t buf[SG_DP_HDR_LEN + 1424];
+	struct sigma_session *s = NULL;
+	struct sigma_tensor *t;
+	float *in = calloc(NE, 4), *out = calloc(NE, 4);
+
+	/* four consecutive free ports: the node's and its reducers' */
+	for (int tries = 0; tries < 50 && fd[R] < 0; tries++) {
+		uint16_t base = free_port();
+		int i;
+
+		for (i = 0; i <= R; i++) {
+			fd[i] = base < 60000 ? bind_udp((uint16_t)(base + i)) : -1;
+			if (fd[i] < 0)
+				break;
+		}
+		if (i <= R)
+			for (int j = 0; j < i; j++) {
+				close(fd[j]);
+				fd[j] = -1;
+			}
+		node.port = base;
+	}
+	SG_CHECK(fd[R] >= 0, "no 4 consecutive free UDP ports");
+	if (fd[R] < 0)
+		goto out;
+	s = sigma_open(&c);
+	SG_CHECK(s != NULL, "open with steer_reducers: %s", strerror(errno));
+	if (s == NULL)
+		goto out;
+	t = sigma_tensor_register(s, NULL, 2, SG_DTYPE_FP32, NE, 0);
+	nparts = sigma_tensor_nparts(t);
+	SG_CHECK_EQ(nparts, 20);
+	SG_CHECK_EQ(sigma_push_pull(t, in, out, NULL, NULL), 0);
+	sigma_poll(s, 0);
+	usleep(20000);
+	SG_CHECK_EQ(recv(fd[0], buf, sizeof(buf), 0), -1); /* the node's own port: nothing */
+	for (int r = 0; r < R; r++) {
+		ssize_t n;
+
+		while ((n = recv(fd[r + 1], buf, sizeof(buf), 0)) > 0) {
+			struct sg_dp_msg m;
+			uint32_t h;
+
+			if (sg_dp_parse(buf, (size_t)n, &m, NULL) < 0 || m.type != SG_DP_T_PUSH) {
+				wrong++;
+				continue;
+			}
+			/* Knuth's multiplicative hash, as docs/protocol.md writes it */
+			h = (uint32_t)((uint64_t)m.job * 2654435761u);
+			wrong += (((h >> 8) + m.key) % 64) % R != (uint32_t)r;
+			wrong += m.key >> 16 != 2;
+			seen[r]++;
+		}
+	}
+	SG_CHECK_EQ(wrong, 0);
+	/* 20 partitions of 2 chunks spread over the 3 reducers, every chunk sent once */
+	SG_CHECK_EQ(seen[0] + seen[1] + seen[2], 40);
+	for (int r = 0; r < R; r++)
+		SG_CHECK(seen[r] >= 12, "reducer %d got %u pushes", r, seen[r]);
+out:
+	sigma_close(s);
+	for (int i = 0; i <= R; i++)
+		if (fd[i] >= 0)
+			close(fd[i]);
+	free(in);
+	free(out);
+	/* the reducers' ports must fit under 65536 */
+	node.port = 65534;
+	c.steer_reducers = 2;
+	expect_bad_conf(c, "port + steer_reducers > 65535");
+	c.steer_reducers = 1;
+	s = sigma_open(&c);
+	SG_CHECK(s != NULL, "port 65534 + 1 reducer refused");
+	sigma_close(s);
+}
+
 int main(void)
 {
 	test_basic();
@@ -467,5 +571,6 @@ int main(void)
 	test_worker_missing();
 	test_priority();
 	test_garbage();
+	test_steer_ports();
 	return sg_test_finish("client");
 }
