@@ -409,7 +409,7 @@ static int port_start(struct sg_dp_pipeline *p, uint16_t port, const struct rte_
 	const struct sg_dp_config *c = &p->cfg;
 	struct rte_eth_conf conf = {0};
 	struct rte_eth_txconf txc;
-	uint16_t rxd = (uint16_t)c->rxd, txd = (uint16_t)c->txd;
+	uint16_t rxd = (uint16_t)c->rxd, txd = (uint16_t)c->txd, ntxq;
 	/* MULTI_SEGS: RESULT fan-out chains header mbufs to one payload mbuf */
 	uint64_t want_tx = RTE_ETH_TX_OFFLOAD_IPV4_CKSUM | RTE_ETH_TX_OFFLOAD_MULTI_SEGS |
 			   (c->udp_checksum ? RTE_ETH_TX_OFFLOAD_UDP_CKSUM : 0);
@@ -418,7 +418,9 @@ static int port_start(struct sg_dp_pipeline *p, uint16_t port, const struct rte_
 	conf.txmode.offloads = info->tx_offload_capa & want_tx;
 	conf.rxmode.offloads = info->rx_offload_capa &
 			       (RTE_ETH_RX_OFFLOAD_IPV4_CKSUM | RTE_ETH_RX_OFFLOAD_UDP_CKSUM);
-	rc = rte_eth_dev_configure(port, nrxq + nsteer, (uint16_t)p->n_lc, &conf);
+	/* net_tap wants as many TX queues as RX queues: spare TX queues cost nothing */
+	ntxq = nsteer ? RTE_MAX((uint16_t)p->n_lc, (uint16_t)(nrxq + nsteer)) : (uint16_t)p->n_lc;
+	rc = rte_eth_dev_configure(port, nrxq + nsteer, ntxq, &conf);
 	if (rc < 0)
 		return rc;
 	rc = rte_eth_dev_adjust_nb_rx_tx_desc(port, &rxd, &txd);
@@ -460,6 +462,10 @@ static int port_start(struct sg_dp_pipeline *p, uint16_t port, const struct rte_
 		if (rc < 0)
 			return rc;
 	}
+	for (uint16_t q = (uint16_t)p->n_lc; q < ntxq && rc == 0; q++)
+		rc = rte_eth_tx_queue_setup(port, q, txd, (unsigned int)p->lc[0].socket, &txc);
+	if (rc < 0)
+		return rc;
 	*tx_offloads = conf.txmode.offloads;
 	return rte_eth_dev_start(port);
 }
@@ -564,25 +570,28 @@ static int port_setup(struct sg_dp_pipeline *p, uint16_t port, char *err, size_t
 		nrxq += (p->lc[i].role & SG_DP_ROLE_IO) && p->lc[i].rx_port == port;
 	snprintf(why, whylen, "%s", c->steer == SG_DP_STEER_OFF ? "steer = off" : "no reducer");
 	steer = steer_possible(p, port, &info, nrxq, why, whylen);
-	rc = port_start(p, port, &info, nrxq, steer ? (uint16_t)p->n_red : 0, &txo);
-	if (rc < 0)
-		goto fail;
-	p->port_started[port] = true;
-	if (steer && steer_install(p, port, nrxq, true, why, whylen) == 0) {
-		p->port_steer[port] = true;
+	if (steer) {
+		rc = port_start(p, port, &info, nrxq, (uint16_t)p->n_red, &txo);
+		if (rc < 0)
+			sg_dp_seterr(why, whylen, "it refuses %u RX queues: %s", nrxq + p->n_red,
+				     rte_strerror(-rc));
+		else if (steer_install(p, port, nrxq, true, why, whylen) == 0)
+			p->port_steer[port] = true;
+		else
+			rte_eth_dev_stop(port);
+	}
+	if (p->port_steer[port]) {
 		p->steer_q0[port] = nrxq;
 		snprintf(why, whylen, "%u rte_flow rules: udp dst %u..%u -> RX queues %u..%u",
 			 p->n_red, c->udp_port + 1, c->udp_port + p->n_red, nrxq,
 			 nrxq + p->n_red - 1);
-	} else if (steer) {
-		/* back to the layout's queues alone: nothing would drain the others */
-		rte_eth_dev_stop(port);
-		p->port_started[port] = false;
+	} else {
+		/* the layout's queues alone: nothing would drain steering queues */
 		rc = port_start(p, port, &info, nrxq, 0, &txo);
 		if (rc < 0)
 			goto fail;
-		p->port_started[port] = true;
 	}
+	p->port_started[port] = true;
 	if (!p->port_steer[port] && c->steer == SG_DP_STEER_FLOW) {
 		sg_dp_seterr(err, errlen, "port %u (%s): steer = flow, but the port cannot steer: "
 			     "%s (set [net] steer = auto, or off, or --steer auto)", port,

@@ -6,7 +6,10 @@ Each worker pushes every chunk of every key for a number of rounds, waits for
 its RESULT, retransmits after a timeout, and checks every element against the
 sum computed here. Exit 0 when every result was right, 1 otherwise.
 Usage: dp_kernel_workers.py NODE_IP NODE_PORT MY_IP WORKERS KEYS PART_BYTES
-       CHUNK_BYTES ROUNDS TOKEN
+       CHUNK_BYTES ROUNDS TOKEN [STEER_PORTS]
+With STEER_PORTS = R, each push goes to NODE_PORT + k, k cycling over 0..R by
+worker and chunk: the node's port and each of its R reducers' ports
+(docs/sigmad.md, "Steering"), owner or not; every port must sum alike.
 """
 import select
 import socket
@@ -26,6 +29,8 @@ def main():
     node_ip, node_port, my_ip = sys.argv[1], int(sys.argv[2]), sys.argv[3]
     workers, keys, part, chunk_bytes, rounds = map(int, sys.argv[4:9])
     token, job = int(sys.argv[9], 0), 1
+    steer = int(sys.argv[10]) if len(sys.argv) > 10 else 0
+    used = set()
     nchunks = (part + chunk_bytes - 1) // chunk_bytes
     socks = []
     for r in range(workers):
@@ -52,7 +57,9 @@ def main():
                                        chunk, nchunks, rnd, n, off)
                         pl = struct.pack("<%df" % n,
                                          *(value(w, key, chunk, rnd, i) for i in range(n)))
-                        socks[w].sendto(hdr + pl, (node_ip, node_port))
+                        port = node_port + (w + chunk + key) % (steer + 1)
+                        used.add(port)
+                        socks[w].sendto(hdr + pl, (node_ip, port))
                     t_end = time.monotonic() + 0.3
                     while pending and time.monotonic() < t_end:
                         rd, _, _ = select.select([socks[w] for w in pending], [], [], 0.05)
@@ -74,7 +81,11 @@ def main():
                             pending.discard(w)
                     if pending:
                         retrans += len(pending)
-    print("kernel workers: %d results ok, %d wrong, %d retransmits" % (ok, bad, retrans))
+    print("kernel workers: %d results ok, %d wrong, %d retransmits, UDP ports %s"
+          % (ok, bad, retrans, sorted(used)))
+    if len(used) != steer + 1:
+        print("not every steering port was used")
+        return 1
     return 0 if bad == 0 and ok == workers * keys * nchunks * rounds else 1
 
 

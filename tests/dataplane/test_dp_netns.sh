@@ -6,7 +6,9 @@
 # both and the veth between them). The kernel resolves sigmad's address by
 # ARP and verifies the UDP checksums sigmad computes. Run twice: MTU 1500 with
 # 1424-byte chunks, and MTU 9000 with 8920-byte chunks (af_packet with 16 KiB
-# ring frames). Skips (77) where namespaces are not allowed.
+# ring frames). The MTU 1500 run sends to 9300 and to 9301, the port of
+# sigmad's one reducer (steering falls back to the ring hand-off on af_packet).
+# Skips (77) where namespaces are not allowed.
 # Usage: test_dp_netns.sh path/to/sigmad path/to/dp_kernel_workers.py path/to/sigmad_netns.sh
 set -u
 SIGMAD=$1
@@ -18,13 +20,13 @@ command -v python3 >/dev/null || { echo "SKIP: no python3"; exit 77; }
 
 fails=0
 # MTU, chunk: 3 workers, 2 keys of 4 chunks each, 3 rounds
-for case in "1500 1424" "9000 8920"; do
+for case in "1500 1424 1" "9000 8920 0"; do
 	set -- $case
 	part=$(($2 * 4))
 	printf '[job 1]\nworkers = 3\ntoken = 0x1234\nkeys = 2\npartition_bytes = %s\nchunk_bytes = %s\n' \
 		"$part" "$2" >"$TMP/jobs.ini"
 	SIGMA_MTU=$1 timeout 150 "$NETNS" "$SIGMAD" "$TMP/jobs.ini" \
-		timeout 90 python3 "$WORKERS_PY" 10.79.0.1 9300 10.79.0.2 3 2 "$part" "$2" 3 0x1234 \
+		timeout 90 python3 "$WORKERS_PY" 10.79.0.1 9300 10.79.0.2 3 2 "$part" "$2" 3 0x1234 "$3" \
 		>"$TMP/out" 2>&1
 	rc=$?
 	cat "$TMP/out"
