@@ -2,36 +2,8 @@
 # SPDX-License-Identifier: BSD-3-Clause
 #
 # sigmad as a process: --help, bad options, bad config, bad layouts (each with
-# its documented message), [net] steer (flow refused, auto's fallback), the
-# net_tap has rte_flow, but its rules need the kernel's multiq qdisc and TC flower:
-# where they are missing, auto tries the rules for real (RX queues for the reducers,
-# validate, create), gives them up with the PMD's reason and restarts the port with
-# the layout's queues; flow refuses. Where they work, both steer. In a test-made
-# network namespace; skipped where namespaces are not allowed.
-NS=sg_dp_steer_$$
-if ip netns add "$NS" 2>/dev/null; then
-	for mode in auto flow; do
-		ip netns exec "$NS" timeout 30 "$SIGMAD" "${EAL[@]}" "$(pfx "tap$mode")" '--lcores=(0-2)@0' \
-			--vdev=net_tap0,iface=sgtap0 -- --rtc '(0,0,1),(0,1,2)' --mtu 1500 --duration 0.5 \
-			--steer "$mode" >"$TMP/tap.out" 2>&1
-		rc=$?
-		if grep -qF 'port 0 (net_tap): 4 RX queue(s), 2 TX queue(s), checksums offloaded, steering by rte_flow' \
-			"$TMP/tap.out"; then
-			[ "$rc" = 0 ] && ok || fail "tap $mode: steering, but exit $rc"
-		elif [ "$mode" = auto ]; then
-			[ "$rc" = 0 ] && grep -qE 'port 0 \(net_tap\): no reducer steering, rte_ring hand-off instead: rte_flow_(validate|create) of reducer 0' \
-				"$TMP/tap.out" && grep -qF 'port 0 (net_tap): 2 RX queue(s), 2 TX queue(s)' \
-				"$TMP/tap.out" && ok || { fail "tap auto: exit $rc, no fallback"; tail -20 "$TMP/tap.out"; }
-		else
-			[ "$rc" = 1 ] && grep -qE 'port 0 \(net_tap\): steer = flow, but the port cannot steer: rte_flow_(validate|create) of reducer 0.*set \[net\] steer = auto' \
-				"$TMP/tap.out" && ok || { fail "tap flow: exit $rc, no error"; tail -20 "$TMP/tap.out"; }
-		fi
-	done
-	ip netns del "$NS"
-else
-	echo "note: no network namespace; net_tap steering not checked"
-fi
-
+# its documented message), [net] steer (flow refused, auto falls back: net_null
+# without rte_flow, net_tap whose rules the kernel refuses, the demo), the
 # lifecycle on a net_null port (SIGHUP reload,
 # telemetry, SIGTERM drain, final statistics, clean exit: ASan's leak check
 # runs at exit in the sanitizer build), and the demo.
@@ -97,6 +69,35 @@ expect steer-auto-demo 0 'sigmad demo: OK' -- "$SIGMAD" --demo --duration 1 --de
 	--steer auto --rtc '(0,0,1),(0,1,2)'
 grep -qF 'port 0 (net_ring): no reducer steering, rte_ring hand-off instead: it has 2 RX queue(s) at most; steering needs 4' \
 	"$TMP/out" && ok || { fail "steer-auto-demo: no fallback line"; tail -20 "$TMP/out"; }
+
+# net_tap has rte_flow, but its rules need the kernel's multiq qdisc and TC flower:
+# where they are missing, auto tries the rules for real (RX queues for the reducers,
+# validate, create), gives them up with the PMD's reason and restarts the port with
+# the layout's queues; flow refuses. Where they work, both steer. In a test-made
+# network namespace; skipped where namespaces are not allowed.
+NS=sg_dp_steer_$$
+if ip netns add "$NS" 2>/dev/null; then
+	for mode in auto flow; do
+		ip netns exec "$NS" timeout 30 "$SIGMAD" "${EAL[@]}" "$(pfx "tap$mode")" '--lcores=(0-2)@0' \
+			--vdev=net_tap0,iface=sgtap0 -- --rtc '(0,0,1),(0,1,2)' --mtu 1500 --duration 0.5 \
+			--steer "$mode" >"$TMP/tap.out" 2>&1
+		rc=$?
+		if grep -qF 'port 0 (net_tap): 4 RX queue(s), 2 TX queue(s), checksums offloaded, steering by rte_flow' \
+			"$TMP/tap.out"; then
+			[ "$rc" = 0 ] && ok || fail "tap $mode: steering, but exit $rc"
+		elif [ "$mode" = auto ]; then
+			[ "$rc" = 0 ] && grep -qE 'port 0 \(net_tap\): no reducer steering, rte_ring hand-off instead: rte_flow_(validate|create) of reducer 0' \
+				"$TMP/tap.out" && grep -qF 'port 0 (net_tap): 2 RX queue(s), 2 TX queue(s)' \
+				"$TMP/tap.out" && ok || { fail "tap auto: exit $rc, no fallback"; tail -20 "$TMP/tap.out"; }
+		else
+			[ "$rc" = 1 ] && grep -qE 'port 0 \(net_tap\): steer = flow, but the port cannot steer: rte_flow_(validate|create) of reducer 0.*set \[net\] steer = auto' \
+				"$TMP/tap.out" && ok || { fail "tap flow: exit $rc, no error"; tail -20 "$TMP/tap.out"; }
+		fi
+	done
+	ip netns del "$NS"
+else
+	echo "note: no network namespace; net_tap steering not checked"
+fi
 
 # lifecycle on a net_null port: it receives junk frames at full speed, which
 # sigmad must count as drops, never crash on
