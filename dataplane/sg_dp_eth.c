@@ -585,22 +585,21 @@ static int port_setup(struct sg_dp_pipeline *p, uint16_t port, char *err, size_t
 		snprintf(why, whylen, "%u rte_flow rules: udp dst %u..%u -> RX queues %u..%u",
 			 p->n_red, c->udp_port + 1, c->udp_port + p->n_red, nrxq,
 			 nrxq + p->n_red - 1);
+	} else if (c->steer == SG_DP_STEER_FLOW) {
+		sg_dp_seterr(err, errlen, "port %u (%s): steer = flow, but the port cannot steer: "
+			     "%s (set [net] steer = auto, or off, or --steer auto)", port,
+			     info.driver_name, why);
+		return -ENOTSUP;
 	} else {
+		if (c->steer == SG_DP_STEER_AUTO && p->n_red > 0)
+			SG_DP_LOG(INFO, "port %u (%s): no reducer steering, rte_ring hand-off "
+				  "instead: %s\n", port, info.driver_name, why);
 		/* the layout's queues alone: nothing would drain steering queues */
 		rc = port_start(p, port, &info, nrxq, 0, &txo);
 		if (rc < 0)
 			goto fail;
 	}
 	p->port_started[port] = true;
-	if (!p->port_steer[port] && c->steer == SG_DP_STEER_FLOW) {
-		sg_dp_seterr(err, errlen, "port %u (%s): steer = flow, but the port cannot steer: "
-			     "%s (set [net] steer = auto, or off, or --steer auto)", port,
-			     info.driver_name, why);
-		return -ENOTSUP;
-	}
-	if (!p->port_steer[port] && c->steer == SG_DP_STEER_AUTO && p->n_red > 0)
-		SG_DP_LOG(INFO, "port %u (%s): no reducer steering, rte_ring hand-off instead: "
-			  "%s\n", port, info.driver_name, why);
 	memset(net, 0, sizeof(*net));
 	if (rte_is_zero_ether_addr(&c->mac_override))
 		rte_eth_macaddr_get(port, &net->mac);
