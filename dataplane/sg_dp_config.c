@@ -386,8 +386,9 @@ static int apply_job(struct sg_dp_config *c, const char *sec, const char *name, 
 		if (c->jobs[i].id == id)
 			j = &c->jobs[i];
 	if (j == NULL) {
-		if (c->n_jobs >= SG_DP_MAX_JOBS) {
-			sg_dp_seterr(err, errlen, "[%s]: more than %d jobs", sec, SG_DP_MAX_JOBS);
+		if (c->n_jobs >= SG_DP_MAX_CONFIG_JOBS) {
+			sg_dp_seterr(err, errlen, "[%s]: more than %d jobs", sec,
+				     SG_DP_MAX_CONFIG_JOBS);
 			return -EINVAL;
 		}
 		j = &c->jobs[c->n_jobs++];

@@ -232,6 +232,14 @@ static void test_unix_roundtrips(void)
 			 json_integer_value(json_object_get(json_array_get(r, 0), "workers")) == 4,
 		 "job_list");
 	json_decref(r);
+	/* More jobs than the server's own table (a node's file jobs too): every one listed */
+	mock.extra_jobs = 3 * SG_CTL_MAX_JOBS;
+	r = call(c, "job_list", NULL, &code);
+	SG_CHECK_EQ(json_array_size(r), 1 + 3 * SG_CTL_MAX_JOBS);
+	SG_CHECK_EQ(json_integer_value(json_object_get(json_array_get(r, 3 * SG_CTL_MAX_JOBS),
+						       "id")), 5000 + 3 * SG_CTL_MAX_JOBS - 1);
+	mock.extra_jobs = 0;
+	json_decref(r);
 	/* Refusals: bad params, agent refusal with its reason. */
 	r = call(c, "job_create", "{\"workers\":4,\"dtype\":\"fp33\",\"tensors\":[{\"elems\":1}]}",
 		 &code);
