@@ -529,6 +529,12 @@ struct sg_ctl_client;
  */
 struct sg_ctl_client *sg_ctl_client_connect(const char *target, const uint8_t *secret,
 					    size_t secret_len, uint32_t timeout_ms);
+
+/**
+ * Whether sg_ctl_client_connect() reaches @p target over TCP (and so needs
+ * the shared secret): "tcp:..." or no "unix:" prefix and no '/'.
+ */
+bool sg_ctl_target_is_tcp(const char *target);
 /** Close (NULL is fine). */
 void sg_ctl_client_close(struct sg_ctl_client *c);
 

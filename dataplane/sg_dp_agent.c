@@ -1200,8 +1200,8 @@ int sg_dp_agent_conf_load(struct rte_cfgfile *cf, struct sg_dp_agent_conf *ac,
 				 "heartbeat_ms)");
 		}
 	}
-	if (rc == 0 && ac->coordinator[0] && strncmp(ac->coordinator, "unix:", 5) &&
-	    !strchr(ac->coordinator, '/') && sc->secret == NULL) {
+	if (rc == 0 && ac->coordinator[0] && sg_ctl_target_is_tcp(ac->coordinator) &&
+	    sc->secret == NULL) {
 		sg_dp_seterr(err, errlen, "[control] coordinator = %s: a TCP coordinator needs the "
 			     "shared secret: add secret_file", ac->coordinator);
 		rc = -EINVAL;
