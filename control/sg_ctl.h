@@ -507,6 +507,16 @@ int sg_ctl_config_load(struct rte_cfgfile *file, const char *section,
 		       struct sg_ctl_server_config *cfg, struct sg_ctl_config_store *store,
 		       char *err, size_t err_len);
 
+/**
+ * The rte_log level named @p name: "emerg", "alert", "crit", "err", "warning",
+ * "notice", "info" or "debug" (RTE_LOG_EMERG..RTE_LOG_DEBUG).
+ * @return the level, or -EINVAL for any other name (NULL too).
+ */
+int sg_ctl_log_level_parse(const char *name);
+
+/** The name of rte_log level @p level, or NULL outside RTE_LOG_EMERG..RTE_LOG_DEBUG. */
+const char *sg_ctl_log_level_name(unsigned int level);
+
 /** TCP port actually bound (useful with port 0), 0 if none. */
 uint16_t sg_ctl_server_tcp_port(const struct sg_ctl_server *s);
 /** Metrics port actually bound, 0 if none. */

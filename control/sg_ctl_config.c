@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <rte_cfgfile.h>
+#include <rte_log.h>
 
 #include "sg_ctl_internal.h"
 
@@ -128,6 +129,25 @@ static int parse_u32(const char *v, uint32_t *out)
 		return -EINVAL;
 	*out = (uint32_t)x;
 	return 0;
+}
+
+static const char *const log_names[] = {
+	[RTE_LOG_EMERG] = "emerg", [RTE_LOG_ALERT] = "alert",	  [RTE_LOG_CRIT] = "crit",
+	[RTE_LOG_ERR] = "err",	   [RTE_LOG_WARNING] = "warning", [RTE_LOG_NOTICE] = "notice",
+	[RTE_LOG_INFO] = "info",   [RTE_LOG_DEBUG] = "debug",
+};
+
+int sg_ctl_log_level_parse(const char *name)
+{
+	for (unsigned int i = RTE_LOG_EMERG; name != NULL && i <= RTE_LOG_DEBUG; i++)
+		if (strcmp(name, log_names[i]) == 0)
+			return (int)i;
+	return -EINVAL;
+}
+
+const char *sg_ctl_log_level_name(unsigned int level)
+{
+	return level >= RTE_LOG_EMERG && level <= RTE_LOG_DEBUG ? log_names[level] : NULL;
 }
 
 int sg_ctl_config_load(struct rte_cfgfile *file, const char *section,

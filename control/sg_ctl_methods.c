@@ -720,8 +720,6 @@ out:
 static int m_log_level_set(struct sg_ctl_server *s, json_t *params, json_t **res,
 			   struct rpc_err *err)
 {
-	static const char *const names[] = {"",	     "emerg", "alert", "crit", "err",
-					    "warning", "notice", "info", "debug"};
 	const char *pattern = "sigma.*", *level;
 	json_error_t jerr;
 	int lv, rc;
@@ -731,10 +729,8 @@ static int m_log_level_set(struct sg_ctl_server *s, json_t *params, json_t **res
 			   "level", &level) != 0)
 		return params ? bad_params(err, &jerr)
 			      : fail(err, SG_CTL_ERR_INVALID_PARAMS, "invalid params: need level");
-	for (lv = 1; lv <= 8; lv++)
-		if (strcmp(level, names[lv]) == 0)
-			break;
-	if (lv > 8)
+	lv = sg_ctl_log_level_parse(level);
+	if (lv < 0)
 		return fail(err, SG_CTL_ERR_INVALID_PARAMS,
 			    "invalid params: level must be emerg|alert|crit|err|warning|notice|"
 			    "info|debug");
@@ -746,7 +742,7 @@ static int m_log_level_set(struct sg_ctl_server *s, json_t *params, json_t **res
 		rc = rte_log_set_level_pattern(pattern, (uint32_t)lv);
 	if (rc != 0)
 		return agent_fail(err, "log level", rc < 0 ? rc : -EINVAL, NULL);
-	*res = json_pack("{s:s, s:s}", "pattern", pattern, "level", names[lv]);
+	*res = json_pack("{s:s, s:s}", "pattern", pattern, "level", sg_ctl_log_level_name((unsigned int)lv));
 	return 0;
 }
 

@@ -103,20 +103,14 @@ static int parse_bool(const char *s, bool *out)
 	return 0;
 }
 
-static const char *const log_names[] = {
-	[RTE_LOG_EMERG] = "emerg", [RTE_LOG_ALERT] = "alert",   [RTE_LOG_CRIT] = "crit",
-	[RTE_LOG_ERR] = "err",     [RTE_LOG_WARNING] = "warning", [RTE_LOG_NOTICE] = "notice",
-	[RTE_LOG_INFO] = "info",   [RTE_LOG_DEBUG] = "debug",
-};
-
 static int parse_log_level(const char *s, unsigned int *lvl)
 {
-	for (unsigned int i = RTE_LOG_EMERG; i <= RTE_LOG_DEBUG; i++)
-		if (!strcmp(s, log_names[i])) {
-			*lvl = i;
-			return 0;
-		}
-	return -EINVAL;
+	int l = sg_ctl_log_level_parse(s);
+
+	if (l < 0)
+		return l;
+	*lvl = (unsigned int)l;
+	return 0;
 }
 
 

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <rte_cfgfile.h>
+#include <rte_log.h>
 
 #include "sg_ctl.h"
 #include "sg_test.h"
@@ -53,6 +54,23 @@ static void bad(const char *body, const char *want)
 		 rc, err, want);
 }
 
+/* The one table of log level names: every name both ways, garbage refused. */
+static void test_log_levels(void)
+{
+	static const char *const bad[] = {"", "DEBUG", "debug ", "warn", "9", "info\n"};
+
+	SG_CHECK_EQ(sg_ctl_log_level_parse("emerg"), RTE_LOG_EMERG);
+	SG_CHECK_EQ(sg_ctl_log_level_parse("warning"), RTE_LOG_WARNING);
+	SG_CHECK_EQ(sg_ctl_log_level_parse("debug"), RTE_LOG_DEBUG);
+	for (unsigned int l = RTE_LOG_EMERG; l <= RTE_LOG_DEBUG; l++)
+		SG_CHECK_EQ(sg_ctl_log_level_parse(sg_ctl_log_level_name(l)), (int)l);
+	SG_CHECK(sg_ctl_log_level_name(0) == NULL && sg_ctl_log_level_name(RTE_LOG_DEBUG + 1) ==
+		 NULL, "names outside the levels");
+	SG_CHECK_EQ(sg_ctl_log_level_parse(NULL), -EINVAL);
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		SG_CHECK(sg_ctl_log_level_parse(bad[i]) == -EINVAL, "\"%s\" accepted", bad[i]);
+}
+
 int main(void)
 {
 	struct sg_ctl_server_config cfg;
@@ -66,6 +84,7 @@ int main(void)
 	snprintf(ini, sizeof(ini), "%s/sigmad.ini", dir);
 	snprintf(secret, sizeof(secret), "%s/ctl.secret", dir);
 	write_file(secret, "0123456789abcdef0123\n", 0600);
+	test_log_levels();
 
 	snprintf(body, sizeof(body),
 		 "[control]\nlisten = 127.0.0.1:7070\nunix = %s/ctl.sock\nsecret_file = %s\n"
