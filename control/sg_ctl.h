@@ -218,11 +218,10 @@ int sg_ctl_members_round_end(struct sg_ctl_members *m, int handle);
 /** Commands the control thread sends to dataplane lcores. */
 enum sg_ctl_msg_type {
 	SG_CTL_MSG_NOP = 0,	     /**< ping: the lcore answers 0 */
-	SG_CTL_MSG_KEYMAP_SET = 1,   /**< apply a new key->reducer map at the next round boundary */
 	SG_CTL_MSG_IDLE_POLICY = 2,  /**< change the lcore's idle policy */
-	SG_CTL_MSG_DRAIN = 3,	     /**< finish in-flight rounds, refuse new ones */
 	SG_CTL_MSG_STATS = 4,	     /**< snapshot counters */
-	SG_CTL_MSG_TYPE_COUNT
+	/* 1 and 3 were a keymap set and a drain that no lcore handled: sigmad moves
+	 * keys with its own messages (from 0x100) and drains in the agent. */
 };
 
 /** One message. Requests and responses are the same structure. */
