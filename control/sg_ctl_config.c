@@ -154,16 +154,17 @@ int sg_ctl_config_load(struct rte_cfgfile *file, const char *section,
 		       struct sg_ctl_server_config *cfg, struct sg_ctl_config_store *store,
 		       char *err, size_t err_len)
 {
+#define NUM_KEY(f)                                                                          \
+	{#f, offsetof(struct sg_ctl_server_config, f), sizeof(((struct sg_ctl_server_config *)0)->f)}
+	/* the positive integers: 32- or 64-bit fields, each written at its own size */
 	static const struct {
 		const char *key;
-		size_t off;
+		size_t off, size;
 	} nums[] = {
-		{"max_frame", offsetof(struct sg_ctl_server_config, max_frame)},
-		{"max_conns", offsetof(struct sg_ctl_server_config, max_conns)},
-		{"idle_timeout_ms", offsetof(struct sg_ctl_server_config, idle_timeout_ms)},
-		{"frame_timeout_ms", offsetof(struct sg_ctl_server_config, frame_timeout_ms)},
-		{"auth_timeout_ms", offsetof(struct sg_ctl_server_config, auth_timeout_ms)},
+		NUM_KEY(max_frame),	    NUM_KEY(max_conns),	      NUM_KEY(idle_timeout_ms),
+		NUM_KEY(frame_timeout_ms), NUM_KEY(auth_timeout_ms), NUM_KEY(heartbeat_timeout_ms),
 	};
+#undef NUM_KEY
 	struct rte_cfgfile_entry *ents = NULL;
 	char secret_file[CFG_VALUE_LEN] = "";
 	int i, n;
@@ -218,14 +219,9 @@ int sg_ctl_config_load(struct rte_cfgfile *file, const char *section,
 			cfg->metrics_addr = store->metrics_addr;
 		} else if (strcmp(key, "secret_file") == 0) {
 			snprintf(secret_file, sizeof(secret_file), "%s", v);
-		} else if (strcmp(key, "heartbeat_timeout_ms") == 0) {
+		} else {
 			uint32_t x = 0;
 
-			if (parse_u32(v, &x) != 0)
-				rc = cfg_err(err, err_len, "[%s] %s = %s: want a positive integer",
-					     section, key, v);
-			cfg->heartbeat_timeout_ms = x;
-		} else {
 			for (k = 0; k < sizeof(nums) / sizeof(nums[0]); k++)
 				if (strcmp(key, nums[k].key) == 0)
 					break;
@@ -235,9 +231,13 @@ int sg_ctl_config_load(struct rte_cfgfile *file, const char *section,
 					     "metrics, max_frame, max_conns, idle_timeout_ms, "
 					     "frame_timeout_ms, auth_timeout_ms, heartbeat_timeout_ms)",
 					     section, key);
-			else if (parse_u32(v, (uint32_t *)((char *)cfg + nums[k].off)) != 0)
+			else if (parse_u32(v, &x) != 0)
 				rc = cfg_err(err, err_len, "[%s] %s = %s: want a positive integer",
 					     section, key, v);
+			else if (nums[k].size == sizeof(uint64_t))
+				*(uint64_t *)((char *)cfg + nums[k].off) = x;
+			else
+				*(uint32_t *)((char *)cfg + nums[k].off) = x;
 		}
 		if (rc != 0) {
 			free(ents);
