@@ -76,6 +76,9 @@ struct sg_dp_agent {
 	bool hb_running;
 	volatile bool hb_stop;
 	uint64_t hb_sent, hb_failed;
+	/* the heartbeat thread's own: in a run of failures, and how long a one */
+	bool hb_failing;
+	uint64_t hb_fail_run;
 };
 
 /* ---- lcore side --------------------------------------------------------- */
@@ -941,12 +944,19 @@ static void *hb_main(void *arg)
 		if (cli != NULL && sg_ctl_client_call(cli, "node_heartbeat", params, NULL,
 						      &emsg) == 0) {
 			__atomic_fetch_add(&a->hb_sent, 1, __ATOMIC_RELAXED);
+			if (a->hb_failing)
+				SG_DP_LOG(NOTICE, "heartbeat to %s recovered after %" PRIu64
+					  " failed\n", target, a->hb_fail_run);
+			a->hb_failing = false;
 			continue;
 		}
-		/* log the first failure of a run of them only */
-		if (__atomic_fetch_add(&a->hb_failed, 1, __ATOMIC_RELAXED) == 0 || emsg)
-			SG_DP_LOG(WARNING, "heartbeat to %s failed: %s\n", target,
-				  emsg ? emsg : strerror(errno));
+		__atomic_fetch_add(&a->hb_failed, 1, __ATOMIC_RELAXED);
+		/* one line for a run of failures (each beat would flood the log), one when it ends */
+		if (!a->hb_failing)
+			SG_DP_LOG(WARNING, "heartbeat to %s failed: %s (logged again when it recovers)"
+				  "\n", target, emsg ? emsg : strerror(errno));
+		a->hb_fail_run = a->hb_failing ? a->hb_fail_run + 1 : 1;
+		a->hb_failing = true;
 		free(emsg);
 		sg_ctl_client_close(cli);
 		cli = NULL;

@@ -197,6 +197,49 @@ struct op_arg {
 	struct sg_dp_pipeline *p;
 };
 
+/*
+ * The coordinator unreachable for a while, then back: heartbeats fail and
+ * recover, and the log has one line for the run of failures and one for the
+ * recovery, not one per beat. @p ac points at the real coordinator.
+ */
+static void hb_outage(struct run *r, struct sg_dp_agent_conf *ac)
+{
+	struct sg_dp_agent_conf down = *ac;
+	uint64_t sent0, failed0, sent = 0, failed = 0;
+	char *log = NULL, *at;
+	size_t loglen = 0;
+	FILE *f = open_memstream(&log, &loglen);
+	unsigned int n_failed = 0, n_recovered = 0;
+
+	SG_CHECK(f != NULL, "memstream");
+	if (f == NULL)
+		return;
+	sg_dp_agent_heartbeats(r->agent, &sent0, &failed0);
+	rte_openlog_stream(f);
+	snprintf(down.coordinator, sizeof(down.coordinator), "unix:%s/nobody.sock", dir);
+	sg_dp_agent_reload(r->agent, &down, NULL);
+	for (int i = 0; i < 200 && failed < failed0 + 4; i++) {
+		rte_delay_us_sleep(10000);
+		sg_dp_agent_heartbeats(r->agent, &sent, &failed);
+	}
+	sg_dp_agent_reload(r->agent, ac, NULL);
+	for (int i = 0; i < 200 && sent < sent0 + 2; i++) {
+		rte_delay_us_sleep(10000);
+		sg_dp_agent_heartbeats(r->agent, &sent, &failed);
+	}
+	rte_openlog_stream(NULL);
+	fclose(f);
+	for (char *line = strtok_r(log, "\n", &at); line; line = strtok_r(NULL, "\n", &at)) {
+		n_failed += strstr(line, "nobody.sock failed") != NULL;
+		n_recovered += strstr(line, "heartbeat to") && strstr(line, "recovered after");
+	}
+	SG_CHECK(failed >= failed0 + 4 && sent >= sent0 + 2, "%lu failed, %lu sent",
+		 (unsigned long)(failed - failed0), (unsigned long)(sent - sent0));
+	SG_CHECK(n_failed == 1 && n_recovered == 1, "%u failure lines, %u recoveries for %lu "
+		 "failed beats", n_failed, n_recovered, (unsigned long)(failed - failed0));
+	free(log);
+}
+
 static void *operator_main(void *arg)
 {
 	struct op_arg *oa = arg;
@@ -287,6 +330,7 @@ static void *operator_main(void *arg)
 		}
 		SG_CHECK(seen, "the renamed node never heartbeated");
 		expect(t, "node_info", NULL, "\"name\":\"agent-node2\"");
+		hb_outage(r, &ac);
 		ac.coordinator[0] = '\0';
 		SG_CHECK_EQ(sg_dp_agent_reload(r->agent, &ac, stdout), 1);
 		sg_ctl_client_close(cc);
