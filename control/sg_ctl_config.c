@@ -155,14 +155,16 @@ int sg_ctl_config_load(struct rte_cfgfile *file, const char *section,
 		       char *err, size_t err_len)
 {
 #define NUM_KEY(f)                                                                          \
-	{#f, offsetof(struct sg_ctl_server_config, f), sizeof(((struct sg_ctl_server_config *)0)->f)}
+	{#f, offsetof(struct sg_ctl_server_config, f),                                      \
+	 sizeof(((struct sg_ctl_server_config *)0)->f)}
 	/* the positive integers: 32- or 64-bit fields, each written at its own size */
 	static const struct {
 		const char *key;
 		size_t off, size;
 	} nums[] = {
-		NUM_KEY(max_frame),	    NUM_KEY(max_conns),	      NUM_KEY(idle_timeout_ms),
-		NUM_KEY(frame_timeout_ms), NUM_KEY(auth_timeout_ms), NUM_KEY(heartbeat_timeout_ms),
+		NUM_KEY(max_frame),	    NUM_KEY(max_conns),
+		NUM_KEY(idle_timeout_ms),  NUM_KEY(frame_timeout_ms),
+		NUM_KEY(auth_timeout_ms),  NUM_KEY(heartbeat_timeout_ms),
 	};
 #undef NUM_KEY
 	struct rte_cfgfile_entry *ents = NULL;

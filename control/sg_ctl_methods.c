@@ -742,7 +742,8 @@ static int m_log_level_set(struct sg_ctl_server *s, json_t *params, json_t **res
 		rc = rte_log_set_level_pattern(pattern, (uint32_t)lv);
 	if (rc != 0)
 		return agent_fail(err, "log level", rc < 0 ? rc : -EINVAL, NULL);
-	*res = json_pack("{s:s, s:s}", "pattern", pattern, "level", sg_ctl_log_level_name((unsigned int)lv));
+	*res = json_pack("{s:s, s:s}", "pattern", pattern, "level",
+			 sg_ctl_log_level_name((unsigned int)lv));
 	return 0;
 }
 

@@ -951,10 +951,10 @@ static void *hb_main(void *arg)
 			continue;
 		}
 		__atomic_fetch_add(&a->hb_failed, 1, __ATOMIC_RELAXED);
-		/* one line for a run of failures (each beat would flood the log), one when it ends */
+		/* one line when a run of failures starts (not one a beat), one when it ends */
 		if (!a->hb_failing)
-			SG_DP_LOG(WARNING, "heartbeat to %s failed: %s (logged again when it recovers)"
-				  "\n", target, emsg ? emsg : strerror(errno));
+			SG_DP_LOG(WARNING, "heartbeat to %s failed: %s (logged again when it "
+				  "recovers)\n", target, emsg ? emsg : strerror(errno));
 		a->hb_fail_run = a->hb_failing ? a->hb_fail_run + 1 : 1;
 		a->hb_failing = true;
 		free(emsg);
