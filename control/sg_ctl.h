@@ -506,6 +506,27 @@ int sg_ctl_config_load(struct rte_cfgfile *file, const char *section,
 		       struct sg_ctl_server_config *cfg, struct sg_ctl_config_store *store,
 		       char *err, size_t err_len);
 
+/** The caller's own keys in the section that sg_ctl_config_load_ext() reads. */
+struct sg_ctl_config_hook {
+	/**
+	 * Offered every key of the section before the loader's own.
+	 * @return 1 if @p key is the caller's and @p value good, 0 if it is not
+	 *         the caller's (the loader parses it), or -EINVAL with a message
+	 *         in @p err (@p err_len bytes) for a bad value.
+	 */
+	int (*key)(void *arg, const char *key, const char *value, char *err, size_t err_len);
+	void *arg;
+	const char *keys; /**< the caller's keys, named in the unknown-key message */
+};
+
+/**
+ * sg_ctl_config_load() for a section shared with the caller (sigmad's
+ * [control]): @p hook, if not NULL, takes its keys in the same single pass.
+ */
+int sg_ctl_config_load_ext(struct rte_cfgfile *file, const char *section,
+			   struct sg_ctl_server_config *cfg, struct sg_ctl_config_store *store,
+			   const struct sg_ctl_config_hook *hook, char *err, size_t err_len);
+
 /**
  * The rte_log level named @p name: "emerg", "alert", "crit", "err", "warning",
  * "notice", "info" or "debug" (RTE_LOG_EMERG..RTE_LOG_DEBUG).

@@ -154,6 +154,13 @@ int sg_ctl_config_load(struct rte_cfgfile *file, const char *section,
 		       struct sg_ctl_server_config *cfg, struct sg_ctl_config_store *store,
 		       char *err, size_t err_len)
 {
+	return sg_ctl_config_load_ext(file, section, cfg, store, NULL, err, err_len);
+}
+
+int sg_ctl_config_load_ext(struct rte_cfgfile *file, const char *section,
+			   struct sg_ctl_server_config *cfg, struct sg_ctl_config_store *store,
+			   const struct sg_ctl_config_hook *hook, char *err, size_t err_len)
+{
 #define NUM_KEY(f)                                                                          \
 	{#f, offsetof(struct sg_ctl_server_config, f),                                      \
 	 sizeof(((struct sg_ctl_server_config *)0)->f)}
@@ -191,9 +198,14 @@ int sg_ctl_config_load(struct rte_cfgfile *file, const char *section,
 	n = rte_cfgfile_section_entries(file, section, ents, n);
 	for (i = 0; i < n; i++) {
 		const char *key = ents[i].name, *v = ents[i].value;
-		int rc = 0;
+		/* the caller's keys first: one pass over the section for both */
+		int rc = hook != NULL ? hook->key(hook->arg, key, v, err, err_len) : 0;
 
-		if (strcmp(key, "listen") == 0) {
+		if (rc > 0)
+			continue;
+		if (rc < 0) {
+			/* the hook's message is in err */
+		} else if (strcmp(key, "listen") == 0) {
 			cfg->tcp_disable = strcmp(v, "off") == 0;
 			if (!cfg->tcp_disable &&
 			    parse_hostport(v, store->tcp_addr, sizeof(store->tcp_addr),
@@ -231,8 +243,9 @@ int sg_ctl_config_load(struct rte_cfgfile *file, const char *section,
 				rc = cfg_err(err, err_len,
 					     "[%s] unknown key '%s' (known: listen, unix, secret_file, "
 					     "metrics, max_frame, max_conns, idle_timeout_ms, "
-					     "frame_timeout_ms, auth_timeout_ms, heartbeat_timeout_ms)",
-					     section, key);
+					     "frame_timeout_ms, auth_timeout_ms, heartbeat_timeout_ms%s%s)",
+					     section, key, hook && hook->keys ? ", " : "",
+					     hook && hook->keys ? hook->keys : "");
 			else if (parse_u32(v, &x) != 0)
 				rc = cfg_err(err, err_len, "[%s] %s = %s: want a positive integer",
 					     section, key, v);

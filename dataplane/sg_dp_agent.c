@@ -1165,60 +1165,36 @@ bad:
 	return -EINVAL;
 }
 
+/* sg_ctl_config_hook: sigmad's keys of [control]; the server's keys go to control/. */
+static int agent_hook(void *arg, const char *k, const char *v, char *err, size_t errlen)
+{
+	struct sg_dp_agent_conf *ac = arg;
+
+	for (size_t i = 0; i < RTE_DIM(agent_keys); i++)
+		if (!strcmp(k, agent_keys[i]))
+			return agent_key(ac, k, v, err, errlen) == 0 ? 1 : -EINVAL;
+	/* SIGHUP tells a change of the server's keys by this (they need a restart) */
+	ac->server_digest = rte_jhash(k, (uint32_t)strlen(k), ac->server_digest);
+	ac->server_digest = rte_jhash(v, (uint32_t)strlen(v), ac->server_digest);
+	return 0;
+}
+
 int sg_dp_agent_conf_load(struct rte_cfgfile *cf, struct sg_dp_agent_conf *ac,
 			  struct sg_ctl_server_config *sc, struct sg_ctl_config_store *store,
 			  char *err, size_t errlen)
 {
-	int n = rte_cfgfile_section_num_entries(cf, "control");
-	struct rte_cfgfile *rest = rte_cfgfile_create(0);
-	struct rte_cfgfile_entry *ents = calloc(n > 0 ? (size_t)n : 1, sizeof(*ents));
-	int rc = 0;
+	const struct sg_ctl_config_hook hook = {
+		.key = agent_hook, .arg = ac, .keys = "name, kind, gbps, coordinator, heartbeat_ms"};
+	int rc;
 
 	memset(ac, 0, sizeof(*ac));
 	ac->kind = SG_CTL_NODE_CPU;
-	if (rest == NULL || ents == NULL || rte_cfgfile_add_section(rest, "control") < 0) {
-		rc = -ENOMEM;
-		sg_dp_seterr(err, errlen, "[control]: out of memory");
-		goto out;
-	}
-	if (n > 0)
-		rte_cfgfile_section_entries(cf, "control", ents, n);
-	/* the agent's keys here, the server's keys to control's own loader */
-	for (int i = 0; i < n && rc == 0; i++) {
-		bool mine = false;
-
-		for (size_t k = 0; k < RTE_DIM(agent_keys); k++)
-			mine |= !strcmp(ents[i].name, agent_keys[k]);
-		if (mine) {
-			rc = agent_key(ac, ents[i].name, ents[i].value, err, errlen);
-			continue;
-		}
-		/* SIGHUP tells a change of the server's keys by this (they need a restart) */
-		ac->server_digest = rte_jhash(ents[i].name, (uint32_t)strlen(ents[i].name),
-					      ac->server_digest);
-		ac->server_digest = rte_jhash(ents[i].value, (uint32_t)strlen(ents[i].value),
-					      ac->server_digest);
-		if (rte_cfgfile_add_entry(rest, "control", ents[i].name, ents[i].value) < 0)
-			rc = -ENOMEM;
-	}
-	if (rc == 0) {
-		rc = sg_ctl_config_load(rest, "control", sc, store, err, errlen);
-		if (rc < 0 && strstr(err, "unknown") != NULL) {
-			size_t l = strlen(err);
-
-			snprintf(err + l, errlen - l, " (sigmad adds: name, kind, gbps, coordinator, "
-				 "heartbeat_ms)");
-		}
-	}
+	rc = sg_ctl_config_load_ext(cf, "control", sc, store, &hook, err, errlen);
 	if (rc == 0 && ac->coordinator[0] && sg_ctl_target_is_tcp(ac->coordinator) &&
 	    sc->secret == NULL) {
 		sg_dp_seterr(err, errlen, "[control] coordinator = %s: a TCP coordinator needs the "
 			     "shared secret: add secret_file", ac->coordinator);
 		rc = -EINVAL;
 	}
-out:
-	free(ents);
-	if (rest != NULL)
-		rte_cfgfile_close(rest);
 	return rc;
 }

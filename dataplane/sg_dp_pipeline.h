@@ -601,7 +601,7 @@ struct sg_dp_agent_conf {
 /**
  * Read sigmad's `[control]` section of @p cf: the agent's keys (`name`,
  * `kind`, `gbps`, `coordinator`, `heartbeat_ms`) into @p ac, every other key
- * through sg_ctl_config_load() into @p sc / @p store.
+ * into @p sc / @p store, in one pass (sg_ctl_config_load_ext()).
  * @return 0, or -EINVAL with the key and the fix in @p err.
  */
 int sg_dp_agent_conf_load(struct rte_cfgfile *cf, struct sg_dp_agent_conf *ac,
