@@ -407,6 +407,7 @@ int sigma_bench_engine(int argc, char **argv)
 {
 	static struct bench bench;
 	struct bench *b = &bench;
+	struct sigma_bench_out out;
 	double tg;
 	int rc = 0;
 
@@ -455,18 +456,8 @@ int sigma_bench_engine(int argc, char **argv)
 	printf("target: >= %.0f Gbps of pushed fp32 at 4 KiB chunks per core: %.1f Gbps "
 	       "(ratio %.2f) %s\n", TARGET_GBPS, tg, tg / TARGET_GBPS,
 	       tg >= TARGET_GBPS ? "met" : "MISSED");
-	if (b->json != NULL) {
-		FILE *f = fopen(b->json, "w");
-
-		if (f == NULL) {
-			fprintf(stderr, "sigma-bench engine: cannot write %s: %s\n", b->json,
-				strerror(errno));
-			return 1;
-		}
-		print_json(f, b);
-		fclose(f);
-	} else {
-		print_json(stdout, b);
-	}
-	return 0;
+	if (sigma_bench_out_open(&out) < 0)
+		return 1;
+	print_json(out.f, b);
+	return sigma_bench_out_write(&out, b->json) < 0 ? 1 : 0;
 }

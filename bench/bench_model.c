@@ -39,9 +39,8 @@ int sigma_bench_model(int argc, char **argv)
 	long n = 8, k = -1;
 	double gbps = 100, mb = 1000;
 	const char *json_path = NULL;
+	struct sigma_bench_out out;
 	FILE *js;
-	char *jbuf = NULL;
-	size_t jlen = 0;
 	int c, rc = 0;
 
 	optind = 1;
@@ -72,9 +71,9 @@ int sigma_bench_model(int argc, char **argv)
 	long k0 = k < 0 ? 0 : k, k1 = k < 0 ? n : k;
 
 	/* The JSON is collected apart and printed after the table. */
-	js = open_memstream(&jbuf, &jlen);
-	if (js == NULL)
+	if (sigma_bench_out_open(&out) < 0)
 		return 1;
+	js = out.f;
 	printf("BytePS split and predicted sync time: n=%ld GPU machines, M=%.0f MB, B=%.0f Gbit/s\n",
 	       n, mb, gbps);
 	printf("%4s %10s %10s %11s %11s %11s %7s %7s %7s %8s\n", "k", "CPU share", "GPU share",
@@ -102,19 +101,7 @@ int sigma_bench_model(int argc, char **argv)
 			json_num(m.t_ps / u), m.speedup_vs_allreduce);
 	}
 	fprintf(js, "]}\n");
-	fclose(js);
 	printf("With k = n CPU machines Sigma needs M/B and all-reduce 2(n-1)/n M/B: %.2fx at "
 	       "n = %ld, approaching 2x as n grows.\n", 2.0 * (double)(n - 1) / (double)n, n);
-	if (json_path == NULL) {
-		fwrite(jbuf, 1, jlen, stdout);
-	} else {
-		FILE *f = fopen(json_path, "w");
-
-		if (f == NULL || fwrite(jbuf, 1, jlen, f) != jlen || fclose(f) != 0) {
-			perror(json_path);
-			rc = 1;
-		}
-	}
-	free(jbuf);
-	return rc;
+	return sigma_bench_out_write(&out, json_path) < 0 ? 1 : rc;
 }

@@ -192,12 +192,10 @@ int sigma_bench_pipeline(int argc, char **argv)
 	int opt, only = 0, bad = 0;
 	unsigned int sleep_us = 0; /* 0: busy polling everywhere */
 	bool ok = true;
-	char json[8192];
-	size_t jl = 0, ns = 0;
+	struct sigma_bench_out out;
+	size_t ns = 0;
 
-#define JSON(...)                                                                            \
-	(jl += (size_t)snprintf(json + jl, jl < sizeof(json) ? sizeof(json) - jl : 0,       \
-				__VA_ARGS__))
+#define JSON(...) fprintf(out.f, __VA_ARGS__)
 
 	optind = 1;
 	while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
@@ -232,6 +230,8 @@ int sigma_bench_pipeline(int argc, char **argv)
 			MAX_RUNS);
 		return 2;
 	}
+	if (sigma_bench_out_open(&out) < 0)
+		return 1;
 	base = sum_only_gbps(workers);
 	printf("pipeline: %u workers, fp32, 8920-byte chunks (9000 MTU); median of %u runs of "
 	       "%.1f s; %ld CPUs; idle policy %s\n", workers, runs, secs,
@@ -274,6 +274,8 @@ int sigma_bench_pipeline(int argc, char **argv)
 
 			if (run_once(sc, &c, &lc, &res, err, sizeof(err)) < 0) {
 				fprintf(stderr, "pipeline: %s: %s\n", sc->name, err);
+				fclose(out.f);
+				free(out.buf);
 				return 1;
 			}
 			if (res.gen.results_bad || res.gen.rounds_done == 0) {
@@ -318,8 +320,8 @@ int sigma_bench_pipeline(int argc, char **argv)
 		JSON("]}");
 		fflush(stdout);
 	}
-	JSON("],\"ok\":%s}", ok ? "true" : "false");
-	printf("\n%s\n", json);
+	JSON("],\"ok\":%s}\n", ok ? "true" : "false");
 #undef JSON
-	return ok ? 0 : 1;
+	printf("\n");
+	return sigma_bench_out_write(&out, NULL) == 0 && ok ? 0 : 1;
 }

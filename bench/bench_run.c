@@ -711,10 +711,12 @@ static void write_json(FILE *f, const struct rb_opts *o, const struct rb_result 
 
 static int write_csv(const char *path, const struct rb_result *r, unsigned int n)
 {
-	FILE *f = fopen(path, "w");
+	struct sigma_bench_out out;
+	FILE *f;
 
-	if (f == NULL)
-		return -errno;
+	if (sigma_bench_out_open(&out) < 0)
+		return -ENOMEM;
+	f = out.f;
 	fprintf(f, "n,dtype,bytes,ok,time_s,algbw_Bps,busbw_Bps,goodput_per_worker_Bps,"
 		   "p50_us,p99_us,max_us,retransmits,nacks\n");
 	for (unsigned int i = 0; i < n; i++)
@@ -722,7 +724,7 @@ static int write_csv(const char *path, const struct rb_result *r, unsigned int n
 			   ",%" PRIu64 "\n", r[i].n, sg_dtype_name(r[i].dt), r[i].size, r[i].ok,
 			r[i].t_med, r[i].algbw, r[i].busbw, r[i].goodput, r[i].p50_us, r[i].p99_us,
 			r[i].max_us, r[i].retransmits, r[i].nacks);
-	return fclose(f) ? -errno : 0;
+	return sigma_bench_out_write(&out, path);
 }
 
 /* gnuplot: goodput per worker against size, one line per (N, dtype). */
@@ -767,6 +769,22 @@ static int plot(const char *path, const struct rb_result *r, unsigned int n)
 	return rc == 0 ? 0 : -EIO;
 }
 
+/* The sweeps' defaults: what parse_opts() starts from and what the usage says. */
+static const struct rb_defaults {
+	const char *cmd, *workers, *sizes;
+} rb_defaults[] = {
+	{"run", "2,4", "4K,64K,1M,16M"},
+	{"compare", "4", "1M,16M,64M"},
+};
+
+static const struct rb_defaults *defaults_of(const char *cmd)
+{
+	for (size_t i = 0; i < sizeof(rb_defaults) / sizeof(rb_defaults[0]); i++)
+		if (strcmp(cmd, rb_defaults[i].cmd) == 0)
+			return &rb_defaults[i];
+	return &rb_defaults[0];
+}
+
 static void run_usage(FILE *f, const char *cmd)
 {
 	fprintf(f, "usage: sigma-bench %s [options]\n"
@@ -792,12 +810,10 @@ static void run_usage(FILE *f, const char *cmd)
 		   "  --print-sigmad-config   print the [job N] sections sigmad needs for this "
 		   "sweep, and exit\n"
 		   "  --quiet         no progress lines\n", cmd,
-		strcmp(cmd, "run") ? "4" : "2,4", strcmp(cmd, "run") ? "1M,16M,64M" :
-									  "4K,64K,1M,16M");
+		defaults_of(cmd)->workers, defaults_of(cmd)->sizes);
 }
 
-static int parse_opts(int argc, char **argv, struct rb_opts *o, const char *def_n,
-		      const char *def_sizes)
+static int parse_opts(int argc, char **argv, struct rb_opts *o, const char *cmd)
 {
 	static const struct option opts[] = {
 		{"workers", required_argument, NULL, 'n'}, {"sizes", required_argument, NULL, 's'},
@@ -821,8 +837,8 @@ static int parse_opts(int argc, char **argv, struct rb_opts *o, const char *def_
 	*o = (struct rb_opts){.iters = 5, .nodes = ncpu < 1 ? 1 : ncpu > 8 ? 8 : (unsigned int)ncpu,
 			      .chunk = 8920, .window = 16,
 			      .partition = 2 << 20};
-	bad |= parse_list(def_n, RB_MAX_N, &o->n_ns, item_n, o);
-	bad |= parse_list(def_sizes, RB_MAX_SIZES, &o->n_sizes, item_size, o);
+	bad |= parse_list(defaults_of(cmd)->workers, RB_MAX_N, &o->n_ns, item_n, o);
+	bad |= parse_list(defaults_of(cmd)->sizes, RB_MAX_SIZES, &o->n_sizes, item_size, o);
 	bad |= parse_list("fp32", RB_MAX_DT, &o->n_dts, item_dtype, o);
 	/* bench/sigmad_netns.sh exports where its sigmad's telemetry socket is. */
 	o->telemetry = getenv("SIGMA_TELEMETRY");
@@ -952,20 +968,16 @@ static int sweep(const struct rb_opts *o, struct rb_result *res)
 
 static int outputs(const struct rb_opts *o, const struct rb_result *res, unsigned int n)
 {
-	FILE *js = stdout;
+	struct sigma_bench_out out;
 
 	print_table(res, n);
-	if (o->json != NULL && (js = fopen(o->json, "w")) == NULL) {
-		perror(o->json);
-		return -errno;
-	}
-	write_json(js, o, res, n);
-	if (js != stdout)
-		fclose(js);
-	if (o->csv != NULL && write_csv(o->csv, res, n) < 0) {
-		perror(o->csv);
+	if (sigma_bench_out_open(&out) < 0)
+		return -ENOMEM;
+	write_json(out.f, o, res, n);
+	if (sigma_bench_out_write(&out, o->json) < 0)
 		return -EIO;
-	}
+	if (o->csv != NULL && write_csv(o->csv, res, n) < 0)
+		return -EIO;
 	if (o->plot != NULL && plot(o->plot, res, n) < 0) {
 		fprintf(stderr, "sigma-bench: gnuplot failed (is gnuplot-nox installed?)\n");
 		return -EIO;
@@ -978,7 +990,7 @@ int sigma_bench_run(int argc, char **argv)
 	struct rb_opts o;
 	struct rb_result *res;
 	unsigned int n;
-	int rc = parse_opts(argc, argv, &o, "2,4", "4K,64K,1M,16M");
+	int rc = parse_opts(argc, argv, &o, "run");
 
 	if (rc != 0) {
 		run_usage(rc > 0 ? stdout : stderr, "run");
@@ -1077,11 +1089,11 @@ int sigma_bench_compare(int argc, char **argv)
 	struct rb_opts o;
 	struct rb_result *res;
 	double *t_mpi;
-	char exe[256], *jbuf = NULL;
-	size_t jlen = 0;
+	struct sigma_bench_out out = {0};
+	char exe[256];
 	unsigned int n;
 	FILE *js;
-	int rc = parse_opts(argc, argv, &o, "4", "1M,16M,64M");
+	int rc = parse_opts(argc, argv, &o, "compare");
 
 	if (rc != 0) {
 		run_usage(rc > 0 ? stdout : stderr, "compare");
@@ -1115,9 +1127,9 @@ int sigma_bench_compare(int argc, char **argv)
 	printf("%3s %8s %12s %12s %13s %13s %8s  %s\n", "N", "size", "sigma ms", "MPI ms",
 	       "sigma MB/s", "MPI MB/s", "ratio", "node busy%");
 	/* The JSON is collected apart and printed after the table. */
-	js = open_memstream(&jbuf, &jlen);
-	if (js == NULL)
+	if (sigma_bench_out_open(&out) < 0)
 		rc = -ENOMEM;
+	js = out.f;
 	for (unsigned int i = 0; i < n && js != NULL; i++) {
 		char sz[32];
 		double ratio = res[i].t_med > 0 ? t_mpi[i] / res[i].t_med : NAN;
@@ -1148,17 +1160,9 @@ int sigma_bench_compare(int argc, char **argv)
 	}
 	printf("ratio = MPI time / sigma time (> 1: sigma is faster)\n");
 	if (js != NULL) {
-		FILE *f = o.json != NULL ? fopen(o.json, "w") : stdout;
-
 		fprintf(js, "]}\n");
-		fclose(js);
-		if (f == NULL || fwrite(jbuf, 1, jlen, f) != jlen) {
-			perror(o.json);
+		if (sigma_bench_out_write(&out, o.json) < 0)
 			rc = -EIO;
-		}
-		if (f != NULL && f != stdout)
-			fclose(f);
-		free(jbuf);
 	}
 	free(res);
 	free(t_mpi);

@@ -448,6 +448,7 @@ int sigma_bench_sum(int argc, char **argv)
 	};
 	struct bench *b = calloc(1, sizeof(*b));
 	struct target t[16];
+	struct sigma_bench_out out;
 	unsigned int nt;
 	int rc;
 
@@ -478,22 +479,18 @@ int sigma_bench_sum(int argc, char **argv)
 			bench_dtype(b, sets[s].dt, sets[s].flags);
 	nt = judge(b, t);
 	print_table(b, t, nt);
-	if (b->json != NULL) {
-		FILE *f = fopen(b->json, "w");
-
-		if (f == NULL) {
-			fprintf(stderr, "sigma-bench sum: cannot write %s: %s\n", b->json,
-				strerror(errno));
-			rc = 1;
-			goto out;
-		}
-		print_json(f, b, t, nt);
-		fclose(f);
-		printf("\nJSON written to %s\n", b->json);
-	} else {
-		printf("\n");
-		print_json(stdout, b, t, nt);
+	printf("\n");
+	if (sigma_bench_out_open(&out) < 0) {
+		rc = 1;
+		goto out;
 	}
+	print_json(out.f, b, t, nt);
+	if (sigma_bench_out_write(&out, b->json) < 0) {
+		rc = 1;
+		goto out;
+	}
+	if (b->json != NULL)
+		printf("JSON written to %s\n", b->json);
 out:
 	sg_sum_numa_free(b->hot_in, HOT_BYTES);
 	sg_sum_numa_free(b->hot_out, HOT_BYTES);

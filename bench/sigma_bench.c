@@ -66,6 +66,50 @@ int sigma_bench_parse_uint(const char *s, unsigned int lo, unsigned int hi, unsi
 	return 0;
 }
 
+int sigma_bench_out_open(struct sigma_bench_out *o)
+{
+	o->buf = NULL;
+	o->len = 0;
+	o->f = open_memstream(&o->buf, &o->len);
+	if (o->f == NULL) {
+		int e = errno;
+
+		fprintf(stderr, "sigma-bench: cannot build the output: %s\n", strerror(e));
+		return -e;
+	}
+	return 0;
+}
+
+int sigma_bench_out_write(struct sigma_bench_out *o, const char *path)
+{
+	const char *name = path != NULL ? path : "stdout";
+	const char *step = "build";
+	FILE *f = NULL;
+	int rc = 0;
+
+	if (o->f == NULL || fclose(o->f) != 0) {
+		rc = -(errno ? errno : EIO);
+	} else if (path != NULL && (f = fopen(path, "w")) == NULL) {
+		step = "open";
+		rc = -errno;
+	} else {
+		FILE *to = f != NULL ? f : stdout;
+
+		errno = 0;
+		step = "write";
+		if (fwrite(o->buf, 1, o->len, to) != o->len)
+			rc = -(errno ? errno : EIO);
+		step = rc ? step : "close";
+		if ((f != NULL ? fclose(f) : fflush(stdout)) != 0 && rc == 0)
+			rc = -(errno ? errno : EIO);
+	}
+	if (rc < 0)
+		fprintf(stderr, "sigma-bench: cannot %s %s: %s\n", step, name, strerror(-rc));
+	free(o->buf);
+	*o = (struct sigma_bench_out){0};
+	return rc;
+}
+
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: sigma-bench <command> [options]   (sigma-bench <command> --help)\n\n");

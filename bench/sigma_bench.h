@@ -14,6 +14,7 @@
 #define SIGMA_BENCH_H
 
 #include <stddef.h>
+#include <stdio.h>
 
 #define SIGMA_BENCH_COMMANDS(X)                                                                    \
 	X(sum, "summation kernels: GB/s per dtype, implementation and k, against bounds")           \
@@ -48,5 +49,26 @@ double sigma_bench_median(double *v, size_t n);
  * silently give another value. @return 0 with *out set, or -EINVAL.
  */
 int sigma_bench_parse_uint(const char *s, unsigned int lo, unsigned int hi, unsigned int *out);
+
+/** A document (JSON, CSV) built in memory, then written whole. */
+struct sigma_bench_out {
+	FILE *f;    /**< print the document here */
+	char *buf;  /**< (the memory stream's) */
+	size_t len;
+};
+
+/**
+ * Start a document in memory: print it to o->f, then sigma_bench_out_write().
+ * It grows as needed, so nothing is cut. @return 0, or -errno (reported).
+ */
+int sigma_bench_out_open(struct sigma_bench_out *o);
+
+/**
+ * Write the document to @p path (stdout when NULL) and free it. Every step
+ * is checked: the memory stream, the open, the write and the close (or the
+ * flush of stdout); a failure is reported on stderr with the path.
+ * @return 0 or -errno.
+ */
+int sigma_bench_out_write(struct sigma_bench_out *o, const char *path);
 
 #endif /* SIGMA_BENCH_H */

@@ -218,11 +218,10 @@ int sg_ctl_members_round_end(struct sg_ctl_members *m, int handle);
 /** Commands the control thread sends to dataplane lcores. */
 enum sg_ctl_msg_type {
 	SG_CTL_MSG_NOP = 0,	     /**< ping: the lcore answers 0 */
-	SG_CTL_MSG_KEYMAP_SET = 1,   /**< apply a new key->reducer map at the next round boundary */
 	SG_CTL_MSG_IDLE_POLICY = 2,  /**< change the lcore's idle policy */
-	SG_CTL_MSG_DRAIN = 3,	     /**< finish in-flight rounds, refuse new ones */
 	SG_CTL_MSG_STATS = 4,	     /**< snapshot counters */
-	SG_CTL_MSG_TYPE_COUNT
+	/* 1 and 3 were a keymap set and a drain that no lcore handled: sigmad moves
+	 * keys with its own messages (from 0x100) and drains in the agent. */
 };
 
 /** One message. Requests and responses are the same structure. */
@@ -507,6 +506,37 @@ int sg_ctl_config_load(struct rte_cfgfile *file, const char *section,
 		       struct sg_ctl_server_config *cfg, struct sg_ctl_config_store *store,
 		       char *err, size_t err_len);
 
+/** The caller's own keys in the section that sg_ctl_config_load_ext() reads. */
+struct sg_ctl_config_hook {
+	/**
+	 * Offered every key of the section before the loader's own.
+	 * @return 1 if @p key is the caller's and @p value good, 0 if it is not
+	 *         the caller's (the loader parses it), or -EINVAL with a message
+	 *         in @p err (@p err_len bytes) for a bad value.
+	 */
+	int (*key)(void *arg, const char *key, const char *value, char *err, size_t err_len);
+	void *arg;
+	const char *keys; /**< the caller's keys, named in the unknown-key message */
+};
+
+/**
+ * sg_ctl_config_load() for a section shared with the caller (sigmad's
+ * [control]): @p hook, if not NULL, takes its keys in the same single pass.
+ */
+int sg_ctl_config_load_ext(struct rte_cfgfile *file, const char *section,
+			   struct sg_ctl_server_config *cfg, struct sg_ctl_config_store *store,
+			   const struct sg_ctl_config_hook *hook, char *err, size_t err_len);
+
+/**
+ * The rte_log level named @p name: "emerg", "alert", "crit", "err", "warning",
+ * "notice", "info" or "debug" (RTE_LOG_EMERG..RTE_LOG_DEBUG).
+ * @return the level, or -EINVAL for any other name (NULL too).
+ */
+int sg_ctl_log_level_parse(const char *name);
+
+/** The name of rte_log level @p level, or NULL outside RTE_LOG_EMERG..RTE_LOG_DEBUG. */
+const char *sg_ctl_log_level_name(unsigned int level);
+
 /** TCP port actually bound (useful with port 0), 0 if none. */
 uint16_t sg_ctl_server_tcp_port(const struct sg_ctl_server *s);
 /** Metrics port actually bound, 0 if none. */
@@ -529,6 +559,12 @@ struct sg_ctl_client;
  */
 struct sg_ctl_client *sg_ctl_client_connect(const char *target, const uint8_t *secret,
 					    size_t secret_len, uint32_t timeout_ms);
+
+/**
+ * Whether sg_ctl_client_connect() reaches @p target over TCP (and so needs
+ * the shared secret): "tcp:..." or no "unix:" prefix and no '/'.
+ */
+bool sg_ctl_target_is_tcp(const char *target);
 /** Close (NULL is fine). */
 void sg_ctl_client_close(struct sg_ctl_client *c);
 

@@ -107,12 +107,18 @@ static int send_all(int fd, const char *p, size_t n)
 	return 0;
 }
 
+bool sg_ctl_target_is_tcp(const char *target)
+{
+	return strncmp(target, "tcp:", 4) == 0 ||
+	       (strncmp(target, "unix:", 5) != 0 && strchr(target, '/') == NULL);
+}
+
 static int connect_target(const char *target, bool *is_tcp)
 {
 	const char *rest = target;
 	int fd;
 
-	if (strncmp(target, "unix:", 5) == 0 || (strchr(target, '/') && strncmp(target, "tcp:", 4))) {
+	if (!sg_ctl_target_is_tcp(target)) {
 		struct sockaddr_un sa = {.sun_family = AF_UNIX};
 
 		if (strncmp(target, "unix:", 5) == 0)

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <rte_cfgfile.h>
+#include <rte_log.h>
 
 #include "sg_ctl_internal.h"
 
@@ -130,20 +131,49 @@ static int parse_u32(const char *v, uint32_t *out)
 	return 0;
 }
 
+static const char *const log_names[] = {
+	[RTE_LOG_EMERG] = "emerg", [RTE_LOG_ALERT] = "alert",	  [RTE_LOG_CRIT] = "crit",
+	[RTE_LOG_ERR] = "err",	   [RTE_LOG_WARNING] = "warning", [RTE_LOG_NOTICE] = "notice",
+	[RTE_LOG_INFO] = "info",   [RTE_LOG_DEBUG] = "debug",
+};
+
+int sg_ctl_log_level_parse(const char *name)
+{
+	for (unsigned int i = RTE_LOG_EMERG; name != NULL && i <= RTE_LOG_DEBUG; i++)
+		if (strcmp(name, log_names[i]) == 0)
+			return (int)i;
+	return -EINVAL;
+}
+
+const char *sg_ctl_log_level_name(unsigned int level)
+{
+	return level >= RTE_LOG_EMERG && level <= RTE_LOG_DEBUG ? log_names[level] : NULL;
+}
+
 int sg_ctl_config_load(struct rte_cfgfile *file, const char *section,
 		       struct sg_ctl_server_config *cfg, struct sg_ctl_config_store *store,
 		       char *err, size_t err_len)
 {
+	return sg_ctl_config_load_ext(file, section, cfg, store, NULL, err, err_len);
+}
+
+int sg_ctl_config_load_ext(struct rte_cfgfile *file, const char *section,
+			   struct sg_ctl_server_config *cfg, struct sg_ctl_config_store *store,
+			   const struct sg_ctl_config_hook *hook, char *err, size_t err_len)
+{
+#define NUM_KEY(f)                                                                          \
+	{#f, offsetof(struct sg_ctl_server_config, f),                                      \
+	 sizeof(((struct sg_ctl_server_config *)0)->f)}
+	/* the positive integers: 32- or 64-bit fields, each written at its own size */
 	static const struct {
 		const char *key;
-		size_t off;
+		size_t off, size;
 	} nums[] = {
-		{"max_frame", offsetof(struct sg_ctl_server_config, max_frame)},
-		{"max_conns", offsetof(struct sg_ctl_server_config, max_conns)},
-		{"idle_timeout_ms", offsetof(struct sg_ctl_server_config, idle_timeout_ms)},
-		{"frame_timeout_ms", offsetof(struct sg_ctl_server_config, frame_timeout_ms)},
-		{"auth_timeout_ms", offsetof(struct sg_ctl_server_config, auth_timeout_ms)},
+		NUM_KEY(max_frame),	    NUM_KEY(max_conns),
+		NUM_KEY(idle_timeout_ms),  NUM_KEY(frame_timeout_ms),
+		NUM_KEY(auth_timeout_ms),  NUM_KEY(heartbeat_timeout_ms),
 	};
+#undef NUM_KEY
 	struct rte_cfgfile_entry *ents = NULL;
 	char secret_file[CFG_VALUE_LEN] = "";
 	int i, n;
@@ -168,9 +198,14 @@ int sg_ctl_config_load(struct rte_cfgfile *file, const char *section,
 	n = rte_cfgfile_section_entries(file, section, ents, n);
 	for (i = 0; i < n; i++) {
 		const char *key = ents[i].name, *v = ents[i].value;
-		int rc = 0;
+		/* the caller's keys first: one pass over the section for both */
+		int rc = hook != NULL ? hook->key(hook->arg, key, v, err, err_len) : 0;
 
-		if (strcmp(key, "listen") == 0) {
+		if (rc > 0)
+			continue;
+		if (rc < 0) {
+			/* the hook's message is in err */
+		} else if (strcmp(key, "listen") == 0) {
 			cfg->tcp_disable = strcmp(v, "off") == 0;
 			if (!cfg->tcp_disable &&
 			    parse_hostport(v, store->tcp_addr, sizeof(store->tcp_addr),
@@ -198,14 +233,9 @@ int sg_ctl_config_load(struct rte_cfgfile *file, const char *section,
 			cfg->metrics_addr = store->metrics_addr;
 		} else if (strcmp(key, "secret_file") == 0) {
 			snprintf(secret_file, sizeof(secret_file), "%s", v);
-		} else if (strcmp(key, "heartbeat_timeout_ms") == 0) {
+		} else {
 			uint32_t x = 0;
 
-			if (parse_u32(v, &x) != 0)
-				rc = cfg_err(err, err_len, "[%s] %s = %s: want a positive integer",
-					     section, key, v);
-			cfg->heartbeat_timeout_ms = x;
-		} else {
 			for (k = 0; k < sizeof(nums) / sizeof(nums[0]); k++)
 				if (strcmp(key, nums[k].key) == 0)
 					break;
@@ -213,11 +243,16 @@ int sg_ctl_config_load(struct rte_cfgfile *file, const char *section,
 				rc = cfg_err(err, err_len,
 					     "[%s] unknown key '%s' (known: listen, unix, secret_file, "
 					     "metrics, max_frame, max_conns, idle_timeout_ms, "
-					     "frame_timeout_ms, auth_timeout_ms, heartbeat_timeout_ms)",
-					     section, key);
-			else if (parse_u32(v, (uint32_t *)((char *)cfg + nums[k].off)) != 0)
+					     "frame_timeout_ms, auth_timeout_ms, heartbeat_timeout_ms%s%s)",
+					     section, key, hook && hook->keys ? ", " : "",
+					     hook && hook->keys ? hook->keys : "");
+			else if (parse_u32(v, &x) != 0)
 				rc = cfg_err(err, err_len, "[%s] %s = %s: want a positive integer",
 					     section, key, v);
+			else if (nums[k].size == sizeof(uint64_t))
+				*(uint64_t *)((char *)cfg + nums[k].off) = x;
+			else
+				*(uint32_t *)((char *)cfg + nums[k].off) = x;
 		}
 		if (rc != 0) {
 			free(ents);

@@ -307,23 +307,37 @@ static json_t *job_json(const struct sg_ctl_job *j)
 			 "drops", (json_int_t)j->drops);
 }
 
-/* Jobs from the agent into a malloc'd array; @return count or -1 with err. */
+/*
+ * Jobs from the agent into a malloc'd array, all of them (a node holds the
+ * jobs of its config file besides the ones created here): the array grows
+ * until the agent leaves room. @return count or -1 with err.
+ */
 static int get_jobs(struct sg_ctl_server *s, struct sg_ctl_job **out, struct rpc_err *err)
 {
-	struct sg_ctl_job *jobs = calloc(SG_CTL_MAX_JOBS, sizeof(*jobs));
+	struct sg_ctl_job *jobs = NULL;
+	unsigned int cap = SG_CTL_MAX_JOBS;
 	int n;
 
-	if (jobs == NULL)
-		return fail(err, SG_CTL_ERR_INTERNAL, "out of memory");
-	n = s->cfg.ops->job_list(s->cfg.ops_arg, jobs, SG_CTL_MAX_JOBS);
-	if (n < 0) {
-		free(jobs);
-		return agent_fail(err, "job list", n, NULL);
+	for (;;) {
+		struct sg_ctl_job *grown = realloc(jobs, cap * sizeof(*jobs));
+
+		if (grown == NULL) {
+			free(jobs);
+			return fail(err, SG_CTL_ERR_INTERNAL, "out of memory");
+		}
+		jobs = grown;
+		memset(jobs, 0, cap * sizeof(*jobs));
+		n = s->cfg.ops->job_list(s->cfg.ops_arg, jobs, cap);
+		if (n < 0) {
+			free(jobs);
+			return agent_fail(err, "job list", n, NULL);
+		}
+		if ((unsigned int)n < cap || cap >= (1u << 20))
+			break;
+		cap *= 2;
 	}
-	if (n > SG_CTL_MAX_JOBS)
-		n = SG_CTL_MAX_JOBS;
 	*out = jobs;
-	return n;
+	return n < (int)cap ? n : (int)cap;
 }
 
 static int m_job_list(struct sg_ctl_server *s, json_t *params, json_t **res,
@@ -706,8 +720,6 @@ out:
 static int m_log_level_set(struct sg_ctl_server *s, json_t *params, json_t **res,
 			   struct rpc_err *err)
 {
-	static const char *const names[] = {"",	     "emerg", "alert", "crit", "err",
-					    "warning", "notice", "info", "debug"};
 	const char *pattern = "sigma.*", *level;
 	json_error_t jerr;
 	int lv, rc;
@@ -717,10 +729,8 @@ static int m_log_level_set(struct sg_ctl_server *s, json_t *params, json_t **res
 			   "level", &level) != 0)
 		return params ? bad_params(err, &jerr)
 			      : fail(err, SG_CTL_ERR_INVALID_PARAMS, "invalid params: need level");
-	for (lv = 1; lv <= 8; lv++)
-		if (strcmp(level, names[lv]) == 0)
-			break;
-	if (lv > 8)
+	lv = sg_ctl_log_level_parse(level);
+	if (lv < 0)
 		return fail(err, SG_CTL_ERR_INVALID_PARAMS,
 			    "invalid params: level must be emerg|alert|crit|err|warning|notice|"
 			    "info|debug");
@@ -732,7 +742,8 @@ static int m_log_level_set(struct sg_ctl_server *s, json_t *params, json_t **res
 		rc = rte_log_set_level_pattern(pattern, (uint32_t)lv);
 	if (rc != 0)
 		return agent_fail(err, "log level", rc < 0 ? rc : -EINVAL, NULL);
-	*res = json_pack("{s:s, s:s}", "pattern", pattern, "level", names[lv]);
+	*res = json_pack("{s:s, s:s}", "pattern", pattern, "level",
+			 sg_ctl_log_level_name((unsigned int)lv));
 	return 0;
 }
 

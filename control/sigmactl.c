@@ -99,18 +99,13 @@ static int die_server(const char *fmt, ...)
 	return EXIT_SERVER;
 }
 
-static bool is_tcp_target(const char *t)
-{
-	return strncmp(t, "tcp:", 4) == 0 || (strncmp(t, "unix:", 5) != 0 && strchr(t, '/') == NULL);
-}
-
 static int connect_server(void)
 {
 	uint8_t secret[SG_CTL_SECRET_MAX];
 	size_t len = 0;
 	char err[256];
 
-	if (is_tcp_target(g.target)) {
+	if (sg_ctl_target_is_tcp(g.target)) {
 		if (g.secret_file == NULL)
 			return die_usage("TCP target %s needs --secret-file (or $SIGMACTL_SECRET_FILE)",
 					 g.target);

@@ -35,7 +35,6 @@
 
 /* How long the control thread waits for an lcore's answer. */
 #define AGENT_CHAN_TIMEOUT_US 2000000
-#define AGENT_MAX_JOBS SG_DP_MAX_JOBS
 #define AGENT_MAX_KEYS (1u << 20)
 
 struct agent_job {
@@ -55,7 +54,8 @@ struct sg_dp_agent {
 	struct sg_dp_pipeline *p;
 	struct sg_dp_agent_conf ac;
 	struct sg_ctl_server *srv;
-	struct agent_job jobs[AGENT_MAX_JOBS];
+	struct agent_job *jobs; /* max_jobs entries: as many as the engines hold */
+	unsigned int max_jobs;
 	uint32_t next_id;
 	bool draining;
 	/* staging handed to lcores: a timed-out lcore may read it late, so it lives here */
@@ -76,6 +76,9 @@ struct sg_dp_agent {
 	bool hb_running;
 	volatile bool hb_stop;
 	uint64_t hb_sent, hb_failed;
+	/* the heartbeat thread's own: in a run of failures, and how long a one */
+	bool hb_failing;
+	uint64_t hb_fail_run;
 };
 
 /* ---- lcore side --------------------------------------------------------- */
@@ -176,11 +179,14 @@ _Static_assert(SG_DP_BUCKETS <= 64, "a bucket mask fits a message argument");
  */
 static int keys_release(struct sg_dp_lcore *lc, uint64_t mask)
 {
-	uint32_t ids[SG_DP_MAX_JOBS];
-	unsigned int n = RTE_MIN(sg_dp_engine_jobs(lc->eng, ids, SG_DP_MAX_JOBS),
-				 (unsigned int)SG_DP_MAX_JOBS);
+	const struct sg_dp_job_stats *st;
+	const uint32_t *ids;
+	unsigned int n;
 	int freed = 0;
 
+	/* the snapshot table lists the jobs without a table of our own */
+	sg_dp_engine_jobs_snapshot(lc->eng);
+	n = sg_dp_engine_snapshot(lc->eng, &ids, &st);
 	for (unsigned int b = 0; lc->mv != NULL && b < SG_DP_BUCKETS; b++)
 		if (mask >> b & 1)
 			lc->mv->phase[b] = 0;
@@ -190,17 +196,6 @@ static int keys_release(struct sg_dp_lcore *lc, uint64_t mask)
 		freed += rc > 0 ? rc : 0;
 	}
 	return freed;
-}
-
-/* Every job's counters of this lcore's engine into lc->js_*. @return jobs written. */
-static int job_stats_stage(struct sg_dp_lcore *lc)
-{
-	unsigned int n = RTE_MIN(sg_dp_engine_jobs(lc->eng, lc->js_ids, SG_DP_MAX_JOBS),
-				 (unsigned int)SG_DP_MAX_JOBS);
-
-	for (unsigned int i = 0; i < n; i++)
-		sg_dp_engine_job_stats(lc->eng, lc->js_ids[i], &lc->js_st[i]);
-	return (int)n;
 }
 
 int sg_dp_lcore_ctl(void *arg, struct sg_ctl_msg *m)
@@ -234,7 +229,7 @@ int sg_dp_lcore_ctl(void *arg, struct sg_ctl_msg *m)
 	case SG_DP_MSG_KEYS_RELEASE:
 		return lc->eng ? keys_release(lc, m->arg[0]) : 0;
 	case SG_DP_MSG_JOB_STATS:
-		return lc->eng ? job_stats_stage(lc) : 0;
+		return lc->eng ? (int)sg_dp_engine_jobs_snapshot(lc->eng) : 0;
 	default:
 		return -ENOTSUP;
 	}
@@ -266,41 +261,82 @@ static int lcore_call(struct sg_dp_agent *a, unsigned int i, uint32_t type, uint
 	return sg_dp_lcore_call(a->p, i, type, arg0);
 }
 
-int sg_dp_pipeline_jobs_stats(struct sg_dp_pipeline *p, uint32_t *ids,
-			      struct sg_dp_job_stats *st, unsigned int cap)
+void sg_dp_jobs_table_free(struct sg_dp_jobs_table *t)
 {
-	unsigned int n = 0;
+	free(t->ids);
+	free(t->st);
+	memset(t, 0, sizeof(*t));
+}
+
+/* Room for one more job in @p t (of @p *cap). @return 0 or -ENOMEM. */
+static int jobs_table_room(struct sg_dp_jobs_table *t, unsigned int *cap)
+{
+	unsigned int ncap = RTE_MAX(2 * *cap, 16u);
+	uint32_t *ids;
+	struct sg_dp_job_stats *st;
+
+	if (t->n < *cap)
+		return 0;
+	ids = realloc(t->ids, ncap * sizeof(*ids));
+	if (ids != NULL)
+		t->ids = ids;
+	st = realloc(t->st, ncap * sizeof(*st));
+	if (st != NULL)
+		t->st = st;
+	if (ids == NULL || st == NULL)
+		return -ENOMEM;
+	*cap = ncap;
+	return 0;
+}
+
+/* The most jobs any of the pipeline's engines holds (0 without engines). */
+static unsigned int pipeline_max_jobs(const struct sg_dp_pipeline *p)
+{
+	unsigned int m = 0;
+
+	for (unsigned int i = 0; i < p->n_lc; i++)
+		if (p->lc[i].eng != NULL)
+			m = RTE_MAX(m, sg_dp_engine_max_jobs(p->lc[i].eng));
+	return m;
+}
+
+int sg_dp_pipeline_jobs_stats(struct sg_dp_pipeline *p, struct sg_dp_jobs_table *t)
+{
+	unsigned int cap = 0;
 	int rc = 0;
 
-	/* the lock also keeps the lcores' js_* answers ours until we have read them */
+	memset(t, 0, sizeof(*t));
+	/* the lock also keeps the engines' snapshots ours until we have read them */
 	pthread_mutex_lock(&p->ctl_lock);
 	for (unsigned int i = 0; i < p->n_lc && rc >= 0; i++) {
 		const struct sg_dp_lcore *lc = &p->lc[i];
+		const struct sg_dp_job_stats *st;
+		const uint32_t *ids;
+		unsigned int n;
 
 		if (lc->eng == NULL)
 			continue;
 		rc = lcore_call_locked(p, i, SG_DP_MSG_JOB_STATS, 0);
-		for (int k = 0; k < rc; k++) {
-			const uint64_t *src = (const uint64_t *)&lc->js_st[k];
+		if (rc < 0)
+			break;
+		n = RTE_MIN((unsigned int)rc, sg_dp_engine_snapshot(lc->eng, &ids, &st));
+		for (unsigned int k = 0; k < n && rc >= 0; k++) {
 			unsigned int at = 0;
-			uint64_t *dst;
 
-			while (at < n && ids[at] != lc->js_ids[k])
+			while (at < t->n && t->ids[at] != ids[k])
 				at++;
-			if (at == n) {
-				if (n == cap)
-					continue;
-				ids[n] = lc->js_ids[k];
-				memset(&st[n++], 0, sizeof(*st));
+			if (at == t->n) {
+				rc = jobs_table_room(t, &cap);
+				if (rc < 0)
+					break;
+				t->ids[t->n] = ids[k];
+				memset(&t->st[t->n++], 0, sizeof(*t->st));
 			}
-			/* every field is a uint64_t counter or gauge: sum them all */
-			dst = (uint64_t *)&st[at];
-			for (size_t f = 0; f < sizeof(*st) / sizeof(uint64_t); f++)
-				dst[f] += src[f];
+			sg_dp_counters_add(&t->st[at], &st[k], sizeof(st[k]));
 		}
 	}
 	pthread_mutex_unlock(&p->ctl_lock);
-	return rc < 0 ? rc : (int)n;
+	return rc < 0 ? rc : (int)t->n;
 }
 
 /* ---- ops ---------------------------------------------------------------- */
@@ -348,7 +384,7 @@ static int op_node_info(void *arg, struct sg_ctl_node_info *out)
 
 static struct agent_job *job_find(struct sg_dp_agent *a, uint32_t id)
 {
-	for (unsigned int i = 0; i < AGENT_MAX_JOBS; i++)
+	for (unsigned int i = 0; i < a->max_jobs; i++)
 		if (a->jobs[i].used && a->jobs[i].id == id)
 			return &a->jobs[i];
 	return NULL;
@@ -356,20 +392,20 @@ static struct agent_job *job_find(struct sg_dp_agent *a, uint32_t id)
 
 static struct agent_job *job_slot(struct sg_dp_agent *a)
 {
-	for (unsigned int i = 0; i < AGENT_MAX_JOBS; i++)
+	for (unsigned int i = 0; i < a->max_jobs; i++)
 		if (!a->jobs[i].used)
 			return &a->jobs[i];
 	return NULL;
 }
 
-/* The engines' largest payload: what reducer set-up gave them (sg_dp_pipeline.c). */
-static uint32_t engine_max_payload(const struct sg_dp_config *c)
+/* The largest payload every engine takes: what reducer set-up gave them. */
+static uint32_t engine_max_payload(const struct sg_dp_pipeline *p)
 {
-	uint32_t m = 0;
+	uint32_t m = UINT32_MAX;
 
-	for (unsigned int j = 0; j < c->n_jobs; j++)
-		m = RTE_MAX(m, sg_dp_job_chunk_bytes(c, &c->jobs[j]));
-	return m ? m : SG_DP_PAYLOAD_MTU1500;
+	for (unsigned int r = 0; r < p->n_red; r++)
+		m = RTE_MIN(m, sg_dp_engine_max_payload(p->red[r]->eng));
+	return m == UINT32_MAX ? SG_DP_PAYLOAD_MTU1500 : m;
 }
 
 /* Remove job @p id from every reducer (also undoes a half-done create). */
@@ -442,8 +478,8 @@ static int op_job_create(void *arg, struct sg_ctl_job *job, char *reason)
 	}
 	aj = job_slot(a);
 	if (aj == NULL) {
-		snprintf(reason, SG_CTL_REASON_MAX, "%d jobs already: destroy one first",
-			 AGENT_MAX_JOBS);
+		snprintf(reason, SG_CTL_REASON_MAX, "%u jobs already: destroy one first",
+			 a->max_jobs);
 		return -ENOSPC;
 	}
 	free(a->stage_keys);
@@ -467,7 +503,7 @@ static int op_job_create(void *arg, struct sg_ctl_job *job, char *reason)
 		.id = a->next_id, .nworkers = job->n_workers, .token = token, .dtype = job->dtype,
 		.mode = job->mode == SG_CTL_MODE_ASYNC ? SG_DP_MODE_ASYNC : SG_DP_MODE_SYNC,
 		.partition_bytes = job->partition_bytes,
-		.chunk_bytes = RTE_MIN(sg_dp_job_chunk_bytes(c, &jc), engine_max_payload(c)),
+		.chunk_bytes = RTE_MIN(sg_dp_job_chunk_bytes(c, &jc), engine_max_payload(a->p)),
 		.keys = a->stage_keys, .nkeys = (uint32_t)n_keys,
 	};
 	for (unsigned int i = 0; i < a->p->n_lc && rc == 0; i++)
@@ -498,14 +534,15 @@ static int op_job_create(void *arg, struct sg_ctl_job *job, char *reason)
 static int op_job_list(void *arg, struct sg_ctl_job *out, unsigned int cap)
 {
 	struct sg_dp_agent *a = arg;
-	uint32_t ids[SG_DP_MAX_JOBS];
-	struct sg_dp_job_stats js[SG_DP_MAX_JOBS];
+	struct sg_dp_jobs_table t;
 	unsigned int n = 0;
-	int nj = sg_dp_pipeline_jobs_stats(a->p, ids, js, SG_DP_MAX_JOBS);
+	int nj = sg_dp_pipeline_jobs_stats(a->p, &t);
 
-	if (nj < 0)
+	if (nj < 0) {
+		sg_dp_jobs_table_free(&t);
 		return nj;
-	for (unsigned int i = 0; i < AGENT_MAX_JOBS && n < cap; i++) {
+	}
+	for (unsigned int i = 0; i < a->max_jobs && n < cap; i++) {
 		const struct agent_job *j = &a->jobs[i];
 
 		if (!j->used)
@@ -514,15 +551,16 @@ static int op_job_list(void *arg, struct sg_ctl_job *out, unsigned int cap)
 					     .mode = j->mode, .partition_bytes = j->partition_bytes,
 					     .n_tensors = j->n_tensors};
 		for (int k = 0; k < nj; k++)
-			if (ids[k] == j->id) {
-				out[n].rounds_completed = js[k].rounds_completed;
-				out[n].retransmits = js[k].retransmits_served;
-				out[n].incomplete = js[k].incomplete_slots;
-				out[n].nacks = js[k].nacks_sent;
-				out[n].drops = js[k].drops;
+			if (t.ids[k] == j->id) {
+				out[n].rounds_completed = t.st[k].rounds_completed;
+				out[n].retransmits = t.st[k].retransmits_served;
+				out[n].incomplete = t.st[k].incomplete_slots;
+				out[n].nacks = t.st[k].nacks_sent;
+				out[n].drops = t.st[k].drops;
 			}
 		n++;
 	}
+	sg_dp_jobs_table_free(&t);
 	return (int)n;
 }
 
@@ -572,8 +610,7 @@ static int op_lcores(void *arg, struct sg_ctl_lcore_stats *out, unsigned int cap
 			.idle = st.idle == SG_DP_IDLE_SLEEP ? SG_CTL_IDLE_SLEEP : SG_CTL_IDLE_POLL,
 			.busy_cycles = st.busy_cycles, .idle_cycles = st.idle_cycles,
 			.packets = st.rx_pkts + st.handoff_pkts, .bytes_summed = st.bytes_summed};
-		for (int k = 0; k < SG_DP_ND_COUNT; k++)
-			o->drops += st.drops[k];
+		o->drops = sg_dp_lcore_drops(&st, NULL);
 		/* rates over the interval since the previous call, busy% like telemetry */
 		busy = st.busy_cycles - (dt > 0 ? pv->busy_cycles : 0);
 		tot = busy + st.idle_cycles - (dt > 0 ? pv->idle_cycles : 0);
@@ -610,7 +647,7 @@ static int move_fill(struct sg_dp_agent *a, struct sg_dp_move *mv, bool count_on
 {
 	uint32_t n = 0;
 
-	for (unsigned int i = 0; i < AGENT_MAX_JOBS; i++) {
+	for (unsigned int i = 0; i < a->max_jobs; i++) {
 		const struct agent_job *j = &a->jobs[i];
 
 		if (!j->used || j->nelem == NULL)
@@ -723,7 +760,7 @@ static int keymap_change(struct sg_dp_agent *a, const uint16_t *want, char *reas
 	}
 	if (refuse_during_move(a, reason))
 		return -EBUSY;
-	for (unsigned int i = 0; i < AGENT_MAX_JOBS; i++)
+	for (unsigned int i = 0; i < a->max_jobs; i++)
 		if (a->jobs[i].used && a->jobs[i].mode == SG_CTL_MODE_ASYNC) {
 			snprintf(reason, SG_CTL_REASON_MAX, "job %u is async: its stores live in their "
 				 "reducers for the job's lifetime, so no key moves while it exists",
@@ -907,12 +944,19 @@ static void *hb_main(void *arg)
 		if (cli != NULL && sg_ctl_client_call(cli, "node_heartbeat", params, NULL,
 						      &emsg) == 0) {
 			__atomic_fetch_add(&a->hb_sent, 1, __ATOMIC_RELAXED);
+			if (a->hb_failing)
+				SG_DP_LOG(NOTICE, "heartbeat to %s recovered after %" PRIu64
+					  " failed\n", target, a->hb_fail_run);
+			a->hb_failing = false;
 			continue;
 		}
-		/* log the first failure of a run of them only */
-		if (__atomic_fetch_add(&a->hb_failed, 1, __ATOMIC_RELAXED) == 0 || emsg)
-			SG_DP_LOG(WARNING, "heartbeat to %s failed: %s\n", target,
-				  emsg ? emsg : strerror(errno));
+		__atomic_fetch_add(&a->hb_failed, 1, __ATOMIC_RELAXED);
+		/* one line when a run of failures starts (not one a beat), one when it ends */
+		if (!a->hb_failing)
+			SG_DP_LOG(WARNING, "heartbeat to %s failed: %s (logged again when it "
+				  "recovers)\n", target, emsg ? emsg : strerror(errno));
+		a->hb_fail_run = a->hb_failing ? a->hb_fail_run + 1 : 1;
+		a->hb_failing = true;
 		free(emsg);
 		sg_ctl_client_close(cli);
 		cli = NULL;
@@ -993,7 +1037,16 @@ struct sg_dp_agent *sg_dp_agent_start(struct sg_dp_pipeline *p,
 		a->ac.gbps = 100;
 	if (a->ac.heartbeat_ms == 0)
 		a->ac.heartbeat_ms = 1000;
-	for (unsigned int j = 0; j < c->n_jobs && j < AGENT_MAX_JOBS; j++) {
+	/* set-up, not the data path: one entry per job the engines can hold */
+	a->max_jobs = RTE_MAX(pipeline_max_jobs(p), c->n_jobs);
+	a->jobs = calloc(a->max_jobs, sizeof(*a->jobs));
+	if (a->jobs == NULL) {
+		sg_dp_seterr(err, errlen, "control agent: out of memory");
+		free(a);
+		errno = ENOMEM;
+		return NULL;
+	}
+	for (unsigned int j = 0; j < c->n_jobs; j++) {
 		const struct sg_dp_job_cfg *jc = &c->jobs[j];
 
 		a->jobs[j] = (struct agent_job){.used = true, .id = jc->id, .workers = jc->workers,
@@ -1019,8 +1072,9 @@ struct sg_dp_agent *sg_dp_agent_start(struct sg_dp_pipeline *p,
 
 		sg_dp_seterr(err, errlen, "control server: %s (check [control] listen, unix and "
 			     "metrics)", strerror(e));
-		for (unsigned int i = 0; i < AGENT_MAX_JOBS; i++)
+		for (unsigned int i = 0; i < a->max_jobs; i++)
 			free(a->jobs[i].nelem);
+		free(a->jobs);
 		free(a);
 		errno = e;
 		return NULL;
@@ -1047,8 +1101,9 @@ void sg_dp_agent_stop(struct sg_dp_agent *a)
 	for (unsigned int r = 0; r < a->p->n_red; r++)
 		if (a->mv[r] != NULL && lcore_call(a, a->p->red[r]->idx, SG_DP_MSG_MOVE_SET, 0) == 0)
 			move_free(a->mv[r]);
-	for (unsigned int i = 0; i < AGENT_MAX_JOBS; i++)
+	for (unsigned int i = 0; i < a->max_jobs; i++)
 		free(a->jobs[i].nelem);
+	free(a->jobs);
 	free(a->stage_keys);
 	pthread_mutex_destroy(&a->hb_lock);
 	free(a);
@@ -1110,60 +1165,36 @@ bad:
 	return -EINVAL;
 }
 
+/* sg_ctl_config_hook: sigmad's keys of [control]; the server's keys go to control/. */
+static int agent_hook(void *arg, const char *k, const char *v, char *err, size_t errlen)
+{
+	struct sg_dp_agent_conf *ac = arg;
+
+	for (size_t i = 0; i < RTE_DIM(agent_keys); i++)
+		if (!strcmp(k, agent_keys[i]))
+			return agent_key(ac, k, v, err, errlen) == 0 ? 1 : -EINVAL;
+	/* SIGHUP tells a change of the server's keys by this (they need a restart) */
+	ac->server_digest = rte_jhash(k, (uint32_t)strlen(k), ac->server_digest);
+	ac->server_digest = rte_jhash(v, (uint32_t)strlen(v), ac->server_digest);
+	return 0;
+}
+
 int sg_dp_agent_conf_load(struct rte_cfgfile *cf, struct sg_dp_agent_conf *ac,
 			  struct sg_ctl_server_config *sc, struct sg_ctl_config_store *store,
 			  char *err, size_t errlen)
 {
-	int n = rte_cfgfile_section_num_entries(cf, "control");
-	struct rte_cfgfile *rest = rte_cfgfile_create(0);
-	struct rte_cfgfile_entry *ents = calloc(n > 0 ? (size_t)n : 1, sizeof(*ents));
-	int rc = 0;
+	const struct sg_ctl_config_hook hook = {
+		.key = agent_hook, .arg = ac, .keys = "name, kind, gbps, coordinator, heartbeat_ms"};
+	int rc;
 
 	memset(ac, 0, sizeof(*ac));
 	ac->kind = SG_CTL_NODE_CPU;
-	if (rest == NULL || ents == NULL || rte_cfgfile_add_section(rest, "control") < 0) {
-		rc = -ENOMEM;
-		sg_dp_seterr(err, errlen, "[control]: out of memory");
-		goto out;
-	}
-	if (n > 0)
-		rte_cfgfile_section_entries(cf, "control", ents, n);
-	/* the agent's keys here, the server's keys to control's own loader */
-	for (int i = 0; i < n && rc == 0; i++) {
-		bool mine = false;
-
-		for (size_t k = 0; k < RTE_DIM(agent_keys); k++)
-			mine |= !strcmp(ents[i].name, agent_keys[k]);
-		if (mine) {
-			rc = agent_key(ac, ents[i].name, ents[i].value, err, errlen);
-			continue;
-		}
-		/* SIGHUP tells a change of the server's keys by this (they need a restart) */
-		ac->server_digest = rte_jhash(ents[i].name, (uint32_t)strlen(ents[i].name),
-					      ac->server_digest);
-		ac->server_digest = rte_jhash(ents[i].value, (uint32_t)strlen(ents[i].value),
-					      ac->server_digest);
-		if (rte_cfgfile_add_entry(rest, "control", ents[i].name, ents[i].value) < 0)
-			rc = -ENOMEM;
-	}
-	if (rc == 0) {
-		rc = sg_ctl_config_load(rest, "control", sc, store, err, errlen);
-		if (rc < 0 && strstr(err, "unknown") != NULL) {
-			size_t l = strlen(err);
-
-			snprintf(err + l, errlen - l, " (sigmad adds: name, kind, gbps, coordinator, "
-				 "heartbeat_ms)");
-		}
-	}
-	if (rc == 0 && ac->coordinator[0] && strncmp(ac->coordinator, "unix:", 5) &&
-	    !strchr(ac->coordinator, '/') && sc->secret == NULL) {
+	rc = sg_ctl_config_load_ext(cf, "control", sc, store, &hook, err, errlen);
+	if (rc == 0 && ac->coordinator[0] && sg_ctl_target_is_tcp(ac->coordinator) &&
+	    sc->secret == NULL) {
 		sg_dp_seterr(err, errlen, "[control] coordinator = %s: a TCP coordinator needs the "
 			     "shared secret: add secret_file", ac->coordinator);
 		rc = -EINVAL;
 	}
-out:
-	free(ents);
-	if (rest != NULL)
-		rte_cfgfile_close(rest);
 	return rc;
 }

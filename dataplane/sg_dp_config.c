@@ -104,20 +104,14 @@ static int parse_bool(const char *s, bool *out)
 	return 0;
 }
 
-static const char *const log_names[] = {
-	[RTE_LOG_EMERG] = "emerg", [RTE_LOG_ALERT] = "alert",   [RTE_LOG_CRIT] = "crit",
-	[RTE_LOG_ERR] = "err",     [RTE_LOG_WARNING] = "warning", [RTE_LOG_NOTICE] = "notice",
-	[RTE_LOG_INFO] = "info",   [RTE_LOG_DEBUG] = "debug",
-};
-
 static int parse_log_level(const char *s, unsigned int *lvl)
 {
-	for (unsigned int i = RTE_LOG_EMERG; i <= RTE_LOG_DEBUG; i++)
-		if (!strcmp(s, log_names[i])) {
-			*lvl = i;
-			return 0;
-		}
-	return -EINVAL;
+	int l = sg_ctl_log_level_parse(s);
+
+	if (l < 0)
+		return l;
+	*lvl = (unsigned int)l;
+	return 0;
 }
 
 
@@ -399,8 +393,9 @@ static int apply_job(struct sg_dp_config *c, const char *sec, const char *name, 
 		if (c->jobs[i].id == id)
 			j = &c->jobs[i];
 	if (j == NULL) {
-		if (c->n_jobs >= SG_DP_MAX_JOBS) {
-			sg_dp_seterr(err, errlen, "[%s]: more than %d jobs", sec, SG_DP_MAX_JOBS);
+		if (c->n_jobs >= SG_DP_MAX_CONFIG_JOBS) {
+			sg_dp_seterr(err, errlen, "[%s]: more than %d jobs", sec,
+				     SG_DP_MAX_CONFIG_JOBS);
 			return -EINVAL;
 		}
 		j = &c->jobs[c->n_jobs++];

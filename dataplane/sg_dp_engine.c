@@ -115,6 +115,10 @@ struct sg_dp_engine {
 	bool multi;       /* tx has the fan-out pair */
 	struct sg_dp_stats st;
 	struct sg_dp_tx_dest fan[SG_DP_MAX_WORKERS]; /* scratch for one fanned-out RESULT */
+	/* sg_dp_engine_jobs_snapshot(): max_jobs entries, allocated at create */
+	uint32_t snap_n;
+	uint32_t *snap_ids;
+	struct sg_dp_job_stats *snap_st;
 } __rte_cache_aligned;
 
 /* Counters kept engine-wide and per job move together. */
@@ -805,6 +809,34 @@ uint32_t sg_dp_engine_buf_size(const struct sg_dp_engine *e)
 	return e->buf_size;
 }
 
+uint32_t sg_dp_engine_max_payload(const struct sg_dp_engine *e)
+{
+	return e->conf.max_payload;
+}
+
+uint32_t sg_dp_engine_max_jobs(const struct sg_dp_engine *e)
+{
+	return e->conf.max_jobs;
+}
+
+unsigned int sg_dp_engine_jobs_snapshot(struct sg_dp_engine *e)
+{
+	for (uint32_t i = 0; i < e->njobs; i++) {
+		e->snap_ids[i] = e->jobs[i]->id;
+		e->snap_st[i] = e->jobs[i]->st;
+	}
+	e->snap_n = e->njobs;
+	return e->snap_n;
+}
+
+unsigned int sg_dp_engine_snapshot(const struct sg_dp_engine *e, const uint32_t **ids,
+				   const struct sg_dp_job_stats **st)
+{
+	*ids = e->snap_ids;
+	*st = e->snap_st;
+	return e->snap_n;
+}
+
 /* ---- construction -------------------------------------------------------- */
 
 struct sg_dp_engine *sg_dp_engine_create(const struct sg_dp_engine_conf *conf)
@@ -856,12 +888,16 @@ struct sg_dp_engine *sg_dp_engine_create(const struct sg_dp_engine_conf *conf)
 	/* fp16/bf16 accumulate in fp32: twice the payload. */
 	e->buf_size = RTE_ALIGN_CEIL(2 * e->conf.max_payload, 64);
 	e->jobs = calloc(e->conf.max_jobs, sizeof(*e->jobs));
+	e->snap_ids = calloc(e->conf.max_jobs, sizeof(*e->snap_ids));
+	e->snap_st = calloc(e->conf.max_jobs, sizeof(*e->snap_st));
 	e->pool = sg_sum_pool_create(e->conf.numa_node, e->buf_size, e->conf.pool_bufs);
-	if (e->jobs == NULL || e->pool == NULL) {
+	if (e->jobs == NULL || e->snap_ids == NULL || e->snap_st == NULL || e->pool == NULL) {
 		int err = e->pool == NULL ? errno : ENOMEM;
 
 		sg_sum_pool_destroy(e->pool);
 		free(e->jobs);
+		free(e->snap_ids);
+		free(e->snap_st);
 		free(e);
 		errno = err != 0 ? err : ENOMEM;
 		return NULL;
@@ -874,24 +910,13 @@ inval:
 	return NULL;
 }
 
+static bool slot_release(struct sg_dp_engine *e, struct job *j, uint32_t i);
+
 static void job_free(struct sg_dp_engine *e, struct job *j)
 {
-	if (j->slots != NULL) {
-		for (uint32_t i = 0; i < j->nslots; i++) {
-			struct slot *s = &j->slots[i];
-
-			if (s->state == S_COLLECT) {
-				JUNCOUNT(e, j, slots_active);
-				if (s->flags & SF_TIMED_OUT)
-					JUNCOUNT(e, j, incomplete_slots);
-				if (j->stage != NULL)
-					for (uint32_t r = 0; r < j->n; r++)
-						buf_put(e, &j->stage[(size_t)s->ifl * j->n + r]);
-			}
-			buf_put(e, &s->acc);
-			buf_put(e, &s->prev);
-		}
-	}
+	/* a half-built job's slots are all S_NEW: releasing them touches nothing else */
+	for (uint32_t i = 0; j->slots != NULL && i < j->nslots; i++)
+		slot_release(e, j, i);
 	free(j->slots);
 	free(j->keys);
 	free(j->khash);
@@ -1129,5 +1154,7 @@ void sg_dp_engine_destroy(struct sg_dp_engine *e)
 		sg_dp_engine_remove_job(e, e->jobs[0]->id);
 	sg_sum_pool_destroy(e->pool);
 	free(e->jobs);
+	free(e->snap_ids);
+	free(e->snap_st);
 	free(e);
 }

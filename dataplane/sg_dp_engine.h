@@ -268,6 +268,29 @@ unsigned int sg_dp_engine_jobs(const struct sg_dp_engine *eng, uint32_t *ids, un
 /** Bytes of accumulator buffer the engine's pool holds per buffer. */
 uint32_t sg_dp_engine_buf_size(const struct sg_dp_engine *eng);
 
+/** Largest chunk payload the engine takes (its conf's max_payload, the default applied). */
+uint32_t sg_dp_engine_max_payload(const struct sg_dp_engine *eng);
+
+/** Most jobs the engine holds at once (its conf's max_jobs, the default applied). */
+uint32_t sg_dp_engine_max_jobs(const struct sg_dp_engine *eng);
+
+/**
+ * Copy every job's id and counters into the engine's own snapshot table
+ * (max_jobs entries, allocated at create, so this allocates nothing). For a
+ * control thread that cannot read a running engine: the engine's thread
+ * takes the snapshot, the other reads it with sg_dp_engine_snapshot() once
+ * told it is done. Same thread as rx. @return the number of jobs copied.
+ */
+unsigned int sg_dp_engine_jobs_snapshot(struct sg_dp_engine *eng);
+
+/**
+ * The table the last sg_dp_engine_jobs_snapshot() wrote: @p ids and @p st
+ * point at its entries, in the same order, valid until the next snapshot.
+ * @return the number of entries (0 before the first snapshot).
+ */
+unsigned int sg_dp_engine_snapshot(const struct sg_dp_engine *eng, const uint32_t **ids,
+				   const struct sg_dp_job_stats **st);
+
 #ifdef __cplusplus
 }
 #endif

@@ -49,7 +49,36 @@ struct sg_ctl_msg;
 #define SG_DP_MSG_JOB_REMOVE 0x101 /* arg[0]: job id */
 #define SG_DP_MSG_MOVE_SET 0x102   /* arg[0]: struct sg_dp_move * (or 0), owned by the agent */
 #define SG_DP_MSG_KEYS_RELEASE 0x103 /* arg[0]: mask of buckets coming back to this reducer */
-#define SG_DP_MSG_JOB_STATS 0x104  /* per-job counters into the lcore's js_ids/js_st */
+#define SG_DP_MSG_JOB_STATS 0x104  /* per-job counters into the engine's snapshot table */
+
+/*
+ * Add every uint64_t of @p src into @p dst: for counter structures made only
+ * of uint64_t counters and gauges (struct sg_dp_stats, sg_dp_job_stats).
+ */
+static inline void sg_dp_counters_add(void *dst, const void *src, size_t size)
+{
+	uint64_t *d = dst;
+	const uint64_t *s = src;
+
+	for (size_t i = 0; i < size / sizeof(uint64_t); i++)
+		d[i] += s[i];
+}
+
+/*
+ * An lcore's network drops: @return their total; also add them, reason by
+ * reason, into @p by_reason (SG_DP_ND_COUNT entries) unless it is NULL.
+ */
+static inline uint64_t sg_dp_lcore_drops(const struct sg_dp_lcore_stats *st, uint64_t *by_reason)
+{
+	uint64_t n = 0;
+
+	for (int k = 0; k < SG_DP_ND_COUNT; k++) {
+		n += st->drops[k];
+		if (by_reason != NULL)
+			by_reason[k] += st->drops[k];
+	}
+	return n;
+}
 
 /** Lcore side of the control channel (sg_dp_agent.c): act on one message. */
 int sg_dp_lcore_ctl(void *arg, struct sg_ctl_msg *m);
@@ -198,9 +227,6 @@ struct sg_dp_lcore {
 	struct sg_dp_lcore_stats st;
 	struct sg_ctl_chan *chan;   /* requests from the control agent */
 	struct sg_dp_move *mv;      /* reducers: buckets leaving this reducer, or NULL */
-	/* SG_DP_MSG_JOB_STATS answers: written by the lcore, read under p->ctl_lock */
-	uint32_t js_ids[SG_DP_MAX_JOBS];
-	struct sg_dp_job_stats js_st[SG_DP_MAX_JOBS];
 } __rte_cache_aligned;
 
 struct sg_dp_pipeline {

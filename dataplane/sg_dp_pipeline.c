@@ -435,13 +435,9 @@ void sg_dp_pipeline_engine_stats(const struct sg_dp_pipeline *p, struct sg_dp_st
 	memset(st, 0, sizeof(*st));
 	for (unsigned int r = 0; r < p->n_red; r++) {
 		struct sg_dp_stats s;
-		uint64_t *dst = (uint64_t *)st;
-		const uint64_t *src = (const uint64_t *)&s;
 
 		sg_dp_engine_stats(p->red[r]->eng, &s);
-		/* every field is a uint64_t counter or gauge: sum them all */
-		for (size_t i = 0; i < sizeof(s) / sizeof(uint64_t); i++)
-			dst[i] += src[i];
+		sg_dp_counters_add(st, &s, sizeof(s));
 	}
 }
 
@@ -463,13 +459,10 @@ void sg_dp_pipeline_print_stats(const struct sg_dp_pipeline *p, FILE *f, double 
 		"drops");
 	for (unsigned int i = 0; i < p->n_lc; i++) {
 		struct sg_dp_lcore_stats st;
-		uint64_t d = 0, tot;
+		uint64_t d, tot;
 
 		sg_dp_pipeline_lcore_stats(p, i, &st);
-		for (int k = 0; k < SG_DP_ND_COUNT; k++) {
-			d += st.drops[k];
-			drops[k] += st.drops[k];
-		}
+		d = sg_dp_lcore_drops(&st, drops);
 		tot = st.busy_cycles + st.idle_cycles;
 		fprintf(f, "%-6u %-7s %-4d %6.1f %12" PRIu64 " %12" PRIu64 " %10" PRIu64
 			" %12" PRIu64 " %12.3f %6" PRIu64 " %8" PRIu64 "\n", st.lcore,

@@ -45,8 +45,15 @@ extern "C" {
 #define SG_DP_MAX_PORTS 8
 /** Most lcores in one layout. */
 #define SG_DP_MAX_LAYOUT 32
-/** Most jobs configured in the file. */
-#define SG_DP_MAX_JOBS 16
+/** Most jobs configured in the file ("[job N]" sections). */
+#define SG_DP_MAX_CONFIG_JOBS 16
+/**
+ * Most jobs each reducer's engine holds at once, the file's and the control
+ * plane's together (control/ creates at most SG_CTL_MAX_JOBS, 64): the
+ * engines' max_jobs. The agent's job table and the per-job counters are
+ * sized from the engines' max_jobs when they are created.
+ */
+#define SG_DP_MAX_JOBS 128
 
 /** Role of an lcore in the layout. */
 enum sg_dp_role {
@@ -109,7 +116,7 @@ struct sg_dp_config {
 	unsigned int stats_interval_s;
 	/* jobs */
 	unsigned int n_jobs;
-	struct sg_dp_job_cfg jobs[SG_DP_MAX_JOBS];
+	struct sg_dp_job_cfg jobs[SG_DP_MAX_CONFIG_JOBS];
 	/* control plane and transport ([control], [transport], [verbs]; docs/sigmad.md) */
 	bool control;          /**< the file has a [control] section: run the control agent */
 	unsigned int transport; /**< enum sg_dp_transport_kind */
@@ -428,16 +435,25 @@ struct sg_dp_loop_result {
 	struct sg_dp_lcore_stats lcores[SG_DP_MAX_LAYOUT];
 };
 
+/** Every job's counters, summed over the reducers' engines. */
+struct sg_dp_jobs_table {
+	unsigned int n;             /**< jobs */
+	uint32_t *ids;              /**< their ids */
+	struct sg_dp_job_stats *st; /**< their counters, in the same order */
+};
+
 /**
- * Counters of every job, summed over the reducers' engines. Each engine is
- * read by its own lcore, through its control channel, so the pipeline must
- * be running; safe from any non-lcore thread (calls are serialised).
- * @param ids out: up to @p cap job ids
- * @param st  out: their counters, in the same order
- * @return the number of jobs written, or -ETIMEDOUT if a reducer did not answer.
+ * Counters of every job, summed over the reducers' engines, into @p t (as
+ * many as the engines hold: the table grows to fit; release it with
+ * sg_dp_jobs_table_free(), on failure too). Each engine is read by its own
+ * lcore, through its control channel, so the pipeline must be running; safe
+ * from any non-lcore thread (calls are serialised).
+ * @return the number of jobs, -ETIMEDOUT if a reducer did not answer, or -ENOMEM.
  */
-int sg_dp_pipeline_jobs_stats(struct sg_dp_pipeline *p, uint32_t *ids,
-			      struct sg_dp_job_stats *st, unsigned int cap);
+int sg_dp_pipeline_jobs_stats(struct sg_dp_pipeline *p, struct sg_dp_jobs_table *t);
+
+/** Free the arrays of @p t and zero it. */
+void sg_dp_jobs_table_free(struct sg_dp_jobs_table *t);
 
 /**
  * Create a ring port (RX queues as the layout needs, one TX queue per
@@ -499,7 +515,7 @@ struct sg_dp_agent_conf {
 /**
  * Read sigmad's `[control]` section of @p cf: the agent's keys (`name`,
  * `kind`, `gbps`, `coordinator`, `heartbeat_ms`) into @p ac, every other key
- * through sg_ctl_config_load() into @p sc / @p store.
+ * into @p sc / @p store, in one pass (sg_ctl_config_load_ext()).
  * @return 0, or -EINVAL with the key and the fix in @p err.
  */
 int sg_dp_agent_conf_load(struct rte_cfgfile *cf, struct sg_dp_agent_conf *ac,

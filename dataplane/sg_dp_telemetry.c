@@ -35,14 +35,13 @@ static int tel_lcores(const char *cmd, const char *params, struct rte_tel_data *
 	for (unsigned int i = 0; i < sg_dp_pipeline_n_lcores(p); i++) {
 		struct sg_dp_lcore_stats st;
 		struct rte_tel_data *l = rte_tel_data_alloc();
-		uint64_t tot, drops = 0;
+		uint64_t tot, drops;
 		char name[32];
 
 		if (l == NULL)
 			return -ENOMEM;
 		sg_dp_pipeline_lcore_stats(p, i, &st);
-		for (int k = 0; k < SG_DP_ND_COUNT; k++)
-			drops += st.drops[k];
+		drops = sg_dp_lcore_drops(&st, NULL);
 		tot = st.busy_cycles + st.idle_cycles;
 		rte_tel_data_start_dict(l);
 		rte_tel_data_add_dict_string(l, "role", sg_dp_role_name(st.role));
@@ -132,25 +131,26 @@ static int tel_jobs(const char *cmd, const char *params, struct rte_tel_data *d)
 	const struct sg_dp_config *c;
 	struct sg_dp_stats es;
 	struct rte_tel_data *t;
-	uint32_t ids[SG_DP_MAX_JOBS];
-	struct sg_dp_job_stats js[SG_DP_MAX_JOBS];
+	struct sg_dp_jobs_table jt = {0};
 	int nj;
 
 	if (p == NULL)
 		return no_pipeline(d);
 	c = sg_dp_pipeline_config(p);
 	/* each reducer reads its own engine's jobs (a job may come or go meanwhile) */
-	nj = p->running ? sg_dp_pipeline_jobs_stats(p, ids, js, SG_DP_MAX_JOBS) : 0;
+	nj = p->running ? sg_dp_pipeline_jobs_stats(p, &jt) : 0;
 	rte_tel_data_start_dict(d);
 	for (int k = 0; k < RTE_MAX(nj, 0); k++) {
 		struct rte_tel_data *l = rte_tel_data_alloc();
 		char name[32];
 
-		if (l == NULL)
+		if (l == NULL) {
+			sg_dp_jobs_table_free(&jt);
 			return -ENOMEM;
+		}
 		rte_tel_data_start_dict(l);
 		for (unsigned int j = 0; j < c->n_jobs; j++)
-			if (c->jobs[j].id == ids[k]) {
+			if (c->jobs[j].id == jt.ids[k]) {
 				rte_tel_data_add_dict_u64(l, "workers", c->jobs[j].workers);
 				rte_tel_data_add_dict_u64(l, "keys", c->jobs[j].keys);
 				rte_tel_data_add_dict_string(l, "dtype",
@@ -158,10 +158,11 @@ static int tel_jobs(const char *cmd, const char *params, struct rte_tel_data *d)
 				rte_tel_data_add_dict_string(l, "mode",
 							     sg_dp_mode_name(c->jobs[j].mode));
 			}
-		tel_job_counters(l, &js[k]);
-		snprintf(name, sizeof(name), "job_%u", ids[k]);
+		tel_job_counters(l, &jt.st[k]);
+		snprintf(name, sizeof(name), "job_%u", jt.ids[k]);
 		rte_tel_data_add_dict_container(d, name, l, 0);
 	}
+	sg_dp_jobs_table_free(&jt);
 	/* engine-wide: every job, removed ones too, and the pool */
 	sg_dp_pipeline_engine_stats(p, &es);
 	t = rte_tel_data_alloc();
@@ -197,8 +198,7 @@ static int tel_drops(const char *cmd, const char *params, struct rte_tel_data *d
 		struct sg_dp_lcore_stats st;
 
 		sg_dp_pipeline_lcore_stats(p, i, &st);
-		for (int k = 0; k < SG_DP_ND_COUNT; k++)
-			nd[k] += st.drops[k];
+		sg_dp_lcore_drops(&st, nd);
 	}
 	sg_dp_pipeline_engine_stats(p, &es);
 	rte_tel_data_start_dict(d);

@@ -168,6 +168,14 @@ int main(int argc, char **argv)
 	SG_CHECK_EQ(run(exe, "model --size nan"), 2);
 	SG_CHECK_EQ(run(exe, "model --bogus"), 2);
 	SG_CHECK_EQ(run(exe, "model extra"), 2);
+	/* JSON that cannot be written fails the command, naming the file and the step:
+	 * a folder that is not there (open), and a full disk (write or close) */
+	SG_CHECK_EQ(run(exe, "model --n 2 --json /nonexistent-sigma/m.json"), 1);
+	SG_CHECK(strstr(out, "cannot open /nonexistent-sigma/m.json") != NULL, "%s", out);
+	if (access("/dev/full", W_OK) == 0) {
+		SG_CHECK_EQ(run(exe, "model --n 2 --json /dev/full"), 1);
+		SG_CHECK(strstr(out, "/dev/full: No space left on device") != NULL, "%s", out);
+	}
 	run_garbage(exe);
 	run_short(exe);
 	return sg_test_finish("bench_client");

@@ -53,6 +53,9 @@ static int mk_job_list(void *arg, struct sg_ctl_job *out, unsigned int cap)
 
 	for (i = 0; i < m->n_jobs && i < cap; i++)
 		out[i] = m->jobs[i];
+	for (; i < m->n_jobs + m->extra_jobs && i < cap; i++)
+		out[i] = (struct sg_ctl_job){.id = 5000 + i - m->n_jobs, .n_workers = 2,
+					     .rounds_completed = i};
 	return (int)i;
 }
 

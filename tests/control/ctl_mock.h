@@ -10,6 +10,7 @@
 struct mock_agent {
 	struct sg_ctl_job jobs[SG_CTL_MAX_JOBS];
 	unsigned int n_jobs;
+	unsigned int extra_jobs; /* job_list reports this many more (ids 5000...), as from a file */
 	uint32_t next_id;
 	struct sg_ctl_layout layout;
 	unsigned int layout_changes;

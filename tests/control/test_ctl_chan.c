@@ -128,11 +128,14 @@ struct dispatcher {
 	bool has_pending;
 };
 
+/* This test's own message: a new keymap for the dispatcher (sigmad's start at 0x100). */
+#define TEST_MSG_KEYMAP 0x200
+
 static int disp_handler(void *arg, struct sg_ctl_msg *m)
 {
 	struct dispatcher *d = arg;
 
-	if (m->type != SG_CTL_MSG_KEYMAP_SET)
+	if (m->type != TEST_MSG_KEYMAP)
 		return -ENOTSUP;
 	/* The map travels by pointer; the sender keeps it alive until the answer. */
 	memcpy(d->pending, (const void *)(uintptr_t)m->arg[0], sizeof(d->pending));
@@ -203,7 +206,7 @@ static int live_layout_change(void *arg, const struct sg_ctl_layout_change *chg,
 	static uint16_t staged[4][SG_CTL_KEYMAP_BUCKETS];
 	static unsigned int next;
 	struct dispatcher *d = arg;
-	struct sg_ctl_msg rq = {.type = SG_CTL_MSG_KEYMAP_SET}, rs;
+	struct sg_ctl_msg rq = {.type = TEST_MSG_KEYMAP}, rs;
 	uint16_t *slot = staged[next++ % 4];
 	unsigned int i;
 	int rc;

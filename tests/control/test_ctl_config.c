@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <rte_cfgfile.h>
+#include <rte_log.h>
 
 #include "sg_ctl.h"
 #include "sg_test.h"
@@ -24,9 +25,10 @@ static void write_file(const char *path, const char *text, mode_t mode)
 	chmod(path, mode);
 }
 
-/* Load @p body as the INI file; returns sg_ctl_config_load()'s result. */
-static int load(const char *body, struct sg_ctl_server_config *cfg,
-		struct sg_ctl_config_store *st, char *err)
+/* Load @p body as the INI file, offering its keys to @p hook (may be NULL). */
+static int load_hook(const char *body, struct sg_ctl_server_config *cfg,
+		     struct sg_ctl_config_store *st, const struct sg_ctl_config_hook *hook,
+		     char *err)
 {
 	struct rte_cfgfile *f;
 	int rc;
@@ -37,9 +39,55 @@ static int load(const char *body, struct sg_ctl_server_config *cfg,
 		return -EIO;
 	memset(cfg, 0, sizeof(*cfg));
 	err[0] = '\0';
-	rc = sg_ctl_config_load(f, "control", cfg, st, err, 256);
+	rc = hook ? sg_ctl_config_load_ext(f, "control", cfg, st, hook, err, 256)
+		  : sg_ctl_config_load(f, "control", cfg, st, err, 256);
 	rte_cfgfile_close(f);
 	return rc;
+}
+
+/* Load @p body as the INI file; returns sg_ctl_config_load()'s result. */
+static int load(const char *body, struct sg_ctl_server_config *cfg,
+		struct sg_ctl_config_store *st, char *err)
+{
+	return load_hook(body, cfg, st, NULL, err);
+}
+
+/* The caller's key "color": red or blue; it counts the keys it was offered. */
+static int color_key(void *arg, const char *key, const char *value, char *err, size_t len)
+{
+	unsigned int *offered = arg;
+
+	(*offered)++;
+	if (strcmp(key, "color") != 0)
+		return 0;
+	if (strcmp(value, "red") != 0 && strcmp(value, "blue") != 0) {
+		snprintf(err, len, "[control] color = %s: red or blue", value);
+		return -EINVAL;
+	}
+	return 1;
+}
+
+/* A section shared with the caller: each key read once, by its owner. */
+static void test_hook(void)
+{
+	struct sg_ctl_server_config cfg;
+	struct sg_ctl_config_store st;
+	unsigned int offered = 0;
+	const struct sg_ctl_config_hook hook = {.key = color_key, .arg = &offered,
+						.keys = "color"};
+	char err[256];
+
+	SG_CHECK_EQ(load_hook("[control]\ncolor = red\nmax_conns = 3\n", &cfg, &st, &hook, err),
+		    0);
+	SG_CHECK(offered == 2 && cfg.max_conns == 3, "offered %u keys, max_conns %u", offered,
+		 cfg.max_conns);
+	SG_CHECK_EQ(load_hook("[control]\ncolor = green\n", &cfg, &st, &hook, err), -EINVAL);
+	SG_CHECK(strstr(err, "red or blue") != NULL, "%s", err);
+	SG_CHECK_EQ(load_hook("[control]\nshade = 1\n", &cfg, &st, &hook, err), -EINVAL);
+	SG_CHECK(strstr(err, "unknown key 'shade'") && strstr(err, "heartbeat_timeout_ms, color)"),
+		 "%s", err);
+	/* without the hook its key is unknown */
+	SG_CHECK_EQ(load("[control]\ncolor = red\n", &cfg, &st, err), -EINVAL);
 }
 
 static void bad(const char *body, const char *want)
@@ -51,6 +99,23 @@ static void bad(const char *body, const char *want)
 
 	SG_CHECK(rc == -EINVAL && strstr(err, want) != NULL, "%s -> rc %d, '%s' (want '%s')", body,
 		 rc, err, want);
+}
+
+/* The one table of log level names: every name both ways, garbage refused. */
+static void test_log_levels(void)
+{
+	static const char *const bad[] = {"", "DEBUG", "debug ", "warn", "9", "info\n"};
+
+	SG_CHECK_EQ(sg_ctl_log_level_parse("emerg"), RTE_LOG_EMERG);
+	SG_CHECK_EQ(sg_ctl_log_level_parse("warning"), RTE_LOG_WARNING);
+	SG_CHECK_EQ(sg_ctl_log_level_parse("debug"), RTE_LOG_DEBUG);
+	for (unsigned int l = RTE_LOG_EMERG; l <= RTE_LOG_DEBUG; l++)
+		SG_CHECK_EQ(sg_ctl_log_level_parse(sg_ctl_log_level_name(l)), (int)l);
+	SG_CHECK(sg_ctl_log_level_name(0) == NULL && sg_ctl_log_level_name(RTE_LOG_DEBUG + 1) ==
+		 NULL, "names outside the levels");
+	SG_CHECK_EQ(sg_ctl_log_level_parse(NULL), -EINVAL);
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		SG_CHECK(sg_ctl_log_level_parse(bad[i]) == -EINVAL, "\"%s\" accepted", bad[i]);
 }
 
 int main(void)
@@ -66,6 +131,8 @@ int main(void)
 	snprintf(ini, sizeof(ini), "%s/sigmad.ini", dir);
 	snprintf(secret, sizeof(secret), "%s/ctl.secret", dir);
 	write_file(secret, "0123456789abcdef0123\n", 0600);
+	test_log_levels();
+	test_hook();
 
 	snprintf(body, sizeof(body),
 		 "[control]\nlisten = 127.0.0.1:7070\nunix = %s/ctl.sock\nsecret_file = %s\n"

@@ -232,6 +232,14 @@ static void test_unix_roundtrips(void)
 			 json_integer_value(json_object_get(json_array_get(r, 0), "workers")) == 4,
 		 "job_list");
 	json_decref(r);
+	/* More jobs than the server's own table (a node's file jobs too): every one listed */
+	mock.extra_jobs = 3 * SG_CTL_MAX_JOBS;
+	r = call(c, "job_list", NULL, &code);
+	SG_CHECK_EQ(json_array_size(r), 1 + 3 * SG_CTL_MAX_JOBS);
+	SG_CHECK_EQ(json_integer_value(json_object_get(json_array_get(r, 3 * SG_CTL_MAX_JOBS),
+						       "id")), 5000 + 3 * SG_CTL_MAX_JOBS - 1);
+	mock.extra_jobs = 0;
+	json_decref(r);
 	/* Refusals: bad params, agent refusal with its reason. */
 	r = call(c, "job_create", "{\"workers\":4,\"dtype\":\"fp33\",\"tensors\":[{\"elems\":1}]}",
 		 &code);
@@ -699,6 +707,23 @@ static void test_bad_config(void)
 		 "bad target");
 }
 
+/* Which targets need the secret: the one rule the client, sigmactl and sigmad share. */
+static void test_target_kind(void)
+{
+	static const struct {
+		const char *t;
+		bool tcp;
+	} cases[] = {
+		{"127.0.0.1:7070", true}, {"tcp:127.0.0.1:7070", true}, {"host:1", true},
+		{"tcp:/odd", true},       {"unix:/run/s.sock", false}, {"unix:rel.sock", false},
+		{"/run/s.sock", false},   {"./s.sock", false},          {"", true},
+	};
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+		SG_CHECK(sg_ctl_target_is_tcp(cases[i].t) == cases[i].tcp, "\"%s\": tcp %d",
+			 cases[i].t, !cases[i].tcp);
+}
+
 int main(void)
 {
 	struct sg_ctl_server_config cfg;
@@ -730,6 +755,7 @@ int main(void)
 	test_conn_limit();
 	test_mutations();
 	test_bad_config();
+	test_target_kind();
 
 	__atomic_store_n(&dp_stop, 1, __ATOMIC_RELAXED);
 	pthread_join(dp, NULL);

@@ -197,6 +197,49 @@ struct op_arg {
 	struct sg_dp_pipeline *p;
 };
 
+/*
+ * The coordinator unreachable for a while, then back: heartbeats fail and
+ * recover, and the log has one line for the run of failures and one for the
+ * recovery, not one per beat. @p ac points at the real coordinator.
+ */
+static void hb_outage(struct run *r, struct sg_dp_agent_conf *ac)
+{
+	struct sg_dp_agent_conf down = *ac;
+	uint64_t sent0, failed0, sent = 0, failed = 0;
+	char *log = NULL, *at;
+	size_t loglen = 0;
+	FILE *f = open_memstream(&log, &loglen);
+	unsigned int n_failed = 0, n_recovered = 0;
+
+	SG_CHECK(f != NULL, "memstream");
+	if (f == NULL)
+		return;
+	sg_dp_agent_heartbeats(r->agent, &sent0, &failed0);
+	rte_openlog_stream(f);
+	snprintf(down.coordinator, sizeof(down.coordinator), "unix:%s/nobody.sock", dir);
+	sg_dp_agent_reload(r->agent, &down, NULL);
+	for (int i = 0; i < 200 && failed < failed0 + 4; i++) {
+		rte_delay_us_sleep(10000);
+		sg_dp_agent_heartbeats(r->agent, &sent, &failed);
+	}
+	sg_dp_agent_reload(r->agent, ac, NULL);
+	for (int i = 0; i < 200 && sent < sent0 + 2; i++) {
+		rte_delay_us_sleep(10000);
+		sg_dp_agent_heartbeats(r->agent, &sent, &failed);
+	}
+	rte_openlog_stream(NULL);
+	fclose(f);
+	for (char *line = strtok_r(log, "\n", &at); line; line = strtok_r(NULL, "\n", &at)) {
+		n_failed += strstr(line, "nobody.sock failed") != NULL;
+		n_recovered += strstr(line, "heartbeat to") && strstr(line, "recovered after");
+	}
+	SG_CHECK(failed >= failed0 + 4 && sent >= sent0 + 2, "%lu failed, %lu sent",
+		 (unsigned long)(failed - failed0), (unsigned long)(sent - sent0));
+	SG_CHECK(n_failed == 1 && n_recovered == 1, "%u failure lines, %u recoveries for %lu "
+		 "failed beats", n_failed, n_recovered, (unsigned long)(failed - failed0));
+	free(log);
+}
+
 static void *operator_main(void *arg)
 {
 	struct op_arg *oa = arg;
@@ -287,6 +330,7 @@ static void *operator_main(void *arg)
 		}
 		SG_CHECK(seen, "the renamed node never heartbeated");
 		expect(t, "node_info", NULL, "\"name\":\"agent-node2\"");
+		hb_outage(r, &ac);
 		ac.coordinator[0] = '\0';
 		SG_CHECK_EQ(sg_dp_agent_reload(r->agent, &ac, stdout), 1);
 		sg_ctl_client_close(cc);
@@ -537,17 +581,21 @@ static void test_agent_keymove(void)
 		 res.lcores[1].bytes_summed > 0, "both reducers summed");
 }
 
-/* ---- per-job counters: two jobs with different traffic ------------------ */
+/* ---- per-job counters: two jobs with different traffic, 40 idle ones ---- */
 
 #define TJ_ROUNDS 300
 #define TJ_KEYS1 8
 #define TJ_KEYS2 3
+/* jobs the control plane adds beside the two with traffic: more than the 16
+ * that fixed tables once held, so every table must be sized from max_jobs */
+#define TJ_IDLE 40
 
 struct tj_run {
 	struct run r; /* first: the hooks above take it */
 	int nj;
-	uint32_t ids[SG_DP_MAX_JOBS];
-	struct sg_dp_job_stats js[SG_DP_MAX_JOBS];
+	struct sg_dp_jobs_table jt;
+	uint32_t idle_ids[TJ_IDLE];
+	unsigned int n_idle;
 	struct sg_dp_stats eng;
 	json_t *list; /* job_list's answer */
 };
@@ -562,8 +610,32 @@ static int tj_start(struct sg_dp_pipeline *p, void *arg)
 {
 	struct sg_ctl_server_config sc = {.tcp_disable = true, .unix_path = ctl_path};
 	struct sg_dp_agent_conf ac = {.name = "two-jobs"};
+	struct tj_run *t = arg;
+	struct sg_ctl_client *u;
+	int rc = start_agent(p, arg, &sc, &ac, idle_main);
 
-	return start_agent(p, arg, &sc, &ac, idle_main);
+	if (rc < 0)
+		return rc;
+	/* before the generator starts: the idle jobs are there all the run */
+	u = sg_ctl_client_connect(ctl_path, NULL, 0, 5000);
+	SG_CHECK(u != NULL, "client");
+	for (unsigned int i = 0; u != NULL && i < TJ_IDLE; i++) {
+		char *res = NULL, *msg = NULL;
+		json_t *j;
+
+		if (sg_ctl_client_call(u, "job_create", "{\"workers\":3,\"partition_bytes\":1024,"
+				       "\"tensors\":[{\"elems\":1000}]}", &res, &msg) != 0) {
+			SG_CHECK(false, "job_create %u: %s", i, msg ? msg : "no answer");
+			free(msg);
+			break;
+		}
+		j = json_loads(res, 0, NULL);
+		t->idle_ids[t->n_idle++] = (uint32_t)json_integer_value(json_object_get(j, "id"));
+		json_decref(j);
+		free(res);
+	}
+	sg_ctl_client_close(u);
+	return 0;
 }
 
 /* The generator is done and the lcores still run: read the counters both ways. */
@@ -573,7 +645,7 @@ static void tj_stop(struct sg_dp_pipeline *p, void *arg)
 	struct sg_ctl_client *u = sg_ctl_client_connect(ctl_path, NULL, 0, 5000);
 	char *res = NULL;
 
-	t->nj = sg_dp_pipeline_jobs_stats(p, t->ids, t->js, SG_DP_MAX_JOBS);
+	t->nj = sg_dp_pipeline_jobs_stats(p, &t->jt);
 	sg_dp_pipeline_engine_stats(p, &t->eng);
 	SG_CHECK(u != NULL, "client");
 	if (u != NULL && sg_ctl_client_call(u, "job_list", NULL, &res, NULL) == 0)
@@ -586,8 +658,8 @@ static void tj_stop(struct sg_dp_pipeline *p, void *arg)
 static const struct sg_dp_job_stats *tj_job(const struct tj_run *t, uint32_t id)
 {
 	for (int i = 0; i < t->nj; i++)
-		if (t->ids[i] == id)
-			return &t->js[i];
+		if (t->jt.ids[i] == id)
+			return &t->jt.st[i];
 	return NULL;
 }
 
@@ -626,7 +698,20 @@ static void test_agent_job_counters(void)
 	SG_CHECK_EQ(res.rc, 0);
 	SG_CHECK_EQ(res.gen.results_bad, 0);
 	SG_CHECK_EQ(res.gen.rounds_done, (uint64_t)(TJ_KEYS1 + TJ_KEYS2) * nch * TJ_ROUNDS);
-	SG_CHECK(t.nj == 2, "%d jobs in the engines' counters", t.nj);
+	SG_CHECK_EQ(t.n_idle, TJ_IDLE);
+	SG_CHECK(t.nj == 2 + TJ_IDLE, "%d jobs in the engines' counters", t.nj);
+	SG_CHECK_EQ(json_array_size(t.list), 2 + TJ_IDLE);
+	/* the idle jobs: listed both ways, and no round counted for them */
+	for (unsigned int i = 0; i < t.n_idle; i++) {
+		const struct sg_dp_job_stats *js = tj_job(&t, t.idle_ids[i]);
+		json_t *l = tj_listed(&t, t.idle_ids[i]);
+
+		SG_CHECK(js != NULL && l != NULL && js->rounds_completed == 0 &&
+				 js->rx_packets == 0 &&
+				 json_integer_value(json_object_get(l, "rounds_completed")) == 0,
+			 "idle job %u: counters %p, listed %p", t.idle_ids[i], (const void *)js,
+			 (void *)l);
+	}
 	for (uint32_t id = 1; id <= 2; id++) {
 		const struct sg_dp_job_stats *js = tj_job(&t, id);
 		json_t *l = tj_listed(&t, id);
@@ -672,6 +757,7 @@ static void test_agent_job_counters(void)
 	SG_CHECK_EQ(sum[2], t.eng.nacks_sent);
 	SG_CHECK_EQ(sum[3], t.eng.rx_pushes);
 	json_decref(t.list);
+	sg_dp_jobs_table_free(&t.jt);
 }
 
 /* [control] and [transport] in sigmad's INI, good and bad. */

@@ -3,7 +3,8 @@
  * Engine scenarios, one behaviour each: shadow results and the round window,
  * NACK on pool exhaustion and the reclaim of old results, the in-flight
  * limit, worker-loss reports, async mode, deterministic mode against a
- * rank-order reference, fp32 accumulation of bf16, and tx failures.
+ * rank-order reference, fp32 accumulation of bf16, tx failures, and per-job
+ * counters of more jobs than a fixed table of 16 held.
  */
 #include <errno.h>
 #include <math.h>
@@ -575,6 +576,83 @@ static void test_tx_fail(void)
 	sg_dp_engine_destroy(e);
 }
 
+/*
+ * More jobs than the old fixed tables held (16): each of 40 jobs completes its
+ * own number of rounds, and the engine's snapshot counts each job's rounds
+ * and pushes right. A job removed with a round open gives its buffers back.
+ */
+#define NJ 40
+
+static void test_many_jobs_snapshot(void)
+{
+	struct sg_dp_engine_conf ec = {.numa_node = -1, .pool_bufs = 64, .max_jobs = NJ + 2};
+	struct sg_dp_key k = {.id = 1, .nelem = 16};
+	struct sg_dp_engine *e = cap_engine(&cap, &ec);
+	const struct sg_dp_job_stats *st;
+	const uint32_t *ids;
+	struct sg_dp_stats es;
+	unsigned int seen = 0, n;
+
+	SG_CHECK(e != NULL, "engine");
+	if (e == NULL)
+		return;
+	SG_CHECK_EQ(sg_dp_engine_max_jobs(e), NJ + 2);
+	SG_CHECK_EQ(sg_dp_engine_snapshot(e, &ids, &st), 0);
+	for (uint32_t j = 0; j < NJ; j++) {
+		struct sg_dp_job_conf jc = {.id = 100 + j, .nworkers = 2, .token = TOKEN,
+					    .dtype = SG_DTYPE_FP32, .chunk_bytes = 64,
+					    .keys = &k, .nkeys = 1};
+
+		SG_CHECK_EQ(sg_dp_engine_add_job(e, &jc), 0);
+	}
+	/* job 100+j completes j % 7 + 1 rounds */
+	for (uint32_t j = 0; j < NJ; j++) {
+		struct push_spec ps = spec(100 + j, SG_DTYPE_FP32, 16);
+
+		for (uint32_t r = 0; r <= j % 7; r++) {
+			cap.n = 0;
+			push_f(e, &ps, 0, 0, r, 1.0f, 0);
+			push_f(e, &ps, 1, 0, r, 2.0f, 0);
+			SG_CHECK(cap.n == 2 && first_f(&cap.pkts[0]) == 3.0f, "job %u round %u",
+				 100 + j, r);
+		}
+	}
+	n = sg_dp_engine_jobs_snapshot(e);
+	SG_CHECK_EQ(n, NJ);
+	SG_CHECK_EQ(sg_dp_engine_snapshot(e, &ids, &st), NJ);
+	for (unsigned int i = 0; i < n; i++) {
+		uint32_t j = ids[i] - 100, rounds = j % 7 + 1;
+
+		SG_CHECK(j < NJ, "job id %u", ids[i]);
+		if (j >= NJ)
+			continue;
+		seen++;
+		SG_CHECK(st[i].rounds_completed == rounds && st[i].rx_pushes == 2ull * rounds,
+			 "job %u: %lu rounds, %lu pushes; expected %u", ids[i],
+			 (unsigned long)st[i].rounds_completed, (unsigned long)st[i].rx_pushes,
+			 rounds);
+	}
+	SG_CHECK_EQ(seen, NJ);
+	/* a round left open, then the job removed: its buffer goes back to the pool */
+	{
+		struct push_spec ps = spec(100, SG_DTYPE_FP32, 16);
+		uint64_t free0;
+
+		sg_dp_engine_stats(e, &es);
+		free0 = es.pool_free;
+		push_f(e, &ps, 0, 0, 1, 1.0f, 0);
+		sg_dp_engine_stats(e, &es);
+		SG_CHECK(es.slots_active == 1 && es.pool_free < free0, "round 1 open");
+		SG_CHECK_EQ(sg_dp_engine_remove_job(e, 100), 0);
+		sg_dp_engine_stats(e, &es);
+		SG_CHECK_EQ(es.slots_active, 0);
+		SG_CHECK(es.pool_free >= free0, "%lu buffers free, %lu before the round",
+			 (unsigned long)es.pool_free, (unsigned long)free0);
+		SG_CHECK_EQ(sg_dp_engine_jobs_snapshot(e), NJ - 1);
+	}
+	sg_dp_engine_destroy(e);
+}
+
 int main(void)
 {
 	test_shadow_and_window();
@@ -587,5 +665,6 @@ int main(void)
 	test_deterministic();
 	test_bf16_wide();
 	test_tx_fail();
+	test_many_jobs_snapshot();
 	return sg_test_finish("dp_engine");
 }

@@ -22,6 +22,8 @@ trap cleanup EXIT
 
 # shellcheck source=expect_lib.sh
 . "$(dirname "$0")/expect_lib.sh"
+# shellcheck source=../../bench/sigmad_lib.sh
+. "$(dirname "$0")/../../bench/sigmad_lib.sh"
 
 EAL=(--no-huge --no-shconf --no-pci -m 256 --log-level=lib.eal:error)
 pfx() { echo "--file-prefix=sg_dp_sigmad_$$_$1"; }
@@ -115,11 +117,7 @@ timeout 60 "$SIGMAD" "${EAL[@]}" --file-prefix=$PREFIX '--lcores=(0-1)@0' --vdev
 	-- --config "$TMP/live.ini" --steer auto >"$TMP/live.out" 2>&1 &
 SPID=$!
 PIDS+=("$SPID")
-for _ in $(seq 100); do
-	grep -q 'sigmad: running' "$TMP/live.out" && break
-	sleep 0.1
-done
-if grep -q 'sigmad: running' "$TMP/live.out"; then
+if sigmad_wait "$TMP/live.out" "$SPID"; then
 	ok
 	sock=/var/run/dpdk/$PREFIX/dpdk_telemetry.v2
 	if [ -S "$sock" ] && command -v python3 >/dev/null; then
