@@ -26,13 +26,18 @@ sigmad_wait() {
 	grep -q 'sigmad: running' "$1"
 }
 
-# sigmad_stop PID OUT: SIGTERM, wait, print sigmad's final statistics;
+# sigmad_stop PID OUT: SIGTERM, wait, print sigmad's final statistics, or its
+# whole output when it failed (a sanitizer report is then not lost);
 # returns sigmad's exit status.
 sigmad_stop() {
 	local rc=0
 	kill -TERM "$1"
 	wait "$1" || rc=$?
-	sed -n '/final statistics/,$p' "$2" | sed 's/^/  | /'
+	if [ "$rc" = 0 ]; then
+		sed -n '/final statistics/,$p' "$2" | sed 's/^/  | /'
+	else
+		sed 's/^/  | /' "$2"
+	fi
 	return $rc
 }
 
