@@ -56,6 +56,12 @@ int sg_gpu_cuda_bench(const struct sg_gpu_bench_conf *conf, struct sg_gpu_bench_
 #include <cuda_runtime_api.h>
 
 #include "sg_gpu_kernels.h"
+#include "sg_gpu_kmath.h"
+
+_Static_assert(SG_GPU_DT_FP32 == SG_DTYPE_FP32 && SG_GPU_DT_FP16 == SG_DTYPE_FP16 &&
+		       SG_GPU_DT_BF16 == SG_DTYPE_BF16,
+	       "sg_gpu_kmath.h dtype values");
+_Static_assert(SG_GPU_KMAX_SRC == SG_GPU_MAX_SRC, "reduce sources");
 
 int sg_gpu_cuda_probe(char *why, size_t len)
 {
@@ -239,11 +245,14 @@ int sg_gpu_topo_add_cuda_info(struct sg_gpu_topo *t, char *err, size_t errlen)
 		for (unsigned b = 0; b < t->ngpus; b++) {
 			int ok = 0;
 
-			if (a != b && map[a] >= 0 && map[b] >= 0)
-				cudaDeviceCanAccessPeer(&ok, map[a], map[b]);
+			if (a != b && map[a] >= 0 && map[b] >= 0 &&
+			    cudaDeviceCanAccessPeer(&ok, map[a], map[b]) != cudaSuccess)
+				ok = 0;
 			t->peer[a][b] = ok != 0;
 		}
 	}
+	/* Errors of the calls above only meant "unknown": leave none behind. */
+	(void)cudaGetLastError();
 	t->have_peer_info = true;
 	nvlinks_from_nvml(t);
 	return 0;
@@ -283,11 +292,38 @@ struct sg_gpu_cuda {
 	struct cb_arg *cb[MAX_DEPTH];        /* per step */
 	void *const *grads;
 	_Atomic int cb_rc;
+	unsigned *waits;                     /* scratch for issue_step() */
+	bool broken;                         /* a sticky error: the context is lost */
 };
+
+/*
+ * Errors after which the CUDA context is unusable: every later call fails
+ * the same way until the process exits (CUDA's "sticky" errors).
+ */
+static bool sticky(cudaError_t e)
+{
+	switch (e) {
+	case cudaErrorIllegalAddress:
+	case cudaErrorLaunchFailure:
+	case cudaErrorHardwareStackError:
+	case cudaErrorIllegalInstruction:
+	case cudaErrorMisalignedAddress:
+	case cudaErrorInvalidAddressSpace:
+	case cudaErrorInvalidPc:
+	case cudaErrorAssert:
+	case cudaErrorLaunchTimeout:
+	case cudaErrorECCUncorrectable:
+	case cudaErrorContextIsDestroyed:
+		return true;
+	default:
+		return false;
+	}
+}
 
 static int cuda_fail(cudaError_t e, const char *what)
 {
-	SG_GPU_LOG(ERR, "cuda: %s: %s\n", what, cudaGetErrorString(e));
+	SG_GPU_LOG(ERR, "cuda: %s: %s (%s)%s\n", what, cudaGetErrorString(e), cudaGetErrorName(e),
+		   sticky(e) ? "; the CUDA context is lost, restart the process" : "");
 	return e == cudaErrorMemoryAllocation ? -ENOMEM : -EIO;
 }
 
@@ -385,13 +421,30 @@ static int cuda_alloc(struct sg_gpu_cuda *c)
 			continue;
 		a = c->dev[st->src[0].idx];
 		b = c->dev[st->dst.idx];
-		if (a == b || cudaDeviceCanAccessPeer(&ok, a, b) != cudaSuccess || !ok)
+		if (a == b)
 			continue;
-		cudaSetDevice(a);
-		/* "Already enabled" or a full peer table: copies still work, staged. */
-		if (cudaDeviceEnablePeerAccess(b, 0) != cudaSuccess)
-			cudaGetLastError();
+		if (cudaDeviceCanAccessPeer(&ok, a, b) != cudaSuccess || !ok) {
+			/*
+			 * cudaMemcpyPeerAsync still works, but through host
+			 * memory: the PCIe traffic the plan's checker counted is
+			 * not what happens. Say so once per step.
+			 */
+			SG_GPU_LOG(WARNING,
+				   "cuda: step %u (%s gpu%u -> gpu%u): no peer access between "
+				   "devices %d and %d, CUDA stages the copy through host memory\n",
+				   s, sg_gpu_step_kind_name(st->kind), st->src[0].idx, st->dst.idx, a,
+				   b);
+			continue;
+		}
+		CK(cudaSetDevice(a));
+		/* cudaErrorPeerAccessAlreadyEnabled is fine: an earlier step or executor did it. */
+		cudaError_t e = cudaDeviceEnablePeerAccess(b, 0);
+
+		if (e != cudaSuccess && e != cudaErrorPeerAccessAlreadyEnabled)
+			return cuda_fail(e, "cudaDeviceEnablePeerAccess");
 	}
+	/* Drop the errors the probes above left behind (they were handled). */
+	(void)cudaGetLastError();
 	return 0;
 }
 
@@ -405,8 +458,12 @@ void sg_gpu_cuda_destroy(struct sg_gpu_cuda *c)
 		cudaStreamDestroy(c->stream[i]);
 	}
 	for (unsigned d = 0; d < MAX_DEPTH; d++) {
-		for (unsigned g = 0; g < SG_GPU_MAX_GPUS; g++)
+		for (unsigned g = 0; g < SG_GPU_MAX_GPUS; g++) {
+			if (c->scratch[d][g] == NULL)
+				continue;
+			cudaSetDevice(c->dev[g]);
 			cudaFree(c->scratch[d][g]);
+		}
 		for (unsigned h = 0; h < SG_GPU_MAX_HOST; h++)
 			pinned_free(c->host[d][h], c->plan->partition_bytes, c->registered[d][h]);
 		cudaFreeHost(c->loop[d]);
@@ -416,6 +473,7 @@ void sg_gpu_cuda_destroy(struct sg_gpu_cuda *c)
 		free(c->ev[d]);
 		free(c->cb[d]);
 	}
+	free(c->waits);
 	free(c->deps);
 	free(c->stream_of);
 	free(c->dev_of);
@@ -448,7 +506,9 @@ struct sg_gpu_cuda *sg_gpu_cuda_create(const struct sg_gpu_exec_conf *conf,
 	c->deps = rc == 0 ? sg_gpu_plan_deps(plan) : NULL;
 	c->stream_of = calloc(plan->nsteps, sizeof(int));
 	c->dev_of = calloc(plan->nsteps, sizeof(int));
-	if (rc == 0 && (c->deps == NULL || c->stream_of == NULL || c->dev_of == NULL))
+	c->waits = calloc(plan->nsteps, sizeof(unsigned));
+	if (rc == 0 && (c->deps == NULL || c->stream_of == NULL || c->dev_of == NULL ||
+			c->waits == NULL))
 		rc = -ENOMEM;
 	if (rc == 0)
 		rc = create_streams(c);
@@ -485,29 +545,13 @@ static void CUDART_CB host_cb(void *arg)
 	struct cb_arg *a = arg;
 	struct sg_gpu_cuda *c = a->c;
 	const struct sg_gpu_step *st = &c->plan->steps[a->step];
-	void *dst = dev_addr(c, a->slot, a->part, &st->dst, st->data_off);
 	const void *src[SG_GPU_MAX_SRC];
-	int rc = 0;
+	int rc;
 
 	for (unsigned i = 0; i < st->nsrc; i++)
 		src[i] = dev_addr(c, a->slot, a->part, &st->src[i], st->data_off);
-	switch (st->kind) {
-	case SG_GPU_STEP_CPU_SUM:
-		rc = st->nsrc == 1 ? (memmove(dst, src[0], a->len), 0)
-				   : sg_sum_addk(c->dtype, dst, src, st->nsrc, a->len / c->elem, 0);
-		break;
-	case SG_GPU_STEP_PUSH:
-		rc = c->net ? c->net(c->net_arg, a->part, st->data_off, src[0], NULL, a->len)
-			    : (memcpy(dst, src[0], a->len), 0);
-		break;
-	case SG_GPU_STEP_PULL:
-		rc = c->net ? c->net(c->net_arg, a->part, st->data_off, NULL, dst, a->len)
-			    : (memcpy(dst, src[0], a->len), 0);
-		break;
-	default:
-		memmove(dst, src[0], a->len);
-		break;
-	}
+	rc = sg_gpu_host_step(st, c->dtype, dev_addr(c, a->slot, a->part, &st->dst, st->data_off),
+			      src, c->net, c->net_arg, a->part, a->len);
 	if (rc < 0) {
 		int zero = 0;
 
@@ -523,22 +567,13 @@ static int issue_step(struct sg_gpu_cuda *c, unsigned slot, unsigned part, unsig
 	cudaStream_t str = c->stream[c->stream_of[s]];
 	void *dst = dev_addr(c, slot, part, &st->dst, st->data_off);
 	const void *src[SG_GPU_MAX_SRC];
-	uint64_t waited;
+	unsigned nw;
 
 	CK(cudaSetDevice(c->dev_of[s]));
-	/*
-	 * Wait only for the latest dependency on each other stream: streams run
-	 * in order, so the earlier ones are done by then.
-	 */
-	waited = 1ull << c->stream_of[s];
-	for (int t = (int)s - 1; t >= 0; t--) {
-		uint64_t bit = 1ull << c->stream_of[t];
-
-		if (!(waited & bit) && sg_gpu_dep_test(c->deps, p->nsteps, s, (unsigned)t)) {
-			CK(cudaStreamWaitEvent(str, c->ev[slot][t], 0));
-			waited |= bit;
-		}
-	}
+	/* Dependencies on other streams: events of this partition (same slot). */
+	nw = sg_gpu_step_waits(p, c->deps, c->stream_of, s, c->waits);
+	for (unsigned i = 0; i < nw; i++)
+		CK(cudaStreamWaitEvent(str, c->ev[slot][c->waits[i]], 0));
 	for (unsigned i = 0; i < st->nsrc; i++)
 		src[i] = dev_addr(c, slot, part, &st->src[i], st->data_off);
 	switch (st->kind) {
@@ -596,14 +631,18 @@ static int record_skipped(struct sg_gpu_cuda *c, unsigned slot, unsigned s)
 int sg_gpu_cuda_run(struct sg_gpu_cuda *c, void *const *grads, size_t bytes)
 {
 	size_t psz = c->plan->partition_bytes;
-	unsigned nparts = (unsigned)((bytes + psz - 1) / psz);
+	unsigned nparts = (unsigned)sg_gpu_nparts(bytes, (uint32_t)psz);
 	int rc = 0;
 
+	if (c->broken) {
+		SG_GPU_LOG(ERR, "cuda: an earlier run lost the CUDA context; restart the process\n");
+		return -EIO;
+	}
 	c->grads = grads;
 	atomic_store(&c->cb_rc, 0);
 	for (unsigned part = 0; rc == 0 && part < nparts; part++) {
 		unsigned slot = part % c->depth;
-		uint32_t len = (uint32_t)(bytes - (size_t)part * psz < psz ? bytes - part * psz : psz);
+		uint32_t len = sg_gpu_part_len(bytes, (uint32_t)psz, part);
 
 		/*
 		 * The slot's buffers, events and callback arguments are reused:
@@ -612,21 +651,19 @@ int sg_gpu_cuda_run(struct sg_gpu_cuda *c, void *const *grads, size_t bytes)
 		 */
 		if (part >= c->depth)
 			rc = drain_slot(c, slot);
+		/* A failed host step (the network) ends the run early. */
+		if (rc == 0)
+			rc = atomic_load(&c->cb_rc);
 		for (unsigned s = 0; rc == 0 && s < c->plan->nsteps; s++) {
 			const struct sg_gpu_step *st = &c->plan->steps[s];
+			uint32_t n = sg_gpu_step_len(st->data_off, st->bytes, len);
 
 			/*
 			 * A skipped step still records its event, so that later
 			 * waits see it completed. Errors only set rc: the drain
 			 * below must run before the caller's buffers are released.
 			 */
-			if (st->data_off >= len) {
-				rc = record_skipped(c, slot, s);
-				continue;
-			}
-			rc = issue_step(c, slot, part, s,
-					st->bytes < len - st->data_off ? st->bytes
-								       : len - st->data_off);
+			rc = n == 0 ? record_skipped(c, slot, s) : issue_step(c, slot, part, s, n);
 		}
 	}
 	for (unsigned d = 0; d < c->depth && d < nparts; d++) {
@@ -636,6 +673,9 @@ int sg_gpu_cuda_run(struct sg_gpu_cuda *c, void *const *grads, size_t bytes)
 	}
 	if (rc == 0)
 		rc = atomic_load(&c->cb_rc);
+	/* A sticky error fails every later call: make later runs say so at once. */
+	if (rc == -EIO && sticky(cudaPeekAtLastError()))
+		c->broken = true;
 	return rc;
 }
 
@@ -702,32 +742,25 @@ static int time_op(enum bench_op op, void *hbuf, void *d0, void *d1, size_t byte
 	return 0;
 }
 
-/* PCIe bound of the GPU's link from sysfs: GT/s x width x 128/130 / 8. */
+/* PCIe bound of the GPU's link from sysfs (see sg_gpu_pcie_link()). */
 static double pcie_bound(int dev, char *link, size_t len)
 {
-	char bus[32], path[128];
-	double gts = 0;
-	long width = 0;
-	FILE *f;
+	struct sg_gpu_pcie_link l;
+	char bus[32];
 
-	if (cudaDeviceGetPCIBusId(bus, sizeof(bus), dev) != cudaSuccess)
+	if (cudaDeviceGetPCIBusId(bus, sizeof(bus), dev) != cudaSuccess) {
+		snprintf(link, len, "unknown (cudaDeviceGetPCIBusId failed)");
 		return 0;
+	}
 	for (char *p = bus; *p; p++)
 		*p = (char)(*p >= 'A' && *p <= 'F' ? *p - 'A' + 'a' : *p);
-	snprintf(path, sizeof(path), "/sys/bus/pci/devices/%s/current_link_speed", bus);
-	f = fopen(path, "r");
-	if (f == NULL || fscanf(f, "%lf", &gts) != 1)
-		gts = 0;
-	if (f)
-		fclose(f);
-	snprintf(path, sizeof(path), "/sys/bus/pci/devices/%s/current_link_width", bus);
-	f = fopen(path, "r");
-	if (f == NULL || fscanf(f, "%ld", &width) != 1)
-		width = 0;
-	if (f)
-		fclose(f);
-	snprintf(link, len, "%s: %.1f GT/s x%ld", bus, gts, width);
-	return gts * (double)width * 128.0 / 130.0 / 8.0;
+	if (sg_gpu_pcie_link("/", bus, &l) < 0) {
+		snprintf(link, len, "%.16s: no link figures in sysfs", bus);
+		return 0;
+	}
+	snprintf(link, len, "%.16s: %.1f GT/s x%u (now %.1f GT/s x%u)", bus, l.gts, l.width,
+		 l.cur_gts, l.cur_width);
+	return l.gbps;
 }
 
 /* A one-GPU machine: the staging path alone (D2H, push, pull, H2D). */
@@ -759,11 +792,17 @@ static int bench_staging(const struct sg_gpu_bench_conf *conf, struct sg_gpu_ben
 	if (rc == 0 && (cudaMalloc(&d, bytes) != cudaSuccess ||
 			cudaHostAlloc(&h1, bytes, 0) != cudaSuccess ||
 			cudaHostAlloc(&h2, bytes, 0) != cudaSuccess))
-		rc = -ENOMEM;
+		rc = sg_gpu_err(why, len, ENOMEM, "bench: staging buffers of %zu bytes", bytes);
+	if (rc == 0) {
+		memset(h1, 1, bytes);
+		memset(h2, 2, bytes);
+	}
 	for (unsigned i = 0; rc == 0 && i <= runs && i <= 64; i++) {
 		double t0 = now_s();
 
 		rc = sg_gpu_exec_run(ex, &d, bytes);
+		if (rc < 0)
+			sg_gpu_err(why, len, -rc, "bench: staging run failed (see the log)");
 		if (i > 0)
 			tv[i - 1] = now_s() - t0;
 	}
@@ -799,28 +838,40 @@ int sg_gpu_cuda_bench(const struct sg_gpu_bench_conf *conf, struct sg_gpu_bench_
 	struct cudaDeviceProp prop;
 	void *h = NULL, *d0 = NULL, *d1 = NULL;
 	int rc = sg_gpu_cuda_probe(why, len);
+	cudaError_t e;
 	double t;
 
 	memset(r, 0, sizeof(*r));
 	if (rc < 0)
 		return rc;
-	CK(cudaSetDevice(conf->device));
-	CK(cudaGetDeviceProperties(&prop, conf->device));
+	if (conf->device < 0 || conf->device >= rc)
+		return sg_gpu_err(why, len, ENODEV, "device %d: CUDA sees %d device(s)",
+				  conf->device, rc);
+	e = cudaSetDevice(conf->device);
+	if (e == cudaSuccess)
+		e = cudaGetDeviceProperties(&prop, conf->device);
+	if (e != cudaSuccess)
+		return sg_gpu_err(why, len, EIO, "device %d: %s", conf->device,
+				  cudaGetErrorString(e));
 	snprintf(r->device, sizeof(r->device), "%.63s", prop.name);
 	r->bytes = bytes;
 	r->runs = runs;
 	r->pcie_bound_gbps = pcie_bound(conf->device, r->link, sizeof(r->link));
-	rc = cudaHostAlloc(&h, bytes, cudaHostAllocPortable) == cudaSuccess &&
-			     cudaMalloc(&d0, bytes) == cudaSuccess &&
-			     cudaMalloc(&d1, bytes) == cudaSuccess
-		     ? 0
-		     : -ENOMEM;
-	if (rc == 0) {
+	e = cudaHostAlloc(&h, bytes, cudaHostAllocPortable);
+	if (e == cudaSuccess)
+		e = cudaMalloc(&d0, bytes);
+	if (e == cudaSuccess)
+		e = cudaMalloc(&d1, bytes);
+	if (e == cudaSuccess)
+		e = cudaMemset(d0, 0, bytes);
+	if (e == cudaSuccess)
+		e = cudaMemset(d1, 0, bytes);
+	if (e != cudaSuccess)
+		rc = sg_gpu_err(why, len, ENOMEM, "%zu-byte buffers: %s", bytes,
+				cudaGetErrorString(e));
+	else
 		memset(h, 0, bytes);
-		cudaMemset(d0, 0, bytes);
-		cudaMemset(d1, 0, bytes);
-	}
-	if (rc == 0 && (rc = time_op(OP_H2D, h, d0, d1, bytes, runs, &t)) == 0)
+	if (rc >= 0 && (rc = time_op(OP_H2D, h, d0, d1, bytes, runs, &t)) == 0)
 		r->h2d_gbps = bytes / t / 1e9;
 	if (rc == 0 && (rc = time_op(OP_D2H, h, d0, d1, bytes, runs, &t)) == 0)
 		r->d2h_gbps = bytes / t / 1e9;
@@ -833,6 +884,8 @@ int sg_gpu_cuda_bench(const struct sg_gpu_bench_conf *conf, struct sg_gpu_bench_
 		if (rc == 0)
 			r->reduce_gbps[k] = 3.0 * bytes / t / 1e9;
 	}
+	if (rc < 0 && why[0] == '\0')
+		sg_gpu_err(why, len, -rc, "a timed copy or reduce failed (see the log)");
 	cudaFreeHost(h);
 	cudaFree(d0);
 	cudaFree(d1);
