@@ -22,7 +22,10 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #define SG_HD static inline __host__ __device__
+/* Lane loops must unroll: acc[] has to live in registers, not local memory. */
+#define SG_UNROLL _Pragma("unroll")
 #else
+#define SG_UNROLL
 #define SG_HD static inline
 #endif
 
@@ -201,13 +204,24 @@ SG_HD void sg_gpu_reduce_v16(int dt, sg_gpu_v16 *dst, const void *const *src, un
 	sg_gpu_v16 d = dst[i], x;
 	float acc[8];
 
+	SG_UNROLL
 	for (unsigned l = 0; l < L; l++)
 		acc[l] = sg_gpu_lane(dt, &d, l);
-	for (unsigned j = 0; j < k; j++) {
+	/*
+	 * Unrolled to the maximum with a break: constant indices into src[]
+	 * let nvcc read the kernel parameters in place instead of copying
+	 * the array to local memory in every thread.
+	 */
+	SG_UNROLL
+	for (unsigned j = 0; j < SG_GPU_KMAX_SRC; j++) {
+		if (j >= k)
+			break;
 		x = ((const sg_gpu_v16 *)src[j])[i];
+		SG_UNROLL
 		for (unsigned l = 0; l < L; l++)
 			acc[l] += sg_gpu_lane(dt, &x, l);
 	}
+	SG_UNROLL
 	for (unsigned w = 0; w < 4; w++)
 		sg_gpu_v16_set(&d, w,
 			       dt == SG_GPU_DT_FP32
@@ -224,13 +238,15 @@ SG_HD void sg_gpu_reduce_one(int dt, void *dst, const void *const *src, unsigned
 
 	if (dt == SG_GPU_DT_FP32) {
 		acc = ((const float *)dst)[i];
-		for (unsigned j = 0; j < k; j++)
+		SG_UNROLL
+		for (unsigned j = 0; j < SG_GPU_KMAX_SRC && j < k; j++)
 			acc += ((const float *)src[j])[i];
 		((float *)dst)[i] = acc;
 		return;
 	}
 	acc = sg_gpu_widen(dt, ((const uint16_t *)dst)[i]);
-	for (unsigned j = 0; j < k; j++)
+	SG_UNROLL
+	for (unsigned j = 0; j < SG_GPU_KMAX_SRC && j < k; j++)
 		acc += sg_gpu_widen(dt, ((const uint16_t *)src[j])[i]);
 	((uint16_t *)dst)[i] = sg_gpu_narrow(dt, acc);
 }
