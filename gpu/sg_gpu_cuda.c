@@ -173,18 +173,20 @@ typedef void *nvml_dev_t;
 
 static void nvlinks_from_nvml(struct sg_gpu_topo *t)
 {
-	int (*init)(void), (*by_pci)(const char *, nvml_dev_t *);
+	int (*init)(void), (*fini)(void), (*by_pci)(const char *, nvml_dev_t *);
 	int (*state)(nvml_dev_t, unsigned, int *), (*remote)(nvml_dev_t, unsigned, nvml_pci_t *);
 	void *h = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
 
 	if (h == NULL)
 		return;
 	init = (int (*)(void))dlsym(h, "nvmlInit_v2");
+	fini = (int (*)(void))dlsym(h, "nvmlShutdown");
 	by_pci = (int (*)(const char *, nvml_dev_t *))dlsym(h, "nvmlDeviceGetHandleByPciBusId_v2");
 	state = (int (*)(nvml_dev_t, unsigned, int *))dlsym(h, "nvmlDeviceGetNvLinkState");
 	remote = (int (*)(nvml_dev_t, unsigned, nvml_pci_t *))dlsym(
 		h, "nvmlDeviceGetNvLinkRemotePciInfo_v2");
-	if (init == NULL || by_pci == NULL || state == NULL || remote == NULL || init() != 0)
+	if (init == NULL || fini == NULL || by_pci == NULL || state == NULL || remote == NULL ||
+	    init() != 0)
 		goto out;
 	for (unsigned g = 0; g < t->ngpus; g++) {
 		nvml_dev_t dev;
@@ -221,6 +223,7 @@ static void nvlinks_from_nvml(struct sg_gpu_topo *t)
 				sg_gpu_topo_add_nvlink(t, t->gpu[g], peer, 1, NULL, 0);
 		}
 	}
+	fini();
 out:
 	dlclose(h);
 }
@@ -480,9 +483,37 @@ void sg_gpu_cuda_destroy(struct sg_gpu_cuda *c)
 	free(c);
 }
 
+/*
+ * CUDA device ordinals in PCI address order. Discovery numbers GPUs by PCI
+ * address, but CUDA's default order (CUDA_DEVICE_ORDER=FASTEST_FIRST) is
+ * not specified beyond device 0: "logical GPU i on device i" could put a
+ * plan's steps on other GPUs than the ones it was checked for.
+ */
+static int pci_order(int ndev, int *order)
+{
+	char bus[SG_GPU_MAX_GPUS][32];
+
+	if (ndev > SG_GPU_MAX_GPUS)
+		ndev = SG_GPU_MAX_GPUS;
+	for (int d = 0; d < ndev; d++) {
+		CK(cudaDeviceGetPCIBusId(bus[d], sizeof(bus[d]), d));
+		order[d] = d;
+	}
+	/* Insertion sort: at most 16 devices. */
+	for (int i = 1; i < ndev; i++)
+		for (int j = i; j > 0 && strcasecmp(bus[order[j - 1]], bus[order[j]]) > 0; j--) {
+			int x = order[j];
+
+			order[j] = order[j - 1];
+			order[j - 1] = x;
+		}
+	return 0;
+}
+
 struct sg_gpu_cuda *sg_gpu_cuda_create(const struct sg_gpu_exec_conf *conf,
 				       const struct sg_gpu_plan *plan)
 {
+	int order[SG_GPU_MAX_GPUS];
 	struct sg_gpu_cuda *c = calloc(1, sizeof(*c));
 	int ndev = 0, rc;
 
@@ -495,8 +526,12 @@ struct sg_gpu_cuda *sg_gpu_cuda_create(const struct sg_gpu_exec_conf *conf,
 	c->net = conf->net;
 	c->net_arg = conf->net_arg;
 	rc = cudaGetDeviceCount(&ndev) == cudaSuccess ? 0 : -ENODEV;
+	if (rc == 0 && conf->device_of == NULL)
+		rc = pci_order(ndev, order);
 	for (unsigned g = 0; rc == 0 && g < plan->ngpus; g++) {
-		c->dev[g] = conf->device_of != NULL ? conf->device_of[g] : (int)g;
+		c->dev[g] = conf->device_of != NULL ? conf->device_of[g]
+			    : g < (unsigned)ndev && g < SG_GPU_MAX_GPUS ? order[g]
+									: ndev;
 		if (c->dev[g] < 0 || c->dev[g] >= ndev) {
 			SG_GPU_LOG(ERR, "cuda: gpu%u mapped to device %d of %d\n", g, c->dev[g],
 				   ndev);
@@ -742,6 +777,96 @@ static int time_op(enum bench_op op, void *hbuf, void *d0, void *d1, size_t byte
 	return 0;
 }
 
+/*
+ * H2D and D2H at once on two streams, median seconds: the duplex bound of
+ * pipelined staging, whose copies in the two directions overlap.
+ */
+static int time_bidir(void *h1, void *h2, void *d0, void *d1, size_t bytes, unsigned runs,
+		      double *out)
+{
+	cudaStream_t s[2] = {NULL, NULL};
+	double t[64];
+	int rc = 0;
+
+	for (int i = 0; i < 2; i++)
+		if (cudaStreamCreateWithFlags(&s[i], cudaStreamNonBlocking) != cudaSuccess)
+			rc = cuda_fail(cudaGetLastError(), "cudaStreamCreateWithFlags");
+	for (unsigned r = 0; rc == 0 && r <= runs && r <= 64; r++) {
+		double t0 = now_s();
+		cudaError_t e = cudaMemcpyAsync(d0, h1, bytes, cudaMemcpyHostToDevice, s[0]);
+
+		if (e == cudaSuccess)
+			e = cudaMemcpyAsync(h2, d1, bytes, cudaMemcpyDeviceToHost, s[1]);
+		if (e == cudaSuccess)
+			e = cudaStreamSynchronize(s[0]);
+		if (e == cudaSuccess)
+			e = cudaStreamSynchronize(s[1]);
+		if (e != cudaSuccess)
+			rc = cuda_fail(e, "bidirectional copy");
+		else if (r > 0)
+			t[r - 1] = now_s() - t0;
+	}
+	for (int i = 0; i < 2; i++)
+		if (s[i] != NULL)
+			cudaStreamDestroy(s[i]);
+	if (rc == 0)
+		*out = median(t, runs < 64 ? runs : 64);
+	return rc;
+}
+
+/*
+ * One correctness run of the reduce kernel per figure: dst += a + b on
+ * 2^20 + 3 elements, every pointer one element past 16-byte alignment (the
+ * head, vector and tail paths), against sg_sum_addk() bit for bit.
+ */
+static int check_reduce(enum sg_dtype dt, bool *exact)
+{
+	const size_t n = (1u << 20) + 3, es = sg_dtype_size(dt);
+	const size_t bytes = ((n + 1) * es + 15) & ~(size_t)15; /* regions 16-byte aligned */
+	uint8_t *h = malloc(4 * bytes), *dv = NULL;
+	const void *ref[3], *src[2];
+	int rc = 0;
+
+	*exact = false;
+	if (h == NULL)
+		return -ENOMEM;
+	for (size_t i = 0; i < 3 * (n + 1); i++) {
+		float f = (float)((int)((i * 2654435761u) % 20011) - 10005) / 997.0f;
+
+		if (dt == SG_DTYPE_FP32)
+			memcpy(h + i * 4, &f, 4);
+		else {
+			uint16_t v = dt == SG_DTYPE_FP16 ? sg_fp32_to_fp16(f) : sg_fp32_to_bf16(f);
+
+			memcpy(h + i * 2, &v, 2);
+		}
+	}
+	for (int j = 0; j < 3; j++)
+		ref[j] = h + j * bytes + es;
+	if (sg_sum_addk(dt, h + 3 * bytes + es, ref, 3, n, 0) < 0) {
+		free(h);
+		return -EINVAL;
+	}
+	if (cudaMalloc((void **)&dv, 3 * bytes) != cudaSuccess ||
+	    cudaMemcpy(dv, h, 3 * bytes, cudaMemcpyHostToDevice) != cudaSuccess)
+		rc = cuda_fail(cudaGetLastError(), "check_reduce: buffers");
+	src[0] = dv + bytes + es;
+	src[1] = dv + 2 * bytes + es;
+	if (rc == 0) {
+		cudaError_t e = sg_gpu_kernel_reduce(dt, dv + es, src, 2, n, 0);
+
+		if (e == cudaSuccess)
+			e = cudaMemcpy(h, dv, bytes, cudaMemcpyDeviceToHost); /* synchronises */
+		if (e != cudaSuccess)
+			rc = cuda_fail(e, "check_reduce");
+	}
+	if (rc == 0)
+		*exact = memcmp(h + es, h + 3 * bytes + es, n * es) == 0;
+	cudaFree(dv);
+	free(h);
+	return rc;
+}
+
 /* PCIe bound of the GPU's link from sysfs (see sg_gpu_pcie_link()). */
 static double pcie_bound(int dev, char *link, size_t len)
 {
@@ -836,7 +961,7 @@ int sg_gpu_cuda_bench(const struct sg_gpu_bench_conf *conf, struct sg_gpu_bench_
 	size_t bytes = conf->bytes ? conf->bytes : 64u << 20;
 	unsigned runs = conf->runs ? conf->runs : 5;
 	struct cudaDeviceProp prop;
-	void *h = NULL, *d0 = NULL, *d1 = NULL;
+	void *h = NULL, *h2 = NULL, *d0 = NULL, *d1 = NULL;
 	int rc = sg_gpu_cuda_probe(why, len);
 	cudaError_t e;
 	double t;
@@ -859,6 +984,8 @@ int sg_gpu_cuda_bench(const struct sg_gpu_bench_conf *conf, struct sg_gpu_bench_
 	r->pcie_bound_gbps = pcie_bound(conf->device, r->link, sizeof(r->link));
 	e = cudaHostAlloc(&h, bytes, cudaHostAllocPortable);
 	if (e == cudaSuccess)
+		e = cudaHostAlloc(&h2, bytes, cudaHostAllocPortable);
+	if (e == cudaSuccess)
 		e = cudaMalloc(&d0, bytes);
 	if (e == cudaSuccess)
 		e = cudaMalloc(&d1, bytes);
@@ -869,12 +996,16 @@ int sg_gpu_cuda_bench(const struct sg_gpu_bench_conf *conf, struct sg_gpu_bench_
 	if (e != cudaSuccess)
 		rc = sg_gpu_err(why, len, ENOMEM, "%zu-byte buffers: %s", bytes,
 				cudaGetErrorString(e));
-	else
+	else {
 		memset(h, 0, bytes);
+		memset(h2, 0, bytes);
+	}
 	if (rc >= 0 && (rc = time_op(OP_H2D, h, d0, d1, bytes, runs, &t)) == 0)
 		r->h2d_gbps = bytes / t / 1e9;
 	if (rc == 0 && (rc = time_op(OP_D2H, h, d0, d1, bytes, runs, &t)) == 0)
 		r->d2h_gbps = bytes / t / 1e9;
+	if (rc == 0 && (rc = time_bidir(h, h2, d0, d1, bytes, runs, &t)) == 0)
+		r->bidir_gbps = bytes / t / 1e9;
 	/* Device-memory traffic: a copy reads and writes each byte once. */
 	if (rc == 0 && (rc = time_op(OP_D2D, h, d0, d1, bytes, runs, &t)) == 0)
 		r->dev_copy_gbps = 2.0 * bytes / t / 1e9;
@@ -884,9 +1015,13 @@ int sg_gpu_cuda_bench(const struct sg_gpu_bench_conf *conf, struct sg_gpu_bench_
 		if (rc == 0)
 			r->reduce_gbps[k] = 3.0 * bytes / t / 1e9;
 	}
+	for (int k = 0; rc == 0 && k < 3; k++)
+		rc = check_reduce(k == 0 ? SG_DTYPE_FP32 : k == 1 ? SG_DTYPE_FP16 : SG_DTYPE_BF16,
+				  &r->reduce_exact[k]);
 	if (rc < 0 && why[0] == '\0')
 		sg_gpu_err(why, len, -rc, "a timed copy or reduce failed (see the log)");
 	cudaFreeHost(h);
+	cudaFreeHost(h2);
 	cudaFree(d0);
 	cudaFree(d1);
 	if (rc == 0)
