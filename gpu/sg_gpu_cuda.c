@@ -106,9 +106,15 @@ int sg_gpu_gdr_probe(char *why, size_t len)
 	rc = sg_gpu_cuda_probe(why, len);
 	if (rc < 0)
 		goto out;
+	/* The ByVersion form exists from CUDA 12.5; meson accepts CUDA 12.0 and later. */
+#if CUDART_VERSION >= 12050
 	if (cudaGetDriverEntryPointByVersion("cuMemGetHandleForAddressRange",
 					     (void **)&get_handle, 12000, cudaEnableDefault,
 					     &q) != cudaSuccess ||
+#else
+	if (cudaGetDriverEntryPoint("cuMemGetHandleForAddressRange", (void **)&get_handle,
+				    cudaEnableDefault, &q) != cudaSuccess ||
+#endif
 	    q != cudaDriverEntryPointSuccess || get_handle == NULL) {
 		rc = sg_gpu_err(why, len, ENOTSUP,
 				"GPUDirect RDMA unavailable: the driver lacks dma-buf export "

@@ -31,21 +31,9 @@ static uint32_t rnd(void)
 	return rng;
 }
 
-static float u2f(uint32_t u)
-{
-	float f;
-
-	memcpy(&f, &u, 4);
-	return f;
-}
-
-static uint32_t f2u(float f)
-{
-	uint32_t u;
-
-	memcpy(&u, &f, 4);
-	return u;
-}
+/* The header's own bit casts: what the kernels use. */
+#define u2f sg_gpu_u2f
+#define f2u sg_gpu_f2u
 
 /* ---- conversions -------------------------------------------------------- */
 
@@ -135,15 +123,9 @@ static float special(unsigned i)
 static void fill_rand(int dt, void *buf, size_t n)
 {
 	for (size_t i = 0; i < n; i++) {
-		float f = rnd() % 50 == 0 ? special(rnd())
-					  : (float)((int)(rnd() % 200001) - 100000) / 997.0f;
-
-		if (dt == SG_GPU_DT_FP32)
-			((float *)buf)[i] = f;
-		else if (dt == SG_GPU_DT_FP16)
-			((uint16_t *)buf)[i] = sg_fp32_to_fp16(f);
-		else
-			((uint16_t *)buf)[i] = sg_fp32_to_bf16(f);
+		val_set((enum sg_dtype)dt, buf, i,
+			rnd() % 50 == 0 ? special(rnd())
+					: (float)((int)(rnd() % 200001) - 100000) / 997.0f);
 	}
 }
 
