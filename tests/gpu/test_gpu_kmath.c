@@ -146,7 +146,7 @@ static bool same_elem(int dt, const void *a, const void *b, size_t i)
 
 static void one_reduce(int dt, size_t n, unsigned k, const size_t *off)
 {
-	const size_t es = dt == SG_GPU_DT_FP32 ? 4 : 2, bytes = n * es + 64;
+	const size_t es = dt == SG_GPU_DT_FP32 ? 4 : 2, bytes = (n * es + 64 + 63) & ~(size_t)63;
 	uint8_t *buf[SG_GPU_KMAX_SRC + 1], *want = aligned_alloc(64, bytes);
 	const void *ref[SG_GPU_KMAX_SRC + 1], *src[SG_GPU_KMAX_SRC];
 	size_t bad = 0;
