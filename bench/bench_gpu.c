@@ -72,7 +72,9 @@ int sigma_bench_gpu(int argc, char **argv)
 			       "[--partition N]\n");
 			return 0;
 		}
-		if (c == '?' || parse_size(optarg, c == 'd' ? 0 : 1, (size_t)1 << 34, &v) < 0) {
+		/* A device ordinal past int (or any real machine) must not wrap to device 0. */
+		if (c == '?' ||
+		    parse_size(optarg, c == 'd' ? 0 : 1, c == 'd' ? 1023 : (size_t)1 << 34, &v) < 0) {
 			fprintf(stderr, "sigma-bench gpu: bad option or value\n");
 			return 2;
 		}
