@@ -445,7 +445,12 @@ const char *sg_gpu_exec_fallback_reason(const struct sg_gpu_exec *ex);
  * (host memory for the host backend, device memory for CUDA), in place: on
  * return every grads[i] holds the sum. The tensor is cut into partitions of
  * the plan's size (the last may be shorter); bytes must be a multiple of the
- * element size. @return 0 or -errno (-EINVAL with a logged reason).
+ * element size. CUDA: the run starts after the work queued so far on each
+ * device's legacy default stream (stream 0); the caller must synchronise any
+ * other stream that writes grads before the call. It returns when all is
+ * done. @return 0 or -errno (-EINVAL with a logged reason; -EIO for a CUDA
+ * error; after a "sticky" one, which loses the CUDA context, every later run
+ * of the executor returns -EIO at once).
  */
 int sg_gpu_exec_run(struct sg_gpu_exec *ex, void *const *grads, size_t bytes);
 

@@ -302,6 +302,7 @@ struct sg_gpu_cuda {
 	void *const *grads;
 	_Atomic int cb_rc;
 	unsigned *waits;                     /* scratch for issue_step() */
+	cudaEvent_t start[SG_GPU_MAX_GPUS];  /* per logical GPU, on its device */
 	bool broken;                         /* a sticky error: the context is lost */
 };
 
@@ -422,6 +423,10 @@ static int cuda_alloc(struct sg_gpu_cuda *c)
 			CK(cudaEventCreateWithFlags(&c->ev[d][s], cudaEventDisableTiming));
 		}
 	}
+	for (unsigned g = 0; g < p->ngpus; g++) {
+		CK(cudaSetDevice(c->dev[g]));
+		CK(cudaEventCreateWithFlags(&c->start[g], cudaEventDisableTiming));
+	}
 	/* Let P2P copies go straight between devices where the hardware allows. */
 	for (unsigned s = 0; s < p->nsteps; s++) {
 		const struct sg_gpu_step *st = &p->steps[s];
@@ -485,6 +490,12 @@ void sg_gpu_cuda_destroy(struct sg_gpu_cuda *c)
 				cudaEventDestroy(c->ev[d][s]);
 		free(c->ev[d]);
 		free(c->cb[d]);
+	}
+	for (unsigned g = 0; g < SG_GPU_MAX_GPUS; g++) {
+		if (c->start[g] == NULL)
+			continue;
+		cudaSetDevice(c->dev[g]);
+		cudaEventDestroy(c->start[g]);
 	}
 	free(c->waits);
 	free(c->deps);
@@ -665,6 +676,26 @@ static int drain_slot(struct sg_gpu_cuda *c, unsigned slot)
 	return rc;
 }
 
+/*
+ * Our streams are non-blocking: they do not wait for the legacy default
+ * stream, where a caller's cudaMemcpy(Async)(..., 0) or kernel<<<..>>> that
+ * wrote the gradients may still run. Order every stream after what each
+ * device's legacy stream holds now (the contract in sg_gpu.h).
+ */
+static int wait_for_callers(struct sg_gpu_cuda *c)
+{
+	for (unsigned g = 0; g < c->plan->ngpus; g++) {
+		CK(cudaSetDevice(c->dev[g]));
+		CK(cudaEventRecord(c->start[g], cudaStreamLegacy));
+	}
+	for (unsigned i = 0; i < c->nstreams; i++) {
+		CK(cudaSetDevice(c->stream_dev[i]));
+		for (unsigned g = 0; g < c->plan->ngpus; g++)
+			CK(cudaStreamWaitEvent(c->stream[i], c->start[g], 0));
+	}
+	return 0;
+}
+
 /* A step with nothing to move in this (short, last) partition: mark it done. */
 static int record_skipped(struct sg_gpu_cuda *c, unsigned slot, unsigned s)
 {
@@ -685,6 +716,7 @@ int sg_gpu_cuda_run(struct sg_gpu_cuda *c, void *const *grads, size_t bytes)
 	}
 	c->grads = grads;
 	atomic_store(&c->cb_rc, 0);
+	rc = nparts > 0 ? wait_for_callers(c) : 0;
 	for (unsigned part = 0; rc == 0 && part < nparts; part++) {
 		unsigned slot = part % c->depth;
 		uint32_t len = sg_gpu_part_len(bytes, (uint32_t)psz, part);

@@ -147,7 +147,7 @@ static void run_plan(const struct sg_gpu_plan *p, enum sg_dtype dt, size_t elems
 	int dev0[SG_GPU_MAX_GPUS] = {0};
 	struct sg_gpu_exec_conf conf = {.backend = SG_GPU_BACKEND_CUDA, .plan = p, .dtype = dt,
 					.depth = depth, .device_of = dev0};
-	void *dptr[SG_GPU_MAX_GPUS];
+	void *dptr[SG_GPU_MAX_GPUS], *ones = NULL;
 	uint8_t *h = malloc(bytes), *got = malloc(bytes);
 	float *ref = calloc(elems, sizeof(float));
 	struct sg_gpu_exec *ex;
@@ -163,10 +163,23 @@ static void run_plan(const struct sg_gpu_plan *p, enum sg_dtype dt, size_t elems
 		CUDA_OK(cudaMalloc(&dptr[g], bytes));
 		CUDA_OK(cudaMemcpy(dptr[g], h, bytes, cudaMemcpyHostToDevice));
 	}
+	/*
+	 * gpu0's gradient gets +1 from a kernel still queued on the legacy
+	 * default stream when the run starts: the run must wait for it (its
+	 * streams are non-blocking).
+	 */
+	for (size_t i = 0; i < elems; i++) {
+		val_set(dt, h, i, 1.0f);
+		ref[i] += 1.0f;
+	}
+	CUDA_OK(cudaMalloc(&ones, bytes));
+	CUDA_OK(cudaMemcpy(ones, h, bytes, cudaMemcpyHostToDevice));
 	ex = sg_gpu_exec_create(&conf);
 	SG_CHECK(ex != NULL, "%s: create: %s", what, strerror(errno));
 	if (ex != NULL) {
 		SG_CHECK_EQ(sg_gpu_exec_backend(ex), SG_GPU_BACKEND_CUDA);
+		CUDA_OK(sg_gpu_kernel_reduce(dt, dptr[0], (const void *const *)&ones, 1, elems,
+					     0));
 		SG_CHECK(sg_gpu_exec_run(ex, dptr, bytes) == 0, "%s: run", what);
 		for (unsigned g = 0; g < p->ngpus; g++) {
 			CUDA_OK(cudaMemcpy(got, dptr[g], bytes, cudaMemcpyDeviceToHost));
@@ -184,6 +197,7 @@ static void run_plan(const struct sg_gpu_plan *p, enum sg_dtype dt, size_t elems
 		res.stage_bad += ex == NULL || wrong != 0;
 	}
 	sg_gpu_exec_destroy(ex);
+	cudaFree(ones);
 	for (unsigned g = 0; g < p->ngpus; g++)
 		cudaFree(dptr[g]);
 	free(h);
