@@ -409,7 +409,11 @@ struct sg_gpu_exec_conf {
 	unsigned depth;                 /**< partitions in flight (CUDA); 0: 2 */
 	sg_gpu_net_fn net;              /**< NULL: loopback */
 	void *net_arg;
-	/** CUDA: device ordinal of each logical GPU; NULL: GPU i on device i. */
+	/**
+	 * CUDA: device ordinal of each logical GPU. NULL: GPU i on the i-th
+	 * device in PCI address order, the order sg_gpu_topo_discover() numbers
+	 * GPUs in, whatever CUDA_DEVICE_ORDER says.
+	 */
 	const int *device_of;
 	/**
 	 * Host backend test hook: when not 0, run the steps in a random order
@@ -441,7 +445,12 @@ const char *sg_gpu_exec_fallback_reason(const struct sg_gpu_exec *ex);
  * (host memory for the host backend, device memory for CUDA), in place: on
  * return every grads[i] holds the sum. The tensor is cut into partitions of
  * the plan's size (the last may be shorter); bytes must be a multiple of the
- * element size. @return 0 or -errno (-EINVAL with a logged reason).
+ * element size. CUDA: the run starts after the work queued so far on each
+ * device's legacy default stream (stream 0); the caller must synchronise any
+ * other stream that writes grads before the call. It returns when all is
+ * done. @return 0 or -errno (-EINVAL with a logged reason; -EIO for a CUDA
+ * error; after a "sticky" one, which loses the CUDA context, every later run
+ * of the executor returns -EIO at once).
  */
 int sg_gpu_exec_run(struct sg_gpu_exec *ex, void *const *grads, size_t bytes);
 
@@ -489,9 +498,12 @@ struct sg_gpu_bench_result {
 	double dev_copy_gbps;    /**< device-to-device copy, bytes read + written */
 	double reduce_gbps[3];   /**< dst += src, fp32/fp16/bf16, bytes read + written */
 	double stage_pipelined_s; /**< executor: D2H, push, pull, H2D, pipelined */
-	double stage_parts_s;    /**< D2H + H2D + host copies, each alone */
+	double stage_parts_s;    /**< D2H + H2D + host copies, each alone (serial staging) */
 	double stage_host_s;     /**< the host copies alone */
 	double stage_gbps;       /**< bytes / stage_pipelined_s */
+	double bidir_gbps;       /**< each direction while H2D and D2H run at once */
+	/** The reduce kernel (fp32/fp16/bf16) gave sg_sum_addk()'s bits on 3 x 2^20+3 elements. */
+	bool reduce_exact[3];
 };
 
 /**

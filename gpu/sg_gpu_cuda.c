@@ -56,6 +56,12 @@ int sg_gpu_cuda_bench(const struct sg_gpu_bench_conf *conf, struct sg_gpu_bench_
 #include <cuda_runtime_api.h>
 
 #include "sg_gpu_kernels.h"
+#include "sg_gpu_kmath.h"
+
+_Static_assert(SG_GPU_DT_FP32 == SG_DTYPE_FP32 && SG_GPU_DT_FP16 == SG_DTYPE_FP16 &&
+		       SG_GPU_DT_BF16 == SG_DTYPE_BF16,
+	       "sg_gpu_kmath.h dtype values");
+_Static_assert(SG_GPU_KMAX_SRC == SG_GPU_MAX_SRC, "reduce sources");
 
 int sg_gpu_cuda_probe(char *why, size_t len)
 {
@@ -100,9 +106,15 @@ int sg_gpu_gdr_probe(char *why, size_t len)
 	rc = sg_gpu_cuda_probe(why, len);
 	if (rc < 0)
 		goto out;
+	/* The ByVersion form exists from CUDA 12.5; meson accepts CUDA 12.0 and later. */
+#if CUDART_VERSION >= 12050
 	if (cudaGetDriverEntryPointByVersion("cuMemGetHandleForAddressRange",
 					     (void **)&get_handle, 12000, cudaEnableDefault,
 					     &q) != cudaSuccess ||
+#else
+	if (cudaGetDriverEntryPoint("cuMemGetHandleForAddressRange", (void **)&get_handle,
+				    cudaEnableDefault, &q) != cudaSuccess ||
+#endif
 	    q != cudaDriverEntryPointSuccess || get_handle == NULL) {
 		rc = sg_gpu_err(why, len, ENOTSUP,
 				"GPUDirect RDMA unavailable: the driver lacks dma-buf export "
@@ -167,18 +179,20 @@ typedef void *nvml_dev_t;
 
 static void nvlinks_from_nvml(struct sg_gpu_topo *t)
 {
-	int (*init)(void), (*by_pci)(const char *, nvml_dev_t *);
+	int (*init)(void), (*fini)(void), (*by_pci)(const char *, nvml_dev_t *);
 	int (*state)(nvml_dev_t, unsigned, int *), (*remote)(nvml_dev_t, unsigned, nvml_pci_t *);
 	void *h = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
 
 	if (h == NULL)
 		return;
 	init = (int (*)(void))dlsym(h, "nvmlInit_v2");
+	fini = (int (*)(void))dlsym(h, "nvmlShutdown");
 	by_pci = (int (*)(const char *, nvml_dev_t *))dlsym(h, "nvmlDeviceGetHandleByPciBusId_v2");
 	state = (int (*)(nvml_dev_t, unsigned, int *))dlsym(h, "nvmlDeviceGetNvLinkState");
 	remote = (int (*)(nvml_dev_t, unsigned, nvml_pci_t *))dlsym(
 		h, "nvmlDeviceGetNvLinkRemotePciInfo_v2");
-	if (init == NULL || by_pci == NULL || state == NULL || remote == NULL || init() != 0)
+	if (init == NULL || fini == NULL || by_pci == NULL || state == NULL || remote == NULL ||
+	    init() != 0)
 		goto out;
 	for (unsigned g = 0; g < t->ngpus; g++) {
 		nvml_dev_t dev;
@@ -215,6 +229,7 @@ static void nvlinks_from_nvml(struct sg_gpu_topo *t)
 				sg_gpu_topo_add_nvlink(t, t->gpu[g], peer, 1, NULL, 0);
 		}
 	}
+	fini();
 out:
 	dlclose(h);
 }
@@ -239,11 +254,14 @@ int sg_gpu_topo_add_cuda_info(struct sg_gpu_topo *t, char *err, size_t errlen)
 		for (unsigned b = 0; b < t->ngpus; b++) {
 			int ok = 0;
 
-			if (a != b && map[a] >= 0 && map[b] >= 0)
-				cudaDeviceCanAccessPeer(&ok, map[a], map[b]);
+			if (a != b && map[a] >= 0 && map[b] >= 0 &&
+			    cudaDeviceCanAccessPeer(&ok, map[a], map[b]) != cudaSuccess)
+				ok = 0;
 			t->peer[a][b] = ok != 0;
 		}
 	}
+	/* Errors of the calls above only meant "unknown": leave none behind. */
+	(void)cudaGetLastError();
 	t->have_peer_info = true;
 	nvlinks_from_nvml(t);
 	return 0;
@@ -251,7 +269,7 @@ int sg_gpu_topo_add_cuda_info(struct sg_gpu_topo *t, char *err, size_t errlen)
 
 /* ---- the backend -------------------------------------------------------- */
 
-#define MAX_STREAMS 64 /* one bit each in issue_step()'s wait mask */
+#define MAX_STREAMS 64 /* more chains share their device's streams (events keep order) */
 #define MAX_DEPTH 8
 
 struct cb_arg {
@@ -283,11 +301,39 @@ struct sg_gpu_cuda {
 	struct cb_arg *cb[MAX_DEPTH];        /* per step */
 	void *const *grads;
 	_Atomic int cb_rc;
+	unsigned *waits;                     /* scratch for issue_step() */
+	cudaEvent_t start[SG_GPU_MAX_GPUS];  /* per logical GPU, on its device */
+	bool broken;                         /* a sticky error: the context is lost */
 };
+
+/*
+ * Errors after which the CUDA context is unusable: every later call fails
+ * the same way until the process exits (CUDA's "sticky" errors).
+ */
+static bool sticky(cudaError_t e)
+{
+	switch (e) {
+	case cudaErrorIllegalAddress:
+	case cudaErrorLaunchFailure:
+	case cudaErrorHardwareStackError:
+	case cudaErrorIllegalInstruction:
+	case cudaErrorMisalignedAddress:
+	case cudaErrorInvalidAddressSpace:
+	case cudaErrorInvalidPc:
+	case cudaErrorAssert:
+	case cudaErrorLaunchTimeout:
+	case cudaErrorECCUncorrectable:
+	case cudaErrorContextIsDestroyed:
+		return true;
+	default:
+		return false;
+	}
+}
 
 static int cuda_fail(cudaError_t e, const char *what)
 {
-	SG_GPU_LOG(ERR, "cuda: %s: %s\n", what, cudaGetErrorString(e));
+	SG_GPU_LOG(ERR, "cuda: %s: %s (%s)%s\n", what, cudaGetErrorString(e), cudaGetErrorName(e),
+		   sticky(e) ? "; the CUDA context is lost, restart the process" : "");
 	return e == cudaErrorMemoryAllocation ? -ENOMEM : -EIO;
 }
 
@@ -357,6 +403,7 @@ static int cuda_alloc(struct sg_gpu_cuda *c)
 {
 	const struct sg_gpu_plan *p = c->plan;
 	size_t part = p->partition_bytes;
+	uint32_t done[SG_GPU_MAX_GPUS] = {0}; /* GPU pairs whose peer access is set up */
 
 	for (unsigned d = 0; d < c->depth; d++) {
 		for (unsigned g = 0; g < p->ngpus && p->scratch_slots > 0; g++) {
@@ -376,22 +423,46 @@ static int cuda_alloc(struct sg_gpu_cuda *c)
 			CK(cudaEventCreateWithFlags(&c->ev[d][s], cudaEventDisableTiming));
 		}
 	}
+	for (unsigned g = 0; g < p->ngpus; g++) {
+		CK(cudaSetDevice(c->dev[g]));
+		CK(cudaEventCreateWithFlags(&c->start[g], cudaEventDisableTiming));
+	}
 	/* Let P2P copies go straight between devices where the hardware allows. */
 	for (unsigned s = 0; s < p->nsteps; s++) {
 		const struct sg_gpu_step *st = &p->steps[s];
+		unsigned ga = st->src[0].idx, gb = st->dst.idx;
 		int a, b, ok = 0;
+		cudaError_t e;
 
-		if (st->kind != SG_GPU_STEP_P2P && st->kind != SG_GPU_STEP_BCAST)
+		if ((st->kind != SG_GPU_STEP_P2P && st->kind != SG_GPU_STEP_BCAST) ||
+		    (done[ga] >> gb & 1))
 			continue;
-		a = c->dev[st->src[0].idx];
-		b = c->dev[st->dst.idx];
-		if (a == b || cudaDeviceCanAccessPeer(&ok, a, b) != cudaSuccess || !ok)
+		done[ga] |= 1u << gb;
+		a = c->dev[ga];
+		b = c->dev[gb];
+		if (a == b)
 			continue;
-		cudaSetDevice(a);
-		/* "Already enabled" or a full peer table: copies still work, staged. */
-		if (cudaDeviceEnablePeerAccess(b, 0) != cudaSuccess)
-			cudaGetLastError();
+		e = cudaDeviceCanAccessPeer(&ok, a, b);
+		if (e == cudaSuccess && ok) {
+			CK(cudaSetDevice(a));
+			e = cudaDeviceEnablePeerAccess(b, 0);
+			/* Enabled before (another executor) is fine. */
+			if (e == cudaErrorPeerAccessAlreadyEnabled)
+				continue;
+		}
+		/*
+		 * No peer access (or a full peer table): cudaMemcpyPeerAsync
+		 * still works, but through host memory, which is not the PCIe
+		 * traffic the plan's checker counted. Say so once per pair.
+		 */
+		if (e != cudaSuccess || !ok)
+			SG_GPU_LOG(WARNING,
+				   "cuda: gpu%u -> gpu%u (devices %d -> %d, step %u): no peer access "
+				   "(%s), CUDA stages the copies through host memory\n",
+				   ga, gb, a, b, s, e != cudaSuccess ? cudaGetErrorName(e) : "none");
 	}
+	/* Drop the errors the probes above left behind (they were handled). */
+	(void)cudaGetLastError();
 	return 0;
 }
 
@@ -405,8 +476,12 @@ void sg_gpu_cuda_destroy(struct sg_gpu_cuda *c)
 		cudaStreamDestroy(c->stream[i]);
 	}
 	for (unsigned d = 0; d < MAX_DEPTH; d++) {
-		for (unsigned g = 0; g < SG_GPU_MAX_GPUS; g++)
+		for (unsigned g = 0; g < SG_GPU_MAX_GPUS; g++) {
+			if (c->scratch[d][g] == NULL)
+				continue;
+			cudaSetDevice(c->dev[g]);
 			cudaFree(c->scratch[d][g]);
+		}
 		for (unsigned h = 0; h < SG_GPU_MAX_HOST; h++)
 			pinned_free(c->host[d][h], c->plan->partition_bytes, c->registered[d][h]);
 		cudaFreeHost(c->loop[d]);
@@ -416,15 +491,50 @@ void sg_gpu_cuda_destroy(struct sg_gpu_cuda *c)
 		free(c->ev[d]);
 		free(c->cb[d]);
 	}
+	for (unsigned g = 0; g < SG_GPU_MAX_GPUS; g++) {
+		if (c->start[g] == NULL)
+			continue;
+		cudaSetDevice(c->dev[g]);
+		cudaEventDestroy(c->start[g]);
+	}
+	free(c->waits);
 	free(c->deps);
 	free(c->stream_of);
 	free(c->dev_of);
 	free(c);
 }
 
+/*
+ * CUDA device ordinals in PCI address order. Discovery numbers GPUs by PCI
+ * address, but CUDA's default order (CUDA_DEVICE_ORDER=FASTEST_FIRST) is
+ * not specified beyond device 0: "logical GPU i on device i" could put a
+ * plan's steps on other GPUs than the ones it was checked for.
+ */
+static int pci_order(int ndev, int *order)
+{
+	char bus[SG_GPU_MAX_GPUS][32];
+
+	if (ndev > SG_GPU_MAX_GPUS)
+		ndev = SG_GPU_MAX_GPUS;
+	for (int d = 0; d < ndev; d++) {
+		CK(cudaDeviceGetPCIBusId(bus[d], sizeof(bus[d]), d));
+		order[d] = d;
+	}
+	/* Insertion sort: at most 16 devices. */
+	for (int i = 1; i < ndev; i++)
+		for (int j = i; j > 0 && strcasecmp(bus[order[j - 1]], bus[order[j]]) > 0; j--) {
+			int x = order[j];
+
+			order[j] = order[j - 1];
+			order[j - 1] = x;
+		}
+	return 0;
+}
+
 struct sg_gpu_cuda *sg_gpu_cuda_create(const struct sg_gpu_exec_conf *conf,
 				       const struct sg_gpu_plan *plan)
 {
+	int order[SG_GPU_MAX_GPUS];
 	struct sg_gpu_cuda *c = calloc(1, sizeof(*c));
 	int ndev = 0, rc;
 
@@ -437,8 +547,12 @@ struct sg_gpu_cuda *sg_gpu_cuda_create(const struct sg_gpu_exec_conf *conf,
 	c->net = conf->net;
 	c->net_arg = conf->net_arg;
 	rc = cudaGetDeviceCount(&ndev) == cudaSuccess ? 0 : -ENODEV;
+	if (rc == 0 && conf->device_of == NULL)
+		rc = pci_order(ndev, order);
 	for (unsigned g = 0; rc == 0 && g < plan->ngpus; g++) {
-		c->dev[g] = conf->device_of != NULL ? conf->device_of[g] : (int)g;
+		c->dev[g] = conf->device_of != NULL ? conf->device_of[g]
+			    : g < (unsigned)ndev && g < SG_GPU_MAX_GPUS ? order[g]
+									: ndev;
 		if (c->dev[g] < 0 || c->dev[g] >= ndev) {
 			SG_GPU_LOG(ERR, "cuda: gpu%u mapped to device %d of %d\n", g, c->dev[g],
 				   ndev);
@@ -448,7 +562,9 @@ struct sg_gpu_cuda *sg_gpu_cuda_create(const struct sg_gpu_exec_conf *conf,
 	c->deps = rc == 0 ? sg_gpu_plan_deps(plan) : NULL;
 	c->stream_of = calloc(plan->nsteps, sizeof(int));
 	c->dev_of = calloc(plan->nsteps, sizeof(int));
-	if (rc == 0 && (c->deps == NULL || c->stream_of == NULL || c->dev_of == NULL))
+	c->waits = calloc(plan->nsteps, sizeof(unsigned));
+	if (rc == 0 && (c->deps == NULL || c->stream_of == NULL || c->dev_of == NULL ||
+			c->waits == NULL))
 		rc = -ENOMEM;
 	if (rc == 0)
 		rc = create_streams(c);
@@ -485,29 +601,13 @@ static void CUDART_CB host_cb(void *arg)
 	struct cb_arg *a = arg;
 	struct sg_gpu_cuda *c = a->c;
 	const struct sg_gpu_step *st = &c->plan->steps[a->step];
-	void *dst = dev_addr(c, a->slot, a->part, &st->dst, st->data_off);
 	const void *src[SG_GPU_MAX_SRC];
-	int rc = 0;
+	int rc;
 
 	for (unsigned i = 0; i < st->nsrc; i++)
 		src[i] = dev_addr(c, a->slot, a->part, &st->src[i], st->data_off);
-	switch (st->kind) {
-	case SG_GPU_STEP_CPU_SUM:
-		rc = st->nsrc == 1 ? (memmove(dst, src[0], a->len), 0)
-				   : sg_sum_addk(c->dtype, dst, src, st->nsrc, a->len / c->elem, 0);
-		break;
-	case SG_GPU_STEP_PUSH:
-		rc = c->net ? c->net(c->net_arg, a->part, st->data_off, src[0], NULL, a->len)
-			    : (memcpy(dst, src[0], a->len), 0);
-		break;
-	case SG_GPU_STEP_PULL:
-		rc = c->net ? c->net(c->net_arg, a->part, st->data_off, NULL, dst, a->len)
-			    : (memcpy(dst, src[0], a->len), 0);
-		break;
-	default:
-		memmove(dst, src[0], a->len);
-		break;
-	}
+	rc = sg_gpu_host_step(st, c->dtype, dev_addr(c, a->slot, a->part, &st->dst, st->data_off),
+			      src, c->net, c->net_arg, a->part, a->len);
 	if (rc < 0) {
 		int zero = 0;
 
@@ -523,22 +623,13 @@ static int issue_step(struct sg_gpu_cuda *c, unsigned slot, unsigned part, unsig
 	cudaStream_t str = c->stream[c->stream_of[s]];
 	void *dst = dev_addr(c, slot, part, &st->dst, st->data_off);
 	const void *src[SG_GPU_MAX_SRC];
-	uint64_t waited;
+	unsigned nw;
 
 	CK(cudaSetDevice(c->dev_of[s]));
-	/*
-	 * Wait only for the latest dependency on each other stream: streams run
-	 * in order, so the earlier ones are done by then.
-	 */
-	waited = 1ull << c->stream_of[s];
-	for (int t = (int)s - 1; t >= 0; t--) {
-		uint64_t bit = 1ull << c->stream_of[t];
-
-		if (!(waited & bit) && sg_gpu_dep_test(c->deps, p->nsteps, s, (unsigned)t)) {
-			CK(cudaStreamWaitEvent(str, c->ev[slot][t], 0));
-			waited |= bit;
-		}
-	}
+	/* Dependencies on other streams: events of this partition (same slot). */
+	nw = sg_gpu_step_waits(p, c->deps, c->stream_of, s, c->waits);
+	for (unsigned i = 0; i < nw; i++)
+		CK(cudaStreamWaitEvent(str, c->ev[slot][c->waits[i]], 0));
 	for (unsigned i = 0; i < st->nsrc; i++)
 		src[i] = dev_addr(c, slot, part, &st->src[i], st->data_off);
 	switch (st->kind) {
@@ -585,6 +676,26 @@ static int drain_slot(struct sg_gpu_cuda *c, unsigned slot)
 	return rc;
 }
 
+/*
+ * Our streams are non-blocking: they do not wait for the legacy default
+ * stream, where a caller's cudaMemcpy(Async)(..., 0) or kernel<<<..>>> that
+ * wrote the gradients may still run. Order every stream after what each
+ * device's legacy stream holds now (the contract in sg_gpu.h).
+ */
+static int wait_for_callers(struct sg_gpu_cuda *c)
+{
+	for (unsigned g = 0; g < c->plan->ngpus; g++) {
+		CK(cudaSetDevice(c->dev[g]));
+		CK(cudaEventRecord(c->start[g], cudaStreamLegacy));
+	}
+	for (unsigned i = 0; i < c->nstreams; i++) {
+		CK(cudaSetDevice(c->stream_dev[i]));
+		for (unsigned g = 0; g < c->plan->ngpus; g++)
+			CK(cudaStreamWaitEvent(c->stream[i], c->start[g], 0));
+	}
+	return 0;
+}
+
 /* A step with nothing to move in this (short, last) partition: mark it done. */
 static int record_skipped(struct sg_gpu_cuda *c, unsigned slot, unsigned s)
 {
@@ -596,14 +707,19 @@ static int record_skipped(struct sg_gpu_cuda *c, unsigned slot, unsigned s)
 int sg_gpu_cuda_run(struct sg_gpu_cuda *c, void *const *grads, size_t bytes)
 {
 	size_t psz = c->plan->partition_bytes;
-	unsigned nparts = (unsigned)((bytes + psz - 1) / psz);
+	unsigned nparts = (unsigned)sg_gpu_nparts(bytes, (uint32_t)psz);
 	int rc = 0;
 
+	if (c->broken) {
+		SG_GPU_LOG(ERR, "cuda: an earlier run lost the CUDA context; restart the process\n");
+		return -EIO;
+	}
 	c->grads = grads;
 	atomic_store(&c->cb_rc, 0);
+	rc = nparts > 0 ? wait_for_callers(c) : 0;
 	for (unsigned part = 0; rc == 0 && part < nparts; part++) {
 		unsigned slot = part % c->depth;
-		uint32_t len = (uint32_t)(bytes - (size_t)part * psz < psz ? bytes - part * psz : psz);
+		uint32_t len = sg_gpu_part_len(bytes, (uint32_t)psz, part);
 
 		/*
 		 * The slot's buffers, events and callback arguments are reused:
@@ -612,21 +728,19 @@ int sg_gpu_cuda_run(struct sg_gpu_cuda *c, void *const *grads, size_t bytes)
 		 */
 		if (part >= c->depth)
 			rc = drain_slot(c, slot);
+		/* A failed host step (the network) ends the run early. */
+		if (rc == 0)
+			rc = atomic_load(&c->cb_rc);
 		for (unsigned s = 0; rc == 0 && s < c->plan->nsteps; s++) {
 			const struct sg_gpu_step *st = &c->plan->steps[s];
+			uint32_t n = sg_gpu_step_len(st->data_off, st->bytes, len);
 
 			/*
 			 * A skipped step still records its event, so that later
 			 * waits see it completed. Errors only set rc: the drain
 			 * below must run before the caller's buffers are released.
 			 */
-			if (st->data_off >= len) {
-				rc = record_skipped(c, slot, s);
-				continue;
-			}
-			rc = issue_step(c, slot, part, s,
-					st->bytes < len - st->data_off ? st->bytes
-								       : len - st->data_off);
+			rc = n == 0 ? record_skipped(c, slot, s) : issue_step(c, slot, part, s, n);
 		}
 	}
 	for (unsigned d = 0; d < c->depth && d < nparts; d++) {
@@ -636,6 +750,9 @@ int sg_gpu_cuda_run(struct sg_gpu_cuda *c, void *const *grads, size_t bytes)
 	}
 	if (rc == 0)
 		rc = atomic_load(&c->cb_rc);
+	/* A sticky error fails every later call: make later runs say so at once. */
+	if (rc == -EIO && sticky(cudaPeekAtLastError()))
+		c->broken = true;
 	return rc;
 }
 
@@ -702,32 +819,115 @@ static int time_op(enum bench_op op, void *hbuf, void *d0, void *d1, size_t byte
 	return 0;
 }
 
-/* PCIe bound of the GPU's link from sysfs: GT/s x width x 128/130 / 8. */
+/*
+ * H2D and D2H at once on two streams, median seconds: the duplex bound of
+ * pipelined staging, whose copies in the two directions overlap.
+ */
+static int time_bidir(void *h1, void *h2, void *d0, void *d1, size_t bytes, unsigned runs,
+		      double *out)
+{
+	cudaStream_t s[2] = {NULL, NULL};
+	double t[64];
+	int rc = 0;
+
+	for (int i = 0; i < 2; i++)
+		if (cudaStreamCreateWithFlags(&s[i], cudaStreamNonBlocking) != cudaSuccess)
+			rc = cuda_fail(cudaGetLastError(), "cudaStreamCreateWithFlags");
+	for (unsigned r = 0; rc == 0 && r <= runs && r <= 64; r++) {
+		double t0 = now_s();
+		cudaError_t e = cudaMemcpyAsync(d0, h1, bytes, cudaMemcpyHostToDevice, s[0]);
+
+		if (e == cudaSuccess)
+			e = cudaMemcpyAsync(h2, d1, bytes, cudaMemcpyDeviceToHost, s[1]);
+		if (e == cudaSuccess)
+			e = cudaStreamSynchronize(s[0]);
+		if (e == cudaSuccess)
+			e = cudaStreamSynchronize(s[1]);
+		if (e != cudaSuccess)
+			rc = cuda_fail(e, "bidirectional copy");
+		else if (r > 0)
+			t[r - 1] = now_s() - t0;
+	}
+	for (int i = 0; i < 2; i++)
+		if (s[i] != NULL)
+			cudaStreamDestroy(s[i]);
+	if (rc == 0)
+		*out = median(t, runs < 64 ? runs : 64);
+	return rc;
+}
+
+/*
+ * One correctness run of the reduce kernel per figure: dst += a + b on
+ * 2^20 + 3 elements, every pointer one element past 16-byte alignment (the
+ * head, vector and tail paths), against sg_sum_addk() bit for bit.
+ */
+static int check_reduce(enum sg_dtype dt, bool *exact)
+{
+	const size_t n = (1u << 20) + 3, es = sg_dtype_size(dt);
+	const size_t bytes = ((n + 1) * es + 15) & ~(size_t)15; /* regions 16-byte aligned */
+	uint8_t *h = malloc(4 * bytes), *dv = NULL;
+	const void *ref[3], *src[2];
+	int rc = 0;
+
+	*exact = false;
+	if (h == NULL)
+		return -ENOMEM;
+	for (size_t i = 0; i < 3 * (n + 1); i++) {
+		float f = (float)((int)((i * 2654435761u) % 20011) - 10005) / 997.0f;
+
+		if (dt == SG_DTYPE_FP32)
+			memcpy(h + i * 4, &f, 4);
+		else {
+			uint16_t v = dt == SG_DTYPE_FP16 ? sg_fp32_to_fp16(f) : sg_fp32_to_bf16(f);
+
+			memcpy(h + i * 2, &v, 2);
+		}
+	}
+	for (int j = 0; j < 3; j++)
+		ref[j] = h + j * bytes + es;
+	if (sg_sum_addk(dt, h + 3 * bytes + es, ref, 3, n, 0) < 0) {
+		free(h);
+		return -EINVAL;
+	}
+	if (cudaMalloc((void **)&dv, 3 * bytes) != cudaSuccess ||
+	    cudaMemcpy(dv, h, 3 * bytes, cudaMemcpyHostToDevice) != cudaSuccess)
+		rc = cuda_fail(cudaGetLastError(), "check_reduce: buffers");
+	src[0] = dv + bytes + es;
+	src[1] = dv + 2 * bytes + es;
+	if (rc == 0) {
+		cudaError_t e = sg_gpu_kernel_reduce(dt, dv + es, src, 2, n, 0);
+
+		if (e == cudaSuccess)
+			e = cudaMemcpy(h, dv, bytes, cudaMemcpyDeviceToHost); /* synchronises */
+		if (e != cudaSuccess)
+			rc = cuda_fail(e, "check_reduce");
+	}
+	if (rc == 0)
+		*exact = memcmp(h + es, h + 3 * bytes + es, n * es) == 0;
+	cudaFree(dv);
+	free(h);
+	return rc;
+}
+
+/* PCIe bound of the GPU's link from sysfs (see sg_gpu_pcie_link()). */
 static double pcie_bound(int dev, char *link, size_t len)
 {
-	char bus[32], path[128];
-	double gts = 0;
-	long width = 0;
-	FILE *f;
+	struct sg_gpu_pcie_link l;
+	char bus[32];
 
-	if (cudaDeviceGetPCIBusId(bus, sizeof(bus), dev) != cudaSuccess)
+	if (cudaDeviceGetPCIBusId(bus, sizeof(bus), dev) != cudaSuccess) {
+		snprintf(link, len, "unknown (cudaDeviceGetPCIBusId failed)");
 		return 0;
+	}
 	for (char *p = bus; *p; p++)
 		*p = (char)(*p >= 'A' && *p <= 'F' ? *p - 'A' + 'a' : *p);
-	snprintf(path, sizeof(path), "/sys/bus/pci/devices/%s/current_link_speed", bus);
-	f = fopen(path, "r");
-	if (f == NULL || fscanf(f, "%lf", &gts) != 1)
-		gts = 0;
-	if (f)
-		fclose(f);
-	snprintf(path, sizeof(path), "/sys/bus/pci/devices/%s/current_link_width", bus);
-	f = fopen(path, "r");
-	if (f == NULL || fscanf(f, "%ld", &width) != 1)
-		width = 0;
-	if (f)
-		fclose(f);
-	snprintf(link, len, "%s: %.1f GT/s x%ld", bus, gts, width);
-	return gts * (double)width * 128.0 / 130.0 / 8.0;
+	if (sg_gpu_pcie_link("/", bus, &l) < 0) {
+		snprintf(link, len, "%.16s: no link figures in sysfs", bus);
+		return 0;
+	}
+	snprintf(link, len, "%.16s: %.1f GT/s x%u (now %.1f GT/s x%u)", bus, l.gts, l.width,
+		 l.cur_gts, l.cur_width);
+	return l.gbps;
 }
 
 /* A one-GPU machine: the staging path alone (D2H, push, pull, H2D). */
@@ -759,11 +959,17 @@ static int bench_staging(const struct sg_gpu_bench_conf *conf, struct sg_gpu_ben
 	if (rc == 0 && (cudaMalloc(&d, bytes) != cudaSuccess ||
 			cudaHostAlloc(&h1, bytes, 0) != cudaSuccess ||
 			cudaHostAlloc(&h2, bytes, 0) != cudaSuccess))
-		rc = -ENOMEM;
+		rc = sg_gpu_err(why, len, ENOMEM, "bench: staging buffers of %zu bytes", bytes);
+	if (rc == 0) {
+		memset(h1, 1, bytes);
+		memset(h2, 2, bytes);
+	}
 	for (unsigned i = 0; rc == 0 && i <= runs && i <= 64; i++) {
 		double t0 = now_s();
 
 		rc = sg_gpu_exec_run(ex, &d, bytes);
+		if (rc < 0)
+			sg_gpu_err(why, len, -rc, "bench: staging run failed (see the log)");
 		if (i > 0)
 			tv[i - 1] = now_s() - t0;
 	}
@@ -797,33 +1003,51 @@ int sg_gpu_cuda_bench(const struct sg_gpu_bench_conf *conf, struct sg_gpu_bench_
 	size_t bytes = conf->bytes ? conf->bytes : 64u << 20;
 	unsigned runs = conf->runs ? conf->runs : 5;
 	struct cudaDeviceProp prop;
-	void *h = NULL, *d0 = NULL, *d1 = NULL;
+	void *h = NULL, *h2 = NULL, *d0 = NULL, *d1 = NULL;
 	int rc = sg_gpu_cuda_probe(why, len);
+	cudaError_t e;
 	double t;
 
 	memset(r, 0, sizeof(*r));
 	if (rc < 0)
 		return rc;
-	CK(cudaSetDevice(conf->device));
-	CK(cudaGetDeviceProperties(&prop, conf->device));
+	if (conf->device < 0 || conf->device >= rc)
+		return sg_gpu_err(why, len, ENODEV, "device %d: CUDA sees %d device(s)",
+				  conf->device, rc);
+	e = cudaSetDevice(conf->device);
+	if (e == cudaSuccess)
+		e = cudaGetDeviceProperties(&prop, conf->device);
+	if (e != cudaSuccess)
+		return sg_gpu_err(why, len, EIO, "device %d: %s", conf->device,
+				  cudaGetErrorString(e));
 	snprintf(r->device, sizeof(r->device), "%.63s", prop.name);
 	r->bytes = bytes;
 	r->runs = runs;
 	r->pcie_bound_gbps = pcie_bound(conf->device, r->link, sizeof(r->link));
-	rc = cudaHostAlloc(&h, bytes, cudaHostAllocPortable) == cudaSuccess &&
-			     cudaMalloc(&d0, bytes) == cudaSuccess &&
-			     cudaMalloc(&d1, bytes) == cudaSuccess
-		     ? 0
-		     : -ENOMEM;
-	if (rc == 0) {
+	e = cudaHostAlloc(&h, bytes, cudaHostAllocPortable);
+	if (e == cudaSuccess)
+		e = cudaHostAlloc(&h2, bytes, cudaHostAllocPortable);
+	if (e == cudaSuccess)
+		e = cudaMalloc(&d0, bytes);
+	if (e == cudaSuccess)
+		e = cudaMalloc(&d1, bytes);
+	if (e == cudaSuccess)
+		e = cudaMemset(d0, 0, bytes);
+	if (e == cudaSuccess)
+		e = cudaMemset(d1, 0, bytes);
+	if (e != cudaSuccess)
+		rc = sg_gpu_err(why, len, ENOMEM, "%zu-byte buffers: %s", bytes,
+				cudaGetErrorString(e));
+	else {
 		memset(h, 0, bytes);
-		cudaMemset(d0, 0, bytes);
-		cudaMemset(d1, 0, bytes);
+		memset(h2, 0, bytes);
 	}
-	if (rc == 0 && (rc = time_op(OP_H2D, h, d0, d1, bytes, runs, &t)) == 0)
+	if (rc >= 0 && (rc = time_op(OP_H2D, h, d0, d1, bytes, runs, &t)) == 0)
 		r->h2d_gbps = bytes / t / 1e9;
 	if (rc == 0 && (rc = time_op(OP_D2H, h, d0, d1, bytes, runs, &t)) == 0)
 		r->d2h_gbps = bytes / t / 1e9;
+	if (rc == 0 && (rc = time_bidir(h, h2, d0, d1, bytes, runs, &t)) == 0)
+		r->bidir_gbps = bytes / t / 1e9;
 	/* Device-memory traffic: a copy reads and writes each byte once. */
 	if (rc == 0 && (rc = time_op(OP_D2D, h, d0, d1, bytes, runs, &t)) == 0)
 		r->dev_copy_gbps = 2.0 * bytes / t / 1e9;
@@ -833,7 +1057,13 @@ int sg_gpu_cuda_bench(const struct sg_gpu_bench_conf *conf, struct sg_gpu_bench_
 		if (rc == 0)
 			r->reduce_gbps[k] = 3.0 * bytes / t / 1e9;
 	}
+	for (int k = 0; rc == 0 && k < 3; k++)
+		rc = check_reduce(k == 0 ? SG_DTYPE_FP32 : k == 1 ? SG_DTYPE_FP16 : SG_DTYPE_BF16,
+				  &r->reduce_exact[k]);
+	if (rc < 0 && why[0] == '\0')
+		sg_gpu_err(why, len, -rc, "a timed copy or reduce failed (see the log)");
 	cudaFreeHost(h);
+	cudaFreeHost(h2);
 	cudaFree(d0);
 	cudaFree(d1);
 	if (rc == 0)

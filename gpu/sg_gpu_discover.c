@@ -211,7 +211,7 @@ static int probe_dev(const char *devdir, const char *bdf, struct pci_dev *pd)
 struct sg_gpu_topo *sg_gpu_topo_discover(const char *sysfs_root, char *err, size_t errlen)
 {
 	char dir[PATH_MAX], devdir[PATH_MAX];
-	struct pci_dev *devs;
+	struct pci_dev *devs, one;
 	struct sg_gpu_topo *t;
 	struct dirent *de;
 	unsigned ndev = 0;
@@ -243,16 +243,19 @@ struct sg_gpu_topo *sg_gpu_topo_discover(const char *sysfs_root, char *err, size
 			continue;
 		if (snprintf(devdir, sizeof(devdir), "%s/%s", dir, de->d_name) >= (int)sizeof(devdir))
 			continue;
-		rc = probe_dev(devdir, de->d_name, &devs[ndev]);
+		rc = probe_dev(devdir, de->d_name, &one);
 		if (rc < 0) {
 			sg_gpu_err(err, errlen, EINVAL,
 				   "%s: cannot place it under a root port (bad sysfs path)", devdir);
 			break;
 		}
-		if (rc == 1 && ++ndev == MAX_DEVS) {
+		/* The table is full only when a device beyond the last one shows up. */
+		if (rc == 1 && ndev == MAX_DEVS) {
 			rc = sg_gpu_err(err, errlen, ENOSPC, "more than %d GPUs and NICs", MAX_DEVS);
 			break;
 		}
+		if (rc == 1)
+			devs[ndev++] = one;
 		rc = 0;
 	}
 	closedir(d);
@@ -266,4 +269,77 @@ struct sg_gpu_topo *sg_gpu_topo_discover(const char *sysfs_root, char *err, size
 		return NULL;
 	}
 	return t;
+}
+
+/* "16.0 GT/s PCIe" -> 16.0; "Unknown" -> 0. */
+static double read_gts(const char *dir, const char *file)
+{
+	char path[PATH_MAX];
+	double v = 0;
+	FILE *f;
+
+	if (snprintf(path, sizeof(path), "%s/%s", dir, file) >= (int)sizeof(path))
+		return 0;
+	f = fopen(path, "r");
+	if (f == NULL)
+		return 0;
+	if (fscanf(f, "%lf", &v) != 1 || v < 0 || v > 1000)
+		v = 0;
+	fclose(f);
+	return v;
+}
+
+static unsigned read_width(const char *dir, const char *file)
+{
+	long v = 0;
+
+	return read_num(dir, file, &v) == 0 && v > 0 && v <= 32 ? (unsigned)v : 0;
+}
+
+/* The smaller of two figures, ignoring unknown (0) ones. */
+static double min_known(double a, double b)
+{
+	return a <= 0 ? b : b <= 0 ? a : a < b ? a : b;
+}
+
+int sg_gpu_pcie_link(const char *sysfs_root, const char *bdf, struct sg_gpu_pcie_link *l)
+{
+	char dir[PATH_MAX], real[PATH_MAX], *slash;
+	double enc;
+
+	memset(l, 0, sizeof(*l));
+	if (sysfs_root == NULL || sysfs_root[0] == '\0')
+		sysfs_root = "/";
+	if (bdf == NULL || !is_bdf(bdf) ||
+	    snprintf(dir, sizeof(dir), "%s/sys/bus/pci/devices/%s", sysfs_root, bdf) >=
+		    (int)sizeof(dir))
+		return -EINVAL;
+	if (realpath(dir, real) == NULL)
+		return -errno;
+	l->cur_gts = read_gts(real, "current_link_speed");
+	l->cur_width = read_width(real, "current_link_width");
+	l->max_gts = read_gts(real, "max_link_speed");
+	l->max_width = read_width(real, "max_link_width");
+	/* The port above (the parent directory) may be slower than the device. */
+	slash = strrchr(real, '/');
+	if (slash != NULL && slash != real) {
+		*slash = '\0';
+		if (is_bdf(strrchr(real, '/') + 1)) {
+			l->max_gts = min_known(l->max_gts, read_gts(real, "max_link_speed"));
+			l->max_width = (unsigned)min_known(l->max_width,
+							   read_width(real, "max_link_width"));
+		}
+	}
+	/*
+	 * GPUs drop their link to a low speed when idle, so the current speed
+	 * read before a transfer understates the bound: use the trained
+	 * maximum of both ends, or the current figures when that is unknown.
+	 */
+	l->gts = l->max_gts > 0 ? l->max_gts : l->cur_gts;
+	l->width = l->max_width > 0 ? l->max_width : l->cur_width;
+	if (l->gts <= 0 || l->width == 0)
+		return -ENOENT;
+	enc = l->gts < 8 ? 8.0 / 10.0 : l->gts < 64 ? 128.0 / 130.0 : 242.0 / 256.0;
+	l->gbps = l->gts * l->width * enc / 8.0;
+	return 0;
 }

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "sg_gpu_internal.h"
+#include "sg_gpu_kmath.h"
 
 struct sg_gpu_exec {
 	enum sg_gpu_backend backend;
@@ -133,6 +134,22 @@ int sg_gpu_plan_chains(const struct sg_gpu_plan *p, const uint64_t *deps, const 
 	return (int)n;
 }
 
+unsigned sg_gpu_step_waits(const struct sg_gpu_plan *p, const uint64_t *deps,
+			   const int *stream_of, unsigned s, unsigned *waits)
+{
+	unsigned n = 0;
+
+	for (int t = (int)s - 1; t >= 0; t--) {
+		bool seen = stream_of[t] == stream_of[s];
+
+		for (unsigned i = 0; !seen && i < n; i++)
+			seen = stream_of[waits[i]] == stream_of[t];
+		if (!seen && sg_gpu_dep_test(deps, p->nsteps, s, (unsigned)t))
+			waits[n++] = (unsigned)t;
+	}
+	return n;
+}
+
 /*
  * A random order that the dependencies allow. Running a plan this way checks
  * that the dependency analysis (which the CUDA backend relies on for its
@@ -211,13 +228,8 @@ static int host_init(struct sg_gpu_exec *ex)
 
 static int check_conf(const struct sg_gpu_exec_conf *conf, size_t elem)
 {
-	const struct sg_gpu_plan *p = conf->plan;
+	char why[200];
 
-	if (p == NULL || p->nsteps == 0 || p->ngpus == 0 || p->ngpus > SG_GPU_MAX_GPUS ||
-	    p->nhost > SG_GPU_MAX_HOST || p->partition_bytes == 0) {
-		SG_GPU_LOG(ERR, "executor: no plan, or an empty or malformed one\n");
-		return -EINVAL;
-	}
 	if (elem == 0) {
 		SG_GPU_LOG(ERR, "executor: dtype %s not supported (fp32, fp16, bf16)\n",
 			   sg_dtype_name(conf->dtype));
@@ -227,33 +239,10 @@ static int check_conf(const struct sg_gpu_exec_conf *conf, size_t elem)
 		SG_GPU_LOG(ERR, "executor: unknown backend %d\n", (int)conf->backend);
 		return -EINVAL;
 	}
-	if (p->partition_bytes % elem != 0) {
-		SG_GPU_LOG(ERR, "executor: partition %u bytes is not a multiple of %zu\n",
-			   p->partition_bytes, elem);
+	/* The executor has no topology: the topology-free part of sg_gpu_plan_validate(). */
+	if (sg_gpu_plan_validate_steps(conf->plan, elem, why, sizeof(why)) < 0) {
+		SG_GPU_LOG(ERR, "executor: %s\n", why);
 		return -EINVAL;
-	}
-	for (unsigned s = 0; s < p->nsteps; s++) {
-		const struct sg_gpu_step *st = &p->steps[s];
-		bool bad = st->data_off % elem != 0 || st->bytes % elem != 0 || st->bytes == 0 ||
-			   st->data_off > p->partition_bytes ||
-			   st->bytes > p->partition_bytes - st->data_off ||
-			   st->kind >= SG_GPU_STEP_KIND_COUNT || st->nsrc == 0 ||
-			   st->nsrc > SG_GPU_MAX_SRC;
-		const struct sg_gpu_ep *e = &st->dst;
-
-		for (unsigned i = 0; !bad && i <= st->nsrc; i++, e = &st->src[i - 1]) {
-			bad |= e->mem >= SG_GPU_MEM_COUNT;
-			bad |= (e->mem == SG_GPU_MEM_GRAD || e->mem == SG_GPU_MEM_SCRATCH) &&
-			       e->idx >= p->ngpus;
-			bad |= e->mem == SG_GPU_MEM_SCRATCH && e->slot >= p->scratch_slots;
-			bad |= e->mem == SG_GPU_MEM_HOST && e->idx >= p->nhost;
-		}
-		if (bad) {
-			SG_GPU_LOG(ERR, "executor: step %u malformed or not %zu-byte aligned "
-					"(run sg_gpu_plan_validate)\n",
-				   s, elem);
-			return -EINVAL;
-		}
 	}
 	return 0;
 }
@@ -365,43 +354,53 @@ static uint8_t *host_addr(struct sg_gpu_exec *ex, void *const *grads, unsigned p
 	}
 }
 
-static int host_step(struct sg_gpu_exec *ex, void *const *grads, unsigned part,
-		     const struct sg_gpu_step *st, uint32_t n)
+int sg_gpu_host_step(const struct sg_gpu_step *st, enum sg_dtype dt, void *dst,
+		     const void *const *src, sg_gpu_net_fn net, void *net_arg, unsigned part,
+		     uint32_t n)
 {
-	const void *src[SG_GPU_MAX_SRC + 1];
-	uint8_t *dst = host_addr(ex, grads, part, &st->dst, st->data_off);
+	const void *all[SG_GPU_MAX_SRC + 1];
+	size_t elem = sg_gpu_exec_elem(dt);
 	unsigned k = 0;
 
 	switch (st->kind) {
 	case SG_GPU_STEP_REDUCE:
-		src[k++] = dst; /* dst += sources: dst is the first addend */
+		all[k++] = dst; /* dst += sources: dst is the first addend */
 		/* fallthrough */
 	case SG_GPU_STEP_CPU_SUM:
 		for (unsigned i = 0; i < st->nsrc; i++)
-			src[k++] = host_addr(ex, grads, part, &st->src[i], st->data_off);
+			all[k++] = src[i];
 		if (k == 1) {
-			memmove(dst, src[0], n);
+			memmove(dst, all[0], n);
 			return 0;
 		}
-		return sg_sum_addk(ex->dtype, dst, src, k, n / ex->elem, 0);
+		return sg_sum_addk(dt, dst, all, k, n / elem, 0);
 	case SG_GPU_STEP_PUSH:
-		if (ex->net != NULL)
-			return ex->net(ex->net_arg, part, st->data_off,
-				       host_addr(ex, grads, part, &st->src[0], st->data_off), NULL,
-				       n);
-		memcpy(ex->loop + st->data_off,
-		       host_addr(ex, grads, part, &st->src[0], st->data_off), n);
+		/* Loopback: src is a host buffer, dst the service's (NET) buffer. */
+		if (net != NULL)
+			return net(net_arg, part, st->data_off, src[0], NULL, n);
+		memcpy(dst, src[0], n);
 		return 0;
 	case SG_GPU_STEP_PULL:
-		if (ex->net != NULL)
-			return ex->net(ex->net_arg, part, st->data_off, NULL, dst, n);
-		memcpy(dst, ex->loop + st->data_off, n);
+		if (net != NULL)
+			return net(net_arg, part, st->data_off, NULL, dst, n);
+		memcpy(dst, src[0], n);
 		return 0;
 	default:
 		/* Every copy kind: the topology matters for speed, not for the bytes. */
-		memmove(dst, host_addr(ex, grads, part, &st->src[0], st->data_off), n);
+		memmove(dst, src[0], n);
 		return 0;
 	}
+}
+
+static int host_step(struct sg_gpu_exec *ex, void *const *grads, unsigned part,
+		     const struct sg_gpu_step *st, uint32_t n)
+{
+	const void *src[SG_GPU_MAX_SRC];
+
+	for (unsigned i = 0; i < st->nsrc; i++)
+		src[i] = host_addr(ex, grads, part, &st->src[i], st->data_off);
+	return sg_gpu_host_step(st, ex->dtype, host_addr(ex, grads, part, &st->dst, st->data_off),
+				src, ex->net, ex->net_arg, part, n);
 }
 
 int sg_gpu_exec_run(struct sg_gpu_exec *ex, void *const *grads, size_t bytes)
@@ -419,7 +418,7 @@ int sg_gpu_exec_run(struct sg_gpu_exec *ex, void *const *grads, size_t bytes)
 		return -EINVAL;
 	}
 	psz = ex->plan.partition_bytes;
-	if ((bytes + psz - 1) / psz > UINT32_MAX) {
+	if (sg_gpu_nparts(bytes, psz) > UINT32_MAX) {
 		SG_GPU_LOG(ERR, "run: %zu bytes is too many partitions\n", bytes);
 		return -EINVAL;
 	}
@@ -433,20 +432,19 @@ int sg_gpu_exec_run(struct sg_gpu_exec *ex, void *const *grads, size_t bytes)
 	if (ex->cuda != NULL)
 		return sg_gpu_cuda_run(ex->cuda, grads, bytes);
 #endif
-	nparts = (unsigned)((bytes + psz - 1) / psz);
+	nparts = (unsigned)sg_gpu_nparts(bytes, psz);
 	for (unsigned part = 0; part < nparts; part++) {
-		uint32_t len = (uint32_t)(bytes - (size_t)part * psz < psz ? bytes - part * psz : psz);
+		uint32_t len = sg_gpu_part_len(bytes, psz, part);
 
 		for (unsigned k = 0; k < ex->plan.nsteps; k++) {
 			const struct sg_gpu_step *st = &ex->plan.steps[ex->order[k]];
+			/* The last partition may be short: clip every step to it. */
+			uint32_t n = sg_gpu_step_len(st->data_off, st->bytes, len);
 			int rc;
 
-			/* The last partition may be short: clip every step to it. */
-			if (st->data_off >= len)
+			if (n == 0)
 				continue;
-			rc = host_step(ex, grads, part, st,
-				       st->bytes < len - st->data_off ? st->bytes
-								      : len - st->data_off);
+			rc = host_step(ex, grads, part, st, n);
 			if (rc < 0)
 				return rc;
 		}

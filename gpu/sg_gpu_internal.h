@@ -65,6 +65,55 @@ static inline bool sg_gpu_dep_test(const uint64_t *bits, unsigned n, unsigned s,
 int sg_gpu_plan_chains(const struct sg_gpu_plan *p, const uint64_t *deps, const int *dev,
 		       int *dev_of, int *stream_of, int *stream_dev, unsigned max_streams);
 
+/*
+ * The part of sg_gpu_plan_validate() that needs no topology: the header,
+ * every step's kind, byte range, sources and destination, and (elem > 1)
+ * every byte range and the partition a multiple of elem. What the executor
+ * checks before it runs a plan. @return 0 or -EINVAL with the reason in err.
+ */
+int sg_gpu_plan_validate_steps(const struct sg_gpu_plan *p, size_t elem, char *err,
+			       size_t errlen);
+
+/*
+ * One host step (CPU_SUM, PUSH, PULL, H2H; every kind on the host backend)
+ * on resolved addresses: dst and src[0..nsrc) of st, n bytes at st->data_off
+ * of partition 'part'. REDUCE adds into dst; PUSH/PULL call net, or copy to
+ * and from the loopback buffer (dst resp. src[0]) when net is NULL. Shared by
+ * the host backend and the CUDA backend's stream callbacks: makes no CUDA
+ * call. @return 0 or what net or sg_sum_addk() returned.
+ */
+int sg_gpu_host_step(const struct sg_gpu_step *st, enum sg_dtype dt, void *dst,
+		     const void *const *src, sg_gpu_net_fn net, void *net_arg, unsigned part,
+		     uint32_t n);
+
+/*
+ * The events step s of a partition waits for before it starts on its stream:
+ * for each other stream, the latest earlier step there that s depends on
+ * (streams run in order, so the earlier ones are done by then). Writes step
+ * indices to waits[] (room for nsteps) and returns how many.
+ */
+unsigned sg_gpu_step_waits(const struct sg_gpu_plan *p, const uint64_t *deps,
+			   const int *stream_of, unsigned s, unsigned *waits);
+
+/* A PCIe link as sysfs tells it (0: unknown). */
+struct sg_gpu_pcie_link {
+	double cur_gts, max_gts; /* GT/s per lane: current, and the maximum of both ends */
+	unsigned cur_width, max_width;
+	double gts;              /* what the bound uses: max if known, else current */
+	unsigned width;
+	double gbps;             /* GB/s each way: gts x width x encoding / 8 */
+};
+
+/*
+ * The PCIe bound of device @p bdf ("0000:3b:00.0", lower case) under
+ * @p sysfs_root: the maximum speed and width both the device and the port
+ * above it support (an idle GPU's current speed is often lowered), times
+ * the line encoding (8b/10b below 8 GT/s, 128b/130b up to 32 GT/s, FLIT
+ * 242/256 at 64 GT/s). @return 0, -ENOENT when sysfs gives no figures, or
+ * -EINVAL / -errno for a bad address.
+ */
+int sg_gpu_pcie_link(const char *sysfs_root, const char *bdf, struct sg_gpu_pcie_link *l);
+
 /* Topology walks shared by the planner and the checker (sg_gpu_topo.c). */
 
 /** Hops from node @p n up to its socket (a socket has depth 0). */

@@ -1,131 +1,145 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * GPU reduce kernels: dst += src[0] + ... + src[k-1], accumulating in fp32.
- * The bulk goes through 16-byte vector loads (4 fp32 or 8 fp16/bf16 per
- * load), which is what lets a memory-bound kernel reach the device's copy
- * bandwidth; a scalar kernel handles the unaligned tail.
+ * The element arithmetic and the head/vector/tail split are in
+ * sg_gpu_kmath.h, which the CPU tests run too. The bulk goes through 16-byte
+ * vector loads (4 fp32 or 8 fp16/bf16 per load), which is what lets a
+ * memory-bound kernel reach the device's copy bandwidth; a scalar kernel
+ * handles the head (until dst is 16-byte aligned) and the tail.
  */
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
 #include <stdint.h>
 
 #include "sg_gpu_kernels.h"
+#include "sg_gpu_kmath.h"
 
-#define MAX_SRC 16
 #define THREADS 256
 #define MAX_BLOCKS 4096
 
-/* Same values as enum sg_dtype (wire-stable, see sg_sum.h). */
-enum { DT_FP32 = 0, DT_FP16 = 2, DT_BF16 = 3 };
-
 struct srcs {
-	const void *p[MAX_SRC];
+	const void *p[SG_GPU_KMAX_SRC];
 };
 
-__device__ __forceinline__ float to_f(float v) { return v; }
-__device__ __forceinline__ float to_f(__half v) { return __half2float(v); }
-__device__ __forceinline__ float to_f(__nv_bfloat16 v) { return __bfloat162float(v); }
-
-template <typename T> __device__ __forceinline__ T from_f(float f);
-template <> __device__ __forceinline__ float from_f<float>(float f) { return f; }
-template <> __device__ __forceinline__ __half from_f<__half>(float f) { return __float2half_rn(f); }
-template <> __device__ __forceinline__ __nv_bfloat16 from_f<__nv_bfloat16>(float f)
-{
-	return __float2bfloat16_rn(f);
-}
-
-/* One 16-byte vector of T. */
-template <typename T> union vec {
-	uint4 u;
-	T e[16 / sizeof(T)];
-};
-
-template <typename T>
-__global__ void reduce_vec(T *dst, struct srcs s, unsigned k, size_t nvec)
-{
-	const size_t stride = (size_t)gridDim.x * blockDim.x;
-	constexpr int L = 16 / sizeof(T);
-
-	for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < nvec; i += stride) {
-		vec<T> d, x;
-		float acc[L];
-
-		d.u = reinterpret_cast<const uint4 *>(dst)[i];
-#pragma unroll
-		for (int l = 0; l < L; l++)
-			acc[l] = to_f(d.e[l]);
-		for (unsigned j = 0; j < k; j++) {
-			x.u = reinterpret_cast<const uint4 *>(s.p[j])[i];
-#pragma unroll
-			for (int l = 0; l < L; l++)
-				acc[l] += to_f(x.e[l]);
-		}
-#pragma unroll
-		for (int l = 0; l < L; l++)
-			d.e[l] = from_f<T>(acc[l]);
-		reinterpret_cast<uint4 *>(dst)[i] = d.u;
-	}
-}
-
-template <typename T>
-__global__ void reduce_scalar(T *dst, struct srcs s, unsigned k, size_t first, size_t n)
+template <int DT>
+__global__ void reduce_vec(sg_gpu_v16 *dst, struct srcs s, unsigned k, size_t nvec)
 {
 	const size_t stride = (size_t)gridDim.x * blockDim.x;
 
-	for (size_t i = first + (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
-		float acc = to_f(dst[i]);
-
-		for (unsigned j = 0; j < k; j++)
-			acc += to_f(static_cast<const T *>(s.p[j])[i]);
-		dst[i] = from_f<T>(acc);
-	}
+	for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < nvec; i += stride)
+		sg_gpu_reduce_v16(DT, dst, s.p, k, i);
 }
 
-static unsigned blocks_for(size_t items)
+template <int DT>
+__global__ void reduce_scalar(void *dst, struct srcs s, unsigned k, struct sg_gpu_split sp)
 {
-	size_t b = (items + THREADS - 1) / THREADS;
+	const size_t stride = (size_t)gridDim.x * blockDim.x, items = sp.head + sp.tail;
 
-	return (unsigned)(b < 1 ? 1 : b > MAX_BLOCKS ? MAX_BLOCKS : b);
+	for (size_t t = (size_t)blockIdx.x * blockDim.x + threadIdx.x; t < items; t += stride)
+		sg_gpu_reduce_one(DT, dst, s.p, k, sg_gpu_split_scalar_index(DT, &sp, t));
 }
 
-template <typename T>
+template <int DT>
 static cudaError_t launch(void *dst, const void *const *src, unsigned k, size_t n,
 			  cudaStream_t stream)
 {
-	constexpr size_t L = 16 / sizeof(T);
-	struct srcs s = {};
-	bool aligned = ((uintptr_t)dst & 15) == 0;
-	size_t nvec;
+	const size_t es = DT == SG_GPU_DT_FP32 ? 4 : 2;
+	struct sg_gpu_split sp = sg_gpu_reduce_split(DT, dst, src, k, n);
+	struct srcs s = {}, sv = {};
 
 	for (unsigned j = 0; j < k; j++) {
 		s.p[j] = src[j];
-		aligned &= ((uintptr_t)src[j] & 15) == 0;
+		sv.p[j] = (const uint8_t *)src[j] + sp.head * es;
 	}
-	nvec = aligned ? n / L : 0;
-	if (nvec > 0)
-		reduce_vec<T><<<blocks_for(nvec), THREADS, 0, stream>>>(static_cast<T *>(dst), s, k,
-									nvec);
-	if (nvec * L < n)
-		reduce_scalar<T><<<blocks_for(n - nvec * L), THREADS, 0, stream>>>(
-			static_cast<T *>(dst), s, k, nvec * L, n);
+	if (sp.nvec > 0)
+		reduce_vec<DT><<<sg_gpu_blocks(sp.nvec, THREADS, MAX_BLOCKS), THREADS, 0, stream>>>(
+			(sg_gpu_v16 *)((uint8_t *)dst + sp.head * es), sv, k, sp.nvec);
+	if (sp.head + sp.tail > 0)
+		reduce_scalar<DT><<<sg_gpu_blocks(sp.head + sp.tail, THREADS, MAX_BLOCKS), THREADS,
+				    0, stream>>>(dst, s, k, sp);
+	/* Launch errors only; what the kernel does shows at the next synchronisation. */
 	return cudaGetLastError();
 }
 
 extern "C" cudaError_t sg_gpu_kernel_reduce(int dtype, void *dst, const void *const *src,
 					    unsigned k, size_t n, cudaStream_t stream)
 {
-	if (k == 0 || k > MAX_SRC || dst == NULL || src == NULL)
+	if (k == 0 || k > SG_GPU_KMAX_SRC || dst == NULL || src == NULL)
 		return cudaErrorInvalidValue;
 	if (n == 0)
 		return cudaSuccess;
+	/*
+	 * cudaGetLastError() after the launch reports the launch, but also any
+	 * earlier failed runtime call whose error nobody fetched (a refused
+	 * cudaDeviceEnablePeerAccess, say): drop that stale error first. A
+	 * sticky error (a broken context) is not cleared by this and still fails
+	 * the launch.
+	 */
+	(void)cudaGetLastError();
 	switch (dtype) {
-	case DT_FP32:
-		return launch<float>(dst, src, k, n, stream);
-	case DT_FP16:
-		return launch<__half>(dst, src, k, n, stream);
-	case DT_BF16:
-		return launch<__nv_bfloat16>(dst, src, k, n, stream);
+	case SG_GPU_DT_FP32:
+		return launch<SG_GPU_DT_FP32>(dst, src, k, n, stream);
+	case SG_GPU_DT_FP16:
+		return launch<SG_GPU_DT_FP16>(dst, src, k, n, stream);
+	case SG_GPU_DT_BF16:
+		return launch<SG_GPU_DT_BF16>(dst, src, k, n, stream);
 	default:
 		return cudaErrorInvalidValue;
 	}
+}
+
+/* ---- self-test: the conversion instructions against the *_soft functions */
+
+__device__ static bool same_bits(uint32_t a, uint32_t b, bool nan_a, bool nan_b)
+{
+	return a == b || (nan_a && nan_b); /* NaN payloads may differ */
+}
+
+/* Thread t checks fp32 bit patterns t, t + stride, ... below 2^32. */
+__global__ void conv_check(unsigned long long *bad)
+{
+	const uint64_t stride = (uint64_t)gridDim.x * blockDim.x;
+	unsigned long long nbad[4] = {0, 0, 0, 0};
+
+	for (uint64_t u = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; u < (1ull << 32);
+	     u += stride) {
+		float f = __uint_as_float((uint32_t)u);
+		bool fnan = f != f;
+
+		nbad[0] += !same_bits(sg_gpu_narrow(SG_GPU_DT_FP16, f), sg_gpu_f2h_soft(f), fnan,
+				      fnan);
+		nbad[1] += !same_bits(sg_gpu_narrow(SG_GPU_DT_BF16, f), sg_gpu_f2b_soft(f), fnan,
+				      fnan);
+		if (u < 65536) {
+			float a = sg_gpu_widen(SG_GPU_DT_FP16, (uint16_t)u);
+			float b = sg_gpu_widen(SG_GPU_DT_BF16, (uint16_t)u);
+
+			nbad[2] += !same_bits(__float_as_uint(a),
+					      __float_as_uint(sg_gpu_h2f_soft((uint16_t)u)), a != a,
+					      a != a);
+			nbad[3] += !same_bits(__float_as_uint(b),
+					      __float_as_uint(sg_gpu_b2f_soft((uint16_t)u)), b != b,
+					      b != b);
+		}
+	}
+	for (int i = 0; i < 4; i++)
+		if (nbad[i])
+			atomicAdd(&bad[i], nbad[i]);
+}
+
+extern "C" cudaError_t sg_gpu_kernel_conv_check(unsigned long long bad[4])
+{
+	unsigned long long *d = NULL;
+	cudaError_t e;
+
+	(void)cudaGetLastError();
+	e = cudaMalloc((void **)&d, 4 * sizeof(*d));
+	if (e == cudaSuccess)
+		e = cudaMemset(d, 0, 4 * sizeof(*d));
+	if (e == cudaSuccess) {
+		conv_check<<<1024, THREADS>>>(d);
+		e = cudaGetLastError();
+	}
+	if (e == cudaSuccess)
+		e = cudaMemcpy(bad, d, 4 * sizeof(*d), cudaMemcpyDeviceToHost);
+	cudaFree(d);
+	return e;
 }

@@ -772,11 +772,38 @@ static int check_step(const struct sg_gpu_plan *p, unsigned s, char *err, size_t
 	return rc;
 }
 
-int sg_gpu_plan_validate(const struct sg_gpu_topo *t, const struct sg_gpu_plan *p, char *err,
-			 size_t errlen)
+int sg_gpu_plan_validate_steps(const struct sg_gpu_plan *p, size_t elem, char *err,
+			       size_t errlen)
 {
 	int rc;
 
+	if (p == NULL)
+		return sg_gpu_err(err, errlen, EINVAL, "no plan");
+	if (p->ngpus == 0 || p->ngpus > SG_GPU_MAX_GPUS || p->nhost > SG_GPU_MAX_HOST ||
+	    p->scratch_slots > 255 || p->partition_bytes == 0 || p->nsteps == 0 ||
+	    p->steps == NULL)
+		return sg_gpu_err(err, errlen, EINVAL, "bad plan header");
+	if (elem > 1 && p->partition_bytes % elem != 0)
+		return sg_gpu_err(err, errlen, EINVAL,
+				  "partition %u bytes is not a multiple of the %zu-byte element",
+				  p->partition_bytes, elem);
+	for (unsigned s = 0; s < p->nsteps; s++) {
+		const struct sg_gpu_step *st = &p->steps[s];
+
+		rc = check_step(p, s, err, errlen);
+		if (rc < 0)
+			return rc;
+		if (elem > 1 && (st->data_off % elem != 0 || st->bytes % elem != 0))
+			return sg_gpu_err(err, errlen, EINVAL,
+					  "step %u: bytes [%u, +%u) not %zu-byte aligned", s,
+					  st->data_off, st->bytes, elem);
+	}
+	return 0;
+}
+
+int sg_gpu_plan_validate(const struct sg_gpu_topo *t, const struct sg_gpu_plan *p, char *err,
+			 size_t errlen)
+{
 	if (p == NULL || t == NULL)
 		return sg_gpu_err(err, errlen, EINVAL, "no plan or no topology");
 	if (p->ngpus != t->ngpus)
@@ -785,7 +812,7 @@ int sg_gpu_plan_validate(const struct sg_gpu_topo *t, const struct sg_gpu_plan *
 	if (p->nic < 0 || (unsigned)p->nic >= t->nnics)
 		return sg_gpu_err(err, errlen, EINVAL, "plan uses NIC %d, topology has %u", p->nic,
 				  t->nnics);
-	if (p->nhost > SG_GPU_MAX_HOST || p->scratch_slots > 255 || p->partition_bytes == 0)
+	if (p->nhost > SG_GPU_MAX_HOST)
 		return sg_gpu_err(err, errlen, EINVAL, "bad plan header");
 	for (unsigned h = 0; h < p->nhost; h++) {
 		bool found = false;
@@ -798,12 +825,7 @@ int sg_gpu_plan_validate(const struct sg_gpu_topo *t, const struct sg_gpu_plan *
 					  "host buffer %u on NUMA node %d: no such socket", h,
 					  p->host_numa[h]);
 	}
-	for (unsigned s = 0; s < p->nsteps; s++) {
-		rc = check_step(p, s, err, errlen);
-		if (rc < 0)
-			return rc;
-	}
-	return 0;
+	return sg_gpu_plan_validate_steps(p, 1, err, errlen);
 }
 
 static void ep_name(const struct sg_gpu_plan *p, const struct sg_gpu_ep *e, char *buf,

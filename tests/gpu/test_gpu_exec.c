@@ -403,9 +403,35 @@ static void test_errors_and_fallback(void)
 		SG_CHECK_EQ(sg_gpu_exec_run(ex, grads, 4096), -EIO);
 	sg_gpu_exec_destroy(ex);
 	/* fp16 needs 2-byte alignment of every step: an odd custom step is refused. */
+	n = (int)p->steps[0].bytes;
 	p->steps[0].bytes = 3;
 	conf.net = NULL;
 	SG_CHECK(sg_gpu_exec_create(&conf) == NULL && errno == EINVAL, "odd step");
+	p->steps[0].bytes = (uint32_t)n;
+	/*
+	 * The executor validates like sg_gpu_plan_validate(): a D2H into GPU
+	 * memory, or a reduce reading another GPU, is refused, not run (on CUDA
+	 * those would be a wrong-direction copy and a kernel reading peer memory).
+	 */
+	for (unsigned s = 0, d2h = 0, red = 0; s < p->nsteps; s++) {
+		struct sg_gpu_step keep = p->steps[s];
+
+		if (keep.kind == SG_GPU_STEP_D2H && d2h++ == 0) {
+			p->steps[s].dst = (struct sg_gpu_ep){.mem = SG_GPU_MEM_GRAD, .idx = 0};
+			SG_CHECK(sg_gpu_exec_create(&conf) == NULL && errno == EINVAL, "d2h to gpu");
+		}
+		if (keep.kind == SG_GPU_STEP_REDUCE && red++ == 0) {
+			p->steps[s].src[0].idx = (uint16_t)((keep.dst.idx + 1) % p->ngpus);
+			SG_CHECK(sg_gpu_exec_create(&conf) == NULL && errno == EINVAL,
+				 "reduce reading another gpu");
+		}
+		p->steps[s] = keep;
+		if (s + 1 == p->nsteps)
+			SG_CHECK(d2h > 0 && red > 0, "the plan has a d2h and a reduce");
+	}
+	ex = sg_gpu_exec_create(&conf);
+	SG_CHECK(ex != NULL, "restored plan: %s", strerror(errno));
+	sg_gpu_exec_destroy(ex);
 	SG_CHECK(strcmp(sg_gpu_backend_name(SG_GPU_BACKEND_CUDA), "cuda") == 0, "name");
 	sg_gpu_plan_free(p);
 	sg_gpu_topo_free(t);

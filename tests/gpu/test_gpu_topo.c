@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "gpu_test.h"
+#include "sg_gpu_internal.h"
 
 static unsigned count_kind(const struct sg_gpu_topo *t, enum sg_gpu_node_kind k)
 {
@@ -454,6 +455,73 @@ static void test_discovery(void)
 	rm_rf(root);
 }
 
+/*
+ * A full table: 16 GPUs and 16 NICs (SG_GPU_MAX_GPUS + SG_GPU_MAX_NICS) are
+ * discovered, a 33rd device is refused with a reason. Then the PCIe bound of
+ * a GPU whose link runs below its maximum, under a slower port.
+ */
+static void test_discovery_limits(void)
+{
+	char root[] = "/tmp/sg-gpu-sysfs.XXXXXX", path[PATH_MAX], err[256] = "";
+	struct sg_gpu_pcie_link l;
+	struct sg_gpu_topo *t;
+	int rc;
+
+	if (mkdtemp(root) == NULL)
+		SG_TEST_SKIP_ALL("mkdtemp: %s", strerror(errno));
+	snprintf(path, sizeof(path), "%s/sys/bus/pci/devices", root);
+	mkdirs(path);
+	for (unsigned i = 0; i < SG_GPU_MAX_GPUS + SG_GPU_MAX_NICS; i++) {
+		bool gpu = i < SG_GPU_MAX_GPUS;
+
+		snprintf(path, sizeof(path), "pci0000:00/0000:00:%02x.0/0000:%02x:00.0", i + 1,
+			 i + 0x10);
+		fake_dev(root, path, gpu ? "0x030200\n" : "0x020000\n", gpu ? "0x10de\n" : "0x8086\n",
+			 "0\n");
+	}
+	t = sg_gpu_topo_discover(root, err, sizeof(err));
+	SG_CHECK(t != NULL, "32 devices: %s", err);
+	if (t != NULL) {
+		SG_CHECK_EQ(t->ngpus, SG_GPU_MAX_GPUS);
+		SG_CHECK_EQ(t->nnics, SG_GPU_MAX_NICS);
+	}
+	sg_gpu_topo_free(t);
+	fake_dev(root, "pci0000:00/0000:00:30.0/0000:40:00.0", "0x020000\n", "0x8086\n", "0\n");
+	t = sg_gpu_topo_discover(root, err, sizeof(err));
+	SG_CHECK(t == NULL && errno == ENOSPC && strstr(err, "more than 32") != NULL,
+		 "33 devices: %s", err);
+	sg_gpu_topo_free(t);
+
+	/* gpu0 at 0000:10:00.0: idle at 2.5 GT/s, made for 32, under a 16 GT/s x8 port. */
+	snprintf(path, sizeof(path), "%s/sys/devices/pci0000:00/0000:00:01.0/0000:10:00.0", root);
+	put(path, "current_link_speed", "2.5 GT/s PCIe\n");
+	put(path, "current_link_width", "16\n");
+	put(path, "max_link_speed", "32.0 GT/s PCIe\n");
+	put(path, "max_link_width", "16\n");
+	SG_CHECK_EQ(sg_gpu_pcie_link(root, "0000:10:00.0", &l), 0);
+	SG_CHECK(l.gts == 32.0 && l.width == 16 && l.cur_gts == 2.5, "no port figures: %g x%u",
+		 l.gts, l.width);
+	SG_CHECK(l.gbps > 63.0 && l.gbps < 63.1, "gen5 x16: %g GB/s", l.gbps);
+	snprintf(path, sizeof(path), "%s/sys/devices/pci0000:00/0000:00:01.0", root);
+	put(path, "max_link_speed", "16.0 GT/s PCIe\n");
+	put(path, "max_link_width", "8\n");
+	SG_CHECK_EQ(sg_gpu_pcie_link(root, "0000:10:00.0", &l), 0);
+	SG_CHECK(l.gts == 16.0 && l.width == 8, "port bounds it: %g x%u", l.gts, l.width);
+	SG_CHECK(l.gbps > 15.75 && l.gbps < 15.76, "gen4 x8: %g GB/s", l.gbps);
+	/* Garbage and missing figures: an error, never a made-up bound. */
+	snprintf(path, sizeof(path), "%s/sys/devices/pci0000:00/0000:00:02.0/0000:11:00.0", root);
+	put(path, "max_link_speed", "Unknown\n");
+	put(path, "max_link_width", "255\n");
+	SG_CHECK_EQ(sg_gpu_pcie_link(root, "0000:11:00.0", &l), -ENOENT);
+	SG_CHECK_EQ(l.gbps, 0);
+	SG_CHECK_EQ(sg_gpu_pcie_link(root, "0000:99:00.0", &l), -ENOENT);
+	SG_CHECK_EQ(sg_gpu_pcie_link(root, "../../etc", &l), -EINVAL);
+	SG_CHECK_EQ(sg_gpu_pcie_link(root, NULL, &l), -EINVAL);
+	rc = sg_gpu_pcie_link(root, "0000:12:00.0", &l); /* a NIC: no link files */
+	SG_CHECK_EQ(rc, -ENOENT);
+	rm_rf(root);
+}
+
 int main(int argc, char **argv)
 {
 	if (argc > 1)
@@ -466,5 +534,6 @@ int main(int argc, char **argv)
 	test_random_garbage();
 	test_mutated_files();
 	test_discovery();
+	test_discovery_limits();
 	return sg_test_finish("gpu_topo");
 }
