@@ -28,12 +28,18 @@ struct cu_group {
 static inline int cu_nodes(struct cu_group *g, unsigned int nnodes,
 			   const struct sigma_udpd_conf *dc)
 {
+	/* fixed names: placement hashes the name, and addr:port would change with the
+	 * ephemeral port, making the keys' spread over nodes differ from run to run */
+	static const char *const names[CU_MAX_NODES] = {"node0", "node1", "node2", "node3"};
+
+	if (nnodes > CU_MAX_NODES)
+		return -EINVAL;
 	g->nnodes = nnodes;
 	for (unsigned int i = 0; i < nnodes; i++) {
 		g->d[i] = sigma_udpd_create(dc);
 		if (g->d[i] == NULL)
 			return -errno;
-		g->nodes[i] = (struct sigma_node){.addr = "127.0.0.1",
+		g->nodes[i] = (struct sigma_node){.name = names[i], .addr = "127.0.0.1",
 						  .port = sigma_udpd_port(g->d[i]),
 						  .kind = SG_CTL_NODE_CPU,
 						  .gbps = 10};
