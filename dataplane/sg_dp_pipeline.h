@@ -111,6 +111,15 @@ struct sg_dp_config {
 	/* control plane and transport ([control], [transport], [verbs]; docs/sigmad.md) */
 	bool control;          /**< the file has a [control] section: run the control agent */
 	unsigned int transport; /**< enum sg_dp_transport_kind */
+	/** `[verbs]` as written (key, value); the verbs transport parses it (docs/verbs.md) */
+	unsigned int n_verbs_kv;
+	struct {
+		char key[32];
+		char value[64];
+	} verbs_kv[16];
+	/** Tests only: a `const struct sg_dp_verbs_ops *` the verbs transport uses instead
+	 *  of rdma-core (a fake HCA). NULL in sigmad; never read from a file. */
+	const void *verbs_ops;
 	/* run control */
 	char config_path[256]; /**< empty: embedded default */
 	double duration_s;     /**< 0: until a signal */
