@@ -467,6 +467,23 @@ int sg_dp_pipeline_net(const struct sg_dp_pipeline *p, uint16_t port_id, struct 
 	return 0;
 }
 
+unsigned int sg_dp_pipeline_transport_counters(const struct sg_dp_pipeline *p, unsigned int idx,
+					       const char **names, uint64_t *values,
+					       unsigned int max)
+{
+	struct sg_dp_counter tc[32];
+	unsigned int n;
+
+	if (p->tr->counters == NULL || idx >= p->n_lc)
+		return 0;
+	n = RTE_MIN(p->tr->counters(p, idx, tc, RTE_DIM(tc)), max);
+	for (unsigned int k = 0; k < n; k++) {
+		names[k] = tc[k].name;
+		values[k] = tc[k].value;
+	}
+	return n;
+}
+
 void sg_dp_pipeline_print_stats(const struct sg_dp_pipeline *p, FILE *f, double seconds)
 {
 	struct sg_dp_stats es;

@@ -384,6 +384,17 @@ int sg_dp_pipeline_lcore_stats(const struct sg_dp_pipeline *p, unsigned int idx,
 /** Engine counters summed over every reducer. */
 void sg_dp_pipeline_engine_stats(const struct sg_dp_pipeline *p, struct sg_dp_stats *st);
 
+/**
+ * The transport's own counters of lcore @p idx: nothing for ethdev (its
+ * ports have rte_eth_stats); for verbs "qpn" (the QP workers address),
+ * completions, packets, peers and drop counters (docs/verbs.md). Names are
+ * static strings. Callable from any thread while the lcores run.
+ * @return how many were written (at most @p max).
+ */
+unsigned int sg_dp_pipeline_transport_counters(const struct sg_dp_pipeline *p, unsigned int idx,
+					       const char **names, uint64_t *values,
+					       unsigned int max);
+
 /** Print the per-lcore table (and drops) to @p f; @p seconds scales rates (0: no rates). */
 void sg_dp_pipeline_print_stats(const struct sg_dp_pipeline *p, FILE *f, double seconds);
 
