@@ -20,9 +20,12 @@
 
 #include <arpa/inet.h>
 
+#include <jansson.h>
+
 #include <rte_cycles.h>
 #include <rte_eal.h>
 
+#include "sg_ctl.h"
 #include "sg_dp_pipeline.h"
 #include "sg_dp_proto.h"
 #include "sg_dp_verbs.h"
@@ -510,6 +513,9 @@ struct run {
 	unsigned int loss_pct;   /* each direction */
 	uint32_t rx_qpn[8];      /* node QPs that receive (io/rtc lcores) */
 	unsigned int n_rx;
+	/* called after each round (the control agent's moves) */
+	void (*between)(struct run *r, unsigned int round);
+	struct sg_ctl_client *ctl;
 	/* results */
 	uint64_t ok, bad, stale, lost_out, lost_in, retrans, sent;
 };
@@ -607,8 +613,81 @@ static int drive(struct run *r)
 				return -1;
 			rte_delay_us_sleep(50);
 		}
+		if (r->between != NULL)
+			r->between(r, round);
 	}
 	return 0;
+}
+
+/* ---- the control agent: keymap moves over verbs hand-off items ----------------- */
+
+static char ctl_path[96];
+
+/* The answer of @p method, parsed; NULL (and a failed check) if the call failed. */
+static json_t *rpc(struct sg_ctl_client *c, const char *method, const char *params)
+{
+	char *res = NULL, *emsg = NULL;
+	json_t *j = NULL;
+	int rc = sg_ctl_client_call(c, method, params, &res, &emsg);
+
+	SG_CHECK(rc == 0, "%s: %d %s", method, rc, emsg ? emsg : "");
+	if (rc == 0)
+		j = json_loads(res, JSON_DECODE_ANY, NULL);
+	free(res);
+	free(emsg);
+	return j;
+}
+
+static void keymap_of(uint16_t *km, int kind)
+{
+	for (int b = 0; b < SG_CTL_KEYMAP_BUCKETS; b++)
+		km[b] = (uint16_t)(kind < 0 ? b % 2 : kind);
+}
+
+static void layout_set(struct sg_ctl_client *c, const uint16_t *km)
+{
+	char buf[512];
+	int len = snprintf(buf, sizeof(buf), "{\"keymap\":[");
+
+	for (int b = 0; b < SG_CTL_KEYMAP_BUCKETS; b++)
+		len += snprintf(buf + len, sizeof(buf) - (size_t)len, "%s%u", b ? "," : "", km[b]);
+	snprintf(buf + len, sizeof(buf) - (size_t)len, "]}");
+	json_decref(rpc(c, "layout_set", buf));
+}
+
+/* Wait until layout_get shows @p km (the move committed). */
+static bool keymap_is(struct sg_ctl_client *c, const uint16_t *km, double secs)
+{
+	uint64_t end = rte_rdtsc() + (uint64_t)(secs * (double)rte_get_tsc_hz());
+
+	do {
+		json_t *j = rpc(c, "layout_get", NULL), *arr = j ? json_object_get(j, "keymap") : NULL;
+		bool same = arr != NULL && json_array_size(arr) == SG_CTL_KEYMAP_BUCKETS;
+
+		for (size_t b = 0; same && b < SG_CTL_KEYMAP_BUCKETS; b++)
+			same = json_integer_value(json_array_get(arr, b)) == km[b];
+		json_decref(j);
+		if (same)
+			return true;
+		rte_delay_us_sleep(5000);
+	} while (rte_rdtsc() < end);
+	return false;
+}
+
+/* Round 4: every bucket to reducer 1; round 8: once that committed, back to the default. */
+static void mover(struct run *r, unsigned int round)
+{
+	uint16_t km[SG_CTL_KEYMAP_BUCKETS];
+
+	if (round == 4) {
+		keymap_of(km, 1);
+		layout_set(r->ctl, km);
+	} else if (round == 8) {
+		keymap_of(km, 1);
+		SG_CHECK(keymap_is(r->ctl, km, 5), "move to reducer 1 did not commit");
+		keymap_of(km, -1);
+		layout_set(r->ctl, km);
+	}
 }
 
 /* ---- the pipeline ------------------------------------------------------------ */
@@ -663,8 +742,9 @@ static uint64_t counter(const struct sg_dp_pipeline *p, unsigned int i, const ch
 }
 
 static void scenario(const char *name, const char *io, const char *red, const char *rtc,
-		     unsigned int loss_pct)
+		     unsigned int loss_pct, bool agent)
 {
+	struct sg_dp_agent *a = NULL;
 	struct sg_dp_config c;
 	struct sg_dp_pipeline *p;
 	struct run r = {.rounds = 12, .loss_pct = loss_pct};
@@ -674,6 +754,8 @@ static void scenario(const char *name, const char *io, const char *red, const ch
 
 	base_config(&c);
 	layout(&c, io, red, rtc);
+	if (agent)
+		c.timeout_ms = 250; /* a move waits 2 slot timeouts for chunks nobody pushes */
 	fq_reset();
 	p = sg_dp_pipeline_create(&c, err, sizeof(err));
 	SG_CHECK(p != NULL, "%s: create: %s", name, err);
@@ -689,8 +771,39 @@ static void scenario(const char *name, const char *io, const char *red, const ch
 			r.rx_qpn[r.n_rx++] = (uint32_t)counter(p, i, "qpn");
 	}
 	SG_CHECK_EQ(sg_dp_pipeline_start(p), 0);
+	if (agent) {
+		struct sg_ctl_server_config sc = {.tcp_disable = true, .unix_path = ctl_path};
+		struct sg_dp_agent_conf ac = {.name = "vtp"};
+
+		a = sg_dp_agent_start(p, &sc, &ac, err, sizeof(err));
+		SG_CHECK(a != NULL, "agent: %s", err);
+		r.ctl = a ? sg_ctl_client_connect(ctl_path, NULL, 0, 5000) : NULL;
+		SG_CHECK(r.ctl != NULL, "control client");
+		r.between = r.ctl ? mover : NULL;
+	}
 	rc = drive(&r);
 	fq_wait_rx_idle(); /* retransmits still queued are received before RX stops */
+	if (r.ctl != NULL) {
+		uint16_t km[SG_CTL_KEYMAP_BUCKETS];
+		json_t *jl = rpc(r.ctl, "job_list", NULL), *j;
+		size_t i;
+		bool listed = false;
+
+		keymap_of(km, -1);
+		SG_CHECK(keymap_is(r.ctl, km, 5), "move back did not commit");
+		/* the agent's per-job counters, from the reducers through their channels */
+		json_array_foreach(jl, i, j)
+			if (json_integer_value(json_object_get(j, "id")) == JOB) {
+				listed = true;
+				SG_CHECK_EQ((uint64_t)json_integer_value(
+						    json_object_get(j, "rounds_completed")),
+					    (uint64_t)r.rounds * KEYS * NCH);
+			}
+		SG_CHECK(listed, "job_list lists job %u", JOB);
+		json_decref(jl);
+		sg_ctl_client_close(r.ctl);
+	}
+	sg_dp_agent_stop(a);
 	sg_dp_pipeline_stop(p);
 	printf("[%s] %lu results ok, %lu bad, %lu stale, %lu pushes (%lu retransmitted), "
 	       "%lu lost out, %lu lost in\n", name, (unsigned long)r.ok, (unsigned long)r.bad,
@@ -871,9 +984,13 @@ int main(int argc, char **argv)
 		SG_TEST_SKIP_ALL("EAL cannot start here (no --no-huge support?)");
 	test_refused();
 	test_reload();
-	scenario("one rtc lcore", NULL, NULL, "(0,0,1)", 10);
-	scenario("two rtc lcores", NULL, NULL, "(0,0,1),(0,1,2)", 10);
-	scenario("two io, two reducers", "(0,0,1),(0,1,2)", "3,4", NULL, 10);
+	scenario("one rtc lcore", NULL, NULL, "(0,0,1)", 10, false);
+	scenario("two rtc lcores", NULL, NULL, "(0,0,1),(0,1,2)", 10, false);
+	scenario("two io, two reducers", "(0,0,1),(0,1,2)", "3,4", NULL, 10, false);
+	/* keys move between the reducers (control agent, layout_set) while workers push */
+	snprintf(ctl_path, sizeof(ctl_path), "/tmp/sg_vtp_%d.sock", (int)getpid());
+	scenario("two rtc lcores, keys moved", NULL, NULL, "(0,0,1),(0,1,2)", 5, true);
+	unlink(ctl_path);
 	rte_eal_cleanup();
 	free(fq.wire);
 	return sg_test_finish("dp_verbs_pipe");
