@@ -918,6 +918,40 @@ static void test_refused(void)
 	expect_refused("lcore not enabled", &c, "lcore 7 is not enabled by EAL");
 }
 
+/* [verbs] in a config file: kept as written for the transport, garbage refused. */
+static void test_config_section(void)
+{
+	static const struct {
+		const char *ini, *needle;
+	} bad[] = {
+		{"[verbs]\nrecv_depth = lots\n", "recv_depth"},
+		{"[verbs]\nmode = xrc\n", "mode"},
+		{"[verbs]\nflavour = 3\n", "flavour"},
+		{"[verbs]\ndevice = mlx5_0_with_a_name_far_longer_than_any_device_name_rdma_core_"
+		 "would_ever_give_one_of_its_devices\n", "too long"},
+	};
+	struct sg_dp_config c;
+
+	for (size_t i = 0; i < RTE_DIM(bad); i++) {
+		sg_dp_config_defaults(&c);
+		err[0] = '\0';
+		SG_CHECK(sg_dp_config_load_string(&c, bad[i].ini, err, sizeof(err)) < 0 &&
+			 strstr(err, bad[i].needle) != NULL, "%s: \"%s\" lacks \"%s\"", bad[i].ini,
+			 err, bad[i].needle);
+	}
+	sg_dp_config_defaults(&c);
+	SG_CHECK_EQ(c.n_verbs_kv, 0);
+	SG_CHECK(sg_dp_config_load_string(&c, "[transport]\ntype = verbs\n[verbs]\nmode = ud\n"
+					  "recv_depth = 2048\n", err, sizeof(err)) == 0, "good: %s",
+		 err);
+	SG_CHECK(c.transport == SG_DP_TRANSPORT_VERBS && c.n_verbs_kv == 2 &&
+		 !strcmp(c.verbs_kv[1].key, "recv_depth") && !strcmp(c.verbs_kv[1].value, "2048"),
+		 "kept as written");
+	/* a later [verbs] replaces the whole section */
+	SG_CHECK_EQ(sg_dp_config_load_string(&c, "[verbs]\nport = 2\n", err, sizeof(err)), 0);
+	SG_CHECK(c.n_verbs_kv == 1 && !strcmp(c.verbs_kv[0].key, "port"), "replaced");
+}
+
 /* SIGHUP names every changed [verbs] key; unchanged ones say nothing. */
 static void test_reload(void)
 {
@@ -982,6 +1016,7 @@ int main(int argc, char **argv)
 	snprintf(prefix, sizeof(prefix), "--file-prefix=sg_dp_vpipe_%d", (int)getpid());
 	if (rte_eal_init((int)(sizeof(eal) / sizeof(eal[0])) - 1, eal) < 0)
 		SG_TEST_SKIP_ALL("EAL cannot start here (no --no-huge support?)");
+	test_config_section();
 	test_refused();
 	test_reload();
 	scenario("one rtc lcore", NULL, NULL, "(0,0,1)", 10, false);
