@@ -12,7 +12,8 @@
  *   receive on theirs (workers address their QPNs), and every reducer sends
  *   its engine's replies on its own, so no QP is shared and no lock is
  *   taken. A reply may therefore come from another node QP than the one the
- *   push went to, which UD allows. A push for a key that another reducer owns
+ *   push went to, which UD allows. A reducer's QP also receives (a push
+ *   sent there is summed or handed on like any other). A push for a key that another reducer owns
  *   is copied into an item of the hand-off mempool, with the sender's UD
  *   address; the owner makes its own address handle for it (one per worker
  *   per reducer, cached).
@@ -149,6 +150,10 @@ static void hand_off(struct sg_dp_lcore *lc, struct vtp_lcore *v, unsigned int o
 {
 	struct vtp_item *it;
 
+	if (unlikely(v->items == NULL)) {
+		lc->st.drops[SG_DP_ND_RING_FULL]++; /* one lcore: there is nobody to hand to */
+		return;
+	}
 	if (len > v->item_cap) {
 		lc->st.drops[SG_DP_ND_SHORT]++; /* longer than any message: malformed */
 		return;
@@ -254,14 +259,22 @@ static void vtp_release(void **items, unsigned int n)
 static unsigned int vtp_flush(struct sg_dp_lcore *lc)
 {
 	struct vtp_lcore *v = lc->xp;
-	struct sg_dp_verbs_stats vs;
-	int n = sg_dp_verbs_flush(v->t);
+	unsigned int n;
+	int f;
 
-	/* the lcore's table shows what its own QP sent */
-	sg_dp_verbs_stats(v->t, &vs);
-	lc->st.tx_pkts = vs.tx_packets;
-	lc->st.tx_bytes = vs.tx_bytes;
-	return n > 0 ? (unsigned int)n : 0;
+	/* A reducer's QP receives too: a push sent to it is summed or handed on, and
+	 * its receive CQ never overruns (which would put the QP it sends on in error). */
+	n = (lc->role & SG_DP_ROLE_IO) ? 0 : vtp_rx(lc, 0);
+	f = sg_dp_verbs_flush(v->t);
+	if (f > 0 || n > 0) {
+		struct sg_dp_verbs_stats vs;
+
+		/* the lcore's table shows what its own QP sent */
+		sg_dp_verbs_stats(v->t, &vs);
+		lc->st.tx_pkts = vs.tx_packets;
+		lc->st.tx_bytes = vs.tx_bytes;
+	}
+	return n + (f > 0 ? (unsigned int)f : 0);
 }
 
 static void *vtp_tx_alloc(void *ctx, uint64_t dest, uint32_t len, void **pkt)

@@ -741,6 +741,9 @@ static uint64_t counter(const struct sg_dp_pipeline *p, unsigned int i, const ch
 	return UINT64_MAX;
 }
 
+/* Workers push to every lcore's QP, reducers' included (else only io/rtc ones). */
+static bool push_to_all;
+
 static void scenario(const char *name, const char *io, const char *red, const char *rtc,
 		     unsigned int loss_pct, bool agent)
 {
@@ -767,7 +770,7 @@ static void scenario(const char *name, const char *io, const char *red, const ch
 		sg_dp_pipeline_lcore_stats(p, i, &st);
 		SG_CHECK(counter(p, i, "qpn") >= 0x200 && counter(p, i, "qpn") < 0x200 + FQ_MAX_QP,
 			 "%s: lcore %u has no QP", name, st.lcore);
-		if (st.role & SG_DP_ROLE_IO)
+		if ((st.role & SG_DP_ROLE_IO) || push_to_all)
 			r.rx_qpn[r.n_rx++] = (uint32_t)counter(p, i, "qpn");
 	}
 	SG_CHECK_EQ(sg_dp_pipeline_start(p), 0);
@@ -1022,6 +1025,10 @@ int main(int argc, char **argv)
 	scenario("one rtc lcore", NULL, NULL, "(0,0,1)", 10, false);
 	scenario("two rtc lcores", NULL, NULL, "(0,0,1),(0,1,2)", 10, false);
 	scenario("two io, two reducers", "(0,0,1),(0,1,2)", "3,4", NULL, 10, false);
+	push_to_all = true; /* a reducer's QP receives too */
+	scenario("two io, two reducers, pushes to all 4 QPs", "(0,0,1),(0,1,2)", "3,4", NULL, 10,
+		 false);
+	push_to_all = false;
 	/* keys move between the reducers (control agent, layout_set) while workers push */
 	snprintf(ctl_path, sizeof(ctl_path), "/tmp/sg_vtp_%d.sock", (int)getpid());
 	scenario("two rtc lcores, keys moved", NULL, NULL, "(0,0,1),(0,1,2)", 5, true);
