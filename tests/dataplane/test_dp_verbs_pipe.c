@@ -29,6 +29,7 @@
 #include "sg_dp_pipeline.h"
 #include "sg_dp_proto.h"
 #include "sg_dp_verbs.h"
+#include "dp_pipe_util.h"
 #include "sg_test.h"
 
 static char err[512];
@@ -717,17 +718,6 @@ static void set_kv(struct sg_dp_config *c, const char *k, const char *v)
 	snprintf(c->verbs_kv[i].value, sizeof(c->verbs_kv[i].value), "%s", v);
 }
 
-static void layout(struct sg_dp_config *c, const char *io, const char *red, const char *rtc)
-{
-	c->n_lcores = 0;
-	if (io)
-		SG_CHECK_EQ(sg_dp_layout_parse(c, SG_DP_ROLE_IO, io, err, sizeof(err)), 0);
-	if (red)
-		SG_CHECK_EQ(sg_dp_layout_parse(c, SG_DP_ROLE_REDUCE, red, err, sizeof(err)), 0);
-	if (rtc)
-		SG_CHECK_EQ(sg_dp_layout_parse(c, SG_DP_ROLE_RTC, rtc, err, sizeof(err)), 0);
-}
-
 /* Counter @p name of lcore @p i's transport; UINT64_MAX if absent. */
 static uint64_t counter(const struct sg_dp_pipeline *p, unsigned int i, const char *name)
 {
@@ -756,7 +746,7 @@ static void scenario(const char *name, const char *io, const char *red, const ch
 	int rc;
 
 	base_config(&c);
-	layout(&c, io, red, rtc);
+	dp_layout(&c, io, red, rtc);
 	if (agent)
 		c.timeout_ms = 250; /* a move waits 2 slot timeouts for chunks nobody pushes */
 	fq_reset();
@@ -872,36 +862,36 @@ static void test_refused(void)
 	struct sg_dp_config c;
 
 	base_config(&c);
-	layout(&c, NULL, NULL, "(1,0,1)");
+	dp_layout(&c, NULL, NULL, "(1,0,1)");
 	expect_refused("port 1", &c, "every entry is on port 0");
 
 	base_config(&c);
 	set_kv(&c, "mode", "rc");
-	layout(&c, NULL, NULL, "(0,0,1),(0,1,2)");
+	dp_layout(&c, NULL, NULL, "(0,0,1),(0,1,2)");
 	expect_refused("rc, two rtc", &c, "mode = rc: the layout must be exactly one rtc lcore");
 
 	base_config(&c);
 	set_kv(&c, "mode", "rc");
-	layout(&c, "(0,0,1)", "2", NULL);
+	dp_layout(&c, "(0,0,1)", "2", NULL);
 	expect_refused("rc, io + reduce", &c, "use rtc = (0,0,LCORE) alone, or mode = ud");
 
 	base_config(&c);
-	layout(&c, NULL, NULL, "(0,0,1)");
+	dp_layout(&c, NULL, NULL, "(0,0,1)");
 	set_kv(&c, "recv_depth", "lots");
 	expect_refused("garbage [verbs] value", &c, "recv_depth");
 
 	base_config(&c);
-	layout(&c, NULL, NULL, "(0,0,1)");
+	dp_layout(&c, NULL, NULL, "(0,0,1)");
 	set_kv(&c, "bogus", "1");
 	expect_refused("unknown [verbs] key", &c, "bogus");
 
 	base_config(&c);
-	layout(&c, NULL, NULL, "(0,0,1)");
+	dp_layout(&c, NULL, NULL, "(0,0,1)");
 	c.jobs[0].chunk_bytes = 2048; /* the fake port's MTU is 1024 */
 	expect_refused("chunk above the UD MTU", &c, "do not fit one 1024-byte verbs message");
 
 	base_config(&c);
-	layout(&c, NULL, NULL, "(0,0,1)");
+	dp_layout(&c, NULL, NULL, "(0,0,1)");
 	fq_reset();
 	fq.ndev = 0;
 	{
@@ -917,7 +907,7 @@ static void test_refused(void)
 
 	/* the generic layout checks still apply (an lcore EAL did not enable) */
 	base_config(&c);
-	layout(&c, NULL, NULL, "(0,0,7)");
+	dp_layout(&c, NULL, NULL, "(0,0,7)");
 	expect_refused("lcore not enabled", &c, "lcore 7 is not enabled by EAL");
 }
 
@@ -966,7 +956,7 @@ static void test_reload(void)
 	int n;
 
 	base_config(&c);
-	layout(&c, NULL, NULL, "(0,0,1)");
+	dp_layout(&c, NULL, NULL, "(0,0,1)");
 	set_kv(&c, "recv_depth", "512");
 	fq_reset();
 	p = sg_dp_pipeline_create(&c, err, sizeof(err));
