@@ -945,14 +945,26 @@ static void test_config_section(void)
 	SG_CHECK(c.n_verbs_kv == 1 && !strcmp(c.verbs_kv[0].key, "port"), "replaced");
 }
 
+/* SIGHUP with @p nc; its report (to free) in @p out. @return changes needing a restart. */
+static int reload(struct sg_dp_pipeline *p, const struct sg_dp_config *nc, char **out)
+{
+	size_t len = 0;
+	FILE *f = open_memstream(out, &len);
+	int n;
+
+	if (f == NULL)
+		return -1;
+	n = sg_dp_pipeline_reload(p, nc, f);
+	fclose(f);
+	return n;
+}
+
 /* SIGHUP names every changed [verbs] key; unchanged ones say nothing. */
 static void test_reload(void)
 {
 	struct sg_dp_config c, nc;
 	struct sg_dp_pipeline *p;
 	char *out = NULL;
-	size_t outlen = 0;
-	FILE *f;
 	int n;
 
 	base_config(&c);
@@ -965,9 +977,7 @@ static void test_reload(void)
 		return;
 	nc = c;
 	nc.verbs_ops = NULL; /* a re-read file never carries the hook */
-	f = open_memstream(&out, &outlen);
-	n = sg_dp_pipeline_reload(p, &nc, f);
-	fclose(f);
+	n = reload(p, &nc, &out);
 	SG_CHECK(n == 0 && strstr(out, "[verbs]") == NULL, "unchanged: %d: %s", n, out);
 	free(out);
 
@@ -975,9 +985,7 @@ static void test_reload(void)
 	set_kv(&nc, "recv_depth", "2048");
 	set_kv(&nc, "poll_batch", "64");
 	set_kv(&nc, "mode", "ud"); /* the default: no change */
-	f = open_memstream(&out, &outlen);
-	n = sg_dp_pipeline_reload(p, &nc, f);
-	fclose(f);
+	n = reload(p, &nc, &out);
 	SG_CHECK(n == 2 && strstr(out, "[verbs] recv_depth changed: needs a restart") &&
 		 strstr(out, "[verbs] poll_batch changed: needs a restart") &&
 		 !strstr(out, "[verbs] mode"), "two keys: %d: %s", n, out);
@@ -985,9 +993,7 @@ static void test_reload(void)
 
 	nc.n_verbs_kv = 0;
 	set_kv(&nc, "send_depth", "-3");
-	f = open_memstream(&out, &outlen);
-	n = sg_dp_pipeline_reload(p, &nc, f);
-	fclose(f);
+	n = reload(p, &nc, &out);
 	SG_CHECK(n == 1 && strstr(out, "[verbs] not applied") && strstr(out, "send_depth"),
 		 "bad value: %d: %s", n, out);
 	free(out);
