@@ -4,9 +4,10 @@
  * lcore and pipeline structures, and the transport seam.
  *
  * The seam: the lcore loop (sg_dp_pipeline.c) moves bytes only through a
- * struct sg_dp_transport. The DPDK ethdev transport (sg_dp_eth.c) is the one
- * implemented; an rdma-core transport fills the same table (its items would be
- * receive buffers, its engine_tx posts sends).
+ * struct sg_dp_transport: the DPDK ethdev transport (sg_dp_eth.c; its items
+ * are mbufs) or, in builds with verbs, the rdma-core one (sg_dp_verbs_tp.c;
+ * its items are copies of pushes for another reducer, its engine output posts
+ * sends on the reducer's own QP).
  */
 #ifndef SG_DP_INTERNAL_H
 #define SG_DP_INTERNAL_H

@@ -3,7 +3,8 @@
  * sigmad's lcore pipeline: reducer rings, one aggregation engine per reducer
  * lcore, and the lcore loops that connect them. Bytes move through a
  * transport (struct sg_dp_transport, sg_dp_internal.h); the DPDK ethdev one
- * is in sg_dp_eth.c.
+ * is in sg_dp_eth.c, the rdma-core one ([transport] type = verbs) in
+ * sg_dp_verbs_tp.c.
  *
  * Data path of one push: an I/O (or run-to-completion) lcore receives the
  * frame, checks Ethernet/IPv4/UDP (sg_dp_net_classify), and picks the reducer
