@@ -51,6 +51,9 @@ struct sg_ctl_msg;
 #define SG_DP_MSG_MOVE_SET 0x102   /* arg[0]: struct sg_dp_move * (or 0), owned by the agent */
 #define SG_DP_MSG_KEYS_RELEASE 0x103 /* arg[0]: mask of buckets coming back to this reducer */
 #define SG_DP_MSG_JOB_STATS 0x104  /* per-job counters into the lcore's js_ids/js_st */
+/* From here on, the transport's own messages (struct sg_dp_transport.ctl). */
+#define SG_DP_MSG_TRANSPORT 0x180
+#define SG_DP_MSG_VERBS_RC_CONNECT 0x180 /* arg[0]: the verbs transport's request */
 
 /** Lcore side of the control channel (sg_dp_agent.c): act on one message. */
 int sg_dp_lcore_ctl(void *arg, struct sg_ctl_msg *m);
@@ -153,6 +156,9 @@ struct sg_dp_transport {
 	 *  @return how many were written, at most @p max. */
 	unsigned int (*counters)(const struct sg_dp_pipeline *p, unsigned int idx,
 				 struct sg_dp_counter *out, unsigned int max);
+	/** Optional: act on control-channel message @p type (>= SG_DP_MSG_TRANSPORT) on
+	 *  lcore @p lc. @return the answer, or -ENOTSUP. */
+	int (*ctl)(struct sg_dp_lcore *lc, uint32_t type, uint64_t arg);
 	/** Optional, SIGHUP: report the transport's own section's changes.
 	 *  @return changes that need a restart. */
 	int (*reload)(struct sg_dp_pipeline *p, const struct sg_dp_config *nc, FILE *report);

@@ -384,6 +384,23 @@ int sg_dp_pipeline_lcore_stats(const struct sg_dp_pipeline *p, unsigned int idx,
 /** Engine counters summed over every reducer. */
 void sg_dp_pipeline_engine_stats(const struct sg_dp_pipeline *p, struct sg_dp_stats *st);
 
+struct sg_dp_verbs_rc_addr;
+
+/**
+ * `[verbs] mode = rc` (builds with verbs only): connect one worker to the
+ * pipeline's rtc lcore, as sg_dp_verbs_rc_connect() does (sg_dp_verbs.h):
+ * the worker's ring and QP in @p remote, the node's in @p local. While the
+ * pipeline runs, the lcore makes the connection itself between bursts (its
+ * control channel), since its QPs are its own. Thread-safe.
+ * @return the worker's peer id (>= 0), or -errno with @p err filled:
+ *         -ENOTSUP (not the verbs transport, or mode = ud), -EINVAL,
+ *         -ENOSPC, -ETIMEDOUT (the lcore did not answer), or the verbs
+ *         call's error.
+ */
+int sg_dp_pipeline_verbs_rc_connect(struct sg_dp_pipeline *p,
+				    const struct sg_dp_verbs_rc_addr *remote,
+				    struct sg_dp_verbs_rc_addr *local, char *err, size_t errlen);
+
 /**
  * The transport's own counters of lcore @p idx: nothing for ethdev (its
  * ports have rte_eth_stats); for verbs "qpn" (the QP workers address),

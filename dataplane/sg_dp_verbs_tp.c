@@ -25,6 +25,7 @@
 #include <inttypes.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -54,6 +55,7 @@ struct vtp_lcore {
 	struct rte_mempool *items;   /* the pipeline's hand-off pool (NULL: one lcore) */
 	uint32_t item_cap;           /* message bytes an item holds */
 	uint64_t now;                /* this poll's time for the engine */
+	bool moved;                  /* completions since the counters were copied */
 	unsigned int nhand[SG_DP_MAX_LAYOUT];
 	void *hand[SG_DP_MAX_LAYOUT][VTP_HAND_BATCH];
 } __rte_cache_aligned;
@@ -210,6 +212,7 @@ static unsigned int vtp_rx(struct sg_dp_lcore *lc, unsigned int burst)
 	(void)burst; /* [verbs] poll_batch sizes the CQ polls */
 	v->now = sg_dp_now_ns(lc->p, rte_rdtsc());
 	n = sg_dp_verbs_poll_fn(v->t, vtp_rx_one, lc);
+	v->moved |= n > 0;
 	for (unsigned int o = 0; v->items != NULL && o < lc->p->n_red; o++)
 		if (v->nhand[o])
 			hand_flush(lc, v, o);
@@ -266,9 +269,10 @@ static unsigned int vtp_flush(struct sg_dp_lcore *lc)
 	 * its receive CQ never overruns (which would put the QP it sends on in error). */
 	n = (lc->role & SG_DP_ROLE_IO) ? 0 : vtp_rx(lc, 0);
 	f = sg_dp_verbs_flush(v->t);
-	if (f > 0 || n > 0) {
+	if (f > 0 || v->moved) {
 		struct sg_dp_verbs_stats vs;
 
+		v->moved = false;
 		/* the lcore's table shows what its own QP sent */
 		sg_dp_verbs_stats(v->t, &vs);
 		lc->st.tx_pkts = vs.tx_packets;
@@ -459,6 +463,60 @@ static int verbs_reload(struct sg_dp_pipeline *p, const struct sg_dp_config *nc,
 	return restart;
 }
 
+/* ---- RC connections -------------------------------------------------------- */
+
+/* A connection request; on the heap, since an lcore that answers late still writes it. */
+struct rc_req {
+	struct sg_dp_verbs_rc_addr remote, local;
+	char err[256];
+};
+
+static int verbs_ctl(struct sg_dp_lcore *lc, uint32_t type, uint64_t arg)
+{
+	struct vtp_lcore *v = lc->xp;
+	struct rc_req *r = (struct rc_req *)(uintptr_t)arg;
+
+	if (type != SG_DP_MSG_VERBS_RC_CONNECT || v == NULL)
+		return -ENOTSUP;
+	return sg_dp_verbs_rc_connect(v->t, &r->remote, &r->local, r->err, sizeof(r->err));
+}
+
+int sg_dp_pipeline_verbs_rc_connect(struct sg_dp_pipeline *p,
+				    const struct sg_dp_verbs_rc_addr *remote,
+				    struct sg_dp_verbs_rc_addr *local, char *err, size_t errlen)
+{
+	struct rc_req *r;
+	int rc;
+
+	if (p == NULL || p->tr != &sg_dp_transport_verbs || p->xp == NULL || remote == NULL ||
+	    local == NULL) {
+		sg_dp_seterr(err, errlen, "RC connect: the pipeline does not run the verbs "
+			     "transport ([transport] type = verbs, [verbs] mode = rc)");
+		return -ENOTSUP;
+	}
+	r = calloc(1, sizeof(*r));
+	if (r == NULL) {
+		sg_dp_seterr(err, errlen, "out of memory");
+		return -ENOMEM;
+	}
+	r->remote = *remote;
+	/* RC layouts are one rtc lcore (verbs_check): lcore 0 owns every connection */
+	rc = p->running ? sg_dp_lcore_call(p, 0, SG_DP_MSG_VERBS_RC_CONNECT, (uintptr_t)r) :
+			  verbs_ctl(&p->lc[0], SG_DP_MSG_VERBS_RC_CONNECT, (uintptr_t)r);
+	if (rc == -ETIMEDOUT || rc == -ENOBUFS) {
+		/* the lcore may still take it: r stays allocated (a few hundred bytes) */
+		sg_dp_seterr(err, errlen, "RC connect: lcore %u did not answer (%s)",
+			     p->lc[0].lcore_id, strerror(-rc));
+		return rc;
+	}
+	if (rc >= 0)
+		*local = r->local;
+	else
+		sg_dp_seterr(err, errlen, "%s", r->err[0] ? r->err : strerror(-rc));
+	free(r);
+	return rc;
+}
+
 const struct sg_dp_transport sg_dp_transport_verbs = {
 	.name = "verbs",
 	.check = verbs_check,
@@ -470,6 +528,7 @@ const struct sg_dp_transport sg_dp_transport_verbs = {
 	.flush = vtp_flush,
 	.tx_alloc = vtp_tx_alloc,
 	.tx_send = vtp_tx_send,
+	.ctl = verbs_ctl,
 	.counters = verbs_counters,
 	.reload = verbs_reload,
 };

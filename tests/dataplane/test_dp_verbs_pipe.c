@@ -49,9 +49,19 @@ struct fcq {
 	struct ibv_wc wc[FQ_WC];
 };
 
+struct fsrq {
+	struct ibv_srq srq;
+	pthread_mutex_t mu;
+	unsigned int ph, pt;
+	uint64_t wr_id[FQ_RECV];
+};
+
 struct fqp {
 	struct ibv_qp qp;
 	struct fcq *rcq, *scq;
+	struct fsrq *srq;  /* RC */
+	uint32_t dest_qpn; /* RC: the worker's QP (RTR) */
+	uint8_t dest_host; /* RC: last byte of the worker's IPv4-mapped GID */
 	pthread_mutex_t mu;
 	unsigned int ph, pt;
 	struct {
@@ -213,11 +223,12 @@ static struct ibv_qp *fq_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *a
 {
 	struct fqp *q;
 
-	if (a->qp_type != IBV_QPT_UD) {
+	if (a->qp_type != IBV_QPT_UD && (a->qp_type != IBV_QPT_RC || a->srq == NULL)) {
 		errno = EOPNOTSUPP;
 		return NULL;
 	}
 	q = fq_obj(sizeof(*q));
+	q->srq = (struct fsrq *)a->srq;
 	q->qp.pd = pd;
 	q->qp.qp_type = a->qp_type;
 	q->rcq = (struct fcq *)a->recv_cq;
@@ -233,7 +244,12 @@ static struct ibv_qp *fq_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *a
 
 static int fq_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *a, int mask)
 {
-	(void)qp, (void)a, (void)mask;
+	struct fqp *q = (struct fqp *)qp;
+
+	if (mask & IBV_QP_DEST_QPN)
+		q->dest_qpn = a->dest_qp_num;
+	if (mask & IBV_QP_AV)
+		q->dest_host = a->ah_attr.grh.dgid.raw[15];
 	return 0;
 }
 
@@ -280,7 +296,24 @@ static int fq_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr, struct ibv_re
 	return rc;
 }
 
-/* UD sends go on the wire to the worker the AH and remote QPN name. */
+static void wire_put(uint32_t to_qpn, uint32_t from_qpn, uint8_t to_host, const void *buf,
+		     uint32_t len)
+{
+	pthread_mutex_lock(&fq.mu);
+	if (fq.wt - fq.wh < FQ_WIRE) { /* else lost, as on a congested wire */
+		struct wire_msg *m = &fq.wire[fq.wt++ % FQ_WIRE];
+
+		m->to_qpn = to_qpn;
+		m->from_qpn = from_qpn;
+		m->to_host = to_host;
+		m->len = len;
+		memcpy(m->buf, buf, len);
+	}
+	pthread_mutex_unlock(&fq.mu);
+}
+
+/* UD sends go on the wire to the worker the AH and remote QPN name; RC writes to the
+ * worker the connection leads to. */
 static int fq_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_send_wr **bad)
 {
 	struct fqp *q = (struct fqp *)qp;
@@ -292,23 +325,26 @@ static int fq_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_se
 		struct fah *h = (struct fah *)wr->wr.ud.ah;
 		uint32_t len = wr->num_sge == 1 ? wr->sg_list[0].length : 0;
 
-		if (wr->opcode != IBV_WR_SEND || wr->num_sge != 1 || len > FQ_MSG || h == NULL ||
-		    !(wr->send_flags & IBV_SEND_SIGNALED)) {
+		if (qp->qp_type == IBV_QPT_RC) {
+			/* WRITE-with-immediate into the worker's ring, then its completion */
+			if (wr->opcode != IBV_WR_RDMA_WRITE_WITH_IMM || wr->num_sge != 1 ||
+			    len > FQ_MSG || !(wr->send_flags & IBV_SEND_SIGNALED) ||
+			    wr->wr.rdma.rkey != 0x99) {
+				atomic_fetch_add(&fq.bad_wr, 1);
+			} else {
+				memcpy((void *)(uintptr_t)wr->wr.rdma.remote_addr,
+				       (void *)(uintptr_t)wr->sg_list[0].addr, len);
+				wire_put(q->dest_qpn, qp->qp_num, q->dest_host,
+					 (void *)(uintptr_t)wr->wr.rdma.remote_addr, len);
+			}
+		} else if (wr->opcode != IBV_WR_SEND || wr->num_sge != 1 || len > FQ_MSG ||
+			   h == NULL || !(wr->send_flags & IBV_SEND_SIGNALED)) {
 			atomic_fetch_add(&fq.bad_wr, 1);
 		} else if (h->ah.pd != qp->pd) {
 			atomic_fetch_add(&fq.foreign_ah, 1); /* an AH is only valid on its PD */
 		} else {
-			pthread_mutex_lock(&fq.mu);
-			if (fq.wt - fq.wh < FQ_WIRE) { /* else lost, as on a congested wire */
-				struct wire_msg *m = &fq.wire[fq.wt++ % FQ_WIRE];
-
-				m->to_qpn = wr->wr.ud.remote_qpn;
-				m->from_qpn = qp->qp_num;
-				m->to_host = h->attr.grh.dgid.raw[15];
-				m->len = len;
-				memcpy(m->buf, (void *)(uintptr_t)wr->sg_list[0].addr, len);
-			}
-			pthread_mutex_unlock(&fq.mu);
+			wire_put(wr->wr.ud.remote_qpn, qp->qp_num, h->attr.grh.dgid.raw[15],
+				 (void *)(uintptr_t)wr->sg_list[0].addr, len);
 		}
 		fq_push_wc(q->scq, &wc);
 	}
@@ -329,16 +365,37 @@ static int fq_poll_cq(struct ibv_cq *cq, int n, struct ibv_wc *wc)
 
 static struct ibv_srq *fq_create_srq(struct ibv_pd *pd, struct ibv_srq_init_attr *a)
 {
-	(void)pd, (void)a;
-	errno = EOPNOTSUPP;
-	return NULL;
+	struct fsrq *q = fq_obj(sizeof(*q));
+
+	(void)a;
+	q->srq.pd = pd;
+	pthread_mutex_init(&q->mu, NULL);
+	return &q->srq;
 }
 
-static int fq_post_srq_recv(struct ibv_srq *s, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad)
+static int fq_destroy_srq(struct ibv_srq *srq)
 {
-	(void)s, (void)wr;
-	*bad = wr;
-	return EINVAL;
+	pthread_mutex_destroy(&((struct fsrq *)srq)->mu);
+	return fq_free(srq);
+}
+
+/* WRITE-with-immediate receives carry no buffer. */
+static int fq_post_srq_recv(struct ibv_srq *srq, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad)
+{
+	struct fsrq *q = (struct fsrq *)srq;
+	int rc = 0;
+
+	pthread_mutex_lock(&q->mu);
+	for (; wr != NULL; wr = wr->next) {
+		if (wr->num_sge != 0 || q->pt - q->ph >= FQ_RECV) {
+			*bad = wr;
+			rc = EINVAL;
+			break;
+		}
+		q->wr_id[q->pt++ % FQ_RECV] = wr->wr_id;
+	}
+	pthread_mutex_unlock(&q->mu);
+	return rc;
 }
 
 static int fq_memlock_probe(uint64_t *limit, uint64_t *locked, bool *cap)
@@ -371,7 +428,7 @@ static const struct sg_dp_verbs_ops fq_ops = {
 	.post_send = fq_post_send,
 	.poll_cq = fq_poll_cq,
 	.create_srq = fq_create_srq,
-	.destroy_srq = (int (*)(struct ibv_srq *))fq_free,
+	.destroy_srq = fq_destroy_srq,
 	.post_srq_recv = fq_post_srq_recv,
 	.memlock_probe = fq_memlock_probe,
 };
@@ -423,6 +480,34 @@ static int fq_deliver(uint32_t qpn, uint8_t host, uint32_t src_qpn, const void *
 		rc = 0;
 	}
 	pthread_mutex_unlock(&q->mu);
+	if (rc == 0)
+		fq_push_wc(q->rcq, &wc);
+	return rc;
+}
+
+/* A worker's RDMA WRITE-with-immediate of @p len bytes into slot @p slot, already
+ * copied there: its completion on node QP @p qpn's receive CQ. @return 0 or -1. */
+static int fq_rc_write(uint32_t qpn, uint32_t slot, uint32_t len)
+{
+	struct fqp *q = NULL;
+	struct ibv_wc wc = {.status = IBV_WC_SUCCESS, .opcode = IBV_WC_RECV_RDMA_WITH_IMM,
+			    .byte_len = len, .imm_data = htonl(slot), .wc_flags = IBV_WC_WITH_IMM,
+			    .qp_num = qpn};
+	int rc = -1;
+
+	pthread_mutex_lock(&fq.mu);
+	for (unsigned int i = 0; i < fq.nqp; i++)
+		if (fq.qps[i] != NULL && fq.qps[i]->qp.qp_num == qpn)
+			q = fq.qps[i];
+	pthread_mutex_unlock(&fq.mu);
+	if (q == NULL || q->srq == NULL)
+		return -1;
+	pthread_mutex_lock(&q->srq->mu);
+	if (q->srq->ph != q->srq->pt) {
+		wc.wr_id = q->srq->wr_id[q->srq->ph++ % FQ_RECV];
+		rc = 0;
+	}
+	pthread_mutex_unlock(&q->srq->mu);
 	if (rc == 0)
 		fq_push_wc(q->rcq, &wc);
 	return rc;
@@ -514,6 +599,10 @@ struct run {
 	unsigned int loss_pct;   /* each direction */
 	uint32_t rx_qpn[8];      /* node QPs that receive (io/rtc lcores) */
 	unsigned int n_rx;
+	/* RC: each worker's connection (the node's side) and writes so far */
+	bool rc;
+	struct sg_dp_verbs_rc_addr conn[NW];
+	uint32_t writes[NW];
 	/* called after each round (the control agent's moves) */
 	void (*between)(struct run *r, unsigned int round);
 	struct sg_ctl_client *ctl;
@@ -541,6 +630,16 @@ static bool check_result(const struct sg_dp_msg *m, unsigned int round,
 			return false;
 	}
 	return true;
+}
+
+/* RC: worker @p w writes its push into its next slot of the node's ring. */
+static void rc_push(struct run *r, unsigned int w, const uint8_t *pkt, uint32_t len)
+{
+	const struct sg_dp_verbs_rc_addr *n = &r->conn[w];
+	uint32_t slot = r->writes[w]++ % n->slots;
+
+	memcpy((void *)(uintptr_t)(n->addr + (uint64_t)slot * n->stride), pkt, len);
+	SG_CHECK_EQ(fq_rc_write(n->qpn, slot, len), 0);
 }
 
 /*
@@ -580,10 +679,15 @@ static int drive(struct run *r)
 								continue;
 							}
 							len = push_msg(pkt, w, k, c, round, resend != 0);
+							if (r->rc) {
+								rc_push(r, w, pkt, len);
+								continue;
+							}
 							qpn = r->rx_qpn[(w + k) % r->n_rx];
 							fq_deliver(qpn, W_HOST(w), W_QPN(w), pkt, len);
 						}
-				resend = now + hz / 200; /* 5 ms */
+				/* RC is reliable: a resend would only reuse slots early */
+				resend = now + (r->rc ? 5 * hz : hz / 200);
 			}
 			while (fq_take(&x) == 0) {
 				if (sg_dp_parse(x.buf, x.len, &m, NULL) != 0 ||
@@ -734,21 +838,50 @@ static uint64_t counter(const struct sg_dp_pipeline *p, unsigned int i, const ch
 /* Workers push to every lcore's QP, reducers' included (else only io/rtc ones). */
 static bool push_to_all;
 
-static void scenario(const char *name, const char *io, const char *red, const char *rtc,
-		     unsigned int loss_pct, bool agent)
+/* Worker @p w's ring for the node's replies (RC). */
+static uint8_t worker_ring[NW][64][1024];
+
+/* Connect worker @p w to @p p (RC). @return the peer id or -errno. */
+static int rc_connect(struct sg_dp_pipeline *p, unsigned int w, uint32_t stride,
+		      struct sg_dp_verbs_rc_addr *local)
 {
+	struct sg_dp_verbs_rc_addr ra = {.qpn = W_QPN(w), .psn = 1000 + w,
+					 .addr = (uintptr_t)worker_ring[w], .rkey = 0x99,
+					 .slots = 64, .stride = stride};
+
+	ra.gid[10] = ra.gid[11] = 0xff;
+	ra.gid[12] = 10;
+	ra.gid[14] = 1;
+	ra.gid[15] = W_HOST(w);
+	return sg_dp_pipeline_verbs_rc_connect(p, &ra, local, err, sizeof(err));
+}
+
+#define F_AGENT 1u /* the control agent moves keys while workers push */
+#define F_RC 2u    /* [verbs] mode = rc: workers connect, then write */
+
+static void scenario(const char *name, const char *io, const char *red, const char *rtc,
+		     unsigned int loss_pct, unsigned int flags)
+{
+	bool agent = flags & F_AGENT;
 	struct sg_dp_agent *a = NULL;
 	struct sg_dp_config c;
 	struct sg_dp_pipeline *p;
 	struct run r = {.rounds = 12, .loss_pct = loss_pct};
 	struct sg_dp_stats es;
-	uint64_t rx = 0, reduced = 0, handoff = 0, summed = 0, proto = 0, engine_drops = 0;
+	uint64_t rx = 0, tx = 0, reduced = 0, handoff = 0, summed = 0, proto = 0;
+	uint64_t engine_drops = 0;
 	int rc;
 
 	base_config(&c);
 	dp_layout(&c, io, red, rtc);
 	if (agent)
 		c.timeout_ms = 250; /* a move waits 2 slot timeouts for chunks nobody pushes */
+	if (flags & F_RC) {
+		set_kv(&c, "mode", "rc");
+		set_kv(&c, "mtu", "1024");
+		set_kv(&c, "recv_depth", "256"); /* 4 connections of 64 slots */
+		r.rc = true;
+	}
 	fq_reset();
 	p = sg_dp_pipeline_create(&c, err, sizeof(err));
 	SG_CHECK(p != NULL, "%s: create: %s", name, err);
@@ -758,12 +891,34 @@ static void scenario(const char *name, const char *io, const char *red, const ch
 		struct sg_dp_lcore_stats st;
 
 		sg_dp_pipeline_lcore_stats(p, i, &st);
-		SG_CHECK(counter(p, i, "qpn") >= 0x200 && counter(p, i, "qpn") < 0x200 + FQ_MAX_QP,
+		SG_CHECK(r.rc || (counter(p, i, "qpn") >= 0x200 &&
+				  counter(p, i, "qpn") < 0x200 + FQ_MAX_QP),
 			 "%s: lcore %u has no QP", name, st.lcore);
 		if ((st.role & SG_DP_ROLE_IO) || push_to_all)
 			r.rx_qpn[r.n_rx++] = (uint32_t)counter(p, i, "qpn");
 	}
+	/* RC: one worker connects before the start (directly), the others while the lcore
+	 * runs (through its control channel) */
+	if (r.rc)
+		SG_CHECK(rc_connect(p, 0, 1024, &r.conn[0]) == 0, "RC connect 0: %s", err);
 	SG_CHECK_EQ(sg_dp_pipeline_start(p), 0);
+	for (unsigned int w = 1; r.rc && w < NW; w++) {
+		rc = rc_connect(p, w, 1024, &r.conn[w]);
+		SG_CHECK(rc == (int)w, "RC connect %u: %d %s", w, rc, err);
+	}
+	if (r.rc) {
+		struct sg_dp_verbs_rc_addr x;
+
+		/* the region has room for 4 connections; a worker ring too small for replies */
+		rc = rc_connect(p, 0, 1024, &x);
+		SG_CHECK(rc == -ENOSPC && strstr(err, "raise [verbs] recv_depth"), "5th: %d %s",
+			 rc, err);
+		rc = rc_connect(p, 0, 512, &x);
+		SG_CHECK(rc == -EINVAL && strstr(err, "cannot hold"), "small ring: %d %s", rc, err);
+		SG_CHECK(r.conn[1].slots == 64 && r.conn[1].stride >= 1024 &&
+			 r.conn[1].addr != r.conn[2].addr && r.conn[1].qpn != r.conn[2].qpn,
+			 "connections");
+	}
 	if (agent) {
 		struct sg_ctl_server_config sc = {.tcp_disable = true, .unix_path = ctl_path};
 		struct sg_dp_agent_conf ac = {.name = "vtp"};
@@ -826,15 +981,21 @@ static void scenario(const char *name, const char *io, const char *red, const ch
 				 name, st.lcore, sg_dp_ndrop_name(k), (unsigned long)st.drops[k]);
 		SG_CHECK_EQ(counter(p, i, "rx_no_peer"), 0);
 		SG_CHECK_EQ(counter(p, i, "tx_no_buf"), 0);
-		SG_CHECK(st.rx_pkts == counter(p, i, "rx_packets"), "%s: lcore %u rx %lu vs %lu",
-			 name, st.lcore, (unsigned long)st.rx_pkts,
-			 (unsigned long)counter(p, i, "rx_packets"));
+		SG_CHECK(st.rx_pkts == counter(p, i, "rx_packets") &&
+			 st.tx_pkts == counter(p, i, "tx_packets"), "%s: lcore %u rx %lu vs %lu, "
+			 "tx %lu vs %lu", name, st.lcore, (unsigned long)st.rx_pkts,
+			 (unsigned long)counter(p, i, "rx_packets"), (unsigned long)st.tx_pkts,
+			 (unsigned long)counter(p, i, "tx_packets"));
+		tx += st.tx_pkts;
 	}
 	for (int k = 1; k < SG_DP_DROP_COUNT; k++)
 		engine_drops += es.drops[k];
 	SG_CHECK(proto == es.drops[SG_DP_DROP_DUPLICATE] && engine_drops == proto &&
 		 proto <= r.retrans, "%s: %lu drops, %lu duplicates", name, (unsigned long)proto,
 		 (unsigned long)es.drops[SG_DP_DROP_DUPLICATE]);
+	/* every RESULT the engines sent went out on some lcore's QP */
+	SG_CHECK(tx == es.results_sent, "%s: %lu sent, engines %lu", name, (unsigned long)tx,
+		 (unsigned long)es.results_sent);
 	/* every push that reached the node was reduced once, here or after a hand-off */
 	SG_CHECK_EQ(rx, r.sent - r.lost_out);
 	SG_CHECK_EQ(reduced, rx);
@@ -997,6 +1158,16 @@ static void test_reload(void)
 	SG_CHECK(n == 1 && strstr(out, "[verbs] not applied") && strstr(out, "send_depth"),
 		 "bad value: %d: %s", n, out);
 	free(out);
+	/* RC connections on a UD pipeline, and on no pipeline, are refused */
+	{
+		struct sg_dp_verbs_rc_addr local;
+
+		n = rc_connect(p, 0, 1024, &local);
+		SG_CHECK(n == -ENOTSUP && strstr(err, "UD"), "UD: %d %s", n, err);
+		n = rc_connect(NULL, 0, 1024, &local);
+		SG_CHECK(n == -ENOTSUP && strstr(err, "does not run the verbs transport"),
+			 "no pipeline: %d %s", n, err);
+	}
 	sg_dp_pipeline_destroy(p);
 	SG_CHECK_EQ(atomic_load(&fq.live), 0);
 }
@@ -1018,16 +1189,17 @@ int main(int argc, char **argv)
 	test_config_section();
 	test_refused();
 	test_reload();
-	scenario("one rtc lcore", NULL, NULL, "(0,0,1)", 10, false);
-	scenario("two rtc lcores", NULL, NULL, "(0,0,1),(0,1,2)", 10, false);
-	scenario("two io, two reducers", "(0,0,1),(0,1,2)", "3,4", NULL, 10, false);
+	scenario("one rtc lcore", NULL, NULL, "(0,0,1)", 10, 0);
+	scenario("two rtc lcores", NULL, NULL, "(0,0,1),(0,1,2)", 10, 0);
+	scenario("two io, two reducers", "(0,0,1),(0,1,2)", "3,4", NULL, 10, 0);
+	scenario("RC, one rtc lcore", NULL, NULL, "(0,0,1)", 0, F_RC);
 	push_to_all = true; /* a reducer's QP receives too */
 	scenario("two io, two reducers, pushes to all 4 QPs", "(0,0,1),(0,1,2)", "3,4", NULL, 10,
-		 false);
+		 0);
 	push_to_all = false;
 	/* keys move between the reducers (control agent, layout_set) while workers push */
 	snprintf(ctl_path, sizeof(ctl_path), "/tmp/sg_vtp_%d.sock", (int)getpid());
-	scenario("two rtc lcores, keys moved", NULL, NULL, "(0,0,1),(0,1,2)", 5, true);
+	scenario("two rtc lcores, keys moved", NULL, NULL, "(0,0,1),(0,1,2)", 5, F_AGENT);
 	unlink(ctl_path);
 	rte_eal_cleanup();
 	free(fq.wire);
