@@ -49,11 +49,20 @@ struct fcq {
 	struct ibv_wc wc[FQ_WC];
 };
 
-struct fsrq {
-	struct ibv_srq srq;
+/* Posted receives, oldest first: a QP's own, or a shared receive queue's. */
+struct frq {
 	pthread_mutex_t mu;
 	unsigned int ph, pt;
-	uint64_t wr_id[FQ_RECV];
+	struct {
+		uint64_t wr_id;
+		uint8_t *addr;
+		uint32_t len;
+	} posted[FQ_RECV];
+};
+
+struct fsrq {
+	struct ibv_srq srq;
+	struct frq rq;
 };
 
 struct fqp {
@@ -62,13 +71,7 @@ struct fqp {
 	struct fsrq *srq;  /* RC */
 	uint32_t dest_qpn; /* RC: the worker's QP (RTR) */
 	uint8_t dest_host; /* RC: last byte of the worker's IPv4-mapped GID */
-	pthread_mutex_t mu;
-	unsigned int ph, pt;
-	struct {
-		uint64_t wr_id;
-		uint8_t *addr;
-		uint32_t len;
-	} posted[FQ_RECV];
+	struct frq rq;     /* UD */
 };
 
 struct fah {
@@ -233,7 +236,7 @@ static struct ibv_qp *fq_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *a
 	q->qp.qp_type = a->qp_type;
 	q->rcq = (struct fcq *)a->recv_cq;
 	q->scq = (struct fcq *)a->send_cq;
-	pthread_mutex_init(&q->mu, NULL);
+	pthread_mutex_init(&q->rq.mu, NULL);
 	pthread_mutex_lock(&fq.mu);
 	q->qp.qp_num = 0x200 + fq.nqp;
 	if (fq.nqp < FQ_MAX_QP)
@@ -262,7 +265,7 @@ static int fq_destroy_qp(struct ibv_qp *qp)
 		if (fq.qps[i] == q)
 			fq.qps[i] = NULL;
 	pthread_mutex_unlock(&fq.mu);
-	pthread_mutex_destroy(&q->mu);
+	pthread_mutex_destroy(&q->rq.mu);
 	return fq_free(qp);
 }
 
@@ -275,25 +278,43 @@ static struct ibv_ah *fq_create_ah(struct ibv_pd *pd, struct ibv_ah_attr *a)
 	return &h->ah;
 }
 
-static int fq_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad)
+/* Post @p wr on @p q; each must have @p nsge SGEs (UD 1, SRQ for WRITE-with-immediate 0). */
+static int frq_post(struct frq *q, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad, int nsge)
 {
-	struct fqp *q = (struct fqp *)qp;
 	int rc = 0;
 
 	pthread_mutex_lock(&q->mu);
 	for (; wr != NULL; wr = wr->next) {
-		if (wr->num_sge != 1 || q->pt - q->ph >= FQ_RECV) {
+		if (wr->num_sge != nsge || q->pt - q->ph >= FQ_RECV) {
 			*bad = wr;
 			rc = EINVAL;
 			break;
 		}
 		q->posted[q->pt % FQ_RECV].wr_id = wr->wr_id;
-		q->posted[q->pt % FQ_RECV].addr = (uint8_t *)(uintptr_t)wr->sg_list[0].addr;
-		q->posted[q->pt % FQ_RECV].len = wr->sg_list[0].length;
+		q->posted[q->pt % FQ_RECV].addr =
+			nsge ? (uint8_t *)(uintptr_t)wr->sg_list[0].addr : NULL;
+		q->posted[q->pt % FQ_RECV].len = nsge ? wr->sg_list[0].length : 0;
 		q->pt++;
 	}
 	pthread_mutex_unlock(&q->mu);
 	return rc;
+}
+
+/* Consume the oldest receive of @p q if it holds @p need bytes; its buffer in @p addr.
+ * Call with q->mu held. @return 0, or -1 (none: the HCA would drop). */
+static int frq_take(struct frq *q, uint32_t need, uint64_t *wr_id, uint8_t **addr)
+{
+	if (q->ph == q->pt || q->posted[q->ph % FQ_RECV].len < need)
+		return -1;
+	*wr_id = q->posted[q->ph % FQ_RECV].wr_id;
+	*addr = q->posted[q->ph % FQ_RECV].addr;
+	q->ph++;
+	return 0;
+}
+
+static int fq_post_recv(struct ibv_qp *qp, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad)
+{
+	return frq_post(&((struct fqp *)qp)->rq, wr, bad, 1);
 }
 
 static void wire_put(uint32_t to_qpn, uint32_t from_qpn, uint8_t to_host, const void *buf,
@@ -369,33 +390,20 @@ static struct ibv_srq *fq_create_srq(struct ibv_pd *pd, struct ibv_srq_init_attr
 
 	(void)a;
 	q->srq.pd = pd;
-	pthread_mutex_init(&q->mu, NULL);
+	pthread_mutex_init(&q->rq.mu, NULL);
 	return &q->srq;
 }
 
 static int fq_destroy_srq(struct ibv_srq *srq)
 {
-	pthread_mutex_destroy(&((struct fsrq *)srq)->mu);
+	pthread_mutex_destroy(&((struct fsrq *)srq)->rq.mu);
 	return fq_free(srq);
 }
 
 /* WRITE-with-immediate receives carry no buffer. */
 static int fq_post_srq_recv(struct ibv_srq *srq, struct ibv_recv_wr *wr, struct ibv_recv_wr **bad)
 {
-	struct fsrq *q = (struct fsrq *)srq;
-	int rc = 0;
-
-	pthread_mutex_lock(&q->mu);
-	for (; wr != NULL; wr = wr->next) {
-		if (wr->num_sge != 0 || q->pt - q->ph >= FQ_RECV) {
-			*bad = wr;
-			rc = EINVAL;
-			break;
-		}
-		q->wr_id[q->pt++ % FQ_RECV] = wr->wr_id;
-	}
-	pthread_mutex_unlock(&q->mu);
-	return rc;
+	return frq_post(&((struct fsrq *)srq)->rq, wr, bad, 0);
 }
 
 static int fq_memlock_probe(uint64_t *limit, uint64_t *locked, bool *cap)
@@ -444,42 +452,43 @@ static void fq_reset(void)
 	atomic_store(&fq.foreign_ah, 0);
 }
 
-/* A worker's datagram to node QP @p qpn, as the HCA delivers it (RoCE v2, IPv4). */
-static int fq_deliver(uint32_t qpn, uint8_t host, uint32_t src_qpn, const void *msg,
-		      uint32_t len)
+/* The live QP numbered @p qpn, or NULL. */
+static struct fqp *fq_find(uint32_t qpn)
 {
 	struct fqp *q = NULL;
-	struct ibv_wc wc = {0};
-	uint8_t *b;
-	int rc = -1;
 
 	pthread_mutex_lock(&fq.mu);
 	for (unsigned int i = 0; i < fq.nqp; i++)
 		if (fq.qps[i] != NULL && fq.qps[i]->qp.qp_num == qpn)
 			q = fq.qps[i];
 	pthread_mutex_unlock(&fq.mu);
+	return q;
+}
+
+/* A worker's datagram to node QP @p qpn, as the HCA delivers it (RoCE v2, IPv4). */
+static int fq_deliver(uint32_t qpn, uint8_t host, uint32_t src_qpn, const void *msg,
+		      uint32_t len)
+{
+	struct fqp *q = fq_find(qpn);
+	struct ibv_wc wc = {.status = IBV_WC_SUCCESS, .opcode = IBV_WC_RECV,
+			    .byte_len = SG_DP_VERBS_GRH_LEN + len, .src_qp = src_qpn,
+			    .wc_flags = IBV_WC_GRH, .qp_num = qpn};
+	uint8_t *b;
+	int rc;
+
 	if (q == NULL)
 		return -1;
-	pthread_mutex_lock(&q->mu);
-	if (q->ph != q->pt && q->posted[q->ph % FQ_RECV].len >= SG_DP_VERBS_GRH_LEN + len) {
-		b = q->posted[q->ph % FQ_RECV].addr;
-		wc.wr_id = q->posted[q->ph % FQ_RECV].wr_id;
-		q->ph++;
+	pthread_mutex_lock(&q->rq.mu);
+	rc = frq_take(&q->rq, SG_DP_VERBS_GRH_LEN + len, &wc.wr_id, &b);
+	if (rc == 0) {
 		memset(b, 0, SG_DP_VERBS_GRH_LEN);
 		b[20] = 0x45;
 		b[29] = 17;
 		b[32] = 10, b[33] = 0, b[34] = 1, b[35] = host;
 		b[36] = 10, b[37] = 0, b[38] = 0, b[39] = 1;
 		memcpy(b + SG_DP_VERBS_GRH_LEN, msg, len);
-		wc.status = IBV_WC_SUCCESS;
-		wc.opcode = IBV_WC_RECV;
-		wc.byte_len = SG_DP_VERBS_GRH_LEN + len;
-		wc.src_qp = src_qpn;
-		wc.wc_flags = IBV_WC_GRH;
-		wc.qp_num = qpn;
-		rc = 0;
 	}
-	pthread_mutex_unlock(&q->mu);
+	pthread_mutex_unlock(&q->rq.mu);
 	if (rc == 0)
 		fq_push_wc(q->rcq, &wc);
 	return rc;
@@ -489,25 +498,18 @@ static int fq_deliver(uint32_t qpn, uint8_t host, uint32_t src_qpn, const void *
  * copied there: its completion on node QP @p qpn's receive CQ. @return 0 or -1. */
 static int fq_rc_write(uint32_t qpn, uint32_t slot, uint32_t len)
 {
-	struct fqp *q = NULL;
+	struct fqp *q = fq_find(qpn);
 	struct ibv_wc wc = {.status = IBV_WC_SUCCESS, .opcode = IBV_WC_RECV_RDMA_WITH_IMM,
 			    .byte_len = len, .imm_data = htonl(slot), .wc_flags = IBV_WC_WITH_IMM,
 			    .qp_num = qpn};
-	int rc = -1;
+	uint8_t *unused;
+	int rc;
 
-	pthread_mutex_lock(&fq.mu);
-	for (unsigned int i = 0; i < fq.nqp; i++)
-		if (fq.qps[i] != NULL && fq.qps[i]->qp.qp_num == qpn)
-			q = fq.qps[i];
-	pthread_mutex_unlock(&fq.mu);
 	if (q == NULL || q->srq == NULL)
 		return -1;
-	pthread_mutex_lock(&q->srq->mu);
-	if (q->srq->ph != q->srq->pt) {
-		wc.wr_id = q->srq->wr_id[q->srq->ph++ % FQ_RECV];
-		rc = 0;
-	}
-	pthread_mutex_unlock(&q->srq->mu);
+	pthread_mutex_lock(&q->srq->rq.mu);
+	rc = frq_take(&q->srq->rq, 0, &wc.wr_id, &unused);
+	pthread_mutex_unlock(&q->srq->rq.mu);
 	if (rc == 0)
 		fq_push_wc(q->rcq, &wc);
 	return rc;
