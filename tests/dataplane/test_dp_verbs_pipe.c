@@ -7,9 +7,12 @@
  * workers. Workers push with loss in both directions and retransmit; every
  * element of every RESULT is compared with a scalar sum computed here.
  * Layouts: one rtc lcore, two rtc lcores (hand-off between them), two io
- * lcores feeding two reducers. Also: layouts the transport refuses, with the
- * documented message; no device; SIGHUP's report of [verbs] changes; the
- * transport counters.
+ * lcores feeding two reducers (pushes to the io QPs, then to every QP), RC
+ * on one rtc lcore (workers connect, then write into their slots), and keys
+ * moved between reducers by the control agent while workers push. Also:
+ * layouts the transport refuses, with the documented message; no device;
+ * SIGHUP's report of [verbs] changes; the [verbs] section of a config file;
+ * the transport counters.
  */
 #include <pthread.h>
 #include <stdatomic.h>
