@@ -231,6 +231,8 @@ int sg_dp_lcore_ctl(void *arg, struct sg_ctl_msg *m)
 	case SG_DP_MSG_JOB_STATS:
 		return lc->eng ? (int)sg_dp_engine_jobs_snapshot(lc->eng) : 0;
 	default:
+		if (m->type >= SG_DP_MSG_TRANSPORT && lc->p->tr->ctl != NULL)
+			return lc->p->tr->ctl(lc, m->type, m->arg[0]);
 		return -ENOTSUP;
 	}
 }

@@ -441,6 +441,51 @@ static int apply_job(struct sg_dp_config *c, const char *sec, const char *name, 
 	return rc;
 }
 
+/* [verbs]: checked here when the build has verbs, kept as text for the transport. */
+static int load_verbs_section(struct sg_dp_config *c, struct rte_cfgfile *cf, char *err,
+			      size_t errlen)
+{
+	int n = rte_cfgfile_section_num_entries(cf, "verbs");
+	struct rte_cfgfile_entry *ents;
+	int rc = 0;
+
+	c->n_verbs_kv = 0;
+	if (n <= 0)
+		return 0;
+	if ((unsigned int)n > RTE_DIM(c->verbs_kv)) {
+		sg_dp_seterr(err, errlen, "[verbs]: %d keys (at most %zu)", n, RTE_DIM(c->verbs_kv));
+		return -EINVAL;
+	}
+	ents = calloc((size_t)n, sizeof(*ents));
+	if (ents == NULL)
+		return -ENOMEM;
+	rte_cfgfile_section_entries(cf, "verbs", ents, n);
+	for (int i = 0; i < n && rc == 0; i++) {
+		if (strlen(ents[i].name) >= sizeof(c->verbs_kv[0].key) ||
+		    strlen(ents[i].value) >= sizeof(c->verbs_kv[0].value)) {
+			sg_dp_seterr(err, errlen, "[verbs] %s: key or value too long (at most %zu and "
+				     "%zu characters)", ents[i].name, sizeof(c->verbs_kv[0].key) - 1,
+				     sizeof(c->verbs_kv[0].value) - 1);
+			rc = -EINVAL;
+			break;
+		}
+		snprintf(c->verbs_kv[i].key, sizeof(c->verbs_kv[i].key), "%s", ents[i].name);
+		snprintf(c->verbs_kv[i].value, sizeof(c->verbs_kv[i].value), "%s", ents[i].value);
+		c->n_verbs_kv++;
+	}
+	free(ents);
+#if SG_HAVE_VERBS
+	if (rc == 0) {
+		struct sg_dp_verbs_conf vc;
+
+		sg_dp_verbs_conf_defaults(&vc);
+		rc = sg_dp_verbs_conf_load(&vc, cf, "verbs", err, errlen);
+	}
+#endif
+	/* without verbs in the build, [transport] type = verbs says what is missing */
+	return rc;
+}
+
 /*
  * Sections that other parts own: [control] goes to the control agent (checked
  * here so that a bad one stops sigmad at start-up), [verbs] to the verbs
@@ -478,14 +523,7 @@ static int apply_other_section(struct sg_dp_config *c, struct rte_cfgfile *cf, c
 		return 1;
 	}
 	if (!strcmp(sec, "verbs")) {
-#if SG_HAVE_VERBS
-		struct sg_dp_verbs_conf vc;
-
-		sg_dp_verbs_conf_defaults(&vc);
-		*rc = sg_dp_verbs_conf_load(&vc, cf, "verbs", err, errlen);
-#else
-		*rc = 0; /* kept for a build with verbs; type = verbs says what is missing */
-#endif
+		*rc = load_verbs_section(c, cf, err, errlen);
 		return 1;
 	}
 	return 0;

@@ -4,9 +4,10 @@
  * lcore and pipeline structures, and the transport seam.
  *
  * The seam: the lcore loop (sg_dp_pipeline.c) moves bytes only through a
- * struct sg_dp_transport. The DPDK ethdev transport (sg_dp_eth.c) is the one
- * implemented; an rdma-core transport fills the same table (its items would be
- * receive buffers, its engine_tx posts sends).
+ * struct sg_dp_transport: the DPDK ethdev transport (sg_dp_eth.c; its items
+ * are mbufs) or, in builds with verbs, the rdma-core one (sg_dp_verbs_tp.c;
+ * its items are copies of pushes for another reducer, its engine output posts
+ * sends on the reducer's own QP).
  */
 #ifndef SG_DP_INTERNAL_H
 #define SG_DP_INTERNAL_H
@@ -15,6 +16,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 #include <rte_byteorder.h>
@@ -50,6 +52,9 @@ struct sg_ctl_msg;
 #define SG_DP_MSG_MOVE_SET 0x102   /* arg[0]: struct sg_dp_move * (or 0), owned by the agent */
 #define SG_DP_MSG_KEYS_RELEASE 0x103 /* arg[0]: mask of buckets coming back to this reducer */
 #define SG_DP_MSG_JOB_STATS 0x104  /* per-job counters into the engine's snapshot table */
+/* From here on, the transport's own messages (struct sg_dp_transport.ctl). */
+#define SG_DP_MSG_TRANSPORT 0x180
+#define SG_DP_MSG_VERBS_RC_CONNECT 0x180 /* arg[0]: the verbs transport's request */
 
 /*
  * Add every uint64_t of @p src into @p dst: for counter structures made only
@@ -135,10 +140,21 @@ struct sg_dp_move_key {
 /* Slow path of sg_dp_move_fwd(). */
 int sg_dp_move_route(struct sg_dp_lcore *lc, const uint8_t *pl, uint32_t len);
 
+/** One transport counter for telemetry and the stats table. */
+struct sg_dp_counter {
+	const char *name;
+	uint64_t value;
+	bool drop; /* also reported by /sigma/drops (as <transport>_<name>) */
+};
+
 /** How a pipeline moves bytes. Every function runs on the lcore it is given
- *  (rx, reduce, flush, engine_tx) or on the main thread (setup, teardown). */
+ *  (rx, reduce, flush, engine_tx) or on the main thread (the others). */
 struct sg_dp_transport {
 	const char *name;
+	/** Optional: refuse layouts the transport cannot serve, before anything is built;
+	 *  may describe the transport's "ports" in @p t for sg_dp_layout_check(). */
+	int (*check)(const struct sg_dp_config *c, struct sg_dp_topology *t, char *err,
+		     size_t errlen);
 	/** Pools, ports, queues, per-reducer reply tables; after the rings and engines. */
 	int (*setup)(struct sg_dp_pipeline *p, char *err, size_t errlen);
 	/** Undo setup (ports stopped, pools freed); the lcores have returned. */
@@ -163,10 +179,22 @@ struct sg_dp_transport {
 				uint32_t len, void **pkt);
 	unsigned int (*tx_send_multi)(void *ctx, void *pkt, uint32_t len,
 				      const struct sg_dp_tx_dest *to, unsigned int n);
+	/** Optional: lcore @p idx's transport counters (any thread; a torn read is fine).
+	 *  @return how many were written, at most @p max. */
+	unsigned int (*counters)(const struct sg_dp_pipeline *p, unsigned int idx,
+				 struct sg_dp_counter *out, unsigned int max);
+	/** Optional: act on control-channel message @p type (>= SG_DP_MSG_TRANSPORT) on
+	 *  lcore @p lc. @return the answer, or -ENOTSUP. */
+	int (*ctl)(struct sg_dp_lcore *lc, uint32_t type, uint64_t arg);
+	/** Optional, SIGHUP: report the transport's own section's changes.
+	 *  @return changes that need a restart. */
+	int (*reload)(struct sg_dp_pipeline *p, const struct sg_dp_config *nc, FILE *report);
 };
 
 /** The DPDK ethdev transport (any PMD: PCI NICs, memif, af_packet, tap, ring). */
 extern const struct sg_dp_transport sg_dp_transport_ethdev;
+/** The rdma-core transport (sg_dp_verbs_tp.c; only in builds with verbs). */
+extern const struct sg_dp_transport sg_dp_transport_verbs;
 
 /**
  * Give one datagram to this reducer's engine, from any transport: counts it,
@@ -220,6 +248,7 @@ struct sg_dp_lcore {
 	struct sg_dp_engine *eng;   /* reducers */
 	struct rte_hash *peers;     /* ethdev reducers: reply address -> MAC */
 	struct rte_mempool *pool;   /* ethdev: this socket's mbufs */
+	void *xp;                   /* the transport's own per-lcore state, or NULL */
 	uint64_t cur_dest;          /* address of the packet the engine is building */
 	uint64_t next_poll_tsc;
 	uint16_t txn[SG_DP_MAX_PORTS];
@@ -237,6 +266,7 @@ struct sg_dp_pipeline {
 	struct sg_dp_lcore *lc;
 	struct sg_dp_lcore *red[SG_DP_MAX_LAYOUT];
 	struct rte_mempool *pools[RTE_MAX_NUMA_NODES];
+	void *xp;                   /* the transport's own state, or NULL */
 	bool port_used[SG_DP_MAX_PORTS];
 	bool port_started[SG_DP_MAX_PORTS];
 	bool port_chains[SG_DP_MAX_PORTS]; /* TX takes chained mbufs (RESULT fan-out) */

@@ -3,7 +3,8 @@
  * sigmad's lcore pipeline: reducer rings, one aggregation engine per reducer
  * lcore, and the lcore loops that connect them. Bytes move through a
  * transport (struct sg_dp_transport, sg_dp_internal.h); the DPDK ethdev one
- * is in sg_dp_eth.c.
+ * is in sg_dp_eth.c, the rdma-core one ([transport] type = verbs) in
+ * sg_dp_verbs_tp.c.
  *
  * Data path of one push: an I/O (or run-to-completion) lcore receives the
  * frame, checks Ethernet/IPv4/UDP (sg_dp_net_classify), and picks the reducer
@@ -31,6 +32,7 @@
 #include <rte_mbuf.h>
 #include <rte_ring.h>
 
+#include "sg_config.h"
 #include "sg_ctl.h"
 #include "sg_dp_engine.h"
 #include "sg_dp_internal.h"
@@ -225,11 +227,24 @@ struct sg_dp_pipeline *sg_dp_pipeline_create(const struct sg_dp_config *c, char 
 	}
 	p->tr = &sg_dp_transport_ethdev;
 	pthread_mutex_init(&p->ctl_lock, NULL);
+	if (c->transport == SG_DP_TRANSPORT_VERBS) {
+#if SG_HAVE_VERBS
+		p->tr = &sg_dp_transport_verbs;
+#else
+		sg_dp_seterr(err, errlen, "[transport] type = verbs: this sigmad was built without "
+			     "verbs (rebuild with meson -Dverbs=enabled and libibverbs-dev "
+			     "installed), or set [transport] type = dpdk");
+		rc = -ENOTSUP;
+		goto fail;
+#endif
+	}
 	p->cfg = *c;
 	p->idle_sleep_us = c->idle_sleep_us;
 	p->ns_per_tsc = 1e9 / (double)rte_get_tsc_hz();
 	p->max_frame = RTE_ETHER_HDR_LEN + c->mtu + RTE_ETHER_CRC_LEN;
 	sg_dp_topology_probe(&p->topo);
+	if (p->tr->check != NULL && (rc = p->tr->check(c, &p->topo, err, errlen)) < 0)
+		goto fail;
 	rc = sg_dp_layout_check(c, &p->topo, err, errlen, stderr, &nwarn);
 	if (rc < 0)
 		goto fail;
@@ -378,6 +393,8 @@ int sg_dp_pipeline_reload(struct sg_dp_pipeline *p, const struct sg_dp_config *n
 	NEEDS_RESTART(nc->n_jobs != c->n_jobs ||
 		      memcmp(nc->jobs, c->jobs, sizeof(c->jobs[0]) * c->n_jobs), "[job N]");
 	NEEDS_RESTART(nc->transport != c->transport, "[transport]");
+	if (p->tr->reload != NULL)
+		restart += p->tr->reload(p, nc, report);
 	/* the engine takes its slot timeout at creation only */
 	NEEDS_RESTART(nc->timeout_ms != c->timeout_ms, "[live] timeout_ms");
 #undef NEEDS_RESTART
@@ -449,6 +466,23 @@ int sg_dp_pipeline_net(const struct sg_dp_pipeline *p, uint16_t port_id, struct 
 	return 0;
 }
 
+unsigned int sg_dp_pipeline_transport_counters(const struct sg_dp_pipeline *p, unsigned int idx,
+					       const char **names, uint64_t *values,
+					       unsigned int max)
+{
+	struct sg_dp_counter tc[32];
+	unsigned int n;
+
+	if (p->tr->counters == NULL || idx >= p->n_lc)
+		return 0;
+	n = RTE_MIN(p->tr->counters(p, idx, tc, RTE_DIM(tc)), max);
+	for (unsigned int k = 0; k < n; k++) {
+		names[k] = tc[k].name;
+		values[k] = tc[k].value;
+	}
+	return n;
+}
+
 void sg_dp_pipeline_print_stats(const struct sg_dp_pipeline *p, FILE *f, double seconds)
 {
 	struct sg_dp_stats es;
@@ -477,6 +511,15 @@ void sg_dp_pipeline_print_stats(const struct sg_dp_pipeline *p, FILE *f, double 
 	for (int k = 0; k < SG_DP_ND_COUNT; k++)
 		if (drops[k])
 			fprintf(f, "  drop %-12s %" PRIu64 "\n", sg_dp_ndrop_name(k), drops[k]);
+	for (unsigned int i = 0; p->tr->counters != NULL && i < p->n_lc; i++) {
+		struct sg_dp_counter tc[32];
+		unsigned int n = p->tr->counters(p, i, tc, RTE_DIM(tc));
+
+		for (unsigned int k = 0; k < n; k++)
+			if (tc[k].drop && tc[k].value)
+				fprintf(f, "  lcore %u %s drop %-14s %" PRIu64 "\n", p->lc[i].lcore_id,
+					p->tr->name, tc[k].name, tc[k].value);
+	}
 	sg_dp_pipeline_engine_stats(p, &es);
 	fprintf(f, "engine: %" PRIu64 " pushes, %" PRIu64 " rounds completed, %" PRIu64
 		" results sent, %" PRIu64 " retransmits served, %" PRIu64 " NACKs, %" PRIu64

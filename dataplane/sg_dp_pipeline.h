@@ -120,6 +120,15 @@ struct sg_dp_config {
 	/* control plane and transport ([control], [transport], [verbs]; docs/sigmad.md) */
 	bool control;          /**< the file has a [control] section: run the control agent */
 	unsigned int transport; /**< enum sg_dp_transport_kind */
+	/** `[verbs]` as written (key, value); the verbs transport parses it (docs/verbs.md) */
+	unsigned int n_verbs_kv;
+	struct {
+		char key[32];
+		char value[64];
+	} verbs_kv[16];
+	/** Tests only: a `const struct sg_dp_verbs_ops *` the verbs transport uses instead
+	 *  of rdma-core (a fake HCA). NULL in sigmad; never read from a file. */
+	const void *verbs_ops;
 	/* run control */
 	char config_path[256]; /**< empty: embedded default */
 	double duration_s;     /**< 0: until a signal */
@@ -295,6 +304,34 @@ int sg_dp_pipeline_lcore_stats(const struct sg_dp_pipeline *p, unsigned int idx,
 
 /** Engine counters summed over every reducer. */
 void sg_dp_pipeline_engine_stats(const struct sg_dp_pipeline *p, struct sg_dp_stats *st);
+
+struct sg_dp_verbs_rc_addr;
+
+/**
+ * `[verbs] mode = rc` (builds with verbs only): connect one worker to the
+ * pipeline's rtc lcore, as sg_dp_verbs_rc_connect() does (sg_dp_verbs.h):
+ * the worker's ring and QP in @p remote, the node's in @p local. While the
+ * pipeline runs, the lcore makes the connection itself between bursts (its
+ * control channel), since its QPs are its own. Thread-safe.
+ * @return the worker's peer id (>= 0), or -errno with @p err filled:
+ *         -ENOTSUP (not the verbs transport, or mode = ud), -EINVAL,
+ *         -ENOSPC, -ETIMEDOUT (the lcore did not answer), or the verbs
+ *         call's error.
+ */
+int sg_dp_pipeline_verbs_rc_connect(struct sg_dp_pipeline *p,
+				    const struct sg_dp_verbs_rc_addr *remote,
+				    struct sg_dp_verbs_rc_addr *local, char *err, size_t errlen);
+
+/**
+ * The transport's own counters of lcore @p idx: nothing for ethdev (its
+ * ports have rte_eth_stats); for verbs "qpn" (the QP workers address),
+ * completions, packets, peers and drop counters (docs/verbs.md). Names are
+ * static strings. Callable from any thread while the lcores run.
+ * @return how many were written (at most @p max).
+ */
+unsigned int sg_dp_pipeline_transport_counters(const struct sg_dp_pipeline *p, unsigned int idx,
+					       const char **names, uint64_t *values,
+					       unsigned int max);
 
 /** Print the per-lcore table (and drops) to @p f; @p seconds scales rates (0: no rates). */
 void sg_dp_pipeline_print_stats(const struct sg_dp_pipeline *p, FILE *f, double seconds);

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * rte_telemetry commands for operators: /sigma/lcores, /sigma/ports,
- * /sigma/jobs, /sigma/drops. dpdk-telemetry.py lists and runs them.
+ * /sigma/verbs, /sigma/jobs, /sigma/drops. dpdk-telemetry.py lists and runs them.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -110,6 +110,37 @@ static int tel_ports(const char *cmd, const char *params, struct rte_tel_data *d
 	return 0;
 }
 
+/* The transport's own counters per lcore (verbs: each lcore's QP). */
+static int tel_verbs(const char *cmd, const char *params, struct rte_tel_data *d)
+{
+	struct sg_dp_pipeline *p = tel_pipeline;
+
+	if (p == NULL)
+		return no_pipeline(d);
+	rte_tel_data_start_dict(d);
+	if (p->tr->counters == NULL) {
+		rte_tel_data_add_dict_string(d, "error", "the transport is not verbs: see "
+					     "/sigma/ports");
+		return 0;
+	}
+	for (unsigned int i = 0; i < p->n_lc; i++) {
+		struct sg_dp_counter tc[32];
+		unsigned int n = p->tr->counters(p, i, tc, RTE_DIM(tc));
+		struct rte_tel_data *l = rte_tel_data_alloc();
+		char name[32];
+
+		if (l == NULL)
+			return -ENOMEM;
+		rte_tel_data_start_dict(l);
+		rte_tel_data_add_dict_string(l, "role", sg_dp_role_name(p->lc[i].role));
+		for (unsigned int k = 0; k < n; k++)
+			rte_tel_data_add_dict_u64(l, tc[k].name, tc[k].value);
+		snprintf(name, sizeof(name), "lcore_%u", p->lc[i].lcore_id);
+		rte_tel_data_add_dict_container(d, name, l, 0);
+	}
+	return 0;
+}
+
 /* One job's counters, summed over the reducers, into dict @p l. */
 static void tel_job_counters(struct rte_tel_data *l, const struct sg_dp_job_stats *js)
 {
@@ -210,6 +241,24 @@ static int tel_drops(const char *cmd, const char *params, struct rte_tel_data *d
 		snprintf(name, sizeof(name), "engine_%s", sg_dp_drop_name((enum sg_dp_drop)k));
 		rte_tel_data_add_dict_u64(d, name, es.drops[k]);
 	}
+	if (p->tr->counters != NULL) {
+		/* the transport's drop counters, summed over the lcores (same order for each) */
+		struct sg_dp_counter sum[32], tc[32];
+		unsigned int n = p->tr->counters(p, 0, sum, RTE_DIM(sum));
+
+		for (unsigned int i = 1; i < p->n_lc; i++) {
+			unsigned int m = p->tr->counters(p, i, tc, RTE_DIM(tc));
+
+			for (unsigned int k = 0; k < RTE_MIN(m, n); k++)
+				sum[k].value += tc[k].value;
+		}
+		for (unsigned int k = 0; k < n; k++) {
+			if (!sum[k].drop)
+				continue;
+			snprintf(name, sizeof(name), "%s_%s", p->tr->name, sum[k].name);
+			rte_tel_data_add_dict_u64(d, name, sum[k].value);
+		}
+	}
 	return 0;
 }
 
@@ -223,6 +272,8 @@ int sg_dp_telemetry_register(struct sg_dp_pipeline *p)
 		{"/sigma/lcores", tel_lcores,
 		 "Per lcore: role, busy/idle cycles, packets, bytes summed, ring, drops"},
 		{"/sigma/ports", tel_ports, "Per port: MAC, checksum mode, ethdev counters"},
+		{"/sigma/verbs", tel_verbs,
+		 "Verbs transport, per lcore: QP number, completions, packets, peers, drops"},
 		{"/sigma/jobs", tel_jobs,
 		 "Jobs and engine counters: rounds completed, retransmits served, incomplete slots"},
 		{"/sigma/drops", tel_drops, "Dropped packets by reason (net_* and engine_*)"},

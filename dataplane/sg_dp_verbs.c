@@ -48,6 +48,8 @@ struct peer {
 	uint32_t rkey, rslots, rstride;
 	uint32_t next;         /* RC: next slot of the worker's ring to write */
 	uint32_t slot_base;    /* RC: first of our region's slots it writes */
+	struct sg_dp_verbs_peer_key key; /* UD: what the cache knows it by */
+	struct ibv_ah_attr attr;         /* UD: how its address handle was made */
 };
 
 /* RC peers are found by our QP number; this LID marks such keys apart from UD ones. */
@@ -700,22 +702,16 @@ struct sg_dp_tx_ops sg_dp_verbs_tx_ops(struct sg_dp_verbs *t)
 	return ops;
 }
 
-/* The peer id of a UD sender: cached, or a new address handle. -1 if none. */
-static int64_t peer_lookup(struct sg_dp_verbs *t, const struct ibv_wc *wc, const void *grh)
+int64_t sg_dp_verbs_peer_resolve(struct sg_dp_verbs *t, const struct sg_dp_verbs_peer_key *key,
+				 const struct ibv_ah_attr *attr)
 {
-	struct sg_dp_verbs_peer_key key;
-	struct ibv_ah_attr ah;
+	struct ibv_ah_attr ah = *attr;
 	void *data;
 	struct ibv_ah *h;
 
-	if (sg_dp_verbs_peer_from_wc(wc, grh, t->c.port, (uint8_t)t->gid_index, t->ethernet,
-				     t->ipv4_mapped, &key, &ah) < 0) {
-		t->st.rx_bad_grh++;
-		return -1;
-	}
-	if (rte_hash_lookup_data(t->peer_hash, &key, &data) >= 0)
+	if (rte_hash_lookup_data(t->peer_hash, key, &data) >= 0)
 		return (int64_t)(uintptr_t)data;
-	if (t->n_peers >= t->c.max_peers) {
+	if (t->qp == NULL || t->n_peers >= t->c.max_peers) {
 		t->st.rx_no_peer++;
 		return -1;
 	}
@@ -724,28 +720,59 @@ static int64_t peer_lookup(struct sg_dp_verbs *t, const struct ibv_wc *wc, const
 		t->st.rx_no_peer++;
 		return -1;
 	}
-	if (rte_hash_add_key_data(t->peer_hash, &key, (void *)(uintptr_t)t->n_peers) < 0) {
+	if (rte_hash_add_key_data(t->peer_hash, key, (void *)(uintptr_t)t->n_peers) < 0) {
 		t->ops->destroy_ah(h);
 		t->st.rx_no_peer++;
 		return -1;
 	}
 	t->peers[t->n_peers].ah = h;
-	t->peers[t->n_peers].qpn = key.qpn;
+	t->peers[t->n_peers].qpn = key->qpn;
+	t->peers[t->n_peers].key = *key;
+	t->peers[t->n_peers].attr = *attr;
 	return t->n_peers++;
 }
 
-static void deliver(struct sg_dp_verbs *t, struct sg_dp_engine *eng, const uint8_t *msg,
-		    uint32_t len, uint32_t peer, uint64_t now)
+int sg_dp_verbs_peer_addr(const struct sg_dp_verbs *t, uint32_t peer,
+			  struct sg_dp_verbs_peer_key *key, struct ibv_ah_attr *attr)
+{
+	if (peer >= t->n_peers || t->peers[peer].ah == NULL)
+		return -ENOENT;
+	*key = t->peers[peer].key;
+	*attr = t->peers[peer].attr;
+	return 0;
+}
+
+/* The peer id of a UD sender: cached, or a new address handle. -1 if none. */
+static int64_t peer_lookup(struct sg_dp_verbs *t, const struct ibv_wc *wc, const void *grh)
+{
+	struct sg_dp_verbs_peer_key key;
+	struct ibv_ah_attr ah;
+
+	if (sg_dp_verbs_peer_from_wc(wc, grh, t->c.port, (uint8_t)t->gid_index, t->ethernet,
+				     t->ipv4_mapped, &key, &ah) < 0) {
+		t->st.rx_bad_grh++;
+		return -1;
+	}
+	return sg_dp_verbs_peer_resolve(t, &key, &ah);
+}
+
+/* Where received messages go: the engine (sg_dp_verbs_poll) or a caller's function. */
+struct sink {
+	sg_dp_verbs_rx_fn fn;
+	void *arg;
+};
+
+static void deliver(struct sg_dp_verbs *t, const struct sink *k, const uint8_t *msg,
+		    uint32_t len, uint32_t peer)
 {
 	t->st.rx_packets++;
 	t->st.rx_bytes += len;
-	if (sg_dp_engine_rx(eng, msg, len, peer, now) < 0)
+	if (k->fn(k->arg, msg, len, peer) < 0)
 		t->st.rx_engine_drop++;
 }
 
 /* An RC WRITE-with-immediate: the immediate names the slot the sender wrote. */
-static void handle_rc_write(struct sg_dp_verbs *t, struct sg_dp_engine *eng,
-			    const struct ibv_wc *wc, uint64_t now)
+static void handle_rc_write(struct sg_dp_verbs *t, const struct sink *k, const struct ibv_wc *wc)
 {
 	struct sg_dp_verbs_peer_key key = { .qpn = wc->qp_num, .lid = RC_KEY_LID };
 	const struct peer *p;
@@ -764,12 +791,11 @@ static void handle_rc_write(struct sg_dp_verbs *t, struct sg_dp_engine *eng,
 		return;
 	}
 	/* the immediate counts from the sender's first slot */
-	deliver(t, eng, t->region + (size_t)(p->slot_base + slot) * t->rstride, wc->byte_len,
-		(uint32_t)(uintptr_t)data, now);
+	deliver(t, k, t->region + (size_t)(p->slot_base + slot) * t->rstride, wc->byte_len,
+		(uint32_t)(uintptr_t)data);
 }
 
-static void handle_recv(struct sg_dp_verbs *t, struct sg_dp_engine *eng,
-			const struct ibv_wc *wc, uint64_t now)
+static void handle_recv(struct sg_dp_verbs *t, const struct sink *k, const struct ibv_wc *wc)
 {
 	enum sg_dp_verbs_wr_kind kind;
 	uint32_t idx;
@@ -792,7 +818,7 @@ static void handle_recv(struct sg_dp_verbs *t, struct sg_dp_engine *eng,
 	}
 	t->repost[t->n_repost++] = idx;
 	if (t->srq != NULL) {
-		handle_rc_write(t, eng, wc, now);
+		handle_rc_write(t, k, wc);
 		return;
 	}
 	buf = t->region + (size_t)idx * t->rstride;
@@ -803,24 +829,52 @@ static void handle_recv(struct sg_dp_verbs *t, struct sg_dp_engine *eng,
 	peer = peer_lookup(t, wc, buf);
 	if (peer < 0)
 		return;
-	deliver(t, eng, buf + SG_DP_VERBS_GRH_LEN, wc->byte_len - SG_DP_VERBS_GRH_LEN,
-		(uint32_t)peer, now);
+	deliver(t, k, buf + SG_DP_VERBS_GRH_LEN, wc->byte_len - SG_DP_VERBS_GRH_LEN,
+		(uint32_t)peer);
 }
 
-int sg_dp_verbs_poll(struct sg_dp_verbs *t, struct sg_dp_engine *eng, uint64_t now)
+int sg_dp_verbs_poll_fn(struct sg_dp_verbs *t, sg_dp_verbs_rx_fn fn, void *arg)
 {
+	struct sink k = {.fn = fn, .arg = arg};
 	int n, reaped;
 
 	n = t->ops->poll_cq(t->rcq, (int)t->c.poll_batch, t->rwc);
 	if (n < 0)
 		return -EIO;
 	for (int i = 0; i < n; i++)
-		handle_recv(t, eng, &t->rwc[i], now);
+		handle_recv(t, &k, &t->rwc[i]);
 	flush_sends(t);
 	if (t->n_repost > 0)
 		repost_recvs(t);
 	reaped = reap_sends(t);
 	return n + reaped;
+}
+
+int sg_dp_verbs_flush(struct sg_dp_verbs *t)
+{
+	int posted = (int)t->n_pending;
+
+	flush_sends(t);
+	return posted + reap_sends(t);
+}
+
+struct engine_sink {
+	struct sg_dp_engine *eng;
+	uint64_t now;
+};
+
+static int to_engine(void *arg, const uint8_t *msg, uint32_t len, uint32_t peer)
+{
+	const struct engine_sink *e = arg;
+
+	return sg_dp_engine_rx(e->eng, msg, len, peer, e->now);
+}
+
+int sg_dp_verbs_poll(struct sg_dp_verbs *t, struct sg_dp_engine *eng, uint64_t now)
+{
+	struct engine_sink e = {.eng = eng, .now = now};
+
+	return sg_dp_verbs_poll_fn(t, to_engine, &e);
 }
 
 uint32_t sg_dp_verbs_max_payload(const struct sg_dp_verbs *t)

@@ -291,6 +291,43 @@ uint32_t sg_dp_verbs_max_payload(const struct sg_dp_verbs *t);
  */
 int sg_dp_verbs_poll(struct sg_dp_verbs *t, struct sg_dp_engine *eng, uint64_t now);
 
+/**
+ * Where sg_dp_verbs_poll_fn() hands each received message: @p msg (@p len
+ * bytes, valid only during the call) from peer id @p peer of the transport.
+ * @return < 0 to count the message in rx_engine_drop, else >= 0.
+ */
+typedef int (*sg_dp_verbs_rx_fn)(void *arg, const uint8_t *msg, uint32_t len, uint32_t peer);
+
+/**
+ * sg_dp_verbs_poll() with a caller's sink instead of an engine (sigmad's
+ * pipeline: the message may belong to another lcore's reducer). The sends
+ * @p fn makes through sg_dp_verbs_tx_ops() are posted before it returns.
+ * @return completions handled (>= 0), or -errno if polling failed.
+ */
+int sg_dp_verbs_poll_fn(struct sg_dp_verbs *t, sg_dp_verbs_rx_fn fn, void *arg);
+
+/**
+ * Post the sends chained since the last poll (one doorbell) and take back
+ * finished send buffers, without polling receives: for a thread that only
+ * sends through @p t. @return sends posted plus send completions reaped.
+ */
+int sg_dp_verbs_flush(struct sg_dp_verbs *t);
+
+/**
+ * A UD peer's address, for another transport of the same device to answer it
+ * (sg_dp_verbs_peer_resolve()). @return 0, or -ENOENT (no such UD peer).
+ */
+int sg_dp_verbs_peer_addr(const struct sg_dp_verbs *t, uint32_t peer,
+			  struct sg_dp_verbs_peer_key *key, struct ibv_ah_attr *attr);
+
+/**
+ * The peer id of the UD sender @p key in @p t: cached, or a new address
+ * handle made from @p attr (on @p t's own protection domain). Counts
+ * rx_no_peer when it cannot. @return the peer id (>= 0), or -1.
+ */
+int64_t sg_dp_verbs_peer_resolve(struct sg_dp_verbs *t, const struct sg_dp_verbs_peer_key *key,
+				 const struct ibv_ah_attr *attr);
+
 /** Our QP number (what workers address). */
 uint32_t sg_dp_verbs_qpn(const struct sg_dp_verbs *t);
 

@@ -23,11 +23,6 @@
 #include "sg_ctl.h"
 #include "sg_dp_pipeline.h"
 #include "sg_dp_proto.h"
-#if SG_HAVE_VERBS
-#include <infiniband/verbs.h>
-
-#include "sg_dp_verbs.h"
-#endif
 
 /* set by signal handlers, read by the main loop */
 static volatile sig_atomic_t got_stop, got_hup;
@@ -145,104 +140,6 @@ static struct sg_dp_agent *start_agent(struct sg_dp_pipeline *p, const struct sg
 	return a;
 }
 
-/*
- * [transport] type = verbs: the engine behind an rdma-core transport on the
- * first reducer lcore of the layout. Without a device or without verbs in the
- * build, a clear error and no EAL port is touched.
- */
-static int run_verbs(const struct sg_dp_config *c)
-{
-#if !SG_HAVE_VERBS
-	(void)c;
-	fprintf(stderr, "sigmad: error: [transport] type = verbs: this sigmad was built without "
-		"verbs (rebuild with meson -Dverbs=enabled and libibverbs-dev installed), or set "
-		"[transport] type = dpdk\n");
-	return 2;
-#else
-	struct sg_dp_verbs_conf vc;
-	struct sg_dp_engine_conf ec = {.pool_bufs = c->pool_bufs, .max_jobs = SG_DP_MAX_JOBS,
-				       .slot_timeout_ns = (uint64_t)c->timeout_ms * 1000000ull};
-	struct sg_dp_verbs_loop loop = {.idle_sleep_us = c->idle == SG_DP_IDLE_SLEEP ?
-							 c->idle_sleep_us : 0};
-	struct sg_dp_verbs *t = NULL;
-	struct ibv_device **devs;
-	struct rte_cfgfile *cf;
-	unsigned int lcore = RTE_MAX_LCORE;
-	char err[512];
-	int n = 0, rc = 1;
-	static volatile bool stop;
-
-	devs = ibv_get_device_list(&n);
-	if (devs != NULL)
-		ibv_free_device_list(devs);
-	if (n <= 0) {
-		fprintf(stderr, "sigmad: error: [transport] type = verbs: no RDMA device "
-			"(ibv_get_device_list found none): load the NIC's RDMA driver or add "
-			"Soft-RoCE (rdma link add rxe0 type rxe netdev eth0), or set [transport] "
-			"type = dpdk\n");
-		return 1;
-	}
-	sg_dp_verbs_conf_defaults(&vc);
-	cf = c->config_path[0] ? rte_cfgfile_load(c->config_path, CFG_FLAG_EMPTY_VALUES) : NULL;
-	if (cf != NULL) {
-		/* Its own variable: rc stays 1 until the transport has run. */
-		int lrc = rte_cfgfile_has_section(cf, "verbs") ?
-				  sg_dp_verbs_conf_load(&vc, cf, "verbs", err, sizeof(err)) : 0;
-
-		rte_cfgfile_close(cf);
-		if (lrc < 0) {
-			fprintf(stderr, "sigmad: error: %s\n", err);
-			return 2;
-		}
-	}
-	for (unsigned int i = 0; i < c->n_lcores && lcore == RTE_MAX_LCORE; i++)
-		if (c->lcores[i].role & SG_DP_ROLE_REDUCE)
-			lcore = c->lcores[i].lcore;
-	if (lcore == RTE_MAX_LCORE || !rte_lcore_is_enabled(lcore) ||
-	    lcore == rte_get_main_lcore()) {
-		fprintf(stderr, "sigmad: error: [transport] type = verbs: the first reducer lcore "
-			"of the layout must be a worker lcore enabled by EAL\n");
-		return 2;
-	}
-	if (sg_dp_config_check_jobs(c, err, sizeof(err)) < 0) {
-		fprintf(stderr, "sigmad: error: %s\n", err);
-		return 2;
-	}
-	t = sg_dp_verbs_create(&vc, err, sizeof(err));
-	if (t == NULL) {
-		fprintf(stderr, "sigmad: error: [verbs]: %s\n", err);
-		return 1;
-	}
-	ec.tx = sg_dp_verbs_tx_ops(t);
-	ec.max_payload = sg_dp_verbs_max_payload(t);
-	ec.numa_node = (int)rte_lcore_to_socket_id(lcore);
-	loop.t = t;
-	loop.stop = &stop;
-	loop.eng = sg_dp_engine_create(&ec);
-	if (loop.eng == NULL ||
-	    sg_dp_engine_add_config_jobs(loop.eng, c, err, sizeof(err)) < 0) {
-		fprintf(stderr, "sigmad: error: verbs engine: %s\n",
-			loop.eng ? err : strerror(errno));
-		goto out;
-	}
-	install_signals();
-	if (rte_eal_remote_launch(sg_dp_verbs_lcore_main, &loop, lcore) < 0)
-		goto out;
-	printf("sigmad: running on verbs (QP %u) on lcore %u; SIGINT/SIGTERM stop\n",
-	       sg_dp_verbs_qpn(t), lcore);
-	fflush(stdout);
-	while (!got_stop)
-		rte_delay_us_sleep(20000);
-	stop = true;
-	rte_eal_wait_lcore(lcore);
-	rc = loop.rc < 0 ? 1 : 0;
-out:
-	sg_dp_engine_destroy(loop.eng);
-	sg_dp_verbs_destroy(t);
-	return rc;
-#endif
-}
-
 /* SIGHUP for the control agent: the live part of [control]. @return changes needing a restart. */
 static int reload_agent(struct sg_dp_agent *a, const struct sg_dp_config *nc)
 {
@@ -337,14 +234,11 @@ int main(int argc, char **argv)
 		ret = run_demo(&c);
 		goto out;
 	}
-	if (c.transport == SG_DP_TRANSPORT_VERBS) {
-		ret = run_verbs(&c);
-		goto out;
-	}
 	p = sg_dp_pipeline_create(&c, err, sizeof(err));
 	if (p == NULL) {
 		fprintf(stderr, "sigmad: error: %s\n", err);
-		ret = 1;
+		/* a build without the configured transport is a configuration error */
+		ret = errno == ENOTSUP ? 2 : 1;
 		goto out;
 	}
 	sg_dp_telemetry_register(p);

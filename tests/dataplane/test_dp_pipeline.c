@@ -16,6 +16,7 @@
 #include <rte_lcore.h>
 
 #include "sg_dp_pipeline.h"
+#include "dp_pipe_util.h"
 #include "sg_test.h"
 
 static char err[512];
@@ -30,17 +31,6 @@ static void base_config(struct sg_dp_config *c, unsigned int workers, unsigned i
 	c->jobs[0].keys = keys;
 	c->jobs[0].partition_bytes = 40000; /* 4 full chunks of 8920 B and one short one */
 	c->timeout_ms = 5000;
-}
-
-static void layout(struct sg_dp_config *c, const char *io, const char *red, const char *rtc)
-{
-	c->n_lcores = 0;
-	if (io)
-		SG_CHECK_EQ(sg_dp_layout_parse(c, SG_DP_ROLE_IO, io, err, sizeof(err)), 0);
-	if (red)
-		SG_CHECK_EQ(sg_dp_layout_parse(c, SG_DP_ROLE_REDUCE, red, err, sizeof(err)), 0);
-	if (rtc)
-		SG_CHECK_EQ(sg_dp_layout_parse(c, SG_DP_ROLE_RTC, rtc, err, sizeof(err)), 0);
 }
 
 static uint64_t drops_of(const struct sg_dp_loop_result *r, enum sg_dp_ndrop d)
@@ -86,7 +76,7 @@ static void test_io_reduce(void)
 	uint64_t summed = 0, handoff = 0;
 
 	base_config(&c, 4, 6);
-	layout(&c, "(0,0,1)", "2", NULL);
+	dp_layout(&c, "(0,0,1)", "2", NULL);
 	scenario("io+reduce, no loss", &c, &lc, &r);
 	SG_CHECK_EQ(r.gen.arp_replies, 1);
 	for (unsigned int i = 0; i < r.n_lcores; i++) {
@@ -115,7 +105,7 @@ static void test_rtc_loss(void)
 	struct sg_dp_loop_result r;
 
 	base_config(&c, 5, 8);
-	layout(&c, NULL, NULL, "(0,0,1),(0,1,2)");
+	dp_layout(&c, NULL, NULL, "(0,0,1),(0,1,2)");
 	c.sleep_lcores[2] = true; /* the hand-off receiver may sleep, the other polls */
 	scenario("rtc x2, 10% loss", &c, &lc, &r);
 	SG_CHECK(r.gen.dropped_out > 0 && r.gen.dropped_in > 0, "loss was injected");
@@ -140,7 +130,7 @@ static void test_single_sleep(void)
 	c.idle = SG_DP_IDLE_SLEEP;
 	c.idle_sleep_us = 200;
 	c.udp_checksum = false;
-	layout(&c, NULL, NULL, "(0,0,1)");
+	dp_layout(&c, NULL, NULL, "(0,0,1)");
 	scenario("rtc x1, 16 workers, sleep policy, 5% loss", &c, &lc, &r);
 	SG_CHECK(r.lcores[0].idle_cycles > 0, "idle time accounted");
 }
@@ -165,7 +155,7 @@ static void test_bad_layouts(void)
 		struct sg_dp_pipeline *p;
 
 		base_config(&c, 2, 1);
-		layout(&c, bad[i].io, bad[i].red, bad[i].rtc);
+		dp_layout(&c, bad[i].io, bad[i].red, bad[i].rtc);
 		err[0] = '\0';
 		if (strstr(bad[i].needle, "does not exist")) {
 			/* the loopback run remaps port 0; a direct create sees the real ports */

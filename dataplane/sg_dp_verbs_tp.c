@@ -1,0 +1,534 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * The rdma-core transport of sigmad's pipeline ([transport] type = verbs):
+ * the same lcore loop, reducer rings, keymap, control agent and telemetry as
+ * the ethdev transport, with sg_dp_verbs (QP + CQs + registered buffers)
+ * where ethdev has RX/TX queues.
+ *
+ * Layouts (checked by verbs_check() before anything is built):
+ * - UD: io, reduce and rtc lcores as with ethdev, every io/rtc entry on
+ *   port 0 (the [verbs] device and port; the queue number only orders the
+ *   receiving QPs). Every lcore owns one sg_dp_verbs: io and rtc lcores
+ *   receive on theirs (workers address their QPNs), and every reducer sends
+ *   its engine's replies on its own, so no QP is shared and no lock is
+ *   taken. A reply may therefore come from another node QP than the one the
+ *   push went to, which UD allows. A reducer's QP also receives (a push
+ *   sent there is summed or handed on like any other). A push for a key that another reducer owns
+ *   is copied into an item of the hand-off mempool, with the sender's UD
+ *   address; the owner makes its own address handle for it (one per worker
+ *   per reducer, cached).
+ * - RC: exactly one rtc lcore. A worker's connection (QP) carries both its
+ *   writes and the node's replies, and a QP belongs to the lcore polling it,
+ *   so the lcore that accepts a connection must also sum and answer.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <rte_cycles.h>
+#include <rte_errno.h>
+#include <rte_malloc.h>
+#include <rte_mempool.h>
+#include <rte_ring.h>
+
+#include "sg_dp_internal.h"
+#include "sg_dp_verbs.h"
+
+/* Items handed to another reducer, batched per owner within one poll. */
+#define VTP_HAND_BATCH 32
+
+/* A push on its way to the reducer that owns its key. */
+struct vtp_item {
+	struct sg_dp_verbs_peer_key key; /* the sender, for the owner's address handle */
+	struct ibv_ah_attr attr;
+	uint32_t len;
+	uint8_t msg[];
+};
+
+struct vtp_lcore {
+	struct sg_dp_verbs *t;
+	struct sg_dp_tx_ops tx;      /* t's engine output */
+	struct rte_mempool *items;   /* the pipeline's hand-off pool (NULL: one lcore) */
+	uint32_t item_cap;           /* message bytes an item holds */
+	uint64_t now;                /* this poll's time for the engine */
+	bool moved;                  /* completions since the counters were copied */
+	unsigned int nhand[SG_DP_MAX_LAYOUT];
+	void *hand[SG_DP_MAX_LAYOUT][VTP_HAND_BATCH];
+} __rte_cache_aligned;
+
+struct vtp {
+	struct rte_mempool *items;
+	struct vtp_lcore lc[];
+};
+
+/* [verbs] of @p c as a transport configuration. */
+static int verbs_conf(const struct sg_dp_config *c, struct sg_dp_verbs_conf *vc, char *err,
+		      size_t errlen)
+{
+	sg_dp_verbs_conf_defaults(vc);
+	for (unsigned int i = 0; i < c->n_verbs_kv; i++) {
+		int rc = sg_dp_verbs_conf_set(vc, c->verbs_kv[i].key, c->verbs_kv[i].value, err,
+					      errlen);
+
+		if (rc < 0)
+			return rc;
+	}
+	vc->ops = c->verbs_ops;
+	return sg_dp_verbs_conf_check(vc, err, errlen);
+}
+
+static int verbs_check(const struct sg_dp_config *c, struct sg_dp_topology *t, char *err,
+		       size_t errlen)
+{
+	const struct sg_dp_verbs_ops *ops;
+	struct sg_dp_verbs_conf vc;
+	struct ibv_device **devs;
+	int n = 0, rc;
+
+	rc = verbs_conf(c, &vc, err, errlen);
+	if (rc < 0)
+		return rc;
+	ops = vc.ops != NULL ? vc.ops : sg_dp_verbs_ops_rdma_core();
+	devs = ops->get_device_list(&n);
+	if (devs != NULL)
+		ops->free_device_list(devs);
+	if (n <= 0) {
+		sg_dp_seterr(err, errlen, "[transport] type = verbs: no RDMA device "
+			     "(ibv_get_device_list found none): load the NIC's RDMA driver or add "
+			     "Soft-RoCE (rdma link add rxe0 type rxe netdev eth0), or set [transport] "
+			     "type = dpdk");
+		return -ENODEV;
+	}
+	for (unsigned int i = 0; i < c->n_lcores; i++) {
+		const struct sg_dp_lcore_cfg *a = &c->lcores[i];
+
+		if ((a->role & SG_DP_ROLE_IO) && a->port != 0) {
+			sg_dp_seterr(err, errlen, "layout %s (%u,%u,%u): with [transport] type = verbs "
+				     "every entry is on port 0 (the [verbs] device and port; the "
+				     "queue number orders the QPs): write (0,%u,%u)",
+				     sg_dp_role_name(a->role), a->port, a->queue, a->lcore, a->queue,
+				     a->lcore);
+			return -EINVAL;
+		}
+	}
+	if (vc.mode == SG_DP_VERBS_RC &&
+	    (c->n_lcores != 1 || c->lcores[0].role != SG_DP_ROLE_RTC)) {
+		sg_dp_seterr(err, errlen, "[verbs] mode = rc: the layout must be exactly one rtc lcore "
+			     "(a worker's connection carries its replies, so the lcore that polls it "
+			     "must also sum): use rtc = (0,0,LCORE) alone, or mode = ud for io, reduce "
+			     "and multi-lcore layouts");
+		return -EINVAL;
+	}
+	/* one pseudo-port: as many receiving QPs and sending lcores as the layout has */
+	t->n_ports = 1;
+	t->port_node[0] = -1;
+	t->max_rxq[0] = 32;
+	t->max_txq[0] = SG_DP_MAX_LAYOUT;
+	return 0;
+}
+
+/* ---- data path ------------------------------------------------------------ */
+
+static void hand_flush(struct sg_dp_lcore *lc, struct vtp_lcore *v, unsigned int o)
+{
+	unsigned int n = v->nhand[o], e;
+
+	e = rte_ring_enqueue_burst(lc->p->red[o]->ring, v->hand[o], n, NULL);
+	lc->st.handoff_pkts += e;
+	if (e < n) {
+		lc->st.drops[SG_DP_ND_RING_FULL] += n - e;
+		rte_mempool_put_bulk(v->items, v->hand[o] + e, n - e);
+	}
+	v->nhand[o] = 0;
+}
+
+/* Copy a push for reducer @p o, with the address of @p peer of this lcore's QP. */
+static void hand_off(struct sg_dp_lcore *lc, struct vtp_lcore *v, unsigned int o,
+		     const uint8_t *msg, uint32_t len, uint32_t peer)
+{
+	struct vtp_item *it;
+
+	if (unlikely(v->items == NULL)) {
+		lc->st.drops[SG_DP_ND_RING_FULL]++; /* one lcore: there is nobody to hand to */
+		return;
+	}
+	if (len > v->item_cap) {
+		lc->st.drops[SG_DP_ND_SHORT]++; /* longer than any message: malformed */
+		return;
+	}
+	if (rte_mempool_get(v->items, (void **)&it) < 0) {
+		lc->st.drops[SG_DP_ND_NO_MBUF]++;
+		return;
+	}
+	if (sg_dp_verbs_peer_addr(v->t, peer, &it->key, &it->attr) < 0) {
+		lc->st.drops[SG_DP_ND_NO_PEER]++;
+		rte_mempool_put(v->items, it);
+		return;
+	}
+	it->len = len;
+	memcpy(it->msg, msg, len);
+	v->hand[o][v->nhand[o]++] = it;
+	if (v->nhand[o] == VTP_HAND_BATCH)
+		hand_flush(lc, v, o);
+}
+
+/* sg_dp_verbs_poll_fn() sink: sum here, or hand to the owner. */
+static int vtp_rx_one(void *arg, const uint8_t *msg, uint32_t len, uint32_t peer)
+{
+	struct sg_dp_lcore *lc = arg;
+	struct vtp_lcore *v = lc->xp;
+	struct sg_dp_pipeline *p = lc->p;
+	unsigned int o = sg_dp_owner_of(p, msg, len);
+	int fwd;
+
+	lc->st.rx_pkts++;
+	lc->st.rx_bytes += len;
+	if (p->red[o] != lc) {
+		hand_off(lc, v, o, msg, len, peer);
+		return 0;
+	}
+	fwd = sg_dp_move_fwd(lc, msg, len);
+	if (unlikely(fwd >= 0)) {
+		/* a key moving away: its new owner sums this round; or drained */
+		if (fwd == SG_DP_MOVE_DROP)
+			lc->st.drops[SG_DP_ND_DRAINING]++;
+		else
+			hand_off(lc, v, (unsigned int)fwd, msg, len, peer);
+		return 0;
+	}
+	sg_dp_reduce_one(lc, msg, len, peer, v->now);
+	return 0;
+}
+
+static unsigned int vtp_rx(struct sg_dp_lcore *lc, unsigned int burst)
+{
+	struct vtp_lcore *v = lc->xp;
+	int n;
+
+	(void)burst; /* [verbs] poll_batch sizes the CQ polls */
+	v->now = sg_dp_now_ns(lc->p, rte_rdtsc());
+	n = sg_dp_verbs_poll_fn(v->t, vtp_rx_one, lc);
+	v->moved |= n > 0;
+	for (unsigned int o = 0; v->items != NULL && o < lc->p->n_red; o++)
+		if (v->nhand[o])
+			hand_flush(lc, v, o);
+	return n > 0 ? (unsigned int)n : 0;
+}
+
+static void vtp_reduce(struct sg_dp_lcore *lc, void **items, unsigned int n)
+{
+	struct vtp_lcore *v = lc->xp;
+	uint64_t now = sg_dp_now_ns(lc->p, rte_rdtsc());
+	unsigned int nfree = 0;
+
+	for (unsigned int i = 0; i < n; i++) {
+		struct vtp_item *it = items[i];
+		int fwd = sg_dp_move_fwd(lc, it->msg, it->len);
+		int64_t peer;
+
+		if (unlikely(fwd >= 0)) {
+			if (fwd == SG_DP_MOVE_DROP) {
+				lc->st.drops[SG_DP_ND_DRAINING]++;
+			} else if (rte_ring_enqueue(lc->p->red[fwd]->ring, it) == 0) {
+				lc->st.handoff_pkts++;
+				continue;
+			} else {
+				lc->st.drops[SG_DP_ND_RING_FULL]++;
+			}
+			items[nfree++] = it;
+			continue;
+		}
+		peer = sg_dp_verbs_peer_resolve(v->t, &it->key, &it->attr);
+		if (peer < 0)
+			lc->st.drops[SG_DP_ND_PEER_TABLE]++;
+		else
+			sg_dp_reduce_one(lc, it->msg, it->len, (uint64_t)peer, now);
+		items[nfree++] = it;
+	}
+	if (nfree)
+		rte_mempool_put_bulk(v->items, items, nfree);
+}
+
+static void vtp_release(void **items, unsigned int n)
+{
+	for (unsigned int i = 0; i < n; i++)
+		rte_mempool_put(rte_mempool_from_obj(items[i]), items[i]);
+}
+
+static unsigned int vtp_flush(struct sg_dp_lcore *lc)
+{
+	struct vtp_lcore *v = lc->xp;
+	unsigned int n;
+	int f;
+
+	/* A reducer's QP receives too: a push sent to it is summed or handed on, and
+	 * its receive CQ never overruns (which would put the QP it sends on in error). */
+	n = (lc->role & SG_DP_ROLE_IO) ? 0 : vtp_rx(lc, 0);
+	f = sg_dp_verbs_flush(v->t);
+	if (f > 0 || v->moved) {
+		struct sg_dp_verbs_stats vs;
+
+		v->moved = false;
+		/* the lcore's table shows what its own QP sent */
+		sg_dp_verbs_stats(v->t, &vs);
+		lc->st.tx_pkts = vs.tx_packets;
+		lc->st.tx_bytes = vs.tx_bytes;
+	}
+	return n + (f > 0 ? (unsigned int)f : 0);
+}
+
+static void *vtp_tx_alloc(void *ctx, uint64_t dest, uint32_t len, void **pkt)
+{
+	struct vtp_lcore *v = ((struct sg_dp_lcore *)ctx)->xp;
+
+	return v->tx.alloc(v->tx.ctx, dest, len, pkt);
+}
+
+static void vtp_tx_send(void *ctx, void *pkt, uint32_t len)
+{
+	struct vtp_lcore *v = ((struct sg_dp_lcore *)ctx)->xp;
+
+	v->tx.send(v->tx.ctx, pkt, len);
+}
+
+/* ---- set-up --------------------------------------------------------------- */
+
+static void verbs_teardown(struct sg_dp_pipeline *p)
+{
+	struct vtp *x = p->xp;
+
+	if (x == NULL)
+		return;
+	for (unsigned int i = 0; i < p->n_lc; i++) {
+		sg_dp_verbs_destroy(x->lc[i].t);
+		p->lc[i].xp = NULL;
+	}
+	rte_mempool_free(x->items);
+	rte_free(x);
+	p->xp = NULL;
+}
+
+static int verbs_setup(struct sg_dp_pipeline *p, char *err, size_t errlen)
+{
+	const struct sg_dp_config *c = &p->cfg;
+	struct sg_dp_verbs_conf vc;
+	struct vtp *x;
+	char why[384], name[RTE_MEMPOOL_NAMESIZE];
+	uint32_t msg_max = 0;
+	int rc;
+
+	rc = verbs_conf(c, &vc, err, errlen);
+	if (rc < 0)
+		return rc;
+	x = rte_zmalloc("sg_dp_vtp", sizeof(*x) + sizeof(x->lc[0]) * p->n_lc, RTE_CACHE_LINE_SIZE);
+	if (x == NULL) {
+		sg_dp_seterr(err, errlen, "out of memory");
+		return -ENOMEM;
+	}
+	p->xp = x;
+	/* no ethdev port is used: /sigma/ports and the agent's port list stay empty */
+	memset(p->port_used, 0, sizeof(p->port_used));
+	for (unsigned int i = 0; i < p->n_lc; i++) {
+		struct sg_dp_lcore *lc = &p->lc[i];
+		struct vtp_lcore *v = &x->lc[i];
+
+		vc.numa_node = lc->socket;
+		v->t = sg_dp_verbs_create(&vc, why, sizeof(why));
+		if (v->t == NULL) {
+			rc = -errno;
+			sg_dp_seterr(err, errlen, "[verbs] lcore %u: %s", lc->lcore_id, why);
+			return rc < 0 ? rc : -EIO;
+		}
+		v->tx = sg_dp_verbs_tx_ops(v->t);
+		lc->xp = v;
+		msg_max = sg_dp_verbs_msg_max(v->t);
+		SG_DP_LOG(INFO, "verbs: lcore %u (%s) on %s QP %" PRIu32 "\n", lc->lcore_id,
+			  sg_dp_role_name(lc->role), sg_dp_verbs_mode_name(vc.mode),
+			  sg_dp_verbs_qpn(v->t));
+	}
+	for (unsigned int j = 0; j < c->n_jobs; j++) {
+		uint32_t cb = sg_dp_job_chunk_bytes(c, &c->jobs[j]);
+
+		if (cb + SG_DP_HDR_LEN > msg_max) {
+			sg_dp_seterr(err, errlen, "[job %u]: chunks of %u bytes do not fit one %u-byte "
+				     "verbs message: set [job %u] chunk_bytes to at most %u, or raise "
+				     "[verbs] mtu (and the port's MTU)", c->jobs[j].id, cb, msg_max,
+				     c->jobs[j].id, (msg_max - SG_DP_HDR_LEN) & ~7u);
+			return -EINVAL;
+		}
+	}
+	if (p->n_lc > 1) {
+		/* enough for every ring full plus every lcore's batches and cache */
+		unsigned int n = p->n_red * c->ring_size +
+				 p->n_lc * (p->n_red * VTP_HAND_BATCH + 2 * 64);
+
+		snprintf(name, sizeof(name), "sg_vtp_%u", (unsigned int)getpid());
+		x->items = rte_mempool_create(name, n, sizeof(struct vtp_item) + msg_max, 64, 0,
+					      NULL, NULL, NULL, NULL, SOCKET_ID_ANY, 0);
+		if (x->items == NULL) {
+			sg_dp_seterr(err, errlen, "hand-off pool of %u items of %u bytes: %s (lower "
+				     "[resources] ring_size, or give EAL more memory with -m)", n,
+				     msg_max, rte_strerror(rte_errno));
+			return -ENOMEM;
+		}
+		for (unsigned int i = 0; i < p->n_lc; i++) {
+			x->lc[i].items = x->items;
+			x->lc[i].item_cap = msg_max;
+		}
+	}
+	return 0;
+}
+
+/* ---- telemetry and SIGHUP --------------------------------------------------- */
+
+static unsigned int verbs_counters(const struct sg_dp_pipeline *p, unsigned int idx,
+				   struct sg_dp_counter *out, unsigned int max)
+{
+	const struct vtp *x = p->xp;
+	struct sg_dp_verbs_stats s;
+	unsigned int n = 0;
+
+	if (x == NULL || idx >= p->n_lc || x->lc[idx].t == NULL)
+		return 0;
+	sg_dp_verbs_stats(x->lc[idx].t, &s);
+#define C(f, d)                                                                  \
+	do {                                                                     \
+		if (n < max)                                                     \
+			out[n++] = (struct sg_dp_counter){#f, s.f, d};           \
+	} while (0)
+	if (n < max)
+		out[n++] = (struct sg_dp_counter){"qpn", sg_dp_verbs_qpn(x->lc[idx].t), false};
+	C(rx_completions, false);
+	C(rx_packets, false);
+	C(rx_bytes, false);
+	C(tx_packets, false);
+	C(tx_bytes, false);
+	C(peers, false);
+	C(recv_posted, false);
+	C(send_free, false);
+	C(rx_short, true);
+	C(rx_bad_slot, true);
+	C(rx_bad_grh, true);
+	C(rx_wc_error, true);
+	C(rx_no_peer, true);
+	C(rx_repost_fail, true);
+	C(tx_no_buf, true);
+	C(tx_no_peer, true);
+	C(tx_post_fail, true);
+	C(tx_wc_error, true);
+#undef C
+	return n;
+}
+
+/*
+ * Every [verbs] key sizes or names something made once at start-up (the
+ * device context, QPs, CQs, registered buffers, the address-handle cache),
+ * or is read by the lcores without a lock (poll_batch): each change needs a
+ * restart, and the report names the key with its old and new value.
+ */
+static int verbs_reload(struct sg_dp_pipeline *p, const struct sg_dp_config *nc, FILE *report)
+{
+	static const struct {
+		const char *key;
+		size_t off, size;
+	} f[] = {
+#define F(k) {#k, offsetof(struct sg_dp_verbs_conf, k), sizeof(((struct sg_dp_verbs_conf *)0)->k)}
+		F(device), F(port), F(gid_index), F(mode), F(qkey), F(recv_depth), F(send_depth),
+		F(max_peers), F(mtu), F(poll_batch), F(rc_slots), F(numa_node),
+#undef F
+	};
+	struct sg_dp_verbs_conf a, b;
+	char err[256];
+	int restart = 0;
+
+	if (verbs_conf(&p->cfg, &a, err, sizeof(err)) < 0)
+		return 0; /* cannot be: it started with it */
+	if (verbs_conf(nc, &b, err, sizeof(err)) < 0) {
+		if (report)
+			fprintf(report, "sigmad: SIGHUP: [verbs] not applied: %s\n", err);
+		return 1;
+	}
+	for (size_t i = 0; i < RTE_DIM(f); i++) {
+		if (!memcmp((const char *)&a + f[i].off, (const char *)&b + f[i].off, f[i].size))
+			continue;
+		restart++;
+		if (report)
+			fprintf(report, "sigmad: SIGHUP: [verbs] %s changed: needs a restart (QPs, "
+				"CQs and buffers are made at start-up)\n", f[i].key);
+	}
+	return restart;
+}
+
+/* ---- RC connections -------------------------------------------------------- */
+
+/* A connection request; on the heap, since an lcore that answers late still writes it. */
+struct rc_req {
+	struct sg_dp_verbs_rc_addr remote, local;
+	char err[256];
+};
+
+static int verbs_ctl(struct sg_dp_lcore *lc, uint32_t type, uint64_t arg)
+{
+	struct vtp_lcore *v = lc->xp;
+	struct rc_req *r = (struct rc_req *)(uintptr_t)arg;
+
+	if (type != SG_DP_MSG_VERBS_RC_CONNECT || v == NULL)
+		return -ENOTSUP;
+	return sg_dp_verbs_rc_connect(v->t, &r->remote, &r->local, r->err, sizeof(r->err));
+}
+
+int sg_dp_pipeline_verbs_rc_connect(struct sg_dp_pipeline *p,
+				    const struct sg_dp_verbs_rc_addr *remote,
+				    struct sg_dp_verbs_rc_addr *local, char *err, size_t errlen)
+{
+	struct rc_req *r;
+	int rc;
+
+	if (p == NULL || p->tr != &sg_dp_transport_verbs || p->xp == NULL || remote == NULL ||
+	    local == NULL) {
+		sg_dp_seterr(err, errlen, "RC connect: the pipeline does not run the verbs "
+			     "transport ([transport] type = verbs, [verbs] mode = rc)");
+		return -ENOTSUP;
+	}
+	r = calloc(1, sizeof(*r));
+	if (r == NULL) {
+		sg_dp_seterr(err, errlen, "out of memory");
+		return -ENOMEM;
+	}
+	r->remote = *remote;
+	/* RC layouts are one rtc lcore (verbs_check): lcore 0 owns every connection */
+	rc = p->running ? sg_dp_lcore_call(p, 0, SG_DP_MSG_VERBS_RC_CONNECT, (uintptr_t)r) :
+			  verbs_ctl(&p->lc[0], SG_DP_MSG_VERBS_RC_CONNECT, (uintptr_t)r);
+	if (rc == -ETIMEDOUT || rc == -ENOBUFS) {
+		/* the lcore may still take it: r stays allocated (a few hundred bytes) */
+		sg_dp_seterr(err, errlen, "RC connect: lcore %u did not answer (%s)",
+			     p->lc[0].lcore_id, strerror(-rc));
+		return rc;
+	}
+	if (rc >= 0)
+		*local = r->local;
+	else
+		sg_dp_seterr(err, errlen, "%s", r->err[0] ? r->err : strerror(-rc));
+	free(r);
+	return rc;
+}
+
+const struct sg_dp_transport sg_dp_transport_verbs = {
+	.name = "verbs",
+	.check = verbs_check,
+	.setup = verbs_setup,
+	.teardown = verbs_teardown,
+	.rx = vtp_rx,
+	.reduce = vtp_reduce,
+	.release = vtp_release,
+	.flush = vtp_flush,
+	.tx_alloc = vtp_tx_alloc,
+	.tx_send = vtp_tx_send,
+	.ctl = verbs_ctl,
+	.counters = verbs_counters,
+	.reload = verbs_reload,
+};
