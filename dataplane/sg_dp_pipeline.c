@@ -234,7 +234,7 @@ struct sg_dp_pipeline *sg_dp_pipeline_create(const struct sg_dp_config *c, char 
 		sg_dp_seterr(err, errlen, "[transport] type = verbs: this sigmad was built without "
 			     "verbs (rebuild with meson -Dverbs=enabled and libibverbs-dev "
 			     "installed), or set [transport] type = dpdk");
-		rc = -ENOTSUP;
+		rc = -EPROTONOSUPPORT;
 		goto fail;
 #endif
 	}

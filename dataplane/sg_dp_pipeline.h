@@ -269,7 +269,9 @@ struct sg_dp_lcore_stats {
  * stderr), create per-socket mempools, configure and start the ports the
  * layout polls, the reducers' rings and one engine per reducer holding every
  * configured job. Ports must exist already (vdevs, PCI, or ring ports).
- * @return the pipeline, or NULL with errno set and @p err filled.
+ * @return the pipeline, or NULL with errno set and @p err filled; errno is
+ *         EPROTONOSUPPORT when the configured transport was not built in (a
+ *         configuration error, unlike a port or device that refuses).
  */
 struct sg_dp_pipeline *sg_dp_pipeline_create(const struct sg_dp_config *c, char *err,
 					     size_t errlen);

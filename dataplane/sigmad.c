@@ -238,7 +238,7 @@ int main(int argc, char **argv)
 	if (p == NULL) {
 		fprintf(stderr, "sigmad: error: %s\n", err);
 		/* a build without the configured transport is a configuration error */
-		ret = errno == ENOTSUP ? 2 : 1;
+		ret = errno == EPROTONOSUPPORT ? 2 : 1;
 		goto out;
 	}
 	sg_dp_telemetry_register(p);
