@@ -386,6 +386,57 @@ struct sg_ctl_layout {
 	uint16_t keymap[SG_CTL_KEYMAP_BUCKETS];
 };
 
+/** Verbs transport modes (sigmad's `[verbs] mode`, docs/verbs.md). */
+enum sg_ctl_verbs_mode {
+	SG_CTL_VERBS_UD = 0, /**< one UD datagram per message to an lcore's QPN */
+	SG_CTL_VERBS_RC = 1, /**< one RC connection per worker (verbs_rc_connect) */
+};
+
+/** Answer of the verbs info method: what a worker needs to reach the node. */
+struct sg_ctl_verbs_info {
+	uint32_t mode;         /**< enum sg_ctl_verbs_mode */
+	uint32_t qkey;         /**< UD Q_Key */
+	uint32_t msg_max;      /**< largest message, the 48-byte Sigma header included */
+	uint32_t max_payload;  /**< payload bytes after the header per message (chunk_bytes cap) */
+	uint32_t port;         /**< HCA port */
+	uint8_t gid[16];       /**< port GID */
+	int32_t gid_index;
+	uint32_t lid;          /**< 0 on RoCE */
+	uint32_t rc_slots;     /**< RC: node slots each connection gets */
+	uint32_t rc_conns;     /**< RC: connected workers */
+	uint32_t rc_max_conns; /**< RC: most workers the node can take */
+	uint32_t n_lcores;
+	struct {
+		uint32_t lcore;
+		uint32_t role; /**< enum sg_ctl_role */
+		uint32_t qpn;  /**< the lcore's QP number */
+	} lcores[SG_CTL_MAX_LCORES];
+};
+
+/** One side of a verbs RC connection (sigmad's struct sg_dp_verbs_rc_addr). */
+struct sg_ctl_verbs_rc_addr {
+	uint32_t qpn;    /**< QP number (24 bits) */
+	uint32_t psn;    /**< first packet sequence number (24 bits) */
+	uint16_t lid;    /**< LID (InfiniBand; 0 on RoCE) */
+	uint8_t gid[16]; /**< GID (RoCE; may be zero on InfiniBand) */
+	uint64_t addr;   /**< first slot of the receive ring */
+	uint32_t rkey;   /**< rkey of the ring */
+	uint32_t slots;  /**< slots in the ring */
+	uint32_t stride; /**< bytes per slot */
+};
+
+/** Largest ring a worker may declare in verbs_rc_connect (slots, bytes per slot). */
+#define SG_CTL_VERBS_MAX_SLOTS 65536
+#define SG_CTL_VERBS_MAX_STRIDE (1u << 20)
+
+/**
+ * Parse a GID written as 32 hex digits, or as 8 colon-separated groups of 4
+ * (the form `ibv_devinfo -v` and show_gids print). @return 0 or -EINVAL.
+ */
+int sg_ctl_gid_parse(const char *s, uint8_t gid[16]);
+/** Write @p gid as 8 colon-separated groups of 4 hex digits (40 bytes with the NUL). */
+void sg_ctl_gid_format(const uint8_t gid[16], char out[40]);
+
 /**
  * What the node's daemon (sigmad) implements. Every callback runs on the
  * control thread, one at a time; it must not block for long (talk to lcores
@@ -410,6 +461,16 @@ struct sg_ctl_agent_ops {
 	int (*drain)(void *arg);
 	/** Optional: if NULL the server sets the rte_log level itself. */
 	int (*log_level)(void *arg, const char *pattern, int level);
+	/** The node's verbs addressing; -ENOTSUP (with @p reason) when it does not run verbs. */
+	int (*verbs_info)(void *arg, struct sg_ctl_verbs_info *out, char *reason);
+	/**
+	 * Connect an RC worker whose side is @p worker (params already range-checked);
+	 * fill @p node with the node's side. @return the worker's peer id (>= 0), or
+	 * -ENOTSUP (no verbs, or UD), -ENOSPC (full), -EINVAL (ring too small), with
+	 * @p reason.
+	 */
+	int (*verbs_rc_connect)(void *arg, const struct sg_ctl_verbs_rc_addr *worker,
+				struct sg_ctl_verbs_rc_addr *node, char *reason);
 };
 
 /** Server configuration. Zero fields get the defaults in brackets. */

@@ -4,6 +4,7 @@
  * Every method validates its params strictly (unknown members are refused)
  * before the agent sees anything.
  */
+#include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
@@ -715,6 +716,194 @@ out:
 	return rc;
 }
 
+/* ---- verbs transport ------------------------------------------------------ */
+
+int sg_ctl_gid_parse(const char *s, uint8_t gid[16])
+{
+	size_t len = s != NULL ? strlen(s) : 0;
+	unsigned int n = 0;
+
+	/* 32 digits, or 8 groups of 4 with a colon between each (39 characters) */
+	if (len != 32 && len != 39)
+		return -EINVAL;
+	for (size_t i = 0; i < len; i++) {
+		int v;
+
+		if (len == 39 && i % 5 == 4) {
+			if (s[i] != ':')
+				return -EINVAL;
+			continue;
+		}
+		v = s[i] >= '0' && s[i] <= '9'	 ? s[i] - '0'
+		    : s[i] >= 'a' && s[i] <= 'f' ? s[i] - 'a' + 10
+		    : s[i] >= 'A' && s[i] <= 'F' ? s[i] - 'A' + 10
+						 : -1;
+		if (v < 0)
+			return -EINVAL;
+		if (n % 2 == 0)
+			gid[n / 2] = (uint8_t)(v << 4);
+		else
+			gid[n / 2] |= (uint8_t)v;
+		n++;
+	}
+	return n == 32 ? 0 : -EINVAL;
+}
+
+void sg_ctl_gid_format(const uint8_t gid[16], char out[40])
+{
+	for (unsigned int g = 0; g < 8; g++)
+		snprintf(out + 5 * g, 6, "%02x%02x%s", gid[2 * g], gid[2 * g + 1], g < 7 ? ":" : "");
+}
+
+static json_t *rc_addr_json(const struct sg_ctl_verbs_rc_addr *a)
+{
+	char gid[40], addr[24];
+
+	sg_ctl_gid_format(a->gid, gid);
+	snprintf(addr, sizeof(addr), "0x%" PRIx64, a->addr);
+	return json_pack("{s:I, s:I, s:I, s:s, s:s, s:I, s:I, s:I}", "qpn", (json_int_t)a->qpn,
+			 "psn", (json_int_t)a->psn, "lid", (json_int_t)a->lid, "gid", gid, "addr",
+			 addr, "rkey", (json_int_t)a->rkey, "slots", (json_int_t)a->slots, "stride",
+			 (json_int_t)a->stride);
+}
+
+static int m_verbs_info(struct sg_ctl_server *s, json_t *params, json_t **res,
+			struct rpc_err *err)
+{
+	struct sg_ctl_verbs_info *vi;
+	char reason[SG_CTL_REASON_MAX] = "", gid[40];
+	json_t *lc;
+	int rc;
+
+	if (no_params(params, err))
+		return -1;
+	NEED_OP(s, verbs_info, err);
+	vi = calloc(1, sizeof(*vi));
+	if (vi == NULL)
+		return fail(err, SG_CTL_ERR_INTERNAL, "out of memory");
+	rc = s->cfg.ops->verbs_info(s->cfg.ops_arg, vi, reason);
+	if (rc != 0) {
+		free(vi);
+		return agent_fail(err, "verbs info", rc, reason);
+	}
+	lc = json_array();
+	for (uint32_t i = 0; i < vi->n_lcores && i < SG_CTL_MAX_LCORES; i++)
+		json_array_append_new(lc, json_pack("{s:I, s:s, s:I}", "lcore",
+						    (json_int_t)vi->lcores[i].lcore, "role",
+						    sg_ctl_role_name(vi->lcores[i].role), "qpn",
+						    (json_int_t)vi->lcores[i].qpn));
+	sg_ctl_gid_format(vi->gid, gid);
+	*res = json_pack("{s:s, s:s, s:I, s:I, s:I, s:I, s:s, s:i, s:I, s:o}", "transport", "verbs",
+			 "mode", vi->mode == SG_CTL_VERBS_RC ? "rc" : "ud", "qkey",
+			 (json_int_t)vi->qkey, "msg_max", (json_int_t)vi->msg_max, "max_payload",
+			 (json_int_t)vi->max_payload, "port", (json_int_t)vi->port, "gid", gid,
+			 "gid_index", vi->gid_index, "lid", (json_int_t)vi->lid, "lcores", lc);
+	if (*res != NULL && vi->mode == SG_CTL_VERBS_RC)
+		json_object_set_new(*res, "rc",
+				    json_pack("{s:I, s:I, s:I}", "slots", (json_int_t)vi->rc_slots,
+					      "connected", (json_int_t)vi->rc_conns,
+					      "max_connections", (json_int_t)vi->rc_max_conns));
+	free(vi);
+	return 0;
+}
+
+/* An integer member of the RC params in [lo, hi], or fail naming it. */
+static int rc_field(json_t *params, const char *name, bool need, json_int_t lo, json_int_t hi,
+		    json_int_t *v, struct rpc_err *err)
+{
+	json_t *j = json_object_get(params, name);
+
+	if (j == NULL && !need)
+		return 0;
+	if (!json_is_integer(j) || json_integer_value(j) < lo || json_integer_value(j) > hi)
+		return fail(err, SG_CTL_ERR_INVALID_PARAMS,
+			    "invalid params: %s must be an integer in [%lld, %lld]%s", name,
+			    (long long)lo, (long long)hi, j == NULL ? " (missing)" : "");
+	*v = json_integer_value(j);
+	return 0;
+}
+
+/* The worker's side of an RC connection from @p params; every member checked. */
+static int rc_addr_parse(json_t *params, struct sg_ctl_verbs_rc_addr *a, struct rpc_err *err)
+{
+	static const char *const known[] = {"qpn", "psn", "lid", "gid", "addr",
+					    "rkey", "slots", "stride"};
+	json_int_t qpn = 0, psn = 0, lid = 0, rkey = 0, slots = 0, stride = 0;
+	json_t *gid, *addr;
+	const char *key;
+	json_t *val;
+
+	if (!json_is_object(params))
+		return fail(err, SG_CTL_ERR_INVALID_PARAMS,
+			    "invalid params: want {qpn, psn, lid?, gid, addr, rkey, slots, stride}");
+	json_object_foreach(params, key, val) {
+		size_t i;
+
+		for (i = 0; i < RTE_DIM(known) && strcmp(key, known[i]) != 0; i++)
+			;
+		if (i == RTE_DIM(known))
+			return fail(err, SG_CTL_ERR_INVALID_PARAMS,
+				    "invalid params: unknown member '%.32s'", key);
+	}
+	if (rc_field(params, "qpn", true, 1, 0xffffff, &qpn, err) ||
+	    rc_field(params, "psn", true, 0, 0xffffff, &psn, err) ||
+	    rc_field(params, "lid", false, 0, 0xffff, &lid, err) ||
+	    rc_field(params, "rkey", true, 0, UINT32_MAX, &rkey, err) ||
+	    rc_field(params, "slots", true, 1, SG_CTL_VERBS_MAX_SLOTS, &slots, err) ||
+	    rc_field(params, "stride", true, 64, SG_CTL_VERBS_MAX_STRIDE, &stride, err))
+		return -1;
+	memset(a, 0, sizeof(*a));
+	gid = json_object_get(params, "gid");
+	if (!json_is_string(gid) || sg_ctl_gid_parse(json_string_value(gid), a->gid) != 0)
+		return fail(err, SG_CTL_ERR_INVALID_PARAMS,
+			    "invalid params: gid must be 32 hex digits, or 8 groups of 4 joined "
+			    "by ':' (fe80:0000:...)%s", gid == NULL ? " (missing)" : "");
+	addr = json_object_get(params, "addr");
+	if (json_is_integer(addr) && json_integer_value(addr) > 0) {
+		a->addr = (uint64_t)json_integer_value(addr);
+	} else {
+		const char *t = json_is_string(addr) ? json_string_value(addr) : "";
+		char *end = NULL;
+
+		errno = 0;
+		if (t[0] == '0' && (t[1] == 'x' || t[1] == 'X') && strlen(t) <= 18 &&
+		    isxdigit((unsigned char)t[2]))
+			a->addr = strtoull(t + 2, &end, 16);
+		if (end == NULL || *end != '\0' || errno != 0 || a->addr == 0)
+			return fail(err, SG_CTL_ERR_INVALID_PARAMS,
+				    "invalid params: addr must be the ring's non-zero address, an "
+				    "integer or a \"0x...\" string of up to 16 hex digits%s",
+				    addr == NULL ? " (missing)" : "");
+	}
+	a->qpn = (uint32_t)qpn;
+	a->psn = (uint32_t)psn;
+	a->lid = (uint16_t)lid;
+	a->rkey = (uint32_t)rkey;
+	a->slots = (uint32_t)slots;
+	a->stride = (uint32_t)stride;
+	return 0;
+}
+
+static int m_verbs_rc_connect(struct sg_ctl_server *s, json_t *params, json_t **res,
+			      struct rpc_err *err)
+{
+	struct sg_ctl_verbs_rc_addr worker, node;
+	char reason[SG_CTL_REASON_MAX] = "";
+	int peer;
+
+	NEED_OP(s, verbs_rc_connect, err);
+	if (rc_addr_parse(params, &worker, err) != 0)
+		return -1;
+	if (s->draining)
+		return fail(err, SG_CTL_ERR_REFUSED, "node is draining: no new connections");
+	memset(&node, 0, sizeof(node));
+	peer = s->cfg.ops->verbs_rc_connect(s->cfg.ops_arg, &worker, &node, reason);
+	if (peer < 0)
+		return agent_fail(err, "RC connect refused", peer, reason);
+	*res = json_pack("{s:I, s:o}", "peer", (json_int_t)peer, "node", rc_addr_json(&node));
+	return 0;
+}
+
 /* ---- log level, drain, introspection ----------------------------------- */
 
 static int m_log_level_set(struct sg_ctl_server *s, json_t *params, json_t **res,
@@ -786,6 +975,8 @@ static const struct {
 	{"layout_set", m_layout_set},
 	{"log_level_set", m_log_level_set},
 	{"drain", m_drain},
+	{"verbs_info", m_verbs_info},
+	{"verbs_rc_connect", m_verbs_rc_connect},
 };
 
 static int m_rpc_get_methods(struct sg_ctl_server *s, json_t *params, json_t **res,

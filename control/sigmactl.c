@@ -59,6 +59,10 @@ static void usage(FILE *f)
 		"                              refused with the reason\n"
 		"  drain                       finish in-flight rounds, refuse new ones\n"
 		"  log-level LEVEL [--pattern P]  emerg..debug for rte_log types (default sigma.*)\n"
+		"  verbs                       verbs transport: mode, Q_Key, max payload, GID/LID,\n"
+		"                              each lcore's QPN (what workers address)\n"
+		"  verbs connect qpn=N psn=N gid=HEX addr=0xADDR rkey=N slots=N stride=N [lid=N]\n"
+		"                              connect an RC worker; prints the node's side\n"
 		"  call METHOD [JSON]          raw JSON-RPC call (prints the JSON result)\n"
 		"\n"
 		"Options:\n"
@@ -639,6 +643,66 @@ static int cmd_heartbeat(int argc, char **argv)
 		      NULL);
 }
 
+static void show_verbs(json_t *r)
+{
+	json_t *l, *rc = json_object_get(r, "rc");
+	size_t i;
+
+	printf("transport:   verbs, mode %s\n", jstr(r, "mode"));
+	printf("port:        %lld, gid %s (index %lld), lid %lld\n", jint(r, "port"),
+	       jstr(r, "gid"), jint(r, "gid_index"), jint(r, "lid"));
+	printf("qkey:        0x%08llx\n", jint(r, "qkey"));
+	printf("max payload: %lld bytes per message (%lld with the Sigma header)\n",
+	       jint(r, "max_payload"), jint(r, "msg_max"));
+	if (rc != NULL)
+		printf("RC:          %lld of %lld workers connected, %lld slots each\n",
+		       jint(rc, "connected"), jint(rc, "max_connections"), jint(rc, "slots"));
+	printf("%5s %-8s %10s\n", "LCORE", "ROLE", "QPN");
+	json_array_foreach(json_object_get(r, "lcores"), i, l)
+		printf("%5lld %-8s %#10llx\n", jint(l, "lcore"), jstr(l, "role"), jint(l, "qpn"));
+}
+
+static void show_verbs_connect(json_t *r)
+{
+	json_t *n = json_object_get(r, "node");
+
+	printf("connected as peer %lld; the node's side:\n", jint(r, "peer"));
+	printf("  qpn %#llx psn %#llx lid %lld gid %s\n  ring addr %s rkey %#llx, %lld slots of "
+	       "%lld bytes\n", jint(n, "qpn"), jint(n, "psn"), jint(n, "lid"), jstr(n, "gid"),
+	       jstr(n, "addr"), jint(n, "rkey"), jint(n, "slots"), jint(n, "stride"));
+}
+
+/* verbs connect KEY=VALUE...: numbers go as integers, gid and addr as written. */
+static int cmd_verbs_connect(int argc, char **argv)
+{
+	json_t *params = json_object();
+
+	if (argc == 0) {
+		json_decref(params);
+		return die_usage("verbs connect needs qpn=N psn=N gid=HEX addr=0xADDR rkey=N "
+				 "slots=N stride=N [lid=N]");
+	}
+	for (int i = 0; i < argc; i++) {
+		char key[16], *eq = strchr(argv[i], '='), *end;
+		long long v;
+
+		if (eq == NULL || eq == argv[i] || (size_t)(eq - argv[i]) >= sizeof(key) ||
+		    eq[1] == '\0') {
+			json_decref(params);
+			return die_usage("verbs connect: '%s' is not KEY=VALUE", argv[i]);
+		}
+		snprintf(key, sizeof(key), "%.*s", (int)(eq - argv[i]), argv[i]);
+		errno = 0;
+		v = strtoll(eq + 1, &end, 0);
+		if (strcmp(key, "gid") == 0 || strcmp(key, "addr") == 0 || *end != '\0' ||
+		    errno != 0)
+			json_object_set_new(params, key, json_string(eq + 1));
+		else
+			json_object_set_new(params, key, json_integer(v));
+	}
+	return run_method("verbs_rc_connect", params, show_verbs_connect);
+}
+
 static int dispatch(int argc, char **argv)
 {
 	const char *cmd = argv[0];
@@ -669,6 +733,8 @@ static int dispatch(int argc, char **argv)
 		return cmd_log_level(argc, argv);
 	if (strcmp(cmd, "heartbeat") == 0)
 		return cmd_heartbeat(argc, argv);
+	if (strcmp(cmd, "verbs") == 0 && argc >= 2 && strcmp(argv[1], "connect") == 0)
+		return cmd_verbs_connect(argc - 2, argv + 2);
 	if (strcmp(cmd, "call") == 0) {
 		json_t *p = NULL;
 
@@ -686,6 +752,7 @@ static int dispatch(int argc, char **argv)
 			{"nodes", "nodes_list", show_nodes}, {"info", "node_info", show_info},
 			{"jobs", "job_list", show_jobs},     {"stats", "stats_get", show_stats},
 			{"layout", "layout_get", show_layout}, {"drain", "drain", show_drain},
+			{"verbs", "verbs_info", show_verbs},
 		};
 		size_t i;
 

@@ -29,9 +29,13 @@
 #include <rte_jhash.h>
 #include <rte_lcore.h>
 
+#include "sg_config.h"
 #include "sg_ctl.h"
 #include "sg_dp_internal.h"
 #include "sg_dp_pipeline.h"
+#if SG_HAVE_VERBS
+#include "sg_dp_verbs.h"
+#endif
 
 /* How long the control thread waits for an lcore's answer. */
 #define AGENT_CHAN_TIMEOUT_US 2000000
@@ -900,6 +904,89 @@ static int op_drain(void *arg)
 	return 0;
 }
 
+/* ---- verbs: what workers address, and RC connections ------------------------ */
+
+/* -ENOTSUP with the reason when the pipeline does not run verbs (ethdev, or no verbs build). */
+static int verbs_refuse(const struct sg_dp_pipeline *p, char *reason)
+{
+	if (sg_dp_pipeline_config(p)->transport == SG_DP_TRANSPORT_VERBS && SG_HAVE_VERBS)
+		return 0;
+	snprintf(reason, SG_CTL_REASON_MAX, "this node runs the DPDK transport ([transport] "
+		 "type = dpdk), not verbs: workers reach it over UDP");
+	return -ENOTSUP;
+}
+
+static int op_verbs_info(void *arg, struct sg_ctl_verbs_info *out, char *reason)
+{
+	struct sg_dp_agent *a = arg;
+	int rc = verbs_refuse(a->p, reason);
+#if SG_HAVE_VERBS
+	struct sg_dp_pipeline_verbs_info vi;
+
+	if (rc == 0)
+		rc = sg_dp_pipeline_verbs_info(a->p, &vi, reason, SG_CTL_REASON_MAX);
+	if (rc != 0)
+		return rc;
+	memset(out, 0, sizeof(*out));
+	out->mode = vi.rc ? SG_CTL_VERBS_RC : SG_CTL_VERBS_UD;
+	out->qkey = vi.qkey;
+	out->msg_max = vi.msg_max;
+	out->max_payload = vi.max_payload;
+	out->port = vi.port;
+	memcpy(out->gid, vi.gid, sizeof(out->gid));
+	out->gid_index = vi.gid_index;
+	out->lid = vi.lid;
+	out->rc_slots = vi.rc_slots;
+	out->rc_conns = vi.rc_conns;
+	out->rc_max_conns = vi.rc_max_conns;
+	for (unsigned int i = 0; i < vi.n_lcores && i < SG_CTL_MAX_LCORES; i++) {
+		out->lcores[i].lcore = vi.lcores[i].lcore;
+		out->lcores[i].role = ctl_role(vi.lcores[i].role);
+		out->lcores[i].qpn = vi.lcores[i].qpn;
+		out->n_lcores++;
+	}
+	return 0;
+#else
+	(void)out;
+	return rc;
+#endif
+}
+
+static int op_verbs_rc_connect(void *arg, const struct sg_ctl_verbs_rc_addr *worker,
+			       struct sg_ctl_verbs_rc_addr *node, char *reason)
+{
+	struct sg_dp_agent *a = arg;
+	int rc = verbs_refuse(a->p, reason);
+#if SG_HAVE_VERBS
+	struct sg_dp_verbs_rc_addr r = {.qpn = worker->qpn, .psn = worker->psn,
+					.lid = worker->lid, .addr = worker->addr,
+					.rkey = worker->rkey, .slots = worker->slots,
+					.stride = worker->stride}, l;
+	char why[256] = "";
+
+	if (rc != 0)
+		return rc;
+	memcpy(r.gid, worker->gid, sizeof(r.gid));
+	rc = sg_dp_pipeline_verbs_rc_connect(a->p, &r, &l, why, sizeof(why));
+	if (rc < 0) {
+		snprintf(reason, SG_CTL_REASON_MAX, "%s", why);
+		SG_DP_LOG(WARNING, "RC connection of worker QP %u refused: %s\n", worker->qpn, why);
+		return rc;
+	}
+	*node = (struct sg_ctl_verbs_rc_addr){.qpn = l.qpn, .psn = l.psn, .lid = l.lid,
+					      .addr = l.addr, .rkey = l.rkey, .slots = l.slots,
+					      .stride = l.stride};
+	memcpy(node->gid, l.gid, sizeof(node->gid));
+	SG_DP_LOG(INFO, "RC: worker QP %u connected as peer %d (node QP %u)\n", worker->qpn, rc,
+		  l.qpn);
+	return rc;
+#else
+	(void)worker;
+	(void)node;
+	return rc;
+#endif
+}
+
 static const struct sg_ctl_agent_ops agent_ops = {
 	.node_info = op_node_info,
 	.job_create = op_job_create,
@@ -909,6 +996,8 @@ static const struct sg_ctl_agent_ops agent_ops = {
 	.layout_get = op_layout_get,
 	.layout_change = op_layout_change,
 	.drain = op_drain,
+	.verbs_info = op_verbs_info,
+	.verbs_rc_connect = op_verbs_rc_connect,
 };
 
 /* ---- heartbeats --------------------------------------------------------- */

@@ -324,6 +324,36 @@ int sg_dp_pipeline_verbs_rc_connect(struct sg_dp_pipeline *p,
 				    const struct sg_dp_verbs_rc_addr *remote,
 				    struct sg_dp_verbs_rc_addr *local, char *err, size_t errlen);
 
+/** What a worker needs to address the node's verbs transport (sg_dp_pipeline_verbs_info()). */
+struct sg_dp_pipeline_verbs_info {
+	bool rc;               /**< [verbs] mode = rc (else UD) */
+	uint32_t qkey;         /**< UD Q_Key workers must use */
+	uint32_t msg_max;      /**< largest message, the 48-byte header included */
+	uint32_t max_payload;  /**< payload bytes after the header one message carries */
+	uint8_t port;          /**< the [verbs] port */
+	uint8_t gid[16];       /**< the port's GID at gid_index */
+	int gid_index;
+	uint16_t lid;          /**< 0 on RoCE */
+	uint32_t rc_slots;     /**< RC: node slots each connection gets */
+	uint32_t rc_conns;     /**< RC: workers connected so far */
+	uint32_t rc_max_conns; /**< RC: recv_depth / rc_slots (and at most max_peers) */
+	unsigned int n_lcores;
+	struct {
+		unsigned int lcore;
+		enum sg_dp_role role;
+		uint32_t qpn;  /**< the lcore's UD QP (RC: its connections have their own) */
+	} lcores[SG_DP_MAX_LAYOUT];
+};
+
+/**
+ * The node's verbs addressing (builds with verbs only). Thread-safe while the
+ * lcores run: everything but rc_conns is fixed at set-up.
+ * @return 0, or -ENOTSUP with @p err filled when @p p does not run the verbs
+ *         transport.
+ */
+int sg_dp_pipeline_verbs_info(const struct sg_dp_pipeline *p,
+			      struct sg_dp_pipeline_verbs_info *out, char *err, size_t errlen);
+
 /**
  * The transport's own counters of lcore @p idx: nothing for ethdev (its
  * ports have rte_eth_stats); for verbs "qpn" (the QP workers address),

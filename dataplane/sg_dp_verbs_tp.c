@@ -517,6 +517,46 @@ int sg_dp_pipeline_verbs_rc_connect(struct sg_dp_pipeline *p,
 	return rc;
 }
 
+int sg_dp_pipeline_verbs_info(const struct sg_dp_pipeline *p,
+			      struct sg_dp_pipeline_verbs_info *out, char *err, size_t errlen)
+{
+	const struct vtp *x;
+	struct sg_dp_verbs_conf vc;
+	struct sg_dp_verbs_stats st;
+	union ibv_gid gid;
+
+	if (p == NULL || out == NULL || p->tr != &sg_dp_transport_verbs || p->xp == NULL) {
+		sg_dp_seterr(err, errlen, "this node runs the DPDK transport ([transport] type = "
+			     "dpdk), not verbs");
+		return -ENOTSUP;
+	}
+	if (verbs_conf(&p->cfg, &vc, err, errlen) < 0)
+		return -EINVAL; /* cannot be: it started with it */
+	x = p->xp;
+	memset(out, 0, sizeof(*out));
+	out->rc = vc.mode == SG_DP_VERBS_RC;
+	out->qkey = vc.qkey;
+	out->port = vc.port;
+	out->rc_slots = out->rc ? vc.rc_slots : 0;
+	out->rc_max_conns = out->rc ? RTE_MIN(vc.recv_depth / vc.rc_slots, vc.max_peers) : 0;
+	out->msg_max = sg_dp_verbs_msg_max(x->lc[0].t);
+	out->max_payload = sg_dp_verbs_max_payload(x->lc[0].t);
+	sg_dp_verbs_local_addr(x->lc[0].t, &gid, &out->lid, &out->gid_index);
+	memcpy(out->gid, gid.raw, sizeof(out->gid));
+	for (unsigned int i = 0; i < p->n_lc && i < SG_DP_MAX_LAYOUT; i++) {
+		out->lcores[i].lcore = p->lc[i].lcore_id;
+		out->lcores[i].role = p->lc[i].role;
+		out->lcores[i].qpn = sg_dp_verbs_qpn(x->lc[i].t);
+		out->n_lcores++;
+	}
+	if (out->rc) {
+		/* the peers gauge: a word the lcore writes, read here without a lock */
+		sg_dp_verbs_stats(x->lc[0].t, &st);
+		out->rc_conns = (uint32_t)st.peers;
+	}
+	return 0;
+}
+
 const struct sg_dp_transport sg_dp_transport_verbs = {
 	.name = "verbs",
 	.check = verbs_check,
