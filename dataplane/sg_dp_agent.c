@@ -962,10 +962,18 @@ static int op_verbs_rc_connect(void *arg, const struct sg_ctl_verbs_rc_addr *wor
 					.lid = worker->lid, .addr = worker->addr,
 					.rkey = worker->rkey, .slots = worker->slots,
 					.stride = worker->stride}, l;
+	struct sg_dp_pipeline_verbs_info vi;
 	char why[256] = "";
 
+	if (rc == 0)
+		rc = sg_dp_pipeline_verbs_info(a->p, &vi, reason, SG_CTL_REASON_MAX);
 	if (rc != 0)
 		return rc;
+	if (!vi.rc) {
+		snprintf(reason, SG_CTL_REASON_MAX, "this node runs [verbs] mode = ud: workers send "
+			 "datagrams to the QPNs verbs_info lists; RC needs mode = rc");
+		return -ENOTSUP;
+	}
 	memcpy(r.gid, worker->gid, sizeof(r.gid));
 	rc = sg_dp_pipeline_verbs_rc_connect(a->p, &r, &l, why, sizeof(why));
 	if (rc < 0) {

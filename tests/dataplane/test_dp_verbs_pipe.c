@@ -14,6 +14,7 @@
  * SIGHUP's report of [verbs] changes; the [verbs] section of a config file;
  * the transport counters.
  */
+#include <inttypes.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -847,8 +848,8 @@ static bool push_to_all;
 static uint8_t worker_ring[NW][64][1024];
 
 /* Connect worker @p w to @p p (RC). @return the peer id or -errno. */
-static int rc_connect(struct sg_dp_pipeline *p, unsigned int w, uint32_t stride,
-		      struct sg_dp_verbs_rc_addr *local)
+/* Worker @p w's side of an RC connection: its QP, ring and GID ::ffff:10.0.1.(20+w). */
+static struct sg_dp_verbs_rc_addr worker_addr(unsigned int w, uint32_t stride)
 {
 	struct sg_dp_verbs_rc_addr ra = {.qpn = W_QPN(w), .psn = 1000 + w,
 					 .addr = (uintptr_t)worker_ring[w], .rkey = 0x99,
@@ -858,11 +859,165 @@ static int rc_connect(struct sg_dp_pipeline *p, unsigned int w, uint32_t stride,
 	ra.gid[12] = 10;
 	ra.gid[14] = 1;
 	ra.gid[15] = W_HOST(w);
+	return ra;
+}
+
+static int rc_connect(struct sg_dp_pipeline *p, unsigned int w, uint32_t stride,
+		      struct sg_dp_verbs_rc_addr *local)
+{
+	struct sg_dp_verbs_rc_addr ra = worker_addr(w, stride);
+
 	return sg_dp_pipeline_verbs_rc_connect(p, &ra, local, err, sizeof(err));
+}
+
+/* A call that must fail with @p needle in its message. */
+static void rpc_refused(struct sg_ctl_client *c, const char *method, const char *params,
+			const char *needle)
+{
+	char *res = NULL, *emsg = NULL;
+	int rc = sg_ctl_client_call(c, method, params, &res, &emsg);
+
+	SG_CHECK(rc == -EREMOTEIO && emsg && strstr(emsg, needle), "%s %s: %d %s (want '%s')",
+		 method, params ? params : "", rc, emsg ? emsg : res, needle);
+	free(res);
+	free(emsg);
+}
+
+/* The worker's side as verbs_rc_connect params, written as a worker would. */
+static void rc_params(char *buf, size_t len, unsigned int w, uint32_t stride)
+{
+	struct sg_dp_verbs_rc_addr ra = worker_addr(w, stride);
+	char gid[40];
+
+	sg_ctl_gid_format(ra.gid, gid);
+	snprintf(buf, len, "{\"qpn\":%u,\"psn\":%u,\"gid\":\"%s\",\"addr\":\"0x%" PRIx64 "\","
+		 "\"rkey\":%u,\"slots\":%u,\"stride\":%u}", ra.qpn, ra.psn, gid, ra.addr, ra.rkey,
+		 ra.slots, ra.stride);
+}
+
+/* Connect worker @p w through the agent's verbs_rc_connect. @return the peer id or -1. */
+static int rpc_rc_connect(struct sg_ctl_client *c, unsigned int w, uint32_t stride,
+			  struct sg_dp_verbs_rc_addr *local)
+{
+	char params[512];
+	json_t *j, *n;
+	int peer = -1;
+
+	rc_params(params, sizeof(params), w, stride);
+	j = rpc(c, "verbs_rc_connect", params);
+	n = j ? json_object_get(j, "node") : NULL;
+	if (n != NULL) {
+		const char *addr = json_string_value(json_object_get(n, "addr"));
+
+		*local = (struct sg_dp_verbs_rc_addr){
+			.qpn = (uint32_t)json_integer_value(json_object_get(n, "qpn")),
+			.psn = (uint32_t)json_integer_value(json_object_get(n, "psn")),
+			.lid = (uint16_t)json_integer_value(json_object_get(n, "lid")),
+			.addr = addr ? strtoull(addr, NULL, 16) : 0,
+			.rkey = (uint32_t)json_integer_value(json_object_get(n, "rkey")),
+			.slots = (uint32_t)json_integer_value(json_object_get(n, "slots")),
+			.stride = (uint32_t)json_integer_value(json_object_get(n, "stride"))};
+		SG_CHECK_EQ(sg_ctl_gid_parse(json_string_value(json_object_get(n, "gid")),
+					     local->gid), 0);
+		peer = (int)json_integer_value(json_object_get(j, "peer"));
+	}
+	json_decref(j);
+	return peer;
+}
+
+/* verbs_info against the pipeline's own counters and the fake port; @p rc_conns for RC. */
+static void check_verbs_info(struct sg_ctl_client *c, struct sg_dp_pipeline *p, bool rc,
+			     unsigned int rc_conns)
+{
+	json_t *j = rpc(c, "verbs_info", NULL), *l, *rcj;
+	size_t i;
+
+	if (j == NULL)
+		return;
+	SG_CHECK(!strcmp(json_string_value(json_object_get(j, "mode")), rc ? "rc" : "ud") &&
+		 json_integer_value(json_object_get(j, "qkey")) == SG_DP_VERBS_QKEY_DEFAULT &&
+		 json_integer_value(json_object_get(j, "max_payload")) == CHUNK &&
+		 json_integer_value(json_object_get(j, "msg_max")) == 1024 &&
+		 json_integer_value(json_object_get(j, "port")) == 1 &&
+		 !strcmp(json_string_value(json_object_get(j, "gid")),
+			 "0000:0000:0000:0000:0000:ffff:0a00:0001"),
+		 "verbs_info header: %s", json_dumps(j, JSON_COMPACT));
+	SG_CHECK_EQ(json_array_size(json_object_get(j, "lcores")), sg_dp_pipeline_n_lcores(p));
+	json_array_foreach(json_object_get(j, "lcores"), i, l) {
+		struct sg_dp_lcore_stats st;
+
+		sg_dp_pipeline_lcore_stats(p, (unsigned int)i, &st);
+		SG_CHECK(json_integer_value(json_object_get(l, "qpn")) ==
+				 (json_int_t)counter(p, (unsigned int)i, "qpn") &&
+			 json_integer_value(json_object_get(l, "lcore")) == st.lcore &&
+			 !strcmp(json_string_value(json_object_get(l, "role")), "rtc"),
+			 "verbs_info lcore %zu", i);
+	}
+	rcj = json_object_get(j, "rc");
+	SG_CHECK(rc ? rcj != NULL && json_integer_value(json_object_get(rcj, "connected")) ==
+				      rc_conns &&
+			      json_integer_value(json_object_get(rcj, "max_connections")) == 4 &&
+			      json_integer_value(json_object_get(rcj, "slots")) == 64
+		    : rcj == NULL, "verbs_info rc member");
+	json_decref(j);
+}
+
+/* RC over the agent: every refusal, every piece of garbage, then nothing more connected. */
+static void rc_rpc_refusals(struct sg_ctl_client *c)
+{
+	static const struct {
+		const char *params, *needle;
+	} bad[] = {
+		{NULL, "want {qpn"},
+		{"[1,2]", "want {qpn"},
+		{"{\"qpn\":1}", "psn must be"},
+		{"{\"qpn\":0,\"psn\":1,\"gid\":\"00000000000000000000000000000000\",\"addr\":1,"
+		 "\"rkey\":1,\"slots\":1,\"stride\":1024}", "qpn must be an integer in [1, 16777215]"},
+		{"{\"qpn\":16777216,\"psn\":1}", "qpn must be"},
+		{"{\"qpn\":\"5\",\"psn\":1}", "qpn must be"},
+		{"{\"qpn\":5,\"psn\":-1}", "psn must be"},
+		{"{\"qpn\":5,\"psn\":1,\"lid\":65536,\"rkey\":1,\"slots\":1,\"stride\":64}",
+		 "lid must be"},
+		{"{\"qpn\":5,\"psn\":1,\"rkey\":4294967296,\"slots\":1,\"stride\":64}",
+		 "rkey must be"},
+		{"{\"qpn\":5,\"psn\":1,\"rkey\":1,\"slots\":0,\"stride\":64}", "slots must be"},
+		{"{\"qpn\":5,\"psn\":1,\"rkey\":1,\"slots\":65537,\"stride\":64}", "slots must be"},
+		{"{\"qpn\":5,\"psn\":1,\"rkey\":1,\"slots\":4,\"stride\":63}", "stride must be"},
+		{"{\"qpn\":5,\"psn\":1,\"rkey\":1,\"slots\":4,\"stride\":1.5}", "stride must be"},
+		{"{\"qpn\":5,\"psn\":1,\"rkey\":1,\"slots\":4,\"stride\":1024}", "gid must be"},
+		{"{\"qpn\":5,\"psn\":1,\"rkey\":1,\"slots\":4,\"stride\":1024,\"gid\":\"xyz\"}",
+		 "gid must be"},
+		{"{\"qpn\":5,\"psn\":1,\"rkey\":1,\"slots\":4,\"stride\":1024,"
+		 "\"gid\":\"0000:0000:0000:0000:0000:ffff:0a00:00g1\"}", "gid must be"},
+		{"{\"qpn\":5,\"psn\":1,\"rkey\":1,\"slots\":4,\"stride\":1024,"
+		 "\"gid\":\"0000-0000:0000:0000:0000:ffff:0a00:0001\"}", "gid must be"},
+		{"{\"qpn\":5,\"psn\":1,\"rkey\":1,\"slots\":4,\"stride\":1024,"
+		 "\"gid\":\"00000000000000000000ffff0a000001\"}", "addr must be"},
+		{"{\"qpn\":5,\"psn\":1,\"rkey\":1,\"slots\":4,\"stride\":1024,"
+		 "\"gid\":\"00000000000000000000ffff0a000001\",\"addr\":0}", "addr must be"},
+		{"{\"qpn\":5,\"psn\":1,\"rkey\":1,\"slots\":4,\"stride\":1024,"
+		 "\"gid\":\"00000000000000000000ffff0a000001\",\"addr\":\"0x12345678901234567\"}",
+		 "addr must be"},
+		{"{\"qpn\":5,\"psn\":1,\"rkey\":1,\"slots\":4,\"stride\":1024,"
+		 "\"gid\":\"00000000000000000000ffff0a000001\",\"addr\":\"0xfoo\"}", "addr must be"},
+		{"{\"qpn\":5,\"psn\":1,\"rkey\":1,\"slots\":4,\"stride\":1024,"
+		 "\"gid\":\"00000000000000000000ffff0a000001\",\"addr\":4096,\"mtu\":9000}",
+		 "unknown member 'mtu'"},
+	};
+	char params[512];
+
+	for (size_t i = 0; i < RTE_DIM(bad); i++)
+		rpc_refused(c, "verbs_rc_connect", bad[i].params, bad[i].needle);
+	rc_params(params, sizeof(params), 0, 1024);
+	rpc_refused(c, "verbs_rc_connect", params, "raise [verbs] recv_depth");
+	rc_params(params, sizeof(params), 0, 512);
+	rpc_refused(c, "verbs_rc_connect", params, "cannot hold");
+	rpc_refused(c, "verbs_info", "{\"lcore\":1}", "takes none");
 }
 
 #define F_AGENT 1u /* the control agent moves keys while workers push */
 #define F_RC 2u    /* [verbs] mode = rc: workers connect, then write */
+#define F_RPC 4u   /* RC: workers 1.. connect through the agent's verbs_rc_connect */
 
 static void scenario(const char *name, const char *io, const char *red, const char *rtc,
 		     unsigned int loss_pct, unsigned int flags)
@@ -907,9 +1062,36 @@ static void scenario(const char *name, const char *io, const char *red, const ch
 	if (r.rc)
 		SG_CHECK(rc_connect(p, 0, 1024, &r.conn[0]) == 0, "RC connect 0: %s", err);
 	SG_CHECK_EQ(sg_dp_pipeline_start(p), 0);
+	if (flags & (F_AGENT | F_RPC)) {
+		struct sg_ctl_server_config sc = {.tcp_disable = true, .unix_path = ctl_path};
+		struct sg_dp_agent_conf ac = {.name = "vtp"};
+
+		a = sg_dp_agent_start(p, &sc, &ac, err, sizeof(err));
+		SG_CHECK(a != NULL, "agent: %s", err);
+		r.ctl = a ? sg_ctl_client_connect(ctl_path, NULL, 0, 5000) : NULL;
+		SG_CHECK(r.ctl != NULL, "control client");
+		r.between = r.ctl && agent ? mover : NULL;
+	}
 	for (unsigned int w = 1; r.rc && w < NW; w++) {
+		if ((flags & F_RPC) && r.ctl != NULL) {
+			rc = rpc_rc_connect(r.ctl, w, 1024, &r.conn[w]);
+			SG_CHECK(rc == (int)w, "RC connect %u over RPC: %d", w, rc);
+			continue;
+		}
 		rc = rc_connect(p, w, 1024, &r.conn[w]);
 		SG_CHECK(rc == (int)w, "RC connect %u: %d %s", w, rc, err);
+	}
+	if (r.ctl != NULL && (r.rc || agent)) {
+		char params[512];
+
+		check_verbs_info(r.ctl, p, r.rc, NW);
+		if (r.rc) {
+			rc_rpc_refusals(r.ctl);
+			check_verbs_info(r.ctl, p, true, NW); /* nothing more connected */
+		} else {
+			rc_params(params, sizeof(params), 0, 1024);
+			rpc_refused(r.ctl, "verbs_rc_connect", params, "mode = ud");
+		}
 	}
 	if (r.rc) {
 		struct sg_dp_verbs_rc_addr x;
@@ -924,19 +1106,9 @@ static void scenario(const char *name, const char *io, const char *red, const ch
 			 r.conn[1].addr != r.conn[2].addr && r.conn[1].qpn != r.conn[2].qpn,
 			 "connections");
 	}
-	if (agent) {
-		struct sg_ctl_server_config sc = {.tcp_disable = true, .unix_path = ctl_path};
-		struct sg_dp_agent_conf ac = {.name = "vtp"};
-
-		a = sg_dp_agent_start(p, &sc, &ac, err, sizeof(err));
-		SG_CHECK(a != NULL, "agent: %s", err);
-		r.ctl = a ? sg_ctl_client_connect(ctl_path, NULL, 0, 5000) : NULL;
-		SG_CHECK(r.ctl != NULL, "control client");
-		r.between = r.ctl ? mover : NULL;
-	}
 	rc = drive(&r);
 	fq_wait_rx_idle(); /* retransmits still queued are received before RX stops */
-	if (r.ctl != NULL) {
+	if (r.ctl != NULL && agent) {
 		uint16_t km[SG_CTL_KEYMAP_BUCKETS];
 		json_t *jl = rpc(r.ctl, "job_list", NULL), *j;
 		size_t i;
@@ -954,8 +1126,8 @@ static void scenario(const char *name, const char *io, const char *red, const ch
 			}
 		SG_CHECK(listed, "job_list lists job %u", JOB);
 		json_decref(jl);
-		sg_ctl_client_close(r.ctl);
 	}
+	sg_ctl_client_close(r.ctl);
 	sg_dp_agent_stop(a);
 	sg_dp_pipeline_stop(p);
 	printf("[%s] %lu results ok, %lu bad, %lu stale, %lu pushes (%lu retransmitted), "
@@ -1177,6 +1349,47 @@ static void test_reload(void)
 	SG_CHECK_EQ(atomic_load(&fq.live), 0);
 }
 
+/* A node on the DPDK transport refuses both verbs RPCs, saying so. */
+static int ethdev_hook(struct sg_dp_pipeline *p, void *arg)
+{
+	struct sg_ctl_server_config sc = {.tcp_disable = true, .unix_path = ctl_path};
+	struct sg_dp_agent_conf ac = {.name = "eth"};
+	struct sg_dp_agent *a = sg_dp_agent_start(p, &sc, &ac, err, sizeof(err));
+	struct sg_ctl_client *c = a ? sg_ctl_client_connect(ctl_path, NULL, 0, 5000) : NULL;
+	char params[512];
+
+	(void)arg;
+	SG_CHECK(c != NULL, "ethdev agent: %s", err);
+	if (c != NULL) {
+		rc_params(params, sizeof(params), 0, 1024);
+		rpc_refused(c, "verbs_info", NULL, "this node runs the DPDK transport");
+		rpc_refused(c, "verbs_rc_connect", params, "this node runs the DPDK transport");
+	}
+	sg_ctl_client_close(c);
+	sg_dp_agent_stop(a);
+	return 0;
+}
+
+static void test_ethdev_refused(void)
+{
+	struct sg_dp_config c;
+	struct sg_dp_loop_conf lc = {.rounds = 2, .timeout_s = 10, .gen_sleep_us = 50,
+				     .on_start = ethdev_hook};
+	struct sg_dp_loop_result res;
+
+	sg_dp_config_defaults(&c);
+	c.mbufs = 2048;
+	c.pool_bufs = 256;
+	c.idle = SG_DP_IDLE_SLEEP;
+	c.n_jobs = 1;
+	c.jobs[0].workers = 2;
+	c.jobs[0].keys = 2;
+	c.jobs[0].partition_bytes = 8000;
+	dp_layout(&c, NULL, NULL, "(0,0,1)");
+	SG_CHECK(sg_dp_loopback_run(&c, &lc, &res, NULL, err, sizeof(err)) == 0 && res.rc == 0,
+		 "ethdev loopback: %s", err);
+}
+
 int main(int argc, char **argv)
 {
 	char prefix[64];
@@ -1197,13 +1410,15 @@ int main(int argc, char **argv)
 	scenario("one rtc lcore", NULL, NULL, "(0,0,1)", 10, 0);
 	scenario("two rtc lcores", NULL, NULL, "(0,0,1),(0,1,2)", 10, 0);
 	scenario("two io, two reducers", "(0,0,1),(0,1,2)", "3,4", NULL, 10, 0);
-	scenario("RC, one rtc lcore", NULL, NULL, "(0,0,1)", 0, F_RC);
+	/* the RC connections of workers 1..3 go through the agent's verbs_rc_connect RPC */
+	snprintf(ctl_path, sizeof(ctl_path), "/tmp/sg_vtp_%d.sock", (int)getpid());
+	scenario("RC, one rtc lcore", NULL, NULL, "(0,0,1)", 0, F_RC | F_RPC);
+	test_ethdev_refused();
 	push_to_all = true; /* a reducer's QP receives too */
 	scenario("two io, two reducers, pushes to all 4 QPs", "(0,0,1),(0,1,2)", "3,4", NULL, 10,
 		 0);
 	push_to_all = false;
 	/* keys move between the reducers (control agent, layout_set) while workers push */
-	snprintf(ctl_path, sizeof(ctl_path), "/tmp/sg_vtp_%d.sock", (int)getpid());
 	scenario("two rtc lcores, keys moved", NULL, NULL, "(0,0,1),(0,1,2)", 5, F_AGENT);
 	unlink(ctl_path);
 	rte_eal_cleanup();
