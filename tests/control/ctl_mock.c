@@ -154,6 +154,66 @@ static int mk_log_level(void *arg, const char *pattern, int level)
 	return 0;
 }
 
+static int mk_verbs_refuse(const struct mock_agent *m, char *reason)
+{
+	if (m->verbs_kind != 2)
+		return 0;
+	snprintf(reason, SG_CTL_REASON_MAX, "this node runs the DPDK transport (mock)");
+	return -ENOTSUP;
+}
+
+static int mk_verbs_info(void *arg, struct sg_ctl_verbs_info *out, char *reason)
+{
+	struct mock_agent *m = arg;
+	int rc = mk_verbs_refuse(m, reason);
+
+	if (rc != 0)
+		return rc;
+	out->mode = m->verbs_kind == 0 ? SG_CTL_VERBS_RC : SG_CTL_VERBS_UD;
+	out->qkey = 0x53470001;
+	out->msg_max = 4096;
+	out->max_payload = 4040;
+	out->port = 1;
+	out->gid[0] = 0xfe;
+	out->gid[1] = 0x80;
+	out->gid[15] = 0x2a;
+	out->gid_index = 3;
+	out->lid = 7;
+	out->rc_slots = 64;
+	out->rc_conns = m->rc_calls;
+	out->rc_max_conns = 16;
+	out->n_lcores = 2;
+	out->lcores[0].lcore = 1;
+	out->lcores[0].role = SG_CTL_ROLE_RTC;
+	out->lcores[0].qpn = 0x1234;
+	out->lcores[1].lcore = 3;
+	out->lcores[1].role = SG_CTL_ROLE_REDUCER;
+	out->lcores[1].qpn = 0xabcdef;
+	return 0;
+}
+
+static int mk_verbs_rc_connect(void *arg, const struct sg_ctl_verbs_rc_addr *worker,
+			       struct sg_ctl_verbs_rc_addr *node, char *reason)
+{
+	struct mock_agent *m = arg;
+	int rc = mk_verbs_refuse(m, reason);
+
+	if (rc != 0)
+		return rc;
+	if (m->verbs_kind == 1) {
+		snprintf(reason, SG_CTL_REASON_MAX, "this node runs [verbs] mode = ud (mock)");
+		return -ENOTSUP;
+	}
+	m->last_worker = *worker;
+	*node = (struct sg_ctl_verbs_rc_addr){.qpn = 0x200 + m->rc_calls, .psn = 0xabcde,
+					      .lid = 7, .addr = 0xffff800000001000ull,
+					      .rkey = 0xdeadbeef, .slots = 64, .stride = 4096};
+	node->gid[0] = 0xfe;
+	node->gid[1] = 0x80;
+	node->gid[15] = 0x2a;
+	return (int)m->rc_calls++;
+}
+
 const struct sg_ctl_agent_ops mock_ops = {
 	.node_info = mk_node_info,
 	.job_create = mk_job_create,
@@ -164,6 +224,8 @@ const struct sg_ctl_agent_ops mock_ops = {
 	.layout_change = mk_layout_change,
 	.drain = mk_drain,
 	.log_level = mk_log_level,
+	.verbs_info = mk_verbs_info,
+	.verbs_rc_connect = mk_verbs_rc_connect,
 };
 
 void mock_init(struct mock_agent *m)

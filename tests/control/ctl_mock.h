@@ -17,6 +17,10 @@ struct mock_agent {
 	bool draining;
 	int last_log_level;
 	char last_token[SG_CTL_TOKEN_LEN];
+	/* verbs: 0 = RC node, 1 = UD node, 2 = a node on the DPDK transport */
+	int verbs_kind;
+	unsigned int rc_calls;			/* verbs_rc_connect calls that reached the agent */
+	struct sg_ctl_verbs_rc_addr last_worker; /* what the last one carried */
 };
 
 extern const struct sg_ctl_agent_ops mock_ops;

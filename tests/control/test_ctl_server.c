@@ -376,6 +376,139 @@ static void test_unix_roundtrips(void)
 	sg_ctl_client_close(c);
 }
 
+/* ---- verbs RPCs ---- */
+
+#define RC_OK "{\"qpn\":4660,\"psn\":16777215,\"lid\":65535,\"rkey\":4294967295," \
+	      "\"slots\":65536,\"stride\":64"
+
+/* A call that must fail with @p code and @p needle in its message. */
+static void call_refused(struct sg_ctl_client *c, const char *method, const char *params,
+			 long code, const char *needle)
+{
+	char *res = NULL, *emsg = NULL;
+	int rc = sg_ctl_client_call(c, method, params, &res, &emsg);
+	char want[16];
+
+	snprintf(want, sizeof(want), "(%ld)", code);
+	SG_CHECK(rc == -EREMOTEIO && emsg && strstr(emsg, needle) && strstr(emsg, want),
+		 "%s %s: %d %s (want '%s' %s)", method, params ? params : "", rc,
+		 emsg ? emsg : res, needle, want);
+	free(res);
+	free(emsg);
+}
+
+static void test_verbs_gid(void)
+{
+	static const char *const bad[] = {"", "fe80", "fe80:0000:0000:0000:0000:0000:0000:002",
+					  "fe80:0000:0000:0000:0000:0000:0000:00:2a",
+					  "fe80 0000:0000:0000:0000:0000:0000:002a",
+					  "0000000000000000000000000000002g",
+					  "+000000000000000000000000000002a"};
+	uint8_t g[16], h[16];
+	char s[40];
+
+	SG_CHECK_EQ(sg_ctl_gid_parse("FE80000000000000000000000000002a", g), 0);
+	SG_CHECK(g[0] == 0xfe && g[1] == 0x80 && g[15] == 0x2a && g[14] == 0, "gid bytes");
+	sg_ctl_gid_format(g, s);
+	SG_CHECK(!strcmp(s, "fe80:0000:0000:0000:0000:0000:0000:002a"), "%s", s);
+	SG_CHECK(sg_ctl_gid_parse(s, h) == 0 && !memcmp(g, h, 16), "round trip");
+	for (size_t i = 0; i < RTE_DIM(bad); i++)
+		SG_CHECK(sg_ctl_gid_parse(bad[i], h) == -EINVAL, "'%s' accepted", bad[i]);
+	SG_CHECK_EQ(sg_ctl_gid_parse(NULL, h), -EINVAL);
+}
+
+static void test_verbs(void)
+{
+	struct sg_ctl_client *c = sg_ctl_client_connect(sock_path, NULL, 0, 2000);
+	json_t *r, *n;
+	long code;
+	int fd;
+	unsigned int calls;
+
+	SG_CHECK(c != NULL, "unix connect");
+	if (c == NULL)
+		return;
+	test_verbs_gid();
+	/* verbs_info: the agent's numbers as JSON */
+	r = call(c, "verbs_info", NULL, &code);
+	SG_CHECK(r != NULL, "verbs_info: %ld", code);
+	SG_CHECK(r && !strcmp(json_string_value(json_object_get(r, "mode")), "rc") &&
+		 json_integer_value(json_object_get(r, "qkey")) == 0x53470001 &&
+		 json_integer_value(json_object_get(r, "max_payload")) == 4040 &&
+		 json_integer_value(json_object_get(r, "lid")) == 7 &&
+		 json_integer_value(json_object_get(r, "gid_index")) == 3 &&
+		 !strcmp(json_string_value(json_object_get(r, "gid")),
+			 "fe80:0000:0000:0000:0000:0000:0000:002a") &&
+		 json_integer_value(json_object_get(json_object_get(r, "rc"), "max_connections")) ==
+			 16, "verbs_info fields");
+	n = json_array_get(json_object_get(r, "lcores"), 1);
+	SG_CHECK(n && json_integer_value(json_object_get(n, "qpn")) == 0xabcdef &&
+		 !strcmp(json_string_value(json_object_get(n, "role")), "reducer"), "lcore 1");
+	json_decref(r);
+	/* verbs_rc_connect: every field reaches the agent; the node's side comes back */
+	r = call(c, "verbs_rc_connect", RC_OK ",\"gid\":\"fe80:0000:0000:0000:0000:0000:0000:002b\","
+		 "\"addr\":\"0xFFFFFFFFFFFFF000\"}", &code);
+	SG_CHECK(r != NULL, "verbs_rc_connect: %ld", code);
+	SG_CHECK(mock.rc_calls == 1 && mock.last_worker.qpn == 4660 &&
+		 mock.last_worker.psn == 0xffffff && mock.last_worker.lid == 0xffff &&
+		 mock.last_worker.rkey == UINT32_MAX && mock.last_worker.slots == 65536 &&
+		 mock.last_worker.stride == 64 && mock.last_worker.addr == 0xfffffffffffff000ull &&
+		 mock.last_worker.gid[0] == 0xfe && mock.last_worker.gid[15] == 0x2b,
+		 "worker fields");
+	n = json_object_get(r, "node");
+	SG_CHECK(n && json_integer_value(json_object_get(r, "peer")) == 0 &&
+		 json_integer_value(json_object_get(n, "qpn")) == 0x200 &&
+		 json_integer_value(json_object_get(n, "rkey")) == 0xdeadbeef &&
+		 !strcmp(json_string_value(json_object_get(n, "addr")), "0xffff800000001000") &&
+		 !strcmp(json_string_value(json_object_get(n, "gid")),
+			 "fe80:0000:0000:0000:0000:0000:0000:002a"), "node side");
+	json_decref(r);
+	r = call(c, "verbs_rc_connect", RC_OK ",\"gid\":\"0000000000000000000000000000002b\","
+		 "\"addr\":4096}", &code);
+	SG_CHECK(r && mock.rc_calls == 2 && mock.last_worker.addr == 4096, "integer addr");
+	json_decref(r);
+	/* garbage never reaches the agent */
+	calls = mock.rc_calls;
+	call_refused(c, "verbs_rc_connect", NULL, SG_CTL_ERR_INVALID_PARAMS, "want {qpn");
+	call_refused(c, "verbs_rc_connect", RC_OK "}", SG_CTL_ERR_INVALID_PARAMS, "gid must be");
+	call_refused(c, "verbs_rc_connect", RC_OK ",\"gid\":\"0000000000000000000000000000002b\","
+		     "\"addr\":-4096}", SG_CTL_ERR_INVALID_PARAMS, "addr must be");
+	call_refused(c, "verbs_rc_connect", RC_OK ",\"gid\":\"0000000000000000000000000000002b\","
+		     "\"addr\":4096,\"qkey\":1}", SG_CTL_ERR_INVALID_PARAMS, "unknown member 'qkey'");
+	call_refused(c, "verbs_rc_connect", "{\"qpn\":true}", SG_CTL_ERR_INVALID_PARAMS,
+		     "qpn must be");
+	call_refused(c, "verbs_info", "[1]", SG_CTL_ERR_INVALID_PARAMS, "takes none");
+	SG_CHECK_EQ(mock.rc_calls, calls);
+	/* the agent's refusals: UD, then a node without verbs */
+	mock.verbs_kind = 1;
+	call_refused(c, "verbs_rc_connect", RC_OK ",\"gid\":\"0000000000000000000000000000002b\","
+		     "\"addr\":4096}", SG_CTL_ERR_NOT_SUPPORTED, "mode = ud");
+	r = call(c, "verbs_info", NULL, &code);
+	SG_CHECK(r && !strcmp(json_string_value(json_object_get(r, "mode")), "ud") &&
+		 json_object_get(r, "rc") == NULL, "UD verbs_info");
+	json_decref(r);
+	mock.verbs_kind = 2;
+	call_refused(c, "verbs_info", NULL, SG_CTL_ERR_NOT_SUPPORTED, "DPDK transport");
+	call_refused(c, "verbs_rc_connect", RC_OK ",\"gid\":\"0000000000000000000000000000002b\","
+		     "\"addr\":4096}", SG_CTL_ERR_NOT_SUPPORTED, "DPDK transport");
+	mock.verbs_kind = 0;
+	sg_ctl_client_close(c);
+	/* TCP without auth: refused and closed before the agent sees it */
+	fd = raw_tcp(tcp_port);
+	free(raw_line(fd, 2000));
+	send_expect(fd, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"verbs_rc_connect\",\"params\":"
+		    RC_OK ",\"gid\":\"0000000000000000000000000000002b\",\"addr\":4096}}\n",
+		    SG_CTL_ERR_UNAUTHENTICATED);
+	SG_CHECK(raw_closed_within(fd, 2000), "closed after an unauthenticated verbs_rc_connect");
+	close(fd);
+	fd = raw_tcp(tcp_port);
+	free(raw_line(fd, 2000));
+	send_expect(fd, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"verbs_info\"}\n",
+		    SG_CTL_ERR_UNAUTHENTICATED);
+	close(fd);
+	SG_CHECK_EQ(mock.rc_calls, calls);
+}
+
 static void test_tcp_auth(void)
 {
 	char target[64], *line, hex[65], msg[256], replay[256];
@@ -744,6 +877,7 @@ int main(void)
 	SG_CHECK(tcp_port != 0 && http_port != 0, "ports bound");
 	pthread_create(&dp, NULL, dp_main, NULL);
 
+	test_verbs();
 	test_unix_roundtrips();
 	r0 = __atomic_load_n(&dp_rounds, __ATOMIC_RELAXED);
 	test_tcp_auth();
@@ -756,6 +890,16 @@ int main(void)
 	test_mutations();
 	test_bad_config();
 	test_target_kind();
+	{
+		/* a draining node takes no RC connection */
+		struct sg_ctl_client *c = sg_ctl_client_connect(sock_path, NULL, 0, 2000);
+		long code;
+
+		json_decref(call(c, "drain", NULL, &code));
+		call_refused(c, "verbs_rc_connect", RC_OK ",\"gid\":\"0000000000000000000000000000002b\","
+			     "\"addr\":4096}", SG_CTL_ERR_REFUSED, "draining");
+		sg_ctl_client_close(c);
+	}
 
 	__atomic_store_n(&dp_stop, 1, __ATOMIC_RELAXED);
 	pthread_join(dp, NULL);

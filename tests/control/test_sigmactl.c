@@ -209,6 +209,42 @@ int main(int argc, char **argv)
 	SG_CHECK_EQ(run("-s", sock, "layout", "set", "keymap=5", NULL), 1);
 	HAS(err, "reducers");
 
+	/* Verbs: the node's addressing, and an RC connection (over TCP: authenticated). */
+	SG_CHECK_EQ(run("-s", sock, "verbs", NULL), 0);
+	HAS(out, "mode rc");
+	HAS(out, "fe80:0000:0000:0000:0000:0000:0000:002a (index 3), lid 7");
+	HAS(out, "0x53470001");
+	HAS(out, "4040 bytes per message");
+	HAS(out, "0 of 16 workers connected, 64 slots each");
+	HAS(out, "    3 reducer    0xabcdef");
+	SG_CHECK_EQ(run("-s", sock, "verbs", "--json", NULL), 0);
+	j = json_loads(out, 0, NULL);
+	SG_CHECK(json_integer_value(json_object_get(j, "max_payload")) == 4040 &&
+		 json_array_size(json_object_get(j, "lcores")) == 2, "verbs --json: %s", out);
+	json_decref(j);
+	SG_CHECK_EQ(run("-s", tcp_target, "-k", secret_file, "verbs", "connect", "qpn=0x1234",
+			"psn=7", "gid=fe80000000000000000000000000002b", "addr=0x7f0000001000",
+			"rkey=0x99", "slots=64", "stride=4096", "lid=3", NULL), 0);
+	HAS(out, "connected as peer 0");
+	HAS(out, "ring addr 0xffff800000001000 rkey 0xdeadbeef, 64 slots of 4096 bytes");
+	SG_CHECK(mock.rc_calls == 1 && mock.last_worker.qpn == 0x1234 && mock.last_worker.psn == 7 &&
+		 mock.last_worker.lid == 3 && mock.last_worker.addr == 0x7f0000001000ull &&
+		 mock.last_worker.rkey == 0x99 && mock.last_worker.gid[15] == 0x2b,
+		 "verbs connect fields");
+	SG_CHECK_EQ(run("-s", sock, "verbs", "connect", "qpn=0x1234", "psn=7", "gid=zz",
+			"addr=0x1000", "rkey=1", "slots=64", "stride=4096", NULL), 1);
+	HAS(err, "gid must be");
+	SG_CHECK_EQ(run("-s", sock, "verbs", "connect", "qpn=12abc", NULL), 1);
+	HAS(err, "qpn must be");
+	SG_CHECK_EQ(run("-s", sock, "verbs", "connect", "qpn", NULL), 2);
+	SG_CHECK_EQ(run("-s", sock, "verbs", "connect", NULL), 2);
+	SG_CHECK_EQ(run("-s", sock, "verbs", "extra", NULL), 2);
+	mock.verbs_kind = 2;
+	SG_CHECK_EQ(run("-s", sock, "verbs", NULL), 1);
+	HAS(err, "DPDK transport");
+	mock.verbs_kind = 0;
+	SG_CHECK_EQ(mock.rc_calls, 1);
+
 	/* Log level, stats, raw call, drain, destroy. */
 	SG_CHECK_EQ(run("-s", sock, "log-level", "info", NULL), 0);
 	HAS(out, "sigma.*");
