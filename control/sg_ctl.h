@@ -409,7 +409,7 @@ struct sg_ctl_verbs_info {
 	struct {
 		uint32_t lcore;
 		uint32_t role; /**< enum sg_ctl_role */
-		uint32_t qpn;  /**< the lcore's QP number */
+		uint32_t qpn;  /**< the lcore's UD QP number; 0 in RC (connections have their own) */
 	} lcores[SG_CTL_MAX_LCORES];
 };
 

@@ -949,6 +949,8 @@ static void check_verbs_info(struct sg_ctl_client *c, struct sg_dp_pipeline *p, 
 		sg_dp_pipeline_lcore_stats(p, (unsigned int)i, &st);
 		SG_CHECK(json_integer_value(json_object_get(l, "qpn")) ==
 				 (json_int_t)counter(p, (unsigned int)i, "qpn") &&
+			 (rc ? counter(p, (unsigned int)i, "qpn") == 0
+			     : counter(p, (unsigned int)i, "qpn") >= 0x200) &&
 			 json_integer_value(json_object_get(l, "lcore")) == st.lcore &&
 			 !strcmp(json_string_value(json_object_get(l, "role")), "rtc"),
 			 "verbs_info lcore %zu", i);
