@@ -672,7 +672,7 @@ static void show_verbs_connect(json_t *r)
 	       jstr(n, "addr"), jint(n, "rkey"), jint(n, "slots"), jint(n, "stride"));
 }
 
-/* verbs connect KEY=VALUE...: numbers go as integers, gid and addr as written. */
+/* verbs connect KEY=VALUE...: numbers go as integers, gid (and what is no number) as written. */
 static int cmd_verbs_connect(int argc, char **argv)
 {
 	json_t *params = json_object();
@@ -694,8 +694,8 @@ static int cmd_verbs_connect(int argc, char **argv)
 		snprintf(key, sizeof(key), "%.*s", (int)(eq - argv[i]), argv[i]);
 		errno = 0;
 		v = strtoll(eq + 1, &end, 0);
-		if (strcmp(key, "gid") == 0 || strcmp(key, "addr") == 0 || *end != '\0' ||
-		    errno != 0)
+		/* an addr above 2^63 does not fit: it goes as the "0x..." string */
+		if (strcmp(key, "gid") == 0 || *end != '\0' || errno != 0)
 			json_object_set_new(params, key, json_string(eq + 1));
 		else
 			json_object_set_new(params, key, json_integer(v));

@@ -234,6 +234,15 @@ int main(int argc, char **argv)
 	SG_CHECK_EQ(run("-s", sock, "verbs", "connect", "qpn=0x1234", "psn=7", "gid=zz",
 			"addr=0x1000", "rkey=1", "slots=64", "stride=4096", NULL), 1);
 	HAS(err, "gid must be");
+	SG_CHECK_EQ(run("-s", sock, "verbs", "connect", "qpn=4660", "psn=7", "gid=fe80000000000000"
+			"000000000000002b", "addr=0xfffffffffffff000", "rkey=1", "slots=64",
+			"stride=4096", NULL), 0);
+	SG_CHECK(mock.rc_calls == 2 && mock.last_worker.addr == 0xfffffffffffff000ull,
+		 "addr above 2^63");
+	SG_CHECK_EQ(run("-s", sock, "verbs", "connect", "qpn=4660", "psn=7", "gid=fe80000000000000"
+			"000000000000002b", "addr=8192", "rkey=1", "slots=64", "stride=4096", NULL),
+		    0);
+	SG_CHECK(mock.rc_calls == 3 && mock.last_worker.addr == 8192, "decimal addr");
 	SG_CHECK_EQ(run("-s", sock, "verbs", "connect", "qpn=12abc", NULL), 1);
 	HAS(err, "qpn must be");
 	SG_CHECK_EQ(run("-s", sock, "verbs", "connect", "qpn", NULL), 2);
@@ -243,7 +252,7 @@ int main(int argc, char **argv)
 	SG_CHECK_EQ(run("-s", sock, "verbs", NULL), 1);
 	HAS(err, "DPDK transport");
 	mock.verbs_kind = 0;
-	SG_CHECK_EQ(mock.rc_calls, 1);
+	SG_CHECK_EQ(mock.rc_calls, 3);
 
 	/* Log level, stats, raw call, drain, destroy. */
 	SG_CHECK_EQ(run("-s", sock, "log-level", "info", NULL), 0);
