@@ -91,12 +91,33 @@ static void test_file_overrides(void)
 	SG_CHECK_EQ(c.jobs[1].mode, 2);
 }
 
+/* INI text that must be refused, and what the message must name. */
+struct bad_ini {
+	const char *text, *needle;
+};
+
+/*
+ * Each of @p bad on top of the defaults: refused, the message names its needle,
+ * and the keys the garbage was not about keep their defaults.
+ */
+static void refuse_all(const struct bad_ini *bad, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		struct sg_dp_config c;
+
+		sg_dp_config_defaults(&c);
+		SG_CHECK(load(&c, bad[i].text) < 0, "accepted: %s", bad[i].text);
+		SG_CHECK(strstr(err, bad[i].needle) != NULL, "%s: \"%s\" lacks \"%s\"",
+			 bad[i].text, err, bad[i].needle);
+		SG_CHECK(c.idle == SG_DP_IDLE_BUSY && c.steer == SG_DP_STEER_AUTO && !c.control,
+			 "%s: a refused config changed idle, steer or control", bad[i].text);
+	}
+}
+
 /* Every bad value names its key; none crashes or leaves half a value. */
 static void test_file_garbage(void)
 {
-	static const struct {
-		const char *text, *needle;
-	} bad[] = {
+	static const struct bad_ini bad[] = {
 		{"[net]\nip = 10.0.0.256\n", "ip"},
 		{"[net]\nip = 10.0.0\n", "ip"},
 		{"[net]\nip = -1.0.0.1\n", "ip"},
@@ -136,14 +157,7 @@ static void test_file_garbage(void)
 		{"this is not an ini file\n", "INI"},
 	};
 
-	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-		struct sg_dp_config c;
-
-		sg_dp_config_defaults(&c);
-		SG_CHECK(load(&c, bad[i].text) < 0, "accepted: %s", bad[i].text);
-		SG_CHECK(strstr(err, bad[i].needle) != NULL, "error for %s does not name %s: %s",
-			 bad[i].text, bad[i].needle, err);
-	}
+	refuse_all(bad, sizeof(bad) / sizeof(bad[0]));
 	{
 		struct sg_dp_config c;
 
@@ -178,9 +192,7 @@ static void test_words(void)
 		{"transport", "type", "dpdk", SG_DP_TRANSPORT_DPDK},
 		{"transport", "type", "verbs", SG_DP_TRANSPORT_VERBS},
 	};
-	static const struct {
-		const char *text, *needle;
-	} bad[] = {
+	static const struct bad_ini bad[] = {
 		{"[live]\nidle = nap\n", "[live] idle = \"nap\": expected busy or sleep"},
 		{"[live]\nidle = BUSY\n", "expected busy or sleep"},
 		{"[live]\nidle = busy2\n", "expected busy or sleep"},
@@ -211,16 +223,7 @@ static void test_words(void)
 		      !strcmp(good[i].key, "type") ? c.transport : (unsigned int)c.udp_checksum;
 		SG_CHECK(got == good[i].want, "%s: got %u, want %u", text, got, good[i].want);
 	}
-	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-		struct sg_dp_config c;
-
-		sg_dp_config_defaults(&c);
-		SG_CHECK(load(&c, bad[i].text) < 0, "accepted: %s", bad[i].text);
-		SG_CHECK(strstr(err, bad[i].needle) != NULL, "%s: \"%s\" lacks \"%s\"", bad[i].text,
-			 err, bad[i].needle);
-		SG_CHECK_EQ(c.idle, SG_DP_IDLE_BUSY); /* untouched */
-		SG_CHECK_EQ(c.steer, SG_DP_STEER_AUTO);
-	}
+	refuse_all(bad, sizeof(bad) / sizeof(bad[0]));
 	{
 		struct sg_dp_config c;
 
@@ -273,9 +276,7 @@ static int control_diff(const struct sg_dp_config *a, const struct sg_dp_config 
  */
 static void test_control(void)
 {
-	static const struct {
-		const char *text, *needle;
-	} bad[] = {
+	static const struct bad_ini bad[] = {
 		{"[control]\nunix = relative.sock\n", "unix"},
 		{"[control]\nlisten = 127.0.0.1:0\n", "secret_file"},
 		{"[control]\nlisten = 127.0.0.1\n", "listen"},
@@ -299,13 +300,7 @@ static void test_control(void)
 	}
 	d = c + 1;
 	e = c + 2;
-	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-		sg_dp_config_defaults(c);
-		SG_CHECK(load(c, bad[i].text) < 0, "accepted: %s", bad[i].text);
-		SG_CHECK(strstr(err, bad[i].needle) != NULL, "%s: \"%s\" lacks \"%s\"", bad[i].text,
-			 err, bad[i].needle);
-		SG_CHECK(!c->control, "%s: control on after a refused section", bad[i].text);
-	}
+	refuse_all(bad, sizeof(bad) / sizeof(bad[0]));
 
 	sg_dp_config_defaults(c);
 	SG_CHECK(!c->control, "no [control] by default");

@@ -151,15 +151,12 @@ expect control-bad 2 '[control] max_conns = many: want a positive integer' -- \
 
 # lifecycle on a net_null port: it receives junk frames at full speed, which
 # sigmad must count as drops, never crash on
-cat >"$TMP/live.ini" <<'EOF'
-[layout]
-rtc = (0,0,1)
-[resources]
-mbufs = 2048
-pool_bufs = 64
-[live]
-idle = busy
-EOF
+# small_ini IDLE: one rtc lcore, small pools (net_null fills them at once)
+small_ini() {
+	printf '[layout]\nrtc = (0,0,1)\n[resources]\nmbufs = 2048\npool_bufs = 64\n'
+	printf '[live]\nidle = %s\n' "$1"
+}
+small_ini busy >"$TMP/live.ini"
 PREFIX=sg_dp_sigmad_$$_live
 timeout 60 "$SIGMAD" "${EAL[@]}" --file-prefix=$PREFIX '--lcores=(0-1)@0' --vdev=net_null0,size=64 \
 	-- --config "$TMP/live.ini" --steer auto >"$TMP/live.out" 2>&1 &
@@ -220,19 +217,8 @@ fi
 # [control] on SIGHUP: the file is read once per reload, old and new parsed
 # configs are compared: a bad [control] is refused with its reason and the old one
 # kept, a live key applies, a restart-only key is named
-cat >"$TMP/ctl.ini" <<INI
-[layout]
-rtc = (0,0,1)
-[resources]
-mbufs = 2048
-pool_bufs = 64
-[live]
-idle = sleep
-[control]
-unix = $TMP/ctl.sock
-name = before
-max_conns = 8
-INI
+small_ini sleep >"$TMP/ctl.ini"
+printf '[control]\nunix = %s\nname = before\nmax_conns = 8\n' "$TMP/ctl.sock" >>"$TMP/ctl.ini"
 PREFIX=sg_dp_sigmad_$$_ctl
 # not under timeout(1), which forwards one SIGHUP and ignores the next; the trap kills it
 "$SIGMAD" "${EAL[@]}" --file-prefix=$PREFIX '--lcores=(0-1)@0' --vdev=net_null0,size=64 \
