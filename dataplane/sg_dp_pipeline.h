@@ -584,7 +584,6 @@ struct rte_cfgfile;
 struct sg_dp_agent;
 struct sg_ctl_server;
 
-
 /**
  * Read sigmad's `[control]` section of @p cf: the agent's keys (`name`,
  * `kind`, `gbps`, `coordinator`, `heartbeat_ms`) into @p ac, every other key
