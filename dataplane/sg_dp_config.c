@@ -93,15 +93,57 @@ int sg_dp_parse_ipv4(const char *s, uint32_t *ip)
 	return 0;
 }
 
-static int parse_bool(const char *s, bool *out)
+/*
+ * Keys whose value is one of a few words: one table per key, one parser, and
+ * an error that lists the table.
+ */
+struct word {
+	const char *name;
+	unsigned int value;
+};
+
+#define WORDS(t) (t), RTE_DIM(t)
+
+static const struct word bool_words[] = {
+	{"yes", 1}, {"on", 1}, {"true", 1}, {"1", 1}, {"no", 0}, {"off", 0}, {"false", 0}, {"0", 0},
+};
+static const struct word idle_words[] = {{"busy", SG_DP_IDLE_BUSY}, {"sleep", SG_DP_IDLE_SLEEP}};
+static const struct word steer_words[] = {
+	{"auto", SG_DP_STEER_AUTO}, {"flow", SG_DP_STEER_FLOW}, {"off", SG_DP_STEER_OFF},
+};
+static const struct word transport_words[] = {
+	{"dpdk", SG_DP_TRANSPORT_DPDK}, {"verbs", SG_DP_TRANSPORT_VERBS},
+};
+
+/* "a, b or c" into @p buf */
+static const char *words_list(const struct word *w, size_t n, char *buf, size_t len)
 {
-	if (!strcmp(s, "yes") || !strcmp(s, "on") || !strcmp(s, "true") || !strcmp(s, "1"))
-		*out = true;
-	else if (!strcmp(s, "no") || !strcmp(s, "off") || !strcmp(s, "false") || !strcmp(s, "0"))
-		*out = false;
-	else
-		return -EINVAL;
-	return 0;
+	size_t off = 0;
+
+	buf[0] = '\0';
+	for (size_t i = 0; i < n && off < len; i++)
+		off += (size_t)snprintf(buf + off, len - off, "%s%s",
+					i == 0 ? "" : i + 1 == n ? " or " : ", ", w[i].name);
+	return buf;
+}
+
+/*
+ * @p s as one of the @p n words of @p w into @p out; otherwise -EINVAL with
+ * "@p what = "s": expected a, b or c" in @p err.
+ */
+static int parse_word(const char *s, const struct word *w, size_t n, unsigned int *out,
+		      const char *what, char *err, size_t errlen)
+{
+	char list[128];
+
+	for (size_t i = 0; s != NULL && i < n; i++)
+		if (!strcmp(s, w[i].name)) {
+			*out = w[i].value;
+			return 0;
+		}
+	sg_dp_seterr(err, errlen, "%s = \"%s\": expected %s", what, s ? s : "",
+		     words_list(w, n, list, sizeof(list)));
+	return -EINVAL;
 }
 
 static int parse_log_level(const char *s, unsigned int *lvl)
@@ -256,7 +298,7 @@ bad:
  * INI keys. One table drives both the file parser and --help's list.
  */
 
-enum key_kind { K_IP, K_U16, K_UINT, K_BOOL, K_MAC, K_IDLE, K_LOG, K_LAYOUT, K_LCORES, K_STEER };
+enum key_kind { K_IP, K_U16, K_UINT, K_BOOL, K_MAC, K_WORD, K_LOG, K_LAYOUT, K_LCORES };
 
 struct key_def {
 	const char *section;
@@ -265,6 +307,8 @@ struct key_def {
 	size_t off;
 	uint64_t lo, hi;
 	enum sg_dp_role role;
+	const struct word *words; /* K_WORD, K_BOOL: the accepted words */
+	size_t n_words;
 };
 
 #define OFF(f) offsetof(struct sg_dp_config, f)
@@ -273,9 +317,9 @@ static const struct key_def keys[] = {
 	{"net", "ip", K_IP, OFF(ip), 0, 0, 0},
 	{"net", "udp_port", K_U16, OFF(udp_port), 1, 65535, 0},
 	{"net", "mtu", K_U16, OFF(mtu), 576, 9000, 0},
-	{"net", "udp_checksum", K_BOOL, OFF(udp_checksum), 0, 0, 0},
+	{"net", "udp_checksum", K_BOOL, OFF(udp_checksum), 0, 0, 0, WORDS(bool_words)},
 	{"net", "mac", K_MAC, OFF(mac_override), 0, 0, 0},
-	{"net", "steer", K_STEER, OFF(steer), 0, 0, 0},
+	{"net", "steer", K_WORD, OFF(steer), 0, 0, 0, WORDS(steer_words)},
 	{"layout", "io", K_LAYOUT, 0, 0, 0, SG_DP_ROLE_IO},
 	{"layout", "reduce", K_LAYOUT, 0, 0, 0, SG_DP_ROLE_REDUCE},
 	{"layout", "rtc", K_LAYOUT, 0, 0, 0, SG_DP_ROLE_RTC},
@@ -285,7 +329,7 @@ static const struct key_def keys[] = {
 	{"resources", "rx_desc", K_UINT, OFF(rxd), 64, 16384, 0},
 	{"resources", "tx_desc", K_UINT, OFF(txd), 64, 16384, 0},
 	{"resources", "pool_bufs", K_UINT, OFF(pool_bufs), 16, 1u << 22, 0},
-	{"live", "idle", K_IDLE, OFF(idle), 0, 0, 0},
+	{"live", "idle", K_WORD, OFF(idle), 0, 0, 0, WORDS(idle_words)},
 	{"live", "sleep_lcores", K_LCORES, OFF(sleep_lcores), 0, 0, 0},
 	{"live", "idle_sleep_us", K_UINT, OFF(idle_sleep_us), 1, 1000000, 0},
 	{"live", "timeout_ms", K_UINT, OFF(timeout_ms), 1, 3600000, 0},
@@ -297,10 +341,12 @@ static int apply_key(struct sg_dp_config *c, const struct key_def *k, const char
 		     char *err, size_t errlen)
 {
 	void *f = (char *)c + k->off;
+	char what[64];
 	uint64_t v;
-	bool b;
+	unsigned int w;
 	int rc = 0;
 
+	snprintf(what, sizeof(what), "[%s] %s", k->section, k->name);
 	switch (k->kind) {
 	case K_IP:
 		rc = sg_dp_parse_ipv4(val, &c->ip);
@@ -314,32 +360,20 @@ static int apply_key(struct sg_dp_config *c, const struct key_def *k, const char
 			*(unsigned int *)f = (unsigned int)v;
 		break;
 	case K_BOOL:
-		if ((rc = parse_bool(val, &b)) == 0)
-			*(bool *)f = b;
-		break;
+		if ((rc = parse_word(val, k->words, k->n_words, &w, what, err, errlen)) == 0)
+			*(bool *)f = w != 0;
+		return rc;
+	case K_WORD:
+		/* the fields are unsigned int or an enum of unsigned int's size */
+		RTE_BUILD_BUG_ON(sizeof(enum sg_dp_idle) != sizeof(unsigned int));
+		if ((rc = parse_word(val, k->words, k->n_words, &w, what, err, errlen)) == 0)
+			*(unsigned int *)f = w;
+		return rc;
 	case K_MAC:
 		rc = rte_ether_unformat_addr(val, &c->mac_override) < 0 ? -EINVAL : 0;
 		break;
-	case K_IDLE:
-		if (!strcmp(val, "busy"))
-			c->idle = SG_DP_IDLE_BUSY;
-		else if (!strcmp(val, "sleep"))
-			c->idle = SG_DP_IDLE_SLEEP;
-		else
-			rc = -EINVAL;
-		break;
 	case K_LOG:
 		rc = parse_log_level(val, &c->log_level);
-		break;
-	case K_STEER:
-		if (!strcmp(val, "auto"))
-			c->steer = SG_DP_STEER_AUTO;
-		else if (!strcmp(val, "flow"))
-			c->steer = SG_DP_STEER_FLOW;
-		else if (!strcmp(val, "off"))
-			c->steer = SG_DP_STEER_OFF;
-		else
-			rc = -EINVAL;
 		break;
 	case K_LAYOUT:
 		sg_dp_layout_clear(c, k->role);
@@ -360,18 +394,14 @@ static int apply_key(struct sg_dp_config *c, const struct key_def *k, const char
 
 		switch (k->kind) {
 		case K_IP: want = "a dotted IPv4 address such as 10.11.0.1"; break;
-		case K_BOOL: want = "yes or no"; break;
 		case K_MAC: want = "a MAC such as 02:00:00:00:00:01"; break;
-		case K_IDLE: want = "busy or sleep"; break;
-		case K_STEER: want = "auto, flow or off"; break;
 		case K_LOG: want = "emerg|alert|crit|err|warning|notice|info|debug"; break;
 		default:
 			snprintf(range, sizeof(range), "an integer in [%" PRIu64 ", %" PRIu64 "]",
 				 k->lo, k->hi);
 			want = range;
 		}
-		sg_dp_seterr(err, errlen, "[%s] %s = \"%s\": expected %s", k->section, k->name, val,
-		       want);
+		sg_dp_seterr(err, errlen, "%s = \"%s\": expected %s", what, val, want);
 	}
 	return rc;
 }
@@ -495,13 +525,15 @@ static int apply_other_section(struct sg_dp_config *c, struct rte_cfgfile *cf, c
 			       int *rc, char *err, size_t errlen)
 {
 	if (!strcmp(sec, "control")) {
-		struct sg_dp_agent_conf ac;
-		struct sg_ctl_server_config sc = {0};
-		struct sg_ctl_config_store *st = calloc(1, sizeof(*st));
+		struct sg_dp_control_cfg *ctl = &c->ctl;
 
-		*rc = st ? sg_dp_agent_conf_load(cf, &ac, &sc, st, err, errlen) : -ENOMEM;
-		free(st);
+		/* parsed here, once per load, and kept: sigmad starts and reloads the agent
+		 * from it; a later file's [control] replaces an earlier one whole */
+		memset(ctl, 0, sizeof(*ctl));
+		*rc = sg_dp_agent_conf_load(cf, &ctl->ac, &ctl->sc, &ctl->store, err, errlen);
 		c->control = *rc == 0;
+		if (*rc < 0)
+			explicit_bzero(ctl, sizeof(*ctl));
 		return 1;
 	}
 	if (!strcmp(sec, "transport")) {
@@ -512,13 +544,11 @@ static int apply_other_section(struct sg_dp_config *c, struct rte_cfgfile *cf, c
 		if (n > 1 || (n == 1 && t == NULL)) {
 			sg_dp_seterr(err, errlen, "[transport]: the only key is type (dpdk or verbs)");
 			*rc = -EINVAL;
-		} else if (t == NULL || !strcmp(t, "dpdk")) {
+		} else if (t == NULL) {
 			c->transport = SG_DP_TRANSPORT_DPDK;
-		} else if (!strcmp(t, "verbs")) {
-			c->transport = SG_DP_TRANSPORT_VERBS;
 		} else {
-			sg_dp_seterr(err, errlen, "[transport] type = \"%s\": expected dpdk or verbs", t);
-			*rc = -EINVAL;
+			*rc = parse_word(t, WORDS(transport_words), &c->transport, "[transport] type",
+					 err, errlen);
 		}
 		return 1;
 	}
@@ -703,6 +733,92 @@ int sg_dp_config_defaults(struct sg_dp_config *c)
 	if (rc < 0)
 		fprintf(stderr, "sigmad: embedded default config: %s\n", err);
 	return rc;
+}
+
+/*
+ * [control], parsed once per load (apply_other_section()).
+ */
+
+void sg_dp_config_control(const struct sg_dp_config *c, struct sg_ctl_server_config *sc)
+{
+	const struct sg_dp_control_cfg *ctl = &c->ctl;
+
+	*sc = ctl->sc;
+	/* the parsed pointers name the store of the config parsed into, which may be
+	 * another copy: point them at this one's */
+	sc->tcp_addr = ctl->sc.tcp_addr ? ctl->store.tcp_addr : NULL;
+	sc->unix_path = ctl->sc.unix_path ? ctl->store.unix_path : NULL;
+	sc->metrics_addr = ctl->sc.metrics_addr ? ctl->store.metrics_addr : NULL;
+	sc->secret = ctl->sc.secret_len ? ctl->store.secret : NULL;
+	sc->ops = NULL;
+	sc->ops_arg = NULL;
+}
+
+/* "addr:port" or "off" */
+static const char *hostport_str(bool on, const char *addr, uint16_t port, char *buf, size_t len)
+{
+	if (!on)
+		return "off";
+	snprintf(buf, len, "%s:%u", addr && addr[0] ? addr : "127.0.0.1", port);
+	return buf;
+}
+
+int sg_dp_config_control_diff(const struct sg_dp_config *old, const struct sg_dp_config *nc,
+			      FILE *report)
+{
+#define LIMIT(f) {#f, offsetof(struct sg_ctl_server_config, f), \
+		  sizeof(((struct sg_ctl_server_config *)0)->f)}
+	static const struct {
+		const char *key;
+		size_t off, size;
+	} limits[] = {
+		LIMIT(max_frame), LIMIT(max_conns), LIMIT(idle_timeout_ms),
+		LIMIT(frame_timeout_ms), LIMIT(auth_timeout_ms), LIMIT(heartbeat_timeout_ms),
+	};
+#undef LIMIT
+	struct sg_ctl_server_config a, b;
+	char names[512] = "", va[96], vb[96];
+	const char *pa, *pb;
+	size_t off = 0;
+	int n = 0;
+
+	sg_dp_config_control(old, &a);
+	sg_dp_config_control(nc, &b);
+#define CHANGED(key, fmt, ...)                                                              \
+	do {                                                                                \
+		n++;                                                                        \
+		if (off < sizeof(names))                                                    \
+			off += (size_t)snprintf(names + off, sizeof(names) - off, "%s" key " (" \
+						fmt ")", n > 1 ? ", " : "", __VA_ARGS__);   \
+	} while (0)
+	pa = hostport_str(!a.tcp_disable, a.tcp_addr, a.tcp_port, va, sizeof(va));
+	pb = hostport_str(!b.tcp_disable, b.tcp_addr, b.tcp_port, vb, sizeof(vb));
+	if (strcmp(pa, pb))
+		CHANGED("listen", "%s -> %s", pa, pb);
+	if (strcmp(a.unix_path ? a.unix_path : "off", b.unix_path ? b.unix_path : "off"))
+		CHANGED("unix", "%s -> %s", a.unix_path ? a.unix_path : "off",
+			b.unix_path ? b.unix_path : "off");
+	/* the secret itself, not its file's name: a moved file with the same key is no change */
+	if (a.secret_len != b.secret_len ||
+	    (a.secret_len && memcmp(a.secret, b.secret, a.secret_len)))
+		CHANGED("secret_file", "%s", "another secret");
+	pa = hostport_str(a.metrics_enable, a.metrics_addr, a.metrics_port, va, sizeof(va));
+	pb = hostport_str(b.metrics_enable, b.metrics_addr, b.metrics_port, vb, sizeof(vb));
+	if (strcmp(pa, pb))
+		CHANGED("metrics", "%s -> %s", pa, pb);
+	for (size_t i = 0; i < RTE_DIM(limits); i++) {
+		const char *fa = (const char *)&a + limits[i].off, *fb = (const char *)&b + limits[i].off;
+		uint64_t x = limits[i].size == 8 ? *(const uint64_t *)fa : *(const uint32_t *)fa;
+		uint64_t y = limits[i].size == 8 ? *(const uint64_t *)fb : *(const uint32_t *)fb;
+
+		if (x != y)
+			CHANGED("%s", "%" PRIu64 " -> %" PRIu64, limits[i].key, x, y);
+	}
+#undef CHANGED
+	if (n && report)
+		fprintf(report, "sigmad: SIGHUP: [control] listen, unix, secret_file, metrics or limits "
+			"changed: needs a restart: %s\n", names);
+	return n;
 }
 
 /*

@@ -34,6 +34,7 @@
 #include <rte_mempool.h>
 #include <rte_ring.h>
 
+#include "sg_ctl.h"
 #include "sg_dp_engine.h"
 #include "sg_dp_net.h"
 
@@ -89,6 +90,29 @@ struct sg_dp_job_cfg {
 	uint32_t slots;       /**< slots in flight (0: engine default) */
 };
 
+/** What the agent needs beyond the server's own settings. */
+struct sg_dp_agent_conf {
+	char name[64];         /**< node name (heartbeats, node_info) [hostname] */
+	unsigned int kind;     /**< enum sg_ctl_node_kind [cpu] */
+	double gbps;           /**< bandwidth announced in heartbeats [the ports' speed, or 100] */
+	char coordinator[128]; /**< "host:port" or "unix:path" of a coordinator; "" = none */
+	unsigned int heartbeat_ms; /**< period of node_heartbeat [1000] */
+	uint32_t server_digest; /**< set by sg_dp_agent_conf_load(): hash of the server's keys */
+};
+
+/**
+ * `[control]` as the config loader parsed it, once per load: the agent's keys
+ * and the control server's. Held by value in struct sg_dp_config, which is
+ * copied by value: the server settings' strings and secret live in @c store,
+ * and @c sc's pointers are only meaningful through sg_dp_config_control(),
+ * which points them into the store of the copy at hand.
+ */
+struct sg_dp_control_cfg {
+	struct sg_dp_agent_conf ac;      /**< name, kind, gbps, coordinator, heartbeat_ms */
+	struct sg_ctl_server_config sc;  /**< listen, unix, metrics, secret, limits (no ops) */
+	struct sg_ctl_config_store store; /**< the strings and the secret @c sc names */
+};
+
 /** Everything sigmad is configured with. */
 struct sg_dp_config {
 	/* network */
@@ -119,6 +143,7 @@ struct sg_dp_config {
 	struct sg_dp_job_cfg jobs[SG_DP_MAX_CONFIG_JOBS];
 	/* control plane and transport ([control], [transport], [verbs]; docs/sigmad.md) */
 	bool control;          /**< the file has a [control] section: run the control agent */
+	struct sg_dp_control_cfg ctl; /**< that section, parsed (valid when @c control) */
 	unsigned int transport; /**< enum sg_dp_transport_kind */
 	/** `[verbs]` as written (key, value); the verbs transport parses it (docs/verbs.md) */
 	unsigned int n_verbs_kv;
@@ -171,6 +196,24 @@ int sg_dp_config_load_string(struct sg_dp_config *c, const char *text, char *err
  */
 int sg_dp_config_parse_args(struct sg_dp_config *c, int argc, char **argv, char *err,
 			    size_t errlen);
+
+/**
+ * The control server's settings from @p c's parsed `[control]` (@c ctl) into
+ * @p sc, ops left NULL. Its strings and secret point into @p c itself, so
+ * they stay right for a by-value copy of a config; @p c must outlive @p sc's
+ * use (sg_ctl_server_create() copies what it keeps).
+ */
+void sg_dp_config_control(const struct sg_dp_config *c, struct sg_ctl_server_config *sc);
+
+/**
+ * SIGHUP: compare the control server's keys of two parsed configs (listen,
+ * unix, secret_file's secret, metrics and the limits), which apply only at
+ * start, and name on @p report, in one line, each one that differs.
+ * The agent's own keys are sg_dp_agent_reload()'s.
+ * @return how many differ (each needs a restart).
+ */
+int sg_dp_config_control_diff(const struct sg_dp_config *old, const struct sg_dp_config *nc,
+			      FILE *report);
 
 /**
  * Parse an lcore list ("2,3", "2-5,7") into @p mask (1024 entries, cleared
@@ -570,16 +613,6 @@ struct sg_ctl_config_store;
 struct rte_cfgfile;
 struct sg_dp_agent;
 struct sg_ctl_server;
-
-/** What the agent needs beyond the server's own settings. */
-struct sg_dp_agent_conf {
-	char name[64];         /**< node name (heartbeats, node_info) [hostname] */
-	unsigned int kind;     /**< enum sg_ctl_node_kind [cpu] */
-	double gbps;           /**< bandwidth announced in heartbeats [the ports' speed, or 100] */
-	char coordinator[128]; /**< "host:port" or "unix:path" of a coordinator; "" = none */
-	unsigned int heartbeat_ms; /**< period of node_heartbeat [1000] */
-	uint32_t server_digest; /**< set by sg_dp_agent_conf_load(): hash of the server's keys */
-};
 
 /**
  * Read sigmad's `[control]` section of @p cf: the agent's keys (`name`,

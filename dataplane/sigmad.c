@@ -12,7 +12,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include <rte_cfgfile.h>
 #include <rte_cycles.h>
 #include <rte_eal.h>
 #include <rte_ethdev.h>
@@ -59,17 +58,13 @@ static int split_args(int argc, char **argv, int *eal_argc, int *sg_first)
 	return 0;
 }
 
-static int load_config(struct sg_dp_config *c, int argc, char **argv)
+static int load_config(struct sg_dp_config *c, int argc, char **argv, char *err, size_t errlen)
 {
-	char err[512];
-	int rc;
-
-	if (sg_dp_config_defaults(c) < 0)
+	if (sg_dp_config_defaults(c) < 0) {
+		snprintf(err, errlen, "the embedded default config does not load");
 		return -EINVAL;
-	rc = sg_dp_config_parse_args(c, argc, argv, err, sizeof(err));
-	if (rc < 0)
-		fprintf(stderr, "sigmad: error: %s\n", err);
-	return rc;
+	}
+	return sg_dp_config_parse_args(c, argc, argv, err, errlen);
 }
 
 static int run_demo(const struct sg_dp_config *c)
@@ -111,23 +106,15 @@ static int run_demo(const struct sg_dp_config *c)
 	return 0;
 }
 
-/* Start the control agent from the config file's [control] section. */
-static struct sg_dp_agent *start_agent(struct sg_dp_pipeline *p, const struct sg_dp_config *c,
-				       struct sg_ctl_config_store *store)
+/* Start the control agent from the [control] section that the config load parsed. */
+static struct sg_dp_agent *start_agent(struct sg_dp_pipeline *p, const struct sg_dp_config *c)
 {
-	struct rte_cfgfile *cf = rte_cfgfile_load(c->config_path, CFG_FLAG_EMPTY_VALUES);
-	struct sg_ctl_server_config sc = {0};
-	struct sg_dp_agent_conf ac;
-	struct sg_dp_agent *a = NULL;
+	struct sg_ctl_server_config sc;
+	struct sg_dp_agent *a;
 	char err[512];
-	int rc = cf ? sg_dp_agent_conf_load(cf, &ac, &sc, store, err, sizeof(err)) : -EIO;
 
-	if (cf)
-		rte_cfgfile_close(cf);
-	if (rc == 0)
-		a = sg_dp_agent_start(p, &sc, &ac, err, sizeof(err));
-	else if (cf == NULL)
-		snprintf(err, sizeof(err), "cannot re-read %s", c->config_path);
+	sg_dp_config_control(c, &sc);
+	a = sg_dp_agent_start(p, &sc, &c->ctl.ac, err, sizeof(err));
 	if (a == NULL) {
 		fprintf(stderr, "sigmad: error: [control]: %s\n", err);
 		return NULL;
@@ -136,19 +123,19 @@ static struct sg_dp_agent *start_agent(struct sg_dp_pipeline *p, const struct sg
 	       sc.unix_path ? " unix " : "", sc.unix_path ? sc.unix_path : "",
 	       sc.unix_path ? "," : "", sg_ctl_server_tcp_port(sg_dp_agent_server(a)),
 	       sg_ctl_server_metrics_port(sg_dp_agent_server(a)),
-	       ac.coordinator[0] ? ", heartbeats to " : "", ac.coordinator);
+	       c->ctl.ac.coordinator[0] ? ", heartbeats to " : "", c->ctl.ac.coordinator);
 	return a;
 }
 
-/* SIGHUP for the control agent: the live part of [control]. @return changes needing a restart. */
-static int reload_agent(struct sg_dp_agent *a, const struct sg_dp_config *nc)
+/*
+ * SIGHUP for the control agent: old (@p c, what the agent runs with) and new
+ * (@p nc) [control] as parsed. @return changes needing a restart.
+ */
+static int reload_agent(struct sg_dp_agent *a, const struct sg_dp_config *c,
+			const struct sg_dp_config *nc)
 {
-	struct rte_cfgfile *cf;
-	struct sg_ctl_server_config sc = {0};
-	struct sg_ctl_config_store store;
 	struct sg_dp_agent_conf ac;
-	char err[512];
-	int rc;
+	int n;
 
 	if ((a != NULL) != nc->control) {
 		printf("sigmad: SIGHUP: [control] %s: needs a restart\n", a ? "removed" : "added");
@@ -156,31 +143,33 @@ static int reload_agent(struct sg_dp_agent *a, const struct sg_dp_config *nc)
 	}
 	if (a == NULL)
 		return 0;
-	cf = rte_cfgfile_load(nc->config_path, CFG_FLAG_EMPTY_VALUES);
-	rc = cf ? sg_dp_agent_conf_load(cf, &ac, &sc, &store, err, sizeof(err)) : -EIO;
-	if (cf)
-		rte_cfgfile_close(cf);
-	if (rc < 0) {
-		printf("sigmad: SIGHUP: [control] not re-read: %s\n", cf ? err : "cannot open");
-		return 0;
-	}
-	return sg_dp_agent_reload(a, &ac, stdout);
+	/* the server's keys are compared here, parsed, and named; the agent takes the rest */
+	n = sg_dp_config_control_diff(c, nc, stdout);
+	ac = nc->ctl.ac;
+	ac.server_digest = c->ctl.ac.server_digest;
+	return n + sg_dp_agent_reload(a, &ac, stdout);
 }
 
-static void reload(struct sg_dp_pipeline *p, struct sg_dp_agent *agent, int argc, char **argv)
+/* @p c: the config sigmad started with, which restart-only keys are compared to */
+static void reload(struct sg_dp_pipeline *p, struct sg_dp_agent *agent,
+		   const struct sg_dp_config *c, int argc, char **argv)
 {
 	struct sg_dp_config nc;
+	char err[512];
 	int n;
 
-	printf("sigmad: SIGHUP: re-reading %s\n", sg_dp_pipeline_config(p)->config_path[0] ?
-	       sg_dp_pipeline_config(p)->config_path : "the embedded config and options");
-	if (load_config(&nc, argc, argv) != 0) {
-		printf("sigmad: SIGHUP: config rejected, nothing changed\n");
+	printf("sigmad: SIGHUP: re-reading %s\n", c->config_path[0] ? c->config_path :
+	       "the embedded config and options");
+	if (load_config(&nc, argc, argv, err, sizeof(err)) != 0) {
+		printf("sigmad: SIGHUP: config rejected, nothing changed: %s\n", err);
 		fflush(stdout);
+		explicit_bzero(&nc.ctl, sizeof(nc.ctl));
 		return;
 	}
 	n = sg_dp_pipeline_reload(p, &nc, stdout);
-	n += reload_agent(agent, &nc);
+	n += reload_agent(agent, c, &nc);
+	/* the new secret was only compared */
+	explicit_bzero(&nc.ctl, sizeof(nc.ctl));
 	printf("sigmad: SIGHUP: done; %d change%s need%s a restart\n", n, n == 1 ? "" : "s",
 	       n == 1 ? "s" : "");
 	fflush(stdout);
@@ -200,7 +189,6 @@ int main(int argc, char **argv)
 			   NULL};
 	uint64_t t0, last_stats;
 	struct sg_dp_agent *agent = NULL;
-	static struct sg_ctl_config_store ctl_store;
 
 	/* Sigma's options with argv[0] in front, as getopt expects */
 	sg_argc = argc - sg_first;
@@ -211,8 +199,10 @@ int main(int argc, char **argv)
 	for (int i = 1; i < sg_argc; i++)
 		sg_argv[i] = argv[sg_first + i];
 	/* --help and bad options are answered before EAL starts */
-	rc = load_config(&c, sg_argc, sg_argv);
+	rc = load_config(&c, sg_argc, sg_argv, err, sizeof(err));
 	if (rc != 0) {
+		if (rc < 0)
+			fprintf(stderr, "sigmad: error: %s\n", err);
 		free(sg_argv);
 		return rc > 0 ? 0 : 2;
 	}
@@ -250,7 +240,7 @@ int main(int argc, char **argv)
 	} else {
 		printf("sigmad: running: %u lcore(s), %u job(s); SIGINT/SIGTERM stop, SIGHUP "
 		       "reloads\n", sg_dp_pipeline_n_lcores(p), c.n_jobs);
-		if (c.control && (agent = start_agent(p, &c, &ctl_store)) == NULL) {
+		if (c.control && (agent = start_agent(p, &c)) == NULL) {
 			ret = 1;
 			got_stop = 1;
 		}
@@ -265,7 +255,7 @@ int main(int argc, char **argv)
 			break;
 		if (got_hup) {
 			got_hup = 0;
-			reload(p, agent, sg_argc, sg_argv);
+			reload(p, agent, &c, sg_argc, sg_argv);
 		}
 		if (si && now - last_stats >= si * hz) {
 			last_stats = now;
@@ -292,6 +282,7 @@ int main(int argc, char **argv)
 			rte_eth_dev_close(port);
 	}
 out:
+	explicit_bzero(&c.ctl, sizeof(c.ctl));
 	rte_eal_cleanup();
 	free(sg_argv);
 	fflush(stdout);

@@ -4,7 +4,10 @@
  * options, the layout syntax and the layout checks, each fed good and bad
  * input. Runs without EAL: rte_cfgfile and the parsers need none.
  */
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "sg_dp_pipeline.h"
 #include "sg_sum.h"
@@ -88,12 +91,33 @@ static void test_file_overrides(void)
 	SG_CHECK_EQ(c.jobs[1].mode, 2);
 }
 
+/* INI text that must be refused, and what the message must name. */
+struct bad_ini {
+	const char *text, *needle;
+};
+
+/*
+ * Each of @p bad on top of the defaults: refused, the message names its needle,
+ * and the keys the garbage was not about keep their defaults.
+ */
+static void refuse_all(const struct bad_ini *bad, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		struct sg_dp_config c;
+
+		sg_dp_config_defaults(&c);
+		SG_CHECK(load(&c, bad[i].text) < 0, "accepted: %s", bad[i].text);
+		SG_CHECK(strstr(err, bad[i].needle) != NULL, "%s: \"%s\" lacks \"%s\"",
+			 bad[i].text, err, bad[i].needle);
+		SG_CHECK(c.idle == SG_DP_IDLE_BUSY && c.steer == SG_DP_STEER_AUTO && !c.control,
+			 "%s: a refused config changed idle, steer or control", bad[i].text);
+	}
+}
+
 /* Every bad value names its key; none crashes or leaves half a value. */
 static void test_file_garbage(void)
 {
-	static const struct {
-		const char *text, *needle;
-	} bad[] = {
+	static const struct bad_ini bad[] = {
 		{"[net]\nip = 10.0.0.256\n", "ip"},
 		{"[net]\nip = 10.0.0\n", "ip"},
 		{"[net]\nip = -1.0.0.1\n", "ip"},
@@ -133,14 +157,7 @@ static void test_file_garbage(void)
 		{"this is not an ini file\n", "INI"},
 	};
 
-	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-		struct sg_dp_config c;
-
-		sg_dp_config_defaults(&c);
-		SG_CHECK(load(&c, bad[i].text) < 0, "accepted: %s", bad[i].text);
-		SG_CHECK(strstr(err, bad[i].needle) != NULL, "error for %s does not name %s: %s",
-			 bad[i].text, bad[i].needle, err);
-	}
+	refuse_all(bad, sizeof(bad) / sizeof(bad[0]));
 	{
 		struct sg_dp_config c;
 
@@ -150,6 +167,199 @@ static void test_file_garbage(void)
 						sizeof(err)) < 0, "missing file accepted");
 		SG_CHECK(strstr(err, "/nonexistent/sigmad.ini") != NULL, "%s", err);
 	}
+}
+
+/*
+ * Word-valued keys: every accepted word gives its value (the table here is the
+ * reference, written from docs/sigmad.md), anything else is refused with the
+ * accepted words listed, in the file and on the command line alike.
+ */
+static void test_words(void)
+{
+	static const struct {
+		const char *section, *key, *word;
+		unsigned int want;
+	} good[] = {
+		{"live", "idle", "busy", SG_DP_IDLE_BUSY},
+		{"live", "idle", "sleep", SG_DP_IDLE_SLEEP},
+		{"net", "steer", "auto", SG_DP_STEER_AUTO},
+		{"net", "steer", "flow", SG_DP_STEER_FLOW},
+		{"net", "steer", "off", SG_DP_STEER_OFF},
+		{"net", "udp_checksum", "yes", 1}, {"net", "udp_checksum", "on", 1},
+		{"net", "udp_checksum", "true", 1}, {"net", "udp_checksum", "1", 1},
+		{"net", "udp_checksum", "no", 0}, {"net", "udp_checksum", "off", 0},
+		{"net", "udp_checksum", "false", 0}, {"net", "udp_checksum", "0", 0},
+		{"transport", "type", "dpdk", SG_DP_TRANSPORT_DPDK},
+		{"transport", "type", "verbs", SG_DP_TRANSPORT_VERBS},
+	};
+	static const struct bad_ini bad[] = {
+		{"[live]\nidle = nap\n", "[live] idle = \"nap\": expected busy or sleep"},
+		{"[live]\nidle = BUSY\n", "expected busy or sleep"},
+		{"[live]\nidle = busy2\n", "expected busy or sleep"},
+		{"[live]\nidle =\n", "[live] idle = \"\": expected busy or sleep"},
+		{"[net]\nsteer = 1\n", "[net] steer = \"1\": expected auto, flow or off"},
+		{"[net]\nsteer = autoo\n", "expected auto, flow or off"},
+		{"[net]\nudp_checksum = maybe\n",
+		 "[net] udp_checksum = \"maybe\": expected yes, on, true, 1, no, off, false or 0"},
+		{"[transport]\ntype = rdma\n", "[transport] type = \"rdma\": expected dpdk or verbs"},
+	};
+	char text[128];
+
+	for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+		struct sg_dp_config c;
+		unsigned int got;
+
+		sg_dp_config_defaults(&c);
+		/* start from another value, so that a key that is ignored shows */
+		c.idle = good[i].want ? SG_DP_IDLE_BUSY : SG_DP_IDLE_SLEEP;
+		c.steer = good[i].want ? SG_DP_STEER_AUTO : SG_DP_STEER_OFF;
+		c.udp_checksum = !good[i].want;
+		c.transport = good[i].want ? SG_DP_TRANSPORT_DPDK : SG_DP_TRANSPORT_VERBS;
+		snprintf(text, sizeof(text), "[%s]\n%s = %s\n", good[i].section, good[i].key,
+			 good[i].word);
+		SG_CHECK_EQ(load(&c, text), 0);
+		got = !strcmp(good[i].key, "idle") ? (unsigned int)c.idle :
+		      !strcmp(good[i].key, "steer") ? c.steer :
+		      !strcmp(good[i].key, "type") ? c.transport : (unsigned int)c.udp_checksum;
+		SG_CHECK(got == good[i].want, "%s: got %u, want %u", text, got, good[i].want);
+	}
+	refuse_all(bad, sizeof(bad) / sizeof(bad[0]));
+	{
+		struct sg_dp_config c;
+
+		sg_dp_config_defaults(&c);
+		SG_CHECK_EQ(args(&c, "--idle", "sleep", "--steer", "off", NULL), 0);
+		SG_CHECK(c.idle == SG_DP_IDLE_SLEEP && c.steer == SG_DP_STEER_OFF, "options");
+		SG_CHECK(args(&c, "--steer", "sideways", NULL, NULL, NULL) < 0, "--steer sideways");
+		SG_CHECK(strstr(err, "expected auto, flow or off") != NULL, "%s", err);
+		SG_CHECK(args(&c, "--idle", "", NULL, NULL, NULL) < 0, "--idle \"\"");
+		SG_CHECK(strstr(err, "expected busy or sleep") != NULL, "%s", err);
+	}
+}
+
+/* @p text as a private (0600) file under /tmp; its path into @p path. */
+static int write_secret(char *path, size_t len, const char *text)
+{
+	int fd;
+
+	snprintf(path, len, "/tmp/sg_dp_config_secret_XXXXXX");
+	fd = mkstemp(path);
+	if (fd < 0)
+		return -1;
+	if (write(fd, text, strlen(text)) != (ssize_t)strlen(text)) {
+		close(fd);
+		return -1;
+	}
+	return close(fd);
+}
+
+/* SIGHUP's comparison of two parsed [control] sections, as its report line. */
+static int control_diff(const struct sg_dp_config *a, const struct sg_dp_config *b, char *out,
+			size_t len)
+{
+	FILE *f = fmemopen(out, len, "w");
+	int n;
+
+	out[0] = '\0';
+	if (f == NULL)
+		return -1;
+	n = sg_dp_config_control_diff(a, b, f);
+	fclose(f);
+	return n;
+}
+
+/*
+ * [control] is parsed with the config (once per load) and kept in it: by value,
+ * so a copy stays whole when the original is reused; a later [control] replaces
+ * an earlier one; garbage is refused with the key named; SIGHUP's comparison
+ * names exactly the server keys that differ.
+ */
+static void test_control(void)
+{
+	static const struct bad_ini bad[] = {
+		{"[control]\nunix = relative.sock\n", "unix"},
+		{"[control]\nlisten = 127.0.0.1:0\n", "secret_file"},
+		{"[control]\nlisten = 127.0.0.1\n", "listen"},
+		{"[control]\nlisten = 300.0.0.1:7\n", "listen"},
+		{"[control]\nmetrics = here\n", "metrics"},
+		{"[control]\nmax_conns = -1\n", "max_conns"},
+		{"[control]\nmax_conns = 0\n", "max_conns"},
+		{"[control]\nheartbeat_ms = soon\n", "heartbeat_ms"},
+		{"[control]\nbogus = 1\n", "bogus"},
+		{"[control]\nsecret_file = /nonexistent/secret\n", "/nonexistent/secret"},
+	};
+	char s1[64], s2[64], text[512], out[1024];
+	struct sg_dp_config *c = calloc(3, sizeof(*c)), *d, *e;
+	struct sg_ctl_server_config sc;
+
+	if (c == NULL || write_secret(s1, sizeof(s1), "0123456789abcdef-one\n") < 0 ||
+	    write_secret(s2, sizeof(s2), "0123456789abcdef-two\n") < 0) {
+		SG_CHECK(0, "set-up");
+		free(c);
+		return;
+	}
+	d = c + 1;
+	e = c + 2;
+	refuse_all(bad, sizeof(bad) / sizeof(bad[0]));
+
+	sg_dp_config_defaults(c);
+	SG_CHECK(!c->control, "no [control] by default");
+	snprintf(text, sizeof(text), "[control]\nunix = /tmp/sg_x.sock\nlisten = 127.0.0.2:7070\n"
+		 "secret_file = %s\nmetrics = 127.0.0.3:9100\nmax_conns = 8\nname = n1\n"
+		 "heartbeat_ms = 250\n", s1);
+	SG_CHECK_EQ(load(c, text), 0);
+	SG_CHECK(c->control, "control");
+	*d = *c;
+	/* reuse the original for another [control]: the copy must not follow it */
+	snprintf(text, sizeof(text), "[control]\nunix = /tmp/sg_y.sock\nlisten = 127.0.0.2:7070\n"
+		 "secret_file = %s\nmetrics = off\nname = n2\nmax_frame = 4096\n", s2);
+	SG_CHECK_EQ(load(c, text), 0);
+	sg_dp_config_control(d, &sc);
+	SG_CHECK(sc.unix_path == d->ctl.store.unix_path && !strcmp(sc.unix_path, "/tmp/sg_x.sock"),
+		 "unix %s", sc.unix_path ? sc.unix_path : "(null)");
+	SG_CHECK(!sc.tcp_disable && sc.tcp_addr && !strcmp(sc.tcp_addr, "127.0.0.2"), "listen");
+	SG_CHECK_EQ(sc.tcp_port, 7070);
+	SG_CHECK(sc.metrics_enable && sc.metrics_addr && !strcmp(sc.metrics_addr, "127.0.0.3"),
+		 "metrics");
+	SG_CHECK_EQ(sc.metrics_port, 9100);
+	SG_CHECK_EQ(sc.max_conns, 8);
+	SG_CHECK(sc.secret_len == 20 && !memcmp(sc.secret, "0123456789abcdef-one", 20),
+		 "secret of %zu bytes", sc.secret_len);
+	SG_CHECK(sc.ops == NULL, "ops");
+	SG_CHECK(!strcmp(d->ctl.ac.name, "n1") && d->ctl.ac.heartbeat_ms == 250, "agent keys");
+	/* the second [control] replaced the first whole: max_conns is back to unset */
+	sg_dp_config_control(c, &sc);
+	SG_CHECK(!strcmp(sc.unix_path, "/tmp/sg_y.sock") && !sc.metrics_enable, "replaced");
+	SG_CHECK_EQ(sc.max_conns, 0);
+	SG_CHECK_EQ(sc.max_frame, 4096);
+	SG_CHECK(!strcmp(c->ctl.ac.name, "n2") && c->ctl.ac.heartbeat_ms == 0, "agent replaced");
+
+	/* SIGHUP's comparison: the same config differs in nothing */
+	*e = *d;
+	SG_CHECK_EQ(control_diff(d, e, out, sizeof(out)), 0);
+	SG_CHECK(out[0] == '\0', "printed \"%s\" for no change", out);
+	/* the agent's own keys are not the server's */
+	snprintf(e->ctl.ac.name, sizeof(e->ctl.ac.name), "renamed");
+	SG_CHECK_EQ(control_diff(d, e, out, sizeof(out)), 0);
+	/* four server keys differ from d: unix, secret, metrics, max_frame (max_conns too) */
+	SG_CHECK_EQ(control_diff(d, c, out, sizeof(out)), 5);
+	SG_CHECK(strstr(out, "needs a restart") != NULL, "%s", out);
+	SG_CHECK(strstr(out, "unix (/tmp/sg_x.sock -> /tmp/sg_y.sock)") != NULL, "%s", out);
+	SG_CHECK(strstr(out, "secret_file (another secret)") != NULL, "%s", out);
+	SG_CHECK(strstr(out, "metrics (127.0.0.3:9100 -> off)") != NULL, "%s", out);
+	SG_CHECK(strstr(out, "max_conns (8 -> 0)") != NULL, "%s", out);
+	SG_CHECK(strstr(out, "max_frame (0 -> 4096)") != NULL, "%s", out);
+	SG_CHECK(strstr(out, "listen (") == NULL, "listen named: %s", out);
+	/* the same secret from another file is no change; listen is */
+	snprintf(text, sizeof(text), "[control]\nunix = /tmp/sg_x.sock\nlisten = 127.0.0.2:7071\n"
+		 "secret_file = %s\nmetrics = 127.0.0.3:9100\nmax_conns = 8\n", s1);
+	sg_dp_config_defaults(e);
+	SG_CHECK_EQ(load(e, text), 0);
+	SG_CHECK_EQ(control_diff(d, e, out, sizeof(out)), 1);
+	SG_CHECK(strstr(out, "listen (127.0.0.2:7070 -> 127.0.0.2:7071)") != NULL, "%s", out);
+	unlink(s1);
+	unlink(s2);
+	free(c);
 }
 
 static void test_args(void)
@@ -289,6 +499,8 @@ int main(void)
 	test_file_overrides();
 	test_file_garbage();
 	test_args();
+	test_words();
+	test_control();
 	test_layout_check();
 	return sg_test_finish("dp_config");
 }

@@ -6,7 +6,8 @@
 # without rte_flow, net_tap whose rules the kernel refuses, the demo), the
 # lifecycle on a net_null port (SIGHUP reload,
 # telemetry, SIGTERM drain, final statistics, clean exit: ASan's leak check
-# runs at exit in the sanitizer build), and the demo.
+# runs at exit in the sanitizer build), busy-polling lcores that oversubscribe
+# their CPUs, [control] refused at start and on SIGHUP, and the demo.
 # Usage: test_dp_sigmad.sh path/to/sigmad
 set -u
 SIGMAD=$1
@@ -101,17 +102,61 @@ else
 	echo "note: no network namespace; net_tap steering not checked"
 fi
 
+# busy-polling lcores that cannot each have a CPU (docs/sigmad.md, checks): one
+# warning naming the lcores, the CPUs, the measured effect and the fixes; none when
+# they fit, when they sleep, or when only one polls. Pinned with --lcores, so the
+# outcome does not depend on how many CPUs the machine has (CPU 1 where it needs two).
+OVER='busy-polling lcores cannot each have a CPU'
+oversub() { # NAME WANT(0|1) EAL-lcores sigmad-options...
+	local name=$1 want=$2 lc=$3 n rc
+	shift 3
+	timeout 30 "$SIGMAD" "${EAL[@]}" "$(pfx "$name")" "$lc" --vdev=net_null0 -- \
+		--duration 0.3 "$@" >"$TMP/over.out" 2>&1
+	rc=$?
+	n=$(grep -cF "$OVER" "$TMP/over.out")
+	if [ "$rc" != 0 ] || [ "$n" != "$want" ]; then
+		fail "oversub $name: exit $rc, $n warning(s), expected $want"
+		sed 's/^/  | /' "$TMP/over.out" | tail -10
+	else
+		ok
+	fi
+}
+oversub over-shared 1 '--lcores=(0-2)@0' --io '(0,0,1)' --reduce 2
+for needle in 'lcore 1 (io) on CPUs 0, lcore 2 (reduce) on CPUs 0' '1 CPU(s) (0) for 2 pollers' \
+	'9 Gbps, with idle = sleep 30 Gbps' 'use --idle sleep' 'fewer lcores' 'EAL --lcores'; do
+	grep -qF -- "$needle" "$TMP/over.out" && ok || fail "oversub: warning lacks '$needle'"
+done
+oversub over-sleep 0 '--lcores=(0-2)@0' --io '(0,0,1)' --reduce 2 --idle sleep
+oversub over-one-polls 0 '--lcores=(0-2)@0' --io '(0,0,1)' --reduce 2 --sleep-lcores 2
+if [ "$(nproc)" -ge 2 ]; then
+	oversub over-three-on-two 1 '--lcores=(0-3)@(0-1)' --io '(0,0,1)' --reduce 2-3
+	grep -qF '2 CPU(s) (0-1) for 3 pollers' "$TMP/over.out" && ok ||
+		fail "oversub: three on two CPUs not counted"
+	oversub fits 0 '--lcores=0@0,1@0,2@1' --io '(0,0,1)' --reduce 2
+	oversub fits-shared-sets 0 '--lcores=0@0,1@(0-1),2@(0-1)' --io '(0,0,1)' --reduce 2
+	oversub fits-after-moving 0 '--lcores=0@0,1@(0-1),2@0' --io '(0,0,1)' --reduce 2
+else
+	echo "note: one CPU; the fitting layouts over two CPUs are not checked"
+fi
+# --demo's generator polls on the main lcore, so it counts too
+expect over-demo 0 'sigmad demo: OK' -- "$SIGMAD" "${EAL[@]}" "$(pfx overdemo)" '--lcores=(0-1)@0' \
+	-- --demo --duration 0.5 --demo-workers 2 --rtc '(0,0,1)'
+grep -qF 'lcore 0 (main (demo generator)) on CPUs 0' "$TMP/out" && ok ||
+	fail "over-demo: the generator's lcore is not counted"
+
+# [control] is parsed with the config: a bad one stops sigmad before EAL starts
+printf '[control]\nunix = off\nmax_conns = many\n' >"$TMP/ctl-bad.ini"
+expect control-bad 2 '[control] max_conns = many: want a positive integer' -- \
+	"$SIGMAD" -- --config "$TMP/ctl-bad.ini"
+
 # lifecycle on a net_null port: it receives junk frames at full speed, which
 # sigmad must count as drops, never crash on
-cat >"$TMP/live.ini" <<'EOF'
-[layout]
-rtc = (0,0,1)
-[resources]
-mbufs = 2048
-pool_bufs = 64
-[live]
-idle = busy
-EOF
+# small_ini IDLE: one rtc lcore, small pools (net_null fills them at once)
+small_ini() {
+	printf '[layout]\nrtc = (0,0,1)\n[resources]\nmbufs = 2048\npool_bufs = 64\n'
+	printf '[live]\nidle = %s\n' "$1"
+}
+small_ini busy >"$TMP/live.ini"
 PREFIX=sg_dp_sigmad_$$_live
 timeout 60 "$SIGMAD" "${EAL[@]}" --file-prefix=$PREFIX '--lcores=(0-1)@0' --vdev=net_null0,size=64 \
 	-- --config "$TMP/live.ini" --steer auto >"$TMP/live.out" 2>&1 &
@@ -168,6 +213,52 @@ else
 	fail "sigmad did not start"
 fi
 [ "${fails}" -eq 0 ] || sed 's/^/  | /' "$TMP/live.out" | tail -30
+
+# [control] on SIGHUP: the file is read once per reload, old and new parsed
+# configs are compared: a bad [control] is refused with its reason and the old one
+# kept, a live key applies, a restart-only key is named
+small_ini sleep >"$TMP/ctl.ini"
+printf '[control]\nunix = %s\nname = before\nmax_conns = 8\n' "$TMP/ctl.sock" >>"$TMP/ctl.ini"
+PREFIX=sg_dp_sigmad_$$_ctl
+# not under timeout(1), which forwards one SIGHUP and ignores the next; the trap kills it
+"$SIGMAD" "${EAL[@]}" --file-prefix=$PREFIX '--lcores=(0-1)@0' --vdev=net_null0,size=64 \
+	-- --config "$TMP/ctl.ini" >"$TMP/ctl.out" 2>&1 &
+SPID=$!
+PIDS+=("$SPID")
+hup_wait() { # N: wait for the N-th SIGHUP's last line
+	kill -HUP "$SPID"
+	for _ in $(seq 50); do
+		[ "$(grep -c 'SIGHUP: \(done\|config rejected\)' "$TMP/ctl.out")" -ge "$1" ] && return
+		sleep 0.1
+	done
+}
+for _ in $(seq 100); do
+	grep -q 'control plane:' "$TMP/ctl.out" && break
+	kill -0 "$SPID" 2>/dev/null || break
+	sleep 0.1
+done
+if grep -qF "control plane: unix $TMP/ctl.sock" "$TMP/ctl.out"; then
+	ok
+	sed -i 's/^max_conns = 8$/max_conns = none/' "$TMP/ctl.ini"
+	hup_wait 1
+	grep -qF 'SIGHUP: config rejected, nothing changed: [control] max_conns = none: want a positive integer' \
+		"$TMP/ctl.out" && ok || fail "control SIGHUP: a bad [control] was not refused with its reason"
+	sed -i -e 's/^max_conns = none$/max_conns = 9/' -e 's/^name = before$/name = after/' "$TMP/ctl.ini"
+	hup_wait 2
+	for needle in '[control] name now after' \
+		'needs a restart: max_conns (8 -> 9)' 'done; 1 change needs a restart'; do
+		grep -qF -- "$needle" "$TMP/ctl.out" && ok || fail "control SIGHUP: no '$needle'"
+	done
+	# the server keeps its settings until a restart: the socket is still there
+	[ -S "$TMP/ctl.sock" ] && ok || fail "control SIGHUP: the unix socket is gone"
+	kill -TERM "$SPID"
+	wait "$SPID"
+	rc=$?
+	[ "$rc" = 0 ] && ok || fail "control lifecycle: exit $rc after SIGTERM"
+else
+	fail "sigmad did not start its control server"
+fi
+[ "${fails}" -eq 0 ] || sed 's/^/  | /' "$TMP/ctl.out" | tail -30
 
 expect demo 0 'sigmad demo: OK' -- "$SIGMAD" --demo --duration 1 --demo-workers 3
 
