@@ -11,10 +11,11 @@
  * **Reliability.** Each node has a credit window of outstanding chunks. A
  * chunk without a RESULT is resent after a retransmit timeout that doubles at
  * every retry (up to rto_max). A NACK halves the node's window (it grows back
- * by one per RESULT) and resends the chunk after a back-off; the NACKed chunk
- * stops counting against that window, so back-pressure cannot leave a rank
- * unable to send the chunks the node's slots wait for (docs/client.md; this
- * needs the same conf.window on every worker of a job). After max_retries
+ * by one per RESULT) and resends the chunk after a back-off. When every chunk
+ * outstanding to a node was NACKed, one new chunk at a time goes out anyway,
+ * so back-pressure cannot leave a rank unable to send the chunks the node's
+ * slots wait for (docs/client.md; this needs the same conf.window on every
+ * worker of a job). After max_retries
  * resends of one chunk the operation fails with -ETIMEDOUT and
  * sigma_last_error() names the node, the key, the chunk and the round (and the
  * missing ranks when the node reported them): a call never waits forever.

@@ -30,7 +30,7 @@ struct sg_cli_slot {
 	uint32_t rto_us;
 	uint64_t deadline;  /* resend at */
 	uint64_t missing;   /* ranks the node reported missing (WORKER_LOST) */
-	bool parked;        /* NACKed in this round: holds a window entry but no credit */
+	bool parked;        /* NACKed (until its RESULT): see has_credit() */
 };
 
 struct sg_cli_node {
@@ -38,7 +38,7 @@ struct sg_cli_node {
 	char name[SG_CLI_NAME_LEN];  /* placement identity */
 	uint32_t cwnd;               /* current credit window, 1..window */
 	uint32_t outstanding;        /* window entries taken (chunks without RESULT) */
-	uint32_t parked;             /* ... of which NACKed: not counted against cwnd */
+	uint32_t parked;             /* ... of which NACKed (parked) */
 	struct sg_cli_slot *slots;   /* window entries */
 	uint32_t *free_slots;        /* stack of free slot indices */
 	uint32_t nfree;
@@ -519,19 +519,20 @@ static void queue_push(struct sigma_session *s, const struct sigma_tensor *t, ui
 }
 
 /*
- * Credit for one more new chunk to node @p n. The window (conf.window entries)
- * bounds the chunks without RESULT; the congestion window bounds only those
- * the node has not NACKed. A NACKed chunk keeps its entry (it is resent on its
- * timer) but gives its credit back: its push is not in the node, and the
- * chunk the node is short of may be the next one we have not sent (the other
- * ranks filled the node's slots with later chunks), so holding that credit
- * could stall every rank for good. Since every rank has the same window and
- * sends in the same order, the rank furthest behind can always reach the
- * chunks the others are waiting in (docs/client.md).
+ * Credit for one more new chunk to node @p n: the congestion window has room,
+ * or every chunk we have out there was NACKed (parked). In the second case
+ * one new chunk goes out at a time, as a probe: the chunk the node is short
+ * of may be the next one we have not sent (the other ranks filled the node's
+ * slots-in-flight with later chunks, so all of ours are NACKed), and waiting
+ * for credit that only a RESULT can give would stall every rank for good.
+ * The window (conf.window entries) still bounds the chunks without RESULT:
+ * since every rank has the same window and sends in the same order, the rank
+ * furthest behind can always reach the chunks the others wait in
+ * (docs/client.md).
  */
 static bool has_credit(const struct sg_cli_node *n)
 {
-	return n->nfree > 0 && n->outstanding - n->parked < n->cwnd;
+	return n->nfree > 0 && (n->outstanding < n->cwnd || n->outstanding == n->parked);
 }
 
 /* Send new chunks while windows have credit, tensors in priority order. */
@@ -665,7 +666,7 @@ static void on_nack(struct sigma_session *s, const struct sg_dp_msg *m, uint64_t
 	n = &s->nodes[node];
 	/*
 	 * Back-pressure: halve the window, and resend this chunk after its
-	 * back-off. The chunk stays parked (no credit, see has_credit()) until
+	 * back-off. The chunk stays parked (see has_credit()) until
 	 * its RESULT: a resend may be NACKed again.
 	 */
 	n->cwnd = n->cwnd > 1 ? n->cwnd / 2 : 1;

@@ -10,8 +10,10 @@
  * rank 0 has pushed, all beyond what rank 1 has sent; rank 1's outstanding
  * chunks are NACKed (no slot free), and its halved congestion window is full
  * of those NACKed chunks, so it never sends the chunks the slots wait for.
- * Nothing times out on the node (the slots are merely incomplete), and both
- * workers resend until their retries run out.
+ * The node reports those slots incomplete after its slot timeout but keeps
+ * them open, and both workers resend until their retries run out. The fix
+ * under test: a worker all of whose outstanding chunks were NACKed sends one
+ * new chunk at a time anyway (docs/client.md).
  */
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -215,8 +217,21 @@ static void test_nack_no_stall(void)
 	/*
 	 * Rank 1 now reads RESULT 0, 1 and NACK 2, 3: its window holds only
 	 * NACKed chunks, and the node's slots wait for its chunks 4 and 5.
-	 * From here every packet goes through at once.
+	 * It probes with chunk 4 (one new chunk, not two).
 	 */
+	sigma_poll(s[1], 0);
+	px_collect(p);
+	{
+		bool c4 = false, c5 = false;
+
+		for (unsigned int i = 0; i < p->nq; i++) {
+			c4 |= p->q[i].rank == 1 && p->q[i].chunk == 4;
+			c5 |= p->q[i].rank == 1 && p->q[i].chunk == 5;
+		}
+		SG_CHECK(c4 && !c5, "rank 1 with only NACKed chunks out sent chunk 4: %d, 5: %d",
+			 c4, c5);
+	}
+	/* From here every packet goes through at once. */
 	/* The sessions give up after their retries (about 1 s): 30 s only guards the test. */
 	for (uint64_t t0 = now_ns(); (sigma_test(t[0]) == -EINPROGRESS ||
 				      sigma_test(t[1]) == -EINPROGRESS) &&
