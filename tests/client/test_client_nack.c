@@ -16,12 +16,13 @@
  * new chunk at a time anyway (docs/client.md).
  */
 #include <arpa/inet.h>
-#include <fcntl.h>
 #include <netinet/in.h>
 #include <stdlib.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
+
+#include <rte_common.h>
 
 #include "client_util.h"
 
@@ -142,6 +143,27 @@ static int px_deliver(struct proxy *p, uint16_t rank, uint32_t chunk)
 	return -ENOENT;
 }
 
+/* One scripted delivery: the push of @p rank for @p chunk, and the engine's verdict. */
+struct step {
+	uint16_t rank;
+	uint32_t chunk;
+	int rx;
+};
+
+#define SUM SG_DP_USED_SUMMED
+#define DONE (SG_DP_USED_SUMMED | SG_DP_USED_COMPLETED)
+#define NACK (SG_DP_USED_REPLIED | SG_DP_USED_NACKED)
+
+static void px_script(struct proxy *p, const struct step *st, unsigned int n)
+{
+	for (unsigned int i = 0; i < n; i++) {
+		int rc = px_deliver(p, st[i].rank, st[i].chunk);
+
+		SG_CHECK(rc == st[i].rx, "rank %u chunk %u: engine said %d, expected %d",
+			 st[i].rank, st[i].chunk, rc, st[i].rx);
+	}
+}
+
 /* Hand the engine everything held, in arrival order. */
 static void px_flush(struct proxy *p)
 {
@@ -170,8 +192,9 @@ static void test_nack_no_stall(void)
 	struct sigma_stats st;
 	float *in[NW], *out[NW];
 	size_t bad = 0;
-	const int sum = SG_DP_USED_SUMMED, done = SG_DP_USED_SUMMED | SG_DP_USED_COMPLETED;
-	const int nack = SG_DP_USED_REPLIED | SG_DP_USED_NACKED;
+	const struct step first[] = {{1, 0, SUM}, {1, 1, SUM}, {0, 0, DONE}, {0, 1, DONE}};
+	const struct step then[] = {{0, 4, SUM}, {0, 5, SUM}, {1, 2, NACK},
+				    {1, 3, NACK}, {0, 2, NACK}, {0, 3, NACK}};
 
 	if (!SG_CHECK(p != NULL && px_open(p) == 0, "proxy: %s", strerror(errno)))
 		return;
@@ -200,20 +223,14 @@ static void test_nack_no_stall(void)
 	px_collect(p);
 	SG_CHECK_EQ(p->nq, 2 * WINDOW);
 	/* Chunks 0 and 1 complete: RESULTs to both ranks; no slot is in flight. */
-	SG_CHECK_EQ(px_deliver(p, 1, 0), sum);
-	SG_CHECK_EQ(px_deliver(p, 1, 1), sum);
-	SG_CHECK_EQ(px_deliver(p, 0, 0), done);
-	SG_CHECK_EQ(px_deliver(p, 0, 1), done);
-	/* Rank 0 reads its RESULTs first and sends 4 and 5: they take both slots. */
+	px_script(p, first, RTE_DIM(first));
+	/*
+	 * Rank 0 reads its RESULTs first and sends 4 and 5: they take both
+	 * slots. Chunks 2 and 3 of both ranks arrive late: no slot, NACKed.
+	 */
 	sigma_poll(s[0], 0);
 	px_collect(p);
-	SG_CHECK_EQ(px_deliver(p, 0, 4), sum);
-	SG_CHECK_EQ(px_deliver(p, 0, 5), sum);
-	/* Chunks 2 and 3 of both ranks arrive late: no slot, NACKed. */
-	SG_CHECK_EQ(px_deliver(p, 1, 2), nack);
-	SG_CHECK_EQ(px_deliver(p, 1, 3), nack);
-	SG_CHECK_EQ(px_deliver(p, 0, 2), nack);
-	SG_CHECK_EQ(px_deliver(p, 0, 3), nack);
+	px_script(p, then, RTE_DIM(then));
 	/*
 	 * Rank 1 now reads RESULT 0, 1 and NACK 2, 3: its window holds only
 	 * NACKed chunks, and the node's slots wait for its chunks 4 and 5.
