@@ -11,7 +11,11 @@
  * **Reliability.** Each node has a credit window of outstanding chunks. A
  * chunk without a RESULT is resent after a retransmit timeout that doubles at
  * every retry (up to rto_max). A NACK halves the node's window (it grows back
- * by one per RESULT) and resends the chunk after a back-off. After max_retries
+ * by one per RESULT) and resends the chunk after a back-off. When every chunk
+ * outstanding to a node was NACKed, one new chunk at a time goes out anyway,
+ * so back-pressure cannot leave a rank unable to send the chunks the node's
+ * slots wait for (docs/client.md; this needs the same conf.window on every
+ * worker of a job). After max_retries
  * resends of one chunk the operation fails with -ETIMEDOUT and
  * sigma_last_error() names the node, the key, the chunk and the round (and the
  * missing ranks when the node reported them): a call never waits forever.
@@ -109,7 +113,8 @@ struct sigma_conf {
 	const double *weights;
 	uint32_t partition_bytes; /**< largest partition (default SG_DP_PARTITION_DEFAULT) */
 	uint32_t chunk_bytes;     /**< payload per packet, multiple of 8, <= 8920 (default 1424) */
-	uint32_t window;          /**< outstanding chunks per node (default 256) */
+	uint32_t window;          /**< outstanding chunks per node (default 256); the same on
+				       every worker of a job */
 	uint32_t rto_us;          /**< first retransmit timeout (default 5000 us) */
 	uint32_t rto_max_us;      /**< back-off ceiling (default 200000 us) */
 	uint32_t max_retries;     /**< resends of one chunk before failing (default 10) */

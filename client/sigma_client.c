@@ -30,13 +30,15 @@ struct sg_cli_slot {
 	uint32_t rto_us;
 	uint64_t deadline;  /* resend at */
 	uint64_t missing;   /* ranks the node reported missing (WORKER_LOST) */
+	bool parked;        /* NACKed (until its RESULT): see has_credit() */
 };
 
 struct sg_cli_node {
 	char label[SG_CLI_NAME_LEN]; /* "name (addr:port)" for messages */
 	char name[SG_CLI_NAME_LEN];  /* placement identity */
 	uint32_t cwnd;               /* current credit window, 1..window */
-	uint32_t outstanding;
+	uint32_t outstanding;        /* window entries taken (chunks without RESULT) */
+	uint32_t parked;             /* ... of which NACKed (parked) */
 	struct sg_cli_slot *slots;   /* window entries */
 	uint32_t *free_slots;        /* stack of free slot indices */
 	uint32_t nfree;
@@ -419,6 +421,8 @@ static void slot_free(struct sigma_session *s, uint32_t node, uint32_t idx)
 	sl->t = NULL;
 	n->free_slots[n->nfree++] = idx;
 	n->outstanding--;
+	if (sl->parked)
+		n->parked--;
 }
 
 /* End the tensor's operation with @p status; the round advances either way. */
@@ -514,6 +518,23 @@ static void queue_push(struct sigma_session *s, const struct sigma_tensor *t, ui
 	s->ntx++;
 }
 
+/*
+ * Credit for one more new chunk to node @p n: the congestion window has room,
+ * or every chunk we have out there was NACKed (parked). In the second case
+ * one new chunk goes out at a time, as a probe: the chunk the node is short
+ * of may be the next one we have not sent (the other ranks filled the node's
+ * slots-in-flight with later chunks, so all of ours are NACKed), and waiting
+ * for credit that only a RESULT can give would stall every rank for good.
+ * The window (conf.window entries) still bounds the chunks without RESULT:
+ * since every rank has the same window and sends in the same order, the rank
+ * furthest behind can always reach the chunks the others wait in
+ * (docs/client.md).
+ */
+static bool has_credit(const struct sg_cli_node *n)
+{
+	return n->nfree > 0 && (n->outstanding < n->cwnd || n->outstanding == n->parked);
+}
+
 /* Send new chunks while windows have credit, tensors in priority order. */
 static void fill(struct sigma_session *s, uint64_t now)
 {
@@ -524,7 +545,7 @@ static void fill(struct sigma_session *s, uint64_t now)
 			struct sg_cli_part *pt = &t->parts[p];
 			struct sg_cli_node *n = &s->nodes[pt->node];
 
-			while (pt->next < pt->nchunks && n->outstanding < n->cwnd) {
+			while (pt->next < pt->nchunks && has_credit(n)) {
 				uint32_t idx = n->free_slots[--n->nfree];
 				struct sg_cli_slot *sl = &n->slots[idx];
 
@@ -643,8 +664,16 @@ static void on_nack(struct sigma_session *s, const struct sg_dp_msg *m, uint64_t
 	if (sl == NULL)
 		return;
 	n = &s->nodes[node];
-	/* Back-pressure: halve the window, and resend this chunk after its back-off. */
+	/*
+	 * Back-pressure: halve the window, and resend this chunk after its
+	 * back-off. The chunk stays parked (see has_credit()) until
+	 * its RESULT: a resend may be NACKed again.
+	 */
 	n->cwnd = n->cwnd > 1 ? n->cwnd / 2 : 1;
+	if (!sl->parked) {
+		sl->parked = true;
+		n->parked++;
+	}
 	sl->deadline = now + sl->rto_us * 1000ull;
 }
 
