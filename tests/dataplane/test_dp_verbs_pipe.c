@@ -101,6 +101,8 @@ static struct {
 	atomic_int live;
 	atomic_uint bad_wr;    /* sends the fake found malformed */
 	atomic_uint foreign_ah; /* an AH used on a QP of another PD */
+	struct fcq *fail_cq;    /* its next fail_n polls fail */
+	atomic_int fail_n;
 	struct ibv_device dev;
 	struct ibv_device *list[2];
 } fq;
@@ -381,6 +383,10 @@ static int fq_poll_cq(struct ibv_cq *cq, int n, struct ibv_wc *wc)
 	struct fcq *q = (struct fcq *)cq;
 	int k = 0;
 
+	if (q == __atomic_load_n(&fq.fail_cq, __ATOMIC_ACQUIRE) && atomic_load(&fq.fail_n) > 0) {
+		atomic_fetch_sub(&fq.fail_n, 1);
+		return -1;
+	}
 	pthread_mutex_lock(&q->mu);
 	while (k < n && q->head != q->tail)
 		wc[k++] = q->wc[q->head++ % FQ_WC];
@@ -1185,11 +1191,42 @@ static void scenario(const char *name, const char *io, const char *red, const ch
 	SG_CHECK_EQ(atomic_load(&fq.live), 0);
 }
 
+/* Push chunk @p chunk (of 2, CHUNK bytes each) of key 0 as the only worker of @p job
+ * to node QP @p qpn; @return true if its RESULT came back with the pushed values. */
+static bool push_answered(uint32_t qpn, uint32_t job, uint64_t token, uint32_t chunk)
+{
+	uint8_t pkt[SG_DP_HDR_LEN + CHUNK];
+	float f[CHUNK / 4];
+	struct sg_dp_msg m = {.type = SG_DP_T_PUSH, .dtype = SG_DTYPE_FP32, .job = job,
+			      .token = token, .rank = 0, .key = 0, .chunk = chunk, .nchunks = 2,
+			      .round = 1, .nelem = CHUNK / 4, .offset = chunk * CHUNK};
+	uint64_t end = rte_rdtsc() + 3 * rte_get_tsc_hz();
+	uint32_t len;
+
+	for (uint32_t i = 0; i < CHUNK / 4; i++)
+		f[i] = (float)(i + chunk * 1000) - 100.0f;
+	len = (uint32_t)sg_dp_build(pkt, sizeof(pkt), &m, f, CHUNK);
+	SG_CHECK_EQ(fq_deliver(qpn, W_HOST(0), W_QPN(0), pkt, len), 0);
+	while (rte_rdtsc() < end) {
+		struct wire_msg x;
+
+		if (fq_take(&x) != 0) {
+			rte_delay_us_sleep(1000);
+			continue;
+		}
+		return sg_dp_parse(x.buf, x.len, &m, NULL) == 0 && m.type == SG_DP_T_RESULT &&
+		       m.job == job && m.key == 0 && m.chunk == chunk && m.nelem == CHUNK / 4 &&
+		       m.round == 1 && !memcmp(m.payload, f, CHUNK);
+	}
+	return false;
+}
+
 /*
  * A job made over RPC on a node without [job N] sections: its chunks must fit
  * one verbs message (UD at MTU 1024: 976 bytes, what verbs_info advertises),
  * not the 1424-byte Ethernet default. A worker chunking at max_payload gets
- * each chunk summed and answered.
+ * each chunk summed and answered. Then the receive CQ fails a few polls:
+ * counted (rx_poll_fail, a drop in /sigma/drops), and receiving goes on.
  */
 static void test_rpc_job_fits_verbs(void)
 {
@@ -1200,12 +1237,9 @@ static void test_rpc_job_fits_verbs(void)
 	struct sg_dp_pipeline *p;
 	struct sg_dp_config c;
 	json_t *j;
-	uint8_t pkt[SG_DP_HDR_LEN + CHUNK];
-	float f[CHUNK / 4];
 	uint32_t job = 0, qpn;
 	uint64_t token = 0, end;
 	json_int_t maxpl = 0;
-	bool answered = false;
 
 	base_config(&c);
 	c.n_jobs = 0;
@@ -1237,31 +1271,17 @@ static void test_rpc_job_fits_verbs(void)
 							 : (tok[i] | 0x20) - 'a' + 10);
 		json_decref(j);
 	}
-	for (uint32_t i = 0; i < CHUNK / 4; i++)
-		f[i] = (float)i - 100.0f;
-	{
-		struct sg_dp_msg m = {.type = SG_DP_T_PUSH, .dtype = SG_DTYPE_FP32, .job = job,
-				      .token = token, .rank = 0, .key = 0, .chunk = 0, .nchunks = 2,
-				      .round = 1, .nelem = CHUNK / 4, .offset = 0};
-		uint32_t len = (uint32_t)sg_dp_build(pkt, sizeof(pkt), &m, f, CHUNK);
-
-		SG_CHECK_EQ(fq_deliver(qpn, W_HOST(0), W_QPN(0), pkt, len), 0);
-	}
+	SG_CHECK(push_answered(qpn, job, token, 0),
+		 "a push of max_payload bytes to an RPC-made job got no right RESULT");
+	/* three failed polls of the rtc lcore's receive CQ */
+	__atomic_store_n(&fq.fail_cq, fq_find(qpn)->rcq, __ATOMIC_RELEASE);
+	atomic_store(&fq.fail_n, 3);
 	end = rte_rdtsc() + 3 * rte_get_tsc_hz();
-	while (!answered && rte_rdtsc() < end) {
-		struct wire_msg x;
-		struct sg_dp_msg m;
-
-		if (fq_take(&x) != 0) {
-			rte_delay_us_sleep(1000);
-			continue;
-		}
-		answered = true;
-		SG_CHECK(sg_dp_parse(x.buf, x.len, &m, NULL) == 0 && m.type == SG_DP_T_RESULT &&
-			 m.job == job && m.key == 0 && m.chunk == 0 && m.nelem == CHUNK / 4 &&
-			 m.round == 1 && !memcmp(m.payload, f, CHUNK), "RPC job's RESULT");
-	}
-	SG_CHECK(answered, "a push of max_payload bytes to an RPC-made job got no RESULT");
+	while (counter(p, 0, "rx_poll_fail") < 3 && rte_rdtsc() < end)
+		rte_delay_us_sleep(1000);
+	SG_CHECK_EQ(counter(p, 0, "rx_poll_fail"), 3);
+	SG_CHECK(push_answered(qpn, job, token, 1), "no RESULT after failed polls");
+	__atomic_store_n(&fq.fail_cq, NULL, __ATOMIC_RELEASE);
 	sg_ctl_client_close(cli);
 	sg_dp_agent_stop(a);
 	sg_dp_pipeline_destroy(p);
