@@ -404,10 +404,11 @@ static struct agent_job *job_slot(struct sg_dp_agent *a)
 	return NULL;
 }
 
-/* The largest payload every engine takes: what reducer set-up gave them. */
+/* The largest payload every engine takes (what reducer set-up gave them) and one
+ * transport message holds (verbs: what verbs_info advertises as max_payload). */
 static uint32_t engine_max_payload(const struct sg_dp_pipeline *p)
 {
-	uint32_t m = UINT32_MAX;
+	uint32_t m = p->tr_max_payload ? p->tr_max_payload : UINT32_MAX;
 
 	for (unsigned int r = 0; r < p->n_red; r++)
 		m = RTE_MIN(m, sg_dp_engine_max_payload(p->red[r]->eng));

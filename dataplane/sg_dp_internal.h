@@ -267,6 +267,7 @@ struct sg_dp_pipeline {
 	struct sg_dp_lcore *red[SG_DP_MAX_LAYOUT];
 	struct rte_mempool *pools[RTE_MAX_NUMA_NODES];
 	void *xp;                   /* the transport's own state, or NULL */
+	uint32_t tr_max_payload;    /* largest chunk one transport message holds; 0: no cap */
 	bool port_used[SG_DP_MAX_PORTS];
 	bool port_started[SG_DP_MAX_PORTS];
 	bool port_chains[SG_DP_MAX_PORTS]; /* TX takes chained mbufs (RESULT fan-out) */

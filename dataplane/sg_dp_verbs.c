@@ -839,8 +839,10 @@ int sg_dp_verbs_poll_fn(struct sg_dp_verbs *t, sg_dp_verbs_rx_fn fn, void *arg)
 	int n, reaped;
 
 	n = t->ops->poll_cq(t->rcq, (int)t->c.poll_batch, t->rwc);
-	if (n < 0)
+	if (n < 0) {
+		t->st.rx_poll_fail++;
 		return -EIO;
+	}
 	for (int i = 0; i < n; i++)
 		handle_recv(t, &k, &t->rwc[i]);
 	flush_sends(t);

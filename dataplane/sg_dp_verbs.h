@@ -249,6 +249,7 @@ struct sg_dp_verbs_stats {
 	uint64_t rx_no_peer;     /**< no address handle (cache full, ibv_create_ah failed) or
 				      an RC completion from an unknown QP */
 	uint64_t rx_repost_fail; /**< ibv_post_recv failures (buffers lost until restart) */
+	uint64_t rx_poll_fail;   /**< ibv_poll_cq failures on the receive CQ */
 	uint64_t tx_packets;     /**< sends posted */
 	uint64_t tx_bytes;
 	uint64_t tx_no_buf;      /**< engine output dropped: every send buffer in flight */

@@ -56,6 +56,7 @@ struct vtp_lcore {
 	uint32_t item_cap;           /* message bytes an item holds */
 	uint64_t now;                /* this poll's time for the engine */
 	bool moved;                  /* completions since the counters were copied */
+	bool poll_failed;            /* the receive CQ failed once (logged) */
 	unsigned int nhand[SG_DP_MAX_LAYOUT];
 	void *hand[SG_DP_MAX_LAYOUT][VTP_HAND_BATCH];
 } __rte_cache_aligned;
@@ -213,6 +214,13 @@ static unsigned int vtp_rx(struct sg_dp_lcore *lc, unsigned int burst)
 	v->now = sg_dp_now_ns(lc->p, rte_rdtsc());
 	n = sg_dp_verbs_poll_fn(v->t, vtp_rx_one, lc);
 	v->moved |= n > 0;
+	if (unlikely(n < 0) && !v->poll_failed) {
+		/* counted every time (rx_poll_fail); a broken CQ receives nothing more */
+		v->poll_failed = true;
+		SG_DP_LOG(ERR, "verbs: lcore %u: ibv_poll_cq on its receive CQ failed; counted "
+			  "as rx_poll_fail (/sigma/verbs); a restart makes a new CQ\n",
+			  lc->lcore_id);
+	}
 	for (unsigned int o = 0; v->items != NULL && o < lc->p->n_red; o++)
 		if (v->nhand[o])
 			hand_flush(lc, v, o);
@@ -346,6 +354,8 @@ static int verbs_setup(struct sg_dp_pipeline *p, char *err, size_t errlen)
 		v->tx = sg_dp_verbs_tx_ops(v->t);
 		lc->xp = v;
 		msg_max = sg_dp_verbs_msg_max(v->t);
+		/* the control plane's jobs must fit one message too (agent, job_create) */
+		p->tr_max_payload = sg_dp_verbs_max_payload(v->t);
 		SG_DP_LOG(INFO, "verbs: lcore %u (%s) on %s QP %" PRIu32 "\n", lc->lcore_id,
 			  sg_dp_role_name(lc->role), sg_dp_verbs_mode_name(vc.mode),
 			  sg_dp_verbs_qpn(v->t));
@@ -416,6 +426,7 @@ static unsigned int verbs_counters(const struct sg_dp_pipeline *p, unsigned int 
 	C(rx_wc_error, true);
 	C(rx_no_peer, true);
 	C(rx_repost_fail, true);
+	C(rx_poll_fail, true);
 	C(tx_no_buf, true);
 	C(tx_no_peer, true);
 	C(tx_post_fail, true);

@@ -101,6 +101,8 @@ static struct {
 	atomic_int live;
 	atomic_uint bad_wr;    /* sends the fake found malformed */
 	atomic_uint foreign_ah; /* an AH used on a QP of another PD */
+	struct fcq *fail_cq;    /* its next fail_n polls fail */
+	atomic_int fail_n;
 	struct ibv_device dev;
 	struct ibv_device *list[2];
 } fq;
@@ -381,6 +383,10 @@ static int fq_poll_cq(struct ibv_cq *cq, int n, struct ibv_wc *wc)
 	struct fcq *q = (struct fcq *)cq;
 	int k = 0;
 
+	if (q == __atomic_load_n(&fq.fail_cq, __ATOMIC_ACQUIRE) && atomic_load(&fq.fail_n) > 0) {
+		atomic_fetch_sub(&fq.fail_n, 1);
+		return -1;
+	}
 	pthread_mutex_lock(&q->mu);
 	while (k < n && q->head != q->tail)
 		wc[k++] = q->wc[q->head++ % FQ_WC];
@@ -1185,6 +1191,103 @@ static void scenario(const char *name, const char *io, const char *red, const ch
 	SG_CHECK_EQ(atomic_load(&fq.live), 0);
 }
 
+/* Push chunk @p chunk (of 2, CHUNK bytes each) of key 0 as the only worker of @p job
+ * to node QP @p qpn; @return true if its RESULT came back with the pushed values. */
+static bool push_answered(uint32_t qpn, uint32_t job, uint64_t token, uint32_t chunk)
+{
+	uint8_t pkt[SG_DP_HDR_LEN + CHUNK];
+	float f[CHUNK / 4];
+	struct sg_dp_msg m = {.type = SG_DP_T_PUSH, .dtype = SG_DTYPE_FP32, .job = job,
+			      .token = token, .rank = 0, .key = 0, .chunk = chunk, .nchunks = 2,
+			      .round = 1, .nelem = CHUNK / 4, .offset = chunk * CHUNK};
+	uint64_t end = rte_rdtsc() + 3 * rte_get_tsc_hz();
+	uint32_t len;
+
+	for (uint32_t i = 0; i < CHUNK / 4; i++)
+		f[i] = (float)(i + chunk * 1000) - 100.0f;
+	len = (uint32_t)sg_dp_build(pkt, sizeof(pkt), &m, f, CHUNK);
+	SG_CHECK_EQ(fq_deliver(qpn, W_HOST(0), W_QPN(0), pkt, len), 0);
+	while (rte_rdtsc() < end) {
+		struct wire_msg x;
+
+		if (fq_take(&x) != 0) {
+			rte_delay_us_sleep(1000);
+			continue;
+		}
+		return sg_dp_parse(x.buf, x.len, &m, NULL) == 0 && m.type == SG_DP_T_RESULT &&
+		       m.job == job && m.key == 0 && m.chunk == chunk && m.nelem == CHUNK / 4 &&
+		       m.round == 1 && !memcmp(m.payload, f, CHUNK);
+	}
+	return false;
+}
+
+/*
+ * A job made over RPC on a node without [job N] sections: its chunks must fit
+ * one verbs message (UD at MTU 1024: 976 bytes, what verbs_info advertises),
+ * not the 1424-byte Ethernet default. A worker chunking at max_payload gets
+ * each chunk summed and answered. Then the receive CQ fails a few polls:
+ * counted (rx_poll_fail, a drop in /sigma/drops), and receiving goes on.
+ */
+static void test_rpc_job_fits_verbs(void)
+{
+	struct sg_ctl_server_config sc = {.tcp_disable = true, .unix_path = ctl_path};
+	struct sg_dp_agent_conf ac = {.name = "vtp"};
+	struct sg_dp_agent *a = NULL;
+	struct sg_ctl_client *cli = NULL;
+	struct sg_dp_pipeline *p;
+	struct sg_dp_config c;
+	json_t *j;
+	uint32_t job = 0, qpn;
+	uint64_t token = 0, end;
+	json_int_t maxpl = 0;
+
+	base_config(&c);
+	c.n_jobs = 0;
+	dp_layout(&c, NULL, NULL, "(0,0,1)");
+	fq_reset();
+	p = sg_dp_pipeline_create(&c, err, sizeof(err));
+	SG_CHECK(p != NULL, "create: %s", err);
+	if (p == NULL)
+		return;
+	qpn = (uint32_t)counter(p, 0, "qpn");
+	SG_CHECK_EQ(sg_dp_pipeline_start(p), 0);
+	a = sg_dp_agent_start(p, &sc, &ac, err, sizeof(err));
+	SG_CHECK(a != NULL, "agent: %s", err);
+	cli = a ? sg_ctl_client_connect(ctl_path, NULL, 0, 5000) : NULL;
+	SG_CHECK(cli != NULL, "control client");
+	j = cli ? rpc(cli, "verbs_info", NULL) : NULL;
+	maxpl = json_integer_value(json_object_get(j, "max_payload"));
+	json_decref(j);
+	SG_CHECK_EQ(maxpl, (json_int_t)CHUNK);
+	/* one key of two chunks of max_payload bytes, one worker */
+	j = cli ? rpc(cli, "job_create", "{\"workers\":1,\"partition_bytes\":1952,"
+		      "\"tensors\":[{\"elems\":488}]}") : NULL;
+	if (j != NULL) {
+		const char *tok = json_string_value(json_object_get(j, "token"));
+
+		job = (uint32_t)json_integer_value(json_object_get(j, "id"));
+		for (int i = 0; tok != NULL && i < 16; i++)
+			token = token << 4 | (uint64_t)(tok[i] <= '9' ? tok[i] - '0'
+							 : (tok[i] | 0x20) - 'a' + 10);
+		json_decref(j);
+	}
+	SG_CHECK(push_answered(qpn, job, token, 0),
+		 "a push of max_payload bytes to an RPC-made job got no right RESULT");
+	/* three failed polls of the rtc lcore's receive CQ */
+	__atomic_store_n(&fq.fail_cq, fq_find(qpn)->rcq, __ATOMIC_RELEASE);
+	atomic_store(&fq.fail_n, 3);
+	end = rte_rdtsc() + 3 * rte_get_tsc_hz();
+	while (counter(p, 0, "rx_poll_fail") < 3 && rte_rdtsc() < end)
+		rte_delay_us_sleep(1000);
+	SG_CHECK_EQ(counter(p, 0, "rx_poll_fail"), 3);
+	SG_CHECK(push_answered(qpn, job, token, 1), "no RESULT after failed polls");
+	__atomic_store_n(&fq.fail_cq, NULL, __ATOMIC_RELEASE);
+	sg_ctl_client_close(cli);
+	sg_dp_agent_stop(a);
+	sg_dp_pipeline_destroy(p);
+	SG_CHECK_EQ(atomic_load(&fq.live), 0);
+}
+
 static void expect_refused(const char *what, const struct sg_dp_config *c, const char *needle)
 {
 	struct sg_dp_pipeline *p;
@@ -1422,6 +1525,7 @@ int main(int argc, char **argv)
 	push_to_all = false;
 	/* keys move between the reducers (control agent, layout_set) while workers push */
 	scenario("two rtc lcores, keys moved", NULL, NULL, "(0,0,1),(0,1,2)", 5, F_AGENT);
+	test_rpc_job_fits_verbs();
 	unlink(ctl_path);
 	rte_eal_cleanup();
 	free(fq.wire);
