@@ -135,9 +135,11 @@ struct sigma_conf {
 	 * (0, the default: off). Each push goes to UDP port node.port + 1 + r, r =
 	 * sg_dp_steer_reducer(job, key, R), the reducer that owns the key under the
 	 * node's default keymap, so that a NIC flow rule on the node can hand it
-	 * straight to that reducer's RX queue. sigmad accepts every port of the
-	 * range (a wrong R costs a ring hand-off, never a sum); replies still come
-	 * from node.port. Both transports.
+	 * straight to that reducer's RX queue. sigmad accepts node.port + 1 ..
+	 * node.port + its reducer count: an R up to that count costs at most a
+	 * ring hand-off, never a sum, but a larger R sends some keys to ports
+	 * sigmad drops (udp_port drops), and their operations fail with
+	 * -ETIMEDOUT. Replies still come from node.port. Both transports.
 	 */
 	uint16_t steer_reducers;
 };

@@ -4,7 +4,6 @@
  * Every method validates its params strictly (unknown members are refused)
  * before the agent sees anything.
  */
-#include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
@@ -866,8 +865,9 @@ static int rc_addr_parse(json_t *params, struct sg_ctl_verbs_rc_addr *a, struct 
 		char *end = NULL;
 
 		errno = 0;
+		/* digits only after the one "0x": strtoull would take a second "0x" */
 		if (t[0] == '0' && (t[1] == 'x' || t[1] == 'X') && strlen(t) <= 18 &&
-		    isxdigit((unsigned char)t[2]))
+		    t[2] != '\0' && strspn(t + 2, "0123456789abcdefABCDEF") == strlen(t + 2))
 			a->addr = strtoull(t + 2, &end, 16);
 		if (end == NULL || *end != '\0' || errno != 0 || a->addr == 0)
 			return fail(err, SG_CTL_ERR_INVALID_PARAMS,

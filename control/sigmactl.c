@@ -693,7 +693,9 @@ static int cmd_verbs_connect(int argc, char **argv)
 		}
 		snprintf(key, sizeof(key), "%.*s", (int)(eq - argv[i]), argv[i]);
 		errno = 0;
-		v = strtoll(eq + 1, &end, 0);
+		/* decimal, or hex after "0x": base 0 would read psn=010 as octal 8 */
+		v = strtoll(eq + 1, &end,
+			    eq[1] == '0' && (eq[2] == 'x' || eq[2] == 'X') ? 16 : 10);
 		/* an addr above 2^63 does not fit: it goes as the "0x..." string */
 		if (strcmp(key, "gid") == 0 || *end != '\0' || errno != 0)
 			json_object_set_new(params, key, json_string(eq + 1));

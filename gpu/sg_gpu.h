@@ -493,7 +493,10 @@ struct sg_gpu_bench_result {
 	char link[64];           /**< PCIe link as sysfs reports it */
 	size_t bytes;
 	unsigned runs;
-	double pcie_bound_gbps;  /**< GT/s x width x 128/130 / 8 of the GPU's link */
+	/** GB/s each way of the GPU's link: the highest GT/s and width that the GPU and
+	 *  its port both support, x the line encoding (8b/10b below 8 GT/s, 128b/130b up
+	 *  to 32, 242/256 at 64) / 8; 0 when sysfs has no figures */
+	double pcie_bound_gbps;
 	double h2d_gbps, d2h_gbps; /**< pinned cudaMemcpyAsync */
 	double dev_copy_gbps;    /**< device-to-device copy, bytes read + written */
 	double reduce_gbps[3];   /**< dst += src, fp32/fp16/bf16, bytes read + written */

@@ -872,15 +872,21 @@ static int check_reduce(enum sg_dtype dt, bool *exact)
 	*exact = false;
 	if (h == NULL)
 		return -ENOMEM;
+	/*
+	 * Each region on its own: regions are 'bytes' apart, which is more than
+	 * (n + 1) elements for fp16/bf16, so one run over 3 * (n + 1) elements
+	 * would leave the last elements of the third source unwritten.
+	 */
 	for (size_t i = 0; i < 3 * (n + 1); i++) {
 		float f = (float)((int)((i * 2654435761u) % 20011) - 10005) / 997.0f;
+		uint8_t *at = h + i / (n + 1) * bytes + i % (n + 1) * es;
 
 		if (dt == SG_DTYPE_FP32)
-			memcpy(h + i * 4, &f, 4);
+			memcpy(at, &f, 4);
 		else {
 			uint16_t v = dt == SG_DTYPE_FP16 ? sg_fp32_to_fp16(f) : sg_fp32_to_bf16(f);
 
-			memcpy(h + i * 2, &v, 2);
+			memcpy(at, &v, 2);
 		}
 	}
 	for (int j = 0; j < 3; j++)

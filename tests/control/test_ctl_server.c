@@ -473,6 +473,11 @@ static void test_verbs(void)
 	call_refused(c, "verbs_rc_connect", RC_OK "}", SG_CTL_ERR_INVALID_PARAMS, "gid must be");
 	call_refused(c, "verbs_rc_connect", RC_OK ",\"gid\":\"0000000000000000000000000000002b\","
 		     "\"addr\":-4096}", SG_CTL_ERR_INVALID_PARAMS, "addr must be");
+	/* one "0x", then hex digits only (strtoull alone would take "0x0x1000" as 0x1000) */
+	call_refused(c, "verbs_rc_connect", RC_OK ",\"gid\":\"0000000000000000000000000000002b\","
+		     "\"addr\":\"0x0x1000\"}", SG_CTL_ERR_INVALID_PARAMS, "addr must be");
+	call_refused(c, "verbs_rc_connect", RC_OK ",\"gid\":\"0000000000000000000000000000002b\","
+		     "\"addr\":\"0x1000 \"}", SG_CTL_ERR_INVALID_PARAMS, "addr must be");
 	call_refused(c, "verbs_rc_connect", RC_OK ",\"gid\":\"0000000000000000000000000000002b\","
 		     "\"addr\":4096,\"qkey\":1}", SG_CTL_ERR_INVALID_PARAMS, "unknown member 'qkey'");
 	call_refused(c, "verbs_rc_connect", "{\"qpn\":true}", SG_CTL_ERR_INVALID_PARAMS,

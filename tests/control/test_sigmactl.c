@@ -243,6 +243,12 @@ int main(int argc, char **argv)
 			"000000000000002b", "addr=8192", "rkey=1", "slots=64", "stride=4096", NULL),
 		    0);
 	SG_CHECK(mock.rc_calls == 3 && mock.last_worker.addr == 8192, "decimal addr");
+	/* a leading zero is still decimal (not octal) */
+	SG_CHECK_EQ(run("-s", sock, "verbs", "connect", "qpn=4660", "psn=010", "gid=fe80000000000000"
+			"000000000000002b", "addr=0x2000", "rkey=1", "slots=064", "stride=4096",
+			NULL), 0);
+	SG_CHECK(mock.rc_calls == 4 && mock.last_worker.psn == 10 && mock.last_worker.slots == 64,
+		 "leading zeros: psn %u slots %u", mock.last_worker.psn, mock.last_worker.slots);
 	SG_CHECK_EQ(run("-s", sock, "verbs", "connect", "qpn=12abc", NULL), 1);
 	HAS(err, "qpn must be");
 	SG_CHECK_EQ(run("-s", sock, "verbs", "connect", "qpn", NULL), 2);
@@ -252,7 +258,7 @@ int main(int argc, char **argv)
 	SG_CHECK_EQ(run("-s", sock, "verbs", NULL), 1);
 	HAS(err, "DPDK transport");
 	mock.verbs_kind = 0;
-	SG_CHECK_EQ(mock.rc_calls, 3);
+	SG_CHECK_EQ(mock.rc_calls, 4);
 
 	/* Log level, stats, raw call, drain, destroy. */
 	SG_CHECK_EQ(run("-s", sock, "log-level", "info", NULL), 0);
