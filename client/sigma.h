@@ -136,10 +136,9 @@ struct sigma_conf {
 	 * sg_dp_steer_reducer(job, key, R), the reducer that owns the key under the
 	 * node's default keymap, so that a NIC flow rule on the node can hand it
 	 * straight to that reducer's RX queue. sigmad accepts node.port + 1 ..
-	 * node.port + its reducer count: an R up to that count costs at most a
-	 * ring hand-off, never a sum, but a larger R sends some keys to ports
-	 * sigmad drops (udp_port drops), and their operations fail with
-	 * -ETIMEDOUT. Replies still come from node.port. Both transports.
+	 * node.port + SG_DP_STEER_PORTS (64) whatever its reducer count, so a
+	 * wrong R costs at most a ring hand-off inside the node, never a push or
+	 * a sum. At most 64. Replies still come from node.port. Both transports.
 	 */
 	uint16_t steer_reducers;
 };

@@ -155,6 +155,9 @@ static int check_conf(struct sigma_conf *c)
 					  c->nodes[i].addr ? c->nodes[i].addr : "(null)");
 		if (c->nodes[i].gbps < 0 || c->nodes[i].kind > SG_CTL_NODE_GPU)
 			return conf_error("node %u: bad kind or bandwidth", i);
+		if (c->steer_reducers > SG_DP_STEER_PORTS)
+			return conf_error("steer_reducers %u: at most %u (a node's reducer ports)",
+					  c->steer_reducers, SG_DP_STEER_PORTS);
 		if ((c->nodes[i].port ? c->nodes[i].port : SG_DP_UDP_PORT) + c->steer_reducers >
 		    UINT16_MAX)
 			return conf_error("node %u: UDP port + steer_reducers %u passes 65535", i,

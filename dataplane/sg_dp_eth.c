@@ -608,7 +608,7 @@ static int port_setup(struct sg_dp_pipeline *p, uint16_t port, char *err, size_t
 	net->ip = rte_cpu_to_be_32(c->ip);
 	net->udp_port = rte_cpu_to_be_16(c->udp_port);
 	/* every reducer's port is accepted whatever steering does (docs/sigmad.md) */
-	net->steer_ports = (uint16_t)RTE_MIN(p->n_red, (unsigned int)UINT16_MAX - c->udp_port);
+	net->steer_ports = (uint16_t)RTE_MIN(SG_DP_STEER_PORTS, UINT16_MAX - c->udp_port);
 	net->udp_checksum = c->udp_checksum;
 	net->tx_ip_csum_offload = (txo & RTE_ETH_TX_OFFLOAD_IPV4_CKSUM) != 0;
 	net->tx_udp_csum_offload = (txo & RTE_ETH_TX_OFFLOAD_UDP_CKSUM) != 0;

@@ -228,6 +228,13 @@ int sg_dp_build(void *buf, size_t cap, const struct sg_dp_msg *msg, const void *
 /** Buckets a node hashes keys to (the keymap's size). */
 #define SG_DP_BUCKETS 64
 
+/**
+ * Reducer ports a node always accepts: udp_port + 1 .. udp_port + SG_DP_STEER_PORTS,
+ * whatever its reducer count, so that a worker's R (at most this: more reducers than
+ * buckets would own nothing) is never wrong enough to lose a push.
+ */
+#define SG_DP_STEER_PORTS SG_DP_BUCKETS
+
 /** Bucket of (@p job, @p key), 0..SG_DP_BUCKETS-1: node and workers share this hash. */
 static inline unsigned int sg_dp_bucket_of(uint32_t job, uint32_t key)
 {

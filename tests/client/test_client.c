@@ -558,6 +558,13 @@ out:
 			close(fd[i]);
 	free(in);
 	free(out);
+	/* a node has at most 64 reducer ports */
+	c.steer_reducers = SG_DP_STEER_PORTS + 1;
+	expect_bad_conf(c, "steer_reducers above the reducer ports");
+	c.steer_reducers = SG_DP_STEER_PORTS;
+	s = sigma_open(&c);
+	SG_CHECK(s != NULL, "steer_reducers = %u refused", SG_DP_STEER_PORTS);
+	sigma_close(s);
 	/* the reducers' ports must fit under 65536 */
 	node.port = 65534;
 	c.steer_reducers = 2;

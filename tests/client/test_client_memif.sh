@@ -8,8 +8,9 @@
 # of 20 jumbo chunks (8920 bytes) go through 4 rounds, every sum checked.
 # Then sigma-bench run forks 2 worker processes, each its own EAL and memif
 # client, against the same sigmad: the path of sigma-bench compare --memif.
-# The workers run again with steer_reducers = 3 (sigmad's reducers) and 2 (keys
-# sent to reducers that do not own them): the sums must not change.
+# The workers run again with steer_reducers = 3 (sigmad's reducers), 2 and 5 (keys
+# sent to reducers that do not own them, or above the last reducer's port): the
+# sums must not change.
 # Nothing leaves the machine (shared memory). Skips (77) where EAL cannot start.
 # Usage: test_client_memif.sh SIGMAD CLIENT_WORKERS SIGMAD_MEMIF_SH SIGMA_BENCH
 set -u
@@ -42,12 +43,15 @@ timeout 150 "$MEMIF" "$SIGMAD" "$TMP/jobs.ini" 3 sh -c '
 	SIGMA_LOCAL_IP=10.80.0.2 SIGMA_EAL="--no-huge --no-shconf --no-pci -m 512 --file-prefix=sg_cl_memif_c$$ --lcores=0@(0-1) --log-level=lib.eal:error $vdevs" \
 		timeout 60 "$workers" 10.80.0.1 9300 3 6 178400 8920 4 0x99 9 || exit $?
 	# reducer steering: pushes to 9300 + 1 + reducer, sigmad having 3 reducers;
-	# then with R = 2, so that many keys reach a reducer that does not own them
-	# (the job continues: rounds 4-7, then 8-11)
-	for steer in 3 2; do
+	# then with R = 2 and R = 5, so that many keys reach a reducer that does not
+	# own them, or a port above the last reducer port (the job continues: rounds
+	# 4-7, 8-11, then 12-15)
+	first=4
+	for steer in 3 2 5; do
 		echo "steer_reducers = $steer:"
-		SIGMA_FIRST_ROUND=$((4 * (4 - steer))) SIGMA_STEER_REDUCERS=$steer SIGMA_LOCAL_IP=10.80.0.2 SIGMA_EAL="--no-huge --no-shconf --no-pci -m 512 --file-prefix=sg_cl_memif_s$steer$$ --lcores=0@(0-1) --log-level=lib.eal:error $vdevs" \
+		SIGMA_FIRST_ROUND=$first SIGMA_STEER_REDUCERS=$steer SIGMA_LOCAL_IP=10.80.0.2 SIGMA_EAL="--no-huge --no-shconf --no-pci -m 512 --file-prefix=sg_cl_memif_s$steer$$ --lcores=0@(0-1) --log-level=lib.eal:error $vdevs" \
 			timeout 60 "$workers" 10.80.0.1 9300 3 6 178400 8920 4 0x99 9 || exit $?
+		first=$((first + 4))
 	done
 	echo "sigma-bench run over memif, 2 worker processes:"
 	timeout 60 "$bench" run "$@" --attach "$SIGMA_NODE" --memif "$SIGMA_MEMIF" --json "$json"
