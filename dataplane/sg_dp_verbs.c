@@ -1016,8 +1016,8 @@ int sg_dp_verbs_rc_connect(struct sg_dp_verbs *t, const struct sg_dp_verbs_rc_ad
 				     t->c.recv_depth - t->rc_next_slot < t->c.rc_slots))
 		return fail(err, errlen, ENOSPC,
 			    "verbs: no room for another RC connection (%u connected; max_peers %u, "
-			    "recv_depth %u / rc_slots %u): disconnect a worker "
-			    "(verbs_rc_disconnect) or raise [verbs] recv_depth",
+			    "recv_depth %u / rc_slots %u): raise [verbs] recv_depth, or "
+			    "verbs_rc_disconnect a worker",
 			    t->n_peers - t->n_closed, t->c.max_peers, t->c.recv_depth,
 			    t->c.rc_slots);
 	qp = t->ops->create_qp(t->pd, &ia);
