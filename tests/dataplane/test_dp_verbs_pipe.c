@@ -509,44 +509,42 @@ static int fq_deliver(uint32_t qpn, uint8_t host, uint32_t src_qpn, const void *
 	return rc;
 }
 
-/* A worker's RDMA WRITE-with-immediate of @p len bytes into slot @p slot, already
- * copied there: its completion on node QP @p qpn's receive CQ. @return 0 or -1. */
-static int fq_rc_write(uint32_t qpn, uint32_t slot, uint32_t len)
+/* Completion @p wc of a WRITE-with-immediate at node QP @p qpn: it consumes one of the
+ * shared receive queue's receives, as the HCA does. @return 0 or -1. */
+static int fq_rc_complete(uint32_t qpn, struct ibv_wc *wc)
 {
 	struct fqp *q = fq_find(qpn);
-	struct ibv_wc wc = {.status = IBV_WC_SUCCESS, .opcode = IBV_WC_RECV_RDMA_WITH_IMM,
-			    .byte_len = len, .imm_data = htonl(slot), .wc_flags = IBV_WC_WITH_IMM,
-			    .qp_num = qpn};
 	uint8_t *unused;
 	int rc;
 
 	if (q == NULL || q->srq == NULL)
 		return -1;
 	pthread_mutex_lock(&q->srq->rq.mu);
-	rc = frq_take(&q->srq->rq, 0, &wc.wr_id, &unused);
+	rc = frq_take(&q->srq->rq, 0, &wc->wr_id, &unused);
 	pthread_mutex_unlock(&q->srq->rq.mu);
 	if (rc == 0)
-		fq_push_wc(q->rcq, &wc);
+		fq_push_wc(q->rcq, wc);
 	return rc;
+}
+
+/* A worker's RDMA WRITE-with-immediate of @p len bytes into slot @p slot, already
+ * copied there: its completion on node QP @p qpn's receive CQ. @return 0 or -1. */
+static int fq_rc_write(uint32_t qpn, uint32_t slot, uint32_t len)
+{
+	struct ibv_wc wc = {.status = IBV_WC_SUCCESS, .opcode = IBV_WC_RECV_RDMA_WITH_IMM,
+			    .byte_len = len, .imm_data = htonl(slot), .wc_flags = IBV_WC_WITH_IMM,
+			    .qp_num = qpn};
+
+	return fq_rc_complete(qpn, &wc);
 }
 
 /* A WRITE-with-immediate that failed at node QP @p qpn (the QP goes to error). */
 static int fq_rc_error(uint32_t qpn)
 {
-	struct fqp *q = fq_find(qpn);
 	struct ibv_wc wc = {.status = IBV_WC_REM_ACCESS_ERR, .opcode = IBV_WC_RECV_RDMA_WITH_IMM,
 			    .qp_num = qpn};
-	uint8_t *unused;
-	int rc;
 
-	if (q == NULL || q->srq == NULL)
-		return -1;
-	pthread_mutex_lock(&q->srq->rq.mu);
-	rc = frq_take(&q->srq->rq, 0, &wc.wr_id, &unused);
-	pthread_mutex_unlock(&q->srq->rq.mu);
-	if (rc == 0)
-		fq_push_wc(q->rcq, &wc);
-	return rc;
+	return fq_rc_complete(qpn, &wc);
 }
 
 /* Take the oldest datagram on its way to a worker. @return 0, or -1 if none. */
