@@ -471,6 +471,12 @@ struct sg_ctl_agent_ops {
 	 */
 	int (*verbs_rc_connect)(void *arg, const struct sg_ctl_verbs_rc_addr *worker,
 				struct sg_ctl_verbs_rc_addr *node, char *reason);
+	/**
+	 * Close the RC connection of peer id @p peer (what verbs_rc_connect returned) and
+	 * free its slots for a later connection. @return 0, or -ENOENT (no such open
+	 * connection), -ENOTSUP (no verbs, or UD), -ETIMEDOUT, with @p reason.
+	 */
+	int (*verbs_rc_disconnect)(void *arg, uint32_t peer, char *reason);
 };
 
 /** Server configuration. Zero fields get the defaults in brackets. */

@@ -904,6 +904,25 @@ static int m_verbs_rc_connect(struct sg_ctl_server *s, json_t *params, json_t **
 	return 0;
 }
 
+static int m_verbs_rc_disconnect(struct sg_ctl_server *s, json_t *params, json_t **res,
+				 struct rpc_err *err)
+{
+	char reason[SG_CTL_REASON_MAX] = "";
+	json_int_t peer = 0;
+	int rc;
+
+	NEED_OP(s, verbs_rc_disconnect, err);
+	if (!json_is_object(params) || json_object_size(params) != 1)
+		return fail(err, SG_CTL_ERR_INVALID_PARAMS, "invalid params: want {peer}");
+	if (rc_field(params, "peer", true, 0, UINT32_MAX, &peer, err) != 0)
+		return -1;
+	rc = s->cfg.ops->verbs_rc_disconnect(s->cfg.ops_arg, (uint32_t)peer, reason);
+	if (rc < 0)
+		return agent_fail(err, "RC disconnect refused", rc, reason);
+	*res = json_pack("{s:I}", "peer", peer);
+	return 0;
+}
+
 /* ---- log level, drain, introspection ----------------------------------- */
 
 static int m_log_level_set(struct sg_ctl_server *s, json_t *params, json_t **res,
@@ -977,6 +996,7 @@ static const struct {
 	{"drain", m_drain},
 	{"verbs_info", m_verbs_info},
 	{"verbs_rc_connect", m_verbs_rc_connect},
+	{"verbs_rc_disconnect", m_verbs_rc_disconnect},
 };
 
 static int m_rpc_get_methods(struct sg_ctl_server *s, json_t *params, json_t **res,

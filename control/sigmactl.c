@@ -63,6 +63,8 @@ static void usage(FILE *f)
 		"                              each lcore's QPN (what workers address)\n"
 		"  verbs connect qpn=N psn=N gid=HEX addr=0xADDR rkey=N slots=N stride=N [lid=N]\n"
 		"                              connect an RC worker; prints the node's side\n"
+		"  verbs disconnect peer=N     close RC connection N (the peer id connect printed)\n"
+		"                              and free its slots for another worker\n"
 		"  call METHOD [JSON]          raw JSON-RPC call (prints the JSON result)\n"
 		"\n"
 		"Options:\n"
@@ -705,6 +707,29 @@ static int cmd_verbs_connect(int argc, char **argv)
 	return run_method("verbs_rc_connect", params, show_verbs_connect);
 }
 
+static void show_verbs_disconnect(json_t *r)
+{
+	printf("peer %lld disconnected; its slots are free\n", jint(r, "peer"));
+}
+
+/* verbs disconnect peer=N: decimal or 0x hex; what is no number is refused here. */
+static int cmd_verbs_disconnect(int argc, char **argv)
+{
+	const char *v = argc == 1 && strncmp(argv[0], "peer=", 5) == 0 ? argv[0] + 5 : NULL;
+	char *end;
+	long long n;
+
+	if (v == NULL || *v == '\0' || *v == '-' || *v == '+')
+		return die_usage("verbs disconnect needs peer=N (the peer id verbs connect printed)");
+	errno = 0;
+	n = strtoll(v, &end, v[0] == '0' && (v[1] == 'x' || v[1] == 'X') ? 16 : 10);
+	if (*end != '\0' || errno != 0 || n > UINT32_MAX)
+		return die_usage("verbs disconnect: peer must be a number in [0, 4294967295], not "
+				 "'%s'", v);
+	return run_method("verbs_rc_disconnect", json_pack("{s:I}", "peer", (json_int_t)n),
+			  show_verbs_disconnect);
+}
+
 static int dispatch(int argc, char **argv)
 {
 	const char *cmd = argv[0];
@@ -737,6 +762,8 @@ static int dispatch(int argc, char **argv)
 		return cmd_heartbeat(argc, argv);
 	if (strcmp(cmd, "verbs") == 0 && argc >= 2 && strcmp(argv[1], "connect") == 0)
 		return cmd_verbs_connect(argc - 2, argv + 2);
+	if (strcmp(cmd, "verbs") == 0 && argc >= 2 && strcmp(argv[1], "disconnect") == 0)
+		return cmd_verbs_disconnect(argc - 2, argv + 2);
 	if (strcmp(cmd, "call") == 0) {
 		json_t *p = NULL;
 

@@ -996,6 +996,28 @@ static int op_verbs_rc_connect(void *arg, const struct sg_ctl_verbs_rc_addr *wor
 #endif
 }
 
+static int op_verbs_rc_disconnect(void *arg, uint32_t peer, char *reason)
+{
+	struct sg_dp_agent *a = arg;
+	int rc = verbs_refuse(a->p, reason);
+#if SG_HAVE_VERBS
+	char why[256] = "";
+
+	if (rc != 0)
+		return rc;
+	rc = sg_dp_pipeline_verbs_rc_disconnect(a->p, peer, why, sizeof(why));
+	if (rc < 0) {
+		snprintf(reason, SG_CTL_REASON_MAX, "%s", why);
+		return rc;
+	}
+	SG_DP_LOG(INFO, "RC: peer %u disconnected; its slots are free\n", peer);
+	return 0;
+#else
+	(void)peer;
+	return rc;
+#endif
+}
+
 static const struct sg_ctl_agent_ops agent_ops = {
 	.node_info = op_node_info,
 	.job_create = op_job_create,
@@ -1007,6 +1029,7 @@ static const struct sg_ctl_agent_ops agent_ops = {
 	.drain = op_drain,
 	.verbs_info = op_verbs_info,
 	.verbs_rc_connect = op_verbs_rc_connect,
+	.verbs_rc_disconnect = op_verbs_rc_disconnect,
 };
 
 /* ---- heartbeats --------------------------------------------------------- */

@@ -360,12 +360,25 @@ struct sg_dp_verbs_rc_addr;
  * control channel), since its QPs are its own. Thread-safe.
  * @return the worker's peer id (>= 0), or -errno with @p err filled:
  *         -ENOTSUP (not the verbs transport, or mode = ud), -EINVAL,
- *         -ENOSPC, -ETIMEDOUT (the lcore did not answer), or the verbs
- *         call's error.
+ *         -ENOSPC, -ETIMEDOUT (the lcore did not answer within 2 s: nothing
+ *         stays connected, since the lcore skips, or undoes, a request
+ *         answered late), or the verbs call's error.
  */
 int sg_dp_pipeline_verbs_rc_connect(struct sg_dp_pipeline *p,
 				    const struct sg_dp_verbs_rc_addr *remote,
 				    struct sg_dp_verbs_rc_addr *local, char *err, size_t errlen);
+
+/**
+ * Close the RC connection of peer id @p peer (what sg_dp_pipeline_verbs_rc_connect()
+ * returned), as sg_dp_verbs_rc_disconnect() does, on the lcore that owns it:
+ * its QP goes to the error state and is destroyed, and its slots go back for
+ * a later connection. Thread-safe. @return 0, or -errno with @p err filled:
+ * -ENOTSUP (not the verbs transport, or mode = ud), -ENOENT (no open
+ * connection with that id), -ETIMEDOUT (the lcore did not answer; it still
+ * closes the connection when it takes the request).
+ */
+int sg_dp_pipeline_verbs_rc_disconnect(struct sg_dp_pipeline *p, uint32_t peer, char *err,
+				       size_t errlen);
 
 /** What a worker needs to address the node's verbs transport (sg_dp_pipeline_verbs_info()). */
 struct sg_dp_pipeline_verbs_info {

@@ -65,7 +65,12 @@ struct sg_dp_verbs {
 	struct ibv_qp *qp;   /* UD */
 	struct ibv_srq *srq; /* RC: zero-length receives consumed by WRITE-with-immediate */
 	struct ibv_qp *pending_qp; /* QP of the chained sends */
-	uint32_t rc_next_slot; /* RC: first region slot not given to a connection */
+	uint32_t rc_next_slot; /* RC: first region slot not given to a connection yet */
+	uint32_t *rc_free;     /* RC: first slots of ranges closed connections gave back */
+	uint32_t n_rc_free;
+	uint32_t n_closed;     /* RC: peer entries whose connection is closed (qp NULL) */
+	uint32_t err_qpn[8];   /* RC: QPs a completion found in error, closed after the poll */
+	uint32_t n_err_qpn;
 	enum ibv_mtu path_mtu;
 	union ibv_gid gid;
 	uint16_t lid;
@@ -480,7 +485,9 @@ struct sg_dp_verbs *sg_dp_verbs_create(const struct sg_dp_verbs_conf *conf, char
 	t->send_free = calloc(t->c.send_depth, sizeof(*t->send_free));
 	t->repost = calloc(t->c.recv_depth, sizeof(*t->repost));
 	t->peers = calloc(t->c.max_peers, sizeof(*t->peers));
-	if (t->send_free == NULL || t->repost == NULL || t->peers == NULL) {
+	t->rc_free = calloc(t->c.recv_depth / (t->c.rc_slots ? t->c.rc_slots : 1) + 1,
+			    sizeof(*t->rc_free));
+	if (t->send_free == NULL || t->repost == NULL || t->peers == NULL || t->rc_free == NULL) {
 		rc = fail(err, errlen, ENOMEM, "verbs: out of memory");
 		goto out;
 	}
@@ -591,6 +598,7 @@ void sg_dp_verbs_destroy(struct sg_dp_verbs *t)
 	free(t->send_free);
 	free(t->repost);
 	free(t->peers);
+	free(t->rc_free);
 	free(t);
 }
 
@@ -617,6 +625,22 @@ static void flush_sends(struct sg_dp_verbs *t)
 		t->st.tx_bytes += t->ssge[i].length;
 }
 
+/*
+ * An RC completion in error (not a flush) means its QP went to the error state:
+ * remember it, to close the connection after this poll (closing reaps sends, so
+ * not from inside a reap).
+ */
+static void rc_note_error(struct sg_dp_verbs *t, const struct ibv_wc *wc)
+{
+	if (t->c.mode != SG_DP_VERBS_RC || wc->status == IBV_WC_WR_FLUSH_ERR)
+		return;
+	for (uint32_t i = 0; i < t->n_err_qpn; i++)
+		if (t->err_qpn[i] == wc->qp_num)
+			return;
+	if (t->n_err_qpn < RTE_DIM(t->err_qpn))
+		t->err_qpn[t->n_err_qpn++] = wc->qp_num;
+}
+
 /* Take back the send buffers whose sends completed. */
 static int reap_sends(struct sg_dp_verbs *t)
 {
@@ -632,8 +656,10 @@ static int reap_sends(struct sg_dp_verbs *t)
 			t->st.tx_wc_error++; /* not ours: never free a buffer twice */
 			continue;
 		}
-		if (t->swc[i].status != IBV_WC_SUCCESS)
+		if (t->swc[i].status != IBV_WC_SUCCESS) {
 			t->st.tx_wc_error++;
+			rc_note_error(t, &t->swc[i]);
+		}
 		t->send_free[t->n_send_free++] = idx;
 	}
 	return n < 0 ? 0 : n;
@@ -644,7 +670,8 @@ static void *tx_alloc(void *ctx, uint64_t dest, uint32_t len, void **pkt)
 	struct sg_dp_verbs *t = ctx;
 	uint32_t idx;
 
-	if (dest >= t->n_peers) {
+	if (dest >= t->n_peers || (t->peers[dest].qp == NULL && t->peers[dest].ah == NULL)) {
+		/* never connected, or a closed RC connection */
 		t->st.tx_no_peer++;
 		return NULL;
 	}
@@ -811,6 +838,7 @@ static void handle_recv(struct sg_dp_verbs *t, const struct sink *k, const struc
 	t->st.recv_posted--;
 	if (wc->status != IBV_WC_SUCCESS) {
 		t->st.rx_wc_error++;
+		rc_note_error(t, wc);
 		/* A flushed receive means the QP is in error: posting again is futile. */
 		if (wc->status != IBV_WC_WR_FLUSH_ERR)
 			t->repost[t->n_repost++] = idx;
@@ -833,6 +861,8 @@ static void handle_recv(struct sg_dp_verbs *t, const struct sink *k, const struc
 		(uint32_t)peer);
 }
 
+static void rc_close_errored(struct sg_dp_verbs *t);
+
 int sg_dp_verbs_poll_fn(struct sg_dp_verbs *t, sg_dp_verbs_rx_fn fn, void *arg)
 {
 	struct sink k = {.fn = fn, .arg = arg};
@@ -849,6 +879,8 @@ int sg_dp_verbs_poll_fn(struct sg_dp_verbs *t, sg_dp_verbs_rx_fn fn, void *arg)
 	if (t->n_repost > 0)
 		repost_recvs(t);
 	reaped = reap_sends(t);
+	if (unlikely(t->n_err_qpn > 0))
+		rc_close_errored(t);
 	return n + reaped;
 }
 
@@ -905,7 +937,7 @@ void sg_dp_verbs_local_addr(const struct sg_dp_verbs *t, union ibv_gid *gid, uin
 void sg_dp_verbs_stats(const struct sg_dp_verbs *t, struct sg_dp_verbs_stats *st)
 {
 	*st = t->st;
-	st->peers = t->n_peers;
+	st->peers = t->n_peers - t->n_closed;
 	st->send_free = t->n_send_free;
 }
 
@@ -962,7 +994,7 @@ int sg_dp_verbs_rc_connect(struct sg_dp_verbs *t, const struct sg_dp_verbs_rc_ad
 	struct sg_dp_verbs_peer_key key = { .lid = RC_KEY_LID };
 	struct peer *p;
 	struct ibv_qp *qp;
-	uint32_t psn;
+	uint32_t psn, id = t->n_peers, base = t->rc_next_slot;
 	int rc;
 
 	if (t->c.mode != SG_DP_VERBS_RC)
@@ -973,12 +1005,21 @@ int sg_dp_verbs_rc_connect(struct sg_dp_verbs *t, const struct sg_dp_verbs_rc_ad
 			    "verbs: the worker's ring (%u slots of %u bytes) cannot hold the node's "
 			    "%u-byte messages", remote ? remote->slots : 0,
 			    remote ? remote->stride : 0, t->msg_max);
-	if (t->n_peers >= t->c.max_peers ||
-	    t->c.recv_depth - t->rc_next_slot < t->c.rc_slots)
+	/* A fresh peer id while there are some (the engine may still answer a closed
+	 * one's rounds: those replies are dropped as tx_no_peer), then closed ones. */
+	for (uint32_t i = 0; id >= t->c.max_peers && i < t->n_peers; i++)
+		if (t->peers[i].qp == NULL)
+			id = i;
+	if (t->n_rc_free > 0)
+		base = t->rc_free[t->n_rc_free - 1]; /* taken below, once connected */
+	if (id >= t->c.max_peers || (t->n_rc_free == 0 &&
+				     t->c.recv_depth - t->rc_next_slot < t->c.rc_slots))
 		return fail(err, errlen, ENOSPC,
 			    "verbs: no room for another RC connection (%u connected; max_peers %u, "
-			    "recv_depth %u / rc_slots %u): raise [verbs] recv_depth",
-			    t->n_peers, t->c.max_peers, t->c.recv_depth, t->c.rc_slots);
+			    "recv_depth %u / rc_slots %u): raise [verbs] recv_depth, or "
+			    "verbs_rc_disconnect a worker",
+			    t->n_peers - t->n_closed, t->c.max_peers, t->c.recv_depth,
+			    t->c.rc_slots);
 	qp = t->ops->create_qp(t->pd, &ia);
 	if (qp == NULL)
 		return fail(err, errlen, errno ? errno : ENOMEM, "ibv_create_qp (RC) failed (%s)",
@@ -987,22 +1028,28 @@ int sg_dp_verbs_rc_connect(struct sg_dp_verbs *t, const struct sg_dp_verbs_rc_ad
 	psn = (qp->qp_num * 2654435761u) & 0xffffff;
 	rc = rc_qp_rts(t, qp, remote, psn, err, errlen);
 	key.qpn = qp->qp_num;
-	if (rc == 0 && rte_hash_add_key_data(t->peer_hash, &key,
-					     (void *)(uintptr_t)t->n_peers) < 0)
+	if (rc == 0 && rte_hash_add_key_data(t->peer_hash, &key, (void *)(uintptr_t)id) < 0)
 		rc = fail(err, errlen, ENOSPC, "verbs: peer table full");
 	if (rc < 0) {
 		t->ops->destroy_qp(qp);
 		return rc;
 	}
-	p = &t->peers[t->n_peers];
+	p = &t->peers[id];
 	memset(p, 0, sizeof(*p));
 	p->qp = qp;
 	p->raddr = remote->addr;
 	p->rkey = remote->rkey;
 	p->rslots = remote->slots;
 	p->rstride = remote->stride;
-	p->slot_base = t->rc_next_slot;
-	t->rc_next_slot += t->c.rc_slots;
+	p->slot_base = base;
+	if (t->n_rc_free > 0)
+		t->n_rc_free--;
+	else
+		t->rc_next_slot += t->c.rc_slots;
+	if (id < t->n_peers)
+		t->n_closed--;
+	else
+		t->n_peers++;
 
 	memset(local, 0, sizeof(*local));
 	local->qpn = qp->qp_num;
@@ -1013,7 +1060,71 @@ int sg_dp_verbs_rc_connect(struct sg_dp_verbs *t, const struct sg_dp_verbs_rc_ad
 	local->rkey = t->mr->rkey;
 	local->slots = t->c.rc_slots;
 	local->stride = t->rstride;
-	return (int)t->n_peers++;
+	return (int)id;
+}
+
+/* Wait (a bounded time) until every posted send completed, so that destroying a QP
+ * loses no completion, and with it no send buffer. */
+static void rc_reap_all(struct sg_dp_verbs *t)
+{
+	uint64_t end = rte_get_tsc_cycles() + rte_get_tsc_hz() / 100; /* 10 ms */
+
+	flush_sends(t);
+	while (t->n_send_free < t->c.send_depth && rte_get_tsc_cycles() < end)
+		if (reap_sends(t) == 0)
+			rte_pause();
+	if (t->n_send_free < t->c.send_depth)
+		VLOG(WARNING, "RC close: %u sends still in flight after 10 ms; their buffers "
+		     "may not come back\n", t->c.send_depth - t->n_send_free);
+}
+
+int sg_dp_verbs_rc_disconnect(struct sg_dp_verbs *t, uint32_t peer, char *err, size_t errlen)
+{
+	struct ibv_qp_attr a = { .qp_state = IBV_QPS_ERR };
+	struct sg_dp_verbs_peer_key key = { .lid = RC_KEY_LID };
+	struct peer *p;
+
+	if (t->c.mode != SG_DP_VERBS_RC)
+		return fail(err, errlen, ENOTSUP, "verbs: rc_disconnect on a UD transport");
+	if (peer >= t->n_peers || t->peers[peer].qp == NULL)
+		return fail(err, errlen, ENOENT, "verbs: no RC connection with peer id %u "
+			    "(%u connected)", peer, t->n_peers - t->n_closed);
+	p = &t->peers[peer];
+	/* Error state first: the HCA flushes what is outstanding, and the worker's writes
+	 * stop landing in the slots we are about to give to someone else. */
+	if (t->ops->modify_qp(p->qp, &a, IBV_QP_STATE) != 0)
+		VLOG(WARNING, "RC close of peer %u: ibv_modify_qp(ERR) failed (%s); destroying "
+		     "QP %u anyway\n", peer, strerror(errno), p->qp->qp_num);
+	rc_reap_all(t);
+	key.qpn = p->qp->qp_num;
+	rte_hash_del_key(t->peer_hash, &key);
+	if (t->pending_qp == p->qp)
+		t->pending_qp = NULL;
+	t->ops->destroy_qp(p->qp);
+	p->qp = NULL;
+	t->rc_free[t->n_rc_free++] = p->slot_base;
+	t->n_closed++;
+	t->st.rc_closed++;
+	return 0;
+}
+
+/* Close the connections whose QPs went to the error state (rc_note_error()). */
+static void rc_close_errored(struct sg_dp_verbs *t)
+{
+	struct sg_dp_verbs_peer_key key = { .lid = RC_KEY_LID };
+	uint32_t n = t->n_err_qpn;
+	void *data;
+
+	t->n_err_qpn = 0;
+	for (uint32_t i = 0; i < n; i++) {
+		key.qpn = t->err_qpn[i];
+		if (rte_hash_lookup_data(t->peer_hash, &key, &data) < 0)
+			continue; /* closed already */
+		VLOG(WARNING, "RC: QP %u of peer %u is in error: connection closed, its slots "
+		     "freed (the worker connects again)\n", key.qpn, (uint32_t)(uintptr_t)data);
+		t->st.rc_qp_error++;
+		sg_dp_verbs_rc_disconnect(t, (uint32_t)(uintptr_t)data, NULL, 0);
+	}
 }
 
 int sg_dp_verbs_lcore_main(void *arg)

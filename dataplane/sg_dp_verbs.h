@@ -256,7 +256,11 @@ struct sg_dp_verbs_stats {
 	uint64_t tx_no_peer;     /**< engine output to an unknown peer */
 	uint64_t tx_post_fail;   /**< ibv_post_send failures */
 	uint64_t tx_wc_error;    /**< send completions with an error status */
-	uint64_t peers;          /**< gauge: cached peers */
+	uint64_t rc_closed;      /**< RC: connections closed (sg_dp_verbs_rc_disconnect(), or
+				      a QP in error) */
+	uint64_t rc_qp_error;    /**< RC: ... of them closed because a completion found their
+				      QP in error */
+	uint64_t peers;          /**< gauge: cached peers (RC: open connections) */
 	uint64_t recv_posted;    /**< gauge: receive buffers on the QP */
 	uint64_t send_free;      /**< gauge: send buffers free */
 };
@@ -374,6 +378,20 @@ struct sg_dp_verbs_rc_addr {
  */
 int sg_dp_verbs_rc_connect(struct sg_dp_verbs *t, const struct sg_dp_verbs_rc_addr *remote,
 			   struct sg_dp_verbs_rc_addr *local, char *err, size_t errlen);
+
+/**
+ * Close the RC connection of peer id @p peer (from sg_dp_verbs_rc_connect()):
+ * move its QP to the error state, wait (at most 10 ms) for the sends in
+ * flight to complete, destroy the QP, and give its rc_slots slots back: a
+ * later sg_dp_verbs_rc_connect() reuses them (and peer ids, once max_peers
+ * were handed out). Replies the engine still sends to @p peer are counted as
+ * tx_no_peer; writes still in the receive CQ as rx_no_peer. The poll functions
+ * do the same, by themselves, for a connection a completion finds in error
+ * (counted in rc_qp_error). Same thread as the poll functions.
+ * @return 0, -ENOTSUP (UD transport) or -ENOENT (no such open connection),
+ * with @p err filled.
+ */
+int sg_dp_verbs_rc_disconnect(struct sg_dp_verbs *t, uint32_t peer, char *err, size_t errlen);
 
 /*
  * The reducer lcore's loop, for rte_eal_remote_launch(): what sigmad runs on

@@ -275,7 +275,9 @@ static unsigned int vtp_flush(struct sg_dp_lcore *lc)
 
 	/* A reducer's QP receives too: a push sent to it is summed or handed on, and
 	 * its receive CQ never overruns (which would put the QP it sends on in error). */
-	n = (lc->role & SG_DP_ROLE_IO) ? 0 : vtp_rx(lc, 0);
+	/* An io/rtc lcore stops its rx at stop, but still sends while it drains: it keeps
+	 * polling its receive CQ here, else arrivals could overrun it. */
+	n = (lc->role & SG_DP_ROLE_IO) && !lc->p->stop_rx ? 0 : vtp_rx(lc, 0);
 	f = sg_dp_verbs_flush(v->t);
 	if (f > 0 || v->moved) {
 		struct sg_dp_verbs_stats vs;
@@ -431,6 +433,8 @@ static unsigned int verbs_counters(const struct sg_dp_pipeline *p, unsigned int 
 	C(tx_no_peer, true);
 	C(tx_post_fail, true);
 	C(tx_wc_error, true);
+	C(rc_closed, false);
+	C(rc_qp_error, true);
 #undef C
 	return n;
 }
@@ -476,20 +480,72 @@ static int verbs_reload(struct sg_dp_pipeline *p, const struct sg_dp_config *nc,
 
 /* ---- RC connections -------------------------------------------------------- */
 
-/* A connection request; on the heap, since an lcore that answers late still writes it. */
+/* arg[0]: the peer id to disconnect */
+#define VTP_MSG_RC_DISCONNECT (SG_DP_MSG_TRANSPORT + 1)
+
+/*
+ * A connection request's life: the caller abandons one the lcore did not answer
+ * in time, and whoever of the two comes last frees it. An abandoned request the
+ * lcore had not taken is skipped; one it was connecting is undone, so no
+ * connection that no worker knows of keeps a slot range.
+ */
+enum rc_req_state { RQ_PENDING, RQ_TAKEN, RQ_DONE, RQ_ABANDONED };
+
+/* A connection request; on the heap, since an lcore that answers late still reads it. */
 struct rc_req {
 	struct sg_dp_verbs_rc_addr remote, local;
+	int state;  /* enum rc_req_state, changed with atomics */
+	int rc;     /* the lcore's answer, once RQ_DONE */
 	char err[256];
 };
+
+/* The lcore's side of a connection request. */
+static int rc_req_serve(struct vtp_lcore *v, struct rc_req *r)
+{
+	int s = RQ_PENDING, rc;
+
+	if (!__atomic_compare_exchange_n(&r->state, &s, RQ_TAKEN, false, __ATOMIC_ACQ_REL,
+					 __ATOMIC_ACQUIRE)) {
+		free(r); /* abandoned before we got to it: nobody waits for it */
+		return -ECANCELED;
+	}
+	rc = sg_dp_verbs_rc_connect(v->t, &r->remote, &r->local, r->err, sizeof(r->err));
+	r->rc = rc;
+	s = RQ_TAKEN;
+	if (__atomic_compare_exchange_n(&r->state, &s, RQ_DONE, false, __ATOMIC_ACQ_REL,
+					__ATOMIC_ACQUIRE))
+		return rc;
+	/* abandoned while we connected: undo it */
+	if (rc >= 0)
+		sg_dp_verbs_rc_disconnect(v->t, (uint32_t)rc, NULL, 0);
+	SG_DP_LOG(WARNING, "verbs: an RC connect request was answered too late; its connection "
+		  "was closed again\n");
+	free(r);
+	return -ECANCELED;
+}
 
 static int verbs_ctl(struct sg_dp_lcore *lc, uint32_t type, uint64_t arg)
 {
 	struct vtp_lcore *v = lc->xp;
-	struct rc_req *r = (struct rc_req *)(uintptr_t)arg;
 
-	if (type != SG_DP_MSG_VERBS_RC_CONNECT || v == NULL)
+	if (v == NULL)
 		return -ENOTSUP;
-	return sg_dp_verbs_rc_connect(v->t, &r->remote, &r->local, r->err, sizeof(r->err));
+	if (type == SG_DP_MSG_VERBS_RC_CONNECT)
+		return rc_req_serve(v, (struct rc_req *)(uintptr_t)arg);
+	if (type == VTP_MSG_RC_DISCONNECT)
+		return arg > UINT32_MAX ? -ENOENT :
+					  sg_dp_verbs_rc_disconnect(v->t, (uint32_t)arg, NULL, 0);
+	return -ENOTSUP;
+}
+
+/* The pipeline runs the verbs transport: else fill @p err. */
+static bool is_verbs(const struct sg_dp_pipeline *p, const char *what, char *err, size_t errlen)
+{
+	if (p != NULL && p->tr == &sg_dp_transport_verbs && p->xp != NULL)
+		return true;
+	sg_dp_seterr(err, errlen, "%s: the pipeline does not run the verbs transport "
+		     "([transport] type = verbs, [verbs] mode = rc)", what);
+	return false;
 }
 
 int sg_dp_pipeline_verbs_rc_connect(struct sg_dp_pipeline *p,
@@ -499,11 +555,11 @@ int sg_dp_pipeline_verbs_rc_connect(struct sg_dp_pipeline *p,
 	struct rc_req *r;
 	int rc;
 
-	if (p == NULL || p->tr != &sg_dp_transport_verbs || p->xp == NULL || remote == NULL ||
-	    local == NULL) {
-		sg_dp_seterr(err, errlen, "RC connect: the pipeline does not run the verbs "
-			     "transport ([transport] type = verbs, [verbs] mode = rc)");
+	if (!is_verbs(p, "RC connect", err, errlen))
 		return -ENOTSUP;
+	if (remote == NULL || local == NULL) {
+		sg_dp_seterr(err, errlen, "RC connect: no address");
+		return -EINVAL;
 	}
 	r = calloc(1, sizeof(*r));
 	if (r == NULL) {
@@ -514,10 +570,26 @@ int sg_dp_pipeline_verbs_rc_connect(struct sg_dp_pipeline *p,
 	/* RC layouts are one rtc lcore (verbs_check): lcore 0 owns every connection */
 	rc = p->running ? sg_dp_lcore_call(p, 0, SG_DP_MSG_VERBS_RC_CONNECT, (uintptr_t)r) :
 			  verbs_ctl(&p->lc[0], SG_DP_MSG_VERBS_RC_CONNECT, (uintptr_t)r);
-	if (rc == -ETIMEDOUT || rc == -ENOBUFS) {
-		/* the lcore may still take it: r stays allocated (a few hundred bytes) */
-		sg_dp_seterr(err, errlen, "RC connect: lcore %u did not answer (%s)",
+	if (rc == -ETIMEDOUT) {
+		int s = __atomic_load_n(&r->state, __ATOMIC_ACQUIRE);
+
+		/* the lcore may still take it: abandon it, and the lcore frees it */
+		while (s != RQ_DONE && !__atomic_compare_exchange_n(&r->state, &s, RQ_ABANDONED,
+								    false, __ATOMIC_ACQ_REL,
+								    __ATOMIC_ACQUIRE))
+			;
+		if (s != RQ_DONE) {
+			sg_dp_seterr(err, errlen, "RC connect: lcore %u did not answer in time "
+				     "(%s); nothing was connected", p->lc[0].lcore_id,
+				     strerror(-rc));
+			return rc;
+		}
+		rc = r->rc; /* answered just after the deadline: the answer stands */
+	} else if (rc == -ENOBUFS) {
+		/* never queued: the lcore never sees it */
+		sg_dp_seterr(err, errlen, "RC connect: lcore %u's channel is full (%s)",
 			     p->lc[0].lcore_id, strerror(-rc));
+		free(r);
 		return rc;
 	}
 	if (rc >= 0)
@@ -525,6 +597,29 @@ int sg_dp_pipeline_verbs_rc_connect(struct sg_dp_pipeline *p,
 	else
 		sg_dp_seterr(err, errlen, "%s", r->err[0] ? r->err : strerror(-rc));
 	free(r);
+	return rc;
+}
+
+int sg_dp_pipeline_verbs_rc_disconnect(struct sg_dp_pipeline *p, uint32_t peer, char *err,
+				       size_t errlen)
+{
+	int rc;
+
+	if (!is_verbs(p, "RC disconnect", err, errlen))
+		return -ENOTSUP;
+	rc = p->running ? sg_dp_lcore_call(p, 0, VTP_MSG_RC_DISCONNECT, peer) :
+			  verbs_ctl(&p->lc[0], VTP_MSG_RC_DISCONNECT, peer);
+	if (rc == -ENOENT)
+		sg_dp_seterr(err, errlen, "RC disconnect: no open connection with peer id %u "
+			     "(the id verbs_rc_connect returned)", peer);
+	else if (rc == -ENOTSUP)
+		sg_dp_seterr(err, errlen, "RC disconnect: this node runs [verbs] mode = ud: it "
+			     "has no connections");
+	else if (rc == -ETIMEDOUT)
+		sg_dp_seterr(err, errlen, "RC disconnect: lcore %u did not answer in time; it "
+			     "closes the connection when it does", p->lc[0].lcore_id);
+	else if (rc < 0)
+		sg_dp_seterr(err, errlen, "RC disconnect: %s", strerror(-rc));
 	return rc;
 }
 

@@ -214,6 +214,24 @@ static int mk_verbs_rc_connect(void *arg, const struct sg_ctl_verbs_rc_addr *wor
 	return (int)m->rc_calls++;
 }
 
+/* Peer ids are those connect handed out (rc_calls so far), each closed once. */
+static int mk_verbs_rc_disconnect(void *arg, uint32_t peer, char *reason)
+{
+	struct mock_agent *m = arg;
+	int rc = mk_verbs_refuse(m, reason);
+
+	if (rc != 0)
+		return rc;
+	m->disc_calls++;
+	if (peer >= m->rc_calls || peer >= 64 || (m->closed >> peer & 1)) {
+		snprintf(reason, SG_CTL_REASON_MAX, "no open connection with peer id %u (mock)",
+			 peer);
+		return -ENOENT;
+	}
+	m->closed |= 1ull << peer;
+	return 0;
+}
+
 const struct sg_ctl_agent_ops mock_ops = {
 	.node_info = mk_node_info,
 	.job_create = mk_job_create,
@@ -226,6 +244,7 @@ const struct sg_ctl_agent_ops mock_ops = {
 	.log_level = mk_log_level,
 	.verbs_info = mk_verbs_info,
 	.verbs_rc_connect = mk_verbs_rc_connect,
+	.verbs_rc_disconnect = mk_verbs_rc_disconnect,
 };
 
 void mock_init(struct mock_agent *m)

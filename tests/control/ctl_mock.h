@@ -21,6 +21,8 @@ struct mock_agent {
 	int verbs_kind;
 	unsigned int rc_calls;			/* verbs_rc_connect calls that reached the agent */
 	struct sg_ctl_verbs_rc_addr last_worker; /* what the last one carried */
+	unsigned int disc_calls;		/* verbs_rc_disconnect calls that reached it */
+	uint64_t closed;			/* peer ids (< 64) it disconnected */
 };
 
 extern const struct sg_ctl_agent_ops mock_ops;

@@ -497,6 +497,37 @@ static void test_verbs(void)
 	call_refused(c, "verbs_rc_connect", RC_OK ",\"gid\":\"0000000000000000000000000000002b\","
 		     "\"addr\":4096}", SG_CTL_ERR_NOT_SUPPORTED, "DPDK transport");
 	mock.verbs_kind = 0;
+	/* verbs_rc_disconnect: a peer id connect gave, once; garbage never reaches the agent */
+	r = call(c, "verbs_rc_disconnect", "{\"peer\":1}", &code);
+	SG_CHECK(r && json_integer_value(json_object_get(r, "peer")) == 1 && mock.closed == 2 &&
+		 mock.disc_calls == 1, "disconnect peer 1: %ld", code);
+	json_decref(r);
+	call_refused(c, "verbs_rc_disconnect", "{\"peer\":1}", SG_CTL_ERR_NOT_FOUND,
+		     "no open connection with peer id 1");
+	call_refused(c, "verbs_rc_disconnect", "{\"peer\":4294967295}", SG_CTL_ERR_NOT_FOUND,
+		     "no open connection with peer id 4294967295");
+	calls = mock.disc_calls;
+	call_refused(c, "verbs_rc_disconnect", NULL, SG_CTL_ERR_INVALID_PARAMS, "want {peer}");
+	call_refused(c, "verbs_rc_disconnect", "[1]", SG_CTL_ERR_INVALID_PARAMS, "want {peer}");
+	call_refused(c, "verbs_rc_disconnect", "{}", SG_CTL_ERR_INVALID_PARAMS, "want {peer}");
+	call_refused(c, "verbs_rc_disconnect", "{\"peer\":0,\"x\":1}",
+		     SG_CTL_ERR_INVALID_PARAMS, "want {peer}");
+	call_refused(c, "verbs_rc_disconnect", "{\"peeer\":0}", SG_CTL_ERR_INVALID_PARAMS,
+		     "peer must be");
+	call_refused(c, "verbs_rc_disconnect", "{\"peer\":\"0\"}", SG_CTL_ERR_INVALID_PARAMS,
+		     "peer must be");
+	call_refused(c, "verbs_rc_disconnect", "{\"peer\":-1}", SG_CTL_ERR_INVALID_PARAMS,
+		     "peer must be");
+	call_refused(c, "verbs_rc_disconnect", "{\"peer\":4294967296}",
+		     SG_CTL_ERR_INVALID_PARAMS, "peer must be");
+	call_refused(c, "verbs_rc_disconnect", "{\"peer\":null}", SG_CTL_ERR_INVALID_PARAMS,
+		     "peer must be");
+	SG_CHECK_EQ(mock.disc_calls, calls);
+	mock.verbs_kind = 2;
+	call_refused(c, "verbs_rc_disconnect", "{\"peer\":0}", SG_CTL_ERR_NOT_SUPPORTED,
+		     "DPDK transport");
+	mock.verbs_kind = 0;
+	calls = mock.rc_calls;
 	sg_ctl_client_close(c);
 	/* TCP without auth: refused and closed before the agent sees it */
 	fd = raw_tcp(tcp_port);
@@ -506,6 +537,14 @@ static void test_verbs(void)
 		    SG_CTL_ERR_UNAUTHENTICATED);
 	SG_CHECK(raw_closed_within(fd, 2000), "closed after an unauthenticated verbs_rc_connect");
 	close(fd);
+	fd = raw_tcp(tcp_port);
+	free(raw_line(fd, 2000));
+	send_expect(fd, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"verbs_rc_disconnect\","
+		    "\"params\":{\"peer\":0}}\n", SG_CTL_ERR_UNAUTHENTICATED);
+	SG_CHECK(raw_closed_within(fd, 2000), "closed after an unauthenticated "
+		 "verbs_rc_disconnect");
+	close(fd);
+	SG_CHECK(mock.closed == 2, "an unauthenticated disconnect closed nothing");
 	fd = raw_tcp(tcp_port);
 	free(raw_line(fd, 2000));
 	send_expect(fd, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"verbs_info\"}\n",

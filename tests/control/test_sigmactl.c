@@ -85,6 +85,7 @@ int main(int argc, char **argv)
 	struct mock_agent mock;
 	char secret[64];
 	json_t *j;
+	unsigned int calls;
 
 	if (argc < 2)
 		SG_TEST_SKIP_ALL("usage: test_sigmactl PATH-TO-SIGMACTL");
@@ -254,6 +255,25 @@ int main(int argc, char **argv)
 	SG_CHECK_EQ(run("-s", sock, "verbs", "connect", "qpn", NULL), 2);
 	SG_CHECK_EQ(run("-s", sock, "verbs", "connect", NULL), 2);
 	SG_CHECK_EQ(run("-s", sock, "verbs", "extra", NULL), 2);
+	/* disconnect (over TCP: authenticated), then garbage the tool refuses itself */
+	SG_CHECK_EQ(run("-s", tcp_target, "-k", secret_file, "verbs", "disconnect", "peer=0x2",
+			NULL), 0);
+	HAS(out, "peer 2 disconnected");
+	SG_CHECK(mock.closed == 4, "peer 2 closed: %#llx", (unsigned long long)mock.closed);
+	SG_CHECK_EQ(run("-s", sock, "verbs", "disconnect", "peer=2", NULL), 1);
+	HAS(err, "no open connection with peer id 2");
+	SG_CHECK_EQ(run("-s", sock, "verbs", "disconnect", "peer=9", NULL), 1);
+	HAS(err, "no open connection");
+	calls = mock.disc_calls;
+	SG_CHECK_EQ(run("-s", sock, "verbs", "disconnect", NULL), 2);
+	SG_CHECK_EQ(run("-s", sock, "verbs", "disconnect", "peer=", NULL), 2);
+	SG_CHECK_EQ(run("-s", sock, "verbs", "disconnect", "peer=-1", NULL), 2);
+	SG_CHECK_EQ(run("-s", sock, "verbs", "disconnect", "peer=1x", NULL), 2);
+	SG_CHECK_EQ(run("-s", sock, "verbs", "disconnect", "peer=4294967296", NULL), 2);
+	HAS(err, "peer must be a number");
+	SG_CHECK_EQ(run("-s", sock, "verbs", "disconnect", "qpn=1", NULL), 2);
+	SG_CHECK_EQ(run("-s", sock, "verbs", "disconnect", "peer=1", "peer=2", NULL), 2);
+	SG_CHECK_EQ(mock.disc_calls, calls);
 	mock.verbs_kind = 2;
 	SG_CHECK_EQ(run("-s", sock, "verbs", NULL), 1);
 	HAS(err, "DPDK transport");

@@ -103,6 +103,7 @@ static struct {
 	atomic_uint foreign_ah; /* an AH used on a QP of another PD */
 	struct fcq *fail_cq;    /* its next fail_n polls fail */
 	atomic_int fail_n;
+	atomic_int stall;       /* the lcore hangs: 1 in ibv_poll_cq, 2 in ibv_modify_qp */
 	struct ibv_device dev;
 	struct ibv_device *list[2];
 } fq;
@@ -255,6 +256,8 @@ static int fq_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *a, int mask)
 {
 	struct fqp *q = (struct fqp *)qp;
 
+	while (atomic_load(&fq.stall) == 2)
+		rte_delay_us_sleep(1000); /* an lcore stuck in the middle of a connect */
 	if (mask & IBV_QP_DEST_QPN)
 		q->dest_qpn = a->dest_qp_num;
 	if (mask & IBV_QP_AV)
@@ -383,6 +386,8 @@ static int fq_poll_cq(struct ibv_cq *cq, int n, struct ibv_wc *wc)
 	struct fcq *q = (struct fcq *)cq;
 	int k = 0;
 
+	while (atomic_load(&fq.stall) == 1)
+		rte_delay_us_sleep(1000); /* an lcore too busy to answer its channel */
 	if (q == __atomic_load_n(&fq.fail_cq, __ATOMIC_ACQUIRE) && atomic_load(&fq.fail_n) > 0) {
 		atomic_fetch_sub(&fq.fail_n, 1);
 		return -1;
@@ -504,25 +509,42 @@ static int fq_deliver(uint32_t qpn, uint8_t host, uint32_t src_qpn, const void *
 	return rc;
 }
 
-/* A worker's RDMA WRITE-with-immediate of @p len bytes into slot @p slot, already
- * copied there: its completion on node QP @p qpn's receive CQ. @return 0 or -1. */
-static int fq_rc_write(uint32_t qpn, uint32_t slot, uint32_t len)
+/* Completion @p wc of a WRITE-with-immediate at node QP @p qpn: it consumes one of the
+ * shared receive queue's receives, as the HCA does. @return 0 or -1. */
+static int fq_rc_complete(uint32_t qpn, struct ibv_wc *wc)
 {
 	struct fqp *q = fq_find(qpn);
-	struct ibv_wc wc = {.status = IBV_WC_SUCCESS, .opcode = IBV_WC_RECV_RDMA_WITH_IMM,
-			    .byte_len = len, .imm_data = htonl(slot), .wc_flags = IBV_WC_WITH_IMM,
-			    .qp_num = qpn};
 	uint8_t *unused;
 	int rc;
 
 	if (q == NULL || q->srq == NULL)
 		return -1;
 	pthread_mutex_lock(&q->srq->rq.mu);
-	rc = frq_take(&q->srq->rq, 0, &wc.wr_id, &unused);
+	rc = frq_take(&q->srq->rq, 0, &wc->wr_id, &unused);
 	pthread_mutex_unlock(&q->srq->rq.mu);
 	if (rc == 0)
-		fq_push_wc(q->rcq, &wc);
+		fq_push_wc(q->rcq, wc);
 	return rc;
+}
+
+/* A worker's RDMA WRITE-with-immediate of @p len bytes into slot @p slot, already
+ * copied there: its completion on node QP @p qpn's receive CQ. @return 0 or -1. */
+static int fq_rc_write(uint32_t qpn, uint32_t slot, uint32_t len)
+{
+	struct ibv_wc wc = {.status = IBV_WC_SUCCESS, .opcode = IBV_WC_RECV_RDMA_WITH_IMM,
+			    .byte_len = len, .imm_data = htonl(slot), .wc_flags = IBV_WC_WITH_IMM,
+			    .qp_num = qpn};
+
+	return fq_rc_complete(qpn, &wc);
+}
+
+/* A WRITE-with-immediate that failed at node QP @p qpn (the QP goes to error). */
+static int fq_rc_error(uint32_t qpn)
+{
+	struct ibv_wc wc = {.status = IBV_WC_REM_ACCESS_ERR, .opcode = IBV_WC_RECV_RDMA_WITH_IMM,
+			    .qp_num = qpn};
+
+	return fq_rc_complete(qpn, &wc);
 }
 
 /* Take the oldest datagram on its way to a worker. @return 0, or -1 if none. */
@@ -1023,6 +1045,76 @@ static void rc_rpc_refusals(struct sg_ctl_client *c)
 	rpc_refused(c, "verbs_info", "{\"lcore\":1}", "takes none");
 }
 
+/*
+ * RC with a full node (4 connections of 64 slots): worker 3 disconnects, two
+ * connects that the lcore answers too late (stalled before it takes the
+ * request, then in the middle of it) leave nothing connected, and worker 3
+ * connects again into its old slots. Then worker 2's QP goes to error: the
+ * node closes it by itself, and worker 2 connects again. Garbage peer ids are
+ * refused. The rounds that follow go through the new connections.
+ */
+static void rc_lifecycle(struct sg_dp_pipeline *p, struct sg_ctl_client *c,
+			 struct sg_dp_verbs_rc_addr *conn)
+{
+	static const struct {
+		const char *params, *needle;
+	} bad[] = {
+		{NULL, "want {peer}"},
+		{"[3]", "want {peer}"},
+		{"{}", "want {peer}"},
+		{"{\"peer\":3,\"qpn\":1}", "want {peer}"},
+		{"{\"qpn\":3}", "peer must be"},
+		{"{\"peer\":\"3\"}", "peer must be"},
+		{"{\"peer\":-1}", "peer must be"},
+		{"{\"peer\":4294967296}", "peer must be"},
+		{"{\"peer\":1.5}", "peer must be"},
+		{"{\"peer\":3}", "no open connection with peer id 3"},
+		{"{\"peer\":99}", "no open connection with peer id 99"},
+		{"{\"peer\":4294967295}", "no open connection with peer id 4294967295"},
+	};
+	struct sg_dp_verbs_rc_addr x, old3 = conn[3], old2 = conn[2];
+	json_t *j;
+	uint64_t end;
+	int rc;
+
+	j = rpc(c, "verbs_rc_disconnect", "{\"peer\":3}");
+	SG_CHECK(j && json_integer_value(json_object_get(j, "peer")) == 3, "disconnect 3");
+	json_decref(j);
+	check_verbs_info(c, p, true, NW - 1);
+	SG_CHECK_EQ(counter(p, 0, "peers"), NW - 1);
+	for (size_t i = 0; i < RTE_DIM(bad); i++)
+		rpc_refused(c, "verbs_rc_disconnect", bad[i].params, bad[i].needle);
+	/* the lcore answers neither in time: the first it skips, the second it undoes */
+	for (int stall = 1; stall <= 2; stall++) {
+		atomic_store(&fq.stall, stall);
+		rc = rc_connect(p, 3, 1024, &x);
+		atomic_store(&fq.stall, 0);
+		SG_CHECK(rc == -ETIMEDOUT && strstr(err, "nothing was connected"),
+			 "stalled lcore %d: %d %s", stall, rc, err);
+	}
+	/* behind the late requests on the channel: only room for one, the old range */
+	rc = rpc_rc_connect(c, 3, 1024, &conn[3]);
+	SG_CHECK(rc >= NW && conn[3].addr == old3.addr && conn[3].qpn != old3.qpn,
+		 "reconnect 3: peer %d, ring %#" PRIx64 " (was %#" PRIx64 ")", rc, conn[3].addr,
+		 old3.addr);
+	check_verbs_info(c, p, true, NW);
+	rc = rc_connect(p, 3, 1024, &x);
+	SG_CHECK(rc == -ENOSPC, "full again: %d %s", rc, err);
+	/* worker 2's connection breaks: the node closes it at the next poll */
+	SG_CHECK_EQ(fq_rc_error(old2.qpn), 0);
+	end = rte_rdtsc() + 2 * rte_get_tsc_hz();
+	while (counter(p, 0, "rc_qp_error") == 0 && rte_rdtsc() < end)
+		rte_delay_us_sleep(1000);
+	SG_CHECK_EQ(counter(p, 0, "rc_qp_error"), 1);
+	SG_CHECK_EQ(counter(p, 0, "peers"), NW - 1);
+	rpc_refused(c, "verbs_rc_disconnect", "{\"peer\":2}", "no open connection");
+	rc = rpc_rc_connect(c, 2, 1024, &conn[2]);
+	SG_CHECK(rc > NW && conn[2].addr == old2.addr, "reconnect 2: peer %d", rc);
+	/* 3 closed: by the RPC, by the late request undone, by the error */
+	SG_CHECK_EQ(counter(p, 0, "rc_closed"), 3);
+	SG_CHECK_EQ(counter(p, 0, "peers"), NW);
+}
+
 #define F_AGENT 1u /* the control agent moves keys while workers push */
 #define F_RC 2u    /* [verbs] mode = rc: workers connect, then write */
 #define F_RPC 4u   /* RC: workers 1.. connect through the agent's verbs_rc_connect */
@@ -1113,6 +1205,8 @@ static void scenario(const char *name, const char *io, const char *red, const ch
 		SG_CHECK(r.conn[1].slots == 64 && r.conn[1].stride >= 1024 &&
 			 r.conn[1].addr != r.conn[2].addr && r.conn[1].qpn != r.conn[2].qpn,
 			 "connections");
+		if (r.ctl != NULL)
+			rc_lifecycle(p, r.ctl, r.conn);
 	}
 	rc = drive(&r);
 	fq_wait_rx_idle(); /* retransmits still queued are received before RX stops */
