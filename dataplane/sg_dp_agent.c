@@ -1100,12 +1100,6 @@ int sg_dp_agent_reload(struct sg_dp_agent *a, const struct sg_dp_agent_conf *ac,
 		nc.gbps = a->ac.gbps;
 	if (nc.heartbeat_ms == 0)
 		nc.heartbeat_ms = 1000;
-	if (nc.server_digest != a->ac.server_digest) {
-		restart++;
-		if (report)
-			fprintf(report, "sigmad: SIGHUP: [control] listen, unix, secret_file, metrics "
-				"or limits changed: needs a restart\n");
-	}
 	if (strcmp(nc.coordinator, a->ac.coordinator) != 0 &&
 	    (!a->hb_running || nc.coordinator[0] == '\0')) {
 		restart++;
@@ -1129,7 +1123,6 @@ int sg_dp_agent_reload(struct sg_dp_agent *a, const struct sg_dp_agent_conf *ac,
 			fprintf(report, "sigmad: SIGHUP: [control] heartbeats now to %s\n",
 				nc.coordinator);
 	}
-	nc.server_digest = a->ac.server_digest;
 	pthread_mutex_lock(&a->hb_lock);
 	a->ac = nc;
 	pthread_mutex_unlock(&a->hb_lock);
@@ -1296,9 +1289,6 @@ static int agent_hook(void *arg, const char *k, const char *v, char *err, size_t
 	for (size_t i = 0; i < RTE_DIM(agent_keys); i++)
 		if (!strcmp(k, agent_keys[i]))
 			return agent_key(ac, k, v, err, errlen) == 0 ? 1 : -EINVAL;
-	/* SIGHUP tells a change of the server's keys by this (they need a restart) */
-	ac->server_digest = rte_jhash(k, (uint32_t)strlen(k), ac->server_digest);
-	ac->server_digest = rte_jhash(v, (uint32_t)strlen(v), ac->server_digest);
 	return 0;
 }
 

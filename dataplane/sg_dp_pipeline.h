@@ -97,7 +97,6 @@ struct sg_dp_agent_conf {
 	double gbps;           /**< bandwidth announced in heartbeats [the ports' speed, or 100] */
 	char coordinator[128]; /**< "host:port" or "unix:path" of a coordinator; "" = none */
 	unsigned int heartbeat_ms; /**< period of node_heartbeat [1000] */
-	uint32_t server_digest; /**< set by sg_dp_agent_conf_load(): hash of the server's keys */
 };
 
 /**
@@ -657,9 +656,9 @@ struct sg_ctl_server *sg_dp_agent_server(struct sg_dp_agent *a);
  * SIGHUP: apply the live part of a re-read `[control]` section (@p ac, from
  * sg_dp_agent_conf_load()): name, kind, gbps and heartbeat_ms, and the
  * coordinator when heartbeats already run. Each change is reported on
- * @p report; anything else that changed (the server's keys: listen, unix,
- * secret_file, metrics, limits; a coordinator added or removed) is reported
- * as needing a restart and left as it was.
+ * @p report; a coordinator added or removed is reported as needing a restart
+ * and left as it was. The server's keys (listen, unix, secret_file, metrics,
+ * limits) are sg_dp_config_control_diff()'s to compare.
  * @return the number of changes that need a restart.
  */
 int sg_dp_agent_reload(struct sg_dp_agent *a, const struct sg_dp_agent_conf *ac, FILE *report);

@@ -134,7 +134,6 @@ static struct sg_dp_agent *start_agent(struct sg_dp_pipeline *p, const struct sg
 static int reload_agent(struct sg_dp_agent *a, const struct sg_dp_config *c,
 			const struct sg_dp_config *nc)
 {
-	struct sg_dp_agent_conf ac;
 	int n;
 
 	if ((a != NULL) != nc->control) {
@@ -145,9 +144,7 @@ static int reload_agent(struct sg_dp_agent *a, const struct sg_dp_config *c,
 		return 0;
 	/* the server's keys are compared here, parsed, and named; the agent takes the rest */
 	n = sg_dp_config_control_diff(c, nc, stdout);
-	ac = nc->ctl.ac;
-	ac.server_digest = c->ctl.ac.server_digest;
-	return n + sg_dp_agent_reload(a, &ac, stdout);
+	return n + sg_dp_agent_reload(a, &nc->ctl.ac, stdout);
 }
 
 /* @p c: the config sigmad started with, which restart-only keys are compared to */
