@@ -55,6 +55,7 @@ struct sg_ctl_msg;
 /* From here on, the transport's own messages (struct sg_dp_transport.ctl). */
 #define SG_DP_MSG_TRANSPORT 0x180
 #define SG_DP_MSG_VERBS_RC_CONNECT 0x180 /* arg[0]: the verbs transport's request */
+#define SG_DP_MSG_VERBS_RC_DISCONNECT 0x181 /* arg[0]: the peer id to disconnect */
 
 /*
  * Add every uint64_t of @p src into @p dst: for counter structures made only

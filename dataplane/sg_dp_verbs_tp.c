@@ -480,9 +480,6 @@ static int verbs_reload(struct sg_dp_pipeline *p, const struct sg_dp_config *nc,
 
 /* ---- RC connections -------------------------------------------------------- */
 
-/* arg[0]: the peer id to disconnect */
-#define VTP_MSG_RC_DISCONNECT (SG_DP_MSG_TRANSPORT + 1)
-
 /*
  * A connection request's life: the caller abandons one the lcore did not answer
  * in time, and whoever of the two comes last frees it. An abandoned request the
@@ -532,7 +529,7 @@ static int verbs_ctl(struct sg_dp_lcore *lc, uint32_t type, uint64_t arg)
 		return -ENOTSUP;
 	if (type == SG_DP_MSG_VERBS_RC_CONNECT)
 		return rc_req_serve(v, (struct rc_req *)(uintptr_t)arg);
-	if (type == VTP_MSG_RC_DISCONNECT)
+	if (type == SG_DP_MSG_VERBS_RC_DISCONNECT)
 		return arg > UINT32_MAX ? -ENOENT :
 					  sg_dp_verbs_rc_disconnect(v->t, (uint32_t)arg, NULL, 0);
 	return -ENOTSUP;
@@ -607,8 +604,8 @@ int sg_dp_pipeline_verbs_rc_disconnect(struct sg_dp_pipeline *p, uint32_t peer, 
 
 	if (!is_verbs(p, "RC disconnect", err, errlen))
 		return -ENOTSUP;
-	rc = p->running ? sg_dp_lcore_call(p, 0, VTP_MSG_RC_DISCONNECT, peer) :
-			  verbs_ctl(&p->lc[0], VTP_MSG_RC_DISCONNECT, peer);
+	rc = p->running ? sg_dp_lcore_call(p, 0, SG_DP_MSG_VERBS_RC_DISCONNECT, peer) :
+			  verbs_ctl(&p->lc[0], SG_DP_MSG_VERBS_RC_DISCONNECT, peer);
 	if (rc == -ENOENT)
 		sg_dp_seterr(err, errlen, "RC disconnect: no open connection with peer id %u "
 			     "(the id verbs_rc_connect returned)", peer);
