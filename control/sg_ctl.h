@@ -335,6 +335,7 @@ struct sg_ctl_lcore_stats {
 enum sg_ctl_job_mode {
 	SG_CTL_MODE_SYNC = 0,  /**< every round waits for all N pushes */
 	SG_CTL_MODE_ASYNC = 1, /**< pushes are applied as they come */
+	SG_CTL_MODE_DETERM = 2, /**< like sync, summed in rank order: bitwise reproducible */
 };
 
 /** A tensor of a job. */

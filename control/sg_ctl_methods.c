@@ -16,7 +16,8 @@
 
 #include "sg_ctl_server_internal.h"
 
-#define MAX_WORKERS 4096
+/* The engine's limit: a round's arrivals are one 64-bit bitmap of ranks. */
+#define MAX_WORKERS 64
 #define MAX_PARTITION_BYTES (4u << 20)
 #define DEFAULT_PARTITION_BYTES 4096000u
 
@@ -260,9 +261,11 @@ static int m_job_create(struct sg_ctl_server *s, json_t *params, json_t **res,
 		job.mode = SG_CTL_MODE_SYNC;
 	else if (strcmp(mode, "async") == 0)
 		job.mode = SG_CTL_MODE_ASYNC;
+	else if (strcmp(mode, "deterministic") == 0)
+		job.mode = SG_CTL_MODE_DETERM;
 	else
 		return fail(err, SG_CTL_ERR_INVALID_PARAMS,
-			    "invalid params: mode must be sync or async");
+			    "invalid params: mode must be sync, async or deterministic");
 	if (pbytes < (json_int_t)sg_dtype_size(job.dtype) || pbytes > MAX_PARTITION_BYTES)
 		return fail(err, SG_CTL_ERR_INVALID_PARAMS,
 			    "invalid params: partition_bytes must be one element..4 MiB");
@@ -294,12 +297,17 @@ static int m_job_create(struct sg_ctl_server *s, json_t *params, json_t **res,
 	return 0;
 }
 
+static const char *mode_name(enum sg_ctl_job_mode m)
+{
+	return m == SG_CTL_MODE_ASYNC ? "async" : m == SG_CTL_MODE_DETERM ? "deterministic" : "sync";
+}
+
 static json_t *job_json(const struct sg_ctl_job *j)
 {
 	return json_pack("{s:I, s:I, s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "id",
 			 (json_int_t)j->id,
 			 "workers", (json_int_t)j->n_workers, "dtype", sg_dtype_name(j->dtype),
-			 "mode", j->mode == SG_CTL_MODE_ASYNC ? "async" : "sync",
+			 "mode", mode_name(j->mode),
 			 "partition_bytes", (json_int_t)j->partition_bytes, "tensors",
 			 (json_int_t)j->n_tensors, "rounds_completed",
 			 (json_int_t)j->rounds_completed, "retransmits", (json_int_t)j->retransmits,
@@ -1147,6 +1155,11 @@ char *sg_ctl_srv_metrics(struct sg_ctl_server *s, size_t *len)
 			sb_printf(&b, "%s{job=\"%u\"} %" PRIu64 "\n", job_metrics[m].name, jobs[i].id,
 				  *(const uint64_t *)((const char *)&jobs[i] + job_metrics[m].off));
 	}
+	sb_head(&b, "sigma_job_info", "gauge", "1 per job, labelled with what it was created with");
+	for (i = 0; i < nj; i++)
+		sb_printf(&b, "sigma_job_info{job=\"%u\",workers=\"%u\",dtype=\"%s\",mode=\"%s\"} 1\n",
+			  jobs[i].id, jobs[i].n_workers, sg_dtype_name(jobs[i].dtype),
+			  mode_name(jobs[i].mode));
 	sg_ctl_server_get_stats(s, &st);
 	sb_head(&b, "sigma_ctl_refusals_total", "counter", "control requests refused, by reason");
 	sb_printf(&b,

@@ -46,7 +46,7 @@ static void usage(FILE *f)
 		"  info                        this node: cores, NUMA nodes, ports, reducer lcores\n"
 		"  jobs                        jobs with their counters\n"
 		"  job create --workers N --tensor NAME:ELEMS [--tensor ...] [--dtype fp32]\n"
-		"             [--mode sync|async] [--partition-bytes B]\n"
+		"             [--mode sync|async|deterministic] [--partition-bytes B]\n"
 		"                              create a job; prints its id and session token\n"
 		"  job destroy ID              destroy a job\n"
 		"  placement JOB [--detail]    which summation node sums which partition\n"
@@ -220,11 +220,11 @@ static void show_jobs(json_t *r)
 	json_t *j;
 	size_t i;
 
-	printf("%6s %7s %-5s %-5s %10s %7s %14s %11s %10s %10s %10s\n", "JOB", "WORKERS",
+	printf("%6s %7s %-5s %-13s %10s %7s %14s %11s %10s %10s %10s\n", "JOB", "WORKERS",
 	       "DTYPE", "MODE", "PART_BYTES", "TENSORS", "ROUNDS", "RETRANSMITS", "INCOMPLETE",
 	       "NACKS", "DROPS");
 	json_array_foreach(r, i, j)
-		printf("%6lld %7lld %-5s %-5s %10lld %7lld %14lld %11lld %10lld %10lld %10lld\n",
+		printf("%6lld %7lld %-5s %-13s %10lld %7lld %14lld %11lld %10lld %10lld %10lld\n",
 		       jint(j, "id"), jint(j, "workers"), jstr(j, "dtype"), jstr(j, "mode"),
 		       jint(j, "partition_bytes"), jint(j, "tensors"), jint(j, "rounds_completed"),
 		       jint(j, "retransmits"), jint(j, "incomplete"), jint(j, "nacks"),

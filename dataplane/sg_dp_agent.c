@@ -465,7 +465,8 @@ static int op_job_create(void *arg, struct sg_ctl_job *job, char *reason)
 	}
 	if (refuse_during_move(a, reason))
 		return -EBUSY;
-	if (job->mode != SG_CTL_MODE_SYNC && job->mode != SG_CTL_MODE_ASYNC) {
+	if (job->mode != SG_CTL_MODE_SYNC && job->mode != SG_CTL_MODE_ASYNC &&
+	    job->mode != SG_CTL_MODE_DETERM) {
 		snprintf(reason, SG_CTL_REASON_MAX, "unknown mode");
 		return -EINVAL;
 	}
@@ -508,7 +509,9 @@ static int op_job_create(void *arg, struct sg_ctl_job *job, char *reason)
 	jc.dtype = job->dtype;
 	a->stage_job = (struct sg_dp_job_conf){
 		.id = a->next_id, .nworkers = job->n_workers, .token = token, .dtype = job->dtype,
-		.mode = job->mode == SG_CTL_MODE_ASYNC ? SG_DP_MODE_ASYNC : SG_DP_MODE_SYNC,
+		.mode = job->mode == SG_CTL_MODE_ASYNC    ? SG_DP_MODE_ASYNC
+			: job->mode == SG_CTL_MODE_DETERM ? SG_DP_MODE_DETERM
+							  : SG_DP_MODE_SYNC,
 		.partition_bytes = job->partition_bytes,
 		.chunk_bytes = RTE_MIN(sg_dp_job_chunk_bytes(c, &jc), engine_max_payload(a->p)),
 		.keys = a->stage_keys, .nkeys = (uint32_t)n_keys,
@@ -1168,7 +1171,9 @@ struct sg_dp_agent *sg_dp_agent_start(struct sg_dp_pipeline *p,
 		a->jobs[j] = (struct agent_job){.used = true, .id = jc->id, .workers = jc->workers,
 						.dtype = jc->dtype,
 						.mode = jc->mode == SG_DP_MODE_ASYNC ?
-							SG_CTL_MODE_ASYNC : SG_CTL_MODE_SYNC,
+							SG_CTL_MODE_ASYNC :
+							jc->mode == SG_DP_MODE_DETERM ?
+							SG_CTL_MODE_DETERM : SG_CTL_MODE_SYNC,
 						.partition_bytes = jc->partition_bytes,
 						.n_tensors = 1, .n_keys = jc->keys,
 						.chunk_bytes = sg_dp_job_chunk_bytes(c, jc),

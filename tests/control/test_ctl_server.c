@@ -33,6 +33,7 @@ static char sock_path[108], tmpdir[64];
 static struct sg_ctl_server *srv;
 static struct mock_agent mock;
 static uint16_t tcp_port, http_port;
+static int determ_id; /* a deterministic job the mock holds (test_unix_roundtrips) */
 
 /* ---- a "dataplane" that must keep summing while the control plane is abused ---- */
 
@@ -255,6 +256,30 @@ static void test_unix_roundtrips(void)
 	SG_CHECK(r == NULL && code == SG_CTL_ERR_INVALID_PARAMS, "partition too big: %ld", code);
 	r = call(c, "job_create", "{\"workers\":13,\"tensors\":[{\"elems\":1}]}", &code);
 	SG_CHECK(r == NULL && code == SG_CTL_ERR_REFUSED, "agent refusal: %ld", code);
+	/* One worker limit: the engine's 64 (a bitmap of ranks), refused as a bad param. */
+	r = call(c, "job_create", "{\"workers\":65,\"tensors\":[{\"elems\":1}]}", &code);
+	SG_CHECK(r == NULL && code == SG_CTL_ERR_INVALID_PARAMS, "65 workers: %ld", code);
+	r = call(c, "job_create", "{\"workers\":4096,\"tensors\":[{\"elems\":1}]}", &code);
+	SG_CHECK(r == NULL && code == SG_CTL_ERR_INVALID_PARAMS, "4096 workers: %ld", code);
+	/* Every mode of the engine can be created, and is listed as created. */
+	r = call(c, "job_create", "{\"workers\":64,\"mode\":\"deterministic\","
+		 "\"tensors\":[{\"elems\":10}]}", &code);
+	SG_CHECK(r != NULL, "deterministic job: %ld", code);
+	determ_id = (int)json_integer_value(json_object_get(r, "id"));
+	json_decref(r);
+	r = call(c, "job_list", NULL, &code);
+	for (i = 0; i < json_array_size(r); i++) {
+		json_t *e = json_array_get(r, i);
+
+		if (json_integer_value(json_object_get(e, "id")) == determ_id)
+			SG_CHECK(strcmp(json_string_value(json_object_get(e, "mode")),
+					"deterministic") == 0, "deterministic job listed as %s",
+				 json_string_value(json_object_get(e, "mode")));
+	}
+	json_decref(r);
+	r = call(c, "job_create", "{\"workers\":4,\"mode\":\"eventual\",\"tensors\":[{\"elems\":1}]}",
+		 &code);
+	SG_CHECK(r == NULL && code == SG_CTL_ERR_INVALID_PARAMS, "bad mode: %ld", code);
 
 	/* Placement needs members. */
 	snprintf(params, sizeof(params), "{\"id\":%d}", id);
@@ -353,7 +378,7 @@ static void test_unix_roundtrips(void)
 	SG_CHECK(r == NULL && code == SG_CTL_ERR_INVALID_PARAMS, "bad level: %ld", code);
 	r = call(c, "stats_get", NULL, &code);
 	SG_CHECK(r && json_array_size(json_object_get(r, "lcores")) == MOCK_LCORES &&
-			 json_array_size(json_object_get(r, "jobs")) == 1 &&
+			 json_array_size(json_object_get(r, "jobs")) == 2 &&
 			 json_integer_value(json_object_get(json_object_get(r, "control"),
 							    "requests")) > 10,
 		 "stats_get");
@@ -362,7 +387,7 @@ static void test_unix_roundtrips(void)
 	SG_CHECK(r == NULL && code == SG_CTL_ERR_INVALID_PARAMS, "params on a no-param method");
 	snprintf(params, sizeof(params), "{\"id\":%d}", id);
 	r = call(c, "job_destroy", params, &code);
-	SG_CHECK(r != NULL && mock.n_jobs == 0, "job_destroy");
+	SG_CHECK(r != NULL && mock.n_jobs == 1, "job_destroy"); /* the deterministic one stays */
 	json_decref(r);
 	r = call(c, "job_destroy", params, &code);
 	SG_CHECK(r == NULL && code == SG_CTL_ERR_NOT_FOUND, "destroy twice: %ld", code);
@@ -752,6 +777,14 @@ static void test_metrics(void)
 	SG_CHECK(r && strstr(r, "# TYPE sigma_lcore_packets_total counter\n"), "TYPE line");
 	SG_CHECK(r && strstr(r, "sigma_ctl_refusals_total{reason=\"auth_failed\"} 4\n"),
 		 "refusal counter");
+	{
+		/* each job's mode, as created (deterministic was listed as sync) */
+		char want[160];
+
+		snprintf(want, sizeof(want), "\nsigma_job_info{job=\"%d\",workers=\"64\","
+			 "dtype=\"fp32\",mode=\"deterministic\"} 1\n", determ_id);
+		SG_CHECK(r && strstr(r, want), "no '%s' in the metrics", want + 1);
+	}
 	free(r);
 	r = http_get("GET /secret HTTP/1.1\r\n\r\n");
 	SG_CHECK(r && strncmp(r, "HTTP/1.1 404", 12) == 0, "404");

@@ -626,7 +626,11 @@ static int tj_start(struct sg_dp_pipeline *p, void *arg)
 		char *res = NULL, *msg = NULL;
 		json_t *j;
 
-		if (sg_ctl_client_call(u, "job_create", "{\"workers\":3,\"partition_bytes\":1024,"
+		/* the first one deterministic: a mode the engine has must be creatable */
+		if (sg_ctl_client_call(u, "job_create", i == 0 ?
+				       "{\"workers\":3,\"partition_bytes\":1024,\"mode\":"
+				       "\"deterministic\",\"tensors\":[{\"elems\":1000}]}" :
+				       "{\"workers\":3,\"partition_bytes\":1024,"
 				       "\"tensors\":[{\"elems\":1000}]}", &res, &msg) != 0) {
 			SG_CHECK(false, "job_create %u: %s", i, msg ? msg : "no answer");
 			free(msg);
@@ -696,6 +700,7 @@ static void test_agent_job_counters(void)
 	c.jobs[1].id = 2;
 	c.jobs[1].token = c.jobs[0].token ^ 0x5a5a;
 	c.jobs[1].keys = TJ_KEYS2;
+	c.jobs[1].mode = SG_DP_MODE_DETERM; /* job_list once called it "sync" */
 	rc = sg_dp_loopback_run(&c, &lc, &res, NULL, err, sizeof(err));
 	SG_CHECK(rc == 0, "loopback: %s", err);
 	SG_CHECK_EQ(res.rc, 0);
@@ -709,6 +714,10 @@ static void test_agent_job_counters(void)
 		const struct sg_dp_job_stats *js = tj_job(&t, t.idle_ids[i]);
 		json_t *l = tj_listed(&t, t.idle_ids[i]);
 
+		SG_CHECK(l != NULL && strcmp(json_string_value(json_object_get(l, "mode")),
+					     i == 0 ? "deterministic" : "sync") == 0,
+			 "idle job %u listed as %s", t.idle_ids[i],
+			 l ? json_string_value(json_object_get(l, "mode")) : "(none)");
 		SG_CHECK(js != NULL && l != NULL && js->rounds_completed == 0 &&
 				 js->rx_packets == 0 &&
 				 json_integer_value(json_object_get(l, "rounds_completed")) == 0,
@@ -740,6 +749,9 @@ static void test_agent_job_counters(void)
 			 (unsigned long)js->drops_by[SG_DP_DROP_DUPLICATE], (unsigned long)resent);
 		SG_CHECK_EQ(js->incomplete_slots, 0);
 		/* job_list (and so sigmactl jobs and /metrics) says the same */
+		SG_CHECK(strcmp(json_string_value(json_object_get(l, "mode")),
+				id == 2 ? "deterministic" : "sync") == 0, "job %u listed as %s", id,
+			 json_string_value(json_object_get(l, "mode")));
 		SG_CHECK_EQ((uint64_t)json_integer_value(json_object_get(l, "rounds_completed")),
 			    js->rounds_completed);
 		SG_CHECK_EQ((uint64_t)json_integer_value(json_object_get(l, "retransmits")),
