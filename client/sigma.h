@@ -57,20 +57,10 @@ extern "C" {
 
 /** Most summation nodes in one session. */
 #define SIGMA_MAX_NODES 64
-/** Most tensors in one session (tensor ids are 0..SIGMA_MAX_TENSORS-1). */
-#define SIGMA_MAX_TENSORS 65536
-/** Most partitions of one tensor (the low 16 bits of the wire key). */
-#define SIGMA_MAX_PARTS 65536
 /** Most RX queues of a DPDK session (sigma_conf.dpdk_rx_queues). */
 #define SIGMA_DPDK_MAX_RXQ 16
 /** Longest error message (sigma_last_error()). */
 #define SIGMA_ERR_LEN 256
-
-/** Wire key of partition @p part of tensor @p tensor: tensor in the high 16 bits. */
-static inline uint32_t sigma_wire_key(uint32_t tensor, uint32_t part)
-{
-	return (tensor << 16) | part;
-}
 
 /** Transports (all behind one internal ops interface). */
 enum sigma_transport {
@@ -93,7 +83,7 @@ struct sigma_node {
 	const char *name;           /**< stable identity for placement (NULL: use addr:port) */
 	const char *addr;           /**< IPv4 address, dotted quad */
 	uint16_t port;              /**< UDP port (0: SG_DP_UDP_PORT) */
-	enum sg_ctl_node_kind kind; /**< CPU or GPU machine (BytePS split) */
+	enum sg_node_kind kind; /**< CPU or GPU machine (BytePS split) */
 	double gbps;                /**< NIC bandwidth, weights nodes of one kind (0: 1) */
 };
 
@@ -101,7 +91,7 @@ struct sigma_node {
 struct sigma_conf {
 	uint32_t job;             /**< job id (from the control plane) */
 	uint16_t rank;            /**< this worker, 0 <= rank < nworkers */
-	uint16_t nworkers;        /**< N, 1..SG_DP_MAX_WORKERS */
+	uint16_t nworkers;        /**< N, 1..SG_MAX_WORKERS */
 	uint64_t token;           /**< the job's session token */
 	const struct sigma_node *nodes; /**< summation nodes (copied) */
 	unsigned int nnodes;      /**< 1..SIGMA_MAX_NODES */
@@ -111,7 +101,7 @@ struct sigma_conf {
 	 * bandwidths. The control plane hands these out when it exists.
 	 */
 	const double *weights;
-	uint32_t partition_bytes; /**< largest partition (default SG_DP_PARTITION_DEFAULT) */
+	uint32_t partition_bytes; /**< largest partition (default SG_PARTITION_BYTES_DEFAULT) */
 	uint32_t chunk_bytes;     /**< payload per packet, multiple of 8, <= 8920 (default 1424) */
 	uint32_t window;          /**< outstanding chunks per node (default 256); the same on
 				       every worker of a job */
@@ -178,12 +168,12 @@ void sigma_close(struct sigma_session *s);
  * Register a tensor. Every worker of the job must register the same tensors
  * (same id, dtype, element count); @p id is the tensor's identity on the wire.
  * @param name     for messages (may be NULL)
- * @param id       0..SIGMA_MAX_TENSORS-1, unique in the session
+ * @param id       0..SG_MAX_TENSORS-1, unique in the session
  * @param dtype    element type
  * @param nelem    elements (> 0)
  * @param priority lower is sent first (earlier layers: lower values)
  * @return the tensor, or NULL with errno EINVAL (bad argument), EEXIST (id in
- *         use), E2BIG (more than SIGMA_MAX_PARTS partitions) or ENOMEM.
+ *         use), E2BIG (more than SG_MAX_PARTS partitions) or ENOMEM.
  */
 struct sigma_tensor *sigma_tensor_register(struct sigma_session *s, const char *name,
 					   uint32_t id, enum sg_dtype dtype, uint64_t nelem,

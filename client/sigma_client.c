@@ -110,19 +110,19 @@ static int conf_error(const char *fmt, ...)
 
 static int check_conf(struct sigma_conf *c)
 {
-	if (c->nworkers == 0 || c->nworkers > SG_DP_MAX_WORKERS)
-		return conf_error("nworkers %u not in 1..%u", c->nworkers, SG_DP_MAX_WORKERS);
+	if (c->nworkers == 0 || c->nworkers > SG_MAX_WORKERS)
+		return conf_error("nworkers %u not in 1..%u", c->nworkers, SG_MAX_WORKERS);
 	if (c->rank >= c->nworkers)
 		return conf_error("rank %u >= nworkers %u", c->rank, c->nworkers);
 	if (c->nodes == NULL || c->nnodes == 0 || c->nnodes > SIGMA_MAX_NODES)
 		return conf_error("need 1..%u nodes, got %u", SIGMA_MAX_NODES, c->nnodes);
 	if (c->partition_bytes == 0)
-		c->partition_bytes = SG_DP_PARTITION_DEFAULT;
+		c->partition_bytes = SG_PARTITION_BYTES_DEFAULT;
 	if (c->chunk_bytes == 0)
 		c->chunk_bytes = SG_DP_PAYLOAD_MTU1500;
-	if (c->chunk_bytes % 8 || c->chunk_bytes > SG_DP_MAX_CHUNK_BYTES)
+	if (c->chunk_bytes % 8 || c->chunk_bytes > SG_MAX_CHUNK_BYTES)
 		return conf_error("chunk_bytes %u: must be a multiple of 8 and <= %u",
-				  c->chunk_bytes, SG_DP_MAX_CHUNK_BYTES);
+				  c->chunk_bytes, SG_MAX_CHUNK_BYTES);
 	if (c->partition_bytes < c->chunk_bytes || c->partition_bytes % 8)
 		return conf_error("partition_bytes %u: must be a multiple of 8 and >= chunk_bytes",
 				  c->partition_bytes);
@@ -153,7 +153,7 @@ static int check_conf(struct sigma_conf *c)
 		if (sg_cli_parse_ipv4(c->nodes[i].addr, &a) < 0)
 			return conf_error("node %u: address '%s' is not an IPv4 address", i,
 					  c->nodes[i].addr ? c->nodes[i].addr : "(null)");
-		if (c->nodes[i].gbps < 0 || c->nodes[i].kind > SG_CTL_NODE_GPU)
+		if (c->nodes[i].gbps < 0 || c->nodes[i].kind > SG_NODE_GPU)
 			return conf_error("node %u: bad kind or bandwidth", i);
 		if (c->steer_reducers > SG_DP_STEER_PORTS)
 			return conf_error("steer_reducers %u: at most %u (a node's reducer ports)",
@@ -244,7 +244,7 @@ struct sigma_session *sigma_open(const struct sigma_conf *conf)
 		goto fail;
 	s->conf.nodes = NULL; /* the caller's array is not kept */
 	s->conf.weights = NULL;
-	s->tensors = calloc(SIGMA_MAX_TENSORS, sizeof(*s->tensors));
+	s->tensors = calloc(SG_MAX_TENSORS, sizeof(*s->tensors));
 	if (s->tensors == NULL) {
 		rc = -ENOMEM;
 		goto fail;
@@ -286,7 +286,7 @@ void sigma_close(struct sigma_session *s)
 	if (s->tp != NULL)
 		s->tp->destroy(s->tp);
 	if (s->tensors != NULL)
-		for (uint32_t i = 0; i < SIGMA_MAX_TENSORS; i++)
+		for (uint32_t i = 0; i < SG_MAX_TENSORS; i++)
 			tensor_free(s->tensors[i]);
 	free(s->tensors);
 	if (s->nodes != NULL)
@@ -309,7 +309,7 @@ struct sigma_tensor *sigma_tensor_register(struct sigma_session *s, const char *
 	uint32_t esize;
 	int err = EINVAL;
 
-	if (s == NULL || id >= SIGMA_MAX_TENSORS || !sg_dtype_valid(dtype) || nelem == 0)
+	if (s == NULL || id >= SG_MAX_TENSORS || !sg_dtype_valid(dtype) || nelem == 0)
 		goto fail;
 	esize = (uint32_t)sg_dtype_size(dtype);
 	if (s->conf.chunk_bytes % esize || s->conf.partition_bytes % esize)
@@ -320,7 +320,7 @@ struct sigma_tensor *sigma_tensor_register(struct sigma_session *s, const char *
 	}
 	part_elems = s->conf.partition_bytes / esize;
 	nparts = (nelem + part_elems - 1) / part_elems;
-	if (nparts > SIGMA_MAX_PARTS) {
+	if (nparts > SG_MAX_PARTS) {
 		err = E2BIG;
 		goto fail;
 	}
@@ -359,7 +359,7 @@ struct sigma_tensor *sigma_tensor_register(struct sigma_session *s, const char *
 		/* the node's reducer for this key under its default keymap (sg_dp_proto.h) */
 		if (s->conf.steer_reducers)
 			pt->port_off = (uint16_t)(1 + sg_dp_steer_reducer(s->conf.job,
-				sigma_wire_key(id, p), s->conf.steer_reducers));
+				sg_wire_key(id, p), s->conf.steer_reducers));
 		nchunks += pt->nchunks;
 	}
 	t->slot_of = calloc(nchunks, sizeof(*t->slot_of));
@@ -462,7 +462,7 @@ static void fail_chunk(struct sigma_session *s, uint32_t node, uint32_t idx, int
 
 	len = snprintf(s->err, sizeof(s->err),
 		       "%s from node %s for tensor '%s' key 0x%08x chunk %u round %u", why,
-		       s->nodes[node].label, t->name, sigma_wire_key(t->id, sl->part), sl->chunk,
+		       s->nodes[node].label, t->name, sg_wire_key(t->id, sl->part), sl->chunk,
 		       t->round);
 	if (sl->missing && len > 0 && (size_t)len < sizeof(s->err))
 		snprintf(s->err + len, sizeof(s->err) - len, " (node reports ranks 0x%" PRIx64
@@ -501,7 +501,7 @@ static void queue_push(struct sigma_session *s, const struct sigma_tensor *t, ui
 		.job = s->conf.job,
 		.rank = s->conf.rank,
 		.token = s->conf.token,
-		.key = sigma_wire_key(t->id, part),
+		.key = sg_wire_key(t->id, part),
 		.chunk = chunk,
 		.nchunks = pt->nchunks,
 		.round = t->round,
@@ -829,7 +829,7 @@ int sigma_job_for_node(const struct sigma_session *s, unsigned int node,
 
 	if (s == NULL || job == NULL || node >= s->conf.nnodes)
 		return -EINVAL;
-	for (uint32_t id = 0; id < SIGMA_MAX_TENSORS; id++) {
+	for (uint32_t id = 0; id < SG_MAX_TENSORS; id++) {
 		const struct sigma_tensor *t = s->tensors[id];
 
 		if (t == NULL)
@@ -841,7 +841,7 @@ int sigma_job_for_node(const struct sigma_session *s, unsigned int node,
 			if (t->parts[p].node != node)
 				continue;
 			if (nk < cap && keys != NULL)
-				keys[nk] = (struct sg_dp_key){.id = sigma_wire_key(id, p),
+				keys[nk] = (struct sg_dp_key){.id = sg_wire_key(id, p),
 							      .nelem = t->parts[p].nelem};
 			nk++;
 		}

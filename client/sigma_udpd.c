@@ -184,7 +184,7 @@ struct sigma_udpd *sigma_udpd_create(const struct sigma_udpd_conf *conf)
 	d->conf.engine.tx.send = tx_send;
 	d->conf.engine.tx.ctx = d;
 	if (d->conf.engine.max_payload == 0)
-		d->conf.engine.max_payload = SG_DP_MAX_CHUNK_BYTES;
+		d->conf.engine.max_payload = SG_MAX_CHUNK_BYTES;
 	d->eng = sg_dp_engine_create(&d->conf.engine);
 	if (d->eng == NULL) {
 		err = errno;

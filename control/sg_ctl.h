@@ -35,6 +35,7 @@
 #include <stdint.h>
 
 #include "sg_sum.h"
+#include "sg_types.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -44,16 +45,7 @@ extern "C" {
 /* 1. Placement                                                             */
 /* ======================================================================== */
 
-/** What kind of machine a summation node runs on. */
-enum sg_ctl_node_kind {
-	SG_CTL_NODE_CPU = 0, /**< dedicated CPU machine (no worker on it) */
-	SG_CTL_NODE_GPU = 1, /**< GPU machine's spare cores (a worker runs there too) */
-};
-
-/** Name of a node kind ("cpu"/"gpu"). */
-const char *sg_ctl_node_kind_name(enum sg_ctl_node_kind kind);
-/** Parse "cpu" or "gpu"; -EINVAL otherwise. */
-int sg_ctl_node_kind_from_name(const char *name, enum sg_ctl_node_kind *kind);
+/* Node kinds (enum sg_node_kind), roles, idle policies and job modes: sg_types.h. */
 
 /**
  * BytePS's optimal share of the model per machine, as fractions of M.
@@ -92,7 +84,7 @@ int sg_ctl_model(unsigned int n_gpu, unsigned int k_cpu, double model_bytes,
 /** A summation node as placement sees it. */
 struct sg_ctl_place_node {
 	const char *name;	    /**< stable identity: hashed, so order does not matter */
-	enum sg_ctl_node_kind kind; /**< CPU or GPU machine */
+	enum sg_node_kind kind; /**< CPU or GPU machine */
 	double gbps;		    /**< NIC bandwidth; weights nodes within their group (> 0) */
 	bool alive;		    /**< dead nodes get weight 0 */
 };
@@ -130,12 +122,12 @@ static inline uint64_t sg_ctl_partition_key(uint32_t tensor, uint32_t part)
 /* ======================================================================== */
 
 /** Longest node name (with the NUL). */
-#define SG_CTL_NAME_MAX 64
+#define SG_NAME_MAX 64
 
 /** One node's state as the membership tracker knows it. */
 struct sg_ctl_member {
-	char name[SG_CTL_NAME_MAX];
-	enum sg_ctl_node_kind kind;
+	char name[SG_NAME_MAX];
+	enum sg_node_kind kind;
 	double gbps;
 	bool alive;
 	uint64_t last_heartbeat_ns; /**< clock of the caller (monotonic ns) */
@@ -173,7 +165,7 @@ void sg_ctl_members_destroy(struct sg_ctl_members *m);
  * @return 0; -EINVAL for a bad name/kind/gbps; -ENOSPC when full.
  */
 int sg_ctl_members_heartbeat(struct sg_ctl_members *m, const char *name,
-			     enum sg_ctl_node_kind kind, double gbps, uint64_t now_ns);
+			     enum sg_node_kind kind, double gbps, uint64_t now_ns);
 
 /** Remove a node on purpose (fails its in-flight rounds). -ENOENT if unknown. */
 int sg_ctl_members_remove(struct sg_ctl_members *m, const char *name);
@@ -288,7 +280,7 @@ struct sg_ctl_port_info {
 
 /** Answer of the node info method. */
 struct sg_ctl_node_info {
-	char name[SG_CTL_NAME_MAX];
+	char name[SG_NAME_MAX];
 	uint32_t n_cores;
 	uint32_t n_numa;
 	uint32_t n_ports;
@@ -298,29 +290,15 @@ struct sg_ctl_node_info {
 	bool draining;
 };
 
-/** Lcore roles. */
-enum sg_ctl_role {
-	SG_CTL_ROLE_IO = 0,	 /**< RX/TX */
-	SG_CTL_ROLE_REDUCER = 1, /**< sums keys */
-	SG_CTL_ROLE_RTC = 2,	 /**< run to completion: RX, sum and TX */
-	SG_CTL_ROLE_CONTROL = 3, /**< main / control */
-	SG_CTL_ROLE_COUNT
-};
-/** "io", "reducer", "rtc", "control" or "unknown". */
-const char *sg_ctl_role_name(enum sg_ctl_role role);
-
-/** Idle policy of an lcore. */
-enum sg_ctl_idle {
-	SG_CTL_IDLE_POLL = 0,  /**< busy-poll (dedicated appliance) */
-	SG_CTL_IDLE_SLEEP = 1, /**< back off and sleep when idle (shared GPU machine) */
-};
+/** A role's name in the JSON answers: "io", "reducer", "rtc", "control" or "unknown". */
+const char *sg_ctl_role_name(enum sg_role role);
 
 /** Per-lcore counters and recent rates (as in the dataplane's telemetry). */
 struct sg_ctl_lcore_stats {
 	uint32_t lcore;
-	uint32_t role; /**< enum sg_ctl_role */
+	uint32_t role; /**< enum sg_role */
 	int32_t numa;
-	uint32_t idle; /**< enum sg_ctl_idle */
+	uint32_t idle; /**< enum sg_idle */
 	uint64_t busy_cycles;
 	uint64_t idle_cycles;
 	uint64_t packets;
@@ -331,16 +309,9 @@ struct sg_ctl_lcore_stats {
 	double gbps_summed;
 };
 
-/** Job modes. */
-enum sg_ctl_job_mode {
-	SG_CTL_MODE_SYNC = 0,  /**< every round waits for all N pushes */
-	SG_CTL_MODE_ASYNC = 1, /**< pushes are applied as they come */
-	SG_CTL_MODE_DETERM = 2, /**< like sync, summed in rank order: bitwise reproducible */
-};
-
 /** A tensor of a job. */
 struct sg_ctl_tensor {
-	char name[SG_CTL_NAME_MAX];
+	char name[SG_NAME_MAX];
 	uint64_t elems;
 };
 
@@ -349,7 +320,7 @@ struct sg_ctl_job {
 	uint32_t id;		 /**< assigned by the agent at create */
 	uint32_t n_workers;
 	enum sg_dtype dtype;
-	enum sg_ctl_job_mode mode;
+	enum sg_mode mode;
 	uint32_t partition_bytes; /**< at most 4 MiB */
 	uint32_t n_tensors;
 	const struct sg_ctl_tensor *tensors; /**< create: owned by the server for the call only */
@@ -368,7 +339,7 @@ struct sg_ctl_layout_change {
 	uint32_t n_idle;			/**< idle-policy changes */
 	struct {
 		uint32_t lcore;
-		uint32_t idle; /**< enum sg_ctl_idle */
+		uint32_t idle; /**< enum sg_idle */
 	} idle[SG_CTL_MAX_LCORES];
 };
 
@@ -377,9 +348,9 @@ struct sg_ctl_layout {
 	uint32_t n_lcores;
 	struct {
 		uint32_t lcore;
-		uint32_t role; /**< enum sg_ctl_role */
+		uint32_t role; /**< enum sg_role */
 		int32_t numa;
-		uint32_t idle; /**< enum sg_ctl_idle */
+		uint32_t idle; /**< enum sg_idle */
 		int32_t port;  /**< -1 if none */
 		int32_t queue; /**< -1 if none */
 	} lcores[SG_CTL_MAX_LCORES];
@@ -409,7 +380,7 @@ struct sg_ctl_verbs_info {
 	uint32_t n_lcores;
 	struct {
 		uint32_t lcore;
-		uint32_t role; /**< enum sg_ctl_role */
+		uint32_t role; /**< enum sg_role */
 		uint32_t qpn;  /**< the lcore's UD QP number; 0 in RC (connections have their own) */
 	} lcores[SG_CTL_MAX_LCORES];
 };

@@ -16,10 +16,6 @@
 
 #include "sg_ctl_server_internal.h"
 
-/* The engine's limit: a round's arrivals are one 64-bit bitmap of ranks. */
-#define MAX_WORKERS 64
-#define MAX_PARTITION_BYTES (4u << 20)
-#define DEFAULT_PARTITION_BYTES 4096000u
 
 static int fail(struct rpc_err *err, int code, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
@@ -74,11 +70,19 @@ static int no_params(json_t *params, struct rpc_err *err)
 }
 
 
-const char *sg_ctl_role_name(enum sg_ctl_role role)
+const char *sg_ctl_role_name(enum sg_role role)
 {
-	static const char *const names[SG_CTL_ROLE_COUNT] = {"io", "reducer", "rtc", "control"};
-
-	return (unsigned int)role < SG_CTL_ROLE_COUNT ? names[role] : "unknown";
+	switch (role) {
+	case SG_ROLE_IO:
+		return "io";
+	case SG_ROLE_REDUCE:
+		return "reducer";
+	case SG_ROLE_RTC:
+		return "rtc";
+	case SG_ROLE_CONTROL:
+		return "control";
+	}
+	return "unknown";
 }
 
 /* ---- node ---------------------------------------------------------------- */
@@ -123,7 +127,7 @@ static int m_node_heartbeat(struct sg_ctl_server *s, json_t *params, json_t **re
 {
 	const char *name = NULL, *kind = "cpu";
 	double gbps = 0;
-	enum sg_ctl_node_kind k;
+	enum sg_node_kind k;
 	json_error_t jerr;
 	int rc;
 
@@ -132,7 +136,7 @@ static int m_node_heartbeat(struct sg_ctl_server *s, json_t *params, json_t **re
 			   &kind, "gbps", &gbps) != 0)
 		return params ? bad_params(err, &jerr)
 			      : fail(err, SG_CTL_ERR_INVALID_PARAMS, "invalid params: need name, gbps");
-	if (sg_ctl_node_kind_from_name(kind, &k) != 0)
+	if (sg_node_kind_from_name(kind, &k) != 0)
 		return fail(err, SG_CTL_ERR_INVALID_PARAMS, "invalid params: kind must be cpu or gpu");
 	rc = sg_ctl_members_heartbeat(s->members, name, k, gbps, sg_ctl_now_ns());
 	if (rc != 0)
@@ -162,7 +166,7 @@ static int m_nodes_list(struct sg_ctl_server *s, json_t *params, json_t **res,
 	for (i = 0; i < n; i++)
 		json_array_append_new(
 			arr, json_pack("{s:s, s:s, s:f, s:b, s:I}", "name", mem[i].name, "kind",
-				       sg_ctl_node_kind_name(mem[i].kind), "gbps", mem[i].gbps,
+				       sg_node_kind_name(mem[i].kind), "gbps", mem[i].gbps,
 				       "alive", mem[i].alive, "last_heartbeat_ms",
 				       (json_int_t)((now - mem[i].last_heartbeat_ns) / 1000000)));
 	free(mem);
@@ -233,7 +237,7 @@ static int m_job_create(struct sg_ctl_server *s, json_t *params, json_t **res,
 			struct rpc_err *err)
 {
 	const char *dtype = "fp32", *mode = "sync";
-	json_int_t workers = 0, pbytes = DEFAULT_PARTITION_BYTES;
+	json_int_t workers = 0, pbytes = SG_PARTITION_BYTES_DEFAULT;
 	json_t *tensors = NULL;
 	struct sg_ctl_job job = {0};
 	char reason[SG_CTL_REASON_MAX] = "";
@@ -251,22 +255,16 @@ static int m_job_create(struct sg_ctl_server *s, json_t *params, json_t **res,
 		return params ? bad_params(err, &jerr)
 			      : fail(err, SG_CTL_ERR_INVALID_PARAMS,
 				     "invalid params: need workers and tensors");
-	if (workers < 1 || workers > MAX_WORKERS)
+	if (workers < 1 || workers > SG_MAX_WORKERS)
 		return fail(err, SG_CTL_ERR_INVALID_PARAMS, "invalid params: workers must be 1..%d",
-			    MAX_WORKERS);
+			    SG_MAX_WORKERS);
 	if (sg_dtype_from_name(dtype, &job.dtype) != 0)
 		return fail(err, SG_CTL_ERR_INVALID_PARAMS, "invalid params: unknown dtype '%.16s'",
 			    dtype);
-	if (strcmp(mode, "sync") == 0)
-		job.mode = SG_CTL_MODE_SYNC;
-	else if (strcmp(mode, "async") == 0)
-		job.mode = SG_CTL_MODE_ASYNC;
-	else if (strcmp(mode, "deterministic") == 0)
-		job.mode = SG_CTL_MODE_DETERM;
-	else
+	if (sg_mode_from_name(mode, &job.mode) != 0)
 		return fail(err, SG_CTL_ERR_INVALID_PARAMS,
 			    "invalid params: mode must be sync, async or deterministic");
-	if (pbytes < (json_int_t)sg_dtype_size(job.dtype) || pbytes > MAX_PARTITION_BYTES)
+	if (pbytes < (json_int_t)sg_dtype_size(job.dtype) || pbytes > SG_MAX_PARTITION_BYTES)
 		return fail(err, SG_CTL_ERR_INVALID_PARAMS,
 			    "invalid params: partition_bytes must be one element..4 MiB");
 	if (s->draining)
@@ -297,17 +295,12 @@ static int m_job_create(struct sg_ctl_server *s, json_t *params, json_t **res,
 	return 0;
 }
 
-static const char *mode_name(enum sg_ctl_job_mode m)
-{
-	return m == SG_CTL_MODE_ASYNC ? "async" : m == SG_CTL_MODE_DETERM ? "deterministic" : "sync";
-}
-
 static json_t *job_json(const struct sg_ctl_job *j)
 {
 	return json_pack("{s:I, s:I, s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "id",
 			 (json_int_t)j->id,
 			 "workers", (json_int_t)j->n_workers, "dtype", sg_dtype_name(j->dtype),
-			 "mode", mode_name(j->mode),
+			 "mode", sg_mode_name(j->mode),
 			 "partition_bytes", (json_int_t)j->partition_bytes, "tensors",
 			 (json_int_t)j->n_tensors, "rounds_completed",
 			 (json_int_t)j->rounds_completed, "retransmits", (json_int_t)j->retransmits,
@@ -483,7 +476,7 @@ static int m_job_placement(struct sg_ctl_server *s, json_t *params, json_t **res
 	for (t = 0; t < (uint32_t)nn; t++)
 		json_array_append_new(
 			narr, json_pack("{s:s, s:s, s:b, s:f, s:I, s:I}", "name", nodes[t].name,
-					"kind", sg_ctl_node_kind_name(nodes[t].kind), "alive",
+					"kind", sg_node_kind_name(nodes[t].kind), "alive",
 					nodes[t].alive, "weight", w[t], "partitions",
 					(json_int_t)parts[t], "bytes", (json_int_t)bytes[t]));
 	*res = json_pack("{s:I, s:I, s:o}", "job", (json_int_t)id, "epoch",
@@ -522,7 +515,7 @@ static json_t *lcore_json(const struct sg_ctl_lcore_stats *l)
 {
 	return json_pack("{s:I, s:s, s:i, s:s, s:I, s:I, s:I, s:I, s:I, s:f, s:f, s:f}", "lcore",
 			 (json_int_t)l->lcore, "role", sg_ctl_role_name(l->role), "numa", l->numa,
-			 "idle", l->idle == SG_CTL_IDLE_SLEEP ? "sleep" : "poll", "busy_cycles",
+			 "idle", l->idle == SG_IDLE_SLEEP ? "sleep" : "poll", "busy_cycles",
 			 (json_int_t)l->busy_cycles, "idle_cycles", (json_int_t)l->idle_cycles,
 			 "packets", (json_int_t)l->packets, "bytes_summed",
 			 (json_int_t)l->bytes_summed, "drops", (json_int_t)l->drops, "busy_pct",
@@ -625,7 +618,7 @@ static int m_layout_get(struct sg_ctl_server *s, json_t *params, json_t **res,
 				      (json_int_t)lay->lcores[i].lcore, "role",
 				      sg_ctl_role_name(lay->lcores[i].role), "numa",
 				      lay->lcores[i].numa, "idle",
-				      lay->lcores[i].idle == SG_CTL_IDLE_SLEEP ? "sleep" : "poll",
+				      lay->lcores[i].idle == SG_IDLE_SLEEP ? "sleep" : "poll",
 				      "port", lay->lcores[i].port, "queue", lay->lcores[i].queue));
 	km = json_array();
 	for (i = 0; i < SG_CTL_KEYMAP_BUCKETS; i++)
@@ -656,7 +649,7 @@ static int parse_idle(json_t *arr, struct sg_ctl_layout_change *chg, struct rpc_
 				    "invalid params: idle[%zu]: lcore 0..1023, policy poll|sleep",
 				    i);
 		chg->idle[i].lcore = (uint32_t)lc;
-		chg->idle[i].idle = strcmp(pol, "sleep") == 0 ? SG_CTL_IDLE_SLEEP : SG_CTL_IDLE_POLL;
+		chg->idle[i].idle = strcmp(pol, "sleep") == 0 ? SG_IDLE_SLEEP : SG_IDLE_POLL;
 	}
 	chg->n_idle = (uint32_t)i;
 	return 0;
@@ -1159,7 +1152,7 @@ char *sg_ctl_srv_metrics(struct sg_ctl_server *s, size_t *len)
 	for (i = 0; i < nj; i++)
 		sb_printf(&b, "sigma_job_info{job=\"%u\",workers=\"%u\",dtype=\"%s\",mode=\"%s\"} 1\n",
 			  jobs[i].id, jobs[i].n_workers, sg_dtype_name(jobs[i].dtype),
-			  mode_name(jobs[i].mode));
+			  sg_mode_name(jobs[i].mode));
 	sg_ctl_server_get_stats(s, &st);
 	sb_head(&b, "sigma_ctl_refusals_total", "counter", "control requests refused, by reason");
 	sb_printf(&b,

@@ -46,7 +46,7 @@ struct agent_job {
 	uint32_t id;
 	uint32_t workers;
 	enum sg_dtype dtype;
-	enum sg_ctl_job_mode mode;
+	enum sg_mode mode;
 	uint32_t partition_bytes;
 	uint32_t n_tensors;
 	uint32_t n_keys;
@@ -210,7 +210,7 @@ int sg_dp_lcore_ctl(void *arg, struct sg_ctl_msg *m)
 	case SG_CTL_MSG_NOP:
 		return 0;
 	case SG_CTL_MSG_IDLE_POLICY:
-		lc->st.idle = m->arg[0] == SG_CTL_IDLE_SLEEP ? SG_DP_IDLE_SLEEP : SG_DP_IDLE_BUSY;
+		lc->st.idle = m->arg[0] == SG_IDLE_SLEEP ? SG_IDLE_SLEEP : SG_IDLE_POLL;
 		return 0;
 	case SG_CTL_MSG_STATS:
 		if (lc->eng == NULL)
@@ -465,15 +465,14 @@ static int op_job_create(void *arg, struct sg_ctl_job *job, char *reason)
 	}
 	if (refuse_during_move(a, reason))
 		return -EBUSY;
-	if (job->mode != SG_CTL_MODE_SYNC && job->mode != SG_CTL_MODE_ASYNC &&
-	    job->mode != SG_CTL_MODE_DETERM) {
+	if ((unsigned int)job->mode >= SG_MODE_COUNT) {
 		snprintf(reason, SG_CTL_REASON_MAX, "unknown mode");
 		return -EINVAL;
 	}
 	if (es == 0 || job->partition_bytes < es || job->n_workers == 0 ||
-	    job->n_workers > SG_DP_MAX_WORKERS) {
+	    job->n_workers > SG_MAX_WORKERS) {
 		snprintf(reason, SG_CTL_REASON_MAX, "need 1..%d workers and a partition of at least "
-			 "one element", SG_DP_MAX_WORKERS);
+			 "one element", SG_MAX_WORKERS);
 		return -EINVAL;
 	}
 	pelems = job->partition_bytes / (uint32_t)es;
@@ -509,9 +508,7 @@ static int op_job_create(void *arg, struct sg_ctl_job *job, char *reason)
 	jc.dtype = job->dtype;
 	a->stage_job = (struct sg_dp_job_conf){
 		.id = a->next_id, .nworkers = job->n_workers, .token = token, .dtype = job->dtype,
-		.mode = job->mode == SG_CTL_MODE_ASYNC    ? SG_DP_MODE_ASYNC
-			: job->mode == SG_CTL_MODE_DETERM ? SG_DP_MODE_DETERM
-							  : SG_DP_MODE_SYNC,
+		.mode = job->mode,
 		.partition_bytes = job->partition_bytes,
 		.chunk_bytes = RTE_MIN(sg_dp_job_chunk_bytes(c, &jc), engine_max_payload(a->p)),
 		.keys = a->stage_keys, .nkeys = (uint32_t)n_keys,
@@ -595,12 +592,6 @@ static int op_job_destroy(void *arg, uint32_t id)
 	return 0;
 }
 
-static enum sg_ctl_role ctl_role(enum sg_dp_role r)
-{
-	return r == SG_DP_ROLE_IO ? SG_CTL_ROLE_IO :
-	       r == SG_DP_ROLE_REDUCE ? SG_CTL_ROLE_REDUCER : SG_CTL_ROLE_RTC;
-}
-
 static int op_lcores(void *arg, struct sg_ctl_lcore_stats *out, unsigned int cap)
 {
 	struct sg_dp_agent *a = arg;
@@ -616,8 +607,8 @@ static int op_lcores(void *arg, struct sg_ctl_lcore_stats *out, unsigned int cap
 
 		sg_dp_pipeline_lcore_stats(p, i, &st);
 		*o = (struct sg_ctl_lcore_stats){
-			.lcore = st.lcore, .role = ctl_role(st.role), .numa = st.socket,
-			.idle = st.idle == SG_DP_IDLE_SLEEP ? SG_CTL_IDLE_SLEEP : SG_CTL_IDLE_POLL,
+			.lcore = st.lcore, .role = st.role, .numa = st.socket,
+			.idle = st.idle,
 			.busy_cycles = st.busy_cycles, .idle_cycles = st.idle_cycles,
 			.packets = st.rx_pkts + st.handoff_pkts, .bytes_summed = st.bytes_summed};
 		o->drops = sg_dp_lcore_drops(&st, NULL);
@@ -771,7 +762,7 @@ static int keymap_change(struct sg_dp_agent *a, const uint16_t *want, char *reas
 	if (refuse_during_move(a, reason))
 		return -EBUSY;
 	for (unsigned int i = 0; i < a->max_jobs; i++)
-		if (a->jobs[i].used && a->jobs[i].mode == SG_CTL_MODE_ASYNC) {
+		if (a->jobs[i].used && a->jobs[i].mode == SG_MODE_ASYNC) {
 			snprintf(reason, SG_CTL_REASON_MAX, "job %u is async: its stores live in their "
 				 "reducers for the job's lifetime, so no key moves while it exists",
 				 a->jobs[i].id);
@@ -818,13 +809,12 @@ static int op_layout_get(void *arg, struct sg_ctl_layout *out)
 	memset(out, 0, sizeof(*out));
 	for (unsigned int i = 0; i < p->n_lc && i < SG_CTL_MAX_LCORES; i++) {
 		const struct sg_dp_lcore *lc = &p->lc[i];
-		bool rx = (lc->role & SG_DP_ROLE_IO) != 0;
+		bool rx = (lc->role & SG_ROLE_IO) != 0;
 
 		out->lcores[out->n_lcores].lcore = lc->lcore_id;
-		out->lcores[out->n_lcores].role = ctl_role(lc->role);
+		out->lcores[out->n_lcores].role = lc->role;
 		out->lcores[out->n_lcores].numa = lc->socket;
-		out->lcores[out->n_lcores].idle =
-			lc->st.idle == SG_DP_IDLE_SLEEP ? SG_CTL_IDLE_SLEEP : SG_CTL_IDLE_POLL;
+		out->lcores[out->n_lcores].idle = lc->st.idle;
 		out->lcores[out->n_lcores].port = rx ? lc->rx_port : -1;
 		out->lcores[out->n_lcores].queue = rx ? lc->rx_queue : -1;
 		out->n_lcores++;
@@ -945,7 +935,7 @@ static int op_verbs_info(void *arg, struct sg_ctl_verbs_info *out, char *reason)
 	out->rc_max_conns = vi.rc_max_conns;
 	for (unsigned int i = 0; i < vi.n_lcores && i < SG_CTL_MAX_LCORES; i++) {
 		out->lcores[i].lcore = vi.lcores[i].lcore;
-		out->lcores[i].role = ctl_role(vi.lcores[i].role);
+		out->lcores[i].role = vi.lcores[i].role;
 		out->lcores[i].qpn = vi.lcores[i].qpn;
 		out->n_lcores++;
 	}
@@ -1057,7 +1047,7 @@ static void *hb_main(void *arg)
 		ac = a->ac;
 		pthread_mutex_unlock(&a->hb_lock);
 		snprintf(params, sizeof(params), "{\"name\":\"%s\",\"kind\":\"%s\",\"gbps\":%.3f}",
-			 ac.name, sg_ctl_node_kind_name(ac.kind), ac.gbps);
+			 ac.name, sg_node_kind_name(ac.kind), ac.gbps);
 		next = rte_rdtsc() + hz * ac.heartbeat_ms / 1000;
 		if (cli != NULL && strcmp(target, ac.coordinator) != 0) {
 			sg_ctl_client_close(cli);
@@ -1116,7 +1106,7 @@ int sg_dp_agent_reload(struct sg_dp_agent *a, const struct sg_dp_agent_conf *ac,
 			fprintf(report, "sigmad: SIGHUP: [control] name now %s\n", nc.name);
 		if (nc.kind != a->ac.kind)
 			fprintf(report, "sigmad: SIGHUP: [control] kind now %s\n",
-				sg_ctl_node_kind_name(nc.kind));
+				sg_node_kind_name(nc.kind));
 		if (nc.gbps != a->ac.gbps)
 			fprintf(report, "sigmad: SIGHUP: [control] gbps now %.3f\n", nc.gbps);
 		if (nc.heartbeat_ms != a->ac.heartbeat_ms)
@@ -1170,10 +1160,7 @@ struct sg_dp_agent *sg_dp_agent_start(struct sg_dp_pipeline *p,
 
 		a->jobs[j] = (struct agent_job){.used = true, .id = jc->id, .workers = jc->workers,
 						.dtype = jc->dtype,
-						.mode = jc->mode == SG_DP_MODE_ASYNC ?
-							SG_CTL_MODE_ASYNC :
-							jc->mode == SG_DP_MODE_DETERM ?
-							SG_CTL_MODE_DETERM : SG_CTL_MODE_SYNC,
+						.mode = jc->mode,
 						.partition_bytes = jc->partition_bytes,
 						.n_tensors = 1, .n_keys = jc->keys,
 						.chunk_bytes = sg_dp_job_chunk_bytes(c, jc),
@@ -1255,9 +1242,9 @@ static int agent_key(struct sg_dp_agent_conf *ac, const char *k, const char *v, 
 			goto bad;
 		snprintf(ac->name, sizeof(ac->name), "%s", v);
 	} else if (!strcmp(k, "kind")) {
-		enum sg_ctl_node_kind kind;
+		enum sg_node_kind kind;
 
-		if (sg_ctl_node_kind_from_name(v, &kind) < 0)
+		if (sg_node_kind_from_name(v, &kind) < 0)
 			goto bad;
 		ac->kind = kind;
 	} else if (!strcmp(k, "gbps")) {
@@ -1306,7 +1293,7 @@ int sg_dp_agent_conf_load(struct rte_cfgfile *cf, struct sg_dp_agent_conf *ac,
 	int rc;
 
 	memset(ac, 0, sizeof(*ac));
-	ac->kind = SG_CTL_NODE_CPU;
+	ac->kind = SG_NODE_CPU;
 	rc = sg_ctl_config_load_ext(cf, "control", sc, store, &hook, err, errlen);
 	if (rc == 0 && ac->coordinator[0] && sg_ctl_target_is_tcp(ac->coordinator) &&
 	    sc->secret == NULL) {

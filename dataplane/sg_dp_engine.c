@@ -83,7 +83,7 @@ struct job {
 	uint64_t token;
 	uint64_t full; /* bitmap with all N ranks */
 	enum sg_dtype dtype;
-	enum sg_dp_mode mode;
+	enum sg_mode mode;
 	unsigned int sum_flags;
 	uint32_t esz;         /* bytes per element on the wire */
 	uint32_t chunk_bytes; /* payload bytes of a full chunk */
@@ -114,7 +114,7 @@ struct sg_dp_engine {
 	struct job *last; /* cache of the last job looked up */
 	bool multi;       /* tx has the fan-out pair */
 	struct sg_dp_stats st;
-	struct sg_dp_tx_dest fan[SG_DP_MAX_WORKERS]; /* scratch for one fanned-out RESULT */
+	struct sg_dp_tx_dest fan[SG_MAX_WORKERS]; /* scratch for one fanned-out RESULT */
 	/* sg_dp_engine_jobs_snapshot(): max_jobs entries, allocated at create */
 	uint32_t snap_n;
 	uint32_t *snap_ids;
@@ -492,7 +492,7 @@ static int slot_add(struct sg_dp_engine *e, struct pkt_ctx *c)
 	struct slot *s = c->s;
 	uint32_t rank = c->m->rank;
 
-	if (j->mode == SG_DP_MODE_DETERM && rank != s->next_rank) {
+	if (j->mode == SG_MODE_DETERM && rank != s->next_rank) {
 		/* Out of rank order: hold a copy until the lower ranks are folded in. */
 		void **st = &j->stage[(size_t)s->ifl * j->n + rank];
 
@@ -503,7 +503,7 @@ static int slot_add(struct sg_dp_engine *e, struct pkt_ctx *c)
 			return USED_NACK;
 		}
 		memcpy(*st, c->m->payload, (size_t)c->nelem * j->esz);
-	} else if (j->mode == SG_DP_MODE_DETERM) {
+	} else if (j->mode == SG_MODE_DETERM) {
 		void **st;
 
 		acc_fold(j, s->acc, c->m->payload, c->nelem, rank == 0);
@@ -697,7 +697,7 @@ int sg_dp_engine_rx(struct sg_dp_engine *e, const void *pkt, uint32_t len, uint6
 	c.sidx = c.k->base + m.chunk;
 	c.s = &j->slots[c.sidx];
 	c.now = now;
-	if (j->mode == SG_DP_MODE_ASYNC)
+	if (j->mode == SG_MODE_ASYNC)
 		return m.type == SG_DP_T_PUSH ? async_push(e, &c) : async_pull(e, &c);
 	return m.type == SG_DP_T_PUSH ? sync_push(e, &c) : sync_pull(e, &c);
 }
@@ -871,9 +871,9 @@ struct sg_dp_engine *sg_dp_engine_create(const struct sg_dp_engine_conf *conf)
 		e->conf.slot_timeout_ns = DEF_SLOT_TIMEOUT_NS;
 	if (e->conf.shadow_hold_ns == 0)
 		e->conf.shadow_hold_ns = DEF_SHADOW_HOLD_NS;
-	if (e->conf.max_payload > SG_DP_MAX_CHUNK_BYTES || e->conf.max_payload % 8 != 0) {
+	if (e->conf.max_payload > SG_MAX_CHUNK_BYTES || e->conf.max_payload % 8 != 0) {
 		ENG_LOG(ERR, "engine: max_payload %" PRIu32 " must be a multiple of 8, at most %d",
-			e->conf.max_payload, SG_DP_MAX_CHUNK_BYTES);
+			e->conf.max_payload, SG_MAX_CHUNK_BYTES);
 		goto inval;
 	}
 	if (e->conf.max_jobs > MAX_MAX_JOBS) {
@@ -932,16 +932,16 @@ static int job_check(const struct sg_dp_engine *e, const struct sg_dp_job_conf *
 {
 	size_t esz = sg_dtype_size(c->dtype);
 
-	if (c->nworkers < 1 || c->nworkers > SG_DP_MAX_WORKERS) {
+	if (c->nworkers < 1 || c->nworkers > SG_MAX_WORKERS) {
 		ENG_LOG(ERR, "job %" PRIu32 ": %" PRIu32 " workers is outside 1..%d", c->id,
-			c->nworkers, SG_DP_MAX_WORKERS);
+			c->nworkers, SG_MAX_WORKERS);
 		return -EINVAL;
 	}
 	if (esz == 0) {
 		ENG_LOG(ERR, "job %" PRIu32 ": unknown dtype %d", c->id, (int)c->dtype);
 		return -EINVAL;
 	}
-	if ((unsigned int)c->mode >= SG_DP_MODE_COUNT) {
+	if ((unsigned int)c->mode >= SG_MODE_COUNT) {
 		ENG_LOG(ERR, "job %" PRIu32 ": unknown mode %d", c->id, (int)c->mode);
 		return -EINVAL;
 	}
@@ -1012,7 +1012,7 @@ int sg_dp_engine_add_job(struct sg_dp_engine *e, const struct sg_dp_job_conf *c)
 	if (e == NULL || c == NULL)
 		return -EINVAL;
 	chunk_bytes = c->chunk_bytes ? c->chunk_bytes : SG_DP_PAYLOAD_MTU1500;
-	part = c->partition_bytes ? c->partition_bytes : SG_DP_PARTITION_DEFAULT;
+	part = c->partition_bytes ? c->partition_bytes : SG_PARTITION_BYTES_DEFAULT;
 	rc = job_check(e, c, chunk_bytes, part);
 	if (rc != 0)
 		return rc;
@@ -1061,12 +1061,12 @@ int sg_dp_engine_add_job(struct sg_dp_engine *e, const struct sg_dp_job_conf *c)
 	for (uint32_t i = 0; i < j->max_inflight; i++)
 		j->ifl_free[i] = (uint16_t)(j->max_inflight - 1 - i);
 	j->ifl_top = j->max_inflight;
-	if (j->mode == SG_DP_MODE_DETERM) {
+	if (j->mode == SG_MODE_DETERM) {
 		j->stage = calloc((size_t)j->max_inflight * j->n, sizeof(*j->stage));
 		if (j->stage == NULL)
 			goto nomem;
 	}
-	if (j->mode == SG_DP_MODE_ASYNC) {
+	if (j->mode == SG_MODE_ASYNC) {
 		j->around = calloc((size_t)nslots * j->n, sizeof(*j->around));
 		if (j->around == NULL)
 			goto nomem;
@@ -1074,7 +1074,7 @@ int sg_dp_engine_add_job(struct sg_dp_engine *e, const struct sg_dp_job_conf *c)
 	e->jobs[e->njobs++] = j;
 	ENG_LOG(INFO, "job %" PRIu32 " added: %" PRIu32 " workers, %s, %s, %" PRIu32
 		" keys, %" PRIu32 " chunks of %" PRIu32 " bytes, %" PRIu32 " in flight",
-		j->id, j->n, sg_dtype_name(j->dtype), sg_dp_mode_name(j->mode), j->nkeys,
+		j->id, j->n, sg_dtype_name(j->dtype), sg_mode_name(j->mode), j->nkeys,
 		j->nslots, j->chunk_bytes, j->max_inflight);
 	return 0;
 nomem:

@@ -155,7 +155,7 @@ static unsigned int tx_send_multi(void *ctx, void *pkt, uint32_t len,
 				  const struct sg_dp_tx_dest *to, unsigned int n)
 {
 	struct sg_dp_lcore *lc = ctx;
-	struct rte_mbuf *pl = pkt, *h[SG_DP_MAX_WORKERS];
+	struct rte_mbuf *pl = pkt, *h[SG_MAX_WORKERS];
 	const uint8_t *sg = rte_pktmbuf_mtod_offset(pl, uint8_t *, SG_DP_NET_HDR_LEN);
 	uint32_t plen = len - SG_DP_HDR_LEN, tail = 0;
 	unsigned int sent = 0;
@@ -444,7 +444,7 @@ static int port_start(struct sg_dp_pipeline *p, uint16_t port, const struct rte_
 	for (unsigned int i = 0; i < p->n_lc; i++) {
 		struct sg_dp_lcore *lc = &p->lc[i];
 
-		if ((lc->role & SG_DP_ROLE_IO) && lc->rx_port == port) {
+		if ((lc->role & SG_ROLE_IO) && lc->rx_port == port) {
 			rc = rte_eth_rx_queue_setup(port, lc->rx_queue, rxd, (unsigned int)lc->socket,
 						    NULL, lc->pool);
 			if (rc < 0)
@@ -567,7 +567,7 @@ static int port_setup(struct sg_dp_pipeline *p, uint16_t port, char *err, size_t
 	if (rc < 0)
 		goto fail;
 	for (unsigned int i = 0; i < p->n_lc; i++)
-		nrxq += (p->lc[i].role & SG_DP_ROLE_IO) && p->lc[i].rx_port == port;
+		nrxq += (p->lc[i].role & SG_ROLE_IO) && p->lc[i].rx_port == port;
 	snprintf(why, whylen, "%s", c->steer == SG_DP_STEER_OFF ? "steer = off" : "no reducer");
 	steer = steer_possible(p, port, &info, nrxq, why, whylen);
 	if (steer) {
@@ -636,7 +636,7 @@ static int eth_setup(struct sg_dp_pipeline *p, char *err, size_t errlen)
 		lc->pool = socket_pool(p, lc->socket, err, errlen);
 		if (lc->pool == NULL)
 			return -ENOMEM;
-		if (lc->role & SG_DP_ROLE_REDUCE) {
+		if (lc->role & SG_ROLE_REDUCE) {
 			char name[RTE_HASH_NAMESIZE];
 			struct rte_hash_parameters hp = {.entries = SG_DP_PEERS,
 							 .key_len = sizeof(uint64_t),

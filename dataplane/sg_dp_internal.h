@@ -241,7 +241,7 @@ struct sg_dp_lcore {
 	struct sg_dp_pipeline *p;
 	unsigned int idx;
 	unsigned int lcore_id;
-	enum sg_dp_role role;
+	enum sg_role role;
 	int socket;
 	uint16_t rx_port, rx_queue;
 	uint16_t red_idx;           /* reducers: index in p->red (its steering UDP port and queue) */

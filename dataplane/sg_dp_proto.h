@@ -21,7 +21,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "sg_sum.h"
+#include "sg_types.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -43,12 +43,7 @@ extern "C" {
 #define SG_DP_PAYLOAD_JUMBO 8924
 /** Largest payload any packet may carry (the parser rejects larger ones). */
 #define SG_DP_MAX_PAYLOAD SG_DP_PAYLOAD_JUMBO
-/** Largest chunk_bytes of a job: the jumbo payload rounded down to a multiple of 8. */
-#define SG_DP_MAX_CHUNK_BYTES 8920
-/** Default partition size in bytes (BytePS's BYTEPS_PARTITION_BYTES default). */
-#define SG_DP_PARTITION_DEFAULT 4096000u
-/** Largest number of workers in one job (one 64-bit bitmap). */
-#define SG_DP_MAX_WORKERS 64
+/* Job limits (SG_MAX_WORKERS, SG_MAX_CHUNK_BYTES, ...) are in sg_types.h. */
 
 /** Message types (header field `type`). */
 enum sg_dp_type {
@@ -75,14 +70,6 @@ enum sg_dp_code {
 	SG_DP_C_INFLIGHT = 2,    /**< NACK: job's slots-in-flight limit reached; retry */
 	SG_DP_C_WORKER_LOST = 3, /**< ERROR: slot timed out; payload = u64 missing-rank bitmap */
 	SG_DP_C_GONE = 4,        /**< ERROR: the requested round's result is no longer kept */
-};
-
-/** Synchronisation mode of a job. */
-enum sg_dp_mode {
-	SG_DP_MODE_SYNC = 0,   /**< RESULT = sum of the N pushes of a round (default) */
-	SG_DP_MODE_ASYNC = 1,  /**< store += each push; each push answered with the store */
-	SG_DP_MODE_DETERM = 2, /**< like sync, bitwise independent of arrival order */
-	SG_DP_MODE_COUNT
 };
 
 /**
@@ -162,12 +149,6 @@ const char *sg_dp_drop_name(enum sg_dp_drop why);
 
 /** Name of a message type ("push", ...), or "unknown". */
 const char *sg_dp_type_name(unsigned int type);
-
-/** Name of a mode ("sync", "async", "deterministic"), or "unknown". */
-const char *sg_dp_mode_name(enum sg_dp_mode mode);
-
-/** Parse a mode name ("sync", "async", "deterministic"/"determ"); -EINVAL if unknown. */
-int sg_dp_mode_from_name(const char *name, enum sg_dp_mode *mode);
 
 /**
  * Parse and validate one UDP payload.

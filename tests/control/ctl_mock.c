@@ -184,10 +184,10 @@ static int mk_verbs_info(void *arg, struct sg_ctl_verbs_info *out, char *reason)
 	out->rc_max_conns = 16;
 	out->n_lcores = 2;
 	out->lcores[0].lcore = 1;
-	out->lcores[0].role = SG_CTL_ROLE_RTC;
+	out->lcores[0].role = SG_ROLE_RTC;
 	out->lcores[0].qpn = 0x1234;
 	out->lcores[1].lcore = 3;
-	out->lcores[1].role = SG_CTL_ROLE_REDUCER;
+	out->lcores[1].role = SG_ROLE_REDUCE;
 	out->lcores[1].qpn = 0xabcdef;
 	return 0;
 }
@@ -249,8 +249,8 @@ const struct sg_ctl_agent_ops mock_ops = {
 
 void mock_init(struct mock_agent *m)
 {
-	static const uint32_t roles[MOCK_LCORES] = {SG_CTL_ROLE_CONTROL, SG_CTL_ROLE_REDUCER,
-						    SG_CTL_ROLE_REDUCER, SG_CTL_ROLE_IO};
+	static const uint32_t roles[MOCK_LCORES] = {SG_ROLE_CONTROL, SG_ROLE_REDUCE,
+						    SG_ROLE_REDUCE, SG_ROLE_IO};
 	unsigned int i;
 
 	memset(m, 0, sizeof(*m));
@@ -258,8 +258,8 @@ void mock_init(struct mock_agent *m)
 	for (i = 0; i < MOCK_LCORES; i++) {
 		m->layout.lcores[i].lcore = i;
 		m->layout.lcores[i].role = roles[i];
-		m->layout.lcores[i].port = roles[i] == SG_CTL_ROLE_IO ? 0 : -1;
-		m->layout.lcores[i].queue = roles[i] == SG_CTL_ROLE_IO ? 0 : -1;
+		m->layout.lcores[i].port = roles[i] == SG_ROLE_IO ? 0 : -1;
+		m->layout.lcores[i].queue = roles[i] == SG_ROLE_IO ? 0 : -1;
 	}
 	m->layout.n_reducers = 2;
 	for (i = 0; i < SG_CTL_KEYMAP_BUCKETS; i++)

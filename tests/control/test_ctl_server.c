@@ -318,9 +318,9 @@ static void test_unix_roundtrips(void)
 	json_decref(r);
 	/* Every party computes the same map: recompute partition 0 of tensor 0 here. */
 	{
-		struct sg_ctl_place_node pn[3] = {{"cpu0", SG_CTL_NODE_CPU, 100, true},
-						  {"gpu0", SG_CTL_NODE_GPU, 100, true},
-						  {"gpu1", SG_CTL_NODE_GPU, 100, true}};
+		struct sg_ctl_place_node pn[3] = {{"cpu0", SG_NODE_CPU, 100, true},
+						  {"gpu0", SG_NODE_GPU, 100, true},
+						  {"gpu1", SG_NODE_GPU, 100, true}};
 		double w[3];
 		json_t *p0;
 		int o;
@@ -359,7 +359,7 @@ static void test_unix_roundtrips(void)
 		SG_CHECK(r != NULL, "layout_set: %ld", code);
 		json_decref(r);
 		SG_CHECK_EQ(mock.layout.keymap[0], 1);
-		SG_CHECK_EQ(mock.layout.lcores[2].idle, SG_CTL_IDLE_SLEEP);
+		SG_CHECK_EQ(mock.layout.lcores[2].idle, SG_IDLE_SLEEP);
 		km[11] = '7'; /* keymap[0] = 7: the agent refuses, naming why */
 		r = call(c, "layout_set", km, &code);
 		SG_CHECK(r == NULL && code == SG_CTL_ERR_REFUSED, "bad reducer: %ld", code);

@@ -313,7 +313,7 @@ static void *operator_main(void *arg)
 	/* SIGHUP's part: a new name and kind reach the coordinator with the next heartbeats;
 	 * removing the coordinator needs a restart and leaves it */
 	{
-		struct sg_dp_agent_conf ac = {.kind = SG_CTL_NODE_CPU, .gbps = 25,
+		struct sg_dp_agent_conf ac = {.kind = SG_NODE_CPU, .gbps = 25,
 					      .heartbeat_ms = 20, .name = "agent-node2"};
 		struct sg_ctl_client *cc = sg_ctl_client_connect(coord_path, NULL, 0, 5000);
 		char *res = NULL;
@@ -364,7 +364,7 @@ static int hook_start(struct sg_dp_pipeline *p, void *arg)
 	struct sg_ctl_server_config sc = {0}, cc = {0};
 	struct sg_ctl_agent_ops none = {0};
 	static struct sg_ctl_agent_ops coord_ops;
-	struct sg_dp_agent_conf ac = {.kind = SG_CTL_NODE_GPU, .gbps = 25, .heartbeat_ms = 30};
+	struct sg_dp_agent_conf ac = {.kind = SG_NODE_GPU, .gbps = 25, .heartbeat_ms = 30};
 
 	coord_ops = none;
 	cc.tcp_disable = true;
@@ -396,7 +396,7 @@ static void hook_stop(struct sg_dp_pipeline *p, void *arg)
 }
 
 /* Job 1 of 4 workers and @p keys 40000-byte keys; RX lcore 1 (@p rx_role), reducer lcore 2. */
-static void two_lcore_config(struct sg_dp_config *c, uint32_t keys, enum sg_dp_role rx_role)
+static void two_lcore_config(struct sg_dp_config *c, uint32_t keys, enum sg_role rx_role)
 {
 	sg_dp_config_defaults(c);
 	c->mbufs = 4096;
@@ -405,10 +405,10 @@ static void two_lcore_config(struct sg_dp_config *c, uint32_t keys, enum sg_dp_r
 	c->jobs[0].workers = 4;
 	c->jobs[0].keys = keys;
 	c->jobs[0].partition_bytes = 40000;
-	c->idle = SG_DP_IDLE_SLEEP;
+	c->idle = SG_IDLE_SLEEP;
 	c->n_lcores = 0;
 	SG_CHECK_EQ(sg_dp_layout_parse(c, rx_role, "(0,0,1)", err, sizeof(err)), 0);
-	SG_CHECK_EQ(sg_dp_layout_parse(c, SG_DP_ROLE_REDUCE, "2", err, sizeof(err)), 0);
+	SG_CHECK_EQ(sg_dp_layout_parse(c, SG_ROLE_REDUCE, "2", err, sizeof(err)), 0);
 }
 
 static void test_agent_under_load(void)
@@ -422,7 +422,7 @@ static void test_agent_under_load(void)
 	struct sg_dp_loop_result res;
 	int rc;
 
-	two_lcore_config(&c, 8, SG_DP_ROLE_IO);
+	two_lcore_config(&c, 8, SG_ROLE_IO);
 	rc = sg_dp_loopback_run(&c, &lc, &res, stdout, err, sizeof(err));
 	SG_CHECK(rc == 0, "loopback: %s", err);
 	SG_CHECK(r.op_done, "the operator thread finished before the generator");
@@ -552,7 +552,7 @@ static void test_agent_keymove(void)
 	uint64_t total = (uint64_t)MV_KEYS * MV_CHUNKS * MV_ROUNDS;
 	int rc;
 
-	two_lcore_config(&c, MV_KEYS, SG_DP_ROLE_RTC);
+	two_lcore_config(&c, MV_KEYS, SG_ROLE_RTC);
 	rc = sg_dp_loopback_run(&c, &lc, &res, stdout, err, sizeof(err));
 	SG_CHECK(rc == 0, "loopback: %s", err);
 	printf("key move under load: %lu of %lu chunk rounds, %lu results ok, %lu bad, %lu "
@@ -694,13 +694,13 @@ static void test_agent_job_counters(void)
 	uint64_t sum[4] = {0};
 	int rc;
 
-	two_lcore_config(&c, TJ_KEYS1, SG_DP_ROLE_RTC); /* two reducers: lcores 1 and 2 */
+	two_lcore_config(&c, TJ_KEYS1, SG_ROLE_RTC); /* two reducers: lcores 1 and 2 */
 	c.n_jobs = 2;
 	c.jobs[1] = c.jobs[0];
 	c.jobs[1].id = 2;
 	c.jobs[1].token = c.jobs[0].token ^ 0x5a5a;
 	c.jobs[1].keys = TJ_KEYS2;
-	c.jobs[1].mode = SG_DP_MODE_DETERM; /* job_list once called it "sync" */
+	c.jobs[1].mode = SG_MODE_DETERM; /* job_list once called it "sync" */
 	rc = sg_dp_loopback_run(&c, &lc, &res, NULL, err, sizeof(err));
 	SG_CHECK(rc == 0, "loopback: %s", err);
 	SG_CHECK_EQ(res.rc, 0);

@@ -258,7 +258,7 @@ static int find(const struct cap *c, uint32_t rank, uint32_t chunk, uint32_t rou
  * worker must get exactly one RESULT per chunk and round from each, equal to
  * the reference sum, and the two engines' packets must be the same bytes.
  */
-static void fanout_case(enum sg_dtype dt, enum sg_dp_mode mode, uint32_t n)
+static void fanout_case(enum sg_dtype dt, enum sg_mode mode, uint32_t n)
 {
 	const uint32_t chunk_bytes = 64, nchunks = 3, rounds = 2;
 	size_t esz = sg_dtype_size(dt);
@@ -279,7 +279,7 @@ static void fanout_case(enum sg_dtype dt, enum sg_dp_mode mode, uint32_t n)
 	uint32_t order[64];
 	char what[64];
 
-	snprintf(what, sizeof(what), "%s %s N=%u", sg_dtype_name(dt), sg_dp_mode_name(mode), n);
+	snprintf(what, sizeof(what), "%s %s N=%u", sg_dtype_name(dt), sg_mode_name(mode), n);
 	memset(&fan, 0, sizeof(fan));
 	fan.c = &cap;
 	cap.n = cap_plain.n = 0;
@@ -501,8 +501,8 @@ int main(void)
 	test_release_keys();
 	for (size_t d = 0; d < sizeof(dts) / sizeof(dts[0]); d++)
 		for (size_t i = 0; i < sizeof(ns) / sizeof(ns[0]); i++)
-			for (int mode = SG_DP_MODE_SYNC; mode <= SG_DP_MODE_DETERM; mode++)
-				if (mode != SG_DP_MODE_ASYNC)
+			for (int mode = SG_MODE_SYNC; mode <= SG_MODE_DETERM; mode++)
+				if (mode != SG_MODE_ASYNC)
 					fanout_case(dts[d], mode, ns[i]);
 	test_fanout_fallbacks();
 	return sg_test_finish("dp_engine_out");

@@ -170,7 +170,7 @@ static void test_parse_malformed(void)
 
 static void test_names(void)
 {
-	enum sg_dp_mode mode;
+	enum sg_mode mode;
 
 	for (int i = 0; i < SG_DP_DROP_COUNT; i++) {
 		SG_CHECK(strcmp(sg_dp_drop_name(i), "unknown") != 0, "reason %d has no name", i);
@@ -183,12 +183,12 @@ static void test_names(void)
 	SG_CHECK(strcmp(sg_dp_type_name(0), "unknown") == 0, "type 0");
 	SG_CHECK(strcmp(sg_dp_type_name(SG_DP_T_PUSH), "push") == 0, "type push");
 	SG_CHECK(strcmp(sg_dp_type_name(99), "unknown") == 0, "type 99");
-	SG_CHECK(strcmp(sg_dp_mode_name(SG_DP_MODE_DETERM), "deterministic") == 0, "mode");
-	SG_CHECK(strcmp(sg_dp_mode_name(7), "unknown") == 0, "mode 7");
-	SG_CHECK(sg_dp_mode_from_name("ASYNC", &mode) == 0 && mode == SG_DP_MODE_ASYNC, "a");
-	SG_CHECK(sg_dp_mode_from_name("determ", &mode) == 0 && mode == SG_DP_MODE_DETERM, "d");
-	SG_CHECK_EQ(sg_dp_mode_from_name("fast", &mode), -EINVAL);
-	SG_CHECK_EQ(sg_dp_mode_from_name(NULL, &mode), -EINVAL);
+	SG_CHECK(strcmp(sg_mode_name(SG_MODE_DETERM), "deterministic") == 0, "mode");
+	SG_CHECK(strcmp(sg_mode_name(7), "unknown") == 0, "mode 7");
+	SG_CHECK(sg_mode_from_name("ASYNC", &mode) == 0 && mode == SG_MODE_ASYNC, "a");
+	SG_CHECK(sg_mode_from_name("determ", &mode) == 0 && mode == SG_MODE_DETERM, "d");
+	SG_CHECK_EQ(sg_mode_from_name("fast", &mode), -EINVAL);
+	SG_CHECK_EQ(sg_mode_from_name(NULL, &mode), -EINVAL);
 }
 
 /* ---- engine-level validation ---------------------------------------- */
@@ -435,7 +435,7 @@ static void test_bad_config(void)
 	bad = ec;
 	errno = 0;
 	SG_CHECK(sg_dp_engine_create(&bad) == NULL && errno == EINVAL, "no tx");
-	bad.max_payload = SG_DP_MAX_CHUNK_BYTES + 8;
+	bad.max_payload = SG_MAX_CHUNK_BYTES + 8;
 	errno = 0;
 	SG_CHECK(cap_engine(&cap, &bad) == NULL && errno == EINVAL, "max_payload");
 	bad.max_payload = 1000 + 4;
@@ -464,7 +464,7 @@ static void test_bad_config(void)
 	BAD_JOB(nworkers, 0);
 	BAD_JOB(nworkers, 65);
 	BAD_JOB(dtype, (enum sg_dtype)99);
-	BAD_JOB(mode, (enum sg_dp_mode)9);
+	BAD_JOB(mode, (enum sg_mode)9);
 	BAD_JOB(sum_flags, 0x10);
 	BAD_JOB(chunk_bytes, 12);
 	BAD_JOB(chunk_bytes, SG_DP_PAYLOAD_MTU1500 + 8);
