@@ -32,6 +32,7 @@
 #include <unistd.h>
 
 #include "sigma.h"
+#include "sigma_udpd.h"
 #include "sigma_bench.h"
 
 #define RB_MAX_SIZES 16

@@ -47,16 +47,12 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "sg_ctl.h"
-#include "sg_dp_engine.h"
-#include "sg_sum.h"
+#include "sg_types.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-/** Most summation nodes in one session. */
-#define SIGMA_MAX_NODES 64
 /** Most RX queues of a DPDK session (sigma_conf.dpdk_rx_queues). */
 #define SIGMA_DPDK_MAX_RXQ 16
 /** Longest error message (sigma_last_error()). */
@@ -82,8 +78,8 @@ enum sigma_transport {
 struct sigma_node {
 	const char *name;           /**< stable identity for placement (NULL: use addr:port) */
 	const char *addr;           /**< IPv4 address, dotted quad */
-	uint16_t port;              /**< UDP port (0: SG_DP_UDP_PORT) */
-	enum sg_node_kind kind; /**< CPU or GPU machine (BytePS split) */
+	uint16_t port;              /**< UDP port (0: 9300, SG_DP_UDP_PORT) */
+	enum sg_node_kind kind;     /**< CPU or GPU machine (BytePS split) */
 	double gbps;                /**< NIC bandwidth, weights nodes of one kind (0: 1) */
 };
 
@@ -94,7 +90,7 @@ struct sigma_conf {
 	uint16_t nworkers;        /**< N, 1..SG_MAX_WORKERS */
 	uint64_t token;           /**< the job's session token */
 	const struct sigma_node *nodes; /**< summation nodes (copied) */
-	unsigned int nnodes;      /**< 1..SIGMA_MAX_NODES */
+	unsigned int nnodes;      /**< 1..SG_MAX_NODES */
 	/**
 	 * Placement weights, one per node, summing to about 1 (copied). NULL: the
 	 * BytePS split from sg_ctl_place_weights() over the nodes' kinds and
@@ -227,64 +223,6 @@ uint64_t sigma_tensor_part_latency(const struct sigma_tensor *t, uint32_t part);
 
 /** Index (into conf.nodes) of the node that sums partition @p part of @p t. */
 int sigma_tensor_part_node(const struct sigma_tensor *t, uint32_t part);
-
-/**
- * The job description node @p node needs for this session's registered
- * tensors (what the control plane would hand it): fills @p job (id, N, token,
- * dtype of the first tensor, chunk and partition size) and up to @p cap keys
- * placed on @p node. The keys' dtype must be the same for all tensors of a
- * job on the engine; @return -EINVAL otherwise.
- * @return the number of keys on that node (may exceed @p cap), or -errno.
- */
-int sigma_job_for_node(const struct sigma_session *s, unsigned int node,
-		       struct sg_dp_job_conf *job, struct sg_dp_key *keys, unsigned int cap);
-
-/* ------------------------------------------------------------------------ */
-/* A summation node in one thread over kernel UDP (tests, benchmarks, and   */
-/* machines without DPDK). It wraps the aggregation engine of dataplane/.   */
-/* ------------------------------------------------------------------------ */
-
-/** Configuration of a kernel-UDP node. */
-struct sigma_udpd_conf {
-	const char *addr;              /**< address to bind (default 127.0.0.1) */
-	uint16_t port;                 /**< 0: ephemeral (see sigma_udpd_port()) */
-	struct sg_dp_engine_conf engine; /**< engine settings (tx ops are filled in) */
-	uint32_t drop_rx_permille;     /**< loss injection: drop this share of received packets */
-	uint32_t drop_tx_permille;     /**< loss injection: drop this share of sent packets */
-	uint32_t seed;                 /**< loss injection PRNG seed */
-};
-
-struct sigma_udpd;
-
-/**
- * Create a node and bind its socket (it does not run yet).
- * @return the node, or NULL with errno (EINVAL, ENOMEM, socket errors).
- */
-struct sigma_udpd *sigma_udpd_create(const struct sigma_udpd_conf *conf);
-
-/** UDP port the node is bound to. */
-uint16_t sigma_udpd_port(const struct sigma_udpd *d);
-
-/** Add a job to the node's engine (allowed while running). @return as sg_dp_engine_add_job(). */
-int sigma_udpd_add_job(struct sigma_udpd *d, const struct sg_dp_job_conf *job);
-
-/** Start the node's thread. @return 0 or -errno. */
-int sigma_udpd_start(struct sigma_udpd *d);
-
-/**
- * Stop the thread and close the socket (the node disappears: packets sent to
- * its port go unanswered). Stats stay readable. Idempotent.
- */
-void sigma_udpd_stop(struct sigma_udpd *d);
-
-/** Copy the engine's counters (consistent snapshot). */
-void sigma_udpd_stats(struct sigma_udpd *d, struct sg_dp_stats *st);
-
-/** Fraction of wall time the node's thread spent handling packets since start (0..1). */
-double sigma_udpd_busy(struct sigma_udpd *d);
-
-/** Stop (if running) and free. NULL is fine. */
-void sigma_udpd_destroy(struct sigma_udpd *d);
 
 #ifdef __cplusplus
 }

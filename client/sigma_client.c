@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "sigma_internal.h"
+#include "sigma_udpd.h"
 
 RTE_LOG_REGISTER(sg_cli_logtype, sigma.client, INFO);
 
@@ -114,8 +115,8 @@ static int check_conf(struct sigma_conf *c)
 		return conf_error("nworkers %u not in 1..%u", c->nworkers, SG_MAX_WORKERS);
 	if (c->rank >= c->nworkers)
 		return conf_error("rank %u >= nworkers %u", c->rank, c->nworkers);
-	if (c->nodes == NULL || c->nnodes == 0 || c->nnodes > SIGMA_MAX_NODES)
-		return conf_error("need 1..%u nodes, got %u", SIGMA_MAX_NODES, c->nnodes);
+	if (c->nodes == NULL || c->nnodes == 0 || c->nnodes > SG_MAX_NODES)
+		return conf_error("need 1..%u nodes, got %u", SG_MAX_NODES, c->nnodes);
 	if (c->partition_bytes == 0)
 		c->partition_bytes = SG_PARTITION_BYTES_DEFAULT;
 	if (c->chunk_bytes == 0)

@@ -11,6 +11,8 @@
 
 #include <rte_log.h>
 
+#include "sg_ctl_place.h"
+#include "sg_dp_proto.h"
 #include "sigma.h"
 
 extern int sg_cli_logtype;

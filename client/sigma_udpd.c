@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "sigma_internal.h"
+#include "sigma_udpd.h"
 
 #define UDPD_BUF SG_CLI_RXBUF
 

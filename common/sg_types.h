@@ -99,6 +99,8 @@ int sg_node_kind_from_name(const char *name, enum sg_node_kind *kind);
 #define SG_PARTITION_BYTES_DEFAULT 4096000u
 /** Largest partition the control plane creates (BytePS's 4 MB bound). */
 #define SG_MAX_PARTITION_BYTES (4u << 20)
+/** Most summation nodes of a job (and of a worker's session). */
+#define SG_MAX_NODES 64
 /** Longest node name, with the NUL. */
 #define SG_NAME_MAX 64
 /** Most tensors of a job (the high 16 bits of a wire key). */

@@ -5,11 +5,9 @@
  *
  * The module has five parts, usable independently:
  *
- * 1. **Placement** (sg_ctl_split(), sg_ctl_model(), sg_ctl_place_*()): BytePS's
- *    optimal split of the bytes between CPU and GPU summation machines, and
- *    weighted rendezvous hashing of partition keys onto nodes. These are pure
- *    functions with no state, shared by sigmactl, libsigma and sigma-bench, so
- *    every party computes the same key -> node map without a coordinator.
+ * 1. **Placement** (sg_ctl_split(), sg_ctl_model(), sg_ctl_place_*()): in
+ *    sg_ctl_place.h, a library of its own (no jansson, no libsodium) that the
+ *    worker library links too; this header includes it.
  * 2. **Membership** (sg_ctl_members_*()): heartbeat-based liveness of the
  *    summation nodes, and failure of in-flight rounds on a lost node with a
  *    clear error.
@@ -34,6 +32,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "sg_ctl_place.h"
 #include "sg_sum.h"
 #include "sg_types.h"
 
@@ -41,81 +40,7 @@
 extern "C" {
 #endif
 
-/* ======================================================================== */
-/* 1. Placement                                                             */
-/* ======================================================================== */
-
-/* Node kinds (enum sg_node_kind), roles, idle policies and job modes: sg_types.h. */
-
-/**
- * BytePS's optimal share of the model per machine, as fractions of M.
- *
- * With n GPU machines and k CPU machines (k <= n): each CPU machine gets
- * 2(n-1)/(n^2+kn-2k), each GPU machine (n-k)/(n^2+kn-2k); the shares add up to
- * 1. When k >= n the GPU machines get nothing and each CPU machine 1/k. When
- * n == 0 each CPU machine gets 1/k; when k == 0, each GPU machine 1/n.
- *
- * @return 0, or -EINVAL when n == k == 0 or an output pointer is NULL.
- */
-int sg_ctl_split(unsigned int n_gpu, unsigned int k_cpu, double *cpu_share, double *gpu_share);
-
-/** Predicted communication times for one synchronisation of M bytes. */
-struct sg_ctl_model {
-	unsigned int n;	       /**< GPU machines (workers) */
-	unsigned int k;	       /**< CPU machines */
-	double cpu_bytes;      /**< bytes each CPU machine sums */
-	double gpu_bytes;      /**< bytes each GPU machine sums */
-	double t_sigma;	       /**< seconds, BytePS/Sigma split: 2n(n-1)M/((n^2+kn-2k)B); M/B if k>=n */
-	double t_allreduce;    /**< seconds, ring all-reduce: 2(n-1)M/(nB) */
-	double t_ps;	       /**< seconds, classic PS on the k CPU machines: nM/(kB), M/B if k>=n;
-				    INFINITY when k == 0 */
-	double speedup_vs_allreduce; /**< t_allreduce / t_sigma */
-};
-
-/**
- * Fill @p out for n GPU machines, k CPU machines, a model of @p model_bytes
- * and a per-machine bandwidth of @p bw_bytes_per_s (B).
- * @return 0; -EINVAL if n == 0 (nobody to synchronise), B <= 0, M < 0 or
- *         out == NULL.
- */
-int sg_ctl_model(unsigned int n_gpu, unsigned int k_cpu, double model_bytes,
-		 double bw_bytes_per_s, struct sg_ctl_model *out);
-
-/** A summation node as placement sees it. */
-struct sg_ctl_place_node {
-	const char *name;	    /**< stable identity: hashed, so order does not matter */
-	enum sg_node_kind kind; /**< CPU or GPU machine */
-	double gbps;		    /**< NIC bandwidth; weights nodes within their group (> 0) */
-	bool alive;		    /**< dead nodes get weight 0 */
-};
-
-/**
- * Compute the rendezvous weight of each node: its group's total share from
- * sg_ctl_split() (n = alive GPU nodes, k = alive CPU nodes), divided among
- * the group's alive nodes in proportion to their bandwidth.
- * @param[out] weights n_nodes entries; they add up to 1.
- * @return 0; -EINVAL on bad arguments (NULL, a name NULL, gbps <= 0 on an
- *         alive node); -ENOENT when no node is alive.
- */
-int sg_ctl_place_weights(const struct sg_ctl_place_node *nodes, unsigned int n_nodes,
-			 double *weights);
-
-/**
- * The node that owns partition @p key: weighted rendezvous (highest random
- * weight) hashing over the nodes' names. A node's score depends only on its
- * name, weight and the key, so removing a node moves only the keys it owned
- * (when the group shares stay the same), and every process that sees the same
- * membership computes the same map.
- * @return the node's index in @p nodes, or -ENOENT if every weight is 0.
- */
-int sg_ctl_place_key(const struct sg_ctl_place_node *nodes, const double *weights,
-		     unsigned int n_nodes, uint64_t key);
-
-/** Partition key of partition @p part of tensor @p tensor in a job (shared convention). */
-static inline uint64_t sg_ctl_partition_key(uint32_t tensor, uint32_t part)
-{
-	return ((uint64_t)tensor << 32) | part;
-}
+/* 1. Placement: sg_ctl_place.h (its own library, which libsigma links too). */
 
 /* ======================================================================== */
 /* 2. Membership and liveness                                               */
@@ -288,6 +213,12 @@ struct sg_ctl_node_info {
 	uint32_t n_reducers;
 	uint32_t reducer_lcores[SG_CTL_MAX_LCORES];
 	bool draining;
+	/* What a worker and the job service need (docs/control.md, "Jobs across nodes"). */
+	char addr[16];		  /**< the dataplane's IPv4 address, dotted quad ("" if none) */
+	uint16_t udp_port;	  /**< the dataplane's UDP port (0 if none) */
+	enum sg_node_kind kind;	  /**< CPU or GPU machine (placement) */
+	double gbps;		  /**< bandwidth placement weighs the node with (> 0) */
+	uint32_t max_chunk_bytes; /**< largest chunk_bytes a job may use here */
 };
 
 /** A role's name in the JSON answers: "io", "reducer", "rtc", "control" or "unknown". */
@@ -315,16 +246,41 @@ struct sg_ctl_tensor {
 	uint64_t elems;
 };
 
+/** One key of a job on a node: partition part of tensor t is key sg_wire_key(t, part). */
+struct sg_ctl_key {
+	uint32_t id;	/**< wire key */
+	uint32_t nelem; /**< elements of the partition */
+};
+
 /** A job: its spec (create) and its counters (list). */
 struct sg_ctl_job {
-	uint32_t id;		 /**< assigned by the agent at create */
+	/**
+	 * create: the id asked for (the job service gives every node the same), or 0
+	 * for one the agent picks; the agent sets it. An id in use is refused (-EEXIST).
+	 */
+	uint32_t id;
 	uint32_t n_workers;
 	enum sg_dtype dtype;
 	enum sg_mode mode;
 	uint32_t partition_bytes; /**< at most 4 MiB */
 	uint32_t n_tensors;
 	const struct sg_ctl_tensor *tensors; /**< create: owned by the server for the call only */
-	char token[SG_CTL_TOKEN_LEN];	     /**< create: made by the server; list: left empty */
+	char token[SG_CTL_TOKEN_LEN];	     /**< create: given or made by the server; list: empty */
+	/**
+	 * create: the chunk size asked for, or 0 for the node's largest (node_info's
+	 * max_chunk_bytes); the agent refuses one above that (-EINVAL with a reason) and
+	 * sets the one it uses. list: the job's.
+	 */
+	uint32_t chunk_bytes;
+	/**
+	 * create: the keys this node holds, placed by the server (every partition of
+	 * every tensor on a job of one node; on a job of several, those that
+	 * sg_ctl_place_key() gives this node, which may be none). Owned by the server
+	 * for the call only. list: n_keys is the number of keys the node holds.
+	 */
+	const struct sg_ctl_key *keys;
+	uint32_t n_keys;
+	uint32_t n_nodes;	   /**< create and list: summation nodes the job spans (>= 1) */
 	uint64_t rounds_completed; /**< list: summed over the node's reducers */
 	uint64_t retransmits;      /**< list: kept results served again */
 	uint64_t incomplete;       /**< list: gauge, timed-out rounds still open */

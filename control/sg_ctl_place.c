@@ -7,7 +7,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "sg_ctl.h"
+#include "sg_ctl_place.h"
 
 int sg_ctl_split(unsigned int n, unsigned int k, double *cpu_share, double *gpu_share)
 {

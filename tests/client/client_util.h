@@ -12,6 +12,7 @@
 
 #include "sg_test.h"
 #include "sigma.h"
+#include "sigma_udpd.h"
 
 #define CU_MAX_W 8
 #define CU_MAX_NODES 4

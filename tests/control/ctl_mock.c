@@ -23,6 +23,11 @@ static int mk_node_info(void *arg, struct sg_ctl_node_info *out)
 	out->reducer_lcores[0] = 1;
 	out->reducer_lcores[1] = 2;
 	out->draining = m->draining;
+	snprintf(out->addr, sizeof(out->addr), "10.0.0.9");
+	out->udp_port = 9300;
+	out->kind = SG_NODE_CPU;
+	out->gbps = 100;
+	out->max_chunk_bytes = MOCK_MAX_CHUNK;
 	return 0;
 }
 
@@ -36,10 +41,25 @@ static int mk_job_create(void *arg, struct sg_ctl_job *job, char *reason)
 	}
 	if (m->n_jobs == SG_CTL_MAX_JOBS)
 		return -ENOSPC;
-	job->id = ++m->next_id;
+	if (job->chunk_bytes > MOCK_MAX_CHUNK) {
+		snprintf(reason, SG_CTL_REASON_MAX, "chunk_bytes %u: at most %u", job->chunk_bytes,
+			 MOCK_MAX_CHUNK);
+		return -EINVAL;
+	}
+	for (unsigned int i = 0; job->id != 0 && i < m->n_jobs; i++)
+		if (m->jobs[i].id == job->id)
+			return -EEXIST;
+	if (job->id == 0)
+		job->id = ++m->next_id;
+	if (job->chunk_bytes == 0)
+		job->chunk_bytes = MOCK_MAX_CHUNK;
+	m->last_n_keys = job->n_keys;
+	for (unsigned int k = 0; k < job->n_keys && k < MOCK_KEYS; k++)
+		m->last_keys[k] = job->keys[k];
 	snprintf(m->last_token, sizeof(m->last_token), "%s", job->token);
 	m->jobs[m->n_jobs] = *job;
 	m->jobs[m->n_jobs].tensors = NULL;
+	m->jobs[m->n_jobs].keys = NULL;
 	m->jobs[m->n_jobs].token[0] = '\0';
 	m->jobs[m->n_jobs].rounds_completed = 1000 + job->id;
 	m->n_jobs++;
