@@ -56,7 +56,7 @@ extern "C" {
 /** Most RX queues of a DPDK session (sigma_conf.dpdk_rx_queues). */
 #define SIGMA_DPDK_MAX_RXQ 16
 /** Longest error message (sigma_last_error()). */
-#define SIGMA_ERR_LEN 256
+#define SIGMA_ERR_LEN 512
 
 /** Transports (all behind one internal ops interface). */
 enum sigma_transport {

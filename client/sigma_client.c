@@ -43,6 +43,7 @@ struct sg_cli_node {
 	struct sg_cli_slot *slots;   /* window entries */
 	uint32_t *free_slots;        /* stack of free slot indices */
 	uint32_t nfree;
+	bool heard;                  /* a reply of this job (right token) came from it */
 };
 
 struct sg_cli_part {
@@ -454,8 +455,9 @@ static void finish(struct sigma_tensor *t, int status)
 		t->cb(t->cb_arg, t, status);
 }
 
+/* Fail the chunk's operation: "<why> from node N for tensor T key K chunk C round R[: hint]". */
 static void fail_chunk(struct sigma_session *s, uint32_t node, uint32_t idx, int status,
-		       const char *why)
+		       const char *why, const char *hint)
 {
 	const struct sg_cli_slot *sl = &s->nodes[node].slots[idx];
 	struct sigma_tensor *t = sl->t;
@@ -466,8 +468,10 @@ static void fail_chunk(struct sigma_session *s, uint32_t node, uint32_t idx, int
 		       s->nodes[node].label, t->name, sg_wire_key(t->id, sl->part), sl->chunk,
 		       t->round);
 	if (sl->missing && len > 0 && (size_t)len < sizeof(s->err))
-		snprintf(s->err + len, sizeof(s->err) - len, " (node reports ranks 0x%" PRIx64
-			 " missing)", sl->missing);
+		len += snprintf(s->err + len, sizeof(s->err) - len, " (node reports ranks 0x%"
+				PRIx64 " missing)", sl->missing);
+	if (hint != NULL && len > 0 && (size_t)len < sizeof(s->err))
+		snprintf(s->err + len, sizeof(s->err) - len, ": %s", hint);
 	SG_CLI_LOG(ERR, "%s", s->err);
 	finish(t, status);
 }
@@ -587,7 +591,12 @@ static void scan_timers(struct sigma_session *s, uint64_t now)
 
 				snprintf(why, sizeof(why), "no RESULT after %u retries",
 					 sl->retries);
-				fail_chunk(s, i, k, -ETIMEDOUT, why);
+				/* a node drops pushes without its job's id and token unanswered */
+				fail_chunk(s, i, k, -ETIMEDOUT, why, n->heard ? NULL :
+					   "no reply of this job ever came from that node: check that "
+					   "the job exists there with this job id and token (the "
+					   "node drops other pushes without a word), and that its "
+					   "address and UDP port are right");
 				continue;
 			}
 			sl->retries++;
@@ -617,6 +626,7 @@ static struct sg_cli_slot *match(struct sigma_session *s, const struct sg_dp_msg
 		s->st.rx_bad++;
 		return NULL;
 	}
+	s->nodes[pt->node].heard = true;
 	slot = t->slot_of[pt->first + m->chunk];
 	if (t->status != -EINPROGRESS || slot == 0 || m->round != t->round) {
 		s->st.rx_stale++;
@@ -681,6 +691,62 @@ static void on_nack(struct sigma_session *s, const struct sg_dp_msg *m, uint64_t
 	sl->deadline = now + sl->rto_us * 1000ull;
 }
 
+/*
+ * ERROR MISMATCH: the node holds the job (our token was right) but not with our
+ * geometry. Say what differs and where the right value comes from.
+ */
+static void on_mismatch(struct sigma_session *s, const struct sg_dp_msg *m, uint32_t node,
+			uint32_t idx)
+{
+	const struct sigma_tensor *t = s->nodes[node].slots[idx].t;
+	const struct sg_dp_mismatch *mm = m->payload;
+	uint32_t chunk = be32toh(mm->chunk_bytes);
+	char hint[320];
+
+	if (chunk != s->conf.chunk_bytes)
+		snprintf(hint, sizeof(hint), "the node's job uses chunk_bytes %u, this session %u: "
+			 "every worker must use the job's chunk size (it is in the job descriptor; "
+			 "see sigma_job_parse())", chunk, s->conf.chunk_bytes);
+	else if (mm->dtype != t->dtype) /* also seen as other chunk counts: say the cause */
+		snprintf(hint, sizeof(hint), "the node's job sums %s, this tensor is %s",
+			 sg_dtype_name(mm->dtype), sg_dtype_name(t->dtype));
+	else if (mm->what == SG_DP_MM_KEY)
+		snprintf(hint, sizeof(hint), "the node's job has no such key: the job was created "
+			 "with other tensors (ids, sizes), another partition_bytes, or another node "
+			 "list or weights than this session uses");
+	else
+		snprintf(hint, sizeof(hint), "the key has another size in the node's job (%s "
+			 "differ): this tensor's element count or partition_bytes is not the job's",
+			 mm->what == SG_DP_MM_OFFSET ? "offsets" : mm->what == SG_DP_MM_NELEM ?
+			 "element counts" : "chunk counts");
+	fail_chunk(s, node, idx, -EPROTO, "job mismatch (ERROR MISMATCH)", hint);
+}
+
+/* ERROR STALE or GONE: this rank's round is not one the node can serve. */
+static void on_behind(struct sigma_session *s, const struct sg_dp_msg *m, uint32_t node,
+		      uint32_t idx)
+{
+	const struct sg_dp_round_info *ri = m->payload;
+	char why[96], hint[320];
+
+	if (m->payload_len == sizeof(*ri)) {
+		uint32_t round = be32toh(ri->round), next = round + (be32toh(ri->finished) != 0);
+
+		snprintf(hint, sizeof(hint), "the chunk is at round %u on the node (%s), this "
+			 "session pushes round %u: its rounds are behind the job's, as when a "
+			 "program restarts against a job that ran on; create a new job, or open "
+			 "the session with first_round = %u", round,
+			 be32toh(ri->finished) ? "finished" : "collecting", m->round, next);
+	} else {
+		snprintf(hint, sizeof(hint), "this rank fell behind the others, or a program "
+			 "restarted against a job that ran on; create a new job");
+	}
+	snprintf(why, sizeof(why), "%s",
+		 m->code == SG_DP_C_GONE ? "result no longer kept (ERROR GONE)"
+					 : "round behind the node's (ERROR STALE)");
+	fail_chunk(s, node, idx, m->code == SG_DP_C_GONE ? -EPIPE : -ESTALE, why, hint);
+}
+
 static void on_error(struct sigma_session *s, const struct sg_dp_msg *m)
 {
 	uint32_t node, idx;
@@ -689,7 +755,11 @@ static void on_error(struct sigma_session *s, const struct sg_dp_msg *m)
 	s->st.errors++;
 	if (sl == NULL)
 		return;
-	if (m->code == SG_DP_C_WORKER_LOST && m->payload_len == 8) {
+	if (m->code == SG_DP_C_MISMATCH && m->payload_len == sizeof(struct sg_dp_mismatch)) {
+		on_mismatch(s, m, node, idx);
+	} else if (m->code == SG_DP_C_STALE || m->code == SG_DP_C_GONE) {
+		on_behind(s, m, node, idx);
+	} else if (m->code == SG_DP_C_WORKER_LOST && m->payload_len == 8) {
 		uint64_t be;
 
 		memcpy(&be, m->payload, 8);
@@ -698,8 +768,6 @@ static void on_error(struct sigma_session *s, const struct sg_dp_msg *m)
 		sl->missing = be64toh(be);
 		SG_CLI_LOG(WARNING, "node %s: key 0x%08x chunk %u round %u waits for ranks 0x%"
 			   PRIx64, s->nodes[node].label, m->key, m->chunk, m->round, sl->missing);
-	} else if (m->code == SG_DP_C_GONE) {
-		fail_chunk(s, node, idx, -EPIPE, "result no longer kept (ERROR GONE)");
 	}
 }
 

@@ -41,6 +41,12 @@ RTE_LOG_REGISTER(sg_dp_engine_logtype, sigma.dataplane, INFO);
 #define MAX_MAX_JOBS 1024u
 #define DEF_SLOT_TIMEOUT_NS 1000000000ull
 #define DEF_SHADOW_HOLD_NS 100000000ull
+/*
+ * ERROR MISMATCH/STALE replies per job and period: enough for a worker to learn
+ * at once why its pushes fail; a flood (which needs the job's token) gets few.
+ */
+#define REFUSE_MAX 32
+#define REFUSE_NS 100000000ull
 /* Slot-timeout reports logged per poll call; the rest are summed up in one line. */
 #define LOG_PER_POLL 4
 
@@ -101,6 +107,8 @@ struct job {
 	void **stage;      /* deterministic: [ifl * n + rank] held pushes */
 	uint32_t *around;  /* async: [slot * n + rank] last round pushed */
 	struct list active, done;
+	uint64_t refuse_t0; /* refusals (ERROR MISMATCH/STALE): start of the current period */
+	uint32_t refuse_n;  /* ... and how many were sent in it */
 	struct sg_dp_job_stats st;
 };
 
@@ -414,6 +422,7 @@ struct pkt_ctx {
 	const struct sg_dp_msg *m;
 	uint32_t nelem;
 	uint64_t now;
+	uint64_t src; /* the sender's address */
 };
 
 static void slot_complete(struct sg_dp_engine *e, struct pkt_ctx *c)
@@ -525,19 +534,6 @@ static int slot_add(struct sg_dp_engine *e, struct pkt_ctx *c)
 	return SG_DP_USED_SUMMED | SG_DP_USED_COMPLETED;
 }
 
-/* Resend a kept result, or ERROR GONE if it was reclaimed. */
-static int resend(struct sg_dp_engine *e, struct pkt_ctx *c, const void *acc, uint32_t round)
-{
-	if (acc == NULL) {
-		emit_code(e, c->j, c->k, c->chunk, round, c->m->rank, SG_DP_T_ERROR,
-			  SG_DP_C_GONE);
-		return SG_DP_USED_REPLIED;
-	}
-	emit_result(e, c->j, c->k, c->chunk, round, acc, c->m->rank);
-	JCOUNT(e, c->j, retransmits_served);
-	return SG_DP_USED_REPLIED;
-}
-
 static int count_drop(struct sg_dp_engine *e, enum sg_dp_drop why)
 {
 	e->st.drops[why]++;
@@ -552,9 +548,93 @@ static int job_drop(struct sg_dp_engine *e, struct job *j, enum sg_dp_drop why)
 	return count_drop(e, why);
 }
 
-/* Where a round lies relative to the slot's: the window is r-1 .. r+1. */
+/* GONE's and STALE's payload: the round of slot @p s, and whether it finished. */
+static void round_info(const struct slot *s, struct sg_dp_round_info *ri)
+{
+	ri->round = htobe32(s->round);
+	ri->finished = htobe32(s->state == S_DONE);
+}
+
+/*
+ * Answer a PUSH the job refuses with ERROR @p code and its 8-byte @p payload,
+ * sent back to where it came from, echoing its header (so that the worker
+ * matches it to its chunk). Only for packets with the job's token (the caller
+ * checked it), and at most REFUSE_MAX per REFUSE_NS per job.
+ */
+static void refuse(struct sg_dp_engine *e, struct job *j, const struct sg_dp_msg *m,
+		   uint64_t src, uint64_t now, uint16_t code, const void *payload)
+{
+	struct sg_dp_msg r = *m;
+	void *pkt, *buf;
+
+	if (m->type != SG_DP_T_PUSH)
+		return;
+	if (now - j->refuse_t0 >= REFUSE_NS) {
+		j->refuse_t0 = now;
+		j->refuse_n = 0;
+	}
+	if (j->refuse_n >= REFUSE_MAX)
+		return;
+	j->refuse_n++;
+	buf = e->conf.tx.alloc(e->conf.tx.ctx, src, SG_DP_HDR_LEN + 8, &pkt);
+	if (buf == NULL) {
+		JCOUNT(e, j, tx_fail);
+		return;
+	}
+	r.type = SG_DP_T_ERROR;
+	r.flags = 0;
+	r.code = code;
+	r.nelem = 0;
+	sg_dp_build_hdr(buf, &r);
+	memcpy((uint8_t *)buf + SG_DP_HDR_LEN, payload, 8);
+	e->conf.tx.send(e->conf.tx.ctx, pkt, SG_DP_HDR_LEN + 8);
+	JCOUNT(e, j, errors_sent);
+}
+
+/* Drop a push that disagrees with job @p j's geometry, and tell its sender what the job is. */
+static int mismatch(struct sg_dp_engine *e, struct job *j, const struct sg_dp_msg *m,
+		    uint64_t src, uint64_t now, enum sg_dp_drop why, uint8_t what)
+{
+	struct sg_dp_mismatch mm = {.what = what, .dtype = (uint8_t)j->dtype,
+				    .chunk_bytes = htobe32(j->chunk_bytes)};
+
+	refuse(e, j, m, src, now, SG_DP_C_MISMATCH, &mm);
+	return job_drop(e, j, why);
+}
+
+/* Resend a kept result, or ERROR GONE if it was reclaimed. */
+static int resend(struct sg_dp_engine *e, struct pkt_ctx *c, const void *acc, uint32_t round)
+{
+	if (acc == NULL) {
+		struct sg_dp_msg m;
+		struct sg_dp_round_info ri;
+
+		round_info(c->s, &ri);
+		reply_msg(&m, c->j, c->k, c->chunk, round);
+		m.type = SG_DP_T_ERROR;
+		m.code = SG_DP_C_GONE;
+		emit_small(e, c->j, &m, c->m->rank, &ri, sizeof(ri));
+		return SG_DP_USED_REPLIED;
+	}
+	emit_result(e, c->j, c->k, c->chunk, round, acc, c->m->rank);
+	JCOUNT(e, c->j, retransmits_served);
+	return SG_DP_USED_REPLIED;
+}
+
+/*
+ * Where a round lies relative to the slot's: the window is r-1 .. r+1. A push
+ * from behind it gets ERROR STALE with the slot's round (a program restarted
+ * against a job whose rounds went on; a late duplicate's reply is stale to its
+ * sender, who has moved on).
+ */
 static int window_drop(struct sg_dp_engine *e, struct pkt_ctx *c, int32_t d)
 {
+	if (d < 0 && c->j->mode != SG_MODE_ASYNC) {
+		struct sg_dp_round_info ri;
+
+		round_info(c->s, &ri);
+		refuse(e, c->j, c->m, c->src, c->now, SG_DP_C_STALE, &ri);
+	}
 	return job_drop(e, c->j, d < 0 ? SG_DP_DROP_ROUND_OLD : SG_DP_DROP_ROUND_NEW);
 }
 
@@ -677,18 +757,19 @@ int sg_dp_engine_rx(struct sg_dp_engine *e, const void *pkt, uint32_t len, uint6
 		return job_drop(e, j, SG_DP_DROP_TOKEN);
 	if (m.rank >= j->n)
 		return job_drop(e, j, SG_DP_DROP_RANK);
+	/* from here on the sender holds the job's token: a refused push is answered */
 	c.k = key_find(j, m.key);
 	if (c.k == NULL)
-		return job_drop(e, j, SG_DP_DROP_KEY);
+		return mismatch(e, j, &m, src, now, SG_DP_DROP_KEY, SG_DP_MM_KEY);
 	if (m.chunk >= c.k->nchunks || m.nchunks != c.k->nchunks)
-		return job_drop(e, j, SG_DP_DROP_CHUNK);
+		return mismatch(e, j, &m, src, now, SG_DP_DROP_CHUNK, SG_DP_MM_CHUNKS);
 	if (m.offset != (uint64_t)m.chunk * j->chunk_bytes)
-		return job_drop(e, j, SG_DP_DROP_OFFSET);
+		return mismatch(e, j, &m, src, now, SG_DP_DROP_OFFSET, SG_DP_MM_OFFSET);
 	if (m.dtype != j->dtype)
-		return job_drop(e, j, SG_DP_DROP_JOB_DTYPE);
+		return mismatch(e, j, &m, src, now, SG_DP_DROP_JOB_DTYPE, SG_DP_MM_DTYPE);
 	c.nelem = chunk_nelem(j, c.k, m.chunk);
 	if (m.type == SG_DP_T_PUSH && m.nelem != c.nelem)
-		return job_drop(e, j, SG_DP_DROP_NELEM);
+		return mismatch(e, j, &m, src, now, SG_DP_DROP_NELEM, SG_DP_MM_NELEM);
 
 	j->peer[m.rank] = src;
 	c.j = j;
@@ -697,6 +778,7 @@ int sg_dp_engine_rx(struct sg_dp_engine *e, const void *pkt, uint32_t len, uint6
 	c.sidx = c.k->base + m.chunk;
 	c.s = &j->slots[c.sidx];
 	c.now = now;
+	c.src = src;
 	if (j->mode == SG_MODE_ASYNC)
 		return m.type == SG_DP_T_PUSH ? async_push(e, &c) : async_pull(e, &c);
 	return m.type == SG_DP_T_PUSH ? sync_push(e, &c) : sync_pull(e, &c);
