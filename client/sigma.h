@@ -45,6 +45,7 @@
 #define SIGMA_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "sg_types.h"
@@ -223,6 +224,53 @@ uint64_t sigma_tensor_part_latency(const struct sigma_tensor *t, uint32_t part);
 
 /** Index (into conf.nodes) of the node that sums partition @p part of @p t. */
 int sigma_tensor_part_node(const struct sigma_tensor *t, uint32_t part);
+
+/* ------------------------------------------------------------------------ */
+/* Jobs made by the job service: the job descriptor (docs/client.md)        */
+/* ------------------------------------------------------------------------ */
+
+/** Longest job descriptor, with its NUL. */
+#define SIGMA_JOB_DESC_MAX 16384
+
+/**
+ * A job as its descriptor gives it. @c conf is ready for sigma_open() except
+ * for the rank (0 here) and the transport settings (defaults): set those, then
+ * open. Its nodes and weights point into this structure, so use it in place
+ * (a copy would point into the original).
+ */
+struct sigma_job {
+	struct sigma_conf conf;	/**< job, nworkers, token, nodes, weights, partition and chunk size */
+	enum sg_dtype dtype;	/**< the job's element type: every tensor's */
+	enum sg_mode mode;	/**< how the nodes sum (they apply it; for the caller's information) */
+	struct sigma_node nodes[SG_MAX_NODES];
+	double weights[SG_MAX_NODES];
+	char names[SG_MAX_NODES][SG_NAME_MAX];
+	char addrs[SG_MAX_NODES][16];
+};
+
+/**
+ * Read a job descriptor (the one line that `sigmactl --node ... job create` and
+ * the job service print) into @p job. The parser is strict: a field missing,
+ * repeated, unknown or out of range refuses the whole descriptor. It needs no
+ * control-plane library (no JSON, no crypto).
+ * @param err    receives the reason on failure ("job descriptor: ..."); may be NULL
+ * @return 0, -EINVAL (the reason in @p err), or -E2BIG (longer than
+ *         SIGMA_JOB_DESC_MAX).
+ */
+int sigma_job_parse(const char *descriptor, struct sigma_job *job, char *err, size_t errlen);
+
+/**
+ * Open rank @p rank's session of the job that @p descriptor describes:
+ * sigma_job_parse(), then sigma_open() with the job's id, N, token, nodes,
+ * weights, partition and chunk size, and @p base's other settings (window,
+ * timeouts, first_round, transport, addresses; @p base may be NULL for the
+ * defaults). Tensors registered in it must have the job's dtype (EINVAL
+ * otherwise, with the reason on stderr).
+ * @return the session, or NULL with errno EINVAL (a bad descriptor or rank,
+ *         the reason in @p err), E2BIG, or sigma_open()'s errno.
+ */
+struct sigma_session *sigma_open_job(const char *descriptor, uint16_t rank,
+				     const struct sigma_conf *base, char *err, size_t errlen);
 
 #ifdef __cplusplus
 }

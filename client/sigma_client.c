@@ -95,6 +95,7 @@ struct sigma_session {
 	unsigned int ntx;
 	struct sg_cli_txpkt tx[SG_CLI_BURST];
 	uint8_t txhdr[SG_CLI_BURST][SG_DP_HDR_LEN];
+	int job_dtype;                 /* every tensor's (sigma_open_job()), or -1: any */
 	char err[SIGMA_ERR_LEN];
 };
 
@@ -244,6 +245,7 @@ struct sigma_session *sigma_open(const struct sigma_conf *conf)
 	rc = setup_nodes(s);
 	if (rc < 0)
 		goto fail;
+	s->job_dtype = -1;
 	s->conf.nodes = NULL; /* the caller's array is not kept */
 	s->conf.weights = NULL;
 	s->tensors = calloc(SG_MAX_TENSORS, sizeof(*s->tensors));
@@ -313,6 +315,13 @@ struct sigma_tensor *sigma_tensor_register(struct sigma_session *s, const char *
 
 	if (s == NULL || id >= SG_MAX_TENSORS || !sg_dtype_valid(dtype) || nelem == 0)
 		goto fail;
+	if (s->job_dtype >= 0 && (int)dtype != s->job_dtype) {
+		fprintf(stderr, "sigma: tensor '%s' (id %u) is %s, but the job sums %s: register "
+			"it as %s, or create a job of %s\n", name ? name : "", id, sg_dtype_name(dtype),
+			sg_dtype_name((enum sg_dtype)s->job_dtype),
+			sg_dtype_name((enum sg_dtype)s->job_dtype), sg_dtype_name(dtype));
+		goto fail;
+	}
 	esize = (uint32_t)sg_dtype_size(dtype);
 	if (s->conf.chunk_bytes % esize || s->conf.partition_bytes % esize)
 		goto fail;
@@ -838,6 +847,11 @@ int sigma_poll(struct sigma_session *s, int timeout_us)
 	fill(s, now);
 	flush(s);
 	return s->finished;
+}
+
+void sg_cli_set_job_dtype(struct sigma_session *s, enum sg_dtype dt)
+{
+	s->job_dtype = (int)dt;
 }
 
 int sigma_test(const struct sigma_tensor *t)

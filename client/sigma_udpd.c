@@ -218,6 +218,31 @@ int sigma_udpd_add_job(struct sigma_udpd *d, const struct sg_dp_job_conf *job)
 	return rc;
 }
 
+int sigma_udpd_remove_job(struct sigma_udpd *d, uint32_t job)
+{
+	int rc;
+
+	pthread_mutex_lock(&d->lock);
+	rc = sg_dp_engine_remove_job(d->eng, job);
+	pthread_mutex_unlock(&d->lock);
+	return rc;
+}
+
+int sigma_udpd_job_stats(struct sigma_udpd *d, uint32_t job, struct sg_dp_job_stats *st)
+{
+	int rc;
+
+	pthread_mutex_lock(&d->lock);
+	rc = sg_dp_engine_job_stats(d->eng, job, st);
+	pthread_mutex_unlock(&d->lock);
+	return rc;
+}
+
+uint32_t sigma_udpd_max_payload(struct sigma_udpd *d)
+{
+	return sg_dp_engine_max_payload(d->eng);
+}
+
 int sigma_udpd_start(struct sigma_udpd *d)
 {
 	int rc;

@@ -56,6 +56,15 @@ uint16_t sigma_udpd_port(const struct sigma_udpd *d);
 /** Add a job to the node's engine (allowed while running). @return as sg_dp_engine_add_job(). */
 int sigma_udpd_add_job(struct sigma_udpd *d, const struct sg_dp_job_conf *job);
 
+/** Remove a job (allowed while running). @return as sg_dp_engine_remove_job(). */
+int sigma_udpd_remove_job(struct sigma_udpd *d, uint32_t job);
+
+/** Copy job @p job's counters. @return 0 or -ENOENT. */
+int sigma_udpd_job_stats(struct sigma_udpd *d, uint32_t job, struct sg_dp_job_stats *st);
+
+/** The largest chunk_bytes a job may use on this node (the engine's max_payload). */
+uint32_t sigma_udpd_max_payload(struct sigma_udpd *d);
+
 /** Start the node's thread. @return 0 or -errno. */
 int sigma_udpd_start(struct sigma_udpd *d);
 

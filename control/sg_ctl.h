@@ -18,7 +18,9 @@
  *    challenge-response) and over a Unix socket (file permissions), plus a
  *    Prometheus text endpoint, all on one epoll thread of its own. The node's
  *    daemon plugs in through an agent ops table (struct sg_ctl_agent_ops).
- * 5. **Client** (sg_ctl_client_*()): what sigmactl and tests use to call it.
+ * 5. **Client** (sg_ctl_client_*()) and the **job service**: in sg_ctl_client.h, a
+ *    library of its own (no DPDK at run time) that sigmactl and the Python
+ *    package use; this header includes it.
  *
  * The wire format is documented in docs/control.md.
  *
@@ -32,6 +34,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "sg_ctl_client.h"
 #include "sg_ctl_place.h"
 #include "sg_sum.h"
 #include "sg_types.h"
@@ -191,8 +194,6 @@ unsigned int sg_ctl_chan_poll(struct sg_ctl_chan *c, sg_ctl_chan_handler h, void
 #define SG_CTL_MAX_TENSORS 1024
 /** Buckets of the key->reducer map (keys are hashed to a bucket, buckets to reducers). */
 #define SG_CTL_KEYMAP_BUCKETS 64
-/** Per-job session token: 32 random bytes as 64 hex characters (+ NUL). */
-#define SG_CTL_TOKEN_LEN 65
 /** Longest reason an agent may give for refusing something. */
 #define SG_CTL_REASON_MAX 160
 
@@ -238,12 +239,6 @@ struct sg_ctl_lcore_stats {
 	double busy_pct; /**< over the dataplane's last interval */
 	double mpps;
 	double gbps_summed;
-};
-
-/** A tensor of a job. */
-struct sg_ctl_tensor {
-	char name[SG_NAME_MAX];
-	uint64_t elems;
 };
 
 /** One key of a job on a node: partition part of tensor t is key sg_wire_key(t, part). */
@@ -457,20 +452,6 @@ struct sg_ctl_server *sg_ctl_server_create(const struct sg_ctl_server_config *cf
 void sg_ctl_server_destroy(struct sg_ctl_server *s);
 struct rte_cfgfile;
 
-/** Largest shared secret, in bytes, that the server and its clients accept. */
-#define SG_CTL_SECRET_MAX 256
-
-/**
- * Read a shared secret from @p path into @p buf, without its trailing newline.
- * A file holding more than SG_CTL_SECRET_MAX bytes of secret is refused, not
- * cut, so that the server and every client derive the same key. With
- * @p private_file the file must be a regular file that group and others
- * cannot read (what the server requires of its own copy).
- * @return 0 with *len set, or -EINVAL with the reason in @p err.
- */
-int sg_ctl_secret_load(const char *path, bool private_file, uint8_t buf[SG_CTL_SECRET_MAX],
-		       size_t *len, char *err, size_t errlen);
-
 /** Storage for the strings and secret that sg_ctl_config_load() points the config at. */
 struct sg_ctl_config_store {
 	char tcp_addr[64];
@@ -538,64 +519,6 @@ uint16_t sg_ctl_server_tcp_port(const struct sg_ctl_server *s);
 uint16_t sg_ctl_server_metrics_port(const struct sg_ctl_server *s);
 /** Snapshot of the counters (thread-safe: relaxed atomic reads). */
 void sg_ctl_server_get_stats(const struct sg_ctl_server *s, struct sg_ctl_server_stats *out);
-
-/* ======================================================================== */
-/* 5. Client                                                                */
-/* ======================================================================== */
-
-struct sg_ctl_client;
-
-/**
- * Connect. @p target is "unix:PATH", "tcp:HOST:PORT", "HOST:PORT" or a path
- * (contains '/'). Over TCP the client answers the server's challenge with
- * @p secret before returning. @p timeout_ms bounds every exchange.
- * Errors (NULL, errno): EINVAL bad target; ECONNREFUSED, ENOENT...;
- * EACCES when the server refused the authentication; ETIMEDOUT.
- */
-struct sg_ctl_client *sg_ctl_client_connect(const char *target, const uint8_t *secret,
-					    size_t secret_len, uint32_t timeout_ms);
-
-/**
- * Whether sg_ctl_client_connect() reaches @p target over TCP (and so needs
- * the shared secret): "tcp:..." or no "unix:" prefix and no '/'.
- */
-bool sg_ctl_target_is_tcp(const char *target);
-/** Close (NULL is fine). */
-void sg_ctl_client_close(struct sg_ctl_client *c);
-
-/**
- * Call @p method with @p params_json (a JSON object or array as text, or
- * NULL). On success *result_json is the "result" member as compact JSON
- * text (free() it). On a JSON-RPC error, returns -EREMOTEIO and, if
- * @p err_msg is not NULL, *err_msg holds "message (code)" (free() it).
- * @return 0; -EREMOTEIO; -EINVAL for bad params text; -EPROTO for a bad
- *         reply; -ETIMEDOUT; -ECONNRESET.
- */
-int sg_ctl_client_call(struct sg_ctl_client *c, const char *method, const char *params_json,
-		       char **result_json, char **err_msg);
-
-/**
- * Compute the authentication answer for @p nonce (raw bytes):
- * HMAC-SHA256(secret, "sigma-ctl-auth-v1" || nonce) as 64 hex characters
- * plus NUL into @p hex (65 bytes). Exposed for tests and other clients.
- */
-int sg_ctl_auth_response(const uint8_t *secret, size_t secret_len, const uint8_t *nonce,
-			 size_t nonce_len, char *hex);
-
-/** JSON-RPC error codes used by the server (besides the standard ones). */
-enum {
-	SG_CTL_ERR_PARSE = -32700,
-	SG_CTL_ERR_INVALID_REQUEST = -32600,
-	SG_CTL_ERR_METHOD_NOT_FOUND = -32601,
-	SG_CTL_ERR_INVALID_PARAMS = -32602,
-	SG_CTL_ERR_INTERNAL = -32603,
-	SG_CTL_ERR_UNAUTHENTICATED = -32001, /**< call "auth" first */
-	SG_CTL_ERR_AUTH_FAILED = -32002,     /**< wrong HMAC */
-	SG_CTL_ERR_REFUSED = -32003,	     /**< the agent refused; message says why */
-	SG_CTL_ERR_NOT_SUPPORTED = -32004,   /**< the agent does not implement it */
-	SG_CTL_ERR_NOT_FOUND = -32005,	     /**< unknown job or node */
-	SG_CTL_ERR_OVERSIZED = -32006,	     /**< frame over max_frame (then closed) */
-};
 
 #ifdef __cplusplus
 }
