@@ -20,6 +20,7 @@
 #include <sodium.h>
 
 #include "sg_ctl_client.h"
+#include "sg_ctl_err.h"
 
 /* Largest answer accepted (a detailed placement of a big job is the largest). */
 #define REPLY_MAX (64u << 20)
@@ -329,10 +330,7 @@ int sg_ctl_client_call(struct sg_ctl_client *c, const char *method, const char *
 	return rc;
 }
 
-static int secret_err(char *err, size_t len, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-
-static int secret_err(char *err, size_t len, const char *fmt, ...)
+int sg_ctl_err(char *err, size_t len, int rc, const char *fmt, ...)
 {
 	va_list ap;
 
@@ -341,7 +339,7 @@ static int secret_err(char *err, size_t len, const char *fmt, ...)
 		vsnprintf(err, len, fmt, ap);
 		va_end(ap);
 	}
-	return -EINVAL;
+	return rc;
 }
 
 int sg_ctl_secret_load(const char *path, bool private_file, uint8_t buf[SG_CTL_SECRET_MAX],
@@ -355,14 +353,14 @@ int sg_ctl_secret_load(const char *path, bool private_file, uint8_t buf[SG_CTL_S
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 
 	if (fd < 0)
-		return secret_err(err, errlen, "secret_file %s: %s", path, strerror(errno));
+		return sg_ctl_err(err, errlen, -EINVAL, "secret_file %s: %s", path, strerror(errno));
 	if (private_file && (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode))) {
 		close(fd);
-		return secret_err(err, errlen, "secret_file %s: not a regular file", path);
+		return sg_ctl_err(err, errlen, -EINVAL, "secret_file %s: not a regular file", path);
 	}
 	if (private_file && (sb.st_mode & 077)) {
 		close(fd);
-		return secret_err(err, errlen, "secret_file %s is readable by others (mode %03o); "
+		return sg_ctl_err(err, errlen, -EINVAL, "secret_file %s is readable by others (mode %03o); "
 					    "run: chmod 600 %s", path,
 			       (unsigned int)(sb.st_mode & 0777), path);
 	}
@@ -379,7 +377,7 @@ int sg_ctl_secret_load(const char *path, bool private_file, uint8_t buf[SG_CTL_S
 		int e = errno;
 
 		close(fd);
-		return secret_err(err, errlen, "secret_file %s: %s", path, strerror(e));
+		return sg_ctl_err(err, errlen, -EINVAL, "secret_file %s: %s", path, strerror(e));
 	}
 	close(fd);
 	/* A trailing newline from an editor or echo is not part of the secret. */
@@ -387,7 +385,7 @@ int sg_ctl_secret_load(const char *path, bool private_file, uint8_t buf[SG_CTL_S
 		n--;
 	if (too_long || n > SG_CTL_SECRET_MAX) {
 		explicit_bzero(tmp, sizeof(tmp));
-		return secret_err(err, errlen, "secret_file %s: more than %d bytes of secret; every "
+		return sg_ctl_err(err, errlen, -EINVAL, "secret_file %s: more than %d bytes of secret; every "
 					    "side must use the same key, so it is refused, not cut",
 			       path, SG_CTL_SECRET_MAX);
 	}

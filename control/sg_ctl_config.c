@@ -14,21 +14,11 @@
 #include <rte_cfgfile.h>
 #include <rte_log.h>
 
+#include "sg_ctl_err.h"
 #include "sg_ctl_internal.h"
 
-static int cfg_err(char *err, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-
-static int cfg_err(char *err, size_t len, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (err != NULL && len > 0) {
-		va_start(ap, fmt);
-		vsnprintf(err, len, fmt, ap);
-		va_end(ap);
-	}
-	return -EINVAL;
-}
+/* A reason in @p err, and -EINVAL. */
+#define cfg_err(err, len, ...) sg_ctl_err(err, len, -EINVAL, __VA_ARGS__)
 
 /* "A.B.C.D:PORT" into @addr (buffer of @alen) and @port. */
 static int parse_hostport(const char *v, char *addr, size_t alen, uint16_t *port)

@@ -17,14 +17,10 @@ CC=$2
 SAN=$3
 TMP=$(mktemp -d /tmp/sg_install.XXXXXX)
 DEST=$TMP/dest
-NPID=
+PIDS=()
 fails=0
 checks=0
-cleanup() {
-	[ -n "$NPID" ] && kill -KILL "$NPID" 2>/dev/null
-	rm -rf "$TMP"
-}
-trap cleanup EXIT
+trap cleanup_pids EXIT
 # shellcheck source=../dataplane/expect_lib.sh
 . "$(dirname "$0")/../dataplane/expect_lib.sh"
 
@@ -187,6 +183,7 @@ esac
 # A node (the installed sigma-udpd), a job on it, and the workers.
 "$BIN/sigma-udpd" --port 0 --name inst-node --unix "$TMP/n.sock" >"$TMP/node.log" 2>&1 &
 NPID=$!
+PIDS=("$NPID")
 for _ in $(seq 100); do
 	grep -q 'sigma-udpd: node' "$TMP/node.log" && break
 	sleep 0.05
@@ -199,6 +196,6 @@ expect push-static 0 '300000 elements, 0 wrong' -- "$TMP/push_static" "$DESC" 10
 expect push-again 1 'first_round = 2' -- "$TMP/push" "$DESC" 100000
 kill -TERM "$NPID"
 wait "$NPID" || fail "sigma-udpd exit $?"
-NPID=
+PIDS=()
 echo "install: $checks checks, $fails failed"
 [ "$fails" = 0 ]

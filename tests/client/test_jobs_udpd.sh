@@ -18,11 +18,7 @@ TMP=$(mktemp -d /tmp/sg_jobs_udpd.XXXXXX)
 PIDS=()
 fails=0
 checks=0
-cleanup() {
-	for p in "${PIDS[@]}"; do kill -KILL "$p" 2>/dev/null; done
-	rm -rf "$TMP"
-}
-trap cleanup EXIT
+trap cleanup_pids EXIT
 # shellcheck source=../dataplane/expect_lib.sh
 . "$(dirname "$0")/../dataplane/expect_lib.sh"
 
