@@ -475,6 +475,12 @@ struct sg_dp_gen_conf {
 	uint32_t job2;
 	uint64_t token2;
 	uint32_t keys2;
+	/** Worker w sends from UDP port src_port + w (0: 40000 + w); its MAC depends on
+	 *  its rank and port. Every RESULT must come to exactly that address. */
+	uint16_t src_port;
+	/** The rounds pushed are first_round .. first_round + rounds - 1: workers that
+	 *  carry on a job that earlier ones left (a restart on new ports). */
+	uint32_t first_round;
 };
 
 /** Generator counters and verdict. */
@@ -482,7 +488,8 @@ struct sg_dp_gen_stats {
 	uint64_t pushes_sent;      /**< first sends */
 	uint64_t retransmits;
 	uint64_t results_ok;       /**< RESULTs whose every element matched */
-	uint64_t results_bad;      /**< RESULTs with a wrong element (must stay 0) */
+	uint64_t results_bad;      /**< RESULTs with a wrong element or to a wrong address (must
+				    stay 0) */
 	uint64_t results_dup;      /**< RESULTs for a round already complete for that rank */
 	uint64_t nacks, errors, other;
 	uint64_t dropped_out, dropped_in; /**< injected losses */
