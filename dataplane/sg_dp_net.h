@@ -38,8 +38,9 @@ enum sg_dp_ndrop {
 	SG_DP_ND_RING_FULL,  /**< reducer's hand-off ring full */
 	SG_DP_ND_TX_FULL,    /**< TX queue full */
 	SG_DP_ND_NO_MBUF,    /**< mempool empty when replying */
-	SG_DP_ND_PEER_TABLE, /**< reply address table full */
-	SG_DP_ND_NO_PEER,    /**< reply to an address never seen */
+	SG_DP_ND_PEER_TABLE, /**< a sender's address could not be stored (verbs: no address
+				  handle; ethdev: not expected, a full table evicts) */
+	SG_DP_ND_NO_PEER,    /**< reply to an address the reducer's table does not hold */
 	SG_DP_ND_DRAINING,   /**< a push or PULL of a round that began after drain */
 	SG_DP_ND_COUNT
 };

@@ -129,6 +129,8 @@ struct sg_dp_config {
 	unsigned int ring_size;
 	unsigned int mbufs;   /**< per socket */
 	unsigned int rxd, txd;
+	unsigned int peers;        /**< reply addresses each reducer remembers (ethdev) */
+	unsigned int peer_idle_ms; /**< ... forgotten after this long without a checked packet */
 	/* live (SIGHUP) */
 	enum sg_dp_idle idle;  /**< policy of every lcore not in sleep_lcores */
 	bool sleep_lcores[1024]; /**< lcores that back off and sleep whatever @c idle says */
@@ -303,6 +305,11 @@ struct sg_dp_lcore_stats {
 	uint64_t bytes_summed; /**< payload bytes of pushes the engine accepted */
 	uint64_t arp_replies;
 	uint64_t ring_count;   /**< gauge: datagrams waiting in this reducer's ring */
+	/* ethdev reducers' reply addresses (docs/sigmad.md, "Reply addresses") */
+	uint64_t peers;         /**< gauge: addresses held now */
+	uint64_t peers_learned; /**< addresses added: their packet passed the engine's checks */
+	uint64_t peers_evicted; /**< addresses forgotten to make room (least recently seen) */
+	uint64_t peers_expired; /**< addresses forgotten after [resources] peer_idle_ms unused */
 	uint64_t drops[SG_DP_ND_COUNT];
 };
 

@@ -60,6 +60,10 @@ static int tel_lcores(const char *cmd, const char *params, struct rte_tel_data *
 		rte_tel_data_add_dict_u64(l, "bytes_summed", st.bytes_summed);
 		rte_tel_data_add_dict_u64(l, "arp_replies", st.arp_replies);
 		rte_tel_data_add_dict_u64(l, "ring_count", st.ring_count);
+		rte_tel_data_add_dict_u64(l, "peers", st.peers);
+		rte_tel_data_add_dict_u64(l, "peers_learned", st.peers_learned);
+		rte_tel_data_add_dict_u64(l, "peers_evicted", st.peers_evicted);
+		rte_tel_data_add_dict_u64(l, "peers_expired", st.peers_expired);
 		rte_tel_data_add_dict_u64(l, "drops", drops);
 		snprintf(name, sizeof(name), "lcore_%u", st.lcore);
 		rte_tel_data_add_dict_container(d, name, l, 0);

@@ -13,6 +13,8 @@
  * - Many peers: thousands of distinct worker addresses over one pipeline's
  *   life (a job's workers restarted on new ports again and again), while a
  *   long-lived job keeps its workers.
+ * - Idle addresses are forgotten after [resources] peer_idle_ms, and the
+ *   table on its own keeps the most recently seen addresses.
  * - RX queues: a port whose RX queues exist whatever sigmad configures (ring
  *   ports, like net_af_packet's qpairs) is polled on every queue, not only on
  *   those the layout names.
@@ -29,6 +31,7 @@
 #include <rte_mbuf.h>
 #include <rte_ring.h>
 
+#include "sg_dp_internal.h"
 #include "sg_dp_pipeline.h"
 #include "sg_dp_proto.h"
 #include "dp_pipe_util.h"
@@ -217,6 +220,23 @@ static uint64_t lcore_drops(struct rig *r, enum sg_dp_ndrop d)
 	return n;
 }
 
+/* The reducers' reply-address counters, summed (in the fields of one lcore's stats). */
+static struct sg_dp_lcore_stats peer_counters(struct rig *r)
+{
+	struct sg_dp_lcore_stats sum = {0};
+
+	for (unsigned int i = 0; i < sg_dp_pipeline_n_lcores(r->p); i++) {
+		struct sg_dp_lcore_stats st;
+
+		sg_dp_pipeline_lcore_stats(r->p, i, &st);
+		sum.peers += st.peers;
+		sum.peers_learned += st.peers_learned;
+		sum.peers_evicted += st.peers_evicted;
+		sum.peers_expired += st.peers_expired;
+	}
+	return sum;
+}
+
 /*
  * Garbage datagram @p i, each from a source address of its own: 60 zero bytes
  * (no Sigma magic), a push of job 1 with a wrong token, or a push of job 99.
@@ -257,6 +277,7 @@ static void test_flood(const char *name, const char *rtc)
 	struct sg_dp_gen *g;
 	struct sg_dp_stats es;
 	uint64_t hz = rte_get_tsc_hz(), until, engine_drops;
+	struct sg_dp_lcore_stats pc;
 	unsigned int sent = 0;
 	int rc = -1;
 
@@ -290,6 +311,13 @@ static void test_flood(const char *name, const char *rtc)
 	SG_CHECK_EQ(lcore_drops(&r, SG_DP_ND_PROTO), engine_drops);
 	SG_CHECK_EQ(lcore_drops(&r, SG_DP_ND_PEER_TABLE), 0);
 	SG_CHECK_EQ(lcore_drops(&r, SG_DP_ND_NO_PEER), 0);
+	/* only the 72 workers' addresses were learnt (by each reducer that sums their
+	 * keys), none of the garbage's, and nothing had to make room */
+	pc = peer_counters(&r);
+	SG_CHECK(pc.peers_learned >= 72 && pc.peers_learned <= 72 * 2,
+		 "%s: %lu addresses learnt for 72 workers", name, (unsigned long)pc.peers_learned);
+	SG_CHECK_EQ(pc.peers, pc.peers_learned);
+	SG_CHECK_EQ(pc.peers_evicted, 0);
 	sg_dp_pipeline_print_stats(r.p, stdout, 0);
 out:
 	rig_down(&r);
@@ -303,6 +331,7 @@ out:
 static void test_many_peers(unsigned int runs)
 {
 	struct rig r = {0};
+	struct sg_dp_lcore_stats pc;
 	unsigned int ok = 0;
 
 	base_config(&r.c);
@@ -321,9 +350,103 @@ static void test_many_peers(unsigned int runs)
 	SG_CHECK_EQ(ok, runs);
 	run_workers(workers(&r, 0, 1, 1, 40000, 1), 4, 10, "job 1, round 1, after the churn");
 	SG_CHECK_EQ(lcore_drops(&r, SG_DP_ND_PEER_TABLE), 0);
+	/* both reducers saw every address (2 keys, one each) and hold the newest 8192;
+	 * job 1's workers were forgotten during the churn and learnt again after it */
+	pc = peer_counters(&r);
+	SG_CHECK_EQ(pc.peers_learned, 2 * (64 * runs + 4 + 4));
+	SG_CHECK_EQ(pc.peers, 2 * RTE_MIN(64 * runs + 4, r.c.peers));
+	SG_CHECK_EQ(pc.peers_evicted, pc.peers_learned - pc.peers);
+	SG_CHECK_EQ(pc.peers_expired, 0);
 	sg_dp_pipeline_print_stats(r.p, stdout, 0);
 out:
 	rig_down(&r);
+}
+
+/*
+ * Addresses idle for [resources] peer_idle_ms are forgotten; workers that come
+ * back are learnt again and answered.
+ */
+static void test_idle_peers(void)
+{
+	struct rig r = {0};
+	struct sg_dp_lcore_stats pc;
+	uint64_t until;
+
+	base_config(&r.c);
+	r.c.peer_idle_ms = 100;
+	dp_layout(&r.c, NULL, NULL, "(0,0,1)");
+	if (!SG_CHECK(rig_up(&r, 1) == 0, "idle: set-up: %s", err))
+		goto out;
+	run_workers(workers(&r, 0, 1, 2, 40000, 0), 4, 10, "job 1 before a pause");
+	pc = peer_counters(&r);
+	SG_CHECK_EQ(pc.peers_learned, 4);
+	until = rte_rdtsc() + rte_get_tsc_hz() * 2;
+	do {
+		rte_delay_us_sleep(10000);
+		pc = peer_counters(&r);
+	} while (pc.peers != 0 && rte_rdtsc() < until);
+	SG_CHECK_EQ(pc.peers, 0);
+	SG_CHECK_EQ(pc.peers_expired, 4);
+	run_workers(workers(&r, 0, 1, 2, 40000, 2), 4, 10, "job 1 after the pause");
+	pc = peer_counters(&r);
+	SG_CHECK_EQ(pc.peers_learned, 8);
+	SG_CHECK_EQ(pc.peers, 4);
+out:
+	rig_down(&r);
+}
+
+/* The table alone: the least recently seen address makes room; expiry is bounded. */
+static void test_table(void)
+{
+	char name[32];
+	struct sg_dp_peers *t;
+	enum sg_dp_peers_learn rc;
+	uint64_t mac = 0;
+	unsigned int n;
+
+	snprintf(name, sizeof(name), "pr_tab_%d", (int)getpid());
+	t = sg_dp_peers_create(name, 8, (int)rte_socket_id());
+	if (!SG_CHECK(t != NULL, "create: %s", rte_strerror(rte_errno)))
+		return;
+	/* (the calls are made once, outside the checks, which print their operands again) */
+	for (uint64_t a = 0; a < 8; a++) {
+		rc = sg_dp_peers_learn(t, 100 + a, 1000 + a, 10 + a);
+		SG_CHECK_EQ(rc, SG_DP_PEER_NEW);
+	}
+	SG_CHECK_EQ(sg_dp_peers_count(t), 8);
+	/* address 100 is seen again (a new MAC): 101 is now the least recently seen */
+	rc = sg_dp_peers_learn(t, 100, 2000, 20);
+	SG_CHECK_EQ(rc, SG_DP_PEER_SEEN);
+	rc = sg_dp_peers_learn(t, 200, 3000, 21);
+	SG_CHECK_EQ(rc, SG_DP_PEER_EVICTED);
+	SG_CHECK_EQ(sg_dp_peers_lookup(t, 101, &mac), -ENOENT);
+	SG_CHECK(sg_dp_peers_lookup(t, 100, &mac) == 0 && mac == 2000, "100's new MAC");
+	SG_CHECK(sg_dp_peers_lookup(t, 200, &mac) == 0 && mac == 3000, "200 learnt");
+	SG_CHECK_EQ(sg_dp_peers_count(t), 8);
+	/* at 30 with 15 ns idle: 102..105 (seen 12..15) are idle; 3 at most per call */
+	n = sg_dp_peers_expire(t, 30, 15, 3);
+	SG_CHECK_EQ(n, 3);
+	n = sg_dp_peers_expire(t, 30, 15, 3);
+	SG_CHECK_EQ(n, 1);
+	n = sg_dp_peers_expire(t, 30, 15, 3);
+	SG_CHECK_EQ(n, 0);
+	SG_CHECK_EQ(sg_dp_peers_count(t), 4);
+	SG_CHECK_EQ(sg_dp_peers_lookup(t, 105, &mac), -ENOENT);
+	SG_CHECK_EQ(sg_dp_peers_lookup(t, 106, &mac), 0);
+	SG_CHECK_EQ(sg_dp_peers_lookup(t, 100, &mac), 0);
+	/* refill past the capacity many times over: the count never passes it */
+	for (uint64_t a = 0; a < 1000; a++)
+		sg_dp_peers_learn(t, 5000 + a, a, 100 + a);
+	SG_CHECK_EQ(sg_dp_peers_count(t), 8);
+	for (uint64_t a = 992; a < 1000; a++)
+		SG_CHECK(sg_dp_peers_lookup(t, 5000 + a, &mac) == 0 && mac == a, "newest %lu",
+			 (unsigned long)a);
+	n = sg_dp_peers_expire(t, 1u << 30, 1, 100);
+	SG_CHECK_EQ(n, 8);
+	SG_CHECK_EQ(sg_dp_peers_count(t), 0);
+	rc = sg_dp_peers_learn(t, 7, 7, 1 << 30);
+	SG_CHECK_EQ(rc, SG_DP_PEER_NEW);
+	sg_dp_peers_free(t);
 }
 
 /*
@@ -356,9 +479,11 @@ int main(int argc, char **argv)
 	snprintf(prefix, sizeof(prefix), "--file-prefix=sg_dp_peers_%d", (int)getpid());
 	if (rte_eal_init((int)(sizeof(eal) / sizeof(eal[0])) - 1, eal) < 0)
 		SG_TEST_SKIP_ALL("EAL cannot start here (no --no-huge support?)");
+	test_table();
 	test_flood("flood, one rtc lcore", "(0,0,1)");
 	test_flood("flood, two rtc reducers", "(0,0,1),(0,1,2)");
 	test_many_peers(140);
+	test_idle_peers();
 	test_unnamed_queues();
 	rte_eal_cleanup();
 	return sg_test_finish("dp_peers");
