@@ -8,6 +8,8 @@
 # 1424-byte chunks, and MTU 9000 with 8920-byte chunks (af_packet with 16 KiB
 # ring frames). The MTU 1500 run sends to 9300 and to 9301, the port of
 # sigmad's one reducer (steering falls back to the ring hand-off on af_packet).
+# A third run: af_packet with 3 queue pairs under a layout that names RX queue 0
+# only, with 8 workers whose flows the kernel spreads over the 3 queues.
 # Skips (77) where namespaces are not allowed.
 # Usage: test_dp_netns.sh path/to/sigmad path/to/dp_kernel_workers.py path/to/sigmad_netns.sh
 set -u
@@ -44,5 +46,20 @@ for case in "1500 1424 1" "9000 8920 0"; do
 		fails=1
 	fi
 done
+# net_af_packet with 3 queue pairs (one TX queue per lcore: io + 2 reducers): the
+# kernel spreads incoming flows over its 3 RX queues, and the layout names queue 0
+# only. 8 workers (8 flows): each must get every result, so sigmad must poll all 3.
+printf '[job 1]\nworkers = 8\ntoken = 0x1234\nkeys = 2\npartition_bytes = 2848\nchunk_bytes = 1424\n' \
+	>"$TMP/jobs.ini"
+SIGMA_VDEV_ARGS=,qpairs=3 SIGMA_LCORES='(0-3)@(0-1)' \
+	SIGMA_SIGMAD_OPTS='--io (0,0,1) --reduce 2-3' timeout 150 "$NETNS" "$SIGMAD" "$TMP/jobs.ini" \
+	timeout 90 python3 "$WORKERS_PY" 10.79.0.1 9300 10.79.0.2 8 2 2848 1424 3 0x1234 \
+	>"$TMP/out" 2>&1
+rc=$?
+cat "$TMP/out"
+if [ "$rc" != 0 ]; then
+	echo "FAIL: af_packet qpairs=3, io + 2 reducers: exit $rc"
+	fails=1
+fi
 echo "dp_netns: $([ $fails = 0 ] && echo passed || echo failed)"
 exit $fails
