@@ -1119,7 +1119,9 @@ int sg_dp_layout_check(const struct sg_dp_config *c, const struct sg_dp_topology
 		}
 		if (c->n_lcores > t->max_txq[p]) {
 			sg_dp_seterr(err, errlen, "layout: every lcore needs a TX queue on port %u, which "
-			       "has %u: use at most %u lcores", p, t->max_txq[p], t->max_txq[p]);
+			       "has %u: use at most %u lcores (net_af_packet: give the vdev "
+			       "qpairs=%u)", p,
+			       t->max_txq[p], t->max_txq[p], c->n_lcores);
 			return -EINVAL;
 		}
 	}

@@ -377,7 +377,11 @@ static unsigned int rx_queue(struct sg_dp_lcore *lc, uint16_t port, uint16_t que
 
 static unsigned int eth_rx(struct sg_dp_lcore *lc, unsigned int burst)
 {
-	return rx_queue(lc, lc->rx_port, lc->rx_queue, burst);
+	unsigned int n = rx_queue(lc, lc->rx_port, lc->rx_queue, burst);
+
+	for (unsigned int i = 0; i < lc->n_xq; i++)
+		n += rx_queue(lc, lc->rx_port, lc->xq[i], burst);
+	return n;
 }
 
 static unsigned int eth_rx_steered(struct sg_dp_lcore *lc, unsigned int burst)
@@ -445,8 +449,59 @@ static struct rte_mempool *socket_pool(struct sg_dp_pipeline *p, int socket, cha
 }
 
 /*
- * Configure and start @p port with the layout's RX queues plus @p nsteer more
- * (queue nrxq + r: reducer r's steered queue, on the reducer's socket and pool).
+ * RX queues @p port fills whatever sigmad configures, or 0. net_af_packet opens
+ * one packet socket per queue pair at probe time (its qpairs devarg, which must
+ * cover one TX queue per lcore) and the kernel spreads incoming frames over all
+ * of them; a ring port's RX rings are fed by whoever made them. A queue left
+ * unpolled there loses what lands on it without a counter.
+ */
+static uint16_t port_fixed_rxq(const struct rte_eth_dev_info *info)
+{
+	if (!strcmp(info->driver_name, "net_af_packet") || !strcmp(info->driver_name, "net_ring"))
+		return info->max_rx_queues;
+	return 0;
+}
+
+/*
+ * Give the port's RX queues @p nrxq .. @p nall - 1, which the layout does not
+ * name, to the lcores that poll the port, in turn. @return 0, or -ENOSPC (with
+ * @p err) when an lcore would poll more than SG_DP_MAX_XQ extra queues.
+ */
+static int extra_rxq_assign(struct sg_dp_pipeline *p, uint16_t port, const char *driver,
+			    uint16_t nrxq, uint16_t nall, char *err, size_t errlen)
+{
+	char list[160] = "";
+	size_t off = 0;
+	unsigned int i = 0;
+
+	for (uint16_t q = nrxq; q < nall; q++) {
+		struct sg_dp_lcore *lc;
+
+		do
+			lc = &p->lc[i++ % p->n_lc];
+		while (!(lc->role & SG_DP_ROLE_IO) || lc->rx_port != port);
+		if (lc->n_xq == SG_DP_MAX_XQ) {
+			sg_dp_seterr(err, errlen, "port %u (%s) has %u RX queues and the layout polls "
+				     "%u: more than %d each for its lcores to poll; name more of them "
+				     "in the layout", port, driver, nall, nrxq, SG_DP_MAX_XQ);
+			return -ENOSPC;
+		}
+		lc->xq[lc->n_xq++] = q;
+		if (off < sizeof(list))
+			off += (size_t)snprintf(list + off, sizeof(list) - off, "%squeue %u by "
+						"lcore %u", off ? ", " : "", q, lc->lcore_id);
+	}
+	if (nall > nrxq)
+		SG_DP_LOG(NOTICE, "port %u (%s) fills %u RX queues whatever the layout says, which "
+			  "names %u: sigmad polls the others too (%s)\n", port, driver, nall,
+			  nrxq, list);
+	return 0;
+}
+
+/*
+ * Configure and start @p port with its RX queues @p nrxq (the layout's and the
+ * port's own, p->lc[].xq) plus @p nsteer more (queue nrxq + r: reducer r's
+ * steered queue, on the reducer's socket and pool).
  */
 static int port_start(struct sg_dp_pipeline *p, uint16_t port, const struct rte_eth_dev_info *info,
 		      uint16_t nrxq, uint16_t nsteer, uint64_t *tx_offloads)
@@ -492,6 +547,9 @@ static int port_start(struct sg_dp_pipeline *p, uint16_t port, const struct rte_
 		if ((lc->role & SG_DP_ROLE_IO) && lc->rx_port == port) {
 			rc = rte_eth_rx_queue_setup(port, lc->rx_queue, rxd, (unsigned int)lc->socket,
 						    NULL, lc->pool);
+			for (uint16_t x = 0; x < lc->n_xq && rc == 0; x++)
+				rc = rte_eth_rx_queue_setup(port, lc->xq[x], rxd,
+							    (unsigned int)lc->socket, NULL, lc->pool);
 			if (rc < 0)
 				return rc;
 		}
@@ -585,7 +643,7 @@ static bool steer_possible(struct sg_dp_pipeline *p, uint16_t port,
 	}
 	if ((unsigned int)nrxq + p->n_red > info->max_rx_queues) {
 		sg_dp_seterr(why, whylen, "it has %u RX queue(s) at most; steering needs %u (%u "
-			     "for the layout, 1 per reducer)", info->max_rx_queues,
+			     "polled by I/O lcores, 1 per reducer)", info->max_rx_queues,
 			     nrxq + p->n_red, nrxq);
 		return false;
 	}
@@ -613,6 +671,14 @@ static int port_setup(struct sg_dp_pipeline *p, uint16_t port, char *err, size_t
 		goto fail;
 	for (unsigned int i = 0; i < p->n_lc; i++)
 		nrxq += (p->lc[i].role & SG_DP_ROLE_IO) && p->lc[i].rx_port == port;
+	if (port_fixed_rxq(&info) > nrxq) {
+		uint16_t nall = port_fixed_rxq(&info);
+
+		rc = extra_rxq_assign(p, port, info.driver_name, nrxq, nall, err, errlen);
+		if (rc < 0)
+			return rc;
+		nrxq = nall;
+	}
 	snprintf(why, whylen, "%s", c->steer == SG_DP_STEER_OFF ? "steer = off" : "no reducer");
 	steer = steer_possible(p, port, &info, nrxq, why, whylen);
 	if (steer) {
@@ -645,6 +711,7 @@ static int port_setup(struct sg_dp_pipeline *p, uint16_t port, char *err, size_t
 			goto fail;
 	}
 	p->port_started[port] = true;
+	p->port_rxq[port] = (uint16_t)(nrxq + (p->port_steer[port] ? p->n_red : 0));
 	memset(net, 0, sizeof(*net));
 	if (rte_is_zero_ether_addr(&c->mac_override))
 		rte_eth_macaddr_get(port, &net->mac);

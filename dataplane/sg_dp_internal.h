@@ -265,6 +265,7 @@ void sg_dp_steer_rule(struct sg_dp_flow_rule *r, uint32_t ip, uint16_t udp_port,
 #define SG_DP_TXB 64          /* frames buffered per port before a TX burst */
 #define SG_DP_MAX_BURST 512
 #define SG_DP_PEER_EXPIRE_MAX 64 /* idle reply addresses forgotten per reducer per ms */
+#define SG_DP_MAX_XQ 16       /* RX queues an lcore polls beyond its layout's one */
 #define SG_DP_IDLE_SPIN 256   /* empty polls before the sleep policy starts sleeping */
 
 /* Where a received datagram came from and where its payload is: written by
@@ -282,6 +283,9 @@ struct sg_dp_lcore {
 	enum sg_dp_role role;
 	int socket;
 	uint16_t rx_port, rx_queue;
+	/* ethdev: more RX queues of rx_port it polls, which the port fills whatever the
+	 * layout names (net_af_packet's qpairs, ring ports' rings) */
+	uint16_t n_xq, xq[SG_DP_MAX_XQ];
 	uint16_t red_idx;           /* reducers: index in p->red (its steering UDP port and queue) */
 	struct rte_ring *ring;      /* reducers: hand-off input (transport items) */
 	struct sg_dp_engine *eng;   /* reducers */
@@ -313,6 +317,7 @@ struct sg_dp_pipeline {
 	bool port_used[SG_DP_MAX_PORTS];
 	bool port_started[SG_DP_MAX_PORTS];
 	bool port_chains[SG_DP_MAX_PORTS]; /* TX takes chained mbufs (RESULT fan-out) */
+	uint16_t port_rxq[SG_DP_MAX_PORTS]; /* RX queues polled: the layout's and the port's own */
 	struct sg_dp_net net[SG_DP_MAX_PORTS];
 	/* [net] steer: reducer r polls RX queue steer_q0[port] + r where port_steer[port] */
 	bool port_steer[SG_DP_MAX_PORTS];

@@ -485,7 +485,7 @@ static void test_layout_check(void)
 	t.max_rxq[0] = 4;
 	t.max_txq[0] = 2;
 	SG_CHECK(check("(0,0,1)", "2-3", NULL, &t, &nw) < 0, "too many txq accepted");
-	SG_CHECK(strstr(err, "TX queue") != NULL, "%s", err);
+	SG_CHECK(strstr(err, "TX queue") != NULL && strstr(err, "qpairs=3") != NULL, "%s", err);
 
 	/* NUMA: a reducer on another node than its port is a warning */
 	topo_init(&t, 4, 1);
