@@ -16,6 +16,10 @@
 # ethtool can turn the veth's TX offload off (af_packet never completes an
 # offloaded checksum); otherwise sigmad runs with --no-udp-checksum.
 # Traffic stays inside the two namespaces made here. Needs root.
+# Optional: SIGMA_VDEV_ARGS is appended to the af_packet vdev's arguments (e.g.
+# ",qpairs=3": one queue pair per lcore), SIGMA_LCORES replaces EAL's --lcores
+# ((0-1)@(0-1)), and SIGMA_SIGMAD_OPTS adds sigmad options (e.g. a layout:
+# "--io (0,0,1) --reduce 2-3").
 #
 # Exit: the command's status; 1 if sigmad failed or did not exit cleanly;
 # 77 if namespaces or veth cannot be made here.
@@ -73,10 +77,11 @@ RING=
 	cat "$JOBS"
 } >"$TMP/sigmad.ini"
 : >"$TMP/sigmad.out"
+read -ra OPTS <<<"${SIGMA_SIGMAD_OPTS:-}"
 ip netns exec "$NSA" timeout 900 "$SIGMAD" --no-huge --no-shconf --no-pci -m 512 \
-	--file-prefix=sg_netns_$$ '--lcores=(0-1)@(0-1)' --log-level=lib.eal:error \
-	--vdev=net_af_packet0,iface="$VA$RING" -- --config "$TMP/sigmad.ini" "${CSUM[@]}" \
-	>"$TMP/sigmad.out" 2>&1 &
+	--file-prefix=sg_netns_$$ "--lcores=${SIGMA_LCORES:-(0-1)@(0-1)}" \
+	--log-level=lib.eal:error --vdev=net_af_packet0,iface="$VA$RING${SIGMA_VDEV_ARGS:-}" \
+	-- --config "$TMP/sigmad.ini" "${CSUM[@]}" "${OPTS[@]}" >"$TMP/sigmad.out" 2>&1 &
 SPID=$!
 sigmad_started "$TMP/sigmad.out" "$SPID" || exit $?
 rc=0

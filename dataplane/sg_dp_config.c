@@ -48,6 +48,8 @@ const char sg_dp_default_config[] =
 	"rx_desc = 1024\n"
 	"tx_desc = 1024\n"
 	"pool_bufs = 4096\n"
+	"peers = 8192\n"
+	"peer_idle_ms = 60000\n"
 	"[live]\n"
 	"idle = busy\n"
 	"idle_sleep_us = 100\n"
@@ -329,6 +331,8 @@ static const struct key_def keys[] = {
 	{"resources", "rx_desc", K_UINT, OFF(rxd), 64, 16384, 0},
 	{"resources", "tx_desc", K_UINT, OFF(txd), 64, 16384, 0},
 	{"resources", "pool_bufs", K_UINT, OFF(pool_bufs), 16, 1u << 22, 0},
+	{"resources", "peers", K_UINT, OFF(peers), 64, 1u << 22, 0},
+	{"resources", "peer_idle_ms", K_UINT, OFF(peer_idle_ms), 10, 86400000, 0},
 	{"live", "idle", K_WORD, OFF(idle), 0, 0, 0, WORDS(idle_words)},
 	{"live", "sleep_lcores", K_LCORES, OFF(sleep_lcores), 0, 0, 0},
 	{"live", "idle_sleep_us", K_UINT, OFF(idle_sleep_us), 1, 1000000, 0},
@@ -1115,7 +1119,9 @@ int sg_dp_layout_check(const struct sg_dp_config *c, const struct sg_dp_topology
 		}
 		if (c->n_lcores > t->max_txq[p]) {
 			sg_dp_seterr(err, errlen, "layout: every lcore needs a TX queue on port %u, which "
-			       "has %u: use at most %u lcores", p, t->max_txq[p], t->max_txq[p]);
+			       "has %u: use at most %u lcores (net_af_packet: give the vdev "
+			       "qpairs=%u)", p,
+			       t->max_txq[p], t->max_txq[p], c->n_lcores);
 			return -EINVAL;
 		}
 	}

@@ -772,6 +772,8 @@ int sg_dp_engine_rx(struct sg_dp_engine *e, const void *pkt, uint32_t len, uint6
 		return mismatch(e, j, &m, src, now, SG_DP_DROP_NELEM, SG_DP_MM_NELEM);
 
 	j->peer[m.rank] = src;
+	if (e->conf.tx.accept != NULL)
+		e->conf.tx.accept(e->conf.tx.ctx, src);
 	c.j = j;
 	c.m = &m;
 	c.chunk = m.chunk;

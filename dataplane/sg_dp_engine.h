@@ -88,6 +88,18 @@ struct sg_dp_tx_ops {
 	 */
 	unsigned int (*send_multi)(void *ctx, void *pkt, uint32_t len,
 				   const struct sg_dp_tx_dest *to, unsigned int n);
+	/**
+	 * Optional: the packet that sg_dp_engine_rx() is handling, from @p src,
+	 * passed every check of its job (job id, token, rank, key, chunk,
+	 * offset, dtype, and nelem for a PUSH), so replies to its rank go to
+	 * @p src from now on. Called once per such packet, before the engine
+	 * replies to it or to anyone else because of it; never for a packet
+	 * dropped before those checks end (garbage, an unknown job, a wrong
+	 * token). A transport that needs more than the 64-bit address to reach
+	 * a worker (an Ethernet MAC) learns it here, so that nothing unchecked
+	 * enters its tables.
+	 */
+	void (*accept)(void *ctx, uint64_t src);
 	void *ctx;
 };
 

@@ -24,18 +24,22 @@
 #include "sg_dp_internal.h"
 
 /* The engine sees a worker's address as 64 opaque bits: IPv4, UDP port and
- * ethdev port; the MAC is remembered per reducer in its peer table. */
+ * ethdev port; the MAC is remembered per reducer in its peer table, once the
+ * engine has accepted a packet from that address (tx_accept). */
 static inline uint64_t peer_dest(const struct sg_dp_peer *pe)
 {
 	return (uint64_t)pe->ip << 32 | (uint64_t)pe->udp_port << 16 | pe->port_id;
 }
+
+/* No datagram in the engine's hands: an ethdev port id is below SG_DP_MAX_PORTS. */
+#define SG_DP_NO_DEST UINT64_MAX
 
 static inline uint64_t mac_bits(const struct rte_ether_addr *m)
 {
 	uint64_t v = 0;
 
 	memcpy(&v, m->addr_bytes, RTE_ETHER_ADDR_LEN);
-	return v | 1ull << 63; /* never NULL as a data pointer */
+	return v;
 }
 
 static void tx_flush(struct sg_dp_lcore *lc, uint16_t port)
@@ -76,20 +80,65 @@ static unsigned int eth_flush(struct sg_dp_lcore *lc)
 
 /* ---- engine output ------------------------------------------------------ */
 
-/* The reply address @p dest with the MAC learnt for it; -ENOENT (counted) if never seen. */
+/*
+ * The reply address @p dest with its MAC: the MAC of the datagram being
+ * handled when it is the sender's, else the one learnt for @p dest;
+ * -ENOENT (counted) if the table does not hold it.
+ */
 static int peer_of(struct sg_dp_lcore *lc, uint64_t dest, struct sg_dp_peer *pe)
 {
-	void *mac;
+	uint64_t mac;
 
 	*pe = (struct sg_dp_peer){.ip = (uint32_t)(dest >> 32), .udp_port = (uint16_t)(dest >> 16),
 				  .port_id = (uint16_t)dest};
-	if (rte_hash_lookup_data(lc->peers, &dest, &mac) < 0 || pe->port_id >= SG_DP_MAX_PORTS ||
-	    !lc->p->port_used[pe->port_id]) {
-		lc->st.drops[SG_DP_ND_NO_PEER]++;
-		return -ENOENT;
-	}
-	memcpy(pe->mac.addr_bytes, &(uint64_t){(uintptr_t)mac}, RTE_ETHER_ADDR_LEN);
+	if (dest == lc->rx_dest)
+		mac = lc->rx_mac;
+	else if (sg_dp_peers_lookup(lc->peers, dest, &mac) < 0)
+		goto none;
+	if (pe->port_id >= SG_DP_MAX_PORTS || !lc->p->port_used[pe->port_id])
+		goto none;
+	memcpy(pe->mac.addr_bytes, &mac, RTE_ETHER_ADDR_LEN);
 	return 0;
+none:
+	lc->st.drops[SG_DP_ND_NO_PEER]++;
+	return -ENOENT;
+}
+
+/* Engine tx op accept: the datagram being handled passed its job's checks (token
+ * included); only now does its sender's address enter the table. */
+static void tx_accept(void *ctx, uint64_t src)
+{
+	struct sg_dp_lcore *lc = ctx;
+
+	if (unlikely(src != lc->rx_dest))
+		return; /* the engine names the sender of the datagram it holds */
+	switch (sg_dp_peers_learn(lc->peers, src, lc->rx_mac, lc->rx_now)) {
+	case SG_DP_PEER_SEEN:
+		return;
+	case SG_DP_PEER_EVICTED:
+		lc->st.peers_evicted++;
+		/* fall through */
+	case SG_DP_PEER_NEW:
+		lc->st.peers_learned++;
+		break;
+	case SG_DP_PEER_FAILED:
+		/* not expected; replies to this datagram still use its MAC, later ones
+		 * count as no_peer */
+		lc->st.drops[SG_DP_ND_PEER_TABLE]++;
+		return;
+	}
+	lc->st.peers = sg_dp_peers_count(lc->peers);
+}
+
+/* Transport poll: forget reply addresses idle for [resources] peer_idle_ms, a few a time. */
+static void eth_poll(struct sg_dp_lcore *lc, uint64_t now)
+{
+	if (lc->peers == NULL)
+		return;
+	lc->st.peers_expired += sg_dp_peers_expire(lc->peers, now,
+						   (uint64_t)lc->p->cfg.peer_idle_ms * 1000000ull,
+						   SG_DP_PEER_EXPIRE_MAX);
+	lc->st.peers = sg_dp_peers_count(lc->peers);
 }
 
 static void *tx_alloc(void *ctx, uint64_t dest, uint32_t len, void **pkt)
@@ -211,13 +260,13 @@ static void reduce_burst(struct sg_dp_lcore *lc, struct rte_mbuf **pkts, unsigne
 {
 	uint64_t now = sg_dp_now_ns(lc->p, rte_rdtsc());
 
+	lc->rx_now = now;
+
 	for (unsigned int i = 0; i < n; i++) {
 		struct rte_mbuf *m = pkts[i];
 		struct rx_meta *md = rte_mbuf_to_priv(m);
 		const uint8_t *pl = rte_pktmbuf_mtod_offset(m, const uint8_t *, md->off);
-		uint64_t dest = peer_dest(&md->peer), mb = mac_bits(&md->peer.mac);
 		int fwd = sg_dp_move_fwd(lc, pl, md->len);
-		void *known;
 
 		if (unlikely(fwd >= 0)) {
 			/* a key moving away: its new owner sums this round; or drained */
@@ -231,16 +280,12 @@ static void reduce_burst(struct sg_dp_lcore *lc, struct rte_mbuf **pkts, unsigne
 			}
 			continue;
 		}
-		/* learn (or refresh) the worker's MAC for the replies */
-		if (rte_hash_lookup_data(lc->peers, &dest, &known) < 0 ||
-		    (uintptr_t)known != mb) {
-			if (rte_hash_add_key_data(lc->peers, &dest, (void *)(uintptr_t)mb) < 0) {
-				lc->st.drops[SG_DP_ND_PEER_TABLE]++;
-				continue;
-			}
-		}
-		sg_dp_reduce_one(lc, pl, md->len, dest, now);
+		/* replies to it use its MAC; tx_accept learns it if the engine accepts it */
+		lc->rx_dest = peer_dest(&md->peer);
+		lc->rx_mac = mac_bits(&md->peer.mac);
+		sg_dp_reduce_one(lc, pl, md->len, lc->rx_dest, now);
 	}
+	lc->rx_dest = SG_DP_NO_DEST;
 	rte_pktmbuf_free_bulk(pkts, n);
 }
 
@@ -332,7 +377,11 @@ static unsigned int rx_queue(struct sg_dp_lcore *lc, uint16_t port, uint16_t que
 
 static unsigned int eth_rx(struct sg_dp_lcore *lc, unsigned int burst)
 {
-	return rx_queue(lc, lc->rx_port, lc->rx_queue, burst);
+	unsigned int n = rx_queue(lc, lc->rx_port, lc->rx_queue, burst);
+
+	for (unsigned int i = 0; i < lc->n_xq; i++)
+		n += rx_queue(lc, lc->rx_port, lc->xq[i], burst);
+	return n;
 }
 
 static unsigned int eth_rx_steered(struct sg_dp_lcore *lc, unsigned int burst)
@@ -400,8 +449,59 @@ static struct rte_mempool *socket_pool(struct sg_dp_pipeline *p, int socket, cha
 }
 
 /*
- * Configure and start @p port with the layout's RX queues plus @p nsteer more
- * (queue nrxq + r: reducer r's steered queue, on the reducer's socket and pool).
+ * RX queues @p port fills whatever sigmad configures, or 0. net_af_packet opens
+ * one packet socket per queue pair at probe time (its qpairs devarg, which must
+ * cover one TX queue per lcore) and the kernel spreads incoming frames over all
+ * of them; a ring port's RX rings are fed by whoever made them. A queue left
+ * unpolled there loses what lands on it without a counter.
+ */
+static uint16_t port_fixed_rxq(const struct rte_eth_dev_info *info)
+{
+	if (!strcmp(info->driver_name, "net_af_packet") || !strcmp(info->driver_name, "net_ring"))
+		return info->max_rx_queues;
+	return 0;
+}
+
+/*
+ * Give the port's RX queues @p nrxq .. @p nall - 1, which the layout does not
+ * name, to the lcores that poll the port, in turn. @return 0, or -ENOSPC (with
+ * @p err) when an lcore would poll more than SG_DP_MAX_XQ extra queues.
+ */
+static int extra_rxq_assign(struct sg_dp_pipeline *p, uint16_t port, const char *driver,
+			    uint16_t nrxq, uint16_t nall, char *err, size_t errlen)
+{
+	char list[160] = "";
+	size_t off = 0;
+	unsigned int i = 0;
+
+	for (uint16_t q = nrxq; q < nall; q++) {
+		struct sg_dp_lcore *lc;
+
+		do
+			lc = &p->lc[i++ % p->n_lc];
+		while (!(lc->role & SG_ROLE_IO) || lc->rx_port != port);
+		if (lc->n_xq == SG_DP_MAX_XQ) {
+			sg_dp_seterr(err, errlen, "port %u (%s) has %u RX queues and the layout polls "
+				     "%u: more than %d each for its lcores to poll; name more of them "
+				     "in the layout", port, driver, nall, nrxq, SG_DP_MAX_XQ);
+			return -ENOSPC;
+		}
+		lc->xq[lc->n_xq++] = q;
+		if (off < sizeof(list))
+			off += (size_t)snprintf(list + off, sizeof(list) - off, "%squeue %u by "
+						"lcore %u", off ? ", " : "", q, lc->lcore_id);
+	}
+	if (nall > nrxq)
+		SG_DP_LOG(NOTICE, "port %u (%s) fills %u RX queues whatever the layout says, which "
+			  "names %u: sigmad polls the others too (%s)\n", port, driver, nall,
+			  nrxq, list);
+	return 0;
+}
+
+/*
+ * Configure and start @p port with its RX queues @p nrxq (the layout's and the
+ * port's own, p->lc[].xq) plus @p nsteer more (queue nrxq + r: reducer r's
+ * steered queue, on the reducer's socket and pool).
  */
 static int port_start(struct sg_dp_pipeline *p, uint16_t port, const struct rte_eth_dev_info *info,
 		      uint16_t nrxq, uint16_t nsteer, uint64_t *tx_offloads)
@@ -447,6 +547,9 @@ static int port_start(struct sg_dp_pipeline *p, uint16_t port, const struct rte_
 		if ((lc->role & SG_ROLE_IO) && lc->rx_port == port) {
 			rc = rte_eth_rx_queue_setup(port, lc->rx_queue, rxd, (unsigned int)lc->socket,
 						    NULL, lc->pool);
+			for (uint16_t x = 0; x < lc->n_xq && rc == 0; x++)
+				rc = rte_eth_rx_queue_setup(port, lc->xq[x], rxd,
+							    (unsigned int)lc->socket, NULL, lc->pool);
 			if (rc < 0)
 				return rc;
 		}
@@ -540,7 +643,7 @@ static bool steer_possible(struct sg_dp_pipeline *p, uint16_t port,
 	}
 	if ((unsigned int)nrxq + p->n_red > info->max_rx_queues) {
 		sg_dp_seterr(why, whylen, "it has %u RX queue(s) at most; steering needs %u (%u "
-			     "for the layout, 1 per reducer)", info->max_rx_queues,
+			     "polled by I/O lcores, 1 per reducer)", info->max_rx_queues,
 			     nrxq + p->n_red, nrxq);
 		return false;
 	}
@@ -568,6 +671,14 @@ static int port_setup(struct sg_dp_pipeline *p, uint16_t port, char *err, size_t
 		goto fail;
 	for (unsigned int i = 0; i < p->n_lc; i++)
 		nrxq += (p->lc[i].role & SG_ROLE_IO) && p->lc[i].rx_port == port;
+	if (port_fixed_rxq(&info) > nrxq) {
+		uint16_t nall = port_fixed_rxq(&info);
+
+		rc = extra_rxq_assign(p, port, info.driver_name, nrxq, nall, err, errlen);
+		if (rc < 0)
+			return rc;
+		nrxq = nall;
+	}
 	snprintf(why, whylen, "%s", c->steer == SG_DP_STEER_OFF ? "steer = off" : "no reducer");
 	steer = steer_possible(p, port, &info, nrxq, why, whylen);
 	if (steer) {
@@ -600,6 +711,7 @@ static int port_setup(struct sg_dp_pipeline *p, uint16_t port, char *err, size_t
 			goto fail;
 	}
 	p->port_started[port] = true;
+	p->port_rxq[port] = (uint16_t)(nrxq + (p->port_steer[port] ? p->n_red : 0));
 	memset(net, 0, sizeof(*net));
 	if (rte_is_zero_ether_addr(&c->mac_override))
 		rte_eth_macaddr_get(port, &net->mac);
@@ -636,18 +748,17 @@ static int eth_setup(struct sg_dp_pipeline *p, char *err, size_t errlen)
 		lc->pool = socket_pool(p, lc->socket, err, errlen);
 		if (lc->pool == NULL)
 			return -ENOMEM;
+		lc->rx_dest = SG_DP_NO_DEST;
 		if (lc->role & SG_ROLE_REDUCE) {
 			char name[RTE_HASH_NAMESIZE];
-			struct rte_hash_parameters hp = {.entries = SG_DP_PEERS,
-							 .key_len = sizeof(uint64_t),
-							 .socket_id = lc->socket, .name = name};
 
 			snprintf(name, sizeof(name), "sg_peer%u_%u", lc->lcore_id,
 				 (unsigned int)getpid());
-			lc->peers = rte_hash_create(&hp);
+			lc->peers = sg_dp_peers_create(name, p->cfg.peers, lc->socket);
 			if (lc->peers == NULL) {
-				sg_dp_seterr(err, errlen, "reducer lcore %u: peer table: %s",
-					     lc->lcore_id, rte_strerror(rte_errno));
+				sg_dp_seterr(err, errlen, "reducer lcore %u: table of %u reply "
+					     "addresses: %s (lower [resources] peers)",
+					     lc->lcore_id, p->cfg.peers, rte_strerror(rte_errno));
 				return -ENOMEM;
 			}
 		}
@@ -673,7 +784,7 @@ static void eth_teardown(struct sg_dp_pipeline *p)
 			p->port_started[port] = false;
 		}
 	for (unsigned int i = 0; p->lc && i < p->n_lc; i++) {
-		rte_hash_free(p->lc[i].peers);
+		sg_dp_peers_free(p->lc[i].peers);
 		p->lc[i].peers = NULL;
 	}
 	for (unsigned int s = 0; s < RTE_MAX_NUMA_NODES; s++) {
@@ -695,4 +806,6 @@ const struct sg_dp_transport sg_dp_transport_ethdev = {
 	.tx_send = tx_send,
 	.tx_alloc_multi = tx_alloc_multi,
 	.tx_send_multi = tx_send_multi,
+	.tx_accept = tx_accept,
+	.poll = eth_poll,
 };

@@ -78,9 +78,18 @@ static inline uint32_t worker_ip(uint32_t w)
 	return rte_cpu_to_be_32(0x0a0b0000u + 100u + w); /* 10.11.0.(100 + w) */
 }
 
-static inline void worker_mac(uint32_t w, struct rte_ether_addr *m)
+/* Worker w's UDP port (host order): 40000 + w unless the conf moves it. */
+static inline uint16_t worker_port(const struct sg_dp_gen *g, uint32_t w)
 {
-	*m = (struct rte_ether_addr){{0x02, 0x53, 0x47, 0x00, (uint8_t)(w >> 8), (uint8_t)w}};
+	return (uint16_t)((g->c.src_port ? g->c.src_port : 40000) + w);
+}
+
+/* A MAC of its own for every (rank, UDP port): a reply sent with another
+ * address's MAC is caught. */
+static inline void worker_mac(uint32_t w, uint16_t port, struct rte_ether_addr *m)
+{
+	*m = (struct rte_ether_addr){{0x02, 0x53, (uint8_t)w, 0x47, (uint8_t)(port >> 8),
+				      (uint8_t)port}};
 }
 
 struct sg_dp_gen *sg_dp_gen_create(const struct sg_dp_gen_conf *gc)
@@ -183,7 +192,7 @@ int sg_dp_gen_arp(struct sg_dp_gen *g)
 	struct rte_arp_hdr *a = (struct rte_arp_hdr *)(eth + 1);
 
 	memset(&eth->dst_addr, 0xff, RTE_ETHER_ADDR_LEN);
-	worker_mac(0, &eth->src_addr);
+	worker_mac(0, worker_port(g, 0), &eth->src_addr);
 	eth->ether_type = RTE_BE16(RTE_ETHER_TYPE_ARP);
 	a->arp_hardware = RTE_BE16(RTE_ARP_HRD_ETHER);
 	a->arp_protocol = RTE_BE16(RTE_ETHER_TYPE_IPV4);
@@ -238,9 +247,9 @@ static struct rte_mbuf *build_push(struct sg_dp_gen *g, uint32_t w, uint32_t s, 
 		memcpy(pl, h, sizeof(h));
 	}
 	sg_dp_build_hdr(d + SG_DP_NET_HDR_LEN, &msg);
-	worker_mac(w, &wn.mac);
+	worker_mac(w, worker_port(g, w), &wn.mac);
 	wn.ip = worker_ip(w);
-	wn.udp_port = rte_cpu_to_be_16((uint16_t)(40000 + w));
+	wn.udp_port = rte_cpu_to_be_16(worker_port(g, w));
 	sg_dp_net_build(&wn, &dut, d, SG_DP_HDR_LEN + bytes, &ol);
 	return m;
 }
@@ -283,14 +292,19 @@ static bool start_next(struct sg_dp_gen *g, uint32_t pos)
 	if (g->next_slot >= g->nslots || g->c.rounds == 0)
 		return false;
 	g->active[pos] = g->next_slot;
-	g->slots[g->next_slot] = (struct gen_slot){.active = true};
+	g->slots[g->next_slot] = (struct gen_slot){.active = true, .round = g->c.first_round};
 	send_slot(g, g->next_slot++, false);
 	return true;
 }
 
-/* Check one RESULT; complete the round when every rank has it. */
-static void on_result(struct sg_dp_gen *g, const struct sg_dp_msg *msg, uint32_t dst_ip)
+/* Check one RESULT (in @p frame: its Ethernet/IPv4/UDP headers name the worker it went
+ * to); complete the round when every rank has it. */
+static void on_result(struct sg_dp_gen *g, const struct sg_dp_msg *msg, const uint8_t *frame)
 {
+	const struct rte_ether_hdr *eth = (const struct rte_ether_hdr *)frame;
+	const struct rte_ipv4_hdr *ip = (const struct rte_ipv4_hdr *)(eth + 1);
+	const struct rte_udp_hdr *udp = (const struct rte_udp_hdr *)(ip + 1);
+	struct rte_ether_addr mac;
 	uint32_t s, q, bytes, off;
 	struct gen_slot *sl;
 	const uint8_t *r = msg->payload;
@@ -303,8 +317,7 @@ static void on_result(struct sg_dp_gen *g, const struct sg_dp_msg *msg, uint32_t
 		key += first2; /* job2's key k is the generator's key first2 + k */
 		known = true;
 	}
-	if (!known || msg->chunk >= g->nchunks || msg->rank >= g->c.workers ||
-	    dst_ip != worker_ip(msg->rank)) {
+	if (!known || msg->chunk >= g->nchunks || msg->rank >= g->c.workers) {
 		g->st.results_bad++;
 		return;
 	}
@@ -312,6 +325,15 @@ static void on_result(struct sg_dp_gen *g, const struct sg_dp_msg *msg, uint32_t
 	sl = &g->slots[s];
 	if (!sl->active || msg->round != sl->round || (sl->got >> msg->rank & 1)) {
 		g->st.results_dup++;
+		return;
+	}
+	/* the result that counts was sent to exactly that worker: its MAC, IP and UDP
+	 * port (a late copy for workers of an earlier generator is a duplicate above) */
+	worker_mac(msg->rank, worker_port(g, msg->rank), &mac);
+	if (ip->dst_addr != worker_ip(msg->rank) ||
+	    udp->dst_port != rte_cpu_to_be_16(worker_port(g, msg->rank)) ||
+	    !rte_is_same_ether_addr(&eth->dst_addr, &mac)) {
+		g->st.results_bad++;
 		return;
 	}
 	off = msg->chunk * g->c.chunk_bytes;
@@ -341,7 +363,7 @@ static void on_result(struct sg_dp_gen *g, const struct sg_dp_msg *msg, uint32_t
 	if (sl->got != g->all)
 		return;
 	g->st.rounds_done++;
-	if (++sl->round < g->c.rounds) {
+	if (++sl->round - g->c.first_round < g->c.rounds) {
 		sl->got = 0;
 		send_slot(g, s, false);
 	} else {
@@ -370,7 +392,6 @@ static unsigned int receive(struct sg_dp_gen *g)
 		uint8_t *d = dlen == m[i]->data_len ? rte_pktmbuf_mtod(m[i], uint8_t *) :
 			     (uint8_t *)rte_pktmbuf_read(m[i], 0, dlen, lin);
 		struct rte_ether_hdr *eth = (struct rte_ether_hdr *)d;
-		struct rte_ipv4_hdr *ip = (struct rte_ipv4_hdr *)(eth + 1);
 		struct sg_dp_msg msg;
 
 		if (eth->ether_type == RTE_BE16(RTE_ETHER_TYPE_ARP)) {
@@ -394,7 +415,7 @@ static unsigned int receive(struct sg_dp_gen *g)
 			if (lose(g))
 				g->st.dropped_in++;
 			else
-				on_result(g, &msg, ip->dst_addr);
+				on_result(g, &msg, d);
 		} else if (msg.type == SG_DP_T_NACK) {
 			g->st.nacks++;
 		} else if (msg.type == SG_DP_T_ERROR) {

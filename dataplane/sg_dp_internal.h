@@ -184,6 +184,10 @@ struct sg_dp_transport {
 	 *  @return how many were written, at most @p max. */
 	unsigned int (*counters)(const struct sg_dp_pipeline *p, unsigned int idx,
 				 struct sg_dp_counter *out, unsigned int max);
+	/** Optional, reducers: every millisecond, beside sg_dp_engine_poll() (@p now in ns). */
+	void (*poll)(struct sg_dp_lcore *lc, uint64_t now);
+	/** Optional engine tx op (struct sg_dp_tx_ops.accept): a checked packet's sender. */
+	void (*tx_accept)(void *ctx, uint64_t src);
 	/** Optional: act on control-channel message @p type (>= SG_DP_MSG_TRANSPORT) on
 	 *  lcore @p lc. @return the answer, or -ENOTSUP. */
 	int (*ctl)(struct sg_dp_lcore *lc, uint32_t type, uint64_t arg);
@@ -204,6 +208,40 @@ extern const struct sg_dp_transport sg_dp_transport_verbs;
  */
 void sg_dp_reduce_one(struct sg_dp_lcore *lc, const uint8_t *pl, uint32_t len, uint64_t dest,
 		      uint64_t now);
+
+/*
+ * A reducer's reply addresses (ethdev; sg_dp_peers.c): the MAC of each worker
+ * address (the engine's 64-bit dest: IPv4, UDP port, ethdev port) that sent a
+ * packet the engine accepted (struct sg_dp_tx_ops.accept). At most @c cap
+ * addresses: a new one takes the place of the least recently seen when full.
+ * Fixed memory; nothing is allocated or locked after create; one lcore.
+ */
+struct sg_dp_peers;
+
+/** What sg_dp_peers_learn() did. */
+enum sg_dp_peers_learn {
+	SG_DP_PEER_SEEN,    /* known already: MAC and last-seen time refreshed */
+	SG_DP_PEER_NEW,     /* added */
+	SG_DP_PEER_EVICTED, /* added in place of the least recently seen address */
+	SG_DP_PEER_FAILED,  /* rte_hash refused the key (not expected: the table has
+			       extendable buckets and is never full when it adds) */
+};
+
+/** A table of @p cap (>= 8) addresses on @p socket. @return it, or NULL with rte_errno set. */
+struct sg_dp_peers *sg_dp_peers_create(const char *name, uint32_t cap, int socket);
+/** Free a table. NULL is fine. */
+void sg_dp_peers_free(struct sg_dp_peers *t);
+/** Remember that @p dest (at @p mac) was accepted at @p now (ns). */
+enum sg_dp_peers_learn sg_dp_peers_learn(struct sg_dp_peers *t, uint64_t dest, uint64_t mac,
+					 uint64_t now);
+/** The MAC of @p dest into *@p mac. @return 0, or -ENOENT if the table does not hold it. */
+int sg_dp_peers_lookup(const struct sg_dp_peers *t, uint64_t dest, uint64_t *mac);
+/** Forget up to @p max addresses not seen for @p idle_ns, least recently seen first.
+ *  @return how many were forgotten. */
+unsigned int sg_dp_peers_expire(struct sg_dp_peers *t, uint64_t now, uint64_t idle_ns,
+				unsigned int max);
+/** Addresses held now. */
+uint32_t sg_dp_peers_count(const struct sg_dp_peers *t);
 
 /**
  * Reducer steering rule "eth / ipv4 dst is <ip> / udp dst is <udp_port + 1 + r> ->
@@ -226,7 +264,8 @@ void sg_dp_steer_rule(struct sg_dp_flow_rule *r, uint32_t ip, uint16_t udp_port,
 
 #define SG_DP_TXB 64          /* frames buffered per port before a TX burst */
 #define SG_DP_MAX_BURST 512
-#define SG_DP_PEERS 4096      /* reply addresses remembered per reducer */
+#define SG_DP_PEER_EXPIRE_MAX 64 /* idle reply addresses forgotten per reducer per ms */
+#define SG_DP_MAX_XQ 16       /* RX queues an lcore polls beyond its layout's one */
 #define SG_DP_IDLE_SPIN 256   /* empty polls before the sleep policy starts sleeping */
 
 /* Where a received datagram came from and where its payload is: written by
@@ -244,13 +283,19 @@ struct sg_dp_lcore {
 	enum sg_role role;
 	int socket;
 	uint16_t rx_port, rx_queue;
+	/* ethdev: more RX queues of rx_port it polls, which the port fills whatever the
+	 * layout names (net_af_packet's qpairs, ring ports' rings) */
+	uint16_t n_xq, xq[SG_DP_MAX_XQ];
 	uint16_t red_idx;           /* reducers: index in p->red (its steering UDP port and queue) */
 	struct rte_ring *ring;      /* reducers: hand-off input (transport items) */
 	struct sg_dp_engine *eng;   /* reducers */
-	struct rte_hash *peers;     /* ethdev reducers: reply address -> MAC */
+	struct sg_dp_peers *peers;  /* ethdev reducers: reply address -> MAC */
 	struct rte_mempool *pool;   /* ethdev: this socket's mbufs */
 	void *xp;                   /* the transport's own per-lcore state, or NULL */
 	uint64_t cur_dest;          /* address of the packet the engine is building */
+	/* ethdev reducers: the datagram the engine is handling (SG_DP_NO_DEST between
+	 * bursts); replies to its sender use its MAC, accepted ones learn it */
+	uint64_t rx_dest, rx_mac, rx_now;
 	uint64_t next_poll_tsc;
 	uint16_t txn[SG_DP_MAX_PORTS];
 	struct rte_mbuf *txb[SG_DP_MAX_PORTS][SG_DP_TXB];
@@ -272,6 +317,7 @@ struct sg_dp_pipeline {
 	bool port_used[SG_DP_MAX_PORTS];
 	bool port_started[SG_DP_MAX_PORTS];
 	bool port_chains[SG_DP_MAX_PORTS]; /* TX takes chained mbufs (RESULT fan-out) */
+	uint16_t port_rxq[SG_DP_MAX_PORTS]; /* RX queues polled: the layout's and the port's own */
 	struct sg_dp_net net[SG_DP_MAX_PORTS];
 	/* [net] steer: reducer r polls RX queue steer_q0[port] + r where port_steer[port] */
 	bool port_steer[SG_DP_MAX_PORTS];

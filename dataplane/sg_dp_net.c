@@ -94,8 +94,9 @@ static enum sg_dp_rx_kind classify_arp(const struct sg_dp_net *net, struct rte_e
 	struct rte_arp_hdr *arp = (struct rte_arp_hdr *)(eth + 1);
 	uint32_t sip;
 
+	/* an Ethernet header with an ARP ethertype and no whole ARP packet after it */
 	if (len < sizeof(*eth) + sizeof(*arp))
-		return drop(reason, SG_DP_ND_SHORT);
+		return drop(reason, SG_DP_ND_ARP_BAD);
 	if (arp->arp_hardware != RTE_BE16(RTE_ARP_HRD_ETHER) ||
 	    arp->arp_protocol != RTE_BE16(RTE_ETHER_TYPE_IPV4) ||
 	    arp->arp_hlen != RTE_ETHER_ADDR_LEN || arp->arp_plen != 4)
@@ -136,9 +137,10 @@ enum sg_dp_rx_kind sg_dp_net_classify(const struct sg_dp_net *net, void *frame, 
 	tot = rte_be_to_cpu_16(ip->total_length);
 	if ((ip->version_ihl >> 4) != 4 || ihl < sizeof(*ip) || tot < ihl)
 		return drop(reason, SG_DP_ND_IP_HDR);
-	/* frames may carry Ethernet padding, never fewer bytes than IP says */
+	/* frames may carry Ethernet padding, never fewer bytes than IP says: a total
+	 * length past the frame is a bad IP header, as a total length below IHL is */
 	if (sizeof(*eth) + tot > len)
-		return drop(reason, SG_DP_ND_SHORT);
+		return drop(reason, SG_DP_ND_IP_HDR);
 	if ((ol_flags & RTE_MBUF_F_RX_IP_CKSUM_MASK) == RTE_MBUF_F_RX_IP_CKSUM_BAD)
 		return drop(reason, SG_DP_ND_IP_CSUM);
 	if ((ol_flags & RTE_MBUF_F_RX_IP_CKSUM_MASK) != RTE_MBUF_F_RX_IP_CKSUM_GOOD &&

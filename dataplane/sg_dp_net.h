@@ -20,13 +20,14 @@ extern "C" {
 
 /** Drop reasons, counted per lcore and reported by /sigma/drops. */
 enum sg_dp_ndrop {
-	SG_DP_ND_SHORT,      /**< shorter than its headers say */
+	SG_DP_ND_SHORT,      /**< shorter than an Ethernet header, or than one plus a 20-byte
+				  IPv4 header for IPv4 */
 	SG_DP_ND_MULTISEG,   /**< chained mbuf (larger than the MTU) */
 	SG_DP_ND_MBUF_PRIV,  /**< mbuf from a pool without SG_DP_MBUF_PRIV_SIZE private bytes */
 	SG_DP_ND_ETHERTYPE,  /**< neither IPv4 nor ARP */
-	SG_DP_ND_ARP_BAD,    /**< malformed ARP */
+	SG_DP_ND_ARP_BAD,    /**< malformed ARP: not Ethernet/IPv4, or cut short */
 	SG_DP_ND_ARP_OTHER,  /**< ARP not asking for our IP */
-	SG_DP_ND_IP_HDR,     /**< bad version, IHL or total length */
+	SG_DP_ND_IP_HDR,     /**< bad version or IHL; total length below IHL or past the frame */
 	SG_DP_ND_IP_CSUM,    /**< bad IPv4 header checksum */
 	SG_DP_ND_IP_FRAG,    /**< fragments are not reassembled */
 	SG_DP_ND_IP_DST,     /**< not addressed to our IP */
@@ -38,8 +39,9 @@ enum sg_dp_ndrop {
 	SG_DP_ND_RING_FULL,  /**< reducer's hand-off ring full */
 	SG_DP_ND_TX_FULL,    /**< TX queue full */
 	SG_DP_ND_NO_MBUF,    /**< mempool empty when replying */
-	SG_DP_ND_PEER_TABLE, /**< reply address table full */
-	SG_DP_ND_NO_PEER,    /**< reply to an address never seen */
+	SG_DP_ND_PEER_TABLE, /**< a sender's address could not be stored (verbs: no address
+				  handle; ethdev: not expected, a full table evicts) */
+	SG_DP_ND_NO_PEER,    /**< reply to an address the reducer's table does not hold */
 	SG_DP_ND_DRAINING,   /**< a push or PULL of a round that began after drain */
 	SG_DP_ND_COUNT
 };

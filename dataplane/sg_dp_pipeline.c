@@ -102,6 +102,8 @@ static int lcore_main(void *arg)
 				uint64_t t = rte_rdtsc();
 
 				sg_dp_engine_poll(lc->eng, sg_dp_now_ns(p, t));
+				if (tr->poll)
+					tr->poll(lc, sg_dp_now_ns(p, t));
 				lc->next_poll_tsc = t + poll_period;
 			}
 		}
@@ -185,7 +187,7 @@ static int reducer_setup(struct sg_dp_pipeline *p, struct sg_dp_lcore *lc, char 
 		.slot_timeout_ns = (uint64_t)c->timeout_ms * 1000000ull,
 		.tx = {.alloc = p->tr->tx_alloc, .send = p->tr->tx_send,
 		       .alloc_multi = p->tr->tx_alloc_multi, .send_multi = p->tr->tx_send_multi,
-		       .ctx = lc},
+		       .accept = p->tr->tx_accept, .ctx = lc},
 	};
 	uint32_t maxpl = 0;
 
@@ -487,7 +489,8 @@ int sg_dp_pipeline_reload(struct sg_dp_pipeline *p, const struct sg_dp_config *n
 		      "[layout]");
 	NEEDS_RESTART(nc->burst != c->burst || nc->ring_size != c->ring_size ||
 		      nc->mbufs != c->mbufs || nc->rxd != c->rxd || nc->txd != c->txd ||
-		      nc->pool_bufs != c->pool_bufs, "[resources]");
+		      nc->pool_bufs != c->pool_bufs || nc->peers != c->peers ||
+		      nc->peer_idle_ms != c->peer_idle_ms, "[resources]");
 	NEEDS_RESTART(nc->n_jobs != c->n_jobs ||
 		      memcmp(nc->jobs, c->jobs, sizeof(c->jobs[0]) * c->n_jobs), "[job N]");
 	NEEDS_RESTART(nc->transport != c->transport, "[transport]");
@@ -584,6 +587,7 @@ unsigned int sg_dp_pipeline_transport_counters(const struct sg_dp_pipeline *p, u
 void sg_dp_pipeline_print_stats(const struct sg_dp_pipeline *p, FILE *f, double seconds)
 {
 	struct sg_dp_stats es;
+	struct sg_dp_lcore_stats peers = {0}; /* the reply-address counters, summed */
 	uint64_t drops[SG_DP_ND_COUNT] = {0};
 
 	fprintf(f, "%-6s %-7s %-4s %6s %12s %12s %10s %12s %12s %6s %8s\n", "lcore", "role",
@@ -595,6 +599,10 @@ void sg_dp_pipeline_print_stats(const struct sg_dp_pipeline *p, FILE *f, double 
 
 		sg_dp_pipeline_lcore_stats(p, i, &st);
 		d = sg_dp_lcore_drops(&st, drops);
+		peers.peers += st.peers;
+		peers.peers_learned += st.peers_learned;
+		peers.peers_evicted += st.peers_evicted;
+		peers.peers_expired += st.peers_expired;
 		tot = st.busy_cycles + st.idle_cycles;
 		fprintf(f, "%-6u %-7s %-4d %6.1f %12" PRIu64 " %12" PRIu64 " %10" PRIu64
 			" %12" PRIu64 " %12.3f %6" PRIu64 " %8" PRIu64 "\n", st.lcore,
@@ -609,6 +617,10 @@ void sg_dp_pipeline_print_stats(const struct sg_dp_pipeline *p, FILE *f, double 
 	for (int k = 0; k < SG_DP_ND_COUNT; k++)
 		if (drops[k])
 			fprintf(f, "  drop %-12s %" PRIu64 "\n", sg_dp_ndrop_name(k), drops[k]);
+	if (peers.peers_learned)
+		fprintf(f, "reply addresses: %" PRIu64 " held, %" PRIu64 " learned, %" PRIu64
+			" evicted, %" PRIu64 " expired\n", peers.peers, peers.peers_learned,
+			peers.peers_evicted, peers.peers_expired);
 	for (unsigned int i = 0; p->tr->counters != NULL && i < p->n_lc; i++) {
 		struct sg_dp_counter tc[32];
 		unsigned int n = p->tr->counters(p, i, tc, RTE_DIM(tc));

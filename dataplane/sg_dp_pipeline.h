@@ -118,6 +118,8 @@ struct sg_dp_config {
 	unsigned int ring_size;
 	unsigned int mbufs;   /**< per socket */
 	unsigned int rxd, txd;
+	unsigned int peers;        /**< reply addresses each reducer remembers (ethdev) */
+	unsigned int peer_idle_ms; /**< ... forgotten after this long without a checked packet */
 	/* live (SIGHUP) */
 	enum sg_idle idle;  /**< policy of every lcore not in sleep_lcores */
 	bool sleep_lcores[1024]; /**< lcores that back off and sleep whatever @c idle says */
@@ -292,6 +294,11 @@ struct sg_dp_lcore_stats {
 	uint64_t bytes_summed; /**< payload bytes of pushes the engine accepted */
 	uint64_t arp_replies;
 	uint64_t ring_count;   /**< gauge: datagrams waiting in this reducer's ring */
+	/* ethdev reducers' reply addresses (docs/sigmad.md, "Reply addresses") */
+	uint64_t peers;         /**< gauge: addresses held now */
+	uint64_t peers_learned; /**< addresses added: their packet passed the engine's checks */
+	uint64_t peers_evicted; /**< addresses forgotten to make room (least recently seen) */
+	uint64_t peers_expired; /**< addresses forgotten after [resources] peer_idle_ms unused */
 	uint64_t drops[SG_DP_ND_COUNT];
 };
 
@@ -464,6 +471,12 @@ struct sg_dp_gen_conf {
 	uint32_t job2;
 	uint64_t token2;
 	uint32_t keys2;
+	/** Worker w sends from UDP port src_port + w (0: 40000 + w); its MAC depends on
+	 *  its rank and port. Every RESULT must come to exactly that address. */
+	uint16_t src_port;
+	/** The rounds pushed are first_round .. first_round + rounds - 1: workers that
+	 *  carry on a job that earlier ones left (a restart on new ports). */
+	uint32_t first_round;
 };
 
 /** Generator counters and verdict. */
@@ -471,7 +484,8 @@ struct sg_dp_gen_stats {
 	uint64_t pushes_sent;      /**< first sends */
 	uint64_t retransmits;
 	uint64_t results_ok;       /**< RESULTs whose every element matched */
-	uint64_t results_bad;      /**< RESULTs with a wrong element (must stay 0) */
+	uint64_t results_bad;      /**< RESULTs with a wrong element or to a wrong address (must
+				    stay 0) */
 	uint64_t results_dup;      /**< RESULTs for a round already complete for that rank */
 	uint64_t nacks, errors, other;
 	uint64_t dropped_out, dropped_in; /**< injected losses */

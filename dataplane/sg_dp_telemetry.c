@@ -60,6 +60,10 @@ static int tel_lcores(const char *cmd, const char *params, struct rte_tel_data *
 		rte_tel_data_add_dict_u64(l, "bytes_summed", st.bytes_summed);
 		rte_tel_data_add_dict_u64(l, "arp_replies", st.arp_replies);
 		rte_tel_data_add_dict_u64(l, "ring_count", st.ring_count);
+		rte_tel_data_add_dict_u64(l, "peers", st.peers);
+		rte_tel_data_add_dict_u64(l, "peers_learned", st.peers_learned);
+		rte_tel_data_add_dict_u64(l, "peers_evicted", st.peers_evicted);
+		rte_tel_data_add_dict_u64(l, "peers_expired", st.peers_expired);
 		rte_tel_data_add_dict_u64(l, "drops", drops);
 		snprintf(name, sizeof(name), "lcore_%u", st.lcore);
 		rte_tel_data_add_dict_container(d, name, l, 0);
@@ -94,6 +98,8 @@ static int tel_ports(const char *cmd, const char *params, struct rte_tel_data *d
 		rte_tel_data_add_dict_string(l, "steer", p->port_steer[port] ? "flow" : "ring");
 		rte_tel_data_add_dict_string(l, "steer_detail", p->steer_why[port]);
 		rte_tel_data_add_dict_u64(l, "steer_udp_ports", net.steer_ports);
+		/* the layout's queues, those the port fills on its own, and steering's */
+		rte_tel_data_add_dict_u64(l, "rx_queues", p->port_rxq[port]);
 		if (rte_eth_stats_get(port, &es) == 0) {
 			rte_tel_data_add_dict_u64(l, "ipackets", es.ipackets);
 			rte_tel_data_add_dict_u64(l, "opackets", es.opackets);

@@ -10,7 +10,10 @@ Usage: dp_kernel_workers.py NODE_IP NODE_PORT MY_IP WORKERS KEYS PART_BYTES
 With STEER_PORTS = R, each push goes to NODE_PORT + k, k cycling over 0..R by
 worker and chunk: the node's port and each of its R reducers' ports
 (docs/sigmad.md, "Steering"), owner or not; every port must sum alike.
+Environment: SIGMA_JOB (job id, 1) and SIGMA_PORT_BASE (worker w sends from
+UDP port SIGMA_PORT_BASE + w, 41000).
 """
+import os
 import select
 import socket
 import struct
@@ -28,14 +31,15 @@ def value(rank, key, chunk, rnd, i):
 def main():
     node_ip, node_port, my_ip = sys.argv[1], int(sys.argv[2]), sys.argv[3]
     workers, keys, part, chunk_bytes, rounds = map(int, sys.argv[4:9])
-    token, job = int(sys.argv[9], 0), 1
+    token, job = int(sys.argv[9], 0), int(os.environ.get("SIGMA_JOB", "1"))
+    base = int(os.environ.get("SIGMA_PORT_BASE", "41000"))
     steer = int(sys.argv[10]) if len(sys.argv) > 10 else 0
     used = set()
     nchunks = (part + chunk_bytes - 1) // chunk_bytes
     socks = []
     for r in range(workers):
         s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-        s.bind((my_ip, 41000 + r))
+        s.bind((my_ip, base + r))
         socks.append(s)
     ok = bad = retrans = 0
     deadline = time.monotonic() + 60

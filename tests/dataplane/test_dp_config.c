@@ -63,6 +63,7 @@ static void test_file_overrides(void)
 	sg_dp_config_defaults(&c);
 	SG_CHECK_EQ(load(&c, "[net]\nip = 192.168.7.9\nudp_checksum = no\n"
 			     "[layout]\nio = (0,0,1), (0,1,2)\nreduce = 3-4,6\n"
+			     "[resources]\npeers = 100000\npeer_idle_ms = 500\n"
 			     "[live]\nidle = sleep\nidle_sleep_us = 250\nlog_level = debug\n"
 			     "sleep_lcores = 3,5-6\n"
 			     "[job 7]\nworkers = 8\ndtype = bf16\nmode = deterministic\n"),
@@ -70,6 +71,8 @@ static void test_file_overrides(void)
 	SG_CHECK(err[0] == '\0', "no error text: %s", err);
 	SG_CHECK_EQ(c.ip, (192u << 24) | (168u << 16) | (7u << 8) | 9u);
 	SG_CHECK_EQ(c.udp_port, 9300); /* untouched */
+	SG_CHECK_EQ(c.peers, 100000);
+	SG_CHECK_EQ(c.peer_idle_ms, 500);
 	SG_CHECK(!c.udp_checksum, "udp_checksum off");
 	SG_CHECK_EQ(c.n_lcores, 5); /* [layout] replaced the default rtc */
 	SG_CHECK_EQ(c.lcores[0].role, SG_ROLE_IO);
@@ -132,6 +135,8 @@ static void test_file_garbage(void)
 		{"[resources]\nburst = 0\n", "burst"},
 		{"[resources]\nburst = -5\n", "burst"},
 		{"[resources]\nmbufs = 99999999999999999999999\n", "mbufs"},
+		{"[resources]\npeers = 63\n", "peers"},
+		{"[resources]\npeer_idle_ms = 9\n", "peer_idle_ms"},
 		{"[live]\nidle = nap\n", "idle"},
 		{"[live]\nlog_level = loud\n", "log_level"},
 		{"[live]\nsleep_lcores = 1:2\n", "1:2"},
@@ -480,7 +485,7 @@ static void test_layout_check(void)
 	t.max_rxq[0] = 4;
 	t.max_txq[0] = 2;
 	SG_CHECK(check("(0,0,1)", "2-3", NULL, &t, &nw) < 0, "too many txq accepted");
-	SG_CHECK(strstr(err, "TX queue") != NULL, "%s", err);
+	SG_CHECK(strstr(err, "TX queue") != NULL && strstr(err, "qpairs=3") != NULL, "%s", err);
 
 	/* NUMA: a reducer on another node than its port is a warning */
 	topo_init(&t, 4, 1);

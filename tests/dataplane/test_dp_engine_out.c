@@ -3,7 +3,8 @@
  * What the engine reports and emits: the return mask of sg_dp_engine_rx()
  * and the per-job counters against a scripted scenario, and fan-out RESULTs
  * (tx alloc_multi/send_multi) against a reference sum and against the
- * engine's one-packet-per-worker output, including the fall-backs.
+ * engine's one-packet-per-worker output, including the fall-backs; and
+ * which senders tx.accept names.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -597,6 +598,67 @@ static void test_refusals(void)
 	sg_dp_engine_destroy(e);
 }
 
+/* tx.accept's calls: the address, and how many packets the engine had sent by then. */
+static struct {
+	unsigned int n;
+	uint64_t src[16];
+	unsigned int sent_before[16];
+} acc;
+
+static void cap_accept(void *ctx, uint64_t src)
+{
+	struct cap *c = ctx;
+
+	if (acc.n < 16) {
+		acc.src[acc.n] = src;
+		acc.sent_before[acc.n] = c->n;
+	}
+	acc.n++;
+}
+
+/*
+ * tx.accept names the sender of each packet that passed its job's checks,
+ * before any reply it causes, and never the sender of garbage, of an unknown
+ * job, or of a wrong token, rank or key.
+ */
+static void test_accept(void)
+{
+	struct sg_dp_engine_conf ec = {.numa_node = -1, .pool_bufs = 16, .tx.accept = cap_accept};
+	struct sg_dp_engine *e = cap_engine(&cap, &ec);
+	struct push_spec j1 = spec(1, SG_DTYPE_FP32, 64, 32);
+	struct push_spec bad_token = j1, bad_key = j1, no_job = spec(9, SG_DTYPE_FP32, 64, 32);
+	static uint8_t p[SG_DP_HDR_LEN + 64];
+	float d[16] = {1};
+
+	if (!SG_CHECK(e != NULL, "engine"))
+		return;
+	cap.n = 0;
+	acc.n = 0;
+	add_job(e, 1, 2, 0);
+	bad_token.token = TOKEN + 1;
+	bad_key.key = 7;
+	memset(p, 0, sizeof(p));
+	SG_CHECK_EQ(sg_dp_engine_rx(e, p, sizeof(p), 1, 0), -EBADMSG);             /* zeros */
+	SG_CHECK_EQ(sg_dp_engine_rx(e, p, mk_pkt(p, &bad_token, 0, 0, 0, d), 2, 0), -EBADMSG);
+	SG_CHECK_EQ(sg_dp_engine_rx(e, p, mk_pkt(p, &no_job, 0, 0, 0, d), 3, 0), -EBADMSG);
+	SG_CHECK_EQ(sg_dp_engine_rx(e, p, mk_pkt(p, &bad_key, 0, 0, 0, d), 4, 0), -EBADMSG);
+	SG_CHECK_EQ(sg_dp_engine_rx(e, p, mk_pkt(p, &j1, 2, 0, 0, d), 5, 0), -EBADMSG); /* rank */
+	SG_CHECK_EQ(acc.n, 0);
+	SG_CHECK_EQ(rx(e, &j1, 0, 0, 0, false, 0), SG_DP_USED_SUMMED);
+	SG_CHECK_EQ(rx(e, &j1, 0, 0, 0, false, 0), -EBADMSG); /* a duplicate still refreshes */
+	SG_CHECK_EQ(rx(e, &j1, 1, 0, 0, false, 0), SG_DP_USED_SUMMED | SG_DP_USED_COMPLETED);
+	/* the key-7 push got ERROR MISMATCH (its token was right), and its sender stays out */
+	SG_CHECK_EQ(cap.n, 3);
+	if (SG_CHECK_EQ(acc.n, 3)) {
+		SG_CHECK(acc.src[0] == 100 && acc.src[1] == 100 && acc.src[2] == 101,
+			 "accepted %llu %llu %llu", (unsigned long long)acc.src[0],
+			 (unsigned long long)acc.src[1], (unsigned long long)acc.src[2]);
+		/* rank 1 was accepted before the RESULTs its push completed */
+		SG_CHECK_EQ(acc.sent_before[2], 1);
+	}
+	sg_dp_engine_destroy(e);
+}
+
 int main(void)
 {
 	static const enum sg_dtype dts[] = {SG_DTYPE_FP32, SG_DTYPE_BF16, SG_DTYPE_FP16,
@@ -605,6 +667,7 @@ int main(void)
 
 	rte_log_set_global_level(RTE_LOG_WARNING);
 	test_rx_codes_and_job_stats();
+	test_accept();
 	test_release_keys();
 	test_refusals();
 	for (size_t d = 0; d < sizeof(dts) / sizeof(dts[0]); d++)

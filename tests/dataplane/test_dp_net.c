@@ -135,6 +135,7 @@ typedef void (*mutate_fn)(uint8_t *f, uint32_t *len);
 
 static void m_short(uint8_t *f, uint32_t *len) { (void)f; *len = 10; }
 static void m_trunc(uint8_t *f, uint32_t *len) { (void)f; *len -= 1; }
+static void m_iphdr_cut(uint8_t *f, uint32_t *len) { (void)f; *len = 14 + 19; }
 static void m_ethertype(uint8_t *f, uint32_t *len) { (void)len; f[12] = 0x86; f[13] = 0xdd; }
 static void m_version(uint8_t *f, uint32_t *len) { (void)len; f[14] = 0x65; }
 static void m_ihl(uint8_t *f, uint32_t *len) { (void)len; f[14] = 0x44; }
@@ -177,7 +178,8 @@ static void test_malformed(void)
 		enum sg_dp_ndrop why;
 	} cases[] = {
 		{"short", m_short, SG_DP_ND_SHORT},
-		{"truncated", m_trunc, SG_DP_ND_SHORT},
+		{"ip header cut", m_iphdr_cut, SG_DP_ND_SHORT},
+		{"ip longer than the frame", m_trunc, SG_DP_ND_IP_HDR},
 		{"ipv6", m_ethertype, SG_DP_ND_ETHERTYPE},
 		{"version 6", m_version, SG_DP_ND_IP_HDR},
 		{"ihl 4", m_ihl, SG_DP_ND_IP_HDR},
@@ -258,9 +260,18 @@ static void test_arp(void)
 	a->arp_hlen = 8;
 	SG_CHECK_EQ(classify(f, 60, 0, &why), SG_DP_RX_DROP);
 	SG_CHECK_EQ(why, SG_DP_ND_ARP_BAD);
+	/* an ARP frame too short for an ARP packet (4 bytes after Ethernet) is malformed
+	 * ARP; a frame shorter than the Ethernet header is short */
+	make_arp(f, OUR_IP, RTE_ARP_OP_REQUEST);
+	SG_CHECK_EQ(classify(f, 14 + 4, 0, &why), SG_DP_RX_DROP);
+	SG_CHECK_EQ(why, SG_DP_ND_ARP_BAD);
+	SG_CHECK_EQ(classify(f, 14 + 27, 0, &why), SG_DP_RX_DROP);
+	SG_CHECK_EQ(why, SG_DP_ND_ARP_BAD);
+	SG_CHECK_EQ(classify(f, 13, 0, &why), SG_DP_RX_DROP);
+	SG_CHECK_EQ(why, SG_DP_ND_SHORT);
 	make_arp(f, OUR_IP, RTE_ARP_OP_REQUEST);
 	SG_CHECK_EQ(classify(f, 20, 0, &why), SG_DP_RX_DROP);
-	SG_CHECK_EQ(why, SG_DP_ND_SHORT);
+	SG_CHECK_EQ(why, SG_DP_ND_ARP_BAD);
 }
 
 /* Random frames and random bit flips of a good frame: never a crash, and a
