@@ -114,6 +114,7 @@ cat >"$TMP/push.c" <<'C'
 int main(int argc, char **argv)
 {
 	uint64_t n = (uint64_t)atoll(argv[2]), bad = 0;
+	int failed = 0;
 	struct sigma_conf base = {.first_round = argc > 3 ? (uint32_t)atoi(argv[3]) : 0};
 	struct sigma_session *s[3];
 	struct sigma_tensor *t[3];
@@ -144,14 +145,16 @@ int main(int argc, char **argv)
 	for (int r = 0; r < 3; r++) {
 		if (sigma_test(t[r]) != 0) {
 			fprintf(stderr, "rank %d: %s\n", r, sigma_last_error(s[r]));
-			return 1;
+			failed = 1;
 		}
-		for (uint64_t i = 0; i < n; i++)
+		for (uint64_t i = 0; i < n && !failed; i++)
 			bad += out[r][i] != (float)(300 + 3 * (i % 1000));
 		free(in[r]);
 		free(out[r]);
 		sigma_close(s[r]);
 	}
+	if (failed)
+		return 1;
 	printf("external worker (%s): %llu elements, %llu wrong\n", sg_dtype_name(SG_DTYPE_FP32),
 	       (unsigned long long)(3 * n), (unsigned long long)bad);
 	return bad != 0;
