@@ -145,6 +145,8 @@ struct sg_dp_stats {
 	uint64_t incomplete_slots;  /**< gauge: timed-out slots still incomplete now */
 	uint64_t slots_active;      /**< gauge: slots collecting now */
 	uint64_t shadows_reclaimed; /**< kept results released early under pool pressure */
+	uint64_t stale_rounds;      /**< first rounds dropped unfinished: a push of a later
+				     round showed they had finished on another engine */
 	uint64_t pool_free;         /**< gauge: free accumulator buffers */
 	uint64_t tx_fail;           /**< packets not sent because tx alloc returned NULL */
 };
