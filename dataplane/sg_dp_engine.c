@@ -58,14 +58,22 @@ struct slot {
 	uint64_t arrived; /* collect: ranks in this round; async: ranks ever seen */
 	void *acc;        /* accumulator of `round`, or its result, or the async store */
 	void *prev;       /* result of round-1 while `round` collects (the shadow) */
-	uint64_t t;       /* collect: open time; done: completion time */
+	uint64_t t;       /* collect: open time, once timed out the last WORKER_LOST report;
+			     done: completion time */
+	union {
+		struct {
+			/* active list while collecting, done list when finished */
+			uint32_t lprev, lnext;
+		};
+		uint64_t told; /* timed out (on no list): ranks told WORKER_LOST since t */
+	};
 	uint32_t round;
-	uint32_t lprev, lnext; /* active list while collecting, done list when finished */
 	uint16_t ifl;          /* in-flight id while collecting */
 	uint8_t state;
 	uint8_t flags;
 	uint8_t next_rank; /* deterministic: ranks below it are folded into acc */
 };
+_Static_assert(sizeof(struct slot) == 56, "docs/dataplane-engine.md: 56 bytes per slot");
 
 struct key_ent {
 	uint32_t id;
@@ -595,6 +603,27 @@ static int window_drop(struct sg_dp_engine *e, struct pkt_ctx *c, int32_t d)
 	return job_drop(e, c->j, d < 0 ? SG_DP_DROP_ROUND_OLD : SG_DP_DROP_ROUND_NEW);
 }
 
+/*
+ * A rank of a timed-out round resends its push: it is still waiting, so tell
+ * it again who is missing, but once per slot timeout and rank (its report may
+ * have been lost), not on every retransmit.
+ */
+static int lost_again(struct sg_dp_engine *e, struct pkt_ctx *c)
+{
+	struct slot *s = c->s;
+	uint64_t bit = 1ull << c->m->rank;
+
+	if (age(c->now, s->t) >= e->conf.slot_timeout_ns) {
+		s->t = c->now;
+		s->told = 0;
+	}
+	if (s->told & bit)
+		return job_drop(e, c->j, SG_DP_DROP_DUPLICATE);
+	s->told |= bit;
+	emit_lost(e, c->j, c->k, c->chunk, s, c->m->rank);
+	return SG_DP_USED_REPLIED;
+}
+
 static int sync_push(struct sg_dp_engine *e, struct pkt_ctx *c)
 {
 	struct slot *s = c->s;
@@ -607,11 +636,8 @@ static int sync_push(struct sg_dp_engine *e, struct pkt_ctx *c)
 		if (d == 0) {
 			if (!(s->arrived & (1ull << c->m->rank)))
 				return slot_add(e, c); /* a NACK still answers the packet */
-			if (s->flags & SF_TIMED_OUT) {
-				/* The sender is still waiting: tell it again who is missing. */
-				emit_lost(e, c->j, c->k, c->chunk, s, c->m->rank);
-				return SG_DP_USED_REPLIED;
-			}
+			if (s->flags & SF_TIMED_OUT)
+				return lost_again(e, c);
 			return job_drop(e, c->j, SG_DP_DROP_DUPLICATE);
 		}
 		if (d == -1)
@@ -803,6 +829,9 @@ static int job_poll(struct sg_dp_engine *e, struct job *j, uint64_t now, int log
 		for (uint32_t r = 0; r < j->n; r++)
 			if (s->arrived & (1ull << r))
 				emit_lost(e, j, k, chunk, s, r);
+		/* off the active list: t and told now pace the repeated reports */
+		s->t = now;
+		s->told = s->arrived;
 		n++;
 	}
 	return n;

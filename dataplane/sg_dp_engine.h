@@ -242,7 +242,9 @@ int sg_dp_engine_rx(struct sg_dp_engine *eng, const void *pkt, uint32_t len, uin
 /**
  * Report slots that have collected for longer than slot_timeout_ns: each is
  * counted, logged once at ERROR level with its missing ranks, and every worker
- * that has pushed it gets an ERROR (code WORKER_LOST) naming them. The slot
+ * that has pushed it gets an ERROR (code WORKER_LOST) naming them. A rank that
+ * resends its push of such a slot is told again at most once per
+ * slot_timeout_ns (its other resends are dropped as duplicates). The slot
  * stays open: it completes if the missing pushes still arrive, and it is never
  * completed with fewer than N inputs. Call it every millisecond or so.
  * @return number of slots reported by this call.

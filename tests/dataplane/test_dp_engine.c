@@ -448,15 +448,35 @@ static void test_worker_loss(void)
 	SG_CHECK_EQ(st.incomplete_slots, 1);
 	SG_CHECK_EQ(st.rounds_completed, 0);
 	SG_CHECK_EQ(st.errors_sent, 3);
-	/* Reported once; a waiting worker's retransmit is told again. */
+	/* Reported once; a waiting worker's retransmit is told again, once per slot timeout
+	 * (50 ms): the poll told every waiting rank at 51 ms */
 	SG_CHECK_EQ(sg_dp_engine_poll(e, 500 * MS), 0);
 	n0 = cap.n;
+	SG_CHECK_EQ(push_f(e, &ps, 1, 0, 7, 1.0f, 60 * MS), -EBADMSG);
+	SG_CHECK_EQ(drops(e, SG_DP_DROP_DUPLICATE), 1);
+	SG_CHECK_EQ(cap.n, n0);
 	SG_CHECK(push_f(e, &ps, 1, 0, 7, 1.0f, 500 * MS) > 0, "used");
 	SG_CHECK_EQ(cap.n, n0 + 1);
 	expect_last(SG_DP_T_ERROR, SG_DP_C_WORKER_LOST, 1, 7, "retransmit to a lost slot");
+	SG_CHECK_EQ(push_f(e, &ps, 1, 0, 7, 1.0f, 540 * MS), -EBADMSG);
+	/* ... once per rank: rank 0 was not told since 500 ms */
+	SG_CHECK(push_f(e, &ps, 0, 0, 7, 1.0f, 540 * MS) > 0, "used");
+	expect_last(SG_DP_T_ERROR, SG_DP_C_WORKER_LOST, 0, 7, "another rank's retransmit");
+	SG_CHECK_EQ(cap.n, n0 + 2);
+	n0 = cap.n;
+	/* ranks 0..2 resend every 10 ms for 1 s: about one report each per 50 ms, not 100 */
+	for (uint64_t t = 600 * MS; t < 1600 * MS; t += 10 * MS)
+		for (uint32_t r = 0; r < 3; r++)
+			push_f(e, &ps, r, 0, 7, 1.0f, t);
+	SG_CHECK(cap.n - n0 >= 3 * 16 && cap.n - n0 <= 3 * 21, "%u reports for 300 resends",
+		 cap.n - n0);
+	for (unsigned int i = n0; i < cap.n; i++)
+		SG_CHECK(cap.pkts[i].m.type == SG_DP_T_ERROR &&
+				 cap.pkts[i].m.code == SG_DP_C_WORKER_LOST, "report %u", i);
+	n0 = cap.n;
 	/* The late worker completes it, with all four inputs. */
-	SG_CHECK(push_f(e, &ps, 3, 0, 7, 1.0f, 600 * MS) > 0, "used");
-	SG_CHECK_EQ(cap.n, n0 + 5);
+	SG_CHECK(push_f(e, &ps, 3, 0, 7, 1.0f, 1600 * MS) > 0, "used");
+	SG_CHECK_EQ(cap.n, n0 + 4);
 	SG_CHECK(first_f(&cap.pkts[cap.n - 1]) == 4.0f, "late completion");
 	sg_dp_engine_stats(e, &st);
 	SG_CHECK_EQ(st.incomplete_slots, 0);
