@@ -151,6 +151,11 @@ static void test_shadow_and_window(void)
 	SG_CHECK(pull(e, &ps, 1, 0, 1, 6) > 0, "used");
 	expect_last(SG_DP_T_RESULT, 0, 1, 1, "pull of finished round");
 	SG_CHECK(first_f(&cap.pkts[cap.n - 1]) == 30.0f, "pulled value");
+	/* A PULL of the next round may overtake its own push: not there yet (pending). */
+	SG_CHECK_EQ(pull(e, &ps, 1, 0, 2, 6), -EBADMSG);
+	SG_CHECK_EQ(drops(e, SG_DP_DROP_PENDING), 2);
+	SG_CHECK_EQ(pull(e, &ps, 1, 0, 3, 6), -EBADMSG);
+	SG_CHECK_EQ(drops(e, SG_DP_DROP_ROUND_NEW), 3);
 	sg_dp_engine_stats(e, &st);
 	SG_CHECK_EQ(st.rounds_completed, 2);
 	SG_CHECK_EQ(st.rx_pushes, 4);
