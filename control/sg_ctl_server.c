@@ -198,7 +198,9 @@ static void handle_frame(struct sg_ctl_server *s, struct conn *c, const char *li
 	struct rpc_err err = {0};
 	int rc;
 
-	req = json_loadb(line, len, JSON_REJECT_DUPLICATES, &jerr);
+	/* Any JSON value parses: valid JSON that is not a request object is an invalid
+	 * request (-32600), not a parse error. */
+	req = json_loadb(line, len, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY, &jerr);
 	if (req == NULL) {
 		SRV_COUNT(s, malformed);
 		send_error(s, c, NULL, SG_CTL_ERR_PARSE, "parse error: not valid JSON");

@@ -660,6 +660,14 @@ static void test_garbage(void)
 		{"{\"jsonrpc\":\"2.0\",\"id\":1,\"id\":2,\"method\":\"node_info\"}\n", SG_CTL_ERR_PARSE},
 		{"{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"rm -rf\"}\n", SG_CTL_ERR_METHOD_NOT_FOUND},
 		{"\x01\xff\xfe garbage\n", SG_CTL_ERR_PARSE},
+		{"42 43\n", SG_CTL_ERR_PARSE},
+		/* valid JSON that is not a request object (issue 17, failure 4) */
+		{"42\n", SG_CTL_ERR_INVALID_REQUEST},
+		{"\"job_list\"\n", SG_CTL_ERR_INVALID_REQUEST},
+		{"null\n", SG_CTL_ERR_INVALID_REQUEST},
+		{"true\n", SG_CTL_ERR_INVALID_REQUEST},
+		{"[]\n", SG_CTL_ERR_INVALID_REQUEST},
+		{"-0.5e3\n", SG_CTL_ERR_INVALID_REQUEST},
 	};
 	struct sg_ctl_server_stats before = stats(), after;
 	char big[6000], *line;
@@ -694,7 +702,7 @@ static void test_garbage(void)
 	close(fd);
 
 	after = stats();
-	SG_CHECK_EQ(after.malformed - before.malformed, 6);
+	SG_CHECK_EQ(after.malformed - before.malformed, 13);
 	SG_CHECK_EQ(after.unknown_method - before.unknown_method, 1);
 	SG_CHECK_EQ(after.oversized - before.oversized, 1);
 }
