@@ -740,16 +740,20 @@ static void test_slow(void)
 	SG_CHECK_EQ(after.timeouts - before.timeouts, 3);
 }
 
-static char *http_get(const char *req)
+/* Send @p len bytes of @p req to /metrics' port; the answer until the server closes.
+ * @p ms (unless NULL) gets how long the first byte of the answer took. */
+static char *http_send(const char *req, size_t len, long *ms)
 {
 	int fd = raw_tcp(http_port);
 	char buf[65536];
 	size_t n = 0;
 	ssize_t r;
+	struct timespec t0, t1;
 
 	if (fd < 0)
 		return NULL;
-	raw_send(fd, req);
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	SG_CHECK(send(fd, req, len, MSG_NOSIGNAL) == (ssize_t)len, "http send");
 	while (n < sizeof(buf) - 1) {
 		struct pollfd p = {.fd = fd, .events = POLLIN};
 
@@ -758,11 +762,85 @@ static char *http_get(const char *req)
 		r = recv(fd, buf + n, sizeof(buf) - 1 - n, 0);
 		if (r <= 0)
 			break;
+		if (n == 0 && ms != NULL) {
+			clock_gettime(CLOCK_MONOTONIC, &t1);
+			*ms = (t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000;
+		}
 		n += (size_t)r;
 	}
 	close(fd);
 	buf[n] = '\0';
 	return strdup(buf);
+}
+
+static char *http_get(const char *req)
+{
+	return http_send(req, strlen(req), NULL);
+}
+
+/*
+ * Garbage on /metrics' port gets 400 at once (issue 17, failure 5: a request
+ * with a NUL byte was held until a timeout and closed without an answer).
+ * Before the fix, those without a blank line got no answer and were closed at
+ * a timeout, the others 404. How fast the 400 comes is printed, not asserted
+ * (the machine is shared).
+ */
+static void test_http_garbage(void)
+{
+	static const struct {
+		const char *req;
+		size_t len;
+	} bad[] = {
+#define REQ(s) {s, sizeof(s) - 1}
+		REQ("GET /metrics\0 HTTP/1.1\r\n\r\n"),
+		REQ("GET /metrics HTTP/1.1\r\nHost: a\0b\r\n\r\n"),
+		REQ("\0"),
+		REQ("\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03"), /* a TLS hello */
+		REQ("\xff\xfe\n"),
+		REQ("GET /metrics\r\n\r\n"),
+		REQ("GET /metrics HTTP/1.1 extra\r\n"),
+		REQ("GET  /metrics HTTP/1.1\r\n"),
+		REQ("get /metrics HTTP/1.1\r\n"),
+		REQ("GET /met\x01rics HTTP/1.1\r\n\r\n"),
+		REQ("GET /metrics HTTP/x.1\r\n\r\n"),
+		REQ("GET /metrics HTTP/1.1\r\nHost: \x7f\r\n"),
+		REQ("\r\n\r\n"),
+#undef REQ
+	};
+	uint64_t bad0 = stats().http_bad;
+	char big[9000];
+	long worst = 0;
+
+	for (size_t i = 0; i < RTE_DIM(bad); i++) {
+		long ms = -1;
+		char *r = http_send(bad[i].req, bad[i].len, &ms);
+
+		SG_CHECK(r && strncmp(r, "HTTP/1.1 400 ", 13) == 0, "garbage %zu: %.20s after %ld ms",
+			 i, r ? r : "nothing", ms);
+		worst = ms > worst ? ms : worst;
+		free(r);
+	}
+	printf("http garbage: %zu requests, each 400 within %ld ms (frame timeout 300 ms)\n",
+	       RTE_DIM(bad), worst);
+	/* more than the 8 KiB a request may have, and no end: 400 too */
+	memset(big, 'a', sizeof(big));
+	memcpy(big, "GET /", 5);
+	{
+		long ms = -1;
+		char *r = http_send(big, sizeof(big), &ms);
+
+		SG_CHECK(r && strncmp(r, "HTTP/1.1 400 ", 13) == 0, "oversized: %.20s",
+			 r ? r : "nothing");
+		free(r);
+	}
+	SG_CHECK_EQ(stats().http_bad - bad0, RTE_DIM(bad) + 1);
+	/* and the port still serves */
+	{
+		char *r = http_get("GET /metrics HTTP/1.0\r\n\r\n");
+
+		SG_CHECK(r && strncmp(r, "HTTP/1.1 200 OK\r\n", 17) == 0, "metrics after garbage");
+		free(r);
+	}
 }
 
 static void test_metrics(void)
@@ -958,6 +1036,7 @@ int main(void)
 	/* The summing thread went on during the abuse, and every sum was right. */
 	SG_CHECK(__atomic_load_n(&dp_rounds, __ATOMIC_RELAXED) > r0 + 10, "dataplane stalled");
 	test_metrics();
+	test_http_garbage();
 	test_conn_limit();
 	test_mutations();
 	test_bad_config();
