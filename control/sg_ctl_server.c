@@ -198,7 +198,9 @@ static void handle_frame(struct sg_ctl_server *s, struct conn *c, const char *li
 	struct rpc_err err = {0};
 	int rc;
 
-	req = json_loadb(line, len, JSON_REJECT_DUPLICATES, &jerr);
+	/* Any JSON value parses: valid JSON that is not a request object is an invalid
+	 * request (-32600), not a parse error. */
+	req = json_loadb(line, len, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY, &jerr);
 	if (req == NULL) {
 		SRV_COUNT(s, malformed);
 		send_error(s, c, NULL, SG_CTL_ERR_PARSE, "parse error: not valid JSON");
@@ -254,7 +256,62 @@ static void handle_frame(struct sg_ctl_server *s, struct conn *c, const char *li
 	json_decref(req);
 }
 
-static void handle_http(struct sg_ctl_server *s, struct conn *c)
+/* Whether the @p n bytes at @p v can begin an HTTP version "HTTP/d.d" (all of it if
+ * @p whole). */
+static bool http_version_ok(const char *v, size_t n, bool whole)
+{
+	static const char pat[] = "HTTP/0.0";
+
+	if (n > sizeof(pat) - 1 || (whole && n != sizeof(pat) - 1))
+		return false;
+	for (size_t k = 0; k < n; k++)
+		if (k == 5 || k == 7 ? v[k] < '0' || v[k] > '9' : v[k] != pat[k])
+			return false;
+	return true;
+}
+
+/*
+ * How far the @p len bytes of an HTTP request at @p in (NUL-terminated) go:
+ * 1 once its head is complete, 0 while more may come, -1 as soon as they
+ * cannot be an HTTP/1.x request: a NUL or another control byte, or a request
+ * line that is not "METHOD SP target SP HTTP/d.d" with an upper-case method.
+ * Garbage gets its 400 at once instead of holding the connection until a
+ * timeout.
+ */
+static int http_scan(const char *in, size_t len)
+{
+	const char *eol = memchr(in, '\n', len);
+	size_t rl = eol != NULL ? (size_t)(eol - in) : len, ver = 0;
+	unsigned int sp = 0;
+
+	for (size_t i = 0; i < len; i++) {
+		unsigned char ch = (unsigned char)in[i];
+
+		if ((ch < 0x20 && ch != '\r' && ch != '\n' && ch != '\t') || ch == 0x7f)
+			return -1;
+	}
+	if (rl > 0 && in[rl - 1] == '\r')
+		rl--;
+	for (size_t i = 0; i < rl; i++) {
+		unsigned char ch = (unsigned char)in[i];
+
+		if (ch == ' ') {
+			if (i == 0 || in[i - 1] == ' ' || ++sp > 2)
+				return -1;
+			ver = i + 1;
+		} else if (ch > 0x7e || ch == '\t' || ch == '\r' ||
+			   (sp == 0 && (ch < 'A' || ch > 'Z'))) {
+			return -1;
+		}
+	}
+	if (sp == 2 ? !http_version_ok(in + ver, rl - ver, eol != NULL) : eol != NULL)
+		return -1;
+	/* no NUL inside: the C string functions see all of it */
+	return strstr(in, "\r\n\r\n") != NULL || strstr(in, "\n\n") != NULL;
+}
+
+/* Answer the request in c->in (@p bad: it is not HTTP, see http_scan()) and close. */
+static void handle_http(struct sg_ctl_server *s, struct conn *c, bool bad)
 {
 	char head[512], *body = NULL, *eol;
 	const char *status = "200 OK", *msg = NULL;
@@ -267,7 +324,11 @@ static void handle_http(struct sg_ctl_server *s, struct conn *c)
 		eol = strchr(c->in, '\n');
 	if (eol != NULL)
 		*eol = '\0';
-	if (strncmp(c->in, "GET ", 4) != 0 && strncmp(c->in, "HEAD ", 5) != 0) {
+	if (bad) {
+		SRV_COUNT(s, http_bad);
+		status = "400 Bad Request";
+		msg = "not an HTTP/1.x request; only GET /metrics is served\n";
+	} else if (strncmp(c->in, "GET ", 4) != 0 && strncmp(c->in, "HEAD ", 5) != 0) {
 		SRV_COUNT(s, http_bad);
 		status = strncmp(c->in, "POST ", 5) == 0 || strncmp(c->in, "PUT ", 4) == 0
 				 ? "405 Method Not Allowed"
@@ -309,7 +370,8 @@ static void conn_read(struct sg_ctl_server *s, struct conn *c, uint64_t now)
 			/* The buffer holds max_frame bytes and still no end of frame. */
 			SRV_COUNT(s, oversized);
 			if (c->kind == CONN_HTTP) {
-				SRV_COUNT(s, http_bad);
+				handle_http(s, c, true);
+				return;
 			} else {
 				char m[96];
 
@@ -334,9 +396,12 @@ static void conn_read(struct sg_ctl_server *s, struct conn *c, uint64_t now)
 			c->frame_start_ns = now;
 		c->in_len += (size_t)r;
 		if (c->kind == CONN_HTTP) {
-			c->in[c->in_len] = '\0';
-			if (strstr(c->in, "\r\n\r\n") != NULL || strstr(c->in, "\n\n") != NULL) {
-				handle_http(s, c);
+			int st;
+
+			c->in[c->in_len] = '\0'; /* http_scan() reads it as a string too */
+			st = http_scan(c->in, c->in_len);
+			if (st != 0) {
+				handle_http(s, c, st < 0);
 				return;
 			}
 			continue;

@@ -58,19 +58,28 @@ enum slot_state {
 };
 
 #define SF_TIMED_OUT (1u << 0) /* reported; off the active list */
+#define SF_FIRST (1u << 1)     /* collecting the first round this engine sees of the slot */
 
 struct slot {
 	uint64_t arrived; /* collect: ranks in this round; async: ranks ever seen */
 	void *acc;        /* accumulator of `round`, or its result, or the async store */
 	void *prev;       /* result of round-1 while `round` collects (the shadow) */
-	uint64_t t;       /* collect: open time; done: completion time */
+	uint64_t t;       /* collect: open time, once timed out the last WORKER_LOST report;
+			     done: completion time */
+	union {
+		struct {
+			/* active list while collecting, done list when finished */
+			uint32_t lprev, lnext;
+		};
+		uint64_t told; /* timed out (on no list): ranks told WORKER_LOST since t */
+	};
 	uint32_t round;
-	uint32_t lprev, lnext; /* active list while collecting, done list when finished */
 	uint16_t ifl;          /* in-flight id while collecting */
 	uint8_t state;
 	uint8_t flags;
 	uint8_t next_rank; /* deterministic: ranks below it are folded into acc */
 };
+_Static_assert(sizeof(struct slot) == 56, "docs/dataplane-engine.md: 56 bytes per slot");
 
 struct key_ent {
 	uint32_t id;
@@ -450,6 +459,19 @@ static void slot_complete(struct sg_dp_engine *e, struct pkt_ctx *c)
 	emit_results(e, j, c->k, c->chunk, s->round, s->acc, j->full);
 }
 
+/* Start collecting the packet's round: nobody in, opened now, last on the active list. */
+static void slot_begin(struct pkt_ctx *c, uint8_t flags)
+{
+	struct slot *s = c->s;
+
+	s->round = c->m->round;
+	s->arrived = 0;
+	s->next_rank = 0;
+	s->flags = flags;
+	s->t = c->now;
+	list_push_tail(c->j, &c->j->active, c->sidx);
+}
+
 /* Open round m->round on a new or finished slot. @return 0 or USED_NACK (NACKed). */
 static int slot_open(struct sg_dp_engine *e, struct pkt_ctx *c)
 {
@@ -472,17 +494,40 @@ static int slot_open(struct sg_dp_engine *e, struct pkt_ctx *c)
 			list_del(j, &j->done, c->sidx);
 		s->prev = s->acc; /* round r's result becomes the shadow */
 	}
+	slot_begin(c, s->state == S_NEW ? SF_FIRST : 0);
 	s->acc = b;
 	s->ifl = j->ifl_free[--j->ifl_top];
-	s->round = c->m->round;
-	s->arrived = 0;
-	s->next_rank = 0;
 	s->state = S_COLLECT;
-	s->flags = 0;
-	s->t = c->now;
-	list_push_tail(j, &j->active, c->sidx);
 	JCOUNT(e, j, slots_active);
 	return 0;
+}
+
+/* Deterministic mode: give back the pushes a collecting slot holds for their turn. */
+static void stage_free(struct sg_dp_engine *e, struct job *j, const struct slot *s)
+{
+	for (uint32_t r = 0; j->stage != NULL && r < j->n; r++)
+		buf_put(e, &j->stage[(size_t)s->ifl * j->n + r]);
+}
+
+/*
+ * A push of a later round reached a slot that collects the first round this
+ * engine has seen of it. Its sender has the result of that round, which this
+ * engine never made: the round finished on another reducer (the chunk moved
+ * here), and what collects here was opened by a late copy. Drop that round and
+ * collect the sender's instead, in the same buffer and in-flight id.
+ */
+static void slot_restart(struct sg_dp_engine *e, struct pkt_ctx *c)
+{
+	struct job *j = c->j;
+	struct slot *s = c->s;
+
+	if (s->flags & SF_TIMED_OUT)
+		JUNCOUNT(e, j, incomplete_slots);
+	else
+		list_del(j, &j->active, c->sidx);
+	stage_free(e, j, s);
+	slot_begin(c, SF_FIRST);
+	e->st.stale_rounds++;
 }
 
 static void acc_fold(const struct job *j, void *acc, const void *src, uint32_t nelem, bool first)
@@ -638,6 +683,27 @@ static int window_drop(struct sg_dp_engine *e, struct pkt_ctx *c, int32_t d)
 	return job_drop(e, c->j, d < 0 ? SG_DP_DROP_ROUND_OLD : SG_DP_DROP_ROUND_NEW);
 }
 
+/*
+ * A rank of a timed-out round resends its push: it is still waiting, so tell
+ * it again who is missing, but once per slot timeout and rank (its report may
+ * have been lost), not on every retransmit.
+ */
+static int lost_again(struct sg_dp_engine *e, struct pkt_ctx *c)
+{
+	struct slot *s = c->s;
+	uint64_t bit = 1ull << c->m->rank;
+
+	if (age(c->now, s->t) >= e->conf.slot_timeout_ns) {
+		s->t = c->now;
+		s->told = 0;
+	}
+	if (s->told & bit)
+		return job_drop(e, c->j, SG_DP_DROP_DUPLICATE);
+	s->told |= bit;
+	emit_lost(e, c->j, c->k, c->chunk, s, c->m->rank);
+	return SG_DP_USED_REPLIED;
+}
+
 static int sync_push(struct sg_dp_engine *e, struct pkt_ctx *c)
 {
 	struct slot *s = c->s;
@@ -650,15 +716,16 @@ static int sync_push(struct sg_dp_engine *e, struct pkt_ctx *c)
 		if (d == 0) {
 			if (!(s->arrived & (1ull << c->m->rank)))
 				return slot_add(e, c); /* a NACK still answers the packet */
-			if (s->flags & SF_TIMED_OUT) {
-				/* The sender is still waiting: tell it again who is missing. */
-				emit_lost(e, c->j, c->k, c->chunk, s, c->m->rank);
-				return SG_DP_USED_REPLIED;
-			}
+			if (s->flags & SF_TIMED_OUT)
+				return lost_again(e, c);
 			return job_drop(e, c->j, SG_DP_DROP_DUPLICATE);
 		}
 		if (d == -1)
 			return resend(e, c, s->prev, c->m->round);
+		if (d > 0 && (s->flags & SF_FIRST)) {
+			slot_restart(e, c);
+			return slot_add(e, c);
+		}
 		return window_drop(e, c, d);
 	default: /* S_DONE */
 		if (d == 0)
@@ -846,6 +913,9 @@ static int job_poll(struct sg_dp_engine *e, struct job *j, uint64_t now, int log
 		for (uint32_t r = 0; r < j->n; r++)
 			if (s->arrived & (1ull << r))
 				emit_lost(e, j, k, chunk, s, r);
+		/* off the active list: t and told now pace the repeated reports */
+		s->t = now;
+		s->told = s->arrived;
 		n++;
 	}
 	return n;
@@ -1178,9 +1248,7 @@ static bool slot_release(struct sg_dp_engine *e, struct job *j, uint32_t i)
 		else
 			list_del(j, &j->active, i);
 		JUNCOUNT(e, j, slots_active);
-		if (j->stage != NULL)
-			for (uint32_t r = 0; r < j->n; r++)
-				buf_put(e, &j->stage[(size_t)s->ifl * j->n + r]);
+		stage_free(e, j, s);
 		j->ifl_free[j->ifl_top++] = s->ifl;
 	} else if (s->state == S_DONE && s->acc != NULL) {
 		list_del(j, &j->done, i);

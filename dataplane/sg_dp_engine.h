@@ -157,6 +157,8 @@ struct sg_dp_stats {
 	uint64_t incomplete_slots;  /**< gauge: timed-out slots still incomplete now */
 	uint64_t slots_active;      /**< gauge: slots collecting now */
 	uint64_t shadows_reclaimed; /**< kept results released early under pool pressure */
+	uint64_t stale_rounds;      /**< first rounds dropped unfinished: a push of a later
+				     round showed they had finished on another engine */
 	uint64_t pool_free;         /**< gauge: free accumulator buffers */
 	uint64_t tx_fail;           /**< packets not sent because tx alloc returned NULL */
 };
@@ -252,7 +254,9 @@ int sg_dp_engine_rx(struct sg_dp_engine *eng, const void *pkt, uint32_t len, uin
 /**
  * Report slots that have collected for longer than slot_timeout_ns: each is
  * counted, logged once at ERROR level with its missing ranks, and every worker
- * that has pushed it gets an ERROR (code WORKER_LOST) naming them. The slot
+ * that has pushed it gets an ERROR (code WORKER_LOST) naming them. A rank that
+ * resends its push of such a slot is told again at most once per
+ * slot_timeout_ns (its other resends are dropped as duplicates). The slot
  * stays open: it completes if the missing pushes still arrive, and it is never
  * completed with fewer than N inputs. Call it every millisecond or so.
  * @return number of slots reported by this call.

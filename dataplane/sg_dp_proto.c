@@ -22,6 +22,7 @@ static const char *const drop_names[SG_DP_DROP_COUNT] = {
 	[SG_DP_DROP_FLAGS] = "flags",
 	[SG_DP_DROP_DTYPE] = "dtype",
 	[SG_DP_DROP_LENGTH] = "length",
+	[SG_DP_DROP_CODE] = "code",
 	[SG_DP_DROP_JOB] = "job",
 	[SG_DP_DROP_TOKEN] = "token",
 	[SG_DP_DROP_RANK] = "rank",
@@ -110,11 +111,19 @@ int sg_dp_parse(const void *buf, size_t len, struct sg_dp_msg *msg, enum sg_dp_d
 		if (plen > sizeof(uint64_t))
 			return drop(why, SG_DP_DROP_LENGTH);
 		break;
+	case SG_DP_T_PULL:
+		/* a PULL names a round, not elements: nelem says it carries some */
+		if (plen != 0 || msg->nelem != 0)
+			return drop(why, SG_DP_DROP_LENGTH);
+		break;
 	default:
 		if (plen != 0)
 			return drop(why, SG_DP_DROP_LENGTH);
 		break;
 	}
+	/* code belongs to NACK and ERROR: a worker's message that sets it is not one we know */
+	if ((h.type == SG_DP_T_PUSH || h.type == SG_DP_T_PULL) && msg->code != 0)
+		return drop(why, SG_DP_DROP_CODE);
 	msg->payload = plen != 0 ? (const uint8_t *)buf + SG_DP_HDR_LEN : NULL;
 	msg->payload_len = (uint32_t)plen;
 	if (why != NULL)

@@ -12,7 +12,7 @@
  *
  * Parsing is split in two: sg_dp_parse() checks everything that can be
  * checked from the packet alone (length, magic, version, type, flags,
- * dtype, element count against length); the engine checks the rest against
+ * dtype, element count against length, code); the engine checks the rest against
  * the job (token, rank, key, chunk, offset, element count, dtype).
  */
 #ifndef SG_DP_PROTO_H
@@ -145,7 +145,7 @@ struct sg_dp_msg {
 
 /**
  * Why a packet was dropped. Each has its own counter in the engine's stats;
- * the parser reports the first seven, the engine the rest.
+ * the parser reports the first eight, the engine the rest.
  */
 enum sg_dp_drop {
 	SG_DP_DROP_NONE = 0,
@@ -155,7 +155,9 @@ enum sg_dp_drop {
 	SG_DP_DROP_TYPE,        /**< unknown message type */
 	SG_DP_DROP_FLAGS,       /**< unknown flag bits set */
 	SG_DP_DROP_DTYPE,       /**< unknown dtype */
-	SG_DP_DROP_LENGTH,      /**< nelem * dtype size != payload length, or payload too big */
+	SG_DP_DROP_LENGTH,      /**< nelem * dtype size != payload length (a PULL's nelem is
+				     0), or payload too big */
+	SG_DP_DROP_CODE,        /**< code != 0 in a PUSH or PULL */
 	SG_DP_DROP_JOB,         /**< job id unknown to this engine */
 	SG_DP_DROP_TOKEN,       /**< wrong session token */
 	SG_DP_DROP_RANK,        /**< rank >= N */
@@ -186,7 +188,8 @@ const char *sg_dp_type_name(unsigned int type);
  * (1..SG_DP_T_MAX), flags, dtype (any type; checked for all types), payload
  * length <= SG_DP_MAX_PAYLOAD and, for PUSH and RESULT, nelem * dtype size ==
  * payload length (LENGTH). ERROR may carry a payload of at most 8 bytes; other
- * types carry none.
+ * types carry none, and a PULL's nelem is 0 (LENGTH). Last, code is 0 in a
+ * PUSH or PULL (CODE).
  *
  * @param buf   packet bytes (any alignment); may be NULL only if @p len is 0
  * @param len   bytes at @p buf

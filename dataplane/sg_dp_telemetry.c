@@ -216,6 +216,7 @@ static int tel_jobs(const char *cmd, const char *params, struct rte_tel_data *d)
 	rte_tel_data_add_dict_u64(t, "nacks_sent", es.nacks_sent);
 	rte_tel_data_add_dict_u64(t, "errors_sent", es.errors_sent);
 	rte_tel_data_add_dict_u64(t, "pool_free", es.pool_free);
+	rte_tel_data_add_dict_u64(t, "stale_rounds", es.stale_rounds);
 	if (nj < 0)
 		rte_tel_data_add_dict_string(t, "per_job", "a reducer did not answer");
 	rte_tel_data_add_dict_container(d, "all_jobs", t, 0);

@@ -7,6 +7,7 @@
  * and stay correct throughout.
  */
 #include <arpa/inet.h>
+#include <ctype.h>
 #include <errno.h>
 #include <jansson.h>
 #include <math.h>
@@ -690,16 +691,36 @@ static void test_verbs(void)
 	SG_CHECK_EQ(mock.rc_calls, calls);
 }
 
+/* Open a TCP connection, read its challenge and write the auth request answering it
+ * (its hex digits in upper case if @p upper) into @p req. @return the socket. */
+static int tcp_challenged(char *req, size_t cap, bool upper)
+{
+	int fd = raw_tcp(tcp_port);
+	char *line = raw_line(fd, 2000), hex[65];
+	json_t *j = line ? json_loads(line, 0, NULL) : NULL;
+	const char *nh = json_string_value(json_object_get(json_object_get(j, "params"), "nonce"));
+	uint8_t nonce[32];
+
+	SG_CHECK(nh && sodium_hex2bin(nonce, 32, nh, strlen(nh), NULL, NULL, NULL) == 0, "nonce");
+	sg_ctl_auth_response(mock_secret, sizeof(mock_secret), nonce, 32, hex);
+	for (char *h = hex; upper && *h; h++)
+		*h = (char)toupper((unsigned char)*h);
+	snprintf(req, cap,
+		 "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"auth\",\"params\":{\"response\":\"%s\"}}\n",
+		 hex);
+	json_decref(j);
+	free(line);
+	return fd;
+}
+
 static void test_tcp_auth(void)
 {
-	char target[64], *line, hex[65], msg[256], replay[256];
-	uint8_t nonce[32];
+	char target[64], *line, msg[256], replay[256];
 	struct sg_ctl_server_stats before = stats(), after;
 	struct sg_ctl_client *c;
-	json_t *r, *j;
+	json_t *r;
 	long code;
 	int fd, fd2;
-	const char *nh;
 
 	snprintf(target, sizeof(target), "127.0.0.1:%u", tcp_port);
 	/* The right secret. */
@@ -722,18 +743,17 @@ static void test_tcp_auth(void)
 	SG_CHECK(raw_closed_within(fd, 2000), "closed after unauthenticated call");
 	close(fd);
 
-	/* Replay: a valid answer recorded on one connection fails on the next. */
-	fd = raw_tcp(tcp_port);
+	/* The answer's hex digits may be upper case (docs/control.md). */
+	fd = tcp_challenged(msg, sizeof(msg), true);
+	raw_send(fd, msg);
 	line = raw_line(fd, 2000);
-	j = line ? json_loads(line, 0, NULL) : NULL;
-	nh = json_string_value(json_object_get(json_object_get(j, "params"), "nonce"));
-	SG_CHECK(nh && sodium_hex2bin(nonce, 32, nh, strlen(nh), NULL, NULL, NULL) == 0, "nonce");
-	sg_ctl_auth_response(mock_secret, sizeof(mock_secret), nonce, 32, hex);
-	snprintf(replay, sizeof(replay),
-		 "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"auth\",\"params\":{\"response\":\"%s\"}}\n",
-		 hex);
-	json_decref(j);
+	SG_CHECK(line && err_code(line) == 0 && strstr(line, "authenticated"), "upper case: %s",
+		 line ? line : "none");
 	free(line);
+	close(fd);
+
+	/* Replay: a valid answer recorded on one connection fails on the next. */
+	fd = tcp_challenged(replay, sizeof(replay), false);
 	raw_send(fd, replay);
 	line = raw_line(fd, 2000);
 	SG_CHECK(line && err_code(line) == 0 && strstr(line, "authenticated"), "auth ok: %s",
@@ -744,7 +764,7 @@ static void test_tcp_auth(void)
 	close(fd);
 	fd2 = raw_tcp(tcp_port);
 	line = raw_line(fd2, 2000);
-	SG_CHECK(line && nh && strstr(line, "auth_challenge"), "second challenge");
+	SG_CHECK(line && strstr(line, "auth_challenge"), "second challenge");
 	free(line);
 	send_expect(fd2, replay, SG_CTL_ERR_AUTH_FAILED);
 	SG_CHECK(raw_closed_within(fd2, 2000), "closed after a replayed answer");
@@ -760,7 +780,7 @@ static void test_tcp_auth(void)
 	after = stats();
 	SG_CHECK_EQ(after.auth_failed - before.auth_failed, 4);
 	SG_CHECK_EQ(after.unauthenticated - before.unauthenticated, 1);
-	SG_CHECK_EQ(after.auth_ok - before.auth_ok, 2);
+	SG_CHECK_EQ(after.auth_ok - before.auth_ok, 3);
 }
 
 static void test_garbage(void)
@@ -777,6 +797,14 @@ static void test_garbage(void)
 		{"{\"jsonrpc\":\"2.0\",\"id\":1,\"id\":2,\"method\":\"node_info\"}\n", SG_CTL_ERR_PARSE},
 		{"{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"rm -rf\"}\n", SG_CTL_ERR_METHOD_NOT_FOUND},
 		{"\x01\xff\xfe garbage\n", SG_CTL_ERR_PARSE},
+		{"42 43\n", SG_CTL_ERR_PARSE},
+		/* valid JSON that is not a request object (issue 17, failure 4) */
+		{"42\n", SG_CTL_ERR_INVALID_REQUEST},
+		{"\"job_list\"\n", SG_CTL_ERR_INVALID_REQUEST},
+		{"null\n", SG_CTL_ERR_INVALID_REQUEST},
+		{"true\n", SG_CTL_ERR_INVALID_REQUEST},
+		{"[]\n", SG_CTL_ERR_INVALID_REQUEST},
+		{"-0.5e3\n", SG_CTL_ERR_INVALID_REQUEST},
 	};
 	struct sg_ctl_server_stats before = stats(), after;
 	char big[6000], *line;
@@ -811,7 +839,7 @@ static void test_garbage(void)
 	close(fd);
 
 	after = stats();
-	SG_CHECK_EQ(after.malformed - before.malformed, 6);
+	SG_CHECK_EQ(after.malformed - before.malformed, 13);
 	SG_CHECK_EQ(after.unknown_method - before.unknown_method, 1);
 	SG_CHECK_EQ(after.oversized - before.oversized, 1);
 }
@@ -849,16 +877,20 @@ static void test_slow(void)
 	SG_CHECK_EQ(after.timeouts - before.timeouts, 3);
 }
 
-static char *http_get(const char *req)
+/* Send @p len bytes of @p req to /metrics' port; the answer until the server closes.
+ * @p ms (unless NULL) gets how long the first byte of the answer took. */
+static char *http_send(const char *req, size_t len, long *ms)
 {
 	int fd = raw_tcp(http_port);
 	char buf[65536];
 	size_t n = 0;
 	ssize_t r;
+	struct timespec t0, t1;
 
 	if (fd < 0)
 		return NULL;
-	raw_send(fd, req);
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	SG_CHECK(send(fd, req, len, MSG_NOSIGNAL) == (ssize_t)len, "http send");
 	while (n < sizeof(buf) - 1) {
 		struct pollfd p = {.fd = fd, .events = POLLIN};
 
@@ -867,11 +899,85 @@ static char *http_get(const char *req)
 		r = recv(fd, buf + n, sizeof(buf) - 1 - n, 0);
 		if (r <= 0)
 			break;
+		if (n == 0 && ms != NULL) {
+			clock_gettime(CLOCK_MONOTONIC, &t1);
+			*ms = (t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000;
+		}
 		n += (size_t)r;
 	}
 	close(fd);
 	buf[n] = '\0';
 	return strdup(buf);
+}
+
+static char *http_get(const char *req)
+{
+	return http_send(req, strlen(req), NULL);
+}
+
+/*
+ * Garbage on /metrics' port gets 400 at once (issue 17, failure 5: a request
+ * with a NUL byte was held until a timeout and closed without an answer).
+ * Before the fix, those without a blank line got no answer and were closed at
+ * a timeout, the others 404. How fast the 400 comes is printed, not asserted
+ * (the machine is shared).
+ */
+static void test_http_garbage(void)
+{
+	static const struct {
+		const char *req;
+		size_t len;
+	} bad[] = {
+#define REQ(s) {s, sizeof(s) - 1}
+		REQ("GET /metrics\0 HTTP/1.1\r\n\r\n"),
+		REQ("GET /metrics HTTP/1.1\r\nHost: a\0b\r\n\r\n"),
+		REQ("\0"),
+		REQ("\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03"), /* a TLS hello */
+		REQ("\xff\xfe\n"),
+		REQ("GET /metrics\r\n\r\n"),
+		REQ("GET /metrics HTTP/1.1 extra\r\n"),
+		REQ("GET  /metrics HTTP/1.1\r\n"),
+		REQ("get /metrics HTTP/1.1\r\n"),
+		REQ("GET /met\x01rics HTTP/1.1\r\n\r\n"),
+		REQ("GET /metrics HTTP/x.1\r\n\r\n"),
+		REQ("GET /metrics HTTP/1.1\r\nHost: \x7f\r\n"),
+		REQ("\r\n\r\n"),
+#undef REQ
+	};
+	uint64_t bad0 = stats().http_bad;
+	char big[9000];
+	long worst = 0;
+
+	for (size_t i = 0; i < RTE_DIM(bad); i++) {
+		long ms = -1;
+		char *r = http_send(bad[i].req, bad[i].len, &ms);
+
+		SG_CHECK(r && strncmp(r, "HTTP/1.1 400 ", 13) == 0, "garbage %zu: %.20s after %ld ms",
+			 i, r ? r : "nothing", ms);
+		worst = ms > worst ? ms : worst;
+		free(r);
+	}
+	printf("http garbage: %zu requests, each 400 within %ld ms (frame timeout 300 ms)\n",
+	       RTE_DIM(bad), worst);
+	/* more than the 8 KiB a request may have, and no end: 400 too */
+	memset(big, 'a', sizeof(big));
+	memcpy(big, "GET /", 5);
+	{
+		long ms = -1;
+		char *r = http_send(big, sizeof(big), &ms);
+
+		SG_CHECK(r && strncmp(r, "HTTP/1.1 400 ", 13) == 0, "oversized: %.20s",
+			 r ? r : "nothing");
+		free(r);
+	}
+	SG_CHECK_EQ(stats().http_bad - bad0, RTE_DIM(bad) + 1);
+	/* and the port still serves */
+	{
+		char *r = http_get("GET /metrics HTTP/1.0\r\n\r\n");
+
+		SG_CHECK(r && strncmp(r, "HTTP/1.1 200 OK\r\n", 17) == 0, "metrics after garbage");
+		free(r);
+	}
 }
 
 static void test_metrics(void)
@@ -1075,6 +1181,7 @@ int main(void)
 	/* The summing thread went on during the abuse, and every sum was right. */
 	SG_CHECK(__atomic_load_n(&dp_rounds, __ATOMIC_RELAXED) > r0 + 10, "dataplane stalled");
 	test_metrics();
+	test_http_garbage();
 	test_conn_limit();
 	test_mutations();
 	test_bad_config();

@@ -29,6 +29,7 @@
 #include "sg_ctl.h"
 #include "sg_dp_pipeline.h"
 #include "sg_test.h"
+#include "agent_test_util.h"
 
 static char err[512];
 static char dir[32], ctl_path[96], coord_path[96];
@@ -451,36 +452,13 @@ static void test_agent_under_load(void)
 #define MV_KEYS 16
 #define MV_CHUNKS 5 /* 40000-byte partitions in 8920-byte chunks; all in flight at once */
 
-static void keymap_json(char *buf, size_t cap, const uint16_t *km)
-{
-	int len = snprintf(buf, cap, "{\"keymap\":[");
-
-	for (int i = 0; i < SG_CTL_KEYMAP_BUCKETS; i++)
-		len += snprintf(buf + len, cap - (size_t)len, "%s%u", i ? "," : "", km[i]);
-	snprintf(buf + len, cap - (size_t)len, "]}");
-}
-
 /* Wait until layout_get shows @p km (the move committed). @return true if it did. */
 static bool wait_keymap(struct sg_ctl_client *c, const uint16_t *km, double secs)
 {
 	uint64_t end = rte_rdtsc() + (uint64_t)(secs * (double)rte_get_tsc_hz());
 
 	while (rte_rdtsc() < end) {
-		char *res = NULL;
-		json_t *j = NULL, *arr;
-		bool same = false;
-
-		if (sg_ctl_client_call(c, "layout_get", NULL, &res, NULL) == 0)
-			j = json_loads(res, 0, NULL);
-		arr = j ? json_object_get(j, "keymap") : NULL;
-		if (arr && json_array_size(arr) == SG_CTL_KEYMAP_BUCKETS) {
-			same = true;
-			for (size_t i = 0; i < SG_CTL_KEYMAP_BUCKETS; i++)
-				same &= json_integer_value(json_array_get(arr, i)) == km[i];
-		}
-		json_decref(j);
-		free(res);
-		if (same)
+		if (keymap_is(c, km))
 			return true;
 		rte_delay_us_sleep(5000);
 	}

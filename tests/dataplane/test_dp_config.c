@@ -137,6 +137,9 @@ static void test_file_garbage(void)
 		{"[resources]\nmbufs = 99999999999999999999999\n", "mbufs"},
 		{"[resources]\npeers = 63\n", "peers"},
 		{"[resources]\npeer_idle_ms = 9\n", "peer_idle_ms"},
+		/* docs/sigmad.md: pool_bufs is 16..4194304 */
+		{"[resources]\npool_bufs = 15\n", "[16, 4194304]"},
+		{"[resources]\npool_bufs = 4194305\n", "pool_bufs"},
 		{"[live]\nidle = nap\n", "idle"},
 		{"[live]\nlog_level = loud\n", "log_level"},
 		{"[live]\nsleep_lcores = 1:2\n", "1:2"},

@@ -81,6 +81,12 @@ static float first_f(const struct cap_pkt *q)
 	return f;
 }
 
+/* The first element of the last packet sent, or NaN if none was. */
+static float last_f(void)
+{
+	return cap.n ? first_f(&cap.pkts[cap.n - 1]) : NAN;
+}
+
 /* The last packet sent must be @type with @code to @rank for @round. */
 static void expect_last(uint8_t type, uint16_t code, uint32_t rank, uint32_t round,
 			const char *what)
@@ -145,6 +151,11 @@ static void test_shadow_and_window(void)
 	SG_CHECK(pull(e, &ps, 1, 0, 1, 6) > 0, "used");
 	expect_last(SG_DP_T_RESULT, 0, 1, 1, "pull of finished round");
 	SG_CHECK(first_f(&cap.pkts[cap.n - 1]) == 30.0f, "pulled value");
+	/* A PULL of the next round may overtake its own push: not there yet (pending). */
+	SG_CHECK_EQ(pull(e, &ps, 1, 0, 2, 6), -EBADMSG);
+	SG_CHECK_EQ(drops(e, SG_DP_DROP_PENDING), 2);
+	SG_CHECK_EQ(pull(e, &ps, 1, 0, 3, 6), -EBADMSG);
+	SG_CHECK_EQ(drops(e, SG_DP_DROP_ROUND_NEW), 3);
 	sg_dp_engine_stats(e, &st);
 	SG_CHECK_EQ(st.rounds_completed, 2);
 	SG_CHECK_EQ(st.rx_pushes, 4);
@@ -162,6 +173,70 @@ static void test_shadow_and_window(void)
 	SG_CHECK(push_f(e, &ps, 0, 0, 0, 2.0f, 0) > 0, "used");
 	expect_last(SG_DP_T_RESULT, 0, 0, 0, "round after 2^32-1");
 	SG_CHECK(first_f(&cap.pkts[cap.n - 1]) == 2.0f, "wrapped value");
+	sg_dp_engine_destroy(e);
+}
+
+/*
+ * Issue 17, failure 2, in the engine: a chunk moved here from another reducer
+ * after its round 1 finished there, and a late copy of rank 0's push of round 1
+ * is the first packet this engine sees of it. The pushes of round 2 must not be
+ * refused as too new: the late round is dropped and round 2 is summed.
+ */
+static void test_first_round_stale(enum sg_mode mode)
+{
+	struct sg_dp_engine *e = fixture(16, 2, SG_DTYPE_FP32, mode, 16, 0, 0);
+	struct push_spec ps = spec(1, SG_DTYPE_FP32, 16);
+	struct sg_dp_stats st;
+
+	if (e == NULL)
+		return;
+	/* rank 1's late copy: deterministic mode holds it for rank 0 */
+	SG_CHECK_EQ(push_f(e, &ps, 1, 0, 1, 100.0f, MS), SG_DP_USED_SUMMED);
+	SG_CHECK_EQ(push_f(e, &ps, 0, 0, 2, 3.0f, 2 * MS), SG_DP_USED_SUMMED);
+	SG_CHECK_EQ(push_f(e, &ps, 1, 0, 2, 4.0f, 3 * MS),
+		    SG_DP_USED_SUMMED | SG_DP_USED_COMPLETED);
+	SG_CHECK_EQ(cap.n, 2);
+	expect_last(SG_DP_T_RESULT, 0, 1, 2, "round 2 after a late round 1");
+	SG_CHECK(first_f(&cap.pkts[0]) == 7.0f && first_f(&cap.pkts[1]) == 7.0f,
+		 "round 2 holds only round 2's pushes: %g", (double)first_f(&cap.pkts[1]));
+	/* more late copies: of round 1, too old now; round 3 goes on as usual */
+	SG_CHECK_EQ(push_f(e, &ps, 0, 0, 1, 100.0f, 4 * MS), -EBADMSG);
+	SG_CHECK_EQ(drops(e, SG_DP_DROP_ROUND_OLD), 1);
+	SG_CHECK(push_f(e, &ps, 0, 0, 3, 1.0f, 5 * MS) > 0, "used");
+	SG_CHECK(push_f(e, &ps, 1, 0, 3, 1.0f, 5 * MS) > 0, "used");
+	SG_CHECK(last_f() == 2.0f, "round 3");
+	sg_dp_engine_stats(e, &st);
+	SG_CHECK_EQ(st.stale_rounds, 1);
+	SG_CHECK_EQ(st.rounds_completed, 2);
+	SG_CHECK_EQ(st.drops[SG_DP_DROP_ROUND_NEW], 0);
+	SG_CHECK_EQ(st.slots_active, 0);
+	SG_CHECK_EQ(st.pool_free, 15); /* the held copy went back; round 3's result is kept */
+	sg_dp_engine_destroy(e);
+
+	/* a late round that already timed out, then a push two rounds ahead */
+	e = fixture(16, 2, SG_DTYPE_FP32, mode, 16, 0, 0);
+	if (e == NULL)
+		return;
+	SG_CHECK(push_f(e, &ps, 0, 0, 5, 100.0f, MS) > 0, "used");
+	SG_CHECK_EQ(sg_dp_engine_poll(e, 60 * MS), 1);
+	expect_last(SG_DP_T_ERROR, SG_DP_C_WORKER_LOST, 0, 5, "late round timed out");
+	/* a push of round 4 on a slot whose only round is 5: no result of 4 here */
+	SG_CHECK(push_f(e, &ps, 1, 0, 4, 1.0f, 61 * MS) > 0, "used");
+	expect_last(SG_DP_T_ERROR, SG_DP_C_GONE, 1, 4, "round before the first one seen");
+	SG_CHECK(push_f(e, &ps, 1, 0, 7, 4.0f, 62 * MS) > 0, "used");
+	sg_dp_engine_stats(e, &st);
+	SG_CHECK_EQ(st.incomplete_slots, 0);
+	SG_CHECK_EQ(st.slots_active, 1);
+	SG_CHECK_EQ(sg_dp_engine_poll(e, 100 * MS), 0); /* collecting since 62 ms */
+	SG_CHECK(push_f(e, &ps, 0, 0, 7, 3.0f, 101 * MS) > 0, "used");
+	expect_last(SG_DP_T_RESULT, 0, 1, 7, "round 7");
+	SG_CHECK(last_f() == 7.0f, "round 7 sum");
+	/* a slot with a finished round behind it still refuses a round ahead */
+	SG_CHECK(push_f(e, &ps, 0, 0, 8, 1.0f, 102 * MS) > 0, "used");
+	SG_CHECK_EQ(push_f(e, &ps, 1, 0, 9, 1.0f, 102 * MS), -EBADMSG);
+	sg_dp_engine_stats(e, &st);
+	SG_CHECK_EQ(st.drops[SG_DP_DROP_ROUND_NEW], 1);
+	SG_CHECK_EQ(st.stale_rounds, 1);
 	sg_dp_engine_destroy(e);
 }
 
@@ -378,15 +453,35 @@ static void test_worker_loss(void)
 	SG_CHECK_EQ(st.incomplete_slots, 1);
 	SG_CHECK_EQ(st.rounds_completed, 0);
 	SG_CHECK_EQ(st.errors_sent, 3);
-	/* Reported once; a waiting worker's retransmit is told again. */
+	/* Reported once; a waiting worker's retransmit is told again, once per slot timeout
+	 * (50 ms): the poll told every waiting rank at 51 ms */
 	SG_CHECK_EQ(sg_dp_engine_poll(e, 500 * MS), 0);
 	n0 = cap.n;
+	SG_CHECK_EQ(push_f(e, &ps, 1, 0, 7, 1.0f, 60 * MS), -EBADMSG);
+	SG_CHECK_EQ(drops(e, SG_DP_DROP_DUPLICATE), 1);
+	SG_CHECK_EQ(cap.n, n0);
 	SG_CHECK(push_f(e, &ps, 1, 0, 7, 1.0f, 500 * MS) > 0, "used");
 	SG_CHECK_EQ(cap.n, n0 + 1);
 	expect_last(SG_DP_T_ERROR, SG_DP_C_WORKER_LOST, 1, 7, "retransmit to a lost slot");
+	SG_CHECK_EQ(push_f(e, &ps, 1, 0, 7, 1.0f, 540 * MS), -EBADMSG);
+	/* ... once per rank: rank 0 was not told since 500 ms */
+	SG_CHECK(push_f(e, &ps, 0, 0, 7, 1.0f, 540 * MS) > 0, "used");
+	expect_last(SG_DP_T_ERROR, SG_DP_C_WORKER_LOST, 0, 7, "another rank's retransmit");
+	SG_CHECK_EQ(cap.n, n0 + 2);
+	n0 = cap.n;
+	/* ranks 0..2 resend every 10 ms for 1 s: about one report each per 50 ms, not 100 */
+	for (uint64_t t = 600 * MS; t < 1600 * MS; t += 10 * MS)
+		for (uint32_t r = 0; r < 3; r++)
+			push_f(e, &ps, r, 0, 7, 1.0f, t);
+	SG_CHECK(cap.n - n0 >= 3 * 16 && cap.n - n0 <= 3 * 21, "%u reports for 300 resends",
+		 cap.n - n0);
+	for (unsigned int i = n0; i < cap.n; i++)
+		SG_CHECK(cap.pkts[i].m.type == SG_DP_T_ERROR &&
+				 cap.pkts[i].m.code == SG_DP_C_WORKER_LOST, "report %u", i);
+	n0 = cap.n;
 	/* The late worker completes it, with all four inputs. */
-	SG_CHECK(push_f(e, &ps, 3, 0, 7, 1.0f, 600 * MS) > 0, "used");
-	SG_CHECK_EQ(cap.n, n0 + 5);
+	SG_CHECK(push_f(e, &ps, 3, 0, 7, 1.0f, 1600 * MS) > 0, "used");
+	SG_CHECK_EQ(cap.n, n0 + 4);
 	SG_CHECK(first_f(&cap.pkts[cap.n - 1]) == 4.0f, "late completion");
 	sg_dp_engine_stats(e, &st);
 	SG_CHECK_EQ(st.incomplete_slots, 0);
@@ -658,6 +753,8 @@ int main(void)
 	test_shadow_and_window();
 	test_pool_exhaustion();
 	test_reclaim_spares_own_shadow();
+	test_first_round_stale(SG_MODE_SYNC);
+	test_first_round_stale(SG_MODE_DETERM);
 	test_two_jobs_share_pool();
 	test_inflight_limit();
 	test_worker_loss();

@@ -90,7 +90,9 @@ static void test_rx_codes_and_job_stats(void)
 	SG_CHECK_EQ(rx(e, &j1, 0, 1, 0, false, 2), SG_DP_USED_SUMMED);
 	SG_CHECK_EQ(cap.n, 5);
 	SG_CHECK_EQ(sg_dp_engine_poll(e, 100 * MS), 1);                      /* worker loss */
-	SG_CHECK_EQ(rx(e, &j1, 0, 1, 0, false, 101 * MS), SG_DP_USED_REPLIED); /* ERROR again */
+	SG_CHECK_EQ(rx(e, &j1, 0, 1, 0, false, 101 * MS), -EBADMSG); /* told at 100 ms */
+	SG_CHECK_EQ(rx(e, &j1, 0, 1, 0, false, 150 * MS), SG_DP_USED_REPLIED); /* ERROR again */
+	SG_CHECK_EQ(rx(e, &j1, 0, 1, 0, false, 151 * MS), -EBADMSG);
 
 	SG_CHECK_EQ(rx(e, &bad_key, 0, 0, 0, false, 0), -EBADMSG);
 	SG_CHECK_EQ(rx(e, &j2, 0, 0, 0, false, 0), SG_DP_USED_SUMMED);
@@ -104,7 +106,7 @@ static void test_rx_codes_and_job_stats(void)
 		/* job 1, then job 2: every counter against the script above */
 		const struct sg_dp_job_stats *js[2] = {&a, &b};
 		static const uint64_t want[2][15] = {
-			{11, 4, 1, 4, 1, 1, 1, 1, 0, 1, 5, 2, 0, 2, 1},
+			{13, 4, 1, 6, 3, 1, 1, 1, 0, 1, 5, 2, 0, 2, 1},
 			{3, 1, 0, 1, 0, 0, 0, 0, 1, 0, 0, 0, 1, 1, 0}, /* MISMATCH for key 7 */
 		};
 		static const char *const names[15] = {
@@ -137,7 +139,7 @@ static void test_rx_codes_and_job_stats(void)
 	SG_CHECK_EQ(st.results_sent, a.results_sent + b.results_sent);
 	SG_CHECK_EQ(st.slots_active, a.slots_active + b.slots_active);
 	SG_CHECK_EQ(st.drops[SG_DP_DROP_JOB], 1);
-	SG_CHECK_EQ(st.drops[SG_DP_DROP_DUPLICATE] + st.drops[SG_DP_DROP_KEY], 2);
+	SG_CHECK_EQ(st.drops[SG_DP_DROP_DUPLICATE] + st.drops[SG_DP_DROP_KEY], 4);
 
 	SG_CHECK_EQ(sg_dp_engine_job_stats(e, 9, &a), -ENOENT);
 	SG_CHECK_EQ(sg_dp_engine_jobs(e, ids, 4), 2);

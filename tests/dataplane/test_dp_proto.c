@@ -163,7 +163,20 @@ static void test_parse_malformed(void)
 	/* Header-only types must not carry a payload; ERROR at most 8 bytes. */
 	example(p, 8)[5] = SG_DP_T_PULL;
 	expect_parse(p, SG_DP_HDR_LEN + 4, SG_DP_DROP_LENGTH, "pull with payload");
+	/* the example's nelem (288) on a PULL, which carries no elements */
+	expect_parse(p, SG_DP_HDR_LEN, SG_DP_DROP_LENGTH, "pull with nelem");
+	set_be32(p + 40, 0);
 	SG_CHECK_EQ(sg_dp_parse(p, SG_DP_HDR_LEN, &(struct sg_dp_msg){0}, NULL), 0);
+	/* code is for NACK and ERROR: a PUSH or PULL that sets it is dropped */
+	p[15] = 1;
+	expect_parse(p, SG_DP_HDR_LEN, SG_DP_DROP_CODE, "pull with a code");
+	example(p, 1152)[14] = 0x80;
+	expect_parse(p, full, SG_DP_DROP_CODE, "push with a code");
+	p[5] = SG_DP_T_NACK;
+	p[40] = p[41] = p[42] = p[43] = 0;
+	SG_CHECK_EQ(sg_dp_parse(p, SG_DP_HDR_LEN, &(struct sg_dp_msg){0}, NULL), 0);
+	example(p, 8)[5] = SG_DP_T_PULL;
+	set_be32(p + 40, 0);
 	p[5] = SG_DP_T_NACK;
 	expect_parse(p, SG_DP_HDR_LEN + 1, SG_DP_DROP_LENGTH, "nack with payload");
 	p[5] = SG_DP_T_JOIN;
@@ -296,6 +309,12 @@ static void test_engine_drops(void)
 	example(p, 8)[7] = 42;
 	expect_drop(e, p, SG_DP_HDR_LEN, SG_DP_DROP_DTYPE, "e dtype");
 	expect_drop(e, example(p, 8), SG_DP_HDR_LEN + 4, SG_DP_DROP_LENGTH, "e length");
+	len = mk_pkt(p, &s, 0, 2, 5, NULL);
+	set_be32(p + 40, 288);
+	expect_drop(e, p, len, SG_DP_DROP_LENGTH, "e pull with nelem");
+	len = mk_pkt(p, &s, 0, 2, 5, data);
+	p[15] = SG_DP_C_BUSY;
+	expect_drop(e, p, len, SG_DP_DROP_CODE, "e push with a code");
 
 	/* Engine-level reasons, each from an otherwise valid push. */
 	len = mk_pkt(p, &s, 0, 2, 5, data);
