@@ -41,6 +41,12 @@ RTE_LOG_REGISTER(sg_dp_engine_logtype, sigma.dataplane, INFO);
 #define MAX_MAX_JOBS 1024u
 #define DEF_SLOT_TIMEOUT_NS 1000000000ull
 #define DEF_SHADOW_HOLD_NS 100000000ull
+/*
+ * ERROR MISMATCH/STALE replies per job and period: enough for a worker to learn
+ * at once why its pushes fail; a flood (which needs the job's token) gets few.
+ */
+#define REFUSE_MAX 32
+#define REFUSE_NS 100000000ull
 /* Slot-timeout reports logged per poll call; the rest are summed up in one line. */
 #define LOG_PER_POLL 4
 
@@ -92,7 +98,7 @@ struct job {
 	uint64_t token;
 	uint64_t full; /* bitmap with all N ranks */
 	enum sg_dtype dtype;
-	enum sg_dp_mode mode;
+	enum sg_mode mode;
 	unsigned int sum_flags;
 	uint32_t esz;         /* bytes per element on the wire */
 	uint32_t chunk_bytes; /* payload bytes of a full chunk */
@@ -110,6 +116,8 @@ struct job {
 	void **stage;      /* deterministic: [ifl * n + rank] held pushes */
 	uint32_t *around;  /* async: [slot * n + rank] last round pushed */
 	struct list active, done;
+	uint64_t refuse_t0; /* refusals (ERROR MISMATCH/STALE): start of the current period */
+	uint32_t refuse_n;  /* ... and how many were sent in it */
 	struct sg_dp_job_stats st;
 };
 
@@ -123,7 +131,7 @@ struct sg_dp_engine {
 	struct job *last; /* cache of the last job looked up */
 	bool multi;       /* tx has the fan-out pair */
 	struct sg_dp_stats st;
-	struct sg_dp_tx_dest fan[SG_DP_MAX_WORKERS]; /* scratch for one fanned-out RESULT */
+	struct sg_dp_tx_dest fan[SG_MAX_WORKERS]; /* scratch for one fanned-out RESULT */
 	/* sg_dp_engine_jobs_snapshot(): max_jobs entries, allocated at create */
 	uint32_t snap_n;
 	uint32_t *snap_ids;
@@ -423,6 +431,7 @@ struct pkt_ctx {
 	const struct sg_dp_msg *m;
 	uint32_t nelem;
 	uint64_t now;
+	uint64_t src; /* the sender's address */
 };
 
 static void slot_complete(struct sg_dp_engine *e, struct pkt_ctx *c)
@@ -537,7 +546,7 @@ static int slot_add(struct sg_dp_engine *e, struct pkt_ctx *c)
 	struct slot *s = c->s;
 	uint32_t rank = c->m->rank;
 
-	if (j->mode == SG_DP_MODE_DETERM && rank != s->next_rank) {
+	if (j->mode == SG_MODE_DETERM && rank != s->next_rank) {
 		/* Out of rank order: hold a copy until the lower ranks are folded in. */
 		void **st = &j->stage[(size_t)s->ifl * j->n + rank];
 
@@ -548,7 +557,7 @@ static int slot_add(struct sg_dp_engine *e, struct pkt_ctx *c)
 			return USED_NACK;
 		}
 		memcpy(*st, c->m->payload, (size_t)c->nelem * j->esz);
-	} else if (j->mode == SG_DP_MODE_DETERM) {
+	} else if (j->mode == SG_MODE_DETERM) {
 		void **st;
 
 		acc_fold(j, s->acc, c->m->payload, c->nelem, rank == 0);
@@ -570,19 +579,6 @@ static int slot_add(struct sg_dp_engine *e, struct pkt_ctx *c)
 	return SG_DP_USED_SUMMED | SG_DP_USED_COMPLETED;
 }
 
-/* Resend a kept result, or ERROR GONE if it was reclaimed. */
-static int resend(struct sg_dp_engine *e, struct pkt_ctx *c, const void *acc, uint32_t round)
-{
-	if (acc == NULL) {
-		emit_code(e, c->j, c->k, c->chunk, round, c->m->rank, SG_DP_T_ERROR,
-			  SG_DP_C_GONE);
-		return SG_DP_USED_REPLIED;
-	}
-	emit_result(e, c->j, c->k, c->chunk, round, acc, c->m->rank);
-	JCOUNT(e, c->j, retransmits_served);
-	return SG_DP_USED_REPLIED;
-}
-
 static int count_drop(struct sg_dp_engine *e, enum sg_dp_drop why)
 {
 	e->st.drops[why]++;
@@ -597,9 +593,93 @@ static int job_drop(struct sg_dp_engine *e, struct job *j, enum sg_dp_drop why)
 	return count_drop(e, why);
 }
 
-/* Where a round lies relative to the slot's: the window is r-1 .. r+1. */
+/* GONE's and STALE's payload: the round of slot @p s, and whether it finished. */
+static void round_info(const struct slot *s, struct sg_dp_round_info *ri)
+{
+	ri->round = htobe32(s->round);
+	ri->finished = htobe32(s->state == S_DONE);
+}
+
+/*
+ * Answer a PUSH the job refuses with ERROR @p code and its 8-byte @p payload,
+ * sent back to where it came from, echoing its header (so that the worker
+ * matches it to its chunk). Only for packets with the job's token (the caller
+ * checked it), and at most REFUSE_MAX per REFUSE_NS per job.
+ */
+static void refuse(struct sg_dp_engine *e, struct job *j, const struct sg_dp_msg *m,
+		   uint64_t src, uint64_t now, uint16_t code, const void *payload)
+{
+	struct sg_dp_msg r = *m;
+	void *pkt, *buf;
+
+	if (m->type != SG_DP_T_PUSH)
+		return;
+	if (now - j->refuse_t0 >= REFUSE_NS) {
+		j->refuse_t0 = now;
+		j->refuse_n = 0;
+	}
+	if (j->refuse_n >= REFUSE_MAX)
+		return;
+	j->refuse_n++;
+	buf = e->conf.tx.alloc(e->conf.tx.ctx, src, SG_DP_HDR_LEN + 8, &pkt);
+	if (buf == NULL) {
+		JCOUNT(e, j, tx_fail);
+		return;
+	}
+	r.type = SG_DP_T_ERROR;
+	r.flags = 0;
+	r.code = code;
+	r.nelem = 0;
+	sg_dp_build_hdr(buf, &r);
+	memcpy((uint8_t *)buf + SG_DP_HDR_LEN, payload, 8);
+	e->conf.tx.send(e->conf.tx.ctx, pkt, SG_DP_HDR_LEN + 8);
+	JCOUNT(e, j, errors_sent);
+}
+
+/* Drop a push that disagrees with job @p j's geometry, and tell its sender what the job is. */
+static int mismatch(struct sg_dp_engine *e, struct job *j, const struct sg_dp_msg *m,
+		    uint64_t src, uint64_t now, enum sg_dp_drop why, uint8_t what)
+{
+	struct sg_dp_mismatch mm = {.what = what, .dtype = (uint8_t)j->dtype,
+				    .chunk_bytes = htobe32(j->chunk_bytes)};
+
+	refuse(e, j, m, src, now, SG_DP_C_MISMATCH, &mm);
+	return job_drop(e, j, why);
+}
+
+/* Resend a kept result, or ERROR GONE if it was reclaimed. */
+static int resend(struct sg_dp_engine *e, struct pkt_ctx *c, const void *acc, uint32_t round)
+{
+	if (acc == NULL) {
+		struct sg_dp_msg m;
+		struct sg_dp_round_info ri;
+
+		round_info(c->s, &ri);
+		reply_msg(&m, c->j, c->k, c->chunk, round);
+		m.type = SG_DP_T_ERROR;
+		m.code = SG_DP_C_GONE;
+		emit_small(e, c->j, &m, c->m->rank, &ri, sizeof(ri));
+		return SG_DP_USED_REPLIED;
+	}
+	emit_result(e, c->j, c->k, c->chunk, round, acc, c->m->rank);
+	JCOUNT(e, c->j, retransmits_served);
+	return SG_DP_USED_REPLIED;
+}
+
+/*
+ * Where a round lies relative to the slot's: the window is r-1 .. r+1. A push
+ * from behind it gets ERROR STALE with the slot's round (a program restarted
+ * against a job whose rounds went on; a late duplicate's reply is stale to its
+ * sender, who has moved on).
+ */
 static int window_drop(struct sg_dp_engine *e, struct pkt_ctx *c, int32_t d)
 {
+	if (d < 0 && c->j->mode != SG_MODE_ASYNC) {
+		struct sg_dp_round_info ri;
+
+		round_info(c->s, &ri);
+		refuse(e, c->j, c->m, c->src, c->now, SG_DP_C_STALE, &ri);
+	}
 	return job_drop(e, c->j, d < 0 ? SG_DP_DROP_ROUND_OLD : SG_DP_DROP_ROUND_NEW);
 }
 
@@ -744,18 +824,19 @@ int sg_dp_engine_rx(struct sg_dp_engine *e, const void *pkt, uint32_t len, uint6
 		return job_drop(e, j, SG_DP_DROP_TOKEN);
 	if (m.rank >= j->n)
 		return job_drop(e, j, SG_DP_DROP_RANK);
+	/* from here on the sender holds the job's token: a refused push is answered */
 	c.k = key_find(j, m.key);
 	if (c.k == NULL)
-		return job_drop(e, j, SG_DP_DROP_KEY);
+		return mismatch(e, j, &m, src, now, SG_DP_DROP_KEY, SG_DP_MM_KEY);
 	if (m.chunk >= c.k->nchunks || m.nchunks != c.k->nchunks)
-		return job_drop(e, j, SG_DP_DROP_CHUNK);
+		return mismatch(e, j, &m, src, now, SG_DP_DROP_CHUNK, SG_DP_MM_CHUNKS);
 	if (m.offset != (uint64_t)m.chunk * j->chunk_bytes)
-		return job_drop(e, j, SG_DP_DROP_OFFSET);
+		return mismatch(e, j, &m, src, now, SG_DP_DROP_OFFSET, SG_DP_MM_OFFSET);
 	if (m.dtype != j->dtype)
-		return job_drop(e, j, SG_DP_DROP_JOB_DTYPE);
+		return mismatch(e, j, &m, src, now, SG_DP_DROP_JOB_DTYPE, SG_DP_MM_DTYPE);
 	c.nelem = chunk_nelem(j, c.k, m.chunk);
 	if (m.type == SG_DP_T_PUSH && m.nelem != c.nelem)
-		return job_drop(e, j, SG_DP_DROP_NELEM);
+		return mismatch(e, j, &m, src, now, SG_DP_DROP_NELEM, SG_DP_MM_NELEM);
 
 	j->peer[m.rank] = src;
 	if (e->conf.tx.accept != NULL)
@@ -766,7 +847,8 @@ int sg_dp_engine_rx(struct sg_dp_engine *e, const void *pkt, uint32_t len, uint6
 	c.sidx = c.k->base + m.chunk;
 	c.s = &j->slots[c.sidx];
 	c.now = now;
-	if (j->mode == SG_DP_MODE_ASYNC)
+	c.src = src;
+	if (j->mode == SG_MODE_ASYNC)
 		return m.type == SG_DP_T_PUSH ? async_push(e, &c) : async_pull(e, &c);
 	return m.type == SG_DP_T_PUSH ? sync_push(e, &c) : sync_pull(e, &c);
 }
@@ -943,9 +1025,9 @@ struct sg_dp_engine *sg_dp_engine_create(const struct sg_dp_engine_conf *conf)
 		e->conf.slot_timeout_ns = DEF_SLOT_TIMEOUT_NS;
 	if (e->conf.shadow_hold_ns == 0)
 		e->conf.shadow_hold_ns = DEF_SHADOW_HOLD_NS;
-	if (e->conf.max_payload > SG_DP_MAX_CHUNK_BYTES || e->conf.max_payload % 8 != 0) {
+	if (e->conf.max_payload > SG_MAX_CHUNK_BYTES || e->conf.max_payload % 8 != 0) {
 		ENG_LOG(ERR, "engine: max_payload %" PRIu32 " must be a multiple of 8, at most %d",
-			e->conf.max_payload, SG_DP_MAX_CHUNK_BYTES);
+			e->conf.max_payload, SG_MAX_CHUNK_BYTES);
 		goto inval;
 	}
 	if (e->conf.max_jobs > MAX_MAX_JOBS) {
@@ -1004,16 +1086,16 @@ static int job_check(const struct sg_dp_engine *e, const struct sg_dp_job_conf *
 {
 	size_t esz = sg_dtype_size(c->dtype);
 
-	if (c->nworkers < 1 || c->nworkers > SG_DP_MAX_WORKERS) {
+	if (c->nworkers < 1 || c->nworkers > SG_MAX_WORKERS) {
 		ENG_LOG(ERR, "job %" PRIu32 ": %" PRIu32 " workers is outside 1..%d", c->id,
-			c->nworkers, SG_DP_MAX_WORKERS);
+			c->nworkers, SG_MAX_WORKERS);
 		return -EINVAL;
 	}
 	if (esz == 0) {
 		ENG_LOG(ERR, "job %" PRIu32 ": unknown dtype %d", c->id, (int)c->dtype);
 		return -EINVAL;
 	}
-	if ((unsigned int)c->mode >= SG_DP_MODE_COUNT) {
+	if ((unsigned int)c->mode >= SG_MODE_COUNT) {
 		ENG_LOG(ERR, "job %" PRIu32 ": unknown mode %d", c->id, (int)c->mode);
 		return -EINVAL;
 	}
@@ -1084,7 +1166,7 @@ int sg_dp_engine_add_job(struct sg_dp_engine *e, const struct sg_dp_job_conf *c)
 	if (e == NULL || c == NULL)
 		return -EINVAL;
 	chunk_bytes = c->chunk_bytes ? c->chunk_bytes : SG_DP_PAYLOAD_MTU1500;
-	part = c->partition_bytes ? c->partition_bytes : SG_DP_PARTITION_DEFAULT;
+	part = c->partition_bytes ? c->partition_bytes : SG_PARTITION_BYTES_DEFAULT;
 	rc = job_check(e, c, chunk_bytes, part);
 	if (rc != 0)
 		return rc;
@@ -1133,12 +1215,12 @@ int sg_dp_engine_add_job(struct sg_dp_engine *e, const struct sg_dp_job_conf *c)
 	for (uint32_t i = 0; i < j->max_inflight; i++)
 		j->ifl_free[i] = (uint16_t)(j->max_inflight - 1 - i);
 	j->ifl_top = j->max_inflight;
-	if (j->mode == SG_DP_MODE_DETERM) {
+	if (j->mode == SG_MODE_DETERM) {
 		j->stage = calloc((size_t)j->max_inflight * j->n, sizeof(*j->stage));
 		if (j->stage == NULL)
 			goto nomem;
 	}
-	if (j->mode == SG_DP_MODE_ASYNC) {
+	if (j->mode == SG_MODE_ASYNC) {
 		j->around = calloc((size_t)nslots * j->n, sizeof(*j->around));
 		if (j->around == NULL)
 			goto nomem;
@@ -1146,7 +1228,7 @@ int sg_dp_engine_add_job(struct sg_dp_engine *e, const struct sg_dp_job_conf *c)
 	e->jobs[e->njobs++] = j;
 	ENG_LOG(INFO, "job %" PRIu32 " added: %" PRIu32 " workers, %s, %s, %" PRIu32
 		" keys, %" PRIu32 " chunks of %" PRIu32 " bytes, %" PRIu32 " in flight",
-		j->id, j->n, sg_dtype_name(j->dtype), sg_dp_mode_name(j->mode), j->nkeys,
+		j->id, j->n, sg_dtype_name(j->dtype), sg_mode_name(j->mode), j->nkeys,
 		j->nslots, j->chunk_bytes, j->max_inflight);
 	return 0;
 nomem:

@@ -108,7 +108,7 @@ struct sg_dp_engine_conf {
 	int numa_node;            /**< pool's NUMA node; -1 = the calling thread's node */
 	uint32_t pool_bufs;       /**< accumulator buffers (default 4096) */
 	uint32_t max_payload;     /**< largest chunk_bytes of any job: multiple of 8, default
-				   1424, at most SG_DP_MAX_CHUNK_BYTES */
+				   1424, at most SG_MAX_CHUNK_BYTES */
 	uint32_t max_jobs;        /**< jobs at once (default 16, max 1024) */
 	uint64_t slot_timeout_ns; /**< incomplete slot reported after this (default 1 s) */
 	uint64_t shadow_hold_ns;  /**< kept result reclaimable after this (default 100 ms) */
@@ -125,12 +125,12 @@ struct sg_dp_key {
 /** Job configuration. Zero fields take the documented defaults. */
 struct sg_dp_job_conf {
 	uint32_t id;              /**< job id on the wire */
-	uint32_t nworkers;        /**< N, 1..SG_DP_MAX_WORKERS */
+	uint32_t nworkers;        /**< N, 1..SG_MAX_WORKERS */
 	uint64_t token;           /**< session token every packet must carry */
 	enum sg_dtype dtype;      /**< element type of every key */
-	enum sg_dp_mode mode;     /**< sync (default), async or deterministic */
+	enum sg_mode mode;     /**< sync (default), async or deterministic */
 	unsigned int sum_flags;   /**< 0 (fp16/bf16 summed in fp32) or SG_SUM_F_NATIVE */
-	uint32_t partition_bytes; /**< largest key in bytes (default SG_DP_PARTITION_DEFAULT) */
+	uint32_t partition_bytes; /**< largest key in bytes (default SG_PARTITION_BYTES_DEFAULT) */
 	uint32_t chunk_bytes;     /**< payload bytes per chunk, multiple of 8 (default 1424) */
 	uint32_t max_inflight;    /**< slots collecting at once (default: pool_bufs / 2) */
 	const struct sg_dp_key *keys; /**< the job's partitions (copied) */

@@ -204,7 +204,7 @@ static unsigned int tx_send_multi(void *ctx, void *pkt, uint32_t len,
 				  const struct sg_dp_tx_dest *to, unsigned int n)
 {
 	struct sg_dp_lcore *lc = ctx;
-	struct rte_mbuf *pl = pkt, *h[SG_DP_MAX_WORKERS];
+	struct rte_mbuf *pl = pkt, *h[SG_MAX_WORKERS];
 	const uint8_t *sg = rte_pktmbuf_mtod_offset(pl, uint8_t *, SG_DP_NET_HDR_LEN);
 	uint32_t plen = len - SG_DP_HDR_LEN, tail = 0;
 	unsigned int sent = 0;
@@ -479,7 +479,7 @@ static int extra_rxq_assign(struct sg_dp_pipeline *p, uint16_t port, const char 
 
 		do
 			lc = &p->lc[i++ % p->n_lc];
-		while (!(lc->role & SG_DP_ROLE_IO) || lc->rx_port != port);
+		while (!(lc->role & SG_ROLE_IO) || lc->rx_port != port);
 		if (lc->n_xq == SG_DP_MAX_XQ) {
 			sg_dp_seterr(err, errlen, "port %u (%s) has %u RX queues and the layout polls "
 				     "%u: more than %d each for its lcores to poll; name more of them "
@@ -544,7 +544,7 @@ static int port_start(struct sg_dp_pipeline *p, uint16_t port, const struct rte_
 	for (unsigned int i = 0; i < p->n_lc; i++) {
 		struct sg_dp_lcore *lc = &p->lc[i];
 
-		if ((lc->role & SG_DP_ROLE_IO) && lc->rx_port == port) {
+		if ((lc->role & SG_ROLE_IO) && lc->rx_port == port) {
 			rc = rte_eth_rx_queue_setup(port, lc->rx_queue, rxd, (unsigned int)lc->socket,
 						    NULL, lc->pool);
 			for (uint16_t x = 0; x < lc->n_xq && rc == 0; x++)
@@ -670,7 +670,7 @@ static int port_setup(struct sg_dp_pipeline *p, uint16_t port, char *err, size_t
 	if (rc < 0)
 		goto fail;
 	for (unsigned int i = 0; i < p->n_lc; i++)
-		nrxq += (p->lc[i].role & SG_DP_ROLE_IO) && p->lc[i].rx_port == port;
+		nrxq += (p->lc[i].role & SG_ROLE_IO) && p->lc[i].rx_port == port;
 	if (port_fixed_rxq(&info) > nrxq) {
 		uint16_t nall = port_fixed_rxq(&info);
 
@@ -749,7 +749,7 @@ static int eth_setup(struct sg_dp_pipeline *p, char *err, size_t errlen)
 		if (lc->pool == NULL)
 			return -ENOMEM;
 		lc->rx_dest = SG_DP_NO_DEST;
-		if (lc->role & SG_DP_ROLE_REDUCE) {
+		if (lc->role & SG_ROLE_REDUCE) {
 			char name[RTE_HASH_NAMESIZE];
 
 			snprintf(name, sizeof(name), "sg_peer%u_%u", lc->lcore_id,

@@ -280,7 +280,7 @@ struct sg_dp_lcore {
 	struct sg_dp_pipeline *p;
 	unsigned int idx;
 	unsigned int lcore_id;
-	enum sg_dp_role role;
+	enum sg_role role;
 	int socket;
 	uint16_t rx_port, rx_queue;
 	/* ethdev: more RX queues of rx_port it polls, which the port fills whatever the

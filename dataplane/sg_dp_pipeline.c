@@ -57,7 +57,7 @@ static void idle_wait(struct sg_dp_lcore *lc, unsigned int *idle_polls)
 {
 	unsigned int shift, us;
 
-	if (*(volatile enum sg_dp_idle *)&lc->st.idle != SG_DP_IDLE_SLEEP ||
+	if (*(volatile enum sg_idle *)&lc->st.idle != SG_IDLE_SLEEP ||
 	    ++*idle_polls < SG_DP_IDLE_SPIN)
 		return;
 	/* back off exponentially from 1 us up to the configured longest sleep */
@@ -74,8 +74,8 @@ static int lcore_main(void *arg)
 	void *items[SG_DP_MAX_BURST];
 	unsigned int burst = RTE_MIN(p->cfg.burst, (unsigned int)SG_DP_MAX_BURST);
 	unsigned int idle_polls = 0, ctl_count = 0;
-	bool rx_on = (lc->role & SG_DP_ROLE_IO) != 0;
-	bool reduce = (lc->role & SG_DP_ROLE_REDUCE) != 0;
+	bool rx_on = (lc->role & SG_ROLE_IO) != 0;
+	bool reduce = (lc->role & SG_ROLE_REDUCE) != 0;
 	uint64_t poll_period = rte_get_tsc_hz() / 1000;
 
 	for (;;) {
@@ -271,13 +271,13 @@ static int warn_busy_oversubscribed(const struct sg_dp_config *c, FILE *warn)
 	for (unsigned int i = 0; i < c->n_lcores; i++) {
 		unsigned int l = c->lcores[i].lcore;
 
-		if (c->idle != SG_DP_IDLE_BUSY || (l < RTE_DIM(c->sleep_lcores) && c->sleep_lcores[l]))
+		if (c->idle != SG_IDLE_POLL || (l < RTE_DIM(c->sleep_lcores) && c->sleep_lcores[l]))
 			continue;
 		lcore[n] = l;
 		role[n] = sg_dp_role_name(c->lcores[i].role);
 		sets[n++] = rte_lcore_cpuset(l);
 	}
-	if (c->demo && c->idle == SG_DP_IDLE_BUSY) {
+	if (c->demo && c->idle == SG_IDLE_POLL) {
 		lcore[n] = rte_get_main_lcore();
 		role[n] = "main (demo generator)";
 		sets[n] = rte_lcore_cpuset(lcore[n]);
@@ -372,7 +372,7 @@ struct sg_dp_pipeline *sg_dp_pipeline_create(const struct sg_dp_config *c, char 
 		lc->st.lcore = a->lcore;
 		lc->st.role = a->role;
 		lc->st.socket = lc->socket;
-		lc->st.idle = c->sleep_lcores[a->lcore] ? SG_DP_IDLE_SLEEP : c->idle;
+		lc->st.idle = c->sleep_lcores[a->lcore] ? SG_IDLE_SLEEP : c->idle;
 		snprintf(name, sizeof(name), "sg_ctl%u", a->lcore);
 		lc->chan = sg_ctl_chan_create(name, 16);
 		if (lc->chan == NULL) {
@@ -381,9 +381,9 @@ struct sg_dp_pipeline *sg_dp_pipeline_create(const struct sg_dp_config *c, char 
 				     strerror(errno));
 			goto fail;
 		}
-		if (a->role & SG_DP_ROLE_IO)
+		if (a->role & SG_ROLE_IO)
 			p->port_used[a->port] = true;
-		if (a->role & SG_DP_ROLE_REDUCE)
+		if (a->role & SG_ROLE_REDUCE)
 			p->red[p->n_red++] = lc;
 	}
 	for (unsigned int b = 0; b < SG_DP_BUCKETS; b++)
@@ -410,7 +410,7 @@ int sg_dp_pipeline_start(struct sg_dp_pipeline *p)
 	if (p->running)
 		return -EALREADY;
 	for (unsigned int i = 0; i < p->n_lc; i++)
-		io += (p->lc[i].role & SG_DP_ROLE_IO) != 0;
+		io += (p->lc[i].role & SG_ROLE_IO) != 0;
 	p->stop_rx = false;
 	__atomic_store_n(&p->io_running, io, __ATOMIC_RELEASE);
 	for (unsigned int i = 0; i < p->n_lc; i++) {
@@ -420,7 +420,7 @@ int sg_dp_pipeline_start(struct sg_dp_pipeline *p)
 			SG_DP_LOG(ERR, "cannot launch lcore %u: %s\n", p->lc[i].lcore_id, strerror(-rc));
 			/* the lcores already launched must still be stopped and joined */
 			for (unsigned int j = i; j < p->n_lc; j++)
-				if (p->lc[j].role & SG_DP_ROLE_IO)
+				if (p->lc[j].role & SG_ROLE_IO)
 					__atomic_fetch_sub(&p->io_running, 1, __ATOMIC_RELEASE);
 			p->stop_rx = true;
 			for (unsigned int j = 0; j < i; j++)
@@ -508,12 +508,12 @@ int sg_dp_pipeline_reload(struct sg_dp_pipeline *p, const struct sg_dp_config *n
 		for (unsigned int i = 0; i < p->n_lc; i++) {
 			struct sg_dp_lcore *lc = &p->lc[i];
 
-			*(volatile enum sg_dp_idle *)&lc->st.idle =
-				c->sleep_lcores[lc->lcore_id] ? SG_DP_IDLE_SLEEP : c->idle;
+			*(volatile enum sg_idle *)&lc->st.idle =
+				c->sleep_lcores[lc->lcore_id] ? SG_IDLE_SLEEP : c->idle;
 			if (report)
 				fprintf(report, "sigmad: SIGHUP: lcore %u idle policy now %s (sleep up "
 					"to %u us)\n", lc->lcore_id,
-					lc->st.idle == SG_DP_IDLE_BUSY ? "busy" : "sleep",
+					lc->st.idle == SG_IDLE_POLL ? "busy" : "sleep",
 					c->idle_sleep_us);
 		}
 	}

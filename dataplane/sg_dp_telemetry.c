@@ -47,7 +47,7 @@ static int tel_lcores(const char *cmd, const char *params, struct rte_tel_data *
 		rte_tel_data_add_dict_string(l, "role", sg_dp_role_name(st.role));
 		rte_tel_data_add_dict_int(l, "socket", st.socket);
 		rte_tel_data_add_dict_string(l, "idle_policy",
-					     st.idle == SG_DP_IDLE_SLEEP ? "sleep" : "busy");
+					     st.idle == SG_IDLE_SLEEP ? "sleep" : "busy");
 		rte_tel_data_add_dict_u64(l, "busy_cycles", st.busy_cycles);
 		rte_tel_data_add_dict_u64(l, "idle_cycles", st.idle_cycles);
 		rte_tel_data_add_dict_u64(l, "busy_permille", tot ? st.busy_cycles * 1000 / tot : 0);
@@ -193,7 +193,7 @@ static int tel_jobs(const char *cmd, const char *params, struct rte_tel_data *d)
 				rte_tel_data_add_dict_string(l, "dtype",
 							     sg_dtype_name(c->jobs[j].dtype));
 				rte_tel_data_add_dict_string(l, "mode",
-							     sg_dp_mode_name(c->jobs[j].mode));
+							     sg_mode_name(c->jobs[j].mode));
 			}
 		tel_job_counters(l, &jt.st[k]);
 		snprintf(name, sizeof(name), "job_%u", jt.ids[k]);

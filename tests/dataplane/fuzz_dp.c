@@ -55,7 +55,7 @@ static void job_conf(struct sg_dp_job_conf *jc, unsigned int i)
 	jc->nworkers = 1 + 3 * i; /* 1, 4, 7 */
 	jc->token = 0x1000 + i;
 	jc->dtype = dts[i];
-	jc->mode = (enum sg_dp_mode)i;
+	jc->mode = (enum sg_mode)i;
 	jc->chunk_bytes = 32;
 	jc->max_inflight = 4;
 	jc->keys = keys;

@@ -314,7 +314,7 @@ static void *operator_main(void *arg)
 	/* SIGHUP's part: a new name and kind reach the coordinator with the next heartbeats;
 	 * removing the coordinator needs a restart and leaves it */
 	{
-		struct sg_dp_agent_conf ac = {.kind = SG_CTL_NODE_CPU, .gbps = 25,
+		struct sg_dp_agent_conf ac = {.kind = SG_NODE_CPU, .gbps = 25,
 					      .heartbeat_ms = 20, .name = "agent-node2"};
 		struct sg_ctl_client *cc = sg_ctl_client_connect(coord_path, NULL, 0, 5000);
 		char *res = NULL;
@@ -365,7 +365,7 @@ static int hook_start(struct sg_dp_pipeline *p, void *arg)
 	struct sg_ctl_server_config sc = {0}, cc = {0};
 	struct sg_ctl_agent_ops none = {0};
 	static struct sg_ctl_agent_ops coord_ops;
-	struct sg_dp_agent_conf ac = {.kind = SG_CTL_NODE_GPU, .gbps = 25, .heartbeat_ms = 30};
+	struct sg_dp_agent_conf ac = {.kind = SG_NODE_GPU, .gbps = 25, .heartbeat_ms = 30};
 
 	coord_ops = none;
 	cc.tcp_disable = true;
@@ -397,7 +397,7 @@ static void hook_stop(struct sg_dp_pipeline *p, void *arg)
 }
 
 /* Job 1 of 4 workers and @p keys 40000-byte keys; RX lcore 1 (@p rx_role), reducer lcore 2. */
-static void two_lcore_config(struct sg_dp_config *c, uint32_t keys, enum sg_dp_role rx_role)
+static void two_lcore_config(struct sg_dp_config *c, uint32_t keys, enum sg_role rx_role)
 {
 	sg_dp_config_defaults(c);
 	c->mbufs = 4096;
@@ -406,10 +406,10 @@ static void two_lcore_config(struct sg_dp_config *c, uint32_t keys, enum sg_dp_r
 	c->jobs[0].workers = 4;
 	c->jobs[0].keys = keys;
 	c->jobs[0].partition_bytes = 40000;
-	c->idle = SG_DP_IDLE_SLEEP;
+	c->idle = SG_IDLE_SLEEP;
 	c->n_lcores = 0;
 	SG_CHECK_EQ(sg_dp_layout_parse(c, rx_role, "(0,0,1)", err, sizeof(err)), 0);
-	SG_CHECK_EQ(sg_dp_layout_parse(c, SG_DP_ROLE_REDUCE, "2", err, sizeof(err)), 0);
+	SG_CHECK_EQ(sg_dp_layout_parse(c, SG_ROLE_REDUCE, "2", err, sizeof(err)), 0);
 }
 
 static void test_agent_under_load(void)
@@ -423,7 +423,7 @@ static void test_agent_under_load(void)
 	struct sg_dp_loop_result res;
 	int rc;
 
-	two_lcore_config(&c, 8, SG_DP_ROLE_IO);
+	two_lcore_config(&c, 8, SG_ROLE_IO);
 	rc = sg_dp_loopback_run(&c, &lc, &res, stdout, err, sizeof(err));
 	SG_CHECK(rc == 0, "loopback: %s", err);
 	SG_CHECK(r.op_done, "the operator thread finished before the generator");
@@ -530,7 +530,7 @@ static void test_agent_keymove(void)
 	uint64_t total = (uint64_t)MV_KEYS * MV_CHUNKS * MV_ROUNDS;
 	int rc;
 
-	two_lcore_config(&c, MV_KEYS, SG_DP_ROLE_RTC);
+	two_lcore_config(&c, MV_KEYS, SG_ROLE_RTC);
 	rc = sg_dp_loopback_run(&c, &lc, &res, stdout, err, sizeof(err));
 	SG_CHECK(rc == 0, "loopback: %s", err);
 	printf("key move under load: %lu of %lu chunk rounds, %lu results ok, %lu bad, %lu "
@@ -604,7 +604,11 @@ static int tj_start(struct sg_dp_pipeline *p, void *arg)
 		char *res = NULL, *msg = NULL;
 		json_t *j;
 
-		if (sg_ctl_client_call(u, "job_create", "{\"workers\":3,\"partition_bytes\":1024,"
+		/* the first one deterministic: a mode the engine has must be creatable */
+		if (sg_ctl_client_call(u, "job_create", i == 0 ?
+				       "{\"workers\":3,\"partition_bytes\":1024,\"mode\":"
+				       "\"deterministic\",\"tensors\":[{\"elems\":1000}]}" :
+				       "{\"workers\":3,\"partition_bytes\":1024,"
 				       "\"tensors\":[{\"elems\":1000}]}", &res, &msg) != 0) {
 			SG_CHECK(false, "job_create %u: %s", i, msg ? msg : "no answer");
 			free(msg);
@@ -668,12 +672,13 @@ static void test_agent_job_counters(void)
 	uint64_t sum[4] = {0};
 	int rc;
 
-	two_lcore_config(&c, TJ_KEYS1, SG_DP_ROLE_RTC); /* two reducers: lcores 1 and 2 */
+	two_lcore_config(&c, TJ_KEYS1, SG_ROLE_RTC); /* two reducers: lcores 1 and 2 */
 	c.n_jobs = 2;
 	c.jobs[1] = c.jobs[0];
 	c.jobs[1].id = 2;
 	c.jobs[1].token = c.jobs[0].token ^ 0x5a5a;
 	c.jobs[1].keys = TJ_KEYS2;
+	c.jobs[1].mode = SG_MODE_DETERM; /* job_list once called it "sync" */
 	rc = sg_dp_loopback_run(&c, &lc, &res, NULL, err, sizeof(err));
 	SG_CHECK(rc == 0, "loopback: %s", err);
 	SG_CHECK_EQ(res.rc, 0);
@@ -687,6 +692,10 @@ static void test_agent_job_counters(void)
 		const struct sg_dp_job_stats *js = tj_job(&t, t.idle_ids[i]);
 		json_t *l = tj_listed(&t, t.idle_ids[i]);
 
+		SG_CHECK(l != NULL && strcmp(json_string_value(json_object_get(l, "mode")),
+					     i == 0 ? "deterministic" : "sync") == 0,
+			 "idle job %u listed as %s", t.idle_ids[i],
+			 l ? json_string_value(json_object_get(l, "mode")) : "(none)");
 		SG_CHECK(js != NULL && l != NULL && js->rounds_completed == 0 &&
 				 js->rx_packets == 0 &&
 				 json_integer_value(json_object_get(l, "rounds_completed")) == 0,
@@ -718,6 +727,9 @@ static void test_agent_job_counters(void)
 			 (unsigned long)js->drops_by[SG_DP_DROP_DUPLICATE], (unsigned long)resent);
 		SG_CHECK_EQ(js->incomplete_slots, 0);
 		/* job_list (and so sigmactl jobs and /metrics) says the same */
+		SG_CHECK(strcmp(json_string_value(json_object_get(l, "mode")),
+				id == 2 ? "deterministic" : "sync") == 0, "job %u listed as %s", id,
+			 json_string_value(json_object_get(l, "mode")));
 		SG_CHECK_EQ((uint64_t)json_integer_value(json_object_get(l, "rounds_completed")),
 			    js->rounds_completed);
 		SG_CHECK_EQ((uint64_t)json_integer_value(json_object_get(l, "retransmits")),
