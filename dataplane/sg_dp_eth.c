@@ -740,6 +740,10 @@ static int eth_setup(struct sg_dp_pipeline *p, char *err, size_t errlen)
 {
 	int rc;
 
+	/* before any port starts: the relay must stand between memif clients and the PMD */
+	rc = sg_dp_memif_guard_start(p, err, errlen);
+	if (rc < 0)
+		return rc;
 	for (unsigned int r = 0; r < p->n_red; r++)
 		p->red[r]->red_idx = (uint16_t)r;
 	for (unsigned int i = 0; i < p->n_lc; i++) {

@@ -198,6 +198,18 @@ struct sg_dp_transport {
 
 /** The DPDK ethdev transport (any PMD: PCI NICs, memif, af_packet, tap, ring). */
 extern const struct sg_dp_transport sg_dp_transport_ethdev;
+
+/*
+ * memif server ports (sg_dp_memif.c): sigmad relays their control channel, so
+ * that clients that leave or misbehave cannot crash it through DPDK 22.11's
+ * memif PMD (the file says how). Start after the lcores are allocated and
+ * before the ports start; stop once the lcores have returned and before the
+ * ports stop. Start logs and leaves a socket unguarded when it cannot take
+ * it over; it fails only for lack of memory or threads.
+ */
+struct sg_dp_memif_guard;
+int sg_dp_memif_guard_start(struct sg_dp_pipeline *p, char *err, size_t errlen);
+void sg_dp_memif_guard_stop(struct sg_dp_pipeline *p);
 /** The rdma-core transport (sg_dp_verbs_tp.c; only in builds with verbs). */
 extern const struct sg_dp_transport sg_dp_transport_verbs;
 
@@ -323,6 +335,7 @@ struct sg_dp_pipeline {
 	bool port_steer[SG_DP_MAX_PORTS];
 	uint16_t steer_q0[SG_DP_MAX_PORTS];
 	char steer_why[SG_DP_MAX_PORTS][160]; /* why a port has no rules (telemetry) */
+	struct sg_dp_memif_guard *memif;  /* relay of the memif server ports, or NULL */
 	double ns_per_tsc;
 	uint32_t max_frame;
 	bool running;

@@ -447,6 +447,8 @@ void sg_dp_pipeline_destroy(struct sg_dp_pipeline *p)
 	if (p == NULL)
 		return;
 	sg_dp_pipeline_stop(p);
+	/* memif clients leave through the relay before the PMD stops its ports */
+	sg_dp_memif_guard_stop(p);
 	for (unsigned int i = 0; p->lc && i < p->n_lc; i++) {
 		struct sg_dp_lcore *lc = &p->lc[i];
 		void *items[64];
