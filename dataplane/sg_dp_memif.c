@@ -4,25 +4,37 @@
  * ports, because DPDK 22.11's memif PMD lets a client crash the server.
  *
  * The PMD runs each control channel (a SOCK_SEQPACKET unix socket) in EAL's
- * interrupt thread. When a client connects and closes before that thread
- * accepts it, the PMD's listener handler fails to send HELLO (EPIPE); it then
- * closes the accepted socket but leaves the socket's interrupt callback
- * registered, and the interrupt thread panics when it next rebuilds its epoll
- * set ("Error adding fd N epoll_ctl, Bad file descriptor"). Busy machines make
- * this common: the listen backlog is 1, and a client that gives up waiting for
- * its link closes and retries while its first connection still waits to be
- * accepted.
+ * interrupt thread. Two of its behaviours killed sigmad:
+ *  1. When a client connects and closes before the interrupt thread accepts
+ *     it, the PMD's listener handler fails to send HELLO (EPIPE); it then
+ *     closes the accepted socket but leaves the socket's interrupt callback
+ *     registered, and the interrupt thread panics when it next rebuilds its
+ *     epoll set ("Error adding fd N epoll_ctl, Bad file descriptor"). Busy
+ *     machines make this common: the listen backlog is 1, and a client that
+ *     gives up waiting for its link closes and retries while its first
+ *     connection still waits to be accepted.
+ *  2. When a client leaves, the PMD unmaps the shared rings in the interrupt
+ *     thread while an lcore may be inside rte_eth_rx_burst() or
+ *     rte_eth_tx_burst() on that port, which checks the link only on entry:
+ *     SIGSEGV in the PMD (most likely with the busy idle policy).
  *
  * We cannot patch the PMD, so a thread of sigmad stands between the clients
  * and it. It takes over the listening socket the clients connect to (the
  * PMD's own, found by its address), and the PMD's file descriptor is made to
  * listen on a private socket in EAL's runtime directory (mode 0700) instead.
  * For each client the thread opens its own connection to the PMD and relays
- * messages, and the file descriptors they carry, both ways. That connection
- * is closed only after the PMD's HELLO has come through it (or the PMD closed
- * it), whatever the client does. The PMD never learns a client's credentials
- * (it does not use them), and the relay's socket to the clients listens with
- * a backlog of 64.
+ * messages, and the file descriptors they carry, both ways:
+ *  - that connection is closed only after the PMD's HELLO has come through
+ *    it (or the PMD closed it), whatever the client does (1);
+ *  - once the client has sent CONNECT, the PMD may map the rings and the
+ *    lcores use them; the session then ends only in this order: every lcore
+ *    stops using the port (sg_dp_eth_port_gate() returns once each running
+ *    lcore has finished the loop it was in), the PMD gets end-of-file and
+ *    disconnects, the PMD closes its end, and the lcores resume (2). A client
+ *    has nothing to say after CONNECT, so whatever it sends then also ends
+ *    the session.
+ * The PMD never learns a client's credentials (it does not use them), and
+ * the relay's socket to the clients listens with a backlog of 64.
  */
 /* 22.11 has interrupt handles only through its experimental rte_intr_instance_*()
  * (eal_intr_rebuild() needs one); they are in Debian's librte_eal.so.23. */
@@ -31,6 +43,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -51,9 +64,13 @@
 #include "sg_dp_internal.h"
 
 /* The memif control protocol (facts from its specification): every message is 128
- * bytes; a 16-bit type (host order) comes first. */
+ * bytes; a 16-bit type (host order) comes first; INIT carries the interface id as
+ * a 32-bit field at byte 4, after a 16-bit version. */
 #define MG_MSG_LEN 128
 #define MG_MSG_HELLO 2
+#define MG_MSG_INIT 3
+#define MG_MSG_CONNECT 6
+#define MG_INIT_ID_OFF 4
 #define MG_MAX_FDS 4         /* a message carries at most one; more are refused */
 #define MG_MAX_PAIRS 64      /* clients at once (each memif id serves one) */
 #define MG_BACKLOG 64
@@ -65,18 +82,23 @@ struct mg_sock {
 	int pub;                 /* where clients connect: the PMD's listener, taken over */
 	struct sockaddr_un priv; /* where the PMD's listening descriptor listens now */
 	socklen_t priv_len;
+	uint32_t ports;          /* memif server ports on this socket (bit mask) */
 };
 
 enum mg_state {
 	MG_FREE,
 	MG_RELAY,      /* both ends open */
 	MG_WAIT_HELLO, /* the client left before the PMD's HELLO came: wait for it */
+	MG_TEARING,    /* live session ending: stop the ports, then wait for the PMD's close */
 };
 
 struct mg_pair {
 	enum mg_state st;
 	int c, d;          /* the client's connection; ours to the PMD */
-	bool hello;
+	unsigned int sock;
+	uint32_t ports;    /* ports its INITs named (0: none yet; then all of the socket's) */
+	uint32_t held;     /* ports this pair keeps stopped (sg_dp_eth_port_gate) */
+	bool hello, live, shut;
 };
 
 struct sg_dp_memif_guard {
@@ -85,6 +107,13 @@ struct sg_dp_memif_guard {
 	int stop_fd;
 	unsigned int nsock;
 	struct mg_sock sock[SG_DP_MAX_PORTS];
+	unsigned int nsrv;
+	struct {
+		uint32_t id;
+		uint16_t port;
+		unsigned int sock;
+	} srv[SG_DP_MAX_PORTS];
+	unsigned int stopped[SG_DP_MAX_PORTS]; /* pairs holding each port stopped */
 	uint64_t refused;                      /* clients closed at once (logged 1, 2, 4...) */
 	struct mg_pair pair[MG_MAX_PAIRS];
 };
@@ -99,10 +128,10 @@ struct mg_msg {
 /* ---- finding and taking over the PMD's listener ----------------------------------- */
 
 /*
- * The memif server ports' sockets, as the PMD parsed its devargs.
- * @return 1 with @p path and @p abstract set for a memif server port; 0 otherwise.
+ * The memif server ports' sockets and ids, as the PMD parsed its devargs.
+ * @return 1 with @p path, @p abstract and @p id set for a memif server port; 0 otherwise.
  */
-static int memif_server(uint16_t port, char *path, size_t cap, bool *abstract)
+static int memif_server(uint16_t port, char *path, size_t cap, bool *abstract, uint32_t *id)
 {
 	struct rte_eth_dev_info info;
 	const struct rte_devargs *da;
@@ -118,6 +147,8 @@ static int memif_server(uint16_t port, char *path, size_t cap, bool *abstract)
 	v = rte_kvargs_get(kv, "role");
 	if (v != NULL && (strstr(v, "server") != NULL || strstr(v, "master") != NULL)) {
 		server = 1;
+		v = rte_kvargs_get(kv, "id");
+		*id = v != NULL ? (uint32_t)strtoul(v, NULL, 10) : 0;
 		v = rte_kvargs_get(kv, "socket");
 		snprintf(path, cap, "%s", v != NULL ? v : MG_DEFAULT_SOCKET);
 		v = rte_kvargs_get(kv, "socket-abstract");
@@ -330,43 +361,97 @@ static void close_fd(int *fd)
 	*fd = -1;
 }
 
-static void pair_free(struct mg_pair *pr)
+/* Stop every lcore's use of the pair's ports; the last pair to let go resumes them. */
+static void ports_stop(struct sg_dp_memif_guard *g, struct mg_pair *pr)
+{
+	pr->held = pr->ports != 0 ? pr->ports : g->sock[pr->sock].ports;
+	for (uint16_t port = 0; port < SG_DP_MAX_PORTS; port++)
+		if ((pr->held >> port & 1) && g->stopped[port]++ == 0)
+			sg_dp_eth_port_gate(g->p, port, false);
+}
+
+static void ports_resume(struct sg_dp_memif_guard *g, struct mg_pair *pr)
+{
+	for (uint16_t port = 0; port < SG_DP_MAX_PORTS; port++)
+		if ((pr->held >> port & 1) && --g->stopped[port] == 0)
+			sg_dp_eth_port_gate(g->p, port, true);
+	pr->held = 0;
+}
+
+static void pair_free(struct sg_dp_memif_guard *g, struct mg_pair *pr)
 {
 	close_fd(&pr->c);
 	close_fd(&pr->d);
+	ports_resume(g, pr);
 	pr->st = MG_FREE;
 }
 
-/* The client left (or broke the protocol). */
-static void client_gone(struct mg_pair *pr)
+/* A live session ends: the ports stop, then the PMD sees end-of-file; its close ends
+ * the pair (MG_TEARING) and resumes the ports. */
+static void pair_tear(struct sg_dp_memif_guard *g, struct mg_pair *pr)
 {
-	if (!pr->hello) {
-		/* the PMD's HELLO may still be on its way: its send must not fail */
+	pr->st = MG_TEARING;
+	close_fd(&pr->c);
+	ports_stop(g, pr);
+	shutdown(pr->d, SHUT_WR);
+	pr->shut = true;
+	SG_DP_LOG(DEBUG, "memif: client %u left: ports 0x%x stopped, PMD told\n",
+		  (unsigned int)(pr - g->pair), pr->held);
+}
+
+/* The client left (or broke the protocol). */
+static void client_gone(struct sg_dp_memif_guard *g, struct mg_pair *pr)
+{
+	if (pr->live) {
+		pair_tear(g, pr);
+	} else if (!pr->hello) {
+		/* the PMD's HELLO may still be on its way: its send must not fail (1) */
 		close_fd(&pr->c);
 		pr->st = MG_WAIT_HELLO;
 	} else {
-		pair_free(pr);
+		pair_free(g, pr); /* no rings mapped yet: the PMD may disconnect at once */
 	}
 }
 
-static void on_client(struct mg_pair *pr, unsigned int i)
+static uint32_t ports_of_id(const struct sg_dp_memif_guard *g, unsigned int sock, uint32_t id)
+{
+	for (unsigned int i = 0; i < g->nsrv; i++)
+		if (g->srv[i].sock == sock && g->srv[i].id == id)
+			return 1u << g->srv[i].port;
+	return g->sock[sock].ports; /* not ours: the PMD will refuse it; stop them all anyway */
+}
+
+static void on_client(struct sg_dp_memif_guard *g, struct mg_pair *pr)
 {
 	struct mg_msg m;
 	ssize_t n = msg_recv(pr->c, &m);
 
 	if (n == -EAGAIN)
 		return;
-	if (n <= 0) {
-		SG_DP_LOG(DEBUG, "memif: client %u: %s (hello %d)\n", i,
-			  n < 0 ? strerror((int)-n) : "end-of-file", pr->hello);
-		client_gone(pr);
+	if (n <= 0 || pr->live) {
+		if (m.fd >= 0)
+			close(m.fd);
+		SG_DP_LOG(DEBUG, "memif: client %u: %s (live %d, hello %d)\n",
+			  (unsigned int)(pr - g->pair), n < 0 ? strerror((int)-n) :
+			  n == 0 ? "end-of-file" : "a message after CONNECT", pr->live, pr->hello);
+		client_gone(g, pr);
 		return;
 	}
+	if (msg_type(&m) == MG_MSG_INIT) {
+		uint32_t id;
+
+		memcpy(&id, m.b + MG_INIT_ID_OFF, sizeof(id));
+		pr->ports |= ports_of_id(g, pr->sock, id); /* a second INIT adds its port */
+		SG_DP_LOG(DEBUG, "memif: client %u: id %u (ports 0x%x)\n",
+			  (unsigned int)(pr - g->pair), id, pr->ports);
+	} else if (msg_type(&m) == MG_MSG_CONNECT) {
+		pr->live = true; /* the PMD maps the rings as it reads this */
+	}
 	if (msg_send(pr->d, &m) < 0)
-		client_gone(pr);
+		client_gone(g, pr);
 }
 
-static void on_pmd(struct mg_pair *pr, unsigned int i)
+static void on_pmd(struct sg_dp_memif_guard *g, struct mg_pair *pr)
 {
 	struct mg_msg m;
 	ssize_t n = msg_recv(pr->d, &m);
@@ -374,8 +459,12 @@ static void on_pmd(struct mg_pair *pr, unsigned int i)
 	if (n == -EAGAIN)
 		return;
 	if (n <= 0) {
-		SG_DP_LOG(DEBUG, "memif: client %u: the PMD closed (state %d)\n", i, pr->st);
-		pair_free(pr);
+		/* the PMD closed: the session is over on its side (in MG_TEARING: as asked) */
+		if (m.fd >= 0)
+			close(m.fd);
+		SG_DP_LOG(DEBUG, "memif: client %u: the PMD closed (state %d, ports 0x%x held)\n",
+			  (unsigned int)(pr - g->pair), pr->st, pr->held);
+		pair_free(g, pr);
 		return;
 	}
 	if (m.fd >= 0) {
@@ -386,10 +475,11 @@ static void on_pmd(struct mg_pair *pr, unsigned int i)
 		pr->hello = true;
 	if (pr->st == MG_WAIT_HELLO) {
 		if (pr->hello)
-			pair_free(pr);
-	} else if (msg_send(pr->c, &m) < 0) {
-		client_gone(pr);
+			pair_free(g, pr);
+	} else if (pr->st == MG_RELAY && msg_send(pr->c, &m) < 0) {
+		client_gone(g, pr);
 	}
+	/* MG_TEARING: the PMD's last words go nowhere */
 }
 
 static void on_accept(struct sg_dp_memif_guard *g, unsigned int k)
@@ -416,7 +506,7 @@ static void on_accept(struct sg_dp_memif_guard *g, unsigned int k)
 			close(d);
 		return;
 	}
-	*pr = (struct mg_pair){.st = MG_RELAY, .c = c, .d = d};
+	*pr = (struct mg_pair){.st = MG_RELAY, .c = c, .d = d, .sock = k};
 	SG_DP_LOG(DEBUG, "memif: client %u connected\n", (unsigned int)(pr - g->pair));
 }
 
@@ -463,9 +553,9 @@ static void *guard_main(void *arg)
 			pr = &g->pair[at[e] / 2];
 			/* an earlier event of this pass may have closed that end */
 			if (at[e] % 2 == 0 && pr->c == pf[e].fd && pr->st == MG_RELAY)
-				on_client(pr, (unsigned int)at[e] / 2);
+				on_client(g, pr);
 			else if (at[e] % 2 == 1 && pr->d == pf[e].fd && pr->st != MG_FREE)
-				on_pmd(pr, (unsigned int)at[e] / 2);
+				on_pmd(g, pr);
 		}
 	}
 	return NULL;
@@ -478,7 +568,7 @@ int sg_dp_memif_guard_start(struct sg_dp_pipeline *p, char *err, size_t errlen)
 	struct sg_dp_memif_guard *g;
 	char paths[SG_DP_MAX_PORTS][sizeof(((struct sockaddr_un *)0)->sun_path)];
 	bool abstract[SG_DP_MAX_PORTS];
-	unsigned int npath = 0;
+	unsigned int npath = 0, path_of[SG_DP_MAX_PORTS];
 	uint16_t port;
 	int rc;
 
@@ -493,9 +583,10 @@ int sg_dp_memif_guard_start(struct sg_dp_pipeline *p, char *err, size_t errlen)
 	RTE_ETH_FOREACH_DEV(port) {
 		char path[sizeof(paths[0])];
 		bool abs;
+		uint32_t id;
 		unsigned int k = 0;
 
-		if (port >= SG_DP_MAX_PORTS || !memif_server(port, path, sizeof(path), &abs))
+		if (port >= SG_DP_MAX_PORTS || !memif_server(port, path, sizeof(path), &abs, &id))
 			continue;
 		while (k < npath && (strcmp(paths[k], path) != 0 || abstract[k] != abs))
 			k++;
@@ -503,6 +594,10 @@ int sg_dp_memif_guard_start(struct sg_dp_pipeline *p, char *err, size_t errlen)
 			snprintf(paths[npath], sizeof(paths[0]), "%s", path);
 			abstract[npath++] = abs;
 		}
+		path_of[g->nsrv] = k;
+		g->srv[g->nsrv].id = id;
+		g->srv[g->nsrv].port = port;
+		g->srv[g->nsrv++].sock = UINT_MAX; /* until its socket is taken over */
 	}
 	for (unsigned int k = 0; k < npath; k++) {
 		struct mg_sock *s = &g->sock[g->nsock];
@@ -514,6 +609,11 @@ int sg_dp_memif_guard_start(struct sg_dp_pipeline *p, char *err, size_t errlen)
 				  abstract[k] ? "@" : "", paths[k], strerror(-rc));
 			continue;
 		}
+		for (unsigned int i = 0; i < g->nsrv; i++)
+			if (path_of[i] == k) {
+				g->srv[i].sock = g->nsock;
+				s->ports |= 1u << g->srv[i].port;
+			}
 		SG_DP_LOG(INFO, "memif socket %s%s: control channels relayed through %s\n",
 			  abstract[k] ? "@" : "", paths[k], s->priv.sun_path);
 		g->nsock++;
@@ -560,7 +660,7 @@ void sg_dp_memif_guard_stop(struct sg_dp_pipeline *p)
 		struct mg_pair *pr = &g->pair[i];
 
 		close_fd(&pr->c);
-		if (pr->d >= 0)
+		if (pr->d >= 0 && !pr->shut)
 			shutdown(pr->d, SHUT_WR);
 	}
 	for (int waited = 0; left > 0 && waited < MG_STOP_WAIT_MS; waited += 10) {
