@@ -152,9 +152,12 @@ typedef void (*sigma_done_cb)(void *arg, struct sigma_tensor *t, int status);
 
 /**
  * Open a session: validates @p conf, computes placement weights, and opens the
- * transport (UDP: binds a socket). No packet is sent.
+ * transport (UDP: binds a socket; DPDK: starts the port, waits for its link and
+ * resolves the nodes' MACs by ARP). No push is sent.
  * @return the session, or NULL with errno EINVAL (bad conf; the reason is
- *         printed to stderr), ENOMEM, or the socket error.
+ *         printed to stderr), ENOMEM, the socket error, or for DPDK ENOLINK
+ *         (the port's link was not up within 10 s: docs/client.md) or
+ *         EHOSTUNREACH (no ARP reply within 5 s).
  */
 struct sigma_session *sigma_open(const struct sigma_conf *conf);
 
