@@ -516,7 +516,12 @@ static int mv_start(struct sg_dp_pipeline *p, void *arg)
 	return start_agent(p, arg, &sc, &ac, mover_main);
 }
 
-static void test_agent_keymove(void)
+/*
+ * @p open: the job is an open one, whose keys the pushes make on the reducer the keymap
+ * sends them to: the reducer that leaves a bucket tracks the chunks its engine made,
+ * and those it meets during the move, as it tracks a fixed job's listed chunks.
+ */
+static void test_agent_keymove(bool open)
 {
 	struct sg_dp_config c;
 	struct run r = {0};
@@ -531,11 +536,12 @@ static void test_agent_keymove(void)
 	int rc;
 
 	two_lcore_config(&c, MV_KEYS, SG_ROLE_RTC);
+	c.jobs[0].open_slots = open ? 1024 : 0;
 	rc = sg_dp_loopback_run(&c, &lc, &res, stdout, err, sizeof(err));
 	SG_CHECK(rc == 0, "loopback: %s", err);
-	printf("key move under load: %lu of %lu chunk rounds, %lu results ok, %lu bad, %lu "
+	printf("key move under load%s: %lu of %lu chunk rounds, %lu results ok, %lu bad, %lu "
 	       "retransmits; moves committed at engine round %lu, %lu, %lu (back) and %lu\n",
-	       (unsigned long)res.gen.rounds_done, (unsigned long)res.gen.rounds_total,
+	       open ? " (open job)" : "", (unsigned long)res.gen.rounds_done, (unsigned long)res.gen.rounds_total,
 	       (unsigned long)res.gen.results_ok, (unsigned long)res.gen.results_bad,
 	       (unsigned long)res.gen.retransmits, (unsigned long)r.committed_at[0],
 	       (unsigned long)r.committed_at[1], (unsigned long)r.committed_at[2],
@@ -560,6 +566,12 @@ static void test_agent_keymove(void)
 		 (unsigned long)r.committed_at[MV_MOVES - 1], (unsigned long)total);
 	SG_CHECK(res.n_lcores == 2 && res.lcores[0].bytes_summed > 0 &&
 		 res.lcores[1].bytes_summed > 0, "both reducers summed");
+	/* a round cut by a move is reported after one slot timeout: none may be */
+	SG_CHECK_EQ(res.eng.slot_timeouts, 0);
+	if (open)
+		SG_CHECK(res.eng.keys_created >= MV_KEYS && res.eng.keys_created <= 2 * MV_KEYS,
+			 "%lu keys made on the two reducers for %u keys",
+			 (unsigned long)res.eng.keys_created, MV_KEYS);
 }
 
 /* ---- per-job counters: two jobs with different traffic, 40 idle ones ---- */
@@ -805,7 +817,8 @@ int main(int argc, char **argv)
 	snprintf(coord_path, sizeof(coord_path), "%s/coord.sock", dir);
 	test_agent_config();
 	test_agent_under_load();
-	test_agent_keymove();
+	test_agent_keymove(false);
+	test_agent_keymove(true);
 	test_agent_job_counters();
 	unlink(ctl_path);
 	unlink(coord_path);
