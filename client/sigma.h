@@ -197,7 +197,12 @@ int sigma_poll(struct sigma_session *s, int timeout_us);
 
 /**
  * State of the tensor's last operation.
- * @return 0 (complete, or none started), -EINPROGRESS, or the failure (-errno).
+ * @return 0 (complete, or none started), -EINPROGRESS, or the failure (-errno):
+ *         -ETIMEDOUT (no RESULT after max_retries resends), -EPROTO (ERROR
+ *         MISMATCH: the node's job has another geometry or dtype), -ESTALE or
+ *         -EPIPE (ERROR STALE or GONE: this session's rounds are behind the
+ *         node's), -ENOSPC (ERROR FULL: an open job has no chunk slot left on
+ *         the node for a new key); sigma_last_error() says which and what to do.
  */
 int sigma_test(const struct sigma_tensor *t);
 
