@@ -23,6 +23,7 @@
 #include <time.h>
 
 #include "sg_test.h"
+#include "sg_test_dtype.h"
 #include "sigma.h"
 
 #define MAX_W 8
@@ -38,82 +39,6 @@ static int64_t value(enum sg_dtype dt, unsigned int rank, unsigned int t, uint64
 	if (sg_dtype_size(dt) <= 2)
 		return (int64_t)(v % 16);
 	return (int64_t)(v % 1000);
-}
-
-/* bf16 and fp16 of a small integer (|v| < 2048), written here, not by the library. */
-static uint16_t to_bf16(int64_t v)
-{
-	float f = (float)v;
-	uint32_t u;
-
-	memcpy(&u, &f, 4);
-	return (uint16_t)(u >> 16); /* exact: a small integer has no bits below */
-}
-
-static uint16_t to_fp16(int64_t v)
-{
-	uint64_t a = (uint64_t)(v < 0 ? -v : v);
-	unsigned int e = 0;
-
-	if (a == 0)
-		return 0;
-	while ((a >> (e + 1)) != 0)
-		e++;
-	return (uint16_t)((v < 0 ? 0x8000u : 0) | (e + 15) << 10 | ((a << (10 - e)) & 0x3ff));
-}
-
-static double from_bf16(uint16_t h)
-{
-	uint32_t u = (uint32_t)h << 16;
-	float f;
-
-	memcpy(&f, &u, 4);
-	return f;
-}
-
-static double from_fp16(uint16_t h)
-{
-	unsigned int e = (h >> 10) & 0x1f, m = h & 0x3ff;
-	/* (1024 + m) * 2^(e - 25) for a normal number, m * 2^-24 for a subnormal one */
-	double x = e == 0 ? (double)m / (double)(1u << 24)
-		   : e >= 25 ? (double)(1024 + m) * (double)(1u << (e - 25))
-			     : (double)(1024 + m) / (double)(1u << (25 - e));
-
-	return (h & 0x8000) ? -x : x;
-}
-
-static void put(enum sg_dtype dt, uint8_t *p, int64_t v)
-{
-	float f = (float)v;
-	double d = (double)v;
-	uint16_t h;
-
-	switch (dt) {
-	case SG_DTYPE_FP32: memcpy(p, &f, 4); break;
-	case SG_DTYPE_FP64: memcpy(p, &d, 8); break;
-	case SG_DTYPE_BF16: h = to_bf16(v); memcpy(p, &h, 2); break;
-	case SG_DTYPE_FP16: h = to_fp16(v); memcpy(p, &h, 2); break;
-	default: memcpy(p, &v, sg_dtype_size(dt)); break; /* little-endian: the low bytes */
-	}
-}
-
-static int64_t get(enum sg_dtype dt, const uint8_t *p)
-{
-	float f;
-	double d;
-	uint16_t h;
-	int64_t q = 0;
-
-	switch (dt) {
-	case SG_DTYPE_FP32: memcpy(&f, p, 4); return (int64_t)f;
-	case SG_DTYPE_FP64: memcpy(&d, p, 8); return (int64_t)d;
-	case SG_DTYPE_BF16: memcpy(&h, p, 2); return (int64_t)from_bf16(h);
-	case SG_DTYPE_FP16: memcpy(&h, p, 2); return (int64_t)from_fp16(h);
-	case SG_DTYPE_INT8: return (int8_t)p[0];
-	case SG_DTYPE_UINT8: return p[0];
-	case SG_DTYPE_INT32: { int32_t w; memcpy(&w, p, 4); return w; }
-	default: memcpy(&q, p, 8); return q;
-	}
 }
 
 int main(int argc, char **argv)
@@ -194,7 +119,8 @@ int main(int argc, char **argv)
 				size_t esz = sg_dtype_size(dts[t]);
 
 				for (uint64_t i = 0; i < elems[t]; i++)
-					put(dts[t], in[r][t] + i * esz, value(dts[t], r, t, i, round));
+					sg_test_put(dts[t], in[r][t] + i * esz,
+						    value(dts[t], r, t, i, round));
 				sigma_push_pull(tt[r][t], in[r][t], out[r][t], NULL, NULL);
 			}
 		do {
@@ -230,7 +156,7 @@ int main(int argc, char **argv)
 				for (unsigned int r = 0; r < n; r++)
 					want += value(dts[t], r, t, i, round);
 				for (unsigned int r = 0; r < n; r++, checked++)
-					bad += get(dts[t], out[r][t] + i * esz) != want;
+					bad += sg_test_get(dts[t], out[r][t] + i * esz) != want;
 			}
 		}
 	}

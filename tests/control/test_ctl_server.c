@@ -342,6 +342,24 @@ static json_t *listed(struct sg_ctl_client *c, long long id)
  */
 static void test_job_create_open(struct sg_ctl_client *c)
 {
+	static const struct {
+		const char *params, *why;
+		long code;
+	} bad[] = {
+		{"{\"workers\":2,\"dtype\":\"any\",\"tensors\":[{\"elems\":1}]}",
+		 "dtype any is for open jobs", SG_CTL_ERR_INVALID_PARAMS},
+		{"{\"workers\":2,\"slots\":10,\"tensors\":[{\"elems\":1}]}", "slots is for open jobs",
+		 SG_CTL_ERR_INVALID_PARAMS},
+		{"{\"workers\":2,\"slots\":0}", "slots must be 1..16777216", SG_CTL_ERR_INVALID_PARAMS},
+		{"{\"workers\":2,\"slots\":16777217}", "slots must be", SG_CTL_ERR_INVALID_PARAMS},
+		{"{\"workers\":2,\"slots\":\"many\"}", "Expected integer", SG_CTL_ERR_INVALID_PARAMS},
+		{"{\"workers\":2,\"dtype\":\"anything\"}", "unknown dtype", SG_CTL_ERR_INVALID_PARAMS},
+		{"{\"workers\":2,\"dtype\":\"any\",\"partition_bytes\":4}", "partition_bytes",
+		 SG_CTL_ERR_INVALID_PARAMS},
+		{"{\"workers\":0}", "workers", SG_CTL_ERR_INVALID_PARAMS},
+		{"{\"workers\":2,\"nodes\":[{\"name\":\"a\"}]}", "not in the job's node list",
+		 SG_CTL_ERR_REFUSED},
+	};
 	json_t *r, *e;
 	long code;
 	long long id, open2;
@@ -376,23 +394,8 @@ static void test_job_create_open(struct sg_ctl_client *c)
 	SG_CHECK(e != NULL && json_is_false(json_object_get(e, "open")) &&
 		 json_object_get(e, "slots") == NULL, "a job of tensors is listed as fixed");
 	json_decref(e);
-	call_refused(c, "job_create", "{\"workers\":2,\"dtype\":\"any\",\"tensors\":"
-		     "[{\"elems\":1}]}", SG_CTL_ERR_INVALID_PARAMS, "dtype any is for open jobs");
-	call_refused(c, "job_create", "{\"workers\":2,\"slots\":10,\"tensors\":[{\"elems\":1}]}",
-		     SG_CTL_ERR_INVALID_PARAMS, "slots is for open jobs");
-	call_refused(c, "job_create", "{\"workers\":2,\"slots\":0}", SG_CTL_ERR_INVALID_PARAMS,
-		     "slots must be 1..16777216");
-	call_refused(c, "job_create", "{\"workers\":2,\"slots\":16777217}",
-		     SG_CTL_ERR_INVALID_PARAMS, "slots must be");
-	call_refused(c, "job_create", "{\"workers\":2,\"slots\":\"many\"}",
-		     SG_CTL_ERR_INVALID_PARAMS, "Expected integer");
-	call_refused(c, "job_create", "{\"workers\":2,\"dtype\":\"anything\"}",
-		     SG_CTL_ERR_INVALID_PARAMS, "unknown dtype");
-	call_refused(c, "job_create", "{\"workers\":2,\"dtype\":\"any\",\"partition_bytes\":4}",
-		     SG_CTL_ERR_INVALID_PARAMS, "partition_bytes");
-	call_refused(c, "job_create", "{\"workers\":0}", SG_CTL_ERR_INVALID_PARAMS, "workers");
-	call_refused(c, "job_create", "{\"workers\":2,\"nodes\":[{\"name\":\"a\"}]}",
-		     SG_CTL_ERR_REFUSED, "not in the job's node list");
+	for (unsigned int i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		call_refused(c, "job_create", bad[i].params, bad[i].code, bad[i].why);
 	/* the open job of dtype any stays for /metrics; the other goes */
 	snprintf(params, sizeof(params), "{\"id\":%lld}", open2);
 	json_decref(call(c, "job_destroy", params, &code));

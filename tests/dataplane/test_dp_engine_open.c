@@ -17,7 +17,7 @@
 #include <rte_common.h>
 
 #include "dp_test_util.h"
-#include "sg_sum.h"
+#include "sg_test_dtype.h"
 
 #define TOKEN 0x0badc0ffee0ddf00ull
 #define JOB 9
@@ -53,44 +53,6 @@ static int val(uint32_t key, uint32_t rank, uint32_t c, uint32_t round, uint32_t
 	return (int)((key * 11 + rank * 7 + c * 5 + round * 3 + i) % 9) - 4;
 }
 
-static void put(enum sg_dtype dt, uint8_t *p, int v)
-{
-	float f = (float)v;
-	double d = v;
-	uint16_t h;
-	int64_t w = v;
-
-	switch (dt) {
-	case SG_DTYPE_FP32: memcpy(p, &f, 4); break;
-	case SG_DTYPE_FP64: memcpy(p, &d, 8); break;
-	case SG_DTYPE_BF16: h = sg_fp32_to_bf16(f); memcpy(p, &h, 2); break;
-	case SG_DTYPE_FP16: h = sg_fp32_to_fp16(f); memcpy(p, &h, 2); break;
-	default: memcpy(p, &w, sg_dtype_size(dt)); break; /* little-endian: the low bytes */
-	}
-}
-
-static int64_t get(enum sg_dtype dt, const uint8_t *p)
-{
-	float f;
-	double d;
-	uint16_t h;
-	int8_t b;
-	uint8_t u;
-	int32_t w;
-	int64_t q;
-
-	switch (dt) {
-	case SG_DTYPE_FP32: memcpy(&f, p, 4); return (int64_t)f;
-	case SG_DTYPE_FP64: memcpy(&d, p, 8); return (int64_t)d;
-	case SG_DTYPE_BF16: memcpy(&h, p, 2); return (int64_t)sg_bf16_to_fp32(h);
-	case SG_DTYPE_FP16: memcpy(&h, p, 2); return (int64_t)sg_fp16_to_fp32(h);
-	case SG_DTYPE_INT8: memcpy(&b, p, 1); return b;
-	case SG_DTYPE_UINT8: memcpy(&u, p, 1); return u;
-	case SG_DTYPE_INT32: memcpy(&w, p, 4); return w;
-	default: memcpy(&q, p, 8); return q;
-	}
-}
-
 /* Send @p h with the values val() gives (a payload of h->nelem elements of h->dt). */
 static int send_push(struct sg_dp_engine *e, const struct hdr *h, uint64_t now)
 {
@@ -105,7 +67,7 @@ static int send_push(struct sg_dp_engine *e, const struct hdr *h, uint64_t now)
 	if (h->nelem * esz > sizeof(data))
 		return -E2BIG;
 	for (uint32_t i = 0; i < h->nelem; i++)
-		put(h->dt, data + i * esz, val(h->key, h->rank, h->chunk, h->round, i));
+		sg_test_put(h->dt, data + i * esz, val(h->key, h->rank, h->chunk, h->round, i));
 	return sg_dp_engine_rx(e, pkt,
 			       (uint32_t)sg_dp_build(pkt, sizeof(pkt), &m, data, h->nelem * esz),
 			       100 + h->rank, now);
@@ -146,7 +108,7 @@ static unsigned int check_results(unsigned int from, uint32_t n, enum sg_dtype d
 				want += val(m->key, r, m->chunk, m->round, i);
 			if (dt == SG_DTYPE_UINT8)
 				want &= 0xff;
-			ok = get(dt, (const uint8_t *)m->payload + i * esz) == want;
+			ok = sg_test_get(dt, (const uint8_t *)m->payload + i * esz) == want;
 		}
 		SG_CHECK(ok, "%s: RESULT of key %u chunk %u round %u (%s) is not the sum", what,
 			 m->key, m->chunk, m->round, sg_dtype_name((enum sg_dtype)m->dtype));
@@ -633,8 +595,8 @@ static void test_async(void)
 				 cap.pkts[0].m.rank == rank && cap.pkts[0].m.nelem == 4,
 			 "async push %u answered with the store", step);
 		for (uint32_t i = 0; cap.n == 1 && i < 4; i++)
-			SG_CHECK_EQ(get(SG_DTYPE_INT32, (const uint8_t *)cap.pkts[0].m.payload +
-							    4 * i), store[i]);
+			SG_CHECK_EQ(sg_test_get(SG_DTYPE_INT32, (const uint8_t *)cap.pkts[0].m.payload +
+						    4 * i), store[i]);
 	}
 	SG_CHECK_EQ(jstats(e).keys, 1);
 	sg_dp_engine_destroy(e);
