@@ -200,7 +200,12 @@ int sigma_poll(struct sigma_session *s, int timeout_us);
 
 /**
  * State of the tensor's last operation.
- * @return 0 (complete, or none started), -EINPROGRESS, or the failure (-errno).
+ * @return 0 (complete, or none started), -EINPROGRESS, or the failure (-errno):
+ *         -ETIMEDOUT (no RESULT after max_retries resends), -EPROTO (ERROR
+ *         MISMATCH: the node's job has another geometry or dtype), -ESTALE or
+ *         -EPIPE (ERROR STALE or GONE: this session's rounds are behind the
+ *         node's), -ENOSPC (ERROR FULL: an open job has no chunk slot left on
+ *         the node for a new key); sigma_last_error() says which and what to do.
  */
 int sigma_test(const struct sigma_tensor *t);
 
@@ -243,7 +248,11 @@ int sigma_tensor_part_node(const struct sigma_tensor *t, uint32_t part);
  */
 struct sigma_job {
 	struct sigma_conf conf;	/**< job, nworkers, token, nodes, weights, partition and chunk size */
-	enum sg_dtype dtype;	/**< the job's element type: every tensor's */
+	/**
+	 * the job's element type: every tensor's; SG_DTYPE_ANY for an open job of
+	 * dtype any, whose tensors may each have their own
+	 */
+	enum sg_dtype dtype;
 	enum sg_mode mode;	/**< how the nodes sum (they apply it; for the caller's information) */
 	struct sigma_node nodes[SG_MAX_NODES];
 	double weights[SG_MAX_NODES];
@@ -268,7 +277,8 @@ int sigma_job_parse(const char *descriptor, struct sigma_job *job, char *err, si
  * weights, partition and chunk size, and @p base's other settings (window,
  * timeouts, first_round, transport, addresses; @p base may be NULL for the
  * defaults). Tensors registered in it must have the job's dtype (EINVAL
- * otherwise, with the reason on stderr).
+ * otherwise, with the reason on stderr), unless the job's is any (an open job
+ * whose keys take the dtype of their first push).
  * @return the session, or NULL with errno EINVAL (a bad descriptor or rank,
  *         the reason in @p err), E2BIG, or sigma_open()'s errno.
  */

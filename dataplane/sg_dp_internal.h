@@ -122,12 +122,26 @@ struct sg_dp_move_chunk {
 /* A move's destination that drops instead: drain refuses rounds from sw on. */
 #define SG_DP_MOVE_DROP 0xffff
 
+/* An open job a move tracks: its keys are made by pushes, so the agent cannot list them. */
+struct sg_dp_move_open {
+	uint32_t job;
+	uint64_t token; /* the wire token: only a push that carries it adds a chunk */
+};
+
 struct sg_dp_move {
 	uint16_t to[SG_DP_BUCKETS];  /* destination reducer index per bucket, or SG_DP_MOVE_DROP */
 	uint8_t phase[SG_DP_BUCKETS]; /* 0 stays, 1 moving (per chunk), 2 moved (forward all) */
 	struct rte_hash *chunks;     /* (job, key, chunk) -> index into ch */
 	struct sg_dp_move_chunk *ch;
 	uint32_t n_chunks, n_seen, n_done;
+	/*
+	 * Open jobs: the reducer adds the chunks of the keys its engine made when it takes
+	 * the move, and a chunk it meets later at its first PUSH with the job's token (a
+	 * key made meanwhile), up to cap chunks in all (the table's and ch's size).
+	 */
+	uint32_t cap;
+	uint32_t n_open;
+	struct sg_dp_move_open *open;
 	uint64_t idle_ns, hard_ns;   /* unseen chunks count as idle after idle_ns; all after
 					 hard_ns (rounds stuck that long are lost) */
 	bool drain;                  /* never commits: rounds from sw on are refused for good */

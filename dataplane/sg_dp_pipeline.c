@@ -171,6 +171,13 @@ int sg_dp_engine_add_config_jobs(struct sg_dp_engine *eng, const struct sg_dp_co
 		for (uint32_t k = 0; k < jc->keys; k++)
 			keys[k] = (struct sg_dp_key){.id = k,
 						     .nelem = (uint32_t)(jc->partition_bytes / es)};
+		if (jc->open_slots != 0) {
+			/* the engine makes the keys as the pushes come */
+			jconf.keys = NULL;
+			jconf.nkeys = 0;
+			jconf.open = true;
+			jconf.slots = jc->open_slots;
+		}
 		rc = sg_dp_engine_add_job(eng, &jconf);
 		free(keys);
 		if (rc < 0) {
