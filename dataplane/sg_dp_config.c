@@ -1150,6 +1150,27 @@ int sg_dp_layout_check(const struct sg_dp_config *c, const struct sg_dp_topology
 	return 0;
 }
 
+int sg_dp_layout_port0(const struct sg_dp_config *c, struct sg_dp_topology *t, const char *type,
+		       const char *what, char *err, size_t errlen)
+{
+	for (unsigned int i = 0; i < c->n_lcores; i++) {
+		const struct sg_dp_lcore_cfg *a = &c->lcores[i];
+
+		if ((a->role & SG_ROLE_IO) && a->port != 0) {
+			sg_dp_seterr(err, errlen, "layout %s (%u,%u,%u): with [transport] type = %s "
+				     "every entry is on port 0 (%s): write (0,%u,%u)",
+				     sg_dp_role_name(a->role), a->port, a->queue, a->lcore, type, what,
+				     a->queue, a->lcore);
+			return -EINVAL;
+		}
+	}
+	t->n_ports = 1;
+	t->port_node[0] = -1;
+	t->max_rxq[0] = 32;
+	t->max_txq[0] = SG_DP_MAX_LAYOUT;
+	return 0;
+}
+
 uint32_t sg_dp_job_chunk_bytes(const struct sg_dp_config *c, const struct sg_dp_job_cfg *j)
 {
 	if (j->chunk_bytes)

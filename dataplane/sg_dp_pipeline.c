@@ -53,17 +53,24 @@ void sg_dp_reduce_one(struct sg_dp_lcore *lc, const uint8_t *pl, uint32_t len, u
 		lc->st.bytes_summed += len - SG_DP_HDR_LEN;
 }
 
-static void idle_wait(struct sg_dp_lcore *lc, unsigned int *idle_polls)
+/* @return true if the lcore slept (or blocked in its transport's wait) */
+static bool idle_wait(struct sg_dp_lcore *lc, unsigned int *idle_polls)
 {
 	unsigned int shift, us;
 
 	if (*(volatile enum sg_idle *)&lc->st.idle != SG_IDLE_SLEEP ||
-	    ++*idle_polls < SG_DP_IDLE_SPIN)
-		return;
+	    ++*idle_polls < SG_DP_IDLE_SPIN || lc->ctl_waiting)
+		return false;
+	if (lc->p->tr->idle_wait != NULL) {
+		/* a blocking wait that input ends: no back-off needed */
+		lc->p->tr->idle_wait(lc, lc->p->idle_sleep_us);
+		return true;
+	}
 	/* back off exponentially from 1 us up to the configured longest sleep */
 	shift = RTE_MIN(*idle_polls - SG_DP_IDLE_SPIN, 20u);
 	us = RTE_MIN(1u << shift, lc->p->idle_sleep_us);
 	rte_delay_us_sleep(us);
+	return true;
 }
 
 static int lcore_main(void *arg)
@@ -108,7 +115,8 @@ static int lcore_main(void *arg)
 			}
 		}
 		work += tr->flush(lc);
-		if (++ctl_count == SG_DP_CTL_POLL_EVERY) {
+		/* a control call that waits is answered now, not after the next sleep */
+		if (++ctl_count == SG_DP_CTL_POLL_EVERY || lc->ctl_waiting) {
 			ctl_count = 0;
 			work += sg_dp_lcore_ctl_tick(lc);
 		}
@@ -125,7 +133,9 @@ static int lcore_main(void *arg)
 			lc->st.busy_cycles += t1 - t0;
 			idle_polls = 0;
 		} else {
-			idle_wait(lc, &idle_polls);
+			/* after a sleep, look at the control channel at once */
+			if (idle_wait(lc, &idle_polls))
+				ctl_count = SG_DP_CTL_POLL_EVERY - 1;
 			lc->st.idle_cycles += rte_rdtsc() - t0;
 		}
 	}
@@ -437,6 +447,8 @@ void sg_dp_pipeline_stop(struct sg_dp_pipeline *p)
 	if (p == NULL || !p->running)
 		return;
 	p->stop_rx = true;
+	for (unsigned int i = 0; p->tr->wake != NULL && i < p->n_lc; i++)
+		p->tr->wake(&p->lc[i]);
 	for (unsigned int i = 0; i < p->n_lc; i++)
 		rte_eal_wait_lcore(p->lc[i].lcore_id);
 	p->running = false;
