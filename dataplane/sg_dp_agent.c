@@ -940,10 +940,13 @@ static int op_drain(void *arg)
 /* -ENOTSUP with the reason when the pipeline does not run verbs (ethdev, or no verbs build). */
 static int verbs_refuse(const struct sg_dp_pipeline *p, char *reason)
 {
+	bool sock = sg_dp_pipeline_config(p)->transport == SG_DP_TRANSPORT_SOCKET;
+
 	if (sg_dp_pipeline_config(p)->transport == SG_DP_TRANSPORT_VERBS && SG_HAVE_VERBS)
 		return 0;
-	snprintf(reason, SG_CTL_REASON_MAX, "this node runs the DPDK transport ([transport] "
-		 "type = dpdk), not verbs: workers reach it over UDP");
+	snprintf(reason, SG_CTL_REASON_MAX, "this node runs the %s transport ([transport] "
+		 "type = %s), not verbs: workers reach it over UDP", sock ? "kernel socket" : "DPDK",
+		 sock ? "socket" : "dpdk");
 	return -ENOTSUP;
 }
 

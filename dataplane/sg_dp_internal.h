@@ -5,9 +5,11 @@
  *
  * The seam: the lcore loop (sg_dp_pipeline.c) moves bytes only through a
  * struct sg_dp_transport: the DPDK ethdev transport (sg_dp_eth.c; its items
- * are mbufs) or, in builds with verbs, the rdma-core one (sg_dp_verbs_tp.c;
- * its items are copies of pushes for another reducer, its engine output posts
- * sends on the reducer's own QP).
+ * are mbufs), the kernel UDP socket one (sg_dp_sock.c; its items are copies
+ * of pushes for another reducer, its engine output goes out with sendmmsg)
+ * or, in builds with verbs, the rdma-core one (sg_dp_verbs_tp.c; its items
+ * are copies of pushes for another reducer, its engine output posts sends on
+ * the reducer's own QP).
  */
 #ifndef SG_DP_INTERNAL_H
 #define SG_DP_INTERNAL_H

@@ -3,7 +3,8 @@
  * sigmad's lcore pipeline: reducer rings, one aggregation engine per reducer
  * lcore, and the lcore loops that connect them. Bytes move through a
  * transport (struct sg_dp_transport, sg_dp_internal.h); the DPDK ethdev one
- * is in sg_dp_eth.c, the rdma-core one ([transport] type = verbs) in
+ * is in sg_dp_eth.c, the kernel UDP one ([transport] type = socket) in
+ * sg_dp_sock.c, the rdma-core one ([transport] type = verbs) in
  * sg_dp_verbs_tp.c.
  *
  * Data path of one push: an I/O (or run-to-completion) lcore receives the
@@ -336,6 +337,8 @@ struct sg_dp_pipeline *sg_dp_pipeline_create(const struct sg_dp_config *c, char 
 	}
 	p->tr = &sg_dp_transport_ethdev;
 	pthread_mutex_init(&p->ctl_lock, NULL);
+	if (c->transport == SG_DP_TRANSPORT_SOCKET)
+		p->tr = &sg_dp_transport_socket;
 	if (c->transport == SG_DP_TRANSPORT_VERBS) {
 #if SG_HAVE_VERBS
 		p->tr = &sg_dp_transport_verbs;
