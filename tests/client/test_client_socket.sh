@@ -24,12 +24,15 @@
 # on port 1, [net] mac, udp_port too high, an address not of this host, bad
 # [socket] keys. As root, sigmad also runs once as user nobody (no
 # capabilities) and sums.
-# Usage: test_client_socket.sh SIGMAD SIGMACTL SOCK_WORKERS SOCK_PROBE_PY
+# sigma-bench compare --threads-baseline --runs 2 attaches to the rtc x1 sigmad:
+# every point right through sigmad, the node threads and MPI.
+# Usage: test_client_socket.sh SIGMAD SIGMACTL SOCK_WORKERS SOCK_PROBE_PY SIGMA_BENCH
 set -u
 SIGMAD=$1
 SIGMACTL=$2
 WORKERS=$3
 PROBE=$4
+BENCH=$5
 TMP=$(mktemp -d /tmp/sg_sock.XXXXXX)
 chmod 755 "$TMP"
 PID=
@@ -162,7 +165,9 @@ tel() { python3 "$PROBE" telemetry "$TEL" "$@"; }
 
 # ---- rtc x1, busy polling ----------------------------------------------------------
 echo "== rtc x1, idle = busy"
-if start busy --rtc '(0,0,1)'; then
+BOPTS=(--workers 2 --sizes 64K,1M --iters 1 --quiet)
+"$BENCH" compare "${BOPTS[@]}" --print-sigmad-config >"$TMP/bench.ini" || fail "bench jobs"
+if EXTRA_INI=$(cat "$TMP/bench.ini") start busy --rtc '(0,0,1)'; then
 	J1=$(mkjob 2 fp32 300000 262144)
 	J2=$(mkjob 2 fp64 50000 262144)
 	J3=$(mkjob 2 int32 70001 65536)
@@ -199,6 +204,25 @@ if start busy --rtc '(0,0,1)'; then
 	grep -q '"sockets": 65' "$TMP/sock.json" && ok ||
 		{ fail "/sigma/socket: the rtc lcore should have 65 sockets"; cat "$TMP/sock.json"; }
 	SIGMA_FIRST_ROUND=3 workers rtc1-after-garbage 2 1 "$J1"
+	# the benchmark's path: this sigmad, sigma-bench's node threads and MPI, same run
+	if command -v mpicc >/dev/null && command -v mpirun >/dev/null; then
+		if timeout 120 "$BENCH" compare "${BOPTS[@]}" --attach "127.0.0.1:$PORT" --runs 2 \
+			--threads-baseline --json "$TMP/bench.json" >"$TMP/bench.out" 2>&1; then
+			ok
+		else
+			fail "sigma-bench compare --threads-baseline"
+			sed 's/^/  | /' "$TMP/bench.out" | tail -20
+		fi
+		for want in '"runs":2' '"threads_baseline":true' '"speedup_vs_threads":'; do
+			grep -qF "$want" "$TMP/bench.json" 2>/dev/null && ok ||
+				fail "bench JSON lacks $want"
+		done
+		grep -q '"\(sigma\|threads\)_ok":false' "$TMP/bench.json" &&
+			fail "a bench point failed"
+		sed -n '/^CPU/,/^ratio/p' "$TMP/bench.out" | sed 's/^/  bench: /'
+	else
+		echo "note: no mpicc/mpirun; sigma-bench compare not run"
+	fi
 	# a second sigmad on the same port must not join our SO_REUSEPORT group
 	ini busy >"$TMP/s2.ini"
 	sed -i "s|^unix = .*|unix = $TMP/ctl2.sock|" "$TMP/s2.ini"
