@@ -59,14 +59,18 @@ static bool idle_wait(struct sg_dp_lcore *lc, unsigned int *idle_polls)
 {
 	unsigned int shift, us;
 
-	if (*(volatile enum sg_idle *)&lc->st.idle != SG_IDLE_SLEEP ||
-	    ++*idle_polls < SG_DP_IDLE_SPIN || lc->ctl_waiting)
+	if (*(volatile enum sg_idle *)&lc->st.idle != SG_IDLE_SLEEP || lc->ctl_waiting)
 		return false;
+	++*idle_polls;
 	if (lc->p->tr->idle_wait != NULL) {
-		/* a blocking wait that input ends: no back-off needed */
+		/* a blocking wait that input ends: a short spin, no back-off */
+		if (*idle_polls < SG_DP_IDLE_SPIN_WAIT)
+			return false;
 		lc->p->tr->idle_wait(lc, lc->p->idle_sleep_us);
 		return true;
 	}
+	if (*idle_polls < SG_DP_IDLE_SPIN)
+		return false;
 	/* back off exponentially from 1 us up to the configured longest sleep */
 	shift = RTE_MIN(*idle_polls - SG_DP_IDLE_SPIN, 20u);
 	us = RTE_MIN(1u << shift, lc->p->idle_sleep_us);

@@ -21,10 +21,10 @@
  *
  * Receive: each lcore's sockets are in one epoll set with an eventfd. busy
  * polls it without waiting and drains ready sockets with recvmmsg
- * (MSG_DONTWAIT); sleep blocks in it once the lcore has spun, woken by a
+ * (MSG_DONTWAIT); sleep blocks in it after 8 empty polls, woken by a
  * datagram, by a hand-off to its ring (the eventfd, written only while it
- * waits), by a control call or stop (the eventfd), or by [live]
- * idle_sleep_us. With UDP_GRO one message may carry several datagrams of
+ * waits), by a control call or stop (the eventfd), or after 10 ms for its
+ * engine's timers. With UDP_GRO one message may carry several datagrams of
  * one sender, split at the gso_size control message. SO_RXQ_OVFL reports
  * the kernel's drops on each socket.
  *
