@@ -25,6 +25,22 @@ static int no_pipeline(struct rte_tel_data *d)
 	return 0;
 }
 
+/* Lcore @p i's transport drop counters into dict @p l, as <transport>_<name> (they are
+ * not in its "drops": that one counts the net_* reasons of /sigma/drops). */
+static void tel_transport_drops(struct sg_dp_pipeline *p, unsigned int i, struct rte_tel_data *l)
+{
+	struct sg_dp_counter tc[32];
+	unsigned int n = p->tr->counters ? p->tr->counters(p, i, tc, RTE_DIM(tc)) : 0;
+	char name[48];
+
+	for (unsigned int k = 0; k < n; k++) {
+		if (!tc[k].drop)
+			continue;
+		snprintf(name, sizeof(name), "%s_%s", p->tr->name, tc[k].name);
+		rte_tel_data_add_dict_u64(l, name, tc[k].value);
+	}
+}
+
 static int tel_lcores(const char *cmd, const char *params, struct rte_tel_data *d)
 {
 	struct sg_dp_pipeline *p = tel_pipeline;
@@ -65,6 +81,7 @@ static int tel_lcores(const char *cmd, const char *params, struct rte_tel_data *
 		rte_tel_data_add_dict_u64(l, "peers_evicted", st.peers_evicted);
 		rte_tel_data_add_dict_u64(l, "peers_expired", st.peers_expired);
 		rte_tel_data_add_dict_u64(l, "drops", drops);
+		tel_transport_drops(p, i, l);
 		snprintf(name, sizeof(name), "lcore_%u", st.lcore);
 		rte_tel_data_add_dict_container(d, name, l, 0);
 	}

@@ -203,6 +203,11 @@ if EXTRA_INI=$(cat "$TMP/bench.ini") start busy --rtc '(0,0,1)'; then
 		{ fail "GSO: no reply message carried several datagrams"; cat "$TMP/sock.json"; }
 	grep -q '"sockets": 65' "$TMP/sock.json" && ok ||
 		{ fail "/sigma/socket: the rtc lcore should have 65 sockets"; cat "$TMP/sock.json"; }
+	# the lcore's own table names its transport drops too
+	tel /sigma/lcores lcore_1.socket_rx_not_sigma lcore_1.socket_rx_too_long >"$TMP/l1"
+	grep -qx 'lcore_1.socket_rx_not_sigma 6' "$TMP/l1" &&
+		grep -qx 'lcore_1.socket_rx_too_long 3' "$TMP/l1" && ok ||
+		{ fail "/sigma/lcores lacks the socket drops"; cat "$TMP/l1"; }
 	SIGMA_FIRST_ROUND=3 workers rtc1-after-garbage 2 1 "$J1"
 	# the benchmark's path: this sigmad, sigma-bench's node threads and MPI, same run
 	if command -v mpicc >/dev/null && command -v mpirun >/dev/null; then
