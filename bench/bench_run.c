@@ -41,6 +41,7 @@
 #define RB_MAX_NODES 8
 #define RB_MAX_ITERS 50
 #define RB_MAX_LAT 200000 /* partition latencies kept per (size, worker) */
+#define RB_MAX_RUNS 15
 
 struct rb_opts {
 	unsigned int ns[RB_MAX_N], n_ns;
@@ -54,6 +55,11 @@ struct rb_opts {
 	const char *telemetry; /* sigmad's telemetry socket: busy% per lcore */
 	const char *memif;     /* sigmad's memif socket: workers use DPDK, worker r on id r */
 	unsigned int memif_queues; /* RX queues per worker: sigmad's lcore count */
+	unsigned int runs;     /* compare: whole sweeps, each point's median across them */
+	bool threads;          /* compare --threads-baseline: node threads too, same run */
+	bool gso;              /* kernel-UDP workers send UDP_SEGMENT messages */
+	uint32_t first_round;  /* round of every tensor's first push_pull (an attached node
+				  keeps its jobs' rounds from one sweep to the next) */
 	char attach[256];
 	const char *json, *csv, *plot;
 	bool quiet;
@@ -235,7 +241,8 @@ static struct sigma_tensor *open_size(const struct rb_opts *o, struct sigma_node
 			       .token = job_token(job), .nodes = nodes, .nnodes = nnodes,
 			       .partition_bytes = part_bytes(o, j), .chunk_bytes = chunk_bytes(o, j),
 			       .window = o->window, .rto_us = 20000, .rto_max_us = 500000,
-			       .max_retries = 12};
+			       .max_retries = 12, .first_round = o->first_round,
+			       .udp_gso = o->gso};
 	struct sigma_tensor *t;
 	char local[32];
 
@@ -798,6 +805,8 @@ static void run_usage(FILE *f, const char *cmd)
 		   "  --attach LIST   use running nodes instead (ip:port,...; jobs configured there)\n"
 		   "  --chunk BYTES   chunk payload (default 8920: loopback carries jumbo frames)\n"
 		   "  --window W      outstanding chunks per node (default 16; 256 with --memif)\n"
+		   "  --gso           kernel-UDP workers send runs of equal pushes in one UDP_SEGMENT "
+		   "message (sigma_conf.udp_gso)\n"
 		   "  --json F --csv F --plot F.svg|F.png   outputs (JSON goes to stdout without "
 		   "--json)\n"
 		   "  --partition B   partition bytes (default 2M); sizes are at most one "
@@ -812,6 +821,12 @@ static void run_usage(FILE *f, const char *cmd)
 		   "sweep, and exit\n"
 		   "  --quiet         no progress lines\n", cmd,
 		defaults_of(cmd)->workers, defaults_of(cmd)->sizes);
+	if (strcmp(cmd, "compare") == 0)
+		fprintf(f, "  --runs R        repeat the whole comparison R times (1..%d), "
+			   "interleaved; each figure is the median across runs (default 1)\n"
+			   "  --threads-baseline  with --attach: in each run, also sweep through "
+			   "sigma-bench's own kernel-UDP node threads (--nodes; workers without "
+			   "--gso) and report the ratio (bench/sigmad_socket.sh)\n", RB_MAX_RUNS);
 }
 
 static int parse_opts(int argc, char **argv, struct rb_opts *o, const char *cmd)
@@ -828,6 +843,9 @@ static int parse_opts(int argc, char **argv, struct rb_opts *o, const char *cmd)
 		{"telemetry", required_argument, NULL, 'T'},
 		{"memif", required_argument, NULL, 'M'},
 		{"memif-queues", required_argument, NULL, 'Q'},
+		{"runs", required_argument, NULL, 'R'},
+		{"threads-baseline", no_argument, NULL, 'B'},
+		{"gso", no_argument, NULL, 'G'},
 		{"help", no_argument, NULL, 'h'},          {NULL, 0, NULL, 0}};
 	int c, bad = 0;
 	bool window_set = false;
@@ -837,7 +855,7 @@ static int parse_opts(int argc, char **argv, struct rb_opts *o, const char *cmd)
 	/* One node thread per CPU spreads the summing; measured best on 2 cores. */
 	*o = (struct rb_opts){.iters = 5, .nodes = ncpu < 1 ? 1 : ncpu > 8 ? 8 : (unsigned int)ncpu,
 			      .chunk = 8920, .window = 16,
-			      .partition = 2 << 20};
+			      .partition = 2 << 20, .runs = 1};
 	bad |= parse_list(defaults_of(cmd)->workers, RB_MAX_N, &o->n_ns, item_n, o);
 	bad |= parse_list(defaults_of(cmd)->sizes, RB_MAX_SIZES, &o->n_sizes, item_size, o);
 	bad |= parse_list("fp32", RB_MAX_DT, &o->n_dts, item_dtype, o);
@@ -880,6 +898,22 @@ static int parse_opts(int argc, char **argv, struct rb_opts *o, const char *cmd)
 			if (sigma_bench_parse_uint(optarg, 0, UINT_MAX, &o->memif_queues) < 0)
 				o->memif_queues = 0; /* refused below with the valid range */
 			break;
+		case 'R':
+			if (strcmp(cmd, "compare") != 0 ||
+			    sigma_bench_parse_uint(optarg, 1, RB_MAX_RUNS, &o->runs) < 0) {
+				fprintf(stderr, "sigma-bench: --runs is compare's: 1..%d\n",
+					RB_MAX_RUNS);
+				return -EINVAL;
+			}
+			break;
+		case 'B':
+			if (strcmp(cmd, "compare") != 0) {
+				fprintf(stderr, "sigma-bench: --threads-baseline is compare's\n");
+				return -EINVAL;
+			}
+			o->threads = true;
+			break;
+		case 'G': o->gso = true; break;
 		case 'h': return 1;
 		default: return -EINVAL;
 		}
@@ -900,6 +934,11 @@ static int parse_opts(int argc, char **argv, struct rb_opts *o, const char *cmd)
 	if (o->memif_queues < 1 || o->memif_queues > SIGMA_DPDK_MAX_RXQ) {
 		fprintf(stderr, "sigma-bench: --memif-queues must be in 1..%d\n",
 			SIGMA_DPDK_MAX_RXQ);
+		return -EINVAL;
+	}
+	if (o->threads && o->attach[0] == '\0') {
+		fprintf(stderr, "sigma-bench: --threads-baseline needs --attach: without it the "
+				"sweep runs the node threads already\n");
 		return -EINVAL;
 	}
 	if (o->memif != NULL && (o->attach[0] == '\0' || o->memif[0] == '\0')) {
@@ -1085,13 +1124,51 @@ static int run_mpi(const char *exe, const struct rb_opts *o, unsigned int n, dou
 	return 0;
 }
 
+/* Fold one run's results @p cur into @p acc (run @p run); the times are kept apart. */
+static void fold_run(struct rb_result *acc, const struct rb_result *cur, unsigned int run)
+{
+	bool ok = run == 0 || acc->ok;
+	uint64_t re = run ? acc->retransmits : 0, na = run ? acc->nacks : 0;
+
+	*acc = *cur; /* latencies and busy%: the last run's */
+	acc->ok = ok && cur->ok;
+	acc->retransmits = re + cur->retransmits;
+	acc->nacks = na + cur->nacks;
+}
+
+/* Each point's median time across @p runs (@p per: runs x n), and its bandwidths. */
+static void median_runs(struct rb_result *r, const double *per, unsigned int runs,
+			unsigned int n)
+{
+	for (unsigned int i = 0; i < n; i++) {
+		double v[RB_MAX_RUNS];
+
+		for (unsigned int k = 0; k < runs; k++)
+			v[k] = per[(size_t)k * n + i];
+		r[i].t_med = sigma_bench_median(v, runs);
+		r[i].algbw = r[i].t_med > 0 ? (double)r[i].size / r[i].t_med : 0;
+		r[i].busbw = r[i].algbw * 2 * (r[i].n - 1) / r[i].n;
+		r[i].goodput = 2 * r[i].algbw;
+	}
+}
+
+static void json_times(FILE *js, const char *name, const double *per, unsigned int runs,
+		       unsigned int n, unsigned int i)
+{
+	fprintf(js, ",\"%s\":[", name);
+	for (unsigned int k = 0; k < runs; k++)
+		fprintf(js, "%s%.9g", k ? "," : "", isfinite(per[(size_t)k * n + i]) ?
+			per[(size_t)k * n + i] : -1);
+	fprintf(js, "]");
+}
+
 int sigma_bench_compare(int argc, char **argv)
 {
-	struct rb_opts o;
-	struct rb_result *res;
-	double *t_mpi;
+	struct rb_opts o, th;
+	struct rb_result *res, *thr, *cur;
+	double *t_mpi, *per_sg, *per_th, *per_mpi;
 	struct sigma_bench_out out = {0};
-	char exe[256];
+	char exe[256], cpu[128];
 	unsigned int n;
 	FILE *js;
 	int rc = parse_opts(argc, argv, &o, "compare");
@@ -1108,25 +1185,80 @@ int sigma_bench_compare(int argc, char **argv)
 	}
 	n = o.n_ns * o.n_sizes;
 	res = calloc(n, sizeof(*res));
+	thr = calloc(n, sizeof(*thr));
+	cur = calloc(n, sizeof(*cur));
 	t_mpi = calloc(n, sizeof(*t_mpi));
-	if (res == NULL || t_mpi == NULL || build_mpi(exe, sizeof(exe)) < 0) {
+	per_sg = calloc((size_t)3 * o.runs * n, sizeof(double));
+	if (res == NULL || thr == NULL || cur == NULL || t_mpi == NULL || per_sg == NULL ||
+	    build_mpi(exe, sizeof(exe)) < 0) {
 		free(res);
+		free(thr);
+		free(cur);
 		free(t_mpi);
+		free(per_sg);
 		return 1;
 	}
-	for (unsigned int a = 0; a < o.n_ns; a++) {
-		if (!o.quiet)
-			fprintf(stderr, "sigma-bench: MPI_Allreduce, N=%u\n", o.ns[a]);
-		if (run_mpi(exe, &o, o.ns[a], t_mpi + (size_t)a * o.n_sizes) < 0) {
-			fprintf(stderr, "sigma-bench: mpirun failed for N=%u\n", o.ns[a]);
+	per_th = per_sg + (size_t)o.runs * n;
+	per_mpi = per_th + (size_t)o.runs * n;
+	/* the baseline: the same sweep through sigma-bench's own node threads */
+	th = o;
+	th.attach[0] = '\0';
+	th.telemetry = NULL;
+	th.memif = NULL;
+	th.gso = false; /* the default workers: --gso is the attached node's option */
+	/* interleaved, so that a change of load on a shared machine hits all three */
+	for (unsigned int run = 0; run < o.runs; run++) {
+		if (!o.quiet && o.runs > 1)
+			fprintf(stderr, "sigma-bench: run %u of %u\n", run + 1, o.runs);
+		for (unsigned int a = 0; a < o.n_ns; a++) {
+			if (!o.quiet)
+				fprintf(stderr, "sigma-bench: MPI_Allreduce, N=%u\n", o.ns[a]);
+			if (run_mpi(exe, &o, o.ns[a], per_mpi + (size_t)run * n +
+				    (size_t)a * o.n_sizes) < 0) {
+				fprintf(stderr, "sigma-bench: mpirun failed for N=%u\n", o.ns[a]);
+				rc = -EIO;
+			}
+		}
+		if (sweep(&o, cur) < 0)
 			rc = -EIO;
+		for (unsigned int i = 0; i < n; i++) {
+			per_sg[(size_t)run * n + i] = cur[i].t_med;
+			fold_run(&res[i], &cur[i], run);
+		}
+		/* an attached node keeps its jobs: the next sweep continues their rounds */
+		o.first_round += o.iters + 1;
+		if (!o.threads)
+			continue;
+		if (!o.quiet)
+			fprintf(stderr, "sigma-bench: the same sweep through %u node thread(s)\n",
+				th.nodes);
+		if (sweep(&th, cur) < 0)
+			rc = -EIO;
+		for (unsigned int i = 0; i < n; i++) {
+			per_th[(size_t)run * n + i] = cur[i].t_med;
+			fold_run(&thr[i], &cur[i], run);
 		}
 	}
 	rm_mpi(exe);
-	if (sweep(&o, res) < 0)
-		rc = -EIO;
-	printf("%3s %8s %12s %12s %13s %13s %8s  %s\n", "N", "size", "sigma ms", "MPI ms",
-	       "sigma MB/s", "MPI MB/s", "ratio", "node busy%");
+	median_runs(res, per_sg, o.runs, n);
+	if (o.threads)
+		median_runs(thr, per_th, o.runs, n);
+	for (unsigned int i = 0; i < n; i++) {
+		double v[RB_MAX_RUNS];
+
+		for (unsigned int k = 0; k < o.runs; k++)
+			v[k] = isfinite(per_mpi[(size_t)k * n + i]) ? per_mpi[(size_t)k * n + i] : INFINITY;
+		t_mpi[i] = sigma_bench_median(v, o.runs);
+		if (!isfinite(t_mpi[i]))
+			t_mpi[i] = NAN;
+	}
+	sigma_bench_cpu_model(cpu, sizeof(cpu));
+	printf("CPU: %s; %u run(s), each figure the median across them\n", cpu, o.runs);
+	printf("%3s %8s %12s %12s %13s %13s %8s", "N", "size", "sigma ms", "MPI ms", "sigma MB/s",
+	       "MPI MB/s", "ratio");
+	if (o.threads)
+		printf(" %12s %10s", "threads ms", "vs thr");
+	printf("  %s\n", "node busy%");
 	/* The JSON is collected apart and printed after the table. */
 	if (sigma_bench_out_open(&out) < 0)
 		rc = -ENOMEM;
@@ -1134,19 +1266,24 @@ int sigma_bench_compare(int argc, char **argv)
 	for (unsigned int i = 0; i < n && js != NULL; i++) {
 		char sz[32];
 		double ratio = res[i].t_med > 0 ? t_mpi[i] / res[i].t_med : NAN;
+		double rthr = res[i].t_med > 0 ? thr[i].t_med / res[i].t_med : NAN;
 
 		fmt_size(res[i].size, sz, sizeof(sz));
-		printf("%3u %8s %12.3f %12.3f %13.1f %13.1f %7.2fx ", res[i].n, sz,
+		printf("%3u %8s %12.3f %12.3f %13.1f %13.1f %7.2fx", res[i].n, sz,
 		       res[i].t_med * 1e3, t_mpi[i] * 1e3, res[i].algbw / 1e6,
 		       res[i].size / t_mpi[i] / 1e6, ratio);
+		if (o.threads)
+			printf(" %12.3f %9.2fx", thr[i].t_med * 1e3, rthr);
 		/* busy% of each node thread or sigmad lcore over the point's whole sweep */
 		for (unsigned int k = 0; k < res[i].nbusy; k++)
-			printf("%s%.0f", k ? "/" : " ", 100 * res[i].busy[k]);
-		printf("%s\n", res[i].ok ? "" : "  FAILED");
+			printf("%s%.0f", k ? "/" : "  ", 100 * res[i].busy[k]);
+		printf("%s\n", res[i].ok && (!o.threads || thr[i].ok) ? "" : "  FAILED");
 		if (i == 0)
 			fprintf(js, "{\"bench\":\"compare\",\"baseline\":\"MPI_Allreduce (OpenMPI, "
-				    "TCP loopback)\",\"sigma_transport\":\"%s\",\"results\":[",
-				o.memif != NULL ? "DPDK memif" : "kernel UDP");
+				    "TCP loopback)\",\"sigma_transport\":\"%s\",\"cpu\":\"%s\","
+				    "\"runs\":%u,\"threads_baseline\":%s,\"worker_gso\":%s,"
+				    "\"results\":[", o.memif != NULL ? "DPDK memif" : "kernel UDP", cpu,
+				o.runs, o.threads ? "true" : "false", o.gso ? "true" : "false");
 		fprintf(js, "%s{\"n\":%u,\"bytes\":%" PRIu64 ",\"sigma_time_s\":%.9g,"
 			    "\"mpi_time_s\":%.9g,\"sigma_algbw_Bps\":%.6g,\"mpi_algbw_Bps\":%.6g,"
 			    "\"speedup_vs_mpi\":%.4f,\"sigma_ok\":%s,\"busy_source\":\"%s\","
@@ -1157,15 +1294,30 @@ int sigma_bench_compare(int argc, char **argv)
 			res[i].busy_sigmad ? "sigmad lcores" : "node threads");
 		for (unsigned int k = 0; k < res[i].nbusy; k++)
 			fprintf(js, "%s%.4f", k ? "," : "", res[i].busy[k]);
-		fprintf(js, "]}");
+		fprintf(js, "]");
+		if (o.threads)
+			fprintf(js, ",\"threads_time_s\":%.9g,\"threads_algbw_Bps\":%.6g,"
+				    "\"threads_ok\":%s,\"speedup_vs_threads\":%.4f,"
+				    "\"threads_vs_mpi\":%.4f", thr[i].t_med, thr[i].algbw,
+				thr[i].ok ? "true" : "false", isfinite(rthr) ? rthr : -1,
+				thr[i].t_med > 0 && isfinite(t_mpi[i]) ? t_mpi[i] / thr[i].t_med : -1);
+		json_times(js, "sigma_runs_s", per_sg, o.runs, n, i);
+		json_times(js, "mpi_runs_s", per_mpi, o.runs, n, i);
+		if (o.threads)
+			json_times(js, "threads_runs_s", per_th, o.runs, n, i);
+		fprintf(js, "}");
 	}
-	printf("ratio = MPI time / sigma time (> 1: sigma is faster)\n");
+	printf("ratio = MPI time / sigma time (> 1: sigma is faster)%s\n",
+	       o.threads ? "; vs thr = node threads' time / sigma time" : "");
 	if (js != NULL) {
 		fprintf(js, "]}\n");
 		if (sigma_bench_out_write(&out, o.json) < 0)
 			rc = -EIO;
 	}
 	free(res);
+	free(thr);
+	free(cur);
 	free(t_mpi);
+	free(per_sg);
 	return rc < 0 ? 1 : 0;
 }

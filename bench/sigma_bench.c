@@ -51,6 +51,25 @@ double sigma_bench_median(double *v, size_t n)
 	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
+const char *sigma_bench_cpu_model(char *buf, size_t len)
+{
+	FILE *f = fopen("/proc/cpuinfo", "r");
+	char line[512], *v;
+
+	snprintf(buf, len, "unknown");
+	while (f != NULL && fgets(line, sizeof(line), f) != NULL) {
+		if (strncmp(line, "model name", 10) != 0 || (v = strchr(line, ':')) == NULL)
+			continue;
+		v += strspn(v, ": \t");
+		v[strcspn(v, "\n")] = '\0';
+		snprintf(buf, len, "%s", v);
+		break;
+	}
+	if (f != NULL)
+		fclose(f);
+	return buf;
+}
+
 int sigma_bench_parse_uint(const char *s, unsigned int lo, unsigned int hi, unsigned int *out)
 {
 	unsigned long v;

@@ -43,6 +43,9 @@ double sigma_bench_thread_cpu_now(void);
 /** Median of @p n doubles (reorders @p v). */
 double sigma_bench_median(double *v, size_t n);
 
+/** The CPU's model name (/proc/cpuinfo, as lscpu shows it) into @p buf; "unknown" if none. */
+const char *sigma_bench_cpu_model(char *buf, size_t len);
+
 /**
  * Strict option value: a whole decimal number in [@p lo, @p hi]. Signs,
  * spaces and trailing characters ("7x") are refused, where atoi() would

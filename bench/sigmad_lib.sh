@@ -31,6 +31,14 @@ child_pid() {
 	done
 }
 
+# sigmad_count SCRIPT WHAT VALUE: VALUE must be 1..8 (ports, lcores), else exit 2
+sigmad_count() {
+	if ! [ "$3" -ge 1 ] 2>/dev/null || [ "$3" -gt 8 ]; then
+		echo "$1: $2 must be 1..8" >&2
+		exit 2
+	fi
+}
+
 # sigmad_wait OUT PID: wait up to 10 s for sigmad (output in OUT) to run.
 sigmad_wait() {
 	for _ in $(seq 100); do

@@ -32,10 +32,7 @@ SIGMAD=$1
 JOBS=$2
 NPORTS=$3
 shift 3
-if ! [ "$NPORTS" -ge 1 ] 2>/dev/null || [ "$NPORTS" -gt 8 ]; then
-	echo "sigmad_memif.sh: NPORTS must be 1..8" >&2
-	exit 2
-fi
+sigmad_count sigmad_memif.sh NPORTS "$NPORTS"
 TMP=$(mktemp -d)
 SOCK=$TMP/memif.sock
 SPID=

@@ -128,6 +128,15 @@ struct sigma_conf {
 	 * a sum. At most 64. Replies still come from node.port. Both transports.
 	 */
 	uint16_t steer_reducers;
+	/**
+	 * UDP transport: send consecutive pushes of one length to one node port
+	 * in one UDP_SEGMENT (GSO) message, up to 64 datagrams or 64 KB (default
+	 * false: one datagram per message). The kernel cuts them into the same
+	 * datagrams; a receiver with UDP_GRO (sigmad's socket transport, [socket]
+	 * gro) gets them in one message. Where the kernel refuses GSO (a route's
+	 * MTU below the datagrams), the session goes back to one per message.
+	 */
+	bool udp_gso;
 };
 
 /** Counters of a session (monotonic). */

@@ -1,12 +1,14 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Kernel UDP transport: one socket per session, sendmmsg with the payload
- * gathered from the caller's tensor (no copy in user space), recvmmsg in
+ * gathered from the caller's tensor (no copy in user space), optionally
+ * several datagrams per message (UDP_SEGMENT, conf.udp_gso), recvmmsg in
  * bursts.
  */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
+#include <netinet/udp.h>
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,11 +23,14 @@
 struct sg_cli_udp {
 	struct sg_cli_transport ops;
 	int fd;
+	bool gso;       /* conf.udp_gso, until the kernel refuses it */
 	unsigned int nnodes;
 	struct sockaddr_in *addrs;
 	struct mmsghdr txmsg[SG_CLI_BURST];
 	struct sockaddr_in txname[SG_CLI_BURST]; /* node address, port moved by port_off */
-	struct iovec txiov[SG_CLI_BURST][2];
+	struct iovec txiov[2 * SG_CLI_BURST];    /* each message's, one after the other */
+	uint16_t txcount[SG_CLI_BURST];          /* datagrams of each message */
+	uint8_t txctl[SG_CLI_BURST][CMSG_SPACE(sizeof(uint16_t))];
 	struct mmsghdr rxmsg[SG_CLI_BURST];
 	struct iovec rxiov[SG_CLI_BURST];
 	uint8_t *rxbuf; /* SG_CLI_BURST * SG_CLI_RXBUF */
@@ -86,42 +91,96 @@ void sg_cli_rx_init(struct mmsghdr *msgs, struct iovec *iov, uint8_t *buf,
 	}
 }
 
+/* Datagrams of @p len bytes one UDP_SEGMENT message may carry (64 KB of IPv4 payload). */
+static unsigned int gso_max(uint32_t len)
+{
+	unsigned int m = 65507 / len;
+
+	return m < 64 ? m : 64;
+}
+
+/* Pack @p pkts into messages: one per packet, or with GSO one per run of packets of
+ * one length to one destination. @return messages. */
+static unsigned int pack_msgs(struct sg_cli_udp *u, const struct sg_cli_txpkt *pkts,
+			      unsigned int n)
+{
+	unsigned int nm = 0, ni = 0;
+
+	for (unsigned int i = 0; i < n; i++) {
+		const struct sg_cli_txpkt *p = &pkts[i], *q = i ? &pkts[i - 1] : NULL;
+		uint32_t len = SG_DP_HDR_LEN + p->payload_len;
+		struct mmsghdr *m;
+
+		if (u->gso && q != NULL && q->node == p->node && q->port_off == p->port_off &&
+		    q->payload_len == p->payload_len && u->txcount[nm - 1] < gso_max(len)) {
+			m = &u->txmsg[nm - 1]; /* q opened it: nm >= 1 */
+			u->txcount[nm - 1]++;
+		} else {
+			m = &u->txmsg[nm];
+			memset(m, 0, sizeof(*m));
+			u->txname[nm] = u->addrs[p->node];
+			u->txname[nm].sin_port = htons((uint16_t)(ntohs(u->txname[nm].sin_port) +
+								  p->port_off));
+			m->msg_hdr.msg_name = &u->txname[nm];
+			m->msg_hdr.msg_namelen = sizeof(struct sockaddr_in);
+			m->msg_hdr.msg_iov = &u->txiov[ni];
+			u->txcount[nm++] = 1;
+		}
+		u->txiov[ni++] = (struct iovec){(void *)p->hdr, SG_DP_HDR_LEN};
+		m->msg_hdr.msg_iovlen++;
+		if (p->payload_len) {
+			u->txiov[ni++] = (struct iovec){(void *)p->payload, p->payload_len};
+			m->msg_hdr.msg_iovlen++;
+		}
+	}
+	for (unsigned int k = 0; k < nm; k++) {
+		struct msghdr *mh = &u->txmsg[k].msg_hdr;
+		struct cmsghdr *cm;
+		uint16_t seg;
+
+		if (u->txcount[k] < 2)
+			continue;
+		seg = (uint16_t)(mh->msg_iov[0].iov_len + (mh->msg_iovlen > u->txcount[k] ?
+							     mh->msg_iov[1].iov_len : 0));
+		mh->msg_control = u->txctl[k];
+		mh->msg_controllen = sizeof(u->txctl[k]);
+		cm = CMSG_FIRSTHDR(mh);
+		cm->cmsg_level = SOL_UDP;
+		cm->cmsg_type = UDP_SEGMENT;
+		cm->cmsg_len = CMSG_LEN(sizeof(seg));
+		memcpy(CMSG_DATA(cm), &seg, sizeof(seg));
+	}
+	return nm;
+}
+
 static int udp_send(struct sg_cli_transport *tp, const struct sg_cli_txpkt *pkts, unsigned int n)
 {
 	struct sg_cli_udp *u = (struct sg_cli_udp *)tp;
-	unsigned int done = 0;
+	unsigned int done = 0, sent = 0, nm = pack_msgs(u, pkts, n);
 
-	for (unsigned int i = 0; i < n; i++) {
-		struct mmsghdr *m = &u->txmsg[i];
-
-		u->txiov[i][0].iov_base = (void *)pkts[i].hdr;
-		u->txiov[i][0].iov_len = SG_DP_HDR_LEN;
-		u->txiov[i][1].iov_base = (void *)pkts[i].payload;
-		u->txiov[i][1].iov_len = pkts[i].payload_len;
-		memset(m, 0, sizeof(*m));
-		u->txname[i] = u->addrs[pkts[i].node];
-		u->txname[i].sin_port = htons((uint16_t)(ntohs(u->txname[i].sin_port) +
-							 pkts[i].port_off));
-		m->msg_hdr.msg_name = &u->txname[i];
-		m->msg_hdr.msg_namelen = sizeof(struct sockaddr_in);
-		m->msg_hdr.msg_iov = u->txiov[i];
-		m->msg_hdr.msg_iovlen = pkts[i].payload_len ? 2 : 1;
-	}
-	while (done < n) {
-		int r = sendmmsg(u->fd, u->txmsg + done, n - done, 0);
+	while (done < nm) {
+		int r = sendmmsg(u->fd, u->txmsg + done, nm - done, 0);
 
 		if (r < 0) {
 			if (errno == EINTR)
 				continue;
+			/* GSO refused (an MTU below the datagrams): one per message from now on */
+			if ((errno == EINVAL || errno == EIO) && u->txcount[done] > 1 && u->gso) {
+				u->gso = false;
+				r = udp_send(tp, pkts + sent, n - sent);
+				return r < 0 ? r : (int)sent + r;
+			}
 			/* A refused or unroutable destination: the chunks count as lost. */
 			if (errno == ECONNREFUSED || errno == EHOSTUNREACH || errno == ENETUNREACH ||
 			    errno == ENOBUFS || errno == EAGAIN)
-				return (int)done;
+				return (int)sent;
 			return -errno;
 		}
+		for (int k = 0; k < r; k++)
+			sent += u->txcount[done + (unsigned int)k];
 		done += (unsigned int)r;
 	}
-	return (int)done;
+	return (int)sent;
 }
 
 static int udp_recv(struct sg_cli_transport *tp, struct sg_cli_rxpkt *pkts, unsigned int max,
@@ -180,6 +239,7 @@ struct sg_cli_transport *sg_cli_udp_create(const struct sigma_conf *conf)
 	if (u == NULL)
 		return NULL;
 	u->fd = -1;
+	u->gso = conf->udp_gso;
 	u->ops.send = udp_send;
 	u->ops.recv = udp_recv;
 	u->ops.destroy = udp_destroy;

@@ -322,8 +322,16 @@ static int lcore_call_locked(struct sg_dp_pipeline *p, unsigned int i, uint32_t 
 			     uint64_t arg0)
 {
 	struct sg_ctl_msg rq = {.type = type, .arg = {arg0}}, rs;
-	int rc = sg_ctl_chan_call(p->lc[i].chan, &rq, &rs, AGENT_CHAN_TIMEOUT_US);
+	struct sg_dp_lcore *lc = &p->lc[i];
+	int rc;
 
+	/* the lcore stays awake and answers at once while this is set (pipeline loop);
+	 * a transport whose idle lcores block is woken up first */
+	__atomic_store_n(&lc->ctl_waiting, 1, __ATOMIC_SEQ_CST);
+	if (p->tr->wake != NULL)
+		p->tr->wake(lc);
+	rc = sg_ctl_chan_call(lc->chan, &rq, &rs, AGENT_CHAN_TIMEOUT_US);
+	__atomic_store_n(&lc->ctl_waiting, 0, __ATOMIC_RELEASE);
 	return rc < 0 ? rc : rs.result;
 }
 
@@ -1080,10 +1088,13 @@ static int op_drain(void *arg)
 /* -ENOTSUP with the reason when the pipeline does not run verbs (ethdev, or no verbs build). */
 static int verbs_refuse(const struct sg_dp_pipeline *p, char *reason)
 {
+	bool sock = sg_dp_pipeline_config(p)->transport == SG_DP_TRANSPORT_SOCKET;
+
 	if (sg_dp_pipeline_config(p)->transport == SG_DP_TRANSPORT_VERBS && SG_HAVE_VERBS)
 		return 0;
-	snprintf(reason, SG_CTL_REASON_MAX, "this node runs the DPDK transport ([transport] "
-		 "type = dpdk), not verbs: workers reach it over UDP");
+	snprintf(reason, SG_CTL_REASON_MAX, "this node runs the %s transport ([transport] "
+		 "type = %s), not verbs: workers reach it over UDP", sock ? "kernel socket" : "DPDK",
+		 sock ? "socket" : "dpdk");
 	return -ENOTSUP;
 }
 

@@ -56,6 +56,17 @@ const char sg_dp_default_config[] =
 	"timeout_ms = 1000\n"
 	"log_level = info\n"
 	"stats_interval_s = 0\n"
+	"[transport]\n"
+	"; dpdk (ethdev ports), verbs (rdma-core) or socket (kernel UDP sockets)\n"
+	"type = dpdk\n"
+	"[socket]\n"
+	"; [transport] type = socket only: bytes of socket buffer asked for each\n"
+	"; socket (SO_RCVBUFFORCE/SO_SNDBUFFORCE, else capped by net.core.rmem_max\n"
+	"; and wmem_max), UDP_GRO on receive, UDP_SEGMENT (GSO) on send\n"
+	"rcvbuf = 8388608\n"
+	"sndbuf = 4194304\n"
+	"gro = yes\n"
+	"gso = yes\n"
 	"[job 1]\n"
 	"workers = 4\n"
 	"token = 0x5349474d41000001\n"
@@ -115,6 +126,7 @@ static const struct word steer_words[] = {
 };
 static const struct word transport_words[] = {
 	{"dpdk", SG_DP_TRANSPORT_DPDK}, {"verbs", SG_DP_TRANSPORT_VERBS},
+	{"socket", SG_DP_TRANSPORT_SOCKET},
 };
 
 /* "a, b or c" into @p buf */
@@ -339,6 +351,10 @@ static const struct key_def keys[] = {
 	{"live", "timeout_ms", K_UINT, OFF(timeout_ms), 1, 3600000, 0},
 	{"live", "log_level", K_LOG, OFF(log_level), 0, 0, 0},
 	{"live", "stats_interval_s", K_UINT, OFF(stats_interval_s), 0, 86400, 0},
+	{"socket", "rcvbuf", K_UINT, OFF(sock.rcvbuf), 65536, 1u << 30, 0},
+	{"socket", "sndbuf", K_UINT, OFF(sock.sndbuf), 65536, 1u << 30, 0},
+	{"socket", "gro", K_BOOL, OFF(sock.gro), 0, 0, 0, WORDS(bool_words)},
+	{"socket", "gso", K_BOOL, OFF(sock.gso), 0, 0, 0, WORDS(bool_words)},
 };
 
 static int apply_key(struct sg_dp_config *c, const struct key_def *k, const char *val,
@@ -546,7 +562,8 @@ static int apply_other_section(struct sg_dp_config *c, struct rte_cfgfile *cf, c
 
 		*rc = 0;
 		if (n > 1 || (n == 1 && t == NULL)) {
-			sg_dp_seterr(err, errlen, "[transport]: the only key is type (dpdk or verbs)");
+			sg_dp_seterr(err, errlen, "[transport]: the only key is type (dpdk, verbs or "
+				     "socket)");
 			*rc = -EINVAL;
 		} else if (t == NULL) {
 			c->transport = SG_DP_TRANSPORT_DPDK;
@@ -594,7 +611,7 @@ static int apply_cfgfile(struct sg_dp_config *c, struct rte_cfgfile *cf, const c
 			known |= !strcmp(keys[k].section, secp[i]);
 		if (!known) {
 			sg_dp_seterr(err, errlen, "%s: unknown section [%s] (known: net, layout, resources, "
-			       "live, job N, control, transport, verbs)", what, secp[i]);
+			       "live, job N, control, transport, verbs, socket)", what, secp[i]);
 			rc = -EINVAL;
 			break;
 		}
@@ -869,7 +886,8 @@ void sg_dp_usage(FILE *f, const char *prog)
 		"\n"
 		"  --config FILE         INI file: sections [net] [layout] [resources] [live] [job N],\n"
 		"                        [control] (control server, heartbeats; docs/control.md),\n"
-		"                        [transport] type = dpdk|verbs, [verbs] (docs/verbs.md)\n"
+		"                        [transport] type = dpdk|verbs|socket, [verbs]\n"
+		"                        (docs/verbs.md), [socket] (kernel UDP sockets)\n"
 		"  --print-config        print the embedded default config and exit\n"
 		"  --ip A.B.C.D          our IPv4 address (ARP is answered for it)   [net] ip\n"
 		"  --udp-port N          UDP port of the wire protocol             [net] udp_port\n"
@@ -1147,6 +1165,27 @@ int sg_dp_layout_check(const struct sg_dp_config *c, const struct sg_dp_topology
 	}
 	if (n_warn)
 		*n_warn = warns;
+	return 0;
+}
+
+int sg_dp_layout_port0(const struct sg_dp_config *c, struct sg_dp_topology *t, const char *type,
+		       const char *what, char *err, size_t errlen)
+{
+	for (unsigned int i = 0; i < c->n_lcores; i++) {
+		const struct sg_dp_lcore_cfg *a = &c->lcores[i];
+
+		if ((a->role & SG_ROLE_IO) && a->port != 0) {
+			sg_dp_seterr(err, errlen, "layout %s (%u,%u,%u): with [transport] type = %s "
+				     "every entry is on port 0 (%s): write (0,%u,%u)",
+				     sg_dp_role_name(a->role), a->port, a->queue, a->lcore, type, what,
+				     a->queue, a->lcore);
+			return -EINVAL;
+		}
+	}
+	t->n_ports = 1;
+	t->port_node[0] = -1;
+	t->max_rxq[0] = 32;
+	t->max_txq[0] = SG_DP_MAX_LAYOUT;
 	return 0;
 }
 

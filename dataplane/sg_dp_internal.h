@@ -5,9 +5,11 @@
  *
  * The seam: the lcore loop (sg_dp_pipeline.c) moves bytes only through a
  * struct sg_dp_transport: the DPDK ethdev transport (sg_dp_eth.c; its items
- * are mbufs) or, in builds with verbs, the rdma-core one (sg_dp_verbs_tp.c;
- * its items are copies of pushes for another reducer, its engine output posts
- * sends on the reducer's own QP).
+ * are mbufs), the kernel UDP socket one (sg_dp_sock.c; its items are copies
+ * of pushes for another reducer, its engine output goes out with sendmmsg)
+ * or, in builds with verbs, the rdma-core one (sg_dp_verbs_tp.c; its items
+ * are copies of pushes for another reducer, its engine output posts sends on
+ * the reducer's own QP).
  */
 #ifndef SG_DP_INTERNAL_H
 #define SG_DP_INTERNAL_H
@@ -148,6 +150,60 @@ struct sg_dp_move {
 	volatile bool committed;     /* written by the reducer, read by the agent */
 };
 
+/*
+ * Hand-off of copied pushes (the verbs and socket transports, whose receive
+ * buffers do not outlive a poll): the receiving lcore copies a push for
+ * another reducer into an item of a mempool and batches items per owner; the
+ * owner reduces them from its ring and puts them back (sg_dp_hand.c).
+ */
+#define SG_DP_HAND_BATCH 32
+
+/* What every item starts with; the transport's address of the sender follows, and the
+ * message at struct sg_dp_hand.msg_off. */
+struct sg_dp_hand_item {
+	uint32_t len;
+};
+
+struct sg_dp_hand {
+	struct rte_mempool *items; /* NULL: nobody to hand to (one reducer, no io lcore) */
+	uint32_t msg_off;          /* where an item's message starts */
+	unsigned int n[SG_DP_MAX_LAYOUT];
+	void *b[SG_DP_MAX_LAYOUT][SG_DP_HAND_BATCH];
+};
+
+/** An item for a push to reducer @p o, or NULL (counted: no_mbuf, or ring_full when
+ *  @p h has no pool). Fill it, then sg_dp_hand_add() it. */
+void *sg_dp_hand_get(struct sg_dp_lcore *lc, struct sg_dp_hand *h);
+
+/** Queue filled item @p item for reducer @p o; a full batch goes to its ring at once. */
+void sg_dp_hand_add(struct sg_dp_lcore *lc, struct sg_dp_hand *h, unsigned int o, void *item);
+
+/** Put every batch on its owner's ring (what does not fit is dropped: ring_full), and
+ *  wake the owners (struct sg_dp_transport.wake). */
+void sg_dp_hand_flush(struct sg_dp_lcore *lc, struct sg_dp_hand *h);
+
+/**
+ * struct sg_dp_transport.reduce for items of @p h's layout: each item of a key
+ * moving away goes to its new owner's ring (or is refused: draining,
+ * ring_full); @p one reduces the others. Every item not forwarded goes back to
+ * its pool.
+ */
+void sg_dp_hand_reduce(struct sg_dp_lcore *lc, const struct sg_dp_hand *h, void **items,
+		       unsigned int n,
+		       void (*one)(struct sg_dp_lcore *lc, void *item, const uint8_t *msg,
+				   uint32_t len, uint64_t now));
+
+/** struct sg_dp_transport.release for items of sg_dp_hand_pool()s. */
+void sg_dp_hand_release(void **items, unsigned int n);
+
+/**
+ * The hand-off pool of NUMA node @p node for items of @p size bytes, made once
+ * into p->pools[node]: room for every reducer's ring full, plus every lcore's
+ * batches and cache. NULL with @p err filled on failure; freed by the transport.
+ */
+struct rte_mempool *sg_dp_hand_pool(struct sg_dp_pipeline *p, int node, uint32_t size,
+				    char *err, size_t errlen);
+
 /** Key of struct sg_dp_move's hash. */
 struct sg_dp_move_key {
 	uint32_t job, key, chunk;
@@ -162,6 +218,14 @@ struct sg_dp_counter {
 	uint64_t value;
 	bool drop; /* also reported by /sigma/drops (as <transport>_<name>) */
 };
+
+/** Append one counter to @p out (at @p *n, at most @p max) for a transport's counters(). */
+static inline void sg_dp_counter_put(struct sg_dp_counter *out, unsigned int *n,
+				     unsigned int max, const char *name, uint64_t value, bool drop)
+{
+	if (*n < max)
+		out[(*n)++] = (struct sg_dp_counter){name, value, drop};
+}
 
 /** How a pipeline moves bytes. Every function runs on the lcore it is given
  *  (rx, reduce, flush, engine_tx) or on the main thread (the others). */
@@ -209,7 +273,23 @@ struct sg_dp_transport {
 	/** Optional, SIGHUP: report the transport's own section's changes.
 	 *  @return changes that need a restart. */
 	int (*reload)(struct sg_dp_pipeline *p, const struct sg_dp_config *nc, FILE *report);
+	/** Optional, idle = sleep: block until lcore @p lc may have work (input, a hand-off
+	 *  to its ring, a wake()) or @p us pass. Without it the lcore sleeps, backing off
+	 *  from 1 us up to @p us. */
+	void (*idle_wait)(struct sg_dp_lcore *lc, unsigned int us);
+	/** Optional, any thread: end lcore @p lc's idle_wait() early (cheap when it is not
+	 *  waiting). Called after a control request is queued for it and at stop. */
+	void (*wake)(struct sg_dp_lcore *lc);
 };
+
+/**
+ * check() of a transport without ethdev ports (verbs, socket): refuse a layout
+ * entry on another port than 0, naming what port 0 is (@p what), and describe
+ * that one pseudo-port in @p t: 32 RX queues, a TX queue per lcore.
+ * @return 0, or -EINVAL with the entry and its fix in @p err.
+ */
+int sg_dp_layout_port0(const struct sg_dp_config *c, struct sg_dp_topology *t, const char *type,
+		       const char *what, char *err, size_t errlen);
 
 /** The DPDK ethdev transport (any PMD: PCI NICs, memif, af_packet, tap, ring). */
 extern const struct sg_dp_transport sg_dp_transport_ethdev;
@@ -237,6 +317,8 @@ void sg_dp_memif_guard_stop(struct sg_dp_pipeline *p);
 
 /** The rdma-core transport (sg_dp_verbs_tp.c; only in builds with verbs). */
 extern const struct sg_dp_transport sg_dp_transport_verbs;
+/** The kernel UDP socket transport (sg_dp_sock.c; [transport] type = socket). */
+extern const struct sg_dp_transport sg_dp_transport_socket;
 
 /**
  * Give one datagram to this reducer's engine, from any transport: counts it,
@@ -304,6 +386,11 @@ void sg_dp_steer_rule(struct sg_dp_flow_rule *r, uint32_t ip, uint16_t udp_port,
 #define SG_DP_PEER_EXPIRE_MAX 64 /* idle reply addresses forgotten per reducer per ms */
 #define SG_DP_MAX_XQ 16       /* RX queues an lcore polls beyond its layout's one */
 #define SG_DP_IDLE_SPIN 256   /* empty polls before the sleep policy starts sleeping */
+/* ... before it blocks in a transport's idle_wait(), which an arrival ends: a long spin
+ * only takes the CPU from the workers. Measured on the 2-core VM (socket transport, 1 rtc
+ * lcore, 4 workers, 16 MB): sigmad's CPU 510 ms at 256 polls, 380 at 8, 480 at 1 (a
+ * wake-up per burst); wall time 84, 77 and 76 ms. */
+#define SG_DP_IDLE_SPIN_WAIT 8
 
 /* Where a received datagram came from and where its payload is: written by
  * the receiving lcore into the mbuf's private area, read by the reducer. */
@@ -338,6 +425,8 @@ struct sg_dp_lcore {
 	struct rte_mbuf *txb[SG_DP_MAX_PORTS][SG_DP_TXB];
 	struct sg_dp_lcore_stats st;
 	struct sg_ctl_chan *chan;   /* requests from the control agent */
+	volatile uint32_t ctl_waiting; /* a control call waits for this lcore: answer each
+					* iteration and do not sleep (sg_dp_lcore_call()) */
 	struct sg_dp_move *mv;      /* reducers: buckets leaving this reducer, or NULL */
 } __rte_cache_aligned;
 

@@ -3,7 +3,8 @@
  * sigmad's lcore pipeline: reducer rings, one aggregation engine per reducer
  * lcore, and the lcore loops that connect them. Bytes move through a
  * transport (struct sg_dp_transport, sg_dp_internal.h); the DPDK ethdev one
- * is in sg_dp_eth.c, the rdma-core one ([transport] type = verbs) in
+ * is in sg_dp_eth.c, the kernel UDP one ([transport] type = socket) in
+ * sg_dp_sock.c, the rdma-core one ([transport] type = verbs) in
  * sg_dp_verbs_tp.c.
  *
  * Data path of one push: an I/O (or run-to-completion) lcore receives the
@@ -53,13 +54,25 @@ void sg_dp_reduce_one(struct sg_dp_lcore *lc, const uint8_t *pl, uint32_t len, u
 		lc->st.bytes_summed += len - SG_DP_HDR_LEN;
 }
 
-static void idle_wait(struct sg_dp_lcore *lc, unsigned int *idle_polls)
+/* @return true if the lcore slept (or blocked in its transport's wait) */
+static bool idle_wait(struct sg_dp_lcore *lc, unsigned int *idle_polls)
 {
 	unsigned int shift, us;
 
-	if (*(volatile enum sg_idle *)&lc->st.idle != SG_IDLE_SLEEP ||
-	    ++*idle_polls < SG_DP_IDLE_SPIN)
-		return;
+	if (*(volatile enum sg_idle *)&lc->st.idle != SG_IDLE_SLEEP || lc->ctl_waiting)
+		return false;
+	++*idle_polls;
+	if (lc->p->tr->idle_wait != NULL) {
+		/* a blocking wait that input ends: a short spin, no back-off */
+		if (*idle_polls < SG_DP_IDLE_SPIN_WAIT)
+			return false;
+		rte_rcu_qsbr_thread_offline(lc->p->rcu, lc->idx);
+		lc->p->tr->idle_wait(lc, lc->p->idle_sleep_us);
+		rte_rcu_qsbr_thread_online(lc->p->rcu, lc->idx);
+		return true;
+	}
+	if (*idle_polls < SG_DP_IDLE_SPIN)
+		return false;
 	/* back off exponentially from 1 us up to the configured longest sleep */
 	shift = RTE_MIN(*idle_polls - SG_DP_IDLE_SPIN, 20u);
 	us = RTE_MIN(1u << shift, lc->p->idle_sleep_us);
@@ -67,6 +80,7 @@ static void idle_wait(struct sg_dp_lcore *lc, unsigned int *idle_polls)
 	rte_rcu_qsbr_thread_offline(lc->p->rcu, lc->idx);
 	rte_delay_us_sleep(us);
 	rte_rcu_qsbr_thread_online(lc->p->rcu, lc->idx);
+	return true;
 }
 
 static int lcore_main(void *arg)
@@ -115,7 +129,8 @@ static int lcore_main(void *arg)
 			}
 		}
 		work += tr->flush(lc);
-		if (++ctl_count == SG_DP_CTL_POLL_EVERY) {
+		/* a control call that waits is answered now, not after the next sleep */
+		if (++ctl_count == SG_DP_CTL_POLL_EVERY || lc->ctl_waiting) {
 			ctl_count = 0;
 			work += sg_dp_lcore_ctl_tick(lc);
 		}
@@ -132,7 +147,9 @@ static int lcore_main(void *arg)
 			lc->st.busy_cycles += t1 - t0;
 			idle_polls = 0;
 		} else {
-			idle_wait(lc, &idle_polls);
+			/* after a sleep, look at the control channel at once */
+			if (idle_wait(lc, &idle_polls))
+				ctl_count = SG_DP_CTL_POLL_EVERY - 1;
 			lc->st.idle_cycles += rte_rdtsc() - t0;
 		}
 	}
@@ -341,6 +358,8 @@ struct sg_dp_pipeline *sg_dp_pipeline_create(const struct sg_dp_config *c, char 
 	}
 	p->tr = &sg_dp_transport_ethdev;
 	pthread_mutex_init(&p->ctl_lock, NULL);
+	if (c->transport == SG_DP_TRANSPORT_SOCKET)
+		p->tr = &sg_dp_transport_socket;
 	if (c->transport == SG_DP_TRANSPORT_VERBS) {
 #if SG_HAVE_VERBS
 		p->tr = &sg_dp_transport_verbs;
@@ -455,6 +474,8 @@ void sg_dp_pipeline_stop(struct sg_dp_pipeline *p)
 	if (p == NULL || !p->running)
 		return;
 	p->stop_rx = true;
+	for (unsigned int i = 0; p->tr->wake != NULL && i < p->n_lc; i++)
+		p->tr->wake(&p->lc[i]);
 	for (unsigned int i = 0; i < p->n_lc; i++)
 		rte_eal_wait_lcore(p->lc[i].lcore_id);
 	p->running = false;

@@ -149,6 +149,13 @@ struct sg_dp_config {
 	/** Tests only: a `const struct sg_dp_verbs_ops *` the verbs transport uses instead
 	 *  of rdma-core (a fake HCA). NULL in sigmad; never read from a file. */
 	const void *verbs_ops;
+	/** `[socket]`: the kernel UDP transport's settings ([transport] type = socket) */
+	struct sg_dp_sock_cfg {
+		unsigned int rcvbuf; /**< SO_RCVBUF(FORCE) bytes asked for each socket */
+		unsigned int sndbuf; /**< SO_SNDBUF(FORCE) bytes asked for each socket */
+		bool gro;            /**< UDP_GRO on every receiving socket */
+		bool gso;            /**< UDP_SEGMENT: equal replies to one worker in one send */
+	} sock;
 	/* run control */
 	char config_path[256]; /**< empty: embedded default */
 	double duration_s;     /**< 0: until a signal */
@@ -167,6 +174,7 @@ enum sg_dp_steer {
 enum sg_dp_transport_kind {
 	SG_DP_TRANSPORT_DPDK = 0,  /**< DPDK ethdev ports (the default) */
 	SG_DP_TRANSPORT_VERBS = 1, /**< rdma-core verbs (-Dverbs=enabled; docs/verbs.md) */
+	SG_DP_TRANSPORT_SOCKET = 2, /**< kernel UDP sockets (docs/sigmad.md, "Kernel sockets") */
 };
 
 /** The embedded default configuration (INI text). */

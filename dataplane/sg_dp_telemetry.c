@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * rte_telemetry commands for operators: /sigma/lcores, /sigma/ports,
- * /sigma/verbs, /sigma/jobs, /sigma/drops. dpdk-telemetry.py lists and runs them.
+ * /sigma/verbs, /sigma/socket, /sigma/jobs, /sigma/drops. dpdk-telemetry.py lists and runs them.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -23,6 +23,22 @@ static int no_pipeline(struct rte_tel_data *d)
 	rte_tel_data_start_dict(d);
 	rte_tel_data_add_dict_string(d, "error", "no pipeline running");
 	return 0;
+}
+
+/* Lcore @p i's transport drop counters into dict @p l, as <transport>_<name> (they are
+ * not in its "drops": that one counts the net_* reasons of /sigma/drops). */
+static void tel_transport_drops(struct sg_dp_pipeline *p, unsigned int i, struct rte_tel_data *l)
+{
+	struct sg_dp_counter tc[32];
+	unsigned int n = p->tr->counters ? p->tr->counters(p, i, tc, RTE_DIM(tc)) : 0;
+	char name[48];
+
+	for (unsigned int k = 0; k < n; k++) {
+		if (!tc[k].drop)
+			continue;
+		snprintf(name, sizeof(name), "%s_%s", p->tr->name, tc[k].name);
+		rte_tel_data_add_dict_u64(l, name, tc[k].value);
+	}
 }
 
 static int tel_lcores(const char *cmd, const char *params, struct rte_tel_data *d)
@@ -65,6 +81,7 @@ static int tel_lcores(const char *cmd, const char *params, struct rte_tel_data *
 		rte_tel_data_add_dict_u64(l, "peers_evicted", st.peers_evicted);
 		rte_tel_data_add_dict_u64(l, "peers_expired", st.peers_expired);
 		rte_tel_data_add_dict_u64(l, "drops", drops);
+		tel_transport_drops(p, i, l);
 		snprintf(name, sizeof(name), "lcore_%u", st.lcore);
 		rte_tel_data_add_dict_container(d, name, l, 0);
 	}
@@ -116,24 +133,27 @@ static int tel_ports(const char *cmd, const char *params, struct rte_tel_data *d
 	return 0;
 }
 
-/* The transport's own counters per lcore (verbs: each lcore's QP). */
-static int tel_verbs(const char *cmd, const char *params, struct rte_tel_data *d)
+/* Transport @p name's own counters per lcore (verbs: each lcore's QP; socket: its
+ * sockets), or an error naming the transport that runs. */
+static int tel_transport(const char *name, struct rte_tel_data *d)
 {
 	struct sg_dp_pipeline *p = tel_pipeline;
+	char why[96];
 
 	if (p == NULL)
 		return no_pipeline(d);
 	rte_tel_data_start_dict(d);
-	if (p->tr->counters == NULL) {
-		rte_tel_data_add_dict_string(d, "error", "the transport is not verbs: see "
-					     "/sigma/ports");
+	if (p->tr->counters == NULL || strcmp(p->tr->name, name)) {
+		snprintf(why, sizeof(why), "the transport is %s, not %s: see /sigma/lcores and "
+			 "/sigma/ports", p->tr->name, name);
+		rte_tel_data_add_dict_string(d, "error", why);
 		return 0;
 	}
 	for (unsigned int i = 0; i < p->n_lc; i++) {
 		struct sg_dp_counter tc[32];
 		unsigned int n = p->tr->counters(p, i, tc, RTE_DIM(tc));
 		struct rte_tel_data *l = rte_tel_data_alloc();
-		char name[32];
+		char lname[32];
 
 		if (l == NULL)
 			return -ENOMEM;
@@ -141,10 +161,20 @@ static int tel_verbs(const char *cmd, const char *params, struct rte_tel_data *d
 		rte_tel_data_add_dict_string(l, "role", sg_dp_role_name(p->lc[i].role));
 		for (unsigned int k = 0; k < n; k++)
 			rte_tel_data_add_dict_u64(l, tc[k].name, tc[k].value);
-		snprintf(name, sizeof(name), "lcore_%u", p->lc[i].lcore_id);
-		rte_tel_data_add_dict_container(d, name, l, 0);
+		snprintf(lname, sizeof(lname), "lcore_%u", p->lc[i].lcore_id);
+		rte_tel_data_add_dict_container(d, lname, l, 0);
 	}
 	return 0;
+}
+
+static int tel_verbs(const char *cmd, const char *params, struct rte_tel_data *d)
+{
+	return tel_transport("verbs", d);
+}
+
+static int tel_socket(const char *cmd, const char *params, struct rte_tel_data *d)
+{
+	return tel_transport("socket", d);
 }
 
 /* One job's counters, summed over the reducers, into dict @p l. */
@@ -286,6 +316,8 @@ int sg_dp_telemetry_register(struct sg_dp_pipeline *p)
 		{"/sigma/ports", tel_ports, "Per port: MAC, checksum mode, ethdev counters"},
 		{"/sigma/verbs", tel_verbs,
 		 "Verbs transport, per lcore: QP number, completions, packets, peers, drops"},
+		{"/sigma/socket", tel_socket,
+		 "Socket transport, per lcore: sockets, system calls, GRO/GSO batches, drops"},
 		{"/sigma/jobs", tel_jobs,
 		 "Jobs and engine counters: rounds completed, retransmits served, incomplete slots"},
 		{"/sigma/drops", tel_drops, "Dropped packets by reason (net_* and engine_*)"},

@@ -38,31 +38,26 @@
 #include "sg_dp_internal.h"
 #include "sg_dp_verbs.h"
 
-/* Items handed to another reducer, batched per owner within one poll. */
-#define VTP_HAND_BATCH 32
-
 /* A push on its way to the reducer that owns its key. */
 struct vtp_item {
+	struct sg_dp_hand_item h;        /* the length */
 	struct sg_dp_verbs_peer_key key; /* the sender, for the owner's address handle */
 	struct ibv_ah_attr attr;
-	uint32_t len;
 	uint8_t msg[];
 };
 
 struct vtp_lcore {
 	struct sg_dp_verbs *t;
 	struct sg_dp_tx_ops tx;      /* t's engine output */
-	struct rte_mempool *items;   /* the pipeline's hand-off pool (NULL: one lcore) */
+	struct sg_dp_hand hand;      /* pushes for other reducers (no pool: one lcore) */
 	uint32_t item_cap;           /* message bytes an item holds */
 	uint64_t now;                /* this poll's time for the engine */
 	bool moved;                  /* completions since the counters were copied */
 	bool poll_failed;            /* the receive CQ failed once (logged) */
-	unsigned int nhand[SG_DP_MAX_LAYOUT];
-	void *hand[SG_DP_MAX_LAYOUT][VTP_HAND_BATCH];
 } __rte_cache_aligned;
 
 struct vtp {
-	struct rte_mempool *items;
+	unsigned int n_lc;
 	struct vtp_lcore lc[];
 };
 
@@ -104,18 +99,11 @@ static int verbs_check(const struct sg_dp_config *c, struct sg_dp_topology *t, c
 			     "type = dpdk");
 		return -ENODEV;
 	}
-	for (unsigned int i = 0; i < c->n_lcores; i++) {
-		const struct sg_dp_lcore_cfg *a = &c->lcores[i];
-
-		if ((a->role & SG_ROLE_IO) && a->port != 0) {
-			sg_dp_seterr(err, errlen, "layout %s (%u,%u,%u): with [transport] type = verbs "
-				     "every entry is on port 0 (the [verbs] device and port; the "
-				     "queue number orders the QPs): write (0,%u,%u)",
-				     sg_dp_role_name(a->role), a->port, a->queue, a->lcore, a->queue,
-				     a->lcore);
-			return -EINVAL;
-		}
-	}
+	/* one pseudo-port: as many receiving QPs and sending lcores as the layout has */
+	rc = sg_dp_layout_port0(c, t, "verbs", "the [verbs] device and port; the queue number "
+				"orders the QPs", err, errlen);
+	if (rc < 0)
+		return rc;
 	if (vc.mode == SG_DP_VERBS_RC &&
 	    (c->n_lcores != 1 || c->lcores[0].role != SG_ROLE_RTC)) {
 		sg_dp_seterr(err, errlen, "[verbs] mode = rc: the layout must be exactly one rtc lcore "
@@ -124,57 +112,32 @@ static int verbs_check(const struct sg_dp_config *c, struct sg_dp_topology *t, c
 			     "and multi-lcore layouts");
 		return -EINVAL;
 	}
-	/* one pseudo-port: as many receiving QPs and sending lcores as the layout has */
-	t->n_ports = 1;
-	t->port_node[0] = -1;
-	t->max_rxq[0] = 32;
-	t->max_txq[0] = SG_DP_MAX_LAYOUT;
 	return 0;
 }
 
 /* ---- data path ------------------------------------------------------------ */
 
-static void hand_flush(struct sg_dp_lcore *lc, struct vtp_lcore *v, unsigned int o)
-{
-	unsigned int n = v->nhand[o], e;
-
-	e = rte_ring_enqueue_burst(lc->p->red[o]->ring, v->hand[o], n, NULL);
-	lc->st.handoff_pkts += e;
-	if (e < n) {
-		lc->st.drops[SG_DP_ND_RING_FULL] += n - e;
-		rte_mempool_put_bulk(v->items, v->hand[o] + e, n - e);
-	}
-	v->nhand[o] = 0;
-}
-
 /* Copy a push for reducer @p o, with the address of @p peer of this lcore's QP. */
 static void hand_off(struct sg_dp_lcore *lc, struct vtp_lcore *v, unsigned int o,
 		     const uint8_t *msg, uint32_t len, uint32_t peer)
 {
-	struct vtp_item *it;
+	struct vtp_item *it = sg_dp_hand_get(lc, &v->hand);
 
-	if (unlikely(v->items == NULL)) {
-		lc->st.drops[SG_DP_ND_RING_FULL]++; /* one lcore: there is nobody to hand to */
+	if (it == NULL)
 		return;
-	}
 	if (len > v->item_cap) {
 		lc->st.drops[SG_DP_ND_SHORT]++; /* longer than any message: malformed */
-		return;
-	}
-	if (rte_mempool_get(v->items, (void **)&it) < 0) {
-		lc->st.drops[SG_DP_ND_NO_MBUF]++;
+		rte_mempool_put(v->hand.items, it);
 		return;
 	}
 	if (sg_dp_verbs_peer_addr(v->t, peer, &it->key, &it->attr) < 0) {
 		lc->st.drops[SG_DP_ND_NO_PEER]++;
-		rte_mempool_put(v->items, it);
+		rte_mempool_put(v->hand.items, it);
 		return;
 	}
-	it->len = len;
+	it->h.len = len;
 	memcpy(it->msg, msg, len);
-	v->hand[o][v->nhand[o]++] = it;
-	if (v->nhand[o] == VTP_HAND_BATCH)
-		hand_flush(lc, v, o);
+	sg_dp_hand_add(lc, &v->hand, o, it);
 }
 
 /* sg_dp_verbs_poll_fn() sink: sum here, or hand to the owner. */
@@ -221,50 +184,26 @@ static unsigned int vtp_rx(struct sg_dp_lcore *lc, unsigned int burst)
 			  "as rx_poll_fail (/sigma/verbs); a restart makes a new CQ\n",
 			  lc->lcore_id);
 	}
-	for (unsigned int o = 0; v->items != NULL && o < lc->p->n_red; o++)
-		if (v->nhand[o])
-			hand_flush(lc, v, o);
+	sg_dp_hand_flush(lc, &v->hand);
 	return n > 0 ? (unsigned int)n : 0;
+}
+
+static void reduce_item(struct sg_dp_lcore *lc, void *item, const uint8_t *msg, uint32_t len,
+			uint64_t now)
+{
+	struct vtp_item *it = item;
+	int64_t peer = sg_dp_verbs_peer_resolve(((struct vtp_lcore *)lc->xp)->t, &it->key,
+						&it->attr);
+
+	if (peer < 0)
+		lc->st.drops[SG_DP_ND_PEER_TABLE]++;
+	else
+		sg_dp_reduce_one(lc, msg, len, (uint64_t)peer, now);
 }
 
 static void vtp_reduce(struct sg_dp_lcore *lc, void **items, unsigned int n)
 {
-	struct vtp_lcore *v = lc->xp;
-	uint64_t now = sg_dp_now_ns(lc->p, rte_rdtsc());
-	unsigned int nfree = 0;
-
-	for (unsigned int i = 0; i < n; i++) {
-		struct vtp_item *it = items[i];
-		int fwd = sg_dp_move_fwd(lc, it->msg, it->len);
-		int64_t peer;
-
-		if (unlikely(fwd >= 0)) {
-			if (fwd == SG_DP_MOVE_DROP) {
-				lc->st.drops[SG_DP_ND_DRAINING]++;
-			} else if (rte_ring_enqueue(lc->p->red[fwd]->ring, it) == 0) {
-				lc->st.handoff_pkts++;
-				continue;
-			} else {
-				lc->st.drops[SG_DP_ND_RING_FULL]++;
-			}
-			items[nfree++] = it;
-			continue;
-		}
-		peer = sg_dp_verbs_peer_resolve(v->t, &it->key, &it->attr);
-		if (peer < 0)
-			lc->st.drops[SG_DP_ND_PEER_TABLE]++;
-		else
-			sg_dp_reduce_one(lc, it->msg, it->len, (uint64_t)peer, now);
-		items[nfree++] = it;
-	}
-	if (nfree)
-		rte_mempool_put_bulk(v->items, items, nfree);
-}
-
-static void vtp_release(void **items, unsigned int n)
-{
-	for (unsigned int i = 0; i < n; i++)
-		rte_mempool_put(rte_mempool_from_obj(items[i]), items[i]);
+	sg_dp_hand_reduce(lc, &((struct vtp_lcore *)lc->xp)->hand, items, n, reduce_item);
 }
 
 static unsigned int vtp_flush(struct sg_dp_lcore *lc)
@@ -317,7 +256,10 @@ static void verbs_teardown(struct sg_dp_pipeline *p)
 		sg_dp_verbs_destroy(x->lc[i].t);
 		p->lc[i].xp = NULL;
 	}
-	rte_mempool_free(x->items);
+	for (unsigned int n = 0; n < RTE_MAX_NUMA_NODES; n++) {
+		rte_mempool_free(p->pools[n]);
+		p->pools[n] = NULL;
+	}
 	rte_free(x);
 	p->xp = NULL;
 }
@@ -327,7 +269,7 @@ static int verbs_setup(struct sg_dp_pipeline *p, char *err, size_t errlen)
 	const struct sg_dp_config *c = &p->cfg;
 	struct sg_dp_verbs_conf vc;
 	struct vtp *x;
-	char why[384], name[RTE_MEMPOOL_NAMESIZE];
+	char why[384];
 	uint32_t msg_max = 0;
 	int rc;
 
@@ -340,6 +282,7 @@ static int verbs_setup(struct sg_dp_pipeline *p, char *err, size_t errlen)
 		return -ENOMEM;
 	}
 	p->xp = x;
+	x->n_lc = p->n_lc;
 	/* no ethdev port is used: /sigma/ports and the agent's port list stay empty */
 	memset(p->port_used, 0, sizeof(p->port_used));
 	for (unsigned int i = 0; i < p->n_lc; i++) {
@@ -373,24 +316,13 @@ static int verbs_setup(struct sg_dp_pipeline *p, char *err, size_t errlen)
 			return -EINVAL;
 		}
 	}
-	if (p->n_lc > 1) {
-		/* enough for every ring full plus every lcore's batches and cache */
-		unsigned int n = p->n_red * c->ring_size +
-				 p->n_lc * (p->n_red * VTP_HAND_BATCH + 2 * 64);
-
-		snprintf(name, sizeof(name), "sg_vtp_%u", (unsigned int)getpid());
-		x->items = rte_mempool_create(name, n, sizeof(struct vtp_item) + msg_max, 64, 0,
-					      NULL, NULL, NULL, NULL, SOCKET_ID_ANY, 0);
-		if (x->items == NULL) {
-			sg_dp_seterr(err, errlen, "hand-off pool of %u items of %u bytes: %s (lower "
-				     "[resources] ring_size, or give EAL more memory with -m)", n,
-				     msg_max, rte_strerror(rte_errno));
+	for (unsigned int i = 0; p->n_lc > 1 && i < p->n_lc; i++) {
+		x->lc[i].hand.items = sg_dp_hand_pool(p, p->lc[i].socket,
+						      sizeof(struct vtp_item) + msg_max, err, errlen);
+		if (x->lc[i].hand.items == NULL)
 			return -ENOMEM;
-		}
-		for (unsigned int i = 0; i < p->n_lc; i++) {
-			x->lc[i].items = x->items;
-			x->lc[i].item_cap = msg_max;
-		}
+		x->lc[i].item_cap = msg_max;
+		x->lc[i].hand.msg_off = offsetof(struct vtp_item, msg);
 	}
 	return 0;
 }
@@ -407,13 +339,8 @@ static unsigned int verbs_counters(const struct sg_dp_pipeline *p, unsigned int 
 	if (x == NULL || idx >= p->n_lc || x->lc[idx].t == NULL)
 		return 0;
 	sg_dp_verbs_stats(x->lc[idx].t, &s);
-#define C(f, d)                                                                  \
-	do {                                                                     \
-		if (n < max)                                                     \
-			out[n++] = (struct sg_dp_counter){#f, s.f, d};           \
-	} while (0)
-	if (n < max)
-		out[n++] = (struct sg_dp_counter){"qpn", sg_dp_verbs_qpn(x->lc[idx].t), false};
+#define C(f, d) sg_dp_counter_put(out, &n, max, #f, s.f, d)
+	sg_dp_counter_put(out, &n, max, "qpn", sg_dp_verbs_qpn(x->lc[idx].t), false);
 	C(rx_completions, false);
 	C(rx_packets, false);
 	C(rx_bytes, false);
@@ -667,7 +594,7 @@ const struct sg_dp_transport sg_dp_transport_verbs = {
 	.teardown = verbs_teardown,
 	.rx = vtp_rx,
 	.reduce = vtp_reduce,
-	.release = vtp_release,
+	.release = sg_dp_hand_release,
 	.flush = vtp_flush,
 	.tx_alloc = vtp_tx_alloc,
 	.tx_send = vtp_tx_send,

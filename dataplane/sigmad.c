@@ -79,6 +79,11 @@ static int run_demo(const struct sg_dp_config *c)
 	double gbps;
 	int rc;
 
+	if (c->transport != SG_DP_TRANSPORT_DPDK) {
+		fprintf(stderr, "sigmad: error: --demo runs sigmad's pipeline on a ring port: it "
+			"needs [transport] type = dpdk\n");
+		return 2;
+	}
 	dc.jobs[0].workers = c->demo_workers;
 	/* with the sleep policy the generator yields its CPU too */
 	lc.gen_sleep_us = c->idle == SG_IDLE_SLEEP ? c->idle_sleep_us : 0;

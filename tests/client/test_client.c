@@ -8,6 +8,7 @@
  */
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <netinet/udp.h>
 #include <stdlib.h>
 #include <sys/socket.h>
 #include <time.h>
@@ -575,6 +576,103 @@ out:
 	sigma_close(s);
 }
 
+#ifndef UDP_GRO
+#define UDP_GRO 104
+#endif
+
+/*
+ * Messages a node socket with UDP_GRO receives for one push_pull of 20 equal
+ * chunks (20 partitions of one 1424-byte chunk): each message's datagrams
+ * are counted and parsed. @return messages that carried several datagrams.
+ */
+static unsigned int gso_messages(bool gso, unsigned int *dgrams, unsigned int *bad)
+{
+	enum { NE = 1424 / 4 * 20 };
+	struct sigma_node node = {.addr = "127.0.0.1"};
+	struct sigma_conf c = {.job = 0x52, .token = 9, .nworkers = 1, .nodes = &node,
+			       .nnodes = 1, .partition_bytes = 1424, .local_addr = "127.0.0.1",
+			       .udp_gso = gso};
+	static uint8_t buf[65536];
+	uint8_t ctl[CMSG_SPACE(sizeof(int))];
+	float *in = calloc(NE, 4), *out = calloc(NE, 4);
+	struct sigma_session *s = NULL;
+	struct sigma_tensor *t;
+	unsigned int multi = 0;
+	int fd = -1, one = 1;
+
+	*dgrams = *bad = 0;
+	for (int tries = 0; tries < 50 && fd < 0; tries++) {
+		node.port = free_port();
+		fd = bind_udp(node.port);
+	}
+	if (!SG_CHECK(fd >= 0 && setsockopt(fd, SOL_UDP, UDP_GRO, &one, sizeof(one)) == 0,
+		      "a node socket with UDP_GRO"))
+		goto out;
+	s = sigma_open(&c);
+	if (!SG_CHECK(s != NULL, "open with udp_gso: %s", strerror(errno)))
+		goto out;
+	t = sigma_tensor_register(s, NULL, 1, SG_DTYPE_FP32, NE, 0);
+	SG_CHECK_EQ(sigma_push_pull(t, in, out, NULL, NULL), 0);
+	sigma_poll(s, 0);
+	usleep(20000);
+	for (;;) {
+		struct iovec iov = {buf, sizeof(buf)};
+		struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl,
+				    .msg_controllen = sizeof(ctl)};
+		ssize_t n = recvmsg(fd, &mh, MSG_DONTWAIT);
+		int seg = 0;
+
+		if (n <= 0)
+			break;
+		for (struct cmsghdr *cm = CMSG_FIRSTHDR(&mh); cm; cm = CMSG_NXTHDR(&mh, cm))
+			if (cm->cmsg_level == SOL_UDP && cm->cmsg_type == UDP_GRO)
+				memcpy(&seg, CMSG_DATA(cm), sizeof(seg));
+		if (seg <= 0 || seg >= n)
+			seg = (int)n;
+		multi += seg < n;
+		for (ssize_t off = 0; off < n; off += seg) {
+			struct sg_dp_msg m;
+			size_t len = (size_t)(n - off < seg ? n - off : seg);
+
+			(*dgrams)++;
+			*bad += sg_dp_parse(buf + off, len, &m, NULL) < 0 || m.type != SG_DP_T_PUSH ||
+				m.nelem != 1424 / 4;
+		}
+	}
+out:
+	sigma_close(s);
+	if (fd >= 0)
+		close(fd);
+	free(in);
+	free(out);
+	return multi;
+}
+
+/*
+ * conf.udp_gso: pushes of one length to one node leave in UDP_SEGMENT messages,
+ * which a UDP_GRO socket receives whole (and a plain one as the datagrams);
+ * sums through nodes without GRO stay exact.
+ */
+static void test_gso(void)
+{
+	const size_t sizes[] = {1, 356, 16384, 100001};
+	struct cu_group g = {0};
+	struct sigma_conf c = {.job = 12, .token = 0xabcdef, .partition_bytes = 65536,
+			       .udp_gso = true};
+	unsigned int dgrams, bad, multi;
+
+	multi = gso_messages(true, &dgrams, &bad);
+	SG_CHECK(multi > 0 && dgrams == 20 && bad == 0, "udp_gso: %u messages carried several "
+		 "of the %u datagrams (want 20, all pushes; %u bad)", multi, dgrams, bad);
+	multi = gso_messages(false, &dgrams, &bad);
+	SG_CHECK(multi == 0 && dgrams == 20 && bad == 0, "without udp_gso: %u messages carried "
+		 "several of the %u datagrams (%u bad)", multi, dgrams, bad);
+	SG_CHECK_EQ(cu_nodes(&g, 2, &plain_node), 0);
+	SG_CHECK_EQ(cu_sessions(&g, 3, &c), 0);
+	run_fp32(&g, sizes, 4, 3, "gso");
+	cu_free(&g);
+}
+
 int main(void)
 {
 	test_basic();
@@ -586,5 +684,6 @@ int main(void)
 	test_priority();
 	test_garbage();
 	test_steer_ports();
+	test_gso();
 	return sg_test_finish("client");
 }

@@ -5,6 +5,27 @@
 
 ok() { checks=$((checks + 1)); }
 fail() { checks=$((checks + 1)); fails=$((fails + 1)); echo "FAIL: $*"; }
+# wait_for FILE PATTERN [PID]: wait up to 10 s until FILE has a line matching PATTERN,
+# or PID (if given) is gone; returns whether FILE has it
+wait_for() {
+	for _ in $(seq 100); do
+		grep -q -- "$2" "$1" && return 0
+		[ -n "${3:-}" ] && ! kill -0 "$3" 2>/dev/null && break
+		sleep 0.1
+	done
+	grep -q -- "$2" "$1"
+}
+# sighup PID LOG: SIGHUP, then wait up to 5 s for sigmad's verdict on it in LOG
+sighup() {
+	local n
+	n=$(grep -c 'SIGHUP: \(done\|config rejected\)' "$2")
+	kill -HUP "$1"
+	for _ in $(seq 50); do
+		[ "$(grep -c 'SIGHUP: \(done\|config rejected\)' "$2")" -gt "$n" ] && return 0
+		sleep 0.1
+	done
+	return 1
+}
 # expect NAME WANT_RC NEEDLE -- command...: exit status and a line of output
 expect() {
 	local name=$1 want=$2 needle=$3 rc

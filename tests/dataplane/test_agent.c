@@ -847,7 +847,7 @@ static void test_agent_config(void)
 		{"[control]\nunix = off\ncoordinator = nowhere\n", "coordinator"},
 		{"[control]\nunix = off\ncoordinator = 10.0.0.1:7070\n", "secret_file"},
 		{"[control]\nlisten = 127.0.0.1:99999\n", "listen"},
-		{"[transport]\ntype = carrier-pigeon\n", "dpdk or verbs"},
+		{"[transport]\ntype = carrier-pigeon\n", "dpdk, verbs or socket"},
 		{"[transport]\ntype = dpdk\nspeed = 9\n", "only key"},
 		{"[controls]\nunix = off\n", "unknown section"},
 	};

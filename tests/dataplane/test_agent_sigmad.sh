@@ -46,12 +46,7 @@ name = shnode
 INI
 "$SIGMAD" "${EAL[@]}" --file-prefix=sg_agent_sh_$$ -- --config "$TMP/s.ini" >"$TMP/log" 2>&1 &
 PID=$!
-for _ in $(seq 100); do
-	grep -q 'control plane:' "$TMP/log" && [ -S "$TMP/ctl.sock" ] && break
-	kill -0 "$PID" 2>/dev/null || break
-	sleep 0.1
-done
-if ! grep -q 'control plane:' "$TMP/log"; then
+if ! wait_for "$TMP/log" 'control plane:' "$PID" || ! [ -S "$TMP/ctl.sock" ]; then
 	fail "sigmad did not start its control server"; sed 's/^/  | /' "$TMP/log"
 	echo "agent_sigmad: $checks checks, $fails failed"
 	exit 1
@@ -81,15 +76,7 @@ expect bad-lcore 1 'not in' -- "$SIGMACTL" "${U[@]}" layout set idle=9:poll
 expect log-level 0 '' -- "$SIGMACTL" "${U[@]}" log-level debug
 expect wrong-secret 1 'error' -- "$SIGMACTL" -s "127.0.0.1:$TCP" -k "$TMP/s.ini" info
 # SIGHUP: name and heartbeat_ms apply live, a server key needs a restart, garbage changes nothing
-hup() {
-	local n
-	n=$(grep -c 'SIGHUP: \(done\|config rejected\)' "$TMP/log")
-	kill -HUP "$PID"
-	for _ in $(seq 50); do
-		[ "$(grep -c 'SIGHUP: \(done\|config rejected\)' "$TMP/log")" -gt "$n" ] && break
-		sleep 0.1
-	done
-}
+hup() { sighup "$PID" "$TMP/log"; }
 sed -i -e 's/^name = shnode$/name = shnode2/' -e 's/^listen = 127.0.0.1:0$/listen = 127.0.0.1:1/' \
 	"$TMP/s.ini"
 echo 'heartbeat_ms = 500' >>"$TMP/s.ini"

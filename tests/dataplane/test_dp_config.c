@@ -54,6 +54,10 @@ static void test_defaults(void)
 	SG_CHECK_EQ(c.jobs[0].token, 0x5349474d41000001ull);
 	SG_CHECK_EQ(c.jobs[0].dtype, SG_DTYPE_FP32);
 	SG_CHECK_EQ(c.log_level, 7); /* info */
+	SG_CHECK_EQ(c.transport, SG_DP_TRANSPORT_DPDK);
+	SG_CHECK(c.sock.rcvbuf == 8u << 20 && c.sock.sndbuf == 4u << 20 && c.sock.gro &&
+		 c.sock.gso, "[socket] defaults: rcvbuf %u sndbuf %u gro %d gso %d", c.sock.rcvbuf,
+		 c.sock.sndbuf, c.sock.gro, c.sock.gso);
 }
 
 static void test_file_overrides(void)
@@ -115,6 +119,37 @@ static void refuse_all(const struct bad_ini *bad, size_t n)
 		SG_CHECK(c.idle == SG_IDLE_POLL && c.steer == SG_DP_STEER_AUTO && !c.control,
 			 "%s: a refused config changed idle, steer or control", bad[i].text);
 	}
+}
+
+/* [transport] type = socket and its [socket] keys: parsed, and each bad value refused
+ * with the key and the accepted form named. */
+static void test_socket(void)
+{
+	static const struct bad_ini bad[] = {
+		{"[socket]\nrcvbuf = 10\n",
+		 "[socket] rcvbuf = \"10\": expected an integer in [65536, 1073741824]"},
+		{"[socket]\nsndbuf = 2147483648\n", "[socket] sndbuf = \"2147483648\": expected"},
+		{"[socket]\nsndbuf = -1\n", "[socket] sndbuf"},
+		{"[socket]\nrcvbuf = 1M\n", "[socket] rcvbuf = \"1M\""},
+		{"[socket]\ngro = maybe\n", "[socket] gro = \"maybe\": expected yes, on, true"},
+		{"[socket]\ngso = 2\n", "[socket] gso = \"2\": expected yes"},
+		{"[socket]\nbusy_poll = 1\n", "unknown key \"busy_poll\" in [socket]"},
+		{"[transport]\ntype = udp\n", "[transport] type = \"udp\": expected dpdk, verbs or socket"},
+		{"[transport]\ntype = Socket\n", "expected dpdk, verbs or socket"},
+	};
+	struct sg_dp_config c;
+
+	refuse_all(bad, sizeof(bad) / sizeof(bad[0]));
+	sg_dp_config_defaults(&c);
+	SG_CHECK_EQ(load(&c, "[transport]\ntype = socket\n[socket]\nrcvbuf = 65536\n"
+			 "sndbuf = 1073741824\ngro = no\ngso = off\n"), 0);
+	SG_CHECK(c.transport == SG_DP_TRANSPORT_SOCKET && c.sock.rcvbuf == 65536 &&
+		 c.sock.sndbuf == 1u << 30 && !c.sock.gro && !c.sock.gso,
+		 "[socket] parsed: transport %u rcvbuf %u sndbuf %u gro %d gso %d", c.transport,
+		 c.sock.rcvbuf, c.sock.sndbuf, c.sock.gro, c.sock.gso);
+	/* a later file without [socket] keeps what an earlier one set */
+	SG_CHECK_EQ(load(&c, "[live]\nidle = sleep\n"), 0);
+	SG_CHECK(c.sock.rcvbuf == 65536 && !c.sock.gro, "[socket] kept");
 }
 
 /* Every bad value names its key; none crashes or leaves half a value. */
@@ -199,6 +234,7 @@ static void test_words(void)
 		{"net", "udp_checksum", "false", 0}, {"net", "udp_checksum", "0", 0},
 		{"transport", "type", "dpdk", SG_DP_TRANSPORT_DPDK},
 		{"transport", "type", "verbs", SG_DP_TRANSPORT_VERBS},
+		{"transport", "type", "socket", SG_DP_TRANSPORT_SOCKET},
 	};
 	static const struct bad_ini bad[] = {
 		{"[live]\nidle = nap\n", "[live] idle = \"nap\": expected busy or sleep"},
@@ -209,7 +245,8 @@ static void test_words(void)
 		{"[net]\nsteer = autoo\n", "expected auto, flow or off"},
 		{"[net]\nudp_checksum = maybe\n",
 		 "[net] udp_checksum = \"maybe\": expected yes, on, true, 1, no, off, false or 0"},
-		{"[transport]\ntype = rdma\n", "[transport] type = \"rdma\": expected dpdk or verbs"},
+		{"[transport]\ntype = rdma\n",
+		 "[transport] type = \"rdma\": expected dpdk, verbs or socket"},
 	};
 	char text[128];
 
@@ -509,6 +546,7 @@ int main(void)
 	test_args();
 	test_words();
 	test_control();
+	test_socket();
 	test_layout_check();
 	return sg_test_finish("dp_config");
 }

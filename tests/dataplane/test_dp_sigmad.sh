@@ -191,11 +191,7 @@ assert pt["steer_udp_ports"] == 64, pt  # SG_DP_STEER_PORTS, whatever the layout
 	fi
 	sed -i 's/^idle = busy$/idle = sleep/' "$TMP/live.ini"
 	printf '[net]\nmtu = 1500\n' >>"$TMP/live.ini"
-	kill -HUP "$SPID"
-	for _ in $(seq 50); do
-		grep -q 'SIGHUP: done' "$TMP/live.out" && break
-		sleep 0.1
-	done
+	sighup "$SPID" "$TMP/live.out"
 	kill -TERM "$SPID"
 	wait "$SPID"
 	rc=$?
@@ -221,26 +217,15 @@ PREFIX=sg_dp_sigmad_$$_ctl
 	-- --config "$TMP/ctl.ini" >"$TMP/ctl.out" 2>&1 &
 SPID=$!
 PIDS+=("$SPID")
-hup_wait() { # N: wait for the N-th SIGHUP's last line
-	kill -HUP "$SPID"
-	for _ in $(seq 50); do
-		[ "$(grep -c 'SIGHUP: \(done\|config rejected\)' "$TMP/ctl.out")" -ge "$1" ] && return
-		sleep 0.1
-	done
-}
-for _ in $(seq 100); do
-	grep -q 'control plane:' "$TMP/ctl.out" && break
-	kill -0 "$SPID" 2>/dev/null || break
-	sleep 0.1
-done
+wait_for "$TMP/ctl.out" 'control plane:' "$SPID"
 if grep -qF "control plane: unix $TMP/ctl.sock" "$TMP/ctl.out"; then
 	ok
 	sed -i 's/^max_conns = 8$/max_conns = none/' "$TMP/ctl.ini"
-	hup_wait 1
+	sighup "$SPID" "$TMP/ctl.out"
 	grep -qF 'SIGHUP: config rejected, nothing changed: [control] max_conns = none: want a positive integer' \
 		"$TMP/ctl.out" && ok || fail "control SIGHUP: a bad [control] was not refused with its reason"
 	sed -i -e 's/^max_conns = none$/max_conns = 9/' -e 's/^name = before$/name = after/' "$TMP/ctl.ini"
-	hup_wait 2
+	sighup "$SPID" "$TMP/ctl.out"
 	for needle in '[control] name now after' \
 		'needs a restart: max_conns (8 -> 9)' 'done; 1 change needs a restart'; do
 		grep -qF -- "$needle" "$TMP/ctl.out" && ok || fail "control SIGHUP: no '$needle'"

@@ -1,0 +1,178 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: BSD-3-Clause
+"""Probes for sigmad's kernel socket transport (tests/client/test_client_socket.sh).
+
+sock_probe.py garbage HOST PORT JOB [PORT...]
+    From one kernel UDP socket, send each port: a 10-byte datagram (short), a
+    PUSH of job JOB with a wrong token, 200 random bytes, 100 bytes without
+    Sigma's magic, and a 9500-byte datagram with Sigma's magic (longer than
+    any Sigma datagram). Then wait 0.5 s: any answer is a failure (exit 1).
+    Prints how many of each kind went out, as "sent KIND N".
+sock_probe.py gso HOST PORT JOB TOKEN N ELEMS PARTITION CHUNK ROUNDS
+    N fp32 workers of job JOB (tensor 0 of ELEMS elements, keys of PARTITION
+    bytes, chunks of CHUNK bytes), each sending all chunks of a key in
+    UDP_SEGMENT (GSO) messages of up to 7 datagrams: with UDP_GRO, sigmad
+    receives each such message whole and splits it. Every element of every
+    RESULT is checked against the exact sum; missing results are asked for
+    again (one datagram per message) every 200 ms. Exit 0 when all are right.
+sock_probe.py telemetry SOCKET COMMAND [KEY...]
+    Print sigmad's answer to a telemetry command (dpdk_telemetry.v2 socket) as
+    JSON; with KEYs, print only "KEY VALUE" lines (a missing key prints -1).
+"""
+import array
+import json
+import os
+import time
+import select
+import socket
+import struct
+import sys
+
+HDR = struct.Struct(">IBBBBIHHQIIIIII")
+MAGIC, VERSION, PUSH, FP32 = 0x53474D41, 1, 1, 0
+
+
+def garbage(host: str, ports: list[int], job: int) -> int:
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s.bind((host, 0))
+    kinds = {
+        "short": b"\x53\x47\x4d\x41\x01" + b"\x00" * 5,
+        "wrong_token": HDR.pack(MAGIC, VERSION, PUSH, 0, FP32, job, 0, 0, 0xBAD70C3,
+                                0, 0, 1, 0, 2, 0) + b"\x00" * 8,
+        "random": os.urandom(200),
+        "not_sigma": b"\x00\x01" * 50,
+        "too_long": struct.pack(">IB", MAGIC, VERSION) + b"\x00" * 9495,
+    }
+    # os.urandom may start with the magic by chance only with odds of 2^-40
+    for port in ports:
+        for data in kinds.values():
+            s.sendto(data, (host, port))
+    for name in kinds:
+        print("sent %s %d" % (name, len(ports)))
+    replies = 0
+    while select.select([s], [], [], 0.5)[0]:
+        s.recv(65536)
+        replies += 1
+    print("replies %d" % replies)
+    return 1 if replies else 0
+
+
+UDP_SEGMENT = 103
+RESULT = 2
+
+
+def gso_workers(host: str, port: int, job: int, token: int, n: int, elems: int, part: int,
+                chunk: int, rounds: int) -> int:
+    pelems, celems = part // 4, chunk // 4
+    socks = []
+    for _ in range(n):
+        s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8 << 20)
+        s.bind((host, 0))
+        socks.append(s)
+    keys = (elems + pelems - 1) // pelems
+    bad = gso_msgs = 0
+    for rnd in range(rounds):
+        # every datagram of the round, per worker: (key, chunk) -> bytes
+        dgrams = [{} for _ in range(n)]
+        want = {}
+        for key in range(keys):
+            kel = min(pelems, elems - key * pelems)
+            nch = (kel + celems - 1) // celems
+            for c in range(nch):
+                off = c * celems
+                cnt = min(celems, kel - off)
+                base = key * pelems + off
+                want[(key, c)] = array.array(
+                    "f", [sum((w + 1) * ((base + i + rnd) % 50) for w in range(n))
+                          for i in range(cnt)])
+                for w in range(n):
+                    pl = array.array("f", [(w + 1) * ((base + i + rnd) % 50)
+                                           for i in range(cnt)])
+                    if sys.byteorder != "little":
+                        pl.byteswap()
+                    dgrams[w][(key, c)] = HDR.pack(MAGIC, VERSION, PUSH, 0, FP32, job, w, 0,
+                                                   token, key, c, nch, rnd, cnt,
+                                                   off * 4) + pl.tobytes()
+        # each worker: the chunks of a key in GSO messages of equal datagrams
+        for w in range(n):
+            items = sorted(dgrams[w].items())
+            i = 0
+            while i < len(items):
+                size = len(items[i][1])
+                j = i
+                while j < len(items) and j - i < 7 and len(items[j][1]) == size and \
+                        items[j][0][0] == items[i][0][0]:
+                    j += 1
+                data = b"".join(d for _, d in items[i:j])
+                anc = [(socket.SOL_UDP, UDP_SEGMENT, struct.pack("=H", size))] if j - i > 1 else []
+                socks[w].sendmsg([data], anc, 0, (host, port))
+                gso_msgs += j - i > 1
+                i = j
+        pending = [set(want) for _ in range(n)]
+        deadline = time.monotonic() + 20
+        last = time.monotonic()
+        while any(pending) and time.monotonic() < deadline:
+            ready = select.select(socks, [], [], 0.2)[0]
+            for s in ready:
+                w = socks.index(s)
+                while True:
+                    try:
+                        d = s.recv(65536, socket.MSG_DONTWAIT)
+                    except BlockingIOError:
+                        break
+                    f = HDR.unpack_from(d)
+                    if f[2] != RESULT or f[12] != rnd or (f[9], f[10]) not in pending[w]:
+                        continue
+                    got = array.array("f", d[48:])
+                    if sys.byteorder != "little":
+                        got.byteswap()
+                    if got != want[(f[9], f[10])]:
+                        bad += 1
+                    pending[w].discard((f[9], f[10]))
+            if time.monotonic() - last > 0.2:
+                last = time.monotonic()
+                for w in range(n):
+                    for kc in pending[w]:
+                        socks[w].sendto(dgrams[w][kc], (host, port))
+        if any(pending):
+            print("round %d: %d results missing" % (rnd, sum(len(p) for p in pending)))
+            return 1
+    print("gso: %d rounds, %d GSO messages sent, %d wrong results" % (rounds, gso_msgs, bad))
+    return 1 if bad else 0
+
+
+def telemetry(path: str, cmd: str, keys: list[str]) -> int:
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    s.connect(path)
+    s.recv(1 << 16)  # the greeting
+    s.send(cmd.encode())
+    ans = json.loads(s.recv(1 << 20).decode())[cmd]
+    if not keys:
+        print(json.dumps(ans, indent=1, sort_keys=True))
+        return 0
+    for k in keys:
+        v = ans
+        for part in k.split("."):
+            v = v.get(part, -1) if isinstance(v, dict) else -1
+        print("%s %s" % (k, v))
+    return 0
+
+
+def main() -> int:
+    if len(sys.argv) >= 5 and sys.argv[1] == "garbage":
+        host, job = sys.argv[2], int(sys.argv[4])
+        ports = [int(sys.argv[3])] + [int(p) for p in sys.argv[5:]]
+        return garbage(host, ports, job)
+    if len(sys.argv) == 11 and sys.argv[1] == "gso":
+        a = sys.argv
+        return gso_workers(a[2], int(a[3]), int(a[4]), int(a[5], 16), int(a[6]), int(a[7]),
+                           int(a[8]), int(a[9]), int(a[10]))
+    if len(sys.argv) >= 4 and sys.argv[1] == "telemetry":
+        return telemetry(sys.argv[2], sys.argv[3], sys.argv[4:])
+    print(__doc__, file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
