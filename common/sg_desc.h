@@ -8,7 +8,7 @@
  *     partition_bytes=4096000;chunk_bytes=1424;node=a,10.0.0.21,9300,cpu,100,0.5;
  *     node=b,10.0.0.22,9300,cpu,100,0.5
  *
- * (one line, no spaces). The control plane writes it (sg_ctl_jobsvc.h,
+ * (one line, no spaces). The control plane writes it (the job service of sg_ctl_client.h,
  * sigmactl), libsigma reads it (sigma_job_parse()), and the Python package
  * does both; this module is the one C implementation of the form. Pure C with
  * no dependency but sg_types, so libsigma links it.

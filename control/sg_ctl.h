@@ -95,7 +95,10 @@ void sg_ctl_members_destroy(struct sg_ctl_members *m);
 int sg_ctl_members_heartbeat(struct sg_ctl_members *m, const char *name,
 			     enum sg_node_kind kind, double gbps, uint64_t now_ns);
 
-/** Remove a node on purpose (fails its in-flight rounds). -ENOENT if unknown. */
+/**
+ * Remove a node on purpose; fails the rounds recorded for it with
+ * sg_ctl_members_round_begin() (the control server records none). -ENOENT if unknown.
+ */
 int sg_ctl_members_remove(struct sg_ctl_members *m, const char *name);
 
 /**

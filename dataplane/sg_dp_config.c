@@ -1081,7 +1081,7 @@ int sg_dp_layout_check(const struct sg_dp_config *c, const struct sg_dp_topology
 		}
 		if (a->lcore == t->main_lcore) {
 			sg_dp_seterr(err, errlen, "layout %s: lcore %u is EAL's main lcore, which runs "
-			       "telemetry and signals: give EAL another --main-lcore or use "
+			       "sigmad's main loop (signals, reload, stats): give EAL another --main-lcore or use "
 			       "another lcore", sg_dp_role_name(a->role), a->lcore);
 			return -EINVAL;
 		}
