@@ -46,7 +46,7 @@ int main(int argc, char **argv)
 	static struct sigma_job job;
 	struct sigma_session *s[MAX_W] = {NULL};
 	struct sigma_tensor *tt[MAX_W][MAX_T];
-	uint8_t *in[MAX_W][MAX_T], *out[MAX_W][MAX_T];
+	uint8_t *in[MAX_W][MAX_T] = {{NULL}}, *out[MAX_W][MAX_T] = {{NULL}};
 	uint64_t elems[MAX_T];
 	enum sg_dtype dts[MAX_T];
 	unsigned int nt = 0, n, rounds;
@@ -54,7 +54,7 @@ int main(int argc, char **argv)
 	const char *expect = NULL;
 	char err[512], *list, *save = NULL;
 	uint64_t bad = 0, checked = 0;
-	int failed = 0;
+	int failed = 0, rc = 1;
 
 	if (argc < 4)
 		goto usage;
@@ -93,7 +93,7 @@ int main(int argc, char **argv)
 		s[r] = sigma_open_job(argv[1], (uint16_t)r, &base, err, sizeof(err));
 		if (s[r] == NULL) {
 			fprintf(stderr, "job_workers: rank %u: %s\n", r, err);
-			return 1;
+			goto out;
 		}
 		for (unsigned int t = 0; t < nt; t++) {
 			size_t bytes = elems[t] * sg_dtype_size(dts[t]);
@@ -106,7 +106,7 @@ int main(int argc, char **argv)
 			if (tt[r][t] == NULL || in[r][t] == NULL || out[r][t] == NULL) {
 				fprintf(stderr, "job_workers: tensor %u (%s): %s\n", t,
 					sg_dtype_name(dts[t]), strerror(errno));
-				return 1;
+				goto out;
 			}
 		}
 	}
@@ -160,6 +160,9 @@ int main(int argc, char **argv)
 			}
 		}
 	}
+	rc = 0;
+out:
+	/* every exit closes what it opened, so the sanitizer build finds no leak */
 	for (unsigned int r = 0; r < n; r++) {
 		for (unsigned int t = 0; t < nt; t++) {
 			free(in[r][t]);
@@ -167,6 +170,8 @@ int main(int argc, char **argv)
 		}
 		sigma_close(s[r]);
 	}
+	if (rc != 0)
+		return rc;
 	if (expect != NULL) {
 		printf("job_workers: %s\n", failed == 1 ? "failed as expected" : "did not fail as "
 		       "expected");
