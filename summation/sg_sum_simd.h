@@ -57,14 +57,19 @@ static inline vb addn_b2(vb a, vb b)
  * prefetched. Chosen by sigma-bench sum on a Zen 5 VM: 8 and 2048 beat 4 and
  * no prefetch by 5-15% when k inputs stream at once (the hardware prefetchers
  * follow a few streams well, not nine). A prefetch past the end never faults.
+ * The bf16 pair kernels keep two vectors per unrolled vector: an ISA with 16
+ * vector registers sets a smaller SG_SIMD_UNROLL_B2, or the step spills.
  */
 #ifndef SG_SIMD_UNROLL
 #define SG_SIMD_UNROLL 8
 #endif
+#ifndef SG_SIMD_UNROLL_B2
+#define SG_SIMD_UNROLL_B2 SG_SIMD_UNROLL
+#endif
 #define SG_SIMD_PRAGMA_(x) _Pragma(#x)
 #define SG_SIMD_PRAGMA(x) SG_SIMD_PRAGMA_(x)
 /* The step's vectors live in registers only if these loops are fully unrolled. */
-#define SG_SIMD_UNROLLED SG_SIMD_PRAGMA(GCC unroll SG_SIMD_UNROLL)
+#define SG_SIMD_UNROLLED(u) SG_SIMD_PRAGMA(GCC unroll u)
 
 #ifndef SG_SIMD_PREFETCH
 #define SG_SIMD_PREFETCH 2048
@@ -82,31 +87,31 @@ static inline __attribute__((always_inline)) void sg_simd_prefetch(const char *p
 /*
  * SG_SIMD_KERNEL defines NAME(dst, src, k, n, nt): dst = src[0] + ... + src[k-1]
  * where src[0] has SZ0-byte elements, src[1..k-1] SZJ-byte elements and dst
- * SZD-byte elements. All k inputs of one step are loaded before dst is
- * written, so dst may alias any input exactly. Each input is read once and dst
- * written once, whatever k is.
+ * SZD-byte elements, U vectors of W elements per step. All k inputs of one
+ * step are loaded before dst is written, so dst may alias any input exactly.
+ * Each input is read once and dst written once, whatever k is.
  */
-#define SG_SIMD_KERNEL(NAME, V, W, SZ0, SZJ, SZD, L0, L0M, LJ, LJM, ADD, ST, STNT, STM)        \
+#define SG_SIMD_KERNEL(NAME, U, V, W, SZ0, SZJ, SZD, L0, L0M, LJ, LJM, ADD, ST, STNT, STM)     \
 	static inline __attribute__((always_inline)) void NAME##_run(                          \
 		char *d, const void *const *src, unsigned int k, size_t i, size_t hi, bool nt) \
 	{                                                                                      \
-		for (; i + SG_SIMD_UNROLL * (W) <= hi; i += SG_SIMD_UNROLL * (W)) {            \
+		for (; i + (U) * (W) <= hi; i += (U) * (W)) {                                  \
 			const char *p = (const char *)src[0] + i * (SZ0);                      \
 			char *q = d + i * (SZD);                                               \
-			V a[SG_SIMD_UNROLL];                                                   \
-			SG_SIMD_UNROLLED                                                       \
-			for (unsigned int u = 0; u < SG_SIMD_UNROLL; u++)                      \
+			V a[(U)];                                                              \
+			SG_SIMD_UNROLLED(U)                                                    \
+			for (unsigned int u = 0; u < (U); u++)                                 \
 				a[u] = L0(p + u * (W) * (SZ0));                                \
-			sg_simd_prefetch(p, SG_SIMD_UNROLL * (W) * (SZ0));                     \
+			sg_simd_prefetch(p, (U) * (W) * (SZ0));                                \
 			for (unsigned int j = 1; j < k; j++) {                                 \
 				p = (const char *)src[j] + i * (SZJ);                          \
-				sg_simd_prefetch(p, SG_SIMD_UNROLL * (W) * (SZJ));             \
-				SG_SIMD_UNROLLED                                               \
-				for (unsigned int u = 0; u < SG_SIMD_UNROLL; u++)              \
+				sg_simd_prefetch(p, (U) * (W) * (SZJ));                        \
+				SG_SIMD_UNROLLED(U)                                            \
+				for (unsigned int u = 0; u < (U); u++)                         \
 					a[u] = ADD(a[u], LJ(p + u * (W) * (SZJ)));             \
 			}                                                                      \
-			SG_SIMD_UNROLLED                                                       \
-			for (unsigned int u = 0; u < SG_SIMD_UNROLL; u++) {                    \
+			SG_SIMD_UNROLLED(U)                                                    \
+			for (unsigned int u = 0; u < (U); u++) {                               \
 				if (nt)                                                        \
 					STNT(q + u * (W) * (SZD), a[u]);                       \
 				else                                                           \
@@ -130,12 +135,12 @@ static inline __attribute__((always_inline)) void sg_simd_prefetch(const char *p
 			STM(d + i * (SZD), a, r);                                              \
 		}                                                                              \
 	}                                                                                      \
-	static __attribute__((noinline)) void NAME##_plain(char *d, const void *const *src,   \
-							   unsigned int k, size_t i, size_t hi)  \
+	static __attribute__((noinline)) void NAME##_plain(char *d, const void *const *src,    \
+							   unsigned int k, size_t i, size_t hi) \
 	{                                                                                      \
 		NAME##_run(d, src, k, i, hi, false);                                           \
 	}                                                                                      \
-	static __attribute__((noinline)) void NAME##_stream(char *d, const void *const *src,  \
+	static __attribute__((noinline)) void NAME##_stream(char *d, const void *const *src,   \
 							    unsigned int k, size_t i, size_t hi) \
 	{                                                                                      \
 		NAME##_run(d, src, k, i, hi, true);                                            \
@@ -144,7 +149,7 @@ static inline __attribute__((always_inline)) void sg_simd_prefetch(const char *p
 	{                                                                                      \
 		char *d = dst;                                                                 \
 		size_t head, body;                                                             \
-		/* Streaming stores need an aligned dst: store a short head normally. */      \
+		/* Streaming stores need an aligned dst: store a short head normally. */       \
 		if (!nt || (uintptr_t)d % (SZD) != 0) {                                        \
 			NAME##_plain(d, src, k, 0, n);                                         \
 			return;                                                                \
@@ -159,33 +164,31 @@ static inline __attribute__((always_inline)) void sg_simd_prefetch(const char *p
 	}
 
 /* Same-type kernels: every input and dst have the element kind X. */
-#define SG_SIMD_SAME(NAME, V, W, SZ, X, ADD, LDI, STI, STNTI)                                  \
-	SG_SIMD_KERNEL(NAME, V, W, SZ, SZ, SZ, LDI, ldm_##X, LDI, ldm_##X, ADD, STI, STNTI, stm_##X)
+#define SG_SIMD_SAME(NAME, U, V, W, SZ, X, ADD, LDI, STI, STNTI)                               \
+	SG_SIMD_KERNEL(NAME, U, V, W, SZ, SZ, SZ, LDI, ldm_##X, LDI, ldm_##X, ADD, STI, STNTI, \
+		       stm_##X)
 
-SG_SIMD_SAME(k_f32, vf, W32, 4, f32, add_f32, ld_f32, st_f32, stnt_f32)
-SG_SIMD_SAME(k_f64, vd, W64, 8, f64, add_f64, ld_f64, st_f64, stnt_f64)
-SG_SIMD_SAME(k_i32, vi, W32, 4, i32, add_i32, ld_i, st_i, stnt_i)
-SG_SIMD_SAME(k_i64, vi, W64, 8, i64, add_i64, ld_i, st_i, stnt_i)
-SG_SIMD_SAME(k_u8, vi, W8, 1, u8, add_u8, ld_i, st_i, stnt_i)
+SG_SIMD_SAME(k_f32, SG_SIMD_UNROLL, vf, W32, 4, f32, add_f32, ld_f32, st_f32, stnt_f32)
+SG_SIMD_SAME(k_f64, SG_SIMD_UNROLL, vd, W64, 8, f64, add_f64, ld_f64, st_f64, stnt_f64)
+SG_SIMD_SAME(k_i32, SG_SIMD_UNROLL, vi, W32, 4, i32, add_i32, ld_i, st_i, stnt_i)
+SG_SIMD_SAME(k_i64, SG_SIMD_UNROLL, vi, W64, 8, i64, add_i64, ld_i, st_i, stnt_i)
+SG_SIMD_SAME(k_u8, SG_SIMD_UNROLL, vi, W8, 1, u8, add_u8, ld_i, st_i, stnt_i)
 /* fp16/bf16: fp32 lanes; plain add keeps fp32 partial sums, addn rounds each one. */
-SG_SIMD_SAME(k_h, vf, W32, 2, h, add_f32, ld_h, st_h, stnt_h)
-SG_SIMD_SAME(k_hn, vf, W32, 2, h, addn_h, ld_h, st_h, stnt_h)
+SG_SIMD_SAME(k_h, SG_SIMD_UNROLL, vf, W32, 2, h, add_f32, ld_h, st_h, stnt_h)
+SG_SIMD_SAME(k_hn, SG_SIMD_UNROLL, vf, W32, 2, h, addn_h, ld_h, st_h, stnt_h)
 /* bf16 sums use the even/odd pair layout (vb, WB elements per load). */
-SG_SIMD_SAME(k_b, vb, WB, 2, b2, add_b2, ld_b2, st_b2, stnt_b2)
-SG_SIMD_SAME(k_bn, vb, WB, 2, b2, addn_b2, ld_b2, st_b2, stnt_b2)
+SG_SIMD_SAME(k_b, SG_SIMD_UNROLL_B2, vb, WB, 2, b2, add_b2, ld_b2, st_b2, stnt_b2)
+SG_SIMD_SAME(k_bn, SG_SIMD_UNROLL_B2, vb, WB, 2, b2, addn_b2, ld_b2, st_b2, stnt_b2)
 /* Accumulator kernels: src[0] (if k == 2) is the fp32 accumulator, src[k-1] the 16-bit input. */
-SG_SIMD_KERNEL(k_widen_h, vf, W32, 2, 2, 4, ld_h, ldm_h, ld_h, ldm_h, add_f32, st_f32,
-	       stnt_f32, stm_f32)
-SG_SIMD_KERNEL(k_widen_b, vf, W32, 2, 2, 4, ld_b, ldm_b, ld_b, ldm_b, add_f32, st_f32,
-	       stnt_f32, stm_f32)
-SG_SIMD_KERNEL(k_acc_h, vf, W32, 4, 2, 4, ld_f32, ldm_f32, ld_h, ldm_h, add_f32, st_f32,
-	       stnt_f32, stm_f32)
-SG_SIMD_KERNEL(k_acc_b, vf, W32, 4, 2, 4, ld_f32, ldm_f32, ld_b, ldm_b, add_f32, st_f32,
-	       stnt_f32, stm_f32)
-SG_SIMD_KERNEL(k_narrow_h, vf, W32, 4, 4, 2, ld_f32, ldm_f32, ld_f32, ldm_f32, add_f32, st_h,
-	       stnt_h, stm_h)
-SG_SIMD_KERNEL(k_narrow_b, vf, W32, 4, 4, 2, ld_f32, ldm_f32, ld_f32, ldm_f32, add_f32, st_b,
-	       stnt_b, stm_b)
+#define SG_SIMD_ACC(NAME, SZ0, SZJ, SZD, L0, L0M, LJ, LJM, ST, STNT, STM)                      \
+	SG_SIMD_KERNEL(NAME, SG_SIMD_UNROLL, vf, W32, SZ0, SZJ, SZD, L0, L0M, LJ, LJM, add_f32, \
+		       ST, STNT, STM)
+SG_SIMD_ACC(k_widen_h, 2, 2, 4, ld_h, ldm_h, ld_h, ldm_h, st_f32, stnt_f32, stm_f32)
+SG_SIMD_ACC(k_widen_b, 2, 2, 4, ld_b, ldm_b, ld_b, ldm_b, st_f32, stnt_f32, stm_f32)
+SG_SIMD_ACC(k_acc_h, 4, 2, 4, ld_f32, ldm_f32, ld_h, ldm_h, st_f32, stnt_f32, stm_f32)
+SG_SIMD_ACC(k_acc_b, 4, 2, 4, ld_f32, ldm_f32, ld_b, ldm_b, st_f32, stnt_f32, stm_f32)
+SG_SIMD_ACC(k_narrow_h, 4, 4, 2, ld_f32, ldm_f32, ld_f32, ldm_f32, st_h, stnt_h, stm_h)
+SG_SIMD_ACC(k_narrow_b, 4, 4, 2, ld_f32, ldm_f32, ld_f32, ldm_f32, st_b, stnt_b, stm_b)
 
 static void simd_addk(enum sg_dtype dt, void *dst, const void *const *src, unsigned int k,
 		      size_t n, unsigned int flags, bool nt)
