@@ -239,6 +239,39 @@ static inline void sg_simd_sfence(void)
 	_mm_sfence();
 }
 
+/* The checksums' half vector: 8 16-bit elements (sg_sum_simd.h). */
+typedef __m128i vh;
+
+static inline vh ld_vh(const char *p)
+{
+	return _mm_loadu_si128((const void *)p);
+}
+
+static inline vh ldm_vh(const char *p, unsigned int r)
+{
+	return bounce_in128(p, 2 * r);
+}
+
+static inline void st_vh(char *p, vh x)
+{
+	_mm_storeu_si128((void *)p, x);
+}
+
+static inline void stm_vh(char *p, vh x, unsigned int r)
+{
+	bounce_out128(p, x, 2 * r);
+}
+
+static inline vi ldm_w16(const char *p, unsigned int r)
+{
+	return bounce_in256(p, 2 * r);
+}
+
+static inline vf h_widen(vh x)
+{
+	return _mm256_cvtph_ps(x);
+}
+
 /*
  * 16 ymm registers: a step of 8 bf16 pairs spills (sg_sum_simd.h); so does one
  * of 4 while narrowing. 2 pairs per step keep every vector and constant in a

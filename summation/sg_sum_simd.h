@@ -25,6 +25,10 @@
  *                              elements) holding WB elements, for the fused sum
  *   sg_simd_sfence()           orders the non-temporal stores
  * Integer kinds share ld_i, st_i and stnt_i.
+ * For the checksums (sg_simd_cs_*): vh, an integer vector of half the width;
+ * ld_vh, ldm_vh, st_vh, stm_vh for W32 16-bit elements in it (_m: the first
+ * r, others zero); ldm_w16(p, r), a whole vector's first r 16-bit elements;
+ * h_widen(vh), fp16 to vf.
  */
 #ifndef SG_SIMD_TABLE
 /*
@@ -190,6 +194,225 @@ SG_SIMD_ACC(k_acc_b, 4, 2, 4, ld_f32, ldm_f32, ld_b, ldm_b, st_f32, stnt_f32, st
 SG_SIMD_ACC(k_narrow_h, 4, 4, 2, ld_f32, ldm_f32, ld_f32, ldm_f32, st_h, stnt_h, stm_h)
 SG_SIMD_ACC(k_narrow_b, 4, 4, 2, ld_f32, ldm_f32, ld_f32, ldm_f32, st_b, stnt_b, stm_b)
 
+/*
+ * Checksums fused with the kernels (sg_sum.h): the 16-bit ones' complement
+ * sum of the bytes a kernel loads (or stores), taken from the very registers
+ * it loads (or stores), so that a transport's UDP checksum costs no pass of
+ * its own. Each 64-bit lane adds 32-bit words: 2^16 = 1 modulo 0xffff, so any
+ * grouping of the 16-bit words gives the same sum once folded, as long as
+ * words stay whole (every load starts an even number of bytes into the
+ * buffer). Zero lanes (masked tails) add nothing.
+ */
+typedef uint64_t sg_v64 __attribute__((vector_size(sizeof(vi))));
+typedef uint32_t sg_vh32 __attribute__((vector_size(sizeof(vh))));
+
+/* A whole vector: its low and high 32-bit words of each 64-bit lane. */
+static inline void sg_simd_cs_vi(sg_v64 *c, vi x)
+{
+	c[0] += (sg_v64)x & 0xffffffffu;
+	c[1] += (sg_v64)x >> 32;
+}
+
+/* Half a vector: its 32-bit words, zero-extended. */
+static inline void sg_simd_cs_vh(sg_v64 *c, vh x)
+{
+	c[0] += __builtin_convertvector((sg_vh32)x, sg_v64);
+}
+
+/* The accumulators' total, each lane folded first so that the sum cannot overflow. */
+static inline uint64_t sg_simd_cs_total(const sg_v64 *c, unsigned int nc)
+{
+	uint64_t s = 0;
+
+	for (unsigned int i = 0; i < nc; i++)
+		for (unsigned int l = 0; l < sizeof(sg_v64) / sizeof(uint64_t); l++)
+			s += (c[i][l] & 0xffffffffu) + (c[i][l] >> 32);
+	return s;
+}
+
+/* Raw bits as the kernel's element kind. */
+static inline vf sg_simd_vi_f32(vi x)
+{
+	return (vf)x;
+}
+
+static inline vd sg_simd_vi_f64(vi x)
+{
+	return (vd)x;
+}
+
+static inline vi sg_simd_vi_id(vi x)
+{
+	return x;
+}
+
+/*
+ * SG_SIMD_CS_IN defines NAME_add(d, a, s, n), NAME_set(d, s, n) and
+ * NAME_sum(s, n), each returning the checksum of s (n elements): d = a +
+ * CVT(s), d = CVT(s), and nothing stored. s's raw vectors (R: vi or vh, W
+ * elements of SZS bytes) load with LR and LRM and count with CS; a has
+ * SZA-byte elements (LA, LAM), d SZD-byte ones (ST, STM). Additions keep the
+ * order of SG_SIMD_KERNEL (a first), and d may be a exactly.
+ */
+#define SG_SIMD_CS_IN(NAME, U, V, W, SZA, SZS, SZD, R, LR, LRM, CS, CVT, LA, LAM, ADD, ST, STM) \
+	static inline __attribute__((always_inline)) uint64_t NAME##_run(                      \
+		char *d, const char *a, const char *s, size_t n, bool add, bool store)         \
+	{                                                                                      \
+		sg_v64 c[4] = {0};                                                             \
+		size_t i = 0;                                                                  \
+		for (; i + (U) * (W) <= n; i += (U) * (W)) {                                   \
+			R r[(U)];                                                              \
+			V v[(U)];                                                              \
+			SG_SIMD_UNROLLED(U)                                                    \
+			for (unsigned int u = 0; u < (U); u++) {                               \
+				r[u] = LR(s + (i + u * (W)) * (SZS));                          \
+				CS(&c[2 * (u & 1)], r[u]);                                     \
+				v[u] = CVT(r[u]);                                              \
+			}                                                                      \
+			sg_simd_prefetch(s + i * (SZS), (U) * (W) * (SZS));                    \
+			if (add) {                                                             \
+				sg_simd_prefetch(a + i * (SZA), (U) * (W) * (SZA));            \
+				SG_SIMD_UNROLLED(U)                                            \
+				for (unsigned int u = 0; u < (U); u++)                         \
+					v[u] = ADD(LA(a + (i + u * (W)) * (SZA)), v[u]);       \
+			}                                                                      \
+			if (store) {                                                           \
+				SG_SIMD_UNROLLED(U)                                            \
+				for (unsigned int u = 0; u < (U); u++)                         \
+					ST(d + (i + u * (W)) * (SZD), v[u]);                   \
+			}                                                                      \
+		}                                                                              \
+		for (; i + (W) <= n; i += (W)) {                                               \
+			R r = LR(s + i * (SZS));                                               \
+			V v = CVT(r);                                                          \
+			CS(c, r);                                                              \
+			if (add)                                                               \
+				v = ADD(LA(a + i * (SZA)), v);                                 \
+			if (store)                                                             \
+				ST(d + i * (SZD), v);                                          \
+		}                                                                              \
+		if (i < n) { /* masked: lanes past n load as zero and are not stored */        \
+			unsigned int m = (unsigned int)(n - i);                                \
+			R r = LRM(s + i * (SZS), m);                                           \
+			V v = CVT(r);                                                          \
+			CS(c, r);                                                              \
+			if (add)                                                               \
+				v = ADD(LAM(a + i * (SZA), m), v);                             \
+			if (store)                                                             \
+				STM(d + i * (SZD), v, m);                                      \
+		}                                                                              \
+		return sg_simd_cs_total(c, 4);                                                 \
+	}                                                                                      \
+	static __attribute__((noinline, unused)) uint64_t NAME##_add(                          \
+		void *d, const void *a, const void *s, size_t n)                               \
+	{                                                                                      \
+		return NAME##_run(d, a, s, n, true, true);                                     \
+	}                                                                                      \
+	static __attribute__((noinline, unused)) uint64_t NAME##_set(void *d, const void *s,   \
+								     size_t n)                 \
+	{                                                                                      \
+		return NAME##_run(d, NULL, s, n, false, true);                                 \
+	}                                                                                      \
+	static __attribute__((noinline, unused)) uint64_t NAME##_sum(const void *s, size_t n)  \
+	{                                                                                      \
+		return NAME##_run(NULL, NULL, s, n, false, false);                             \
+	}
+
+/* NAME(d, a, n): d = NR(a) for fp32 a, the checksum of d (vh vectors of W32 16-bit elements). */
+#define SG_SIMD_CS_OUT(NAME, U, NR)                                                            \
+	static __attribute__((noinline)) uint64_t NAME(void *dst, const void *acc, size_t n)   \
+	{                                                                                      \
+		sg_v64 c[4] = {0};                                                             \
+		char *d = dst;                                                                 \
+		const char *a = acc;                                                           \
+		size_t i = 0;                                                                  \
+		for (; i + (U) * W32 <= n; i += (U) * W32) {                                   \
+			sg_simd_prefetch(a + i * 4, (U) * W32 * 4);                            \
+			SG_SIMD_UNROLLED(U)                                                    \
+			for (unsigned int u = 0; u < (U); u++) {                               \
+				vh r = NR(ld_f32(a + (i + u * W32) * 4));                      \
+				sg_simd_cs_vh(&c[2 * (u & 1)], r);                             \
+				st_vh(d + (i + u * W32) * 2, r);                               \
+			}                                                                      \
+		}                                                                              \
+		for (; i + W32 <= n; i += W32) {                                               \
+			vh r = NR(ld_f32(a + i * 4));                                          \
+			sg_simd_cs_vh(c, r);                                                   \
+			st_vh(d + i * 2, r);                                                   \
+		}                                                                              \
+		if (i < n) { /* zero lanes narrow to zero bits: they add nothing */            \
+			vh r = NR(ldm_f32(a + i * 4, (unsigned int)(n - i)));                  \
+			sg_simd_cs_vh(c, r);                                                   \
+			stm_vh(d + i * 2, r, (unsigned int)(n - i));                           \
+		}                                                                              \
+		return sg_simd_cs_total(c, 4);                                                 \
+	}
+
+#define SG_SIMD_U SG_SIMD_UNROLL
+/* Bytes: the copy and the checksum alone; int8/uint8 sums. */
+SG_SIMD_CS_IN(cs_u8, SG_SIMD_U, vi, W8, 1, 1, 1, vi, ld_i, ldm_u8, sg_simd_cs_vi,
+	      sg_simd_vi_id, ld_i, ldm_u8, add_u8, st_i, stm_u8)
+SG_SIMD_CS_IN(cs_f32, SG_SIMD_U, vf, W32, 4, 4, 4, vi, ld_i, ldm_i32, sg_simd_cs_vi,
+	      sg_simd_vi_f32, ld_f32, ldm_f32, add_f32, st_f32, stm_f32)
+SG_SIMD_CS_IN(cs_f64, SG_SIMD_U, vd, W64, 8, 8, 8, vi, ld_i, ldm_i64, sg_simd_cs_vi,
+	      sg_simd_vi_f64, ld_f64, ldm_f64, add_f64, st_f64, stm_f64)
+SG_SIMD_CS_IN(cs_i32, SG_SIMD_U, vi, W32, 4, 4, 4, vi, ld_i, ldm_i32, sg_simd_cs_vi,
+	      sg_simd_vi_id, ld_i, ldm_i32, add_i32, st_i, stm_i32)
+SG_SIMD_CS_IN(cs_i64, SG_SIMD_U, vi, W64, 8, 8, 8, vi, ld_i, ldm_i64, sg_simd_cs_vi,
+	      sg_simd_vi_id, ld_i, ldm_i64, add_i64, st_i, stm_i64)
+/* fp16/bf16 accumulated in their own type (SG_SUM_F_NATIVE). */
+SG_SIMD_CS_IN(cs_hn, SG_SIMD_U, vf, W32, 2, 2, 2, vh, ld_vh, ldm_vh, sg_simd_cs_vh, h_widen,
+	      ld_h, ldm_h, addn_h, st_h, stm_h)
+SG_SIMD_CS_IN(cs_bn, SG_SIMD_UNROLL_B2, vb, WB, 2, 2, 2, vi, ld_i, ldm_w16, sg_simd_cs_vi,
+	      b2_widen, ld_b2, ldm_b2, addn_b2, st_b2, stm_b2)
+/* fp16/bf16 into fp32 accumulators. */
+SG_SIMD_CS_IN(cs_acc_h, SG_SIMD_U, vf, W32, 4, 2, 4, vh, ld_vh, ldm_vh, sg_simd_cs_vh, h_widen,
+	      ld_f32, ldm_f32, add_f32, st_f32, stm_f32)
+SG_SIMD_CS_IN(cs_acc_b, SG_SIMD_U, vf, W32, 4, 2, 4, vh, ld_vh, ldm_vh, sg_simd_cs_vh, b_widen,
+	      ld_f32, ldm_f32, add_f32, st_f32, stm_f32)
+SG_SIMD_CS_OUT(cs_narrow_h, SG_SIMD_U, h_of)
+SG_SIMD_CS_OUT(cs_narrow_b, SG_SIMD_U, b_of)
+
+static uint64_t simd_csum_copy(void *dst, const void *src, size_t bytes)
+{
+	return dst != NULL ? cs_u8_set(dst, src, bytes) : cs_u8_sum(src, bytes);
+}
+
+static uint64_t simd_csum_add(enum sg_dtype dt, unsigned int flags, void *dst, const void *acc,
+			      const void *src, size_t n)
+{
+	const bool native = flags & SG_SUM_F_NATIVE;
+
+	switch (dt) {
+	case SG_DTYPE_FP32:
+		return cs_f32_add(dst, acc, src, n);
+	case SG_DTYPE_FP64:
+		return cs_f64_add(dst, acc, src, n);
+	case SG_DTYPE_FP16:
+		if (native)
+			return cs_hn_add(dst, acc, src, n);
+		return acc != NULL ? cs_acc_h_add(dst, acc, src, n) : cs_acc_h_set(dst, src, n);
+	case SG_DTYPE_BF16:
+		if (native)
+			return cs_bn_add(dst, acc, src, n);
+		return acc != NULL ? cs_acc_b_add(dst, acc, src, n) : cs_acc_b_set(dst, src, n);
+	case SG_DTYPE_INT32:
+		return cs_i32_add(dst, acc, src, n);
+	case SG_DTYPE_INT64:
+		return cs_i64_add(dst, acc, src, n);
+	case SG_DTYPE_INT8:
+	case SG_DTYPE_UINT8:
+		return cs_u8_add(dst, acc, src, n);
+	default:
+		return 0;
+	}
+}
+
+static uint64_t simd_csum_narrow(enum sg_dtype dt, uint16_t *dst, const float *acc, size_t n)
+{
+	return (dt == SG_DTYPE_FP16 ? cs_narrow_h : cs_narrow_b)(dst, acc, n);
+}
+
 static void simd_addk(enum sg_dtype dt, void *dst, const void *const *src, unsigned int k,
 		      size_t n, unsigned int flags, bool nt)
 {
@@ -245,6 +468,9 @@ const struct sg_sum_kernels SG_SIMD_TABLE = {
 	.addk = simd_addk,
 	.widen = simd_widen,
 	.narrow = simd_narrow,
+	.csum_copy = simd_csum_copy,
+	.csum_add = simd_csum_add,
+	.csum_narrow = simd_csum_narrow,
 };
 
 #endif /* SG_SIMD_TABLE */
