@@ -13,7 +13,8 @@
  * Each slot (key, chunk) runs its rounds in order. A round starts with a push
  * from every worker; a worker that has not had its RESULT after retrans_us
  * pushes again (the node then sums it, drops it as a duplicate, or resends
- * the kept result). Losses are injected on both directions.
+ * the kept result). Losses are injected on both directions, and damage on the
+ * way to the node (a flipped bit under a valid UDP checksum).
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -68,9 +69,22 @@ static inline uint32_t rnd(struct sg_dp_gen *g)
 	return (uint32_t)((g->rng * 0x2545f4914f6cdd1dull) >> 32);
 }
 
+static inline bool chance(struct sg_dp_gen *g, double p)
+{
+	return p > 0 && rnd(g) < (uint32_t)(p * 4294967295.0);
+}
+
 static inline bool lose(struct sg_dp_gen *g)
 {
-	return g->c.loss > 0 && rnd(g) < (uint32_t)(g->c.loss * 4294967295.0);
+	return chance(g, g->c.loss);
+}
+
+/* Payload bytes of chunk @p chunk of a key. */
+static inline uint32_t gen_bytes(const struct sg_dp_gen *g, uint32_t chunk)
+{
+	uint32_t off = chunk * g->c.chunk_bytes;
+
+	return RTE_MIN(g->c.chunk_bytes, g->c.partition_bytes - off);
 }
 
 static inline uint32_t worker_ip(uint32_t w)
@@ -211,7 +225,7 @@ static struct rte_mbuf *build_push(struct sg_dp_gen *g, uint32_t w, uint32_t s, 
 	struct gen_slot *sl = &g->slots[s];
 	uint32_t key = s / g->nchunks, chunk = s % g->nchunks;
 	uint32_t off = chunk * g->c.chunk_bytes;
-	uint32_t bytes = RTE_MIN(g->c.chunk_bytes, g->c.partition_bytes - off);
+	uint32_t bytes = gen_bytes(g, chunk);
 	uint32_t q = (key + chunk + sl->round) % NPAT;
 	struct sg_dp_peer dut = {.mac = g->c.dut_mac, .ip = g->c.dut_ip,
 				 .udp_port = rte_cpu_to_be_16(g->c.dut_udp_port)};
@@ -239,6 +253,10 @@ static struct rte_mbuf *build_push(struct sg_dp_gen *g, uint32_t w, uint32_t s, 
 	}
 	pl = d + SG_DP_NET_HDR_LEN + SG_DP_HDR_LEN;
 	memcpy(pl, &g->pat[((size_t)w * NPAT + q) * g->celem], bytes);
+	sg_dp_build_hdr(d + SG_DP_NET_HDR_LEN, &msg);
+	worker_mac(w, worker_port(g, w), &wn.mac);
+	wn.ip = worker_ip(w);
+	wn.udp_port = rte_cpu_to_be_16(worker_port(g, w));
 	if (bytes >= 12) {
 		/* the payload sits 90 bytes into the frame: not float-aligned */
 		float h[3] = {(float)((key % 4096) * (w + 1)), (float)((chunk % 4096) * (w + 1)),
@@ -246,11 +264,14 @@ static struct rte_mbuf *build_push(struct sg_dp_gen *g, uint32_t w, uint32_t s, 
 
 		memcpy(pl, h, sizeof(h));
 	}
-	sg_dp_build_hdr(d + SG_DP_NET_HDR_LEN, &msg);
-	worker_mac(w, worker_port(g, w), &wn.mac);
-	wn.ip = worker_ip(w);
-	wn.udp_port = rte_cpu_to_be_16(worker_port(g, w));
 	sg_dp_net_build(&wn, &dut, d, SG_DP_HDR_LEN + bytes, &ol);
+	if (g->c.udp_checksum && chance(g, g->c.corrupt)) {
+		/* damaged on the way: one bit of the Sigma header or the elements */
+		uint32_t at = rnd(g) % (SG_DP_HDR_LEN + bytes);
+
+		d[SG_DP_NET_HDR_LEN + at] ^= (uint8_t)(1u << (rnd(g) % 8));
+		g->st.corrupted++;
+	}
 	return m;
 }
 
@@ -260,8 +281,7 @@ static void send_slot(struct sg_dp_gen *g, uint32_t s, bool retrans)
 	struct gen_slot *sl = &g->slots[s];
 	struct rte_mbuf *out[SG_DP_MAX_WORKERS];
 	unsigned int n = 0;
-	uint32_t off = (s % g->nchunks) * g->c.chunk_bytes;
-	uint32_t bytes = RTE_MIN(g->c.chunk_bytes, g->c.partition_bytes - off);
+	uint32_t bytes = gen_bytes(g, s % g->nchunks);
 
 	for (uint32_t w = 0; w < g->c.workers; w++) {
 		struct rte_mbuf *m;

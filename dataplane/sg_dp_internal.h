@@ -188,6 +188,8 @@ struct sg_dp_transport {
 	void (*poll)(struct sg_dp_lcore *lc, uint64_t now);
 	/** Optional engine tx op (struct sg_dp_tx_ops.accept): a checked packet's sender. */
 	void (*tx_accept)(void *ctx, uint64_t src);
+	/** Optional engine tx op (struct sg_dp_tx_ops.payload_csum): a RESULT's elements' sum. */
+	void (*tx_payload_csum)(void *ctx, void *pkt, uint16_t csum);
 	/** Optional: act on control-channel message @p type (>= SG_DP_MSG_TRANSPORT) on
 	 *  lcore @p lc. @return the answer, or -ENOTSUP. */
 	int (*ctl)(struct sg_dp_lcore *lc, uint32_t type, uint64_t arg);
@@ -208,6 +210,14 @@ extern const struct sg_dp_transport sg_dp_transport_verbs;
  */
 void sg_dp_reduce_one(struct sg_dp_lcore *lc, const uint8_t *pl, uint32_t len, uint64_t dest,
 		      uint64_t now);
+
+/**
+ * sg_dp_reduce_one() for a datagram whose UDP checksum is still to be checked:
+ * @p csum as sg_dp_engine_rx_csum() takes it. A damaged one counts as a
+ * udp_csum drop, not as reduced.
+ */
+void sg_dp_reduce_one_csum(struct sg_dp_lcore *lc, const uint8_t *pl, uint32_t len,
+			   uint64_t dest, uint64_t now, uint16_t csum);
 
 /*
  * A reducer's reply addresses (ethdev; sg_dp_peers.c): the MAC of each worker
@@ -274,6 +284,7 @@ struct rx_meta {
 	struct sg_dp_peer peer;
 	uint32_t off;
 	uint32_t len;
+	uint32_t csum; /* UDP checksum left to the reducer, or SG_DP_CSUM_NONE */
 };
 
 struct sg_dp_lcore {
@@ -296,6 +307,9 @@ struct sg_dp_lcore {
 	/* ethdev reducers: the datagram the engine is handling (SG_DP_NO_DEST between
 	 * bursts); replies to its sender use its MAC, accepted ones learn it */
 	uint64_t rx_dest, rx_mac, rx_now;
+	/* ethdev: the RESULT whose elements' checksum the engine gave (tx_payload_csum) */
+	void *tx_sum_pkt;
+	uint16_t tx_sum;
 	uint64_t next_poll_tsc;
 	uint16_t txn[SG_DP_MAX_PORTS];
 	struct rte_mbuf *txb[SG_DP_MAX_PORTS][SG_DP_TXB];
