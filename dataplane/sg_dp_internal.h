@@ -244,8 +244,9 @@ void sg_dp_peers_free(struct sg_dp_peers *t);
 /** Remember that @p dest (at @p mac) was accepted at @p now (ns). */
 enum sg_dp_peers_learn sg_dp_peers_learn(struct sg_dp_peers *t, uint64_t dest, uint64_t mac,
 					 uint64_t now);
-/** The MAC of @p dest into *@p mac. @return 0, or -ENOENT if the table does not hold it. */
-int sg_dp_peers_lookup(const struct sg_dp_peers *t, uint64_t dest, uint64_t *mac);
+/** The MAC of @p dest into *@p mac. @return 0, or -ENOENT if the table does not hold it.
+ *  (Not const: a small cache of recent answers sits in the table.) */
+int sg_dp_peers_lookup(struct sg_dp_peers *t, uint64_t dest, uint64_t *mac);
 /** Forget up to @p max addresses not seen for @p idle_ns, least recently seen first.
  *  @return how many were forgotten. */
 unsigned int sg_dp_peers_expire(struct sg_dp_peers *t, uint64_t now, uint64_t idle_ns,
