@@ -502,10 +502,8 @@ struct pkt_ctx {
  * becomes its rank's reply address (tx.accept). Once per packet.
  * @return 0, or -EILSEQ (nothing done).
  */
-static int commit(struct sg_dp_engine *e, struct pkt_ctx *c)
+static __attribute__((noinline)) int commit_now(struct sg_dp_engine *e, struct pkt_ctx *c)
 {
-	if (c->committed)
-		return 0;
 	if (!csum_verify(e))
 		return csum_fail(e, c->j);
 	c->committed = true;
@@ -513,6 +511,12 @@ static int commit(struct sg_dp_engine *e, struct pkt_ctx *c)
 	if (e->conf.tx.accept != NULL)
 		e->conf.tx.accept(e->conf.tx.ctx, c->src);
 	return 0;
+}
+
+/* (Called again on most paths: the second time is one test, inline.) */
+static inline int commit(struct sg_dp_engine *e, struct pkt_ctx *c)
+{
+	return likely(c->committed) ? 0 : commit_now(e, c);
 }
 
 static void acc_fold(const struct job *j, void *acc, const void *src, uint32_t nelem, bool first)
