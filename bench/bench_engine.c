@@ -149,7 +149,7 @@ static int setup_init(struct setup *s, enum sg_dtype dt, unsigned int n, uint32_
 {
 	struct sg_dp_key key = {.id = 1};
 	struct sg_dp_engine_conf ec = {
-		.numa_node = -1, .pool_bufs = 4 * WINDOW, .max_payload = SG_DP_MAX_CHUNK_BYTES,
+		.numa_node = -1, .pool_bufs = 4 * WINDOW, .max_payload = SG_MAX_CHUNK_BYTES,
 		.tx = {.alloc = tx_alloc, .send = tx_send, .ctx = &s->tx},
 	};
 	struct sg_dp_job_conf jc = {

@@ -267,12 +267,12 @@ int sigma_bench_pipeline(int argc, char **argv)
 			continue;
 		sg_dp_config_defaults(&c);
 		c.n_lcores = 0;
-		sg_dp_layout_parse(&c, SG_DP_ROLE_RTC, sc->rtc, err, sizeof(err));
+		sg_dp_layout_parse(&c, SG_ROLE_RTC, sc->rtc, err, sizeof(err));
 		c.udp_checksum = sc->udp_checksum;
 		c.jobs[0].workers = workers;
 		c.mbufs = 16384;
 		c.log_level = RTE_LOG_WARNING;
-		c.idle = sleep_us ? SG_DP_IDLE_SLEEP : SG_DP_IDLE_BUSY;
+		c.idle = sleep_us ? SG_IDLE_SLEEP : SG_IDLE_POLL;
 		c.idle_sleep_us = sleep_us ? sleep_us : c.idle_sleep_us;
 		for (unsigned int r = 0; r < runs; r++) {
 			struct sg_dp_loop_conf lc = {.rounds = rounds ? rounds : UINT32_MAX / 2,

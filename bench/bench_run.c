@@ -32,6 +32,7 @@
 #include <unistd.h>
 
 #include "sigma.h"
+#include "sigma_udpd.h"
 #include "sigma_bench.h"
 
 #define RB_MAX_SIZES 16
@@ -378,7 +379,7 @@ static int parse_attach(const char *spec, struct sigma_node *nodes, char addrs[]
 
 		if (i == RB_MAX_NODES)
 			return -EINVAL;
-		nodes[i] = (struct sigma_node){.kind = SG_CTL_NODE_CPU, .gbps = 1};
+		nodes[i] = (struct sigma_node){.kind = SG_NODE_CPU, .gbps = 1};
 		if (colon != NULL) {
 			unsigned int port;
 
@@ -538,12 +539,12 @@ static int run_point(const struct rb_opts *o, unsigned int n, enum sg_dtype dt, 
 			}
 			nodes[nd] = (struct sigma_node){.addr = "127.0.0.1",
 							.port = sigma_udpd_port(d[nd]),
-							.kind = SG_CTL_NODE_CPU, .gbps = 1};
+							.kind = SG_NODE_CPU, .gbps = 1};
 		}
 		nnodes = nd;
 		/* The parent registers the same tensors to describe each job to its nodes. */
 		for (unsigned int j = 0; j < o->n_sizes && rc == 0; j++) {
-			static struct sg_dp_key keys[SIGMA_MAX_PARTS];
+			static struct sg_dp_key keys[SG_MAX_PARTS];
 			struct sigma_session *s;
 
 			if (open_size(o, nodes, nnodes, job0 + j, n, 0, dt, j, &s) == NULL) {
@@ -554,7 +555,7 @@ static int run_point(const struct rb_opts *o, unsigned int n, enum sg_dtype dt, 
 			}
 			for (unsigned int i = 0; i < nnodes && rc == 0; i++) {
 				struct sg_dp_job_conf jc;
-				int nk = sigma_job_for_node(s, i, &jc, keys, SIGMA_MAX_PARTS);
+				int nk = sigma_job_for_node(s, i, &jc, keys, SG_MAX_PARTS);
 
 				jc.max_inflight = 4096;
 				rc = nk > 0 ? sigma_udpd_add_job(d[i], &jc) : nk < 0 ? nk : 0;

@@ -45,32 +45,19 @@
 #define SIGMA_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
-#include "sg_ctl.h"
-#include "sg_dp_engine.h"
-#include "sg_sum.h"
+#include "sg_types.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-/** Most summation nodes in one session. */
-#define SIGMA_MAX_NODES 64
-/** Most tensors in one session (tensor ids are 0..SIGMA_MAX_TENSORS-1). */
-#define SIGMA_MAX_TENSORS 65536
-/** Most partitions of one tensor (the low 16 bits of the wire key). */
-#define SIGMA_MAX_PARTS 65536
 /** Most RX queues of a DPDK session (sigma_conf.dpdk_rx_queues). */
 #define SIGMA_DPDK_MAX_RXQ 16
 /** Longest error message (sigma_last_error()). */
-#define SIGMA_ERR_LEN 256
-
-/** Wire key of partition @p part of tensor @p tensor: tensor in the high 16 bits. */
-static inline uint32_t sigma_wire_key(uint32_t tensor, uint32_t part)
-{
-	return (tensor << 16) | part;
-}
+#define SIGMA_ERR_LEN 512
 
 /** Transports (all behind one internal ops interface). */
 enum sigma_transport {
@@ -92,8 +79,8 @@ enum sigma_transport {
 struct sigma_node {
 	const char *name;           /**< stable identity for placement (NULL: use addr:port) */
 	const char *addr;           /**< IPv4 address, dotted quad */
-	uint16_t port;              /**< UDP port (0: SG_DP_UDP_PORT) */
-	enum sg_ctl_node_kind kind; /**< CPU or GPU machine (BytePS split) */
+	uint16_t port;              /**< UDP port (0: 9300, SG_DP_UDP_PORT) */
+	enum sg_node_kind kind;     /**< CPU or GPU machine (BytePS split) */
 	double gbps;                /**< NIC bandwidth, weights nodes of one kind (0: 1) */
 };
 
@@ -101,17 +88,17 @@ struct sigma_node {
 struct sigma_conf {
 	uint32_t job;             /**< job id (from the control plane) */
 	uint16_t rank;            /**< this worker, 0 <= rank < nworkers */
-	uint16_t nworkers;        /**< N, 1..SG_DP_MAX_WORKERS */
+	uint16_t nworkers;        /**< N, 1..SG_MAX_WORKERS */
 	uint64_t token;           /**< the job's session token */
 	const struct sigma_node *nodes; /**< summation nodes (copied) */
-	unsigned int nnodes;      /**< 1..SIGMA_MAX_NODES */
+	unsigned int nnodes;      /**< 1..SG_MAX_NODES */
 	/**
 	 * Placement weights, one per node, summing to about 1 (copied). NULL: the
 	 * BytePS split from sg_ctl_place_weights() over the nodes' kinds and
 	 * bandwidths. The control plane hands these out when it exists.
 	 */
 	const double *weights;
-	uint32_t partition_bytes; /**< largest partition (default SG_DP_PARTITION_DEFAULT) */
+	uint32_t partition_bytes; /**< largest partition (default SG_PARTITION_BYTES_DEFAULT) */
 	uint32_t chunk_bytes;     /**< payload per packet, multiple of 8, <= 8920 (default 1424) */
 	uint32_t window;          /**< outstanding chunks per node (default 256); the same on
 				       every worker of a job */
@@ -165,9 +152,12 @@ typedef void (*sigma_done_cb)(void *arg, struct sigma_tensor *t, int status);
 
 /**
  * Open a session: validates @p conf, computes placement weights, and opens the
- * transport (UDP: binds a socket). No packet is sent.
+ * transport (UDP: binds a socket; DPDK: starts the port, waits for its link and
+ * resolves the nodes' MACs by ARP). No push is sent.
  * @return the session, or NULL with errno EINVAL (bad conf; the reason is
- *         printed to stderr), ENOMEM, or the socket error.
+ *         printed to stderr), ENOMEM, the socket error, or for DPDK ENOLINK
+ *         (the port's link was not up within 10 s: docs/client.md) or
+ *         EHOSTUNREACH (no ARP reply within 5 s).
  */
 struct sigma_session *sigma_open(const struct sigma_conf *conf);
 
@@ -178,12 +168,12 @@ void sigma_close(struct sigma_session *s);
  * Register a tensor. Every worker of the job must register the same tensors
  * (same id, dtype, element count); @p id is the tensor's identity on the wire.
  * @param name     for messages (may be NULL)
- * @param id       0..SIGMA_MAX_TENSORS-1, unique in the session
+ * @param id       0..SG_MAX_TENSORS-1, unique in the session
  * @param dtype    element type
  * @param nelem    elements (> 0)
  * @param priority lower is sent first (earlier layers: lower values)
  * @return the tensor, or NULL with errno EINVAL (bad argument), EEXIST (id in
- *         use), E2BIG (more than SIGMA_MAX_PARTS partitions) or ENOMEM.
+ *         use), E2BIG (more than SG_MAX_PARTS partitions) or ENOMEM.
  */
 struct sigma_tensor *sigma_tensor_register(struct sigma_session *s, const char *name,
 					   uint32_t id, enum sg_dtype dtype, uint64_t nelem,
@@ -210,7 +200,12 @@ int sigma_poll(struct sigma_session *s, int timeout_us);
 
 /**
  * State of the tensor's last operation.
- * @return 0 (complete, or none started), -EINPROGRESS, or the failure (-errno).
+ * @return 0 (complete, or none started), -EINPROGRESS, or the failure (-errno):
+ *         -ETIMEDOUT (no RESULT after max_retries resends), -EPROTO (ERROR
+ *         MISMATCH: the node's job has another geometry or dtype), -ESTALE or
+ *         -EPIPE (ERROR STALE or GONE: this session's rounds are behind the
+ *         node's), -ENOSPC (ERROR FULL: an open job has no chunk slot left on
+ *         the node for a new key); sigma_last_error() says which and what to do.
  */
 int sigma_test(const struct sigma_tensor *t);
 
@@ -238,63 +233,57 @@ uint64_t sigma_tensor_part_latency(const struct sigma_tensor *t, uint32_t part);
 /** Index (into conf.nodes) of the node that sums partition @p part of @p t. */
 int sigma_tensor_part_node(const struct sigma_tensor *t, uint32_t part);
 
+/* ------------------------------------------------------------------------ */
+/* Jobs made by the job service: the job descriptor (docs/client.md)        */
+/* ------------------------------------------------------------------------ */
+
+/** Longest job descriptor, with its NUL. */
+#define SIGMA_JOB_DESC_MAX 16384
+
 /**
- * The job description node @p node needs for this session's registered
- * tensors (what the control plane would hand it): fills @p job (id, N, token,
- * dtype of the first tensor, chunk and partition size) and up to @p cap keys
- * placed on @p node. The keys' dtype must be the same for all tensors of a
- * job on the engine; @return -EINVAL otherwise.
- * @return the number of keys on that node (may exceed @p cap), or -errno.
+ * A job as its descriptor gives it. @c conf is ready for sigma_open() except
+ * for the rank (0 here) and the transport settings (defaults): set those, then
+ * open. Its nodes and weights point into this structure, so use it in place
+ * (a copy would point into the original).
  */
-int sigma_job_for_node(const struct sigma_session *s, unsigned int node,
-		       struct sg_dp_job_conf *job, struct sg_dp_key *keys, unsigned int cap);
-
-/* ------------------------------------------------------------------------ */
-/* A summation node in one thread over kernel UDP (tests, benchmarks, and   */
-/* machines without DPDK). It wraps the aggregation engine of dataplane/.   */
-/* ------------------------------------------------------------------------ */
-
-/** Configuration of a kernel-UDP node. */
-struct sigma_udpd_conf {
-	const char *addr;              /**< address to bind (default 127.0.0.1) */
-	uint16_t port;                 /**< 0: ephemeral (see sigma_udpd_port()) */
-	struct sg_dp_engine_conf engine; /**< engine settings (tx ops are filled in) */
-	uint32_t drop_rx_permille;     /**< loss injection: drop this share of received packets */
-	uint32_t drop_tx_permille;     /**< loss injection: drop this share of sent packets */
-	uint32_t seed;                 /**< loss injection PRNG seed */
+struct sigma_job {
+	struct sigma_conf conf;	/**< job, nworkers, token, nodes, weights, partition and chunk size */
+	/**
+	 * the job's element type: every tensor's; SG_DTYPE_ANY for an open job of
+	 * dtype any, whose tensors may each have their own
+	 */
+	enum sg_dtype dtype;
+	enum sg_mode mode;	/**< how the nodes sum (they apply it; for the caller's information) */
+	struct sigma_node nodes[SG_MAX_NODES];
+	double weights[SG_MAX_NODES];
+	char names[SG_MAX_NODES][SG_NAME_MAX];
+	char addrs[SG_MAX_NODES][16];
 };
 
-struct sigma_udpd;
+/**
+ * Read a job descriptor (the one line that `sigmactl --node ... job create` and
+ * the job service print) into @p job. The parser is strict: a field missing,
+ * repeated, unknown or out of range refuses the whole descriptor. It needs no
+ * control-plane library (no JSON, no crypto).
+ * @param err    receives the reason on failure ("job descriptor: ..."); may be NULL
+ * @return 0, -EINVAL (the reason in @p err), or -E2BIG (longer than
+ *         SIGMA_JOB_DESC_MAX).
+ */
+int sigma_job_parse(const char *descriptor, struct sigma_job *job, char *err, size_t errlen);
 
 /**
- * Create a node and bind its socket (it does not run yet).
- * @return the node, or NULL with errno (EINVAL, ENOMEM, socket errors).
+ * Open rank @p rank's session of the job that @p descriptor describes:
+ * sigma_job_parse(), then sigma_open() with the job's id, N, token, nodes,
+ * weights, partition and chunk size, and @p base's other settings (window,
+ * timeouts, first_round, transport, addresses; @p base may be NULL for the
+ * defaults). Tensors registered in it must have the job's dtype (EINVAL
+ * otherwise, with the reason on stderr), unless the job's is any (an open job
+ * whose keys take the dtype of their first push).
+ * @return the session, or NULL with errno EINVAL (a bad descriptor or rank,
+ *         the reason in @p err), E2BIG, or sigma_open()'s errno.
  */
-struct sigma_udpd *sigma_udpd_create(const struct sigma_udpd_conf *conf);
-
-/** UDP port the node is bound to. */
-uint16_t sigma_udpd_port(const struct sigma_udpd *d);
-
-/** Add a job to the node's engine (allowed while running). @return as sg_dp_engine_add_job(). */
-int sigma_udpd_add_job(struct sigma_udpd *d, const struct sg_dp_job_conf *job);
-
-/** Start the node's thread. @return 0 or -errno. */
-int sigma_udpd_start(struct sigma_udpd *d);
-
-/**
- * Stop the thread and close the socket (the node disappears: packets sent to
- * its port go unanswered). Stats stay readable. Idempotent.
- */
-void sigma_udpd_stop(struct sigma_udpd *d);
-
-/** Copy the engine's counters (consistent snapshot). */
-void sigma_udpd_stats(struct sigma_udpd *d, struct sg_dp_stats *st);
-
-/** Fraction of wall time the node's thread spent handling packets since start (0..1). */
-double sigma_udpd_busy(struct sigma_udpd *d);
-
-/** Stop (if running) and free. NULL is fine. */
-void sigma_udpd_destroy(struct sigma_udpd *d);
+struct sigma_session *sigma_open_job(const char *descriptor, uint16_t rank,
+				     const struct sigma_conf *base, char *err, size_t errlen);
 
 #ifdef __cplusplus
 }

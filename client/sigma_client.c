@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "sigma_internal.h"
+#include "sigma_udpd.h"
 
 RTE_LOG_REGISTER(sg_cli_logtype, sigma.client, INFO);
 
@@ -42,6 +43,7 @@ struct sg_cli_node {
 	struct sg_cli_slot *slots;   /* window entries */
 	uint32_t *free_slots;        /* stack of free slot indices */
 	uint32_t nfree;
+	bool heard;                  /* a reply of this job (right token) came from it */
 };
 
 struct sg_cli_part {
@@ -93,6 +95,7 @@ struct sigma_session {
 	unsigned int ntx;
 	struct sg_cli_txpkt tx[SG_CLI_BURST];
 	uint8_t txhdr[SG_CLI_BURST][SG_DP_HDR_LEN];
+	int job_dtype;                 /* every tensor's (sigma_open_job()), or -1: any */
 	char err[SIGMA_ERR_LEN];
 };
 
@@ -110,19 +113,19 @@ static int conf_error(const char *fmt, ...)
 
 static int check_conf(struct sigma_conf *c)
 {
-	if (c->nworkers == 0 || c->nworkers > SG_DP_MAX_WORKERS)
-		return conf_error("nworkers %u not in 1..%u", c->nworkers, SG_DP_MAX_WORKERS);
+	if (c->nworkers == 0 || c->nworkers > SG_MAX_WORKERS)
+		return conf_error("nworkers %u not in 1..%u", c->nworkers, SG_MAX_WORKERS);
 	if (c->rank >= c->nworkers)
 		return conf_error("rank %u >= nworkers %u", c->rank, c->nworkers);
-	if (c->nodes == NULL || c->nnodes == 0 || c->nnodes > SIGMA_MAX_NODES)
-		return conf_error("need 1..%u nodes, got %u", SIGMA_MAX_NODES, c->nnodes);
+	if (c->nodes == NULL || c->nnodes == 0 || c->nnodes > SG_MAX_NODES)
+		return conf_error("need 1..%u nodes, got %u", SG_MAX_NODES, c->nnodes);
 	if (c->partition_bytes == 0)
-		c->partition_bytes = SG_DP_PARTITION_DEFAULT;
+		c->partition_bytes = SG_PARTITION_BYTES_DEFAULT;
 	if (c->chunk_bytes == 0)
 		c->chunk_bytes = SG_DP_PAYLOAD_MTU1500;
-	if (c->chunk_bytes % 8 || c->chunk_bytes > SG_DP_MAX_CHUNK_BYTES)
+	if (c->chunk_bytes % 8 || c->chunk_bytes > SG_MAX_CHUNK_BYTES)
 		return conf_error("chunk_bytes %u: must be a multiple of 8 and <= %u",
-				  c->chunk_bytes, SG_DP_MAX_CHUNK_BYTES);
+				  c->chunk_bytes, SG_MAX_CHUNK_BYTES);
 	if (c->partition_bytes < c->chunk_bytes || c->partition_bytes % 8)
 		return conf_error("partition_bytes %u: must be a multiple of 8 and >= chunk_bytes",
 				  c->partition_bytes);
@@ -153,7 +156,7 @@ static int check_conf(struct sigma_conf *c)
 		if (sg_cli_parse_ipv4(c->nodes[i].addr, &a) < 0)
 			return conf_error("node %u: address '%s' is not an IPv4 address", i,
 					  c->nodes[i].addr ? c->nodes[i].addr : "(null)");
-		if (c->nodes[i].gbps < 0 || c->nodes[i].kind > SG_CTL_NODE_GPU)
+		if (c->nodes[i].gbps < 0 || c->nodes[i].kind > SG_NODE_GPU)
 			return conf_error("node %u: bad kind or bandwidth", i);
 		if (c->steer_reducers > SG_DP_STEER_PORTS)
 			return conf_error("steer_reducers %u: at most %u (a node's reducer ports)",
@@ -242,9 +245,10 @@ struct sigma_session *sigma_open(const struct sigma_conf *conf)
 	rc = setup_nodes(s);
 	if (rc < 0)
 		goto fail;
+	s->job_dtype = -1;
 	s->conf.nodes = NULL; /* the caller's array is not kept */
 	s->conf.weights = NULL;
-	s->tensors = calloc(SIGMA_MAX_TENSORS, sizeof(*s->tensors));
+	s->tensors = calloc(SG_MAX_TENSORS, sizeof(*s->tensors));
 	if (s->tensors == NULL) {
 		rc = -ENOMEM;
 		goto fail;
@@ -286,7 +290,7 @@ void sigma_close(struct sigma_session *s)
 	if (s->tp != NULL)
 		s->tp->destroy(s->tp);
 	if (s->tensors != NULL)
-		for (uint32_t i = 0; i < SIGMA_MAX_TENSORS; i++)
+		for (uint32_t i = 0; i < SG_MAX_TENSORS; i++)
 			tensor_free(s->tensors[i]);
 	free(s->tensors);
 	if (s->nodes != NULL)
@@ -309,8 +313,15 @@ struct sigma_tensor *sigma_tensor_register(struct sigma_session *s, const char *
 	uint32_t esize;
 	int err = EINVAL;
 
-	if (s == NULL || id >= SIGMA_MAX_TENSORS || !sg_dtype_valid(dtype) || nelem == 0)
+	if (s == NULL || id >= SG_MAX_TENSORS || !sg_dtype_valid(dtype) || nelem == 0)
 		goto fail;
+	if (s->job_dtype >= 0 && (int)dtype != s->job_dtype) {
+		fprintf(stderr, "sigma: tensor '%s' (id %u) is %s, but the job sums %s: register "
+			"it as %s, or create a job of %s\n", name ? name : "", id, sg_dtype_name(dtype),
+			sg_dtype_name((enum sg_dtype)s->job_dtype),
+			sg_dtype_name((enum sg_dtype)s->job_dtype), sg_dtype_name(dtype));
+		goto fail;
+	}
 	esize = (uint32_t)sg_dtype_size(dtype);
 	if (s->conf.chunk_bytes % esize || s->conf.partition_bytes % esize)
 		goto fail;
@@ -320,7 +331,7 @@ struct sigma_tensor *sigma_tensor_register(struct sigma_session *s, const char *
 	}
 	part_elems = s->conf.partition_bytes / esize;
 	nparts = (nelem + part_elems - 1) / part_elems;
-	if (nparts > SIGMA_MAX_PARTS) {
+	if (nparts > SG_MAX_PARTS) {
 		err = E2BIG;
 		goto fail;
 	}
@@ -359,7 +370,7 @@ struct sigma_tensor *sigma_tensor_register(struct sigma_session *s, const char *
 		/* the node's reducer for this key under its default keymap (sg_dp_proto.h) */
 		if (s->conf.steer_reducers)
 			pt->port_off = (uint16_t)(1 + sg_dp_steer_reducer(s->conf.job,
-				sigma_wire_key(id, p), s->conf.steer_reducers));
+				sg_wire_key(id, p), s->conf.steer_reducers));
 		nchunks += pt->nchunks;
 	}
 	t->slot_of = calloc(nchunks, sizeof(*t->slot_of));
@@ -453,8 +464,9 @@ static void finish(struct sigma_tensor *t, int status)
 		t->cb(t->cb_arg, t, status);
 }
 
+/* Fail the chunk's operation: "<why> from node N for tensor T key K chunk C round R[: hint]". */
 static void fail_chunk(struct sigma_session *s, uint32_t node, uint32_t idx, int status,
-		       const char *why)
+		       const char *why, const char *hint)
 {
 	const struct sg_cli_slot *sl = &s->nodes[node].slots[idx];
 	struct sigma_tensor *t = sl->t;
@@ -462,11 +474,13 @@ static void fail_chunk(struct sigma_session *s, uint32_t node, uint32_t idx, int
 
 	len = snprintf(s->err, sizeof(s->err),
 		       "%s from node %s for tensor '%s' key 0x%08x chunk %u round %u", why,
-		       s->nodes[node].label, t->name, sigma_wire_key(t->id, sl->part), sl->chunk,
+		       s->nodes[node].label, t->name, sg_wire_key(t->id, sl->part), sl->chunk,
 		       t->round);
 	if (sl->missing && len > 0 && (size_t)len < sizeof(s->err))
-		snprintf(s->err + len, sizeof(s->err) - len, " (node reports ranks 0x%" PRIx64
-			 " missing)", sl->missing);
+		len += snprintf(s->err + len, sizeof(s->err) - len, " (node reports ranks 0x%"
+				PRIx64 " missing)", sl->missing);
+	if (hint != NULL && len > 0 && (size_t)len < sizeof(s->err))
+		snprintf(s->err + len, sizeof(s->err) - len, ": %s", hint);
 	SG_CLI_LOG(ERR, "%s", s->err);
 	finish(t, status);
 }
@@ -501,7 +515,7 @@ static void queue_push(struct sigma_session *s, const struct sigma_tensor *t, ui
 		.job = s->conf.job,
 		.rank = s->conf.rank,
 		.token = s->conf.token,
-		.key = sigma_wire_key(t->id, part),
+		.key = sg_wire_key(t->id, part),
 		.chunk = chunk,
 		.nchunks = pt->nchunks,
 		.round = t->round,
@@ -586,7 +600,12 @@ static void scan_timers(struct sigma_session *s, uint64_t now)
 
 				snprintf(why, sizeof(why), "no RESULT after %u retries",
 					 sl->retries);
-				fail_chunk(s, i, k, -ETIMEDOUT, why);
+				/* a node drops pushes without its job's id and token unanswered */
+				fail_chunk(s, i, k, -ETIMEDOUT, why, n->heard ? NULL :
+					   "no reply of this job ever came from that node: check that "
+					   "the job exists there with this job id and token (the "
+					   "node drops other pushes without a word), and that its "
+					   "address and UDP port are right");
 				continue;
 			}
 			sl->retries++;
@@ -616,6 +635,7 @@ static struct sg_cli_slot *match(struct sigma_session *s, const struct sg_dp_msg
 		s->st.rx_bad++;
 		return NULL;
 	}
+	s->nodes[pt->node].heard = true;
 	slot = t->slot_of[pt->first + m->chunk];
 	if (t->status != -EINPROGRESS || slot == 0 || m->round != t->round) {
 		s->st.rx_stale++;
@@ -680,6 +700,88 @@ static void on_nack(struct sigma_session *s, const struct sg_dp_msg *m, uint64_t
 	sl->deadline = now + sl->rto_us * 1000ull;
 }
 
+/*
+ * ERROR MISMATCH: the node holds the job (our token was right) but not with our
+ * geometry. Say what differs and where the right value comes from.
+ */
+static void on_mismatch(struct sigma_session *s, const struct sg_dp_msg *m, uint32_t node,
+			uint32_t idx)
+{
+	const struct sigma_tensor *t = s->nodes[node].slots[idx].t;
+	const struct sg_dp_mismatch *mm = m->payload;
+	uint32_t chunk = be32toh(mm->chunk_bytes);
+	char hint[320];
+
+	if (chunk != s->conf.chunk_bytes)
+		snprintf(hint, sizeof(hint), "the node's job uses chunk_bytes %u, this session %u: "
+			 "every worker must use the job's chunk size (it is in the job descriptor; "
+			 "see sigma_job_parse())", chunk, s->conf.chunk_bytes);
+	else if (mm->dtype != t->dtype && mm->dtype != SG_DTYPE_ANY)
+		/* also seen as other chunk counts: say the cause */
+		snprintf(hint, sizeof(hint), "the node's job sums %s, this tensor is %s%s",
+			 sg_dtype_name(mm->dtype), sg_dtype_name(t->dtype),
+			 mm->what == SG_DP_MM_DTYPE ? " (a job of dtype any keeps the dtype of each "
+			 "key's first push: every worker must register the tensor with one dtype)" :
+			 "");
+	else if (mm->what == SG_DP_MM_PARTITION)
+		snprintf(hint, sizeof(hint), "the key is larger than the node's job's "
+			 "partition_bytes allows: every worker must use the job's partition_bytes "
+			 "(it is in the job descriptor), this session uses %u", s->conf.partition_bytes);
+	else if (mm->what == SG_DP_MM_KEY)
+		snprintf(hint, sizeof(hint), "the node's job has no such key: the job was created "
+			 "with other tensors (ids, sizes), another partition_bytes, or another node "
+			 "list or weights than this session uses");
+	else
+		snprintf(hint, sizeof(hint), "the key has another size in the node's job (%s "
+			 "differ): this tensor's element count or partition_bytes is not the job's",
+			 mm->what == SG_DP_MM_OFFSET ? "offsets" : mm->what == SG_DP_MM_NELEM ?
+			 "element counts" : "chunk counts");
+	fail_chunk(s, node, idx, -EPROTO, "job mismatch (ERROR MISMATCH)", hint);
+}
+
+/*
+ * ERROR FULL: an open job has no chunk slot left on the node for this key. It will not
+ * have any until the job is made again with more: say so, and how.
+ */
+static void on_full(struct sigma_session *s, const struct sg_dp_msg *m, uint32_t node,
+		    uint32_t idx)
+{
+	const struct sg_dp_full *f = m->payload;
+	char hint[400];
+
+	snprintf(hint, sizeof(hint), "job %u has no room for this key on that node: its keys "
+		 "take %u of the %u chunk slots one reducer there may give the job, and this key "
+		 "needs %u: create the job with more slots (job_create \"slots\", sigmactl "
+		 "job create --open --slots S, sg_ctl_job_spec.slots), larger chunks, or across "
+		 "more nodes", s->conf.job, be32toh(f->used), be32toh(f->slots), m->nchunks);
+	fail_chunk(s, node, idx, -ENOSPC, "no room for a new key (ERROR FULL)", hint);
+}
+
+/* ERROR STALE or GONE: this rank's round is not one the node can serve. */
+static void on_behind(struct sigma_session *s, const struct sg_dp_msg *m, uint32_t node,
+		      uint32_t idx)
+{
+	const struct sg_dp_round_info *ri = m->payload;
+	char why[96], hint[320];
+
+	if (m->payload_len == sizeof(*ri)) {
+		uint32_t round = be32toh(ri->round), next = round + (be32toh(ri->finished) != 0);
+
+		snprintf(hint, sizeof(hint), "the chunk is at round %u on the node (%s), this "
+			 "session pushes round %u: its rounds are behind the job's, as when a "
+			 "program restarts against a job that ran on; create a new job, or open "
+			 "the session with first_round = %u", round,
+			 be32toh(ri->finished) ? "finished" : "collecting", m->round, next);
+	} else {
+		snprintf(hint, sizeof(hint), "this rank fell behind the others, or a program "
+			 "restarted against a job that ran on; create a new job");
+	}
+	snprintf(why, sizeof(why), "%s",
+		 m->code == SG_DP_C_GONE ? "result no longer kept (ERROR GONE)"
+					 : "round behind the node's (ERROR STALE)");
+	fail_chunk(s, node, idx, m->code == SG_DP_C_GONE ? -EPIPE : -ESTALE, why, hint);
+}
+
 static void on_error(struct sigma_session *s, const struct sg_dp_msg *m)
 {
 	uint32_t node, idx;
@@ -688,7 +790,13 @@ static void on_error(struct sigma_session *s, const struct sg_dp_msg *m)
 	s->st.errors++;
 	if (sl == NULL)
 		return;
-	if (m->code == SG_DP_C_WORKER_LOST && m->payload_len == 8) {
+	if (m->code == SG_DP_C_MISMATCH && m->payload_len == sizeof(struct sg_dp_mismatch)) {
+		on_mismatch(s, m, node, idx);
+	} else if (m->code == SG_DP_C_FULL && m->payload_len == sizeof(struct sg_dp_full)) {
+		on_full(s, m, node, idx);
+	} else if (m->code == SG_DP_C_STALE || m->code == SG_DP_C_GONE) {
+		on_behind(s, m, node, idx);
+	} else if (m->code == SG_DP_C_WORKER_LOST && m->payload_len == 8) {
 		uint64_t be;
 
 		memcpy(&be, m->payload, 8);
@@ -697,8 +805,6 @@ static void on_error(struct sigma_session *s, const struct sg_dp_msg *m)
 		sl->missing = be64toh(be);
 		SG_CLI_LOG(WARNING, "node %s: key 0x%08x chunk %u round %u waits for ranks 0x%"
 			   PRIx64, s->nodes[node].label, m->key, m->chunk, m->round, sl->missing);
-	} else if (m->code == SG_DP_C_GONE) {
-		fail_chunk(s, node, idx, -EPIPE, "result no longer kept (ERROR GONE)");
 	}
 }
 
@@ -771,6 +877,11 @@ int sigma_poll(struct sigma_session *s, int timeout_us)
 	return s->finished;
 }
 
+void sg_cli_set_job_dtype(struct sigma_session *s, enum sg_dtype dt)
+{
+	s->job_dtype = (int)dt;
+}
+
 int sigma_test(const struct sigma_tensor *t)
 {
 	return t == NULL ? -EINVAL : t->status;
@@ -829,7 +940,7 @@ int sigma_job_for_node(const struct sigma_session *s, unsigned int node,
 
 	if (s == NULL || job == NULL || node >= s->conf.nnodes)
 		return -EINVAL;
-	for (uint32_t id = 0; id < SIGMA_MAX_TENSORS; id++) {
+	for (uint32_t id = 0; id < SG_MAX_TENSORS; id++) {
 		const struct sigma_tensor *t = s->tensors[id];
 
 		if (t == NULL)
@@ -841,7 +952,7 @@ int sigma_job_for_node(const struct sigma_session *s, unsigned int node,
 			if (t->parts[p].node != node)
 				continue;
 			if (nk < cap && keys != NULL)
-				keys[nk] = (struct sg_dp_key){.id = sigma_wire_key(id, p),
+				keys[nk] = (struct sg_dp_key){.id = sg_wire_key(id, p),
 							      .nelem = t->parts[p].nelem};
 			nk++;
 		}

@@ -11,6 +11,8 @@
 
 #include <rte_log.h>
 
+#include "sg_ctl_place.h"
+#include "sg_dp_proto.h"
 #include "sigma.h"
 
 extern int sg_cli_logtype;
@@ -78,6 +80,9 @@ void sg_cli_rx_init(struct mmsghdr *msgs, struct iovec *iov, uint8_t *buf,
 
 /** Parse "a.b.c.d" into a network-order IPv4 address. @return 0 or -EINVAL. */
 int sg_cli_parse_ipv4(const char *s, uint32_t *addr_be);
+
+/** Make @p s refuse tensors of another dtype than @p dt (a session of a described job). */
+void sg_cli_set_job_dtype(struct sigma_session *s, enum sg_dtype dt);
 
 static inline uint64_t sg_cli_now_ns(void)
 {

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "sigma_internal.h"
+#include "sigma_udpd.h"
 
 #define UDPD_BUF SG_CLI_RXBUF
 
@@ -184,7 +185,7 @@ struct sigma_udpd *sigma_udpd_create(const struct sigma_udpd_conf *conf)
 	d->conf.engine.tx.send = tx_send;
 	d->conf.engine.tx.ctx = d;
 	if (d->conf.engine.max_payload == 0)
-		d->conf.engine.max_payload = SG_DP_MAX_CHUNK_BYTES;
+		d->conf.engine.max_payload = SG_MAX_CHUNK_BYTES;
 	d->eng = sg_dp_engine_create(&d->conf.engine);
 	if (d->eng == NULL) {
 		err = errno;
@@ -215,6 +216,31 @@ int sigma_udpd_add_job(struct sigma_udpd *d, const struct sg_dp_job_conf *job)
 	rc = sg_dp_engine_add_job(d->eng, job);
 	pthread_mutex_unlock(&d->lock);
 	return rc;
+}
+
+int sigma_udpd_remove_job(struct sigma_udpd *d, uint32_t job)
+{
+	int rc;
+
+	pthread_mutex_lock(&d->lock);
+	rc = sg_dp_engine_remove_job(d->eng, job);
+	pthread_mutex_unlock(&d->lock);
+	return rc;
+}
+
+int sigma_udpd_job_stats(struct sigma_udpd *d, uint32_t job, struct sg_dp_job_stats *st)
+{
+	int rc;
+
+	pthread_mutex_lock(&d->lock);
+	rc = sg_dp_engine_job_stats(d->eng, job, st);
+	pthread_mutex_unlock(&d->lock);
+	return rc;
+}
+
+uint32_t sigma_udpd_max_payload(struct sigma_udpd *d)
+{
+	return sg_dp_engine_max_payload(d->eng);
 }
 
 int sigma_udpd_start(struct sigma_udpd *d)

@@ -5,11 +5,9 @@
  *
  * The module has five parts, usable independently:
  *
- * 1. **Placement** (sg_ctl_split(), sg_ctl_model(), sg_ctl_place_*()): BytePS's
- *    optimal split of the bytes between CPU and GPU summation machines, and
- *    weighted rendezvous hashing of partition keys onto nodes. These are pure
- *    functions with no state, shared by sigmactl, libsigma and sigma-bench, so
- *    every party computes the same key -> node map without a coordinator.
+ * 1. **Placement** (sg_ctl_split(), sg_ctl_model(), sg_ctl_place_*()): in
+ *    sg_ctl_place.h, a library of its own (no jansson, no libsodium) that the
+ *    worker library links too; this header includes it.
  * 2. **Membership** (sg_ctl_members_*()): heartbeat-based liveness of the
  *    summation nodes, and failure of in-flight rounds on a lost node with a
  *    clear error.
@@ -20,7 +18,9 @@
  *    challenge-response) and over a Unix socket (file permissions), plus a
  *    Prometheus text endpoint, all on one epoll thread of its own. The node's
  *    daemon plugs in through an agent ops table (struct sg_ctl_agent_ops).
- * 5. **Client** (sg_ctl_client_*()): what sigmactl and tests use to call it.
+ * 5. **Client** (sg_ctl_client_*()) and the **job service**: in sg_ctl_client.h, a
+ *    library of its own (no DPDK at run time) that sigmactl and the Python
+ *    package use; this header includes it.
  *
  * The wire format is documented in docs/control.md.
  *
@@ -34,108 +34,28 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "sg_ctl_client.h"
+#include "sg_ctl_place.h"
 #include "sg_sum.h"
+#include "sg_types.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-/* ======================================================================== */
-/* 1. Placement                                                             */
-/* ======================================================================== */
-
-/** What kind of machine a summation node runs on. */
-enum sg_ctl_node_kind {
-	SG_CTL_NODE_CPU = 0, /**< dedicated CPU machine (no worker on it) */
-	SG_CTL_NODE_GPU = 1, /**< GPU machine's spare cores (a worker runs there too) */
-};
-
-/** Name of a node kind ("cpu"/"gpu"). */
-const char *sg_ctl_node_kind_name(enum sg_ctl_node_kind kind);
-/** Parse "cpu" or "gpu"; -EINVAL otherwise. */
-int sg_ctl_node_kind_from_name(const char *name, enum sg_ctl_node_kind *kind);
-
-/**
- * BytePS's optimal share of the model per machine, as fractions of M.
- *
- * With n GPU machines and k CPU machines (k <= n): each CPU machine gets
- * 2(n-1)/(n^2+kn-2k), each GPU machine (n-k)/(n^2+kn-2k); the shares add up to
- * 1. When k >= n the GPU machines get nothing and each CPU machine 1/k. When
- * n == 0 each CPU machine gets 1/k; when k == 0, each GPU machine 1/n.
- *
- * @return 0, or -EINVAL when n == k == 0 or an output pointer is NULL.
- */
-int sg_ctl_split(unsigned int n_gpu, unsigned int k_cpu, double *cpu_share, double *gpu_share);
-
-/** Predicted communication times for one synchronisation of M bytes. */
-struct sg_ctl_model {
-	unsigned int n;	       /**< GPU machines (workers) */
-	unsigned int k;	       /**< CPU machines */
-	double cpu_bytes;      /**< bytes each CPU machine sums */
-	double gpu_bytes;      /**< bytes each GPU machine sums */
-	double t_sigma;	       /**< seconds, BytePS/Sigma split: 2n(n-1)M/((n^2+kn-2k)B); M/B if k>=n */
-	double t_allreduce;    /**< seconds, ring all-reduce: 2(n-1)M/(nB) */
-	double t_ps;	       /**< seconds, classic PS on the k CPU machines: nM/(kB), M/B if k>=n;
-				    INFINITY when k == 0 */
-	double speedup_vs_allreduce; /**< t_allreduce / t_sigma */
-};
-
-/**
- * Fill @p out for n GPU machines, k CPU machines, a model of @p model_bytes
- * and a per-machine bandwidth of @p bw_bytes_per_s (B).
- * @return 0; -EINVAL if n == 0 (nobody to synchronise), B <= 0, M < 0 or
- *         out == NULL.
- */
-int sg_ctl_model(unsigned int n_gpu, unsigned int k_cpu, double model_bytes,
-		 double bw_bytes_per_s, struct sg_ctl_model *out);
-
-/** A summation node as placement sees it. */
-struct sg_ctl_place_node {
-	const char *name;	    /**< stable identity: hashed, so order does not matter */
-	enum sg_ctl_node_kind kind; /**< CPU or GPU machine */
-	double gbps;		    /**< NIC bandwidth; weights nodes within their group (> 0) */
-	bool alive;		    /**< dead nodes get weight 0 */
-};
-
-/**
- * Compute the rendezvous weight of each node: its group's total share from
- * sg_ctl_split() (n = alive GPU nodes, k = alive CPU nodes), divided among
- * the group's alive nodes in proportion to their bandwidth.
- * @param[out] weights n_nodes entries; they add up to 1.
- * @return 0; -EINVAL on bad arguments (NULL, a name NULL, gbps <= 0 on an
- *         alive node); -ENOENT when no node is alive.
- */
-int sg_ctl_place_weights(const struct sg_ctl_place_node *nodes, unsigned int n_nodes,
-			 double *weights);
-
-/**
- * The node that owns partition @p key: weighted rendezvous (highest random
- * weight) hashing over the nodes' names. A node's score depends only on its
- * name, weight and the key, so removing a node moves only the keys it owned
- * (when the group shares stay the same), and every process that sees the same
- * membership computes the same map.
- * @return the node's index in @p nodes, or -ENOENT if every weight is 0.
- */
-int sg_ctl_place_key(const struct sg_ctl_place_node *nodes, const double *weights,
-		     unsigned int n_nodes, uint64_t key);
-
-/** Partition key of partition @p part of tensor @p tensor in a job (shared convention). */
-static inline uint64_t sg_ctl_partition_key(uint32_t tensor, uint32_t part)
-{
-	return ((uint64_t)tensor << 32) | part;
-}
+/* 1. Placement: sg_ctl_place.h (its own library, which libsigma links too). */
 
 /* ======================================================================== */
 /* 2. Membership and liveness                                               */
 /* ======================================================================== */
 
 /** Longest node name (with the NUL). */
-#define SG_CTL_NAME_MAX 64
+#define SG_NAME_MAX 64
 
 /** One node's state as the membership tracker knows it. */
 struct sg_ctl_member {
-	char name[SG_CTL_NAME_MAX];
-	enum sg_ctl_node_kind kind;
+	char name[SG_NAME_MAX];
+	enum sg_node_kind kind;
 	double gbps;
 	bool alive;
 	uint64_t last_heartbeat_ns; /**< clock of the caller (monotonic ns) */
@@ -173,7 +93,7 @@ void sg_ctl_members_destroy(struct sg_ctl_members *m);
  * @return 0; -EINVAL for a bad name/kind/gbps; -ENOSPC when full.
  */
 int sg_ctl_members_heartbeat(struct sg_ctl_members *m, const char *name,
-			     enum sg_ctl_node_kind kind, double gbps, uint64_t now_ns);
+			     enum sg_node_kind kind, double gbps, uint64_t now_ns);
 
 /** Remove a node on purpose (fails its in-flight rounds). -ENOENT if unknown. */
 int sg_ctl_members_remove(struct sg_ctl_members *m, const char *name);
@@ -274,8 +194,6 @@ unsigned int sg_ctl_chan_poll(struct sg_ctl_chan *c, sg_ctl_chan_handler h, void
 #define SG_CTL_MAX_TENSORS 1024
 /** Buckets of the key->reducer map (keys are hashed to a bucket, buckets to reducers). */
 #define SG_CTL_KEYMAP_BUCKETS 64
-/** Per-job session token: 32 random bytes as 64 hex characters (+ NUL). */
-#define SG_CTL_TOKEN_LEN 65
 /** Longest reason an agent may give for refusing something. */
 #define SG_CTL_REASON_MAX 160
 
@@ -288,7 +206,7 @@ struct sg_ctl_port_info {
 
 /** Answer of the node info method. */
 struct sg_ctl_node_info {
-	char name[SG_CTL_NAME_MAX];
+	char name[SG_NAME_MAX];
 	uint32_t n_cores;
 	uint32_t n_numa;
 	uint32_t n_ports;
@@ -296,31 +214,23 @@ struct sg_ctl_node_info {
 	uint32_t n_reducers;
 	uint32_t reducer_lcores[SG_CTL_MAX_LCORES];
 	bool draining;
+	/* What a worker and the job service need (docs/control.md, "Jobs across nodes"). */
+	char addr[16];		  /**< the dataplane's IPv4 address, dotted quad ("" if none) */
+	uint16_t udp_port;	  /**< the dataplane's UDP port (0 if none) */
+	enum sg_node_kind kind;	  /**< CPU or GPU machine (placement) */
+	double gbps;		  /**< bandwidth placement weighs the node with (> 0) */
+	uint32_t max_chunk_bytes; /**< largest chunk_bytes a job may use here */
 };
 
-/** Lcore roles. */
-enum sg_ctl_role {
-	SG_CTL_ROLE_IO = 0,	 /**< RX/TX */
-	SG_CTL_ROLE_REDUCER = 1, /**< sums keys */
-	SG_CTL_ROLE_RTC = 2,	 /**< run to completion: RX, sum and TX */
-	SG_CTL_ROLE_CONTROL = 3, /**< main / control */
-	SG_CTL_ROLE_COUNT
-};
-/** "io", "reducer", "rtc", "control" or "unknown". */
-const char *sg_ctl_role_name(enum sg_ctl_role role);
-
-/** Idle policy of an lcore. */
-enum sg_ctl_idle {
-	SG_CTL_IDLE_POLL = 0,  /**< busy-poll (dedicated appliance) */
-	SG_CTL_IDLE_SLEEP = 1, /**< back off and sleep when idle (shared GPU machine) */
-};
+/** A role's name in the JSON answers: "io", "reducer", "rtc", "control" or "unknown". */
+const char *sg_ctl_role_name(enum sg_role role);
 
 /** Per-lcore counters and recent rates (as in the dataplane's telemetry). */
 struct sg_ctl_lcore_stats {
 	uint32_t lcore;
-	uint32_t role; /**< enum sg_ctl_role */
+	uint32_t role; /**< enum sg_role */
 	int32_t numa;
-	uint32_t idle; /**< enum sg_ctl_idle */
+	uint32_t idle; /**< enum sg_idle */
 	uint64_t busy_cycles;
 	uint64_t idle_cycles;
 	uint64_t packets;
@@ -331,28 +241,56 @@ struct sg_ctl_lcore_stats {
 	double gbps_summed;
 };
 
-/** Job modes. */
-enum sg_ctl_job_mode {
-	SG_CTL_MODE_SYNC = 0,  /**< every round waits for all N pushes */
-	SG_CTL_MODE_ASYNC = 1, /**< pushes are applied as they come */
-};
-
-/** A tensor of a job. */
-struct sg_ctl_tensor {
-	char name[SG_CTL_NAME_MAX];
-	uint64_t elems;
+/** One key of a job on a node: partition part of tensor t is key sg_wire_key(t, part). */
+struct sg_ctl_key {
+	uint32_t id;	/**< wire key */
+	uint32_t nelem; /**< elements of the partition */
 };
 
 /** A job: its spec (create) and its counters (list). */
 struct sg_ctl_job {
-	uint32_t id;		 /**< assigned by the agent at create */
+	/**
+	 * create: the id asked for (the job service gives every node the same), or 0
+	 * for one the agent picks; the agent sets it. An id in use is refused (-EEXIST).
+	 */
+	uint32_t id;
 	uint32_t n_workers;
 	enum sg_dtype dtype;
-	enum sg_ctl_job_mode mode;
+	enum sg_mode mode;
 	uint32_t partition_bytes; /**< at most 4 MiB */
 	uint32_t n_tensors;
 	const struct sg_ctl_tensor *tensors; /**< create: owned by the server for the call only */
-	char token[SG_CTL_TOKEN_LEN];	     /**< create: made by the server; list: left empty */
+	char token[SG_CTL_TOKEN_LEN];	     /**< create: given or made by the server; list: empty */
+	/**
+	 * create: the chunk size asked for, or 0 for the node's largest (node_info's
+	 * max_chunk_bytes); the agent refuses one above that (-EINVAL with a reason) and
+	 * sets the one it uses. list: the job's.
+	 */
+	uint32_t chunk_bytes;
+	/**
+	 * create: the keys this node holds, placed by the server (every partition of
+	 * every tensor on a job of one node; on a job of several, those that
+	 * sg_ctl_place_key() gives this node, which may be none). Owned by the server
+	 * for the call only. list: n_keys is the number of keys the node holds.
+	 */
+	const struct sg_ctl_key *keys;
+	uint32_t n_keys;
+	uint32_t n_nodes;	   /**< create and list: summation nodes the job spans (>= 1) */
+	/**
+	 * An open job (job_create without tensors): no keys are placed; each of the
+	 * node's engines makes a key on its first valid push (docs/control.md, "Open
+	 * jobs"). Its dtype may be SG_DTYPE_ANY. list: n_keys is the keys made so far,
+	 * summed over the node's engines.
+	 */
+	bool open;
+	/**
+	 * Open job. create: chunk slots each engine may give its keys (0: the agent's
+	 * default, SG_OPEN_SLOTS_DEFAULT); the agent sets the one it uses. list: the same.
+	 */
+	uint32_t slots;
+	uint64_t slots_budget; /**< create and list: chunk slots the job may take, summed over
+				    the node's engines (a fixed job: its chunks', reserved) */
+	uint64_t slots_used;   /**< list: chunk slots its keys take, summed over the engines */
 	uint64_t rounds_completed; /**< list: summed over the node's reducers */
 	uint64_t retransmits;      /**< list: kept results served again */
 	uint64_t incomplete;       /**< list: gauge, timed-out rounds still open */
@@ -367,7 +305,7 @@ struct sg_ctl_layout_change {
 	uint32_t n_idle;			/**< idle-policy changes */
 	struct {
 		uint32_t lcore;
-		uint32_t idle; /**< enum sg_ctl_idle */
+		uint32_t idle; /**< enum sg_idle */
 	} idle[SG_CTL_MAX_LCORES];
 };
 
@@ -376,9 +314,9 @@ struct sg_ctl_layout {
 	uint32_t n_lcores;
 	struct {
 		uint32_t lcore;
-		uint32_t role; /**< enum sg_ctl_role */
+		uint32_t role; /**< enum sg_role */
 		int32_t numa;
-		uint32_t idle; /**< enum sg_ctl_idle */
+		uint32_t idle; /**< enum sg_idle */
 		int32_t port;  /**< -1 if none */
 		int32_t queue; /**< -1 if none */
 	} lcores[SG_CTL_MAX_LCORES];
@@ -408,7 +346,7 @@ struct sg_ctl_verbs_info {
 	uint32_t n_lcores;
 	struct {
 		uint32_t lcore;
-		uint32_t role; /**< enum sg_ctl_role */
+		uint32_t role; /**< enum sg_role */
 		uint32_t qpn;  /**< the lcore's UD QP number; 0 in RC (connections have their own) */
 	} lcores[SG_CTL_MAX_LCORES];
 };
@@ -529,20 +467,6 @@ struct sg_ctl_server *sg_ctl_server_create(const struct sg_ctl_server_config *cf
 void sg_ctl_server_destroy(struct sg_ctl_server *s);
 struct rte_cfgfile;
 
-/** Largest shared secret, in bytes, that the server and its clients accept. */
-#define SG_CTL_SECRET_MAX 256
-
-/**
- * Read a shared secret from @p path into @p buf, without its trailing newline.
- * A file holding more than SG_CTL_SECRET_MAX bytes of secret is refused, not
- * cut, so that the server and every client derive the same key. With
- * @p private_file the file must be a regular file that group and others
- * cannot read (what the server requires of its own copy).
- * @return 0 with *len set, or -EINVAL with the reason in @p err.
- */
-int sg_ctl_secret_load(const char *path, bool private_file, uint8_t buf[SG_CTL_SECRET_MAX],
-		       size_t *len, char *err, size_t errlen);
-
 /** Storage for the strings and secret that sg_ctl_config_load() points the config at. */
 struct sg_ctl_config_store {
 	char tcp_addr[64];
@@ -610,64 +534,6 @@ uint16_t sg_ctl_server_tcp_port(const struct sg_ctl_server *s);
 uint16_t sg_ctl_server_metrics_port(const struct sg_ctl_server *s);
 /** Snapshot of the counters (thread-safe: relaxed atomic reads). */
 void sg_ctl_server_get_stats(const struct sg_ctl_server *s, struct sg_ctl_server_stats *out);
-
-/* ======================================================================== */
-/* 5. Client                                                                */
-/* ======================================================================== */
-
-struct sg_ctl_client;
-
-/**
- * Connect. @p target is "unix:PATH", "tcp:HOST:PORT", "HOST:PORT" or a path
- * (contains '/'). Over TCP the client answers the server's challenge with
- * @p secret before returning. @p timeout_ms bounds every exchange.
- * Errors (NULL, errno): EINVAL bad target; ECONNREFUSED, ENOENT...;
- * EACCES when the server refused the authentication; ETIMEDOUT.
- */
-struct sg_ctl_client *sg_ctl_client_connect(const char *target, const uint8_t *secret,
-					    size_t secret_len, uint32_t timeout_ms);
-
-/**
- * Whether sg_ctl_client_connect() reaches @p target over TCP (and so needs
- * the shared secret): "tcp:..." or no "unix:" prefix and no '/'.
- */
-bool sg_ctl_target_is_tcp(const char *target);
-/** Close (NULL is fine). */
-void sg_ctl_client_close(struct sg_ctl_client *c);
-
-/**
- * Call @p method with @p params_json (a JSON object or array as text, or
- * NULL). On success *result_json is the "result" member as compact JSON
- * text (free() it). On a JSON-RPC error, returns -EREMOTEIO and, if
- * @p err_msg is not NULL, *err_msg holds "message (code)" (free() it).
- * @return 0; -EREMOTEIO; -EINVAL for bad params text; -EPROTO for a bad
- *         reply; -ETIMEDOUT; -ECONNRESET.
- */
-int sg_ctl_client_call(struct sg_ctl_client *c, const char *method, const char *params_json,
-		       char **result_json, char **err_msg);
-
-/**
- * Compute the authentication answer for @p nonce (raw bytes):
- * HMAC-SHA256(secret, "sigma-ctl-auth-v1" || nonce) as 64 hex characters
- * plus NUL into @p hex (65 bytes). Exposed for tests and other clients.
- */
-int sg_ctl_auth_response(const uint8_t *secret, size_t secret_len, const uint8_t *nonce,
-			 size_t nonce_len, char *hex);
-
-/** JSON-RPC error codes used by the server (besides the standard ones). */
-enum {
-	SG_CTL_ERR_PARSE = -32700,
-	SG_CTL_ERR_INVALID_REQUEST = -32600,
-	SG_CTL_ERR_METHOD_NOT_FOUND = -32601,
-	SG_CTL_ERR_INVALID_PARAMS = -32602,
-	SG_CTL_ERR_INTERNAL = -32603,
-	SG_CTL_ERR_UNAUTHENTICATED = -32001, /**< call "auth" first */
-	SG_CTL_ERR_AUTH_FAILED = -32002,     /**< wrong HMAC */
-	SG_CTL_ERR_REFUSED = -32003,	     /**< the agent refused; message says why */
-	SG_CTL_ERR_NOT_SUPPORTED = -32004,   /**< the agent does not implement it */
-	SG_CTL_ERR_NOT_FOUND = -32005,	     /**< unknown job or node */
-	SG_CTL_ERR_OVERSIZED = -32006,	     /**< frame over max_frame (then closed) */
-};
 
 #ifdef __cplusplus
 }

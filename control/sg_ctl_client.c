@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* Blocking JSON-RPC client of the control server (sigmactl, tests, other tools). */
 #include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -9,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
@@ -16,7 +19,8 @@
 #include <jansson.h>
 #include <sodium.h>
 
-#include "sg_ctl_internal.h"
+#include "sg_ctl_client.h"
+#include "sg_ctl_err.h"
 
 /* Largest answer accepted (a detailed placement of a big job is the largest). */
 #define REPLY_MAX (64u << 20)
@@ -324,4 +328,89 @@ int sg_ctl_client_call(struct sg_ctl_client *c, const char *method, const char *
 	}
 	json_decref(ans);
 	return rc;
+}
+
+int sg_ctl_err(char *err, size_t len, int rc, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (err != NULL && len > 0) {
+		va_start(ap, fmt);
+		vsnprintf(err, len, fmt, ap);
+		va_end(ap);
+	}
+	return rc;
+}
+
+int sg_ctl_secret_load(const char *path, bool private_file, uint8_t buf[SG_CTL_SECRET_MAX],
+		       size_t *len, char *err, size_t errlen)
+{
+	uint8_t tmp[SG_CTL_SECRET_MAX + 2]; /* room for the secret, a CR LF, and one more */
+	struct stat sb;
+	size_t n = 0;
+	ssize_t r = 0;
+	bool too_long = false;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+
+	if (fd < 0)
+		return sg_ctl_err(err, errlen, -EINVAL, "secret_file %s: %s", path, strerror(errno));
+	if (private_file && (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode))) {
+		close(fd);
+		return sg_ctl_err(err, errlen, -EINVAL, "secret_file %s: not a regular file", path);
+	}
+	if (private_file && (sb.st_mode & 077)) {
+		close(fd);
+		return sg_ctl_err(err, errlen, -EINVAL, "secret_file %s is readable by others (mode %03o); "
+					    "run: chmod 600 %s", path,
+			       (unsigned int)(sb.st_mode & 0777), path);
+	}
+	/* A pipe may deliver the file in pieces: read to the end or past the limit. */
+	while (n < sizeof(tmp) && (r = read(fd, tmp + n, sizeof(tmp) - n)) > 0)
+		n += (size_t)r;
+	if (r >= 0 && n == sizeof(tmp)) {
+		uint8_t more;
+
+		r = read(fd, &more, 1);
+		too_long = r > 0;
+	}
+	if (r < 0) {
+		int e = errno;
+
+		close(fd);
+		return sg_ctl_err(err, errlen, -EINVAL, "secret_file %s: %s", path, strerror(e));
+	}
+	close(fd);
+	/* A trailing newline from an editor or echo is not part of the secret. */
+	while (n > 0 && (tmp[n - 1] == '\n' || tmp[n - 1] == '\r'))
+		n--;
+	if (too_long || n > SG_CTL_SECRET_MAX) {
+		explicit_bzero(tmp, sizeof(tmp));
+		return sg_ctl_err(err, errlen, -EINVAL, "secret_file %s: more than %d bytes of secret; every "
+					    "side must use the same key, so it is refused, not cut",
+			       path, SG_CTL_SECRET_MAX);
+	}
+	memcpy(buf, tmp, n);
+	explicit_bzero(tmp, sizeof(tmp));
+	*len = n;
+	return 0;
+}
+
+int sg_ctl_auth_response(const uint8_t *secret, size_t secret_len, const uint8_t *nonce,
+			 size_t nonce_len, char *hex)
+{
+	crypto_auth_hmacsha256_state st;
+	uint8_t mac[crypto_auth_hmacsha256_BYTES];
+
+	if (secret == NULL || nonce == NULL || hex == NULL)
+		return -EINVAL;
+	if (sodium_init() < 0)
+		return -EIO;
+	crypto_auth_hmacsha256_init(&st, secret, secret_len);
+	crypto_auth_hmacsha256_update(&st, (const uint8_t *)SG_CTL_AUTH_CONTEXT,
+				      sizeof(SG_CTL_AUTH_CONTEXT) - 1);
+	crypto_auth_hmacsha256_update(&st, nonce, nonce_len);
+	crypto_auth_hmacsha256_final(&st, mac);
+	sodium_bin2hex(hex, 2 * sizeof(mac) + 1, mac, sizeof(mac));
+	sodium_memzero(mac, sizeof(mac));
+	return 0;
 }

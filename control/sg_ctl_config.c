@@ -14,21 +14,11 @@
 #include <rte_cfgfile.h>
 #include <rte_log.h>
 
+#include "sg_ctl_err.h"
 #include "sg_ctl_internal.h"
 
-static int cfg_err(char *err, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-
-static int cfg_err(char *err, size_t len, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (err != NULL && len > 0) {
-		va_start(ap, fmt);
-		vsnprintf(err, len, fmt, ap);
-		va_end(ap);
-	}
-	return -EINVAL;
-}
+/* A reason in @p err, and -EINVAL. */
+#define cfg_err(err, len, ...) sg_ctl_err(err, len, -EINVAL, __VA_ARGS__)
 
 /* "A.B.C.D:PORT" into @addr (buffer of @alen) and @port. */
 static int parse_hostport(const char *v, char *addr, size_t alen, uint16_t *port)
@@ -49,59 +39,6 @@ static int parse_hostport(const char *v, char *addr, size_t alen, uint16_t *port
 	if (errno != 0 || *end != '\0' || p > 65535 || colon[1] == '-')
 		return -EINVAL;
 	*port = (uint16_t)p;
-	return 0;
-}
-
-int sg_ctl_secret_load(const char *path, bool private_file, uint8_t buf[SG_CTL_SECRET_MAX],
-		       size_t *len, char *err, size_t errlen)
-{
-	uint8_t tmp[SG_CTL_SECRET_MAX + 2]; /* room for the secret, a CR LF, and one more */
-	struct stat sb;
-	size_t n = 0;
-	ssize_t r = 0;
-	bool too_long = false;
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-
-	if (fd < 0)
-		return cfg_err(err, errlen, "secret_file %s: %s", path, strerror(errno));
-	if (private_file && (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode))) {
-		close(fd);
-		return cfg_err(err, errlen, "secret_file %s: not a regular file", path);
-	}
-	if (private_file && (sb.st_mode & 077)) {
-		close(fd);
-		return cfg_err(err, errlen, "secret_file %s is readable by others (mode %03o); "
-					    "run: chmod 600 %s", path,
-			       (unsigned int)(sb.st_mode & 0777), path);
-	}
-	/* A pipe may deliver the file in pieces: read to the end or past the limit. */
-	while (n < sizeof(tmp) && (r = read(fd, tmp + n, sizeof(tmp) - n)) > 0)
-		n += (size_t)r;
-	if (r >= 0 && n == sizeof(tmp)) {
-		uint8_t more;
-
-		r = read(fd, &more, 1);
-		too_long = r > 0;
-	}
-	if (r < 0) {
-		int e = errno;
-
-		close(fd);
-		return cfg_err(err, errlen, "secret_file %s: %s", path, strerror(e));
-	}
-	close(fd);
-	/* A trailing newline from an editor or echo is not part of the secret. */
-	while (n > 0 && (tmp[n - 1] == '\n' || tmp[n - 1] == '\r'))
-		n--;
-	if (too_long || n > SG_CTL_SECRET_MAX) {
-		explicit_bzero(tmp, sizeof(tmp));
-		return cfg_err(err, errlen, "secret_file %s: more than %d bytes of secret; every "
-					    "side must use the same key, so it is refused, not cut",
-			       path, SG_CTL_SECRET_MAX);
-	}
-	memcpy(buf, tmp, n);
-	explicit_bzero(tmp, sizeof(tmp));
-	*len = n;
 	return 0;
 }
 

@@ -12,9 +12,5 @@ extern int sg_ctl_logtype;
 #define SG_CTL_LOG(level, fmt, ...) \
 	rte_log(RTE_LOG_##level, sg_ctl_logtype, "sigma.control: " fmt "\n", ##__VA_ARGS__)
 
-/** Prefix mixed into every HMAC so a Sigma answer is useless to any other protocol. */
-#define SG_CTL_AUTH_CONTEXT "sigma-ctl-auth-v1"
-/** Bytes of the per-connection nonce. */
-#define SG_CTL_NONCE_LEN 32
 
 #endif /* SG_CTL_INTERNAL_H */

@@ -111,13 +111,13 @@ static void fail_rounds(struct sg_ctl_members *m, unsigned int idx, const char *
 }
 
 int sg_ctl_members_heartbeat(struct sg_ctl_members *m, const char *name,
-			     enum sg_ctl_node_kind kind, double gbps, uint64_t now_ns)
+			     enum sg_node_kind kind, double gbps, uint64_t now_ns)
 {
 	struct sg_ctl_member *nd;
 	int i;
 
-	if (m == NULL || name == NULL || name[0] == '\0' || strlen(name) >= SG_CTL_NAME_MAX ||
-	    (kind != SG_CTL_NODE_CPU && kind != SG_CTL_NODE_GPU) || !(gbps > 0) ||
+	if (m == NULL || name == NULL || name[0] == '\0' || strlen(name) >= SG_NAME_MAX ||
+	    (kind != SG_NODE_CPU && kind != SG_NODE_GPU) || !(gbps > 0) ||
 	    !isfinite(gbps))
 		return -EINVAL;
 	i = find_node(m, name);

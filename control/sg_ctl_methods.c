@@ -16,9 +16,6 @@
 
 #include "sg_ctl_server_internal.h"
 
-#define MAX_WORKERS 4096
-#define MAX_PARTITION_BYTES (4u << 20)
-#define DEFAULT_PARTITION_BYTES 4096000u
 
 static int fail(struct rpc_err *err, int code, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
@@ -73,11 +70,19 @@ static int no_params(json_t *params, struct rpc_err *err)
 }
 
 
-const char *sg_ctl_role_name(enum sg_ctl_role role)
+const char *sg_ctl_role_name(enum sg_role role)
 {
-	static const char *const names[SG_CTL_ROLE_COUNT] = {"io", "reducer", "rtc", "control"};
-
-	return (unsigned int)role < SG_CTL_ROLE_COUNT ? names[role] : "unknown";
+	switch (role) {
+	case SG_ROLE_IO:
+		return "io";
+	case SG_ROLE_REDUCE:
+		return "reducer";
+	case SG_ROLE_RTC:
+		return "rtc";
+	case SG_ROLE_CONTROL:
+		return "control";
+	}
+	return "unknown";
 }
 
 /* ---- node ---------------------------------------------------------------- */
@@ -110,9 +115,12 @@ static int m_node_info(struct sg_ctl_server *s, json_t *params, json_t **res,
 	red = json_array();
 	for (i = 0; i < ni->n_reducers && i < SG_CTL_MAX_LCORES; i++)
 		json_array_append_new(red, json_integer(ni->reducer_lcores[i]));
-	*res = json_pack("{s:s, s:I, s:I, s:o, s:o, s:b}", "name", ni->name, "cores",
-			 (json_int_t)ni->n_cores, "numa_nodes", (json_int_t)ni->n_numa, "ports",
-			 ports, "reducer_lcores", red, "draining", ni->draining || s->draining);
+	*res = json_pack("{s:s, s:I, s:I, s:o, s:o, s:b, s:s, s:I, s:s, s:f, s:I}", "name",
+			 ni->name, "cores", (json_int_t)ni->n_cores, "numa_nodes",
+			 (json_int_t)ni->n_numa, "ports", ports, "reducer_lcores", red, "draining",
+			 ni->draining || s->draining, "addr", ni->addr, "udp_port",
+			 (json_int_t)ni->udp_port, "kind", sg_node_kind_name(ni->kind), "gbps",
+			 ni->gbps, "max_chunk_bytes", (json_int_t)ni->max_chunk_bytes);
 	free(ni);
 	return 0;
 }
@@ -122,7 +130,7 @@ static int m_node_heartbeat(struct sg_ctl_server *s, json_t *params, json_t **re
 {
 	const char *name = NULL, *kind = "cpu";
 	double gbps = 0;
-	enum sg_ctl_node_kind k;
+	enum sg_node_kind k;
 	json_error_t jerr;
 	int rc;
 
@@ -131,7 +139,7 @@ static int m_node_heartbeat(struct sg_ctl_server *s, json_t *params, json_t **re
 			   &kind, "gbps", &gbps) != 0)
 		return params ? bad_params(err, &jerr)
 			      : fail(err, SG_CTL_ERR_INVALID_PARAMS, "invalid params: need name, gbps");
-	if (sg_ctl_node_kind_from_name(kind, &k) != 0)
+	if (sg_node_kind_from_name(kind, &k) != 0)
 		return fail(err, SG_CTL_ERR_INVALID_PARAMS, "invalid params: kind must be cpu or gpu");
 	rc = sg_ctl_members_heartbeat(s->members, name, k, gbps, sg_ctl_now_ns());
 	if (rc != 0)
@@ -161,7 +169,7 @@ static int m_nodes_list(struct sg_ctl_server *s, json_t *params, json_t **res,
 	for (i = 0; i < n; i++)
 		json_array_append_new(
 			arr, json_pack("{s:s, s:s, s:f, s:b, s:I}", "name", mem[i].name, "kind",
-				       sg_ctl_node_kind_name(mem[i].kind), "gbps", mem[i].gbps,
+				       sg_node_kind_name(mem[i].kind), "gbps", mem[i].gbps,
 				       "alive", mem[i].alive, "last_heartbeat_ms",
 				       (json_int_t)((now - mem[i].last_heartbeat_ns) / 1000000)));
 	free(mem);
@@ -196,8 +204,8 @@ static int parse_tensors(json_t *arr, struct sg_ctl_tensor **out, uint32_t *n,
 
 	if (!json_is_array(arr) || cnt == 0 || cnt > SG_CTL_MAX_TENSORS)
 		return fail(err, SG_CTL_ERR_INVALID_PARAMS,
-			    "invalid params: tensors must be an array of 1..%d entries",
-			    SG_CTL_MAX_TENSORS);
+			    "invalid params: tensors must be an array of up to %d entries (none: an "
+			    "open job)", SG_CTL_MAX_TENSORS);
 	t = calloc(cnt, sizeof(*t));
 	if (t == NULL)
 		return fail(err, SG_CTL_ERR_INTERNAL, "out of memory");
@@ -228,44 +236,206 @@ static int parse_tensors(json_t *arr, struct sg_ctl_tensor **out, uint32_t *n,
 	return 0;
 }
 
+/* The job's summation nodes (job_create's "nodes"), every member checked. */
+static int parse_nodes(json_t *arr, struct sg_ctl_place_node *nodes, double *w, bool *has_w,
+		       struct rpc_err *err)
+{
+	size_t i, cnt = json_array_size(arr);
+	unsigned int n_w = 0;
+
+	if (!json_is_array(arr) || cnt == 0 || cnt > SG_MAX_NODES)
+		return fail(err, SG_CTL_ERR_INVALID_PARAMS,
+			    "invalid params: nodes must be an array of 1..%d entries", SG_MAX_NODES);
+	for (i = 0; i < cnt; i++) {
+		const char *name = NULL, *kind = "cpu";
+		double gbps = 1, weight = -1;
+		json_error_t jerr;
+
+		if (json_unpack_ex(json_array_get(arr, i), &jerr, JSON_STRICT, "{s:s, s?s, s?F, s?F}",
+				   "name", &name, "kind", &kind, "gbps", &gbps, "weight",
+				   &weight) != 0)
+			return fail(err, SG_CTL_ERR_INVALID_PARAMS, "invalid params: nodes[%zu]: %s",
+				    i, jerr.text);
+		if (name[0] == '\0' || strlen(name) >= SG_NAME_MAX)
+			return fail(err, SG_CTL_ERR_INVALID_PARAMS,
+				    "invalid params: nodes[%zu]: name must be 1..%d characters", i,
+				    SG_NAME_MAX - 1);
+		for (size_t k = 0; k < i; k++)
+			if (strcmp(nodes[k].name, name) == 0)
+				return fail(err, SG_CTL_ERR_INVALID_PARAMS,
+					    "invalid params: node '%s' is listed twice", name);
+		nodes[i].name = name; /* points into params: valid for the call */
+		nodes[i].alive = true;
+		if (sg_node_kind_from_name(kind, &nodes[i].kind) != 0 || !(gbps > 0) ||
+		    !isfinite(gbps))
+			return fail(err, SG_CTL_ERR_INVALID_PARAMS,
+				    "invalid params: nodes[%zu]: kind is cpu or gpu, gbps > 0", i);
+		nodes[i].gbps = gbps;
+		if (json_object_get(json_array_get(arr, i), "weight") != NULL) {
+			if (!(weight >= 0) || !isfinite(weight))
+				return fail(err, SG_CTL_ERR_INVALID_PARAMS,
+					    "invalid params: nodes[%zu]: weight must be >= 0", i);
+			w[i] = weight;
+			n_w++;
+		}
+	}
+	if (n_w == cnt) {
+		double sum = 0;
+
+		for (i = 0; i < cnt; i++)
+			sum += w[i];
+		if (!(sum > 0))
+			return fail(err, SG_CTL_ERR_INVALID_PARAMS,
+				    "invalid params: every node's weight is 0");
+	}
+	if (n_w != 0 && n_w != cnt)
+		return fail(err, SG_CTL_ERR_INVALID_PARAMS,
+			    "invalid params: give every node a weight, or none (then the BytePS "
+			    "split over their kinds and gbps)");
+	*has_w = n_w != 0;
+	return (int)cnt;
+}
+
+/*
+ * The keys of @p job that node @p self of @p nodes holds (self < 0: a job of one
+ * node, which holds them all), numbered and placed as libsigma does:
+ * partition p of tensor t is key sg_wire_key(t, p), on node
+ * sg_ctl_place_key(sg_ctl_partition_key(t, p)). @return the count, or -1 with err.
+ */
+static int place_keys(const struct sg_ctl_job *job, const struct sg_ctl_place_node *nodes,
+		      const double *w, unsigned int n_nodes, int self, struct sg_ctl_key **out,
+		      struct rpc_err *err)
+{
+	uint64_t pelems = job->partition_bytes / sg_dtype_size(job->dtype), total = 0;
+	struct sg_ctl_key *keys;
+	uint32_t n = 0;
+
+	for (uint32_t t = 0; t < job->n_tensors; t++) {
+		uint64_t parts = (job->tensors[t].elems + pelems - 1) / pelems;
+
+		if (parts > SG_MAX_PARTS)
+			return fail(err, SG_CTL_ERR_INVALID_PARAMS,
+				    "invalid params: tensor %u ('%s') has %" PRIu64 " partitions of %u "
+				    "bytes: at most %d (raise partition_bytes)", t, job->tensors[t].name,
+				    parts, job->partition_bytes, SG_MAX_PARTS);
+		total += parts;
+	}
+	keys = calloc(total ? total : 1, sizeof(*keys));
+	if (keys == NULL)
+		return fail(err, SG_CTL_ERR_INTERNAL, "out of memory");
+	for (uint32_t t = 0; t < job->n_tensors; t++)
+		for (uint64_t off = 0, p = 0; off < job->tensors[t].elems; off += pelems, p++) {
+			if (self >= 0 && sg_ctl_place_key(nodes, w, n_nodes,
+							  sg_ctl_partition_key(t, (uint32_t)p)) != self)
+				continue;
+			keys[n].id = sg_wire_key(t, (uint32_t)p);
+			keys[n++].nelem = (uint32_t)RTE_MIN(pelems, job->tensors[t].elems - off);
+		}
+	*out = keys;
+	return (int)n;
+}
+
+/* A 64-hex-digit token (what job_create hands out) into @p out; -1 if it is not one. */
+static int token_param(const char *tok, char out[SG_CTL_TOKEN_LEN])
+{
+	if (strlen(tok) != SG_CTL_TOKEN_LEN - 1 ||
+	    strspn(tok, "0123456789abcdefABCDEF") != SG_CTL_TOKEN_LEN - 1)
+		return -1;
+	for (int i = 0; i < SG_CTL_TOKEN_LEN; i++)
+		out[i] = (char)(tok[i] >= 'A' && tok[i] <= 'F' ? tok[i] | 0x20 : tok[i]);
+	return 0;
+}
+
+/* This node's index in @p nodes (by its node_info name), or -1 with err. */
+static int find_self(struct sg_ctl_server *s, const struct sg_ctl_place_node *nodes,
+		     unsigned int n, struct rpc_err *err)
+{
+	struct sg_ctl_node_info *ni;
+	int self = -1;
+
+	if (s->cfg.ops->node_info == NULL)
+		return fail(err, SG_CTL_ERR_NOT_SUPPORTED,
+			    "this node's agent cannot tell its name: a job of several nodes "
+			    "cannot be placed here");
+	ni = calloc(1, sizeof(*ni));
+	if (ni == NULL)
+		return fail(err, SG_CTL_ERR_INTERNAL, "out of memory");
+	if (s->cfg.ops->node_info(s->cfg.ops_arg, ni) == 0)
+		for (unsigned int i = 0; i < n && self < 0; i++)
+			if (strcmp(nodes[i].name, ni->name) == 0)
+				self = (int)i;
+	if (self < 0)
+		fail(err, SG_CTL_ERR_REFUSED,
+		     "this node is '%.63s', which is not in the job's node list: list each node by "
+		     "its [control] name", ni->name);
+	free(ni);
+	return self;
+}
+
 static int m_job_create(struct sg_ctl_server *s, json_t *params, json_t **res,
 			struct rpc_err *err)
 {
-	const char *dtype = "fp32", *mode = "sync";
-	json_int_t workers = 0, pbytes = DEFAULT_PARTITION_BYTES;
-	json_t *tensors = NULL;
+	const char *dtype = "fp32", *mode = "sync", *token = NULL;
+	json_int_t workers = 0, pbytes = SG_PARTITION_BYTES_DEFAULT, id = 0, chunk = 0, slots = -1;
+	json_t *tensors = NULL, *jnodes = NULL;
 	struct sg_ctl_job job = {0};
+	struct sg_ctl_place_node nodes[SG_MAX_NODES];
+	double w[SG_MAX_NODES];
+	struct sg_ctl_key *keys = NULL;
 	char reason[SG_CTL_REASON_MAX] = "";
 	uint8_t tok[32];
 	json_error_t jerr;
 	struct srv_job *slot = NULL;
+	bool has_w = false;
+	int rc, n_nodes = 1, self = -1, n_keys;
 	unsigned int i;
-	int rc;
 
 	NEED_OP(s, job_create, err);
 	if (params == NULL ||
-	    json_unpack_ex(params, &jerr, JSON_STRICT, "{s:I, s?s, s?s, s?I, s:o}", "workers",
-			   &workers, "dtype", &dtype, "mode", &mode, "partition_bytes", &pbytes,
-			   "tensors", &tensors) != 0)
+	    json_unpack_ex(params, &jerr, JSON_STRICT,
+			   "{s:I, s?s, s?s, s?I, s?o, s?I, s?s, s?I, s?o, s?I}", "workers", &workers,
+			   "dtype", &dtype, "mode", &mode, "partition_bytes", &pbytes, "tensors",
+			   &tensors, "id", &id, "token", &token, "chunk_bytes", &chunk, "nodes",
+			   &jnodes, "slots", &slots) != 0)
 		return params ? bad_params(err, &jerr)
-			      : fail(err, SG_CTL_ERR_INVALID_PARAMS,
-				     "invalid params: need workers and tensors");
-	if (workers < 1 || workers > MAX_WORKERS)
+			      : fail(err, SG_CTL_ERR_INVALID_PARAMS, "invalid params: need workers");
+	if (workers < 1 || workers > SG_MAX_WORKERS)
 		return fail(err, SG_CTL_ERR_INVALID_PARAMS, "invalid params: workers must be 1..%d",
-			    MAX_WORKERS);
-	if (sg_dtype_from_name(dtype, &job.dtype) != 0)
+			    SG_MAX_WORKERS);
+	/* no tensors, or none listed: an open job, whose pushes make its keys */
+	job.open = tensors == NULL || (json_is_array(tensors) && json_array_size(tensors) == 0);
+	if (sg_job_dtype_from_name(dtype, &job.dtype) != 0)
 		return fail(err, SG_CTL_ERR_INVALID_PARAMS, "invalid params: unknown dtype '%.16s'",
 			    dtype);
-	if (strcmp(mode, "sync") == 0)
-		job.mode = SG_CTL_MODE_SYNC;
-	else if (strcmp(mode, "async") == 0)
-		job.mode = SG_CTL_MODE_ASYNC;
-	else
+	if (job.dtype == SG_DTYPE_ANY && !job.open)
+		return fail(err, SG_CTL_ERR_INVALID_PARAMS, "invalid params: dtype any is for open "
+			    "jobs (without tensors), whose keys each take the dtype of their first "
+			    "push");
+	if (slots != -1 && !job.open)
+		return fail(err, SG_CTL_ERR_INVALID_PARAMS, "invalid params: slots is for open jobs "
+			    "(without tensors); a job of tensors takes the slots of its chunks");
+	if (slots != -1 && (slots < 1 || slots > SG_OPEN_SLOTS_MAX))
+		return fail(err, SG_CTL_ERR_INVALID_PARAMS, "invalid params: slots must be 1..%u "
+			    "(chunk slots per engine)", SG_OPEN_SLOTS_MAX);
+	if (sg_mode_from_name(mode, &job.mode) != 0)
 		return fail(err, SG_CTL_ERR_INVALID_PARAMS,
-			    "invalid params: mode must be sync or async");
-	if (pbytes < (json_int_t)sg_dtype_size(job.dtype) || pbytes > MAX_PARTITION_BYTES)
+			    "invalid params: mode must be sync, async or deterministic");
+	/* an open job of dtype any: its largest element */
+	if (pbytes < (json_int_t)(job.dtype == SG_DTYPE_ANY ? 8 : sg_dtype_size(job.dtype)) ||
+	    pbytes > SG_MAX_PARTITION_BYTES)
 		return fail(err, SG_CTL_ERR_INVALID_PARAMS,
 			    "invalid params: partition_bytes must be one element..4 MiB");
+	if (id < 0 || id > UINT32_MAX)
+		return fail(err, SG_CTL_ERR_INVALID_PARAMS, "invalid params: id must be 1..2^32-1");
+	if (chunk < 0 || chunk > SG_MAX_CHUNK_BYTES || chunk % 8 != 0)
+		return fail(err, SG_CTL_ERR_INVALID_PARAMS,
+			    "invalid params: chunk_bytes must be a multiple of 8 in 8..%d (0: the "
+			    "node's largest)", SG_MAX_CHUNK_BYTES);
+	if (token != NULL && token_param(token, job.token) != 0)
+		return fail(err, SG_CTL_ERR_INVALID_PARAMS,
+			    "invalid params: token must be 64 hex digits (as job_create returns it)");
+	if (jnodes != NULL && (n_nodes = parse_nodes(jnodes, nodes, w, &has_w, err)) < 0)
+		return -1;
 	if (s->draining)
 		return fail(err, SG_CTL_ERR_REFUSED, "node is draining: no new jobs");
 	for (i = 0; i < SG_CTL_MAX_JOBS && slot == NULL; i++)
@@ -273,38 +443,81 @@ static int m_job_create(struct sg_ctl_server *s, json_t *params, json_t **res,
 			slot = &s->jobs[i];
 	if (slot == NULL)
 		return fail(err, SG_CTL_ERR_REFUSED, "too many jobs (max %d)", SG_CTL_MAX_JOBS);
-	if (parse_tensors(tensors, &slot->tensors, &job.n_tensors, err) != 0)
+	if (jnodes != NULL) {
+		if (!has_w && sg_ctl_place_weights(nodes, (unsigned int)n_nodes, w) != 0)
+			return fail(err, SG_CTL_ERR_INVALID_PARAMS, "invalid params: bad node list");
+		if ((self = find_self(s, nodes, (unsigned int)n_nodes, err)) < 0)
+			return -1;
+	}
+	if (!job.open && parse_tensors(tensors, &slot->tensors, &job.n_tensors, err) != 0)
 		return -1;
 	job.n_workers = (uint32_t)workers;
 	job.partition_bytes = (uint32_t)pbytes;
 	job.tensors = slot->tensors;
-	randombytes_buf(tok, sizeof(tok));
-	sodium_bin2hex(job.token, sizeof(job.token), tok, sizeof(tok));
+	job.id = (uint32_t)id;
+	job.chunk_bytes = (uint32_t)chunk;
+	job.n_nodes = (uint32_t)n_nodes;
+	job.slots = slots > 0 ? (uint32_t)slots : 0;
+	/* an open job places nothing: each worker places its tensors' partitions itself */
+	n_keys = job.open ? 0 : place_keys(&job, nodes, w, (unsigned int)n_nodes, self, &keys, err);
+	if (n_keys < 0) {
+		free(slot->tensors);
+		slot->tensors = NULL;
+		return -1;
+	}
+	job.keys = keys;
+	job.n_keys = (uint32_t)n_keys;
+	if (token == NULL) {
+		randombytes_buf(tok, sizeof(tok));
+		sodium_bin2hex(job.token, sizeof(job.token), tok, sizeof(tok));
+	}
 	rc = s->cfg.ops->job_create(s->cfg.ops_arg, &job, reason);
+	free(keys);
+	job.keys = NULL;
 	if (rc != 0) {
 		free(slot->tensors);
 		slot->tensors = NULL;
+		sodium_memzero(job.token, sizeof(job.token));
 		return agent_fail(err, "job create refused", rc, reason);
 	}
 	slot->used = true;
 	slot->spec = job;
 	memset(slot->spec.token, 0, sizeof(slot->spec.token)); /* only the job gets it */
-	*res = json_pack("{s:I, s:s}", "id", (json_int_t)job.id, "token", job.token);
+	*res = json_pack("{s:I, s:s, s:I, s:s, s:s, s:I, s:I, s:o, s:I}", "id", (json_int_t)job.id,
+			 "token", job.token, "workers", (json_int_t)job.n_workers, "dtype",
+			 sg_dtype_name(job.dtype), "mode", sg_mode_name(job.mode),
+			 "partition_bytes", (json_int_t)job.partition_bytes, "chunk_bytes",
+			 (json_int_t)job.chunk_bytes, "keys",
+			 job.open ? json_string("open") : json_integer((json_int_t)job.n_keys),
+			 "nodes", (json_int_t)job.n_nodes);
+	if (job.open) {
+		json_object_set_new(*res, "slots", json_integer((json_int_t)job.slots));
+		json_object_set_new(*res, "slots_budget", json_integer((json_int_t)job.slots_budget));
+	}
 	sodium_memzero(job.token, sizeof(job.token));
 	return 0;
 }
 
 static json_t *job_json(const struct sg_ctl_job *j)
 {
-	return json_pack("{s:I, s:I, s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "id",
-			 (json_int_t)j->id,
-			 "workers", (json_int_t)j->n_workers, "dtype", sg_dtype_name(j->dtype),
-			 "mode", j->mode == SG_CTL_MODE_ASYNC ? "async" : "sync",
-			 "partition_bytes", (json_int_t)j->partition_bytes, "tensors",
-			 (json_int_t)j->n_tensors, "rounds_completed",
-			 (json_int_t)j->rounds_completed, "retransmits", (json_int_t)j->retransmits,
-			 "incomplete", (json_int_t)j->incomplete, "nacks", (json_int_t)j->nacks,
-			 "drops", (json_int_t)j->drops);
+	json_t *o = json_pack("{s:I, s:I, s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, "
+			      "s:I}", "id", (json_int_t)j->id,
+			      "workers", (json_int_t)j->n_workers, "dtype", sg_dtype_name(j->dtype),
+			      "mode", sg_mode_name(j->mode),
+			      "partition_bytes", (json_int_t)j->partition_bytes, "chunk_bytes",
+			      (json_int_t)j->chunk_bytes, "tensors", (json_int_t)j->n_tensors, "keys",
+			      (json_int_t)j->n_keys, "nodes", (json_int_t)(j->n_nodes ? j->n_nodes : 1),
+			      "rounds_completed",
+			      (json_int_t)j->rounds_completed, "retransmits", (json_int_t)j->retransmits,
+			      "incomplete", (json_int_t)j->incomplete, "nacks", (json_int_t)j->nacks,
+			      "drops", (json_int_t)j->drops);
+
+	json_object_set_new(o, "open", json_boolean(j->open));
+	json_object_set_new(o, "slots_used", json_integer((json_int_t)j->slots_used));
+	json_object_set_new(o, "slots_budget", json_integer((json_int_t)j->slots_budget));
+	if (j->open)
+		json_object_set_new(o, "slots", json_integer((json_int_t)j->slots));
+	return o;
 }
 
 /*
@@ -475,7 +688,7 @@ static int m_job_placement(struct sg_ctl_server *s, json_t *params, json_t **res
 	for (t = 0; t < (uint32_t)nn; t++)
 		json_array_append_new(
 			narr, json_pack("{s:s, s:s, s:b, s:f, s:I, s:I}", "name", nodes[t].name,
-					"kind", sg_ctl_node_kind_name(nodes[t].kind), "alive",
+					"kind", sg_node_kind_name(nodes[t].kind), "alive",
 					nodes[t].alive, "weight", w[t], "partitions",
 					(json_int_t)parts[t], "bytes", (json_int_t)bytes[t]));
 	*res = json_pack("{s:I, s:I, s:o}", "job", (json_int_t)id, "epoch",
@@ -514,7 +727,7 @@ static json_t *lcore_json(const struct sg_ctl_lcore_stats *l)
 {
 	return json_pack("{s:I, s:s, s:i, s:s, s:I, s:I, s:I, s:I, s:I, s:f, s:f, s:f}", "lcore",
 			 (json_int_t)l->lcore, "role", sg_ctl_role_name(l->role), "numa", l->numa,
-			 "idle", l->idle == SG_CTL_IDLE_SLEEP ? "sleep" : "poll", "busy_cycles",
+			 "idle", l->idle == SG_IDLE_SLEEP ? "sleep" : "poll", "busy_cycles",
 			 (json_int_t)l->busy_cycles, "idle_cycles", (json_int_t)l->idle_cycles,
 			 "packets", (json_int_t)l->packets, "bytes_summed",
 			 (json_int_t)l->bytes_summed, "drops", (json_int_t)l->drops, "busy_pct",
@@ -617,7 +830,7 @@ static int m_layout_get(struct sg_ctl_server *s, json_t *params, json_t **res,
 				      (json_int_t)lay->lcores[i].lcore, "role",
 				      sg_ctl_role_name(lay->lcores[i].role), "numa",
 				      lay->lcores[i].numa, "idle",
-				      lay->lcores[i].idle == SG_CTL_IDLE_SLEEP ? "sleep" : "poll",
+				      lay->lcores[i].idle == SG_IDLE_SLEEP ? "sleep" : "poll",
 				      "port", lay->lcores[i].port, "queue", lay->lcores[i].queue));
 	km = json_array();
 	for (i = 0; i < SG_CTL_KEYMAP_BUCKETS; i++)
@@ -648,7 +861,7 @@ static int parse_idle(json_t *arr, struct sg_ctl_layout_change *chg, struct rpc_
 				    "invalid params: idle[%zu]: lcore 0..1023, policy poll|sleep",
 				    i);
 		chg->idle[i].lcore = (uint32_t)lc;
-		chg->idle[i].idle = strcmp(pol, "sleep") == 0 ? SG_CTL_IDLE_SLEEP : SG_CTL_IDLE_POLL;
+		chg->idle[i].idle = strcmp(pol, "sleep") == 0 ? SG_IDLE_SLEEP : SG_IDLE_POLL;
 	}
 	chg->n_idle = (uint32_t)i;
 	return 0;
@@ -1114,6 +1327,10 @@ char *sg_ctl_srv_metrics(struct sg_ctl_server *s, size_t *len)
 		 offsetof(struct sg_ctl_job, nacks)},
 		{"sigma_job_drops_total", "the job's packets dropped, all reasons",
 		 offsetof(struct sg_ctl_job, drops)},
+		{"sigma_job_slots_used", "chunk slots the job's keys take (all engines)",
+		 offsetof(struct sg_ctl_job, slots_used)},
+		{"sigma_job_slots_budget", "chunk slots the job may take (all engines)",
+		 offsetof(struct sg_ctl_job, slots_budget)},
 	};
 	struct sg_ctl_lcore_stats *ls = NULL;
 	struct sg_ctl_job *jobs = NULL;
@@ -1142,11 +1359,22 @@ char *sg_ctl_srv_metrics(struct sg_ctl_server *s, size_t *len)
 		}
 	}
 	for (m = 0; m < RTE_DIM(job_metrics); m++) {
-		sb_head(&b, job_metrics[m].name, m == 2 ? "gauge" : "counter", job_metrics[m].help);
+		sb_head(&b, job_metrics[m].name, m == 2 || m >= 5 ? "gauge" : "counter",
+			job_metrics[m].help);
 		for (i = 0; i < nj; i++)
 			sb_printf(&b, "%s{job=\"%u\"} %" PRIu64 "\n", job_metrics[m].name, jobs[i].id,
 				  *(const uint64_t *)((const char *)&jobs[i] + job_metrics[m].off));
 	}
+	/* n_keys is a count, but not a counter: a gauge of its own */
+	sb_head(&b, "sigma_job_keys", "gauge", "keys the job holds here (an open job: made so far)");
+	for (i = 0; i < nj; i++)
+		sb_printf(&b, "sigma_job_keys{job=\"%u\"} %u\n", jobs[i].id, jobs[i].n_keys);
+	sb_head(&b, "sigma_job_info", "gauge", "1 per job, labelled with what it was created with");
+	for (i = 0; i < nj; i++)
+		sb_printf(&b, "sigma_job_info{job=\"%u\",workers=\"%u\",dtype=\"%s\",mode=\"%s\","
+			  "keys=\"%s\"} 1\n", jobs[i].id, jobs[i].n_workers,
+			  sg_dtype_name(jobs[i].dtype), sg_mode_name(jobs[i].mode),
+			  jobs[i].open ? "open" : "fixed");
 	sg_ctl_server_get_stats(s, &st);
 	sb_head(&b, "sigma_ctl_refusals_total", "counter", "control requests refused, by reason");
 	sb_printf(&b,

@@ -7,31 +7,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "sg_ctl.h"
-
-const char *sg_ctl_node_kind_name(enum sg_ctl_node_kind kind)
-{
-	switch (kind) {
-	case SG_CTL_NODE_CPU:
-		return "cpu";
-	case SG_CTL_NODE_GPU:
-		return "gpu";
-	}
-	return "unknown";
-}
-
-int sg_ctl_node_kind_from_name(const char *name, enum sg_ctl_node_kind *kind)
-{
-	if (name == NULL || kind == NULL)
-		return -EINVAL;
-	if (strcmp(name, "cpu") == 0)
-		*kind = SG_CTL_NODE_CPU;
-	else if (strcmp(name, "gpu") == 0)
-		*kind = SG_CTL_NODE_GPU;
-	else
-		return -EINVAL;
-	return 0;
-}
+#include "sg_ctl_place.h"
 
 int sg_ctl_split(unsigned int n, unsigned int k, double *cpu_share, double *gpu_share)
 {
@@ -91,26 +67,26 @@ int sg_ctl_place_weights(const struct sg_ctl_place_node *nodes, unsigned int n_n
 		return -EINVAL;
 	for (i = 0; i < n_nodes; i++) {
 		if (nodes[i].name == NULL ||
-		    (nodes[i].kind != SG_CTL_NODE_CPU && nodes[i].kind != SG_CTL_NODE_GPU))
+		    (nodes[i].kind != SG_NODE_CPU && nodes[i].kind != SG_NODE_GPU))
 			return -EINVAL;
 		if (!nodes[i].alive)
 			continue;
 		if (!(nodes[i].gbps > 0) || !isfinite(nodes[i].gbps))
 			return -EINVAL;
 		bw[nodes[i].kind] += nodes[i].gbps;
-		if (nodes[i].kind == SG_CTL_NODE_CPU)
+		if (nodes[i].kind == SG_NODE_CPU)
 			k++;
 		else
 			n++;
 	}
 	if (n + k == 0)
 		return -ENOENT;
-	sg_ctl_split(n, k, &share[SG_CTL_NODE_CPU], &share[SG_CTL_NODE_GPU]);
+	sg_ctl_split(n, k, &share[SG_NODE_CPU], &share[SG_NODE_GPU]);
 	/* Group total = per-machine share x machines, divided by bandwidth in the group. */
-	share[SG_CTL_NODE_CPU] *= k;
-	share[SG_CTL_NODE_GPU] *= n;
+	share[SG_NODE_CPU] *= k;
+	share[SG_NODE_GPU] *= n;
 	for (i = 0; i < n_nodes; i++) {
-		enum sg_ctl_node_kind g = nodes[i].kind;
+		enum sg_node_kind g = nodes[i].kind;
 
 		weights[i] = nodes[i].alive ? share[g] * nodes[i].gbps / bw[g] : 0.0;
 	}

@@ -806,22 +806,3 @@ void sg_ctl_server_get_stats(const struct sg_ctl_server *s, struct sg_ctl_server
 		dst[i] = __atomic_load_n(&src[i], __ATOMIC_RELAXED);
 }
 
-int sg_ctl_auth_response(const uint8_t *secret, size_t secret_len, const uint8_t *nonce,
-			 size_t nonce_len, char *hex)
-{
-	crypto_auth_hmacsha256_state st;
-	uint8_t mac[crypto_auth_hmacsha256_BYTES];
-
-	if (secret == NULL || nonce == NULL || hex == NULL)
-		return -EINVAL;
-	if (sodium_init() < 0)
-		return -EIO;
-	crypto_auth_hmacsha256_init(&st, secret, secret_len);
-	crypto_auth_hmacsha256_update(&st, (const uint8_t *)SG_CTL_AUTH_CONTEXT,
-				      sizeof(SG_CTL_AUTH_CONTEXT) - 1);
-	crypto_auth_hmacsha256_update(&st, nonce, nonce_len);
-	crypto_auth_hmacsha256_final(&st, mac);
-	sodium_bin2hex(hex, 2 * sizeof(mac) + 1, mac, sizeof(mac));
-	sodium_memzero(mac, sizeof(mac));
-	return 0;
-}

@@ -18,6 +18,7 @@
 #include <jansson.h>
 
 #include "sg_ctl.h"
+#include "sg_desc.h"
 
 #define EXIT_SERVER 1
 #define EXIT_USAGE 2
@@ -31,6 +32,8 @@ static struct {
 	bool json;
 	uint32_t timeout_ms;
 	struct sg_ctl_client *cli;
+	struct sg_ctl_jobsvc_node nodes[SG_MAX_NODES]; /* --node: the job service's nodes */
+	unsigned int n_nodes;
 } g = {.timeout_ms = 5000};
 
 static void usage(FILE *f)
@@ -46,9 +49,16 @@ static void usage(FILE *f)
 		"  info                        this node: cores, NUMA nodes, ports, reducer lcores\n"
 		"  jobs                        jobs with their counters\n"
 		"  job create --workers N --tensor NAME:ELEMS [--tensor ...] [--dtype fp32]\n"
-		"             [--mode sync|async] [--partition-bytes B]\n"
-		"                              create a job; prints its id and session token\n"
-		"  job destroy ID              destroy a job\n"
+		"             [--mode sync|async|deterministic] [--partition-bytes B]\n"
+		"             [--chunk-bytes B] [--id ID]\n"
+		"  job create --workers N --open [--dtype fp32|...|any] [--slots S] [...]\n"
+		"                              create a job; prints its id and session token, or,\n"
+		"                              with --node, creates it on every node and prints the\n"
+		"                              job descriptor workers open it with. An --open job\n"
+		"                              has no tensors: each node makes a key on its first\n"
+		"                              push, up to S chunk slots per reducer [%u]; with\n"
+		"                              --dtype any, each key takes its first push's dtype\n"
+		"  job destroy ID              destroy a job (on every --node)\n"
 		"  placement JOB [--detail]    which summation node sums which partition\n"
 		"  stats                       lcores, jobs and control-plane counters\n"
 		"  lcores [--watch [SECS]] [--count N]\n"
@@ -70,13 +80,17 @@ static void usage(FILE *f)
 		"Options:\n"
 		"  -s, --server TARGET   unix:PATH, PATH, or HOST:PORT (TCP). Default: $SIGMACTL_SERVER\n"
 		"                        or " DEFAULT_TARGET "\n"
+		"  -n, --node TARGET[,addr=IP][,port=N][,kind=cpu|gpu][,gbps=G][,weight=W]\n"
+		"                        a summation node of the job (repeat for each) for job\n"
+		"                        create/destroy across nodes; addr/port/kind/gbps default to\n"
+		"                        the node's node_info, weights to the BytePS split\n"
 		"  -k, --secret-file F   shared secret for TCP (default: $SIGMACTL_SECRET_FILE)\n"
 		"  -j, --json            print the server's JSON instead of a table\n"
 		"  -t, --timeout MS      per-request timeout (default 5000)\n"
 		"  -h, --help            this text\n"
 		"\n"
 		"Exit status: 0 success, 1 server or connection error, 2 usage error.\n",
-		prog, SG_CTL_KEYMAP_BUCKETS);
+		prog, SG_OPEN_SLOTS_DEFAULT, SG_CTL_KEYMAP_BUCKETS);
 }
 
 static int die_usage(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -220,15 +234,25 @@ static void show_jobs(json_t *r)
 	json_t *j;
 	size_t i;
 
-	printf("%6s %7s %-5s %-5s %10s %7s %14s %11s %10s %10s %10s\n", "JOB", "WORKERS",
-	       "DTYPE", "MODE", "PART_BYTES", "TENSORS", "ROUNDS", "RETRANSMITS", "INCOMPLETE",
-	       "NACKS", "DROPS");
-	json_array_foreach(r, i, j)
-		printf("%6lld %7lld %-5s %-5s %10lld %7lld %14lld %11lld %10lld %10lld %10lld\n",
-		       jint(j, "id"), jint(j, "workers"), jstr(j, "dtype"), jstr(j, "mode"),
-		       jint(j, "partition_bytes"), jint(j, "tensors"), jint(j, "rounds_completed"),
-		       jint(j, "retransmits"), jint(j, "incomplete"), jint(j, "nacks"),
-		       jint(j, "drops"));
+	printf("%6s %7s %-5s %-13s %10s %7s %7s %17s %14s %11s %10s %10s %10s\n", "JOB", "WORKERS",
+	       "DTYPE", "MODE", "PART_BYTES", "TENSORS", "KEYS", "SLOTS_USED/BUDGET", "ROUNDS",
+	       "RETRANSMITS", "INCOMPLETE", "NACKS", "DROPS");
+	json_array_foreach(r, i, j) {
+		char tensors[24], slots[48];
+
+		/* an open job has no tensors: its pushes make its keys */
+		if (json_is_true(json_object_get(j, "open")))
+			snprintf(tensors, sizeof(tensors), "open");
+		else
+			snprintf(tensors, sizeof(tensors), "%lld", jint(j, "tensors"));
+		snprintf(slots, sizeof(slots), "%lld/%lld", jint(j, "slots_used"),
+			 jint(j, "slots_budget"));
+		printf("%6lld %7lld %-5s %-13s %10lld %7s %7lld %17s %14lld %11lld %10lld %10lld "
+		       "%10lld\n", jint(j, "id"), jint(j, "workers"), jstr(j, "dtype"),
+		       jstr(j, "mode"), jint(j, "partition_bytes"), tensors, jint(j, "keys"), slots,
+		       jint(j, "rounds_completed"), jint(j, "retransmits"), jint(j, "incomplete"),
+		       jint(j, "nacks"), jint(j, "drops"));
+	}
 }
 
 static void show_lcores(json_t *r)
@@ -328,7 +352,14 @@ static int run_method(const char *method, json_t *params, void (*show)(json_t *)
 
 static void show_created(json_t *r)
 {
-	printf("job %lld created\ntoken %s\n", jint(r, "id"), jstr(r, "token"));
+	if (json_is_string(json_object_get(r, "keys")))
+		printf("job %lld created (open: its pushes make its keys)\ntoken %s\nchunk_bytes "
+		       "%lld, up to %lld chunk slots per reducer (%lld on this node)\n",
+		       jint(r, "id"), jstr(r, "token"), jint(r, "chunk_bytes"), jint(r, "slots"),
+		       jint(r, "slots_budget"));
+	else
+		printf("job %lld created\ntoken %s\nchunk_bytes %lld, %lld partitions on this node\n",
+		       jint(r, "id"), jstr(r, "token"), jint(r, "chunk_bytes"), jint(r, "keys"));
 }
 
 static void show_log_level(json_t *r)
@@ -365,6 +396,109 @@ static int parse_u64(const char *s, uint64_t max, uint64_t *out)
 	return 0;
 }
 
+/* --node TARGET[,addr=IP][,port=N][,kind=cpu|gpu][,gbps=G][,weight=W] */
+static int parse_node(char *spec, struct sg_ctl_jobsvc_node *n)
+{
+	char *save = NULL, *tok = strtok_r(spec, ",", &save);
+
+	memset(n, 0, sizeof(*n));
+	if (tok == NULL || strchr(tok, '=') != NULL)
+		return die_usage("--node wants TARGET[,addr=IP][,port=N][,kind=cpu|gpu][,gbps=G]"
+				 "[,weight=W]");
+	n->target = tok;
+	while ((tok = strtok_r(NULL, ",", &save)) != NULL) {
+		char *eq = strchr(tok, '='), *end = NULL;
+		uint64_t v;
+
+		if (eq == NULL)
+			return die_usage("--node %s: '%s' is not KEY=VALUE", n->target, tok);
+		*eq++ = '\0';
+		if (strcmp(tok, "addr") == 0) {
+			n->addr = eq;
+		} else if (strcmp(tok, "port") == 0) {
+			if (parse_u64(eq, 65535, &v) != 0 || v == 0)
+				return die_usage("--node %s: port must be 1..65535", n->target);
+			n->udp_port = (uint16_t)v;
+		} else if (strcmp(tok, "kind") == 0) {
+			enum sg_node_kind k;
+
+			if (sg_node_kind_from_name(eq, &k) != 0)
+				return die_usage("--node %s: kind must be cpu or gpu", n->target);
+			n->kind = eq;
+		} else if (strcmp(tok, "gbps") == 0) {
+			n->gbps = strtod(eq, &end);
+			if (*eq == '\0' || *end != '\0' || !(n->gbps > 0) || !isfinite(n->gbps))
+				return die_usage("--node %s: gbps must be a positive number", n->target);
+		} else if (strcmp(tok, "weight") == 0) {
+			n->weight = strtod(eq, &end);
+			if (*eq == '\0' || *end != '\0' || !(n->weight >= 0) || !isfinite(n->weight))
+				return die_usage("--node %s: weight must be a number >= 0", n->target);
+			n->has_weight = true;
+		} else {
+			return die_usage("--node %s: unknown key '%s' (addr, port, kind, gbps, weight)",
+					 n->target, tok);
+		}
+	}
+	return 0;
+}
+
+/* The secret for TCP targets (-k), if any target is TCP. @return 0 or the exit code. */
+static int load_secret(bool need, uint8_t *secret, size_t *len)
+{
+	char err[256];
+
+	*len = 0;
+	if (!need)
+		return 0;
+	if (g.secret_file == NULL)
+		return die_usage("a TCP node needs --secret-file (or $SIGMACTL_SECRET_FILE)");
+	if (sg_ctl_secret_load(g.secret_file, false, secret, len, err, sizeof(err)) < 0)
+		return die_usage("cannot read secret file: %s", err);
+	return 0;
+}
+
+static int service_init(struct sg_ctl_jobsvc *svc, uint8_t *secret)
+{
+	bool tcp = false;
+
+	for (unsigned int i = 0; i < g.n_nodes; i++)
+		tcp |= sg_ctl_target_is_tcp(g.nodes[i].target);
+	*svc = (struct sg_ctl_jobsvc){.nodes = g.nodes, .n_nodes = g.n_nodes, .secret = secret,
+				      .timeout_ms = g.timeout_ms};
+	return load_secret(tcp, secret, &svc->secret_len);
+}
+
+/* job create with --node: the job service, printing the job descriptor. */
+static int job_create_service(const struct sg_ctl_job_spec *spec)
+{
+	static char desc[SG_DESC_MAX];
+	uint8_t secret[SG_CTL_SECRET_MAX];
+	struct sg_ctl_jobsvc svc;
+	char err[1024];
+	int64_t id;
+	int rc = service_init(&svc, secret);
+
+	if (rc != 0)
+		return rc;
+	id = sg_ctl_job_service_create(&svc, spec, desc, sizeof(desc), err, sizeof(err));
+	memset(secret, 0, sizeof(secret));
+	if (id < 0)
+		return id == -EINVAL && strstr(err, "node") == NULL ? die_usage("job create: %s", err)
+								     : die_server("job create: %s", err);
+	if (g.json) {
+		json_t *j = json_pack("{s:I, s:s}", "id", (json_int_t)id, "descriptor", desc);
+
+		print_json(j);
+		json_decref(j);
+	} else {
+		/* the descriptor alone on stdout, for SIGMA_JOB=$(sigmactl ...) */
+		puts(desc);
+		fprintf(stderr, "%s: job %lld created on %u node(s); give each worker the line above "
+			"(sigma_open_job())\n", prog, (long long)id, g.n_nodes);
+	}
+	return 0;
+}
+
 static int cmd_job_create(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -373,61 +507,140 @@ static int cmd_job_create(int argc, char **argv)
 		{"dtype", required_argument, NULL, 'd'},
 		{"mode", required_argument, NULL, 'm'},
 		{"partition-bytes", required_argument, NULL, 'p'},
+		{"chunk-bytes", required_argument, NULL, 'c'},
+		{"id", required_argument, NULL, 'i'},
+		{"open", no_argument, NULL, 'o'},
+		{"slots", required_argument, NULL, 's'},
 		{NULL, 0, NULL, 0},
 	};
-	json_t *params = json_object(), *tensors = json_array();
+	static struct sg_ctl_tensor tensors[1024];
+	struct sg_ctl_job_spec spec = {.tensors = tensors};
+	const char *dtype = NULL, *mode = NULL;
+	bool open = false;
+	json_t *params, *jt;
 	uint64_t v;
 	int c;
 
 	optind = 0; /* re-initialise getopt: options may follow the operands here */
-	while ((c = getopt_long(argc, argv, "w:t:d:m:p:", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "w:t:d:m:p:c:i:os:", opts, NULL)) != -1) {
 		char *colon;
 
 		switch (c) {
 		case 'w':
 			if (parse_u64(optarg, 1u << 20, &v) != 0 || v == 0)
 				goto bad_arg;
-			json_object_set_new(params, "workers", json_integer((json_int_t)v));
+			spec.workers = (uint32_t)v;
 			break;
 		case 't':
 			colon = strrchr(optarg, ':');
-			if (colon == NULL || parse_u64(colon + 1, 1ull << 40, &v) != 0 || v == 0)
+			if (colon == NULL || parse_u64(colon + 1, 1ull << 40, &v) != 0 || v == 0 ||
+			    (size_t)(colon - optarg) >= sizeof(tensors[0].name))
 				goto bad_arg;
-			json_array_append_new(tensors,
-					      json_pack("{s:s%, s:I}", "name", optarg,
-							(size_t)(colon - optarg), "elems",
-							(json_int_t)v));
+			if (spec.n_tensors == 1024)
+				return die_usage("job create: at most 1024 tensors");
+			snprintf(tensors[spec.n_tensors].name, sizeof(tensors[0].name), "%.*s",
+				 (int)(colon - optarg), optarg);
+			tensors[spec.n_tensors++].elems = v;
 			break;
 		case 'd':
-			json_object_set_new(params, "dtype", json_string(optarg));
+			dtype = optarg;
 			break;
 		case 'm':
-			json_object_set_new(params, "mode", json_string(optarg));
+			mode = optarg;
 			break;
 		case 'p':
 			if (parse_u64(optarg, UINT32_MAX, &v) != 0)
 				goto bad_arg;
-			json_object_set_new(params, "partition_bytes", json_integer((json_int_t)v));
+			spec.partition_bytes = (uint32_t)v;
+			break;
+		case 'c':
+			if (parse_u64(optarg, UINT32_MAX, &v) != 0)
+				goto bad_arg;
+			spec.chunk_bytes = (uint32_t)v;
+			break;
+		case 'i':
+			if (parse_u64(optarg, UINT32_MAX, &v) != 0 || v == 0)
+				goto bad_arg;
+			spec.id = (uint32_t)v;
+			break;
+		case 'o':
+			open = true;
+			break;
+		case 's':
+			if (parse_u64(optarg, SG_OPEN_SLOTS_MAX, &v) != 0 || v == 0)
+				goto bad_arg;
+			spec.slots = (uint32_t)v;
 			break;
 		default:
-			json_decref(params);
-			json_decref(tensors);
 			return die_usage("job create: bad option");
 		}
 	}
-	if (optind != argc || json_object_get(params, "workers") == NULL ||
-	    json_array_size(tensors) == 0) {
-		json_decref(params);
-		json_decref(tensors);
-		return die_usage("job create needs --workers N and at least one --tensor NAME:ELEMS");
+	if (optind != argc || spec.workers == 0 || (spec.n_tensors == 0) != open)
+		return die_usage("job create needs --workers N and either at least one --tensor "
+				 "NAME:ELEMS or --open (tensors registered later; each node makes "
+				 "a key on its first push)");
+	if (spec.slots != 0 && !open)
+		return die_usage("job create: --slots is for an --open job (a job of tensors takes "
+				 "the slots of its chunks)");
+	if (g.n_nodes > 0) {
+		if (dtype != NULL && sg_job_dtype_from_name(dtype, &spec.dtype) != 0)
+			return die_usage("job create: unknown dtype '%s'", dtype);
+		if (spec.dtype == SG_DTYPE_ANY && !open)
+			return die_usage("job create: --dtype any is for an --open job");
+		if (mode != NULL && sg_mode_from_name(mode, &spec.mode) != 0)
+			return die_usage("job create: mode must be sync, async or deterministic");
+		return job_create_service(&spec);
 	}
-	json_object_set_new(params, "tensors", tensors);
+	/* one node, as given with -s: the node checks the values and picks what is left */
+	params = json_pack("{s:I}", "workers", (json_int_t)spec.workers);
+	jt = json_array();
+	for (uint32_t t = 0; t < spec.n_tensors; t++)
+		json_array_append_new(jt, json_pack("{s:s, s:I}", "name", tensors[t].name, "elems",
+						    (json_int_t)tensors[t].elems));
+	if (open)
+		json_decref(jt); /* no tensors: an open job */
+	else
+		json_object_set_new(params, "tensors", jt);
+	if (spec.slots != 0)
+		json_object_set_new(params, "slots", json_integer((json_int_t)spec.slots));
+	if (dtype != NULL)
+		json_object_set_new(params, "dtype", json_string(dtype));
+	if (mode != NULL)
+		json_object_set_new(params, "mode", json_string(mode));
+	if (spec.partition_bytes != 0)
+		json_object_set_new(params, "partition_bytes",
+				    json_integer((json_int_t)spec.partition_bytes));
+	if (spec.chunk_bytes != 0)
+		json_object_set_new(params, "chunk_bytes", json_integer((json_int_t)spec.chunk_bytes));
+	if (spec.id != 0)
+		json_object_set_new(params, "id", json_integer((json_int_t)spec.id));
 	return run_method("job_create", params, show_created);
 bad_arg:
-	json_decref(params);
-	json_decref(tensors);
 	return die_usage("job create: bad value '%s' for --%s", optarg,
-			 c == 'w' ? "workers" : c == 't' ? "tensor (want NAME:ELEMS)" : "partition-bytes");
+			 c == 'w' ? "workers" : c == 't' ? "tensor (want NAME:ELEMS)" :
+			 c == 'c' ? "chunk-bytes" : c == 'i' ? "id" :
+			 c == 's' ? "slots (1..16777216)" : "partition-bytes");
+}
+
+/* job destroy ID with --node: on every node. */
+static int job_destroy_service(uint32_t id)
+{
+	uint8_t secret[SG_CTL_SECRET_MAX];
+	struct sg_ctl_jobsvc svc;
+	char err[2048];
+	int rc = service_init(&svc, secret);
+
+	if (rc != 0)
+		return rc;
+	rc = sg_ctl_job_service_destroy(&svc, id, err, sizeof(err));
+	memset(secret, 0, sizeof(secret));
+	if (rc != 0)
+		return die_server("job destroy: %s", err);
+	if (!g.json)
+		printf("job %u destroyed on %u node(s)\n", id, g.n_nodes);
+	else
+		puts("true");
+	return 0;
 }
 
 static int cmd_with_id(const char *what, const char *method, int argc, char **argv)
@@ -743,6 +956,16 @@ static int dispatch(int argc, char **argv)
 			return die_usage("nodes remove needs one NAME");
 		return run_method("node_remove", json_pack("{s:s}", "name", argv[2]), NULL);
 	}
+	if (g.n_nodes > 0 && !(strcmp(cmd, "job") == 0 && argc >= 2 &&
+			       (strcmp(argv[1], "create") == 0 || strcmp(argv[1], "destroy") == 0)))
+		return die_usage("--node is for job create and job destroy; give one node with -s");
+	if (g.n_nodes > 0 && strcmp(argv[1], "destroy") == 0) {
+		uint64_t id;
+
+		if (argc != 3 || parse_u64(argv[2], UINT32_MAX, &id) != 0 || id == 0)
+			return die_usage("job destroy needs one job id");
+		return job_destroy_service((uint32_t)id);
+	}
 	if (strcmp(cmd, "job") == 0) {
 		if (argc >= 2 && strcmp(argv[1], "create") == 0)
 			return cmd_job_create(argc - 1, argv + 1);
@@ -800,6 +1023,7 @@ int main(int argc, char **argv)
 {
 	static const struct option opts[] = {
 		{"server", required_argument, NULL, 's'},
+		{"node", required_argument, NULL, 'n'},
 		{"secret-file", required_argument, NULL, 'k'},
 		{"json", no_argument, NULL, 'j'},
 		{"timeout", required_argument, NULL, 't'},
@@ -813,10 +1037,17 @@ int main(int argc, char **argv)
 	g.secret_file = getenv("SIGMACTL_SECRET_FILE");
 	if (g.target == NULL || g.target[0] == '\0')
 		g.target = DEFAULT_TARGET;
-	while ((c = getopt_long(argc, argv, "+s:k:jt:h", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "+s:n:k:jt:h", opts, NULL)) != -1) {
 		switch (c) {
 		case 's':
 			g.target = optarg;
+			break;
+		case 'n':
+			if (g.n_nodes == SG_MAX_NODES)
+				return die_usage("at most %d --node", SG_MAX_NODES);
+			if ((rc = parse_node(optarg, &g.nodes[g.n_nodes])) != 0)
+				return rc;
+			g.n_nodes++;
 			break;
 		case 'k':
 			g.secret_file = optarg;

@@ -46,12 +46,16 @@ struct agent_job {
 	uint32_t id;
 	uint32_t workers;
 	enum sg_dtype dtype;
-	enum sg_ctl_job_mode mode;
+	enum sg_mode mode;
 	uint32_t partition_bytes;
 	uint32_t n_tensors;
 	uint32_t n_keys;
+	uint32_t n_nodes;
 	uint32_t chunk_bytes;
-	uint32_t *nelem; /* elements of each key (for the chunks a key move tracks) */
+	struct sg_dp_key *keys; /* wire id and elements of each key (the chunks a key move tracks) */
+	bool open;		/* an open job: no keys here; the engines make them */
+	uint32_t slots;		/* ... and the chunk slots each engine may give them */
+	uint64_t token;		/* the wire token (a key move tracks an open job's pushes) */
 };
 
 struct sg_dp_agent {
@@ -95,6 +99,38 @@ static inline uint32_t be32_at(const uint8_t *pl, unsigned int off)
 	return rte_be_to_cpu_32(v);
 }
 
+/* Add chunk @p k to the move's table as not seen yet. @return its index, or -1 if full. */
+static int move_add_chunk(struct sg_dp_move *mv, const struct sg_dp_move_key *k)
+{
+	uint32_t i = mv->n_chunks;
+
+	if (i >= mv->cap || rte_hash_add_key_data(mv->chunks, k, (void *)(uintptr_t)i) < 0)
+		return -1;
+	mv->ch[i] = (struct sg_dp_move_chunk){0};
+	mv->n_chunks++;
+	return (int)i;
+}
+
+/*
+ * A PUSH of a chunk the move has no entry for: if it is an open job's and carries the
+ * job's token, its key was made after the move started, and the chunk joins the move.
+ * @return its index, or -1 (not a chunk of a known job: the engine here counts the drop).
+ */
+static int move_track_open(struct sg_dp_move *mv, const uint8_t *pl,
+			   const struct sg_dp_move_key *k)
+{
+	uint64_t token;
+
+	if (pl[5] != SG_DP_T_PUSH)
+		return -1;
+	memcpy(&token, pl + 16, sizeof(token));
+	token = rte_be_to_cpu_64(token);
+	for (uint32_t i = 0; i < mv->n_open; i++)
+		if (mv->open[i].job == k->job)
+			return mv->open[i].token == token ? move_add_chunk(mv, k) : -1;
+	return -1;
+}
+
 int sg_dp_move_route(struct sg_dp_lcore *lc, const uint8_t *pl, uint32_t len)
 {
 	struct sg_dp_move *mv = lc->mv;
@@ -116,8 +152,13 @@ int sg_dp_move_route(struct sg_dp_lcore *lc, const uint8_t *pl, uint32_t len)
 		return -1;
 	k.chunk = be32_at(pl, 28);
 	round = be32_at(pl, 36);
-	if (rte_hash_lookup_data(mv->chunks, &k, &data) < 0)
-		return -1; /* not a chunk of a known job: the engine here counts the drop */
+	if (rte_hash_lookup_data(mv->chunks, &k, &data) < 0) {
+		int i = move_track_open(mv, pl, &k);
+
+		if (i < 0)
+			return -1; /* not a chunk of a known job: the engine here counts the drop */
+		data = (void *)(uintptr_t)i;
+	}
 	c = &mv->ch[(uintptr_t)data];
 	if (c->state == 0) {
 		/* this reducer's round is p-1, p or p+1: p+1 is the last one it sums */
@@ -168,6 +209,42 @@ unsigned int sg_dp_lcore_ctl_tick(struct sg_dp_lcore *lc)
 	return n;
 }
 
+struct open_fill {
+	struct sg_dp_move *mv;
+	uint32_t job;
+};
+
+/* sg_dp_engine_job_keys() callback: the chunks of an open job's key in a moving bucket. */
+static void open_key_chunks(void *arg, uint32_t key, uint32_t nchunks)
+{
+	struct open_fill *f = arg;
+
+	if (f->mv->phase[sg_dp_bucket_of(f->job, key)] != 1)
+		return;
+	for (uint32_t c = 0; c < nchunks; c++) {
+		struct sg_dp_move_key k = {.job = f->job, .key = key, .chunk = c};
+
+		if (rte_hash_lookup(f->mv->chunks, &k) < 0 && move_add_chunk(f->mv, &k) < 0)
+			return;
+	}
+}
+
+/*
+ * Reducer @p lc takes move @p mv: the chunks of the keys its engine made for open jobs
+ * join the move's table, as the agent's list put a fixed job's there. Same thread as
+ * the engine, and before any packet meets the move.
+ */
+static int move_take(struct sg_dp_lcore *lc, struct sg_dp_move *mv)
+{
+	for (uint32_t i = 0; mv != NULL && i < mv->n_open; i++) {
+		struct open_fill f = {.mv = mv, .job = mv->open[i].job};
+
+		sg_dp_engine_job_keys(lc->eng, f.job, open_key_chunks, &f);
+	}
+	lc->mv = mv;
+	return 0;
+}
+
 static bool key_in_mask(void *arg, uint32_t job, uint32_t key)
 {
 	return (*(const uint64_t *)arg >> sg_dp_bucket_of(job, key)) & 1;
@@ -210,7 +287,7 @@ int sg_dp_lcore_ctl(void *arg, struct sg_ctl_msg *m)
 	case SG_CTL_MSG_NOP:
 		return 0;
 	case SG_CTL_MSG_IDLE_POLICY:
-		lc->st.idle = m->arg[0] == SG_CTL_IDLE_SLEEP ? SG_DP_IDLE_SLEEP : SG_DP_IDLE_BUSY;
+		lc->st.idle = m->arg[0] == SG_IDLE_SLEEP ? SG_IDLE_SLEEP : SG_IDLE_POLL;
 		return 0;
 	case SG_CTL_MSG_STATS:
 		if (lc->eng == NULL)
@@ -228,8 +305,7 @@ int sg_dp_lcore_ctl(void *arg, struct sg_ctl_msg *m)
 	case SG_DP_MSG_MOVE_SET:
 		if (lc->eng == NULL)
 			return -EINVAL;
-		lc->mv = (struct sg_dp_move *)(uintptr_t)m->arg[0];
-		return 0;
+		return move_take(lc, (struct sg_dp_move *)(uintptr_t)m->arg[0]);
 	case SG_DP_MSG_KEYS_RELEASE:
 		return lc->eng ? keys_release(lc, m->arg[0]) : 0;
 	case SG_DP_MSG_JOB_STATS:
@@ -347,6 +423,25 @@ int sg_dp_pipeline_jobs_stats(struct sg_dp_pipeline *p, struct sg_dp_jobs_table 
 
 /* ---- ops ---------------------------------------------------------------- */
 
+/* The largest payload every engine takes (what reducer set-up gave them) and one
+ * transport message holds (verbs: what verbs_info advertises as max_payload). */
+static uint32_t engine_max_payload(const struct sg_dp_pipeline *p)
+{
+	uint32_t m = p->tr_max_payload ? p->tr_max_payload : UINT32_MAX;
+
+	for (unsigned int r = 0; r < p->n_red; r++)
+		m = RTE_MIN(m, sg_dp_engine_max_payload(p->red[r]->eng));
+	return m == UINT32_MAX ? SG_DP_PAYLOAD_MTU1500 : m;
+}
+
+/* The largest chunk a created job may use here: what the MTU fits and the engines take. */
+static uint32_t node_max_chunk(const struct sg_dp_pipeline *p)
+{
+	struct sg_dp_job_cfg jc = {.chunk_bytes = 0};
+
+	return RTE_MIN(sg_dp_job_chunk_bytes(&p->cfg, &jc), engine_max_payload(p));
+}
+
 static int op_node_info(void *arg, struct sg_ctl_node_info *out)
 {
 	struct sg_dp_agent *a = arg;
@@ -357,7 +452,14 @@ static int op_node_info(void *arg, struct sg_ctl_node_info *out)
 	memset(out, 0, sizeof(*out));
 	pthread_mutex_lock(&a->hb_lock);
 	snprintf(out->name, sizeof(out->name), "%s", a->ac.name);
+	out->kind = a->ac.kind;
+	out->gbps = a->ac.gbps;
 	pthread_mutex_unlock(&a->hb_lock);
+	if (p->cfg.ip != 0)
+		snprintf(out->addr, sizeof(out->addr), "%u.%u.%u.%u", p->cfg.ip >> 24,
+			 (p->cfg.ip >> 16) & 0xff, (p->cfg.ip >> 8) & 0xff, p->cfg.ip & 0xff);
+	out->udp_port = p->cfg.udp_port;
+	out->max_chunk_bytes = node_max_chunk(p);
 	RTE_LCORE_FOREACH(lcore) {
 		unsigned int s = rte_lcore_to_socket_id(lcore);
 
@@ -404,17 +506,6 @@ static struct agent_job *job_slot(struct sg_dp_agent *a)
 	return NULL;
 }
 
-/* The largest payload every engine takes (what reducer set-up gave them) and one
- * transport message holds (verbs: what verbs_info advertises as max_payload). */
-static uint32_t engine_max_payload(const struct sg_dp_pipeline *p)
-{
-	uint32_t m = p->tr_max_payload ? p->tr_max_payload : UINT32_MAX;
-
-	for (unsigned int r = 0; r < p->n_red; r++)
-		m = RTE_MIN(m, sg_dp_engine_max_payload(p->red[r]->eng));
-	return m == UINT32_MAX ? SG_DP_PAYLOAD_MTU1500 : m;
-}
-
 /* Remove job @p id from every reducer (also undoes a half-done create). */
 static void job_remove_all(struct sg_dp_agent *a, uint32_t id)
 {
@@ -448,15 +539,25 @@ static bool refuse_during_move(const struct sg_dp_agent *a, char *reason)
 	return true;
 }
 
+/* Reducers whose engine holds the jobs (every one of the layout's that has an engine). */
+static unsigned int engines(const struct sg_dp_pipeline *p)
+{
+	unsigned int n = 0;
+
+	for (unsigned int i = 0; i < p->n_lc; i++)
+		n += p->lc[i].eng != NULL;
+	return n;
+}
+
 static int op_job_create(void *arg, struct sg_ctl_job *job, char *reason)
 {
 	struct sg_dp_agent *a = arg;
-	const struct sg_dp_config *c = &a->p->cfg;
-	size_t es = sg_dtype_size(job->dtype);
+	/* dtype any: each key's own, and chunk_bytes is a multiple of 8, so of every size */
+	size_t es = job->open && job->dtype == SG_DTYPE_ANY ? 1 : sg_dtype_size(job->dtype);
+	uint32_t max_chunk = node_max_chunk(a->p);
 	struct agent_job *aj;
-	struct sg_dp_job_cfg jc = {.chunk_bytes = 0};
-	uint64_t n_keys = 0, token = 0;
-	uint32_t k = 0, pelems;
+	uint64_t token = 0;
+	uint32_t id = job->id;
 	int rc = 0;
 
 	if (a->draining) {
@@ -465,23 +566,30 @@ static int op_job_create(void *arg, struct sg_ctl_job *job, char *reason)
 	}
 	if (refuse_during_move(a, reason))
 		return -EBUSY;
-	if (job->mode != SG_CTL_MODE_SYNC && job->mode != SG_CTL_MODE_ASYNC) {
+	if ((unsigned int)job->mode >= SG_MODE_COUNT) {
 		snprintf(reason, SG_CTL_REASON_MAX, "unknown mode");
 		return -EINVAL;
 	}
 	if (es == 0 || job->partition_bytes < es || job->n_workers == 0 ||
-	    job->n_workers > SG_DP_MAX_WORKERS) {
+	    job->n_workers > SG_MAX_WORKERS) {
 		snprintf(reason, SG_CTL_REASON_MAX, "need 1..%d workers and a partition of at least "
-			 "one element", SG_DP_MAX_WORKERS);
+			 "one element", SG_MAX_WORKERS);
 		return -EINVAL;
 	}
-	pelems = job->partition_bytes / (uint32_t)es;
-	for (uint32_t t = 0; t < job->n_tensors; t++)
-		n_keys += (job->tensors[t].elems + pelems - 1) / pelems;
-	if (n_keys == 0 || n_keys > AGENT_MAX_KEYS) {
-		snprintf(reason, SG_CTL_REASON_MAX, "%" PRIu64 " partitions: need 1..%u (raise "
-			 "partition_bytes)", n_keys, AGENT_MAX_KEYS);
+	if (job->n_keys > AGENT_MAX_KEYS) {
+		snprintf(reason, SG_CTL_REASON_MAX, "%u partitions on this node: at most %u (raise "
+			 "partition_bytes)", job->n_keys, AGENT_MAX_KEYS);
 		return -EINVAL;
+	}
+	if (job->chunk_bytes > max_chunk || job->chunk_bytes % es != 0) {
+		snprintf(reason, SG_CTL_REASON_MAX, "chunk_bytes %u: this node takes at most %u "
+			 "(its [net] mtu and engine buffers), in multiples of the element size",
+			 job->chunk_bytes, max_chunk);
+		return -EINVAL;
+	}
+	if (id != 0 && job_find(a, id) != NULL) {
+		snprintf(reason, SG_CTL_REASON_MAX, "job id %u is in use on this node", id);
+		return -EEXIST;
 	}
 	aj = job_slot(a);
 	if (aj == NULL) {
@@ -489,52 +597,69 @@ static int op_job_create(void *arg, struct sg_ctl_job *job, char *reason)
 			 a->max_jobs);
 		return -ENOSPC;
 	}
+	if (id == 0) {
+		while (a->next_id == 0 || job_find(a, a->next_id) != NULL)
+			a->next_id++;
+		id = a->next_id++;
+	}
 	free(a->stage_keys);
-	a->stage_keys = calloc(n_keys, sizeof(*a->stage_keys));
+	a->stage_keys = calloc(job->n_keys ? job->n_keys : 1, sizeof(*a->stage_keys));
 	if (a->stage_keys == NULL)
 		return -ENOMEM;
-	/* keys: the partitions of tensor 0, then of tensor 1, ... numbered from 0 */
-	for (uint32_t t = 0; t < job->n_tensors; t++)
-		for (uint64_t off = 0; off < job->tensors[t].elems; off += pelems, k++)
-			a->stage_keys[k] = (struct sg_dp_key){
-				.id = k,
-				.nelem = (uint32_t)RTE_MIN((uint64_t)pelems, job->tensors[t].elems - off)};
+	/* keys: placed and numbered by the control plane (sg_wire_key(tensor, part)) */
+	for (uint32_t k = 0; k < job->n_keys; k++)
+		a->stage_keys[k] = (struct sg_dp_key){.id = job->keys[k].id,
+						      .nelem = job->keys[k].nelem};
 	/* the wire token is 64 bits: the first 16 hex digits of the job's token */
 	for (int i = 0; i < 16; i++) {
 		char ch = job->token[i];
 
 		token = token << 4 | (uint64_t)(ch <= '9' ? ch - '0' : (ch | 0x20) - 'a' + 10);
 	}
-	jc.dtype = job->dtype;
 	a->stage_job = (struct sg_dp_job_conf){
-		.id = a->next_id, .nworkers = job->n_workers, .token = token, .dtype = job->dtype,
-		.mode = job->mode == SG_CTL_MODE_ASYNC ? SG_DP_MODE_ASYNC : SG_DP_MODE_SYNC,
-		.partition_bytes = job->partition_bytes,
-		.chunk_bytes = RTE_MIN(sg_dp_job_chunk_bytes(c, &jc), engine_max_payload(a->p)),
-		.keys = a->stage_keys, .nkeys = (uint32_t)n_keys,
+		.id = id, .nworkers = job->n_workers, .token = token, .dtype = job->dtype,
+		.mode = job->mode, .partition_bytes = job->partition_bytes,
+		.chunk_bytes = job->chunk_bytes ? job->chunk_bytes : max_chunk,
+		.keys = job->open ? NULL : a->stage_keys, .nkeys = job->open ? 0 : job->n_keys,
+		.open = job->open, .slots = job->open ? (job->slots ?: SG_OPEN_SLOTS_DEFAULT) : 0,
 	};
-	for (unsigned int i = 0; i < a->p->n_lc && rc == 0; i++)
+	/* a node the placement gave no key keeps the job (listed, destroyed) but no engine does;
+	 * an open job is on every engine: its keys go where the keymap sends their pushes */
+	for (unsigned int i = 0; i < a->p->n_lc && rc == 0 && (job->n_keys > 0 || job->open); i++)
 		if (a->p->lc[i].eng != NULL)
 			rc = lcore_call(a, i, SG_DP_MSG_JOB_ADD, (uint64_t)(uintptr_t)&a->stage_job);
 	if (rc < 0) {
 		/* a reducer that did not answer may still read the keys later: let them leak */
 		if (rc == -ETIMEDOUT)
 			a->stage_keys = NULL;
-		job_remove_all(a, a->next_id);
+		job_remove_all(a, id);
 		snprintf(reason, SG_CTL_REASON_MAX, "a reducer refused the job: %s", strerror(-rc));
 		return rc;
 	}
-	*aj = (struct agent_job){.used = true, .id = a->next_id, .workers = job->n_workers,
+	*aj = (struct agent_job){.used = true, .id = id, .workers = job->n_workers,
 				 .dtype = job->dtype, .mode = job->mode,
 				 .partition_bytes = job->partition_bytes,
-				 .n_tensors = job->n_tensors, .n_keys = (uint32_t)n_keys,
+				 .n_tensors = job->n_tensors, .n_keys = job->n_keys,
+				 .n_nodes = job->n_nodes ? job->n_nodes : 1,
 				 .chunk_bytes = a->stage_job.chunk_bytes,
-				 .nelem = calloc(n_keys, sizeof(uint32_t))};
-	for (k = 0; aj->nelem && k < n_keys; k++)
-		aj->nelem[k] = a->stage_keys[k].nelem;
-	job->id = a->next_id++;
-	SG_DP_LOG(INFO, "job %u created by the control plane: %u workers, %s, %" PRIu64
-		  " partitions\n", job->id, job->n_workers, sg_dtype_name(job->dtype), n_keys);
+				 .keys = malloc((job->n_keys ? job->n_keys : 1) * sizeof(struct sg_dp_key)),
+				 .open = job->open, .slots = a->stage_job.slots, .token = token};
+	if (aj->keys != NULL)
+		memcpy(aj->keys, a->stage_keys, job->n_keys * sizeof(struct sg_dp_key));
+	job->id = id;
+	job->chunk_bytes = aj->chunk_bytes;
+	job->slots = aj->slots;
+	job->slots_budget = (uint64_t)aj->slots * engines(a->p);
+	if (job->open)
+		SG_DP_LOG(INFO, "job %u created by the control plane: open (its pushes make its "
+			  "keys), %u workers, %s, %s, %u chunk slots on each of %u reducer(s), "
+			  "%u-byte chunks\n", id, job->n_workers, sg_dtype_name(job->dtype),
+			  sg_mode_name(job->mode), aj->slots, engines(a->p), aj->chunk_bytes);
+	else
+		SG_DP_LOG(INFO, "job %u created by the control plane: %u workers, %s, %s, %u of its "
+			  "partitions here (%u node(s)), %u-byte chunks\n", id, job->n_workers,
+			  sg_dtype_name(job->dtype), sg_mode_name(job->mode), job->n_keys,
+			  aj->n_nodes, aj->chunk_bytes);
 	return 0;
 }
 
@@ -556,7 +681,9 @@ static int op_job_list(void *arg, struct sg_ctl_job *out, unsigned int cap)
 			continue;
 		out[n] = (struct sg_ctl_job){.id = j->id, .n_workers = j->workers, .dtype = j->dtype,
 					     .mode = j->mode, .partition_bytes = j->partition_bytes,
-					     .n_tensors = j->n_tensors};
+					     .n_tensors = j->n_tensors, .chunk_bytes = j->chunk_bytes,
+					     .n_keys = j->n_keys, .n_nodes = j->n_nodes,
+					     .open = j->open, .slots = j->slots};
 		for (int k = 0; k < nj; k++)
 			if (t.ids[k] == j->id) {
 				out[n].rounds_completed = t.st[k].rounds_completed;
@@ -564,6 +691,11 @@ static int op_job_list(void *arg, struct sg_ctl_job *out, unsigned int cap)
 				out[n].incomplete = t.st[k].incomplete_slots;
 				out[n].nacks = t.st[k].nacks_sent;
 				out[n].drops = t.st[k].drops;
+				out[n].slots_used = t.st[k].slots_used;
+				out[n].slots_budget = t.st[k].slots;
+				/* an open job's keys: made by its pushes, on the reducers they reach */
+				if (j->open)
+					out[n].n_keys = (uint32_t)t.st[k].keys;
 			}
 		n++;
 	}
@@ -585,17 +717,11 @@ static int op_job_destroy(void *arg, uint32_t id)
 		return -EBUSY;
 	}
 	job_remove_all(a, id);
-	free(j->nelem);
-	j->nelem = NULL;
+	free(j->keys);
+	j->keys = NULL;
 	j->used = false;
 	SG_DP_LOG(INFO, "job %u destroyed by the control plane\n", id);
 	return 0;
-}
-
-static enum sg_ctl_role ctl_role(enum sg_dp_role r)
-{
-	return r == SG_DP_ROLE_IO ? SG_CTL_ROLE_IO :
-	       r == SG_DP_ROLE_REDUCE ? SG_CTL_ROLE_REDUCER : SG_CTL_ROLE_RTC;
 }
 
 static int op_lcores(void *arg, struct sg_ctl_lcore_stats *out, unsigned int cap)
@@ -613,8 +739,8 @@ static int op_lcores(void *arg, struct sg_ctl_lcore_stats *out, unsigned int cap
 
 		sg_dp_pipeline_lcore_stats(p, i, &st);
 		*o = (struct sg_ctl_lcore_stats){
-			.lcore = st.lcore, .role = ctl_role(st.role), .numa = st.socket,
-			.idle = st.idle == SG_DP_IDLE_SLEEP ? SG_CTL_IDLE_SLEEP : SG_CTL_IDLE_POLL,
+			.lcore = st.lcore, .role = st.role, .numa = st.socket,
+			.idle = st.idle,
 			.busy_cycles = st.busy_cycles, .idle_cycles = st.idle_cycles,
 			.packets = st.rx_pkts + st.handoff_pkts, .bytes_summed = st.bytes_summed};
 		o->drops = sg_dp_lcore_drops(&st, NULL);
@@ -646,7 +772,47 @@ static void move_free(struct sg_dp_move *mv)
 		return;
 	rte_hash_free(mv->chunks);
 	free(mv->ch);
+	free(mv->open);
 	free(mv);
+}
+
+/* Chunks of open jobs a move may meet beyond the slots their keys take now: new keys. */
+#define MOVE_OPEN_HEADROOM 65536u
+
+/*
+ * The open jobs @p mv tracks, and room for their chunks: what their keys take on the
+ * node now, and MOVE_OPEN_HEADROOM more, at most each job's budget on one engine.
+ * @return the room, or -ENOMEM.
+ */
+static int64_t move_open_jobs(struct sg_dp_agent *a, struct sg_dp_move *mv)
+{
+	struct sg_dp_jobs_table t = {0};
+	uint64_t room = 0;
+	unsigned int n = 0;
+	int nj = -1;
+
+	for (unsigned int i = 0; i < a->max_jobs; i++)
+		n += a->jobs[i].used && a->jobs[i].open;
+	if (n == 0)
+		return 0;
+	mv->open = calloc(n, sizeof(*mv->open));
+	if (mv->open == NULL)
+		return -ENOMEM;
+	nj = sg_dp_pipeline_jobs_stats(a->p, &t);
+	for (unsigned int i = 0; i < a->max_jobs; i++) {
+		const struct agent_job *j = &a->jobs[i];
+		uint64_t used = 0;
+
+		if (!j->used || !j->open)
+			continue;
+		for (int k = 0; k < nj; k++)
+			if (t.ids[k] == j->id)
+				used = t.st[k].slots_used;
+		mv->open[mv->n_open++] = (struct sg_dp_move_open){.job = j->id, .token = j->token};
+		room += RTE_MIN(used + MOVE_OPEN_HEADROOM, (uint64_t)j->slots);
+	}
+	sg_dp_jobs_table_free(&t);
+	return (int64_t)RTE_MIN(room, (uint64_t)1 << 24);
 }
 
 /* Add the chunks of every job's keys in @p mv's moving buckets to its table. */
@@ -657,16 +823,16 @@ static int move_fill(struct sg_dp_agent *a, struct sg_dp_move *mv, bool count_on
 	for (unsigned int i = 0; i < a->max_jobs; i++) {
 		const struct agent_job *j = &a->jobs[i];
 
-		if (!j->used || j->nelem == NULL)
+		if (!j->used || j->keys == NULL)
 			continue;
 		for (uint32_t k = 0; k < j->n_keys; k++) {
-			uint32_t nch;
+			uint32_t nch, id = j->keys[k].id;
 
-			if (mv->phase[sg_dp_bucket_of(j->id, k)] != 1)
+			if (mv->phase[sg_dp_bucket_of(j->id, id)] != 1)
 				continue;
-			nch = sg_dp_chunk_count(j->nelem[k], j->dtype, j->chunk_bytes);
+			nch = sg_dp_chunk_count(j->keys[k].nelem, j->dtype, j->chunk_bytes);
 			for (uint32_t c = 0; c < nch; c++, n++) {
-				struct sg_dp_move_key key = {.job = j->id, .key = k, .chunk = c};
+				struct sg_dp_move_key key = {.job = j->id, .key = id, .chunk = c};
 
 				if (!count_only &&
 				    rte_hash_add_key_data(mv->chunks, &key, (void *)(uintptr_t)n) < 0)
@@ -688,6 +854,7 @@ static struct sg_dp_move *move_build(struct sg_dp_agent *a, unsigned int r, cons
 					 .hash_func = rte_jhash, .socket_id = p->red[r]->socket};
 	uint64_t now = sg_dp_now_ns(p, rte_rdtsc()), slot = (uint64_t)p->cfg.timeout_ms * 1000000;
 	char name[RTE_HASH_NAMESIZE];
+	int64_t open_room;
 	bool any = false;
 
 	*rc = 0;
@@ -709,9 +876,13 @@ static struct sg_dp_move *move_build(struct sg_dp_agent *a, unsigned int r, cons
 		}
 	}
 	move_fill(a, mv, true);
+	open_room = move_open_jobs(a, mv);
+	if (open_room < 0)
+		goto nomem;
+	mv->cap = mv->n_chunks + (uint32_t)open_room;
 	snprintf(name, sizeof(name), "sg_mv%u_%u", a->n_moves++, (unsigned int)getpid());
 	hp.name = name;
-	hp.entries = RTE_MAX(mv->n_chunks, 8u);
+	hp.entries = RTE_MAX(mv->cap, 8u);
 	mv->chunks = rte_hash_create(&hp);
 	mv->ch = calloc(hp.entries, sizeof(*mv->ch));
 	if (mv->chunks == NULL || mv->ch == NULL || move_fill(a, mv, false) < 0)
@@ -768,7 +939,7 @@ static int keymap_change(struct sg_dp_agent *a, const uint16_t *want, char *reas
 	if (refuse_during_move(a, reason))
 		return -EBUSY;
 	for (unsigned int i = 0; i < a->max_jobs; i++)
-		if (a->jobs[i].used && a->jobs[i].mode == SG_CTL_MODE_ASYNC) {
+		if (a->jobs[i].used && a->jobs[i].mode == SG_MODE_ASYNC) {
 			snprintf(reason, SG_CTL_REASON_MAX, "job %u is async: its stores live in their "
 				 "reducers for the job's lifetime, so no key moves while it exists",
 				 a->jobs[i].id);
@@ -815,13 +986,12 @@ static int op_layout_get(void *arg, struct sg_ctl_layout *out)
 	memset(out, 0, sizeof(*out));
 	for (unsigned int i = 0; i < p->n_lc && i < SG_CTL_MAX_LCORES; i++) {
 		const struct sg_dp_lcore *lc = &p->lc[i];
-		bool rx = (lc->role & SG_DP_ROLE_IO) != 0;
+		bool rx = (lc->role & SG_ROLE_IO) != 0;
 
 		out->lcores[out->n_lcores].lcore = lc->lcore_id;
-		out->lcores[out->n_lcores].role = ctl_role(lc->role);
+		out->lcores[out->n_lcores].role = lc->role;
 		out->lcores[out->n_lcores].numa = lc->socket;
-		out->lcores[out->n_lcores].idle =
-			lc->st.idle == SG_DP_IDLE_SLEEP ? SG_CTL_IDLE_SLEEP : SG_CTL_IDLE_POLL;
+		out->lcores[out->n_lcores].idle = lc->st.idle;
 		out->lcores[out->n_lcores].port = rx ? lc->rx_port : -1;
 		out->lcores[out->n_lcores].queue = rx ? lc->rx_queue : -1;
 		out->n_lcores++;
@@ -942,7 +1112,7 @@ static int op_verbs_info(void *arg, struct sg_ctl_verbs_info *out, char *reason)
 	out->rc_max_conns = vi.rc_max_conns;
 	for (unsigned int i = 0; i < vi.n_lcores && i < SG_CTL_MAX_LCORES; i++) {
 		out->lcores[i].lcore = vi.lcores[i].lcore;
-		out->lcores[i].role = ctl_role(vi.lcores[i].role);
+		out->lcores[i].role = vi.lcores[i].role;
 		out->lcores[i].qpn = vi.lcores[i].qpn;
 		out->n_lcores++;
 	}
@@ -1054,7 +1224,7 @@ static void *hb_main(void *arg)
 		ac = a->ac;
 		pthread_mutex_unlock(&a->hb_lock);
 		snprintf(params, sizeof(params), "{\"name\":\"%s\",\"kind\":\"%s\",\"gbps\":%.3f}",
-			 ac.name, sg_ctl_node_kind_name(ac.kind), ac.gbps);
+			 ac.name, sg_node_kind_name(ac.kind), ac.gbps);
 		next = rte_rdtsc() + hz * ac.heartbeat_ms / 1000;
 		if (cli != NULL && strcmp(target, ac.coordinator) != 0) {
 			sg_ctl_client_close(cli);
@@ -1113,7 +1283,7 @@ int sg_dp_agent_reload(struct sg_dp_agent *a, const struct sg_dp_agent_conf *ac,
 			fprintf(report, "sigmad: SIGHUP: [control] name now %s\n", nc.name);
 		if (nc.kind != a->ac.kind)
 			fprintf(report, "sigmad: SIGHUP: [control] kind now %s\n",
-				sg_ctl_node_kind_name(nc.kind));
+				sg_node_kind_name(nc.kind));
 		if (nc.gbps != a->ac.gbps)
 			fprintf(report, "sigmad: SIGHUP: [control] gbps now %.3f\n", nc.gbps);
 		if (nc.heartbeat_ms != a->ac.heartbeat_ms)
@@ -1167,14 +1337,19 @@ struct sg_dp_agent *sg_dp_agent_start(struct sg_dp_pipeline *p,
 
 		a->jobs[j] = (struct agent_job){.used = true, .id = jc->id, .workers = jc->workers,
 						.dtype = jc->dtype,
-						.mode = jc->mode == SG_DP_MODE_ASYNC ?
-							SG_CTL_MODE_ASYNC : SG_CTL_MODE_SYNC,
+						.mode = jc->mode,
 						.partition_bytes = jc->partition_bytes,
-						.n_tensors = 1, .n_keys = jc->keys,
+						.n_tensors = 1, .n_keys = jc->keys, .n_nodes = 1,
 						.chunk_bytes = sg_dp_job_chunk_bytes(c, jc),
-						.nelem = calloc(jc->keys, sizeof(uint32_t))};
-		for (uint32_t k = 0; a->jobs[j].nelem && k < jc->keys; k++)
-			a->jobs[j].nelem[k] = jc->partition_bytes / (uint32_t)sg_dtype_size(jc->dtype);
+						.keys = calloc(jc->keys, sizeof(struct sg_dp_key)),
+						.open = jc->open_slots != 0, .slots = jc->open_slots,
+						.token = jc->token};
+		if (a->jobs[j].open)
+			a->jobs[j].n_keys = 0; /* the engines make them */
+		/* keys 0..K-1: the partitions of tensor 0 in libsigma's numbering */
+		for (uint32_t k = 0; a->jobs[j].keys && k < a->jobs[j].n_keys; k++)
+			a->jobs[j].keys[k] = (struct sg_dp_key){
+				.id = k, .nelem = jc->partition_bytes / (uint32_t)sg_dtype_size(jc->dtype)};
 		a->next_id = RTE_MAX(a->next_id, jc->id);
 	}
 	for (unsigned int b = 0; b < SG_DP_BUCKETS; b++)
@@ -1189,7 +1364,7 @@ struct sg_dp_agent *sg_dp_agent_start(struct sg_dp_pipeline *p,
 		sg_dp_seterr(err, errlen, "control server: %s (check [control] listen, unix and "
 			     "metrics)", strerror(e));
 		for (unsigned int i = 0; i < a->max_jobs; i++)
-			free(a->jobs[i].nelem);
+			free(a->jobs[i].keys);
 		free(a->jobs);
 		free(a);
 		errno = e;
@@ -1218,7 +1393,7 @@ void sg_dp_agent_stop(struct sg_dp_agent *a)
 		if (a->mv[r] != NULL && lcore_call(a, a->p->red[r]->idx, SG_DP_MSG_MOVE_SET, 0) == 0)
 			move_free(a->mv[r]);
 	for (unsigned int i = 0; i < a->max_jobs; i++)
-		free(a->jobs[i].nelem);
+		free(a->jobs[i].keys);
 	free(a->jobs);
 	free(a->stage_keys);
 	pthread_mutex_destroy(&a->hb_lock);
@@ -1250,9 +1425,9 @@ static int agent_key(struct sg_dp_agent_conf *ac, const char *k, const char *v, 
 			goto bad;
 		snprintf(ac->name, sizeof(ac->name), "%s", v);
 	} else if (!strcmp(k, "kind")) {
-		enum sg_ctl_node_kind kind;
+		enum sg_node_kind kind;
 
-		if (sg_ctl_node_kind_from_name(v, &kind) < 0)
+		if (sg_node_kind_from_name(v, &kind) < 0)
 			goto bad;
 		ac->kind = kind;
 	} else if (!strcmp(k, "gbps")) {
@@ -1301,7 +1476,7 @@ int sg_dp_agent_conf_load(struct rte_cfgfile *cf, struct sg_dp_agent_conf *ac,
 	int rc;
 
 	memset(ac, 0, sizeof(*ac));
-	ac->kind = SG_CTL_NODE_CPU;
+	ac->kind = SG_NODE_CPU;
 	rc = sg_ctl_config_load_ext(cf, "control", sc, store, &hook, err, errlen);
 	if (rc == 0 && ac->coordinator[0] && sg_ctl_target_is_tcp(ac->coordinator) &&
 	    sc->secret == NULL) {

@@ -109,7 +109,7 @@ struct word {
 static const struct word bool_words[] = {
 	{"yes", 1}, {"on", 1}, {"true", 1}, {"1", 1}, {"no", 0}, {"off", 0}, {"false", 0}, {"0", 0},
 };
-static const struct word idle_words[] = {{"busy", SG_DP_IDLE_BUSY}, {"sleep", SG_DP_IDLE_SLEEP}};
+static const struct word idle_words[] = {{"busy", SG_IDLE_POLL}, {"sleep", SG_IDLE_SLEEP}};
 static const struct word steer_words[] = {
 	{"auto", SG_DP_STEER_AUTO}, {"flow", SG_DP_STEER_FLOW}, {"off", SG_DP_STEER_OFF},
 };
@@ -163,7 +163,7 @@ static int parse_log_level(const char *s, unsigned int *lvl)
  * Layout syntax.
  */
 
-void sg_dp_layout_clear(struct sg_dp_config *c, enum sg_dp_role role)
+void sg_dp_layout_clear(struct sg_dp_config *c, enum sg_role role)
 {
 	unsigned int j = 0;
 
@@ -173,12 +173,12 @@ void sg_dp_layout_clear(struct sg_dp_config *c, enum sg_dp_role role)
 	c->n_lcores = j;
 }
 
-const char *sg_dp_role_name(enum sg_dp_role r)
+const char *sg_dp_role_name(enum sg_role r)
 {
-	return r == SG_DP_ROLE_IO ? "io" : r == SG_DP_ROLE_REDUCE ? "reduce" : "rtc";
+	return r == SG_ROLE_IO ? "io" : r == SG_ROLE_REDUCE ? "reduce" : "rtc";
 }
 
-static int layout_add(struct sg_dp_config *c, enum sg_dp_role role, unsigned long lcore,
+static int layout_add(struct sg_dp_config *c, enum sg_role role, unsigned long lcore,
 		      unsigned long port, unsigned long queue, char *err, size_t errlen)
 {
 	if (c->n_lcores >= SG_DP_MAX_LAYOUT) {
@@ -227,7 +227,7 @@ int sg_dp_lcore_list_parse(const char *spec, bool *mask, char *err, size_t errle
 	/* the reduce list's parser, so that both lists have one syntax */
 	if (tmp == NULL)
 		return -ENOMEM;
-	rc = sg_dp_layout_parse(tmp, SG_DP_ROLE_REDUCE, spec, err, errlen);
+	rc = sg_dp_layout_parse(tmp, SG_ROLE_REDUCE, spec, err, errlen);
 	if (rc == 0) {
 		memset(mask, 0, sizeof(bool) * 1024);
 		for (unsigned int i = 0; i < tmp->n_lcores; i++)
@@ -237,7 +237,7 @@ int sg_dp_lcore_list_parse(const char *spec, bool *mask, char *err, size_t errle
 	return rc;
 }
 
-int sg_dp_layout_parse(struct sg_dp_config *c, enum sg_dp_role role, const char *spec, char *err,
+int sg_dp_layout_parse(struct sg_dp_config *c, enum sg_role role, const char *spec, char *err,
 		       size_t errlen)
 {
 	const char *p = spec;
@@ -248,7 +248,7 @@ int sg_dp_layout_parse(struct sg_dp_config *c, enum sg_dp_role role, const char 
 		return -EINVAL;
 	}
 	while (*p) {
-		if (role == SG_DP_ROLE_REDUCE) {
+		if (role == SG_ROLE_REDUCE) {
 			unsigned long lo, hi;
 
 			if (parse_ulong_tok(&p, &lo) < 0)
@@ -290,7 +290,7 @@ int sg_dp_layout_parse(struct sg_dp_config *c, enum sg_dp_role role, const char 
 	return 0;
 bad:
 	sg_dp_seterr(err, errlen, "layout %s: cannot parse \"%s\" near \"%.16s\": expected %s",
-	       sg_dp_role_name(role), spec, p, role == SG_DP_ROLE_REDUCE ?
+	       sg_dp_role_name(role), spec, p, role == SG_ROLE_REDUCE ?
 	       "lcore[,lcore|a-b...], e.g. \"2,3\" or \"2-3\"" :
 	       "(port,queue,lcore)[,...], e.g. \"(0,0,1),(0,1,2)\"");
 	return -EINVAL;
@@ -308,7 +308,7 @@ struct key_def {
 	enum key_kind kind;
 	size_t off;
 	uint64_t lo, hi;
-	enum sg_dp_role role;
+	enum sg_role role;
 	const struct word *words; /* K_WORD, K_BOOL: the accepted words */
 	size_t n_words;
 };
@@ -322,9 +322,9 @@ static const struct key_def keys[] = {
 	{"net", "udp_checksum", K_BOOL, OFF(udp_checksum), 0, 0, 0, WORDS(bool_words)},
 	{"net", "mac", K_MAC, OFF(mac_override), 0, 0, 0},
 	{"net", "steer", K_WORD, OFF(steer), 0, 0, 0, WORDS(steer_words)},
-	{"layout", "io", K_LAYOUT, 0, 0, 0, SG_DP_ROLE_IO},
-	{"layout", "reduce", K_LAYOUT, 0, 0, 0, SG_DP_ROLE_REDUCE},
-	{"layout", "rtc", K_LAYOUT, 0, 0, 0, SG_DP_ROLE_RTC},
+	{"layout", "io", K_LAYOUT, 0, 0, 0, SG_ROLE_IO},
+	{"layout", "reduce", K_LAYOUT, 0, 0, 0, SG_ROLE_REDUCE},
+	{"layout", "rtc", K_LAYOUT, 0, 0, 0, SG_ROLE_RTC},
 	{"resources", "burst", K_UINT, OFF(burst), 1, 512, 0},
 	{"resources", "ring_size", K_UINT, OFF(ring_size), 64, 1u << 20, 0},
 	{"resources", "mbufs", K_UINT, OFF(mbufs), 1024, 1u << 22, 0},
@@ -369,7 +369,7 @@ static int apply_key(struct sg_dp_config *c, const struct key_def *k, const char
 		return rc;
 	case K_WORD:
 		/* the fields are unsigned int or an enum of unsigned int's size */
-		RTE_BUILD_BUG_ON(sizeof(enum sg_dp_idle) != sizeof(unsigned int));
+		RTE_BUILD_BUG_ON(sizeof(enum sg_idle) != sizeof(unsigned int));
 		if ((rc = parse_word(val, k->words, k->n_words, &w, what, err, errlen)) == 0)
 			*(unsigned int *)f = w;
 		return rc;
@@ -416,7 +416,7 @@ static int apply_job(struct sg_dp_config *c, const char *sec, const char *name, 
 	uint64_t id, v;
 	struct sg_dp_job_cfg *j = NULL;
 	enum sg_dtype dt;
-	enum sg_dp_mode mode;
+	enum sg_mode mode;
 	int rc = -EINVAL;
 
 	if (sg_dp_parse_u64(sec + 4, 1, UINT32_MAX, &id) < 0) {
@@ -434,7 +434,7 @@ static int apply_job(struct sg_dp_config *c, const char *sec, const char *name, 
 		}
 		j = &c->jobs[c->n_jobs++];
 		*j = (struct sg_dp_job_cfg){.id = (uint32_t)id, .workers = 1, .dtype = SG_DTYPE_FP32,
-					    .keys = 1, .partition_bytes = SG_DP_PARTITION_DEFAULT};
+					    .keys = 1, .partition_bytes = SG_PARTITION_BYTES_DEFAULT};
 	}
 	if (!strcmp(name, "workers")) {
 		if ((rc = sg_dp_parse_u64(val, 1, 64, &v)) == 0)
@@ -445,13 +445,13 @@ static int apply_job(struct sg_dp_config *c, const char *sec, const char *name, 
 		if ((rc = sg_dtype_from_name(val, &dt)) == 0)
 			j->dtype = dt;
 	} else if (!strcmp(name, "mode")) {
-		if ((rc = sg_dp_mode_from_name(val, &mode)) == 0)
+		if ((rc = sg_mode_from_name(val, &mode)) == 0)
 			j->mode = mode;
 	} else if (!strcmp(name, "keys")) {
 		if ((rc = sg_dp_parse_u64(val, 1, 1u << 20, &v)) == 0)
 			j->keys = (uint32_t)v;
 	} else if (!strcmp(name, "chunk_bytes")) {
-		if ((rc = sg_dp_parse_u64(val, 0, SG_DP_MAX_CHUNK_BYTES, &v)) == 0 && v % 8 != 0)
+		if ((rc = sg_dp_parse_u64(val, 0, SG_MAX_CHUNK_BYTES, &v)) == 0 && v % 8 != 0)
 			rc = -EINVAL;
 		if (rc == 0)
 			j->chunk_bytes = (uint32_t)v;
@@ -948,8 +948,8 @@ int sg_dp_config_parse_args(struct sg_dp_config *c, int argc, char **argv, char 
 		case OPT_IO:
 		case OPT_REDUCE:
 		case OPT_RTC: {
-			enum sg_dp_role r = opt == OPT_IO ? SG_DP_ROLE_IO :
-					    opt == OPT_REDUCE ? SG_DP_ROLE_REDUCE : SG_DP_ROLE_RTC;
+			enum sg_role r = opt == OPT_IO ? SG_ROLE_IO :
+					    opt == OPT_REDUCE ? SG_ROLE_REDUCE : SG_ROLE_RTC;
 			/* the first layout option replaces the config's whole layout */
 			if (!layout_from_cli) {
 				c->n_lcores = 0;
@@ -1053,8 +1053,8 @@ int sg_dp_layout_check(const struct sg_dp_config *c, const struct sg_dp_topology
 	for (unsigned int i = 0; i < c->n_lcores; i++) {
 		const struct sg_dp_lcore_cfg *a = &c->lcores[i];
 
-		nred += (a->role & SG_DP_ROLE_REDUCE) != 0;
-		nrx += (a->role & SG_DP_ROLE_IO) != 0;
+		nred += (a->role & SG_ROLE_REDUCE) != 0;
+		nrx += (a->role & SG_ROLE_IO) != 0;
 		if (a->lcore >= RTE_DIM(t->lcore_enabled) || !t->lcore_enabled[a->lcore]) {
 			sg_dp_seterr(err, errlen, "layout %s: lcore %u is not enabled by EAL: add it to "
 			       "EAL's -l/--lcores list, or pick an enabled lcore",
@@ -1074,12 +1074,12 @@ int sg_dp_layout_check(const struct sg_dp_config *c, const struct sg_dp_topology
 				sg_dp_seterr(err, errlen, "layout: lcore %u has two roles (%s and %s): an "
 				       "lcore has one role; %s", a->lcore,
 				       sg_dp_role_name(c->lcores[j].role), sg_dp_role_name(a->role),
-				       same && a->role != SG_DP_ROLE_REDUCE ?
+				       same && a->role != SG_ROLE_REDUCE ?
 				       "to poll two queues, give each its own lcore" :
 				       "to receive and reduce on one lcore, list it once in rtc");
 				return -EINVAL;
 			}
-		if (a->role & SG_DP_ROLE_IO) {
+		if (a->role & SG_ROLE_IO) {
 			if (a->port >= t->n_ports) {
 				sg_dp_seterr(err, errlen, "layout %s: port %u does not exist (%u port%s: "
 				       "add a --vdev or a PCI device to EAL)", sg_dp_role_name(a->role),
@@ -1132,7 +1132,7 @@ int sg_dp_layout_check(const struct sg_dp_config *c, const struct sg_dp_topology
 
 		for (unsigned int p = 0; p < t->n_ports; p++) {
 			int pn = t->port_node[p];
-			bool serves = (a->role & SG_DP_ROLE_REDUCE) || a->port == p;
+			bool serves = (a->role & SG_ROLE_REDUCE) || a->port == p;
 
 			if (!serves || nq[p] == 0 || pn < 0 || pn == ln)
 				continue;

@@ -9,6 +9,13 @@
  * direct-indexed slot array: slot = key's first slot + chunk index.
  * Accumulators come from one sg_sum_pool per engine.
  *
+ * An open job reserves its tables at add_job for its slot budget (as many
+ * keys as slots, the hash at twice that) and fills them as pushes create
+ * keys: a new key takes the next nchunks slots. Keys are never removed, so
+ * their slot ranges stay in creation order, as a fixed job's do. Each key
+ * carries its own dtype (a job of dtype any takes each key's from its first
+ * push), so the hot path reads the element type from the key, not the job.
+ *
  * Every collecting slot is on its job's "active" list in the order it opened
  * (that is, by start time), so the timeout scan stops at the first young
  * slot. Every finished slot that still holds its result is on the job's
@@ -42,6 +49,12 @@ RTE_LOG_REGISTER(sg_dp_engine_logtype, sigma.dataplane, INFO);
 #define MAX_MAX_JOBS 1024u
 #define DEF_SLOT_TIMEOUT_NS 1000000000ull
 #define DEF_SHADOW_HOLD_NS 100000000ull
+/*
+ * ERROR MISMATCH/STALE replies per job and period: enough for a worker to learn
+ * at once why its pushes fail; a flood (which needs the job's token) gets few.
+ */
+#define REFUSE_MAX 32
+#define REFUSE_NS 100000000ull
 /* Slot-timeout reports logged per poll call; the rest are summed up in one line. */
 #define LOG_PER_POLL 4
 
@@ -76,11 +89,19 @@ struct slot {
 };
 _Static_assert(sizeof(struct slot) == 56, "docs/dataplane-engine.md: 56 bytes per slot");
 
+/* A last chunk whose length a new key of an open job has not learnt: no push's nelem. */
+#define LAST_UNKNOWN UINT32_MAX
+
 struct key_ent {
 	uint32_t id;
-	uint32_t nelem;
+	/* elements of the last chunk; LAST_UNKNOWN for a new key of an open job until its last
+	 * chunk's first push (the parser bounds nelem by the payload: it never matches) */
+	uint32_t last;
 	uint32_t nchunks;
-	uint32_t base; /* index of chunk 0's slot */
+	uint32_t base;	      /* index of chunk 0's slot */
+	uint32_t chunk_elems; /* elements of a full chunk: chunk_bytes / esz */
+	uint8_t dtype;	      /* the key's element type (the job's, unless the job's is any) */
+	uint8_t esz;	      /* its size in bytes */
 };
 
 struct list {
@@ -92,17 +113,19 @@ struct job {
 	uint32_t n;
 	uint64_t token;
 	uint64_t full; /* bitmap with all N ranks */
-	enum sg_dtype dtype;
-	enum sg_dp_mode mode;
+	enum sg_dtype dtype;  /* SG_DTYPE_ANY: an open job whose keys each have their own */
+	enum sg_mode mode;
 	unsigned int sum_flags;
-	uint32_t esz;         /* bytes per element on the wire */
 	uint32_t chunk_bytes; /* payload bytes of a full chunk */
-	uint32_t chunk_elems;
+	uint32_t part;	      /* partition_bytes: an open job's largest key */
+	bool open;	      /* keys are made by their first push */
 	uint32_t nkeys;
+	uint32_t max_keys;    /* room in keys (an open job's: its slot budget) */
 	struct key_ent *keys;
 	uint32_t *khash; /* key index + 1; 0 = empty */
 	uint32_t kmask;
-	uint32_t nslots;
+	uint32_t nslots;     /* slots allocated: a fixed job's chunks, an open job's budget */
+	uint32_t slots_used; /* ... of which keys hold (a fixed job: all) */
 	struct slot *slots;
 	uint64_t *peer; /* last address each rank pushed from */
 	uint32_t max_inflight;
@@ -111,6 +134,8 @@ struct job {
 	void **stage;      /* deterministic: [ifl * n + rank] held pushes */
 	uint32_t *around;  /* async: [slot * n + rank] last round pushed */
 	struct list active, done;
+	uint64_t refuse_t0; /* refusals (ERROR MISMATCH/STALE): start of the current period */
+	uint32_t refuse_n;  /* ... and how many were sent in it */
 	struct sg_dp_job_stats st;
 };
 
@@ -125,7 +150,7 @@ struct sg_dp_engine {
 	struct job *last; /* cache of the last job looked up */
 	bool multi;       /* tx has the fan-out pair */
 	struct sg_dp_stats st;
-	struct sg_dp_tx_dest fan[SG_DP_MAX_WORKERS]; /* scratch for one fanned-out RESULT */
+	struct sg_dp_tx_dest fan[SG_MAX_WORKERS]; /* scratch for one fanned-out RESULT */
 	/* sg_dp_engine_jobs_snapshot(): max_jobs entries, allocated at create */
 	uint32_t snap_n;
 	uint32_t *snap_ids;
@@ -212,7 +237,7 @@ static struct job *job_find(struct sg_dp_engine *e, uint32_t id)
 	return NULL;
 }
 
-static const struct key_ent *key_find(const struct job *j, uint32_t id)
+static struct key_ent *key_find(const struct job *j, uint32_t id)
 {
 	for (uint32_t h = hash32(id) & j->kmask;; h = (h + 1) & j->kmask) {
 		uint32_t v = j->khash[h];
@@ -224,11 +249,10 @@ static const struct key_ent *key_find(const struct job *j, uint32_t id)
 	}
 }
 
-static uint32_t chunk_nelem(const struct job *j, const struct key_ent *k, uint32_t c)
+/* Elements of chunk @p c (LAST_UNKNOWN: the last chunk of a new open key, not learnt yet). */
+static inline uint32_t chunk_nelem(const struct key_ent *k, uint32_t c)
 {
-	uint32_t first = c * j->chunk_elems;
-
-	return RTE_MIN(k->nelem - first, j->chunk_elems);
+	return c + 1 == k->nchunks ? k->last : k->chunk_elems;
 }
 
 /* ---- checksums left to the engine (sg_dp_engine_rx_csum()) ----------- */
@@ -275,7 +299,7 @@ static void reply_msg(struct sg_dp_msg *m, const struct job *j, const struct key
 		      uint32_t chunk, uint32_t round)
 {
 	memset(m, 0, sizeof(*m));
-	m->dtype = (uint8_t)j->dtype;
+	m->dtype = k->dtype;
 	m->job = j->id;
 	m->token = j->token;
 	m->key = k->id;
@@ -315,18 +339,18 @@ static void emit_small(struct sg_dp_engine *e, struct job *j, struct sg_dp_msg *
  * A RESULT's elements: narrowed from accumulator @p acc into @p buf (after its
  * header), with their checksum for a transport that asked (tx.payload_csum).
  */
-static void result_fill(struct sg_dp_engine *e, const struct job *j, void *pkt, uint8_t *buf,
-			const void *acc, uint32_t nelem)
+static void result_fill(struct sg_dp_engine *e, const struct job *j, enum sg_dtype dt, void *pkt,
+			uint8_t *buf, const void *acc, uint32_t nelem)
 {
 	uint8_t *d = buf + SG_DP_HDR_LEN;
 
 	/* Narrows fp32 accumulators of fp16/bf16 straight into the packet. */
 	if (e->conf.tx.payload_csum == NULL)
-		sg_sum_acc_final_unchecked(j->dtype, j->sum_flags, d, acc, nelem);
+		sg_sum_acc_final_unchecked(dt, j->sum_flags, d, acc, nelem);
 	else
 		e->conf.tx.payload_csum(e->conf.tx.ctx, pkt,
-					sg_sum_acc_final_csum_unchecked(j->dtype, j->sum_flags, d,
-									acc, nelem));
+					sg_sum_acc_final_csum_unchecked(dt, j->sum_flags, d, acc,
+									nelem));
 }
 
 /*
@@ -334,8 +358,9 @@ static void result_fill(struct sg_dp_engine *e, const struct job *j, void *pkt, 
  * @ranks. With the fan-out ops and two ranks or more, the header and payload
  * are written once for all of them.
  */
-static bool emit_fanout(struct sg_dp_engine *e, struct job *j, const uint8_t *hdr,
-			uint32_t len, uint32_t nelem, const void *acc, uint64_t ranks)
+static bool emit_fanout(struct sg_dp_engine *e, struct job *j, enum sg_dtype dt,
+			const uint8_t *hdr, uint32_t len, uint32_t nelem, const void *acc,
+			uint64_t ranks)
 {
 	unsigned int n = 0, sent;
 	void *pkt, *buf;
@@ -351,7 +376,7 @@ static bool emit_fanout(struct sg_dp_engine *e, struct job *j, const uint8_t *hd
 		return false;
 	memcpy(buf, hdr, SG_DP_HDR_LEN);
 	sg_dp_hdr_set_rank(buf, e->fan[0].rank);
-	result_fill(e, j, pkt, buf, acc, nelem);
+	result_fill(e, j, dt, pkt, buf, acc, nelem);
 	sent = e->conf.tx.send_multi(e->conf.tx.ctx, pkt, len, e->fan, n);
 	sent = RTE_MIN(sent, n);
 	e->st.results_sent += sent;
@@ -366,8 +391,8 @@ static void emit_results(struct sg_dp_engine *e, struct job *j, const struct key
 {
 	struct sg_dp_msg m;
 	uint8_t hdr[SG_DP_HDR_LEN];
-	uint32_t nelem = chunk_nelem(j, k, chunk);
-	uint32_t len = SG_DP_HDR_LEN + nelem * j->esz;
+	uint32_t nelem = chunk_nelem(k, chunk);
+	uint32_t len = SG_DP_HDR_LEN + nelem * k->esz;
 
 	/* a reply caused by a datagram nobody checked yet: the rx paths commit() first */
 	if (unlikely(e->cs.pending) && !csum_verify(e))
@@ -377,7 +402,7 @@ static void emit_results(struct sg_dp_engine *e, struct job *j, const struct key
 	m.nelem = nelem;
 	sg_dp_build_hdr(hdr, &m);
 	if (e->multi && (ranks & (ranks - 1)) != 0 &&
-	    emit_fanout(e, j, hdr, len, nelem, acc, ranks))
+	    emit_fanout(e, j, k->dtype, hdr, len, nelem, acc, ranks))
 		return;
 	for (; ranks != 0; ranks &= ranks - 1) {
 		unsigned int rank = (unsigned int)__builtin_ctzll(ranks);
@@ -390,7 +415,7 @@ static void emit_results(struct sg_dp_engine *e, struct job *j, const struct key
 		}
 		memcpy(buf, hdr, SG_DP_HDR_LEN);
 		sg_dp_hdr_set_rank(buf, (uint16_t)rank);
-		result_fill(e, j, pkt, buf, acc, nelem);
+		result_fill(e, j, k->dtype, pkt, buf, acc, nelem);
 		e->conf.tx.send(e->conf.tx.ctx, pkt, len);
 		JCOUNT(e, j, results_sent);
 	}
@@ -484,14 +509,14 @@ static void buf_put(struct sg_dp_engine *e, void **b)
 
 struct pkt_ctx {
 	struct job *j;
-	const struct key_ent *k;
+	struct key_ent *k;
 	uint32_t chunk;
 	uint32_t sidx;
 	struct slot *s;
 	const struct sg_dp_msg *m;
 	uint32_t nelem;
 	uint64_t now;
-	uint64_t src;
+	uint64_t src;	/* the sender's address */
 	bool committed; /* intact, and its sender is its rank's address (commit()) */
 	bool folded;    /* slot_open() already folded the push into the slot */
 };
@@ -519,13 +544,15 @@ static inline int commit(struct sg_dp_engine *e, struct pkt_ctx *c)
 	return likely(c->committed) ? 0 : commit_now(e, c);
 }
 
-static void acc_fold(const struct job *j, void *acc, const void *src, uint32_t nelem, bool first)
+static void acc_fold(const struct job *j, const struct key_ent *k, void *acc, const void *src,
+		     uint32_t nelem, bool first)
 {
-	/* add_job checked dtype and flags; the buffers are the pool's and the packet's */
+	/* add_job checked flags, the parser the key's dtype; the buffers are the pool's and the
+	 * packet's */
 	if (first)
-		sg_sum_acc_init_unchecked(j->dtype, j->sum_flags, acc, src, nelem);
+		sg_sum_acc_init_unchecked((enum sg_dtype)k->dtype, j->sum_flags, acc, src, nelem);
 	else
-		sg_sum_acc_add_unchecked(j->dtype, j->sum_flags, acc, src, nelem);
+		sg_sum_acc_add_unchecked((enum sg_dtype)k->dtype, j->sum_flags, acc, src, nelem);
 }
 
 /*
@@ -539,19 +566,20 @@ static void acc_fold(const struct job *j, void *acc, const void *src, uint32_t n
 static int acc_fold_checked(struct sg_dp_engine *e, struct pkt_ctx *c, void **acc, bool first)
 {
 	const struct job *j = c->j;
+	enum sg_dtype dt = (enum sg_dtype)c->k->dtype;
 	const void *pl = c->m->payload;
 	void *t = NULL;
 	uint16_t sum;
 
 	if (!e->cs.pending) {
-		acc_fold(j, *acc, pl, c->nelem, first);
+		acc_fold(j, c->k, *acc, pl, c->nelem, first);
 		return commit(e, c);
 	}
 	if (first) {
-		sum = sg_sum_acc_init_csum_unchecked(j->dtype, j->sum_flags, *acc, pl, c->nelem);
+		sum = sg_sum_acc_init_csum_unchecked(dt, j->sum_flags, *acc, pl, c->nelem);
 	} else {
 		t = e->spare;
-		sum = sg_sum_acc_add_csum_unchecked(j->dtype, j->sum_flags, t, *acc, pl, c->nelem);
+		sum = sg_sum_acc_add_csum_unchecked(dt, j->sum_flags, t, *acc, pl, c->nelem);
 	}
 	if (!csum_payload(e, sum))
 		return csum_fail(e, c->j);
@@ -623,7 +651,7 @@ static int slot_open(struct sg_dp_engine *e, struct pkt_ctx *c)
 	}
 	/* the round's first fold, before the slot changes: a damaged push leaves it as it was
 	 * (deterministic mode may hold the push instead, and checked it first) */
-	if (j->mode != SG_DP_MODE_DETERM) {
+	if (j->mode != SG_MODE_DETERM) {
 		rc = acc_fold_checked(e, c, &b, true);
 		if (rc < 0) {
 			buf_put(e, &b);
@@ -680,7 +708,7 @@ static int slot_add(struct sg_dp_engine *e, struct pkt_ctx *c)
 	uint32_t rank = c->m->rank;
 	int rc;
 
-	if (j->mode == SG_DP_MODE_DETERM && rank != s->next_rank) {
+	if (j->mode == SG_MODE_DETERM && rank != s->next_rank) {
 		/* Out of rank order: hold a copy until the lower ranks are folded in. */
 		void **st = &j->stage[(size_t)s->ifl * j->n + rank];
 
@@ -690,15 +718,15 @@ static int slot_add(struct sg_dp_engine *e, struct pkt_ctx *c)
 				  SG_DP_C_BUSY);
 			return USED_NACK;
 		}
-		memcpy(*st, c->m->payload, (size_t)c->nelem * j->esz);
-	} else if (j->mode == SG_DP_MODE_DETERM) {
+		memcpy(*st, c->m->payload, (size_t)c->nelem * c->k->esz);
+	} else if (j->mode == SG_MODE_DETERM) {
 		void **st;
 
-		acc_fold(j, s->acc, c->m->payload, c->nelem, rank == 0);
+		acc_fold(j, c->k, s->acc, c->m->payload, c->nelem, rank == 0);
 		s->next_rank++;
 		while (s->next_rank < j->n &&
 		       *(st = &j->stage[(size_t)s->ifl * j->n + s->next_rank]) != NULL) {
-			acc_fold(j, s->acc, *st, c->nelem, false);
+			acc_fold(j, c->k, s->acc, *st, c->nelem, false);
 			buf_put(e, st);
 			s->next_rank++;
 		}
@@ -711,23 +739,6 @@ static int slot_add(struct sg_dp_engine *e, struct pkt_ctx *c)
 		return SG_DP_USED_SUMMED;
 	slot_complete(e, c);
 	return SG_DP_USED_SUMMED | SG_DP_USED_COMPLETED;
-}
-
-/* Resend a kept result, or ERROR GONE if it was reclaimed. */
-static int resend(struct sg_dp_engine *e, struct pkt_ctx *c, const void *acc, uint32_t round)
-{
-	int rc = commit(e, c);
-
-	if (rc < 0)
-		return rc;
-	if (acc == NULL) {
-		emit_code(e, c->j, c->k, c->chunk, round, c->m->rank, SG_DP_T_ERROR,
-			  SG_DP_C_GONE);
-		return SG_DP_USED_REPLIED;
-	}
-	emit_result(e, c->j, c->k, c->chunk, round, acc, c->m->rank);
-	JCOUNT(e, c->j, retransmits_served);
-	return SG_DP_USED_REPLIED;
 }
 
 /* A damaged datagram (sg_dp_engine_rx_csum()) is not dropped for its header's sake. */
@@ -755,10 +766,108 @@ static int slot_drop(struct sg_dp_engine *e, struct pkt_ctx *c, enum sg_dp_drop 
 	return commit(e, c) ?: job_drop(e, c->j, why);
 }
 
-/* Where a round lies relative to the slot's: the window is r-1 .. r+1. */
+/* GONE's and STALE's payload: the round of slot @p s, and whether it finished. */
+static void round_info(const struct slot *s, struct sg_dp_round_info *ri)
+{
+	ri->round = htobe32(s->round);
+	ri->finished = htobe32(s->state == S_DONE);
+}
+
+/*
+ * Answer a PUSH the job refuses with ERROR @p code and its 8-byte @p payload,
+ * sent back to where it came from, echoing its header (so that the worker
+ * matches it to its chunk). Only for packets with the job's token (the caller
+ * checked it), and at most REFUSE_MAX per REFUSE_NS per job.
+ */
+static void refuse(struct sg_dp_engine *e, struct job *j, const struct sg_dp_msg *m,
+		   uint64_t src, uint64_t now, uint16_t code, const void *payload)
+{
+	struct sg_dp_msg r = *m;
+	void *pkt, *buf;
+
+	/* a damaged datagram is nobody's: it gets no answer (sg_dp_engine_rx_csum()) */
+	if (m->type != SG_DP_T_PUSH || !csum_verify(e))
+		return;
+	if (now - j->refuse_t0 >= REFUSE_NS) {
+		j->refuse_t0 = now;
+		j->refuse_n = 0;
+	}
+	if (j->refuse_n >= REFUSE_MAX)
+		return;
+	j->refuse_n++;
+	buf = e->conf.tx.alloc(e->conf.tx.ctx, src, SG_DP_HDR_LEN + 8, &pkt);
+	if (buf == NULL) {
+		JCOUNT(e, j, tx_fail);
+		return;
+	}
+	r.type = SG_DP_T_ERROR;
+	r.flags = 0;
+	r.code = code;
+	r.nelem = 0;
+	sg_dp_build_hdr(buf, &r);
+	memcpy((uint8_t *)buf + SG_DP_HDR_LEN, payload, 8);
+	e->conf.tx.send(e->conf.tx.ctx, pkt, SG_DP_HDR_LEN + 8);
+	JCOUNT(e, j, errors_sent);
+}
+
+/*
+ * Drop a push that disagrees with job @p j's geometry (with key @p k's, when the job
+ * has it), and tell its sender what the job is.
+ */
+static int mismatch(struct sg_dp_engine *e, struct job *j, const struct key_ent *k,
+		    const struct sg_dp_msg *m, uint64_t src, uint64_t now, enum sg_dp_drop why,
+		    uint8_t what)
+{
+	struct sg_dp_mismatch mm = {.what = what,
+				    .dtype = k != NULL ? k->dtype : (uint8_t)j->dtype,
+				    .chunk_bytes = htobe32(j->chunk_bytes)};
+
+	refuse(e, j, m, src, now, SG_DP_C_MISMATCH, &mm);
+	return job_drop(e, j, why);
+}
+
+/* Resend a kept result, or ERROR GONE if it was reclaimed. */
+static int resend(struct sg_dp_engine *e, struct pkt_ctx *c, const void *acc, uint32_t round)
+{
+	int rc = commit(e, c);
+
+	if (rc < 0)
+		return rc;
+	if (acc == NULL) {
+		struct sg_dp_msg m;
+		struct sg_dp_round_info ri;
+
+		round_info(c->s, &ri);
+		reply_msg(&m, c->j, c->k, c->chunk, round);
+		m.type = SG_DP_T_ERROR;
+		m.code = SG_DP_C_GONE;
+		emit_small(e, c->j, &m, c->m->rank, &ri, sizeof(ri));
+		return SG_DP_USED_REPLIED;
+	}
+	emit_result(e, c->j, c->k, c->chunk, round, acc, c->m->rank);
+	JCOUNT(e, c->j, retransmits_served);
+	return SG_DP_USED_REPLIED;
+}
+
+/*
+ * Where a round lies relative to the slot's: the window is r-1 .. r+1. A push
+ * from behind it gets ERROR STALE with the slot's round (a program restarted
+ * against a job whose rounds went on; a late duplicate's reply is stale to its
+ * sender, who has moved on).
+ */
 static int window_drop(struct sg_dp_engine *e, struct pkt_ctx *c, int32_t d)
 {
-	return slot_drop(e, c, d < 0 ? SG_DP_DROP_ROUND_OLD : SG_DP_DROP_ROUND_NEW);
+	int rc = commit(e, c);
+
+	if (rc < 0)
+		return rc;
+	if (d < 0 && c->j->mode != SG_MODE_ASYNC) {
+		struct sg_dp_round_info ri;
+
+		round_info(c->s, &ri);
+		refuse(e, c->j, c->m, c->src, c->now, SG_DP_C_STALE, &ri);
+	}
+	return job_drop(e, c->j, d < 0 ? SG_DP_DROP_ROUND_OLD : SG_DP_DROP_ROUND_NEW);
 }
 
 /*
@@ -896,6 +1005,74 @@ static int async_pull(struct sg_dp_engine *e, struct pkt_ctx *c)
 	return SG_DP_USED_REPLIED;
 }
 
+/* ---- open jobs: keys made by their first push ---------------------------- */
+
+/* Bytes of a key of @p nchunks chunks whose last one holds @p last elements of @p esz bytes. */
+static inline uint64_t key_bytes(const struct job *j, uint32_t nchunks, uint32_t last,
+				 uint32_t esz)
+{
+	return (uint64_t)(nchunks - 1) * j->chunk_bytes + (uint64_t)last * esz;
+}
+
+/*
+ * Learn the length of the last chunk of open key @p k from its first push @p m:
+ * 1..a full chunk's elements, and the key within partition_bytes. @return 0 or the drop.
+ */
+static int key_learn_last(struct sg_dp_engine *e, struct job *j, struct key_ent *k,
+			  const struct sg_dp_msg *m, uint64_t src, uint64_t now)
+{
+	if (m->nelem == 0 || m->nelem > k->chunk_elems)
+		return mismatch(e, j, k, m, src, now, SG_DP_DROP_NELEM, SG_DP_MM_NELEM);
+	if (key_bytes(j, k->nchunks, m->nelem, k->esz) > j->part)
+		return mismatch(e, j, k, m, src, now, SG_DP_DROP_PARTITION, SG_DP_MM_PARTITION);
+	k->last = m->nelem;
+	return 0;
+}
+
+/*
+ * A push for a key open job @p j does not have yet (the job, token and rank are
+ * checked): make the key from its header if the header holds together, and if the
+ * job's slot budget has room for its chunks. @return 0 (the key is the job's last)
+ * or the drop, answered with ERROR MISMATCH or FULL.
+ */
+static int key_create(struct sg_dp_engine *e, struct job *j, const struct sg_dp_msg *m,
+		      uint64_t src, uint64_t now)
+{
+	uint32_t esz = (uint32_t)sg_dtype_size((enum sg_dtype)m->dtype), per, h;
+	bool last = m->chunk + 1 == m->nchunks;
+	struct key_ent *k;
+
+	if (m->nchunks == 0 || m->chunk >= m->nchunks)
+		return mismatch(e, j, NULL, m, src, now, SG_DP_DROP_CHUNK, SG_DP_MM_CHUNKS);
+	if (m->offset != (uint64_t)m->chunk * j->chunk_bytes)
+		return mismatch(e, j, NULL, m, src, now, SG_DP_DROP_OFFSET, SG_DP_MM_OFFSET);
+	if (j->dtype != SG_DTYPE_ANY && m->dtype != j->dtype)
+		return mismatch(e, j, NULL, m, src, now, SG_DP_DROP_JOB_DTYPE, SG_DP_MM_DTYPE);
+	per = j->chunk_bytes / esz;
+	if (last ? m->nelem == 0 || m->nelem > per : m->nelem != per)
+		return mismatch(e, j, NULL, m, src, now, SG_DP_DROP_NELEM, SG_DP_MM_NELEM);
+	if (key_bytes(j, m->nchunks, last ? m->nelem : 1, esz) > j->part)
+		return mismatch(e, j, NULL, m, src, now, SG_DP_DROP_PARTITION, SG_DP_MM_PARTITION);
+	if ((uint64_t)j->slots_used + m->nchunks > j->nslots || j->nkeys == j->max_keys) {
+		struct sg_dp_full f = {.slots = htobe32(j->nslots), .used = htobe32(j->slots_used)};
+
+		refuse(e, j, m, src, now, SG_DP_C_FULL, &f);
+		return job_drop(e, j, SG_DP_DROP_FULL);
+	}
+	k = &j->keys[j->nkeys];
+	*k = (struct key_ent){.id = m->key, .nchunks = m->nchunks, .base = j->slots_used,
+			      .chunk_elems = per, .dtype = m->dtype, .esz = (uint8_t)esz,
+			      .last = last ? m->nelem : LAST_UNKNOWN};
+	for (h = hash32(k->id) & j->kmask; j->khash[h] != 0; h = (h + 1) & j->kmask)
+		;
+	j->khash[h] = ++j->nkeys;
+	j->slots_used += m->nchunks;
+	j->st.keys++;
+	j->st.slots_used += m->nchunks;
+	e->st.keys_created++;
+	return 0;
+}
+
 /* ---- entry points -------------------------------------------------------- */
 
 static int engine_rx(struct sg_dp_engine *e, const void *pkt, uint32_t len, uint64_t src,
@@ -922,18 +1099,38 @@ static int engine_rx(struct sg_dp_engine *e, const void *pkt, uint32_t len, uint
 		return job_drop(e, j, SG_DP_DROP_TOKEN);
 	if (m.rank >= j->n)
 		return job_drop(e, j, SG_DP_DROP_RANK);
+	/* from here on the sender holds the job's token: a refused push is answered */
 	c.k = key_find(j, m.key);
-	if (c.k == NULL)
-		return job_drop(e, j, SG_DP_DROP_KEY);
+	if (unlikely(c.k == NULL)) {
+		/* a PULL never makes a key: it asks for a result, and there is none */
+		if (!j->open || m.type != SG_DP_T_PUSH)
+			return mismatch(e, j, NULL, &m, src, now, SG_DP_DROP_KEY, SG_DP_MM_KEY);
+		/* a key is made from an intact push only (sg_dp_engine_rx_csum()) */
+		if (!csum_verify(e))
+			return csum_fail(e, j);
+		rc = key_create(e, j, &m, src, now);
+		if (rc < 0)
+			return rc;
+		c.k = &j->keys[j->nkeys - 1];
+	}
 	if (m.chunk >= c.k->nchunks || m.nchunks != c.k->nchunks)
-		return job_drop(e, j, SG_DP_DROP_CHUNK);
+		return mismatch(e, j, c.k, &m, src, now, SG_DP_DROP_CHUNK, SG_DP_MM_CHUNKS);
 	if (m.offset != (uint64_t)m.chunk * j->chunk_bytes)
-		return job_drop(e, j, SG_DP_DROP_OFFSET);
-	if (m.dtype != j->dtype)
-		return job_drop(e, j, SG_DP_DROP_JOB_DTYPE);
-	c.nelem = chunk_nelem(j, c.k, m.chunk);
-	if (m.type == SG_DP_T_PUSH && m.nelem != c.nelem)
-		return job_drop(e, j, SG_DP_DROP_NELEM);
+		return mismatch(e, j, c.k, &m, src, now, SG_DP_DROP_OFFSET, SG_DP_MM_OFFSET);
+	if (m.dtype != c.k->dtype)
+		return mismatch(e, j, c.k, &m, src, now, SG_DP_DROP_JOB_DTYPE, SG_DP_MM_DTYPE);
+	c.nelem = chunk_nelem(c.k, m.chunk);
+	if (m.type == SG_DP_T_PUSH && unlikely(m.nelem != c.nelem)) {
+		/* the last chunk of a new open key, whose first push tells its length */
+		if (!csum_verify(e))
+			return csum_fail(e, j);
+		rc = c.nelem == LAST_UNKNOWN ? key_learn_last(e, j, c.k, &m, src, now)
+				  : mismatch(e, j, c.k, &m, src, now, SG_DP_DROP_NELEM,
+					     SG_DP_MM_NELEM);
+		if (rc < 0)
+			return rc;
+		c.nelem = m.nelem;
+	}
 
 	c.j = j;
 	c.m = &m;
@@ -945,10 +1142,10 @@ static int engine_rx(struct sg_dp_engine *e, const void *pkt, uint32_t len, uint
 	 * A push that a sum is waiting for commits once folded in: the fold checks
 	 * an unchecked checksum on the way. Anything else commits now.
 	 */
-	if ((!e->cs.pending || m.type != SG_DP_T_PUSH || j->mode == SG_DP_MODE_DETERM) &&
+	if ((!e->cs.pending || m.type != SG_DP_T_PUSH || j->mode == SG_MODE_DETERM) &&
 	    (rc = commit(e, &c)) < 0)
 		return rc;
-	if (j->mode == SG_DP_MODE_ASYNC)
+	if (j->mode == SG_MODE_ASYNC)
 		return m.type == SG_DP_T_PUSH ? async_push(e, &c) : async_pull(e, &c);
 	return m.type == SG_DP_T_PUSH ? sync_push(e, &c) : sync_pull(e, &c);
 }
@@ -1150,9 +1347,9 @@ struct sg_dp_engine *sg_dp_engine_create(const struct sg_dp_engine_conf *conf)
 		e->conf.slot_timeout_ns = DEF_SLOT_TIMEOUT_NS;
 	if (e->conf.shadow_hold_ns == 0)
 		e->conf.shadow_hold_ns = DEF_SHADOW_HOLD_NS;
-	if (e->conf.max_payload > SG_DP_MAX_CHUNK_BYTES || e->conf.max_payload % 8 != 0) {
+	if (e->conf.max_payload > SG_MAX_CHUNK_BYTES || e->conf.max_payload % 8 != 0) {
 		ENG_LOG(ERR, "engine: max_payload %" PRIu32 " must be a multiple of 8, at most %d",
-			e->conf.max_payload, SG_DP_MAX_CHUNK_BYTES);
+			e->conf.max_payload, SG_MAX_CHUNK_BYTES);
 		goto inval;
 	}
 	if (e->conf.max_jobs > MAX_MAX_JOBS) {
@@ -1195,8 +1392,9 @@ static bool slot_release(struct sg_dp_engine *e, struct job *j, uint32_t i);
 
 static void job_free(struct sg_dp_engine *e, struct job *j)
 {
-	/* a half-built job's slots are all S_NEW: releasing them touches nothing else */
-	for (uint32_t i = 0; j->slots != NULL && i < j->nslots; i++)
+	/* a half-built job's slots are all S_NEW: releasing them touches nothing else; an open
+	 * job's slots past those its keys took were never used (nor their pages touched) */
+	for (uint32_t i = 0; j->slots != NULL && i < j->slots_used; i++)
 		slot_release(e, j, i);
 	free(j->slots);
 	free(j->keys);
@@ -1208,21 +1406,53 @@ static void job_free(struct sg_dp_engine *e, struct job *j)
 	free(j);
 }
 
+/* The largest accumulator a chunk of @p chunk_bytes needs: of the job's dtype, or of any. */
+static size_t acc_bytes(const struct sg_dp_job_conf *c, uint32_t chunk_bytes)
+{
+	size_t most = 0;
+
+	for (unsigned int dt = 0; dt < SG_DTYPE_COUNT; dt++)
+		if (c->dtype == SG_DTYPE_ANY || dt == (unsigned int)c->dtype)
+			most = RTE_MAX(most, chunk_bytes / sg_dtype_size((enum sg_dtype)dt) *
+						     sg_sum_acc_elem_size((enum sg_dtype)dt,
+									  c->sum_flags));
+	return most;
+}
+
+/* An open job's own checks: no keys, a slot budget in range. */
+static int open_check(const struct sg_dp_job_conf *c)
+{
+	if (c->keys != NULL || c->nkeys != 0) {
+		ENG_LOG(ERR, "job %" PRIu32 ": an open job comes without keys (keys %s, nkeys %"
+			PRIu32 "): its pushes make them", c->id, c->keys ? "set" : "NULL", c->nkeys);
+		return -EINVAL;
+	}
+	if (c->slots > SG_OPEN_SLOTS_MAX) {
+		ENG_LOG(ERR, "job %" PRIu32 ": %" PRIu32 " slots: an open job takes 1..%u",
+			c->id, c->slots, SG_OPEN_SLOTS_MAX);
+		return -EINVAL;
+	}
+	return 0;
+}
+
 static int job_check(const struct sg_dp_engine *e, const struct sg_dp_job_conf *c,
 		     uint32_t chunk_bytes, uint32_t part)
 {
 	size_t esz = sg_dtype_size(c->dtype);
 
-	if (c->nworkers < 1 || c->nworkers > SG_DP_MAX_WORKERS) {
+	if (c->nworkers < 1 || c->nworkers > SG_MAX_WORKERS) {
 		ENG_LOG(ERR, "job %" PRIu32 ": %" PRIu32 " workers is outside 1..%d", c->id,
-			c->nworkers, SG_DP_MAX_WORKERS);
+			c->nworkers, SG_MAX_WORKERS);
 		return -EINVAL;
 	}
+	if (c->open && c->dtype == SG_DTYPE_ANY)
+		esz = 1; /* each key's own; chunk_bytes is a multiple of 8, so of every size */
 	if (esz == 0) {
-		ENG_LOG(ERR, "job %" PRIu32 ": unknown dtype %d", c->id, (int)c->dtype);
+		ENG_LOG(ERR, "job %" PRIu32 ": unknown dtype %d%s", c->id, (int)c->dtype,
+			c->dtype == SG_DTYPE_ANY ? " (any: open jobs only)" : "");
 		return -EINVAL;
 	}
-	if ((unsigned int)c->mode >= SG_DP_MODE_COUNT) {
+	if ((unsigned int)c->mode >= SG_MODE_COUNT) {
 		ENG_LOG(ERR, "job %" PRIu32 ": unknown mode %d", c->id, (int)c->mode);
 		return -EINVAL;
 	}
@@ -1236,11 +1466,13 @@ static int job_check(const struct sg_dp_engine *e, const struct sg_dp_job_conf *
 			c->id, chunk_bytes, e->conf.max_payload);
 		return -EINVAL;
 	}
-	if (chunk_bytes / esz * sg_sum_acc_elem_size(c->dtype, c->sum_flags) > e->buf_size) {
+	if (acc_bytes(c, chunk_bytes) > e->buf_size) {
 		ENG_LOG(ERR, "job %" PRIu32 ": a %" PRIu32 "-byte chunk's accumulator does not fit "
 			"the engine's %" PRIu32 "-byte buffers", c->id, chunk_bytes, e->buf_size);
 		return -EINVAL;
 	}
+	if (c->open)
+		return open_check(c);
 	if (c->keys == NULL || c->nkeys == 0 || c->nkeys > (1u << 24)) {
 		ENG_LOG(ERR, "job %" PRIu32 ": needs a key array of 1..2^24 keys (keys %s, nkeys %"
 			PRIu32 ")", c->id, c->keys ? "set" : "NULL", c->nkeys);
@@ -1269,9 +1501,12 @@ static uint64_t job_keys(struct job *j, const struct sg_dp_job_conf *c)
 		uint32_t h;
 
 		k->id = c->keys[i].id;
-		k->nelem = c->keys[i].nelem;
-		k->nchunks = sg_dp_chunk_count(k->nelem, j->dtype, j->chunk_bytes);
+		k->nchunks = sg_dp_chunk_count(c->keys[i].nelem, j->dtype, j->chunk_bytes);
 		k->base = (uint32_t)base;
+		k->dtype = (uint8_t)j->dtype;
+		k->esz = (uint8_t)sg_dtype_size(j->dtype);
+		k->chunk_elems = j->chunk_bytes / k->esz;
+		k->last = c->keys[i].nelem - (k->nchunks - 1) * k->chunk_elems;
 		base += k->nchunks;
 		if (base >= NIL)
 			return 0;
@@ -1293,7 +1528,7 @@ int sg_dp_engine_add_job(struct sg_dp_engine *e, const struct sg_dp_job_conf *c)
 	if (e == NULL || c == NULL)
 		return -EINVAL;
 	chunk_bytes = c->chunk_bytes ? c->chunk_bytes : SG_DP_PAYLOAD_MTU1500;
-	part = c->partition_bytes ? c->partition_bytes : SG_DP_PARTITION_DEFAULT;
+	part = c->partition_bytes ? c->partition_bytes : SG_PARTITION_BYTES_DEFAULT;
 	rc = job_check(e, c, chunk_bytes, part);
 	if (rc != 0)
 		return rc;
@@ -1311,24 +1546,26 @@ int sg_dp_engine_add_job(struct sg_dp_engine *e, const struct sg_dp_job_conf *c)
 	j->dtype = c->dtype;
 	j->mode = c->mode;
 	j->sum_flags = c->sum_flags;
-	j->esz = (uint32_t)sg_dtype_size(c->dtype);
 	j->chunk_bytes = chunk_bytes;
-	j->chunk_elems = chunk_bytes / j->esz;
-	j->nkeys = c->nkeys;
+	j->part = part;
+	j->open = c->open;
+	/* an open job: as many keys as slots (each key takes one at least) */
+	j->nkeys = c->open ? 0 : c->nkeys;
+	j->max_keys = c->open ? (c->slots ? c->slots : SG_OPEN_SLOTS_DEFAULT) : c->nkeys;
 	j->max_inflight = c->max_inflight ? c->max_inflight : RTE_MAX(e->conf.pool_bufs / 2, 1u);
 	j->max_inflight = RTE_MIN(j->max_inflight, (uint32_t)UINT16_MAX + 1);
 	j->active.head = j->active.tail = NIL;
 	j->done.head = j->done.tail = NIL;
-	while (hsize < 2 * c->nkeys)
+	while (hsize < 2 * j->max_keys)
 		hsize <<= 1;
 	j->kmask = hsize - 1;
-	j->keys = calloc(c->nkeys, sizeof(*j->keys));
+	j->keys = calloc(j->max_keys, sizeof(*j->keys));
 	j->khash = calloc(hsize, sizeof(*j->khash));
 	j->peer = calloc(j->n, sizeof(*j->peer));
 	j->ifl_free = calloc(j->max_inflight, sizeof(*j->ifl_free));
 	if (j->keys == NULL || j->khash == NULL || j->peer == NULL || j->ifl_free == NULL)
 		goto nomem;
-	nslots = job_keys(j, c);
+	nslots = c->open ? j->max_keys : job_keys(j, c);
 	if (nslots == 0) {
 		ENG_LOG(ERR, "job %" PRIu32 ": duplicate key ids or more than 2^32-1 chunks",
 			c->id);
@@ -1336,27 +1573,38 @@ int sg_dp_engine_add_job(struct sg_dp_engine *e, const struct sg_dp_job_conf *c)
 		return -EINVAL;
 	}
 	j->nslots = (uint32_t)nslots;
+	/* calloc: an open job's pages are touched as its keys take slots */
 	j->slots = calloc(nslots, sizeof(*j->slots));
 	if (j->slots == NULL)
 		goto nomem;
+	j->slots_used = c->open ? 0 : j->nslots;
+	j->st.keys = j->nkeys;
+	j->st.slots_used = j->slots_used;
+	j->st.slots = j->nslots;
 	for (uint32_t i = 0; i < j->max_inflight; i++)
 		j->ifl_free[i] = (uint16_t)(j->max_inflight - 1 - i);
 	j->ifl_top = j->max_inflight;
-	if (j->mode == SG_DP_MODE_DETERM) {
+	if (j->mode == SG_MODE_DETERM) {
 		j->stage = calloc((size_t)j->max_inflight * j->n, sizeof(*j->stage));
 		if (j->stage == NULL)
 			goto nomem;
 	}
-	if (j->mode == SG_DP_MODE_ASYNC) {
+	if (j->mode == SG_MODE_ASYNC) {
 		j->around = calloc((size_t)nslots * j->n, sizeof(*j->around));
 		if (j->around == NULL)
 			goto nomem;
 	}
 	e->jobs[e->njobs++] = j;
-	ENG_LOG(INFO, "job %" PRIu32 " added: %" PRIu32 " workers, %s, %s, %" PRIu32
-		" keys, %" PRIu32 " chunks of %" PRIu32 " bytes, %" PRIu32 " in flight",
-		j->id, j->n, sg_dtype_name(j->dtype), sg_dp_mode_name(j->mode), j->nkeys,
-		j->nslots, j->chunk_bytes, j->max_inflight);
+	if (j->open)
+		ENG_LOG(INFO, "job %" PRIu32 " added (open: its pushes make its keys): %" PRIu32
+			" workers, %s, %s, up to %" PRIu32 " chunks of %" PRIu32 " bytes, %"
+			PRIu32 " in flight", j->id, j->n, sg_dtype_name(j->dtype),
+			sg_mode_name(j->mode), j->nslots, j->chunk_bytes, j->max_inflight);
+	else
+		ENG_LOG(INFO, "job %" PRIu32 " added: %" PRIu32 " workers, %s, %s, %" PRIu32
+			" keys, %" PRIu32 " chunks of %" PRIu32 " bytes, %" PRIu32 " in flight",
+			j->id, j->n, sg_dtype_name(j->dtype), sg_mode_name(j->mode), j->nkeys,
+			j->nslots, j->chunk_bytes, j->max_inflight);
 	return 0;
 nomem:
 	job_free(e, j);
@@ -1406,6 +1654,21 @@ int sg_dp_engine_release_keys(struct sg_dp_engine *e, uint32_t job_id,
 			n += slot_release(e, j, ke->base + c);
 	}
 	return n;
+}
+
+int sg_dp_engine_job_keys(const struct sg_dp_engine *e, uint32_t job_id,
+			  void (*fn)(void *arg, uint32_t key, uint32_t nchunks), void *arg)
+{
+	for (uint32_t i = 0; e != NULL && i < e->njobs; i++) {
+		const struct job *j = e->jobs[i];
+
+		if (j->id != job_id)
+			continue;
+		for (uint32_t k = 0; k < j->nkeys; k++)
+			fn(arg, j->keys[k].id, j->keys[k].nchunks);
+		return (int)j->nkeys;
+	}
+	return -ENOENT;
 }
 
 int sg_dp_engine_remove_job(struct sg_dp_engine *e, uint32_t job_id)

@@ -48,6 +48,12 @@ static void tx_flush(struct sg_dp_lcore *lc, uint16_t port)
 	uint16_t n = lc->txn[port], sent = 0;
 	struct rte_mbuf **b = lc->txb[port];
 
+	if (unlikely(lc->p->port_off[port])) {
+		lc->st.drops[SG_DP_ND_PORT_DOWN] += n;
+		rte_pktmbuf_free_bulk(b, n);
+		lc->txn[port] = 0;
+		return;
+	}
 	for (int tries = 0; sent < n && tries < 16; tries++)
 		sent += rte_eth_tx_burst(port, (uint16_t)lc->idx, b + sent, n - sent);
 	for (uint16_t i = 0; i < sent; i++)
@@ -235,7 +241,7 @@ static unsigned int tx_send_multi(void *ctx, void *pkt, uint32_t len,
 				  const struct sg_dp_tx_dest *to, unsigned int n)
 {
 	struct sg_dp_lcore *lc = ctx;
-	struct rte_mbuf *pl = pkt, *h[SG_DP_MAX_WORKERS];
+	struct rte_mbuf *pl = pkt, *h[SG_MAX_WORKERS];
 	const uint8_t *sg = rte_pktmbuf_mtod_offset(pl, uint8_t *, SG_DP_NET_HDR_LEN);
 	uint32_t plen = len - SG_DP_HDR_LEN, tail;
 	unsigned int sent = 0;
@@ -370,6 +376,8 @@ static unsigned int rx_queue(struct sg_dp_lcore *lc, uint16_t port, uint16_t que
 	unsigned int nl = 0, n;
 	bool any_hand = false;
 
+	if (unlikely(p->port_off[port]))
+		return 0;
 	n = rte_eth_rx_burst(port, queue, pkts, (uint16_t)burst);
 	for (unsigned int i = 0; i < n; i++) {
 		struct rte_mbuf *m = pkts[i];
@@ -441,6 +449,21 @@ static unsigned int eth_rx_steered(struct sg_dp_lcore *lc, unsigned int burst)
 		if (p->port_steer[port])
 			n += rx_queue(lc, port, (uint16_t)(p->steer_q0[port] + lc->red_idx), burst);
 	return n;
+}
+
+/* ---- stopping one port ---------------------------------------------------- */
+
+void sg_dp_eth_port_gate(struct sg_dp_pipeline *p, uint16_t port, bool open)
+{
+	uint64_t t;
+
+	p->port_off[port] = !open;
+	if (open)
+		return;
+	/* every lcore in a burst began it before the flag: wait for its next loop */
+	t = rte_rcu_qsbr_start(p->rcu);
+	while (!rte_rcu_qsbr_check(p->rcu, t, false))
+		rte_delay_us_sleep(20);
 }
 
 /* ---- set-up ------------------------------------------------------------- */
@@ -527,7 +550,7 @@ static int extra_rxq_assign(struct sg_dp_pipeline *p, uint16_t port, const char 
 
 		do
 			lc = &p->lc[i++ % p->n_lc];
-		while (!(lc->role & SG_DP_ROLE_IO) || lc->rx_port != port);
+		while (!(lc->role & SG_ROLE_IO) || lc->rx_port != port);
 		if (lc->n_xq == SG_DP_MAX_XQ) {
 			sg_dp_seterr(err, errlen, "port %u (%s) has %u RX queues and the layout polls "
 				     "%u: more than %d each for its lcores to poll; name more of them "
@@ -592,7 +615,7 @@ static int port_start(struct sg_dp_pipeline *p, uint16_t port, const struct rte_
 	for (unsigned int i = 0; i < p->n_lc; i++) {
 		struct sg_dp_lcore *lc = &p->lc[i];
 
-		if ((lc->role & SG_DP_ROLE_IO) && lc->rx_port == port) {
+		if ((lc->role & SG_ROLE_IO) && lc->rx_port == port) {
 			rc = rte_eth_rx_queue_setup(port, lc->rx_queue, rxd, (unsigned int)lc->socket,
 						    NULL, lc->pool);
 			for (uint16_t x = 0; x < lc->n_xq && rc == 0; x++)
@@ -718,7 +741,7 @@ static int port_setup(struct sg_dp_pipeline *p, uint16_t port, char *err, size_t
 	if (rc < 0)
 		goto fail;
 	for (unsigned int i = 0; i < p->n_lc; i++)
-		nrxq += (p->lc[i].role & SG_DP_ROLE_IO) && p->lc[i].rx_port == port;
+		nrxq += (p->lc[i].role & SG_ROLE_IO) && p->lc[i].rx_port == port;
 	if (port_fixed_rxq(&info) > nrxq) {
 		uint16_t nall = port_fixed_rxq(&info);
 
@@ -788,6 +811,10 @@ static int eth_setup(struct sg_dp_pipeline *p, char *err, size_t errlen)
 {
 	int rc;
 
+	/* before any port starts: the relay must stand between memif clients and the PMD */
+	rc = sg_dp_memif_guard_start(p, err, errlen);
+	if (rc < 0)
+		return rc;
 	for (unsigned int r = 0; r < p->n_red; r++)
 		p->red[r]->red_idx = (uint16_t)r;
 	for (unsigned int i = 0; i < p->n_lc; i++) {
@@ -797,7 +824,7 @@ static int eth_setup(struct sg_dp_pipeline *p, char *err, size_t errlen)
 		if (lc->pool == NULL)
 			return -ENOMEM;
 		lc->rx_dest = SG_DP_NO_DEST;
-		if (lc->role & SG_DP_ROLE_REDUCE) {
+		if (lc->role & SG_ROLE_REDUCE) {
 			char name[RTE_HASH_NAMESIZE];
 
 			snprintf(name, sizeof(name), "sg_peer%u_%u", lc->lcore_id,

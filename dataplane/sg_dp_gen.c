@@ -118,7 +118,7 @@ struct sg_dp_gen *sg_dp_gen_create(const struct sg_dp_gen_conf *gc)
 {
 	struct sg_dp_gen *g;
 
-	if (gc->workers == 0 || gc->workers > SG_DP_MAX_WORKERS || gc->chunk_bytes == 0 ||
+	if (gc->workers == 0 || gc->workers > SG_MAX_WORKERS || gc->chunk_bytes == 0 ||
 	    gc->chunk_bytes % 8 || gc->partition_bytes % 4 || gc->keys == 0 || gc->window == 0 ||
 	    gc->keys2 >= gc->keys || (gc->keys2 && gc->job2 == gc->job) ||
 	    (gc->port < 0 && (gc->to_dut == NULL || gc->from_dut == NULL)) || gc->pool == NULL) {
@@ -304,7 +304,7 @@ static struct rte_mbuf *build_push(struct sg_dp_gen *g, uint32_t w, uint32_t s, 
 static void send_slot(struct sg_dp_gen *g, uint32_t s, bool retrans)
 {
 	struct gen_slot *sl = &g->slots[s];
-	struct rte_mbuf *out[SG_DP_MAX_WORKERS];
+	struct rte_mbuf *out[SG_MAX_WORKERS];
 	unsigned int n = 0;
 	uint32_t bytes = gen_bytes(g, s % g->nchunks);
 

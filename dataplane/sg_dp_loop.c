@@ -70,7 +70,7 @@ int sg_dp_loopback_run(const struct sg_dp_config *c, const struct sg_dp_loop_con
 		return -EINVAL;
 	}
 	for (unsigned int i = 0; i < cfg.n_lcores; i++)
-		if (cfg.lcores[i].role & SG_DP_ROLE_IO)
+		if (cfg.lcores[i].role & SG_ROLE_IO)
 			nrxq = RTE_MAX(nrxq, cfg.lcores[i].queue + 1u);
 	/* The layout is checked later, in pipeline create; rx[] must not overflow first. */
 	if (nrxq > SG_DP_MAX_LAYOUT) {

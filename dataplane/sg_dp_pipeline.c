@@ -71,13 +71,16 @@ static void idle_wait(struct sg_dp_lcore *lc, unsigned int *idle_polls)
 {
 	unsigned int shift, us;
 
-	if (*(volatile enum sg_dp_idle *)&lc->st.idle != SG_DP_IDLE_SLEEP ||
+	if (*(volatile enum sg_idle *)&lc->st.idle != SG_IDLE_SLEEP ||
 	    ++*idle_polls < SG_DP_IDLE_SPIN)
 		return;
 	/* back off exponentially from 1 us up to the configured longest sleep */
 	shift = RTE_MIN(*idle_polls - SG_DP_IDLE_SPIN, 20u);
 	us = RTE_MIN(1u << shift, lc->p->idle_sleep_us);
+	/* asleep, it holds nothing that sg_dp_eth_port_gate() must wait for */
+	rte_rcu_qsbr_thread_offline(lc->p->rcu, lc->idx);
 	rte_delay_us_sleep(us);
+	rte_rcu_qsbr_thread_online(lc->p->rcu, lc->idx);
 }
 
 static int lcore_main(void *arg)
@@ -88,13 +91,17 @@ static int lcore_main(void *arg)
 	void *items[SG_DP_MAX_BURST];
 	unsigned int burst = RTE_MIN(p->cfg.burst, (unsigned int)SG_DP_MAX_BURST);
 	unsigned int idle_polls = 0, ctl_count = 0;
-	bool rx_on = (lc->role & SG_DP_ROLE_IO) != 0;
-	bool reduce = (lc->role & SG_DP_ROLE_REDUCE) != 0;
+	bool rx_on = (lc->role & SG_ROLE_IO) != 0;
+	bool reduce = (lc->role & SG_ROLE_REDUCE) != 0;
 	uint64_t poll_period = rte_get_tsc_hz() / 1000;
 
+	rte_rcu_qsbr_thread_online(p->rcu, lc->idx);
 	for (;;) {
 		uint64_t t0 = rte_rdtsc(), t1;
 		unsigned int work = 0, nr = 0;
+
+		/* no burst of the last loop goes on: a port gate closed before now holds */
+		rte_rcu_qsbr_quiescent(p->rcu, lc->idx);
 
 		if (rx_on) {
 			if (p->stop_rx) {
@@ -144,6 +151,7 @@ static int lcore_main(void *arg)
 		}
 	}
 	tr->flush(lc);
+	rte_rcu_qsbr_thread_offline(p->rcu, lc->idx);
 	return 0;
 }
 
@@ -177,6 +185,13 @@ int sg_dp_engine_add_config_jobs(struct sg_dp_engine *eng, const struct sg_dp_co
 		for (uint32_t k = 0; k < jc->keys; k++)
 			keys[k] = (struct sg_dp_key){.id = k,
 						     .nelem = (uint32_t)(jc->partition_bytes / es)};
+		if (jc->open_slots != 0) {
+			/* the engine makes the keys as the pushes come */
+			jconf.keys = NULL;
+			jconf.nkeys = 0;
+			jconf.open = true;
+			jconf.slots = jc->open_slots;
+		}
 		rc = sg_dp_engine_add_job(eng, &jconf);
 		free(keys);
 		if (rc < 0) {
@@ -287,13 +302,13 @@ static int warn_busy_oversubscribed(const struct sg_dp_config *c, FILE *warn)
 	for (unsigned int i = 0; i < c->n_lcores; i++) {
 		unsigned int l = c->lcores[i].lcore;
 
-		if (c->idle != SG_DP_IDLE_BUSY || (l < RTE_DIM(c->sleep_lcores) && c->sleep_lcores[l]))
+		if (c->idle != SG_IDLE_POLL || (l < RTE_DIM(c->sleep_lcores) && c->sleep_lcores[l]))
 			continue;
 		lcore[n] = l;
 		role[n] = sg_dp_role_name(c->lcores[i].role);
 		sets[n++] = rte_lcore_cpuset(l);
 	}
-	if (c->demo && c->idle == SG_DP_IDLE_BUSY) {
+	if (c->demo && c->idle == SG_IDLE_POLL) {
 		lcore[n] = rte_get_main_lcore();
 		role[n] = "main (demo generator)";
 		sets[n] = rte_lcore_cpuset(lcore[n]);
@@ -369,11 +384,14 @@ struct sg_dp_pipeline *sg_dp_pipeline_create(const struct sg_dp_config *c, char 
 		goto fail;
 	p->n_lc = c->n_lcores;
 	p->lc = rte_zmalloc("sg_dp_lcores", sizeof(*p->lc) * p->n_lc, RTE_CACHE_LINE_SIZE);
-	if (p->lc == NULL) {
+	p->rcu = rte_zmalloc("sg_dp_rcu", rte_rcu_qsbr_get_memsize(p->n_lc), RTE_CACHE_LINE_SIZE);
+	if (p->lc == NULL || p->rcu == NULL || rte_rcu_qsbr_init(p->rcu, p->n_lc) < 0) {
 		rc = -ENOMEM;
 		sg_dp_seterr(err, errlen, "out of memory");
 		goto fail;
 	}
+	for (unsigned int i = 0; i < p->n_lc; i++)
+		rte_rcu_qsbr_thread_register(p->rcu, i); /* offline until its loop runs */
 	for (unsigned int i = 0; i < p->n_lc; i++) {
 		struct sg_dp_lcore *lc = &p->lc[i];
 		const struct sg_dp_lcore_cfg *a = &c->lcores[i];
@@ -388,7 +406,7 @@ struct sg_dp_pipeline *sg_dp_pipeline_create(const struct sg_dp_config *c, char 
 		lc->st.lcore = a->lcore;
 		lc->st.role = a->role;
 		lc->st.socket = lc->socket;
-		lc->st.idle = c->sleep_lcores[a->lcore] ? SG_DP_IDLE_SLEEP : c->idle;
+		lc->st.idle = c->sleep_lcores[a->lcore] ? SG_IDLE_SLEEP : c->idle;
 		snprintf(name, sizeof(name), "sg_ctl%u", a->lcore);
 		lc->chan = sg_ctl_chan_create(name, 16);
 		if (lc->chan == NULL) {
@@ -397,9 +415,9 @@ struct sg_dp_pipeline *sg_dp_pipeline_create(const struct sg_dp_config *c, char 
 				     strerror(errno));
 			goto fail;
 		}
-		if (a->role & SG_DP_ROLE_IO)
+		if (a->role & SG_ROLE_IO)
 			p->port_used[a->port] = true;
-		if (a->role & SG_DP_ROLE_REDUCE)
+		if (a->role & SG_ROLE_REDUCE)
 			p->red[p->n_red++] = lc;
 	}
 	for (unsigned int b = 0; b < SG_DP_BUCKETS; b++)
@@ -426,7 +444,7 @@ int sg_dp_pipeline_start(struct sg_dp_pipeline *p)
 	if (p->running)
 		return -EALREADY;
 	for (unsigned int i = 0; i < p->n_lc; i++)
-		io += (p->lc[i].role & SG_DP_ROLE_IO) != 0;
+		io += (p->lc[i].role & SG_ROLE_IO) != 0;
 	p->stop_rx = false;
 	__atomic_store_n(&p->io_running, io, __ATOMIC_RELEASE);
 	for (unsigned int i = 0; i < p->n_lc; i++) {
@@ -436,7 +454,7 @@ int sg_dp_pipeline_start(struct sg_dp_pipeline *p)
 			SG_DP_LOG(ERR, "cannot launch lcore %u: %s\n", p->lc[i].lcore_id, strerror(-rc));
 			/* the lcores already launched must still be stopped and joined */
 			for (unsigned int j = i; j < p->n_lc; j++)
-				if (p->lc[j].role & SG_DP_ROLE_IO)
+				if (p->lc[j].role & SG_ROLE_IO)
 					__atomic_fetch_sub(&p->io_running, 1, __ATOMIC_RELEASE);
 			p->stop_rx = true;
 			for (unsigned int j = 0; j < i; j++)
@@ -463,6 +481,8 @@ void sg_dp_pipeline_destroy(struct sg_dp_pipeline *p)
 	if (p == NULL)
 		return;
 	sg_dp_pipeline_stop(p);
+	/* memif clients leave through the relay before the PMD stops its ports */
+	sg_dp_memif_guard_stop(p);
 	for (unsigned int i = 0; p->lc && i < p->n_lc; i++) {
 		struct sg_dp_lcore *lc = &p->lc[i];
 		void *items[64];
@@ -477,6 +497,7 @@ void sg_dp_pipeline_destroy(struct sg_dp_pipeline *p)
 	}
 	p->tr->teardown(p);
 	rte_free(p->lc);
+	rte_free(p->rcu);
 	pthread_mutex_destroy(&p->ctl_lock);
 	rte_free(p);
 }
@@ -524,12 +545,12 @@ int sg_dp_pipeline_reload(struct sg_dp_pipeline *p, const struct sg_dp_config *n
 		for (unsigned int i = 0; i < p->n_lc; i++) {
 			struct sg_dp_lcore *lc = &p->lc[i];
 
-			*(volatile enum sg_dp_idle *)&lc->st.idle =
-				c->sleep_lcores[lc->lcore_id] ? SG_DP_IDLE_SLEEP : c->idle;
+			*(volatile enum sg_idle *)&lc->st.idle =
+				c->sleep_lcores[lc->lcore_id] ? SG_IDLE_SLEEP : c->idle;
 			if (report)
 				fprintf(report, "sigmad: SIGHUP: lcore %u idle policy now %s (sleep up "
 					"to %u us)\n", lc->lcore_id,
-					lc->st.idle == SG_DP_IDLE_BUSY ? "busy" : "sleep",
+					lc->st.idle == SG_IDLE_POLL ? "busy" : "sleep",
 					c->idle_sleep_us);
 		}
 	}

@@ -56,23 +56,12 @@ extern "C" {
  */
 #define SG_DP_MAX_JOBS 128
 
-/** Role of an lcore in the layout. */
-enum sg_dp_role {
-	SG_DP_ROLE_IO = 1,     /**< RX/TX I/O: classify and hand off */
-	SG_DP_ROLE_REDUCE = 2, /**< sum the keys it owns */
-	SG_DP_ROLE_RTC = 3,    /**< both: run to completion */
-};
-
-/** What an lcore does when its queues are empty. */
-enum sg_dp_idle {
-	SG_DP_IDLE_BUSY = 0,  /**< poll without pause (dedicated appliance) */
-	SG_DP_IDLE_SLEEP = 1, /**< back off, then sleep (shared GPU machine) */
-};
+/* Roles (enum sg_role) and idle policies (enum sg_idle) are in sg_types.h. */
 
 /** One lcore of the layout. */
 struct sg_dp_lcore_cfg {
 	unsigned int lcore;
-	enum sg_dp_role role;
+	enum sg_role role;
 	uint16_t port;  /**< RX port (io, rtc) */
 	uint16_t queue; /**< RX queue (io, rtc) */
 };
@@ -83,17 +72,22 @@ struct sg_dp_job_cfg {
 	uint32_t workers;     /**< N */
 	uint64_t token;       /**< session token */
 	unsigned int dtype;   /**< enum sg_dtype */
-	unsigned int mode;    /**< enum sg_dp_mode: 0 sync, 1 async, 2 deterministic */
+	unsigned int mode;    /**< enum sg_mode: 0 sync, 1 async, 2 deterministic */
 	uint32_t keys;        /**< partitions: keys 0..keys-1 */
 	uint32_t partition_bytes; /**< bytes of each partition */
 	uint32_t chunk_bytes; /**< payload bytes per chunk (0: largest that fits the MTU) */
 	uint32_t slots;       /**< slots in flight (0: engine default) */
+	/**
+	 * Tests only, never read from a file: add the job as an open job (its pushes
+	 * make keys 0..keys-1), with a budget of open_slots chunk slots per engine
+	 */
+	uint32_t open_slots;
 };
 
 /** What the agent needs beyond the server's own settings. */
 struct sg_dp_agent_conf {
 	char name[64];         /**< node name (heartbeats, node_info) [hostname] */
-	unsigned int kind;     /**< enum sg_ctl_node_kind [cpu] */
+	unsigned int kind;     /**< enum sg_node_kind [cpu] */
 	double gbps;           /**< bandwidth announced in heartbeats [the ports' speed, or 100] */
 	char coordinator[128]; /**< "host:port" or "unix:path" of a coordinator; "" = none */
 	unsigned int heartbeat_ms; /**< period of node_heartbeat [1000] */
@@ -132,7 +126,7 @@ struct sg_dp_config {
 	unsigned int peers;        /**< reply addresses each reducer remembers (ethdev) */
 	unsigned int peer_idle_ms; /**< ... forgotten after this long without a checked packet */
 	/* live (SIGHUP) */
-	enum sg_dp_idle idle;  /**< policy of every lcore not in sleep_lcores */
+	enum sg_idle idle;  /**< policy of every lcore not in sleep_lcores */
 	bool sleep_lcores[1024]; /**< lcores that back off and sleep whatever @c idle says */
 	unsigned int idle_sleep_us;
 	unsigned int timeout_ms; /**< incomplete slot reported after this */
@@ -223,7 +217,7 @@ int sg_dp_config_control_diff(const struct sg_dp_config *old, const struct sg_dp
 int sg_dp_lcore_list_parse(const char *spec, bool *mask, char *err, size_t errlen);
 
 /** Name of a role ("io", "reduce", "rtc"). */
-const char *sg_dp_role_name(enum sg_dp_role r);
+const char *sg_dp_role_name(enum sg_role r);
 
 /** Payload bytes per chunk of job @p j: its chunk_bytes, or the largest that fits the MTU. */
 uint32_t sg_dp_job_chunk_bytes(const struct sg_dp_config *c, const struct sg_dp_job_cfg *j);
@@ -248,11 +242,11 @@ void sg_dp_usage(FILE *f, const char *prog);
  * to @p c. Syntax: io/rtc "(port,queue,lcore)[,(port,queue,lcore)...]";
  * reduce "lcore[,lcore...]" where an item may be a range "a-b".
  */
-int sg_dp_layout_parse(struct sg_dp_config *c, enum sg_dp_role role, const char *spec, char *err,
+int sg_dp_layout_parse(struct sg_dp_config *c, enum sg_role role, const char *spec, char *err,
 		       size_t errlen);
 
 /** Remove every lcore of @p role from the layout (before re-parsing it). */
-void sg_dp_layout_clear(struct sg_dp_config *c, enum sg_dp_role role);
+void sg_dp_layout_clear(struct sg_dp_config *c, enum sg_role role);
 
 /** The machine a layout is checked against (sg_dp_topology_probe() or a test's). */
 struct sg_dp_topology {
@@ -291,9 +285,9 @@ struct sg_dp_pipeline;
 /** Per-lcore counters (what /sigma/lcores reports). */
 struct sg_dp_lcore_stats {
 	unsigned int lcore;
-	enum sg_dp_role role;
+	enum sg_role role;
 	int socket;
-	enum sg_dp_idle idle;  /**< the lcore's idle policy now */
+	enum sg_idle idle;  /**< the lcore's idle policy now */
 	uint64_t busy_cycles;  /**< TSC cycles of polls that found work */
 	uint64_t idle_cycles;  /**< TSC cycles of polls that found none (sleep included) */
 	uint64_t rx_pkts;      /**< frames received from the port */
@@ -402,7 +396,7 @@ struct sg_dp_pipeline_verbs_info {
 	unsigned int n_lcores;
 	struct {
 		unsigned int lcore;
-		enum sg_dp_role role;
+		enum sg_role role;
 		uint32_t qpn;  /**< the lcore's UD QP (RC: its connections have their own) */
 	} lcores[SG_DP_MAX_LAYOUT];
 };

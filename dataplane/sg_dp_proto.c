@@ -8,11 +8,12 @@
 #include <strings.h>
 
 #include "sg_dp_proto.h"
-#include "sg_sum.h"
 
 _Static_assert(sizeof(struct sg_dp_wire_hdr) == SG_DP_HDR_LEN, "wire header must be 48 bytes");
 _Static_assert(SG_DP_HDR_LEN + SG_DP_IPUDP_LEN + SG_DP_PAYLOAD_MTU1500 == 1500, "MTU 1500");
 _Static_assert(SG_DP_HDR_LEN + SG_DP_IPUDP_LEN + SG_DP_PAYLOAD_JUMBO == 9000, "MTU 9000");
+_Static_assert(sizeof(struct sg_dp_full) == 8 && sizeof(struct sg_dp_mismatch) == 8,
+	       "ERROR payloads are 8 bytes");
 
 static const char *const drop_names[SG_DP_DROP_COUNT] = {
 	[SG_DP_DROP_NONE] = "none",
@@ -38,17 +39,13 @@ static const char *const drop_names[SG_DP_DROP_COUNT] = {
 	[SG_DP_DROP_DUPLICATE] = "duplicate",
 	[SG_DP_DROP_PENDING] = "pending",
 	[SG_DP_DROP_JOIN] = "join",
+	[SG_DP_DROP_PARTITION] = "partition",
+	[SG_DP_DROP_FULL] = "full",
 };
 
 static const char *const type_names[SG_DP_T_MAX + 1] = {
 	[SG_DP_T_PUSH] = "push", [SG_DP_T_RESULT] = "result", [SG_DP_T_PULL] = "pull",
 	[SG_DP_T_NACK] = "nack", [SG_DP_T_ERROR] = "error",   [SG_DP_T_JOIN] = "join",
-};
-
-static const char *const mode_names[SG_DP_MODE_COUNT] = {
-	[SG_DP_MODE_SYNC] = "sync",
-	[SG_DP_MODE_ASYNC] = "async",
-	[SG_DP_MODE_DETERM] = "deterministic",
 };
 
 const char *sg_dp_drop_name(enum sg_dp_drop why)
@@ -59,28 +56,6 @@ const char *sg_dp_drop_name(enum sg_dp_drop why)
 const char *sg_dp_type_name(unsigned int type)
 {
 	return type >= 1 && type <= SG_DP_T_MAX ? type_names[type] : "unknown";
-}
-
-const char *sg_dp_mode_name(enum sg_dp_mode mode)
-{
-	return (unsigned int)mode < SG_DP_MODE_COUNT ? mode_names[mode] : "unknown";
-}
-
-int sg_dp_mode_from_name(const char *name, enum sg_dp_mode *mode)
-{
-	if (name == NULL)
-		return -EINVAL;
-	for (unsigned int i = 0; i < SG_DP_MODE_COUNT; i++) {
-		if (strcasecmp(name, mode_names[i]) == 0) {
-			*mode = i;
-			return 0;
-		}
-	}
-	if (strcasecmp(name, "determ") == 0) {
-		*mode = SG_DP_MODE_DETERM;
-		return 0;
-	}
-	return -EINVAL;
 }
 
 static int drop(enum sg_dp_drop *why, enum sg_dp_drop reason)

@@ -21,7 +21,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "sg_sum.h"
+#include "sg_types.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -43,12 +43,7 @@ extern "C" {
 #define SG_DP_PAYLOAD_JUMBO 8924
 /** Largest payload any packet may carry (the parser rejects larger ones). */
 #define SG_DP_MAX_PAYLOAD SG_DP_PAYLOAD_JUMBO
-/** Largest chunk_bytes of a job: the jumbo payload rounded down to a multiple of 8. */
-#define SG_DP_MAX_CHUNK_BYTES 8920
-/** Default partition size in bytes (BytePS's BYTEPS_PARTITION_BYTES default). */
-#define SG_DP_PARTITION_DEFAULT 4096000u
-/** Largest number of workers in one job (one 64-bit bitmap). */
-#define SG_DP_MAX_WORKERS 64
+/* Job limits (SG_MAX_WORKERS, SG_MAX_CHUNK_BYTES, ...) are in sg_types.h. */
 
 /** Message types (header field `type`). */
 enum sg_dp_type {
@@ -74,15 +69,47 @@ enum sg_dp_code {
 	SG_DP_C_BUSY = 1,        /**< NACK: accumulator pool exhausted; back off and retry */
 	SG_DP_C_INFLIGHT = 2,    /**< NACK: job's slots-in-flight limit reached; retry */
 	SG_DP_C_WORKER_LOST = 3, /**< ERROR: slot timed out; payload = u64 missing-rank bitmap */
-	SG_DP_C_GONE = 4,        /**< ERROR: the requested round's result is no longer kept */
+	SG_DP_C_GONE = 4,        /**< ERROR: the requested round's result is no longer kept;
+				      payload: struct sg_dp_round_info */
+	SG_DP_C_MISMATCH = 5,    /**< ERROR: the push names the job and its token but not its
+				      geometry; payload: struct sg_dp_mismatch */
+	SG_DP_C_STALE = 6,       /**< ERROR: the push's round is behind the chunk's round on the
+				      node; payload: struct sg_dp_round_info */
+	SG_DP_C_FULL = 7,        /**< ERROR: an open job has no chunk slot left on the node for a
+				      new key; payload: struct sg_dp_full */
 };
 
-/** Synchronisation mode of a job. */
-enum sg_dp_mode {
-	SG_DP_MODE_SYNC = 0,   /**< RESULT = sum of the N pushes of a round (default) */
-	SG_DP_MODE_ASYNC = 1,  /**< store += each push; each push answered with the store */
-	SG_DP_MODE_DETERM = 2, /**< like sync, bitwise independent of arrival order */
-	SG_DP_MODE_COUNT
+/** Payload of ERROR GONE and STALE (8 bytes, big-endian): where the chunk is on the node. */
+struct __attribute__((packed)) sg_dp_round_info {
+	uint32_t round;    /**< the chunk's round on the node */
+	uint32_t finished; /**< 1: that round finished (the next one to push is round + 1); 0:
+			        it is collecting */
+};
+
+/** What a push disagreed with (struct sg_dp_mismatch's what). */
+enum sg_dp_mismatch_what {
+	SG_DP_MM_KEY = 1,    /**< the job has no such key (other tensors or placement) */
+	SG_DP_MM_CHUNKS = 2, /**< chunk index or chunk count is not the key's */
+	SG_DP_MM_OFFSET = 3, /**< the byte offset is not the chunk's */
+	SG_DP_MM_DTYPE = 4,  /**< the element type is not the job's */
+	SG_DP_MM_NELEM = 5,  /**< the element count is not the chunk's */
+	SG_DP_MM_PARTITION = 6, /**< a new key of an open job would be larger than the job's
+				     partition_bytes */
+};
+
+/** Payload of ERROR MISMATCH (8 bytes, big-endian): the job as the node holds it. */
+struct __attribute__((packed)) sg_dp_mismatch {
+	uint8_t what;         /**< enum sg_dp_mismatch_what */
+	uint8_t dtype;        /**< the job's dtype; of a job of dtype any, the key's, or 0xff
+				   (SG_DTYPE_ANY) before the key exists */
+	uint16_t zero;        /**< 0 */
+	uint32_t chunk_bytes; /**< the job's chunk_bytes */
+};
+
+/** Payload of ERROR FULL (8 bytes, big-endian): an open job's chunk slots on the node. */
+struct __attribute__((packed)) sg_dp_full {
+	uint32_t slots; /**< chunk slots the job may take on the engine that refused (its budget) */
+	uint32_t used;  /**< ... of which its keys take now */
 };
 
 /**
@@ -129,7 +156,8 @@ struct sg_dp_msg {
 
 /**
  * Why a packet was dropped. Each has its own counter in the engine's stats;
- * the parser reports the first eight, the engine the rest.
+ * the parser reports the first eight, the engine the rest. New reasons are
+ * added at the end: the values are stable.
  */
 enum sg_dp_drop {
 	SG_DP_DROP_NONE = 0,
@@ -156,6 +184,8 @@ enum sg_dp_drop {
 	SG_DP_DROP_DUPLICATE,   /**< push already counted for this round */
 	SG_DP_DROP_PENDING,     /**< PULL for a round that is still collecting */
 	SG_DP_DROP_JOIN,        /**< JOIN: not the engine's; the caller hands it to control */
+	SG_DP_DROP_PARTITION,   /**< a new key of an open job larger than its partition_bytes */
+	SG_DP_DROP_FULL,        /**< a new key of an open job, and no chunk slot left for it */
 	SG_DP_DROP_COUNT
 };
 
@@ -164,12 +194,6 @@ const char *sg_dp_drop_name(enum sg_dp_drop why);
 
 /** Name of a message type ("push", ...), or "unknown". */
 const char *sg_dp_type_name(unsigned int type);
-
-/** Name of a mode ("sync", "async", "deterministic"), or "unknown". */
-const char *sg_dp_mode_name(enum sg_dp_mode mode);
-
-/** Parse a mode name ("sync", "async", "deterministic"/"determ"); -EINVAL if unknown. */
-int sg_dp_mode_from_name(const char *name, enum sg_dp_mode *mode);
 
 /**
  * Parse and validate one UDP payload.

@@ -915,7 +915,7 @@ uint32_t sg_dp_verbs_max_payload(const struct sg_dp_verbs *t)
 {
 	uint32_t p = (t->msg_max - SG_DP_HDR_LEN) & ~7u;
 
-	return p > SG_DP_MAX_CHUNK_BYTES ? SG_DP_MAX_CHUNK_BYTES : p;
+	return p > SG_MAX_CHUNK_BYTES ? SG_MAX_CHUNK_BYTES : p;
 }
 
 uint32_t sg_dp_verbs_qpn(const struct sg_dp_verbs *t)

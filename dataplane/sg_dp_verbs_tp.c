@@ -107,7 +107,7 @@ static int verbs_check(const struct sg_dp_config *c, struct sg_dp_topology *t, c
 	for (unsigned int i = 0; i < c->n_lcores; i++) {
 		const struct sg_dp_lcore_cfg *a = &c->lcores[i];
 
-		if ((a->role & SG_DP_ROLE_IO) && a->port != 0) {
+		if ((a->role & SG_ROLE_IO) && a->port != 0) {
 			sg_dp_seterr(err, errlen, "layout %s (%u,%u,%u): with [transport] type = verbs "
 				     "every entry is on port 0 (the [verbs] device and port; the "
 				     "queue number orders the QPs): write (0,%u,%u)",
@@ -117,7 +117,7 @@ static int verbs_check(const struct sg_dp_config *c, struct sg_dp_topology *t, c
 		}
 	}
 	if (vc.mode == SG_DP_VERBS_RC &&
-	    (c->n_lcores != 1 || c->lcores[0].role != SG_DP_ROLE_RTC)) {
+	    (c->n_lcores != 1 || c->lcores[0].role != SG_ROLE_RTC)) {
 		sg_dp_seterr(err, errlen, "[verbs] mode = rc: the layout must be exactly one rtc lcore "
 			     "(a worker's connection carries its replies, so the lcore that polls it "
 			     "must also sum): use rtc = (0,0,LCORE) alone, or mode = ud for io, reduce "
@@ -277,7 +277,7 @@ static unsigned int vtp_flush(struct sg_dp_lcore *lc)
 	 * its receive CQ never overruns (which would put the QP it sends on in error). */
 	/* An io/rtc lcore stops its rx at stop, but still sends while it drains: it keeps
 	 * polling its receive CQ here, else arrivals could overrun it. */
-	n = (lc->role & SG_DP_ROLE_IO) && !lc->p->stop_rx ? 0 : vtp_rx(lc, 0);
+	n = (lc->role & SG_ROLE_IO) && !lc->p->stop_rx ? 0 : vtp_rx(lc, 0);
 	f = sg_dp_verbs_flush(v->t);
 	if (f > 0 || v->moved) {
 		struct sg_dp_verbs_stats vs;

@@ -81,7 +81,7 @@ static int run_demo(const struct sg_dp_config *c)
 
 	dc.jobs[0].workers = c->demo_workers;
 	/* with the sleep policy the generator yields its CPU too */
-	lc.gen_sleep_us = c->idle == SG_DP_IDLE_SLEEP ? c->idle_sleep_us : 0;
+	lc.gen_sleep_us = c->idle == SG_IDLE_SLEEP ? c->idle_sleep_us : 0;
 	printf("sigmad demo: %u workers push %u keys of %u bytes (fp32) for %.1f s through "
 	       "sigmad on a ring port; every element of every RESULT is checked\n",
 	       dc.jobs[0].workers, dc.jobs[0].keys, dc.jobs[0].partition_bytes, lc.timeout_s);

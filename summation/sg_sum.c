@@ -32,17 +32,6 @@ static const char *const impl_names[SG_SUM_IMPL_COUNT] = {
 	[SG_SUM_IMPL_AVX512] = "avx512",
 };
 
-static const char *const dtype_names[SG_DTYPE_COUNT] = {
-	[SG_DTYPE_FP32] = "fp32", [SG_DTYPE_FP64] = "fp64", [SG_DTYPE_FP16] = "fp16",
-	[SG_DTYPE_BF16] = "bf16", [SG_DTYPE_INT32] = "int32", [SG_DTYPE_INT64] = "int64",
-	[SG_DTYPE_INT8] = "int8", [SG_DTYPE_UINT8] = "uint8",
-};
-
-static const size_t dtype_sizes[SG_DTYPE_COUNT] = {
-	[SG_DTYPE_FP32] = 4, [SG_DTYPE_FP64] = 8, [SG_DTYPE_FP16] = 2, [SG_DTYPE_BF16] = 2,
-	[SG_DTYPE_INT32] = 4, [SG_DTYPE_INT64] = 8, [SG_DTYPE_INT8] = 1, [SG_DTYPE_UINT8] = 1,
-};
-
 const char *sg_sum_impl_name(enum sg_sum_impl impl)
 {
 	return (unsigned int)impl < SG_SUM_IMPL_COUNT ? impl_names[impl] : "unknown";
@@ -53,27 +42,6 @@ int sg_sum_impl_from_name(const char *name, enum sg_sum_impl *impl)
 	for (unsigned int i = 0; name != NULL && i < SG_SUM_IMPL_COUNT; i++) {
 		if (strcasecmp(name, impl_names[i]) == 0) {
 			*impl = i;
-			return 0;
-		}
-	}
-	return -EINVAL;
-}
-
-size_t sg_dtype_size(enum sg_dtype dt)
-{
-	return sg_dtype_valid(dt) ? dtype_sizes[dt] : 0;
-}
-
-const char *sg_dtype_name(enum sg_dtype dt)
-{
-	return sg_dtype_valid(dt) ? dtype_names[dt] : "unknown";
-}
-
-int sg_dtype_from_name(const char *name, enum sg_dtype *dt)
-{
-	for (unsigned int i = 0; name != NULL && i < SG_DTYPE_COUNT; i++) {
-		if (strcasecmp(name, dtype_names[i]) == 0) {
-			*dt = i;
 			return 0;
 		}
 	}
@@ -364,7 +332,7 @@ void sg_sum_acc_init_unchecked(enum sg_dtype dt, unsigned int flags, void *acc, 
 	if (wide_acc(dt, flags))
 		kernels_ready()->widen(dt, acc, src, n, false);
 	else
-		copy_bytes(kernels_ready(), acc, src, n * dtype_sizes[dt]);
+		copy_bytes(kernels_ready(), acc, src, n * sg_dtype_size(dt));
 }
 
 void sg_sum_acc_add_unchecked(enum sg_dtype dt, unsigned int flags, void *acc, const void *src,
@@ -377,7 +345,7 @@ void sg_sum_acc_add_unchecked(enum sg_dtype dt, unsigned int flags, void *acc, c
 	if (wide_acc(dt, flags))
 		kernels_ready()->widen(dt, acc, src, n, true);
 	else
-		kernels_ready()->addk(dt, acc, in, 2, n, 0, use_nt(n * dtype_sizes[dt]));
+		kernels_ready()->addk(dt, acc, in, 2, n, 0, use_nt(n * sg_dtype_size(dt)));
 }
 
 void sg_sum_acc_final_unchecked(enum sg_dtype dt, unsigned int flags, void *dst, const void *acc,
@@ -388,7 +356,7 @@ void sg_sum_acc_final_unchecked(enum sg_dtype dt, unsigned int flags, void *dst,
 	if (wide_acc(dt, flags))
 		kernels_ready()->narrow(dt, dst, acc, n, use_nt(n * sizeof(uint16_t)));
 	else
-		copy_bytes(kernels_ready(), dst, acc, n * dtype_sizes[dt]);
+		copy_bytes(kernels_ready(), dst, acc, n * sg_dtype_size(dt));
 }
 
 /* ---- fused checksums ---------------------------------------------------- */
@@ -470,7 +438,7 @@ uint16_t sg_sum_acc_init_csum_unchecked(enum sg_dtype dt, unsigned int flags, vo
 	const struct sg_sum_kernels *k = kernels_ready();
 
 	if (!wide_acc(dt, flags))
-		return csum_copy(k, acc, src, n * dtype_sizes[dt]);
+		return csum_copy(k, acc, src, n * sg_dtype_size(dt));
 	return sg_sum_acc_add_csum_unchecked(dt, flags, acc, NULL, src, n);
 }
 
@@ -478,7 +446,7 @@ uint16_t sg_sum_acc_add_csum_unchecked(enum sg_dtype dt, unsigned int flags, voi
 				       const void *acc, const void *src, size_t n)
 {
 	const struct sg_sum_kernels *k = kernels_ready();
-	const size_t asz = sg_sum_acc_elem_size(dt, flags), sz = dtype_sizes[dt];
+	const size_t asz = sg_sum_acc_elem_size(dt, flags), sz = sg_dtype_size(dt);
 	uint16_t c = 0;
 
 	for (size_t i = 0; i < n; i += CSUM_STEP(8)) {
@@ -499,7 +467,7 @@ uint16_t sg_sum_acc_final_csum_unchecked(enum sg_dtype dt, unsigned int flags, v
 	uint16_t c = 0;
 
 	if (!wide_acc(dt, flags))
-		return csum_copy(k, dst, acc, n * dtype_sizes[dt]);
+		return csum_copy(k, dst, acc, n * sg_dtype_size(dt));
 	for (size_t i = 0; i < n; i += CSUM_STEP(8)) {
 		size_t m = RTE_MIN(n - i, CSUM_STEP(8));
 

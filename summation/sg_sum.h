@@ -37,22 +37,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "sg_types.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-/** Element types understood by every Sigma module (values are wire-stable). */
-enum sg_dtype {
-	SG_DTYPE_FP32 = 0,
-	SG_DTYPE_FP64 = 1,
-	SG_DTYPE_FP16 = 2,
-	SG_DTYPE_BF16 = 3,
-	SG_DTYPE_INT32 = 4,
-	SG_DTYPE_INT64 = 5,
-	SG_DTYPE_INT8 = 6,
-	SG_DTYPE_UINT8 = 7,
-	SG_DTYPE_COUNT
-};
 
 /** Reducer implementations. */
 enum sg_sum_impl {
@@ -93,21 +82,6 @@ const char *sg_sum_impl_name(enum sg_sum_impl impl);
 
 /** Parse an implementation name; -EINVAL if unknown. */
 int sg_sum_impl_from_name(const char *name, enum sg_sum_impl *impl);
-
-/** Size in bytes of one element, or 0 for an unknown dtype. */
-size_t sg_dtype_size(enum sg_dtype dt);
-
-/** Name of a dtype ("fp32", "bf16", ...), or "unknown". */
-const char *sg_dtype_name(enum sg_dtype dt);
-
-/** Parse a dtype name; -EINVAL if unknown. */
-int sg_dtype_from_name(const char *name, enum sg_dtype *dt);
-
-/** True if @p dt is a valid dtype value. */
-static inline bool sg_dtype_valid(unsigned int dt)
-{
-	return dt < SG_DTYPE_COUNT;
-}
 
 /**
  * Copy-first helper for a round's first arrival: dst = src, bytes as they are

@@ -12,6 +12,7 @@
 
 #include "sg_test.h"
 #include "sigma.h"
+#include "sigma_udpd.h"
 
 #define CU_MAX_W 8
 #define CU_MAX_NODES 4
@@ -41,7 +42,7 @@ static inline int cu_nodes(struct cu_group *g, unsigned int nnodes,
 			return -errno;
 		g->nodes[i] = (struct sigma_node){.name = names[i], .addr = "127.0.0.1",
 						  .port = sigma_udpd_port(g->d[i]),
-						  .kind = SG_CTL_NODE_CPU,
+						  .kind = SG_NODE_CPU,
 						  .gbps = 10};
 	}
 	return 0;

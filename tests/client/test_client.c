@@ -406,7 +406,7 @@ static void test_garbage(void)
 	c = (struct sigma_conf){.job = 18, .token = 77, .local_addr = "127.0.0.1",
 				.local_port = free_port()};
 	SG_CHECK_EQ(cu_sessions(&g, 1, &c), 0);
-	SG_CHECK(sigma_tensor_register(g.s[0], NULL, SIGMA_MAX_TENSORS, SG_DTYPE_FP32, 1, 0) ==
+	SG_CHECK(sigma_tensor_register(g.s[0], NULL, SG_MAX_TENSORS, SG_DTYPE_FP32, 1, 0) ==
 			 NULL && errno == EINVAL, "tensor id too big accepted");
 	SG_CHECK(sigma_tensor_register(g.s[0], NULL, 1, SG_DTYPE_COUNT, 1, 0) == NULL,
 		 "bad dtype accepted");

@@ -29,7 +29,7 @@
 enum { NW = 2, WINDOW = 4, INFLIGHT = 2, NCHUNKS = 16, QCAP = 256 };
 #define CHUNK_ELEMS (SG_DP_PAYLOAD_MTU1500 / 4)
 #define NELEM ((uint64_t)NCHUNKS * CHUNK_ELEMS)
-#define PKT_MAX (SG_DP_HDR_LEN + SG_DP_MAX_CHUNK_BYTES)
+#define PKT_MAX (SG_DP_HDR_LEN + SG_MAX_CHUNK_BYTES)
 
 /* A push the proxy has read and not yet given to the engine. */
 struct held {
@@ -180,7 +180,7 @@ static float val(unsigned int r, size_t i)
 static void test_nack_no_stall(void)
 {
 	struct proxy *p = calloc(1, sizeof(*p));
-	struct sigma_node node = {.name = "node0", .addr = "127.0.0.1", .kind = SG_CTL_NODE_CPU};
+	struct sigma_node node = {.name = "node0", .addr = "127.0.0.1", .kind = SG_NODE_CPU};
 	/* Long timeouts: no resend may fire while the script runs; few retries: a stall fails. */
 	struct sigma_conf c = {.job = 21, .token = 77, .nworkers = NW, .nodes = &node,
 			       .nnodes = 1, .window = WINDOW, .rto_us = 100000,

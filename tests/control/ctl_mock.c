@@ -23,6 +23,11 @@ static int mk_node_info(void *arg, struct sg_ctl_node_info *out)
 	out->reducer_lcores[0] = 1;
 	out->reducer_lcores[1] = 2;
 	out->draining = m->draining;
+	snprintf(out->addr, sizeof(out->addr), "10.0.0.9");
+	out->udp_port = 9300;
+	out->kind = SG_NODE_CPU;
+	out->gbps = 100;
+	out->max_chunk_bytes = MOCK_MAX_CHUNK;
 	return 0;
 }
 
@@ -36,10 +41,30 @@ static int mk_job_create(void *arg, struct sg_ctl_job *job, char *reason)
 	}
 	if (m->n_jobs == SG_CTL_MAX_JOBS)
 		return -ENOSPC;
-	job->id = ++m->next_id;
+	if (job->chunk_bytes > MOCK_MAX_CHUNK) {
+		snprintf(reason, SG_CTL_REASON_MAX, "chunk_bytes %u: at most %u", job->chunk_bytes,
+			 MOCK_MAX_CHUNK);
+		return -EINVAL;
+	}
+	for (unsigned int i = 0; job->id != 0 && i < m->n_jobs; i++)
+		if (m->jobs[i].id == job->id)
+			return -EEXIST;
+	if (job->id == 0)
+		job->id = ++m->next_id;
+	if (job->chunk_bytes == 0)
+		job->chunk_bytes = MOCK_MAX_CHUNK;
+	if (job->open) {
+		/* as sigmad: the default budget, on each of the mock's 2 reducers */
+		job->slots = job->slots ? job->slots : SG_OPEN_SLOTS_DEFAULT;
+		job->slots_budget = 2ull * job->slots;
+	}
+	m->last_n_keys = job->n_keys;
+	for (unsigned int k = 0; k < job->n_keys && k < MOCK_KEYS; k++)
+		m->last_keys[k] = job->keys[k];
 	snprintf(m->last_token, sizeof(m->last_token), "%s", job->token);
 	m->jobs[m->n_jobs] = *job;
 	m->jobs[m->n_jobs].tensors = NULL;
+	m->jobs[m->n_jobs].keys = NULL;
 	m->jobs[m->n_jobs].token[0] = '\0';
 	m->jobs[m->n_jobs].rounds_completed = 1000 + job->id;
 	m->n_jobs++;
@@ -184,10 +209,10 @@ static int mk_verbs_info(void *arg, struct sg_ctl_verbs_info *out, char *reason)
 	out->rc_max_conns = 16;
 	out->n_lcores = 2;
 	out->lcores[0].lcore = 1;
-	out->lcores[0].role = SG_CTL_ROLE_RTC;
+	out->lcores[0].role = SG_ROLE_RTC;
 	out->lcores[0].qpn = 0x1234;
 	out->lcores[1].lcore = 3;
-	out->lcores[1].role = SG_CTL_ROLE_REDUCER;
+	out->lcores[1].role = SG_ROLE_REDUCE;
 	out->lcores[1].qpn = 0xabcdef;
 	return 0;
 }
@@ -249,8 +274,8 @@ const struct sg_ctl_agent_ops mock_ops = {
 
 void mock_init(struct mock_agent *m)
 {
-	static const uint32_t roles[MOCK_LCORES] = {SG_CTL_ROLE_CONTROL, SG_CTL_ROLE_REDUCER,
-						    SG_CTL_ROLE_REDUCER, SG_CTL_ROLE_IO};
+	static const uint32_t roles[MOCK_LCORES] = {SG_ROLE_CONTROL, SG_ROLE_REDUCE,
+						    SG_ROLE_REDUCE, SG_ROLE_IO};
 	unsigned int i;
 
 	memset(m, 0, sizeof(*m));
@@ -258,8 +283,8 @@ void mock_init(struct mock_agent *m)
 	for (i = 0; i < MOCK_LCORES; i++) {
 		m->layout.lcores[i].lcore = i;
 		m->layout.lcores[i].role = roles[i];
-		m->layout.lcores[i].port = roles[i] == SG_CTL_ROLE_IO ? 0 : -1;
-		m->layout.lcores[i].queue = roles[i] == SG_CTL_ROLE_IO ? 0 : -1;
+		m->layout.lcores[i].port = roles[i] == SG_ROLE_IO ? 0 : -1;
+		m->layout.lcores[i].queue = roles[i] == SG_ROLE_IO ? 0 : -1;
 	}
 	m->layout.n_reducers = 2;
 	for (i = 0; i < SG_CTL_KEYMAP_BUCKETS; i++)

@@ -6,6 +6,10 @@
 #include "sg_ctl.h"
 
 #define MOCK_LCORES 4
+/* node_info's max_chunk_bytes, and the chunk of a job created without one */
+#define MOCK_MAX_CHUNK 8920
+/* keys of the last job_create the mock keeps */
+#define MOCK_KEYS 4096
 
 struct mock_agent {
 	struct sg_ctl_job jobs[SG_CTL_MAX_JOBS];
@@ -17,6 +21,8 @@ struct mock_agent {
 	bool draining;
 	int last_log_level;
 	char last_token[SG_CTL_TOKEN_LEN];
+	uint32_t last_n_keys;			/* keys the last job_create placed here */
+	struct sg_ctl_key last_keys[MOCK_KEYS];	/* ... the first MOCK_KEYS of them */
 	/* verbs: 0 = RC node, 1 = UD node, 2 = a node on the DPDK transport */
 	int verbs_kind;
 	unsigned int rc_calls;			/* verbs_rc_connect calls that reached the agent */

@@ -44,22 +44,22 @@ int main(void)
 	SG_CHECK(m != NULL, "create");
 	if (m == NULL)
 		return sg_test_finish("ctl_members");
-	SG_CHECK_EQ(sg_ctl_members_heartbeat(m, "cpu0", SG_CTL_NODE_CPU, 100, 1 * MS), 0);
-	SG_CHECK_EQ(sg_ctl_members_heartbeat(m, "cpu1", SG_CTL_NODE_CPU, 100, 1 * MS), 0);
-	SG_CHECK_EQ(sg_ctl_members_heartbeat(m, "gpu0", SG_CTL_NODE_GPU, 25, 1 * MS), 0);
-	SG_CHECK_EQ(sg_ctl_members_heartbeat(m, "gpu1", SG_CTL_NODE_GPU, 25, 1 * MS), 0);
+	SG_CHECK_EQ(sg_ctl_members_heartbeat(m, "cpu0", SG_NODE_CPU, 100, 1 * MS), 0);
+	SG_CHECK_EQ(sg_ctl_members_heartbeat(m, "cpu1", SG_NODE_CPU, 100, 1 * MS), 0);
+	SG_CHECK_EQ(sg_ctl_members_heartbeat(m, "gpu0", SG_NODE_GPU, 25, 1 * MS), 0);
+	SG_CHECK_EQ(sg_ctl_members_heartbeat(m, "gpu1", SG_NODE_GPU, 25, 1 * MS), 0);
 	/* Bad input: counted out, never stored. */
-	SG_CHECK_EQ(sg_ctl_members_heartbeat(m, "gpu2", SG_CTL_NODE_GPU, 25, 1 * MS), -ENOSPC);
-	SG_CHECK_EQ(sg_ctl_members_heartbeat(m, "", SG_CTL_NODE_GPU, 25, 1 * MS), -EINVAL);
-	SG_CHECK_EQ(sg_ctl_members_heartbeat(m, "cpu0", SG_CTL_NODE_GPU + 5, 25, 1 * MS), -EINVAL);
-	SG_CHECK_EQ(sg_ctl_members_heartbeat(m, "cpu0", SG_CTL_NODE_CPU, -1, 1 * MS), -EINVAL);
-	SG_CHECK_EQ(sg_ctl_members_heartbeat(m, "cpu0", SG_CTL_NODE_CPU, 0.0 / 0.0, 1 * MS), -EINVAL);
+	SG_CHECK_EQ(sg_ctl_members_heartbeat(m, "gpu2", SG_NODE_GPU, 25, 1 * MS), -ENOSPC);
+	SG_CHECK_EQ(sg_ctl_members_heartbeat(m, "", SG_NODE_GPU, 25, 1 * MS), -EINVAL);
+	SG_CHECK_EQ(sg_ctl_members_heartbeat(m, "cpu0", SG_NODE_GPU + 5, 25, 1 * MS), -EINVAL);
+	SG_CHECK_EQ(sg_ctl_members_heartbeat(m, "cpu0", SG_NODE_CPU, -1, 1 * MS), -EINVAL);
+	SG_CHECK_EQ(sg_ctl_members_heartbeat(m, "cpu0", SG_NODE_CPU, 0.0 / 0.0, 1 * MS), -EINVAL);
 	{
 		char longname[100];
 
 		memset(longname, 'n', sizeof(longname) - 1);
 		longname[99] = '\0';
-		SG_CHECK_EQ(sg_ctl_members_heartbeat(m, longname, SG_CTL_NODE_CPU, 1, 1), -EINVAL);
+		SG_CHECK_EQ(sg_ctl_members_heartbeat(m, longname, SG_NODE_CPU, 1, 1), -EINVAL);
 	}
 	SG_CHECK_EQ(sg_ctl_members_list(m, list, 8), 4);
 	e0 = sg_ctl_members_epoch(m);
@@ -77,7 +77,7 @@ int main(void)
 	for (i = 0; i < 4; i++)
 		if (i != 3)
 			sg_ctl_members_heartbeat(m, (const char *[]){"cpu0", "cpu1", "gpu0"}[i], i < 2
-						 ? SG_CTL_NODE_CPU : SG_CTL_NODE_GPU, i < 2 ? 100 : 25,
+						 ? SG_NODE_CPU : SG_NODE_GPU, i < 2 ? 100 : 25,
 						 90 * MS);
 	SG_CHECK_EQ(sg_ctl_members_check(m, 100 * MS), 0);
 	SG_CHECK_EQ(n_fails, 0);
@@ -110,7 +110,7 @@ int main(void)
 	SG_CHECK_EQ(sg_ctl_members_place_nodes(m, pn, 2), -ENOSPC);
 
 	/* gpu1 comes back: alive again, epoch moves again. */
-	SG_CHECK_EQ(sg_ctl_members_heartbeat(m, "gpu1", SG_CTL_NODE_GPU, 25, 170 * MS), 0);
+	SG_CHECK_EQ(sg_ctl_members_heartbeat(m, "gpu1", SG_NODE_GPU, 25, 170 * MS), 0);
 	SG_CHECK(sg_ctl_members_epoch(m) > e1, "epoch moved on return");
 	sg_ctl_members_list(m, list, 8);
 	SG_CHECK(list[3].alive, "gpu1 alive again");

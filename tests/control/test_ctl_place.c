@@ -80,7 +80,7 @@ static void make_nodes(struct sg_ctl_place_node *n, unsigned int cnt, unsigned i
 	for (i = 0; i < cnt; i++) {
 		snprintf(names[i], sizeof(names[i]), "node%02u", i);
 		n[i] = (struct sg_ctl_place_node){.name = names[i],
-						  .kind = i < n_cpu ? SG_CTL_NODE_CPU : SG_CTL_NODE_GPU,
+						  .kind = i < n_cpu ? SG_NODE_CPU : SG_NODE_GPU,
 						  .gbps = 100,
 						  .alive = true};
 	}
@@ -128,9 +128,9 @@ static void test_balance(void)
 	nodes[1].name = NULL;
 	SG_CHECK_EQ(sg_ctl_place_weights(nodes, 12, w), -EINVAL);
 	nodes[1].name = names[1];
-	nodes[2].kind = (enum sg_ctl_node_kind)7;
+	nodes[2].kind = (enum sg_node_kind)7;
 	SG_CHECK_EQ(sg_ctl_place_weights(nodes, 12, w), -EINVAL);
-	nodes[2].kind = SG_CTL_NODE_CPU;
+	nodes[2].kind = SG_NODE_CPU;
 	for (i = 0; i < 12; i++)
 		nodes[i].alive = false;
 	SG_CHECK_EQ(sg_ctl_place_weights(nodes, 12, w), -ENOENT);
@@ -178,13 +178,13 @@ static void test_movement(void)
 
 static void test_names(void)
 {
-	enum sg_ctl_node_kind k;
+	enum sg_node_kind k;
 
-	SG_CHECK_EQ(sg_ctl_node_kind_from_name("gpu", &k), 0);
-	SG_CHECK_EQ(k, SG_CTL_NODE_GPU);
-	SG_CHECK_EQ(sg_ctl_node_kind_from_name("GPU ", &k), -EINVAL);
-	SG_CHECK_EQ(sg_ctl_node_kind_from_name(NULL, &k), -EINVAL);
-	SG_CHECK(strcmp(sg_ctl_node_kind_name(SG_CTL_NODE_CPU), "cpu") == 0, "cpu name");
+	SG_CHECK_EQ(sg_node_kind_from_name("gpu", &k), 0);
+	SG_CHECK_EQ(k, SG_NODE_GPU);
+	SG_CHECK_EQ(sg_node_kind_from_name("GPU ", &k), -EINVAL);
+	SG_CHECK_EQ(sg_node_kind_from_name(NULL, &k), -EINVAL);
+	SG_CHECK(strcmp(sg_node_kind_name(SG_NODE_CPU), "cpu") == 0, "cpu name");
 	SG_CHECK_EQ(sg_ctl_partition_key(1, 2), (1ull << 32) | 2);
 }
 

@@ -34,6 +34,8 @@ static char sock_path[108], tmpdir[64];
 static struct sg_ctl_server *srv;
 static struct mock_agent mock;
 static uint16_t tcp_port, http_port;
+static int determ_id; /* a deterministic job the mock holds (test_unix_roundtrips) */
+static long long open_any_id; /* an open job of dtype any it holds (test_job_create_open) */
 
 /* ---- a "dataplane" that must keep summing while the control plane is abused ---- */
 
@@ -192,6 +194,214 @@ static json_t *call(struct sg_ctl_client *c, const char *method, const char *par
 
 /* ---- tests ---- */
 
+/* A call that must fail with @p code and @p needle in its message. */
+static void call_refused(struct sg_ctl_client *c, const char *method, const char *params,
+			 long code, const char *needle)
+{
+	char *res = NULL, *emsg = NULL;
+	int rc = sg_ctl_client_call(c, method, params, &res, &emsg);
+	char want[16];
+
+	snprintf(want, sizeof(want), "(%ld)", code);
+	SG_CHECK(rc == -EREMOTEIO && emsg && strstr(emsg, needle) && strstr(emsg, want),
+		 "%s %s: %d %s (want '%s' %s)", method, params ? params : "", rc,
+		 emsg ? emsg : res, needle, want);
+	free(res);
+	free(emsg);
+}
+
+/* A job_create answer's integer member. */
+static long long jint(json_t *r, const char *k)
+{
+	return (long long)json_integer_value(json_object_get(r, k));
+}
+
+/*
+ * job_create as the job service calls it: a given id, token and chunk size, and
+ * the job's node list, of which this node keeps the keys placed on it, numbered
+ * as libsigma numbers them.
+ */
+static void test_job_create_spanning(struct sg_ctl_client *c)
+{
+	static const char tok[] = "00112233445566778899AABBCCDDEEFF00112233445566778899aabbccddeeff";
+	struct sg_ctl_place_node pn[3] = {{"mock-node", SG_NODE_CPU, 100, true},
+					  {"other-a", SG_NODE_CPU, 100, true},
+					  {"other-b", SG_NODE_GPU, 40, true}};
+	double w[3];
+	char params[1024];
+	uint32_t want = 0, k = 0;
+	bool same = true;
+	json_t *r;
+	long code;
+
+	r = call(c, "node_info", NULL, &code);
+	SG_CHECK(r && jint(r, "max_chunk_bytes") == MOCK_MAX_CHUNK && jint(r, "udp_port") == 9300 &&
+		 !strcmp(json_string_value(json_object_get(r, "addr")), "10.0.0.9") &&
+		 !strcmp(json_string_value(json_object_get(r, "kind")), "cpu"), "node_info for jobs");
+	json_decref(r);
+	/* one node: every partition, keys tensor << 16 | part */
+	r = call(c, "job_create", "{\"workers\":2,\"id\":700,\"chunk_bytes\":1424,\"token\":\""
+		 "00112233445566778899AABBCCDDEEFF00112233445566778899aabbccddeeff\",\"partition_bytes\":"
+		 "4000,\"tensors\":[{\"elems\":2500},{\"elems\":1000}]}", &code);
+	SG_CHECK(r && jint(r, "id") == 700 && jint(r, "chunk_bytes") == 1424 && jint(r, "keys") == 4 &&
+		 jint(r, "nodes") == 1 && jint(r, "partition_bytes") == 4000, "id, chunk: %ld", code);
+	json_decref(r);
+	SG_CHECK(strncmp(mock.last_token, "00112233445566778899aabbccddeeff", 32) == 0,
+		 "the given token (lower case): %s", mock.last_token);
+	SG_CHECK(mock.last_n_keys == 4 && mock.last_keys[0].id == 0 && mock.last_keys[2].id == 2 &&
+		 mock.last_keys[2].nelem == 500 && mock.last_keys[3].id == 0x10000 &&
+		 mock.last_keys[3].nelem == 1000, "keys numbered tensor<<16|part");
+	/* the same id again: refused by the agent */
+	r = call(c, "job_create", "{\"workers\":2,\"id\":700,\"tensors\":[{\"elems\":1}]}", &code);
+	SG_CHECK(r == NULL && code == SG_CTL_ERR_REFUSED, "id in use: %ld", code);
+	/* bad values of the new members */
+	call_refused(c, "job_create", "{\"workers\":2,\"token\":\"abc\",\"tensors\":[{\"elems\":1}]}",
+		     SG_CTL_ERR_INVALID_PARAMS, "64 hex digits");
+	call_refused(c, "job_create", "{\"workers\":2,\"chunk_bytes\":1001,\"tensors\":[{\"elems\":1}]}",
+		     SG_CTL_ERR_INVALID_PARAMS, "multiple of 8");
+	call_refused(c, "job_create", "{\"workers\":2,\"chunk_bytes\":9000,\"tensors\":[{\"elems\":1}]}",
+		     SG_CTL_ERR_INVALID_PARAMS, "chunk_bytes");
+	call_refused(c, "job_create", "{\"workers\":2,\"id\":-1,\"tensors\":[{\"elems\":1}]}",
+		     SG_CTL_ERR_INVALID_PARAMS, "id");
+	call_refused(c, "job_create", "{\"workers\":2,\"partition_bytes\":4,\"tensors\":[{\"elems\":"
+		     "300000}]}", SG_CTL_ERR_INVALID_PARAMS, "at most 65536");
+	call_refused(c, "job_create", "{\"workers\":2,\"tensors\":[{\"elems\":1}],\"nodes\":"
+		     "[{\"name\":\"x\"},{\"name\":\"x\"}]}", SG_CTL_ERR_INVALID_PARAMS, "twice");
+	call_refused(c, "job_create", "{\"workers\":2,\"tensors\":[{\"elems\":1}],\"nodes\":"
+		     "[{\"name\":\"mock-node\",\"weight\":1},{\"name\":\"y\"}]}",
+		     SG_CTL_ERR_INVALID_PARAMS, "every node a weight");
+	call_refused(c, "job_create", "{\"workers\":2,\"tensors\":[{\"elems\":1}],\"nodes\":"
+		     "[{\"name\":\"mock-node\",\"kind\":\"tpu\"}]}", SG_CTL_ERR_INVALID_PARAMS, "kind");
+	call_refused(c, "job_create", "{\"workers\":2,\"tensors\":[{\"elems\":1}],\"nodes\":"
+		     "[{\"name\":\"a\"},{\"name\":\"b\"}]}", SG_CTL_ERR_REFUSED,
+		     "not in the job's node list");
+	call_refused(c, "job_create", "{\"workers\":2,\"tensors\":[{\"elems\":1}],\"nodes\":[]}",
+		     SG_CTL_ERR_INVALID_PARAMS, "nodes");
+	/* three nodes: this one keeps exactly the keys placement gives it */
+	snprintf(params, sizeof(params), "{\"workers\":3,\"id\":701,\"token\":\"%s\","
+		 "\"partition_bytes\":400,\"tensors\":[{\"elems\":10000},{\"elems\":20000},"
+		 "{\"elems\":99}],\"nodes\":[{\"name\":\"other-b\",\"kind\":\"gpu\",\"gbps\":40},"
+		 "{\"name\":\"mock-node\",\"gbps\":100},{\"name\":\"other-a\",\"gbps\":100}]}", tok);
+	r = call(c, "job_create", params, &code);
+	SG_CHECK(r != NULL && jint(r, "nodes") == 3, "spanning job: %ld", code);
+	json_decref(r);
+	SG_CHECK_EQ(sg_ctl_place_weights(pn, 3, w), 0);
+	for (uint32_t t = 0; t < 3; t++) {
+		uint32_t elems = t == 0 ? 10000 : t == 1 ? 20000 : 99;
+
+		for (uint32_t p = 0; p * 100 < elems; p++) {
+			if (sg_ctl_place_key(pn, w, 3, sg_ctl_partition_key(t, p)) != 0)
+				continue;
+			want++;
+			same &= k < mock.last_n_keys && mock.last_keys[k].id == sg_wire_key(t, p) &&
+				mock.last_keys[k].nelem == (elems - p * 100 < 100 ? elems - p * 100 : 100);
+			k++;
+		}
+	}
+	SG_CHECK(want > 50 && want < 251 && mock.last_n_keys == want && same,
+		 "placed keys: %u here, %u expected, same %d", mock.last_n_keys, want, same);
+	/* explicit weights win: all of them on this node */
+	snprintf(params, sizeof(params), "{\"workers\":3,\"id\":702,\"tensors\":[{\"elems\":1000}],"
+		 "\"partition_bytes\":40,\"nodes\":[{\"name\":\"other-a\",\"weight\":0},"
+		 "{\"name\":\"mock-node\",\"weight\":0.25}]}");
+	r = call(c, "job_create", params, &code);
+	SG_CHECK(r != NULL && jint(r, "keys") == 100 && mock.last_n_keys == 100, "weights: %ld",
+		 code);
+	json_decref(r);
+	/* ... or none: a node may hold no key of a job */
+	snprintf(params, sizeof(params), "{\"workers\":3,\"id\":703,\"tensors\":[{\"elems\":1000}],"
+		 "\"partition_bytes\":40,\"nodes\":[{\"name\":\"other-a\",\"weight\":1},"
+		 "{\"name\":\"mock-node\",\"weight\":0}]}");
+	r = call(c, "job_create", params, &code);
+	SG_CHECK(r != NULL && jint(r, "keys") == 0, "no keys here: %ld", code);
+	json_decref(r);
+	for (uint32_t id = 700; id <= 703; id++) {
+		snprintf(params, sizeof(params), "{\"id\":%u}", id);
+		json_decref(call(c, "job_destroy", params, &code));
+	}
+}
+
+/* A job_list entry of job @p id (NULL if none), a new reference. */
+static json_t *listed(struct sg_ctl_client *c, long long id)
+{
+	long code;
+	json_t *r = call(c, "job_list", NULL, &code), *e, *found = NULL;
+	size_t i;
+
+	json_array_foreach(r, i, e)
+		if (jint(e, "id") == id)
+			found = json_incref(e);
+	json_decref(r);
+	return found;
+}
+
+/*
+ * Open jobs: job_create without tensors (or with none listed) places no key; the
+ * agent gets open with the slots asked for; dtype any is for open jobs only, and so
+ * is slots; the answer says keys "open", and job_list and /metrics tell them apart.
+ */
+static void test_job_create_open(struct sg_ctl_client *c)
+{
+	static const struct {
+		const char *params, *why;
+		long code;
+	} bad[] = {
+		{"{\"workers\":2,\"dtype\":\"any\",\"tensors\":[{\"elems\":1}]}",
+		 "dtype any is for open jobs", SG_CTL_ERR_INVALID_PARAMS},
+		{"{\"workers\":2,\"slots\":10,\"tensors\":[{\"elems\":1}]}", "slots is for open jobs",
+		 SG_CTL_ERR_INVALID_PARAMS},
+		{"{\"workers\":2,\"slots\":0}", "slots must be 1..16777216", SG_CTL_ERR_INVALID_PARAMS},
+		{"{\"workers\":2,\"slots\":16777217}", "slots must be", SG_CTL_ERR_INVALID_PARAMS},
+		{"{\"workers\":2,\"slots\":\"many\"}", "Expected integer", SG_CTL_ERR_INVALID_PARAMS},
+		{"{\"workers\":2,\"dtype\":\"anything\"}", "unknown dtype", SG_CTL_ERR_INVALID_PARAMS},
+		{"{\"workers\":2,\"dtype\":\"any\",\"partition_bytes\":4}", "partition_bytes",
+		 SG_CTL_ERR_INVALID_PARAMS},
+		{"{\"workers\":0}", "workers", SG_CTL_ERR_INVALID_PARAMS},
+		{"{\"workers\":2,\"nodes\":[{\"name\":\"a\"}]}", "not in the job's node list",
+		 SG_CTL_ERR_REFUSED},
+	};
+	json_t *r, *e;
+	long code;
+	long long id, open2;
+	char params[64];
+
+	mock.last_n_keys = 99;
+	r = call(c, "job_create", "{\"workers\":3,\"dtype\":\"any\",\"slots\":5000,\"nodes\":"
+		 "[{\"name\":\"mock-node\"},{\"name\":\"other\"}]}", &code);
+	SG_CHECK(r != NULL && json_is_string(json_object_get(r, "keys")) &&
+		 strcmp(json_string_value(json_object_get(r, "keys")), "open") == 0 &&
+		 jint(r, "slots") == 5000 && jint(r, "slots_budget") == 10000 &&
+		 strcmp(json_string_value(json_object_get(r, "dtype")), "any") == 0 &&
+		 jint(r, "nodes") == 2, "open job of dtype any: %ld", code);
+	id = r ? jint(r, "id") : 0;
+	json_decref(r);
+	SG_CHECK(mock.last_n_keys == 0 && mock.n_jobs > 0 && mock.jobs[mock.n_jobs - 1].open &&
+		 mock.jobs[mock.n_jobs - 1].dtype == SG_DTYPE_ANY, "the agent got an open job");
+	e = listed(c, id);
+	SG_CHECK(e != NULL && json_is_true(json_object_get(e, "open")) &&
+		 jint(e, "slots") == 5000 && jint(e, "slots_budget") == 10000 &&
+		 jint(e, "tensors") == 0, "job_list of the open job");
+	json_decref(e);
+	/* tensors: [] is an open job too, with the default budget */
+	r = call(c, "job_create", "{\"workers\":2,\"tensors\":[],\"mode\":\"async\"}", &code);
+	SG_CHECK(r != NULL && jint(r, "slots") == SG_OPEN_SLOTS_DEFAULT &&
+		 strcmp(json_string_value(json_object_get(r, "dtype")), "fp32") == 0,
+		 "tensors [] and the default budget: %ld", code);
+	open2 = r ? jint(r, "id") : 0;
+	json_decref(r);
+	/* a job of tensors is not open, and says so */
+	e = listed(c, determ_id);
+	SG_CHECK(e != NULL && json_is_false(json_object_get(e, "open")) &&
+		 json_object_get(e, "slots") == NULL, "a job of tensors is listed as fixed");
+	json_decref(e);
+	for (unsigned int i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		call_refused(c, "job_create", bad[i].params, bad[i].code, bad[i].why);
+	/* the open job of dtype any stays for /metrics; the other goes */
+	snprintf(params, sizeof(params), "{\"id\":%lld}", open2);
+	json_decref(call(c, "job_destroy", params, &code));
+	open_any_id = id;
+}
+
 static void test_unix_roundtrips(void)
 {
 	struct sg_ctl_client *c = sg_ctl_client_connect(sock_path, NULL, 0, 2000);
@@ -249,13 +459,39 @@ static void test_unix_roundtrips(void)
 	SG_CHECK(r == NULL && code == SG_CTL_ERR_INVALID_PARAMS, "unknown member: %ld", code);
 	r = call(c, "job_create", "{\"workers\":4,\"tensors\":[{\"elems\":-5}]}", &code);
 	SG_CHECK(r == NULL && code == SG_CTL_ERR_INVALID_PARAMS, "negative elems: %ld", code);
-	r = call(c, "job_create", "{\"workers\":4,\"tensors\":[]}", &code);
-	SG_CHECK(r == NULL && code == SG_CTL_ERR_INVALID_PARAMS, "no tensors: %ld", code);
+	r = call(c, "job_create", "{\"workers\":4,\"tensors\":{}}", &code);
+	SG_CHECK(r == NULL && code == SG_CTL_ERR_INVALID_PARAMS, "tensors not an array: %ld", code);
 	r = call(c, "job_create", "{\"workers\":4,\"partition_bytes\":99999999,\"tensors\":[{\"elems\":1}]}",
 		 &code);
 	SG_CHECK(r == NULL && code == SG_CTL_ERR_INVALID_PARAMS, "partition too big: %ld", code);
 	r = call(c, "job_create", "{\"workers\":13,\"tensors\":[{\"elems\":1}]}", &code);
 	SG_CHECK(r == NULL && code == SG_CTL_ERR_REFUSED, "agent refusal: %ld", code);
+	/* One worker limit: the engine's 64 (a bitmap of ranks), refused as a bad param. */
+	r = call(c, "job_create", "{\"workers\":65,\"tensors\":[{\"elems\":1}]}", &code);
+	SG_CHECK(r == NULL && code == SG_CTL_ERR_INVALID_PARAMS, "65 workers: %ld", code);
+	r = call(c, "job_create", "{\"workers\":4096,\"tensors\":[{\"elems\":1}]}", &code);
+	SG_CHECK(r == NULL && code == SG_CTL_ERR_INVALID_PARAMS, "4096 workers: %ld", code);
+	/* Every mode of the engine can be created, and is listed as created. */
+	r = call(c, "job_create", "{\"workers\":64,\"mode\":\"deterministic\","
+		 "\"tensors\":[{\"elems\":10}]}", &code);
+	SG_CHECK(r != NULL, "deterministic job: %ld", code);
+	determ_id = (int)json_integer_value(json_object_get(r, "id"));
+	json_decref(r);
+	r = call(c, "job_list", NULL, &code);
+	for (i = 0; i < json_array_size(r); i++) {
+		json_t *e = json_array_get(r, i);
+
+		if (json_integer_value(json_object_get(e, "id")) == determ_id)
+			SG_CHECK(strcmp(json_string_value(json_object_get(e, "mode")),
+					"deterministic") == 0, "deterministic job listed as %s",
+				 json_string_value(json_object_get(e, "mode")));
+	}
+	json_decref(r);
+	r = call(c, "job_create", "{\"workers\":4,\"mode\":\"eventual\",\"tensors\":[{\"elems\":1}]}",
+		 &code);
+	SG_CHECK(r == NULL && code == SG_CTL_ERR_INVALID_PARAMS, "bad mode: %ld", code);
+	test_job_create_spanning(c);
+	test_job_create_open(c);
 
 	/* Placement needs members. */
 	snprintf(params, sizeof(params), "{\"id\":%d}", id);
@@ -294,9 +530,9 @@ static void test_unix_roundtrips(void)
 	json_decref(r);
 	/* Every party computes the same map: recompute partition 0 of tensor 0 here. */
 	{
-		struct sg_ctl_place_node pn[3] = {{"cpu0", SG_CTL_NODE_CPU, 100, true},
-						  {"gpu0", SG_CTL_NODE_GPU, 100, true},
-						  {"gpu1", SG_CTL_NODE_GPU, 100, true}};
+		struct sg_ctl_place_node pn[3] = {{"cpu0", SG_NODE_CPU, 100, true},
+						  {"gpu0", SG_NODE_GPU, 100, true},
+						  {"gpu1", SG_NODE_GPU, 100, true}};
 		double w[3];
 		json_t *p0;
 		int o;
@@ -335,7 +571,7 @@ static void test_unix_roundtrips(void)
 		SG_CHECK(r != NULL, "layout_set: %ld", code);
 		json_decref(r);
 		SG_CHECK_EQ(mock.layout.keymap[0], 1);
-		SG_CHECK_EQ(mock.layout.lcores[2].idle, SG_CTL_IDLE_SLEEP);
+		SG_CHECK_EQ(mock.layout.lcores[2].idle, SG_IDLE_SLEEP);
 		km[11] = '7'; /* keymap[0] = 7: the agent refuses, naming why */
 		r = call(c, "layout_set", km, &code);
 		SG_CHECK(r == NULL && code == SG_CTL_ERR_REFUSED, "bad reducer: %ld", code);
@@ -354,7 +590,7 @@ static void test_unix_roundtrips(void)
 	SG_CHECK(r == NULL && code == SG_CTL_ERR_INVALID_PARAMS, "bad level: %ld", code);
 	r = call(c, "stats_get", NULL, &code);
 	SG_CHECK(r && json_array_size(json_object_get(r, "lcores")) == MOCK_LCORES &&
-			 json_array_size(json_object_get(r, "jobs")) == 1 &&
+			 json_array_size(json_object_get(r, "jobs")) == 3 &&
 			 json_integer_value(json_object_get(json_object_get(r, "control"),
 							    "requests")) > 10,
 		 "stats_get");
@@ -363,7 +599,8 @@ static void test_unix_roundtrips(void)
 	SG_CHECK(r == NULL && code == SG_CTL_ERR_INVALID_PARAMS, "params on a no-param method");
 	snprintf(params, sizeof(params), "{\"id\":%d}", id);
 	r = call(c, "job_destroy", params, &code);
-	SG_CHECK(r != NULL && mock.n_jobs == 0, "job_destroy");
+	/* the deterministic one and the open one stay */
+	SG_CHECK(r != NULL && mock.n_jobs == 2, "job_destroy");
 	json_decref(r);
 	r = call(c, "job_destroy", params, &code);
 	SG_CHECK(r == NULL && code == SG_CTL_ERR_NOT_FOUND, "destroy twice: %ld", code);
@@ -381,22 +618,6 @@ static void test_unix_roundtrips(void)
 
 #define RC_OK "{\"qpn\":4660,\"psn\":16777215,\"lid\":65535,\"rkey\":4294967295," \
 	      "\"slots\":65536,\"stride\":64"
-
-/* A call that must fail with @p code and @p needle in its message. */
-static void call_refused(struct sg_ctl_client *c, const char *method, const char *params,
-			 long code, const char *needle)
-{
-	char *res = NULL, *emsg = NULL;
-	int rc = sg_ctl_client_call(c, method, params, &res, &emsg);
-	char want[16];
-
-	snprintf(want, sizeof(want), "(%ld)", code);
-	SG_CHECK(rc == -EREMOTEIO && emsg && strstr(emsg, needle) && strstr(emsg, want),
-		 "%s %s: %d %s (want '%s' %s)", method, params ? params : "", rc,
-		 emsg ? emsg : res, needle, want);
-	free(res);
-	free(emsg);
-}
 
 static void test_verbs_gid(void)
 {
@@ -858,6 +1079,22 @@ static void test_metrics(void)
 	SG_CHECK(r && strstr(r, "# TYPE sigma_lcore_packets_total counter\n"), "TYPE line");
 	SG_CHECK(r && strstr(r, "sigma_ctl_refusals_total{reason=\"auth_failed\"} 4\n"),
 		 "refusal counter");
+	{
+		/* each job's mode, as created (deterministic was listed as sync) */
+		char want[160];
+
+		snprintf(want, sizeof(want), "\nsigma_job_info{job=\"%d\",workers=\"64\","
+			 "dtype=\"fp32\",mode=\"deterministic\",keys=\"fixed\"} 1\n", determ_id);
+		SG_CHECK(r && strstr(r, want), "no '%s' in the metrics", want + 1);
+		snprintf(want, sizeof(want), "\nsigma_job_info{job=\"%lld\",workers=\"3\","
+			 "dtype=\"any\",mode=\"sync\",keys=\"open\"} 1\n", open_any_id);
+		SG_CHECK(r && strstr(r, want), "no '%s' in the metrics", want + 1);
+		snprintf(want, sizeof(want), "\nsigma_job_slots_budget{job=\"%lld\"} 10000\n",
+			 open_any_id);
+		SG_CHECK(r && strstr(r, want) && strstr(r, "# TYPE sigma_job_slots_budget gauge\n") &&
+			 strstr(r, "# TYPE sigma_job_keys gauge\n"), "no '%s' in the metrics",
+			 want + 1);
+	}
 	free(r);
 	r = http_get("GET /secret HTTP/1.1\r\n\r\n");
 	SG_CHECK(r && strncmp(r, "HTTP/1.1 404", 12) == 0, "404");

@@ -203,7 +203,7 @@ int main(int argc, char **argv)
 	HAS(out, "keymap");
 	SG_CHECK_EQ(run("-s", sock, "layout", "set", "keymap=1,0", "idle=3:sleep", NULL), 0);
 	SG_CHECK(mock.layout.keymap[0] == 1 && mock.layout.keymap[1] == 0 &&
-			 mock.layout.keymap[63] == 0 && mock.layout.lcores[3].idle == SG_CTL_IDLE_SLEEP,
+			 mock.layout.keymap[63] == 0 && mock.layout.lcores[3].idle == SG_IDLE_SLEEP,
 		 "layout applied");
 	SG_CHECK_EQ(run("-s", sock, "layout", "set", "roles=[1,2]", NULL), 1);
 	HAS(err, "cannot change live");

@@ -16,12 +16,12 @@ static inline void dp_layout(struct sg_dp_config *c, const char *io, const char 
 
 	c->n_lcores = 0;
 	if (io)
-		SG_CHECK(sg_dp_layout_parse(c, SG_DP_ROLE_IO, io, e, sizeof(e)) == 0, "io: %s", e);
+		SG_CHECK(sg_dp_layout_parse(c, SG_ROLE_IO, io, e, sizeof(e)) == 0, "io: %s", e);
 	if (red)
-		SG_CHECK(sg_dp_layout_parse(c, SG_DP_ROLE_REDUCE, red, e, sizeof(e)) == 0,
+		SG_CHECK(sg_dp_layout_parse(c, SG_ROLE_REDUCE, red, e, sizeof(e)) == 0,
 			 "reduce: %s", e);
 	if (rtc)
-		SG_CHECK(sg_dp_layout_parse(c, SG_DP_ROLE_RTC, rtc, e, sizeof(e)) == 0, "rtc: %s",
+		SG_CHECK(sg_dp_layout_parse(c, SG_ROLE_RTC, rtc, e, sizeof(e)) == 0, "rtc: %s",
 			 e);
 }
 

@@ -19,3 +19,9 @@ expect() {
 		ok
 	fi
 }
+# The exit trap of a test with background processes: kill every pid in PIDS and
+# remove TMP (`PIDS=(); trap cleanup_pids EXIT`).
+cleanup_pids() {
+	for p in "${PIDS[@]}"; do kill -KILL "$p" 2>/dev/null; done
+	rm -rf "$TMP"
+}

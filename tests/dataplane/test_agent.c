@@ -314,7 +314,7 @@ static void *operator_main(void *arg)
 	/* SIGHUP's part: a new name and kind reach the coordinator with the next heartbeats;
 	 * removing the coordinator needs a restart and leaves it */
 	{
-		struct sg_dp_agent_conf ac = {.kind = SG_CTL_NODE_CPU, .gbps = 25,
+		struct sg_dp_agent_conf ac = {.kind = SG_NODE_CPU, .gbps = 25,
 					      .heartbeat_ms = 20, .name = "agent-node2"};
 		struct sg_ctl_client *cc = sg_ctl_client_connect(coord_path, NULL, 0, 5000);
 		char *res = NULL;
@@ -365,7 +365,7 @@ static int hook_start(struct sg_dp_pipeline *p, void *arg)
 	struct sg_ctl_server_config sc = {0}, cc = {0};
 	struct sg_ctl_agent_ops none = {0};
 	static struct sg_ctl_agent_ops coord_ops;
-	struct sg_dp_agent_conf ac = {.kind = SG_CTL_NODE_GPU, .gbps = 25, .heartbeat_ms = 30};
+	struct sg_dp_agent_conf ac = {.kind = SG_NODE_GPU, .gbps = 25, .heartbeat_ms = 30};
 
 	coord_ops = none;
 	cc.tcp_disable = true;
@@ -397,7 +397,7 @@ static void hook_stop(struct sg_dp_pipeline *p, void *arg)
 }
 
 /* Job 1 of 4 workers and @p keys 40000-byte keys; RX lcore 1 (@p rx_role), reducer lcore 2. */
-static void two_lcore_config(struct sg_dp_config *c, uint32_t keys, enum sg_dp_role rx_role)
+static void two_lcore_config(struct sg_dp_config *c, uint32_t keys, enum sg_role rx_role)
 {
 	sg_dp_config_defaults(c);
 	c->mbufs = 4096;
@@ -406,10 +406,10 @@ static void two_lcore_config(struct sg_dp_config *c, uint32_t keys, enum sg_dp_r
 	c->jobs[0].workers = 4;
 	c->jobs[0].keys = keys;
 	c->jobs[0].partition_bytes = 40000;
-	c->idle = SG_DP_IDLE_SLEEP;
+	c->idle = SG_IDLE_SLEEP;
 	c->n_lcores = 0;
 	SG_CHECK_EQ(sg_dp_layout_parse(c, rx_role, "(0,0,1)", err, sizeof(err)), 0);
-	SG_CHECK_EQ(sg_dp_layout_parse(c, SG_DP_ROLE_REDUCE, "2", err, sizeof(err)), 0);
+	SG_CHECK_EQ(sg_dp_layout_parse(c, SG_ROLE_REDUCE, "2", err, sizeof(err)), 0);
 }
 
 static void test_agent_under_load(void)
@@ -423,7 +423,7 @@ static void test_agent_under_load(void)
 	struct sg_dp_loop_result res;
 	int rc;
 
-	two_lcore_config(&c, 8, SG_DP_ROLE_IO);
+	two_lcore_config(&c, 8, SG_ROLE_IO);
 	rc = sg_dp_loopback_run(&c, &lc, &res, stdout, err, sizeof(err));
 	SG_CHECK(rc == 0, "loopback: %s", err);
 	SG_CHECK(r.op_done, "the operator thread finished before the generator");
@@ -443,6 +443,75 @@ static void test_agent_under_load(void)
 	SG_CHECK_EQ(r.active_after, 0);
 	SG_CHECK(res.n_lcores == 2 && res.lcores[1].drops[SG_DP_ND_DRAINING] > 0,
 		 "no push refused after drain");
+}
+
+/* ---- a drain of an open job ------------------------------------------------ */
+
+/* Drain once the open job's keys are made and summing; then no round may complete. */
+static void *drain_main(void *arg)
+{
+	struct op_arg *o = arg;
+	struct run *r = o->r;
+	struct sg_ctl_client *u = sg_ctl_client_connect(ctl_path, NULL, 0, 5000);
+
+	SG_CHECK(u != NULL, "client");
+	while (u != NULL && rounds_now(o->p) < 500)
+		rte_delay_us_sleep(1000);
+	r->rounds_after = rounds_now(o->p);
+	if (u != NULL)
+		expect(u, "drain", NULL, "\"draining\":true");
+	rte_delay_us_sleep(300000);
+	r->drained_a = rounds_now(o->p);
+	r->active_after = slots_active(o->p);
+	rte_delay_us_sleep(300000);
+	r->drained_b = rounds_now(o->p);
+	sg_ctl_client_close(u);
+	r->op_done = true;
+	return NULL;
+}
+
+static int drain_start(struct sg_dp_pipeline *p, void *arg)
+{
+	struct sg_ctl_server_config sc = {.tcp_disable = true, .unix_path = ctl_path};
+	struct sg_dp_agent_conf ac = {.name = "drainer"};
+
+	return start_agent(p, arg, &sc, &ac, drain_main);
+}
+
+/*
+ * A drain stops an open job's rounds as it stops a fixed job's: the reducer tracks
+ * the chunks of the keys its engine made, so each gets its stop round.
+ */
+static void test_agent_drain_open(void)
+{
+	struct sg_dp_config c;
+	struct run r = {0};
+	struct sg_dp_loop_conf lc = {.rounds = 1u << 30, .window = 16, .loss = 0.01, .seed = 5,
+				     .retrans_us = 5000, .timeout_s = 2, .gen_sleep_us = 50,
+				     .on_start = drain_start, .on_stop = hook_stop,
+				     .hook_arg = &r};
+	struct sg_dp_loop_result res;
+
+	two_lcore_config(&c, 8, SG_ROLE_IO);
+	c.jobs[0].open_slots = 64;
+	SG_CHECK_EQ(sg_dp_loopback_run(&c, &lc, &res, stdout, err, sizeof(err)), 0);
+	printf("drain of an open job: rounds %lu at the drain, then %lu and %lu, %lu slots "
+	       "collecting, %lu pushes refused, %lu keys made\n", (unsigned long)r.rounds_after,
+	       (unsigned long)r.drained_a, (unsigned long)r.drained_b,
+	       (unsigned long)r.active_after,
+	       (unsigned long)(res.n_lcores == 2 ? res.lcores[1].drops[SG_DP_ND_DRAINING] : 0),
+	       (unsigned long)res.eng.keys_created);
+	SG_CHECK(r.op_done, "the drainer finished");
+	SG_CHECK_EQ(res.gen.results_bad, 0);
+	/* the generator's window of 16 chunks covers the first 4 of the 8 keys */
+	SG_CHECK(res.eng.keys_created >= 4 && res.eng.keys_created <= 8, "%lu keys made",
+		 (unsigned long)res.eng.keys_created);
+	SG_CHECK(r.drained_a == r.drained_b && r.drained_a >= r.rounds_after,
+		 "rounds after the drain: %lu then %lu", (unsigned long)r.drained_a,
+		 (unsigned long)r.drained_b);
+	SG_CHECK_EQ(r.active_after, 0);
+	SG_CHECK(res.n_lcores == 2 && res.lcores[1].drops[SG_DP_ND_DRAINING] > 0,
+		 "no push refused after the drain");
 }
 
 /* ---- a live key->reducer move under load --------------------------------- */
@@ -516,7 +585,12 @@ static int mv_start(struct sg_dp_pipeline *p, void *arg)
 	return start_agent(p, arg, &sc, &ac, mover_main);
 }
 
-static void test_agent_keymove(void)
+/*
+ * @p open: the job is an open one, whose keys the pushes make on the reducer the keymap
+ * sends them to: the reducer that leaves a bucket tracks the chunks its engine made,
+ * and those it meets during the move, as it tracks a fixed job's listed chunks.
+ */
+static void test_agent_keymove(bool open)
 {
 	struct sg_dp_config c;
 	struct run r = {0};
@@ -530,12 +604,13 @@ static void test_agent_keymove(void)
 	uint64_t total = (uint64_t)MV_KEYS * MV_CHUNKS * MV_ROUNDS;
 	int rc;
 
-	two_lcore_config(&c, MV_KEYS, SG_DP_ROLE_RTC);
+	two_lcore_config(&c, MV_KEYS, SG_ROLE_RTC);
+	c.jobs[0].open_slots = open ? 1024 : 0;
 	rc = sg_dp_loopback_run(&c, &lc, &res, stdout, err, sizeof(err));
 	SG_CHECK(rc == 0, "loopback: %s", err);
-	printf("key move under load: %lu of %lu chunk rounds, %lu results ok, %lu bad, %lu "
+	printf("key move under load%s: %lu of %lu chunk rounds, %lu results ok, %lu bad, %lu "
 	       "retransmits; moves committed at engine round %lu, %lu, %lu (back) and %lu\n",
-	       (unsigned long)res.gen.rounds_done, (unsigned long)res.gen.rounds_total,
+	       open ? " (open job)" : "", (unsigned long)res.gen.rounds_done, (unsigned long)res.gen.rounds_total,
 	       (unsigned long)res.gen.results_ok, (unsigned long)res.gen.results_bad,
 	       (unsigned long)res.gen.retransmits, (unsigned long)r.committed_at[0],
 	       (unsigned long)r.committed_at[1], (unsigned long)r.committed_at[2],
@@ -560,6 +635,12 @@ static void test_agent_keymove(void)
 		 (unsigned long)r.committed_at[MV_MOVES - 1], (unsigned long)total);
 	SG_CHECK(res.n_lcores == 2 && res.lcores[0].bytes_summed > 0 &&
 		 res.lcores[1].bytes_summed > 0, "both reducers summed");
+	/* a round cut by a move is reported after one slot timeout: none may be */
+	SG_CHECK_EQ(res.eng.slot_timeouts, 0);
+	if (open)
+		SG_CHECK(res.eng.keys_created >= MV_KEYS && res.eng.keys_created <= 2 * MV_KEYS,
+			 "%lu keys made on the two reducers for %u keys",
+			 (unsigned long)res.eng.keys_created, MV_KEYS);
 }
 
 /* ---- per-job counters: two jobs with different traffic, 40 idle ones ---- */
@@ -604,7 +685,11 @@ static int tj_start(struct sg_dp_pipeline *p, void *arg)
 		char *res = NULL, *msg = NULL;
 		json_t *j;
 
-		if (sg_ctl_client_call(u, "job_create", "{\"workers\":3,\"partition_bytes\":1024,"
+		/* the first one deterministic: a mode the engine has must be creatable */
+		if (sg_ctl_client_call(u, "job_create", i == 0 ?
+				       "{\"workers\":3,\"partition_bytes\":1024,\"mode\":"
+				       "\"deterministic\",\"tensors\":[{\"elems\":1000}]}" :
+				       "{\"workers\":3,\"partition_bytes\":1024,"
 				       "\"tensors\":[{\"elems\":1000}]}", &res, &msg) != 0) {
 			SG_CHECK(false, "job_create %u: %s", i, msg ? msg : "no answer");
 			free(msg);
@@ -668,12 +753,13 @@ static void test_agent_job_counters(void)
 	uint64_t sum[4] = {0};
 	int rc;
 
-	two_lcore_config(&c, TJ_KEYS1, SG_DP_ROLE_RTC); /* two reducers: lcores 1 and 2 */
+	two_lcore_config(&c, TJ_KEYS1, SG_ROLE_RTC); /* two reducers: lcores 1 and 2 */
 	c.n_jobs = 2;
 	c.jobs[1] = c.jobs[0];
 	c.jobs[1].id = 2;
 	c.jobs[1].token = c.jobs[0].token ^ 0x5a5a;
 	c.jobs[1].keys = TJ_KEYS2;
+	c.jobs[1].mode = SG_MODE_DETERM; /* job_list once called it "sync" */
 	rc = sg_dp_loopback_run(&c, &lc, &res, NULL, err, sizeof(err));
 	SG_CHECK(rc == 0, "loopback: %s", err);
 	SG_CHECK_EQ(res.rc, 0);
@@ -687,6 +773,10 @@ static void test_agent_job_counters(void)
 		const struct sg_dp_job_stats *js = tj_job(&t, t.idle_ids[i]);
 		json_t *l = tj_listed(&t, t.idle_ids[i]);
 
+		SG_CHECK(l != NULL && strcmp(json_string_value(json_object_get(l, "mode")),
+					     i == 0 ? "deterministic" : "sync") == 0,
+			 "idle job %u listed as %s", t.idle_ids[i],
+			 l ? json_string_value(json_object_get(l, "mode")) : "(none)");
 		SG_CHECK(js != NULL && l != NULL && js->rounds_completed == 0 &&
 				 js->rx_packets == 0 &&
 				 json_integer_value(json_object_get(l, "rounds_completed")) == 0,
@@ -718,6 +808,9 @@ static void test_agent_job_counters(void)
 			 (unsigned long)js->drops_by[SG_DP_DROP_DUPLICATE], (unsigned long)resent);
 		SG_CHECK_EQ(js->incomplete_slots, 0);
 		/* job_list (and so sigmactl jobs and /metrics) says the same */
+		SG_CHECK(strcmp(json_string_value(json_object_get(l, "mode")),
+				id == 2 ? "deterministic" : "sync") == 0, "job %u listed as %s", id,
+			 json_string_value(json_object_get(l, "mode")));
 		SG_CHECK_EQ((uint64_t)json_integer_value(json_object_get(l, "rounds_completed")),
 			    js->rounds_completed);
 		SG_CHECK_EQ((uint64_t)json_integer_value(json_object_get(l, "retransmits")),
@@ -793,7 +886,9 @@ int main(int argc, char **argv)
 	snprintf(coord_path, sizeof(coord_path), "%s/coord.sock", dir);
 	test_agent_config();
 	test_agent_under_load();
-	test_agent_keymove();
+	test_agent_keymove(false);
+	test_agent_keymove(true);
+	test_agent_drain_open();
 	test_agent_job_counters();
 	unlink(ctl_path);
 	unlink(coord_path);

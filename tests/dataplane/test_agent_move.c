@@ -185,7 +185,7 @@ static int node_up(struct node *n)
 	c.mbufs = 2048;
 	c.pool_bufs = 64;
 	c.timeout_ms = TIMEOUT_MS;
-	c.idle = SG_DP_IDLE_SLEEP;
+	c.idle = SG_IDLE_SLEEP;
 	c.jobs[0].workers = 2;
 	c.jobs[0].keys = 8;
 	c.jobs[0].partition_bytes = NELEM * 4;

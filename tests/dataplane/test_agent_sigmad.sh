@@ -35,6 +35,7 @@ rtc = (0,0,1)
 idle = sleep
 [job 1]
 workers = 2
+mode = deterministic
 keys = 4
 partition_bytes = 40000
 [control]
@@ -61,11 +62,17 @@ T=(-s "127.0.0.1:$TCP" -k "$TMP/secret")
 expect info 0 'shnode' -- "$SIGMACTL" "${U[@]}" --json info
 expect info-tcp 0 'shnode' -- "$SIGMACTL" "${T[@]}" --json info
 expect jobs 0 '"id": 1' -- "$SIGMACTL" "${U[@]}" --json jobs
-expect job-create 0 '"id": 2' -- "$SIGMACTL" "${T[@]}" --json job create --workers 3 \
+# modes as configured and as created (a deterministic job was listed as "sync")
+expect jobs-mode 0 ' deterministic ' -- "$SIGMACTL" "${U[@]}" jobs
+expect job-create-determ 0 '"id": 2' -- "$SIGMACTL" "${U[@]}" --json job create --workers 2 \
+	--mode deterministic --tensor w:1000
+expect jobs-mode-2 0 '"mode": "deterministic"' -- "$SIGMACTL" "${U[@]}" --json jobs
+expect job-destroy-determ 0 '' -- "$SIGMACTL" "${U[@]}" job destroy 2
+expect job-create 0 '"id": 3' -- "$SIGMACTL" "${T[@]}" --json job create --workers 3 \
 	--tensor w:100000
-expect jobs-2 0 '"id": 2' -- "$SIGMACTL" "${U[@]}" --json jobs
-expect job-destroy 0 '' -- "$SIGMACTL" "${U[@]}" job destroy 2
-expect job-destroy-again 1 'error' -- "$SIGMACTL" "${U[@]}" job destroy 2
+expect jobs-2 0 '"id": 3' -- "$SIGMACTL" "${U[@]}" --json jobs
+expect job-destroy 0 '' -- "$SIGMACTL" "${U[@]}" job destroy 3
+expect job-destroy-again 1 'error' -- "$SIGMACTL" "${U[@]}" job destroy 3
 expect lcores 0 '"role": "rtc"' -- "$SIGMACTL" "${U[@]}" --json lcores
 expect layout 0 '"idle": "sleep"' -- "$SIGMACTL" "${U[@]}" --json layout
 expect idle-set 0 '' -- "$SIGMACTL" "${U[@]}" layout set idle=1:poll

@@ -44,10 +44,10 @@ static void test_defaults(void)
 	SG_CHECK_EQ(c.mtu, 9000);
 	SG_CHECK(c.udp_checksum, "udp_checksum default on");
 	SG_CHECK_EQ(c.n_lcores, 1);
-	SG_CHECK_EQ(c.lcores[0].role, SG_DP_ROLE_RTC);
+	SG_CHECK_EQ(c.lcores[0].role, SG_ROLE_RTC);
 	SG_CHECK_EQ(c.lcores[0].lcore, 1);
 	SG_CHECK_EQ(c.burst, 32);
-	SG_CHECK_EQ(c.idle, SG_DP_IDLE_BUSY);
+	SG_CHECK_EQ(c.idle, SG_IDLE_POLL);
 	SG_CHECK_EQ(c.n_jobs, 1);
 	SG_CHECK_EQ(c.jobs[0].id, 1);
 	SG_CHECK_EQ(c.jobs[0].workers, 4);
@@ -75,14 +75,14 @@ static void test_file_overrides(void)
 	SG_CHECK_EQ(c.peer_idle_ms, 500);
 	SG_CHECK(!c.udp_checksum, "udp_checksum off");
 	SG_CHECK_EQ(c.n_lcores, 5); /* [layout] replaced the default rtc */
-	SG_CHECK_EQ(c.lcores[0].role, SG_DP_ROLE_IO);
+	SG_CHECK_EQ(c.lcores[0].role, SG_ROLE_IO);
 	SG_CHECK_EQ(c.lcores[1].queue, 1);
 	SG_CHECK_EQ(c.lcores[1].lcore, 2);
 	SG_CHECK_EQ(c.lcores[2].lcore, 3);
 	SG_CHECK_EQ(c.lcores[3].lcore, 4);
 	SG_CHECK_EQ(c.lcores[4].lcore, 6);
-	SG_CHECK_EQ(c.lcores[4].role, SG_DP_ROLE_REDUCE);
-	SG_CHECK_EQ(c.idle, SG_DP_IDLE_SLEEP);
+	SG_CHECK_EQ(c.lcores[4].role, SG_ROLE_REDUCE);
+	SG_CHECK_EQ(c.idle, SG_IDLE_SLEEP);
 	SG_CHECK_EQ(c.idle_sleep_us, 250);
 	SG_CHECK(c.sleep_lcores[3] && c.sleep_lcores[5] && c.sleep_lcores[6], "sleep_lcores set");
 	SG_CHECK(!c.sleep_lcores[4] && !c.sleep_lcores[2], "sleep_lcores others clear");
@@ -112,7 +112,7 @@ static void refuse_all(const struct bad_ini *bad, size_t n)
 		SG_CHECK(load(&c, bad[i].text) < 0, "accepted: %s", bad[i].text);
 		SG_CHECK(strstr(err, bad[i].needle) != NULL, "%s: \"%s\" lacks \"%s\"",
 			 bad[i].text, err, bad[i].needle);
-		SG_CHECK(c.idle == SG_DP_IDLE_BUSY && c.steer == SG_DP_STEER_AUTO && !c.control,
+		SG_CHECK(c.idle == SG_IDLE_POLL && c.steer == SG_DP_STEER_AUTO && !c.control,
 			 "%s: a refused config changed idle, steer or control", bad[i].text);
 	}
 }
@@ -188,8 +188,8 @@ static void test_words(void)
 		const char *section, *key, *word;
 		unsigned int want;
 	} good[] = {
-		{"live", "idle", "busy", SG_DP_IDLE_BUSY},
-		{"live", "idle", "sleep", SG_DP_IDLE_SLEEP},
+		{"live", "idle", "busy", SG_IDLE_POLL},
+		{"live", "idle", "sleep", SG_IDLE_SLEEP},
 		{"net", "steer", "auto", SG_DP_STEER_AUTO},
 		{"net", "steer", "flow", SG_DP_STEER_FLOW},
 		{"net", "steer", "off", SG_DP_STEER_OFF},
@@ -219,7 +219,7 @@ static void test_words(void)
 
 		sg_dp_config_defaults(&c);
 		/* start from another value, so that a key that is ignored shows */
-		c.idle = good[i].want ? SG_DP_IDLE_BUSY : SG_DP_IDLE_SLEEP;
+		c.idle = good[i].want ? SG_IDLE_POLL : SG_IDLE_SLEEP;
 		c.steer = good[i].want ? SG_DP_STEER_AUTO : SG_DP_STEER_OFF;
 		c.udp_checksum = !good[i].want;
 		c.transport = good[i].want ? SG_DP_TRANSPORT_DPDK : SG_DP_TRANSPORT_VERBS;
@@ -237,7 +237,7 @@ static void test_words(void)
 
 		sg_dp_config_defaults(&c);
 		SG_CHECK_EQ(args(&c, "--idle", "sleep", "--steer", "off", NULL), 0);
-		SG_CHECK(c.idle == SG_DP_IDLE_SLEEP && c.steer == SG_DP_STEER_OFF, "options");
+		SG_CHECK(c.idle == SG_IDLE_SLEEP && c.steer == SG_DP_STEER_OFF, "options");
 		SG_CHECK(args(&c, "--steer", "sideways", NULL, NULL, NULL) < 0, "--steer sideways");
 		SG_CHECK(strstr(err, "expected auto, flow or off") != NULL, "%s", err);
 		SG_CHECK(args(&c, "--idle", "", NULL, NULL, NULL) < 0, "--idle \"\"");
@@ -377,9 +377,9 @@ static void test_args(void)
 	sg_dp_config_defaults(&c);
 	SG_CHECK_EQ(args(&c, "--io", "(0,0,1)", "--reduce", "2-3", "--idle=sleep"), 0);
 	SG_CHECK_EQ(c.n_lcores, 3);
-	SG_CHECK_EQ(c.lcores[0].role, SG_DP_ROLE_IO);
+	SG_CHECK_EQ(c.lcores[0].role, SG_ROLE_IO);
 	SG_CHECK_EQ(c.lcores[2].lcore, 3);
-	SG_CHECK_EQ(c.idle, SG_DP_IDLE_SLEEP);
+	SG_CHECK_EQ(c.idle, SG_IDLE_SLEEP);
 
 	sg_dp_config_defaults(&c);
 	SG_CHECK_EQ(args(&c, "--sleep-lcores", "7", NULL, NULL, NULL), 0);
@@ -438,11 +438,11 @@ static int check(const char *io, const char *reduce, const char *rtc,
 	sg_dp_config_defaults(&c);
 	c.n_lcores = 0;
 	if (io)
-		SG_CHECK_EQ(sg_dp_layout_parse(&c, SG_DP_ROLE_IO, io, err, sizeof(err)), 0);
+		SG_CHECK_EQ(sg_dp_layout_parse(&c, SG_ROLE_IO, io, err, sizeof(err)), 0);
 	if (reduce)
-		SG_CHECK_EQ(sg_dp_layout_parse(&c, SG_DP_ROLE_REDUCE, reduce, err, sizeof(err)), 0);
+		SG_CHECK_EQ(sg_dp_layout_parse(&c, SG_ROLE_REDUCE, reduce, err, sizeof(err)), 0);
 	if (rtc)
-		SG_CHECK_EQ(sg_dp_layout_parse(&c, SG_DP_ROLE_RTC, rtc, err, sizeof(err)), 0);
+		SG_CHECK_EQ(sg_dp_layout_parse(&c, SG_ROLE_RTC, rtc, err, sizeof(err)), 0);
 	err[0] = '\0';
 	rc = sg_dp_layout_check(&c, t, err, sizeof(err), devnull, nw);
 	fclose(devnull);

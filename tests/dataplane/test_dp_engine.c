@@ -22,7 +22,7 @@ static struct cap cap;
  * and job 1: one key of @nelem elements in 64-byte chunks. NULL on failure.
  */
 static struct sg_dp_engine *fixture(uint32_t pool_bufs, uint32_t n, enum sg_dtype dt,
-				    enum sg_dp_mode mode, uint32_t nelem, uint32_t max_inflight,
+				    enum sg_mode mode, uint32_t nelem, uint32_t max_inflight,
 				    unsigned int flags)
 {
 	struct sg_dp_engine_conf ec = {
@@ -110,7 +110,7 @@ static uint64_t drops(struct sg_dp_engine *e, enum sg_dp_drop why)
 
 static void test_shadow_and_window(void)
 {
-	struct sg_dp_engine *e = fixture(16, 2, SG_DTYPE_FP32, SG_DP_MODE_SYNC, 16, 0, 0);
+	struct sg_dp_engine *e = fixture(16, 2, SG_DTYPE_FP32, SG_MODE_SYNC, 16, 0, 0);
 	struct push_spec ps = spec(1, SG_DTYPE_FP32, 16);
 	struct sg_dp_stats st;
 
@@ -166,7 +166,7 @@ static void test_shadow_and_window(void)
 	sg_dp_engine_destroy(e);
 
 	/* Serial arithmetic across the wrap. */
-	e = fixture(16, 1, SG_DTYPE_FP32, SG_DP_MODE_SYNC, 16, 0, 0);
+	e = fixture(16, 1, SG_DTYPE_FP32, SG_MODE_SYNC, 16, 0, 0);
 	if (e == NULL)
 		return;
 	SG_CHECK(push_f(e, &ps, 0, 0, 0xffffffffu, 1.0f, 0) > 0, "used");
@@ -182,7 +182,7 @@ static void test_shadow_and_window(void)
  * is the first packet this engine sees of it. The pushes of round 2 must not be
  * refused as too new: the late round is dropped and round 2 is summed.
  */
-static void test_first_round_stale(enum sg_dp_mode mode)
+static void test_first_round_stale(enum sg_mode mode)
 {
 	struct sg_dp_engine *e = fixture(16, 2, SG_DTYPE_FP32, mode, 16, 0, 0);
 	struct push_spec ps = spec(1, SG_DTYPE_FP32, 16);
@@ -242,7 +242,7 @@ static void test_first_round_stale(enum sg_dp_mode mode)
 
 static void test_pool_exhaustion(void)
 {
-	struct sg_dp_engine *e = fixture(4, 2, SG_DTYPE_FP32, SG_DP_MODE_SYNC, 8 * 16, 8, 0);
+	struct sg_dp_engine *e = fixture(4, 2, SG_DTYPE_FP32, SG_MODE_SYNC, 8 * 16, 8, 0);
 	struct push_spec ps = spec(1, SG_DTYPE_FP32, 8 * 16);
 	struct sg_dp_stats st;
 
@@ -295,7 +295,7 @@ static void test_pool_exhaustion(void)
 /* A slot opening its next round never loses its own result to the reclaim. */
 static void test_reclaim_spares_own_shadow(void)
 {
-	struct sg_dp_engine *e = fixture(2, 2, SG_DTYPE_FP32, SG_DP_MODE_SYNC, 2 * 16, 0, 0);
+	struct sg_dp_engine *e = fixture(2, 2, SG_DTYPE_FP32, SG_MODE_SYNC, 2 * 16, 0, 0);
 	struct push_spec ps = spec(1, SG_DTYPE_FP32, 2 * 16);
 	struct sg_dp_stats st;
 
@@ -325,11 +325,11 @@ static void test_reclaim_spares_own_shadow(void)
  */
 static void test_two_jobs_share_pool(void)
 {
-	struct sg_dp_engine *e = fixture(3, 2, SG_DTYPE_FP32, SG_DP_MODE_SYNC, 4 * 16, 0, 0);
+	struct sg_dp_engine *e = fixture(3, 2, SG_DTYPE_FP32, SG_MODE_SYNC, 4 * 16, 0, 0);
 	struct sg_dp_key k = {.id = 1, .nelem = 4 * 16};
 	struct sg_dp_job_conf jc = {
 		.id = 2, .nworkers = 3, .token = TOKEN, .dtype = SG_DTYPE_INT32,
-		.mode = SG_DP_MODE_DETERM, .chunk_bytes = 64, .keys = &k, .nkeys = 1,
+		.mode = SG_MODE_DETERM, .chunk_bytes = 64, .keys = &k, .nkeys = 1,
 	};
 	struct push_spec pa = spec(1, SG_DTYPE_FP32, 4 * 16), pb = spec(2, SG_DTYPE_INT32, 4 * 16);
 	uint8_t p[SG_DP_HDR_LEN + 64];
@@ -405,7 +405,7 @@ static void test_two_jobs_share_pool(void)
 
 static void test_inflight_limit(void)
 {
-	struct sg_dp_engine *e = fixture(64, 2, SG_DTYPE_FP32, SG_DP_MODE_SYNC, 3 * 16, 2, 0);
+	struct sg_dp_engine *e = fixture(64, 2, SG_DTYPE_FP32, SG_MODE_SYNC, 3 * 16, 2, 0);
 	struct push_spec ps = spec(1, SG_DTYPE_FP32, 3 * 16);
 
 	if (e == NULL)
@@ -423,7 +423,7 @@ static void test_inflight_limit(void)
 
 static void test_worker_loss(void)
 {
-	struct sg_dp_engine *e = fixture(16, 4, SG_DTYPE_FP32, SG_DP_MODE_SYNC, 16, 0, 0);
+	struct sg_dp_engine *e = fixture(16, 4, SG_DTYPE_FP32, SG_MODE_SYNC, 16, 0, 0);
 	struct push_spec ps = spec(1, SG_DTYPE_FP32, 16);
 	struct sg_dp_stats st;
 	unsigned int n0;
@@ -510,7 +510,7 @@ static int32_t last_i(unsigned int elem)
 
 static void test_async(void)
 {
-	struct sg_dp_engine *e = fixture(16, 2, SG_DTYPE_INT32, SG_DP_MODE_ASYNC, 16, 0, 0);
+	struct sg_dp_engine *e = fixture(16, 2, SG_DTYPE_INT32, SG_MODE_ASYNC, 16, 0, 0);
 	struct push_spec ps = spec(1, SG_DTYPE_INT32, 16);
 	struct sg_dp_stats st;
 
@@ -565,7 +565,7 @@ static void test_deterministic(void)
 	}
 	for (int mode = 0; mode < 2; mode++) {
 		struct sg_dp_engine *e = fixture(
-			64, DN, SG_DTYPE_FP32, mode ? SG_DP_MODE_DETERM : SG_DP_MODE_SYNC, 16, 0, 0);
+			64, DN, SG_DTYPE_FP32, mode ? SG_MODE_DETERM : SG_MODE_SYNC, 16, 0, 0);
 
 		if (e == NULL)
 			return;
@@ -626,7 +626,7 @@ static void test_bf16_wide(void)
 
 	for (int native = 0; native < 2; native++) {
 		struct sg_dp_engine *e = fixture(
-			16, 4, SG_DTYPE_BF16, SG_DP_MODE_DETERM, 32, 0, native ? SG_SUM_F_NATIVE : 0);
+			16, 4, SG_DTYPE_BF16, SG_MODE_DETERM, 32, 0, native ? SG_SUM_F_NATIVE : 0);
 		struct push_spec ps = spec(1, SG_DTYPE_BF16, 32);
 		uint8_t p[SG_DP_HDR_LEN + 64];
 		uint16_t d[32], got;
@@ -650,7 +650,7 @@ static void test_bf16_wide(void)
 
 static void test_tx_fail(void)
 {
-	struct sg_dp_engine *e = fixture(16, 2, SG_DTYPE_FP32, SG_DP_MODE_SYNC, 16, 0, 0);
+	struct sg_dp_engine *e = fixture(16, 2, SG_DTYPE_FP32, SG_MODE_SYNC, 16, 0, 0);
 	struct push_spec ps = spec(1, SG_DTYPE_FP32, 16);
 	struct sg_dp_stats st;
 
@@ -753,8 +753,8 @@ int main(void)
 	test_shadow_and_window();
 	test_pool_exhaustion();
 	test_reclaim_spares_own_shadow();
-	test_first_round_stale(SG_DP_MODE_SYNC);
-	test_first_round_stale(SG_DP_MODE_DETERM);
+	test_first_round_stale(SG_MODE_SYNC);
+	test_first_round_stale(SG_MODE_DETERM);
 	test_two_jobs_share_pool();
 	test_inflight_limit();
 	test_worker_loss();

@@ -16,7 +16,10 @@
  * the same senders, and end with the same counters. Its RESULTs carry the
  * checksum of their elements (tx.payload_csum), which must be theirs.
  * Modes: sync fp32, bf16 summed in fp32 and natively, int8 with odd chunks,
- * async, deterministic; with and without the fan-out ops.
+ * async, deterministic; with and without the fan-out ops; open jobs, whose
+ * keys the first intact push makes (a damaged one must make none, nor learn a
+ * last chunk's length), of one dtype and of dtype any (a key each in fp32,
+ * bf16 and int8), one with a slot budget too small for every key (ERROR FULL).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -137,21 +140,36 @@ static void o_payload_csum(void *ctx, void *pkt, uint16_t csum)
 struct mode {
 	const char *name;
 	enum sg_dtype dt;
-	enum sg_dp_mode mode;
+	enum sg_mode mode;
 	unsigned int flags;
 	uint32_t chunk_bytes, nelem[3];
 	bool multi;
+	uint32_t open_slots;  /* an open job with this slot budget (0: a job with its keys) */
+	enum sg_dtype kdt[3]; /* dtype any: each key's */
 };
 
 static const struct mode modes[] = {
-	{"fp32 sync", SG_DTYPE_FP32, SG_DP_MODE_SYNC, 0, 64, {40, 16, 7}, true},
-	{"fp32 sync, no fan-out", SG_DTYPE_FP32, SG_DP_MODE_SYNC, 0, 64, {40, 16, 7}, false},
-	{"bf16 fp32acc", SG_DTYPE_BF16, SG_DP_MODE_SYNC, 0, 32, {37, 16, 3}, true},
-	{"bf16 native", SG_DTYPE_BF16, SG_DP_MODE_SYNC, SG_SUM_F_NATIVE, 32, {37, 16, 3}, true},
-	{"int8 odd chunks", SG_DTYPE_INT8, SG_DP_MODE_SYNC, 0, 24, {61, 5, 25}, true},
-	{"fp32 async", SG_DTYPE_FP32, SG_DP_MODE_ASYNC, 0, 64, {40, 16, 7}, true},
-	{"fp32 deterministic", SG_DTYPE_FP32, SG_DP_MODE_DETERM, 0, 64, {40, 16, 7}, true},
+	{"fp32 sync", SG_DTYPE_FP32, SG_MODE_SYNC, 0, 64, {40, 16, 7}, true},
+	{"fp32 sync, no fan-out", SG_DTYPE_FP32, SG_MODE_SYNC, 0, 64, {40, 16, 7}, false},
+	{"bf16 fp32acc", SG_DTYPE_BF16, SG_MODE_SYNC, 0, 32, {37, 16, 3}, true},
+	{"bf16 native", SG_DTYPE_BF16, SG_MODE_SYNC, SG_SUM_F_NATIVE, 32, {37, 16, 3}, true},
+	{"int8 odd chunks", SG_DTYPE_INT8, SG_MODE_SYNC, 0, 24, {61, 5, 25}, true},
+	{"fp32 async", SG_DTYPE_FP32, SG_MODE_ASYNC, 0, 64, {40, 16, 7}, true},
+	{"fp32 deterministic", SG_DTYPE_FP32, SG_MODE_DETERM, 0, 64, {40, 16, 7}, true},
+	{"open fp32 sync", SG_DTYPE_FP32, SG_MODE_SYNC, 0, 64, {40, 16, 7}, true, 64},
+	{"open any sync", SG_DTYPE_ANY, SG_MODE_SYNC, 0, 32, {37, 16, 61}, true, 64,
+	 {SG_DTYPE_FP32, SG_DTYPE_BF16, SG_DTYPE_INT8}},
+	{"open any async, full", SG_DTYPE_ANY, SG_MODE_ASYNC, 0, 32, {37, 16, 61}, true, 4,
+	 {SG_DTYPE_BF16, SG_DTYPE_FP32, SG_DTYPE_INT8}},
+	{"open any deterministic", SG_DTYPE_ANY, SG_MODE_DETERM, 0, 32, {37, 16, 61}, true, 64,
+	 {SG_DTYPE_INT8, SG_DTYPE_BF16, SG_DTYPE_FP32}},
 };
+
+/* The dtype of key @p k's elements. */
+static enum sg_dtype key_dtype(const struct mode *md, unsigned int k)
+{
+	return md->dt == SG_DTYPE_ANY ? md->kdt[k] : md->dt;
+}
 
 static struct sg_dp_engine *mk_engine(const struct mode *md, struct out *o, bool csum)
 {
@@ -164,7 +182,7 @@ static struct sg_dp_engine *mk_engine(const struct mode *md, struct out *o, bool
 	struct sg_dp_job_conf jc = {
 		.id = 9, .nworkers = N, .token = TOKEN, .dtype = md->dt, .mode = md->mode,
 		.sum_flags = md->flags, .chunk_bytes = md->chunk_bytes, .max_inflight = 3,
-		.keys = keys, .nkeys = 3,
+		.keys = keys, .nkeys = 3, .open = md->open_slots != 0, .slots = md->open_slots,
 	};
 	struct sg_dp_engine *e;
 
@@ -176,6 +194,10 @@ static struct sg_dp_engine *mk_engine(const struct mode *md, struct out *o, bool
 	o->want_csum = csum;
 	for (unsigned int k = 0; k < 3; k++)
 		keys[k] = (struct sg_dp_key){.id = 10 + k, .nelem = md->nelem[k]};
+	if (jc.open) {
+		jc.keys = NULL;
+		jc.nkeys = 0;
+	}
 	e = sg_dp_engine_create(&ec);
 	if (e == NULL || sg_dp_engine_add_job(e, &jc) != 0) {
 		SG_CHECK(false, "%s: engine set-up failed", md->name);
@@ -216,13 +238,14 @@ static void run_mode(const struct mode *md, uint64_t seed)
 	for (unsigned int step = 0; step < 6000; step++) {
 		uint64_t r = splitmix64(&rng);
 		unsigned int k = (unsigned int)(r % 3), rank = (unsigned int)(r >> 8) % N;
-		struct push_spec ps = {.job = 9, .token = TOKEN, .dtype = md->dt,
+		enum sg_dtype dt = key_dtype(md, k);
+		struct push_spec ps = {.job = 9, .token = TOKEN, .dtype = dt,
 				       .chunk_bytes = md->chunk_bytes, .key = 10 + k,
 				       .key_nelem = md->nelem[k]};
-		uint32_t nch = sg_dp_chunk_count(md->nelem[k], md->dt, md->chunk_bytes);
+		uint32_t nch = sg_dp_chunk_count(md->nelem[k], dt, md->chunk_bytes);
 		uint32_t c = (uint32_t)(r >> 16) % nch;
 		/* the round a worker is at: per chunk, or per chunk and rank (async) */
-		uint32_t *cur = &round[k][c][md->mode == SG_DP_MODE_ASYNC ? rank : 0], rd = *cur;
+		uint32_t *cur = &round[k][c][md->mode == SG_MODE_ASYNC ? rank : 0], rd = *cur;
 		unsigned int what = (unsigned int)(r >> 24) % 16;
 		uint8_t payload[SG_DP_MAX_PAYLOAD];
 		uint32_t len;
@@ -234,7 +257,7 @@ static void run_mode(const struct mode *md, uint64_t seed)
 			rd = *cur = 1; /* rounds start at 1: round 0 is the one before */
 		if (what < 2)
 			rd -= 1; /* a retransmit of the last round */
-		fill(md->dt, payload, sizeof(payload), &rng);
+		fill(dt, payload, sizeof(payload), &rng);
 		len = mk_pkt(pkt, &ps, rank, c, rd, what == 4 ? NULL : payload);
 		if (what == 5)
 			pkt[(r >> 32) % SG_DP_HDR_LEN] ^= 0x10; /* garbage, intact checksum */
@@ -249,7 +272,7 @@ static void run_mode(const struct mode *md, uint64_t seed)
 			rc_ref = sg_dp_engine_rx(ref, pkt, len, 100 + rank, now);
 		/* the round is done (sync), or the worker's push is in (async): move on */
 		if (!bad && rc_ref > 0 &&
-		    (rc_ref & (md->mode == SG_DP_MODE_ASYNC ? SG_DP_USED_SUMMED
+		    (rc_ref & (md->mode == SG_MODE_ASYNC ? SG_DP_USED_SUMMED
 							    : SG_DP_USED_COMPLETED)))
 			*cur = rd + 1;
 		rc = sg_dp_engine_rx_csum(e, pkt, len, 100 + rank, now, before);
@@ -283,19 +306,26 @@ static void run_mode(const struct mode *md, uint64_t seed)
 		 (unsigned long)rs.rx_pushes, (unsigned long)es.results_sent,
 		 (unsigned long)rs.results_sent);
 	SG_CHECK(rs.rx_pushes > 100 && damaged > 500 &&
-		 (rs.rounds_completed > 20 || md->mode == SG_DP_MODE_ASYNC),
+		 (rs.rounds_completed > 20 || md->mode == SG_MODE_ASYNC),
 		 "%s: the traffic did something (%lu pushes, %lu rounds, %lu damaged)", md->name,
 		 (unsigned long)rs.rx_pushes, (unsigned long)rs.rounds_completed,
 		 (unsigned long)damaged);
 	/* the pool ran dry: NACKs, and kept results reclaimed */
-	SG_CHECK(rs.nacks_pool > 0, "%s: NACKs too", md->name);
+	SG_CHECK(rs.nacks_pool > 0 || md->open_slots == 4, "%s: NACKs too", md->name);
+	/* the counters above agree: a damaged push made no key the reference lacks (garbage
+	 * with an intact checksum makes more than the three) */
+	SG_CHECK(md->open_slots == 0 || rs.keys_created >= 2,
+		 "%s: pushes made %lu keys", md->name, (unsigned long)rs.keys_created);
+	SG_CHECK(md->open_slots == 0 || md->open_slots >= 7 || rs.drops[SG_DP_DROP_FULL] > 0,
+		 "%s: a key refused for the slot budget", md->name);
 	SG_CHECK(out.csums > 0 && out.csum_bad == 0,
 		 "%s: %lu RESULTs with the engine's checksum, %lu of them wrong or missing",
 		 md->name, (unsigned long)out.csums, (unsigned long)out.csum_bad);
 	printf("%s: %lu intact, %lu damaged, %lu pushes summed, %lu rounds, %lu NACKs, "
-	       "%lu RESULT checksums\n", md->name, (unsigned long)intact, (unsigned long)damaged,
+	       "%lu RESULT checksums, %lu keys made\n", md->name, (unsigned long)intact, (unsigned long)damaged,
 	       (unsigned long)rs.rx_pushes, (unsigned long)rs.rounds_completed,
-	       (unsigned long)rs.nacks_sent, (unsigned long)out.csums);
+	       (unsigned long)rs.nacks_sent, (unsigned long)out.csums,
+	       (unsigned long)rs.keys_created);
 out:
 	sg_dp_engine_destroy(ref);
 	sg_dp_engine_destroy(e);

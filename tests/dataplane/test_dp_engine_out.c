@@ -107,7 +107,7 @@ static void test_rx_codes_and_job_stats(void)
 		const struct sg_dp_job_stats *js[2] = {&a, &b};
 		static const uint64_t want[2][15] = {
 			{13, 4, 1, 6, 3, 1, 1, 1, 0, 1, 5, 2, 0, 2, 1},
-			{3, 1, 0, 1, 0, 0, 0, 0, 1, 0, 0, 0, 1, 0, 0},
+			{3, 1, 0, 1, 0, 0, 0, 0, 1, 0, 0, 0, 1, 1, 0}, /* MISMATCH for key 7 */
 		};
 		static const char *const names[15] = {
 			"rx_packets", "rx_pushes", "rx_pulls", "drops", "duplicate", "pending",
@@ -261,7 +261,7 @@ static int find(const struct cap *c, uint32_t rank, uint32_t chunk, uint32_t rou
  * worker must get exactly one RESULT per chunk and round from each, equal to
  * the reference sum, and the two engines' packets must be the same bytes.
  */
-static void fanout_case(enum sg_dtype dt, enum sg_dp_mode mode, uint32_t n)
+static void fanout_case(enum sg_dtype dt, enum sg_mode mode, uint32_t n)
 {
 	const uint32_t chunk_bytes = 64, nchunks = 3, rounds = 2;
 	size_t esz = sg_dtype_size(dt);
@@ -282,7 +282,7 @@ static void fanout_case(enum sg_dtype dt, enum sg_dp_mode mode, uint32_t n)
 	uint32_t order[64];
 	char what[64];
 
-	snprintf(what, sizeof(what), "%s %s N=%u", sg_dtype_name(dt), sg_dp_mode_name(mode), n);
+	snprintf(what, sizeof(what), "%s %s N=%u", sg_dtype_name(dt), sg_mode_name(mode), n);
 	memset(&fan, 0, sizeof(fan));
 	fan.c = &cap;
 	cap.n = cap_plain.n = 0;
@@ -493,6 +493,113 @@ static void test_release_keys(void)
 	sg_dp_engine_destroy(e);
 }
 
+/* The big-endian u32 at @p p. */
+static uint32_t be32(const void *p)
+{
+	const uint8_t *b = p;
+
+	return (uint32_t)b[0] << 24 | (uint32_t)b[1] << 16 | (uint32_t)b[2] << 8 | b[3];
+}
+
+/* Packet @p i of @p c is ERROR @p code to @p dest about round @p round of key @p key. */
+static bool is_error(const struct cap *c, unsigned int i, uint16_t code, uint64_t dest,
+		     uint32_t key, uint32_t round)
+{
+	const struct cap_pkt *q = &c->pkts[i];
+
+	return i < c->n && q->m.type == SG_DP_T_ERROR && q->m.code == code && q->dest == dest &&
+	       q->m.key == key && q->m.round == round && q->m.payload_len == 8;
+}
+
+/*
+ * Pushes the node refuses though they carry the job's token are answered:
+ * a program restarted against a job whose rounds went on gets ERROR STALE with
+ * the chunk's round, a push whose result was reclaimed ERROR GONE with it, a
+ * push of other geometry ERROR MISMATCH; each at most REFUSE_MAX (32) per 100 ms
+ * per job, and a packet without the token never gets an answer.
+ */
+static void test_refusals(void)
+{
+	struct sg_dp_engine_conf ec = {.numa_node = -1, .pool_bufs = 2, .shadow_hold_ns = 10};
+	struct sg_dp_engine *e = cap_engine(&cap, &ec);
+	struct sg_dp_key keys[3] = {{.id = 1, .nelem = 16}, {.id = 2, .nelem = 16},
+				    {.id = 3, .nelem = 16}};
+	struct sg_dp_job_conf jc = {.id = 4, .nworkers = 2, .token = TOKEN,
+				    .dtype = SG_DTYPE_FP32, .chunk_bytes = 64, .keys = keys,
+				    .nkeys = 3};
+	struct push_spec k1 = spec(4, SG_DTYPE_FP32, 64, 16), bad = k1, nok = k1;
+	struct sg_dp_job_stats js;
+	unsigned int n;
+
+	if (!SG_CHECK(e != NULL, "engine"))
+		return;
+	SG_CHECK_EQ(sg_dp_engine_add_job(e, &jc), 0);
+	cap.n = 0;
+	/* rounds 0 and 1 of key 1 complete */
+	for (uint32_t r = 0; r < 2; r++) {
+		SG_CHECK_EQ(rx(e, &k1, 0, 0, r, false, r), SG_DP_USED_SUMMED);
+		SG_CHECK_EQ(rx(e, &k1, 1, 0, r, false, r),
+			    SG_DP_USED_SUMMED | SG_DP_USED_COMPLETED);
+	}
+	SG_CHECK_EQ(cap.n, 4);
+	/* rank 0 restarts at round 0: the chunk finished round 1 */
+	SG_CHECK_EQ(rx(e, &k1, 0, 0, 0, false, 2), -EBADMSG);
+	SG_CHECK(is_error(&cap, 4, SG_DP_C_STALE, 100, 1, 0) &&
+		 be32(cap.pkts[4].m.payload) == 1 && be32((const uint8_t *)cap.pkts[4].m.payload + 4) == 1,
+		 "STALE with round 1, finished");
+	/* ... without the token: dropped, never answered */
+	nok.token ^= 1;
+	SG_CHECK_EQ(rx(e, &nok, 0, 0, 0, false, 2), -EBADMSG);
+	SG_CHECK_EQ(cap.n, 5);
+	/* round 2 collects (rank 0 in): a push of round 0 is two behind it */
+	SG_CHECK_EQ(rx(e, &k1, 0, 0, 2, false, 3), SG_DP_USED_SUMMED);
+	SG_CHECK_EQ(rx(e, &k1, 1, 0, 0, false, 3), -EBADMSG);
+	SG_CHECK(is_error(&cap, 5, SG_DP_C_STALE, 101, 1, 0) &&
+		 be32(cap.pkts[5].m.payload) == 2 && be32((const uint8_t *)cap.pkts[5].m.payload + 4) == 0,
+		 "STALE with round 2, collecting");
+	/* pushes of other geometry, 100 of them at once: 32 answers, then 32 more later */
+	bad.key = 99;
+	cap.n = 0;
+	for (int i = 0; i < 100; i++)
+		SG_CHECK_EQ(rx(e, &bad, 0, 0, 0, false, 200 * MS), -EBADMSG);
+	SG_CHECK_EQ(cap.n, 32);
+	SG_CHECK(is_error(&cap, 0, SG_DP_C_MISMATCH, 100, 99, 0), "MISMATCH");
+	for (int i = 0; i < 100; i++)
+		rx(e, &bad, 0, 0, 0, false, 300 * MS);
+	SG_CHECK_EQ(cap.n, 64);
+	/* a PULL of other geometry is not answered */
+	SG_CHECK_EQ(rx(e, &bad, 0, 0, 0, true, 600 * MS), -EBADMSG);
+	SG_CHECK_EQ(cap.n, 64);
+	SG_CHECK_EQ(sg_dp_engine_job_stats(e, 4, &js), 0);
+	SG_CHECK_EQ(js.drops_by[SG_DP_DROP_KEY], 201);
+	SG_CHECK_EQ(js.errors_sent, 2 + 64);
+	sg_dp_engine_destroy(e);
+
+	/* N = 1 and a pool of 2: key 3 takes key 1's kept result, whose resend is GONE */
+	e = cap_engine(&cap, &ec);
+	if (!SG_CHECK(e != NULL, "engine"))
+		return;
+	jc.nworkers = 1;
+	SG_CHECK_EQ(sg_dp_engine_add_job(e, &jc), 0);
+	{
+		struct push_spec k2 = k1, k3 = k1;
+
+		k2.key = 2;
+		k3.key = 3;
+		cap.n = 0;
+		rx(e, &k1, 0, 0, 0, false, 0);
+		rx(e, &k2, 0, 0, 0, false, 0);
+		rx(e, &k3, 0, 0, 0, false, 1000);
+		n = cap.n;
+		SG_CHECK_EQ(rx(e, &k1, 0, 0, 0, false, 2000), SG_DP_USED_REPLIED);
+		SG_CHECK(n == 3 && cap.n == n + 1 && is_error(&cap, n, SG_DP_C_GONE, 100, 1, 0) &&
+			 be32(cap.pkts[n].m.payload) == 0 &&
+			 be32((const uint8_t *)cap.pkts[n].m.payload + 4) == 1,
+			 "GONE with round 0, finished (%u, %u packets)", n, cap.n);
+	}
+	sg_dp_engine_destroy(e);
+}
+
 /* tx.accept's calls: the address, and how many packets the engine had sent by then. */
 static struct {
 	unsigned int n;
@@ -542,13 +649,14 @@ static void test_accept(void)
 	SG_CHECK_EQ(rx(e, &j1, 0, 0, 0, false, 0), SG_DP_USED_SUMMED);
 	SG_CHECK_EQ(rx(e, &j1, 0, 0, 0, false, 0), -EBADMSG); /* a duplicate still refreshes */
 	SG_CHECK_EQ(rx(e, &j1, 1, 0, 0, false, 0), SG_DP_USED_SUMMED | SG_DP_USED_COMPLETED);
-	SG_CHECK_EQ(cap.n, 2);
+	/* the key-7 push got ERROR MISMATCH (its token was right), and its sender stays out */
+	SG_CHECK_EQ(cap.n, 3);
 	if (SG_CHECK_EQ(acc.n, 3)) {
 		SG_CHECK(acc.src[0] == 100 && acc.src[1] == 100 && acc.src[2] == 101,
 			 "accepted %llu %llu %llu", (unsigned long long)acc.src[0],
 			 (unsigned long long)acc.src[1], (unsigned long long)acc.src[2]);
 		/* rank 1 was accepted before the RESULTs its push completed */
-		SG_CHECK_EQ(acc.sent_before[2], 0);
+		SG_CHECK_EQ(acc.sent_before[2], 1);
 	}
 	sg_dp_engine_destroy(e);
 }
@@ -563,10 +671,11 @@ int main(void)
 	test_rx_codes_and_job_stats();
 	test_accept();
 	test_release_keys();
+	test_refusals();
 	for (size_t d = 0; d < sizeof(dts) / sizeof(dts[0]); d++)
 		for (size_t i = 0; i < sizeof(ns) / sizeof(ns[0]); i++)
-			for (int mode = SG_DP_MODE_SYNC; mode <= SG_DP_MODE_DETERM; mode++)
-				if (mode != SG_DP_MODE_ASYNC)
+			for (int mode = SG_MODE_SYNC; mode <= SG_MODE_DETERM; mode++)
+				if (mode != SG_MODE_ASYNC)
 					fanout_case(dts[d], mode, ns[i]);
 	test_fanout_fallbacks();
 	return sg_test_finish("dp_engine_out");

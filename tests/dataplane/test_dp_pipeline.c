@@ -117,8 +117,8 @@ static void test_rtc_loss(void)
 	/* lcore 1 received everything and handed the other reducer's keys over */
 	SG_CHECK(r.lcores[0].handoff_pkts > 0, "hand-off used");
 	SG_CHECK(r.lcores[1].reduced_pkts > 0, "second reducer reduced");
-	SG_CHECK_EQ(r.lcores[0].idle, SG_DP_IDLE_BUSY);
-	SG_CHECK_EQ(r.lcores[1].idle, SG_DP_IDLE_SLEEP);
+	SG_CHECK_EQ(r.lcores[0].idle, SG_IDLE_POLL);
+	SG_CHECK_EQ(r.lcores[1].idle, SG_IDLE_SLEEP);
 }
 
 /*
@@ -160,7 +160,7 @@ static void test_single_sleep(void)
 	struct sg_dp_loop_result r;
 
 	base_config(&c, 16, 2);
-	c.idle = SG_DP_IDLE_SLEEP;
+	c.idle = SG_IDLE_SLEEP;
 	c.idle_sleep_us = 200;
 	c.udp_checksum = false;
 	dp_layout(&c, NULL, NULL, "(0,0,1)");

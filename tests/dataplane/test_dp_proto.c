@@ -107,6 +107,11 @@ static void set_be32(uint8_t *p, uint32_t v)
 	p[3] = (uint8_t)v;
 }
 
+static uint32_t get_be32(const uint8_t *p)
+{
+	return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+}
+
 static void test_parse_malformed(void)
 {
 	static uint8_t p[SG_DP_HDR_LEN + SG_DP_MAX_PAYLOAD + 16];
@@ -183,7 +188,7 @@ static void test_parse_malformed(void)
 
 static void test_names(void)
 {
-	enum sg_dp_mode mode;
+	enum sg_mode mode;
 
 	for (int i = 0; i < SG_DP_DROP_COUNT; i++) {
 		SG_CHECK(strcmp(sg_dp_drop_name(i), "unknown") != 0, "reason %d has no name", i);
@@ -196,12 +201,12 @@ static void test_names(void)
 	SG_CHECK(strcmp(sg_dp_type_name(0), "unknown") == 0, "type 0");
 	SG_CHECK(strcmp(sg_dp_type_name(SG_DP_T_PUSH), "push") == 0, "type push");
 	SG_CHECK(strcmp(sg_dp_type_name(99), "unknown") == 0, "type 99");
-	SG_CHECK(strcmp(sg_dp_mode_name(SG_DP_MODE_DETERM), "deterministic") == 0, "mode");
-	SG_CHECK(strcmp(sg_dp_mode_name(7), "unknown") == 0, "mode 7");
-	SG_CHECK(sg_dp_mode_from_name("ASYNC", &mode) == 0 && mode == SG_DP_MODE_ASYNC, "a");
-	SG_CHECK(sg_dp_mode_from_name("determ", &mode) == 0 && mode == SG_DP_MODE_DETERM, "d");
-	SG_CHECK_EQ(sg_dp_mode_from_name("fast", &mode), -EINVAL);
-	SG_CHECK_EQ(sg_dp_mode_from_name(NULL, &mode), -EINVAL);
+	SG_CHECK(strcmp(sg_mode_name(SG_MODE_DETERM), "deterministic") == 0, "mode");
+	SG_CHECK(strcmp(sg_mode_name(7), "unknown") == 0, "mode 7");
+	SG_CHECK(sg_mode_from_name("ASYNC", &mode) == 0 && mode == SG_MODE_ASYNC, "a");
+	SG_CHECK(sg_mode_from_name("determ", &mode) == 0 && mode == SG_MODE_DETERM, "d");
+	SG_CHECK_EQ(sg_mode_from_name("fast", &mode), -EINVAL);
+	SG_CHECK_EQ(sg_mode_from_name(NULL, &mode), -EINVAL);
 }
 
 /* ---- engine-level validation ---------------------------------------- */
@@ -233,12 +238,18 @@ static struct sg_dp_engine *mk_engine(void)
 	return e;
 }
 
-/* Feed one packet; exactly drops[want] must move, and nothing be sent or summed. */
-static void expect_drop(struct sg_dp_engine *e, const uint8_t *pkt, uint32_t len,
-			enum sg_dp_drop want, const char *what)
+/*
+ * Feed one packet; exactly drops[want] must move, and nothing be summed. Nothing
+ * is sent, but for a push with the job's token that disagrees with the job
+ * (@p mm, an enum sg_dp_mismatch_what): its sender gets one ERROR MISMATCH that
+ * echoes the push and carries the job's dtype and chunk size.
+ */
+static void expect_answered(struct sg_dp_engine *e, const uint8_t *pkt, uint32_t len,
+			    enum sg_dp_drop want, const char *what, unsigned int mm)
 {
 	struct sg_dp_stats a, b;
 	unsigned int sent = cap.n;
+	struct sg_dp_msg in;
 	int rc;
 
 	sg_dp_engine_stats(e, &a);
@@ -249,7 +260,29 @@ static void expect_drop(struct sg_dp_engine *e, const uint8_t *pkt, uint32_t len
 		SG_CHECK(b.drops[i] - a.drops[i] == (uint64_t)(i == (int)want),
 			 "%s: counter %s moved by %" PRIu64 " (want %s)", what,
 			 sg_dp_drop_name(i), b.drops[i] - a.drops[i], sg_dp_drop_name(want));
-	SG_CHECK(b.rx_pushes == a.rx_pushes && cap.n == sent, "%s: it was used", what);
+	SG_CHECK(b.rx_pushes == a.rx_pushes && cap.n == sent + (mm != 0), "%s: it was used", what);
+	if (mm == 0 || cap.n != sent + 1 || sg_dp_parse(pkt, len, &in, NULL) != 0)
+		return;
+	{
+		const struct cap_pkt *q = &cap.pkts[sent];
+		const uint8_t *pl = q->m.payload;
+
+		SG_CHECK(q->dest == 1 && q->m.type == SG_DP_T_ERROR &&
+			 q->m.code == SG_DP_C_MISMATCH && q->m.job == in.job &&
+			 q->m.token == in.token && q->m.rank == in.rank && q->m.key == in.key &&
+			 q->m.chunk == in.chunk && q->m.nchunks == in.nchunks &&
+			 q->m.round == in.round && q->m.payload_len == 8, "%s: the ERROR", what);
+		SG_CHECK(q->m.payload_len == 8 && pl[0] == mm && pl[1] == SG_DTYPE_FP32 &&
+			 pl[2] == 0 && pl[3] == 0 && get_be32(pl + 4) == 1424,
+			 "%s: payload %02x %02x, chunk %u", what, pl[0], pl[1], get_be32(pl + 4));
+	}
+	cap.n = sent;
+}
+
+static void expect_drop(struct sg_dp_engine *e, const uint8_t *pkt, uint32_t len,
+			enum sg_dp_drop want, const char *what)
+{
+	expect_answered(e, pkt, len, want, what, 0);
 }
 
 static void test_engine_drops(void)
@@ -304,27 +337,27 @@ static void test_engine_drops(void)
 	expect_drop(e, p, mk_pkt(p, &s, NW, 0, 0, data), SG_DP_DROP_RANK, "rank N");
 	expect_drop(e, p, mk_pkt(p, &s, 0xffff, 0, 0, data), SG_DP_DROP_RANK, "rank 65535");
 	s.key = 43;
-	expect_drop(e, p, mk_pkt(p, &s, 0, 0, 0, data), SG_DP_DROP_KEY, "unknown key");
+	expect_answered(e, p, mk_pkt(p, &s, 0, 0, 0, data), SG_DP_DROP_KEY, "unknown key", SG_DP_MM_KEY);
 	s = spec;
 	len = mk_pkt(p, &s, 0, 2, 0, data);
 	set_be32(p + 28, 3); /* chunk == nchunks */
-	expect_drop(e, p, len, SG_DP_DROP_CHUNK, "chunk index");
+	expect_answered(e, p, len, SG_DP_DROP_CHUNK, "chunk index", SG_DP_MM_CHUNKS);
 	len = mk_pkt(p, &s, 0, 2, 0, data);
 	set_be32(p + 32, 4); /* wrong chunk count */
-	expect_drop(e, p, len, SG_DP_DROP_CHUNK, "chunk count");
+	expect_answered(e, p, len, SG_DP_DROP_CHUNK, "chunk count", SG_DP_MM_CHUNKS);
 	len = mk_pkt(p, &s, 0, 2, 0, data);
 	set_be32(p + 44, 2848 + 4);
-	expect_drop(e, p, len, SG_DP_DROP_OFFSET, "offset");
+	expect_answered(e, p, len, SG_DP_DROP_OFFSET, "offset", SG_DP_MM_OFFSET);
 	set_be32(p + 44, 0xffffffffu);
-	expect_drop(e, p, len, SG_DP_DROP_OFFSET, "offset far out");
+	expect_answered(e, p, len, SG_DP_DROP_OFFSET, "offset far out", SG_DP_MM_OFFSET);
 	len = mk_pkt(p, &s, 0, 2, 0, data);
 	p[7] = SG_DTYPE_INT32; /* same size, other type */
-	expect_drop(e, p, len, SG_DP_DROP_JOB_DTYPE, "job dtype");
+	expect_answered(e, p, len, SG_DP_DROP_JOB_DTYPE, "job dtype", SG_DP_MM_DTYPE);
 	/* A full chunk's count on the short last chunk, with a matching length. */
 	s.key_nelem = 2000;
 	len = mk_pkt(p, &s, 0, 2, 0, data);
 	set_be32(p + 32, 3);
-	expect_drop(e, p, len, SG_DP_DROP_NELEM, "nelem");
+	expect_answered(e, p, len, SG_DP_DROP_NELEM, "nelem", SG_DP_MM_NELEM);
 	s = spec;
 
 	/* Nothing above left a trace: a clean round sums exactly. */
@@ -454,7 +487,7 @@ static void test_bad_config(void)
 	bad = ec;
 	errno = 0;
 	SG_CHECK(sg_dp_engine_create(&bad) == NULL && errno == EINVAL, "no tx");
-	bad.max_payload = SG_DP_MAX_CHUNK_BYTES + 8;
+	bad.max_payload = SG_MAX_CHUNK_BYTES + 8;
 	errno = 0;
 	SG_CHECK(cap_engine(&cap, &bad) == NULL && errno == EINVAL, "max_payload");
 	bad.max_payload = 1000 + 4;
@@ -483,7 +516,7 @@ static void test_bad_config(void)
 	BAD_JOB(nworkers, 0);
 	BAD_JOB(nworkers, 65);
 	BAD_JOB(dtype, (enum sg_dtype)99);
-	BAD_JOB(mode, (enum sg_dp_mode)9);
+	BAD_JOB(mode, (enum sg_mode)9);
 	BAD_JOB(sum_flags, 0x10);
 	BAD_JOB(chunk_bytes, 12);
 	BAD_JOB(chunk_bytes, SG_DP_PAYLOAD_MTU1500 + 8);

@@ -15,11 +15,7 @@ TMP=$(mktemp -d)
 PIDS=()
 fails=0
 checks=0
-cleanup() {
-	for p in "${PIDS[@]}"; do kill -KILL "$p" 2>/dev/null; done
-	rm -rf "$TMP"
-}
-trap cleanup EXIT
+trap cleanup_pids EXIT
 
 # shellcheck source=expect_lib.sh
 . "$(dirname "$0")/expect_lib.sh"

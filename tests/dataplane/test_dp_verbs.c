@@ -408,7 +408,7 @@ static void test_create_ok(void)
 		SG_CHECK(fk.srq_live == 1 && fk.nqp == 0 && fk_posted_count() == 64 &&
 			 fk.posted[0].addr == NULL, "RC set-up");
 		SG_CHECK_EQ(sg_dp_verbs_msg_max(t), SG_DP_HDR_LEN + SG_DP_MAX_PAYLOAD);
-		SG_CHECK_EQ(sg_dp_verbs_max_payload(t), SG_DP_MAX_CHUNK_BYTES);
+		SG_CHECK_EQ(sg_dp_verbs_max_payload(t), SG_MAX_CHUNK_BYTES);
 		SG_CHECK_EQ(sg_dp_verbs_poll(t, NULL, 0), 0);
 		sg_dp_verbs_destroy(t);
 	}

@@ -840,7 +840,7 @@ static void base_config(struct sg_dp_config *c)
 	c->pool_bufs = 256;
 	c->ring_size = 1024;
 	c->timeout_ms = 5000;
-	c->idle = SG_DP_IDLE_SLEEP; /* the machine has 2 cores for everything */
+	c->idle = SG_IDLE_SLEEP; /* the machine has 2 cores for everything */
 	c->idle_sleep_us = 200;
 	c->n_jobs = 1;
 	c->jobs[0] = (struct sg_dp_job_cfg){.id = JOB, .workers = NW, .token = TOKEN,
@@ -1154,7 +1154,7 @@ static void scenario(const char *name, const char *io, const char *red, const ch
 		SG_CHECK(r.rc || (counter(p, i, "qpn") >= 0x200 &&
 				  counter(p, i, "qpn") < 0x200 + FQ_MAX_QP),
 			 "%s: lcore %u has no QP", name, st.lcore);
-		if ((st.role & SG_DP_ROLE_IO) || push_to_all)
+		if ((st.role & SG_ROLE_IO) || push_to_all)
 			r.rx_qpn[r.n_rx++] = (uint32_t)counter(p, i, "qpn");
 	}
 	/* RC: one worker connects before the start (directly), the others while the lcore
@@ -1579,7 +1579,7 @@ static void test_ethdev_refused(void)
 	sg_dp_config_defaults(&c);
 	c.mbufs = 2048;
 	c.pool_bufs = 256;
-	c.idle = SG_DP_IDLE_SLEEP;
+	c.idle = SG_IDLE_SLEEP;
 	c.n_jobs = 1;
 	c.jobs[0].workers = 2;
 	c.jobs[0].keys = 2;

@@ -1,0 +1,90 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/**
+ * @file
+ * A summation node in one thread over kernel UDP (tests, benchmarks, and
+ * machines without DPDK), wrapping the aggregation engine of dataplane/, and
+ * the job description a libsigma session's tensors give each node. Not part of
+ * the installed worker API (sigma.h): it links the engine and summation.
+ *
+ * Every function returns 0 (or a count) on success and -errno on failure;
+ * constructors return NULL and set errno.
+ */
+#ifndef SIGMA_UDPD_H
+#define SIGMA_UDPD_H
+
+#include <stdint.h>
+
+#include "sg_dp_engine.h"
+#include "sigma.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/**
+ * The job description node @p node needs for this session's registered
+ * tensors (what the control plane would hand it): fills @p job (id, N, token,
+ * dtype of the first tensor, chunk and partition size) and up to @p cap keys
+ * placed on @p node. The keys' dtype must be the same for all tensors of a
+ * job on the engine; @return -EINVAL otherwise.
+ * @return the number of keys on that node (may exceed @p cap), or -errno.
+ */
+int sigma_job_for_node(const struct sigma_session *s, unsigned int node,
+		       struct sg_dp_job_conf *job, struct sg_dp_key *keys, unsigned int cap);
+
+/** Configuration of a kernel-UDP node. */
+struct sigma_udpd_conf {
+	const char *addr;              /**< address to bind (default 127.0.0.1) */
+	uint16_t port;                 /**< 0: ephemeral (see sigma_udpd_port()) */
+	struct sg_dp_engine_conf engine; /**< engine settings (tx ops are filled in) */
+	uint32_t drop_rx_permille;     /**< loss injection: drop this share of received packets */
+	uint32_t drop_tx_permille;     /**< loss injection: drop this share of sent packets */
+	uint32_t seed;                 /**< loss injection PRNG seed */
+};
+
+struct sigma_udpd;
+
+/**
+ * Create a node and bind its socket (it does not run yet).
+ * @return the node, or NULL with errno (EINVAL, ENOMEM, socket errors).
+ */
+struct sigma_udpd *sigma_udpd_create(const struct sigma_udpd_conf *conf);
+
+/** UDP port the node is bound to. */
+uint16_t sigma_udpd_port(const struct sigma_udpd *d);
+
+/** Add a job to the node's engine (allowed while running). @return as sg_dp_engine_add_job(). */
+int sigma_udpd_add_job(struct sigma_udpd *d, const struct sg_dp_job_conf *job);
+
+/** Remove a job (allowed while running). @return as sg_dp_engine_remove_job(). */
+int sigma_udpd_remove_job(struct sigma_udpd *d, uint32_t job);
+
+/** Copy job @p job's counters. @return 0 or -ENOENT. */
+int sigma_udpd_job_stats(struct sigma_udpd *d, uint32_t job, struct sg_dp_job_stats *st);
+
+/** The largest chunk_bytes a job may use on this node (the engine's max_payload). */
+uint32_t sigma_udpd_max_payload(struct sigma_udpd *d);
+
+/** Start the node's thread. @return 0 or -errno. */
+int sigma_udpd_start(struct sigma_udpd *d);
+
+/**
+ * Stop the thread and close the socket (the node disappears: packets sent to
+ * its port go unanswered). Stats stay readable. Idempotent.
+ */
+void sigma_udpd_stop(struct sigma_udpd *d);
+
+/** Copy the engine's counters (consistent snapshot). */
+void sigma_udpd_stats(struct sigma_udpd *d, struct sg_dp_stats *st);
+
+/** Fraction of wall time the node's thread spent handling packets since start (0..1). */
+double sigma_udpd_busy(struct sigma_udpd *d);
+
+/** Stop (if running) and free. NULL is fine. */
+void sigma_udpd_destroy(struct sigma_udpd *d);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* SIGMA_UDPD_H */

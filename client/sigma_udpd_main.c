@@ -1,0 +1,377 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * sigma-udpd: a summation node over kernel UDP with Sigma's control server, for
+ * machines without DPDK and for tests: the aggregation engine behind a socket
+ * (sigma_udpd.h), jobs created, listed and destroyed over JSON-RPC (the
+ * job_create / job_list / job_destroy / node_info subset of sigmad's agent), so
+ * that the job service and sigmactl treat it as they treat sigmad.
+ * Exit codes: 0 stopped by SIGINT/SIGTERM, 1 could not start, 2 usage.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <math.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "sg_ctl.h"
+#include "sigma_udpd.h"
+
+#define MAX_JOBS 64
+
+struct node_job {
+	bool used;
+	struct sg_ctl_job spec; /* id, N, dtype, mode, partition, chunk, tensors and keys counts */
+};
+
+struct node {
+	struct sigma_udpd *d;
+	char name[SG_NAME_MAX];
+	char addr[16];
+	enum sg_node_kind kind;
+	double gbps;
+	uint32_t next_id;
+	struct node_job jobs[MAX_JOBS]; /* the server's thread only */
+};
+
+static volatile sig_atomic_t stop;
+
+static void on_signal(int sig)
+{
+	(void)sig;
+	stop = 1;
+}
+
+static struct node_job *job_find(struct node *n, uint32_t id)
+{
+	for (unsigned int i = 0; i < MAX_JOBS; i++)
+		if (n->jobs[i].used && n->jobs[i].spec.id == id)
+			return &n->jobs[i];
+	return NULL;
+}
+
+static int op_node_info(void *arg, struct sg_ctl_node_info *out)
+{
+	struct node *n = arg;
+	long cores = sysconf(_SC_NPROCESSORS_ONLN);
+
+	memset(out, 0, sizeof(*out));
+	snprintf(out->name, sizeof(out->name), "%s", n->name);
+	out->n_cores = cores > 0 ? (uint32_t)cores : 1;
+	out->n_numa = 1;
+	out->n_reducers = 1;
+	snprintf(out->addr, sizeof(out->addr), "%s", n->addr);
+	out->udp_port = sigma_udpd_port(n->d);
+	out->kind = n->kind;
+	out->gbps = n->gbps;
+	out->max_chunk_bytes = sigma_udpd_max_payload(n->d);
+	return 0;
+}
+
+static int op_job_create(void *arg, struct sg_ctl_job *job, char *reason)
+{
+	struct node *n = arg;
+	uint32_t max = sigma_udpd_max_payload(n->d), id = job->id;
+	struct node_job *slot = NULL;
+	struct sg_dp_key *keys;
+	uint64_t token = 0;
+	int rc = 0;
+
+	/* dtype any (an open job): chunk_bytes, a multiple of 8, fits every element size */
+	if (job->chunk_bytes > max ||
+	    (job->dtype != SG_DTYPE_ANY && job->chunk_bytes % sg_dtype_size(job->dtype) != 0)) {
+		snprintf(reason, SG_CTL_REASON_MAX, "chunk_bytes %u: this node takes at most %u, in "
+			 "multiples of the element size", job->chunk_bytes, max);
+		return -EINVAL;
+	}
+	if (id != 0 && job_find(n, id) != NULL) {
+		snprintf(reason, SG_CTL_REASON_MAX, "job id %u is in use on this node", id);
+		return -EEXIST;
+	}
+	for (unsigned int i = 0; i < MAX_JOBS && slot == NULL; i++)
+		if (!n->jobs[i].used)
+			slot = &n->jobs[i];
+	if (slot == NULL) {
+		snprintf(reason, SG_CTL_REASON_MAX, "%d jobs already: destroy one first", MAX_JOBS);
+		return -ENOSPC;
+	}
+	if (id == 0) {
+		while (n->next_id == 0 || job_find(n, n->next_id) != NULL)
+			n->next_id++;
+		id = n->next_id++;
+	}
+	for (int i = 0; i < 16; i++) /* the wire token: the first 16 hex digits */
+		token = token << 4 | (uint64_t)(job->token[i] <= '9' ? job->token[i] - '0' :
+						 (job->token[i] | 0x20) - 'a' + 10);
+	keys = calloc(job->n_keys ? job->n_keys : 1, sizeof(*keys));
+	if (keys == NULL)
+		return -ENOMEM;
+	for (uint32_t k = 0; k < job->n_keys; k++)
+		keys[k] = (struct sg_dp_key){.id = job->keys[k].id, .nelem = job->keys[k].nelem};
+	/* a job of keys placed elsewhere only is listed here; an open job always sums here */
+	if (job->n_keys > 0 || job->open) {
+		struct sg_dp_job_conf jc = {
+			.id = id, .nworkers = job->n_workers, .token = token, .dtype = job->dtype,
+			.mode = job->mode, .partition_bytes = job->partition_bytes,
+			.chunk_bytes = job->chunk_bytes ? job->chunk_bytes : max,
+			.keys = job->open ? NULL : keys, .nkeys = job->open ? 0 : job->n_keys,
+			.open = job->open, .slots = job->open ? (job->slots ?: SG_OPEN_SLOTS_DEFAULT) : 0,
+		};
+
+		rc = sigma_udpd_add_job(n->d, &jc);
+		job->slots = jc.slots;
+		job->slots_budget = jc.slots;
+	}
+	free(keys);
+	if (rc != 0) {
+		snprintf(reason, SG_CTL_REASON_MAX, "the engine refused the job: %s", strerror(-rc));
+		return rc;
+	}
+	job->id = id;
+	if (job->chunk_bytes == 0)
+		job->chunk_bytes = max;
+	slot->used = true;
+	slot->spec = *job;
+	slot->spec.tensors = NULL;
+	slot->spec.keys = NULL;
+	memset(slot->spec.token, 0, sizeof(slot->spec.token));
+	if (job->open)
+		printf("sigma-udpd: job %u created: open (its pushes make its keys), %u workers, %s, "
+		       "%s, %u chunk slots, %u-byte chunks\n", id, job->n_workers,
+		       sg_dtype_name(job->dtype), sg_mode_name(job->mode), job->slots,
+		       job->chunk_bytes);
+	else
+		printf("sigma-udpd: job %u created: %u workers, %s, %s, %u partitions here, %u-byte "
+		       "chunks\n", id, job->n_workers, sg_dtype_name(job->dtype),
+		       sg_mode_name(job->mode), job->n_keys, job->chunk_bytes);
+	fflush(stdout);
+	return 0;
+}
+
+static int op_job_list(void *arg, struct sg_ctl_job *out, unsigned int cap)
+{
+	struct node *n = arg;
+	unsigned int k = 0;
+
+	for (unsigned int i = 0; i < MAX_JOBS && k < cap; i++) {
+		struct sg_dp_job_stats st = {0};
+
+		if (!n->jobs[i].used)
+			continue;
+		out[k] = n->jobs[i].spec;
+		if (sigma_udpd_job_stats(n->d, out[k].id, &st) == 0) {
+			out[k].rounds_completed = st.rounds_completed;
+			out[k].retransmits = st.retransmits_served;
+			out[k].incomplete = st.incomplete_slots;
+			out[k].nacks = st.nacks_sent;
+			out[k].drops = st.drops;
+			out[k].slots_used = st.slots_used;
+			out[k].slots_budget = st.slots;
+			if (out[k].open)
+				out[k].n_keys = (uint32_t)st.keys;
+		}
+		k++;
+	}
+	return (int)k;
+}
+
+static int op_job_destroy(void *arg, uint32_t id)
+{
+	struct node *n = arg;
+	struct node_job *j = job_find(n, id);
+
+	if (j == NULL)
+		return -ENOENT;
+	if (j->spec.n_keys > 0 || j->spec.open)
+		sigma_udpd_remove_job(n->d, id);
+	j->used = false;
+	printf("sigma-udpd: job %u destroyed\n", id);
+	fflush(stdout);
+	return 0;
+}
+
+static const struct sg_ctl_agent_ops ops = {
+	.node_info = op_node_info,
+	.job_create = op_job_create,
+	.job_list = op_job_list,
+	.job_destroy = op_job_destroy,
+};
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: sigma-udpd [options]\n"
+		"A Sigma summation node over kernel UDP, with the control server (jobs are made\n"
+		"over JSON-RPC, e.g. by sigmactl --node ... job create).\n"
+		"  --addr A          dataplane address to bind and announce [127.0.0.1]\n"
+		"  --port P          dataplane UDP port [9300; 0: any]\n"
+		"  --name NAME       the node's name: placement hashes it [sigma-udpd]\n"
+		"  --kind cpu|gpu    [cpu]\n"
+		"  --gbps G          bandwidth placement weighs the node with [10]\n"
+		"  --unix PATH       control socket (mode 0600)\n"
+		"  --listen H:P      control over TCP (needs --secret-file)\n"
+		"  --secret-file F   shared secret for TCP (mode 0600)\n"
+		"  --max-chunk B     largest chunk_bytes a job may use here [8920]\n"
+		"  --pool-bufs N     accumulator buffers [4096]\n"
+		"Runs until SIGINT or SIGTERM. Exit: 0 stopped, 1 could not start, 2 usage.\n");
+}
+
+static int parse_num(const char *s, double lo, double hi, double *out)
+{
+	char *end;
+	double v;
+
+	errno = 0;
+	v = strtod(s, &end);
+	if (*s == '\0' || *end != '\0' || errno != 0 || !(v >= lo && v <= hi))
+		return -1;
+	*out = v;
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{"addr", required_argument, NULL, 'a'},	 {"port", required_argument, NULL, 'p'},
+		{"name", required_argument, NULL, 'n'},	 {"kind", required_argument, NULL, 'k'},
+		{"gbps", required_argument, NULL, 'g'},	 {"unix", required_argument, NULL, 'u'},
+		{"listen", required_argument, NULL, 'l'}, {"secret-file", required_argument, NULL, 's'},
+		{"max-chunk", required_argument, NULL, 'm'},
+		{"pool-bufs", required_argument, NULL, 'b'}, {"help", no_argument, NULL, 'h'},
+		{NULL, 0, NULL, 0},
+	};
+	static struct node n = {.name = "sigma-udpd", .addr = "127.0.0.1", .gbps = 10};
+	struct sigma_udpd_conf dc = {.port = 9300};
+	struct sg_ctl_server_config sc = {.tcp_disable = true};
+	uint8_t secret[SG_CTL_SECRET_MAX];
+	const char *unix_path = NULL, *listen = NULL, *secret_file = NULL;
+	char tcp_addr[64] = "", err[256];
+	struct sg_ctl_server *srv;
+	struct sg_dp_stats st;
+	size_t secret_len = 0;
+	double v;
+	int c, li = 0;
+
+	while ((c = getopt_long(argc, argv, "h", opts, &li)) != -1) {
+		switch (c) {
+		case 'a':
+			snprintf(n.addr, sizeof(n.addr), "%s", optarg);
+			break;
+		case 'p':
+			if (parse_num(optarg, 0, 65535, &v) != 0 || v != floor(v))
+				goto bad;
+			dc.port = (uint16_t)v;
+			break;
+		case 'n':
+			if (strlen(optarg) == 0 || strlen(optarg) >= sizeof(n.name))
+				goto bad;
+			snprintf(n.name, sizeof(n.name), "%s", optarg);
+			break;
+		case 'k':
+			if (sg_node_kind_from_name(optarg, &n.kind) != 0)
+				goto bad;
+			break;
+		case 'g':
+			if (parse_num(optarg, 1e-6, 1e6, &n.gbps) != 0)
+				goto bad;
+			break;
+		case 'u':
+			unix_path = optarg;
+			break;
+		case 'l':
+			listen = optarg;
+			break;
+		case 's':
+			secret_file = optarg;
+			break;
+		case 'm':
+			if (parse_num(optarg, 8, SG_MAX_CHUNK_BYTES, &v) != 0 || fmod(v, 8) != 0)
+				goto bad;
+			dc.engine.max_payload = (uint32_t)v;
+			break;
+		case 'b':
+			if (parse_num(optarg, 16, 1 << 22, &v) != 0 || v != floor(v))
+				goto bad;
+			dc.engine.pool_bufs = (uint32_t)v;
+			break;
+		case 'h':
+			usage(stdout);
+			return 0;
+		default:
+			usage(stderr);
+			return 2;
+		}
+	}
+	if (optind != argc || (unix_path == NULL && listen == NULL)) {
+		fprintf(stderr, "sigma-udpd: give a control socket (--unix PATH and/or --listen "
+			"H:P)\n");
+		usage(stderr);
+		return 2;
+	}
+	if (listen != NULL) {
+		const char *colon = strrchr(listen, ':');
+
+		if (colon == NULL || colon == listen || (size_t)(colon - listen) >= sizeof(tcp_addr) ||
+		    parse_num(colon + 1, 0, 65535, &v) != 0 || secret_file == NULL) {
+			fprintf(stderr, "sigma-udpd: --listen wants HOST:PORT and a --secret-file\n");
+			return 2;
+		}
+		snprintf(tcp_addr, sizeof(tcp_addr), "%.*s", (int)(colon - listen), listen);
+		if (sg_ctl_secret_load(secret_file, true, secret, &secret_len, err, sizeof(err)) != 0) {
+			fprintf(stderr, "sigma-udpd: %s\n", err);
+			return 2;
+		}
+		sc.tcp_disable = false;
+		sc.tcp_addr = tcp_addr;
+		sc.tcp_port = (uint16_t)v;
+		sc.secret = secret;
+		sc.secret_len = secret_len;
+	}
+	dc.addr = n.addr;
+	n.d = sigma_udpd_create(&dc);
+	if (n.d == NULL) {
+		fprintf(stderr, "sigma-udpd: cannot open %s:%u: %s\n", n.addr, dc.port,
+			strerror(errno));
+		return 1;
+	}
+	if (sigma_udpd_start(n.d) != 0) {
+		fprintf(stderr, "sigma-udpd: cannot start the node's thread\n");
+		sigma_udpd_destroy(n.d);
+		return 1;
+	}
+	sc.unix_path = unix_path;
+	sc.ops = &ops;
+	sc.ops_arg = &n;
+	srv = sg_ctl_server_create(&sc);
+	if (srv == NULL) {
+		fprintf(stderr, "sigma-udpd: cannot start the control server: %s\n", strerror(errno));
+		sigma_udpd_destroy(n.d);
+		return 1;
+	}
+	signal(SIGINT, on_signal);
+	signal(SIGTERM, on_signal);
+	printf("sigma-udpd: node %s on %s:%u (%s, %g Gb/s), control %s%s%s tcp port %u\n", n.name,
+	       n.addr, sigma_udpd_port(n.d), sg_node_kind_name(n.kind), n.gbps,
+	       unix_path ? "unix:" : "", unix_path ? unix_path : "", unix_path ? "," : "",
+	       sg_ctl_server_tcp_port(srv));
+	fflush(stdout);
+	while (!stop)
+		usleep(20000); /* a signal between a check and pause() would be lost */
+	sg_ctl_server_destroy(srv);
+	sigma_udpd_stop(n.d);
+	sigma_udpd_stats(n.d, &st);
+	printf("sigma-udpd: stopped; %" PRIu64 " packets, %" PRIu64 " pushes summed, %" PRIu64
+	       " rounds, %" PRIu64 " errors sent\n", st.rx_packets, st.rx_pushes,
+	       st.rounds_completed, st.errors_sent);
+	sigma_udpd_destroy(n.d);
+	memset(secret, 0, sizeof(secret));
+	return 0;
+bad:
+	fprintf(stderr, "sigma-udpd: bad value '%s' for --%s\n", optarg, opts[li].name);
+	usage(stderr);
+	return 2;
+}

@@ -1,0 +1,339 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* The job descriptor (sg_desc.h): a strict parser and its writer. */
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sg_desc.h"
+
+static int bad(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+static int bad(char *err, size_t errlen, const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	if (err == NULL || errlen == 0)
+		return -EINVAL;
+	n = snprintf(err, errlen, "job descriptor: ");
+	if (n > 0 && (size_t)n < errlen) {
+		va_start(ap, fmt);
+		vsnprintf(err + n, errlen - (size_t)n, fmt, ap);
+		va_end(ap);
+	}
+	return -EINVAL;
+}
+
+/* A decimal integer in [lo, hi]: digits only, no sign, no leading zero. */
+static int parse_uint(const char *s, uint64_t lo, uint64_t hi, uint64_t *out)
+{
+	uint64_t v = 0;
+	size_t n = strlen(s);
+
+	if (n == 0 || n > 20 || (s[0] == '0' && n > 1) || strspn(s, "0123456789") != n)
+		return -EINVAL;
+	for (size_t i = 0; i < n; i++) {
+		if (v > (UINT64_MAX - (uint64_t)(s[i] - '0')) / 10)
+			return -EINVAL;
+		v = v * 10 + (uint64_t)(s[i] - '0');
+	}
+	if (v < lo || v > hi)
+		return -EINVAL;
+	*out = v;
+	return 0;
+}
+
+/* A finite decimal number (digits, '.', an exponent): what "%.17g" and Python's repr() write. */
+static int parse_double(const char *s, double *out)
+{
+	char *end = NULL;
+	double v;
+
+	if ((s[0] < '0' || s[0] > '9') && s[0] != '.')
+		return -EINVAL;
+	if (strspn(s, "0123456789.eE+-") != strlen(s))
+		return -EINVAL;
+	errno = 0;
+	v = strtod(s, &end);
+	if (end == s || *end != '\0' || errno == ERANGE || !isfinite(v))
+		return -EINVAL;
+	*out = v;
+	return 0;
+}
+
+/* A dotted quad, each part 0..255 without leading zeros (which some tools read as octal). */
+static int parse_ipv4(const char *s)
+{
+	unsigned int parts = 0;
+
+	for (;;) {
+		size_t n = strspn(s, "0123456789");
+		uint64_t v;
+		char part[4];
+
+		if (n == 0 || n > 3)
+			return -EINVAL;
+		memcpy(part, s, n);
+		part[n] = '\0';
+		if (parse_uint(part, 0, 255, &v) != 0)
+			return -EINVAL;
+		parts++;
+		s += n;
+		if (*s == '\0')
+			break;
+		if (*s != '.' || parts == 4)
+			return -EINVAL;
+		s++;
+	}
+	return parts == 4 ? 0 : -EINVAL;
+}
+
+int sg_desc_check_name(const char *name)
+{
+	size_t n = name != NULL ? strlen(name) : 0;
+
+	if (n == 0 || n >= SG_NAME_MAX)
+		return -EINVAL;
+	for (size_t i = 0; i < n; i++) {
+		char c = name[i];
+
+		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+		      c == '.' || c == '_' || c == '-'))
+			return -EINVAL;
+	}
+	return 0;
+}
+
+/* node=NAME,ADDR,PORT,KIND,GBPS,WEIGHT (@p v is writable). */
+static int parse_node(char *v, struct sg_desc_node *nd, unsigned int i, char *err, size_t errlen)
+{
+	char *f[6];
+	unsigned int n = 0;
+	uint64_t port;
+
+	/* strtok_r would fold empty fields: split by hand */
+	for (char *p = v;; p++) {
+		if (n == 6)
+			return bad(err, errlen, "node %u: more than 6 fields (want "
+				   "NAME,ADDR,PORT,KIND,GBPS,WEIGHT)", i);
+		f[n++] = p;
+		p = strchr(p, ',');
+		if (p == NULL)
+			break;
+		*p = '\0';
+	}
+	if (n != 6)
+		return bad(err, errlen, "node %u: %u fields, want 6: NAME,ADDR,PORT,KIND,GBPS,WEIGHT",
+			   i, n);
+	if (sg_desc_check_name(f[0]) != 0)
+		return bad(err, errlen, "node %u: name '%.64s' must be 1..%d of A-Z a-z 0-9 . _ -", i,
+			   f[0], SG_NAME_MAX - 1);
+	if (parse_ipv4(f[1]) != 0)
+		return bad(err, errlen, "node %u ('%s'): address '%.32s' is not a dotted-quad IPv4 "
+			   "address", i, f[0], f[1]);
+	if (parse_uint(f[2], 1, 65535, &port) != 0)
+		return bad(err, errlen, "node %u ('%s'): UDP port '%.16s' is not 1..65535", i, f[0],
+			   f[2]);
+	if (sg_node_kind_from_name(f[3], &nd->kind) != 0)
+		return bad(err, errlen, "node %u ('%s'): kind '%.16s' is not cpu or gpu", i, f[0],
+			   f[3]);
+	if (parse_double(f[4], &nd->gbps) != 0 || !(nd->gbps > 0))
+		return bad(err, errlen, "node %u ('%s'): gbps '%.32s' is not a positive number", i,
+			   f[0], f[4]);
+	if (parse_double(f[5], &nd->weight) != 0 || !(nd->weight >= 0))
+		return bad(err, errlen, "node %u ('%s'): weight '%.32s' is not a number >= 0", i,
+			   f[0], f[5]);
+	snprintf(nd->name, sizeof(nd->name), "%s", f[0]);
+	snprintf(nd->addr, sizeof(nd->addr), "%s", f[1]);
+	nd->port = (uint16_t)port;
+	return 0;
+}
+
+enum { K_ID, K_WORKERS, K_TOKEN, K_DTYPE, K_MODE, K_PART, K_CHUNK, K_NODE, K_COUNT };
+
+static const char *const key_names[K_COUNT] = {
+	"id", "workers", "token", "dtype", "mode", "partition_bytes", "chunk_bytes", "node",
+};
+
+/* One key=value field (@p val is writable). */
+static int parse_field(struct sg_desc *d, unsigned int k, char *val, char *err, size_t errlen)
+{
+	uint64_t v;
+
+	switch (k) {
+	case K_ID:
+		if (parse_uint(val, 1, UINT32_MAX, &v) != 0)
+			return bad(err, errlen, "id '%.24s' is not 1..4294967295", val);
+		d->id = (uint32_t)v;
+		return 0;
+	case K_WORKERS:
+		if (parse_uint(val, 1, SG_MAX_WORKERS, &v) != 0)
+			return bad(err, errlen, "workers '%.24s' is not 1..%d", val, SG_MAX_WORKERS);
+		d->workers = (uint32_t)v;
+		return 0;
+	case K_TOKEN:
+		if (strlen(val) != 16 || strspn(val, "0123456789abcdefABCDEF") != 16)
+			return bad(err, errlen, "token '%.24s' is not 16 hex digits (the job's 64-bit "
+				   "wire token)", val);
+		d->token = strtoull(val, NULL, 16);
+		return 0;
+	case K_DTYPE:
+		/* any: an open job whose keys each take the dtype of their first push */
+		if (sg_job_dtype_from_name(val, &d->dtype) != 0)
+			return bad(err, errlen, "dtype '%.24s' is not fp32, fp64, fp16, bf16, int32, "
+				   "int64, int8, uint8 or any", val);
+		return 0;
+	case K_MODE:
+		if (sg_mode_from_name(val, &d->mode) != 0)
+			return bad(err, errlen, "mode '%.24s' is not sync, async or deterministic",
+				   val);
+		return 0;
+	case K_PART:
+		if (parse_uint(val, 8, SG_MAX_PARTITION_BYTES, &v) != 0 || v % 8 != 0)
+			return bad(err, errlen, "partition_bytes '%.24s' is not a multiple of 8 in "
+				   "8..%u", val, SG_MAX_PARTITION_BYTES);
+		d->partition_bytes = (uint32_t)v;
+		return 0;
+	case K_CHUNK:
+		if (parse_uint(val, 8, SG_MAX_CHUNK_BYTES, &v) != 0 || v % 8 != 0)
+			return bad(err, errlen, "chunk_bytes '%.24s' is not a multiple of 8 in 8..%d",
+				   val, SG_MAX_CHUNK_BYTES);
+		d->chunk_bytes = (uint32_t)v;
+		return 0;
+	default:
+		if (d->n_nodes == SG_MAX_NODES)
+			return bad(err, errlen, "more than %d nodes", SG_MAX_NODES);
+		return parse_node(val, &d->nodes[d->n_nodes], d->n_nodes, err, errlen) ?:
+		       (d->n_nodes++, 0);
+	}
+}
+
+/* What only the whole descriptor can tell. */
+static int check_whole(const struct sg_desc *d, unsigned int seen, char *err, size_t errlen)
+{
+	double sum = 0;
+
+	for (unsigned int k = 0; k < K_COUNT; k++)
+		if (k != K_MODE && !(seen & (1u << k)))
+			return bad(err, errlen, "no %s= field", key_names[k]);
+	if (d->chunk_bytes > d->partition_bytes)
+		return bad(err, errlen, "chunk_bytes %u is larger than partition_bytes %u",
+			   d->chunk_bytes, d->partition_bytes);
+	for (unsigned int i = 0; i < d->n_nodes; i++) {
+		sum += d->nodes[i].weight;
+		for (unsigned int k = 0; k < i; k++)
+			if (strcmp(d->nodes[i].name, d->nodes[k].name) == 0)
+				return bad(err, errlen, "node '%s' is listed twice", d->nodes[i].name);
+	}
+	if (!(sum > 0))
+		return bad(err, errlen, "every node's weight is 0");
+	return 0;
+}
+
+int sg_desc_parse(const char *text, struct sg_desc *d, char *err, size_t errlen)
+{
+	char buf[SG_DESC_MAX];
+	const char *ws = " \t\r\n";
+	unsigned int seen = 0, field = 0;
+	size_t len;
+	char *p;
+	int rc;
+
+	if (err != NULL && errlen > 0)
+		err[0] = '\0';
+	if (d == NULL)
+		return -EINVAL;
+	memset(d, 0, sizeof(*d));
+	d->mode = SG_MODE_SYNC;
+	if (text == NULL)
+		return bad(err, errlen, "none given");
+	text += strspn(text, ws);
+	len = strlen(text);
+	while (len > 0 && strchr(ws, text[len - 1]) != NULL)
+		len--;
+	if (len >= sizeof(buf)) {
+		bad(err, errlen, "%zu characters: longer than %d", len, SG_DESC_MAX - 1);
+		return -E2BIG;
+	}
+	if (len == 0)
+		return bad(err, errlen, "empty");
+	for (size_t i = 0; i < len; i++)
+		if ((unsigned char)text[i] <= ' ' || (unsigned char)text[i] >= 0x7f)
+			return bad(err, errlen, "byte 0x%02x at offset %zu: a descriptor is one line "
+				   "of printable ASCII without spaces", (unsigned char)text[i], i);
+	memcpy(buf, text, len);
+	buf[len] = '\0';
+	p = buf;
+	for (;;) {
+		char *semi = strchr(p, ';'), *eq;
+		unsigned int k;
+
+		if (semi != NULL)
+			*semi = '\0';
+		field++;
+		eq = strchr(p, '=');
+		if (*p == '\0')
+			return bad(err, errlen, "field %u is empty (';' doubled, or at an end)", field);
+		if (eq == NULL || eq == p)
+			return bad(err, errlen, "field %u ('%.40s') is not key=value", field, p);
+		*eq = '\0';
+		if (field == 1) {
+			if (strcmp(p, "sigma-job") != 0)
+				return bad(err, errlen, "it starts with '%.32s=', not 'sigma-job=%d': "
+					   "not a Sigma job descriptor", p, SG_DESC_VERSION);
+			if (strcmp(eq + 1, "1") != 0)
+				return bad(err, errlen, "version '%.16s': this build reads sigma-job=%d",
+					   eq + 1, SG_DESC_VERSION);
+		} else {
+			for (k = 0; k < K_COUNT && strcmp(p, key_names[k]) != 0; k++)
+				;
+			if (k == K_COUNT)
+				return bad(err, errlen, "unknown key '%.32s' (field %u)", p, field);
+			if (k != K_NODE && (seen & (1u << k)))
+				return bad(err, errlen, "%s= given twice", key_names[k]);
+			seen |= 1u << k;
+			rc = parse_field(d, k, eq + 1, err, errlen);
+			if (rc != 0)
+				return rc;
+		}
+		if (semi == NULL)
+			break;
+		p = semi + 1;
+	}
+	return check_whole(d, seen, err, errlen);
+}
+
+int sg_desc_format(const struct sg_desc *d, char *buf, size_t cap, char *err, size_t errlen)
+{
+	struct sg_desc back;
+	size_t off;
+	int n;
+
+	if (d == NULL || buf == NULL)
+		return -EINVAL;
+	n = snprintf(buf, cap, "sigma-job=%d;id=%" PRIu32 ";workers=%" PRIu32 ";token=%016" PRIx64
+		     ";dtype=%s;mode=%s;partition_bytes=%" PRIu32 ";chunk_bytes=%" PRIu32,
+		     SG_DESC_VERSION, d->id, d->workers, d->token, sg_dtype_name(d->dtype),
+		     sg_mode_name(d->mode), d->partition_bytes, d->chunk_bytes);
+	if (n < 0 || (size_t)n >= cap)
+		return -ENOSPC;
+	off = (size_t)n;
+	for (unsigned int i = 0; i < d->n_nodes && i < SG_MAX_NODES; i++) {
+		const struct sg_desc_node *nd = &d->nodes[i];
+
+		n = snprintf(buf + off, cap - off, ";node=%s,%s,%u,%s,%.17g,%.17g", nd->name,
+			     nd->addr, nd->port, sg_node_kind_name(nd->kind), nd->gbps, nd->weight);
+		if (n < 0 || (size_t)n >= cap - off)
+			return -ENOSPC;
+		off += (size_t)n;
+	}
+	/* what we write must read back: the parser is the definition of the form */
+	if (sg_desc_parse(buf, &back, err, errlen) != 0)
+		return -EINVAL;
+	return (int)off;
+}
