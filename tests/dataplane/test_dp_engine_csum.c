@@ -161,7 +161,8 @@ static const struct mode modes[] = {
 	 {SG_DTYPE_FP32, SG_DTYPE_BF16, SG_DTYPE_INT8}},
 	{"open any async, full", SG_DTYPE_ANY, SG_MODE_ASYNC, 0, 32, {37, 16, 61}, true, 4,
 	 {SG_DTYPE_BF16, SG_DTYPE_FP32, SG_DTYPE_INT8}},
-	{"open any deterministic", SG_DTYPE_ANY, SG_MODE_DETERM, 0, 32, {37, 16, 61}, true, 64,
+	/* one chunk a key: with 4 buffers, deterministic mode's held pushes NACK most of more */
+	{"open any deterministic", SG_DTYPE_ANY, SG_MODE_DETERM, 0, 64, {40, 16, 7}, true, 64,
 	 {SG_DTYPE_INT8, SG_DTYPE_BF16, SG_DTYPE_FP32}},
 };
 
@@ -257,7 +258,7 @@ static void run_mode(const struct mode *md, uint64_t seed)
 			rd = *cur = 1; /* rounds start at 1: round 0 is the one before */
 		if (what < 2)
 			rd -= 1; /* a retransmit of the last round */
-		fill(dt, payload, sizeof(payload), &rng);
+		fill(dt, payload, md->chunk_bytes, &rng); /* a chunk at most: mk_pkt reads no more */
 		len = mk_pkt(pkt, &ps, rank, c, rd, what == 4 ? NULL : payload);
 		if (what == 5)
 			pkt[(r >> 32) % SG_DP_HDR_LEN] ^= 0x10; /* garbage, intact checksum */
