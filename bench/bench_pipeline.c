@@ -102,9 +102,14 @@ static void usage(FILE *f)
 {
 	fprintf(f, "usage: sigma-bench pipeline [--runs N] [--seconds S] [--workers N] [--quick]\n"
 		"                           [--ring-only|--memif-only] [--idle busy|sleep]\n"
+		"                           [--rounds R] [--retrans-ms MS]\n"
 		"  sigmad's pipeline against a generator acting as N workers: on a ring port\n"
 		"  (generator on the main lcore) and over net_memif (generator in a second\n"
-		"  process). EAL runs without hugepages; lcores float over all CPUs.\n");
+		"  process). EAL runs without hugepages; lcores float over all CPUs.\n"
+		"  --rounds R: each run pushes exactly R rounds of every chunk (--seconds is\n"
+		"  then only a time limit), for instruction counts under callgrind;\n"
+		"  --retrans-ms: the workers' retransmit timeout (default 50; raise it under\n"
+		"  valgrind so that slowness does not cause retransmits).\n");
 }
 
 /* One run in a forked child, so that each run gets a fresh EAL. */
@@ -184,9 +189,10 @@ int sigma_bench_pipeline(int argc, char **argv)
 		{"runs", required_argument, NULL, 'r'}, {"seconds", required_argument, NULL, 's'},
 		{"workers", required_argument, NULL, 'w'}, {"quick", no_argument, NULL, 'q'},
 		{"ring-only", no_argument, NULL, 'R'}, {"memif-only", no_argument, NULL, 'M'},
-		{"idle", required_argument, NULL, 'i'},
+		{"idle", required_argument, NULL, 'i'}, {"rounds", required_argument, NULL, 'n'},
+		{"retrans-ms", required_argument, NULL, 't'},
 		{"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
-	unsigned int runs = 5, workers = 4;
+	unsigned int runs = 5, workers = 4, rounds = 0, retrans_ms = 50;
 	double secs = 2.0, base;
 	char err[512];
 	int opt, only = 0, bad = 0;
@@ -209,6 +215,8 @@ int sigma_bench_pipeline(int argc, char **argv)
 			break;
 		}
 		case 'w': bad |= sigma_bench_parse_uint(optarg, 0, UINT_MAX, &workers) < 0; break;
+		case 'n': bad |= sigma_bench_parse_uint(optarg, 1, UINT32_MAX / 2, &rounds) < 0; break;
+		case 't': bad |= sigma_bench_parse_uint(optarg, 1, 3600000, &retrans_ms) < 0; break;
 		case 'q': runs = 3; secs = 0.5; break;
 		case 'R': only = 1; break;
 		case 'M': only = 2; break;
@@ -267,8 +275,10 @@ int sigma_bench_pipeline(int argc, char **argv)
 		c.idle = sleep_us ? SG_IDLE_SLEEP : SG_IDLE_POLL;
 		c.idle_sleep_us = sleep_us ? sleep_us : c.idle_sleep_us;
 		for (unsigned int r = 0; r < runs; r++) {
-			struct sg_dp_loop_conf lc = {.rounds = UINT32_MAX / 2, .window = 256,
-						     .retrans_us = 50000, .seed = r + 1,
+			struct sg_dp_loop_conf lc = {.rounds = rounds ? rounds : UINT32_MAX / 2,
+						     .window = 256,
+						     .retrans_us = (uint64_t)retrans_ms * 1000,
+						     .seed = r + 1,
 						     .timeout_s = secs, .gen_sleep_us = sleep_us};
 			struct sg_dp_loop_result res = {0};
 
@@ -282,6 +292,11 @@ int sigma_bench_pipeline(int argc, char **argv)
 				fprintf(stderr, "pipeline: %s: %lu wrong results, %lu rounds: FAILED\n",
 					sc->name, (unsigned long)res.gen.results_bad,
 					(unsigned long)res.gen.rounds_done);
+				ok = false;
+			}
+			if (rounds && res.rc != 0) {
+				fprintf(stderr, "pipeline: %s: %u rounds not done in %.1f s: FAILED\n",
+					sc->name, rounds, secs);
 				ok = false;
 			}
 			gbps[r] = (double)res.gen.bytes_pushed * 8 / res.seconds / 1e9;

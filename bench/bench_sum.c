@@ -302,6 +302,11 @@ static unsigned int judge(const struct bench *b, struct target *t)
 							 p->ceiling};
 		}
 	}
+	/* issue 12: bf16 on a CPU with AVX2 and no AVX-512 (measured here with avx2) */
+	r = find_row(b, "bf16", "fp32acc", "avx2", "hot", 4);
+	if (r != NULL)
+		t[n++] = (struct target){"hot bf16 k=4, avx2: (k+1) x bytes / time vs read", 0.85,
+					 r->vs_read, 0};
 	r = find_row(b, "fp32", "-", best, "hot", 8);
 	p = find_row(b, "fp32", "-", "plain", "hot", 8);
 	if (r != NULL && p != NULL)

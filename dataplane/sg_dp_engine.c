@@ -143,6 +143,7 @@ struct job {
 struct sg_dp_engine {
 	struct sg_dp_engine_conf conf;
 	struct sg_sum_pool *pool;
+	void *spare;      /* a pool buffer outside the count: acc_fold_checked() sums into it */
 	uint32_t buf_size;
 	uint32_t njobs;
 	struct job **jobs;
@@ -154,6 +155,14 @@ struct sg_dp_engine {
 	uint32_t snap_n;
 	uint32_t *snap_ids;
 	struct sg_dp_job_stats *snap_st;
+	/* sg_dp_engine_rx_csum(): the datagram in hand, while its checksum is unchecked */
+	struct {
+		const uint8_t *pkt;
+		uint32_t len;
+		uint16_t before; /* checksum of what the UDP checksum covers before pkt */
+		bool pending;    /* not checked yet */
+		bool bad;        /* checked and wrong */
+	} cs;
 } __rte_cache_aligned;
 
 /* Counters kept engine-wide and per job move together. */
@@ -246,6 +255,43 @@ static inline uint32_t chunk_nelem(const struct key_ent *k, uint32_t c)
 	return c + 1 == k->nchunks ? k->last : k->chunk_elems;
 }
 
+/* ---- checksums left to the engine (sg_dp_engine_rx_csum()) ----------- */
+
+/*
+ * The UDP checksum of the datagram in hand (sg_dp_engine_rx_csum()), with a
+ * pass of its own unless it was checked already. @return false if it is wrong.
+ */
+static bool csum_verify(struct sg_dp_engine *e)
+{
+	if (likely(!e->cs.pending))
+		return !e->cs.bad;
+	e->cs.pending = false;
+	e->cs.bad = sg_sum_csum_add(e->cs.before, sg_sum_csum(e->cs.pkt, e->cs.len)) != 0xffff;
+	return !e->cs.bad;
+}
+
+/* The checksum, given the sum of the payload's elements: the header's and the rest added. */
+static bool csum_payload(struct sg_dp_engine *e, uint16_t elems)
+{
+	uint16_t sum = sg_sum_csum_add(e->cs.before, sg_sum_csum(e->cs.pkt, SG_DP_HDR_LEN));
+
+	e->cs.pending = false;
+	e->cs.bad = sg_sum_csum_add(sum, elems) != 0xffff;
+	return !e->cs.bad;
+}
+
+/*
+ * A damaged datagram: it never reached the engine as far as the counters go
+ * (the caller counts it), and it changed nothing. @p j: its job, if known.
+ */
+static int csum_fail(struct sg_dp_engine *e, struct job *j)
+{
+	e->st.rx_packets--;
+	if (j != NULL)
+		j->st.rx_packets--;
+	return -EILSEQ;
+}
+
 /* ---- output ------------------------------------------------------------ */
 
 /* Header fields every reply for (job, key, chunk) shares. */
@@ -270,6 +316,9 @@ static void emit_small(struct sg_dp_engine *e, struct job *j, struct sg_dp_msg *
 	void *pkt, *buf;
 	uint32_t len = SG_DP_HDR_LEN + plen;
 
+	/* a reply caused by a datagram nobody checked yet: the rx paths commit() first */
+	if (unlikely(e->cs.pending) && !csum_verify(e))
+		return;
 	buf = e->conf.tx.alloc(e->conf.tx.ctx, j->peer[rank], len, &pkt);
 	if (buf == NULL) {
 		JCOUNT(e, j, tx_fail);
@@ -284,6 +333,24 @@ static void emit_small(struct sg_dp_engine *e, struct job *j, struct sg_dp_msg *
 		JCOUNT(e, j, nacks_sent);
 	else if (m->type == SG_DP_T_ERROR)
 		JCOUNT(e, j, errors_sent);
+}
+
+/*
+ * A RESULT's elements: narrowed from accumulator @p acc into @p buf (after its
+ * header), with their checksum for a transport that asked (tx.payload_csum).
+ */
+static void result_fill(struct sg_dp_engine *e, const struct job *j, enum sg_dtype dt, void *pkt,
+			uint8_t *buf, const void *acc, uint32_t nelem)
+{
+	uint8_t *d = buf + SG_DP_HDR_LEN;
+
+	/* Narrows fp32 accumulators of fp16/bf16 straight into the packet. */
+	if (e->conf.tx.payload_csum == NULL)
+		sg_sum_acc_final_unchecked(dt, j->sum_flags, d, acc, nelem);
+	else
+		e->conf.tx.payload_csum(e->conf.tx.ctx, pkt,
+					sg_sum_acc_final_csum_unchecked(dt, j->sum_flags, d, acc,
+									nelem));
 }
 
 /*
@@ -309,7 +376,7 @@ static bool emit_fanout(struct sg_dp_engine *e, struct job *j, enum sg_dtype dt,
 		return false;
 	memcpy(buf, hdr, SG_DP_HDR_LEN);
 	sg_dp_hdr_set_rank(buf, e->fan[0].rank);
-	sg_sum_acc_final_unchecked(dt, j->sum_flags, (uint8_t *)buf + SG_DP_HDR_LEN, acc, nelem);
+	result_fill(e, j, dt, pkt, buf, acc, nelem);
 	sent = e->conf.tx.send_multi(e->conf.tx.ctx, pkt, len, e->fan, n);
 	sent = RTE_MIN(sent, n);
 	e->st.results_sent += sent;
@@ -327,6 +394,9 @@ static void emit_results(struct sg_dp_engine *e, struct job *j, const struct key
 	uint32_t nelem = chunk_nelem(k, chunk);
 	uint32_t len = SG_DP_HDR_LEN + nelem * k->esz;
 
+	/* a reply caused by a datagram nobody checked yet: the rx paths commit() first */
+	if (unlikely(e->cs.pending) && !csum_verify(e))
+		return;
 	reply_msg(&m, j, k, chunk, round);
 	m.type = SG_DP_T_RESULT;
 	m.nelem = nelem;
@@ -345,9 +415,7 @@ static void emit_results(struct sg_dp_engine *e, struct job *j, const struct key
 		}
 		memcpy(buf, hdr, SG_DP_HDR_LEN);
 		sg_dp_hdr_set_rank(buf, (uint16_t)rank);
-		/* Narrows fp32 accumulators of fp16/bf16 straight into the packet. */
-		sg_sum_acc_final_unchecked(k->dtype, j->sum_flags, (uint8_t *)buf + SG_DP_HDR_LEN,
-					   acc, nelem);
+		result_fill(e, j, k->dtype, pkt, buf, acc, nelem);
 		e->conf.tx.send(e->conf.tx.ctx, pkt, len);
 		JCOUNT(e, j, results_sent);
 	}
@@ -448,8 +516,79 @@ struct pkt_ctx {
 	const struct sg_dp_msg *m;
 	uint32_t nelem;
 	uint64_t now;
-	uint64_t src; /* the sender's address */
+	uint64_t src;	/* the sender's address */
+	bool committed; /* intact, and its sender is its rank's address (commit()) */
+	bool folded;    /* slot_open() already folded the push into the slot */
 };
+
+/*
+ * Before the engine acts on a checked packet (replies, changes a slot, or
+ * folds it in without its checksum): make sure it is intact, then its sender
+ * becomes its rank's reply address (tx.accept). Once per packet.
+ * @return 0, or -EILSEQ (nothing done).
+ */
+static __attribute__((noinline)) int commit_now(struct sg_dp_engine *e, struct pkt_ctx *c)
+{
+	if (!csum_verify(e))
+		return csum_fail(e, c->j);
+	c->committed = true;
+	c->j->peer[c->m->rank] = c->src;
+	if (e->conf.tx.accept != NULL)
+		e->conf.tx.accept(e->conf.tx.ctx, c->src);
+	return 0;
+}
+
+/* (Called again on most paths: the second time is one test, inline.) */
+static inline int commit(struct sg_dp_engine *e, struct pkt_ctx *c)
+{
+	return likely(c->committed) ? 0 : commit_now(e, c);
+}
+
+static void acc_fold(const struct job *j, const struct key_ent *k, void *acc, const void *src,
+		     uint32_t nelem, bool first)
+{
+	/* add_job checked flags, the parser the key's dtype; the buffers are the pool's and the
+	 * packet's */
+	if (first)
+		sg_sum_acc_init_unchecked((enum sg_dtype)k->dtype, j->sum_flags, acc, src, nelem);
+	else
+		sg_sum_acc_add_unchecked((enum sg_dtype)k->dtype, j->sum_flags, acc, src, nelem);
+}
+
+/*
+ * Fold the push into *@p acc, then commit() it. When its checksum is still
+ * unchecked, the pass that sums its elements checks it: a first fold writes
+ * *acc (it holds nothing yet), a later one sums into the engine's spare buffer,
+ * which takes *acc's place only if the checksum holds (*acc becomes the spare),
+ * so a damaged push changes no sum. The spare was just written or freed: it is
+ * in the cache, as *acc is. @return 0, or -EILSEQ.
+ */
+static int acc_fold_checked(struct sg_dp_engine *e, struct pkt_ctx *c, void **acc, bool first)
+{
+	const struct job *j = c->j;
+	enum sg_dtype dt = (enum sg_dtype)c->k->dtype;
+	const void *pl = c->m->payload;
+	void *t = NULL;
+	uint16_t sum;
+
+	if (!e->cs.pending) {
+		acc_fold(j, c->k, *acc, pl, c->nelem, first);
+		return commit(e, c);
+	}
+	if (first) {
+		sum = sg_sum_acc_init_csum_unchecked(dt, j->sum_flags, *acc, pl, c->nelem);
+	} else {
+		t = e->spare;
+		sum = sg_sum_acc_add_csum_unchecked(dt, j->sum_flags, t, *acc, pl, c->nelem);
+	}
+	if (!csum_payload(e, sum))
+		return csum_fail(e, c->j);
+	if (t != NULL) {
+		e->spare = *acc;
+		*acc = t;
+	}
+	return commit(e, c);
+}
 
 static void slot_complete(struct sg_dp_engine *e, struct pkt_ctx *c)
 {
@@ -496,7 +635,11 @@ static int slot_open(struct sg_dp_engine *e, struct pkt_ctx *c)
 	struct slot *s = c->s;
 	uint32_t rank = c->m->rank;
 	void *b;
+	int rc;
 
+	/* a NACK, or a kept result reclaimed for the push: only for an intact one */
+	if ((j->ifl_top == 0 || sg_sum_pool_avail(e->pool) == 0) && (rc = commit(e, c)) < 0)
+		return rc;
 	if (j->ifl_top == 0) {
 		emit_code(e, j, c->k, c->chunk, c->m->round, rank, SG_DP_T_NACK, SG_DP_C_INFLIGHT);
 		return USED_NACK;
@@ -505,6 +648,16 @@ static int slot_open(struct sg_dp_engine *e, struct pkt_ctx *c)
 	if (b == NULL) {
 		emit_code(e, j, c->k, c->chunk, c->m->round, rank, SG_DP_T_NACK, SG_DP_C_BUSY);
 		return USED_NACK;
+	}
+	/* the round's first fold, before the slot changes: a damaged push leaves it as it was
+	 * (deterministic mode may hold the push instead, and checked it first) */
+	if (j->mode != SG_MODE_DETERM) {
+		rc = acc_fold_checked(e, c, &b, true);
+		if (rc < 0) {
+			buf_put(e, &b);
+			return rc;
+		}
+		c->folded = true;
 	}
 	if (s->state == S_DONE) {
 		if (s->acc != NULL)
@@ -547,23 +700,13 @@ static void slot_restart(struct sg_dp_engine *e, struct pkt_ctx *c)
 	e->st.stale_rounds++;
 }
 
-static void acc_fold(const struct job *j, const struct key_ent *k, void *acc, const void *src,
-		     uint32_t nelem, bool first)
-{
-	/* add_job checked flags, the parser the key's dtype; the buffers are the pool's and the
-	 * packet's */
-	if (first)
-		sg_sum_acc_init_unchecked((enum sg_dtype)k->dtype, j->sum_flags, acc, src, nelem);
-	else
-		sg_sum_acc_add_unchecked((enum sg_dtype)k->dtype, j->sum_flags, acc, src, nelem);
-}
-
 /* Add one push to a collecting slot. @return SG_DP_USED_* bits (NACKED: not added). */
 static int slot_add(struct sg_dp_engine *e, struct pkt_ctx *c)
 {
 	struct job *j = c->j;
 	struct slot *s = c->s;
 	uint32_t rank = c->m->rank;
+	int rc;
 
 	if (j->mode == SG_MODE_DETERM && rank != s->next_rank) {
 		/* Out of rank order: hold a copy until the lower ranks are folded in. */
@@ -587,8 +730,8 @@ static int slot_add(struct sg_dp_engine *e, struct pkt_ctx *c)
 			buf_put(e, st);
 			s->next_rank++;
 		}
-	} else {
-		acc_fold(j, c->k, s->acc, c->m->payload, c->nelem, s->arrived == 0);
+	} else if (!c->folded && (rc = acc_fold_checked(e, c, &s->acc, s->arrived == 0)) < 0) {
+		return rc;
 	}
 	s->arrived |= 1ull << rank;
 	JCOUNT(e, j, rx_pushes);
@@ -598,8 +741,11 @@ static int slot_add(struct sg_dp_engine *e, struct pkt_ctx *c)
 	return SG_DP_USED_SUMMED | SG_DP_USED_COMPLETED;
 }
 
+/* A damaged datagram (sg_dp_engine_rx_csum()) is not dropped for its header's sake. */
 static int count_drop(struct sg_dp_engine *e, enum sg_dp_drop why)
 {
+	if (!csum_verify(e))
+		return csum_fail(e, NULL);
 	e->st.drops[why]++;
 	return -EBADMSG;
 }
@@ -607,9 +753,17 @@ static int count_drop(struct sg_dp_engine *e, enum sg_dp_drop why)
 /* A drop of a packet whose job is known: counted for the job too. */
 static int job_drop(struct sg_dp_engine *e, struct job *j, enum sg_dp_drop why)
 {
+	if (!csum_verify(e))
+		return csum_fail(e, j);
 	j->st.drops++;
 	j->st.drops_by[why]++;
 	return count_drop(e, why);
+}
+
+/* A checked packet dropped for its slot's sake: it still commits (its sender is known). */
+static int slot_drop(struct sg_dp_engine *e, struct pkt_ctx *c, enum sg_dp_drop why)
+{
+	return commit(e, c) ?: job_drop(e, c->j, why);
 }
 
 /* GONE's and STALE's payload: the round of slot @p s, and whether it finished. */
@@ -631,7 +785,8 @@ static void refuse(struct sg_dp_engine *e, struct job *j, const struct sg_dp_msg
 	struct sg_dp_msg r = *m;
 	void *pkt, *buf;
 
-	if (m->type != SG_DP_T_PUSH)
+	/* a damaged datagram is nobody's: it gets no answer (sg_dp_engine_rx_csum()) */
+	if (m->type != SG_DP_T_PUSH || !csum_verify(e))
 		return;
 	if (now - j->refuse_t0 >= REFUSE_NS) {
 		j->refuse_t0 = now;
@@ -674,6 +829,10 @@ static int mismatch(struct sg_dp_engine *e, struct job *j, const struct key_ent 
 /* Resend a kept result, or ERROR GONE if it was reclaimed. */
 static int resend(struct sg_dp_engine *e, struct pkt_ctx *c, const void *acc, uint32_t round)
 {
+	int rc = commit(e, c);
+
+	if (rc < 0)
+		return rc;
 	if (acc == NULL) {
 		struct sg_dp_msg m;
 		struct sg_dp_round_info ri;
@@ -698,6 +857,10 @@ static int resend(struct sg_dp_engine *e, struct pkt_ctx *c, const void *acc, ui
  */
 static int window_drop(struct sg_dp_engine *e, struct pkt_ctx *c, int32_t d)
 {
+	int rc = commit(e, c);
+
+	if (rc < 0)
+		return rc;
 	if (d < 0 && c->j->mode != SG_MODE_ASYNC) {
 		struct sg_dp_round_info ri;
 
@@ -716,7 +879,10 @@ static int lost_again(struct sg_dp_engine *e, struct pkt_ctx *c)
 {
 	struct slot *s = c->s;
 	uint64_t bit = 1ull << c->m->rank;
+	int rc = commit(e, c);
 
+	if (rc < 0)
+		return rc;
 	if (age(c->now, s->t) >= e->conf.slot_timeout_ns) {
 		s->t = c->now;
 		s->told = 0;
@@ -742,11 +908,15 @@ static int sync_push(struct sg_dp_engine *e, struct pkt_ctx *c)
 				return slot_add(e, c); /* a NACK still answers the packet */
 			if (s->flags & SF_TIMED_OUT)
 				return lost_again(e, c);
-			return job_drop(e, c->j, SG_DP_DROP_DUPLICATE);
+			return slot_drop(e, c, SG_DP_DROP_DUPLICATE);
 		}
 		if (d == -1)
 			return resend(e, c, s->prev, c->m->round);
 		if (d > 0 && (s->flags & SF_FIRST)) {
+			int rc = commit(e, c);
+
+			if (rc < 0)
+				return rc;
 			slot_restart(e, c);
 			return slot_add(e, c);
 		}
@@ -789,22 +959,30 @@ static int async_push(struct sg_dp_engine *e, struct pkt_ctx *c)
 	uint32_t *last = &j->around[(size_t)c->sidx * j->n + rank];
 	bool seen = s->arrived & (1ull << rank);
 	int32_t d = rdiff(c->m->round, *last);
+	int rc;
 
 	if (seen && d == 0)
 		return resend(e, c, s->acc, c->m->round);
 	if (seen && d != 1)
 		return window_drop(e, c, d);
 	if (s->state == S_NEW) {
+		/* a NACK, or a kept result reclaimed for the push: only for an intact one */
+		if (sg_sum_pool_avail(e->pool) == 0 && (rc = commit(e, c)) < 0)
+			return rc;
 		s->acc = buf_get(e, c->now, s);
 		if (s->acc == NULL) {
 			emit_code(e, j, c->k, c->chunk, c->m->round, rank, SG_DP_T_NACK,
 				  SG_DP_C_BUSY);
 			return USED_NACK;
 		}
+		rc = acc_fold_checked(e, c, &s->acc, true);
+		if (rc < 0) {
+			buf_put(e, &s->acc);
+			return rc;
+		}
 		s->state = S_ASYNC;
-		acc_fold(j, c->k, s->acc, c->m->payload, c->nelem, true);
-	} else {
-		acc_fold(j, c->k, s->acc, c->m->payload, c->nelem, false);
+	} else if ((rc = acc_fold_checked(e, c, &s->acc, false)) < 0) {
+		return rc;
 	}
 	s->arrived |= 1ull << rank;
 	*last = c->m->round;
@@ -816,8 +994,12 @@ static int async_push(struct sg_dp_engine *e, struct pkt_ctx *c)
 
 static int async_pull(struct sg_dp_engine *e, struct pkt_ctx *c)
 {
+	int rc;
+
 	if (c->s->state == S_NEW)
 		return job_drop(e, c->j, SG_DP_DROP_PENDING);
+	if ((rc = commit(e, c)) < 0)
+		return rc;
 	JCOUNT(e, c->j, rx_pulls);
 	emit_result(e, c->j, c->k, c->chunk, c->m->round, c->s->acc, c->m->rank);
 	return SG_DP_USED_REPLIED;
@@ -893,12 +1075,12 @@ static int key_create(struct sg_dp_engine *e, struct job *j, const struct sg_dp_
 
 /* ---- entry points -------------------------------------------------------- */
 
-int sg_dp_engine_rx(struct sg_dp_engine *e, const void *pkt, uint32_t len, uint64_t src,
-		    uint64_t now)
+static int engine_rx(struct sg_dp_engine *e, const void *pkt, uint32_t len, uint64_t src,
+		     uint64_t now)
 {
 	struct sg_dp_msg m;
 	enum sg_dp_drop why;
-	struct pkt_ctx c;
+	struct pkt_ctx c = {.src = src};
 	struct job *j;
 	int rc;
 
@@ -923,6 +1105,9 @@ int sg_dp_engine_rx(struct sg_dp_engine *e, const void *pkt, uint32_t len, uint6
 		/* a PULL never makes a key: it asks for a result, and there is none */
 		if (!j->open || m.type != SG_DP_T_PUSH)
 			return mismatch(e, j, NULL, &m, src, now, SG_DP_DROP_KEY, SG_DP_MM_KEY);
+		/* a key is made from an intact push only (sg_dp_engine_rx_csum()) */
+		if (!csum_verify(e))
+			return csum_fail(e, j);
 		rc = key_create(e, j, &m, src, now);
 		if (rc < 0)
 			return rc;
@@ -937,6 +1122,8 @@ int sg_dp_engine_rx(struct sg_dp_engine *e, const void *pkt, uint32_t len, uint6
 	c.nelem = chunk_nelem(c.k, m.chunk);
 	if (m.type == SG_DP_T_PUSH && unlikely(m.nelem != c.nelem)) {
 		/* the last chunk of a new open key, whose first push tells its length */
+		if (!csum_verify(e))
+			return csum_fail(e, j);
 		rc = c.nelem == LAST_UNKNOWN ? key_learn_last(e, j, c.k, &m, src, now)
 				  : mismatch(e, j, c.k, &m, src, now, SG_DP_DROP_NELEM,
 					     SG_DP_MM_NELEM);
@@ -945,19 +1132,47 @@ int sg_dp_engine_rx(struct sg_dp_engine *e, const void *pkt, uint32_t len, uint6
 		c.nelem = m.nelem;
 	}
 
-	j->peer[m.rank] = src;
-	if (e->conf.tx.accept != NULL)
-		e->conf.tx.accept(e->conf.tx.ctx, src);
 	c.j = j;
 	c.m = &m;
 	c.chunk = m.chunk;
 	c.sidx = c.k->base + m.chunk;
 	c.s = &j->slots[c.sidx];
 	c.now = now;
-	c.src = src;
+	/*
+	 * A push that a sum is waiting for commits once folded in: the fold checks
+	 * an unchecked checksum on the way. Anything else commits now.
+	 */
+	if ((!e->cs.pending || m.type != SG_DP_T_PUSH || j->mode == SG_MODE_DETERM) &&
+	    (rc = commit(e, &c)) < 0)
+		return rc;
 	if (j->mode == SG_MODE_ASYNC)
 		return m.type == SG_DP_T_PUSH ? async_push(e, &c) : async_pull(e, &c);
 	return m.type == SG_DP_T_PUSH ? sync_push(e, &c) : sync_pull(e, &c);
+}
+
+int sg_dp_engine_rx(struct sg_dp_engine *e, const void *pkt, uint32_t len, uint64_t src,
+		    uint64_t now)
+{
+	return engine_rx(e, pkt, len, src, now);
+}
+
+int sg_dp_engine_rx_csum(struct sg_dp_engine *e, const void *pkt, uint32_t len, uint64_t src,
+			 uint64_t now, uint16_t csum)
+{
+	int rc;
+
+	e->cs.pkt = pkt;
+	e->cs.len = len;
+	e->cs.before = csum;
+	e->cs.pending = true;
+	e->cs.bad = false;
+	rc = engine_rx(e, pkt, len, src, now);
+	/* every path checks before it acts: a late check (emit_*) that failed sent nothing */
+	if (rc >= 0 && e->cs.bad)
+		rc = -EILSEQ;
+	e->cs.pending = false;
+	e->cs.bad = false;
+	return rc;
 }
 
 /* "3,5,17" for the set bits of @mask, truncated to fit @buf. */
@@ -1151,7 +1366,9 @@ struct sg_dp_engine *sg_dp_engine_create(const struct sg_dp_engine_conf *conf)
 	e->jobs = calloc(e->conf.max_jobs, sizeof(*e->jobs));
 	e->snap_ids = calloc(e->conf.max_jobs, sizeof(*e->snap_ids));
 	e->snap_st = calloc(e->conf.max_jobs, sizeof(*e->snap_st));
-	e->pool = sg_sum_pool_create(e->conf.numa_node, e->buf_size, e->conf.pool_bufs);
+	/* pool_bufs for the slots, and the spare that a checked fold swaps with an accumulator */
+	e->pool = sg_sum_pool_create(e->conf.numa_node, e->buf_size, e->conf.pool_bufs + 1);
+	e->spare = e->pool != NULL ? sg_sum_pool_get(e->pool) : NULL;
 	if (e->jobs == NULL || e->snap_ids == NULL || e->snap_st == NULL || e->pool == NULL) {
 		int err = e->pool == NULL ? errno : ENOMEM;
 

@@ -109,6 +109,15 @@ struct sg_dp_tx_ops {
 	 * enters its tables.
 	 */
 	void (*accept)(void *ctx, uint64_t src);
+	/**
+	 * Optional: the checksum (sg_sum.h) of the elements of the RESULT in the
+	 * buffer of @p pkt (the bytes after its header), which the engine summed
+	 * as it wrote them. Called once per RESULT buffer, after the elements are
+	 * written and before send() or send_multi(). A transport that fills in
+	 * UDP checksums in software adds the headers' sums to it instead of
+	 * reading the elements again.
+	 */
+	void (*payload_csum)(void *ctx, void *pkt, uint16_t csum);
 	void *ctx;
 };
 
@@ -286,6 +295,25 @@ int sg_dp_engine_job_keys(const struct sg_dp_engine *eng, uint32_t job_id,
  */
 int sg_dp_engine_rx(struct sg_dp_engine *eng, const void *pkt, uint32_t len, uint64_t src,
 		    uint64_t now);
+
+/**
+ * sg_dp_engine_rx() for a UDP datagram whose checksum is still to be checked
+ * in software. @p csum is the checksum (sg_sum.h) of what the UDP checksum
+ * covers before @p pkt: the pseudo-header and the UDP header, checksum field
+ * included. The datagram is intact when it and @p pkt's add up to 0xffff.
+ *
+ * A push that a slot is collecting is checked in the pass that sums its
+ * elements (sg_sum_acc_*_csum_unchecked()): a later arrival is summed into a
+ * spare pool buffer that replaces the accumulator only if the checksum holds.
+ * Any other packet is checked with a pass of its own before the engine acts
+ * on it or counts it dropped.
+ *
+ * @return as sg_dp_engine_rx(), or -EILSEQ for a damaged datagram: nothing
+ *         changed, no reply, and no counter (rx_packets included) counts it;
+ *         the caller does (sigmad: the udp_csum drop).
+ */
+int sg_dp_engine_rx_csum(struct sg_dp_engine *eng, const void *pkt, uint32_t len, uint64_t src,
+			 uint64_t now, uint16_t csum);
 
 /**
  * Report slots that have collected for longer than slot_timeout_ns: each is

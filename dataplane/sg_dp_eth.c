@@ -22,6 +22,7 @@
 #include <rte_ring.h>
 
 #include "sg_dp_internal.h"
+#include "sg_sum.h"
 
 /* The engine sees a worker's address as 64 opaque bits: IPv4, UDP port and
  * ethdev port; the MAC is remembered per reducer in its peer table, once the
@@ -147,6 +148,29 @@ static void eth_poll(struct sg_dp_lcore *lc, uint64_t now)
 	lc->st.peers = sg_dp_peers_count(lc->peers);
 }
 
+/* Engine tx op payload_csum: the RESULT in @p pkt needs no second pass over its elements. */
+static void tx_payload_csum(void *ctx, void *pkt, uint16_t csum)
+{
+	struct sg_dp_lcore *lc = ctx;
+
+	lc->tx_sum_pkt = pkt;
+	lc->tx_sum = csum;
+}
+
+/*
+ * The checksum of @p m's elements into *@p sum if the engine gave it
+ * (tx_payload_csum). Forgotten once asked for: the mbuf goes out now, and
+ * its address comes back with another packet. @return whether it was given.
+ */
+static bool tx_sum_take(struct sg_dp_lcore *lc, const void *m, uint32_t *sum)
+{
+	bool given = lc->tx_sum_pkt == m;
+
+	lc->tx_sum_pkt = NULL;
+	*sum = lc->tx_sum;
+	return given;
+}
+
 static void *tx_alloc(void *ctx, uint64_t dest, uint32_t len, void **pkt)
 {
 	struct sg_dp_lcore *lc = ctx;
@@ -170,12 +194,19 @@ static void tx_send(void *ctx, void *pkt, uint32_t len)
 	struct rte_mbuf *m = pkt;
 	uint64_t ol = 0;
 	struct sg_dp_peer pe;
+	uint32_t sum;
+	uint8_t *f = rte_pktmbuf_mtod(m, uint8_t *);
+	bool summed = tx_sum_take(lc, m, &sum);
 
 	if (peer_of(lc, lc->cur_dest, &pe) < 0) {
 		rte_pktmbuf_free(m);
 		return;
 	}
-	sg_dp_net_build(&lc->p->net[pe.port_id], &pe, rte_pktmbuf_mtod(m, void *), len, &ol);
+	/* a RESULT: the engine summed its elements as it wrote them */
+	if (summed)
+		sg_dp_net_build_seg(&lc->p->net[pe.port_id], &pe, f, SG_DP_HDR_LEN, len, sum, &ol);
+	else
+		sg_dp_net_build(&lc->p->net[pe.port_id], &pe, f, len, &ol);
 	m->data_len = (uint16_t)(SG_DP_NET_HDR_LEN + len);
 	m->pkt_len = m->data_len;
 	m->ol_flags = ol;
@@ -212,8 +243,9 @@ static unsigned int tx_send_multi(void *ctx, void *pkt, uint32_t len,
 	struct sg_dp_lcore *lc = ctx;
 	struct rte_mbuf *pl = pkt, *h[SG_MAX_WORKERS];
 	const uint8_t *sg = rte_pktmbuf_mtod_offset(pl, uint8_t *, SG_DP_NET_HDR_LEN);
-	uint32_t plen = len - SG_DP_HDR_LEN, tail = 0;
+	uint32_t plen = len - SG_DP_HDR_LEN, tail;
 	unsigned int sent = 0;
+	bool need = false, summed = tx_sum_take(lc, pl, &tail);
 
 	if (n > RTE_DIM(h) || rte_pktmbuf_alloc_bulk(lc->pool, h, n) != 0) {
 		lc->st.drops[SG_DP_ND_NO_MBUF] += n;
@@ -223,11 +255,11 @@ static unsigned int tx_send_multi(void *ctx, void *pkt, uint32_t len,
 	for (unsigned int i = 0; i < n; i++) {
 		uint16_t port = (uint16_t)to[i].dest;
 
-		if (lc->p->net[port].udp_checksum && !lc->p->net[port].tx_udp_csum_offload) {
-			tail = sg_dp_net_sum(sg + SG_DP_HDR_LEN, plen);
-			break;
-		}
+		need |= lc->p->net[port].udp_checksum && !lc->p->net[port].tx_udp_csum_offload;
 	}
+	/* the engine summed the elements as it wrote them, unless it was not asked to */
+	if (need && !summed)
+		tail = sg_dp_net_sum(sg + SG_DP_HDR_LEN, plen);
 	/* the payload segment: the elements only; one reference per chain */
 	pl->data_off += SG_DP_NET_HDR_LEN + SG_DP_HDR_LEN;
 	pl->data_len = (uint16_t)plen;
@@ -272,7 +304,18 @@ static void reduce_burst(struct sg_dp_lcore *lc, struct rte_mbuf **pkts, unsigne
 		struct rte_mbuf *m = pkts[i];
 		struct rx_meta *md = rte_mbuf_to_priv(m);
 		const uint8_t *pl = rte_pktmbuf_mtod_offset(m, const uint8_t *, md->off);
-		int fwd = sg_dp_move_fwd(lc, pl, md->len);
+		int fwd;
+
+		/* a key move reads the header to route it: only an intact one (rare) */
+		if (unlikely(lc->mv != NULL) && md->csum != SG_DP_CSUM_NONE) {
+			if (sg_sum_csum_add((uint16_t)md->csum, sg_dp_net_sum(pl, md->len)) !=
+			    0xffff) {
+				lc->st.drops[SG_DP_ND_UDP_CSUM]++;
+				continue;
+			}
+			md->csum = SG_DP_CSUM_NONE;
+		}
+		fwd = sg_dp_move_fwd(lc, pl, md->len);
 
 		if (unlikely(fwd >= 0)) {
 			/* a key moving away: its new owner sums this round; or drained */
@@ -289,7 +332,11 @@ static void reduce_burst(struct sg_dp_lcore *lc, struct rte_mbuf **pkts, unsigne
 		/* replies to it use its MAC; tx_accept learns it if the engine accepts it */
 		lc->rx_dest = peer_dest(&md->peer);
 		lc->rx_mac = mac_bits(&md->peer.mac);
-		sg_dp_reduce_one(lc, pl, md->len, lc->rx_dest, now);
+		if (md->csum == SG_DP_CSUM_NONE)
+			sg_dp_reduce_one(lc, pl, md->len, lc->rx_dest, now);
+		else /* the engine checks the checksum in the pass that sums the elements */
+			sg_dp_reduce_one_csum(lc, pl, md->len, lc->rx_dest, now,
+					      (uint16_t)md->csum);
 	}
 	lc->rx_dest = SG_DP_NO_DEST;
 	rte_pktmbuf_free_bulk(pkts, n);
@@ -346,8 +393,9 @@ static unsigned int rx_queue(struct sg_dp_lcore *lc, uint16_t port, uint16_t que
 			rte_pktmbuf_free(m);
 			continue;
 		}
-		k = sg_dp_net_classify(net, rte_pktmbuf_mtod(m, void *), m->data_len, m->ol_flags,
-				       &md->peer, &md->off, &md->len, &why);
+		k = sg_dp_net_classify_csum(net, rte_pktmbuf_mtod(m, void *), m->data_len,
+					    m->ol_flags, &md->peer, &md->off, &md->len, &md->csum,
+					    &why);
 		if (k == SG_DP_RX_DROP) {
 			lc->st.drops[why]++;
 			rte_pktmbuf_free(m);
@@ -834,5 +882,6 @@ const struct sg_dp_transport sg_dp_transport_ethdev = {
 	.tx_alloc_multi = tx_alloc_multi,
 	.tx_send_multi = tx_send_multi,
 	.tx_accept = tx_accept,
+	.tx_payload_csum = tx_payload_csum,
 	.poll = eth_poll,
 };

@@ -13,7 +13,13 @@
  * Each slot (key, chunk) runs its rounds in order. A round starts with a push
  * from every worker; a worker that has not had its RESULT after retrans_us
  * pushes again (the node then sums it, drops it as a duplicate, or resends
- * the kept result). Losses are injected on both directions.
+ * the kept result). Losses are injected on both directions, and damage on the
+ * way to the node (a flipped bit under a valid UDP checksum).
+ *
+ * The generator must cost less than the node, which shares its CPUs: a push's
+ * UDP checksum adds the header's sum to its pattern's, summed once at create,
+ * and a RESULT fanned out in a header and a payload segment is checked where
+ * it lies, not copied into one buffer first (docs/performance.md).
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -30,6 +36,7 @@
 #include "sg_dp_engine.h"
 #include "sg_dp_pipeline.h"
 #include "sg_dp_proto.h"
+#include "sg_sum.h"
 
 #define NPAT 4
 #define GEN_BURST 32
@@ -53,6 +60,8 @@ struct sg_dp_gen {
 	uint32_t next_slot;     /* first slot not started yet */
 	float *pat;             /* [workers][NPAT][celem] */
 	float *expect;          /* [NPAT][celem] */
+	uint16_t *psum;         /* [workers][NPAT][2]: checksums of a pattern's bytes from 12 on,
+				   in a full chunk ([0]) and in the key's last, short one ([1]) */
 	struct sg_dp_net wnet;  /* worker side addresses (ip/port patched per rank) */
 	uint64_t retrans_tsc;
 	uint64_t rng;
@@ -68,9 +77,22 @@ static inline uint32_t rnd(struct sg_dp_gen *g)
 	return (uint32_t)((g->rng * 0x2545f4914f6cdd1dull) >> 32);
 }
 
+static inline bool chance(struct sg_dp_gen *g, double p)
+{
+	return p > 0 && rnd(g) < (uint32_t)(p * 4294967295.0);
+}
+
 static inline bool lose(struct sg_dp_gen *g)
 {
-	return g->c.loss > 0 && rnd(g) < (uint32_t)(g->c.loss * 4294967295.0);
+	return chance(g, g->c.loss);
+}
+
+/* Payload bytes of chunk @p chunk of a key. */
+static inline uint32_t gen_bytes(const struct sg_dp_gen *g, uint32_t chunk)
+{
+	uint32_t off = chunk * g->c.chunk_bytes;
+
+	return RTE_MIN(g->c.chunk_bytes, g->c.partition_bytes - off);
 }
 
 static inline uint32_t worker_ip(uint32_t w)
@@ -115,7 +137,8 @@ struct sg_dp_gen *sg_dp_gen_create(const struct sg_dp_gen_conf *gc)
 	g->active = calloc(gc->window, sizeof(*g->active));
 	g->pat = calloc((size_t)gc->workers * NPAT * g->celem, sizeof(float));
 	g->expect = calloc((size_t)NPAT * g->celem, sizeof(float));
-	if (!g->slots || !g->active || !g->pat || !g->expect) {
+	g->psum = calloc((size_t)gc->workers * NPAT * 2, sizeof(uint16_t));
+	if (!g->slots || !g->active || !g->pat || !g->expect || !g->psum) {
 		sg_dp_gen_destroy(g);
 		errno = ENOMEM;
 		return NULL;
@@ -132,6 +155,16 @@ struct sg_dp_gen *sg_dp_gen_create(const struct sg_dp_gen_conf *gc)
 			}
 			g->expect[(size_t)q * g->celem + i] = (float)sum;
 		}
+	for (uint32_t w = 0; w < gc->workers; w++)
+		for (uint32_t q = 0; q < NPAT; q++)
+			for (int last = 0; last < 2; last++) {
+				uint32_t bytes = last ? gen_bytes(g, g->nchunks - 1) : gc->chunk_bytes;
+				const uint8_t *p = (const uint8_t *)&g->pat[((size_t)w * NPAT + q) *
+									    g->celem];
+
+				g->psum[((size_t)w * NPAT + q) * 2 + last] =
+					bytes > 12 ? sg_sum_csum(p + 12, bytes - 12) : 0;
+			}
 	g->wnet.udp_checksum = gc->udp_checksum;
 	g->retrans_tsc = gc->retrans_us * rte_get_tsc_hz() / 1000000;
 	g->rng = gc->seed * 0x9e3779b97f4a7c15ull + 1;
@@ -147,6 +180,7 @@ void sg_dp_gen_destroy(struct sg_dp_gen *g)
 	free(g->active);
 	free(g->pat);
 	free(g->expect);
+	free(g->psum);
 	free(g);
 }
 
@@ -211,7 +245,7 @@ static struct rte_mbuf *build_push(struct sg_dp_gen *g, uint32_t w, uint32_t s, 
 	struct gen_slot *sl = &g->slots[s];
 	uint32_t key = s / g->nchunks, chunk = s % g->nchunks;
 	uint32_t off = chunk * g->c.chunk_bytes;
-	uint32_t bytes = RTE_MIN(g->c.chunk_bytes, g->c.partition_bytes - off);
+	uint32_t bytes = gen_bytes(g, chunk);
 	uint32_t q = (key + chunk + sl->round) % NPAT;
 	struct sg_dp_peer dut = {.mac = g->c.dut_mac, .ip = g->c.dut_ip,
 				 .udp_port = rte_cpu_to_be_16(g->c.dut_udp_port)};
@@ -239,18 +273,30 @@ static struct rte_mbuf *build_push(struct sg_dp_gen *g, uint32_t w, uint32_t s, 
 	}
 	pl = d + SG_DP_NET_HDR_LEN + SG_DP_HDR_LEN;
 	memcpy(pl, &g->pat[((size_t)w * NPAT + q) * g->celem], bytes);
-	if (bytes >= 12) {
-		/* the payload sits 90 bytes into the frame: not float-aligned */
-		float h[3] = {(float)((key % 4096) * (w + 1)), (float)((chunk % 4096) * (w + 1)),
-			      (float)((sl->round % 1024) * (w + 1))};
-
-		memcpy(pl, h, sizeof(h));
-	}
 	sg_dp_build_hdr(d + SG_DP_NET_HDR_LEN, &msg);
 	worker_mac(w, worker_port(g, w), &wn.mac);
 	wn.ip = worker_ip(w);
 	wn.udp_port = rte_cpu_to_be_16(worker_port(g, w));
-	sg_dp_net_build(&wn, &dut, d, SG_DP_HDR_LEN + bytes, &ol);
+	if (bytes >= 12) {
+		/* the payload sits 90 bytes into the frame: not float-aligned */
+		float h[3] = {(float)((key % 4096) * (w + 1)), (float)((chunk % 4096) * (w + 1)),
+			      (float)((sl->round % 1024) * (w + 1))};
+		uint16_t sum = g->psum[((size_t)w * NPAT + q) * 2 + (bytes != g->c.chunk_bytes)];
+
+		memcpy(pl, h, sizeof(h));
+		/* the elements' checksum: the pattern's from byte 12 on, and these 12 */
+		sum = sg_sum_csum_add(sum, sg_sum_csum(h, sizeof(h)));
+		sg_dp_net_build_seg(&wn, &dut, d, SG_DP_HDR_LEN, SG_DP_HDR_LEN + bytes, sum, &ol);
+	} else {
+		sg_dp_net_build(&wn, &dut, d, SG_DP_HDR_LEN + bytes, &ol);
+	}
+	if (g->c.udp_checksum && chance(g, g->c.corrupt)) {
+		/* damaged on the way: one bit of the Sigma header or the elements */
+		uint32_t at = rnd(g) % (SG_DP_HDR_LEN + bytes);
+
+		d[SG_DP_NET_HDR_LEN + at] ^= (uint8_t)(1u << (rnd(g) % 8));
+		g->st.corrupted++;
+	}
 	return m;
 }
 
@@ -260,8 +306,7 @@ static void send_slot(struct sg_dp_gen *g, uint32_t s, bool retrans)
 	struct gen_slot *sl = &g->slots[s];
 	struct rte_mbuf *out[SG_MAX_WORKERS];
 	unsigned int n = 0;
-	uint32_t off = (s % g->nchunks) * g->c.chunk_bytes;
-	uint32_t bytes = RTE_MIN(g->c.chunk_bytes, g->c.partition_bytes - off);
+	uint32_t bytes = gen_bytes(g, s % g->nchunks);
 
 	for (uint32_t w = 0; w < g->c.workers; w++) {
 		struct rte_mbuf *m;
@@ -389,8 +434,13 @@ static unsigned int receive(struct sg_dp_gen *g)
 		 * segments: read it whole, as a NIC would have put it on the wire */
 		uint32_t dlen = m[i]->nb_segs == 1 || m[i]->pkt_len > sizeof(lin) ? m[i]->data_len :
 				m[i]->pkt_len;
-		uint8_t *d = dlen == m[i]->data_len ? rte_pktmbuf_mtod(m[i], uint8_t *) :
-			     (uint8_t *)rte_pktmbuf_read(m[i], 0, dlen, lin);
+		/* ... unless the first segment is exactly the headers: then the elements are
+		 * checked where they lie, without a copy (sigmad's fan-out) */
+		bool split = m[i]->nb_segs == 2 && dlen == m[i]->pkt_len &&
+			     m[i]->data_len == SG_DP_NET_HDR_LEN + SG_DP_HDR_LEN;
+		uint8_t *d = dlen == m[i]->data_len || split ?
+				     rte_pktmbuf_mtod(m[i], uint8_t *) :
+				     (uint8_t *)rte_pktmbuf_read(m[i], 0, dlen, lin);
 		struct rte_ether_hdr *eth = (struct rte_ether_hdr *)d;
 		struct sg_dp_msg msg;
 
@@ -406,11 +456,14 @@ static unsigned int receive(struct sg_dp_gen *g)
 				g->st.other++;
 			continue;
 		}
+		/* (a split RESULT's header is parsed alone: sg_dp_parse reads only the header) */
 		if (dlen < SG_DP_NET_HDR_LEN ||
 		    sg_dp_parse(d + SG_DP_NET_HDR_LEN, dlen - SG_DP_NET_HDR_LEN, &msg, NULL) < 0) {
 			g->st.other++;
 			continue;
 		}
+		if (split && msg.payload != NULL)
+			msg.payload = rte_pktmbuf_mtod(m[i]->next, uint8_t *);
 		if (msg.type == SG_DP_T_RESULT) {
 			if (lose(g))
 				g->st.dropped_in++;

@@ -267,6 +267,8 @@ struct sg_dp_transport {
 	void (*poll)(struct sg_dp_lcore *lc, uint64_t now);
 	/** Optional engine tx op (struct sg_dp_tx_ops.accept): a checked packet's sender. */
 	void (*tx_accept)(void *ctx, uint64_t src);
+	/** Optional engine tx op (struct sg_dp_tx_ops.payload_csum): a RESULT's elements' sum. */
+	void (*tx_payload_csum)(void *ctx, void *pkt, uint16_t csum);
 	/** Optional: act on control-channel message @p type (>= SG_DP_MSG_TRANSPORT) on
 	 *  lcore @p lc. @return the answer, or -ENOTSUP. */
 	int (*ctl)(struct sg_dp_lcore *lc, uint32_t type, uint64_t arg);
@@ -328,6 +330,14 @@ extern const struct sg_dp_transport sg_dp_transport_socket;
 void sg_dp_reduce_one(struct sg_dp_lcore *lc, const uint8_t *pl, uint32_t len, uint64_t dest,
 		      uint64_t now);
 
+/**
+ * sg_dp_reduce_one() for a datagram whose UDP checksum is still to be checked:
+ * @p csum as sg_dp_engine_rx_csum() takes it. A damaged one counts as a
+ * udp_csum drop, not as reduced.
+ */
+void sg_dp_reduce_one_csum(struct sg_dp_lcore *lc, const uint8_t *pl, uint32_t len,
+			   uint64_t dest, uint64_t now, uint16_t csum);
+
 /*
  * A reducer's reply addresses (ethdev; sg_dp_peers.c): the MAC of each worker
  * address (the engine's 64-bit dest: IPv4, UDP port, ethdev port) that sent a
@@ -353,8 +363,9 @@ void sg_dp_peers_free(struct sg_dp_peers *t);
 /** Remember that @p dest (at @p mac) was accepted at @p now (ns). */
 enum sg_dp_peers_learn sg_dp_peers_learn(struct sg_dp_peers *t, uint64_t dest, uint64_t mac,
 					 uint64_t now);
-/** The MAC of @p dest into *@p mac. @return 0, or -ENOENT if the table does not hold it. */
-int sg_dp_peers_lookup(const struct sg_dp_peers *t, uint64_t dest, uint64_t *mac);
+/** The MAC of @p dest into *@p mac. @return 0, or -ENOENT if the table does not hold it.
+ *  (Not const: a small cache of recent answers sits in the table.) */
+int sg_dp_peers_lookup(struct sg_dp_peers *t, uint64_t dest, uint64_t *mac);
 /** Forget up to @p max addresses not seen for @p idle_ns, least recently seen first.
  *  @return how many were forgotten. */
 unsigned int sg_dp_peers_expire(struct sg_dp_peers *t, uint64_t now, uint64_t idle_ns,
@@ -398,6 +409,7 @@ struct rx_meta {
 	struct sg_dp_peer peer;
 	uint32_t off;
 	uint32_t len;
+	uint32_t csum; /* UDP checksum left to the reducer, or SG_DP_CSUM_NONE */
 };
 
 struct sg_dp_lcore {
@@ -420,6 +432,9 @@ struct sg_dp_lcore {
 	/* ethdev reducers: the datagram the engine is handling (SG_DP_NO_DEST between
 	 * bursts); replies to its sender use its MAC, accepted ones learn it */
 	uint64_t rx_dest, rx_mac, rx_now;
+	/* ethdev: the RESULT whose elements' checksum the engine gave (tx_payload_csum) */
+	void *tx_sum_pkt;
+	uint16_t tx_sum;
 	uint64_t next_poll_tsc;
 	uint16_t txn[SG_DP_MAX_PORTS];
 	struct rte_mbuf *txb[SG_DP_MAX_PORTS][SG_DP_TXB];

@@ -129,7 +129,8 @@ int sg_dp_loopback_run(const struct sg_dp_config *c, const struct sg_dp_loop_con
 			.partition_bytes = job->partition_bytes,
 			.chunk_bytes = sg_dp_job_chunk_bytes(&cfg, job),
 			.rounds = lc->rounds, .window = lc->window ? lc->window : 64,
-			.loss = lc->loss, .retrans_us = lc->retrans_us ? lc->retrans_us : 2000,
+			.loss = lc->loss, .corrupt = lc->corrupt,
+			.retrans_us = lc->retrans_us ? lc->retrans_us : 2000,
 			.seed = lc->seed, .udp_checksum = cfg.udp_checksum,
 			.idle_sleep_us = lc->gen_sleep_us,
 		};
@@ -419,7 +420,8 @@ int sg_dp_memif_run(const struct sg_dp_config *c, const struct sg_dp_loop_conf *
 			.partition_bytes = job->partition_bytes,
 			.chunk_bytes = sg_dp_job_chunk_bytes(c, job),
 			.rounds = lc->rounds, .window = lc->window ? lc->window : 64,
-			.loss = lc->loss, .retrans_us = lc->retrans_us ? lc->retrans_us : 2000,
+			.loss = lc->loss, .corrupt = lc->corrupt,
+			.retrans_us = lc->retrans_us ? lc->retrans_us : 2000,
 			.seed = lc->seed, .udp_checksum = c->udp_checksum,
 			.idle_sleep_us = lc->gen_sleep_us,
 		};

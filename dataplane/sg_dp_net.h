@@ -88,6 +88,22 @@ enum sg_dp_rx_kind sg_dp_net_classify(const struct sg_dp_net *net, void *frame, 
 				      uint64_t ol_flags, struct sg_dp_peer *peer, uint32_t *off,
 				      uint32_t *plen, enum sg_dp_ndrop *reason);
 
+/** sg_dp_net_classify_csum(): no UDP checksum is left to check. */
+#define SG_DP_CSUM_NONE UINT32_MAX
+
+/**
+ * sg_dp_net_classify(), except that a UDP checksum to check in software is
+ * not checked over the UDP payload: *@p csum gets the checksum (sg_sum.h) of
+ * the pseudo-header and the UDP header, to which the payload's must add up
+ * to 0xffff (the reducer sums the payload anyway: sg_dp_engine_rx_csum()).
+ * *@p csum is SG_DP_CSUM_NONE when nothing is left to check: checksums off,
+ * a datagram sent without one (field 0), or the port checked it.
+ */
+enum sg_dp_rx_kind sg_dp_net_classify_csum(const struct sg_dp_net *net, void *frame,
+					   uint32_t len, uint64_t ol_flags,
+					   struct sg_dp_peer *peer, uint32_t *off, uint32_t *plen,
+					   uint32_t *csum, enum sg_dp_ndrop *reason);
+
 /** Bytes of Ethernet + IPv4 + UDP headers Sigma writes in front of a payload. */
 #define SG_DP_NET_HDR_LEN (14 + 20 + 8)
 

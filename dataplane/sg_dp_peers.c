@@ -8,6 +8,13 @@
  * worker is never refused; sg_dp_peers_expire() forgets idle ones from the
  * same end, a bounded number per call. Nothing is allocated or locked after
  * create: the table belongs to its reducer lcore.
+ *
+ * Every accepted push learns its sender and every RESULT looks up N workers,
+ * and the same few addresses come back over and over: a small direct-mapped
+ * cache of (address, position) answers most of them without rte_hash (about
+ * 200 instructions a lookup, docs/performance.md). A position is the
+ * address's until rte_hash deletes it, and a deleted entry forgets its address,
+ * so a cached position is right when its entry still holds the address.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -19,6 +26,8 @@
 #include "sg_dp_internal.h"
 
 #define NIL UINT32_MAX
+#define CACHE 256          /* direct-mapped entries, a power of two */
+#define NO_DEST UINT64_MAX /* never an address: an ethdev port id is below 2^16 - 1 */
 
 struct peer_ent {
 	uint64_t dest;
@@ -32,7 +41,32 @@ struct sg_dp_peers {
 	struct peer_ent *e;   /* by rte_hash position */
 	uint32_t cap, n;
 	uint32_t head, tail;  /* most, least recently seen */
+	struct {
+		uint64_t dest;
+		uint32_t pos;
+	} cache[CACHE];
 };
+
+static inline unsigned int cache_slot(uint64_t dest)
+{
+	return (unsigned int)((dest * 0x9e3779b97f4a7c15ull) >> 56) & (CACHE - 1);
+}
+
+/* @p dest's position in the table, or a negative rte_hash answer. */
+static int32_t find(struct sg_dp_peers *t, uint64_t dest)
+{
+	unsigned int c = cache_slot(dest);
+	int32_t pos;
+
+	if (t->cache[c].dest == dest && t->e[t->cache[c].pos].dest == dest)
+		return (int32_t)t->cache[c].pos;
+	pos = rte_hash_lookup(t->h, &dest);
+	if (pos >= 0) {
+		t->cache[c].dest = dest;
+		t->cache[c].pos = (uint32_t)pos;
+	}
+	return pos;
+}
 
 struct sg_dp_peers *sg_dp_peers_create(const char *name, uint32_t cap, int socket)
 {
@@ -67,6 +101,10 @@ struct sg_dp_peers *sg_dp_peers_create(const char *name, uint32_t cap, int socke
 	}
 	t->cap = cap;
 	t->head = t->tail = NIL;
+	for (int32_t i = 0; i <= max; i++)
+		t->e[i].dest = NO_DEST;
+	for (unsigned int c = 0; c < CACHE; c++)
+		t->cache[c].dest = NO_DEST;
 	return t;
 }
 
@@ -113,13 +151,14 @@ static void drop_tail(struct sg_dp_peers *t)
 
 	unlink_ent(t, i);
 	rte_hash_del_key(t->h, &t->e[i].dest);
+	t->e[i].dest = NO_DEST; /* a cached position of it no longer matches */
 	t->n--;
 }
 
 enum sg_dp_peers_learn sg_dp_peers_learn(struct sg_dp_peers *t, uint64_t dest, uint64_t mac,
 					 uint64_t now)
 {
-	int32_t pos = rte_hash_lookup(t->h, &dest);
+	int32_t pos = find(t, dest);
 	bool evicted = false;
 	struct peer_ent *e;
 
@@ -146,12 +185,14 @@ enum sg_dp_peers_learn sg_dp_peers_learn(struct sg_dp_peers *t, uint64_t dest, u
 	e->seen = now;
 	push_head(t, (uint32_t)pos);
 	t->n++;
+	t->cache[cache_slot(dest)].dest = dest;
+	t->cache[cache_slot(dest)].pos = (uint32_t)pos;
 	return evicted ? SG_DP_PEER_EVICTED : SG_DP_PEER_NEW;
 }
 
-int sg_dp_peers_lookup(const struct sg_dp_peers *t, uint64_t dest, uint64_t *mac)
+int sg_dp_peers_lookup(struct sg_dp_peers *t, uint64_t dest, uint64_t *mac)
 {
-	int32_t pos = rte_hash_lookup(t->h, &dest);
+	int32_t pos = find(t, dest);
 
 	if (pos < 0)
 		return -ENOENT;

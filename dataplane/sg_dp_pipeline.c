@@ -42,16 +42,30 @@
 
 RTE_LOG_REGISTER(sg_dp_logtype, sigma.dataplane, INFO);
 
-void sg_dp_reduce_one(struct sg_dp_lcore *lc, const uint8_t *pl, uint32_t len, uint64_t dest,
-		      uint64_t now)
+/* Count what the engine did with one datagram (@p rc from sg_dp_engine_rx*()). */
+static void reduced(struct sg_dp_lcore *lc, int rc, uint32_t len)
 {
-	int rc = sg_dp_engine_rx(lc->eng, pl, len, dest, now);
-
+	if (rc == -EILSEQ) { /* a damaged datagram never reached the engine */
+		lc->st.drops[SG_DP_ND_UDP_CSUM]++;
+		return;
+	}
 	lc->st.reduced_pkts++;
 	if (rc < 0)
 		lc->st.drops[SG_DP_ND_PROTO]++;
 	else if (rc & SG_DP_USED_SUMMED) /* not a kept result resent, nor a NACK */
 		lc->st.bytes_summed += len - SG_DP_HDR_LEN;
+}
+
+void sg_dp_reduce_one(struct sg_dp_lcore *lc, const uint8_t *pl, uint32_t len, uint64_t dest,
+		      uint64_t now)
+{
+	reduced(lc, sg_dp_engine_rx(lc->eng, pl, len, dest, now), len);
+}
+
+void sg_dp_reduce_one_csum(struct sg_dp_lcore *lc, const uint8_t *pl, uint32_t len,
+			   uint64_t dest, uint64_t now, uint16_t csum)
+{
+	reduced(lc, sg_dp_engine_rx_csum(lc->eng, pl, len, dest, now, csum), len);
 }
 
 /* @return true if the lcore slept (or blocked in its transport's wait) */
@@ -219,7 +233,9 @@ static int reducer_setup(struct sg_dp_pipeline *p, struct sg_dp_lcore *lc, char 
 		.slot_timeout_ns = (uint64_t)c->timeout_ms * 1000000ull,
 		.tx = {.alloc = p->tr->tx_alloc, .send = p->tr->tx_send,
 		       .alloc_multi = p->tr->tx_alloc_multi, .send_multi = p->tr->tx_send_multi,
-		       .accept = p->tr->tx_accept, .ctx = lc},
+		       .accept = p->tr->tx_accept, .ctx = lc,
+		       /* the elements' checksum costs the engine little, but not nothing */
+		       .payload_csum = c->udp_checksum ? p->tr->tx_payload_csum : NULL},
 	};
 	uint32_t maxpl = 0;
 

@@ -475,6 +475,9 @@ struct sg_dp_gen_conf {
 	uint32_t rounds;
 	uint32_t window;           /**< slots in flight at once */
 	double loss;               /**< probability of dropping each push and each result */
+	/** Probability that a push leaves with one bit of its UDP payload flipped after its
+	 *  UDP checksum was computed (damaged on the way); only with udp_checksum. */
+	double corrupt;
 	uint64_t retrans_us;       /**< resend after this long without a result */
 	uint32_t seed;
 	bool udp_checksum;
@@ -502,6 +505,7 @@ struct sg_dp_gen_stats {
 	uint64_t results_dup;      /**< RESULTs for a round already complete for that rank */
 	uint64_t nacks, errors, other;
 	uint64_t dropped_out, dropped_in; /**< injected losses */
+	uint64_t corrupted;        /**< pushes sent damaged (sg_dp_gen_conf.corrupt) */
 	uint64_t rounds_done;      /**< (slot, round) pairs complete for every worker */
 	uint64_t rounds_total;
 	uint64_t bytes_pushed;     /**< payload bytes of first sends (the goodput numerator) */
@@ -548,6 +552,7 @@ struct sg_dp_loop_conf {
 	uint32_t rounds;
 	uint32_t window;        /**< slots in flight (default 64) */
 	double loss;            /**< injected loss, each direction */
+	double corrupt;         /**< pushes damaged after their UDP checksum (sg_dp_gen_conf) */
 	uint64_t retrans_us;    /**< default 2000 */
 	uint32_t seed;
 	double timeout_s;       /**< give up after this long (default 30) */

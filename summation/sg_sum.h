@@ -154,6 +154,57 @@ void sg_sum_acc_final_unchecked(enum sg_dtype dt, unsigned int flags, void *dst,
 				size_t n);
 
 /*
+ * Internet checksums (RFC 1071) fused with the sums, for a transport that
+ * checks or fills in UDP checksums in software: the pass that sums a
+ * datagram's elements (or writes a result's) also sums their bytes for the
+ * checksum, so that no pass reads the payload only for that.
+ *
+ * A checksum here is the 16-bit ones' complement sum of some bytes taken as
+ * 16-bit words in the host's byte order (a last odd byte padded with a zero
+ * byte after it), folded into 0..0xffff: 0 only when every byte is 0, 0xffff
+ * for other sums that are zero in ones' complement. Pieces of one datagram
+ * combine with sg_sum_csum_add() as long as each starts an even number of
+ * bytes into it. In network byte order it is the same value byte-swapped, so
+ * a received UDP datagram (pseudo-header included) is intact when the sum of
+ * everything folds to 0xffff, and a checksum field is ~sum of the rest.
+ * Every implementation returns the same value.
+ */
+
+/** Ones' complement sum of two checksums. */
+static inline uint16_t sg_sum_csum_add(uint16_t a, uint16_t b)
+{
+	uint32_t s = (uint32_t)a + b;
+
+	return (uint16_t)((s & 0xffff) + (s >> 16));
+}
+
+/** Checksum of @p bytes bytes at @p buf (any alignment; NULL only with 0 bytes). */
+uint16_t sg_sum_csum(const void *buf, size_t bytes);
+
+/*
+ * The unchecked accumulator calls (same contract as above: the caller
+ * guarantees the arguments), fused with a checksum. They write exactly what
+ * the calls without _csum write, bit for bit; stores are never non-temporal.
+ */
+
+/** acc = widen(src); @return the checksum of src's n elements. */
+uint16_t sg_sum_acc_init_csum_unchecked(enum sg_dtype dt, unsigned int flags, void *acc,
+					const void *src, size_t n);
+
+/**
+ * dst = acc + widen(src), where @p dst is @p acc itself or an accumulator that
+ * overlaps neither @p acc nor @p src: a caller that must not change @p acc
+ * before knowing the checksum sums into another buffer.
+ * @return the checksum of src's n elements.
+ */
+uint16_t sg_sum_acc_add_csum_unchecked(enum sg_dtype dt, unsigned int flags, void *dst,
+				       const void *acc, const void *src, size_t n);
+
+/** dst = narrow(acc); @return the checksum of dst's n elements. */
+uint16_t sg_sum_acc_final_csum_unchecked(enum sg_dtype dt, unsigned int flags, void *dst,
+					 const void *acc, size_t n);
+
+/*
  * Scalar conversions, exact IEEE round-to-nearest-even. Exposed for tests,
  * wire tools and the GPU host backend.
  */

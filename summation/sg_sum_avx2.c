@@ -190,12 +190,12 @@ static inline vi b_round(vf v)
 	const vi x = _mm256_castps_si256(v);
 	const vi lsb = _mm256_and_si256(_mm256_srli_epi32(x, 16), _mm256_set1_epi32(1));
 	const vi r = _mm256_add_epi32(_mm256_add_epi32(x, _mm256_set1_epi32(0x7fff)), lsb);
-	/* Signed compare is fine: both sides are below 2^31. */
-	const vi nan = _mm256_cmpgt_epi32(_mm256_and_si256(x, _mm256_set1_epi32(0x7fffffff)),
-					  _mm256_set1_epi32(0x7f800000));
+	/* v unordered with itself: the NaN lanes in one instruction and no constant */
+	const vf nan = _mm256_cmp_ps(v, v, _CMP_UNORD_Q);
 	const vi q = _mm256_or_si256(x, _mm256_set1_epi32(0x00400000));
 
-	return _mm256_blendv_epi8(r, q, nan);
+	return _mm256_castps_si256(_mm256_blendv_ps(_mm256_castsi256_ps(r), _mm256_castsi256_ps(q),
+						    nan));
 }
 
 static inline __m128i b_of(vf v)
@@ -227,8 +227,8 @@ static inline vb b2_widen(vi x)
 
 static inline vi b2_of(vb v)
 {
-	return _mm256_or_si256(_mm256_srli_epi32(b_round(v.e), 16),
-			       _mm256_and_si256(b_round(v.o), _mm256_set1_epi32((int)0xffff0000u)));
+	/* even elements to the low 16-bit halves, odd ones stay high: an immediate blend */
+	return _mm256_blend_epi16(_mm256_srli_epi32(b_round(v.e), 16), b_round(v.o), 0xaa);
 }
 
 
@@ -239,5 +239,44 @@ static inline void sg_simd_sfence(void)
 	_mm_sfence();
 }
 
+/* The checksums' half vector: 8 16-bit elements (sg_sum_simd.h). */
+typedef __m128i vh;
+
+static inline vh ld_vh(const char *p)
+{
+	return _mm_loadu_si128((const void *)p);
+}
+
+static inline vh ldm_vh(const char *p, unsigned int r)
+{
+	return bounce_in128(p, 2 * r);
+}
+
+static inline void st_vh(char *p, vh x)
+{
+	_mm_storeu_si128((void *)p, x);
+}
+
+static inline void stm_vh(char *p, vh x, unsigned int r)
+{
+	bounce_out128(p, x, 2 * r);
+}
+
+static inline vi ldm_w16(const char *p, unsigned int r)
+{
+	return bounce_in256(p, 2 * r);
+}
+
+static inline vf h_widen(vh x)
+{
+	return _mm256_cvtph_ps(x);
+}
+
+/*
+ * 16 ymm registers: a step of 8 bf16 pairs spills (sg_sum_simd.h); so does one
+ * of 4 while narrowing. 2 pairs per step keep every vector and constant in a
+ * register.
+ */
+#define SG_SIMD_UNROLL_B2 2
 #define SG_SIMD_TABLE sg_sum_kernels_avx2
 #include "sg_sum_simd.h"

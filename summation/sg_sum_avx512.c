@@ -235,6 +235,39 @@ static inline void sg_simd_sfence(void)
 	_mm_sfence();
 }
 
+/* The checksums' half vector: 16 16-bit elements (sg_sum_simd.h). */
+typedef __m256i vh;
+
+static inline vh ld_vh(const char *p)
+{
+	return _mm256_loadu_si256((const void *)p);
+}
+
+static inline vh ldm_vh(const char *p, unsigned int r)
+{
+	return _mm256_maskz_loadu_epi16(m16(r), p);
+}
+
+static inline void st_vh(char *p, vh x)
+{
+	_mm256_storeu_si256((void *)p, x);
+}
+
+static inline void stm_vh(char *p, vh x, unsigned int r)
+{
+	_mm256_mask_storeu_epi16(p, m16(r), x);
+}
+
+static inline vi ldm_w16(const char *p, unsigned int r)
+{
+	return _mm512_maskz_loadu_epi16(m32(r), p);
+}
+
+static inline vf h_widen(vh x)
+{
+	return _mm512_cvtph_ps(x);
+}
+
 #ifdef SG_SUM_AVX512BF16
 #define SG_SIMD_TABLE sg_sum_kernels_avx512bf16
 #else

@@ -29,6 +29,26 @@ struct sg_sum_kernels {
 	void (*widen)(enum sg_dtype dt, float *acc, const uint16_t *src, size_t n, bool add);
 	/* dst = narrow(acc) for fp16/bf16, RNE. */
 	void (*narrow)(enum sg_dtype dt, uint16_t *dst, const float *acc, size_t n, bool nt);
+	/*
+	 * Fused with the Internet checksum (sg_sum.h). Each returns the sum of
+	 * the checksummed bytes' native-order 16-bit words (a last odd byte
+	 * padded with a zero byte), not folded: any value congruent to it
+	 * modulo 0xffff, 0 only when every such byte is 0 (sg_sum.c folds it).
+	 * Callers keep each call below 2^30 bytes. Stores are never
+	 * non-temporal.
+	 */
+	/* dst = src, bytes as they are (when dst is not NULL); the checksum of src. */
+	uint64_t (*csum_copy)(void *dst, const void *src, size_t bytes);
+	/*
+	 * dst = acc + src in the accumulator's type: for fp16/bf16 without
+	 * SG_SUM_F_NATIVE acc and dst are fp32 and src is widened, and acc may
+	 * be NULL (dst = widen(src)); otherwise all three have the dtype and acc
+	 * is not NULL. dst may be acc exactly. The checksum of src.
+	 */
+	uint64_t (*csum_add)(enum sg_dtype dt, unsigned int flags, void *dst, const void *acc,
+			     const void *src, size_t n);
+	/* dst = narrow(acc) for fp16/bf16, RNE; the checksum of dst. */
+	uint64_t (*csum_narrow)(enum sg_dtype dt, uint16_t *dst, const float *acc, size_t n);
 };
 
 extern const struct sg_sum_kernels sg_sum_kernels_scalar;

@@ -112,8 +112,64 @@ static void scalar_narrow(enum sg_dtype dt, uint16_t *dst, const float *acc, siz
 	}
 }
 
+/*
+ * The Internet checksum of RFC 1071 in its plainest form: 16-bit words in
+ * native byte order, a last odd byte padded with a zero byte after it.
+ */
+static uint64_t scalar_csum(const void *p, size_t bytes)
+{
+	uint64_t s = 0;
+	size_t i;
+
+	for (i = 0; i + 2 <= bytes; i += 2)
+		s += LD(uint16_t, (const char *)p + i, 0);
+	if (i < bytes) {
+		uint16_t w = 0;
+
+		memcpy(&w, (const char *)p + i, 1);
+		s += w;
+	}
+	return s;
+}
+
+static uint64_t scalar_csum_copy(void *dst, const void *src, size_t bytes)
+{
+	if (dst != NULL)
+		memcpy(dst, src, bytes);
+	return scalar_csum(src, bytes);
+}
+
+/* The sums above, then the checksum of src: the reference reads it twice. */
+static uint64_t scalar_csum_add(enum sg_dtype dt, unsigned int flags, void *dst, const void *acc,
+				const void *src, size_t n)
+{
+	const size_t sz = sg_dtype_size(dt);
+	const bool wide = sz == 2 && !(flags & SG_SUM_F_NATIVE);
+	const void *in[2] = {acc, src};
+
+	if (wide && acc == NULL) {
+		scalar_widen(dt, dst, src, n, false);
+	} else if (wide) {
+		if (dst != acc)
+			memcpy(dst, acc, n * sizeof(float));
+		scalar_widen(dt, dst, src, n, true);
+	} else {
+		scalar_addk(dt, dst, in, 2, n, flags, false);
+	}
+	return scalar_csum(src, n * sz);
+}
+
+static uint64_t scalar_csum_narrow(enum sg_dtype dt, uint16_t *dst, const float *acc, size_t n)
+{
+	scalar_narrow(dt, dst, acc, n, false);
+	return scalar_csum(dst, n * sizeof(uint16_t));
+}
+
 const struct sg_sum_kernels sg_sum_kernels_scalar = {
 	.addk = scalar_addk,
 	.widen = scalar_widen,
 	.narrow = scalar_narrow,
+	.csum_copy = scalar_csum_copy,
+	.csum_add = scalar_csum_add,
+	.csum_narrow = scalar_csum_narrow,
 };

@@ -25,6 +25,10 @@
  *                              elements) holding WB elements, for the fused sum
  *   sg_simd_sfence()           orders the non-temporal stores
  * Integer kinds share ld_i, st_i and stnt_i.
+ * For the checksums (sg_simd_cs_*): vh, an integer vector of half the width;
+ * ld_vh, ldm_vh, st_vh, stm_vh for W32 16-bit elements in it (_m: the first
+ * r, others zero); ldm_w16(p, r), a whole vector's first r 16-bit elements;
+ * h_widen(vh), fp16 to vf.
  */
 #ifndef SG_SIMD_TABLE
 /*
@@ -57,14 +61,19 @@ static inline vb addn_b2(vb a, vb b)
  * prefetched. Chosen by sigma-bench sum on a Zen 5 VM: 8 and 2048 beat 4 and
  * no prefetch by 5-15% when k inputs stream at once (the hardware prefetchers
  * follow a few streams well, not nine). A prefetch past the end never faults.
+ * The bf16 pair kernels keep two vectors per unrolled vector: an ISA with 16
+ * vector registers sets a smaller SG_SIMD_UNROLL_B2, or the step spills.
  */
 #ifndef SG_SIMD_UNROLL
 #define SG_SIMD_UNROLL 8
 #endif
+#ifndef SG_SIMD_UNROLL_B2
+#define SG_SIMD_UNROLL_B2 SG_SIMD_UNROLL
+#endif
 #define SG_SIMD_PRAGMA_(x) _Pragma(#x)
 #define SG_SIMD_PRAGMA(x) SG_SIMD_PRAGMA_(x)
 /* The step's vectors live in registers only if these loops are fully unrolled. */
-#define SG_SIMD_UNROLLED SG_SIMD_PRAGMA(GCC unroll SG_SIMD_UNROLL)
+#define SG_SIMD_UNROLLED(u) SG_SIMD_PRAGMA(GCC unroll u)
 
 #ifndef SG_SIMD_PREFETCH
 #define SG_SIMD_PREFETCH 2048
@@ -82,31 +91,31 @@ static inline __attribute__((always_inline)) void sg_simd_prefetch(const char *p
 /*
  * SG_SIMD_KERNEL defines NAME(dst, src, k, n, nt): dst = src[0] + ... + src[k-1]
  * where src[0] has SZ0-byte elements, src[1..k-1] SZJ-byte elements and dst
- * SZD-byte elements. All k inputs of one step are loaded before dst is
- * written, so dst may alias any input exactly. Each input is read once and dst
- * written once, whatever k is.
+ * SZD-byte elements, U vectors of W elements per step. All k inputs of one
+ * step are loaded before dst is written, so dst may alias any input exactly.
+ * Each input is read once and dst written once, whatever k is.
  */
-#define SG_SIMD_KERNEL(NAME, V, W, SZ0, SZJ, SZD, L0, L0M, LJ, LJM, ADD, ST, STNT, STM)        \
+#define SG_SIMD_KERNEL(NAME, U, V, W, SZ0, SZJ, SZD, L0, L0M, LJ, LJM, ADD, ST, STNT, STM)     \
 	static inline __attribute__((always_inline)) void NAME##_run(                          \
 		char *d, const void *const *src, unsigned int k, size_t i, size_t hi, bool nt) \
 	{                                                                                      \
-		for (; i + SG_SIMD_UNROLL * (W) <= hi; i += SG_SIMD_UNROLL * (W)) {            \
+		for (; i + (U) * (W) <= hi; i += (U) * (W)) {                                  \
 			const char *p = (const char *)src[0] + i * (SZ0);                      \
 			char *q = d + i * (SZD);                                               \
-			V a[SG_SIMD_UNROLL];                                                   \
-			SG_SIMD_UNROLLED                                                       \
-			for (unsigned int u = 0; u < SG_SIMD_UNROLL; u++)                      \
+			V a[(U)];                                                              \
+			SG_SIMD_UNROLLED(U)                                                    \
+			for (unsigned int u = 0; u < (U); u++)                                 \
 				a[u] = L0(p + u * (W) * (SZ0));                                \
-			sg_simd_prefetch(p, SG_SIMD_UNROLL * (W) * (SZ0));                     \
+			sg_simd_prefetch(p, (U) * (W) * (SZ0));                                \
 			for (unsigned int j = 1; j < k; j++) {                                 \
 				p = (const char *)src[j] + i * (SZJ);                          \
-				sg_simd_prefetch(p, SG_SIMD_UNROLL * (W) * (SZJ));             \
-				SG_SIMD_UNROLLED                                               \
-				for (unsigned int u = 0; u < SG_SIMD_UNROLL; u++)              \
+				sg_simd_prefetch(p, (U) * (W) * (SZJ));                        \
+				SG_SIMD_UNROLLED(U)                                            \
+				for (unsigned int u = 0; u < (U); u++)                         \
 					a[u] = ADD(a[u], LJ(p + u * (W) * (SZJ)));             \
 			}                                                                      \
-			SG_SIMD_UNROLLED                                                       \
-			for (unsigned int u = 0; u < SG_SIMD_UNROLL; u++) {                    \
+			SG_SIMD_UNROLLED(U)                                                    \
+			for (unsigned int u = 0; u < (U); u++) {                               \
 				if (nt)                                                        \
 					STNT(q + u * (W) * (SZD), a[u]);                       \
 				else                                                           \
@@ -130,12 +139,12 @@ static inline __attribute__((always_inline)) void sg_simd_prefetch(const char *p
 			STM(d + i * (SZD), a, r);                                              \
 		}                                                                              \
 	}                                                                                      \
-	static __attribute__((noinline)) void NAME##_plain(char *d, const void *const *src,   \
-							   unsigned int k, size_t i, size_t hi)  \
+	static __attribute__((noinline)) void NAME##_plain(char *d, const void *const *src,    \
+							   unsigned int k, size_t i, size_t hi) \
 	{                                                                                      \
 		NAME##_run(d, src, k, i, hi, false);                                           \
 	}                                                                                      \
-	static __attribute__((noinline)) void NAME##_stream(char *d, const void *const *src,  \
+	static __attribute__((noinline)) void NAME##_stream(char *d, const void *const *src,   \
 							    unsigned int k, size_t i, size_t hi) \
 	{                                                                                      \
 		NAME##_run(d, src, k, i, hi, true);                                            \
@@ -144,7 +153,7 @@ static inline __attribute__((always_inline)) void sg_simd_prefetch(const char *p
 	{                                                                                      \
 		char *d = dst;                                                                 \
 		size_t head, body;                                                             \
-		/* Streaming stores need an aligned dst: store a short head normally. */      \
+		/* Streaming stores need an aligned dst: store a short head normally. */       \
 		if (!nt || (uintptr_t)d % (SZD) != 0) {                                        \
 			NAME##_plain(d, src, k, 0, n);                                         \
 			return;                                                                \
@@ -159,33 +168,250 @@ static inline __attribute__((always_inline)) void sg_simd_prefetch(const char *p
 	}
 
 /* Same-type kernels: every input and dst have the element kind X. */
-#define SG_SIMD_SAME(NAME, V, W, SZ, X, ADD, LDI, STI, STNTI)                                  \
-	SG_SIMD_KERNEL(NAME, V, W, SZ, SZ, SZ, LDI, ldm_##X, LDI, ldm_##X, ADD, STI, STNTI, stm_##X)
+#define SG_SIMD_SAME(NAME, U, V, W, SZ, X, ADD, LDI, STI, STNTI)                               \
+	SG_SIMD_KERNEL(NAME, U, V, W, SZ, SZ, SZ, LDI, ldm_##X, LDI, ldm_##X, ADD, STI, STNTI, \
+		       stm_##X)
 
-SG_SIMD_SAME(k_f32, vf, W32, 4, f32, add_f32, ld_f32, st_f32, stnt_f32)
-SG_SIMD_SAME(k_f64, vd, W64, 8, f64, add_f64, ld_f64, st_f64, stnt_f64)
-SG_SIMD_SAME(k_i32, vi, W32, 4, i32, add_i32, ld_i, st_i, stnt_i)
-SG_SIMD_SAME(k_i64, vi, W64, 8, i64, add_i64, ld_i, st_i, stnt_i)
-SG_SIMD_SAME(k_u8, vi, W8, 1, u8, add_u8, ld_i, st_i, stnt_i)
+SG_SIMD_SAME(k_f32, SG_SIMD_UNROLL, vf, W32, 4, f32, add_f32, ld_f32, st_f32, stnt_f32)
+SG_SIMD_SAME(k_f64, SG_SIMD_UNROLL, vd, W64, 8, f64, add_f64, ld_f64, st_f64, stnt_f64)
+SG_SIMD_SAME(k_i32, SG_SIMD_UNROLL, vi, W32, 4, i32, add_i32, ld_i, st_i, stnt_i)
+SG_SIMD_SAME(k_i64, SG_SIMD_UNROLL, vi, W64, 8, i64, add_i64, ld_i, st_i, stnt_i)
+SG_SIMD_SAME(k_u8, SG_SIMD_UNROLL, vi, W8, 1, u8, add_u8, ld_i, st_i, stnt_i)
 /* fp16/bf16: fp32 lanes; plain add keeps fp32 partial sums, addn rounds each one. */
-SG_SIMD_SAME(k_h, vf, W32, 2, h, add_f32, ld_h, st_h, stnt_h)
-SG_SIMD_SAME(k_hn, vf, W32, 2, h, addn_h, ld_h, st_h, stnt_h)
+SG_SIMD_SAME(k_h, SG_SIMD_UNROLL, vf, W32, 2, h, add_f32, ld_h, st_h, stnt_h)
+SG_SIMD_SAME(k_hn, SG_SIMD_UNROLL, vf, W32, 2, h, addn_h, ld_h, st_h, stnt_h)
 /* bf16 sums use the even/odd pair layout (vb, WB elements per load). */
-SG_SIMD_SAME(k_b, vb, WB, 2, b2, add_b2, ld_b2, st_b2, stnt_b2)
-SG_SIMD_SAME(k_bn, vb, WB, 2, b2, addn_b2, ld_b2, st_b2, stnt_b2)
+SG_SIMD_SAME(k_b, SG_SIMD_UNROLL_B2, vb, WB, 2, b2, add_b2, ld_b2, st_b2, stnt_b2)
+SG_SIMD_SAME(k_bn, SG_SIMD_UNROLL_B2, vb, WB, 2, b2, addn_b2, ld_b2, st_b2, stnt_b2)
 /* Accumulator kernels: src[0] (if k == 2) is the fp32 accumulator, src[k-1] the 16-bit input. */
-SG_SIMD_KERNEL(k_widen_h, vf, W32, 2, 2, 4, ld_h, ldm_h, ld_h, ldm_h, add_f32, st_f32,
-	       stnt_f32, stm_f32)
-SG_SIMD_KERNEL(k_widen_b, vf, W32, 2, 2, 4, ld_b, ldm_b, ld_b, ldm_b, add_f32, st_f32,
-	       stnt_f32, stm_f32)
-SG_SIMD_KERNEL(k_acc_h, vf, W32, 4, 2, 4, ld_f32, ldm_f32, ld_h, ldm_h, add_f32, st_f32,
-	       stnt_f32, stm_f32)
-SG_SIMD_KERNEL(k_acc_b, vf, W32, 4, 2, 4, ld_f32, ldm_f32, ld_b, ldm_b, add_f32, st_f32,
-	       stnt_f32, stm_f32)
-SG_SIMD_KERNEL(k_narrow_h, vf, W32, 4, 4, 2, ld_f32, ldm_f32, ld_f32, ldm_f32, add_f32, st_h,
-	       stnt_h, stm_h)
-SG_SIMD_KERNEL(k_narrow_b, vf, W32, 4, 4, 2, ld_f32, ldm_f32, ld_f32, ldm_f32, add_f32, st_b,
-	       stnt_b, stm_b)
+#define SG_SIMD_ACC(NAME, SZ0, SZJ, SZD, L0, L0M, LJ, LJM, ST, STNT, STM)                      \
+	SG_SIMD_KERNEL(NAME, SG_SIMD_UNROLL, vf, W32, SZ0, SZJ, SZD, L0, L0M, LJ, LJM, add_f32, \
+		       ST, STNT, STM)
+SG_SIMD_ACC(k_widen_h, 2, 2, 4, ld_h, ldm_h, ld_h, ldm_h, st_f32, stnt_f32, stm_f32)
+SG_SIMD_ACC(k_widen_b, 2, 2, 4, ld_b, ldm_b, ld_b, ldm_b, st_f32, stnt_f32, stm_f32)
+SG_SIMD_ACC(k_acc_h, 4, 2, 4, ld_f32, ldm_f32, ld_h, ldm_h, st_f32, stnt_f32, stm_f32)
+SG_SIMD_ACC(k_acc_b, 4, 2, 4, ld_f32, ldm_f32, ld_b, ldm_b, st_f32, stnt_f32, stm_f32)
+SG_SIMD_ACC(k_narrow_h, 4, 4, 2, ld_f32, ldm_f32, ld_f32, ldm_f32, st_h, stnt_h, stm_h)
+SG_SIMD_ACC(k_narrow_b, 4, 4, 2, ld_f32, ldm_f32, ld_f32, ldm_f32, st_b, stnt_b, stm_b)
+
+/*
+ * Checksums fused with the kernels (sg_sum.h): the 16-bit ones' complement
+ * sum of the bytes a kernel loads (or stores), taken from the very registers
+ * it loads (or stores), so that a transport's UDP checksum costs no pass of
+ * its own. Each 64-bit lane adds 32-bit words: 2^16 = 1 modulo 0xffff, so any
+ * grouping of the 16-bit words gives the same sum once folded, as long as
+ * words stay whole (every load starts an even number of bytes into the
+ * buffer). Zero lanes (masked tails) add nothing.
+ */
+typedef uint64_t sg_v64 __attribute__((vector_size(sizeof(vi))));
+typedef uint32_t sg_vh32 __attribute__((vector_size(sizeof(vh))));
+
+/* A whole vector: its low and high 32-bit words of each 64-bit lane. */
+static inline void sg_simd_cs_vi(sg_v64 *c, vi x)
+{
+	c[0] += (sg_v64)x & 0xffffffffu;
+	c[1] += (sg_v64)x >> 32;
+}
+
+/* Half a vector: its 32-bit words, zero-extended. */
+static inline void sg_simd_cs_vh(sg_v64 *c, vh x)
+{
+	c[0] += __builtin_convertvector((sg_vh32)x, sg_v64);
+}
+
+/* The accumulators' total, each lane folded first so that the sum cannot overflow. */
+static inline uint64_t sg_simd_cs_total(const sg_v64 *c, unsigned int nc)
+{
+	uint64_t s = 0;
+
+	for (unsigned int i = 0; i < nc; i++)
+		for (unsigned int l = 0; l < sizeof(sg_v64) / sizeof(uint64_t); l++)
+			s += (c[i][l] & 0xffffffffu) + (c[i][l] >> 32);
+	return s;
+}
+
+/* Raw bits as the kernel's element kind. */
+static inline vf sg_simd_vi_f32(vi x)
+{
+	return (vf)x;
+}
+
+static inline vd sg_simd_vi_f64(vi x)
+{
+	return (vd)x;
+}
+
+static inline vi sg_simd_vi_id(vi x)
+{
+	return x;
+}
+
+/*
+ * SG_SIMD_CS_IN defines NAME_add(d, a, s, n), NAME_set(d, s, n) and
+ * NAME_sum(s, n), each returning the checksum of s (n elements): d = a +
+ * CVT(s), d = CVT(s), and nothing stored. s's raw vectors (R: vi or vh, W
+ * elements of SZS bytes) load with LR and LRM and count with CS; a has
+ * SZA-byte elements (LA, LAM), d SZD-byte ones (ST, STM). Additions keep the
+ * order of SG_SIMD_KERNEL (a first), and d may be a exactly.
+ */
+#define SG_SIMD_CS_IN(NAME, U, V, W, SZA, SZS, SZD, R, LR, LRM, CS, CVT, LA, LAM, ADD, ST, STM) \
+	static inline __attribute__((always_inline)) uint64_t NAME##_run(                      \
+		char *d, const char *a, const char *s, size_t n, bool add, bool store)         \
+	{                                                                                      \
+		sg_v64 c[4] = {0};                                                             \
+		size_t i = 0;                                                                  \
+		for (; i + (U) * (W) <= n; i += (U) * (W)) {                                   \
+			R r[(U)];                                                              \
+			V v[(U)];                                                              \
+			SG_SIMD_UNROLLED(U)                                                    \
+			for (unsigned int u = 0; u < (U); u++) {                               \
+				r[u] = LR(s + (i + u * (W)) * (SZS));                          \
+				CS(&c[2 * (u & 1)], r[u]);                                     \
+				v[u] = CVT(r[u]);                                              \
+			}                                                                      \
+			sg_simd_prefetch(s + i * (SZS), (U) * (W) * (SZS));                    \
+			if (add) {                                                             \
+				sg_simd_prefetch(a + i * (SZA), (U) * (W) * (SZA));            \
+				SG_SIMD_UNROLLED(U)                                            \
+				for (unsigned int u = 0; u < (U); u++)                         \
+					v[u] = ADD(LA(a + (i + u * (W)) * (SZA)), v[u]);       \
+			}                                                                      \
+			if (store) {                                                           \
+				SG_SIMD_UNROLLED(U)                                            \
+				for (unsigned int u = 0; u < (U); u++)                         \
+					ST(d + (i + u * (W)) * (SZD), v[u]);                   \
+			}                                                                      \
+		}                                                                              \
+		for (; i + (W) <= n; i += (W)) {                                               \
+			R r = LR(s + i * (SZS));                                               \
+			V v = CVT(r);                                                          \
+			CS(c, r);                                                              \
+			if (add)                                                               \
+				v = ADD(LA(a + i * (SZA)), v);                                 \
+			if (store)                                                             \
+				ST(d + i * (SZD), v);                                          \
+		}                                                                              \
+		if (i < n) { /* masked: lanes past n load as zero and are not stored */        \
+			unsigned int m = (unsigned int)(n - i);                                \
+			R r = LRM(s + i * (SZS), m);                                           \
+			V v = CVT(r);                                                          \
+			CS(c, r);                                                              \
+			if (add)                                                               \
+				v = ADD(LAM(a + i * (SZA), m), v);                             \
+			if (store)                                                             \
+				STM(d + i * (SZD), v, m);                                      \
+		}                                                                              \
+		return sg_simd_cs_total(c, 4);                                                 \
+	}                                                                                      \
+	static __attribute__((noinline, unused)) uint64_t NAME##_add(                          \
+		void *d, const void *a, const void *s, size_t n)                               \
+	{                                                                                      \
+		return NAME##_run(d, a, s, n, true, true);                                     \
+	}                                                                                      \
+	static __attribute__((noinline, unused)) uint64_t NAME##_set(void *d, const void *s,   \
+								     size_t n)                 \
+	{                                                                                      \
+		return NAME##_run(d, NULL, s, n, false, true);                                 \
+	}                                                                                      \
+	static __attribute__((noinline, unused)) uint64_t NAME##_sum(const void *s, size_t n)  \
+	{                                                                                      \
+		return NAME##_run(NULL, NULL, s, n, false, false);                             \
+	}
+
+/* NAME(d, a, n): d = NR(a) for fp32 a, the checksum of d (vh vectors of W32 16-bit elements). */
+#define SG_SIMD_CS_OUT(NAME, U, NR)                                                            \
+	static __attribute__((noinline)) uint64_t NAME(void *dst, const void *acc, size_t n)   \
+	{                                                                                      \
+		sg_v64 c[4] = {0};                                                             \
+		char *d = dst;                                                                 \
+		const char *a = acc;                                                           \
+		size_t i = 0;                                                                  \
+		for (; i + (U) * W32 <= n; i += (U) * W32) {                                   \
+			sg_simd_prefetch(a + i * 4, (U) * W32 * 4);                            \
+			SG_SIMD_UNROLLED(U)                                                    \
+			for (unsigned int u = 0; u < (U); u++) {                               \
+				vh r = NR(ld_f32(a + (i + u * W32) * 4));                      \
+				sg_simd_cs_vh(&c[2 * (u & 1)], r);                             \
+				st_vh(d + (i + u * W32) * 2, r);                               \
+			}                                                                      \
+		}                                                                              \
+		for (; i + W32 <= n; i += W32) {                                               \
+			vh r = NR(ld_f32(a + i * 4));                                          \
+			sg_simd_cs_vh(c, r);                                                   \
+			st_vh(d + i * 2, r);                                                   \
+		}                                                                              \
+		if (i < n) { /* zero lanes narrow to zero bits: they add nothing */            \
+			vh r = NR(ldm_f32(a + i * 4, (unsigned int)(n - i)));                  \
+			sg_simd_cs_vh(c, r);                                                   \
+			stm_vh(d + i * 2, r, (unsigned int)(n - i));                           \
+		}                                                                              \
+		return sg_simd_cs_total(c, 4);                                                 \
+	}
+
+#define SG_SIMD_U SG_SIMD_UNROLL
+/* Bytes: the copy and the checksum alone; int8/uint8 sums. */
+SG_SIMD_CS_IN(cs_u8, SG_SIMD_U, vi, W8, 1, 1, 1, vi, ld_i, ldm_u8, sg_simd_cs_vi,
+	      sg_simd_vi_id, ld_i, ldm_u8, add_u8, st_i, stm_u8)
+SG_SIMD_CS_IN(cs_f32, SG_SIMD_U, vf, W32, 4, 4, 4, vi, ld_i, ldm_i32, sg_simd_cs_vi,
+	      sg_simd_vi_f32, ld_f32, ldm_f32, add_f32, st_f32, stm_f32)
+SG_SIMD_CS_IN(cs_f64, SG_SIMD_U, vd, W64, 8, 8, 8, vi, ld_i, ldm_i64, sg_simd_cs_vi,
+	      sg_simd_vi_f64, ld_f64, ldm_f64, add_f64, st_f64, stm_f64)
+SG_SIMD_CS_IN(cs_i32, SG_SIMD_U, vi, W32, 4, 4, 4, vi, ld_i, ldm_i32, sg_simd_cs_vi,
+	      sg_simd_vi_id, ld_i, ldm_i32, add_i32, st_i, stm_i32)
+SG_SIMD_CS_IN(cs_i64, SG_SIMD_U, vi, W64, 8, 8, 8, vi, ld_i, ldm_i64, sg_simd_cs_vi,
+	      sg_simd_vi_id, ld_i, ldm_i64, add_i64, st_i, stm_i64)
+/* fp16/bf16 accumulated in their own type (SG_SUM_F_NATIVE). */
+SG_SIMD_CS_IN(cs_hn, SG_SIMD_U, vf, W32, 2, 2, 2, vh, ld_vh, ldm_vh, sg_simd_cs_vh, h_widen,
+	      ld_h, ldm_h, addn_h, st_h, stm_h)
+SG_SIMD_CS_IN(cs_bn, SG_SIMD_UNROLL_B2, vb, WB, 2, 2, 2, vi, ld_i, ldm_w16, sg_simd_cs_vi,
+	      b2_widen, ld_b2, ldm_b2, addn_b2, st_b2, stm_b2)
+/* fp16/bf16 into fp32 accumulators. */
+SG_SIMD_CS_IN(cs_acc_h, SG_SIMD_U, vf, W32, 4, 2, 4, vh, ld_vh, ldm_vh, sg_simd_cs_vh, h_widen,
+	      ld_f32, ldm_f32, add_f32, st_f32, stm_f32)
+SG_SIMD_CS_IN(cs_acc_b, SG_SIMD_U, vf, W32, 4, 2, 4, vh, ld_vh, ldm_vh, sg_simd_cs_vh, b_widen,
+	      ld_f32, ldm_f32, add_f32, st_f32, stm_f32)
+SG_SIMD_CS_OUT(cs_narrow_h, SG_SIMD_U, h_of)
+SG_SIMD_CS_OUT(cs_narrow_b, SG_SIMD_U, b_of)
+
+static uint64_t simd_csum_copy(void *dst, const void *src, size_t bytes)
+{
+	return dst != NULL ? cs_u8_set(dst, src, bytes) : cs_u8_sum(src, bytes);
+}
+
+static uint64_t simd_csum_add(enum sg_dtype dt, unsigned int flags, void *dst, const void *acc,
+			      const void *src, size_t n)
+{
+	const bool native = flags & SG_SUM_F_NATIVE;
+
+	switch (dt) {
+	case SG_DTYPE_FP32:
+		return cs_f32_add(dst, acc, src, n);
+	case SG_DTYPE_FP64:
+		return cs_f64_add(dst, acc, src, n);
+	case SG_DTYPE_FP16:
+		if (native)
+			return cs_hn_add(dst, acc, src, n);
+		return acc != NULL ? cs_acc_h_add(dst, acc, src, n) : cs_acc_h_set(dst, src, n);
+	case SG_DTYPE_BF16:
+		if (native)
+			return cs_bn_add(dst, acc, src, n);
+		return acc != NULL ? cs_acc_b_add(dst, acc, src, n) : cs_acc_b_set(dst, src, n);
+	case SG_DTYPE_INT32:
+		return cs_i32_add(dst, acc, src, n);
+	case SG_DTYPE_INT64:
+		return cs_i64_add(dst, acc, src, n);
+	case SG_DTYPE_INT8:
+	case SG_DTYPE_UINT8:
+		return cs_u8_add(dst, acc, src, n);
+	default:
+		return 0;
+	}
+}
+
+static uint64_t simd_csum_narrow(enum sg_dtype dt, uint16_t *dst, const float *acc, size_t n)
+{
+	return (dt == SG_DTYPE_FP16 ? cs_narrow_h : cs_narrow_b)(dst, acc, n);
+}
 
 static void simd_addk(enum sg_dtype dt, void *dst, const void *const *src, unsigned int k,
 		      size_t n, unsigned int flags, bool nt)
@@ -242,6 +468,9 @@ const struct sg_sum_kernels SG_SIMD_TABLE = {
 	.addk = simd_addk,
 	.widen = simd_widen,
 	.narrow = simd_narrow,
+	.csum_copy = simd_csum_copy,
+	.csum_add = simd_csum_add,
+	.csum_narrow = simd_csum_narrow,
 };
 
 #endif /* SG_SIMD_TABLE */

@@ -450,6 +450,80 @@ static void test_table(void)
 }
 
 /*
+ * The table against a model of it (an array in most-recently-seen order),
+ * over random learns, lookups and expiries of 3000 addresses in a table of 8:
+ * positions are reused again and again, and many addresses share a slot of
+ * the table's cache of recent answers, which must never answer for an
+ * address that was forgotten or replaced.
+ */
+static void test_table_model(void)
+{
+	enum { CAP = 8 };
+	struct {
+		uint64_t dest, mac, seen;
+	} m[CAP];
+	unsigned int mn = 0, bad = 0;
+	uint64_t rng = 12345, now = 0;
+	char name[32];
+	struct sg_dp_peers *t;
+
+	snprintf(name, sizeof(name), "pr_mod_%d", (int)getpid());
+	t = sg_dp_peers_create(name, CAP, (int)rte_socket_id());
+	if (!SG_CHECK(t != NULL, "create: %s", rte_strerror(rte_errno)))
+		return;
+	for (unsigned int step = 0; step < 200000 && bad < 5; step++) {
+		uint64_t r, dest, mac;
+		unsigned int i = 0, op;
+		uint64_t got = 0;
+
+		rng ^= rng << 13; /* xorshift64 */
+		rng ^= rng >> 7;
+		rng ^= rng << 17;
+		r = rng;
+		dest = 1000 + (r % 3000) * 65537;
+		mac = r >> 32;
+		op = (unsigned int)(r >> 20) % 8;
+		now += 1 + (r >> 40) % 3;
+		while (i < mn && m[i].dest != dest)
+			i++;
+		if (op < 3) { /* learn: to the front, evicting the last when full */
+			enum sg_dp_peers_learn rc = sg_dp_peers_learn(t, dest, mac, now);
+			enum sg_dp_peers_learn want = i < mn ? SG_DP_PEER_SEEN
+					      : mn == CAP ? SG_DP_PEER_EVICTED : SG_DP_PEER_NEW;
+
+			bad += !SG_CHECK(rc == want, "step %u: learn %lu: %d, want %d", step,
+					 (unsigned long)dest, rc, want);
+			if (i == mn) { /* a new one; when full the least recently seen goes */
+				mn += mn < CAP;
+				i = mn - 1;
+			}
+			memmove(&m[1], &m[0], i * sizeof(m[0]));
+			m[0].dest = dest;
+			m[0].mac = mac;
+			m[0].seen = now;
+		} else if (op < 7) { /* lookup */
+			int rc = sg_dp_peers_lookup(t, dest, &got);
+
+			bad += !SG_CHECK(i < mn ? rc == 0 && got == m[i].mac : rc == -ENOENT,
+					 "step %u: lookup %lu: %d (MAC %lx), the model %s", step,
+					 (unsigned long)dest, rc, (unsigned long)got,
+					 i < mn ? "holds it" : "does not");
+		} else { /* expire what was not seen for 40 */
+			unsigned int n = sg_dp_peers_expire(t, now, 40, 2), want = 0;
+
+			while (want < 2 && mn > 0 && now - m[mn - 1].seen >= 40) {
+				mn--;
+				want++;
+			}
+			bad += !SG_CHECK(n == want, "step %u: expired %u, want %u", step, n, want);
+		}
+		bad += !SG_CHECK(sg_dp_peers_count(t) == mn, "step %u: %u held, the model %u",
+				 step, sg_dp_peers_count(t), mn);
+	}
+	sg_dp_peers_free(t);
+}
+
+/*
  * A ring port with 3 RX queues under a layout that names queue 0 only (like
  * net_af_packet with qpairs=3 for 3 lcores: the kernel fills every queue):
  * datagrams on queues 1 and 2 must be received and answered.
@@ -480,6 +554,7 @@ int main(int argc, char **argv)
 	if (rte_eal_init((int)(sizeof(eal) / sizeof(eal[0])) - 1, eal) < 0)
 		SG_TEST_SKIP_ALL("EAL cannot start here (no --no-huge support?)");
 	test_table();
+	test_table_model();
 	test_flood("flood, one rtc lcore", "(0,0,1)");
 	test_flood("flood, two rtc reducers", "(0,0,1),(0,1,2)");
 	test_many_peers(140);

@@ -3,7 +3,8 @@
  * sigmad's pipeline in one process: ring ports, a generator acting as N
  * workers on the main lcore, and the daemon's own lcore loops. Every RESULT
  * element is compared with the exactly known sum (sg_dp_gen), with loss
- * injected on both directions. Also: ARP, garbage frames counted by reason,
+ * injected on both directions, and pushes damaged under their UDP checksum.
+ * Also: ARP, garbage frames counted by reason,
  * every layout kind (io + reduce, run to completion with hand-off, one lcore),
  * the sleep idle policy, and bad layouts refused with their documented
  * message before anything starts.
@@ -85,8 +86,9 @@ static void test_io_reduce(void)
 	}
 	/* every push is summed exactly once, retransmitted or not */
 	SG_CHECK_EQ(summed, r.gen.bytes_pushed);
-	/* the I/O lcore hands every push to the reducer (plus the bad-magic garbage) */
-	SG_CHECK_EQ(handoff, r.gen.pushes_sent + r.gen.retransmits + 2);
+	/* the I/O lcore hands every push to the reducer, plus the bad-magic garbage and
+	 * the garbage with a wrong UDP checksum: the reducer checks it while it sums */
+	SG_CHECK_EQ(handoff, r.gen.pushes_sent + r.gen.retransmits + 2 + 2);
 	/* garbage: 12 frames, 2 per kind; the bad-magic ones reach the engine */
 	SG_CHECK_EQ(drops_of(&r, SG_DP_ND_ETHERTYPE), 2);
 	SG_CHECK_EQ(drops_of(&r, SG_DP_ND_IP_CSUM), 2);
@@ -117,6 +119,37 @@ static void test_rtc_loss(void)
 	SG_CHECK(r.lcores[1].reduced_pkts > 0, "second reducer reduced");
 	SG_CHECK_EQ(r.lcores[0].idle, SG_IDLE_POLL);
 	SG_CHECK_EQ(r.lcores[1].idle, SG_IDLE_SLEEP);
+}
+
+/*
+ * Pushes damaged on the way (one bit flipped under a valid UDP checksum): the
+ * reducer checks the checksum in the pass that sums the elements, so none may
+ * reach a sum. Each one is a udp_csum drop, the workers' retransmits complete
+ * every round, and every RESULT is exact. One reducer, then an I/O lcore
+ * handing every push to a reducer (which checks them, not the I/O lcore).
+ */
+static void test_damaged_pushes(void)
+{
+	static const char *const rtc[] = {"(0,0,1)", NULL}, *const io[] = {NULL, "(0,0,1)"};
+
+	for (int l = 0; l < 2; l++) {
+		struct sg_dp_config c;
+		struct sg_dp_loop_conf lc = {.rounds = 4, .window = 16, .corrupt = 0.1, .seed = 11,
+					     .retrans_us = 3000, .timeout_s = 60};
+		struct sg_dp_loop_result r;
+		uint64_t summed = 0;
+
+		base_config(&c, 4, 6);
+		c.udp_checksum = true;
+		dp_layout(&c, io[l], io[l] ? "2" : NULL, rtc[l]);
+		scenario(l ? "damaged pushes, io+reduce" : "damaged pushes, rtc", &c, &lc, &r);
+		for (unsigned int i = 0; i < r.n_lcores; i++)
+			summed += r.lcores[i].bytes_summed;
+		SG_CHECK(r.gen.corrupted > 20, "%lu pushes damaged", (unsigned long)r.gen.corrupted);
+		SG_CHECK_EQ(drops_of(&r, SG_DP_ND_UDP_CSUM), r.gen.corrupted);
+		SG_CHECK_EQ(summed, r.gen.bytes_pushed); /* each intact push once, no damaged one */
+		SG_CHECK_EQ(r.eng.rx_pushes, r.gen.rounds_total * c.jobs[0].workers);
+	}
 }
 
 static void test_single_sleep(void)
@@ -184,6 +217,7 @@ int main(int argc, char **argv)
 	test_bad_layouts();
 	test_io_reduce();
 	test_rtc_loss();
+	test_damaged_pushes();
 	test_single_sleep();
 	rte_eal_cleanup();
 	return sg_test_finish("dp_pipeline");

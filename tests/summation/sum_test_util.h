@@ -11,11 +11,25 @@
 #include <math.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "sg_sum.h"
 
 /* xorshift64*: deterministic, so a failure can be replayed. */
+/*
+ * Make @p impl the one that runs, if this CPU has it (a line says so if not).
+ * @return whether it runs.
+ */
+static inline bool st_use_impl(int impl)
+{
+	if (!sg_sum_impl_supported(impl)) {
+		printf("%s: not on this CPU, not tested\n", sg_sum_impl_name(impl));
+		return false;
+	}
+	return sg_sum_set_impl(impl) == 0;
+}
+
 static inline uint64_t st_rand(uint64_t *s)
 {
 	*s ^= *s >> 12;

@@ -3,7 +3,8 @@
  * Every SIMD kernel table against the scalar reference, bit for bit: each
  * dtype and accumulation mode, every length 0..1025, misaligned dst and
  * inputs, in-place sums, ordinary and streaming stores, k = 1..64 (sampled),
- * the accumulator kernels, and no byte written outside dst. Then sums whose
+ * the accumulator kernels, the checksums fused with them, and no byte written
+ * outside dst. Then sums whose
  * results are known by hand (NaN payloads, infinities, fp16 subnormals, bf16
  * ties and denormals, integer wrap-around) on every path.
  *
@@ -286,6 +287,105 @@ static void test_acc_kernels(void)
 	}
 }
 
+/* A kernel's unfolded checksum, folded as RFC 1071 says: 0 stays 0, else 1..0xffff. */
+static uint16_t fold(uint64_t s)
+{
+	return s == 0 ? 0 : (uint16_t)(1 + (s - 1) % 0xffff);
+}
+
+/*
+ * The checksum kernels, each path against scalar: the copy (and the checksum
+ * alone) at any byte offset and length, the fused sums of every mode into
+ * another buffer, in place and (fp16/bf16 into fp32) from nothing, and the
+ * fused narrowing. Outputs as in the other tests, checksums equal once folded.
+ */
+static void test_csum_kernels(void)
+{
+	for (size_t n = 0; n <= MAXN; n += 1 + n / 128) {
+		size_t so = offs[(n + 1) % NOFFS], doff = offs[(n + 2) % NOFFS], bytes = 2 * n + n % 3;
+		const size_t off[1] = {so};
+		uint16_t want, c;
+
+		st_fill(SG_DTYPE_UINT8, in[0] + so, bytes, &seed);
+		memset(ref, GUARD, BUFSZ);
+		want = fold(sg_sum_kernels_scalar.csum_copy(ref + doff, in[0] + so, bytes));
+		for (unsigned int p = 0; p < npaths; p++) {
+			memset(got, GUARD, BUFSZ);
+			c = fold(paths[p].kt->csum_copy(got + doff, in[0] + so, bytes));
+			SG_CHECK(c == want, "%s csum_copy %zu bytes at +%zu: 0x%x, want 0x%x",
+				 paths[p].name, bytes, so, c, want);
+			same(paths[p].name, "csum_copy", SG_DTYPE_UINT8, 1, bytes, doff, 1, off);
+			c = fold(paths[p].kt->csum_copy(NULL, in[0] + so, bytes));
+			SG_CHECK(c == want, "%s csum alone %zu bytes at +%zu: 0x%x, want 0x%x",
+				 paths[p].name, bytes, so, c, want);
+		}
+	}
+	for (unsigned int m = 0; m < NMODES; m++) {
+		enum sg_dtype dt = modes[m].dt;
+		unsigned int flags = modes[m].flags;
+		bool wide = sg_sum_acc_elem_size(dt, flags) == 4 && sg_dtype_size(dt) == 2;
+		size_t asz = sg_sum_acc_elem_size(dt, flags);
+
+		for (size_t n = 0; n <= MAXN; n += 1 + n / 64) {
+			size_t off[2] = {offs[(n + m) % NOFFS], offs[(n + 3 * m + 5) % NOFFS]};
+			size_t doff = offs[(2 * n + m) % NOFFS];
+			const uint8_t *src = in[0] + off[0], *acc = in[1] + off[1];
+			/* 0: dst another buffer; 1: in place; 2: no accumulator (wide only) */
+			unsigned int how = (unsigned int)(n % (wide ? 3 : 2));
+			uint16_t want = 0, c;
+
+			st_fill(dt, in[0] + off[0], n, &seed);
+			st_fill(wide ? SG_DTYPE_FP32 : dt, in[1] + off[1], n, &seed);
+			for (unsigned int p = 0; p <= npaths; p++) {
+				const struct sg_sum_kernels *kt = p ? paths[p - 1].kt
+								    : &sg_sum_kernels_scalar;
+				uint8_t *out = p ? got : ref;
+				const uint8_t *a = how == 2 ? NULL : acc;
+
+				memset(out, GUARD, BUFSZ);
+				if (how == 1) {
+					memcpy(out + doff, acc, n * asz);
+					a = out + doff;
+				}
+				c = fold(kt->csum_add(dt, flags, out + doff, a, src, n));
+				if (p == 0) {
+					want = c;
+					continue;
+				}
+				SG_CHECK(c == want, "%s csum_add %s%s n=%zu how=%u: 0x%x, want 0x%x",
+					 paths[p - 1].name, sg_dtype_name(dt), flags ? "/native" : "",
+					 n, how, c, want);
+				same(paths[p - 1].name, "csum_add", wide ? SG_DTYPE_FP32 : dt, asz, n,
+				     doff, 2, off);
+			}
+		}
+	}
+	for (unsigned int d = 0; d < 2; d++) {
+		enum sg_dtype dt = d ? SG_DTYPE_BF16 : SG_DTYPE_FP16;
+
+		for (size_t n = 0; n <= MAXN; n += 1 + n / 64) {
+			size_t off[1] = {offs[(n + 5) % NOFFS]}, doff = offs[(n + 9) % NOFFS];
+			uint16_t want, c;
+
+			st_fill(SG_DTYPE_FP32, in[1] + off[0], n, &seed);
+			plant_hard_fp32(in[1] + off[0], n, &seed);
+			memset(ref, GUARD, BUFSZ);
+			want = fold(sg_sum_kernels_scalar.csum_narrow(dt, (uint16_t *)(ref + doff),
+								      (const float *)(in[1] + off[0]),
+								      n));
+			for (unsigned int p = 0; p < npaths; p++) {
+				memset(got, GUARD, BUFSZ);
+				c = fold(paths[p].kt->csum_narrow(dt, (uint16_t *)(got + doff),
+								  (const float *)(in[1] + off[0]),
+								  n));
+				SG_CHECK(c == want, "%s csum_narrow %s n=%zu: 0x%x, want 0x%x",
+					 paths[p].name, sg_dtype_name(dt), n, c, want);
+				same(paths[p].name, "csum_narrow", dt, 2, n, doff, 1, off);
+			}
+		}
+	}
+}
+
 #define ANY_NAN UINT64_MAX
 
 /* Sums worked out by hand from the IEEE 754 layouts and two's complement. */
@@ -387,6 +487,7 @@ int main(void)
 	test_lengths();
 	test_large_k();
 	test_acc_kernels();
+	test_csum_kernels();
 	test_known();
 	for (unsigned int j = 0; j < SG_SUM_MAX_K; j++)
 		free(in[j]);
