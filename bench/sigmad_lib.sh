@@ -16,6 +16,21 @@ sigmad_base_ini() {
 	printf '[live]\nidle = sleep\nidle_sleep_us = 50\n'
 }
 
+# child_pid PID: the process id of a child of PID (read from /proc), or nothing.
+child_pid() {
+	local f st ppid
+	for f in /proc/[0-9]*/stat; do
+		st=$(cat "$f" 2>/dev/null) || continue
+		# after the command name (which may hold spaces): state, then the parent
+		read -r _ ppid _ <<<"${st##*) }"
+		if [ "$ppid" = "$1" ]; then
+			f=${f#/proc/}
+			echo "${f%/stat}"
+			return 0
+		fi
+	done
+}
+
 # sigmad_wait OUT PID: wait up to 10 s for sigmad (output in OUT) to run.
 sigmad_wait() {
 	for _ in $(seq 100); do

@@ -9,12 +9,13 @@
 # ($SIGMA_NODE), the socket is $SIGMA_MEMIF, sigmad's lcore count
 # $SIGMA_MEMIF_QUEUES (a memif client must poll one RX queue per sigmad lcore:
 # each lcore answers on its own TX queue), sigmad's telemetry socket
-# $SIGMA_TELEMETRY. MTU 9000: 8920-byte chunks. Every memif buffer holds a
+# $SIGMA_TELEMETRY, its process id $SIGMA_SIGMAD_PID. MTU 9000: 8920-byte chunks. Every memif buffer holds a
 # whole jumbo frame (bsize=9216, on both sides: give the clients the same):
 # frames chained over several 2 KiB buffers came back corrupted or replayed
 # under load with DPDK 22.11's memif, so each frame takes one buffer. Every lcore of sigmad takes
 # the sleep idle policy, so that sigmad, workers and MPI can share few cores.
 # When sigmad stops, its final per-lcore table (busy%) and drops are printed.
+# SIGMA_SIGMAD_OPTS adds sigmad options (e.g. "--idle busy").
 #
 # Exit: the command's status; 1 if sigmad failed or did not exit cleanly;
 # 77 if sigmad's EAL cannot start here.
@@ -55,14 +56,17 @@ done
 	cat "$JOBS"
 } >"$TMP/sigmad.ini"
 ncpu=$(nproc)
+read -ra OPTS <<<"${SIGMA_SIGMAD_OPTS:-}"
 : >"$TMP/sigmad.out"
 timeout 1800 "$SIGMAD" --no-huge --no-shconf --no-pci -m 1024 --file-prefix=sg_memif_$$ \
 	"--lcores=(0-$NPORTS)@(0-$((ncpu - 1)))" --log-level=lib.eal:error "${VDEVS[@]}" \
-	-- --config "$TMP/sigmad.ini" --no-udp-checksum >"$TMP/sigmad.out" 2>&1 &
+	-- --config "$TMP/sigmad.ini" --no-udp-checksum "${OPTS[@]}" >"$TMP/sigmad.out" 2>&1 &
 SPID=$!
 sigmad_started "$TMP/sigmad.out" "$SPID" || exit $?
 rc=0
-SIGMA_NODE=10.80.0.1:9300 SIGMA_MEMIF=$SOCK SIGMA_MEMIF_QUEUES=$NPORTS \
+# sigmad itself (timeout's child), for commands that signal it
+SIGMA_SIGMAD_PID=$(child_pid "$SPID")
+SIGMA_NODE=10.80.0.1:9300 SIGMA_MEMIF=$SOCK SIGMA_MEMIF_QUEUES=$NPORTS SIGMA_SIGMAD_PID=$SIGMA_SIGMAD_PID \
 	SIGMA_TELEMETRY=/var/run/dpdk/sg_memif_$$/dpdk_telemetry.v2 "$@" || rc=$?
 sigmad_finish "sigmad (net_memif, $NPORTS port(s)):" "$SPID" "$TMP/sigmad.out" "$rc"
 rc=$?

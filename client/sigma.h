@@ -152,9 +152,12 @@ typedef void (*sigma_done_cb)(void *arg, struct sigma_tensor *t, int status);
 
 /**
  * Open a session: validates @p conf, computes placement weights, and opens the
- * transport (UDP: binds a socket). No packet is sent.
+ * transport (UDP: binds a socket; DPDK: starts the port, waits for its link and
+ * resolves the nodes' MACs by ARP). No push is sent.
  * @return the session, or NULL with errno EINVAL (bad conf; the reason is
- *         printed to stderr), ENOMEM, or the socket error.
+ *         printed to stderr), ENOMEM, the socket error, or for DPDK ENOLINK
+ *         (the port's link was not up within 10 s: docs/client.md) or
+ *         EHOSTUNREACH (no ARP reply within 5 s).
  */
 struct sigma_session *sigma_open(const struct sigma_conf *conf);
 
@@ -197,7 +200,12 @@ int sigma_poll(struct sigma_session *s, int timeout_us);
 
 /**
  * State of the tensor's last operation.
- * @return 0 (complete, or none started), -EINPROGRESS, or the failure (-errno).
+ * @return 0 (complete, or none started), -EINPROGRESS, or the failure (-errno):
+ *         -ETIMEDOUT (no RESULT after max_retries resends), -EPROTO (ERROR
+ *         MISMATCH: the node's job has another geometry or dtype), -ESTALE or
+ *         -EPIPE (ERROR STALE or GONE: this session's rounds are behind the
+ *         node's), -ENOSPC (ERROR FULL: an open job has no chunk slot left on
+ *         the node for a new key); sigma_last_error() says which and what to do.
  */
 int sigma_test(const struct sigma_tensor *t);
 
@@ -240,7 +248,11 @@ int sigma_tensor_part_node(const struct sigma_tensor *t, uint32_t part);
  */
 struct sigma_job {
 	struct sigma_conf conf;	/**< job, nworkers, token, nodes, weights, partition and chunk size */
-	enum sg_dtype dtype;	/**< the job's element type: every tensor's */
+	/**
+	 * the job's element type: every tensor's; SG_DTYPE_ANY for an open job of
+	 * dtype any, whose tensors may each have their own
+	 */
+	enum sg_dtype dtype;
 	enum sg_mode mode;	/**< how the nodes sum (they apply it; for the caller's information) */
 	struct sigma_node nodes[SG_MAX_NODES];
 	double weights[SG_MAX_NODES];
@@ -265,7 +277,8 @@ int sigma_job_parse(const char *descriptor, struct sigma_job *job, char *err, si
  * weights, partition and chunk size, and @p base's other settings (window,
  * timeouts, first_round, transport, addresses; @p base may be NULL for the
  * defaults). Tensors registered in it must have the job's dtype (EINVAL
- * otherwise, with the reason on stderr).
+ * otherwise, with the reason on stderr), unless the job's is any (an open job
+ * whose keys take the dtype of their first push).
  * @return the session, or NULL with errno EINVAL (a bad descriptor or rank,
  *         the reason in @p err), E2BIG, or sigma_open()'s errno.
  */

@@ -716,9 +716,17 @@ static void on_mismatch(struct sigma_session *s, const struct sg_dp_msg *m, uint
 		snprintf(hint, sizeof(hint), "the node's job uses chunk_bytes %u, this session %u: "
 			 "every worker must use the job's chunk size (it is in the job descriptor; "
 			 "see sigma_job_parse())", chunk, s->conf.chunk_bytes);
-	else if (mm->dtype != t->dtype) /* also seen as other chunk counts: say the cause */
-		snprintf(hint, sizeof(hint), "the node's job sums %s, this tensor is %s",
-			 sg_dtype_name(mm->dtype), sg_dtype_name(t->dtype));
+	else if (mm->dtype != t->dtype && mm->dtype != SG_DTYPE_ANY)
+		/* also seen as other chunk counts: say the cause */
+		snprintf(hint, sizeof(hint), "the node's job sums %s, this tensor is %s%s",
+			 sg_dtype_name(mm->dtype), sg_dtype_name(t->dtype),
+			 mm->what == SG_DP_MM_DTYPE ? " (a job of dtype any keeps the dtype of each "
+			 "key's first push: every worker must register the tensor with one dtype)" :
+			 "");
+	else if (mm->what == SG_DP_MM_PARTITION)
+		snprintf(hint, sizeof(hint), "the key is larger than the node's job's "
+			 "partition_bytes allows: every worker must use the job's partition_bytes "
+			 "(it is in the job descriptor), this session uses %u", s->conf.partition_bytes);
 	else if (mm->what == SG_DP_MM_KEY)
 		snprintf(hint, sizeof(hint), "the node's job has no such key: the job was created "
 			 "with other tensors (ids, sizes), another partition_bytes, or another node "
@@ -729,6 +737,24 @@ static void on_mismatch(struct sigma_session *s, const struct sg_dp_msg *m, uint
 			 mm->what == SG_DP_MM_OFFSET ? "offsets" : mm->what == SG_DP_MM_NELEM ?
 			 "element counts" : "chunk counts");
 	fail_chunk(s, node, idx, -EPROTO, "job mismatch (ERROR MISMATCH)", hint);
+}
+
+/*
+ * ERROR FULL: an open job has no chunk slot left on the node for this key. It will not
+ * have any until the job is made again with more: say so, and how.
+ */
+static void on_full(struct sigma_session *s, const struct sg_dp_msg *m, uint32_t node,
+		    uint32_t idx)
+{
+	const struct sg_dp_full *f = m->payload;
+	char hint[400];
+
+	snprintf(hint, sizeof(hint), "job %u has no room for this key on that node: its keys "
+		 "take %u of the %u chunk slots one reducer there may give the job, and this key "
+		 "needs %u: create the job with more slots (job_create \"slots\", sigmactl "
+		 "job create --open --slots S, sg_ctl_job_spec.slots), larger chunks, or across "
+		 "more nodes", s->conf.job, be32toh(f->used), be32toh(f->slots), m->nchunks);
+	fail_chunk(s, node, idx, -ENOSPC, "no room for a new key (ERROR FULL)", hint);
 }
 
 /* ERROR STALE or GONE: this rank's round is not one the node can serve. */
@@ -766,6 +792,8 @@ static void on_error(struct sigma_session *s, const struct sg_dp_msg *m)
 		return;
 	if (m->code == SG_DP_C_MISMATCH && m->payload_len == sizeof(struct sg_dp_mismatch)) {
 		on_mismatch(s, m, node, idx);
+	} else if (m->code == SG_DP_C_FULL && m->payload_len == sizeof(struct sg_dp_full)) {
+		on_full(s, m, node, idx);
 	} else if (m->code == SG_DP_C_STALE || m->code == SG_DP_C_GONE) {
 		on_behind(s, m, node, idx);
 	} else if (m->code == SG_DP_C_WORKER_LOST && m->payload_len == 8) {

@@ -22,7 +22,8 @@
 #define DPDK_DESC 1024
 #define DPDK_MBUFS 4095
 #define DPDK_ARP_TRIES 50      /* one request every 100 ms */
-#define DPDK_START_TRIES 40    /* a memif client waits (about 4 s) for its server */
+#define DPDK_START_NS 10000000000ull /* a memif client waits this long for server and link */
+#define DPDK_LINK_NS 2000000000ull   /* ... and this long for the link once connected */
 #define DPDK_SPIN_POLLS 32     /* empty polls (with yields) before a waiting recv sleeps */
 #define DPDK_IDLE_SLEEP_US 20
 
@@ -203,6 +204,7 @@ static int port_up(struct sg_cli_dpdk *d, uint32_t frame)
 	int socket = rte_eth_dev_socket_id(d->port), rc;
 	char name[RTE_MEMPOOL_NAMESIZE];
 	uint32_t room = RTE_PKTMBUF_HEADROOM + (frame > 2048 ? frame : 2048);
+	uint64_t end;
 
 	snprintf(name, sizeof(name), "sgcli_%u_%u", d->port, (unsigned int)getpid());
 	/* some PMDs fill every RX descriptor with an mbuf up front */
@@ -217,21 +219,32 @@ static int port_up(struct sg_cli_dpdk *d, uint32_t frame)
 		rc = rte_eth_tx_queue_setup(d->port, 0, DPDK_DESC, socket, NULL);
 	if (rc < 0)
 		return rc;
-	/* A memif client links only once its server is up: start, wait, retry. */
-	for (int i = 0; i < DPDK_START_TRIES; i++) {
-		if (rte_eth_dev_start(d->port) == 0) {
-			for (int w = 0; w < 10; w++) {
-				struct rte_eth_link link = {0};
+	/*
+	 * A memif client's start fails until its server is up: retry it. A start that
+	 * connected is given DPDK_LINK_NS for the handshake (a dozen messages through
+	 * both processes' interrupt threads: slow on busy cores) before it is undone and
+	 * retried, which only a server that refused us needs. Closing sooner (it was
+	 * 100 ms) made workers churn connections under load, and a connection closed
+	 * before the server accepted it crashed sigmads older than its memif guard.
+	 */
+	end = sg_cli_now_ns() + DPDK_START_NS;
+	while (sg_cli_now_ns() < end) {
+		uint64_t link_end;
 
-				rte_eth_link_get_nowait(d->port, &link);
-				if (link.link_status == RTE_ETH_LINK_UP)
-					return 0;
-				rte_delay_us_sleep(10000);
-			}
-			rte_eth_dev_stop(d->port);
-		} else {
+		if (rte_eth_dev_start(d->port) != 0) {
 			rte_delay_us_sleep(50000);
+			continue;
 		}
+		link_end = RTE_MIN(end, sg_cli_now_ns() + DPDK_LINK_NS);
+		while (sg_cli_now_ns() < link_end) {
+			struct rte_eth_link link = {0};
+
+			rte_eth_link_get_nowait(d->port, &link);
+			if (link.link_status == RTE_ETH_LINK_UP)
+				return 0;
+			rte_delay_us_sleep(10000);
+		}
+		rte_eth_dev_stop(d->port);
 	}
 	return -ENOLINK;
 }

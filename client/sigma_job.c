@@ -77,7 +77,9 @@ struct sigma_session *sigma_open_job(const char *descriptor, uint16_t rank,
 			snprintf(err, errlen, "cannot open the session: %s", strerror(errno));
 		goto out;
 	}
-	sg_cli_set_job_dtype(s, job->dtype);
+	/* a job of dtype any (an open job) takes each tensor's own */
+	if (job->dtype != SG_DTYPE_ANY)
+		sg_cli_set_job_dtype(s, job->dtype);
 out:
 	free(job);
 	if (s == NULL)

@@ -81,7 +81,9 @@ static int op_job_create(void *arg, struct sg_ctl_job *job, char *reason)
 	uint64_t token = 0;
 	int rc = 0;
 
-	if (job->chunk_bytes > max || job->chunk_bytes % sg_dtype_size(job->dtype) != 0) {
+	/* dtype any (an open job): chunk_bytes, a multiple of 8, fits every element size */
+	if (job->chunk_bytes > max ||
+	    (job->dtype != SG_DTYPE_ANY && job->chunk_bytes % sg_dtype_size(job->dtype) != 0)) {
 		snprintf(reason, SG_CTL_REASON_MAX, "chunk_bytes %u: this node takes at most %u, in "
 			 "multiples of the element size", job->chunk_bytes, max);
 		return -EINVAL;
@@ -110,15 +112,19 @@ static int op_job_create(void *arg, struct sg_ctl_job *job, char *reason)
 		return -ENOMEM;
 	for (uint32_t k = 0; k < job->n_keys; k++)
 		keys[k] = (struct sg_dp_key){.id = job->keys[k].id, .nelem = job->keys[k].nelem};
-	if (job->n_keys > 0) {
+	/* a job of keys placed elsewhere only is listed here; an open job always sums here */
+	if (job->n_keys > 0 || job->open) {
 		struct sg_dp_job_conf jc = {
 			.id = id, .nworkers = job->n_workers, .token = token, .dtype = job->dtype,
 			.mode = job->mode, .partition_bytes = job->partition_bytes,
 			.chunk_bytes = job->chunk_bytes ? job->chunk_bytes : max,
-			.keys = keys, .nkeys = job->n_keys,
+			.keys = job->open ? NULL : keys, .nkeys = job->open ? 0 : job->n_keys,
+			.open = job->open, .slots = job->open ? (job->slots ?: SG_OPEN_SLOTS_DEFAULT) : 0,
 		};
 
 		rc = sigma_udpd_add_job(n->d, &jc);
+		job->slots = jc.slots;
+		job->slots_budget = jc.slots;
 	}
 	free(keys);
 	if (rc != 0) {
@@ -133,9 +139,15 @@ static int op_job_create(void *arg, struct sg_ctl_job *job, char *reason)
 	slot->spec.tensors = NULL;
 	slot->spec.keys = NULL;
 	memset(slot->spec.token, 0, sizeof(slot->spec.token));
-	printf("sigma-udpd: job %u created: %u workers, %s, %s, %u partitions here, %u-byte "
-	       "chunks\n", id, job->n_workers, sg_dtype_name(job->dtype), sg_mode_name(job->mode),
-	       job->n_keys, job->chunk_bytes);
+	if (job->open)
+		printf("sigma-udpd: job %u created: open (its pushes make its keys), %u workers, %s, "
+		       "%s, %u chunk slots, %u-byte chunks\n", id, job->n_workers,
+		       sg_dtype_name(job->dtype), sg_mode_name(job->mode), job->slots,
+		       job->chunk_bytes);
+	else
+		printf("sigma-udpd: job %u created: %u workers, %s, %s, %u partitions here, %u-byte "
+		       "chunks\n", id, job->n_workers, sg_dtype_name(job->dtype),
+		       sg_mode_name(job->mode), job->n_keys, job->chunk_bytes);
 	fflush(stdout);
 	return 0;
 }
@@ -157,6 +169,10 @@ static int op_job_list(void *arg, struct sg_ctl_job *out, unsigned int cap)
 			out[k].incomplete = st.incomplete_slots;
 			out[k].nacks = st.nacks_sent;
 			out[k].drops = st.drops;
+			out[k].slots_used = st.slots_used;
+			out[k].slots_budget = st.slots;
+			if (out[k].open)
+				out[k].n_keys = (uint32_t)st.keys;
 		}
 		k++;
 	}
@@ -170,7 +186,7 @@ static int op_job_destroy(void *arg, uint32_t id)
 
 	if (j == NULL)
 		return -ENOENT;
-	if (j->spec.n_keys > 0)
+	if (j->spec.n_keys > 0 || j->spec.open)
 		sigma_udpd_remove_job(n->d, id);
 	j->used = false;
 	printf("sigma-udpd: job %u destroyed\n", id);

@@ -183,9 +183,10 @@ static int parse_field(struct sg_desc *d, unsigned int k, char *val, char *err, 
 		d->token = strtoull(val, NULL, 16);
 		return 0;
 	case K_DTYPE:
-		if (sg_dtype_from_name(val, &d->dtype) != 0)
+		/* any: an open job whose keys each take the dtype of their first push */
+		if (sg_job_dtype_from_name(val, &d->dtype) != 0)
 			return bad(err, errlen, "dtype '%.24s' is not fp32, fp64, fp16, bf16, int32, "
-				   "int64, int8 or uint8", val);
+				   "int64, int8, uint8 or any", val);
 		return 0;
 	case K_MODE:
 		if (sg_mode_from_name(val, &d->mode) != 0)

@@ -47,7 +47,7 @@ struct sg_desc {
 	uint32_t id;		  /**< job id, >= 1 */
 	uint32_t workers;	  /**< N, 1..SG_MAX_WORKERS */
 	uint64_t token;		  /**< the 64-bit wire token */
-	enum sg_dtype dtype;
+	enum sg_dtype dtype;	  /**< SG_DTYPE_ANY ("any"): each tensor may have its own */
 	enum sg_mode mode;
 	uint32_t partition_bytes; /**< multiple of 8, chunk_bytes..SG_MAX_PARTITION_BYTES */
 	uint32_t chunk_bytes;	  /**< multiple of 8, 8..SG_MAX_CHUNK_BYTES */

@@ -37,6 +37,8 @@ size_t sg_dtype_size(enum sg_dtype dt)
 
 const char *sg_dtype_name(enum sg_dtype dt)
 {
+	if (dt == SG_DTYPE_ANY)
+		return "any";
 	return sg_dtype_valid(dt) ? dtype_names[dt] : "unknown";
 }
 
@@ -48,6 +50,15 @@ int sg_dtype_from_name(const char *name, enum sg_dtype *dt)
 		return i;
 	*dt = (enum sg_dtype)i;
 	return 0;
+}
+
+int sg_job_dtype_from_name(const char *name, enum sg_dtype *dt)
+{
+	if (name != NULL && strcasecmp(name, "any") == 0) {
+		*dt = SG_DTYPE_ANY;
+		return 0;
+	}
+	return sg_dtype_from_name(name, dt);
 }
 
 const char *sg_mode_name(enum sg_mode mode)

@@ -33,7 +33,13 @@ enum sg_dtype {
 	SG_DTYPE_INT64 = 5,
 	SG_DTYPE_INT8 = 6,
 	SG_DTYPE_UINT8 = 7,
-	SG_DTYPE_COUNT
+	SG_DTYPE_COUNT,
+	/**
+	 * Not an element type: the dtype of an open job (docs/control.md, "Open
+	 * jobs") whose keys each take the dtype of their first push. Never in a
+	 * header's dtype field; sg_dtype_valid() and sg_dtype_size() refuse it.
+	 */
+	SG_DTYPE_ANY = 0xff
 };
 
 /** True if @p dt is a valid dtype value. */
@@ -45,11 +51,17 @@ static inline bool sg_dtype_valid(unsigned int dt)
 /** Size in bytes of one element, or 0 for an unknown dtype. */
 size_t sg_dtype_size(enum sg_dtype dt);
 
-/** Name of a dtype ("fp32", "bf16", ...), or "unknown". */
+/** Name of a dtype ("fp32", "bf16", ...; "any" for SG_DTYPE_ANY), or "unknown". */
 const char *sg_dtype_name(enum sg_dtype dt);
 
-/** Parse a dtype name (any case); -EINVAL if unknown or NULL. */
+/** Parse an element type's name (any case); -EINVAL if unknown or NULL ("any" too). */
 int sg_dtype_from_name(const char *name, enum sg_dtype *dt);
+
+/**
+ * Parse a job's dtype: an element type's name, or "any" (SG_DTYPE_ANY, which
+ * only an open job takes). -EINVAL if unknown or NULL.
+ */
+int sg_job_dtype_from_name(const char *name, enum sg_dtype *dt);
 
 /** How a job's rounds are summed (docs/protocol.md, "Modes"). */
 enum sg_mode {
@@ -107,6 +119,14 @@ int sg_node_kind_from_name(const char *name, enum sg_node_kind *kind);
 #define SG_MAX_TENSORS 65536
 /** Most partitions of one tensor (the low 16 bits of a wire key). */
 #define SG_MAX_PARTS 65536
+/**
+ * Chunk slots an open job may create on one aggregation engine (one reducer),
+ * unless its creator asks for another number: 262144 (2 GiB of fp32 gradients
+ * in 8920-byte chunks; about 22 MiB of reserved tables per engine).
+ */
+#define SG_OPEN_SLOTS_DEFAULT 262144u
+/** Most chunk slots an open job may ask for, per engine. */
+#define SG_OPEN_SLOTS_MAX (1u << 24)
 
 /**
  * Wire key of partition @p part of tensor @p tensor: the tensor in the high 16

@@ -276,6 +276,21 @@ struct sg_ctl_job {
 	const struct sg_ctl_key *keys;
 	uint32_t n_keys;
 	uint32_t n_nodes;	   /**< create and list: summation nodes the job spans (>= 1) */
+	/**
+	 * An open job (job_create without tensors): no keys are placed; each of the
+	 * node's engines makes a key on its first valid push (docs/control.md, "Open
+	 * jobs"). Its dtype may be SG_DTYPE_ANY. list: n_keys is the keys made so far,
+	 * summed over the node's engines.
+	 */
+	bool open;
+	/**
+	 * Open job. create: chunk slots each engine may give its keys (0: the agent's
+	 * default, SG_OPEN_SLOTS_DEFAULT); the agent sets the one it uses. list: the same.
+	 */
+	uint32_t slots;
+	uint64_t slots_budget; /**< create and list: chunk slots the job may take, summed over
+				    the node's engines (a fixed job: its chunks', reserved) */
+	uint64_t slots_used;   /**< list: chunk slots its keys take, summed over the engines */
 	uint64_t rounds_completed; /**< list: summed over the node's reducers */
 	uint64_t retransmits;      /**< list: kept results served again */
 	uint64_t incomplete;       /**< list: gauge, timed-out rounds still open */

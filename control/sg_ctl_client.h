@@ -131,16 +131,31 @@ struct sg_ctl_jobsvc {
 	uint32_t timeout_ms;	/**< bounds every exchange [5000] */
 };
 
-/** The job to create. Zero fields take the defaults in brackets. */
+/**
+ * The job to create. Zero fields take the defaults in brackets. Without tensors
+ * (n_tensors 0) the job is *open*: no key is placed beforehand, and each node
+ * makes a key on its first valid push, so workers may register any tensors
+ * after the job exists (docs/control.md, "Open jobs").
+ */
 struct sg_ctl_job_spec {
 	uint32_t id;		  /**< [the lowest id above every job id in use on the nodes] */
 	uint32_t workers;	  /**< N, 1..SG_MAX_WORKERS */
-	enum sg_dtype dtype;	  /**< [fp32] */
+	/**
+	 * [fp32]; SG_DTYPE_ANY for an open job whose keys each take the dtype of
+	 * their first push (the descriptor then says dtype=any)
+	 */
+	enum sg_dtype dtype;
 	enum sg_mode mode;	  /**< [sync] */
 	uint32_t partition_bytes; /**< [SG_PARTITION_BYTES_DEFAULT]; a multiple of 8, <= 4 MiB */
 	uint32_t chunk_bytes;	  /**< [the largest every node takes]; a multiple of 8 */
-	const struct sg_ctl_tensor *tensors; /**< 1..1024 tensors: tensor i is id i in libsigma */
+	/** 0..1024 tensors: tensor i is id i in libsigma; none (n_tensors 0): an open job */
+	const struct sg_ctl_tensor *tensors;
 	uint32_t n_tensors;
+	/**
+	 * Open job: chunk slots each engine (each reducer of a node) may give its keys,
+	 * 1..SG_OPEN_SLOTS_MAX [SG_OPEN_SLOTS_DEFAULT]; must be 0 for a job of tensors
+	 */
+	uint32_t slots;
 };
 
 /**
@@ -154,6 +169,7 @@ struct sg_ctl_job_spec {
  *              newline): what every worker opens the job with
  *              (sigma_open_job()); @p desc_cap of SIGMA_JOB_DESC_MAX (16384) always fits
  * @param err   receives the reason on failure, naming the node
+ * An open job is made on every node the same way, with no keys placed.
  * @return the job id (> 0); -EINVAL (a bad spec or node list), -ECONNREFUSED,
  *         -EACCES, -ETIMEDOUT... (a node not reached), -EREMOTEIO (a node
  *         refused: its reason in @p err), -ENOSPC (@p desc_cap too small).

@@ -165,7 +165,8 @@ static int check_spec(const struct sg_ctl_job_spec *in, struct sg_ctl_job_spec *
 	if (s->workers < 1 || s->workers > SG_MAX_WORKERS)
 		return sg_ctl_err(err, errlen, -EINVAL, "workers %u: must be 1..%d", s->workers,
 			    SG_MAX_WORKERS);
-	if (!sg_dtype_valid(s->dtype) || (unsigned int)s->mode >= SG_MODE_COUNT)
+	if ((!sg_dtype_valid(s->dtype) && s->dtype != SG_DTYPE_ANY) ||
+	    (unsigned int)s->mode >= SG_MODE_COUNT)
 		return sg_ctl_err(err, errlen, -EINVAL, "unknown dtype or mode");
 	if (s->partition_bytes % 8 != 0 || s->partition_bytes > SG_MAX_PARTITION_BYTES)
 		return sg_ctl_err(err, errlen, -EINVAL, "partition_bytes %u: must be a multiple of 8 and "
@@ -174,8 +175,21 @@ static int check_spec(const struct sg_ctl_job_spec *in, struct sg_ctl_job_spec *
 	    s->chunk_bytes > s->partition_bytes)
 		return sg_ctl_err(err, errlen, -EINVAL, "chunk_bytes %u: must be a multiple of 8, at most "
 			    "%d and at most partition_bytes", s->chunk_bytes, SG_MAX_CHUNK_BYTES);
+	if (s->n_tensors == 0) {
+		/* an open job: nothing to place; every element size divides a multiple of 8 */
+		if (s->slots > SG_OPEN_SLOTS_MAX)
+			return sg_ctl_err(err, errlen, -EINVAL, "slots %u: an open job takes 1..%u "
+					  "chunk slots per engine", s->slots, SG_OPEN_SLOTS_MAX);
+		*parts = 0;
+		return 0;
+	}
+	if (s->dtype == SG_DTYPE_ANY)
+		return sg_ctl_err(err, errlen, -EINVAL, "dtype any is for open jobs (no tensors)");
+	if (s->slots != 0)
+		return sg_ctl_err(err, errlen, -EINVAL, "slots is for open jobs (no tensors)");
 	if (s->tensors == NULL || s->n_tensors == 0 || s->n_tensors > 1024)
-		return sg_ctl_err(err, errlen, -EINVAL, "a job needs 1..1024 tensors");
+		return sg_ctl_err(err, errlen, -EINVAL, "a job has up to 1024 tensors, or none (an "
+				  "open job)");
 	pelems = s->partition_bytes / sg_dtype_size(s->dtype);
 	*parts = 0;
 	for (uint32_t t = 0; t < s->n_tensors; t++) {
@@ -238,11 +252,18 @@ static json_t *create_params(const struct sg_ctl_job_spec *s, const struct sg_de
 						    "kind", sg_node_kind_name(nodes[i].nd.kind),
 						    "gbps", nodes[i].nd.gbps, "weight",
 						    nodes[i].nd.weight));
-	p = json_pack("{s:I, s:s, s:s, s:I, s:I, s:s, s:I, s:o, s:o}", "id", (json_int_t)d->id,
+	p = json_pack("{s:I, s:s, s:s, s:I, s:I, s:s, s:I, s:o}", "id", (json_int_t)d->id,
 		      "dtype", sg_dtype_name(d->dtype), "mode", sg_mode_name(d->mode),
 		      "workers", (json_int_t)d->workers, "partition_bytes",
 		      (json_int_t)d->partition_bytes, "token", token, "chunk_bytes",
-		      (json_int_t)d->chunk_bytes, "tensors", tensors, "nodes", jn);
+		      (json_int_t)d->chunk_bytes, "nodes", jn);
+	/* an open job: no tensors (a node that knows no open jobs refuses it) */
+	if (p != NULL && s->n_tensors > 0)
+		json_object_set_new(p, "tensors", tensors);
+	else
+		json_decref(tensors);
+	if (p != NULL && s->slots != 0)
+		json_object_set_new(p, "slots", json_integer((json_int_t)s->slots));
 	return p;
 }
 
@@ -344,6 +365,11 @@ int64_t sg_ctl_job_service_create(const struct sg_ctl_jobsvc *svc,
 				  "not %u", nodes[i].label,
 				  (long long)json_integer_value(json_object_get(r, "chunk_bytes")),
 				  chunk);
+		if (rc == 0 && s.n_tensors == 0 &&
+		    !json_is_string(json_object_get(r, "keys")))
+			rc = sg_ctl_err(err, errlen, -EPROTO, "node %s did not make an open job (its "
+				  "answer has no \"keys\": \"open\"): an older node? (upgrade it)",
+				  nodes[i].label);
 		placed += (uint64_t)json_integer_value(json_object_get(r, "keys"));
 		json_decref(r);
 	}

@@ -204,8 +204,8 @@ static int parse_tensors(json_t *arr, struct sg_ctl_tensor **out, uint32_t *n,
 
 	if (!json_is_array(arr) || cnt == 0 || cnt > SG_CTL_MAX_TENSORS)
 		return fail(err, SG_CTL_ERR_INVALID_PARAMS,
-			    "invalid params: tensors must be an array of 1..%d entries",
-			    SG_CTL_MAX_TENSORS);
+			    "invalid params: tensors must be an array of up to %d entries (none: an "
+			    "open job)", SG_CTL_MAX_TENSORS);
 	t = calloc(cnt, sizeof(*t));
 	if (t == NULL)
 		return fail(err, SG_CTL_ERR_INTERNAL, "out of memory");
@@ -376,7 +376,7 @@ static int m_job_create(struct sg_ctl_server *s, json_t *params, json_t **res,
 			struct rpc_err *err)
 {
 	const char *dtype = "fp32", *mode = "sync", *token = NULL;
-	json_int_t workers = 0, pbytes = SG_PARTITION_BYTES_DEFAULT, id = 0, chunk = 0;
+	json_int_t workers = 0, pbytes = SG_PARTITION_BYTES_DEFAULT, id = 0, chunk = 0, slots = -1;
 	json_t *tensors = NULL, *jnodes = NULL;
 	struct sg_ctl_job job = {0};
 	struct sg_ctl_place_node nodes[SG_MAX_NODES];
@@ -392,23 +392,37 @@ static int m_job_create(struct sg_ctl_server *s, json_t *params, json_t **res,
 
 	NEED_OP(s, job_create, err);
 	if (params == NULL ||
-	    json_unpack_ex(params, &jerr, JSON_STRICT, "{s:I, s?s, s?s, s?I, s:o, s?I, s?s, s?I, s?o}",
-			   "workers", &workers, "dtype", &dtype, "mode", &mode, "partition_bytes",
-			   &pbytes, "tensors", &tensors, "id", &id, "token", &token, "chunk_bytes",
-			   &chunk, "nodes", &jnodes) != 0)
+	    json_unpack_ex(params, &jerr, JSON_STRICT,
+			   "{s:I, s?s, s?s, s?I, s?o, s?I, s?s, s?I, s?o, s?I}", "workers", &workers,
+			   "dtype", &dtype, "mode", &mode, "partition_bytes", &pbytes, "tensors",
+			   &tensors, "id", &id, "token", &token, "chunk_bytes", &chunk, "nodes",
+			   &jnodes, "slots", &slots) != 0)
 		return params ? bad_params(err, &jerr)
-			      : fail(err, SG_CTL_ERR_INVALID_PARAMS,
-				     "invalid params: need workers and tensors");
+			      : fail(err, SG_CTL_ERR_INVALID_PARAMS, "invalid params: need workers");
 	if (workers < 1 || workers > SG_MAX_WORKERS)
 		return fail(err, SG_CTL_ERR_INVALID_PARAMS, "invalid params: workers must be 1..%d",
 			    SG_MAX_WORKERS);
-	if (sg_dtype_from_name(dtype, &job.dtype) != 0)
+	/* no tensors, or none listed: an open job, whose pushes make its keys */
+	job.open = tensors == NULL || (json_is_array(tensors) && json_array_size(tensors) == 0);
+	if (sg_job_dtype_from_name(dtype, &job.dtype) != 0)
 		return fail(err, SG_CTL_ERR_INVALID_PARAMS, "invalid params: unknown dtype '%.16s'",
 			    dtype);
+	if (job.dtype == SG_DTYPE_ANY && !job.open)
+		return fail(err, SG_CTL_ERR_INVALID_PARAMS, "invalid params: dtype any is for open "
+			    "jobs (without tensors), whose keys each take the dtype of their first "
+			    "push");
+	if (slots != -1 && !job.open)
+		return fail(err, SG_CTL_ERR_INVALID_PARAMS, "invalid params: slots is for open jobs "
+			    "(without tensors); a job of tensors takes the slots of its chunks");
+	if (slots != -1 && (slots < 1 || slots > SG_OPEN_SLOTS_MAX))
+		return fail(err, SG_CTL_ERR_INVALID_PARAMS, "invalid params: slots must be 1..%u "
+			    "(chunk slots per engine)", SG_OPEN_SLOTS_MAX);
 	if (sg_mode_from_name(mode, &job.mode) != 0)
 		return fail(err, SG_CTL_ERR_INVALID_PARAMS,
 			    "invalid params: mode must be sync, async or deterministic");
-	if (pbytes < (json_int_t)sg_dtype_size(job.dtype) || pbytes > SG_MAX_PARTITION_BYTES)
+	/* an open job of dtype any: its largest element */
+	if (pbytes < (json_int_t)(job.dtype == SG_DTYPE_ANY ? 8 : sg_dtype_size(job.dtype)) ||
+	    pbytes > SG_MAX_PARTITION_BYTES)
 		return fail(err, SG_CTL_ERR_INVALID_PARAMS,
 			    "invalid params: partition_bytes must be one element..4 MiB");
 	if (id < 0 || id > UINT32_MAX)
@@ -435,7 +449,7 @@ static int m_job_create(struct sg_ctl_server *s, json_t *params, json_t **res,
 		if ((self = find_self(s, nodes, (unsigned int)n_nodes, err)) < 0)
 			return -1;
 	}
-	if (parse_tensors(tensors, &slot->tensors, &job.n_tensors, err) != 0)
+	if (!job.open && parse_tensors(tensors, &slot->tensors, &job.n_tensors, err) != 0)
 		return -1;
 	job.n_workers = (uint32_t)workers;
 	job.partition_bytes = (uint32_t)pbytes;
@@ -443,7 +457,9 @@ static int m_job_create(struct sg_ctl_server *s, json_t *params, json_t **res,
 	job.id = (uint32_t)id;
 	job.chunk_bytes = (uint32_t)chunk;
 	job.n_nodes = (uint32_t)n_nodes;
-	n_keys = place_keys(&job, nodes, w, (unsigned int)n_nodes, self, &keys, err);
+	job.slots = slots > 0 ? (uint32_t)slots : 0;
+	/* an open job places nothing: each worker places its tensors' partitions itself */
+	n_keys = job.open ? 0 : place_keys(&job, nodes, w, (unsigned int)n_nodes, self, &keys, err);
 	if (n_keys < 0) {
 		free(slot->tensors);
 		slot->tensors = NULL;
@@ -467,29 +483,41 @@ static int m_job_create(struct sg_ctl_server *s, json_t *params, json_t **res,
 	slot->used = true;
 	slot->spec = job;
 	memset(slot->spec.token, 0, sizeof(slot->spec.token)); /* only the job gets it */
-	*res = json_pack("{s:I, s:s, s:I, s:s, s:s, s:I, s:I, s:I, s:I}", "id", (json_int_t)job.id,
+	*res = json_pack("{s:I, s:s, s:I, s:s, s:s, s:I, s:I, s:o, s:I}", "id", (json_int_t)job.id,
 			 "token", job.token, "workers", (json_int_t)job.n_workers, "dtype",
 			 sg_dtype_name(job.dtype), "mode", sg_mode_name(job.mode),
 			 "partition_bytes", (json_int_t)job.partition_bytes, "chunk_bytes",
-			 (json_int_t)job.chunk_bytes, "keys", (json_int_t)job.n_keys, "nodes",
-			 (json_int_t)job.n_nodes);
+			 (json_int_t)job.chunk_bytes, "keys",
+			 job.open ? json_string("open") : json_integer((json_int_t)job.n_keys),
+			 "nodes", (json_int_t)job.n_nodes);
+	if (job.open) {
+		json_object_set_new(*res, "slots", json_integer((json_int_t)job.slots));
+		json_object_set_new(*res, "slots_budget", json_integer((json_int_t)job.slots_budget));
+	}
 	sodium_memzero(job.token, sizeof(job.token));
 	return 0;
 }
 
 static json_t *job_json(const struct sg_ctl_job *j)
 {
-	return json_pack("{s:I, s:I, s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}",
-			 "id", (json_int_t)j->id,
-			 "workers", (json_int_t)j->n_workers, "dtype", sg_dtype_name(j->dtype),
-			 "mode", sg_mode_name(j->mode),
-			 "partition_bytes", (json_int_t)j->partition_bytes, "chunk_bytes",
-			 (json_int_t)j->chunk_bytes, "tensors", (json_int_t)j->n_tensors, "keys",
-			 (json_int_t)j->n_keys, "nodes", (json_int_t)(j->n_nodes ? j->n_nodes : 1),
-			 "rounds_completed",
-			 (json_int_t)j->rounds_completed, "retransmits", (json_int_t)j->retransmits,
-			 "incomplete", (json_int_t)j->incomplete, "nacks", (json_int_t)j->nacks,
-			 "drops", (json_int_t)j->drops);
+	json_t *o = json_pack("{s:I, s:I, s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, "
+			      "s:I}", "id", (json_int_t)j->id,
+			      "workers", (json_int_t)j->n_workers, "dtype", sg_dtype_name(j->dtype),
+			      "mode", sg_mode_name(j->mode),
+			      "partition_bytes", (json_int_t)j->partition_bytes, "chunk_bytes",
+			      (json_int_t)j->chunk_bytes, "tensors", (json_int_t)j->n_tensors, "keys",
+			      (json_int_t)j->n_keys, "nodes", (json_int_t)(j->n_nodes ? j->n_nodes : 1),
+			      "rounds_completed",
+			      (json_int_t)j->rounds_completed, "retransmits", (json_int_t)j->retransmits,
+			      "incomplete", (json_int_t)j->incomplete, "nacks", (json_int_t)j->nacks,
+			      "drops", (json_int_t)j->drops);
+
+	json_object_set_new(o, "open", json_boolean(j->open));
+	json_object_set_new(o, "slots_used", json_integer((json_int_t)j->slots_used));
+	json_object_set_new(o, "slots_budget", json_integer((json_int_t)j->slots_budget));
+	if (j->open)
+		json_object_set_new(o, "slots", json_integer((json_int_t)j->slots));
+	return o;
 }
 
 /*
@@ -1299,6 +1327,10 @@ char *sg_ctl_srv_metrics(struct sg_ctl_server *s, size_t *len)
 		 offsetof(struct sg_ctl_job, nacks)},
 		{"sigma_job_drops_total", "the job's packets dropped, all reasons",
 		 offsetof(struct sg_ctl_job, drops)},
+		{"sigma_job_slots_used", "chunk slots the job's keys take (all engines)",
+		 offsetof(struct sg_ctl_job, slots_used)},
+		{"sigma_job_slots_budget", "chunk slots the job may take (all engines)",
+		 offsetof(struct sg_ctl_job, slots_budget)},
 	};
 	struct sg_ctl_lcore_stats *ls = NULL;
 	struct sg_ctl_job *jobs = NULL;
@@ -1327,16 +1359,22 @@ char *sg_ctl_srv_metrics(struct sg_ctl_server *s, size_t *len)
 		}
 	}
 	for (m = 0; m < RTE_DIM(job_metrics); m++) {
-		sb_head(&b, job_metrics[m].name, m == 2 ? "gauge" : "counter", job_metrics[m].help);
+		sb_head(&b, job_metrics[m].name, m == 2 || m >= 5 ? "gauge" : "counter",
+			job_metrics[m].help);
 		for (i = 0; i < nj; i++)
 			sb_printf(&b, "%s{job=\"%u\"} %" PRIu64 "\n", job_metrics[m].name, jobs[i].id,
 				  *(const uint64_t *)((const char *)&jobs[i] + job_metrics[m].off));
 	}
+	/* n_keys is a count, but not a counter: a gauge of its own */
+	sb_head(&b, "sigma_job_keys", "gauge", "keys the job holds here (an open job: made so far)");
+	for (i = 0; i < nj; i++)
+		sb_printf(&b, "sigma_job_keys{job=\"%u\"} %u\n", jobs[i].id, jobs[i].n_keys);
 	sb_head(&b, "sigma_job_info", "gauge", "1 per job, labelled with what it was created with");
 	for (i = 0; i < nj; i++)
-		sb_printf(&b, "sigma_job_info{job=\"%u\",workers=\"%u\",dtype=\"%s\",mode=\"%s\"} 1\n",
-			  jobs[i].id, jobs[i].n_workers, sg_dtype_name(jobs[i].dtype),
-			  sg_mode_name(jobs[i].mode));
+		sb_printf(&b, "sigma_job_info{job=\"%u\",workers=\"%u\",dtype=\"%s\",mode=\"%s\","
+			  "keys=\"%s\"} 1\n", jobs[i].id, jobs[i].n_workers,
+			  sg_dtype_name(jobs[i].dtype), sg_mode_name(jobs[i].mode),
+			  jobs[i].open ? "open" : "fixed");
 	sg_ctl_server_get_stats(s, &st);
 	sb_head(&b, "sigma_ctl_refusals_total", "counter", "control requests refused, by reason");
 	sb_printf(&b,

@@ -51,9 +51,13 @@ static void usage(FILE *f)
 		"  job create --workers N --tensor NAME:ELEMS [--tensor ...] [--dtype fp32]\n"
 		"             [--mode sync|async|deterministic] [--partition-bytes B]\n"
 		"             [--chunk-bytes B] [--id ID]\n"
+		"  job create --workers N --open [--dtype fp32|...|any] [--slots S] [...]\n"
 		"                              create a job; prints its id and session token, or,\n"
 		"                              with --node, creates it on every node and prints the\n"
-		"                              job descriptor workers open it with\n"
+		"                              job descriptor workers open it with. An --open job\n"
+		"                              has no tensors: each node makes a key on its first\n"
+		"                              push, up to S chunk slots per reducer [%u]; with\n"
+		"                              --dtype any, each key takes its first push's dtype\n"
 		"  job destroy ID              destroy a job (on every --node)\n"
 		"  placement JOB [--detail]    which summation node sums which partition\n"
 		"  stats                       lcores, jobs and control-plane counters\n"
@@ -86,7 +90,7 @@ static void usage(FILE *f)
 		"  -h, --help            this text\n"
 		"\n"
 		"Exit status: 0 success, 1 server or connection error, 2 usage error.\n",
-		prog, SG_CTL_KEYMAP_BUCKETS);
+		prog, SG_OPEN_SLOTS_DEFAULT, SG_CTL_KEYMAP_BUCKETS);
 }
 
 static int die_usage(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -230,15 +234,25 @@ static void show_jobs(json_t *r)
 	json_t *j;
 	size_t i;
 
-	printf("%6s %7s %-5s %-13s %10s %7s %14s %11s %10s %10s %10s\n", "JOB", "WORKERS",
-	       "DTYPE", "MODE", "PART_BYTES", "TENSORS", "ROUNDS", "RETRANSMITS", "INCOMPLETE",
-	       "NACKS", "DROPS");
-	json_array_foreach(r, i, j)
-		printf("%6lld %7lld %-5s %-13s %10lld %7lld %14lld %11lld %10lld %10lld %10lld\n",
-		       jint(j, "id"), jint(j, "workers"), jstr(j, "dtype"), jstr(j, "mode"),
-		       jint(j, "partition_bytes"), jint(j, "tensors"), jint(j, "rounds_completed"),
-		       jint(j, "retransmits"), jint(j, "incomplete"), jint(j, "nacks"),
-		       jint(j, "drops"));
+	printf("%6s %7s %-5s %-13s %10s %7s %7s %17s %14s %11s %10s %10s %10s\n", "JOB", "WORKERS",
+	       "DTYPE", "MODE", "PART_BYTES", "TENSORS", "KEYS", "SLOTS_USED/BUDGET", "ROUNDS",
+	       "RETRANSMITS", "INCOMPLETE", "NACKS", "DROPS");
+	json_array_foreach(r, i, j) {
+		char tensors[24], slots[48];
+
+		/* an open job has no tensors: its pushes make its keys */
+		if (json_is_true(json_object_get(j, "open")))
+			snprintf(tensors, sizeof(tensors), "open");
+		else
+			snprintf(tensors, sizeof(tensors), "%lld", jint(j, "tensors"));
+		snprintf(slots, sizeof(slots), "%lld/%lld", jint(j, "slots_used"),
+			 jint(j, "slots_budget"));
+		printf("%6lld %7lld %-5s %-13s %10lld %7s %7lld %17s %14lld %11lld %10lld %10lld "
+		       "%10lld\n", jint(j, "id"), jint(j, "workers"), jstr(j, "dtype"),
+		       jstr(j, "mode"), jint(j, "partition_bytes"), tensors, jint(j, "keys"), slots,
+		       jint(j, "rounds_completed"), jint(j, "retransmits"), jint(j, "incomplete"),
+		       jint(j, "nacks"), jint(j, "drops"));
+	}
 }
 
 static void show_lcores(json_t *r)
@@ -338,8 +352,14 @@ static int run_method(const char *method, json_t *params, void (*show)(json_t *)
 
 static void show_created(json_t *r)
 {
-	printf("job %lld created\ntoken %s\nchunk_bytes %lld, %lld partitions on this node\n",
-	       jint(r, "id"), jstr(r, "token"), jint(r, "chunk_bytes"), jint(r, "keys"));
+	if (json_is_string(json_object_get(r, "keys")))
+		printf("job %lld created (open: its pushes make its keys)\ntoken %s\nchunk_bytes "
+		       "%lld, up to %lld chunk slots per reducer (%lld on this node)\n",
+		       jint(r, "id"), jstr(r, "token"), jint(r, "chunk_bytes"), jint(r, "slots"),
+		       jint(r, "slots_budget"));
+	else
+		printf("job %lld created\ntoken %s\nchunk_bytes %lld, %lld partitions on this node\n",
+		       jint(r, "id"), jstr(r, "token"), jint(r, "chunk_bytes"), jint(r, "keys"));
 }
 
 static void show_log_level(json_t *r)
@@ -489,17 +509,20 @@ static int cmd_job_create(int argc, char **argv)
 		{"partition-bytes", required_argument, NULL, 'p'},
 		{"chunk-bytes", required_argument, NULL, 'c'},
 		{"id", required_argument, NULL, 'i'},
+		{"open", no_argument, NULL, 'o'},
+		{"slots", required_argument, NULL, 's'},
 		{NULL, 0, NULL, 0},
 	};
 	static struct sg_ctl_tensor tensors[1024];
 	struct sg_ctl_job_spec spec = {.tensors = tensors};
 	const char *dtype = NULL, *mode = NULL;
+	bool open = false;
 	json_t *params, *jt;
 	uint64_t v;
 	int c;
 
 	optind = 0; /* re-initialise getopt: options may follow the operands here */
-	while ((c = getopt_long(argc, argv, "w:t:d:m:p:c:i:", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "w:t:d:m:p:c:i:os:", opts, NULL)) != -1) {
 		char *colon;
 
 		switch (c) {
@@ -540,15 +563,30 @@ static int cmd_job_create(int argc, char **argv)
 				goto bad_arg;
 			spec.id = (uint32_t)v;
 			break;
+		case 'o':
+			open = true;
+			break;
+		case 's':
+			if (parse_u64(optarg, SG_OPEN_SLOTS_MAX, &v) != 0 || v == 0)
+				goto bad_arg;
+			spec.slots = (uint32_t)v;
+			break;
 		default:
 			return die_usage("job create: bad option");
 		}
 	}
-	if (optind != argc || spec.workers == 0 || spec.n_tensors == 0)
-		return die_usage("job create needs --workers N and at least one --tensor NAME:ELEMS");
+	if (optind != argc || spec.workers == 0 || (spec.n_tensors == 0) != open)
+		return die_usage("job create needs --workers N and either at least one --tensor "
+				 "NAME:ELEMS or --open (tensors registered later; each node makes "
+				 "a key on its first push)");
+	if (spec.slots != 0 && !open)
+		return die_usage("job create: --slots is for an --open job (a job of tensors takes "
+				 "the slots of its chunks)");
 	if (g.n_nodes > 0) {
-		if (dtype != NULL && sg_dtype_from_name(dtype, &spec.dtype) != 0)
+		if (dtype != NULL && sg_job_dtype_from_name(dtype, &spec.dtype) != 0)
 			return die_usage("job create: unknown dtype '%s'", dtype);
+		if (spec.dtype == SG_DTYPE_ANY && !open)
+			return die_usage("job create: --dtype any is for an --open job");
 		if (mode != NULL && sg_mode_from_name(mode, &spec.mode) != 0)
 			return die_usage("job create: mode must be sync, async or deterministic");
 		return job_create_service(&spec);
@@ -559,7 +597,12 @@ static int cmd_job_create(int argc, char **argv)
 	for (uint32_t t = 0; t < spec.n_tensors; t++)
 		json_array_append_new(jt, json_pack("{s:s, s:I}", "name", tensors[t].name, "elems",
 						    (json_int_t)tensors[t].elems));
-	json_object_set_new(params, "tensors", jt);
+	if (open)
+		json_decref(jt); /* no tensors: an open job */
+	else
+		json_object_set_new(params, "tensors", jt);
+	if (spec.slots != 0)
+		json_object_set_new(params, "slots", json_integer((json_int_t)spec.slots));
 	if (dtype != NULL)
 		json_object_set_new(params, "dtype", json_string(dtype));
 	if (mode != NULL)
@@ -575,7 +618,8 @@ static int cmd_job_create(int argc, char **argv)
 bad_arg:
 	return die_usage("job create: bad value '%s' for --%s", optarg,
 			 c == 'w' ? "workers" : c == 't' ? "tensor (want NAME:ELEMS)" :
-			 c == 'c' ? "chunk-bytes" : c == 'i' ? "id" : "partition-bytes");
+			 c == 'c' ? "chunk-bytes" : c == 'i' ? "id" :
+			 c == 's' ? "slots (1..16777216)" : "partition-bytes");
 }
 
 /* job destroy ID with --node: on every node. */

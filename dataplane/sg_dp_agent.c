@@ -53,6 +53,9 @@ struct agent_job {
 	uint32_t n_nodes;
 	uint32_t chunk_bytes;
 	struct sg_dp_key *keys; /* wire id and elements of each key (the chunks a key move tracks) */
+	bool open;		/* an open job: no keys here; the engines make them */
+	uint32_t slots;		/* ... and the chunk slots each engine may give them */
+	uint64_t token;		/* the wire token (a key move tracks an open job's pushes) */
 };
 
 struct sg_dp_agent {
@@ -96,6 +99,38 @@ static inline uint32_t be32_at(const uint8_t *pl, unsigned int off)
 	return rte_be_to_cpu_32(v);
 }
 
+/* Add chunk @p k to the move's table as not seen yet. @return its index, or -1 if full. */
+static int move_add_chunk(struct sg_dp_move *mv, const struct sg_dp_move_key *k)
+{
+	uint32_t i = mv->n_chunks;
+
+	if (i >= mv->cap || rte_hash_add_key_data(mv->chunks, k, (void *)(uintptr_t)i) < 0)
+		return -1;
+	mv->ch[i] = (struct sg_dp_move_chunk){0};
+	mv->n_chunks++;
+	return (int)i;
+}
+
+/*
+ * A PUSH of a chunk the move has no entry for: if it is an open job's and carries the
+ * job's token, its key was made after the move started, and the chunk joins the move.
+ * @return its index, or -1 (not a chunk of a known job: the engine here counts the drop).
+ */
+static int move_track_open(struct sg_dp_move *mv, const uint8_t *pl,
+			   const struct sg_dp_move_key *k)
+{
+	uint64_t token;
+
+	if (pl[5] != SG_DP_T_PUSH)
+		return -1;
+	memcpy(&token, pl + 16, sizeof(token));
+	token = rte_be_to_cpu_64(token);
+	for (uint32_t i = 0; i < mv->n_open; i++)
+		if (mv->open[i].job == k->job)
+			return mv->open[i].token == token ? move_add_chunk(mv, k) : -1;
+	return -1;
+}
+
 int sg_dp_move_route(struct sg_dp_lcore *lc, const uint8_t *pl, uint32_t len)
 {
 	struct sg_dp_move *mv = lc->mv;
@@ -117,8 +152,13 @@ int sg_dp_move_route(struct sg_dp_lcore *lc, const uint8_t *pl, uint32_t len)
 		return -1;
 	k.chunk = be32_at(pl, 28);
 	round = be32_at(pl, 36);
-	if (rte_hash_lookup_data(mv->chunks, &k, &data) < 0)
-		return -1; /* not a chunk of a known job: the engine here counts the drop */
+	if (rte_hash_lookup_data(mv->chunks, &k, &data) < 0) {
+		int i = move_track_open(mv, pl, &k);
+
+		if (i < 0)
+			return -1; /* not a chunk of a known job: the engine here counts the drop */
+		data = (void *)(uintptr_t)i;
+	}
 	c = &mv->ch[(uintptr_t)data];
 	if (c->state == 0) {
 		/* this reducer's round is p-1, p or p+1: p+1 is the last one it sums */
@@ -167,6 +207,42 @@ unsigned int sg_dp_lcore_ctl_tick(struct sg_dp_lcore *lc)
 	if (lc->mv != NULL && !lc->mv->committed && !lc->mv->drain)
 		move_check(lc);
 	return n;
+}
+
+struct open_fill {
+	struct sg_dp_move *mv;
+	uint32_t job;
+};
+
+/* sg_dp_engine_job_keys() callback: the chunks of an open job's key in a moving bucket. */
+static void open_key_chunks(void *arg, uint32_t key, uint32_t nchunks)
+{
+	struct open_fill *f = arg;
+
+	if (f->mv->phase[sg_dp_bucket_of(f->job, key)] != 1)
+		return;
+	for (uint32_t c = 0; c < nchunks; c++) {
+		struct sg_dp_move_key k = {.job = f->job, .key = key, .chunk = c};
+
+		if (rte_hash_lookup(f->mv->chunks, &k) < 0 && move_add_chunk(f->mv, &k) < 0)
+			return;
+	}
+}
+
+/*
+ * Reducer @p lc takes move @p mv: the chunks of the keys its engine made for open jobs
+ * join the move's table, as the agent's list put a fixed job's there. Same thread as
+ * the engine, and before any packet meets the move.
+ */
+static int move_take(struct sg_dp_lcore *lc, struct sg_dp_move *mv)
+{
+	for (uint32_t i = 0; mv != NULL && i < mv->n_open; i++) {
+		struct open_fill f = {.mv = mv, .job = mv->open[i].job};
+
+		sg_dp_engine_job_keys(lc->eng, f.job, open_key_chunks, &f);
+	}
+	lc->mv = mv;
+	return 0;
 }
 
 static bool key_in_mask(void *arg, uint32_t job, uint32_t key)
@@ -229,8 +305,7 @@ int sg_dp_lcore_ctl(void *arg, struct sg_ctl_msg *m)
 	case SG_DP_MSG_MOVE_SET:
 		if (lc->eng == NULL)
 			return -EINVAL;
-		lc->mv = (struct sg_dp_move *)(uintptr_t)m->arg[0];
-		return 0;
+		return move_take(lc, (struct sg_dp_move *)(uintptr_t)m->arg[0]);
 	case SG_DP_MSG_KEYS_RELEASE:
 		return lc->eng ? keys_release(lc, m->arg[0]) : 0;
 	case SG_DP_MSG_JOB_STATS:
@@ -464,10 +539,21 @@ static bool refuse_during_move(const struct sg_dp_agent *a, char *reason)
 	return true;
 }
 
+/* Reducers whose engine holds the jobs (every one of the layout's that has an engine). */
+static unsigned int engines(const struct sg_dp_pipeline *p)
+{
+	unsigned int n = 0;
+
+	for (unsigned int i = 0; i < p->n_lc; i++)
+		n += p->lc[i].eng != NULL;
+	return n;
+}
+
 static int op_job_create(void *arg, struct sg_ctl_job *job, char *reason)
 {
 	struct sg_dp_agent *a = arg;
-	size_t es = sg_dtype_size(job->dtype);
+	/* dtype any: each key's own, and chunk_bytes is a multiple of 8, so of every size */
+	size_t es = job->open && job->dtype == SG_DTYPE_ANY ? 1 : sg_dtype_size(job->dtype);
 	uint32_t max_chunk = node_max_chunk(a->p);
 	struct agent_job *aj;
 	uint64_t token = 0;
@@ -534,10 +620,12 @@ static int op_job_create(void *arg, struct sg_ctl_job *job, char *reason)
 		.id = id, .nworkers = job->n_workers, .token = token, .dtype = job->dtype,
 		.mode = job->mode, .partition_bytes = job->partition_bytes,
 		.chunk_bytes = job->chunk_bytes ? job->chunk_bytes : max_chunk,
-		.keys = a->stage_keys, .nkeys = job->n_keys,
+		.keys = job->open ? NULL : a->stage_keys, .nkeys = job->open ? 0 : job->n_keys,
+		.open = job->open, .slots = job->open ? (job->slots ?: SG_OPEN_SLOTS_DEFAULT) : 0,
 	};
-	/* a node the placement gave no key keeps the job (listed, destroyed) but no engine does */
-	for (unsigned int i = 0; i < a->p->n_lc && rc == 0 && job->n_keys > 0; i++)
+	/* a node the placement gave no key keeps the job (listed, destroyed) but no engine does;
+	 * an open job is on every engine: its keys go where the keymap sends their pushes */
+	for (unsigned int i = 0; i < a->p->n_lc && rc == 0 && (job->n_keys > 0 || job->open); i++)
 		if (a->p->lc[i].eng != NULL)
 			rc = lcore_call(a, i, SG_DP_MSG_JOB_ADD, (uint64_t)(uintptr_t)&a->stage_job);
 	if (rc < 0) {
@@ -554,15 +642,24 @@ static int op_job_create(void *arg, struct sg_ctl_job *job, char *reason)
 				 .n_tensors = job->n_tensors, .n_keys = job->n_keys,
 				 .n_nodes = job->n_nodes ? job->n_nodes : 1,
 				 .chunk_bytes = a->stage_job.chunk_bytes,
-				 .keys = malloc((job->n_keys ? job->n_keys : 1) * sizeof(struct sg_dp_key))};
+				 .keys = malloc((job->n_keys ? job->n_keys : 1) * sizeof(struct sg_dp_key)),
+				 .open = job->open, .slots = a->stage_job.slots, .token = token};
 	if (aj->keys != NULL)
 		memcpy(aj->keys, a->stage_keys, job->n_keys * sizeof(struct sg_dp_key));
 	job->id = id;
 	job->chunk_bytes = aj->chunk_bytes;
-	SG_DP_LOG(INFO, "job %u created by the control plane: %u workers, %s, %s, %u of its "
-		  "partitions here (%u node(s)), %u-byte chunks\n", id, job->n_workers,
-		  sg_dtype_name(job->dtype), sg_mode_name(job->mode), job->n_keys, aj->n_nodes,
-		  aj->chunk_bytes);
+	job->slots = aj->slots;
+	job->slots_budget = (uint64_t)aj->slots * engines(a->p);
+	if (job->open)
+		SG_DP_LOG(INFO, "job %u created by the control plane: open (its pushes make its "
+			  "keys), %u workers, %s, %s, %u chunk slots on each of %u reducer(s), "
+			  "%u-byte chunks\n", id, job->n_workers, sg_dtype_name(job->dtype),
+			  sg_mode_name(job->mode), aj->slots, engines(a->p), aj->chunk_bytes);
+	else
+		SG_DP_LOG(INFO, "job %u created by the control plane: %u workers, %s, %s, %u of its "
+			  "partitions here (%u node(s)), %u-byte chunks\n", id, job->n_workers,
+			  sg_dtype_name(job->dtype), sg_mode_name(job->mode), job->n_keys,
+			  aj->n_nodes, aj->chunk_bytes);
 	return 0;
 }
 
@@ -585,7 +682,8 @@ static int op_job_list(void *arg, struct sg_ctl_job *out, unsigned int cap)
 		out[n] = (struct sg_ctl_job){.id = j->id, .n_workers = j->workers, .dtype = j->dtype,
 					     .mode = j->mode, .partition_bytes = j->partition_bytes,
 					     .n_tensors = j->n_tensors, .chunk_bytes = j->chunk_bytes,
-					     .n_keys = j->n_keys, .n_nodes = j->n_nodes};
+					     .n_keys = j->n_keys, .n_nodes = j->n_nodes,
+					     .open = j->open, .slots = j->slots};
 		for (int k = 0; k < nj; k++)
 			if (t.ids[k] == j->id) {
 				out[n].rounds_completed = t.st[k].rounds_completed;
@@ -593,6 +691,11 @@ static int op_job_list(void *arg, struct sg_ctl_job *out, unsigned int cap)
 				out[n].incomplete = t.st[k].incomplete_slots;
 				out[n].nacks = t.st[k].nacks_sent;
 				out[n].drops = t.st[k].drops;
+				out[n].slots_used = t.st[k].slots_used;
+				out[n].slots_budget = t.st[k].slots;
+				/* an open job's keys: made by its pushes, on the reducers they reach */
+				if (j->open)
+					out[n].n_keys = (uint32_t)t.st[k].keys;
 			}
 		n++;
 	}
@@ -669,7 +772,47 @@ static void move_free(struct sg_dp_move *mv)
 		return;
 	rte_hash_free(mv->chunks);
 	free(mv->ch);
+	free(mv->open);
 	free(mv);
+}
+
+/* Chunks of open jobs a move may meet beyond the slots their keys take now: new keys. */
+#define MOVE_OPEN_HEADROOM 65536u
+
+/*
+ * The open jobs @p mv tracks, and room for their chunks: what their keys take on the
+ * node now, and MOVE_OPEN_HEADROOM more, at most each job's budget on one engine.
+ * @return the room, or -ENOMEM.
+ */
+static int64_t move_open_jobs(struct sg_dp_agent *a, struct sg_dp_move *mv)
+{
+	struct sg_dp_jobs_table t = {0};
+	uint64_t room = 0;
+	unsigned int n = 0;
+	int nj = -1;
+
+	for (unsigned int i = 0; i < a->max_jobs; i++)
+		n += a->jobs[i].used && a->jobs[i].open;
+	if (n == 0)
+		return 0;
+	mv->open = calloc(n, sizeof(*mv->open));
+	if (mv->open == NULL)
+		return -ENOMEM;
+	nj = sg_dp_pipeline_jobs_stats(a->p, &t);
+	for (unsigned int i = 0; i < a->max_jobs; i++) {
+		const struct agent_job *j = &a->jobs[i];
+		uint64_t used = 0;
+
+		if (!j->used || !j->open)
+			continue;
+		for (int k = 0; k < nj; k++)
+			if (t.ids[k] == j->id)
+				used = t.st[k].slots_used;
+		mv->open[mv->n_open++] = (struct sg_dp_move_open){.job = j->id, .token = j->token};
+		room += RTE_MIN(used + MOVE_OPEN_HEADROOM, (uint64_t)j->slots);
+	}
+	sg_dp_jobs_table_free(&t);
+	return (int64_t)RTE_MIN(room, (uint64_t)1 << 24);
 }
 
 /* Add the chunks of every job's keys in @p mv's moving buckets to its table. */
@@ -711,6 +854,7 @@ static struct sg_dp_move *move_build(struct sg_dp_agent *a, unsigned int r, cons
 					 .hash_func = rte_jhash, .socket_id = p->red[r]->socket};
 	uint64_t now = sg_dp_now_ns(p, rte_rdtsc()), slot = (uint64_t)p->cfg.timeout_ms * 1000000;
 	char name[RTE_HASH_NAMESIZE];
+	int64_t open_room;
 	bool any = false;
 
 	*rc = 0;
@@ -732,9 +876,13 @@ static struct sg_dp_move *move_build(struct sg_dp_agent *a, unsigned int r, cons
 		}
 	}
 	move_fill(a, mv, true);
+	open_room = move_open_jobs(a, mv);
+	if (open_room < 0)
+		goto nomem;
+	mv->cap = mv->n_chunks + (uint32_t)open_room;
 	snprintf(name, sizeof(name), "sg_mv%u_%u", a->n_moves++, (unsigned int)getpid());
 	hp.name = name;
-	hp.entries = RTE_MAX(mv->n_chunks, 8u);
+	hp.entries = RTE_MAX(mv->cap, 8u);
 	mv->chunks = rte_hash_create(&hp);
 	mv->ch = calloc(hp.entries, sizeof(*mv->ch));
 	if (mv->chunks == NULL || mv->ch == NULL || move_fill(a, mv, false) < 0)
@@ -1193,9 +1341,13 @@ struct sg_dp_agent *sg_dp_agent_start(struct sg_dp_pipeline *p,
 						.partition_bytes = jc->partition_bytes,
 						.n_tensors = 1, .n_keys = jc->keys, .n_nodes = 1,
 						.chunk_bytes = sg_dp_job_chunk_bytes(c, jc),
-						.keys = calloc(jc->keys, sizeof(struct sg_dp_key))};
+						.keys = calloc(jc->keys, sizeof(struct sg_dp_key)),
+						.open = jc->open_slots != 0, .slots = jc->open_slots,
+						.token = jc->token};
+		if (a->jobs[j].open)
+			a->jobs[j].n_keys = 0; /* the engines make them */
 		/* keys 0..K-1: the partitions of tensor 0 in libsigma's numbering */
-		for (uint32_t k = 0; a->jobs[j].keys && k < jc->keys; k++)
+		for (uint32_t k = 0; a->jobs[j].keys && k < a->jobs[j].n_keys; k++)
 			a->jobs[j].keys[k] = (struct sg_dp_key){
 				.id = k, .nelem = jc->partition_bytes / (uint32_t)sg_dtype_size(jc->dtype)};
 		a->next_id = RTE_MAX(a->next_id, jc->id);

@@ -9,6 +9,13 @@
  * direct-indexed slot array: slot = key's first slot + chunk index.
  * Accumulators come from one sg_sum_pool per engine.
  *
+ * An open job reserves its tables at add_job for its slot budget (as many
+ * keys as slots, the hash at twice that) and fills them as pushes create
+ * keys: a new key takes the next nchunks slots. Keys are never removed, so
+ * their slot ranges stay in creation order, as a fixed job's do. Each key
+ * carries its own dtype (a job of dtype any takes each key's from its first
+ * push), so the hot path reads the element type from the key, not the job.
+ *
  * Every collecting slot is on its job's "active" list in the order it opened
  * (that is, by start time), so the timeout scan stops at the first young
  * slot. Every finished slot that still holds its result is on the job's
@@ -24,6 +31,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <rte_branch_prediction.h>
 #include <rte_common.h>
 #include <rte_log.h>
 
@@ -81,11 +89,19 @@ struct slot {
 };
 _Static_assert(sizeof(struct slot) == 56, "docs/dataplane-engine.md: 56 bytes per slot");
 
+/* A last chunk whose length a new key of an open job has not learnt: no push's nelem. */
+#define LAST_UNKNOWN UINT32_MAX
+
 struct key_ent {
 	uint32_t id;
-	uint32_t nelem;
+	/* elements of the last chunk; LAST_UNKNOWN for a new key of an open job until its last
+	 * chunk's first push (the parser bounds nelem by the payload: it never matches) */
+	uint32_t last;
 	uint32_t nchunks;
-	uint32_t base; /* index of chunk 0's slot */
+	uint32_t base;	      /* index of chunk 0's slot */
+	uint32_t chunk_elems; /* elements of a full chunk: chunk_bytes / esz */
+	uint8_t dtype;	      /* the key's element type (the job's, unless the job's is any) */
+	uint8_t esz;	      /* its size in bytes */
 };
 
 struct list {
@@ -97,17 +113,19 @@ struct job {
 	uint32_t n;
 	uint64_t token;
 	uint64_t full; /* bitmap with all N ranks */
-	enum sg_dtype dtype;
+	enum sg_dtype dtype;  /* SG_DTYPE_ANY: an open job whose keys each have their own */
 	enum sg_mode mode;
 	unsigned int sum_flags;
-	uint32_t esz;         /* bytes per element on the wire */
 	uint32_t chunk_bytes; /* payload bytes of a full chunk */
-	uint32_t chunk_elems;
+	uint32_t part;	      /* partition_bytes: an open job's largest key */
+	bool open;	      /* keys are made by their first push */
 	uint32_t nkeys;
+	uint32_t max_keys;    /* room in keys (an open job's: its slot budget) */
 	struct key_ent *keys;
 	uint32_t *khash; /* key index + 1; 0 = empty */
 	uint32_t kmask;
-	uint32_t nslots;
+	uint32_t nslots;     /* slots allocated: a fixed job's chunks, an open job's budget */
+	uint32_t slots_used; /* ... of which keys hold (a fixed job: all) */
 	struct slot *slots;
 	uint64_t *peer; /* last address each rank pushed from */
 	uint32_t max_inflight;
@@ -210,7 +228,7 @@ static struct job *job_find(struct sg_dp_engine *e, uint32_t id)
 	return NULL;
 }
 
-static const struct key_ent *key_find(const struct job *j, uint32_t id)
+static struct key_ent *key_find(const struct job *j, uint32_t id)
 {
 	for (uint32_t h = hash32(id) & j->kmask;; h = (h + 1) & j->kmask) {
 		uint32_t v = j->khash[h];
@@ -222,11 +240,10 @@ static const struct key_ent *key_find(const struct job *j, uint32_t id)
 	}
 }
 
-static uint32_t chunk_nelem(const struct job *j, const struct key_ent *k, uint32_t c)
+/* Elements of chunk @p c (LAST_UNKNOWN: the last chunk of a new open key, not learnt yet). */
+static inline uint32_t chunk_nelem(const struct key_ent *k, uint32_t c)
 {
-	uint32_t first = c * j->chunk_elems;
-
-	return RTE_MIN(k->nelem - first, j->chunk_elems);
+	return c + 1 == k->nchunks ? k->last : k->chunk_elems;
 }
 
 /* ---- output ------------------------------------------------------------ */
@@ -236,7 +253,7 @@ static void reply_msg(struct sg_dp_msg *m, const struct job *j, const struct key
 		      uint32_t chunk, uint32_t round)
 {
 	memset(m, 0, sizeof(*m));
-	m->dtype = (uint8_t)j->dtype;
+	m->dtype = k->dtype;
 	m->job = j->id;
 	m->token = j->token;
 	m->key = k->id;
@@ -274,8 +291,9 @@ static void emit_small(struct sg_dp_engine *e, struct job *j, struct sg_dp_msg *
  * @ranks. With the fan-out ops and two ranks or more, the header and payload
  * are written once for all of them.
  */
-static bool emit_fanout(struct sg_dp_engine *e, struct job *j, const uint8_t *hdr,
-			uint32_t len, uint32_t nelem, const void *acc, uint64_t ranks)
+static bool emit_fanout(struct sg_dp_engine *e, struct job *j, enum sg_dtype dt,
+			const uint8_t *hdr, uint32_t len, uint32_t nelem, const void *acc,
+			uint64_t ranks)
 {
 	unsigned int n = 0, sent;
 	void *pkt, *buf;
@@ -291,8 +309,7 @@ static bool emit_fanout(struct sg_dp_engine *e, struct job *j, const uint8_t *hd
 		return false;
 	memcpy(buf, hdr, SG_DP_HDR_LEN);
 	sg_dp_hdr_set_rank(buf, e->fan[0].rank);
-	sg_sum_acc_final_unchecked(j->dtype, j->sum_flags, (uint8_t *)buf + SG_DP_HDR_LEN, acc,
-				   nelem);
+	sg_sum_acc_final_unchecked(dt, j->sum_flags, (uint8_t *)buf + SG_DP_HDR_LEN, acc, nelem);
 	sent = e->conf.tx.send_multi(e->conf.tx.ctx, pkt, len, e->fan, n);
 	sent = RTE_MIN(sent, n);
 	e->st.results_sent += sent;
@@ -307,15 +324,15 @@ static void emit_results(struct sg_dp_engine *e, struct job *j, const struct key
 {
 	struct sg_dp_msg m;
 	uint8_t hdr[SG_DP_HDR_LEN];
-	uint32_t nelem = chunk_nelem(j, k, chunk);
-	uint32_t len = SG_DP_HDR_LEN + nelem * j->esz;
+	uint32_t nelem = chunk_nelem(k, chunk);
+	uint32_t len = SG_DP_HDR_LEN + nelem * k->esz;
 
 	reply_msg(&m, j, k, chunk, round);
 	m.type = SG_DP_T_RESULT;
 	m.nelem = nelem;
 	sg_dp_build_hdr(hdr, &m);
 	if (e->multi && (ranks & (ranks - 1)) != 0 &&
-	    emit_fanout(e, j, hdr, len, nelem, acc, ranks))
+	    emit_fanout(e, j, k->dtype, hdr, len, nelem, acc, ranks))
 		return;
 	for (; ranks != 0; ranks &= ranks - 1) {
 		unsigned int rank = (unsigned int)__builtin_ctzll(ranks);
@@ -329,7 +346,7 @@ static void emit_results(struct sg_dp_engine *e, struct job *j, const struct key
 		memcpy(buf, hdr, SG_DP_HDR_LEN);
 		sg_dp_hdr_set_rank(buf, (uint16_t)rank);
 		/* Narrows fp32 accumulators of fp16/bf16 straight into the packet. */
-		sg_sum_acc_final_unchecked(j->dtype, j->sum_flags, (uint8_t *)buf + SG_DP_HDR_LEN,
+		sg_sum_acc_final_unchecked(k->dtype, j->sum_flags, (uint8_t *)buf + SG_DP_HDR_LEN,
 					   acc, nelem);
 		e->conf.tx.send(e->conf.tx.ctx, pkt, len);
 		JCOUNT(e, j, results_sent);
@@ -424,7 +441,7 @@ static void buf_put(struct sg_dp_engine *e, void **b)
 
 struct pkt_ctx {
 	struct job *j;
-	const struct key_ent *k;
+	struct key_ent *k;
 	uint32_t chunk;
 	uint32_t sidx;
 	struct slot *s;
@@ -530,13 +547,15 @@ static void slot_restart(struct sg_dp_engine *e, struct pkt_ctx *c)
 	e->st.stale_rounds++;
 }
 
-static void acc_fold(const struct job *j, void *acc, const void *src, uint32_t nelem, bool first)
+static void acc_fold(const struct job *j, const struct key_ent *k, void *acc, const void *src,
+		     uint32_t nelem, bool first)
 {
-	/* add_job checked dtype and flags; the buffers are the pool's and the packet's */
+	/* add_job checked flags, the parser the key's dtype; the buffers are the pool's and the
+	 * packet's */
 	if (first)
-		sg_sum_acc_init_unchecked(j->dtype, j->sum_flags, acc, src, nelem);
+		sg_sum_acc_init_unchecked((enum sg_dtype)k->dtype, j->sum_flags, acc, src, nelem);
 	else
-		sg_sum_acc_add_unchecked(j->dtype, j->sum_flags, acc, src, nelem);
+		sg_sum_acc_add_unchecked((enum sg_dtype)k->dtype, j->sum_flags, acc, src, nelem);
 }
 
 /* Add one push to a collecting slot. @return SG_DP_USED_* bits (NACKED: not added). */
@@ -556,20 +575,20 @@ static int slot_add(struct sg_dp_engine *e, struct pkt_ctx *c)
 				  SG_DP_C_BUSY);
 			return USED_NACK;
 		}
-		memcpy(*st, c->m->payload, (size_t)c->nelem * j->esz);
+		memcpy(*st, c->m->payload, (size_t)c->nelem * c->k->esz);
 	} else if (j->mode == SG_MODE_DETERM) {
 		void **st;
 
-		acc_fold(j, s->acc, c->m->payload, c->nelem, rank == 0);
+		acc_fold(j, c->k, s->acc, c->m->payload, c->nelem, rank == 0);
 		s->next_rank++;
 		while (s->next_rank < j->n &&
 		       *(st = &j->stage[(size_t)s->ifl * j->n + s->next_rank]) != NULL) {
-			acc_fold(j, s->acc, *st, c->nelem, false);
+			acc_fold(j, c->k, s->acc, *st, c->nelem, false);
 			buf_put(e, st);
 			s->next_rank++;
 		}
 	} else {
-		acc_fold(j, s->acc, c->m->payload, c->nelem, s->arrived == 0);
+		acc_fold(j, c->k, s->acc, c->m->payload, c->nelem, s->arrived == 0);
 	}
 	s->arrived |= 1ull << rank;
 	JCOUNT(e, j, rx_pushes);
@@ -636,11 +655,16 @@ static void refuse(struct sg_dp_engine *e, struct job *j, const struct sg_dp_msg
 	JCOUNT(e, j, errors_sent);
 }
 
-/* Drop a push that disagrees with job @p j's geometry, and tell its sender what the job is. */
-static int mismatch(struct sg_dp_engine *e, struct job *j, const struct sg_dp_msg *m,
-		    uint64_t src, uint64_t now, enum sg_dp_drop why, uint8_t what)
+/*
+ * Drop a push that disagrees with job @p j's geometry (with key @p k's, when the job
+ * has it), and tell its sender what the job is.
+ */
+static int mismatch(struct sg_dp_engine *e, struct job *j, const struct key_ent *k,
+		    const struct sg_dp_msg *m, uint64_t src, uint64_t now, enum sg_dp_drop why,
+		    uint8_t what)
 {
-	struct sg_dp_mismatch mm = {.what = what, .dtype = (uint8_t)j->dtype,
+	struct sg_dp_mismatch mm = {.what = what,
+				    .dtype = k != NULL ? k->dtype : (uint8_t)j->dtype,
 				    .chunk_bytes = htobe32(j->chunk_bytes)};
 
 	refuse(e, j, m, src, now, SG_DP_C_MISMATCH, &mm);
@@ -778,9 +802,9 @@ static int async_push(struct sg_dp_engine *e, struct pkt_ctx *c)
 			return USED_NACK;
 		}
 		s->state = S_ASYNC;
-		acc_fold(j, s->acc, c->m->payload, c->nelem, true);
+		acc_fold(j, c->k, s->acc, c->m->payload, c->nelem, true);
 	} else {
-		acc_fold(j, s->acc, c->m->payload, c->nelem, false);
+		acc_fold(j, c->k, s->acc, c->m->payload, c->nelem, false);
 	}
 	s->arrived |= 1ull << rank;
 	*last = c->m->round;
@@ -799,6 +823,74 @@ static int async_pull(struct sg_dp_engine *e, struct pkt_ctx *c)
 	return SG_DP_USED_REPLIED;
 }
 
+/* ---- open jobs: keys made by their first push ---------------------------- */
+
+/* Bytes of a key of @p nchunks chunks whose last one holds @p last elements of @p esz bytes. */
+static inline uint64_t key_bytes(const struct job *j, uint32_t nchunks, uint32_t last,
+				 uint32_t esz)
+{
+	return (uint64_t)(nchunks - 1) * j->chunk_bytes + (uint64_t)last * esz;
+}
+
+/*
+ * Learn the length of the last chunk of open key @p k from its first push @p m:
+ * 1..a full chunk's elements, and the key within partition_bytes. @return 0 or the drop.
+ */
+static int key_learn_last(struct sg_dp_engine *e, struct job *j, struct key_ent *k,
+			  const struct sg_dp_msg *m, uint64_t src, uint64_t now)
+{
+	if (m->nelem == 0 || m->nelem > k->chunk_elems)
+		return mismatch(e, j, k, m, src, now, SG_DP_DROP_NELEM, SG_DP_MM_NELEM);
+	if (key_bytes(j, k->nchunks, m->nelem, k->esz) > j->part)
+		return mismatch(e, j, k, m, src, now, SG_DP_DROP_PARTITION, SG_DP_MM_PARTITION);
+	k->last = m->nelem;
+	return 0;
+}
+
+/*
+ * A push for a key open job @p j does not have yet (the job, token and rank are
+ * checked): make the key from its header if the header holds together, and if the
+ * job's slot budget has room for its chunks. @return 0 (the key is the job's last)
+ * or the drop, answered with ERROR MISMATCH or FULL.
+ */
+static int key_create(struct sg_dp_engine *e, struct job *j, const struct sg_dp_msg *m,
+		      uint64_t src, uint64_t now)
+{
+	uint32_t esz = (uint32_t)sg_dtype_size((enum sg_dtype)m->dtype), per, h;
+	bool last = m->chunk + 1 == m->nchunks;
+	struct key_ent *k;
+
+	if (m->nchunks == 0 || m->chunk >= m->nchunks)
+		return mismatch(e, j, NULL, m, src, now, SG_DP_DROP_CHUNK, SG_DP_MM_CHUNKS);
+	if (m->offset != (uint64_t)m->chunk * j->chunk_bytes)
+		return mismatch(e, j, NULL, m, src, now, SG_DP_DROP_OFFSET, SG_DP_MM_OFFSET);
+	if (j->dtype != SG_DTYPE_ANY && m->dtype != j->dtype)
+		return mismatch(e, j, NULL, m, src, now, SG_DP_DROP_JOB_DTYPE, SG_DP_MM_DTYPE);
+	per = j->chunk_bytes / esz;
+	if (last ? m->nelem == 0 || m->nelem > per : m->nelem != per)
+		return mismatch(e, j, NULL, m, src, now, SG_DP_DROP_NELEM, SG_DP_MM_NELEM);
+	if (key_bytes(j, m->nchunks, last ? m->nelem : 1, esz) > j->part)
+		return mismatch(e, j, NULL, m, src, now, SG_DP_DROP_PARTITION, SG_DP_MM_PARTITION);
+	if ((uint64_t)j->slots_used + m->nchunks > j->nslots || j->nkeys == j->max_keys) {
+		struct sg_dp_full f = {.slots = htobe32(j->nslots), .used = htobe32(j->slots_used)};
+
+		refuse(e, j, m, src, now, SG_DP_C_FULL, &f);
+		return job_drop(e, j, SG_DP_DROP_FULL);
+	}
+	k = &j->keys[j->nkeys];
+	*k = (struct key_ent){.id = m->key, .nchunks = m->nchunks, .base = j->slots_used,
+			      .chunk_elems = per, .dtype = m->dtype, .esz = (uint8_t)esz,
+			      .last = last ? m->nelem : LAST_UNKNOWN};
+	for (h = hash32(k->id) & j->kmask; j->khash[h] != 0; h = (h + 1) & j->kmask)
+		;
+	j->khash[h] = ++j->nkeys;
+	j->slots_used += m->nchunks;
+	j->st.keys++;
+	j->st.slots_used += m->nchunks;
+	e->st.keys_created++;
+	return 0;
+}
+
 /* ---- entry points -------------------------------------------------------- */
 
 int sg_dp_engine_rx(struct sg_dp_engine *e, const void *pkt, uint32_t len, uint64_t src,
@@ -808,6 +900,7 @@ int sg_dp_engine_rx(struct sg_dp_engine *e, const void *pkt, uint32_t len, uint6
 	enum sg_dp_drop why;
 	struct pkt_ctx c;
 	struct job *j;
+	int rc;
 
 	e->st.rx_packets++;
 	if (sg_dp_parse(pkt, len, &m, &why) != 0)
@@ -826,17 +919,31 @@ int sg_dp_engine_rx(struct sg_dp_engine *e, const void *pkt, uint32_t len, uint6
 		return job_drop(e, j, SG_DP_DROP_RANK);
 	/* from here on the sender holds the job's token: a refused push is answered */
 	c.k = key_find(j, m.key);
-	if (c.k == NULL)
-		return mismatch(e, j, &m, src, now, SG_DP_DROP_KEY, SG_DP_MM_KEY);
+	if (unlikely(c.k == NULL)) {
+		/* a PULL never makes a key: it asks for a result, and there is none */
+		if (!j->open || m.type != SG_DP_T_PUSH)
+			return mismatch(e, j, NULL, &m, src, now, SG_DP_DROP_KEY, SG_DP_MM_KEY);
+		rc = key_create(e, j, &m, src, now);
+		if (rc < 0)
+			return rc;
+		c.k = &j->keys[j->nkeys - 1];
+	}
 	if (m.chunk >= c.k->nchunks || m.nchunks != c.k->nchunks)
-		return mismatch(e, j, &m, src, now, SG_DP_DROP_CHUNK, SG_DP_MM_CHUNKS);
+		return mismatch(e, j, c.k, &m, src, now, SG_DP_DROP_CHUNK, SG_DP_MM_CHUNKS);
 	if (m.offset != (uint64_t)m.chunk * j->chunk_bytes)
-		return mismatch(e, j, &m, src, now, SG_DP_DROP_OFFSET, SG_DP_MM_OFFSET);
-	if (m.dtype != j->dtype)
-		return mismatch(e, j, &m, src, now, SG_DP_DROP_JOB_DTYPE, SG_DP_MM_DTYPE);
-	c.nelem = chunk_nelem(j, c.k, m.chunk);
-	if (m.type == SG_DP_T_PUSH && m.nelem != c.nelem)
-		return mismatch(e, j, &m, src, now, SG_DP_DROP_NELEM, SG_DP_MM_NELEM);
+		return mismatch(e, j, c.k, &m, src, now, SG_DP_DROP_OFFSET, SG_DP_MM_OFFSET);
+	if (m.dtype != c.k->dtype)
+		return mismatch(e, j, c.k, &m, src, now, SG_DP_DROP_JOB_DTYPE, SG_DP_MM_DTYPE);
+	c.nelem = chunk_nelem(c.k, m.chunk);
+	if (m.type == SG_DP_T_PUSH && unlikely(m.nelem != c.nelem)) {
+		/* the last chunk of a new open key, whose first push tells its length */
+		rc = c.nelem == LAST_UNKNOWN ? key_learn_last(e, j, c.k, &m, src, now)
+				  : mismatch(e, j, c.k, &m, src, now, SG_DP_DROP_NELEM,
+					     SG_DP_MM_NELEM);
+		if (rc < 0)
+			return rc;
+		c.nelem = m.nelem;
+	}
 
 	j->peer[m.rank] = src;
 	if (e->conf.tx.accept != NULL)
@@ -1068,8 +1175,9 @@ static bool slot_release(struct sg_dp_engine *e, struct job *j, uint32_t i);
 
 static void job_free(struct sg_dp_engine *e, struct job *j)
 {
-	/* a half-built job's slots are all S_NEW: releasing them touches nothing else */
-	for (uint32_t i = 0; j->slots != NULL && i < j->nslots; i++)
+	/* a half-built job's slots are all S_NEW: releasing them touches nothing else; an open
+	 * job's slots past those its keys took were never used (nor their pages touched) */
+	for (uint32_t i = 0; j->slots != NULL && i < j->slots_used; i++)
 		slot_release(e, j, i);
 	free(j->slots);
 	free(j->keys);
@@ -1079,6 +1187,35 @@ static void job_free(struct sg_dp_engine *e, struct job *j)
 	free(j->stage);
 	free(j->around);
 	free(j);
+}
+
+/* The largest accumulator a chunk of @p chunk_bytes needs: of the job's dtype, or of any. */
+static size_t acc_bytes(const struct sg_dp_job_conf *c, uint32_t chunk_bytes)
+{
+	size_t most = 0;
+
+	for (unsigned int dt = 0; dt < SG_DTYPE_COUNT; dt++)
+		if (c->dtype == SG_DTYPE_ANY || dt == (unsigned int)c->dtype)
+			most = RTE_MAX(most, chunk_bytes / sg_dtype_size((enum sg_dtype)dt) *
+						     sg_sum_acc_elem_size((enum sg_dtype)dt,
+									  c->sum_flags));
+	return most;
+}
+
+/* An open job's own checks: no keys, a slot budget in range. */
+static int open_check(const struct sg_dp_job_conf *c)
+{
+	if (c->keys != NULL || c->nkeys != 0) {
+		ENG_LOG(ERR, "job %" PRIu32 ": an open job comes without keys (keys %s, nkeys %"
+			PRIu32 "): its pushes make them", c->id, c->keys ? "set" : "NULL", c->nkeys);
+		return -EINVAL;
+	}
+	if (c->slots > SG_OPEN_SLOTS_MAX) {
+		ENG_LOG(ERR, "job %" PRIu32 ": %" PRIu32 " slots: an open job takes 1..%u",
+			c->id, c->slots, SG_OPEN_SLOTS_MAX);
+		return -EINVAL;
+	}
+	return 0;
 }
 
 static int job_check(const struct sg_dp_engine *e, const struct sg_dp_job_conf *c,
@@ -1091,8 +1228,11 @@ static int job_check(const struct sg_dp_engine *e, const struct sg_dp_job_conf *
 			c->nworkers, SG_MAX_WORKERS);
 		return -EINVAL;
 	}
+	if (c->open && c->dtype == SG_DTYPE_ANY)
+		esz = 1; /* each key's own; chunk_bytes is a multiple of 8, so of every size */
 	if (esz == 0) {
-		ENG_LOG(ERR, "job %" PRIu32 ": unknown dtype %d", c->id, (int)c->dtype);
+		ENG_LOG(ERR, "job %" PRIu32 ": unknown dtype %d%s", c->id, (int)c->dtype,
+			c->dtype == SG_DTYPE_ANY ? " (any: open jobs only)" : "");
 		return -EINVAL;
 	}
 	if ((unsigned int)c->mode >= SG_MODE_COUNT) {
@@ -1109,11 +1249,13 @@ static int job_check(const struct sg_dp_engine *e, const struct sg_dp_job_conf *
 			c->id, chunk_bytes, e->conf.max_payload);
 		return -EINVAL;
 	}
-	if (chunk_bytes / esz * sg_sum_acc_elem_size(c->dtype, c->sum_flags) > e->buf_size) {
+	if (acc_bytes(c, chunk_bytes) > e->buf_size) {
 		ENG_LOG(ERR, "job %" PRIu32 ": a %" PRIu32 "-byte chunk's accumulator does not fit "
 			"the engine's %" PRIu32 "-byte buffers", c->id, chunk_bytes, e->buf_size);
 		return -EINVAL;
 	}
+	if (c->open)
+		return open_check(c);
 	if (c->keys == NULL || c->nkeys == 0 || c->nkeys > (1u << 24)) {
 		ENG_LOG(ERR, "job %" PRIu32 ": needs a key array of 1..2^24 keys (keys %s, nkeys %"
 			PRIu32 ")", c->id, c->keys ? "set" : "NULL", c->nkeys);
@@ -1142,9 +1284,12 @@ static uint64_t job_keys(struct job *j, const struct sg_dp_job_conf *c)
 		uint32_t h;
 
 		k->id = c->keys[i].id;
-		k->nelem = c->keys[i].nelem;
-		k->nchunks = sg_dp_chunk_count(k->nelem, j->dtype, j->chunk_bytes);
+		k->nchunks = sg_dp_chunk_count(c->keys[i].nelem, j->dtype, j->chunk_bytes);
 		k->base = (uint32_t)base;
+		k->dtype = (uint8_t)j->dtype;
+		k->esz = (uint8_t)sg_dtype_size(j->dtype);
+		k->chunk_elems = j->chunk_bytes / k->esz;
+		k->last = c->keys[i].nelem - (k->nchunks - 1) * k->chunk_elems;
 		base += k->nchunks;
 		if (base >= NIL)
 			return 0;
@@ -1184,24 +1329,26 @@ int sg_dp_engine_add_job(struct sg_dp_engine *e, const struct sg_dp_job_conf *c)
 	j->dtype = c->dtype;
 	j->mode = c->mode;
 	j->sum_flags = c->sum_flags;
-	j->esz = (uint32_t)sg_dtype_size(c->dtype);
 	j->chunk_bytes = chunk_bytes;
-	j->chunk_elems = chunk_bytes / j->esz;
-	j->nkeys = c->nkeys;
+	j->part = part;
+	j->open = c->open;
+	/* an open job: as many keys as slots (each key takes one at least) */
+	j->nkeys = c->open ? 0 : c->nkeys;
+	j->max_keys = c->open ? (c->slots ? c->slots : SG_OPEN_SLOTS_DEFAULT) : c->nkeys;
 	j->max_inflight = c->max_inflight ? c->max_inflight : RTE_MAX(e->conf.pool_bufs / 2, 1u);
 	j->max_inflight = RTE_MIN(j->max_inflight, (uint32_t)UINT16_MAX + 1);
 	j->active.head = j->active.tail = NIL;
 	j->done.head = j->done.tail = NIL;
-	while (hsize < 2 * c->nkeys)
+	while (hsize < 2 * j->max_keys)
 		hsize <<= 1;
 	j->kmask = hsize - 1;
-	j->keys = calloc(c->nkeys, sizeof(*j->keys));
+	j->keys = calloc(j->max_keys, sizeof(*j->keys));
 	j->khash = calloc(hsize, sizeof(*j->khash));
 	j->peer = calloc(j->n, sizeof(*j->peer));
 	j->ifl_free = calloc(j->max_inflight, sizeof(*j->ifl_free));
 	if (j->keys == NULL || j->khash == NULL || j->peer == NULL || j->ifl_free == NULL)
 		goto nomem;
-	nslots = job_keys(j, c);
+	nslots = c->open ? j->max_keys : job_keys(j, c);
 	if (nslots == 0) {
 		ENG_LOG(ERR, "job %" PRIu32 ": duplicate key ids or more than 2^32-1 chunks",
 			c->id);
@@ -1209,9 +1356,14 @@ int sg_dp_engine_add_job(struct sg_dp_engine *e, const struct sg_dp_job_conf *c)
 		return -EINVAL;
 	}
 	j->nslots = (uint32_t)nslots;
+	/* calloc: an open job's pages are touched as its keys take slots */
 	j->slots = calloc(nslots, sizeof(*j->slots));
 	if (j->slots == NULL)
 		goto nomem;
+	j->slots_used = c->open ? 0 : j->nslots;
+	j->st.keys = j->nkeys;
+	j->st.slots_used = j->slots_used;
+	j->st.slots = j->nslots;
 	for (uint32_t i = 0; i < j->max_inflight; i++)
 		j->ifl_free[i] = (uint16_t)(j->max_inflight - 1 - i);
 	j->ifl_top = j->max_inflight;
@@ -1226,10 +1378,16 @@ int sg_dp_engine_add_job(struct sg_dp_engine *e, const struct sg_dp_job_conf *c)
 			goto nomem;
 	}
 	e->jobs[e->njobs++] = j;
-	ENG_LOG(INFO, "job %" PRIu32 " added: %" PRIu32 " workers, %s, %s, %" PRIu32
-		" keys, %" PRIu32 " chunks of %" PRIu32 " bytes, %" PRIu32 " in flight",
-		j->id, j->n, sg_dtype_name(j->dtype), sg_mode_name(j->mode), j->nkeys,
-		j->nslots, j->chunk_bytes, j->max_inflight);
+	if (j->open)
+		ENG_LOG(INFO, "job %" PRIu32 " added (open: its pushes make its keys): %" PRIu32
+			" workers, %s, %s, up to %" PRIu32 " chunks of %" PRIu32 " bytes, %"
+			PRIu32 " in flight", j->id, j->n, sg_dtype_name(j->dtype),
+			sg_mode_name(j->mode), j->nslots, j->chunk_bytes, j->max_inflight);
+	else
+		ENG_LOG(INFO, "job %" PRIu32 " added: %" PRIu32 " workers, %s, %s, %" PRIu32
+			" keys, %" PRIu32 " chunks of %" PRIu32 " bytes, %" PRIu32 " in flight",
+			j->id, j->n, sg_dtype_name(j->dtype), sg_mode_name(j->mode), j->nkeys,
+			j->nslots, j->chunk_bytes, j->max_inflight);
 	return 0;
 nomem:
 	job_free(e, j);
@@ -1279,6 +1437,21 @@ int sg_dp_engine_release_keys(struct sg_dp_engine *e, uint32_t job_id,
 			n += slot_release(e, j, ke->base + c);
 	}
 	return n;
+}
+
+int sg_dp_engine_job_keys(const struct sg_dp_engine *e, uint32_t job_id,
+			  void (*fn)(void *arg, uint32_t key, uint32_t nchunks), void *arg)
+{
+	for (uint32_t i = 0; e != NULL && i < e->njobs; i++) {
+		const struct job *j = e->jobs[i];
+
+		if (j->id != job_id)
+			continue;
+		for (uint32_t k = 0; k < j->nkeys; k++)
+			fn(arg, j->keys[k].id, j->keys[k].nchunks);
+		return (int)j->nkeys;
+	}
+	return -ENOENT;
 }
 
 int sg_dp_engine_remove_job(struct sg_dp_engine *e, uint32_t job_id)

@@ -23,6 +23,15 @@
  * result again. It is released when round r+1 completes, or, under pool
  * pressure, once it has been complete for at least shadow_hold_ns. See
  * docs/protocol.md for the full state machine.
+ *
+ * Open jobs (sg_dp_job_conf.open): the job comes without keys; a PUSH that
+ * names a key the job does not have, and passes the job, token and rank
+ * checks, makes the key if its header holds together (chunk < nchunks,
+ * offset == chunk * chunk_bytes, the job's dtype unless the job's is any,
+ * full chunks but the last, the key within partition_bytes) and the job's
+ * slot budget has room for its chunks; ERROR MISMATCH or FULL otherwise.
+ * The tables for the whole budget are reserved at add_job: making a key
+ * allocates nothing. docs/dataplane-engine.md, "Open jobs".
  */
 #ifndef SG_DP_ENGINE_H
 #define SG_DP_ENGINE_H
@@ -127,14 +136,25 @@ struct sg_dp_job_conf {
 	uint32_t id;              /**< job id on the wire */
 	uint32_t nworkers;        /**< N, 1..SG_MAX_WORKERS */
 	uint64_t token;           /**< session token every packet must carry */
-	enum sg_dtype dtype;      /**< element type of every key */
+	/**
+	 * Element type of every key; an open job may take SG_DTYPE_ANY: each key
+	 * then has the dtype of its first push
+	 */
+	enum sg_dtype dtype;
 	enum sg_mode mode;     /**< sync (default), async or deterministic */
 	unsigned int sum_flags;   /**< 0 (fp16/bf16 summed in fp32) or SG_SUM_F_NATIVE */
 	uint32_t partition_bytes; /**< largest key in bytes (default SG_PARTITION_BYTES_DEFAULT) */
 	uint32_t chunk_bytes;     /**< payload bytes per chunk, multiple of 8 (default 1424) */
 	uint32_t max_inflight;    /**< slots collecting at once (default: pool_bufs / 2) */
-	const struct sg_dp_key *keys; /**< the job's partitions (copied) */
-	uint32_t nkeys;           /**< number of keys, > 0 */
+	const struct sg_dp_key *keys; /**< the job's partitions (copied); NULL for an open job */
+	uint32_t nkeys;           /**< number of keys, > 0; 0 for an open job */
+	bool open;                /**< an open job: its first valid pushes make its keys */
+	/**
+	 * Open job: chunk slots its keys may take on this engine, 1..SG_OPEN_SLOTS_MAX
+	 * (0: SG_OPEN_SLOTS_DEFAULT). Each costs 88 bytes of tables reserved at add_job
+	 * (touched as keys take slots), plus 4 * nworkers in async mode.
+	 */
+	uint32_t slots;
 };
 
 /**
@@ -161,6 +181,7 @@ struct sg_dp_stats {
 				     round showed they had finished on another engine */
 	uint64_t pool_free;         /**< gauge: free accumulator buffers */
 	uint64_t tx_fail;           /**< packets not sent because tx alloc returned NULL */
+	uint64_t keys_created;      /**< keys open jobs' pushes made */
 };
 
 /**
@@ -183,6 +204,10 @@ struct sg_dp_job_stats {
 	uint64_t incomplete_slots;  /**< gauge: timed-out slots still incomplete now */
 	uint64_t slots_active;      /**< gauge: slots collecting now */
 	uint64_t tx_fail;           /**< packets for this job not sent (tx alloc failed) */
+	uint64_t keys;              /**< gauge: keys the job has here (an open job: made so far) */
+	uint64_t slots_used;        /**< gauge: chunk slots its keys take */
+	uint64_t slots;             /**< gauge: chunk slots it may take (a fixed job's: its
+				         chunks; an open job's: its budget) */
 };
 
 /**
@@ -211,7 +236,9 @@ void sg_dp_engine_destroy(struct sg_dp_engine *eng);
 /**
  * Add a job. Keys must be distinct, each at most partition_bytes and at most
  * 2^32-1 bytes; chunk_bytes must be a multiple of 8 and of the dtype size and
- * at most the engine's max_payload.
+ * at most the engine's max_payload. An open job has no keys (keys NULL, nkeys
+ * 0) and a slot budget of at most SG_OPEN_SLOTS_MAX; its tables are reserved
+ * here.
  * @return 0, -EINVAL (bad conf, logged), -EEXIST (job id in use), -ENOSPC
  *         (max_jobs reached) or -ENOMEM.
  */
@@ -235,6 +262,15 @@ int sg_dp_engine_remove_job(struct sg_dp_engine *eng, uint32_t job_id);
  */
 int sg_dp_engine_release_keys(struct sg_dp_engine *eng, uint32_t job_id,
 			      bool (*pick)(void *arg, uint32_t job, uint32_t key), void *arg);
+
+/**
+ * Call @p fn(@p arg, key, nchunks) for each key job @p job_id has on this
+ * engine (an open job: the keys its pushes made so far), in the order their
+ * slots lie. Same thread as rx.
+ * @return the number of keys, or -ENOENT if the engine has no such job.
+ */
+int sg_dp_engine_job_keys(const struct sg_dp_engine *eng, uint32_t job_id,
+			  void (*fn)(void *arg, uint32_t key, uint32_t nchunks), void *arg);
 
 /**
  * Handle one UDP payload.

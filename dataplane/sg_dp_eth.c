@@ -47,6 +47,12 @@ static void tx_flush(struct sg_dp_lcore *lc, uint16_t port)
 	uint16_t n = lc->txn[port], sent = 0;
 	struct rte_mbuf **b = lc->txb[port];
 
+	if (unlikely(lc->p->port_off[port])) {
+		lc->st.drops[SG_DP_ND_PORT_DOWN] += n;
+		rte_pktmbuf_free_bulk(b, n);
+		lc->txn[port] = 0;
+		return;
+	}
 	for (int tries = 0; sent < n && tries < 16; tries++)
 		sent += rte_eth_tx_burst(port, (uint16_t)lc->idx, b + sent, n - sent);
 	for (uint16_t i = 0; i < sent; i++)
@@ -323,6 +329,8 @@ static unsigned int rx_queue(struct sg_dp_lcore *lc, uint16_t port, uint16_t que
 	unsigned int nl = 0, n;
 	bool any_hand = false;
 
+	if (unlikely(p->port_off[port]))
+		return 0;
 	n = rte_eth_rx_burst(port, queue, pkts, (uint16_t)burst);
 	for (unsigned int i = 0; i < n; i++) {
 		struct rte_mbuf *m = pkts[i];
@@ -393,6 +401,21 @@ static unsigned int eth_rx_steered(struct sg_dp_lcore *lc, unsigned int burst)
 		if (p->port_steer[port])
 			n += rx_queue(lc, port, (uint16_t)(p->steer_q0[port] + lc->red_idx), burst);
 	return n;
+}
+
+/* ---- stopping one port ---------------------------------------------------- */
+
+void sg_dp_eth_port_gate(struct sg_dp_pipeline *p, uint16_t port, bool open)
+{
+	uint64_t t;
+
+	p->port_off[port] = !open;
+	if (open)
+		return;
+	/* every lcore in a burst began it before the flag: wait for its next loop */
+	t = rte_rcu_qsbr_start(p->rcu);
+	while (!rte_rcu_qsbr_check(p->rcu, t, false))
+		rte_delay_us_sleep(20);
 }
 
 /* ---- set-up ------------------------------------------------------------- */
@@ -740,6 +763,10 @@ static int eth_setup(struct sg_dp_pipeline *p, char *err, size_t errlen)
 {
 	int rc;
 
+	/* before any port starts: the relay must stand between memif clients and the PMD */
+	rc = sg_dp_memif_guard_start(p, err, errlen);
+	if (rc < 0)
+		return rc;
 	for (unsigned int r = 0; r < p->n_red; r++)
 		p->red[r]->red_idx = (uint16_t)r;
 	for (unsigned int i = 0; i < p->n_lc; i++) {

@@ -26,6 +26,7 @@
 #include <rte_log.h>
 #include <rte_mbuf.h>
 #include <rte_mempool.h>
+#include <rte_rcu_qsbr.h>
 #include <rte_ring.h>
 
 #include "sg_dp_engine.h"
@@ -121,12 +122,26 @@ struct sg_dp_move_chunk {
 /* A move's destination that drops instead: drain refuses rounds from sw on. */
 #define SG_DP_MOVE_DROP 0xffff
 
+/* An open job a move tracks: its keys are made by pushes, so the agent cannot list them. */
+struct sg_dp_move_open {
+	uint32_t job;
+	uint64_t token; /* the wire token: only a push that carries it adds a chunk */
+};
+
 struct sg_dp_move {
 	uint16_t to[SG_DP_BUCKETS];  /* destination reducer index per bucket, or SG_DP_MOVE_DROP */
 	uint8_t phase[SG_DP_BUCKETS]; /* 0 stays, 1 moving (per chunk), 2 moved (forward all) */
 	struct rte_hash *chunks;     /* (job, key, chunk) -> index into ch */
 	struct sg_dp_move_chunk *ch;
 	uint32_t n_chunks, n_seen, n_done;
+	/*
+	 * Open jobs: the reducer adds the chunks of the keys its engine made when it takes
+	 * the move, and a chunk it meets later at its first PUSH with the job's token (a
+	 * key made meanwhile), up to cap chunks in all (the table's and ch's size).
+	 */
+	uint32_t cap;
+	uint32_t n_open;
+	struct sg_dp_move_open *open;
 	uint64_t idle_ns, hard_ns;   /* unseen chunks count as idle after idle_ns; all after
 					 hard_ns (rounds stuck that long are lost) */
 	bool drain;                  /* never commits: rounds from sw on are refused for good */
@@ -198,6 +213,28 @@ struct sg_dp_transport {
 
 /** The DPDK ethdev transport (any PMD: PCI NICs, memif, af_packet, tap, ring). */
 extern const struct sg_dp_transport sg_dp_transport_ethdev;
+
+/**
+ * ethdev: stop (@p open false) or resume every lcore's use of @p port. When a
+ * stop returns, no lcore is inside an RX or TX burst on the port, nor enters
+ * one until it resumes (it waits for each running lcore's next loop: see
+ * p->rcu); frames buffered for the port meanwhile are dropped (port_down).
+ * Any thread but an lcore's.
+ */
+void sg_dp_eth_port_gate(struct sg_dp_pipeline *p, uint16_t port, bool open);
+
+/*
+ * memif server ports (sg_dp_memif.c): sigmad relays their control channel, so
+ * that clients that leave or misbehave cannot crash it through DPDK 22.11's
+ * memif PMD (the file says how). Start after the lcores are allocated and
+ * before the ports start; stop once the lcores have returned and before the
+ * ports stop. Start logs and leaves a socket unguarded when it cannot take
+ * it over; it fails only for lack of memory or threads.
+ */
+struct sg_dp_memif_guard;
+int sg_dp_memif_guard_start(struct sg_dp_pipeline *p, char *err, size_t errlen);
+void sg_dp_memif_guard_stop(struct sg_dp_pipeline *p);
+
 /** The rdma-core transport (sg_dp_verbs_tp.c; only in builds with verbs). */
 extern const struct sg_dp_transport sg_dp_transport_verbs;
 
@@ -323,6 +360,12 @@ struct sg_dp_pipeline {
 	bool port_steer[SG_DP_MAX_PORTS];
 	uint16_t steer_q0[SG_DP_MAX_PORTS];
 	char steer_why[SG_DP_MAX_PORTS][160]; /* why a port has no rules (telemetry) */
+	struct sg_dp_memif_guard *memif;  /* relay of the memif server ports, or NULL */
+	/* ports no lcore may touch (sg_dp_eth_port_gate), and the quiescent states that
+	 * tell when every lcore has seen a change: each running lcore reports one per
+	 * loop (and is offline while it sleeps or does not run) */
+	volatile bool port_off[SG_DP_MAX_PORTS];
+	struct rte_rcu_qsbr *rcu;
 	double ns_per_tsc;
 	uint32_t max_frame;
 	bool running;

@@ -27,6 +27,7 @@ static const char *const ndrop_names[SG_DP_ND_COUNT] = {
 	[SG_DP_ND_RING_FULL] = "ring_full", [SG_DP_ND_TX_FULL] = "tx_full",
 	[SG_DP_ND_NO_MBUF] = "no_mbuf",       [SG_DP_ND_PEER_TABLE] = "peer_table",
 	[SG_DP_ND_NO_PEER] = "no_peer", [SG_DP_ND_DRAINING] = "draining",
+	[SG_DP_ND_PORT_DOWN] = "port_down",
 };
 
 const char *sg_dp_ndrop_name(enum sg_dp_ndrop d)

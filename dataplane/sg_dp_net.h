@@ -43,6 +43,8 @@ enum sg_dp_ndrop {
 				  handle; ethdev: not expected, a full table evicts) */
 	SG_DP_ND_NO_PEER,    /**< reply to an address the reducer's table does not hold */
 	SG_DP_ND_DRAINING,   /**< a push or PULL of a round that began after drain */
+	SG_DP_ND_PORT_DOWN,  /**< a reply for a port whose lcores are stopped while its memif
+				  client leaves (sg_dp_memif.c) */
 	SG_DP_ND_COUNT
 };
 

@@ -63,7 +63,10 @@ static void idle_wait(struct sg_dp_lcore *lc, unsigned int *idle_polls)
 	/* back off exponentially from 1 us up to the configured longest sleep */
 	shift = RTE_MIN(*idle_polls - SG_DP_IDLE_SPIN, 20u);
 	us = RTE_MIN(1u << shift, lc->p->idle_sleep_us);
+	/* asleep, it holds nothing that sg_dp_eth_port_gate() must wait for */
+	rte_rcu_qsbr_thread_offline(lc->p->rcu, lc->idx);
 	rte_delay_us_sleep(us);
+	rte_rcu_qsbr_thread_online(lc->p->rcu, lc->idx);
 }
 
 static int lcore_main(void *arg)
@@ -78,9 +81,13 @@ static int lcore_main(void *arg)
 	bool reduce = (lc->role & SG_ROLE_REDUCE) != 0;
 	uint64_t poll_period = rte_get_tsc_hz() / 1000;
 
+	rte_rcu_qsbr_thread_online(p->rcu, lc->idx);
 	for (;;) {
 		uint64_t t0 = rte_rdtsc(), t1;
 		unsigned int work = 0, nr = 0;
+
+		/* no burst of the last loop goes on: a port gate closed before now holds */
+		rte_rcu_qsbr_quiescent(p->rcu, lc->idx);
 
 		if (rx_on) {
 			if (p->stop_rx) {
@@ -130,6 +137,7 @@ static int lcore_main(void *arg)
 		}
 	}
 	tr->flush(lc);
+	rte_rcu_qsbr_thread_offline(p->rcu, lc->idx);
 	return 0;
 }
 
@@ -163,6 +171,13 @@ int sg_dp_engine_add_config_jobs(struct sg_dp_engine *eng, const struct sg_dp_co
 		for (uint32_t k = 0; k < jc->keys; k++)
 			keys[k] = (struct sg_dp_key){.id = k,
 						     .nelem = (uint32_t)(jc->partition_bytes / es)};
+		if (jc->open_slots != 0) {
+			/* the engine makes the keys as the pushes come */
+			jconf.keys = NULL;
+			jconf.nkeys = 0;
+			jconf.open = true;
+			jconf.slots = jc->open_slots;
+		}
 		rc = sg_dp_engine_add_job(eng, &jconf);
 		free(keys);
 		if (rc < 0) {
@@ -353,11 +368,14 @@ struct sg_dp_pipeline *sg_dp_pipeline_create(const struct sg_dp_config *c, char 
 		goto fail;
 	p->n_lc = c->n_lcores;
 	p->lc = rte_zmalloc("sg_dp_lcores", sizeof(*p->lc) * p->n_lc, RTE_CACHE_LINE_SIZE);
-	if (p->lc == NULL) {
+	p->rcu = rte_zmalloc("sg_dp_rcu", rte_rcu_qsbr_get_memsize(p->n_lc), RTE_CACHE_LINE_SIZE);
+	if (p->lc == NULL || p->rcu == NULL || rte_rcu_qsbr_init(p->rcu, p->n_lc) < 0) {
 		rc = -ENOMEM;
 		sg_dp_seterr(err, errlen, "out of memory");
 		goto fail;
 	}
+	for (unsigned int i = 0; i < p->n_lc; i++)
+		rte_rcu_qsbr_thread_register(p->rcu, i); /* offline until its loop runs */
 	for (unsigned int i = 0; i < p->n_lc; i++) {
 		struct sg_dp_lcore *lc = &p->lc[i];
 		const struct sg_dp_lcore_cfg *a = &c->lcores[i];
@@ -447,6 +465,8 @@ void sg_dp_pipeline_destroy(struct sg_dp_pipeline *p)
 	if (p == NULL)
 		return;
 	sg_dp_pipeline_stop(p);
+	/* memif clients leave through the relay before the PMD stops its ports */
+	sg_dp_memif_guard_stop(p);
 	for (unsigned int i = 0; p->lc && i < p->n_lc; i++) {
 		struct sg_dp_lcore *lc = &p->lc[i];
 		void *items[64];
@@ -461,6 +481,7 @@ void sg_dp_pipeline_destroy(struct sg_dp_pipeline *p)
 	}
 	p->tr->teardown(p);
 	rte_free(p->lc);
+	rte_free(p->rcu);
 	pthread_mutex_destroy(&p->ctl_lock);
 	rte_free(p);
 }

@@ -77,6 +77,11 @@ struct sg_dp_job_cfg {
 	uint32_t partition_bytes; /**< bytes of each partition */
 	uint32_t chunk_bytes; /**< payload bytes per chunk (0: largest that fits the MTU) */
 	uint32_t slots;       /**< slots in flight (0: engine default) */
+	/**
+	 * Tests only, never read from a file: add the job as an open job (its pushes
+	 * make keys 0..keys-1), with a budget of open_slots chunk slots per engine
+	 */
+	uint32_t open_slots;
 };
 
 /** What the agent needs beyond the server's own settings. */

@@ -12,6 +12,8 @@
 _Static_assert(sizeof(struct sg_dp_wire_hdr) == SG_DP_HDR_LEN, "wire header must be 48 bytes");
 _Static_assert(SG_DP_HDR_LEN + SG_DP_IPUDP_LEN + SG_DP_PAYLOAD_MTU1500 == 1500, "MTU 1500");
 _Static_assert(SG_DP_HDR_LEN + SG_DP_IPUDP_LEN + SG_DP_PAYLOAD_JUMBO == 9000, "MTU 9000");
+_Static_assert(sizeof(struct sg_dp_full) == 8 && sizeof(struct sg_dp_mismatch) == 8,
+	       "ERROR payloads are 8 bytes");
 
 static const char *const drop_names[SG_DP_DROP_COUNT] = {
 	[SG_DP_DROP_NONE] = "none",
@@ -37,6 +39,8 @@ static const char *const drop_names[SG_DP_DROP_COUNT] = {
 	[SG_DP_DROP_DUPLICATE] = "duplicate",
 	[SG_DP_DROP_PENDING] = "pending",
 	[SG_DP_DROP_JOIN] = "join",
+	[SG_DP_DROP_PARTITION] = "partition",
+	[SG_DP_DROP_FULL] = "full",
 };
 
 static const char *const type_names[SG_DP_T_MAX + 1] = {

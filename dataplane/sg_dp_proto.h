@@ -75,6 +75,8 @@ enum sg_dp_code {
 				      geometry; payload: struct sg_dp_mismatch */
 	SG_DP_C_STALE = 6,       /**< ERROR: the push's round is behind the chunk's round on the
 				      node; payload: struct sg_dp_round_info */
+	SG_DP_C_FULL = 7,        /**< ERROR: an open job has no chunk slot left on the node for a
+				      new key; payload: struct sg_dp_full */
 };
 
 /** Payload of ERROR GONE and STALE (8 bytes, big-endian): where the chunk is on the node. */
@@ -91,14 +93,23 @@ enum sg_dp_mismatch_what {
 	SG_DP_MM_OFFSET = 3, /**< the byte offset is not the chunk's */
 	SG_DP_MM_DTYPE = 4,  /**< the element type is not the job's */
 	SG_DP_MM_NELEM = 5,  /**< the element count is not the chunk's */
+	SG_DP_MM_PARTITION = 6, /**< a new key of an open job would be larger than the job's
+				     partition_bytes */
 };
 
 /** Payload of ERROR MISMATCH (8 bytes, big-endian): the job as the node holds it. */
 struct __attribute__((packed)) sg_dp_mismatch {
 	uint8_t what;         /**< enum sg_dp_mismatch_what */
-	uint8_t dtype;        /**< the job's dtype */
+	uint8_t dtype;        /**< the job's dtype; of a job of dtype any, the key's, or 0xff
+				   (SG_DTYPE_ANY) before the key exists */
 	uint16_t zero;        /**< 0 */
 	uint32_t chunk_bytes; /**< the job's chunk_bytes */
+};
+
+/** Payload of ERROR FULL (8 bytes, big-endian): an open job's chunk slots on the node. */
+struct __attribute__((packed)) sg_dp_full {
+	uint32_t slots; /**< chunk slots the job may take on the engine that refused (its budget) */
+	uint32_t used;  /**< ... of which its keys take now */
 };
 
 /**
@@ -145,7 +156,8 @@ struct sg_dp_msg {
 
 /**
  * Why a packet was dropped. Each has its own counter in the engine's stats;
- * the parser reports the first eight, the engine the rest.
+ * the parser reports the first eight, the engine the rest. New reasons are
+ * added at the end: the values are stable.
  */
 enum sg_dp_drop {
 	SG_DP_DROP_NONE = 0,
@@ -172,6 +184,8 @@ enum sg_dp_drop {
 	SG_DP_DROP_DUPLICATE,   /**< push already counted for this round */
 	SG_DP_DROP_PENDING,     /**< PULL for a round that is still collecting */
 	SG_DP_DROP_JOIN,        /**< JOIN: not the engine's; the caller hands it to control */
+	SG_DP_DROP_PARTITION,   /**< a new key of an open job larger than its partition_bytes */
+	SG_DP_DROP_FULL,        /**< a new key of an open job, and no chunk slot left for it */
 	SG_DP_DROP_COUNT
 };
 

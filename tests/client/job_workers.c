@@ -1,16 +1,20 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The N workers of a job made by the job service, in one process: each opens
- * its session from the job descriptor (sigma_open_job()), registers the job's
- * tensors (ids 0..T-1 of the given sizes), and push_pulls all of them ROUNDS
- * times, several tensors in flight at once; every element of every sum is
- * checked against the sum computed here. Exit 0 when all are right, 1 when
- * one is wrong or an operation failed (the message printed), 2 on usage.
+ * its session from the job descriptor (sigma_open_job()), registers the
+ * tensors given (ids 0..T-1 of the given sizes and dtypes: the job's tensors,
+ * or, for an open job, any the workers choose after it exists), and
+ * push_pulls all of them ROUNDS times, several tensors in flight at once;
+ * every element of every sum is checked against the sum computed here from
+ * the values each rank pushed (small integers, which every dtype sums
+ * exactly). Exit 0 when all are right, 1 when one is wrong or an operation
+ * failed (the message printed), 2 on usage.
  * With --expect-fail TEXT, exit 0 only when every worker's first operation
  * fails with TEXT in its message (a mismatch must be named, not timed out).
  *
- * Usage: job_workers DESCRIPTOR ROUNDS ELEMS[,ELEMS...] [--first-round K]
- *                    [--expect-fail TEXT]
+ * Usage: job_workers DESCRIPTOR ROUNDS ELEMS[:DTYPE][,ELEMS[:DTYPE]...]
+ *                    [--first-round K] [--expect-fail TEXT]
+ * DTYPE defaults to fp32.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -19,14 +23,22 @@
 #include <time.h>
 
 #include "sg_test.h"
+#include "sg_test_dtype.h"
 #include "sigma.h"
 
 #define MAX_W 8
 #define MAX_T 8
 
-static float value(unsigned int rank, unsigned int t, uint64_t i, uint32_t round)
+/* Rank @p rank's element @p i of tensor @p t in @p round: small where the dtype is narrow. */
+static int64_t value(enum sg_dtype dt, unsigned int rank, unsigned int t, uint64_t i,
+		     uint32_t round)
 {
-	return (float)((rank * 7 + t * 3 + i % 101 + round) % 1000);
+	uint64_t v = rank * 7 + t * 3 + i % 101 + round;
+
+	/* 8 workers of at most 15 sum to 120: exact in bf16 (8-bit mantissa) and int8 */
+	if (sg_dtype_size(dt) <= 2)
+		return (int64_t)(v % 16);
+	return (int64_t)(v % 1000);
 }
 
 int main(int argc, char **argv)
@@ -34,8 +46,9 @@ int main(int argc, char **argv)
 	static struct sigma_job job;
 	struct sigma_session *s[MAX_W] = {NULL};
 	struct sigma_tensor *tt[MAX_W][MAX_T];
-	float *in[MAX_W][MAX_T], *out[MAX_W][MAX_T];
+	uint8_t *in[MAX_W][MAX_T], *out[MAX_W][MAX_T];
 	uint64_t elems[MAX_T];
+	enum sg_dtype dts[MAX_T];
 	unsigned int nt = 0, n, rounds;
 	struct sigma_conf base = {.rto_us = 20000, .rto_max_us = 400000, .max_retries = 10};
 	const char *expect = NULL;
@@ -61,11 +74,19 @@ int main(int argc, char **argv)
 	rounds = (unsigned int)atoi(argv[2]);
 	list = argv[3];
 	for (char *tok = strtok_r(list, ",", &save); tok != NULL && nt < MAX_T;
-	     tok = strtok_r(NULL, ",", &save))
+	     tok = strtok_r(NULL, ",", &save)) {
+		char *colon = strchr(tok, ':');
+
+		dts[nt] = SG_DTYPE_FP32;
+		if (colon != NULL) {
+			*colon = '\0';
+			if (sg_dtype_from_name(colon + 1, &dts[nt]) != 0)
+				goto usage;
+		}
 		elems[nt++] = strtoull(tok, NULL, 10);
-	if (n > MAX_W || nt == 0 || rounds == 0 || job.dtype != SG_DTYPE_FP32) {
-		fprintf(stderr, "job_workers: up to %d workers, 1..%d tensors, fp32 jobs\n", MAX_W,
-			MAX_T);
+	}
+	if (n > MAX_W || nt == 0 || rounds == 0) {
+		fprintf(stderr, "job_workers: up to %d workers, 1..%d tensors\n", MAX_W, MAX_T);
 		return 2;
 	}
 	for (unsigned int r = 0; r < n; r++) {
@@ -75,14 +96,16 @@ int main(int argc, char **argv)
 			return 1;
 		}
 		for (unsigned int t = 0; t < nt; t++) {
+			size_t bytes = elems[t] * sg_dtype_size(dts[t]);
 			char name[16];
 
 			snprintf(name, sizeof(name), "t%u", t);
-			tt[r][t] = sigma_tensor_register(s[r], name, t, SG_DTYPE_FP32, elems[t], (int)t);
-			in[r][t] = malloc(elems[t] * sizeof(float));
-			out[r][t] = malloc(elems[t] * sizeof(float));
+			tt[r][t] = sigma_tensor_register(s[r], name, t, dts[t], elems[t], (int)t);
+			in[r][t] = malloc(bytes);
+			out[r][t] = malloc(bytes);
 			if (tt[r][t] == NULL || in[r][t] == NULL || out[r][t] == NULL) {
-				fprintf(stderr, "job_workers: tensor %u: %s\n", t, strerror(errno));
+				fprintf(stderr, "job_workers: tensor %u (%s): %s\n", t,
+					sg_dtype_name(dts[t]), strerror(errno));
 				return 1;
 			}
 		}
@@ -93,8 +116,11 @@ int main(int argc, char **argv)
 
 		for (unsigned int r = 0; r < n; r++)
 			for (unsigned int t = 0; t < nt; t++) {
+				size_t esz = sg_dtype_size(dts[t]);
+
 				for (uint64_t i = 0; i < elems[t]; i++)
-					in[r][t][i] = value(r, t, i, round);
+					sg_test_put(dts[t], in[r][t] + i * esz,
+						    value(dts[t], r, t, i, round));
 				sigma_push_pull(tt[r][t], in[r][t], out[r][t], NULL, NULL);
 			}
 		do {
@@ -121,15 +147,18 @@ int main(int argc, char **argv)
 				}
 			}
 		}
-		for (unsigned int t = 0; t < nt && !failed; t++)
+		for (unsigned int t = 0; t < nt && !failed; t++) {
+			size_t esz = sg_dtype_size(dts[t]);
+
 			for (uint64_t i = 0; i < elems[t]; i++) {
-				float want = 0;
+				int64_t want = 0;
 
 				for (unsigned int r = 0; r < n; r++)
-					want += value(r, t, i, round);
+					want += value(dts[t], r, t, i, round);
 				for (unsigned int r = 0; r < n; r++, checked++)
-					bad += out[r][t][i] != want;
+					bad += sg_test_get(dts[t], out[r][t] + i * esz) != want;
 			}
+		}
 	}
 	for (unsigned int r = 0; r < n; r++) {
 		for (unsigned int t = 0; t < nt; t++) {
@@ -148,7 +177,7 @@ int main(int argc, char **argv)
 	       (unsigned long long)bad);
 	return failed || bad || checked == 0 ? 1 : 0;
 usage:
-	fprintf(stderr, "usage: job_workers DESCRIPTOR ROUNDS ELEMS[,ELEMS...] [--first-round K] "
+	fprintf(stderr, "usage: job_workers DESCRIPTOR ROUNDS ELEMS[:DTYPE][,...] [--first-round K] "
 		"[--expect-fail TEXT]\n");
 	return 2;
 }

@@ -144,6 +144,9 @@ static void test_garbage(void)
 	refused(good_with("token=0123456789abcdef", "token=0123456789abcdeg"), "16 hex digits");
 	refused(good_with("token=0123456789abcdef", "token=0x23456789abcdef"), "16 hex digits");
 	refused(good_with("dtype=fp32", "dtype=fp33"), "dtype 'fp33'");
+	refused(good_with("dtype=fp32", "dtype=anything"), "dtype 'anything' is not fp32, fp64, "
+		"fp16, bf16, int32, int64, int8, uint8 or any");
+	refused(good_with("dtype=fp32", "dtype="), "dtype ''");
 	refused(good_with("mode=deterministic", "mode=eventual"), "mode 'eventual'");
 	refused(good_with("partition_bytes=4096000", "partition_bytes=4096001"), "partition_bytes");
 	refused(good_with("partition_bytes=4096000", "partition_bytes=8388608"), "partition_bytes");
@@ -195,6 +198,42 @@ static void test_garbage(void)
 		off += snprintf(many + off, sizeof(many) - (size_t)off, ";node=n%d,1.2.3.4,%d,cpu,1,1",
 				i, i + 1);
 	refused(many, "more than 64 nodes");
+}
+
+/*
+ * dtype=any (an open job whose keys take the dtype of their first push): it reads and
+ * writes back, and a session opened from it takes tensors of every dtype, each its own.
+ */
+static void test_dtype_any(void)
+{
+	static const char any[] = "sigma-job=1;id=9;workers=2;token=00000000000000aa;dtype=any;"
+				  "partition_bytes=65536;chunk_bytes=8920;"
+				  "node=n,127.0.0.1,9300,cpu,10,1";
+	struct sigma_conf base = {.local_addr = "127.0.0.1"};
+	struct sigma_session *s;
+	struct sigma_job job;
+	struct sg_desc d, d2;
+	char err[256], buf[SG_DESC_MAX];
+
+	SG_CHECK_EQ(sg_desc_parse(any, &d, err, sizeof(err)), 0);
+	SG_CHECK_EQ(d.dtype, SG_DTYPE_ANY);
+	SG_CHECK(sg_desc_format(&d, buf, sizeof(buf), err, sizeof(err)) > 0 &&
+		 strstr(buf, ";dtype=any;") != NULL && sg_desc_parse(buf, &d2, err, sizeof(err)) == 0 &&
+		 memcmp(&d, &d2, sizeof(d)) == 0, "dtype=any writes back: %s", buf);
+	SG_CHECK_EQ(sg_desc_parse(good_with("dtype=fp32", "dtype=ANY"), &d, err, sizeof(err)), 0);
+	SG_CHECK_EQ(d.dtype, SG_DTYPE_ANY);
+	SG_CHECK_EQ(sigma_job_parse(any, &job, err, sizeof(err)), 0);
+	SG_CHECK_EQ(job.dtype, SG_DTYPE_ANY);
+	s = sigma_open_job(any, 1, &base, err, sizeof(err));
+	SG_CHECK(s != NULL, "sigma_open_job of dtype any: %s", err);
+	for (unsigned int dt = 0; s != NULL && dt < SG_DTYPE_COUNT; dt++)
+		SG_CHECK(sigma_tensor_register(s, "t", dt, (enum sg_dtype)dt, 100, 0) != NULL,
+			 "a %s tensor in a job of dtype any: %s", sg_dtype_name((enum sg_dtype)dt),
+			 strerror(errno));
+	/* any is a job's dtype, never a tensor's */
+	SG_CHECK(s != NULL && sigma_tensor_register(s, "x", 100, SG_DTYPE_ANY, 100, 0) == NULL &&
+		 errno == EINVAL, "a tensor of dtype any");
+	sigma_close(s);
 }
 
 /* Random mutations of a good descriptor: no crash; what parses writes back the same. */
@@ -252,6 +291,7 @@ static void test_mutations(void)
 int main(void)
 {
 	test_good();
+	test_dtype_any();
 	test_garbage();
 	test_mutations();
 	return sg_test_finish("client_desc");

@@ -212,5 +212,38 @@ int main(void)
 	SG_CHECK(o.status[0] == 0 && o.status[1] == 0 && o.sums_ok, "first_round 3: %d",
 		 o.status[0]);
 	sigma_udpd_destroy(d);
+
+	/* an open job: no keys until the workers push; tensors registered after it exists */
+	printf("an open job: a tensor it never heard of is summed\n");
+	{
+		struct sg_dp_job_conf oj = {.id = JOB, .nworkers = N, .token = TOKEN,
+					    .dtype = SG_DTYPE_FP32, .chunk_bytes = 1424,
+					    .open = true, .slots = 9};
+
+		base.first_round = 0;
+		run(&oj, base, 7, SG_DTYPE_FP32, NELEM, 2, &port, NULL, &o);
+		SG_CHECK(o.status[0] == 0 && o.status[1] == 0 && o.sums_ok, "open job: %d",
+			 o.status[0]);
+		/* 3000 fp32 in 1424-byte chunks: 9 slots; 8 cannot hold the key */
+		printf("an open job without room for a key\n");
+		oj.slots = 8;
+		run(&oj, base, 7, SG_DTYPE_FP32, NELEM, 1, &port, NULL, &o);
+		SG_CHECK(o.status[0] == -ENOSPC && o.status[1] == -ENOSPC && o.secs < 1,
+			 "full: %d %d", o.status[0], o.status[1]);
+		HAS(o, "ERROR FULL) from node n0 (127.0.0.1:");
+		HAS(o, "job 9 has no room for this key on that node");
+		HAS(o, "take 0 of the 8 chunk slots one reducer there may give the job, and this "
+		    "key needs 9:");
+		HAS(o, "sigmactl job create --open --slots S");
+		/* the session cuts larger partitions than the job's */
+		printf("an open job of smaller partitions than the session's\n");
+		oj.slots = 64;
+		oj.partition_bytes = 4096;
+		base.partition_bytes = 8192;
+		run(&oj, base, 7, SG_DTYPE_FP32, NELEM, 1, &port, NULL, &o);
+		SG_CHECK(o.status[0] == -EPROTO && o.secs < 1, "partition: %d", o.status[0]);
+		HAS(o, "larger than the node's job's partition_bytes allows");
+		HAS(o, "this session uses 8192");
+	}
 	return sg_test_finish("client_errors");
 }

@@ -8,7 +8,9 @@
 # every sum checked there. Then what must fail, fails with the reason: a
 # program restarted against a job that ran on, a tensor of another size, a
 # refusal half-way (the job destroyed again where it was made), a wrong secret,
-# a node given twice, an unreachable node.
+# a node given twice, an unreachable node. Open jobs: made without tensors, pushed with
+# tensors of six dtypes registered afterwards, each node making the keys placed on it;
+# a key's dtype kept, a job without room for a key telling what to raise, bad uses.
 # Usage: test_jobs_udpd.sh path/to/sigma-udpd path/to/sigmactl path/to/job_workers
 set -u
 UDPD=$1
@@ -123,6 +125,75 @@ expect bad-node 2 'unknown key' -- "$CTL" --node "$A,colour=red" job create --wo
 expect chunk-too-big 1 'takes at most 1424' -- "$CTL" --node "$A" --node "$C" job create \
 	--workers 2 --tensor w:100000 --chunk-bytes 8920
 expect node-elsewhere 2 'for job create and job destroy' -- "$CTL" --node "$A" jobs
+
+# Open jobs: made with no tensor; the workers register theirs afterwards, in several
+# dtypes (dtype any), and each node makes the keys placed on it at their first push.
+expect open-create 0 'created on 2 node(s)' -- "$CTL" "${K[@]}" --node "$A" --node "$B" job \
+	create --workers 3 --open --dtype any --slots 4096 --partition-bytes 65536
+D4=$(grep "^sigma-job=" "$TMP/out")
+ID4=$(echo "$D4" | sed -n 's/.*;id=\([0-9]*\);.*/\1/p')
+case "$D4" in
+*\;workers=3\;*\;dtype=any\;mode=sync\;partition_bytes=65536\;chunk_bytes=8920\;*) ok ;;
+*) fail "open descriptor: $D4" ;;
+esac
+r=$("$CTL" -s "$A" --json jobs | tr -d ' \n' | grep -o "{\"id\":$ID4,[^}]*}")
+case "$r" in
+*'"keys":0,'*'"open":true'*'"slots_used":0,"slots_budget":4096,"slots":4096'*) ok ;;
+*) fail "open job before any push: $r" ;;
+esac
+# 19 + 1 + 3 + 1 + 1 + 3 partitions of 64 KiB
+OPEN_TENSORS=300000:fp32,1000:fp16,77777:bf16,5000:int32,333:int8,20000:fp64
+expect open-push 0 '0 wrong' -- "$WORKERS" "$D4" 3 "$OPEN_TENSORS"
+ka=$("$CTL" -s "$A" --json jobs | tr -d ' \n' | grep -o "{\"id\":$ID4,[^}]*}" |
+	sed -n 's/.*"keys":\([0-9]*\),.*/\1/p')
+kb=$("$CTL" "${K[@]}" -s "$B" --json jobs | tr -d ' \n' | grep -o "{\"id\":$ID4,[^}]*}" |
+	sed -n 's/.*"keys":\([0-9]*\),.*/\1/p')
+if [ -n "$ka" ] && [ -n "$kb" ] && [ "$ka" -gt 0 ] && [ "$kb" -gt 0 ] && [ $((ka + kb)) = 28 ]; then
+	ok
+else
+	fail "open job's keys per node: a '$ka', b '$kb' (want both > 0, 28 in all)"
+fi
+expect open-table 0 'open' -- "$CTL" -s "$A" jobs
+grep -Eq "^ *$ID4 +3 any +sync +65536 +open +$ka +[0-9]+/4096 " "$TMP/out" && ok ||
+	fail "sigmactl jobs: $(grep -E "^ *$ID4 " "$TMP/out")"
+# a key made with one dtype keeps it: another program pushing tensor 1 as fp32 is told
+expect open-dtype 0 'failed as expected' -- "$WORKERS" "$D4" 1 300000:fp32,1000:fp32 \
+	--first-round 3 --expect-fail 'the node'"'"'s job sums fp16, this tensor is fp32'
+# A job of one node, fp32 only, with room for 10 chunks: tensors of 8920-byte chunks
+# that need more are told to raise slots; one of fp16 is refused at registration.
+expect open-small 0 'created on 1 node(s)' -- "$CTL" "${K[@]}" --node "$B" job create \
+	--workers 2 --open --slots 10
+D5=$(grep "^sigma-job=" "$TMP/out")
+ID5=$(echo "$D5" | sed -n 's/.*;id=\([0-9]*\);.*/\1/p')
+expect open-fits 0 '0 wrong' -- "$WORKERS" "$D5" 2 20000,2000
+expect open-full 0 'failed as expected' -- "$WORKERS" "$D5" 1 20000,2000,9000 \
+	--expect-fail 'sigmactl job create --open --slots S'
+grep -q 'ERROR FULL) from node cpu-b (127.0.0.1:' "$TMP/out" && ok ||
+	fail "ERROR FULL names the node: $(grep FULL "$TMP/out" | head -1)"
+expect open-fp32 1 'tensor 2 (fp16)' -- "$WORKERS" "$D5" 1 20000,2000,10:fp16
+# One node through -s: job_create without tensors
+expect open-one 0 'created (open: its pushes make its keys)' -- "$CTL" -s "$A" job create \
+	--workers 2 --open --slots 100 --dtype any
+grep -q 'up to 100 chunk slots per reducer (100 on this node)' "$TMP/out" && ok ||
+	fail "open job on one node: $(cat "$TMP/out")"
+ID6=$(sed -n 's/^job \([0-9]*\) created.*/\1/p' "$TMP/out")
+expect open-one-destroy 0 'true' -- "$CTL" -s "$A" --json job destroy "$ID6"
+# Bad uses
+expect open-and-tensor 2 'either at least one --tensor' -- "$CTL" --node "$A" job create \
+	--workers 2 --open --tensor w:10
+expect slots-fixed 2 '--slots is for an --open job' -- "$CTL" --node "$A" job create \
+	--workers 2 --tensor w:10 --slots 5
+expect any-fixed 2 '--dtype any is for an --open job' -- "$CTL" --node "$A" job create \
+	--workers 2 --tensor w:10 --dtype any
+expect any-fixed-one 1 'dtype any is for open jobs' -- "$CTL" -s "$A" job create \
+	--workers 2 --tensor w:10 --dtype any
+expect slots-zero 2 'bad value' -- "$CTL" --node "$A" job create --workers 2 --open --slots 0
+expect slots-big 1 'slots must be 1..16777216' -- "$CTL" -s "$A" call job_create \
+	'{"workers":2,"slots":16777217}'
+expect open-destroy 0 'destroyed on 2 node(s)' -- "$CTL" "${K[@]}" --node "$A" --node "$B" \
+	job destroy "$ID4"
+expect open-destroy-small 0 'destroyed on 1 node(s)' -- "$CTL" "${K[@]}" --node "$B" \
+	job destroy "$ID5"
 
 # Destroyed on every node, once.
 expect destroy-1 0 'destroyed on 2 node(s)' -- "$CTL" "${K[@]}" --node "$A" --node "$B" \

@@ -53,6 +53,11 @@ static int mk_job_create(void *arg, struct sg_ctl_job *job, char *reason)
 		job->id = ++m->next_id;
 	if (job->chunk_bytes == 0)
 		job->chunk_bytes = MOCK_MAX_CHUNK;
+	if (job->open) {
+		/* as sigmad: the default budget, on each of the mock's 2 reducers */
+		job->slots = job->slots ? job->slots : SG_OPEN_SLOTS_DEFAULT;
+		job->slots_budget = 2ull * job->slots;
+	}
 	m->last_n_keys = job->n_keys;
 	for (unsigned int k = 0; k < job->n_keys && k < MOCK_KEYS; k++)
 		m->last_keys[k] = job->keys[k];

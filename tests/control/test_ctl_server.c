@@ -35,6 +35,7 @@ static struct sg_ctl_server *srv;
 static struct mock_agent mock;
 static uint16_t tcp_port, http_port;
 static int determ_id; /* a deterministic job the mock holds (test_unix_roundtrips) */
+static long long open_any_id; /* an open job of dtype any it holds (test_job_create_open) */
 
 /* ---- a "dataplane" that must keep summing while the control plane is abused ---- */
 
@@ -320,6 +321,87 @@ static void test_job_create_spanning(struct sg_ctl_client *c)
 	}
 }
 
+/* A job_list entry of job @p id (NULL if none), a new reference. */
+static json_t *listed(struct sg_ctl_client *c, long long id)
+{
+	long code;
+	json_t *r = call(c, "job_list", NULL, &code), *e, *found = NULL;
+	size_t i;
+
+	json_array_foreach(r, i, e)
+		if (jint(e, "id") == id)
+			found = json_incref(e);
+	json_decref(r);
+	return found;
+}
+
+/*
+ * Open jobs: job_create without tensors (or with none listed) places no key; the
+ * agent gets open with the slots asked for; dtype any is for open jobs only, and so
+ * is slots; the answer says keys "open", and job_list and /metrics tell them apart.
+ */
+static void test_job_create_open(struct sg_ctl_client *c)
+{
+	static const struct {
+		const char *params, *why;
+		long code;
+	} bad[] = {
+		{"{\"workers\":2,\"dtype\":\"any\",\"tensors\":[{\"elems\":1}]}",
+		 "dtype any is for open jobs", SG_CTL_ERR_INVALID_PARAMS},
+		{"{\"workers\":2,\"slots\":10,\"tensors\":[{\"elems\":1}]}", "slots is for open jobs",
+		 SG_CTL_ERR_INVALID_PARAMS},
+		{"{\"workers\":2,\"slots\":0}", "slots must be 1..16777216", SG_CTL_ERR_INVALID_PARAMS},
+		{"{\"workers\":2,\"slots\":16777217}", "slots must be", SG_CTL_ERR_INVALID_PARAMS},
+		{"{\"workers\":2,\"slots\":\"many\"}", "Expected integer", SG_CTL_ERR_INVALID_PARAMS},
+		{"{\"workers\":2,\"dtype\":\"anything\"}", "unknown dtype", SG_CTL_ERR_INVALID_PARAMS},
+		{"{\"workers\":2,\"dtype\":\"any\",\"partition_bytes\":4}", "partition_bytes",
+		 SG_CTL_ERR_INVALID_PARAMS},
+		{"{\"workers\":0}", "workers", SG_CTL_ERR_INVALID_PARAMS},
+		{"{\"workers\":2,\"nodes\":[{\"name\":\"a\"}]}", "not in the job's node list",
+		 SG_CTL_ERR_REFUSED},
+	};
+	json_t *r, *e;
+	long code;
+	long long id, open2;
+	char params[64];
+
+	mock.last_n_keys = 99;
+	r = call(c, "job_create", "{\"workers\":3,\"dtype\":\"any\",\"slots\":5000,\"nodes\":"
+		 "[{\"name\":\"mock-node\"},{\"name\":\"other\"}]}", &code);
+	SG_CHECK(r != NULL && json_is_string(json_object_get(r, "keys")) &&
+		 strcmp(json_string_value(json_object_get(r, "keys")), "open") == 0 &&
+		 jint(r, "slots") == 5000 && jint(r, "slots_budget") == 10000 &&
+		 strcmp(json_string_value(json_object_get(r, "dtype")), "any") == 0 &&
+		 jint(r, "nodes") == 2, "open job of dtype any: %ld", code);
+	id = r ? jint(r, "id") : 0;
+	json_decref(r);
+	SG_CHECK(mock.last_n_keys == 0 && mock.n_jobs > 0 && mock.jobs[mock.n_jobs - 1].open &&
+		 mock.jobs[mock.n_jobs - 1].dtype == SG_DTYPE_ANY, "the agent got an open job");
+	e = listed(c, id);
+	SG_CHECK(e != NULL && json_is_true(json_object_get(e, "open")) &&
+		 jint(e, "slots") == 5000 && jint(e, "slots_budget") == 10000 &&
+		 jint(e, "tensors") == 0, "job_list of the open job");
+	json_decref(e);
+	/* tensors: [] is an open job too, with the default budget */
+	r = call(c, "job_create", "{\"workers\":2,\"tensors\":[],\"mode\":\"async\"}", &code);
+	SG_CHECK(r != NULL && jint(r, "slots") == SG_OPEN_SLOTS_DEFAULT &&
+		 strcmp(json_string_value(json_object_get(r, "dtype")), "fp32") == 0,
+		 "tensors [] and the default budget: %ld", code);
+	open2 = r ? jint(r, "id") : 0;
+	json_decref(r);
+	/* a job of tensors is not open, and says so */
+	e = listed(c, determ_id);
+	SG_CHECK(e != NULL && json_is_false(json_object_get(e, "open")) &&
+		 json_object_get(e, "slots") == NULL, "a job of tensors is listed as fixed");
+	json_decref(e);
+	for (unsigned int i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		call_refused(c, "job_create", bad[i].params, bad[i].code, bad[i].why);
+	/* the open job of dtype any stays for /metrics; the other goes */
+	snprintf(params, sizeof(params), "{\"id\":%lld}", open2);
+	json_decref(call(c, "job_destroy", params, &code));
+	open_any_id = id;
+}
+
 static void test_unix_roundtrips(void)
 {
 	struct sg_ctl_client *c = sg_ctl_client_connect(sock_path, NULL, 0, 2000);
@@ -377,8 +459,8 @@ static void test_unix_roundtrips(void)
 	SG_CHECK(r == NULL && code == SG_CTL_ERR_INVALID_PARAMS, "unknown member: %ld", code);
 	r = call(c, "job_create", "{\"workers\":4,\"tensors\":[{\"elems\":-5}]}", &code);
 	SG_CHECK(r == NULL && code == SG_CTL_ERR_INVALID_PARAMS, "negative elems: %ld", code);
-	r = call(c, "job_create", "{\"workers\":4,\"tensors\":[]}", &code);
-	SG_CHECK(r == NULL && code == SG_CTL_ERR_INVALID_PARAMS, "no tensors: %ld", code);
+	r = call(c, "job_create", "{\"workers\":4,\"tensors\":{}}", &code);
+	SG_CHECK(r == NULL && code == SG_CTL_ERR_INVALID_PARAMS, "tensors not an array: %ld", code);
 	r = call(c, "job_create", "{\"workers\":4,\"partition_bytes\":99999999,\"tensors\":[{\"elems\":1}]}",
 		 &code);
 	SG_CHECK(r == NULL && code == SG_CTL_ERR_INVALID_PARAMS, "partition too big: %ld", code);
@@ -409,6 +491,7 @@ static void test_unix_roundtrips(void)
 		 &code);
 	SG_CHECK(r == NULL && code == SG_CTL_ERR_INVALID_PARAMS, "bad mode: %ld", code);
 	test_job_create_spanning(c);
+	test_job_create_open(c);
 
 	/* Placement needs members. */
 	snprintf(params, sizeof(params), "{\"id\":%d}", id);
@@ -507,7 +590,7 @@ static void test_unix_roundtrips(void)
 	SG_CHECK(r == NULL && code == SG_CTL_ERR_INVALID_PARAMS, "bad level: %ld", code);
 	r = call(c, "stats_get", NULL, &code);
 	SG_CHECK(r && json_array_size(json_object_get(r, "lcores")) == MOCK_LCORES &&
-			 json_array_size(json_object_get(r, "jobs")) == 2 &&
+			 json_array_size(json_object_get(r, "jobs")) == 3 &&
 			 json_integer_value(json_object_get(json_object_get(r, "control"),
 							    "requests")) > 10,
 		 "stats_get");
@@ -516,7 +599,8 @@ static void test_unix_roundtrips(void)
 	SG_CHECK(r == NULL && code == SG_CTL_ERR_INVALID_PARAMS, "params on a no-param method");
 	snprintf(params, sizeof(params), "{\"id\":%d}", id);
 	r = call(c, "job_destroy", params, &code);
-	SG_CHECK(r != NULL && mock.n_jobs == 1, "job_destroy"); /* the deterministic one stays */
+	/* the deterministic one and the open one stay */
+	SG_CHECK(r != NULL && mock.n_jobs == 2, "job_destroy");
 	json_decref(r);
 	r = call(c, "job_destroy", params, &code);
 	SG_CHECK(r == NULL && code == SG_CTL_ERR_NOT_FOUND, "destroy twice: %ld", code);
@@ -1000,8 +1084,16 @@ static void test_metrics(void)
 		char want[160];
 
 		snprintf(want, sizeof(want), "\nsigma_job_info{job=\"%d\",workers=\"64\","
-			 "dtype=\"fp32\",mode=\"deterministic\"} 1\n", determ_id);
+			 "dtype=\"fp32\",mode=\"deterministic\",keys=\"fixed\"} 1\n", determ_id);
 		SG_CHECK(r && strstr(r, want), "no '%s' in the metrics", want + 1);
+		snprintf(want, sizeof(want), "\nsigma_job_info{job=\"%lld\",workers=\"3\","
+			 "dtype=\"any\",mode=\"sync\",keys=\"open\"} 1\n", open_any_id);
+		SG_CHECK(r && strstr(r, want), "no '%s' in the metrics", want + 1);
+		snprintf(want, sizeof(want), "\nsigma_job_slots_budget{job=\"%lld\"} 10000\n",
+			 open_any_id);
+		SG_CHECK(r && strstr(r, want) && strstr(r, "# TYPE sigma_job_slots_budget gauge\n") &&
+			 strstr(r, "# TYPE sigma_job_keys gauge\n"), "no '%s' in the metrics",
+			 want + 1);
 	}
 	free(r);
 	r = http_get("GET /secret HTTP/1.1\r\n\r\n");

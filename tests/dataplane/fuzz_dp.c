@@ -11,6 +11,9 @@
  *   2: a PULL, built the same way;
  *   3: advance time and poll (timeouts, reclaim);
  *   4: remove a job and add it back.
+ * The last job is open, of dtype any, with room for 6 chunks: its pushes make
+ * its keys, from geometries (dtype, chunk count, offset, element count) the
+ * input picks.
  * Every packet also goes through sg_dp_parse() alone. After each input the
  * engine is destroyed; before that, all jobs are removed and the pool must be
  * full again (a leaked buffer aborts).
@@ -24,7 +27,7 @@
 
 #include "sg_dp_engine.h"
 
-#define NJOBS 3
+#define NJOBS 4 /* the last one open */
 #define POOL 12
 
 static uint8_t txbuf[SG_DP_HDR_LEN + SG_DP_MAX_PAYLOAD];
@@ -48,18 +51,27 @@ static const struct sg_dp_key keys[2] = {{.id = 1, .nelem = 40}, {.id = 2, .nele
 
 static void job_conf(struct sg_dp_job_conf *jc, unsigned int i)
 {
-	static const enum sg_dtype dts[NJOBS] = {SG_DTYPE_FP32, SG_DTYPE_BF16, SG_DTYPE_INT8};
+	static const enum sg_dtype dts[NJOBS] = {SG_DTYPE_FP32, SG_DTYPE_BF16, SG_DTYPE_INT8,
+						 SG_DTYPE_ANY};
 
 	memset(jc, 0, sizeof(*jc));
 	jc->id = i + 1;
-	jc->nworkers = 1 + 3 * i; /* 1, 4, 7 */
+	jc->nworkers = 1 + 3 * i; /* 1, 4, 7, 10 */
 	jc->token = 0x1000 + i;
 	jc->dtype = dts[i];
-	jc->mode = (enum sg_mode)i;
+	jc->mode = (enum sg_mode)(i % SG_MODE_COUNT);
 	jc->chunk_bytes = 32;
 	jc->max_inflight = 4;
 	jc->keys = keys;
 	jc->nkeys = 2;
+	if (i == NJOBS - 1) {
+		/* keys of up to 3 chunks of 32 bytes, 6 slots in all */
+		jc->keys = NULL;
+		jc->nkeys = 0;
+		jc->open = true;
+		jc->slots = 6;
+		jc->partition_bytes = 96;
+	}
 }
 
 struct rd {
@@ -96,6 +108,25 @@ static void feed(struct sg_dp_engine *e, const uint8_t *pkt, uint32_t len, uint6
 		n_dropped++;
 }
 
+/* A push or PULL of the open job: any of 4 keys, the geometry from the input. */
+static void build_open(struct rd *r, struct sg_dp_msg *m, uint8_t b0, uint8_t b2, uint8_t b3,
+		       uint32_t *nelem)
+{
+	uint8_t b5 = next(r), b6 = next(r);
+	uint32_t per;
+
+	m->dtype = (uint8_t)(b5 % SG_DTYPE_COUNT);
+	per = 32 / (uint32_t)sg_dtype_size((enum sg_dtype)m->dtype);
+	m->key = 1 + (b0 >> 2) % 4;
+	m->nchunks = b2 % 5; /* 4: past the partition; 0: no chunk at all */
+	m->chunk = (uint32_t)(b2 >> 3) % (m->nchunks + 1);
+	m->offset = m->chunk * 32 + ((b6 & 7) == 0 ? 8 : 0);
+	m->round = (uint32_t)(b3 % 6) - 1;
+	*nelem = (b6 >> 3) & 1 ? per : (uint32_t)(b6 >> 4) % (per + 2);
+	if (*nelem * sg_dtype_size((enum sg_dtype)m->dtype) > 64)
+		*nelem = per;
+}
+
 static uint32_t build(struct rd *r, uint8_t *pkt, int push)
 {
 	uint8_t b0 = next(r), b1 = next(r), b2 = next(r), b3 = next(r), b4 = next(r);
@@ -109,7 +140,7 @@ static uint32_t build(struct rd *r, uint8_t *pkt, int push)
 
 	job_conf(&jc, ji);
 	k = &keys[(b0 >> 2) & 1];
-	esz = sg_dtype_size(jc.dtype);
+	esz = jc.open ? 1 : sg_dtype_size(jc.dtype);
 	per = jc.chunk_bytes / (uint32_t)esz;
 	nchunks = sg_dp_chunk_count(k->nelem, jc.dtype, jc.chunk_bytes);
 	memset(&m, 0, sizeof(m));
@@ -126,6 +157,10 @@ static uint32_t build(struct rd *r, uint8_t *pkt, int push)
 	m.offset = m.chunk * jc.chunk_bytes;
 	nelem = m.chunk < nchunks ? (k->nelem - m.chunk * per < per ? k->nelem - m.chunk * per : per)
 				  : per;
+	if (jc.open) {
+		build_open(r, &m, b0, b2, b3, &nelem);
+		esz = sg_dtype_size((enum sg_dtype)m.dtype);
+	}
 	m.nelem = push ? nelem : 0;
 	for (uint32_t i = 0; i < nelem * esz && i < sizeof(payload); i++)
 		payload[i] = next(r);

@@ -445,6 +445,75 @@ static void test_agent_under_load(void)
 		 "no push refused after drain");
 }
 
+/* ---- a drain of an open job ------------------------------------------------ */
+
+/* Drain once the open job's keys are made and summing; then no round may complete. */
+static void *drain_main(void *arg)
+{
+	struct op_arg *o = arg;
+	struct run *r = o->r;
+	struct sg_ctl_client *u = sg_ctl_client_connect(ctl_path, NULL, 0, 5000);
+
+	SG_CHECK(u != NULL, "client");
+	while (u != NULL && rounds_now(o->p) < 500)
+		rte_delay_us_sleep(1000);
+	r->rounds_after = rounds_now(o->p);
+	if (u != NULL)
+		expect(u, "drain", NULL, "\"draining\":true");
+	rte_delay_us_sleep(300000);
+	r->drained_a = rounds_now(o->p);
+	r->active_after = slots_active(o->p);
+	rte_delay_us_sleep(300000);
+	r->drained_b = rounds_now(o->p);
+	sg_ctl_client_close(u);
+	r->op_done = true;
+	return NULL;
+}
+
+static int drain_start(struct sg_dp_pipeline *p, void *arg)
+{
+	struct sg_ctl_server_config sc = {.tcp_disable = true, .unix_path = ctl_path};
+	struct sg_dp_agent_conf ac = {.name = "drainer"};
+
+	return start_agent(p, arg, &sc, &ac, drain_main);
+}
+
+/*
+ * A drain stops an open job's rounds as it stops a fixed job's: the reducer tracks
+ * the chunks of the keys its engine made, so each gets its stop round.
+ */
+static void test_agent_drain_open(void)
+{
+	struct sg_dp_config c;
+	struct run r = {0};
+	struct sg_dp_loop_conf lc = {.rounds = 1u << 30, .window = 16, .loss = 0.01, .seed = 5,
+				     .retrans_us = 5000, .timeout_s = 2, .gen_sleep_us = 50,
+				     .on_start = drain_start, .on_stop = hook_stop,
+				     .hook_arg = &r};
+	struct sg_dp_loop_result res;
+
+	two_lcore_config(&c, 8, SG_ROLE_IO);
+	c.jobs[0].open_slots = 64;
+	SG_CHECK_EQ(sg_dp_loopback_run(&c, &lc, &res, stdout, err, sizeof(err)), 0);
+	printf("drain of an open job: rounds %lu at the drain, then %lu and %lu, %lu slots "
+	       "collecting, %lu pushes refused, %lu keys made\n", (unsigned long)r.rounds_after,
+	       (unsigned long)r.drained_a, (unsigned long)r.drained_b,
+	       (unsigned long)r.active_after,
+	       (unsigned long)(res.n_lcores == 2 ? res.lcores[1].drops[SG_DP_ND_DRAINING] : 0),
+	       (unsigned long)res.eng.keys_created);
+	SG_CHECK(r.op_done, "the drainer finished");
+	SG_CHECK_EQ(res.gen.results_bad, 0);
+	/* the generator's window of 16 chunks covers the first 4 of the 8 keys */
+	SG_CHECK(res.eng.keys_created >= 4 && res.eng.keys_created <= 8, "%lu keys made",
+		 (unsigned long)res.eng.keys_created);
+	SG_CHECK(r.drained_a == r.drained_b && r.drained_a >= r.rounds_after,
+		 "rounds after the drain: %lu then %lu", (unsigned long)r.drained_a,
+		 (unsigned long)r.drained_b);
+	SG_CHECK_EQ(r.active_after, 0);
+	SG_CHECK(res.n_lcores == 2 && res.lcores[1].drops[SG_DP_ND_DRAINING] > 0,
+		 "no push refused after the drain");
+}
+
 /* ---- a live key->reducer move under load --------------------------------- */
 
 #define MV_ROUNDS 1500
@@ -516,7 +585,12 @@ static int mv_start(struct sg_dp_pipeline *p, void *arg)
 	return start_agent(p, arg, &sc, &ac, mover_main);
 }
 
-static void test_agent_keymove(void)
+/*
+ * @p open: the job is an open one, whose keys the pushes make on the reducer the keymap
+ * sends them to: the reducer that leaves a bucket tracks the chunks its engine made,
+ * and those it meets during the move, as it tracks a fixed job's listed chunks.
+ */
+static void test_agent_keymove(bool open)
 {
 	struct sg_dp_config c;
 	struct run r = {0};
@@ -531,11 +605,12 @@ static void test_agent_keymove(void)
 	int rc;
 
 	two_lcore_config(&c, MV_KEYS, SG_ROLE_RTC);
+	c.jobs[0].open_slots = open ? 1024 : 0;
 	rc = sg_dp_loopback_run(&c, &lc, &res, stdout, err, sizeof(err));
 	SG_CHECK(rc == 0, "loopback: %s", err);
-	printf("key move under load: %lu of %lu chunk rounds, %lu results ok, %lu bad, %lu "
+	printf("key move under load%s: %lu of %lu chunk rounds, %lu results ok, %lu bad, %lu "
 	       "retransmits; moves committed at engine round %lu, %lu, %lu (back) and %lu\n",
-	       (unsigned long)res.gen.rounds_done, (unsigned long)res.gen.rounds_total,
+	       open ? " (open job)" : "", (unsigned long)res.gen.rounds_done, (unsigned long)res.gen.rounds_total,
 	       (unsigned long)res.gen.results_ok, (unsigned long)res.gen.results_bad,
 	       (unsigned long)res.gen.retransmits, (unsigned long)r.committed_at[0],
 	       (unsigned long)r.committed_at[1], (unsigned long)r.committed_at[2],
@@ -560,6 +635,12 @@ static void test_agent_keymove(void)
 		 (unsigned long)r.committed_at[MV_MOVES - 1], (unsigned long)total);
 	SG_CHECK(res.n_lcores == 2 && res.lcores[0].bytes_summed > 0 &&
 		 res.lcores[1].bytes_summed > 0, "both reducers summed");
+	/* a round cut by a move is reported after one slot timeout: none may be */
+	SG_CHECK_EQ(res.eng.slot_timeouts, 0);
+	if (open)
+		SG_CHECK(res.eng.keys_created >= MV_KEYS && res.eng.keys_created <= 2 * MV_KEYS,
+			 "%lu keys made on the two reducers for %u keys",
+			 (unsigned long)res.eng.keys_created, MV_KEYS);
 }
 
 /* ---- per-job counters: two jobs with different traffic, 40 idle ones ---- */
@@ -805,7 +886,9 @@ int main(int argc, char **argv)
 	snprintf(coord_path, sizeof(coord_path), "%s/coord.sock", dir);
 	test_agent_config();
 	test_agent_under_load();
-	test_agent_keymove();
+	test_agent_keymove(false);
+	test_agent_keymove(true);
+	test_agent_drain_open();
 	test_agent_job_counters();
 	unlink(ctl_path);
 	unlink(coord_path);
