@@ -43,7 +43,11 @@ SG_CTL_SECRET_MAX = 256
 
 DTYPES = {"fp32": 0, "fp64": 1, "fp16": 2, "bf16": 3, "int32": 4, "int64": 5, "int8": 6,
           "uint8": 7}
-DTYPE_NAMES = {v: k for k, v in DTYPES.items()}
+# A job's dtype may also be SG_DTYPE_ANY: an open job whose keys each take the
+# dtype of their first push.
+SG_DTYPE_ANY = 0xFF
+JOB_DTYPES = dict(DTYPES, any=SG_DTYPE_ANY)
+DTYPE_NAMES = {v: k for k, v in JOB_DTYPES.items()}
 DTYPE_SIZES = {"fp32": 4, "fp64": 8, "fp16": 2, "bf16": 2, "int32": 4, "int64": 8, "int8": 1,
                "uint8": 1}
 MODES = {"sync": 0, "async": 1, "deterministic": 2}
@@ -163,6 +167,7 @@ class CtlJobSpec(ctypes.Structure):
         ("chunk_bytes", ctypes.c_uint32),
         ("tensors", ctypes.POINTER(CtlTensor)),
         ("n_tensors", ctypes.c_uint32),
+        ("slots", ctypes.c_uint32),
     ]
 
 

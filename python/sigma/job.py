@@ -221,8 +221,8 @@ def _fail(what: str, rc: int, msg: str) -> SigmaError:
 
 
 def create_job(nodes: Union[str, Iterable[NodeLike]], workers: int, *,
-               dtype: str = "fp32", mode: str = "sync",
-               tensors: Optional[Sequence[tuple[str, int]]] = None,
+               dtype: Optional[str] = None, mode: str = "sync",
+               tensors: Optional[Sequence[tuple[str, int]]] = None, slots: int = 0,
                partition_bytes: int = 0, chunk_bytes: int = 0, job_id: int = 0,
                secret: Optional[bytes] = None, secret_file: Optional[str] = None,
                timeout_ms: int = 5000) -> Job:
@@ -231,8 +231,14 @@ def create_job(nodes: Union[str, Iterable[NodeLike]], workers: int, *,
     Args:
         nodes: control targets (``unix:PATH``, ``HOST:PORT``), or NodeTarget.
         workers: N, 1..64.
-        dtype, mode: the job's element type and mode (sync, async, deterministic).
-        tensors: ``[(name, elements), ...]``: tensor i is id i.
+        dtype: the job's element type; ``any`` (the default without tensors)
+            lets each key take the dtype of its first push.
+        mode: sync, async or deterministic.
+        tensors: ``[(name, elements), ...]``: tensor i is id i. None: an *open*
+            job, whose keys each node creates on their first push.
+        slots: an open job's chunk slots per node engine (0: the nodes'
+            default); a full budget makes the push that needs one more fail
+            with the node's reason.
         partition_bytes, chunk_bytes, job_id: 0 for the service's choice.
         secret / secret_file: the nodes' shared secret, for TCP targets.
         timeout_ms: bounds every exchange with a node.
@@ -246,15 +252,20 @@ def create_job(nodes: Union[str, Iterable[NodeLike]], workers: int, *,
         secret = load_secret(secret_file)
     if not isinstance(workers, int) or not 1 <= workers <= _lib.SG_MAX_WORKERS:
         raise SigmaConfigError(f"workers {workers!r}: must be 1..{_lib.SG_MAX_WORKERS}")
-    if dtype not in _lib.DTYPES:
-        raise SigmaConfigError(f"dtype {dtype!r}: one of {', '.join(_lib.DTYPES)}")
+    if dtype is None:
+        dtype = "fp32" if tensors else "any"
+    if dtype not in _lib.JOB_DTYPES:
+        raise SigmaConfigError(f"dtype {dtype!r}: one of {', '.join(_lib.JOB_DTYPES)}")
+    if not isinstance(slots, int) or slots < 0:
+        raise SigmaConfigError(f"slots {slots!r}: want an integer >= 0")
     if mode not in _lib.MODES:
         raise SigmaConfigError(f"mode {mode!r}: one of {', '.join(_lib.MODES)}")
     svc = _Service(targets, secret, timeout_ms)
     spec = _lib.CtlJobSpecPadded()
     s = spec.spec
     s.id, s.workers = job_id, workers
-    s.dtype, s.mode = _lib.DTYPES[dtype], _lib.MODES[mode]
+    s.dtype, s.mode = _lib.JOB_DTYPES[dtype], _lib.MODES[mode]
+    s.slots = slots
     s.partition_bytes, s.chunk_bytes = partition_bytes, chunk_bytes
     if tensors:
         arr = (_lib.CtlTensor * len(tensors))()

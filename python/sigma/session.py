@@ -180,13 +180,16 @@ class Session:
         self._waiting: dict[int, Deque[_Op]] = {}
         self._completed: list[tuple[int, int, str]] = []
         self._names: dict[str, tuple[int, int, str]] = {}
+        self._ids: set[int] = set()
         self._next_id = 0
         self._closing = False
         self._failed: Optional[SigmaError] = None
         self._thread_error: Optional[BaseException] = None
         self._callback_errors: list[BaseException] = []
-        self.loops = 0
-        self.busy_s = 0.0
+        self.loops = 0       # progress-thread iterations with operations in flight
+        self.poll_s = 0.0    # of their wall time: inside sigma_poll() (GIL released)
+        self.active_s = 0.0  # their whole wall time (the rest: Python, GIL waits)
+        self.cpu_s = 0.0     # the progress thread's CPU time
         self._thread = threading.Thread(target=self._run, name=f"sigma-progress-r{rank}",
                                         daemon=True)
         self._thread.start()
@@ -210,14 +213,18 @@ class Session:
                         ": give each differently shaped tensor its own name")
                 return tid
             if tensor_id is None:
-                while self._next_id in self._tensors or self._next_id in (
-                        v[0] for v in self._names.values()):
+                while self._next_id in self._ids:
                     self._next_id += 1
                 tensor_id = self._next_id
-            if not 0 <= tensor_id < _lib.SG_MAX_TENSORS:
-                raise SigmaConfigError(f"sigma: tensor id {tensor_id}: must be 0.."
+            if not isinstance(tensor_id, int) or not 0 <= tensor_id < _lib.SG_MAX_TENSORS:
+                raise SigmaConfigError(f"sigma: tensor id {tensor_id!r}: must be 0.."
                                        f"{_lib.SG_MAX_TENSORS - 1}")
+            if tensor_id in self._ids:
+                other = next(n for n, v in self._names.items() if v[0] == tensor_id)
+                raise SigmaConfigError(f"sigma: tensor id {tensor_id} belongs to '{other}': "
+                                       f"give '{name}' another id")
             self._names[name] = (tensor_id, nelem, dtype)
+            self._ids.add(tensor_id)
             return tensor_id
 
     # ---- submitting ---------------------------------------------------------
@@ -310,20 +317,24 @@ class Session:
             self._fail_all(SigmaError(f"sigma: the progress thread died: {e!r}"))
         finally:
             self._close_c()
+            self._fail_all(SigmaError("sigma: the session is closed"))  # anything left
 
     def _loop(self) -> None:
         lib, s = self._lib, self._s
         last_move = time.monotonic()
         last_check = last_move
         mark = -1
+        cpu0 = time.thread_time()
         while True:
             with self._cv:
                 while not self._queue and not self._inflight and not self._closing:
                     self._cv.wait()
                     last_move = time.monotonic()
-                if self._closing and (self._failed is not None or not self._inflight):
+                if self._closing and (self._failed is not None or
+                                      (not self._inflight and not self._queue)):
                     return
                 batch, self._queue = self._queue, []
+            t_start = time.perf_counter()
             for op in batch:
                 if op.tid in self._inflight:
                     self._waiting.setdefault(op.tid, collections.deque()).append(op)
@@ -331,8 +342,9 @@ class Session:
                     self._start(op)
             if not self._inflight:
                 continue
-            t0 = time.perf_counter()
+            t_poll = time.perf_counter()
             rc = lib.sigma_poll(s, self._poll_us)
+            self.poll_s += time.perf_counter() - t_poll
             self.loops += 1
             if rc < 0:
                 self._poison(status_error(rc, "", "sigma: the session's transport failed"))
@@ -358,7 +370,8 @@ class Session:
                 if first_error is not None:
                     self._poison(first_error)
                     return
-            self.busy_s += time.perf_counter() - t0
+            self.active_s += time.perf_counter() - t_start
+            self.cpu_s = time.thread_time() - cpu0
             now = time.monotonic()
             if now - last_check > 0.1:
                 last_check = now
@@ -411,6 +424,13 @@ class Session:
     def failed(self) -> Optional[SigmaError]:
         """The failure that closed the session, or None."""
         return self._failed
+
+    def profile(self) -> dict:
+        """Where the progress thread's time went (for benchmarks): iterations
+        with operations in flight, their wall time, the part inside
+        sigma_poll(), and the thread's CPU time, in seconds."""
+        return {"loops": self.loops, "active_s": self.active_s, "poll_s": self.poll_s,
+                "python_s": self.active_s - self.poll_s, "cpu_s": self.cpu_s}
 
     def stats(self) -> _lib.SigmaStats:
         """libsigma's counters (a snapshot; call from any thread)."""

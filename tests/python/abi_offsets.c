@@ -68,6 +68,7 @@ int main(void)
 	F(struct sg_ctl_job_spec, dtype); F(struct sg_ctl_job_spec, mode);
 	F(struct sg_ctl_job_spec, partition_bytes); F(struct sg_ctl_job_spec, chunk_bytes);
 	F(struct sg_ctl_job_spec, tensors); F(struct sg_ctl_job_spec, n_tensors);
+	F(struct sg_ctl_job_spec, slots);
 	END();
 	printf("\n}\n");
 	return 0;

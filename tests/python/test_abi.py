@@ -54,6 +54,7 @@ class Abi(unittest.TestCase):
         for name, val in _lib.DTYPES.items():
             self.assertEqual(lib.sg_dtype_name(val).decode(), name)
             self.assertEqual(lib.sg_dtype_size(val), _lib.DTYPE_SIZES[name])
+        self.assertEqual(lib.sg_dtype_name(_lib.SG_DTYPE_ANY).decode(), "any")
         for name, val in _lib.MODES.items():
             self.assertEqual(lib.sg_mode_name(val).decode(), name)
 

@@ -6,6 +6,7 @@ flight from skewed ranks, and bounded failures: a killed node, a rank that
 never pushes, bad arguments."""
 
 import array
+import errno
 import json
 import os
 import random
@@ -139,6 +140,33 @@ class Sessions(unittest.TestCase):
         self.assertLess(time.monotonic() - t0, sess[0].stall_bound)
         self.assertIn("missing", str(cm.exception))
         self.assertIn("0x4", str(cm.exception))  # rank 2's bit
+
+    def test_open_job(self):
+        # no tensors declared: dtype any, each key made by its first push in its
+        # dtype; a tiny slot budget fails the push that needs more, naming the fix
+        job = sigma.create_job(self.nodes.targets, 2, slots=4)
+        self.addCleanup(sigma.destroy_job, self.nodes.targets, job.id)
+        self.assertEqual(job.dtype, "any")
+        sess = [sigma.Session(job, r) for r in range(2)]
+        for s in sess:
+            self.addCleanup(s.close)
+        bufs = [[array.array("f", [r + 0.5 * i for i in range(3000)]),
+                 array.array("d", [r * 1e9 + i for i in range(700)]),
+                 array.array("i", [r - i for i in range(10)])] for r in range(2)]
+        self.assertEqual(ranks_push(sess, bufs, ["f", "d", "i"]), [])
+        self.assertEqual(list(bufs[0][0]), [1 + i for i in range(3000)])
+        self.assertEqual(list(bufs[1][1]), [1e9 + 2 * i for i in range(700)])
+        self.assertEqual(list(bufs[0][2]), [1 - 2 * i for i in range(10)])
+        big = [array.array("f", [1.0] * 200000) for _ in range(2)]
+        errs = ranks_push(sess, [[b] for b in big], ["big"])
+        self.assertTrue(errs and "slots" in str(errs[0]), errs)
+        self.assertEqual(errs[0].errno, errno.ENOSPC)
+        with self.assertRaises(sigma.SigmaConfigError) as cm:
+            sigma.create_job(self.nodes.targets, 2, slots=-1)
+        self.assertIn("slots -1", str(cm.exception))
+        with self.assertRaises(sigma.SigmaConfigError) as cm:
+            sess[0].tensor_id("other", 10, "fp32", tensor_id=sess[0].tensor_id("f", 3000, "fp32"))
+        self.assertIn("belongs to 'f'", str(cm.exception))
 
     def test_bad_arguments(self):
         job, sess = self.make(1, [4, 8])
