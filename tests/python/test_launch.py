@@ -1,7 +1,9 @@
 # SPDX-License-Identifier: BSD-3-Clause
 """python3 -m sigma.launch: the env:// variables, [rank] prefixes, a failing
 rank stopping the others within --grace, Ctrl-C (SIGINT) stopping every rank
-and the node it started with nothing left behind, --make-job."""
+and the node it started with nothing left behind, --make-job, and the example
+trained end to end through a node the launcher starts (what ./sigma
+train-demo runs)."""
 
 import os
 import re
@@ -120,6 +122,18 @@ class Launch(unittest.TestCase):
                            capture_output=True, text=True, timeout=60)
         self.assertEqual(r.returncode, 2)
         self.assertIn("--make-job needs nodes", r.stderr)
+
+    def test_example_trains_through_a_node(self):
+        sgtest.need_torch()
+        example = os.path.join(sgtest.HERE, "..", "..", "examples", "pytorch", "train.py")
+        r = subprocess.run(LAUNCH + ["-n", "2", "--local-nodes", "1", example, "--steps", "6"],
+                           env=ENV, capture_output=True, text=True, timeout=180)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        for want in (r"\[0\] sigma: job \d+ \(sync, 2 workers\) on local0 127\.0\.0\.1:\d+",
+                     r"\[0\] 6 steps of 2 x 32 samples", r"\[0\] sigma: \d+ push_pulls"):
+            self.assertRegex(r.stdout, want)
+        loss = re.search(r"loss (\d+\.\d+) -> (\d+\.\d+)", r.stdout)
+        self.assertLess(float(loss.group(2)), float(loss.group(1)), "the loss did not go down")
 
 
 if __name__ == "__main__":
