@@ -126,7 +126,11 @@ def parse_nodes(nodes: Union[str, Iterable[NodeLike], None]) -> list[NodeTarget]
     if isinstance(nodes, str):
         items: list[NodeLike] = [t for t in nodes.replace(";", " ").split() if t]
     else:
-        items = list(nodes)
+        try:
+            items = list(nodes)
+        except TypeError:
+            raise SigmaConfigError(f"nodes {nodes!r}: want a list of control targets, or "
+                                   "text with ';' between them (unix:PATH or HOST:PORT)") from None
     out = []
     for n in items:
         if isinstance(n, NodeTarget):

@@ -128,6 +128,13 @@ def init(nodes: Union[str, Sequence[str], None] = None, *,
     Bad configuration raises SigmaConfigError naming the fix, on every rank.
     """
     global _ctx, _gen
+    for k, v in (("slots", slots), ("partition_bytes", partition_bytes),
+                 ("chunk_bytes", chunk_bytes), ("window", window), ("max_retries", max_retries),
+                 ("rto_us", rto_us), ("poll_us", poll_us)):
+        if not isinstance(v, int) or isinstance(v, bool) or not 0 <= v <= 0xFFFFFFFF:
+            raise SigmaConfigError(f"sigma.torch.init: {k}={v!r}: want an integer >= 0")
+    if not isinstance(timeout, (int, float)) or not timeout > 0:
+        raise SigmaConfigError(f"sigma.torch.init: timeout={timeout!r}: want seconds > 0")
     with _init_lock:
         if _ctx is not None:
             raise SigmaConfigError("sigma.torch.init: already initialised: call shutdown() "

@@ -387,6 +387,12 @@ class Torch(unittest.TestCase):
                 sgt.init()
             for want in ("init_process_group", "store=", "SIGMA_JOB"):
                 self.assertIn(want, str(cm.exception))
+            for kw, want in ((dict(nodes=123), "want a list of control targets"),
+                             (dict(max_retries=-3), "max_retries=-3"),
+                             (dict(slots="x"), "slots='x'"), (dict(timeout=0), "timeout=0")):
+                with self.assertRaises(sigma.SigmaConfigError) as cm:
+                    sgt.init(**kw)
+                self.assertIn(want, str(cm.exception))
             os.environ["SIGMA_RANK"] = "2"
             with self.assertRaises(sigma.SigmaConfigError) as cm:
                 sgt.init()
