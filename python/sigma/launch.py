@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import multiprocessing as mp
+import multiprocessing.connection as mp_connection
 import os
 import selectors
 import signal
@@ -87,24 +88,32 @@ def run_forked(n: int, fn: Callable, *args: Any, timeout: float = 600.0,
     results: list = [None] * n
     errors = []
     deadline = time.monotonic() + timeout
+    pending = {rd: r for r, (_, rd) in enumerate(procs)}
     try:
-        for r, (p, rd) in enumerate(procs):
+        # whichever rank ends first: one that fails stops the rest at once (the
+        # others may be waiting for it in a collective with a long timeout)
+        while pending and not errors:
             left = deadline - time.monotonic()
-            if left <= 0 or not rd.poll(left):
-                errors.append(f"rank {r}: no result within {timeout:g} s (killed)")
+            ready = mp_connection.wait(list(pending), max(0.0, left)) if left > 0 else []
+            if not ready:
+                errors.append(f"ranks {sorted(pending.values())}: no result within "
+                              f"{timeout:g} s (killed)")
                 break
-            try:
-                kind, val = rd.recv()
-            except EOFError:
-                if r not in allow_exit:
-                    errors.append(f"rank {r}: ended without a result (exit status "
-                                  f"{p.join(5) or p.exitcode})")
-                continue
-            if kind == "ok":
-                results[r] = val
-            else:
-                errors.append(val)
-                break
+            for rd in ready:
+                r = pending.pop(rd)
+                p = procs[r][0]
+                try:
+                    kind, val = rd.recv()
+                except EOFError:
+                    if r not in allow_exit:
+                        p.join(5)
+                        errors.append(f"rank {r}: ended without a result (exit status "
+                                      f"{p.exitcode})")
+                    continue
+                if kind == "ok":
+                    results[r] = val
+                else:
+                    errors.append(val)
     finally:
         for p, _ in procs:
             if p.is_alive():

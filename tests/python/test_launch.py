@@ -34,6 +34,13 @@ def procs_mentioning(text: str) -> list[int]:
     return found
 
 
+def _rank_sleeps_or_fails(rank, n, sleep):
+    if rank == 1 and sleep:
+        raise ValueError("rank 1 fails")
+    time.sleep(sleep)
+    return rank
+
+
 class Launch(unittest.TestCase):
     def setUp(self):
         self.tmp = tempfile.mkdtemp(prefix="sg_launch_")
@@ -122,6 +129,17 @@ class Launch(unittest.TestCase):
                            capture_output=True, text=True, timeout=60)
         self.assertEqual(r.returncode, 2)
         self.assertIn("--make-job needs nodes", r.stderr)
+
+    def test_run_forked_stops_at_any_failing_rank(self):
+        # rank 1 fails while rank 0 would wait a minute (as in a collective whose
+        # peer is gone): the call fails with rank 1's error at once, rank 0 killed
+        from sigma.launch import RankFailed, run_forked
+        self.assertEqual(run_forked(3, _rank_sleeps_or_fails, 0.0, timeout=60), [0, 1, 2])
+        t0 = time.monotonic()
+        with self.assertRaises(RankFailed) as cm:
+            run_forked(2, _rank_sleeps_or_fails, 60.0, timeout=120)
+        self.assertLess(time.monotonic() - t0, 20)
+        self.assertIn("rank 1: ValueError: rank 1 fails", str(cm.exception))
 
     def test_example_trains_through_a_node(self):
         sgtest.need_torch()
