@@ -132,10 +132,10 @@ def proc_cpu_s(pid: int) -> float:
 
 
 def rank_main(rank: int, n: int, targets: list[str], node_pids: list[int], models: list[str],
-              steps: int, warmup: int, reps: int, bucket_mb: float) -> dict:
+              steps: int, warmup: int, reps: int, bucket_mb: float, max_retries: int) -> dict:
     torch.set_num_threads(1)
     dist.init_process_group("gloo")
-    sgt.init(targets)
+    sgt.init(targets, max_retries=max_retries)
     out: dict = {}
     x = torch.ones(())
     for name in models:
@@ -244,6 +244,10 @@ def main() -> int:
     p.add_argument("--reps", type=int, default=2, help="turns of none, gloo, sigma [2]")
     p.add_argument("--nodes", type=int, default=2, help="local summation nodes [2]")
     p.add_argument("--bucket-mb", type=float, default=25.0, help="DDP's bucket_cap_mb [25]")
+    p.add_argument("--max-retries", type=int, default=100,
+                   help="libsigma's resends before a push fails [100: 19 s; a loaded machine "
+                        "can hold a rank back for seconds in DDP's first step, one bucket of "
+                        "the whole model]")
     p.add_argument("--json", help="write the JSON here instead of after the table")
     a = p.parse_args()
     models = a.models.split(",")
@@ -256,14 +260,19 @@ def main() -> int:
         with start_local_nodes(a.nodes) as nodes:
             pids = [nd.proc.pid for nd in nodes.nodes]
             ranks = run_forked(n, rank_main, nodes.targets, pids, models, a.steps, a.warmup,
-                               a.reps, a.bucket_mb, timeout=3600)
+                               a.reps, a.bucket_mb, a.max_retries, timeout=3600)
         for m in models:
             rows.append(summarise(m, n, ranks))
+            r = rows[-1]
+            print(f"# {m} N={n}: comm gloo {r['gloo']['comm_ms']:.1f} ms, sigma "
+                  f"{r['sigma']['comm_ms']:.1f} ms, ratio {r['ratio_comm']:.2f}; step ratio "
+                  f"{r['ratio_step']:.2f}", file=sys.stderr, flush=True)
         ctypes_us = ranks[0]["ctypes_call_us"]
     load["after"] = os.getloadavg()
     doc = {"bench": "pytorch_ddp", "cpu": cpu_name(), "cpus": os.cpu_count(), "loadavg": load,
            "torch": torch.__version__, "nodes": a.nodes, "steps": a.steps, "reps": a.reps,
-           "bucket_mb": a.bucket_mb, "ctypes_call_us": ctypes_us, "results": rows}
+           "bucket_mb": a.bucket_mb, "max_retries": a.max_retries, "ctypes_call_us": ctypes_us,
+           "results": rows}
     print(f"CPU: {doc['cpu']} ({doc['cpus']} CPUs); load average (1, 5, 15 min) "
           f"{' '.join(f'{v:.1f}' for v in load['before'])} before, "
           f"{' '.join(f'{v:.1f}' for v in load['after'])} after (a shared machine: other "
