@@ -255,8 +255,9 @@ print(f"installed sigma.torch: rank {r} of {sgt.size()}: sum {'right' if ok else
 sgt.shutdown()
 assert ok, "the sum is wrong"
 PY
-		expect python-torch 0 'rank 1 of 2: sum right' -- "${PYENV[@]}" "$PY" -m sigma.launch \
-			-n 2 --local-nodes 1 "$TMP/py_torch.py"
+		# (two imports of torch: a minute each on a loaded 2-core machine)
+		EXPECT_TIMEOUT=180 expect python-torch 0 'rank 1 of 2: sum right' -- "${PYENV[@]}" \
+			"$PY" -m sigma.launch -n 2 --local-nodes 1 "$TMP/py_torch.py"
 	fi
 else
 	echo "install: no $PY: the Python package is not checked"
