@@ -9,7 +9,9 @@
 # the sum. Also checked: the sonames carry the major version, the shared
 # libraries export their public API and nothing else, the worker program needs
 # neither jansson nor libsodium, and the installed headers include only each
-# other.
+# other. The Python package is checked as installed too: on the interpreter's
+# path, loading both libraries and finding sigma-udpd from where meson put
+# them, with no environment pointing there, summing through a node.
 # Usage: test_install.sh BUILD_DIR CC SANITIZERS
 set -u
 BUILD=$1
@@ -197,6 +199,69 @@ expect push 0 '300000 elements, 0 wrong' -- "$TMP/push" "$DESC" 100000
 expect push-static 0 '300000 elements, 0 wrong' -- "$TMP/push_static" "$DESC" 100000 1
 # a third run from round 0 is behind the job: told so by the node, through the installed library
 expect push-again 1 'first_round = 2' -- "$TMP/push" "$DESC" 100000
+
+# The Python package as installed: where Debian's python3 looks (for /usr/local:
+# lib/python3.X/dist-packages), finding both libraries and sigma-udpd from
+# what meson recorded next to it, with nothing in the environment pointing at
+# them; a job made through libsigma-control, 3 sessions summing a buffer.
+PY=/usr/bin/python3
+if [ -x "$PY" ]; then
+	PYPKG=$(dirname "$(find "$DEST" -path '*/sigma/_config.py' | head -1)")
+	PYDIR=$(dirname "$PYPKG")
+	# without the DESTDIR, the folder is on the interpreter's own path
+	if "$PY" -c 'import sys; sys.exit(sys.argv[1] not in sys.path)' "${PYDIR#"$DEST"}"; then
+		ok
+	else
+		fail "the package went to ${PYDIR#"$DEST"}, not on $PY's sys.path"
+	fi
+	PYENV=(env -u SIGMA_BUILD_DIR -u SIGMA_LIB_DIR -u LD_LIBRARY_PATH PYTHONPATH="$PYDIR"
+		PYTHONDONTWRITEBYTECODE=1)
+	if [ "$SAN" != none ] && [ -n "$SAN" ]; then
+		# an instrumented libsigma.so needs the sanitizer runtimes loaded first
+		PYENV+=(LD_PRELOAD="$("$CC" -print-file-name=libasan.so) $("$CC" -print-file-name=libubsan.so)"
+			ASAN_OPTIONS=detect_leaks=0:abort_on_error=1)
+	fi
+	cat >"$TMP/py_push.py" <<'PY'
+import array, sys
+import sigma, sigma._lib as L
+from sigma.localnodes import find_program
+dest = sys.argv[2]
+for path in (L.libsigma()._name, L.libcontrol()._name, find_program("sigma-udpd", "X", "x")):
+    assert path.startswith(dest), f"{path} is not the installed one (under {dest})"
+job = sigma.create_job([sys.argv[1]], 3, tensors=[("g", 100000)], partition_bytes=65536)
+ss = [sigma.Session(job, r) for r in range(3)]
+bufs = [array.array("f", [float(r * 100 + i % 1000) for i in range(100000)]) for r in range(3)]
+for h in [s.push_pull(b, name="g") for s, b in zip(ss, bufs)]:
+    h.wait(30)
+bad = sum(b[i] != 300 + 3 * (i % 1000) for b in bufs for i in range(100000))
+for s in ss:
+    s.close()
+sigma.destroy_job([sys.argv[1]], job.id)
+print(f"installed python package: job {job.id}, {3 * 100000} elements, {bad} wrong")
+PY
+	expect python 0 '300000 elements, 0 wrong' -- "${PYENV[@]}" "$PY" "$TMP/py_push.py" \
+		"unix:$TMP/n.sock" "$DEST"
+	if "$PY" -c 'import torch' 2>/dev/null; then
+		# sigma.torch as installed: the installed launcher starts the installed
+		# sigma-udpd, rank 0 makes the job, both ranks sum a tensor
+		cat >"$TMP/py_torch.py" <<'PY'
+import torch, torch.distributed as dist, sigma.torch as sgt
+dist.init_process_group("gloo")
+sgt.init()
+r = sgt.rank()
+y = sgt.push_pull(torch.arange(1000, dtype=torch.float32) + r, average=False, name="t")
+ok = torch.equal(y, 2 * torch.arange(1000, dtype=torch.float32) + 1)
+print(f"installed sigma.torch: rank {r} of {sgt.size()}: sum {'right' if ok else 'WRONG'}")
+sgt.shutdown()
+assert ok, "the sum is wrong"
+PY
+		# (two imports of torch: a minute each on a loaded 2-core machine)
+		EXPECT_TIMEOUT=180 expect python-torch 0 'rank 1 of 2: sum right' -- "${PYENV[@]}" \
+			"$PY" -m sigma.launch -n 2 --local-nodes 1 "$TMP/py_torch.py"
+	fi
+else
+	echo "install: no $PY: the Python package is not checked"
+fi
 kill -TERM "$NPID"
 wait "$NPID" || fail "sigma-udpd exit $?"
 PIDS=()

@@ -26,11 +26,12 @@ sighup() {
 	done
 	return 1
 }
-# expect NAME WANT_RC NEEDLE -- command...: exit status and a line of output
+# expect NAME WANT_RC NEEDLE -- command...: exit status and a line of output,
+# within EXPECT_TIMEOUT seconds (60)
 expect() {
 	local name=$1 want=$2 needle=$3 rc
 	shift 4
-	timeout 60 "$@" >"$TMP/out" 2>&1
+	timeout "${EXPECT_TIMEOUT:-60}" "$@" >"$TMP/out" 2>&1
 	rc=$?
 	if [ "$rc" != "$want" ]; then
 		fail "$name: exit $rc, expected $want"; sed 's/^/  | /' "$TMP/out" | tail -20

@@ -1,0 +1,150 @@
+# SPDX-License-Identifier: BSD-3-Clause
+"""Summation nodes on this machine, for the launcher, the demo and the tests.
+
+:func:`start_local_nodes` is the one place that starts them. A node is
+``sigma-udpd`` (the aggregation engine behind a kernel UDP socket, with the
+control server), reached by kernel-socket workers on 127.0.0.1; each node gets
+a control socket (``unix:``) in a private folder. Every node is stopped (and
+its folder removed) on ``stop()``, on leaving the ``with`` block, and at exit.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import re
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from typing import Optional
+
+# The node program the launcher and the tests start (a one-line switch).
+DEFAULT_KIND = "udpd"
+
+
+def find_program(name: str, env: str, build_sub: str) -> str:
+    """A Sigma program: $env, else the build tree ($SIGMA_BUILD_DIR), else
+    next to the installed package (meson's bindir), else PATH."""
+    tried = []
+    cands = []
+    if os.environ.get(env):
+        cands.append(os.environ[env])
+    if os.environ.get("SIGMA_BUILD_DIR"):
+        cands.append(os.path.join(os.environ["SIGMA_BUILD_DIR"], build_sub, name))
+    try:
+        from . import _config
+        cands.append(os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                                   _config.BINDIR_FROM_PACKAGE, name)))
+    except (ImportError, AttributeError):
+        pass
+    for c in cands:
+        if os.access(c, os.X_OK):
+            return c
+        tried.append(c)
+    found = shutil.which(name)
+    if found:
+        return found
+    raise FileNotFoundError(f"sigma: cannot find {name} (tried {', '.join(tried) or 'nothing'} "
+                            f"and PATH): set {env} or SIGMA_BUILD_DIR, or install Sigma")
+
+
+class LocalNode:
+    """One running node: its process, control target and dataplane port."""
+
+    def __init__(self, proc: subprocess.Popen, name: str, target: str, log: str) -> None:
+        self.proc, self.name, self.target, self.log = proc, name, target, log
+
+    def kill(self) -> None:
+        """SIGKILL the node at once (a node that dies)."""
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+    def stop(self, grace: float = 5.0) -> int:
+        """SIGTERM, then SIGKILL after ``grace`` s; the exit status."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(grace)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        return self.proc.returncode
+
+
+class LocalNodes:
+    """Nodes started by :func:`start_local_nodes` (a context manager)."""
+
+    def __init__(self, nodes: list[LocalNode], folder: str) -> None:
+        self.nodes = nodes
+        self.folder = folder
+        atexit.register(self.stop)
+
+    @property
+    def targets(self) -> list[str]:
+        """Their control targets, for init(nodes=...) or SIGMA_NODES."""
+        return [n.target for n in self.nodes]
+
+    def env(self) -> str:
+        """The value of SIGMA_NODES that names them."""
+        return ";".join(self.targets)
+
+    def stop(self) -> None:
+        """Stop every node and remove the folder (idempotent)."""
+        for n in self.nodes:
+            n.stop()
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+    def __enter__(self) -> "LocalNodes":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def _wait_line(proc: subprocess.Popen, log: str, pattern: str, timeout: float) -> bool:
+    """Wait until the node's log has a line matching ``pattern`` (its start-up
+    line), the node exits, or ``timeout`` s pass."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and proc.poll() is None:
+        with open(log, errors="replace") as f:
+            if re.search(pattern, f.read()):
+                return True
+        time.sleep(0.02)
+    return False
+
+
+def start_local_nodes(count: int = 1, kind: Optional[str] = None, *,
+                      extra_args: Optional[list[str]] = None,
+                      timeout: float = 10.0) -> LocalNodes:
+    """Start ``count`` summation nodes on 127.0.0.1, each with a Unix control
+    socket; returns once every one answers (or raises, leaving none behind)."""
+    kind = kind or os.environ.get("SIGMA_NODE_KIND") or DEFAULT_KIND
+    if kind != "udpd":
+        raise ValueError(f"sigma: node kind {kind!r}: this build starts 'udpd' nodes")
+    prog = find_program("sigma-udpd", "SIGMA_UDPD", "client")
+    folder = tempfile.mkdtemp(prefix=f"sigma-nodes-{os.getpid()}-")
+    nodes: list[LocalNode] = []
+    started = LocalNodes(nodes, folder)
+    try:
+        for i in range(count):
+            name = f"local{i}"
+            sock = os.path.join(folder, f"{name}.sock")
+            log = os.path.join(folder, f"{name}.log")
+            with open(log, "w") as out:
+                proc = subprocess.Popen([prog, "--addr", "127.0.0.1", "--port", "0", "--name",
+                                         name, "--unix", sock] + (extra_args or []),
+                                        stdout=out, stderr=subprocess.STDOUT,
+                                        stdin=subprocess.DEVNULL, start_new_session=True)
+            nodes.append(LocalNode(proc, name, f"unix:{sock}", log))
+            if not _wait_line(proc, log, r"sigma-udpd: node .*\n", timeout):
+                with open(log, errors="replace") as f:
+                    out_text = f.read().strip()
+                raise RuntimeError(f"sigma: node {name} ({prog}) did not start within "
+                                   f"{timeout:g} s: {out_text or 'no output'}")
+    except BaseException:
+        started.stop()
+        raise
+    return started

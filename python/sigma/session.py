@@ -1,0 +1,483 @@
+# SPDX-License-Identifier: BSD-3-Clause
+"""A libsigma session driven by a progress thread.
+
+libsigma's sessions belong to one thread at a time and make progress only
+inside ``sigma_poll()`` (client/sigma.h, "Thread safety"). A :class:`Session`
+therefore owns one background thread, the only one that ever calls into the
+C session. Other threads hand it operations through a queue and get a
+:class:`Handle` back; the thread starts them, polls (the GIL is released
+while it waits in ``sigma_poll()``), and completes each handle from
+libsigma's completion callback. Many operations are in flight at once, in the
+order they were submitted (the same order on every rank keeps a node's slots
+from filling with chunks some rank cannot send yet: docs/client.md).
+
+Every wait is bounded: libsigma fails an operation whose chunks get no answer
+after ``max_retries`` resends (about 1.3 s with the defaults), and a watchdog
+in the thread fails everything if no operation moved for twice that. The first
+failure closes the session: operations in flight and queued fail with the
+first error's message, since a rank whose rounds fell out of step with the
+others cannot go on.
+"""
+
+from __future__ import annotations
+
+import collections
+import ctypes
+import errno
+import os
+import threading
+import time
+from typing import Any, Callable, Deque, Optional
+
+from . import _lib
+from .errors import SigmaConfigError, SigmaError, SigmaTimeoutError, status_error
+from .job import Job
+
+_FORMATS = {"f": "fp32", "d": "fp64", "e": "fp16", "b": "int8", "B": "uint8"}
+_INT_FORMATS = {4: "int32", 8: "int64"}
+
+
+def retry_budget_s(rto_us: int = 0, rto_max_us: int = 0, max_retries: int = 0) -> float:
+    """How long libsigma keeps resending an unanswered chunk before failing it:
+    the sum of the doubling retransmit timeouts (docs/client.md)."""
+    rto = rto_us or 5000
+    top = rto_max_us or 200000
+    total = 0
+    for _ in range((max_retries or 10) + 1):
+        total += min(rto, top)
+        rto *= 2
+    return total / 1e6
+
+
+class Handle:
+    """One push_pull in flight. Wait with :meth:`wait` (or ``sigma.torch.synchronize``)."""
+
+    __slots__ = ("name", "tensor_id", "_ev", "_error", "_cbs", "_keep", "_session", "t_submit",
+                 "t_done")
+
+    def __init__(self, session: "Session", name: str, tensor_id: int, keep: Any) -> None:
+        self.name = name
+        self.tensor_id = tensor_id
+        self._session = session
+        self._ev = threading.Event()
+        self._error: Optional[BaseException] = None
+        self._cbs: list[Callable[["Handle"], None]] = []
+        self._keep = keep
+        self.t_submit = time.perf_counter()
+        self.t_done = 0.0
+
+    def done(self) -> bool:
+        """True once the operation completed or failed (never blocks)."""
+        return self._ev.is_set()
+
+    def exception(self) -> Optional[BaseException]:
+        """The failure, or None (also None while still in flight)."""
+        return self._error
+
+    def wait(self, timeout: Optional[float] = None) -> None:
+        """Block until done; raise the failure. ``timeout`` (s) bounds the wait
+        (SigmaTimeoutError); without one, the session's own bounds apply (the
+        retries, the watchdog), and a dead progress thread is noticed within
+        0.2 s."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while not self._ev.wait(0.2 if deadline is None else
+                                max(0.0, min(0.2, deadline - time.monotonic()))):
+            self._session._check_alive()
+            if deadline is not None and time.monotonic() >= deadline:
+                raise SigmaTimeoutError(
+                    f"sigma: push_pull of '{self.name}' not done after {timeout:g} s "
+                    "(the wait's own timeout)", errno.ETIMEDOUT)
+        if self._error is not None:
+            raise self._error
+
+    def add_done_callback(self, fn: Callable[["Handle"], None]) -> None:
+        """Call ``fn(handle)`` once done: on the progress thread, or at once if
+        already done. Keep it short, and do not wait on other handles in it."""
+        with self._session._cv:
+            if not self._ev.is_set():
+                self._cbs.append(fn)
+                return
+        fn(self)
+
+    def _complete(self, error: Optional[BaseException]) -> None:
+        with self._session._cv:
+            if self._ev.is_set():
+                return
+            self._error = error
+            self.t_done = time.perf_counter()
+            self._keep = None
+            self._ev.set()
+            cbs, self._cbs = self._cbs, []
+        for fn in cbs:
+            try:
+                fn(self)
+            except Exception as e:  # a callback's bug must not kill the progress thread
+                self._session._callback_errors.append(e)
+
+
+class _Op:
+    __slots__ = ("handle", "tid", "name", "dtype", "nelem", "src", "dst")
+
+    def __init__(self, handle: Handle, tid: int, name: str, dtype: str, nelem: int, src: int,
+                 dst: int) -> None:
+        self.handle, self.tid, self.name = handle, tid, name
+        self.dtype, self.nelem, self.src, self.dst = dtype, nelem, src, dst
+
+
+class Session:
+    """Rank ``rank``'s session of a job, with its progress thread.
+
+    Args:
+        job: the job (a :class:`~sigma.job.Job` or its descriptor).
+        rank: this worker, 0..N-1.
+        window, rto_us, rto_max_us, max_retries, first_round, chunk_bytes:
+            libsigma's settings (0: its defaults; docs/client.md). Every rank
+            of a job must use the same window.
+        local_addr: address to bind the UDP socket to (default any).
+        poll_us: longest wait inside one sigma_poll(): a new submission waits
+            at most this long for the thread to pick it up while others are
+            in flight.
+    """
+
+    def __init__(self, job: "Job | str", rank: int, *, window: int = 0, rto_us: int = 0,
+                 rto_max_us: int = 0, max_retries: int = 0, first_round: int = 0,
+                 local_addr: Optional[str] = None, poll_us: int = 200) -> None:
+        if isinstance(job, str):
+            job = Job.parse(job)
+        if not isinstance(rank, int) or not 0 <= rank < job.workers:
+            raise SigmaConfigError(f"rank {rank!r}: the job has {job.workers} workers "
+                                   f"(ranks 0..{job.workers - 1})")
+        for k, v in (("window", window), ("rto_us", rto_us), ("rto_max_us", rto_max_us),
+                     ("max_retries", max_retries), ("first_round", first_round),
+                     ("poll_us", poll_us)):
+            if not isinstance(v, int) or v < 0 or v > 0xFFFFFFFF:
+                raise SigmaConfigError(f"{k} {v!r}: want an integer >= 0")
+        self.job = job
+        self.rank = rank
+        self.retry_budget = retry_budget_s(rto_us, rto_max_us, max_retries)
+        self.stall_bound = 2 * self.retry_budget + 1.0
+        self._poll_us = max(1, poll_us)
+        self._lib = _lib.libsigma()
+        base = _lib.SigmaConfPadded()
+        c = base.conf
+        c.window, c.rto_us, c.rto_max_us = window, rto_us, rto_max_us
+        c.max_retries, c.first_round = max_retries, first_round
+        self._local = local_addr.encode() if local_addr else None
+        c.local_addr = self._local
+        err = ctypes.create_string_buffer(_lib.SIGMA_ERR_LEN)
+        s = self._lib.sigma_open_job(job.descriptor.encode(), rank, ctypes.byref(base), err,
+                                     len(err))
+        if not s:
+            e = ctypes.get_errno()
+            raise SigmaConfigError(f"sigma: cannot open rank {rank}'s session of job {job.id}: "
+                                   f"{err.value.decode(errors='replace') or os.strerror(e)}", e)
+        self._s = ctypes.c_void_p(s)
+        self._cb = _lib.DONE_CB(self._on_done)  # kept alive as long as the session
+        self._cv = threading.Condition()
+        self._queue: list[_Op] = []
+        self._tensors: dict[int, ctypes.c_void_p] = {}
+        self._inflight: dict[int, _Op] = {}
+        self._waiting: dict[int, Deque[_Op]] = {}
+        self._completed: list[tuple[int, int, str]] = []
+        self._names: dict[str, tuple[int, int, str]] = {}
+        self._ids: set[int] = set()
+        self._next_id = 0
+        self._closing = False
+        self._failed: Optional[SigmaError] = None
+        self._thread_error: Optional[BaseException] = None
+        self._callback_errors: list[BaseException] = []
+        self.loops = 0       # progress-thread iterations with operations in flight
+        self.poll_s = 0.0    # of their wall time: inside sigma_poll() (GIL released)
+        self.active_s = 0.0  # their whole wall time (the rest: Python, GIL waits)
+        self.cpu_s = 0.0     # the progress thread's CPU time
+        self._thread = threading.Thread(target=self._run, name=f"sigma-progress-r{rank}",
+                                        daemon=True)
+        self._thread.start()
+
+    # ---- tensor ids ---------------------------------------------------------
+
+    def tensor_id(self, name: str, nelem: int, dtype: str, tensor_id: Optional[int] = None) -> int:
+        """The wire id of tensor ``name``: the id given, or the next free one the
+        first time a name is seen. Ranks must first use names in the same
+        order (as they must call collectives in the same order), so that
+        every rank numbers them alike. A name keeps its size and dtype."""
+        with self._cv:
+            known = self._names.get(name)
+            if known is not None:
+                tid, n, dt = known
+                if (n, dt) != (nelem, dtype) or (tensor_id is not None and tensor_id != tid):
+                    raise SigmaConfigError(
+                        f"sigma: tensor '{name}' was first pushed as {n} {dt} elements "
+                        f"(id {tid}), now as {nelem} {dtype}" +
+                        (f" (id {tensor_id})" if tensor_id is not None else "") +
+                        ": give each differently shaped tensor its own name")
+                return tid
+            if tensor_id is None:
+                while self._next_id in self._ids:
+                    self._next_id += 1
+                tensor_id = self._next_id
+            if not isinstance(tensor_id, int) or not 0 <= tensor_id < _lib.SG_MAX_TENSORS:
+                raise SigmaConfigError(f"sigma: tensor id {tensor_id!r}: must be 0.."
+                                       f"{_lib.SG_MAX_TENSORS - 1}")
+            if tensor_id in self._ids:
+                other = next(n for n, v in self._names.items() if v[0] == tensor_id)
+                raise SigmaConfigError(f"sigma: tensor id {tensor_id} belongs to '{other}': "
+                                       f"give '{name}' another id")
+            self._names[name] = (tensor_id, nelem, dtype)
+            self._ids.add(tensor_id)
+            return tensor_id
+
+    # ---- submitting ---------------------------------------------------------
+
+    def submit(self, name: str, dtype: str, nelem: int, src: int, dst: int, keep: Any,
+               tensor_id: Optional[int] = None) -> Handle:
+        """Start summing ``nelem`` elements of ``dtype`` at address ``src`` over
+        the N ranks into ``dst`` (src == dst is fine). ``keep`` is held until
+        done (the objects that own the memory). Returns at once."""
+        if dtype not in _lib.DTYPES:
+            raise SigmaConfigError(f"sigma: dtype {dtype!r}: one of {', '.join(_lib.DTYPES)}")
+        if not isinstance(nelem, int) or nelem <= 0:
+            raise SigmaConfigError(f"sigma: '{name}': {nelem!r} elements: want at least one")
+        if not src or not dst:
+            raise SigmaConfigError(f"sigma: '{name}': NULL buffer")
+        tid = self.tensor_id(name, nelem, dtype, tensor_id)
+        h = Handle(self, name, tid, keep)
+        op = _Op(h, tid, name, dtype, nelem, src, dst)
+        with self._cv:
+            if self._failed is not None:
+                err = self._failed
+            elif self._closing:
+                err = SigmaError(f"sigma: push_pull of '{name}': the session is closed")
+            else:
+                self._queue.append(op)
+                self._cv.notify()
+                return h
+        h._complete(err)
+        return h
+
+    def push_pull(self, buf: Any, out: Any = None, *, name: str,
+                  dtype: Optional[str] = None, tensor_id: Optional[int] = None) -> Handle:
+        """Sum a writable, C-contiguous buffer (``array.array``, ``bytearray``,
+        a numpy array...) over the ranks into ``out`` (default: in place).
+        ``dtype`` overrides the buffer's format (e.g. ``bf16`` over ``'H'``)."""
+        src, nbytes, fmt_dtype, keep_in = _buffer(buf, "buf")
+        dst, out_bytes, _, keep_out = (src, nbytes, fmt_dtype, keep_in) if out is None else \
+            _buffer(out, "out")
+        dt = dtype or fmt_dtype
+        if dt is None:
+            raise SigmaConfigError("sigma: cannot tell the buffer's element type: give dtype=")
+        size = _lib.DTYPE_SIZES.get(dt)
+        if size is None:
+            raise SigmaConfigError(f"sigma: dtype {dt!r}: one of {', '.join(_lib.DTYPES)}")
+        if nbytes % size or out_bytes != nbytes:
+            raise SigmaConfigError(f"sigma: '{name}': {nbytes} bytes in, {out_bytes} out, "
+                                   f"{dt} elements of {size} bytes")
+        return self.submit(name, dt, nbytes // size, src, dst, (buf, out, keep_in, keep_out),
+                           tensor_id)
+
+    # ---- the progress thread ----------------------------------------------
+
+    def _on_done(self, arg: Optional[int], t: Optional[int], status: int) -> None:
+        # Runs inside sigma_poll() on the progress thread: record only.
+        msg = ""
+        if status < 0:
+            raw = self._lib.sigma_last_error(self._s)
+            msg = raw.decode(errors="replace") if raw else ""
+        self._completed.append(((arg or 1) - 1, status, msg))
+
+    def _start(self, op: _Op) -> None:
+        t = self._tensors.get(op.tid)
+        if t is None:
+            ptr = self._lib.sigma_tensor_register(self._s, op.name.encode()[:127], op.tid,
+                                                  _lib.DTYPES[op.dtype], op.nelem, 0)
+            if not ptr:
+                e = ctypes.get_errno()
+                why = {errno.EINVAL: "the job does not take it (another dtype, or a size the "
+                                     "partition or chunk size cannot cut; libsigma says why on "
+                                     "stderr)",
+                       errno.E2BIG: "too many partitions (more than 65536)",
+                       errno.EEXIST: "the id is in use"}.get(e, os.strerror(e))
+                op.handle._complete(SigmaConfigError(
+                    f"sigma: cannot register tensor '{op.name}' ({op.nelem} {op.dtype}, id "
+                    f"{op.tid}) in job {self.job.id}: {why}", e))
+                return
+            t = ctypes.c_void_p(ptr)
+            self._tensors[op.tid] = t
+        rc = self._lib.sigma_push_pull(t, op.src, op.dst, self._cb, op.tid + 1)
+        if rc < 0:
+            op.handle._complete(status_error(rc, "", f"sigma: push_pull of '{op.name}'"))
+            return
+        self._inflight[op.tid] = op
+
+    def _run(self) -> None:
+        try:
+            self._loop()
+        except BaseException as e:  # noqa: BLE001 - surfaced to every waiter
+            self._thread_error = e
+            self._fail_all(SigmaError(f"sigma: the progress thread died: {e!r}"))
+        finally:
+            self._close_c()
+            self._fail_all(SigmaError("sigma: the session is closed"))  # anything left
+
+    def _loop(self) -> None:
+        lib, s = self._lib, self._s
+        last_move = time.monotonic()
+        last_check = last_move
+        mark = -1
+        cpu0 = time.thread_time()
+        while True:
+            with self._cv:
+                while not self._queue and not self._inflight and not self._closing:
+                    self._cv.wait()
+                    last_move = time.monotonic()
+                if self._closing and (self._failed is not None or
+                                      (not self._inflight and not self._queue)):
+                    return
+                batch, self._queue = self._queue, []
+            t_start = time.perf_counter()
+            for op in batch:
+                if op.tid in self._inflight:
+                    self._waiting.setdefault(op.tid, collections.deque()).append(op)
+                else:
+                    self._start(op)
+            if not self._inflight:
+                continue
+            t_poll = time.perf_counter()
+            rc = lib.sigma_poll(s, self._poll_us)
+            self.poll_s += time.perf_counter() - t_poll
+            self.loops += 1
+            if rc < 0:
+                self._poison(status_error(rc, "", "sigma: the session's transport failed"))
+                return
+            if self._completed:
+                last_move = time.monotonic()
+                done, self._completed = self._completed, []
+                first_error = None
+                for tid, status, msg in done:
+                    op = self._inflight.pop(tid, None)
+                    if op is None:
+                        continue
+                    if status < 0:
+                        err = status_error(status, msg, f"sigma: push_pull of '{op.name}' "
+                                                        f"(rank {self.rank}, job {self.job.id})")
+                        op.handle._complete(err)
+                        first_error = first_error or err
+                    else:
+                        op.handle._complete(None)
+                    nxt = self._waiting.get(tid)
+                    if nxt and first_error is None:
+                        self._start(nxt.popleft())
+                if first_error is not None:
+                    self._poison(first_error)
+                    return
+            self.active_s += time.perf_counter() - t_start
+            self.cpu_s = time.thread_time() - cpu0
+            now = time.monotonic()
+            if now - last_check > 0.1:
+                last_check = now
+                st = self.stats()
+                moved = st.rx_results + st.ops_done + st.ops_failed
+                if moved != mark:
+                    mark, last_move = moved, now
+                elif now - last_move > self.stall_bound:
+                    names = ", ".join(sorted(op.name for op in self._inflight.values())[:8])
+                    self._poison(SigmaTimeoutError(
+                        f"sigma: no operation moved for {now - last_move:.1f} s (watchdog, "
+                        f"twice the {self.retry_budget:.2f} s retry budget) with {names} in "
+                        f"flight (rank {self.rank}, job {self.job.id})", errno.ETIMEDOUT))
+                    return
+
+    def _poison(self, err: SigmaError) -> None:
+        """The first failure ends the session: fail everything after it."""
+        with self._cv:
+            if self._failed is None:
+                self._failed = type(err)(
+                    f"{err} [this rank's session is closed after this failure: call "
+                    "shutdown() and init() again]", err.errno, err.detail)
+        self._fail_all(self._failed)
+
+    def _fail_all(self, err: SigmaError) -> None:
+        with self._cv:
+            if self._failed is None:
+                self._failed = err
+            ops = list(self._inflight.values()) + self._queue
+            for q in self._waiting.values():
+                ops.extend(q)
+            self._inflight, self._queue, self._waiting = {}, [], {}
+            self._closing = True
+        for op in ops:
+            op.handle._complete(err)
+
+    def _close_c(self) -> None:
+        with self._cv:
+            s, self._s = self._s, None
+        if s:
+            self._lib.sigma_close(s)  # abandons what is in flight: no more writes
+
+    def _check_alive(self) -> None:
+        if not self._thread.is_alive() and self._thread_error is not None:
+            raise SigmaError(f"sigma: the progress thread died: {self._thread_error!r}")
+
+    # ---- the rest -----------------------------------------------------------
+
+    @property
+    def failed(self) -> Optional[SigmaError]:
+        """The failure that closed the session, or None."""
+        return self._failed
+
+    def profile(self) -> dict:
+        """Where the progress thread's time went (for benchmarks): iterations
+        with operations in flight, their wall time, the part inside
+        sigma_poll(), and the thread's CPU time, in seconds."""
+        return {"loops": self.loops, "active_s": self.active_s, "poll_s": self.poll_s,
+                "python_s": self.active_s - self.poll_s, "cpu_s": self.cpu_s}
+
+    def stats(self) -> _lib.SigmaStats:
+        """libsigma's counters (a snapshot; call from any thread)."""
+        st = _lib.SigmaStats()
+        s = self._s
+        if s:
+            self._lib.sigma_get_stats(s, ctypes.byref(st))
+        return st
+
+    def close(self, timeout: Optional[float] = None) -> None:
+        """Let what is in flight finish (within its bounds, or ``timeout`` s),
+        then stop the thread and close the C session. Idempotent."""
+        with self._cv:
+            self._closing = True
+            self._cv.notify()
+        bound = self.stall_bound + 1.0 if timeout is None else timeout
+        self._thread.join(bound)
+        if self._thread.is_alive():
+            self._fail_all(SigmaTimeoutError(
+                f"sigma: close: operations still in flight after {bound:g} s", errno.ETIMEDOUT))
+            self._thread.join(1.0)
+
+    def __enter__(self) -> "Session":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+def _buffer(obj: Any, what: str) -> tuple[int, int, Optional[str], Any]:
+    """(address, bytes, dtype from the format or None, the ctypes view to keep)."""
+    try:
+        mv = memoryview(obj)
+    except TypeError:
+        raise SigmaConfigError(f"sigma: {what}: {type(obj).__name__} has no buffer "
+                               "(give a writable contiguous buffer, or a torch tensor to "
+                               "sigma.torch)") from None
+    if mv.readonly:
+        raise SigmaConfigError(f"sigma: {what}: the buffer is read-only (the sum is written "
+                               "into it)")
+    if not mv.c_contiguous:
+        raise SigmaConfigError(f"sigma: {what}: the buffer is not C-contiguous")
+    if mv.nbytes == 0:
+        raise SigmaConfigError(f"sigma: {what}: the buffer is empty")
+    fmt = mv.format.lstrip("@=<")
+    dt = _FORMATS.get(fmt)
+    if dt is None and fmt in ("i", "l", "q", "h", "H", "I", "L", "Q"):
+        dt = _INT_FORMATS.get(mv.itemsize) if fmt in ("i", "l", "q") else None
+    view = (ctypes.c_char * mv.nbytes).from_buffer(mv.cast("B"))
+    return ctypes.addressof(view), mv.nbytes, dt, view

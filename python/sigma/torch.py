@@ -1,0 +1,802 @@
+# SPDX-License-Identifier: BSD-3-Clause
+"""Sigma for PyTorch, in the manner of BytePS and Horovod.
+
+    import sigma.torch as sgt
+    dist.init_process_group("gloo")          # or the SIGMA_* variables alone
+    sgt.init()                               # rank 0 makes the job on every node
+    model = DDP(model)
+    model.register_comm_hook(None, sgt.ddp_comm_hook)   # gradients through Sigma
+    ...
+    sgt.shutdown()                           # rank 0 destroys the job
+
+or, without DDP, ``opt = sgt.DistributedOptimizer(opt, model.named_parameters())``
+and ``sgt.broadcast_parameters(model.state_dict(), root_rank=0)``.
+
+Tensors are pushed from and summed into their own memory (``data_ptr()``):
+CPU tensors, contiguous, of fp32, fp64, fp16, bf16, int32, int64, int8 or
+uint8. Nothing is copied in Python. docs/python.md has the whole contract.
+"""
+
+import atexit
+import datetime
+import io
+import os
+import sys
+import threading
+import time
+import warnings
+from typing import Any, Callable, Iterable, Mapping, Optional, Sequence, Union
+
+import torch
+import torch.distributed as dist
+
+from . import _lib
+from .errors import SigmaConfigError, SigmaError
+from .job import Job, create_job, destroy_job, load_secret, parse_nodes
+from .session import Handle, Session
+
+__all__ = [
+    "init", "shutdown", "is_initialized", "rank", "size", "local_rank", "job", "session",
+    "push_pull", "push_pull_", "push_pull_async", "push_pull_async_", "synchronize", "poll",
+    "ddp_comm_hook", "HookState", "DistributedOptimizer", "broadcast_parameters",
+    "broadcast_optimizer_state", "SigmaError", "SigmaConfigError",
+]
+
+_DTYPES = {
+    torch.float32: "fp32", torch.float64: "fp64", torch.float16: "fp16",
+    torch.bfloat16: "bf16", torch.int32: "int32", torch.int64: "int64", torch.int8: "int8",
+    torch.uint8: "uint8",
+}
+_FLOATS = ("fp32", "fp64", "fp16", "bf16")
+_STORE_PREFIX = "sigma"
+# libsigma's resends of an unanswered chunk before an operation fails, when
+# init() is not given max_retries: 25 make a retry budget of 4.3 s (libsigma's
+# own 10, 1.3 s, take a rank paused for a second, by a loaded machine or a
+# garbage collection, for a dead one). docs/python.md, "Errors and bounds".
+MAX_RETRIES = 25
+
+
+class _Context:
+    def __init__(self, job: Job, sess: Session, rank: int, size: int, owner: bool,
+                 nodes: list, secret: Optional[bytes], store: Any, gen: int,
+                 timeout: float) -> None:
+        self.job, self.session, self.rank, self.size = job, sess, rank, size
+        self.owner, self.nodes, self.secret, self.store = owner, nodes, secret, store
+        self.gen, self.timeout = gen, timeout
+        self.unnamed: dict[tuple, set[int]] = {}
+        self.lock = threading.Lock()
+
+
+_ctx: Optional[_Context] = None
+_gen = 0
+_init_lock = threading.Lock()
+
+
+def _env(*names: str) -> Optional[str]:
+    for n in names:
+        v = os.environ.get(n)
+        if v not in (None, ""):
+            return v
+    return None
+
+
+def _env_int(what: str, *names: str) -> Optional[int]:
+    v = _env(*names)
+    if v is None:
+        return None
+    try:
+        return int(v)
+    except ValueError:
+        raise SigmaConfigError(f"sigma.torch.init: {names[0]}={v!r}: want an integer "
+                               f"({what})") from None
+
+
+def _dist_on() -> bool:
+    return dist.is_available() and dist.is_initialized()
+
+
+def init(nodes: Union[str, Sequence[str], None] = None, *,
+         secret_file: Optional[str] = None, mode: Optional[str] = None,
+         dtype: Optional[str] = None, rank: Optional[int] = None, size: Optional[int] = None,
+         store: Any = None, descriptor: Optional[str] = None,
+         tensors: Optional[Sequence[tuple[str, int]]] = None, slots: int = 0,
+         partition_bytes: int = 0, chunk_bytes: int = 0, window: int = 0,
+         max_retries: int = 0, rto_us: int = 0, poll_us: int = 200,
+         timeout: float = 60.0) -> None:
+    """Join (rank > 0) or make (rank 0) a Sigma job, and open this rank's session.
+
+    Where the job comes from, in order:
+
+    1. ``descriptor=`` or ``SIGMA_JOB``: a job made beforehand (``sigmactl
+       --node ... job create``, or ``python3 -m sigma.launch``); every rank
+       opens it. ``shutdown()`` does not destroy it: its maker does.
+    2. Otherwise rank 0 makes the job on every node of ``nodes=`` /
+       ``SIGMA_NODES`` through their control servers (``secret_file=`` /
+       ``SIGMA_SECRET_FILE`` for TCP targets), and hands the descriptor to
+       the other ranks through ``store=``, else torch.distributed's store.
+       ``shutdown()`` destroys it once every rank is done. It is an *open*
+       job of dtype ``any``: each node makes a key on its first push, in that
+       push's dtype (so DDP's buckets, known only once backward runs, need
+       nothing declared); ``slots`` caps an open job's chunk slots per node
+       engine (0: the nodes' default). ``tensors=[(name, elements)]`` and
+       ``dtype=`` make a job of those tensors instead.
+
+    The rank and the number of ranks come from ``rank=``/``size=``, else
+    torch.distributed, else ``SIGMA_RANK``/``SIGMA_WORKERS``, else
+    ``RANK``/``WORLD_SIZE``. ``mode`` (``SIGMA_MODE``) is sync, async or
+    deterministic. ``timeout`` (s) bounds the wait for rank 0's descriptor.
+    Bad configuration raises SigmaConfigError naming the fix, on every rank.
+    """
+    global _ctx, _gen
+    for k, v in (("slots", slots), ("partition_bytes", partition_bytes),
+                 ("chunk_bytes", chunk_bytes), ("window", window), ("max_retries", max_retries),
+                 ("rto_us", rto_us), ("poll_us", poll_us)):
+        if not isinstance(v, int) or isinstance(v, bool) or not 0 <= v <= 0xFFFFFFFF:
+            raise SigmaConfigError(f"sigma.torch.init: {k}={v!r}: want an integer >= 0")
+    if not isinstance(timeout, (int, float)) or not timeout > 0:
+        raise SigmaConfigError(f"sigma.torch.init: timeout={timeout!r}: want seconds > 0")
+    with _init_lock:
+        if _ctx is not None:
+            raise SigmaConfigError("sigma.torch.init: already initialised: call shutdown() "
+                                   "first")
+        r, n = _resolve_rank(rank, size)
+        gen = _gen
+        _gen += 1
+        desc = descriptor or _env("SIGMA_JOB")
+        owner = False
+        targets: list = []
+        secret = None
+        if desc:
+            job = Job.parse(desc)
+            want = mode or _env("SIGMA_MODE")
+            if want and want != job.mode:
+                raise SigmaConfigError(f"sigma.torch.init: the job given (SIGMA_JOB) is "
+                                       f"{job.mode}, not {want}: make a {want} job, or ask for "
+                                       f"{job.mode}")
+        else:
+            targets = parse_nodes(nodes if nodes is not None else _env("SIGMA_NODES"))
+            secret_file = secret_file or _env("SIGMA_SECRET_FILE")
+            mode = mode or _env("SIGMA_MODE") or "sync"
+            if mode not in _lib.MODES:
+                raise SigmaConfigError(f"sigma.torch.init: mode {mode!r}: one of "
+                                       f"{', '.join(_lib.MODES)}")
+            if store is None and n > 1:
+                store = _default_store()
+            if r == 0:
+                try:
+                    if not targets:
+                        raise SigmaConfigError(
+                            "sigma.torch.init: no summation nodes: pass nodes=[...] or set "
+                            "SIGMA_NODES to their control targets (unix:PATH or HOST:PORT; "
+                            "';' between nodes), or give the job itself (SIGMA_JOB)")
+                    secret = load_secret(secret_file) if secret_file else None
+                    job = create_job(targets, n, mode=mode, dtype=dtype, tensors=tensors,
+                                     slots=slots, partition_bytes=partition_bytes,
+                                     chunk_bytes=chunk_bytes, secret=secret)
+                except Exception as e:  # every rank raises rank 0's reason, at once
+                    if store is not None:
+                        store.set(_key(gen, "job"), "error:" + str(e))
+                    raise
+                owner = True
+                if store is not None:
+                    store.set(_key(gen, "job"), "ok:" + job.descriptor)
+            else:
+                job = Job.parse(_store_get(store, _key(gen, "job"), timeout,
+                                           "rank 0's job descriptor"))
+        if job.workers != n:
+            raise SigmaConfigError(f"sigma.torch.init: the job has {job.workers} workers, this "
+                                   f"run {n} ranks: make the job for {n}")
+        if store is None and _dist_on():
+            store = _default_store()
+        sess = None
+        try:
+            sess = Session(job, r, window=window, max_retries=max_retries or MAX_RETRIES,
+                           rto_us=rto_us, poll_us=poll_us)
+            if store is not None and n > 1:
+                _start_together(store, gen, n, timeout)
+        except BaseException as e:
+            if store is not None and n > 1:
+                _tell_failure(store, gen, r, e)
+            if sess is not None:
+                sess.close(timeout=1.0)
+            if owner:  # leave nothing behind on the nodes
+                destroy_job(targets, job.id, secret=secret)
+            raise
+        _ctx = _Context(job, sess, r, n, owner, targets, secret, store, gen, timeout)
+
+
+def _tell_failure(store: Any, gen: int, r: int, e: BaseException) -> None:
+    try:
+        if not isinstance(e, _PeerFailed):
+            store.set(_key(gen, "open_error"), f"rank {r}: {e}")
+        store.add(_key(gen, "open_failed"), 1)
+    except Exception:  # the store went away: the others time out
+        pass
+
+
+class _PeerFailed(SigmaConfigError):
+    pass
+
+
+def _start_together(store: Any, gen: int, n: int, timeout: float) -> None:
+    """Wait until every rank opened its session: ranks then start their first
+    step together, not skewed by rank 0's job creation (a rank later than the
+    retry budget counts as dead). A rank's failure fails the others at once."""
+    store.add(_key(gen, "opened"), 1)
+    deadline = time.monotonic() + timeout
+    while True:
+        if store.add(_key(gen, "open_failed"), 0):
+            why = store.get(_key(gen, "open_error")).decode()
+            raise _PeerFailed(f"sigma.torch.init: {why}")
+        opened = store.add(_key(gen, "opened"), 0)
+        if opened >= n:
+            return
+        if time.monotonic() > deadline:
+            raise SigmaConfigError(f"sigma.torch.init: {opened} of {n} ranks opened their "
+                                   f"sessions within {timeout:g} s: is every rank calling "
+                                   "init()?")
+        time.sleep(0.005)
+
+
+def _resolve_rank(rank: Optional[int], size: Optional[int]) -> tuple[int, int]:
+    if _dist_on():
+        r = dist.get_rank() if rank is None else rank
+        n = dist.get_world_size() if size is None else size
+    else:
+        r = rank if rank is not None else _env_int("this rank", "SIGMA_RANK", "RANK")
+        n = size if size is not None else _env_int("the number of ranks", "SIGMA_WORKERS",
+                                                   "WORLD_SIZE")
+        if r is None and n is None:
+            r, n = 0, 1
+        if r is None or n is None:
+            raise SigmaConfigError("sigma.torch.init: give both the rank and the number of "
+                                   "ranks (rank=/size=, SIGMA_RANK/SIGMA_WORKERS, or "
+                                   "RANK/WORLD_SIZE)")
+    if not isinstance(n, int) or not 1 <= n <= _lib.SG_MAX_WORKERS:
+        raise SigmaConfigError(f"sigma.torch.init: {n!r} ranks: a job has 1.."
+                               f"{_lib.SG_MAX_WORKERS} workers")
+    if not isinstance(r, int) or not 0 <= r < n:
+        raise SigmaConfigError(f"sigma.torch.init: rank {r!r}: want 0..{n - 1}")
+    return r, n
+
+
+def _default_store() -> Any:
+    if not _dist_on():
+        raise SigmaConfigError(
+            "sigma.torch.init: with several ranks, rank 0's job must reach the others: call "
+            "torch.distributed.init_process_group() first, pass store=, or make the job "
+            "beforehand and give it to every rank in SIGMA_JOB (python3 -m sigma.launch "
+            "--make-job does)")
+    from torch.distributed import distributed_c10d
+    return distributed_c10d._get_default_store()
+
+
+def _key(gen: int, what: str) -> str:
+    return f"{_STORE_PREFIX}/{gen}/{what}"
+
+
+def _store_get(store: Any, key: str, timeout: float, what: str) -> str:
+    try:
+        store.wait([key], datetime.timedelta(seconds=timeout))
+    except RuntimeError as e:
+        raise SigmaConfigError(f"sigma.torch.init: {what} did not come within {timeout:g} s "
+                               f"({e}): is rank 0 running, and did it call init()?") from None
+    val = store.get(key).decode()
+    if val.startswith("error:"):
+        raise SigmaConfigError(f"sigma.torch.init: rank 0 could not make the job: {val[6:]}")
+    return val[3:]
+
+
+def shutdown(timeout: Optional[float] = None) -> None:
+    """Finish what is in flight, close this rank's session, and (on the rank
+    that made the job) destroy the job once every rank has closed, or after
+    ``timeout`` s (default: init's). Idempotent."""
+    global _ctx
+    with _init_lock:
+        c, _ctx = _ctx, None
+    if c is None:
+        return
+    bound = c.timeout if timeout is None else timeout
+    c.session.close()
+    if c.store is not None and c.size > 1:
+        try:
+            c.store.add(_key(c.gen, "closed"), 1)
+        except Exception:  # the store went away with rank 0: nothing to tell
+            pass
+    if not c.owner:
+        return
+    if c.store is not None and c.size > 1:
+        deadline = time.monotonic() + bound
+        try:
+            while c.store.add(_key(c.gen, "closed"), 0) < c.size:
+                if time.monotonic() > deadline:
+                    warnings.warn(f"sigma.torch.shutdown: not every rank closed within "
+                                  f"{bound:g} s; destroying job {c.job.id} anyway")
+                    break
+                time.sleep(0.02)
+        except Exception:
+            pass
+    destroy_job(c.nodes, c.job.id, secret=c.secret)
+
+
+@atexit.register
+def _at_exit() -> None:
+    if _ctx is not None:
+        try:
+            shutdown(timeout=10.0)
+        except Exception as e:  # at exit, say it and go
+            print(f"sigma.torch: shutdown at exit: {e}", file=sys.stderr)
+
+
+def _c() -> _Context:
+    if _ctx is None:
+        raise SigmaConfigError("sigma.torch: not initialised: call sigma.torch.init() first")
+    return _ctx
+
+
+def is_initialized() -> bool:
+    """Whether init() ran (and shutdown() did not)."""
+    return _ctx is not None
+
+
+def rank() -> int:
+    """This rank, 0..size()-1."""
+    return _c().rank
+
+
+def size() -> int:
+    """The number of ranks (the job's N)."""
+    return _c().size
+
+
+def local_rank() -> int:
+    """This rank on this machine (LOCAL_RANK, else the rank)."""
+    v = _env_int("this rank on this machine", "LOCAL_RANK")
+    return _c().rank if v is None else v
+
+
+def job() -> Job:
+    """The job this rank pushes to."""
+    return _c().job
+
+
+def session() -> Session:
+    """This rank's session (its counters: ``session().stats()``)."""
+    return _c().session
+
+
+# ---- push_pull ------------------------------------------------------------
+
+def _dtype(t: Any, what: str) -> str:
+    if not isinstance(t, torch.Tensor):
+        raise SigmaConfigError(f"sigma: {what}: want a torch.Tensor, got {type(t).__name__}")
+    if t.layout != torch.strided:
+        raise SigmaConfigError(f"sigma: {what}: a {t.layout} tensor: only dense tensors "
+                               "(call .to_dense())")
+    if t.device.type != "cpu":
+        raise SigmaConfigError(f"sigma: {what}: the tensor is on {t.device}: Sigma pushes host "
+                               "memory (move it with .cpu())")
+    dt = _DTYPES.get(t.dtype)
+    if dt is None:
+        raise SigmaConfigError(f"sigma: {what}: dtype {t.dtype} is not summed by Sigma "
+                               f"(one of {', '.join(str(d) for d in _DTYPES)})")
+    if not t.is_contiguous():
+        raise SigmaConfigError(f"sigma: {what}: the tensor is not contiguous: pass "
+                               "t.contiguous() (a copy) and use the result")
+    if t.numel() == 0:
+        raise SigmaConfigError(f"sigma: {what}: the tensor is empty")
+    return dt
+
+
+class PushPullHandle:
+    """A push_pull in flight: ``synchronize(h)`` waits and returns the output."""
+
+    __slots__ = ("handle", "output", "scale", "_release", "__weakref__")
+
+    def __init__(self, handle: Handle, output: torch.Tensor, scale: int,
+                 release: Optional[Callable[[], None]]) -> None:
+        self.handle, self.output, self.scale, self._release = handle, output, scale, release
+
+    def _free(self) -> None:
+        if self._release is not None:
+            self._release()
+            self._release = None
+
+    def __del__(self) -> None:
+        self._free()
+
+
+def _unnamed(c: _Context, dt: str, numel: int) -> tuple[str, Callable[[], None]]:
+    """A name for an unnamed tensor: its dtype, size and the lowest index no
+    unsynchronised handle of that shape holds (program order, so every rank
+    picks the same)."""
+    key = (dt, numel)
+    with c.lock:
+        held = c.unnamed.setdefault(key, set())
+        k = 0
+        while k in held:
+            k += 1
+        held.add(k)
+
+    def release() -> None:
+        with c.lock:
+            held.discard(k)
+    return f"push_pull.{dt}.{numel}.{k}", release
+
+
+def _start(tensor: torch.Tensor, out: torch.Tensor, average: bool, name: Optional[str],
+           what: str) -> PushPullHandle:
+    c = _c()
+    dt = _dtype(tensor, what)
+    if out is not tensor:
+        if _dtype(out, what + " output") != dt or out.numel() != tensor.numel():
+            raise SigmaConfigError(f"sigma: {what}: the output must have the input's dtype and "
+                                   "size")
+    if average and dt not in _FLOATS:
+        raise SigmaConfigError(f"sigma: {what}: average=True needs a floating-point tensor; "
+                               f"pass average=False to sum {dt}")
+    if c.job.mode == "async" and average:
+        raise SigmaConfigError(f"sigma: {what}: the job is async (the node keeps a running "
+                               "store): pass average=False")
+    release = None
+    if name is None:
+        name, release = _unnamed(c, dt, tensor.numel())
+    elif not isinstance(name, str) or not name:
+        raise SigmaConfigError(f"sigma: {what}: name must be a non-empty str, got {name!r}")
+    h = c.session.submit(name, dt, tensor.numel(), tensor.data_ptr(), out.data_ptr(),
+                         (tensor, out))
+    return PushPullHandle(h, out, c.size if average else 1, release)
+
+
+def push_pull_async(tensor: torch.Tensor, average: bool = True, name: Optional[str] = None,
+                    ) -> PushPullHandle:
+    """Start summing ``tensor`` over the ranks into a new tensor; returns a
+    handle at once (``synchronize(handle)`` gives the result). The input must
+    stay unchanged until then. Give ``name`` to anything pushed repeatedly:
+    a name is one key on the nodes, with the same size and dtype on every
+    rank; unnamed tensors are keyed by dtype, size and call order."""
+    _dtype(tensor, "push_pull_async")  # before empty_like meets a bad argument
+    return _start(tensor, torch.empty_like(tensor), average, name, "push_pull_async")
+
+
+def push_pull_async_(tensor: torch.Tensor, average: bool = True, name: Optional[str] = None,
+                     ) -> PushPullHandle:
+    """As push_pull_async, summed in place (the tensor holds the result once synchronised)."""
+    return _start(tensor, tensor, average, name, "push_pull_async_")
+
+
+def synchronize(handle: PushPullHandle, timeout: Optional[float] = None) -> torch.Tensor:
+    """Wait for a push_pull (bounded: see docs/python.md), and return its
+    output (averaged if asked). Raises the operation's SigmaError."""
+    if not isinstance(handle, PushPullHandle):
+        raise SigmaConfigError(f"sigma: synchronize: want a handle from push_pull_async, got "
+                               f"{type(handle).__name__}")
+    try:
+        handle.handle.wait(timeout)
+    finally:
+        handle._free()
+    if handle.scale != 1:
+        handle.output.div_(handle.scale)
+        handle.scale = 1
+    return handle.output
+
+
+def poll(handle: PushPullHandle) -> bool:
+    """True once the push_pull is done (synchronize() then returns at once)."""
+    return handle.handle.done()
+
+
+def push_pull(tensor: torch.Tensor, average: bool = True, name: Optional[str] = None,
+              ) -> torch.Tensor:
+    """Sum (or average) ``tensor`` over the ranks; returns a new tensor."""
+    return synchronize(push_pull_async(tensor, average, name))
+
+
+def push_pull_(tensor: torch.Tensor, average: bool = True, name: Optional[str] = None,
+               ) -> torch.Tensor:
+    """Sum (or average) ``tensor`` over the ranks in place; returns it."""
+    return synchronize(push_pull_async_(tensor, average, name))
+
+
+# ---- DDP communication hook ----------------------------------------------
+
+class HookState:
+    """State of :func:`ddp_comm_hook` for one DDP model.
+
+    A bucket is keyed by its index, size and dtype: DDP hands buckets to the
+    hook in index order on every rank, so the tensor ids Sigma gives them are
+    the same on every rank and step; when DDP rebuilds its buckets after the
+    first step, a bucket with a new index or size gets a new key, and one
+    that kept both keeps its key.
+
+    Args:
+        name: prefix of the buckets' names (give each DDP model its own).
+        average: divide the gradients by the number of ranks (as DDP does).
+    """
+
+    def __init__(self, name: str = "ddp", average: bool = True) -> None:
+        self.name = name
+        self.average = average
+        self.buckets = 0
+
+    def bucket_name(self, index: int, numel: int, dt: str) -> str:
+        """The name (hence the key) of a bucket."""
+        return f"{self.name}.bucket{index}.{numel}.{dt}"
+
+
+_default_hook_state = HookState()
+
+
+def _unwrap(fut: torch.futures.Future) -> torch.Tensor:
+    return fut.wait()  # re-raises a failure, so DDP sees an error rather than a value
+
+
+def ddp_comm_hook(state: Optional[HookState], bucket: dist.GradBucket
+                  ) -> torch.futures.Future[torch.Tensor]:
+    """DistributedDataParallel's communication hook: sums each gradient bucket
+    through Sigma (``model.register_comm_hook(None, sigma.torch.ddp_comm_hook)``).
+
+    The bucket is summed in place, divided by the number of ranks first as
+    DDP's own all-reduce does; a failure makes ``backward()`` raise with
+    Sigma's message."""
+    c = _c()
+    st = state if state is not None else _default_hook_state
+    if not isinstance(st, HookState):
+        raise SigmaConfigError("sigma: ddp_comm_hook: the state must be a sigma.torch.HookState "
+                               f"or None, got {type(st).__name__}")
+    if c.job.mode == "async":
+        raise SigmaConfigError("sigma: ddp_comm_hook: the job is async, where a node keeps a "
+                               "running sum of everything pushed: use DistributedOptimizer "
+                               "(it pushes parameter deltas) or a sync job")
+    buf = bucket.buffer()
+    dt = _dtype(buf, f"DDP bucket {bucket.index()}")
+    if st.average and c.size > 1:
+        buf.div_(c.size)
+    st.buckets += 1
+    h = c.session.submit(st.bucket_name(bucket.index(), buf.numel(), dt), dt, buf.numel(),
+                         buf.data_ptr(), buf.data_ptr(), buf)
+    fut: torch.futures.Future[torch.Tensor] = torch.futures.Future()
+
+    def done(hd: Handle) -> None:
+        err = hd.exception()
+        if err is not None:
+            fut.set_exception(err)
+        else:
+            fut.set_result(buf)
+    h.add_done_callback(done)
+    return fut.then(_unwrap)
+
+
+# ---- DistributedOptimizer -----------------------------------------------
+
+class DistributedOptimizer(torch.optim.Optimizer):
+    """Wraps an optimizer so that ``step()`` uses gradients summed through Sigma.
+
+    Each gradient is pushed as soon as backward has accumulated it (a hook on
+    the parameter's gradient accumulator), so communication overlaps the rest
+    of backward, in the order backward produces them (last layer first).
+    ``step()`` waits for all of them, then runs the wrapped optimizer.
+
+    In an async job (BytePS's asynchronous mode) nothing is pushed during
+    backward: ``step()`` runs the optimizer locally and pushes the change of
+    each parameter; the node adds it to its store and answers with the
+    store, which becomes the parameter.
+
+    Args:
+        optimizer: the optimizer to wrap (its param_groups and state are shared).
+        named_parameters: ``model.named_parameters()``; names key the tensors
+            and must be the same on every rank (default: ``param.<i>``).
+        average: divide the summed gradients by the number of ranks.
+        backward_passes_per_step: backward passes whose gradients accumulate
+            locally before one push (gradient accumulation).
+        name: prefix of the tensors' names (one per optimizer).
+    """
+
+    def __init__(self, optimizer: torch.optim.Optimizer,
+                 named_parameters: Optional[Iterable[tuple[str, torch.nn.Parameter]]] = None,
+                 average: bool = True, backward_passes_per_step: int = 1,
+                 name: str = "opt") -> None:
+        if not isinstance(optimizer, torch.optim.Optimizer):
+            raise SigmaConfigError("sigma: DistributedOptimizer wraps a torch.optim.Optimizer, "
+                                   f"got {type(optimizer).__name__}")
+        if not isinstance(backward_passes_per_step, int) or backward_passes_per_step < 1:
+            raise SigmaConfigError("sigma: backward_passes_per_step must be an int >= 1")
+        c = _c()
+        self._opt = optimizer
+        # share the wrapped optimizer's groups and state (LR schedulers edit them)
+        self.param_groups = optimizer.param_groups
+        self.state = optimizer.state
+        self.defaults = optimizer.defaults
+        self._average = average
+        self._passes = backward_passes_per_step
+        params = [p for g in optimizer.param_groups for p in g["params"]]
+        if named_parameters is None:
+            named = [(f"param.{i}", p) for i, p in enumerate(params)]
+        else:
+            named = list(named_parameters)
+            ids = {id(p) for _, p in named}
+            missing = [i for i, p in enumerate(params) if id(p) not in ids]
+            if missing:
+                raise SigmaConfigError(f"sigma: DistributedOptimizer: {len(missing)} of the "
+                                       "optimizer's parameters are not in named_parameters")
+            names = [n for n, _ in named]
+            if len(set(names)) != len(names):
+                raise SigmaConfigError("sigma: DistributedOptimizer: parameter names repeat")
+        in_opt = {id(p) for p in params}
+        self._named = [(f"{name}.{n}", p) for n, p in named if id(p) in in_opt
+                       and p.requires_grad]
+        for n, p in self._named:
+            _dtype(p, f"parameter {n}")
+            c.session.tensor_id(n, p.numel(), _DTYPES[p.dtype])  # ids in name order
+        self._async = c.job.mode == "async"
+        self._handles: dict[int, tuple[str, Handle]] = {}
+        self._counts: dict[int, int] = {}
+        self._hooks: list = []
+        if self._async:
+            self._async_init(c)
+        else:
+            for n, p in self._named:
+                acc = p.expand_as(p).grad_fn.next_functions[0][0]  # p's AccumulateGrad
+                acc.register_hook(self._make_hook(n, p))
+                self._hooks.append(acc)
+
+    def _make_hook(self, name: str, p: torch.nn.Parameter) -> Callable[..., None]:
+        def hook(*_: Any) -> None:
+            k = id(p)
+            self._counts[k] = self._counts.get(k, 0) + 1
+            if self._counts[k] == self._passes:
+                self._push(name, p)
+        return hook
+
+    def _push(self, name: str, p: torch.nn.Parameter) -> None:
+        c = _c()
+        if id(p) in self._handles:
+            raise SigmaError(f"sigma: DistributedOptimizer: the gradient of {name} was pushed "
+                             "twice before step(): call step() (or synchronize()) after each "
+                             "backward, or set backward_passes_per_step")
+        if p.grad is None:
+            p.grad = torch.zeros_like(p)
+        g = p.grad
+        dt = _dtype(g, f"gradient of {name}")
+        if self._average and c.size > 1:
+            g.div_(c.size)
+        self._handles[id(p)] = (name, c.session.submit(name, dt, g.numel(), g.data_ptr(),
+                                                       g.data_ptr(), g))
+
+    def synchronize(self) -> None:
+        """Push the gradients backward did not produce (zeros: every rank must
+        push every tensor each step), and wait for all of them."""
+        if self._async:
+            return
+        for n, p in self._named:
+            if id(p) not in self._handles:
+                self._push(n, p)
+        handles, self._handles, self._counts = self._handles, {}, {}
+        first: Optional[BaseException] = None
+        for _, h in handles.values():
+            try:
+                h.wait()
+            except SigmaError as e:
+                first = first or e
+        if first is not None:
+            raise first
+
+    def step(self, closure: Optional[Callable[[], float]] = None) -> Any:
+        """Wait for the summed gradients, then step the wrapped optimizer."""
+        if self._async:
+            return self._async_step(closure)
+        self.synchronize()
+        return self._opt.step(closure)
+
+    def zero_grad(self, set_to_none: bool = False) -> None:
+        """The wrapped optimizer's zero_grad; refused while gradients are in flight."""
+        if self._handles:
+            raise SigmaConfigError("sigma: zero_grad() while gradients are still being summed: "
+                                   "call step() or synchronize() first")
+        self._opt.zero_grad(set_to_none=set_to_none)
+
+    def state_dict(self) -> dict:
+        return self._opt.state_dict()
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        self._opt.load_state_dict(state_dict)
+
+    def add_param_group(self, param_group: dict) -> None:
+        raise SigmaConfigError("sigma: DistributedOptimizer: add parameter groups to the "
+                               "optimizer before wrapping it")
+
+    def __repr__(self) -> str:
+        return f"DistributedOptimizer({self._opt!r})"
+
+    # async jobs: parameter deltas into the node's store
+    def _async_init(self, c: _Context) -> None:
+        # the first push of a chunk initialises the node's store; later ranks' first
+        # pushes are added: rank 0 gives the parameters, the others zeros
+        handles = []
+        for n, p in self._named:
+            src = p.detach().clone() if c.rank == 0 else torch.zeros_like(p)
+            handles.append(c.session.submit(n, _DTYPES[p.dtype], p.numel(), src.data_ptr(),
+                                            src.data_ptr(), src))
+        for h in handles:
+            h.wait()
+
+    def _async_step(self, closure: Optional[Callable[[], float]]) -> Any:
+        c = _c()
+        before = [p.detach().clone() for _, p in self._named]
+        loss = self._opt.step(closure)
+        handles = []
+        for (n, p), old in zip(self._named, before):
+            delta = old.neg_().add_(p.detach())  # p - old, in the copy's memory
+            handles.append((p, delta, c.session.submit(n, _DTYPES[p.dtype], p.numel(),
+                                                       delta.data_ptr(), delta.data_ptr(),
+                                                       delta)))
+        for p, store, h in handles:
+            h.wait()
+            with torch.no_grad():
+                p.copy_(store)
+        return loss
+
+
+# ---- broadcasts --------------------------------------------------------
+
+def _named_tensors(params: Any) -> list[tuple[str, torch.Tensor]]:
+    if isinstance(params, Mapping):
+        items = list(params.items())
+    else:
+        items = list(params)
+        if items and isinstance(items[0], torch.Tensor):
+            items = [(f"t{i}", t) for i, t in enumerate(items)]
+    for n, t in items:
+        if not isinstance(n, str) or not isinstance(t, torch.Tensor):
+            raise SigmaConfigError("sigma: broadcast_parameters: want a state_dict, "
+                                   "named_parameters() or a list of tensors")
+    return items
+
+
+def broadcast_parameters(params: Any, root_rank: int = 0, name: str = "bcast") -> None:
+    """Make every rank's tensors equal to ``root_rank``'s, in place: the other
+    ranks push zeros, so the sum is the root's values. ``params`` is a
+    state_dict, ``named_parameters()`` or a list of tensors. In an async job
+    it uses torch.distributed's broadcast (the node's store would keep the sum)."""
+    c = _c()
+    if not isinstance(root_rank, int) or not 0 <= root_rank < c.size:
+        raise SigmaConfigError(f"sigma: broadcast_parameters: root_rank {root_rank!r}: want "
+                               f"0..{c.size - 1}")
+    items = _named_tensors(params)
+    if c.job.mode == "async":
+        if not _dist_on():
+            raise SigmaConfigError("sigma: broadcast_parameters in an async job needs "
+                                   "torch.distributed (init_process_group)")
+        for _, t in items:
+            dist.broadcast(t.data, root_rank)
+        return
+    handles = []
+    with torch.no_grad():
+        for n, t in items:
+            d = t.data
+            dt = _dtype(d, f"broadcast of {n}")
+            if c.rank != root_rank:
+                d.zero_()
+            handles.append(c.session.submit(f"{name}.{n}", dt, d.numel(), d.data_ptr(),
+                                            d.data_ptr(), d))
+    for h in handles:
+        h.wait()
+
+
+def broadcast_optimizer_state(optimizer: torch.optim.Optimizer, root_rank: int = 0) -> None:
+    """Give every rank ``root_rank``'s optimizer state (its state_dict, sent
+    through the torch.distributed store: small states, once at start)."""
+    c = _c()
+    if c.store is None:
+        raise SigmaConfigError("sigma: broadcast_optimizer_state needs a store: initialise "
+                               "torch.distributed, or pass store= to init()")
+    opt = optimizer._opt if isinstance(optimizer, DistributedOptimizer) else optimizer
+    c.gen_bcast = getattr(c, "gen_bcast", 0) + 1
+    key = _key(c.gen, f"optstate{c.gen_bcast}")
+    if c.rank == root_rank:
+        buf = io.BytesIO()
+        torch.save(opt.state_dict(), buf)
+        c.store.set(key, buf.getvalue())
+    else:
+        c.store.wait([key], datetime.timedelta(seconds=c.timeout))
+        opt.load_state_dict(torch.load(io.BytesIO(c.store.get(key))))

@@ -1,0 +1,75 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * Prints, as JSON, the size and the offset of every field of the structures
+ * the Python package mirrors with ctypes (python/sigma/_lib.py), as this
+ * compiler lays them out; test_abi.py compares them with ctypes'.
+ */
+#include <stddef.h>
+#include <stdio.h>
+
+#include "sg_ctl_client.h"
+#include "sigma.h"
+
+static int first;
+
+static void begin(const char *name, size_t size)
+{
+	printf("%s\"%s\": {\"sizeof\": %zu", first++ ? ",\n" : "{\n", name, size);
+}
+
+#define F(type, field) printf(", \"%s\": %zu", #field, offsetof(type, field))
+#define END() printf("}")
+
+int main(void)
+{
+	begin("SigmaNode", sizeof(struct sigma_node));
+	F(struct sigma_node, name); F(struct sigma_node, addr); F(struct sigma_node, port);
+	F(struct sigma_node, kind); F(struct sigma_node, gbps);
+	END();
+	begin("SigmaConf", sizeof(struct sigma_conf));
+	F(struct sigma_conf, job); F(struct sigma_conf, rank); F(struct sigma_conf, nworkers);
+	F(struct sigma_conf, token); F(struct sigma_conf, nodes); F(struct sigma_conf, nnodes);
+	F(struct sigma_conf, weights); F(struct sigma_conf, partition_bytes);
+	F(struct sigma_conf, chunk_bytes); F(struct sigma_conf, window);
+	F(struct sigma_conf, rto_us); F(struct sigma_conf, rto_max_us);
+	F(struct sigma_conf, max_retries); F(struct sigma_conf, first_round);
+	F(struct sigma_conf, transport); F(struct sigma_conf, local_addr);
+	F(struct sigma_conf, local_port); F(struct sigma_conf, dpdk_port);
+	F(struct sigma_conf, dpdk_rx_queues); F(struct sigma_conf, steer_reducers);
+	END();
+	begin("SigmaStats", sizeof(struct sigma_stats));
+	F(struct sigma_stats, tx_packets); F(struct sigma_stats, rx_packets);
+	F(struct sigma_stats, rx_results); F(struct sigma_stats, rx_stale);
+	F(struct sigma_stats, rx_bad); F(struct sigma_stats, retransmits);
+	F(struct sigma_stats, nacks); F(struct sigma_stats, errors);
+	F(struct sigma_stats, ops_done); F(struct sigma_stats, ops_failed);
+	END();
+	begin("SigmaJob", sizeof(struct sigma_job));
+	F(struct sigma_job, conf); F(struct sigma_job, dtype); F(struct sigma_job, mode);
+	F(struct sigma_job, nodes); F(struct sigma_job, weights); F(struct sigma_job, names);
+	F(struct sigma_job, addrs);
+	END();
+	begin("CtlTensor", sizeof(struct sg_ctl_tensor));
+	F(struct sg_ctl_tensor, name); F(struct sg_ctl_tensor, elems);
+	END();
+	begin("CtlJobsvcNode", sizeof(struct sg_ctl_jobsvc_node));
+	F(struct sg_ctl_jobsvc_node, target); F(struct sg_ctl_jobsvc_node, addr);
+	F(struct sg_ctl_jobsvc_node, udp_port); F(struct sg_ctl_jobsvc_node, kind);
+	F(struct sg_ctl_jobsvc_node, gbps); F(struct sg_ctl_jobsvc_node, has_weight);
+	F(struct sg_ctl_jobsvc_node, weight);
+	END();
+	begin("CtlJobsvc", sizeof(struct sg_ctl_jobsvc));
+	F(struct sg_ctl_jobsvc, nodes); F(struct sg_ctl_jobsvc, n_nodes);
+	F(struct sg_ctl_jobsvc, secret); F(struct sg_ctl_jobsvc, secret_len);
+	F(struct sg_ctl_jobsvc, timeout_ms);
+	END();
+	begin("CtlJobSpec", sizeof(struct sg_ctl_job_spec));
+	F(struct sg_ctl_job_spec, id); F(struct sg_ctl_job_spec, workers);
+	F(struct sg_ctl_job_spec, dtype); F(struct sg_ctl_job_spec, mode);
+	F(struct sg_ctl_job_spec, partition_bytes); F(struct sg_ctl_job_spec, chunk_bytes);
+	F(struct sg_ctl_job_spec, tensors); F(struct sg_ctl_job_spec, n_tensors);
+	F(struct sg_ctl_job_spec, slots);
+	END();
+	printf("\n}\n");
+	return 0;
+}

@@ -1,0 +1,294 @@
+# SPDX-License-Identifier: BSD-3-Clause
+"""The sigma package without torch: the job service through libsigma-control
+(and its refusals, each naming the fix), sessions with their progress threads
+summing buffers (every element against the exact sum), several operations in
+flight from skewed ranks, and bounded failures: a killed node, a rank that
+never pushes, bad arguments."""
+
+import array
+import errno
+import json
+import os
+import random
+import re
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import unittest
+
+import sgtest
+import sigma
+from sigma.localnodes import start_local_nodes
+
+
+def ranks_push(sessions, bufs_per_rank, names, delays=None):
+    """Each rank (a thread) submits all its buffers, then waits for them."""
+    errors = []
+
+    def rank(r):
+        try:
+            hs = []
+            for i, (buf, name) in enumerate(zip(bufs_per_rank[r], names)):
+                if delays:
+                    time.sleep(delays(r, i))
+                hs.append(sessions[r].push_pull(buf, name=name))
+            for h in hs:
+                h.wait()
+        except Exception as e:  # noqa: BLE001
+            errors.append(e)
+    ts = [threading.Thread(target=rank, args=(r,)) for r in range(len(sessions))]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join(60)
+    return errors
+
+
+class Sessions(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.nodes = start_local_nodes(2)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.nodes.stop()
+
+    def make(self, n, sizes, **kw):
+        tensors = [(f"t{i}", s) for i, s in enumerate(sizes)]
+        job = sigma.create_job(self.nodes.targets, n, tensors=tensors, partition_bytes=65536,
+                               **kw)
+        self.addCleanup(sigma.destroy_job, self.nodes.targets, job.id)
+        sess = [sigma.Session(job, r) for r in range(n)]
+        for s in sess:
+            self.addCleanup(s.close)
+        return job, sess
+
+    def test_sums_many_in_flight(self):
+        n, sizes = 3, [100000, 1, 7, 40000, 65536 // 4, 3000]
+        job, sess = self.make(n, sizes)
+        self.assertEqual((job.workers, job.dtype, job.mode, len(job.nodes)), (3, "fp32", "sync", 2))
+        rng = random.Random(1)
+        for rounds in range(3):
+            vals = [[[float(rng.randint(-1000, 1000)) for _ in range(s)] for s in sizes]
+                    for _ in range(n)]
+            bufs = [[array.array("f", v) for v in vals[r]] for r in range(n)]
+            # skew: ranks start each tensor at different moments, all in flight at once
+            errs = ranks_push(sess, bufs, [f"t{i}" for i in range(len(sizes))],
+                              delays=lambda r, i: rng.random() * 0.02 * r)
+            self.assertEqual(errs, [])
+            for i in range(len(sizes)):
+                want = [sum(vals[r][i][k] for r in range(n)) for k in range(sizes[i])]
+                for r in range(n):
+                    self.assertEqual(list(bufs[r][i]), want, f"tensor {i} rank {r}")
+        st = sess[0].stats()
+        self.assertEqual(st.ops_done, 3 * len(sizes))
+        self.assertEqual(st.ops_failed, 0)
+
+    def test_same_tensor_queued(self):
+        # push_pulls of a tensor still in flight wait for it: one round each, in order
+        job, sess = self.make(2, [5000], dtype="int32")
+        bufs = [[array.array("i", [k * 100 + r + i for i in range(5000)]) for r in range(2)]
+                for k in range(3)]
+        hs = [sess[r].push_pull(bufs[k][r], name="x", tensor_id=0) for k in range(3)
+              for r in range(2)]
+        for h in hs:
+            h.wait(30)
+        for k in range(3):
+            want = [2 * (k * 100 + i) + 1 for i in range(5000)]
+            self.assertEqual(list(bufs[k][0]), want)
+            self.assertEqual(list(bufs[k][1]), want)
+
+    def test_killed_node_fails_in_bounded_time(self):
+        nodes = start_local_nodes(1)
+        self.addCleanup(nodes.stop)
+        job = sigma.create_job(nodes.targets, 2, tensors=[("w", 300000)], partition_bytes=65536)
+        sess = [sigma.Session(job, r) for r in range(2)]
+        for s in sess:
+            self.addCleanup(s.close)
+        bufs = [array.array("f", [1.0]) * 300000 for _ in range(2)]
+        for h in [sess[r].push_pull(bufs[r], name="w") for r in range(2)]:
+            h.wait(30)
+        nodes.nodes[0].kill()
+        t0 = time.monotonic()
+        hs = [sess[r].push_pull(bufs[r], name="w") for r in range(2)]
+        with self.assertRaises(sigma.SigmaTimeoutError) as cm:
+            hs[0].wait()
+        took = time.monotonic() - t0
+        bound = sess[0].stall_bound
+        self.assertLess(took, bound, f"failed after {took:.2f} s, bound {bound:.2f} s")
+        msg = str(cm.exception)
+        for want in ("node local0", "key 0x", "round 1", "no RESULT after"):
+            self.assertIn(want, msg)
+        print(f"killed node: the step failed after {took:.2f} s (retry budget "
+              f"{sess[0].retry_budget:.2f} s, bound {bound:.2f} s): {msg[:160]}...")
+        # the session is closed after a failure: later calls fail at once
+        t1 = time.monotonic()
+        with self.assertRaises(sigma.SigmaError):
+            sess[0].push_pull(bufs[0], name="w").wait()
+        self.assertLess(time.monotonic() - t1, 0.5)
+
+    def test_missing_rank_named(self):
+        job, sess = self.make(3, [20000])
+        bufs = [array.array("f", [1.0]) * 20000 for _ in range(3)]
+        t0 = time.monotonic()
+        hs = [sess[r].push_pull(bufs[r], name="t0") for r in (0, 1)]  # rank 2 never pushes
+        for h in hs:
+            with self.assertRaises(sigma.SigmaTimeoutError) as cm:
+                h.wait()
+        self.assertLess(time.monotonic() - t0, sess[0].stall_bound)
+        self.assertIn("missing", str(cm.exception))
+        self.assertIn("0x4", str(cm.exception))  # rank 2's bit
+
+    def test_open_job(self):
+        # no tensors declared: dtype any, each key made by its first push in its
+        # dtype; a tiny slot budget fails the push that needs more, naming the fix
+        job = sigma.create_job(self.nodes.targets, 2, slots=4)
+        self.addCleanup(sigma.destroy_job, self.nodes.targets, job.id)
+        self.assertEqual(job.dtype, "any")
+        sess = [sigma.Session(job, r) for r in range(2)]
+        for s in sess:
+            self.addCleanup(s.close)
+        bufs = [[array.array("f", [r + 0.5 * i for i in range(3000)]),
+                 array.array("d", [r * 1e9 + i for i in range(700)]),
+                 array.array("i", [r - i for i in range(10)])] for r in range(2)]
+        self.assertEqual(ranks_push(sess, bufs, ["f", "d", "i"]), [])
+        self.assertEqual(list(bufs[0][0]), [1 + i for i in range(3000)])
+        self.assertEqual(list(bufs[1][1]), [1e9 + 2 * i for i in range(700)])
+        self.assertEqual(list(bufs[0][2]), [1 - 2 * i for i in range(10)])
+        big = [array.array("f", [1.0] * 200000) for _ in range(2)]
+        errs = ranks_push(sess, [[b] for b in big], ["big"])
+        self.assertTrue(errs and "slots" in str(errs[0]), errs)
+        self.assertEqual(errs[0].errno, errno.ENOSPC)
+        with self.assertRaises(sigma.SigmaConfigError) as cm:
+            sigma.create_job(self.nodes.targets, 2, slots=-1)
+        self.assertIn("slots -1", str(cm.exception))
+        with self.assertRaises(sigma.SigmaConfigError) as cm:
+            sess[0].tensor_id("other", 10, "fp32", tensor_id=sess[0].tensor_id("f", 3000, "fp32"))
+        self.assertIn("belongs to 'f'", str(cm.exception))
+
+    def test_bad_arguments(self):
+        job, sess = self.make(1, [4, 8])
+        s = sess[0]
+        for bad, want in ((b"abcd", "read-only"), (object(), "no buffer"),
+                          (bytearray(), "empty"),
+                          (memoryview(bytearray(32)).cast("f")[::2], "not C-contiguous")):
+            with self.assertRaises(sigma.SigmaConfigError) as cm:
+                s.push_pull(bad, name="t0")
+            self.assertIn(want, str(cm.exception))
+        with self.assertRaises(sigma.SigmaConfigError) as cm:
+            s.push_pull(memoryview(bytearray(16)).cast("h"), name="t0")
+        self.assertIn("give dtype=", str(cm.exception))
+        with self.assertRaises(sigma.SigmaConfigError):
+            s.push_pull(array.array("f", [1.0] * 4), name="t0", dtype="fp77")
+        s.push_pull(array.array("f", [1.0] * 4), name="t0", tensor_id=0).wait(10)
+        with self.assertRaises(sigma.SigmaConfigError) as cm:
+            s.push_pull(array.array("f", [1.0] * 5), name="t0")
+        self.assertIn("was first pushed as 4 fp32 elements", str(cm.exception))
+        # a tensor of another dtype than the job's: refused when registered, not sent
+        h = s.push_pull(array.array("d", [1.0] * 8), name="t1", tensor_id=1)
+        with self.assertRaises(sigma.SigmaConfigError) as cm:
+            h.wait(10)
+        self.assertIn("cannot register", str(cm.exception))
+        for kw, want in (({"rank": 1}, "ranks 0..0"), ({"rank": 0, "window": -1}, "window")):
+            with self.assertRaises(sigma.SigmaConfigError) as cm:
+                sigma.Session(job, **kw)
+            self.assertIn(want, str(cm.exception))
+
+
+class JobService(unittest.TestCase):
+    def test_create_list_destroy(self):
+        with start_local_nodes(2) as nodes:
+            job = sigma.create_job(nodes.targets, 4, mode="deterministic", dtype="bf16",
+                                   tensors=[("a", 10), ("b", 3000000)])
+            self.assertEqual((job.workers, job.mode, job.dtype), (4, "deterministic", "bf16"))
+            self.assertEqual(sorted(n.name for n in job.nodes), ["local0", "local1"])
+            self.assertAlmostEqual(sum(n.weight for n in job.nodes), 1.0)
+            again = sigma.Job.parse(job.descriptor + "\n")
+            self.assertEqual(again, sigma.Job.parse(job.descriptor))
+            listed = [json.loads(sigma.job.control_call(t, "job_list")) for t in nodes.targets]
+            self.assertTrue(all(any(j["id"] == job.id for j in lst) for lst in listed))
+            sigma.destroy_job(nodes.targets, job.id)
+            listed = [json.loads(sigma.job.control_call(t, "job_list")) for t in nodes.targets]
+            self.assertFalse(any(j["id"] == job.id for lst in listed for j in lst))
+            with self.assertRaises(sigma.SigmaError) as cm:
+                sigma.destroy_job(nodes.targets, job.id)
+            self.assertIn("cannot destroy job", str(cm.exception))
+
+    def test_refusals_name_the_fix(self):
+        d = tempfile.mkdtemp()
+        self.addCleanup(lambda: subprocess.run(["rm", "-rf", d]))
+        secret, wrong = os.path.join(d, "s"), os.path.join(d, "w")
+        for path, text in ((secret, "0123456789abcdef0123456789abcdef"),
+                           (wrong, "not-the-right-secret-at-all")):
+            with open(path, "w") as f:
+                f.write(text + "\n")
+            os.chmod(path, 0o600)
+        tcp = start_local_nodes(1, extra_args=["--listen", "127.0.0.1:0", "--secret-file",
+                                               secret])
+        self.addCleanup(tcp.stop)
+        with open(tcp.nodes[0].log) as f:
+            port = re.search(r"sigma-udpd: node .* tcp port (\d+)", f.read()).group(1)
+        target = f"127.0.0.1:{port}"
+        t = [("x", 10)]
+        cases = [
+            (dict(nodes=[]), sigma.SigmaConfigError, "no summation nodes"),
+            (dict(nodes=[f"unix:{d}/none.sock"]), sigma.SigmaConfigError, "start the node"),
+            (dict(nodes=["127.0.0.1:1"], secret_file=secret), sigma.SigmaConfigError,
+             "nothing listens there"),
+            (dict(nodes=[target]), sigma.SigmaConfigError, "needs the nodes' shared secret"),
+            (dict(nodes=[target], secret_file=wrong), sigma.SigmaConfigError,
+             "refused the shared secret"),
+            (dict(nodes=[target], secret_file=os.path.join(d, "nofile")),
+             sigma.SigmaConfigError, "secret file"),
+            (dict(nodes=["unix:/x,kind=tpu"]), sigma.SigmaConfigError, "kind must be cpu or gpu"),
+            (dict(nodes=[target + ",weight=-1"]), sigma.SigmaConfigError, "weight must be"),
+        ]
+        for kw, exc, want in cases:
+            with self.subTest(kw=kw):
+                t0 = time.monotonic()
+                with self.assertRaises(exc) as cm:
+                    sigma.create_job(workers=2, tensors=t, **kw)
+                self.assertIn(want, str(cm.exception))
+                self.assertLess(time.monotonic() - t0, 6.0)
+        for kw, want in ((dict(workers=0), "workers 0"), (dict(workers=65), "workers 65"),
+                         (dict(workers=2, mode="fast"), "mode 'fast'"),
+                         (dict(workers=2, dtype="fp8"), "dtype 'fp8'")):
+            with self.assertRaises(sigma.SigmaConfigError) as cm:
+                sigma.create_job([target], secret_file=secret, tensors=t, **kw)
+            self.assertIn(want, str(cm.exception))
+        job = sigma.create_job([target], 2, secret_file=secret, tensors=t)  # the right one
+        sigma.destroy_job([target], job.id, secret_file=secret)
+
+    def test_descriptors(self):
+        good = ("sigma-job=1;id=7;workers=4;token=0123456789abcdef;dtype=fp32;mode=sync;"
+                "partition_bytes=4096000;chunk_bytes=1424;node=a,10.0.0.21,9300,cpu,100,0.5;"
+                "node=b,10.0.0.22,9300,cpu,100,0.5")
+        j = sigma.Job.parse(good)
+        self.assertEqual((j.id, j.workers, j.token, j.chunk_bytes), (7, 4, 0x0123456789abcdef,
+                                                                     1424))
+        self.assertEqual(j.nodes[1], sigma.JobNode("b", "10.0.0.22", 9300, "cpu", 100.0, 0.5))
+        for bad, want in ((good.replace("workers=4", "workers=65"), "workers"),
+                          (good.replace(";id=7", ""), "id"),
+                          ("", "empty"), (42, "want a str")):
+            with self.assertRaises(sigma.SigmaConfigError) as cm:
+                sigma.Job.parse(bad)
+            self.assertIn(want, str(cm.exception))
+
+
+class Loading(unittest.TestCase):
+    def test_missing_library_says_where_it_looked(self):
+        env = {k: v for k, v in os.environ.items() if k not in ("SIGMA_BUILD_DIR",)}
+        env.update(SIGMA_LIBSIGMA="/nonexistent/libsigma.so.0", PYTHONPATH=sgtest.SRC,
+                   LD_LIBRARY_PATH="")
+        r = subprocess.run([sys.executable, "-c", "import sigma._lib as l; l.libsigma()"],
+                           env=env, capture_output=True, text=True)
+        if r.returncode == 0:
+            self.skipTest("a libsigma.so.0 is installed on this machine")
+        self.assertIn("/nonexistent/libsigma.so.0 (no such file)", r.stderr)
+        self.assertIn("SIGMA_BUILD_DIR", r.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)

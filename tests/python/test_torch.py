@@ -1,0 +1,421 @@
+# SPDX-License-Identifier: BSD-3-Clause
+"""sigma.torch against independent references, with ranks forked from this
+process (sgtest.run_ranks) and summation nodes started here:
+
+- DDP with Sigma's hook trains the example's CNN to the parameters DDP on gloo
+  reaches: bitwise with 2 ranks (a + b is one rounding whatever the order, and
+  both divide by 2 exactly first), within a bound derived from fp32 summation
+  order with 4 ranks; ranks skewed by injected sleeps (before backward, and in
+  the hook, so buckets start at different moments on different ranks, several
+  in flight); DDP's bucket rebuild after the first step;
+- DistributedOptimizer (gradients pushed from their accumulation hooks) to the
+  same parameters; broadcast_parameters to rank 0's;
+- push_pull in fp32, fp16, bf16 and int32 against the rank-order sum of every
+  rank's tensor (all-gathered over gloo): deterministic mode bitwise for every
+  dtype (16-bit summed in fp32 and rounded once), two deterministic trainings
+  under opposite skews bitwise equal;
+- async mode: the nodes' store ends as the initial parameters plus every
+  rank's pushed deltas;
+- a killed node and a dead rank make the step raise, with Sigma's message,
+  within the documented bound; bad configuration fails init() on every rank,
+  and bad arguments raise clear errors.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import signal
+import time
+import unittest
+
+import sgtest
+
+torch = sgtest.need_torch()
+import torch.distributed as dist  # noqa: E402
+
+import sigma  # noqa: E402
+import sigma.torch as sgt  # noqa: E402
+from sigma.localnodes import start_local_nodes  # noqa: E402
+
+EXAMPLE = os.environ.get("SIGMA_EXAMPLE") or os.path.join(sgtest.HERE, "..", "..", "examples",
+                                                          "pytorch", "train.py")
+spec = importlib.util.spec_from_file_location("sigma_example_train", EXAMPLE)
+ex = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(ex)
+
+STEPS, BATCH, LR = 5, 16, 0.05
+U = 2.0 ** -24  # fp32 unit roundoff
+
+
+def params(model) -> list:
+    return [p.detach().clone() for p in model.parameters()]
+
+
+def max_diff(a, b) -> float:
+    return max((x - y).abs().max().item() for x, y in zip(a, b))
+
+
+def gather(t):
+    """Every rank's t, over gloo (as bytes: gloo takes neither bf16 nor int16)."""
+    bits = t.view(torch.uint8)
+    out = [torch.empty_like(bits) for _ in range(dist.get_world_size())]
+    dist.all_gather(out, bits)
+    return [o.view(t.dtype) for o in out]
+
+
+def rank_order_sum(ts):
+    acc = ts[0].float()
+    for t in ts[1:]:
+        acc = acc + t.float()
+    return acc.to(ts[0].dtype)
+
+
+class SkewHook:
+    """Sigma's DDP hook after a sleep that depends on rank, step and bucket, so
+    that ranks start each bucket at different moments; records the largest
+    local gradient (for the summation-order bound)."""
+
+    def __init__(self, rank: int, n: int, reverse: bool = False) -> None:
+        self.rank, self.n, self.step, self.reverse = rank, n, 0, reverse
+        self.gmax = 0.0
+        self.buckets = set()
+
+    def __call__(self, state, bucket):
+        r = self.n - 1 - self.rank if self.reverse else self.rank
+        time.sleep(0.004 * ((r * 3 + self.step + bucket.index()) % 4))
+        self.gmax = max(self.gmax, bucket.buffer().abs().max().item())
+        self.buckets.add((bucket.index(), bucket.buffer().numel()))
+        return sgt.ddp_comm_hook(state, bucket)
+
+
+def train_sigma(rank, n, hook, seed_skew=0):
+    model = ex.make_model()
+    net = torch.nn.parallel.DistributedDataParallel(model, bucket_cap_mb=0.01)
+    net.register_comm_hook(sgt.HookState(name=f"run{seed_skew}"), hook.__call__)
+    opt = torch.optim.SGD(net.parameters(), lr=LR, momentum=0.9)
+    images, labels = ex.make_data(STEPS * BATCH * n, 1)
+    for step in range(STEPS):
+        hook.step = step
+        lo = (step * n + rank) * BATCH
+        opt.zero_grad()
+        torch.nn.functional.cross_entropy(net(images[lo:lo + BATCH]),
+                                          labels[lo:lo + BATCH]).backward()
+        opt.step()
+    return model
+
+
+def gloo_reference(rank, n):
+    m = ex.make_model()
+    ex.train(m, "gloo", STEPS, BATCH, LR, rank, n)
+    return params(m)
+
+
+# ---- 4 ranks: equivalence, dtypes, determinism, async, arguments ---------
+
+def four_ranks(rank, n, targets):
+    dist.init_process_group("gloo")
+    out = {}
+    sgt.init(targets)
+    assert sgt.size() == n and sgt.rank() == rank and sgt.job().workers == n
+
+    ref = gloo_reference(rank, n)
+    hook = SkewHook(rank, n)
+    got = params(train_sigma(rank, n, hook))
+    # Each averaged gradient element is 3 fp32 additions in some order on each
+    # side: the two differ by at most 2(N-1) u sum|g_i| / N <= 2(N-1) u gmax.
+    # SGD with momentum 0.9 moves a parameter by at most lr/(1-0.9) per unit of
+    # gradient, over STEPS steps; x4 for what a difference does to later
+    # gradients over 5 small steps.
+    gmax = torch.tensor(hook.gmax)
+    dist.all_reduce(gmax, op=dist.ReduceOp.MAX)
+    bound = 4 * STEPS * (LR / (1 - 0.9)) * 2 * (n - 1) * U * gmax.item()
+    out["ddp_diff"], out["ddp_bound"] = max_diff(got, ref), bound
+    assert out["ddp_diff"] <= bound, f"DDP sigma vs gloo: {out['ddp_diff']} > {bound}"
+    out["buckets"] = sorted(hook.buckets)
+    assert len({i for i, _ in hook.buckets}) > 1, "want several buckets in flight"
+
+    m = ex.make_model()
+    ex.train(m, "optimizer", STEPS, BATCH, LR, rank, n)
+    out["opt_diff"] = max_diff(params(m), ref)
+    assert out["opt_diff"] <= bound, f"DistributedOptimizer vs gloo: {out['opt_diff']}"
+
+    # broadcast_parameters: rank 0's values everywhere, bitwise
+    torch.manual_seed(100 + rank)
+    m = ex.SmallCNN()
+    sgt.broadcast_parameters(m.state_dict(), root_rank=0, name="bc")
+    for p in m.parameters():
+        assert all(torch.equal(g, p.detach()) for g in gather(p.detach())), "broadcast"
+    _bad_arguments(rank)
+    sgt.shutdown()
+
+    # deterministic: push_pull bitwise the rank-order sum, for each dtype; two
+    # trainings under opposite skews bitwise equal
+    sgt.init(targets, mode="deterministic")
+    g = torch.Generator().manual_seed(rank)
+    for dt in (torch.float32, torch.float16, torch.bfloat16):
+        x = (torch.randn(70001, generator=g) * torch.logspace(-3, 3, 70001)).to(dt)
+        want = rank_order_sum(gather(x))
+        y = sgt.push_pull(x, average=False, name=f"x.{dt}")
+        assert torch.equal(y, want), f"{dt}: {(y.float() - want.float()).abs().max()}"
+        h = sgt.push_pull_async_(x, average=True, name=f"x.{dt}")
+        assert sgt.synchronize(h) is x and torch.equal(x, want / n), f"{dt}: in place, averaged"
+    xi = torch.randint(-2 ** 30, 2 ** 30, (1000,), dtype=torch.int32, generator=g)
+    assert torch.equal(sgt.push_pull(xi, average=False, name="xi"), sum(gather(xi))), "int32"
+    a = params(train_sigma(rank, n, SkewHook(rank, n), 1))
+    b = params(train_sigma(rank, n, SkewHook(rank, n, reverse=True), 2))
+    out["determ_equal"] = all(torch.equal(x, y) for x, y in zip(a, b))
+    assert out["determ_equal"], f"deterministic runs differ by {max_diff(a, b)}"
+    sgt.shutdown()
+
+    # async: the store ends as the start plus every pushed delta
+    sgt.init(targets, mode="async")
+    try:
+        sgt.ddp_comm_hook(None, None)
+        raise AssertionError("the DDP hook took an async job")
+    except sigma.SigmaConfigError as e:
+        assert "async" in str(e)
+    m = ex.make_model()
+    start = params(m)
+    pushed = {n_: torch.zeros_like(p, dtype=torch.float64) for n_, p in m.named_parameters()}
+    opt = sgt.DistributedOptimizer(torch.optim.SGD(m.parameters(), lr=LR),
+                                   m.named_parameters(), name="as")
+    images, labels = ex.make_data(STEPS * BATCH * n, 3)
+    for step in range(STEPS):
+        lo = (step * n + rank) * BATCH
+        opt.zero_grad()
+        torch.nn.functional.cross_entropy(m(images[lo:lo + BATCH]), labels[lo:lo + BATCH]
+                                          ).backward()
+        time.sleep(0.003 * ((rank + step) % 3))
+        with torch.no_grad():  # the delta the step will push: -lr * grad (plain SGD)
+            for n_, p in m.named_parameters():
+                pushed[n_] -= LR * p.grad.double()
+        opt.step()
+    dist.barrier()
+    worst = 0.0
+    for (n_, p), p0 in zip(m.named_parameters(), start):
+        total = pushed[n_].clone()
+        dist.all_reduce(total)
+        store = sgt.push_pull(torch.zeros_like(p), average=False, name=f"as.{n_}")
+        diff = (store.double() - (p0.double() + total)).abs().max().item()
+        worst = max(worst, diff / (1e-6 + p0.abs().max().item() + total.abs().max().item()))
+    out["async_rel_err"] = worst
+    assert worst < 1e-5, f"async store off by {worst} (relative)"
+    sgt.shutdown()
+    dist.destroy_process_group()
+    return out
+
+
+def _raises(fn, exc, needle):
+    try:
+        fn()
+    except exc as e:
+        assert needle in str(e), f"{needle!r} not in {e}"
+        return
+    raise AssertionError(f"no {exc.__name__} ({needle})")
+
+
+def _bad_arguments(rank):
+    E = sigma.SigmaConfigError
+    t = torch.ones(4, 3)
+    _raises(lambda: sgt.push_pull([1.0, 2.0]), E, "want a torch.Tensor")
+    _raises(lambda: sgt.push_pull(t.t()), E, "not contiguous")
+    _raises(lambda: sgt.push_pull(torch.ones(3, device="meta")), E, "on meta")
+    _raises(lambda: sgt.push_pull(torch.ones(3, dtype=torch.complex64)), E, "not summed")
+    _raises(lambda: sgt.push_pull(torch.ones(3, dtype=torch.bool)), E, "not summed")
+    _raises(lambda: sgt.push_pull(torch.ones(0)), E, "empty")
+    _raises(lambda: sgt.push_pull(torch.ones(3).to_sparse()), E, "dense")
+    _raises(lambda: sgt.push_pull(torch.ones(3, dtype=torch.int64)), E, "average=True")
+    _raises(lambda: sgt.push_pull(t, name=""), E, "non-empty str")
+    sgt.push_pull(t, name="shape")
+    _raises(lambda: sgt.push_pull(torch.ones(5), name="shape"), E, "was first pushed as 12")
+    _raises(lambda: sgt.synchronize("h"), E, "want a handle")
+    _raises(lambda: sgt.init(), E, "already initialised")
+    _raises(lambda: sgt.DistributedOptimizer("sgd"), E, "wraps a torch.optim.Optimizer")
+    m = ex.SmallCNN()
+    opt = torch.optim.SGD(m.parameters(), lr=0.1)
+    _raises(lambda: sgt.DistributedOptimizer(opt, backward_passes_per_step=0), E, ">= 1")
+    _raises(lambda: sgt.broadcast_parameters(m.state_dict(), root_rank=9), E, "root_rank 9")
+    _raises(lambda: sgt.ddp_comm_hook(object(), None), E, "HookState")
+
+
+# ---- 2 ranks: bad configuration, bitwise DDP, a killed node -------------
+
+def two_ranks(rank, n, targets, node_pid, tmp):
+    dist.init_process_group("gloo")
+    E = sigma.SigmaConfigError
+    # bad configuration: refused on every rank, rank 0's reason handed on
+    for kw, needle in ((dict(nodes=[]), "no summation nodes"),
+                       (dict(nodes=[f"unix:{tmp}/none.sock"]), "start the node"),
+                       (dict(nodes=["127.0.0.1:1"]), "needs the nodes' shared secret"),
+                       (dict(nodes=targets, mode="fast"), "mode 'fast'")):
+        t0 = time.monotonic()
+        _raises(lambda: sgt.init(**kw, timeout=60), E, needle)
+        assert time.monotonic() - t0 < 30 and not sgt.is_initialized()
+        dist.barrier()
+    # a rank that cannot open its session fails the others' init() at once (not
+    # after the timeout), and the job rank 0 made is destroyed again
+    real_session = sgt.Session
+    if rank == 1:
+        def refuse(*_a, **_k):
+            raise sigma.SigmaConfigError("sigma: cannot open rank 1's session (the test's)")
+        sgt.Session = refuse
+    t0 = time.monotonic()
+    try:
+        _raises(lambda: sgt.init(targets, timeout=60), E,
+                "cannot open rank 1's session" if rank == 1 else
+                "rank 1: sigma: cannot open rank 1's session")
+    finally:
+        sgt.Session = real_session
+    # well inside the 60 s a rank would wait without word of the failure
+    assert time.monotonic() - t0 < 30 and not sgt.is_initialized()
+    if rank == 0:
+        assert json.loads(sigma.job.control_call(targets[0], "job_list")) == [], "job left"
+    dist.barrier()
+    sgt.init(targets)
+    ref = gloo_reference(rank, n)
+    got = params(train_sigma(rank, n, SkewHook(rank, n)))
+    out = {"ddp2_diff": max_diff(got, ref)}
+    assert out["ddp2_diff"] == 0.0, f"2 ranks: not bitwise gloo's ({out['ddp2_diff']})"
+
+    model = ex.make_model()
+    net = torch.nn.parallel.DistributedDataParallel(model, bucket_cap_mb=0.01)
+    net.register_comm_hook(None, sgt.ddp_comm_hook)
+    x = torch.randn(BATCH, 1, ex.IMAGE, ex.IMAGE)
+    for _ in range(2):
+        net(x).sum().backward()
+    dist.barrier()
+    if rank == 0:
+        os.kill(node_pid, signal.SIGKILL)
+    dist.barrier()
+    t0 = time.monotonic()
+    try:
+        net(x).sum().backward()
+        raise AssertionError("the step went on without its node")
+    except RuntimeError as e:
+        out["kill_s"] = time.monotonic() - t0
+        out["kill_msg"] = str(e).splitlines()[0]
+    bound = sgt.session().stall_bound
+    assert out["kill_s"] < bound, f"took {out['kill_s']:.2f} s, bound {bound:.2f} s"
+    for want in ("SigmaTimeoutError", "no RESULT after", "node local0", "key 0x", "round "):
+        assert want in out["kill_msg"], f"{want!r} not in {out['kill_msg']}"
+    # the session is closed after the failure: the next step fails at once
+    t1 = time.monotonic()
+    _raises(lambda: net(x).sum().backward(), RuntimeError, "session is closed")
+    assert time.monotonic() - t1 < 1.0
+    try:
+        sgt.shutdown(timeout=5)
+    except sigma.SigmaError as e:  # rank 0 cannot destroy the job on a dead node
+        assert rank == 0 and "cannot destroy" in str(e), e
+    return out
+
+
+# ---- 3 ranks: one dies ----------------------------------------------------
+
+def dead_rank(rank, n, targets):
+    dist.init_process_group("gloo")
+    sgt.init(targets)
+    m = ex.make_model()
+    opt = sgt.DistributedOptimizer(torch.optim.SGD(m.parameters(), lr=LR),
+                                   m.named_parameters())
+    x = torch.randn(BATCH, 1, ex.IMAGE, ex.IMAGE)
+    for _ in range(2):
+        opt.zero_grad()
+        m(x).sum().backward()
+        opt.step()
+    dist.barrier()
+    if rank == 2:
+        os._exit(0)
+    t0 = time.monotonic()
+    try:
+        opt.zero_grad()
+        m(x).sum().backward()
+        opt.step()
+        raise AssertionError("the step went on without rank 2")
+    except sigma.SigmaTimeoutError as e:
+        took, msg = time.monotonic() - t0, str(e)
+    assert took < sgt.session().stall_bound, took
+    assert "missing" in msg and "0x4" in msg, msg
+    sgt.shutdown(timeout=1)
+    return {"dead_rank_s": took, "dead_rank_msg": msg[:200]}
+
+
+# ---- SIGMA_JOB alone, without torch.distributed -----------------------------
+
+def env_only(rank, n, desc):
+    os.environ["SIGMA_JOB"] = desc
+    sgt.init()
+    assert not dist.is_initialized() and sgt.size() == n and sgt.rank() == rank
+    y = sgt.push_pull(torch.full((5000,), float(rank + 1)), average=False, name="e")
+    assert torch.all(y == n * (n + 1) / 2), y
+    sgt.shutdown()  # leaves the job to its maker
+    _raises(lambda: sgt.init(mode="async"), sigma.SigmaConfigError, "is sync, not async")
+    return True
+
+
+class Torch(unittest.TestCase):
+    def test_four_ranks(self):
+        with start_local_nodes(2) as nodes:
+            res = sgtest.run_ranks(4, four_ranks, nodes.targets, timeout=240)
+        r = res[0]
+        print(f"4 ranks: DDP sigma vs gloo max |diff| {r['ddp_diff']:.3g} (bound "
+              f"{r['ddp_bound']:.3g}), DistributedOptimizer {r['opt_diff']:.3g}; buckets "
+              f"(index, elements) {r['buckets']}; deterministic runs equal: "
+              f"{r['determ_equal']}; async store relative error {r['async_rel_err']:.2g}")
+
+    def test_two_ranks_and_a_killed_node(self):
+        import tempfile
+        with tempfile.TemporaryDirectory() as tmp, start_local_nodes(1) as nodes:
+            pid = nodes.nodes[0].proc.pid
+            res = sgtest.run_ranks(2, two_ranks, nodes.targets, pid, tmp, timeout=180)
+        for r, o in enumerate(res):
+            print(f"rank {r}: killed node: backward raised after {o['kill_s']:.2f} s: "
+                  f"{o['kill_msg'][:200]}")
+
+    def test_dead_rank(self):
+        with start_local_nodes(1) as nodes:
+            res = sgtest.run_ranks(3, dead_rank, nodes.targets, timeout=120, allow_exit=(2,))
+        for r in (0, 1):
+            print(f"rank {r}: rank 2 died: step raised after {res[r]['dead_rank_s']:.2f} s: "
+                  f"{res[r]['dead_rank_msg']}")
+
+    def test_sigma_job_without_torch_distributed(self):
+        with start_local_nodes(1) as nodes:
+            job = sigma.create_job(nodes.targets, 2)
+            sgtest.run_ranks(2, env_only, job.descriptor, timeout=60)
+            sigma.destroy_job(nodes.targets, job.id)  # still there: shutdown left it
+
+    def test_init_without_a_way_to_share(self):
+        # no torch.distributed, no store, no SIGMA_JOB, 2 ranks: refused, with the ways
+        saved = dict(os.environ)
+        try:
+            for k in ("SIGMA_JOB", "RANK", "WORLD_SIZE"):
+                os.environ.pop(k, None)
+            os.environ.update(SIGMA_RANK="1", SIGMA_WORKERS="2", SIGMA_NODES="unix:/x")
+            with self.assertRaises(sigma.SigmaConfigError) as cm:
+                sgt.init()
+            for want in ("init_process_group", "store=", "SIGMA_JOB"):
+                self.assertIn(want, str(cm.exception))
+            for kw, want in ((dict(nodes=123), "want a list of control targets"),
+                             (dict(max_retries=-3), "max_retries=-3"),
+                             (dict(slots="x"), "slots='x'"), (dict(timeout=0), "timeout=0")):
+                with self.assertRaises(sigma.SigmaConfigError) as cm:
+                    sgt.init(**kw)
+                self.assertIn(want, str(cm.exception))
+            os.environ["SIGMA_RANK"] = "2"
+            with self.assertRaises(sigma.SigmaConfigError) as cm:
+                sgt.init()
+            self.assertIn("rank 2: want 0..1", str(cm.exception))
+            os.environ["SIGMA_WORKERS"] = "two"
+            with self.assertRaises(sigma.SigmaConfigError) as cm:
+                sgt.init()
+            self.assertIn("SIGMA_WORKERS='two'", str(cm.exception))
+            self.assertFalse(sgt.is_initialized())
+        finally:
+            os.environ.clear()
+            os.environ.update(saved)
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
