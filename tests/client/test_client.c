@@ -651,10 +651,30 @@ out:
 /*
  * conf.udp_gso: pushes of one length to one node leave in UDP_SEGMENT messages,
  * which a UDP_GRO socket receives whole (and a plain one as the datagrams);
- * sums through nodes without GRO stay exact.
+ * sigma_udpd takes them whole (GRO) and sends its replies segmented (GSO) unless
+ * no_gso; the workers split those; every sum exact.
  */
+/* The nodes' message and datagram counters, summed. */
+static void node_io(const struct cu_group *g, struct sigma_udpd_io *sum)
+{
+	*sum = (struct sigma_udpd_io){0};
+	for (unsigned int i = 0; i < g->nnodes; i++) {
+		struct sigma_udpd_io io;
+
+		sigma_udpd_io_stats(g->d[i], &io);
+		sum->rx_msgs += io.rx_msgs;
+		sum->rx_dgrams += io.rx_dgrams;
+		sum->tx_msgs += io.tx_msgs;
+		sum->tx_dgrams += io.tx_dgrams;
+	}
+}
+
+static const struct sigma_udpd_conf no_gso_node = {.engine = {.pool_bufs = 4096},
+						   .no_gso = true};
+
 static void test_gso(void)
 {
+	struct sigma_udpd_io io;
 	const size_t sizes[] = {1, 356, 16384, 100001};
 	struct cu_group g = {0};
 	struct sigma_conf c = {.job = 12, .token = 0xabcdef, .partition_bytes = 65536,
@@ -670,6 +690,37 @@ static void test_gso(void)
 	SG_CHECK_EQ(cu_nodes(&g, 2, &plain_node), 0);
 	SG_CHECK_EQ(cu_sessions(&g, 3, &c), 0);
 	run_fp32(&g, sizes, 4, 3, "gso");
+	/* the nodes took the workers' segmented sends whole (GRO) and segmented their
+	 * replies (GSO); the workers split those (the sums above are right) */
+	node_io(&g, &io);
+	SG_CHECK(io.rx_dgrams > io.rx_msgs && io.tx_dgrams > io.tx_msgs, "udp_gso workers, "
+		 "default nodes: received %" PRIu64 " datagrams in %" PRIu64 " messages, sent %"
+		 PRIu64 " in %" PRIu64 ": want fewer messages both ways", io.rx_dgrams,
+		 io.rx_msgs, io.tx_dgrams, io.tx_msgs);
+	cu_free(&g);
+
+	/* plain workers, nodes with no_gso: one datagram per message each way, as before */
+	g = (struct cu_group){0};
+	c.udp_gso = false;
+	SG_CHECK_EQ(cu_nodes(&g, 2, &no_gso_node), 0);
+	SG_CHECK_EQ(cu_sessions(&g, 3, &c), 0);
+	run_fp32(&g, sizes, 4, 2, "no gso");
+	node_io(&g, &io);
+	SG_CHECK(io.rx_dgrams == io.rx_msgs && io.tx_dgrams == io.tx_msgs && io.tx_msgs > 0,
+		 "plain workers, no_gso nodes: received %" PRIu64 " datagrams in %" PRIu64
+		 " messages, sent %" PRIu64 " in %" PRIu64, io.rx_dgrams, io.rx_msgs,
+		 io.tx_dgrams, io.tx_msgs);
+	cu_free(&g);
+
+	/* plain workers, default nodes: the replies still leave segmented */
+	g = (struct cu_group){0};
+	SG_CHECK_EQ(cu_nodes(&g, 1, &plain_node), 0);
+	SG_CHECK_EQ(cu_sessions(&g, 2, &c), 0);
+	run_fp32(&g, sizes, 4, 2, "gso replies");
+	node_io(&g, &io);
+	SG_CHECK(io.rx_dgrams == io.rx_msgs && io.tx_dgrams > io.tx_msgs, "plain workers, "
+		 "default node: received %" PRIu64 " datagrams in %" PRIu64 " messages, sent %"
+		 PRIu64 " in %" PRIu64, io.rx_dgrams, io.rx_msgs, io.tx_dgrams, io.tx_msgs);
 	cu_free(&g);
 }
 
