@@ -737,6 +737,22 @@ static int write_csv(const char *path, const struct rb_result *r, unsigned int n
 	return sigma_bench_out_write(&out, path);
 }
 
+/* Close the data file @p f, start gnuplot writing @p path; on failure @p dat is removed. */
+static FILE *gnuplot_open(FILE *f, const char *dat, const char *path)
+{
+	FILE *g;
+
+	fclose(f);
+	g = popen("gnuplot", "w");
+	if (g == NULL) {
+		unlink(dat);
+		return NULL;
+	}
+	fprintf(g, "set terminal %s size 800,500\nset output '%s'\nset grid\n",
+		strstr(path, ".png") ? "pngcairo" : "svg", path);
+	return g;
+}
+
 /* gnuplot: goodput per worker against size, one line per (N, dtype). */
 static int plot(const char *path, const struct rb_result *r, unsigned int n)
 {
@@ -755,16 +771,11 @@ static int plot(const char *path, const struct rb_result *r, unsigned int n)
 		}
 		fprintf(f, "%" PRIu64 " %.6g\n", r[i].size, r[i].goodput / 1e6);
 	}
-	fclose(f);
-	g = popen("gnuplot", "w");
-	if (g == NULL) {
-		unlink(dat);
+	g = gnuplot_open(f, dat, path);
+	if (g == NULL)
 		return -errno;
-	}
-	fprintf(g, "set terminal %s size 800,500\nset output '%s'\n",
-		strstr(path, ".png") ? "pngcairo" : "svg", path);
 	fprintf(g, "set logscale x 2\nset xlabel 'tensor bytes'\nset ylabel 'goodput per worker "
-		   "(MB/s)'\nset key left top\nset grid\nset title 'sigma push_pull over kernel "
+		   "(MB/s)'\nset key left top\nset title 'sigma push_pull over kernel "
 		   "UDP'\nplot ");
 	for (unsigned int sidx = 0, i = 0; sidx <= series; sidx++) {
 		fprintf(g, "%s'%s' index %u with linespoints title 'N=%u %s'", sidx ? ", " : "",
@@ -913,20 +924,16 @@ static int parse_opts(int argc, char **argv, struct rb_opts *o, const char *cmd)
 			}
 			break;
 		case 'B':
+		case 'S':
+			/* compare's flags: a run has no peers and no baseline */
 			if (strcmp(cmd, "compare") != 0) {
-				fprintf(stderr, "sigma-bench: --threads-baseline is compare's\n");
+				fprintf(stderr, "sigma-bench: --%s is compare's\n",
+					c == 'B' ? "threads-baseline" : "sweep");
 				return -EINVAL;
 			}
-			o->threads = true;
+			*(c == 'B' ? &o->threads : &o->sweep) = true;
 			break;
 		case 'G': o->gso = true; break;
-		case 'S':
-			if (strcmp(cmd, "compare") != 0) {
-				fprintf(stderr, "sigma-bench: --sweep is compare's\n");
-				return -EINVAL;
-			}
-			o->sweep = true;
-			break;
 		case 'h': return 1;
 		default: return -EINVAL;
 		}
@@ -1453,16 +1460,11 @@ static int cmp_plot(const char *path, const struct rb_cmp *c, const struct rb_op
 			}
 			fprintf(f, "\n\n");
 		}
-	fclose(f);
-	g = popen("gnuplot", "w");
-	if (g == NULL) {
-		unlink(dat);
+	g = gnuplot_open(f, dat, path);
+	if (g == NULL)
 		return -errno;
-	}
-	fprintf(g, "set terminal %s size 800,500\nset output '%s'\n",
-		strstr(path, ".png") ? "pngcairo" : "svg", path);
 	fprintf(g, "set logscale xy 2\nset xlabel 'tensor bytes'\nset ylabel 'peer time / sigma "
-		   "time (> 1: sigma faster)'\nset key outside right\nset grid\nset title "
+		   "time (> 1: sigma faster)'\nset key outside right\nset title "
 		   "'sigma (%s) against each peer, median of %u runs'\nplot 1 with lines dt 2 "
 		   "lc rgb 'black' title 'equal'", o->memif != NULL ? "DPDK memif" : "kernel UDP",
 		o->runs);

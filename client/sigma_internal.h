@@ -96,6 +96,14 @@ int sg_cli_rx_take(struct sg_cli_rx *rx, struct sg_cli_rxpkt *pkts,
 /** Counters of @p rx: recvmmsg messages and the datagrams they carried. */
 void sg_cli_rx_counts(const struct sg_cli_rx *rx, uint64_t *msgs, uint64_t *dgrams);
 
+/** Bytes of a message's control buffer for its UDP_SEGMENT size (CMSG_SPACE of a u16). */
+#define SG_CLI_SEGCTL 24
+
+struct msghdr;
+
+/** Make @p mh a UDP_SEGMENT send of @p seg-byte datagrams, its control data in @p ctl. */
+void sg_cli_set_segment(struct msghdr *mh, uint8_t ctl[SG_CLI_SEGCTL], uint16_t seg);
+
 /** Datagrams of @p len bytes one UDP_SEGMENT message may carry (64 KB of IPv4 payload). */
 unsigned int sg_cli_gso_max(uint32_t len);
 

@@ -31,7 +31,7 @@ struct sg_cli_udp {
 	struct sockaddr_in txname[SG_CLI_BURST]; /* node address, port moved by port_off */
 	struct iovec txiov[2 * SG_CLI_BURST];    /* each message's, one after the other */
 	uint16_t txcount[SG_CLI_BURST];          /* datagrams of each message */
-	uint8_t txctl[SG_CLI_BURST][CMSG_SPACE(sizeof(uint16_t))];
+	uint8_t txctl[SG_CLI_BURST][SG_CLI_SEGCTL];
 	struct sg_cli_rx *rx;
 };
 
@@ -192,6 +192,21 @@ void sg_cli_rx_counts(const struct sg_cli_rx *rx, uint64_t *msgs, uint64_t *dgra
 	*dgrams = rx->dgrams;
 }
 
+_Static_assert(SG_CLI_SEGCTL == CMSG_SPACE(sizeof(uint16_t)), "SG_CLI_SEGCTL");
+
+void sg_cli_set_segment(struct msghdr *mh, uint8_t ctl[SG_CLI_SEGCTL], uint16_t seg)
+{
+	struct cmsghdr *cm;
+
+	mh->msg_control = ctl;
+	mh->msg_controllen = SG_CLI_SEGCTL;
+	cm = CMSG_FIRSTHDR(mh);
+	cm->cmsg_level = SOL_UDP;
+	cm->cmsg_type = UDP_SEGMENT;
+	cm->cmsg_len = CMSG_LEN(sizeof(seg));
+	memcpy(CMSG_DATA(cm), &seg, sizeof(seg));
+}
+
 unsigned int sg_cli_gso_max(uint32_t len)
 {
 	unsigned int m = 65507 / len;
@@ -235,20 +250,13 @@ static unsigned int pack_msgs(struct sg_cli_udp *u, const struct sg_cli_txpkt *p
 	}
 	for (unsigned int k = 0; k < nm; k++) {
 		struct msghdr *mh = &u->txmsg[k].msg_hdr;
-		struct cmsghdr *cm;
 		uint16_t seg;
 
 		if (u->txcount[k] < 2)
 			continue;
 		seg = (uint16_t)(mh->msg_iov[0].iov_len + (mh->msg_iovlen > u->txcount[k] ?
 							     mh->msg_iov[1].iov_len : 0));
-		mh->msg_control = u->txctl[k];
-		mh->msg_controllen = sizeof(u->txctl[k]);
-		cm = CMSG_FIRSTHDR(mh);
-		cm->cmsg_level = SOL_UDP;
-		cm->cmsg_type = UDP_SEGMENT;
-		cm->cmsg_len = CMSG_LEN(sizeof(seg));
-		memcpy(CMSG_DATA(cm), &seg, sizeof(seg));
+		sg_cli_set_segment(mh, u->txctl[k], seg);
 	}
 	return nm;
 }

@@ -26,9 +26,6 @@
 
 #define UDPD_BUF SG_CLI_RXBUF
 
-#ifndef UDP_SEGMENT
-#define UDP_SEGMENT 103
-#endif
 
 struct sigma_udpd {
 	struct sigma_udpd_conf conf;
@@ -53,7 +50,7 @@ struct sigma_udpd {
 	uint32_t txlen[SG_CLI_BURST];
 	struct mmsghdr txmsg[SG_CLI_BURST];      /* messages: one or several datagrams */
 	struct iovec txiov[SG_CLI_BURST];        /* the datagrams, grouped by message */
-	uint8_t txctl[SG_CLI_BURST][CMSG_SPACE(sizeof(uint16_t))];
+	uint8_t txctl[SG_CLI_BURST][SG_CLI_SEGCTL];
 	uint8_t *txbuf;
 	_Atomic uint64_t tx_msgs, tx_dgrams;     /* read by sigma_udpd_io_stats() */
 };
@@ -115,18 +112,8 @@ static unsigned int tx_pack(struct sigma_udpd *d)
 			cnt++;
 		}
 		mh->msg_iovlen = cnt;
-		if (cnt > 1) {
-			struct cmsghdr *cm;
-			uint16_t seg = (uint16_t)d->txlen[i];
-
-			mh->msg_control = d->txctl[nm - 1];
-			mh->msg_controllen = sizeof(d->txctl[nm - 1]);
-			cm = CMSG_FIRSTHDR(mh);
-			cm->cmsg_level = SOL_UDP;
-			cm->cmsg_type = UDP_SEGMENT;
-			cm->cmsg_len = CMSG_LEN(sizeof(seg));
-			memcpy(CMSG_DATA(cm), &seg, sizeof(seg));
-		}
+		if (cnt > 1)
+			sg_cli_set_segment(mh, d->txctl[nm - 1], (uint16_t)d->txlen[i]);
 	}
 	return nm;
 }
