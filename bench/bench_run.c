@@ -3,7 +3,8 @@
  * sigma-bench run / compare: N pinned worker processes push_pull a sweep of
  * tensor sizes through summation nodes (kernel-UDP nodes started here, or
  * nodes given with --attach), every sum checked; compare runs the same sweep
- * through OpenMPI's MPI_Allreduce and prints the ratio.
+ * through OpenMPI's MPI_Allreduce (with --sweep also over shared memory, and
+ * Gloo's allreduce) and prints the ratios.
  *
  * Definitions (as nccl-tests): algbw = S / t for a tensor of S bytes that
  * takes t; busbw = algbw * 2(N-1)/N. Goodput per worker = 2S / t: the
@@ -58,6 +59,7 @@ struct rb_opts {
 	unsigned int runs;     /* compare: whole sweeps, each point's median across them */
 	bool threads;          /* compare --threads-baseline: node threads too, same run */
 	bool gso;              /* kernel-UDP workers send UDP_SEGMENT messages */
+	bool sweep;            /* compare --sweep: MPI over shared memory and Gloo too */
 	uint32_t first_round;  /* round of every tensor's first push_pull (an attached node
 				  keeps its jobs' rounds from one sweep to the next) */
 	char attach[256];
@@ -735,6 +737,22 @@ static int write_csv(const char *path, const struct rb_result *r, unsigned int n
 	return sigma_bench_out_write(&out, path);
 }
 
+/* Close the data file @p f, start gnuplot writing @p path; on failure @p dat is removed. */
+static FILE *gnuplot_open(FILE *f, const char *dat, const char *path)
+{
+	FILE *g;
+
+	fclose(f);
+	g = popen("gnuplot", "w");
+	if (g == NULL) {
+		unlink(dat);
+		return NULL;
+	}
+	fprintf(g, "set terminal %s size 800,500\nset output '%s'\nset grid\n",
+		strstr(path, ".png") ? "pngcairo" : "svg", path);
+	return g;
+}
+
 /* gnuplot: goodput per worker against size, one line per (N, dtype). */
 static int plot(const char *path, const struct rb_result *r, unsigned int n)
 {
@@ -753,16 +771,11 @@ static int plot(const char *path, const struct rb_result *r, unsigned int n)
 		}
 		fprintf(f, "%" PRIu64 " %.6g\n", r[i].size, r[i].goodput / 1e6);
 	}
-	fclose(f);
-	g = popen("gnuplot", "w");
-	if (g == NULL) {
-		unlink(dat);
+	g = gnuplot_open(f, dat, path);
+	if (g == NULL)
 		return -errno;
-	}
-	fprintf(g, "set terminal %s size 800,500\nset output '%s'\n",
-		strstr(path, ".png") ? "pngcairo" : "svg", path);
 	fprintf(g, "set logscale x 2\nset xlabel 'tensor bytes'\nset ylabel 'goodput per worker "
-		   "(MB/s)'\nset key left top\nset grid\nset title 'sigma push_pull over kernel "
+		   "(MB/s)'\nset key left top\nset title 'sigma push_pull over kernel "
 		   "UDP'\nplot ");
 	for (unsigned int sidx = 0, i = 0; sidx <= series; sidx++) {
 		fprintf(g, "%s'%s' index %u with linespoints title 'N=%u %s'", sidx ? ", " : "",
@@ -826,7 +839,10 @@ static void run_usage(FILE *f, const char *cmd)
 			   "interleaved; each figure is the median across runs (default 1)\n"
 			   "  --threads-baseline  with --attach: in each run, also sweep through "
 			   "sigma-bench's own kernel-UDP node threads (--nodes; workers without "
-			   "--gso) and report the ratio (bench/sigmad_socket.sh)\n", RB_MAX_RUNS);
+			   "--gso) and report the ratio (bench/sigmad_socket.sh)\n"
+			   "  --sweep         in each run, also measure OpenMPI over shared memory "
+			   "(btl self,vader) and Gloo's allreduce (TCP loopback) beside MPI over TCP; "
+			   "--plot F.svg|F.png then draws each peer's ratio per size\n", RB_MAX_RUNS);
 }
 
 static int parse_opts(int argc, char **argv, struct rb_opts *o, const char *cmd)
@@ -846,6 +862,7 @@ static int parse_opts(int argc, char **argv, struct rb_opts *o, const char *cmd)
 		{"runs", required_argument, NULL, 'R'},
 		{"threads-baseline", no_argument, NULL, 'B'},
 		{"gso", no_argument, NULL, 'G'},
+		{"sweep", no_argument, NULL, 'S'},
 		{"help", no_argument, NULL, 'h'},          {NULL, 0, NULL, 0}};
 	int c, bad = 0;
 	bool window_set = false;
@@ -907,11 +924,14 @@ static int parse_opts(int argc, char **argv, struct rb_opts *o, const char *cmd)
 			}
 			break;
 		case 'B':
+		case 'S':
+			/* compare's flags: a run has no peers and no baseline */
 			if (strcmp(cmd, "compare") != 0) {
-				fprintf(stderr, "sigma-bench: --threads-baseline is compare's\n");
+				fprintf(stderr, "sigma-bench: --%s is compare's\n",
+					c == 'B' ? "threads-baseline" : "sweep");
 				return -EINVAL;
 			}
-			o->threads = true;
+			*(c == 'B' ? &o->threads : &o->sweep) = true;
 			break;
 		case 'G': o->gso = true; break;
 		case 'h': return 1;
@@ -1057,6 +1077,27 @@ int sigma_bench_run(int argc, char **argv)
 #define SIGMA_SOURCE_ROOT "."
 #endif
 
+/*
+ * The peers compare measures beside Sigma, each in every run: OpenMPI's
+ * MPI_Allreduce over TCP loopback (always), and with --sweep also over shared
+ * memory (the vader BTL) and Gloo's allreduce over its TCP transport.
+ */
+enum rb_peer_id { RB_MPI_TCP, RB_MPI_VADER, RB_GLOO, RB_NPEERS };
+
+static const struct rb_peer {
+	const char *key;   /* in the JSON */
+	const char *label; /* in the table and the plot */
+	const char *btl;   /* OpenMPI's BTLs; NULL: Gloo */
+} rb_peers[RB_NPEERS] = {
+	[RB_MPI_TCP] = {"mpi_tcp", "MPI TCP", "self,tcp --mca btl_tcp_if_include lo"},
+	[RB_MPI_VADER] = {"mpi_vader", "MPI vader", "self,vader"},
+	[RB_GLOO] = {"gloo", "Gloo TCP", NULL},
+};
+
+#ifndef SIGMA_GLOO_EXE
+#define SIGMA_GLOO_EXE NULL
+#endif
+
 /* Build bench/mpi_allreduce.c with mpicc into @p exe. */
 static int build_mpi(char *exe, size_t cap)
 {
@@ -1086,40 +1127,50 @@ static void rm_mpi(const char *exe)
 	rmdir(dir);
 }
 
-/* Run MPI_Allreduce for N ranks over TCP loopback; fills t_mpi[size] (median s). */
-static int run_mpi(const char *exe, const struct rb_opts *o, unsigned int n, double *t_mpi)
+/*
+ * Run peer @p p for N ranks over the sweep's sizes; fills t[size] with the
+ * median seconds its program reports, NaN where its sum was wrong. Both
+ * programs print "allreduce BYTES SECONDS OK" per size.
+ */
+static int run_peer(enum rb_peer_id p, const char *mpi_exe, const char *gloo_exe,
+		    const struct rb_opts *o, unsigned int n, double *t)
 {
 	char cmd[2048], line[256];
 	int len;
-	FILE *p;
+	FILE *f;
 	unsigned int got = 0;
 
-	len = snprintf(cmd, sizeof(cmd),
-		       "mpirun --allow-run-as-root --oversubscribe -np %u --bind-to none "
-		       "--mca btl self,tcp --mca btl_tcp_if_include lo --mca pml ob1 "
-		       "--mca oob_tcp_if_include lo %s %u", n, exe, o->iters);
+	if (rb_peers[p].btl != NULL)
+		len = snprintf(cmd, sizeof(cmd),
+			       "mpirun --allow-run-as-root --oversubscribe -np %u --bind-to none "
+			       "--mca btl %s --mca pml ob1 --mca oob_tcp_if_include lo %s %u", n,
+			       rb_peers[p].btl, mpi_exe, o->iters);
+	else
+		len = snprintf(cmd, sizeof(cmd), "%s %u %u", gloo_exe, n, o->iters);
 	for (unsigned int j = 0; j < o->n_sizes && len < (int)sizeof(cmd) - 32; j++)
 		len += snprintf(cmd + len, sizeof(cmd) - len, " %" PRIu64, o->sizes[j]);
 	snprintf(cmd + len, sizeof(cmd) - len, " 2>&1");
-	p = popen(cmd, "r");
-	if (p == NULL)
+	for (unsigned int j = 0; j < o->n_sizes; j++)
+		t[j] = NAN;
+	f = popen(cmd, "r");
+	if (f == NULL)
 		return -errno;
-	while (fgets(line, sizeof(line), p) != NULL) {
+	while (fgets(line, sizeof(line), f) != NULL) {
 		uint64_t sz;
-		double t;
+		double v;
 		int ok;
 
-		if (sscanf(line, "allreduce %" SCNu64 " %lf %d", &sz, &t, &ok) == 3) {
+		if (sscanf(line, "allreduce %" SCNu64 " %lf %d", &sz, &v, &ok) == 3) {
 			for (unsigned int j = 0; j < o->n_sizes; j++)
 				if (o->sizes[j] == sz) {
-					t_mpi[j] = ok ? t : NAN;
+					t[j] = ok ? v : NAN;
 					got++;
 				}
 		} else if (!o->quiet) {
-			fprintf(stderr, "mpirun: %s", line);
+			fprintf(stderr, "%s: %s", rb_peers[p].label, line);
 		}
 	}
-	if (pclose(p) != 0 || got != o->n_sizes)
+	if (pclose(f) != 0 || got != o->n_sizes)
 		return -EIO;
 	return 0;
 }
@@ -1162,15 +1213,278 @@ static void json_times(FILE *js, const char *name, const double *per, unsigned i
 	fprintf(js, "]");
 }
 
+/* compare's measurements: Sigma's (and the node threads') results, each peer's times. */
+struct rb_cmp {
+	unsigned int n;              /* points: N values x sizes */
+	struct rb_result *res, *thr, *cur;
+	double *per_sg, *per_th;     /* runs x n seconds */
+	bool on[RB_NPEERS];
+	double *per[RB_NPEERS];      /* runs x n seconds, NaN: failed or a wrong sum */
+	double *med[RB_NPEERS];      /* n: median across runs, NaN if none */
+	bool *ok[RB_NPEERS];         /* n: every run's sums right */
+	const char *gloo_exe;
+	char mpi_exe[256];
+};
+
+static void cmp_free(struct rb_cmp *c)
+{
+	free(c->res);
+	free(c->thr);
+	free(c->cur);
+	free(c->per_sg);
+	free(c->per_th);
+	for (unsigned int p = 0; p < RB_NPEERS; p++) {
+		free(c->per[p]);
+		free(c->med[p]);
+		free(c->ok[p]);
+	}
+}
+
+static int cmp_alloc(struct rb_cmp *c, const struct rb_opts *o, bool sweep)
+{
+	size_t rn = (size_t)o->runs * c->n;
+	bool bad;
+
+	c->res = calloc(c->n, sizeof(*c->res));
+	c->thr = calloc(c->n, sizeof(*c->thr));
+	c->cur = calloc(c->n, sizeof(*c->cur));
+	c->per_sg = calloc(rn, sizeof(double));
+	c->per_th = calloc(rn, sizeof(double));
+	bad = !c->res || !c->thr || !c->cur || !c->per_sg || !c->per_th;
+	c->gloo_exe = getenv("SIGMA_GLOO_ALLREDUCE") ? getenv("SIGMA_GLOO_ALLREDUCE") :
+						       SIGMA_GLOO_EXE;
+	for (unsigned int p = 0; p < RB_NPEERS; p++) {
+		c->on[p] = p == RB_MPI_TCP || sweep;
+		c->per[p] = calloc(rn, sizeof(double));
+		c->med[p] = calloc(c->n, sizeof(double));
+		c->ok[p] = calloc(c->n, sizeof(bool));
+		bad |= !c->per[p] || !c->med[p] || !c->ok[p];
+	}
+	if (c->on[RB_GLOO] && (c->gloo_exe == NULL || access(c->gloo_exe, X_OK) != 0)) {
+		fprintf(stderr, "sigma-bench: --sweep needs the Gloo baseline, %s: build with g++ "
+				"and libgloo-dev installed (meson option gloo), or set "
+				"SIGMA_GLOO_ALLREDUCE\n", c->gloo_exe ? c->gloo_exe :
+				"not built");
+		return -ENOENT;
+	}
+	return bad ? -ENOMEM : build_mpi(c->mpi_exe, sizeof(c->mpi_exe));
+}
+
+/* @p o's runs, interleaved, so that a change of load on a shared machine hits every peer. */
+static int cmp_runs(struct rb_cmp *c, struct rb_opts *o)
+{
+	struct rb_opts th = *o;
+	int rc = 0;
+
+	/* the threads baseline: the same sweep through sigma-bench's own node threads */
+	th.attach[0] = '\0';
+	th.telemetry = NULL;
+	th.memif = NULL;
+	th.gso = false; /* the default workers: --gso is the attached node's option */
+	for (unsigned int run = 0; run < o->runs; run++) {
+		size_t at = (size_t)run * c->n;
+
+		if (!o->quiet && o->runs > 1)
+			fprintf(stderr, "sigma-bench: run %u of %u\n", run + 1, o->runs);
+		for (unsigned int p = 0; p < RB_NPEERS; p++)
+			for (unsigned int a = 0; a < o->n_ns && c->on[p]; a++) {
+				if (!o->quiet)
+					fprintf(stderr, "sigma-bench: %s, N=%u\n", rb_peers[p].label,
+						o->ns[a]);
+				if (run_peer(p, c->mpi_exe, c->gloo_exe, o, o->ns[a],
+					     c->per[p] + at + (size_t)a * o->n_sizes) < 0) {
+					fprintf(stderr, "sigma-bench: %s failed for N=%u\n",
+						rb_peers[p].label, o->ns[a]);
+					rc = -EIO;
+				}
+			}
+		if (sweep(o, c->cur) < 0)
+			rc = -EIO;
+		for (unsigned int i = 0; i < c->n; i++) {
+			c->per_sg[at + i] = c->cur[i].t_med;
+			fold_run(&c->res[i], &c->cur[i], run);
+		}
+		/* an attached node keeps its jobs: the next sweep continues their rounds */
+		o->first_round += o->iters + 1;
+		if (!o->threads)
+			continue;
+		if (!o->quiet)
+			fprintf(stderr, "sigma-bench: the same sweep through %u node thread(s)\n",
+				th.nodes);
+		if (sweep(&th, c->cur) < 0)
+			rc = -EIO;
+		for (unsigned int i = 0; i < c->n; i++) {
+			c->per_th[at + i] = c->cur[i].t_med;
+			fold_run(&c->thr[i], &c->cur[i], run);
+		}
+	}
+	rm_mpi(c->mpi_exe);
+	median_runs(c->res, c->per_sg, o->runs, c->n);
+	if (o->threads)
+		median_runs(c->thr, c->per_th, o->runs, c->n);
+	for (unsigned int p = 0; p < RB_NPEERS; p++)
+		for (unsigned int i = 0; i < c->n && c->on[p]; i++) {
+			double v[RB_MAX_RUNS];
+
+			c->ok[p][i] = true;
+			for (unsigned int k = 0; k < o->runs; k++) {
+				v[k] = c->per[p][(size_t)k * c->n + i];
+				c->ok[p][i] &= isfinite(v[k]);
+				v[k] = isfinite(v[k]) ? v[k] : INFINITY;
+			}
+			c->med[p][i] = sigma_bench_median(v, o->runs);
+			if (!isfinite(c->med[p][i]))
+				c->med[p][i] = NAN;
+			if (!c->ok[p][i])
+				rc = -EIO; /* a peer's wrong sum fails the comparison as Sigma's does */
+		}
+	return rc;
+}
+
+/* Peer time / Sigma time (> 1: Sigma is faster), NaN when either is missing. */
+static double cmp_ratio(const struct rb_cmp *c, unsigned int p, unsigned int i)
+{
+	return c->res[i].t_med > 0 && isfinite(c->med[p][i]) ? c->med[p][i] / c->res[i].t_med :
+							     NAN;
+}
+
+static double json_num(double v)
+{
+	return isfinite(v) ? v : -1;
+}
+
+static void cmp_table(const struct rb_cmp *c, const struct rb_opts *o, const char *cpu)
+{
+	printf("CPU: %s; %u run(s), each figure the median across them\n", cpu, o->runs);
+	printf("%3s %8s %10s %13s", "N", "size", "sigma ms", "sigma MB/s");
+	for (unsigned int p = 0; p < RB_NPEERS; p++)
+		if (c->on[p])
+			printf(" %12s %9s", rb_peers[p].label, "ratio");
+	if (o->threads)
+		printf(" %12s %10s", "threads ms", "vs thr");
+	printf("  %s\n", "node busy%");
+	for (unsigned int i = 0; i < c->n; i++) {
+		const struct rb_result *r = &c->res[i];
+		bool ok = r->ok && (!o->threads || c->thr[i].ok);
+		char sz[32];
+
+		fmt_size(r->size, sz, sizeof(sz));
+		printf("%3u %8s %10.3f %13.1f", r->n, sz, r->t_med * 1e3, r->algbw / 1e6);
+		for (unsigned int p = 0; p < RB_NPEERS; p++)
+			if (c->on[p]) {
+				printf(" %9.3f ms %8.2fx", c->med[p][i] * 1e3, cmp_ratio(c, p, i));
+				ok &= c->ok[p][i];
+			}
+		if (o->threads)
+			printf(" %12.3f %9.2fx", c->thr[i].t_med * 1e3,
+			       r->t_med > 0 ? c->thr[i].t_med / r->t_med : NAN);
+		/* busy% of each node thread or sigmad lcore over the point's whole sweep */
+		for (unsigned int k = 0; k < r->nbusy; k++)
+			printf("%s%.0f", k ? "/" : "  ", 100 * r->busy[k]);
+		printf("%s\n", ok ? "" : "  FAILED");
+	}
+	printf("ratio = peer time / sigma time (> 1: sigma is faster)%s\n",
+	       o->threads ? "; vs thr = node threads' time / sigma time" : "");
+}
+
+static void cmp_json(FILE *js, const struct rb_cmp *c, const struct rb_opts *o, const char *cpu)
+{
+	fprintf(js, "{\"bench\":\"compare\",\"baseline\":\"MPI_Allreduce (OpenMPI, TCP loopback)\","
+		    "\"sigma_transport\":\"%s\",\"cpu\":\"%s\",\"runs\":%u,\"iters\":%u,"
+		    "\"threads_baseline\":%s,\"worker_gso\":%s,\"window\":%u,\"peers\":[",
+		o->memif != NULL ? "DPDK memif" : "kernel UDP", cpu, o->runs, o->iters,
+		o->threads ? "true" : "false", o->gso ? "true" : "false", o->window);
+	for (unsigned int p = 0, k = 0; p < RB_NPEERS; p++)
+		if (c->on[p])
+			fprintf(js, "%s\"%s\"", k++ ? "," : "", rb_peers[p].key);
+	fprintf(js, "],\"results\":[");
+	for (unsigned int i = 0; i < c->n; i++) {
+		const struct rb_result *r = &c->res[i];
+
+		fprintf(js, "%s{\"n\":%u,\"bytes\":%" PRIu64 ",\"sigma_time_s\":%.9g,"
+			    "\"mpi_time_s\":%.9g,\"sigma_algbw_Bps\":%.6g,\"mpi_algbw_Bps\":%.6g,"
+			    "\"speedup_vs_mpi\":%.4f,\"sigma_ok\":%s,\"busy_source\":\"%s\","
+			    "\"node_busy\":[", i ? "," : "", r->n, r->size, r->t_med,
+			json_num(c->med[RB_MPI_TCP][i]), r->algbw,
+			json_num(r->size / c->med[RB_MPI_TCP][i]),
+			json_num(cmp_ratio(c, RB_MPI_TCP, i)), r->ok ? "true" : "false",
+			r->busy_sigmad ? "sigmad lcores" : "node threads");
+		for (unsigned int k = 0; k < r->nbusy; k++)
+			fprintf(js, "%s%.4f", k ? "," : "", r->busy[k]);
+		fprintf(js, "]");
+		if (o->threads)
+			fprintf(js, ",\"threads_time_s\":%.9g,\"threads_algbw_Bps\":%.6g,"
+				    "\"threads_ok\":%s,\"speedup_vs_threads\":%.4f,"
+				    "\"threads_vs_mpi\":%.4f", c->thr[i].t_med, c->thr[i].algbw,
+				c->thr[i].ok ? "true" : "false",
+				json_num(r->t_med > 0 ? c->thr[i].t_med / r->t_med : NAN),
+				json_num(c->thr[i].t_med > 0 ? c->med[RB_MPI_TCP][i] /
+						c->thr[i].t_med : NAN));
+		json_times(js, "sigma_runs_s", c->per_sg, o->runs, c->n, i);
+		json_times(js, "mpi_runs_s", c->per[RB_MPI_TCP], o->runs, c->n, i);
+		if (o->threads)
+			json_times(js, "threads_runs_s", c->per_th, o->runs, c->n, i);
+		fprintf(js, ",\"peers\":{");
+		for (unsigned int p = 0, k = 0; p < RB_NPEERS; p++) {
+			if (!c->on[p])
+				continue;
+			fprintf(js, "%s\"%s\":{\"time_s\":%.9g,\"ok\":%s,\"ratio\":%.4f", k++ ? "," :
+				"", rb_peers[p].key, json_num(c->med[p][i]),
+				c->ok[p][i] ? "true" : "false", json_num(cmp_ratio(c, p, i)));
+			json_times(js, "runs_s", c->per[p], o->runs, c->n, i);
+			fprintf(js, "}");
+		}
+		fprintf(js, "}}");
+	}
+	fprintf(js, "]}\n");
+}
+
+/* gnuplot: each peer's time / Sigma's against size, one line per (peer, N). */
+static int cmp_plot(const char *path, const struct rb_cmp *c, const struct rb_opts *o)
+{
+	char dat[] = "/tmp/sigma-bench-XXXXXX";
+	int fd = mkstemp(dat), rc;
+	unsigned int series = 0;
+	FILE *f, *g;
+
+	if (fd < 0 || (f = fdopen(fd, "w")) == NULL)
+		return -errno;
+	/* one block per series, in the order the plot command names them */
+	for (unsigned int p = 0; p < RB_NPEERS; p++)
+		for (unsigned int a = 0; a < o->n_ns && c->on[p]; a++, series++) {
+			for (unsigned int j = 0; j < o->n_sizes; j++) {
+				double v = cmp_ratio(c, p, a * o->n_sizes + j);
+
+				if (isfinite(v))
+					fprintf(f, "%" PRIu64 " %.6g\n", o->sizes[j], v);
+			}
+			fprintf(f, "\n\n");
+		}
+	g = gnuplot_open(f, dat, path);
+	if (g == NULL)
+		return -errno;
+	fprintf(g, "set logscale xy 2\nset xlabel 'tensor bytes'\nset ylabel 'peer time / sigma "
+		   "time (> 1: sigma faster)'\nset key outside right\nset title "
+		   "'sigma (%s) against each peer, median of %u runs'\nplot 1 with lines dt 2 "
+		   "lc rgb 'black' title 'equal'", o->memif != NULL ? "DPDK memif" : "kernel UDP",
+		o->runs);
+	series = 0;
+	for (unsigned int p = 0; p < RB_NPEERS; p++)
+		for (unsigned int a = 0; a < o->n_ns && c->on[p]; a++, series++)
+			fprintf(g, ", '%s' index %u with linespoints title '%s N=%u'", dat, series,
+				rb_peers[p].label, o->ns[a]);
+	fprintf(g, "\n");
+	rc = pclose(g);
+	unlink(dat);
+	return rc == 0 ? 0 : -EIO;
+}
+
 int sigma_bench_compare(int argc, char **argv)
 {
-	struct rb_opts o, th;
-	struct rb_result *res, *thr, *cur;
-	double *t_mpi, *per_sg, *per_th, *per_mpi;
+	struct rb_opts o;
+	struct rb_cmp c = {0};
 	struct sigma_bench_out out = {0};
-	char exe[256], cpu[128];
-	unsigned int n;
-	FILE *js;
+	char cpu[128];
 	int rc = parse_opts(argc, argv, &o, "compare");
 
 	if (rc != 0) {
@@ -1183,141 +1497,25 @@ int sigma_bench_compare(int argc, char **argv)
 		print_sigmad_jobs(&o);
 		return 0;
 	}
-	n = o.n_ns * o.n_sizes;
-	res = calloc(n, sizeof(*res));
-	thr = calloc(n, sizeof(*thr));
-	cur = calloc(n, sizeof(*cur));
-	t_mpi = calloc(n, sizeof(*t_mpi));
-	per_sg = calloc((size_t)3 * o.runs * n, sizeof(double));
-	if (res == NULL || thr == NULL || cur == NULL || t_mpi == NULL || per_sg == NULL ||
-	    build_mpi(exe, sizeof(exe)) < 0) {
-		free(res);
-		free(thr);
-		free(cur);
-		free(t_mpi);
-		free(per_sg);
+	c.n = o.n_ns * o.n_sizes;
+	if (cmp_alloc(&c, &o, o.sweep) < 0) {
+		cmp_free(&c);
 		return 1;
 	}
-	per_th = per_sg + (size_t)o.runs * n;
-	per_mpi = per_th + (size_t)o.runs * n;
-	/* the baseline: the same sweep through sigma-bench's own node threads */
-	th = o;
-	th.attach[0] = '\0';
-	th.telemetry = NULL;
-	th.memif = NULL;
-	th.gso = false; /* the default workers: --gso is the attached node's option */
-	/* interleaved, so that a change of load on a shared machine hits all three */
-	for (unsigned int run = 0; run < o.runs; run++) {
-		if (!o.quiet && o.runs > 1)
-			fprintf(stderr, "sigma-bench: run %u of %u\n", run + 1, o.runs);
-		for (unsigned int a = 0; a < o.n_ns; a++) {
-			if (!o.quiet)
-				fprintf(stderr, "sigma-bench: MPI_Allreduce, N=%u\n", o.ns[a]);
-			if (run_mpi(exe, &o, o.ns[a], per_mpi + (size_t)run * n +
-				    (size_t)a * o.n_sizes) < 0) {
-				fprintf(stderr, "sigma-bench: mpirun failed for N=%u\n", o.ns[a]);
-				rc = -EIO;
-			}
-		}
-		if (sweep(&o, cur) < 0)
-			rc = -EIO;
-		for (unsigned int i = 0; i < n; i++) {
-			per_sg[(size_t)run * n + i] = cur[i].t_med;
-			fold_run(&res[i], &cur[i], run);
-		}
-		/* an attached node keeps its jobs: the next sweep continues their rounds */
-		o.first_round += o.iters + 1;
-		if (!o.threads)
-			continue;
-		if (!o.quiet)
-			fprintf(stderr, "sigma-bench: the same sweep through %u node thread(s)\n",
-				th.nodes);
-		if (sweep(&th, cur) < 0)
-			rc = -EIO;
-		for (unsigned int i = 0; i < n; i++) {
-			per_th[(size_t)run * n + i] = cur[i].t_med;
-			fold_run(&thr[i], &cur[i], run);
-		}
-	}
-	rm_mpi(exe);
-	median_runs(res, per_sg, o.runs, n);
-	if (o.threads)
-		median_runs(thr, per_th, o.runs, n);
-	for (unsigned int i = 0; i < n; i++) {
-		double v[RB_MAX_RUNS];
-
-		for (unsigned int k = 0; k < o.runs; k++)
-			v[k] = isfinite(per_mpi[(size_t)k * n + i]) ? per_mpi[(size_t)k * n + i] : INFINITY;
-		t_mpi[i] = sigma_bench_median(v, o.runs);
-		if (!isfinite(t_mpi[i]))
-			t_mpi[i] = NAN;
-	}
+	rc = cmp_runs(&c, &o);
 	sigma_bench_cpu_model(cpu, sizeof(cpu));
-	printf("CPU: %s; %u run(s), each figure the median across them\n", cpu, o.runs);
-	printf("%3s %8s %12s %12s %13s %13s %8s", "N", "size", "sigma ms", "MPI ms", "sigma MB/s",
-	       "MPI MB/s", "ratio");
-	if (o.threads)
-		printf(" %12s %10s", "threads ms", "vs thr");
-	printf("  %s\n", "node busy%");
-	/* The JSON is collected apart and printed after the table. */
-	if (sigma_bench_out_open(&out) < 0)
+	cmp_table(&c, &o, cpu);
+	if (sigma_bench_out_open(&out) < 0) {
 		rc = -ENOMEM;
-	js = out.f;
-	for (unsigned int i = 0; i < n && js != NULL; i++) {
-		char sz[32];
-		double ratio = res[i].t_med > 0 ? t_mpi[i] / res[i].t_med : NAN;
-		double rthr = res[i].t_med > 0 ? thr[i].t_med / res[i].t_med : NAN;
-
-		fmt_size(res[i].size, sz, sizeof(sz));
-		printf("%3u %8s %12.3f %12.3f %13.1f %13.1f %7.2fx", res[i].n, sz,
-		       res[i].t_med * 1e3, t_mpi[i] * 1e3, res[i].algbw / 1e6,
-		       res[i].size / t_mpi[i] / 1e6, ratio);
-		if (o.threads)
-			printf(" %12.3f %9.2fx", thr[i].t_med * 1e3, rthr);
-		/* busy% of each node thread or sigmad lcore over the point's whole sweep */
-		for (unsigned int k = 0; k < res[i].nbusy; k++)
-			printf("%s%.0f", k ? "/" : "  ", 100 * res[i].busy[k]);
-		printf("%s\n", res[i].ok && (!o.threads || thr[i].ok) ? "" : "  FAILED");
-		if (i == 0)
-			fprintf(js, "{\"bench\":\"compare\",\"baseline\":\"MPI_Allreduce (OpenMPI, "
-				    "TCP loopback)\",\"sigma_transport\":\"%s\",\"cpu\":\"%s\","
-				    "\"runs\":%u,\"threads_baseline\":%s,\"worker_gso\":%s,"
-				    "\"results\":[", o.memif != NULL ? "DPDK memif" : "kernel UDP", cpu,
-				o.runs, o.threads ? "true" : "false", o.gso ? "true" : "false");
-		fprintf(js, "%s{\"n\":%u,\"bytes\":%" PRIu64 ",\"sigma_time_s\":%.9g,"
-			    "\"mpi_time_s\":%.9g,\"sigma_algbw_Bps\":%.6g,\"mpi_algbw_Bps\":%.6g,"
-			    "\"speedup_vs_mpi\":%.4f,\"sigma_ok\":%s,\"busy_source\":\"%s\","
-			    "\"node_busy\":[", i ? "," : "", res[i].n,
-			res[i].size, res[i].t_med, isfinite(t_mpi[i]) ? t_mpi[i] : -1,
-			res[i].algbw, isfinite(t_mpi[i]) ? res[i].size / t_mpi[i] : -1,
-			isfinite(ratio) ? ratio : -1, res[i].ok ? "true" : "false",
-			res[i].busy_sigmad ? "sigmad lcores" : "node threads");
-		for (unsigned int k = 0; k < res[i].nbusy; k++)
-			fprintf(js, "%s%.4f", k ? "," : "", res[i].busy[k]);
-		fprintf(js, "]");
-		if (o.threads)
-			fprintf(js, ",\"threads_time_s\":%.9g,\"threads_algbw_Bps\":%.6g,"
-				    "\"threads_ok\":%s,\"speedup_vs_threads\":%.4f,"
-				    "\"threads_vs_mpi\":%.4f", thr[i].t_med, thr[i].algbw,
-				thr[i].ok ? "true" : "false", isfinite(rthr) ? rthr : -1,
-				thr[i].t_med > 0 && isfinite(t_mpi[i]) ? t_mpi[i] / thr[i].t_med : -1);
-		json_times(js, "sigma_runs_s", per_sg, o.runs, n, i);
-		json_times(js, "mpi_runs_s", per_mpi, o.runs, n, i);
-		if (o.threads)
-			json_times(js, "threads_runs_s", per_th, o.runs, n, i);
-		fprintf(js, "}");
-	}
-	printf("ratio = MPI time / sigma time (> 1: sigma is faster)%s\n",
-	       o.threads ? "; vs thr = node threads' time / sigma time" : "");
-	if (js != NULL) {
-		fprintf(js, "]}\n");
+	} else {
+		cmp_json(out.f, &c, &o, cpu);
 		if (sigma_bench_out_write(&out, o.json) < 0)
 			rc = -EIO;
 	}
-	free(res);
-	free(thr);
-	free(cur);
-	free(t_mpi);
-	free(per_sg);
+	if (o.plot != NULL && cmp_plot(o.plot, &c, &o) < 0) {
+		fprintf(stderr, "sigma-bench: gnuplot failed (is gnuplot-nox installed?)\n");
+		rc = -EIO;
+	}
+	cmp_free(&c);
 	return rc < 0 ? 1 : 0;
 }

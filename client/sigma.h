@@ -10,7 +10,8 @@
  *
  * **Reliability.** Each node has a credit window of outstanding chunks. A
  * chunk without a RESULT is resent after a retransmit timeout that doubles at
- * every retry (up to rto_max). A NACK halves the node's window (it grows back
+ * every retry (up to rto_max); a new chunk's first timeout follows the
+ * measured round trip of its node's chunks (at least rto_us). A NACK halves the node's window (it grows back
  * by one per RESULT) and resends the chunk after a back-off. When every chunk
  * outstanding to a node was NACKed, one new chunk at a time goes out anyway,
  * so back-pressure cannot leave a rank unable to send the chunks the node's
@@ -102,7 +103,8 @@ struct sigma_conf {
 	uint32_t chunk_bytes;     /**< payload per packet, multiple of 8, <= 8920 (default 1424) */
 	uint32_t window;          /**< outstanding chunks per node (default 256); the same on
 				       every worker of a job */
-	uint32_t rto_us;          /**< first retransmit timeout (default 5000 us) */
+	uint32_t rto_us;          /**< first retransmit timeout, and the floor of the
+				       adaptive one (default 5000 us) */
 	uint32_t rto_max_us;      /**< back-off ceiling (default 200000 us) */
 	uint32_t max_retries;     /**< resends of one chunk before failing (default 10) */
 	uint32_t first_round;     /**< round number of every tensor's first push_pull (default 0) */

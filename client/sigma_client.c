@@ -29,6 +29,7 @@ struct sg_cli_slot {
 	uint32_t chunk;     /* within the partition */
 	uint32_t retries;
 	uint32_t rto_us;
+	uint64_t sent;      /* first sent at (the RTT sample of a RESULT without resend) */
 	uint64_t deadline;  /* resend at */
 	uint64_t missing;   /* ranks the node reported missing (WORKER_LOST) */
 	bool parked;        /* NACKed (until its RESULT): see has_credit() */
@@ -44,6 +45,8 @@ struct sg_cli_node {
 	uint32_t *free_slots;        /* stack of free slot indices */
 	uint32_t nfree;
 	bool heard;                  /* a reply of this job (right token) came from it */
+	uint64_t srtt, rttvar;       /* ns: smoothed chunk round trip and its deviation, 0: none */
+	uint64_t rto;                /* ns: the timeout a new chunk gets (see rto_sample()) */
 };
 
 struct sg_cli_part {
@@ -192,6 +195,7 @@ static int setup_nodes(struct sigma_session *s)
 				 cn->addr, port);
 		}
 		n->cwnd = c->window;
+		n->rto = c->rto_us * 1000ull;
 		n->slots = calloc(c->window, sizeof(*n->slots));
 		n->free_slots = malloc(c->window * sizeof(*n->free_slots));
 		if (n->slots == NULL || n->free_slots == NULL)
@@ -569,8 +573,8 @@ static void fill(struct sigma_session *s, uint64_t now)
 				if (pt->next == 0)
 					pt->t_start = now;
 				*sl = (struct sg_cli_slot){.t = t, .part = p, .chunk = pt->next,
-							   .rto_us = s->conf.rto_us,
-							   .deadline = now + s->conf.rto_us * 1000ull};
+							   .rto_us = (uint32_t)(n->rto / 1000),
+							   .sent = now, .deadline = now + n->rto};
 				t->slot_of[pt->first + pt->next] = idx + 1;
 				n->outstanding++;
 				queue_push(s, t, p, pt->next, false);
@@ -612,6 +616,9 @@ static void scan_timers(struct sigma_session *s, uint64_t now)
 			sl->rto_us = sl->rto_us * 2 > s->conf.rto_max_us ? s->conf.rto_max_us :
 									   sl->rto_us * 2;
 			sl->deadline = now + sl->rto_us * 1000ull;
+			/* the back-off holds for new chunks too, until a round trip is measured */
+			if (sl->rto_us * 1000ull > n->rto)
+				n->rto = sl->rto_us * 1000ull;
 			s->st.retransmits++;
 			queue_push(s, sl->t, sl->part, sl->chunk, true);
 		}
@@ -646,6 +653,35 @@ static struct sg_cli_slot *match(struct sigma_session *s, const struct sg_dp_msg
 	return &s->nodes[pt->node].slots[slot - 1];
 }
 
+/*
+ * A chunk's round trip, from its only send to its RESULT (Karn: a resent
+ * chunk's RESULT answers an unknown send), sets the timeout of the node's new
+ * chunks as TCP does: srtt + 4 rttvar (at least srtt / 4 above srtt), within
+ * [rto_us, rto_max_us]. The
+ * round trip includes the wait for the other ranks' pushes of the chunk, so
+ * a rank ahead of the others (or a node slowed by load) no longer resends
+ * every chunk it waits for: such resends carry nothing the node lacks.
+ */
+static void rto_sample(const struct sigma_conf *c, struct sg_cli_node *n, uint64_t rtt)
+{
+	uint64_t rto;
+
+	if (n->srtt == 0) {
+		n->srtt = rtt;
+		n->rttvar = rtt / 2;
+	} else {
+		uint64_t d = rtt > n->srtt ? rtt - n->srtt : n->srtt - rtt;
+
+		n->rttvar = (3 * n->rttvar + d) / 4;
+		n->srtt = (7 * n->srtt + rtt) / 8;
+	}
+	/* a window's chunks finish together: their samples agree and rttvar falls
+	 * towards 0, which would put the timeout on the round trip's very edge */
+	rto = n->srtt + (4 * n->rttvar > n->srtt / 4 ? 4 * n->rttvar : n->srtt / 4);
+	n->rto = rto < c->rto_us * 1000ull ? c->rto_us * 1000ull :
+		 rto > c->rto_max_us * 1000ull ? c->rto_max_us * 1000ull : rto;
+}
+
 static void on_result(struct sigma_session *s, const struct sg_dp_msg *m, uint64_t now)
 {
 	uint32_t node, idx;
@@ -666,8 +702,10 @@ static void on_result(struct sigma_session *s, const struct sg_dp_msg *m, uint64
 		return;
 	}
 	memcpy(t->out + pt->byte_off + m->offset, m->payload, m->payload_len);
-	slot_free(s, node, idx);
 	n = &s->nodes[node];
+	if (sl->retries == 0 && !sl->parked)
+		rto_sample(&s->conf, n, now - sl->sent);
+	slot_free(s, node, idx);
 	if (n->cwnd < s->conf.window)
 		n->cwnd++;
 	s->st.rx_results++;

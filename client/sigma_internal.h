@@ -64,19 +64,55 @@ struct mmsghdr;
 struct iovec;
 struct sockaddr_in;
 
+/** Messages one receive burst takes with UDP_GRO (each up to 64 KB of datagrams). */
+#define SG_CLI_RX_MSGS 16
+/** Bytes of one such message: the largest UDP payload over IPv4. */
+#define SG_CLI_RX_MSGBUF 65536
+/** Datagrams a burst may split into (the kernel coalesces at most 128 per message). */
+#define SG_CLI_RX_DGRAMS (SG_CLI_RX_MSGS * 128)
+
+/**
+ * A socket's receive side with UDP_GRO: one recvmmsg takes up to
+ * SG_CLI_RX_MSGS messages, each holding one datagram or several the kernel
+ * coalesced (a sender's UDP_SEGMENT send arrives whole on loopback), split
+ * here at the segment size the kernel reports. Datagrams are handed out from
+ * the burst until it is used up, then the next recvmmsg refills it.
+ */
+struct sg_cli_rx;
+
+/** Set UDP_GRO on @p fd (where the kernel has it) and make its receive state. NULL: ENOMEM. */
+struct sg_cli_rx *sg_cli_rx_create(int fd);
+
+void sg_cli_rx_destroy(struct sg_cli_rx *rx);
+
+/**
+ * Up to @p max datagrams, without waiting: @p pkts gets each one (valid until
+ * the burst is used up and refilled), @p from (may be NULL) a pointer to its
+ * sender's address. @return datagrams (0: none queued), or -errno.
+ */
+int sg_cli_rx_take(struct sg_cli_rx *rx, struct sg_cli_rxpkt *pkts,
+		   const struct sockaddr_in **from, unsigned int max);
+
+/** Counters of @p rx: recvmmsg messages and the datagrams they carried. */
+void sg_cli_rx_counts(const struct sg_cli_rx *rx, uint64_t *msgs, uint64_t *dgrams);
+
+/** Bytes of a message's control buffer for its UDP_SEGMENT size (CMSG_SPACE of a u16). */
+#define SG_CLI_SEGCTL 24
+
+struct msghdr;
+
+/** Make @p mh a UDP_SEGMENT send of @p seg-byte datagrams, its control data in @p ctl. */
+void sg_cli_set_segment(struct msghdr *mh, uint8_t ctl[SG_CLI_SEGCTL], uint16_t seg);
+
+/** Datagrams of @p len bytes one UDP_SEGMENT message may carry (64 KB of IPv4 payload). */
+unsigned int sg_cli_gso_max(uint32_t len);
+
 /**
  * Open a UDP socket with large buffers (SO_REUSEPORT when @p reuseport), bound
  * to @p addr (NULL: any) and @p port (0: ephemeral).
  * @return the fd, or -errno; @p bound (may be NULL) gets the port bound.
  */
 int sg_cli_udp_socket(const char *addr, uint16_t port, int reuseport, uint16_t *bound);
-
-/**
- * Point SG_CLI_BURST receive messages at consecutive SG_CLI_RXBUF slices of
- * @p buf; @p names (may be NULL) receives the senders' addresses.
- */
-void sg_cli_rx_init(struct mmsghdr *msgs, struct iovec *iov, uint8_t *buf,
-		    struct sockaddr_in *names);
 
 /** Parse "a.b.c.d" into a network-order IPv4 address. @return 0 or -EINVAL. */
 int sg_cli_parse_ipv4(const char *s, uint32_t *addr_be);

@@ -3,13 +3,14 @@
  * Kernel UDP transport: one socket per session, sendmmsg with the payload
  * gathered from the caller's tensor (no copy in user space), optionally
  * several datagrams per message (UDP_SEGMENT, conf.udp_gso), recvmmsg in
- * bursts.
+ * bursts with UDP_GRO (a node's segmented replies arrive in one message).
  */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
 #include <netinet/udp.h>
 #include <poll.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -30,10 +31,8 @@ struct sg_cli_udp {
 	struct sockaddr_in txname[SG_CLI_BURST]; /* node address, port moved by port_off */
 	struct iovec txiov[2 * SG_CLI_BURST];    /* each message's, one after the other */
 	uint16_t txcount[SG_CLI_BURST];          /* datagrams of each message */
-	uint8_t txctl[SG_CLI_BURST][CMSG_SPACE(sizeof(uint16_t))];
-	struct mmsghdr rxmsg[SG_CLI_BURST];
-	struct iovec rxiov[SG_CLI_BURST];
-	uint8_t *rxbuf; /* SG_CLI_BURST * SG_CLI_RXBUF */
+	uint8_t txctl[SG_CLI_BURST][SG_CLI_SEGCTL];
+	struct sg_cli_rx *rx;
 };
 
 int sg_cli_parse_ipv4(const char *s, uint32_t *addr_be)
@@ -75,24 +74,140 @@ int sg_cli_udp_socket(const char *addr, uint16_t port, int reuseport, uint16_t *
 	return fd;
 }
 
-void sg_cli_rx_init(struct mmsghdr *msgs, struct iovec *iov, uint8_t *buf,
-		    struct sockaddr_in *names)
+#ifndef UDP_GRO
+#define UDP_GRO 104
+#endif
+
+struct sg_cli_rx {
+	int fd;
+	unsigned int next, count; /* datagrams of the burst handed out, in it */
+	_Atomic uint64_t msgs, dgrams; /* read by other threads (sigma_udpd_io_stats()) */
+	struct sg_cli_rxpkt dg[SG_CLI_RX_DGRAMS];
+	const struct sockaddr_in *from[SG_CLI_RX_DGRAMS];
+	struct mmsghdr msg[SG_CLI_RX_MSGS];
+	struct iovec iov[SG_CLI_RX_MSGS];
+	struct sockaddr_in name[SG_CLI_RX_MSGS];
+	uint8_t ctl[SG_CLI_RX_MSGS][CMSG_SPACE(sizeof(int))];
+	uint8_t *buf; /* SG_CLI_RX_MSGS * SG_CLI_RX_MSGBUF */
+};
+
+struct sg_cli_rx *sg_cli_rx_create(int fd)
 {
-	for (unsigned int i = 0; i < SG_CLI_BURST; i++) {
-		iov[i].iov_base = buf + (size_t)i * SG_CLI_RXBUF;
-		iov[i].iov_len = SG_CLI_RXBUF;
-		memset(&msgs[i], 0, sizeof(msgs[i]));
-		msgs[i].msg_hdr.msg_iov = &iov[i];
-		msgs[i].msg_hdr.msg_iovlen = 1;
-		if (names != NULL) {
-			msgs[i].msg_hdr.msg_name = &names[i];
-			msgs[i].msg_hdr.msg_namelen = sizeof(names[i]);
-		}
+	struct sg_cli_rx *rx = calloc(1, sizeof(*rx));
+	int one = 1;
+
+	if (rx == NULL || (rx->buf = malloc((size_t)SG_CLI_RX_MSGS * SG_CLI_RX_MSGBUF)) == NULL) {
+		free(rx);
+		errno = ENOMEM;
+		return NULL;
 	}
+	rx->fd = fd;
+	/* without UDP_GRO (kernels before 5.0) every message is one datagram, as before */
+	setsockopt(fd, SOL_UDP, UDP_GRO, &one, sizeof(one));
+	for (unsigned int i = 0; i < SG_CLI_RX_MSGS; i++) {
+		rx->iov[i] = (struct iovec){rx->buf + (size_t)i * SG_CLI_RX_MSGBUF, SG_CLI_RX_MSGBUF};
+		rx->msg[i].msg_hdr.msg_iov = &rx->iov[i];
+		rx->msg[i].msg_hdr.msg_iovlen = 1;
+		rx->msg[i].msg_hdr.msg_name = &rx->name[i];
+	}
+	return rx;
 }
 
-/* Datagrams of @p len bytes one UDP_SEGMENT message may carry (64 KB of IPv4 payload). */
-static unsigned int gso_max(uint32_t len)
+void sg_cli_rx_destroy(struct sg_cli_rx *rx)
+{
+	if (rx != NULL)
+		free(rx->buf);
+	free(rx);
+}
+
+/* The segment size of a coalesced message, or its length when it holds one datagram. */
+static uint32_t gro_seg(struct msghdr *mh, uint32_t len)
+{
+	for (struct cmsghdr *cm = CMSG_FIRSTHDR(mh); cm != NULL; cm = CMSG_NXTHDR(mh, cm))
+		if (cm->cmsg_level == SOL_UDP && cm->cmsg_type == UDP_GRO &&
+		    cm->cmsg_len >= CMSG_LEN(sizeof(int))) {
+			int seg;
+
+			memcpy(&seg, CMSG_DATA(cm), sizeof(seg));
+			return seg > 0 && (uint32_t)seg < len ? (uint32_t)seg : len;
+		}
+	return len;
+}
+
+/* One recvmmsg into the burst, split into datagrams. @return datagrams, 0, or -errno. */
+static int rx_refill(struct sg_cli_rx *rx)
+{
+	int r;
+
+	for (unsigned int i = 0; i < SG_CLI_RX_MSGS; i++) {
+		rx->msg[i].msg_hdr.msg_namelen = sizeof(rx->name[i]);
+		rx->msg[i].msg_hdr.msg_control = rx->ctl[i];
+		rx->msg[i].msg_hdr.msg_controllen = sizeof(rx->ctl[i]);
+	}
+	rx->next = rx->count = 0;
+	do
+		r = recvmmsg(rx->fd, rx->msg, SG_CLI_RX_MSGS, MSG_DONTWAIT, NULL);
+	/* ECONNREFUSED: an ICMP error queued on the socket, nothing to read */
+	while (r < 0 && (errno == EINTR || errno == ECONNREFUSED));
+	if (r < 0)
+		return errno == EAGAIN || errno == EWOULDBLOCK ? 0 : -errno;
+	for (int i = 0; i < r; i++) {
+		struct msghdr *mh = &rx->msg[i].msg_hdr;
+		uint32_t len = rx->msg[i].msg_len, seg = gro_seg(mh, len);
+		const uint8_t *b = rx->iov[i].iov_base;
+
+		for (uint32_t off = 0; off < len && rx->count < SG_CLI_RX_DGRAMS; off += seg) {
+			rx->dg[rx->count] = (struct sg_cli_rxpkt){b + off, len - off < seg ?
+								  len - off : seg};
+			rx->from[rx->count++] = &rx->name[i];
+		}
+	}
+	atomic_fetch_add_explicit(&rx->msgs, (uint64_t)r, memory_order_relaxed);
+	atomic_fetch_add_explicit(&rx->dgrams, rx->count, memory_order_relaxed);
+	return (int)rx->count;
+}
+
+int sg_cli_rx_take(struct sg_cli_rx *rx, struct sg_cli_rxpkt *pkts,
+		   const struct sockaddr_in **from, unsigned int max)
+{
+	unsigned int n;
+
+	if (rx->next == rx->count) {
+		int r = rx_refill(rx);
+
+		if (r <= 0)
+			return r;
+	}
+	n = rx->count - rx->next < max ? rx->count - rx->next : max;
+	memcpy(pkts, rx->dg + rx->next, n * sizeof(*pkts));
+	if (from != NULL)
+		memcpy(from, rx->from + rx->next, n * sizeof(*from));
+	rx->next += n;
+	return (int)n;
+}
+
+void sg_cli_rx_counts(const struct sg_cli_rx *rx, uint64_t *msgs, uint64_t *dgrams)
+{
+	*msgs = rx->msgs;
+	*dgrams = rx->dgrams;
+}
+
+_Static_assert(SG_CLI_SEGCTL == CMSG_SPACE(sizeof(uint16_t)), "SG_CLI_SEGCTL");
+
+void sg_cli_set_segment(struct msghdr *mh, uint8_t ctl[SG_CLI_SEGCTL], uint16_t seg)
+{
+	struct cmsghdr *cm;
+
+	mh->msg_control = ctl;
+	mh->msg_controllen = SG_CLI_SEGCTL;
+	cm = CMSG_FIRSTHDR(mh);
+	cm->cmsg_level = SOL_UDP;
+	cm->cmsg_type = UDP_SEGMENT;
+	cm->cmsg_len = CMSG_LEN(sizeof(seg));
+	memcpy(CMSG_DATA(cm), &seg, sizeof(seg));
+}
+
+unsigned int sg_cli_gso_max(uint32_t len)
 {
 	unsigned int m = 65507 / len;
 
@@ -112,7 +227,7 @@ static unsigned int pack_msgs(struct sg_cli_udp *u, const struct sg_cli_txpkt *p
 		struct mmsghdr *m;
 
 		if (u->gso && q != NULL && q->node == p->node && q->port_off == p->port_off &&
-		    q->payload_len == p->payload_len && u->txcount[nm - 1] < gso_max(len)) {
+		    q->payload_len == p->payload_len && u->txcount[nm - 1] < sg_cli_gso_max(len)) {
 			m = &u->txmsg[nm - 1]; /* q opened it: nm >= 1 */
 			u->txcount[nm - 1]++;
 		} else {
@@ -135,20 +250,13 @@ static unsigned int pack_msgs(struct sg_cli_udp *u, const struct sg_cli_txpkt *p
 	}
 	for (unsigned int k = 0; k < nm; k++) {
 		struct msghdr *mh = &u->txmsg[k].msg_hdr;
-		struct cmsghdr *cm;
 		uint16_t seg;
 
 		if (u->txcount[k] < 2)
 			continue;
 		seg = (uint16_t)(mh->msg_iov[0].iov_len + (mh->msg_iovlen > u->txcount[k] ?
 							     mh->msg_iov[1].iov_len : 0));
-		mh->msg_control = u->txctl[k];
-		mh->msg_controllen = sizeof(u->txctl[k]);
-		cm = CMSG_FIRSTHDR(mh);
-		cm->cmsg_level = SOL_UDP;
-		cm->cmsg_type = UDP_SEGMENT;
-		cm->cmsg_len = CMSG_LEN(sizeof(seg));
-		memcpy(CMSG_DATA(cm), &seg, sizeof(seg));
+		sg_cli_set_segment(mh, u->txctl[k], seg);
 	}
 	return nm;
 }
@@ -187,35 +295,14 @@ static int udp_recv(struct sg_cli_transport *tp, struct sg_cli_rxpkt *pkts, unsi
 		    int timeout_us)
 {
 	struct sg_cli_udp *u = (struct sg_cli_udp *)tp;
-	int r;
+	struct pollfd pfd = {.fd = u->fd, .events = POLLIN};
+	struct timespec ts = {.tv_sec = timeout_us / 1000000,
+			      .tv_nsec = (long)(timeout_us % 1000000) * 1000};
+	int r = sg_cli_rx_take(u->rx, pkts, NULL, max);
 
-	if (max > SG_CLI_BURST)
-		max = SG_CLI_BURST;
-	for (;;) {
-		r = recvmmsg(u->fd, u->rxmsg, max, MSG_DONTWAIT, NULL);
-		if (r >= 0)
-			break;
-		if (errno == EINTR)
-			continue;
-		if (errno == ECONNREFUSED)
-			continue; /* an ICMP error queued on the socket: nothing to read */
-		if (errno != EAGAIN && errno != EWOULDBLOCK)
-			return -errno;
-		if (timeout_us <= 0)
-			return 0;
-		struct pollfd pfd = {.fd = u->fd, .events = POLLIN};
-		struct timespec ts = {.tv_sec = timeout_us / 1000000,
-				      .tv_nsec = (long)(timeout_us % 1000000) * 1000};
-
-		if (ppoll(&pfd, 1, &ts, NULL) <= 0)
-			return 0;
-		timeout_us = 0;
-	}
-	for (int i = 0; i < r; i++) {
-		pkts[i].buf = u->rxbuf + (size_t)i * SG_CLI_RXBUF;
-		pkts[i].len = u->rxmsg[i].msg_len;
-	}
-	return r;
+	if (r != 0 || timeout_us <= 0 || ppoll(&pfd, 1, &ts, NULL) <= 0)
+		return r;
+	return sg_cli_rx_take(u->rx, pkts, NULL, max);
 }
 
 static void udp_destroy(struct sg_cli_transport *tp)
@@ -227,7 +314,7 @@ static void udp_destroy(struct sg_cli_transport *tp)
 	if (u->fd >= 0)
 		close(u->fd);
 	free(u->addrs);
-	free(u->rxbuf);
+	sg_cli_rx_destroy(u->rx);
 	free(u);
 }
 
@@ -245,8 +332,7 @@ struct sg_cli_transport *sg_cli_udp_create(const struct sigma_conf *conf)
 	u->ops.destroy = udp_destroy;
 	u->nnodes = conf->nnodes;
 	u->addrs = calloc(conf->nnodes, sizeof(*u->addrs));
-	u->rxbuf = malloc((size_t)SG_CLI_BURST * SG_CLI_RXBUF);
-	if (u->addrs == NULL || u->rxbuf == NULL) {
+	if (u->addrs == NULL) {
 		err = ENOMEM;
 		goto fail;
 	}
@@ -259,11 +345,16 @@ struct sg_cli_transport *sg_cli_udp_create(const struct sigma_conf *conf)
 			goto fail;
 		}
 	}
-	sg_cli_rx_init(u->rxmsg, u->rxiov, u->rxbuf, NULL);
 	/* Several worker processes of one host may share a configured port. */
 	u->fd = sg_cli_udp_socket(conf->local_addr, conf->local_port, 1, NULL);
 	if (u->fd < 0) {
 		err = -u->fd;
+		goto fail;
+	}
+	/* GRO: a node's replies sent with UDP_SEGMENT arrive in one message each */
+	u->rx = sg_cli_rx_create(u->fd);
+	if (u->rx == NULL) {
+		err = ENOMEM;
 		goto fail;
 	}
 	return &u->ops;

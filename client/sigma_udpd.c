@@ -3,10 +3,16 @@
  * A summation node over kernel UDP in one thread: recvmmsg bursts into the
  * aggregation engine, its replies batched into sendmmsg. For tests,
  * benchmarks and hosts without DPDK; sigmad is the fast path.
+ *
+ * The kernel's per-datagram cost, not the summing, bounds this node, so it
+ * moves up to 64 KB per message each way: UDP_GRO on receive (a worker's
+ * UDP_SEGMENT send arrives as one message) and UDP_SEGMENT on send (the
+ * replies of one length to one worker in a burst leave as one message).
  */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
+#include <netinet/udp.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -20,6 +26,7 @@
 
 #define UDPD_BUF SG_CLI_RXBUF
 
+
 struct sigma_udpd {
 	struct sigma_udpd_conf conf;
 	struct sg_dp_engine *eng;
@@ -32,17 +39,20 @@ struct sigma_udpd {
 	uint64_t rng;
 	uint64_t t_start, t_stop;
 	_Atomic uint64_t busy_ns; /* read by sigma_udpd_busy() on other threads */
-	/* receive burst */
-	struct mmsghdr rxmsg[SG_CLI_BURST];
-	struct iovec rxiov[SG_CLI_BURST];
-	struct sockaddr_in rxaddr[SG_CLI_BURST];
-	uint8_t *rxbuf;
+	/* receive bursts (UDP_GRO) */
+	struct sg_cli_rx *rx;
+	struct sg_cli_rxpkt rxpkt[SG_CLI_BURST];
+	const struct sockaddr_in *rxfrom[SG_CLI_BURST];
 	/* transmit burst, filled by the engine through alloc/send */
 	unsigned int ntx;
-	struct mmsghdr txmsg[SG_CLI_BURST];
-	struct iovec txiov[SG_CLI_BURST];
-	struct sockaddr_in txaddr[SG_CLI_BURST];
+	bool gso;                                /* conf.no_gso off, until the kernel refuses */
+	struct sockaddr_in txaddr[SG_CLI_BURST]; /* each datagram's destination */
+	uint32_t txlen[SG_CLI_BURST];
+	struct mmsghdr txmsg[SG_CLI_BURST];      /* messages: one or several datagrams */
+	struct iovec txiov[SG_CLI_BURST];        /* the datagrams, grouped by message */
+	uint8_t txctl[SG_CLI_BURST][SG_CLI_SEGCTL];
 	uint8_t *txbuf;
+	_Atomic uint64_t tx_msgs, tx_dgrams;     /* read by sigma_udpd_io_stats() */
 };
 
 /* Addresses travel through the engine as one opaque u64: IPv4 << 16 | port. */
@@ -70,18 +80,85 @@ static bool lose(struct sigma_udpd *d, uint32_t permille)
 	return d->rng % 1000 < permille;
 }
 
+/*
+ * Group the burst's datagrams into messages: with GSO, those of one length to
+ * one worker go together (a RESULT goes to every worker in turn, so equal
+ * neighbours are rare), in their order, up to the kernel's limits.
+ * @return messages.
+ */
+static unsigned int tx_pack(struct sigma_udpd *d)
+{
+	bool taken[SG_CLI_BURST] = {false};
+	unsigned int nm = 0, ni = 0;
+
+	for (unsigned int i = 0; i < d->ntx; i++) {
+		struct msghdr *mh;
+		unsigned int cnt = 0, max = d->gso ? sg_cli_gso_max(d->txlen[i]) : 1;
+
+		if (taken[i])
+			continue;
+		mh = &d->txmsg[nm++].msg_hdr;
+		memset(mh, 0, sizeof(*mh));
+		mh->msg_name = &d->txaddr[i];
+		mh->msg_namelen = sizeof(d->txaddr[i]);
+		mh->msg_iov = &d->txiov[ni];
+		for (unsigned int j = i; j < d->ntx && cnt < max; j++) {
+			if (taken[j] || d->txlen[j] != d->txlen[i] ||
+			    d->txaddr[j].sin_port != d->txaddr[i].sin_port ||
+			    d->txaddr[j].sin_addr.s_addr != d->txaddr[i].sin_addr.s_addr)
+				continue;
+			taken[j] = true;
+			d->txiov[ni++] = (struct iovec){d->txbuf + (size_t)j * UDPD_BUF, d->txlen[j]};
+			cnt++;
+		}
+		mh->msg_iovlen = cnt;
+		if (cnt > 1)
+			sg_cli_set_segment(mh, d->txctl[nm - 1], (uint16_t)d->txlen[i]);
+	}
+	return nm;
+}
+
+/* Send messages @p from..@p to one datagram each (after the kernel refused GSO). */
+static void tx_unsegmented(struct sigma_udpd *d, unsigned int from, unsigned int to)
+{
+	for (unsigned int k = from; k < to; k++) {
+		struct msghdr mh = d->txmsg[k].msg_hdr;
+
+		mh.msg_control = NULL;
+		mh.msg_controllen = 0;
+		for (size_t i = 0; i < d->txmsg[k].msg_hdr.msg_iovlen; i++) {
+			mh.msg_iov = &d->txmsg[k].msg_hdr.msg_iov[i];
+			mh.msg_iovlen = 1;
+			if (sendmsg(d->fd, &mh, 0) >= 0) {
+				d->tx_msgs++;
+				d->tx_dgrams++;
+			}
+		}
+	}
+}
+
 static void tx_flush(struct sigma_udpd *d)
 {
-	unsigned int done = 0;
+	unsigned int done = 0, nm = tx_pack(d);
 
-	while (done < d->ntx) {
-		int r = sendmmsg(d->fd, d->txmsg + done, d->ntx - done, 0);
+	while (done < nm) {
+		int r = sendmmsg(d->fd, d->txmsg + done, nm - done, 0);
 
 		if (r < 0) {
 			if (errno == EINTR)
 				continue;
-			break; /* lost: the worker retransmits */
+			/* GSO refused (a route's MTU below the datagrams): one per message
+			 * from now on; this burst's rest goes that way at once */
+			if ((errno == EINVAL || errno == EIO) && d->gso &&
+			    d->txmsg[done].msg_hdr.msg_iovlen > 1) {
+				d->gso = false;
+				tx_unsegmented(d, done, nm);
+			}
+			break; /* else lost: the worker retransmits */
 		}
+		for (int k = 0; k < r; k++)
+			d->tx_dgrams += d->txmsg[done + (unsigned int)k].msg_hdr.msg_iovlen;
+		d->tx_msgs += (unsigned int)r;
 		done += (unsigned int)r;
 	}
 	d->ntx = 0;
@@ -107,13 +184,7 @@ static void tx_send(void *ctx, void *pkt, uint32_t len)
 
 	if (lose(d, d->conf.drop_tx_permille))
 		return;
-	d->txiov[i].iov_base = d->txbuf + (size_t)i * UDPD_BUF;
-	d->txiov[i].iov_len = len;
-	memset(&d->txmsg[i], 0, sizeof(d->txmsg[i]));
-	d->txmsg[i].msg_hdr.msg_name = &d->txaddr[i];
-	d->txmsg[i].msg_hdr.msg_namelen = sizeof(d->txaddr[i]);
-	d->txmsg[i].msg_hdr.msg_iov = &d->txiov[i];
-	d->txmsg[i].msg_hdr.msg_iovlen = 1;
+	d->txlen[i] = len;
 	d->ntx++;
 }
 
@@ -127,21 +198,19 @@ static void *node_main(void *arg)
 		uint64_t t0, now;
 		int n;
 
-		n = recvmmsg(d->fd, d->rxmsg, SG_CLI_BURST, MSG_DONTWAIT, NULL);
+		n = sg_cli_rx_take(d->rx, d->rxpkt, d->rxfrom, SG_CLI_BURST);
 		if (n <= 0) {
-			if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR &&
-			    errno != ECONNREFUSED)
+			if (n < 0)
 				break;
 			poll(&pfd, 1, 1);
-			n = 0;
 		}
 		t0 = sg_cli_now_ns();
 		pthread_mutex_lock(&d->lock);
 		for (int i = 0; i < n; i++) {
 			if (lose(d, d->conf.drop_rx_permille))
 				continue;
-			sg_dp_engine_rx(d->eng, d->rxbuf + (size_t)i * UDPD_BUF,
-					d->rxmsg[i].msg_len, addr_pack(&d->rxaddr[i]), t0);
+			sg_dp_engine_rx(d->eng, d->rxpkt[i].buf, d->rxpkt[i].len,
+					addr_pack(d->rxfrom[i]), t0);
 		}
 		if (t0 - last_poll > 1000000) {
 			sg_dp_engine_poll(d->eng, t0);
@@ -152,8 +221,6 @@ static void *node_main(void *arg)
 		now = sg_cli_now_ns();
 		if (n > 0)
 			d->busy_ns += now - t0;
-		for (int i = 0; i < n; i++)
-			d->rxmsg[i].msg_hdr.msg_namelen = sizeof(d->rxaddr[i]);
 	}
 	return NULL;
 }
@@ -174,13 +241,12 @@ struct sigma_udpd *sigma_udpd_create(const struct sigma_udpd_conf *conf)
 	d->conf = *conf;
 	d->rng = conf->seed ? conf->seed : 0x9e3779b97f4a7c15ull;
 	pthread_mutex_init(&d->lock, NULL);
-	d->rxbuf = malloc((size_t)SG_CLI_BURST * UDPD_BUF);
+	d->gso = !conf->no_gso;
 	d->txbuf = malloc((size_t)SG_CLI_BURST * UDPD_BUF);
-	if (d->rxbuf == NULL || d->txbuf == NULL) {
+	if (d->txbuf == NULL) {
 		err = ENOMEM;
 		goto fail;
 	}
-	sg_cli_rx_init(d->rxmsg, d->rxiov, d->rxbuf, d->rxaddr);
 	d->conf.engine.tx.alloc = tx_alloc;
 	d->conf.engine.tx.send = tx_send;
 	d->conf.engine.tx.ctx = d;
@@ -194,6 +260,11 @@ struct sigma_udpd *sigma_udpd_create(const struct sigma_udpd_conf *conf)
 	d->fd = sg_cli_udp_socket(conf->addr ? conf->addr : "127.0.0.1", conf->port, 0, &d->port);
 	if (d->fd < 0) {
 		err = -d->fd;
+		goto fail;
+	}
+	d->rx = sg_cli_rx_create(d->fd);
+	if (d->rx == NULL) {
+		err = ENOMEM;
 		goto fail;
 	}
 	return d;
@@ -292,6 +363,13 @@ double sigma_udpd_busy(struct sigma_udpd *d)
 	return (double)d->busy_ns / (double)(end - d->t_start);
 }
 
+void sigma_udpd_io_stats(struct sigma_udpd *d, struct sigma_udpd_io *io)
+{
+	sg_cli_rx_counts(d->rx, &io->rx_msgs, &io->rx_dgrams);
+	io->tx_msgs = d->tx_msgs;
+	io->tx_dgrams = d->tx_dgrams;
+}
+
 void sigma_udpd_destroy(struct sigma_udpd *d)
 {
 	if (d == NULL)
@@ -299,7 +377,7 @@ void sigma_udpd_destroy(struct sigma_udpd *d)
 	sigma_udpd_stop(d);
 	sg_dp_engine_destroy(d->eng);
 	pthread_mutex_destroy(&d->lock);
-	free(d->rxbuf);
+	sg_cli_rx_destroy(d->rx);
 	free(d->txbuf);
 	free(d);
 }

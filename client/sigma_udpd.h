@@ -40,6 +40,15 @@ struct sigma_udpd_conf {
 	uint32_t drop_rx_permille;     /**< loss injection: drop this share of received packets */
 	uint32_t drop_tx_permille;     /**< loss injection: drop this share of sent packets */
 	uint32_t seed;                 /**< loss injection PRNG seed */
+	bool no_gso;                   /**< one reply per message (default: replies of one length
+					    to one worker in a burst leave in one UDP_SEGMENT
+					    message, as sigmad's [socket] gso) */
+};
+
+/** A node's messages and datagrams each way (UDP_GRO and UDP_SEGMENT at work). */
+struct sigma_udpd_io {
+	uint64_t rx_msgs, rx_dgrams; /**< received: messages, and the datagrams they held */
+	uint64_t tx_msgs, tx_dgrams; /**< sent: messages, and the datagrams they held */
 };
 
 struct sigma_udpd;
@@ -79,6 +88,9 @@ void sigma_udpd_stats(struct sigma_udpd *d, struct sg_dp_stats *st);
 
 /** Fraction of wall time the node's thread spent handling packets since start (0..1). */
 double sigma_udpd_busy(struct sigma_udpd *d);
+
+/** Copy the node's message and datagram counters (since create). */
+void sigma_udpd_io_stats(struct sigma_udpd *d, struct sigma_udpd_io *io);
 
 /** Stop (if running) and free. NULL is fine. */
 void sigma_udpd_destroy(struct sigma_udpd *d);

@@ -67,6 +67,7 @@ static void run_garbage(const char *exe)
 		"run --memif-queues 17", "run --memif-queues x",
 		"compare --threads-baseline", "run --threads-baseline --attach 127.0.0.1:1",
 		"run --runs 2", "compare --runs 0", "compare --runs 16", "compare --runs x",
+		"run --sweep",
 	};
 
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {

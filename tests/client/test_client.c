@@ -179,6 +179,74 @@ static void test_loss(void)
 	cu_free(&g);
 }
 
+/*
+ * Retransmit timers that learn the round trip: rank 0 starts each push_pull
+ * 40 ms before rank 1, so every chunk of rank 0 waits about that long for its
+ * RESULT. With a fixed 2 ms timeout each one is resent 4 times per round (2, 6,
+ * 14, 30 ms) for nothing; once a round trip was measured (rounds 1 on), the
+ * node's timeout covers the wait and almost nothing is resent. Sums exact.
+ */
+static double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static void test_rto_adapts(void)
+{
+	enum { NE = 1424 / 4 * 48, ROUNDS = 5 };
+	struct sigma_conf c = {.job = 17, .token = 21, .partition_bytes = 131072, .window = 64,
+			       .rto_us = 2000, .rto_max_us = 200000, .max_retries = 20};
+	struct cu_group g = {0};
+	struct sigma_tensor *t[2];
+	float *in[2], *out[2];
+	uint64_t re[ROUNDS + 1] = {0};
+	size_t bad = 0;
+
+	SG_CHECK_EQ(cu_nodes(&g, 1, &plain_node), 0);
+	SG_CHECK_EQ(cu_sessions(&g, 2, &c), 0);
+	for (unsigned int r = 0; r < 2; r++) {
+		t[r] = sigma_tensor_register(g.s[r], "rto", 0, SG_DTYPE_FP32, NE, 0);
+		in[r] = malloc(NE * sizeof(float));
+		out[r] = malloc(NE * sizeof(float));
+	}
+	SG_CHECK_EQ(cu_start(&g, NULL), 0);
+	for (unsigned int k = 0; k < ROUNDS; k++) {
+		struct sigma_stats st;
+		double t0 = now_s();
+
+		for (unsigned int r = 0; r < 2; r++)
+			for (size_t i = 0; i < NE; i++)
+				in[r][i] = val(r, i, k);
+		SG_CHECK_EQ(sigma_push_pull(t[0], in[0], out[0], NULL, NULL), 0);
+		while (now_s() - t0 < 0.040)
+			sigma_poll(g.s[0], 1000);
+		SG_CHECK_EQ(sigma_push_pull(t[1], in[1], out[1], NULL, NULL), 0);
+		cu_drive(&g, t, 2);
+		for (unsigned int r = 0; r < 2; r++) {
+			SG_CHECK_EQ(sigma_test(t[r]), 0);
+			for (size_t i = 0; i < NE; i++)
+				bad += out[r][i] != val(0, i, k) + val(1, i, k);
+		}
+		sigma_get_stats(g.s[0], &st);
+		re[k + 1] = st.retransmits;
+	}
+	SG_CHECK_EQ(bad, 0);
+	/* round 0 has no measured round trip yet: its chunks are resent */
+	SG_CHECK(re[1] >= 48, "round 0 resent %" PRIu64 " chunks, want each of 48 at least once",
+		 re[1]);
+	SG_CHECK(re[ROUNDS] - re[2] < re[1] / 4, "rounds 2..%u resent %" PRIu64 " chunks, round "
+		 "0 %" PRIu64 ": the timeout did not learn the 40 ms wait", ROUNDS - 1,
+		 re[ROUNDS] - re[2], re[1]);
+	for (unsigned int r = 0; r < 2; r++) {
+		free(in[r]);
+		free(out[r]);
+	}
+	cu_free(&g);
+}
+
 static void test_nack(void)
 {
 	const size_t sizes[] = {120000};
@@ -651,10 +719,30 @@ out:
 /*
  * conf.udp_gso: pushes of one length to one node leave in UDP_SEGMENT messages,
  * which a UDP_GRO socket receives whole (and a plain one as the datagrams);
- * sums through nodes without GRO stay exact.
+ * sigma_udpd takes them whole (GRO) and sends its replies segmented (GSO) unless
+ * no_gso; the workers split those; every sum exact.
  */
+/* The nodes' message and datagram counters, summed. */
+static void node_io(const struct cu_group *g, struct sigma_udpd_io *sum)
+{
+	*sum = (struct sigma_udpd_io){0};
+	for (unsigned int i = 0; i < g->nnodes; i++) {
+		struct sigma_udpd_io io;
+
+		sigma_udpd_io_stats(g->d[i], &io);
+		sum->rx_msgs += io.rx_msgs;
+		sum->rx_dgrams += io.rx_dgrams;
+		sum->tx_msgs += io.tx_msgs;
+		sum->tx_dgrams += io.tx_dgrams;
+	}
+}
+
+static const struct sigma_udpd_conf no_gso_node = {.engine = {.pool_bufs = 4096},
+						   .no_gso = true};
+
 static void test_gso(void)
 {
+	struct sigma_udpd_io io;
 	const size_t sizes[] = {1, 356, 16384, 100001};
 	struct cu_group g = {0};
 	struct sigma_conf c = {.job = 12, .token = 0xabcdef, .partition_bytes = 65536,
@@ -670,6 +758,37 @@ static void test_gso(void)
 	SG_CHECK_EQ(cu_nodes(&g, 2, &plain_node), 0);
 	SG_CHECK_EQ(cu_sessions(&g, 3, &c), 0);
 	run_fp32(&g, sizes, 4, 3, "gso");
+	/* the nodes took the workers' segmented sends whole (GRO) and segmented their
+	 * replies (GSO); the workers split those (the sums above are right) */
+	node_io(&g, &io);
+	SG_CHECK(io.rx_dgrams > io.rx_msgs && io.tx_dgrams > io.tx_msgs, "udp_gso workers, "
+		 "default nodes: received %" PRIu64 " datagrams in %" PRIu64 " messages, sent %"
+		 PRIu64 " in %" PRIu64 ": want fewer messages both ways", io.rx_dgrams,
+		 io.rx_msgs, io.tx_dgrams, io.tx_msgs);
+	cu_free(&g);
+
+	/* plain workers, nodes with no_gso: one datagram per message each way, as before */
+	g = (struct cu_group){0};
+	c.udp_gso = false;
+	SG_CHECK_EQ(cu_nodes(&g, 2, &no_gso_node), 0);
+	SG_CHECK_EQ(cu_sessions(&g, 3, &c), 0);
+	run_fp32(&g, sizes, 4, 2, "no gso");
+	node_io(&g, &io);
+	SG_CHECK(io.rx_dgrams == io.rx_msgs && io.tx_dgrams == io.tx_msgs && io.tx_msgs > 0,
+		 "plain workers, no_gso nodes: received %" PRIu64 " datagrams in %" PRIu64
+		 " messages, sent %" PRIu64 " in %" PRIu64, io.rx_dgrams, io.rx_msgs,
+		 io.tx_dgrams, io.tx_msgs);
+	cu_free(&g);
+
+	/* plain workers, default nodes: the replies still leave segmented */
+	g = (struct cu_group){0};
+	SG_CHECK_EQ(cu_nodes(&g, 1, &plain_node), 0);
+	SG_CHECK_EQ(cu_sessions(&g, 2, &c), 0);
+	run_fp32(&g, sizes, 4, 2, "gso replies");
+	node_io(&g, &io);
+	SG_CHECK(io.rx_dgrams == io.rx_msgs && io.tx_dgrams > io.tx_msgs, "plain workers, "
+		 "default node: received %" PRIu64 " datagrams in %" PRIu64 " messages, sent %"
+		 PRIu64 " in %" PRIu64, io.rx_dgrams, io.rx_msgs, io.tx_dgrams, io.tx_msgs);
 	cu_free(&g);
 }
 
@@ -678,6 +797,7 @@ int main(void)
 	test_basic();
 	test_int32_weights();
 	test_loss();
+	test_rto_adapts();
 	test_nack();
 	test_node_gone();
 	test_worker_missing();
