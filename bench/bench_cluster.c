@@ -28,6 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -92,6 +93,7 @@ static const char *const cl_kind_name[] = {"mpi", "sigma", "ps"};
 struct cl_opts {
 	unsigned int n, k, ks[CL_MAX_K + 1], n_ks, kmax;
 	unsigned int mbit, mtu, iters, runs, window, chunk;
+	int nice;
 	uint64_t size;
 	uint32_t partition;
 	bool mpi, ps, quiet;
@@ -117,6 +119,7 @@ struct cl_conf {
 	double cpu_machine[CL_MAX_RUNS], cpu_ours[CL_MAX_RUNS];
 	double link_bytes[CL_MAX_RUNS]; /* MPI: the busiest link's bytes per iteration */
 	uint64_t retransmits;
+	uint64_t qdisc_drops, sock_drops; /* over every run: tbf queues full, socket buffers full */
 	bool ok;
 	double model, bound;          /* seconds; bound: the placement made and the wire bytes */
 	double share_min, share_max;  /* placed bytes / the split's, over the job's nodes */
@@ -200,10 +203,11 @@ static pid_t spawn(char *const argv[], const char *ns, const char *out)
 }
 
 /*
- * Wait for @p p at most @p seconds (0: no limit); on a signal or the deadline
- * it is killed. @return its wait status, or -ETIMEDOUT / -EINTR (killed).
+ * Wait for @p p at most @p seconds (0: no limit); at the deadline, or on a
+ * signal unless @p finish (cleaning up must go on), it is killed.
+ * @return its wait status, or -ETIMEDOUT / -EINTR (killed).
  */
-static int wait_kid(pid_t p, double seconds)
+static int wait_kid(pid_t p, double seconds, bool finish)
 {
 	double end = sigma_bench_now() + seconds;
 	int st = 0, rc = 0;
@@ -213,8 +217,8 @@ static int wait_kid(pid_t p, double seconds)
 
 		if (w == p || (w < 0 && errno != EINTR))
 			break;
-		if (cl_stop || (seconds > 0 && sigma_bench_now() > end)) {
-			rc = cl_stop ? -EINTR : -ETIMEDOUT;
+		if ((cl_stop && !finish) || (seconds > 0 && sigma_bench_now() > end)) {
+			rc = cl_stop && !finish ? -EINTR : -ETIMEDOUT;
 			kill(p, SIGKILL);
 			waitpid(p, &st, 0);
 			break;
@@ -241,7 +245,8 @@ static int net_script(struct cl_ctx *c, const char *verb, bool quiet)
 	p = spawn(strcmp(verb, "up") == 0 ? up : other, NULL, quiet ? "/dev/null" : NULL);
 	if (p < 0)
 		return p;
-	st = wait_kid(p, 300);
+	/* making it stops at a signal; removing it and checking it never do */
+	st = wait_kid(p, 300, strcmp(verb, "up") != 0);
 	if (st < 0)
 		return st;
 	return WIFEXITED(st) ? WEXITSTATUS(st) : 1;
@@ -280,8 +285,13 @@ static int nodes_ready(struct cl_ctx *c)
 				up |= strstr(line, "sigma-udpd: node ") != NULL;
 			if (f != NULL)
 				fclose(f);
-			if (up || waitpid(m->node, NULL, WNOHANG) != 0)
+			if (up)
 				break;
+			if (waitpid(m->node, NULL, WNOHANG) != 0) { /* it ended */
+				kid_del(m->node);
+				m->node = 0;
+				break;
+			}
 			usleep(20000);
 		}
 		if (!up) {
@@ -309,7 +319,7 @@ static void nodes_stop(struct cl_ctx *c)
 			pid_t p = c->m[i].node;
 
 			c->m[i].node = 0;
-			if (wait_kid(p, 3) == -ETIMEDOUT)
+			if (wait_kid(p, 3, true) == -ETIMEDOUT)
 				fprintf(stderr, "sigma-bench: node %s did not stop: killed\n",
 					c->m[i].name);
 		}
@@ -392,6 +402,51 @@ static void sample(struct cl_ctx *c, const pid_t *extra, unsigned int n_extra,
 	s->t = sigma_bench_now();
 }
 
+/*
+ * Packets lost in the cluster so far: dropped by the tbf queues (tc -s) and
+ * by full UDP socket buffers (/proc/net/snmp's RcvbufErrors and InErrors in
+ * each machine). Either costs Sigma a retransmit, TCP a back-off.
+ */
+static void drops(struct cl_ctx *c, uint64_t *qdisc, uint64_t *sock)
+{
+	*qdisc = *sock = 0;
+	for (unsigned int i = 0; i <= c->nm; i++) {
+		const char *ns = i < c->nm ? c->m[i].ns : NULL;
+		char cmd[160], line[512], sw[64];
+		FILE *f;
+
+		if (ns == NULL) {
+			snprintf(sw, sizeof(sw), "%s-sw", c->o->prefix);
+			ns = sw;
+		}
+		snprintf(cmd, sizeof(cmd), "tc -n '%s' -s qdisc show 2>/dev/null", ns);
+		f = popen(cmd, "r");
+		while (f != NULL && fgets(line, sizeof(line), f) != NULL) {
+			char *d = strstr(line, "(dropped ");
+
+			if (d != NULL)
+				*qdisc += strtoull(d + 9, NULL, 10);
+		}
+		if (f != NULL)
+			pclose(f);
+		if (i == c->nm || join_ns(ns) < 0)
+			continue;
+		f = fopen("/proc/self/net/snmp", "r");
+		while (f != NULL && fgets(line, sizeof(line), f) != NULL) {
+			unsigned long long in, noport, inerr, out, rcvbuf;
+
+			/* the second Udp: line holds the values */
+			if (sscanf(line, "Udp: %llu %llu %llu %llu %llu", &in, &noport, &inerr, &out,
+				   &rcvbuf) == 5)
+				*sock += inerr + rcvbuf;
+		}
+		if (f != NULL)
+			fclose(f);
+		if (setns(c->self_fd, CLONE_NEWNET) < 0)
+			break;
+	}
+}
+
 /* Fold the window between @p a and @p b into run @p run of @p cf. */
 static void window_stats(const struct cl_ctx *c, const struct cl_sample *a,
 			 const struct cl_sample *b, struct cl_conf *cf, unsigned int run)
@@ -419,7 +474,7 @@ static void window_stats(const struct cl_ctx *c, const struct cl_sample *a,
 static void worker(struct cl_ctx *c, struct cl_shared *sh, const char *desc, unsigned int r)
 {
 	const struct cl_opts *o = c->o;
-	struct sigma_conf base = {.window = o->window, .rto_us = 200000, .rto_max_us = 2000000,
+	struct sigma_conf base = {.window = o->window, .rto_us = 1000000, .rto_max_us = 4000000,
 				  .max_retries = 8};
 	uint64_t ne = o->size / 4;
 	struct sigma_session *s = NULL;
@@ -718,10 +773,11 @@ out:
 static int run_mpi(struct cl_ctx *c, struct cl_conf *cf, unsigned int run, double deadline)
 {
 	const struct cl_opts *o = c->o;
-	char np[16], hosts[128], iters[16], size[32], out[128], line[256];
+	char np[16], hosts[128], iters[16], size[32], out[128], line[256], tmp[128];
 	char agent[] = SIGMA_SOURCE_ROOT "/bench/cluster_rsh.sh";
 	char *argv[] = {"mpirun", "--allow-run-as-root", "-np", np, "--hostfile", hosts,
 			"--bind-to", "none", "--mca", "plm_rsh_agent", agent,
+			"--mca", "plm_rsh_no_tree_spawn", "1",
 			"--mca", "btl", "self,tcp", "--mca", "btl_tcp_if_include", "10.77.0.0/24",
 			"--mca", "oob_tcp_if_include", "10.77.0.0/24", "--mca", "pml", "ob1",
 			c->mpi_exe, iters, size, NULL};
@@ -744,13 +800,19 @@ static int run_mpi(struct cl_ctx *c, struct cl_conf *cf, unsigned int run, doubl
 		fprintf(f, "%s slots=1\n", c->m[i].ip);
 	fclose(f);
 	unlink(out);
-	setenv("SIGMA_CLUSTER_PREFIX", o->prefix, 1);
+	/* mpirun's session folder, and (bench/cluster_rsh.sh) each daemon's beside it */
+	snprintf(tmp, sizeof(tmp), "%s/mpi-%s", c->dir, c->m[0].name);
+	setenv("SIGMA_CLUSTER_DIR", c->dir, 1);
+	setenv("OMPI_MCA_orte_tmpdir_base", tmp, 1);
+	if (mkdir(tmp, 0700) < 0 && errno != EEXIST)
+		return -errno;
 	sample(c, NULL, 0, &s0);
 	p = spawn(argv, c->m[0].ns, out); /* mpirun itself on GPU machine 0 */
 	if (p < 0)
 		return (int)p;
-	st = wait_kid(p, deadline - sigma_bench_now());
+	st = wait_kid(p, deadline - sigma_bench_now(), false);
 	sample(c, NULL, 0, &s1);
+	unsetenv("OMPI_MCA_orte_tmpdir_base");
 	f = fopen(out, "r");
 	while (f != NULL && fgets(line, sizeof(line), f) != NULL) {
 		uint64_t sz;
@@ -799,7 +861,7 @@ static void usage(FILE *f)
 		"  --k K          CPU machines of the headline: Sigma and PS with K (default 2)\n"
 		"  --ks LIST      the k of every Sigma run, e.g. 0,2,4 (default 0..n and K)\n"
 		"  --link RATE    each machine's link, both directions: 200mbit, 1gbit, or a number "
-		"of Mbit/s (default 200mbit)\n"
+		"of Mbit/s (default 100mbit: see docs/cluster.md)\n"
 		"  --size M       model bytes M (K/M/G suffixes: powers of 1024; default 64M)\n"
 		"  --partition P  partition bytes (default 64K: enough keys for the hash to "
 		"follow the split)\n"
@@ -814,6 +876,8 @@ static void usage(FILE *f)
 		"  --plot F.svg   gnuplot: measured time against the model for each k (.png too)\n"
 		"  --prefix P     names of the namespaces (P-sw, P-g0, ...; default sgc<pid>)\n"
 		"  --udpd PATH    sigma-udpd (default: the build tree's, beside sigma-bench)\n"
+		"  --nice N       run the cluster's processes at this nice value, -20..19 (default 0; "
+		"a negative one shields the run from other load on the machine)\n"
 		"  --quiet        no progress lines\n");
 }
 
@@ -888,12 +952,13 @@ static int parse_opts(int argc, char **argv, struct cl_opts *o, char *udpd, size
 		{"no-ps", no_argument, NULL, 'S'},	 {"json", required_argument, NULL, 'j'},
 		{"plot", required_argument, NULL, 'p'},	 {"prefix", required_argument, NULL, 'x'},
 		{"udpd", required_argument, NULL, 'd'},	 {"quiet", no_argument, NULL, 'q'},
-		{"help", no_argument, NULL, 'h'},	 {NULL, 0, NULL, 0}};
+		{"nice", required_argument, NULL, 'N'},	 {"help", no_argument, NULL, 'h'},
+		{NULL, 0, NULL, 0}};
 	bool ks_set = false, bad = false;
 	uint64_t v;
 	int ch;
 
-	*o = (struct cl_opts){.n = 4, .k = 2, .mbit = 200, .mtu = 9000, .iters = 3, .runs = 1,
+	*o = (struct cl_opts){.n = 4, .k = 2, .mbit = 100, .mtu = 9000, .iters = 3, .runs = 1,
 			      .window = 32, .chunk = 8920, .size = 64ull << 20,
 			      .partition = 64 << 10, .mpi = true, .ps = true};
 	snprintf(o->prefix, sizeof(o->prefix), "sgc%d", (int)getpid());
@@ -929,6 +994,14 @@ static int parse_opts(int argc, char **argv, struct cl_opts *o, char *udpd, size
 			break;
 		case 'd': o->udpd = optarg; break;
 		case 'q': o->quiet = true; break;
+		case 'N': {
+			char *end;
+			long nv = strtol(optarg, &end, 10);
+
+			bad |= *optarg == '\0' || *end != '\0' || nv < -20 || nv > 19;
+			o->nice = (int)nv;
+			break;
+		}
 		case 'h': return 1;
 		default: return -EINVAL;
 		}
@@ -1003,11 +1076,11 @@ static void print_table(const struct cl_ctx *c, const struct cl_conf *cf, unsign
 	printf("M = %" PRIu64 " bytes in partitions of %u, chunks of %u, window %u; %u timed "
 	       "iterations, %u run(s); nodes: sigma-udpd\n", o->size, o->partition, o->chunk,
 	       o->window, o->iters, o->runs);
-	printf("CPU: %s, %ld online; load average %.2f %.2f %.2f at the start\n", cpu,
-	       sysconf(_SC_NPROCESSORS_ONLN), load[0], load[1], load[2]);
-	printf("%-6s %3s %9s %9s %7s %9s %7s %9s %7s %6s %6s %8s\n", "config", "k", "time s",
+	printf("CPU: %s, %ld online; load average %.2f %.2f %.2f at the start; nice %d\n", cpu,
+	       sysconf(_SC_NPROCESSORS_ONLN), load[0], load[1], load[2], o->nice);
+	printf("%-6s %3s %9s %9s %7s %9s %7s %9s %7s %6s %6s %8s %8s\n", "config", "k", "time s",
 	       "model s", "/model", "bound s", "/bound", "split", "link%", "CPU%", "ours%",
-	       "retrans");
+	       "retrans", "drops");
 	for (unsigned int i = 0; i < ncf; i++) {
 		const struct cl_conf *x = &cf[i];
 		char k[8] = "-", split[24] = "-";
@@ -1017,16 +1090,16 @@ static void print_table(const struct cl_ctx *c, const struct cl_conf *cf, unsign
 		if (isfinite(x->share_max) && x->share_max > 0)
 			snprintf(split, sizeof(split), "%.2f-%.2f", x->share_min, x->share_max);
 		printf("%-6s %3s %9.3f %9.3f %7.3f %9.3f %7.3f %9s %6.0f%% %5.0f%% %5.0f%% %8" PRIu64
-		       "%s\n", cl_kind_name[x->kind], k, x->t_med, x->model, x->t_med / x->model,
-		       x->bound, x->t_med / x->bound, split, 100 * x->util_med,
+		       " %8" PRIu64 "%s\n", cl_kind_name[x->kind], k, x->t_med, x->model,
+		       x->t_med / x->model, x->bound, x->t_med / x->bound, split, 100 * x->util_med,
 		       100 * x->cpu_machine_med, 100 * x->cpu_ours_med, x->retransmits,
-		       x->ok ? "" : "  FAILED");
+		       x->qdisc_drops + x->sock_drops, x->ok ? "" : "  FAILED");
 	}
 	printf("model: BytePS's times at the link rate (sigma-bench model); bound: the placement "
 	       "the hash made and the bytes on the wire, over the busiest link; split: each "
 	       "node's bytes / the split's (min-max); link%%: the busiest link's use (MPI: "
 	       "n/a); CPU%%: all CPUs busy (every process on the machine); ours%%: this run's "
-	       "processes\n");
+	       "processes; drops: packets the tbf queues and socket buffers dropped (all runs)\n");
 	if (mpi != NULL)
 		printf("MPI_Allreduce: %.0f bytes per iteration on the busiest link (model "
 		       "2(n-1)/n M = %.0f)\n", mpi->link_med, 2.0 * (o->n - 1) / o->n *
@@ -1046,10 +1119,10 @@ static void write_json(FILE *f, const struct cl_ctx *c, const struct cl_conf *cf
 
 	fprintf(f, "{\"bench\":\"cluster\",\"cpu\":\"%s\",\"ncpu\":%ld,\"loadavg\":[%.2f,%.2f,"
 		   "%.2f],\"node\":\"sigma-udpd\",\"n\":%u,\"k\":%u,\"cpu_machines\":%u,"
-		   "\"link_mbit\":%u,\"mtu\":%u,\"bytes\":%" PRIu64 ",\"partition_bytes\":%u,"
+		   "\"nice\":%d,\"link_mbit\":%u,\"mtu\":%u,\"bytes\":%" PRIu64 ",\"partition_bytes\":%u,"
 		   "\"chunk_bytes\":%u,\"window\":%u,\"iters\":%u,\"runs\":%u,\"configs\":[", cpu,
 		sysconf(_SC_NPROCESSORS_ONLN), load[0], load[1], load[2], o->n, o->k, o->kmax,
-		o->mbit, o->mtu, o->size, o->partition, o->chunk, o->window, o->iters, o->runs);
+		o->nice, o->mbit, o->mtu, o->size, o->partition, o->chunk, o->window, o->iters, o->runs);
 	for (unsigned int i = 0; i < ncf; i++) {
 		const struct cl_conf *x = &cf[i];
 
@@ -1057,13 +1130,14 @@ static void write_json(FILE *f, const struct cl_ctx *c, const struct cl_conf *cf
 			   "\"ratio_model\":%.4f,\"bound_s\":%.6g,\"ratio_bound\":%.4f,"
 			   "\"share_min\":%.4f,\"share_max\":%.4f,\"link_util_max\":%.4f,"
 			   "\"link_util_mean\":%.4f,\"cpu_busy\":%.4f,\"cpu_ours\":%.4f,"
-			   "\"link_bytes_per_iter\":%.0f,\"retransmits\":%" PRIu64 ",\"runs_s\":[",
+			   "\"link_bytes_per_iter\":%.0f,\"retransmits\":%" PRIu64 ",\"qdisc_drops\":%"
+			   PRIu64 ",\"socket_drops\":%" PRIu64 ",\"runs_s\":[",
 			i ? "," : "", cl_kind_name[x->kind], x->kind == CL_MPI ? -1 : (int)x->k,
 			x->ok ? "true" : "false", jnum(x->t_med), jnum(x->model),
 			jnum(x->t_med / x->model), jnum(x->bound), jnum(x->t_med / x->bound),
 			jnum(x->share_min), jnum(x->share_max), jnum(x->util_med),
 			jnum(x->util_mean[0]), jnum(x->cpu_machine_med), jnum(x->cpu_ours_med),
-			jnum(x->link_med), x->retransmits);
+			jnum(x->link_med), x->retransmits, x->qdisc_drops, x->sock_drops);
 		for (unsigned int r = 0; r < o->runs; r++)
 			fprintf(f, "%s%.6g", r ? "," : "", jnum(x->t[r]));
 		fprintf(f, "]}");
@@ -1195,9 +1269,15 @@ static int run_all(struct cl_ctx *c, struct cl_conf *cf, unsigned int ncf)
 			if (!o->quiet)
 				fprintf(stderr, "sigma-bench: run %u/%u: %s%s (model %.2f s)\n",
 					run + 1, o->runs, cl_kind_name[cf[i].kind], k, cf[i].model);
+			uint64_t q0, s0, q1, s1;
+
+			drops(c, &q0, &s0);
 			if ((cf[i].kind == CL_MPI ? run_mpi(c, &cf[i], run, dl) :
 			     run_sigma(c, &cf[i], run, dl)) < 0)
 				rc = -EIO;
+			drops(c, &q1, &s1);
+			cf[i].qdisc_drops += q1 - q0;
+			cf[i].sock_drops += s1 - s0;
 		}
 	for (unsigned int i = 0; i < ncf; i++) {
 		struct cl_conf *x = &cf[i];
@@ -1235,13 +1315,20 @@ int sigma_bench_cluster(int argc, char **argv)
 	}
 	machines(&ctx);
 	ncf = make_confs(&o, cf);
+	if (o.nice != 0 && setpriority(PRIO_PROCESS, 0, o.nice) < 0) {
+		fprintf(stderr, "sigma-bench cluster: cannot set nice %d: %s\n", o.nice,
+			strerror(errno));
+		return 1;
+	}
 	getloadavg(load, 3);
 	sigma_bench_cpu_model(cpu, sizeof(cpu));
 	cl_stop = 0;
 	sigaction(SIGINT, &sa, &old[0]);
 	sigaction(SIGTERM, &sa, &old[1]);
 	sigaction(SIGHUP, &sa, &old[2]);
-	snprintf(ctx.dir, sizeof(ctx.dir), "/tmp/sigma-cluster-XXXXXX");
+	/* every program started from here on carries the prefix: so one can tell what is ours */
+	setenv("SIGMA_CLUSTER_PREFIX", o.prefix, 1);
+	snprintf(ctx.dir, sizeof(ctx.dir), "/tmp/sigma-cluster-%s-XXXXXX", o.prefix);
 	if (mkdtemp(ctx.dir) == NULL) {
 		ctx.dir[0] = '\0';
 		rc = -errno;

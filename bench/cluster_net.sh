@@ -58,9 +58,12 @@ left() {
 
 # shape DEV NS MBIT MTU: tbf at MBIT on DEV's egress in NS
 shape() {
-	# burst: at least one jumbo frame plus headers, and 1 ms at the rate;
-	# limit: 4 MB of queue (about 160 ms at 200 Mbit/s)
-	local burst=$(($4 + 1024)) ms=$(($3 * 1000 / 8))
+	# burst: 10 ms at the rate, at least a frame: on a busy machine the
+	# qdisc's timer and softirq run late, and a bucket of one frame would lose
+	# the time they were late for good; one of 10 ms lets the link catch up, as
+	# a wire would, and adds at most 10 ms worth of bytes to any interval.
+	# limit: 4 MB of queue (320 ms at 100 Mbit/s, 32 ms at 1 Gbit/s)
+	local burst=$(($4 + 1024)) ms=$(($3 * 10000 / 8))
 	[ "$ms" -gt "$burst" ] && burst=$ms
 	tc -n "$2" qdisc add dev "$1" root tbf rate "$3mbit" burst "$burst" limit 4000000
 }
