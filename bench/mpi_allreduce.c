@@ -5,21 +5,10 @@
  * with mpicc (meson does not need MPI). Usage: mpi_allreduce ITERS SIZE...
  * Rank 0 prints one line per size: "allreduce BYTES MEDIAN_SECONDS OK".
  * An iteration's time is its slowest rank's.
- *
- * SIGMA_MPI_NETNS=NAME0,NAME1,... (sigma-bench cluster): before MPI_Init, rank
- * r (mpirun's OMPI_COMM_WORLD_RANK) joins network namespace NAMEr
- * (/run/netns/NAMEr, as `ip netns add` makes it), so that its TCP traffic goes
- * over that "machine's" link. mpirun reaches its ranks over Unix sockets in the
- * file system, which no network namespace hides. Needs CAP_SYS_ADMIN.
  */
-#define _GNU_SOURCE
-#include <fcntl.h>
 #include <mpi.h>
-#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
-#include <unistd.h>
 
 static int cmp(const void *a, const void *b)
 {
@@ -28,40 +17,10 @@ static int cmp(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
-/* Join the network namespace SIGMA_MPI_NETNS names for this rank. @return 0 or -1 (said why). */
-static int join_netns(void)
-{
-	const char *list = getenv("SIGMA_MPI_NETNS"), *rs = getenv("OMPI_COMM_WORLD_RANK");
-	char path[512];
-	int r, fd;
-
-	if (list == NULL || *list == '\0')
-		return 0;
-	r = rs != NULL ? atoi(rs) : -1;
-	for (int i = 0; r >= 0 && i < r && list != NULL; i++)
-		if ((list = strchr(list, ',')) != NULL)
-			list++;
-	if (r < 0 || list == NULL) {
-		fprintf(stderr, "mpi_allreduce: no namespace for rank %s in SIGMA_MPI_NETNS\n",
-			rs != NULL ? rs : "(no OMPI_COMM_WORLD_RANK)");
-		return -1;
-	}
-	snprintf(path, sizeof(path), "/run/netns/%.*s", (int)strcspn(list, ","), list);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0 || setns(fd, CLONE_NEWNET) < 0) {
-		perror(path);
-		return -1;
-	}
-	close(fd);
-	return 0;
-}
-
 int main(int argc, char **argv)
 {
 	int rank, n, iters;
 
-	if (join_netns() < 0)
-		return 1;
 	MPI_Init(&argc, &argv);
 	MPI_Comm_rank(MPI_COMM_WORLD, &rank);
 	MPI_Comm_size(MPI_COMM_WORLD, &n);
