@@ -1183,7 +1183,7 @@ static int plot(const char *path, const struct cl_ctx *c, const struct cl_conf *
 		unlink(dat);
 		return -errno;
 	}
-	fprintf(g, "set terminal %s size 800,500\nset output '%s'\n",
+	fprintf(g, "set terminal %s size 800,500 noenhanced\nset output '%s'\n",
 		strstr(path, ".png") ? "pngcairo" : "svg", path);
 	fprintf(g, "set xlabel 'k (CPU machines)'\nset ylabel 'seconds per push_pull of %.0f MB'\n"
 		   "set title 'n = %u GPU machines, links of %u Mbit/s'\nset grid\nset key top right\n"
@@ -1195,7 +1195,7 @@ static int plot(const char *path, const struct cl_ctx *c, const struct cl_conf *
 		   "2 using 1:2 with points pt 5 title 'PS measured'",
 		(double)o->size / 1e6, o->n, o->mbit, dat, dat, dat, dat, dat, dat);
 	if (mpi != NULL && isfinite(mpi->t_med))
-		fprintf(g, ", %.6g with lines lw 2 title 'MPI\\_Allreduce measured'", mpi->t_med);
+		fprintf(g, ", %.6g with lines lw 2 title 'MPI_Allreduce measured'", mpi->t_med);
 	fprintf(g, "\n");
 	rc = pclose(g);
 	unlink(dat);
