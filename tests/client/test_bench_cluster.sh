@@ -6,8 +6,9 @@
 # of MPI_Allreduce, Sigma with k = 1 and a PS on the CPU machine, each sum of
 # every element checked by the bench against the closed-form reference (it
 # fails otherwise). Then:
-# - no configuration may beat its shaped links: each time is at least 0.9 x the
-#   time the links allow for the bytes it moved (load only makes runs slower);
+# - no configuration may beat its shaped links: each time is at least 0.95 x
+#   the time the links allow for the bytes it moved, less the 10 ms a tbf
+#   bucket may lend (load only makes runs slower);
 # - the same cluster interrupted by SIGINT mid-run, and one whose nodes cannot
 #   start (--udpd /bin/false): both must fail and leave nothing behind;
 # - after each: no namespace of the run, no process that carries its prefix,
@@ -108,11 +109,11 @@ if got != want:
 for c in d["configs"]:
     if not c["ok"] or c["time_s"] <= 0:
         print("failed:", c); bad = 1
-    # the links are shaped: nobody moves its bytes faster than they allow
-    if c["config"] != "mpi" and c["time_s"] < 0.9 * c["bound_s"]:
+    # the links are shaped: nobody moves its bytes faster than they allow; a
+    # tbf bucket holds 10 ms at the rate, so a link may get ahead by that much
+    least = (c["model_s"] if c["config"] == "mpi" else c["bound_s"]) - 0.010
+    if c["time_s"] < 0.95 * least:
         print("faster than the shaped links allow:", c); bad = 1
-    if c["config"] == "mpi" and c["time_s"] < 0.9 * c["model_s"]:
-        print("MPI faster than the shaped links allow:", c); bad = 1
 # 1 MiB at 100 Mbit/s: with n = 2 every placement's model is M/B = 83.9 ms (PS at k=1: 2 M/B)
 m = {c["config"]: c["model_s"] for c in d["configs"]}
 if abs(m["sigma"] - 0.0838861) > 1e-4 or abs(m["ps"] - 0.1677722) > 1e-4:
