@@ -92,7 +92,7 @@ struct rb_result {
 	bool ok;
 };
 
-static int parse_size(const char *s, uint64_t *out)
+int sigma_bench_parse_size(const char *s, uint64_t *out)
 {
 	char *end;
 	double v = strtod(s, &end);
@@ -136,7 +136,7 @@ static int parse_list(const char *s, unsigned int max, unsigned int *count,
 
 static int item_size(const char *s, unsigned int i, void *arg)
 {
-	return parse_size(s, &((struct rb_opts *)arg)->sizes[i]);
+	return sigma_bench_parse_size(s, &((struct rb_opts *)arg)->sizes[i]);
 }
 
 static int item_n(const char *s, unsigned int i, void *arg)
@@ -163,7 +163,7 @@ static int item_dtype(const char *s, unsigned int i, void *arg)
 }
 
 /* Worker r's element i: sum over N ranks is N*(i % 509) + N(N-1)/2, exact in every dtype. */
-static void fill_in(void *buf, enum sg_dtype dt, uint64_t n, unsigned int r)
+void sigma_bench_fill(void *buf, enum sg_dtype dt, uint64_t n, unsigned int r)
 {
 	for (uint64_t i = 0; i < n; i++) {
 		int64_t v = (int64_t)(i % 509) + r;
@@ -177,7 +177,7 @@ static void fill_in(void *buf, enum sg_dtype dt, uint64_t n, unsigned int r)
 	}
 }
 
-static uint64_t count_bad(const void *buf, enum sg_dtype dt, uint64_t n, unsigned int nw)
+uint64_t sigma_bench_count_bad(const void *buf, enum sg_dtype dt, uint64_t n, unsigned int nw)
 {
 	uint64_t bad = 0;
 
@@ -334,7 +334,7 @@ static void worker(const struct rb_opts *o, struct rb_shared *sh, struct sigma_n
 				snprintf(sh->err, sizeof(sh->err), "worker %u: setup failed: %s",
 					 r, strerror(errno));
 			} else {
-				fill_in(in, dt, ne, r);
+				sigma_bench_fill(in, dt, ne, r);
 			}
 		}
 		for (unsigned int it = 0; it <= o->iters; it++) {
@@ -360,7 +360,7 @@ static void worker(const struct rb_opts *o, struct rb_shared *sh, struct sigma_n
 					sh->lat_us[j][r][sh->nlat[j][r]++] =
 						(float)(sigma_tensor_part_latency(t, p) / 1e3);
 			if (it == o->iters)
-				__atomic_add_fetch(&sh->bad_elems, count_bad(out, dt, ne, n),
+				__atomic_add_fetch(&sh->bad_elems, sigma_bench_count_bad(out, dt, ne, n),
 						   __ATOMIC_RELAXED);
 		}
 		if (s != NULL) {
@@ -904,7 +904,7 @@ static int parse_opts(int argc, char **argv, struct rb_opts *o, const char *cmd)
 		case 'P': {
 			uint64_t v = 0;
 
-			bad |= parse_size(optarg, &v) < 0 || v > UINT32_MAX;
+			bad |= sigma_bench_parse_size(optarg, &v) < 0 || v > UINT32_MAX;
 			o->partition = (uint32_t)v;
 			break;
 		}
@@ -1099,7 +1099,7 @@ static const struct rb_peer {
 #endif
 
 /* Build bench/mpi_allreduce.c with mpicc into @p exe. */
-static int build_mpi(char *exe, size_t cap)
+int sigma_bench_build_mpi(char *exe, size_t cap)
 {
 	char dir[] = "/tmp/sigma-mpi-XXXXXX", cmd[1024];
 
@@ -1117,7 +1117,7 @@ static int build_mpi(char *exe, size_t cap)
 	return 0;
 }
 
-static void rm_mpi(const char *exe)
+void sigma_bench_rm_mpi(const char *exe)
 {
 	char dir[256];
 
@@ -1267,7 +1267,7 @@ static int cmp_alloc(struct rb_cmp *c, const struct rb_opts *o, bool sweep)
 				"not built");
 		return -ENOENT;
 	}
-	return bad ? -ENOMEM : build_mpi(c->mpi_exe, sizeof(c->mpi_exe));
+	return bad ? -ENOMEM : sigma_bench_build_mpi(c->mpi_exe, sizeof(c->mpi_exe));
 }
 
 /* @p o's runs, interleaved, so that a change of load on a shared machine hits every peer. */
@@ -1318,7 +1318,7 @@ static int cmp_runs(struct rb_cmp *c, struct rb_opts *o)
 			fold_run(&c->thr[i], &c->cur[i], run);
 		}
 	}
-	rm_mpi(c->mpi_exe);
+	sigma_bench_rm_mpi(c->mpi_exe);
 	median_runs(c->res, c->per_sg, o->runs, c->n);
 	if (o->threads)
 		median_runs(c->thr, c->per_th, o->runs, c->n);

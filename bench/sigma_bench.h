@@ -14,7 +14,10 @@
 #define SIGMA_BENCH_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
+
+#include "sg_types.h"
 
 #define SIGMA_BENCH_COMMANDS(X)                                                                    \
 	X(sum, "summation kernels: GB/s per dtype, implementation and k, against bounds")           \
@@ -24,6 +27,7 @@
 	X(model, "BytePS split and predicted times: sigma vs all-reduce vs PS (n, k, B, M)")       \
 	X(run, "N worker processes push_pull a size sweep through summation nodes")               \
 	X(compare, "the run sweep side by side with OpenMPI's MPI_Allreduce, with the ratio") \
+	X(cluster, "the BytePS split on namespaces with shaped links: sigma vs model vs MPI vs PS") \
 	/* end of list */
 
 #define SIGMA_BENCH_DECLARE(name, help) int sigma_bench_##name(int argc, char **argv);
@@ -52,6 +56,31 @@ const char *sigma_bench_cpu_model(char *buf, size_t len);
  * silently give another value. @return 0 with *out set, or -EINVAL.
  */
 int sigma_bench_parse_uint(const char *s, unsigned int lo, unsigned int hi, unsigned int *out);
+
+/**
+ * A size with an optional K, M or G suffix (powers of 1024) and an optional B:
+ * "64K", "1.5M", "4096". @return 0 with *out set (at most 1 GiB), or -EINVAL.
+ */
+int sigma_bench_parse_size(const char *s, uint64_t *out);
+
+/**
+ * Rank @p r's input of @p n elements of @p dt (fp32, fp64, int32 or int64):
+ * element i is (i % 509) + r, so that the sum over N ranks, N(i % 509) +
+ * N(N-1)/2, is exact in each of those dtypes.
+ */
+void sigma_bench_fill(void *buf, enum sg_dtype dt, uint64_t n, unsigned int r);
+
+/** Elements of @p buf that differ from the sum over @p nw ranks of sigma_bench_fill(). */
+uint64_t sigma_bench_count_bad(const void *buf, enum sg_dtype dt, uint64_t n, unsigned int nw);
+
+/**
+ * Build bench/mpi_allreduce.c with mpicc into a new temporary folder; @p exe
+ * gets the program's path. @return 0, or -errno (said why on stderr).
+ */
+int sigma_bench_build_mpi(char *exe, size_t cap);
+
+/** Remove what sigma_bench_build_mpi() made. */
+void sigma_bench_rm_mpi(const char *exe);
 
 /** A document (JSON, CSV) built in memory, then written whole. */
 struct sigma_bench_out {

@@ -1,0 +1,1418 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * sigma-bench cluster: BytePS's headline on an emulated cluster (docs/cluster.md).
+ *
+ * n GPU machines and k CPU machines are network namespaces, each with one veth
+ * into a bridge, each link shaped to the same rate in both directions
+ * (bench/cluster_net.sh). Every machine runs a sigma-udpd summation node; each
+ * GPU machine also runs one worker (a process of this program that joined its
+ * namespace). In the same run, over the same links: OpenMPI's MPI_Allreduce
+ * across the n GPU machines (TCP; mpirun reaches them through
+ * bench/cluster_rsh.sh), Sigma with every k asked for (the job service places
+ * the keys with the BytePS split over the nodes' kinds), and a plain parameter
+ * server (all keys on the k CPU machines). Each time is set against the
+ * model's, and against a bound worked out from the placement the hash really
+ * made and the bytes on the wire. Everything made here is removed at the end,
+ * on failure and on SIGINT, SIGTERM or SIGHUP.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <math.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "sg_ctl_client.h"
+#include "sg_ctl_place.h"
+#include "sigma.h"
+#include "sigma_bench.h"
+
+#ifndef SIGMA_SOURCE_ROOT
+#define SIGMA_SOURCE_ROOT "."
+#endif
+
+#define CL_MAX_N 16         /* GPU machines */
+#define CL_MAX_K 16         /* CPU machines */
+#define CL_MAX_M (CL_MAX_N + CL_MAX_K)
+#define CL_MAX_ITERS 20
+#define CL_MAX_RUNS 15
+#define CL_MAX_CONFIGS (CL_MAX_K + 3)
+#define CL_MAX_KIDS (CL_MAX_M + CL_MAX_N + 4)
+#define CL_UDP_PORT 9300
+/* bytes on the wire per chunk besides its payload: Sigma header, UDP, IPv4, Ethernet */
+#define CL_WIRE_OVERHEAD (48 + 8 + 20 + 14)
+
+/*
+ * The processes this run started, for the signal handler: on SIGINT, SIGTERM
+ * or SIGHUP it passes SIGTERM on to them, and the main flow, which sees them
+ * end, removes the rest. A signal handler has no argument, hence the statics.
+ */
+static volatile pid_t cl_kids[CL_MAX_KIDS];
+static volatile sig_atomic_t cl_stop;
+
+static void cl_on_signal(int sig)
+{
+	cl_stop = sig;
+	for (unsigned int i = 0; i < CL_MAX_KIDS; i++)
+		if (cl_kids[i] > 0)
+			kill(cl_kids[i], SIGTERM);
+}
+
+static void kid_add(pid_t p)
+{
+	for (unsigned int i = 0; i < CL_MAX_KIDS; i++)
+		if (cl_kids[i] <= 0) {
+			cl_kids[i] = p;
+			return;
+		}
+}
+
+static void kid_del(pid_t p)
+{
+	for (unsigned int i = 0; i < CL_MAX_KIDS; i++)
+		if (cl_kids[i] == p)
+			cl_kids[i] = 0;
+}
+
+enum cl_kind { CL_MPI, CL_SIGMA, CL_PS };
+
+static const char *const cl_kind_name[] = {"mpi", "sigma", "ps"};
+
+struct cl_opts {
+	unsigned int n, k, ks[CL_MAX_K + 1], n_ks, kmax;
+	unsigned int mbit, mtu, iters, runs, window, chunk;
+	int nice;
+	uint64_t size;
+	uint32_t partition;
+	bool mpi, ps, quiet;
+	const char *json, *plot, *udpd;
+	char prefix[24];
+};
+
+struct cl_machine {
+	char name[12]; /* g0.., c0.. */
+	char ns[48];   /* PREFIX-name */
+	char ip[16];
+	bool gpu;
+	pid_t node;    /* its sigma-udpd */
+	char sock[160];
+};
+
+/* One configuration of the run: what it is and what each run measured. */
+struct cl_conf {
+	enum cl_kind kind;
+	unsigned int k;
+	double t[CL_MAX_RUNS];       /* median iteration of each run (NAN: failed) */
+	double util_max[CL_MAX_RUNS], util_mean[CL_MAX_RUNS];
+	double cpu_machine[CL_MAX_RUNS], cpu_ours[CL_MAX_RUNS];
+	double link_bytes[CL_MAX_RUNS]; /* MPI: the busiest link's bytes per iteration */
+	uint64_t retransmits;
+	uint64_t qdisc_drops, sock_drops; /* over every run: tbf queues full, socket buffers full */
+	bool ok;
+	double model, bound;          /* seconds; bound: the placement made and the wire bytes */
+	double share_min, share_max;  /* placed bytes / the split's, over the job's nodes */
+	double t_med, util_med, cpu_machine_med, cpu_ours_med, link_med;
+};
+
+struct cl_ctx {
+	struct cl_opts *o;
+	struct cl_machine m[CL_MAX_M]; /* GPU machines first */
+	unsigned int nm;
+	char dir[64];
+	char mpi_exe[256];
+	int sw_fd, self_fd;           /* the switch's and our own network namespace */
+};
+
+/* Counters sampled around a timed window. */
+struct cl_sample {
+	double t;
+	uint64_t up[CL_MAX_M], down[CL_MAX_M]; /* bytes each machine sent / received */
+	uint64_t cpu_busy, cpu_total;          /* /proc/stat, all CPUs, in ticks */
+	uint64_t ours;                         /* ticks of our processes */
+};
+
+/* What the workers of one configuration share with the parent. */
+struct cl_shared {
+	pthread_barrier_t bar;
+	int failed;
+	char err[SIGMA_ERR_LEN + 64];
+	uint64_t bad, retransmits;
+	int win_open, win_closed;   /* rank 0: timed iterations started, ended */
+	double t[CL_MAX_ITERS][CL_MAX_N];
+};
+
+/* ---- processes ----------------------------------------------------------- */
+
+static int join_ns(const char *ns)
+{
+	char path[96];
+	int fd, rc = 0;
+
+	snprintf(path, sizeof(path), "/run/netns/%s", ns);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	if (setns(fd, CLONE_NEWNET) < 0)
+		rc = -errno;
+	close(fd);
+	return rc;
+}
+
+/*
+ * Start @p argv (in network namespace @p ns unless NULL), its output to file
+ * @p out (NULL: ours). @return its pid, or -errno.
+ */
+static pid_t spawn(char *const argv[], const char *ns, const char *out)
+{
+	pid_t p = fork();
+
+	if (p < 0)
+		return -errno;
+	if (p == 0) {
+		signal(SIGINT, SIG_DFL);
+		signal(SIGTERM, SIG_DFL);
+		signal(SIGHUP, SIG_DFL);
+		if (ns != NULL && join_ns(ns) < 0) {
+			fprintf(stderr, "sigma-bench: cannot join namespace %s\n", ns);
+			_exit(126);
+		}
+		if (out != NULL) {
+			int fd = open(out, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+
+			if (fd < 0 || dup2(fd, 1) < 0 || dup2(fd, 2) < 0)
+				_exit(126);
+		}
+		execvp(argv[0], argv);
+		fprintf(stderr, "sigma-bench: cannot run %s: %s\n", argv[0], strerror(errno));
+		_exit(127);
+	}
+	kid_add(p);
+	return p;
+}
+
+/*
+ * Wait for @p p at most @p seconds (0: no limit); at the deadline, or on a
+ * signal unless @p finish (cleaning up must go on), it is killed.
+ * @return its wait status, or -ETIMEDOUT / -EINTR (killed).
+ */
+static int wait_kid(pid_t p, double seconds, bool finish)
+{
+	double end = sigma_bench_now() + seconds;
+	int st = 0, rc = 0;
+
+	for (;;) {
+		pid_t w = waitpid(p, &st, WNOHANG);
+
+		if (w == p || (w < 0 && errno != EINTR))
+			break;
+		if ((cl_stop && !finish) || (seconds > 0 && sigma_bench_now() > end)) {
+			rc = cl_stop && !finish ? -EINTR : -ETIMEDOUT;
+			kill(p, SIGKILL);
+			waitpid(p, &st, 0);
+			break;
+		}
+		usleep(20000);
+	}
+	kid_del(p);
+	return rc < 0 ? rc : st;
+}
+
+/* bench/cluster_net.sh @p verb ...: @return its exit status (77: cannot here), or -errno. */
+static int net_script(struct cl_ctx *c, const char *verb, bool quiet)
+{
+	char n[16], k[16], mbit[16], mtu[16], script[] = SIGMA_SOURCE_ROOT "/bench/cluster_net.sh";
+	char *up[] = {script, (char *)verb, c->o->prefix, n, k, mbit, mtu, NULL};
+	char *other[] = {script, (char *)verb, c->o->prefix, NULL};
+	pid_t p;
+	int st;
+
+	snprintf(n, sizeof(n), "%u", c->o->n);
+	snprintf(k, sizeof(k), "%u", c->o->kmax);
+	snprintf(mbit, sizeof(mbit), "%u", c->o->mbit);
+	snprintf(mtu, sizeof(mtu), "%u", c->o->mtu);
+	p = spawn(strcmp(verb, "up") == 0 ? up : other, NULL, quiet ? "/dev/null" : NULL);
+	if (p < 0)
+		return p;
+	/* making it stops at a signal; removing it and checking it never do */
+	st = wait_kid(p, 300, strcmp(verb, "up") != 0);
+	if (st < 0)
+		return st;
+	return WIFEXITED(st) ? WEXITSTATUS(st) : 1;
+}
+
+static int node_start(struct cl_ctx *c, struct cl_machine *m)
+{
+	char gbps[32], log[128], port[8];
+	char udpd[PATH_MAX];
+	char *argv[] = {udpd, "--addr", m->ip, "--port", port, "--name", m->name, "--kind",
+			m->gpu ? "gpu" : "cpu", "--gbps", gbps, "--unix", m->sock,
+			"--max-chunk", "8920", NULL};
+
+	snprintf(udpd, sizeof(udpd), "%s", c->o->udpd);
+	snprintf(port, sizeof(port), "%u", CL_UDP_PORT);
+	snprintf(gbps, sizeof(gbps), "%g", c->o->mbit / 1000.0);
+	snprintf(m->sock, sizeof(m->sock), "%s/%s.sock", c->dir, m->name);
+	snprintf(log, sizeof(log), "%s/%s.log", c->dir, m->name);
+	m->node = spawn(argv, m->ns, log);
+	return m->node < 0 ? (int)m->node : 0;
+}
+
+/* Wait until every node answers on its control socket (its log says it runs). */
+static int nodes_ready(struct cl_ctx *c)
+{
+	for (unsigned int i = 0; i < c->nm; i++) {
+		struct cl_machine *m = &c->m[i];
+		char log[128], line[512];
+		bool up = false;
+
+		snprintf(log, sizeof(log), "%s/%s.log", c->dir, m->name);
+		for (int t = 0; t < 500 && !up && !cl_stop; t++) {
+			FILE *f = fopen(log, "r");
+
+			while (f != NULL && fgets(line, sizeof(line), f) != NULL)
+				up |= strstr(line, "sigma-udpd: node ") != NULL;
+			if (f != NULL)
+				fclose(f);
+			if (up)
+				break;
+			if (waitpid(m->node, NULL, WNOHANG) != 0) { /* it ended */
+				kid_del(m->node);
+				m->node = 0;
+				break;
+			}
+			usleep(20000);
+		}
+		if (!up) {
+			FILE *f = fopen(log, "r");
+
+			fprintf(stderr, "sigma-bench: the summation node of %s did not start:\n",
+				m->name);
+			while (f != NULL && fgets(line, sizeof(line), f) != NULL)
+				fprintf(stderr, "  | %s", line);
+			if (f != NULL)
+				fclose(f);
+			return -EIO;
+		}
+	}
+	return 0;
+}
+
+static void nodes_stop(struct cl_ctx *c)
+{
+	for (unsigned int i = 0; i < c->nm; i++)
+		if (c->m[i].node > 0)
+			kill(c->m[i].node, SIGTERM);
+	for (unsigned int i = 0; i < c->nm; i++)
+		if (c->m[i].node > 0) {
+			pid_t p = c->m[i].node;
+
+			c->m[i].node = 0;
+			if (wait_kid(p, 3, true) == -ETIMEDOUT)
+				fprintf(stderr, "sigma-bench: node %s did not stop: killed\n",
+					c->m[i].name);
+		}
+}
+
+/* ---- counters ------------------------------------------------------------ */
+
+/* Each machine's bytes on its link, from the bridge side's veth (in the switch). */
+static int read_links(struct cl_ctx *c, struct cl_sample *s)
+{
+	char line[512];
+	FILE *f;
+	int rc = 0;
+
+	if (setns(c->sw_fd, CLONE_NEWNET) < 0)
+		return -errno;
+	f = fopen("/proc/self/net/dev", "r");
+	if (setns(c->self_fd, CLONE_NEWNET) < 0)
+		rc = -errno;
+	if (f == NULL)
+		return -errno;
+	while (fgets(line, sizeof(line), f) != NULL) {
+		char name[32];
+		unsigned long long rx, tx, skip;
+
+		/* name: rx bytes packets errs drop fifo frame compressed multicast, tx bytes */
+		if (sscanf(line, " %31[^:]: %llu %llu %llu %llu %llu %llu %llu %llu %llu", name, &rx,
+			   &skip, &skip, &skip, &skip, &skip, &skip, &skip, &tx) != 10)
+			continue;
+		for (unsigned int i = 0; i < c->nm; i++)
+			if (strcmp(name, c->m[i].name) == 0) {
+				s->up[i] = rx;   /* what the bridge got from the machine */
+				s->down[i] = tx; /* what it sent the machine */
+			}
+	}
+	fclose(f);
+	return rc;
+}
+
+static uint64_t proc_ticks(pid_t p)
+{
+	char path[64], buf[1024], *q;
+	unsigned long ut = 0, st = 0;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)p);
+	f = fopen(path, "r");
+	if (f == NULL)
+		return 0;
+	if (fgets(buf, sizeof(buf), f) != NULL && (q = strrchr(buf, ')')) != NULL)
+		/* after the name: state ppid pgrp session tty tpgid flags minflt cminflt
+		 * majflt cmajflt utime stime */
+		sscanf(q + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut, &st);
+	fclose(f);
+	return ut + st;
+}
+
+static void sample(struct cl_ctx *c, const pid_t *extra, unsigned int n_extra,
+		   struct cl_sample *s)
+{
+	unsigned long long v[10] = {0};
+	FILE *f = fopen("/proc/stat", "r");
+
+	memset(s, 0, sizeof(*s));
+	if (f != NULL) {
+		/* cpu user nice system idle iowait irq softirq steal */
+		if (fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2],
+			   &v[3], &v[4], &v[5], &v[6], &v[7]) == 8) {
+			for (int i = 0; i < 8; i++)
+				s->cpu_total += v[i];
+			s->cpu_busy = s->cpu_total - v[3] - v[4];
+		}
+		fclose(f);
+	}
+	for (unsigned int i = 0; i < c->nm; i++)
+		s->ours += proc_ticks(c->m[i].node);
+	for (unsigned int i = 0; i < n_extra; i++)
+		s->ours += proc_ticks(extra[i]);
+	read_links(c, s);
+	s->t = sigma_bench_now();
+}
+
+/*
+ * Packets lost in the cluster so far: dropped by the tbf queues (tc -s) and
+ * by full UDP socket buffers (/proc/net/snmp's RcvbufErrors and InErrors in
+ * each machine). Either costs Sigma a retransmit, TCP a back-off.
+ */
+static void drops(struct cl_ctx *c, uint64_t *qdisc, uint64_t *sock)
+{
+	*qdisc = *sock = 0;
+	for (unsigned int i = 0; i <= c->nm; i++) {
+		const char *ns = i < c->nm ? c->m[i].ns : NULL;
+		char cmd[160], line[512], sw[64];
+		FILE *f;
+
+		if (ns == NULL) {
+			snprintf(sw, sizeof(sw), "%s-sw", c->o->prefix);
+			ns = sw;
+		}
+		snprintf(cmd, sizeof(cmd), "tc -n '%s' -s qdisc show 2>/dev/null", ns);
+		f = popen(cmd, "r");
+		while (f != NULL && fgets(line, sizeof(line), f) != NULL) {
+			char *d = strstr(line, "(dropped ");
+
+			if (d != NULL)
+				*qdisc += strtoull(d + 9, NULL, 10);
+		}
+		if (f != NULL)
+			pclose(f);
+		if (i == c->nm || join_ns(ns) < 0)
+			continue;
+		f = fopen("/proc/self/net/snmp", "r");
+		while (f != NULL && fgets(line, sizeof(line), f) != NULL) {
+			unsigned long long in, noport, inerr, out, rcvbuf;
+
+			/* the second Udp: line holds the values */
+			if (sscanf(line, "Udp: %llu %llu %llu %llu %llu", &in, &noport, &inerr, &out,
+				   &rcvbuf) == 5)
+				*sock += inerr + rcvbuf;
+		}
+		if (f != NULL)
+			fclose(f);
+		if (setns(c->self_fd, CLONE_NEWNET) < 0)
+			break;
+	}
+}
+
+/* Fold the window between @p a and @p b into run @p run of @p cf. */
+static void window_stats(const struct cl_ctx *c, const struct cl_sample *a,
+			 const struct cl_sample *b, struct cl_conf *cf, unsigned int run)
+{
+	double dt = b->t - a->t, cap = dt * c->o->mbit * 1e6 / 8, sum = 0, mx = 0;
+	long ncpu = sysconf(_SC_NPROCESSORS_ONLN), hz = sysconf(_SC_CLK_TCK);
+
+	for (unsigned int i = 0; i < c->nm; i++) {
+		double u = (double)(b->up[i] - a->up[i]), d = (double)(b->down[i] - a->down[i]);
+		double busier = (u > d ? u : d) / cap;
+
+		mx = busier > mx ? busier : mx;
+		sum += busier;
+	}
+	cf->util_max[run] = dt > 0 ? mx : NAN;
+	cf->util_mean[run] = dt > 0 ? sum / c->nm : NAN;
+	cf->cpu_machine[run] = b->cpu_total > a->cpu_total ?
+		(double)(b->cpu_busy - a->cpu_busy) / (double)(b->cpu_total - a->cpu_total) : NAN;
+	cf->cpu_ours[run] = dt > 0 && ncpu > 0 && hz > 0 ?
+		(double)(b->ours - a->ours) / (double)hz / dt / (double)ncpu : NAN;
+}
+
+/* ---- Sigma: the job service, workers in their machines ---------------------- */
+
+static void worker(struct cl_ctx *c, struct cl_shared *sh, const char *desc, unsigned int r)
+{
+	const struct cl_opts *o = c->o;
+	struct sigma_conf base = {.window = o->window, .rto_us = 1000000, .rto_max_us = 4000000,
+				  .max_retries = 8};
+	uint64_t ne = o->size / 4;
+	struct sigma_session *s = NULL;
+	struct sigma_tensor *t = NULL;
+	struct sigma_stats st;
+	char err[256] = "";
+	void *in = malloc(o->size), *out = malloc(o->size);
+	int rc;
+
+	signal(SIGINT, SIG_DFL);
+	signal(SIGTERM, SIG_DFL);
+	signal(SIGHUP, SIG_DFL);
+	if ((rc = join_ns(c->m[r].ns)) < 0)
+		snprintf(err, sizeof(err), "cannot join %s: %s", c->m[r].ns, strerror(-rc));
+	else if (in == NULL || out == NULL)
+		snprintf(err, sizeof(err), "no memory for %" PRIu64 " bytes", o->size);
+	else if ((s = sigma_open_job(desc, (uint16_t)r, &base, err, sizeof(err))) == NULL)
+		;
+	else if ((t = sigma_tensor_register(s, "grad", 0, SG_DTYPE_FP32, ne, 0)) == NULL)
+		snprintf(err, sizeof(err), "cannot register the tensor: %s", strerror(errno));
+	if (t == NULL) {
+		sh->failed = 1;
+		snprintf(sh->err, sizeof(sh->err), "worker %u: %s", r, err);
+	} else {
+		sigma_bench_fill(in, SG_DTYPE_FP32, ne, r);
+	}
+	for (unsigned int it = 0; it <= o->iters; it++) {
+		double t0;
+
+		pthread_barrier_wait(&sh->bar);
+		if (r == 0 && it == 1)
+			__atomic_store_n(&sh->win_open, 1, __ATOMIC_RELEASE);
+		if (sh->failed || t == NULL)
+			continue;
+		t0 = sigma_bench_now();
+		if (sigma_push_pull_sync(t, in, out) < 0) {
+			sh->failed = 1;
+			snprintf(sh->err, sizeof(sh->err), "worker %u: %s", r, sigma_last_error(s));
+			continue;
+		}
+		if (it > 0)
+			sh->t[it - 1][r] = sigma_bench_now() - t0;
+		if (it == o->iters)
+			__atomic_add_fetch(&sh->bad, sigma_bench_count_bad(out, SG_DTYPE_FP32, ne,
+									   o->n), __ATOMIC_RELAXED);
+	}
+	pthread_barrier_wait(&sh->bar);
+	if (r == 0)
+		__atomic_store_n(&sh->win_closed, 1, __ATOMIC_RELEASE);
+	if (s != NULL) {
+		sigma_get_stats(s, &st);
+		__atomic_add_fetch(&sh->retransmits, st.retransmits, __ATOMIC_RELAXED);
+	}
+	sigma_close(s);
+	free(in);
+	free(out);
+}
+
+/* The machines of configuration @p cf: their indices into c->m. */
+static unsigned int conf_nodes(const struct cl_ctx *c, const struct cl_conf *cf,
+			       unsigned int *idx)
+{
+	unsigned int k = 0;
+
+	if (cf->kind == CL_SIGMA)
+		for (unsigned int i = 0; i < c->o->n; i++)
+			idx[k++] = i;
+	for (unsigned int j = 0; j < cf->k; j++)
+		idx[k++] = c->o->n + j;
+	return k;
+}
+
+/*
+ * The time the links allow for the placement the job really has: each link's
+ * bytes on the wire (payload and headers of every chunk) over its rate. Also
+ * each node's bytes against the BytePS split's.
+ */
+static int placed_bound(struct cl_ctx *c, struct cl_conf *cf, const char *desc)
+{
+	static struct sigma_job job;
+	const struct cl_opts *o = c->o;
+	double wire[SG_MAX_NODES] = {0}, payload[SG_MAX_NODES] = {0}, total = 0, worst = 0;
+	double share_cpu, share_gpu, B = o->mbit * 1e6 / 8;
+	struct sigma_session *s;
+	struct sigma_tensor *t;
+	char err[256];
+
+	if (sigma_job_parse(desc, &job, err, sizeof(err)) < 0)
+		return -EINVAL;
+	s = sigma_open(&job.conf); /* a socket in our own namespace: nothing is sent */
+	t = s != NULL ? sigma_tensor_register(s, "grad", 0, SG_DTYPE_FP32, o->size / 4, 0) : NULL;
+	if (t == NULL) {
+		sigma_close(s);
+		return -errno;
+	}
+	for (uint32_t p = 0; p < sigma_tensor_nparts(t); p++) {
+		uint64_t off = (uint64_t)p * o->partition;
+		uint64_t len = o->size - off < o->partition ? o->size - off : o->partition;
+		uint64_t chunks = (len + o->chunk - 1) / o->chunk;
+		int nd = sigma_tensor_part_node(t, p);
+
+		if (nd < 0 || (unsigned int)nd >= job.conf.nnodes)
+			continue;
+		wire[nd] += (double)len + (double)chunks * CL_WIRE_OVERHEAD;
+		payload[nd] += (double)len;
+		total += (double)len + (double)chunks * CL_WIRE_OVERHEAD;
+	}
+	sigma_close(s);
+	sg_ctl_split(cf->kind == CL_SIGMA ? o->n : 0, cf->k, &share_cpu, &share_gpu);
+	cf->share_min = INFINITY;
+	cf->share_max = 0;
+	for (unsigned int i = 0; i < c->nm; i++) {
+		struct cl_machine *m = &c->m[i];
+		double mine = 0, link, want;
+		bool has = false;
+
+		for (unsigned int d = 0; d < job.conf.nnodes; d++)
+			if (strcmp(job.names[d], m->name) == 0) {
+				mine = wire[d];
+				has = true;
+				want = (m->gpu ? share_gpu : share_cpu) * (double)o->size;
+				if (want > 0) {
+					double r = payload[d] / want;
+
+					cf->share_min = r < cf->share_min ? r : cf->share_min;
+					cf->share_max = r > cf->share_max ? r : cf->share_max;
+				}
+			}
+		/*
+		 * A GPU machine's worker pushes what other nodes sum and pulls it back;
+		 * its node takes the other n-1 workers' pushes and sends them the sum.
+		 * A CPU machine's node does that for all n workers.
+		 */
+		if (m->gpu)
+			link = total - mine + (double)(o->n - 1) * mine;
+		else
+			link = has ? (double)o->n * mine : 0;
+		worst = link > worst ? link : worst;
+	}
+	cf->bound = worst / B;
+	return 0;
+}
+
+static int jobsvc(struct cl_ctx *c, const struct cl_conf *cf, struct sg_ctl_jobsvc *svc,
+		  struct sg_ctl_jobsvc_node *nodes, char (*targets)[176])
+{
+	unsigned int idx[CL_MAX_M], nn = conf_nodes(c, cf, idx);
+
+	for (unsigned int i = 0; i < nn; i++) {
+		snprintf(targets[i], 176, "unix:%s", c->m[idx[i]].sock);
+		nodes[i] = (struct sg_ctl_jobsvc_node){.target = targets[i]};
+	}
+	*svc = (struct sg_ctl_jobsvc){.nodes = nodes, .n_nodes = nn, .timeout_ms = 10000};
+	return nn ? 0 : -EINVAL;
+}
+
+static void kill_all(pid_t *pids, unsigned int n)
+{
+	for (unsigned int r = 0; r < n; r++)
+		if (pids[r] > 0)
+			kill(pids[r], SIGKILL);
+}
+
+/* One run of a Sigma or PS configuration: a job on its nodes, n workers, the job destroyed. */
+static int run_sigma(struct cl_ctx *c, struct cl_conf *cf, unsigned int run, double deadline)
+{
+	const struct cl_opts *o = c->o;
+	static char desc[SIGMA_JOB_DESC_MAX];
+	struct sg_ctl_jobsvc_node nodes[CL_MAX_M];
+	char targets[CL_MAX_M][176], err[1024];
+	struct sg_ctl_tensor tensor = {.elems = o->size / 4};
+	struct sg_ctl_job_spec spec = {.workers = o->n, .dtype = SG_DTYPE_FP32,
+				       .partition_bytes = o->partition, .chunk_bytes = o->chunk,
+				       .tensors = &tensor, .n_tensors = 1};
+	struct sg_ctl_jobsvc svc;
+	struct cl_shared *sh;
+	struct cl_sample s0 = {0}, s1 = {0};
+	pthread_barrierattr_t ba;
+	pid_t pids[CL_MAX_N] = {0};
+	unsigned int left;
+	bool have0 = false, have1 = false;
+	int64_t id;
+	int rc = 0;
+
+	snprintf(tensor.name, sizeof(tensor.name), "grad");
+	cf->t[run] = NAN;
+	jobsvc(c, cf, &svc, nodes, targets);
+	id = sg_ctl_job_service_create(&svc, &spec, desc, sizeof(desc), err, sizeof(err));
+	if (id < 0) {
+		fprintf(stderr, "sigma-bench: %s k=%u: job create: %s\n", cl_kind_name[cf->kind],
+			cf->k, err);
+		return (int)id;
+	}
+	if (run == 0 && placed_bound(c, cf, desc) < 0)
+		cf->bound = NAN;
+	sh = mmap(NULL, sizeof(*sh), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (sh == MAP_FAILED) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	pthread_barrierattr_init(&ba);
+	pthread_barrierattr_setpshared(&ba, PTHREAD_PROCESS_SHARED);
+	pthread_barrier_init(&sh->bar, &ba, o->n);
+	fflush(NULL);
+	for (unsigned int r = 0; r < o->n; r++) {
+		pids[r] = fork();
+		if (pids[r] == 0) {
+			worker(c, sh, desc, r);
+			_exit(0);
+		}
+		if (pids[r] < 0) {
+			sh->failed = 1;
+			snprintf(sh->err, sizeof(sh->err), "fork: %s", strerror(errno));
+			break;
+		}
+		kid_add(pids[r]);
+	}
+	/*
+	 * Watch: sample the counters when rank 0 opens and closes the timed
+	 * window; a worker that dies, a signal or the deadline ends them all
+	 * (the others would wait at the barrier forever).
+	 */
+	left = 0;
+	for (unsigned int r = 0; r < o->n; r++)
+		left += pids[r] > 0;
+	if (left < o->n)
+		kill_all(pids, o->n);
+	while (left > 0) {
+		bool reaped = false;
+
+		if (!have0 && __atomic_load_n(&sh->win_open, __ATOMIC_ACQUIRE)) {
+			sample(c, pids, o->n, &s0);
+			have0 = true;
+		}
+		if (have0 && !have1 && __atomic_load_n(&sh->win_closed, __ATOMIC_ACQUIRE)) {
+			sample(c, pids, o->n, &s1);
+			have1 = true;
+		}
+		for (unsigned int r = 0; r < o->n; r++) {
+			int st;
+
+			if (pids[r] <= 0 || waitpid(pids[r], &st, WNOHANG) != pids[r])
+				continue;
+			kid_del(pids[r]);
+			pids[r] = 0;
+			left--;
+			reaped = true;
+			if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+				sh->failed = 1;
+				snprintf(sh->err, sizeof(sh->err), "worker %u died (status 0x%x)", r,
+					 st);
+				kill_all(pids, o->n);
+			}
+		}
+		if (reaped)
+			continue;
+		if (cl_stop || sigma_bench_now() > deadline) {
+			sh->failed = 1;
+			snprintf(sh->err, sizeof(sh->err), "%s", cl_stop ? "interrupted" :
+				 "no result before the deadline: workers killed");
+			kill_all(pids, o->n);
+		}
+		usleep(5000);
+	}
+	if (!sh->failed && sh->bad == 0) {
+		double v[CL_MAX_ITERS];
+
+		for (unsigned int it = 0; it < o->iters; it++) {
+			v[it] = 0;
+			for (unsigned int r = 0; r < o->n; r++)
+				v[it] = sh->t[it][r] > v[it] ? sh->t[it][r] : v[it];
+		}
+		cf->t[run] = sigma_bench_median(v, o->iters);
+		if (have1)
+			window_stats(c, &s0, &s1, cf, run);
+	} else {
+		cf->ok = false;
+		if (sh->bad)
+			fprintf(stderr, "sigma-bench: %s k=%u: %" PRIu64 " wrong sums\n",
+				cl_kind_name[cf->kind], cf->k, sh->bad);
+		else
+			fprintf(stderr, "sigma-bench: %s k=%u: %s\n", cl_kind_name[cf->kind], cf->k,
+				sh->err);
+		rc = -EIO;
+	}
+	cf->retransmits += sh->retransmits;
+	munmap(sh, sizeof(*sh));
+out:
+	if (sg_ctl_job_service_destroy(&svc, (uint32_t)id, err, sizeof(err)) < 0)
+		fprintf(stderr, "sigma-bench: job destroy: %s\n", err);
+	return rc;
+}
+
+/* ---- MPI_Allreduce across the GPU machines --------------------------------- */
+
+static int run_mpi(struct cl_ctx *c, struct cl_conf *cf, unsigned int run, double deadline)
+{
+	const struct cl_opts *o = c->o;
+	char np[16], hosts[128], iters[16], size[32], out[128], line[256], tmp[128];
+	char agent[] = SIGMA_SOURCE_ROOT "/bench/cluster_rsh.sh";
+	char *argv[] = {"mpirun", "--allow-run-as-root", "-np", np, "--hostfile", hosts,
+			"--bind-to", "none", "--mca", "plm_rsh_agent", agent,
+			"--mca", "plm_rsh_no_tree_spawn", "1",
+			"--mca", "btl", "self,tcp", "--mca", "btl_tcp_if_include", "10.77.0.0/24",
+			"--mca", "oob_tcp_if_include", "10.77.0.0/24", "--mca", "pml", "ob1",
+			c->mpi_exe, iters, size, NULL};
+	struct cl_sample s0, s1;
+	FILE *f;
+	pid_t p;
+	int st;
+	bool got = false;
+
+	cf->t[run] = NAN;
+	snprintf(np, sizeof(np), "%u", o->n);
+	snprintf(hosts, sizeof(hosts), "%s/hosts", c->dir);
+	snprintf(iters, sizeof(iters), "%u", o->iters);
+	snprintf(size, sizeof(size), "%" PRIu64, o->size);
+	snprintf(out, sizeof(out), "%s/mpi.out", c->dir);
+	f = fopen(hosts, "w");
+	if (f == NULL)
+		return -errno;
+	for (unsigned int i = 0; i < o->n; i++)
+		fprintf(f, "%s slots=1\n", c->m[i].ip);
+	fclose(f);
+	unlink(out);
+	/* mpirun's session folder, and (bench/cluster_rsh.sh) each daemon's beside it */
+	snprintf(tmp, sizeof(tmp), "%s/mpi-%s", c->dir, c->m[0].name);
+	setenv("SIGMA_CLUSTER_DIR", c->dir, 1);
+	setenv("OMPI_MCA_orte_tmpdir_base", tmp, 1);
+	if (mkdir(tmp, 0700) < 0 && errno != EEXIST)
+		return -errno;
+	sample(c, NULL, 0, &s0);
+	p = spawn(argv, c->m[0].ns, out); /* mpirun itself on GPU machine 0 */
+	if (p < 0)
+		return (int)p;
+	st = wait_kid(p, deadline - sigma_bench_now(), false);
+	sample(c, NULL, 0, &s1);
+	unsetenv("OMPI_MCA_orte_tmpdir_base");
+	f = fopen(out, "r");
+	while (f != NULL && fgets(line, sizeof(line), f) != NULL) {
+		uint64_t sz;
+		double t;
+		int ok;
+
+		if (sscanf(line, "allreduce %" SCNu64 " %lf %d", &sz, &t, &ok) == 3 && sz == o->size &&
+		    ok == 1) {
+			cf->t[run] = t;
+			got = true;
+		} else if (!o->quiet || st != 0) {
+			fprintf(stderr, "mpirun: %s", line);
+		}
+	}
+	if (f != NULL)
+		fclose(f);
+	if (st != 0 || !got) {
+		fprintf(stderr, "sigma-bench: MPI_Allreduce failed (%s)\n",
+			st == -ETIMEDOUT ? "deadline" : st == -EINTR ? "interrupted" : "see above");
+		cf->ok = false;
+		return -EIO;
+	}
+	/*
+	 * The window is the whole mpirun (start-up, warm-up, iterations): no link
+	 * use, but the busiest link's bytes per iteration.
+	 */
+	window_stats(c, &s0, &s1, cf, run);
+	cf->util_max[run] = cf->util_mean[run] = NAN;
+	for (unsigned int i = 0; i < o->n; i++) {
+		double u = (double)(s1.up[i] - s0.up[i]), d = (double)(s1.down[i] - s0.down[i]);
+		double per = (u > d ? u : d) / (o->iters + 1);
+
+		if (!(cf->link_bytes[run] >= per))
+			cf->link_bytes[run] = per;
+	}
+	return 0;
+}
+
+/* ---- options, outputs ------------------------------------------------------ */
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: sigma-bench cluster [options]   (needs root: network namespaces, tc)\n"
+		"  --n N          GPU machines, each a worker and a summation node (default 4)\n"
+		"  --k K          CPU machines of the headline: Sigma and PS with K (default 2)\n"
+		"  --ks LIST      the k of every Sigma run, e.g. 0,2,4 (default 0..n and K)\n"
+		"  --link RATE    each machine's link, both directions: 200mbit, 1gbit, or a number "
+		"of Mbit/s (default 100mbit: see docs/cluster.md)\n"
+		"  --size M       model bytes M (K/M/G suffixes: powers of 1024; default 64M)\n"
+		"  --partition P  partition bytes (default 64K: enough keys for the hash to "
+		"follow the split)\n"
+		"  --chunk C      chunk payload, a multiple of 8 up to 8920 (default 8920)\n"
+		"  --mtu MTU      the links' MTU (default 9000)\n"
+		"  --window W     outstanding chunks per worker and node (default 32)\n"
+		"  --iters I      timed iterations after one warm-up (default 3)\n"
+		"  --runs R       whole rounds of every configuration, interleaved; figures are "
+		"medians across them (default 1)\n"
+		"  --no-mpi       skip MPI_Allreduce;  --no-ps  skip the parameter server\n"
+		"  --json F       JSON there (default: stdout, after the table)\n"
+		"  --plot F.svg   gnuplot: measured time against the model for each k (.png too)\n"
+		"  --prefix P     names of the namespaces (P-sw, P-g0, ...; default sgc<pid>)\n"
+		"  --udpd PATH    sigma-udpd (default: the build tree's, beside sigma-bench)\n"
+		"  --nice N       run the cluster's processes at this nice value, -20..19 (default 0; "
+		"a negative one shields the run from other load on the machine)\n"
+		"  --quiet        no progress lines\n");
+}
+
+static int parse_rate(const char *s, unsigned int *mbit)
+{
+	char *end;
+	double v = strtod(s, &end);
+
+	if (end == s || !(v > 0))
+		return -EINVAL;
+	if (strcasecmp(end, "gbit") == 0)
+		v *= 1000;
+	else if (strcasecmp(end, "kbit") == 0)
+		v /= 1000;
+	else if (*end != '\0' && strcasecmp(end, "mbit") != 0)
+		return -EINVAL;
+	if (v < 1 || v > 100000 || v != floor(v))
+		return -EINVAL;
+	*mbit = (unsigned int)v;
+	return 0;
+}
+
+static int parse_ks(const char *s, struct cl_opts *o)
+{
+	char buf[256], *rest = buf, *tok;
+
+	if (strlen(s) >= sizeof(buf))
+		return -EINVAL;
+	strcpy(buf, s);
+	o->n_ks = 0;
+	while ((tok = strsep(&rest, ",")) != NULL)
+		if (o->n_ks == CL_MAX_K + 1 ||
+		    sigma_bench_parse_uint(tok, 0, CL_MAX_K, &o->ks[o->n_ks++]) < 0)
+			return -EINVAL;
+	return 0;
+}
+
+static int cmp_uint(const void *a, const void *b)
+{
+	unsigned int x = *(const unsigned int *)a, y = *(const unsigned int *)b;
+
+	return (x > y) - (x < y);
+}
+
+/* The default sigma-udpd: the build tree's, beside this program's folder. */
+static void default_udpd(char *buf, size_t cap)
+{
+	char self[PATH_MAX - 32];
+	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+	char *slash;
+
+	snprintf(buf, cap, "sigma-udpd");
+	if (n <= 0)
+		return;
+	self[n] = '\0';
+	slash = strrchr(self, '/');
+	if (slash == NULL)
+		return;
+	*slash = '\0';
+	snprintf(buf, cap, "%s/../client/sigma-udpd", self);
+}
+
+static int parse_opts(int argc, char **argv, struct cl_opts *o, char *udpd, size_t udpd_cap)
+{
+	static const struct option opts[] = {
+		{"n", required_argument, NULL, 'n'},	 {"k", required_argument, NULL, 'k'},
+		{"ks", required_argument, NULL, 'K'},	 {"link", required_argument, NULL, 'l'},
+		{"size", required_argument, NULL, 's'},	 {"partition", required_argument, NULL, 'P'},
+		{"chunk", required_argument, NULL, 'c'}, {"mtu", required_argument, NULL, 'u'},
+		{"window", required_argument, NULL, 'w'}, {"iters", required_argument, NULL, 'i'},
+		{"runs", required_argument, NULL, 'r'},	 {"no-mpi", no_argument, NULL, 'M'},
+		{"no-ps", no_argument, NULL, 'S'},	 {"json", required_argument, NULL, 'j'},
+		{"plot", required_argument, NULL, 'p'},	 {"prefix", required_argument, NULL, 'x'},
+		{"udpd", required_argument, NULL, 'd'},	 {"quiet", no_argument, NULL, 'q'},
+		{"nice", required_argument, NULL, 'N'},	 {"help", no_argument, NULL, 'h'},
+		{NULL, 0, NULL, 0}};
+	bool ks_set = false, bad = false;
+	uint64_t v;
+	int ch;
+
+	*o = (struct cl_opts){.n = 4, .k = 2, .mbit = 100, .mtu = 9000, .iters = 3, .runs = 1,
+			      .window = 32, .chunk = 8920, .size = 64ull << 20,
+			      .partition = 64 << 10, .mpi = true, .ps = true};
+	snprintf(o->prefix, sizeof(o->prefix), "sgc%d", (int)getpid());
+	default_udpd(udpd, udpd_cap);
+	o->udpd = udpd;
+	optind = 1;
+	while ((ch = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+		switch (ch) {
+		case 'n': bad |= sigma_bench_parse_uint(optarg, 1, CL_MAX_N, &o->n) < 0; break;
+		case 'k': bad |= sigma_bench_parse_uint(optarg, 0, CL_MAX_K, &o->k) < 0; break;
+		case 'K': bad |= parse_ks(optarg, o) < 0; ks_set = true; break;
+		case 'l': bad |= parse_rate(optarg, &o->mbit) < 0; break;
+		case 's': bad |= sigma_bench_parse_size(optarg, &o->size) < 0; break;
+		case 'P':
+			bad |= sigma_bench_parse_size(optarg, &v) < 0 || v > SG_MAX_PARTITION_BYTES;
+			o->partition = (uint32_t)v;
+			break;
+		case 'c': bad |= sigma_bench_parse_uint(optarg, 8, SG_MAX_CHUNK_BYTES, &o->chunk) < 0;
+			break;
+		case 'u': bad |= sigma_bench_parse_uint(optarg, 1280, 9000, &o->mtu) < 0; break;
+		case 'w': bad |= sigma_bench_parse_uint(optarg, 1, 4096, &o->window) < 0; break;
+		case 'i': bad |= sigma_bench_parse_uint(optarg, 1, CL_MAX_ITERS, &o->iters) < 0;
+			break;
+		case 'r': bad |= sigma_bench_parse_uint(optarg, 1, CL_MAX_RUNS, &o->runs) < 0; break;
+		case 'M': o->mpi = false; break;
+		case 'S': o->ps = false; break;
+		case 'j': o->json = optarg; break;
+		case 'p': o->plot = optarg; break;
+		case 'x':
+			bad |= strlen(optarg) == 0 || strlen(optarg) >= 16 ||
+			       strspn(optarg, "abcdefghijklmnopqrstuvwxyz0123456789") != strlen(optarg);
+			snprintf(o->prefix, sizeof(o->prefix), "%s", optarg);
+			break;
+		case 'd': o->udpd = optarg; break;
+		case 'q': o->quiet = true; break;
+		case 'N': {
+			char *end;
+			long nv = strtol(optarg, &end, 10);
+
+			bad |= *optarg == '\0' || *end != '\0' || nv < -20 || nv > 19;
+			o->nice = (int)nv;
+			break;
+		}
+		case 'h': return 1;
+		default: return -EINVAL;
+		}
+	}
+	if (bad || optind < argc) {
+		fprintf(stderr, "sigma-bench cluster: bad option: n 1..%d, k and each of --ks 0..%d, "
+				"--link a rate, --size a multiple of 4, chunk a multiple of 8 <= 8920, "
+				"mtu 1280..9000, iters 1..%d, runs 1..%d, --prefix 1..15 of [a-z0-9]\n",
+			CL_MAX_N, CL_MAX_K, CL_MAX_ITERS, CL_MAX_RUNS);
+		return -EINVAL;
+	}
+	if (o->size % 4 || o->size == 0 || o->partition % 8 || o->partition == 0 ||
+	    o->chunk % 8 || o->chunk > o->partition || o->chunk + 48 + 28 > o->mtu ||
+	    o->size / o->partition >= SG_MAX_PARTS) {
+		fprintf(stderr, "sigma-bench cluster: need a size that is a multiple of 4 in at most "
+				"%d partitions, a partition that is a multiple of 8, and a chunk of at "
+				"most the partition whose datagram (chunk + 76 bytes) fits the MTU %u\n",
+			SG_MAX_PARTS - 1, o->mtu);
+		return -EINVAL;
+	}
+	if (!ks_set) {
+		for (unsigned int k = 0; k <= o->n && k <= CL_MAX_K; k++)
+			o->ks[o->n_ks++] = k;
+		if (o->k > o->n)
+			o->ks[o->n_ks++] = o->k;
+	}
+	qsort(o->ks, o->n_ks, sizeof(o->ks[0]), cmp_uint);
+	o->kmax = o->k;
+	for (unsigned int i = 0; i < o->n_ks; i++)
+		o->kmax = o->ks[i] > o->kmax ? o->ks[i] : o->kmax;
+	if (o->ps && o->k == 0)
+		o->ps = false; /* a parameter server needs servers */
+	if (o->mpi && o->n < 2)
+		o->mpi = false;
+	return 0;
+}
+
+static double med(const double *v, unsigned int n)
+{
+	double w[CL_MAX_RUNS];
+	unsigned int k = 0;
+
+	for (unsigned int i = 0; i < n; i++)
+		if (isfinite(v[i]))
+			w[k++] = v[i];
+	return k ? sigma_bench_median(w, k) : NAN;
+}
+
+static double jnum(double v)
+{
+	return isfinite(v) ? v : -1; /* JSON has no NaN: -1 means "not measured" */
+}
+
+static const struct cl_conf *find_conf(const struct cl_conf *cf, unsigned int n,
+				       enum cl_kind kind, unsigned int k)
+{
+	for (unsigned int i = 0; i < n; i++)
+		if (cf[i].kind == kind && (kind == CL_MPI || cf[i].k == k))
+			return &cf[i];
+	return NULL;
+}
+
+static void print_table(const struct cl_ctx *c, const struct cl_conf *cf, unsigned int ncf,
+			const char *cpu, const double *load)
+{
+	const struct cl_opts *o = c->o;
+	const struct cl_conf *sk = find_conf(cf, ncf, CL_SIGMA, o->k), *mpi = find_conf(cf, ncf,
+										      CL_MPI, 0);
+
+	printf("sigma-bench cluster: %u GPU + %u CPU machines (network namespaces), each link "
+	       "%u Mbit/s both ways (tbf), MTU %u\n", o->n, o->kmax, o->mbit, o->mtu);
+	printf("M = %" PRIu64 " bytes in partitions of %u, chunks of %u, window %u; %u timed "
+	       "iterations, %u run(s); nodes: sigma-udpd\n", o->size, o->partition, o->chunk,
+	       o->window, o->iters, o->runs);
+	printf("CPU: %s, %ld online; load average %.2f %.2f %.2f at the start; nice %d\n", cpu,
+	       sysconf(_SC_NPROCESSORS_ONLN), load[0], load[1], load[2], o->nice);
+	printf("%-6s %3s %9s %9s %7s %9s %7s %9s %7s %6s %6s %8s %8s\n", "config", "k", "time s",
+	       "model s", "/model", "bound s", "/bound", "split", "link%", "CPU%", "ours%",
+	       "retrans", "drops");
+	for (unsigned int i = 0; i < ncf; i++) {
+		const struct cl_conf *x = &cf[i];
+		char k[8] = "-", split[24] = "-";
+
+		if (x->kind != CL_MPI)
+			snprintf(k, sizeof(k), "%u", x->k);
+		if (isfinite(x->share_max) && x->share_max > 0)
+			snprintf(split, sizeof(split), "%.2f-%.2f", x->share_min, x->share_max);
+		printf("%-6s %3s %9.3f %9.3f %7.3f %9.3f %7.3f %9s %6.0f%% %5.0f%% %5.0f%% %8" PRIu64
+		       " %8" PRIu64 "%s\n", cl_kind_name[x->kind], k, x->t_med, x->model,
+		       x->t_med / x->model, x->bound, x->t_med / x->bound, split, 100 * x->util_med,
+		       100 * x->cpu_machine_med, 100 * x->cpu_ours_med, x->retransmits,
+		       x->qdisc_drops + x->sock_drops, x->ok ? "" : "  FAILED");
+	}
+	printf("model: BytePS's times at the link rate (sigma-bench model); bound: the placement "
+	       "the hash made and the bytes on the wire, over the busiest link; split: each "
+	       "node's bytes / the split's (min-max); link%%: the busiest link's use (MPI: "
+	       "n/a); CPU%%: all CPUs busy (every process on the machine); ours%%: this run's "
+	       "processes; drops: packets the tbf queues and socket buffers dropped (all runs)\n");
+	if (mpi != NULL)
+		printf("MPI_Allreduce: %.0f bytes per iteration on the busiest link (model "
+		       "2(n-1)/n M = %.0f)\n", mpi->link_med, 2.0 * (o->n - 1) / o->n *
+		       (double)o->size);
+	if (sk != NULL && mpi != NULL && sk->t_med > 0)
+		printf("sigma k=%u vs MPI_Allreduce: %.3fx (the model: %.3fx; target 0.9 x model = "
+		       "%.3fx)\n", o->k, mpi->t_med / sk->t_med, mpi->model / sk->model,
+		       0.9 * mpi->model / sk->model);
+}
+
+static void write_json(FILE *f, const struct cl_ctx *c, const struct cl_conf *cf,
+		       unsigned int ncf, const char *cpu, const double *load)
+{
+	const struct cl_opts *o = c->o;
+	const struct cl_conf *sk = find_conf(cf, ncf, CL_SIGMA, o->k), *mpi = find_conf(cf, ncf,
+										      CL_MPI, 0);
+
+	fprintf(f, "{\"bench\":\"cluster\",\"cpu\":\"%s\",\"ncpu\":%ld,\"loadavg\":[%.2f,%.2f,"
+		   "%.2f],\"node\":\"sigma-udpd\",\"n\":%u,\"k\":%u,\"cpu_machines\":%u,"
+		   "\"nice\":%d,\"link_mbit\":%u,\"mtu\":%u,\"bytes\":%" PRIu64 ",\"partition_bytes\":%u,"
+		   "\"chunk_bytes\":%u,\"window\":%u,\"iters\":%u,\"runs\":%u,\"configs\":[", cpu,
+		sysconf(_SC_NPROCESSORS_ONLN), load[0], load[1], load[2], o->n, o->k, o->kmax,
+		o->nice, o->mbit, o->mtu, o->size, o->partition, o->chunk, o->window, o->iters, o->runs);
+	for (unsigned int i = 0; i < ncf; i++) {
+		const struct cl_conf *x = &cf[i];
+
+		fprintf(f, "%s{\"config\":\"%s\",\"k\":%d,\"ok\":%s,\"time_s\":%.6g,\"model_s\":%.6g,"
+			   "\"ratio_model\":%.4f,\"bound_s\":%.6g,\"ratio_bound\":%.4f,"
+			   "\"share_min\":%.4f,\"share_max\":%.4f,\"link_util_max\":%.4f,"
+			   "\"link_util_mean\":%.4f,\"cpu_busy\":%.4f,\"cpu_ours\":%.4f,"
+			   "\"link_bytes_per_iter\":%.0f,\"retransmits\":%" PRIu64 ",\"qdisc_drops\":%"
+			   PRIu64 ",\"socket_drops\":%" PRIu64 ",\"runs_s\":[",
+			i ? "," : "", cl_kind_name[x->kind], x->kind == CL_MPI ? -1 : (int)x->k,
+			x->ok ? "true" : "false", jnum(x->t_med), jnum(x->model),
+			jnum(x->t_med / x->model), jnum(x->bound), jnum(x->t_med / x->bound),
+			jnum(x->share_min), jnum(x->share_max), jnum(x->util_med),
+			jnum(x->util_mean[0]), jnum(x->cpu_machine_med), jnum(x->cpu_ours_med),
+			jnum(x->link_med), x->retransmits, x->qdisc_drops, x->sock_drops);
+		for (unsigned int r = 0; r < o->runs; r++)
+			fprintf(f, "%s%.6g", r ? "," : "", jnum(x->t[r]));
+		fprintf(f, "]}");
+	}
+	fprintf(f, "]");
+	if (sk != NULL && mpi != NULL && sk->t_med > 0)
+		fprintf(f, ",\"sigma_vs_mpi\":%.4f,\"sigma_vs_mpi_model\":%.4f",
+			jnum(mpi->t_med / sk->t_med), mpi->model / sk->model);
+	fprintf(f, "}\n");
+}
+
+/* gnuplot: time against k, measured and modelled; MPI and all-reduce's model as lines. */
+static int plot(const char *path, const struct cl_ctx *c, const struct cl_conf *cf,
+		unsigned int ncf)
+{
+	const struct cl_opts *o = c->o;
+	const struct cl_conf *mpi = find_conf(cf, ncf, CL_MPI, 0);
+	char dat[] = "/tmp/sigma-cluster-XXXXXX";
+	double B = o->mbit * 1e6 / 8;
+	int fd = mkstemp(dat), rc;
+	struct sg_ctl_model m;
+	FILE *f, *g;
+
+	if (fd < 0 || (f = fdopen(fd, "w")) == NULL)
+		return -errno;
+	/* block 0: the model for every k; 1: sigma measured; 2: PS measured */
+	for (unsigned int k = 0; k <= o->kmax; k++)
+		if (sg_ctl_model(o->n, k, (double)o->size, B, &m) == 0)
+			fprintf(f, "%u %.6g %.6g %.6g\n", k, m.t_sigma, m.t_allreduce,
+				isfinite(m.t_ps) ? m.t_ps : NAN);
+	fprintf(f, "\n\n");
+	for (unsigned int i = 0; i < ncf; i++)
+		if (cf[i].kind == CL_SIGMA)
+			fprintf(f, "%u %.6g %.6g\n", cf[i].k, jnum(cf[i].t_med), jnum(cf[i].bound));
+	fprintf(f, "\n\n");
+	for (unsigned int i = 0; i < ncf; i++)
+		if (cf[i].kind == CL_PS)
+			fprintf(f, "%u %.6g\n", cf[i].k, jnum(cf[i].t_med));
+	fprintf(f, "0 nan\n");
+	fclose(f);
+	g = popen("gnuplot", "w");
+	if (g == NULL) {
+		unlink(dat);
+		return -errno;
+	}
+	fprintf(g, "set terminal %s size 800,500 noenhanced\nset output '%s'\n",
+		strstr(path, ".png") ? "pngcairo" : "svg", path);
+	fprintf(g, "set xlabel 'k (CPU machines)'\nset ylabel 'seconds per push_pull of %.0f MB'\n"
+		   "set title 'n = %u GPU machines, links of %u Mbit/s'\nset grid\nset key top right\n"
+		   "set xtics 1\nset yrange [0:*]\nplot '%s' index 0 using 1:2 with lines lw 2 "
+		   "title 'model: BytePS split', '%s' index 0 using 1:3 with lines dt 2 title "
+		   "'model: all-reduce', '%s' index 0 using 1:4 with lines dt 3 title 'model: PS', "
+		   "'%s' index 1 using 1:2 with linespoints pt 7 title 'sigma measured', '%s' index 1 "
+		   "using 1:3 with points pt 6 title 'bound: placement made, wire bytes', '%s' index "
+		   "2 using 1:2 with points pt 5 title 'PS measured'",
+		(double)o->size / 1e6, o->n, o->mbit, dat, dat, dat, dat, dat, dat);
+	if (mpi != NULL && isfinite(mpi->t_med))
+		fprintf(g, ", %.6g with lines lw 2 title 'MPI_Allreduce measured'", mpi->t_med);
+	fprintf(g, "\n");
+	rc = pclose(g);
+	unlink(dat);
+	return rc == 0 ? 0 : -EIO;
+}
+
+/* ---- the run ------------------------------------------------------------------ */
+
+static void machines(struct cl_ctx *c)
+{
+	const struct cl_opts *o = c->o;
+
+	c->nm = 0;
+	for (unsigned int i = 0; i < o->n + o->kmax; i++) {
+		struct cl_machine *m = &c->m[c->nm++];
+		bool gpu = i < o->n;
+		unsigned int j = gpu ? i : i - o->n;
+
+		char name[12];
+
+		snprintf(name, sizeof(name), "%c%u", gpu ? 'g' : 'c', j % 100);
+		*m = (struct cl_machine){.gpu = gpu};
+		snprintf(m->name, sizeof(m->name), "%s", name);
+		snprintf(m->ns, sizeof(m->ns), "%s-%s", o->prefix, name);
+		snprintf(m->ip, sizeof(m->ip), "10.77.0.%hhu", (unsigned char)(gpu ? 1 + j : 101 + j));
+	}
+}
+
+static unsigned int make_confs(const struct cl_opts *o, struct cl_conf *cf)
+{
+	unsigned int n = 0;
+	double B = o->mbit * 1e6 / 8;
+	struct sg_ctl_model m;
+
+	if (o->mpi)
+		cf[n++] = (struct cl_conf){.kind = CL_MPI};
+	for (unsigned int i = 0; i < o->n_ks; i++)
+		if (i == 0 || o->ks[i] != o->ks[i - 1])
+			cf[n++] = (struct cl_conf){.kind = CL_SIGMA, .k = o->ks[i]};
+	if (o->ps)
+		cf[n++] = (struct cl_conf){.kind = CL_PS, .k = o->k};
+	for (unsigned int i = 0; i < n; i++) {
+		sg_ctl_model(o->n, cf[i].k, (double)o->size, B, &m);
+		cf[i].ok = true;
+		cf[i].bound = NAN;
+		cf[i].share_max = NAN;
+		cf[i].share_min = NAN;
+		cf[i].model = cf[i].kind == CL_MPI ? m.t_allreduce :
+			      cf[i].kind == CL_PS ? m.t_ps : m.t_sigma;
+		for (unsigned int r = 0; r < CL_MAX_RUNS; r++)
+			cf[i].t[r] = cf[i].util_max[r] = cf[i].util_mean[r] = cf[i].cpu_machine[r] =
+				cf[i].cpu_ours[r] = cf[i].link_bytes[r] = NAN;
+	}
+	return n;
+}
+
+static int run_all(struct cl_ctx *c, struct cl_conf *cf, unsigned int ncf)
+{
+	const struct cl_opts *o = c->o;
+	int rc = 0;
+
+	for (unsigned int run = 0; run < o->runs && !cl_stop; run++)
+		for (unsigned int i = 0; i < ncf && !cl_stop; i++) {
+			/* generous: ten times the model per iteration, and a minute */
+			double dl = sigma_bench_now() + 60 + 10.0 * (o->iters + 1) * cf[i].model;
+
+			char k[16] = "";
+
+			if (cf[i].kind != CL_MPI)
+				snprintf(k, sizeof(k), " k=%u", cf[i].k);
+			if (!o->quiet)
+				fprintf(stderr, "sigma-bench: run %u/%u: %s%s (model %.2f s)\n",
+					run + 1, o->runs, cl_kind_name[cf[i].kind], k, cf[i].model);
+			uint64_t q0, s0, q1, s1;
+
+			drops(c, &q0, &s0);
+			if ((cf[i].kind == CL_MPI ? run_mpi(c, &cf[i], run, dl) :
+			     run_sigma(c, &cf[i], run, dl)) < 0)
+				rc = -EIO;
+			drops(c, &q1, &s1);
+			cf[i].qdisc_drops += q1 - q0;
+			cf[i].sock_drops += s1 - s0;
+		}
+	for (unsigned int i = 0; i < ncf; i++) {
+		struct cl_conf *x = &cf[i];
+
+		x->t_med = med(x->t, o->runs);
+		x->util_med = med(x->util_max, o->runs);
+		x->cpu_machine_med = med(x->cpu_machine, o->runs);
+		x->cpu_ours_med = med(x->cpu_ours, o->runs);
+		x->link_med = med(x->link_bytes, o->runs);
+	}
+	return cl_stop ? -EINTR : rc;
+}
+
+int sigma_bench_cluster(int argc, char **argv)
+{
+	static struct cl_ctx ctx;
+	static struct cl_conf cf[CL_MAX_CONFIGS];
+	struct sigaction sa = {.sa_handler = cl_on_signal};
+	struct sigaction old[3];
+	struct cl_opts o;
+	char udpd[PATH_MAX], cpu[128];
+	double load[3] = {0};
+	unsigned int ncf;
+	bool net = false, ran = false;
+	int rc = parse_opts(argc, argv, &o, udpd, sizeof(udpd)), nrc;
+
+	if (rc != 0) {
+		usage(rc > 0 ? stdout : stderr);
+		return rc > 0 ? 0 : 2;
+	}
+	ctx = (struct cl_ctx){.o = &o, .sw_fd = -1, .self_fd = -1};
+	if (access(o.udpd, X_OK) != 0) {
+		fprintf(stderr, "sigma-bench cluster: no sigma-udpd at %s (--udpd PATH)\n", o.udpd);
+		return 1;
+	}
+	machines(&ctx);
+	ncf = make_confs(&o, cf);
+	if (o.nice != 0 && setpriority(PRIO_PROCESS, 0, o.nice) < 0) {
+		fprintf(stderr, "sigma-bench cluster: cannot set nice %d: %s\n", o.nice,
+			strerror(errno));
+		return 1;
+	}
+	getloadavg(load, 3);
+	sigma_bench_cpu_model(cpu, sizeof(cpu));
+	cl_stop = 0;
+	sigaction(SIGINT, &sa, &old[0]);
+	sigaction(SIGTERM, &sa, &old[1]);
+	sigaction(SIGHUP, &sa, &old[2]);
+	/* every program started from here on carries the prefix: so one can tell what is ours */
+	setenv("SIGMA_CLUSTER_PREFIX", o.prefix, 1);
+	snprintf(ctx.dir, sizeof(ctx.dir), "/tmp/sigma-cluster-%s-XXXXXX", o.prefix);
+	if (mkdtemp(ctx.dir) == NULL) {
+		ctx.dir[0] = '\0';
+		rc = -errno;
+		goto out;
+	}
+	if (o.mpi && (rc = sigma_bench_build_mpi(ctx.mpi_exe, sizeof(ctx.mpi_exe))) < 0) {
+		ctx.mpi_exe[0] = '\0';
+		goto out;
+	}
+	if (!o.quiet)
+		fprintf(stderr, "sigma-bench: making %u GPU + %u CPU machines (%s-*), links of %u "
+				"Mbit/s\n", o.n, o.kmax, o.prefix, o.mbit);
+	net = true;
+	nrc = net_script(&ctx, "up", false);
+	if (nrc != 0) {
+		fprintf(stderr, "sigma-bench cluster: cannot make the cluster's network%s\n",
+			nrc == 77 ? " here (see above)" : "");
+		rc = nrc == 77 ? -EPERM : -EIO;
+		goto out;
+	}
+	{
+		char sw[96];
+
+		snprintf(sw, sizeof(sw), "/run/netns/%s-sw", o.prefix);
+		ctx.sw_fd = open(sw, O_RDONLY | O_CLOEXEC);
+		ctx.self_fd = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
+		if (ctx.sw_fd < 0 || ctx.self_fd < 0) {
+			rc = -errno;
+			perror("sigma-bench: namespaces");
+			goto out;
+		}
+	}
+	for (unsigned int i = 0; i < ctx.nm && rc == 0; i++)
+		rc = node_start(&ctx, &ctx.m[i]);
+	if (rc == 0)
+		rc = nodes_ready(&ctx);
+	if (rc == 0 && !cl_stop) {
+		rc = run_all(&ctx, cf, ncf);
+		ran = true;
+	}
+out:
+	nodes_stop(&ctx);
+	if (net) {
+		if (net_script(&ctx, "down", false) != 0)
+			fprintf(stderr, "sigma-bench: removing the cluster failed\n");
+		if (net_script(&ctx, "left", false) != 0) {
+			fprintf(stderr, "sigma-bench: something of the cluster is left (above)\n");
+			rc = rc ? rc : -EIO;
+		}
+	}
+	if (ctx.sw_fd >= 0)
+		close(ctx.sw_fd);
+	if (ctx.self_fd >= 0)
+		close(ctx.self_fd);
+	if (ctx.mpi_exe[0])
+		sigma_bench_rm_mpi(ctx.mpi_exe);
+	if (ctx.dir[0]) {
+		char cmd[128];
+
+		snprintf(cmd, sizeof(cmd), "rm -rf '%s'", ctx.dir);
+		if (system(cmd) != 0)
+			fprintf(stderr, "sigma-bench: cannot remove %s\n", ctx.dir);
+	}
+	sigaction(SIGINT, &old[0], NULL);
+	sigaction(SIGTERM, &old[1], NULL);
+	sigaction(SIGHUP, &old[2], NULL);
+	if (cl_stop) {
+		fprintf(stderr, "sigma-bench cluster: interrupted (signal %d); everything it made is "
+				"removed\n", (int)cl_stop);
+		return 1;
+	}
+	if (ran) { /* failed configurations are marked FAILED */
+		struct sigma_bench_out out;
+
+		print_table(&ctx, cf, ncf, cpu, load);
+		if (sigma_bench_out_open(&out) == 0) {
+			write_json(out.f, &ctx, cf, ncf, cpu, load);
+			if (sigma_bench_out_write(&out, o.json) < 0)
+				rc = -EIO;
+		}
+		if (o.plot != NULL && plot(o.plot, &ctx, cf, ncf) < 0) {
+			fprintf(stderr, "sigma-bench: gnuplot failed (is gnuplot-nox installed?)\n");
+			rc = -EIO;
+		}
+	}
+	return rc == -EPERM ? 77 : rc < 0 ? 1 : 0;
+}

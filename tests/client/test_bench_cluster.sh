@@ -1,0 +1,158 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
+#
+# sigma-bench cluster on a 2 + 1 cluster: two GPU machines and one CPU machine,
+# network namespaces whose links tbf shapes to 100 Mbit/s both ways. One run
+# of MPI_Allreduce, Sigma with k = 1 and a PS on the CPU machine, each sum of
+# every element checked by the bench against the closed-form reference (it
+# fails otherwise). Then:
+# - no configuration may beat its shaped links: each time is at least 0.95 x
+#   the time the links allow for the bytes it moved, less the 10 ms a tbf
+#   bucket may lend (load only makes runs slower);
+# - the same cluster interrupted by SIGINT mid-run, and one whose nodes cannot
+#   start (--udpd /bin/false): both must fail and leave nothing behind;
+# - after each: no namespace of the run, no process that carries its prefix,
+#   nothing new in this namespace's interfaces;
+# - bad options exit 2 before making anything.
+# Skips (77) where network namespaces, veth pairs or tbf cannot be made.
+# Usage: test_bench_cluster.sh path/to/sigma-bench path/to/sigma-udpd
+set -u
+BENCH=$1
+UDPD=$2
+P=sgt$$
+TMP=$(mktemp -d)
+fails=0
+cleanup() {
+	local ns
+	for ns in $(ip netns list 2>/dev/null | awk '{print $1}' | grep "^$P"); do
+		ip netns pids "$ns" 2>/dev/null | xargs -r kill -KILL 2>/dev/null
+		ip netns del "$ns" 2>/dev/null
+	done
+	rm -rf "$TMP"
+}
+trap cleanup EXIT
+step() {
+	echo "[$(date +%T)] $*"
+}
+fail() {
+	echo "FAIL: $*"
+	fails=$((fails + 1))
+}
+
+command -v ip >/dev/null && command -v tc >/dev/null || { echo "SKIP: no ip(8) or tc(8)"; exit 77; }
+if ! err=$(ip netns add "$P-probe" 2>&1); then
+	echo "SKIP: cannot create a network namespace: $err"
+	exit 77
+fi
+ip netns del "$P-probe"
+command -v mpicc >/dev/null && command -v mpirun >/dev/null || { echo "SKIP: no OpenMPI"; exit 77; }
+
+# left PREFIX LABEL: nothing of run PREFIX may be left
+left() {
+	local f pid pat
+	if ip netns list | awk '{print $1}' | grep -q "^$1-"; then
+		fail "$2: namespaces left: $(ip netns list | grep "^$1-" | xargs)"
+	fi
+	# one grep over every process (a slow loop on a busy machine); the
+	# pattern's brackets keep grep from finding its own command line
+	pat="[${1:0:1}]${1:1}"
+	for f in $(grep -l -a -e "$pat" /proc/[0-9]*/cmdline 2>/dev/null) \
+		$(grep -l -a -z -x -e "SIGMA_CLUSTER_PREFIX=$pat" /proc/[0-9]*/environ 2>/dev/null); do
+		pid=${f#/proc/}
+		pid=${pid%%/*}
+		[ "$pid" = $$ ] && continue
+		fail "$2: process left: $pid $({ tr '\0' ' ' <"/proc/$pid/cmdline"; } 2>/dev/null)"
+	done
+	ip -o link show | awk -F': ' '{print $2}' | sort >"$TMP/links.after"
+	if ! cmp -s "$TMP/links.before" "$TMP/links.after"; then
+		# other tests may add interfaces meanwhile: only ours count
+		if comm -13 "$TMP/links.before" "$TMP/links.after" | grep -q -e "$1" -e '^br0' -e '^eth0'; then
+			fail "$2: interfaces left: $(comm -13 "$TMP/links.before" "$TMP/links.after" | xargs)"
+		fi
+	fi
+	if ls -d /tmp/sigma-cluster-"$1"-* >/dev/null 2>&1; then
+		fail "$2: folders left: $(ls -d /tmp/sigma-cluster-"$1"-*)"
+	fi
+}
+ip -o link show | awk -F': ' '{print $2}' | sort >"$TMP/links.before"
+
+# bad options: exit 2 before anything is made
+step "bad options"
+for opt in "--n 0" "--n 17" "--k x" "--ks 1,,2" "--link fast" "--link 0" "--size 3" \
+	"--chunk 9000" "--mtu 1500 --chunk 8920" "--prefix Bad-Name" "--iters 0" "extra"; do
+	# shellcheck disable=SC2086 # the options are meant to split
+	out=$(timeout 20 "$BENCH" cluster $opt 2>&1)
+	rc=$?
+	[ "$rc" = 2 ] || fail "cluster $opt: exit $rc, want 2: $out"
+done
+
+# the 2 + 1 cluster
+step "a 2 + 1 cluster"
+timeout 300 "$BENCH" cluster --n 2 --k 1 --ks 1 --size 1M --link 100mbit --iters 2 \
+	--prefix "$P" --udpd "$UDPD" --json "$TMP/out.json" --quiet >"$TMP/out" 2>&1
+rc=$?
+cat "$TMP/out"
+if [ "$rc" = 77 ]; then
+	echo "SKIP: the cluster cannot be made here (above)"
+	exit 77
+fi
+[ "$rc" = 0 ] || fail "sigma-bench cluster: exit $rc"
+if [ -s "$TMP/out.json" ]; then
+	python3 - "$TMP/out.json" <<'EOF' || fail "the JSON (above)"
+import json, sys
+d = json.load(open(sys.argv[1]))
+want = {("mpi", -1), ("sigma", 1), ("ps", 1)}
+got = {(c["config"], c["k"]) for c in d["configs"]}
+bad = 0
+if got != want:
+    print("configs", got, "want", want); bad = 1
+for c in d["configs"]:
+    if not c["ok"] or c["time_s"] <= 0:
+        print("failed:", c); bad = 1
+    # the links are shaped: nobody moves its bytes faster than they allow; a
+    # tbf bucket holds 10 ms at the rate, so a link may get ahead by that much
+    least = (c["model_s"] if c["config"] == "mpi" else c["bound_s"]) - 0.010
+    if c["time_s"] < 0.95 * least:
+        print("faster than the shaped links allow:", c); bad = 1
+# 1 MiB at 100 Mbit/s: with n = 2 every placement's model is M/B = 83.9 ms (PS at k=1: 2 M/B)
+m = {c["config"]: c["model_s"] for c in d["configs"]}
+if abs(m["sigma"] - 0.0838861) > 1e-4 or abs(m["ps"] - 0.1677722) > 1e-4:
+    print("model times", m); bad = 1
+sys.exit(bad)
+EOF
+else
+	fail "no JSON"
+fi
+step "checking what is left"
+left "$P" "after a run"
+
+# SIGINT mid-run: a larger model, interrupted once the workers push
+step "SIGINT mid-run"
+P2=${P}i
+"$BENCH" cluster --n 2 --k 1 --ks 1 --size 64M --link 100mbit --iters 5 --no-mpi \
+	--prefix "$P2" --udpd "$UDPD" >"$TMP/int" 2>&1 &
+bpid=$!
+for _ in $(seq 600); do
+	grep -q 'run 1/1: sigma' "$TMP/int" && break
+	kill -0 "$bpid" 2>/dev/null || break
+	sleep 0.1
+done
+sleep 1
+kill -INT "$bpid"
+wait "$bpid"
+rc=$?
+[ "$rc" = 1 ] && grep -q 'interrupted' "$TMP/int" || { cat "$TMP/int"; fail "SIGINT: exit $rc, want 1 and 'interrupted'"; }
+left "$P2" "after SIGINT"
+
+# nodes that cannot start: a clear failure, nothing left
+step "nodes that cannot start"
+P3=${P}f
+timeout 120 "$BENCH" cluster --n 2 --k 1 --ks 1 --size 1M --no-mpi --prefix "$P3" \
+	--udpd /bin/false >"$TMP/fail" 2>&1
+rc=$?
+[ "$rc" = 1 ] && grep -q 'did not start' "$TMP/fail" || { cat "$TMP/fail"; fail "bad node: exit $rc, want 1 and 'did not start'"; }
+left "$P3" "after a failure"
+
+step "done"
+echo "bench_cluster: $([ $fails = 0 ] && echo passed || echo "$fails failed")"
+[ $fails = 0 ]
