@@ -763,6 +763,7 @@ int sg_etcd_nodes_get(struct sg_etcd *e, const char *cluster, struct sg_etcd_nod
 					    kvs[i].key, kvs[i].mod_revision, why);
 			continue;
 		}
+		node.lease = kvs[i].lease;
 		if ((unsigned int)good < cap)
 			out[good] = node;
 		good++;
@@ -868,6 +869,9 @@ static void *reg_main(void *arg)
 
 	if (period_ms < 300)
 		period_ms = 300;
+	/* a request must not outlast a period: the lease would run out behind it */
+	if (r->e->conf.timeout_ms > period_ms / 2)
+		r->e->conf.timeout_ms = period_ms / 2;
 	do {
 		int rc;
 
@@ -876,7 +880,13 @@ static void *reg_main(void *arg)
 			if (rc == 0) {
 				pthread_mutex_lock(&r->mu);
 				r->st.keepalives++;
+				r->st.registered = true;
 				pthread_mutex_unlock(&r->mu);
+				if (quiet)
+					SG_ETCD_LOG("node %s: etcd is back (%s), lease %" PRIx64 " kept",
+						    r->conf.node.name, sg_etcd_endpoint(r->e),
+						    (uint64_t)lease);
+				quiet = false;
 				continue;
 			}
 			if (rc != -ENOENT) {
@@ -916,7 +926,7 @@ static void *reg_main(void *arg)
 			    r->conf.node.name, r->key, (uint64_t)lease, r->conf.ttl_s,
 			    sg_etcd_endpoint(r->e), quiet ? ", etcd is back" : "");
 		quiet = false;
-	} while (!ticker_wait(&r->tick, lease ? period_ms : period_ms < 1000 ? period_ms : 1000));
+	} while (!ticker_wait(&r->tick, quiet ? 200 : period_ms));
 	pthread_mutex_lock(&r->mu);
 	r->st.lease = lease;
 	pthread_mutex_unlock(&r->mu);
@@ -1014,12 +1024,59 @@ struct sg_etcd_watch {
 	_Atomic uint64_t gen;		/* st.generation, read without the lock */
 	char (*names)[SG_NAME_MAX];	/* live names, sorted */
 	unsigned int n;
+	/* every name seen, with the lease first seen (-1: lost for good), sorted by name */
+	struct seen {
+		char name[SG_NAME_MAX];
+		int64_t lease;
+	} *seen;
+	unsigned int n_seen;
 	struct sg_etcd_watch_stats st;
 };
 
 static int name_cmp(const void *a, const void *b)
 {
 	return strcmp(a, b);
+}
+
+/*
+ * Keep the nodes of this read that are still under the lease first seen, in
+ * @p names (sorted); a name gone or under a new lease is lost for good.
+ * @return how many are kept.
+ */
+static int watch_incarnations(struct sg_etcd_watch *w, const struct sg_etcd_node *nodes, int n,
+			      char (*names)[SG_NAME_MAX])
+{
+	int kept = 0;
+
+	for (unsigned int k = 0; k < w->n_seen; k++) {
+		bool here = false;
+
+		for (int i = 0; i < n && !here; i++)
+			here = strcmp(nodes[i].name, w->seen[k].name) == 0 &&
+			       nodes[i].lease == w->seen[k].lease;
+		if (!here && w->seen[k].lease != -1) {
+			SG_ETCD_LOG("membership of cluster %s: node %s is gone (its record under "
+				    "lease %" PRIx64 " is not there)", w->cluster, w->seen[k].name,
+				    (uint64_t)w->seen[k].lease);
+			w->seen[k].lease = -1;
+		}
+	}
+	for (int i = 0; i < n; i++) {
+		struct seen *sn = NULL;
+
+		for (unsigned int k = 0; k < w->n_seen && sn == NULL; k++)
+			if (strcmp(w->seen[k].name, nodes[i].name) == 0)
+				sn = &w->seen[k];
+		if (sn == NULL && w->n_seen < SG_MAX_NODES) {
+			sn = &w->seen[w->n_seen++];
+			memcpy(sn->name, nodes[i].name, SG_NAME_MAX);
+			sn->lease = nodes[i].lease;
+		}
+		if (sn != NULL && sn->lease == nodes[i].lease)
+			memcpy(names[kept++], nodes[i].name, SG_NAME_MAX);
+	}
+	qsort(names, (size_t)kept, SG_NAME_MAX, name_cmp);
+	return kept;
 }
 
 static void watch_poll(struct sg_etcd_watch *w, struct sg_etcd_node *nodes, bool *quiet)
@@ -1048,10 +1105,8 @@ static void watch_poll(struct sg_etcd_watch *w, struct sg_etcd_node *nodes, bool
 	*quiet = false;
 	if (n > SG_MAX_NODES)
 		n = SG_MAX_NODES;
-	for (int i = 0; i < n; i++)
-		memcpy(names[i], nodes[i].name, SG_NAME_MAX);
-	qsort(names, (size_t)n, SG_NAME_MAX, name_cmp);
 	pthread_mutex_lock(&w->mu);
+	n = watch_incarnations(w, nodes, n, names);
 	changed = w->st.generation == 0 || (unsigned int)n != w->n ||
 		  memcmp(names, w->names, (size_t)n * SG_NAME_MAX) != 0;
 	w->st.polls++;
@@ -1103,10 +1158,12 @@ struct sg_etcd_watch *sg_etcd_watch_start(const struct sg_etcd_conf *etcd, const
 	if (w == NULL)
 		return NULL;
 	w->names = calloc(SG_MAX_NODES, SG_NAME_MAX);
+	w->seen = calloc(SG_MAX_NODES, sizeof(*w->seen));
 	w->e = sg_etcd_create(etcd);
-	if (w->names == NULL || w->e == NULL || ticker_init(&w->tick) < 0) {
+	if (w->names == NULL || w->seen == NULL || w->e == NULL || ticker_init(&w->tick) < 0) {
 		rc = w->e == NULL ? errno : ENOMEM;
 		sg_etcd_destroy(w->e);
+		free(w->seen);
 		free(w->names);
 		free(w);
 		errno = rc;
@@ -1120,6 +1177,7 @@ struct sg_etcd_watch *sg_etcd_watch_start(const struct sg_etcd_conf *etcd, const
 		ticker_fini(&w->tick);
 		pthread_mutex_destroy(&w->mu);
 		sg_etcd_destroy(w->e);
+		free(w->seen);
 		free(w->names);
 		free(w);
 		errno = rc;
@@ -1161,6 +1219,7 @@ void sg_etcd_watch_stop(struct sg_etcd_watch *w)
 	ticker_fini(&w->tick);
 	pthread_mutex_destroy(&w->mu);
 	sg_etcd_destroy(w->e);
+	free(w->seen);
 	free(w->names);
 	free(w);
 }

@@ -143,6 +143,7 @@ struct sg_etcd_node {
 	char addr[16];
 	uint16_t port;
 	char control[SG_ETCD_CONTROL_MAX];
+	int64_t lease;	/**< read: the lease the record is under (0: none); not written */
 };
 
 /** Why records were ignored (counters; docs/cluster.md "Garbage"). */
@@ -245,6 +246,13 @@ struct sg_etcd_watch;
  * @p poll_ms (default 100; 10..10000) and publishes the live names. When etcd
  * is unreachable the last set read stays (the worker keeps using the nodes it
  * knows) and the thread says so once on stderr.
+ *
+ * A node is live for the watch while its record is under the lease it had
+ * when the watch first saw it: a record under another lease is the node
+ * registered again after its lease expired, and it stays lost for this
+ * watch. So workers that polled at different times agree that the node was
+ * lost even if some of them never saw its record missing. Use one watch per
+ * session (a node that comes back is for the next session).
  * @return the watch, or NULL with errno EINVAL, ENOMEM, or pthread_create()'s.
  */
 struct sg_etcd_watch *sg_etcd_watch_start(const struct sg_etcd_conf *etcd, const char *cluster,
