@@ -59,7 +59,7 @@ int main(int argc, char **argv)
 	uint64_t elems[MAX_T], bad = 0, checked = 0;
 	unsigned int nt = 0, n, rounds, kill_round = 0, poll_ms = 50;
 	struct sigma_conf base = {.membership = sg_etcd_watch_alive};
-	struct sg_etcd_conf ec = {.timeout_ms = 300};
+	struct sg_etcd_conf ec = {.timeout_ms = 1000};
 	const char *expect = NULL;
 	char err[512], *save = NULL;
 	double t_kill = 0, t_round_done = 0, t_next_done = 0, within = 0, t_start = now_ms();

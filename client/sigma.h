@@ -172,7 +172,7 @@ struct sigma_conf {
 	 */
 	sigma_membership_fn membership;
 	void *membership_arg;	  /**< the source's argument (e.g. the sg_etcd_watch) */
-	uint32_t failover_wait_us; /**< see membership (default 10 s: above a lease TTL and a poll) */
+	uint32_t failover_wait_us; /**< see membership (default 10 s: above the lease TTL and a poll) */
 };
 
 /** Counters of a session (monotonic). */

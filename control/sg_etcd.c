@@ -870,8 +870,8 @@ static void *reg_main(void *arg)
 	if (period_ms < 300)
 		period_ms = 300;
 	/* a request must not outlast a period: the lease would run out behind it */
-	if (r->e->conf.timeout_ms > period_ms / 2)
-		r->e->conf.timeout_ms = period_ms / 2;
+	if (r->e->conf.timeout_ms > period_ms)
+		r->e->conf.timeout_ms = period_ms;
 	do {
 		int rc;
 

@@ -11,11 +11,14 @@
 # unreachable at the start and killed mid-run (the sums go on on the nodes
 # known); garbage records (ignored, counted, logged); every node lost (a clear
 # error within the lease TTL and the failover wait). Skipped without etcd.
-# Usage: test_failover_etcd.sh sigma-udpd sigmactl failover_workers
+# Last, sigmad ([transport] type = socket) with [cluster] registers beside two
+# sigma-udpd nodes and is killed mid-job the same way.
+# Usage: test_failover_etcd.sh sigma-udpd sigmactl failover_workers sigmad
 set -u
 UDPD=$1
 CTL=$2
 WORKERS=$3
+SIGMAD=$4
 command -v etcd >/dev/null && command -v etcdctl >/dev/null ||
 	{ echo "SKIP: no etcd/etcdctl (Debian packages etcd-server, etcd-client)"; exit 77; }
 TMP=$(mktemp -d /tmp/sg_failover.XXXXXX)
@@ -45,7 +48,7 @@ start_nodes() {
 	NODE_PIDS=()
 	for i in 1 2 3; do
 		"$UDPD" --port 0 --name "n$i" --unix "$TMP/n$i$sfx.sock" --etcd "$URL" \
-			--cluster "$CL$sfx" --ttl 2 "$@" >"$TMP/n$i$sfx.log" 2>&1 &
+			--cluster "$CL$sfx" --ttl 5 "$@" >"$TMP/n$i$sfx.log" 2>&1 &
 		PIDS+=($!)
 		NODE_PIDS+=($!)
 	done
@@ -143,12 +146,52 @@ done
 [ "$(etcd_count "$URL" "/sigma/${CL}c/nodes/n")" = 3 ] && ok || fail "nodes not registered again"
 grep -q 'etcd is back' "$TMP/n2c.log" && ok || fail "n2 does not say etcd is back"
 
-# 4. every node lost: a clear error within the TTL (2 s), a poll and the resends
+# 4. every node lost: a clear error within the TTL (5 s), a poll and the resends
 make_job c
 kill -KILL "${NODE_PIDS[@]}"
 expect none-left 0 'failed as expected' -- "$WORKERS" "$DESC" "$URL" "${CL}c" 3 "$TENSORS" \
-	--expect-fail 'no summation node left' --within 8000
+	--expect-fail "no summation node left" --within 15000
 note none-left
+
+# 5. sigmad with [cluster] beside two sigma-udpd nodes: registered, then killed mid-job
+start_nodes d
+kill -KILL "${NODE_PIDS[2]}" # n3: replaced by sigmad's node sd
+SDPORT=$(free_ports 1)
+cat >"$TMP/sd.ini" <<INI
+[net]
+ip = 127.0.0.1
+udp_port = $SDPORT
+mtu = 9000
+[layout]
+rtc = (0,0,1)
+[transport]
+type = socket
+[control]
+name = sd
+unix = $TMP/sd.sock
+[cluster]
+etcd = http://127.0.0.1:$((P + 2)),$URL
+cluster = ${CL}d
+ttl = 5
+INI
+"$SIGMAD" --no-huge --no-shconf --no-pci -m 512 --log-level=lib.eal:error \
+	'--lcores=(0-3)@(0-1)' --file-prefix="sg_fo_$$" -- --config "$TMP/sd.ini" >"$TMP/sd.log" 2>&1 &
+SDPID=$!
+PIDS+=("$SDPID")
+if wait_for "$TMP/sd.log" 'registered at /sigma/'"${CL}"'d/nodes/sd' "$SDPID"; then ok
+else fail "sigmad did not register"; sed 's/^/  | /' "$TMP/sd.log" | tail; fi
+expect sd-listed 0 "127.0.0.1:$SDPORT" -- "$CTL" --etcd "$URL" --cluster "${CL}d" nodes
+grep -q "^sd .*unix:$TMP/sd.sock" "$TMP/out" && ok || fail "sd's record: $(cat "$TMP/out")"
+"$CTL" --node "unix:$TMP/n1d.sock" --node "unix:$TMP/n2d.sock" --node "unix:$TMP/sd.sock" \
+	job create --workers 4 --open --mode deterministic --partition-bytes 65536 \
+	--slots 65536 >"$TMP/jobd" 2>&1
+DESC=$(grep "^sigma-job=" "$TMP/jobd")
+[ -n "$DESC" ] && ok || { fail "job create with sigmad"; cat "$TMP/jobd"; }
+expect sd-kill 0 ' 0 wrong' -- "$WORKERS" "$DESC" "$URL" "${CL}d" 16 "$TENSORS" \
+	--kill "$SDPID@6"
+note sd-kill
+grep -q 'node sd (127.0.0.1:[0-9]*) lost' "$TMP/out" && ok || fail "sd not named lost"
+rm -rf /var/run/dpdk/sg_fo_$$ "${XDG_RUNTIME_DIR:-/tmp}/dpdk/sg_fo_$$" 2>/dev/null
 
 echo "failover_etcd: $checks checks, $fails failed"
 [ "$fails" = 0 ]
