@@ -63,6 +63,7 @@ int main(int argc, char **argv)
 	const char *expect = NULL;
 	char err[512], *save = NULL;
 	double t_kill = 0, t_round_done = 0, t_next_done = 0, within = 0, t_start = now_ms();
+	double t_failover = 0; /* end of the first round after the workers lost the node */
 	bool exact = false, json = false, failed_as_expected = false;
 	int kill_pid = 0, failed = 0;
 
@@ -171,6 +172,13 @@ int main(int argc, char **argv)
 			t_round_done = now_ms();
 		if (t_kill && k == kill_round + 1)
 			t_next_done = now_ms();
+		for (unsigned int r = 0; r < n && t_kill && !t_failover; r++) {
+			struct sigma_stats one;
+
+			sigma_get_stats(s[r], &one);
+			if (one.nodes_lost)
+				t_failover = now_ms();
+		}
 		for (unsigned int r = 0; r < n; r++)
 			for (unsigned int t = 0; t < nt; t++) {
 				int st = sigma_test(tt[r][t]);
@@ -224,9 +232,10 @@ int main(int argc, char **argv)
 		}
 		if (json)
 			printf("{\"kill_to_round_ms\": %.1f, \"kill_to_next_round_ms\": %.1f, "
+			       "\"kill_to_failover_round_ms\": %.1f, "
 			       "\"nodes_lost\": %llu, \"keys_moved\": %llu, \"recovery_pushes\": %llu}\n",
 			       t_round_done - t_kill, t_next_done - t_kill,
-			       (unsigned long long)st.nodes_lost, (unsigned long long)st.keys_moved,
+			       t_failover ? t_failover - t_kill : -1.0, (unsigned long long)st.nodes_lost, (unsigned long long)st.keys_moved,
 			       (unsigned long long)st.recovery_pushes);
 		printf("%llu elements checked, %llu wrong; over %u workers: %llu nodes lost, %llu "
 		       "keys moved, %llu failover pushes, %llu retransmits; watch: %llu polls, %llu "
@@ -239,8 +248,10 @@ int main(int argc, char **argv)
 		       (unsigned long long)ws.garbage.bad_kind,
 		       (unsigned long long)ws.garbage.bad_field);
 		if (t_kill && t_round_done)
-			printf("kill to the end of its round: %.1f ms, to the end of the next: %.1f ms\n",
-			       t_round_done - t_kill, t_next_done ? t_next_done - t_kill : -1.0);
+			printf("kill to the end of its round: %.1f ms, to the end of the next: %.1f ms, "
+			       "to the end of the first round after the loss: %.1f ms\n",
+			       t_round_done - t_kill, t_next_done ? t_next_done - t_kill : -1.0,
+			       t_failover ? t_failover - t_kill : -1.0);
 	}
 	for (unsigned int r = 0; r < n; r++) {
 		sigma_close(s[r]);

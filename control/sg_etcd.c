@@ -832,6 +832,36 @@ static void ticker_stop(struct ticker *t)
 	pthread_mutex_unlock(&t->mu);
 }
 
+/* A background thread with its stoppable sleep and the lock of what it publishes. */
+struct worker {
+	pthread_t th;
+	struct ticker tick;
+	pthread_mutex_t mu;
+};
+
+static int worker_start(struct worker *w, void *(*fn)(void *), void *arg)
+{
+	int rc;
+
+	if (ticker_init(&w->tick) < 0)
+		return ENOMEM;
+	pthread_mutex_init(&w->mu, NULL);
+	rc = pthread_create(&w->th, NULL, fn, arg);
+	if (rc != 0) {
+		ticker_fini(&w->tick);
+		pthread_mutex_destroy(&w->mu);
+	}
+	return rc;
+}
+
+static void worker_stop(struct worker *w)
+{
+	ticker_stop(&w->tick);
+	pthread_join(w->th, NULL);
+	ticker_fini(&w->tick);
+	pthread_mutex_destroy(&w->mu);
+}
+
 /* ---- registration -------------------------------------------------------- */
 
 struct sg_etcd_reg {
@@ -840,20 +870,18 @@ struct sg_etcd_reg {
 	char key[SG_ETCD_CLUSTER_MAX + SG_NAME_MAX + 16];
 	char record[512];
 	int record_len;
-	pthread_t th;
-	struct ticker tick;
-	pthread_mutex_t mu; /* guards st */
+	struct worker w; /* its lock guards st */
 	struct sg_etcd_reg_status st;
 };
 
 static void reg_fail(struct sg_etcd_reg *r, const char *what, bool *quiet)
 {
-	pthread_mutex_lock(&r->mu);
+	pthread_mutex_lock(&r->w.mu);
 	r->st.failures++;
 	r->st.registered = false;
 	snprintf(r->st.last_error, sizeof(r->st.last_error), "%s: %s", what,
 		 sg_etcd_last_error(r->e));
-	pthread_mutex_unlock(&r->mu);
+	pthread_mutex_unlock(&r->w.mu);
 	if (!*quiet)
 		SG_ETCD_LOG("node %s: %s failed: %s; summing goes on, registering again when etcd "
 			    "answers", r->conf.node.name, what, sg_etcd_last_error(r->e));
@@ -878,10 +906,10 @@ static void *reg_main(void *arg)
 		if (lease != 0) {
 			rc = sg_etcd_lease_keepalive(r->e, lease, NULL);
 			if (rc == 0) {
-				pthread_mutex_lock(&r->mu);
+				pthread_mutex_lock(&r->w.mu);
 				r->st.keepalives++;
 				r->st.registered = true;
-				pthread_mutex_unlock(&r->mu);
+				pthread_mutex_unlock(&r->w.mu);
 				if (quiet)
 					SG_ETCD_LOG("node %s: etcd is back (%s), lease %" PRIx64 " kept",
 						    r->conf.node.name, sg_etcd_endpoint(r->e),
@@ -897,11 +925,11 @@ static void *reg_main(void *arg)
 			SG_ETCD_LOG("node %s: lease %" PRIx64 " expired (etcd was out of reach "
 				    "longer than the TTL of %u s): registering again",
 				    r->conf.node.name, (uint64_t)lease, r->conf.ttl_s);
-			pthread_mutex_lock(&r->mu);
+			pthread_mutex_lock(&r->w.mu);
 			r->st.expired++;
 			r->st.registered = false;
 			r->st.lease = 0;
-			pthread_mutex_unlock(&r->mu);
+			pthread_mutex_unlock(&r->w.mu);
 			lease = 0;
 		}
 		rc = sg_etcd_lease_grant(r->e, r->conf.ttl_s, &lease);
@@ -917,19 +945,19 @@ static void *reg_main(void *arg)
 			lease = 0;
 			continue;
 		}
-		pthread_mutex_lock(&r->mu);
+		pthread_mutex_lock(&r->w.mu);
 		r->st.registrations++;
 		r->st.registered = true;
 		r->st.lease = lease;
-		pthread_mutex_unlock(&r->mu);
+		pthread_mutex_unlock(&r->w.mu);
 		SG_ETCD_LOG("node %s registered at %s (lease %" PRIx64 ", TTL %u s) through %s%s",
 			    r->conf.node.name, r->key, (uint64_t)lease, r->conf.ttl_s,
 			    sg_etcd_endpoint(r->e), quiet ? ", etcd is back" : "");
 		quiet = false;
-	} while (!ticker_wait(&r->tick, quiet ? 200 : period_ms));
-	pthread_mutex_lock(&r->mu);
+	} while (!ticker_wait(&r->w.tick, quiet ? 200 : period_ms));
+	pthread_mutex_lock(&r->w.mu);
 	r->st.lease = lease;
-	pthread_mutex_unlock(&r->mu);
+	pthread_mutex_unlock(&r->w.mu);
 	return NULL;
 }
 
@@ -971,17 +999,8 @@ struct sg_etcd_reg *sg_etcd_reg_start(const struct sg_etcd_reg_conf *conf)
 		errno = rc;
 		return NULL;
 	}
-	if (ticker_init(&r->tick) < 0) {
-		sg_etcd_destroy(r->e);
-		free(r);
-		errno = ENOMEM;
-		return NULL;
-	}
-	pthread_mutex_init(&r->mu, NULL);
-	rc = pthread_create(&r->th, NULL, reg_main, r);
+	rc = worker_start(&r->w, reg_main, r);
 	if (rc != 0) {
-		ticker_fini(&r->tick);
-		pthread_mutex_destroy(&r->mu);
 		sg_etcd_destroy(r->e);
 		free(r);
 		errno = rc;
@@ -992,22 +1011,19 @@ struct sg_etcd_reg *sg_etcd_reg_start(const struct sg_etcd_reg_conf *conf)
 
 void sg_etcd_reg_status(struct sg_etcd_reg *r, struct sg_etcd_reg_status *st)
 {
-	pthread_mutex_lock(&r->mu);
+	pthread_mutex_lock(&r->w.mu);
 	*st = r->st;
-	pthread_mutex_unlock(&r->mu);
+	pthread_mutex_unlock(&r->w.mu);
 }
 
 void sg_etcd_reg_stop(struct sg_etcd_reg *r, bool leave)
 {
 	if (r == NULL)
 		return;
-	ticker_stop(&r->tick);
-	pthread_join(r->th, NULL);
+	worker_stop(&r->w);
 	if (leave && r->st.lease != 0 && sg_etcd_lease_revoke(r->e, r->st.lease) == 0)
 		SG_ETCD_LOG("node %s left: lease %" PRIx64 " revoked", r->conf.node.name,
 			    (uint64_t)r->st.lease);
-	ticker_fini(&r->tick);
-	pthread_mutex_destroy(&r->mu);
 	sg_etcd_destroy(r->e);
 	free(r);
 }
@@ -1018,9 +1034,7 @@ struct sg_etcd_watch {
 	struct sg_etcd *e;
 	char cluster[SG_ETCD_CLUSTER_MAX];
 	uint32_t poll_ms;
-	pthread_t th;
-	struct ticker tick;
-	pthread_mutex_t mu;		/* guards names, n, st */
+	struct worker w;		/* its lock guards names, n, seen, st */
 	_Atomic uint64_t gen;		/* st.generation, read without the lock */
 	char (*names)[SG_NAME_MAX];	/* live names, sorted */
 	unsigned int n;
@@ -1087,12 +1101,12 @@ static void watch_poll(struct sg_etcd_watch *w, struct sg_etcd_node *nodes, bool
 	bool changed;
 
 	if (n < 0) {
-		pthread_mutex_lock(&w->mu);
+		pthread_mutex_lock(&w->w.mu);
 		w->st.failures++;
 		w->st.reachable = false;
 		snprintf(w->st.last_error, sizeof(w->st.last_error), "%s",
 			 sg_etcd_last_error(w->e));
-		pthread_mutex_unlock(&w->mu);
+		pthread_mutex_unlock(&w->w.mu);
 		if (!*quiet)
 			SG_ETCD_LOG("membership of cluster %s: %s; keeping the %u node(s) last "
 				    "read", w->cluster, sg_etcd_last_error(w->e), w->n);
@@ -1105,7 +1119,7 @@ static void watch_poll(struct sg_etcd_watch *w, struct sg_etcd_node *nodes, bool
 	*quiet = false;
 	if (n > SG_MAX_NODES)
 		n = SG_MAX_NODES;
-	pthread_mutex_lock(&w->mu);
+	pthread_mutex_lock(&w->w.mu);
 	n = watch_incarnations(w, nodes, n, names);
 	changed = w->st.generation == 0 || (unsigned int)n != w->n ||
 		  memcmp(names, w->names, (size_t)n * SG_NAME_MAX) != 0;
@@ -1124,7 +1138,7 @@ static void watch_poll(struct sg_etcd_watch *w, struct sg_etcd_node *nodes, bool
 		w->st.generation++;
 		atomic_store(&w->gen, w->st.generation);
 	}
-	pthread_mutex_unlock(&w->mu);
+	pthread_mutex_unlock(&w->w.mu);
 }
 
 static void *watch_main(void *arg)
@@ -1137,7 +1151,7 @@ static void *watch_main(void *arg)
 		return NULL;
 	do
 		watch_poll(w, nodes, &quiet);
-	while (!ticker_wait(&w->tick, w->poll_ms));
+	while (!ticker_wait(&w->w.tick, w->poll_ms));
 	free(nodes);
 	return NULL;
 }
@@ -1160,22 +1174,11 @@ struct sg_etcd_watch *sg_etcd_watch_start(const struct sg_etcd_conf *etcd, const
 	w->names = calloc(SG_MAX_NODES, SG_NAME_MAX);
 	w->seen = calloc(SG_MAX_NODES, sizeof(*w->seen));
 	w->e = sg_etcd_create(etcd);
-	if (w->names == NULL || w->seen == NULL || w->e == NULL || ticker_init(&w->tick) < 0) {
-		rc = w->e == NULL ? errno : ENOMEM;
-		sg_etcd_destroy(w->e);
-		free(w->seen);
-		free(w->names);
-		free(w);
-		errno = rc;
-		return NULL;
-	}
 	snprintf(w->cluster, sizeof(w->cluster), "%s", cluster);
 	w->poll_ms = poll_ms ? poll_ms : DEF_POLL_MS;
-	pthread_mutex_init(&w->mu, NULL);
-	rc = pthread_create(&w->th, NULL, watch_main, w);
+	rc = w->e == NULL ? errno : w->names == NULL || w->seen == NULL ? ENOMEM :
+		 worker_start(&w->w, watch_main, w);
 	if (rc != 0) {
-		ticker_fini(&w->tick);
-		pthread_mutex_destroy(&w->mu);
 		sg_etcd_destroy(w->e);
 		free(w->seen);
 		free(w->names);
@@ -1194,30 +1197,27 @@ int sg_etcd_watch_alive(void *watch, uint64_t *gen, const char *const *names, un
 
 	if (g == 0 || g == *gen)
 		return 0;
-	pthread_mutex_lock(&w->mu);
+	pthread_mutex_lock(&w->w.mu);
 	for (unsigned int i = 0; i < n; i++)
 		alive[i] = names[i] != NULL &&
 			   bsearch(names[i], w->names, w->n, SG_NAME_MAX, name_cmp) != NULL;
 	*gen = w->st.generation;
-	pthread_mutex_unlock(&w->mu);
+	pthread_mutex_unlock(&w->w.mu);
 	return 1;
 }
 
 void sg_etcd_watch_stats(struct sg_etcd_watch *w, struct sg_etcd_watch_stats *st)
 {
-	pthread_mutex_lock(&w->mu);
+	pthread_mutex_lock(&w->w.mu);
 	*st = w->st;
-	pthread_mutex_unlock(&w->mu);
+	pthread_mutex_unlock(&w->w.mu);
 }
 
 void sg_etcd_watch_stop(struct sg_etcd_watch *w)
 {
 	if (w == NULL)
 		return;
-	ticker_stop(&w->tick);
-	pthread_join(w->th, NULL);
-	ticker_fini(&w->tick);
-	pthread_mutex_destroy(&w->mu);
+	worker_stop(&w->w);
 	sg_etcd_destroy(w->e);
 	free(w->seen);
 	free(w->names);

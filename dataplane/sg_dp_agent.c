@@ -1435,23 +1435,11 @@ struct sg_dp_agent *sg_dp_agent_start(struct sg_dp_pipeline *p,
 
 		sg_dp_seterr(err, errlen, "control server: %s (check [control] listen, unix and "
 			     "metrics)", strerror(e));
-		for (unsigned int i = 0; i < a->max_jobs; i++)
-			free(a->jobs[i].keys);
-		free(a->jobs);
-		free(a);
-		errno = e;
-		return NULL;
+		goto fail;
 	}
 	if (c->cluster.etcd[0] != '\0' && cluster_register(a, sc, err, errlen) < 0) {
-		int e = errno;
-
 		sg_ctl_server_destroy(a->srv);
-		for (unsigned int i = 0; i < a->max_jobs; i++)
-			free(a->jobs[i].keys);
-		free(a->jobs);
-		free(a);
-		errno = e;
-		return NULL;
+		goto fail;
 	}
 	if (a->ac.coordinator[0] != '\0') {
 		a->secret = sc->secret;
@@ -1462,6 +1450,17 @@ struct sg_dp_agent *sg_dp_agent_start(struct sg_dp_pipeline *p,
 			SG_DP_LOG(ERR, "cannot start the heartbeat thread\n");
 	}
 	return a;
+fail:
+	{
+		int e = errno;
+
+		for (unsigned int i = 0; i < a->max_jobs; i++)
+			free(a->jobs[i].keys);
+		free(a->jobs);
+		free(a);
+		errno = e;
+		return NULL;
+	}
 }
 
 void sg_dp_agent_stop(struct sg_dp_agent *a)
