@@ -85,6 +85,18 @@ struct sigma_node {
 	double gbps;                /**< NIC bandwidth, weights nodes of one kind (0: 1) */
 };
 
+/**
+ * A membership source (sigma_conf.membership), such as sg_etcd_watch_alive()
+ * of libsigma-control (docs/cluster.md). libsigma calls it from sigma_poll()
+ * at its timer scans (every rto_us / 4), never per packet. When the source's
+ * membership generation differs from *gen it sets alive[i] for each of the
+ * @p n node names (the session's nodes, in conf.nodes order), sets *gen and
+ * returns 1; otherwise (nothing new, or nothing known yet) it returns 0 and
+ * leaves alive alone. It must be cheap when nothing changed.
+ */
+typedef int (*sigma_membership_fn)(void *arg, uint64_t *gen, const char *const *names,
+				   unsigned int n, bool *alive);
+
 /** Session configuration. Zero fields take the documented defaults. */
 struct sigma_conf {
 	uint32_t job;             /**< job id (from the control plane) */
@@ -139,6 +151,30 @@ struct sigma_conf {
 	 * MTU below the datagrams), the session goes back to one per message.
 	 */
 	bool udp_gso;
+	/**
+	 * Failover (docs/client.md, "When a node is lost"): keep a copy of each
+	 * tensor's input of its current and last rounds, so that the partitions of
+	 * a lost node (sigma_node_lost(), or a node the membership source no longer
+	 * lists) can be pushed again to the node rendezvous hashing picks among the
+	 * survivors: its last round (for ranks still waiting for that round's
+	 * result) and its current one. Costs one copy of the tensor per push_pull
+	 * and twice the tensors' memory. The job must be open (its keys made by
+	 * their first push) on every node, in sync or deterministic mode. Implied
+	 * by @c membership.
+	 */
+	bool failover;
+	/**
+	 * Where membership comes from (NULL: the node list is fixed). A node that
+	 * the source stops listing is lost for the rest of the session; a node it
+	 * adds is not used before the next session (docs/client.md). Also, with a
+	 * source, a node that stops answering is not given up after max_retries
+	 * while the source still lists it: resends go on, at rto_max_us, for up to
+	 * failover_wait_us more (the time its lease takes to expire), and the
+	 * operation fails with -ETIMEDOUT only then.
+	 */
+	sigma_membership_fn membership;
+	void *membership_arg;	  /**< the source's argument (e.g. the sg_etcd_watch) */
+	uint32_t failover_wait_us; /**< see membership (default 10 s: above the lease TTL and a poll) */
 };
 
 /** Counters of a session (monotonic). */
@@ -153,6 +189,10 @@ struct sigma_stats {
 	uint64_t errors;       /**< ERROR packets received */
 	uint64_t ops_done;     /**< push_pulls completed successfully */
 	uint64_t ops_failed;   /**< push_pulls failed */
+	uint64_t nodes_lost;   /**< nodes given up (sigma_node_lost() or the membership source) */
+	uint64_t keys_moved;   /**< partitions moved off lost nodes */
+	uint64_t recovery_pushes; /**< pushes of a moved partition's last round (failover) */
+	uint64_t membership_changes; /**< changes the membership source reported */
 };
 
 struct sigma_session;
@@ -194,8 +234,11 @@ struct sigma_tensor *sigma_tensor_register(struct sigma_session *s, const char *
  * Start summing @p in over the N workers into @p out (each nelem elements of
  * the tensor's dtype). Non-blocking: progress happens in sigma_poll() and
  * sigma_wait(). @p cb (may be NULL) runs once when it completes or fails.
+ * With failover the input is copied at once, so @p in may change after the
+ * call (out must stay valid).
  * @return 0; -EBUSY if this tensor already has an operation in flight;
- *         -EINVAL on NULL buffers.
+ *         -EINVAL on NULL buffers; -EHOSTDOWN when every node of the session
+ *         was lost (sigma_last_error() names them).
  */
 int sigma_push_pull(struct sigma_tensor *t, const void *in, void *out, sigma_done_cb cb,
 		    void *arg);
@@ -243,6 +286,22 @@ uint64_t sigma_tensor_part_latency(const struct sigma_tensor *t, uint32_t part);
 
 /** Index (into conf.nodes) of the node that sums partition @p part of @p t. */
 int sigma_tensor_part_node(const struct sigma_tensor *t, uint32_t part);
+
+/**
+ * Give up node @p node (an index into conf.nodes) for the rest of the session:
+ * its partitions move to the node rendezvous hashing picks among the others
+ * (no other partition moves: its weight becomes 0, the others' stay), their
+ * last round is pushed again there for ranks that still wait for it, and the
+ * operations in flight push their interrupted partitions again there. Every
+ * worker of the job must lose the same node (the membership source makes
+ * them agree: docs/client.md). A log line names the node and the keys moved.
+ * When no node is left, every operation in flight fails with -EHOSTDOWN.
+ * Call it from the session's thread, not from a callback.
+ * @return the number of partitions moved (>= 0; 0 if already lost),
+ *         -EOPNOTSUPP without failover, -EINVAL for a bad index,
+ *         -EHOSTDOWN when it was the last node.
+ */
+int sigma_node_lost(struct sigma_session *s, unsigned int node, const char *why);
 
 /* ------------------------------------------------------------------------ */
 /* Jobs made by the job service: the job descriptor (docs/client.md)        */

@@ -21,6 +21,7 @@ RTE_LOG_REGISTER(sg_cli_logtype, sigma.client, INFO);
 #define SG_CLI_DEF_RTO_MAX_US 200000
 #define SG_CLI_DEF_RETRIES 10
 #define SG_CLI_NAME_LEN 64
+#define SG_CLI_DEF_FAILOVER_WAIT_US 10000000u
 
 /* One outstanding chunk: a credit of its node's window. */
 struct sg_cli_slot {
@@ -32,7 +33,11 @@ struct sg_cli_slot {
 	uint64_t sent;      /* first sent at (the RTT sample of a RESULT without resend) */
 	uint64_t deadline;  /* resend at */
 	uint64_t missing;   /* ranks the node reported missing (WORKER_LOST) */
+	uint64_t give_up;   /* out of retries at a node still listed: fail at (0: not yet) */
+	uint32_t round;     /* the round pushed */
 	bool parked;        /* NACKed (until its RESULT): see has_credit() */
+	bool recov;         /* a failover push of the partition's last round: its RESULT is
+			       not written, and no reply fails an operation */
 };
 
 struct sg_cli_node {
@@ -47,6 +52,7 @@ struct sg_cli_node {
 	bool heard;                  /* a reply of this job (right token) came from it */
 	uint64_t srtt, rttvar;       /* ns: smoothed chunk round trip and its deviation, 0: none */
 	uint64_t rto;                /* ns: the timeout a new chunk gets (see rto_sample()) */
+	bool warned;                 /* said it does not answer but is still listed */
 };
 
 struct sg_cli_part {
@@ -60,6 +66,9 @@ struct sg_cli_part {
 	uint32_t left;      /* chunks without RESULT in this round */
 	uint64_t t_start;
 	uint64_t latency;
+	uint32_t rnext;     /* failover: next chunk of round rround to push again (nchunks: none) */
+	uint32_t rleft;     /* ... and those without RESULT (or refusal) */
+	uint32_t rround;
 };
 
 struct sigma_tensor {
@@ -79,6 +88,9 @@ struct sigma_tensor {
 	uint64_t chunks_left;
 	const uint8_t *in;
 	uint8_t *out;
+	uint8_t *stage[2];  /* failover: the input of rounds of each parity (a copy) */
+	struct sigma_tensor *next_recov; /* tensors with failover pushes to send */
+	bool in_recov;
 	sigma_done_cb cb;
 	void *cb_arg;
 	struct sigma_tensor *next_active; /* priority-ordered list of operations in flight */
@@ -99,6 +111,12 @@ struct sigma_session {
 	struct sg_cli_txpkt tx[SG_CLI_BURST];
 	uint8_t txhdr[SG_CLI_BURST][SG_DP_HDR_LEN];
 	int job_dtype;                 /* every tensor's (sigma_open_job()), or -1: any */
+	bool failover;                 /* conf.failover or conf.membership */
+	bool no_node;                  /* every node lost */
+	uint64_t member_gen;           /* the membership source's generation seen */
+	const char **names;            /* node names, for the membership source */
+	bool *alive;                   /* its answer */
+	struct sigma_tensor *recov;    /* tensors with failover pushes to send */
 	char err[SIGMA_ERR_LEN];
 };
 
@@ -150,6 +168,8 @@ static int check_conf(struct sigma_conf *c)
 		return conf_error("the DPDK transport needs local_addr (our IPv4 address)");
 	if (c->dpdk_rx_queues == 0)
 		c->dpdk_rx_queues = 1;
+	if (c->failover_wait_us == 0)
+		c->failover_wait_us = SG_CLI_DEF_FAILOVER_WAIT_US;
 	if (c->dpdk_rx_queues > SIGMA_DPDK_MAX_RXQ)
 		return conf_error("dpdk_rx_queues %u not in 1..%u", c->dpdk_rx_queues,
 				  SIGMA_DPDK_MAX_RXQ);
@@ -180,7 +200,10 @@ static int setup_nodes(struct sigma_session *s)
 	s->nodes = calloc(c->nnodes, sizeof(*s->nodes));
 	s->place = calloc(c->nnodes, sizeof(*s->place));
 	s->weights = calloc(c->nnodes, sizeof(*s->weights));
-	if (s->nodes == NULL || s->place == NULL || s->weights == NULL)
+	s->names = calloc(c->nnodes, sizeof(*s->names));
+	s->alive = calloc(c->nnodes, sizeof(*s->alive));
+	if (s->nodes == NULL || s->place == NULL || s->weights == NULL || s->names == NULL ||
+	    s->alive == NULL)
 		return -ENOMEM;
 	for (unsigned int i = 0; i < c->nnodes; i++) {
 		const struct sigma_node *cn = &c->nodes[i];
@@ -204,6 +227,7 @@ static int setup_nodes(struct sigma_session *s)
 			n->free_slots[k] = c->window - 1 - k;
 		n->nfree = c->window;
 		s->place[i].name = n->name;
+		s->names[i] = n->name;
 		s->place[i].kind = cn->kind;
 		s->place[i].gbps = cn->gbps > 0 ? cn->gbps : 1.0;
 		s->place[i].alive = true;
@@ -250,6 +274,7 @@ struct sigma_session *sigma_open(const struct sigma_conf *conf)
 	if (rc < 0)
 		goto fail;
 	s->job_dtype = -1;
+	s->failover = s->conf.failover || s->conf.membership != NULL;
 	s->conf.nodes = NULL; /* the caller's array is not kept */
 	s->conf.weights = NULL;
 	s->tensors = calloc(SG_MAX_TENSORS, sizeof(*s->tensors));
@@ -284,6 +309,8 @@ static void tensor_free(struct sigma_tensor *t)
 		return;
 	free(t->parts);
 	free(t->slot_of);
+	free(t->stage[0]);
+	free(t->stage[1]);
 	free(t);
 }
 
@@ -305,6 +332,8 @@ void sigma_close(struct sigma_session *s)
 	free(s->nodes);
 	free(s->place);
 	free(s->weights);
+	free(s->names);
+	free(s->alive);
 	free(s);
 }
 
@@ -371,6 +400,7 @@ struct sigma_tensor *sigma_tensor_register(struct sigma_session *s, const char *
 		pt->nchunks = sg_dp_chunk_count(pt->nelem, dtype, s->conf.chunk_bytes);
 		pt->first = (uint32_t)nchunks;
 		pt->node = node < 0 ? 0 : (uint32_t)node;
+		pt->rnext = pt->nchunks;
 		/* the node's reducer for this key under its default keymap (sg_dp_proto.h) */
 		if (s->conf.steer_reducers)
 			pt->port_off = (uint16_t)(1 + sg_dp_steer_reducer(s->conf.job,
@@ -378,7 +408,11 @@ struct sigma_tensor *sigma_tensor_register(struct sigma_session *s, const char *
 		nchunks += pt->nchunks;
 	}
 	t->slot_of = calloc(nchunks, sizeof(*t->slot_of));
-	if (t->slot_of == NULL) {
+	if (s->failover) {
+		t->stage[0] = malloc(nelem * esize);
+		t->stage[1] = malloc(nelem * esize);
+	}
+	if (t->slot_of == NULL || (s->failover && (t->stage[0] == NULL || t->stage[1] == NULL))) {
 		tensor_free(t);
 		return NULL;
 	}
@@ -398,6 +432,13 @@ int sigma_push_pull(struct sigma_tensor *t, const void *in, void *out, sigma_don
 		return -EINVAL;
 	if (t->status == -EINPROGRESS)
 		return -EBUSY;
+	if (t->s->no_node)
+		return -EHOSTDOWN;
+	if (t->s->failover) {
+		/* the copy a lost node's partitions are pushed again from, whatever the caller does */
+		memcpy(t->stage[t->round & 1], in, t->nelem * t->esize);
+		in = t->stage[t->round & 1];
+	}
 	t->in = in;
 	t->out = out;
 	t->cb = cb;
@@ -452,9 +493,12 @@ static void finish(struct sigma_tensor *t, int status)
 		for (uint32_t p = 0; p < t->nparts; p++) {
 			const struct sg_cli_part *pt = &t->parts[p];
 
-			for (uint32_t c = 0; c < pt->nchunks; c++)
-				if (t->slot_of[pt->first + c])
-					slot_free(s, pt->node, t->slot_of[pt->first + c] - 1);
+			for (uint32_t c = 0; c < pt->nchunks; c++) {
+				uint32_t idx = t->slot_of[pt->first + c];
+
+				if (idx && !s->nodes[pt->node].slots[idx - 1].recov)
+					slot_free(s, pt->node, idx - 1);
+			}
 		}
 		s->st.ops_failed++;
 	} else {
@@ -501,9 +545,15 @@ static void flush(struct sigma_session *s)
 	s->ntx = 0;
 }
 
-/* Queue the PUSH of one chunk (its slot is already taken). */
+/* The input of @p t's round @p round: the failover copy, or the caller's buffer. */
+static const uint8_t *round_input(const struct sigma_tensor *t, uint32_t round)
+{
+	return t->s->failover ? t->stage[round & 1] : t->in;
+}
+
+/* Queue the PUSH of one chunk of round @p round (its slot is already taken). */
 static void queue_push(struct sigma_session *s, const struct sigma_tensor *t, uint32_t part,
-		       uint32_t chunk, bool retrans)
+		       uint32_t chunk, uint32_t round, bool retrans)
 {
 	const struct sg_cli_part *pt = &t->parts[part];
 	uint32_t first = 0, n = 0, off = 0;
@@ -522,7 +572,7 @@ static void queue_push(struct sigma_session *s, const struct sigma_tensor *t, ui
 		.key = sg_wire_key(t->id, part),
 		.chunk = chunk,
 		.nchunks = pt->nchunks,
-		.round = t->round,
+		.round = round,
 		.nelem = n,
 		.offset = off,
 	};
@@ -532,7 +582,7 @@ static void queue_push(struct sigma_session *s, const struct sigma_tensor *t, ui
 	p = &s->tx[s->ntx];
 	sg_dp_build_hdr(s->txhdr[s->ntx], &m);
 	p->hdr = s->txhdr[s->ntx];
-	p->payload = t->in + pt->byte_off + (uint64_t)first * t->esize;
+	p->payload = round_input(t, round) + pt->byte_off + (uint64_t)first * t->esize;
 	p->payload_len = n * t->esize;
 	p->node = pt->node;
 	p->port_off = pt->port_off;
@@ -556,9 +606,55 @@ static bool has_credit(const struct sg_cli_node *n)
 	return n->nfree > 0 && (n->outstanding < n->cwnd || n->outstanding == n->parked);
 }
 
+/* Take a window entry of node @p n for chunk @p chunk of @p t's partition @p p, and queue it. */
+static void take_slot(struct sigma_session *s, struct sigma_tensor *t, uint32_t p,
+		      uint32_t chunk, uint32_t round, bool recov, uint64_t now)
+{
+	struct sg_cli_node *n = &s->nodes[t->parts[p].node];
+	uint32_t idx = n->free_slots[--n->nfree];
+
+	n->slots[idx] = (struct sg_cli_slot){.t = t, .part = p, .chunk = chunk, .round = round,
+					     .recov = recov, .rto_us = (uint32_t)(n->rto / 1000),
+					     .sent = now, .deadline = now + n->rto};
+	t->slot_of[t->parts[p].first + chunk] = idx + 1;
+	n->outstanding++;
+	queue_push(s, t, p, chunk, round, false);
+}
+
+/*
+ * Failover pushes: a moved partition's last round, sent before its current
+ * round (whose pushes wait for them: a new key's first round on the survivor
+ * must be the older one, or ranks still waiting for it would never get it).
+ */
+static void fill_recovery(struct sigma_session *s, uint64_t now)
+{
+	for (struct sigma_tensor **tp = &s->recov; *tp != NULL;) {
+		struct sigma_tensor *t = *tp;
+		bool pending = false;
+
+		for (uint32_t p = 0; p < t->nparts; p++) {
+			struct sg_cli_part *pt = &t->parts[p];
+
+			while (pt->rnext < pt->nchunks && has_credit(&s->nodes[pt->node])) {
+				s->st.recovery_pushes++;
+				take_slot(s, t, p, pt->rnext++, pt->rround, true, now);
+			}
+			pending |= pt->rnext < pt->nchunks;
+		}
+		if (pending) {
+			tp = &t->next_recov;
+		} else {
+			*tp = t->next_recov;
+			t->in_recov = false;
+		}
+	}
+}
+
 /* Send new chunks while windows have credit, tensors in priority order. */
 static void fill(struct sigma_session *s, uint64_t now)
 {
+	if (s->recov != NULL)
+		fill_recovery(s, now);
 	for (struct sigma_tensor *t = s->active; t != NULL; t = t->next_active) {
 		bool all_sent = true;
 
@@ -566,18 +662,14 @@ static void fill(struct sigma_session *s, uint64_t now)
 			struct sg_cli_part *pt = &t->parts[p];
 			struct sg_cli_node *n = &s->nodes[pt->node];
 
+			if (pt->rleft != 0) { /* failover pushes of its last round first */
+				all_sent = false;
+				continue;
+			}
 			while (pt->next < pt->nchunks && has_credit(n)) {
-				uint32_t idx = n->free_slots[--n->nfree];
-				struct sg_cli_slot *sl = &n->slots[idx];
-
 				if (pt->next == 0)
 					pt->t_start = now;
-				*sl = (struct sg_cli_slot){.t = t, .part = p, .chunk = pt->next,
-							   .rto_us = (uint32_t)(n->rto / 1000),
-							   .sent = now, .deadline = now + n->rto};
-				t->slot_of[pt->first + pt->next] = idx + 1;
-				n->outstanding++;
-				queue_push(s, t, p, pt->next, false);
+				take_slot(s, t, p, pt->next, t->round, false, now);
 				pt->next++;
 			}
 			if (pt->next < pt->nchunks)
@@ -587,6 +679,17 @@ static void fill(struct sigma_session *s, uint64_t now)
 		}
 	}
 }
+
+/* A failover push is over (its RESULT, a refusal, or out of retries): no operation depends on it. */
+static void recov_done(struct sigma_session *s, uint32_t node, uint32_t idx)
+{
+	struct sg_cli_slot *sl = &s->nodes[node].slots[idx];
+
+	sl->t->parts[sl->part].rleft--;
+	slot_free(s, node, idx);
+}
+
+static int check_membership(struct sigma_session *s);
 
 /* Resend chunks whose timer expired; fail those out of retries. */
 static void scan_timers(struct sigma_session *s, uint64_t now)
@@ -599,7 +702,26 @@ static void scan_timers(struct sigma_session *s, uint64_t now)
 
 			if (sl->t == NULL || sl->deadline > now)
 				continue;
-			if (sl->retries >= s->conf.max_retries) {
+			if (sl->retries >= s->conf.max_retries && s->conf.membership != NULL &&
+			    sl->give_up == 0) {
+				/* look now: the node may be gone, its keys moved (this slot too) */
+				check_membership(s);
+				if (sl->t == NULL)
+					continue;
+				sl->give_up = now + s->conf.failover_wait_us * 1000ull;
+				if (!n->warned)
+					SG_CLI_LOG(WARNING, "node %s does not answer, but the membership "
+						   "still lists it: resending for up to %u ms more, "
+						   "until its lease expires", n->label,
+						   s->conf.failover_wait_us / 1000);
+				n->warned = true;
+			}
+			if (sl->retries >= s->conf.max_retries && sl->recov &&
+			    (sl->give_up == 0 || now >= sl->give_up)) {
+				recov_done(s, i, k);
+				continue;
+			}
+			if (sl->retries >= s->conf.max_retries && (sl->give_up == 0 || now >= sl->give_up)) {
 				char why[64];
 
 				snprintf(why, sizeof(why), "no RESULT after %u retries",
@@ -612,7 +734,8 @@ static void scan_timers(struct sigma_session *s, uint64_t now)
 					   "address and UDP port are right");
 				continue;
 			}
-			sl->retries++;
+			if (sl->retries < s->conf.max_retries)
+				sl->retries++;
 			sl->rto_us = sl->rto_us * 2 > s->conf.rto_max_us ? s->conf.rto_max_us :
 									   sl->rto_us * 2;
 			sl->deadline = now + sl->rto_us * 1000ull;
@@ -620,7 +743,7 @@ static void scan_timers(struct sigma_session *s, uint64_t now)
 			if (sl->rto_us * 1000ull > n->rto)
 				n->rto = sl->rto_us * 1000ull;
 			s->st.retransmits++;
-			queue_push(s, sl->t, sl->part, sl->chunk, true);
+			queue_push(s, sl->t, sl->part, sl->chunk, sl->round, true);
 		}
 	}
 }
@@ -644,7 +767,8 @@ static struct sg_cli_slot *match(struct sigma_session *s, const struct sg_dp_msg
 	}
 	s->nodes[pt->node].heard = true;
 	slot = t->slot_of[pt->first + m->chunk];
-	if (t->status != -EINPROGRESS || slot == 0 || m->round != t->round) {
+	if (slot == 0 || m->round != s->nodes[pt->node].slots[slot - 1].round ||
+	    (t->status != -EINPROGRESS && !s->nodes[pt->node].slots[slot - 1].recov)) {
 		s->st.rx_stale++;
 		return NULL;
 	}
@@ -695,6 +819,10 @@ static void on_result(struct sigma_session *s, const struct sg_dp_msg *m, uint64
 		return;
 	t = sl->t;
 	pt = &t->parts[sl->part];
+	if (sl->recov) { /* a failover push: the ranks that waited for it write the sum */
+		recov_done(s, node, idx);
+		return;
+	}
 	if (sg_dp_chunk_span(pt->nelem, t->dtype, s->conf.chunk_bytes, sl->chunk, &first, &expect,
 			     &off) < 0 || m->dtype != t->dtype || m->nelem != expect ||
 	    m->offset != off) {
@@ -828,6 +956,12 @@ static void on_error(struct sigma_session *s, const struct sg_dp_msg *m)
 	s->st.errors++;
 	if (sl == NULL)
 		return;
+	if (sl->recov) {
+		/* refused or stale: the survivor's key has gone past that round, nobody waits */
+		if (m->code != SG_DP_C_WORKER_LOST)
+			recov_done(s, node, idx);
+		return;
+	}
 	if (m->code == SG_DP_C_MISMATCH && m->payload_len == sizeof(struct sg_dp_mismatch)) {
 		on_mismatch(s, m, node, idx);
 	} else if (m->code == SG_DP_C_FULL && m->payload_len == sizeof(struct sg_dp_full)) {
@@ -906,6 +1040,8 @@ int sigma_poll(struct sigma_session *s, int timeout_us)
 			handle(s, rx[i].buf, rx[i].len, now);
 	}
 	if (now >= s->next_scan) {
+		if (s->conf.membership != NULL)
+			check_membership(s);
 		scan_timers(s, now);
 		/* A quarter of the first timeout keeps resends close to their deadline. */
 		s->next_scan = now + s->conf.rto_us * 250ull;
@@ -968,6 +1104,130 @@ uint64_t sigma_tensor_part_latency(const struct sigma_tensor *t, uint32_t part)
 int sigma_tensor_part_node(const struct sigma_tensor *t, uint32_t part)
 {
 	return part < t->nparts ? (int)t->parts[part].node : -EINVAL;
+}
+
+/* Every node is lost: fail what is in flight, and what comes, with the names. */
+static int no_node_left(struct sigma_session *s)
+{
+	int len = snprintf(s->err, sizeof(s->err), "no summation node left: every node of the "
+			   "session was lost (");
+
+	for (unsigned int i = 0; i < s->conf.nnodes && len > 0 && (size_t)len < sizeof(s->err); i++)
+		len += snprintf(s->err + len, sizeof(s->err) - len, "%s%s", i ? ", " : "",
+				s->nodes[i].name);
+	if (len > 0 && (size_t)len < sizeof(s->err))
+		snprintf(s->err + len, sizeof(s->err) - len, "): start nodes and a new job");
+	SG_CLI_LOG(ERR, "%s", s->err);
+	s->no_node = true;
+	while (s->active != NULL)
+		finish(s->active, -EHOSTDOWN);
+	return -EHOSTDOWN;
+}
+
+/* Move partition @p p of @p t off its lost node; @return the key moved. */
+static uint32_t move_part(struct sigma_session *s, struct sigma_tensor *t, uint32_t p)
+{
+	struct sg_cli_part *pt = &t->parts[p];
+	int node = sg_ctl_place_key(s->place, s->weights, s->conf.nnodes,
+				    sg_ctl_partition_key(t->id, p));
+
+	pt->node = node < 0 ? 0 : (uint32_t)node;
+	/*
+	 * Its last round again, for the ranks still waiting for that round's sum
+	 * (all of it, also when failover pushes were going to a node lost before).
+	 */
+	if (t->round != s->conf.first_round) {
+		if (pt->rleft == 0 && pt->rnext == pt->nchunks)
+			pt->rround = t->round - 1;
+		pt->rnext = 0;
+		pt->rleft = pt->nchunks;
+		if (!t->in_recov) {
+			t->in_recov = true;
+			t->next_recov = s->recov;
+			s->recov = t;
+		}
+	}
+	/* the round in flight, every chunk of it: all ranks then write the survivor's sums */
+	if (t->status == -EINPROGRESS) {
+		t->chunks_left += pt->nchunks - pt->left;
+		pt->left = pt->nchunks;
+		pt->next = 0;
+		if (t->cursor > p)
+			t->cursor = p;
+	}
+	s->st.keys_moved++;
+	return sg_wire_key(t->id, p);
+}
+
+int sigma_node_lost(struct sigma_session *s, unsigned int node, const char *why)
+{
+	struct sg_cli_node *n;
+	char keys[256];
+	int moved = 0, len = 0;
+	bool left = false;
+
+	if (s == NULL || node >= s->conf.nnodes)
+		return -EINVAL;
+	if (!s->failover)
+		return -EOPNOTSUPP;
+	if (!s->place[node].alive)
+		return 0;
+	n = &s->nodes[node];
+	s->place[node].alive = false;
+	s->weights[node] = 0; /* the others' stay: rendezvous moves only this node's keys */
+	s->st.nodes_lost++;
+	for (uint32_t k = 0; k < s->conf.window; k++) {
+		struct sg_cli_slot *sl = &n->slots[k];
+
+		if (sl->t == NULL)
+			continue;
+		if (sl->recov)
+			sl->t->parts[sl->part].rleft--;
+		slot_free(s, node, k);
+	}
+	n->cwnd = s->conf.window;
+	for (unsigned int i = 0; i < s->conf.nnodes; i++)
+		left |= s->weights[i] > 0;
+	if (!left) {
+		SG_CLI_LOG(ERR, "node %s lost (%s)", n->label, why ? why : "sigma_node_lost()");
+		return no_node_left(s);
+	}
+	keys[0] = '\0';
+	for (uint32_t id = 0; id < SG_MAX_TENSORS; id++) {
+		struct sigma_tensor *t = s->tensors[id];
+
+		for (uint32_t p = 0; t != NULL && p < t->nparts; p++) {
+			uint32_t key;
+
+			if (t->parts[p].node != node)
+				continue;
+			key = move_part(s, t, p);
+			if ((size_t)len < sizeof(keys) - 40)
+				len += snprintf(keys + len, sizeof(keys) - len, "%s0x%08x->%s",
+						moved ? " " : "", key,
+						s->nodes[t->parts[p].node].name);
+			else if (keys[len - 1] != '.')
+				len += snprintf(keys + len, sizeof(keys) - len, " ...");
+			moved++;
+		}
+	}
+	SG_CLI_LOG(WARNING, "node %s lost (%s): %d key(s) moved to the survivors: %s", n->label,
+		   why ? why : "sigma_node_lost()", moved, moved ? keys : "none");
+	return moved;
+}
+
+/* Ask the membership source; give up the nodes it no longer lists. */
+static int check_membership(struct sigma_session *s)
+{
+	if (s->conf.membership(s->conf.membership_arg, &s->member_gen, s->names,
+			       s->conf.nnodes, s->alive) != 1)
+		return 0;
+	s->st.membership_changes++;
+	for (unsigned int i = 0; i < s->conf.nnodes && !s->no_node; i++)
+		if (!s->alive[i] && s->place[i].alive)
+			sigma_node_lost(s, i, "no longer in the membership: its lease expired or it "
+					"left");
+	return 1;
 }
 
 int sigma_job_for_node(const struct sigma_session *s, unsigned int node,

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "sg_ctl.h"
+#include "sg_etcd.h"
 #include "sigma_udpd.h"
 
 #define MAX_JOBS 64
@@ -217,6 +218,10 @@ static void usage(FILE *f)
 		"  --secret-file F   shared secret for TCP (mode 0600)\n"
 		"  --max-chunk B     largest chunk_bytes a job may use here [8920]\n"
 		"  --pool-bufs N     accumulator buffers [4096]\n"
+		"  --etcd URLS       register in etcd: http://host:port[,...] (docs/cluster.md)\n"
+		"  --cluster NAME    the cluster's name: records under /sigma/NAME/ [default]\n"
+		"  --ttl S           lease TTL, the liveness timeout, 1..3600 s [5]\n"
+		"  --drop-rx P, --drop-tx P  loss injection: drop P per mille of packets [0]\n"
 		"Runs until SIGINT or SIGTERM. Exit: 0 stopped, 1 could not start, 2 usage.\n");
 }
 
@@ -242,13 +247,18 @@ int main(int argc, char **argv)
 		{"listen", required_argument, NULL, 'l'}, {"secret-file", required_argument, NULL, 's'},
 		{"max-chunk", required_argument, NULL, 'm'},
 		{"pool-bufs", required_argument, NULL, 'b'}, {"help", no_argument, NULL, 'h'},
+		{"etcd", required_argument, NULL, 'E'}, {"cluster", required_argument, NULL, 'C'},
+		{"ttl", required_argument, NULL, 'T'}, {"drop-rx", required_argument, NULL, 'R'},
+		{"drop-tx", required_argument, NULL, 'X'},
 		{NULL, 0, NULL, 0},
 	};
 	static struct node n = {.name = "sigma-udpd", .addr = "127.0.0.1", .gbps = 10};
 	struct sigma_udpd_conf dc = {.port = 9300};
 	struct sg_ctl_server_config sc = {.tcp_disable = true};
 	uint8_t secret[SG_CTL_SECRET_MAX];
-	const char *unix_path = NULL, *listen = NULL, *secret_file = NULL;
+	const char *unix_path = NULL, *listen = NULL, *secret_file = NULL, *etcd = NULL;
+	struct sg_etcd_reg_conf rc = {.cluster = "default", .ttl_s = 5};
+	struct sg_etcd_reg *reg = NULL;
 	char tcp_addr[64] = "", err[256];
 	struct sg_ctl_server *srv;
 	struct sg_dp_stats st;
@@ -297,6 +307,24 @@ int main(int argc, char **argv)
 			if (parse_num(optarg, 16, 1 << 22, &v) != 0 || v != floor(v))
 				goto bad;
 			dc.engine.pool_bufs = (uint32_t)v;
+			break;
+		case 'E':
+			etcd = optarg;
+			break;
+		case 'C':
+			rc.cluster = optarg;
+			break;
+		case 'T':
+			if (parse_num(optarg, 1, 3600, &v) != 0 || v != floor(v))
+				goto bad;
+			rc.ttl_s = (uint32_t)v;
+			break;
+		case 'R':
+		case 'X':
+			if (parse_num(optarg, 0, 1000, &v) != 0 || v != floor(v))
+				goto bad;
+			*(c == 'R' ? &dc.drop_rx_permille : &dc.drop_tx_permille) = (uint32_t)v;
+			dc.seed = (uint32_t)getpid();
 			break;
 		case 'h':
 			usage(stdout);
@@ -352,6 +380,28 @@ int main(int argc, char **argv)
 		sigma_udpd_destroy(n.d);
 		return 1;
 	}
+	if (etcd != NULL) {
+		/* the registration's own thread keeps the lease: the node's thread never waits */
+		rc.etcd.endpoints = etcd;
+		snprintf(rc.node.name, sizeof(rc.node.name), "%s", n.name);
+		snprintf(rc.node.addr, sizeof(rc.node.addr), "%s", n.addr);
+		rc.node.port = sigma_udpd_port(n.d);
+		rc.node.kind = n.kind;
+		rc.node.gbps = n.gbps;
+		if (listen != NULL)
+			snprintf(rc.node.control, sizeof(rc.node.control), "%s:%u", tcp_addr,
+				 sg_ctl_server_tcp_port(srv));
+		else
+			snprintf(rc.node.control, sizeof(rc.node.control), "unix:%s", unix_path);
+		reg = sg_etcd_reg_start(&rc);
+		if (reg == NULL) {
+			fprintf(stderr, "sigma-udpd: cannot register in etcd (--etcd, --cluster, "
+				"--name): %s\n", strerror(errno));
+			sg_ctl_server_destroy(srv);
+			sigma_udpd_destroy(n.d);
+			return 2;
+		}
+	}
 	signal(SIGINT, on_signal);
 	signal(SIGTERM, on_signal);
 	printf("sigma-udpd: node %s on %s:%u (%s, %g Gb/s), control %s%s%s tcp port %u\n", n.name,
@@ -361,6 +411,7 @@ int main(int argc, char **argv)
 	fflush(stdout);
 	while (!stop)
 		usleep(20000); /* a signal between a check and pause() would be lost */
+	sg_etcd_reg_stop(reg, true); /* a clean leave: workers move its keys at once */
 	sg_ctl_server_destroy(srv);
 	sigma_udpd_stop(n.d);
 	sigma_udpd_stats(n.d, &st);

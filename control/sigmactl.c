@@ -18,6 +18,7 @@
 #include <jansson.h>
 
 #include "sg_ctl.h"
+#include "sg_etcd.h"
 #include "sg_desc.h"
 
 #define EXIT_SERVER 1
@@ -34,7 +35,9 @@ static struct {
 	struct sg_ctl_client *cli;
 	struct sg_ctl_jobsvc_node nodes[SG_MAX_NODES]; /* --node: the job service's nodes */
 	unsigned int n_nodes;
-} g = {.timeout_ms = 5000};
+	const char *etcd;	/* --etcd: membership from etcd */
+	const char *cluster;	/* --cluster */
+} g = {.timeout_ms = 5000, .cluster = "default"};
 
 static void usage(FILE *f)
 {
@@ -42,7 +45,8 @@ static void usage(FILE *f)
 		"usage: %s [options] <command> [args]\n"
 		"\n"
 		"Commands:\n"
-		"  nodes                       summation nodes known from heartbeats, with liveness\n"
+		"  nodes                       summation nodes known from heartbeats, with liveness;\n"
+		"                              with --etcd, the nodes registered in etcd\n"
 		"  nodes remove NAME           take a node out of the placement\n"
 		"  heartbeat NAME [--kind cpu|gpu] [--gbps G]\n"
 		"                              announce a node (sigmad does this periodically)\n"
@@ -87,6 +91,8 @@ static void usage(FILE *f)
 		"  -k, --secret-file F   shared secret for TCP (default: $SIGMACTL_SECRET_FILE)\n"
 		"  -j, --json            print the server's JSON instead of a table\n"
 		"  -t, --timeout MS      per-request timeout (default 5000)\n"
+		"  -e, --etcd URLS       etcd endpoints http://host:port[,...]: nodes reads them\n"
+		"  -c, --cluster NAME    the cluster in etcd (/sigma/NAME/, default \"default\")\n"
 		"  -h, --help            this text\n"
 		"\n"
 		"Exit status: 0 success, 1 server or connection error, 2 usage error.\n",
@@ -943,6 +949,63 @@ static int cmd_verbs_disconnect(int argc, char **argv)
 			  show_verbs_disconnect);
 }
 
+/* nodes --etcd: the registered nodes, read as every worker reads them */
+static int etcd_nodes(void)
+{
+	struct sg_etcd_conf ec = {.endpoints = g.etcd, .timeout_ms = g.timeout_ms};
+	struct sg_etcd_node nodes[SG_MAX_NODES];
+	struct sg_etcd_garbage gb = {0};
+	struct sg_etcd *e = sg_etcd_create(&ec);
+	uint64_t ignored;
+	int n;
+
+	if (e == NULL)
+		return die_usage("--etcd: want http://host:port[,...]");
+	n = sg_etcd_nodes_get(e, g.cluster, nodes, SG_MAX_NODES, &gb);
+	if (n == -EINVAL) {
+		sg_etcd_destroy(e);
+		return die_usage("--cluster: 1..63 of [A-Za-z0-9._-]");
+	}
+	if (n < 0) {
+		fprintf(stderr, "%s: etcd: %s\n", prog, sg_etcd_last_error(e));
+		sg_etcd_destroy(e);
+		return 1;
+	}
+	ignored = gb.not_json + gb.bad_field + gb.bad_kind + gb.name_mismatch;
+	if (n > SG_MAX_NODES)
+		n = SG_MAX_NODES;
+	if (g.json) {
+		json_t *arr = json_array();
+		char *txt;
+
+		for (int i = 0; i < n; i++)
+			json_array_append_new(arr, json_pack("{s:s, s:s, s:f, s:s, s:i, s:s}", "name",
+				nodes[i].name, "kind", sg_node_kind_name(nodes[i].kind), "gbps",
+				nodes[i].gbps, "addr", nodes[i].addr, "port", nodes[i].port, "control",
+				nodes[i].control));
+		txt = json_dumps(json_pack("{s:o, s:I}", "nodes", arr, "ignored",
+					   (json_int_t)ignored), JSON_INDENT(2));
+		printf("%s\n", txt ? txt : "{}");
+		free(txt);
+	} else {
+		printf("%-20s %-4s %8s %-21s %s\n", "NAME", "KIND", "GBPS", "DATAPLANE", "CONTROL");
+		for (int i = 0; i < n; i++) {
+			char dp[32];
+
+			snprintf(dp, sizeof(dp), "%s:%u", nodes[i].addr, nodes[i].port);
+			printf("%-20s %-4s %8g %-21s %s\n", nodes[i].name,
+			       sg_node_kind_name(nodes[i].kind), nodes[i].gbps, dp, nodes[i].control);
+		}
+		if (ignored)
+			printf("ignored %" PRIu64 " record(s) that do not parse (%" PRIu64 " not JSON, %"
+			       PRIu64 " bad field, %" PRIu64 " unknown kind, %" PRIu64 " name not the "
+			       "key's): see the messages above\n", ignored, gb.not_json, gb.bad_field,
+			       gb.bad_kind, gb.name_mismatch);
+	}
+	sg_etcd_destroy(e);
+	return 0;
+}
+
 static int dispatch(int argc, char **argv)
 {
 	const char *cmd = argv[0];
@@ -951,6 +1014,8 @@ static int dispatch(int argc, char **argv)
 		usage(stdout);
 		return 0;
 	}
+	if (strcmp(cmd, "nodes") == 0 && argc == 1 && g.etcd != NULL)
+		return etcd_nodes();
 	if (strcmp(cmd, "nodes") == 0 && argc >= 2 && strcmp(argv[1], "remove") == 0) {
 		if (argc != 3)
 			return die_usage("nodes remove needs one NAME");
@@ -1027,6 +1092,8 @@ int main(int argc, char **argv)
 		{"secret-file", required_argument, NULL, 'k'},
 		{"json", no_argument, NULL, 'j'},
 		{"timeout", required_argument, NULL, 't'},
+		{"etcd", required_argument, NULL, 'e'},
+		{"cluster", required_argument, NULL, 'c'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
@@ -1037,7 +1104,7 @@ int main(int argc, char **argv)
 	g.secret_file = getenv("SIGMACTL_SECRET_FILE");
 	if (g.target == NULL || g.target[0] == '\0')
 		g.target = DEFAULT_TARGET;
-	while ((c = getopt_long(argc, argv, "+s:n:k:jt:h", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "+s:n:k:jt:e:c:h", opts, NULL)) != -1) {
 		switch (c) {
 		case 's':
 			g.target = optarg;
@@ -1059,6 +1126,12 @@ int main(int argc, char **argv)
 			if (parse_u64(optarg, 3600000, &v) != 0 || v == 0)
 				return die_usage("--timeout wants milliseconds (1..3600000)");
 			g.timeout_ms = (uint32_t)v;
+			break;
+		case 'e':
+			g.etcd = optarg;
+			break;
+		case 'c':
+			g.cluster = optarg;
 			break;
 		case 'h':
 			usage(stdout);

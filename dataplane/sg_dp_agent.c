@@ -29,6 +29,7 @@
 #include <rte_jhash.h>
 #include <rte_lcore.h>
 
+#include "sg_etcd.h"
 #include "sg_config.h"
 #include "sg_ctl.h"
 #include "sg_dp_internal.h"
@@ -1310,6 +1311,66 @@ int sg_dp_agent_reload(struct sg_dp_agent *a, const struct sg_dp_agent_conf *ac,
 	return restart;
 }
 
+/* ---- [cluster]: registration in etcd -------------------------------------- */
+
+/*
+ * Register this node in etcd: its own thread keeps the lease (a control-plane
+ * thread, never an lcore), so sums go on whatever etcd does.
+ */
+static int cluster_register(struct sg_dp_agent *a, const struct sg_ctl_server_config *sc,
+			    char *err, size_t errlen)
+{
+	const struct sg_dp_cluster_cfg *cl = &a->p->cfg.cluster;
+	struct sg_etcd_reg_conf rc = {.cluster = cl->cluster, .ttl_s = cl->ttl};
+	struct sg_ctl_node_info info;
+	char password[256] = "";
+
+	op_node_info(a, &info);
+	rc.etcd = (struct sg_etcd_conf){.endpoints = cl->etcd,
+		.user = cl->user[0] ? cl->user : NULL,
+		.ca_file = cl->ca_file[0] ? cl->ca_file : NULL,
+		.cert_file = cl->cert_file[0] ? cl->cert_file : NULL,
+		.key_file = cl->key_file[0] ? cl->key_file : NULL};
+	if (cl->password_file[0]) {
+		FILE *f = fopen(cl->password_file, "r");
+
+		if (f == NULL || fgets(password, sizeof(password), f) == NULL) {
+			sg_dp_seterr(err, errlen, "[cluster] password_file %s: %s", cl->password_file,
+				     f ? "empty" : strerror(errno));
+			if (f)
+				fclose(f);
+			errno = EINVAL;
+			return -EINVAL;
+		}
+		fclose(f);
+		password[strcspn(password, "\r\n")] = '\0';
+		rc.etcd.password = password;
+	}
+	snprintf(rc.node.name, sizeof(rc.node.name), "%s", info.name);
+	snprintf(rc.node.addr, sizeof(rc.node.addr), "%s", cl->addr[0] ? cl->addr : info.addr);
+	rc.node.port = info.udp_port;
+	rc.node.kind = info.kind;
+	rc.node.gbps = info.gbps;
+	if (sc->unix_path != NULL)
+		snprintf(rc.node.control, sizeof(rc.node.control), "unix:%s", sc->unix_path);
+	else if (!sc->tcp_disable && sc->tcp_addr != NULL && sc->tcp_addr[0])
+		snprintf(rc.node.control, sizeof(rc.node.control), "%s:%u", sc->tcp_addr,
+			 sg_ctl_server_tcp_port(a->srv));
+	a->p->etcd_reg = sg_etcd_reg_start(&rc);
+	explicit_bzero(password, sizeof(password));
+	if (a->p->etcd_reg == NULL) {
+		sg_dp_seterr(err, errlen, "[cluster]: cannot register node '%s' (addr '%s', port %u) "
+			     "in cluster '%s' of etcd %s: %s (the name must be 1..63 of "
+			     "[A-Za-z0-9._-]; set [cluster] addr when [net] has no ip)", rc.node.name,
+			     rc.node.addr, rc.node.port, cl->cluster, cl->etcd, strerror(errno));
+		errno = EINVAL;
+		return -EINVAL;
+	}
+	SG_DP_LOG(NOTICE, "registering node %s in etcd %s, cluster %s, lease TTL %u s\n",
+		  rc.node.name, cl->etcd, cl->cluster, cl->ttl);
+	return 0;
+}
+
 /* ---- life cycle --------------------------------------------------------- */
 
 struct sg_dp_agent *sg_dp_agent_start(struct sg_dp_pipeline *p,
@@ -1374,12 +1435,11 @@ struct sg_dp_agent *sg_dp_agent_start(struct sg_dp_pipeline *p,
 
 		sg_dp_seterr(err, errlen, "control server: %s (check [control] listen, unix and "
 			     "metrics)", strerror(e));
-		for (unsigned int i = 0; i < a->max_jobs; i++)
-			free(a->jobs[i].keys);
-		free(a->jobs);
-		free(a);
-		errno = e;
-		return NULL;
+		goto fail;
+	}
+	if (c->cluster.etcd[0] != '\0' && cluster_register(a, sc, err, errlen) < 0) {
+		sg_ctl_server_destroy(a->srv);
+		goto fail;
 	}
 	if (a->ac.coordinator[0] != '\0') {
 		a->secret = sc->secret;
@@ -1390,6 +1450,17 @@ struct sg_dp_agent *sg_dp_agent_start(struct sg_dp_pipeline *p,
 			SG_DP_LOG(ERR, "cannot start the heartbeat thread\n");
 	}
 	return a;
+fail:
+	{
+		int e = errno;
+
+		for (unsigned int i = 0; i < a->max_jobs; i++)
+			free(a->jobs[i].keys);
+		free(a->jobs);
+		free(a);
+		errno = e;
+		return NULL;
+	}
 }
 
 void sg_dp_agent_stop(struct sg_dp_agent *a)
@@ -1399,6 +1470,9 @@ void sg_dp_agent_stop(struct sg_dp_agent *a)
 	a->hb_stop = true;
 	if (a->hb_running)
 		pthread_join(a->hb_thread, NULL);
+	/* a clean leave: workers move this node's keys at once instead of after the TTL */
+	sg_etcd_reg_stop(a->p->etcd_reg, true);
+	a->p->etcd_reg = NULL;
 	sg_ctl_server_destroy(a->srv);
 	for (unsigned int r = 0; r < a->p->n_red; r++)
 		if (a->mv[r] != NULL && lcore_call(a, a->p->red[r]->idx, SG_DP_MSG_MOVE_SET, 0) == 0)

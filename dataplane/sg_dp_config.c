@@ -541,9 +541,78 @@ static int load_verbs_section(struct sg_dp_config *c, struct rte_cfgfile *cf, ch
  * here so that a bad one stops sigmad at start-up), [verbs] to the verbs
  * transport, [transport] picks one. @return 1 if @p sec is one of them.
  */
+/* [cluster]: every key a string of a bounded length, checked where it is used. */
+static int load_cluster_section(struct sg_dp_config *c, struct rte_cfgfile *cf, char *err,
+				size_t errlen)
+{
+	struct sg_dp_cluster_cfg *cl = &c->cluster;
+	const struct {
+		const char *key;
+		char *dst;
+		size_t cap;
+	} ckeys[] = {
+		{"etcd", cl->etcd, sizeof(cl->etcd)}, {"cluster", cl->cluster, sizeof(cl->cluster)},
+		{"addr", cl->addr, sizeof(cl->addr)}, {"user", cl->user, sizeof(cl->user)},
+		{"password_file", cl->password_file, sizeof(cl->password_file)},
+		{"ca_file", cl->ca_file, sizeof(cl->ca_file)},
+		{"cert_file", cl->cert_file, sizeof(cl->cert_file)},
+		{"key_file", cl->key_file, sizeof(cl->key_file)},
+	};
+	int n = rte_cfgfile_section_num_entries(cf, "cluster");
+	struct rte_cfgfile_entry *ents = calloc(n > 0 ? n : 1, sizeof(*ents));
+	int rc = 0;
+
+	if (ents == NULL)
+		return -ENOMEM;
+	memset(cl, 0, sizeof(*cl));
+	snprintf(cl->cluster, sizeof(cl->cluster), "default");
+	cl->ttl = 5;
+	rte_cfgfile_section_entries(cf, "cluster", ents, n);
+	for (int e = 0; e < n && rc == 0; e++) {
+		const char *k = ents[e].name, *v = ents[e].value;
+		size_t i;
+
+		if (!strcmp(k, "ttl")) {
+			char *end;
+			unsigned long t = strtoul(v, &end, 10);
+
+			if (end == v || *end || t < 1 || t > 3600) {
+				sg_dp_seterr(err, errlen, "[cluster] ttl = \"%s\": expected seconds in "
+					     "[1, 3600]", v);
+				rc = -EINVAL;
+			}
+			cl->ttl = (unsigned int)t;
+			continue;
+		}
+		for (i = 0; i < RTE_DIM(ckeys) && strcmp(ckeys[i].key, k); i++)
+			;
+		if (i == RTE_DIM(ckeys)) {
+			sg_dp_seterr(err, errlen, "[cluster]: unknown key %s (known: etcd, cluster, "
+				     "ttl, addr, user, password_file, ca_file, cert_file, key_file)", k);
+			rc = -EINVAL;
+		} else if (*v == '\0' || strlen(v) >= ckeys[i].cap) {
+			sg_dp_seterr(err, errlen, "[cluster] %s: empty or longer than %zu", k,
+				     ckeys[i].cap - 1);
+			rc = -EINVAL;
+		} else {
+			snprintf(ckeys[i].dst, ckeys[i].cap, "%s", v);
+		}
+	}
+	free(ents);
+	if (rc == 0 && cl->etcd[0] == '\0') {
+		sg_dp_seterr(err, errlen, "[cluster]: etcd = http://host:port[,...] is required");
+		rc = -EINVAL;
+	}
+	return rc;
+}
+
 static int apply_other_section(struct sg_dp_config *c, struct rte_cfgfile *cf, const char *sec,
 			       int *rc, char *err, size_t errlen)
 {
+	if (!strcmp(sec, "cluster")) {
+		*rc = load_cluster_section(c, cf, err, errlen);
+		return 1;
+	}
 	if (!strcmp(sec, "control")) {
 		struct sg_dp_control_cfg *ctl = &c->ctl;
 
@@ -611,7 +680,7 @@ static int apply_cfgfile(struct sg_dp_config *c, struct rte_cfgfile *cf, const c
 			known |= !strcmp(keys[k].section, secp[i]);
 		if (!known) {
 			sg_dp_seterr(err, errlen, "%s: unknown section [%s] (known: net, layout, resources, "
-			       "live, job N, control, transport, verbs, socket)", what, secp[i]);
+			       "live, job N, control, cluster, transport, verbs, socket)", what, secp[i]);
 			rc = -EINVAL;
 			break;
 		}

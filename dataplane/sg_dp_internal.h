@@ -445,8 +445,11 @@ struct sg_dp_lcore {
 	struct sg_dp_move *mv;      /* reducers: buckets leaving this reducer, or NULL */
 } __rte_cache_aligned;
 
+struct sg_etcd_reg;
+
 struct sg_dp_pipeline {
 	const struct sg_dp_transport *tr;
+	struct sg_etcd_reg *etcd_reg; /* [cluster]: the control agent's registration, or NULL */
 	struct sg_dp_config cfg;
 	struct sg_dp_topology topo;
 	unsigned int n_lc, n_red;

@@ -107,6 +107,22 @@ struct sg_dp_control_cfg {
 };
 
 /** Everything sigmad is configured with. */
+/**
+ * `[cluster]`: the node's registration in etcd (docs/cluster.md). Read at
+ * start; a change needs a restart.
+ */
+struct sg_dp_cluster_cfg {
+	char etcd[512];		/**< endpoints http://host:port[,...]; "" = no registration */
+	char cluster[64];	/**< records under /sigma/<cluster>/ [default] */
+	unsigned int ttl;	/**< lease TTL, seconds, 1..3600 [5] */
+	char addr[16];		/**< dataplane IPv4 announced [[net] ip] */
+	char user[64];		/**< etcd user (optional) */
+	char password_file[256];/**< its password, first line of this file (mode 0600) */
+	char ca_file[256];	/**< TLS: CA bundle (https:// endpoints) */
+	char cert_file[256];	/**< TLS: client certificate */
+	char key_file[256];	/**< TLS: client key */
+};
+
 struct sg_dp_config {
 	/* network */
 	uint32_t ip;          /**< host byte order */
@@ -139,6 +155,7 @@ struct sg_dp_config {
 	/* control plane and transport ([control], [transport], [verbs]; docs/sigmad.md) */
 	bool control;          /**< the file has a [control] section: run the control agent */
 	struct sg_dp_control_cfg ctl; /**< that section, parsed (valid when @c control) */
+	struct sg_dp_cluster_cfg cluster; /**< [cluster] (etcd[0] == 0: none) */
 	unsigned int transport; /**< enum sg_dp_transport_kind */
 	/** `[verbs]` as written (key, value); the verbs transport parses it (docs/verbs.md) */
 	unsigned int n_verbs_kv;

@@ -152,6 +152,32 @@ static void test_socket(void)
 	SG_CHECK(c.sock.rcvbuf == 65536 && !c.sock.gro, "[socket] kept");
 }
 
+/* [cluster]: the registration in etcd, parsed, and each bad section refused with the reason. */
+static void test_cluster(void)
+{
+	static const struct bad_ini bad[] = {
+		{"[cluster]\ncluster = a\n", "[cluster]: etcd = http://host:port[,...] is required"},
+		{"[cluster]\netcd = http://e:1\nttl = 0\n", "[cluster] ttl = \"0\": expected seconds"},
+		{"[cluster]\netcd = http://e:1\nttl = 3601\n", "[cluster] ttl"},
+		{"[cluster]\netcd = http://e:1\nttl = 5s\n", "[cluster] ttl = \"5s\""},
+		{"[cluster]\netcd = http://e:1\nlease = 5\n", "[cluster]: unknown key lease"},
+		{"[cluster]\netcd = http://e:1\naddr = 1234567890.1234567\n",
+		 "[cluster] addr: empty or longer than 15"},
+	};
+	struct sg_dp_config c;
+
+	refuse_all(bad, sizeof(bad) / sizeof(bad[0]));
+	sg_dp_config_defaults(&c);
+	SG_CHECK(c.cluster.etcd[0] == '\0', "no [cluster] by default");
+	SG_CHECK_EQ(load(&c, "[cluster]\netcd = http://a:2379,http://b:2379\nttl = 7\n"
+			 "addr = 10.0.0.9\nuser = sigma\npassword_file = /etc/pw\n"), 0);
+	SG_CHECK(!strcmp(c.cluster.etcd, "http://a:2379,http://b:2379") &&
+		 !strcmp(c.cluster.cluster, "default") && c.cluster.ttl == 7 &&
+		 !strcmp(c.cluster.addr, "10.0.0.9") && !strcmp(c.cluster.user, "sigma") &&
+		 !strcmp(c.cluster.password_file, "/etc/pw"), "[cluster] parsed: %s %s %u",
+		 c.cluster.etcd, c.cluster.cluster, c.cluster.ttl);
+}
+
 /* Every bad value names its key; none crashes or leaves half a value. */
 static void test_file_garbage(void)
 {
@@ -547,6 +573,7 @@ int main(void)
 	test_words();
 	test_control();
 	test_socket();
+	test_cluster();
 	test_layout_check();
 	return sg_test_finish("dp_config");
 }

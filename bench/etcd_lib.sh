@@ -1,0 +1,53 @@
+# SPDX-License-Identifier: BSD-3-Clause
+#
+# etcd for the failover test and benchmark (sourced): free loopback ports and
+# a one-member etcd started in the caller's TMP, logging to TMP/etcd-NAME.log.
+
+# free_ports N: print a base port with N free consecutive TCP ports after it
+free_ports() {
+	python3 - "$1" <<'PY'
+import os, random, socket, sys
+n = int(sys.argv[1])
+rnd = random.Random(os.getpid())
+for _ in range(500):
+    base = rnd.randrange(20000, 60000 - n)
+    socks = []
+    try:
+        for p in range(base, base + n):
+            s = socket.socket()
+            s.bind(("127.0.0.1", p))
+            socks.append(s)
+    except OSError:
+        continue
+    finally:
+        for s in socks:
+            s.close()
+    print(base)
+    break
+PY
+}
+
+# etcd_start NAME CLIENT_PORT PEER_PORT: start a one-member etcd, print its pid
+etcd_start() {
+	etcd --name "$1" --data-dir "$TMP/etcd-$1.data" \
+		--listen-client-urls "http://127.0.0.1:$2" --advertise-client-urls "http://127.0.0.1:$2" \
+		--listen-peer-urls "http://127.0.0.1:$3" --initial-advertise-peer-urls "http://127.0.0.1:$3" \
+		--initial-cluster "$1=http://127.0.0.1:$3" --initial-cluster-token "sg-$$-$1" \
+		>"$TMP/etcd-$1.log" 2>&1 &
+	echo $!
+}
+
+# etcd_wait URL: wait up to 15 s for etcd to answer
+etcd_wait() {
+	for _ in $(seq 150); do
+		ETCDCTL_API=3 etcdctl --endpoints "$1" --dial-timeout 1s get /ready >/dev/null 2>&1 &&
+			return 0
+		sleep 0.1
+	done
+	return 1
+}
+
+# etcd_count URL PREFIX: keys under PREFIX
+etcd_count() {
+	ETCDCTL_API=3 etcdctl --endpoints "$1" get --prefix "$2" --keys-only 2>/dev/null | grep -c .
+}
