@@ -94,6 +94,11 @@ class SigmaConf(ctypes.Structure):
         ("dpdk_port", ctypes.c_uint16),
         ("dpdk_rx_queues", ctypes.c_uint16),
         ("steer_reducers", ctypes.c_uint16),
+        ("udp_gso", ctypes.c_bool),
+        ("failover", ctypes.c_bool),
+        ("membership", ctypes.c_void_p),  # a C function pointer; Python sets none
+        ("membership_arg", ctypes.c_void_p),
+        ("failover_wait_us", ctypes.c_uint32),
     ]
 
 
@@ -106,7 +111,8 @@ class SigmaStats(ctypes.Structure):
     """struct sigma_stats."""
     _fields_ = [(n, ctypes.c_uint64) for n in (
         "tx_packets", "rx_packets", "rx_results", "rx_stale", "rx_bad", "retransmits",
-        "nacks", "errors", "ops_done", "ops_failed")]
+        "nacks", "errors", "ops_done", "ops_failed", "nodes_lost", "keys_moved",
+        "recovery_pushes", "membership_changes")]
 
 
 class SigmaJob(ctypes.Structure):

@@ -36,6 +36,9 @@ int main(void)
 	F(struct sigma_conf, transport); F(struct sigma_conf, local_addr);
 	F(struct sigma_conf, local_port); F(struct sigma_conf, dpdk_port);
 	F(struct sigma_conf, dpdk_rx_queues); F(struct sigma_conf, steer_reducers);
+	F(struct sigma_conf, udp_gso); F(struct sigma_conf, failover);
+	F(struct sigma_conf, membership); F(struct sigma_conf, membership_arg);
+	F(struct sigma_conf, failover_wait_us);
 	END();
 	begin("SigmaStats", sizeof(struct sigma_stats));
 	F(struct sigma_stats, tx_packets); F(struct sigma_stats, rx_packets);
@@ -43,6 +46,8 @@ int main(void)
 	F(struct sigma_stats, rx_bad); F(struct sigma_stats, retransmits);
 	F(struct sigma_stats, nacks); F(struct sigma_stats, errors);
 	F(struct sigma_stats, ops_done); F(struct sigma_stats, ops_failed);
+	F(struct sigma_stats, nodes_lost); F(struct sigma_stats, keys_moved);
+	F(struct sigma_stats, recovery_pushes); F(struct sigma_stats, membership_changes);
 	END();
 	begin("SigmaJob", sizeof(struct sigma_job));
 	F(struct sigma_job, conf); F(struct sigma_job, dtype); F(struct sigma_job, mode);
