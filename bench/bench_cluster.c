@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * sigma-bench cluster: BytePS's headline on an emulated cluster (docs/cluster.md).
+ * sigma-bench cluster: BytePS's headline on an emulated cluster (docs/emulated-cluster.md).
  *
  * n GPU machines and k CPU machines are network namespaces, each with one veth
  * into a bridge, each link shaped to the same rate in both directions
@@ -861,7 +861,7 @@ static void usage(FILE *f)
 		"  --k K          CPU machines of the headline: Sigma and PS with K (default 2)\n"
 		"  --ks LIST      the k of every Sigma run, e.g. 0,2,4 (default 0..n and K)\n"
 		"  --link RATE    each machine's link, both directions: 200mbit, 1gbit, or a number "
-		"of Mbit/s (default 100mbit: see docs/cluster.md)\n"
+		"of Mbit/s (default 100mbit: see docs/emulated-cluster.md)\n"
 		"  --size M       model bytes M (K/M/G suffixes: powers of 1024; default 64M)\n"
 		"  --partition P  partition bytes (default 64K: enough keys for the hash to "
 		"follow the split)\n"

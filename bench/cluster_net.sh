@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: BSD-3-Clause
 #
-# The network of `sigma-bench cluster` (docs/cluster.md): "machines" made of
+# The network of `sigma-bench cluster` (docs/emulated-cluster.md): "machines" made of
 # network namespaces, each with one veth into a bridge, each link shaped to a
 # rate in both directions.
 #
