@@ -104,6 +104,20 @@ class LocalNodes:
         self.stop()
 
 
+def _die_with_parent() -> None:
+    """In the node's child: SIGTERM when the process that started it dies.
+
+    atexit does not run when the parent is killed or crashes, and a node left
+    behind would keep its port and folder.
+    """
+    try:
+        import ctypes
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGTERM, 0, 0, 0)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
 def _wait_line(proc: subprocess.Popen, log: str, pattern: str, timeout: float) -> bool:
     """Wait until the node's log has a line matching ``pattern`` (its start-up
     line), the node exits, or ``timeout`` s pass."""
@@ -137,7 +151,8 @@ def start_local_nodes(count: int = 1, kind: Optional[str] = None, *,
                 proc = subprocess.Popen([prog, "--addr", "127.0.0.1", "--port", "0", "--name",
                                          name, "--unix", sock] + (extra_args or []),
                                         stdout=out, stderr=subprocess.STDOUT,
-                                        stdin=subprocess.DEVNULL, start_new_session=True)
+                                        stdin=subprocess.DEVNULL, start_new_session=True,
+                                        preexec_fn=_die_with_parent)
             nodes.append(LocalNode(proc, name, f"unix:{sock}", log))
             if not _wait_line(proc, log, r"sigma-udpd: node .*\n", timeout):
                 with open(log, errors="replace") as f:

@@ -290,5 +290,29 @@ class Loading(unittest.TestCase):
         self.assertIn("SIGMA_BUILD_DIR", r.stderr)
 
 
+class LocalNodesCleanup(unittest.TestCase):
+    def test_nodes_die_with_a_killed_parent(self):
+        """A parent killed by SIGKILL (no atexit) leaves no node behind."""
+        code = ("import os, sys\n"
+                "from sigma.localnodes import start_local_nodes\n"
+                "n = start_local_nodes(2)\n"
+                "print(' '.join(str(x.proc.pid) for x in n.nodes), flush=True)\n"
+                "os.kill(os.getpid(), 9)\n")
+        env = dict(os.environ, PYTHONPATH=sgtest.SRC)
+        r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                           text=True, timeout=60)
+        pids = [int(p) for p in r.stdout.split()]
+        self.assertEqual(len(pids), 2, r.stderr)
+        deadline = time.monotonic() + 5
+        alive = pids
+        while alive and time.monotonic() < deadline:
+            time.sleep(0.1)
+            alive = [p for p in pids if os.path.exists(f"/proc/{p}")
+                     and not open(f"/proc/{p}/stat").read().split(") ")[1].startswith("Z")]
+        for p in alive:
+            os.kill(p, 9)
+        self.assertEqual(alive, [], "nodes outlived their killed parent")
+
+
 if __name__ == "__main__":
     unittest.main(verbosity=2)
