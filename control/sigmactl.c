@@ -65,7 +65,8 @@ static void usage(FILE *f)
 		"                              --dtype any, each key takes its first push's dtype\n"
 		"  job destroy ID              destroy a job (on every --node)\n"
 		"                              with --node and --etcd, job create also records the\n"
-		"                              job in etcd and job destroy removes its record\n"
+		"                              job in etcd (under a lease of --record-ttl S [30],\n"
+		"                              renewed by its nodes) and job destroy removes it\n"
 		"  placement JOB [--detail]    which summation node sums which partition\n"
 		"  stats                       lcores, jobs and control-plane counters\n"
 		"  lcores [--watch [SECS]] [--count N]\n"
@@ -482,6 +483,8 @@ static int service_init(struct sg_ctl_jobsvc *svc, uint8_t *secret)
  * --etcd: the record of the job just made (docs/cluster.md, "Jobs in etcd"), so that
  * its nodes can build a lost node's keys. @return 0, or 1 (the job stays: said why).
  */
+static uint32_t record_ttl; /* job create --record-ttl: the record's lease TTL [30 s] */
+
 static int job_record(const struct sg_ctl_job_spec *spec, const char *desc)
 {
 	struct sg_etcd_conf ec = {.endpoints = g.etcd, .timeout_ms = g.timeout_ms};
@@ -491,7 +494,7 @@ static int job_record(const struct sg_ctl_job_spec *spec, const char *desc)
 
 	for (uint32_t t = 0; t < spec->n_tensors && t < SG_ETCD_JOB_MAX_TENSORS; t++)
 		elems[t] = spec->tensors[t].elems;
-	lease = sg_etcd_job_record(&ec, g.cluster, desc, elems, spec->n_tensors, 0, err,
+	lease = sg_etcd_job_record(&ec, g.cluster, desc, elems, spec->n_tensors, record_ttl, err,
 				   sizeof(err));
 	if (lease > 0)
 		return 0;
@@ -546,6 +549,7 @@ static int cmd_job_create(int argc, char **argv)
 		{"id", required_argument, NULL, 'i'},
 		{"open", no_argument, NULL, 'o'},
 		{"slots", required_argument, NULL, 's'},
+		{"record-ttl", required_argument, NULL, 'r'},
 		{NULL, 0, NULL, 0},
 	};
 	static struct sg_ctl_tensor tensors[1024];
@@ -557,7 +561,7 @@ static int cmd_job_create(int argc, char **argv)
 	int c;
 
 	optind = 0; /* re-initialise getopt: options may follow the operands here */
-	while ((c = getopt_long(argc, argv, "w:t:d:m:p:c:i:os:", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "w:t:d:m:p:c:i:os:r:", opts, NULL)) != -1) {
 		char *colon;
 
 		switch (c) {
@@ -605,6 +609,11 @@ static int cmd_job_create(int argc, char **argv)
 			if (parse_u64(optarg, SG_OPEN_SLOTS_MAX, &v) != 0 || v == 0)
 				goto bad_arg;
 			spec.slots = (uint32_t)v;
+			break;
+		case 'r':
+			if (parse_u64(optarg, 3600, &v) != 0 || v == 0)
+				goto bad_arg;
+			record_ttl = (uint32_t)v;
 			break;
 		default:
 			return die_usage("job create: bad option");
@@ -654,7 +663,8 @@ bad_arg:
 	return die_usage("job create: bad value '%s' for --%s", optarg,
 			 c == 'w' ? "workers" : c == 't' ? "tensor (want NAME:ELEMS)" :
 			 c == 'c' ? "chunk-bytes" : c == 'i' ? "id" :
-			 c == 's' ? "slots (1..16777216)" : "partition-bytes");
+			 c == 's' ? "slots (1..16777216)" : c == 'r' ? "record-ttl (1..3600 s)" :
+			 "partition-bytes");
 }
 
 /* job destroy ID with --node: on every node. */
