@@ -19,12 +19,14 @@
 # Last, sigmad ([transport] type = socket) with [cluster] registers beside two
 # sigma-udpd nodes, builds its share of a killed node's keys of a recorded job,
 # and is killed mid-job the same way.
-# Usage: test_failover_etcd.sh sigma-udpd sigmactl failover_workers sigmad
+# bench/watch_cost (the benchmark of a watch's cost) runs a second each way.
+# Usage: test_failover_etcd.sh sigma-udpd sigmactl failover_workers sigmad watch_cost
 set -u
 UDPD=$1
 CTL=$2
 WORKERS=$3
 SIGMAD=$4
+WATCHCOST=$5
 command -v etcd >/dev/null && command -v etcdctl >/dev/null ||
 	{ echo "SKIP: no etcd/etcdctl (Debian packages etcd-server, etcd-client)"; exit 77; }
 TMP=$(mktemp -d /tmp/sg_failover.XXXXXX)
@@ -95,6 +97,11 @@ grep -q '4 nodes lost' "$TMP/kill.out" && ok || fail "every worker loses n2 once
 if grep 'moved to the survivors' "$TMP/kill.out" | grep -q -- '->n2'; then fail "a key moved to n2"
 else ok; fi
 grep 'kill to the end' "$TMP/kill.out"
+# the watch benchmark's two ways: one read then a stream, or a read every 100 ms
+expect watch-stream 0 '"polls": 2, "streams": 2' -- "$WATCHCOST" "$URL" "${CL}a" stream 2 1
+expect watch-poll 0 '"mode": "poll"' -- "$WATCHCOST" "$URL" "${CL}a" poll 2 1 100
+grep -Eq '"polls": ([6-9]|[1-9][0-9]+), "streams": 0' "$TMP/out" && ok ||
+	fail "watch_cost poll: $(cat "$TMP/out")"
 kill "${NODE_PIDS[0]}" "${NODE_PIDS[2]}" 2>/dev/null
 # the same kill without membership (the static node list): the job stops
 start_nodes s
