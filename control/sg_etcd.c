@@ -184,26 +184,33 @@ const char *sg_etcd_endpoint(const struct sg_etcd *e)
 	return e->ep[e->cur];
 }
 
+/* Append @p n bytes and a NUL to a buffer of MAX_REPLY at most. @return false: no room. */
+static bool buf_append(char **buf, size_t *len, size_t *cap, const char *p, size_t n)
+{
+	if (*len + n + 1 > MAX_REPLY)
+		return false;
+	if (*len + n + 1 > *cap) {
+		size_t c = (*len + n + 1) * 2;
+		char *b = realloc(*buf, c);
+
+		if (b == NULL)
+			return false;
+		*buf = b;
+		*cap = c;
+	}
+	memcpy(*buf + *len, p, n);
+	*len += n;
+	(*buf)[*len] = '\0';
+	return true;
+}
+
 static size_t on_data(char *ptr, size_t size, size_t nmemb, void *arg)
 {
 	struct sg_etcd *e = arg;
 	size_t n = size * nmemb;
 
-	if (e->len + n + 1 > MAX_REPLY)
-		return 0; /* aborts the transfer */
-	if (e->len + n + 1 > e->cap) {
-		size_t cap = (e->len + n + 1) * 2;
-		char *b = realloc(e->buf, cap);
-
-		if (b == NULL)
-			return 0;
-		e->buf = b;
-		e->cap = cap;
-	}
-	memcpy(e->buf + e->len, ptr, n);
-	e->len += n;
-	e->buf[e->len] = '\0';
-	return n;
+	/* 0 aborts the transfer */
+	return buf_append(&e->buf, &e->len, &e->cap, ptr, n) ? n : 0;
 }
 
 /*
@@ -1984,22 +1991,12 @@ static size_t on_stream(char *ptr, size_t size, size_t nmemb, void *arg)
 	size_t n = size * nmemb, used = 0;
 	char *nl;
 
-	if (ws->len + n > MAX_REPLY) {
-		snprintf(ws->why, sizeof(ws->why), "a watch message over %u bytes", MAX_REPLY);
+	if (!buf_append(&ws->buf, &ws->len, &ws->cap, ptr, n)) {
+		snprintf(ws->why, sizeof(ws->why), "a watch message over %u bytes, or no memory",
+			 MAX_REPLY);
 		ws->err = -EPROTO;
 		return 0;
 	}
-	if (ws->len + n > ws->cap) {
-		size_t cap = (ws->len + n) * 2;
-		char *b = realloc(ws->buf, cap);
-
-		if (b == NULL)
-			return 0;
-		ws->buf = b;
-		ws->cap = cap;
-	}
-	memcpy(ws->buf + ws->len, ptr, n);
-	ws->len += n;
 	while ((nl = memchr(ws->buf + used, '\n', ws->len - used)) != NULL) {
 		size_t end = (size_t)(nl - ws->buf);
 

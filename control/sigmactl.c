@@ -996,6 +996,18 @@ static int cmd_verbs_disconnect(int argc, char **argv)
 			  show_verbs_disconnect);
 }
 
+/* The records of etcd that did not parse, by reason (@p what: the member the key names). */
+static void print_ignored(const struct sg_etcd_garbage *gb, const char *what)
+{
+	uint64_t n = gb->not_json + gb->bad_field + gb->bad_kind + gb->name_mismatch;
+
+	if (n)
+		printf("ignored %" PRIu64 " record(s) that do not parse (%" PRIu64 " not JSON, %"
+		       PRIu64 " bad field, %" PRIu64 " unknown kind, %" PRIu64 " %s not the key's): "
+		       "see the messages above\n", n, gb->not_json, gb->bad_field, gb->bad_kind,
+		       gb->name_mismatch, what);
+}
+
 /* nodes --etcd: the registered nodes, read as every worker reads them */
 static int etcd_nodes(void)
 {
@@ -1043,11 +1055,7 @@ static int etcd_nodes(void)
 			printf("%-20s %-4s %8g %-21s %s\n", nodes[i].name,
 			       sg_node_kind_name(nodes[i].kind), nodes[i].gbps, dp, nodes[i].control);
 		}
-		if (ignored)
-			printf("ignored %" PRIu64 " record(s) that do not parse (%" PRIu64 " not JSON, %"
-			       PRIu64 " bad field, %" PRIu64 " unknown kind, %" PRIu64 " name not the "
-			       "key's): see the messages above\n", ignored, gb.not_json, gb.bad_field,
-			       gb.bad_kind, gb.name_mismatch);
+		print_ignored(&gb, "name");
 	}
 	sg_etcd_destroy(e);
 	return 0;
@@ -1117,11 +1125,7 @@ static int etcd_jobs(void)
 		free(txt);
 	} else {
 		json_decref(arr);
-		if (ignored)
-			printf("ignored %" PRIu64 " record(s) that do not parse (%" PRIu64 " not JSON, %"
-			       PRIu64 " bad field, %" PRIu64 " unknown kind, %" PRIu64 " id not the "
-			       "key's): see the messages above\n", ignored, gb.not_json, gb.bad_field,
-			       gb.bad_kind, gb.name_mismatch);
+		print_ignored(&gb, "id");
 	}
 	sg_etcd_destroy(e);
 	free(jobs);

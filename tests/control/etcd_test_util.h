@@ -309,6 +309,28 @@ static inline void proxy_stop(struct proxy *p)
 	pthread_join(p->th, NULL);
 }
 
+/*
+ * A one-member etcd named @p name on free ports, its client URL in @p eps (128
+ * bytes) and a client of it in *@p e (NULL if it did not come up). @return its pid.
+ */
+static inline pid_t etcd_one(const char *name, char *eps, struct sg_etcd **e)
+{
+	struct sg_etcd_conf ec = {.endpoints = eps};
+	char cluster[128];
+	uint16_t p = free_ports(2);
+	pid_t pid;
+
+	snprintf(eps, 128, "http://127.0.0.1:%u", p);
+	snprintf(cluster, sizeof(cluster), "%s=http://127.0.0.1:%u", name, p + 1);
+	pid = etcd_start(name, p, (uint16_t)(p + 1), cluster);
+	*e = sg_etcd_create(&ec);
+	if (!SG_CHECK(*e != NULL && wait_ready(*e), "etcd up on port %u", p)) {
+		sg_etcd_destroy(*e);
+		*e = NULL;
+	}
+	return pid;
+}
+
 /* Set up the test's folder and skip when etcd is absent. */
 static inline void etcd_test_init(void)
 {

@@ -282,22 +282,17 @@ static void test_cluster(void)
 
 int main(void)
 {
-	char eps[128], cluster[128];
+	char eps[128];
 	struct sg_etcd_conf ec = {.endpoints = eps};
 	struct sg_etcd *e;
-	uint16_t p;
 	pid_t pid;
 
 	etcd_test_init();
 	SG_CHECK(sg_etcd_create(&(struct sg_etcd_conf){.endpoints = "127.0.0.1:2379"}) == NULL &&
 		 errno == EINVAL, "an endpoint without a scheme is refused");
 	SG_CHECK(sg_etcd_create(&(struct sg_etcd_conf){.endpoints = ""}) == NULL, "no endpoint");
-	p = free_ports(2);
-	snprintf(eps, sizeof(eps), "http://127.0.0.1:%u", p);
-	snprintf(cluster, sizeof(cluster), "s=http://127.0.0.1:%u", p + 1);
-	pid = etcd_start("s", p, (uint16_t)(p + 1), cluster);
-	e = sg_etcd_create(&ec);
-	if (SG_CHECK(e != NULL && wait_ready(e), "etcd up on port %u", p)) {
+	pid = etcd_one("s", eps, &e);
+	if (e != NULL) {
 		test_requests(e);
 		test_records(e);
 		test_registration(&ec, e);

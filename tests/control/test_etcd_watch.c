@@ -467,22 +467,19 @@ static void test_job_lease(const struct sg_etcd_conf *ec, struct sg_etcd *e)
 
 int main(void)
 {
-	char eps[128], cluster[128];
+	char eps[128];
 	struct sg_etcd_conf ec = {.endpoints = eps};
 	struct sg_etcd *e;
-	uint16_t p;
 	pid_t pid;
 
 	etcd_test_init();
 	test_job_record();
 	test_job_keys();
-	p = free_ports(2);
-	snprintf(eps, sizeof(eps), "http://127.0.0.1:%u", p);
-	snprintf(cluster, sizeof(cluster), "w=http://127.0.0.1:%u", p + 1);
-	pid = etcd_start("w", p, (uint16_t)(p + 1), cluster);
-	e = sg_etcd_create(&ec);
-	if (SG_CHECK(e != NULL && wait_ready(e), "etcd up on port %u", p)) {
-		test_stream(e, p);
+	pid = etcd_one("w", eps, &e);
+	if (e != NULL) {
+		uint16_t port = (uint16_t)atoi(strrchr(eps, ':') + 1);
+
+		test_stream(e, port);
 		test_latency(&ec, e);
 		test_job_garbage(&ec, e);
 		test_job_lease(&ec, e);

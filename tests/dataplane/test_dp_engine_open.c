@@ -149,23 +149,30 @@ static uint64_t drops(struct sg_dp_engine *e, enum sg_dp_drop why)
 	return st.drops[why];
 }
 
-/* An engine holding open job JOB. NULL (a failed check) if it cannot be made. */
-static struct sg_dp_engine *open_engine(uint32_t n, enum sg_dtype dt, enum sg_mode mode,
-					uint32_t slots, uint32_t part)
+/* An engine holding job @p jc. NULL (a failed check) if it cannot be made. */
+static struct sg_dp_engine *job_engine(const struct sg_dp_job_conf *jc)
 {
 	struct sg_dp_engine_conf ec = {.numa_node = -1, .pool_bufs = 256,
 				       .slot_timeout_ns = 50 * MS};
-	struct sg_dp_job_conf jc = {.id = JOB, .nworkers = n, .token = TOKEN, .dtype = dt,
-				    .mode = mode, .chunk_bytes = CB, .partition_bytes = part,
-				    .open = true, .slots = slots};
 	struct sg_dp_engine *e = cap_engine(&cap, &ec);
 
 	cap.n = 0;
-	if (!SG_CHECK(e != NULL, "engine") || !SG_CHECK_EQ(sg_dp_engine_add_job(e, &jc), 0)) {
+	if (!SG_CHECK(e != NULL, "engine") || !SG_CHECK_EQ(sg_dp_engine_add_job(e, jc), 0)) {
 		sg_dp_engine_destroy(e);
 		return NULL;
 	}
 	return e;
+}
+
+/* An engine holding open job JOB. NULL (a failed check) if it cannot be made. */
+static struct sg_dp_engine *open_engine(uint32_t n, enum sg_dtype dt, enum sg_mode mode,
+					uint32_t slots, uint32_t part)
+{
+	struct sg_dp_job_conf jc = {.id = JOB, .nworkers = n, .token = TOKEN, .dtype = dt,
+				    .mode = mode, .chunk_bytes = CB, .partition_bytes = part,
+				    .open = true, .slots = slots};
+
+	return job_engine(&jc);
 }
 
 /* Pushes of every chunk of key @p key (@p nelem elements) by ranks 0..n-1 for one round. */
@@ -672,19 +679,11 @@ static void test_release_and_move(void)
 static struct sg_dp_engine *fixed_engine(uint32_t n, enum sg_dtype dt, enum sg_mode mode)
 {
 	static const struct sg_dp_key k1 = {.id = 1, .nelem = 40};
-	struct sg_dp_engine_conf ec = {.numa_node = -1, .pool_bufs = 256,
-				       .slot_timeout_ns = 50 * MS};
 	struct sg_dp_job_conf jc = {.id = JOB, .nworkers = n, .token = TOKEN, .dtype = dt,
 				    .mode = mode, .chunk_bytes = CB, .partition_bytes = 4096,
 				    .keys = &k1, .nkeys = 1};
-	struct sg_dp_engine *e = cap_engine(&cap, &ec);
 
-	cap.n = 0;
-	if (!SG_CHECK(e != NULL, "engine") || !SG_CHECK_EQ(sg_dp_engine_add_job(e, &jc), 0)) {
-		sg_dp_engine_destroy(e);
-		return NULL;
-	}
-	return e;
+	return job_engine(&jc);
 }
 
 static void test_add_keys(void)
