@@ -3,16 +3,18 @@
  * @file
  * Sigma's cluster state in etcd (docs/cluster.md): a small client of etcd 3.4's
  * v3 HTTP/JSON gateway (POST /v3/kv/put, /v3/kv/range, /v3/kv/deleterange,
- * /v3/lease/grant, /v3/lease/keepalive, /v3/lease/revoke; keys and values in
- * base64) over libcurl and jansson, and the two uses Sigma makes of it:
+ * /v3/lease/grant, /v3/lease/keepalive, /v3/lease/revoke, /v3/watch; keys and
+ * values in base64) over libcurl and jansson, and the uses Sigma makes of it:
  *
  * - a summation node's registration: the record <prefix>/nodes/<name> under a
  *   lease whose TTL is the node's liveness timeout, kept alive by a thread of
  *   its own (never an lcore), re-registered when etcd comes back;
  * - a worker's view of the membership: a thread that reads <prefix>/nodes/
- *   every poll period and publishes the set of live node names, which libsigma
- *   reads through sigma_conf.membership (sg_etcd_watch_alive()) off its push
- *   path.
+ *   once and then holds a v3 watch stream (or polls, if etcd refuses streams),
+ *   and publishes the set of live node names, which libsigma reads through
+ *   sigma_conf.membership (sg_etcd_watch_alive()) off its push path;
+ * - job records under <prefix>/jobs/<id>, from which a summation node builds
+ *   a lost node's keys that move to it (its control server watches them).
  *
  * The prefix is "/sigma/<cluster>". Several endpoints may be given: a request
  * that gets no HTTP answer from one endpoint (refused, timed out) is tried on
