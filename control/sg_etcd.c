@@ -848,12 +848,12 @@ int sg_etcd_job_from_descriptor(const char *cluster, const char *descriptor,
 	rc = sg_desc_parse(descriptor ? descriptor : "", d, err, errlen);
 	if (rc < 0)
 		goto out;
-	memset(j, 0, sizeof(*j));
 	*j = (struct sg_etcd_job){.id = d->id, .workers = d->workers, .dtype = d->dtype,
 				  .mode = d->mode, .partition_bytes = d->partition_bytes,
 				  .chunk_bytes = d->chunk_bytes, .open = n_tensors == 0,
 				  .n_tensors = n_tensors, .n_nodes = d->n_nodes};
-	memcpy(j->elems, elems, n_tensors * sizeof(*elems));
+	if (n_tensors)
+		memcpy(j->elems, elems, n_tensors * sizeof(*elems));
 	for (unsigned int i = 0; i < d->n_nodes; i++) {
 		struct sg_etcd_job_node *n = &j->nodes[i];
 
