@@ -234,7 +234,7 @@ note none-left
 # 5. sigmad with [cluster] beside two sigma-udpd nodes: registered, then killed mid-job
 start_nodes d
 kill -KILL "${NODE_PIDS[2]}" # n3: replaced by sigmad's node sd
-SDPORT=$(free_ports 1)
+SDPORT=$(free_udp_ports 65) # its socket transport binds SDPORT .. SDPORT + 64
 cat >"$TMP/sd.ini" <<INI
 [net]
 ip = 127.0.0.1
