@@ -27,6 +27,34 @@ for _ in range(500):
 PY
 }
 
+# free_udp_ports N: print a base port with N free consecutive UDP (and TCP) ports after it,
+# below the kernel's ephemeral range, so that no node bound to port 0 takes one meanwhile
+# (sigmad's socket transport binds udp_port .. udp_port + 64)
+free_udp_ports() {
+	python3 - "$1" <<'PY'
+import os, random, socket, sys
+n = int(sys.argv[1])
+lo = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
+rnd = random.Random(os.getpid() * 7919)
+for _ in range(500):
+    base = rnd.randrange(10000, lo - n)
+    socks = []
+    try:
+        for p in range(base, base + n):
+            for kind in (socket.SOCK_DGRAM, socket.SOCK_STREAM):
+                s = socket.socket(socket.AF_INET, kind)
+                socks.append(s)
+                s.bind(("127.0.0.1", p))
+    except OSError:
+        continue
+    finally:
+        for s in socks:
+            s.close()
+    print(base)
+    break
+PY
+}
+
 # etcd_start NAME CLIENT_PORT PEER_PORT: start a one-member etcd, print its pid
 etcd_start() {
 	etcd --name "$1" --data-dir "$TMP/etcd-$1.data" \

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * The N workers of an open job, in one process, each with its own etcd
- * membership watch (sg_etcd_watch_alive() as sigma_conf.membership): they
+ * The N workers of a job (open, or of tensors and recorded in etcd), in one
+ * process, each with its own etcd membership watch (sg_etcd_watch_alive() as sigma_conf.membership): they
  * push_pull T tensors ROUNDS times and check every sum against one computed
  * here, bit for bit (fp32 values that do not sum exactly, added in rank order:
  * the job must be in deterministic mode; with --exact, small integers that any
@@ -15,8 +15,9 @@
  *
  * Usage: failover_workers DESCRIPTOR ETCD_URLS CLUSTER ROUNDS ELEMS[,ELEMS...]
  *        [--kill PID@ROUND] [--exact] [--poll-ms MS] [--expect-fail TEXT]
- *        [--within MS] [--first-round K] [--static] [--json]
+ *        [--within MS] [--first-round K] [--static] [--wait-ms MS] [--json]
  * --static: no membership, the descriptor's nodes only (what a kill does without failover).
+ * --wait-ms: sigma_conf.failover_wait_us in ms (default 10 s).
  */
 #include <errno.h>
 #include <signal.h>
@@ -83,6 +84,8 @@ int main(int argc, char **argv)
 			json = true;
 		else if (strcmp(argv[i], "--poll-ms") == 0 && i + 1 < argc)
 			poll_ms = (unsigned int)atoi(argv[++i]);
+		else if (strcmp(argv[i], "--wait-ms") == 0 && i + 1 < argc)
+			base.failover_wait_us = (uint32_t)atoi(argv[++i]) * 1000u;
 		else if (strcmp(argv[i], "--expect-fail") == 0 && i + 1 < argc)
 			expect = argv[++i];
 		else if (strcmp(argv[i], "--within") == 0 && i + 1 < argc)
@@ -225,6 +228,8 @@ int main(int argc, char **argv)
 			st.retransmits += one.retransmits;
 			sg_etcd_watch_stats(w[r], &wone);
 			ws.polls += wone.polls;
+			ws.streams += wone.streams;
+			ws.events += wone.events;
 			ws.failures += wone.failures;
 			ws.garbage.not_json += wone.garbage.not_json;
 			ws.garbage.bad_kind += wone.garbage.bad_kind;
@@ -239,11 +244,13 @@ int main(int argc, char **argv)
 			       (unsigned long long)st.recovery_pushes);
 		printf("%llu elements checked, %llu wrong; over %u workers: %llu nodes lost, %llu "
 		       "keys moved, %llu failover pushes, %llu retransmits; watch: %llu polls, %llu "
-		       "failed, garbage %llu not json, %llu bad kind, %llu bad field\n",
+		       "streams, %llu events, %llu failed, garbage %llu not json, %llu bad kind, %llu "
+		       "bad field\n",
 		       (unsigned long long)checked, (unsigned long long)bad, n,
 		       (unsigned long long)st.nodes_lost, (unsigned long long)st.keys_moved,
 		       (unsigned long long)st.recovery_pushes, (unsigned long long)st.retransmits,
-		       (unsigned long long)ws.polls, (unsigned long long)ws.failures,
+		       (unsigned long long)ws.polls, (unsigned long long)ws.streams,
+		       (unsigned long long)ws.events, (unsigned long long)ws.failures,
 		       (unsigned long long)ws.garbage.not_json,
 		       (unsigned long long)ws.garbage.bad_kind,
 		       (unsigned long long)ws.garbage.bad_field);
@@ -269,6 +276,6 @@ int main(int argc, char **argv)
 usage:
 	fprintf(stderr, "usage: failover_workers DESCRIPTOR ETCD_URLS CLUSTER ROUNDS ELEMS[,ELEMS...] "
 		"[--kill PID@ROUND] [--exact] [--poll-ms MS] [--expect-fail TEXT] [--within MS] "
-		"[--first-round K] [--static] [--json]\n");
+		"[--first-round K] [--static] [--wait-ms MS] [--json]\n");
 	return 2;
 }

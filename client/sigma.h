@@ -158,9 +158,11 @@ struct sigma_conf {
 	 * lists) can be pushed again to the node rendezvous hashing picks among the
 	 * survivors: its last round (for ranks still waiting for that round's
 	 * result) and its current one. Costs one copy of the tensor per push_pull
-	 * and twice the tensors' memory. The job must be open (its keys made by
-	 * their first push) on every node, in sync or deterministic mode. Implied
-	 * by @c membership.
+	 * and twice the tensors' memory. The job must be in sync or deterministic
+	 * mode (sigma_open_job() refuses async), and either open (its keys made by
+	 * their first push) on every node, or recorded in etcd and its nodes
+	 * watching it, so that survivors make a fixed job's moved keys
+	 * (docs/cluster.md, "Jobs in etcd"). Implied by @c membership.
 	 */
 	bool failover;
 	/**
@@ -350,7 +352,9 @@ int sigma_job_parse(const char *descriptor, struct sigma_job *job, char *err, si
  * otherwise, with the reason on stderr), unless the job's is any (an open job
  * whose keys take the dtype of their first push).
  * @return the session, or NULL with errno EINVAL (a bad descriptor or rank,
- *         the reason in @p err), E2BIG, or sigma_open()'s errno.
+ *         the reason in @p err), E2BIG, EOPNOTSUPP (failover or a membership
+ *         source asked for a job in async mode: docs/cluster.md; the reason in
+ *         @p err), or sigma_open()'s errno.
  */
 struct sigma_session *sigma_open_job(const char *descriptor, uint16_t rank,
 				     const struct sigma_conf *base, char *err, size_t errlen);

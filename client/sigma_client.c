@@ -69,6 +69,7 @@ struct sg_cli_part {
 	uint32_t rnext;     /* failover: next chunk of round rround to push again (nchunks: none) */
 	uint32_t rleft;     /* ... and those without RESULT (or refusal) */
 	uint32_t rround;
+	uint64_t moved_at;  /* failover: when it moved to its node (0: never), ns */
 };
 
 struct sigma_tensor {
@@ -893,6 +894,12 @@ static void on_mismatch(struct sigma_session *s, const struct sg_dp_msg *m, uint
 		snprintf(hint, sizeof(hint), "the key is larger than the node's job's "
 			 "partition_bytes allows: every worker must use the job's partition_bytes "
 			 "(it is in the job descriptor), this session uses %u", s->conf.partition_bytes);
+	else if (mm->what == SG_DP_MM_KEY && t->parts[s->nodes[node].slots[idx].part].moved_at)
+		snprintf(hint, sizeof(hint), "the node has not made this key, which moved to it "
+			 "when a node was lost, within failover_wait_us: it takes a fixed job's "
+			 "moved keys from the job's record in etcd (docs/cluster.md): run it with "
+			 "[cluster] or --etcd, and record the job (sigmactl --etcd ... job create, "
+			 "sg_etcd_job_record())");
 	else if (mm->what == SG_DP_MM_KEY)
 		snprintf(hint, sizeof(hint), "the node's job has no such key: the job was created "
 			 "with other tensors (ids, sizes), another partition_bytes, or another node "
@@ -948,13 +955,38 @@ static void on_behind(struct sigma_session *s, const struct sg_dp_msg *m, uint32
 	fail_chunk(s, node, idx, m->code == SG_DP_C_GONE ? -EPIPE : -ESTALE, why, hint);
 }
 
+/*
+ * A moved partition's survivor does not have its key yet (ERROR MISMATCH, "no such
+ * key"): a fixed job's survivor makes it when its own watch sees the loss, which may
+ * come a little after ours (docs/cluster.md, "Jobs in etcd"). Resend as after a NACK,
+ * for up to failover_wait_us from the move. @return true if so.
+ */
+static bool not_made_yet(struct sigma_session *s, const struct sg_dp_msg *m,
+			 struct sg_cli_slot *sl, uint32_t node)
+{
+	const struct sg_cli_part *pt = &sl->t->parts[sl->part];
+	const struct sg_dp_mismatch *mm = m->payload;
+	uint64_t now = sg_cli_now_ns();
+
+	if (m->code != SG_DP_C_MISMATCH || m->payload_len != sizeof(*mm) ||
+	    mm->what != SG_DP_MM_KEY || pt->moved_at == 0 ||
+	    now - pt->moved_at > s->conf.failover_wait_us * 1000ull)
+		return false;
+	if (!sl->parked) {
+		sl->parked = true;
+		s->nodes[node].parked++;
+	}
+	sl->deadline = now + sl->rto_us * 1000ull;
+	return true;
+}
+
 static void on_error(struct sigma_session *s, const struct sg_dp_msg *m)
 {
 	uint32_t node, idx;
 	struct sg_cli_slot *sl = match(s, m, &node, &idx);
 
 	s->st.errors++;
-	if (sl == NULL)
+	if (sl == NULL || not_made_yet(s, m, sl, node))
 		return;
 	if (sl->recov) {
 		/* refused or stale: the survivor's key has gone past that round, nobody waits */
@@ -1132,6 +1164,7 @@ static uint32_t move_part(struct sigma_session *s, struct sigma_tensor *t, uint3
 				    sg_ctl_partition_key(t->id, p));
 
 	pt->node = node < 0 ? 0 : (uint32_t)node;
+	pt->moved_at = sg_cli_now_ns();
 	/*
 	 * Its last round again, for the ranks still waiting for that round's sum
 	 * (all of it, also when failover pushes were going to a node lost before).

@@ -61,6 +61,20 @@ struct sigma_session *sigma_open_job(const char *descriptor, uint16_t rank,
 	}
 	if (base != NULL)
 		c = *base;
+	/*
+	 * An async store holds every push since the job began, on its node only: the
+	 * survivors cannot rebuild it from what the workers hold (docs/cluster.md).
+	 */
+	if (job->mode == SG_MODE_ASYNC && (c.failover || c.membership != NULL)) {
+		if (err != NULL && errlen > 0)
+			snprintf(err, errlen, "failover (sigma_conf.failover or membership) is not "
+				 "supported in async mode: a chunk's async store holds the sum of "
+				 "every push since the job began, on its node only, and no survivor can "
+				 "rebuild it from what the workers hold; open the session without "
+				 "failover, or make the job sync or deterministic");
+		rc = -EOPNOTSUPP;
+		goto out;
+	}
 	c.job = job->conf.job;
 	c.rank = rank;
 	c.nworkers = job->conf.nworkers;

@@ -289,6 +289,17 @@ int sigma_udpd_add_job(struct sigma_udpd *d, const struct sg_dp_job_conf *job)
 	return rc;
 }
 
+int sigma_udpd_add_keys(struct sigma_udpd *d, uint32_t job, const struct sg_dp_key *keys,
+			uint32_t n)
+{
+	int rc;
+
+	pthread_mutex_lock(&d->lock);
+	rc = sg_dp_engine_add_keys(d->eng, job, keys, n);
+	pthread_mutex_unlock(&d->lock);
+	return rc;
+}
+
 int sigma_udpd_remove_job(struct sigma_udpd *d, uint32_t job)
 {
 	int rc;

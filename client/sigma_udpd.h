@@ -65,6 +65,10 @@ uint16_t sigma_udpd_port(const struct sigma_udpd *d);
 /** Add a job to the node's engine (allowed while running). @return as sg_dp_engine_add_job(). */
 int sigma_udpd_add_job(struct sigma_udpd *d, const struct sg_dp_job_conf *job);
 
+/** Add keys to a fixed job (allowed while running). @return as sg_dp_engine_add_keys(). */
+int sigma_udpd_add_keys(struct sigma_udpd *d, uint32_t job, const struct sg_dp_key *keys,
+			uint32_t n);
+
 /** Remove a job (allowed while running). @return as sg_dp_engine_remove_job(). */
 int sigma_udpd_remove_job(struct sigma_udpd *d, uint32_t job);
 

@@ -27,6 +27,7 @@
 struct node_job {
 	bool used;
 	struct sg_ctl_job spec; /* id, N, dtype, mode, partition, chunk, tensors and keys counts */
+	uint64_t token;		/* the wire token: a job with no key here gets its engine job late */
 };
 
 struct node {
@@ -139,6 +140,7 @@ static int op_job_create(void *arg, struct sg_ctl_job *job, char *reason)
 	slot->spec = *job;
 	slot->spec.tensors = NULL;
 	slot->spec.keys = NULL;
+	slot->token = token;
 	memset(slot->spec.token, 0, sizeof(slot->spec.token));
 	if (job->open)
 		printf("sigma-udpd: job %u created: open (its pushes make its keys), %u workers, %s, "
@@ -195,11 +197,58 @@ static int op_job_destroy(void *arg, uint32_t id)
 	return 0;
 }
 
+/* Failover: a lost node's keys that placement now gives this node (docs/cluster.md). */
+static int op_job_keys_add(void *arg, uint32_t id, const struct sg_ctl_key *keys, uint32_t n,
+			   char *reason)
+{
+	struct node *nd = arg;
+	struct node_job *j = job_find(nd, id);
+	struct sg_dp_key *k;
+	int rc;
+
+	if (j == NULL || j->spec.open) {
+		snprintf(reason, SG_CTL_REASON_MAX, "%s", j ? "an open job makes its own keys" :
+			 "no such job");
+		return j ? -EINVAL : -ENOENT;
+	}
+	if (n == 0)
+		return 0;
+	k = calloc(n, sizeof(*k));
+	if (k == NULL)
+		return -ENOMEM;
+	for (uint32_t i = 0; i < n; i++)
+		k[i] = (struct sg_dp_key){.id = keys[i].id, .nelem = keys[i].nelem};
+	if (j->spec.n_keys == 0) {
+		/* no key was placed here: the engine has no job yet */
+		struct sg_dp_job_conf jc = {
+			.id = id, .nworkers = j->spec.n_workers, .token = j->token,
+			.dtype = j->spec.dtype, .mode = j->spec.mode,
+			.partition_bytes = j->spec.partition_bytes,
+			.chunk_bytes = j->spec.chunk_bytes, .keys = k, .nkeys = n};
+
+		rc = sigma_udpd_add_job(nd->d, &jc);
+		rc = rc < 0 ? rc : (int)n;
+	} else {
+		rc = sigma_udpd_add_keys(nd->d, id, k, n);
+	}
+	free(k);
+	if (rc < 0) {
+		snprintf(reason, SG_CTL_REASON_MAX, "the engine refused the keys: %s", strerror(-rc));
+		return rc;
+	}
+	j->spec.n_keys += (uint32_t)rc;
+	printf("sigma-udpd: job %u: %d key(s) added (a lost node's), %u here\n", id, rc,
+	       j->spec.n_keys);
+	fflush(stdout);
+	return rc;
+}
+
 static const struct sg_ctl_agent_ops ops = {
 	.node_info = op_node_info,
 	.job_create = op_job_create,
 	.job_list = op_job_list,
 	.job_destroy = op_job_destroy,
+	.job_keys_add = op_job_keys_add,
 };
 
 static void usage(FILE *f)
@@ -218,7 +267,8 @@ static void usage(FILE *f)
 		"  --secret-file F   shared secret for TCP (mode 0600)\n"
 		"  --max-chunk B     largest chunk_bytes a job may use here [8920]\n"
 		"  --pool-bufs N     accumulator buffers [4096]\n"
-		"  --etcd URLS       register in etcd: http://host:port[,...] (docs/cluster.md)\n"
+		"  --etcd URLS       register in etcd: http://host:port[,...], and watch it for the\n"
+		"                    records of this node's jobs (failover; docs/cluster.md)\n"
 		"  --cluster NAME    the cluster's name: records under /sigma/NAME/ [default]\n"
 		"  --ttl S           lease TTL, the liveness timeout, 1..3600 s [5]\n"
 		"  --drop-rx P, --drop-tx P  loss injection: drop P per mille of packets [0]\n"
@@ -374,6 +424,12 @@ int main(int argc, char **argv)
 	sc.unix_path = unix_path;
 	sc.ops = &ops;
 	sc.ops_arg = &n;
+	if (etcd != NULL) {
+		/* the server watches the membership and its jobs' records: failover of fixed jobs */
+		rc.etcd.endpoints = etcd;
+		sc.etcd = &rc.etcd;
+		sc.cluster = rc.cluster;
+	}
 	srv = sg_ctl_server_create(&sc);
 	if (srv == NULL) {
 		fprintf(stderr, "sigma-udpd: cannot start the control server: %s\n", strerror(errno));

@@ -35,6 +35,7 @@
 #include <stdint.h>
 
 #include "sg_ctl_client.h"
+#include "sg_etcd.h"
 #include "sg_ctl_place.h"
 #include "sg_sum.h"
 #include "sg_types.h"
@@ -418,6 +419,15 @@ struct sg_ctl_agent_ops {
 	 * connection), -ENOTSUP (no verbs, or UD), -ETIMEDOUT, with @p reason.
 	 */
 	int (*verbs_rc_disconnect)(void *arg, uint32_t peer, char *reason);
+	/**
+	 * Optional: add @p n keys to fixed job @p id, the keys of a lost node that
+	 * placement now gives this node (docs/cluster.md, "Jobs in etcd"); keys the job
+	 * has already are skipped. Each key's first push opens whatever round it
+	 * carries. NULL: the server never moves keys here.
+	 * @return keys added (>= 0), or -errno (-ENOENT, -EBUSY: try later) with @p reason.
+	 */
+	int (*job_keys_add)(void *arg, uint32_t id, const struct sg_ctl_key *keys, uint32_t n,
+			    char *reason);
 };
 
 /** Server configuration. Zero fields get the defaults in brackets. */
@@ -439,6 +449,15 @@ struct sg_ctl_server_config {
 	uint64_t heartbeat_timeout_ms; /**< membership: node lost after this silence [3000] */
 	const struct sg_ctl_agent_ops *ops; /**< required */
 	void *ops_arg;
+	/**
+	 * Failover of fixed jobs (docs/cluster.md, "Jobs in etcd"): the etcd cluster
+	 * whose membership and job records the server watches (a stream, on a thread
+	 * of the watch's own), to add to its jobs the keys of a lost node that
+	 * placement moves here, and to renew the leases of its jobs' records. NULL:
+	 * none. Read at create (copied).
+	 */
+	const struct sg_etcd_conf *etcd;
+	const char *cluster;	     /**< with etcd: 1..63 of [A-Za-z0-9._-] ["default"] */
 };
 
 /** Counters of the server, each for its own kind of refusal. */
@@ -456,6 +475,14 @@ struct sg_ctl_server_stats {
 	uint64_t method_errors;	 /**< the agent or the params refused */
 	uint64_t metrics_scrapes;
 	uint64_t http_bad;	 /**< bad HTTP requests to the metrics port */
+	/* with etcd (sg_ctl_server_config.etcd) */
+	uint64_t cluster_records;   /**< gauge: job records taken (a job held here, the digest of
+				         its token and its shape match): their leases renewed */
+	uint64_t cluster_refused;   /**< records of a job held here refused (another token or
+				         shape), once per record */
+	uint64_t cluster_nodes_lost; /**< nodes of jobs held here found lost (per job and node) */
+	uint64_t cluster_keys_added; /**< keys added to jobs here because a node was lost */
+	uint64_t cluster_add_failures; /**< attempts to add them that failed (tried again) */
 };
 
 struct sg_ctl_server;

@@ -483,6 +483,9 @@ static int m_job_create(struct sg_ctl_server *s, json_t *params, json_t **res,
 	slot->used = true;
 	slot->spec = job;
 	memset(slot->spec.token, 0, sizeof(slot->spec.token)); /* only the job gets it */
+	/* with etcd: the digest its record will hold, and its lease renewed from now */
+	sg_ctl_cluster_job_made(s, slot, job.token);
+	sg_ctl_cluster_reconcile(s);
 	*res = json_pack("{s:I, s:s, s:I, s:s, s:s, s:I, s:I, s:o, s:I}", "id", (json_int_t)job.id,
 			 "token", job.token, "workers", (json_int_t)job.n_workers, "dtype",
 			 sg_dtype_name(job.dtype), "mode", sg_mode_name(job.mode),
@@ -624,6 +627,7 @@ static int m_job_destroy(struct sg_ctl_server *s, json_t *params, json_t **res,
 		free(j->tensors);
 		memset(j, 0, sizeof(*j));
 	}
+	sg_ctl_cluster_reconcile(s); /* its record's lease is no longer renewed here */
 	*res = json_true();
 	return 0;
 }
@@ -758,7 +762,7 @@ static json_t *server_stats_json(const struct sg_ctl_server *s)
 	struct sg_ctl_server_stats st;
 
 	sg_ctl_server_get_stats(s, &st);
-	return json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}",
+	json_t *o = json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}",
 			 "conns_accepted", (json_int_t)st.conns_accepted, "conns_refused",
 			 (json_int_t)st.conns_refused, "requests", (json_int_t)st.requests,
 			 "auth_ok", (json_int_t)st.auth_ok, "auth_failed",
@@ -768,6 +772,23 @@ static json_t *server_stats_json(const struct sg_ctl_server *s)
 			 (json_int_t)st.unknown_method, "timeouts", (json_int_t)st.timeouts,
 			 "method_errors", (json_int_t)st.method_errors, "metrics_scrapes",
 			 (json_int_t)st.metrics_scrapes, "http_bad", (json_int_t)st.http_bad);
+
+	if (o != NULL && s->cl.w != NULL) {
+		struct sg_etcd_watch_stats ws;
+		const struct sg_etcd_garbage *g = &ws.job_garbage;
+
+		sg_etcd_watch_stats(s->cl.w, &ws);
+		json_object_set_new(o, "cluster", json_pack("{s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:b, "
+			"s:b, s:I}", "name", s->cl.name, "records", (json_int_t)st.cluster_records,
+			"refused", (json_int_t)st.cluster_refused, "nodes_lost",
+			(json_int_t)st.cluster_nodes_lost, "keys_added",
+			(json_int_t)st.cluster_keys_added, "add_failures",
+			(json_int_t)st.cluster_add_failures, "job_garbage",
+			(json_int_t)(g->not_json + g->bad_field + g->bad_kind + g->name_mismatch),
+			"streaming", ws.streaming, "reachable", ws.reachable, "live_nodes",
+			(json_int_t)ws.nodes));
+	}
+	return o;
 }
 
 static int m_stats_get(struct sg_ctl_server *s, json_t *params, json_t **res,

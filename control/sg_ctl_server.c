@@ -32,7 +32,7 @@
 enum conn_kind { CONN_TCP, CONN_UNIX, CONN_HTTP };
 
 /* epoll tags for the listening sockets (connections use their own pointer). */
-static char tag_tcp, tag_unix, tag_http, tag_stop;
+static char tag_tcp, tag_unix, tag_http, tag_stop, tag_cluster;
 
 struct conn {
 	struct conn *next;
@@ -558,6 +558,15 @@ static void *server_main(void *arg)
 				do_accept(s, s->http_fd, CONN_HTTP, now);
 				continue;
 			}
+			if (p == &tag_cluster) {
+				uint64_t v;
+
+				/* the watch saw a change: read its count, then look */
+				while (read(sg_etcd_watch_fd(s->cl.w), &v, sizeof(v)) == sizeof(v))
+					;
+				sg_ctl_cluster_reconcile(s);
+				continue;
+			}
 			if (evs[i].events & EPOLLOUT)
 				conn_write(s, c);
 			if ((evs[i].events & (EPOLLIN | EPOLLHUP | EPOLLERR)) && !c->closing)
@@ -569,6 +578,8 @@ static void *server_main(void *arg)
 		}
 		reap(s, now);
 		sg_ctl_members_check(s->members, now);
+		if (s->cl.retry)
+			sg_ctl_cluster_reconcile(s);
 	}
 	return NULL;
 }
@@ -730,6 +741,14 @@ struct sg_ctl_server *sg_ctl_server_create(const struct sg_ctl_server_config *cf
 		if (rc < 0 || (rc = epoll_add(s->epfd, s->http_fd, &tag_http)) != 0)
 			goto fail;
 	}
+	if (cfg->etcd != NULL) {
+		rc = sg_ctl_cluster_start(s, cfg->etcd, cfg->cluster);
+		if (rc < 0 ||
+		    (rc = epoll_add(s->epfd, sg_etcd_watch_fd(s->cl.w), &tag_cluster)) != 0)
+			goto fail;
+	}
+	s->cfg.etcd = NULL;
+	s->cfg.cluster = NULL;
 	rc = -pthread_create(&s->thread, NULL, server_main, s);
 	if (rc != 0)
 		goto fail;
@@ -757,6 +776,7 @@ void sg_ctl_server_destroy(struct sg_ctl_server *s)
 			SG_CTL_LOG(ERR, "cannot wake the control thread");
 		pthread_join(s->thread, NULL);
 	}
+	sg_ctl_cluster_stop(s);
 	while (s->conns != NULL)
 		conn_free(s, s->conns);
 	if (s->tcp_fd >= 0)

@@ -9,11 +9,25 @@
 
 #include "sg_ctl_internal.h"
 
-/* A job as the server remembers it, for placement. */
+/* A job as the server remembers it, for placement and failover. */
 struct srv_job {
 	bool used;
 	struct sg_ctl_job spec;
 	struct sg_ctl_tensor *tensors;
+	/* with etcd (sg_ctl_cluster.c): what matches the job's record, and what failover did */
+	char digest[SG_ETCD_DIGEST_LEN]; /* of its wire token ("" without etcd) */
+	uint64_t lost;		/* its record's nodes (bit i: nodes[i]) whose keys were moved */
+	int64_t said_lease;	/* the record last refused or said of (logged once) */
+	int64_t said_mod;
+};
+
+/* The server's view of etcd (sg_ctl_cluster.c); the control thread's own. */
+struct srv_cluster {
+	struct sg_etcd_watch *w;
+	char name[SG_ETCD_CLUSTER_MAX];	/* the cluster */
+	char self[SG_NAME_MAX];		/* this node's name, from node_info ("" until known) */
+	struct sg_etcd_job *rec;	/* scratch: one record */
+	bool retry;			/* an addition failed: try again at the next tick */
 };
 
 struct sg_ctl_server {
@@ -29,6 +43,7 @@ struct sg_ctl_server {
 	struct conn *conns;
 	struct sg_ctl_members *members;
 	struct srv_job jobs[SG_CTL_MAX_JOBS];
+	struct srv_cluster cl;
 	bool draining;
 	struct sg_ctl_server_stats st; /* written by the control thread only, read atomically */
 };
@@ -48,6 +63,26 @@ struct rpc_err {
  */
 int sg_ctl_srv_dispatch(struct sg_ctl_server *s, const char *method, json_t *params,
 			json_t **result, struct rpc_err *err);
+
+/**
+ * With sg_ctl_server_config.etcd: start the watch of the cluster's membership and
+ * job records. @return 0 or -errno (logged).
+ */
+int sg_ctl_cluster_start(struct sg_ctl_server *s, const struct sg_etcd_conf *etcd,
+			 const char *cluster);
+
+/** Stop the watch (NULL watch is fine). */
+void sg_ctl_cluster_stop(struct sg_ctl_server *s);
+
+/**
+ * Bring the jobs held here in line with etcd (control thread): renew the leases of
+ * their records, and add to each fixed job the keys of its lost nodes that
+ * placement now gives this node. Cheap when nothing changed.
+ */
+void sg_ctl_cluster_reconcile(struct sg_ctl_server *s);
+
+/** Job @p j was made with @p token (64 hex digits): remember its digest for its record. */
+void sg_ctl_cluster_job_made(struct sg_ctl_server *s, struct srv_job *j, const char *token);
 
 /** Prometheus text for /metrics (malloc'd, NUL-terminated), or NULL. */
 char *sg_ctl_srv_metrics(struct sg_ctl_server *s, size_t *len);

@@ -51,7 +51,8 @@ static void usage(FILE *f)
 		"  heartbeat NAME [--kind cpu|gpu] [--gbps G]\n"
 		"                              announce a node (sigmad does this periodically)\n"
 		"  info                        this node: cores, NUMA nodes, ports, reducer lcores\n"
-		"  jobs                        jobs with their counters\n"
+		"  jobs                        jobs with their counters; with --etcd, the job\n"
+		"                              records in etcd\n"
 		"  job create --workers N --tensor NAME:ELEMS [--tensor ...] [--dtype fp32]\n"
 		"             [--mode sync|async|deterministic] [--partition-bytes B]\n"
 		"             [--chunk-bytes B] [--id ID]\n"
@@ -63,6 +64,9 @@ static void usage(FILE *f)
 		"                              push, up to S chunk slots per reducer [%u]; with\n"
 		"                              --dtype any, each key takes its first push's dtype\n"
 		"  job destroy ID              destroy a job (on every --node)\n"
+		"                              with --node and --etcd, job create also records the\n"
+		"                              job in etcd (under a lease of --record-ttl S [30],\n"
+		"                              renewed by its nodes) and job destroy removes it\n"
 		"  placement JOB [--detail]    which summation node sums which partition\n"
 		"  stats                       lcores, jobs and control-plane counters\n"
 		"  lcores [--watch [SECS]] [--count N]\n"
@@ -91,7 +95,8 @@ static void usage(FILE *f)
 		"  -k, --secret-file F   shared secret for TCP (default: $SIGMACTL_SECRET_FILE)\n"
 		"  -j, --json            print the server's JSON instead of a table\n"
 		"  -t, --timeout MS      per-request timeout (default 5000)\n"
-		"  -e, --etcd URLS       etcd endpoints http://host:port[,...]: nodes reads them\n"
+		"  -e, --etcd URLS       etcd endpoints http://host:port[,...]: nodes and jobs read\n"
+		"                        them; job create/destroy --node record the job there\n"
 		"  -c, --cluster NAME    the cluster in etcd (/sigma/NAME/, default \"default\")\n"
 		"  -h, --help            this text\n"
 		"\n"
@@ -474,6 +479,30 @@ static int service_init(struct sg_ctl_jobsvc *svc, uint8_t *secret)
 	return load_secret(tcp, secret, &svc->secret_len);
 }
 
+/*
+ * --etcd: the record of the job just made (docs/cluster.md, "Jobs in etcd"), so that
+ * its nodes can build a lost node's keys. @return 0, or 1 (the job stays: said why).
+ */
+static uint32_t record_ttl; /* job create --record-ttl: the record's lease TTL [30 s] */
+
+static int job_record(const struct sg_ctl_job_spec *spec, const char *desc)
+{
+	struct sg_etcd_conf ec = {.endpoints = g.etcd, .timeout_ms = g.timeout_ms};
+	uint64_t elems[SG_ETCD_JOB_MAX_TENSORS];
+	char err[512];
+	int64_t lease;
+
+	for (uint32_t t = 0; t < spec->n_tensors && t < SG_ETCD_JOB_MAX_TENSORS; t++)
+		elems[t] = spec->tensors[t].elems;
+	lease = sg_etcd_job_record(&ec, g.cluster, desc, elems, spec->n_tensors, record_ttl, err,
+				   sizeof(err));
+	if (lease > 0)
+		return 0;
+	fprintf(stderr, "%s: the job was made but not recorded in etcd (its nodes cannot build a "
+		"lost node's keys): %s\n", prog, err);
+	return 1;
+}
+
 /* job create with --node: the job service, printing the job descriptor. */
 static int job_create_service(const struct sg_ctl_job_spec *spec)
 {
@@ -491,6 +520,8 @@ static int job_create_service(const struct sg_ctl_job_spec *spec)
 	if (id < 0)
 		return id == -EINVAL && strstr(err, "node") == NULL ? die_usage("job create: %s", err)
 								     : die_server("job create: %s", err);
+	if (g.etcd != NULL)
+		rc = job_record(spec, desc);
 	if (g.json) {
 		json_t *j = json_pack("{s:I, s:s}", "id", (json_int_t)id, "descriptor", desc);
 
@@ -499,10 +530,11 @@ static int job_create_service(const struct sg_ctl_job_spec *spec)
 	} else {
 		/* the descriptor alone on stdout, for SIGMA_JOB=$(sigmactl ...) */
 		puts(desc);
-		fprintf(stderr, "%s: job %lld created on %u node(s); give each worker the line above "
-			"(sigma_open_job())\n", prog, (long long)id, g.n_nodes);
+		fprintf(stderr, "%s: job %lld created on %u node(s)%s; give each worker the line "
+			"above (sigma_open_job())\n", prog, (long long)id, g.n_nodes,
+			g.etcd != NULL && rc == 0 ? " and recorded in etcd" : "");
 	}
-	return 0;
+	return rc;
 }
 
 static int cmd_job_create(int argc, char **argv)
@@ -517,6 +549,7 @@ static int cmd_job_create(int argc, char **argv)
 		{"id", required_argument, NULL, 'i'},
 		{"open", no_argument, NULL, 'o'},
 		{"slots", required_argument, NULL, 's'},
+		{"record-ttl", required_argument, NULL, 'r'},
 		{NULL, 0, NULL, 0},
 	};
 	static struct sg_ctl_tensor tensors[1024];
@@ -528,7 +561,7 @@ static int cmd_job_create(int argc, char **argv)
 	int c;
 
 	optind = 0; /* re-initialise getopt: options may follow the operands here */
-	while ((c = getopt_long(argc, argv, "w:t:d:m:p:c:i:os:", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "w:t:d:m:p:c:i:os:r:", opts, NULL)) != -1) {
 		char *colon;
 
 		switch (c) {
@@ -576,6 +609,11 @@ static int cmd_job_create(int argc, char **argv)
 			if (parse_u64(optarg, SG_OPEN_SLOTS_MAX, &v) != 0 || v == 0)
 				goto bad_arg;
 			spec.slots = (uint32_t)v;
+			break;
+		case 'r':
+			if (parse_u64(optarg, 3600, &v) != 0 || v == 0)
+				goto bad_arg;
+			record_ttl = (uint32_t)v;
 			break;
 		default:
 			return die_usage("job create: bad option");
@@ -625,7 +663,8 @@ bad_arg:
 	return die_usage("job create: bad value '%s' for --%s", optarg,
 			 c == 'w' ? "workers" : c == 't' ? "tensor (want NAME:ELEMS)" :
 			 c == 'c' ? "chunk-bytes" : c == 'i' ? "id" :
-			 c == 's' ? "slots (1..16777216)" : "partition-bytes");
+			 c == 's' ? "slots (1..16777216)" : c == 'r' ? "record-ttl (1..3600 s)" :
+			 "partition-bytes");
 }
 
 /* job destroy ID with --node: on every node. */
@@ -642,6 +681,14 @@ static int job_destroy_service(uint32_t id)
 	memset(secret, 0, sizeof(secret));
 	if (rc != 0)
 		return die_server("job destroy: %s", err);
+	if (g.etcd != NULL) {
+		struct sg_etcd_conf ec = {.endpoints = g.etcd, .timeout_ms = g.timeout_ms};
+
+		rc = sg_etcd_job_unrecord(&ec, g.cluster, id, err, sizeof(err));
+		if (rc < 0 && rc != -ENOENT)
+			return die_server("job destroy: the job is gone from its nodes, not its "
+					  "record in etcd: %s", err);
+	}
 	if (!g.json)
 		printf("job %u destroyed on %u node(s)\n", id, g.n_nodes);
 	else
@@ -949,6 +996,18 @@ static int cmd_verbs_disconnect(int argc, char **argv)
 			  show_verbs_disconnect);
 }
 
+/* The records of etcd that did not parse, by reason (@p what: the member the key names). */
+static void print_ignored(const struct sg_etcd_garbage *gb, const char *what)
+{
+	uint64_t n = gb->not_json + gb->bad_field + gb->bad_kind + gb->name_mismatch;
+
+	if (n)
+		printf("ignored %" PRIu64 " record(s) that do not parse (%" PRIu64 " not JSON, %"
+		       PRIu64 " bad field, %" PRIu64 " unknown kind, %" PRIu64 " %s not the key's): "
+		       "see the messages above\n", n, gb->not_json, gb->bad_field, gb->bad_kind,
+		       gb->name_mismatch, what);
+}
+
 /* nodes --etcd: the registered nodes, read as every worker reads them */
 static int etcd_nodes(void)
 {
@@ -996,13 +1055,80 @@ static int etcd_nodes(void)
 			printf("%-20s %-4s %8g %-21s %s\n", nodes[i].name,
 			       sg_node_kind_name(nodes[i].kind), nodes[i].gbps, dp, nodes[i].control);
 		}
-		if (ignored)
-			printf("ignored %" PRIu64 " record(s) that do not parse (%" PRIu64 " not JSON, %"
-			       PRIu64 " bad field, %" PRIu64 " unknown kind, %" PRIu64 " name not the "
-			       "key's): see the messages above\n", ignored, gb.not_json, gb.bad_field,
-			       gb.bad_kind, gb.name_mismatch);
+		print_ignored(&gb, "name");
 	}
 	sg_etcd_destroy(e);
+	return 0;
+}
+
+/* jobs --etcd: the job records, read as a node reads them */
+static int etcd_jobs(void)
+{
+	struct sg_etcd_conf ec = {.endpoints = g.etcd, .timeout_ms = g.timeout_ms};
+	struct sg_etcd_garbage gb = {0};
+	struct sg_etcd *e = sg_etcd_create(&ec);
+	struct sg_etcd_job *jobs = calloc(SG_CTL_MAX_JOBS, sizeof(*jobs));
+	uint64_t ignored;
+	json_t *arr = json_array();
+	int n;
+
+	if (e == NULL || jobs == NULL || arr == NULL) {
+		sg_etcd_destroy(e);
+		free(jobs);
+		json_decref(arr);
+		return e == NULL ? die_usage("--etcd: want http://host:port[,...]") : 1;
+	}
+	n = sg_etcd_jobs_get(e, g.cluster, jobs, SG_CTL_MAX_JOBS, &gb);
+	if (n < 0) {
+		fprintf(stderr, "%s: etcd: %s\n", prog, n == -EINVAL ?
+			"--cluster: 1..63 of [A-Za-z0-9._-]" : sg_etcd_last_error(e));
+		sg_etcd_destroy(e);
+		free(jobs);
+		json_decref(arr);
+		return n == -EINVAL ? 2 : 1;
+	}
+	ignored = gb.not_json + gb.bad_field + gb.bad_kind + gb.name_mismatch;
+	if (n > SG_CTL_MAX_JOBS)
+		n = SG_CTL_MAX_JOBS;
+	if (!g.json)
+		printf("%-10s %-7s %-5s %-13s %8s %8s %7s %s\n", "ID", "WORKERS", "DTYPE", "MODE",
+		       "TENSORS", "PARTBYTE", "CHUNK", "NODES");
+	for (int i = 0; i < n; i++) {
+		const struct sg_etcd_job *j = &jobs[i];
+		char names[512] = "", tens[16] = "open";
+		int len = 0;
+
+		if (!j->open)
+			snprintf(tens, sizeof(tens), "%u", j->n_tensors);
+		for (uint32_t k = 0; k < j->n_nodes && len >= 0 && (size_t)len < sizeof(names); k++)
+			len += snprintf(names + len, sizeof(names) - len, "%s%s", k ? "," : "",
+					j->nodes[k].name);
+		if (g.json)
+			json_array_append_new(arr, json_pack("{s:I, s:I, s:s, s:s, s:b, s:I, s:I, s:I, "
+				"s:s, s:s, s:I}", "id", (json_int_t)j->id, "workers",
+				(json_int_t)j->workers, "dtype", sg_dtype_name(j->dtype), "mode",
+				sg_mode_name(j->mode), "open", j->open, "tensors",
+				(json_int_t)j->n_tensors, "partition_bytes",
+				(json_int_t)j->partition_bytes, "chunk_bytes",
+				(json_int_t)j->chunk_bytes, "nodes", names, "token_digest",
+				j->token_digest, "lease", (json_int_t)j->lease));
+		else
+			printf("%-10u %-7u %-5s %-13s %8s %8u %7u %s\n", j->id, j->workers,
+			       sg_dtype_name(j->dtype), sg_mode_name(j->mode), tens,
+			       j->partition_bytes, j->chunk_bytes, names);
+	}
+	if (g.json) {
+		char *txt = json_dumps(json_pack("{s:o, s:I}", "jobs", arr, "ignored",
+						 (json_int_t)ignored), JSON_INDENT(2));
+
+		printf("%s\n", txt ? txt : "{}");
+		free(txt);
+	} else {
+		json_decref(arr);
+		print_ignored(&gb, "id");
+	}
+	sg_etcd_destroy(e);
+	free(jobs);
 	return 0;
 }
 
@@ -1016,6 +1142,8 @@ static int dispatch(int argc, char **argv)
 	}
 	if (strcmp(cmd, "nodes") == 0 && argc == 1 && g.etcd != NULL)
 		return etcd_nodes();
+	if (strcmp(cmd, "jobs") == 0 && argc == 1 && g.etcd != NULL && g.n_nodes == 0)
+		return etcd_jobs();
 	if (strcmp(cmd, "nodes") == 0 && argc >= 2 && strcmp(argv[1], "remove") == 0) {
 		if (argc != 3)
 			return die_usage("nodes remove needs one NAME");

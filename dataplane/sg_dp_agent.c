@@ -303,6 +303,12 @@ int sg_dp_lcore_ctl(void *arg, struct sg_ctl_msg *m)
 					    (const struct sg_dp_job_conf *)(uintptr_t)m->arg[0]);
 	case SG_DP_MSG_JOB_REMOVE:
 		return lc->eng ? sg_dp_engine_remove_job(lc->eng, (uint32_t)m->arg[0]) : 0;
+	case SG_DP_MSG_KEYS_ADD: {
+		const struct sg_dp_keys_add *ka = (const void *)(uintptr_t)m->arg[0];
+
+		/* the job's tables grow here: once per failover, off the data path */
+		return lc->eng ? sg_dp_engine_add_keys(lc->eng, ka->job, ka->keys, ka->n) : 0;
+	}
 	case SG_DP_MSG_MOVE_SET:
 		if (lc->eng == NULL)
 			return -EINVAL;
@@ -1200,7 +1206,78 @@ static int op_verbs_rc_disconnect(void *arg, uint32_t peer, char *reason)
 #endif
 }
 
+/*
+ * Failover: keys of a lost node that placement now gives this node (docs/cluster.md).
+ * Every engine holds every key of a job (the keymap picks the one that sums it).
+ */
+static int op_job_keys_add(void *arg, uint32_t id, const struct sg_ctl_key *keys, uint32_t n,
+			   char *reason)
+{
+	struct sg_dp_agent *a = arg;
+	struct agent_job *aj = job_find(a, id);
+	struct sg_dp_keys_add ka = {.job = id, .n = n};
+	struct sg_dp_key *grown;
+	uint32_t added = 0;
+	int rc = 0;
+
+	if (aj == NULL || aj->open) {
+		snprintf(reason, SG_CTL_REASON_MAX, "%s", aj ? "an open job makes its own keys" :
+			 "no such job");
+		return aj ? -EINVAL : -ENOENT;
+	}
+	/* a key move tracks the job's chunks: the server tries again once it is over */
+	if (n == 0 || refuse_during_move(a, reason))
+		return n == 0 ? 0 : -EBUSY;
+	free(a->stage_keys);
+	a->stage_keys = calloc(n, sizeof(*a->stage_keys));
+	grown = realloc(aj->keys, (aj->n_keys + n) * sizeof(*aj->keys));
+	if (grown != NULL)
+		aj->keys = grown;
+	if (a->stage_keys == NULL || grown == NULL)
+		return -ENOMEM;
+	/* the agent's list: the keys it does not have yet (what the engines add) */
+	for (uint32_t i = 0; i < n; i++) {
+		bool have = false;
+
+		for (uint32_t k = 0; k < aj->n_keys && !have; k++)
+			have = aj->keys[k].id == keys[i].id;
+		if (!have)
+			a->stage_keys[added++] = (struct sg_dp_key){.id = keys[i].id,
+								    .nelem = keys[i].nelem};
+	}
+	ka.keys = a->stage_keys;
+	ka.n = added;
+	if (aj->n_keys == 0) {
+		/* no key was placed here: the engines have no job yet */
+		a->stage_job = (struct sg_dp_job_conf){
+			.id = id, .nworkers = aj->workers, .token = aj->token, .dtype = aj->dtype,
+			.mode = aj->mode, .partition_bytes = aj->partition_bytes,
+			.chunk_bytes = aj->chunk_bytes, .keys = a->stage_keys, .nkeys = added};
+	}
+	for (unsigned int i = 0; i < a->p->n_lc && rc >= 0 && added > 0; i++)
+		if (a->p->lc[i].eng != NULL)
+			rc = aj->n_keys == 0 ?
+				lcore_call(a, i, SG_DP_MSG_JOB_ADD, (uint64_t)(uintptr_t)&a->stage_job) :
+				lcore_call(a, i, SG_DP_MSG_KEYS_ADD, (uint64_t)(uintptr_t)&ka);
+	if (rc < 0) {
+		/* an engine that did not answer may read the staging late: let it leak */
+		if (rc == -ETIMEDOUT)
+			a->stage_keys = NULL;
+		/* engines that took the keys skip them next time; a first one is made again */
+		if (aj->n_keys == 0)
+			job_remove_all(a, id);
+		snprintf(reason, SG_CTL_REASON_MAX, "a reducer refused the keys: %s", strerror(-rc));
+		return rc;
+	}
+	memcpy(&aj->keys[aj->n_keys], ka.keys, added * sizeof(*aj->keys));
+	aj->n_keys += added;
+	SG_DP_LOG(NOTICE, "job %u: %u key(s) of a lost node added, %u here now\n", id, added,
+		  aj->n_keys);
+	return (int)added;
+}
+
 static const struct sg_ctl_agent_ops agent_ops = {
+	.job_keys_add = op_job_keys_add,
 	.node_info = op_node_info,
 	.job_create = op_job_create,
 	.job_list = op_job_list,
@@ -1314,19 +1391,13 @@ int sg_dp_agent_reload(struct sg_dp_agent *a, const struct sg_dp_agent_conf *ac,
 /* ---- [cluster]: registration in etcd -------------------------------------- */
 
 /*
- * Register this node in etcd: its own thread keeps the lease (a control-plane
- * thread, never an lcore), so sums go on whatever etcd does.
+ * How to reach [cluster]'s etcd into @p ec; the password (password_file's first
+ * line) into @p password, which @p ec points at. @return 0 or -EINVAL with err.
  */
-static int cluster_register(struct sg_dp_agent *a, const struct sg_ctl_server_config *sc,
-			    char *err, size_t errlen)
+static int cluster_etcd_conf(const struct sg_dp_cluster_cfg *cl, struct sg_etcd_conf *ec,
+			     char password[256], char *err, size_t errlen)
 {
-	const struct sg_dp_cluster_cfg *cl = &a->p->cfg.cluster;
-	struct sg_etcd_reg_conf rc = {.cluster = cl->cluster, .ttl_s = cl->ttl};
-	struct sg_ctl_node_info info;
-	char password[256] = "";
-
-	op_node_info(a, &info);
-	rc.etcd = (struct sg_etcd_conf){.endpoints = cl->etcd,
+	*ec = (struct sg_etcd_conf){.endpoints = cl->etcd,
 		.user = cl->user[0] ? cl->user : NULL,
 		.ca_file = cl->ca_file[0] ? cl->ca_file : NULL,
 		.cert_file = cl->cert_file[0] ? cl->cert_file : NULL,
@@ -1334,7 +1405,7 @@ static int cluster_register(struct sg_dp_agent *a, const struct sg_ctl_server_co
 	if (cl->password_file[0]) {
 		FILE *f = fopen(cl->password_file, "r");
 
-		if (f == NULL || fgets(password, sizeof(password), f) == NULL) {
+		if (f == NULL || fgets(password, 256, f) == NULL) {
 			sg_dp_seterr(err, errlen, "[cluster] password_file %s: %s", cl->password_file,
 				     f ? "empty" : strerror(errno));
 			if (f)
@@ -1344,8 +1415,23 @@ static int cluster_register(struct sg_dp_agent *a, const struct sg_ctl_server_co
 		}
 		fclose(f);
 		password[strcspn(password, "\r\n")] = '\0';
-		rc.etcd.password = password;
+		ec->password = password;
 	}
+	return 0;
+}
+
+/*
+ * Register this node in etcd: its own thread keeps the lease (a control-plane
+ * thread, never an lcore), so sums go on whatever etcd does.
+ */
+static int cluster_register(struct sg_dp_agent *a, const struct sg_ctl_server_config *sc,
+			    const struct sg_etcd_conf *ec, char *err, size_t errlen)
+{
+	const struct sg_dp_cluster_cfg *cl = &a->p->cfg.cluster;
+	struct sg_etcd_reg_conf rc = {.cluster = cl->cluster, .ttl_s = cl->ttl, .etcd = *ec};
+	struct sg_ctl_node_info info;
+
+	op_node_info(a, &info);
 	snprintf(rc.node.name, sizeof(rc.node.name), "%s", info.name);
 	snprintf(rc.node.addr, sizeof(rc.node.addr), "%s", cl->addr[0] ? cl->addr : info.addr);
 	rc.node.port = info.udp_port;
@@ -1357,7 +1443,6 @@ static int cluster_register(struct sg_dp_agent *a, const struct sg_ctl_server_co
 		snprintf(rc.node.control, sizeof(rc.node.control), "%s:%u", sc->tcp_addr,
 			 sg_ctl_server_tcp_port(a->srv));
 	a->p->etcd_reg = sg_etcd_reg_start(&rc);
-	explicit_bzero(password, sizeof(password));
 	if (a->p->etcd_reg == NULL) {
 		sg_dp_seterr(err, errlen, "[cluster]: cannot register node '%s' (addr '%s', port %u) "
 			     "in cluster '%s' of etcd %s: %s (the name must be 1..63 of "
@@ -1380,6 +1465,8 @@ struct sg_dp_agent *sg_dp_agent_start(struct sg_dp_pipeline *p,
 	struct sg_ctl_server_config cfg = *sc;
 	struct sg_dp_agent *a = calloc(1, sizeof(*a));
 	const struct sg_dp_config *c = &p->cfg;
+	struct sg_etcd_conf ec;
+	char password[256] = "";
 
 	if (a == NULL) {
 		sg_dp_seterr(err, errlen, "control agent: out of memory");
@@ -1429,18 +1516,26 @@ struct sg_dp_agent *sg_dp_agent_start(struct sg_dp_pipeline *p,
 	a->next_id++;
 	cfg.ops = &agent_ops;
 	cfg.ops_arg = a;
+	if (c->cluster.etcd[0] != '\0') {
+		/* the server watches the membership and its jobs' records (failover) */
+		if (cluster_etcd_conf(&c->cluster, &ec, password, err, errlen) < 0)
+			goto fail;
+		cfg.etcd = &ec;
+		cfg.cluster = c->cluster.cluster;
+	}
 	a->srv = sg_ctl_server_create(&cfg);
 	if (a->srv == NULL) {
 		int e = errno;
 
 		sg_dp_seterr(err, errlen, "control server: %s (check [control] listen, unix and "
-			     "metrics)", strerror(e));
+			     "metrics%s)", strerror(e), cfg.etcd ? ", and [cluster]" : "");
 		goto fail;
 	}
-	if (c->cluster.etcd[0] != '\0' && cluster_register(a, sc, err, errlen) < 0) {
+	if (c->cluster.etcd[0] != '\0' && cluster_register(a, sc, &ec, err, errlen) < 0) {
 		sg_ctl_server_destroy(a->srv);
 		goto fail;
 	}
+	explicit_bzero(password, sizeof(password));
 	if (a->ac.coordinator[0] != '\0') {
 		a->secret = sc->secret;
 		a->secret_len = sc->secret_len;
@@ -1454,6 +1549,7 @@ fail:
 	{
 		int e = errno;
 
+		explicit_bzero(password, sizeof(password));
 		for (unsigned int i = 0; i < a->max_jobs; i++)
 			free(a->jobs[i].keys);
 		free(a->jobs);

@@ -1435,6 +1435,19 @@ static int open_check(const struct sg_dp_job_conf *c)
 	return 0;
 }
 
+/* Key @p c of a fixed job of elements of @p esz bytes: 1..@p part bytes. @return 0 or -EINVAL. */
+static int key_check(uint32_t job, size_t esz, uint32_t part, const struct sg_dp_key *c)
+{
+	uint64_t bytes = (uint64_t)c->nelem * esz;
+
+	if (c->nelem == 0 || bytes > part) {
+		ENG_LOG(ERR, "job %" PRIu32 ": key %" PRIu32 " has %" PRIu64 " bytes; must be "
+			"1..partition_bytes %" PRIu32, job, c->id, bytes, part);
+		return -EINVAL;
+	}
+	return 0;
+}
+
 static int job_check(const struct sg_dp_engine *e, const struct sg_dp_job_conf *c,
 		     uint32_t chunk_bytes, uint32_t part)
 {
@@ -1478,17 +1491,23 @@ static int job_check(const struct sg_dp_engine *e, const struct sg_dp_job_conf *
 			PRIu32 ")", c->id, c->keys ? "set" : "NULL", c->nkeys);
 		return -EINVAL;
 	}
-	for (uint32_t i = 0; i < c->nkeys; i++) {
-		uint64_t bytes = (uint64_t)c->keys[i].nelem * esz;
-
-		if (c->keys[i].nelem == 0 || bytes > part) {
-			ENG_LOG(ERR, "job %" PRIu32 ": key %" PRIu32 " has %" PRIu64
-				" bytes; must be 1..partition_bytes %" PRIu32, c->id,
-				c->keys[i].id, bytes, part);
+	for (uint32_t i = 0; i < c->nkeys; i++)
+		if (key_check(c->id, esz, part, &c->keys[i]) != 0)
 			return -EINVAL;
-		}
-	}
 	return 0;
+}
+
+/* Key entry @p k of fixed job @p j for key @p c, its chunk 0 at slot @p base. */
+static void key_fill(struct key_ent *k, const struct job *j, const struct sg_dp_key *c,
+		     uint32_t base)
+{
+	k->id = c->id;
+	k->nchunks = sg_dp_chunk_count(c->nelem, j->dtype, j->chunk_bytes);
+	k->base = base;
+	k->dtype = (uint8_t)j->dtype;
+	k->esz = (uint8_t)sg_dtype_size(j->dtype);
+	k->chunk_elems = j->chunk_bytes / k->esz;
+	k->last = c->nelem - (k->nchunks - 1) * k->chunk_elems;
 }
 
 /* Fill the key table and hash; @return total slots or 0 on a duplicate key. */
@@ -1500,13 +1519,7 @@ static uint64_t job_keys(struct job *j, const struct sg_dp_job_conf *c)
 		struct key_ent *k = &j->keys[i];
 		uint32_t h;
 
-		k->id = c->keys[i].id;
-		k->nchunks = sg_dp_chunk_count(c->keys[i].nelem, j->dtype, j->chunk_bytes);
-		k->base = (uint32_t)base;
-		k->dtype = (uint8_t)j->dtype;
-		k->esz = (uint8_t)sg_dtype_size(j->dtype);
-		k->chunk_elems = j->chunk_bytes / k->esz;
-		k->last = c->keys[i].nelem - (k->nchunks - 1) * k->chunk_elems;
+		key_fill(k, j, &c->keys[i], (uint32_t)base);
 		base += k->nchunks;
 		if (base >= NIL)
 			return 0;
@@ -1609,6 +1622,97 @@ int sg_dp_engine_add_job(struct sg_dp_engine *e, const struct sg_dp_job_conf *c)
 nomem:
 	job_free(e, j);
 	return -ENOMEM;
+}
+
+int sg_dp_engine_add_keys(struct sg_dp_engine *e, uint32_t job_id, const struct sg_dp_key *keys,
+			  uint32_t n)
+{
+	struct job *j = e != NULL ? job_find(e, job_id) : NULL;
+	uint32_t m = 0, nkeys, hsize = 4, *khash = NULL, *around = NULL;
+	uint64_t nslots;
+	struct key_ent *kt = NULL;
+	struct slot *slots = NULL;
+
+	if (j == NULL)
+		return -ENOENT;
+	if (j->open || (keys == NULL && n != 0))
+		return -EINVAL;
+	nslots = j->nslots;
+	for (uint32_t i = 0; i < n; i++) {
+		if (key_check(j->id, sg_dtype_size(j->dtype), j->part, &keys[i]) != 0)
+			return -EINVAL;
+		if (key_find(j, keys[i].id) != NULL)
+			continue;
+		m++;
+		nslots += sg_dp_chunk_count(keys[i].nelem, j->dtype, j->chunk_bytes);
+	}
+	if (m == 0)
+		return 0;
+	nkeys = j->nkeys + m;
+	if (nkeys > (1u << 24) || nslots >= NIL) {
+		ENG_LOG(ERR, "job %" PRIu32 ": %" PRIu32 " keys or %" PRIu64 " chunks: too many",
+			j->id, nkeys, nslots);
+		return -EINVAL;
+	}
+	while (hsize < 2 * nkeys)
+		hsize <<= 1;
+	/* everything new first: a failure leaves the job as it was */
+	kt = calloc(nkeys, sizeof(*kt));
+	khash = calloc(hsize, sizeof(*khash));
+	slots = calloc(nslots, sizeof(*slots));
+	if (j->mode == SG_MODE_ASYNC)
+		around = calloc(nslots * j->n, sizeof(*around));
+	if (kt == NULL || khash == NULL || slots == NULL || (j->mode == SG_MODE_ASYNC && !around))
+		goto fail;
+	memcpy(kt, j->keys, j->nkeys * sizeof(*kt));
+	memcpy(slots, j->slots, (size_t)j->nslots * sizeof(*slots));
+	if (around != NULL)
+		memcpy(around, j->around, (size_t)j->nslots * j->n * sizeof(*around));
+	/* new keys' slots follow the old ones: the lists' slot indices stay right */
+	for (uint32_t i = 0, at = j->nkeys, base = j->nslots; i < n; i++) {
+		struct key_ent *k = &kt[at];
+
+		if (key_find(j, keys[i].id) != NULL)
+			continue;
+		key_fill(k, j, &keys[i], base);
+		base += k->nchunks;
+		at++;
+	}
+	for (uint32_t i = 0; i < nkeys; i++) {
+		uint32_t h;
+
+		for (h = hash32(kt[i].id) & (hsize - 1); khash[h] != 0; h = (h + 1) & (hsize - 1))
+			if (kt[khash[h] - 1].id == kt[i].id)
+				break;
+		if (khash[h] != 0) { /* the same new key twice */
+			ENG_LOG(ERR, "job %" PRIu32 ": key %" PRIu32 " given twice", j->id, kt[i].id);
+			m = 0;
+			goto fail;
+		}
+		khash[h] = i + 1;
+	}
+	free(j->keys);
+	free(j->khash);
+	free(j->slots);
+	free(j->around);
+	j->keys = kt;
+	j->khash = khash;
+	j->kmask = hsize - 1;
+	j->slots = slots;
+	j->around = around;
+	j->nkeys = j->max_keys = nkeys;
+	j->nslots = j->slots_used = (uint32_t)nslots;
+	j->st.keys = nkeys;
+	j->st.slots_used = j->st.slots = nslots;
+	ENG_LOG(INFO, "job %" PRIu32 ": %" PRIu32 " key(s) added, %" PRIu32 " in all, %" PRIu32
+		" chunks", j->id, m, nkeys, j->nslots);
+	return (int)m;
+fail:
+	free(kt);
+	free(khash);
+	free(slots);
+	free(around);
+	return m == 0 ? -EINVAL : -ENOMEM;
 }
 
 /* Give back everything slot @p i holds and make it S_NEW: its next push opens any round. */

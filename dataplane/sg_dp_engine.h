@@ -254,6 +254,21 @@ void sg_dp_engine_destroy(struct sg_dp_engine *eng);
 int sg_dp_engine_add_job(struct sg_dp_engine *eng, const struct sg_dp_job_conf *conf);
 
 /**
+ * Add keys to fixed job @p job_id: a node's share of a job grows when a lost
+ * node's keys move to it (docs/cluster.md, "Jobs in etcd"). Keys the job
+ * already has are skipped; the others are checked as add_job checks a job's
+ * keys and get fresh slots, so that each key's first push opens whatever round
+ * it carries (as a new key of an open job). The job's tables are reallocated
+ * (this allocates: a control message, off the data path); its rounds in flight
+ * and kept results stay. Same thread as rx.
+ * @return keys added (>= 0), -ENOENT (no such job), -EINVAL (an open job, whose
+ *         pushes make keys; a key of 0 elements or over partition_bytes, or one
+ *         given twice: logged; nothing added), -ENOMEM (nothing added).
+ */
+int sg_dp_engine_add_keys(struct sg_dp_engine *eng, uint32_t job_id, const struct sg_dp_key *keys,
+			  uint32_t n);
+
+/**
  * Remove a job and release its buffers. Packets for it are then dropped as
  * SG_DP_DROP_JOB. @return 0 or -ENOENT.
  */

@@ -55,6 +55,14 @@ struct sg_ctl_msg;
 #define SG_DP_MSG_MOVE_SET 0x102   /* arg[0]: struct sg_dp_move * (or 0), owned by the agent */
 #define SG_DP_MSG_KEYS_RELEASE 0x103 /* arg[0]: mask of buckets coming back to this reducer */
 #define SG_DP_MSG_JOB_STATS 0x104  /* per-job counters into the engine's snapshot table */
+#define SG_DP_MSG_KEYS_ADD 0x105   /* arg[0]: const struct sg_dp_keys_add * (failover) */
+
+/* SG_DP_MSG_KEYS_ADD's argument: keys for a fixed job (sg_dp_engine_add_keys()). */
+struct sg_dp_keys_add {
+	uint32_t job;
+	const struct sg_dp_key *keys;
+	uint32_t n;
+};
 /* From here on, the transport's own messages (struct sg_dp_transport.ctl). */
 #define SG_DP_MSG_TRANSPORT 0x180
 #define SG_DP_MSG_VERBS_RC_CONNECT 0x180 /* arg[0]: the verbs transport's request */

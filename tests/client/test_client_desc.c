@@ -4,7 +4,8 @@
  * (weights to the same doubles, whichever way they were written), what the
  * writer writes reads back, every kind of garbage is refused with a message
  * that names the field, and thousands of random mutations of a good one never
- * crash the parser nor come back different from what they were read as.
+ * crash the parser nor come back different from what they were read as. An
+ * async job refuses failover at sigma_open_job().
  */
 #include <errno.h>
 #include <math.h>
@@ -79,6 +80,36 @@ static void test_good(void)
 		SG_CHECK(sigma_open_job("nope", 0, NULL, err, sizeof(err)) == NULL && errno == EINVAL &&
 			 strstr(err, "job descriptor:") != NULL, "garbage: %s", err);
 	}
+}
+
+/* A job in async mode: no failover (its stores cannot be rebuilt on a survivor). */
+static int no_membership(void *arg, uint64_t *gen, const char *const *names, unsigned int n,
+			 bool *alive)
+{
+	(void)arg, (void)gen, (void)names, (void)n, (void)alive;
+	return 0;
+}
+
+static void test_async_failover(void)
+{
+	static const char *async = "sigma-job=1;id=7;workers=2;token=0123456789abcdef;dtype=fp32;"
+				   "mode=async;partition_bytes=4096;chunk_bytes=1024;"
+				   "node=a,127.0.0.1,9300,cpu,1,1";
+	struct sigma_conf base = {.local_addr = "127.0.0.1", .failover = true};
+	struct sigma_session *s;
+	char err[512] = "";
+
+	SG_CHECK(sigma_open_job(async, 0, &base, err, sizeof(err)) == NULL && errno == EOPNOTSUPP &&
+			 strstr(err, "not supported in async mode") != NULL,
+		 "async with failover: %s", err);
+	base.failover = false;
+	base.membership = no_membership;
+	SG_CHECK(sigma_open_job(async, 0, &base, err, sizeof(err)) == NULL && errno == EOPNOTSUPP,
+		 "async with a membership source");
+	base.membership = NULL;
+	s = sigma_open_job(async, 0, &base, err, sizeof(err));
+	SG_CHECK(s != NULL, "async without failover: %s", err);
+	sigma_close(s);
 }
 
 /* Replace the first @p from in GOOD by @p to. */
@@ -291,6 +322,7 @@ static void test_mutations(void)
 int main(void)
 {
 	test_good();
+	test_async_failover();
 	test_dtype_any();
 	test_garbage();
 	test_mutations();

@@ -7,18 +7,26 @@
 # (failover_workers, each with its own etcd watch) push through them while
 # one node gets SIGKILL mid-round: every sum before and after is bit for bit
 # the one computed in rank order, the job finishes, and the log names the node
-# and the keys moved. Then the same with 5% loss on every node; etcd
+# and the keys moved. The same with a job of tensors recorded in etcd (sigmactl
+# --etcd): the survivors add exactly the lost node's keys from the record,
+# which the nodes keep alive past its lease's TTL; garbage job records and a
+# record of another token are ignored, counted and logged; job destroy removes
+# the record; unrecorded, the workers fail naming why. Then the same with 5%
+# loss on every node; etcd
 # unreachable at the start and killed mid-run (the sums go on on the nodes
 # known); garbage records (ignored, counted, logged); every node lost (a clear
 # error within the lease TTL and the failover wait). Skipped without etcd.
 # Last, sigmad ([transport] type = socket) with [cluster] registers beside two
-# sigma-udpd nodes and is killed mid-job the same way.
-# Usage: test_failover_etcd.sh sigma-udpd sigmactl failover_workers sigmad
+# sigma-udpd nodes, builds its share of a killed node's keys of a recorded job,
+# and is killed mid-job the same way.
+# bench/watch_cost (the benchmark of a watch's cost) runs a second each way.
+# Usage: test_failover_etcd.sh sigma-udpd sigmactl failover_workers sigmad watch_cost
 set -u
 UDPD=$1
 CTL=$2
 WORKERS=$3
 SIGMAD=$4
+WATCHCOST=$5
 command -v etcd >/dev/null && command -v etcdctl >/dev/null ||
 	{ echo "SKIP: no etcd/etcdctl (Debian packages etcd-server, etcd-client)"; exit 77; }
 TMP=$(mktemp -d /tmp/sg_failover.XXXXXX)
@@ -89,6 +97,11 @@ grep -q '4 nodes lost' "$TMP/kill.out" && ok || fail "every worker loses n2 once
 if grep 'moved to the survivors' "$TMP/kill.out" | grep -q -- '->n2'; then fail "a key moved to n2"
 else ok; fi
 grep 'kill to the end' "$TMP/kill.out"
+# the watch benchmark's two ways: one read then a stream, or a read every 100 ms
+expect watch-stream 0 '"polls": 2, "streams": 2' -- "$WATCHCOST" "$URL" "${CL}a" stream 2 1
+expect watch-poll 0 '"mode": "poll"' -- "$WATCHCOST" "$URL" "${CL}a" poll 2 1 100
+grep -Eq '"polls": ([6-9]|[1-9][0-9]+), "streams": 0' "$TMP/out" && ok ||
+	fail "watch_cost poll: $(cat "$TMP/out")"
 kill "${NODE_PIDS[0]}" "${NODE_PIDS[2]}" 2>/dev/null
 # the same kill without membership (the static node list): the job stops
 start_nodes s
@@ -96,6 +109,70 @@ make_job s
 expect static 0 'failed as expected' -- "$WORKERS" "$DESC" "$URL" "${CL}s" 12 "$TENSORS" \
 	--kill "${NODE_PIDS[1]}@4" --static --expect-fail 'no RESULT after 10 retries from node n2'
 note static
+kill "${NODE_PIDS[0]}" "${NODE_PIDS[2]}" 2>/dev/null
+
+# 1b. a job of tensors (not open), recorded in etcd: the survivors build n2's keys from the record
+# fixed_job SUFFIX [CREATE-OPTIONS...]: the job of TENSORS across n1..n3 of $CL$SUFFIX, in
+# DESC; sigmactl's global options before the command in the array FJ_G
+fixed_job() {
+	local sfx=$1
+	shift
+	"$CTL" "${FJ_G[@]}" --node "unix:$TMP/n1$sfx.sock" --node "unix:$TMP/n2$sfx.sock" \
+		--node "unix:$TMP/n3$sfx.sock" job create --workers 4 --tensor a:300000 \
+		--tensor b:1000 --tensor c:77777 --mode deterministic --partition-bytes 65536 \
+		"$@" >"$TMP/job$sfx" 2>&1
+	DESC=$(grep "^sigma-job=" "$TMP/job$sfx")
+	[ -n "$DESC" ] || { fail "job create $sfx"; cat "$TMP/job$sfx"; }
+}
+start_nodes f
+# a lease of 2 s that the nodes renew: the record outlives it
+FJ_G=(--etcd "$URL" --cluster "${CL}f")
+fixed_job f --record-ttl 2
+grep -q 'recorded in etcd' "$TMP/jobf" && ok || fail "not recorded: $(cat "$TMP/jobf")"
+sleep 4
+expect rec-listed 0 'deterministic' -- "$CTL" --etcd "$URL" --cluster "${CL}f" jobs
+grep -Eq '^[0-9]+ +4 +fp32 +deterministic +3 +65536 .* n1,n2,n3$' "$TMP/out" && ok ||
+	fail "the record (renewed past its TTL): $(cat "$TMP/out")"
+K2=$("$CTL" -s "unix:$TMP/n2f.sock" --json jobs | sed -n 's/.*"keys": \([0-9]*\).*/\1/p')
+expect fixed-kill 0 ' 0 wrong' -- "$WORKERS" "$DESC" "$URL" "${CL}f" 30 "$TENSORS" \
+	--kill "${NODE_PIDS[1]}@10"
+note fixed-kill
+grep -q "node n2 (127.0.0.1:[0-9]*) lost (.*): $K2 key(s) moved to the survivors" "$TMP/out" &&
+	ok || fail "fixed: not n2's $K2 keys moved: $(grep -m1 'moved to' "$TMP/out")"
+# the survivors added exactly n2's keys between them, and said so
+A1=$(sed -n 's/.*job [0-9]*: \([0-9]*\) key(s) added (a lost node.s).*/\1/p' "$TMP/n1f.log")
+A3=$(sed -n 's/.*job [0-9]*: \([0-9]*\) key(s) added (a lost node.s).*/\1/p' "$TMP/n3f.log")
+[ $((${A1:-0} + ${A3:-0})) = "$K2" ] && ok || fail "survivors added ${A1:-0} + ${A3:-0} keys, n2 had $K2"
+grep -q 'node(s) n2 lost (no longer in etcd.s membership): [0-9]* of their key(s) now summed here' \
+	"$TMP/n1f.log" && ok || fail "n1 does not say it took n2's keys"
+# garbage among the job records: ignored, counted and logged by the nodes; a record that is
+# not the job's (another token's digest) refused
+etcdctl --endpoints "$URL" put "/sigma/${CL}f/jobs/77" '{"id":77,"workers":' >/dev/null
+etcdctl --endpoints "$URL" put "/sigma/${CL}f/jobs/78" '{"id":79}' >/dev/null
+JID=$(sed -n 's/^sigma-job=1;id=\([0-9]*\);.*/\1/p' <<<"$DESC")
+etcdctl --endpoints "$URL" get --print-value-only "/sigma/${CL}f/jobs/$JID" |
+	sed 's/"token_digest":"[0-9a-f]*"/"token_digest":"'"$(printf '0%.0s' $(seq 64))"'"/' \
+	>"$TMP/forged"
+etcdctl --endpoints "$URL" put "/sigma/${CL}f/jobs/$JID" <"$TMP/forged" >/dev/null
+wait_for "$TMP/n1f.log" "its record in etcd (lease 0) is not the job this node holds: its token" &&
+	ok || fail "n1 takes a record of another token"
+wait_for "$TMP/n1f.log" "ignoring the job record at /sigma/${CL}f/jobs/77 (revision [0-9]*): not a" &&
+	ok || fail "n1 does not log the garbage record"
+expect stats 0 '"job_garbage": 2' -- "$CTL" -s "unix:$TMP/n1f.sock" --json stats
+grep -q '"refused": 1' "$TMP/out" && ok || fail "refused not counted: $(grep -A12 cluster "$TMP/out")"
+expect rec-garbage 0 'ignored 2 record' -- "$CTL" --etcd "$URL" --cluster "${CL}f" jobs
+# destroyed with --etcd: the record goes with it
+expect fixed-destroy 0 'destroyed on 2 node' -- "$CTL" --etcd "$URL" --cluster "${CL}f" \
+	--node "unix:$TMP/n1f.sock" --node "unix:$TMP/n3f.sock" job destroy "$JID"
+[ "$(etcd_count "$URL" "/sigma/${CL}f/jobs/$JID")" = 0 ] && ok || fail "the record stays"
+kill "${NODE_PIDS[0]}" "${NODE_PIDS[2]}" 2>/dev/null
+# the same job not recorded: the survivors cannot make n2's keys, the workers say why
+start_nodes g
+FJ_G=()
+fixed_job g
+expect unrecorded 0 'failed as expected' -- "$WORKERS" "$DESC" "$URL" "${CL}g" 8 "$TENSORS" \
+	--kill "${NODE_PIDS[1]}@3" --wait-ms 7000 --expect-fail 'the node has not made this key'
+note unrecorded
 kill "${NODE_PIDS[0]}" "${NODE_PIDS[2]}" 2>/dev/null
 
 # 2. the same with 5% loss on every node, both ways
@@ -157,7 +234,7 @@ note none-left
 # 5. sigmad with [cluster] beside two sigma-udpd nodes: registered, then killed mid-job
 start_nodes d
 kill -KILL "${NODE_PIDS[2]}" # n3: replaced by sigmad's node sd
-SDPORT=$(free_ports 1)
+SDPORT=$(free_udp_ports 65) # its socket transport binds SDPORT .. SDPORT + 64
 cat >"$TMP/sd.ini" <<INI
 [net]
 ip = 127.0.0.1
@@ -183,6 +260,27 @@ if wait_for "$TMP/sd.log" 'registered at /sigma/'"${CL}"'d/nodes/sd' "$SDPID"; t
 else fail "sigmad did not register"; sed 's/^/  | /' "$TMP/sd.log" | tail; fi
 expect sd-listed 0 "127.0.0.1:$SDPORT" -- "$CTL" --etcd "$URL" --cluster "${CL}d" nodes
 grep -q "^sd .*unix:$TMP/sd.sock" "$TMP/out" && ok || fail "sd's record: $(cat "$TMP/out")"
+# a recorded job of tensors; n1 killed: sigmad, a survivor, builds its share of n1's keys
+"$CTL" --etcd "$URL" --cluster "${CL}d" --node "unix:$TMP/n1d.sock" --node "unix:$TMP/n2d.sock" \
+	--node "unix:$TMP/sd.sock" job create --workers 4 --tensor a:300000 --tensor b:1000 \
+	--tensor c:77777 --mode deterministic --partition-bytes 65536 >"$TMP/jobdf" 2>&1
+DESC=$(grep "^sigma-job=" "$TMP/jobdf")
+[ -n "$DESC" ] && ok || { fail "fixed job create with sigmad"; cat "$TMP/jobdf"; }
+expect sd-fixed 0 ' 0 wrong' -- "$WORKERS" "$DESC" "$URL" "${CL}d" 16 "$TENSORS" \
+	--kill "${NODE_PIDS[0]}@6"
+note sd-fixed
+grep -q 'node n1 (127.0.0.1:[0-9]*) lost' "$TMP/out" && ok || fail "n1 not named lost"
+wait_for "$TMP/sd.log" 'key(s) of a lost node added' && ok ||
+	fail "sigmad did not add n1's keys: $(grep -i 'lost\|key' "$TMP/sd.log" | tail -3)"
+# n1 comes back (a new node of the same name): for the next job
+"$UDPD" --port 0 --name n1 --unix "$TMP/n1d.sock" --etcd "$URL" --cluster "${CL}d" --ttl 5 \
+	>"$TMP/n1d2.log" 2>&1 &
+PIDS+=($!)
+NODE_PIDS[0]=$!
+for _ in $(seq 100); do
+	[ "$(etcd_count "$URL" "/sigma/${CL}d/nodes/")" = 3 ] && break
+	sleep 0.1
+done
 "$CTL" --node "unix:$TMP/n1d.sock" --node "unix:$TMP/n2d.sock" --node "unix:$TMP/sd.sock" \
 	job create --workers 4 --open --mode deterministic --partition-bytes 65536 \
 	--slots 65536 >"$TMP/jobd" 2>&1

@@ -8,10 +8,13 @@
  * reason; the slot budget and ERROR FULL; a job of dtype any with keys of six
  * dtypes; garbage (a wrong token, an unknown job, a rank out of range, PULLs,
  * 20000 random headers) that must never make a key; deterministic and async
- * modes; releasing keys, and a key moved to another engine; add_job's checks.
+ * modes; releasing keys, and a key moved to another engine; keys added to a
+ * fixed job (sg_dp_engine_add_keys(): a failover's moved keys) while a round is
+ * open and with async stores held; add_job's checks.
  */
 #include <endian.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <stdio.h>
 
 #include <rte_common.h>
@@ -146,23 +149,30 @@ static uint64_t drops(struct sg_dp_engine *e, enum sg_dp_drop why)
 	return st.drops[why];
 }
 
-/* An engine holding open job JOB. NULL (a failed check) if it cannot be made. */
-static struct sg_dp_engine *open_engine(uint32_t n, enum sg_dtype dt, enum sg_mode mode,
-					uint32_t slots, uint32_t part)
+/* An engine holding job @p jc. NULL (a failed check) if it cannot be made. */
+static struct sg_dp_engine *job_engine(const struct sg_dp_job_conf *jc)
 {
 	struct sg_dp_engine_conf ec = {.numa_node = -1, .pool_bufs = 256,
 				       .slot_timeout_ns = 50 * MS};
-	struct sg_dp_job_conf jc = {.id = JOB, .nworkers = n, .token = TOKEN, .dtype = dt,
-				    .mode = mode, .chunk_bytes = CB, .partition_bytes = part,
-				    .open = true, .slots = slots};
 	struct sg_dp_engine *e = cap_engine(&cap, &ec);
 
 	cap.n = 0;
-	if (!SG_CHECK(e != NULL, "engine") || !SG_CHECK_EQ(sg_dp_engine_add_job(e, &jc), 0)) {
+	if (!SG_CHECK(e != NULL, "engine") || !SG_CHECK_EQ(sg_dp_engine_add_job(e, jc), 0)) {
 		sg_dp_engine_destroy(e);
 		return NULL;
 	}
 	return e;
+}
+
+/* An engine holding open job JOB. NULL (a failed check) if it cannot be made. */
+static struct sg_dp_engine *open_engine(uint32_t n, enum sg_dtype dt, enum sg_mode mode,
+					uint32_t slots, uint32_t part)
+{
+	struct sg_dp_job_conf jc = {.id = JOB, .nworkers = n, .token = TOKEN, .dtype = dt,
+				    .mode = mode, .chunk_bytes = CB, .partition_bytes = part,
+				    .open = true, .slots = slots};
+
+	return job_engine(&jc);
 }
 
 /* Pushes of every chunk of key @p key (@p nelem elements) by ranks 0..n-1 for one round. */
@@ -663,6 +673,112 @@ static void test_release_and_move(void)
 	sg_dp_engine_destroy(b);
 }
 
+/* ---- keys added to a fixed job (failover: a lost node's keys) ---------------- */
+
+/* An engine holding fixed job JOB with key 1 of 40 elements; NULL if it cannot be made. */
+static struct sg_dp_engine *fixed_engine(uint32_t n, enum sg_dtype dt, enum sg_mode mode)
+{
+	static const struct sg_dp_key k1 = {.id = 1, .nelem = 40};
+	struct sg_dp_job_conf jc = {.id = JOB, .nworkers = n, .token = TOKEN, .dtype = dt,
+				    .mode = mode, .chunk_bytes = CB, .partition_bytes = 4096,
+				    .keys = &k1, .nkeys = 1};
+
+	return job_engine(&jc);
+}
+
+static void test_add_keys(void)
+{
+	const struct sg_dp_key add[] = {{.id = 1, .nelem = 40}, {.id = 5, .nelem = 20},
+					{.id = 6, .nelem = 3}};
+	const struct sg_dp_key twice[] = {{.id = 7, .nelem = 4}, {.id = 7, .nelem = 4}};
+	const struct sg_dp_key big = {.id = 8, .nelem = 4096 / 4 + 1};
+	struct sg_dp_engine *e = fixed_engine(2, SG_DTYPE_FP32, SG_MODE_SYNC), *o;
+	struct hdr h;
+
+	if (e == NULL)
+		return;
+	/* key 1 sums rounds 0 and 1; rank 0 opens round 2 of its chunk 2 (on the active list) */
+	push_round(e, SG_DTYPE_FP32, 1, 40, 2, 0, 0);
+	push_round(e, SG_DTYPE_FP32, 1, 40, 2, 1, 0);
+	h = good(SG_DTYPE_FP32, 1, 40, 2, 0, 2);
+	SG_CHECK(send_push(e, &h, 1) > 0, "round 2 opens");
+	/* key 5 is not the job's yet: ERROR MISMATCH, no key made */
+	h = good(SG_DTYPE_FP32, 5, 20, 0, 0, 7);
+	SG_CHECK_EQ(send_push(e, &h, 1), -EBADMSG);
+	expect_error(SG_DP_C_MISMATCH, SG_DP_MM_KEY, "key 5 before it is added");
+	SG_CHECK_EQ(jstats(e).keys, 1);
+	/* key 1 is there already and skipped; 5 (2 chunks) and 6 (1 chunk) come */
+	SG_CHECK_EQ(sg_dp_engine_add_keys(e, JOB, add, 3), 2);
+	SG_CHECK(jstats(e).keys == 3 && jstats(e).slots == 6 && jstats(e).slots_used == 6,
+		 "after add_keys: %" PRIu64 " keys, %" PRIu64 " slots", jstats(e).keys,
+		 jstats(e).slots);
+	SG_CHECK_EQ(sg_dp_engine_add_keys(e, JOB, add, 3), 0);
+	/* round 2 of key 1, open across the tables' move, completes with the right sum */
+	cap.n = 0;
+	h = good(SG_DTYPE_FP32, 1, 40, 2, 1, 2);
+	SG_CHECK(send_push(e, &h, 2) & SG_DP_USED_COMPLETED, "round 2 of key 1 completes");
+	SG_CHECK_EQ(check_results(0, 2, SG_DTYPE_FP32, "key 1 across add_keys"), 2);
+	/* a moved key's first push opens whatever round it carries */
+	cap.n = 0;
+	push_round(e, SG_DTYPE_FP32, 5, 20, 2, 7, 3);
+	push_round(e, SG_DTYPE_FP32, 6, 3, 2, 7, 3);
+	for (uint32_t c = 0; c < 2; c++)
+		for (uint32_t r = 0; r < 2; r++) {
+			h = good(SG_DTYPE_FP32, 1, 40, c, r, 2);
+			SG_CHECK(send_push(e, &h, 3) > 0, "key 1 chunk %u round 2", c);
+		}
+	SG_CHECK_EQ(check_results(0, 2, SG_DTYPE_FP32, "added keys"), 10);
+	SG_CHECK_EQ(drops(e, SG_DP_DROP_ROUND_NEW), 0);
+	/* refusals change nothing */
+	SG_CHECK_EQ(sg_dp_engine_add_keys(e, JOB, twice, 2), -EINVAL);
+	SG_CHECK_EQ(sg_dp_engine_add_keys(e, JOB, &big, 1), -EINVAL);
+	SG_CHECK_EQ(sg_dp_engine_add_keys(e, JOB + 1, add, 1), -ENOENT);
+	SG_CHECK_EQ(jstats(e).keys, 3);
+	h = good(SG_DTYPE_FP32, 7, 4, 0, 0, 0);
+	SG_CHECK_EQ(send_push(e, &h, 4), -EBADMSG);
+	expect_error(SG_DP_C_MISMATCH, SG_DP_MM_KEY, "key 7 refused twice");
+	sg_dp_engine_destroy(e);
+	/* an open job makes its own keys */
+	o = open_engine(2, SG_DTYPE_FP32, SG_MODE_SYNC, 0, 0);
+	if (o != NULL)
+		SG_CHECK_EQ(sg_dp_engine_add_keys(o, JOB, add, 1), -EINVAL);
+	sg_dp_engine_destroy(o);
+}
+
+/* Async: each rank's last round of the old keys survives the tables' move. */
+static void test_add_keys_async(void)
+{
+	const struct sg_dp_key k9 = {.id = 9, .nelem = 16};
+	struct sg_dp_engine *e = fixed_engine(2, SG_DTYPE_INT32, SG_MODE_ASYNC);
+	int64_t store[16] = {0};
+	struct hdr h;
+
+	if (e == NULL)
+		return;
+	for (uint32_t round = 0; round < 2; round++)
+		for (uint32_t r = 0; r < 2; r++) {
+			h = good(SG_DTYPE_INT32, 1, 40, 0, r, round);
+			SG_CHECK(send_push(e, &h, round) > 0, "async push");
+			for (uint32_t i = 0; i < 16; i++)
+				store[i] += val(1, r, 0, round, i);
+		}
+	SG_CHECK_EQ(sg_dp_engine_add_keys(e, JOB, &k9, 1), 1);
+	/* a retransmit of round 1 is answered, not added again; round 2 adds */
+	cap.n = 0;
+	h = good(SG_DTYPE_INT32, 1, 40, 0, 1, 1);
+	SG_CHECK(send_push(e, &h, 5) > 0, "retransmit");
+	h = good(SG_DTYPE_INT32, 1, 40, 0, 0, 2);
+	SG_CHECK(send_push(e, &h, 5) > 0, "round 2");
+	for (uint32_t i = 0; i < 16; i++)
+		store[i] += val(1, 0, 0, 2, i);
+	SG_CHECK(cap.n == 2 && cap.pkts[1].m.type == SG_DP_T_RESULT, "two answers");
+	for (uint32_t i = 0; cap.n == 2 && i < 16; i++)
+		SG_CHECK_EQ(sg_test_get(SG_DTYPE_INT32, (const uint8_t *)cap.pkts[1].m.payload +
+					    4 * i), store[i]);
+	SG_CHECK_EQ(jstats(e).keys, 2);
+	sg_dp_engine_destroy(e);
+}
+
 /* ---- add_job ---------------------------------------------------------------- */
 
 static void test_add_job(void)
@@ -705,6 +821,8 @@ int main(void)
 	test_deterministic();
 	test_async();
 	test_release_and_move();
+	test_add_keys();
+	test_add_keys_async();
 	test_add_job();
 	return sg_test_finish("dp_engine_open");
 }
