@@ -8,6 +8,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "sg_version.h"
 #include "sigma_bench.h"
 
 struct sigma_bench_cmd {
@@ -134,7 +135,8 @@ static void usage(FILE *f)
 	fprintf(f, "usage: sigma-bench <command> [options]   (sigma-bench <command> --help)\n\n");
 	for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++)
 		fprintf(f, "  %-10s %s\n", cmds[i].name, cmds[i].help);
-	fprintf(f, "  %-10s %s\n", "help", "this list");
+	fprintf(f, "  %-10s %s\n", "help", "this list (also -h, --help)");
+	fprintf(f, "  %-10s %s\n", "--version", "print the release and exit");
 }
 
 int main(int argc, char **argv)
@@ -143,6 +145,10 @@ int main(int argc, char **argv)
 	    strcmp(argv[1], "-h") == 0) {
 		usage(argc < 2 ? stderr : stdout);
 		return argc < 2 ? 2 : 0;
+	}
+	if (strcmp(argv[1], "--version") == 0) {
+		fputs(SG_VERSION_TEXT("sigma-bench"), stdout);
+		return 0;
 	}
 	for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++)
 		if (strcmp(argv[1], cmds[i].name) == 0)

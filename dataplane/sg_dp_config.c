@@ -918,7 +918,7 @@ int sg_dp_config_control_diff(const struct sg_dp_config *old, const struct sg_dp
 enum {
 	OPT_CONFIG = 256, OPT_IO, OPT_REDUCE, OPT_RTC, OPT_IP, OPT_UDP_PORT, OPT_MTU,
 	OPT_IDLE, OPT_IDLE_SLEEP, OPT_BURST, OPT_DURATION, OPT_DEMO, OPT_DEMO_WORKERS,
-	OPT_LOG_LEVEL, OPT_NO_UDP_CSUM, OPT_PRINT_CONFIG, OPT_SLEEP_LCORES, OPT_STEER,
+	OPT_LOG_LEVEL, OPT_NO_UDP_CSUM, OPT_PRINT_CONFIG, OPT_SLEEP_LCORES, OPT_STEER, OPT_VERSION,
 };
 
 static const struct option long_opts[] = {
@@ -940,6 +940,7 @@ static const struct option long_opts[] = {
 	{"no-udp-checksum", no_argument, NULL, OPT_NO_UDP_CSUM},
 	{"steer", required_argument, NULL, OPT_STEER},
 	{"print-config", no_argument, NULL, OPT_PRINT_CONFIG},
+	{"version", no_argument, NULL, OPT_VERSION},
 	{"help", no_argument, NULL, 'h'},
 	{NULL, 0, NULL, 0},
 };
@@ -977,6 +978,8 @@ void sg_dp_usage(FILE *f, const char *prog)
 		"  --demo                start 4 in-process workers on ring ports, check every sum,\n"
 		"                        print goodput and the per-lcore table, and exit\n"
 		"  --demo-workers N      workers the demo simulates (1..64, default 4)\n"
+		"  --version             print the release and the wire protocol, control API\n"
+		"                        and library versions, and exit\n"
 		"  -h, --help            this text\n"
 		"\n"
 		"Layout examples (lcores are EAL lcores: enable them with -l or --lcores):\n"
@@ -1015,6 +1018,10 @@ int sg_dp_config_parse_args(struct sg_dp_config *c, int argc, char **argv, char 
 		}
 		if (opt == OPT_PRINT_CONFIG) {
 			fputs(sg_dp_default_config, stdout);
+			return 1;
+		}
+		if (opt == OPT_VERSION) {
+			fputs(SG_VERSION_TEXT("sigmad"), stdout);
 			return 1;
 		}
 		if (opt == OPT_CONFIG) {

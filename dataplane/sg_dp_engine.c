@@ -150,6 +150,8 @@ struct sg_dp_engine {
 	struct job *last; /* cache of the last job looked up */
 	bool multi;       /* tx has the fan-out pair */
 	struct sg_dp_stats st;
+	uint64_t version_t0;  /* ERROR VERSION answers: this REFUSE_NS window's start... */
+	uint32_t version_n;   /* ... and how many it sent */
 	struct sg_dp_tx_dest fan[SG_MAX_WORKERS]; /* scratch for one fanned-out RESULT */
 	/* sg_dp_engine_jobs_snapshot(): max_jobs entries, allocated at create */
 	uint32_t snap_n;
@@ -811,6 +813,38 @@ static void refuse(struct sg_dp_engine *e, struct job *j, const struct sg_dp_msg
 }
 
 /*
+ * A PUSH or PULL of another protocol version: tell its sender which versions this
+ * node speaks (ERROR VERSION), so that its worker fails naming both instead of
+ * timing out. Its sender shows no token (another version's may lie elsewhere), so
+ * at most REFUSE_MAX such answers go out per REFUSE_NS per engine.
+ */
+static void version_refuse(struct sg_dp_engine *e, const void *pkt, uint32_t len, uint64_t src,
+			   uint64_t now)
+{
+	uint8_t reply[SG_DP_HDR_LEN + sizeof(struct sg_dp_version_info)];
+	int n = sg_dp_build_version_error(reply, sizeof(reply), pkt, len);
+	void *mb, *buf;
+
+	if (n < 0 || !csum_verify(e))
+		return;
+	if (now - e->version_t0 >= REFUSE_NS) {
+		e->version_t0 = now;
+		e->version_n = 0;
+	}
+	if (e->version_n >= REFUSE_MAX)
+		return;
+	e->version_n++;
+	buf = e->conf.tx.alloc(e->conf.tx.ctx, src, (uint32_t)n, &mb);
+	if (buf == NULL) {
+		e->st.tx_fail++;
+		return;
+	}
+	memcpy(buf, reply, (size_t)n);
+	e->conf.tx.send(e->conf.tx.ctx, mb, (uint32_t)n);
+	e->st.errors_sent++;
+}
+
+/*
  * Drop a push that disagrees with job @p j's geometry (with key @p k's, when the job
  * has it), and tell its sender what the job is.
  */
@@ -1085,8 +1119,11 @@ static int engine_rx(struct sg_dp_engine *e, const void *pkt, uint32_t len, uint
 	int rc;
 
 	e->st.rx_packets++;
-	if (sg_dp_parse(pkt, len, &m, &why) != 0)
+	if (sg_dp_parse(pkt, len, &m, &why) != 0) {
+		if (unlikely(why == SG_DP_DROP_VERSION))
+			version_refuse(e, pkt, len, src, now);
 		return count_drop(e, why);
+	}
 	if (m.type == SG_DP_T_JOIN)
 		return count_drop(e, SG_DP_DROP_JOIN);
 	if (m.type != SG_DP_T_PUSH && m.type != SG_DP_T_PULL)

@@ -44,7 +44,7 @@ for f in libsigma.so.0 libsigma.so libsigma.a libsigma-control.so.0 libsigma-con
 	pkgconfig/sigma.pc pkgconfig/sigma-control.pc; do
 	[ -e "$LIBDIR/$f" ] && ok || fail "not installed: $f"
 done
-for f in sigma.h sg_types.h sg_ctl_client.h; do
+for f in sigma.h sg_types.h sg_version.h sg_ctl_client.h; do
 	[ -e "$DEST/usr/local/include/sigma/$f" ] && ok || fail "header not installed: $f"
 done
 for lib in sigma sigma-control; do
@@ -52,7 +52,7 @@ for lib in sigma sigma-control; do
 		fail "lib$lib.so: soname is not lib$lib.so.0"
 done
 # the installed headers include the C library and each other, nothing of the tree
-if grep -h '#include "' "$DEST"/usr/local/include/sigma/*.h | grep -v '"sg_types.h"'; then
+if grep -h '#include "' "$DEST"/usr/local/include/sigma/*.h | grep -v '"sg_types.h"\|"sg_version.h"'; then
 	fail "an installed header includes a header that is not installed"
 else
 	ok
@@ -111,6 +111,7 @@ cat >"$TMP/push.c" <<'C'
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sigma.h>
 
 int main(int argc, char **argv)
@@ -124,6 +125,11 @@ int main(int argc, char **argv)
 	char err[512];
 	int busy;
 
+	/* the library that runs is the one whose headers this was compiled with */
+	if (strcmp(sigma_version(), SG_VERSION_STRING) != 0 || SG_PROTO_VERSION < 1) {
+		fprintf(stderr, "libsigma %s, headers %s\n", sigma_version(), SG_VERSION_STRING);
+		return 1;
+	}
 	for (int r = 0; r < 3; r++) {
 		s[r] = sigma_open_job(argv[1], (uint16_t)r, &base, err, sizeof(err));
 		if (s[r] == NULL) {
