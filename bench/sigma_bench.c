@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "sg_version.h"
 #include "sigma_bench.h"
@@ -20,6 +21,11 @@ struct sigma_bench_cmd {
 #define SIGMA_BENCH_ENTRY(name, help) {#name, sigma_bench_##name, help},
 static const struct sigma_bench_cmd cmds[] = {SIGMA_BENCH_COMMANDS(SIGMA_BENCH_ENTRY)};
 #undef SIGMA_BENCH_ENTRY
+
+const char *sigma_bench_path(const char *built, const char *installed)
+{
+	return built == NULL || access(built, F_OK) != 0 ? installed : built;
+}
 
 double sigma_bench_now(void)
 {

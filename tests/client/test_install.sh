@@ -12,11 +12,16 @@
 # other. The Python package is checked as installed too: on the interpreter's
 # path, loading both libraries and finding sigma-udpd from where meson put
 # them, with no environment pointing there, summing through a node.
-# Usage: test_install.sh BUILD_DIR CC SANITIZERS
+# The appliance's layout too (docs/deploy.md): sigmad in sbin, the other
+# programs in bin, a man page of each (MAN=yes, made by help2man), the example
+# config in etc/sigma (what the installed sigmad prints), every doc, and what
+# sigma-bench compare and cluster run from share/sigma.
+# Usage: test_install.sh BUILD_DIR CC SANITIZERS MAN(yes|no)
 set -u
 BUILD=$1
 CC=$2
 SAN=$3
+MAN=${4:-no}
 TMP=$(mktemp -d /tmp/sg_install.XXXXXX)
 DEST=$TMP/dest
 PIDS=()
@@ -38,6 +43,31 @@ export PKG_CONFIG_SYSROOT_DIR=$DEST
 export LD_LIBRARY_PATH=$LIBDIR
 SANFLAGS=()
 [ "$SAN" != none ] && [ -n "$SAN" ] && SANFLAGS=(-fsanitize="$SAN" -fno-omit-frame-pointer)
+
+# The appliance's layout (prefix /usr/local).
+P=$DEST/usr/local
+for f in sbin/sigmad bin/sigmactl bin/sigma-udpd bin/sigma-plan bin/sigma-bench; do
+	[ -x "$P/$f" ] && ok || fail "not installed: $f"
+done
+[ ! -e "$P/bin/sigmad" ] && ok || fail "sigmad is in bin, not (only) sbin"
+if [ "$MAN" = yes ]; then
+	for f in man8/sigmad.8 man1/sigmactl.1 man1/sigma-udpd.1 man1/sigma-plan.1 \
+		man1/sigma-bench.1; do
+		grep -q '^\.TH ' "$P/share/man/$f" 2>/dev/null && ok || fail "no man page $f"
+	done
+fi
+if ASAN_OPTIONS=detect_leaks=0 "$P/sbin/sigmad" --print-config >"$TMP/conf" &&
+	cmp -s "$TMP/conf" "$P/etc/sigma/sigmad.conf.example"; then
+	ok
+else
+	fail "etc/sigma/sigmad.conf.example is not what sigmad --print-config prints"
+fi
+for f in "$(dirname "$0")"/../../docs/*.md; do
+	[ -f "$P/share/doc/sigma/$(basename "$f")" ] && ok || fail "doc not installed: $f"
+done
+for f in bench/mpi_allreduce.c bench/cluster_net.sh bench/cluster_rsh.sh; do
+	[ -f "$P/share/sigma/$f" ] && ok || fail "not installed: share/sigma/$f"
+done
 
 # What is installed, and how it is named.
 for f in libsigma.so.0 libsigma.so libsigma.a libsigma-control.so.0 libsigma-control.so \
