@@ -15,13 +15,15 @@
 # The appliance's layout too (docs/deploy.md): sigmad in sbin, the other
 # programs in bin, a man page of each (MAN=yes, made by help2man), the example
 # config in etc/sigma (what the installed sigmad prints), every doc, and what
-# sigma-bench compare and cluster run from share/sigma.
-# Usage: test_install.sh BUILD_DIR CC SANITIZERS MAN(yes|no)
+# sigma-bench compare and cluster run from share/sigma, and sigmad's systemd
+# unit (UNIT=yes): what it runs and reads, and `systemd-analyze verify`.
+# Usage: test_install.sh BUILD_DIR CC SANITIZERS MAN(yes|no) UNIT(yes|no)
 set -u
 BUILD=$1
 CC=$2
 SAN=$3
 MAN=${4:-no}
+UNIT=${5:-no}
 TMP=$(mktemp -d /tmp/sg_install.XXXXXX)
 DEST=$TMP/dest
 PIDS=()
@@ -68,6 +70,29 @@ done
 for f in bench/mpi_allreduce.c bench/cluster_net.sh bench/cluster_rsh.sh; do
 	[ -f "$P/share/sigma/$f" ] && ok || fail "not installed: share/sigma/$f"
 done
+if [ "$UNIT" = yes ]; then
+	U=$P/lib/systemd/system/sigmad@.service
+	for want in 'Type=notify' \
+		'ExecStart=/usr/local/sbin/sigmad $SIGMAD_EAL -- --config /usr/local/etc/sigma/%i.conf' \
+		'ExecReload=/bin/kill -HUP $MAINPID' 'LimitMEMLOCK=infinity' 'Restart=on-failure' \
+		'EnvironmentFile=-/usr/local/etc/sigma/%i.env' 'RuntimeDirectory=sigma'; do
+		grep -qxF -- "$want" "$U" 2>/dev/null && ok || fail "sigmad@.service lacks '$want'"
+	done
+	if command -v systemd-analyze >/dev/null; then
+		# verify checks that ExecStart's program exists and that man finds the
+		# Documentation= page: point both at the DESTDIR
+		mkdir -p "$TMP/unit"
+		sed "s|=/usr/local/sbin/sigmad |=$P/sbin/sigmad |" "$U" >"$TMP/unit/sigmad@.service"
+		if (cd "$TMP/unit" && MANPATH=$P/share/man systemd-analyze verify ./sigmad@.service) \
+			>"$TMP/verify" 2>&1 && ! grep -q . "$TMP/verify"; then
+			ok
+		else
+			fail "systemd-analyze verify sigmad@.service:"; sed 's/^/  | /' "$TMP/verify"
+		fi
+	else
+		echo "install: no systemd-analyze (package systemd): the unit is not verified"
+	fi
+fi
 
 # What is installed, and how it is named.
 for f in libsigma.so.0 libsigma.so libsigma.a libsigma-control.so.0 libsigma-control.so \
