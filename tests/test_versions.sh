@@ -31,6 +31,9 @@ for lib in "$LIBSIGMA" "$LIBCTL"; do
 	so=$(readelf -d "$lib" | sed -n 's/.*(SONAME).*\[\(.*\)\]/\1/p')
 	[ "$so" = "${base%%.so*}.so.$SOV" ] && ok || fail "$base: soname $so, want ${base%%.so*}.so.$SOV"
 done
+# the Debian packages' version (debian/changelog; a native package: no revision)
+deb=$(sed -n '1s/^sigma (\([^)]*\)).*/\1/p' "$(dirname "$PYSRC")/debian/changelog")
+[ "$deb" = "$RELEASE" ] && ok || fail "debian/changelog: version '$deb', want '$RELEASE'"
 # the Python package from the tree, with this build's libsigma
 if [ -x /usr/bin/python3 ] && [ -z "${SIGMA_NO_PYTHON:-}" ]; then
 	got=$(SIGMA_LIBSIGMA=$LIBSIGMA PYTHONPATH=$PYSRC PYTHONDONTWRITEBYTECODE=1 \
