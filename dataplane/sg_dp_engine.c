@@ -776,6 +776,23 @@ static void round_info(const struct slot *s, struct sg_dp_round_info *ri)
 }
 
 /*
+ * One more refusal answered in the REFUSE_NS window that began at *@p t0, of
+ * which *@p n went out: false once REFUSE_MAX have (then the packet goes
+ * unanswered).
+ */
+static bool refuse_budget(uint64_t *t0, uint32_t *n, uint64_t now)
+{
+	if (now - *t0 >= REFUSE_NS) {
+		*t0 = now;
+		*n = 0;
+	}
+	if (*n >= REFUSE_MAX)
+		return false;
+	(*n)++;
+	return true;
+}
+
+/*
  * Answer a PUSH the job refuses with ERROR @p code and its 8-byte @p payload,
  * sent back to where it came from, echoing its header (so that the worker
  * matches it to its chunk). Only for packets with the job's token (the caller
@@ -788,15 +805,9 @@ static void refuse(struct sg_dp_engine *e, struct job *j, const struct sg_dp_msg
 	void *pkt, *buf;
 
 	/* a damaged datagram is nobody's: it gets no answer (sg_dp_engine_rx_csum()) */
-	if (m->type != SG_DP_T_PUSH || !csum_verify(e))
+	if (m->type != SG_DP_T_PUSH || !csum_verify(e) ||
+	    !refuse_budget(&j->refuse_t0, &j->refuse_n, now))
 		return;
-	if (now - j->refuse_t0 >= REFUSE_NS) {
-		j->refuse_t0 = now;
-		j->refuse_n = 0;
-	}
-	if (j->refuse_n >= REFUSE_MAX)
-		return;
-	j->refuse_n++;
 	buf = e->conf.tx.alloc(e->conf.tx.ctx, src, SG_DP_HDR_LEN + 8, &pkt);
 	if (buf == NULL) {
 		JCOUNT(e, j, tx_fail);
@@ -825,15 +836,8 @@ static void version_refuse(struct sg_dp_engine *e, const void *pkt, uint32_t len
 	int n = sg_dp_build_version_error(reply, sizeof(reply), pkt, len);
 	void *mb, *buf;
 
-	if (n < 0 || !csum_verify(e))
+	if (n < 0 || !csum_verify(e) || !refuse_budget(&e->version_t0, &e->version_n, now))
 		return;
-	if (now - e->version_t0 >= REFUSE_NS) {
-		e->version_t0 = now;
-		e->version_n = 0;
-	}
-	if (e->version_n >= REFUSE_MAX)
-		return;
-	e->version_n++;
 	buf = e->conf.tx.alloc(e->conf.tx.ctx, src, (uint32_t)n, &mb);
 	if (buf == NULL) {
 		e->st.tx_fail++;

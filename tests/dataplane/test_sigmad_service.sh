@@ -33,7 +33,7 @@ trap cleanup EXIT
 EAL=(--no-huge --no-shconf --no-pci -m 512 --log-level=lib.eal:error '--lcores=(0-3)@(0-1)')
 # sigmad binds udp_port .. udp_port + 64: a range of this process's own
 PORT=$((30000 + ($$ % 300) * 100))
-ini() { # ini UNIX_PATH
+ini() { # ini CONTROL_KEYS...: the socket transport, and [control] with these lines
 	cat <<INI
 [net]
 ip = 127.0.0.1
@@ -43,15 +43,15 @@ idle = sleep
 [transport]
 type = socket
 [control]
-unix = $1
 INI
+	printf '%s\n' "$@"
 }
 has() { # has FILE NEEDLE WHAT
 	grep -qF -- "$2" "$1" && ok || { fail "$3: no '$2'"; sed 's/^/  | /' "$1" | tail -30; }
 }
 
 echo "== readiness: READY=1 once the lcores poll and the control server answers"
-ini "$TMP/ctl.sock" >"$TMP/s.ini"
+ini "unix = $TMP/ctl.sock" >"$TMP/s.ini"
 timeout 90 python3 "$NOTIFY" "$TMP" "$TMP/ctl.sock" -- "$SIGMAD" "${EAL[@]}" \
 	--file-prefix=sg_svc_$$_1 -- --config "$TMP/s.ini" --io '(0,0,1)' --reduce 2-3 \
 	>"$TMP/r1" 2>&1
@@ -69,7 +69,7 @@ awk '/^sigmad: ready: 3 lcore\(s\) polling, the control server answers/ {r = NR}
 	ok || { fail "READY=1 before sigmad was ready"; sed 's/^/  | /' "$TMP/r1"; }
 
 echo "== a control server that cannot start: no READY=1"
-ini "$TMP/no/such/folder/ctl.sock" >"$TMP/bad.ini"
+ini "unix = $TMP/no/such/folder/ctl.sock" >"$TMP/bad.ini"
 timeout 90 python3 "$NOTIFY" "$TMP" "$TMP/no/such/folder/ctl.sock" -- "$SIGMAD" "${EAL[@]}" \
 	--file-prefix=sg_svc_$$_2 -- --config "$TMP/bad.ini" >"$TMP/r2" 2>&1
 has "$TMP/r2" 'exit: 1' "control failure"
@@ -80,18 +80,7 @@ echo "== the journal's levels; readiness over TCP"
 JS=$(stat -c '%d:%i' "$TMP/err")
 head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$TMP/secret"
 chmod 600 "$TMP/secret"
-cat >"$TMP/tcp.ini" <<INI
-[net]
-ip = 127.0.0.1
-udp_port = $PORT
-[live]
-idle = sleep
-[transport]
-type = socket
-[control]
-listen = 127.0.0.1:0
-secret_file = $TMP/secret
-INI
+ini "listen = 127.0.0.1:0" "secret_file = $TMP/secret" >"$TMP/tcp.ini"
 JOURNAL_STREAM=$JS "$SIGMAD" "${EAL[@]}" --file-prefix=sg_svc_$$_3 -- --config "$TMP/tcp.ini" \
 	>"$TMP/out3" 2>>"$TMP/err" &
 PIDS+=($!)
