@@ -39,9 +39,6 @@
 #include "sigma.h"
 #include "sigma_bench.h"
 
-#ifndef SIGMA_SOURCE_ROOT
-#define SIGMA_SOURCE_ROOT "."
-#endif
 
 #define CL_MAX_N 16         /* GPU machines */
 #define CL_MAX_K 16         /* CPU machines */
@@ -232,7 +229,9 @@ static int wait_kid(pid_t p, double seconds, bool finish)
 /* bench/cluster_net.sh @p verb ...: @return its exit status (77: cannot here), or -errno. */
 static int net_script(struct cl_ctx *c, const char *verb, bool quiet)
 {
-	char n[16], k[16], mbit[16], mtu[16], script[] = SIGMA_SOURCE_ROOT "/bench/cluster_net.sh";
+	char n[16], k[16], mbit[16], mtu[16];
+	char *script = (char *)sigma_bench_path(SIGMA_SOURCE_ROOT "/bench/cluster_net.sh",
+						SIGMA_DATA_DIR "/bench/cluster_net.sh");
 	char *up[] = {script, (char *)verb, c->o->prefix, n, k, mbit, mtu, NULL};
 	char *other[] = {script, (char *)verb, c->o->prefix, NULL};
 	pid_t p;
@@ -774,7 +773,8 @@ static int run_mpi(struct cl_ctx *c, struct cl_conf *cf, unsigned int run, doubl
 {
 	const struct cl_opts *o = c->o;
 	char np[16], hosts[128], iters[16], size[32], out[128], line[256], tmp[128];
-	char agent[] = SIGMA_SOURCE_ROOT "/bench/cluster_rsh.sh";
+	char *agent = (char *)sigma_bench_path(SIGMA_SOURCE_ROOT "/bench/cluster_rsh.sh",
+					       SIGMA_DATA_DIR "/bench/cluster_rsh.sh");
 	char *argv[] = {"mpirun", "--allow-run-as-root", "-np", np, "--hostfile", hosts,
 			"--bind-to", "none", "--mca", "plm_rsh_agent", agent,
 			"--mca", "plm_rsh_no_tree_spawn", "1",

@@ -1073,9 +1073,6 @@ int sigma_bench_run(int argc, char **argv)
 
 /* ---- compare: the same sweep through MPI_Allreduce ---------------------- */
 
-#ifndef SIGMA_SOURCE_ROOT
-#define SIGMA_SOURCE_ROOT "."
-#endif
 
 /*
  * The peers compare measures beside Sigma, each in every run: OpenMPI's
@@ -1106,8 +1103,9 @@ int sigma_bench_build_mpi(char *exe, size_t cap)
 	if (mkdtemp(dir) == NULL)
 		return -errno;
 	snprintf(exe, cap, "%s/mpi_allreduce", dir);
-	snprintf(cmd, sizeof(cmd), "mpicc -O2 -o %s %s/bench/mpi_allreduce.c", exe,
-		 SIGMA_SOURCE_ROOT);
+	snprintf(cmd, sizeof(cmd), "mpicc -O2 -o %s %s", exe,
+		 sigma_bench_path(SIGMA_SOURCE_ROOT "/bench/mpi_allreduce.c",
+				  SIGMA_DATA_DIR "/bench/mpi_allreduce.c"));
 	if (system(cmd) != 0) {
 		fprintf(stderr, "sigma-bench: '%s' failed (install openmpi-bin libopenmpi-dev)\n",
 			cmd);
@@ -1252,7 +1250,7 @@ static int cmp_alloc(struct rb_cmp *c, const struct rb_opts *o, bool sweep)
 	c->per_th = calloc(rn, sizeof(double));
 	bad = !c->res || !c->thr || !c->cur || !c->per_sg || !c->per_th;
 	c->gloo_exe = getenv("SIGMA_GLOO_ALLREDUCE") ? getenv("SIGMA_GLOO_ALLREDUCE") :
-						       SIGMA_GLOO_EXE;
+		sigma_bench_path(SIGMA_GLOO_EXE, SIGMA_LIBEXEC_DIR "/sigma-gloo-allreduce");
 	for (unsigned int p = 0; p < RB_NPEERS; p++) {
 		c->on[p] = p == RB_MPI_TCP || sweep;
 		c->per[p] = calloc(rn, sizeof(double));

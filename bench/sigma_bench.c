@@ -7,7 +7,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
+#include "sg_version.h"
 #include "sigma_bench.h"
 
 struct sigma_bench_cmd {
@@ -19,6 +21,11 @@ struct sigma_bench_cmd {
 #define SIGMA_BENCH_ENTRY(name, help) {#name, sigma_bench_##name, help},
 static const struct sigma_bench_cmd cmds[] = {SIGMA_BENCH_COMMANDS(SIGMA_BENCH_ENTRY)};
 #undef SIGMA_BENCH_ENTRY
+
+const char *sigma_bench_path(const char *built, const char *installed)
+{
+	return built == NULL || access(built, F_OK) != 0 ? installed : built;
+}
 
 double sigma_bench_now(void)
 {
@@ -134,7 +141,8 @@ static void usage(FILE *f)
 	fprintf(f, "usage: sigma-bench <command> [options]   (sigma-bench <command> --help)\n\n");
 	for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++)
 		fprintf(f, "  %-10s %s\n", cmds[i].name, cmds[i].help);
-	fprintf(f, "  %-10s %s\n", "help", "this list");
+	fprintf(f, "  %-10s %s\n", "help", "this list (also -h, --help)");
+	fprintf(f, "  %-10s %s\n", "--version", "print the release and exit");
 }
 
 int main(int argc, char **argv)
@@ -143,6 +151,10 @@ int main(int argc, char **argv)
 	    strcmp(argv[1], "-h") == 0) {
 		usage(argc < 2 ? stderr : stdout);
 		return argc < 2 ? 2 : 0;
+	}
+	if (strcmp(argv[1], "--version") == 0) {
+		fputs(SG_VERSION_TEXT("sigma-bench"), stdout);
+		return 0;
 	}
 	for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++)
 		if (strcmp(argv[1], cmds[i].name) == 0)

@@ -44,6 +44,25 @@ double sigma_bench_now(void);
  */
 double sigma_bench_thread_cpu_now(void);
 
+/**
+ * A file sigma-bench runs or compiles (a script, bench/mpi_allreduce.c, a helper
+ * program): @p built, in the source or build tree this sigma-bench came from,
+ * while it exists, else @p installed, where `meson install` put it (under
+ * SIGMA_DATA_DIR or SIGMA_LIBEXEC_DIR). Never NULL unless both are.
+ */
+const char *sigma_bench_path(const char *built, const char *installed);
+
+/* Where those files are: the tree's, and the installed ones (bench/meson.build). */
+#ifndef SIGMA_SOURCE_ROOT
+#define SIGMA_SOURCE_ROOT "."
+#endif
+#ifndef SIGMA_DATA_DIR
+#define SIGMA_DATA_DIR "/usr/local/share/sigma"
+#endif
+#ifndef SIGMA_LIBEXEC_DIR
+#define SIGMA_LIBEXEC_DIR "/usr/local/libexec/sigma"
+#endif
+
 /** Median of @p n doubles (reorders @p v). */
 double sigma_bench_median(double *v, size_t n);
 

@@ -50,6 +50,7 @@
 #include <stdint.h>
 
 #include "sg_types.h"
+#include "sg_version.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -273,6 +274,15 @@ int sigma_push_pull_sync(struct sigma_tensor *t, const void *in, void *out);
 
 /** The last failure's message (names node, key, chunk and round); "" if none. */
 const char *sigma_last_error(const struct sigma_session *s);
+
+/**
+ * The release of the libsigma that runs ("0.1.0"), which may differ from the
+ * SG_VERSION_STRING a program was compiled with (sg_version.h). It speaks wire
+ * protocol SG_PROTO_VERSION of the sg_version.h installed with it: a node of
+ * another protocol version fails its pushes with -EPROTONOSUPPORT and a message
+ * naming both versions. Never fails.
+ */
+const char *sigma_version(void);
 
 /** Copy the session's counters. */
 void sigma_get_stats(const struct sigma_session *s, struct sigma_stats *st);

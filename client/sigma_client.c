@@ -1012,13 +1012,59 @@ static void on_error(struct sigma_session *s, const struct sg_dp_msg *m)
 	}
 }
 
+/*
+ * ERROR VERSION from a node of another wire protocol version, which echoes our push:
+ * the push's operation fails at once, naming both versions, instead of timing out.
+ */
+static void on_version(struct sigma_session *s, const void *buf, uint32_t len)
+{
+	uint32_t node, idx, lo, hi;
+	struct sg_cli_slot *sl;
+	struct sg_dp_msg m;
+	char hint[320];
+
+	if (sg_dp_parse_version_error(buf, len, &m, &lo, &hi) != 0 || m.job != s->conf.job ||
+	    m.token != s->conf.token || m.rank != s->conf.rank) {
+		s->st.rx_bad++;
+		return;
+	}
+	s->st.errors++;
+	sl = match(s, &m, &node, &idx);
+	if (sl == NULL)
+		return;
+	if (sl->recov) {
+		/* a failover push: nobody waits for it (on_error()) */
+		recov_done(s, node, idx);
+		return;
+	}
+	if (lo == hi)
+		snprintf(hint, sizeof(hint), "the node speaks wire protocol version %u, this "
+			 "libsigma (release %s) speaks version %d", lo, SG_VERSION_STRING,
+			 SG_DP_VERSION);
+	else
+		snprintf(hint, sizeof(hint), "the node speaks wire protocol versions %u to %u, "
+			 "this libsigma (release %s) speaks version %d", lo, hi,
+			 SG_VERSION_STRING, SG_DP_VERSION);
+	snprintf(hint + strlen(hint), sizeof(hint) - strlen(hint), ": run workers and nodes "
+		 "of one protocol version (sigma_version(), sigmad --version)");
+	fail_chunk(s, node, idx, -EPROTONOSUPPORT, "wire protocol version mismatch (ERROR "
+		   "VERSION)", hint);
+}
+
 static void handle(struct sigma_session *s, const void *buf, uint32_t len, uint64_t now)
 {
+	enum sg_dp_drop why;
 	struct sg_dp_msg m;
 
 	s->st.rx_packets++;
-	if (sg_dp_parse(buf, len, &m, NULL) < 0 || m.job != s->conf.job ||
-	    m.token != s->conf.token || m.rank != s->conf.rank) {
+	if (sg_dp_parse(buf, len, &m, &why) < 0) {
+		if (why == SG_DP_DROP_VERSION)
+			on_version(s, buf, len);
+		else
+			s->st.rx_bad++;
+		return;
+	}
+	if (m.job != s->conf.job || m.token != s->conf.token || m.rank != s->conf.rank) {
 		s->st.rx_bad++;
 		return;
 	}
@@ -1116,6 +1162,11 @@ int sigma_push_pull_sync(struct sigma_tensor *t, const void *in, void *out)
 const char *sigma_last_error(const struct sigma_session *s)
 {
 	return s == NULL ? "no session" : s->err;
+}
+
+const char *sigma_version(void)
+{
+	return SG_VERSION_STRING;
 }
 
 void sigma_get_stats(const struct sigma_session *s, struct sigma_stats *st)

@@ -20,6 +20,7 @@
 
 #include "sg_ctl.h"
 #include "sg_etcd.h"
+#include "sg_version.h"
 #include "sigma_udpd.h"
 
 #define MAX_JOBS 64
@@ -272,6 +273,8 @@ static void usage(FILE *f)
 		"  --cluster NAME    the cluster's name: records under /sigma/NAME/ [default]\n"
 		"  --ttl S           lease TTL, the liveness timeout, 1..3600 s [5]\n"
 		"  --drop-rx P, --drop-tx P  loss injection: drop P per mille of packets [0]\n"
+		"  --version         print the release, wire protocol and control API versions\n"
+		"  -h, --help        this text\n"
 		"Runs until SIGINT or SIGTERM. Exit: 0 stopped, 1 could not start, 2 usage.\n");
 }
 
@@ -299,7 +302,7 @@ int main(int argc, char **argv)
 		{"pool-bufs", required_argument, NULL, 'b'}, {"help", no_argument, NULL, 'h'},
 		{"etcd", required_argument, NULL, 'E'}, {"cluster", required_argument, NULL, 'C'},
 		{"ttl", required_argument, NULL, 'T'}, {"drop-rx", required_argument, NULL, 'R'},
-		{"drop-tx", required_argument, NULL, 'X'},
+		{"drop-tx", required_argument, NULL, 'X'}, {"version", no_argument, NULL, 'V'},
 		{NULL, 0, NULL, 0},
 	};
 	static struct node n = {.name = "sigma-udpd", .addr = "127.0.0.1", .gbps = 10};
@@ -378,6 +381,9 @@ int main(int argc, char **argv)
 			break;
 		case 'h':
 			usage(stdout);
+			return 0;
+		case 'V':
+			fputs(SG_VERSION_TEXT("sigma-udpd"), stdout);
 			return 0;
 		default:
 			usage(stderr);

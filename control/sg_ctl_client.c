@@ -21,6 +21,7 @@
 
 #include "sg_ctl_client.h"
 #include "sg_ctl_err.h"
+#include "sg_version.h"
 
 /* Largest answer accepted (a detailed placement of a big job is the largest). */
 #define REPLY_MAX (64u << 20)
@@ -413,4 +414,45 @@ int sg_ctl_auth_response(const uint8_t *secret, size_t secret_len, const uint8_t
 	sodium_bin2hex(hex, 2 * sizeof(mac) + 1, mac, sizeof(mac));
 	sodium_memzero(mac, sizeof(mac));
 	return 0;
+}
+
+int sg_ctl_version_check(struct sg_ctl_client *c, struct sg_ctl_version *v, char *err,
+			 size_t errlen)
+{
+	struct sg_ctl_version got = {.api = 0};
+	char *out = NULL, *msg = NULL;
+	const char *rel = NULL;
+	json_t *r = NULL;
+	int rc = sg_ctl_client_call(c, "version", NULL, &out, &msg);
+
+	if (rc == -EREMOTEIO && msg != NULL && strstr(msg, "(-32601)") != NULL)
+		rc = sg_ctl_err(err, errlen, -EPROTONOSUPPORT, "the node has no 'version' method: it "
+				"is older than this client (release %s, control API %d, wire protocol "
+				"%d): upgrade the node", SG_VERSION_STRING, SG_API_VERSION,
+				SG_PROTO_VERSION);
+	else if (rc == -EREMOTEIO)
+		rc = sg_ctl_err(err, errlen, rc, "version: %s", msg ? msg : "refused");
+	else if (rc != 0)
+		rc = sg_ctl_err(err, errlen, rc, "version: %s", strerror(-rc));
+	else if ((r = json_loads(out, JSON_DECODE_ANY, NULL)) == NULL ||
+		 json_unpack(r, "{s:s, s:i, s:i}", "release", &rel, "api", &got.api, "protocol",
+			     &got.protocol) != 0)
+		rc = sg_ctl_err(err, errlen, -EPROTO, "version: the answer has no release, api and "
+				"protocol: not a Sigma node?");
+	if (rc == 0) {
+		snprintf(got.release, sizeof(got.release), "%s", rel);
+		if (got.api != SG_API_VERSION || got.protocol != SG_PROTO_VERSION)
+			rc = sg_ctl_err(err, errlen, -EPROTONOSUPPORT, "the node (release %.31s) speaks "
+					"control API %d and wire protocol %d, this client (release %s) "
+					"API %d and protocol %d: run a node and clients of the same "
+					"versions (sigmad --version)", got.release, got.api,
+					got.protocol, SG_VERSION_STRING, SG_API_VERSION,
+					SG_PROTO_VERSION);
+	}
+	if (v != NULL)
+		*v = got;
+	json_decref(r);
+	free(out);
+	free(msg);
+	return rc;
 }

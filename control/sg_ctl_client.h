@@ -85,6 +85,26 @@ void sg_ctl_client_close(struct sg_ctl_client *c);
 int sg_ctl_client_call(struct sg_ctl_client *c, const char *method, const char *params_json,
 		       char **result_json, char **err_msg);
 
+/** The versions a node told (sg_ctl_version_check()). */
+struct sg_ctl_version {
+	char release[32];	/**< its release, "0.1.0" */
+	int api;		/**< its control API version (SG_API_VERSION of its build) */
+	int protocol;		/**< its wire protocol version (SG_PROTO_VERSION) */
+};
+
+/**
+ * Ask the node at @p c for its versions (the `version` method, which every API
+ * version keeps) and check that it speaks this library's control API
+ * (SG_API_VERSION, sg_version.h) and wire protocol (SG_PROTO_VERSION).
+ * @param v    out (may be NULL): what the node told, zeroed if it told nothing
+ * @param err  the reason on failure, naming both sides' versions and the fix
+ * @return 0; -EPROTONOSUPPORT when the node speaks another API or protocol version
+ *         or has no `version` method (a node older than this library); -EPROTO for
+ *         an answer without the versions; or sg_ctl_client_call()'s errors.
+ */
+int sg_ctl_version_check(struct sg_ctl_client *c, struct sg_ctl_version *v, char *err,
+			 size_t errlen);
+
 /**
  * Compute the authentication answer for @p nonce (raw bytes):
  * HMAC-SHA256(secret, "sigma-ctl-auth-v1" || nonce) as 64 hex characters

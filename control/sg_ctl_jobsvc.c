@@ -99,8 +99,16 @@ static int learn(const struct sg_ctl_jobsvc_node *in, struct svc_node *n, char *
 	json_t *r = NULL, *j;
 	const char *name, *addr, *kind;
 	size_t k;
-	int rc = call(n, "node_info", NULL, &r, err, errlen);
+	int rc = sg_ctl_version_check(n->cli, NULL, err, errlen);
 
+	/* first the versions: another API's node_info or job_create may mean other things */
+	if (rc != 0) {
+		char why[400];
+
+		snprintf(why, sizeof(why), "%s", err ? err : "");
+		return sg_ctl_err(err, errlen, rc, "node %s: %s", n->label, why);
+	}
+	rc = call(n, "node_info", NULL, &r, err, errlen);
 	if (rc != 0)
 		return rc;
 	name = json_string_value(json_object_get(r, "name"));

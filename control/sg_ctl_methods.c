@@ -15,6 +15,7 @@
 #include <sodium.h>
 
 #include "sg_ctl_server_internal.h"
+#include "sg_version.h"
 
 
 static int fail(struct rpc_err *err, int code, const char *fmt, ...)
@@ -1204,6 +1205,19 @@ static int m_drain(struct sg_ctl_server *s, json_t *params, json_t **res, struct
 	return 0;
 }
 
+/*
+ * The versions this node speaks (docs/control.md, "Versions"). Its name and result
+ * keep their meaning in every API version: a client asks it first.
+ */
+static int m_version(struct sg_ctl_server *s, json_t *params, json_t **res, struct rpc_err *err)
+{
+	if (no_params(params, err))
+		return -1;
+	*res = json_pack("{s:s, s:i, s:i, s:i}", "release", SG_VERSION_STRING, "api",
+			 SG_API_VERSION, "protocol", SG_PROTO_VERSION, "soversion", SG_SOVERSION);
+	return 0;
+}
+
 static int m_rpc_get_methods(struct sg_ctl_server *s, json_t *params, json_t **res,
 			     struct rpc_err *err);
 
@@ -1214,6 +1228,7 @@ static const struct {
 	method_fn fn;
 } methods[] = {
 	{"rpc_get_methods", m_rpc_get_methods},
+	{"version", m_version},
 	{"node_info", m_node_info},
 	{"node_heartbeat", m_node_heartbeat},
 	{"node_remove", m_node_remove},

@@ -20,6 +20,7 @@
 #include "sg_ctl.h"
 #include "sg_etcd.h"
 #include "sg_desc.h"
+#include "sg_version.h"
 
 #define EXIT_SERVER 1
 #define EXIT_USAGE 2
@@ -83,6 +84,8 @@ static void usage(FILE *f)
 		"                              connect an RC worker; prints the node's side\n"
 		"  verbs disconnect peer=N     close RC connection N (the peer id connect printed)\n"
 		"                              and free its slots for another worker\n"
+		"  version                     this sigmactl's and the node's release, control API\n"
+		"                              and wire protocol versions; exit 1 if they differ\n"
 		"  call METHOD [JSON]          raw JSON-RPC call (prints the JSON result)\n"
 		"\n"
 		"Options:\n"
@@ -98,6 +101,7 @@ static void usage(FILE *f)
 		"  -e, --etcd URLS       etcd endpoints http://host:port[,...]: nodes and jobs read\n"
 		"                        them; job create/destroy --node record the job there\n"
 		"  -c, --cluster NAME    the cluster in etcd (/sigma/NAME/, default \"default\")\n"
+		"  -V, --version         print sigmactl's versions and exit\n"
 		"  -h, --help            this text\n"
 		"\n"
 		"Exit status: 0 success, 1 server or connection error, 2 usage error.\n",
@@ -388,6 +392,42 @@ static void show_layout_set(json_t *r)
 {
 	(void)r;
 	printf("layout changed\n");
+}
+
+/*
+ * version: this sigmactl's versions and the node's (the `version` method), and
+ * whether they agree; exit 1 when they do not (or the node has no such method).
+ */
+static int cmd_version(void)
+{
+	struct sg_ctl_version v;
+	char err[512];
+	int rc = connect_server();
+
+	if (rc != 0)
+		return rc;
+	rc = sg_ctl_version_check(g.cli, &v, err, sizeof(err));
+	if (rc != 0 && rc != -EPROTONOSUPPORT)
+		return die_server("%s", err);
+	if (g.json) {
+		json_t *j = json_pack("{s:{s:s, s:i, s:i}, s:{s:s, s:i, s:i}, s:b}", "client",
+				      "release", SG_VERSION_STRING, "api", SG_API_VERSION,
+				      "protocol", SG_PROTO_VERSION, "node", "release", v.release,
+				      "api", v.api, "protocol", v.protocol, "compatible", rc == 0);
+		char *txt = j ? json_dumps(j, JSON_INDENT(2)) : NULL;
+
+		printf("%s\n", txt ? txt : "{}");
+		free(txt);
+		json_decref(j);
+	} else {
+		printf("%-9s %-10s %11s %14s\n%-9s %-10s %11d %14d\n%-9s %-10s %11d %14d\n", "",
+		       "RELEASE", "CONTROL_API", "WIRE_PROTOCOL", "sigmactl", SG_VERSION_STRING,
+		       SG_API_VERSION, SG_PROTO_VERSION, "node", v.release[0] ? v.release : "?",
+		       v.api, v.protocol);
+	}
+	if (rc != 0)
+		return die_server("%s", err);
+	return 0;
 }
 
 /* ---- subcommands with arguments ---- */
@@ -1180,6 +1220,11 @@ static int dispatch(int argc, char **argv)
 		return cmd_verbs_connect(argc - 2, argv + 2);
 	if (strcmp(cmd, "verbs") == 0 && argc >= 2 && strcmp(argv[1], "disconnect") == 0)
 		return cmd_verbs_disconnect(argc - 2, argv + 2);
+	if (strcmp(cmd, "version") == 0) {
+		if (argc > 1)
+			return die_usage("version takes no arguments");
+		return cmd_version();
+	}
 	if (strcmp(cmd, "call") == 0) {
 		json_t *p = NULL;
 
@@ -1222,6 +1267,7 @@ int main(int argc, char **argv)
 		{"timeout", required_argument, NULL, 't'},
 		{"etcd", required_argument, NULL, 'e'},
 		{"cluster", required_argument, NULL, 'c'},
+		{"version", no_argument, NULL, 'V'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
@@ -1232,7 +1278,7 @@ int main(int argc, char **argv)
 	g.secret_file = getenv("SIGMACTL_SECRET_FILE");
 	if (g.target == NULL || g.target[0] == '\0')
 		g.target = DEFAULT_TARGET;
-	while ((c = getopt_long(argc, argv, "+s:n:k:jt:e:c:h", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "+s:n:k:jt:e:c:Vh", opts, NULL)) != -1) {
 		switch (c) {
 		case 's':
 			g.target = optarg;
@@ -1261,6 +1307,9 @@ int main(int argc, char **argv)
 		case 'c':
 			g.cluster = optarg;
 			break;
+		case 'V':
+			fputs(SG_VERSION_TEXT("sigmactl"), stdout);
+			return 0;
 		case 'h':
 			usage(stdout);
 			return 0;

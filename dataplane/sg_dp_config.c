@@ -30,9 +30,10 @@
 #include "sg_dp_util.h"
 
 const char sg_dp_default_config[] =
-	"; sigmad embedded default configuration: one port, one I/O lcore (1)\n"
-	"; and one reducer lcore (2) when EAL enables them, otherwise run to\n"
-	"; completion on lcore 1. See docs/sigmad.md for every key.\n"
+	"; sigmad embedded default configuration (sigmad --print-config): one port,\n"
+	"; run to completion on lcore 1. See docs/sigmad.md for every key, and\n"
+	"; docs/deploy.md for running it as a service (sigmad@NAME reads\n"
+	"; /etc/sigma/NAME.conf).\n"
 	"[net]\n"
 	"ip = 10.11.0.1\n"
 	"udp_port = 9300\n"
@@ -67,6 +68,12 @@ const char sg_dp_default_config[] =
 	"sndbuf = 4194304\n"
 	"gro = yes\n"
 	"gso = yes\n"
+	"; [control]: the control server for sigmactl and the job service\n"
+	"; (docs/control.md); without it, only the [job N] sections below exist.\n"
+	"; [control]\n"
+	"; unix = /run/sigma/ctl.sock\n"
+	"; name = node0\n"
+	"; A job that exists from start-up; jobs made over [control] need none.\n"
 	"[job 1]\n"
 	"workers = 4\n"
 	"token = 0x5349474d41000001\n"
@@ -918,7 +925,7 @@ int sg_dp_config_control_diff(const struct sg_dp_config *old, const struct sg_dp
 enum {
 	OPT_CONFIG = 256, OPT_IO, OPT_REDUCE, OPT_RTC, OPT_IP, OPT_UDP_PORT, OPT_MTU,
 	OPT_IDLE, OPT_IDLE_SLEEP, OPT_BURST, OPT_DURATION, OPT_DEMO, OPT_DEMO_WORKERS,
-	OPT_LOG_LEVEL, OPT_NO_UDP_CSUM, OPT_PRINT_CONFIG, OPT_SLEEP_LCORES, OPT_STEER,
+	OPT_LOG_LEVEL, OPT_NO_UDP_CSUM, OPT_PRINT_CONFIG, OPT_SLEEP_LCORES, OPT_STEER, OPT_VERSION,
 };
 
 static const struct option long_opts[] = {
@@ -940,12 +947,17 @@ static const struct option long_opts[] = {
 	{"no-udp-checksum", no_argument, NULL, OPT_NO_UDP_CSUM},
 	{"steer", required_argument, NULL, OPT_STEER},
 	{"print-config", no_argument, NULL, OPT_PRINT_CONFIG},
+	{"version", no_argument, NULL, OPT_VERSION},
 	{"help", no_argument, NULL, 'h'},
 	{NULL, 0, NULL, 0},
 };
 
 void sg_dp_usage(FILE *f, const char *prog)
 {
+	const char *base = strrchr(prog, '/');
+
+	/* the program's name, not the path it was run by: the man page is made from this */
+	prog = base != NULL ? base + 1 : prog;
 	fprintf(f,
 		"usage: %s [EAL options] -- [sigmad options]\n"
 		"\n"
@@ -962,7 +974,8 @@ void sg_dp_usage(FILE *f, const char *prog)
 		"  --udp-port N          UDP port of the wire protocol             [net] udp_port\n"
 		"  --mtu N               IP MTU, 576..9000                         [net] mtu\n"
 		"  --no-udp-checksum     send UDP checksum 0 and do not verify it  [net] udp_checksum\n"
-		"  --steer auto|flow|off rte_flow rule per reducer: udp_port+1+r -> its own RX\n"
+		"  --steer auto|flow|off\n"
+		"                        rte_flow rule per reducer: udp_port+1+r -> its own RX\n"
 		"                        queue; auto falls back to rings where a port refuses,\n"
 		"                        flow makes that an error (default auto)   [net] steer\n"
 		"  --io LIST             I/O lcores: \"(port,queue,lcore)[,...]\"     [layout] io\n"
@@ -977,6 +990,8 @@ void sg_dp_usage(FILE *f, const char *prog)
 		"  --demo                start 4 in-process workers on ring ports, check every sum,\n"
 		"                        print goodput and the per-lcore table, and exit\n"
 		"  --demo-workers N      workers the demo simulates (1..64, default 4)\n"
+		"  --version             print the release and the wire protocol, control API\n"
+		"                        and library versions, and exit\n"
 		"  -h, --help            this text\n"
 		"\n"
 		"Layout examples (lcores are EAL lcores: enable them with -l or --lcores):\n"
@@ -1015,6 +1030,10 @@ int sg_dp_config_parse_args(struct sg_dp_config *c, int argc, char **argv, char 
 		}
 		if (opt == OPT_PRINT_CONFIG) {
 			fputs(sg_dp_default_config, stdout);
+			return 1;
+		}
+		if (opt == OPT_VERSION) {
+			fputs(SG_VERSION_TEXT("sigmad"), stdout);
 			return 1;
 		}
 		if (opt == OPT_CONFIG) {

@@ -150,6 +150,8 @@ struct sg_dp_engine {
 	struct job *last; /* cache of the last job looked up */
 	bool multi;       /* tx has the fan-out pair */
 	struct sg_dp_stats st;
+	uint64_t version_t0;  /* ERROR VERSION answers: this REFUSE_NS window's start... */
+	uint32_t version_n;   /* ... and how many it sent */
 	struct sg_dp_tx_dest fan[SG_MAX_WORKERS]; /* scratch for one fanned-out RESULT */
 	/* sg_dp_engine_jobs_snapshot(): max_jobs entries, allocated at create */
 	uint32_t snap_n;
@@ -774,6 +776,23 @@ static void round_info(const struct slot *s, struct sg_dp_round_info *ri)
 }
 
 /*
+ * One more refusal answered in the REFUSE_NS window that began at *@p t0, of
+ * which *@p n went out: false once REFUSE_MAX have (then the packet goes
+ * unanswered).
+ */
+static bool refuse_budget(uint64_t *t0, uint32_t *n, uint64_t now)
+{
+	if (now - *t0 >= REFUSE_NS) {
+		*t0 = now;
+		*n = 0;
+	}
+	if (*n >= REFUSE_MAX)
+		return false;
+	(*n)++;
+	return true;
+}
+
+/*
  * Answer a PUSH the job refuses with ERROR @p code and its 8-byte @p payload,
  * sent back to where it came from, echoing its header (so that the worker
  * matches it to its chunk). Only for packets with the job's token (the caller
@@ -786,15 +805,9 @@ static void refuse(struct sg_dp_engine *e, struct job *j, const struct sg_dp_msg
 	void *pkt, *buf;
 
 	/* a damaged datagram is nobody's: it gets no answer (sg_dp_engine_rx_csum()) */
-	if (m->type != SG_DP_T_PUSH || !csum_verify(e))
+	if (m->type != SG_DP_T_PUSH || !csum_verify(e) ||
+	    !refuse_budget(&j->refuse_t0, &j->refuse_n, now))
 		return;
-	if (now - j->refuse_t0 >= REFUSE_NS) {
-		j->refuse_t0 = now;
-		j->refuse_n = 0;
-	}
-	if (j->refuse_n >= REFUSE_MAX)
-		return;
-	j->refuse_n++;
 	buf = e->conf.tx.alloc(e->conf.tx.ctx, src, SG_DP_HDR_LEN + 8, &pkt);
 	if (buf == NULL) {
 		JCOUNT(e, j, tx_fail);
@@ -808,6 +821,31 @@ static void refuse(struct sg_dp_engine *e, struct job *j, const struct sg_dp_msg
 	memcpy((uint8_t *)buf + SG_DP_HDR_LEN, payload, 8);
 	e->conf.tx.send(e->conf.tx.ctx, pkt, SG_DP_HDR_LEN + 8);
 	JCOUNT(e, j, errors_sent);
+}
+
+/*
+ * A PUSH or PULL of another protocol version: tell its sender which versions this
+ * node speaks (ERROR VERSION), so that its worker fails naming both instead of
+ * timing out. Its sender shows no token (another version's may lie elsewhere), so
+ * at most REFUSE_MAX such answers go out per REFUSE_NS per engine.
+ */
+static void version_refuse(struct sg_dp_engine *e, const void *pkt, uint32_t len, uint64_t src,
+			   uint64_t now)
+{
+	uint8_t reply[SG_DP_HDR_LEN + sizeof(struct sg_dp_version_info)];
+	int n = sg_dp_build_version_error(reply, sizeof(reply), pkt, len);
+	void *mb, *buf;
+
+	if (n < 0 || !csum_verify(e) || !refuse_budget(&e->version_t0, &e->version_n, now))
+		return;
+	buf = e->conf.tx.alloc(e->conf.tx.ctx, src, (uint32_t)n, &mb);
+	if (buf == NULL) {
+		e->st.tx_fail++;
+		return;
+	}
+	memcpy(buf, reply, (size_t)n);
+	e->conf.tx.send(e->conf.tx.ctx, mb, (uint32_t)n);
+	e->st.errors_sent++;
 }
 
 /*
@@ -1085,8 +1123,11 @@ static int engine_rx(struct sg_dp_engine *e, const void *pkt, uint32_t len, uint
 	int rc;
 
 	e->st.rx_packets++;
-	if (sg_dp_parse(pkt, len, &m, &why) != 0)
+	if (sg_dp_parse(pkt, len, &m, &why) != 0) {
+		if (unlikely(why == SG_DP_DROP_VERSION))
+			version_refuse(e, pkt, len, src, now);
 		return count_drop(e, why);
+	}
 	if (m.type == SG_DP_T_JOIN)
 		return count_drop(e, SG_DP_DROP_JOIN);
 	if (m.type != SG_DP_T_PUSH && m.type != SG_DP_T_PULL)

@@ -484,6 +484,7 @@ struct sg_dp_pipeline {
 	double ns_per_tsc;
 	uint32_t max_frame;
 	bool running;
+	unsigned int polling;       /* lcores that have run their loop once since start */
 	pthread_mutex_t ctl_lock;   /* control side of the lcore channels (sg_dp_lcore_call) */
 	/* written by the main thread, read by lcores */
 	volatile bool stop_rx;

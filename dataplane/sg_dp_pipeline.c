@@ -108,6 +108,7 @@ static int lcore_main(void *arg)
 	bool rx_on = (lc->role & SG_ROLE_IO) != 0;
 	bool reduce = (lc->role & SG_ROLE_REDUCE) != 0;
 	uint64_t poll_period = rte_get_tsc_hz() / 1000;
+	bool first = true;
 
 	rte_rcu_qsbr_thread_online(p->rcu, lc->idx);
 	for (;;) {
@@ -165,6 +166,11 @@ static int lcore_main(void *arg)
 			if (idle_wait(lc, &idle_polls))
 				ctl_count = SG_DP_CTL_POLL_EVERY - 1;
 			lc->st.idle_cycles += rte_rdtsc() - t0;
+		}
+		if (unlikely(first)) {
+			/* sg_dp_pipeline_wait_polling(): this lcore polls */
+			first = false;
+			__atomic_fetch_add(&p->polling, 1, __ATOMIC_RELEASE);
 		}
 	}
 	tr->flush(lc);
@@ -465,6 +471,7 @@ int sg_dp_pipeline_start(struct sg_dp_pipeline *p)
 	for (unsigned int i = 0; i < p->n_lc; i++)
 		io += (p->lc[i].role & SG_ROLE_IO) != 0;
 	p->stop_rx = false;
+	__atomic_store_n(&p->polling, 0, __ATOMIC_RELEASE);
 	__atomic_store_n(&p->io_running, io, __ATOMIC_RELEASE);
 	for (unsigned int i = 0; i < p->n_lc; i++) {
 		int rc = rte_eal_remote_launch(lcore_main, &p->lc[i], p->lc[i].lcore_id);
@@ -482,6 +489,18 @@ int sg_dp_pipeline_start(struct sg_dp_pipeline *p)
 		}
 	}
 	p->running = true;
+	return 0;
+}
+
+int sg_dp_pipeline_wait_polling(struct sg_dp_pipeline *p, unsigned int timeout_ms)
+{
+	if (p == NULL || !p->running)
+		return -EINVAL;
+	for (unsigned int ms = 0; __atomic_load_n(&p->polling, __ATOMIC_ACQUIRE) < p->n_lc; ms++) {
+		if (ms >= timeout_ms)
+			return -ETIMEDOUT;
+		rte_delay_us_sleep(1000);
+	}
 	return 0;
 }
 

@@ -348,6 +348,15 @@ struct sg_dp_pipeline *sg_dp_pipeline_create(const struct sg_dp_config *c, char 
 int sg_dp_pipeline_start(struct sg_dp_pipeline *p);
 
 /**
+ * Wait until every lcore of the layout has run its loop once since
+ * sg_dp_pipeline_start(): it polls its queues, rings and control channel (what
+ * sigmad's readiness means, docs/deploy.md).
+ * @return 0, -EINVAL when the pipeline is not running, or -ETIMEDOUT after
+ *         @p timeout_ms with some lcore still not polling.
+ */
+int sg_dp_pipeline_wait_polling(struct sg_dp_pipeline *p, unsigned int timeout_ms);
+
+/**
  * Stop: RX lcores stop polling, reducers drain their rings and flush their
  * TX, then every lcore returns. Safe to call twice; waits for the lcores.
  */

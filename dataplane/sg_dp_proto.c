@@ -135,6 +135,56 @@ int sg_dp_parse(const void *buf, size_t len, struct sg_dp_msg *msg, enum sg_dp_d
 	return 0;
 }
 
+int sg_dp_build_version_error(void *buf, size_t cap, const void *pkt, size_t len)
+{
+	struct sg_dp_version_info vi = {.lowest = htobe32(SG_DP_VERSION),
+					.highest = htobe32(SG_DP_VERSION)};
+	struct sg_dp_wire_hdr h;
+
+	if (pkt == NULL || len < SG_DP_HDR_LEN)
+		return -EINVAL;
+	memcpy(&h, pkt, sizeof(h));
+	if (be32toh(h.magic) != SG_DP_MAGIC || h.version == SG_DP_VERSION ||
+	    (h.type != SG_DP_T_PUSH && h.type != SG_DP_T_PULL))
+		return -EINVAL;
+	if (cap < SG_DP_HDR_LEN + sizeof(vi))
+		return -ENOSPC;
+	h.version = SG_DP_VERSION;
+	h.type = SG_DP_T_ERROR;
+	h.flags = 0;
+	h.dtype = SG_DTYPE_FP32; /* another version's dtype may be none of ours */
+	h.code = htobe16(SG_DP_C_VERSION);
+	memcpy(buf, &h, sizeof(h));
+	memcpy((uint8_t *)buf + SG_DP_HDR_LEN, &vi, sizeof(vi));
+	return SG_DP_HDR_LEN + (int)sizeof(vi);
+}
+
+int sg_dp_parse_version_error(const void *buf, size_t len, struct sg_dp_msg *msg,
+			      uint32_t *node_lo, uint32_t *node_hi)
+{
+	uint8_t copy[SG_DP_HDR_LEN + sizeof(struct sg_dp_version_info)];
+	struct sg_dp_version_info vi;
+	struct sg_dp_wire_hdr h;
+
+	if (buf == NULL || len != sizeof(copy))
+		return -EBADMSG;
+	memcpy(&h, buf, sizeof(h));
+	if (be32toh(h.magic) != SG_DP_MAGIC || h.version == SG_DP_VERSION ||
+	    h.type != SG_DP_T_ERROR || be16toh(h.code) != SG_DP_C_VERSION)
+		return -EBADMSG;
+	/* the rest is the worker's own push, echoed: read it as this version reads it */
+	memcpy(copy, buf, len);
+	copy[offsetof(struct sg_dp_wire_hdr, version)] = SG_DP_VERSION;
+	if (sg_dp_parse(copy, len, msg, NULL) != 0)
+		return -EBADMSG;
+	memcpy(&vi, (const uint8_t *)buf + SG_DP_HDR_LEN, sizeof(vi));
+	msg->version = h.version;
+	msg->payload = (const uint8_t *)buf + SG_DP_HDR_LEN;
+	*node_lo = be32toh(vi.lowest);
+	*node_hi = be32toh(vi.highest);
+	return 0;
+}
+
 void sg_dp_build_hdr(void *buf, const struct sg_dp_msg *msg)
 {
 	struct sg_dp_wire_hdr h = {

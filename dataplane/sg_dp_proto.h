@@ -22,6 +22,7 @@
 #include <stdint.h>
 
 #include "sg_types.h"
+#include "sg_version.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -29,8 +30,8 @@ extern "C" {
 
 /** First four bytes of every packet: "SGMA". */
 #define SG_DP_MAGIC 0x53474d41u
-/** Protocol version this build speaks. */
-#define SG_DP_VERSION 1
+/** Protocol version this build speaks (stated in the top meson.build). */
+#define SG_DP_VERSION SG_PROTO_VERSION
 /** Default UDP port of a summation node. */
 #define SG_DP_UDP_PORT 9300
 /** Size of the fixed header in bytes. */
@@ -77,6 +78,9 @@ enum sg_dp_code {
 				      node; payload: struct sg_dp_round_info */
 	SG_DP_C_FULL = 7,        /**< ERROR: an open job has no chunk slot left on the node for a
 				      new key; payload: struct sg_dp_full */
+	SG_DP_C_VERSION = 8,     /**< ERROR: the push or pull is of another protocol version than
+				      the node's; payload: struct sg_dp_version_info. Sent in
+				      the node's version: see sg_dp_build_version_error() */
 };
 
 /** Payload of ERROR GONE and STALE (8 bytes, big-endian): where the chunk is on the node. */
@@ -110,6 +114,12 @@ struct __attribute__((packed)) sg_dp_mismatch {
 struct __attribute__((packed)) sg_dp_full {
 	uint32_t slots; /**< chunk slots the job may take on the engine that refused (its budget) */
 	uint32_t used;  /**< ... of which its keys take now */
+};
+
+/** Payload of ERROR VERSION (8 bytes, big-endian): the protocol versions the node speaks. */
+struct __attribute__((packed)) sg_dp_version_info {
+	uint32_t lowest;  /**< the oldest protocol version the node speaks */
+	uint32_t highest; /**< the newest (the reply's header carries this one) */
 };
 
 /**
@@ -220,6 +230,36 @@ int sg_dp_parse(const void *buf, size_t len, struct sg_dp_msg *msg, enum sg_dp_d
  * Never fails; @p buf must have SG_DP_HDR_LEN bytes (any alignment).
  */
 void sg_dp_build_hdr(void *buf, const struct sg_dp_msg *msg);
+
+/*
+ * Versions (docs/protocol.md, "Versions"). Bytes 0..15 of the header (magic,
+ * version, type, flags, dtype, job, rank, code) keep their place in every
+ * protocol version, as do the types PUSH (1), PULL (3) and ERROR (5) and the
+ * code VERSION (8): a node and a worker of different versions can always
+ * tell each other so.
+ */
+
+/**
+ * The node's answer to a packet of another protocol version: when @p pkt is a
+ * PUSH or PULL (the stable bytes) with Sigma's magic and a version other than
+ * SG_DP_VERSION, write into @p buf its 48 header bytes with version
+ * SG_DP_VERSION, type ERROR, flags 0, dtype 0 and code VERSION, then a struct
+ * sg_dp_version_info (the other 32 bytes stay the sender's, for it to match).
+ * @return the reply's length (SG_DP_HDR_LEN + 8), -EINVAL when @p pkt is
+ *         not such a packet, or -ENOSPC when @p cap is too small.
+ */
+int sg_dp_build_version_error(void *buf, size_t cap, const void *pkt, size_t len);
+
+/**
+ * The worker's reading of an ERROR VERSION from a node of another protocol
+ * version: the stable bytes checked (magic, type ERROR, code VERSION, an
+ * 8-byte payload, a version other than SG_DP_VERSION), the rest of the header
+ * read in this version's layout (a node echoes the push's) into @p msg.
+ * @param node_lo, node_hi  out: the versions the node speaks (its payload)
+ * @return 0, or -EBADMSG when @p buf is not such a reply.
+ */
+int sg_dp_parse_version_error(const void *buf, size_t len, struct sg_dp_msg *msg,
+			      uint32_t *node_lo, uint32_t *node_hi);
 
 /**
  * Set the rank field of a header already built at @p buf (any alignment):

@@ -113,7 +113,7 @@ struct sk_stats {
 	uint64_t tx_calls;         /* sendmmsg calls */
 	uint64_t tx_gso;           /* messages that carried several datagrams (UDP_SEGMENT) */
 	uint64_t sleeps;           /* blocking waits (idle = sleep) */
-	uint64_t rx_not_sigma;     /* drop: not Sigma's magic and version */
+	uint64_t rx_not_sigma;     /* drop: not Sigma's magic */
 	uint64_t rx_too_long;      /* drop: longer than any Sigma datagram */
 	uint64_t rx_kernel_drops;  /* drop: the kernel's, on this lcore's sockets (SO_RXQ_OVFL) */
 	uint64_t rx_errors;        /* drop: recvmmsg failed */
@@ -241,9 +241,12 @@ static void rx_one(struct sg_dp_lcore *lc, struct sk_lcore *s, const uint8_t *pl
 		s->st.rx_too_long++;
 		return;
 	}
-	/* not Sigma's: counted here, never handed to a reducer */
+	/*
+	 * not Sigma's: counted here, never handed to a reducer. Another protocol version
+	 * goes on: its engine answers ERROR VERSION and counts the drop.
+	 */
 	memcpy(&magic, pl, sizeof(magic));
-	if (unlikely(magic != RTE_BE32(SG_DP_MAGIC) || pl[4] != SG_DP_VERSION)) {
+	if (unlikely(magic != RTE_BE32(SG_DP_MAGIC))) {
 		s->st.rx_not_sigma++;
 		return;
 	}

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "sg_gpu.h"
+#include "sg_version.h"
 
 static void usage(FILE *out)
 {
@@ -26,6 +27,8 @@ static void usage(FILE *out)
 		"  --check            run the principle checker; exit 3 on a violation\n"
 		"  --json             JSON instead of text\n"
 		"  --dump-topo        print the topology in the file format and exit\n"
+		"  --version          print the release and exit\n"
+		"  -h, --help         this text\n"
 		"exit: 0 ok, 1 error, 2 usage, 3 violations (with --check)\n");
 }
 
@@ -146,7 +149,8 @@ int main(int argc, char **argv)
 		{"nic", required_argument, NULL, 'n'},       {"root", required_argument, NULL, 'r'},
 		{"strategy", required_argument, NULL, 'S'},  {"check", no_argument, NULL, 'c'},
 		{"json", no_argument, NULL, 'j'},            {"dump-topo", no_argument, NULL, 'd'},
-		{"help", no_argument, NULL, 'h'},            {NULL, 0, NULL, 0},
+		{"help", no_argument, NULL, 'h'},            {"version", no_argument, NULL, 'V'},
+		{NULL, 0, NULL, 0},
 	};
 	const char *topo_file = NULL, *sysfs = "/", *nic = NULL;
 	bool local = false, check = false, json = false, dump = false;
@@ -204,6 +208,9 @@ int main(int argc, char **argv)
 			break;
 		case 'h':
 			usage(stdout);
+			return 0;
+		case 'V':
+			fputs(SG_VERSION_TEXT("sigma-plan"), stdout);
 			return 0;
 		default:
 			usage(stderr);

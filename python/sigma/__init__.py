@@ -22,10 +22,23 @@ from .errors import SigmaConfigError, SigmaError, SigmaTimeoutError
 from .job import Job, JobNode, NodeTarget, create_job, destroy_job, load_secret, parse_nodes
 from .session import Handle, Session, retry_budget_s
 
+# The release: the top meson.build's project version (meson refuses to configure
+# when they differ). library_version() is the loaded libsigma's.
 __version__ = "0.1.0"
+
+
+def library_version() -> str:
+    """The release of the libsigma this package loaded (``sigma_version()``)."""
+    from . import _lib
+
+    lib = _lib.libsigma()
+    if not hasattr(lib, "sigma_version"):
+        return "older than 0.1.0"
+    return lib.sigma_version().decode()
+
 
 __all__ = [
     "SigmaError", "SigmaTimeoutError", "SigmaConfigError", "Job", "JobNode", "NodeTarget",
     "create_job", "destroy_job", "load_secret", "parse_nodes", "Session", "Handle",
-    "retry_budget_s", "__version__",
+    "retry_budget_s", "__version__", "library_version",
 ]

@@ -258,6 +258,8 @@ def libsigma() -> ctypes.CDLL:
         _proto(lib, "sigma_job_parse", i, cp, ctypes.POINTER(SigmaJobPadded), cp,
                ctypes.c_size_t)
         _proto(lib, "sigma_close", None, vp)
+        if hasattr(lib, "sigma_version"):  # since 0.1.0's versions
+            _proto(lib, "sigma_version", cp)
         _proto(lib, "sigma_tensor_register", vp, vp, cp, ctypes.c_uint32, i, ctypes.c_uint64, i)
         _proto(lib, "sigma_push_pull", i, vp, vp, vp, DONE_CB, vp)
         _proto(lib, "sigma_poll", i, vp, i)

@@ -8,6 +8,12 @@ sock_probe.py garbage HOST PORT JOB [PORT...]
     Sigma's magic, and a 9500-byte datagram with Sigma's magic (longer than
     any Sigma datagram). Then wait 0.5 s: any answer is a failure (exit 1).
     Prints how many of each kind went out, as "sent KIND N".
+sock_probe.py version HOST PORT JOB
+    A worker of wire protocol version 2 (whose header is a guess: version 1's
+    with another version byte): a PUSH, a PULL and a RESULT of job JOB. A node
+    of version 1 answers the PUSH and the PULL, and only those, with ERROR
+    VERSION as docs/protocol.md ("Versions") gives it byte for byte. Prints
+    "version answers: N right, N wrong"; exit 0 when 2 are right, none wrong.
 sock_probe.py gso HOST PORT JOB TOKEN N ELEMS PARTITION CHUNK ROUNDS
     N fp32 workers of job JOB (tensor 0 of ELEMS elements, keys of PARTITION
     bytes, chunks of CHUNK bytes), each sending all chunks of a key in
@@ -55,6 +61,32 @@ def garbage(host: str, ports: list[int], job: int) -> int:
         replies += 1
     print("replies %d" % replies)
     return 1 if replies else 0
+
+
+def version(host: str, port: int, job: int) -> int:
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s.bind((host, 0))
+    sent = {}
+    for typ, rank in ((PUSH, 1), (3, 2), (RESULT, 3)):
+        nelem = 2 if typ != 3 else 0
+        pkt = HDR.pack(MAGIC, 2, typ, 0, FP32, job, rank, 0, 0x1234 + rank, 7, 0, 1, 5, nelem,
+                       0) + b"\x00" * (4 * nelem)
+        sent[rank] = pkt
+        s.sendto(pkt, (host, port))
+    right = wrong = 0
+    while select.select([s], [], [], 0.5)[0]:
+        d = s.recv(65536)
+        rank = struct.unpack_from(">H", d, 12)[0] if len(d) >= 14 else 0
+        p = sent.get(rank, b"")
+        want = (struct.pack(">IBBBB", MAGIC, VERSION, 5, 0, 0) + p[8:14] + b"\x00\x08" +
+                p[16:48] + struct.pack(">II", VERSION, VERSION))
+        if rank in (1, 2) and d == want:
+            right += 1
+        else:
+            wrong += 1
+            print("wrong answer: %s" % d.hex())
+    print("version answers: %d right, %d wrong" % (right, wrong))
+    return 0 if right == 2 and wrong == 0 else 1
 
 
 UDP_SEGMENT = 103
@@ -164,6 +196,8 @@ def main() -> int:
         host, job = sys.argv[2], int(sys.argv[4])
         ports = [int(sys.argv[3])] + [int(p) for p in sys.argv[5:]]
         return garbage(host, ports, job)
+    if len(sys.argv) == 5 and sys.argv[1] == "version":
+        return version(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]))
     if len(sys.argv) == 11 and sys.argv[1] == "gso":
         a = sys.argv
         return gso_workers(a[2], int(a[3]), int(a[4]), int(a[5], 16), int(a[6]), int(a[7]),

@@ -6,11 +6,19 @@
  * ran on (ERROR STALE, with the first_round that works), and, where the node
  * cannot answer (a wrong token), a timeout that says what to check. Each case
  * runs 2 workers against a kernel-UDP node holding a job made to disagree.
+ * Last, a node of another wire protocol version (ERROR VERSION, built here byte
+ * by byte as docs/protocol.md says) fails the push at once, naming both versions.
  */
+#include <arpa/inet.h>
 #include <errno.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "sg_test.h"
 #include "sigma.h"
@@ -134,6 +142,92 @@ out:
 		sigma_udpd_destroy(d);
 }
 
+/* A node of wire protocol version 2 (a fake): answers each push with ERROR VERSION. */
+struct v2_node {
+	int fd;
+	volatile int stop;
+	unsigned int answered;
+	uint64_t token; /* ... and first one answer echoing another token, which must not count */
+};
+
+static void *v2_node_main(void *arg)
+{
+	struct v2_node *v = arg;
+	uint8_t buf[9000], out[56];
+	struct sockaddr_in from;
+
+	while (!v->stop) {
+		struct pollfd pf = {.fd = v->fd, .events = POLLIN};
+		socklen_t fl = sizeof(from);
+		ssize_t n;
+
+		if (poll(&pf, 1, 50) <= 0)
+			continue;
+		n = recvfrom(v->fd, buf, sizeof(buf), 0, (struct sockaddr *)&from, &fl);
+		if (n < 48 || buf[4] != 1 || buf[5] != 1)
+			continue;
+		/* docs/protocol.md, "Versions": the push's 48 bytes, version 2, type ERROR,
+		 * flags 0, dtype 0, code VERSION; payload: versions 2 to 2 */
+		memcpy(out, buf, 48);
+		out[4] = 2, out[5] = 5, out[6] = 0, out[7] = 0, out[14] = 0, out[15] = 8;
+		memcpy(out + 48, "\0\0\0\2\0\0\0\2", 8);
+		if (v->answered == 0) {
+			out[16] ^= 0xff; /* another session's token: to be ignored */
+			sendto(v->fd, out, sizeof(out), 0, (struct sockaddr *)&from, fl);
+			out[16] ^= 0xff;
+		}
+		sendto(v->fd, out, sizeof(out), 0, (struct sockaddr *)&from, fl);
+		v->answered++;
+	}
+	return NULL;
+}
+
+static void test_version_node(struct sigma_conf base)
+{
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	struct v2_node v = {.fd = socket(AF_INET, SOCK_DGRAM, 0)};
+	struct sigma_node node = {.name = "v2", .addr = "127.0.0.1"};
+	static float in[NELEM], out[NELEM];
+	socklen_t al = sizeof(a);
+	struct sigma_session *s;
+	struct sigma_tensor *t;
+	struct sigma_stats st;
+	char want[160];
+	pthread_t th;
+	double t0;
+	int rc;
+
+	printf("a node of wire protocol version 2\n");
+	if (!SG_CHECK(v.fd >= 0 && bind(v.fd, (struct sockaddr *)&a, sizeof(a)) == 0 &&
+		      getsockname(v.fd, (struct sockaddr *)&a, &al) == 0, "fake node socket"))
+		return;
+	SG_CHECK_EQ(pthread_create(&th, NULL, v2_node_main, &v), 0);
+	node.port = ntohs(a.sin_port);
+	base.nworkers = 1;
+	base.nodes = &node;
+	base.nnodes = 1;
+	s = sigma_open(&base);
+	t = s ? sigma_tensor_register(s, "grad", 0, SG_DTYPE_FP32, NELEM, 0) : NULL;
+	if (SG_CHECK(t != NULL, "session")) {
+		t0 = now_s();
+		rc = sigma_push_pull_sync(t, in, out);
+		printf("  status %d, %.3f s: %s\n", rc, now_s() - t0, sigma_last_error(s));
+		SG_CHECK(rc == -EPROTONOSUPPORT && now_s() - t0 < 1, "version 2 node: %d", rc);
+		snprintf(want, sizeof(want), "the node speaks wire protocol version 2, this libsigma "
+			 "(release %s) speaks version 1", SG_VERSION_STRING);
+		SG_CHECK(strstr(sigma_last_error(s), want) != NULL, "'%s' not in: %s", want,
+			 sigma_last_error(s));
+		SG_CHECK(strstr(sigma_last_error(s), "ERROR VERSION) from node v2") != NULL,
+			 "the node is named: %s", sigma_last_error(s));
+		sigma_get_stats(s, &st);
+		SG_CHECK(st.rx_bad >= 1, "the answer of another session was not ignored");
+	}
+	sigma_close(s);
+	v.stop = 1;
+	pthread_join(th, NULL);
+	close(v.fd);
+}
+
 #define HAS(o, s) SG_CHECK(strstr((o).msg, s) != NULL, "'%s' not in: %s", s, (o).msg)
 
 int main(void)
@@ -245,5 +339,7 @@ int main(void)
 		HAS(o, "larger than the node's job's partition_bytes allows");
 		HAS(o, "this session uses 8192");
 	}
+	base.partition_bytes = 0;
+	test_version_node(base);
 	return sg_test_finish("client_errors");
 }

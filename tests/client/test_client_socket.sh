@@ -187,6 +187,14 @@ if EXTRA_INI=$(cat "$TMP/bench.ini") start busy --rtc '(0,0,1)'; then
 			$(awk -v k="$k" '$1 == k {print $2}' "$TMP/d0")))
 		[ "$d" = "${want#* }" ] && ok || fail "garbage: $k went up by $d, expected ${want#* }"
 	done
+	# a worker of another wire protocol version: told so (ERROR VERSION), and counted
+	tel /sigma/drops engine_version >"$TMP/d0"
+	expect version 0 'version answers: 2 right, 0 wrong' -- python3 "$PROBE" version \
+		127.0.0.1 "$PORT" "${J1%%:*}"
+	sleep 0.3
+	tel /sigma/drops engine_version >"$TMP/d1"
+	d=$(($(awk '{print $2}' "$TMP/d1") - $(awk '{print $2}' "$TMP/d0")))
+	[ "$d" = 3 ] && ok || fail "version: engine_version went up by $d, expected 3"
 	# workers that send UDP_SEGMENT batches: each arrives whole (UDP_GRO), is split
 	J4=$(mkjob 3 fp32 196608 262144)
 	IFS=: read -r id tok _ <<<"$J4"

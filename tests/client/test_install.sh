@@ -12,11 +12,18 @@
 # other. The Python package is checked as installed too: on the interpreter's
 # path, loading both libraries and finding sigma-udpd from where meson put
 # them, with no environment pointing there, summing through a node.
-# Usage: test_install.sh BUILD_DIR CC SANITIZERS
+# The appliance's layout too (docs/deploy.md): sigmad in sbin, the other
+# programs in bin, a man page of each (MAN=yes, made by help2man), the example
+# config in etc/sigma (what the installed sigmad prints), every doc, and what
+# sigma-bench compare and cluster run from share/sigma, and sigmad's systemd
+# unit (UNIT=yes): what it runs and reads, and `systemd-analyze verify`.
+# Usage: test_install.sh BUILD_DIR CC SANITIZERS MAN(yes|no) UNIT(yes|no)
 set -u
 BUILD=$1
 CC=$2
 SAN=$3
+MAN=${4:-no}
+UNIT=${5:-no}
 TMP=$(mktemp -d /tmp/sg_install.XXXXXX)
 DEST=$TMP/dest
 PIDS=()
@@ -39,12 +46,60 @@ export LD_LIBRARY_PATH=$LIBDIR
 SANFLAGS=()
 [ "$SAN" != none ] && [ -n "$SAN" ] && SANFLAGS=(-fsanitize="$SAN" -fno-omit-frame-pointer)
 
+# The appliance's layout (prefix /usr/local).
+P=$DEST/usr/local
+for f in sbin/sigmad bin/sigmactl bin/sigma-udpd bin/sigma-plan bin/sigma-bench; do
+	[ -x "$P/$f" ] && ok || fail "not installed: $f"
+done
+[ ! -e "$P/bin/sigmad" ] && ok || fail "sigmad is in bin, not (only) sbin"
+if [ "$MAN" = yes ]; then
+	for f in man8/sigmad.8 man1/sigmactl.1 man1/sigma-udpd.1 man1/sigma-plan.1 \
+		man1/sigma-bench.1; do
+		grep -q '^\.TH ' "$P/share/man/$f" 2>/dev/null && ok || fail "no man page $f"
+	done
+fi
+if ASAN_OPTIONS=detect_leaks=0 "$P/sbin/sigmad" --print-config >"$TMP/conf" &&
+	cmp -s "$TMP/conf" "$P/etc/sigma/sigmad.conf.example"; then
+	ok
+else
+	fail "etc/sigma/sigmad.conf.example is not what sigmad --print-config prints"
+fi
+for f in "$(dirname "$0")"/../../docs/*.md; do
+	[ -f "$P/share/doc/sigma/$(basename "$f")" ] && ok || fail "doc not installed: $f"
+done
+for f in bench/mpi_allreduce.c bench/cluster_net.sh bench/cluster_rsh.sh; do
+	[ -f "$P/share/sigma/$f" ] && ok || fail "not installed: share/sigma/$f"
+done
+if [ "$UNIT" = yes ]; then
+	U=$P/lib/systemd/system/sigmad@.service
+	for want in 'Type=notify' \
+		'ExecStart=/usr/local/sbin/sigmad $SIGMAD_EAL -- --config /usr/local/etc/sigma/%i.conf' \
+		'ExecReload=/bin/kill -HUP $MAINPID' 'LimitMEMLOCK=infinity' 'Restart=on-failure' \
+		'EnvironmentFile=-/usr/local/etc/sigma/%i.env' 'RuntimeDirectory=sigma'; do
+		grep -qxF -- "$want" "$U" 2>/dev/null && ok || fail "sigmad@.service lacks '$want'"
+	done
+	if command -v systemd-analyze >/dev/null; then
+		# verify checks that ExecStart's program exists and that man finds the
+		# Documentation= page: point both at the DESTDIR
+		mkdir -p "$TMP/unit"
+		sed "s|=/usr/local/sbin/sigmad |=$P/sbin/sigmad |" "$U" >"$TMP/unit/sigmad@.service"
+		if (cd "$TMP/unit" && MANPATH=$P/share/man systemd-analyze verify ./sigmad@.service) \
+			>"$TMP/verify" 2>&1 && ! grep -q . "$TMP/verify"; then
+			ok
+		else
+			fail "systemd-analyze verify sigmad@.service:"; sed 's/^/  | /' "$TMP/verify"
+		fi
+	else
+		echo "install: no systemd-analyze (package systemd): the unit is not verified"
+	fi
+fi
+
 # What is installed, and how it is named.
 for f in libsigma.so.0 libsigma.so libsigma.a libsigma-control.so.0 libsigma-control.so \
 	pkgconfig/sigma.pc pkgconfig/sigma-control.pc; do
 	[ -e "$LIBDIR/$f" ] && ok || fail "not installed: $f"
 done
-for f in sigma.h sg_types.h sg_ctl_client.h; do
+for f in sigma.h sg_types.h sg_version.h sg_ctl_client.h; do
 	[ -e "$DEST/usr/local/include/sigma/$f" ] && ok || fail "header not installed: $f"
 done
 for lib in sigma sigma-control; do
@@ -52,7 +107,7 @@ for lib in sigma sigma-control; do
 		fail "lib$lib.so: soname is not lib$lib.so.0"
 done
 # the installed headers include the C library and each other, nothing of the tree
-if grep -h '#include "' "$DEST"/usr/local/include/sigma/*.h | grep -v '"sg_types.h"'; then
+if grep -h '#include "' "$DEST"/usr/local/include/sigma/*.h | grep -v '"sg_types.h"\|"sg_version.h"'; then
 	fail "an installed header includes a header that is not installed"
 else
 	ok
@@ -111,6 +166,7 @@ cat >"$TMP/push.c" <<'C'
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sigma.h>
 
 int main(int argc, char **argv)
@@ -124,6 +180,11 @@ int main(int argc, char **argv)
 	char err[512];
 	int busy;
 
+	/* the library that runs is the one whose headers this was compiled with */
+	if (strcmp(sigma_version(), SG_VERSION_STRING) != 0 || SG_PROTO_VERSION < 1) {
+		fprintf(stderr, "libsigma %s, headers %s\n", sigma_version(), SG_VERSION_STRING);
+		return 1;
+	}
 	for (int r = 0; r < 3; r++) {
 		s[r] = sigma_open_job(argv[1], (uint16_t)r, &base, err, sizeof(err));
 		if (s[r] == NULL) {

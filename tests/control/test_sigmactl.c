@@ -18,6 +18,7 @@
 #include "ctl_mock.h"
 #include "sg_ctl.h"
 #include "sg_test.h"
+#include "sg_version.h"
 
 extern char **environ;
 
@@ -139,6 +140,20 @@ int main(int argc, char **argv)
 	SG_CHECK_EQ(run("-s", tcp_target, "-k", secret_file, "info", NULL), 0);
 	HAS(out, "mock-node");
 	HAS(out, "net_memif0");
+	/* versions: the server's `version` method is this build's */
+	SG_CHECK_EQ(run("-s", sock, "version", NULL), 0);
+	HAS(out, "node      " SG_VERSION_STRING);
+	SG_CHECK_EQ(run("-s", sock, "call", "version", NULL), 0);
+	j = json_loads(out, 0, NULL);
+	SG_CHECK(j != NULL && !strcmp(json_string_value(json_object_get(j, "release")),
+				      SG_VERSION_STRING) &&
+		 json_integer_value(json_object_get(j, "api")) == SG_API_VERSION &&
+		 json_integer_value(json_object_get(j, "protocol")) == SG_PROTO_VERSION,
+		 "version: %s", out);
+	json_decref(j);
+	SG_CHECK_EQ(run("-s", sock, "version", "extra", NULL), 2);
+	SG_CHECK_EQ(run("--version", NULL), 0);
+	HAS(out, "sigmactl (Sigma) " SG_VERSION_STRING "\n");
 
 	/* Jobs. */
 	SG_CHECK_EQ(run("-s", sock, "job", "create", "--workers", "4", "--tensor", "w:2500000",

@@ -3,7 +3,8 @@
 # Build the dataplane libFuzzer target with clang and run it for a bounded
 # time. Exit 77 (skipped) when clang or libFuzzer is missing.
 #
-# usage: run_fuzz.sh CLANG SRCDIR OUTDIR LIBSUM SECONDS
+# usage: run_fuzz.sh CLANG SRCDIR OUTDIR LIBSUM SECONDS GENDIR
+# (GENDIR: the build's common/, which holds the generated sg_version.h)
 set -eu
 clang=$1 src=$2 out=$3 libsum=$4 secs=$5
 
@@ -20,7 +21,7 @@ if ! "$clang" -fsanitize=fuzzer "$probe" -o "$out/fuzz_probe" >/dev/null 2>&1; t
 fi
 # shellcheck disable=SC2046
 "$clang" -std=gnu11 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
-	-I"$src/dataplane" -I"$src/summation" -I"$src/common" $(pkg-config --cflags libdpdk) \
+	-I"$src/dataplane" -I"$src/summation" -I"$src/common" -I"$6" $(pkg-config --cflags libdpdk) \
 	"$src/tests/dataplane/fuzz_dp.c" "$src/dataplane/sg_dp_proto.c" \
 	"$src/dataplane/sg_dp_engine.c" "$src/common/sg_types.c" "$libsum" \
 	$(pkg-config --libs libdpdk) -lnuma -lm -o "$out/fuzz_dp"

@@ -300,7 +300,9 @@ static void test_engine_drops(void)
 	expect_drop(e, example(p, 8), SG_DP_HDR_LEN - 1, SG_DP_DROP_SHORT, "e short");
 	example(p, 8)[0] ^= 1;
 	expect_drop(e, p, SG_DP_HDR_LEN, SG_DP_DROP_MAGIC, "e magic");
+	/* (a PUSH or PULL of another version is answered: test_engine_version()) */
 	example(p, 8)[4] = 9;
+	p[5] = SG_DP_T_RESULT;
 	expect_drop(e, p, SG_DP_HDR_LEN, SG_DP_DROP_VERSION, "e version");
 	example(p, 8)[5] = 77;
 	expect_drop(e, p, SG_DP_HDR_LEN, SG_DP_DROP_TYPE, "e type");
@@ -393,6 +395,95 @@ static void test_engine_drops(void)
 }
 
 /* Random bytes and mutated packets of another job: no crash, job 7 untouched. */
+/*
+ * Another protocol version (docs/protocol.md, "Versions"): a node answers a PUSH or
+ * PULL of another version with ERROR VERSION, byte for byte as the document says, at
+ * most 32 times per 100 ms; anything else of another version is dropped unanswered.
+ * A worker reads a newer node's answer from the stable bytes and its own echoed push.
+ */
+static void test_engine_version(void)
+{
+	static const uint8_t payload_v1[8] = {0, 0, 0, 1, 0, 0, 0, 1};
+	static uint8_t p[SG_DP_HDR_LEN + 1152], r[SG_DP_HDR_LEN + 8];
+	struct sg_dp_engine *e = mk_engine();
+	struct sg_dp_stats a, b;
+	uint32_t lo = 0, hi = 0;
+	struct sg_dp_msg m;
+	unsigned int sent;
+
+	if (e == NULL)
+		return;
+	for (int type = 1; type <= 9; type++) {
+		bool answered = type == SG_DP_T_PUSH || type == SG_DP_T_PULL;
+
+		cap.n = 0;
+		example(p, 1152)[4] = 2; /* a version-2 worker's push (this layout is a guess) */
+		p[5] = (uint8_t)type;
+		p[7] = 0x42; /* a dtype version 1 does not know */
+		sg_dp_engine_stats(e, &a);
+		SG_CHECK_EQ(sg_dp_engine_rx(e, p, SG_DP_HDR_LEN + 1152, 5, 0), -EBADMSG);
+		sg_dp_engine_stats(e, &b);
+		SG_CHECK(b.drops[SG_DP_DROP_VERSION] == a.drops[SG_DP_DROP_VERSION] + 1,
+			 "type %d of version 2: not dropped as version", type);
+		SG_CHECK(cap.n == answered && b.errors_sent == a.errors_sent + answered,
+			 "type %d of version 2: %u answers", type, cap.n);
+		if (!answered || cap.n != 1)
+			continue;
+		/* the answer: bytes 0..15 patched, 16..47 the push's own, then 1 to 1 */
+		SG_CHECK(cap.pkts[0].dest == 5 && cap.pkts[0].len == SG_DP_HDR_LEN + 8,
+			 "the answer goes back, 56 bytes");
+		SG_CHECK(memcmp(cap.pkts[0].buf, "\x53\x47\x4d\x41\x01\x05\x00\x00", 8) == 0,
+			 "answer bytes 0..7: magic, version 1, ERROR, flags 0, dtype 0");
+		SG_CHECK(memcmp(cap.pkts[0].buf + 8, p + 8, 6) == 0 && cap.pkts[0].buf[14] == 0 &&
+			 cap.pkts[0].buf[15] == 8, "answer bytes 8..15: job, rank, code VERSION");
+		SG_CHECK(memcmp(cap.pkts[0].buf + 16, p + 16, 32) == 0, "bytes 16..47 echoed");
+		SG_CHECK(memcmp(cap.pkts[0].buf + SG_DP_HDR_LEN, payload_v1, 8) == 0,
+			 "payload: versions 1 to 1");
+	}
+	/* short, or without the magic: not Sigma's, never answered */
+	cap.n = 0;
+	example(p, 8)[4] = 2;
+	SG_CHECK_EQ(sg_dp_engine_rx(e, p, SG_DP_HDR_LEN - 1, 5, 0), -EBADMSG);
+	p[0] = 0;
+	SG_CHECK_EQ(sg_dp_engine_rx(e, p, SG_DP_HDR_LEN, 5, 0), -EBADMSG);
+	SG_CHECK_EQ(cap.n, 0);
+	/* a flood of them gets 32 answers per 100 ms (the sender shows no token) */
+	example(p, 1152)[4] = 3;
+	for (int i = 0; i < 100; i++)
+		sg_dp_engine_rx(e, p, SG_DP_HDR_LEN + 1152, 5, 200000000ull + (uint64_t)i);
+	SG_CHECK(cap.n == 32, "100 pushes of version 3 within 100 us: %u answers, want 32", cap.n);
+	sent = cap.n;
+	sg_dp_engine_rx(e, p, SG_DP_HDR_LEN + 1152, 5, 300000001ull);
+	SG_CHECK(cap.n == sent + 1, "100 ms later: answered again");
+	cap.n = 0;
+	sg_dp_engine_destroy(e);
+
+	/* the worker's side: a version-2 node answered the doc's push of version 1 */
+	memcpy(r, doc_example, SG_DP_HDR_LEN);
+	r[4] = 2, r[5] = SG_DP_T_ERROR, r[15] = SG_DP_C_VERSION;
+	memcpy(r + SG_DP_HDR_LEN, "\x00\x00\x00\x02\x00\x00\x00\x03", 8);
+	SG_CHECK_EQ(sg_dp_parse_version_error(r, sizeof(r), &m, &lo, &hi), 0);
+	SG_CHECK(m.version == 2 && m.type == SG_DP_T_ERROR && m.code == SG_DP_C_VERSION &&
+		 m.job == 7 && m.rank == 1 && m.token == 0x0123456789abcdefull && m.key == 42 &&
+		 m.chunk == 2 && m.nchunks == 3 && m.round == 5 && lo == 2 && hi == 3,
+		 "the echoed push: job %u key %u chunk %u round %u, versions %u..%u", m.job,
+		 m.key, m.chunk, m.round, lo, hi);
+	SG_CHECK_EQ(sg_dp_parse_version_error(r, sizeof(r) - 1, &m, &lo, &hi), -EBADMSG);
+	r[4] = SG_DP_VERSION; /* our own version never sends it */
+	SG_CHECK_EQ(sg_dp_parse_version_error(r, sizeof(r), &m, &lo, &hi), -EBADMSG);
+	r[4] = 2, r[15] = SG_DP_C_MISMATCH;
+	SG_CHECK_EQ(sg_dp_parse_version_error(r, sizeof(r), &m, &lo, &hi), -EBADMSG);
+	r[15] = SG_DP_C_VERSION, r[5] = SG_DP_T_NACK;
+	SG_CHECK_EQ(sg_dp_parse_version_error(r, sizeof(r), &m, &lo, &hi), -EBADMSG);
+	r[5] = SG_DP_T_ERROR, r[0] = 0;
+	SG_CHECK_EQ(sg_dp_parse_version_error(r, sizeof(r), &m, &lo, &hi), -EBADMSG);
+	/* the node's builder refuses its own version and what it must not answer */
+	SG_CHECK_EQ(sg_dp_build_version_error(r, sizeof(r), doc_example, SG_DP_HDR_LEN), -EINVAL);
+	example(p, 8)[4] = 2;
+	SG_CHECK_EQ(sg_dp_build_version_error(r, sizeof(r) - 1, p, SG_DP_HDR_LEN), -ENOSPC);
+	SG_CHECK_EQ(sg_dp_build_version_error(r, sizeof(r), p, SG_DP_HDR_LEN - 1), -EINVAL);
+}
+
 static void test_garbage(void)
 {
 	static uint8_t p[SG_DP_HDR_LEN + SG_DP_MAX_PAYLOAD + 64];
@@ -548,6 +639,7 @@ int main(void)
 	test_parse_malformed();
 	test_names();
 	test_engine_drops();
+	test_engine_version();
 	test_garbage();
 	test_bad_config();
 	return sg_test_finish("dp_proto");
