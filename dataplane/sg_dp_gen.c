@@ -327,8 +327,10 @@ static void send_slot(struct sg_dp_gen *g, uint32_t s, bool retrans)
 		m = build_push(g, w, s, retrans);
 		if (m)
 			out[n++] = m;
+		else
+			g->st.unsent++;
 	}
-	send_frames(g, out, n);
+	g->st.unsent += n - (unsigned int)send_frames(g, out, n);
 	sl->sent_tsc = rte_rdtsc();
 }
 

@@ -48,6 +48,27 @@ static uint32_t garbage_frame(uint8_t *f, unsigned int i, const struct sg_dp_net
 	return len;
 }
 
+/*
+ * Wait (until @p deadline) for the node's lcores to take every frame the
+ * generator left in the port's RX rings, answering what comes back. An lcore
+ * finishes the burst it took before it sees the stop, and reducers drain
+ * their rings before they leave: once these rings are empty, stopping the
+ * pipeline loses nothing the generator counted as sent.
+ */
+static void drain_rx(struct sg_dp_gen *g, struct rte_ring *const *rx, unsigned int nrx,
+		     uint64_t deadline)
+{
+	for (;;) {
+		unsigned int left = 0;
+
+		for (unsigned int q = 0; q < nrx; q++)
+			left += rte_ring_count(rx[q]);
+		if (left == 0 || rte_rdtsc() > deadline)
+			return;
+		sg_dp_gen_poll(g);
+	}
+}
+
 int sg_dp_loopback_run(const struct sg_dp_config *c, const struct sg_dp_loop_conf *lc,
 		       struct sg_dp_loop_result *res, FILE *table, char *err, size_t errlen)
 {
@@ -182,6 +203,11 @@ int sg_dp_loopback_run(const struct sg_dp_config *c, const struct sg_dp_loop_con
 		if (lc->arp)
 			sg_dp_gen_arp(g);
 		res->rc = sg_dp_gen_run(g, t0 + (uint64_t)(tmo * (double)hz), NULL);
+		res->seconds = (double)(rte_rdtsc() - t0) / (double)hz;
+		/* frames sent before the last RESULT came back (retransmits) reach the
+		 * node before it stops, so that its counters and the generator's agree */
+		if (res->rc == 0)
+			drain_rx(g, rx, RTE_MAX(nrxq, 1u), t0 + (uint64_t)(tmo * (double)hz));
 		/* answers to the last garbage/ARP frames may trail the final RESULT */
 		if (lc->arp) {
 			struct sg_dp_gen_stats gs;
@@ -192,7 +218,6 @@ int sg_dp_loopback_run(const struct sg_dp_config *c, const struct sg_dp_loop_con
 				sg_dp_gen_stats(g, &gs);
 			} while (gs.arp_replies == 0 && rte_rdtsc() < until);
 		}
-		res->seconds = (double)(rte_rdtsc() - t0) / (double)hz;
 	}
 	if (lc->on_stop)
 		lc->on_stop(p, lc->hook_arg);

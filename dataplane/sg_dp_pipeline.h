@@ -522,6 +522,8 @@ struct sg_dp_gen_stats {
 	uint64_t results_dup;      /**< RESULTs for a round already complete for that rank */
 	uint64_t nacks, errors, other;
 	uint64_t dropped_out, dropped_in; /**< injected losses */
+	uint64_t unsent;           /**< of pushes_sent and retransmits: never sent (no mbuf, or
+				    the port's ring or queue full) */
 	uint64_t corrupted;        /**< pushes sent damaged (sg_dp_gen_conf.corrupt) */
 	uint64_t rounds_done;      /**< (slot, round) pairs complete for every worker */
 	uint64_t rounds_total;
@@ -587,7 +589,12 @@ struct sg_dp_loop_conf {
 	bool two_jobs;
 };
 
-/** Outcome of a loopback run. */
+/**
+ * Outcome of a loopback run. When every round completed, the node took in
+ * every frame the generator sent before its lcores stopped (the run waits for
+ * the port's RX rings to empty, within timeout_s): its counters then cover
+ * the same frames as the generator's.
+ */
 struct sg_dp_loop_result {
 	int rc;                 /**< 0: every round complete */
 	double seconds;         /**< generator's wall time */

@@ -152,6 +152,43 @@ static void test_damaged_pushes(void)
 	}
 }
 
+/*
+ * The end of a run: every frame the generator sent has been received and
+ * dealt with before the counters are read. Workers that retransmit at once
+ * (after 1 us) keep copies of the last pushes in flight when the last RESULT
+ * comes back; the run must let the node take them in before it stops, or
+ * the node's counters fall short of the generator's (as test_io_reduce's and
+ * test_damaged_pushes' did under load, when a stalled node made the workers
+ * retransmit). One lcore, then an I/O lcore handing every push to a reducer.
+ */
+static void test_end_of_run(void)
+{
+	static const char *const rtc[] = {"(0,0,1)", NULL}, *const io[] = {NULL, "(0,0,1)"};
+
+	for (int l = 0; l < 2; l++) {
+		struct sg_dp_config c;
+		struct sg_dp_loop_conf lc = {.rounds = 3, .window = 4, .seed = 5, .retrans_us = 1,
+					     .timeout_s = 60};
+		struct sg_dp_loop_result r;
+		uint64_t rx = 0, handoff = 0, reduced = 0, sent;
+
+		base_config(&c, 3, 2);
+		dp_layout(&c, io[l], io[l] ? "2" : NULL, rtc[l]);
+		scenario(l ? "end of run, io+reduce" : "end of run, rtc", &c, &lc, &r);
+		for (unsigned int i = 0; i < r.n_lcores; i++) {
+			rx += r.lcores[i].rx_pkts;
+			handoff += r.lcores[i].handoff_pkts;
+			reduced += r.lcores[i].reduced_pkts;
+		}
+		sent = r.gen.pushes_sent + r.gen.retransmits - r.gen.unsent;
+		SG_CHECK(r.gen.retransmits > 0, "retransmitted");
+		SG_CHECK_EQ(rx, sent);
+		/* handed off or dropped for a full ring; every one handed off is reduced */
+		SG_CHECK_EQ(l ? handoff + drops_of(&r, SG_DP_ND_RING_FULL) : 0, l ? rx : 0);
+		SG_CHECK_EQ(reduced, l ? handoff : rx);
+	}
+}
+
 static void test_single_sleep(void)
 {
 	struct sg_dp_config c;
@@ -218,6 +255,7 @@ int main(int argc, char **argv)
 	test_io_reduce();
 	test_rtc_loss();
 	test_damaged_pushes();
+	test_end_of_run();
 	test_single_sleep();
 	rte_eal_cleanup();
 	return sg_test_finish("dp_pipeline");
