@@ -154,6 +154,8 @@ int sg_dp_loopback_run(const struct sg_dp_config *c, const struct sg_dp_loop_con
 			.retrans_us = lc->retrans_us ? lc->retrans_us : 2000,
 			.seed = lc->seed, .udp_checksum = cfg.udp_checksum,
 			.idle_sleep_us = lc->gen_sleep_us,
+			/* its pools go after the pipeline stopped and the rings emptied (below) */
+			.prepared = true,
 		};
 		const struct sg_dp_job_cfg *j2 = &c->jobs[1];
 
@@ -449,6 +451,8 @@ int sg_dp_memif_run(const struct sg_dp_config *c, const struct sg_dp_loop_conf *
 			.retrans_us = lc->retrans_us ? lc->retrans_us : 2000,
 			.seed = lc->seed, .udp_checksum = c->udp_checksum,
 			.idle_sleep_us = lc->gen_sleep_us,
+			/* its pools go after the port closed (below) */
+			.prepared = true,
 		};
 		struct sg_dp_gen_stats gs;
 		uint64_t end;
@@ -509,11 +513,12 @@ out:
 		sg_dp_seterr(err, errlen, "memif: the node process exited with status %d", status);
 		rc = -EIO;
 	}
-	sg_dp_gen_destroy(g);
 	if (port_started)
 		rte_eth_dev_stop(0);
 	if (eal) {
+		/* the port may hold pushes still: their pools go after it */
 		rte_eth_dev_close(0);
+		sg_dp_gen_destroy(g);
 		rte_mempool_free(pool);
 		rte_eal_cleanup();
 	}

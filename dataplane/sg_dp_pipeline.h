@@ -510,6 +510,16 @@ struct sg_dp_gen_conf {
 	/** The rounds pushed are first_round .. first_round + rounds - 1: workers that
 	 *  carry on a job that earlier ones left (a restart on new ports). */
 	uint32_t first_round;
+	/**
+	 * Build pushes in mbufs that already hold their elements: one pool per worker
+	 * and pattern, filled once at create, so a push costs its headers and first
+	 * 12 bytes instead of a copy of its elements (the generator shares the node's
+	 * CPUs). Not with corrupt (a damaged push would stay damaged). A pool that
+	 * runs dry, or cannot be made, falls back to @p pool. The pools go with
+	 * sg_dp_gen_destroy(): call it only once no push can still be in flight
+	 * (the node stopped, its rings emptied).
+	 */
+	bool prepared;
 };
 
 /** Generator counters and verdict. */
@@ -524,6 +534,8 @@ struct sg_dp_gen_stats {
 	uint64_t dropped_out, dropped_in; /**< injected losses */
 	uint64_t unsent;           /**< of pushes_sent and retransmits: never sent (no mbuf, or
 				    the port's ring or queue full) */
+	uint64_t copied;           /**< pushes built with a copy of their elements (not from a
+				    prepared mbuf: sg_dp_gen_conf.prepared) */
 	uint64_t corrupted;        /**< pushes sent damaged (sg_dp_gen_conf.corrupt) */
 	uint64_t rounds_done;      /**< (slot, round) pairs complete for every worker */
 	uint64_t rounds_total;

@@ -97,6 +97,10 @@ static void test_io_reduce(void)
 	SG_CHECK_EQ(drops_of(&r, SG_DP_ND_UDP_CSUM), 2);
 	SG_CHECK_EQ(drops_of(&r, SG_DP_ND_PROTO), 2);
 	SG_CHECK_EQ(r.eng.drops[SG_DP_DROP_MAGIC], 2);
+	/* pushes come from mbufs that hold their elements: none is copied while no
+	 * retransmit adds to the window (sg_dp_gen_conf.prepared) */
+	if (r.gen.retransmits == 0)
+		SG_CHECK_EQ(r.gen.copied, 0);
 }
 
 static void test_rtc_loss(void)
@@ -149,6 +153,11 @@ static void test_damaged_pushes(void)
 		SG_CHECK_EQ(drops_of(&r, SG_DP_ND_UDP_CSUM), r.gen.corrupted);
 		SG_CHECK_EQ(summed, r.gen.bytes_pushed); /* each intact push once, no damaged one */
 		SG_CHECK_EQ(r.eng.rx_pushes, r.gen.rounds_total * c.jobs[0].workers);
+		/* a damaged prepared push would stay damaged: each one built is a copy
+		 * (unsent also counts those built but refused by a full ring) */
+		SG_CHECK(r.gen.copied <= r.gen.pushes_sent + r.gen.retransmits &&
+				 r.gen.copied + r.gen.unsent >= r.gen.pushes_sent + r.gen.retransmits,
+			 "%lu pushes copied", (unsigned long)r.gen.copied);
 	}
 }
 
