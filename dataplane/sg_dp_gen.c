@@ -48,8 +48,18 @@ struct gen_slot {
 	uint32_t round;     /* round being collected */
 	uint64_t got;       /* ranks that have this round's RESULT */
 	uint64_t sent_tsc;  /* last (re)send */
+	uint8_t backoff;    /* retransmits of this round so far, up to GEN_BACKOFF_MAX */
 	bool active;
 };
+
+/*
+ * Each retransmit of a round doubles the slot's timeout, up to 64 x
+ * retrans_us, as TCP's does; its next round starts again at retrans_us. With
+ * a fixed timeout a node descheduled for a while (a loaded machine) came back
+ * to a copy of every push in the window for every timeout it missed, and
+ * spent its turn on duplicates.
+ */
+#define GEN_BACKOFF_MAX 6
 
 struct sg_dp_gen {
 	struct sg_dp_gen_conf c;
@@ -498,6 +508,7 @@ static void on_result(struct sg_dp_gen *g, const struct sg_dp_msg *msg, const ui
 	g->st.rounds_done++;
 	if (++sl->round - g->c.first_round < g->c.rounds) {
 		sl->got = 0;
+		sl->backoff = 0;
 		send_slot(g, s, false);
 	} else {
 		sl->active = false;
@@ -601,8 +612,9 @@ int sg_dp_gen_run(struct sg_dp_gen *g, uint64_t deadline_tsc, volatile bool *sto
 		if (!sl->active) {
 			if (!start_next(g, pos))
 				g->active[pos] = g->active[--g->nactive];
-		} else if (now - sl->sent_tsc > g->retrans_tsc) {
+		} else if (now - sl->sent_tsc > g->retrans_tsc << sl->backoff) {
 			send_slot(g, g->active[pos], true);
+			sl->backoff += sl->backoff < GEN_BACKOFF_MAX;
 		}
 	}
 	return 0;

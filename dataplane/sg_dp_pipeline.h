@@ -495,7 +495,8 @@ struct sg_dp_gen_conf {
 	/** Probability that a push leaves with one bit of its UDP payload flipped after its
 	 *  UDP checksum was computed (damaged on the way); only with udp_checksum. */
 	double corrupt;
-	uint64_t retrans_us;       /**< resend after this long without a result */
+	uint64_t retrans_us;       /**< resend after this long without a result, twice as long after
+				    each resend of the same round (up to 64 x) */
 	uint32_t seed;
 	bool udp_checksum;
 	unsigned int idle_sleep_us; /**< sleep this long after 64 empty polls (0: spin) */

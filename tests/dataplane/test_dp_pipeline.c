@@ -7,9 +7,10 @@
  * Also: ARP, garbage frames counted by reason,
  * every layout kind (io + reduce, run to completion with hand-off, one lcore),
  * the sleep idle policy, bad layouts refused with their documented
- * message before anything starts, the end of a run, and pools faulted in when
- * made.
+ * message before anything starts, the end of a run, workers backing off when
+ * no answer comes, and pools faulted in when made.
  */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,6 +22,7 @@
 #include <rte_errno.h>
 #include <rte_lcore.h>
 #include <rte_mbuf.h>
+#include <rte_ring.h>
 
 #include "sg_dp_internal.h"
 #include "sg_dp_pipeline.h"
@@ -254,6 +256,64 @@ static void test_end_of_run(void)
 	}
 }
 
+/*
+ * Workers whose node does not answer (descheduled, on a loaded machine) back
+ * off: each retransmit of a round doubles its slot's timeout, up to 64 x
+ * retrans_us. With a fixed timeout they resent the whole window every
+ * retrans_us, about 100 copies of each push in 100 ms here, which the node
+ * then had to work through once it ran again.
+ */
+static void test_backoff(void)
+{
+	const uint32_t workers = 2, window = 4, rto_us = 1000;
+	struct rte_ring *to = rte_ring_create("sg_bo_to", 4096, (int)rte_socket_id(), 0);
+	struct rte_ring *from = rte_ring_create("sg_bo_from", 64, (int)rte_socket_id(), 0);
+	struct rte_mempool *mp = rte_pktmbuf_pool_create("sg_bo_pool", 2048, 0,
+							 SG_DP_MBUF_PRIV_SIZE, 9216,
+							 (int)rte_socket_id());
+	struct sg_dp_gen_conf gc = {
+		.to_dut = to, .from_dut = from, .port = -1, .pool = mp, .dut_ip = 1,
+		.dut_udp_port = 9300, .job = 1, .token = 1, .workers = workers, .keys = 1,
+		.partition_bytes = 40000, .chunk_bytes = 8920, .rounds = 1, .window = window,
+		.retrans_us = rto_us, .seed = 1,
+	};
+	struct sg_dp_gen *g = NULL;
+	struct sg_dp_gen_stats st;
+	uint64_t hz = rte_get_tsc_hz(), t0, bound = 0;
+	double elapsed_us, next = 0;
+	void *m = NULL;
+
+	if (!SG_CHECK(to && from && mp, "rings and pool"))
+		goto out;
+	g = sg_dp_gen_create(&gc);
+	if (!SG_CHECK(g != NULL, "generator: %s", strerror(errno)))
+		goto out;
+	t0 = rte_rdtsc();
+	SG_CHECK_EQ(sg_dp_gen_run(g, t0 + hz / 10, NULL), -ETIMEDOUT);
+	elapsed_us = (double)(rte_rdtsc() - t0) * 1e6 / (double)hz;
+	sg_dp_gen_stats(g, &st);
+	/* the most retransmits of one push that doubling timeouts allow in that time:
+	 * the k-th comes rto x (1 + 2 + ... + 2^(k-1)) after the first send */
+	for (;; bound++) {
+		next += (double)rto_us * (double)(1u << (bound < 6 ? bound : 6));
+		if (next > elapsed_us)
+			break;
+	}
+	printf("back-off: %.0f ms without an answer: %lu retransmits, at most %lu allowed\n",
+	       elapsed_us / 1000, (unsigned long)st.retransmits,
+	       (unsigned long)(bound * window * workers));
+	SG_CHECK(st.retransmits >= window * workers, "every push was retransmitted");
+	SG_CHECK(st.retransmits <= bound * window * workers, "%lu retransmits",
+		 (unsigned long)st.retransmits);
+out:
+	sg_dp_gen_destroy(g);
+	while (to && rte_ring_dequeue(to, &m) == 0)
+		rte_pktmbuf_free(m);
+	rte_ring_free(to);
+	rte_ring_free(from);
+	rte_mempool_free(mp);
+}
+
 static void test_single_sleep(void)
 {
 	struct sg_dp_config c;
@@ -322,6 +382,7 @@ int main(int argc, char **argv)
 	test_rtc_loss();
 	test_damaged_pushes();
 	test_end_of_run();
+	test_backoff();
 	test_single_sleep();
 	rte_eal_cleanup();
 	return sg_test_finish("dp_pipeline");
