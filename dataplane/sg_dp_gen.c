@@ -19,11 +19,14 @@
  * The generator must cost less than the node, which shares its CPUs: a push's
  * UDP checksum adds the header's sum to its pattern's, summed once at create,
  * and a RESULT fanned out in a header and a payload segment is checked where
- * it lies, not copied into one buffer first (docs/performance.md).
+ * it lies, not copied into one buffer first (docs/performance.md). With
+ * sg_dp_gen_conf.prepared a push's elements are not even written: it comes
+ * from a pool of mbufs that hold its worker's pattern already.
  */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <rte_arp.h>
 #include <rte_cycles.h>
@@ -45,8 +48,18 @@ struct gen_slot {
 	uint32_t round;     /* round being collected */
 	uint64_t got;       /* ranks that have this round's RESULT */
 	uint64_t sent_tsc;  /* last (re)send */
+	uint8_t backoff;    /* retransmits of this round so far, up to GEN_BACKOFF_MAX */
 	bool active;
 };
+
+/*
+ * Each retransmit of a round doubles the slot's timeout, up to 64 x
+ * retrans_us, as TCP's does; its next round starts again at retrans_us. With
+ * a fixed timeout a node descheduled for a while (a loaded machine) came back
+ * to a copy of every push in the window for every timeout it missed, and
+ * spent its turn on duplicates.
+ */
+#define GEN_BACKOFF_MAX 6
 
 struct sg_dp_gen {
 	struct sg_dp_gen_conf c;
@@ -62,6 +75,7 @@ struct sg_dp_gen {
 	float *expect;          /* [NPAT][celem] */
 	uint16_t *psum;         /* [workers][NPAT][2]: checksums of a pattern's bytes from 12 on,
 				   in a full chunk ([0]) and in the key's last, short one ([1]) */
+	struct rte_mempool **ppool; /* [workers][NPAT] with conf.prepared, else NULL */
 	struct sg_dp_net wnet;  /* worker side addresses (ip/port patched per rank) */
 	uint64_t retrans_tsc;
 	uint64_t rng;
@@ -112,6 +126,77 @@ static inline void worker_mac(uint32_t w, uint16_t port, struct rte_ether_addr *
 {
 	*m = (struct rte_ether_addr){{0x02, 0x53, (uint8_t)w, 0x47, (uint8_t)(port >> 8),
 				      (uint8_t)port}};
+}
+
+/* Where a push's frame starts in an mbuf fresh from rte_pktmbuf_alloc(). */
+static inline uint8_t *frame_of(struct rte_mbuf *m)
+{
+	return (uint8_t *)m->buf_addr + RTE_MIN((uint16_t)RTE_PKTMBUF_HEADROOM, m->buf_len);
+}
+
+struct prefill {
+	const float *pat;
+	uint32_t bytes;
+};
+
+/* rte_mempool_obj_iter callback: a prepared mbuf's elements from byte 12 on. */
+static void prefill_one(struct rte_mempool *mp, void *arg, void *obj, unsigned int idx)
+{
+	const struct prefill *f = arg;
+
+	(void)mp;
+	(void)idx;
+	memcpy(frame_of(obj) + SG_DP_NET_HDR_LEN + SG_DP_HDR_LEN + 12,
+	       (const uint8_t *)f->pat + 12, f->bytes - 12);
+}
+
+/*
+ * One pool per worker and pattern, each mbuf holding the pattern's elements.
+ * A stack (LIFO) pool hands out the mbufs freed last, whose elements are still
+ * in the caches; DPDK's default ring pool would cycle through all of them. The
+ * lock-free stack: with the spinlock one, a generator descheduled while it
+ * holds the lock (a loaded machine) would stall the lcore that frees pushes.
+ * A pool holds a window of pushes and the caches of the two lcores that take
+ * and free them; a pool that runs dry sends with copies (build_push).
+ */
+static int prepare_pools(struct sg_dp_gen *g)
+{
+	static unsigned int seq;
+	const struct sg_dp_gen_conf *gc = &g->c;
+	unsigned int np = gc->workers * NPAT, cache = 32, n = gc->window + 3 * cache;
+	uint16_t room = (uint16_t)(RTE_PKTMBUF_HEADROOM + SG_DP_NET_HDR_LEN + SG_DP_HDR_LEN +
+				   gc->chunk_bytes);
+
+	if (gc->chunk_bytes <= 12 || gc->chunk_bytes > UINT16_MAX - 512)
+		return -EINVAL;
+	g->ppool = calloc(np, sizeof(*g->ppool));
+	if (g->ppool == NULL)
+		return -ENOMEM;
+	seq++;
+	for (unsigned int i = 0; i < np; i++) {
+		struct prefill f = {.pat = &g->pat[(size_t)i * g->celem], .bytes = gc->chunk_bytes};
+		char name[RTE_MEMPOOL_NAMESIZE];
+
+		snprintf(name, sizeof(name), "sgp%x_%x_%u", (unsigned int)getpid() & 0xfffff,
+			 seq & 0xfff, i);
+		g->ppool[i] = rte_pktmbuf_pool_create_by_ops(name, n, cache, SG_DP_MBUF_PRIV_SIZE,
+							     room, (int)rte_socket_id(), "lf_stack");
+		if (g->ppool[i] == NULL) /* no lock-free stack here: the default ring pool */
+			g->ppool[i] = rte_pktmbuf_pool_create(name, n, cache, SG_DP_MBUF_PRIV_SIZE,
+							      room, (int)rte_socket_id());
+		if (g->ppool[i] == NULL)
+			return -ENOMEM;
+		rte_mempool_obj_iter(g->ppool[i], prefill_one, &f);
+	}
+	return 0;
+}
+
+static void free_pools(struct sg_dp_gen *g)
+{
+	for (unsigned int i = 0; g->ppool && i < g->c.workers * NPAT; i++)
+		rte_mempool_free(g->ppool[i]);
+	free(g->ppool);
+	g->ppool = NULL;
 }
 
 struct sg_dp_gen *sg_dp_gen_create(const struct sg_dp_gen_conf *gc)
@@ -165,6 +250,9 @@ struct sg_dp_gen *sg_dp_gen_create(const struct sg_dp_gen_conf *gc)
 				g->psum[((size_t)w * NPAT + q) * 2 + last] =
 					bytes > 12 ? sg_sum_csum(p + 12, bytes - 12) : 0;
 			}
+	/* without them pushes are copied, as they were before: still correct */
+	if (gc->prepared && gc->corrupt <= 0 && prepare_pools(g) < 0)
+		free_pools(g);
 	g->wnet.udp_checksum = gc->udp_checksum;
 	g->retrans_tsc = gc->retrans_us * rte_get_tsc_hz() / 1000000;
 	g->rng = gc->seed * 0x9e3779b97f4a7c15ull + 1;
@@ -176,6 +264,7 @@ void sg_dp_gen_destroy(struct sg_dp_gen *g)
 {
 	if (g == NULL)
 		return;
+	free_pools(g);
 	free(g->slots);
 	free(g->active);
 	free(g->pat);
@@ -259,11 +348,14 @@ static struct rte_mbuf *build_push(struct sg_dp_gen *g, uint32_t w, uint32_t s, 
 		.round = sl->round, .nelem = bytes / 4, .offset = off,
 	};
 	struct sg_dp_net wn = g->wnet;
-	struct rte_mbuf *m = rte_pktmbuf_alloc(g->c.pool);
+	struct rte_mbuf *m = g->ppool ? rte_pktmbuf_alloc(g->ppool[w * NPAT + q]) : NULL;
+	bool filled = m != NULL && bytes > 12;
 	uint8_t *d;
 	uint8_t *pl;
 	uint64_t ol;
 
+	if (m == NULL)
+		m = rte_pktmbuf_alloc(g->c.pool);
 	if (m == NULL)
 		return NULL;
 	d = (uint8_t *)rte_pktmbuf_append(m, (uint16_t)(SG_DP_NET_HDR_LEN + SG_DP_HDR_LEN + bytes));
@@ -272,7 +364,11 @@ static struct rte_mbuf *build_push(struct sg_dp_gen *g, uint32_t w, uint32_t s, 
 		return NULL;
 	}
 	pl = d + SG_DP_NET_HDR_LEN + SG_DP_HDR_LEN;
-	memcpy(pl, &g->pat[((size_t)w * NPAT + q) * g->celem], bytes);
+	/* a prepared mbuf holds the elements from byte 12 on (prefill_one) */
+	if (!filled) {
+		memcpy(pl, &g->pat[((size_t)w * NPAT + q) * g->celem], bytes);
+		g->st.copied++;
+	}
 	sg_dp_build_hdr(d + SG_DP_NET_HDR_LEN, &msg);
 	worker_mac(w, worker_port(g, w), &wn.mac);
 	wn.ip = worker_ip(w);
@@ -327,8 +423,10 @@ static void send_slot(struct sg_dp_gen *g, uint32_t s, bool retrans)
 		m = build_push(g, w, s, retrans);
 		if (m)
 			out[n++] = m;
+		else
+			g->st.unsent++;
 	}
-	send_frames(g, out, n);
+	g->st.unsent += n - (unsigned int)send_frames(g, out, n);
 	sl->sent_tsc = rte_rdtsc();
 }
 
@@ -410,6 +508,7 @@ static void on_result(struct sg_dp_gen *g, const struct sg_dp_msg *msg, const ui
 	g->st.rounds_done++;
 	if (++sl->round - g->c.first_round < g->c.rounds) {
 		sl->got = 0;
+		sl->backoff = 0;
 		send_slot(g, s, false);
 	} else {
 		sl->active = false;
@@ -513,8 +612,9 @@ int sg_dp_gen_run(struct sg_dp_gen *g, uint64_t deadline_tsc, volatile bool *sto
 		if (!sl->active) {
 			if (!start_next(g, pos))
 				g->active[pos] = g->active[--g->nactive];
-		} else if (now - sl->sent_tsc > g->retrans_tsc) {
+		} else if (now - sl->sent_tsc > g->retrans_tsc << sl->backoff) {
 			send_slot(g, g->active[pos], true);
+			sl->backoff += sl->backoff < GEN_BACKOFF_MAX;
 		}
 	}
 	return 0;

@@ -48,6 +48,27 @@ static uint32_t garbage_frame(uint8_t *f, unsigned int i, const struct sg_dp_net
 	return len;
 }
 
+/*
+ * Wait (until @p deadline) for the node's lcores to take every frame the
+ * generator left in the port's RX rings, answering what comes back. An lcore
+ * finishes the burst it took before it sees the stop, and reducers drain
+ * their rings before they leave: once these rings are empty, stopping the
+ * pipeline loses nothing the generator counted as sent.
+ */
+static void drain_rx(struct sg_dp_gen *g, struct rte_ring *const *rx, unsigned int nrx,
+		     uint64_t deadline)
+{
+	for (;;) {
+		unsigned int left = 0;
+
+		for (unsigned int q = 0; q < nrx; q++)
+			left += rte_ring_count(rx[q]);
+		if (left == 0 || rte_rdtsc() > deadline)
+			return;
+		sg_dp_gen_poll(g);
+	}
+}
+
 int sg_dp_loopback_run(const struct sg_dp_config *c, const struct sg_dp_loop_conf *lc,
 		       struct sg_dp_loop_result *res, FILE *table, char *err, size_t errlen)
 {
@@ -115,6 +136,7 @@ int sg_dp_loopback_run(const struct sg_dp_config *c, const struct sg_dp_loop_con
 		rc = -ENOMEM;
 		goto out;
 	}
+	sg_dp_mempool_prefault(gpool);
 	p = sg_dp_pipeline_create(&cfg, err, errlen);
 	if (p == NULL) {
 		rc = -errno;
@@ -133,6 +155,8 @@ int sg_dp_loopback_run(const struct sg_dp_config *c, const struct sg_dp_loop_con
 			.retrans_us = lc->retrans_us ? lc->retrans_us : 2000,
 			.seed = lc->seed, .udp_checksum = cfg.udp_checksum,
 			.idle_sleep_us = lc->gen_sleep_us,
+			/* its pools go after the pipeline stopped and the rings emptied (below) */
+			.prepared = true,
 		};
 		const struct sg_dp_job_cfg *j2 = &c->jobs[1];
 
@@ -182,6 +206,11 @@ int sg_dp_loopback_run(const struct sg_dp_config *c, const struct sg_dp_loop_con
 		if (lc->arp)
 			sg_dp_gen_arp(g);
 		res->rc = sg_dp_gen_run(g, t0 + (uint64_t)(tmo * (double)hz), NULL);
+		res->seconds = (double)(rte_rdtsc() - t0) / (double)hz;
+		/* frames sent before the last RESULT came back (retransmits) reach the
+		 * node before it stops, so that its counters and the generator's agree */
+		if (res->rc == 0)
+			drain_rx(g, rx, RTE_MAX(nrxq, 1u), t0 + (uint64_t)(tmo * (double)hz));
 		/* answers to the last garbage/ARP frames may trail the final RESULT */
 		if (lc->arp) {
 			struct sg_dp_gen_stats gs;
@@ -192,7 +221,6 @@ int sg_dp_loopback_run(const struct sg_dp_config *c, const struct sg_dp_loop_con
 				sg_dp_gen_stats(g, &gs);
 			} while (gs.arp_replies == 0 && rte_rdtsc() < until);
 		}
-		res->seconds = (double)(rte_rdtsc() - t0) / (double)hz;
 	}
 	if (lc->on_stop)
 		lc->on_stop(p, lc->hook_arg);
@@ -406,6 +434,7 @@ int sg_dp_memif_run(const struct sg_dp_config *c, const struct sg_dp_loop_conf *
 		rc = -ENOMEM;
 		goto out;
 	}
+	sg_dp_mempool_prefault(pool);
 	rc = client_port_up(0, nq, pool, 15);
 	if (rc < 0) {
 		sg_dp_seterr(err, errlen, "memif: the client port did not come up: %s", strerror(-rc));
@@ -424,6 +453,8 @@ int sg_dp_memif_run(const struct sg_dp_config *c, const struct sg_dp_loop_conf *
 			.retrans_us = lc->retrans_us ? lc->retrans_us : 2000,
 			.seed = lc->seed, .udp_checksum = c->udp_checksum,
 			.idle_sleep_us = lc->gen_sleep_us,
+			/* its pools go after the port closed (below) */
+			.prepared = true,
 		};
 		struct sg_dp_gen_stats gs;
 		uint64_t end;
@@ -484,11 +515,12 @@ out:
 		sg_dp_seterr(err, errlen, "memif: the node process exited with status %d", status);
 		rc = -EIO;
 	}
-	sg_dp_gen_destroy(g);
 	if (port_started)
 		rte_eth_dev_stop(0);
 	if (eal) {
+		/* the port may hold pushes still: their pools go after it */
 		rte_eth_dev_close(0);
+		sg_dp_gen_destroy(g);
 		rte_mempool_free(pool);
 		rte_eal_cleanup();
 	}

@@ -504,7 +504,8 @@ struct sg_dp_gen_conf {
 	/** Probability that a push leaves with one bit of its UDP payload flipped after its
 	 *  UDP checksum was computed (damaged on the way); only with udp_checksum. */
 	double corrupt;
-	uint64_t retrans_us;       /**< resend after this long without a result */
+	uint64_t retrans_us;       /**< resend after this long without a result, twice as long after
+				    each resend of the same round (up to 64 x) */
 	uint32_t seed;
 	bool udp_checksum;
 	unsigned int idle_sleep_us; /**< sleep this long after 64 empty polls (0: spin) */
@@ -519,6 +520,16 @@ struct sg_dp_gen_conf {
 	/** The rounds pushed are first_round .. first_round + rounds - 1: workers that
 	 *  carry on a job that earlier ones left (a restart on new ports). */
 	uint32_t first_round;
+	/**
+	 * Build pushes in mbufs that already hold their elements: one pool per worker
+	 * and pattern, filled once at create, so a push costs its headers and first
+	 * 12 bytes instead of a copy of its elements (the generator shares the node's
+	 * CPUs). Not with corrupt (a damaged push would stay damaged). A pool that
+	 * runs dry, or cannot be made, falls back to @p pool. The pools go with
+	 * sg_dp_gen_destroy(): call it only once no push can still be in flight
+	 * (the node stopped, its rings emptied).
+	 */
+	bool prepared;
 };
 
 /** Generator counters and verdict. */
@@ -531,6 +542,10 @@ struct sg_dp_gen_stats {
 	uint64_t results_dup;      /**< RESULTs for a round already complete for that rank */
 	uint64_t nacks, errors, other;
 	uint64_t dropped_out, dropped_in; /**< injected losses */
+	uint64_t unsent;           /**< of pushes_sent and retransmits: never sent (no mbuf, or
+				    the port's ring or queue full) */
+	uint64_t copied;           /**< pushes built with a copy of their elements (not from a
+				    prepared mbuf: sg_dp_gen_conf.prepared) */
 	uint64_t corrupted;        /**< pushes sent damaged (sg_dp_gen_conf.corrupt) */
 	uint64_t rounds_done;      /**< (slot, round) pairs complete for every worker */
 	uint64_t rounds_total;
@@ -596,7 +611,12 @@ struct sg_dp_loop_conf {
 	bool two_jobs;
 };
 
-/** Outcome of a loopback run. */
+/**
+ * Outcome of a loopback run. When every round completed, the node took in
+ * every frame the generator sent before its lcores stopped (the run waits for
+ * the port's RX rings to empty, within timeout_s): its counters then cover
+ * the same frames as the generator's.
+ */
 struct sg_dp_loop_result {
 	int rc;                 /**< 0: every round complete */
 	double seconds;         /**< generator's wall time */

@@ -219,18 +219,60 @@ static inline vf addn_b(vf a, vf b)
 /* bf16 in the fused sum: the even/odd pair layout of sg_sum_simd.h. */
 #include "sg_sum_simd.h"
 
+/*
+ * The even elements' shift is a multiply by 2^16 (the same bits): on Zen 5
+ * shifts and word blends share two pipes, which narrowing also needs, while
+ * VPMULLD runs on others. With the shift the k = 4 sum ran 9% slower at 2
+ * pairs a step and 15% at 4, where it spilled (sigma-bench sum's kernel,
+ * alone). On Intel cores VPMULLD is two micro-ops: not measured there.
+ */
 static inline vb b2_widen(vi x)
 {
-	return (vb){_mm256_castsi256_ps(_mm256_slli_epi32(x, 16)),
+	vi m = _mm256_set1_epi32(0x10000);
+
+	__asm__("" : "+x"(m)); /* or GCC turns the multiply back into a shift */
+	return (vb){_mm256_castsi256_ps(_mm256_mullo_epi32(x, m)),
 		    _mm256_castsi256_ps(_mm256_and_si256(x, _mm256_set1_epi32((int)0xffff0000u)))};
 }
 
+/*
+ * Narrowing a pair to 16 bf16, rounding both halves at once in 16-bit lanes:
+ * top is every element's fp32 bits truncated (its high half), low the 16
+ * bits that rounding drops. RNE rounds up when low + (top & 1) > 0x8000,
+ * the carry of the low + 0x7fff + (top & 1) that the scalar reference adds
+ * to the 32 bits: VPAVGW(low, 0x7ffe | (top & 1)) = (low + 0x7fff + (top &
+ * 1)) >> 1 has it in bit 15. A carry out of the mantissa goes into the
+ * exponent, as in the reference (the largest finite becomes infinity).
+ *
+ * NaN lanes must be quiet with a zero low half (the contract of st_b2 in
+ * sg_sum_simd.h): a sum of bf16 inputs only ever holds such NaNs (an input's,
+ * quieted, or the default NaN), which the reference truncates, and so does
+ * this (low = 0 never rounds up). 9 instructions for 16 elements, where
+ * rounding each half in 32-bit lanes with a NaN blend took 16. Checked against
+ * the reference on every fp32 input but those NaNs, in both positions.
+ */
 static inline vi b2_of(vb v)
 {
-	/* even elements to the low 16-bit halves, odd ones stay high: an immediate blend */
-	return _mm256_blend_epi16(_mm256_srli_epi32(b_round(v.e), 16), b_round(v.o), 0xaa);
+	const vi e = _mm256_castps_si256(v.e), o = _mm256_castps_si256(v.o);
+	const vi top = _mm256_blend_epi16(_mm256_srli_epi32(e, 16), o, 0xaa);
+	const vi low = _mm256_blend_epi16(e, _mm256_slli_epi32(o, 16), 0xaa);
+	const vi odd = _mm256_and_si256(top, _mm256_set1_epi16(1));
+	const vi g = _mm256_avg_epu16(low, _mm256_or_si256(odd, _mm256_set1_epi16(0x7ffe)));
+
+	return _mm256_sub_epi16(top, _mm256_srai_epi16(g, 15));
 }
 
+/* NaN lanes (unordered with themselves) get the quiet bit. */
+static inline vf b_quiet(vf x)
+{
+	return _mm256_or_ps(x, _mm256_and_ps(_mm256_cmp_ps(x, x, _CMP_UNORD_Q),
+					     _mm256_castsi256_ps(_mm256_set1_epi32(0x00400000))));
+}
+
+static inline vb b2_quiet(vb v)
+{
+	return (vb){b_quiet(v.e), b_quiet(v.o)};
+}
 
 AVX2_16_OPS(b2, vb, mm256, si256, 256, b2_widen, b2_of)
 
@@ -273,10 +315,12 @@ static inline vf h_widen(vh x)
 }
 
 /*
- * 16 ymm registers: a step of 8 bf16 pairs spills (sg_sum_simd.h); so does one
- * of 4 while narrowing. 2 pairs per step keep every vector and constant in a
- * register.
+ * 16 ymm registers: a step of 8 bf16 pairs spills (sg_sum_simd.h). 4 pairs
+ * keep the sums and the widening constants in registers (the narrowing's
+ * constants are reloaded); the fused checksum kernel, which also keeps the
+ * raw vectors and 4 checksum sums, takes 2.
  */
-#define SG_SIMD_UNROLL_B2 2
+#define SG_SIMD_UNROLL_B2 4
+#define SG_SIMD_UNROLL_CS_B2 2
 #define SG_SIMD_TABLE sg_sum_kernels_avx2
 #include "sg_sum_simd.h"

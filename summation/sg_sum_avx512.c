@@ -227,6 +227,11 @@ static inline vi b2_of(vb v)
 #endif
 }
 
+/* b2_of takes signalling NaNs as they are. */
+static inline vb b2_quiet(vb v)
+{
+	return v;
+}
 
 AVX512_16_OPS(b2, vb, mm512, si512, m32, b2_widen, b2_of)
 

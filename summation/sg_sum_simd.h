@@ -22,7 +22,11 @@
  *   add_X(a, b)                a + b, as the scalar reference computes it
  *   addn_h, addn_b             a + b rounded to the 16-bit type (SG_SUM_F_NATIVE)
  *   vb, WB, X = b2             bf16 as a pair of fp32 vectors (even and odd
- *                              elements) holding WB elements, for the fused sum
+ *                              elements) holding WB elements, for the fused sum;
+ *                              st_b2 may assume that NaN lanes are quiet and have
+ *                              zero low 16 bits, as any sum of bf16 inputs has
+ *   b2_quiet(v)                v with its signalling NaN lanes quiet (the quiet
+ *                              bit set), every other lane unchanged
  *   sg_simd_sfence()           orders the non-temporal stores
  * Integer kinds share ld_i, st_i and stnt_i.
  * For the checksums (sg_simd_cs_*): vh, an integer vector of half the width;
@@ -62,13 +66,17 @@ static inline vb addn_b2(vb a, vb b)
  * no prefetch by 5-15% when k inputs stream at once (the hardware prefetchers
  * follow a few streams well, not nine). A prefetch past the end never faults.
  * The bf16 pair kernels keep two vectors per unrolled vector: an ISA with 16
- * vector registers sets a smaller SG_SIMD_UNROLL_B2, or the step spills.
+ * vector registers sets a smaller SG_SIMD_UNROLL_B2 (SG_SIMD_UNROLL_CS_B2 for
+ * the fused checksum one), or the step spills.
  */
 #ifndef SG_SIMD_UNROLL
 #define SG_SIMD_UNROLL 8
 #endif
 #ifndef SG_SIMD_UNROLL_B2
 #define SG_SIMD_UNROLL_B2 SG_SIMD_UNROLL
+#endif
+#ifndef SG_SIMD_UNROLL_CS_B2
+#define SG_SIMD_UNROLL_CS_B2 SG_SIMD_UNROLL_B2
 #endif
 #define SG_SIMD_PRAGMA_(x) _Pragma(#x)
 #define SG_SIMD_PRAGMA(x) SG_SIMD_PRAGMA_(x)
@@ -89,13 +97,55 @@ static inline __attribute__((always_inline)) void sg_simd_prefetch(const char *p
 }
 
 /*
+ * CALL, which names k as SG_SIMD_K_, with k a constant for the common k = 2,
+ * 3 and 4 (sg_sum_add/add2 are k = 2; 3 and 4 workers): the compiler then
+ * unrolls the loop over inputs and keeps their pointers in registers. With k
+ * known only at run time, each input of each step reloaded its pointer and
+ * ran the loop's bookkeeping: about 10% of the AVX2 bf16 sum's time at k = 4
+ * and 7% of fp32's (Zen 5). The price is code: each kernel 4 times.
+ */
+#define SG_SIMD_BY_K(k, CALL)                                                                  \
+	do {                                                                                   \
+		switch (k) {                                                                   \
+		case 2: {                                                                      \
+			const unsigned int SG_SIMD_K_ = 2;                                     \
+			CALL;                                                                  \
+			break;                                                                 \
+		}                                                                              \
+		case 3: {                                                                      \
+			const unsigned int SG_SIMD_K_ = 3;                                     \
+			CALL;                                                                  \
+			break;                                                                 \
+		}                                                                              \
+		case 4: {                                                                      \
+			const unsigned int SG_SIMD_K_ = 4;                                     \
+			CALL;                                                                  \
+			break;                                                                 \
+		}                                                                              \
+		default: {                                                                     \
+			const unsigned int SG_SIMD_K_ = (k);                                   \
+			CALL;                                                                  \
+			break;                                                                 \
+		}                                                                              \
+		}                                                                              \
+	} while (0)
+
+/* CALL with SG_SIMD_K_ = k: kernels called with one k only, or rarely. */
+#define SG_SIMD_ANY_K(k, CALL)                                                                 \
+	do {                                                                                   \
+		const unsigned int SG_SIMD_K_ = (k);                                           \
+		CALL;                                                                          \
+	} while (0)
+
+/*
  * SG_SIMD_KERNEL defines NAME(dst, src, k, n, nt): dst = src[0] + ... + src[k-1]
  * where src[0] has SZ0-byte elements, src[1..k-1] SZJ-byte elements and dst
  * SZD-byte elements, U vectors of W elements per step. All k inputs of one
  * step are loaded before dst is written, so dst may alias any input exactly.
- * Each input is read once and dst written once, whatever k is.
+ * Each input is read once and dst written once, whatever k is. KS is
+ * SG_SIMD_BY_K or SG_SIMD_ANY_K.
  */
-#define SG_SIMD_KERNEL(NAME, U, V, W, SZ0, SZJ, SZD, L0, L0M, LJ, LJM, ADD, ST, STNT, STM)     \
+#define SG_SIMD_KERNEL(NAME, KS, U, V, W, SZ0, SZJ, SZD, L0, L0M, LJ, LJM, ADD, ST, STNT, STM) \
 	static inline __attribute__((always_inline)) void NAME##_run(                          \
 		char *d, const void *const *src, unsigned int k, size_t i, size_t hi, bool nt) \
 	{                                                                                      \
@@ -142,12 +192,12 @@ static inline __attribute__((always_inline)) void sg_simd_prefetch(const char *p
 	static __attribute__((noinline)) void NAME##_plain(char *d, const void *const *src,    \
 							   unsigned int k, size_t i, size_t hi) \
 	{                                                                                      \
-		NAME##_run(d, src, k, i, hi, false);                                           \
+		KS(k, NAME##_run(d, src, SG_SIMD_K_, i, hi, false));                           \
 	}                                                                                      \
 	static __attribute__((noinline)) void NAME##_stream(char *d, const void *const *src,   \
 							    unsigned int k, size_t i, size_t hi) \
 	{                                                                                      \
-		NAME##_run(d, src, k, i, hi, true);                                            \
+		KS(k, NAME##_run(d, src, SG_SIMD_K_, i, hi, true));                            \
 	}                                                                                      \
 	static void NAME(void *dst, const void *const *src, unsigned int k, size_t n, bool nt) \
 	{                                                                                      \
@@ -169,8 +219,8 @@ static inline __attribute__((always_inline)) void sg_simd_prefetch(const char *p
 
 /* Same-type kernels: every input and dst have the element kind X. */
 #define SG_SIMD_SAME(NAME, U, V, W, SZ, X, ADD, LDI, STI, STNTI)                               \
-	SG_SIMD_KERNEL(NAME, U, V, W, SZ, SZ, SZ, LDI, ldm_##X, LDI, ldm_##X, ADD, STI, STNTI, \
-		       stm_##X)
+	SG_SIMD_KERNEL(NAME, SG_SIMD_BY_K, U, V, W, SZ, SZ, SZ, LDI, ldm_##X, LDI, ldm_##X, ADD, \
+		       STI, STNTI, stm_##X)
 
 SG_SIMD_SAME(k_f32, SG_SIMD_UNROLL, vf, W32, 4, f32, add_f32, ld_f32, st_f32, stnt_f32)
 SG_SIMD_SAME(k_f64, SG_SIMD_UNROLL, vd, W64, 8, f64, add_f64, ld_f64, st_f64, stnt_f64)
@@ -183,10 +233,27 @@ SG_SIMD_SAME(k_hn, SG_SIMD_UNROLL, vf, W32, 2, h, addn_h, ld_h, st_h, stnt_h)
 /* bf16 sums use the even/odd pair layout (vb, WB elements per load). */
 SG_SIMD_SAME(k_b, SG_SIMD_UNROLL_B2, vb, WB, 2, b2, add_b2, ld_b2, st_b2, stnt_b2)
 SG_SIMD_SAME(k_bn, SG_SIMD_UNROLL_B2, vb, WB, 2, b2, addn_b2, ld_b2, st_b2, stnt_b2)
+/*
+ * bf16 with k = 1 (either mode): a copy that no addition touches, so its
+ * signalling NaNs are quieted before st_b2, which may assume quiet NaNs.
+ * (Every NaN the pair kernels narrow has zero low bits: it is an input's
+ * widened, or the default NaN.)
+ */
+static inline vb ld_b2q(const char *p)
+{
+	return b2_quiet(ld_b2(p));
+}
+
+static inline vb ldm_b2q(const char *p, unsigned int r)
+{
+	return b2_quiet(ldm_b2(p, r));
+}
+SG_SIMD_KERNEL(k_b1, SG_SIMD_ANY_K, SG_SIMD_UNROLL_B2, vb, WB, 2, 2, 2, ld_b2q, ldm_b2q, ld_b2q,
+	       ldm_b2q, add_b2, st_b2, stnt_b2, stm_b2)
 /* Accumulator kernels: src[0] (if k == 2) is the fp32 accumulator, src[k-1] the 16-bit input. */
 #define SG_SIMD_ACC(NAME, SZ0, SZJ, SZD, L0, L0M, LJ, LJM, ST, STNT, STM)                      \
-	SG_SIMD_KERNEL(NAME, SG_SIMD_UNROLL, vf, W32, SZ0, SZJ, SZD, L0, L0M, LJ, LJM, add_f32, \
-		       ST, STNT, STM)
+	SG_SIMD_KERNEL(NAME, SG_SIMD_ANY_K, SG_SIMD_UNROLL, vf, W32, SZ0, SZJ, SZD, L0, L0M, LJ, \
+		       LJM, add_f32, ST, STNT, STM)
 SG_SIMD_ACC(k_widen_h, 2, 2, 4, ld_h, ldm_h, ld_h, ldm_h, st_f32, stnt_f32, stm_f32)
 SG_SIMD_ACC(k_widen_b, 2, 2, 4, ld_b, ldm_b, ld_b, ldm_b, st_f32, stnt_f32, stm_f32)
 SG_SIMD_ACC(k_acc_h, 4, 2, 4, ld_f32, ldm_f32, ld_h, ldm_h, st_f32, stnt_f32, stm_f32)
@@ -363,7 +430,7 @@ SG_SIMD_CS_IN(cs_i64, SG_SIMD_U, vi, W64, 8, 8, 8, vi, ld_i, ldm_i64, sg_simd_cs
 /* fp16/bf16 accumulated in their own type (SG_SUM_F_NATIVE). */
 SG_SIMD_CS_IN(cs_hn, SG_SIMD_U, vf, W32, 2, 2, 2, vh, ld_vh, ldm_vh, sg_simd_cs_vh, h_widen,
 	      ld_h, ldm_h, addn_h, st_h, stm_h)
-SG_SIMD_CS_IN(cs_bn, SG_SIMD_UNROLL_B2, vb, WB, 2, 2, 2, vi, ld_i, ldm_w16, sg_simd_cs_vi,
+SG_SIMD_CS_IN(cs_bn, SG_SIMD_UNROLL_CS_B2, vb, WB, 2, 2, 2, vi, ld_i, ldm_w16, sg_simd_cs_vi,
 	      b2_widen, ld_b2, ldm_b2, addn_b2, st_b2, stm_b2)
 /* fp16/bf16 into fp32 accumulators. */
 SG_SIMD_CS_IN(cs_acc_h, SG_SIMD_U, vf, W32, 4, 2, 4, vh, ld_vh, ldm_vh, sg_simd_cs_vh, h_widen,
@@ -429,7 +496,7 @@ static void simd_addk(enum sg_dtype dt, void *dst, const void *const *src, unsig
 		(native ? k_hn : k_h)(dst, src, k, n, nt);
 		break;
 	case SG_DTYPE_BF16:
-		(native ? k_bn : k_b)(dst, src, k, n, nt);
+		(k == 1 ? k_b1 : native ? k_bn : k_b)(dst, src, k, n, nt);
 		break;
 	case SG_DTYPE_INT32:
 		k_i32(dst, src, k, n, nt);

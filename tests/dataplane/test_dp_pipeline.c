@@ -6,21 +6,79 @@
  * injected on both directions, and pushes damaged under their UDP checksum.
  * Also: ARP, garbage frames counted by reason,
  * every layout kind (io + reduce, run to completion with hand-off, one lcore),
- * the sleep idle policy, and bad layouts refused with their documented
- * message before anything starts.
+ * the sleep idle policy, bad layouts refused with their documented
+ * message before anything starts, the end of a run, workers backing off when
+ * no answer comes, and pools faulted in when made.
  */
+#include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-#include <rte_eal.h>
-#include <rte_lcore.h>
+#include <sys/mman.h>
 
+#include <rte_eal.h>
+#include <rte_errno.h>
+#include <rte_lcore.h>
+#include <rte_mbuf.h>
+#include <rte_ring.h>
+
+#include "sg_dp_internal.h"
 #include "sg_dp_pipeline.h"
 #include "dp_pipe_util.h"
 #include "sg_test.h"
 
 static char err[512];
+
+struct residency {
+	size_t pages, resident;
+};
+
+/* rte_mempool_mem_iter callback: count the resident pages of one chunk (mincore). */
+static void count_resident(struct rte_mempool *mp, void *arg, struct rte_mempool_memhdr *mh,
+			   unsigned int idx)
+{
+	struct residency *r = arg;
+	uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+	uintptr_t lo = (uintptr_t)mh->addr & ~(page - 1);
+	size_t n = ((uintptr_t)mh->addr + mh->len - lo + page - 1) / page;
+	unsigned char *vec = calloc(n, 1);
+
+	(void)mp;
+	(void)idx;
+	if (vec != NULL && mincore((void *)lo, n * page, vec) == 0)
+		for (size_t i = 0; i < n; i++)
+			r->resident += vec[i] & 1;
+	r->pages += n;
+	free(vec);
+}
+
+/*
+ * Pools are faulted in when made (sg_dp_mempool_prefault): without hugepages
+ * EAL memory is mapped page by page on first touch, and a pool hands out every
+ * mbuf before it reuses one, so the faults went on through whole benchmark
+ * runs (about 30,000 a second in sigmad --demo on the loaded 2-CPU VM). Runs
+ * first, while EAL's memory is untouched: an mbuf's data pages are not
+ * resident until the pool is faulted in, and all of them are after.
+ */
+static void test_prefault(void)
+{
+	struct rte_mempool *mp = rte_pktmbuf_pool_create("sg_prefault_test", 512, 0, 0, 9216,
+							 (int)rte_socket_id());
+	struct residency before = {0}, after = {0};
+
+	if (!SG_CHECK(mp != NULL, "pool: %s", rte_strerror(rte_errno)))
+		return;
+	rte_mempool_mem_iter(mp, count_resident, &before);
+	sg_dp_mempool_prefault(mp);
+	rte_mempool_mem_iter(mp, count_resident, &after);
+	printf("prefault: %zu of %zu pages resident before, %zu after\n", before.resident,
+	       before.pages, after.resident);
+	SG_CHECK(before.resident < before.pages, "the test cannot tell: all resident before");
+	SG_CHECK_EQ(after.resident, after.pages);
+	rte_mempool_free(mp);
+}
 
 static void base_config(struct sg_dp_config *c, unsigned int workers, unsigned int keys)
 {
@@ -97,6 +155,10 @@ static void test_io_reduce(void)
 	SG_CHECK_EQ(drops_of(&r, SG_DP_ND_UDP_CSUM), 2);
 	SG_CHECK_EQ(drops_of(&r, SG_DP_ND_PROTO), 2);
 	SG_CHECK_EQ(r.eng.drops[SG_DP_DROP_MAGIC], 2);
+	/* pushes come from mbufs that hold their elements: none is copied while no
+	 * retransmit adds to the window (sg_dp_gen_conf.prepared) */
+	if (r.gen.retransmits == 0)
+		SG_CHECK_EQ(r.gen.copied, 0);
 }
 
 static void test_rtc_loss(void)
@@ -149,7 +211,107 @@ static void test_damaged_pushes(void)
 		SG_CHECK_EQ(drops_of(&r, SG_DP_ND_UDP_CSUM), r.gen.corrupted);
 		SG_CHECK_EQ(summed, r.gen.bytes_pushed); /* each intact push once, no damaged one */
 		SG_CHECK_EQ(r.eng.rx_pushes, r.gen.rounds_total * c.jobs[0].workers);
+		/* a damaged prepared push would stay damaged: each one built is a copy
+		 * (unsent also counts those built but refused by a full ring) */
+		SG_CHECK(r.gen.copied <= r.gen.pushes_sent + r.gen.retransmits &&
+				 r.gen.copied + r.gen.unsent >= r.gen.pushes_sent + r.gen.retransmits,
+			 "%lu pushes copied", (unsigned long)r.gen.copied);
 	}
+}
+
+/*
+ * The end of a run: every frame the generator sent has been received and
+ * dealt with before the counters are read. Workers that retransmit at once
+ * (after 1 us) keep copies of the last pushes in flight when the last RESULT
+ * comes back; the run must let the node take them in before it stops, or
+ * the node's counters fall short of the generator's (as test_io_reduce's and
+ * test_damaged_pushes' did under load, when a stalled node made the workers
+ * retransmit). One lcore, then an I/O lcore handing every push to a reducer.
+ */
+static void test_end_of_run(void)
+{
+	static const char *const rtc[] = {"(0,0,1)", NULL}, *const io[] = {NULL, "(0,0,1)"};
+
+	for (int l = 0; l < 2; l++) {
+		struct sg_dp_config c;
+		struct sg_dp_loop_conf lc = {.rounds = 3, .window = 4, .seed = 5, .retrans_us = 1,
+					     .timeout_s = 60};
+		struct sg_dp_loop_result r;
+		uint64_t rx = 0, handoff = 0, reduced = 0, sent;
+
+		base_config(&c, 3, 2);
+		dp_layout(&c, io[l], io[l] ? "2" : NULL, rtc[l]);
+		scenario(l ? "end of run, io+reduce" : "end of run, rtc", &c, &lc, &r);
+		for (unsigned int i = 0; i < r.n_lcores; i++) {
+			rx += r.lcores[i].rx_pkts;
+			handoff += r.lcores[i].handoff_pkts;
+			reduced += r.lcores[i].reduced_pkts;
+		}
+		sent = r.gen.pushes_sent + r.gen.retransmits - r.gen.unsent;
+		SG_CHECK(r.gen.retransmits > 0, "retransmitted");
+		SG_CHECK_EQ(rx, sent);
+		/* handed off or dropped for a full ring; every one handed off is reduced */
+		SG_CHECK_EQ(l ? handoff + drops_of(&r, SG_DP_ND_RING_FULL) : 0, l ? rx : 0);
+		SG_CHECK_EQ(reduced, l ? handoff : rx);
+	}
+}
+
+/*
+ * Workers whose node does not answer (descheduled, on a loaded machine) back
+ * off: each retransmit of a round doubles its slot's timeout, up to 64 x
+ * retrans_us. With a fixed timeout they resent the whole window every
+ * retrans_us, about 100 copies of each push in 100 ms here, which the node
+ * then had to work through once it ran again.
+ */
+static void test_backoff(void)
+{
+	const uint32_t workers = 2, window = 4, rto_us = 1000;
+	struct rte_ring *to = rte_ring_create("sg_bo_to", 4096, (int)rte_socket_id(), 0);
+	struct rte_ring *from = rte_ring_create("sg_bo_from", 64, (int)rte_socket_id(), 0);
+	struct rte_mempool *mp = rte_pktmbuf_pool_create("sg_bo_pool", 2048, 0,
+							 SG_DP_MBUF_PRIV_SIZE, 9216,
+							 (int)rte_socket_id());
+	struct sg_dp_gen_conf gc = {
+		.to_dut = to, .from_dut = from, .port = -1, .pool = mp, .dut_ip = 1,
+		.dut_udp_port = 9300, .job = 1, .token = 1, .workers = workers, .keys = 1,
+		.partition_bytes = 40000, .chunk_bytes = 8920, .rounds = 1, .window = window,
+		.retrans_us = rto_us, .seed = 1,
+	};
+	struct sg_dp_gen *g = NULL;
+	struct sg_dp_gen_stats st;
+	uint64_t hz = rte_get_tsc_hz(), t0, bound = 0;
+	double elapsed_us, next = 0;
+	void *m = NULL;
+
+	if (!SG_CHECK(to && from && mp, "rings and pool"))
+		goto out;
+	g = sg_dp_gen_create(&gc);
+	if (!SG_CHECK(g != NULL, "generator: %s", strerror(errno)))
+		goto out;
+	t0 = rte_rdtsc();
+	SG_CHECK_EQ(sg_dp_gen_run(g, t0 + hz / 10, NULL), -ETIMEDOUT);
+	elapsed_us = (double)(rte_rdtsc() - t0) * 1e6 / (double)hz;
+	sg_dp_gen_stats(g, &st);
+	/* the most retransmits of one push that doubling timeouts allow in that time:
+	 * the k-th comes rto x (1 + 2 + ... + 2^(k-1)) after the first send */
+	for (;; bound++) {
+		next += (double)rto_us * (double)(1u << (bound < 6 ? bound : 6));
+		if (next > elapsed_us)
+			break;
+	}
+	printf("back-off: %.0f ms without an answer: %lu retransmits, at most %lu allowed\n",
+	       elapsed_us / 1000, (unsigned long)st.retransmits,
+	       (unsigned long)(bound * window * workers));
+	SG_CHECK(st.retransmits >= window * workers, "every push was retransmitted");
+	SG_CHECK(st.retransmits <= bound * window * workers, "%lu retransmits",
+		 (unsigned long)st.retransmits);
+out:
+	sg_dp_gen_destroy(g);
+	while (to && rte_ring_dequeue(to, &m) == 0)
+		rte_pktmbuf_free(m);
+	rte_ring_free(to);
+	rte_ring_free(from);
+	rte_mempool_free(mp);
 }
 
 static void test_single_sleep(void)
@@ -214,10 +376,13 @@ int main(int argc, char **argv)
 	snprintf(prefix, sizeof(prefix), "--file-prefix=sg_dp_pipe_%d", (int)getpid());
 	if (rte_eal_init((int)(sizeof(eal) / sizeof(eal[0])) - 1, eal) < 0)
 		SG_TEST_SKIP_ALL("EAL cannot start here (no --no-huge support?)");
+	test_prefault();
 	test_bad_layouts();
 	test_io_reduce();
 	test_rtc_loss();
 	test_damaged_pushes();
+	test_end_of_run();
+	test_backoff();
 	test_single_sleep();
 	rte_eal_cleanup();
 	return sg_test_finish("dp_pipeline");

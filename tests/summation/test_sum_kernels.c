@@ -425,6 +425,9 @@ static const struct known {
 	{SG_DTYPE_BF16, 0, 2, {0x0001, 0x0001}, 0x0002},
 	{SG_DTYPE_BF16, 0, 2, {0x8001, 0x8001}, 0x8002},
 	{SG_DTYPE_BF16, 0, 2, {0x3f80, 0x7f81}, 0x7fc1},
+	{SG_DTYPE_BF16, 0, 1, {0x7f81}, 0x7fc1}, /* k = 1: no addition quiets it */
+	{SG_DTYPE_BF16, SG_SUM_F_NATIVE, 1, {0xff81}, 0xffc1},
+	{SG_DTYPE_BF16, 0, 1, {0xff80}, 0xff80},
 	{SG_DTYPE_BF16, 0, 3, {0x4380, 0x3f80, 0x3f80}, 0x4381}, /* 256 + 1 + 1 = 258 */
 	{SG_DTYPE_BF16, SG_SUM_F_NATIVE, 3, {0x4380, 0x3f80, 0x3f80}, 0x4380},
 	/* integers wrap modulo 2^bits */
@@ -473,6 +476,90 @@ static void test_known(void)
 	}
 }
 
+/*
+ * bf16 rounding, every pattern: each 16-bit top T (sign, exponent, 7
+ * mantissa bits) is summed with two bf16 inputs that put 16 more bits L
+ * exactly below its mantissa (T + hi + lo, the same sign, exact in fp32), for
+ * L around the tie 0x8000 and a random one; where the exponent is too small
+ * for the low bits to be bf16 (or T is infinite or NaN), L = 0. Every path's
+ * result, including scalar's, must be the test's own round-to-nearest-even of
+ * the 32 bits T:L (a NaN keeps its payload and gets the quiet bit), bit for
+ * bit. The k = 1 copy of every T must be T, a NaN quieted.
+ */
+static uint16_t rne_bf16(uint16_t t, uint16_t l)
+{
+	if ((t & 0x7f80) == 0x7f80)
+		return (t & 0x7f) != 0 ? t | 0x40 : t;
+	return (uint16_t)(t + (l > 0x8000 || (l == 0x8000 && (t & 1))));
+}
+
+static void test_bf16_all_tops(void)
+{
+	static const uint16_t lows[] = {0x0000, 0x0001, 0x7fff, 0x8000, 0x8001, 0xffff, 0};
+	const size_t nl = sizeof(lows) / sizeof(lows[0]), cap = 65536 * nl;
+	uint16_t *a = malloc(cap * 2), *hi = malloc(cap * 2), *lo = malloc(cap * 2);
+	uint16_t *want = malloc(cap * 2), *out = malloc(cap * 2), *tops = malloc(65536 * 2);
+	size_t n = 0, bad = 0;
+
+	if (a == NULL || hi == NULL || lo == NULL || want == NULL || out == NULL || tops == NULL)
+		SG_TEST_SKIP_ALL("out of memory");
+	for (uint32_t t = 0; t < 65536; t++) {
+		unsigned int e = (t >> 7) & 0xff;
+		float sign = t & 0x8000 ? -1.0f : 1.0f;
+
+		for (size_t j = 0; j < nl; j++) {
+			uint16_t l = j + 1 < nl ? lows[j] : (uint16_t)st_rand(&seed);
+			float fh, fl, sum;
+			uint32_t bits;
+
+			if ((e < 17 || e == 255) && j > 0)
+				break;
+			if (e < 17 || e == 255)
+				l = 0;
+			/* L's bit i weighs 2^(e - 150 + i): the high byte, then the low one */
+			fh = sign * ldexpf((float)(l >> 8), (int)e - 142);
+			fl = sign * ldexpf((float)(l & 0xff), (int)e - 150);
+			a[n] = (uint16_t)t;
+			hi[n] = sg_fp32_to_bf16(fh);
+			lo[n] = sg_fp32_to_bf16(fl);
+			sum = sg_bf16_to_fp32(a[n]) + sg_bf16_to_fp32(hi[n]) + sg_bf16_to_fp32(lo[n]);
+			memcpy(&bits, &sum, 4);
+			/* the inputs are exact and so is their sum, NaN apart */
+			if (!SG_CHECK(sg_bf16_to_fp32(hi[n]) == fh && sg_bf16_to_fp32(lo[n]) == fl &&
+					      (e == 255 || bits == (t << 16 | l)),
+				      "bf16 tops: T=0x%04x L=0x%04x built 0x%08x", t, l, bits))
+				goto out;
+			want[n++] = rne_bf16((uint16_t)t, l);
+		}
+	}
+	for (uint32_t t = 0; t < 65536; t++)
+		tops[t] = (uint16_t)t;
+	for (unsigned int p = 0; p <= npaths; p++) {
+		const struct sg_sum_kernels *kt = p ? paths[p - 1].kt : &sg_sum_kernels_scalar;
+		const char *name = p ? paths[p - 1].name : "scalar";
+		const void *src[3] = {a, hi, lo}, *copy[1] = {tops};
+
+		kt->addk(SG_DTYPE_BF16, out, src, 3, n, 0, false);
+		for (size_t i = 0; i < n; i++)
+			if (out[i] != want[i] && bad++ < 5)
+				SG_CHECK(false, "%s bf16 k=3 T=0x%04x (element %zu): 0x%04x, want 0x%04x",
+					 name, a[i], i, out[i], want[i]);
+		kt->addk(SG_DTYPE_BF16, out, copy, 1, 65536, 0, false);
+		for (uint32_t t = 0; t < 65536; t++)
+			if (out[t] != rne_bf16((uint16_t)t, 0) && bad++ < 5)
+				SG_CHECK(false, "%s bf16 k=1 0x%04x: 0x%04x, want 0x%04x", name, t,
+					 out[t], rne_bf16((uint16_t)t, 0));
+	}
+	SG_CHECK(bad == 0, "bf16 tops: %zu wrong elements", bad);
+out:
+	free(a);
+	free(hi);
+	free(lo);
+	free(want);
+	free(out);
+	free(tops);
+}
+
 int main(void)
 {
 	find_paths();
@@ -489,6 +576,7 @@ int main(void)
 	test_acc_kernels();
 	test_csum_kernels();
 	test_known();
+	test_bf16_all_tops();
 	for (unsigned int j = 0; j < SG_SUM_MAX_K; j++)
 		free(in[j]);
 	free(ref);
