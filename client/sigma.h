@@ -10,14 +10,17 @@
  *
  * **Reliability.** Each node has a credit window of outstanding chunks. A
  * chunk without a RESULT is resent after a retransmit timeout that doubles at
- * every retry (up to rto_max); a new chunk's first timeout follows the
- * measured round trip of its node's chunks (at least rto_us). A NACK halves the node's window (it grows back
- * by one per RESULT) and resends the chunk after a back-off. When every chunk
+ * every timeout (up to rto_max); a new chunk's first timeout follows the
+ * measured round trip of its node's chunks (at least rto_us). Without evidence
+ * of a loss (a later chunk's RESULT, or a NACK), a timeout resends only one of
+ * the node's chunks (a probe: a rank behind the others delays every RESULT, and
+ * resending the window would not help). A NACK, and a timeout, halve the node's window (it
+ * grows back by one per RESULT); a NACKed chunk is resent after a back-off. When every chunk
  * outstanding to a node was NACKed, one new chunk at a time goes out anyway,
  * so back-pressure cannot leave a rank unable to send the chunks the node's
  * slots wait for (docs/client.md; this needs the same conf.window on every
  * worker of a job). After max_retries
- * resends of one chunk the operation fails with -ETIMEDOUT and
+ * timeouts of one chunk the operation fails with -ETIMEDOUT and
  * sigma_last_error() names the node, the key, the chunk and the round (and the
  * missing ranks when the node reported them): a call never waits forever.
  *
@@ -118,7 +121,7 @@ struct sigma_conf {
 	uint32_t rto_us;          /**< first retransmit timeout, and the floor of the
 				       adaptive one (default 5000 us) */
 	uint32_t rto_max_us;      /**< back-off ceiling (default 200000 us) */
-	uint32_t max_retries;     /**< resends of one chunk before failing (default 10) */
+	uint32_t max_retries;     /**< timeouts of one chunk before failing (default 10) */
 	uint32_t first_round;     /**< round number of every tensor's first push_pull (default 0) */
 	enum sigma_transport transport; /**< default SIGMA_TRANSPORT_UDP */
 	const char *local_addr;   /**< UDP: address to bind (default any); DPDK: our IPv4 (required) */
@@ -193,6 +196,12 @@ struct sigma_stats {
 	uint64_t keys_moved;   /**< partitions moved off lost nodes */
 	uint64_t recovery_pushes; /**< pushes of a moved partition's last round (failover) */
 	uint64_t membership_changes; /**< changes the membership source reported */
+	/**
+	 * Timeouts that resent nothing: no evidence of a loss (no later chunk of
+	 * the node had its RESULT), and another of its chunks went as the probe
+	 * (a rank behind, not a lost packet; docs/client.md, "Retransmission").
+	 */
+	uint64_t timeouts_held;
 };
 
 struct sigma_session;
@@ -255,7 +264,7 @@ int sigma_poll(struct sigma_session *s, int timeout_us);
 /**
  * State of the tensor's last operation.
  * @return 0 (complete, or none started), -EINPROGRESS, or the failure (-errno):
- *         -ETIMEDOUT (no RESULT after max_retries resends), -EPROTO (ERROR
+ *         -ETIMEDOUT (no RESULT after max_retries timeouts), -EPROTO (ERROR
  *         MISMATCH: the node's job has another geometry or dtype), -ESTALE or
  *         -EPIPE (ERROR STALE or GONE: this session's rounds are behind the
  *         node's), -ENOSPC (ERROR FULL: an open job has no chunk slot left on

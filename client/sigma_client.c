@@ -31,11 +31,14 @@ struct sg_cli_slot {
 	uint32_t retries;
 	uint32_t rto_us;
 	uint64_t sent;      /* first sent at (the RTT sample of a RESULT without resend) */
-	uint64_t deadline;  /* resend at */
+	uint64_t tx_at;     /* last sent at */
+	uint64_t seq;       /* its node's send order (first sends), from 1 */
+	uint64_t deadline;  /* timeout at */
 	uint64_t missing;   /* ranks the node reported missing (WORKER_LOST) */
 	uint64_t give_up;   /* out of retries at a node still listed: fail at (0: not yet) */
 	uint32_t round;     /* the round pushed */
 	bool parked;        /* NACKed (until its RESULT): see has_credit() */
+	bool resent;        /* sent more than once: its RESULT gives no round trip (Karn) */
 	bool recov;         /* a failover push of the partition's last round: its RESULT is
 			       not written, and no reply fails an operation */
 };
@@ -52,6 +55,8 @@ struct sg_cli_node {
 	bool heard;                  /* a reply of this job (right token) came from it */
 	uint64_t srtt, rttvar;       /* ns: smoothed chunk round trip and its deviation, 0: none */
 	uint64_t rto;                /* ns: the timeout a new chunk gets (see rto_sample()) */
+	uint64_t next_seq;           /* send order of its next new chunk (from 1) */
+	uint64_t top_done;           /* highest send order that got its RESULT (0: none) */
 	bool warned;                 /* said it does not answer but is still listed */
 };
 
@@ -615,7 +620,8 @@ static void take_slot(struct sigma_session *s, struct sigma_tensor *t, uint32_t 
 
 	n->slots[idx] = (struct sg_cli_slot){.t = t, .part = p, .chunk = chunk, .round = round,
 					     .recov = recov, .rto_us = (uint32_t)(n->rto / 1000),
-					     .sent = now, .deadline = now + n->rto};
+					     .sent = now, .tx_at = now, .seq = ++n->next_seq,
+					     .deadline = now + n->rto};
 	t->slot_of[t->parts[p].first + chunk] = idx + 1;
 	n->outstanding++;
 	queue_push(s, t, p, chunk, round, false);
@@ -691,17 +697,76 @@ static void recov_done(struct sigma_session *s, uint32_t node, uint32_t idx)
 
 static int check_membership(struct sigma_session *s);
 
-/* Resend chunks whose timer expired; fail those out of retries. */
+/*
+ * Evidence that chunk @p sl of node @p n was lost, not waiting for a rank that
+ * is behind: it was NACKed, or a chunk first sent after it got its RESULT (every
+ * rank sends a node its chunks in the same order, so every rank had pushed this
+ * one before that one).
+ */
+static bool likely_lost(const struct sg_cli_node *n, const struct sg_cli_slot *sl)
+{
+	return sl->parked || sl->seq < n->top_done;
+}
+
+/*
+ * The probe of node @p n's timeouts: of its expired chunks without evidence of
+ * a loss, the last sent. Its RESULT is evidence for all the others. @return
+ * its index, or conf.window if none.
+ */
+static uint32_t pick_probe(const struct sigma_session *s, const struct sg_cli_node *n,
+			   uint64_t now)
+{
+	uint32_t probe = s->conf.window;
+
+	for (uint32_t k = 0; k < s->conf.window; k++) {
+		const struct sg_cli_slot *sl = &n->slots[k];
+
+		if (sl->t == NULL || sl->deadline > now || likely_lost(n, sl))
+			continue;
+		if (probe == s->conf.window || sl->seq > n->slots[probe].seq)
+			probe = k;
+	}
+	return probe;
+}
+
+static void resend(struct sigma_session *s, struct sg_cli_slot *sl, uint64_t now)
+{
+	s->st.retransmits++;
+	sl->resent = true;
+	sl->tx_at = now;
+	queue_push(s, sl->t, sl->part, sl->chunk, sl->round, true);
+}
+
+/*
+ * Chunks whose timer expired: resend, or fail those out of retries.
+ *
+ * A chunk's RESULT waits for every rank's push of it, so a timeout alone does
+ * not tell a lost packet from a rank that is behind (descheduled, or starting
+ * later): a stalled rank used to make every other rank resend its whole window
+ * at each back-off, thousands of datagrams the node reads only to drop as
+ * duplicates (docs/performance.md). So an expired chunk is resent only with
+ * evidence of a loss (likely_lost(), as TCP infers one from a SACK beyond a
+ * hole); the others count the timeout (retries, back-off) and wait, except one
+ * per node and scan, the last sent, which goes again as a probe: its RESULT
+ * (the rank behind caught up, or the probe replaced a lost push) is evidence
+ * for every chunk sent before it, and a rank that catches up pushes those
+ * first. A timeout also halves the node's congestion window (a loss may be a
+ * full socket buffer). Failing after max_retries timeouts is as before,
+ * resent or not.
+ */
 static void scan_timers(struct sigma_session *s, uint64_t now)
 {
 	for (unsigned int i = 0; i < s->conf.nnodes; i++) {
 		struct sg_cli_node *n = &s->nodes[i];
+		uint32_t probe = n->outstanding ? pick_probe(s, n, now) : s->conf.window;
+		bool expired = false;
 
 		for (uint32_t k = 0; k < s->conf.window && n->outstanding; k++) {
 			struct sg_cli_slot *sl = &n->slots[k];
 
 			if (sl->t == NULL || sl->deadline > now)
 				continue;
+			expired = true;
 			if (sl->retries >= s->conf.max_retries && s->conf.membership != NULL &&
 			    sl->give_up == 0) {
 				/* look now: the node may be gone, its keys moved (this slot too) */
@@ -742,9 +807,13 @@ static void scan_timers(struct sigma_session *s, uint64_t now)
 			/* the back-off holds for new chunks too, until a round trip is measured */
 			if (sl->rto_us * 1000ull > n->rto)
 				n->rto = sl->rto_us * 1000ull;
-			s->st.retransmits++;
-			queue_push(s, sl->t, sl->part, sl->chunk, sl->round, true);
+			if (likely_lost(n, sl) || k == probe)
+				resend(s, sl, now);
+			else
+				s->st.timeouts_held++;
 		}
+		if (expired)
+			n->cwnd = n->cwnd > 1 ? n->cwnd / 2 : 1;
 	}
 }
 
@@ -820,6 +889,8 @@ static void on_result(struct sigma_session *s, const struct sg_dp_msg *m, uint64
 	t = sl->t;
 	pt = &t->parts[sl->part];
 	if (sl->recov) { /* a failover push: the ranks that waited for it write the sum */
+		if (sl->seq > s->nodes[node].top_done)
+			s->nodes[node].top_done = sl->seq;
 		recov_done(s, node, idx);
 		return;
 	}
@@ -831,7 +902,9 @@ static void on_result(struct sigma_session *s, const struct sg_dp_msg *m, uint64
 	}
 	memcpy(t->out + pt->byte_off + m->offset, m->payload, m->payload_len);
 	n = &s->nodes[node];
-	if (sl->retries == 0 && !sl->parked)
+	if (sl->seq > n->top_done)
+		n->top_done = sl->seq;
+	if (!sl->resent && !sl->parked)
 		rto_sample(&s->conf, n, now - sl->sent);
 	slot_free(s, node, idx);
 	if (n->cwnd < s->conf.window)

@@ -112,7 +112,7 @@ class SigmaStats(ctypes.Structure):
     _fields_ = [(n, ctypes.c_uint64) for n in (
         "tx_packets", "rx_packets", "rx_results", "rx_stale", "rx_bad", "retransmits",
         "nacks", "errors", "ops_done", "ops_failed", "nodes_lost", "keys_moved",
-        "recovery_pushes", "membership_changes")]
+        "recovery_pushes", "membership_changes", "timeouts_held")]
 
 
 class SigmaJob(ctypes.Structure):

@@ -48,6 +48,7 @@ int main(void)
 	F(struct sigma_stats, ops_done); F(struct sigma_stats, ops_failed);
 	F(struct sigma_stats, nodes_lost); F(struct sigma_stats, keys_moved);
 	F(struct sigma_stats, recovery_pushes); F(struct sigma_stats, membership_changes);
+	F(struct sigma_stats, timeouts_held);
 	END();
 	begin("SigmaJob", sizeof(struct sigma_job));
 	F(struct sigma_job, conf); F(struct sigma_job, dtype); F(struct sigma_job, mode);
