@@ -14,8 +14,9 @@
  * measured round trip of its node's chunks (at least rto_us). Without evidence
  * of a loss (a later chunk's RESULT, or a NACK), a timeout resends only one of
  * the node's chunks (a probe: a rank behind the others delays every RESULT, and
- * resending the window would not help). A NACK, and a timeout, halve the node's window (it
- * grows back by one per RESULT); a NACKed chunk is resent after a back-off. When every chunk
+ * resending the window would not help). A NACK, and a loss found so, halve the
+ * node's window (it grows back by one per RESULT); a NACKed chunk is resent after
+ * a back-off. When every chunk
  * outstanding to a node was NACKed, one new chunk at a time goes out anyway,
  * so back-pressure cannot leave a rank unable to send the chunks the node's
  * slots wait for (docs/client.md; this needs the same conf.window on every

@@ -750,23 +750,23 @@ static void resend(struct sigma_session *s, struct sg_cli_slot *sl, uint64_t now
  * per node and scan, the last sent, which goes again as a probe: its RESULT
  * (the rank behind caught up, or the probe replaced a lost push) is evidence
  * for every chunk sent before it, and a rank that catches up pushes those
- * first. A timeout also halves the node's congestion window (a loss may be a
- * full socket buffer). Failing after max_retries timeouts is as before,
- * resent or not.
+ * first. A scan that finds a loss also halves the node's congestion window (it
+ * may be a full socket buffer); timeouts without one do not (a rank that is
+ * ahead would only send later, and its round trips would mix waits with none).
+ * Failing after max_retries timeouts is as before, resent or not.
  */
 static void scan_timers(struct sigma_session *s, uint64_t now)
 {
 	for (unsigned int i = 0; i < s->conf.nnodes; i++) {
 		struct sg_cli_node *n = &s->nodes[i];
 		uint32_t probe = n->outstanding ? pick_probe(s, n, now) : s->conf.window;
-		bool expired = false;
+		bool lost = false;
 
 		for (uint32_t k = 0; k < s->conf.window && n->outstanding; k++) {
 			struct sg_cli_slot *sl = &n->slots[k];
 
 			if (sl->t == NULL || sl->deadline > now)
 				continue;
-			expired = true;
 			if (sl->retries >= s->conf.max_retries && s->conf.membership != NULL &&
 			    sl->give_up == 0) {
 				/* look now: the node may be gone, its keys moved (this slot too) */
@@ -807,12 +807,13 @@ static void scan_timers(struct sigma_session *s, uint64_t now)
 			/* the back-off holds for new chunks too, until a round trip is measured */
 			if (sl->rto_us * 1000ull > n->rto)
 				n->rto = sl->rto_us * 1000ull;
+			lost |= !sl->parked && likely_lost(n, sl);
 			if (likely_lost(n, sl) || k == probe)
 				resend(s, sl, now);
 			else
 				s->st.timeouts_held++;
 		}
-		if (expired)
+		if (lost)
 			n->cwnd = n->cwnd > 1 ? n->cwnd / 2 : 1;
 	}
 }
