@@ -49,6 +49,8 @@ struct sigma_udpd_conf {
 struct sigma_udpd_io {
 	uint64_t rx_msgs, rx_dgrams; /**< received: messages, and the datagrams they held */
 	uint64_t tx_msgs, tx_dgrams; /**< sent: messages, and the datagrams they held */
+	uint64_t tx_bufs;            /**< packets the engine wrote: a RESULT to several workers
+					  is written once and sent to each with its own header */
 };
 
 struct sigma_udpd;

@@ -757,6 +757,7 @@ static void node_io(const struct cu_group *g, struct sigma_udpd_io *sum)
 		sum->rx_dgrams += io.rx_dgrams;
 		sum->tx_msgs += io.tx_msgs;
 		sum->tx_dgrams += io.tx_dgrams;
+		sum->tx_bufs += io.tx_bufs;
 	}
 }
 
@@ -788,6 +789,10 @@ static void test_gso(void)
 		 "default nodes: received %" PRIu64 " datagrams in %" PRIu64 " messages, sent %"
 		 PRIu64 " in %" PRIu64 ": want fewer messages both ways", io.rx_dgrams,
 		 io.rx_msgs, io.tx_dgrams, io.tx_msgs);
+	/* each RESULT was written once for the 3 workers (sends to one rank: resends only) */
+	SG_CHECK(io.tx_bufs * 2 < io.tx_dgrams, "the nodes wrote %" PRIu64 " packets for %"
+		 PRIu64 " datagrams: want each RESULT written once for its 3 workers",
+		 io.tx_bufs, io.tx_dgrams);
 	cu_free(&g);
 
 	/* plain workers, nodes with no_gso: one datagram per message each way, as before */
