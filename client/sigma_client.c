@@ -16,7 +16,8 @@
 
 RTE_LOG_REGISTER(sg_cli_logtype, sigma.client, INFO);
 
-#define SG_CLI_DEF_WINDOW 256
+#define SG_CLI_WINDOW_MIN 16
+#define SG_CLI_WINDOW_MAX 256
 #define SG_CLI_DEF_RTO_US 5000
 #define SG_CLI_DEF_RTO_MAX_US 200000
 #define SG_CLI_DEF_RETRIES 10
@@ -137,6 +138,22 @@ static int conf_error(const char *fmt, ...)
 	return -EINVAL;
 }
 
+uint32_t sigma_window_default(unsigned int nworkers, uint32_t chunk_bytes)
+{
+	/* every worker's window must fit a node's socket buffer at once: 4 MB of a
+	 * non-root node's 8 MB (rmem_max 4 MB, doubled), and 1 MB covers loopback's
+	 * bandwidth-delay product (docs/performance.md) */
+	uint64_t bytes = 1 << 20, w;
+
+	if (nworkers == 0 || chunk_bytes == 0)
+		return SG_CLI_WINDOW_MIN;
+	if (bytes > (4u << 20) / nworkers)
+		bytes = (4u << 20) / nworkers;
+	w = bytes / chunk_bytes;
+	return w < SG_CLI_WINDOW_MIN ? SG_CLI_WINDOW_MIN : w > SG_CLI_WINDOW_MAX ? SG_CLI_WINDOW_MAX :
+										 (uint32_t)w;
+}
+
 static int check_conf(struct sigma_conf *c)
 {
 	if (c->nworkers == 0 || c->nworkers > SG_MAX_WORKERS)
@@ -156,7 +173,7 @@ static int check_conf(struct sigma_conf *c)
 		return conf_error("partition_bytes %u: must be a multiple of 8 and >= chunk_bytes",
 				  c->partition_bytes);
 	if (c->window == 0)
-		c->window = SG_CLI_DEF_WINDOW;
+		c->window = sigma_window_default(c->nworkers, c->chunk_bytes);
 	if (c->window > 65536)
 		return conf_error("window %u > 65536", c->window);
 	if (c->rto_us == 0)
@@ -175,6 +192,12 @@ static int check_conf(struct sigma_conf *c)
 		c->dpdk_rx_queues = 1;
 	if (c->failover_wait_us == 0)
 		c->failover_wait_us = SG_CLI_DEF_FAILOVER_WAIT_US;
+	if (c->udp_gso > SIGMA_GSO_OFF)
+		return conf_error("udp_gso %u: SIGMA_GSO_DEFAULT, _ON or _OFF", c->udp_gso);
+	if (c->spin_us == 0)
+		c->spin_us = SIGMA_SPIN_US_DEFAULT;
+	if (c->spin_us > 1000000)
+		return conf_error("spin_us %d: at most 1 s (negative: never)", c->spin_us);
 	if (c->dpdk_rx_queues > SIGMA_DPDK_MAX_RXQ)
 		return conf_error("dpdk_rx_queues %u not in 1..%u", c->dpdk_rx_queues,
 				  SIGMA_DPDK_MAX_RXQ);
@@ -1079,6 +1102,23 @@ static void handle(struct sigma_session *s, const void *buf, uint32_t len, uint6
 	}
 }
 
+/*
+ * How long sigma_poll() polls before it sleeps (conf.spin_us): only while few
+ * chunks are outstanding. A small operation's reply comes within a round trip,
+ * which a wake-up would double; a large one's come in bulk, and polling would
+ * take the CPU the node and the other workers need (docs/performance.md).
+ */
+static int spin_us(const struct sigma_session *s)
+{
+	uint64_t out = 0;
+
+	if (s->conf.spin_us <= 0)
+		return 0;
+	for (unsigned int i = 0; i < s->conf.nnodes; i++)
+		out += s->nodes[i].outstanding;
+	return out * s->conf.chunk_bytes <= SIGMA_SPIN_MAX_BYTES ? s->conf.spin_us : 0;
+}
+
 int sigma_poll(struct sigma_session *s, int timeout_us)
 {
 	struct sg_cli_rxpkt rx[SG_CLI_BURST];
@@ -1090,7 +1130,7 @@ int sigma_poll(struct sigma_session *s, int timeout_us)
 	s->finished = 0;
 	/* the loop's first pass sends what the windows allow */
 	do {
-		n = s->tp->recv(s->tp, rx, SG_CLI_BURST, 0);
+		n = s->tp->recv(s->tp, rx, SG_CLI_BURST, 0, 0);
 		if (n < 0)
 			return n;
 		now = sg_cli_now_ns();
@@ -1101,12 +1141,15 @@ int sigma_poll(struct sigma_session *s, int timeout_us)
 		flush(s);
 	} while (n == SG_CLI_BURST);
 	if (n == 0 && s->finished == 0 && timeout_us > 0 && s->active != NULL) {
-		/* Nothing arrived: sleep until a packet or the next timer scan. */
+		/* Nothing arrived: poll a while (spin_us()), then sleep until a packet or
+		 * the next timer scan. */
 		uint64_t wait = s->next_scan > now ? (s->next_scan - now) / 1000 : 0;
+		int spin = spin_us(s);
 
 		if (wait > (uint64_t)timeout_us)
 			wait = (uint64_t)timeout_us;
-		n = s->tp->recv(s->tp, rx, SG_CLI_BURST, (int)wait);
+		s->st.spins += spin > 0 && wait > 0;
+		n = s->tp->recv(s->tp, rx, SG_CLI_BURST, (int)wait, spin);
 		if (n < 0)
 			return n;
 		now = sg_cli_now_ns();

@@ -7,7 +7,8 @@
  * The kernel's per-datagram cost, not the summing, bounds this node, so it
  * moves up to 64 KB per message each way: UDP_GRO on receive (a worker's
  * UDP_SEGMENT send arrives as one message) and UDP_SEGMENT on send (the
- * replies of one length to one worker in a burst leave as one message).
+ * replies of one length to one worker in a burst leave as one message). Under
+ * light traffic it polls a little before it sleeps (conf.spin_us).
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -54,6 +55,8 @@ struct sigma_udpd {
 	uint8_t *cur;                            /* the buffer the engine is filling */
 	uint64_t cur_dest;                       /* ... for this worker (tx_alloc) */
 	bool gso;                                /* conf.no_gso off, until the kernel refuses */
+	uint64_t spin_ns;                        /* conf.spin_us (0: never) */
+	int last_burst;                          /* datagrams of the last burst that had any */
 	struct sockaddr_in txaddr[SG_CLI_BURST]; /* each datagram's destination */
 	uint32_t txlen[SG_CLI_BURST];            /* ... its length */
 	const uint8_t *txhdr[SG_CLI_BURST];      /* ... its header */
@@ -64,7 +67,7 @@ struct sigma_udpd {
 						    grouped by message */
 	uint8_t txctl[SG_CLI_BURST][SG_CLI_SEGCTL];
 	uint8_t *txbuf;
-	_Atomic uint64_t tx_msgs, tx_dgrams, tx_bufs; /* read by sigma_udpd_io_stats() */
+	_Atomic uint64_t tx_msgs, tx_dgrams, tx_bufs, spins; /* read by sigma_udpd_io_stats() */
 };
 
 /* Addresses travel through the engine as one opaque u64: IPv4 << 16 | port. */
@@ -259,6 +262,14 @@ static void *node_main(void *arg)
 		int n;
 
 		n = sg_cli_rx_take(d->rx, d->rxpkt, d->rxfrom, SG_CLI_BURST);
+		/* light traffic: a worker's next push or its peers' come soon, and a
+		 * wake-up would take longer (docs/performance.md) */
+		if (n == 0 && d->spin_ns && d->last_burst <= SIGMA_UDPD_SPIN_BURST) {
+			d->spins++;
+			n = sg_cli_rx_spin(d->rx, d->rxpkt, d->rxfrom, SG_CLI_BURST, d->spin_ns);
+		}
+		if (n > 0)
+			d->last_burst = n;
 		if (n <= 0) {
 			if (n < 0)
 				break;
@@ -290,7 +301,7 @@ struct sigma_udpd *sigma_udpd_create(const struct sigma_udpd_conf *conf)
 	struct sigma_udpd *d;
 	int err;
 
-	if (conf == NULL) {
+	if (conf == NULL || conf->spin_us > 1000000) {
 		errno = EINVAL;
 		return NULL;
 	}
@@ -302,6 +313,9 @@ struct sigma_udpd *sigma_udpd_create(const struct sigma_udpd_conf *conf)
 	d->rng = conf->seed ? conf->seed : 0x9e3779b97f4a7c15ull;
 	pthread_mutex_init(&d->lock, NULL);
 	d->gso = !conf->no_gso;
+	d->spin_ns = conf->spin_us < 0 ? 0 :
+		     (uint64_t)(conf->spin_us ? conf->spin_us : SIGMA_SPIN_US_DEFAULT) * 1000;
+	d->last_burst = SG_CLI_BURST; /* no polling before traffic */
 	d->txbuf = malloc((size_t)SG_CLI_BURST * UDPD_BUF);
 	if (d->txbuf == NULL) {
 		err = ENOMEM;
@@ -431,6 +445,7 @@ void sigma_udpd_io_stats(struct sigma_udpd *d, struct sigma_udpd_io *io)
 	io->tx_msgs = d->tx_msgs;
 	io->tx_dgrams = d->tx_dgrams;
 	io->tx_bufs = d->tx_bufs;
+	io->spins = d->spins;
 }
 
 void sigma_udpd_destroy(struct sigma_udpd *d)

@@ -218,6 +218,8 @@ static void usage(FILE *f)
 		"  --secret-file F   shared secret for TCP (mode 0600)\n"
 		"  --max-chunk B     largest chunk_bytes a job may use here [8920]\n"
 		"  --pool-bufs N     accumulator buffers [4096]\n"
+		"  --spin-us U       after light traffic, poll this long before sleeping; 0: never\n"
+		"                    [200]\n"
 		"  --etcd URLS       register in etcd: http://host:port[,...] (docs/cluster.md)\n"
 		"  --cluster NAME    the cluster's name: records under /sigma/NAME/ [default]\n"
 		"  --ttl S           lease TTL, the liveness timeout, 1..3600 s [5]\n"
@@ -249,7 +251,7 @@ int main(int argc, char **argv)
 		{"pool-bufs", required_argument, NULL, 'b'}, {"help", no_argument, NULL, 'h'},
 		{"etcd", required_argument, NULL, 'E'}, {"cluster", required_argument, NULL, 'C'},
 		{"ttl", required_argument, NULL, 'T'}, {"drop-rx", required_argument, NULL, 'R'},
-		{"drop-tx", required_argument, NULL, 'X'},
+		{"drop-tx", required_argument, NULL, 'X'}, {"spin-us", required_argument, NULL, 'S'},
 		{NULL, 0, NULL, 0},
 	};
 	static struct node n = {.name = "sigma-udpd", .addr = "127.0.0.1", .gbps = 10};
@@ -310,6 +312,11 @@ int main(int argc, char **argv)
 			break;
 		case 'E':
 			etcd = optarg;
+			break;
+		case 'S':
+			if (parse_num(optarg, 0, 1000000, &v) != 0 || v != floor(v))
+				goto bad;
+			dc.spin_us = v == 0 ? -1 : (int32_t)v;
 			break;
 		case 'C':
 			rc.cluster = optarg;

@@ -492,6 +492,8 @@ static void test_garbage(void)
 	c = ok, c.partition_bytes = 512, expect_bad_conf(c, "partition < chunk");
 	c = ok, c.weights = zero_w, expect_bad_conf(c, "all weights 0");
 	c = ok, c.transport = 7, expect_bad_conf(c, "unknown transport");
+	c = ok, c.udp_gso = 3, expect_bad_conf(c, "udp_gso 3");
+	c = ok, c.spin_us = 1000001, expect_bad_conf(c, "spin_us above 1 s");
 	SG_CHECK(sigma_open(NULL) == NULL, "NULL conf accepted");
 
 	SG_CHECK_EQ(cu_nodes(&g, 1, &plain_node), 0);
@@ -676,7 +678,7 @@ out:
  * chunks (20 partitions of one 1424-byte chunk): each message's datagrams
  * are counted and parsed. @return messages that carried several datagrams.
  */
-static unsigned int gso_messages(bool gso, unsigned int *dgrams, unsigned int *bad)
+static unsigned int gso_messages(uint8_t gso, unsigned int *dgrams, unsigned int *bad)
 {
 	enum { NE = 1424 / 4 * 20 };
 	struct sigma_node node = {.addr = "127.0.0.1"};
@@ -764,20 +766,73 @@ static void node_io(const struct cu_group *g, struct sigma_udpd_io *sum)
 static const struct sigma_udpd_conf no_gso_node = {.engine = {.pool_bufs = 4096},
 						   .no_gso = true};
 
+/*
+ * Polling before sleeping (conf.spin_us, sigma_udpd_conf.spin_us): by default
+ * a small push_pull's waits poll first, on the workers and the node; negative
+ * turns it off on both; the default window follows N and the chunk size.
+ * Sums exact either way.
+ */
+static void test_spin(void)
+{
+	const size_t sizes[] = {1024};
+	struct sigma_udpd_conf off_node = plain_node;
+	struct sigma_conf c = {.job = 18, .token = 0x5917};
+	struct cu_group g = {0};
+	struct sigma_udpd_io io;
+	struct sigma_stats st[2];
+
+	SG_CHECK_EQ(sigma_window_default(2, 8920), 117);   /* 1 MB */
+	SG_CHECK_EQ(sigma_window_default(4, 8920), 117);   /* 4 MB / 4 */
+	SG_CHECK_EQ(sigma_window_default(8, 8920), 58);    /* 512 KB */
+	SG_CHECK_EQ(sigma_window_default(64, 8920), 16);   /* 64 KB: at least 16 */
+	SG_CHECK_EQ(sigma_window_default(2, 1424), 256);   /* at most 256 */
+	SG_CHECK_EQ(sigma_window_default(0, 1424), 16);
+	SG_CHECK_EQ(cu_nodes(&g, 1, &plain_node), 0);
+	SG_CHECK_EQ(cu_sessions(&g, 2, &c), 0);
+	run_fp32(&g, sizes, 1, 20, "spin");
+	sigma_udpd_io_stats(g.d[0], &io);
+	for (unsigned int r = 0; r < 2; r++)
+		sigma_get_stats(g.s[r], &st[r]);
+	SG_CHECK(st[0].spins > 0 && st[1].spins > 0 && io.spins > 0, "default spin_us: the "
+		 "workers polled %" PRIu64 " and %" PRIu64 " times, the node %" PRIu64 ", want some "
+		 "each", st[0].spins, st[1].spins, io.spins);
+	cu_free(&g);
+
+	g = (struct cu_group){0};
+	off_node.spin_us = -1;
+	c.spin_us = -1;
+	SG_CHECK_EQ(cu_nodes(&g, 1, &off_node), 0);
+	SG_CHECK_EQ(cu_sessions(&g, 2, &c), 0);
+	run_fp32(&g, sizes, 1, 20, "no spin");
+	sigma_udpd_io_stats(g.d[0], &io);
+	for (unsigned int r = 0; r < 2; r++)
+		sigma_get_stats(g.s[r], &st[r]);
+	SG_CHECK(st[0].spins == 0 && st[1].spins == 0 && io.spins == 0, "spin_us -1: the workers "
+		 "polled %" PRIu64 " and %" PRIu64 " times, the node %" PRIu64 ", want none",
+		 st[0].spins, st[1].spins, io.spins);
+	cu_free(&g);
+	off_node.spin_us = 1000001;
+	SG_CHECK(sigma_udpd_create(&off_node) == NULL && errno == EINVAL, "a node with spin_us "
+		 "above 1 s was made");
+}
+
 static void test_gso(void)
 {
 	struct sigma_udpd_io io;
 	const size_t sizes[] = {1, 356, 16384, 100001};
 	struct cu_group g = {0};
-	struct sigma_conf c = {.job = 12, .token = 0xabcdef, .partition_bytes = 65536,
-			       .udp_gso = true};
+	struct sigma_conf c = {.job = 12, .token = 0xabcdef, .partition_bytes = 65536};
 	unsigned int dgrams, bad, multi;
 
-	multi = gso_messages(true, &dgrams, &bad);
-	SG_CHECK(multi > 0 && dgrams == 20 && bad == 0, "udp_gso: %u messages carried several "
+	/* GSO is the default (it was off before: this failed) */
+	multi = gso_messages(SIGMA_GSO_DEFAULT, &dgrams, &bad);
+	SG_CHECK(multi > 0 && dgrams == 20 && bad == 0, "udp_gso default: %u messages carried "
+		 "several of the %u datagrams (want 20, all pushes; %u bad)", multi, dgrams, bad);
+	multi = gso_messages(SIGMA_GSO_ON, &dgrams, &bad);
+	SG_CHECK(multi > 0 && dgrams == 20 && bad == 0, "udp_gso on: %u messages carried several "
 		 "of the %u datagrams (want 20, all pushes; %u bad)", multi, dgrams, bad);
-	multi = gso_messages(false, &dgrams, &bad);
-	SG_CHECK(multi == 0 && dgrams == 20 && bad == 0, "without udp_gso: %u messages carried "
+	multi = gso_messages(SIGMA_GSO_OFF, &dgrams, &bad);
+	SG_CHECK(multi == 0 && dgrams == 20 && bad == 0, "udp_gso off: %u messages carried "
 		 "several of the %u datagrams (%u bad)", multi, dgrams, bad);
 	SG_CHECK_EQ(cu_nodes(&g, 2, &plain_node), 0);
 	SG_CHECK_EQ(cu_sessions(&g, 3, &c), 0);
@@ -797,7 +852,7 @@ static void test_gso(void)
 
 	/* plain workers, nodes with no_gso: one datagram per message each way, as before */
 	g = (struct cu_group){0};
-	c.udp_gso = false;
+	c.udp_gso = SIGMA_GSO_OFF;
 	SG_CHECK_EQ(cu_nodes(&g, 2, &no_gso_node), 0);
 	SG_CHECK_EQ(cu_sessions(&g, 3, &c), 0);
 	run_fp32(&g, sizes, 4, 2, "no gso");
@@ -833,5 +888,6 @@ int main(void)
 	test_garbage();
 	test_steer_ports();
 	test_gso();
+	test_spin();
 	return sg_test_finish("client");
 }
