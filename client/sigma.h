@@ -134,7 +134,9 @@ struct sigma_conf {
 	 * Outstanding chunks per node; the same on every worker of a job. Default
 	 * (0): about 1 MB per node, less for large N (min(1 MB, 4 MB / nworkers)
 	 * / chunk_bytes, within 16..256 chunks), so that every worker's window
-	 * fits a node's socket buffer at once; sigma_window_default().
+	 * fits a node's socket buffer at once; sigma_window_default(). This is
+	 * the window of the node of the largest placement weight; the others get
+	 * it in proportion to their weight (at least 1).
 	 */
 	uint32_t window;
 	uint32_t rto_us;          /**< first retransmit timeout, and the floor of the

@@ -47,7 +47,8 @@ struct sg_cli_slot {
 struct sg_cli_node {
 	char label[SG_CLI_NAME_LEN]; /* "name (addr:port)" for messages */
 	char name[SG_CLI_NAME_LEN];  /* placement identity */
-	uint32_t cwnd;               /* current credit window, 1..window */
+	uint32_t wmax;               /* its window: conf.window scaled by its weight */
+	uint32_t cwnd;               /* current credit window, 1..wmax */
 	uint32_t outstanding;        /* window entries taken (chunks without RESULT) */
 	uint32_t parked;             /* ... of which NACKed (parked) */
 	struct sg_cli_slot *slots;   /* window entries */
@@ -220,6 +221,28 @@ static int check_conf(struct sigma_conf *c)
 	return 0;
 }
 
+/*
+ * Each node's window: conf.window for the node of the largest placement weight,
+ * in proportion for the others (at least 1). A worker's pushes to all nodes
+ * share its link: with equal windows each node got an equal share of it, and
+ * a node that sums three times the bytes of another finished last while the
+ * others' links idled (docs/emulated-cluster.md). Every worker has the same
+ * weights, so every worker gives a node the same window (docs/client.md).
+ */
+static void node_windows(struct sigma_session *s)
+{
+	double top = 0;
+
+	for (unsigned int i = 0; i < s->conf.nnodes; i++)
+		top = s->weights[i] > top ? s->weights[i] : top;
+	for (unsigned int i = 0; i < s->conf.nnodes; i++) {
+		double w = top > 0 ? s->conf.window * s->weights[i] / top + 0.5 : 1;
+
+		s->nodes[i].wmax = w < 1 ? 1 : w > s->conf.window ? s->conf.window : (uint32_t)w;
+		s->nodes[i].cwnd = s->nodes[i].wmax;
+	}
+}
+
 static int setup_nodes(struct sigma_session *s)
 {
 	const struct sigma_conf *c = &s->conf;
@@ -245,7 +268,6 @@ static int setup_nodes(struct sigma_session *s)
 			snprintf(n->label, sizeof(n->label), "%.24s (%.16s:%u)", cn->name,
 				 cn->addr, port);
 		}
-		n->cwnd = c->window;
 		n->rto = c->rto_us * 1000ull;
 		n->slots = calloc(c->window, sizeof(*n->slots));
 		n->free_slots = malloc(c->window * sizeof(*n->free_slots));
@@ -271,10 +293,13 @@ static int setup_nodes(struct sigma_session *s)
 		}
 		if (!(sum > 0))
 			return conf_error("every placement weight is 0");
-		return 0;
+	} else {
+		rc = sg_ctl_place_weights(s->place, c->nnodes, s->weights);
+		if (rc < 0)
+			return conf_error("placement weights: %s", strerror(-rc));
 	}
-	rc = sg_ctl_place_weights(s->place, c->nnodes, s->weights);
-	return rc < 0 ? conf_error("placement weights: %s", strerror(-rc)) : 0;
+	node_windows(s);
+	return 0;
 }
 
 struct sigma_session *sigma_open(const struct sigma_conf *conf)
@@ -624,14 +649,15 @@ static void queue_push(struct sigma_session *s, const struct sigma_tensor *t, ui
  * of may be the next one we have not sent (the other ranks filled the node's
  * slots-in-flight with later chunks, so all of ours are NACKed), and waiting
  * for credit that only a RESULT can give would stall every rank for good.
- * The window (conf.window entries) still bounds the chunks without RESULT:
- * since every rank has the same window and sends in the same order, the rank
+ * The node's window (wmax) still bounds the chunks without RESULT: since every
+ * rank has the same window for the node and sends in the same order, the rank
  * furthest behind can always reach the chunks the others wait in
  * (docs/client.md).
  */
 static bool has_credit(const struct sg_cli_node *n)
 {
-	return n->nfree > 0 && (n->outstanding < n->cwnd || n->outstanding == n->parked);
+	return n->outstanding < n->wmax &&
+	       (n->outstanding < n->cwnd || n->outstanding == n->parked);
 }
 
 /* Take a window entry of node @p n for chunk @p chunk of @p t's partition @p p, and queue it. */
@@ -931,7 +957,7 @@ static void on_result(struct sigma_session *s, const struct sg_dp_msg *m, uint64
 	if (!sl->resent && !sl->parked)
 		rto_sample(&s->conf, n, now - sl->sent);
 	slot_free(s, node, idx);
-	if (n->cwnd < s->conf.window)
+	if (n->cwnd < n->wmax)
 		n->cwnd++;
 	s->st.rx_results++;
 	if (--pt->left == 0)
@@ -1302,7 +1328,7 @@ int sigma_node_lost(struct sigma_session *s, unsigned int node, const char *why)
 			sl->t->parts[sl->part].rleft--;
 		slot_free(s, node, k);
 	}
-	n->cwnd = s->conf.window;
+	n->cwnd = n->wmax;
 	for (unsigned int i = 0; i < s->conf.nnodes; i++)
 		left |= s->weights[i] > 0;
 	if (!left) {

@@ -11,7 +11,8 @@
  *   every chunk outstanding, and counts the others in timeouts_held;
  * - the probe is the last chunk sent, and its RESULT makes the next timeouts
  *   resend the chunks sent before it;
- * - the output is what the RESULTs carried.
+ * - the output is what the RESULTs carried;
+ * - each node's window follows its placement weight.
  */
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -121,6 +122,76 @@ static void check_out(const float *out)
 	SG_CHECK_EQ(bad, 0);
 }
 
+/* A UDP socket on 127.0.0.1 for a fake node; its port in @p port. */
+static int fake_node(uint16_t *port)
+{
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	socklen_t alen = sizeof(a);
+	int fd = socket(AF_INET, SOCK_DGRAM, 0);
+
+	SG_CHECK(fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0 &&
+		 getsockname(fd, (struct sockaddr *)&a, &alen) == 0, "fake node socket");
+	*port = ntohs(a.sin_port);
+	return fd;
+}
+
+/* Pushes queued at @p fd, read and dropped. */
+static unsigned int drain(int fd)
+{
+	uint8_t buf[SG_DP_HDR_LEN + SG_MAX_CHUNK_BYTES];
+	unsigned int n = 0;
+
+	while (recv(fd, buf, sizeof(buf), MSG_DONTWAIT) > 0)
+		n++;
+	return n;
+}
+
+/*
+ * Each node's window follows its placement weight: with weights 3:1 and a
+ * window of 8, the heavy node gets 8 chunks before any RESULT, the light one 3
+ * (8 x 1/3, rounded), not 8 each. A worker's pushes to every node share its
+ * link, and equal windows shared it equally, whatever each node's bytes.
+ */
+static void test_node_windows(void)
+{
+	enum { NPART = 64 };
+	struct sigma_node nodes[2] = {
+		{.name = "heavy", .addr = "127.0.0.1", .kind = SG_NODE_CPU, .gbps = 1},
+		{.name = "light", .addr = "127.0.0.1", .kind = SG_NODE_CPU, .gbps = 1},
+	};
+	const double weights[2] = {0.75, 0.25};
+	struct sigma_conf c = {.job = 6, .rank = 0, .nworkers = 2, .token = 78, .nodes = nodes,
+			       .nnodes = 2, .weights = weights, .window = 8, .rto_us = 1000000,
+			       .partition_bytes = ELEMS * 4, .max_retries = 20};
+	static float in[NPART * ELEMS], out[NPART * ELEMS];
+	unsigned int parts[2] = {0}, got[2] = {0};
+	struct sigma_session *s;
+	struct sigma_tensor *t;
+	int fd[2];
+
+	for (unsigned int i = 0; i < 2; i++)
+		fd[i] = fake_node(&nodes[i].port);
+	s = sigma_open(&c);
+	SG_CHECK(s != NULL, "open: %s", strerror(errno));
+	t = sigma_tensor_register(s, "w", 0, SG_DTYPE_FP32, NPART * ELEMS, 0);
+	SG_CHECK(t != NULL, "register");
+	for (uint32_t p = 0; p < NPART; p++)
+		parts[sigma_tensor_part_node(t, p)]++;
+	SG_CHECK(parts[0] >= 8 && parts[1] >= 8, "placement: %u and %u partitions, want 8 or "
+		 "more on each node", parts[0], parts[1]);
+	SG_CHECK_EQ(sigma_push_pull(t, in, out, NULL, NULL), 0);
+	for (uint64_t end = ms_now() + 20; ms_now() < end;) {
+		sigma_poll(s, 500);
+		for (unsigned int i = 0; i < 2; i++)
+			got[i] += drain(fd[i]);
+	}
+	SG_CHECK(got[0] == 8 && got[1] == 3, "weights 3:1, window 8: %u and %u chunks out, want "
+		 "8 and 3", got[0], got[1]);
+	sigma_close(s);
+	for (unsigned int i = 0; i < 2; i++)
+		close(fd[i]);
+}
+
 int main(void)
 {
 	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
@@ -197,5 +268,6 @@ int main(void)
 	check_out(out);
 	sigma_close(s);
 	close(f.fd);
+	test_node_windows();
 	return sg_test_finish("client_rto");
 }
