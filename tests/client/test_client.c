@@ -772,14 +772,33 @@ static const struct sigma_udpd_conf no_gso_node = {.engine = {.pool_bufs = 4096}
  * turns it off on both; the default window follows N and the chunk size.
  * Sums exact either way.
  */
-static void test_spin(void)
+/* 20 rounds of a 4 KB tensor on 2 workers and a node; @p spins: each one's polls. */
+static void spin_counts(const struct sigma_udpd_conf *dc, const struct sigma_conf *c,
+			const char *what, uint64_t spins[3])
 {
 	const size_t sizes[] = {1024};
-	struct sigma_udpd_conf off_node = plain_node;
-	struct sigma_conf c = {.job = 18, .token = 0x5917};
 	struct cu_group g = {0};
 	struct sigma_udpd_io io;
-	struct sigma_stats st[2];
+
+	SG_CHECK_EQ(cu_nodes(&g, 1, dc), 0);
+	SG_CHECK_EQ(cu_sessions(&g, 2, c), 0);
+	run_fp32(&g, sizes, 1, 20, what);
+	for (unsigned int r = 0; r < 2; r++) {
+		struct sigma_stats st;
+
+		sigma_get_stats(g.s[r], &st);
+		spins[r] = st.spins;
+	}
+	sigma_udpd_io_stats(g.d[0], &io);
+	spins[2] = io.spins;
+	cu_free(&g);
+}
+
+static void test_spin(void)
+{
+	struct sigma_udpd_conf off_node = plain_node;
+	struct sigma_conf c = {.job = 18, .token = 0x5917};
+	uint64_t n[3];
 
 	SG_CHECK_EQ(sigma_window_default(2, 8920), 117);   /* 1 MB */
 	SG_CHECK_EQ(sigma_window_default(4, 8920), 117);   /* 4 MB / 4 */
@@ -787,30 +806,14 @@ static void test_spin(void)
 	SG_CHECK_EQ(sigma_window_default(64, 8920), 16);   /* 64 KB: at least 16 */
 	SG_CHECK_EQ(sigma_window_default(2, 1424), 256);   /* at most 256 */
 	SG_CHECK_EQ(sigma_window_default(0, 1424), 16);
-	SG_CHECK_EQ(cu_nodes(&g, 1, &plain_node), 0);
-	SG_CHECK_EQ(cu_sessions(&g, 2, &c), 0);
-	run_fp32(&g, sizes, 1, 20, "spin");
-	sigma_udpd_io_stats(g.d[0], &io);
-	for (unsigned int r = 0; r < 2; r++)
-		sigma_get_stats(g.s[r], &st[r]);
-	SG_CHECK(st[0].spins > 0 && st[1].spins > 0 && io.spins > 0, "default spin_us: the "
-		 "workers polled %" PRIu64 " and %" PRIu64 " times, the node %" PRIu64 ", want some "
-		 "each", st[0].spins, st[1].spins, io.spins);
-	cu_free(&g);
-
-	g = (struct cu_group){0};
+	spin_counts(&plain_node, &c, "spin", n);
+	SG_CHECK(n[0] > 0 && n[1] > 0 && n[2] > 0, "default spin_us: the workers polled %" PRIu64
+		 " and %" PRIu64 " times, the node %" PRIu64 ", want some each", n[0], n[1], n[2]);
 	off_node.spin_us = -1;
 	c.spin_us = -1;
-	SG_CHECK_EQ(cu_nodes(&g, 1, &off_node), 0);
-	SG_CHECK_EQ(cu_sessions(&g, 2, &c), 0);
-	run_fp32(&g, sizes, 1, 20, "no spin");
-	sigma_udpd_io_stats(g.d[0], &io);
-	for (unsigned int r = 0; r < 2; r++)
-		sigma_get_stats(g.s[r], &st[r]);
-	SG_CHECK(st[0].spins == 0 && st[1].spins == 0 && io.spins == 0, "spin_us -1: the workers "
-		 "polled %" PRIu64 " and %" PRIu64 " times, the node %" PRIu64 ", want none",
-		 st[0].spins, st[1].spins, io.spins);
-	cu_free(&g);
+	spin_counts(&off_node, &c, "no spin", n);
+	SG_CHECK(n[0] == 0 && n[1] == 0 && n[2] == 0, "spin_us -1: the workers polled %" PRIu64
+		 " and %" PRIu64 " times, the node %" PRIu64 ", want none", n[0], n[1], n[2]);
 	off_node.spin_us = 1000001;
 	SG_CHECK(sigma_udpd_create(&off_node) == NULL && errno == EINVAL, "a node with spin_us "
 		 "above 1 s was made");
