@@ -218,12 +218,12 @@ static void usage(FILE *f)
 		"  --secret-file F   shared secret for TCP (mode 0600)\n"
 		"  --max-chunk B     largest chunk_bytes a job may use here [8920]\n"
 		"  --pool-bufs N     accumulator buffers [4096]\n"
-		"  --spin-us U       after light traffic, poll this long before sleeping; 0: never\n"
-		"                    [200]\n"
 		"  --etcd URLS       register in etcd: http://host:port[,...] (docs/cluster.md)\n"
 		"  --cluster NAME    the cluster's name: records under /sigma/NAME/ [default]\n"
 		"  --ttl S           lease TTL, the liveness timeout, 1..3600 s [5]\n"
 		"  --drop-rx P, --drop-tx P  loss injection: drop P per mille of packets [0]\n"
+		"  --spin-us U       after light traffic, poll this long before sleeping; 0: never\n"
+		"                    [200]\n"
 		"Runs until SIGINT or SIGTERM. Exit: 0 stopped, 1 could not start, 2 usage.\n");
 }
 
