@@ -23,6 +23,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <jansson.h>
+#include <linux/futex.h>
+#include <stdatomic.h>
+#include <sys/syscall.h>
 #include <rte_eal.h>
 #include <rte_errno.h>
 #include <rte_log.h>
@@ -58,7 +61,8 @@ struct rb_opts {
 	unsigned int memif_queues; /* RX queues per worker: sigmad's lcore count */
 	unsigned int runs;     /* compare: whole sweeps, each point's median across them */
 	bool threads;          /* compare --threads-baseline: node threads too, same run */
-	bool gso;              /* kernel-UDP workers send UDP_SEGMENT messages */
+	uint8_t gso;           /* sigma_conf.udp_gso of the kernel-UDP workers (--no-gso) */
+	int spin_us;           /* sigma_conf.spin_us and the node threads' (--spin-us) */
 	bool sweep;            /* compare --sweep: MPI over shared memory and Gloo too */
 	uint32_t first_round;  /* round of every tensor's first push_pull (an attached node
 				  keeps its jobs' rounds from one sweep to the next) */
@@ -67,9 +71,47 @@ struct rb_opts {
 	bool quiet;
 };
 
+/*
+ * The barrier that starts each iteration on all workers together. Waiters spin
+ * (yielding) for up to RB_BAR_SPIN_NS, then sleep on a futex: they leave it
+ * within a microsecond or so of each other, as MPI's ranks leave MPI_Barrier
+ * (they spin). A sleeping waiter takes a wake-up to leave (tens of
+ * microseconds on a VM, one after the other), and the first worker out would
+ * count that in its push_pull's time, since its pushes wait for the others'.
+ */
+struct rb_bar {
+	_Atomic uint32_t count; /* arrived in this generation */
+	_Atomic uint32_t gen;   /* generation: the futex word */
+	_Atomic uint32_t sleepers;
+	uint32_t n;
+};
+
+#define RB_BAR_SPIN_NS 1000000
+
+static void bar_wait(struct rb_bar *b)
+{
+	uint32_t gen = atomic_load(&b->gen);
+	double t0;
+
+	if (atomic_fetch_add(&b->count, 1) + 1 == b->n) {
+		atomic_store(&b->count, 0);
+		atomic_fetch_add(&b->gen, 1);
+		if (atomic_load(&b->sleepers) != 0)
+			syscall(SYS_futex, &b->gen, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+		return;
+	}
+	t0 = sigma_bench_now();
+	while (atomic_load(&b->gen) == gen && sigma_bench_now() - t0 < RB_BAR_SPIN_NS * 1e-9)
+		sched_yield();
+	atomic_fetch_add(&b->sleepers, 1);
+	while (atomic_load(&b->gen) == gen)
+		syscall(SYS_futex, &b->gen, FUTEX_WAIT, gen, NULL, NULL, 0);
+	atomic_fetch_sub(&b->sleepers, 1);
+}
+
 /* Per (N, dtype) point, shared between the parent and the worker processes. */
 struct rb_shared {
-	pthread_barrier_t bar;
+	struct rb_bar bar;
 	int failed;
 	char err[SIGMA_ERR_LEN];
 	uint64_t bad_elems;
@@ -86,6 +128,7 @@ struct rb_result {
 	double t_med, algbw, busbw, goodput;
 	double p50_us, p99_us, max_us;
 	uint64_t retransmits, nacks;
+	unsigned int window;       /* the workers' window (libsigma's default for N and chunk) */
 	double busy[RB_MAX_NODES]; /* node threads, or sigmad lcores (--telemetry) */
 	unsigned int nbusy;
 	bool busy_sigmad; /* busy[] came from sigmad's telemetry */
@@ -243,6 +286,7 @@ static struct sigma_tensor *open_size(const struct rb_opts *o, struct sigma_node
 			       .token = job_token(job), .nodes = nodes, .nnodes = nnodes,
 			       .partition_bytes = part_bytes(o, j), .chunk_bytes = chunk_bytes(o, j),
 			       .window = o->window, .rto_us = 20000, .rto_max_us = 500000,
+			       .spin_us = o->spin_us,
 			       .max_retries = 12, .first_round = o->first_round,
 			       .udp_gso = o->gso};
 	struct sigma_tensor *t;
@@ -341,7 +385,7 @@ static void worker(const struct rb_opts *o, struct rb_shared *sh, struct sigma_n
 			double t0;
 			int rc;
 
-			pthread_barrier_wait(&sh->bar);
+			bar_wait(&sh->bar);
 			if (sh->failed || t == NULL)
 				continue;
 			t0 = sigma_bench_now();
@@ -417,13 +461,10 @@ static void kill_workers(const pid_t *pids, unsigned int n)
  * not start: @abort) or one that dies (a crash, a signal) would leave the
  * others waiting at the barrier forever: kill them all. Workers that only
  * failed their own setup still take part in every barrier and exit normally.
- * @return true if workers were killed: their barrier may be left mid-wait,
- * and pthread_barrier_destroy() would then block forever.
  */
-static bool reap(pid_t *pids, unsigned int n, struct rb_shared *sh, bool abort)
+static void reap(pid_t *pids, unsigned int n, struct rb_shared *sh, bool abort)
 {
 	unsigned int left = 0;
-	bool killed = false;
 
 	for (unsigned int r = 0; r < n; r++)
 		if (pids[r] > 0)
@@ -433,7 +474,6 @@ static bool reap(pid_t *pids, unsigned int n, struct rb_shared *sh, bool abort)
 	if (abort) {
 		sh->failed = 1;
 		kill_workers(pids, n);
-		killed = true;
 	}
 	while (left > 0) {
 		int st;
@@ -451,11 +491,9 @@ static bool reap(pid_t *pids, unsigned int n, struct rb_shared *sh, bool abort)
 			sh->failed = 1;
 			snprintf(sh->err, sizeof(sh->err), "worker %u died (status 0x%x)", r, st);
 			kill_workers(pids, n);
-			killed = true;
 			break;
 		}
 	}
-	return killed;
 }
 
 static int cmp_float(const void *a, const void *b)
@@ -519,7 +557,6 @@ static int run_point(const struct rb_opts *o, unsigned int n, enum sg_dtype dt, 
 	struct sigma_udpd *d[RB_MAX_NODES] = {NULL};
 	unsigned int nnodes = 0, nd = 0;
 	struct rb_shared *sh;
-	pthread_barrierattr_t ba;
 	pid_t pids[RB_MAX_N];
 	struct rb_cycles cyc0 = {0}, cyc1 = {0};
 	bool tel_busy = false;
@@ -538,7 +575,7 @@ static int run_point(const struct rb_opts *o, unsigned int n, enum sg_dtype dt, 
 		}
 	} else {
 		for (nd = 0; nd < o->nodes; nd++) {
-			struct sigma_udpd_conf dc = {.engine = {.pool_bufs = 8192}};
+			struct sigma_udpd_conf dc = {.engine = {.pool_bufs = 8192}, .spin_us = o->spin_us};
 
 			d[nd] = sigma_udpd_create(&dc);
 			if (d[nd] == NULL) {
@@ -576,9 +613,7 @@ static int run_point(const struct rb_opts *o, unsigned int n, enum sg_dtype dt, 
 	}
 	if (o->telemetry != NULL && read_telemetry(o->telemetry, &cyc0) < 0)
 		fprintf(stderr, "sigma-bench: no lcore telemetry from %s\n", o->telemetry);
-	pthread_barrierattr_init(&ba);
-	pthread_barrierattr_setpshared(&ba, PTHREAD_PROCESS_SHARED);
-	pthread_barrier_init(&sh->bar, &ba, n);
+	sh->bar.n = n;
 	fflush(NULL);
 	for (unsigned int r = 0; r < n; r++) {
 		pids[r] = fork();
@@ -599,10 +634,7 @@ static int run_point(const struct rb_opts *o, unsigned int n, enum sg_dtype dt, 
 		sh->failed = 1;
 		snprintf(sh->err, sizeof(sh->err), "summation node: %s", strerror(-rc));
 	}
-	/* A barrier whose waiters were killed is not destroyed (that would wait
-	 * for them forever); its shared mapping is unmapped below all the same. */
-	if (!reap(pids, n, sh, rc < 0))
-		pthread_barrier_destroy(&sh->bar);
+	reap(pids, n, sh, rc < 0);
 	if (o->telemetry != NULL && cyc0.n && read_telemetry(o->telemetry, &cyc1) == 0 &&
 	    cyc1.n == cyc0.n)
 		tel_busy = true;
@@ -614,7 +646,9 @@ static int run_point(const struct rb_opts *o, unsigned int n, enum sg_dtype dt, 
 
 		*x = (struct rb_result){.n = n, .dt = dt, .size = o->sizes[j],
 					.ok = !sh->failed && sh->bad_elems == 0,
-					.retransmits = sh->retransmits[j], .nacks = sh->nacks[j]};
+					.retransmits = sh->retransmits[j], .nacks = sh->nacks[j],
+					.window = o->window ? o->window :
+						  sigma_window_default(n, chunk_bytes(o, j))};
 		/* An iteration ends when its slowest worker is done. */
 		for (unsigned int it = 0; it < o->iters; it++) {
 			double m = 0;
@@ -708,10 +742,11 @@ static void write_json(FILE *f, const struct rb_opts *o, const struct rb_result 
 			   "\"time_s\":%.9g,\"algbw_Bps\":%.6g,\"busbw_Bps\":%.6g,"
 			   "\"goodput_per_worker_Bps\":%.6g,\"part_latency_us\":{\"p50\":%.3f,"
 			   "\"p99\":%.3f,\"max\":%.3f},\"retransmits\":%" PRIu64 ",\"nacks\":%"
-			   PRIu64 ",\"busy_source\":\"%s\",\"node_busy\":[", i ? "," : "", r[i].n, sg_dtype_name(r[i].dt),
+			   PRIu64 ",\"window\":%u,\"busy_source\":\"%s\",\"node_busy\":[",
+			i ? "," : "", r[i].n, sg_dtype_name(r[i].dt),
 			r[i].size, r[i].ok ? "true" : "false", r[i].t_med, r[i].algbw, r[i].busbw,
 			r[i].goodput, r[i].p50_us, r[i].p99_us, r[i].max_us, r[i].retransmits,
-			r[i].nacks, r[i].busy_sigmad ? "sigmad lcores" : "node threads");
+			r[i].nacks, r[i].window, r[i].busy_sigmad ? "sigmad lcores" : "node threads");
 		for (unsigned int k = 0; k < r[i].nbusy; k++)
 			fprintf(f, "%s%.4f", k ? "," : "", r[i].busy[k]);
 		fprintf(f, "]}");
@@ -817,9 +852,13 @@ static void run_usage(FILE *f, const char *cmd)
 		   "per CPU, at most 8)\n"
 		   "  --attach LIST   use running nodes instead (ip:port,...; jobs configured there)\n"
 		   "  --chunk BYTES   chunk payload (default 8920: loopback carries jumbo frames)\n"
-		   "  --window W      outstanding chunks per node (default 16; 256 with --memif)\n"
-		   "  --gso           kernel-UDP workers send runs of equal pushes in one UDP_SEGMENT "
-		   "message (sigma_conf.udp_gso)\n"
+		   "  --window W      outstanding chunks per node (default: libsigma's, "
+		   "sigma_window_default(); 256 with --memif)\n"
+		   "  --gso, --no-gso kernel-UDP workers send runs of equal pushes in one UDP_SEGMENT "
+		   "message, or one datagram per message (sigma_conf.udp_gso; default libsigma's: "
+		   "on for nodes on 127.0.0.0/8)\n"
+		   "  --spin-us U     workers and node threads poll up to U us before sleeping, while "
+		   "little is in flight (sigma_conf.spin_us; default libsigma's, 200; 0: never)\n"
 		   "  --json F --csv F --plot F.svg|F.png   outputs (JSON goes to stdout without "
 		   "--json)\n"
 		   "  --partition B   partition bytes (default 2M); sizes are at most one "
@@ -861,7 +900,8 @@ static int parse_opts(int argc, char **argv, struct rb_opts *o, const char *cmd)
 		{"memif-queues", required_argument, NULL, 'Q'},
 		{"runs", required_argument, NULL, 'R'},
 		{"threads-baseline", no_argument, NULL, 'B'},
-		{"gso", no_argument, NULL, 'G'},
+		{"gso", no_argument, NULL, 'G'},         {"no-gso", no_argument, NULL, 'g'},
+		{"spin-us", required_argument, NULL, 'U'},
 		{"sweep", no_argument, NULL, 'S'},
 		{"help", no_argument, NULL, 'h'},          {NULL, 0, NULL, 0}};
 	int c, bad = 0;
@@ -871,7 +911,7 @@ static int parse_opts(int argc, char **argv, struct rb_opts *o, const char *cmd)
 
 	/* One node thread per CPU spreads the summing; measured best on 2 cores. */
 	*o = (struct rb_opts){.iters = 5, .nodes = ncpu < 1 ? 1 : ncpu > 8 ? 8 : (unsigned int)ncpu,
-			      .chunk = 8920, .window = 16,
+			      .chunk = 8920, .window = 0,
 			      .partition = 2 << 20, .runs = 1};
 	bad |= parse_list(defaults_of(cmd)->workers, RB_MAX_N, &o->n_ns, item_n, o);
 	bad |= parse_list(defaults_of(cmd)->sizes, RB_MAX_SIZES, &o->n_sizes, item_size, o);
@@ -933,17 +973,25 @@ static int parse_opts(int argc, char **argv, struct rb_opts *o, const char *cmd)
 			}
 			*(c == 'B' ? &o->threads : &o->sweep) = true;
 			break;
-		case 'G': o->gso = true; break;
+		case 'G': o->gso = SIGMA_GSO_ON; break;
+		case 'g': o->gso = SIGMA_GSO_OFF; break;
+		case 'U': {
+			unsigned int v = 0;
+
+			bad |= sigma_bench_parse_uint(optarg, 0, 1000000, &v) < 0;
+			o->spin_us = v == 0 ? -1 : (int)v;
+			break;
+		}
 		case 'h': return 1;
 		default: return -EINVAL;
 		}
 	}
 	if (bad || optind < argc || o->iters < 1 || o->iters > RB_MAX_ITERS || o->nodes < 1 ||
 	    o->nodes > RB_MAX_NODES || o->chunk == 0 || o->chunk % 8 || o->chunk > 8920 ||
-	    o->window < 1 || o->window > 65536) {
+	    o->window > 65536) {
 		fprintf(stderr, "sigma-bench: bad option: N in 1..%d, at most %d sizes of at most "
 				"1G, dtypes fp32/fp64/int32/int64, iters 1..%d, nodes 1..%d, chunk a "
-				"multiple of 8 <= 8920, window 1..65536\n",
+				"multiple of 8 <= 8920, window 0..65536, spin-us 0..1000000\n",
 			RB_MAX_N, RB_MAX_SIZES, RB_MAX_ITERS, RB_MAX_NODES);
 		return -EINVAL;
 	}
@@ -1278,7 +1326,7 @@ static int cmp_runs(struct rb_cmp *c, struct rb_opts *o)
 	th.attach[0] = '\0';
 	th.telemetry = NULL;
 	th.memif = NULL;
-	th.gso = false; /* the default workers: --gso is the attached node's option */
+	th.gso = SIGMA_GSO_DEFAULT; /* the default workers: --no-gso is the attached node's */
 	for (unsigned int run = 0; run < o->runs; run++) {
 		size_t at = (size_t)run * c->n;
 
@@ -1391,7 +1439,7 @@ static void cmp_json(FILE *js, const struct rb_cmp *c, const struct rb_opts *o, 
 		    "\"sigma_transport\":\"%s\",\"cpu\":\"%s\",\"runs\":%u,\"iters\":%u,"
 		    "\"threads_baseline\":%s,\"worker_gso\":%s,\"window\":%u,\"peers\":[",
 		o->memif != NULL ? "DPDK memif" : "kernel UDP", cpu, o->runs, o->iters,
-		o->threads ? "true" : "false", o->gso ? "true" : "false", o->window);
+		o->threads ? "true" : "false", o->gso != SIGMA_GSO_OFF ? "true" : "false", o->window);
 	for (unsigned int p = 0, k = 0; p < RB_NPEERS; p++)
 		if (c->on[p])
 			fprintf(js, "%s\"%s\"", k++ ? "," : "", rb_peers[p].key);
@@ -1401,11 +1449,11 @@ static void cmp_json(FILE *js, const struct rb_cmp *c, const struct rb_opts *o, 
 
 		fprintf(js, "%s{\"n\":%u,\"bytes\":%" PRIu64 ",\"sigma_time_s\":%.9g,"
 			    "\"mpi_time_s\":%.9g,\"sigma_algbw_Bps\":%.6g,\"mpi_algbw_Bps\":%.6g,"
-			    "\"speedup_vs_mpi\":%.4f,\"sigma_ok\":%s,\"busy_source\":\"%s\","
-			    "\"node_busy\":[", i ? "," : "", r->n, r->size, r->t_med,
+			    "\"speedup_vs_mpi\":%.4f,\"sigma_ok\":%s,\"window\":%u,"
+			    "\"busy_source\":\"%s\",\"node_busy\":[", i ? "," : "", r->n, r->size, r->t_med,
 			json_num(c->med[RB_MPI_TCP][i]), r->algbw,
 			json_num(r->size / c->med[RB_MPI_TCP][i]),
-			json_num(cmp_ratio(c, RB_MPI_TCP, i)), r->ok ? "true" : "false",
+			json_num(cmp_ratio(c, RB_MPI_TCP, i)), r->ok ? "true" : "false", r->window,
 			r->busy_sigmad ? "sigmad lcores" : "node threads");
 		for (unsigned int k = 0; k < r->nbusy; k++)
 			fprintf(js, "%s%.4f", k ? "," : "", r->busy[k]);

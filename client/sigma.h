@@ -10,14 +10,18 @@
  *
  * **Reliability.** Each node has a credit window of outstanding chunks. A
  * chunk without a RESULT is resent after a retransmit timeout that doubles at
- * every retry (up to rto_max); a new chunk's first timeout follows the
- * measured round trip of its node's chunks (at least rto_us). A NACK halves the node's window (it grows back
- * by one per RESULT) and resends the chunk after a back-off. When every chunk
+ * every timeout (up to rto_max); a new chunk's first timeout follows the
+ * measured round trip of its node's chunks (at least rto_us). Without evidence
+ * of a loss (a later chunk's RESULT, or a NACK), a timeout resends only one of
+ * the node's chunks (a probe: a rank behind the others delays every RESULT, and
+ * resending the window would not help). A NACK, and a loss found so, halve the
+ * node's window (it grows back by one per RESULT); a NACKed chunk is resent after
+ * a back-off. When every chunk
  * outstanding to a node was NACKed, one new chunk at a time goes out anyway,
  * so back-pressure cannot leave a rank unable to send the chunks the node's
  * slots wait for (docs/client.md; this needs the same conf.window on every
  * worker of a job). After max_retries
- * resends of one chunk the operation fails with -ETIMEDOUT and
+ * timeouts of one chunk the operation fails with -ETIMEDOUT and
  * sigma_last_error() names the node, the key, the chunk and the round (and the
  * missing ranks when the node reported them): a call never waits forever.
  *
@@ -98,6 +102,19 @@ struct sigma_node {
 typedef int (*sigma_membership_fn)(void *arg, uint64_t *gen, const char *const *names,
 				   unsigned int n, bool *alive);
 
+/** sigma_conf.udp_gso */
+enum sigma_udp_gso {
+	SIGMA_GSO_DEFAULT = 0, /**< on for nodes on 127.0.0.0/8 (this host), off for others */
+	SIGMA_GSO_ON = 1,
+	SIGMA_GSO_OFF = 2,
+};
+
+/** sigma_conf.spin_us polls only while at most this many bytes are outstanding. */
+#define SIGMA_SPIN_MAX_BYTES (128 * 1024)
+
+/** sigma_conf.spin_us's default. */
+#define SIGMA_SPIN_US_DEFAULT 200
+
 /** Session configuration. Zero fields take the documented defaults. */
 struct sigma_conf {
 	uint32_t job;             /**< job id (from the control plane) */
@@ -114,12 +131,19 @@ struct sigma_conf {
 	const double *weights;
 	uint32_t partition_bytes; /**< largest partition (default SG_PARTITION_BYTES_DEFAULT) */
 	uint32_t chunk_bytes;     /**< payload per packet, multiple of 8, <= 8920 (default 1424) */
-	uint32_t window;          /**< outstanding chunks per node (default 256); the same on
-				       every worker of a job */
+	/**
+	 * Outstanding chunks per node; the same on every worker of a job. Default
+	 * (0): about 1 MB per node, less for large N (min(1 MB, 4 MB / nworkers)
+	 * / chunk_bytes, within 16..256 chunks), so that every worker's window
+	 * fits a node's socket buffer at once; sigma_window_default(). This is
+	 * the window of the node of the largest placement weight; the others get
+	 * it in proportion to their weight (at least 1).
+	 */
+	uint32_t window;
 	uint32_t rto_us;          /**< first retransmit timeout, and the floor of the
 				       adaptive one (default 5000 us) */
 	uint32_t rto_max_us;      /**< back-off ceiling (default 200000 us) */
-	uint32_t max_retries;     /**< resends of one chunk before failing (default 10) */
+	uint32_t max_retries;     /**< timeouts of one chunk before failing (default 10) */
 	uint32_t first_round;     /**< round number of every tensor's first push_pull (default 0) */
 	enum sigma_transport transport; /**< default SIGMA_TRANSPORT_UDP */
 	const char *local_addr;   /**< UDP: address to bind (default any); DPDK: our IPv4 (required) */
@@ -145,13 +169,18 @@ struct sigma_conf {
 	uint16_t steer_reducers;
 	/**
 	 * UDP transport: send consecutive pushes of one length to one node port
-	 * in one UDP_SEGMENT (GSO) message, up to 64 datagrams or 64 KB (default
-	 * false: one datagram per message). The kernel cuts them into the same
-	 * datagrams; a receiver with UDP_GRO (sigmad's socket transport, [socket]
-	 * gro) gets them in one message. Where the kernel refuses GSO (a route's
-	 * MTU below the datagrams), the session goes back to one per message.
+	 * in one UDP_SEGMENT (GSO) message, up to 64 datagrams or 64 KB
+	 * (SIGMA_GSO_ON), or one datagram per message (SIGMA_GSO_OFF).
+	 * SIGMA_GSO_DEFAULT: on for nodes on 127.0.0.0/8, off for the others
+	 * (a GSO packet can reach a packet socket whole: over a veth, sigmad on
+	 * net_af_packet would see one 64 KB frame). The kernel cuts them into the
+	 * same datagrams, and its per-datagram work is done once per message; a
+	 * receiver with UDP_GRO (sigma-udpd, sigmad's socket transport) gets them
+	 * in one message. Where the kernel refuses GSO (a route's MTU below the
+	 * datagrams, a kernel before 4.18), the session goes back to one per
+	 * message by itself. (It was a bool, default off: true is SIGMA_GSO_ON.)
 	 */
-	bool udp_gso;
+	uint8_t udp_gso;
 	/**
 	 * Failover (docs/client.md, "When a node is lost"): keep a copy of each
 	 * tensor's input of its current and last rounds, so that the partitions of
@@ -178,6 +207,17 @@ struct sigma_conf {
 	sigma_membership_fn membership;
 	void *membership_arg;	  /**< the source's argument (e.g. the sg_etcd_watch) */
 	uint32_t failover_wait_us; /**< see membership (default 10 s: above the lease TTL and a poll) */
+	/**
+	 * UDP transport: when sigma_poll() would sleep for a reply while at most
+	 * SIGMA_SPIN_MAX_BYTES of the session's chunks are outstanding (a small
+	 * operation, or the end of a large one), poll the socket for up to this
+	 * long first, yielding the CPU between polls, then sleep. A sleeping
+	 * thread takes a wake-up per reply (tens of microseconds on a VM, more
+	 * than a small push_pull's whole round trip); a large transfer's replies
+	 * come in bulk, and polling there would only take CPU from the node and
+	 * the other workers. 0: the default, 200 us; negative: never.
+	 */
+	int32_t spin_us;
 };
 
 /** Counters of a session (monotonic). */
@@ -196,6 +236,13 @@ struct sigma_stats {
 	uint64_t keys_moved;   /**< partitions moved off lost nodes */
 	uint64_t recovery_pushes; /**< pushes of a moved partition's last round (failover) */
 	uint64_t membership_changes; /**< changes the membership source reported */
+	/**
+	 * Timeouts that resent nothing: no evidence of a loss (no later chunk of
+	 * the node had its RESULT), and another of its chunks went as the probe
+	 * (a rank behind, not a lost packet; docs/client.md, "Retransmission").
+	 */
+	uint64_t timeouts_held;
+	uint64_t spins;        /**< waits for a reply that polled first (conf.spin_us) */
 };
 
 struct sigma_session;
@@ -214,6 +261,14 @@ typedef void (*sigma_done_cb)(void *arg, struct sigma_tensor *t, int status);
  *         EHOSTUNREACH (no ARP reply within 5 s).
  */
 struct sigma_session *sigma_open(const struct sigma_conf *conf);
+
+/**
+ * The window a session of @p nworkers workers and @p chunk_bytes chunks takes
+ * when sigma_conf.window is 0: min(1 MB, 4 MB / nworkers) / chunk_bytes, within
+ * 16..256. Every worker of a job computes the same (docs/client.md, "Credit
+ * window"). @return the window in chunks (16 when an argument is 0).
+ */
+uint32_t sigma_window_default(unsigned int nworkers, uint32_t chunk_bytes);
 
 /** Close a session: abandons operations in flight (no callbacks), frees its tensors. */
 void sigma_close(struct sigma_session *s);
@@ -258,7 +313,7 @@ int sigma_poll(struct sigma_session *s, int timeout_us);
 /**
  * State of the tensor's last operation.
  * @return 0 (complete, or none started), -EINPROGRESS, or the failure (-errno):
- *         -ETIMEDOUT (no RESULT after max_retries resends), -EPROTO (ERROR
+ *         -ETIMEDOUT (no RESULT after max_retries timeouts), -EPROTO (ERROR
  *         MISMATCH: the node's job has another geometry or dtype), -ESTALE or
  *         -EPIPE (ERROR STALE or GONE: this session's rounds are behind the
  *         node's), -ENOSPC (ERROR FULL: an open job has no chunk slot left on

@@ -16,7 +16,8 @@
 
 RTE_LOG_REGISTER(sg_cli_logtype, sigma.client, INFO);
 
-#define SG_CLI_DEF_WINDOW 256
+#define SG_CLI_WINDOW_MIN 16
+#define SG_CLI_WINDOW_MAX 256
 #define SG_CLI_DEF_RTO_US 5000
 #define SG_CLI_DEF_RTO_MAX_US 200000
 #define SG_CLI_DEF_RETRIES 10
@@ -31,11 +32,14 @@ struct sg_cli_slot {
 	uint32_t retries;
 	uint32_t rto_us;
 	uint64_t sent;      /* first sent at (the RTT sample of a RESULT without resend) */
-	uint64_t deadline;  /* resend at */
+	uint64_t tx_at;     /* last sent at */
+	uint64_t seq;       /* its node's send order (first sends), from 1 */
+	uint64_t deadline;  /* timeout at */
 	uint64_t missing;   /* ranks the node reported missing (WORKER_LOST) */
 	uint64_t give_up;   /* out of retries at a node still listed: fail at (0: not yet) */
 	uint32_t round;     /* the round pushed */
 	bool parked;        /* NACKed (until its RESULT): see has_credit() */
+	bool resent;        /* sent more than once: its RESULT gives no round trip (Karn) */
 	bool recov;         /* a failover push of the partition's last round: its RESULT is
 			       not written, and no reply fails an operation */
 };
@@ -43,7 +47,8 @@ struct sg_cli_slot {
 struct sg_cli_node {
 	char label[SG_CLI_NAME_LEN]; /* "name (addr:port)" for messages */
 	char name[SG_CLI_NAME_LEN];  /* placement identity */
-	uint32_t cwnd;               /* current credit window, 1..window */
+	uint32_t wmax;               /* its window: conf.window scaled by its weight */
+	uint32_t cwnd;               /* current credit window, 1..wmax */
 	uint32_t outstanding;        /* window entries taken (chunks without RESULT) */
 	uint32_t parked;             /* ... of which NACKed (parked) */
 	struct sg_cli_slot *slots;   /* window entries */
@@ -52,6 +57,8 @@ struct sg_cli_node {
 	bool heard;                  /* a reply of this job (right token) came from it */
 	uint64_t srtt, rttvar;       /* ns: smoothed chunk round trip and its deviation, 0: none */
 	uint64_t rto;                /* ns: the timeout a new chunk gets (see rto_sample()) */
+	uint64_t next_seq;           /* send order of its next new chunk (from 1) */
+	uint64_t top_done;           /* highest send order that got its RESULT (0: none) */
 	bool warned;                 /* said it does not answer but is still listed */
 };
 
@@ -133,6 +140,22 @@ static int conf_error(const char *fmt, ...)
 	return -EINVAL;
 }
 
+uint32_t sigma_window_default(unsigned int nworkers, uint32_t chunk_bytes)
+{
+	/* every worker's window must fit a node's socket buffer at once: 4 MB of a
+	 * non-root node's 8 MB (rmem_max 4 MB, doubled), and 1 MB covers loopback's
+	 * bandwidth-delay product (docs/performance.md) */
+	uint64_t bytes = 1 << 20, w;
+
+	if (nworkers == 0 || chunk_bytes == 0)
+		return SG_CLI_WINDOW_MIN;
+	if (bytes > (4u << 20) / nworkers)
+		bytes = (4u << 20) / nworkers;
+	w = bytes / chunk_bytes;
+	return w < SG_CLI_WINDOW_MIN ? SG_CLI_WINDOW_MIN : w > SG_CLI_WINDOW_MAX ? SG_CLI_WINDOW_MAX :
+										 (uint32_t)w;
+}
+
 static int check_conf(struct sigma_conf *c)
 {
 	if (c->nworkers == 0 || c->nworkers > SG_MAX_WORKERS)
@@ -152,7 +175,7 @@ static int check_conf(struct sigma_conf *c)
 		return conf_error("partition_bytes %u: must be a multiple of 8 and >= chunk_bytes",
 				  c->partition_bytes);
 	if (c->window == 0)
-		c->window = SG_CLI_DEF_WINDOW;
+		c->window = sigma_window_default(c->nworkers, c->chunk_bytes);
 	if (c->window > 65536)
 		return conf_error("window %u > 65536", c->window);
 	if (c->rto_us == 0)
@@ -171,6 +194,12 @@ static int check_conf(struct sigma_conf *c)
 		c->dpdk_rx_queues = 1;
 	if (c->failover_wait_us == 0)
 		c->failover_wait_us = SG_CLI_DEF_FAILOVER_WAIT_US;
+	if (c->udp_gso > SIGMA_GSO_OFF)
+		return conf_error("udp_gso %u: SIGMA_GSO_DEFAULT, _ON or _OFF", c->udp_gso);
+	if (c->spin_us == 0)
+		c->spin_us = SIGMA_SPIN_US_DEFAULT;
+	if (c->spin_us > 1000000)
+		return conf_error("spin_us %d: at most 1 s (negative: never)", c->spin_us);
 	if (c->dpdk_rx_queues > SIGMA_DPDK_MAX_RXQ)
 		return conf_error("dpdk_rx_queues %u not in 1..%u", c->dpdk_rx_queues,
 				  SIGMA_DPDK_MAX_RXQ);
@@ -191,6 +220,28 @@ static int check_conf(struct sigma_conf *c)
 					  c->steer_reducers);
 	}
 	return 0;
+}
+
+/*
+ * Each node's window: conf.window for the node of the largest placement weight,
+ * in proportion for the others (at least 1). A worker's pushes to all nodes
+ * share its link: with equal windows each node got an equal share of it, and
+ * a node that sums three times the bytes of another finished last while the
+ * others' links idled (docs/emulated-cluster.md). Every worker has the same
+ * weights, so every worker gives a node the same window (docs/client.md).
+ */
+static void node_windows(struct sigma_session *s)
+{
+	double top = 0;
+
+	for (unsigned int i = 0; i < s->conf.nnodes; i++)
+		top = s->weights[i] > top ? s->weights[i] : top;
+	for (unsigned int i = 0; i < s->conf.nnodes; i++) {
+		double w = top > 0 ? s->conf.window * s->weights[i] / top + 0.5 : 1;
+
+		s->nodes[i].wmax = w < 1 ? 1 : w > s->conf.window ? s->conf.window : (uint32_t)w;
+		s->nodes[i].cwnd = s->nodes[i].wmax;
+	}
 }
 
 static int setup_nodes(struct sigma_session *s)
@@ -218,7 +269,6 @@ static int setup_nodes(struct sigma_session *s)
 			snprintf(n->label, sizeof(n->label), "%.24s (%.16s:%u)", cn->name,
 				 cn->addr, port);
 		}
-		n->cwnd = c->window;
 		n->rto = c->rto_us * 1000ull;
 		n->slots = calloc(c->window, sizeof(*n->slots));
 		n->free_slots = malloc(c->window * sizeof(*n->free_slots));
@@ -244,10 +294,13 @@ static int setup_nodes(struct sigma_session *s)
 		}
 		if (!(sum > 0))
 			return conf_error("every placement weight is 0");
-		return 0;
+	} else {
+		rc = sg_ctl_place_weights(s->place, c->nnodes, s->weights);
+		if (rc < 0)
+			return conf_error("placement weights: %s", strerror(-rc));
 	}
-	rc = sg_ctl_place_weights(s->place, c->nnodes, s->weights);
-	return rc < 0 ? conf_error("placement weights: %s", strerror(-rc)) : 0;
+	node_windows(s);
+	return 0;
 }
 
 struct sigma_session *sigma_open(const struct sigma_conf *conf)
@@ -597,14 +650,15 @@ static void queue_push(struct sigma_session *s, const struct sigma_tensor *t, ui
  * of may be the next one we have not sent (the other ranks filled the node's
  * slots-in-flight with later chunks, so all of ours are NACKed), and waiting
  * for credit that only a RESULT can give would stall every rank for good.
- * The window (conf.window entries) still bounds the chunks without RESULT:
- * since every rank has the same window and sends in the same order, the rank
+ * The node's window (wmax) still bounds the chunks without RESULT: since every
+ * rank has the same window for the node and sends in the same order, the rank
  * furthest behind can always reach the chunks the others wait in
  * (docs/client.md).
  */
 static bool has_credit(const struct sg_cli_node *n)
 {
-	return n->nfree > 0 && (n->outstanding < n->cwnd || n->outstanding == n->parked);
+	return n->outstanding < n->wmax &&
+	       (n->outstanding < n->cwnd || n->outstanding == n->parked);
 }
 
 /* Take a window entry of node @p n for chunk @p chunk of @p t's partition @p p, and queue it. */
@@ -616,7 +670,8 @@ static void take_slot(struct sigma_session *s, struct sigma_tensor *t, uint32_t 
 
 	n->slots[idx] = (struct sg_cli_slot){.t = t, .part = p, .chunk = chunk, .round = round,
 					     .recov = recov, .rto_us = (uint32_t)(n->rto / 1000),
-					     .sent = now, .deadline = now + n->rto};
+					     .sent = now, .tx_at = now, .seq = ++n->next_seq,
+					     .deadline = now + n->rto};
 	t->slot_of[t->parts[p].first + chunk] = idx + 1;
 	n->outstanding++;
 	queue_push(s, t, p, chunk, round, false);
@@ -692,11 +747,70 @@ static void recov_done(struct sigma_session *s, uint32_t node, uint32_t idx)
 
 static int check_membership(struct sigma_session *s);
 
-/* Resend chunks whose timer expired; fail those out of retries. */
+/*
+ * Evidence that chunk @p sl of node @p n was lost, not waiting for a rank that
+ * is behind: it was NACKed, or a chunk first sent after it got its RESULT (every
+ * rank sends a node its chunks in the same order, so every rank had pushed this
+ * one before that one).
+ */
+static bool likely_lost(const struct sg_cli_node *n, const struct sg_cli_slot *sl)
+{
+	return sl->parked || sl->seq < n->top_done;
+}
+
+/*
+ * The probe of node @p n's timeouts: of its expired chunks without evidence of
+ * a loss, the last sent. Its RESULT is evidence for all the others. @return
+ * its index, or conf.window if none.
+ */
+static uint32_t pick_probe(const struct sigma_session *s, const struct sg_cli_node *n,
+			   uint64_t now)
+{
+	uint32_t probe = s->conf.window;
+
+	for (uint32_t k = 0; k < s->conf.window; k++) {
+		const struct sg_cli_slot *sl = &n->slots[k];
+
+		if (sl->t == NULL || sl->deadline > now || likely_lost(n, sl))
+			continue;
+		if (probe == s->conf.window || sl->seq > n->slots[probe].seq)
+			probe = k;
+	}
+	return probe;
+}
+
+static void resend(struct sigma_session *s, struct sg_cli_slot *sl, uint64_t now)
+{
+	s->st.retransmits++;
+	sl->resent = true;
+	sl->tx_at = now;
+	queue_push(s, sl->t, sl->part, sl->chunk, sl->round, true);
+}
+
+/*
+ * Chunks whose timer expired: resend, or fail those out of retries.
+ *
+ * A chunk's RESULT waits for every rank's push of it, so a timeout alone does
+ * not tell a lost packet from a rank that is behind (descheduled, or starting
+ * later): a stalled rank used to make every other rank resend its whole window
+ * at each back-off, thousands of datagrams the node reads only to drop as
+ * duplicates (docs/performance.md). So an expired chunk is resent only with
+ * evidence of a loss (likely_lost(), as TCP infers one from a SACK beyond a
+ * hole); the others count the timeout (retries, back-off) and wait, except one
+ * per node and scan, the last sent, which goes again as a probe: its RESULT
+ * (the rank behind caught up, or the probe replaced a lost push) is evidence
+ * for every chunk sent before it, and a rank that catches up pushes those
+ * first. A scan that finds a loss also halves the node's congestion window (it
+ * may be a full socket buffer); timeouts without one do not (a rank that is
+ * ahead would only send later, and its round trips would mix waits with none).
+ * Failing after max_retries timeouts is as before, resent or not.
+ */
 static void scan_timers(struct sigma_session *s, uint64_t now)
 {
 	for (unsigned int i = 0; i < s->conf.nnodes; i++) {
 		struct sg_cli_node *n = &s->nodes[i];
+		uint32_t probe = n->outstanding ? pick_probe(s, n, now) : s->conf.window;
+		bool lost = false;
 
 		for (uint32_t k = 0; k < s->conf.window && n->outstanding; k++) {
 			struct sg_cli_slot *sl = &n->slots[k];
@@ -743,9 +857,14 @@ static void scan_timers(struct sigma_session *s, uint64_t now)
 			/* the back-off holds for new chunks too, until a round trip is measured */
 			if (sl->rto_us * 1000ull > n->rto)
 				n->rto = sl->rto_us * 1000ull;
-			s->st.retransmits++;
-			queue_push(s, sl->t, sl->part, sl->chunk, sl->round, true);
+			lost |= !sl->parked && likely_lost(n, sl);
+			if (likely_lost(n, sl) || k == probe)
+				resend(s, sl, now);
+			else
+				s->st.timeouts_held++;
 		}
+		if (lost)
+			n->cwnd = n->cwnd > 1 ? n->cwnd / 2 : 1;
 	}
 }
 
@@ -821,6 +940,8 @@ static void on_result(struct sigma_session *s, const struct sg_dp_msg *m, uint64
 	t = sl->t;
 	pt = &t->parts[sl->part];
 	if (sl->recov) { /* a failover push: the ranks that waited for it write the sum */
+		if (sl->seq > s->nodes[node].top_done)
+			s->nodes[node].top_done = sl->seq;
 		recov_done(s, node, idx);
 		return;
 	}
@@ -832,10 +953,12 @@ static void on_result(struct sigma_session *s, const struct sg_dp_msg *m, uint64
 	}
 	memcpy(t->out + pt->byte_off + m->offset, m->payload, m->payload_len);
 	n = &s->nodes[node];
-	if (sl->retries == 0 && !sl->parked)
+	if (sl->seq > n->top_done)
+		n->top_done = sl->seq;
+	if (!sl->resent && !sl->parked)
 		rto_sample(&s->conf, n, now - sl->sent);
 	slot_free(s, node, idx);
-	if (n->cwnd < s->conf.window)
+	if (n->cwnd < n->wmax)
 		n->cwnd++;
 	s->st.rx_results++;
 	if (--pt->left == 0)
@@ -1083,6 +1206,23 @@ static void handle(struct sigma_session *s, const void *buf, uint32_t len, uint6
 	}
 }
 
+/*
+ * How long sigma_poll() polls before it sleeps (conf.spin_us): only while few
+ * chunks are outstanding. A small operation's reply comes within a round trip,
+ * which a wake-up would double; a large one's come in bulk, and polling would
+ * take the CPU the node and the other workers need (docs/performance.md).
+ */
+static int spin_us(const struct sigma_session *s)
+{
+	uint64_t out = 0;
+
+	if (s->conf.spin_us <= 0)
+		return 0;
+	for (unsigned int i = 0; i < s->conf.nnodes; i++)
+		out += s->nodes[i].outstanding;
+	return out * s->conf.chunk_bytes <= SIGMA_SPIN_MAX_BYTES ? s->conf.spin_us : 0;
+}
+
 int sigma_poll(struct sigma_session *s, int timeout_us)
 {
 	struct sg_cli_rxpkt rx[SG_CLI_BURST];
@@ -1094,7 +1234,7 @@ int sigma_poll(struct sigma_session *s, int timeout_us)
 	s->finished = 0;
 	/* the loop's first pass sends what the windows allow */
 	do {
-		n = s->tp->recv(s->tp, rx, SG_CLI_BURST, 0);
+		n = s->tp->recv(s->tp, rx, SG_CLI_BURST, 0, 0);
 		if (n < 0)
 			return n;
 		now = sg_cli_now_ns();
@@ -1105,12 +1245,15 @@ int sigma_poll(struct sigma_session *s, int timeout_us)
 		flush(s);
 	} while (n == SG_CLI_BURST);
 	if (n == 0 && s->finished == 0 && timeout_us > 0 && s->active != NULL) {
-		/* Nothing arrived: sleep until a packet or the next timer scan. */
+		/* Nothing arrived: poll a while (spin_us()), then sleep until a packet or
+		 * the next timer scan. */
 		uint64_t wait = s->next_scan > now ? (s->next_scan - now) / 1000 : 0;
+		int spin = spin_us(s);
 
 		if (wait > (uint64_t)timeout_us)
 			wait = (uint64_t)timeout_us;
-		n = s->tp->recv(s->tp, rx, SG_CLI_BURST, (int)wait);
+		s->st.spins += spin > 0 && wait > 0;
+		n = s->tp->recv(s->tp, rx, SG_CLI_BURST, (int)wait, spin);
 		if (n < 0)
 			return n;
 		now = sg_cli_now_ns();
@@ -1269,7 +1412,7 @@ int sigma_node_lost(struct sigma_session *s, unsigned int node, const char *why)
 			sl->t->parts[sl->part].rleft--;
 		slot_free(s, node, k);
 	}
-	n->cwnd = s->conf.window;
+	n->cwnd = n->wmax;
 	for (unsigned int i = 0; i < s->conf.nnodes; i++)
 		left |= s->weights[i] > 0;
 	if (!left) {

@@ -150,13 +150,14 @@ static bool rx_one(struct sg_cli_dpdk *d, struct rte_mbuf *m, struct sg_cli_rxpk
 }
 
 static int dpdk_recv(struct sg_cli_transport *tp, struct sg_cli_rxpkt *pkts, unsigned int max,
-		     int timeout_us)
+		     int timeout_us, int spin_us)
 {
 	struct sg_cli_dpdk *d = (struct sg_cli_dpdk *)tp;
 	uint64_t deadline = sg_cli_now_ns() + (uint64_t)(timeout_us > 0 ? timeout_us : 0) * 1000;
 	struct rte_mbuf *m[SG_CLI_BURST];
 	unsigned int got = 0, empty = 0;
 
+	(void)spin_us; /* a poll-mode port polls anyway (below) */
 	rte_pktmbuf_free_bulk(d->held, d->nheld);
 	d->nheld = 0;
 	if (max > SG_CLI_BURST)
@@ -297,7 +298,7 @@ struct sg_cli_transport *sg_cli_dpdk_create(const struct sigma_conf *conf)
 				known++;
 		if (known == d->nnodes)
 			return &d->ops;
-		dpdk_recv(&d->ops, rx, SG_CLI_BURST, 100000);
+		dpdk_recv(&d->ops, rx, SG_CLI_BURST, 100000, 0);
 	}
 	SG_CLI_LOG(ERR, "no ARP reply from the nodes on port %u", d->port);
 	rc = -EHOSTUNREACH;

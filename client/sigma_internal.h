@@ -44,10 +44,12 @@ struct sg_cli_transport {
 	int (*send)(struct sg_cli_transport *t, const struct sg_cli_txpkt *pkts, unsigned int n);
 	/**
 	 * Receive up to @p max packets, waiting at most @p timeout_us for the
-	 * first one (0: do not wait). @return packets received, or -errno.
+	 * first one (0: do not wait); of that, poll for up to @p spin_us before
+	 * sleeping (0: sleep at once; a transport that cannot sleep polls
+	 * anyway). @return packets received, or -errno.
 	 */
 	int (*recv)(struct sg_cli_transport *t, struct sg_cli_rxpkt *pkts, unsigned int max,
-		    int timeout_us);
+		    int timeout_us, int spin_us);
 	void (*destroy)(struct sg_cli_transport *t);
 };
 
@@ -92,6 +94,15 @@ void sg_cli_rx_destroy(struct sg_cli_rx *rx);
  */
 int sg_cli_rx_take(struct sg_cli_rx *rx, struct sg_cli_rxpkt *pkts,
 		   const struct sockaddr_in **from, unsigned int max);
+
+/**
+ * As sg_cli_rx_take(), but when nothing is queued, poll again for up to
+ * @p spin_ns, yielding the CPU between polls (to another thread of the
+ * worker or the node that may be the one to answer). @return as
+ * sg_cli_rx_take(): 0 when nothing came in that time.
+ */
+int sg_cli_rx_spin(struct sg_cli_rx *rx, struct sg_cli_rxpkt *pkts,
+		   const struct sockaddr_in **from, unsigned int max, uint64_t spin_ns);
 
 /** Counters of @p rx: recvmmsg messages and the datagrams they carried. */
 void sg_cli_rx_counts(const struct sg_cli_rx *rx, uint64_t *msgs, uint64_t *dgrams);

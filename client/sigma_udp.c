@@ -1,15 +1,17 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Kernel UDP transport: one socket per session, sendmmsg with the payload
- * gathered from the caller's tensor (no copy in user space), optionally
- * several datagrams per message (UDP_SEGMENT, conf.udp_gso), recvmmsg in
- * bursts with UDP_GRO (a node's segmented replies arrive in one message).
+ * gathered from the caller's tensor (no copy in user space), several
+ * datagrams per message (UDP_SEGMENT, conf.udp_gso), recvmmsg in bursts with
+ * UDP_GRO (a node's segmented replies arrive in one message), polling before
+ * it sleeps while little is outstanding (conf.spin_us).
  */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
 #include <netinet/udp.h>
 #include <poll.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,7 +26,8 @@
 struct sg_cli_udp {
 	struct sg_cli_transport ops;
 	int fd;
-	bool gso;       /* conf.udp_gso, until the kernel refuses it */
+	bool gso;       /* until the kernel refuses it */
+	bool *gso_node; /* per node: conf.udp_gso on, or the default and a loopback node */
 	unsigned int nnodes;
 	struct sockaddr_in *addrs;
 	struct mmsghdr txmsg[SG_CLI_BURST];
@@ -186,6 +189,19 @@ int sg_cli_rx_take(struct sg_cli_rx *rx, struct sg_cli_rxpkt *pkts,
 	return (int)n;
 }
 
+int sg_cli_rx_spin(struct sg_cli_rx *rx, struct sg_cli_rxpkt *pkts,
+		   const struct sockaddr_in **from, unsigned int max, uint64_t spin_ns)
+{
+	uint64_t t0 = sg_cli_now_ns();
+	int r;
+
+	do {
+		sched_yield();
+		r = sg_cli_rx_take(rx, pkts, from, max);
+	} while (r == 0 && sg_cli_now_ns() - t0 < spin_ns);
+	return r;
+}
+
 void sg_cli_rx_counts(const struct sg_cli_rx *rx, uint64_t *msgs, uint64_t *dgrams)
 {
 	*msgs = rx->msgs;
@@ -226,7 +242,8 @@ static unsigned int pack_msgs(struct sg_cli_udp *u, const struct sg_cli_txpkt *p
 		uint32_t len = SG_DP_HDR_LEN + p->payload_len;
 		struct mmsghdr *m;
 
-		if (u->gso && q != NULL && q->node == p->node && q->port_off == p->port_off &&
+		if (u->gso && q != NULL && u->gso_node[p->node] && q->node == p->node &&
+		    q->port_off == p->port_off &&
 		    q->payload_len == p->payload_len && u->txcount[nm - 1] < sg_cli_gso_max(len)) {
 			m = &u->txmsg[nm - 1]; /* q opened it: nm >= 1 */
 			u->txcount[nm - 1]++;
@@ -292,16 +309,30 @@ static int udp_send(struct sg_cli_transport *tp, const struct sg_cli_txpkt *pkts
 }
 
 static int udp_recv(struct sg_cli_transport *tp, struct sg_cli_rxpkt *pkts, unsigned int max,
-		    int timeout_us)
+		    int timeout_us, int spin_us)
 {
 	struct sg_cli_udp *u = (struct sg_cli_udp *)tp;
 	struct pollfd pfd = {.fd = u->fd, .events = POLLIN};
-	struct timespec ts = {.tv_sec = timeout_us / 1000000,
-			      .tv_nsec = (long)(timeout_us % 1000000) * 1000};
+	struct timespec ts;
+	uint64_t t0 = 0;
 	int r = sg_cli_rx_take(u->rx, pkts, NULL, max);
 
-	if (r != 0 || timeout_us <= 0 || ppoll(&pfd, 1, &ts, NULL) <= 0)
+	if (r != 0 || timeout_us <= 0)
 		return r;
+	if (spin_us > 0) {
+		t0 = sg_cli_now_ns();
+		r = sg_cli_rx_spin(u->rx, pkts, NULL, max,
+				   (uint64_t)(spin_us < timeout_us ? spin_us : timeout_us) * 1000);
+		if (r != 0)
+			return r;
+		timeout_us -= (int)((sg_cli_now_ns() - t0) / 1000);
+		if (timeout_us <= 0)
+			return 0;
+	}
+	ts = (struct timespec){.tv_sec = timeout_us / 1000000,
+			       .tv_nsec = (long)(timeout_us % 1000000) * 1000};
+	if (ppoll(&pfd, 1, &ts, NULL) <= 0)
+		return 0;
 	return sg_cli_rx_take(u->rx, pkts, NULL, max);
 }
 
@@ -314,6 +345,7 @@ static void udp_destroy(struct sg_cli_transport *tp)
 	if (u->fd >= 0)
 		close(u->fd);
 	free(u->addrs);
+	free(u->gso_node);
 	sg_cli_rx_destroy(u->rx);
 	free(u);
 }
@@ -326,13 +358,14 @@ struct sg_cli_transport *sg_cli_udp_create(const struct sigma_conf *conf)
 	if (u == NULL)
 		return NULL;
 	u->fd = -1;
-	u->gso = conf->udp_gso;
+	u->gso = conf->udp_gso != SIGMA_GSO_OFF;
 	u->ops.send = udp_send;
 	u->ops.recv = udp_recv;
 	u->ops.destroy = udp_destroy;
 	u->nnodes = conf->nnodes;
 	u->addrs = calloc(conf->nnodes, sizeof(*u->addrs));
-	if (u->addrs == NULL) {
+	u->gso_node = calloc(conf->nnodes, sizeof(*u->gso_node));
+	if (u->addrs == NULL || u->gso_node == NULL) {
 		err = ENOMEM;
 		goto fail;
 	}
@@ -344,6 +377,14 @@ struct sg_cli_transport *sg_cli_udp_create(const struct sigma_conf *conf)
 			err = EINVAL;
 			goto fail;
 		}
+		/*
+		 * By default only to a node on this host's loopback: elsewhere a GSO
+		 * packet may reach a packet socket whole (veth to sigmad on
+		 * net_af_packet), which then sees one 64 KB frame, not the datagrams
+		 */
+		u->gso_node[i] = conf->udp_gso == SIGMA_GSO_ON ||
+				 (conf->udp_gso == SIGMA_GSO_DEFAULT &&
+				  (ntohl(u->addrs[i].sin_addr.s_addr) >> 24) == 127);
 	}
 	/* Several worker processes of one host may share a configured port. */
 	u->fd = sg_cli_udp_socket(conf->local_addr, conf->local_port, 1, NULL);

@@ -7,7 +7,8 @@
  * The kernel's per-datagram cost, not the summing, bounds this node, so it
  * moves up to 64 KB per message each way: UDP_GRO on receive (a worker's
  * UDP_SEGMENT send arrives as one message) and UDP_SEGMENT on send (the
- * replies of one length to one worker in a burst leave as one message).
+ * replies of one length to one worker in a burst leave as one message). Under
+ * light traffic it polls a little before it sleeps (conf.spin_us).
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -43,16 +44,30 @@ struct sigma_udpd {
 	struct sg_cli_rx *rx;
 	struct sg_cli_rxpkt rxpkt[SG_CLI_BURST];
 	const struct sockaddr_in *rxfrom[SG_CLI_BURST];
-	/* transmit burst, filled by the engine through alloc/send */
-	unsigned int ntx;
+	/*
+	 * Transmit burst, filled by the engine through alloc/send and, for a
+	 * RESULT to several workers, alloc_multi/send_multi: the payload is
+	 * written once into a buffer, and each datagram is its own header and a
+	 * reference to that payload.
+	 */
+	unsigned int ntx;                        /* datagrams */
+	unsigned int nbuf;                       /* buffers of txbuf taken */
+	uint8_t *cur;                            /* the buffer the engine is filling */
+	uint64_t cur_dest;                       /* ... for this worker (tx_alloc) */
 	bool gso;                                /* conf.no_gso off, until the kernel refuses */
+	uint64_t spin_ns;                        /* conf.spin_us (0: never) */
+	int last_burst;                          /* datagrams of the last burst that had any */
 	struct sockaddr_in txaddr[SG_CLI_BURST]; /* each datagram's destination */
-	uint32_t txlen[SG_CLI_BURST];
+	uint32_t txlen[SG_CLI_BURST];            /* ... its length */
+	const uint8_t *txhdr[SG_CLI_BURST];      /* ... its header */
+	const uint8_t *txpay[SG_CLI_BURST];      /* ... its payload (txlen - header) */
+	uint8_t hdrs[SG_CLI_BURST][SG_DP_HDR_LEN]; /* headers of fanned-out RESULTs */
 	struct mmsghdr txmsg[SG_CLI_BURST];      /* messages: one or several datagrams */
-	struct iovec txiov[SG_CLI_BURST];        /* the datagrams, grouped by message */
+	struct iovec txiov[2 * SG_CLI_BURST];    /* header and payload of each datagram,
+						    grouped by message */
 	uint8_t txctl[SG_CLI_BURST][SG_CLI_SEGCTL];
 	uint8_t *txbuf;
-	_Atomic uint64_t tx_msgs, tx_dgrams;     /* read by sigma_udpd_io_stats() */
+	_Atomic uint64_t tx_msgs, tx_dgrams, tx_bufs, spins; /* read by sigma_udpd_io_stats() */
 };
 
 /* Addresses travel through the engine as one opaque u64: IPv4 << 16 | port. */
@@ -108,10 +123,12 @@ static unsigned int tx_pack(struct sigma_udpd *d)
 			    d->txaddr[j].sin_addr.s_addr != d->txaddr[i].sin_addr.s_addr)
 				continue;
 			taken[j] = true;
-			d->txiov[ni++] = (struct iovec){d->txbuf + (size_t)j * UDPD_BUF, d->txlen[j]};
+			d->txiov[ni++] = (struct iovec){(void *)d->txhdr[j], SG_DP_HDR_LEN};
+			d->txiov[ni++] = (struct iovec){(void *)d->txpay[j],
+							d->txlen[j] - SG_DP_HDR_LEN};
 			cnt++;
 		}
-		mh->msg_iovlen = cnt;
+		mh->msg_iovlen = 2 * cnt;
 		if (cnt > 1)
 			sg_cli_set_segment(mh, d->txctl[nm - 1], (uint16_t)d->txlen[i]);
 	}
@@ -126,9 +143,9 @@ static void tx_unsegmented(struct sigma_udpd *d, unsigned int from, unsigned int
 
 		mh.msg_control = NULL;
 		mh.msg_controllen = 0;
-		for (size_t i = 0; i < d->txmsg[k].msg_hdr.msg_iovlen; i++) {
+		mh.msg_iovlen = 2; /* a datagram: its header and its payload */
+		for (size_t i = 0; i < d->txmsg[k].msg_hdr.msg_iovlen; i += 2) {
 			mh.msg_iov = &d->txmsg[k].msg_hdr.msg_iov[i];
-			mh.msg_iovlen = 1;
 			if (sendmsg(d->fd, &mh, 0) >= 0) {
 				d->tx_msgs++;
 				d->tx_dgrams++;
@@ -150,42 +167,88 @@ static void tx_flush(struct sigma_udpd *d)
 			/* GSO refused (a route's MTU below the datagrams): one per message
 			 * from now on; this burst's rest goes that way at once */
 			if ((errno == EINVAL || errno == EIO) && d->gso &&
-			    d->txmsg[done].msg_hdr.msg_iovlen > 1) {
+			    d->txmsg[done].msg_hdr.msg_iovlen > 2) {
 				d->gso = false;
 				tx_unsegmented(d, done, nm);
 			}
 			break; /* else lost: the worker retransmits */
 		}
 		for (int k = 0; k < r; k++)
-			d->tx_dgrams += d->txmsg[done + (unsigned int)k].msg_hdr.msg_iovlen;
+			d->tx_dgrams += d->txmsg[done + (unsigned int)k].msg_hdr.msg_iovlen / 2;
 		d->tx_msgs += (unsigned int)r;
 		done += (unsigned int)r;
 	}
 	d->ntx = 0;
+	d->nbuf = 0;
+}
+
+/* A buffer for a packet of @p len bytes to @p ndgrams destinations (flushes a full burst). */
+static uint8_t *tx_buffer(struct sigma_udpd *d, uint32_t len, unsigned int ndgrams)
+{
+	if (len > UDPD_BUF || ndgrams > SG_CLI_BURST)
+		return NULL;
+	if (d->ntx + ndgrams > SG_CLI_BURST || d->nbuf == SG_CLI_BURST)
+		tx_flush(d);
+	d->cur = d->txbuf + (size_t)d->nbuf++ * UDPD_BUF;
+	d->tx_bufs++;
+	return d->cur;
+}
+
+/* Queue datagram of @p len bytes to @p dest: header @p hdr, payload after the current buffer's. */
+static void tx_queue(struct sigma_udpd *d, uint64_t dest, const uint8_t *hdr, uint32_t len)
+{
+	unsigned int i = d->ntx;
+
+	if (lose(d, d->conf.drop_tx_permille))
+		return;
+	addr_unpack(dest, &d->txaddr[i]);
+	d->txlen[i] = len;
+	d->txhdr[i] = hdr;
+	d->txpay[i] = d->cur + SG_DP_HDR_LEN;
+	d->ntx++;
 }
 
 static void *tx_alloc(void *ctx, uint64_t dest, uint32_t len, void **pkt)
 {
 	struct sigma_udpd *d = ctx;
+	uint8_t *buf = tx_buffer(d, len, 1);
 
-	if (len > UDPD_BUF)
-		return NULL;
-	if (d->ntx == SG_CLI_BURST)
-		tx_flush(d);
-	addr_unpack(dest, &d->txaddr[d->ntx]);
-	*pkt = d;
-	return d->txbuf + (size_t)d->ntx * UDPD_BUF;
+	*pkt = NULL;
+	d->cur_dest = dest;
+	return buf;
 }
 
 static void tx_send(void *ctx, void *pkt, uint32_t len)
 {
 	struct sigma_udpd *d = ctx;
-	unsigned int i = d->ntx;
 
-	if (lose(d, d->conf.drop_tx_permille))
-		return;
-	d->txlen[i] = len;
-	d->ntx++;
+	(void)pkt;
+	tx_queue(d, d->cur_dest, d->cur, len);
+}
+
+/* One RESULT to @p n workers: the engine writes its payload once (no copy per worker). */
+static void *tx_alloc_multi(void *ctx, const struct sg_dp_tx_dest *to, unsigned int n,
+			    uint32_t len, void **pkt)
+{
+	(void)to;
+	*pkt = NULL;
+	return tx_buffer(ctx, len, n);
+}
+
+static unsigned int tx_send_multi(void *ctx, void *pkt, uint32_t len,
+				  const struct sg_dp_tx_dest *to, unsigned int n)
+{
+	struct sigma_udpd *d = ctx;
+
+	(void)pkt;
+	for (unsigned int i = 0; i < n; i++) {
+		uint8_t *h = d->hdrs[d->ntx];
+
+		memcpy(h, d->cur, SG_DP_HDR_LEN);
+		sg_dp_hdr_set_rank(h, to[i].rank);
+		tx_queue(d, to[i].dest, h, len);
+	}
+	return n; /* a datagram lost on purpose counts as sent, as in tx_send */
 }
 
 static void *node_main(void *arg)
@@ -199,6 +262,14 @@ static void *node_main(void *arg)
 		int n;
 
 		n = sg_cli_rx_take(d->rx, d->rxpkt, d->rxfrom, SG_CLI_BURST);
+		/* light traffic: a worker's next push or its peers' come soon, and a
+		 * wake-up would take longer (docs/performance.md) */
+		if (n == 0 && d->spin_ns && d->last_burst <= SIGMA_UDPD_SPIN_BURST) {
+			d->spins++;
+			n = sg_cli_rx_spin(d->rx, d->rxpkt, d->rxfrom, SG_CLI_BURST, d->spin_ns);
+		}
+		if (n > 0)
+			d->last_burst = n;
 		if (n <= 0) {
 			if (n < 0)
 				break;
@@ -230,7 +301,7 @@ struct sigma_udpd *sigma_udpd_create(const struct sigma_udpd_conf *conf)
 	struct sigma_udpd *d;
 	int err;
 
-	if (conf == NULL) {
+	if (conf == NULL || conf->spin_us > 1000000) {
 		errno = EINVAL;
 		return NULL;
 	}
@@ -242,6 +313,9 @@ struct sigma_udpd *sigma_udpd_create(const struct sigma_udpd_conf *conf)
 	d->rng = conf->seed ? conf->seed : 0x9e3779b97f4a7c15ull;
 	pthread_mutex_init(&d->lock, NULL);
 	d->gso = !conf->no_gso;
+	d->spin_ns = conf->spin_us < 0 ? 0 :
+		     (uint64_t)(conf->spin_us ? conf->spin_us : SIGMA_SPIN_US_DEFAULT) * 1000;
+	d->last_burst = SG_CLI_BURST; /* no polling before traffic */
 	d->txbuf = malloc((size_t)SG_CLI_BURST * UDPD_BUF);
 	if (d->txbuf == NULL) {
 		err = ENOMEM;
@@ -249,6 +323,8 @@ struct sigma_udpd *sigma_udpd_create(const struct sigma_udpd_conf *conf)
 	}
 	d->conf.engine.tx.alloc = tx_alloc;
 	d->conf.engine.tx.send = tx_send;
+	d->conf.engine.tx.alloc_multi = tx_alloc_multi;
+	d->conf.engine.tx.send_multi = tx_send_multi;
 	d->conf.engine.tx.ctx = d;
 	if (d->conf.engine.max_payload == 0)
 		d->conf.engine.max_payload = SG_MAX_CHUNK_BYTES;
@@ -379,6 +455,8 @@ void sigma_udpd_io_stats(struct sigma_udpd *d, struct sigma_udpd_io *io)
 	sg_cli_rx_counts(d->rx, &io->rx_msgs, &io->rx_dgrams);
 	io->tx_msgs = d->tx_msgs;
 	io->tx_dgrams = d->tx_dgrams;
+	io->tx_bufs = d->tx_bufs;
+	io->spins = d->spins;
 }
 
 void sigma_udpd_destroy(struct sigma_udpd *d)

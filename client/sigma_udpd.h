@@ -43,12 +43,26 @@ struct sigma_udpd_conf {
 	bool no_gso;                   /**< one reply per message (default: replies of one length
 					    to one worker in a burst leave in one UDP_SEGMENT
 					    message, as sigmad's [socket] gso) */
+	/**
+	 * After a burst of at most SIGMA_UDPD_SPIN_BURST datagrams (light traffic:
+	 * small push_pulls, where a wake-up per burst would cost more than the
+	 * work), poll the socket for up to this long, yielding the CPU between
+	 * polls, before sleeping in poll(). 0: the default, SIGMA_SPIN_US_DEFAULT
+	 * (200 us); negative: never; at most 1 s (sigma_udpd_create(): EINVAL).
+	 */
+	int32_t spin_us;
 };
+
+/** sigma_udpd_conf.spin_us polls only after bursts of at most this many datagrams. */
+#define SIGMA_UDPD_SPIN_BURST 16
 
 /** A node's messages and datagrams each way (UDP_GRO and UDP_SEGMENT at work). */
 struct sigma_udpd_io {
 	uint64_t rx_msgs, rx_dgrams; /**< received: messages, and the datagrams they held */
 	uint64_t tx_msgs, tx_dgrams; /**< sent: messages, and the datagrams they held */
+	uint64_t tx_bufs;            /**< packets the engine wrote: a RESULT to several workers
+					  is written once and sent to each with its own header */
+	uint64_t spins;              /**< polls before sleeping (conf.spin_us) */
 };
 
 struct sigma_udpd;

@@ -273,6 +273,8 @@ static void usage(FILE *f)
 		"  --cluster NAME    the cluster's name: records under /sigma/NAME/ [default]\n"
 		"  --ttl S           lease TTL, the liveness timeout, 1..3600 s [5]\n"
 		"  --drop-rx P, --drop-tx P  loss injection: drop P per mille of packets [0]\n"
+		"  --spin-us U       after light traffic, poll this long before sleeping; 0: never\n"
+		"                    [200]\n"
 		"  --version         print the release, wire protocol and control API versions\n"
 		"  -h, --help        this text\n"
 		"Runs until SIGINT or SIGTERM. Exit: 0 stopped, 1 could not start, 2 usage.\n");
@@ -302,7 +304,8 @@ int main(int argc, char **argv)
 		{"pool-bufs", required_argument, NULL, 'b'}, {"help", no_argument, NULL, 'h'},
 		{"etcd", required_argument, NULL, 'E'}, {"cluster", required_argument, NULL, 'C'},
 		{"ttl", required_argument, NULL, 'T'}, {"drop-rx", required_argument, NULL, 'R'},
-		{"drop-tx", required_argument, NULL, 'X'}, {"version", no_argument, NULL, 'V'},
+		{"drop-tx", required_argument, NULL, 'X'}, {"spin-us", required_argument, NULL, 'S'},
+		{"version", no_argument, NULL, 'V'},
 		{NULL, 0, NULL, 0},
 	};
 	static struct node n = {.name = "sigma-udpd", .addr = "127.0.0.1", .gbps = 10};
@@ -363,6 +366,11 @@ int main(int argc, char **argv)
 			break;
 		case 'E':
 			etcd = optarg;
+			break;
+		case 'S':
+			if (parse_num(optarg, 0, 1000000, &v) != 0 || v != floor(v))
+				goto bad;
+			dc.spin_us = v == 0 ? -1 : (int32_t)v;
 			break;
 		case 'C':
 			rc.cluster = optarg;

@@ -94,11 +94,12 @@ class SigmaConf(ctypes.Structure):
         ("dpdk_port", ctypes.c_uint16),
         ("dpdk_rx_queues", ctypes.c_uint16),
         ("steer_reducers", ctypes.c_uint16),
-        ("udp_gso", ctypes.c_bool),
+        ("udp_gso", ctypes.c_uint8),  # enum sigma_udp_gso: 0 the default (on)
         ("failover", ctypes.c_bool),
         ("membership", ctypes.c_void_p),  # a C function pointer; Python sets none
         ("membership_arg", ctypes.c_void_p),
         ("failover_wait_us", ctypes.c_uint32),
+        ("spin_us", ctypes.c_int32),
     ]
 
 
@@ -112,7 +113,7 @@ class SigmaStats(ctypes.Structure):
     _fields_ = [(n, ctypes.c_uint64) for n in (
         "tx_packets", "rx_packets", "rx_results", "rx_stale", "rx_bad", "retransmits",
         "nacks", "errors", "ops_done", "ops_failed", "nodes_lost", "keys_moved",
-        "recovery_pushes", "membership_changes")]
+        "recovery_pushes", "membership_changes", "timeouts_held", "spins")]
 
 
 class SigmaJob(ctypes.Structure):

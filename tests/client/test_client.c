@@ -180,11 +180,15 @@ static void test_loss(void)
 }
 
 /*
- * Retransmit timers that learn the round trip: rank 0 starts each push_pull
- * 40 ms before rank 1, so every chunk of rank 0 waits about that long for its
- * RESULT. With a fixed 2 ms timeout each one is resent 4 times per round (2, 6,
- * 14, 30 ms) for nothing; once a round trip was measured (rounds 1 on), the
- * node's timeout covers the wait and almost nothing is resent. Sums exact.
+ * Retransmit timers, when a rank is behind: rank 0 starts each push_pull 40 ms
+ * before rank 1, so every chunk of rank 0 waits about that long for its
+ * RESULT, and the node answers nothing meanwhile. With a fixed 2 ms timeout
+ * every chunk used to be resent at each back-off (2, 6, 14, 30 ms: 4 x 48
+ * resends in round 0, all for nothing). Now a timeout while the node is silent
+ * resends one chunk per node (a probe) and holds the others, and the chunks
+ * not resent give round trips (Karn's rule allows them), so from round 1 on the
+ * node's timeout covers the wait and nothing times out (once, on a loaded
+ * machine, rank 1 may come later than that). Sums exact.
  */
 static double now_s(void)
 {
@@ -202,7 +206,9 @@ static void test_rto_adapts(void)
 	struct cu_group g = {0};
 	struct sigma_tensor *t[2];
 	float *in[2], *out[2];
-	uint64_t re[ROUNDS + 1] = {0};
+	uint64_t re[ROUNDS + 1] = {0}, held[ROUNDS + 1] = {0};
+	double took[ROUNDS];
+	unsigned int late = 0, normal = 0;
 	size_t bad = 0;
 
 	SG_CHECK_EQ(cu_nodes(&g, 1, &plain_node), 0);
@@ -225,6 +231,7 @@ static void test_rto_adapts(void)
 			sigma_poll(g.s[0], 1000);
 		SG_CHECK_EQ(sigma_push_pull(t[1], in[1], out[1], NULL, NULL), 0);
 		cu_drive(&g, t, 2);
+		took[k] = now_s() - t0;
 		for (unsigned int r = 0; r < 2; r++) {
 			SG_CHECK_EQ(sigma_test(t[r]), 0);
 			for (size_t i = 0; i < NE; i++)
@@ -232,14 +239,30 @@ static void test_rto_adapts(void)
 		}
 		sigma_get_stats(g.s[0], &st);
 		re[k + 1] = st.retransmits;
+		held[k + 1] = st.timeouts_held;
 	}
 	SG_CHECK_EQ(bad, 0);
-	/* round 0 has no measured round trip yet: its chunks are resent */
-	SG_CHECK(re[1] >= 48, "round 0 resent %" PRIu64 " chunks, want each of 48 at least once",
-		 re[1]);
-	SG_CHECK(re[ROUNDS] - re[2] < re[1] / 4, "rounds 2..%u resent %" PRIu64 " chunks, round "
-		 "0 %" PRIu64 ": the timeout did not learn the 40 ms wait", ROUNDS - 1,
-		 re[ROUNDS] - re[2], re[1]);
+	/* round 0 has no measured round trip yet: every chunk times out, a few go again */
+	SG_CHECK(held[1] + re[1] >= 48, "round 0 timed out %" PRIu64 " times, want each of 48 "
+		 "chunks at least once", held[1] + re[1]);
+	SG_CHECK(re[1] >= 1 && re[1] <= 8, "round 0 resent %" PRIu64 " chunks: want a probe per "
+		 "back-off (about 4), not every chunk at each", re[1]);
+	/*
+	 * From round 1 on, a round that took its 40 ms (and a little) has no timeout;
+	 * a loaded machine may stretch a round past the learnt timeout (rank 1 starts
+	 * or is served late): those rounds prove nothing either way
+	 */
+	for (unsigned int k = 1; k < ROUNDS; k++) {
+		if (took[k] > 0.048)
+			continue;
+		normal++;
+		late += re[k + 1] - re[k] + held[k + 1] - held[k] > 0;
+	}
+	SG_CHECK(late == 0, "%u of the %u rounds (of 1..%u) that took 40 to 48 ms had chunks time "
+		 "out: the timeout did not learn the 40 ms wait", late, normal, ROUNDS - 1);
+	if (normal == 0)
+		printf("test_rto_adapts: every round took over 48 ms (a loaded machine): the "
+		       "learnt timeout was not checked\n");
 	for (unsigned int r = 0; r < 2; r++) {
 		free(in[r]);
 		free(out[r]);
@@ -469,6 +492,8 @@ static void test_garbage(void)
 	c = ok, c.partition_bytes = 512, expect_bad_conf(c, "partition < chunk");
 	c = ok, c.weights = zero_w, expect_bad_conf(c, "all weights 0");
 	c = ok, c.transport = 7, expect_bad_conf(c, "unknown transport");
+	c = ok, c.udp_gso = 3, expect_bad_conf(c, "udp_gso 3");
+	c = ok, c.spin_us = 1000001, expect_bad_conf(c, "spin_us above 1 s");
 	SG_CHECK(sigma_open(NULL) == NULL, "NULL conf accepted");
 
 	SG_CHECK_EQ(cu_nodes(&g, 1, &plain_node), 0);
@@ -653,7 +678,7 @@ out:
  * chunks (20 partitions of one 1424-byte chunk): each message's datagrams
  * are counted and parsed. @return messages that carried several datagrams.
  */
-static unsigned int gso_messages(bool gso, unsigned int *dgrams, unsigned int *bad)
+static unsigned int gso_messages(uint8_t gso, unsigned int *dgrams, unsigned int *bad)
 {
 	enum { NE = 1424 / 4 * 20 };
 	struct sigma_node node = {.addr = "127.0.0.1"};
@@ -734,26 +759,83 @@ static void node_io(const struct cu_group *g, struct sigma_udpd_io *sum)
 		sum->rx_dgrams += io.rx_dgrams;
 		sum->tx_msgs += io.tx_msgs;
 		sum->tx_dgrams += io.tx_dgrams;
+		sum->tx_bufs += io.tx_bufs;
 	}
 }
 
 static const struct sigma_udpd_conf no_gso_node = {.engine = {.pool_bufs = 4096},
 						   .no_gso = true};
 
+/*
+ * Polling before sleeping (conf.spin_us, sigma_udpd_conf.spin_us): by default
+ * a small push_pull's waits poll first, on the workers and the node; negative
+ * turns it off on both; the default window follows N and the chunk size.
+ * Sums exact either way.
+ */
+/* 20 rounds of a 4 KB tensor on 2 workers and a node; @p spins: each one's polls. */
+static void spin_counts(const struct sigma_udpd_conf *dc, const struct sigma_conf *c,
+			const char *what, uint64_t spins[3])
+{
+	const size_t sizes[] = {1024};
+	struct cu_group g = {0};
+	struct sigma_udpd_io io;
+
+	SG_CHECK_EQ(cu_nodes(&g, 1, dc), 0);
+	SG_CHECK_EQ(cu_sessions(&g, 2, c), 0);
+	run_fp32(&g, sizes, 1, 20, what);
+	for (unsigned int r = 0; r < 2; r++) {
+		struct sigma_stats st;
+
+		sigma_get_stats(g.s[r], &st);
+		spins[r] = st.spins;
+	}
+	sigma_udpd_io_stats(g.d[0], &io);
+	spins[2] = io.spins;
+	cu_free(&g);
+}
+
+static void test_spin(void)
+{
+	struct sigma_udpd_conf off_node = plain_node;
+	struct sigma_conf c = {.job = 18, .token = 0x5917};
+	uint64_t n[3];
+
+	SG_CHECK_EQ(sigma_window_default(2, 8920), 117);   /* 1 MB */
+	SG_CHECK_EQ(sigma_window_default(4, 8920), 117);   /* 4 MB / 4 */
+	SG_CHECK_EQ(sigma_window_default(8, 8920), 58);    /* 512 KB */
+	SG_CHECK_EQ(sigma_window_default(64, 8920), 16);   /* 64 KB: at least 16 */
+	SG_CHECK_EQ(sigma_window_default(2, 1424), 256);   /* at most 256 */
+	SG_CHECK_EQ(sigma_window_default(0, 1424), 16);
+	spin_counts(&plain_node, &c, "spin", n);
+	SG_CHECK(n[0] > 0 && n[1] > 0 && n[2] > 0, "default spin_us: the workers polled %" PRIu64
+		 " and %" PRIu64 " times, the node %" PRIu64 ", want some each", n[0], n[1], n[2]);
+	off_node.spin_us = -1;
+	c.spin_us = -1;
+	spin_counts(&off_node, &c, "no spin", n);
+	SG_CHECK(n[0] == 0 && n[1] == 0 && n[2] == 0, "spin_us -1: the workers polled %" PRIu64
+		 " and %" PRIu64 " times, the node %" PRIu64 ", want none", n[0], n[1], n[2]);
+	off_node.spin_us = 1000001;
+	SG_CHECK(sigma_udpd_create(&off_node) == NULL && errno == EINVAL, "a node with spin_us "
+		 "above 1 s was made");
+}
+
 static void test_gso(void)
 {
 	struct sigma_udpd_io io;
 	const size_t sizes[] = {1, 356, 16384, 100001};
 	struct cu_group g = {0};
-	struct sigma_conf c = {.job = 12, .token = 0xabcdef, .partition_bytes = 65536,
-			       .udp_gso = true};
+	struct sigma_conf c = {.job = 12, .token = 0xabcdef, .partition_bytes = 65536};
 	unsigned int dgrams, bad, multi;
 
-	multi = gso_messages(true, &dgrams, &bad);
-	SG_CHECK(multi > 0 && dgrams == 20 && bad == 0, "udp_gso: %u messages carried several "
+	/* GSO is the default (it was off before: this failed) */
+	multi = gso_messages(SIGMA_GSO_DEFAULT, &dgrams, &bad);
+	SG_CHECK(multi > 0 && dgrams == 20 && bad == 0, "udp_gso default: %u messages carried "
+		 "several of the %u datagrams (want 20, all pushes; %u bad)", multi, dgrams, bad);
+	multi = gso_messages(SIGMA_GSO_ON, &dgrams, &bad);
+	SG_CHECK(multi > 0 && dgrams == 20 && bad == 0, "udp_gso on: %u messages carried several "
 		 "of the %u datagrams (want 20, all pushes; %u bad)", multi, dgrams, bad);
-	multi = gso_messages(false, &dgrams, &bad);
-	SG_CHECK(multi == 0 && dgrams == 20 && bad == 0, "without udp_gso: %u messages carried "
+	multi = gso_messages(SIGMA_GSO_OFF, &dgrams, &bad);
+	SG_CHECK(multi == 0 && dgrams == 20 && bad == 0, "udp_gso off: %u messages carried "
 		 "several of the %u datagrams (%u bad)", multi, dgrams, bad);
 	SG_CHECK_EQ(cu_nodes(&g, 2, &plain_node), 0);
 	SG_CHECK_EQ(cu_sessions(&g, 3, &c), 0);
@@ -765,11 +847,15 @@ static void test_gso(void)
 		 "default nodes: received %" PRIu64 " datagrams in %" PRIu64 " messages, sent %"
 		 PRIu64 " in %" PRIu64 ": want fewer messages both ways", io.rx_dgrams,
 		 io.rx_msgs, io.tx_dgrams, io.tx_msgs);
+	/* each RESULT was written once for the 3 workers (sends to one rank: resends only) */
+	SG_CHECK(io.tx_bufs * 2 < io.tx_dgrams, "the nodes wrote %" PRIu64 " packets for %"
+		 PRIu64 " datagrams: want each RESULT written once for its 3 workers",
+		 io.tx_bufs, io.tx_dgrams);
 	cu_free(&g);
 
 	/* plain workers, nodes with no_gso: one datagram per message each way, as before */
 	g = (struct cu_group){0};
-	c.udp_gso = false;
+	c.udp_gso = SIGMA_GSO_OFF;
 	SG_CHECK_EQ(cu_nodes(&g, 2, &no_gso_node), 0);
 	SG_CHECK_EQ(cu_sessions(&g, 3, &c), 0);
 	run_fp32(&g, sizes, 4, 2, "no gso");
@@ -805,5 +891,6 @@ int main(void)
 	test_garbage();
 	test_steer_ports();
 	test_gso();
+	test_spin();
 	return sg_test_finish("client");
 }

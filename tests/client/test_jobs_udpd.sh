@@ -3,7 +3,7 @@
 #
 # The job service end to end, on this machine: three sigma-udpd nodes (kernel
 # UDP, with the control server; one over authenticated TCP, one a GPU machine
-# that takes chunks of at most 1424 bytes), jobs made across them with the real
+# that takes chunks of at most 1424 bytes and never polls), jobs made across them with the real
 # sigmactl (--node ...), opened by job_workers from the printed descriptor, and
 # every sum checked there. Then what must fail, fails with the reason: a
 # program restarted against a job that ran on, a tensor of another size, a
@@ -36,7 +36,7 @@ start() { # start NAME LOG ARGS...
 start a "$TMP/a.log" --name cpu-a --unix "$TMP/a.sock"
 start b "$TMP/b.log" --name cpu-b --gbps 40 --unix "$TMP/b.sock" --listen 127.0.0.1:0 \
 	--secret-file "$TMP/secret"
-start c "$TMP/c.log" --name cpu-c --max-chunk 1424 --unix "$TMP/c.sock"
+start c "$TMP/c.log" --name cpu-c --max-chunk 1424 --spin-us 0 --unix "$TMP/c.sock"
 for _ in $(seq 100); do
 	[ "$(cat "$TMP"/?.log | grep -c 'sigma-udpd: node')" = 3 ] && break
 	sleep 0.05
@@ -46,6 +46,10 @@ if [ "$(cat "$TMP"/?.log | grep -c 'sigma-udpd: node')" != 3 ]; then
 	exit 1
 fi
 BT=$(sed -n 's/^sigma-udpd: node.* tcp port \([0-9]*\)$/\1/p' "$TMP/b.log")
+for v in -1 1000001 x; do
+	expect "spin-us-$v" 2 "bad value '$v' for --spin-us" -- "$UDPD" --unix "$TMP/x.sock" \
+		--spin-us "$v"
+done
 A=unix:$TMP/a.sock
 B=127.0.0.1:$BT
 C=unix:$TMP/c.sock
