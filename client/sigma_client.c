@@ -53,6 +53,9 @@ struct sg_cli_node {
 	uint64_t srtt, rttvar;       /* ns: smoothed chunk round trip and its deviation, 0: none */
 	uint64_t rto;                /* ns: the timeout a new chunk gets (see rto_sample()) */
 	bool warned;                 /* said it does not answer but is still listed */
+	uint64_t lost_log;           /* ns: when a "waits for ranks" line of it was last logged */
+	uint32_t lost_quiet;         /* ... reports not logged since (see log_waits()) */
+	uint64_t lost_ranks;         /* ... and the ranks they named */
 };
 
 struct sg_cli_part {
@@ -689,6 +692,44 @@ static void recov_done(struct sigma_session *s, uint32_t node, uint32_t idx)
 	slot_free(s, node, idx);
 }
 
+/* At most one "waits for ranks" line per node per second: the rest are summed up. */
+#define SG_CLI_WAIT_LOG_NS 1000000000ull
+
+/*
+ * The node reports a chunk waiting for ranks (WORKER_LOST). With skewed ranks every
+ * outstanding chunk gets one, a window's worth per node: log the first, count the
+ * others and say how many once the second has passed (log_waits_flush()).
+ */
+static void log_waits(struct sigma_session *s, uint32_t node, const struct sg_dp_msg *m,
+		      uint64_t missing, uint64_t now)
+{
+	struct sg_cli_node *n = &s->nodes[node];
+
+	if (n->lost_log != 0 && now - n->lost_log < SG_CLI_WAIT_LOG_NS) {
+		n->lost_quiet++;
+		n->lost_ranks |= missing;
+		return;
+	}
+	n->lost_log = now;
+	SG_CLI_LOG(WARNING, "node %s: key 0x%08x chunk %u round %u waits for ranks 0x%" PRIx64,
+		   n->label, m->key, m->chunk, m->round, missing);
+}
+
+/* Say how many reports log_waits() kept quiet, once their second is over. */
+static void log_waits_flush(struct sigma_session *s, uint32_t node, uint64_t now)
+{
+	struct sg_cli_node *n = &s->nodes[node];
+
+	if (n->lost_quiet == 0 || now - n->lost_log < SG_CLI_WAIT_LOG_NS)
+		return;
+	SG_CLI_LOG(WARNING, "node %s: %u more chunk(s) wait for ranks 0x%" PRIx64 " (reports of "
+		   "the last %.1f s; one line per node and second)", n->label, n->lost_quiet,
+		   n->lost_ranks, (double)(now - n->lost_log) / 1e9);
+	n->lost_log = now;
+	n->lost_quiet = 0;
+	n->lost_ranks = 0;
+}
+
 static int check_membership(struct sigma_session *s);
 
 /* Resend chunks whose timer expired; fail those out of retries. */
@@ -697,6 +738,7 @@ static void scan_timers(struct sigma_session *s, uint64_t now)
 	for (unsigned int i = 0; i < s->conf.nnodes; i++) {
 		struct sg_cli_node *n = &s->nodes[i];
 
+		log_waits_flush(s, i, now);
 		for (uint32_t k = 0; k < s->conf.window && n->outstanding; k++) {
 			struct sg_cli_slot *sl = &n->slots[k];
 
@@ -948,7 +990,7 @@ static void on_behind(struct sigma_session *s, const struct sg_dp_msg *m, uint32
 	fail_chunk(s, node, idx, m->code == SG_DP_C_GONE ? -EPIPE : -ESTALE, why, hint);
 }
 
-static void on_error(struct sigma_session *s, const struct sg_dp_msg *m)
+static void on_error(struct sigma_session *s, const struct sg_dp_msg *m, uint64_t now)
 {
 	uint32_t node, idx;
 	struct sg_cli_slot *sl = match(s, m, &node, &idx);
@@ -975,8 +1017,7 @@ static void on_error(struct sigma_session *s, const struct sg_dp_msg *m)
 		if (sl->missing == be64toh(be))
 			return; /* already reported */
 		sl->missing = be64toh(be);
-		SG_CLI_LOG(WARNING, "node %s: key 0x%08x chunk %u round %u waits for ranks 0x%"
-			   PRIx64, s->nodes[node].label, m->key, m->chunk, m->round, sl->missing);
+		log_waits(s, node, m, sl->missing, now);
 	}
 }
 
@@ -998,7 +1039,7 @@ static void handle(struct sigma_session *s, const void *buf, uint32_t len, uint6
 		on_nack(s, &m, now);
 		break;
 	case SG_DP_T_ERROR:
-		on_error(s, &m);
+		on_error(s, &m, now);
 		break;
 	default:
 		s->st.rx_bad++;

@@ -14,6 +14,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <rte_log.h>
+
 #include "client_util.h"
 
 static uint64_t now_ms(void)
@@ -380,6 +382,84 @@ static void test_worker_missing(void)
 	SG_CHECK_EQ(sigma_push_pull_sync(t, in, out), -ETIMEDOUT);
 	e = sigma_last_error(g.s[0]);
 	SG_CHECK(strstr(e, "ranks 0x2 missing") != NULL, "error does not name rank 1: '%s'", e);
+	cu_free(&g);
+}
+
+/*
+ * Rank 1 starts 1.2 s after rank 0 while the node reports every waiting chunk
+ * (WORKER_LOST after a 10 ms slot timeout): libsigma logs at most one "waits for
+ * ranks" line per node and second, and says how many reports it left out. It
+ * logged one line per chunk before (256 here: rank 0's window).
+ */
+static void test_wait_log_rate(void)
+{
+	enum { NE = 100000 };
+	struct sigma_udpd_conf dc = {.engine = {.pool_bufs = 4096, .slot_timeout_ns = 10000000}};
+	struct sigma_conf c = {.job = 18, .token = 14, .rto_us = 5000, .rto_max_us = 50000,
+			       .max_retries = 1000};
+	struct cu_group g = {0};
+	struct sigma_tensor *t[2];
+	float *in[2] = {malloc(NE * 4), malloc(NE * 4)}, *out[2] = {malloc(NE * 4), malloc(NE * 4)};
+	char *log = NULL, *at;
+	size_t loglen = 0, bad = 0;
+	unsigned int lines = 0, reports = 0, summaries = 0;
+	FILE *f = open_memstream(&log, &loglen);
+	uint64_t t0, took;
+
+	SG_CHECK(f != NULL, "memstream");
+	SG_CHECK_EQ(cu_nodes(&g, 1, &dc), 0);
+	SG_CHECK_EQ(cu_sessions(&g, 2, &c), 0);
+	for (unsigned int r = 0; r < 2; r++) {
+		t[r] = sigma_tensor_register(g.s[r], "skewed", 3, SG_DTYPE_FP32, NE, 0);
+		for (size_t i = 0; i < NE; i++)
+			in[r][i] = val(r, i, 0);
+	}
+	SG_CHECK_EQ(cu_start(&g, NULL), 0);
+	rte_openlog_stream(f);
+	t0 = now_ms();
+	for (unsigned int r = 0; r < 2; r++)
+		SG_CHECK_EQ(sigma_push_pull(t[r], in[r], out[r], NULL, NULL), 0);
+	while (now_ms() - t0 < 1200) /* only rank 0 sends: rank 1 is late */
+		sigma_poll(g.s[0], 1000);
+	cu_drive(&g, t, 2);
+	took = now_ms() - t0;
+	rte_openlog_stream(NULL);
+	fclose(f);
+	for (unsigned int r = 0; r < 2; r++) {
+		SG_CHECK(sigma_test(t[r]) == 0, "rank %u: %s", r, sigma_last_error(g.s[r]));
+		for (size_t i = 0; i < NE; i++)
+			bad += out[r][i] != val(0, i, 0) + val(1, i, 0);
+	}
+	SG_CHECK(bad == 0, "%zu elements differ", bad);
+	for (char *l = strtok_r(log, "\n", &at); l != NULL; l = strtok_r(NULL, "\n", &at)) {
+		const char *more = strstr(l, " more chunk(s) wait for ranks 0x");
+
+		if (strstr(l, "wait") == NULL || strstr(l, "for ranks") == NULL)
+			continue;
+		lines++;
+		if (more != NULL) {
+			const char *p = more;
+
+			while (p > l && p[-1] >= '0' && p[-1] <= '9')
+				p--;
+			reports += (unsigned int)atoi(p);
+			summaries++;
+		} else {
+			SG_CHECK(strstr(l, "round 0 waits for ranks 0x") != NULL, "line: %s", l);
+			reports++;
+		}
+	}
+	/* one line per second and node, and its summary */
+	SG_CHECK(lines <= 2 * (took / 1000 + 1), "%u lines in %" PRIu64 " ms", lines, took);
+	SG_CHECK(summaries >= 1 && reports >= 200, "%u reports in %u summaries: the count of "
+		 "those left out is missing", reports, summaries);
+	printf("wait log: %u lines for %u reports of waiting chunks in %" PRIu64 " ms\n", lines,
+	       reports, took);
+	free(log);
+	for (unsigned int r = 0; r < 2; r++) {
+		free(in[r]);
+		free(out[r]);
+	}
 	cu_free(&g);
 }
 
@@ -801,6 +881,7 @@ int main(void)
 	test_nack();
 	test_node_gone();
 	test_worker_missing();
+	test_wait_log_rate();
 	test_priority();
 	test_garbage();
 	test_steer_ports();
