@@ -77,6 +77,9 @@ enum sg_dp_code {
 				      node; payload: struct sg_dp_round_info */
 	SG_DP_C_FULL = 7,        /**< ERROR: an open job has no chunk slot left on the node for a
 				      new key; payload: struct sg_dp_full */
+	SG_DP_C_WAITING = 8,     /**< ERROR: the node holds the sender's push of this collecting
+				      round and waits for other ranks (an answer to a resend);
+				      payload = u64 missing-rank bitmap. Not a failure */
 };
 
 /** Payload of ERROR GONE and STALE (8 bytes, big-endian): where the chunk is on the node. */
