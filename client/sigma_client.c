@@ -22,6 +22,7 @@ RTE_LOG_REGISTER(sg_cli_logtype, sigma.client, INFO);
 #define SG_CLI_DEF_RETRIES 10
 #define SG_CLI_NAME_LEN 64
 #define SG_CLI_DEF_FAILOVER_WAIT_US 10000000u
+#define SG_CLI_DEF_RANKS_WAIT_US 60000000u
 
 /* One outstanding chunk: a credit of its node's window. */
 struct sg_cli_slot {
@@ -32,9 +33,11 @@ struct sg_cli_slot {
 	uint32_t rto_us;
 	uint64_t sent;      /* first sent at (the RTT sample of a RESULT without resend) */
 	uint64_t deadline;  /* resend at */
-	uint64_t missing;   /* ranks the node reported missing (WORKER_LOST) */
+	uint64_t missing;   /* ranks the node reported missing (WORKER_LOST, WAITING) */
+	uint64_t reported;  /* ... those last logged (WORKER_LOST) */
 	uint64_t give_up;   /* out of retries at a node still listed: fail at (0: not yet) */
 	uint32_t round;     /* the round pushed */
+	bool answered;      /* the node answered it (WAITING, WORKER_LOST, NACK): alive */
 	bool parked;        /* NACKed (until its RESULT): see has_credit() */
 	bool recov;         /* a failover push of the partition's last round: its RESULT is
 			       not written, and no reply fails an operation */
@@ -120,6 +123,7 @@ struct sigma_session {
 	const char **names;            /* node names, for the membership source */
 	bool *alive;                   /* its answer */
 	struct sigma_tensor *recov;    /* tensors with failover pushes to send */
+	struct sigma_failure fail;     /* the last failure, in parts */
 	char err[SIGMA_ERR_LEN];
 };
 
@@ -173,6 +177,8 @@ static int check_conf(struct sigma_conf *c)
 		c->dpdk_rx_queues = 1;
 	if (c->failover_wait_us == 0)
 		c->failover_wait_us = SG_CLI_DEF_FAILOVER_WAIT_US;
+	if (c->ranks_wait_us == 0)
+		c->ranks_wait_us = SG_CLI_DEF_RANKS_WAIT_US;
 	if (c->dpdk_rx_queues > SIGMA_DPDK_MAX_RXQ)
 		return conf_error("dpdk_rx_queues %u not in 1..%u", c->dpdk_rx_queues,
 				  SIGMA_DPDK_MAX_RXQ);
@@ -515,13 +521,21 @@ static void finish(struct sigma_tensor *t, int status)
 		t->cb(t->cb_arg, t, status);
 }
 
-/* Fail the chunk's operation: "<why> from node N for tensor T key K chunk C round R[: hint]". */
-static void fail_chunk(struct sigma_session *s, uint32_t node, uint32_t idx, int status,
-		       const char *why, const char *hint)
+/*
+ * Fail the chunk's operation: "<why> from node N for tensor T key K chunk C round R[: hint]",
+ * and its parts for sigma_last_failure(), with @p kind.
+ */
+static void fail_chunk_as(struct sigma_session *s, uint32_t node, uint32_t idx, int status,
+			  enum sigma_fail_kind kind, const char *why, const char *hint)
 {
 	const struct sg_cli_slot *sl = &s->nodes[node].slots[idx];
 	struct sigma_tensor *t = sl->t;
 	int len;
+
+	s->fail = (struct sigma_failure){.status = status, .kind = kind, .node = (int)node,
+					 .key = sg_wire_key(t->id, sl->part), .chunk = sl->chunk,
+					 .round = t->round, .missing = sl->missing,
+					 .waited_us = (sg_cli_now_ns() - sl->sent) / 1000};
 
 	len = snprintf(s->err, sizeof(s->err),
 		       "%s from node %s for tensor '%s' key 0x%08x chunk %u round %u", why,
@@ -534,6 +548,13 @@ static void fail_chunk(struct sigma_session *s, uint32_t node, uint32_t idx, int
 		snprintf(s->err + len, sizeof(s->err) - len, ": %s", hint);
 	SG_CLI_LOG(ERR, "%s", s->err);
 	finish(t, status);
+}
+
+/* fail_chunk_as() for a refusal (an ERROR of the node). */
+static void fail_chunk(struct sigma_session *s, uint32_t node, uint32_t idx, int status,
+		       const char *why, const char *hint)
+{
+	fail_chunk_as(s, node, idx, status, SIGMA_FAIL_REFUSED, why, hint);
 }
 
 static void flush(struct sigma_session *s)
@@ -730,6 +751,44 @@ static void log_waits_flush(struct sigma_session *s, uint32_t node, uint64_t now
 	n->lost_ranks = 0;
 }
 
+/*
+ * The node answered chunk @p sl (ERROR WAITING or WORKER_LOST, naming @p missing; or a
+ * NACK, @p missing 0): it is alive, so its silence budget (max_retries) starts again;
+ * the time since the first send (ranks_wait_us) goes on.
+ */
+static void note_alive(struct sg_cli_slot *sl, uint64_t missing)
+{
+	sl->answered = true;
+	sl->retries = 0;
+	sl->give_up = 0;
+	if (missing != 0)
+		sl->missing = missing;
+}
+
+/* Slot @p idx of node @p node waited ranks_wait_us with its node answering: fail it. */
+static void ranks_missing(struct sigma_session *s, uint32_t node, uint32_t idx, uint64_t now)
+{
+	const struct sg_cli_slot *sl = &s->nodes[node].slots[idx];
+	char why[96], hint[320];
+
+	if (sl->recov) { /* a failover push: nobody's operation waits for it */
+		recov_done(s, node, idx);
+		return;
+	}
+	snprintf(why, sizeof(why), "no RESULT within %.1f s, ranks missing",
+		 (double)(now - sl->sent) / 1e9);
+	if (sl->missing)
+		snprintf(hint, sizeof(hint), "the node is alive and holds this rank's push, but "
+			 "the ranks named did not push this round within ranks_wait_us (%.1f s): "
+			 "they are dead, stuck or far behind (raise ranks_wait_us for longer "
+			 "pauses)", s->conf.ranks_wait_us / 1e6);
+	else
+		snprintf(hint, sizeof(hint), "the node is alive but kept refusing the push for "
+			 "want of a free slot or buffer (NACK) for ranks_wait_us (%.1f s): its slots "
+			 "are held by chunks that wait for other ranks", s->conf.ranks_wait_us / 1e6);
+	fail_chunk_as(s, node, idx, -ETIMEDOUT, SIGMA_FAIL_RANKS_MISSING, why, hint);
+}
+
 static int check_membership(struct sigma_session *s);
 
 /* Resend chunks whose timer expired; fail those out of retries. */
@@ -744,6 +803,10 @@ static void scan_timers(struct sigma_session *s, uint64_t now)
 
 			if (sl->t == NULL || sl->deadline > now)
 				continue;
+			if (sl->answered && now - sl->sent >= s->conf.ranks_wait_us * 1000ull) {
+				ranks_missing(s, i, k, now);
+				continue;
+			}
 			if (sl->retries >= s->conf.max_retries && s->conf.membership != NULL &&
 			    sl->give_up == 0) {
 				/* look now: the node may be gone, its keys moved (this slot too) */
@@ -769,11 +832,13 @@ static void scan_timers(struct sigma_session *s, uint64_t now)
 				snprintf(why, sizeof(why), "no RESULT after %u retries",
 					 sl->retries);
 				/* a node drops pushes without its job's id and token unanswered */
-				fail_chunk(s, i, k, -ETIMEDOUT, why, n->heard ? NULL :
-					   "no reply of this job ever came from that node: check that "
-					   "the job exists there with this job id and token (the "
-					   "node drops other pushes without a word), and that its "
-					   "address and UDP port are right");
+				fail_chunk_as(s, i, k, -ETIMEDOUT, SIGMA_FAIL_NODE_SILENT, why,
+					      n->heard ? "the node answered none of them (node "
+					      "silent): it is down, or unreachable from here" :
+					      "no reply of this job ever came from that node: check "
+					      "that the job exists there with this job id and token "
+					      "(the node drops other pushes without a word), and that "
+					      "its address and UDP port are right");
 				continue;
 			}
 			if (sl->retries < s->conf.max_retries)
@@ -895,6 +960,7 @@ static void on_nack(struct sigma_session *s, const struct sg_dp_msg *m, uint64_t
 	if (sl == NULL)
 		return;
 	n = &s->nodes[node];
+	note_alive(sl, 0);
 	/*
 	 * Back-pressure: halve the window, and resend this chunk after its
 	 * back-off. The chunk stays parked (see has_credit()) until
@@ -998,9 +1064,19 @@ static void on_error(struct sigma_session *s, const struct sg_dp_msg *m, uint64_
 	s->st.errors++;
 	if (sl == NULL)
 		return;
+	if ((m->code == SG_DP_C_WAITING || m->code == SG_DP_C_WORKER_LOST) &&
+	    m->payload_len == 8) {
+		uint64_t be;
+
+		memcpy(&be, m->payload, 8);
+		s->st.waits += m->code == SG_DP_C_WAITING;
+		note_alive(sl, be64toh(be));
+		if (m->code == SG_DP_C_WAITING || sl->recov)
+			return;
+	}
 	if (sl->recov) {
 		/* refused or stale: the survivor's key has gone past that round, nobody waits */
-		if (m->code != SG_DP_C_WORKER_LOST)
+		if (m->code != SG_DP_C_WORKER_LOST && m->code != SG_DP_C_WAITING)
 			recov_done(s, node, idx);
 		return;
 	}
@@ -1014,10 +1090,10 @@ static void on_error(struct sigma_session *s, const struct sg_dp_msg *m, uint64_
 		uint64_t be;
 
 		memcpy(&be, m->payload, 8);
-		if (sl->missing == be64toh(be))
+		if (sl->reported == be64toh(be))
 			return; /* already reported */
-		sl->missing = be64toh(be);
-		log_waits(s, node, m, sl->missing, now);
+		sl->reported = be64toh(be);
+		log_waits(s, node, m, sl->reported, now);
 	}
 }
 
@@ -1127,6 +1203,14 @@ const char *sigma_last_error(const struct sigma_session *s)
 	return s == NULL ? "no session" : s->err;
 }
 
+int sigma_last_failure(const struct sigma_session *s, struct sigma_failure *f)
+{
+	if (s == NULL || f == NULL)
+		return -EINVAL;
+	*f = s->fail;
+	return f->kind == SIGMA_FAIL_NONE ? -ENOENT : 0;
+}
+
 void sigma_get_stats(const struct sigma_session *s, struct sigma_stats *st)
 {
 	*st = s->st;
@@ -1159,6 +1243,8 @@ static int no_node_left(struct sigma_session *s)
 	if (len > 0 && (size_t)len < sizeof(s->err))
 		snprintf(s->err + len, sizeof(s->err) - len, "): start nodes and a new job");
 	SG_CLI_LOG(ERR, "%s", s->err);
+	s->fail = (struct sigma_failure){.status = -EHOSTDOWN, .kind = SIGMA_FAIL_NO_NODE,
+					 .node = -1};
 	s->no_node = true;
 	while (s->active != NULL)
 		finish(s->active, -EHOSTDOWN);

@@ -99,6 +99,7 @@ class SigmaConf(ctypes.Structure):
         ("membership", ctypes.c_void_p),  # a C function pointer; Python sets none
         ("membership_arg", ctypes.c_void_p),
         ("failover_wait_us", ctypes.c_uint32),
+        ("ranks_wait_us", ctypes.c_uint32),
     ]
 
 
@@ -112,7 +113,25 @@ class SigmaStats(ctypes.Structure):
     _fields_ = [(n, ctypes.c_uint64) for n in (
         "tx_packets", "rx_packets", "rx_results", "rx_stale", "rx_bad", "retransmits",
         "nacks", "errors", "ops_done", "ops_failed", "nodes_lost", "keys_moved",
-        "recovery_pushes", "membership_changes")]
+        "recovery_pushes", "membership_changes", "waits")]
+
+
+# enum sigma_fail_kind
+FAIL_NONE, FAIL_NODE_SILENT, FAIL_RANKS_MISSING, FAIL_REFUSED, FAIL_NO_NODE = range(5)
+
+
+class SigmaFailure(ctypes.Structure):
+    """struct sigma_failure (sigma_last_failure())."""
+    _fields_ = [
+        ("status", ctypes.c_int),
+        ("kind", ctypes.c_int),
+        ("node", ctypes.c_int),
+        ("key", ctypes.c_uint32),
+        ("chunk", ctypes.c_uint32),
+        ("round", ctypes.c_uint32),
+        ("missing", ctypes.c_uint64),
+        ("waited_us", ctypes.c_uint64),
+    ]
 
 
 class SigmaJob(ctypes.Structure):
@@ -264,6 +283,7 @@ def libsigma() -> ctypes.CDLL:
         _proto(lib, "sigma_test", i, vp)
         _proto(lib, "sigma_wait", i, vp)
         _proto(lib, "sigma_last_error", cp, vp)
+        _proto(lib, "sigma_last_failure", i, vp, ctypes.POINTER(SigmaFailure))
         _proto(lib, "sigma_get_stats", None, vp, ctypes.POINTER(SigmaStats))
         _proto(lib, "sigma_tensor_nparts", ctypes.c_uint32, vp)
         _proto(lib, "sigma_tensor_part_node", i, vp, ctypes.c_uint32)

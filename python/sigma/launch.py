@@ -16,8 +16,9 @@ SIGMA_JOB, SIGMA_RANK and SIGMA_WORKERS, for scripts without torch.distributed. 
 PyTorch, ``torchrun --nproc-per-node 4 train.py`` sets the same variables.
 
 Each line a rank prints is prefixed with ``[rank]``. When a rank fails, the
-others get ``--grace`` seconds to end by themselves (Sigma fails their steps
-within its bound), then SIGINT, then SIGKILL 3 s later. Ctrl-C (SIGINT) or SIGTERM
+others get ``--grace`` seconds to end by themselves (a step that waits for
+the failed rank ends only after sigma.torch's ranks_wait), then SIGINT, then
+SIGKILL 3 s later. Ctrl-C (SIGINT) or SIGTERM
 stops every rank and node the same way. The exit status is the first failing
 rank's (128 + signal for a signal), 0 when all succeed.
 """

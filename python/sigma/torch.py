@@ -31,7 +31,8 @@ import torch
 import torch.distributed as dist
 
 from . import _lib
-from .errors import SigmaConfigError, SigmaError
+from .errors import (SigmaConfigError, SigmaError, SigmaNodeSilentError,  # noqa: F401
+                     SigmaRanksMissingError, SigmaTimeoutError)
 from .job import Job, create_job, destroy_job, load_secret, parse_nodes
 from .session import Handle, Session
 
@@ -39,7 +40,8 @@ __all__ = [
     "init", "shutdown", "is_initialized", "rank", "size", "local_rank", "job", "session",
     "push_pull", "push_pull_", "push_pull_async", "push_pull_async_", "synchronize", "poll",
     "ddp_comm_hook", "HookState", "DistributedOptimizer", "broadcast_parameters",
-    "broadcast_optimizer_state", "SigmaError", "SigmaConfigError",
+    "broadcast_optimizer_state", "SigmaError", "SigmaConfigError", "SigmaTimeoutError",
+    "SigmaNodeSilentError", "SigmaRanksMissingError",
 ]
 
 _DTYPES = {
@@ -49,11 +51,16 @@ _DTYPES = {
 }
 _FLOATS = ("fp32", "fp64", "fp16", "bf16")
 _STORE_PREFIX = "sigma"
-# libsigma's resends of an unanswered chunk before an operation fails, when
-# init() is not given max_retries: 25 make a retry budget of 4.3 s (libsigma's
-# own 10, 1.3 s, take a rank paused for a second, by a loaded machine or a
-# garbage collection, for a dead one). docs/python.md, "Errors and bounds".
-MAX_RETRIES = 25
+# libsigma's resends in a row that a node may leave unanswered before it counts
+# as dead (node silent), when init() is not given max_retries: libsigma's own
+# 10, a bound of 1.3 to 2.2 s. A rank that is merely behind (a loaded machine,
+# a garbage collection, DDP's first step) no longer counts: the node answers
+# the others' resends while it waits for it (ERROR WAITING), and only
+# RANKS_WAIT bounds that wait. docs/python.md, "Errors and bounds".
+MAX_RETRIES = 10
+# Seconds a rank's push may wait for the other ranks' (libsigma's ranks_wait_us)
+# when init() is not given ranks_wait (nor SIGMA_RANKS_WAIT).
+RANKS_WAIT = 60.0
 
 
 class _Context:
@@ -102,7 +109,7 @@ def init(nodes: Union[str, Sequence[str], None] = None, *,
          tensors: Optional[Sequence[tuple[str, int]]] = None, slots: int = 0,
          partition_bytes: int = 0, chunk_bytes: int = 0, window: int = 0,
          max_retries: int = 0, rto_us: int = 0, poll_us: int = 200,
-         timeout: float = 60.0) -> None:
+         timeout: float = 60.0, ranks_wait: Optional[float] = None) -> None:
     """Join (rank > 0) or make (rank 0) a Sigma job, and open this rank's session.
 
     Where the job comes from, in order:
@@ -125,6 +132,10 @@ def init(nodes: Union[str, Sequence[str], None] = None, *,
     torch.distributed, else ``SIGMA_RANK``/``SIGMA_WORKERS``, else
     ``RANK``/``WORLD_SIZE``. ``mode`` (``SIGMA_MODE``) is sync, async or
     deterministic. ``timeout`` (s) bounds the wait for rank 0's descriptor.
+    ``max_retries`` (default MAX_RETRIES) bounds how long a node may stay
+    silent, ``ranks_wait`` (``SIGMA_RANKS_WAIT``, default RANKS_WAIT s) how
+    long a step waits for ranks that are behind, paused or dead
+    (docs/python.md, "Errors and bounds").
     Bad configuration raises SigmaConfigError naming the fix, on every rank.
     """
     global _ctx, _gen
@@ -135,6 +146,17 @@ def init(nodes: Union[str, Sequence[str], None] = None, *,
             raise SigmaConfigError(f"sigma.torch.init: {k}={v!r}: want an integer >= 0")
     if not isinstance(timeout, (int, float)) or not timeout > 0:
         raise SigmaConfigError(f"sigma.torch.init: timeout={timeout!r}: want seconds > 0")
+    if ranks_wait is None:
+        env_wait = _env("SIGMA_RANKS_WAIT")
+        try:
+            ranks_wait = float(env_wait) if env_wait is not None else RANKS_WAIT
+        except ValueError:
+            raise SigmaConfigError(f"sigma.torch.init: SIGMA_RANKS_WAIT={env_wait!r}: want "
+                                   "seconds") from None
+    if isinstance(ranks_wait, bool) or not isinstance(ranks_wait, (int, float)) or \
+            not 0.001 <= ranks_wait <= 4294:
+        raise SigmaConfigError(f"sigma.torch.init: ranks_wait={ranks_wait!r}: want seconds, "
+                               "0.001..4294")
     with _init_lock:
         if _ctx is not None:
             raise SigmaConfigError("sigma.torch.init: already initialised: call shutdown() "
@@ -191,7 +213,7 @@ def init(nodes: Union[str, Sequence[str], None] = None, *,
         sess = None
         try:
             sess = Session(job, r, window=window, max_retries=max_retries or MAX_RETRIES,
-                           rto_us=rto_us, poll_us=poll_us)
+                           rto_us=rto_us, poll_us=poll_us, ranks_wait=ranks_wait)
             if store is not None and n > 1:
                 _start_together(store, gen, n, timeout)
         except BaseException as e:

@@ -38,7 +38,7 @@ int main(void)
 	F(struct sigma_conf, dpdk_rx_queues); F(struct sigma_conf, steer_reducers);
 	F(struct sigma_conf, udp_gso); F(struct sigma_conf, failover);
 	F(struct sigma_conf, membership); F(struct sigma_conf, membership_arg);
-	F(struct sigma_conf, failover_wait_us);
+	F(struct sigma_conf, failover_wait_us); F(struct sigma_conf, ranks_wait_us);
 	END();
 	begin("SigmaStats", sizeof(struct sigma_stats));
 	F(struct sigma_stats, tx_packets); F(struct sigma_stats, rx_packets);
@@ -48,6 +48,13 @@ int main(void)
 	F(struct sigma_stats, ops_done); F(struct sigma_stats, ops_failed);
 	F(struct sigma_stats, nodes_lost); F(struct sigma_stats, keys_moved);
 	F(struct sigma_stats, recovery_pushes); F(struct sigma_stats, membership_changes);
+	F(struct sigma_stats, waits);
+	END();
+	begin("SigmaFailure", sizeof(struct sigma_failure));
+	F(struct sigma_failure, status); F(struct sigma_failure, kind);
+	F(struct sigma_failure, node); F(struct sigma_failure, key);
+	F(struct sigma_failure, chunk); F(struct sigma_failure, round);
+	F(struct sigma_failure, missing); F(struct sigma_failure, waited_us);
 	END();
 	begin("SigmaJob", sizeof(struct sigma_job));
 	F(struct sigma_job, conf); F(struct sigma_job, dtype); F(struct sigma_job, mode);

@@ -16,9 +16,12 @@ process (sgtest.run_ranks) and summation nodes started here:
   under opposite skews bitwise equal;
 - async mode: the nodes' store ends as the initial parameters plus every
   rank's pushed deltas;
-- a killed node and a dead rank make the step raise, with Sigma's message,
-  within the documented bound; bad configuration fails init() on every rank,
-  and bad arguments raise clear errors.
+- a rank stopped (SIGSTOP) in the middle of its backward for longer than the
+  node-silent bound does not fail the step, whose gradients are gloo's;
+- a killed node makes the step raise SigmaNodeSilentError within the
+  node-silent bound, a dead rank SigmaRanksMissingError within ranks_wait,
+  with Sigma's message; bad configuration fails init() on every rank, and bad
+  arguments raise clear errors.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ import importlib.util
 import json
 import os
 import signal
+import threading
 import time
 import unittest
 
@@ -240,7 +244,77 @@ def _bad_arguments(rank):
     _raises(lambda: sgt.ddp_comm_hook(object(), None), E, "HookState")
 
 
-# ---- 2 ranks: bad configuration, bitwise DDP, a killed node -------------
+class StopHook:
+    """Sigma's DDP hook; once armed, rank 1 stops itself (SIGSTOP, its progress
+    thread too) before handing its second bucket to Sigma, with the first one
+    in flight."""
+
+    def __init__(self, rank: int) -> None:
+        self.rank = rank
+        self.armed = False
+        self.stopped = False
+
+    def __call__(self, state, bucket):
+        if self.rank == 1 and self.armed and bucket.index() == 1:
+            self.armed = False
+            self.stopped = True
+            os.kill(os.getpid(), signal.SIGSTOP)
+        return sgt.ddp_comm_hook(state, bucket)
+
+
+def _continue_after(pid: int, pause: float, out: dict) -> None:
+    """Once process @pid is stopped, let it be for @pause s, then SIGCONT it."""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        with open(f"/proc/{pid}/stat") as f:
+            if f.read().rsplit(")", 1)[1].split()[0] == "T":
+                break
+        time.sleep(0.005)
+    out["stopped_at"] = time.monotonic()
+    time.sleep(pause)
+    os.kill(pid, signal.SIGCONT)
+
+
+def paused_step(rank, n):
+    """A DDP step through Sigma while rank 1 is stopped for longer than the
+    node-silent bound: it completes, with gloo's averaged gradients."""
+    pids = [None] * n
+    dist.all_gather_object(pids, os.getpid())
+    pause = sgt.session().silent_bound + 1.5
+    model = ex.make_model()
+    x = torch.randn(BATCH, 1, ex.IMAGE, ex.IMAGE, generator=torch.Generator().manual_seed(rank))
+    model(x).sum().backward()
+    want = [p.grad.detach().clone() / n for p in model.parameters()]
+    for g in want:  # the reference: gloo's sum of every rank's gradient, halved first
+        dist.all_reduce(g)
+    model.zero_grad()
+    net = torch.nn.parallel.DistributedDataParallel(model, bucket_cap_mb=0.01)
+    hook = StopHook(rank)
+    net.register_comm_hook(sgt.HookState(name="paused"), hook.__call__)
+    net(x).sum().backward()  # DDP's first step: it rebuilds its buckets (several) after it
+    model.zero_grad()
+    hook.armed = True
+    waited: dict = {}
+    if rank == 0:
+        threading.Thread(target=_continue_after, args=(pids[1], pause, waited),
+                         daemon=True).start()
+    dist.barrier()
+    t0 = time.monotonic()
+    net(x).sum().backward()
+    took = time.monotonic() - t0
+    got = [p.grad for p in model.parameters()]
+    assert all(torch.equal(a, b) for a, b in zip(got, want)), \
+        f"paused step: gradients differ from gloo's by {max_diff(got, want)}"
+    if rank == 0:
+        # rank 0's step really waited for the stopped rank, longer than the short bound
+        assert "stopped_at" in waited and took >= pause, (took, pause)
+    else:
+        assert hook.stopped, "rank 1 never reached its second bucket"
+    return {"paused_s": took, "pause_s": pause, "silent_bound": sgt.session().silent_bound,
+            "waits": sgt.session().stats().waits}
+
+
+# ---- 2 ranks: bad configuration, bitwise DDP, a paused rank, a killed node -------------
 
 def two_ranks(rank, n, targets, node_pid, tmp):
     dist.init_process_group("gloo")
@@ -278,6 +352,7 @@ def two_ranks(rank, n, targets, node_pid, tmp):
     got = params(train_sigma(rank, n, SkewHook(rank, n)))
     out = {"ddp2_diff": max_diff(got, ref)}
     assert out["ddp2_diff"] == 0.0, f"2 ranks: not bitwise gloo's ({out['ddp2_diff']})"
+    out.update(paused_step(rank, n))
 
     model = ex.make_model()
     net = torch.nn.parallel.DistributedDataParallel(model, bucket_cap_mb=0.01)
@@ -296,9 +371,11 @@ def two_ranks(rank, n, targets, node_pid, tmp):
     except RuntimeError as e:
         out["kill_s"] = time.monotonic() - t0
         out["kill_msg"] = str(e).splitlines()[0]
-    bound = sgt.session().stall_bound
+    # the node-silent bound, plus the progress thread's and the hook's wakeups
+    bound = sgt.session().silent_bound + 0.4
     assert out["kill_s"] < bound, f"took {out['kill_s']:.2f} s, bound {bound:.2f} s"
-    for want in ("SigmaTimeoutError", "no RESULT after", "node local0", "key 0x", "round "):
+    for want in ("SigmaNodeSilentError", "no RESULT after", "node local0", "key 0x", "round ",
+                 "node silent"):
         assert want in out["kill_msg"], f"{want!r} not in {out['kill_msg']}"
     # the session is closed after the failure: the next step fails at once
     t1 = time.monotonic()
@@ -315,7 +392,7 @@ def two_ranks(rank, n, targets, node_pid, tmp):
 
 def dead_rank(rank, n, targets):
     dist.init_process_group("gloo")
-    sgt.init(targets)
+    sgt.init(targets, ranks_wait=3.0)
     m = ex.make_model()
     opt = sgt.DistributedOptimizer(torch.optim.SGD(m.parameters(), lr=LR),
                                    m.named_parameters())
@@ -333,9 +410,11 @@ def dead_rank(rank, n, targets):
         m(x).sum().backward()
         opt.step()
         raise AssertionError("the step went on without rank 2")
-    except sigma.SigmaTimeoutError as e:
+    except sigma.SigmaRanksMissingError as e:
         took, msg = time.monotonic() - t0, str(e)
-    assert took < sgt.session().stall_bound, took
+        assert e.missing_ranks == [2], e.missing_ranks
+    # ranks_wait from the first send, at the next resend (rto_max), plus the wakeups
+    assert 3.0 <= took < 3.0 + 0.2 + 0.4, took
     assert "missing" in msg and "0x4" in msg, msg
     sgt.shutdown(timeout=1)
     return {"dead_rank_s": took, "dead_rank_msg": msg[:200]}
@@ -370,6 +449,9 @@ class Torch(unittest.TestCase):
             pid = nodes.nodes[0].proc.pid
             res = sgtest.run_ranks(2, two_ranks, nodes.targets, pid, tmp, timeout=180)
         for r, o in enumerate(res):
+            print(f"rank {r}: rank 1 stopped {o['pause_s']:.2f} s in backward (node-silent "
+                  f"bound {o['silent_bound']:.2f} s): the step took {o['paused_s']:.2f} s, "
+                  f"{o['waits']} WAITING")
             print(f"rank {r}: killed node: backward raised after {o['kill_s']:.2f} s: "
                   f"{o['kill_msg'][:200]}")
 
