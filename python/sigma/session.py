@@ -36,6 +36,8 @@ from . import _lib
 from .errors import SigmaConfigError, SigmaError, SigmaTimeoutError, status_error
 from .job import Job
 
+# libsigma's failover_wait_us default: a silent node the membership still lists
+_FAILOVER_WAIT_S = 10.0
 _FORMATS = {"f": "fp32", "d": "fp64", "e": "fp16", "b": "int8", "B": "uint8"}
 _INT_FORMATS = {4: "int32", 8: "int64"}
 
@@ -154,6 +156,11 @@ class Session:
             says it holds this rank's push (libsigma's ranks_wait_us; default
             60): how long a dead, stuck or paused rank holds the others up
             before their operation fails with SigmaRanksMissingError.
+        membership: a :class:`sigma.etcd.Watch` (libsigma's membership
+            source): a node whose record leaves etcd is lost, and its
+            partitions move to the survivors (failover; the job must be open,
+            in sync or deterministic mode). The session owns the watch from
+            then on, and stops it when it closes.
         local_addr: address to bind the UDP socket to (default any).
         poll_us: longest wait inside one sigma_poll(): a new submission waits
             at most this long for the thread to pick it up while others are
@@ -163,7 +170,7 @@ class Session:
     def __init__(self, job: "Job | str", rank: int, *, window: int = 0, rto_us: int = 0,
                  rto_max_us: int = 0, max_retries: int = 0, first_round: int = 0,
                  local_addr: Optional[str] = None, poll_us: int = 200,
-                 ranks_wait: float = 60.0) -> None:
+                 ranks_wait: float = 60.0, membership: Any = None) -> None:
         if isinstance(job, str):
             job = Job.parse(job)
         if not isinstance(rank, int) or not 0 <= rank < job.workers:
@@ -183,6 +190,9 @@ class Session:
         self.retry_budget = retry_budget_s(rto_us, rto_max_us, max_retries)
         self.silent_bound = silent_bound_s(rto_us, rto_max_us, max_retries)
         self.ranks_wait = float(ranks_wait)
+        if membership is not None:
+            # a node still listed is resent to for failover_wait_us (10 s) past its budget
+            self.silent_bound += _FAILOVER_WAIT_S
         # the watchdog: no RESULT moves while ranks are missing, for up to ranks_wait
         self.stall_bound = self.ranks_wait + 2 * self.silent_bound + 1.0
         self._poll_us = max(1, poll_us)
@@ -192,11 +202,17 @@ class Session:
         c.window, c.rto_us, c.rto_max_us = window, rto_us, rto_max_us
         c.max_retries, c.first_round = max_retries, first_round
         c.ranks_wait_us = int(self.ranks_wait * 1e6)
+        self._watch = membership
+        if membership is not None:
+            c.membership = membership.callback()
+            c.membership_arg = membership.handle
         self._local = local_addr.encode() if local_addr else None
         c.local_addr = self._local
         err = ctypes.create_string_buffer(_lib.SIGMA_ERR_LEN)
         s = self._lib.sigma_open_job(job.descriptor.encode(), rank, ctypes.byref(base), err,
                                      len(err))
+        if not s and membership is not None:
+            membership.stop()
         if not s:
             e = ctypes.get_errno()
             raise SigmaConfigError(f"sigma: cannot open rank {rank}'s session of job {job.id}: "
@@ -461,6 +477,8 @@ class Session:
             s, self._s = self._s, None
         if s:
             self._lib.sigma_close(s)  # abandons what is in flight: no more writes
+        if self._watch is not None:
+            self._watch.stop()  # after the session: it asked the watch until now
 
     def _check_alive(self) -> None:
         if not self._thread.is_alive() and self._thread_error is not None:

@@ -38,6 +38,80 @@ def need_torch() -> Any:
     return torch
 
 
+def _die_with_parent() -> None:
+    import ctypes
+    import signal
+    ctypes.CDLL(None).prctl(1, signal.SIGTERM, 0, 0, 0)  # PR_SET_PDEATHSIG
+
+
+def free_ports(n: int) -> int:
+    """A base port with n free consecutive TCP ports on 127.0.0.1 after it (probed:
+    other tests, and other copies of this one, may run at the same time)."""
+    import random
+    import socket
+    rnd = random.Random(os.getpid())
+    for _ in range(500):
+        base = rnd.randrange(20000, 60000 - n)
+        socks = []
+        try:
+            for p in range(base, base + n):
+                s = socket.socket()
+                socks.append(s)
+                s.bind(("127.0.0.1", p))
+            return base
+        except OSError:
+            continue
+        finally:
+            for s in socks:
+                s.close()
+    raise RuntimeError("no free ports")
+
+
+class Etcd:
+    """A one-member etcd of this test on free loopback ports, in @folder; it dies
+    with the test (PR_SET_PDEATHSIG) and on stop(). Skips (77) without etcd."""
+
+    def __init__(self, folder: str) -> None:
+        import shutil
+        import subprocess
+        import time
+        if shutil.which("etcd") is None:
+            skip("no etcd (Debian package etcd-server)")
+        from sigma.etcd import read_nodes
+        from sigma.errors import SigmaError
+        base = free_ports(2)
+        self.url = f"http://127.0.0.1:{base}"
+        peer = f"http://127.0.0.1:{base + 1}"
+        self.log = os.path.join(folder, "etcd.log")
+        with open(self.log, "w") as out:
+            self.proc = subprocess.Popen(
+                ["etcd", "--name", "e", "--data-dir", os.path.join(folder, "etcd.data"),
+                 "--listen-client-urls", self.url, "--advertise-client-urls", self.url,
+                 "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
+                 "--initial-cluster", f"e={peer}", "--initial-cluster-token",
+                 f"sg-py-{os.getpid()}"], stdout=out, stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent)
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                read_nodes(self.url, "probe")
+                return
+            except SigmaError:
+                if time.monotonic() > deadline or self.proc.poll() is not None:
+                    self.stop()
+                    raise RuntimeError(f"etcd did not start: {open(self.log).read()[-2000:]}")
+                time.sleep(0.1)
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except Exception:
+                self.proc.kill()
+                self.proc.wait()
+
+
 def run_ranks(n: int, fn: Callable, *args: Any, timeout: float = 120.0,
               env: dict | None = None, allow_exit: tuple = ()) -> list[Any]:
     """sigma.launch.run_forked with one thread of torch per rank (2 cores)."""

@@ -12,6 +12,7 @@ import json
 import os
 import random
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -352,12 +353,16 @@ class LocalNodesCleanup(unittest.TestCase):
         code = ("import os, sys\n"
                 "from sigma.localnodes import start_local_nodes\n"
                 "n = start_local_nodes(2)\n"
-                "print(' '.join(str(x.proc.pid) for x in n.nodes), flush=True)\n"
+                "print(n.folder, ' '.join(str(x.proc.pid) for x in n.nodes), flush=True)\n"
                 "os.kill(os.getpid(), 9)\n")
         env = dict(os.environ, PYTHONPATH=sgtest.SRC)
         r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
                            text=True, timeout=60)
-        pids = [int(p) for p in r.stdout.split()]
+        folder, *pids = r.stdout.split()
+        # no atexit ran in the killed parent: its folder (the nodes' logs) is ours to remove
+        self.addCleanup(shutil.rmtree, folder, True)
+        self.assertTrue(folder.startswith(tempfile.gettempdir()), folder)
+        pids = [int(p) for p in pids]
         self.assertEqual(len(pids), 2, r.stderr)
         deadline = time.monotonic() + 5
         alive = pids
