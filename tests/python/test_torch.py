@@ -116,6 +116,90 @@ def gloo_reference(rank, n):
     return params(m)
 
 
+def order_bound(n, steps, gmax):
+    """How far two trainings whose gradient sums differ only in fp32 summation
+    order may drift apart: each averaged gradient element is N - 1 fp32
+    additions in some order on each side, which differ by at most
+    2(N-1) u sum|g_i| / N <= 2(N-1) u gmax. SGD with momentum 0.9 moves a
+    parameter by at most lr/(1-0.9) per unit of gradient, over `steps` steps;
+    x4 for what a difference does to later gradients over a few small steps."""
+    return 4 * steps * (LR / (1 - 0.9)) * 2 * (n - 1) * U * gmax
+
+
+# ---- 4 ranks, skewed by seconds: several buckets in flight, none fails ------
+
+DEEP_STEPS, DEEP_PARAMS, DEEP_ELEMS, DEEP_SLEEP = 3, 8, 100000, 0.15
+
+
+class Coefs(torch.nn.Module):
+    """DEEP_PARAMS parameters of DEEP_ELEMS elements (400 KB: a DDP bucket of
+    bucket_cap_mb 0.3 each, but for DDP's first bucket, of up to 1 MB);
+    forward is the sum of p_i * c_i, so that backward makes p_i's gradient c_i,
+    which the test chose: small integers, whose sums are exact in fp32."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.ps = torch.nn.ParameterList(torch.nn.Parameter(torch.zeros(DEEP_ELEMS))
+                                         for _ in range(DEEP_PARAMS))
+
+    def forward(self, cs: list) -> torch.Tensor:
+        return sum((p * c).sum() for p, c in zip(self.ps, cs))
+
+
+def coefs(rank: int, step: int) -> list:
+    i = torch.arange(DEEP_ELEMS, dtype=torch.float32)
+    return [(i * (k + 1) + rank * 31 + step * 7) % 256 - 128 for k in range(DEEP_PARAMS)]
+
+
+class DeepSkewHook:
+    """Sigma's DDP hook after DEEP_SLEEP x rank s before every bucket: within a
+    step rank r falls DEEP_SLEEP r s further behind with each bucket, so rank 3
+    hands its last of 6 buckets to Sigma 2.7 s after rank 0 did, while rank 0
+    has all of them in flight: longer than the node's slot timeout (1 s,
+    WORKER_LOST) and than the node-silent bound (2.2 s)."""
+
+    def __init__(self, rank: int) -> None:
+        self.rank = rank
+        self.buckets: set = set()
+
+    def __call__(self, state, bucket):
+        time.sleep(DEEP_SLEEP * self.rank)
+        self.buckets.add(bucket.index())
+        return sgt.ddp_comm_hook(state, bucket)
+
+
+def deep_skew(rank, n, targets):
+    dist.init_process_group("gloo")
+    sgt.init(targets)
+    model = Coefs()
+    net = torch.nn.parallel.DistributedDataParallel(model, bucket_cap_mb=0.3)
+    hook = DeepSkewHook(rank)
+    net.register_comm_hook(sgt.HookState(name="deep"), hook.__call__)
+    took = 0.0
+    for step in range(DEEP_STEPS):
+        every = [coefs(r, step) for r in range(n)]
+        model.zero_grad()
+        dist.barrier()
+        t0 = time.monotonic()
+        net(every[rank]).sum().backward()
+        took += time.monotonic() - t0
+        # every rank's c_i, divided by N first as DDP does, summed: exact
+        want = [sum(c[k] / n for c in every) for k in range(DEEP_PARAMS)]
+        for k, p in enumerate(model.ps):
+            assert torch.equal(p.grad, want[k]), \
+                f"step {step} param {k}: {(p.grad - want[k]).abs().max().item()} off"
+    st = sgt.session().stats()
+    out = {"buckets": len(hook.buckets), "lag_s": DEEP_SLEEP * (n - 1) * len(hook.buckets),
+           "took_s": took, "silent_bound": sgt.session().silent_bound, "waits": st.waits,
+           "ops_failed": st.ops_failed}
+    # the skew is real: rank 3 lags by more than the short bound by its last bucket
+    assert out["buckets"] >= 6 and out["lag_s"] > out["silent_bound"], out
+    assert st.ops_failed == 0, out
+    sgt.shutdown()
+    dist.destroy_process_group()
+    return out
+
+
 # ---- 4 ranks: equivalence, dtypes, determinism, async, arguments ---------
 
 def four_ranks(rank, n, targets):
@@ -127,14 +211,9 @@ def four_ranks(rank, n, targets):
     ref = gloo_reference(rank, n)
     hook = SkewHook(rank, n)
     got = params(train_sigma(rank, n, hook))
-    # Each averaged gradient element is 3 fp32 additions in some order on each
-    # side: the two differ by at most 2(N-1) u sum|g_i| / N <= 2(N-1) u gmax.
-    # SGD with momentum 0.9 moves a parameter by at most lr/(1-0.9) per unit of
-    # gradient, over STEPS steps; x4 for what a difference does to later
-    # gradients over 5 small steps.
     gmax = torch.tensor(hook.gmax)
     dist.all_reduce(gmax, op=dist.ReduceOp.MAX)
-    bound = 4 * STEPS * (LR / (1 - 0.9)) * 2 * (n - 1) * U * gmax.item()
+    bound = order_bound(n, STEPS, gmax.item())
     out["ddp_diff"], out["ddp_bound"] = max_diff(got, ref), bound
     assert out["ddp_diff"] <= bound, f"DDP sigma vs gloo: {out['ddp_diff']} > {bound}"
     out["buckets"] = sorted(hook.buckets)
@@ -442,6 +521,15 @@ class Torch(unittest.TestCase):
               f"{r['ddp_bound']:.3g}), DistributedOptimizer {r['opt_diff']:.3g}; buckets "
               f"(index, elements) {r['buckets']}; deterministic runs equal: "
               f"{r['determ_equal']}; async store relative error {r['async_rel_err']:.2g}")
+
+    def test_deep_skew(self):
+        with start_local_nodes(2) as nodes:
+            res = sgtest.run_ranks(4, deep_skew, nodes.targets, timeout=200)
+        for r, o in enumerate(res):
+            print(f"rank {r}: {o['buckets']} buckets a step, rank 3 behind by up to "
+                  f"{o['lag_s']:.1f} s (node-silent bound {o['silent_bound']:.1f} s): "
+                  f"{DEEP_STEPS} steps in {o['took_s']:.1f} s, every gradient exact, none "
+                  f"failed, {o['waits']} WAITING")
 
     def test_two_ranks_and_a_killed_node(self):
         import tempfile
