@@ -45,26 +45,13 @@ def _die_with_parent() -> None:
 
 
 def free_ports(n: int) -> int:
-    """A base port with n free consecutive TCP ports on 127.0.0.1 after it (probed:
-    other tests, and other copies of this one, may run at the same time)."""
-    import random
-    import socket
-    rnd = random.Random(os.getpid())
-    for _ in range(500):
-        base = rnd.randrange(20000, 60000 - n)
-        socks = []
-        try:
-            for p in range(base, base + n):
-                s = socket.socket()
-                socks.append(s)
-                s.bind(("127.0.0.1", p))
-            return base
-        except OSError:
-            continue
-        finally:
-            for s in socks:
-                s.close()
-    raise RuntimeError("no free ports")
+    """A base port with n free consecutive TCP ports on 127.0.0.1 (bench/free_ports.py)."""
+    sys.path.insert(0, os.path.join(HERE, "..", "..", "bench"))
+    try:
+        from free_ports import free_ports as probe
+    finally:
+        sys.path.pop(0)
+    return probe(n)
 
 
 class Etcd:
