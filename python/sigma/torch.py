@@ -368,16 +368,17 @@ def _store_get(store: Any, key: str, timeout: float, what: str) -> str:
 
 
 def shutdown(timeout: Optional[float] = None) -> None:
-    """Finish what is in flight, close this rank's session, and (on the rank
-    that made the job) destroy the job once every rank has closed, or after
-    ``timeout`` s (default: init's). Idempotent."""
+    """Finish what is in flight (failing it after ``timeout`` s), close this
+    rank's session, and (on the rank that made the job) destroy the job once
+    every rank has closed, or after ``timeout`` s more (default: init's).
+    Idempotent."""
     global _ctx
     with _init_lock:
         c, _ctx = _ctx, None
     if c is None:
         return
     bound = c.timeout if timeout is None else timeout
-    c.session.close()
+    c.session.close(timeout=bound)  # what is in flight ends within its own bounds, or this
     if c.store is not None and c.size > 1:
         try:
             c.store.add(_key(c.gen, "closed"), 1)
