@@ -5,26 +5,7 @@
 
 # free_ports N: print a base port with N free consecutive TCP ports after it
 free_ports() {
-	python3 - "$1" <<'PY'
-import os, random, socket, sys
-n = int(sys.argv[1])
-rnd = random.Random(os.getpid())
-for _ in range(500):
-    base = rnd.randrange(20000, 60000 - n)
-    socks = []
-    try:
-        for p in range(base, base + n):
-            s = socket.socket()
-            s.bind(("127.0.0.1", p))
-            socks.append(s)
-    except OSError:
-        continue
-    finally:
-        for s in socks:
-            s.close()
-    print(base)
-    break
-PY
+	python3 "$(dirname "${BASH_SOURCE[0]}")/free_ports.py" "$1"
 }
 
 # free_udp_ports N: print a base port with N free consecutive UDP (and TCP) ports after it,

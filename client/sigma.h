@@ -20,10 +20,16 @@
  * outstanding to a node was NACKed, one new chunk at a time goes out anyway,
  * so back-pressure cannot leave a rank unable to send the chunks the node's
  * slots wait for (docs/client.md; this needs the same conf.window on every
- * worker of a job). After max_retries
- * timeouts of one chunk the operation fails with -ETIMEDOUT and
+ * worker of a job). Two bounds end a chunk's wait (docs/client.md, "Two
+ * bounds"): after max_retries resends in a row that the node did not answer at
+ * all, the node counts as dead (silent); a node that answers (ERROR WAITING or
+ * WORKER_LOST: it holds the push and waits for other ranks; a NACK), or that
+ * answers the session's other chunks while this one is held back, starts that
+ * count again, and the chunk may then wait up to ranks_wait_us from its first
+ * send. Either way the operation fails with -ETIMEDOUT,
  * sigma_last_error() names the node, the key, the chunk and the round (and the
- * missing ranks when the node reported them): a call never waits forever.
+ * missing ranks when the node reported them), and sigma_last_failure() says
+ * which bound ran out: a call never waits forever.
  *
  * **Priority.** Several tensors may be in flight at once. Chunks are sent in
  * priority order (lower value first: give earlier layers lower values, as
@@ -218,6 +224,16 @@ struct sigma_conf {
 	 * the other workers. 0: the default, 200 us; negative: never.
 	 */
 	int32_t spin_us;
+	/**
+	 * The "ranks missing" bound (docs/client.md, "Two bounds"): how long a
+	 * chunk may stay without its RESULT, from its first send, while its node
+	 * answers its resends (ERROR WAITING or WORKER_LOST: the node holds this
+	 * rank's push and waits for the ranks it names; or NACKs). Then the
+	 * operation fails with -ETIMEDOUT, kind SIGMA_FAIL_RANKS_MISSING. Bounds
+	 * how long a dead, stuck or paused rank holds up the others. Default
+	 * 60 s (0); at most 4294 s.
+	 */
+	uint32_t ranks_wait_us;
 };
 
 /** Counters of a session (monotonic). */
@@ -243,6 +259,41 @@ struct sigma_stats {
 	 */
 	uint64_t timeouts_held;
 	uint64_t spins;        /**< waits for a reply that polled first (conf.spin_us) */
+	uint64_t waits;        /**< ERROR WAITING received (also in errors): a node that holds
+				    our push and waits for other ranks answered a resend */
+};
+
+/** Which bound or refusal ended an operation (struct sigma_failure). */
+enum sigma_fail_kind {
+	SIGMA_FAIL_NONE = 0,	  /**< no failure yet */
+	/**
+	 * -ETIMEDOUT: the node answered nothing for max_retries resends in a row
+	 * (it is dead, or unreachable from here, or has no such job)
+	 */
+	SIGMA_FAIL_NODE_SILENT = 1,
+	/**
+	 * -ETIMEDOUT: the node answered (it is alive) but the chunk had no
+	 * RESULT within ranks_wait_us of its first send: the ranks in @c missing
+	 * did not push (dead, stuck or far behind), or the node kept NACKing
+	 * (no slot or buffer free; @c missing 0)
+	 */
+	SIGMA_FAIL_RANKS_MISSING = 2,
+	/** -EPROTO, -ESTALE, -EPIPE, -ENOSPC: the node refused the push (an ERROR) */
+	SIGMA_FAIL_REFUSED = 3,
+	/** -EHOSTDOWN: every node of the session was lost */
+	SIGMA_FAIL_NO_NODE = 4,
+};
+
+/** The last failure of a session, in parts (sigma_last_error() has its message). */
+struct sigma_failure {
+	int status;		   /**< the operation's status, -errno */
+	enum sigma_fail_kind kind;
+	int node;		   /**< index into conf.nodes, or -1 (SIGMA_FAIL_NO_NODE) */
+	uint32_t key;		   /**< the wire key of the chunk that failed */
+	uint32_t chunk;		   /**< its chunk index */
+	uint32_t round;		   /**< its round */
+	uint64_t missing;	   /**< ranks the node reported missing (bit i: rank i), 0: none */
+	uint64_t waited_us;	   /**< from the chunk's first send to the failure */
 };
 
 struct sigma_session;
@@ -313,7 +364,9 @@ int sigma_poll(struct sigma_session *s, int timeout_us);
 /**
  * State of the tensor's last operation.
  * @return 0 (complete, or none started), -EINPROGRESS, or the failure (-errno):
- *         -ETIMEDOUT (no RESULT after max_retries timeouts), -EPROTO (ERROR
+ *         -ETIMEDOUT (no answer from the node for max_retries resends, or no
+ *         RESULT within ranks_wait_us while it waits for other ranks:
+ *         sigma_last_failure() says which), -EPROTO (ERROR
  *         MISMATCH: the node's job has another geometry or dtype), -ESTALE or
  *         -EPIPE (ERROR STALE or GONE: this session's rounds are behind the
  *         node's), -ENOSPC (ERROR FULL: an open job has no chunk slot left on
@@ -338,6 +391,14 @@ const char *sigma_last_error(const struct sigma_session *s);
  * naming both versions. Never fails.
  */
 const char *sigma_version(void);
+
+/**
+ * The last failure in parts: which bound ran out, the node, key, chunk, round
+ * and missing ranks. Valid inside the failed operation's callback too.
+ * @return 0, -ENOENT when no operation of the session failed yet (@p f then
+ *         has kind SIGMA_FAIL_NONE), or -EINVAL for NULL arguments.
+ */
+int sigma_last_failure(const struct sigma_session *s, struct sigma_failure *f);
 
 /** Copy the session's counters. */
 void sigma_get_stats(const struct sigma_session *s, struct sigma_stats *st);

@@ -23,6 +23,7 @@ RTE_LOG_REGISTER(sg_cli_logtype, sigma.client, INFO);
 #define SG_CLI_DEF_RETRIES 10
 #define SG_CLI_NAME_LEN 64
 #define SG_CLI_DEF_FAILOVER_WAIT_US 10000000u
+#define SG_CLI_DEF_RANKS_WAIT_US 60000000u
 
 /* One outstanding chunk: a credit of its node's window. */
 struct sg_cli_slot {
@@ -35,9 +36,11 @@ struct sg_cli_slot {
 	uint64_t tx_at;     /* last sent at */
 	uint64_t seq;       /* its node's send order (first sends), from 1 */
 	uint64_t deadline;  /* timeout at */
-	uint64_t missing;   /* ranks the node reported missing (WORKER_LOST) */
+	uint64_t missing;   /* ranks the node reported missing (WORKER_LOST, WAITING) */
+	uint64_t reported;  /* ... those last logged (WORKER_LOST) */
 	uint64_t give_up;   /* out of retries at a node still listed: fail at (0: not yet) */
 	uint32_t round;     /* the round pushed */
+	bool answered;      /* the node answered it (WAITING, WORKER_LOST, NACK): alive */
 	bool parked;        /* NACKed (until its RESULT): see has_credit() */
 	bool resent;        /* sent more than once: its RESULT gives no round trip (Karn) */
 	bool recov;         /* a failover push of the partition's last round: its RESULT is
@@ -59,7 +62,11 @@ struct sg_cli_node {
 	uint64_t rto;                /* ns: the timeout a new chunk gets (see rto_sample()) */
 	uint64_t next_seq;           /* send order of its next new chunk (from 1) */
 	uint64_t top_done;           /* highest send order that got its RESULT (0: none) */
+	uint64_t heard_at;           /* ns: its last reply of this job (see scan_timers()) */
 	bool warned;                 /* said it does not answer but is still listed */
+	uint64_t lost_log;           /* ns: when a "waits for ranks" line of it was last logged */
+	uint32_t lost_quiet;         /* ... reports not logged since (see log_waits()) */
+	uint64_t lost_ranks;         /* ... and the ranks they named */
 };
 
 struct sg_cli_part {
@@ -125,6 +132,7 @@ struct sigma_session {
 	const char **names;            /* node names, for the membership source */
 	bool *alive;                   /* its answer */
 	struct sigma_tensor *recov;    /* tensors with failover pushes to send */
+	struct sigma_failure fail;     /* the last failure, in parts */
 	char err[SIGMA_ERR_LEN];
 };
 
@@ -200,6 +208,8 @@ static int check_conf(struct sigma_conf *c)
 		c->spin_us = SIGMA_SPIN_US_DEFAULT;
 	if (c->spin_us > 1000000)
 		return conf_error("spin_us %d: at most 1 s (negative: never)", c->spin_us);
+	if (c->ranks_wait_us == 0)
+		c->ranks_wait_us = SG_CLI_DEF_RANKS_WAIT_US;
 	if (c->dpdk_rx_queues > SIGMA_DPDK_MAX_RXQ)
 		return conf_error("dpdk_rx_queues %u not in 1..%u", c->dpdk_rx_queues,
 				  SIGMA_DPDK_MAX_RXQ);
@@ -566,13 +576,21 @@ static void finish(struct sigma_tensor *t, int status)
 		t->cb(t->cb_arg, t, status);
 }
 
-/* Fail the chunk's operation: "<why> from node N for tensor T key K chunk C round R[: hint]". */
-static void fail_chunk(struct sigma_session *s, uint32_t node, uint32_t idx, int status,
-		       const char *why, const char *hint)
+/*
+ * Fail the chunk's operation: "<why> from node N for tensor T key K chunk C round R[: hint]",
+ * and its parts for sigma_last_failure(), with @p kind.
+ */
+static void fail_chunk_as(struct sigma_session *s, uint32_t node, uint32_t idx, int status,
+			  enum sigma_fail_kind kind, const char *why, const char *hint)
 {
 	const struct sg_cli_slot *sl = &s->nodes[node].slots[idx];
 	struct sigma_tensor *t = sl->t;
 	int len;
+
+	s->fail = (struct sigma_failure){.status = status, .kind = kind, .node = (int)node,
+					 .key = sg_wire_key(t->id, sl->part), .chunk = sl->chunk,
+					 .round = t->round, .missing = sl->missing,
+					 .waited_us = (sg_cli_now_ns() - sl->sent) / 1000};
 
 	len = snprintf(s->err, sizeof(s->err),
 		       "%s from node %s for tensor '%s' key 0x%08x chunk %u round %u", why,
@@ -585,6 +603,13 @@ static void fail_chunk(struct sigma_session *s, uint32_t node, uint32_t idx, int
 		snprintf(s->err + len, sizeof(s->err) - len, ": %s", hint);
 	SG_CLI_LOG(ERR, "%s", s->err);
 	finish(t, status);
+}
+
+/* fail_chunk_as() for a refusal (an ERROR of the node). */
+static void fail_chunk(struct sigma_session *s, uint32_t node, uint32_t idx, int status,
+		       const char *why, const char *hint)
+{
+	fail_chunk_as(s, node, idx, status, SIGMA_FAIL_REFUSED, why, hint);
 }
 
 static void flush(struct sigma_session *s)
@@ -745,6 +770,87 @@ static void recov_done(struct sigma_session *s, uint32_t node, uint32_t idx)
 	slot_free(s, node, idx);
 }
 
+/* At most one "waits for ranks" line per node per second: the rest are summed up. */
+#define SG_CLI_WAIT_LOG_NS 1000000000ull
+
+/*
+ * The node reports a chunk waiting for ranks (WORKER_LOST). With skewed ranks every
+ * outstanding chunk gets one, a window's worth per node: log the first, count the
+ * others and say how many once the second has passed (log_waits_flush()).
+ */
+static void log_waits(struct sigma_session *s, uint32_t node, const struct sg_dp_msg *m,
+		      uint64_t missing, uint64_t now)
+{
+	struct sg_cli_node *n = &s->nodes[node];
+
+	if (n->lost_log != 0 && now - n->lost_log < SG_CLI_WAIT_LOG_NS) {
+		n->lost_quiet++;
+		n->lost_ranks |= missing;
+		return;
+	}
+	n->lost_log = now;
+	SG_CLI_LOG(WARNING, "node %s: key 0x%08x chunk %u round %u waits for ranks 0x%" PRIx64,
+		   n->label, m->key, m->chunk, m->round, missing);
+}
+
+/* Say how many reports log_waits() kept quiet, once their second is over. */
+static void log_waits_flush(struct sigma_session *s, uint32_t node, uint64_t now)
+{
+	struct sg_cli_node *n = &s->nodes[node];
+
+	if (n->lost_quiet == 0 || now - n->lost_log < SG_CLI_WAIT_LOG_NS)
+		return;
+	SG_CLI_LOG(WARNING, "node %s: %u more chunk(s) wait for ranks 0x%" PRIx64 " (reports of "
+		   "the last %.1f s; one line per node and second)", n->label, n->lost_quiet,
+		   n->lost_ranks, (double)(now - n->lost_log) / 1e9);
+	n->lost_log = now;
+	n->lost_quiet = 0;
+	n->lost_ranks = 0;
+}
+
+/*
+ * The node answered chunk @p sl (ERROR WAITING or WORKER_LOST, naming @p missing; or a
+ * NACK, @p missing 0): it is alive, so its silence budget (max_retries) starts again;
+ * the time since the first send (ranks_wait_us) goes on.
+ */
+static void note_alive(struct sg_cli_slot *sl, uint64_t missing)
+{
+	sl->answered = true;
+	sl->retries = 0;
+	sl->give_up = 0;
+	if (missing != 0)
+		sl->missing = missing;
+}
+
+/* Slot @p idx of node @p node waited ranks_wait_us with its node answering: fail it. */
+static void ranks_missing(struct sigma_session *s, uint32_t node, uint32_t idx, uint64_t now)
+{
+	const struct sg_cli_slot *sl = &s->nodes[node].slots[idx];
+	char why[96], hint[320];
+
+	if (sl->recov) { /* a failover push: nobody's operation waits for it */
+		recov_done(s, node, idx);
+		return;
+	}
+	snprintf(why, sizeof(why), "no RESULT within %.1f s, ranks missing",
+		 (double)(now - sl->sent) / 1e9);
+	if (sl->missing)
+		snprintf(hint, sizeof(hint), "the node is alive and holds this rank's push, but "
+			 "the ranks named did not push this round within ranks_wait_us (%.1f s): "
+			 "they are dead, stuck or far behind (raise ranks_wait_us for longer "
+			 "pauses)", s->conf.ranks_wait_us / 1e6);
+	else if (!sl->parked)
+		snprintf(hint, sizeof(hint), "the node is alive (it answers this session) but "
+			 "the chunk had no RESULT within ranks_wait_us (%.1f s): other ranks are "
+			 "dead, stuck or far behind (raise ranks_wait_us for longer pauses)",
+			 s->conf.ranks_wait_us / 1e6);
+	else
+		snprintf(hint, sizeof(hint), "the node is alive but kept refusing the push for "
+			 "want of a free slot or buffer (NACK) for ranks_wait_us (%.1f s): its slots "
+			 "are held by chunks that wait for other ranks", s->conf.ranks_wait_us / 1e6);
+	fail_chunk_as(s, node, idx, -ETIMEDOUT, SIGMA_FAIL_RANKS_MISSING, why, hint);
+}
+
 static int check_membership(struct sigma_session *s);
 
 /*
@@ -810,13 +916,18 @@ static void scan_timers(struct sigma_session *s, uint64_t now)
 	for (unsigned int i = 0; i < s->conf.nnodes; i++) {
 		struct sg_cli_node *n = &s->nodes[i];
 		uint32_t probe = n->outstanding ? pick_probe(s, n, now) : s->conf.window;
-		bool lost = false;
+		bool lost = false, resent;
 
+		log_waits_flush(s, i, now);
 		for (uint32_t k = 0; k < s->conf.window && n->outstanding; k++) {
 			struct sg_cli_slot *sl = &n->slots[k];
 
 			if (sl->t == NULL || sl->deadline > now)
 				continue;
+			if (sl->answered && now - sl->sent >= s->conf.ranks_wait_us * 1000ull) {
+				ranks_missing(s, i, k, now);
+				continue;
+			}
 			if (sl->retries >= s->conf.max_retries && s->conf.membership != NULL &&
 			    sl->give_up == 0) {
 				/* look now: the node may be gone, its keys moved (this slot too) */
@@ -842,14 +953,26 @@ static void scan_timers(struct sigma_session *s, uint64_t now)
 				snprintf(why, sizeof(why), "no RESULT after %u retries",
 					 sl->retries);
 				/* a node drops pushes without its job's id and token unanswered */
-				fail_chunk(s, i, k, -ETIMEDOUT, why, n->heard ? NULL :
-					   "no reply of this job ever came from that node: check that "
-					   "the job exists there with this job id and token (the "
-					   "node drops other pushes without a word), and that its "
-					   "address and UDP port are right");
+				fail_chunk_as(s, i, k, -ETIMEDOUT, SIGMA_FAIL_NODE_SILENT, why,
+					      n->heard ? "the node answered none of them (node "
+					      "silent): it is down, or unreachable from here" :
+					      "no reply of this job ever came from that node: check "
+					      "that the job exists there with this job id and token "
+					      "(the node drops other pushes without a word), and that "
+					      "its address and UDP port are right");
 				continue;
 			}
-			if (sl->retries < s->conf.max_retries)
+			resent = likely_lost(n, sl) || k == probe;
+			/*
+			 * max_retries counts resends the node left unanswered: a chunk held
+			 * back (not resent) whose node replied since its timer started waits
+			 * for a rank, as the probe's ERROR WAITING will say; it counts as
+			 * answered (ranks_wait_us bounds it). A dead node replies nothing, so
+			 * every chunk's count grows as before.
+			 */
+			if (!resent && n->heard_at >= sl->deadline - sl->rto_us * 1000ull)
+				note_alive(sl, 0);
+			else if (sl->retries < s->conf.max_retries)
 				sl->retries++;
 			sl->rto_us = sl->rto_us * 2 > s->conf.rto_max_us ? s->conf.rto_max_us :
 									   sl->rto_us * 2;
@@ -858,7 +981,7 @@ static void scan_timers(struct sigma_session *s, uint64_t now)
 			if (sl->rto_us * 1000ull > n->rto)
 				n->rto = sl->rto_us * 1000ull;
 			lost |= !sl->parked && likely_lost(n, sl);
-			if (likely_lost(n, sl) || k == probe)
+			if (resent)
 				resend(s, sl, now);
 			else
 				s->st.timeouts_held++;
@@ -870,7 +993,7 @@ static void scan_timers(struct sigma_session *s, uint64_t now)
 
 /* Find the outstanding slot a node reply is about; NULL if none (stale or bad). */
 static struct sg_cli_slot *match(struct sigma_session *s, const struct sg_dp_msg *m,
-				 uint32_t *node, uint32_t *idx)
+				 uint64_t now, uint32_t *node, uint32_t *idx)
 {
 	struct sigma_tensor *t = s->tensors[m->key >> 16];
 	const struct sg_cli_part *pt;
@@ -886,6 +1009,7 @@ static struct sg_cli_slot *match(struct sigma_session *s, const struct sg_dp_msg
 		return NULL;
 	}
 	s->nodes[pt->node].heard = true;
+	s->nodes[pt->node].heard_at = now;
 	slot = t->slot_of[pt->first + m->chunk];
 	if (slot == 0 || m->round != s->nodes[pt->node].slots[slot - 1].round ||
 	    (t->status != -EINPROGRESS && !s->nodes[pt->node].slots[slot - 1].recov)) {
@@ -929,7 +1053,7 @@ static void rto_sample(const struct sigma_conf *c, struct sg_cli_node *n, uint64
 static void on_result(struct sigma_session *s, const struct sg_dp_msg *m, uint64_t now)
 {
 	uint32_t node, idx;
-	struct sg_cli_slot *sl = match(s, m, &node, &idx);
+	struct sg_cli_slot *sl = match(s, m, now, &node, &idx);
 	struct sigma_tensor *t;
 	struct sg_cli_part *pt;
 	struct sg_cli_node *n;
@@ -970,13 +1094,14 @@ static void on_result(struct sigma_session *s, const struct sg_dp_msg *m, uint64
 static void on_nack(struct sigma_session *s, const struct sg_dp_msg *m, uint64_t now)
 {
 	uint32_t node, idx;
-	struct sg_cli_slot *sl = match(s, m, &node, &idx);
+	struct sg_cli_slot *sl = match(s, m, now, &node, &idx);
 	struct sg_cli_node *n;
 
 	s->st.nacks++;
 	if (sl == NULL)
 		return;
 	n = &s->nodes[node];
+	note_alive(sl, 0);
 	/*
 	 * Back-pressure: halve the window, and resend this chunk after its
 	 * back-off. The chunk stays parked (see has_credit()) until
@@ -1085,11 +1210,10 @@ static void on_behind(struct sigma_session *s, const struct sg_dp_msg *m, uint32
  * for up to failover_wait_us from the move. @return true if so.
  */
 static bool not_made_yet(struct sigma_session *s, const struct sg_dp_msg *m,
-			 struct sg_cli_slot *sl, uint32_t node)
+			 struct sg_cli_slot *sl, uint32_t node, uint64_t now)
 {
 	const struct sg_cli_part *pt = &sl->t->parts[sl->part];
 	const struct sg_dp_mismatch *mm = m->payload;
-	uint64_t now = sg_cli_now_ns();
 
 	if (m->code != SG_DP_C_MISMATCH || m->payload_len != sizeof(*mm) ||
 	    mm->what != SG_DP_MM_KEY || pt->moved_at == 0 ||
@@ -1103,17 +1227,27 @@ static bool not_made_yet(struct sigma_session *s, const struct sg_dp_msg *m,
 	return true;
 }
 
-static void on_error(struct sigma_session *s, const struct sg_dp_msg *m)
+static void on_error(struct sigma_session *s, const struct sg_dp_msg *m, uint64_t now)
 {
 	uint32_t node, idx;
-	struct sg_cli_slot *sl = match(s, m, &node, &idx);
+	struct sg_cli_slot *sl = match(s, m, now, &node, &idx);
 
 	s->st.errors++;
-	if (sl == NULL || not_made_yet(s, m, sl, node))
+	if (sl == NULL || not_made_yet(s, m, sl, node, now))
 		return;
+	if ((m->code == SG_DP_C_WAITING || m->code == SG_DP_C_WORKER_LOST) &&
+	    m->payload_len == 8) {
+		uint64_t be;
+
+		memcpy(&be, m->payload, 8);
+		s->st.waits += m->code == SG_DP_C_WAITING;
+		note_alive(sl, be64toh(be));
+		if (m->code == SG_DP_C_WAITING || sl->recov)
+			return;
+	}
 	if (sl->recov) {
 		/* refused or stale: the survivor's key has gone past that round, nobody waits */
-		if (m->code != SG_DP_C_WORKER_LOST)
+		if (m->code != SG_DP_C_WORKER_LOST && m->code != SG_DP_C_WAITING)
 			recov_done(s, node, idx);
 		return;
 	}
@@ -1127,11 +1261,10 @@ static void on_error(struct sigma_session *s, const struct sg_dp_msg *m)
 		uint64_t be;
 
 		memcpy(&be, m->payload, 8);
-		if (sl->missing == be64toh(be))
+		if (sl->reported == be64toh(be))
 			return; /* already reported */
-		sl->missing = be64toh(be);
-		SG_CLI_LOG(WARNING, "node %s: key 0x%08x chunk %u round %u waits for ranks 0x%"
-			   PRIx64, s->nodes[node].label, m->key, m->chunk, m->round, sl->missing);
+		sl->reported = be64toh(be);
+		log_waits(s, node, m, sl->reported, now);
 	}
 }
 
@@ -1139,7 +1272,7 @@ static void on_error(struct sigma_session *s, const struct sg_dp_msg *m)
  * ERROR VERSION from a node of another wire protocol version, which echoes our push:
  * the push's operation fails at once, naming both versions, instead of timing out.
  */
-static void on_version(struct sigma_session *s, const void *buf, uint32_t len)
+static void on_version(struct sigma_session *s, const void *buf, uint32_t len, uint64_t now)
 {
 	uint32_t node, idx, lo, hi;
 	struct sg_cli_slot *sl;
@@ -1152,7 +1285,7 @@ static void on_version(struct sigma_session *s, const void *buf, uint32_t len)
 		return;
 	}
 	s->st.errors++;
-	sl = match(s, &m, &node, &idx);
+	sl = match(s, &m, now, &node, &idx);
 	if (sl == NULL)
 		return;
 	if (sl->recov) {
@@ -1182,7 +1315,7 @@ static void handle(struct sigma_session *s, const void *buf, uint32_t len, uint6
 	s->st.rx_packets++;
 	if (sg_dp_parse(buf, len, &m, &why) < 0) {
 		if (why == SG_DP_DROP_VERSION)
-			on_version(s, buf, len);
+			on_version(s, buf, len, now);
 		else
 			s->st.rx_bad++;
 		return;
@@ -1199,7 +1332,7 @@ static void handle(struct sigma_session *s, const void *buf, uint32_t len, uint6
 		on_nack(s, &m, now);
 		break;
 	case SG_DP_T_ERROR:
-		on_error(s, &m);
+		on_error(s, &m, now);
 		break;
 	default:
 		s->st.rx_bad++;
@@ -1312,6 +1445,14 @@ const char *sigma_version(void)
 	return SG_VERSION_STRING;
 }
 
+int sigma_last_failure(const struct sigma_session *s, struct sigma_failure *f)
+{
+	if (s == NULL || f == NULL)
+		return -EINVAL;
+	*f = s->fail;
+	return f->kind == SIGMA_FAIL_NONE ? -ENOENT : 0;
+}
+
 void sigma_get_stats(const struct sigma_session *s, struct sigma_stats *st)
 {
 	*st = s->st;
@@ -1344,6 +1485,8 @@ static int no_node_left(struct sigma_session *s)
 	if (len > 0 && (size_t)len < sizeof(s->err))
 		snprintf(s->err + len, sizeof(s->err) - len, "): start nodes and a new job");
 	SG_CLI_LOG(ERR, "%s", s->err);
+	s->fail = (struct sigma_failure){.status = -EHOSTDOWN, .kind = SIGMA_FAIL_NO_NODE,
+					 .node = -1};
 	s->no_node = true;
 	while (s->active != NULL)
 		finish(s->active, -EHOSTDOWN);

@@ -486,8 +486,8 @@ int main(int argc, char **argv)
 	sigma_udpd_stop(n.d);
 	sigma_udpd_stats(n.d, &st);
 	printf("sigma-udpd: stopped; %" PRIu64 " packets, %" PRIu64 " pushes summed, %" PRIu64
-	       " rounds, %" PRIu64 " errors sent\n", st.rx_packets, st.rx_pushes,
-	       st.rounds_completed, st.errors_sent);
+	       " rounds, %" PRIu64 " errors sent, %" PRIu64 " WAITING sent\n", st.rx_packets,
+	       st.rx_pushes, st.rounds_completed, st.errors_sent, st.waits_sent);
 	sigma_udpd_destroy(n.d);
 	memset(secret, 0, sizeof(secret));
 	return 0;

@@ -57,6 +57,14 @@ RTE_LOG_REGISTER(sg_dp_engine_logtype, sigma.dataplane, INFO);
 #define REFUSE_NS 100000000ull
 /* Slot-timeout reports logged per poll call; the rest are summed up in one line. */
 #define LOG_PER_POLL 4
+/*
+ * ERROR WAITING: at most the job's N per chunk per tick of 2^WAIT_TICK_SHIFT ns (16.8 ms).
+ * The N-1 ranks that wait on a chunk resend it at most once per tick each once their
+ * timeouts have doubled past it (libsigma: after its resends at 5 and 10 ms), so every
+ * resend is answered from then on; a flood of resends of a chunk (which needs the token)
+ * gets N answers per tick, each smaller than the push it answers.
+ */
+#define WAIT_TICK_SHIFT 24
 
 enum slot_state {
 	S_NEW = 0, /* never used */
@@ -86,6 +94,8 @@ struct slot {
 	uint8_t state;
 	uint8_t flags;
 	uint8_t next_rank; /* deterministic: ranks below it are folded into acc */
+	uint8_t wait_n;    /* collect: ERROR WAITING sent in tick wait_t */
+	uint32_t wait_t;   /* ... the tick: now >> WAIT_TICK_SHIFT, truncated (wraps in 2 years) */
 };
 _Static_assert(sizeof(struct slot) == 56, "docs/dataplane-engine.md: 56 bytes per slot");
 
@@ -333,6 +343,8 @@ static void emit_small(struct sg_dp_engine *e, struct job *j, struct sg_dp_msg *
 	e->conf.tx.send(e->conf.tx.ctx, pkt, len);
 	if (m->type == SG_DP_T_NACK)
 		JCOUNT(e, j, nacks_sent);
+	else if (m->type == SG_DP_T_ERROR && m->code == SG_DP_C_WAITING)
+		JCOUNT(e, j, waits_sent);
 	else if (m->type == SG_DP_T_ERROR)
 		JCOUNT(e, j, errors_sent);
 }
@@ -442,16 +454,23 @@ static void emit_code(struct sg_dp_engine *e, struct job *j, const struct key_en
 		e->st.nacks_pool++;
 }
 
-static void emit_lost(struct sg_dp_engine *e, struct job *j, const struct key_ent *k,
-		      uint32_t chunk, const struct slot *s, uint32_t rank)
+/* ERROR @p code (WORKER_LOST or WAITING) to @p rank, naming the ranks slot @p s misses. */
+static void emit_missing(struct sg_dp_engine *e, struct job *j, const struct key_ent *k,
+			 uint32_t chunk, const struct slot *s, uint32_t rank, uint16_t code)
 {
 	struct sg_dp_msg m;
 	uint64_t missing = htobe64(j->full & ~s->arrived);
 
 	reply_msg(&m, j, k, chunk, s->round);
 	m.type = SG_DP_T_ERROR;
-	m.code = SG_DP_C_WORKER_LOST;
+	m.code = code;
 	emit_small(e, j, &m, rank, &missing, sizeof(missing));
+}
+
+static void emit_lost(struct sg_dp_engine *e, struct job *j, const struct key_ent *k,
+		      uint32_t chunk, const struct slot *s, uint32_t rank)
+{
+	emit_missing(e, j, k, chunk, s, rank, SG_DP_C_WORKER_LOST);
 }
 
 /* ---- buffers ------------------------------------------------------------ */
@@ -625,6 +644,7 @@ static void slot_begin(struct pkt_ctx *c, uint8_t flags)
 	s->round = c->m->round;
 	s->arrived = 0;
 	s->next_rank = 0;
+	s->wait_n = 0;
 	s->flags = flags;
 	s->t = c->now;
 	list_push_tail(c->j, &c->j->active, c->sidx);
@@ -760,12 +780,6 @@ static int job_drop(struct sg_dp_engine *e, struct job *j, enum sg_dp_drop why)
 	j->st.drops++;
 	j->st.drops_by[why]++;
 	return count_drop(e, why);
-}
-
-/* A checked packet dropped for its slot's sake: it still commits (its sender is known). */
-static int slot_drop(struct sg_dp_engine *e, struct pkt_ctx *c, enum sg_dp_drop why)
-{
-	return commit(e, c) ?: job_drop(e, c->j, why);
 }
 
 /* GONE's and STALE's payload: the round of slot @p s, and whether it finished. */
@@ -909,9 +923,34 @@ static int window_drop(struct sg_dp_engine *e, struct pkt_ctx *c, int32_t d)
 }
 
 /*
+ * A rank resends a push that slot @p c->s collects and already holds: its RESULT is
+ * late because other ranks are. The push is dropped as a duplicate, and answered with
+ * ERROR WAITING naming the missing ranks, so that the worker tells this live node from
+ * a dead one (docs/protocol.md), within the chunk's budget of N per tick.
+ */
+static int still_waiting(struct sg_dp_engine *e, struct pkt_ctx *c)
+{
+	struct slot *s = c->s;
+	uint32_t tick = (uint32_t)(c->now >> WAIT_TICK_SHIFT);
+	int rc = commit(e, c); /* a checked packet: it still commits (its sender is known) */
+
+	if (rc < 0)
+		return rc;
+	if (tick != s->wait_t) {
+		s->wait_t = tick;
+		s->wait_n = 0;
+	}
+	if (s->wait_n < c->j->n) {
+		s->wait_n++;
+		emit_missing(e, c->j, c->k, c->chunk, s, c->m->rank, SG_DP_C_WAITING);
+	}
+	return job_drop(e, c->j, SG_DP_DROP_DUPLICATE);
+}
+
+/*
  * A rank of a timed-out round resends its push: it is still waiting, so tell
  * it again who is missing, but once per slot timeout and rank (its report may
- * have been lost), not on every retransmit.
+ * have been lost), not on every retransmit; the other resends get WAITING.
  */
 static int lost_again(struct sg_dp_engine *e, struct pkt_ctx *c)
 {
@@ -926,7 +965,7 @@ static int lost_again(struct sg_dp_engine *e, struct pkt_ctx *c)
 		s->told = 0;
 	}
 	if (s->told & bit)
-		return job_drop(e, c->j, SG_DP_DROP_DUPLICATE);
+		return still_waiting(e, c);
 	s->told |= bit;
 	emit_lost(e, c->j, c->k, c->chunk, s, c->m->rank);
 	return SG_DP_USED_REPLIED;
@@ -946,7 +985,7 @@ static int sync_push(struct sg_dp_engine *e, struct pkt_ctx *c)
 				return slot_add(e, c); /* a NACK still answers the packet */
 			if (s->flags & SF_TIMED_OUT)
 				return lost_again(e, c);
-			return slot_drop(e, c, SG_DP_DROP_DUPLICATE);
+			return still_waiting(e, c);
 		}
 		if (d == -1)
 			return resend(e, c, s->prev, c->m->round);

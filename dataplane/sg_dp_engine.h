@@ -181,7 +181,7 @@ struct sg_dp_stats {
 	uint64_t async_updates;     /**< async pushes added to the store */
 	uint64_t nacks_sent;        /**< NACK packets emitted */
 	uint64_t nacks_pool;        /**< ... of which for pool exhaustion */
-	uint64_t errors_sent;       /**< ERROR packets emitted */
+	uint64_t errors_sent;       /**< ERROR packets emitted (WAITING not included) */
 	uint64_t slot_timeouts;     /**< slots reported incomplete after slot_timeout_ns */
 	uint64_t incomplete_slots;  /**< gauge: timed-out slots still incomplete now */
 	uint64_t slots_active;      /**< gauge: slots collecting now */
@@ -191,6 +191,8 @@ struct sg_dp_stats {
 	uint64_t pool_free;         /**< gauge: free accumulator buffers */
 	uint64_t tx_fail;           /**< packets not sent because tx alloc returned NULL */
 	uint64_t keys_created;      /**< keys open jobs' pushes made */
+	uint64_t waits_sent;        /**< ERROR WAITING emitted: resends of a push that a
+				         collecting slot holds, answered (sg_dp_engine_rx()) */
 };
 
 /**
@@ -208,7 +210,7 @@ struct sg_dp_job_stats {
 	uint64_t results_sent;      /**< RESULT packets emitted */
 	uint64_t retransmits_served; /**< RESULTs resent for a finished round */
 	uint64_t nacks_sent;        /**< NACKs emitted */
-	uint64_t errors_sent;       /**< ERRORs emitted */
+	uint64_t errors_sent;       /**< ERRORs emitted (WAITING not included) */
 	uint64_t slot_timeouts;     /**< slots reported incomplete after slot_timeout_ns */
 	uint64_t incomplete_slots;  /**< gauge: timed-out slots still incomplete now */
 	uint64_t slots_active;      /**< gauge: slots collecting now */
@@ -217,6 +219,7 @@ struct sg_dp_job_stats {
 	uint64_t slots_used;        /**< gauge: chunk slots its keys take */
 	uint64_t slots;             /**< gauge: chunk slots it may take (a fixed job's: its
 				         chunks; an open job's: its budget) */
+	uint64_t waits_sent;        /**< ERROR WAITING emitted */
 };
 
 /**

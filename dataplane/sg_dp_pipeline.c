@@ -710,9 +710,9 @@ void sg_dp_pipeline_print_stats(const struct sg_dp_pipeline *p, FILE *f, double 
 	sg_dp_pipeline_engine_stats(p, &es);
 	fprintf(f, "engine: %" PRIu64 " pushes, %" PRIu64 " rounds completed, %" PRIu64
 		" results sent, %" PRIu64 " retransmits served, %" PRIu64 " NACKs, %" PRIu64
-		" slot timeouts, %" PRIu64 " incomplete now\n", es.rx_pushes, es.rounds_completed,
-		es.results_sent, es.retransmits_served, es.nacks_sent, es.slot_timeouts,
-		es.incomplete_slots);
+		" slot timeouts, %" PRIu64 " incomplete now, %" PRIu64 " WAITING sent\n",
+		es.rx_pushes, es.rounds_completed, es.results_sent, es.retransmits_served,
+		es.nacks_sent, es.slot_timeouts, es.incomplete_slots, es.waits_sent);
 	for (int k = 1; k < SG_DP_DROP_COUNT; k++)
 		if (es.drops[k])
 			fprintf(f, "  engine drop %-12s %" PRIu64 "\n",

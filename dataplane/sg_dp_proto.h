@@ -81,6 +81,9 @@ enum sg_dp_code {
 	SG_DP_C_VERSION = 8,     /**< ERROR: the push or pull is of another protocol version than
 				      the node's; payload: struct sg_dp_version_info. Sent in
 				      the node's version: see sg_dp_build_version_error() */
+	SG_DP_C_WAITING = 9,     /**< ERROR: the node holds the sender's push of this collecting
+				      round and waits for other ranks (an answer to a resend);
+				      payload = u64 missing-rank bitmap. Not a failure */
 };
 
 /** Payload of ERROR GONE and STALE (8 bytes, big-endian): where the chunk is on the node. */

@@ -190,6 +190,7 @@ static void tel_job_counters(struct rte_tel_data *l, const struct sg_dp_job_stat
 	rte_tel_data_add_dict_u64(l, "results_sent", js->results_sent);
 	rte_tel_data_add_dict_u64(l, "nacks_sent", js->nacks_sent);
 	rte_tel_data_add_dict_u64(l, "errors_sent", js->errors_sent);
+	rte_tel_data_add_dict_u64(l, "waits_sent", js->waits_sent);
 	rte_tel_data_add_dict_u64(l, "drops", js->drops);
 	/* a fixed job's keys are on every reducer; an open job's where its pushes went */
 	rte_tel_data_add_dict_u64(l, "keys_held", js->keys);
@@ -250,6 +251,7 @@ static int tel_jobs(const char *cmd, const char *params, struct rte_tel_data *d)
 	rte_tel_data_add_dict_u64(t, "results_sent", es.results_sent);
 	rte_tel_data_add_dict_u64(t, "nacks_sent", es.nacks_sent);
 	rte_tel_data_add_dict_u64(t, "errors_sent", es.errors_sent);
+	rte_tel_data_add_dict_u64(t, "waits_sent", es.waits_sent);
 	rte_tel_data_add_dict_u64(t, "pool_free", es.pool_free);
 	rte_tel_data_add_dict_u64(t, "stale_rounds", es.stale_rounds);
 	rte_tel_data_add_dict_u64(t, "keys_created", es.keys_created);

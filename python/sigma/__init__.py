@@ -18,9 +18,10 @@ service, control/sg_ctl_client.h). It needs nothing but the standard library;
 docs/python.md describes the design, the threading, the errors and their bounds.
 """
 
-from .errors import SigmaConfigError, SigmaError, SigmaTimeoutError
+from .errors import (SigmaConfigError, SigmaError, SigmaNodeSilentError, SigmaRanksMissingError,
+                     SigmaTimeoutError)
 from .job import Job, JobNode, NodeTarget, create_job, destroy_job, load_secret, parse_nodes
-from .session import Handle, Session, retry_budget_s
+from .session import Handle, Session, retry_budget_s, silent_bound_s
 
 # The release: the top meson.build's project version (meson refuses to configure
 # when they differ). library_version() is the loaded libsigma's.
@@ -38,7 +39,8 @@ def library_version() -> str:
 
 
 __all__ = [
-    "SigmaError", "SigmaTimeoutError", "SigmaConfigError", "Job", "JobNode", "NodeTarget",
-    "create_job", "destroy_job", "load_secret", "parse_nodes", "Session", "Handle",
-    "retry_budget_s", "__version__", "library_version",
+    "SigmaError", "SigmaTimeoutError", "SigmaNodeSilentError", "SigmaRanksMissingError",
+    "SigmaConfigError", "Job", "JobNode", "NodeTarget", "create_job", "destroy_job",
+    "load_secret", "parse_nodes", "Session", "Handle", "retry_budget_s", "silent_bound_s",
+    "__version__", "library_version",
 ]

@@ -40,6 +40,9 @@ SG_MAX_CHUNK_BYTES = 8920
 SIGMA_ERR_LEN = 512
 SIGMA_JOB_DESC_MAX = 16384
 SG_CTL_SECRET_MAX = 256
+# sg_etcd.h
+SG_ETCD_ERR_LEN = 256
+SG_ETCD_CONTROL_MAX = 128
 
 DTYPES = {"fp32": 0, "fp64": 1, "fp16": 2, "bf16": 3, "int32": 4, "int64": 5, "int8": 6,
           "uint8": 7}
@@ -100,6 +103,7 @@ class SigmaConf(ctypes.Structure):
         ("membership_arg", ctypes.c_void_p),
         ("failover_wait_us", ctypes.c_uint32),
         ("spin_us", ctypes.c_int32),
+        ("ranks_wait_us", ctypes.c_uint32),
     ]
 
 
@@ -113,7 +117,25 @@ class SigmaStats(ctypes.Structure):
     _fields_ = [(n, ctypes.c_uint64) for n in (
         "tx_packets", "rx_packets", "rx_results", "rx_stale", "rx_bad", "retransmits",
         "nacks", "errors", "ops_done", "ops_failed", "nodes_lost", "keys_moved",
-        "recovery_pushes", "membership_changes", "timeouts_held", "spins")]
+        "recovery_pushes", "membership_changes", "timeouts_held", "spins", "waits")]
+
+
+# enum sigma_fail_kind
+FAIL_NONE, FAIL_NODE_SILENT, FAIL_RANKS_MISSING, FAIL_REFUSED, FAIL_NO_NODE = range(5)
+
+
+class SigmaFailure(ctypes.Structure):
+    """struct sigma_failure (sigma_last_failure())."""
+    _fields_ = [
+        ("status", ctypes.c_int),
+        ("kind", ctypes.c_int),
+        ("node", ctypes.c_int),
+        ("key", ctypes.c_uint32),
+        ("chunk", ctypes.c_uint32),
+        ("round", ctypes.c_uint32),
+        ("missing", ctypes.c_uint64),
+        ("waited_us", ctypes.c_uint64),
+    ]
 
 
 class SigmaJob(ctypes.Structure):
@@ -181,6 +203,52 @@ class CtlJobSpec(ctypes.Structure):
 class CtlJobSpecPadded(ctypes.Structure):
     """A sg_ctl_job_spec followed by zeroes (see _TAIL)."""
     _fields_ = [("spec", CtlJobSpec), ("_tail", ctypes.c_uint8 * _TAIL)]
+
+
+class EtcdConf(ctypes.Structure):
+    """struct sg_etcd_conf."""
+    _fields_ = [
+        ("endpoints", ctypes.c_char_p),
+        ("timeout_ms", ctypes.c_uint32),
+        ("user", ctypes.c_char_p),
+        ("password", ctypes.c_char_p),
+        ("ca_file", ctypes.c_char_p),
+        ("cert_file", ctypes.c_char_p),
+        ("key_file", ctypes.c_char_p),
+    ]
+
+
+class EtcdNode(ctypes.Structure):
+    """struct sg_etcd_node (a node's record in etcd)."""
+    _fields_ = [
+        ("name", ctypes.c_char * SG_NAME_MAX),
+        ("kind", ctypes.c_int),
+        ("gbps", ctypes.c_double),
+        ("addr", ctypes.c_char * 16),
+        ("port", ctypes.c_uint16),
+        ("control", ctypes.c_char * SG_ETCD_CONTROL_MAX),
+        ("lease", ctypes.c_int64),
+    ]
+
+
+class EtcdGarbage(ctypes.Structure):
+    """struct sg_etcd_garbage."""
+    _fields_ = [(n, ctypes.c_uint64) for n in ("not_json", "bad_field", "bad_kind",
+                                               "name_mismatch")]
+
+
+class EtcdWatchStats(ctypes.Structure):
+    """struct sg_etcd_watch_stats."""
+    _fields_ = [
+        ("polls", ctypes.c_uint64),
+        ("failures", ctypes.c_uint64),
+        ("changes", ctypes.c_uint64),
+        ("generation", ctypes.c_uint64),
+        ("nodes", ctypes.c_uint),
+        ("reachable", ctypes.c_bool),
+        ("garbage", EtcdGarbage),
+        ("last_error", ctypes.c_char * SG_ETCD_ERR_LEN),
+    ]
 
 
 # void (*sigma_done_cb)(void *arg, struct sigma_tensor *t, int status)
@@ -267,6 +335,7 @@ def libsigma() -> ctypes.CDLL:
         _proto(lib, "sigma_test", i, vp)
         _proto(lib, "sigma_wait", i, vp)
         _proto(lib, "sigma_last_error", cp, vp)
+        _proto(lib, "sigma_last_failure", i, vp, ctypes.POINTER(SigmaFailure))
         _proto(lib, "sigma_get_stats", None, vp, ctypes.POINTER(SigmaStats))
         _proto(lib, "sigma_tensor_nparts", ctypes.c_uint32, vp)
         _proto(lib, "sigma_tensor_part_node", i, vp, ctypes.c_uint32)
@@ -295,6 +364,15 @@ def libcontrol() -> ctypes.CDLL:
                ctypes.POINTER(CtlJobSpecPadded), cp, ctypes.c_size_t, cp, ctypes.c_size_t)
         _proto(lib, "sg_ctl_job_service_destroy", i, ctypes.POINTER(CtlJobsvc), ctypes.c_uint32,
                cp, ctypes.c_size_t)
+        _proto(lib, "sg_etcd_create", vp, ctypes.POINTER(EtcdConf))
+        _proto(lib, "sg_etcd_destroy", None, vp)
+        _proto(lib, "sg_etcd_last_error", cp, vp)
+        _proto(lib, "sg_etcd_nodes_get", i, vp, cp, ctypes.POINTER(EtcdNode), ctypes.c_uint,
+               ctypes.POINTER(EtcdGarbage))
+        _proto(lib, "sg_etcd_prefix", i, cp, cp, ctypes.c_size_t)
+        _proto(lib, "sg_etcd_watch_start", vp, ctypes.POINTER(EtcdConf), cp, ctypes.c_uint32)
+        _proto(lib, "sg_etcd_watch_stats", None, vp, ctypes.POINTER(EtcdWatchStats))
+        _proto(lib, "sg_etcd_watch_stop", None, vp)
         _control = lib
     return _control
 

@@ -27,19 +27,58 @@ class SigmaError(RuntimeError):
 
 
 class SigmaTimeoutError(SigmaError):
-    """An operation got no answer within its retries: a summation node or a
-    rank is gone (the message names the node, key, round and, when the node
-    reported them, the missing ranks), or a wait's own timeout ran out."""
+    """An operation did not complete in bounded time: a summation node stopped
+    answering (:class:`SigmaNodeSilentError`), ranks did not push within the
+    wait for them (:class:`SigmaRanksMissingError`), a session's watchdog
+    fired, or a wait's own timeout ran out. The message names the node, key,
+    round and, when the node reported them, the missing ranks.
+
+    Attributes (None when not known):
+        node: the node's label as libsigma names it (``name (addr:port)``).
+        key, chunk, round: the wire key, chunk and round of the chunk that failed.
+        missing_ranks: the ranks the node reported missing (a list).
+    """
+
+    def __init__(self, message: str, err: Optional[int] = None, detail: str = "",
+                 failure: Optional[dict] = None) -> None:
+        super().__init__(message, err, detail)
+        f = failure or {}
+        self.node: Optional[str] = f.get("node")
+        self.key: Optional[int] = f.get("key")
+        self.chunk: Optional[int] = f.get("chunk")
+        self.round: Optional[int] = f.get("round")
+        self.missing_ranks: Optional[list[int]] = f.get("missing_ranks")
+
+
+class SigmaNodeSilentError(SigmaTimeoutError):
+    """A summation node answered none of ``max_retries`` resends in a row: it
+    is dead, or unreachable from this rank (the short bound,
+    ``Session.silent_bound``)."""
+
+
+class SigmaRanksMissingError(SigmaTimeoutError):
+    """The node is alive and holds this rank's push, but the ranks in
+    ``missing_ranks`` did not push within the wait for them (the long bound,
+    ``ranks_wait``): they are dead, stuck or paused longer."""
 
 
 class SigmaConfigError(SigmaError, ValueError):
     """Bad configuration, refused before anything runs; the message names the fix."""
 
 
-def status_error(status: int, detail: str, what: str) -> SigmaError:
-    """The exception for a libsigma status (a negative errno) and its message."""
+# enum sigma_fail_kind (client/sigma.h)
+_KIND_CLASS = {1: SigmaNodeSilentError, 2: SigmaRanksMissingError}
+
+
+def status_error(status: int, detail: str, what: str,
+                 failure: Optional[dict] = None) -> SigmaError:
+    """The exception for a libsigma status (a negative errno), its message, and
+    its parts (``failure``: kind, node, key, chunk, round, missing_ranks, from
+    ``sigma_last_failure()``)."""
     code = -status
     name = errno.errorcode.get(code, str(code))
     text = f"{what}: {detail}" if detail else f"{what}: {os.strerror(code)} ({name})"
-    cls = SigmaTimeoutError if code == errno.ETIMEDOUT else SigmaError
-    return cls(text, code, detail)
+    if code != errno.ETIMEDOUT:
+        return SigmaError(text, code, detail)
+    cls = _KIND_CLASS.get((failure or {}).get("kind"), SigmaTimeoutError)
+    return cls(text, code, detail, failure)

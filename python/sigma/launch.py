@@ -9,15 +9,17 @@
 Each rank is ``sys.executable script args`` with the ``env://`` variables
 (MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE),
 so ``torch.distributed.init_process_group("gloo")`` and ``sigma.torch.init()``
-work unchanged; SIGMA_NODES and SIGMA_SECRET_FILE are passed on. With
+work unchanged; SIGMA_NODES, SIGMA_SECRET_FILE, SIGMA_ETCD and SIGMA_CLUSTER
+(``--etcd``, ``--cluster``: nodes and membership from etcd) are passed on. With
 ``--make-job`` the launcher makes the job itself and hands every rank
 SIGMA_JOB, SIGMA_RANK and SIGMA_WORKERS, for scripts without torch.distributed. Debian's
 ``torchrun`` (PyTorch 1.13 under Python 3.11) stops at start; with a newer
 PyTorch, ``torchrun --nproc-per-node 4 train.py`` sets the same variables.
 
 Each line a rank prints is prefixed with ``[rank]``. When a rank fails, the
-others get ``--grace`` seconds to end by themselves (Sigma fails their steps
-within its bound), then SIGINT, then SIGKILL 3 s later. Ctrl-C (SIGINT) or SIGTERM
+others get ``--grace`` seconds to end by themselves (a step that waits for
+the failed rank ends only after sigma.torch's ranks_wait), then SIGINT, then
+SIGKILL 3 s later. Ctrl-C (SIGINT) or SIGTERM
 stops every rank and node the same way. The exit status is the first failing
 rank's (128 + signal for a signal), 0 when all succeed.
 """
@@ -134,6 +136,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--nodes", help="summation nodes' control targets, ';' between them "
                                    "(becomes SIGMA_NODES)")
     p.add_argument("--secret-file", help="shared secret for TCP targets (SIGMA_SECRET_FILE)")
+    p.add_argument("--etcd", help="etcd's client URLs: the nodes and the membership come from "
+                                  "there instead of --nodes (SIGMA_ETCD)")
+    p.add_argument("--cluster", help="the nodes' cluster in etcd [default] (SIGMA_CLUSTER)")
     p.add_argument("--local-nodes", type=int, default=0, metavar="K",
                    help="start K summation nodes here for the run, and stop them after")
     p.add_argument("--node-kind", default=None, help=f"program of --local-nodes [{DEFAULT_KIND}]")
@@ -245,6 +250,10 @@ def run(argv: Optional[list[str]] = None) -> int:
         env["SIGMA_SECRET_FILE"] = os.path.abspath(a.secret_file)
     if a.mode:
         env["SIGMA_MODE"] = a.mode
+    if a.etcd:
+        env["SIGMA_ETCD"] = a.etcd
+    if a.cluster:
+        env["SIGMA_CLUSTER"] = a.cluster
     old = {s: signal.signal(s, _on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
     nodes = None
     made = None

@@ -11,17 +11,20 @@ libsigma's completion callback. Many operations are in flight at once, in the
 order they were submitted (the same order on every rank keeps a node's slots
 from filling with chunks some rank cannot send yet: docs/client.md).
 
-Every wait is bounded: libsigma fails an operation whose chunks get no answer
-after ``max_retries`` resends (about 1.3 s with the defaults), and a watchdog
-in the thread fails everything if no operation moved for twice that. The first
-failure closes the session: operations in flight and queued fail with the
-first error's message, since a rank whose rounds fell out of step with the
-others cannot go on.
+Every wait is bounded (docs/python.md, "Errors and bounds"): libsigma fails an
+operation whose node answers none of ``max_retries`` resends in a row (node
+silent: about 1.3 to 2.2 s with the defaults), or whose node keeps answering
+that it waits for other ranks for longer than ``ranks_wait`` (60 s by
+default), and a watchdog in the thread fails everything if no operation moved
+for longer than both. The first failure closes the session: operations in
+flight and queued fail with the first error's message, since a rank whose
+rounds fell out of step with the others cannot go on.
 """
 
 from __future__ import annotations
 
 import collections
+import copy
 import ctypes
 import errno
 import os
@@ -33,20 +36,35 @@ from . import _lib
 from .errors import SigmaConfigError, SigmaError, SigmaTimeoutError, status_error
 from .job import Job
 
+# libsigma's failover_wait_us default: a silent node the membership still lists
+_FAILOVER_WAIT_S = 10.0
 _FORMATS = {"f": "fp32", "d": "fp64", "e": "fp16", "b": "int8", "B": "uint8"}
 _INT_FORMATS = {4: "int32", 8: "int64"}
 
 
 def retry_budget_s(rto_us: int = 0, rto_max_us: int = 0, max_retries: int = 0) -> float:
-    """How long libsigma keeps resending an unanswered chunk before failing it:
-    the sum of the doubling retransmit timeouts (docs/client.md)."""
+    """How long libsigma keeps resending a chunk that its node never answered
+    before failing it: the sum of the doubling retransmit timeouts from its
+    first send (docs/client.md)."""
     rto = rto_us or 5000
-    top = rto_max_us or 200000
+    top = max(rto_max_us or 200000, rto)
     total = 0
     for _ in range((max_retries or 10) + 1):
         total += min(rto, top)
         rto *= 2
     return total / 1e6
+
+
+def silent_bound_s(rto_us: int = 0, rto_max_us: int = 0, max_retries: int = 0) -> float:
+    """The node-silent bound: how long after its node's last answer (or its
+    first send) a chunk's operation fails when the node answers nothing more,
+    at most (docs/client.md, "Two bounds"): the retry budget, or (max_retries
+    + 1) x rto_max once the node has answered, whichever is longer, plus
+    libsigma's timer scan (rto_us / 4)."""
+    rto = rto_us or 5000
+    top = max(rto_max_us or 200000, rto)
+    answered = ((max_retries or 10) + 1) * top / 1e6
+    return max(retry_budget_s(rto_us, rto_max_us, max_retries), answered) + rto / 4e6
 
 
 class Handle:
@@ -132,7 +150,17 @@ class Session:
         rank: this worker, 0..N-1.
         window, rto_us, rto_max_us, max_retries, first_round, chunk_bytes:
             libsigma's settings (0: its defaults; docs/client.md). Every rank
-            of a job must use the same window.
+            of a job must use the same window. ``max_retries`` sets the node-
+            silent bound (:attr:`silent_bound`).
+        ranks_wait: seconds a chunk may wait for other ranks while its node
+            says it holds this rank's push (libsigma's ranks_wait_us; default
+            60): how long a dead, stuck or paused rank holds the others up
+            before their operation fails with SigmaRanksMissingError.
+        membership: a :class:`sigma.etcd.Watch` (libsigma's membership
+            source): a node whose record leaves etcd is lost, and its
+            partitions move to the survivors (failover; the job must be open,
+            in sync or deterministic mode). The session owns the watch from
+            then on, and stops it when it closes.
         local_addr: address to bind the UDP socket to (default any).
         poll_us: longest wait inside one sigma_poll(): a new submission waits
             at most this long for the thread to pick it up while others are
@@ -141,7 +169,8 @@ class Session:
 
     def __init__(self, job: "Job | str", rank: int, *, window: int = 0, rto_us: int = 0,
                  rto_max_us: int = 0, max_retries: int = 0, first_round: int = 0,
-                 local_addr: Optional[str] = None, poll_us: int = 200) -> None:
+                 local_addr: Optional[str] = None, poll_us: int = 200,
+                 ranks_wait: float = 60.0, membership: Any = None) -> None:
         if isinstance(job, str):
             job = Job.parse(job)
         if not isinstance(rank, int) or not 0 <= rank < job.workers:
@@ -152,21 +181,38 @@ class Session:
                      ("poll_us", poll_us)):
             if not isinstance(v, int) or v < 0 or v > 0xFFFFFFFF:
                 raise SigmaConfigError(f"{k} {v!r}: want an integer >= 0")
+        if isinstance(ranks_wait, bool) or not isinstance(ranks_wait, (int, float)) or \
+                not 0.001 <= ranks_wait <= 4294:
+            raise SigmaConfigError(f"ranks_wait {ranks_wait!r}: want seconds, 0.001..4294")
         self.job = job
         self.rank = rank
+        # the node-silent bounds (docs/client.md, "Two bounds"), and the ranks-missing one
         self.retry_budget = retry_budget_s(rto_us, rto_max_us, max_retries)
-        self.stall_bound = 2 * self.retry_budget + 1.0
+        self.silent_bound = silent_bound_s(rto_us, rto_max_us, max_retries)
+        self.ranks_wait = float(ranks_wait)
+        if membership is not None:
+            # a node still listed is resent to for failover_wait_us (10 s) past its budget
+            self.silent_bound += _FAILOVER_WAIT_S
+        # the watchdog: no RESULT moves while ranks are missing, for up to ranks_wait
+        self.stall_bound = self.ranks_wait + 2 * self.silent_bound + 1.0
         self._poll_us = max(1, poll_us)
         self._lib = _lib.libsigma()
         base = _lib.SigmaConfPadded()
         c = base.conf
         c.window, c.rto_us, c.rto_max_us = window, rto_us, rto_max_us
         c.max_retries, c.first_round = max_retries, first_round
+        c.ranks_wait_us = int(self.ranks_wait * 1e6)
+        self._watch = membership
+        if membership is not None:
+            c.membership = membership.callback()
+            c.membership_arg = membership.handle
         self._local = local_addr.encode() if local_addr else None
         c.local_addr = self._local
         err = ctypes.create_string_buffer(_lib.SIGMA_ERR_LEN)
         s = self._lib.sigma_open_job(job.descriptor.encode(), rank, ctypes.byref(base), err,
                                      len(err))
+        if not s and membership is not None:
+            membership.stop()
         if not s:
             e = ctypes.get_errno()
             raise SigmaConfigError(f"sigma: cannot open rank {rank}'s session of job {job.id}: "
@@ -178,7 +224,7 @@ class Session:
         self._tensors: dict[int, ctypes.c_void_p] = {}
         self._inflight: dict[int, _Op] = {}
         self._waiting: dict[int, Deque[_Op]] = {}
-        self._completed: list[tuple[int, int, str]] = []
+        self._completed: list[tuple[int, int, str, Optional[dict]]] = []
         self._names: dict[str, tuple[int, int, str]] = {}
         self._ids: set[int] = set()
         self._next_id = 0
@@ -280,10 +326,26 @@ class Session:
     def _on_done(self, arg: Optional[int], t: Optional[int], status: int) -> None:
         # Runs inside sigma_poll() on the progress thread: record only.
         msg = ""
+        failure = None
         if status < 0:
             raw = self._lib.sigma_last_error(self._s)
             msg = raw.decode(errors="replace") if raw else ""
-        self._completed.append(((arg or 1) - 1, status, msg))
+            failure = self._failure()
+        self._completed.append(((arg or 1) - 1, status, msg, failure))
+
+    def _failure(self) -> Optional[dict]:
+        """sigma_last_failure() as a dict (kind, node, key, chunk, round, missing_ranks)."""
+        f = _lib.SigmaFailure()
+        if self._lib.sigma_last_failure(self._s, ctypes.byref(f)) < 0:
+            return None
+        nodes = self.job.nodes
+        node = None
+        if 0 <= f.node < len(nodes):
+            n = nodes[f.node]
+            node = f"{n.name} ({n.addr}:{n.port})"
+        return {"kind": f.kind, "node": node, "key": f.key, "chunk": f.chunk,
+                "round": f.round, "waited_s": f.waited_us / 1e6,
+                "missing_ranks": [r for r in range(64) if f.missing >> r & 1]}
 
     def _start(self, op: _Op) -> None:
         t = self._tensors.get(op.tid)
@@ -353,13 +415,14 @@ class Session:
                 last_move = time.monotonic()
                 done, self._completed = self._completed, []
                 first_error = None
-                for tid, status, msg in done:
+                for tid, status, msg, failure in done:
                     op = self._inflight.pop(tid, None)
                     if op is None:
                         continue
                     if status < 0:
                         err = status_error(status, msg, f"sigma: push_pull of '{op.name}' "
-                                                        f"(rank {self.rank}, job {self.job.id})")
+                                                        f"(rank {self.rank}, job {self.job.id})",
+                                           failure)
                         op.handle._complete(err)
                         first_error = first_error or err
                     else:
@@ -382,8 +445,9 @@ class Session:
                 elif now - last_move > self.stall_bound:
                     names = ", ".join(sorted(op.name for op in self._inflight.values())[:8])
                     self._poison(SigmaTimeoutError(
-                        f"sigma: no operation moved for {now - last_move:.1f} s (watchdog, "
-                        f"twice the {self.retry_budget:.2f} s retry budget) with {names} in "
+                        f"sigma: no operation moved for {now - last_move:.1f} s (watchdog: "
+                        f"ranks_wait {self.ranks_wait:g} s plus twice the "
+                        f"{self.silent_bound:.2f} s node-silent bound) with {names} in "
                         f"flight (rank {self.rank}, job {self.job.id})", errno.ETIMEDOUT))
                     return
 
@@ -391,9 +455,9 @@ class Session:
         """The first failure ends the session: fail everything after it."""
         with self._cv:
             if self._failed is None:
-                self._failed = type(err)(
-                    f"{err} [this rank's session is closed after this failure: call "
-                    "shutdown() and init() again]", err.errno, err.detail)
+                self._failed = copy.copy(err)  # its class and parts (node, missing ranks)
+                self._failed.args = (f"{err} [this rank's session is closed after this "
+                                     "failure: call shutdown() and init() again]",)
         self._fail_all(self._failed)
 
     def _fail_all(self, err: SigmaError) -> None:
@@ -413,6 +477,8 @@ class Session:
             s, self._s = self._s, None
         if s:
             self._lib.sigma_close(s)  # abandons what is in flight: no more writes
+        if self._watch is not None:
+            self._watch.stop()  # after the session: it asked the watch until now
 
     def _check_alive(self) -> None:
         if not self._thread.is_alive() and self._thread_error is not None:

@@ -31,15 +31,18 @@ import torch
 import torch.distributed as dist
 
 from . import _lib
-from .errors import SigmaConfigError, SigmaError
-from .job import Job, create_job, destroy_job, load_secret, parse_nodes
+from .errors import (SigmaConfigError, SigmaError, SigmaNodeSilentError,  # noqa: F401
+                     SigmaRanksMissingError, SigmaTimeoutError)
+from .etcd import DEFAULT_CLUSTER, Watch, check_cluster, read_nodes
+from .job import Job, NodeTarget, create_job, destroy_job, load_secret, parse_nodes
 from .session import Handle, Session
 
 __all__ = [
     "init", "shutdown", "is_initialized", "rank", "size", "local_rank", "job", "session",
     "push_pull", "push_pull_", "push_pull_async", "push_pull_async_", "synchronize", "poll",
     "ddp_comm_hook", "HookState", "DistributedOptimizer", "broadcast_parameters",
-    "broadcast_optimizer_state", "SigmaError", "SigmaConfigError",
+    "broadcast_optimizer_state", "SigmaError", "SigmaConfigError", "SigmaTimeoutError",
+    "SigmaNodeSilentError", "SigmaRanksMissingError",
 ]
 
 _DTYPES = {
@@ -49,20 +52,25 @@ _DTYPES = {
 }
 _FLOATS = ("fp32", "fp64", "fp16", "bf16")
 _STORE_PREFIX = "sigma"
-# libsigma's resends of an unanswered chunk before an operation fails, when
-# init() is not given max_retries: 25 make a retry budget of 4.3 s (libsigma's
-# own 10, 1.3 s, take a rank paused for a second, by a loaded machine or a
-# garbage collection, for a dead one). docs/python.md, "Errors and bounds".
-MAX_RETRIES = 25
+# libsigma's resends in a row that a node may leave unanswered before it counts
+# as dead (node silent), when init() is not given max_retries: libsigma's own
+# 10, a bound of 1.3 to 2.2 s. A rank that is merely behind (a loaded machine,
+# a garbage collection, DDP's first step) no longer counts: the node answers
+# the others' resends while it waits for it (ERROR WAITING), and only
+# RANKS_WAIT bounds that wait. docs/python.md, "Errors and bounds".
+MAX_RETRIES = 10
+# Seconds a rank's push may wait for the other ranks' (libsigma's ranks_wait_us)
+# when init() is not given ranks_wait (nor SIGMA_RANKS_WAIT).
+RANKS_WAIT = 60.0
 
 
 class _Context:
     def __init__(self, job: Job, sess: Session, rank: int, size: int, owner: bool,
                  nodes: list, secret: Optional[bytes], store: Any, gen: int,
-                 timeout: float) -> None:
+                 timeout: float, etcd: Optional[tuple[str, str]]) -> None:
         self.job, self.session, self.rank, self.size = job, sess, rank, size
         self.owner, self.nodes, self.secret, self.store = owner, nodes, secret, store
-        self.gen, self.timeout = gen, timeout
+        self.gen, self.timeout, self.etcd = gen, timeout, etcd
         self.unnamed: dict[tuple, set[int]] = {}
         self.lock = threading.Lock()
 
@@ -102,7 +110,8 @@ def init(nodes: Union[str, Sequence[str], None] = None, *,
          tensors: Optional[Sequence[tuple[str, int]]] = None, slots: int = 0,
          partition_bytes: int = 0, chunk_bytes: int = 0, window: int = 0,
          max_retries: int = 0, rto_us: int = 0, poll_us: int = 200,
-         timeout: float = 60.0) -> None:
+         timeout: float = 60.0, ranks_wait: Optional[float] = None,
+         etcd: Optional[str] = None, cluster: Optional[str] = None) -> None:
     """Join (rank > 0) or make (rank 0) a Sigma job, and open this rank's session.
 
     Where the job comes from, in order:
@@ -120,11 +129,23 @@ def init(nodes: Union[str, Sequence[str], None] = None, *,
        nothing declared); ``slots`` caps an open job's chunk slots per node
        engine (0: the nodes' default). ``tensors=[(name, elements)]`` and
        ``dtype=`` make a job of those tensors instead.
+    3. With ``etcd=`` / ``SIGMA_ETCD`` (etcd's client URLs, comma-separated)
+       and ``cluster=`` / ``SIGMA_CLUSTER`` (default ``default``) instead of
+       a node list, rank 0 reads the live summation nodes of the cluster
+       from etcd and makes the job on them; every rank then follows the
+       membership (a node whose lease expires is lost, and its partitions
+       move to the survivors: docs/cluster.md), with rank 0's etcd and
+       cluster. Also with ``SIGMA_JOB`` or a node list, ``etcd=`` adds the
+       membership. Needs an open job in sync or deterministic mode.
 
     The rank and the number of ranks come from ``rank=``/``size=``, else
     torch.distributed, else ``SIGMA_RANK``/``SIGMA_WORKERS``, else
     ``RANK``/``WORLD_SIZE``. ``mode`` (``SIGMA_MODE``) is sync, async or
     deterministic. ``timeout`` (s) bounds the wait for rank 0's descriptor.
+    ``max_retries`` (default MAX_RETRIES) bounds how long a node may stay
+    silent, ``ranks_wait`` (``SIGMA_RANKS_WAIT``, default RANKS_WAIT s) how
+    long a step waits for ranks that are behind, paused or dead
+    (docs/python.md, "Errors and bounds").
     Bad configuration raises SigmaConfigError naming the fix, on every rank.
     """
     global _ctx, _gen
@@ -135,6 +156,17 @@ def init(nodes: Union[str, Sequence[str], None] = None, *,
             raise SigmaConfigError(f"sigma.torch.init: {k}={v!r}: want an integer >= 0")
     if not isinstance(timeout, (int, float)) or not timeout > 0:
         raise SigmaConfigError(f"sigma.torch.init: timeout={timeout!r}: want seconds > 0")
+    if ranks_wait is None:
+        env_wait = _env("SIGMA_RANKS_WAIT")
+        try:
+            ranks_wait = float(env_wait) if env_wait is not None else RANKS_WAIT
+        except ValueError:
+            raise SigmaConfigError(f"sigma.torch.init: SIGMA_RANKS_WAIT={env_wait!r}: want "
+                                   "seconds") from None
+    if isinstance(ranks_wait, bool) or not isinstance(ranks_wait, (int, float)) or \
+            not 0.001 <= ranks_wait <= 4294:
+        raise SigmaConfigError(f"sigma.torch.init: ranks_wait={ranks_wait!r}: want seconds, "
+                               "0.001..4294")
     with _init_lock:
         if _ctx is not None:
             raise SigmaConfigError("sigma.torch.init: already initialised: call shutdown() "
@@ -146,6 +178,12 @@ def init(nodes: Union[str, Sequence[str], None] = None, *,
         owner = False
         targets: list = []
         secret = None
+        members = _membership_source(etcd, cluster)
+        if members and (tensors or (mode or _env("SIGMA_MODE")) == "async"):
+            raise SigmaConfigError(
+                "sigma.torch.init: etcd membership moves a lost node's keys to the survivors, "
+                "which make them at their first push: it needs an open job (no tensors=) in "
+                "sync or deterministic mode")
         if desc:
             job = Job.parse(desc)
             want = mode or _env("SIGMA_MODE")
@@ -164,11 +202,15 @@ def init(nodes: Union[str, Sequence[str], None] = None, *,
                 store = _default_store()
             if r == 0:
                 try:
+                    if not targets and members:
+                        targets = _nodes_from_etcd(*members)
                     if not targets:
                         raise SigmaConfigError(
                             "sigma.torch.init: no summation nodes: pass nodes=[...] or set "
                             "SIGMA_NODES to their control targets (unix:PATH or HOST:PORT; "
-                            "';' between nodes), or give the job itself (SIGMA_JOB)")
+                            "';' between nodes), give etcd= and cluster= (SIGMA_ETCD, "
+                            "SIGMA_CLUSTER) of an etcd-managed cluster, or give the job "
+                            "itself (SIGMA_JOB)")
                     secret = load_secret(secret_file) if secret_file else None
                     job = create_job(targets, n, mode=mode, dtype=dtype, tensors=tensors,
                                      slots=slots, partition_bytes=partition_bytes,
@@ -178,11 +220,14 @@ def init(nodes: Union[str, Sequence[str], None] = None, *,
                         store.set(_key(gen, "job"), "error:" + str(e))
                     raise
                 owner = True
-                if store is not None:
-                    store.set(_key(gen, "job"), "ok:" + job.descriptor)
+                if store is not None:  # with rank 0's membership source, for every rank
+                    store.set(_key(gen, "job"), "ok:" + job.descriptor +
+                              ("\n" + "\n".join(members) if members else ""))
             else:
-                job = Job.parse(_store_get(store, _key(gen, "job"), timeout,
-                                           "rank 0's job descriptor"))
+                got = _store_get(store, _key(gen, "job"), timeout,
+                                 "rank 0's job descriptor").split("\n")
+                job = Job.parse(got[0])
+                members = (got[1], got[2]) if len(got) == 3 else None
         if job.workers != n:
             raise SigmaConfigError(f"sigma.torch.init: the job has {job.workers} workers, this "
                                    f"run {n} ranks: make the job for {n}")
@@ -190,8 +235,10 @@ def init(nodes: Union[str, Sequence[str], None] = None, *,
             store = _default_store()
         sess = None
         try:
+            watch = Watch(*members) if members else None
             sess = Session(job, r, window=window, max_retries=max_retries or MAX_RETRIES,
-                           rto_us=rto_us, poll_us=poll_us)
+                           rto_us=rto_us, poll_us=poll_us, ranks_wait=ranks_wait,
+                           membership=watch)
             if store is not None and n > 1:
                 _start_together(store, gen, n, timeout)
         except BaseException as e:
@@ -202,7 +249,40 @@ def init(nodes: Union[str, Sequence[str], None] = None, *,
             if owner:  # leave nothing behind on the nodes
                 destroy_job(targets, job.id, secret=secret)
             raise
-        _ctx = _Context(job, sess, r, n, owner, targets, secret, store, gen, timeout)
+        _ctx = _Context(job, sess, r, n, owner, targets, secret, store, gen, timeout, members)
+
+
+def _membership_source(etcd: Optional[str], cluster: Optional[str]
+                       ) -> Optional[tuple[str, str]]:
+    """(etcd endpoints, cluster) from the arguments or SIGMA_ETCD / SIGMA_CLUSTER, or None."""
+    endpoints = etcd if etcd is not None else _env("SIGMA_ETCD")
+    name = cluster if cluster is not None else _env("SIGMA_CLUSTER")
+    if endpoints is None:
+        if name is not None and cluster is not None:
+            raise SigmaConfigError("sigma.torch.init: cluster= without etcd=: give the etcd "
+                                   "endpoints too (or SIGMA_ETCD)")
+        return None
+    if not isinstance(endpoints, str) or not endpoints.strip() or "\n" in endpoints:
+        raise SigmaConfigError(f"sigma.torch.init: etcd={endpoints!r}: want etcd's client "
+                               "URLs, 'http://host:port' (comma-separated)")
+    return endpoints.strip(), check_cluster(name or DEFAULT_CLUSTER)
+
+
+def _nodes_from_etcd(endpoints: str, cluster: str) -> list[NodeTarget]:
+    """The control targets of the live nodes of ``cluster`` (rank 0 makes the job there)."""
+    found = read_nodes(endpoints, cluster)
+    if not found:
+        raise SigmaConfigError(f"sigma.torch.init: no summation node is registered in etcd "
+                               f"({endpoints}) for cluster '{cluster}': start nodes with "
+                               f"--etcd {endpoints} --cluster {cluster} (sigma-udpd) or a "
+                               "[cluster] section (sigmad), or fix the cluster name")
+    bare = [x.name for x in found if not x.control]
+    if bare:
+        raise SigmaConfigError(f"sigma.torch.init: node(s) {', '.join(bare)} of cluster "
+                               f"'{cluster}' have no control endpoint in etcd, so no job can be "
+                               "made on them: start them with a control socket (--unix or "
+                               "--listen; [control] unix or listen)")
+    return [NodeTarget(x.control) for x in found]
 
 
 def _tell_failure(store: Any, gen: int, r: int, e: BaseException) -> None:
@@ -288,16 +368,17 @@ def _store_get(store: Any, key: str, timeout: float, what: str) -> str:
 
 
 def shutdown(timeout: Optional[float] = None) -> None:
-    """Finish what is in flight, close this rank's session, and (on the rank
-    that made the job) destroy the job once every rank has closed, or after
-    ``timeout`` s (default: init's). Idempotent."""
+    """Finish what is in flight (failing it after ``timeout`` s), close this
+    rank's session, and (on the rank that made the job) destroy the job once
+    every rank has closed, or after ``timeout`` s more (default: init's).
+    Idempotent."""
     global _ctx
     with _init_lock:
         c, _ctx = _ctx, None
     if c is None:
         return
     bound = c.timeout if timeout is None else timeout
-    c.session.close()
+    c.session.close(timeout=bound)  # what is in flight ends within its own bounds, or this
     if c.store is not None and c.size > 1:
         try:
             c.store.add(_key(c.gen, "closed"), 1)
@@ -316,7 +397,16 @@ def shutdown(timeout: Optional[float] = None) -> None:
                 time.sleep(0.02)
         except Exception:
             pass
-    destroy_job(c.nodes, c.job.id, secret=c.secret)
+    targets = c.nodes
+    if c.etcd:
+        # a node lost during the job (its lease expired) took the job with it
+        try:
+            live = {x.control for x in read_nodes(*c.etcd)}
+            targets = [t for t in targets if t.target in live]
+        except SigmaError:  # etcd is away: try them all
+            pass
+    if targets:
+        destroy_job(targets, c.job.id, secret=c.secret)
 
 
 @atexit.register

@@ -21,6 +21,13 @@ sock_probe.py gso HOST PORT JOB TOKEN N ELEMS PARTITION CHUNK ROUNDS
     receives each such message whole and splits it. Every element of every
     RESULT is checked against the exact sum; missing results are asked for
     again (one datagram per message) every 200 ms. Exit 0 when all are right.
+sock_probe.py waiting HOST PORT JOB TOKEN N CHUNK_BYTES
+    Rank 0 of job JOB (N >= 2 workers, fp32, tensor 0 of at least one full
+    chunk of CHUNK_BYTES) pushes chunk 0 of key 0, round 0, then resends it 4
+    times 40 ms apart while no other rank pushes: each resend must be answered
+    with ERROR WAITING (code 9) naming ranks 1..N-1 (a live node that holds
+    the push and waits for the others), and nothing else may come. Then ranks
+    1..N-1 push, and every rank must get the RESULT. Exit 0 when all held.
 sock_probe.py telemetry SOCKET COMMAND [KEY...]
     Print sigmad's answer to a telemetry command (dpdk_telemetry.v2 socket) as
     JSON; with KEYs, print only "KEY VALUE" lines (a missing key prints -1).
@@ -174,6 +181,64 @@ def gso_workers(host: str, port: int, job: int, token: int, n: int, elems: int, 
     return 1 if bad else 0
 
 
+ERROR, WAITING = 5, 9
+
+
+def waiting(host: str, port: int, job: int, token: int, n: int, chunk: int) -> int:
+    """A resend of a held push is answered WAITING (docs/protocol.md)."""
+    elems = chunk // 4
+    socks = []
+    for _ in range(n):
+        s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        s.bind((host, 0))
+        socks.append(s)
+
+    def push(rank: int, flags: int) -> None:
+        payload = array.array("f", [float(rank + 1)] * elems).tobytes()
+        socks[rank].sendto(HDR.pack(MAGIC, VERSION, PUSH, flags, FP32, job, rank, 0, token,
+                                    0, 0, 1, 0, elems, 0) + payload, (host, port))
+
+    def answers(rank: int, wait: float) -> list:
+        out = []
+        while select.select([socks[rank]], [], [], wait)[0]:
+            data = socks[rank].recv(65536)
+            out.append((HDR.unpack_from(data), data[HDR.size:]))
+            wait = 0.05
+        return out
+
+    bad = 0
+    push(0, 0)
+    first = answers(0, 0.2)
+    bad += len(first) != 0  # the node waits: a first push is not answered
+    missing = ((1 << n) - 1) & ~1
+    got = 0
+    for _ in range(4):
+        time.sleep(0.04)
+        push(0, 1)  # RETRANS
+        for h, body in answers(0, 0.3):
+            ok = (h[2] == ERROR and h[6] == 0 and h[7] == WAITING and h[5] == job and
+                  h[8] == token and h[9] == 0 and h[10] == 0 and h[12] == 0 and
+                  len(body) == 8 and struct.unpack(">Q", body)[0] == missing)
+            if ok:
+                got += 1
+            else:
+                print("unexpected answer: %r %r" % (h, body))
+                bad += 1
+    print("waiting: %d of 4 resends answered WAITING (missing ranks 0x%x)" % (got, missing))
+    bad += got != 4
+    for r in range(1, n):
+        push(r, 0)
+    want = float(n * (n + 1) // 2)
+    for r in range(n):
+        res = [a for a in answers(r, 1.0) if a[0][2] == RESULT]
+        vals = array.array("f", res[0][1]) if res else []
+        if len(res) != 1 or len(vals) != elems or any(v != want for v in vals):
+            print("rank %d: result %r" % (r, (len(res), vals[:3] if vals else None)))
+            bad += 1
+    print("waiting: %d wrong" % bad)
+    return 1 if bad else 0
+
+
 def telemetry(path: str, cmd: str, keys: list[str]) -> int:
     s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     s.connect(path)
@@ -202,6 +267,9 @@ def main() -> int:
         a = sys.argv
         return gso_workers(a[2], int(a[3]), int(a[4]), int(a[5], 16), int(a[6]), int(a[7]),
                            int(a[8]), int(a[9]), int(a[10]))
+    if len(sys.argv) == 8 and sys.argv[1] == "waiting":
+        a = sys.argv
+        return waiting(a[2], int(a[3]), int(a[4]), int(a[5], 16), int(a[6]), int(a[7]))
     if len(sys.argv) >= 4 and sys.argv[1] == "telemetry":
         return telemetry(sys.argv[2], sys.argv[3], sys.argv[4:])
     print(__doc__, file=sys.stderr)

@@ -14,6 +14,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <rte_log.h>
+
 #include "client_util.h"
 
 static uint64_t now_ms(void)
@@ -377,6 +379,16 @@ static void test_node_gone(void)
 		SG_CHECK(strstr(e, "127.0.0.1") && strstr(e, "key 0x0007") &&
 				 strstr(e, "round 0") && strstr(e, "grad.layer7"),
 			 "error does not name node, key and round: '%s'", e);
+		SG_CHECK(strstr(e, "node silent") != NULL, "'%s'", e);
+		{
+			struct sigma_failure f;
+
+			SG_CHECK_EQ(sigma_last_failure(g.s[r], &f), 0);
+			SG_CHECK(f.kind == SIGMA_FAIL_NODE_SILENT && f.status == -ETIMEDOUT &&
+					 f.node == 0 && (f.key >> 16) == 7 && f.round == 0,
+				 "failure: kind %d status %d node %d key 0x%x round %u", f.kind,
+				 f.status, f.node, f.key, f.round);
+		}
 	}
 	free(buf);
 	free(out[0]);
@@ -384,25 +396,198 @@ static void test_node_gone(void)
 	cu_free(&g);
 }
 
-/* Rank 1 never pushes: the node reports it missing and rank 0 fails naming it. */
+/*
+ * Rank 1 never pushes: the node answers rank 0's resends (WAITING, WORKER_LOST), so
+ * rank 0 fails at its ranks_wait_us bound, not after max_retries, naming rank 1.
+ */
 static void test_worker_missing(void)
 {
 	struct sigma_udpd_conf dc = {.engine = {.slot_timeout_ns = 20000000}};
 	struct sigma_conf c = {.job = 16, .token = 12, .rto_us = 5000, .rto_max_us = 40000,
-			       .max_retries = 6};
+			       .max_retries = 6, .ranks_wait_us = 600000};
 	struct cu_group g = {0};
 	struct sigma_tensor *t;
+	struct sigma_failure f;
+	struct sigma_stats st;
 	float in[100] = {0}, out[100];
 	const char *e;
+	uint64_t t0, took;
 
 	SG_CHECK_EQ(cu_nodes(&g, 1, &dc), 0);
 	SG_CHECK_EQ(cu_sessions(&g, 2, &c), 0);
 	t = sigma_tensor_register(g.s[0], "m", 1, SG_DTYPE_FP32, 100, 0);
 	sigma_tensor_register(g.s[1], "m", 1, SG_DTYPE_FP32, 100, 0);
 	SG_CHECK_EQ(cu_start(&g, NULL), 0);
+	SG_CHECK_EQ(sigma_last_failure(g.s[0], &f), -ENOENT);
+	t0 = now_ms();
 	SG_CHECK_EQ(sigma_push_pull_sync(t, in, out), -ETIMEDOUT);
+	took = now_ms() - t0;
 	e = sigma_last_error(g.s[0]);
 	SG_CHECK(strstr(e, "ranks 0x2 missing") != NULL, "error does not name rank 1: '%s'", e);
+	SG_CHECK(strstr(e, "ranks_wait_us") != NULL, "'%s'", e);
+	/* 6 unanswered resends take 5+10+20+40+40+40 ms: the wait went on past them */
+	SG_CHECK(took >= 600 && took < 600 + 1000, "failed after %" PRIu64 " ms", took);
+	SG_CHECK_EQ(sigma_last_failure(g.s[0], &f), 0);
+	SG_CHECK(f.kind == SIGMA_FAIL_RANKS_MISSING && f.missing == 0x2 && f.node == 0 &&
+			 f.status == -ETIMEDOUT && f.waited_us >= 600000,
+		 "failure: kind %d missing 0x%" PRIx64 " waited %" PRIu64 " us", f.kind, f.missing,
+		 f.waited_us);
+	sigma_get_stats(g.s[0], &st);
+	SG_CHECK(st.waits > 0, "no WAITING received");
+	cu_free(&g);
+}
+
+/*
+ * Tell a paused rank from a dead node: with a node-silent budget of about 60 ms
+ * (max_retries 5, 2 ms doubling to 16 ms), rank 1 pauses 1 s in the middle of
+ * each of three rounds and rank 0's operation waits it out (the node answers its
+ * resends with WAITING), every sum exact; then the node stops, and both ranks fail
+ * as node silent within (max_retries + 1) x rto_max plus a scan. Without WAITING
+ * rank 0 failed 62 ms into the first pause.
+ */
+static void test_pause_vs_dead_node(void)
+{
+	enum { NE = 50000 };
+	struct sigma_conf c = {.job = 19, .token = 15, .window = 32, .rto_us = 2000,
+			       .rto_max_us = 16000, .max_retries = 5, .ranks_wait_us = 5000000};
+	struct cu_group g = {0};
+	struct sigma_tensor *t[2];
+	float *in[2] = {malloc(NE * 4), malloc(NE * 4)}, *out[2] = {malloc(NE * 4), malloc(NE * 4)};
+	struct sigma_failure f;
+	struct sigma_stats st;
+	size_t bad = 0;
+	uint64_t t0, took;
+
+	SG_CHECK_EQ(cu_nodes(&g, 1, &plain_node), 0);
+	SG_CHECK_EQ(cu_sessions(&g, 2, &c), 0);
+	for (unsigned int r = 0; r < 2; r++)
+		t[r] = sigma_tensor_register(g.s[r], "paused", 4, SG_DTYPE_FP32, NE, 0);
+	SG_CHECK_EQ(cu_start(&g, NULL), 0);
+	for (unsigned int k = 0; k < 3; k++) {
+		for (unsigned int r = 0; r < 2; r++) {
+			for (size_t i = 0; i < NE; i++)
+				in[r][i] = val(r, i, k);
+			SG_CHECK_EQ(sigma_push_pull(t[r], in[r], out[r], NULL, NULL), 0);
+		}
+		/* rank 1 sends a window, then pauses 1 s while rank 0 goes on */
+		sigma_poll(g.s[1], 0);
+		t0 = now_ms();
+		while (now_ms() - t0 < 1000 && sigma_test(t[0]) == -EINPROGRESS)
+			sigma_poll(g.s[0], 1000);
+		SG_CHECK(sigma_test(t[0]) == -EINPROGRESS, "round %u: rank 0 ended (%d) while "
+			 "rank 1 paused: %s", k, sigma_test(t[0]), sigma_last_error(g.s[0]));
+		cu_drive(&g, t, 2);
+		for (unsigned int r = 0; r < 2; r++) {
+			SG_CHECK(sigma_test(t[r]) == 0, "round %u rank %u: %s", k, r,
+				 sigma_last_error(g.s[r]));
+			for (size_t i = 0; i < NE; i++)
+				bad += out[r][i] != val(0, i, k) + val(1, i, k);
+		}
+	}
+	SG_CHECK(bad == 0, "%zu elements differ", bad);
+	sigma_get_stats(g.s[0], &st);
+	SG_CHECK(st.waits > 0 && st.ops_failed == 0, "%" PRIu64 " WAITING, %" PRIu64 " failed",
+		 st.waits, st.ops_failed);
+	printf("pause: rank 0 waited out 3 pauses of 1 s with a silence budget of 62 ms "
+	       "(%" PRIu64 " WAITING, %" PRIu64 " resends)\n", st.waits, st.retransmits);
+	/* now the node dies: the short bound */
+	sigma_udpd_stop(g.d[0]);
+	for (unsigned int r = 0; r < 2; r++)
+		SG_CHECK_EQ(sigma_push_pull(t[r], in[r], out[r], NULL, NULL), 0);
+	t0 = now_ms();
+	cu_drive(&g, t, 2);
+	took = now_ms() - t0;
+	/* 6 x 16 ms and a scan (0.5 ms); a loaded machine gets up to a second */
+	SG_CHECK(took < 1000, "the dead node was noticed after %" PRIu64 " ms", took);
+	for (unsigned int r = 0; r < 2; r++) {
+		SG_CHECK_EQ(sigma_test(t[r]), -ETIMEDOUT);
+		SG_CHECK_EQ(sigma_last_failure(g.s[r], &f), 0);
+		SG_CHECK(f.kind == SIGMA_FAIL_NODE_SILENT, "rank %u: kind %d: %s", r, f.kind,
+			 sigma_last_error(g.s[r]));
+	}
+	printf("pause: the stopped node failed both ranks after %" PRIu64 " ms\n", took);
+	for (unsigned int r = 0; r < 2; r++) {
+		free(in[r]);
+		free(out[r]);
+	}
+	cu_free(&g);
+}
+
+/*
+ * Rank 1 starts 1.2 s after rank 0 while the node reports every waiting chunk
+ * (WORKER_LOST after a 10 ms slot timeout): libsigma logs at most one "waits for
+ * ranks" line per node and second, and says how many reports it left out. It
+ * logged one line per chunk before (256 here: rank 0's window).
+ */
+static void test_wait_log_rate(void)
+{
+	enum { NE = 100000 };
+	struct sigma_udpd_conf dc = {.engine = {.pool_bufs = 4096, .slot_timeout_ns = 10000000}};
+	struct sigma_conf c = {.job = 18, .token = 14, .rto_us = 5000, .rto_max_us = 50000,
+			       .max_retries = 1000};
+	struct cu_group g = {0};
+	struct sigma_tensor *t[2];
+	float *in[2] = {malloc(NE * 4), malloc(NE * 4)}, *out[2] = {malloc(NE * 4), malloc(NE * 4)};
+	char *log = NULL, *at;
+	size_t loglen = 0, bad = 0;
+	unsigned int lines = 0, reports = 0, summaries = 0;
+	FILE *f = open_memstream(&log, &loglen);
+	uint64_t t0, took;
+
+	SG_CHECK(f != NULL, "memstream");
+	SG_CHECK_EQ(cu_nodes(&g, 1, &dc), 0);
+	SG_CHECK_EQ(cu_sessions(&g, 2, &c), 0);
+	for (unsigned int r = 0; r < 2; r++) {
+		t[r] = sigma_tensor_register(g.s[r], "skewed", 3, SG_DTYPE_FP32, NE, 0);
+		for (size_t i = 0; i < NE; i++)
+			in[r][i] = val(r, i, 0);
+	}
+	SG_CHECK_EQ(cu_start(&g, NULL), 0);
+	rte_openlog_stream(f);
+	t0 = now_ms();
+	for (unsigned int r = 0; r < 2; r++)
+		SG_CHECK_EQ(sigma_push_pull(t[r], in[r], out[r], NULL, NULL), 0);
+	while (now_ms() - t0 < 1200) /* only rank 0 sends: rank 1 is late */
+		sigma_poll(g.s[0], 1000);
+	cu_drive(&g, t, 2);
+	took = now_ms() - t0;
+	rte_openlog_stream(NULL);
+	fclose(f);
+	for (unsigned int r = 0; r < 2; r++) {
+		SG_CHECK(sigma_test(t[r]) == 0, "rank %u: %s", r, sigma_last_error(g.s[r]));
+		for (size_t i = 0; i < NE; i++)
+			bad += out[r][i] != val(0, i, 0) + val(1, i, 0);
+	}
+	SG_CHECK(bad == 0, "%zu elements differ", bad);
+	for (char *l = strtok_r(log, "\n", &at); l != NULL; l = strtok_r(NULL, "\n", &at)) {
+		const char *more = strstr(l, " more chunk(s) wait for ranks 0x");
+
+		if (strstr(l, "wait") == NULL || strstr(l, "for ranks") == NULL)
+			continue;
+		lines++;
+		if (more != NULL) {
+			const char *p = more;
+
+			while (p > l && p[-1] >= '0' && p[-1] <= '9')
+				p--;
+			reports += (unsigned int)atoi(p);
+			summaries++;
+		} else {
+			SG_CHECK(strstr(l, "round 0 waits for ranks 0x") != NULL, "line: %s", l);
+			reports++;
+		}
+	}
+	/* one line per second and node, and its summary */
+	SG_CHECK(lines <= 2 * (took / 1000 + 1), "%u lines in %" PRIu64 " ms", lines, took);
+	SG_CHECK(summaries >= 1 && reports >= 200, "%u reports in %u summaries: the count of "
+		 "those left out is missing", reports, summaries);
+	printf("wait log: %u lines for %u reports of waiting chunks in %" PRIu64 " ms\n", lines,
+	       reports, took);
+	free(log);
+	for (unsigned int r = 0; r < 2; r++) {
+		free(in[r]);
+		free(out[r]);
+	}
 	cu_free(&g);
 }
 
@@ -887,6 +1072,8 @@ int main(void)
 	test_nack();
 	test_node_gone();
 	test_worker_missing();
+	test_pause_vs_dead_node();
+	test_wait_log_rate();
 	test_priority();
 	test_garbage();
 	test_steer_ports();

@@ -204,6 +204,16 @@ if EXTRA_INI=$(cat "$TMP/bench.ini") start busy --rtc '(0,0,1)'; then
 	# a GRO message taken for one datagram would be too long (and its pushes resent)
 	tel /sigma/drops socket_rx_too_long >"$TMP/d1"
 	cmp -s "$TMP/d0" "$TMP/d1" && ok || fail "GRO: messages dropped as too long"
+	# a live node that waits for ranks says so: each resend of a held push gets WAITING
+	J5=$(mkjob 2 fp32 2230 262144)
+	IFS=: read -r id tok _ _ _ chunk <<<"$J5"
+	tel /sigma/jobs all_jobs.waits_sent >"$TMP/w0"
+	expect waiting 0 '4 of 4 resends answered WAITING (missing ranks 0x2)' -- \
+		python3 "$PROBE" waiting 127.0.0.1 "$PORT" "$id" "$tok" 2 "$chunk"
+	grep -q 'waiting: 0 wrong' "$TMP/out" && ok || fail "waiting: $(tail -3 "$TMP/out")"
+	tel /sigma/jobs all_jobs.waits_sent >"$TMP/w1"
+	d=$(($(awk '{print $2}' "$TMP/w1") - $(awk '{print $2}' "$TMP/w0")))
+	[ "$d" = 4 ] && ok || fail "waits_sent went up by $d, expected 4"
 	tel /sigma/socket >"$TMP/sock.json"
 	grep -q '"rx_gro": [1-9]' "$TMP/sock.json" && ok ||
 		{ fail "GRO: no message carried several datagrams"; cat "$TMP/sock.json"; }

@@ -457,27 +457,47 @@ static void test_worker_loss(void)
 	 * (50 ms): the poll told every waiting rank at 51 ms */
 	SG_CHECK_EQ(sg_dp_engine_poll(e, 500 * MS), 0);
 	n0 = cap.n;
+	/* in between, a resend is dropped as a duplicate and answered WAITING */
 	SG_CHECK_EQ(push_f(e, &ps, 1, 0, 7, 1.0f, 60 * MS), -EBADMSG);
 	SG_CHECK_EQ(drops(e, SG_DP_DROP_DUPLICATE), 1);
-	SG_CHECK_EQ(cap.n, n0);
-	SG_CHECK(push_f(e, &ps, 1, 0, 7, 1.0f, 500 * MS) > 0, "used");
 	SG_CHECK_EQ(cap.n, n0 + 1);
+	expect_last(SG_DP_T_ERROR, SG_DP_C_WAITING, 1, 7, "resend between reports");
+	SG_CHECK(memcmp(cap.pkts[cap.n - 1].m.payload, "\0\0\0\0\0\0\0\x08", 8) == 0,
+		 "WAITING's missing-rank bitmap");
+	SG_CHECK(push_f(e, &ps, 1, 0, 7, 1.0f, 500 * MS) > 0, "used");
+	SG_CHECK_EQ(cap.n, n0 + 2);
 	expect_last(SG_DP_T_ERROR, SG_DP_C_WORKER_LOST, 1, 7, "retransmit to a lost slot");
 	SG_CHECK_EQ(push_f(e, &ps, 1, 0, 7, 1.0f, 540 * MS), -EBADMSG);
+	expect_last(SG_DP_T_ERROR, SG_DP_C_WAITING, 1, 7, "told: WAITING");
 	/* ... once per rank: rank 0 was not told since 500 ms */
 	SG_CHECK(push_f(e, &ps, 0, 0, 7, 1.0f, 540 * MS) > 0, "used");
 	expect_last(SG_DP_T_ERROR, SG_DP_C_WORKER_LOST, 0, 7, "another rank's retransmit");
-	SG_CHECK_EQ(cap.n, n0 + 2);
+	SG_CHECK_EQ(cap.n, n0 + 4);
 	n0 = cap.n;
-	/* ranks 0..2 resend every 10 ms for 1 s: about one report each per 50 ms, not 100 */
+	/*
+	 * ranks 0..2 resend every 10 ms for 1 s: about one report each per 50 ms, not 100;
+	 * WAITING for most other resends, but at most N = 4 per tick of 2^24 ns (16.8 ms):
+	 * 4 x 61 ticks. Each tick has at least 3 resends (one per rank), fewer than 21 x 3
+	 * of all of them got a report: at least 3 x 59 - 63 got WAITING.
+	 */
 	for (uint64_t t = 600 * MS; t < 1600 * MS; t += 10 * MS)
 		for (uint32_t r = 0; r < 3; r++)
 			push_f(e, &ps, r, 0, 7, 1.0f, t);
-	SG_CHECK(cap.n - n0 >= 3 * 16 && cap.n - n0 <= 3 * 21, "%u reports for 300 resends",
-		 cap.n - n0);
-	for (unsigned int i = n0; i < cap.n; i++)
-		SG_CHECK(cap.pkts[i].m.type == SG_DP_T_ERROR &&
-				 cap.pkts[i].m.code == SG_DP_C_WORKER_LOST, "report %u", i);
+	{
+		unsigned int lost = 0, waiting = 0;
+
+		for (unsigned int i = n0; i < cap.n; i++) {
+			lost += cap.pkts[i].m.code == SG_DP_C_WORKER_LOST;
+			waiting += cap.pkts[i].m.code == SG_DP_C_WAITING;
+			SG_CHECK(cap.pkts[i].m.type == SG_DP_T_ERROR, "report %u", i);
+		}
+		SG_CHECK(lost >= 3 * 16 && lost <= 3 * 21, "%u reports for 300 resends", lost);
+		SG_CHECK(waiting >= 3 * 59 - 63 && waiting <= 4 * 61, "%u WAITING for 300 resends",
+			 waiting);
+		SG_CHECK_EQ(lost + waiting, cap.n - n0);
+		sg_dp_engine_stats(e, &st);
+		SG_CHECK_EQ(st.waits_sent, waiting + 2);
+	}
 	n0 = cap.n;
 	/* The late worker completes it, with all four inputs. */
 	SG_CHECK(push_f(e, &ps, 3, 0, 7, 1.0f, 1600 * MS) > 0, "used");
@@ -486,6 +506,61 @@ static void test_worker_loss(void)
 	sg_dp_engine_stats(e, &st);
 	SG_CHECK_EQ(st.incomplete_slots, 0);
 	SG_CHECK_EQ(st.rounds_completed, 1);
+	sg_dp_engine_destroy(e);
+}
+
+/*
+ * ERROR WAITING under a flood of resends: at most N per chunk and tick of 2^24 ns,
+ * whoever sends them; each names the missing ranks; the next tick, and the next
+ * round, get their own N.
+ */
+static void test_waiting_rate(void)
+{
+	struct sg_dp_engine *e = fixture(16, 3, SG_DTYPE_FP32, SG_MODE_SYNC, 32, 0, 0);
+	struct push_spec ps = spec(1, SG_DTYPE_FP32, 32);
+	const uint64_t tick = 1ull << 24;
+	struct sg_dp_stats st;
+	unsigned int n0;
+
+	if (e == NULL)
+		return;
+	SG_CHECK(push_f(e, &ps, 0, 0, 4, 1.0f, 5 * tick) > 0, "used");
+	SG_CHECK(push_f(e, &ps, 1, 0, 4, 1.0f, 5 * tick) > 0, "used");
+	/* 1000 resends of chunk 0 within one tick, from ranks 0 and 1: 3 answers */
+	for (int i = 0; i < 1000; i++)
+		SG_CHECK_EQ(push_f(e, &ps, (uint32_t)i % 2, 0, 4, 1.0f, 5 * tick + i), -EBADMSG);
+	SG_CHECK_EQ(cap.n, 3);
+	for (unsigned int i = 0; i < cap.n; i++)
+		SG_CHECK(cap.pkts[i].m.type == SG_DP_T_ERROR &&
+				 cap.pkts[i].m.code == SG_DP_C_WAITING && cap.pkts[i].m.round == 4 &&
+				 cap.pkts[i].m.rank == i % 2 && cap.pkts[i].m.key == 1 &&
+				 cap.pkts[i].m.chunk == 0 && cap.pkts[i].dest == 100 + i % 2 &&
+				 memcmp(cap.pkts[i].m.payload, "\0\0\0\0\0\0\0\x04", 8) == 0,
+			 "WAITING %u", i);
+	/* chunk 1 has its own budget; rank 2 has pushed nothing, so nothing to answer */
+	SG_CHECK(push_f(e, &ps, 0, 1, 4, 1.0f, 5 * tick) > 0, "used");
+	SG_CHECK_EQ(push_f(e, &ps, 0, 1, 4, 1.0f, 5 * tick + 1), -EBADMSG);
+	SG_CHECK_EQ(cap.n, 4);
+	expect_last(SG_DP_T_ERROR, SG_DP_C_WAITING, 0, 4, "chunk 1");
+	/* the next tick: 3 more */
+	for (int i = 0; i < 10; i++)
+		push_f(e, &ps, 1, 0, 4, 1.0f, 6 * tick + i);
+	SG_CHECK_EQ(cap.n, 7);
+	sg_dp_engine_stats(e, &st);
+	SG_CHECK_EQ(st.waits_sent, 7);
+	SG_CHECK_EQ(st.errors_sent, 0);
+	SG_CHECK_EQ(st.drops[SG_DP_DROP_DUPLICATE], 1011);
+	/* rank 2 completes round 4; round 5 starts with a fresh budget in the same tick */
+	SG_CHECK(push_f(e, &ps, 2, 0, 4, 1.0f, 6 * tick + 20) > 0, "used");
+	SG_CHECK(last_f() == 3.0f, "round 4");
+	SG_CHECK(push_f(e, &ps, 2, 0, 5, 1.0f, 6 * tick + 21) > 0, "used");
+	n0 = cap.n;
+	for (int i = 0; i < 10; i++)
+		push_f(e, &ps, 2, 0, 5, 1.0f, 6 * tick + 22 + i);
+	SG_CHECK_EQ(cap.n, n0 + 3);
+	expect_last(SG_DP_T_ERROR, SG_DP_C_WAITING, 2, 5, "round 5");
+	SG_CHECK(memcmp(cap.pkts[cap.n - 1].m.payload, "\0\0\0\0\0\0\0\x03", 8) == 0,
+		 "round 5 waits for ranks 0 and 1");
 	sg_dp_engine_destroy(e);
 }
 
@@ -758,6 +833,7 @@ int main(void)
 	test_two_jobs_share_pool();
 	test_inflight_limit();
 	test_worker_loss();
+	test_waiting_rate();
 	test_async();
 	test_deterministic();
 	test_bf16_wide();

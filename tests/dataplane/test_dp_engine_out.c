@@ -78,20 +78,28 @@ static void test_rx_codes_and_job_stats(void)
 
 	SG_CHECK_EQ(rx(e, &j1, 0, 0, 0, false, 0), SG_DP_USED_SUMMED);
 	SG_CHECK_EQ(rx(e, &j1, 0, 0, 0, false, 0), -EBADMSG);                 /* duplicate */
+	/* ... answered: the node holds rank 0's push and waits for ranks 1 and 2 */
+	SG_CHECK(cap.n == 1 && cap.pkts[0].m.type == SG_DP_T_ERROR &&
+			 cap.pkts[0].m.code == SG_DP_C_WAITING && cap.pkts[0].m.rank == 0 &&
+			 cap.pkts[0].m.payload_len == 8 &&
+			 memcmp(cap.pkts[0].m.payload, "\0\0\0\0\0\0\0\x06", 8) == 0,
+		 "a duplicate's WAITING");
 	SG_CHECK_EQ(rx(e, &j1, 1, 0, 0, false, 0), SG_DP_USED_SUMMED);
-	SG_CHECK_EQ(cap.n, 0);
+	SG_CHECK_EQ(cap.n, 1);
 	SG_CHECK_EQ(rx(e, &j1, 2, 0, 0, false, 0), SG_DP_USED_SUMMED | SG_DP_USED_COMPLETED);
-	SG_CHECK_EQ(cap.n, 3);
+	SG_CHECK_EQ(cap.n, 4);
 	SG_CHECK_EQ(rx(e, &j1, 1, 0, 0, false, 1), SG_DP_USED_REPLIED);      /* lost RESULT */
 	SG_CHECK_EQ(rx(e, &j1, 2, 0, 0, true, 1), SG_DP_USED_REPLIED);       /* PULL */
 	SG_CHECK_EQ(rx(e, &j1, 0, 1, 0, true, 1), -EBADMSG);                 /* pending */
 	SG_CHECK_EQ(rx(e, &bad_token, 0, 1, 0, false, 1), -EBADMSG);
 	SG_CHECK_EQ(rx(e, &j1, 5, 1, 0, false, 1), -EBADMSG);                /* rank >= N */
 	SG_CHECK_EQ(rx(e, &j1, 0, 1, 0, false, 2), SG_DP_USED_SUMMED);
-	SG_CHECK_EQ(cap.n, 5);
+	SG_CHECK_EQ(cap.n, 6);
 	SG_CHECK_EQ(sg_dp_engine_poll(e, 100 * MS), 1);                      /* worker loss */
 	SG_CHECK_EQ(rx(e, &j1, 0, 1, 0, false, 101 * MS), -EBADMSG); /* told at 100 ms */
+	SG_CHECK(cap.pkts[cap.n - 1].m.code == SG_DP_C_WAITING, "WAITING between reports");
 	SG_CHECK_EQ(rx(e, &j1, 0, 1, 0, false, 150 * MS), SG_DP_USED_REPLIED); /* ERROR again */
+	SG_CHECK(cap.pkts[cap.n - 1].m.code == SG_DP_C_WORKER_LOST, "WORKER_LOST again");
 	SG_CHECK_EQ(rx(e, &j1, 0, 1, 0, false, 151 * MS), -EBADMSG);
 
 	SG_CHECK_EQ(rx(e, &bad_key, 0, 0, 0, false, 0), -EBADMSG);
@@ -105,26 +113,27 @@ static void test_rx_codes_and_job_stats(void)
 	{
 		/* job 1, then job 2: every counter against the script above */
 		const struct sg_dp_job_stats *js[2] = {&a, &b};
-		static const uint64_t want[2][15] = {
-			{13, 4, 1, 6, 3, 1, 1, 1, 0, 1, 5, 2, 0, 2, 1},
-			{3, 1, 0, 1, 0, 0, 0, 0, 1, 0, 0, 0, 1, 1, 0}, /* MISMATCH for key 7 */
+		static const uint64_t want[2][16] = {
+			{13, 4, 1, 6, 3, 1, 1, 1, 0, 1, 5, 2, 0, 2, 1, 3},
+			{3, 1, 0, 1, 0, 0, 0, 0, 1, 0, 0, 0, 1, 1, 0, 0}, /* MISMATCH for key 7 */
 		};
-		static const char *const names[15] = {
+		static const char *const names[16] = {
 			"rx_packets", "rx_pushes", "rx_pulls", "drops", "duplicate", "pending",
 			"token", "rank", "key", "rounds_completed", "results_sent",
-			"retransmits_served", "nacks_sent", "errors_sent", "slot_timeouts"};
+			"retransmits_served", "nacks_sent", "errors_sent", "slot_timeouts",
+			"waits_sent"};
 
 		for (int j = 0; j < 2; j++) {
 			const struct sg_dp_job_stats *x = js[j];
-			const uint64_t got[15] = {
+			const uint64_t got[16] = {
 				x->rx_packets, x->rx_pushes, x->rx_pulls, x->drops,
 				x->drops_by[SG_DP_DROP_DUPLICATE], x->drops_by[SG_DP_DROP_PENDING],
 				x->drops_by[SG_DP_DROP_TOKEN], x->drops_by[SG_DP_DROP_RANK],
 				x->drops_by[SG_DP_DROP_KEY], x->rounds_completed, x->results_sent,
 				x->retransmits_served, x->nacks_sent, x->errors_sent,
-				x->slot_timeouts};
+				x->slot_timeouts, x->waits_sent};
 
-			for (int i = 0; i < 15; i++)
+			for (int i = 0; i < 16; i++)
 				SG_CHECK(got[i] == want[j][i], "job %d %s: %" PRIu64 ", want %" PRIu64,
 					 j + 1, names[i], got[i], want[j][i]);
 		}
@@ -649,14 +658,17 @@ static void test_accept(void)
 	SG_CHECK_EQ(rx(e, &j1, 0, 0, 0, false, 0), SG_DP_USED_SUMMED);
 	SG_CHECK_EQ(rx(e, &j1, 0, 0, 0, false, 0), -EBADMSG); /* a duplicate still refreshes */
 	SG_CHECK_EQ(rx(e, &j1, 1, 0, 0, false, 0), SG_DP_USED_SUMMED | SG_DP_USED_COMPLETED);
-	/* the key-7 push got ERROR MISMATCH (its token was right), and its sender stays out */
-	SG_CHECK_EQ(cap.n, 3);
+	/* the key-7 push got ERROR MISMATCH (its token was right), and its sender stays out;
+	 * the duplicate got WAITING */
+	SG_CHECK_EQ(cap.n, 4);
 	if (SG_CHECK_EQ(acc.n, 3)) {
 		SG_CHECK(acc.src[0] == 100 && acc.src[1] == 100 && acc.src[2] == 101,
 			 "accepted %llu %llu %llu", (unsigned long long)acc.src[0],
 			 (unsigned long long)acc.src[1], (unsigned long long)acc.src[2]);
-		/* rank 1 was accepted before the RESULTs its push completed */
-		SG_CHECK_EQ(acc.sent_before[2], 1);
+		/* the duplicate was accepted before its WAITING, rank 1 before the RESULTs its
+		 * push completed */
+		SG_CHECK_EQ(acc.sent_before[1], 1);
+		SG_CHECK_EQ(acc.sent_before[2], 2);
 	}
 	sg_dp_engine_destroy(e);
 }

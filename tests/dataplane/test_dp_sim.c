@@ -79,7 +79,7 @@ struct sim {
 	uint8_t txbuf[SG_DP_HDR_LEN + SG_DP_MAX_PAYLOAD];
 	uint8_t *capture; /* when set, engine output goes here, not to the network */
 	uint32_t capture_len;
-	unsigned long failures, results, nacks, stale, stale_sent;
+	unsigned long failures, results, nacks, stale, stale_sent, waits, waits_sent;
 };
 
 /* ---- independent reference arithmetic ----------------------------------- */
@@ -348,6 +348,9 @@ static void sim_send(void *ctx, void *pkt, uint32_t len)
 	if (sg_dp_parse(s->txbuf, len, &m, NULL) == 0 && m.type == SG_DP_T_ERROR &&
 	    m.code == SG_DP_C_STALE)
 		s->stale_sent++;
+	if (sg_dp_parse(s->txbuf, len, &m, NULL) == 0 && m.type == SG_DP_T_ERROR &&
+	    m.code == SG_DP_C_WAITING)
+		s->waits_sent++;
 	if (s->capture != NULL) {
 		memcpy(s->capture, s->txbuf, len);
 		s->capture_len = len;
@@ -450,6 +453,19 @@ static void worker_rx(struct sim *s, uint32_t rank, const uint8_t *pkt, uint32_t
 		/* a late duplicate's answer: this worker has that result and moved on */
 		s->stale++;
 		return;
+	}
+	if (m.type == SG_DP_T_ERROR && m.code == SG_DP_C_WAITING) {
+		uint64_t missing = 0;
+
+		/* the node holds this worker's push: it names other ranks, some */
+		if (m.payload_len == 8)
+			memcpy(&missing, m.payload, 8);
+		missing = be64toh(missing);
+		if (missing == 0 || (missing & (1ull << rank)) || (s->c.n < 64 && missing >> s->c.n))
+			fail(s, "worker %u: WAITING for key %u chunk %u round %u names ranks "
+			     "0x%" PRIx64, rank, m.key, m.chunk, m.round, missing);
+		s->waits++;
+		return; /* a resend was answered: the retransmit timer goes on */
 	}
 	if (m.type != SG_DP_T_RESULT) {
 		fail(s, "worker %u: %s code %u for key %u chunk %u round %u", rank,
@@ -591,13 +607,15 @@ static void check_counters(struct sim *s)
 	if (st.errors_sent != s->stale_sent || st.slot_timeouts != 0)
 		fail(s, "%" PRIu64 " errors (%lu of them STALE), %" PRIu64 " timeouts",
 		     st.errors_sent, s->stale_sent, st.slot_timeouts);
+	if (st.waits_sent != s->waits_sent)
+		fail(s, "%" PRIu64 " WAITING counted, %lu sent", st.waits_sent, s->waits_sent);
 	if (!s->c.tight && st.nacks_sent != 0)
 		fail(s, "%" PRIu64 " NACKs with a large pool", st.nacks_sent);
 }
 
 /* Totals over all runs, to show that the lossy paths were taken. */
 static struct {
-	uint64_t results, nacks, served, reclaimed, duplicates, old;
+	uint64_t results, nacks, served, reclaimed, duplicates, old, waits;
 } tot;
 
 static unsigned long run(const struct sim_cfg *cfg)
@@ -675,6 +693,7 @@ static unsigned long run(const struct sim_cfg *cfg)
 		tot.reclaimed += st.shadows_reclaimed;
 		tot.duplicates += st.drops[SG_DP_DROP_DUPLICATE];
 		tot.old += st.drops[SG_DP_DROP_ROUND_OLD];
+		tot.waits += s->waits;
 	}
 	while (s->nheap > 0) {
 		struct ev *v = heap_pop(s);
@@ -765,12 +784,13 @@ int main(void)
 	}
 	printf("dp_sim: %lu runs, %lu failed; %" PRIu64 " results checked, %" PRIu64
 	       " NACKs, %" PRIu64 " retransmits served, %" PRIu64 " results reclaimed, %" PRIu64
-	       " duplicates and %" PRIu64 " old rounds dropped\n", runs, bad, tot.results,
-	       tot.nacks, tot.served, tot.reclaimed, tot.duplicates, tot.old);
+	       " duplicates and %" PRIu64 " old rounds dropped, %" PRIu64 " WAITING received\n",
+	       runs, bad, tot.results, tot.nacks, tot.served, tot.reclaimed, tot.duplicates,
+	       tot.old, tot.waits);
 	SG_CHECK(bad == 0, "%lu runs failed (their seeds are above)", bad);
 	if (one == NULL) {
 		SG_CHECK(tot.nacks > 0 && tot.served > 0 && tot.reclaimed > 0 &&
-				 tot.duplicates > 0 && tot.old > 0,
+				 tot.duplicates > 0 && tot.old > 0 && tot.waits > 0,
 			 "a lossy path was never taken");
 	}
 	return sg_test_finish("dp_sim");

@@ -8,6 +8,7 @@
 #include <stdio.h>
 
 #include "sg_ctl_client.h"
+#include "sg_etcd.h"
 #include "sigma.h"
 
 static int first;
@@ -39,6 +40,7 @@ int main(void)
 	F(struct sigma_conf, udp_gso); F(struct sigma_conf, failover);
 	F(struct sigma_conf, membership); F(struct sigma_conf, membership_arg);
 	F(struct sigma_conf, failover_wait_us); F(struct sigma_conf, spin_us);
+	F(struct sigma_conf, ranks_wait_us);
 	END();
 	begin("SigmaStats", sizeof(struct sigma_stats));
 	F(struct sigma_stats, tx_packets); F(struct sigma_stats, rx_packets);
@@ -49,6 +51,13 @@ int main(void)
 	F(struct sigma_stats, nodes_lost); F(struct sigma_stats, keys_moved);
 	F(struct sigma_stats, recovery_pushes); F(struct sigma_stats, membership_changes);
 	F(struct sigma_stats, timeouts_held); F(struct sigma_stats, spins);
+	F(struct sigma_stats, waits);
+	END();
+	begin("SigmaFailure", sizeof(struct sigma_failure));
+	F(struct sigma_failure, status); F(struct sigma_failure, kind);
+	F(struct sigma_failure, node); F(struct sigma_failure, key);
+	F(struct sigma_failure, chunk); F(struct sigma_failure, round);
+	F(struct sigma_failure, missing); F(struct sigma_failure, waited_us);
 	END();
 	begin("SigmaJob", sizeof(struct sigma_job));
 	F(struct sigma_job, conf); F(struct sigma_job, dtype); F(struct sigma_job, mode);
@@ -75,6 +84,27 @@ int main(void)
 	F(struct sg_ctl_job_spec, partition_bytes); F(struct sg_ctl_job_spec, chunk_bytes);
 	F(struct sg_ctl_job_spec, tensors); F(struct sg_ctl_job_spec, n_tensors);
 	F(struct sg_ctl_job_spec, slots);
+	END();
+	begin("EtcdConf", sizeof(struct sg_etcd_conf));
+	F(struct sg_etcd_conf, endpoints); F(struct sg_etcd_conf, timeout_ms);
+	F(struct sg_etcd_conf, user); F(struct sg_etcd_conf, password);
+	F(struct sg_etcd_conf, ca_file); F(struct sg_etcd_conf, cert_file);
+	F(struct sg_etcd_conf, key_file);
+	END();
+	begin("EtcdNode", sizeof(struct sg_etcd_node));
+	F(struct sg_etcd_node, name); F(struct sg_etcd_node, kind); F(struct sg_etcd_node, gbps);
+	F(struct sg_etcd_node, addr); F(struct sg_etcd_node, port);
+	F(struct sg_etcd_node, control); F(struct sg_etcd_node, lease);
+	END();
+	begin("EtcdGarbage", sizeof(struct sg_etcd_garbage));
+	F(struct sg_etcd_garbage, not_json); F(struct sg_etcd_garbage, bad_field);
+	F(struct sg_etcd_garbage, bad_kind); F(struct sg_etcd_garbage, name_mismatch);
+	END();
+	begin("EtcdWatchStats", sizeof(struct sg_etcd_watch_stats));
+	F(struct sg_etcd_watch_stats, polls); F(struct sg_etcd_watch_stats, failures);
+	F(struct sg_etcd_watch_stats, changes); F(struct sg_etcd_watch_stats, generation);
+	F(struct sg_etcd_watch_stats, nodes); F(struct sg_etcd_watch_stats, reachable);
+	F(struct sg_etcd_watch_stats, garbage); F(struct sg_etcd_watch_stats, last_error);
 	END();
 	printf("\n}\n");
 	return 0;

@@ -38,6 +38,67 @@ def need_torch() -> Any:
     return torch
 
 
+def _die_with_parent() -> None:
+    import ctypes
+    import signal
+    ctypes.CDLL(None).prctl(1, signal.SIGTERM, 0, 0, 0)  # PR_SET_PDEATHSIG
+
+
+def free_ports(n: int) -> int:
+    """A base port with n free consecutive TCP ports on 127.0.0.1 (bench/free_ports.py)."""
+    sys.path.insert(0, os.path.join(HERE, "..", "..", "bench"))
+    try:
+        from free_ports import free_ports as probe
+    finally:
+        sys.path.pop(0)
+    return probe(n)
+
+
+class Etcd:
+    """A one-member etcd of this test on free loopback ports, in @folder; it dies
+    with the test (PR_SET_PDEATHSIG) and on stop(). Skips (77) without etcd."""
+
+    def __init__(self, folder: str) -> None:
+        import shutil
+        import subprocess
+        import time
+        if shutil.which("etcd") is None:
+            skip("no etcd (Debian package etcd-server)")
+        from sigma.etcd import read_nodes
+        from sigma.errors import SigmaError
+        base = free_ports(2)
+        self.url = f"http://127.0.0.1:{base}"
+        peer = f"http://127.0.0.1:{base + 1}"
+        self.log = os.path.join(folder, "etcd.log")
+        with open(self.log, "w") as out:
+            self.proc = subprocess.Popen(
+                ["etcd", "--name", "e", "--data-dir", os.path.join(folder, "etcd.data"),
+                 "--listen-client-urls", self.url, "--advertise-client-urls", self.url,
+                 "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
+                 "--initial-cluster", f"e={peer}", "--initial-cluster-token",
+                 f"sg-py-{os.getpid()}"], stdout=out, stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent)
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                read_nodes(self.url, "probe")
+                return
+            except SigmaError:
+                if time.monotonic() > deadline or self.proc.poll() is not None:
+                    self.stop()
+                    raise RuntimeError(f"etcd did not start: {open(self.log).read()[-2000:]}")
+                time.sleep(0.1)
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except Exception:
+                self.proc.kill()
+                self.proc.wait()
+
+
 def run_ranks(n: int, fn: Callable, *args: Any, timeout: float = 120.0,
               env: dict | None = None, allow_exit: tuple = ()) -> list[Any]:
     """sigma.launch.run_forked with one thread of torch per rank (2 cores)."""

@@ -2,8 +2,9 @@
 """The sigma package without torch: the job service through libsigma-control
 (and its refusals, each naming the fix), sessions with their progress threads
 summing buffers (every element against the exact sum), several operations in
-flight from skewed ranks, and bounded failures: a killed node, a rank that
-never pushes, bad arguments."""
+flight from skewed ranks, and bounded failures: a killed node (within the
+node-silent bound), a rank paused for longer than that bound (no failure), a
+rank that never pushes (within its ranks_wait), bad arguments."""
 
 import array
 import errno
@@ -11,6 +12,7 @@ import json
 import os
 import random
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -55,12 +57,12 @@ class Sessions(unittest.TestCase):
     def tearDownClass(cls):
         cls.nodes.stop()
 
-    def make(self, n, sizes, **kw):
+    def make(self, n, sizes, ranks_wait=60.0, **kw):
         tensors = [(f"t{i}", s) for i, s in enumerate(sizes)]
         job = sigma.create_job(self.nodes.targets, n, tensors=tensors, partition_bytes=65536,
                                **kw)
         self.addCleanup(sigma.destroy_job, self.nodes.targets, job.id)
-        sess = [sigma.Session(job, r) for r in range(n)]
+        sess = [sigma.Session(job, r, ranks_wait=ranks_wait) for r in range(n)]
         for s in sess:
             self.addCleanup(s.close)
         return job, sess
@@ -113,16 +115,19 @@ class Sessions(unittest.TestCase):
         nodes.nodes[0].kill()
         t0 = time.monotonic()
         hs = [sess[r].push_pull(bufs[r], name="w") for r in range(2)]
-        with self.assertRaises(sigma.SigmaTimeoutError) as cm:
+        with self.assertRaises(sigma.SigmaNodeSilentError) as cm:
             hs[0].wait()
         took = time.monotonic() - t0
-        bound = sess[0].stall_bound
+        # libsigma's bound, plus the progress thread's and the wait's polls (0.2 s each)
+        bound = sess[0].silent_bound + 0.4
         self.assertLess(took, bound, f"failed after {took:.2f} s, bound {bound:.2f} s")
         msg = str(cm.exception)
-        for want in ("node local0", "key 0x", "round 1", "no RESULT after"):
+        for want in ("node local0", "key 0x", "round 1", "no RESULT after", "node silent"):
             self.assertIn(want, msg)
+        self.assertTrue(cm.exception.node.startswith("local0 (127.0.0.1:"), cm.exception.node)
         print(f"killed node: the step failed after {took:.2f} s (retry budget "
-              f"{sess[0].retry_budget:.2f} s, bound {bound:.2f} s): {msg[:160]}...")
+              f"{sess[0].retry_budget:.2f} s, node-silent bound {bound:.2f} s): "
+              f"{msg[:160]}...")
         # the session is closed after a failure: later calls fail at once
         t1 = time.monotonic()
         with self.assertRaises(sigma.SigmaError):
@@ -130,16 +135,66 @@ class Sessions(unittest.TestCase):
         self.assertLess(time.monotonic() - t1, 0.5)
 
     def test_missing_rank_named(self):
-        job, sess = self.make(3, [20000])
+        # rank 2 never pushes: the node answers the others' resends that it waits for
+        # rank 2, so they fail at their ranks_wait (1 s), not as a silent node
+        job, sess = self.make(3, [20000], ranks_wait=1.0)
         bufs = [array.array("f", [1.0]) * 20000 for _ in range(3)]
         t0 = time.monotonic()
         hs = [sess[r].push_pull(bufs[r], name="t0") for r in (0, 1)]  # rank 2 never pushes
         for h in hs:
-            with self.assertRaises(sigma.SigmaTimeoutError) as cm:
+            with self.assertRaises(sigma.SigmaRanksMissingError) as cm:
                 h.wait()
-        self.assertLess(time.monotonic() - t0, sess[0].stall_bound)
+        took = time.monotonic() - t0
+        # at the first resend past ranks_wait (rto_max apart), then the polls
+        self.assertGreaterEqual(took, 1.0)
+        self.assertLess(took, 1.0 + 0.2 + 0.4 + 1.0, f"{took:.2f} s")
         self.assertIn("missing", str(cm.exception))
         self.assertIn("0x4", str(cm.exception))  # rank 2's bit
+        self.assertEqual(cm.exception.missing_ranks, [2])
+        self.assertIn("ranks_wait_us", str(cm.exception))
+        print(f"missing rank: failed after {took:.2f} s (ranks_wait 1 s): "
+              f"{str(cm.exception)[:160]}...")
+
+    def test_paused_rank_is_not_a_dead_node(self):
+        # A rank that pushes much later than the node-silent bound (a slow data loader,
+        # a paused process) does not fail the others: the node answers their resends
+        # with WAITING. Then the node dies: both fail within the short bound.
+        nodes = start_local_nodes(1)
+        self.addCleanup(nodes.stop)
+        job = sigma.create_job(nodes.targets, 2, tensors=[("a", 300000), ("b", 7)],
+                               partition_bytes=65536)  # the job goes with its node, killed
+        sess = [sigma.Session(job, r, ranks_wait=30.0) for r in range(2)]
+        for s in sess:
+            self.addCleanup(s.close)
+        pause = sess[0].silent_bound + 1.5
+        for rnd in range(2):
+            vals = [[float((i * 7 + r * 13 + rnd) % 1000) for i in range(300000)]
+                    for r in range(2)]
+            bufs = [[array.array("f", vals[r]), array.array("f", [r + 1.0] * 7)]
+                    for r in range(2)]
+            t0 = time.monotonic()
+            errs = ranks_push(sess, bufs, ["a", "b"],
+                              delays=lambda r, i: pause if r == 1 and i == 0 else 0)
+            took = time.monotonic() - t0
+            self.assertEqual(errs, [])
+            self.assertGreaterEqual(took, pause)
+            for r in range(2):
+                self.assertEqual(list(bufs[r][0]), [vals[0][i] + vals[1][i]
+                                                    for i in range(300000)])
+                self.assertEqual(list(bufs[r][1]), [3.0] * 7)
+        st = sess[0].stats()
+        self.assertGreater(st.waits, 0)
+        print(f"paused rank: rank 1 pushed {pause:.1f} s late twice (node-silent bound "
+              f"{sess[0].silent_bound:.2f} s), rank 0 waited it out ({st.waits} WAITING)")
+        nodes.nodes[0].kill()
+        t0 = time.monotonic()
+        hs = [sess[r].push_pull(bufs[r][0], name="a") for r in range(2)]
+        for h in hs:
+            with self.assertRaises(sigma.SigmaNodeSilentError):
+                h.wait()
+        took = time.monotonic() - t0
+        self.assertLess(took, sess[0].silent_bound + 0.4, f"{took:.2f} s")
+        print(f"paused rank: then the killed node failed both after {took:.2f} s")
 
     def test_open_job(self):
         # no tensors declared: dtype any, each key made by its first push in its
@@ -191,7 +246,9 @@ class Sessions(unittest.TestCase):
         with self.assertRaises(sigma.SigmaConfigError) as cm:
             h.wait(10)
         self.assertIn("cannot register", str(cm.exception))
-        for kw, want in (({"rank": 1}, "ranks 0..0"), ({"rank": 0, "window": -1}, "window")):
+        for kw, want in (({"rank": 1}, "ranks 0..0"), ({"rank": 0, "window": -1}, "window"),
+                         ({"rank": 0, "ranks_wait": 0}, "ranks_wait 0"),
+                         ({"rank": 0, "ranks_wait": "1"}, "ranks_wait '1'")):
             with self.assertRaises(sigma.SigmaConfigError) as cm:
                 sigma.Session(job, **kw)
             self.assertIn(want, str(cm.exception))
@@ -296,12 +353,16 @@ class LocalNodesCleanup(unittest.TestCase):
         code = ("import os, sys\n"
                 "from sigma.localnodes import start_local_nodes\n"
                 "n = start_local_nodes(2)\n"
-                "print(' '.join(str(x.proc.pid) for x in n.nodes), flush=True)\n"
+                "print(n.folder, ' '.join(str(x.proc.pid) for x in n.nodes), flush=True)\n"
                 "os.kill(os.getpid(), 9)\n")
         env = dict(os.environ, PYTHONPATH=sgtest.SRC)
         r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
                            text=True, timeout=60)
-        pids = [int(p) for p in r.stdout.split()]
+        folder, *pids = r.stdout.split()
+        # no atexit ran in the killed parent: its folder (the nodes' logs) is ours to remove
+        self.addCleanup(shutil.rmtree, folder, True)
+        self.assertTrue(folder.startswith(tempfile.gettempdir()), folder)
+        pids = [int(p) for p in pids]
         self.assertEqual(len(pids), 2, r.stderr)
         deadline = time.monotonic() + 5
         alive = pids
