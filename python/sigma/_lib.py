@@ -248,6 +248,16 @@ class EtcdWatchStats(ctypes.Structure):
         ("reachable", ctypes.c_bool),
         ("garbage", EtcdGarbage),
         ("last_error", ctypes.c_char * SG_ETCD_ERR_LEN),
+        ("streams", ctypes.c_uint64),
+        ("reconnects", ctypes.c_uint64),
+        ("events", ctypes.c_uint64),
+        ("streaming", ctypes.c_bool),
+        ("polling", ctypes.c_bool),
+        ("jobs", ctypes.c_uint),
+        ("job_changes", ctypes.c_uint64),
+        ("job_garbage", EtcdGarbage),
+        ("keepalives", ctypes.c_uint64),
+        ("keep_failures", ctypes.c_uint64),
     ]
 
 

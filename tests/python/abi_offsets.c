@@ -105,6 +105,11 @@ int main(void)
 	F(struct sg_etcd_watch_stats, changes); F(struct sg_etcd_watch_stats, generation);
 	F(struct sg_etcd_watch_stats, nodes); F(struct sg_etcd_watch_stats, reachable);
 	F(struct sg_etcd_watch_stats, garbage); F(struct sg_etcd_watch_stats, last_error);
+	F(struct sg_etcd_watch_stats, streams); F(struct sg_etcd_watch_stats, reconnects);
+	F(struct sg_etcd_watch_stats, events); F(struct sg_etcd_watch_stats, streaming);
+	F(struct sg_etcd_watch_stats, polling); F(struct sg_etcd_watch_stats, jobs);
+	F(struct sg_etcd_watch_stats, job_changes); F(struct sg_etcd_watch_stats, job_garbage);
+	F(struct sg_etcd_watch_stats, keepalives); F(struct sg_etcd_watch_stats, keep_failures);
 	END();
 	printf("\n}\n");
 	return 0;
