@@ -864,10 +864,22 @@ static bool likely_lost(const struct sg_cli_node *n, const struct sg_cli_slot *s
 	return sl->parked || sl->seq < n->top_done;
 }
 
+/* Probe order (pick_probe()): chunks not known to be held first, then the last sent. */
+static bool probe_before(const struct sg_cli_slot *a, const struct sg_cli_slot *b)
+{
+	if ((a->missing == 0) != (b->missing == 0))
+		return a->missing == 0;
+	return a->seq > b->seq;
+}
+
 /*
  * The probe of node @p n's timeouts: of its expired chunks without evidence of
- * a loss, the last sent. Its RESULT is evidence for all the others. @return
- * its index, or conf.window if none.
+ * a loss, the last sent. Its RESULT is evidence for all the others. Chunks the
+ * node said it holds (ERROR WAITING or WORKER_LOST: @c missing) come last:
+ * after a failover ranks may send a node their chunks in different orders, and
+ * rank A probing chunk Y, which the node holds, while its push of X was lost,
+ * and rank B the reverse, waited for each other for good. @return its index,
+ * or conf.window if none.
  */
 static uint32_t pick_probe(const struct sigma_session *s, const struct sg_cli_node *n,
 			   uint64_t now)
@@ -879,7 +891,7 @@ static uint32_t pick_probe(const struct sigma_session *s, const struct sg_cli_no
 
 		if (sl->t == NULL || sl->deadline > now || likely_lost(n, sl))
 			continue;
-		if (probe == s->conf.window || sl->seq > n->slots[probe].seq)
+		if (probe == s->conf.window || probe_before(sl, &n->slots[probe]))
 			probe = k;
 	}
 	return probe;

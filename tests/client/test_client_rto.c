@@ -11,6 +11,10 @@
  *   every chunk outstanding, and counts the others in timeouts_held;
  * - the probe is the last chunk sent, and its RESULT makes the next timeouts
  *   resend the chunks sent before it;
+ * - a probe the node answers with ERROR WAITING (it holds that push) is not
+ *   probed again before the other chunks: after a failover, ranks may send a
+ *   node their chunks in different orders, and each probing a chunk the node
+ *   held while the other's lost push waited made both wait for good;
  * - the output is what the RESULTs carried;
  * - each node's window follows its placement weight.
  */
@@ -111,6 +115,21 @@ static void result(struct fake *f, uint32_t round, uint32_t c)
 	SG_CHECK(sg_dp_build(pkt, sizeof(pkt), &m, sum, sizeof(sum)) > 0, "build");
 	SG_CHECK(sendto(f->fd, pkt, sizeof(pkt), 0, (struct sockaddr *)&f->worker,
 			sizeof(f->worker)) == (ssize_t)sizeof(pkt), "send RESULT");
+}
+
+/* The node's ERROR WAITING for chunk @p c: it holds rank 0's push and waits for rank 1. */
+static void waiting(struct fake *f, uint32_t round, uint32_t c)
+{
+	uint8_t pkt[SG_DP_HDR_LEN + 8];
+	uint64_t missing = htobe64(2);
+	struct sg_dp_msg m = {.type = SG_DP_T_ERROR, .code = SG_DP_C_WAITING,
+			      .dtype = SG_DTYPE_FP32, .job = 5, .rank = 0, .token = 77, .key = 0,
+			      .chunk = c, .nchunks = NCHUNK, .round = round, .nelem = ELEMS,
+			      .offset = c * ELEMS * 4};
+
+	SG_CHECK(sg_dp_build(pkt, sizeof(pkt), &m, &missing, 8) > 0, "build WAITING");
+	SG_CHECK(sendto(f->fd, pkt, sizeof(pkt), 0, (struct sockaddr *)&f->worker,
+			sizeof(f->worker)) == (ssize_t)sizeof(pkt), "send WAITING");
 }
 
 static void check_out(const float *out)
@@ -264,6 +283,35 @@ int main(void)
 		if (!answered[k])
 			result(&f, 1, k);
 	drive(s, &f, 1, 2);
+	SG_CHECK_EQ(sigma_test(t), 0);
+	check_out(out);
+
+	/* 4. Each probe answered WAITING: the next timeout probes another chunk, the last
+	 * sent of those the node has not said it holds (3, 2, 1, 0), and none fails. */
+	memset(f.resends, 0, sizeof(f.resends));
+	memset(out, 0, sizeof(out));
+	SG_CHECK_EQ(sigma_push_pull(t, in, out, NULL, NULL), 0);
+	for (unsigned int i = 0; i < NCHUNK; i++) {
+		unsigned int before[NCHUNK], k = NCHUNK;
+
+		memcpy(before, f.resends, sizeof(before));
+		drive_until(s, &f, 2, i + 1, 150 * RTO_MS); /* back-off: up to rto_max */
+		for (unsigned int j = 0; j < NCHUNK; j++)
+			if (f.resends[j] > before[j])
+				k = j;
+		SG_CHECK(k == NCHUNK - 1 - i, "round 2: probe %u was chunk %u, want %u", i, k,
+			 NCHUNK - 1 - i);
+		if (k < NCHUNK)
+			waiting(&f, 2, k);
+	}
+	drive(s, &f, 2, 2);
+	sigma_get_stats(s, &st);
+	SG_CHECK(st.waits == NCHUNK && sigma_test(t) == -EINPROGRESS,
+		 "round 2: %" PRIu64 " WAITING taken, want %u; status %d", st.waits, NCHUNK,
+		 sigma_test(t));
+	for (unsigned int k = 0; k < NCHUNK; k++)
+		result(&f, 2, k);
+	drive(s, &f, 2, 2);
 	SG_CHECK_EQ(sigma_test(t), 0);
 	check_out(out);
 	sigma_close(s);
