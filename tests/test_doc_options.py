@@ -7,7 +7,8 @@ test_doc_options.py SRCDIR MANDIR NAME=PATH...
 1. Every option that README.md or docs/*.md gives a program in a command
    (a code block line or an inline code span that names the program) is in
    that program's --help: for sigmad, the options after "--" (before it they
-   are EAL's); for sigma-bench, its subcommand's --help.
+   are EAL's); for sigma-bench, its subcommand's --help; for ./sigma bench
+   pytorch, bench/pytorch_ddp.py's.
 2. Every option of a program's --help is in its man page (MANDIR, made by
    help2man from that --help), unless MANDIR is "none" (no help2man).
 """
@@ -54,6 +55,9 @@ def doc_options(src: str):
                     if prog == "sigma-bench":
                         words = rest.split()
                         sub = words[0] if words and not words[0].startswith("-") else None
+                    if m.group(1) is None and sub == "pytorch":
+                        # ./sigma bench pytorch runs bench/pytorch_ddp.py
+                        prog, sub = "pytorch_ddp", None
                     for opt in OPT.findall(rest):
                         yield os.path.relpath(path, src), n, prog, sub, opt
 
@@ -65,11 +69,16 @@ def has(text: str, opt: str) -> bool:
 def main() -> int:
     src, mandir = sys.argv[1], sys.argv[2]
     progs = dict(a.split("=", 1) for a in sys.argv[3:])
+    progs["pytorch_ddp"] = os.path.join(src, "bench", "pytorch_ddp.py")
     helps: dict = {}
 
     def help_of(prog: str, sub) -> str:
         if (prog, sub) not in helps:
             argv = [progs[prog]] + ([sub] if sub else []) + ["--help"]
+            if argv[0].endswith(".py"):
+                # Debian's interpreter: python3-torch is installed for it
+                argv.insert(0, "/usr/bin/python3" if os.path.exists("/usr/bin/python3")
+                            else sys.executable)
             r = subprocess.run(argv, capture_output=True, text=True, timeout=30)
             helps[(prog, sub)] = r.stdout + r.stderr
         return helps[(prog, sub)]
@@ -83,6 +92,8 @@ def main() -> int:
                   f"--help")
     if mandir != "none":
         for prog in progs:
+            if prog == "pytorch_ddp":
+                continue  # a benchmark script: no man page
             pages = glob.glob(os.path.join(mandir, prog + ".[18]"))
             if not pages:
                 checks += 1
