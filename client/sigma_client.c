@@ -216,7 +216,7 @@ static int check_conf(struct sigma_conf *c)
 	for (unsigned int i = 0; i < c->nnodes; i++) {
 		uint32_t a;
 
-		if (sg_cli_parse_ipv4(c->nodes[i].addr, &a) < 0)
+		if (sg_ipv4_parse(c->nodes[i].addr, &a) < 0)
 			return conf_error("node %u: address '%s' is not an IPv4 address", i,
 					  c->nodes[i].addr ? c->nodes[i].addr : "(null)");
 		if (c->nodes[i].gbps < 0 || c->nodes[i].kind > SG_NODE_GPU)

@@ -272,10 +272,10 @@ struct sg_cli_transport *sg_cli_dpdk_create(const struct sigma_conf *conf)
 		goto fail;
 	rc = -EINVAL;
 	if (!rte_eth_dev_is_valid_port(d->port) ||
-	    sg_cli_parse_ipv4(conf->local_addr, &d->net.ip) < 0)
+	    sg_ipv4_parse(conf->local_addr, &d->net.ip) < 0)
 		goto fail;
 	for (unsigned int i = 0; i < conf->nnodes; i++) {
-		if (sg_cli_parse_ipv4(conf->nodes[i].addr, &d->node[i].ip) < 0)
+		if (sg_ipv4_parse(conf->nodes[i].addr, &d->node[i].ip) < 0)
 			goto fail;
 		d->node[i].udp_port = rte_cpu_to_be_16(conf->nodes[i].port ? conf->nodes[i].port :
 									   SG_DP_UDP_PORT);

@@ -125,9 +125,6 @@ unsigned int sg_cli_gso_max(uint32_t len);
  */
 int sg_cli_udp_socket(const char *addr, uint16_t port, int reuseport, uint16_t *bound);
 
-/** Parse "a.b.c.d" into a network-order IPv4 address. @return 0 or -EINVAL. */
-int sg_cli_parse_ipv4(const char *s, uint32_t *addr_be);
-
 /** Make @p s refuse tensors of another dtype than @p dt (a session of a described job). */
 void sg_cli_set_job_dtype(struct sigma_session *s, enum sg_dtype dt);
 

@@ -38,23 +38,13 @@ struct sg_cli_udp {
 	struct sg_cli_rx *rx;
 };
 
-int sg_cli_parse_ipv4(const char *s, uint32_t *addr_be)
-{
-	struct in_addr a;
-
-	if (s == NULL || inet_pton(AF_INET, s, &a) != 1)
-		return -EINVAL;
-	*addr_be = a.s_addr;
-	return 0;
-}
-
 int sg_cli_udp_socket(const char *addr, uint16_t port, int reuseport, uint16_t *bound)
 {
 	struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(port)};
 	socklen_t alen = sizeof(a);
 	int one = 1, sz = SG_CLI_UDP_SOCKBUF, fd, err;
 
-	if (addr != NULL && sg_cli_parse_ipv4(addr, &a.sin_addr.s_addr) < 0)
+	if (addr != NULL && sg_ipv4_parse(addr, &a.sin_addr.s_addr) < 0)
 		return -EINVAL;
 	fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
 	if (fd < 0)
@@ -373,7 +363,7 @@ struct sg_cli_transport *sg_cli_udp_create(const struct sigma_conf *conf)
 		u->addrs[i].sin_family = AF_INET;
 		u->addrs[i].sin_port = htons(conf->nodes[i].port ? conf->nodes[i].port :
 								   SG_DP_UDP_PORT);
-		if (sg_cli_parse_ipv4(conf->nodes[i].addr, &u->addrs[i].sin_addr.s_addr) < 0) {
+		if (sg_ipv4_parse(conf->nodes[i].addr, &u->addrs[i].sin_addr.s_addr) < 0) {
 			err = EINVAL;
 			goto fail;
 		}

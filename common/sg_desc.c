@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "sg_types.h"
+
 #include "sg_desc.h"
 
 static int bad(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -66,33 +68,6 @@ static int parse_double(const char *s, double *out)
 	return 0;
 }
 
-/* A dotted quad, each part 0..255 without leading zeros (which some tools read as octal). */
-static int parse_ipv4(const char *s)
-{
-	unsigned int parts = 0;
-
-	for (;;) {
-		size_t n = strspn(s, "0123456789");
-		uint64_t v;
-		char part[4];
-
-		if (n == 0 || n > 3)
-			return -EINVAL;
-		memcpy(part, s, n);
-		part[n] = '\0';
-		if (parse_uint(part, 0, 255, &v) != 0)
-			return -EINVAL;
-		parts++;
-		s += n;
-		if (*s == '\0')
-			break;
-		if (*s != '.' || parts == 4)
-			return -EINVAL;
-		s++;
-	}
-	return parts == 4 ? 0 : -EINVAL;
-}
-
 int sg_desc_check_name(const char *name)
 {
 	size_t n = name != NULL ? strlen(name) : 0;
@@ -133,7 +108,7 @@ static int parse_node(char *v, struct sg_desc_node *nd, unsigned int i, char *er
 	if (sg_desc_check_name(f[0]) != 0)
 		return bad(err, errlen, "node %u: name '%.64s' must be 1..%d of A-Z a-z 0-9 . _ -", i,
 			   f[0], SG_NAME_MAX - 1);
-	if (parse_ipv4(f[1]) != 0)
+	if (sg_ipv4_parse(f[1], NULL) != 0)
 		return bad(err, errlen, "node %u ('%s'): address '%.32s' is not a dotted-quad IPv4 "
 			   "address", i, f[0], f[1]);
 	if (parse_uint(f[2], 1, 65535, &port) != 0)

@@ -1,6 +1,5 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* The [control] section of sigmad's INI file (rte_cfgfile) -> struct sg_ctl_server_config. */
-#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
@@ -24,7 +23,6 @@
 static int parse_hostport(const char *v, char *addr, size_t alen, uint16_t *port)
 {
 	const char *colon = strrchr(v, ':');
-	struct in_addr ia;
 	char *end;
 	unsigned long p;
 
@@ -32,7 +30,7 @@ static int parse_hostport(const char *v, char *addr, size_t alen, uint16_t *port
 		return -EINVAL;
 	memcpy(addr, v, (size_t)(colon - v));
 	addr[colon - v] = '\0';
-	if (inet_pton(AF_INET, addr, &ia) != 1)
+	if (sg_ipv4_parse(addr, NULL) != 0)
 		return -EINVAL;
 	errno = 0;
 	p = strtoul(colon + 1, &end, 10);

@@ -590,7 +590,7 @@ static int listen_inet(const char *addr, uint16_t port, uint16_t *bound)
 	socklen_t sl = sizeof(sa);
 	int fd, one = 1;
 
-	if (inet_pton(AF_INET, addr, &sa.sin_addr) != 1) {
+	if (sg_ipv4_parse(addr, &sa.sin_addr.s_addr) != 0) {
 		SG_CTL_LOG(ERR, "listen address '%s' is not an IPv4 address", addr);
 		return -EINVAL;
 	}

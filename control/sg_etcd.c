@@ -15,7 +15,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include <arpa/inet.h>
 #include <sys/eventfd.h>
 #include <curl/curl.h>
 #include <jansson.h>
@@ -656,10 +655,9 @@ int sg_etcd_node_format(const struct sg_etcd_node *n, char *buf, size_t cap)
 	json_t *j;
 	char *s;
 	int len;
-	struct in_addr a;
 
 	if (n == NULL || sg_desc_check_name(n->name) < 0 || n->port == 0 || !(n->gbps > 0) ||
-	    n->kind > SG_NODE_GPU || inet_pton(AF_INET, n->addr, &a) != 1 ||
+	    n->kind > SG_NODE_GPU || sg_ipv4_parse(n->addr, NULL) != 0 ||
 	    strlen(n->control) >= sizeof(n->control))
 		return -EINVAL;
 	j = json_pack("{s:s, s:s, s:f, s:s, s:i, s:s}", "name", n->name, "kind",
@@ -696,7 +694,6 @@ int sg_etcd_node_parse(const char *key, const char *value, size_t len, struct sg
 {
 	const char *name, *kind, *addr, *control = "", *last;
 	json_t *j = json_loadb(value, len, 0, NULL), *port, *gbps, *ctl;
-	struct in_addr a;
 	int rc = 0;
 
 	memset(n, 0, sizeof(*n));
@@ -730,7 +727,7 @@ int sg_etcd_node_parse(const char *key, const char *value, size_t len, struct sg
 			     "unknown kind '%.32s' (cpu or gpu)", kind);
 		goto out;
 	}
-	if (addr == NULL || inet_pton(AF_INET, addr, &a) != 1 || !json_is_integer(port) ||
+	if (sg_ipv4_parse(addr, NULL) != 0 || !json_is_integer(port) ||
 	    json_integer_value(port) < 1 || json_integer_value(port) > 65535 ||
 	    !json_is_number(gbps) || !(json_number_value(gbps) > 0) ||
 	    !(json_number_value(gbps) <= 1e6) ||

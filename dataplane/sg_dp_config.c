@@ -10,6 +10,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <endian.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -93,24 +94,6 @@ void sg_dp_seterr(char *err, size_t errlen, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(err, errlen, fmt, ap);
 	va_end(ap);
-}
-
-int sg_dp_parse_ipv4(const char *s, uint32_t *ip)
-{
-	unsigned int b[4];
-	char tail;
-
-	if (s == NULL || sscanf(s, "%u.%u.%u.%u%c", &b[0], &b[1], &b[2], &b[3], &tail) != 4)
-		return -EINVAL;
-	for (int i = 0; i < 4; i++)
-		if (b[i] > 255)
-			return -EINVAL;
-	/* sscanf accepts leading signs and spaces; an address has neither */
-	for (const char *p = s; *p; p++)
-		if (!isdigit((unsigned char)*p) && *p != '.')
-			return -EINVAL;
-	*ip = (b[0] << 24) | (b[1] << 16) | (b[2] << 8) | b[3];
-	return 0;
 }
 
 /*
@@ -376,7 +359,8 @@ static int apply_key(struct sg_dp_config *c, const struct key_def *k, const char
 	snprintf(what, sizeof(what), "[%s] %s", k->section, k->name);
 	switch (k->kind) {
 	case K_IP:
-		rc = sg_dp_parse_ipv4(val, &c->ip);
+		if ((rc = sg_ipv4_parse(val, &c->ip)) == 0)
+			c->ip = be32toh(c->ip);
 		break;
 	case K_U16:
 		if ((rc = sg_dp_parse_u64(val, k->lo, k->hi, &v)) == 0)

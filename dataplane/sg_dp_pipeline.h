@@ -298,9 +298,6 @@ void sg_dp_topology_probe(struct sg_dp_topology *t);
 int sg_dp_layout_check(const struct sg_dp_config *c, const struct sg_dp_topology *t, char *err,
 		       size_t errlen, FILE *warn, unsigned int *n_warn);
 
-/** Parse a dotted IPv4 address into host byte order. @return 0 or -EINVAL. */
-int sg_dp_parse_ipv4(const char *s, uint32_t *ip);
-
 /*
  * The running pipeline.
  */

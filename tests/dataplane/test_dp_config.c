@@ -185,6 +185,10 @@ static void test_file_garbage(void)
 		{"[net]\nip = 10.0.0.256\n", "ip"},
 		{"[net]\nip = 10.0.0\n", "ip"},
 		{"[net]\nip = -1.0.0.1\n", "ip"},
+		/* read as 10.0.0.1 here but as 8.0.0.1 by tools that take octal: refused,
+		 * as by every other IPv4 parser of Sigma (sg_ipv4_parse()) */
+		{"[net]\nip = 010.0.0.1\n", "ip"},
+		{"[net]\nip = 10.0.0.1x\n", "ip"},
 		{"[net]\nudp_port = 0\n", "udp_port"},
 		{"[net]\nudp_port = 65536\n", "udp_port"},
 		{"[net]\nudp_port = 12ab\n", "udp_port"},

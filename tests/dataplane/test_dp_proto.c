@@ -186,6 +186,27 @@ static void test_parse_malformed(void)
 	SG_CHECK_EQ(sg_dp_parse(p, SG_DP_HDR_LEN + 8, &(struct sg_dp_msg){0}, NULL), 0);
 }
 
+/* The one IPv4 parser (sg_ipv4_parse()): network byte order, strict dotted quads. */
+static void test_ipv4(void)
+{
+	static const char *const bad[] = {
+		"", "1.2.3", "1.2.3.4.5", "256.1.1.1", "1.2.3.-4", "+1.2.3.4", " 1.2.3.4",
+		"1.2.3.4 ", "01.2.3.4", "1.2.3.04", "0x1.2.3.4", "1..3.4", "a.b.c.d", "1.2.3.4/8",
+	};
+	uint32_t ip = 0;
+
+	SG_CHECK(sg_ipv4_parse("10.20.30.40", &ip) == 0 && ip == htobe32(0x0a141e28u),
+		 "10.20.30.40: %08x", ip);
+	SG_CHECK(sg_ipv4_parse("0.0.0.0", &ip) == 0 && ip == 0, "0.0.0.0");
+	SG_CHECK(sg_ipv4_parse("255.255.255.255", &ip) == 0 && ip == 0xffffffffu, "broadcast");
+	SG_CHECK_EQ(sg_ipv4_parse("127.0.0.1", NULL), 0);
+	SG_CHECK_EQ(sg_ipv4_parse(NULL, &ip), -EINVAL);
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		ip = 7;
+		SG_CHECK(sg_ipv4_parse(bad[i], &ip) == -EINVAL && ip == 7, "'%s' taken", bad[i]);
+	}
+}
+
 static void test_names(void)
 {
 	enum sg_mode mode;
@@ -207,6 +228,7 @@ static void test_names(void)
 	SG_CHECK(sg_mode_from_name("determ", &mode) == 0 && mode == SG_MODE_DETERM, "d");
 	SG_CHECK_EQ(sg_mode_from_name("fast", &mode), -EINVAL);
 	SG_CHECK_EQ(sg_mode_from_name(NULL, &mode), -EINVAL);
+	test_ipv4();
 }
 
 /* ---- engine-level validation ---------------------------------------- */
