@@ -24,7 +24,7 @@
  * bounds"): after max_retries resends in a row that the node did not answer at
  * all, the node counts as dead (silent); a node that answers (ERROR WAITING or
  * WORKER_LOST: it holds the push and waits for other ranks; a NACK), or that
- * answers the session's other chunks while this one is held back, starts that
+ * answers anything of the session during the chunk's timeout, starts that
  * count again, and the chunk may then wait up to ranks_wait_us from its first
  * send. Either way the operation fails with -ETIMEDOUT,
  * sigma_last_error() names the node, the key, the chunk and the round (and the

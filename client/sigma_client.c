@@ -976,13 +976,15 @@ static void scan_timers(struct sigma_session *s, uint64_t now)
 			}
 			resent = likely_lost(n, sl) || k == probe;
 			/*
-			 * max_retries counts resends the node left unanswered: a chunk held
-			 * back (not resent) whose node replied since its timer started waits
-			 * for a rank, as the probe's ERROR WAITING will say; it counts as
-			 * answered (ranks_wait_us bounds it). A dead node replies nothing, so
-			 * every chunk's count grows as before.
+			 * max_retries counts timeouts in which the node said nothing to this
+			 * session: a node that replied since the chunk's timer started is
+			 * alive, and the chunk counts as answered (ranks_wait_us bounds it),
+			 * whether it was held back or resent. Counting a chunk's own
+			 * unanswered resends instead failed live nodes as silent on a
+			 * loaded machine (py_torch under two CPU hogs: 3 runs of 3). A dead
+			 * node replies nothing, so every chunk's count grows as before.
 			 */
-			if (!resent && n->heard_at >= sl->deadline - sl->rto_us * 1000ull)
+			if (n->heard_at >= sl->deadline - sl->rto_us * 1000ull)
 				note_alive(sl, 0);
 			else if (sl->retries < s->conf.max_retries)
 				sl->retries++;

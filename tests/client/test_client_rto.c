@@ -16,7 +16,8 @@
  *   node their chunks in different orders, and each probing a chunk the node
  *   held while the other's lost push waited made both wait for good;
  * - the output is what the RESULTs carried;
- * - each node's window follows its placement weight.
+ * - each node's window follows its placement weight;
+ * - a node that answers the session counts as alive while one chunk waits.
  */
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -163,6 +164,55 @@ static unsigned int drain(int fd)
 	while (recv(fd, buf, sizeof(buf), MSG_DONTWAIT) > 0)
 		n++;
 	return n;
+}
+
+/*
+ * A node that answers the session while one chunk stays unanswered is alive:
+ * the chunk's wait ends at ranks_wait_us (SIGMA_FAIL_RANKS_MISSING), not after
+ * max_retries resends as if the node were dead. Here the node leaves chunk 3
+ * of 4 without a reply and answers each of its resends with a duplicate of
+ * chunk 0's RESULT. Counting the chunk's own unanswered resends failed it as
+ * NODE_SILENT after 3 (a loaded machine did so to live nodes in py_torch).
+ */
+static void test_alive_node(void)
+{
+	struct fake f = {0};
+	struct sigma_node node = {.name = "alive", .addr = "127.0.0.1", .kind = SG_NODE_CPU,
+				  .gbps = 1};
+	struct sigma_conf c = {.job = 5, .rank = 0, .nworkers = 2, .token = 77, .nodes = &node,
+			       .nnodes = 1, .window = 8, .rto_us = RTO_MS * 1000,
+			       .rto_max_us = RTO_MS * 1000, .max_retries = 3,
+			       .ranks_wait_us = 400000};
+	static float in[NCHUNK * ELEMS], out[NCHUNK * ELEMS];
+	struct sigma_failure fl;
+	struct sigma_session *s;
+	struct sigma_tensor *t;
+	unsigned int seen = 0;
+	uint64_t end;
+
+	f.fd = fake_node(&node.port);
+	s = sigma_open(&c);
+	SG_CHECK(s != NULL, "open: %s", strerror(errno));
+	t = sigma_tensor_register(s, "t", 0, SG_DTYPE_FP32, NCHUNK * ELEMS, 0);
+	SG_CHECK(t != NULL && sigma_push_pull(t, in, out, NULL, NULL) == 0, "push_pull");
+	drive(s, &f, 0, 5);
+	for (uint32_t k = 0; k < NCHUNK - 1; k++)
+		result(&f, 0, k);
+	for (end = ms_now() + 2000; sigma_test(t) == -EINPROGRESS && ms_now() < end;) {
+		sigma_poll(s, 500);
+		take(&f, 0);
+		for (; seen < f.resends[NCHUNK - 1]; seen++)
+			result(&f, 0, 0);
+	}
+	SG_CHECK(sigma_test(t) == -ETIMEDOUT && sigma_last_failure(s, &fl) == 0 &&
+			 fl.kind == SIGMA_FAIL_RANKS_MISSING,
+		 "a live node: status %d, failure kind %d, want -ETIMEDOUT and RANKS_MISSING "
+		 "(%d): %s", sigma_test(t), fl.kind, SIGMA_FAIL_RANKS_MISSING,
+		 sigma_last_error(s));
+	SG_CHECK(f.resends[NCHUNK - 1] > c.max_retries, "chunk %u resent %u times, want more "
+		 "than max_retries (%u)", NCHUNK - 1, f.resends[NCHUNK - 1], c.max_retries);
+	sigma_close(s);
+	close(f.fd);
 }
 
 /*
@@ -317,5 +367,6 @@ int main(void)
 	sigma_close(s);
 	close(f.fd);
 	test_node_windows();
+	test_alive_node();
 	return sg_test_finish("client_rto");
 }
