@@ -226,6 +226,10 @@ class Sessions(unittest.TestCase):
     def test_bad_arguments(self):
         job, sess = self.make(1, [4, 8])
         s = sess[0]
+        for bad in (0, 0.0001, -1, 5000, True, "1", None):
+            with self.assertRaises(sigma.SigmaConfigError) as cm:
+                sigma.Session(job, 0, ranks_wait=bad)
+            self.assertIn("want seconds, 0.001..4294", str(cm.exception))
         for bad, want in ((b"abcd", "read-only"), (object(), "no buffer"),
                           (bytearray(), "empty"),
                           (memoryview(bytearray(32)).cast("f")[::2], "not C-contiguous")):
