@@ -216,8 +216,9 @@ struct sigma_conf {
 	/**
 	 * UDP transport: when sigma_poll() would sleep for a reply while at most
 	 * SIGMA_SPIN_MAX_BYTES of the session's chunks are outstanding (a small
-	 * operation, or the end of a large one), poll the socket for up to this
-	 * long first, yielding the CPU between polls, then sleep. A sleeping
+	 * operation, or the end of a large one), poll the socket first, yielding
+	 * the CPU between polls, until this long after the last packet sent or
+	 * received, then sleep (a wait that goes on sleeps). A sleeping
 	 * thread takes a wake-up per reply (tens of microseconds on a VM, more
 	 * than a small push_pull's whole round trip); a large transfer's replies
 	 * come in bulk, and polling there would only take CPU from the node and

@@ -122,6 +122,8 @@ struct sigma_session {
 	struct sigma_stats st;
 	int finished;                  /* operations finished during the current poll */
 	uint64_t next_scan;            /* next retransmit-timer scan */
+	uint64_t last_io;              /* last packet sent or received: polling is for the
+					  spin_us after it (spin_us()) */
 	unsigned int ntx;
 	struct sg_cli_txpkt tx[SG_CLI_BURST];
 	uint8_t txhdr[SG_CLI_BURST][SG_DP_HDR_LEN];
@@ -622,6 +624,7 @@ static void flush(struct sigma_session *s)
 	if (r > 0)
 		s->st.tx_packets += (uint64_t)r;
 	s->ntx = 0;
+	s->last_io = sg_cli_now_ns();
 }
 
 /* The input of @p t's round @p round: the failover copy, or the caller's buffer. */
@@ -1354,20 +1357,26 @@ static void handle(struct sigma_session *s, const void *buf, uint32_t len, uint6
 }
 
 /*
- * How long sigma_poll() polls before it sleeps (conf.spin_us): only while few
- * chunks are outstanding. A small operation's reply comes within a round trip,
- * which a wake-up would double; a large one's come in bulk, and polling would
- * take the CPU the node and the other workers need (docs/performance.md).
+ * How long sigma_poll() polls before it sleeps (conf.spin_us) at @p now: only
+ * while few chunks are outstanding, and only for spin_us after the last packet
+ * sent or received. A small operation's reply comes within a round trip, which
+ * a wake-up would double; a large one's come in bulk, and polling would take
+ * the CPU the node and the other workers need (docs/performance.md). A wait
+ * that goes on (other ranks behind, a node that is slow) is a sleep: a poll
+ * each time the thread woke to scan its timers kept it on the CPU all along,
+ * and two such ranks kept a node on the same two cores off them for seconds
+ * (py_torch failed its nodes as silent).
  */
-static int spin_us(const struct sigma_session *s)
+static int spin_us(const struct sigma_session *s, uint64_t now)
 {
-	uint64_t out = 0;
+	uint64_t out = 0, quiet = now > s->last_io ? (now - s->last_io) / 1000 : 0;
 
-	if (s->conf.spin_us <= 0)
+	if (s->conf.spin_us <= 0 || quiet >= (uint64_t)s->conf.spin_us)
 		return 0;
 	for (unsigned int i = 0; i < s->conf.nnodes; i++)
 		out += s->nodes[i].outstanding;
-	return out * s->conf.chunk_bytes <= SIGMA_SPIN_MAX_BYTES ? s->conf.spin_us : 0;
+	return out * s->conf.chunk_bytes <= SIGMA_SPIN_MAX_BYTES ?
+	       s->conf.spin_us - (int)quiet : 0;
 }
 
 int sigma_poll(struct sigma_session *s, int timeout_us)
@@ -1385,6 +1394,8 @@ int sigma_poll(struct sigma_session *s, int timeout_us)
 		if (n < 0)
 			return n;
 		now = sg_cli_now_ns();
+		if (n > 0)
+			s->last_io = now;
 		for (int i = 0; i < n; i++)
 			handle(s, rx[i].buf, rx[i].len, now);
 		/* Keep the windows full while results stream in. */
@@ -1395,7 +1406,7 @@ int sigma_poll(struct sigma_session *s, int timeout_us)
 		/* Nothing arrived: poll a while (spin_us()), then sleep until a packet or
 		 * the next timer scan. */
 		uint64_t wait = s->next_scan > now ? (s->next_scan - now) / 1000 : 0;
-		int spin = spin_us(s);
+		int spin = spin_us(s, now);
 
 		if (wait > (uint64_t)timeout_us)
 			wait = (uint64_t)timeout_us;
@@ -1404,6 +1415,8 @@ int sigma_poll(struct sigma_session *s, int timeout_us)
 		if (n < 0)
 			return n;
 		now = sg_cli_now_ns();
+		if (n > 0)
+			s->last_io = now;
 		for (int i = 0; i < n; i++)
 			handle(s, rx[i].buf, rx[i].len, now);
 	}

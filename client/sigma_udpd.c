@@ -57,6 +57,7 @@ struct sigma_udpd {
 	bool gso;                                /* conf.no_gso off, until the kernel refuses */
 	uint64_t spin_ns;                        /* conf.spin_us (0: never) */
 	int last_burst;                          /* datagrams of the last burst that had any */
+	uint64_t last_rx;                        /* ... when it came */
 	struct sockaddr_in txaddr[SG_CLI_BURST]; /* each datagram's destination */
 	uint32_t txlen[SG_CLI_BURST];            /* ... its length */
 	const uint8_t *txhdr[SG_CLI_BURST];      /* ... its header */
@@ -263,13 +264,22 @@ static void *node_main(void *arg)
 
 		n = sg_cli_rx_take(d->rx, d->rxpkt, d->rxfrom, SG_CLI_BURST);
 		/* light traffic: a worker's next push or its peers' come soon, and a
-		 * wake-up would take longer (docs/performance.md) */
+		 * wake-up would take longer (docs/performance.md); but only for spin_us
+		 * after the last burst: polling on through a quiet spell took the CPU
+		 * the workers need, for nothing */
 		if (n == 0 && d->spin_ns && d->last_burst <= SIGMA_UDPD_SPIN_BURST) {
-			d->spins++;
-			n = sg_cli_rx_spin(d->rx, d->rxpkt, d->rxfrom, SG_CLI_BURST, d->spin_ns);
+			uint64_t quiet = sg_cli_now_ns() - d->last_rx;
+
+			if (quiet < d->spin_ns) {
+				d->spins++;
+				n = sg_cli_rx_spin(d->rx, d->rxpkt, d->rxfrom, SG_CLI_BURST,
+						   d->spin_ns - quiet);
+			}
 		}
-		if (n > 0)
+		if (n > 0) {
 			d->last_burst = n;
+			d->last_rx = sg_cli_now_ns();
+		}
 		if (n <= 0) {
 			if (n < 0)
 				break;

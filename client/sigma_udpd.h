@@ -46,8 +46,8 @@ struct sigma_udpd_conf {
 	/**
 	 * After a burst of at most SIGMA_UDPD_SPIN_BURST datagrams (light traffic:
 	 * small push_pulls, where a wake-up per burst would cost more than the
-	 * work), poll the socket for up to this long, yielding the CPU between
-	 * polls, before sleeping in poll(). 0: the default, SIGMA_SPIN_US_DEFAULT
+	 * work), poll the socket, yielding the CPU between polls, until this
+	 * long after that burst, then sleep in poll(). 0: the default, SIGMA_SPIN_US_DEFAULT
 	 * (200 us); negative: never; at most 1 s (sigma_udpd_create(): EINVAL).
 	 */
 	int32_t spin_us;

@@ -488,6 +488,10 @@ int main(int argc, char **argv)
 	printf("sigma-udpd: stopped; %" PRIu64 " packets, %" PRIu64 " pushes summed, %" PRIu64
 	       " rounds, %" PRIu64 " errors sent, %" PRIu64 " WAITING sent\n", st.rx_packets,
 	       st.rx_pushes, st.rounds_completed, st.errors_sent, st.waits_sent);
+	for (int w = 1; w < SG_DP_DROP_COUNT; w++)
+		if (st.drops[w])
+			printf("sigma-udpd: dropped %" PRIu64 " (%s)\n", st.drops[w],
+			       sg_dp_drop_name((enum sg_dp_drop)w));
 	sigma_udpd_destroy(n.d);
 	memset(secret, 0, sizeof(secret));
 	return 0;

@@ -979,6 +979,62 @@ static void spin_counts(const struct sigma_udpd_conf *dc, const struct sigma_con
 	cu_free(&g);
 }
 
+/*
+ * A wait that goes on polls only for spin_us after each packet, then sleeps:
+ * rank 1 never pushes, and rank 0 waits 300 ms for its RESULT (the node answers
+ * its resends with WAITING). Polling at every wake-up (each timer scan, a
+ * quarter of rto_us) kept such ranks on the CPU all along, and two of them kept
+ * the nodes on the same two cores off them for seconds (py_torch). The same
+ * for the node: once traffic stops, it polls no more.
+ */
+static void test_spin_quiet(void)
+{
+	struct sigma_conf c = {.job = 19, .token = 0x5918, .rto_us = 1000, .rto_max_us = 50000};
+	struct cu_group g = {0};
+	struct sigma_tensor *t;
+	struct sigma_stats st;
+	struct sigma_udpd_io io;
+	struct timespec c0, c1;
+	float in[256] = {0}, out[256];
+	uint64_t t0, polls = 0, node_spins, cpu_us, wall_us;
+
+	SG_CHECK_EQ(cu_nodes(&g, 1, &plain_node), 0);
+	SG_CHECK_EQ(cu_sessions(&g, 2, &c), 0);
+	t = sigma_tensor_register(g.s[0], "quiet", 1, SG_DTYPE_FP32, 256, 0);
+	SG_CHECK(sigma_tensor_register(g.s[1], "quiet", 1, SG_DTYPE_FP32, 256, 0) != NULL, "reg");
+	SG_CHECK_EQ(cu_start(&g, NULL), 0);
+	SG_CHECK_EQ(sigma_push_pull(t, in, out, NULL, NULL), 0);
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c0);
+	t0 = now_ms();
+	while (now_ms() - t0 < 300) {
+		SG_CHECK_EQ(sigma_poll(g.s[0], 1000), 0);
+		polls++;
+	}
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c1);
+	wall_us = (now_ms() - t0) * 1000;
+	cpu_us = (uint64_t)((c1.tv_sec - c0.tv_sec) * 1000000 + (c1.tv_nsec - c0.tv_nsec) / 1000);
+	sigma_get_stats(g.s[0], &st);
+	SG_CHECK_EQ(sigma_test(t), -EINPROGRESS);
+	SG_CHECK(st.rx_packets > 0 && st.retransmits > 0, "rank 0 resent %" PRIu64 " times and "
+		 "heard %" PRIu64 " replies; want some of each", st.retransmits, st.rx_packets);
+	/* a poll at most twice per packet (its spin_us can span two sigma_poll() calls) */
+	SG_CHECK(st.spins <= 2 * (st.tx_packets + st.rx_packets) + 2, "rank 0 polled in %" PRIu64
+		 " of %" PRIu64 " sigma_poll() calls for %" PRIu64 " packets sent and %" PRIu64
+		 " received", st.spins, polls, st.tx_packets, st.rx_packets);
+	SG_CHECK(cpu_us < wall_us / 2, "rank 0 took %" PRIu64 " us of CPU in %" PRIu64 " us of "
+		 "waiting", cpu_us, wall_us);
+	printf("  waiting 300 ms: %" PRIu64 " polls of %" PRIu64 " calls, %" PRIu64 " us CPU\n",
+	       st.spins, polls, cpu_us);
+	usleep(50000); /* the node's last spin_us is over */
+	sigma_udpd_io_stats(g.d[0], &io);
+	node_spins = io.spins;
+	usleep(300000);
+	sigma_udpd_io_stats(g.d[0], &io);
+	SG_CHECK(io.spins == node_spins, "the node polled %" PRIu64 " times in 300 ms without "
+		 "traffic", io.spins - node_spins);
+	cu_free(&g);
+}
+
 static void test_spin(void)
 {
 	struct sigma_udpd_conf off_node = plain_node;
@@ -1079,5 +1135,6 @@ int main(void)
 	test_steer_ports();
 	test_gso();
 	test_spin();
+	test_spin_quiet();
 	return sg_test_finish("client");
 }
