@@ -11,7 +11,9 @@
  * Exit 0 when every sum is right and every operation succeeded, 1 otherwise
  * (the message printed), 2 on usage. With --expect-fail TEXT, exit 0 only
  * when an operation fails with TEXT in its message (and within --within MS
- * of the kill when given).
+ * of the kill when given). A round still going after 20 s prints each rank's
+ * counters once ("round K: no end after 20 s"), to tell a stuck job from a
+ * starved one.
  *
  * Usage: failover_workers DESCRIPTOR ETCD_URLS CLUSTER ROUNDS ELEMS[,ELEMS...]
  *        [--kill PID@ROUND] [--exact] [--poll-ms MS] [--expect-fail TEXT]
@@ -48,6 +50,33 @@ static float value(bool exact, unsigned int r, unsigned int t, uint64_t i, uint3
 	if (exact)
 		return (float)(v % 1000);
 	return (float)v / 977.0f - 37.25f; /* sums that round differently in another order */
+}
+
+/* A round's time after which the state of each rank is printed, once. */
+#define SLOW_ROUND_MS 20000.0
+
+static void report_slow(struct sigma_session *const *s, struct sigma_tensor *tt[][MAX_T],
+			unsigned int n, unsigned int nt, uint32_t k)
+{
+	printf("round %u: no end after %.0f s; each rank's state:\n", k, SLOW_ROUND_MS / 1e3);
+	for (unsigned int r = 0; r < n; r++) {
+		struct sigma_stats st;
+		char busy[MAX_T * 4 + 1] = "";
+
+		sigma_get_stats(s[r], &st);
+		for (unsigned int t = 0; t < nt; t++)
+			if (sigma_test(tt[r][t]) == -EINPROGRESS)
+				snprintf(busy + strlen(busy), sizeof(busy) - strlen(busy), " %u", t);
+		printf("  rank %u: tensors in flight:%s; %llu pushes sent, %llu resent, %llu timeouts "
+		       "held, %llu replies (%llu RESULT, %llu WAITING, %llu NACK, %llu stale), %llu "
+		       "recovery pushes, %llu nodes lost\n", r, busy[0] ? busy : " none",
+		       (unsigned long long)st.tx_packets, (unsigned long long)st.retransmits,
+		       (unsigned long long)st.timeouts_held, (unsigned long long)st.rx_packets,
+		       (unsigned long long)st.rx_results, (unsigned long long)st.waits,
+		       (unsigned long long)st.nacks, (unsigned long long)st.rx_stale,
+		       (unsigned long long)st.recovery_pushes, (unsigned long long)st.nodes_lost);
+	}
+	fflush(stdout);
 }
 
 int main(int argc, char **argv)
@@ -133,6 +162,8 @@ int main(int argc, char **argv)
 	}
 	for (uint32_t k = 0; k < rounds && !failed; k++) {
 		unsigned int busy, polls = 0;
+		double t_round;
+		bool slow;
 
 		for (unsigned int t = 0; t < nt; t++)
 			for (uint64_t i = 0; i < elems[t]; i++) {
@@ -155,12 +186,19 @@ int main(int argc, char **argv)
 					failed = 1;
 				}
 			}
+		t_round = now_ms();
+		slow = false;
 		do {
 			busy = 0;
 			for (unsigned int r = 0; r < n; r++) {
 				sigma_poll(s[r], 200);
 				for (unsigned int t = 0; t < nt; t++)
 					busy += sigma_test(tt[r][t]) == -EINPROGRESS;
+			}
+			/* a round that takes this long is stuck or starved: say where it stands */
+			if (!slow && now_ms() - t_round > SLOW_ROUND_MS) {
+				slow = true;
+				report_slow(s, tt, n, nt, k);
 			}
 			/* mid-round: some chunks summed, others not */
 			if (kill_pid && k == kill_round && ++polls == 1 && t_kill == 0) {
