@@ -237,7 +237,8 @@ def four_ranks(rank, n, targets):
     # trainings under opposite skews bitwise equal
     # this part checks sums, not bounds: 25 resends (4.3 s), as before WAITING. In the
     # sanitizer build at load 20, 1 run in 4 had a live node leave one chunk of rank 3
-    # unanswered for 10 resends (2.2 s) while ranks 1-3 waited for rank 0 here
+    # unanswered for 10 resends (2.2 s) while ranks 1-3 waited for rank 0 here: the
+    # waiting ranks' polling kept the nodes off the CPU (fixed; docs/performance.md)
     sgt.init(targets, mode="deterministic", max_retries=25)
     g = torch.Generator().manual_seed(rank)
     for dt in (torch.float32, torch.float16, torch.bfloat16):
