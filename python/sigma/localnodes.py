@@ -22,6 +22,12 @@ from typing import Optional
 
 # The node program the launcher and the tests start (a one-line switch).
 DEFAULT_KIND = "udpd"
+# Accumulator buffers of a local node (sigma-udpd's default is 4096): a job
+# may have half of them in flight, and DDP's 25 MB buckets from two ranks
+# held more, so that the node refused pushes (NACK) and the ranks resent
+# them: ~700 a ResNet-50 step at N = 2, none with 8192 (docs/python.md).
+# About 73 MB per node.
+POOL_BUFS = 8192
 
 
 def find_program(name: str, env: str, build_sub: str) -> str:
@@ -134,7 +140,8 @@ def start_local_nodes(count: int = 1, kind: Optional[str] = None, *,
                       extra_args: Optional[list[str]] = None,
                       timeout: float = 10.0) -> LocalNodes:
     """Start ``count`` summation nodes on 127.0.0.1, each with a Unix control
-    socket; returns once every one answers (or raises, leaving none behind)."""
+    socket and POOL_BUFS accumulator buffers (``extra_args`` come after, and
+    win); returns once every one answers (or raises, leaving none behind)."""
     kind = kind or os.environ.get("SIGMA_NODE_KIND") or DEFAULT_KIND
     if kind != "udpd":
         raise ValueError(f"sigma: node kind {kind!r}: this build starts 'udpd' nodes")
@@ -149,7 +156,8 @@ def start_local_nodes(count: int = 1, kind: Optional[str] = None, *,
             log = os.path.join(folder, f"{name}.log")
             with open(log, "w") as out:
                 proc = subprocess.Popen([prog, "--addr", "127.0.0.1", "--port", "0", "--name",
-                                         name, "--unix", sock] + (extra_args or []),
+                                         name, "--unix", sock, "--pool-bufs",
+                                         str(POOL_BUFS)] + (extra_args or []),
                                         stdout=out, stderr=subprocess.STDOUT,
                                         stdin=subprocess.DEVNULL, start_new_session=True,
                                         preexec_fn=_die_with_parent)
