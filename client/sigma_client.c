@@ -1379,6 +1379,18 @@ static int spin_us(const struct sigma_session *s, uint64_t now)
 	       s->conf.spin_us - (int)quiet : 0;
 }
 
+/* Handle the @p n packets received (n >= 0). @return the time they were handled at. */
+static uint64_t handle_burst(struct sigma_session *s, const struct sg_cli_rxpkt *rx, int n)
+{
+	uint64_t now = sg_cli_now_ns();
+
+	if (n > 0)
+		s->last_io = now;
+	for (int i = 0; i < n; i++)
+		handle(s, rx[i].buf, rx[i].len, now);
+	return now;
+}
+
 int sigma_poll(struct sigma_session *s, int timeout_us)
 {
 	struct sg_cli_rxpkt rx[SG_CLI_BURST];
@@ -1393,11 +1405,7 @@ int sigma_poll(struct sigma_session *s, int timeout_us)
 		n = s->tp->recv(s->tp, rx, SG_CLI_BURST, 0, 0);
 		if (n < 0)
 			return n;
-		now = sg_cli_now_ns();
-		if (n > 0)
-			s->last_io = now;
-		for (int i = 0; i < n; i++)
-			handle(s, rx[i].buf, rx[i].len, now);
+		now = handle_burst(s, rx, n);
 		/* Keep the windows full while results stream in. */
 		fill(s, now);
 		flush(s);
@@ -1414,11 +1422,7 @@ int sigma_poll(struct sigma_session *s, int timeout_us)
 		n = s->tp->recv(s->tp, rx, SG_CLI_BURST, (int)wait, spin);
 		if (n < 0)
 			return n;
-		now = sg_cli_now_ns();
-		if (n > 0)
-			s->last_io = now;
-		for (int i = 0; i < n; i++)
-			handle(s, rx[i].buf, rx[i].len, now);
+		now = handle_burst(s, rx, n);
 	}
 	if (now >= s->next_scan) {
 		if (s->conf.membership != NULL)

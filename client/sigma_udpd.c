@@ -57,7 +57,7 @@ struct sigma_udpd {
 	bool gso;                                /* conf.no_gso off, until the kernel refuses */
 	uint64_t spin_ns;                        /* conf.spin_us (0: never) */
 	int last_burst;                          /* datagrams of the last burst that had any */
-	uint64_t last_rx;                        /* ... when it came */
+	uint64_t last_rx;                        /* ... when it was handled */
 	struct sockaddr_in txaddr[SG_CLI_BURST]; /* each datagram's destination */
 	uint32_t txlen[SG_CLI_BURST];            /* ... its length */
 	const uint8_t *txhdr[SG_CLI_BURST];      /* ... its header */
@@ -276,10 +276,8 @@ static void *node_main(void *arg)
 						   d->spin_ns - quiet);
 			}
 		}
-		if (n > 0) {
+		if (n > 0)
 			d->last_burst = n;
-			d->last_rx = sg_cli_now_ns();
-		}
 		if (n <= 0) {
 			if (n < 0)
 				break;
@@ -300,8 +298,10 @@ static void *node_main(void *arg)
 		tx_flush(d);
 		pthread_mutex_unlock(&d->lock);
 		now = sg_cli_now_ns();
-		if (n > 0)
+		if (n > 0) {
 			d->busy_ns += now - t0;
+			d->last_rx = now; /* the quiet spell spin_us covers starts here */
+		}
 	}
 	return NULL;
 }
