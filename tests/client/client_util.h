@@ -8,6 +8,8 @@
 #define CLIENT_UTIL_H
 
 #include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "sg_test.h"
@@ -23,16 +25,21 @@ struct cu_group {
 	struct sigma_udpd *d[CU_MAX_NODES];
 	unsigned int nnodes;
 	struct sigma_node nodes[CU_MAX_NODES];
+	/* shared memory (cu_shm_nodes()): each node's socket, and the ranks that use it */
+	const char *shm[CU_MAX_NODES];
+	char shm_path[CU_MAX_NODES][108];
+	uint32_t shm_ranks;
+	bool running; /* the nodes run already (cu_start() does not start them) */
 };
+
+/* fixed names: placement hashes the name, and addr:port would change with the
+ * ephemeral port, making the keys' spread over nodes differ from run to run */
+static const char *const cu_names[CU_MAX_NODES] = {"node0", "node1", "node2", "node3"};
 
 /* Start @p nnodes nodes with @p dc (addr 127.0.0.1, ephemeral ports). */
 static inline int cu_nodes(struct cu_group *g, unsigned int nnodes,
 			   const struct sigma_udpd_conf *dc)
 {
-	/* fixed names: placement hashes the name, and addr:port would change with the
-	 * ephemeral port, making the keys' spread over nodes differ from run to run */
-	static const char *const names[CU_MAX_NODES] = {"node0", "node1", "node2", "node3"};
-
 	if (nnodes > CU_MAX_NODES)
 		return -EINVAL;
 	g->nnodes = nnodes;
@@ -40,11 +47,47 @@ static inline int cu_nodes(struct cu_group *g, unsigned int nnodes,
 		g->d[i] = sigma_udpd_create(dc);
 		if (g->d[i] == NULL)
 			return -errno;
-		g->nodes[i] = (struct sigma_node){.name = names[i], .addr = "127.0.0.1",
+		g->nodes[i] = (struct sigma_node){.name = cu_names[i], .addr = "127.0.0.1",
 						  .port = sigma_udpd_port(g->d[i]),
 						  .kind = SG_NODE_CPU,
 						  .gbps = 10};
 	}
+	return 0;
+}
+
+/*
+ * cu_nodes() with shared memory: node i's socket is @p dir/node<i>.sock, and
+ * the ranks in @p ranks (a bit mask) open their sessions over it. The nodes
+ * start at once: a node's thread answers the workers that connect at open.
+ */
+static inline int cu_shm_nodes(struct cu_group *g, unsigned int nnodes,
+			       const struct sigma_udpd_conf *dc, const char *dir, uint32_t ranks)
+{
+	struct sigma_udpd_conf c = *dc;
+
+	if (nnodes > CU_MAX_NODES)
+		return -EINVAL;
+	for (unsigned int i = 0; i < nnodes; i++) {
+		struct cu_group one = {0};
+		int rc;
+
+		snprintf(g->shm_path[i], sizeof(g->shm_path[i]), "%s/node%u.sock", dir, i);
+		g->shm[i] = g->shm_path[i];
+		c.shm_path = g->shm[i];
+		rc = cu_nodes(&one, 1, &c);
+		if (rc < 0)
+			return rc;
+		g->d[i] = one.d[0];
+		g->nodes[i] = one.nodes[0];
+		g->nodes[i].name = cu_names[i];
+		g->nnodes = i + 1;
+		rc = sigma_udpd_start(g->d[i]);
+		if (rc < 0)
+			return rc;
+	}
+	g->running = true;
+	g->nnodes = nnodes;
+	g->shm_ranks = ranks;
 	return 0;
 }
 
@@ -62,6 +105,11 @@ static inline int cu_sessions(struct cu_group *g, unsigned int n, const struct s
 			c.dpdk_port = (uint16_t)(base->dpdk_port + r);
 		c.nodes = g->nodes;
 		c.nnodes = g->nnodes;
+		if (g->shm_ranks & (1u << r)) {
+			c.transport = SIGMA_TRANSPORT_SHM;
+			c.shm_paths = g->shm;
+			c.n_shm_paths = g->nnodes;
+		}
 		g->s[r] = sigma_open(&c);
 		if (g->s[r] == NULL)
 			return -errno;
@@ -90,7 +138,7 @@ static inline int cu_start(struct cu_group *g, const struct sg_dp_job_conf *over
 		if (rc < 0)
 			return rc;
 	}
-	for (unsigned int i = 0; i < g->nnodes; i++) {
+	for (unsigned int i = 0; i < g->nnodes && !g->running; i++) {
 		int rc = sigma_udpd_start(g->d[i]);
 
 		if (rc < 0)
@@ -112,6 +160,65 @@ static inline void cu_drive(struct cu_group *g, struct sigma_tensor *const *t, u
 			return;
 		for (unsigned int r = 0; r < g->n; r++)
 			sigma_poll(g->s[r], 200);
+	}
+}
+
+/* Worker r's value of element i in round k: small integers, so fp32 sums are exact. */
+static inline float cu_val(unsigned int r, size_t i, unsigned int k)
+{
+	return (float)((int)((i * 7 + r * 131 + k * 17) % 1001) - 500);
+}
+
+/*
+ * Sum @p nt fp32 tensors of sizes @p sizes over the group for @p rounds
+ * rounds and check every element against the reference.
+ */
+static inline void cu_run_fp32(struct cu_group *g, const size_t *sizes, unsigned int nt,
+				unsigned int rounds, const char *what)
+{
+	struct sigma_tensor *t[CU_MAX_W * 4];
+	float *in[CU_MAX_W * 4], *out[CU_MAX_W * 4];
+	size_t bad = 0;
+
+	for (unsigned int r = 0; r < g->n; r++)
+		for (unsigned int j = 0; j < nt; j++) {
+			unsigned int x = r * nt + j;
+
+			t[x] = sigma_tensor_register(g->s[r], what, j, SG_DTYPE_FP32, sizes[j],
+						     (int)j);
+			SG_CHECK(t[x] != NULL, "%s: register: %s", what, strerror(errno));
+			in[x] = malloc(sizes[j] * sizeof(float));
+			out[x] = malloc(sizes[j] * sizeof(float));
+		}
+	SG_CHECK_EQ(cu_start(g, NULL), 0);
+	for (unsigned int k = 0; k < rounds; k++) {
+		for (unsigned int x = 0; x < g->n * nt; x++) {
+			unsigned int r = x / nt, j = x % nt;
+
+			for (size_t i = 0; i < sizes[j]; i++)
+				in[x][i] = cu_val(r, i, k);
+			memset(out[x], 0xff, sizes[j] * sizeof(float));
+			SG_CHECK_EQ(sigma_push_pull(t[x], in[x], out[x], NULL, NULL), 0);
+		}
+		cu_drive(g, t, g->n * nt);
+		for (unsigned int x = 0; x < g->n * nt; x++) {
+			unsigned int j = x % nt;
+
+			SG_CHECK(sigma_test(t[x]) == 0, "%s: op %u round %u: %d %s", what, x, k,
+				 sigma_test(t[x]), sigma_last_error(g->s[x / nt]));
+			for (size_t i = 0; i < sizes[j]; i++) {
+				double ref = 0;
+
+				for (unsigned int r = 0; r < g->n; r++)
+					ref += cu_val(r, i, k);
+				bad += out[x][i] != (float)ref;
+			}
+		}
+	}
+	SG_CHECK(bad == 0, "%s: %zu elements differ from the reference", what, bad);
+	for (unsigned int x = 0; x < g->n * nt; x++) {
+		free(in[x]);
+		free(out[x]);
 	}
 }
 
