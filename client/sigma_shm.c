@@ -341,6 +341,8 @@ static int chan_open(struct shm_chan *c, const char *path, struct sg_shm_hello *
 		goto out;
 	}
 	c->mem_bytes = h->mem_bytes;
+	/* every page written once through our mapping before the first datagram (sigma_shm.h) */
+	memset(c->mem->data, 0, 2 * (size_t)h->ring_bytes);
 	sg_shm_ring_init(&c->up, &c->mem->up, c->mem->data, h->ring_bytes, SG_CLI_RXBUF, fds[1]);
 	sg_shm_ring_init(&c->down, &c->mem->down, c->mem->data + h->ring_bytes, h->ring_bytes,
 			 SG_CLI_RXBUF, fds[2]);

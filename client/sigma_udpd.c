@@ -390,6 +390,8 @@ static int chan_make(struct sigma_udpd *d, struct shm_chan *c, int sock)
 		rc = -errno;
 		goto out;
 	}
+	/* every page written once through our mapping now, not on the hot path (sigma_shm.h) */
+	memset(n.mem->data, 0, 2 * (size_t)SG_SHM_RING_BYTES);
 	fds[0] = memfd;
 	fds[1] = n.up.efd;
 	fds[2] = n.down.efd;
