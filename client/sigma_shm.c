@@ -278,15 +278,8 @@ static void shm_destroy(struct sg_cli_transport *tp)
 	free(t);
 }
 
-/*
- * Connect to the node at @p path and take its hello and fds into @p c.
- * @return 0, or -errno (ENAMETOOLONG, connect's, ETIMEDOUT: no hello,
- *         ECONNRESET: refused, EPROTO: not a Sigma node's hello, or not its
- *         version).
- */
-static int chan_open(struct shm_chan *c, const char *path, struct sg_shm_hello *h)
+int sg_shm_hello_recv(int sock, int timeout_ms, struct sg_shm_hello *h, int fds[3])
 {
-	struct sockaddr_un sa = {.sun_family = AF_UNIX};
 	union {
 		struct cmsghdr align;
 		uint8_t buf[CMSG_SPACE(3 * sizeof(int))];
@@ -294,10 +287,52 @@ static int chan_open(struct shm_chan *c, const char *path, struct sg_shm_hello *
 	struct iovec iov = {h, sizeof(*h)};
 	struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.buf,
 			    .msg_controllen = sizeof(ctl.buf)};
-	struct pollfd pfd;
+	struct pollfd pfd = {.fd = sock, .events = POLLIN};
 	struct cmsghdr *cm;
-	int fds[3] = {-1, -1, -1}, rc;
+	int rc = poll(&pfd, 1, timeout_ms);
+	size_t nfd = 0;
 	ssize_t got;
+
+	fds[0] = fds[1] = fds[2] = -1;
+	if (rc <= 0)
+		return rc < 0 ? -errno : -ETIMEDOUT;
+	got = recvmsg(sock, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+	if (got < 0)
+		return -errno;
+	if (got == 0)
+		return -ECONNRESET;
+	cm = CMSG_FIRSTHDR(&mh);
+	if (cm != NULL && cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS)
+		nfd = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+	for (size_t i = 0; i < nfd; i++) {
+		int fd;
+
+		memcpy(&fd, CMSG_DATA(cm) + i * sizeof(int), sizeof(int));
+		if (i < 3)
+			fds[i] = fd;
+		else
+			close(fd); /* more than a node sends: not ours to keep */
+	}
+	if (got == (ssize_t)sizeof(*h) && !(mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) &&
+	    h->magic == SG_SHM_MAGIC && h->version == SG_SHM_VERSION && fds[0] >= 0 &&
+	    fds[1] >= 0 && fds[2] >= 0)
+		return 0;
+	for (int i = 0; i < 3; i++)
+		if (fds[i] >= 0)
+			close(fds[i]);
+	fds[0] = fds[1] = fds[2] = -1;
+	return -EPROTO;
+}
+
+/*
+ * Connect to the node at @p path and take its hello and fds into @p c.
+ * @return 0, or -errno (ENAMETOOLONG, connect's, sg_shm_hello_recv()'s,
+ *         EPROTO: rings that do not fit).
+ */
+static int chan_open(struct shm_chan *c, const char *path, struct sg_shm_hello *h)
+{
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	int fds[3], rc;
 
 	if (strlen(path) >= sizeof(sa.sun_path))
 		return -ENAMETOOLONG;
@@ -307,50 +342,22 @@ static int chan_open(struct shm_chan *c, const char *path, struct sg_shm_hello *
 		return -errno;
 	if (connect(c->sock, (struct sockaddr *)&sa, sizeof(sa)) < 0)
 		return -errno;
-	pfd = (struct pollfd){.fd = c->sock, .events = POLLIN};
-	rc = poll(&pfd, 1, SHM_HELLO_MS);
-	if (rc <= 0)
-		return rc < 0 ? -errno : -ETIMEDOUT;
-	got = recvmsg(c->sock, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
-	if (got < 0)
-		return -errno;
-	if (got == 0)
-		return -ECONNRESET; /* the node hung up: it refused the channel */
-	cm = CMSG_FIRSTHDR(&mh);
-	if (cm != NULL && cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS) {
-		size_t nfd = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-
-		memcpy(fds, CMSG_DATA(cm), (nfd < 3 ? nfd : 3) * sizeof(int));
-		for (size_t i = 3; i < nfd; i++) { /* more than a node sends: not ours to keep */
-			int extra;
-
-			memcpy(&extra, CMSG_DATA(cm) + i * sizeof(int), sizeof(int));
-			close(extra);
-		}
-	}
+	rc = sg_shm_hello_recv(c->sock, SHM_HELLO_MS, h, fds);
+	if (rc < 0)
+		return rc;
 	c->up.efd = fds[1];
 	c->down.efd = fds[2];
-	rc = -EPROTO;
-	if (got != (ssize_t)sizeof(*h) || (mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) ||
-	    h->magic != SG_SHM_MAGIC || h->version != SG_SHM_VERSION || fds[0] < 0 ||
-	    fds[1] < 0 || fds[2] < 0)
-		goto out;
 	c->mem = sg_shm_map(fds[0], h->mem_bytes, h->ring_bytes);
-	if (c->mem == NULL) {
-		rc = errno == EINVAL ? -EPROTO : -errno;
-		goto out;
-	}
+	close(fds[0]); /* the mapping stays */
+	if (c->mem == NULL)
+		return errno == EINVAL ? -EPROTO : -errno;
 	c->mem_bytes = h->mem_bytes;
 	/* every page written once through our mapping before the first datagram (sigma_shm.h) */
 	memset(c->mem->data, 0, 2 * (size_t)h->ring_bytes);
 	sg_shm_ring_init(&c->up, &c->mem->up, c->mem->data, h->ring_bytes, SG_CLI_RXBUF, fds[1]);
 	sg_shm_ring_init(&c->down, &c->mem->down, c->mem->data + h->ring_bytes, h->ring_bytes,
 			 SG_CLI_RXBUF, fds[2]);
-	rc = 0;
-out:
-	if (fds[0] >= 0)
-		close(fds[0]); /* the mapping stays */
-	return rc;
+	return 0;
 }
 
 /* Which of @p conf's nodes announced itself in @p h (-1: none). */

@@ -134,6 +134,17 @@ bool sg_shm_sleep_prepare(struct sg_shm_ring *r);
 void sg_shm_awake(struct sg_shm_ring *r);
 
 /**
+ * A worker's side of the set-up: take the node's hello and its three fds
+ * (memfd, the node's eventfd, the worker's) from @p sock, waiting up to
+ * @p timeout_ms.
+ * @return 0 with every fd valid (the caller's to close) and the hello's magic
+ *         and version checked, or -errno: ETIMEDOUT (nothing came),
+ *         ECONNRESET (the node hung up: it refused the channel), EPROTO (not
+ *         a Sigma node's hello, or another version; no fd kept), recvmsg's.
+ */
+int sg_shm_hello_recv(int sock, int timeout_ms, struct sg_shm_hello *h, int fds[3]);
+
+/**
  * Map a channel's memfd of @p mem_bytes with rings of @p ring_bytes.
  * @return the layout, or NULL with errno (EINVAL: sizes that do not fit).
  */

@@ -8,9 +8,11 @@
 #define CLIENT_UTIL_H
 
 #include <errno.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "sg_test.h"
 #include "sigma.h"
@@ -31,6 +33,14 @@ struct cu_group {
 	uint32_t shm_ranks;
 	bool running; /* the nodes run already (cu_start() does not start them) */
 };
+
+static inline uint64_t cu_now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
 
 /* fixed names: placement hashes the name, and addr:port would change with the
  * ephemeral port, making the keys' spread over nodes differ from run to run */
@@ -229,6 +239,85 @@ static inline void cu_free(struct cu_group *g)
 	for (unsigned int i = 0; i < g->nnodes; i++)
 		sigma_udpd_destroy(g->d[i]);
 	memset(g, 0, sizeof(*g));
+}
+
+struct cu_gone_seen {
+	int status;
+	int calls;
+};
+
+static inline void cu_gone_cb(void *arg, struct sigma_tensor *t, int status)
+{
+	struct cu_gone_seen *s = arg;
+
+	s->status = status;
+	s->calls++;
+}
+
+/*
+ * @p g's one node (cu_nodes() or cu_shm_nodes()) vanishes after the first
+ * results of job @p job: each of 2 workers gets -ETIMEDOUT, node silent,
+ * quickly, with an error naming node, key and round. Frees @p g.
+ */
+static inline void cu_node_gone(struct cu_group *g, uint32_t job)
+{
+	enum { NE = 400000 };
+	struct sigma_conf c = {.job = job, .token = 11, .window = 32, .rto_us = 2000,
+			       .rto_max_us = 16000, .max_retries = 5};
+	struct sigma_tensor *t[2];
+	struct cu_gone_seen seen[2] = {{0}};
+	float *buf = calloc(NE, sizeof(float));
+	float *out[2] = {malloc(NE * 4), malloc(NE * 4)};
+	struct sigma_stats st = {0};
+	uint64_t t0;
+
+	SG_CHECK_EQ(cu_sessions(g, 2, &c), 0);
+	for (unsigned int r = 0; r < 2; r++)
+		t[r] = sigma_tensor_register(g->s[r], "grad.layer7", 7, SG_DTYPE_FP32, NE, 0);
+	SG_CHECK_EQ(cu_start(g, NULL), 0);
+	for (unsigned int r = 0; r < 2; r++)
+		SG_CHECK_EQ(sigma_push_pull(t[r], buf, out[r], cu_gone_cb, &seen[r]), 0);
+	/*
+	 * Until the first results are in. On a starved machine the node thread
+	 * may not run for longer than the 5 retries take: then the operations
+	 * have already failed (the same -ETIMEDOUT checked below), and waiting
+	 * for results that no one asks for any more would never end.
+	 */
+	while (st.rx_results < 10 &&
+	       (sigma_test(t[0]) == -EINPROGRESS || sigma_test(t[1]) == -EINPROGRESS)) {
+		for (unsigned int r = 0; r < 2; r++)
+			sigma_poll(g->s[r], 100);
+		sigma_get_stats(g->s[0], &st);
+	}
+	sigma_udpd_stop(g->d[0]);
+	t0 = cu_now_ms();
+	cu_drive(g, t, 2);
+	/* 2+4+8+16+16+16 ms of back-off, far below a second even on a busy machine. */
+	SG_CHECK(cu_now_ms() - t0 < 3000, "failing took %" PRIu64 " ms", cu_now_ms() - t0);
+	for (unsigned int r = 0; r < 2; r++) {
+		const char *e = sigma_last_error(g->s[r]);
+
+		SG_CHECK_EQ(sigma_test(t[r]), -ETIMEDOUT);
+		SG_CHECK_EQ(seen[r].calls, 1);
+		SG_CHECK_EQ(seen[r].status, -ETIMEDOUT);
+		SG_CHECK(strstr(e, "127.0.0.1") && strstr(e, "key 0x0007") &&
+				 strstr(e, "round 0") && strstr(e, "grad.layer7"),
+			 "error does not name node, key and round: '%s'", e);
+		SG_CHECK(strstr(e, "node silent") != NULL, "'%s'", e);
+		{
+			struct sigma_failure f;
+
+			SG_CHECK_EQ(sigma_last_failure(g->s[r], &f), 0);
+			SG_CHECK(f.kind == SIGMA_FAIL_NODE_SILENT && f.status == -ETIMEDOUT &&
+					 f.node == 0 && (f.key >> 16) == 7 && f.round == 0,
+				 "failure: kind %d status %d node %d key 0x%x round %u", f.kind,
+				 f.status, f.node, f.key, f.round);
+		}
+	}
+	free(buf);
+	free(out[0]);
+	free(out[1]);
+	cu_free(g);
 }
 
 #endif /* CLIENT_UTIL_H */

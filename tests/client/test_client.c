@@ -18,14 +18,6 @@
 
 #include "client_util.h"
 
-static uint64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
 static const struct sigma_udpd_conf plain_node = {.engine = {.pool_bufs = 4096}};
 
 static void test_basic(void)
@@ -260,81 +252,13 @@ static void test_nack(void)
 	cu_free(&g);
 }
 
-struct gone_seen {
-	int status;
-	int calls;
-};
-
-static void gone_cb(void *arg, struct sigma_tensor *t, int status)
-{
-	struct gone_seen *s = arg;
-
-	s->status = status;
-	s->calls++;
-}
-
 /* The node vanishes after the first results: every worker gets -ETIMEDOUT, quickly. */
 static void test_node_gone(void)
 {
-	enum { NE = 400000 };
-	struct sigma_conf c = {.job = 15, .token = 11, .window = 32, .rto_us = 2000,
-			       .rto_max_us = 16000, .max_retries = 5};
 	struct cu_group g = {0};
-	struct sigma_tensor *t[2];
-	struct gone_seen seen[2] = {{0}};
-	float *buf = calloc(NE, sizeof(float));
-	float *out[2] = {malloc(NE * 4), malloc(NE * 4)};
-	struct sigma_stats st = {0};
-	uint64_t t0;
 
 	SG_CHECK_EQ(cu_nodes(&g, 1, &plain_node), 0);
-	SG_CHECK_EQ(cu_sessions(&g, 2, &c), 0);
-	for (unsigned int r = 0; r < 2; r++)
-		t[r] = sigma_tensor_register(g.s[r], "grad.layer7", 7, SG_DTYPE_FP32, NE, 0);
-	SG_CHECK_EQ(cu_start(&g, NULL), 0);
-	for (unsigned int r = 0; r < 2; r++)
-		SG_CHECK_EQ(sigma_push_pull(t[r], buf, out[r], gone_cb, &seen[r]), 0);
-	/*
-	 * Until the first results are in. On a starved machine the node thread
-	 * may not run for longer than the 5 retries take: then the operations
-	 * have already failed (the same -ETIMEDOUT checked below), and waiting
-	 * for results that no one asks for any more would never end.
-	 */
-	while (st.rx_results < 10 &&
-	       (sigma_test(t[0]) == -EINPROGRESS || sigma_test(t[1]) == -EINPROGRESS)) {
-		for (unsigned int r = 0; r < 2; r++)
-			sigma_poll(g.s[r], 100);
-		sigma_get_stats(g.s[0], &st);
-	}
-	sigma_udpd_stop(g.d[0]);
-	t0 = now_ms();
-	cu_drive(&g, t, 2);
-	/* 2+4+8+16+16+16 ms of back-off, far below a second even on a busy machine. */
-	SG_CHECK(now_ms() - t0 < 3000, "failing took %" PRIu64 " ms", now_ms() - t0);
-	for (unsigned int r = 0; r < 2; r++) {
-		const char *e = sigma_last_error(g.s[r]);
-
-		SG_CHECK_EQ(sigma_test(t[r]), -ETIMEDOUT);
-		SG_CHECK_EQ(seen[r].calls, 1);
-		SG_CHECK_EQ(seen[r].status, -ETIMEDOUT);
-		SG_CHECK(strstr(e, "127.0.0.1") && strstr(e, "key 0x0007") &&
-				 strstr(e, "round 0") && strstr(e, "grad.layer7"),
-			 "error does not name node, key and round: '%s'", e);
-		SG_CHECK(strstr(e, "node silent") != NULL, "'%s'", e);
-		{
-			struct sigma_failure f;
-
-			SG_CHECK_EQ(sigma_last_failure(g.s[r], &f), 0);
-			SG_CHECK(f.kind == SIGMA_FAIL_NODE_SILENT && f.status == -ETIMEDOUT &&
-					 f.node == 0 && (f.key >> 16) == 7 && f.round == 0,
-				 "failure: kind %d status %d node %d key 0x%x round %u", f.kind,
-				 f.status, f.node, f.key, f.round);
-		}
-	}
-	free(buf);
-	free(out[0]);
-	free(out[1]);
-	cu_free(&g);
+	cu_node_gone(&g, 15);
 }
 
 /*
@@ -360,9 +284,9 @@ static void test_worker_missing(void)
 	sigma_tensor_register(g.s[1], "m", 1, SG_DTYPE_FP32, 100, 0);
 	SG_CHECK_EQ(cu_start(&g, NULL), 0);
 	SG_CHECK_EQ(sigma_last_failure(g.s[0], &f), -ENOENT);
-	t0 = now_ms();
+	t0 = cu_now_ms();
 	SG_CHECK_EQ(sigma_push_pull_sync(t, in, out), -ETIMEDOUT);
-	took = now_ms() - t0;
+	took = cu_now_ms() - t0;
 	e = sigma_last_error(g.s[0]);
 	SG_CHECK(strstr(e, "ranks 0x2 missing") != NULL, "error does not name rank 1: '%s'", e);
 	SG_CHECK(strstr(e, "ranks_wait_us") != NULL, "'%s'", e);
@@ -412,8 +336,8 @@ static void test_pause_vs_dead_node(void)
 		}
 		/* rank 1 sends a window, then pauses 1 s while rank 0 goes on */
 		sigma_poll(g.s[1], 0);
-		t0 = now_ms();
-		while (now_ms() - t0 < 1000 && sigma_test(t[0]) == -EINPROGRESS)
+		t0 = cu_now_ms();
+		while (cu_now_ms() - t0 < 1000 && sigma_test(t[0]) == -EINPROGRESS)
 			sigma_poll(g.s[0], 1000);
 		SG_CHECK(sigma_test(t[0]) == -EINPROGRESS, "round %u: rank 0 ended (%d) while "
 			 "rank 1 paused: %s", k, sigma_test(t[0]), sigma_last_error(g.s[0]));
@@ -435,9 +359,9 @@ static void test_pause_vs_dead_node(void)
 	sigma_udpd_stop(g.d[0]);
 	for (unsigned int r = 0; r < 2; r++)
 		SG_CHECK_EQ(sigma_push_pull(t[r], in[r], out[r], NULL, NULL), 0);
-	t0 = now_ms();
+	t0 = cu_now_ms();
 	cu_drive(&g, t, 2);
-	took = now_ms() - t0;
+	took = cu_now_ms() - t0;
 	/* 6 x 16 ms and a scan (0.5 ms); a loaded machine gets up to a second */
 	SG_CHECK(took < 1000, "the dead node was noticed after %" PRIu64 " ms", took);
 	for (unsigned int r = 0; r < 2; r++) {
@@ -485,13 +409,13 @@ static void test_wait_log_rate(void)
 	}
 	SG_CHECK_EQ(cu_start(&g, NULL), 0);
 	rte_openlog_stream(f);
-	t0 = now_ms();
+	t0 = cu_now_ms();
 	for (unsigned int r = 0; r < 2; r++)
 		SG_CHECK_EQ(sigma_push_pull(t[r], in[r], out[r], NULL, NULL), 0);
-	while (now_ms() - t0 < 1200) /* only rank 0 sends: rank 1 is late */
+	while (cu_now_ms() - t0 < 1200) /* only rank 0 sends: rank 1 is late */
 		sigma_poll(g.s[0], 1000);
 	cu_drive(&g, t, 2);
-	took = now_ms() - t0;
+	took = cu_now_ms() - t0;
 	rte_openlog_stream(NULL);
 	fclose(f);
 	for (unsigned int r = 0; r < 2; r++) {
@@ -946,13 +870,13 @@ static void test_spin_quiet(void)
 	SG_CHECK_EQ(cu_start(&g, NULL), 0);
 	SG_CHECK_EQ(sigma_push_pull(t, in, out, NULL, NULL), 0);
 	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c0);
-	t0 = now_ms();
-	while (now_ms() - t0 < 300) {
+	t0 = cu_now_ms();
+	while (cu_now_ms() - t0 < 300) {
 		SG_CHECK_EQ(sigma_poll(g.s[0], 1000), 0);
 		polls++;
 	}
 	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c1);
-	wall_us = (now_ms() - t0) * 1000;
+	wall_us = (cu_now_ms() - t0) * 1000;
 	cpu_us = (uint64_t)((c1.tv_sec - c0.tv_sec) * 1000000 + (c1.tv_nsec - c0.tv_nsec) / 1000);
 	sigma_get_stats(g.s[0], &st);
 	SG_CHECK_EQ(sigma_test(t), -EINPROGRESS);
