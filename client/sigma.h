@@ -338,8 +338,9 @@ typedef void (*sigma_done_cb)(void *arg, struct sigma_tensor *t, int status);
  *         (ENOENT, ECONNREFUSED: no node there; EACCES), ENAMETOOLONG (a path
  *         longer than a Unix socket takes), ECONNRESET (the node refused the
  *         channel: it has its --shm-max channels already), ETIMEDOUT (no
- *         hello within 5 s), EPROTO (not a Sigma node's hello, or another
- *         layout version); or ENOENT when every socket answered but none was
+ *         hello within 10 s), EPROTO (not a Sigma node's hello, another
+ *         layout version, or a memfd not of the rings' size or not sealed
+ *         against shrinking); or ENOENT when every socket answered but none was
  *         that node's.
  */
 struct sigma_session *sigma_open(const struct sigma_conf *conf);

@@ -7,6 +7,7 @@
  */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <sched.h>
 #include <stdio.h>
@@ -14,14 +15,19 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 
 #include "sigma_internal.h"
 #include "sigma_shm.h"
 
-/* How long sigma_open() waits for a node's hello. */
-#define SHM_HELLO_MS 5000
+/*
+ * How long sigma_open() waits for a node's hello: the node writes a channel's
+ * 8 MB before it answers, and a busy node thread may take its time to look;
+ * 5 s ran out once in client_shm at load 14 under nice 19.
+ */
+#define SHM_HELLO_MS 10000
 
 static uint64_t rec_bytes(uint32_t len)
 {
@@ -133,10 +139,15 @@ void sg_shm_awake(struct sg_shm_ring *r)
 
 struct sg_shm_layout *sg_shm_map(int memfd, uint64_t mem_bytes, uint32_t ring_bytes)
 {
+	struct stat st;
+	int seals = fcntl(memfd, F_GET_SEALS);
 	void *m;
 
+	/* a memfd shorter than the rings, or one its owner could shrink later, would
+	 * kill us with SIGBUS at the first touch past its end */
 	if (ring_bytes < 4096 || (ring_bytes & (ring_bytes - 1)) != 0 || ring_bytes > (1u << 30) ||
-	    mem_bytes != sg_shm_mem_bytes(ring_bytes)) {
+	    mem_bytes != sg_shm_mem_bytes(ring_bytes) || fstat(memfd, &st) != 0 ||
+	    (uint64_t)st.st_size != mem_bytes || seals < 0 || !(seals & F_SEAL_SHRINK)) {
 		errno = EINVAL;
 		return NULL;
 	}

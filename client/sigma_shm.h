@@ -6,7 +6,7 @@
  *
  * A worker connects to the node's Unix socket (SOCK_SEQPACKET). The node
  * answers with one message, struct sg_shm_hello, carrying three fds
- * (SCM_RIGHTS): a memfd holding two single-producer/single-consumer rings
+ * (SCM_RIGHTS): a memfd (sealed: it can neither shrink nor grow) holding two single-producer/single-consumer rings
  * (worker to node, node to worker) and two eventfds (the node's wake-up, the
  * worker's). A ring holds variable-length records: an 8-byte record header
  * (the datagram's length) and one Sigma datagram exactly as on UDP (48-byte
@@ -146,7 +146,8 @@ int sg_shm_hello_recv(int sock, int timeout_ms, struct sg_shm_hello *h, int fds[
 
 /**
  * Map a channel's memfd of @p mem_bytes with rings of @p ring_bytes.
- * @return the layout, or NULL with errno (EINVAL: sizes that do not fit).
+ * @return the layout, or NULL with errno (EINVAL: sizes that do not fit, a
+ *         memfd of another size, or one not sealed against shrinking).
  */
 struct sg_shm_layout *sg_shm_map(int memfd, uint64_t mem_bytes, uint32_t ring_bytes);
 

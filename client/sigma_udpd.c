@@ -18,6 +18,7 @@
  */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/udp.h>
 #include <poll.h>
@@ -382,10 +383,12 @@ static int chan_make(struct sigma_udpd *d, struct shm_chan *c, int sock)
 	int memfd, fds[3], rc = 0;
 	struct shm_chan n = {.sock = sock};
 
-	memfd = memfd_create("sigma-shm", MFD_CLOEXEC);
+	memfd = memfd_create("sigma-shm", MFD_CLOEXEC | MFD_ALLOW_SEALING);
 	n.up.efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	n.down.efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	/* sealed: a worker that shrank it would kill us with SIGBUS */
 	if (memfd < 0 || n.up.efd < 0 || n.down.efd < 0 || ftruncate(memfd, (off_t)bytes) != 0 ||
+	    fcntl(memfd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0 ||
 	    (n.mem = sg_shm_map(memfd, bytes, SG_SHM_RING_BYTES)) == NULL) {
 		rc = -errno;
 		goto out;

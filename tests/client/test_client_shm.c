@@ -12,7 +12,10 @@
 #include <dirent.h>
 #include <inttypes.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdlib.h>
+#include <arpa/inet.h>
+#include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -276,6 +279,78 @@ static void test_node_gone(void)
 	SG_CHECK_EQ(count_fds(), fds);
 }
 
+/* A fake node: accepts one worker on @p path and sends a hello whose memfd is short. */
+struct fake_node {
+	int lfd;
+	uint32_t port;
+};
+
+static void *fake_node_main(void *arg)
+{
+	struct fake_node *f = arg;
+	struct sg_shm_hello h = {.magic = SG_SHM_MAGIC, .version = SG_SHM_VERSION,
+				 .udp_port = (uint16_t)f->port, .ipv4 = htonl(0x7f000001),
+				 .ring_bytes = SG_SHM_RING_BYTES,
+				 .mem_bytes = sg_shm_mem_bytes(SG_SHM_RING_BYTES)};
+	union {
+		struct cmsghdr align;
+		uint8_t buf[CMSG_SPACE(3 * sizeof(int))];
+	} ctl = {0};
+	struct iovec iov = {&h, sizeof(h)};
+	struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.buf,
+			    .msg_controllen = sizeof(ctl.buf)};
+	struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
+	int fds[3] = {memfd_create("short", MFD_CLOEXEC), eventfd(0, EFD_CLOEXEC),
+		      eventfd(0, EFD_CLOEXEC)};
+	int s = accept(f->lfd, NULL, NULL);
+	char b;
+
+	SG_CHECK(ftruncate(fds[0], 4096) == 0, "ftruncate");
+	cm->cmsg_level = SOL_SOCKET;
+	cm->cmsg_type = SCM_RIGHTS;
+	cm->cmsg_len = CMSG_LEN(sizeof(fds));
+	memcpy(CMSG_DATA(cm), fds, sizeof(fds));
+	SG_CHECK(sendmsg(s, &mh, 0) == (ssize_t)sizeof(h), "fake hello: %s", strerror(errno));
+	SG_CHECK(recv(s, &b, 1, 0) == 0, "the worker hangs up"); /* until it did */
+	close(s);
+	for (int i = 0; i < 3; i++)
+		close(fds[i]);
+	return NULL;
+}
+
+/*
+ * A "node" whose memfd is shorter than its hello says (or that could shrink
+ * it later): the worker refuses it (EPROTO) instead of dying of SIGBUS when it
+ * touches the rings.
+ */
+static void test_short_memfd(void)
+{
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	struct sigma_node node = {.name = "fake", .addr = "127.0.0.1", .port = 40999};
+	char path[100];
+	const char *paths[1] = {path};
+	struct sigma_conf c = {.job = 35, .token = 1, .nworkers = 1, .nodes = &node, .nnodes = 1,
+			       .transport = SIGMA_TRANSPORT_SHM, .shm_paths = paths,
+			       .n_shm_paths = 1};
+	unsigned int fds = count_fds(); /* before the fake node's socket */
+	struct fake_node f = {.lfd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0),
+			      .port = 40999};
+	pthread_t th;
+
+	snprintf(path, sizeof(path), "%s/fake.sock", dir);
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
+	SG_CHECK(bind(f.lfd, (struct sockaddr *)&sa, sizeof(sa)) == 0 && listen(f.lfd, 4) == 0,
+		 "fake node: %s", strerror(errno));
+	SG_CHECK_EQ(pthread_create(&th, NULL, fake_node_main, &f), 0);
+	errno = 0;
+	SG_CHECK(sigma_open(&c) == NULL && errno == EPROTO, "a short memfd: errno %d (%s)", errno,
+		 strerror(errno));
+	pthread_join(th, NULL);
+	close(f.lfd);
+	unlink(path);
+	SG_CHECK_EQ(count_fds(), fds);
+}
+
 static void expect_open_fail(struct sigma_conf c, int err, const char *what)
 {
 	errno = 0;
@@ -343,6 +418,7 @@ int main(void)
 	test_bad_clients();
 	test_node_gone();
 	test_bad_conf();
+	test_short_memfd();
 	rmdir(dir);
 	return sg_test_finish("client_shm");
 }
