@@ -12,6 +12,7 @@
 #include <dirent.h>
 #include <inttypes.h>
 #include <poll.h>
+#include <signal.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <arpa/inet.h>
@@ -402,6 +403,33 @@ static void test_bad_conf(void)
 	SG_CHECK_EQ(count_fds(), fds);
 }
 
+/* Remove the folder and what a node or the fake one left in it (async-signal-safe). */
+static void remove_dir(void)
+{
+	static const char *const names[] = {"node0.sock", "node1.sock", "node2.sock",
+					    "node3.sock", "fake.sock"};
+	char p[160];
+
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+		/* no snprintf in a signal handler: the folder's name, '/', the file's */
+		size_t n = strlen(dir), m = strlen(names[i]);
+
+		memcpy(p, dir, n);
+		p[n] = '/';
+		memcpy(p + n + 1, names[i], m + 1);
+		unlink(p);
+	}
+	rmdir(dir);
+}
+
+/* meson's timeout (SIGTERM) or Ctrl-C: nothing left in /tmp (atexit() covers the rest). */
+static void on_fatal(int sig)
+{
+	remove_dir();
+	signal(sig, SIG_DFL);
+	raise(sig);
+}
+
 int main(void)
 {
 	snprintf(dir, sizeof(dir), "/tmp/sigma-shm-test-%d-XXXXXX", (int)getpid());
@@ -409,6 +437,10 @@ int main(void)
 		perror("mkdtemp");
 		return 1;
 	}
+	atexit(remove_dir);
+	/* a crash's signals stay the sanitizers' */
+	signal(SIGTERM, on_fatal);
+	signal(SIGINT, on_fatal);
 	rte_log_set_level_pattern("sigma.client", RTE_LOG_EMERG); /* the refusals' log lines */
 	test_ring();
 	sums(2, 0x3, "N=2 over shm");
@@ -419,6 +451,5 @@ int main(void)
 	test_node_gone();
 	test_bad_conf();
 	test_short_memfd();
-	rmdir(dir);
 	return sg_test_finish("client_shm");
 }
