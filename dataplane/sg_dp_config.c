@@ -597,6 +597,84 @@ static int load_cluster_section(struct sg_dp_config *c, struct rte_cfgfile *cf, 
 	return rc;
 }
 
+static const char *const agent_keys[] = {"name", "kind", "gbps", "coordinator", "heartbeat_ms"};
+
+static int agent_key(struct sg_dp_agent_conf *ac, const char *k, const char *v, char *err,
+		     size_t errlen)
+{
+	char *end;
+
+	if (!strcmp(k, "name")) {
+		if (*v == '\0' || strlen(v) >= sizeof(ac->name) || strchr(v, '"') || strchr(v, '\\'))
+			goto bad;
+		snprintf(ac->name, sizeof(ac->name), "%s", v);
+	} else if (!strcmp(k, "kind")) {
+		enum sg_node_kind kind;
+
+		if (sg_node_kind_from_name(v, &kind) < 0)
+			goto bad;
+		ac->kind = kind;
+	} else if (!strcmp(k, "gbps")) {
+		ac->gbps = strtod(v, &end);
+		if (end == v || *end || !(ac->gbps > 0 && ac->gbps <= 100000))
+			goto bad;
+	} else if (!strcmp(k, "coordinator")) {
+		if (strlen(v) >= sizeof(ac->coordinator) || (strchr(v, ':') == NULL && !strchr(v, '/')))
+			goto bad;
+		snprintf(ac->coordinator, sizeof(ac->coordinator), "%s", v);
+	} else {
+		unsigned long ms = strtoul(v, &end, 10);
+
+		if (end == v || *end || ms < 10 || ms > 600000)
+			goto bad;
+		ac->heartbeat_ms = (unsigned int)ms;
+	}
+	return 0;
+bad:
+	sg_dp_seterr(err, errlen, "[control] %s = \"%s\": expected %s", k, v,
+		     !strcmp(k, "name") ? "a node name of 1..63 characters without quotes" :
+		     !strcmp(k, "kind") ? "cpu or gpu" :
+		     !strcmp(k, "gbps") ? "a bandwidth in Gbit/s in (0, 100000]" :
+		     !strcmp(k, "coordinator") ? "host:port or unix:/path of the coordinator" :
+		     "a period in ms in [10, 600000]");
+	return -EINVAL;
+}
+
+/* sg_ctl_config_hook: sigmad's keys of [control]; the server's keys go to control/. */
+static int agent_hook(void *arg, const char *k, const char *v, char *err, size_t errlen)
+{
+	struct sg_dp_agent_conf *ac = arg;
+
+	for (size_t i = 0; i < RTE_DIM(agent_keys); i++)
+		if (!strcmp(k, agent_keys[i]))
+			return agent_key(ac, k, v, err, errlen) == 0 ? 1 : -EINVAL;
+	return 0;
+}
+
+/*
+ * `[control]`: the agent's keys (name, kind, gbps, coordinator, heartbeat_ms) into
+ * @p ac, every other key into @p sc / @p store, in one pass (sg_ctl_config_load_ext()).
+ */
+static int load_control_section(struct rte_cfgfile *cf, struct sg_dp_agent_conf *ac,
+				struct sg_ctl_server_config *sc, struct sg_ctl_config_store *store,
+				char *err, size_t errlen)
+{
+	const struct sg_ctl_config_hook hook = {
+		.key = agent_hook, .arg = ac, .keys = "name, kind, gbps, coordinator, heartbeat_ms"};
+	int rc;
+
+	memset(ac, 0, sizeof(*ac));
+	ac->kind = SG_NODE_CPU;
+	rc = sg_ctl_config_load_ext(cf, "control", sc, store, &hook, err, errlen);
+	if (rc == 0 && ac->coordinator[0] && sg_ctl_target_is_tcp(ac->coordinator) &&
+	    sc->secret == NULL) {
+		sg_dp_seterr(err, errlen, "[control] coordinator = %s: a TCP coordinator needs the "
+			     "shared secret: add secret_file", ac->coordinator);
+		rc = -EINVAL;
+	}
+	return rc;
+}
+
 static int apply_other_section(struct sg_dp_config *c, struct rte_cfgfile *cf, const char *sec,
 			       int *rc, char *err, size_t errlen)
 {
@@ -610,7 +688,7 @@ static int apply_other_section(struct sg_dp_config *c, struct rte_cfgfile *cf, c
 		/* parsed here, once per load, and kept: sigmad starts and reloads the agent
 		 * from it; a later file's [control] replaces an earlier one whole */
 		memset(ctl, 0, sizeof(*ctl));
-		*rc = sg_dp_agent_conf_load(cf, &ctl->ac, &ctl->sc, &ctl->store, err, errlen);
+		*rc = load_control_section(cf, &ctl->ac, &ctl->sc, &ctl->store, err, errlen);
 		c->control = *rc == 0;
 		if (*rc < 0)
 			explicit_bzero(ctl, sizeof(*ctl));
