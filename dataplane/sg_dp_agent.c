@@ -1599,8 +1599,6 @@ static const char *const agent_keys[] = {"name", "kind", "gbps", "coordinator", 
 static int agent_key(struct sg_dp_agent_conf *ac, const char *k, const char *v, char *err,
 		     size_t errlen)
 {
-	char *end;
-
 	if (!strcmp(k, "name")) {
 		if (*v == '\0' || strlen(v) >= sizeof(ac->name) || strchr(v, '"') || strchr(v, '\\'))
 			goto bad;
@@ -1612,17 +1610,16 @@ static int agent_key(struct sg_dp_agent_conf *ac, const char *k, const char *v, 
 			goto bad;
 		ac->kind = kind;
 	} else if (!strcmp(k, "gbps")) {
-		ac->gbps = strtod(v, &end);
-		if (end == v || *end || !(ac->gbps > 0 && ac->gbps <= 100000))
+		if (sg_parse_double(v, 0, 100000, &ac->gbps) != 0 || !(ac->gbps > 0))
 			goto bad;
 	} else if (!strcmp(k, "coordinator")) {
 		if (strlen(v) >= sizeof(ac->coordinator) || (strchr(v, ':') == NULL && !strchr(v, '/')))
 			goto bad;
 		snprintf(ac->coordinator, sizeof(ac->coordinator), "%s", v);
 	} else {
-		unsigned long ms = strtoul(v, &end, 10);
+		uint64_t ms;
 
-		if (end == v || *end || ms < 10 || ms > 600000)
+		if (sg_parse_u64(v, 10, 600000, &ms) != 0)
 			goto bad;
 		ac->heartbeat_ms = (unsigned int)ms;
 	}

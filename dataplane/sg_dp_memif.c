@@ -62,6 +62,7 @@
 #include <rte_kvargs.h>
 
 #include "sg_dp_internal.h"
+#include "sg_types.h"
 
 /* The memif control protocol (facts from its specification): every message is 128
  * bytes; a 16-bit type (host order) comes first; INIT carries the interface id as
@@ -195,10 +196,9 @@ static int find_listener(const char *path, bool abstract)
 	if (dir == NULL)
 		return -errno;
 	while (found < 0 && (e = readdir(dir)) != NULL) {
-		char *end;
-		long fd = strtol(e->d_name, &end, 10);
+		uint64_t fd;
 
-		if (*end == '\0' && end != e->d_name && fd != dirfd(dir) &&
+		if (sg_parse_u64(e->d_name, 0, INT_MAX, &fd) == 0 && (int)fd != dirfd(dir) &&
 		    is_listener((int)fd, path, abstract))
 			found = (int)fd;
 	}
