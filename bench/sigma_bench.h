@@ -77,6 +77,13 @@ const char *sigma_bench_cpu_model(char *buf, size_t len);
 int sigma_bench_parse_uint(const char *s, unsigned int lo, unsigned int hi, unsigned int *out);
 
 /**
+ * A number followed by a unit of letters ("1.5M", "10gbit", "4096"): the
+ * number (sg_parse_double(), > 0) in *v, and @p s's trailing letters, possibly
+ * "", in *unit. @return 0, or -EINVAL.
+ */
+int sigma_bench_parse_unit(const char *s, double *v, const char **unit);
+
+/**
  * A size with an optional K, M or G suffix (powers of 1024) and an optional B:
  * "64K", "1.5M", "4096". @return 0 with *out set (at most 1 GiB), or -EINVAL.
  */
