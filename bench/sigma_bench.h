@@ -70,9 +70,10 @@ double sigma_bench_median(double *v, size_t n);
 const char *sigma_bench_cpu_model(char *buf, size_t len);
 
 /**
- * Strict option value: a whole decimal number in [@p lo, @p hi]. Signs,
- * spaces and trailing characters ("7x") are refused, where atoi() would
- * silently give another value. @return 0 with *out set, or -EINVAL.
+ * Strict option value: a whole decimal number in [@p lo, @p hi]
+ * (sg_parse_u64()). Signs, spaces, leading zeros and trailing characters
+ * ("7x") are refused, where atoi() would silently give another value.
+ * @return 0 with *out set, or -EINVAL.
  */
 int sigma_bench_parse_uint(const char *s, unsigned int lo, unsigned int hi, unsigned int *out);
 
