@@ -31,7 +31,7 @@
 #include <time.h>
 
 #include "sg_etcd.h"
-#include "sg_types.h"
+#include "sg_parse.h"
 #include "sigma.h"
 
 #define MAX_W 8

@@ -17,6 +17,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "sg_parse.h"
 #include "sg_types.h"
 
 #define SIGMA_BENCH_COMMANDS(X)                                                                    \

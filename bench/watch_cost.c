@@ -18,7 +18,7 @@
 #include <time.h>
 
 #include "sg_etcd.h"
-#include "sg_types.h"
+#include "sg_parse.h"
 
 #define MAX_W 64
 

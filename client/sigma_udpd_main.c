@@ -19,6 +19,7 @@
 
 #include "sg_ctl.h"
 #include "sg_etcd.h"
+#include "sg_parse.h"
 #include "sg_version.h"
 #include "sigma_udpd.h"
 

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "sg_parse.h"
 #include "sg_types.h"
 
 #include "sg_desc.h"

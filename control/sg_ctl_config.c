@@ -15,6 +15,7 @@
 
 #include "sg_ctl_err.h"
 #include "sg_ctl_internal.h"
+#include "sg_parse.h"
 
 /* A reason in @p err, and -EINVAL. */
 #define cfg_err(err, len, ...) sg_ctl_err(err, len, -EINVAL, __VA_ARGS__)

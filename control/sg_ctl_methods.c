@@ -15,6 +15,7 @@
 #include <sodium.h>
 
 #include "sg_ctl_server_internal.h"
+#include "sg_parse.h"
 #include "sg_version.h"
 
 

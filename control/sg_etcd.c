@@ -23,7 +23,7 @@
 #include "sg_ctl_place.h"
 #include "sg_desc.h"
 #include "sg_etcd.h"
-#include "sg_types.h"
+#include "sg_parse.h"
 
 #define SG_ETCD_LOG(fmt, ...) fprintf(stderr, "sigma.etcd: " fmt "\n", ##__VA_ARGS__)
 

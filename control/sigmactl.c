@@ -21,7 +21,7 @@
 #include "sg_ctl.h"
 #include "sg_etcd.h"
 #include "sg_desc.h"
-#include "sg_types.h"
+#include "sg_parse.h"
 #include "sg_version.h"
 
 #define EXIT_SERVER 1

@@ -37,6 +37,7 @@
 #if SG_HAVE_VERBS
 #include "sg_dp_verbs.h"
 #endif
+#include "sg_parse.h"
 
 /* How long the control thread waits for an lcore's answer. */
 #define AGENT_CHAN_TIMEOUT_US 2000000

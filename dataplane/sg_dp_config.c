@@ -29,7 +29,7 @@
 #endif
 #include "sg_dp_proto.h"
 #include "sg_sum.h"
-#include "sg_types.h"
+#include "sg_parse.h"
 
 const char sg_dp_default_config[] =
 	"; sigmad embedded default configuration (sigmad --print-config): one port,\n"

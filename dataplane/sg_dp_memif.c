@@ -62,7 +62,7 @@
 #include <rte_kvargs.h>
 
 #include "sg_dp_internal.h"
-#include "sg_types.h"
+#include "sg_parse.h"
 
 /* The memif control protocol (facts from its specification): every message is 128
  * bytes; a 16-bit type (host order) comes first; INIT carries the interface id as

@@ -15,7 +15,7 @@
 #include <rte_cfgfile.h>
 
 #include "sg_dp_verbs.h"
-#include "sg_types.h"
+#include "sg_parse.h"
 
 void sg_dp_verbs_conf_defaults(struct sg_dp_verbs_conf *c)
 {

@@ -13,7 +13,7 @@
 #include <unistd.h>
 
 #include "sg_gpu_internal.h"
-#include "sg_types.h"
+#include "sg_parse.h"
 
 #define PCI_VENDOR_NVIDIA 0x10de
 #define MAX_DEVS (SG_GPU_MAX_GPUS + SG_GPU_MAX_NICS)

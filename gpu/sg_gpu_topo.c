@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "sg_gpu_internal.h"
-#include "sg_types.h"
+#include "sg_parse.h"
 
 RTE_LOG_REGISTER(sg_gpu_logtype, sigma.gpu, INFO);
 

@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "sg_gpu.h"
-#include "sg_types.h"
+#include "sg_parse.h"
 #include "sg_version.h"
 
 static void usage(FILE *out)

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * The strict number parsers of sg_types.h against hand-written expectations:
+ * The strict number parsers of sg_parse.h against hand-written expectations:
  * what each accepts and its value, and for each refusal which error, with the
  * output left alone.
  */
@@ -9,8 +9,8 @@
 #include <math.h>
 #include <stdint.h>
 
+#include "sg_parse.h"
 #include "sg_test.h"
-#include "sg_types.h"
 
 #define N(a) (sizeof(a) / sizeof((a)[0]))
 
