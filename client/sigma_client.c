@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "sg_parse.h"
 #include "sigma_internal.h"
 #include "sigma_udpd.h"
 

@@ -15,6 +15,7 @@
 
 #include "sg_ctl_rpc.h"
 #include "sg_ctl_server_internal.h"
+#include "sg_parse.h"
 
 const char *sg_ctl_role_name(enum sg_role role)
 {
@@ -465,18 +466,16 @@ static int rc_addr_parse(json_t *params, struct sg_ctl_verbs_rc_addr *a, struct 
 		a->addr = (uint64_t)json_integer_value(addr);
 	} else {
 		const char *t = json_is_string(addr) ? json_string_value(addr) : "";
-		char *end = NULL;
+		uint64_t v = 0;
 
-		errno = 0;
-		/* digits only after the one "0x": strtoull would take a second "0x" */
-		if (t[0] == '0' && (t[1] == 'x' || t[1] == 'X') && strlen(t) <= 18 &&
-		    t[2] != '\0' && strspn(t + 2, "0123456789abcdefABCDEF") == strlen(t + 2))
-			a->addr = strtoull(t + 2, &end, 16);
-		if (end == NULL || *end != '\0' || errno != 0 || a->addr == 0)
+		/* a string only in hex, "0x" and up to 16 digits */
+		if (t[0] != '0' || (t[1] != 'x' && t[1] != 'X') || strlen(t) > 18 ||
+		    sg_parse_u64x(t, 1, UINT64_MAX, &v) != 0)
 			return sg_rpc_fail(err, SG_CTL_ERR_INVALID_PARAMS,
 					   "invalid params: addr must be the ring's non-zero address, an "
 					   "integer or a \"0x...\" string of up to 16 hex digits%s",
 					   addr == NULL ? " (missing)" : "");
+		a->addr = v;
 	}
 	a->qpn = (uint32_t)qpn;
 	a->psn = (uint32_t)psn;

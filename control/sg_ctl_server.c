@@ -30,6 +30,7 @@
 #include "sg_ctl_rpc.h"
 #include "sg_ctl_server_internal.h"
 #include "sg_version.h"
+#include "sg_parse.h"
 
 #define HTTP_MAX_REQ 8192
 /* A client that does not read its answers is cut off past this much queued output. */

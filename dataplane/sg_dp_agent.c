@@ -340,11 +340,11 @@ static int op_job_create(void *arg, struct sg_ctl_job *job, char *reason)
 	if (job->open)
 		SG_DP_LOG(INFO, "job %u created by the control plane: open (its pushes make its "
 			  "keys), %u workers, %s, %s, %u chunk slots on each of %u reducer(s), "
-			  "%u-byte chunks\n", id, job->n_workers, sg_dtype_name(job->dtype),
+			  "%u-byte chunks", id, job->n_workers, sg_dtype_name(job->dtype),
 			  sg_mode_name(job->mode), aj->slots, engines(a->p), aj->chunk_bytes);
 	else
 		SG_DP_LOG(INFO, "job %u created by the control plane: %u workers, %s, %s, %u of its "
-			  "partitions here (%u node(s)), %u-byte chunks\n", id, job->n_workers,
+			  "partitions here (%u node(s)), %u-byte chunks", id, job->n_workers,
 			  sg_dtype_name(job->dtype), sg_mode_name(job->mode), job->n_keys,
 			  aj->n_nodes, aj->chunk_bytes);
 	return 0;
@@ -400,14 +400,14 @@ static int op_job_destroy(void *arg, uint32_t id)
 		return -ENOENT;
 	/* a move waits for the job's chunks to cross a round boundary */
 	if (refuse_during_move(a, reason)) {
-		SG_DP_LOG(WARNING, "job %u not destroyed: %s\n", id, reason);
+		SG_DP_LOG(WARNING, "job %u not destroyed: %s", id, reason);
 		return -EBUSY;
 	}
 	job_remove_all(a, id);
 	free(j->keys);
 	j->keys = NULL;
 	j->used = false;
-	SG_DP_LOG(INFO, "job %u destroyed by the control plane\n", id);
+	SG_DP_LOG(INFO, "job %u destroyed by the control plane", id);
 	return 0;
 }
 
@@ -661,7 +661,7 @@ static int keymap_change(struct sg_dp_agent *a, const uint16_t *want, char *reas
 	for (unsigned int b = 0; b < SG_DP_BUCKETS; b++)
 		a->ever[b] |= 1ull << want[b];
 	SG_DP_LOG(INFO, "key move started: %u bucket(s); each chunk changes reducer at its next "
-		  "round boundary\n", moved);
+		  "round boundary", moved);
 	return 0;
 }
 
@@ -744,7 +744,7 @@ static int op_drain(void *arg)
 	if (a->draining)
 		return 0;
 	if (moves_pending(a)) {
-		SG_DP_LOG(WARNING, "drain refused: a key move is in progress\n");
+		SG_DP_LOG(WARNING, "drain refused: a key move is in progress");
 		return -EBUSY;
 	}
 	keymap_now(p, now);
@@ -758,7 +758,7 @@ static int op_drain(void *arg)
 		return rc;
 	a->draining = true;
 	SG_DP_LOG(NOTICE, "draining: in-flight rounds finish, later rounds and new jobs are "
-		  "refused\n");
+		  "refused");
 	return 0;
 }
 
@@ -839,14 +839,14 @@ static int op_verbs_rc_connect(void *arg, const struct sg_ctl_verbs_rc_addr *wor
 	rc = sg_dp_pipeline_verbs_rc_connect(a->p, &r, &l, why, sizeof(why));
 	if (rc < 0) {
 		snprintf(reason, SG_CTL_REASON_MAX, "%s", why);
-		SG_DP_LOG(WARNING, "RC connection of worker QP %u refused: %s\n", worker->qpn, why);
+		SG_DP_LOG(WARNING, "RC connection of worker QP %u refused: %s", worker->qpn, why);
 		return rc;
 	}
 	*node = (struct sg_ctl_verbs_rc_addr){.qpn = l.qpn, .psn = l.psn, .lid = l.lid,
 					      .addr = l.addr, .rkey = l.rkey, .slots = l.slots,
 					      .stride = l.stride};
 	memcpy(node->gid, l.gid, sizeof(node->gid));
-	SG_DP_LOG(INFO, "RC: worker QP %u connected as peer %d (node QP %u)\n", worker->qpn, rc,
+	SG_DP_LOG(INFO, "RC: worker QP %u connected as peer %d (node QP %u)", worker->qpn, rc,
 		  l.qpn);
 	return rc;
 #else
@@ -870,7 +870,7 @@ static int op_verbs_rc_disconnect(void *arg, uint32_t peer, char *reason)
 		snprintf(reason, SG_CTL_REASON_MAX, "%s", why);
 		return rc;
 	}
-	SG_DP_LOG(INFO, "RC: peer %u disconnected; its slots are free\n", peer);
+	SG_DP_LOG(INFO, "RC: peer %u disconnected; its slots are free", peer);
 	return 0;
 #else
 	(void)peer;
@@ -943,7 +943,7 @@ static int op_job_keys_add(void *arg, uint32_t id, const struct sg_ctl_key *keys
 	}
 	memcpy(&aj->keys[aj->n_keys], ka.keys, added * sizeof(*aj->keys));
 	aj->n_keys += added;
-	SG_DP_LOG(NOTICE, "job %u: %u key(s) of a lost node added, %u here now\n", id, added,
+	SG_DP_LOG(NOTICE, "job %u: %u key(s) of a lost node added, %u here now", id, added,
 		  aj->n_keys);
 	return (int)added;
 }
@@ -1000,7 +1000,7 @@ static void *hb_main(void *arg)
 			__atomic_fetch_add(&a->hb_sent, 1, __ATOMIC_RELAXED);
 			if (a->hb_failing)
 				SG_DP_LOG(NOTICE, "heartbeat to %s recovered after %" PRIu64
-					  " failed\n", target, a->hb_fail_run);
+					  " failed", target, a->hb_fail_run);
 			a->hb_failing = false;
 			continue;
 		}
@@ -1008,7 +1008,7 @@ static void *hb_main(void *arg)
 		/* one line when a run of failures starts (not one a beat), one when it ends */
 		if (!a->hb_failing)
 			SG_DP_LOG(WARNING, "heartbeat to %s failed: %s (logged again when it "
-				  "recovers)\n", target, emsg ? emsg : strerror(errno));
+				  "recovers)", target, emsg ? emsg : strerror(errno));
 		a->hb_fail_run = a->hb_failing ? a->hb_fail_run + 1 : 1;
 		a->hb_failing = true;
 		free(emsg);
@@ -1123,7 +1123,7 @@ static int cluster_register(struct sg_dp_agent *a, const struct sg_ctl_server_co
 		errno = EINVAL;
 		return -EINVAL;
 	}
-	SG_DP_LOG(NOTICE, "registering node %s in etcd %s, cluster %s, lease TTL %u s\n",
+	SG_DP_LOG(NOTICE, "registering node %s in etcd %s, cluster %s, lease TTL %u s",
 		  rc.node.name, cl->etcd, cl->cluster, cl->ttl);
 	return 0;
 }
@@ -1214,7 +1214,7 @@ struct sg_dp_agent *sg_dp_agent_start(struct sg_dp_pipeline *p,
 		if (pthread_create(&a->hb_thread, NULL, hb_main, a) == 0)
 			a->hb_running = true;
 		else
-			SG_DP_LOG(ERR, "cannot start the heartbeat thread\n");
+			SG_DP_LOG(ERR, "cannot start the heartbeat thread");
 	}
 	return a;
 fail:

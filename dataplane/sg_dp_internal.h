@@ -49,8 +49,10 @@ void sg_dp_seterr(char *err, size_t errlen, const char *fmt, ...)
  */
 void sg_dp_mempool_prefault(struct rte_mempool *mp);
 
+/* sigmad's log (logtype sigma.dataplane); the macro ends the line: no "\n" in @p fmt. */
 extern int sg_dp_logtype;
-#define SG_DP_LOG(lvl, ...) rte_log(RTE_LOG_##lvl, sg_dp_logtype, "sigmad: " __VA_ARGS__)
+#define SG_DP_LOG(lvl, fmt, ...) \
+	rte_log(RTE_LOG_##lvl, sg_dp_logtype, "sigmad: " fmt "\n", ##__VA_ARGS__)
 
 struct sg_dp_lcore;
 struct sg_ctl_chan;

@@ -131,7 +131,7 @@ static void move_check(struct sg_dp_lcore *lc)
 		}
 	__atomic_store_n(&mv->committed, true, __ATOMIC_RELEASE);
 	SG_DP_LOG(INFO, "reducer lcore %u: %u bucket(s) moved: %u of %u chunks crossed a round "
-		  "boundary, %u idle%s\n", lc->lcore_id, nb, mv->n_done, mv->n_chunks,
+		  "boundary, %u idle%s", lc->lcore_id, nb, mv->n_done, mv->n_chunks,
 		  mv->n_chunks - mv->n_seen, mv->n_seen != mv->n_done ?
 		  " (some rounds were stuck longer than 4 slot timeouts)" : "");
 }
