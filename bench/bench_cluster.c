@@ -883,10 +883,10 @@ static void usage(FILE *f)
 
 static int parse_rate(const char *s, unsigned int *mbit)
 {
-	char *end;
-	double v = strtod(s, &end);
+	const char *end;
+	double v;
 
-	if (end == s || !(v > 0))
+	if (sigma_bench_parse_unit(s, &v, &end) != 0)
 		return -EINVAL;
 	if (strcasecmp(end, "gbit") == 0)
 		v *= 1000;
@@ -995,10 +995,9 @@ static int parse_opts(int argc, char **argv, struct cl_opts *o, char *udpd, size
 		case 'd': o->udpd = optarg; break;
 		case 'q': o->quiet = true; break;
 		case 'N': {
-			char *end;
-			long nv = strtol(optarg, &end, 10);
+			int64_t nv = 0;
 
-			bad |= *optarg == '\0' || *end != '\0' || nv < -20 || nv > 19;
+			bad |= sg_parse_i64(optarg, -20, 19, &nv) != 0;
 			o->nice = (int)nv;
 			break;
 		}

@@ -420,10 +420,9 @@ int sigma_bench_engine(int argc, char **argv)
 		} else if (strcmp(argv[i], "--fanout") == 0) {
 			b->fanout = true;
 		} else if (strcmp(argv[i], "--runs") == 0 && i + 1 < argc) {
-			char *end;
-			unsigned long v = strtoul(argv[++i], &end, 10);
+			uint64_t v;
 
-			if (*end != '\0' || v < 5 || v > MAX_RUNS) {
+			if (sg_parse_u64(argv[++i], 5, MAX_RUNS, &v) != 0) {
 				fprintf(stderr, "sigma-bench engine: --runs must be 5..%d\n",
 					MAX_RUNS);
 				return 2;

@@ -13,16 +13,12 @@
 #include "sigma_bench.h"
 #include "sg_gpu.h"
 
+/* Decimal, or hex after 0x (sg_parse_u64x()). */
 static int parse_size(const char *s, size_t min, size_t max, size_t *out)
 {
-	char *end;
-	unsigned long long v;
+	uint64_t v;
 
-	if (s == NULL || s[0] < '0' || s[0] > '9')
-		return -EINVAL;
-	errno = 0;
-	v = strtoull(s, &end, 0);
-	if (errno != 0 || *end != '\0' || v < min || v > max)
+	if (sg_parse_u64x(s, min, max, &v) != 0)
 		return -EINVAL;
 	*out = (size_t)v;
 	return 0;

@@ -4,6 +4,7 @@
  * times of Sigma, ring all-reduce and a classic parameter server, from the
  * control plane's formulas (sg_ctl_model()).
  */
+#include <float.h>
 #include <getopt.h>
 #include <math.h>
 #include <stdio.h>
@@ -45,18 +46,19 @@ int sigma_bench_model(int argc, char **argv)
 
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
-		char *end = NULL;
+		int64_t iv = 0;
+		int bad = 0;
 
 		switch (c) {
-		case 'n': n = strtol(optarg, &end, 10); break;
-		case 'k': k = strtol(optarg, &end, 10); break;
-		case 'b': gbps = strtod(optarg, &end); break;
-		case 's': mb = strtod(optarg, &end); break;
+		case 'n': bad = sg_parse_i64(optarg, INT64_MIN, INT64_MAX, &iv); n = (long)iv; break;
+		case 'k': bad = sg_parse_i64(optarg, INT64_MIN, INT64_MAX, &iv); k = (long)iv; break;
+		case 'b': bad = sg_parse_double(optarg, -DBL_MAX, DBL_MAX, &gbps); break;
+		case 's': bad = sg_parse_double(optarg, -DBL_MAX, DBL_MAX, &mb); break;
 		case 'j': json_path = optarg; break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
 		}
-		if (end != NULL && (*end != '\0' || end == optarg)) {
+		if (bad != 0) {
 			fprintf(stderr, "sigma-bench model: bad number '%s'\n", optarg);
 			return 2;
 		}

@@ -23,6 +23,7 @@
  * Every RESULT is checked by the generator; a run with a wrong sum fails.
  */
 #include <errno.h>
+#include <float.h>
 #include <limits.h>
 #include <getopt.h>
 #include <stdio.h>
@@ -218,13 +219,9 @@ int sigma_bench_pipeline(int argc, char **argv)
 	while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		switch (opt) {
 		case 'r': bad |= sigma_bench_parse_uint(optarg, 0, UINT_MAX, &runs) < 0; break;
-		case 's': {
-			char *end;
-
-			secs = strtod(optarg, &end);
-			bad |= end == optarg || *end != '\0';
+		case 's':
+			bad |= sg_parse_double(optarg, -DBL_MAX, DBL_MAX, &secs) != 0;
 			break;
-		}
 		case 'w': bad |= sigma_bench_parse_uint(optarg, 0, UINT_MAX, &workers) < 0; break;
 		case 'n': bad |= sigma_bench_parse_uint(optarg, 1, UINT32_MAX / 2, &rounds) < 0; break;
 		case 't': bad |= sigma_bench_parse_uint(optarg, 1, 3600000, &retrans_ms) < 0; break;

@@ -139,11 +139,11 @@ struct rb_result {
 
 int sigma_bench_parse_size(const char *s, uint64_t *out)
 {
-	char *end;
-	double v = strtod(s, &end);
+	const char *end;
+	double v;
 	uint64_t mul = 1;
 
-	if (end == s || !(v > 0))
+	if (sigma_bench_parse_unit(s, &v, &end) != 0)
 		return -EINVAL;
 	switch (*end) {
 	case 'K': case 'k': mul = 1024; end++; break;
@@ -186,10 +186,9 @@ static int item_size(const char *s, unsigned int i, void *arg)
 
 static int item_n(const char *s, unsigned int i, void *arg)
 {
-	char *end;
-	long v = strtol(s, &end, 10);
+	uint64_t v;
 
-	if (*end != '\0' || v < 1 || v > RB_MAX_N)
+	if (sg_parse_u64(s, 1, RB_MAX_N, &v) != 0)
 		return -EINVAL;
 	((struct rb_opts *)arg)->ns[i] = (unsigned int)v;
 	return 0;

@@ -403,14 +403,12 @@ static int usage(int rc)
 static int parse(struct bench *b, int argc, char **argv)
 {
 	for (int i = 1; i < argc; i++) {
-		char *end;
-
 		if (strcmp(argv[i], "--quick") == 0) {
 			b->quick = true;
 		} else if (strcmp(argv[i], "--runs") == 0 && i + 1 < argc) {
-			long v = strtol(argv[++i], &end, 10);
+			uint64_t v;
 
-			if (*end != '\0' || v < 5 || v > MAX_RUNS) {
+			if (sg_parse_u64(argv[++i], 5, MAX_RUNS, &v) != 0) {
 				fprintf(stderr, "sigma-bench sum: --runs wants 5..%d, not '%s'\n",
 					MAX_RUNS, argv[i]);
 				return -EINVAL;

@@ -22,6 +22,8 @@
  * --wait-ms: sigma_conf.failover_wait_us in ms (default 10 s).
  */
 #include <errno.h>
+#include <float.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,6 +31,7 @@
 #include <time.h>
 
 #include "sg_etcd.h"
+#include "sg_parse.h"
 #include "sigma.h"
 
 #define MAX_W 8
@@ -100,6 +103,8 @@ int main(int argc, char **argv)
 	if (argc < 6)
 		goto usage;
 	for (int i = 6; i < argc; i++) {
+		uint64_t v = 0;
+
 		if (strcmp(argv[i], "--kill") == 0 && i + 1 < argc &&
 		    sscanf(argv[i + 1], "%d@%u", &kill_pid, &kill_round) == 2)
 			i++;
@@ -107,18 +112,22 @@ int main(int argc, char **argv)
 			base.membership = NULL; /* the node list of the descriptor, no failover */
 		else if (strcmp(argv[i], "--exact") == 0)
 			exact = true;
-		else if (strcmp(argv[i], "--first-round") == 0 && i + 1 < argc)
-			base.first_round = (uint32_t)strtoul(argv[++i], NULL, 10);
+		else if (strcmp(argv[i], "--first-round") == 0 && i + 1 < argc &&
+			 sg_parse_u64(argv[i + 1], 0, UINT32_MAX, &v) == 0)
+			base.first_round = (uint32_t)v, i++;
 		else if (strcmp(argv[i], "--json") == 0)
 			json = true;
-		else if (strcmp(argv[i], "--poll-ms") == 0 && i + 1 < argc)
-			poll_ms = (unsigned int)atoi(argv[++i]);
-		else if (strcmp(argv[i], "--wait-ms") == 0 && i + 1 < argc)
-			base.failover_wait_us = (uint32_t)atoi(argv[++i]) * 1000u;
+		else if (strcmp(argv[i], "--poll-ms") == 0 && i + 1 < argc &&
+			 sg_parse_u64(argv[i + 1], 0, UINT_MAX, &v) == 0)
+			poll_ms = (unsigned int)v, i++;
+		else if (strcmp(argv[i], "--wait-ms") == 0 && i + 1 < argc &&
+			 sg_parse_u64(argv[i + 1], 0, UINT32_MAX / 1000, &v) == 0)
+			base.failover_wait_us = (uint32_t)v * 1000u, i++;
 		else if (strcmp(argv[i], "--expect-fail") == 0 && i + 1 < argc)
 			expect = argv[++i];
-		else if (strcmp(argv[i], "--within") == 0 && i + 1 < argc)
-			within = atof(argv[++i]);
+		else if (strcmp(argv[i], "--within") == 0 && i + 1 < argc &&
+			 sg_parse_double(argv[i + 1], 0, DBL_MAX, &within) == 0)
+			i++;
 		else
 			goto usage;
 	}
@@ -128,11 +137,18 @@ int main(int argc, char **argv)
 	}
 	ec.endpoints = argv[2];
 	n = job.conf.nworkers;
-	rounds = (unsigned int)atoi(argv[4]);
+	{
+		uint64_t v;
+
+		if (sg_parse_u64(argv[4], 1, UINT_MAX, &v) != 0)
+			goto usage;
+		rounds = (unsigned int)v;
+	}
 	for (char *tok = strtok_r(argv[5], ",", &save); tok != NULL && nt < MAX_T;
 	     tok = strtok_r(NULL, ",", &save))
-		elems[nt++] = strtoull(tok, NULL, 10);
-	if (n > MAX_W || nt == 0 || rounds == 0)
+		if (sg_parse_u64(tok, 1, UINT32_MAX, &elems[nt++]) != 0)
+			goto usage;
+	if (n > MAX_W || nt == 0)
 		goto usage;
 	for (unsigned int t = 0; t < nt; t++)
 		ref[t] = malloc(elems[t] * sizeof(float));

@@ -3,6 +3,7 @@
  * sigma-bench: dispatches to the subcommands listed in sigma_bench.h.
  */
 #include <errno.h>
+#include <float.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -79,16 +80,29 @@ const char *sigma_bench_cpu_model(char *buf, size_t len)
 
 int sigma_bench_parse_uint(const char *s, unsigned int lo, unsigned int hi, unsigned int *out)
 {
-	unsigned long v;
-	char *end;
+	uint64_t v;
 
-	if (s == NULL || *s < '0' || *s > '9')
-		return -EINVAL;
-	errno = 0;
-	v = strtoul(s, &end, 10);
-	if (errno != 0 || *end != '\0' || v < lo || v > hi)
+	if (sg_parse_u64(s, lo, hi, &v) != 0)
 		return -EINVAL;
 	*out = (unsigned int)v;
+	return 0;
+}
+
+int sigma_bench_parse_unit(const char *s, double *v, const char **unit)
+{
+	char num[64];
+	size_t n = s != NULL ? strlen(s) : 0;
+
+	/* the unit is the trailing letters: "1e3K" is 1e3 and K, "5e" no number */
+	while (n > 0 && ((s[n - 1] >= 'a' && s[n - 1] <= 'z') || (s[n - 1] >= 'A' && s[n - 1] <= 'Z')))
+		n--;
+	if (n == 0 || n >= sizeof(num))
+		return -EINVAL;
+	memcpy(num, s, n);
+	num[n] = '\0';
+	if (sg_parse_double(num, 0, DBL_MAX, v) != 0 || !(*v > 0))
+		return -EINVAL;
+	*unit = s + n;
 	return 0;
 }
 

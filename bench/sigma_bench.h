@@ -17,6 +17,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "sg_parse.h"
 #include "sg_types.h"
 
 #define SIGMA_BENCH_COMMANDS(X)                                                                    \
@@ -70,11 +71,19 @@ double sigma_bench_median(double *v, size_t n);
 const char *sigma_bench_cpu_model(char *buf, size_t len);
 
 /**
- * Strict option value: a whole decimal number in [@p lo, @p hi]. Signs,
- * spaces and trailing characters ("7x") are refused, where atoi() would
- * silently give another value. @return 0 with *out set, or -EINVAL.
+ * Strict option value: a whole decimal number in [@p lo, @p hi]
+ * (sg_parse_u64()). Signs, spaces, leading zeros and trailing characters
+ * ("7x") are refused, where atoi() would silently give another value.
+ * @return 0 with *out set, or -EINVAL.
  */
 int sigma_bench_parse_uint(const char *s, unsigned int lo, unsigned int hi, unsigned int *out);
+
+/**
+ * A number followed by a unit of letters ("1.5M", "10gbit", "4096"): the
+ * number (sg_parse_double(), > 0) in *v, and @p s's trailing letters, possibly
+ * "", in *unit. @return 0, or -EINVAL.
+ */
+int sigma_bench_parse_unit(const char *s, double *v, const char **unit);
 
 /**
  * A size with an optional K, M or G suffix (powers of 1024) and an optional B:

@@ -11,12 +11,14 @@
  * Usage: watch_cost ETCD_URLS CLUSTER stream|poll [WATCHES [SECONDS [POLL_MS]]]
  */
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "sg_etcd.h"
+#include "sg_parse.h"
 
 #define MAX_W 64
 
@@ -47,14 +49,17 @@ int main(int argc, char **argv)
 	c.etcd.endpoints = argv[1];
 	c.cluster = argv[2];
 	c.mode = strcmp(argv[3], "poll") == 0 ? SG_ETCD_WATCH_POLL : SG_ETCD_WATCH_AUTO;
-	if (argc > 4)
-		nw = (unsigned int)atoi(argv[4]);
-	if (argc > 5)
-		secs = (unsigned int)atoi(argv[5]);
-	if (argc > 6)
-		c.poll_ms = (uint32_t)atoi(argv[6]);
-	if (nw == 0 || nw > MAX_W || secs == 0)
-		return 2;
+	{
+		static const uint64_t lo[3] = {1, 1, 0}, hi[3] = {MAX_W, UINT_MAX, UINT32_MAX};
+		uint64_t v[3] = {nw, secs, 0};
+
+		for (int i = 0; i < 3 && 4 + i < argc; i++)
+			if (sg_parse_u64(argv[4 + i], lo[i], hi[i], &v[i]) != 0)
+				return 2;
+		nw = (unsigned int)v[0];
+		secs = (unsigned int)v[1];
+		c.poll_ms = (uint32_t)v[2];
+	}
 	for (unsigned int i = 0; i < nw; i++) {
 		w[i] = sg_etcd_watch_create(&c);
 		if (w[i] == NULL) {

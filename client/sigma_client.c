@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "sg_parse.h"
 #include "sigma_internal.h"
 #include "sigma_udpd.h"
 
@@ -746,9 +747,22 @@ static void fill_recovery(struct sigma_session *s, uint64_t now)
 	}
 }
 
-/* Send new chunks while windows have credit, tensors in priority order. */
+_Static_assert(SG_MAX_NODES <= 64, "fill() keeps a bit per node");
+
+/*
+ * Send new chunks while windows have credit, tensors in priority order.
+ *
+ * A partition whose failover pushes (its last round again) are not all
+ * answered holds back its node's later chunks too: every rank must send a
+ * node its chunks in one order (docs/client.md). A rank that had lost one
+ * such RESULT used to skip the partition and fill its window with the next
+ * ones, while another rank filled its window with the skipped one: each then
+ * waited for chunks the other had no credit to send (test_client_nack).
+ */
 static void fill(struct sigma_session *s, uint64_t now)
 {
+	uint64_t held = 0; /* nodes whose next chunks wait for a partition's failover pushes */
+
 	if (s->recov != NULL)
 		fill_recovery(s, now);
 	for (struct sigma_tensor *t = s->active; t != NULL; t = t->next_active) {
@@ -758,11 +772,10 @@ static void fill(struct sigma_session *s, uint64_t now)
 			struct sg_cli_part *pt = &t->parts[p];
 			struct sg_cli_node *n = &s->nodes[pt->node];
 
-			if (pt->rleft != 0) { /* failover pushes of its last round first */
-				all_sent = false;
-				continue;
-			}
-			while (pt->next < pt->nchunks && has_credit(n)) {
+			if (pt->rleft != 0)
+				held |= 1ull << pt->node;
+			while (!(held & (1ull << pt->node)) && pt->next < pt->nchunks &&
+			       has_credit(n)) {
 				if (pt->next == 0)
 					pt->t_start = now;
 				take_slot(s, t, p, pt->next, t->round, false, now);

@@ -17,6 +17,7 @@
 #include <rte_mbuf.h>
 
 #include "sg_dp_net.h"
+#include "sg_parse.h"
 #include "sigma_internal.h"
 
 #define DPDK_DESC 1024

@@ -18,6 +18,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "sg_parse.h"
 #include "sigma_internal.h"
 
 /* Large socket buffers absorb a whole window of every node at once. */

@@ -10,7 +10,6 @@
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
-#include <math.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -20,6 +19,7 @@
 
 #include "sg_ctl.h"
 #include "sg_etcd.h"
+#include "sg_parse.h"
 #include "sg_version.h"
 #include "sigma_udpd.h"
 
@@ -284,19 +284,6 @@ static void usage(FILE *f)
 		"Runs until SIGINT or SIGTERM. Exit: 0 stopped, 1 could not start, 2 usage.\n");
 }
 
-static int parse_num(const char *s, double lo, double hi, double *out)
-{
-	char *end;
-	double v;
-
-	errno = 0;
-	v = strtod(s, &end);
-	if (*s == '\0' || *end != '\0' || errno != 0 || !(v >= lo && v <= hi))
-		return -1;
-	*out = v;
-	return 0;
-}
-
 int main(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -324,7 +311,7 @@ int main(int argc, char **argv)
 	struct sg_ctl_server *srv;
 	struct sg_dp_stats st;
 	size_t secret_len = 0;
-	double v;
+	uint64_t v;
 	int c, li = 0;
 
 	while ((c = getopt_long(argc, argv, "h", opts, &li)) != -1) {
@@ -333,7 +320,7 @@ int main(int argc, char **argv)
 			snprintf(n.addr, sizeof(n.addr), "%s", optarg);
 			break;
 		case 'p':
-			if (parse_num(optarg, 0, 65535, &v) != 0 || v != floor(v))
+			if (sg_parse_u64(optarg, 0, 65535, &v) != 0)
 				goto bad;
 			dc.port = (uint16_t)v;
 			break;
@@ -347,7 +334,7 @@ int main(int argc, char **argv)
 				goto bad;
 			break;
 		case 'g':
-			if (parse_num(optarg, 1e-6, 1e6, &n.gbps) != 0)
+			if (sg_parse_double(optarg, 1e-6, 1e6, &n.gbps) != 0)
 				goto bad;
 			break;
 		case 'u':
@@ -360,12 +347,12 @@ int main(int argc, char **argv)
 			secret_file = optarg;
 			break;
 		case 'm':
-			if (parse_num(optarg, 8, SG_MAX_CHUNK_BYTES, &v) != 0 || fmod(v, 8) != 0)
+			if (sg_parse_u64(optarg, 8, SG_MAX_CHUNK_BYTES, &v) != 0 || v % 8 != 0)
 				goto bad;
 			dc.engine.max_payload = (uint32_t)v;
 			break;
 		case 'b':
-			if (parse_num(optarg, 16, 1 << 22, &v) != 0 || v != floor(v))
+			if (sg_parse_u64(optarg, 16, 1 << 22, &v) != 0)
 				goto bad;
 			dc.engine.pool_bufs = (uint32_t)v;
 			break;
@@ -373,7 +360,7 @@ int main(int argc, char **argv)
 			etcd = optarg;
 			break;
 		case 'S':
-			if (parse_num(optarg, 0, 1000000, &v) != 0 || v != floor(v))
+			if (sg_parse_u64(optarg, 0, 1000000, &v) != 0)
 				goto bad;
 			dc.spin_us = v == 0 ? -1 : (int32_t)v;
 			break;
@@ -381,13 +368,13 @@ int main(int argc, char **argv)
 			rc.cluster = optarg;
 			break;
 		case 'T':
-			if (parse_num(optarg, 1, 3600, &v) != 0 || v != floor(v))
+			if (sg_parse_u64(optarg, 1, 3600, &v) != 0)
 				goto bad;
 			rc.ttl_s = (uint32_t)v;
 			break;
 		case 'R':
 		case 'X':
-			if (parse_num(optarg, 0, 1000, &v) != 0 || v != floor(v))
+			if (sg_parse_u64(optarg, 0, 1000, &v) != 0)
 				goto bad;
 			*(c == 'R' ? &dc.drop_rx_permille : &dc.drop_tx_permille) = (uint32_t)v;
 			dc.seed = (uint32_t)getpid();
@@ -398,7 +385,7 @@ int main(int argc, char **argv)
 			dc.shm_path = optarg;
 			break;
 		case 'N':
-			if (parse_num(optarg, 1, 1024, &v) != 0 || v != floor(v))
+			if (sg_parse_u64(optarg, 1, 1024, &v) != 0)
 				goto bad;
 			dc.shm_max = (uint32_t)v;
 			break;
@@ -423,7 +410,7 @@ int main(int argc, char **argv)
 		const char *colon = strrchr(listen, ':');
 
 		if (colon == NULL || colon == listen || (size_t)(colon - listen) >= sizeof(tcp_addr) ||
-		    parse_num(colon + 1, 0, 65535, &v) != 0 || secret_file == NULL) {
+		    sg_parse_u64(colon + 1, 0, 65535, &v) != 0 || secret_file == NULL) {
 			fprintf(stderr, "sigma-udpd: --listen wants HOST:PORT and a --secret-file\n");
 			return 2;
 		}

@@ -1,14 +1,15 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* The job descriptor (sg_desc.h): a strict parser and its writer. */
 #include <errno.h>
+#include <float.h>
 #include <inttypes.h>
-#include <math.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "sg_parse.h"
 #include "sg_types.h"
 
 #include "sg_desc.h"
@@ -29,43 +30,6 @@ static int bad(char *err, size_t errlen, const char *fmt, ...)
 		va_end(ap);
 	}
 	return -EINVAL;
-}
-
-/* A decimal integer in [lo, hi]: digits only, no sign, no leading zero. */
-static int parse_uint(const char *s, uint64_t lo, uint64_t hi, uint64_t *out)
-{
-	uint64_t v = 0;
-	size_t n = strlen(s);
-
-	if (n == 0 || n > 20 || (s[0] == '0' && n > 1) || strspn(s, "0123456789") != n)
-		return -EINVAL;
-	for (size_t i = 0; i < n; i++) {
-		if (v > (UINT64_MAX - (uint64_t)(s[i] - '0')) / 10)
-			return -EINVAL;
-		v = v * 10 + (uint64_t)(s[i] - '0');
-	}
-	if (v < lo || v > hi)
-		return -EINVAL;
-	*out = v;
-	return 0;
-}
-
-/* A finite decimal number (digits, '.', an exponent): what "%.17g" and Python's repr() write. */
-static int parse_double(const char *s, double *out)
-{
-	char *end = NULL;
-	double v;
-
-	if ((s[0] < '0' || s[0] > '9') && s[0] != '.')
-		return -EINVAL;
-	if (strspn(s, "0123456789.eE+-") != strlen(s))
-		return -EINVAL;
-	errno = 0;
-	v = strtod(s, &end);
-	if (end == s || *end != '\0' || errno == ERANGE || !isfinite(v))
-		return -EINVAL;
-	*out = v;
-	return 0;
 }
 
 int sg_desc_check_name(const char *name)
@@ -111,16 +75,17 @@ static int parse_node(char *v, struct sg_desc_node *nd, unsigned int i, char *er
 	if (sg_ipv4_parse(f[1], NULL) != 0)
 		return bad(err, errlen, "node %u ('%s'): address '%.32s' is not a dotted-quad IPv4 "
 			   "address", i, f[0], f[1]);
-	if (parse_uint(f[2], 1, 65535, &port) != 0)
+	if (sg_parse_u64(f[2], 1, 65535, &port) != 0)
 		return bad(err, errlen, "node %u ('%s'): UDP port '%.16s' is not 1..65535", i, f[0],
 			   f[2]);
 	if (sg_node_kind_from_name(f[3], &nd->kind) != 0)
 		return bad(err, errlen, "node %u ('%s'): kind '%.16s' is not cpu or gpu", i, f[0],
 			   f[3]);
-	if (parse_double(f[4], &nd->gbps) != 0 || !(nd->gbps > 0))
+	/* no sign (docs/control.md): "-0" is a number >= 0 for sg_parse_double() */
+	if (f[4][0] == '-' || sg_parse_double(f[4], 0, DBL_MAX, &nd->gbps) != 0 || !(nd->gbps > 0))
 		return bad(err, errlen, "node %u ('%s'): gbps '%.32s' is not a positive number", i,
 			   f[0], f[4]);
-	if (parse_double(f[5], &nd->weight) != 0 || !(nd->weight >= 0))
+	if (f[5][0] == '-' || sg_parse_double(f[5], 0, DBL_MAX, &nd->weight) != 0)
 		return bad(err, errlen, "node %u ('%s'): weight '%.32s' is not a number >= 0", i,
 			   f[0], f[5]);
 	snprintf(nd->name, sizeof(nd->name), "%s", f[0]);
@@ -142,21 +107,24 @@ static int parse_field(struct sg_desc *d, unsigned int k, char *val, char *err, 
 
 	switch (k) {
 	case K_ID:
-		if (parse_uint(val, 1, UINT32_MAX, &v) != 0)
+		if (sg_parse_u64(val, 1, UINT32_MAX, &v) != 0)
 			return bad(err, errlen, "id '%.24s' is not 1..4294967295", val);
 		d->id = (uint32_t)v;
 		return 0;
 	case K_WORKERS:
-		if (parse_uint(val, 1, SG_MAX_WORKERS, &v) != 0)
+		if (sg_parse_u64(val, 1, SG_MAX_WORKERS, &v) != 0)
 			return bad(err, errlen, "workers '%.24s' is not 1..%d", val, SG_MAX_WORKERS);
 		d->workers = (uint32_t)v;
 		return 0;
-	case K_TOKEN:
-		if (strlen(val) != 16 || strspn(val, "0123456789abcdefABCDEF") != 16)
+	case K_TOKEN: {
+		char hex[2 + 16 + 1];
+
+		snprintf(hex, sizeof(hex), "0x%s", val);
+		if (strlen(val) != 16 || sg_parse_u64x(hex, 0, UINT64_MAX, &d->token) != 0)
 			return bad(err, errlen, "token '%.24s' is not 16 hex digits (the job's 64-bit "
 				   "wire token)", val);
-		d->token = strtoull(val, NULL, 16);
 		return 0;
+	}
 	case K_DTYPE:
 		/* any: an open job whose keys each take the dtype of their first push */
 		if (sg_job_dtype_from_name(val, &d->dtype) != 0)
@@ -169,13 +137,13 @@ static int parse_field(struct sg_desc *d, unsigned int k, char *val, char *err, 
 				   val);
 		return 0;
 	case K_PART:
-		if (parse_uint(val, 8, SG_MAX_PARTITION_BYTES, &v) != 0 || v % 8 != 0)
+		if (sg_parse_u64(val, 8, SG_MAX_PARTITION_BYTES, &v) != 0 || v % 8 != 0)
 			return bad(err, errlen, "partition_bytes '%.24s' is not a multiple of 8 in "
 				   "8..%u", val, SG_MAX_PARTITION_BYTES);
 		d->partition_bytes = (uint32_t)v;
 		return 0;
 	case K_CHUNK:
-		if (parse_uint(val, 8, SG_MAX_CHUNK_BYTES, &v) != 0 || v % 8 != 0)
+		if (sg_parse_u64(val, 8, SG_MAX_CHUNK_BYTES, &v) != 0 || v % 8 != 0)
 			return bad(err, errlen, "chunk_bytes '%.24s' is not a multiple of 8 in 8..%d",
 				   val, SG_MAX_CHUNK_BYTES);
 		d->chunk_bytes = (uint32_t)v;

@@ -1,6 +1,5 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* Names of the shared vocabulary (sg_types.h). */
-#include <arpa/inet.h>
 #include <errno.h>
 #include <string.h>
 #include <strings.h>
@@ -94,16 +93,5 @@ int sg_node_kind_from_name(const char *name, enum sg_node_kind *kind)
 		*kind = SG_NODE_GPU;
 	else
 		return -EINVAL;
-	return 0;
-}
-
-int sg_ipv4_parse(const char *s, uint32_t *addr_be)
-{
-	struct in_addr a;
-
-	if (s == NULL || inet_pton(AF_INET, s, &a) != 1)
-		return -EINVAL;
-	if (addr_be != NULL)
-		*addr_be = a.s_addr;
 	return 0;
 }

@@ -129,15 +129,6 @@ int sg_node_kind_from_name(const char *name, enum sg_node_kind *kind);
 #define SG_OPEN_SLOTS_MAX (1u << 24)
 
 /**
- * The one IPv4 parser of Sigma: a dotted quad, four parts of 0..255 in decimal
- * without leading zeros (which other tools read as octal), nothing before or
- * after (inet_pton()'s rule).
- * @param addr_be the address in network byte order, if not NULL
- * @return 0, or -EINVAL for NULL or anything else.
- */
-int sg_ipv4_parse(const char *s, uint32_t *addr_be);
-
-/**
  * Wire key of partition @p part of tensor @p tensor: the tensor in the high 16
  * bits. Every party numbers keys so: libsigma, jobs made by the control plane,
  * sigma-bench; a `[job N]` section's keys 0..K-1 are the partitions of tensor 0.

@@ -15,6 +15,7 @@
 
 #include "sg_ctl_err.h"
 #include "sg_ctl_internal.h"
+#include "sg_parse.h"
 
 /* A reason in @p err, and -EINVAL. */
 #define cfg_err(err, len, ...) sg_ctl_err(err, len, -EINVAL, __VA_ARGS__)
@@ -23,8 +24,7 @@
 static int parse_hostport(const char *v, char *addr, size_t alen, uint16_t *port)
 {
 	const char *colon = strrchr(v, ':');
-	char *end;
-	unsigned long p;
+	uint64_t p;
 
 	if (colon == NULL || (size_t)(colon - v) >= alen || colon[1] == '\0')
 		return -EINVAL;
@@ -32,9 +32,7 @@ static int parse_hostport(const char *v, char *addr, size_t alen, uint16_t *port
 	addr[colon - v] = '\0';
 	if (sg_ipv4_parse(addr, NULL) != 0)
 		return -EINVAL;
-	errno = 0;
-	p = strtoul(colon + 1, &end, 10);
-	if (errno != 0 || *end != '\0' || p > 65535 || colon[1] == '-')
+	if (sg_parse_u64(colon + 1, 0, 65535, &p) != 0)
 		return -EINVAL;
 	*port = (uint16_t)p;
 	return 0;
@@ -49,21 +47,6 @@ static int read_secret(const char *path, struct sg_ctl_config_store *st, size_t 
 		return cfg_err(err, elen, "secret_file %s: need at least 16 bytes of secret; "
 					  "e.g. head -c 32 /dev/urandom | base64 > %s", path, path);
 	return rc;
-}
-
-static int parse_u32(const char *v, uint32_t *out)
-{
-	char *end;
-	unsigned long long x;
-
-	if (v[0] == '\0' || v[0] == '-')
-		return -EINVAL;
-	errno = 0;
-	x = strtoull(v, &end, 10);
-	if (errno != 0 || *end != '\0' || x == 0 || x > UINT32_MAX)
-		return -EINVAL;
-	*out = (uint32_t)x;
-	return 0;
 }
 
 static const char *const log_names[] = {
@@ -169,7 +152,7 @@ int sg_ctl_config_load_ext(struct rte_cfgfile *file, const char *section,
 		} else if (strcmp(key, "secret_file") == 0) {
 			snprintf(secret_file, sizeof(secret_file), "%s", v);
 		} else {
-			uint32_t x = 0;
+			uint64_t x = 0;
 
 			for (k = 0; k < sizeof(nums) / sizeof(nums[0]); k++)
 				if (strcmp(key, nums[k].key) == 0)
@@ -181,13 +164,13 @@ int sg_ctl_config_load_ext(struct rte_cfgfile *file, const char *section,
 					     "frame_timeout_ms, auth_timeout_ms, heartbeat_timeout_ms%s%s)",
 					     section, key, hook && hook->keys ? ", " : "",
 					     hook && hook->keys ? hook->keys : "");
-			else if (parse_u32(v, &x) != 0)
+			else if (sg_parse_u64(v, 1, UINT32_MAX, &x) != 0)
 				rc = cfg_err(err, err_len, "[%s] %s = %s: want a positive integer",
 					     section, key, v);
 			else if (nums[k].size == sizeof(uint64_t))
 				*(uint64_t *)((char *)cfg + nums[k].off) = x;
 			else
-				*(uint32_t *)((char *)cfg + nums[k].off) = x;
+				*(uint32_t *)((char *)cfg + nums[k].off) = (uint32_t)x;
 		}
 		if (rc != 0) {
 			free(ents);

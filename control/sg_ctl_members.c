@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Membership of summation nodes from heartbeats, and failure of the rounds
- * in flight on a node that goes silent.
+ * in flight on a node that goes silent; the server's methods on it
+ * (node_heartbeat, nodes_list, node_remove), registered beside it.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -10,7 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "sg_ctl_internal.h"
+#include "sg_ctl_rpc.h"
+#include "sg_ctl_server_internal.h"
 
 struct round_slot {
 	bool used;
@@ -271,3 +273,77 @@ int sg_ctl_members_round_end(struct sg_ctl_members *m, int handle)
 	m->rounds[i].gen++;
 	return 0;
 }
+
+/* ---- methods: the server's membership (docs/control.md) ------------------ */
+
+static int m_node_heartbeat(struct sg_ctl_server *s, json_t *params, json_t **res,
+			    struct sg_rpc_err *err)
+{
+	const char *name = NULL, *kind = "cpu";
+	double gbps = 0;
+	enum sg_node_kind k;
+	json_error_t jerr;
+	int rc;
+
+	if (params == NULL ||
+	    json_unpack_ex(params, &jerr, JSON_STRICT, "{s:s, s?s, s:F}", "name", &name, "kind",
+			   &kind, "gbps", &gbps) != 0)
+		return params ? sg_rpc_bad_params(err, &jerr)
+			      : sg_rpc_fail(err, SG_CTL_ERR_INVALID_PARAMS, "invalid params: need name, gbps");
+	if (sg_node_kind_from_name(kind, &k) != 0)
+		return sg_rpc_fail(err, SG_CTL_ERR_INVALID_PARAMS, "invalid params: kind must be cpu or gpu");
+	rc = sg_ctl_members_heartbeat(s->members, name, k, gbps, sg_ctl_now_ns());
+	if (rc != 0)
+		return sg_rpc_fail(err, SG_CTL_ERR_INVALID_PARAMS,
+				   "invalid params: %s", rc == -ENOSPC ? "too many nodes"
+					    : "name must be 1..63 chars, gbps > 0");
+	*res = json_pack("{s:I}", "epoch", (json_int_t)sg_ctl_members_epoch(s->members));
+	return 0;
+}
+SG_RPC_REGISTER("node_heartbeat", m_node_heartbeat);
+
+static int m_nodes_list(struct sg_ctl_server *s, json_t *params, json_t **res,
+			struct sg_rpc_err *err)
+{
+	struct sg_ctl_member *mem;
+	unsigned int i, n;
+	uint64_t now = sg_ctl_now_ns();
+	json_t *arr;
+
+	if (sg_rpc_no_params(params, err))
+		return -1;
+	n = sg_ctl_members_list(s->members, NULL, 0);
+	mem = calloc(n ? n : 1, sizeof(*mem));
+	if (mem == NULL)
+		return sg_rpc_fail(err, SG_CTL_ERR_INTERNAL, "out of memory");
+	sg_ctl_members_list(s->members, mem, n);
+	arr = json_array();
+	for (i = 0; i < n; i++)
+		json_array_append_new(
+			arr, json_pack("{s:s, s:s, s:f, s:b, s:I}", "name", mem[i].name, "kind",
+				       sg_node_kind_name(mem[i].kind), "gbps", mem[i].gbps,
+				       "alive", mem[i].alive, "last_heartbeat_ms",
+				       (json_int_t)((now - mem[i].last_heartbeat_ns) / 1000000)));
+	free(mem);
+	*res = json_pack("{s:I, s:o}", "epoch", (json_int_t)sg_ctl_members_epoch(s->members),
+			 "nodes", arr);
+	return 0;
+}
+SG_RPC_REGISTER("nodes_list", m_nodes_list);
+
+static int m_node_remove(struct sg_ctl_server *s, json_t *params, json_t **res,
+			 struct sg_rpc_err *err)
+{
+	const char *name;
+	json_error_t jerr;
+
+	if (params == NULL ||
+	    json_unpack_ex(params, &jerr, JSON_STRICT, "{s:s}", "name", &name) != 0)
+		return params ? sg_rpc_bad_params(err, &jerr)
+			      : sg_rpc_fail(err, SG_CTL_ERR_INVALID_PARAMS, "invalid params: need name");
+	if (sg_ctl_members_remove(s->members, name) != 0)
+		return sg_rpc_fail(err, SG_CTL_ERR_NOT_FOUND, "no such node: %.63s", name);
+	*res = json_true();
+	return 0;
+}
+SG_RPC_REGISTER("node_remove", m_node_remove);

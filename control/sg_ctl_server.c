@@ -2,11 +2,15 @@
 /*
  * The control server's I/O: one epoll thread owns every socket (TCP, Unix,
  * metrics HTTP) and every connection. Requests are newline-delimited
- * JSON-RPC 2.0 objects (docs/control.md). Nothing here touches dataplane
- * memory; the agent callbacks do, through message rings.
+ * JSON-RPC 2.0 objects (docs/control.md). Beside the sockets and the framing
+ * it keeps the HMAC handshake (auth) and the dispatch: a request's method is
+ * looked up by name among those registered with SG_RPC_REGISTER() next to
+ * their code (sg_ctl_rpc.h). Nothing here touches dataplane memory; the
+ * agent callbacks do, through message rings.
  */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <stdarg.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -23,7 +27,10 @@
 
 #include <sodium.h>
 
+#include "sg_ctl_rpc.h"
 #include "sg_ctl_server_internal.h"
+#include "sg_version.h"
+#include "sg_parse.h"
 
 #define HTTP_MAX_REQ 8192
 /* A client that does not read its answers is cut off past this much queued output. */
@@ -189,13 +196,155 @@ static void handle_auth(struct sg_ctl_server *s, struct conn *c, json_t *id, jso
 			    "authenticated", 1));
 }
 
+/* ---- methods: the registry (sg_ctl_rpc.h) -------------------------------- */
+
+/* Every method linked into the program: the linker gathers them into this section. */
+extern const struct sg_rpc_method __start_sg_rpc_methods[] __attribute__((weak));
+extern const struct sg_rpc_method __stop_sg_rpc_methods[] __attribute__((weak));
+
+int sg_rpc_fail(struct sg_rpc_err *err, int code, const char *fmt, ...)
+{
+	va_list ap;
+
+	err->code = code;
+	va_start(ap, fmt);
+	vsnprintf(err->msg, sizeof(err->msg), fmt, ap);
+	va_end(ap);
+	return -1;
+}
+
+int sg_rpc_fail_errno(struct sg_rpc_err *err, const char *what, int rc, const char *reason)
+{
+	int code = rc == -ENOENT	? SG_CTL_ERR_NOT_FOUND
+		   : rc == -ENOTSUP ? SG_CTL_ERR_NOT_SUPPORTED
+				    : SG_CTL_ERR_REFUSED;
+
+	if (reason != NULL && reason[0] != '\0')
+		return sg_rpc_fail(err, code, "%s: %s", what, reason);
+	return sg_rpc_fail(err, code, "%s: %s", what, strerror(-rc));
+}
+
+int sg_rpc_bad_params(struct sg_rpc_err *err, const json_error_t *jerr)
+{
+	return sg_rpc_fail(err, SG_CTL_ERR_INVALID_PARAMS, "invalid params: %s", jerr->text);
+}
+
+int sg_rpc_no_params(json_t *params, struct sg_rpc_err *err)
+{
+	size_t n = json_is_array(params)    ? json_array_size(params)
+		   : json_is_object(params) ? json_object_size(params)
+					    : 0;
+
+	if (params != NULL && n != 0)
+		return sg_rpc_fail(err, SG_CTL_ERR_INVALID_PARAMS,
+				   "invalid params: this method takes none");
+	return 0;
+}
+
+static const struct sg_rpc_method *method_find(const char *name)
+{
+	for (const struct sg_rpc_method *m = __start_sg_rpc_methods; m < __stop_sg_rpc_methods; m++)
+		if (strcmp(m->name, name) == 0)
+			return m;
+	return NULL;
+}
+
+/* Set-up: every registered name well-formed and registered once (a build defect otherwise). */
+static int methods_check(void)
+{
+	for (const struct sg_rpc_method *m = __start_sg_rpc_methods; m < __stop_sg_rpc_methods;
+	     m++) {
+		size_t len = strlen(m->name);
+
+		if (len == 0 || len > 63 || strspn(m->name, "abcdefghijklmnopqrstuvwxyz0123456789_") !=
+		    len || strcmp(m->name, "auth") == 0 || m->fn == NULL) {
+			SG_CTL_LOG(ERR, "method '%.64s': a name of 1..63 of [a-z0-9_] other than "
+				   "auth, and a function", m->name);
+			return -EINVAL;
+		}
+		if (method_find(m->name) != m) {
+			SG_CTL_LOG(ERR, "method %s is registered twice", m->name);
+			return -EINVAL;
+		}
+	}
+	return 0;
+}
+
+static int name_cmp(const void *a, const void *b)
+{
+	return strcmp(json_string_value(*(json_t *const *)a), json_string_value(*(json_t *const *)b));
+}
+
+/* "auth" (the handshake, which the framing answers), then every method by name. */
+static int m_rpc_get_methods(struct sg_ctl_server *s, json_t *params, json_t **res,
+			     struct sg_rpc_err *err)
+{
+	size_t n = (size_t)(__stop_sg_rpc_methods - __start_sg_rpc_methods);
+	json_t **names = calloc(n ? n : 1, sizeof(*names));
+
+	(void)s;
+	if (names == NULL)
+		return sg_rpc_fail(err, SG_CTL_ERR_INTERNAL, "out of memory");
+	if (sg_rpc_no_params(params, err)) {
+		free(names);
+		return -1;
+	}
+	for (size_t i = 0; i < n; i++)
+		names[i] = json_string(__start_sg_rpc_methods[i].name);
+	qsort(names, n, sizeof(*names), name_cmp);
+	*res = json_array();
+	json_array_append_new(*res, json_string("auth"));
+	for (size_t i = 0; i < n; i++)
+		json_array_append_new(*res, names[i]);
+	free(names);
+	return 0;
+}
+SG_RPC_REGISTER("rpc_get_methods", m_rpc_get_methods);
+
+/*
+ * The versions this node speaks (docs/control.md, "Versions"). Its name and result
+ * keep their meaning in every API version: a client asks it first.
+ */
+static int m_version(struct sg_ctl_server *s, json_t *params, json_t **res, struct sg_rpc_err *err)
+{
+	if (sg_rpc_no_params(params, err))
+		return -1;
+	*res = json_pack("{s:s, s:i, s:i, s:i}", "release", SG_VERSION_STRING, "api",
+			 SG_API_VERSION, "protocol", SG_PROTO_VERSION, "soversion", SG_SOVERSION);
+	return 0;
+}
+SG_RPC_REGISTER("version", m_version);
+
+
+/*
+ * Run method @p name. @return 0 with *result set (a new reference), or -1 with
+ * @p err filled; -ENOENT if no such method is registered.
+ */
+static int dispatch(struct sg_ctl_server *s, const char *name, json_t *params, json_t **result,
+		    struct sg_rpc_err *err)
+{
+	const struct sg_rpc_method *m = method_find(name);
+
+	*result = NULL;
+	if (m == NULL)
+		return -ENOENT;
+	if (m->fn(s, params, result, err) != 0) {
+		json_decref(*result);
+		*result = NULL;
+		return -1;
+	}
+	if (*result == NULL)
+		return sg_rpc_fail(err, SG_CTL_ERR_INTERNAL, "internal error building the answer");
+	return 0;
+}
+
 /* One complete request line. */
 static void handle_frame(struct sg_ctl_server *s, struct conn *c, const char *line, size_t len)
 {
 	json_error_t jerr;
 	json_t *req, *id = NULL, *params = NULL, *result = NULL;
 	const char *method = NULL, *ver = NULL;
-	struct rpc_err err = {0};
+	struct sg_rpc_err err = {0};
 	int rc;
 
 	/* Any JSON value parses: valid JSON that is not a request object is an invalid
@@ -235,7 +384,7 @@ static void handle_frame(struct sg_ctl_server *s, struct conn *c, const char *li
 		json_decref(req);
 		return;
 	}
-	rc = sg_ctl_srv_dispatch(s, method, params, &result, &err);
+	rc = dispatch(s, method, params, &result, &err);
 	if (rc == -ENOENT) {
 		SRV_COUNT(s, unknown_method);
 		snprintf(err.msg, sizeof(err.msg), "method not found: %.64s", method);
@@ -674,7 +823,7 @@ struct sg_ctl_server *sg_ctl_server_create(const struct sg_ctl_server_config *cf
 	struct sg_ctl_server *s;
 	int rc;
 
-	if (cfg == NULL || check_config(cfg) != 0) {
+	if (cfg == NULL || check_config(cfg) != 0 || methods_check() != 0) {
 		errno = EINVAL;
 		return NULL;
 	}

@@ -8,6 +8,7 @@
 #include <jansson.h>
 
 #include "sg_ctl_internal.h"
+#include "sg_ctl_rpc.h"
 
 /* A job as the server remembers it, for placement and failover. */
 struct srv_job {
@@ -51,18 +52,22 @@ struct sg_ctl_server {
 /* Bump a counter: one writer, readers in other threads. */
 #define SRV_COUNT(s, field) __atomic_fetch_add(&(s)->st.field, 1, __ATOMIC_RELAXED)
 
-/* A JSON-RPC error to send back. */
-struct rpc_err {
-	int code;
-	char msg[SG_CTL_REASON_MAX + 96];
-};
+/* A method of the agent's ops table answers "not supported" when the agent leaves it NULL. */
+#define NEED_OP(s, op, err)                                                                 \
+	do {                                                                                \
+		if ((s)->cfg.ops->op == NULL)                                               \
+			return sg_rpc_fail(err, SG_CTL_ERR_NOT_SUPPORTED,                   \
+					   "not supported by this node's agent");           \
+	} while (0)
 
-/**
- * Run one method. @return 0 with *result set (a new reference), or -1 with
- * @p err filled; -ENOENT if there is no such method.
+/*
+ * Every job the agent lists, into a malloc'd array (sg_ctl_jobs.c; job_list,
+ * stats_get and /metrics). @return the count, or -1 with @p err.
  */
-int sg_ctl_srv_dispatch(struct sg_ctl_server *s, const char *method, json_t *params,
-			json_t **result, struct rpc_err *err);
+int sg_ctl_srv_jobs(struct sg_ctl_server *s, struct sg_ctl_job **out, struct sg_rpc_err *err);
+
+/* One job as job_list shows it (a new reference). */
+json_t *sg_ctl_srv_job_json(const struct sg_ctl_job *j);
 
 /**
  * With sg_ctl_server_config.etcd: start the watch of the cluster's membership and

@@ -23,6 +23,7 @@
 #include "sg_ctl_place.h"
 #include "sg_desc.h"
 #include "sg_etcd.h"
+#include "sg_parse.h"
 
 #define SG_ETCD_LOG(fmt, ...) fprintf(stderr, "sigma.etcd: " fmt "\n", ##__VA_ARGS__)
 
@@ -436,14 +437,16 @@ static int unb64(json_t *j, char **out, size_t *len)
 	return 0;
 }
 
-/* etcd writes 64-bit integers as strings; absent is 0. */
+/* etcd writes 64-bit integers as strings; absent (or not a number) is 0. */
 static int64_t i64(json_t *j)
 {
+	int64_t v = 0;
+
 	if (json_is_integer(j))
 		return json_integer_value(j);
-	if (json_is_string(j))
-		return strtoll(json_string_value(j), NULL, 10);
-	return 0;
+	if (json_is_string(j) && sg_parse_i64(json_string_value(j), INT64_MIN, INT64_MAX, &v) != 0)
+		v = 0;
+	return v;
 }
 
 static json_t *key_obj(const char *key)

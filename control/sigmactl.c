@@ -4,6 +4,7 @@
  * Exit codes: 0 success, 1 the server (or the connection) failed, 2 usage.
  */
 #include <errno.h>
+#include <float.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <math.h>
@@ -20,6 +21,7 @@
 #include "sg_ctl.h"
 #include "sg_etcd.h"
 #include "sg_desc.h"
+#include "sg_parse.h"
 #include "sg_version.h"
 
 #define EXIT_SERVER 1
@@ -432,21 +434,6 @@ static int cmd_version(void)
 
 /* ---- subcommands with arguments ---- */
 
-static int parse_u64(const char *s, uint64_t max, uint64_t *out)
-{
-	char *end;
-	unsigned long long v;
-
-	if (s == NULL || *s == '\0' || *s == '-')
-		return -EINVAL;
-	errno = 0;
-	v = strtoull(s, &end, 10);
-	if (errno != 0 || *end != '\0' || v > max)
-		return -EINVAL;
-	*out = v;
-	return 0;
-}
-
 /* --node TARGET[,addr=IP][,port=N][,kind=cpu|gpu][,gbps=G][,weight=W] */
 static int parse_node(char *spec, struct sg_ctl_jobsvc_node *n)
 {
@@ -458,7 +445,7 @@ static int parse_node(char *spec, struct sg_ctl_jobsvc_node *n)
 				 "[,weight=W]");
 	n->target = tok;
 	while ((tok = strtok_r(NULL, ",", &save)) != NULL) {
-		char *eq = strchr(tok, '='), *end = NULL;
+		char *eq = strchr(tok, '=');
 		uint64_t v;
 
 		if (eq == NULL)
@@ -467,7 +454,7 @@ static int parse_node(char *spec, struct sg_ctl_jobsvc_node *n)
 		if (strcmp(tok, "addr") == 0) {
 			n->addr = eq;
 		} else if (strcmp(tok, "port") == 0) {
-			if (parse_u64(eq, 65535, &v) != 0 || v == 0)
+			if (sg_parse_u64(eq, 0, 65535, &v) != 0 || v == 0)
 				return die_usage("--node %s: port must be 1..65535", n->target);
 			n->udp_port = (uint16_t)v;
 		} else if (strcmp(tok, "kind") == 0) {
@@ -477,12 +464,10 @@ static int parse_node(char *spec, struct sg_ctl_jobsvc_node *n)
 				return die_usage("--node %s: kind must be cpu or gpu", n->target);
 			n->kind = eq;
 		} else if (strcmp(tok, "gbps") == 0) {
-			n->gbps = strtod(eq, &end);
-			if (*eq == '\0' || *end != '\0' || !(n->gbps > 0) || !isfinite(n->gbps))
+			if (sg_parse_double(eq, 0, DBL_MAX, &n->gbps) != 0 || !(n->gbps > 0))
 				return die_usage("--node %s: gbps must be a positive number", n->target);
 		} else if (strcmp(tok, "weight") == 0) {
-			n->weight = strtod(eq, &end);
-			if (*eq == '\0' || *end != '\0' || !(n->weight >= 0) || !isfinite(n->weight))
+			if (sg_parse_double(eq, 0, DBL_MAX, &n->weight) != 0)
 				return die_usage("--node %s: weight must be a number >= 0", n->target);
 			n->has_weight = true;
 		} else {
@@ -606,13 +591,13 @@ static int cmd_job_create(int argc, char **argv)
 
 		switch (c) {
 		case 'w':
-			if (parse_u64(optarg, 1u << 20, &v) != 0 || v == 0)
+			if (sg_parse_u64(optarg, 0, 1u << 20, &v) != 0 || v == 0)
 				goto bad_arg;
 			spec.workers = (uint32_t)v;
 			break;
 		case 't':
 			colon = strrchr(optarg, ':');
-			if (colon == NULL || parse_u64(colon + 1, 1ull << 40, &v) != 0 || v == 0 ||
+			if (colon == NULL || sg_parse_u64(colon + 1, 0, 1ull << 40, &v) != 0 || v == 0 ||
 			    (size_t)(colon - optarg) >= sizeof(tensors[0].name))
 				goto bad_arg;
 			if (spec.n_tensors == 1024)
@@ -628,17 +613,17 @@ static int cmd_job_create(int argc, char **argv)
 			mode = optarg;
 			break;
 		case 'p':
-			if (parse_u64(optarg, UINT32_MAX, &v) != 0)
+			if (sg_parse_u64(optarg, 0, UINT32_MAX, &v) != 0)
 				goto bad_arg;
 			spec.partition_bytes = (uint32_t)v;
 			break;
 		case 'c':
-			if (parse_u64(optarg, UINT32_MAX, &v) != 0)
+			if (sg_parse_u64(optarg, 0, UINT32_MAX, &v) != 0)
 				goto bad_arg;
 			spec.chunk_bytes = (uint32_t)v;
 			break;
 		case 'i':
-			if (parse_u64(optarg, UINT32_MAX, &v) != 0 || v == 0)
+			if (sg_parse_u64(optarg, 0, UINT32_MAX, &v) != 0 || v == 0)
 				goto bad_arg;
 			spec.id = (uint32_t)v;
 			break;
@@ -646,12 +631,12 @@ static int cmd_job_create(int argc, char **argv)
 			open = true;
 			break;
 		case 's':
-			if (parse_u64(optarg, SG_OPEN_SLOTS_MAX, &v) != 0 || v == 0)
+			if (sg_parse_u64(optarg, 0, SG_OPEN_SLOTS_MAX, &v) != 0 || v == 0)
 				goto bad_arg;
 			spec.slots = (uint32_t)v;
 			break;
 		case 'r':
-			if (parse_u64(optarg, 3600, &v) != 0 || v == 0)
+			if (sg_parse_u64(optarg, 0, 3600, &v) != 0 || v == 0)
 				goto bad_arg;
 			record_ttl = (uint32_t)v;
 			break;
@@ -749,7 +734,7 @@ static int cmd_with_id(const char *what, const char *method, int argc, char **ar
 			return die_usage("%s: unknown option", what);
 		detail = true;
 	}
-	if (optind != argc - 1 || parse_u64(argv[optind], UINT32_MAX, &id) != 0)
+	if (optind != argc - 1 || sg_parse_u64(argv[optind], 0, UINT32_MAX, &id) != 0)
 		return die_usage("%s needs one job id", what);
 	return run_method(method,
 		      detail ? json_pack("{s:I, s:b}", "id", (json_int_t)id, "detail", 1)
@@ -778,17 +763,12 @@ static int cmd_lcores(int argc, char **argv)
 
 	optind = 0; /* re-initialise getopt: options may follow the operands here */
 	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
-		char *end;
-
 		if (c == 'W') {
 			interval = 1.0;
-			if (optarg != NULL) {
-				interval = strtod(optarg, &end);
-				if (*end != '\0' || !(interval >= 0.05) || interval > 3600)
-					return die_usage("lcores: --watch wants seconds (0.05..3600)");
-			}
+			if (optarg != NULL && sg_parse_double(optarg, 0.05, 3600, &interval) != 0)
+				return die_usage("lcores: --watch wants seconds (0.05..3600)");
 		} else if (c == 'c') {
-			if (parse_u64(optarg, 1u << 30, &count) != 0 || count == 0)
+			if (sg_parse_u64(optarg, 0, 1u << 30, &count) != 0 || count == 0)
 				return die_usage("lcores: --count wants a positive number");
 		} else {
 			return die_usage("lcores: unknown option");
@@ -796,10 +776,9 @@ static int cmd_lcores(int argc, char **argv)
 	}
 	/* "--watch 2" as two words: take the number. */
 	if (interval > 0 && optind == argc - 1) {
-		char *end;
-		double v = strtod(argv[optind], &end);
+		double v;
 
-		if (*end != '\0' || !(v >= 0.05) || v > 3600)
+		if (sg_parse_double(argv[optind], 0.05, 3600, &v) != 0)
 			return die_usage("lcores: --watch wants seconds (0.05..3600)");
 		interval = v;
 		optind++;
@@ -856,7 +835,7 @@ static int cmd_layout_set(int argc, char **argv)
 
 			for (tok = strtok_r(dup, ",", &save); tok && n < SG_CTL_KEYMAP_BUCKETS;
 			     tok = strtok_r(NULL, ",", &save)) {
-				if (parse_u64(tok, 65535, &v) != 0)
+				if (sg_parse_u64(tok, 0, 65535, &v) != 0)
 					break;
 				list[n++] = v;
 			}
@@ -876,7 +855,7 @@ static int cmd_layout_set(int argc, char **argv)
 			if (colon == NULL)
 				goto usage_err;
 			*colon = '\0';
-			if (parse_u64(eq + 1, 1023, &lc) != 0)
+			if (sg_parse_u64(eq + 1, 0, 1023, &lc) != 0)
 				goto usage_err;
 			json_array_append_new(idle, json_pack("{s:I, s:s}", "lcore", (json_int_t)lc,
 							      "policy", colon + 1));
@@ -932,13 +911,10 @@ static int cmd_heartbeat(int argc, char **argv)
 
 	optind = 0; /* re-initialise getopt: options may follow the operands here */
 	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
-		char *end;
-
 		if (c == 'k') {
 			kind = optarg;
 		} else if (c == 'g') {
-			gbps = strtod(optarg, &end);
-			if (*end != '\0' || !(gbps > 0) || !isfinite(gbps))
+			if (sg_parse_double(optarg, 0, DBL_MAX, &gbps) != 0 || !(gbps > 0))
 				return die_usage("heartbeat: --gbps wants a positive number");
 		} else {
 			return die_usage("heartbeat: unknown option");
@@ -980,6 +956,19 @@ static void show_verbs_connect(json_t *r)
 	       jstr(n, "addr"), jint(n, "rkey"), jint(n, "slots"), jint(n, "stride"));
 }
 
+/*
+ * A number of verbs connect and disconnect: decimal, or hex after "0x"
+ * (sg_parse_u64x()); zeros before a decimal number are dropped, not read as
+ * octal: psn=010 is 10, as it always was here.
+ */
+static int verbs_num(const char *s, uint64_t max, uint64_t *v)
+{
+	if (strspn(s, "0123456789") == strlen(s))
+		while (s[0] == '0' && s[1] != '\0')
+			s++;
+	return sg_parse_u64x(s, 0, max, v);
+}
+
 /* verbs connect KEY=VALUE...: numbers go as integers, gid (and what is no number) as written. */
 static int cmd_verbs_connect(int argc, char **argv)
 {
@@ -991,8 +980,8 @@ static int cmd_verbs_connect(int argc, char **argv)
 				 "slots=N stride=N [lid=N]");
 	}
 	for (int i = 0; i < argc; i++) {
-		char key[16], *eq = strchr(argv[i], '='), *end;
-		long long v;
+		char key[16], *eq = strchr(argv[i], '=');
+		uint64_t v;
 
 		if (eq == NULL || eq == argv[i] || (size_t)(eq - argv[i]) >= sizeof(key) ||
 		    eq[1] == '\0') {
@@ -1000,15 +989,12 @@ static int cmd_verbs_connect(int argc, char **argv)
 			return die_usage("verbs connect: '%s' is not KEY=VALUE", argv[i]);
 		}
 		snprintf(key, sizeof(key), "%.*s", (int)(eq - argv[i]), argv[i]);
-		errno = 0;
-		/* decimal, or hex after "0x": base 0 would read psn=010 as octal 8 */
-		v = strtoll(eq + 1, &end,
-			    eq[1] == '0' && (eq[2] == 'x' || eq[2] == 'X') ? 16 : 10);
-		/* an addr above 2^63 does not fit: it goes as the "0x..." string */
-		if (strcmp(key, "gid") == 0 || *end != '\0' || errno != 0)
+		/* decimal, or hex after "0x"; an addr above 2^63 does not fit a JSON
+		 * integer: it goes as the "0x..." string, as does what is no number */
+		if (strcmp(key, "gid") == 0 || verbs_num(eq + 1, INT64_MAX, &v) != 0)
 			json_object_set_new(params, key, json_string(eq + 1));
 		else
-			json_object_set_new(params, key, json_integer(v));
+			json_object_set_new(params, key, json_integer((json_int_t)v));
 	}
 	return run_method("verbs_rc_connect", params, show_verbs_connect);
 }
@@ -1022,14 +1008,11 @@ static void show_verbs_disconnect(json_t *r)
 static int cmd_verbs_disconnect(int argc, char **argv)
 {
 	const char *v = argc == 1 && strncmp(argv[0], "peer=", 5) == 0 ? argv[0] + 5 : NULL;
-	char *end;
-	long long n;
+	uint64_t n;
 
 	if (v == NULL || *v == '\0' || *v == '-' || *v == '+')
 		return die_usage("verbs disconnect needs peer=N (the peer id verbs connect printed)");
-	errno = 0;
-	n = strtoll(v, &end, v[0] == '0' && (v[1] == 'x' || v[1] == 'X') ? 16 : 10);
-	if (*end != '\0' || errno != 0 || n > UINT32_MAX)
+	if (verbs_num(v, UINT32_MAX, &n) != 0)
 		return die_usage("verbs disconnect: peer must be a number in [0, 4294967295], not "
 				 "'%s'", v);
 	return run_method("verbs_rc_disconnect", json_pack("{s:I}", "peer", (json_int_t)n),
@@ -1195,7 +1178,7 @@ static int dispatch(int argc, char **argv)
 	if (g.n_nodes > 0 && strcmp(argv[1], "destroy") == 0) {
 		uint64_t id;
 
-		if (argc != 3 || parse_u64(argv[2], UINT32_MAX, &id) != 0 || id == 0)
+		if (argc != 3 || sg_parse_u64(argv[2], 0, UINT32_MAX, &id) != 0 || id == 0)
 			return die_usage("job destroy needs one job id");
 		return job_destroy_service((uint32_t)id);
 	}
@@ -1297,7 +1280,7 @@ int main(int argc, char **argv)
 			g.json = true;
 			break;
 		case 't':
-			if (parse_u64(optarg, 3600000, &v) != 0 || v == 0)
+			if (sg_parse_u64(optarg, 0, 3600000, &v) != 0 || v == 0)
 				return die_usage("--timeout wants milliseconds (1..3600000)");
 			g.timeout_ms = (uint32_t)v;
 			break;

@@ -1,16 +1,17 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * sigmad's control agent: the JSON-RPC server of control/ (sg_ctl.h) with
- * struct sg_ctl_agent_ops implemented over the running pipeline, and the
- * optional node_heartbeat sender.
+ * struct sg_ctl_agent_ops implemented over the running pipeline, the optional
+ * node_heartbeat sender, and the node's registration in etcd. Nothing below
+ * the agent calls into it: sigmad and the tests start it over a running
+ * pipeline (sg_dp_agent.h).
  *
- * Threading: every ops callback runs on the server's thread. Engines belong
- * to their reducer lcores, so jobs are added and removed, keys released, and
- * per-job counters read, by messages on each lcore's sg_ctl_chan; the lcore
- * answers between bursts (sg_dp_lcore_ctl). Telemetry's thread uses the same
- * channels for /sigma/jobs, so their control side is serialised by
- * p->ctl_lock. Per-lcore counters are read the way telemetry reads them
- * (plain loads of lcore-owned integers).
+ * Threading: every ops callback runs on the server's thread; heartbeats on a
+ * thread of their own. Engines belong to their reducer lcores, so jobs are
+ * added and removed, keys released, and per-job counters read, by messages on
+ * each lcore's sg_ctl_chan through sg_dp_lcore_call() (sg_dp_lcore_ctl.c);
+ * the lcore answers between bursts. Per-lcore counters are read the way
+ * telemetry reads them (plain loads of lcore-owned integers).
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -22,7 +23,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include <rte_cfgfile.h>
 #include <rte_cycles.h>
 #include <rte_ethdev.h>
 #include <rte_hash.h>
@@ -33,13 +33,12 @@
 #include "sg_config.h"
 #include "sg_ctl.h"
 #include "sg_dp_internal.h"
+#include "sg_dp_agent.h"
 #include "sg_dp_pipeline.h"
 #if SG_HAVE_VERBS
 #include "sg_dp_verbs.h"
 #endif
 
-/* How long the control thread waits for an lcore's answer. */
-#define AGENT_CHAN_TIMEOUT_US 2000000
 #define AGENT_MAX_KEYS (1u << 20)
 
 struct agent_job {
@@ -90,300 +89,12 @@ struct sg_dp_agent {
 	uint64_t hb_fail_run;
 };
 
-/* ---- lcore side --------------------------------------------------------- */
-
-static inline uint32_t be32_at(const uint8_t *pl, unsigned int off)
-{
-	uint32_t v;
-
-	memcpy(&v, pl + off, sizeof(v));
-	return rte_be_to_cpu_32(v);
-}
-
-/* Add chunk @p k to the move's table as not seen yet. @return its index, or -1 if full. */
-static int move_add_chunk(struct sg_dp_move *mv, const struct sg_dp_move_key *k)
-{
-	uint32_t i = mv->n_chunks;
-
-	if (i >= mv->cap || rte_hash_add_key_data(mv->chunks, k, (void *)(uintptr_t)i) < 0)
-		return -1;
-	mv->ch[i] = (struct sg_dp_move_chunk){0};
-	mv->n_chunks++;
-	return (int)i;
-}
-
-/*
- * A PUSH of a chunk the move has no entry for: if it is an open job's and carries the
- * job's token, its key was made after the move started, and the chunk joins the move.
- * @return its index, or -1 (not a chunk of a known job: the engine here counts the drop).
- */
-static int move_track_open(struct sg_dp_move *mv, const uint8_t *pl,
-			   const struct sg_dp_move_key *k)
-{
-	uint64_t token;
-
-	if (pl[5] != SG_DP_T_PUSH)
-		return -1;
-	memcpy(&token, pl + 16, sizeof(token));
-	token = rte_be_to_cpu_64(token);
-	for (uint32_t i = 0; i < mv->n_open; i++)
-		if (mv->open[i].job == k->job)
-			return mv->open[i].token == token ? move_add_chunk(mv, k) : -1;
-	return -1;
-}
-
-int sg_dp_move_route(struct sg_dp_lcore *lc, const uint8_t *pl, uint32_t len)
-{
-	struct sg_dp_move *mv = lc->mv;
-	struct sg_dp_move_key k;
-	struct sg_dp_move_chunk *c;
-	uint32_t b, round;
-	void *data;
-
-	if (len < SG_DP_HDR_LEN)
-		return -1;
-	k.job = be32_at(pl, 8);
-	k.key = be32_at(pl, 24);
-	b = sg_dp_bucket_of(k.job, k.key);
-	if (mv->phase[b] == 0)
-		return -1;
-	if (mv->phase[b] == 2)
-		return mv->to[b];
-	if (pl[5] != SG_DP_T_PUSH && pl[5] != SG_DP_T_PULL)
-		return -1;
-	k.chunk = be32_at(pl, 28);
-	round = be32_at(pl, 36);
-	if (rte_hash_lookup_data(mv->chunks, &k, &data) < 0) {
-		int i = move_track_open(mv, pl, &k);
-
-		if (i < 0)
-			return -1; /* not a chunk of a known job: the engine here counts the drop */
-		data = (void *)(uintptr_t)i;
-	}
-	c = &mv->ch[(uintptr_t)data];
-	if (c->state == 0) {
-		/* this reducer's round is p-1, p or p+1: p+1 is the last one it sums */
-		c->sw = round + 2;
-		c->state = 1;
-		mv->n_seen++;
-		return -1;
-	}
-	if ((int32_t)(round - c->sw) < 0)
-		return -1;
-	if (c->state == 1 && round != c->sw) {
-		/* a push of sw+1: the new owner finished sw, so nobody needs older results */
-		c->state = 2;
-		mv->n_done++;
-	}
-	return mv->to[b];
-}
-
-/* Flip the keymap for this reducer's moving buckets once every chunk crossed. */
-static void move_check(struct sg_dp_lcore *lc)
-{
-	struct sg_dp_move *mv = lc->mv;
-	uint64_t now = sg_dp_now_ns(lc->p, rte_rdtsc());
-	unsigned int nb = 0;
-
-	if (mv->n_done < mv->n_chunks && now < mv->hard_ns &&
-	    !(now >= mv->idle_ns && mv->n_seen == mv->n_done))
-		return;
-	for (unsigned int b = 0; b < SG_DP_BUCKETS; b++)
-		if (mv->phase[b] == 1) {
-			__atomic_store_n(&lc->p->keymap[b], mv->to[b], __ATOMIC_RELEASE);
-			mv->phase[b] = 2;
-			nb++;
-		}
-	__atomic_store_n(&mv->committed, true, __ATOMIC_RELEASE);
-	SG_DP_LOG(INFO, "reducer lcore %u: %u bucket(s) moved: %u of %u chunks crossed a round "
-		  "boundary, %u idle%s\n", lc->lcore_id, nb, mv->n_done, mv->n_chunks,
-		  mv->n_chunks - mv->n_seen, mv->n_seen != mv->n_done ?
-		  " (some rounds were stuck longer than 4 slot timeouts)" : "");
-}
-
-unsigned int sg_dp_lcore_ctl_tick(struct sg_dp_lcore *lc)
-{
-	unsigned int n = sg_ctl_chan_poll(lc->chan, sg_dp_lcore_ctl, lc, 4);
-
-	if (lc->mv != NULL && !lc->mv->committed && !lc->mv->drain)
-		move_check(lc);
-	return n;
-}
-
-struct open_fill {
-	struct sg_dp_move *mv;
-	uint32_t job;
-};
-
-/* sg_dp_engine_job_keys() callback: the chunks of an open job's key in a moving bucket. */
-static void open_key_chunks(void *arg, uint32_t key, uint32_t nchunks)
-{
-	struct open_fill *f = arg;
-
-	if (f->mv->phase[sg_dp_bucket_of(f->job, key)] != 1)
-		return;
-	for (uint32_t c = 0; c < nchunks; c++) {
-		struct sg_dp_move_key k = {.job = f->job, .key = key, .chunk = c};
-
-		if (rte_hash_lookup(f->mv->chunks, &k) < 0 && move_add_chunk(f->mv, &k) < 0)
-			return;
-	}
-}
-
-/*
- * Reducer @p lc takes move @p mv: the chunks of the keys its engine made for open jobs
- * join the move's table, as the agent's list put a fixed job's there. Same thread as
- * the engine, and before any packet meets the move.
- */
-static int move_take(struct sg_dp_lcore *lc, struct sg_dp_move *mv)
-{
-	for (uint32_t i = 0; mv != NULL && i < mv->n_open; i++) {
-		struct open_fill f = {.mv = mv, .job = mv->open[i].job};
-
-		sg_dp_engine_job_keys(lc->eng, f.job, open_key_chunks, &f);
-	}
-	lc->mv = mv;
-	return 0;
-}
-
-static bool key_in_mask(void *arg, uint32_t job, uint32_t key)
-{
-	return (*(const uint64_t *)arg >> sg_dp_bucket_of(job, key)) & 1;
-}
-
-_Static_assert(SG_DP_BUCKETS <= 64, "a bucket mask fits a message argument");
-
-/*
- * Buckets in @p mask come back to this reducer, which held them before: its
- * engine forgets their old rounds, and its earlier move stops forwarding them.
- * The agent sends this before the current owner starts the move, so none of
- * their packets reach this lcore yet. @return slots freed.
- */
-static int keys_release(struct sg_dp_lcore *lc, uint64_t mask)
-{
-	const struct sg_dp_job_stats *st;
-	const uint32_t *ids;
-	unsigned int n;
-	int freed = 0;
-
-	/* the snapshot table lists the jobs without a table of our own */
-	sg_dp_engine_jobs_snapshot(lc->eng);
-	n = sg_dp_engine_snapshot(lc->eng, &ids, &st);
-	for (unsigned int b = 0; lc->mv != NULL && b < SG_DP_BUCKETS; b++)
-		if (mask >> b & 1)
-			lc->mv->phase[b] = 0;
-	for (unsigned int i = 0; i < n; i++) {
-		int rc = sg_dp_engine_release_keys(lc->eng, ids[i], key_in_mask, &mask);
-
-		freed += rc > 0 ? rc : 0;
-	}
-	return freed;
-}
-
-int sg_dp_lcore_ctl(void *arg, struct sg_ctl_msg *m)
-{
-	struct sg_dp_lcore *lc = arg;
-
-	switch (m->type) {
-	case SG_CTL_MSG_NOP:
-		return 0;
-	case SG_CTL_MSG_IDLE_POLICY:
-		lc->st.idle = m->arg[0] == SG_IDLE_SLEEP ? SG_IDLE_SLEEP : SG_IDLE_POLL;
-		return 0;
-	case SG_CTL_MSG_STATS:
-		if (lc->eng == NULL)
-			return -ENOENT;
-		sg_dp_engine_stats(lc->eng, (struct sg_dp_stats *)(uintptr_t)m->arg[0]);
-		return 0;
-	case SG_DP_MSG_JOB_ADD:
-		if (lc->eng == NULL)
-			return 0;
-		/* the engine allocates the job's tables here: once per job, off the data path */
-		return sg_dp_engine_add_job(lc->eng,
-					    (const struct sg_dp_job_conf *)(uintptr_t)m->arg[0]);
-	case SG_DP_MSG_JOB_REMOVE:
-		return lc->eng ? sg_dp_engine_remove_job(lc->eng, (uint32_t)m->arg[0]) : 0;
-	case SG_DP_MSG_KEYS_ADD: {
-		const struct sg_dp_keys_add *ka = (const void *)(uintptr_t)m->arg[0];
-
-		/* the job's tables grow here: once per failover, off the data path */
-		return lc->eng ? sg_dp_engine_add_keys(lc->eng, ka->job, ka->keys, ka->n) : 0;
-	}
-	case SG_DP_MSG_MOVE_SET:
-		if (lc->eng == NULL)
-			return -EINVAL;
-		return move_take(lc, (struct sg_dp_move *)(uintptr_t)m->arg[0]);
-	case SG_DP_MSG_KEYS_RELEASE:
-		return lc->eng ? keys_release(lc, m->arg[0]) : 0;
-	case SG_DP_MSG_JOB_STATS:
-		return lc->eng ? (int)sg_dp_engine_jobs_snapshot(lc->eng) : 0;
-	default:
-		if (m->type >= SG_DP_MSG_TRANSPORT && lc->p->tr->ctl != NULL)
-			return lc->p->tr->ctl(lc, m->type, m->arg[0]);
-		return -ENOTSUP;
-	}
-}
-
-/* sg_dp_lcore_call() with p->ctl_lock held by the caller. */
-static int lcore_call_locked(struct sg_dp_pipeline *p, unsigned int i, uint32_t type,
-			     uint64_t arg0)
-{
-	struct sg_ctl_msg rq = {.type = type, .arg = {arg0}}, rs;
-	struct sg_dp_lcore *lc = &p->lc[i];
-	int rc;
-
-	/* the lcore stays awake and answers at once while this is set (pipeline loop);
-	 * a transport whose idle lcores block is woken up first */
-	__atomic_store_n(&lc->ctl_waiting, 1, __ATOMIC_SEQ_CST);
-	if (p->tr->wake != NULL)
-		p->tr->wake(lc);
-	rc = sg_ctl_chan_call(lc->chan, &rq, &rs, AGENT_CHAN_TIMEOUT_US);
-	__atomic_store_n(&lc->ctl_waiting, 0, __ATOMIC_RELEASE);
-	return rc < 0 ? rc : rs.result;
-}
-
-int sg_dp_lcore_call(struct sg_dp_pipeline *p, unsigned int i, uint32_t type, uint64_t arg0)
-{
-	int rc;
-
-	pthread_mutex_lock(&p->ctl_lock);
-	rc = lcore_call_locked(p, i, type, arg0);
-	pthread_mutex_unlock(&p->ctl_lock);
-	return rc;
-}
+/* ---- lcores: through their channels (sg_dp_lcore_ctl.c) ------------------ */
 
 /* Send one message to lcore @p i of the layout; @return the lcore's answer or -errno. */
 static int lcore_call(struct sg_dp_agent *a, unsigned int i, uint32_t type, uint64_t arg0)
 {
 	return sg_dp_lcore_call(a->p, i, type, arg0);
-}
-
-void sg_dp_jobs_table_free(struct sg_dp_jobs_table *t)
-{
-	free(t->ids);
-	free(t->st);
-	memset(t, 0, sizeof(*t));
-}
-
-/* Room for one more job in @p t (of @p *cap). @return 0 or -ENOMEM. */
-static int jobs_table_room(struct sg_dp_jobs_table *t, unsigned int *cap)
-{
-	unsigned int ncap = RTE_MAX(2 * *cap, 16u);
-	uint32_t *ids;
-	struct sg_dp_job_stats *st;
-
-	if (t->n < *cap)
-		return 0;
-	ids = realloc(t->ids, ncap * sizeof(*ids));
-	if (ids != NULL)
-		t->ids = ids;
-	st = realloc(t->st, ncap * sizeof(*st));
-	if (st != NULL)
-		t->st = st;
-	if (ids == NULL || st == NULL)
-		return -ENOMEM;
-	*cap = ncap;
-	return 0;
 }
 
 /* The most jobs any of the pipeline's engines holds (0 without engines). */
@@ -395,45 +106,6 @@ static unsigned int pipeline_max_jobs(const struct sg_dp_pipeline *p)
 		if (p->lc[i].eng != NULL)
 			m = RTE_MAX(m, sg_dp_engine_max_jobs(p->lc[i].eng));
 	return m;
-}
-
-int sg_dp_pipeline_jobs_stats(struct sg_dp_pipeline *p, struct sg_dp_jobs_table *t)
-{
-	unsigned int cap = 0;
-	int rc = 0;
-
-	memset(t, 0, sizeof(*t));
-	/* the lock also keeps the engines' snapshots ours until we have read them */
-	pthread_mutex_lock(&p->ctl_lock);
-	for (unsigned int i = 0; i < p->n_lc && rc >= 0; i++) {
-		const struct sg_dp_lcore *lc = &p->lc[i];
-		const struct sg_dp_job_stats *st;
-		const uint32_t *ids;
-		unsigned int n;
-
-		if (lc->eng == NULL)
-			continue;
-		rc = lcore_call_locked(p, i, SG_DP_MSG_JOB_STATS, 0);
-		if (rc < 0)
-			break;
-		n = RTE_MIN((unsigned int)rc, sg_dp_engine_snapshot(lc->eng, &ids, &st));
-		for (unsigned int k = 0; k < n && rc >= 0; k++) {
-			unsigned int at = 0;
-
-			while (at < t->n && t->ids[at] != ids[k])
-				at++;
-			if (at == t->n) {
-				rc = jobs_table_room(t, &cap);
-				if (rc < 0)
-					break;
-				t->ids[t->n] = ids[k];
-				memset(&t->st[t->n++], 0, sizeof(*t->st));
-			}
-			sg_dp_counters_add(&t->st[at], &st[k], sizeof(st[k]));
-		}
-	}
-	pthread_mutex_unlock(&p->ctl_lock);
-	return rc < 0 ? rc : (int)t->n;
 }
 
 /* ---- ops ---------------------------------------------------------------- */
@@ -668,11 +340,11 @@ static int op_job_create(void *arg, struct sg_ctl_job *job, char *reason)
 	if (job->open)
 		SG_DP_LOG(INFO, "job %u created by the control plane: open (its pushes make its "
 			  "keys), %u workers, %s, %s, %u chunk slots on each of %u reducer(s), "
-			  "%u-byte chunks\n", id, job->n_workers, sg_dtype_name(job->dtype),
+			  "%u-byte chunks", id, job->n_workers, sg_dtype_name(job->dtype),
 			  sg_mode_name(job->mode), aj->slots, engines(a->p), aj->chunk_bytes);
 	else
 		SG_DP_LOG(INFO, "job %u created by the control plane: %u workers, %s, %s, %u of its "
-			  "partitions here (%u node(s)), %u-byte chunks\n", id, job->n_workers,
+			  "partitions here (%u node(s)), %u-byte chunks", id, job->n_workers,
 			  sg_dtype_name(job->dtype), sg_mode_name(job->mode), job->n_keys,
 			  aj->n_nodes, aj->chunk_bytes);
 	return 0;
@@ -728,14 +400,14 @@ static int op_job_destroy(void *arg, uint32_t id)
 		return -ENOENT;
 	/* a move waits for the job's chunks to cross a round boundary */
 	if (refuse_during_move(a, reason)) {
-		SG_DP_LOG(WARNING, "job %u not destroyed: %s\n", id, reason);
+		SG_DP_LOG(WARNING, "job %u not destroyed: %s", id, reason);
 		return -EBUSY;
 	}
 	job_remove_all(a, id);
 	free(j->keys);
 	j->keys = NULL;
 	j->used = false;
-	SG_DP_LOG(INFO, "job %u destroyed by the control plane\n", id);
+	SG_DP_LOG(INFO, "job %u destroyed by the control plane", id);
 	return 0;
 }
 
@@ -989,7 +661,7 @@ static int keymap_change(struct sg_dp_agent *a, const uint16_t *want, char *reas
 	for (unsigned int b = 0; b < SG_DP_BUCKETS; b++)
 		a->ever[b] |= 1ull << want[b];
 	SG_DP_LOG(INFO, "key move started: %u bucket(s); each chunk changes reducer at its next "
-		  "round boundary\n", moved);
+		  "round boundary", moved);
 	return 0;
 }
 
@@ -1072,7 +744,7 @@ static int op_drain(void *arg)
 	if (a->draining)
 		return 0;
 	if (moves_pending(a)) {
-		SG_DP_LOG(WARNING, "drain refused: a key move is in progress\n");
+		SG_DP_LOG(WARNING, "drain refused: a key move is in progress");
 		return -EBUSY;
 	}
 	keymap_now(p, now);
@@ -1086,7 +758,7 @@ static int op_drain(void *arg)
 		return rc;
 	a->draining = true;
 	SG_DP_LOG(NOTICE, "draining: in-flight rounds finish, later rounds and new jobs are "
-		  "refused\n");
+		  "refused");
 	return 0;
 }
 
@@ -1167,14 +839,14 @@ static int op_verbs_rc_connect(void *arg, const struct sg_ctl_verbs_rc_addr *wor
 	rc = sg_dp_pipeline_verbs_rc_connect(a->p, &r, &l, why, sizeof(why));
 	if (rc < 0) {
 		snprintf(reason, SG_CTL_REASON_MAX, "%s", why);
-		SG_DP_LOG(WARNING, "RC connection of worker QP %u refused: %s\n", worker->qpn, why);
+		SG_DP_LOG(WARNING, "RC connection of worker QP %u refused: %s", worker->qpn, why);
 		return rc;
 	}
 	*node = (struct sg_ctl_verbs_rc_addr){.qpn = l.qpn, .psn = l.psn, .lid = l.lid,
 					      .addr = l.addr, .rkey = l.rkey, .slots = l.slots,
 					      .stride = l.stride};
 	memcpy(node->gid, l.gid, sizeof(node->gid));
-	SG_DP_LOG(INFO, "RC: worker QP %u connected as peer %d (node QP %u)\n", worker->qpn, rc,
+	SG_DP_LOG(INFO, "RC: worker QP %u connected as peer %d (node QP %u)", worker->qpn, rc,
 		  l.qpn);
 	return rc;
 #else
@@ -1198,7 +870,7 @@ static int op_verbs_rc_disconnect(void *arg, uint32_t peer, char *reason)
 		snprintf(reason, SG_CTL_REASON_MAX, "%s", why);
 		return rc;
 	}
-	SG_DP_LOG(INFO, "RC: peer %u disconnected; its slots are free\n", peer);
+	SG_DP_LOG(INFO, "RC: peer %u disconnected; its slots are free", peer);
 	return 0;
 #else
 	(void)peer;
@@ -1271,7 +943,7 @@ static int op_job_keys_add(void *arg, uint32_t id, const struct sg_ctl_key *keys
 	}
 	memcpy(&aj->keys[aj->n_keys], ka.keys, added * sizeof(*aj->keys));
 	aj->n_keys += added;
-	SG_DP_LOG(NOTICE, "job %u: %u key(s) of a lost node added, %u here now\n", id, added,
+	SG_DP_LOG(NOTICE, "job %u: %u key(s) of a lost node added, %u here now", id, added,
 		  aj->n_keys);
 	return (int)added;
 }
@@ -1328,7 +1000,7 @@ static void *hb_main(void *arg)
 			__atomic_fetch_add(&a->hb_sent, 1, __ATOMIC_RELAXED);
 			if (a->hb_failing)
 				SG_DP_LOG(NOTICE, "heartbeat to %s recovered after %" PRIu64
-					  " failed\n", target, a->hb_fail_run);
+					  " failed", target, a->hb_fail_run);
 			a->hb_failing = false;
 			continue;
 		}
@@ -1336,7 +1008,7 @@ static void *hb_main(void *arg)
 		/* one line when a run of failures starts (not one a beat), one when it ends */
 		if (!a->hb_failing)
 			SG_DP_LOG(WARNING, "heartbeat to %s failed: %s (logged again when it "
-				  "recovers)\n", target, emsg ? emsg : strerror(errno));
+				  "recovers)", target, emsg ? emsg : strerror(errno));
 		a->hb_fail_run = a->hb_failing ? a->hb_fail_run + 1 : 1;
 		a->hb_failing = true;
 		free(emsg);
@@ -1451,7 +1123,7 @@ static int cluster_register(struct sg_dp_agent *a, const struct sg_ctl_server_co
 		errno = EINVAL;
 		return -EINVAL;
 	}
-	SG_DP_LOG(NOTICE, "registering node %s in etcd %s, cluster %s, lease TTL %u s\n",
+	SG_DP_LOG(NOTICE, "registering node %s in etcd %s, cluster %s, lease TTL %u s",
 		  rc.node.name, cl->etcd, cl->cluster, cl->ttl);
 	return 0;
 }
@@ -1542,7 +1214,7 @@ struct sg_dp_agent *sg_dp_agent_start(struct sg_dp_pipeline *p,
 		if (pthread_create(&a->hb_thread, NULL, hb_main, a) == 0)
 			a->hb_running = true;
 		else
-			SG_DP_LOG(ERR, "cannot start the heartbeat thread\n");
+			SG_DP_LOG(ERR, "cannot start the heartbeat thread");
 	}
 	return a;
 fail:
@@ -1590,80 +1262,4 @@ void sg_dp_agent_heartbeats(const struct sg_dp_agent *a, uint64_t *sent, uint64_
 {
 	*sent = __atomic_load_n(&a->hb_sent, __ATOMIC_RELAXED);
 	*failed = __atomic_load_n(&a->hb_failed, __ATOMIC_RELAXED);
-}
-
-/* ---- [control] section -------------------------------------------------- */
-
-static const char *const agent_keys[] = {"name", "kind", "gbps", "coordinator", "heartbeat_ms"};
-
-static int agent_key(struct sg_dp_agent_conf *ac, const char *k, const char *v, char *err,
-		     size_t errlen)
-{
-	char *end;
-
-	if (!strcmp(k, "name")) {
-		if (*v == '\0' || strlen(v) >= sizeof(ac->name) || strchr(v, '"') || strchr(v, '\\'))
-			goto bad;
-		snprintf(ac->name, sizeof(ac->name), "%s", v);
-	} else if (!strcmp(k, "kind")) {
-		enum sg_node_kind kind;
-
-		if (sg_node_kind_from_name(v, &kind) < 0)
-			goto bad;
-		ac->kind = kind;
-	} else if (!strcmp(k, "gbps")) {
-		ac->gbps = strtod(v, &end);
-		if (end == v || *end || !(ac->gbps > 0 && ac->gbps <= 100000))
-			goto bad;
-	} else if (!strcmp(k, "coordinator")) {
-		if (strlen(v) >= sizeof(ac->coordinator) || (strchr(v, ':') == NULL && !strchr(v, '/')))
-			goto bad;
-		snprintf(ac->coordinator, sizeof(ac->coordinator), "%s", v);
-	} else {
-		unsigned long ms = strtoul(v, &end, 10);
-
-		if (end == v || *end || ms < 10 || ms > 600000)
-			goto bad;
-		ac->heartbeat_ms = (unsigned int)ms;
-	}
-	return 0;
-bad:
-	sg_dp_seterr(err, errlen, "[control] %s = \"%s\": expected %s", k, v,
-		     !strcmp(k, "name") ? "a node name of 1..63 characters without quotes" :
-		     !strcmp(k, "kind") ? "cpu or gpu" :
-		     !strcmp(k, "gbps") ? "a bandwidth in Gbit/s in (0, 100000]" :
-		     !strcmp(k, "coordinator") ? "host:port or unix:/path of the coordinator" :
-		     "a period in ms in [10, 600000]");
-	return -EINVAL;
-}
-
-/* sg_ctl_config_hook: sigmad's keys of [control]; the server's keys go to control/. */
-static int agent_hook(void *arg, const char *k, const char *v, char *err, size_t errlen)
-{
-	struct sg_dp_agent_conf *ac = arg;
-
-	for (size_t i = 0; i < RTE_DIM(agent_keys); i++)
-		if (!strcmp(k, agent_keys[i]))
-			return agent_key(ac, k, v, err, errlen) == 0 ? 1 : -EINVAL;
-	return 0;
-}
-
-int sg_dp_agent_conf_load(struct rte_cfgfile *cf, struct sg_dp_agent_conf *ac,
-			  struct sg_ctl_server_config *sc, struct sg_ctl_config_store *store,
-			  char *err, size_t errlen)
-{
-	const struct sg_ctl_config_hook hook = {
-		.key = agent_hook, .arg = ac, .keys = "name, kind, gbps, coordinator, heartbeat_ms"};
-	int rc;
-
-	memset(ac, 0, sizeof(*ac));
-	ac->kind = SG_NODE_CPU;
-	rc = sg_ctl_config_load_ext(cf, "control", sc, store, &hook, err, errlen);
-	if (rc == 0 && ac->coordinator[0] && sg_ctl_target_is_tcp(ac->coordinator) &&
-	    sc->secret == NULL) {
-		sg_dp_seterr(err, errlen, "[control] coordinator = %s: a TCP coordinator needs the "
-			     "shared secret: add secret_file", ac->coordinator);
-		rc = -EINVAL;
-	}
-	return rc;
 }

@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,7 +29,7 @@
 #endif
 #include "sg_dp_proto.h"
 #include "sg_sum.h"
-#include "sg_dp_util.h"
+#include "sg_parse.h"
 
 const char sg_dp_default_config[] =
 	"; sigmad embedded default configuration (sigmad --print-config): one port,\n"
@@ -132,6 +133,15 @@ static const char *words_list(const struct word *w, size_t n, char *buf, size_t 
 }
 
 /*
+ * A number of the config: decimal, or hex after 0x (sg_parse_u64x()); any
+ * refusal is -EINVAL, the loader's one error for a bad value.
+ */
+static int cfg_num(const char *s, uint64_t lo, uint64_t hi, uint64_t *v)
+{
+	return sg_parse_u64x(s, lo, hi, v) == 0 ? 0 : -EINVAL;
+}
+
+/*
  * @p s as one of the @p n words of @p w into @p out; otherwise -EINVAL with
  * "@p what = "s": expected a, b or c" in @p err.
  */
@@ -203,19 +213,24 @@ static int layout_add(struct sg_dp_config *c, enum sg_role role, unsigned long l
 	return 0;
 }
 
+/* A decimal number and the spaces around it, from a layout list; *p moves past them. */
 static int parse_ulong_tok(const char **p, unsigned long *v)
 {
-	char *end;
+	char num[24];
+	uint64_t x;
+	size_t n;
 
 	while (isspace((unsigned char)**p))
 		(*p)++;
-	if (!isdigit((unsigned char)**p))
+	n = strspn(*p, "0123456789");
+	if (n == 0 || n >= sizeof(num))
 		return -EINVAL;
-	errno = 0;
-	*v = strtoul(*p, &end, 10);
-	if (errno)
+	memcpy(num, *p, n);
+	num[n] = '\0';
+	if (sg_parse_u64(num, 0, ULONG_MAX, &x) != 0)
 		return -EINVAL;
-	*p = end;
+	*v = (unsigned long)x;
+	*p += n;
 	while (isspace((unsigned char)**p))
 		(*p)++;
 	return 0;
@@ -363,11 +378,11 @@ static int apply_key(struct sg_dp_config *c, const struct key_def *k, const char
 			c->ip = be32toh(c->ip);
 		break;
 	case K_U16:
-		if ((rc = sg_dp_parse_u64(val, k->lo, k->hi, &v)) == 0)
+		if ((rc = cfg_num(val, k->lo, k->hi, &v)) == 0)
 			*(uint16_t *)f = (uint16_t)v;
 		break;
 	case K_UINT:
-		if ((rc = sg_dp_parse_u64(val, k->lo, k->hi, &v)) == 0)
+		if ((rc = cfg_num(val, k->lo, k->hi, &v)) == 0)
 			*(unsigned int *)f = (unsigned int)v;
 		break;
 	case K_BOOL:
@@ -426,7 +441,7 @@ static int apply_job(struct sg_dp_config *c, const char *sec, const char *name, 
 	enum sg_mode mode;
 	int rc = -EINVAL;
 
-	if (sg_dp_parse_u64(sec + 4, 1, UINT32_MAX, &id) < 0) {
+	if (cfg_num(sec + 4, 1, UINT32_MAX, &id) < 0) {
 		sg_dp_seterr(err, errlen, "[%s]: a job section is named \"job N\" with N >= 1", sec);
 		return -EINVAL;
 	}
@@ -444,10 +459,10 @@ static int apply_job(struct sg_dp_config *c, const char *sec, const char *name, 
 					    .keys = 1, .partition_bytes = SG_PARTITION_BYTES_DEFAULT};
 	}
 	if (!strcmp(name, "workers")) {
-		if ((rc = sg_dp_parse_u64(val, 1, 64, &v)) == 0)
+		if ((rc = cfg_num(val, 1, 64, &v)) == 0)
 			j->workers = (uint32_t)v;
 	} else if (!strcmp(name, "token")) {
-		rc = sg_dp_parse_u64(val, 0, UINT64_MAX, &j->token);
+		rc = cfg_num(val, 0, UINT64_MAX, &j->token);
 	} else if (!strcmp(name, "dtype")) {
 		if ((rc = sg_dtype_from_name(val, &dt)) == 0)
 			j->dtype = dt;
@@ -455,18 +470,18 @@ static int apply_job(struct sg_dp_config *c, const char *sec, const char *name, 
 		if ((rc = sg_mode_from_name(val, &mode)) == 0)
 			j->mode = mode;
 	} else if (!strcmp(name, "keys")) {
-		if ((rc = sg_dp_parse_u64(val, 1, 1u << 20, &v)) == 0)
+		if ((rc = cfg_num(val, 1, 1u << 20, &v)) == 0)
 			j->keys = (uint32_t)v;
 	} else if (!strcmp(name, "chunk_bytes")) {
-		if ((rc = sg_dp_parse_u64(val, 0, SG_MAX_CHUNK_BYTES, &v)) == 0 && v % 8 != 0)
+		if ((rc = cfg_num(val, 0, SG_MAX_CHUNK_BYTES, &v)) == 0 && v % 8 != 0)
 			rc = -EINVAL;
 		if (rc == 0)
 			j->chunk_bytes = (uint32_t)v;
 	} else if (!strcmp(name, "partition_bytes")) {
-		if ((rc = sg_dp_parse_u64(val, 64, 1u << 30, &v)) == 0)
+		if ((rc = cfg_num(val, 64, 1u << 30, &v)) == 0)
 			j->partition_bytes = (uint32_t)v;
 	} else if (!strcmp(name, "slots")) {
-		if ((rc = sg_dp_parse_u64(val, 0, 1u << 20, &v)) == 0)
+		if ((rc = cfg_num(val, 0, 1u << 20, &v)) == 0)
 			j->slots = (uint32_t)v;
 	} else {
 		sg_dp_seterr(err, errlen, "[%s]: unknown key \"%s\" (known: workers, token, dtype, mode, "
@@ -564,10 +579,9 @@ static int load_cluster_section(struct sg_dp_config *c, struct rte_cfgfile *cf, 
 		size_t i;
 
 		if (!strcmp(k, "ttl")) {
-			char *end;
-			unsigned long t = strtoul(v, &end, 10);
+			uint64_t t = 0;
 
-			if (end == v || *end || t < 1 || t > 3600) {
+			if (sg_parse_u64(v, 1, 3600, &t) != 0) {
 				sg_dp_seterr(err, errlen, "[cluster] ttl = \"%s\": expected seconds in "
 					     "[1, 3600]", v);
 				rc = -EINVAL;
@@ -597,6 +611,81 @@ static int load_cluster_section(struct sg_dp_config *c, struct rte_cfgfile *cf, 
 	return rc;
 }
 
+static const char *const agent_keys[] = {"name", "kind", "gbps", "coordinator", "heartbeat_ms"};
+
+static int agent_key(struct sg_dp_agent_conf *ac, const char *k, const char *v, char *err,
+		     size_t errlen)
+{
+	if (!strcmp(k, "name")) {
+		if (*v == '\0' || strlen(v) >= sizeof(ac->name) || strchr(v, '"') || strchr(v, '\\'))
+			goto bad;
+		snprintf(ac->name, sizeof(ac->name), "%s", v);
+	} else if (!strcmp(k, "kind")) {
+		enum sg_node_kind kind;
+
+		if (sg_node_kind_from_name(v, &kind) < 0)
+			goto bad;
+		ac->kind = kind;
+	} else if (!strcmp(k, "gbps")) {
+		if (sg_parse_double(v, 0, 100000, &ac->gbps) != 0 || !(ac->gbps > 0))
+			goto bad;
+	} else if (!strcmp(k, "coordinator")) {
+		if (strlen(v) >= sizeof(ac->coordinator) || (strchr(v, ':') == NULL && !strchr(v, '/')))
+			goto bad;
+		snprintf(ac->coordinator, sizeof(ac->coordinator), "%s", v);
+	} else {
+		uint64_t ms;
+
+		if (sg_parse_u64(v, 10, 600000, &ms) != 0)
+			goto bad;
+		ac->heartbeat_ms = (unsigned int)ms;
+	}
+	return 0;
+bad:
+	sg_dp_seterr(err, errlen, "[control] %s = \"%s\": expected %s", k, v,
+		     !strcmp(k, "name") ? "a node name of 1..63 characters without quotes" :
+		     !strcmp(k, "kind") ? "cpu or gpu" :
+		     !strcmp(k, "gbps") ? "a bandwidth in Gbit/s in (0, 100000]" :
+		     !strcmp(k, "coordinator") ? "host:port or unix:/path of the coordinator" :
+		     "a period in ms in [10, 600000]");
+	return -EINVAL;
+}
+
+/* sg_ctl_config_hook: sigmad's keys of [control]; the server's keys go to control/. */
+static int agent_hook(void *arg, const char *k, const char *v, char *err, size_t errlen)
+{
+	struct sg_dp_agent_conf *ac = arg;
+
+	for (size_t i = 0; i < RTE_DIM(agent_keys); i++)
+		if (!strcmp(k, agent_keys[i]))
+			return agent_key(ac, k, v, err, errlen) == 0 ? 1 : -EINVAL;
+	return 0;
+}
+
+/*
+ * `[control]`: the agent's keys (name, kind, gbps, coordinator, heartbeat_ms) into
+ * @p ac, every other key into @p sc / @p store, in one pass (sg_ctl_config_load_ext()).
+ */
+static int load_control_section(struct rte_cfgfile *cf, struct sg_dp_agent_conf *ac,
+				struct sg_ctl_server_config *sc, struct sg_ctl_config_store *store,
+				char *err, size_t errlen)
+{
+	const struct sg_ctl_config_hook hook = {
+		.key = agent_hook, .arg = ac, .keys = "name, kind, gbps, coordinator, heartbeat_ms"};
+	int rc;
+
+	memset(ac, 0, sizeof(*ac));
+	ac->kind = SG_NODE_CPU;
+	rc = sg_ctl_config_load_ext(cf, "control", sc, store, &hook, err, errlen);
+	if (rc == 0 && ac->coordinator[0] && sg_ctl_target_is_tcp(ac->coordinator) &&
+	    sc->secret == NULL) {
+		sg_dp_seterr(err, errlen, "[control] coordinator = %s: a TCP coordinator needs the "
+			     "shared secret: add secret_file", ac->coordinator);
+		rc = -EINVAL;
+	}
+	return rc;
+}
+
 static int apply_other_section(struct sg_dp_config *c, struct rte_cfgfile *cf, const char *sec,
 			       int *rc, char *err, size_t errlen)
 {
@@ -610,7 +699,7 @@ static int apply_other_section(struct sg_dp_config *c, struct rte_cfgfile *cf, c
 		/* parsed here, once per load, and kept: sigmad starts and reloads the agent
 		 * from it; a later file's [control] replaces an earlier one whole */
 		memset(ctl, 0, sizeof(*ctl));
-		*rc = sg_dp_agent_conf_load(cf, &ctl->ac, &ctl->sc, &ctl->store, err, errlen);
+		*rc = load_control_section(cf, &ctl->ac, &ctl->sc, &ctl->store, err, errlen);
 		c->control = *rc == 0;
 		if (*rc < 0)
 			explicit_bzero(ctl, sizeof(*ctl));
@@ -1066,19 +1155,16 @@ int sg_dp_config_parse_args(struct sg_dp_config *c, int argc, char **argv, char 
 			c->demo = true;
 			continue;
 		case OPT_DEMO_WORKERS:
-			if (sg_dp_parse_u64(optarg, 1, 64, &v) < 0) {
+			if (cfg_num(optarg, 1, 64, &v) < 0) {
 				sg_dp_seterr(err, errlen, "--demo-workers \"%s\": expected 1..64", optarg);
 				return -EINVAL;
 			}
 			c->demo_workers = (unsigned int)v;
 			continue;
 		case OPT_DURATION: {
-			char *end;
 			double d;
 
-			errno = 0;
-			d = strtod(optarg, &end);
-			if (errno || *end || !(d > 0 && d < 1e7)) {
+			if (sg_parse_double(optarg, 0, 1e7, &d) != 0 || !(d > 0 && d < 1e7)) {
 				sg_dp_seterr(err, errlen, "--duration \"%s\": expected seconds > 0", optarg);
 				return -EINVAL;
 			}

@@ -37,10 +37,13 @@
 
 #include "sg_dp_engine.h"
 
-RTE_LOG_REGISTER(sg_dp_engine_logtype, sigma.dataplane, INFO);
-#define ENG_LOG(level, fmt, ...)                                                            \
-	rte_log(RTE_LOG_##level, sg_dp_engine_logtype, "sigma.dataplane: " fmt "\n",       \
-		##__VA_ARGS__)
+/*
+ * The engine's own logtype, apart from sigmad's sigma.dataplane: sigma-udpd
+ * and sigma-bench run the engine without sigmad.
+ */
+RTE_LOG_REGISTER(sg_dp_engine_logtype, sigma.engine, INFO);
+#define ENG_LOG(level, fmt, ...) \
+	rte_log(RTE_LOG_##level, sg_dp_engine_logtype, "sigma.engine: " fmt "\n", ##__VA_ARGS__)
 
 #define NIL UINT32_MAX
 

@@ -594,7 +594,7 @@ static int extra_rxq_assign(struct sg_dp_pipeline *p, uint16_t port, const char 
 	}
 	if (nall > nrxq)
 		SG_DP_LOG(NOTICE, "port %u (%s) fills %u RX queues whatever the layout says, which "
-			  "names %u: sigmad polls the others too (%s)\n", port, driver, nall,
+			  "names %u: sigmad polls the others too (%s)", port, driver, nall,
 			  nrxq, list);
 	return 0;
 }
@@ -630,16 +630,16 @@ static int port_start(struct sg_dp_pipeline *p, uint16_t port, const struct rte_
 	rc = rte_eth_dev_set_mtu(port, c->mtu);
 	/* virtual ports without an MTU setting (ring, memif) pass any frame size */
 	if (rc == -ENOTSUP)
-		SG_DP_LOG(INFO, "port %u (%s) has no MTU setting\n", port, info->driver_name);
+		SG_DP_LOG(INFO, "port %u (%s) has no MTU setting", port, info->driver_name);
 	else if (rc < 0 && port_rx_room(port) > 0)
 		/* af_packet reports 1518-byte frames at most whatever its framesz: the
 		 * kernel interface's MTU and framesz are what limit it */
 		SG_DP_LOG(INFO, "port %u (%s): MTU %u: set it on the kernel interface (ip link "
-			  "set IFACE mtu %u) and give the vdev framesz=16384 for jumbo frames\n",
+			  "set IFACE mtu %u) and give the vdev framesz=16384 for jumbo frames",
 			  port, info->driver_name, c->mtu, c->mtu);
 	else if (rc < 0)
 		SG_DP_LOG(WARNING, "port %u: cannot set MTU %u (%s): frames above the port's own "
-			  "limit will be lost; lower [net] mtu\n", port, c->mtu, strerror(-rc));
+			  "limit will be lost; lower [net] mtu", port, c->mtu, strerror(-rc));
 	txc = info->default_txconf;
 	txc.offloads = conf.txmode.offloads;
 	for (unsigned int i = 0; i < p->n_lc; i++) {
@@ -805,7 +805,7 @@ static int port_setup(struct sg_dp_pipeline *p, uint16_t port, char *err, size_t
 	} else {
 		if (c->steer == SG_DP_STEER_AUTO && p->n_red > 0)
 			SG_DP_LOG(INFO, "port %u (%s): no reducer steering, rte_ring hand-off "
-				  "instead: %s\n", port, info.driver_name, why);
+				  "instead: %s", port, info.driver_name, why);
 		/* the layout's queues alone: nothing would drain steering queues */
 		rc = port_start(p, port, &info, nrxq, 0, &txo);
 		if (rc < 0)
@@ -827,7 +827,7 @@ static int port_setup(struct sg_dp_pipeline *p, uint16_t port, char *err, size_t
 	net->tx_udp_csum_offload = (txo & RTE_ETH_TX_OFFLOAD_UDP_CKSUM) != 0;
 	p->port_chains[port] = (txo & RTE_ETH_TX_OFFLOAD_MULTI_SEGS) != 0;
 	SG_DP_LOG(INFO, "port %u (%s): %u RX queue(s), %u TX queue(s), checksums %s, "
-		  "steering %s\n", port, info.driver_name,
+		  "steering %s", port, info.driver_name,
 		  nrxq + (p->port_steer[port] ? p->n_red : 0), p->n_lc,
 		  net->tx_ip_csum_offload ? "offloaded" : "in software",
 		  p->port_steer[port] ? "by rte_flow" : "by rte_ring");

@@ -49,8 +49,10 @@ void sg_dp_seterr(char *err, size_t errlen, const char *fmt, ...)
  */
 void sg_dp_mempool_prefault(struct rte_mempool *mp);
 
+/* sigmad's log (logtype sigma.dataplane); the macro ends the line: no "\n" in @p fmt. */
 extern int sg_dp_logtype;
-#define SG_DP_LOG(lvl, ...) rte_log(RTE_LOG_##lvl, sg_dp_logtype, "sigmad: " __VA_ARGS__)
+#define SG_DP_LOG(lvl, fmt, ...) \
+	rte_log(RTE_LOG_##lvl, sg_dp_logtype, "sigmad: " fmt "\n", ##__VA_ARGS__)
 
 struct sg_dp_lcore;
 struct sg_ctl_chan;
@@ -107,7 +109,7 @@ static inline uint64_t sg_dp_lcore_drops(const struct sg_dp_lcore_stats *st, uin
 	return n;
 }
 
-/** Lcore side of the control channel (sg_dp_agent.c): act on one message. */
+/** Lcore side of the control channel (sg_dp_lcore_ctl.c): act on one message. */
 int sg_dp_lcore_ctl(void *arg, struct sg_ctl_msg *m);
 
 /**
@@ -125,9 +127,9 @@ unsigned int sg_dp_lcore_ctl_tick(struct sg_dp_lcore *lc);
  * p->keymap sends a bucket to a reducer. */
 
 /*
- * Buckets leaving one reducer (sg_dp_agent.c). The reducer that owns the
- * buckets' rounds today sequences the move: a chunk's first push seen after
- * the move starts, of round p, fixes its switch round s = p + 2 (the
+ * Buckets leaving one reducer (built by the agent, run by sg_dp_lcore_ctl.c).
+ * The reducer that owns the buckets' rounds today sequences the move: a
+ * chunk's first push seen after the move starts, of round p, fixes its switch round s = p + 2 (the
  * reducer's own round is p - 1, p or p + 1). Rounds before s stay here;
  * rounds from s on are forwarded to the new owner, which opens them fresh.
  * Once every chunk has been seen at s + 1 (its new owner finished round s, so

@@ -62,6 +62,7 @@
 #include <rte_kvargs.h>
 
 #include "sg_dp_internal.h"
+#include "sg_parse.h"
 
 /* The memif control protocol (facts from its specification): every message is 128
  * bytes; a 16-bit type (host order) comes first; INIT carries the interface id as
@@ -195,10 +196,9 @@ static int find_listener(const char *path, bool abstract)
 	if (dir == NULL)
 		return -errno;
 	while (found < 0 && (e = readdir(dir)) != NULL) {
-		char *end;
-		long fd = strtol(e->d_name, &end, 10);
+		uint64_t fd;
 
-		if (*end == '\0' && end != e->d_name && fd != dirfd(dir) &&
+		if (sg_parse_u64(e->d_name, 0, INT_MAX, &fd) == 0 && (int)fd != dirfd(dir) &&
 		    is_listener((int)fd, path, abstract))
 			found = (int)fd;
 	}
@@ -395,7 +395,7 @@ static void pair_tear(struct sg_dp_memif_guard *g, struct mg_pair *pr)
 	ports_stop(g, pr);
 	shutdown(pr->d, SHUT_WR);
 	pr->shut = true;
-	SG_DP_LOG(DEBUG, "memif: client %u left: ports 0x%x stopped, PMD told\n",
+	SG_DP_LOG(DEBUG, "memif: client %u left: ports 0x%x stopped, PMD told",
 		  (unsigned int)(pr - g->pair), pr->held);
 }
 
@@ -431,7 +431,7 @@ static void on_client(struct sg_dp_memif_guard *g, struct mg_pair *pr)
 	if (n <= 0 || pr->live) {
 		if (m.fd >= 0)
 			close(m.fd);
-		SG_DP_LOG(DEBUG, "memif: client %u: %s (live %d, hello %d)\n",
+		SG_DP_LOG(DEBUG, "memif: client %u: %s (live %d, hello %d)",
 			  (unsigned int)(pr - g->pair), n < 0 ? strerror((int)-n) :
 			  n == 0 ? "end-of-file" : "a message after CONNECT", pr->live, pr->hello);
 		client_gone(g, pr);
@@ -442,7 +442,7 @@ static void on_client(struct sg_dp_memif_guard *g, struct mg_pair *pr)
 
 		memcpy(&id, m.b + MG_INIT_ID_OFF, sizeof(id));
 		pr->ports |= ports_of_id(g, pr->sock, id); /* a second INIT adds its port */
-		SG_DP_LOG(DEBUG, "memif: client %u: id %u (ports 0x%x)\n",
+		SG_DP_LOG(DEBUG, "memif: client %u: id %u (ports 0x%x)",
 			  (unsigned int)(pr - g->pair), id, pr->ports);
 	} else if (msg_type(&m) == MG_MSG_CONNECT) {
 		pr->live = true; /* the PMD maps the rings as it reads this */
@@ -462,7 +462,7 @@ static void on_pmd(struct sg_dp_memif_guard *g, struct mg_pair *pr)
 		/* the PMD closed: the session is over on its side (in MG_TEARING: as asked) */
 		if (m.fd >= 0)
 			close(m.fd);
-		SG_DP_LOG(DEBUG, "memif: client %u: the PMD closed (state %d, ports 0x%x held)\n",
+		SG_DP_LOG(DEBUG, "memif: client %u: the PMD closed (state %d, ports 0x%x held)",
 			  (unsigned int)(pr - g->pair), pr->st, pr->held);
 		pair_free(g, pr);
 		return;
@@ -499,7 +499,7 @@ static void on_accept(struct sg_dp_memif_guard *g, unsigned int k)
 
 		g->refused++;
 		if ((g->refused & (g->refused - 1)) == 0)
-			SG_DP_LOG(WARNING, "memif: a client refused (%" PRIu64 " so far): %s\n",
+			SG_DP_LOG(WARNING, "memif: a client refused (%" PRIu64 " so far): %s",
 				  g->refused, why);
 		close(c);
 		if (d >= 0)
@@ -507,7 +507,7 @@ static void on_accept(struct sg_dp_memif_guard *g, unsigned int k)
 		return;
 	}
 	*pr = (struct mg_pair){.st = MG_RELAY, .c = c, .d = d, .sock = k};
-	SG_DP_LOG(DEBUG, "memif: client %u connected\n", (unsigned int)(pr - g->pair));
+	SG_DP_LOG(DEBUG, "memif: client %u connected", (unsigned int)(pr - g->pair));
 }
 
 static void *guard_main(void *arg)
@@ -605,7 +605,7 @@ int sg_dp_memif_guard_start(struct sg_dp_pipeline *p, char *err, size_t errlen)
 		rc = sock_take_over(g, s, paths[k], abstract[k]);
 		if (rc < 0) {
 			SG_DP_LOG(WARNING, "memif socket %s%s: not guarded (%s): a client that "
-				  "leaves at the wrong moment can crash sigmad\n",
+				  "leaves at the wrong moment can crash sigmad",
 				  abstract[k] ? "@" : "", paths[k], strerror(-rc));
 			continue;
 		}
@@ -614,7 +614,7 @@ int sg_dp_memif_guard_start(struct sg_dp_pipeline *p, char *err, size_t errlen)
 				g->srv[i].sock = g->nsock;
 				s->ports |= 1u << g->srv[i].port;
 			}
-		SG_DP_LOG(INFO, "memif socket %s%s: control channels relayed through %s\n",
+		SG_DP_LOG(INFO, "memif socket %s%s: control channels relayed through %s",
 			  abstract[k] ? "@" : "", paths[k], s->priv.sun_path);
 		g->nsock++;
 	}
@@ -649,7 +649,7 @@ void sg_dp_memif_guard_stop(struct sg_dp_pipeline *p)
 	if (g == NULL)
 		return;
 	if (write(g->stop_fd, &one, sizeof(one)) != sizeof(one))
-		SG_DP_LOG(WARNING, "memif guard: cannot signal its thread: %s\n", strerror(errno));
+		SG_DP_LOG(WARNING, "memif guard: cannot signal its thread: %s", strerror(errno));
 	pthread_join(g->thread, NULL);
 	/*
 	 * The lcores have returned. Every session gets end-of-file and the PMD's close

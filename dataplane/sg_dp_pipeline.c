@@ -477,7 +477,7 @@ int sg_dp_pipeline_start(struct sg_dp_pipeline *p)
 		int rc = rte_eal_remote_launch(lcore_main, &p->lc[i], p->lc[i].lcore_id);
 
 		if (rc < 0) {
-			SG_DP_LOG(ERR, "cannot launch lcore %u: %s\n", p->lc[i].lcore_id, strerror(-rc));
+			SG_DP_LOG(ERR, "cannot launch lcore %u: %s", p->lc[i].lcore_id, strerror(-rc));
 			/* the lcores already launched must still be stopped and joined */
 			for (unsigned int j = i; j < p->n_lc; j++)
 				if (p->lc[j].role & SG_ROLE_IO)

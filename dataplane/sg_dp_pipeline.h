@@ -676,60 +676,6 @@ int sg_dp_memif_run(const struct sg_dp_config *c, const struct sg_dp_loop_conf *
 		    const struct sg_dp_memif_conf *mc, struct sg_dp_loop_result *res, char *err,
 		    size_t errlen);
 
-/*
- * Control agent: sigmad's side of the control plane (control/sg_ctl.h). It
- * runs the JSON-RPC server on its own thread and implements struct
- * sg_ctl_agent_ops over the pipeline. It reaches lcores only through their
- * sg_ctl_chan rings, which each lcore polls every SG_DP_CTL_POLL_EVERY loop
- * iterations; it never touches an engine itself.
- */
-
-struct sg_ctl_server_config;
-struct sg_ctl_config_store;
-struct rte_cfgfile;
-struct sg_dp_agent;
-struct sg_ctl_server;
-
-/**
- * Read sigmad's `[control]` section of @p cf: the agent's keys (`name`,
- * `kind`, `gbps`, `coordinator`, `heartbeat_ms`) into @p ac, every other key
- * into @p sc / @p store, in one pass (sg_ctl_config_load_ext()).
- * @return 0, or -EINVAL with the key and the fix in @p err.
- */
-int sg_dp_agent_conf_load(struct rte_cfgfile *cf, struct sg_dp_agent_conf *ac,
-			  struct sg_ctl_server_config *sc, struct sg_ctl_config_store *store,
-			  char *err, size_t errlen);
-
-/**
- * Start the control server over running pipeline @p p (its lcores poll their
- * channels) with server settings @p sc (ops are filled in here) and @p ac.
- * Jobs of the pipeline's config are listed as jobs; more can be created.
- * @return the agent, or NULL with errno set and @p err filled.
- */
-struct sg_dp_agent *sg_dp_agent_start(struct sg_dp_pipeline *p,
-				      const struct sg_ctl_server_config *sc,
-				      const struct sg_dp_agent_conf *ac, char *err, size_t errlen);
-
-/** Stop the heartbeats and the server (before the pipeline stops). NULL is fine. */
-void sg_dp_agent_stop(struct sg_dp_agent *a);
-
-/** The control server of @p a (for its ports and counters). */
-struct sg_ctl_server *sg_dp_agent_server(struct sg_dp_agent *a);
-
-/**
- * SIGHUP: apply the live part of a re-read `[control]` section (@p ac, from
- * sg_dp_agent_conf_load()): name, kind, gbps and heartbeat_ms, and the
- * coordinator when heartbeats already run. Each change is reported on
- * @p report; a coordinator added or removed is reported as needing a restart
- * and left as it was. The server's keys (listen, unix, secret_file, metrics,
- * limits) are sg_dp_config_control_diff()'s to compare.
- * @return the number of changes that need a restart.
- */
-int sg_dp_agent_reload(struct sg_dp_agent *a, const struct sg_dp_agent_conf *ac, FILE *report);
-
-/** Heartbeats sent and refused so far. */
-void sg_dp_agent_heartbeats(const struct sg_dp_agent *a, uint64_t *sent, uint64_t *failed);
-
 #ifdef __cplusplus
 }
 #endif

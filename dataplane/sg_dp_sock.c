@@ -310,7 +310,7 @@ static unsigned int rx_sock(struct sg_dp_lcore *lc, struct sk_lcore *s, struct s
 			if (!s->rx_failed) {
 				s->rx_failed = true;
 				SG_DP_LOG(ERR, "socket: lcore %u: recvmmsg on port %u: %s (counted as "
-					  "rx_errors, /sigma/socket)\n", lc->lcore_id, k->port,
+					  "rx_errors, /sigma/socket)", lc->lcore_id, k->port,
 					  strerror(errno));
 			}
 		}
@@ -522,7 +522,7 @@ static unsigned int send_msgs(struct sg_dp_lcore *lc, struct sk_lcore *s, unsign
 			s->gso = false;
 			SG_DP_LOG(WARNING, "socket: lcore %u: the kernel refused a UDP_SEGMENT send "
 				  "(%s); replies go one datagram per message from now on (set "
-				  "[socket] gso = no to skip the attempt)\n", lc->lcore_id,
+				  "[socket] gso = no to skip the attempt)", lc->lcore_id,
 				  strerror(errno));
 			return g;
 		}
@@ -709,12 +709,12 @@ static int sock_open(struct sg_dp_pipeline *p, uint16_t port, bool reuseport, bo
 			SG_DP_LOG(WARNING, "socket: [socket] rcvbuf %u: the kernel granted %d bytes "
 				  "(net.core.rmem_max); a burst beyond it is dropped by the kernel "
 				  "(rx_kernel_drops): raise it (sysctl -w net.core.rmem_max=%u) or "
-				  "give sigmad CAP_NET_ADMIN\n", c->sock.rcvbuf, got, c->sock.rcvbuf);
+				  "give sigmad CAP_NET_ADMIN", c->sock.rcvbuf, got, c->sock.rcvbuf);
 		}
 		/* the kernel's drop count comes with each message */
 		setsockopt(fd, SOL_SOCKET, SO_RXQ_OVFL, &one, sizeof(one));
 		if (c->sock.gro && setsockopt(fd, SOL_UDP, UDP_GRO, &one, sizeof(one)) < 0)
-			SG_DP_LOG(INFO, "socket: UDP_GRO: %s: one datagram per message\n",
+			SG_DP_LOG(INFO, "socket: UDP_GRO: %s: one datagram per message",
 				  strerror(errno));
 	}
 	got = sock_buf(fd, SO_SNDBUF, SO_SNDBUFFORCE, c->sock.sndbuf);
@@ -722,7 +722,7 @@ static int sock_open(struct sg_dp_pipeline *p, uint16_t port, bool reuseport, bo
 		x->warned_snd = true;
 		SG_DP_LOG(WARNING, "socket: [socket] sndbuf %u: the kernel granted %d bytes "
 			  "(net.core.wmem_max): raise it (sysctl -w net.core.wmem_max=%u) or give "
-			  "sigmad CAP_NET_ADMIN\n", c->sock.sndbuf, got, c->sock.sndbuf);
+			  "sigmad CAP_NET_ADMIN", c->sock.sndbuf, got, c->sock.sndbuf);
 	}
 	/* [net] udp_checksum = no: checksum 0 on what we send */
 	if (!c->udp_checksum)
@@ -939,7 +939,7 @@ static int sk_setup(struct sg_dp_pipeline *p, char *err, size_t errlen)
 				return -ENOMEM;
 		}
 	SG_DP_LOG(INFO, "socket: %s:%u (SO_REUSEPORT over %u lcore(s)), reducer ports %u..%u "
-		  "(%u reducer(s)), GRO %s, GSO %s\n", ip_str(c->ip, ip, sizeof(ip)), c->udp_port,
+		  "(%u reducer(s)), GRO %s, GSO %s", ip_str(c->ip, ip, sizeof(ip)), c->udp_port,
 		  nio, c->udp_port + 1, c->udp_port + SG_DP_STEER_PORTS, p->n_red,
 		  c->sock.gro ? "on" : "off",
 		  ((struct sk_lcore *)p->lc[0].xp)->gso ? "on" : "off");

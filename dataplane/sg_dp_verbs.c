@@ -30,7 +30,9 @@
 #include "sg_sum.h"
 
 RTE_LOG_REGISTER(sg_dp_verbs_logtype, sigma.verbs, INFO);
-#define VLOG(level, ...) rte_log(RTE_LOG_##level, sg_dp_verbs_logtype, "verbs: " __VA_ARGS__)
+/* The macro ends the line: no "\n" in @p fmt. */
+#define VLOG(level, fmt, ...) \
+	rte_log(RTE_LOG_##level, sg_dp_verbs_logtype, "verbs: " fmt "\n", ##__VA_ARGS__)
 
 /* Sends chained behind one doorbell at most. */
 #define SEND_CHAIN 64
@@ -557,7 +559,7 @@ struct sg_dp_verbs *sg_dp_verbs_create(const struct sg_dp_verbs_conf *conf, char
 			  strerror(-rc));
 		goto out;
 	}
-	VLOG(INFO, "%s port %u (%s) gid %d, %s QP %u, %u-byte messages, %u+%u buffers, %zu KiB\n",
+	VLOG(INFO, "%s port %u (%s) gid %d, %s QP %u, %u-byte messages, %u+%u buffers, %zu KiB",
 	     t->c.device, t->c.port, t->ethernet ? "RoCE" : "InfiniBand", t->gid_index,
 	     sg_dp_verbs_mode_name(t->c.mode), t->qp ? t->qp->qp_num : 0, t->msg_max,
 	     t->c.recv_depth, t->c.send_depth, t->region_len / 1024);
@@ -1075,7 +1077,7 @@ static void rc_reap_all(struct sg_dp_verbs *t)
 			rte_pause();
 	if (t->n_send_free < t->c.send_depth)
 		VLOG(WARNING, "RC close: %u sends still in flight after 10 ms; their buffers "
-		     "may not come back\n", t->c.send_depth - t->n_send_free);
+		     "may not come back", t->c.send_depth - t->n_send_free);
 }
 
 int sg_dp_verbs_rc_disconnect(struct sg_dp_verbs *t, uint32_t peer, char *err, size_t errlen)
@@ -1094,7 +1096,7 @@ int sg_dp_verbs_rc_disconnect(struct sg_dp_verbs *t, uint32_t peer, char *err, s
 	 * stop landing in the slots we are about to give to someone else. */
 	if (t->ops->modify_qp(p->qp, &a, IBV_QP_STATE) != 0)
 		VLOG(WARNING, "RC close of peer %u: ibv_modify_qp(ERR) failed (%s); destroying "
-		     "QP %u anyway\n", peer, strerror(errno), p->qp->qp_num);
+		     "QP %u anyway", peer, strerror(errno), p->qp->qp_num);
 	rc_reap_all(t);
 	key.qpn = p->qp->qp_num;
 	rte_hash_del_key(t->peer_hash, &key);
@@ -1121,7 +1123,7 @@ static void rc_close_errored(struct sg_dp_verbs *t)
 		if (rte_hash_lookup_data(t->peer_hash, &key, &data) < 0)
 			continue; /* closed already */
 		VLOG(WARNING, "RC: QP %u of peer %u is in error: connection closed, its slots "
-		     "freed (the worker connects again)\n", key.qpn, (uint32_t)(uintptr_t)data);
+		     "freed (the worker connects again)", key.qpn, (uint32_t)(uintptr_t)data);
 		t->st.rc_qp_error++;
 		sg_dp_verbs_rc_disconnect(t, (uint32_t)(uintptr_t)data, NULL, 0);
 	}

@@ -15,7 +15,7 @@
 #include <rte_cfgfile.h>
 
 #include "sg_dp_verbs.h"
-#include "sg_dp_util.h"
+#include "sg_parse.h"
 
 void sg_dp_verbs_conf_defaults(struct sg_dp_verbs_conf *c)
 {
@@ -101,7 +101,7 @@ int sg_dp_verbs_conf_set(struct sg_dp_verbs_conf *c, const char *key, const char
 		/* "auto" (or -1) lets the transport choose */
 		if (strcmp(value, "auto") == 0 || strcmp(value, "-1") == 0)
 			v = UINT64_MAX;
-		else if (sg_dp_parse_u64(value, 0, hi, &v) < 0) {
+		else if (sg_parse_u64x(value, 0, hi, &v) < 0) {
 			snprintf(err, errlen,
 				 "[verbs] %s = \"%.80s\": expected auto, -1 or an integer in [0, %" PRIu64 "]",
 				 key, value, hi);
@@ -115,7 +115,7 @@ int sg_dp_verbs_conf_set(struct sg_dp_verbs_conf *c, const char *key, const char
 
 		if (strcmp(key, k->name) != 0)
 			continue;
-		if (sg_dp_parse_u64(value, k->lo, k->hi, &v) < 0) {
+		if (sg_parse_u64x(value, k->lo, k->hi, &v) < 0) {
 			snprintf(err, errlen,
 				 "[verbs] %s = \"%.80s\": expected an integer in [%" PRIu64 ", %" PRIu64 "]",
 				 key, value, k->lo, k->hi);

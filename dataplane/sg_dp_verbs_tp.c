@@ -181,7 +181,7 @@ static unsigned int vtp_rx(struct sg_dp_lcore *lc, unsigned int burst)
 		/* counted every time (rx_poll_fail); a broken CQ receives nothing more */
 		v->poll_failed = true;
 		SG_DP_LOG(ERR, "verbs: lcore %u: ibv_poll_cq on its receive CQ failed; counted "
-			  "as rx_poll_fail (/sigma/verbs); a restart makes a new CQ\n",
+			  "as rx_poll_fail (/sigma/verbs); a restart makes a new CQ",
 			  lc->lcore_id);
 	}
 	sg_dp_hand_flush(lc, &v->hand);
@@ -301,7 +301,7 @@ static int verbs_setup(struct sg_dp_pipeline *p, char *err, size_t errlen)
 		msg_max = sg_dp_verbs_msg_max(v->t);
 		/* the control plane's jobs must fit one message too (agent, job_create) */
 		p->tr_max_payload = sg_dp_verbs_max_payload(v->t);
-		SG_DP_LOG(INFO, "verbs: lcore %u (%s) on %s QP %" PRIu32 "\n", lc->lcore_id,
+		SG_DP_LOG(INFO, "verbs: lcore %u (%s) on %s QP %" PRIu32, lc->lcore_id,
 			  sg_dp_role_name(lc->role), sg_dp_verbs_mode_name(vc.mode),
 			  sg_dp_verbs_qpn(v->t));
 	}
@@ -443,7 +443,7 @@ static int rc_req_serve(struct vtp_lcore *v, struct rc_req *r)
 	if (rc >= 0)
 		sg_dp_verbs_rc_disconnect(v->t, (uint32_t)rc, NULL, 0);
 	SG_DP_LOG(WARNING, "verbs: an RC connect request was answered too late; its connection "
-		  "was closed again\n");
+		  "was closed again");
 	free(r);
 	return -ECANCELED;
 }

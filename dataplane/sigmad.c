@@ -22,6 +22,7 @@
 
 #include "sg_config.h"
 #include "sg_ctl.h"
+#include "sg_dp_agent.h"
 #include "sg_dp_pipeline.h"
 #include "sg_dp_proto.h"
 #if SG_HAVE_SYSTEMD

@@ -332,7 +332,7 @@ static bool sticky(cudaError_t e)
 
 static int cuda_fail(cudaError_t e, const char *what)
 {
-	SG_GPU_LOG(ERR, "cuda: %s: %s (%s)%s\n", what, cudaGetErrorString(e), cudaGetErrorName(e),
+	SG_GPU_LOG(ERR, "cuda: %s: %s (%s)%s", what, cudaGetErrorString(e), cudaGetErrorName(e),
 		   sticky(e) ? "; the CUDA context is lost, restart the process" : "");
 	return e == cudaErrorMemoryAllocation ? -ENOMEM : -EIO;
 }
@@ -458,7 +458,7 @@ static int cuda_alloc(struct sg_gpu_cuda *c)
 		if (e != cudaSuccess || !ok)
 			SG_GPU_LOG(WARNING,
 				   "cuda: gpu%u -> gpu%u (devices %d -> %d, step %u): no peer access "
-				   "(%s), CUDA stages the copies through host memory\n",
+				   "(%s), CUDA stages the copies through host memory",
 				   ga, gb, a, b, s, e != cudaSuccess ? cudaGetErrorName(e) : "none");
 	}
 	/* Drop the errors the probes above left behind (they were handled). */
@@ -554,7 +554,7 @@ struct sg_gpu_cuda *sg_gpu_cuda_create(const struct sg_gpu_exec_conf *conf,
 			    : g < (unsigned)ndev && g < SG_GPU_MAX_GPUS ? order[g]
 									: ndev;
 		if (c->dev[g] < 0 || c->dev[g] >= ndev) {
-			SG_GPU_LOG(ERR, "cuda: gpu%u mapped to device %d of %d\n", g, c->dev[g],
+			SG_GPU_LOG(ERR, "cuda: gpu%u mapped to device %d of %d", g, c->dev[g],
 				   ndev);
 			rc = -EINVAL;
 		}
@@ -711,7 +711,7 @@ int sg_gpu_cuda_run(struct sg_gpu_cuda *c, void *const *grads, size_t bytes)
 	int rc = 0;
 
 	if (c->broken) {
-		SG_GPU_LOG(ERR, "cuda: an earlier run lost the CUDA context; restart the process\n");
+		SG_GPU_LOG(ERR, "cuda: an earlier run lost the CUDA context; restart the process");
 		return -EIO;
 	}
 	c->grads = grads;

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "sg_gpu_internal.h"
+#include "sg_parse.h"
 
 #define PCI_VENDOR_NVIDIA 0x10de
 #define MAX_DEVS (SG_GPU_MAX_GPUS + SG_GPU_MAX_NICS)
@@ -39,7 +40,8 @@ static bool is_bdf(const char *s)
 /* Read a small text file holding one number (hex with 0x, or decimal). */
 static int read_num(const char *dir, const char *file, long *out)
 {
-	char path[PATH_MAX], buf[64], *end;
+	char path[PATH_MAX], buf[64];
+	int64_t v;
 	FILE *f;
 	size_t n;
 
@@ -50,11 +52,22 @@ static int read_num(const char *dir, const char *file, long *out)
 		return -errno;
 	n = fread(buf, 1, sizeof(buf) - 1, f);
 	fclose(f);
+	/* sysfs ends its values with a newline */
+	while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == ' '))
+		n--;
 	buf[n] = '\0';
-	errno = 0;
-	*out = strtol(buf, &end, 0);
-	if (errno != 0 || end == buf)
-		return -EINVAL;
+	/* "-1" (numa_node), "0x10de" (vendor), "100000" (speed) */
+	if (buf[0] == '-') {
+		if (sg_parse_i64(buf, LONG_MIN, LONG_MAX, &v) != 0)
+			return -EINVAL;
+	} else {
+		uint64_t u;
+
+		if (sg_parse_u64x(buf, 0, LONG_MAX, &u) != 0)
+			return -EINVAL;
+		v = (int64_t)u;
+	}
+	*out = (long)v;
 	return 0;
 }
 

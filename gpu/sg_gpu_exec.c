@@ -231,17 +231,17 @@ static int check_conf(const struct sg_gpu_exec_conf *conf, size_t elem)
 	char why[200];
 
 	if (elem == 0) {
-		SG_GPU_LOG(ERR, "executor: dtype %s not supported (fp32, fp16, bf16)\n",
+		SG_GPU_LOG(ERR, "executor: dtype %s not supported (fp32, fp16, bf16)",
 			   sg_dtype_name(conf->dtype));
 		return -EINVAL;
 	}
 	if ((unsigned)conf->backend > SG_GPU_BACKEND_CUDA) {
-		SG_GPU_LOG(ERR, "executor: unknown backend %d\n", (int)conf->backend);
+		SG_GPU_LOG(ERR, "executor: unknown backend %d", (int)conf->backend);
 		return -EINVAL;
 	}
 	/* The executor has no topology: the topology-free part of sg_gpu_plan_validate(). */
 	if (sg_gpu_plan_validate_steps(conf->plan, elem, why, sizeof(why)) < 0) {
-		SG_GPU_LOG(ERR, "executor: %s\n", why);
+		SG_GPU_LOG(ERR, "executor: %s", why);
 		return -EINVAL;
 	}
 	return 0;
@@ -290,13 +290,13 @@ struct sg_gpu_exec *sg_gpu_exec_create(const struct sg_gpu_exec_conf *conf)
 			n = -ENODEV;
 		}
 		if (n < 0 && ex->backend == SG_GPU_BACKEND_CUDA) {
-			SG_GPU_LOG(ERR, "CUDA backend unusable: %s\n", why);
+			SG_GPU_LOG(ERR, "CUDA backend unusable: %s", why);
 			rc = -ENODEV;
 			goto fail;
 		}
 		if (n < 0) {
 			snprintf(ex->reason, sizeof(ex->reason), "%s", why);
-			SG_GPU_LOG(INFO, "CUDA unusable (%s): using the host backend\n", why);
+			SG_GPU_LOG(INFO, "CUDA unusable (%s): using the host backend", why);
 			ex->backend = SG_GPU_BACKEND_HOST;
 		} else {
 			ex->backend = SG_GPU_BACKEND_CUDA;
@@ -409,22 +409,22 @@ int sg_gpu_exec_run(struct sg_gpu_exec *ex, void *const *grads, size_t bytes)
 	unsigned nparts;
 
 	if (ex == NULL || grads == NULL) {
-		SG_GPU_LOG(ERR, "run: no executor or no tensor array\n");
+		SG_GPU_LOG(ERR, "run: no executor or no tensor array");
 		return -EINVAL;
 	}
 	if (bytes % ex->elem != 0) {
-		SG_GPU_LOG(ERR, "run: %zu bytes is not a multiple of the %zu-byte element\n", bytes,
+		SG_GPU_LOG(ERR, "run: %zu bytes is not a multiple of the %zu-byte element", bytes,
 			   ex->elem);
 		return -EINVAL;
 	}
 	psz = ex->plan.partition_bytes;
 	if (sg_gpu_nparts(bytes, psz) > UINT32_MAX) {
-		SG_GPU_LOG(ERR, "run: %zu bytes is too many partitions\n", bytes);
+		SG_GPU_LOG(ERR, "run: %zu bytes is too many partitions", bytes);
 		return -EINVAL;
 	}
 	for (unsigned g = 0; g < ex->plan.ngpus; g++) {
 		if (grads[g] == NULL && bytes > 0) {
-			SG_GPU_LOG(ERR, "run: no tensor for gpu%u\n", g);
+			SG_GPU_LOG(ERR, "run: no tensor for gpu%u", g);
 			return -EINVAL;
 		}
 	}

@@ -12,7 +12,9 @@
 
 extern int sg_gpu_logtype;
 
-#define SG_GPU_LOG(level, ...) rte_log(RTE_LOG_##level, sg_gpu_logtype, "sigma.gpu: " __VA_ARGS__)
+/* The macro ends the line: no "\n" in @p fmt. */
+#define SG_GPU_LOG(level, fmt, ...) \
+	rte_log(RTE_LOG_##level, sg_gpu_logtype, "sigma.gpu: " fmt "\n", ##__VA_ARGS__)
 
 /* Write a formatted reason into err (if any) and return -code. */
 int sg_gpu_err(char *err, size_t errlen, int code, const char *fmt, ...)

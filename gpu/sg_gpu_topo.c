@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "sg_gpu_internal.h"
+#include "sg_parse.h"
 
 RTE_LOG_REGISTER(sg_gpu_logtype, sigma.gpu, INFO);
 
@@ -327,14 +328,9 @@ static unsigned tokenize(char *line, char **tok)
 
 static int parse_uint(const char *s, unsigned max, unsigned *out)
 {
-	char *end;
-	unsigned long v;
+	uint64_t v;
 
-	if (s[0] < '0' || s[0] > '9')
-		return -EINVAL;
-	errno = 0;
-	v = strtoul(s, &end, 10);
-	if (errno != 0 || *end != '\0' || v > max)
+	if (sg_parse_u64(s, 0, max, &v) != 0)
 		return -EINVAL;
 	*out = (unsigned)v;
 	return 0;

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "sg_gpu.h"
+#include "sg_parse.h"
 #include "sg_version.h"
 
 static void usage(FILE *out)
@@ -32,16 +33,12 @@ static void usage(FILE *out)
 		"exit: 0 ok, 1 error, 2 usage, 3 violations (with --check)\n");
 }
 
+/* Decimal, or hex after 0x (sg_parse_u64x()). */
 static int parse_u32(const char *s, uint32_t max, uint32_t *out)
 {
-	char *end;
-	unsigned long long v;
+	uint64_t v;
 
-	if (s == NULL || s[0] < '0' || s[0] > '9')
-		return -EINVAL;
-	errno = 0;
-	v = strtoull(s, &end, 0);
-	if (errno != 0 || *end != '\0' || v > max)
+	if (sg_parse_u64x(s, 0, max, &v) != 0)
 		return -EINVAL;
 	*out = (uint32_t)v;
 	return 0;

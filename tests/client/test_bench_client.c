@@ -70,6 +70,9 @@ static void run_garbage(const char *exe)
 		"run --runs 2", "compare --runs 0", "compare --runs 16", "compare --runs x",
 		"run --sweep", "run --shm --attach 127.0.0.1:1",
 		"compare --shm --threads-baseline --attach 127.0.0.1:1",
+		/* what strtol(), strtod() and strtoul() took: a sign, hex, a leading zero */
+		"model --n +8", "model --bw 0x10", "run --workers +2", "run --sizes +4K",
+		"run --sizes 0x1p12", "run --iters 03",
 	};
 
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {

@@ -79,7 +79,8 @@ ip -o link show | awk -F': ' '{print $2}' | sort >"$TMP/links.before"
 # bad options: exit 2 before anything is made
 step "bad options"
 for opt in "--n 0" "--n 17" "--k x" "--ks 1,,2" "--link fast" "--link 0" "--size 3" \
-	"--chunk 9000" "--mtu 1500 --chunk 8920" "--prefix Bad-Name" "--iters 0" "extra"; do
+	"--chunk 9000" "--mtu 1500 --chunk 8920" "--prefix Bad-Name" "--iters 0" "extra" \
+	"--nice +5" "--link +100mbit" "--link 0x10gbit"; do
 	# shellcheck disable=SC2086 # the options are meant to split
 	out=$(timeout 20 "$BENCH" cluster $opt 2>&1)
 	rc=$?

@@ -50,6 +50,17 @@ for v in -1 1000001 x; do
 	expect "spin-us-$v" 2 "bad value '$v' for --spin-us" -- "$UDPD" --unix "$TMP/x.sock" \
 		--spin-us "$v"
 done
+# numbers that strtod() took (a node then ran on); the integer options refuse them now
+for v in +5 5.0 1e2 0x10 ' 5'; do
+	EXPECT_TIMEOUT=10 expect "spin-us-$v" 2 "bad value '$v' for --spin-us" -- "$UDPD" \
+		--unix "$TMP/x.sock" --spin-us "$v"
+done
+EXPECT_TIMEOUT=10 expect "port-hex" 2 "bad value '0x10' for --port" -- "$UDPD" \
+	--unix "$TMP/x.sock" --port 0x10
+EXPECT_TIMEOUT=10 expect "gbps-sign" 2 "bad value '+40' for --gbps" -- "$UDPD" \
+	--unix "$TMP/x.sock" --gbps +40
+EXPECT_TIMEOUT=10 expect "listen-port" 2 "--listen wants HOST:PORT" -- "$UDPD" \
+	--unix "$TMP/x.sock" --listen 127.0.0.1:7070.5 --secret-file "$TMP/secret"
 A=unix:$TMP/a.sock
 B=127.0.0.1:$BT
 C=unix:$TMP/c.sock

@@ -160,11 +160,15 @@ int main(void)
 	bad("[control]\nlisten = localhost:7070\n", "want IPV4:PORT");
 	bad("[control]\nlisten = 127.0.0.1:70000\n", "want IPV4:PORT");
 	bad("[control]\nlisten = 127.0.0.1:-1\n", "want IPV4:PORT");
+	/* strtoul() took a sign and a leading zero; sg_parse_u64() refuses both */
+	bad("[control]\nlisten = 127.0.0.1:+7070\n", "want IPV4:PORT");
+	bad("[control]\nmetrics = 127.0.0.1:09100\n", "want IPV4:PORT");
 	bad("[control]\nlisten = 127.0.0.1\n", "want IPV4:PORT");
 	bad("[control]\nmetrics = :9100\n", "want IPV4:PORT");
 	bad("[control]\nunix = relative.sock\n", "absolute path");
 	bad("[control]\nmax_frame = 12abc\n", "positive integer");
 	bad("[control]\nmax_conns = 0\n", "positive integer");
+	bad("[control]\nmax_conns = +8\n", "positive integer");
 	bad("[control]\nidle_timeout_ms = -5\n", "positive integer");
 	bad("[control]\nheartbeat_timeout_ms = 99999999999\n", "positive integer");
 	bad("[control]\nlisten_addr = 127.0.0.1:1\n", "unknown key 'listen_addr'");

@@ -127,6 +127,18 @@ int main(int argc, char **argv)
 	SG_CHECK_EQ(run("-s", sock, "job", "create", "--workers", "-4", "--tensor", "w:1", NULL), 2);
 	SG_CHECK_EQ(run("-s", sock, "placement", "abc", NULL), 2);
 	SG_CHECK_EQ(run("-s", sock, "lcores", "--watch=0", NULL), 2);
+	/* strtoull() and strtod() took a sign or a hex float: refused as usage errors now */
+	SG_CHECK_EQ(run("-s", sock, "lcores", "--count", "+3", NULL), 2);
+	HAS(err, "--count wants a positive number");
+	SG_CHECK_EQ(run("-s", sock, "lcores", "--watch=+1", NULL), 2);
+	HAS(err, "--watch wants seconds");
+	SG_CHECK_EQ(run("-s", sock, "lcores", "--watch=0x1p0", NULL), 2);
+	SG_CHECK_EQ(run("-s", sock, "heartbeat", "cpu-x", "--gbps", "+100", NULL), 2);
+	HAS(err, "--gbps wants a positive number");
+	SG_CHECK_EQ(run("-s", sock, "job", "create", "--workers", "+4", "--tensor", "w:1", NULL), 2);
+	SG_CHECK_EQ(run("-s", sock, "job", "create", "--workers", "04", "--tensor", "w:1", NULL), 2);
+	SG_CHECK_EQ(run("-s", sock, "verbs", "disconnect", "peer=0x", NULL), 2);
+	HAS(err, "peer must be a number");
 	SG_CHECK_EQ(run("-s", sock, "layout", "set", "keymap", NULL), 2);
 	SG_CHECK_EQ(run("-s", sock, "layout", "set", "keymap=a,b", NULL), 2);
 	SG_CHECK_EQ(run("-s", tcp_target, "jobs", NULL), 2);

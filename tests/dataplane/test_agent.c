@@ -27,6 +27,7 @@
 #include <rte_eal.h>
 
 #include "sg_ctl.h"
+#include "sg_dp_agent.h"
 #include "sg_dp_pipeline.h"
 #include "sg_test.h"
 #include "agent_test_util.h"

@@ -26,6 +26,7 @@
 
 #include "sg_ctl.h"
 #include "sg_dp_net.h"
+#include "sg_dp_agent.h"
 #include "sg_dp_pipeline.h"
 #include "dp_pipe_util.h"
 #include "sg_test.h"

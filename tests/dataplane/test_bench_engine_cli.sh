@@ -5,7 +5,7 @@
 bench=$1
 fails=0
 
-for case in "0|--help" "2|--runs" "2|--runs abc" "2|--runs 4" "2|--runs 102" "2|--runs 7x" \
+for case in "0|--help" "2|--runs" "2|--runs abc" "2|--runs 4" "2|--runs 102" "2|--runs 7x" "2|--runs +7" \
 	"2|--json" "2|--frobnicate" "2|quick" "2|--fanout --runs 4" "2|--fanout=yes"; do
 	want=${case%%|*}
 	# shellcheck disable=SC2086 # the options are meant to split

@@ -160,6 +160,8 @@ static void test_cluster(void)
 		{"[cluster]\netcd = http://e:1\nttl = 0\n", "[cluster] ttl = \"0\": expected seconds"},
 		{"[cluster]\netcd = http://e:1\nttl = 3601\n", "[cluster] ttl"},
 		{"[cluster]\netcd = http://e:1\nttl = 5s\n", "[cluster] ttl = \"5s\""},
+		/* strtoul() took a sign: one parser (sg_parse_u64()) refuses it everywhere */
+		{"[cluster]\netcd = http://e:1\nttl = +5\n", "[cluster] ttl = \"+5\""},
 		{"[cluster]\netcd = http://e:1\nlease = 5\n", "[cluster]: unknown key lease"},
 		{"[cluster]\netcd = http://e:1\naddr = 1234567890.1234567\n",
 		 "[cluster] addr: empty or longer than 15"},
@@ -200,6 +202,10 @@ static void test_file_garbage(void)
 		{"[resources]\nburst = 0\n", "burst"},
 		{"[resources]\nburst = -5\n", "burst"},
 		{"[resources]\nmbufs = 99999999999999999999999\n", "mbufs"},
+		/* read as octal (8) before: a leading zero is refused, as in an address */
+		{"[resources]\nburst = 010\n", "burst"},
+		{"[job 2]\nworkers = 010\n", "workers"},
+		{"[layout]\nreduce = 01\n", "reduce"},
 		{"[resources]\npeers = 63\n", "peers"},
 		{"[resources]\npeer_idle_ms = 9\n", "peer_idle_ms"},
 		/* docs/sigmad.md: pool_bufs is 16..4194304 */
@@ -360,6 +366,9 @@ static void test_control(void)
 		{"[control]\nmax_conns = -1\n", "max_conns"},
 		{"[control]\nmax_conns = 0\n", "max_conns"},
 		{"[control]\nheartbeat_ms = soon\n", "heartbeat_ms"},
+		{"[control]\nheartbeat_ms = +250\n", "heartbeat_ms"},
+		{"[control]\ngbps = +25\n", "gbps"},
+		{"[control]\ngbps = 0x1p3\n", "gbps"},
 		{"[control]\nbogus = 1\n", "bogus"},
 		{"[control]\nsecret_file = /nonexistent/secret\n", "/nonexistent/secret"},
 	};
@@ -474,6 +483,9 @@ static void test_args(void)
 	SG_CHECK(strstr(err, "ip") != NULL, "%s", err);
 	SG_CHECK(args(&c, "--duration", "-1", NULL, NULL, NULL) < 0, "bad duration");
 	SG_CHECK(args(&c, "--duration", "abc", NULL, NULL, NULL) < 0, "bad duration");
+	SG_CHECK(args(&c, "--duration", "+2", NULL, NULL, NULL) < 0, "signed duration");
+	SG_CHECK(args(&c, "--duration", "0x1p3", NULL, NULL, NULL) < 0, "hex duration");
+	SG_CHECK(args(&c, "--duration", "2 ", NULL, NULL, NULL) < 0, "duration and a space");
 	SG_CHECK(args(&c, "--demo-workers", "0", NULL, NULL, NULL) < 0, "bad workers");
 	SG_CHECK(args(&c, "--reduce", "x", NULL, NULL, NULL) < 0, "bad reduce");
 	SG_CHECK(args(&c, "--io", NULL, NULL, NULL, NULL) < 0, "missing argument");

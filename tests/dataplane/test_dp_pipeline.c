@@ -366,6 +366,26 @@ static void test_bad_layouts(void)
 	}
 }
 
+/*
+ * The engine and sigmad's pipeline have a logtype each, so that one can be
+ * turned up without the other: both registered "sigma.dataplane" before,
+ * which rte_log made one logtype.
+ */
+extern int sg_dp_engine_logtype;
+
+static void test_logtypes(void)
+{
+	int eng = rte_log_get_level(sg_dp_engine_logtype), dp = rte_log_get_level(sg_dp_logtype);
+
+	SG_CHECK(sg_dp_engine_logtype >= 0 && sg_dp_logtype >= 0 &&
+		 sg_dp_engine_logtype != sg_dp_logtype, "one logtype: engine %d, sigmad %d",
+		 sg_dp_engine_logtype, sg_dp_logtype);
+	SG_CHECK_EQ(rte_log_set_level_pattern("sigma.engine", RTE_LOG_DEBUG), 0);
+	SG_CHECK_EQ(rte_log_get_level(sg_dp_engine_logtype), RTE_LOG_DEBUG);
+	SG_CHECK_EQ(rte_log_get_level(sg_dp_logtype), dp);
+	rte_log_set_level(sg_dp_engine_logtype, (uint32_t)eng);
+}
+
 int main(int argc, char **argv)
 {
 	char prefix[64];
@@ -376,6 +396,7 @@ int main(int argc, char **argv)
 	snprintf(prefix, sizeof(prefix), "--file-prefix=sg_dp_pipe_%d", (int)getpid());
 	if (rte_eal_init((int)(sizeof(eal) / sizeof(eal[0])) - 1, eal) < 0)
 		SG_TEST_SKIP_ALL("EAL cannot start here (no --no-huge support?)");
+	test_logtypes();
 	test_prefault();
 	test_bad_layouts();
 	test_io_reduce();

@@ -9,6 +9,7 @@
 #include <stdio.h>
 
 #include "dp_test_util.h"
+#include "sg_parse.h"
 
 static struct cap cap;
 

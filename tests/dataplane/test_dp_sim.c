@@ -761,7 +761,7 @@ int main(void)
 	unsigned long seeds = cnt ? strtoul(cnt, NULL, 0) : 1000, bad = 0, runs = 0;
 
 	/* Hundreds of jobs come and go: keep their notices out of the log. */
-	rte_log_set_level_pattern("sigma.dataplane", RTE_LOG_WARNING);
+	rte_log_set_level_pattern("sigma.engine", RTE_LOG_WARNING);
 	if (one != NULL) {
 		struct sim_cfg c = cfg_for_seed(strtoull(one, NULL, 0));
 

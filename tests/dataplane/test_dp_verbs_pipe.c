@@ -30,6 +30,7 @@
 #include <rte_eal.h>
 
 #include "sg_ctl.h"
+#include "sg_dp_agent.h"
 #include "sg_dp_pipeline.h"
 #include "sg_dp_proto.h"
 #include "sg_dp_verbs.h"

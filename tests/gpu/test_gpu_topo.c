@@ -135,6 +135,8 @@ static void test_bad_text(void)
 		{"socket cpu0\nroot rp0\n", 2, "needs a parent"},
 		{"socket cpu0 numa=abc\n", 1, "numa"},
 		{"socket cpu0 numa=-1\n", 1, "numa"},
+		{"socket cpu0 numa=+1\n", 1, "numa"},
+		{"socket cpu0 numa=01\n", 1, "numa"}, /* a leading zero, as everywhere */
 		{"socket cpu0\nsocket cpu0\n", 2, "used twice"},
 		{"socket cpu0\nroot rp0 parent=cpu0\ngpu g0 parent=rp0 pci=zz:00:00.0\n", 3, "pci"},
 		{"socket cpu0\nroot rp0 parent=cpu0\ngpu g0 parent=rp0 speed=3\n", 3,

@@ -25,6 +25,8 @@ expect 2 sum --runs abc
 expect 2 sum --runs 4
 expect 2 sum --runs 102
 expect 2 sum --runs 7x
+expect 2 sum --runs +7 # strtol() took a sign and spaces: it measured 7 runs
+expect 2 sum --runs ' 7'
 expect 2 sum --json
 expect 2 sum --frobnicate
 expect 2 sum ''

@@ -1,0 +1,67 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/**
+ * @file
+ * sigmad's control agent (library sg_dp_agent, above the pipeline): the
+ * JSON-RPC server of control/ (sg_ctl.h) on its own thread, with struct
+ * sg_ctl_agent_ops implemented over a running pipeline; heartbeats to a
+ * coordinator; the node's registration in etcd ([cluster]). It reaches lcores
+ * only through their sg_ctl_chan rings (sg_dp_lcore_call()), which each lcore
+ * polls every SG_DP_CTL_POLL_EVERY loop iterations, and never touches an
+ * engine itself. The pipeline and its transports never call into it; its
+ * settings are parsed with the rest of the config (struct sg_dp_agent_conf
+ * in struct sg_dp_config).
+ *
+ * Conventions: functions return 0 or -errno; constructors return NULL and set
+ * errno.
+ */
+#ifndef SG_DP_AGENT_H
+#define SG_DP_AGENT_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "sg_dp_pipeline.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct sg_ctl_server_config;
+struct sg_dp_agent;
+struct sg_ctl_server;
+
+/**
+ * Start the control server over running pipeline @p p (its lcores poll their
+ * channels) with server settings @p sc (ops are filled in here) and @p ac.
+ * Jobs of the pipeline's config are listed as jobs; more can be created.
+ * @return the agent, or NULL with errno set and @p err filled.
+ */
+struct sg_dp_agent *sg_dp_agent_start(struct sg_dp_pipeline *p,
+				      const struct sg_ctl_server_config *sc,
+				      const struct sg_dp_agent_conf *ac, char *err, size_t errlen);
+
+/** Stop the heartbeats and the server (before the pipeline stops). NULL is fine. */
+void sg_dp_agent_stop(struct sg_dp_agent *a);
+
+/** The control server of @p a (for its ports and counters). */
+struct sg_ctl_server *sg_dp_agent_server(struct sg_dp_agent *a);
+
+/**
+ * SIGHUP: apply the live part of a re-read `[control]` section (@p ac, from
+ * sg_dp_config_load_file()): name, kind, gbps and heartbeat_ms, and the
+ * coordinator when heartbeats already run. Each change is reported on
+ * @p report; a coordinator added or removed is reported as needing a restart
+ * and left as it was. The server's keys (listen, unix, secret_file, metrics,
+ * limits) are sg_dp_config_control_diff()'s to compare.
+ * @return the number of changes that need a restart.
+ */
+int sg_dp_agent_reload(struct sg_dp_agent *a, const struct sg_dp_agent_conf *ac, FILE *report);
+
+/** Heartbeats sent and refused so far. */
+void sg_dp_agent_heartbeats(const struct sg_dp_agent *a, uint64_t *sent, uint64_t *failed);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* SG_DP_AGENT_H */

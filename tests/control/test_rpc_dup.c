@@ -1,0 +1,42 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * A program that registers a method name twice (here "version", which the
+ * server registers too) is refused at sg_ctl_server_create() with EINVAL,
+ * rather than answering with whichever registration the linker put first.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "sg_ctl_rpc.h"
+#include "sg_test.h"
+
+static int m_version_again(struct sg_ctl_server *s, json_t *params, json_t **res,
+			   struct sg_rpc_err *err)
+{
+	(void)s;
+	(void)params;
+	(void)err;
+	*res = json_true();
+	return 0;
+}
+SG_RPC_REGISTER("version", m_version_again);
+
+int main(void)
+{
+	static const struct sg_ctl_agent_ops none;
+	struct sg_ctl_server_config cfg = {.tcp_disable = true, .ops = &none};
+	struct sg_ctl_server *srv;
+	char path[64];
+
+	snprintf(path, sizeof(path), "/tmp/sg_rpc_dup.%d.sock", (int)getpid());
+	cfg.unix_path = path;
+	errno = 0;
+	srv = sg_ctl_server_create(&cfg);
+	SG_CHECK(srv == NULL && errno == EINVAL, "a method registered twice: server %p, errno %d",
+		 (void *)srv, errno);
+	SG_CHECK(access(path, F_OK) != 0, "no socket file left behind");
+	sg_ctl_server_destroy(srv);
+	return sg_test_finish("rpc_dup");
+}
