@@ -34,6 +34,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "sg_parse.h"
 #include "sigma_internal.h"
 #include "sigma_shm.h"
 #include "sigma_udpd.h"
