@@ -64,6 +64,8 @@ struct rb_opts {
 	uint8_t gso;           /* sigma_conf.udp_gso of the kernel-UDP workers (--no-gso) */
 	int spin_us;           /* sigma_conf.spin_us and the node threads' (--spin-us) */
 	bool sweep;            /* compare --sweep: MPI over shared memory and Gloo too */
+	bool shm;              /* workers reach the node threads through shared memory */
+	const char *shm_paths[RB_MAX_NODES]; /* ... their sockets (run_point() sets them) */
 	uint32_t first_round;  /* round of every tensor's first push_pull (an attached node
 				  keeps its jobs' rounds from one sweep to the next) */
 	char attach[256];
@@ -276,9 +278,10 @@ static void memif_local_addr(unsigned int rank, char *buf, size_t cap)
 	snprintf(buf, cap, "10.80.0.%u", 100 + rank);
 }
 
+/* @p data: a worker's session (over shared memory with --shm), not the parent's description. */
 static struct sigma_tensor *open_size(const struct rb_opts *o, struct sigma_node *nodes,
 				      unsigned int nnodes, unsigned int job, unsigned int n,
-				      unsigned int rank, enum sg_dtype dt, unsigned int j,
+				      unsigned int rank, enum sg_dtype dt, unsigned int j, bool data,
 				      struct sigma_session **sp)
 {
 	struct sigma_conf c = {.job = job, .rank = (uint16_t)rank, .nworkers = (uint16_t)n,
@@ -298,6 +301,11 @@ static struct sigma_tensor *open_size(const struct rb_opts *o, struct sigma_node
 		c.dpdk_port = 0;
 		c.dpdk_rx_queues = (uint16_t)o->memif_queues;
 		c.local_addr = local;
+	}
+	if (o->shm && data) {
+		c.transport = SIGMA_TRANSPORT_SHM;
+		c.shm_paths = o->shm_paths;
+		c.n_shm_paths = nnodes;
 	}
 
 	*sp = sigma_open(&c);
@@ -371,7 +379,7 @@ static void worker(const struct rb_opts *o, struct rb_shared *sh, struct sigma_n
 		struct sigma_stats st;
 
 		if (!sh->failed) {
-			t = open_size(o, nodes, nnodes, job0 + j, n, r, dt, j, &s);
+			t = open_size(o, nodes, nnodes, job0 + j, n, r, dt, j, true, &s);
 			if (t == NULL) {
 				sh->failed = 1;
 				snprintf(sh->err, sizeof(sh->err), "worker %u: setup failed: %s",
@@ -555,6 +563,8 @@ static int run_point(const struct rb_opts *o, unsigned int n, enum sg_dtype dt, 
 	char addrs[RB_MAX_NODES][64];
 	struct sigma_udpd *d[RB_MAX_NODES] = {NULL};
 	unsigned int nnodes = 0, nd = 0;
+	char shm_dir[64] = "", shm_path[RB_MAX_NODES][96];
+	struct rb_opts so = *o; /* with --shm: o, and the nodes' sockets */
 	struct rb_shared *sh;
 	pid_t pids[RB_MAX_N];
 	struct rb_cycles cyc0 = {0}, cyc1 = {0};
@@ -573,9 +583,23 @@ static int run_point(const struct rb_opts *o, unsigned int n, enum sg_dtype dt, 
 			goto out;
 		}
 	} else {
+		snprintf(shm_dir, sizeof(shm_dir), "/tmp/sigma-bench-shm-%d-XXXXXX", (int)getpid());
+		if (o->shm && mkdtemp(shm_dir) == NULL) {
+			rc = -errno;
+			perror("sigma-bench: a folder for the nodes' shared-memory sockets");
+			shm_dir[0] = '\0';
+			goto out;
+		}
+		if (!o->shm)
+			shm_dir[0] = '\0';
 		for (nd = 0; nd < o->nodes; nd++) {
-			struct sigma_udpd_conf dc = {.engine = {.pool_bufs = 8192}, .spin_us = o->spin_us};
+			/* a size's sessions are open at once: N channels a node */
+			struct sigma_udpd_conf dc = {.engine = {.pool_bufs = 8192}, .spin_us = o->spin_us,
+						     .shm_max = 2 * RB_MAX_N};
 
+			snprintf(shm_path[nd], sizeof(shm_path[nd]), "%s/node%u", shm_dir, nd);
+			dc.shm_path = o->shm ? shm_path[nd] : NULL;
+			so.shm_paths[nd] = shm_path[nd];
 			d[nd] = sigma_udpd_create(&dc);
 			if (d[nd] == NULL) {
 				rc = -errno;
@@ -587,12 +611,13 @@ static int run_point(const struct rb_opts *o, unsigned int n, enum sg_dtype dt, 
 							.kind = SG_NODE_CPU, .gbps = 1};
 		}
 		nnodes = nd;
+		o = &so;
 		/* The parent registers the same tensors to describe each job to its nodes. */
 		for (unsigned int j = 0; j < o->n_sizes && rc == 0; j++) {
 			static struct sg_dp_key keys[SG_MAX_PARTS];
 			struct sigma_session *s;
 
-			if (open_size(o, nodes, nnodes, job0 + j, n, 0, dt, j, &s) == NULL) {
+			if (open_size(o, nodes, nnodes, job0 + j, n, 0, dt, j, false, &s) == NULL) {
 				rc = -errno;
 				fprintf(stderr, "sigma-bench: size %" PRIu64 ": cannot register the "
 						"tensor: %s\n", o->sizes[j], strerror(errno));
@@ -692,6 +717,8 @@ static int run_point(const struct rb_opts *o, unsigned int n, enum sg_dtype dt, 
 out:
 	for (unsigned int i = 0; i < nd; i++)
 		sigma_udpd_destroy(d[i]);
+	if (shm_dir[0])
+		rmdir(shm_dir); /* the nodes removed their sockets */
 	munmap(sh, sizeof(*sh));
 	return rc;
 }
@@ -728,7 +755,7 @@ static void print_table(const struct rb_result *r, unsigned int n)
 
 static const char *transport_name(const struct rb_opts *o)
 {
-	return o->memif != NULL ? "dpdk" : "udp";
+	return o->memif != NULL ? "dpdk" : o->shm ? "shm" : "udp";
 }
 
 static void write_json(FILE *f, const struct rb_opts *o, const struct rb_result *r,
@@ -866,6 +893,8 @@ static void run_usage(FILE *f, const char *cmd)
 		   "$SIGMA_TELEMETRY)\n"
 		   "  --memif SOCK    with --attach: workers use libsigma's DPDK transport, worker r "
 		   "as the memif client of id r on sigmad's socket SOCK (bench/sigmad_memif.sh)\n"
+		   "  --shm           workers reach the node threads through shared memory "
+		   "(SIGMA_TRANSPORT_SHM), not kernel UDP\n"
 		   "  --memif-queues Q  RX queues per worker: the lcores of sigmad's layout "
 		   "(default $SIGMA_MEMIF_QUEUES, else 1)\n"
 		   "  --print-sigmad-config   print the [job N] sections sigmad needs for this "
@@ -901,7 +930,7 @@ static int parse_opts(int argc, char **argv, struct rb_opts *o, const char *cmd)
 		{"threads-baseline", no_argument, NULL, 'B'},
 		{"gso", no_argument, NULL, 'G'},         {"no-gso", no_argument, NULL, 'g'},
 		{"spin-us", required_argument, NULL, 'U'},
-		{"sweep", no_argument, NULL, 'S'},
+		{"sweep", no_argument, NULL, 'S'},      {"shm", no_argument, NULL, 'H'},
 		{"help", no_argument, NULL, 'h'},          {NULL, 0, NULL, 0}};
 	int c, bad = 0;
 	bool window_set = false;
@@ -972,6 +1001,7 @@ static int parse_opts(int argc, char **argv, struct rb_opts *o, const char *cmd)
 			}
 			*(c == 'B' ? &o->threads : &o->sweep) = true;
 			break;
+		case 'H': o->shm = true; break;
 		case 'G': o->gso = SIGMA_GSO_ON; break;
 		case 'g': o->gso = SIGMA_GSO_OFF; break;
 		case 'U': {
@@ -1006,6 +1036,11 @@ static int parse_opts(int argc, char **argv, struct rb_opts *o, const char *cmd)
 	if (o->threads && o->attach[0] == '\0') {
 		fprintf(stderr, "sigma-bench: --threads-baseline needs --attach: without it the "
 				"sweep runs the node threads already\n");
+		return -EINVAL;
+	}
+	if (o->shm && (o->attach[0] != '\0' || o->threads)) {
+		fprintf(stderr, "sigma-bench: --shm is for sigma-bench's own node threads, not "
+				"--attach or --threads-baseline\n");
 		return -EINVAL;
 	}
 	if (o->memif != NULL && (o->attach[0] == '\0' || o->memif[0] == '\0')) {
@@ -1437,7 +1472,8 @@ static void cmp_json(FILE *js, const struct rb_cmp *c, const struct rb_opts *o, 
 	fprintf(js, "{\"bench\":\"compare\",\"baseline\":\"MPI_Allreduce (OpenMPI, TCP loopback)\","
 		    "\"sigma_transport\":\"%s\",\"cpu\":\"%s\",\"runs\":%u,\"iters\":%u,"
 		    "\"threads_baseline\":%s,\"worker_gso\":%s,\"window\":%u,\"peers\":[",
-		o->memif != NULL ? "DPDK memif" : "kernel UDP", cpu, o->runs, o->iters,
+		o->memif != NULL ? "DPDK memif" : o->shm ? "shared memory" : "kernel UDP", cpu,
+		o->runs, o->iters,
 		o->threads ? "true" : "false", o->gso != SIGMA_GSO_OFF ? "true" : "false", o->window);
 	for (unsigned int p = 0, k = 0; p < RB_NPEERS; p++)
 		if (c->on[p])
@@ -1511,7 +1547,8 @@ static int cmp_plot(const char *path, const struct rb_cmp *c, const struct rb_op
 	fprintf(g, "set logscale xy 2\nset xlabel 'tensor bytes'\nset ylabel 'peer time / sigma "
 		   "time (> 1: sigma faster)'\nset key outside right\nset title "
 		   "'sigma (%s) against each peer, median of %u runs'\nplot 1 with lines dt 2 "
-		   "lc rgb 'black' title 'equal'", o->memif != NULL ? "DPDK memif" : "kernel UDP",
+		   "lc rgb 'black' title 'equal'", o->memif != NULL ? "DPDK memif" :
+		   o->shm ? "shared memory" : "kernel UDP",
 		o->runs);
 	series = 0;
 	for (unsigned int p = 0; p < RB_NPEERS; p++)

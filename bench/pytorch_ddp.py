@@ -17,7 +17,9 @@ every bucket is ready at about the same time (no overlap to hide behind).
 The same processes, in turns, time three ways to finish the step:
 
 - ``gloo``: DDP's all-reduce hook (what DDP does without a hook) on gloo;
-- ``sigma``: sigma.torch.ddp_comm_hook, through K local summation nodes;
+- ``sigma``: sigma.torch.ddp_comm_hook, through K local summation nodes
+  (over shared memory, or kernel UDP with SIGMA_LOCAL_TRANSPORT=udp; the
+  JSON's ``transport`` says which);
 - ``none``: a hook that returns at once (the step without communication).
 
 Per step, *comm* is from the first bucket's hook call to the last bucket's
@@ -200,6 +202,7 @@ def rank_main(rank: int, n: int, targets: list[str], node_pids: list[int], model
         out[name] = res
         del model
     out["ctypes_call_us"] = ctypes_call_us()
+    out["transport"] = sgt.session().transport  # shm or udp (SIGMA_LOCAL_TRANSPORT)
     sgt.shutdown()
     dist.destroy_process_group()
     return out
@@ -304,6 +307,7 @@ def main() -> int:
         for m in models:
             rows.append(summarise(m, n, ranks, a.steps))
             r = rows[-1]
+            r["transport"] = ranks[0]["transport"]
             print(f"# {m} N={n}: comm gloo {r['gloo']['comm_ms']:.1f} ms, sigma "
                   f"{r['sigma']['comm_ms']:.1f} ms, ratio {r['ratio_comm']:.2f}; step ratio "
                   f"{r['ratio_step']:.2f}", file=sys.stderr, flush=True)
@@ -313,6 +317,7 @@ def main() -> int:
            "torch": torch.__version__, "nodes": a.nodes, "steps": a.steps, "reps": a.reps,
            "bucket_mb": a.bucket_mb, "max_retries": a.max_retries, "ranks_wait": a.ranks_wait,
            "ctypes_call_us": ctypes_us, "models": models,
+           "transport": ",".join(sorted({r["transport"] for r in rows})),
            "workers": [int(w) for w in a.workers.split(",")],
            "target": {"ratio_min": TARGET_RATIO, "stretch": STRETCH_RATIO,
                       "met": all(r["target"]["met"] for r in rows),
@@ -322,7 +327,7 @@ def main() -> int:
           f"{' '.join(f'{v:.1f}' for v in load['before'])} before, "
           f"{' '.join(f'{v:.1f}' for v in load['after'])} after (a shared machine: other "
           "work there adds noise); "
-          f"{a.nodes} local sigma-udpd node(s); medians of {a.steps * a.reps} steps (slowest "
+          f"{a.nodes} local sigma-udpd node(s) over {doc['transport']}; medians of {a.steps * a.reps} steps (slowest "
           "rank)")
     print(f"{'model':10} {'N':>2} {'MB':>6} {'gloo comm':>10} {'sigma comm':>11} {'ratio':>6} "
           f"{'gloo step':>10} {'sigma step':>11} {'ratio':>6} {'no-comm step':>13}")

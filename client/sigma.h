@@ -85,6 +85,19 @@ enum sigma_transport {
 	 * then sleeps 20 us between polls (cores shared with a local sigmad).
 	 */
 	SIGMA_TRANSPORT_DPDK = 1,
+	/**
+	 * Shared memory to sigma-udpd nodes on this machine (sigma-udpd --shm
+	 * PATH; docs/client.md, "Shared memory"). sigma_conf.shm_paths lists
+	 * their Unix sockets; each node says in its hello which UDP address and
+	 * port it has, so nodes are named, placed and weighed as over UDP, and
+	 * one job may have workers on either transport. Every node of the
+	 * session must be among them. A datagram moves with one memcpy into a
+	 * ring in both directions and no system call while both sides run;
+	 * waiting in sigma_poll() polls the rings for spin_us, then sleeps on an
+	 * eventfd. A full ring loses the datagram (resent as a lost one); a node
+	 * that dies stops answering, and max_retries ends the wait, as over UDP.
+	 */
+	SIGMA_TRANSPORT_SHM = 2,
 };
 
 /** One summation node of the session. */
@@ -235,6 +248,15 @@ struct sigma_conf {
 	 * 60 s (0); at most 4294 s.
 	 */
 	uint32_t ranks_wait_us;
+	/**
+	 * SIGMA_TRANSPORT_SHM: the Unix sockets of the nodes' shared memory
+	 * (each one a sigma-udpd --shm PATH), in any order, read by sigma_open() only. A
+	 * socket whose node is not in the session is closed again at once, one
+	 * that fails is skipped; two of one node: the first counts. Every node of
+	 * the session needs one. Ignored by the other transports.
+	 */
+	const char *const *shm_paths;
+	unsigned int n_shm_paths; /**< entries of shm_paths, 1..256 with SIGMA_TRANSPORT_SHM */
 };
 
 /** Counters of a session (monotonic). */
@@ -310,7 +332,16 @@ typedef void (*sigma_done_cb)(void *arg, struct sigma_tensor *t, int status);
  * @return the session, or NULL with errno EINVAL (bad conf; the reason is
  *         printed to stderr), ENOMEM, the socket error, or for DPDK ENOLINK
  *         (the port's link was not up within 10 s: docs/client.md) or
- *         EHOSTUNREACH (no ARP reply within 5 s).
+ *         EHOSTUNREACH (no ARP reply within 5 s). Shared memory: a socket
+ *         that fails is skipped (logged), and the session fails only if a
+ *         node is left without one, with the last socket's error: connect()'s
+ *         (ENOENT, ECONNREFUSED: no node there; EACCES), ENAMETOOLONG (a path
+ *         longer than a Unix socket takes), ECONNRESET (the node refused the
+ *         channel: it has its --shm-max channels already), ETIMEDOUT (no
+ *         hello within 10 s), EPROTO (not a Sigma node's hello, another
+ *         layout version, or a memfd not of the rings' size or not sealed
+ *         against shrinking); or ENOENT when every socket answered but none was
+ *         that node's.
  */
 struct sigma_session *sigma_open(const struct sigma_conf *conf);
 

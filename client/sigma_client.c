@@ -197,8 +197,16 @@ static int check_conf(struct sigma_conf *c)
 		c->rto_max_us = c->rto_us;
 	if (c->max_retries == 0)
 		c->max_retries = SG_CLI_DEF_RETRIES;
-	if (c->transport != SIGMA_TRANSPORT_UDP && c->transport != SIGMA_TRANSPORT_DPDK)
+	if (c->transport != SIGMA_TRANSPORT_UDP && c->transport != SIGMA_TRANSPORT_DPDK &&
+	    c->transport != SIGMA_TRANSPORT_SHM)
 		return conf_error("unknown transport %d", (int)c->transport);
+	if (c->transport == SIGMA_TRANSPORT_SHM &&
+	    (c->shm_paths == NULL || c->n_shm_paths == 0 || c->n_shm_paths > 256))
+		return conf_error("the shared-memory transport needs 1..256 shm_paths, got %u",
+				  c->shm_paths == NULL ? 0 : c->n_shm_paths);
+	for (unsigned int i = 0; c->transport == SIGMA_TRANSPORT_SHM && i < c->n_shm_paths; i++)
+		if (c->shm_paths[i] == NULL || c->shm_paths[i][0] == '\0')
+			return conf_error("shm_paths[%u] is empty", i);
 	if (c->transport == SIGMA_TRANSPORT_DPDK && c->local_addr == NULL)
 		return conf_error("the DPDK transport needs local_addr (our IPv4 address)");
 	if (c->dpdk_rx_queues == 0)
@@ -355,12 +363,16 @@ struct sigma_session *sigma_open(const struct sigma_conf *conf)
 
 		full.nodes = conf->nodes;
 		s->tp = full.transport == SIGMA_TRANSPORT_DPDK ? sg_cli_dpdk_create(&full) :
-								 sg_cli_udp_create(&full);
+			full.transport == SIGMA_TRANSPORT_SHM ? sg_cli_shm_create(&full) :
+								sg_cli_udp_create(&full);
+		s->conf.shm_paths = NULL; /* used at open only */
 	}
 	if (s->tp == NULL) {
 		rc = -errno;
 		fprintf(stderr, "sigma: cannot open the %s transport: %s\n",
-			conf->transport == SIGMA_TRANSPORT_DPDK ? "DPDK" : "UDP", strerror(errno));
+			conf->transport == SIGMA_TRANSPORT_DPDK ? "DPDK" :
+			conf->transport == SIGMA_TRANSPORT_SHM ? "shared-memory" : "UDP",
+			strerror(-rc));
 		goto fail;
 	}
 	return s;

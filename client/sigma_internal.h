@@ -59,6 +59,12 @@ struct sg_cli_transport *sg_cli_udp_create(const struct sigma_conf *conf);
 /** DPDK ethdev transport (see SIGMA_TRANSPORT_DPDK). NULL with errno on failure. */
 struct sg_cli_transport *sg_cli_dpdk_create(const struct sigma_conf *conf);
 
+/**
+ * Shared memory to sigma-udpd nodes on this machine (SIGMA_TRANSPORT_SHM).
+ * NULL with errno on failure (see sigma_open()).
+ */
+struct sg_cli_transport *sg_cli_shm_create(const struct sigma_conf *conf);
+
 /** Bytes of one receive buffer: the largest Sigma datagram, and some slack. */
 #define SG_CLI_RXBUF (SG_DP_HDR_LEN + SG_DP_MAX_PAYLOAD + 64)
 

@@ -9,9 +9,16 @@
  * UDP_SEGMENT send arrives as one message) and UDP_SEGMENT on send (the
  * replies of one length to one worker in a burst leave as one message). Under
  * light traffic it polls a little before it sleeps (conf.spin_us).
+ *
+ * With conf.shm_path, workers of this machine may skip the kernel: each one
+ * that connects to that Unix socket gets a channel of two shared-memory rings
+ * (sigma_shm.h), which the same loop polls beside the socket. The engine
+ * tells such a worker from a UDP one by its address: SHM_TAG set, the
+ * channel's generation and slot below.
  */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/udp.h>
 #include <poll.h>
@@ -19,13 +26,34 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sched.h>
+#include <sys/eventfd.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
+#include "sg_parse.h"
 #include "sigma_internal.h"
+#include "sigma_shm.h"
 #include "sigma_udpd.h"
 
 #define UDPD_BUF SG_CLI_RXBUF
+
+/* An engine address with this bit is a shared-memory channel: no IPv4 << 16 | port has it. */
+#define SHM_TAG (1ull << 63)
+#define SHM_MAX_LIMIT 1024
+
+/* One worker's shared-memory channel (sock < 0: a free slot). */
+struct shm_chan {
+	int sock;                 /* the worker's connection: its hang-up frees the channel */
+	struct sg_shm_layout *mem;
+	uint64_t id;              /* its engine address: SHM_TAG | generation << 16 | slot */
+	struct sg_shm_ring up;    /* worker to node: we consume, the efd is ours */
+	struct sg_shm_ring down;  /* node to worker: we produce, the efd is the worker's */
+	bool dirty;               /* down has records not yet published */
+};
 
 
 struct sigma_udpd {
@@ -58,6 +86,7 @@ struct sigma_udpd {
 	uint64_t spin_ns;                        /* conf.spin_us (0: never) */
 	int last_burst;                          /* datagrams of the last burst that had any */
 	uint64_t last_rx;                        /* ... when it was handled */
+	uint64_t last_ctl;                       /* shared memory's sockets last looked at */
 	struct sockaddr_in txaddr[SG_CLI_BURST]; /* each datagram's destination */
 	uint32_t txlen[SG_CLI_BURST];            /* ... its length */
 	const uint8_t *txhdr[SG_CLI_BURST];      /* ... its header */
@@ -69,6 +98,18 @@ struct sigma_udpd {
 	uint8_t txctl[SG_CLI_BURST][SG_CLI_SEGCTL];
 	uint8_t *txbuf;
 	_Atomic uint64_t tx_msgs, tx_dgrams, tx_bufs, spins; /* read by sigma_udpd_io_stats() */
+	/* shared memory (conf.shm_path): the channels change under lock, on the node's thread */
+	uint32_t ipv4;                           /* our UDP address, for the hello */
+	char *shm_path;                          /* conf.shm_path's copy */
+	int shm_fd;                              /* the listening socket, or -1 */
+	uint32_t shm_max, shm_gen, shm_next;     /* slots; channels made; the next to read */
+	struct shm_chan *ch;
+	struct pollfd *pfd;                      /* the node's sleep: 2 + 2 * shm_max */
+	const uint8_t *srx[SG_CLI_BURST];        /* a burst of records */
+	uint32_t srxlen[SG_CLI_BURST];
+	uint64_t srxsrc[SG_CLI_BURST];
+	_Atomic uint64_t shm_open, shm_accepted, shm_refused, shm_closed, shm_garbage, shm_rx,
+		shm_tx, shm_tx_full, shm_tx_stale, shm_bad_len, shm_wakeups;
 };
 
 /* Addresses travel through the engine as one opaque u64: IPv4 << 16 | port. */
@@ -159,6 +200,13 @@ static void tx_flush(struct sigma_udpd *d)
 {
 	unsigned int done = 0, nm = tx_pack(d);
 
+	for (uint32_t k = 0; k < d->shm_max; k++)
+		if (d->ch[k].dirty) {
+			d->ch[k].dirty = false;
+			if (sg_shm_publish(&d->ch[k].down))
+				d->shm_wakeups++;
+		}
+
 	while (done < nm) {
 		int r = sendmmsg(d->fd, d->txmsg + done, nm - done, 0);
 
@@ -195,6 +243,28 @@ static uint8_t *tx_buffer(struct sigma_udpd *d, uint32_t len, unsigned int ndgra
 	return d->cur;
 }
 
+/* A datagram to a shared-memory worker: copied into its ring now, published at tx_flush(). */
+static void shm_queue(struct sigma_udpd *d, uint64_t dest, const uint8_t *hdr, uint32_t len)
+{
+	uint32_t slot = (uint32_t)(dest & 0xffff);
+	struct shm_chan *c = slot < d->shm_max ? &d->ch[slot] : NULL;
+	uint8_t *b;
+
+	if (c == NULL || c->sock < 0 || c->id != dest) {
+		d->shm_tx_stale++;
+		return;
+	}
+	b = sg_shm_put(&c->down, len);
+	if (b == NULL) {
+		d->shm_tx_full++; /* a slow worker: it resends, and never holds us up */
+		return;
+	}
+	memcpy(b, hdr, SG_DP_HDR_LEN);
+	memcpy(b + SG_DP_HDR_LEN, d->cur + SG_DP_HDR_LEN, len - SG_DP_HDR_LEN);
+	c->dirty = true;
+	d->shm_tx++;
+}
+
 /* Queue datagram of @p len bytes to @p dest: header @p hdr, payload after the current buffer's. */
 static void tx_queue(struct sigma_udpd *d, uint64_t dest, const uint8_t *hdr, uint32_t len)
 {
@@ -202,6 +272,10 @@ static void tx_queue(struct sigma_udpd *d, uint64_t dest, const uint8_t *hdr, ui
 
 	if (lose(d, d->conf.drop_tx_permille))
 		return;
+	if (dest & SHM_TAG) {
+		shm_queue(d, dest, hdr, len);
+		return;
+	}
 	addr_unpack(dest, &d->txaddr[i]);
 	d->txlen[i] = len;
 	d->txhdr[i] = hdr;
@@ -252,37 +326,263 @@ static unsigned int tx_send_multi(void *ctx, void *pkt, uint32_t len,
 	return n; /* a datagram lost on purpose counts as sent, as in tx_send */
 }
 
+/* ---- shared memory (conf.shm_path) ----------------------------------------- */
+
+static int shm_listen(struct sigma_udpd *d, const char *path)
+{
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	mode_t old;
+	int fd, rc;
+
+	if (strlen(path) >= sizeof(sa.sun_path))
+		return -ENAMETOOLONG;
+	memcpy(sa.sun_path, path, strlen(path) + 1);
+	fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	unlink(path); /* a node's earlier socket: one node per path */
+	old = umask(0177);
+	rc = bind(fd, (struct sockaddr *)&sa, sizeof(sa));
+	umask(old);
+	if (rc != 0 || chmod(path, 0600) != 0 || listen(fd, 64) != 0) {
+		rc = -errno;
+		close(fd);
+		return rc;
+	}
+	d->shm_fd = fd;
+	return 0;
+}
+
+static void chan_unmap(struct shm_chan *c)
+{
+	if (c->mem != NULL)
+		munmap(c->mem, sg_shm_mem_bytes(SG_SHM_RING_BYTES));
+	if (c->up.efd >= 0)
+		close(c->up.efd);
+	if (c->down.efd >= 0)
+		close(c->down.efd);
+	if (c->sock >= 0)
+		close(c->sock);
+	*c = (struct shm_chan){.sock = -1, .up.efd = -1, .down.efd = -1};
+}
+
+/* Make a channel in slot @p c for the worker on @p sock and send it the hello. @return 0/-errno. */
+static int chan_make(struct sigma_udpd *d, struct shm_chan *c, int sock)
+{
+	uint64_t bytes = sg_shm_mem_bytes(SG_SHM_RING_BYTES);
+	struct sg_shm_hello h = {.magic = SG_SHM_MAGIC, .version = SG_SHM_VERSION,
+				 .udp_port = d->port, .ipv4 = d->ipv4,
+				 .ring_bytes = SG_SHM_RING_BYTES, .mem_bytes = bytes};
+	union {
+		struct cmsghdr align;
+		uint8_t buf[CMSG_SPACE(3 * sizeof(int))];
+	} ctl;
+	struct iovec iov = {&h, sizeof(h)};
+	struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.buf,
+			    .msg_controllen = sizeof(ctl.buf)};
+	struct cmsghdr *cm;
+	int memfd, fds[3], rc = 0;
+	struct shm_chan n = {.sock = sock};
+
+	memfd = memfd_create("sigma-shm", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	n.up.efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	n.down.efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	/* sealed: a worker that shrank it would kill us with SIGBUS */
+	if (memfd < 0 || n.up.efd < 0 || n.down.efd < 0 || ftruncate(memfd, (off_t)bytes) != 0 ||
+	    fcntl(memfd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0 ||
+	    (n.mem = sg_shm_map(memfd, bytes, SG_SHM_RING_BYTES)) == NULL) {
+		rc = -errno;
+		goto out;
+	}
+	/* every page written once through our mapping now, not on the hot path (sigma_shm.h) */
+	memset(n.mem->data, 0, 2 * (size_t)SG_SHM_RING_BYTES);
+	fds[0] = memfd;
+	fds[1] = n.up.efd;
+	fds[2] = n.down.efd;
+	memset(&ctl, 0, sizeof(ctl));
+	cm = CMSG_FIRSTHDR(&mh);
+	cm->cmsg_level = SOL_SOCKET;
+	cm->cmsg_type = SCM_RIGHTS;
+	cm->cmsg_len = CMSG_LEN(sizeof(fds));
+	memcpy(CMSG_DATA(cm), fds, sizeof(fds));
+	if (sendmsg(sock, &mh, MSG_DONTWAIT | MSG_NOSIGNAL) != (ssize_t)sizeof(h)) {
+		rc = -errno;
+		goto out;
+	}
+	n.id = SHM_TAG | (uint64_t)d->shm_gen++ << 16 | (uint64_t)(c - d->ch);
+	sg_shm_ring_init(&n.up, &n.mem->up, n.mem->data, SG_SHM_RING_BYTES, UDPD_BUF, n.up.efd);
+	sg_shm_ring_init(&n.down, &n.mem->down, n.mem->data + SG_SHM_RING_BYTES,
+			 SG_SHM_RING_BYTES, UDPD_BUF, n.down.efd);
+	pthread_mutex_lock(&d->lock); /* the engine's replies read the slots */
+	*c = n;
+	pthread_mutex_unlock(&d->lock);
+out:
+	if (memfd >= 0)
+		close(memfd); /* the mapping stays */
+	if (rc != 0)
+		chan_unmap(&n);
+	return rc;
+}
+
+static void chan_free(struct sigma_udpd *d, struct shm_chan *c)
+{
+	pthread_mutex_lock(&d->lock);
+	chan_unmap(c);
+	pthread_mutex_unlock(&d->lock);
+	d->shm_open--;
+	d->shm_closed++;
+}
+
+/* Take every waiting connection: a channel each, while slots last. */
+static void shm_accept(struct sigma_udpd *d)
+{
+	int sock;
+
+	while ((sock = accept4(d->shm_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC)) >= 0) {
+		struct shm_chan *c = NULL;
+
+		for (uint32_t k = 0; k < d->shm_max && c == NULL; k++)
+			if (d->ch[k].sock < 0)
+				c = &d->ch[k];
+		if (c == NULL || chan_make(d, c, sock) != 0) {
+			/* the worker sees the hang-up instead of a hello */
+			if (c == NULL)
+				close(sock);
+			d->shm_refused++;
+			continue;
+		}
+		d->shm_accepted++;
+		d->shm_open++;
+	}
+}
+
+/* A worker's socket woke us: it hung up, or wrote to it (garbage). Free its channel. */
+static void chan_event(struct sigma_udpd *d, struct shm_chan *c, short revents)
+{
+	uint8_t b;
+	ssize_t r = revents & POLLIN ? recv(c->sock, &b, 1, MSG_DONTWAIT) : 0;
+
+	if (r < 0 && (errno == EAGAIN || errno == EINTR) && !(revents & (POLLHUP | POLLERR)))
+		return;
+	if (r > 0)
+		d->shm_garbage++;
+	chan_free(d, c);
+}
+
+/*
+ * Wait up to @p ms for anything (0: only look): the UDP socket and the rings
+ * (when @p ms > 0), new connections, the workers' sockets. Before it sleeps
+ * it tells every ring (sigma_shm.h), and does not sleep if one has a record.
+ */
+static void node_wait(struct sigma_udpd *d, int ms)
+{
+	nfds_t np = 0, first_chan;
+	uint32_t slot_of[2 * SHM_MAX_LIMIT];
+	bool asleep = true;
+
+	if (ms > 0)
+		d->pfd[np++] = (struct pollfd){.fd = d->fd, .events = POLLIN};
+	if (d->shm_fd >= 0)
+		d->pfd[np++] = (struct pollfd){.fd = d->shm_fd, .events = POLLIN};
+	first_chan = np;
+	for (uint32_t k = 0; k < d->shm_max; k++) {
+		if (d->ch[k].sock < 0)
+			continue;
+		slot_of[np - first_chan] = k;
+		d->pfd[np++] = (struct pollfd){.fd = d->ch[k].sock, .events = POLLIN};
+		if (ms > 0) {
+			slot_of[np - first_chan] = k;
+			d->pfd[np++] = (struct pollfd){.fd = d->ch[k].up.efd, .events = POLLIN};
+			asleep = asleep && sg_shm_sleep_prepare(&d->ch[k].up);
+		}
+	}
+	if (np == 0 || poll(d->pfd, np, asleep ? ms : 0) <= 0)
+		goto awake;
+	if (d->shm_fd >= 0 && (d->pfd[first_chan - 1].revents & POLLIN))
+		shm_accept(d);
+	for (nfds_t i = first_chan; i < np; i++) {
+		struct shm_chan *c = &d->ch[slot_of[i - first_chan]];
+
+		if (d->pfd[i].fd == c->sock && d->pfd[i].revents)
+			chan_event(d, c, d->pfd[i].revents);
+	}
+awake:
+	if (ms > 0)
+		for (uint32_t k = 0; k < d->shm_max; k++)
+			if (d->ch[k].sock >= 0)
+				sg_shm_awake(&d->ch[k].up);
+}
+
+/* Up to a burst of records from the workers' rings, a different channel first each time. */
+static int shm_take(struct sigma_udpd *d)
+{
+	int n = 0;
+	uint64_t bad = 0;
+
+	for (uint32_t i = 0; i < d->shm_max && n < SG_CLI_BURST; i++) {
+		struct shm_chan *c = &d->ch[(d->shm_next + i) % d->shm_max];
+
+		if (c->sock < 0)
+			continue;
+		while (n < SG_CLI_BURST &&
+		       (d->srx[n] = sg_shm_get(&c->up, &d->srxlen[n], &bad)) != NULL)
+			d->srxsrc[n++] = c->id;
+	}
+	if (d->shm_max)
+		d->shm_next = (d->shm_next + 1) % d->shm_max;
+	if (bad)
+		d->shm_bad_len += bad;
+	if (n)
+		d->shm_rx += (unsigned int)n;
+	return n;
+}
+
+/* The engine is done with the burst's records: their room goes back to the workers. */
+static void shm_release(struct sigma_udpd *d)
+{
+	for (uint32_t k = 0; k < d->shm_max; k++)
+		if (d->ch[k].sock >= 0)
+			sg_shm_release(&d->ch[k].up);
+}
+
+/* Datagrams waiting now: @p ns gets the shared-memory ones. @return UDP's, or -errno. */
+static int rx_take(struct sigma_udpd *d, int *ns)
+{
+	*ns = shm_take(d);
+	return sg_cli_rx_take(d->rx, d->rxpkt, d->rxfrom, SG_CLI_BURST);
+}
+
 static void *node_main(void *arg)
 {
 	struct sigma_udpd *d = arg;
 	uint64_t last_poll = 0;
 
 	while (!atomic_load_explicit(&d->stop, memory_order_relaxed)) {
-		struct pollfd pfd = {.fd = d->fd, .events = POLLIN};
 		uint64_t t0, now;
-		int n;
+		int n, ns;
 
-		n = sg_cli_rx_take(d->rx, d->rxpkt, d->rxfrom, SG_CLI_BURST);
+		n = rx_take(d, &ns);
 		/* light traffic: a worker's next push or its peers' come soon, and a
 		 * wake-up would take longer (docs/performance.md); but only for spin_us
 		 * after the last burst: polling on through a quiet spell took the CPU
 		 * the workers need, for nothing */
-		if (n == 0 && d->spin_ns && d->last_burst <= SIGMA_UDPD_SPIN_BURST) {
+		if (n == 0 && ns == 0 && d->spin_ns && d->last_burst <= SIGMA_UDPD_SPIN_BURST) {
 			uint64_t quiet = sg_cli_now_ns() - d->last_rx;
 
-			if (quiet < d->spin_ns) {
+			if (quiet < d->spin_ns)
 				d->spins++;
-				n = sg_cli_rx_spin(d->rx, d->rxpkt, d->rxfrom, SG_CLI_BURST,
-						   d->spin_ns - quiet);
+			while (n == 0 && ns == 0 && quiet < d->spin_ns) {
+				sched_yield(); /* to a worker, which may be the one to answer */
+				n = rx_take(d, &ns);
+				quiet = sg_cli_now_ns() - d->last_rx;
 			}
 		}
-		if (n > 0)
-			d->last_burst = n;
-		if (n <= 0) {
-			if (n < 0)
-				break;
-			poll(&pfd, 1, 1);
-		}
+		if (n < 0)
+			break;
+		if (n + ns > 0)
+			d->last_burst = n + ns;
+		else
+			node_wait(d, 1);
 		t0 = sg_cli_now_ns();
 		pthread_mutex_lock(&d->lock);
 		for (int i = 0; i < n; i++) {
@@ -291,16 +591,28 @@ static void *node_main(void *arg)
 			sg_dp_engine_rx(d->eng, d->rxpkt[i].buf, d->rxpkt[i].len,
 					addr_pack(d->rxfrom[i]), t0);
 		}
+		for (int i = 0; i < ns; i++) {
+			if (lose(d, d->conf.drop_rx_permille))
+				continue;
+			sg_dp_engine_rx(d->eng, d->srx[i], d->srxlen[i], d->srxsrc[i], t0);
+		}
 		if (t0 - last_poll > 1000000) {
 			sg_dp_engine_poll(d->eng, t0);
 			last_poll = t0;
 		}
 		tx_flush(d);
 		pthread_mutex_unlock(&d->lock);
+		if (ns > 0)
+			shm_release(d);
 		now = sg_cli_now_ns();
-		if (n > 0) {
+		if (n + ns > 0) {
 			d->busy_ns += now - t0;
 			d->last_rx = now; /* the quiet spell spin_us covers starts here */
+			/* while busy, new workers and hang-ups are seen once a millisecond */
+			if (now - d->last_ctl > 1000000) {
+				node_wait(d, 0);
+				d->last_ctl = now;
+			}
 		}
 	}
 	return NULL;
@@ -311,7 +623,7 @@ struct sigma_udpd *sigma_udpd_create(const struct sigma_udpd_conf *conf)
 	struct sigma_udpd *d;
 	int err;
 
-	if (conf == NULL || conf->spin_us > 1000000) {
+	if (conf == NULL || conf->spin_us > 1000000 || conf->shm_max > SHM_MAX_LIMIT) {
 		errno = EINVAL;
 		return NULL;
 	}
@@ -319,6 +631,19 @@ struct sigma_udpd *sigma_udpd_create(const struct sigma_udpd_conf *conf)
 	if (d == NULL)
 		return NULL;
 	d->fd = -1;
+	d->shm_fd = -1;
+	d->shm_max = conf->shm_path == NULL ? 0 : conf->shm_max ? conf->shm_max : SIGMA_UDPD_SHM_MAX;
+	d->ch = calloc(d->shm_max + 1, sizeof(*d->ch));
+	d->pfd = calloc(2 + 2 * (size_t)d->shm_max, sizeof(*d->pfd));
+	if (d->ch == NULL || d->pfd == NULL) {
+		free(d->ch);
+		free(d->pfd);
+		free(d);
+		errno = ENOMEM;
+		return NULL;
+	}
+	for (uint32_t k = 0; k < d->shm_max; k++)
+		d->ch[k] = (struct shm_chan){.sock = -1, .up.efd = -1, .down.efd = -1};
 	d->conf = *conf;
 	d->rng = conf->seed ? conf->seed : 0x9e3779b97f4a7c15ull;
 	pthread_mutex_init(&d->lock, NULL);
@@ -348,6 +673,13 @@ struct sigma_udpd *sigma_udpd_create(const struct sigma_udpd_conf *conf)
 		err = -d->fd;
 		goto fail;
 	}
+	sg_ipv4_parse(conf->addr ? conf->addr : "127.0.0.1", &d->ipv4); /* the socket took it */
+	if (conf->shm_path != NULL) {
+		d->shm_path = strdup(conf->shm_path);
+		err = d->shm_path == NULL ? ENOMEM : -shm_listen(d, d->shm_path);
+		if (err != 0)
+			goto fail;
+	}
 	d->rx = sg_cli_rx_create(d->fd);
 	if (d->rx == NULL) {
 		err = ENOMEM;
@@ -358,6 +690,11 @@ fail:
 	sigma_udpd_destroy(d);
 	errno = err;
 	return NULL;
+}
+
+uint32_t sigma_udpd_ipv4(const struct sigma_udpd *d)
+{
+	return d->ipv4;
 }
 
 uint16_t sigma_udpd_port(const struct sigma_udpd *d)
@@ -442,6 +779,14 @@ void sigma_udpd_stop(struct sigma_udpd *d)
 		close(d->fd);
 		d->fd = -1;
 	}
+	for (uint32_t k = 0; k < d->shm_max; k++)
+		if (d->ch[k].sock >= 0)
+			chan_free(d, &d->ch[k]);
+	if (d->shm_fd >= 0) {
+		close(d->shm_fd);
+		d->shm_fd = -1;
+		unlink(d->shm_path);
+	}
 }
 
 void sigma_udpd_stats(struct sigma_udpd *d, struct sg_dp_stats *st)
@@ -467,6 +812,17 @@ void sigma_udpd_io_stats(struct sigma_udpd *d, struct sigma_udpd_io *io)
 	io->tx_dgrams = d->tx_dgrams;
 	io->tx_bufs = d->tx_bufs;
 	io->spins = d->spins;
+	io->shm_open = d->shm_open;
+	io->shm_accepted = d->shm_accepted;
+	io->shm_refused = d->shm_refused;
+	io->shm_closed = d->shm_closed;
+	io->shm_garbage = d->shm_garbage;
+	io->shm_rx = d->shm_rx;
+	io->shm_tx = d->shm_tx;
+	io->shm_tx_full = d->shm_tx_full;
+	io->shm_tx_stale = d->shm_tx_stale;
+	io->shm_bad_len = d->shm_bad_len;
+	io->shm_wakeups = d->shm_wakeups;
 }
 
 void sigma_udpd_destroy(struct sigma_udpd *d)
@@ -478,5 +834,8 @@ void sigma_udpd_destroy(struct sigma_udpd *d)
 	pthread_mutex_destroy(&d->lock);
 	sg_cli_rx_destroy(d->rx);
 	free(d->txbuf);
+	free(d->ch);
+	free(d->pfd);
+	free(d->shm_path);
 	free(d);
 }

@@ -51,7 +51,18 @@ struct sigma_udpd_conf {
 	 * (200 us); negative: never; at most 1 s (sigma_udpd_create(): EINVAL).
 	 */
 	int32_t spin_us;
+	/**
+	 * Offer shared memory to workers of this machine (SIGMA_TRANSPORT_SHM):
+	 * a Unix socket (SOCK_SEQPACKET, mode 0600; put it in a private folder)
+	 * made at this path, replaced if one is there, removed at stop. NULL:
+	 * none. Each worker that connects gets its own channel (sigma_shm.h).
+	 */
+	const char *shm_path;
+	uint32_t shm_max; /**< channels at once (0: 64; at most 1024); more are refused */
 };
+
+/** sigma_udpd_conf.shm_max's default. */
+#define SIGMA_UDPD_SHM_MAX 64
 
 /** sigma_udpd_conf.spin_us polls only after bursts of at most this many datagrams. */
 #define SIGMA_UDPD_SPIN_BURST 16
@@ -63,6 +74,18 @@ struct sigma_udpd_io {
 	uint64_t tx_bufs;            /**< packets the engine wrote: a RESULT to several workers
 					  is written once and sent to each with its own header */
 	uint64_t spins;              /**< polls before sleeping (conf.spin_us) */
+	/* shared memory (conf.shm_path) */
+	uint64_t shm_open;           /**< channels open now */
+	uint64_t shm_accepted;       /**< channels made */
+	uint64_t shm_refused;        /**< connections refused: shm_max channels open, no memory,
+					  or the worker gone before its hello */
+	uint64_t shm_closed;         /**< channels freed: the worker hung up or sent garbage */
+	uint64_t shm_garbage;        /**< ... of them, because it wrote to the socket */
+	uint64_t shm_rx, shm_tx;     /**< datagrams taken from the rings, put into them */
+	uint64_t shm_tx_full;        /**< replies dropped: the worker's ring was full */
+	uint64_t shm_tx_stale;       /**< replies dropped: their channel is gone */
+	uint64_t shm_bad_len;        /**< records of a bad length (what followed was skipped) */
+	uint64_t shm_wakeups;        /**< eventfd writes to sleeping workers */
 };
 
 struct sigma_udpd;
@@ -72,6 +95,9 @@ struct sigma_udpd;
  * @return the node, or NULL with errno (EINVAL, ENOMEM, socket errors).
  */
 struct sigma_udpd *sigma_udpd_create(const struct sigma_udpd_conf *conf);
+
+/** UDP address the node is bound to (network order). */
+uint32_t sigma_udpd_ipv4(const struct sigma_udpd *d);
 
 /** UDP port the node is bound to. */
 uint16_t sigma_udpd_port(const struct sigma_udpd *d);
@@ -97,7 +123,8 @@ int sigma_udpd_start(struct sigma_udpd *d);
 
 /**
  * Stop the thread and close the socket (the node disappears: packets sent to
- * its port go unanswered). Stats stay readable. Idempotent.
+ * its port go unanswered), close every shared-memory channel and remove the
+ * shm socket. Stats stay readable. Idempotent.
  */
 void sigma_udpd_stop(struct sigma_udpd *d);
 

@@ -275,6 +275,10 @@ static void usage(FILE *f)
 		"  --drop-rx P, --drop-tx P  loss injection: drop P per mille of packets [0]\n"
 		"  --spin-us U       after light traffic, poll this long before sleeping; 0: never\n"
 		"                    [200]\n"
+		"  --shm PATH        offer shared memory to workers of this machine at this Unix\n"
+		"                    socket (made mode 0600, replaced if there, removed at exit;\n"
+		"                    put it in a private folder): SIGMA_TRANSPORT_SHM\n"
+		"  --shm-max N       shared-memory channels at once, 1..1024; more are refused [64]\n"
 		"  --version         print the release, wire protocol and control API versions\n"
 		"  -h, --help        this text\n"
 		"Runs until SIGINT or SIGTERM. Exit: 0 stopped, 1 could not start, 2 usage.\n");
@@ -292,7 +296,8 @@ int main(int argc, char **argv)
 		{"etcd", required_argument, NULL, 'E'}, {"cluster", required_argument, NULL, 'C'},
 		{"ttl", required_argument, NULL, 'T'}, {"drop-rx", required_argument, NULL, 'R'},
 		{"drop-tx", required_argument, NULL, 'X'}, {"spin-us", required_argument, NULL, 'S'},
-		{"version", no_argument, NULL, 'V'},
+		{"version", no_argument, NULL, 'V'}, {"shm", required_argument, NULL, 'M'},
+		{"shm-max", required_argument, NULL, 'N'},
 		{NULL, 0, NULL, 0},
 	};
 	static struct node n = {.name = "sigma-udpd", .addr = "127.0.0.1", .gbps = 10};
@@ -374,6 +379,16 @@ int main(int argc, char **argv)
 			*(c == 'R' ? &dc.drop_rx_permille : &dc.drop_tx_permille) = (uint32_t)v;
 			dc.seed = (uint32_t)getpid();
 			break;
+		case 'M':
+			if (optarg[0] == '\0')
+				goto bad;
+			dc.shm_path = optarg;
+			break;
+		case 'N':
+			if (sg_parse_u64(optarg, 1, 1024, &v) != 0)
+				goto bad;
+			dc.shm_max = (uint32_t)v;
+			break;
 		case 'h':
 			usage(stdout);
 			return 0;
@@ -413,7 +428,8 @@ int main(int argc, char **argv)
 	dc.addr = n.addr;
 	n.d = sigma_udpd_create(&dc);
 	if (n.d == NULL) {
-		fprintf(stderr, "sigma-udpd: cannot open %s:%u: %s\n", n.addr, dc.port,
+		fprintf(stderr, "sigma-udpd: cannot open %s:%u%s%s: %s\n", n.addr, dc.port,
+			dc.shm_path ? " and shared memory at " : "", dc.shm_path ? dc.shm_path : "",
 			strerror(errno));
 		return 1;
 	}
@@ -461,10 +477,11 @@ int main(int argc, char **argv)
 	}
 	signal(SIGINT, on_signal);
 	signal(SIGTERM, on_signal);
-	printf("sigma-udpd: node %s on %s:%u (%s, %g Gb/s), control %s%s%s tcp port %u\n", n.name,
-	       n.addr, sigma_udpd_port(n.d), sg_node_kind_name(n.kind), n.gbps,
+	printf("sigma-udpd: node %s on %s:%u (%s, %g Gb/s), control %s%s%s tcp port %u%s%s\n",
+	       n.name, n.addr, sigma_udpd_port(n.d), sg_node_kind_name(n.kind), n.gbps,
 	       unix_path ? "unix:" : "", unix_path ? unix_path : "", unix_path ? "," : "",
-	       sg_ctl_server_tcp_port(srv));
+	       sg_ctl_server_tcp_port(srv), dc.shm_path ? ", shm " : "",
+	       dc.shm_path ? dc.shm_path : "");
 	fflush(stdout);
 	while (!stop)
 		usleep(20000); /* a signal between a check and pause() would be lost */
@@ -475,6 +492,17 @@ int main(int argc, char **argv)
 	printf("sigma-udpd: stopped; %" PRIu64 " packets, %" PRIu64 " pushes summed, %" PRIu64
 	       " rounds, %" PRIu64 " errors sent, %" PRIu64 " WAITING sent\n", st.rx_packets,
 	       st.rx_pushes, st.rounds_completed, st.errors_sent, st.waits_sent);
+	if (dc.shm_path != NULL) {
+		struct sigma_udpd_io io;
+
+		sigma_udpd_io_stats(n.d, &io);
+		printf("sigma-udpd: shm: %" PRIu64 " channels (%" PRIu64 " refused, %" PRIu64
+		       " closed, %" PRIu64 " for garbage), %" PRIu64 " datagrams in, %" PRIu64
+		       " out, %" PRIu64 " dropped (ring full), %" PRIu64 " (channel gone), %"
+		       PRIu64 " bad lengths, %" PRIu64 " wake-ups\n", io.shm_accepted,
+		       io.shm_refused, io.shm_closed, io.shm_garbage, io.shm_rx, io.shm_tx,
+		       io.shm_tx_full, io.shm_tx_stale, io.shm_bad_len, io.shm_wakeups);
+	}
 	for (int w = 1; w < SG_DP_DROP_COUNT; w++)
 		if (st.drops[w])
 			printf("sigma-udpd: dropped %" PRIu64 " (%s)\n", st.drops[w],

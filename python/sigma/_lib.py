@@ -38,6 +38,9 @@ SG_NAME_MAX = 64
 SG_MAX_TENSORS = 65536
 SG_MAX_CHUNK_BYTES = 8920
 SIGMA_ERR_LEN = 512
+# enum sigma_transport
+TRANSPORT_UDP = 0
+TRANSPORT_SHM = 2
 SIGMA_JOB_DESC_MAX = 16384
 SG_CTL_SECRET_MAX = 256
 # sg_etcd.h
@@ -104,6 +107,8 @@ class SigmaConf(ctypes.Structure):
         ("failover_wait_us", ctypes.c_uint32),
         ("spin_us", ctypes.c_int32),
         ("ranks_wait_us", ctypes.c_uint32),
+        ("shm_paths", ctypes.POINTER(ctypes.c_char_p)),
+        ("n_shm_paths", ctypes.c_uint),
     ]
 
 

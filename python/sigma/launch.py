@@ -264,6 +264,8 @@ def run(argv: Optional[list[str]] = None) -> int:
         if a.local_nodes:
             nodes = start_local_nodes(a.local_nodes, a.node_kind)
             env["SIGMA_NODES"] = nodes.env()
+            # the ranks reach them through shared memory (unless SIGMA_LOCAL_TRANSPORT=udp)
+            env["SIGMA_SHM"] = os.environ.get("SIGMA_SHM", "")
             print(f"sigma.launch: {a.local_nodes} local node(s): {nodes.env()}", flush=True)
         if a.make_job:
             job = create_job(env.get("SIGMA_NODES", ""), a.nproc, mode=a.mode or "sync",

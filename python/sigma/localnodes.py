@@ -4,8 +4,15 @@
 :func:`start_local_nodes` is the one place that starts them. A node is
 ``sigma-udpd`` (the aggregation engine behind a kernel UDP socket, with the
 control server), reached by kernel-socket workers on 127.0.0.1; each node gets
-a control socket (``unix:``) in a private folder. Every node is stopped (and
-its folder removed) on ``stop()``, on leaving the ``with`` block, and at exit.
+a control socket (``unix:``) and a shared-memory socket (``--shm``) in a
+private folder. Every node is stopped (and its folder removed) on ``stop()``,
+on leaving the ``with`` block, and at exit.
+
+Local ranks use the nodes' shared memory by default: :func:`start_local_nodes`
+adds their sockets to ``SIGMA_SHM`` in this process's environment (and
+``stop()`` takes them out again), which ranks started from here inherit and
+:class:`sigma.Session` reads. ``SIGMA_LOCAL_TRANSPORT=udp`` goes back to
+kernel UDP (docs/python.md).
 """
 
 from __future__ import annotations
@@ -22,6 +29,36 @@ from typing import Optional
 
 # The node program the launcher and the tests start (a one-line switch).
 DEFAULT_KIND = "udpd"
+# Environment: the shared-memory sockets of local nodes (';' between them),
+# and the switch back to kernel UDP for local ranks.
+SHM_ENV = "SIGMA_SHM"
+TRANSPORT_ENV = "SIGMA_LOCAL_TRANSPORT"
+
+
+def local_transport() -> str:
+    """``shm`` (the default) or ``udp``: SIGMA_LOCAL_TRANSPORT, checked."""
+    t = os.environ.get(TRANSPORT_ENV, "") or "shm"
+    if t not in ("shm", "udp"):
+        raise ValueError(f"sigma: {TRANSPORT_ENV}={t!r}: 'shm' (the default) or 'udp'")
+    return t
+
+
+def shm_paths() -> list[str]:
+    """The shared-memory sockets local ranks use: SIGMA_SHM's, none with
+    SIGMA_LOCAL_TRANSPORT=udp."""
+    if local_transport() == "udp":
+        return []
+    return [p for p in os.environ.get(SHM_ENV, "").split(";") if p]
+
+
+def _env_paths(add: list[str], remove: list[str]) -> None:
+    """Add and remove sockets in this process's SIGMA_SHM."""
+    have = [p for p in os.environ.get(SHM_ENV, "").split(";") if p and p not in remove]
+    have += [p for p in add if p not in have]
+    if have:
+        os.environ[SHM_ENV] = ";".join(have)
+    else:
+        os.environ.pop(SHM_ENV, None)
 # Accumulator buffers of a local node (sigma-udpd's default is 4096): a job
 # may have half of them in flight, and DDP's 25 MB buckets from two ranks
 # held more, so that the node refused pushes (NACK) and the ranks resent
@@ -59,8 +96,10 @@ def find_program(name: str, env: str, build_sub: str) -> str:
 class LocalNode:
     """One running node: its process, control target and dataplane port."""
 
-    def __init__(self, proc: subprocess.Popen, name: str, target: str, log: str) -> None:
+    def __init__(self, proc: subprocess.Popen, name: str, target: str, log: str,
+                 shm: str = "") -> None:
         self.proc, self.name, self.target, self.log = proc, name, target, log
+        self.shm = shm  # its shared-memory socket (sigma-udpd --shm)
 
     def kill(self) -> None:
         """SIGKILL the node at once (a node that dies)."""
@@ -97,8 +136,18 @@ class LocalNodes:
         """The value of SIGMA_NODES that names them."""
         return ";".join(self.targets)
 
+    @property
+    def shm_paths(self) -> list[str]:
+        """Their shared-memory sockets."""
+        return [n.shm for n in self.nodes]
+
+    def shm_env(self) -> str:
+        """The value of SIGMA_SHM that names their shared memory."""
+        return ";".join(self.shm_paths)
+
     def stop(self) -> None:
         """Stop every node and remove the folder (idempotent)."""
+        _env_paths([], self.shm_paths)
         for n in self.nodes:
             n.stop()
         shutil.rmtree(self.folder, ignore_errors=True)
@@ -140,8 +189,9 @@ def start_local_nodes(count: int = 1, kind: Optional[str] = None, *,
                       extra_args: Optional[list[str]] = None,
                       timeout: float = 10.0) -> LocalNodes:
     """Start ``count`` summation nodes on 127.0.0.1, each with a Unix control
-    socket and POOL_BUFS accumulator buffers (``extra_args`` come after, and
-    win); returns once every one answers (or raises, leaving none behind)."""
+    socket, a shared-memory socket (added to SIGMA_SHM) and POOL_BUFS
+    accumulator buffers (``extra_args`` come after, and win); returns once
+    every one answers (or raises, leaving none behind)."""
     kind = kind or os.environ.get("SIGMA_NODE_KIND") or DEFAULT_KIND
     if kind != "udpd":
         raise ValueError(f"sigma: node kind {kind!r}: this build starts 'udpd' nodes")
@@ -153,15 +203,16 @@ def start_local_nodes(count: int = 1, kind: Optional[str] = None, *,
         for i in range(count):
             name = f"local{i}"
             sock = os.path.join(folder, f"{name}.sock")
+            shm = os.path.join(folder, f"{name}.shm")
             log = os.path.join(folder, f"{name}.log")
             with open(log, "w") as out:
                 proc = subprocess.Popen([prog, "--addr", "127.0.0.1", "--port", "0", "--name",
-                                         name, "--unix", sock, "--pool-bufs",
+                                         name, "--unix", sock, "--shm", shm, "--pool-bufs",
                                          str(POOL_BUFS)] + (extra_args or []),
                                         stdout=out, stderr=subprocess.STDOUT,
                                         stdin=subprocess.DEVNULL, start_new_session=True,
                                         preexec_fn=_die_with_parent)
-            nodes.append(LocalNode(proc, name, f"unix:{sock}", log))
+            nodes.append(LocalNode(proc, name, f"unix:{sock}", log, shm))
             if not _wait_line(proc, log, r"sigma-udpd: node .*\n", timeout):
                 with open(log, errors="replace") as f:
                     out_text = f.read().strip()
@@ -170,4 +221,5 @@ def start_local_nodes(count: int = 1, kind: Optional[str] = None, *,
     except BaseException:
         started.stop()
         raise
+    _env_paths(started.shm_paths, [])
     return started

@@ -32,7 +32,7 @@ import threading
 import time
 from typing import Any, Callable, Deque, Optional
 
-from . import _lib
+from . import _lib, localnodes
 from .errors import SigmaConfigError, SigmaError, SigmaTimeoutError, status_error
 from .job import Job
 
@@ -165,12 +165,20 @@ class Session:
         poll_us: longest wait inside one sigma_poll(): a new submission waits
             at most this long for the thread to pick it up while others are
             in flight.
+        shm: the shared-memory sockets of nodes on this machine (sigma-udpd
+            --shm): the session uses SIGMA_TRANSPORT_SHM, and every node of
+            the job must be among them. None (the default): SIGMA_SHM's
+            (set by :func:`sigma.localnodes.start_local_nodes`), unless
+            SIGMA_LOCAL_TRANSPORT=udp; a job with a node none of them
+            belongs to then goes over UDP. ``[]``: kernel UDP.
+            :attr:`transport` says which one the session uses.
     """
 
     def __init__(self, job: "Job | str", rank: int, *, window: int = 0, rto_us: int = 0,
                  rto_max_us: int = 0, max_retries: int = 0, first_round: int = 0,
                  local_addr: Optional[str] = None, poll_us: int = 200,
-                 ranks_wait: float = 60.0, membership: Any = None) -> None:
+                 ranks_wait: float = 60.0, membership: Any = None,
+                 shm: Optional[list[str]] = None) -> None:
         if isinstance(job, str):
             job = Job.parse(job)
         if not isinstance(rank, int) or not 0 <= rank < job.workers:
@@ -208,9 +216,30 @@ class Session:
             c.membership_arg = membership.handle
         self._local = local_addr.encode() if local_addr else None
         c.local_addr = self._local
+        from_env = shm is None
+        if from_env:
+            try:
+                shm = localnodes.shm_paths()
+            except ValueError as e:
+                raise SigmaConfigError(str(e)) from None
+        if not isinstance(shm, (list, tuple)) or \
+                not all(isinstance(p, str) and p for p in shm) or len(shm) > 256:
+            raise SigmaConfigError(f"shm {shm!r}: want a list of up to 256 socket paths")
         err = ctypes.create_string_buffer(_lib.SIGMA_ERR_LEN)
-        s = self._lib.sigma_open_job(job.descriptor.encode(), rank, ctypes.byref(base), err,
-                                     len(err))
+        s = None
+        if shm:
+            paths = (ctypes.c_char_p * len(shm))(*(p.encode() for p in shm))
+            c.transport, c.shm_paths, c.n_shm_paths = _lib.TRANSPORT_SHM, paths, len(shm)
+            s = self._lib.sigma_open_job(job.descriptor.encode(), rank, ctypes.byref(base), err,
+                                         len(err))
+            # local nodes' sockets from the environment, and a node not among them: UDP
+            if not s and from_env and ctypes.get_errno() == errno.ENOENT:
+                shm = []
+        if not shm:
+            c.transport, c.shm_paths, c.n_shm_paths = _lib.TRANSPORT_UDP, None, 0
+            s = self._lib.sigma_open_job(job.descriptor.encode(), rank, ctypes.byref(base), err,
+                                         len(err))
+        self.transport = "shm" if shm else "udp"
         if not s and membership is not None:
             membership.stop()
         if not s:

@@ -68,7 +68,8 @@ static void run_garbage(const char *exe)
 		"run --memif-queues 17", "run --memif-queues x",
 		"compare --threads-baseline", "run --threads-baseline --attach 127.0.0.1:1",
 		"run --runs 2", "compare --runs 0", "compare --runs 16", "compare --runs x",
-		"run --sweep",
+		"run --sweep", "run --shm --attach 127.0.0.1:1",
+		"compare --shm --threads-baseline --attach 127.0.0.1:1",
 		/* what strtol(), strtod() and strtoul() took: a sign, hex, a leading zero */
 		"model --n +8", "model --bw 0x10", "run --workers +2", "run --sizes +4K",
 		"run --sizes 0x1p12", "run --iters 03",
@@ -126,6 +127,15 @@ static void run_short(const char *exe)
 			lines += *p == '\n';
 		SG_CHECK_EQ(lines, 9);
 	}
+	/* the same over shared memory: exact sums, the transport named, no socket left */
+	snprintf(args, sizeof(args), "run --quiet --shm --workers 2 --sizes 4K,96K --dtypes int64 "
+		 "--iters 2 --partition 32K --json %s/r.json", dir);
+	SG_CHECK_EQ(run(exe, args), 0);
+	snprintf(args, sizeof(args), "%s/r.json", dir);
+	SG_CHECK(take_file(args, out, sizeof(out)) == 0 && strstr(out, "\"ok\":false") == NULL &&
+			 strstr(out, "\"transport\":\"shm\"") &&
+			 strstr(out, "\"n\":2,\"dtype\":\"int64\",\"bytes\":98304,\"ok\":true"),
+		 "run --shm JSON: %s", out);
 	rmdir(dir);
 }
 

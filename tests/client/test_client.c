@@ -18,73 +18,6 @@
 
 #include "client_util.h"
 
-static uint64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
-/* Worker r's value of element i in round k: small integers, so fp32 sums are exact. */
-static float val(unsigned int r, size_t i, unsigned int k)
-{
-	return (float)((int)((i * 7 + r * 131 + k * 17) % 1001) - 500);
-}
-
-/*
- * Sum @p nt fp32 tensors of sizes @p sizes over the group for @p rounds
- * rounds and check every element against the reference.
- */
-static void run_fp32(struct cu_group *g, const size_t *sizes, unsigned int nt, unsigned int rounds,
-		     const char *what)
-{
-	struct sigma_tensor *t[CU_MAX_W * 4];
-	float *in[CU_MAX_W * 4], *out[CU_MAX_W * 4];
-	size_t bad = 0;
-
-	for (unsigned int r = 0; r < g->n; r++)
-		for (unsigned int j = 0; j < nt; j++) {
-			unsigned int x = r * nt + j;
-
-			t[x] = sigma_tensor_register(g->s[r], what, j, SG_DTYPE_FP32, sizes[j],
-						     (int)j);
-			SG_CHECK(t[x] != NULL, "%s: register: %s", what, strerror(errno));
-			in[x] = malloc(sizes[j] * sizeof(float));
-			out[x] = malloc(sizes[j] * sizeof(float));
-		}
-	SG_CHECK_EQ(cu_start(g, NULL), 0);
-	for (unsigned int k = 0; k < rounds; k++) {
-		for (unsigned int x = 0; x < g->n * nt; x++) {
-			unsigned int r = x / nt, j = x % nt;
-
-			for (size_t i = 0; i < sizes[j]; i++)
-				in[x][i] = val(r, i, k);
-			memset(out[x], 0xff, sizes[j] * sizeof(float));
-			SG_CHECK_EQ(sigma_push_pull(t[x], in[x], out[x], NULL, NULL), 0);
-		}
-		cu_drive(g, t, g->n * nt);
-		for (unsigned int x = 0; x < g->n * nt; x++) {
-			unsigned int j = x % nt;
-
-			SG_CHECK(sigma_test(t[x]) == 0, "%s: op %u round %u: %d %s", what, x, k,
-				 sigma_test(t[x]), sigma_last_error(g->s[x / nt]));
-			for (size_t i = 0; i < sizes[j]; i++) {
-				double ref = 0;
-
-				for (unsigned int r = 0; r < g->n; r++)
-					ref += val(r, i, k);
-				bad += out[x][i] != (float)ref;
-			}
-		}
-	}
-	SG_CHECK(bad == 0, "%s: %zu elements differ from the reference", what, bad);
-	for (unsigned int x = 0; x < g->n * nt; x++) {
-		free(in[x]);
-		free(out[x]);
-	}
-}
-
 static const struct sigma_udpd_conf plain_node = {.engine = {.pool_bufs = 4096}};
 
 static void test_basic(void)
@@ -97,7 +30,7 @@ static void test_basic(void)
 
 	SG_CHECK_EQ(cu_nodes(&g, 2, &plain_node), 0);
 	SG_CHECK_EQ(cu_sessions(&g, 3, &c), 0);
-	run_fp32(&g, sizes, 4, 3, "basic");
+	cu_run_fp32(&g, sizes, 4, 3, "basic");
 	for (unsigned int i = 0; i < 2; i++) {
 		struct sg_dp_job_conf job;
 
@@ -173,7 +106,7 @@ static void test_loss(void)
 	dc.seed = 1234;
 	SG_CHECK_EQ(cu_nodes(&g, 1, &dc), 0);
 	SG_CHECK_EQ(cu_sessions(&g, 2, &c), 0);
-	run_fp32(&g, sizes, 2, 3, "loss");
+	cu_run_fp32(&g, sizes, 2, 3, "loss");
 	sigma_get_stats(g.s[0], &st);
 	SG_CHECK(st.retransmits > 0, "5%% loss but no retransmits");
 	sigma_udpd_stats(g.d[0], &ds);
@@ -227,7 +160,7 @@ static void test_rto_adapts(void)
 
 		for (unsigned int r = 0; r < 2; r++)
 			for (size_t i = 0; i < NE; i++)
-				in[r][i] = val(r, i, k);
+				in[r][i] = cu_val(r, i, k);
 		SG_CHECK_EQ(sigma_push_pull(t[0], in[0], out[0], NULL, NULL), 0);
 		while (now_s() - t0 < 0.040)
 			sigma_poll(g.s[0], 1000);
@@ -237,7 +170,7 @@ static void test_rto_adapts(void)
 		for (unsigned int r = 0; r < 2; r++) {
 			SG_CHECK_EQ(sigma_test(t[r]), 0);
 			for (size_t i = 0; i < NE; i++)
-				bad += out[r][i] != val(0, i, k) + val(1, i, k);
+				bad += out[r][i] != cu_val(0, i, k) + cu_val(1, i, k);
 		}
 		sigma_get_stats(g.s[0], &st);
 		re[k + 1] = st.retransmits;
@@ -298,7 +231,7 @@ static void test_nack(void)
 		in[r] = malloc(sizes[0] * 4);
 		out[r] = malloc(sizes[0] * 4);
 		for (size_t i = 0; i < sizes[0]; i++)
-			in[r][i] = val(r, i, 0);
+			in[r][i] = cu_val(r, i, 0);
 	}
 	SG_CHECK_EQ(cu_start(&g, &over), 0);
 	for (unsigned int r = 0; r < 2; r++)
@@ -307,7 +240,7 @@ static void test_nack(void)
 	for (unsigned int r = 0; r < 2; r++) {
 		SG_CHECK(sigma_test(t[r]) == 0, "nack: %s", sigma_last_error(g.s[r]));
 		for (size_t i = 0; i < sizes[0]; i++)
-			bad += out[r][i] != val(0, i, 0) + val(1, i, 0);
+			bad += out[r][i] != cu_val(0, i, 0) + cu_val(1, i, 0);
 	}
 	SG_CHECK(bad == 0, "nack: %zu elements differ", bad);
 	sigma_get_stats(g.s[0], &st);
@@ -319,81 +252,13 @@ static void test_nack(void)
 	cu_free(&g);
 }
 
-struct gone_seen {
-	int status;
-	int calls;
-};
-
-static void gone_cb(void *arg, struct sigma_tensor *t, int status)
-{
-	struct gone_seen *s = arg;
-
-	s->status = status;
-	s->calls++;
-}
-
 /* The node vanishes after the first results: every worker gets -ETIMEDOUT, quickly. */
 static void test_node_gone(void)
 {
-	enum { NE = 400000 };
-	struct sigma_conf c = {.job = 15, .token = 11, .window = 32, .rto_us = 2000,
-			       .rto_max_us = 16000, .max_retries = 5};
 	struct cu_group g = {0};
-	struct sigma_tensor *t[2];
-	struct gone_seen seen[2] = {{0}};
-	float *buf = calloc(NE, sizeof(float));
-	float *out[2] = {malloc(NE * 4), malloc(NE * 4)};
-	struct sigma_stats st = {0};
-	uint64_t t0;
 
 	SG_CHECK_EQ(cu_nodes(&g, 1, &plain_node), 0);
-	SG_CHECK_EQ(cu_sessions(&g, 2, &c), 0);
-	for (unsigned int r = 0; r < 2; r++)
-		t[r] = sigma_tensor_register(g.s[r], "grad.layer7", 7, SG_DTYPE_FP32, NE, 0);
-	SG_CHECK_EQ(cu_start(&g, NULL), 0);
-	for (unsigned int r = 0; r < 2; r++)
-		SG_CHECK_EQ(sigma_push_pull(t[r], buf, out[r], gone_cb, &seen[r]), 0);
-	/*
-	 * Until the first results are in. On a starved machine the node thread
-	 * may not run for longer than the 5 retries take: then the operations
-	 * have already failed (the same -ETIMEDOUT checked below), and waiting
-	 * for results that no one asks for any more would never end.
-	 */
-	while (st.rx_results < 10 &&
-	       (sigma_test(t[0]) == -EINPROGRESS || sigma_test(t[1]) == -EINPROGRESS)) {
-		for (unsigned int r = 0; r < 2; r++)
-			sigma_poll(g.s[r], 100);
-		sigma_get_stats(g.s[0], &st);
-	}
-	sigma_udpd_stop(g.d[0]);
-	t0 = now_ms();
-	cu_drive(&g, t, 2);
-	/* 2+4+8+16+16+16 ms of back-off, far below a second even on a busy machine. */
-	SG_CHECK(now_ms() - t0 < 3000, "failing took %" PRIu64 " ms", now_ms() - t0);
-	for (unsigned int r = 0; r < 2; r++) {
-		const char *e = sigma_last_error(g.s[r]);
-
-		SG_CHECK_EQ(sigma_test(t[r]), -ETIMEDOUT);
-		SG_CHECK_EQ(seen[r].calls, 1);
-		SG_CHECK_EQ(seen[r].status, -ETIMEDOUT);
-		SG_CHECK(strstr(e, "127.0.0.1") && strstr(e, "key 0x0007") &&
-				 strstr(e, "round 0") && strstr(e, "grad.layer7"),
-			 "error does not name node, key and round: '%s'", e);
-		SG_CHECK(strstr(e, "node silent") != NULL, "'%s'", e);
-		{
-			struct sigma_failure f;
-
-			SG_CHECK_EQ(sigma_last_failure(g.s[r], &f), 0);
-			SG_CHECK(f.kind == SIGMA_FAIL_NODE_SILENT && f.status == -ETIMEDOUT &&
-					 f.node == 0 && (f.key >> 16) == 7 && f.round == 0,
-				 "failure: kind %d status %d node %d key 0x%x round %u", f.kind,
-				 f.status, f.node, f.key, f.round);
-		}
-	}
-	free(buf);
-	free(out[0]);
-	free(out[1]);
-	cu_free(&g);
+	cu_node_gone(&g, 15);
 }
 
 /*
@@ -419,9 +284,9 @@ static void test_worker_missing(void)
 	sigma_tensor_register(g.s[1], "m", 1, SG_DTYPE_FP32, 100, 0);
 	SG_CHECK_EQ(cu_start(&g, NULL), 0);
 	SG_CHECK_EQ(sigma_last_failure(g.s[0], &f), -ENOENT);
-	t0 = now_ms();
+	t0 = cu_now_ms();
 	SG_CHECK_EQ(sigma_push_pull_sync(t, in, out), -ETIMEDOUT);
-	took = now_ms() - t0;
+	took = cu_now_ms() - t0;
 	e = sigma_last_error(g.s[0]);
 	SG_CHECK(strstr(e, "ranks 0x2 missing") != NULL, "error does not name rank 1: '%s'", e);
 	SG_CHECK(strstr(e, "ranks_wait_us") != NULL, "'%s'", e);
@@ -466,13 +331,13 @@ static void test_pause_vs_dead_node(void)
 	for (unsigned int k = 0; k < 3; k++) {
 		for (unsigned int r = 0; r < 2; r++) {
 			for (size_t i = 0; i < NE; i++)
-				in[r][i] = val(r, i, k);
+				in[r][i] = cu_val(r, i, k);
 			SG_CHECK_EQ(sigma_push_pull(t[r], in[r], out[r], NULL, NULL), 0);
 		}
 		/* rank 1 sends a window, then pauses 1 s while rank 0 goes on */
 		sigma_poll(g.s[1], 0);
-		t0 = now_ms();
-		while (now_ms() - t0 < 1000 && sigma_test(t[0]) == -EINPROGRESS)
+		t0 = cu_now_ms();
+		while (cu_now_ms() - t0 < 1000 && sigma_test(t[0]) == -EINPROGRESS)
 			sigma_poll(g.s[0], 1000);
 		SG_CHECK(sigma_test(t[0]) == -EINPROGRESS, "round %u: rank 0 ended (%d) while "
 			 "rank 1 paused: %s", k, sigma_test(t[0]), sigma_last_error(g.s[0]));
@@ -481,7 +346,7 @@ static void test_pause_vs_dead_node(void)
 			SG_CHECK(sigma_test(t[r]) == 0, "round %u rank %u: %s", k, r,
 				 sigma_last_error(g.s[r]));
 			for (size_t i = 0; i < NE; i++)
-				bad += out[r][i] != val(0, i, k) + val(1, i, k);
+				bad += out[r][i] != cu_val(0, i, k) + cu_val(1, i, k);
 		}
 	}
 	SG_CHECK(bad == 0, "%zu elements differ", bad);
@@ -494,9 +359,9 @@ static void test_pause_vs_dead_node(void)
 	sigma_udpd_stop(g.d[0]);
 	for (unsigned int r = 0; r < 2; r++)
 		SG_CHECK_EQ(sigma_push_pull(t[r], in[r], out[r], NULL, NULL), 0);
-	t0 = now_ms();
+	t0 = cu_now_ms();
 	cu_drive(&g, t, 2);
-	took = now_ms() - t0;
+	took = cu_now_ms() - t0;
 	/* 6 x 16 ms and a scan (0.5 ms); a loaded machine gets up to a second */
 	SG_CHECK(took < 1000, "the dead node was noticed after %" PRIu64 " ms", took);
 	for (unsigned int r = 0; r < 2; r++) {
@@ -540,23 +405,23 @@ static void test_wait_log_rate(void)
 	for (unsigned int r = 0; r < 2; r++) {
 		t[r] = sigma_tensor_register(g.s[r], "skewed", 3, SG_DTYPE_FP32, NE, 0);
 		for (size_t i = 0; i < NE; i++)
-			in[r][i] = val(r, i, 0);
+			in[r][i] = cu_val(r, i, 0);
 	}
 	SG_CHECK_EQ(cu_start(&g, NULL), 0);
 	rte_openlog_stream(f);
-	t0 = now_ms();
+	t0 = cu_now_ms();
 	for (unsigned int r = 0; r < 2; r++)
 		SG_CHECK_EQ(sigma_push_pull(t[r], in[r], out[r], NULL, NULL), 0);
-	while (now_ms() - t0 < 1200) /* only rank 0 sends: rank 1 is late */
+	while (cu_now_ms() - t0 < 1200) /* only rank 0 sends: rank 1 is late */
 		sigma_poll(g.s[0], 1000);
 	cu_drive(&g, t, 2);
-	took = now_ms() - t0;
+	took = cu_now_ms() - t0;
 	rte_openlog_stream(NULL);
 	fclose(f);
 	for (unsigned int r = 0; r < 2; r++) {
 		SG_CHECK(sigma_test(t[r]) == 0, "rank %u: %s", r, sigma_last_error(g.s[r]));
 		for (size_t i = 0; i < NE; i++)
-			bad += out[r][i] != val(0, i, 0) + val(1, i, 0);
+			bad += out[r][i] != cu_val(0, i, 0) + cu_val(1, i, 0);
 	}
 	SG_CHECK(bad == 0, "%zu elements differ", bad);
 	for (char *l = strtok_r(log, "\n", &at); l != NULL; l = strtok_r(NULL, "\n", &at)) {
@@ -967,7 +832,7 @@ static void spin_counts(const struct sigma_udpd_conf *dc, const struct sigma_con
 
 	SG_CHECK_EQ(cu_nodes(&g, 1, dc), 0);
 	SG_CHECK_EQ(cu_sessions(&g, 2, c), 0);
-	run_fp32(&g, sizes, 1, 20, what);
+	cu_run_fp32(&g, sizes, 1, 20, what);
 	for (unsigned int r = 0; r < 2; r++) {
 		struct sigma_stats st;
 
@@ -1005,13 +870,13 @@ static void test_spin_quiet(void)
 	SG_CHECK_EQ(cu_start(&g, NULL), 0);
 	SG_CHECK_EQ(sigma_push_pull(t, in, out, NULL, NULL), 0);
 	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c0);
-	t0 = now_ms();
-	while (now_ms() - t0 < 300) {
+	t0 = cu_now_ms();
+	while (cu_now_ms() - t0 < 300) {
 		SG_CHECK_EQ(sigma_poll(g.s[0], 1000), 0);
 		polls++;
 	}
 	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c1);
-	wall_us = (now_ms() - t0) * 1000;
+	wall_us = (cu_now_ms() - t0) * 1000;
 	cpu_us = (uint64_t)((c1.tv_sec - c0.tv_sec) * 1000000 + (c1.tv_nsec - c0.tv_nsec) / 1000);
 	sigma_get_stats(g.s[0], &st);
 	SG_CHECK_EQ(sigma_test(t), -EINPROGRESS);
@@ -1080,7 +945,7 @@ static void test_gso(void)
 		 "several of the %u datagrams (%u bad)", multi, dgrams, bad);
 	SG_CHECK_EQ(cu_nodes(&g, 2, &plain_node), 0);
 	SG_CHECK_EQ(cu_sessions(&g, 3, &c), 0);
-	run_fp32(&g, sizes, 4, 3, "gso");
+	cu_run_fp32(&g, sizes, 4, 3, "gso");
 	/* the nodes took the workers' segmented sends whole (GRO) and segmented their
 	 * replies (GSO); the workers split those (the sums above are right) */
 	node_io(&g, &io);
@@ -1099,7 +964,7 @@ static void test_gso(void)
 	c.udp_gso = SIGMA_GSO_OFF;
 	SG_CHECK_EQ(cu_nodes(&g, 2, &no_gso_node), 0);
 	SG_CHECK_EQ(cu_sessions(&g, 3, &c), 0);
-	run_fp32(&g, sizes, 4, 2, "no gso");
+	cu_run_fp32(&g, sizes, 4, 2, "no gso");
 	node_io(&g, &io);
 	SG_CHECK(io.rx_dgrams == io.rx_msgs && io.tx_dgrams == io.tx_msgs && io.tx_msgs > 0,
 		 "plain workers, no_gso nodes: received %" PRIu64 " datagrams in %" PRIu64
@@ -1111,7 +976,7 @@ static void test_gso(void)
 	g = (struct cu_group){0};
 	SG_CHECK_EQ(cu_nodes(&g, 1, &plain_node), 0);
 	SG_CHECK_EQ(cu_sessions(&g, 2, &c), 0);
-	run_fp32(&g, sizes, 4, 2, "gso replies");
+	cu_run_fp32(&g, sizes, 4, 2, "gso replies");
 	node_io(&g, &io);
 	SG_CHECK(io.rx_dgrams == io.rx_msgs && io.tx_dgrams > io.tx_msgs, "plain workers, "
 		 "default node: received %" PRIu64 " datagrams in %" PRIu64 " messages, sent %"

@@ -32,6 +32,10 @@ class Bench(unittest.TestCase):
         self.assertEqual((doc["bench"], doc["models"], doc["workers"]),
                          ("pytorch_ddp", ["tiny"], [2]))
         (row,) = doc["results"]
+        # local ranks reach local nodes through shared memory unless told otherwise
+        want = "udp" if os.environ.get("SIGMA_LOCAL_TRANSPORT") == "udp" else "shm"
+        self.assertEqual((doc["transport"], row["transport"]), (want, want))
+        self.assertIn(f"over {want}", r.stdout)
         for m in ("none", "gloo", "sigma"):
             self.assertEqual(len(row[m]["step_ms_all"]), 4)  # 2 steps x 2 repetitions
             self.assertEqual(len(row[m]["comm_ms_reps"]), 2)

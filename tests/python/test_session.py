@@ -19,6 +19,7 @@ import tempfile
 import threading
 import time
 import unittest
+import unittest.mock
 
 import sgtest
 import sigma
@@ -87,6 +88,40 @@ class Sessions(unittest.TestCase):
         st = sess[0].stats()
         self.assertEqual(st.ops_done, 3 * len(sizes))
         self.assertEqual(st.ops_failed, 0)
+
+    def test_transport_shm_default_udp_switch(self):
+        # local nodes' shared memory is the default; SIGMA_LOCAL_TRANSPORT=udp and shm=[]
+        # go back to UDP; each gives the exact sum, and the nodes count what came each way
+        tensors = [("x", 70000)]
+        job = sigma.create_job(self.nodes.targets, 2, tensors=tensors, partition_bytes=65536)
+        self.addCleanup(sigma.destroy_job, self.nodes.targets, job.id)
+        self.assertEqual(set(self.nodes.shm_paths) - set(os.environ["SIGMA_SHM"].split(";")),
+                         set())
+        for env, shm, want in ((None, None, "shm"), ("udp", None, "udp"), ("shm", None, "shm"),
+                               (None, [], "udp"), ("udp", self.nodes.shm_paths, "shm")):
+            with unittest.mock.patch.dict(os.environ):
+                os.environ.pop("SIGMA_LOCAL_TRANSPORT", None)
+                if env:
+                    os.environ["SIGMA_LOCAL_TRANSPORT"] = env
+                sess = [sigma.Session(job, r, shm=shm) for r in range(2)]
+            try:
+                self.assertEqual([s.transport for s in sess], [want, want], (env, shm))
+                bufs = [array.array("f", [float(r + 1)]) * 70000 for r in range(2)]
+                for h in [sess[r].push_pull(bufs[r], name="x") for r in range(2)]:
+                    h.wait(30)
+                self.assertEqual((bufs[0][0], bufs[1][69999]), (3.0, 3.0), (env, shm))
+            finally:
+                for s in sess:
+                    s.close()
+        with unittest.mock.patch.dict(os.environ, {"SIGMA_LOCAL_TRANSPORT": "tcp"}):
+            with self.assertRaisesRegex(sigma.SigmaConfigError, "SIGMA_LOCAL_TRANSPORT"):
+                sigma.Session(job, 0)
+        for bad in ("/a/path", [""], [3], ["/x"] * 257):
+            with self.assertRaisesRegex(sigma.SigmaConfigError, "shm"):
+                sigma.Session(job, 0, shm=bad)
+        # explicit sockets that are no node's: a clear error, not UDP behind the caller's back
+        with self.assertRaises(sigma.SigmaConfigError):
+            sigma.Session(job, 0, shm=["/nonexistent/sigma.shm"])
 
     def test_same_tensor_queued(self):
         # push_pulls of a tensor still in flight wait for it: one round each, in order

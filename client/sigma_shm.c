@@ -1,0 +1,439 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * Shared-memory rings (sigma_shm.h), used by sigma-udpd's --shm and by
+ * libsigma's SIGMA_TRANSPORT_SHM, and that transport: one channel per node,
+ * a datagram moves with one memcpy into the ring and no system call while
+ * both sides run; a side that sleeps is woken through its eventfd.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "sg_parse.h"
+#include "sigma_internal.h"
+#include "sigma_shm.h"
+
+/*
+ * How long sigma_open() waits for a node's hello: the node writes a channel's
+ * 8 MB before it answers, and a busy node thread may take its time to look;
+ * 5 s ran out once in client_shm at load 14 under nice 19.
+ */
+#define SHM_HELLO_MS 10000
+
+static uint64_t rec_bytes(uint32_t len)
+{
+	return (SG_SHM_REC_HDR + (uint64_t)len + 7) & ~7ull;
+}
+
+void sg_shm_ring_init(struct sg_shm_ring *r, struct sg_shm_ring_ctl *ctl, uint8_t *data,
+		      uint32_t size, uint32_t max_len, int efd)
+{
+	*r = (struct sg_shm_ring){.ctl = ctl, .data = data, .size = size, .max_len = max_len,
+				  .efd = efd};
+}
+
+uint8_t *sg_shm_put(struct sg_shm_ring *r, uint32_t len)
+{
+	uint32_t off = (uint32_t)r->pos & (r->size - 1);
+	uint64_t need = rec_bytes(len), skip = off + need > r->size ? r->size - off : 0;
+	uint8_t *rec;
+
+	if (len == 0 || len > r->max_len)
+		return NULL;
+	if (r->pos + skip + need > r->limit) {
+		r->limit = atomic_load_explicit(&r->ctl->tail, memory_order_acquire) + r->size;
+		if (r->pos + skip + need > r->limit)
+			return NULL;
+	}
+	if (skip) {
+		uint32_t pad = SG_SHM_PAD;
+
+		memcpy(r->data + off, &pad, sizeof(pad));
+		r->pos += skip;
+		off = 0;
+	}
+	rec = r->data + off;
+	memcpy(rec, &len, sizeof(len));
+	memset(rec + sizeof(len), 0, SG_SHM_REC_HDR - sizeof(len));
+	r->pos += need;
+	return rec + SG_SHM_REC_HDR;
+}
+
+bool sg_shm_publish(struct sg_shm_ring *r)
+{
+	uint64_t one = 1;
+
+	/* seq_cst: the head's store is ordered before the flag's load (sigma_shm.h) */
+	atomic_store_explicit(&r->ctl->head, r->pos, memory_order_seq_cst);
+	if (!atomic_load_explicit(&r->ctl->sleeping, memory_order_seq_cst))
+		return false;
+	return write(r->efd, &one, sizeof(one)) == (ssize_t)sizeof(one);
+}
+
+const uint8_t *sg_shm_get(struct sg_shm_ring *r, uint32_t *len, uint64_t *bad)
+{
+	for (;;) {
+		uint32_t off = (uint32_t)r->pos & (r->size - 1), l;
+
+		if (r->pos == r->limit) {
+			r->limit = atomic_load_explicit(&r->ctl->head, memory_order_acquire);
+			if (r->pos == r->limit)
+				return NULL;
+		}
+		/* the other side writes this memory: nothing it says is trusted */
+		if (r->limit - r->pos > r->size)
+			goto skip;
+		memcpy(&l, r->data + off, sizeof(l));
+		if (l == SG_SHM_PAD) {
+			if (r->size - off > r->limit - r->pos)
+				goto skip;
+			r->pos += r->size - off;
+			continue;
+		}
+		if (l == 0 || l > r->max_len || off + rec_bytes(l) > r->size ||
+		    rec_bytes(l) > r->limit - r->pos)
+			goto skip;
+		r->pos += rec_bytes(l);
+		*len = l;
+		return r->data + off + SG_SHM_REC_HDR;
+skip:
+		/* no way to find the next record: drop everything published so far */
+		if (bad != NULL)
+			(*bad)++;
+		r->pos = r->limit;
+		return NULL;
+	}
+}
+
+void sg_shm_release(struct sg_shm_ring *r)
+{
+	atomic_store_explicit(&r->ctl->tail, r->pos, memory_order_release);
+}
+
+bool sg_shm_sleep_prepare(struct sg_shm_ring *r)
+{
+	atomic_store_explicit(&r->ctl->sleeping, 1, memory_order_seq_cst);
+	if (atomic_load_explicit(&r->ctl->head, memory_order_seq_cst) == r->pos)
+		return true;
+	atomic_store_explicit(&r->ctl->sleeping, 0, memory_order_relaxed);
+	return false;
+}
+
+void sg_shm_awake(struct sg_shm_ring *r)
+{
+	uint64_t v;
+
+	atomic_store_explicit(&r->ctl->sleeping, 0, memory_order_relaxed);
+	while (read(r->efd, &v, sizeof(v)) == (ssize_t)sizeof(v))
+		; /* non-blocking: a count left behind only costs one early wake-up */
+}
+
+struct sg_shm_layout *sg_shm_map(int memfd, uint64_t mem_bytes, uint32_t ring_bytes)
+{
+	struct stat st;
+	int seals = fcntl(memfd, F_GET_SEALS);
+	void *m;
+
+	/* a memfd shorter than the rings, or one its owner could shrink later, would
+	 * kill us with SIGBUS at the first touch past its end */
+	if (ring_bytes < 4096 || (ring_bytes & (ring_bytes - 1)) != 0 || ring_bytes > (1u << 30) ||
+	    mem_bytes != sg_shm_mem_bytes(ring_bytes) || fstat(memfd, &st) != 0 ||
+	    (uint64_t)st.st_size != mem_bytes || seals < 0 || !(seals & F_SEAL_SHRINK)) {
+		errno = EINVAL;
+		return NULL;
+	}
+	m = mmap(NULL, mem_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, memfd, 0);
+	return m == MAP_FAILED ? NULL : m;
+}
+
+/* ---- the worker's transport ---------------------------------------------- */
+
+struct shm_chan {
+	int sock;                 /* to the node: its hang-up is ours */
+	struct sg_shm_layout *mem;
+	uint64_t mem_bytes;
+	struct sg_shm_ring up;    /* we produce; efd: the node's */
+	struct sg_shm_ring down;  /* we consume; efd: ours */
+	bool dirty;               /* up has records not yet published */
+};
+
+struct sg_cli_shm {
+	struct sg_cli_transport ops;
+	unsigned int nnodes;
+	unsigned int next; /* the node whose ring recv() reads first: fair among nodes */
+	struct shm_chan *ch;
+	struct pollfd *pfd;
+	uint64_t bad;      /* records of a bad length from nodes */
+};
+
+static int shm_send(struct sg_cli_transport *tp, const struct sg_cli_txpkt *pkts, unsigned int n)
+{
+	struct sg_cli_shm *t = (struct sg_cli_shm *)tp;
+	unsigned int sent = 0;
+
+	for (unsigned int i = 0; i < n; i++) {
+		struct shm_chan *c = &t->ch[pkts[i].node];
+		uint8_t *b = sg_shm_put(&c->up, SG_DP_HDR_LEN + pkts[i].payload_len);
+
+		if (b == NULL)
+			continue; /* a full ring: lost, the window's timers resend it */
+		memcpy(b, pkts[i].hdr, SG_DP_HDR_LEN);
+		memcpy(b + SG_DP_HDR_LEN, pkts[i].payload, pkts[i].payload_len);
+		c->dirty = true;
+		sent++;
+	}
+	for (unsigned int k = 0; k < t->nnodes; k++)
+		if (t->ch[k].dirty) {
+			sg_shm_publish(&t->ch[k].up);
+			t->ch[k].dirty = false;
+		}
+	return (int)sent;
+}
+
+/* Up to @p max records from the nodes' rings, starting at a different node each time. */
+static int shm_take(struct sg_cli_shm *t, struct sg_cli_rxpkt *pkts, unsigned int max)
+{
+	unsigned int got = 0;
+
+	for (unsigned int k = 0; k < t->nnodes && got < max; k++) {
+		struct sg_shm_ring *r = &t->ch[(t->next + k) % t->nnodes].down;
+		const uint8_t *b;
+		uint32_t len;
+
+		while (got < max && (b = sg_shm_get(r, &len, &t->bad)) != NULL)
+			pkts[got++] = (struct sg_cli_rxpkt){b, len};
+	}
+	t->next = (t->next + 1) % t->nnodes;
+	return (int)got;
+}
+
+/* Sleep on the nodes' eventfds for up to @p timeout_us, unless a record is there already. */
+static void shm_sleep(struct sg_cli_shm *t, int timeout_us)
+{
+	struct timespec ts = {.tv_sec = timeout_us / 1000000,
+			      .tv_nsec = (long)(timeout_us % 1000000) * 1000};
+	unsigned int k;
+
+	for (k = 0; k < t->nnodes; k++)
+		if (!sg_shm_sleep_prepare(&t->ch[k].down))
+			break;
+	if (k == t->nnodes)
+		ppoll(t->pfd, t->nnodes, &ts, NULL);
+	for (unsigned int j = 0; j < k; j++) /* ring k, if any, cleared its flag itself */
+		sg_shm_awake(&t->ch[j].down);
+}
+
+static int shm_recv(struct sg_cli_transport *tp, struct sg_cli_rxpkt *pkts, unsigned int max,
+		    int timeout_us, int spin_us)
+{
+	struct sg_cli_shm *t = (struct sg_cli_shm *)tp;
+	uint64_t t0;
+	int r;
+
+	/* the records handed out last time are read by now: give them back */
+	for (unsigned int k = 0; k < t->nnodes; k++)
+		sg_shm_release(&t->ch[k].down);
+	r = shm_take(t, pkts, max);
+	if (r != 0 || timeout_us <= 0)
+		return r;
+	t0 = sg_cli_now_ns();
+	if (spin_us > 0) {
+		uint64_t spin_ns = (uint64_t)(spin_us < timeout_us ? spin_us : timeout_us) * 1000;
+
+		do {
+			sched_yield(); /* the node may share this CPU */
+			r = shm_take(t, pkts, max);
+			if (r != 0)
+				return r;
+		} while (sg_cli_now_ns() - t0 < spin_ns);
+		timeout_us -= (int)((sg_cli_now_ns() - t0) / 1000);
+		if (timeout_us <= 0)
+			return 0;
+	}
+	shm_sleep(t, timeout_us);
+	return shm_take(t, pkts, max);
+}
+
+static void chan_close(struct shm_chan *c)
+{
+	if (c->mem != NULL)
+		munmap(c->mem, c->mem_bytes);
+	if (c->sock >= 0)
+		close(c->sock);
+	if (c->up.efd >= 0)
+		close(c->up.efd);
+	if (c->down.efd >= 0)
+		close(c->down.efd);
+	*c = (struct shm_chan){.sock = -1, .up.efd = -1, .down.efd = -1};
+}
+
+static void shm_destroy(struct sg_cli_transport *tp)
+{
+	struct sg_cli_shm *t = (struct sg_cli_shm *)tp;
+
+	if (t == NULL)
+		return;
+	for (unsigned int k = 0; t->ch != NULL && k < t->nnodes; k++)
+		chan_close(&t->ch[k]);
+	free(t->ch);
+	free(t->pfd);
+	free(t);
+}
+
+int sg_shm_hello_recv(int sock, int timeout_ms, struct sg_shm_hello *h, int fds[3])
+{
+	union {
+		struct cmsghdr align;
+		uint8_t buf[CMSG_SPACE(3 * sizeof(int))];
+	} ctl;
+	struct iovec iov = {h, sizeof(*h)};
+	struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.buf,
+			    .msg_controllen = sizeof(ctl.buf)};
+	struct pollfd pfd = {.fd = sock, .events = POLLIN};
+	struct cmsghdr *cm;
+	int rc = poll(&pfd, 1, timeout_ms);
+	size_t nfd = 0;
+	ssize_t got;
+
+	fds[0] = fds[1] = fds[2] = -1;
+	if (rc <= 0)
+		return rc < 0 ? -errno : -ETIMEDOUT;
+	got = recvmsg(sock, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+	if (got < 0)
+		return -errno;
+	if (got == 0)
+		return -ECONNRESET;
+	cm = CMSG_FIRSTHDR(&mh);
+	if (cm != NULL && cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS)
+		nfd = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+	for (size_t i = 0; i < nfd; i++) {
+		int fd;
+
+		memcpy(&fd, CMSG_DATA(cm) + i * sizeof(int), sizeof(int));
+		if (i < 3)
+			fds[i] = fd;
+		else
+			close(fd); /* more than a node sends: not ours to keep */
+	}
+	if (got == (ssize_t)sizeof(*h) && !(mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) &&
+	    h->magic == SG_SHM_MAGIC && h->version == SG_SHM_VERSION && fds[0] >= 0 &&
+	    fds[1] >= 0 && fds[2] >= 0)
+		return 0;
+	for (int i = 0; i < 3; i++)
+		if (fds[i] >= 0)
+			close(fds[i]);
+	fds[0] = fds[1] = fds[2] = -1;
+	return -EPROTO;
+}
+
+/*
+ * Connect to the node at @p path and take its hello and fds into @p c.
+ * @return 0, or -errno (ENAMETOOLONG, connect's, sg_shm_hello_recv()'s,
+ *         EPROTO: rings that do not fit).
+ */
+static int chan_open(struct shm_chan *c, const char *path, struct sg_shm_hello *h)
+{
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	int fds[3], rc;
+
+	if (strlen(path) >= sizeof(sa.sun_path))
+		return -ENAMETOOLONG;
+	memcpy(sa.sun_path, path, strlen(path) + 1);
+	c->sock = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	if (c->sock < 0)
+		return -errno;
+	if (connect(c->sock, (struct sockaddr *)&sa, sizeof(sa)) < 0)
+		return -errno;
+	rc = sg_shm_hello_recv(c->sock, SHM_HELLO_MS, h, fds);
+	if (rc < 0)
+		return rc;
+	c->up.efd = fds[1];
+	c->down.efd = fds[2];
+	c->mem = sg_shm_map(fds[0], h->mem_bytes, h->ring_bytes);
+	close(fds[0]); /* the mapping stays */
+	if (c->mem == NULL)
+		return errno == EINVAL ? -EPROTO : -errno;
+	c->mem_bytes = h->mem_bytes;
+	/* every page written once through our mapping before the first datagram (sigma_shm.h) */
+	memset(c->mem->data, 0, 2 * (size_t)h->ring_bytes);
+	sg_shm_ring_init(&c->up, &c->mem->up, c->mem->data, h->ring_bytes, SG_CLI_RXBUF, fds[1]);
+	sg_shm_ring_init(&c->down, &c->mem->down, c->mem->data + h->ring_bytes, h->ring_bytes,
+			 SG_CLI_RXBUF, fds[2]);
+	return 0;
+}
+
+/* Which of @p conf's nodes announced itself in @p h (-1: none). */
+static int node_of(const struct sigma_conf *conf, const struct sg_shm_hello *h)
+{
+	for (unsigned int i = 0; i < conf->nnodes; i++) {
+		uint32_t a;
+
+		if (sg_ipv4_parse(conf->nodes[i].addr, &a) == 0 && a == h->ipv4 &&
+		    (conf->nodes[i].port ? conf->nodes[i].port : SG_DP_UDP_PORT) == h->udp_port)
+			return (int)i;
+	}
+	return -1;
+}
+
+struct sg_cli_transport *sg_cli_shm_create(const struct sigma_conf *conf)
+{
+	struct sg_cli_shm *t = calloc(1, sizeof(*t));
+	int err = 0;
+
+	if (t == NULL)
+		return NULL;
+	t->ops.send = shm_send;
+	t->ops.recv = shm_recv;
+	t->ops.destroy = shm_destroy;
+	t->nnodes = conf->nnodes;
+	t->ch = calloc(conf->nnodes, sizeof(*t->ch));
+	t->pfd = calloc(conf->nnodes, sizeof(*t->pfd));
+	if (t->ch == NULL || t->pfd == NULL) {
+		free(t->ch);
+		free(t->pfd);
+		free(t);
+		errno = ENOMEM;
+		return NULL;
+	}
+	for (unsigned int k = 0; k < t->nnodes; k++)
+		t->ch[k] = (struct shm_chan){.sock = -1, .up.efd = -1, .down.efd = -1};
+	/* a socket that fails is skipped: the others may cover every node */
+	for (unsigned int p = 0; p < conf->n_shm_paths; p++) {
+		struct shm_chan c = {.sock = -1, .up.efd = -1, .down.efd = -1};
+		struct sg_shm_hello h;
+		int rc = chan_open(&c, conf->shm_paths[p], &h), i = rc == 0 ? node_of(conf, &h) : -1;
+
+		if (rc != 0) {
+			SG_CLI_LOG(INFO, "shared memory at %s: %s", conf->shm_paths[p], strerror(-rc));
+			err = -rc;
+		}
+		if (i < 0 || t->ch[i].mem != NULL) {
+			/* failed, a node of another session, or a second socket of one node */
+			chan_close(&c);
+			continue;
+		}
+		t->ch[i] = c;
+		t->pfd[i] = (struct pollfd){.fd = c.down.efd, .events = POLLIN};
+	}
+	for (unsigned int k = 0; k < t->nnodes; k++)
+		if (t->ch[k].mem == NULL) {
+			SG_CLI_LOG(ERR, "node %u (%s:%u): none of the %u shared-memory sockets is "
+				   "its", k, conf->nodes[k].addr,
+				   conf->nodes[k].port ? conf->nodes[k].port : SG_DP_UDP_PORT,
+				   conf->n_shm_paths);
+			shm_destroy(&t->ops);
+			errno = err ? err : ENOENT; /* the last socket's failure says most */
+			return NULL;
+		}
+	return &t->ops;
+}
