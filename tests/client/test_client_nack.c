@@ -197,6 +197,70 @@ static float val(unsigned int r, size_t i)
 	return (float)((int)((i * 7 + r * 131) % 1001) - 500);
 }
 
+/* Open NW sessions of @p c with a tensor @p name of @p nelem floats each, and their buffers. */
+static void ranks_open(struct sigma_conf c, const char *name, uint64_t nelem,
+		       struct sigma_session **s, struct sigma_tensor **t, float **in, float **out)
+{
+	for (unsigned int r = 0; r < NW; r++) {
+		c.rank = (uint16_t)r;
+		s[r] = sigma_open(&c);
+		SG_CHECK(s[r] != NULL, "open: %s", strerror(errno));
+		t[r] = sigma_tensor_register(s[r], name, 0, SG_DTYPE_FP32, nelem, 0);
+		SG_CHECK(t[r] != NULL, "register: %s", strerror(errno));
+		in[r] = malloc(nelem * sizeof(float));
+		out[r] = malloc(nelem * sizeof(float));
+	}
+}
+
+/* Poll every session and hand each of @p npx engines everything, until @p t[] are done or
+ * @p ms pass. */
+static void px_drive(struct sigma_session *const *s, struct sigma_tensor *const *t,
+		     struct proxy *const *px, unsigned int npx, uint64_t ms)
+{
+	for (uint64_t t0 = now_ns(); (sigma_test(t[0]) == -EINPROGRESS ||
+				      sigma_test(t[1]) == -EINPROGRESS) &&
+				     now_ns() - t0 < ms * 1000000ull;) {
+		for (unsigned int r = 0; r < NW; r++)
+			sigma_poll(s[r], 100);
+		for (unsigned int i = 0; i < npx; i++) {
+			px_collect(px[i]);
+			px_flush(px[i]);
+			sg_dp_engine_poll(px[i]->eng, now_ns());
+		}
+	}
+}
+
+/* Every rank's operation ended well, with the sum of val(@p ra) and val(@p rb). */
+static void ranks_check(struct sigma_session *const *s, struct sigma_tensor *const *t,
+			float *const *out, uint64_t nelem, unsigned int ra, unsigned int rb)
+{
+	size_t bad = 0;
+
+	for (unsigned int r = 0; r < NW; r++) {
+		SG_CHECK(sigma_test(t[r]) == 0, "rank %u: %d %s", r, sigma_test(t[r]),
+			 sigma_last_error(s[r]));
+		for (size_t i = 0; i < nelem; i++)
+			bad += out[r][i] != val(ra, i) + val(rb, i);
+	}
+	SG_CHECK(bad == 0, "%zu elements differ from the reference", bad);
+}
+
+static void ranks_close(struct sigma_session **s, float **in, float **out)
+{
+	for (unsigned int r = 0; r < NW; r++) {
+		sigma_close(s[r]);
+		free(in[r]);
+		free(out[r]);
+	}
+}
+
+static void px_close(struct proxy *p)
+{
+	sg_dp_engine_destroy(p->eng);
+	close(p->fd);
+	free(p);
+}
+
 static void test_nack_no_stall(void)
 {
 	struct proxy *p = calloc(1, sizeof(*p));
@@ -211,7 +275,6 @@ static void test_nack_no_stall(void)
 	struct sg_dp_job_conf job;
 	struct sigma_stats st;
 	float *in[NW], *out[NW];
-	size_t bad = 0;
 	const struct step first[] = {{1, 0, SUM}, {1, 1, SUM}, {0, 0, DONE}, {0, 1, DONE}};
 	const struct step then[] = {{0, 4, SUM}, {0, 5, SUM}, {1, 2, NACK},
 				    {1, 3, NACK}, {0, 2, NACK}, {0, 3, NACK}};
@@ -219,17 +282,10 @@ static void test_nack_no_stall(void)
 	if (!SG_CHECK(p != NULL && px_open(p) == 0, "proxy: %s", strerror(errno)))
 		return;
 	node.port = p->port;
-	for (unsigned int r = 0; r < NW; r++) {
-		c.rank = (uint16_t)r;
-		s[r] = sigma_open(&c);
-		SG_CHECK(s[r] != NULL, "open: %s", strerror(errno));
-		t[r] = sigma_tensor_register(s[r], "stall", 0, SG_DTYPE_FP32, NELEM, 0);
-		SG_CHECK(t[r] != NULL, "register: %s", strerror(errno));
-		in[r] = malloc(NELEM * sizeof(float));
-		out[r] = malloc(NELEM * sizeof(float));
+	ranks_open(c, "stall", NELEM, s, t, in, out);
+	for (unsigned int r = 0; r < NW; r++)
 		for (size_t i = 0; i < NELEM; i++)
 			in[r][i] = val(r, i);
-	}
 	SG_CHECK_EQ(sigma_tensor_nparts(t[0]), 1);
 	SG_CHECK_EQ(sigma_job_for_node(s[0], 0, &job, keys, 1), 1);
 	job.max_inflight = INFLIGHT;
@@ -270,32 +326,12 @@ static void test_nack_no_stall(void)
 	}
 	/* From here every packet goes through at once. */
 	/* The sessions give up after their retries (about 1 s): 30 s only guards the test. */
-	for (uint64_t t0 = now_ns(); (sigma_test(t[0]) == -EINPROGRESS ||
-				      sigma_test(t[1]) == -EINPROGRESS) &&
-				     now_ns() - t0 < 30000000000ull;) {
-		for (unsigned int r = 0; r < NW; r++)
-			sigma_poll(s[r], 100);
-		px_collect(p);
-		px_flush(p);
-		sg_dp_engine_poll(p->eng, now_ns());
-	}
-	for (unsigned int r = 0; r < NW; r++) {
-		SG_CHECK(sigma_test(t[r]) == 0, "rank %u: %d %s", r, sigma_test(t[r]),
-			 sigma_last_error(s[r]));
-		for (size_t i = 0; i < NELEM; i++)
-			bad += out[r][i] != val(0, i) + val(1, i);
-	}
-	SG_CHECK(bad == 0, "%zu elements differ from the reference", bad);
+	px_drive(s, t, &p, 1, 30000);
+	ranks_check(s, t, out, NELEM, 0, 1);
 	sigma_get_stats(s[1], &st);
 	SG_CHECK(st.nacks >= 2, "rank 1 saw %" PRIu64 " NACKs, the script sends it 2", st.nacks);
-	for (unsigned int r = 0; r < NW; r++) {
-		sigma_close(s[r]);
-		free(in[r]);
-		free(out[r]);
-	}
-	sg_dp_engine_destroy(p->eng);
-	close(p->fd);
-	free(p);
+	ranks_close(s, in, out);
+	px_close(p);
 }
 
 /* Give engine @p p an open job like @p base: its keys made by their first pushes. */
@@ -308,23 +344,6 @@ static void px_open_job(struct proxy *p, const struct sg_dp_job_conf *base)
 	job.open = true;
 	job.slots = 4096;
 	SG_CHECK_EQ(sg_dp_engine_add_job(p->eng, &job), 0);
-}
-
-/* Poll every session and hand both engines everything, until @p t[] are done or @p ms pass. */
-static void fo_drive(struct sigma_session *const *s, struct sigma_tensor *const *t,
-		     struct proxy *const *px, uint64_t ms)
-{
-	for (uint64_t t0 = now_ns(); (sigma_test(t[0]) == -EINPROGRESS ||
-				      sigma_test(t[1]) == -EINPROGRESS) &&
-				     now_ns() - t0 < ms * 1000000ull;) {
-		for (unsigned int r = 0; r < NW; r++)
-			sigma_poll(s[r], 100);
-		for (unsigned int i = 0; i < 2; i++) {
-			px_collect(px[i]);
-			px_flush(px[i]);
-			sg_dp_engine_poll(px[i]->eng, now_ns());
-		}
-	}
 }
 
 /*
@@ -359,8 +378,7 @@ static void test_failover_order(void)
 	struct sg_dp_key keys[FO_PARTS];
 	struct sg_dp_job_conf job;
 	float *in[NW], *out[NW];
-	unsigned int lost = 0, moved = 0;
-	size_t bad = 0;
+	unsigned int lost, moved = 0;
 	int first_moved = -1;
 
 	for (unsigned int i = 0; i < 2; i++)
@@ -368,15 +386,7 @@ static void test_failover_order(void)
 			return;
 	nodes[0].port = px[0]->port;
 	nodes[1].port = px[1]->port;
-	for (unsigned int r = 0; r < NW; r++) {
-		c.rank = (uint16_t)r;
-		s[r] = sigma_open(&c);
-		SG_CHECK(s[r] != NULL, "open: %s", strerror(errno));
-		t[r] = sigma_tensor_register(s[r], "moved", 0, SG_DTYPE_FP32, nelem, 0);
-		SG_CHECK(t[r] != NULL, "register: %s", strerror(errno));
-		in[r] = malloc(nelem * sizeof(float));
-		out[r] = malloc(nelem * sizeof(float));
-	}
+	ranks_open(c, "moved", nelem, s, t, in, out);
 	SG_CHECK_EQ(sigma_tensor_nparts(t[0]), FO_PARTS);
 	/* lose the node of partition 0; the test needs two of its partitions to move */
 	lost = (unsigned int)sigma_tensor_part_node(t[0], 0);
@@ -399,7 +409,7 @@ static void test_failover_order(void)
 			in[r][i] = val(r, i);
 		SG_CHECK_EQ(sigma_push_pull(t[r], in[r], out[r], NULL, NULL), 0);
 	}
-	fo_drive(s, t, px, 10000);
+	px_drive(s, t, px, 2, 10000);
 	SG_CHECK(sigma_test(t[0]) == 0 && sigma_test(t[1]) == 0, "round 0: %s / %s",
 		 sigma_last_error(s[0]), sigma_last_error(s[1]));
 
@@ -414,25 +424,12 @@ static void test_failover_order(void)
 	px[!lost]->mute_key = sg_wire_key(0, (uint32_t)first_moved);
 	px[!lost]->mute_rank = 1;
 	px[!lost]->mute_armed = true;
-	fo_drive(s, t, px, 20000);
+	px_drive(s, t, px, 2, 20000);
 	SG_CHECK_EQ(px[!lost]->muted, 1u);
-	for (unsigned int r = 0; r < NW; r++) {
-		SG_CHECK(sigma_test(t[r]) == 0, "rank %u: %d %s", r, sigma_test(t[r]),
-			 sigma_last_error(s[r]));
-		for (size_t i = 0; i < nelem; i++)
-			bad += out[r][i] != val(2, i) + val(3, i);
-	}
-	SG_CHECK(bad == 0, "%zu elements differ from the reference", bad);
-	for (unsigned int r = 0; r < NW; r++) {
-		sigma_close(s[r]);
-		free(in[r]);
-		free(out[r]);
-	}
-	for (unsigned int i = 0; i < 2; i++) {
-		sg_dp_engine_destroy(px[i]->eng);
-		close(px[i]->fd);
-		free(px[i]);
-	}
+	ranks_check(s, t, out, nelem, 2, 3);
+	ranks_close(s, in, out);
+	px_close(px[0]);
+	px_close(px[1]);
 }
 
 int main(void)
