@@ -284,6 +284,12 @@ struct sigma_stats {
 	uint64_t spins;        /**< waits for a reply that polled first (conf.spin_us) */
 	uint64_t waits;        /**< ERROR WAITING received (also in errors): a node that holds
 				    our push and waits for other ranks answered a resend */
+	/**
+	 * PUSH packets the transport could not take (not in tx_packets): a full
+	 * shared-memory ring, a full or refused socket. Each is lost, and the
+	 * window's timers resend it as they do a packet lost on the way.
+	 */
+	uint64_t tx_dropped;
 };
 
 /** Which bound or refusal ended an operation (struct sigma_failure). */

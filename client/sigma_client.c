@@ -636,6 +636,8 @@ static void flush(struct sigma_session *s)
 	r = s->tp->send(s->tp, s->tx, s->ntx);
 	if (r > 0)
 		s->st.tx_packets += (uint64_t)r;
+	/* an error of the transport loses the whole burst, as a refused destination does */
+	s->st.tx_dropped += r < 0 ? s->ntx : s->ntx - (unsigned int)r;
 	s->ntx = 0;
 	s->last_io = sg_cli_now_ns();
 }

@@ -134,8 +134,13 @@ void sg_shm_awake(struct sg_shm_ring *r)
 	uint64_t v;
 
 	atomic_store_explicit(&r->ctl->sleeping, 0, memory_order_relaxed);
-	while (read(r->efd, &v, sizeof(v)) == (ssize_t)sizeof(v))
-		; /* non-blocking: a count left behind only costs one early wake-up */
+	/*
+	 * One read takes an eventfd's whole count; one only, since the node
+	 * passed this fd and a regular file in its place would never run dry. A
+	 * count left behind only costs one early wake-up.
+	 */
+	if (read(r->efd, &v, sizeof(v)) < 0)
+		return;
 }
 
 struct sg_shm_layout *sg_shm_map(int memfd, uint64_t mem_bytes, uint32_t ring_bytes)
@@ -290,6 +295,13 @@ static void shm_destroy(struct sg_cli_transport *tp)
 	free(t);
 }
 
+static int set_nonblock(int fd)
+{
+	int fl = fcntl(fd, F_GETFL);
+
+	return fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0 ? -errno : 0;
+}
+
 int sg_shm_hello_recv(int sock, int timeout_ms, struct sg_shm_hello *h, int fds[3])
 {
 	union {
@@ -325,9 +337,14 @@ int sg_shm_hello_recv(int sock, int timeout_ms, struct sg_shm_hello *h, int fds[
 		else
 			close(fd); /* more than a node sends: not ours to keep */
 	}
+	/*
+	 * The eventfds are non-blocking whatever the node made them: a blocking
+	 * one would hang our wake-up's read (or a write to a full pipe in its
+	 * place) for good.
+	 */
 	if (got == (ssize_t)sizeof(*h) && !(mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) &&
 	    h->magic == SG_SHM_MAGIC && h->version == SG_SHM_VERSION && fds[0] >= 0 &&
-	    fds[1] >= 0 && fds[2] >= 0)
+	    fds[1] >= 0 && fds[2] >= 0 && set_nonblock(fds[1]) == 0 && set_nonblock(fds[2]) == 0)
 		return 0;
 	for (int i = 0; i < 3; i++)
 		if (fds[i] >= 0)

@@ -122,7 +122,8 @@ class SigmaStats(ctypes.Structure):
     _fields_ = [(n, ctypes.c_uint64) for n in (
         "tx_packets", "rx_packets", "rx_results", "rx_stale", "rx_bad", "retransmits",
         "nacks", "errors", "ops_done", "ops_failed", "nodes_lost", "keys_moved",
-        "recovery_pushes", "membership_changes", "timeouts_held", "spins", "waits")]
+        "recovery_pushes", "membership_changes", "timeouts_held", "spins", "waits",
+        "tx_dropped")]
 
 
 # enum sigma_fail_kind

@@ -10,6 +10,7 @@
  * and nothing left behind (fds, socket files).
  */
 #include <dirent.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <poll.h>
 #include <signal.h>
@@ -280,19 +281,28 @@ static void test_node_gone(void)
 	SG_CHECK_EQ(count_fds(), fds);
 }
 
-/* A fake node: accepts one worker on @p path and sends a hello whose memfd is short. */
+/*
+ * A fake node: accepts one worker on its socket and sends a hello; a short
+ * memfd (@c whole false), or one as the hello says, sealed, whose rings
+ * nobody ever reads (@c whole true: @c up_head gets what the worker had
+ * published on its ring when it hung up).
+ */
 struct fake_node {
 	int lfd;
 	uint32_t port;
+	bool whole;
+	bool zero_efd; /* /dev/zero in place of the worker's eventfd */
+	uint64_t up_head;
+	char path[100];
 };
 
 static void *fake_node_main(void *arg)
 {
 	struct fake_node *f = arg;
+	uint64_t bytes = sg_shm_mem_bytes(SG_SHM_RING_BYTES);
 	struct sg_shm_hello h = {.magic = SG_SHM_MAGIC, .version = SG_SHM_VERSION,
 				 .udp_port = (uint16_t)f->port, .ipv4 = htonl(0x7f000001),
-				 .ring_bytes = SG_SHM_RING_BYTES,
-				 .mem_bytes = sg_shm_mem_bytes(SG_SHM_RING_BYTES)};
+				 .ring_bytes = SG_SHM_RING_BYTES, .mem_bytes = bytes};
 	union {
 		struct cmsghdr align;
 		uint8_t buf[CMSG_SPACE(3 * sizeof(int))];
@@ -301,22 +311,65 @@ static void *fake_node_main(void *arg)
 	struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.buf,
 			    .msg_controllen = sizeof(ctl.buf)};
 	struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
-	int fds[3] = {memfd_create("short", MFD_CLOEXEC), eventfd(0, EFD_CLOEXEC),
-		      eventfd(0, EFD_CLOEXEC)};
+	/* blocking eventfds: the worker must not depend on how the node made them */
+	int fds[3] = {memfd_create("fake", MFD_CLOEXEC | MFD_ALLOW_SEALING),
+		      eventfd(0, EFD_CLOEXEC),
+		      f->zero_efd ? open("/dev/zero", O_RDONLY | O_CLOEXEC) : eventfd(0, EFD_CLOEXEC)};
+	struct sg_shm_layout *mem = NULL;
 	int s = accept(f->lfd, NULL, NULL);
 	char b;
 
-	SG_CHECK(ftruncate(fds[0], 4096) == 0, "ftruncate");
+	SG_CHECK(ftruncate(fds[0], f->whole ? (off_t)bytes : 4096) == 0, "ftruncate");
+	if (f->whole) {
+		SG_CHECK(fcntl(fds[0], F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW) == 0, "seal");
+		mem = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fds[0], 0);
+		SG_CHECK(mem != MAP_FAILED, "mmap: %s", strerror(errno));
+	}
 	cm->cmsg_level = SOL_SOCKET;
 	cm->cmsg_type = SCM_RIGHTS;
 	cm->cmsg_len = CMSG_LEN(sizeof(fds));
 	memcpy(CMSG_DATA(cm), fds, sizeof(fds));
 	SG_CHECK(sendmsg(s, &mh, 0) == (ssize_t)sizeof(h), "fake hello: %s", strerror(errno));
 	SG_CHECK(recv(s, &b, 1, 0) == 0, "the worker hangs up"); /* until it did */
+	if (mem != NULL && mem != MAP_FAILED) {
+		f->up_head = atomic_load(&mem->up.head);
+		munmap(mem, bytes);
+	}
 	close(s);
 	for (int i = 0; i < 3; i++)
 		close(fds[i]);
 	return NULL;
+}
+
+/* Listen on @p f's socket in the test's folder and start its thread. */
+static void fake_node_start(struct fake_node *f, pthread_t *th)
+{
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+
+	f->lfd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	snprintf(f->path, sizeof(f->path), "%s/fake.sock", dir);
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", f->path);
+	SG_CHECK(bind(f->lfd, (struct sockaddr *)&sa, sizeof(sa)) == 0 && listen(f->lfd, 4) == 0,
+		 "fake node: %s", strerror(errno));
+	SG_CHECK_EQ(pthread_create(th, NULL, fake_node_main, f), 0);
+}
+
+static void fake_node_stop(struct fake_node *f, pthread_t th)
+{
+	pthread_join(th, NULL);
+	close(f->lfd);
+	unlink(f->path);
+}
+
+/* A session of one worker on the fake node @p f (SIGMA_TRANSPORT_SHM). */
+static struct sigma_conf fake_conf(struct fake_node *f, struct sigma_node *node,
+				   const char **paths, uint32_t job)
+{
+	*node = (struct sigma_node){.name = "fake", .addr = "127.0.0.1", .port = f->port};
+	paths[0] = f->path;
+	return (struct sigma_conf){.job = job, .token = 1, .nworkers = 1, .nodes = node,
+				   .nnodes = 1, .transport = SIGMA_TRANSPORT_SHM,
+				   .shm_paths = paths, .n_shm_paths = 1};
 }
 
 /*
@@ -326,30 +379,73 @@ static void *fake_node_main(void *arg)
  */
 static void test_short_memfd(void)
 {
-	struct sockaddr_un sa = {.sun_family = AF_UNIX};
-	struct sigma_node node = {.name = "fake", .addr = "127.0.0.1", .port = 40999};
-	char path[100];
-	const char *paths[1] = {path};
-	struct sigma_conf c = {.job = 35, .token = 1, .nworkers = 1, .nodes = &node, .nnodes = 1,
-			       .transport = SIGMA_TRANSPORT_SHM, .shm_paths = paths,
-			       .n_shm_paths = 1};
+	struct sigma_node node;
+	const char *paths[1];
 	unsigned int fds = count_fds(); /* before the fake node's socket */
-	struct fake_node f = {.lfd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0),
-			      .port = 40999};
+	struct fake_node f = {.port = 40999};
+	struct sigma_conf c;
 	pthread_t th;
 
-	snprintf(path, sizeof(path), "%s/fake.sock", dir);
-	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
-	SG_CHECK(bind(f.lfd, (struct sockaddr *)&sa, sizeof(sa)) == 0 && listen(f.lfd, 4) == 0,
-		 "fake node: %s", strerror(errno));
-	SG_CHECK_EQ(pthread_create(&th, NULL, fake_node_main, &f), 0);
+	fake_node_start(&f, &th);
+	c = fake_conf(&f, &node, paths, 35);
 	errno = 0;
 	SG_CHECK(sigma_open(&c) == NULL && errno == EPROTO, "a short memfd: errno %d (%s)", errno,
 		 strerror(errno));
-	pthread_join(th, NULL);
-	close(f.lfd);
-	unlink(path);
+	fake_node_stop(&f, th);
 	SG_CHECK_EQ(count_fds(), fds);
+}
+
+/*
+ * A node that never reads its ring, and a window larger than the ring: every
+ * push the ring could not take is counted in tx_dropped, not in tx_packets,
+ * which equals the records the node finds published (the ring's head over
+ * one record's bytes: it never wraps, since nothing is released). The node's
+ * eventfds are blocking ones (the worker's wake-up read hung on them before
+ * it made them non-blocking), or @p zero_efd: /dev/zero in place of the
+ * worker's (its wake-up read looped for ever: it never runs dry).
+ */
+static void test_full_ring(bool zero_efd)
+{
+	enum { NCH = 1000, PART_CH = 250, CHUNK = 8920 };
+	const uint64_t rec = SG_SHM_REC_HDR + 48 + CHUNK; /* a multiple of 8 */
+	struct sigma_node node;
+	const char *paths[1];
+	struct fake_node f = {.port = 40998, .whole = true, .zero_efd = zero_efd};
+	struct sigma_conf c;
+	struct sigma_session *s;
+	struct sigma_tensor *t;
+	struct sigma_stats st;
+	float *buf = calloc(NCH * CHUNK / sizeof(float), sizeof(float));
+	pthread_t th;
+
+	fake_node_start(&f, &th);
+	c = fake_conf(&f, &node, paths, 36);
+	c.chunk_bytes = CHUNK;
+	c.partition_bytes = PART_CH * CHUNK;
+	c.window = NCH;
+	c.rto_us = 2000;
+	c.rto_max_us = 4000;
+	c.max_retries = 2;
+	s = sigma_open(&c);
+	SG_CHECK(s != NULL && buf != NULL, "open on the fake node: %s", strerror(errno));
+	t = s == NULL ? NULL : sigma_tensor_register(s, "full", 1, SG_DTYPE_FP32,
+						     NCH * CHUNK / sizeof(float), 0);
+	SG_CHECK(t != NULL, "register: %s", strerror(errno));
+	if (t != NULL) {
+		SG_CHECK_EQ(sigma_push_pull_sync(t, buf, buf), -ETIMEDOUT);
+		sigma_get_stats(s, &st);
+		SG_CHECK(st.tx_dropped >= NCH - SG_SHM_RING_BYTES / rec,
+			 "%" PRIu64 " pushes dropped, want at least %" PRIu64, st.tx_dropped,
+			 (uint64_t)NCH - SG_SHM_RING_BYTES / rec);
+	}
+	if (s != NULL)
+		sigma_close(s);
+	fake_node_stop(&f, th);
+	SG_CHECK(f.up_head % rec == 0, "ring head %" PRIu64 " not whole records", f.up_head);
+	SG_CHECK_EQ(f.up_head / rec, SG_SHM_RING_BYTES / rec); /* the ring was filled */
+	if (t != NULL)
+		SG_CHECK_EQ(st.tx_packets, f.up_head / rec);
+	free(buf);
 }
 
 static void expect_open_fail(struct sigma_conf c, int err, const char *what)
@@ -451,5 +547,7 @@ int main(void)
 	test_node_gone();
 	test_bad_conf();
 	test_short_memfd();
+	test_full_ring(false);
+	test_full_ring(true);
 	return sg_test_finish("client_shm");
 }

@@ -52,7 +52,7 @@ int main(void)
 	F(struct sigma_stats, nodes_lost); F(struct sigma_stats, keys_moved);
 	F(struct sigma_stats, recovery_pushes); F(struct sigma_stats, membership_changes);
 	F(struct sigma_stats, timeouts_held); F(struct sigma_stats, spins);
-	F(struct sigma_stats, waits);
+	F(struct sigma_stats, waits); F(struct sigma_stats, tx_dropped);
 	END();
 	begin("SigmaFailure", sizeof(struct sigma_failure));
 	F(struct sigma_failure, status); F(struct sigma_failure, kind);
