@@ -14,7 +14,10 @@
  * that connects to that Unix socket gets a channel of two shared-memory rings
  * (sigma_shm.h), which the same loop polls beside the socket. The engine
  * tells such a worker from a UDP one by its address: SHM_TAG set, the
- * channel's generation and slot below.
+ * channel's generation and slot below. A second thread, the channel maker,
+ * accepts those workers and makes their channels: writing a channel's 8 MB
+ * once took 50-100 ms here (sigma_shm.h), for which the node's own thread
+ * would have left every other worker waiting.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -101,7 +104,16 @@ struct sigma_udpd {
 	/* shared memory (conf.shm_path): the channels change under lock, on the node's thread */
 	uint32_t ipv4;                           /* our UDP address, for the hello */
 	char *shm_path;                          /* conf.shm_path's copy */
-	int shm_fd;                              /* the listening socket, or -1 */
+	int shm_fd;                              /* the listening socket (the maker's), or -1 */
+	/* the channel maker's thread: it queues the channels it made for the node's thread */
+	pthread_t maker;
+	bool maker_running;
+	int mk_wake, mk_stop;                    /* eventfds: channels queued; stop the maker */
+	pthread_mutex_t mk_lock;                 /* mk_q and mk_n */
+	struct shm_chan *mk_q;                   /* made, not yet in a slot (shm_max at most) */
+	uint32_t mk_n;
+	atomic_bool mk_pending;                  /* mk_n > 0: the node's thread looks each turn */
+	_Atomic uint32_t shm_used;               /* channels in slots or queued: at most shm_max */
 	uint32_t shm_max, shm_gen, shm_next;     /* slots; channels made; the next to read */
 	struct shm_chan *ch;
 	struct pollfd *pfd;                      /* the node's sleep: 2 + 2 * shm_max */
@@ -366,7 +378,10 @@ static void chan_unmap(struct shm_chan *c)
 	*c = (struct shm_chan){.sock = -1, .up.efd = -1, .down.efd = -1};
 }
 
-/* Make a channel in slot @p c for the worker on @p sock and send it the hello. @return 0/-errno. */
+/*
+ * Make a channel @p c (no slot yet) for the worker on @p sock and send it the
+ * hello; the maker's thread. @return 0, or -errno (@p sock closed).
+ */
 static int chan_make(struct sigma_udpd *d, struct shm_chan *c, int sock)
 {
 	uint64_t bytes = sg_shm_mem_bytes(SG_SHM_RING_BYTES);
@@ -409,13 +424,10 @@ static int chan_make(struct sigma_udpd *d, struct shm_chan *c, int sock)
 		rc = -errno;
 		goto out;
 	}
-	n.id = SHM_TAG | (uint64_t)d->shm_gen++ << 16 | (uint64_t)(c - d->ch);
 	sg_shm_ring_init(&n.up, &n.mem->up, n.mem->data, SG_SHM_RING_BYTES, UDPD_BUF, n.up.efd);
 	sg_shm_ring_init(&n.down, &n.mem->down, n.mem->data + SG_SHM_RING_BYTES,
 			 SG_SHM_RING_BYTES, UDPD_BUF, n.down.efd);
-	pthread_mutex_lock(&d->lock); /* the engine's replies read the slots */
 	*c = n;
-	pthread_mutex_unlock(&d->lock);
 out:
 	if (memfd >= 0)
 		close(memfd); /* the mapping stays */
@@ -431,29 +443,68 @@ static void chan_free(struct sigma_udpd *d, struct shm_chan *c)
 	pthread_mutex_unlock(&d->lock);
 	d->shm_open--;
 	d->shm_closed++;
+	atomic_fetch_sub(&d->shm_used, 1);
 }
 
-/* Take every waiting connection: a channel each, while slots last. */
-static void shm_accept(struct sigma_udpd *d)
+/* The maker's thread: a channel for each worker that connects, while slots last. */
+static void *maker_main(void *arg)
 {
-	int sock;
+	struct sigma_udpd *d = arg;
+	struct pollfd pfd[2] = {{.fd = d->shm_fd, .events = POLLIN},
+				{.fd = d->mk_stop, .events = POLLIN}};
 
-	while ((sock = accept4(d->shm_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC)) >= 0) {
-		struct shm_chan *c = NULL;
+	for (;;) {
+		int sock;
 
-		for (uint32_t k = 0; k < d->shm_max && c == NULL; k++)
-			if (d->ch[k].sock < 0)
-				c = &d->ch[k];
-		if (c == NULL || chan_make(d, c, sock) != 0) {
+		if (poll(pfd, 2, -1) < 0 && errno != EINTR)
+			break;
+		if (pfd[1].revents)
+			break; /* sigma_udpd_stop() */
+		while ((sock = accept4(d->shm_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC)) >= 0) {
+			struct shm_chan n;
+
 			/* the worker sees the hang-up instead of a hello */
-			if (c == NULL)
+			if (atomic_load(&d->shm_used) >= d->shm_max) {
 				close(sock);
-			d->shm_refused++;
-			continue;
+				d->shm_refused++;
+				continue;
+			}
+			if (chan_make(d, &n, sock) != 0) {
+				d->shm_refused++;
+				continue;
+			}
+			atomic_fetch_add(&d->shm_used, 1);
+			pthread_mutex_lock(&d->mk_lock);
+			d->mk_q[d->mk_n++] = n;
+			atomic_store(&d->mk_pending, true);
+			pthread_mutex_unlock(&d->mk_lock);
+			eventfd_write(d->mk_wake, 1);
+			d->shm_accepted++;
 		}
-		d->shm_accepted++;
+	}
+	return NULL;
+}
+
+/* The node's thread: the channels the maker queued, each into a free slot. */
+static void shm_install(struct sigma_udpd *d)
+{
+	eventfd_t v;
+	uint32_t k = 0;
+
+	eventfd_read(d->mk_wake, &v); /* non-blocking: nothing to read is fine */
+	pthread_mutex_lock(&d->mk_lock);
+	for (uint32_t i = 0; i < d->mk_n; i++) {
+		while (d->ch[k].sock >= 0) /* shm_used keeps a slot free for each */
+			k++;
+		d->mk_q[i].id = SHM_TAG | (uint64_t)d->shm_gen++ << 16 | k;
+		pthread_mutex_lock(&d->lock); /* the engine's replies read the slots */
+		d->ch[k] = d->mk_q[i];
+		pthread_mutex_unlock(&d->lock);
 		d->shm_open++;
 	}
+	d->mk_n = 0;
+	atomic_store(&d->mk_pending, false);
+	pthread_mutex_unlock(&d->mk_lock);
 }
 
 /* A worker's socket woke us: it hung up, or wrote to it (garbage). Free its channel. */
@@ -471,8 +522,9 @@ static void chan_event(struct sigma_udpd *d, struct shm_chan *c, short revents)
 
 /*
  * Wait up to @p ms for anything (0: only look): the UDP socket and the rings
- * (when @p ms > 0), new connections, the workers' sockets. Before it sleeps
- * it tells every ring (sigma_shm.h), and does not sleep if one has a record.
+ * (when @p ms > 0), the maker's new channels, the workers' sockets. Before it
+ * sleeps it tells every ring (sigma_shm.h), and does not sleep if one has a
+ * record.
  */
 static void node_wait(struct sigma_udpd *d, int ms)
 {
@@ -482,8 +534,8 @@ static void node_wait(struct sigma_udpd *d, int ms)
 
 	if (ms > 0)
 		d->pfd[np++] = (struct pollfd){.fd = d->fd, .events = POLLIN};
-	if (d->shm_fd >= 0)
-		d->pfd[np++] = (struct pollfd){.fd = d->shm_fd, .events = POLLIN};
+	if (d->mk_wake >= 0)
+		d->pfd[np++] = (struct pollfd){.fd = d->mk_wake, .events = POLLIN};
 	first_chan = np;
 	for (uint32_t k = 0; k < d->shm_max; k++) {
 		if (d->ch[k].sock < 0)
@@ -498,8 +550,8 @@ static void node_wait(struct sigma_udpd *d, int ms)
 	}
 	if (np == 0 || poll(d->pfd, np, asleep ? ms : 0) <= 0)
 		goto awake;
-	if (d->shm_fd >= 0 && (d->pfd[first_chan - 1].revents & POLLIN))
-		shm_accept(d);
+	if (d->mk_wake >= 0 && (d->pfd[first_chan - 1].revents & POLLIN))
+		shm_install(d);
 	for (nfds_t i = first_chan; i < np; i++) {
 		struct shm_chan *c = &d->ch[slot_of[i - first_chan]];
 
@@ -561,6 +613,8 @@ static void *node_main(void *arg)
 		uint64_t t0, now;
 		int n, ns;
 
+		if (atomic_load_explicit(&d->mk_pending, memory_order_relaxed))
+			shm_install(d);
 		n = rx_take(d, &ns);
 		/* light traffic: a worker's next push or its peers' come soon, and a
 		 * wake-up would take longer (docs/performance.md); but only for spin_us
@@ -632,11 +686,14 @@ struct sigma_udpd *sigma_udpd_create(const struct sigma_udpd_conf *conf)
 		return NULL;
 	d->fd = -1;
 	d->shm_fd = -1;
+	d->mk_wake = d->mk_stop = -1;
 	d->shm_max = conf->shm_path == NULL ? 0 : conf->shm_max ? conf->shm_max : SIGMA_UDPD_SHM_MAX;
 	d->ch = calloc(d->shm_max + 1, sizeof(*d->ch));
+	d->mk_q = calloc(d->shm_max + 1, sizeof(*d->mk_q));
 	d->pfd = calloc(2 + 2 * (size_t)d->shm_max, sizeof(*d->pfd));
-	if (d->ch == NULL || d->pfd == NULL) {
+	if (d->ch == NULL || d->mk_q == NULL || d->pfd == NULL) {
 		free(d->ch);
+		free(d->mk_q);
 		free(d->pfd);
 		free(d);
 		errno = ENOMEM;
@@ -647,6 +704,7 @@ struct sigma_udpd *sigma_udpd_create(const struct sigma_udpd_conf *conf)
 	d->conf = *conf;
 	d->rng = conf->seed ? conf->seed : 0x9e3779b97f4a7c15ull;
 	pthread_mutex_init(&d->lock, NULL);
+	pthread_mutex_init(&d->mk_lock, NULL);
 	d->gso = !conf->no_gso;
 	d->spin_ns = conf->spin_us < 0 ? 0 :
 		     (uint64_t)(conf->spin_us ? conf->spin_us : SIGMA_SPIN_US_DEFAULT) * 1000;
@@ -679,6 +737,12 @@ struct sigma_udpd *sigma_udpd_create(const struct sigma_udpd_conf *conf)
 		err = d->shm_path == NULL ? ENOMEM : -shm_listen(d, d->shm_path);
 		if (err != 0)
 			goto fail;
+		d->mk_wake = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+		d->mk_stop = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+		if (d->mk_wake < 0 || d->mk_stop < 0) {
+			err = errno;
+			goto fail;
+		}
 	}
 	d->rx = sg_cli_rx_create(d->fd);
 	if (d->rx == NULL) {
@@ -762,6 +826,14 @@ int sigma_udpd_start(struct sigma_udpd *d)
 	if (rc != 0)
 		return -rc;
 	d->running = true;
+	if (d->shm_fd >= 0) {
+		rc = pthread_create(&d->maker, NULL, maker_main, d);
+		if (rc != 0) {
+			sigma_udpd_stop(d);
+			return -rc;
+		}
+		d->maker_running = true;
+	}
 	return 0;
 }
 
@@ -769,6 +841,11 @@ void sigma_udpd_stop(struct sigma_udpd *d)
 {
 	if (d == NULL)
 		return;
+	if (d->maker_running) {
+		eventfd_write(d->mk_stop, 1);
+		pthread_join(d->maker, NULL);
+		d->maker_running = false;
+	}
 	if (d->running) {
 		atomic_store(&d->stop, true);
 		pthread_join(d->thread, NULL);
@@ -782,6 +859,11 @@ void sigma_udpd_stop(struct sigma_udpd *d)
 	for (uint32_t k = 0; k < d->shm_max; k++)
 		if (d->ch[k].sock >= 0)
 			chan_free(d, &d->ch[k]);
+	for (uint32_t i = 0; i < d->mk_n; i++) { /* made, never taken into a slot */
+		chan_unmap(&d->mk_q[i]);
+		atomic_fetch_sub(&d->shm_used, 1);
+	}
+	d->mk_n = 0;
 	if (d->shm_fd >= 0) {
 		close(d->shm_fd);
 		d->shm_fd = -1;
@@ -832,9 +914,15 @@ void sigma_udpd_destroy(struct sigma_udpd *d)
 	sigma_udpd_stop(d);
 	sg_dp_engine_destroy(d->eng);
 	pthread_mutex_destroy(&d->lock);
+	pthread_mutex_destroy(&d->mk_lock);
+	if (d->mk_wake >= 0)
+		close(d->mk_wake);
+	if (d->mk_stop >= 0)
+		close(d->mk_stop);
 	sg_cli_rx_destroy(d->rx);
 	free(d->txbuf);
 	free(d->ch);
+	free(d->mk_q);
 	free(d->pfd);
 	free(d->shm_path);
 	free(d);

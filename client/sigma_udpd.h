@@ -118,11 +118,15 @@ int sigma_udpd_job_stats(struct sigma_udpd *d, uint32_t job, struct sg_dp_job_st
 /** The largest chunk_bytes a job may use on this node (the engine's max_payload). */
 uint32_t sigma_udpd_max_payload(struct sigma_udpd *d);
 
-/** Start the node's thread. @return 0 or -errno. */
+/**
+ * Start the node's thread (and, with conf.shm_path, the thread that accepts
+ * workers and makes their shared-memory channels).
+ * @return 0 or -errno: EINVAL (already started, or stopped), pthread_create()'s.
+ */
 int sigma_udpd_start(struct sigma_udpd *d);
 
 /**
- * Stop the thread and close the socket (the node disappears: packets sent to
+ * Stop the threads and close the socket (the node disappears: packets sent to
  * its port go unanswered), close every shared-memory channel and remove the
  * shm socket. Stats stay readable. Idempotent.
  */
