@@ -1275,17 +1275,18 @@ static void on_error(struct sigma_session *s, const struct sg_dp_msg *m, uint64_
 {
 	uint32_t node, idx;
 	struct sg_cli_slot *sl = match(s, m, now, &node, &idx);
+	bool ranks = (m->code == SG_DP_C_WAITING || m->code == SG_DP_C_WORKER_LOST) &&
+		     m->payload_len == 8;
+	uint64_t missing = 0; /* WAITING's and WORKER_LOST's ranks still to push */
 
 	s->st.errors++;
 	if (sl == NULL || not_made_yet(s, m, sl, node, now))
 		return;
-	if ((m->code == SG_DP_C_WAITING || m->code == SG_DP_C_WORKER_LOST) &&
-	    m->payload_len == 8) {
-		uint64_t be;
-
-		memcpy(&be, m->payload, 8);
+	if (ranks) {
+		memcpy(&missing, m->payload, 8);
+		missing = be64toh(missing);
 		s->st.waits += m->code == SG_DP_C_WAITING;
-		note_alive(sl, be64toh(be));
+		note_alive(sl, missing);
 		if (m->code == SG_DP_C_WAITING || sl->recov)
 			return;
 	}
@@ -1301,14 +1302,9 @@ static void on_error(struct sigma_session *s, const struct sg_dp_msg *m, uint64_
 		on_full(s, m, node, idx);
 	} else if (m->code == SG_DP_C_STALE || m->code == SG_DP_C_GONE) {
 		on_behind(s, m, node, idx);
-	} else if (m->code == SG_DP_C_WORKER_LOST && m->payload_len == 8) {
-		uint64_t be;
-
-		memcpy(&be, m->payload, 8);
-		if (sl->reported == be64toh(be))
-			return; /* already reported */
-		sl->reported = be64toh(be);
-		log_waits(s, node, m, sl->reported, now);
+	} else if (ranks && sl->reported != missing) { /* WORKER_LOST not yet reported */
+		sl->reported = missing;
+		log_waits(s, node, m, missing, now);
 	}
 }
 
