@@ -7,6 +7,8 @@
  * send garbage, scribble bad records, hang up or never read their hello, the
  * channel limit (a counted refusal, and a good worker gets in once a slot is
  * free), a node that stops (-ETIMEDOUT in bounded time), bad configurations,
+ * a fake node that never reads its ring and passes blocking eventfds or
+ * /dev/zero (every push it could not take counted in tx_dropped, no hang),
  * and nothing left behind (fds, socket files).
  */
 #include <dirent.h>
