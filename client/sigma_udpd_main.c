@@ -17,7 +17,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "sg_ctl.h"
+#include "sg_ctl_server.h"
 #include "sg_etcd.h"
 #include "sg_parse.h"
 #include "sg_version.h"

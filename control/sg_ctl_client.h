@@ -39,6 +39,9 @@ struct sg_ctl_tensor {
 	uint64_t elems;
 };
 
+/** Most jobs a node's control server holds (and job records of a cluster listed at once). */
+#define SG_CTL_MAX_JOBS 64
+
 /** Largest shared secret, in bytes, that the server and its clients accept. */
 #define SG_CTL_SECRET_MAX 256
 

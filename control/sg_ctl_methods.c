@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "sg_ctl_config.h"
 #include "sg_ctl_rpc.h"
 #include "sg_ctl_server_internal.h"
 #include "sg_parse.h"
@@ -221,7 +222,7 @@ static int m_layout_get(struct sg_ctl_server *s, json_t *params, json_t **res,
 				      lay->lcores[i].idle == SG_IDLE_SLEEP ? "sleep" : "poll",
 				      "port", lay->lcores[i].port, "queue", lay->lcores[i].queue));
 	km = json_array();
-	for (i = 0; i < SG_CTL_KEYMAP_BUCKETS; i++)
+	for (i = 0; i < SG_BUCKETS; i++)
 		json_array_append_new(km, json_integer(lay->keymap[i]));
 	*res = json_pack("{s:o, s:I, s:o}", "lcores", lc, "reducers",
 			 (json_int_t)lay->n_reducers, "keymap", km);
@@ -283,13 +284,13 @@ static int m_layout_set(struct sg_ctl_server *s, json_t *params, json_t **res,
 	if (val != NULL) {
 		size_t i;
 
-		if (!json_is_array(val) || json_array_size(val) != SG_CTL_KEYMAP_BUCKETS) {
+		if (!json_is_array(val) || json_array_size(val) != SG_BUCKETS) {
 			sg_rpc_fail(err, SG_CTL_ERR_INVALID_PARAMS,
 				    "invalid params: keymap must list %d reducer indexes",
-				    SG_CTL_KEYMAP_BUCKETS);
+				    SG_BUCKETS);
 			goto out;
 		}
-		for (i = 0; i < SG_CTL_KEYMAP_BUCKETS; i++) {
+		for (i = 0; i < SG_BUCKETS; i++) {
 			json_t *e = json_array_get(val, i);
 
 			if (!json_is_integer(e) || json_integer_value(e) < 0 ||

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * sigmad's control agent: the JSON-RPC server of control/ (sg_ctl.h) with
+ * sigmad's control agent: the JSON-RPC server of control/ (sg_ctl_server.h) with
  * struct sg_ctl_agent_ops implemented over the running pipeline, the optional
  * node_heartbeat sender, and the node's registration in etcd. Nothing below
  * the agent calls into it: sigmad and the tests start it over a running
@@ -31,7 +31,8 @@
 
 #include "sg_etcd.h"
 #include "sg_config.h"
-#include "sg_ctl.h"
+#include "sg_ctl_chan.h"
+#include "sg_ctl_server.h"
 #include "sg_dp_internal.h"
 #include "sg_dp_agent.h"
 #include "sg_dp_pipeline.h"
@@ -445,7 +446,7 @@ static int op_lcores(void *arg, struct sg_ctl_lcore_stats *out, unsigned int cap
 	return (int)n;
 }
 
-_Static_assert(SG_DP_BUCKETS == SG_CTL_KEYMAP_BUCKETS, "one bucket space");
+_Static_assert(SG_DP_BUCKETS == SG_BUCKETS, "one bucket space");
 
 static void keymap_now(const struct sg_dp_pipeline *p, uint16_t *keymap)
 {
@@ -702,7 +703,7 @@ static int op_layout_change(void *arg, const struct sg_ctl_layout_change *chg, c
 	struct sg_dp_pipeline *p = a->p;
 
 	if (chg->has_keymap) {
-		for (unsigned int b = 0; b < SG_CTL_KEYMAP_BUCKETS; b++)
+		for (unsigned int b = 0; b < SG_BUCKETS; b++)
 			if (chg->keymap[b] >= RTE_MAX(p->n_red, 1u)) {
 				snprintf(reason, SG_CTL_REASON_MAX, "no reducer %u (there are %u)",
 					 chg->keymap[b], p->n_red);

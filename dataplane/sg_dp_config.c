@@ -21,7 +21,7 @@
 #include <rte_log.h>
 
 #include "sg_config.h"
-#include "sg_ctl.h"
+#include "sg_ctl_config.h"
 #include "sg_dp_internal.h"
 #include "sg_dp_pipeline.h"
 #if SG_HAVE_VERBS

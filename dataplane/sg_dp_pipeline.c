@@ -34,7 +34,7 @@
 #include <rte_ring.h>
 
 #include "sg_config.h"
-#include "sg_ctl.h"
+#include "sg_ctl_chan.h"
 #include "sg_dp_engine.h"
 #include "sg_dp_internal.h"
 #include "sg_dp_pipeline.h"

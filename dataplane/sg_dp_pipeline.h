@@ -34,7 +34,7 @@
 #include <rte_mempool.h>
 #include <rte_ring.h>
 
-#include "sg_ctl.h"
+#include "sg_ctl_config.h"
 #include "sg_dp_engine.h"
 #include "sg_dp_net.h"
 

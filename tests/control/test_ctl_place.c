@@ -9,7 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "sg_ctl.h"
+#include "sg_ctl_place.h"
 #include "sg_test.h"
 
 #define NEAR(a, b, tol) SG_CHECK(fabs((a) - (b)) <= (tol), "%s = %.6f, want %.6f", #a, (a), (b))
