@@ -100,6 +100,13 @@ enum sg_node_kind {
 /** "cpu", "gpu" or "unknown". */
 const char *sg_node_kind_name(enum sg_node_kind kind);
 
+/**
+ * A role's name, as the control plane's answers (docs/control.md), sigmad's
+ * telemetry and its logs give it: "io", "reducer", "rtc", "control" or "unknown".
+ * (sigmad's `[layout]` keys and options name the lists: io, reduce, rtc.)
+ */
+const char *sg_role_name(enum sg_role role);
+
 /** Parse "cpu" or "gpu"; -EINVAL otherwise (NULL too). */
 int sg_node_kind_from_name(const char *name, enum sg_node_kind *kind);
 

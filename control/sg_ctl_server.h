@@ -59,9 +59,6 @@ struct sg_ctl_node_info {
 	uint32_t max_chunk_bytes; /**< largest chunk_bytes a job may use here */
 };
 
-/** A role's name in the JSON answers: "io", "reducer", "rtc", "control" or "unknown". */
-const char *sg_ctl_role_name(enum sg_role role);
-
 /** Per-lcore counters and recent rates (as in the dataplane's telemetry). */
 struct sg_ctl_lcore_stats {
 	uint32_t lcore;

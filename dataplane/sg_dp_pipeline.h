@@ -241,9 +241,6 @@ int sg_dp_config_control_diff(const struct sg_dp_config *old, const struct sg_dp
  */
 int sg_dp_lcore_list_parse(const char *spec, bool *mask, char *err, size_t errlen);
 
-/** Name of a role ("io", "reduce", "rtc"). */
-const char *sg_dp_role_name(enum sg_role r);
-
 /** Payload bytes per chunk of job @p j: its chunk_bytes, or the largest that fits the MTU. */
 uint32_t sg_dp_job_chunk_bytes(const struct sg_dp_config *c, const struct sg_dp_job_cfg *j);
 
