@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "sg_ctl.h"
+#include "sg_ctl_place.h"
 #include "sigma_bench.h"
 
 static void usage(FILE *f)

@@ -17,7 +17,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "sg_ctl.h"
+#include "sg_ctl_server.h"
+#include "sg_dp_ctl_job.h"
 #include "sg_etcd.h"
 #include "sg_parse.h"
 #include "sg_version.h"
@@ -107,23 +108,14 @@ static int op_job_create(void *arg, struct sg_ctl_job *job, char *reason)
 			n->next_id++;
 		id = n->next_id++;
 	}
-	for (int i = 0; i < 16; i++) /* the wire token: the first 16 hex digits */
-		token = token << 4 | (uint64_t)(job->token[i] <= '9' ? job->token[i] - '0' :
-						 (job->token[i] | 0x20) - 'a' + 10);
+	token = sg_ctl_wire_token(job->token);
 	keys = calloc(job->n_keys ? job->n_keys : 1, sizeof(*keys));
 	if (keys == NULL)
 		return -ENOMEM;
-	for (uint32_t k = 0; k < job->n_keys; k++)
-		keys[k] = (struct sg_dp_key){.id = job->keys[k].id, .nelem = job->keys[k].nelem};
+	sg_dp_keys_from_ctl(job->keys, job->n_keys, keys);
 	/* a job of keys placed elsewhere only is listed here; an open job always sums here */
 	if (job->n_keys > 0 || job->open) {
-		struct sg_dp_job_conf jc = {
-			.id = id, .nworkers = job->n_workers, .token = token, .dtype = job->dtype,
-			.mode = job->mode, .partition_bytes = job->partition_bytes,
-			.chunk_bytes = job->chunk_bytes ? job->chunk_bytes : max,
-			.keys = job->open ? NULL : keys, .nkeys = job->open ? 0 : job->n_keys,
-			.open = job->open, .slots = job->open ? (job->slots ?: SG_OPEN_SLOTS_DEFAULT) : 0,
-		};
+		struct sg_dp_job_conf jc = sg_dp_job_from_ctl(job, id, token, max, keys, job->n_keys);
 
 		rc = sigma_udpd_add_job(n->d, &jc);
 		job->slots = jc.slots;
@@ -217,15 +209,11 @@ static int op_job_keys_add(void *arg, uint32_t id, const struct sg_ctl_key *keys
 	k = calloc(n, sizeof(*k));
 	if (k == NULL)
 		return -ENOMEM;
-	for (uint32_t i = 0; i < n; i++)
-		k[i] = (struct sg_dp_key){.id = keys[i].id, .nelem = keys[i].nelem};
+	sg_dp_keys_from_ctl(keys, n, k);
 	if (j->spec.n_keys == 0) {
-		/* no key was placed here: the engine has no job yet */
-		struct sg_dp_job_conf jc = {
-			.id = id, .nworkers = j->spec.n_workers, .token = j->token,
-			.dtype = j->spec.dtype, .mode = j->spec.mode,
-			.partition_bytes = j->spec.partition_bytes,
-			.chunk_bytes = j->spec.chunk_bytes, .keys = k, .nkeys = n};
+		/* no key was placed here: the engine has no job yet (j is fixed: checked above) */
+		struct sg_dp_job_conf jc = sg_dp_job_from_ctl(&j->spec, id, j->token,
+							      j->spec.chunk_bytes, k, n);
 
 		rc = sigma_udpd_add_job(nd->d, &jc);
 		rc = rc < 0 ? rc : (int)n;

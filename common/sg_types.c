@@ -83,6 +83,21 @@ const char *sg_node_kind_name(enum sg_node_kind kind)
 	return kind == SG_NODE_CPU ? "cpu" : kind == SG_NODE_GPU ? "gpu" : "unknown";
 }
 
+const char *sg_role_name(enum sg_role role)
+{
+	switch (role) {
+	case SG_ROLE_IO:
+		return "io";
+	case SG_ROLE_REDUCE:
+		return "reducer";
+	case SG_ROLE_RTC:
+		return "rtc";
+	case SG_ROLE_CONTROL:
+		return "control";
+	}
+	return "unknown";
+}
+
 int sg_node_kind_from_name(const char *name, enum sg_node_kind *kind)
 {
 	if (name == NULL || kind == NULL)

@@ -100,6 +100,13 @@ enum sg_node_kind {
 /** "cpu", "gpu" or "unknown". */
 const char *sg_node_kind_name(enum sg_node_kind kind);
 
+/**
+ * A role's name, as the control plane's answers (docs/control.md), sigmad's
+ * telemetry and its logs give it: "io", "reducer", "rtc", "control" or "unknown".
+ * (sigmad's `[layout]` keys and options name the lists: io, reduce, rtc.)
+ */
+const char *sg_role_name(enum sg_role role);
+
 /** Parse "cpu" or "gpu"; -EINVAL otherwise (NULL too). */
 int sg_node_kind_from_name(const char *name, enum sg_node_kind *kind);
 
@@ -113,6 +120,11 @@ int sg_node_kind_from_name(const char *name, enum sg_node_kind *kind);
 #define SG_MAX_PARTITION_BYTES (4u << 20)
 /** Most summation nodes of a job (and of a worker's session). */
 #define SG_MAX_NODES 64
+/**
+ * Buckets a summation node hashes keys to: the size of its keymap, which sends a
+ * bucket to a reducer (docs/protocol.md, "Reducer steering"; docs/control.md).
+ */
+#define SG_BUCKETS 64
 /** Longest node name, with the NUL. */
 #define SG_NAME_MAX 64
 /** Most tensors of a job (the high 16 bits of a wire key). */

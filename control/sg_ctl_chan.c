@@ -12,9 +12,7 @@
 #include <rte_common.h>
 #include <rte_ring.h>
 
-#include "sg_ctl_internal.h"
-
-RTE_LOG_REGISTER(sg_ctl_logtype, sigma.control, INFO);
+#include "sg_ctl_chan.h"
 
 struct sg_ctl_chan {
 	struct rte_ring *req;	/* control -> lcore */

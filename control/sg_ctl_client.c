@@ -112,6 +112,16 @@ static int send_all(int fd, const char *p, size_t n)
 	return 0;
 }
 
+uint64_t sg_ctl_wire_token(const char *token)
+{
+	uint64_t wire = 0;
+
+	for (int i = 0; i < 16; i++)
+		wire = wire << 4 | (uint64_t)(token[i] <= '9' ? token[i] - '0' :
+					      (token[i] | 0x20) - 'a' + 10);
+	return wire;
+}
+
 bool sg_ctl_target_is_tcp(const char *target)
 {
 	return strncmp(target, "tcp:", 4) == 0 ||

@@ -33,11 +33,21 @@ extern "C" {
 /** Per-job session token: 32 random bytes as 64 hex characters (+ NUL). */
 #define SG_CTL_TOKEN_LEN 65
 
+/**
+ * The 64-bit wire token of a job's session token @p token (at least 16 hex
+ * digits, either case): its first 16 hex digits, as every node and the job
+ * descriptor take it (docs/control.md, job_create). The caller checks the digits.
+ */
+uint64_t sg_ctl_wire_token(const char *token);
+
 /** A tensor of a job. */
 struct sg_ctl_tensor {
 	char name[SG_NAME_MAX];
 	uint64_t elems;
 };
+
+/** Most jobs a node's control server holds (and job records of a cluster listed at once). */
+#define SG_CTL_MAX_JOBS 64
 
 /** Largest shared secret, in bytes, that the server and its clients accept. */
 #define SG_CTL_SECRET_MAX 256

@@ -54,17 +54,14 @@ void sg_ctl_cluster_stop(struct sg_ctl_server *s)
 
 void sg_ctl_cluster_job_made(struct sg_ctl_server *s, struct srv_job *j, const char *token)
 {
-	uint64_t wire = 0;
+	uint64_t wire;
 
 	j->digest[0] = '\0';
 	j->lost = 0;
 	j->said_lease = j->said_mod = -1;
 	if (s->cl.w == NULL)
 		return;
-	/* the wire token: the first 16 hex digits, as every node takes it */
-	for (int i = 0; i < 16; i++)
-		wire = wire << 4 | (uint64_t)(token[i] <= '9' ? token[i] - '0' :
-					      (token[i] | 0x20) - 'a' + 10);
+	wire = sg_ctl_wire_token(token);
 	if (sg_etcd_token_digest(s->cl.name, j->spec.id, wire, j->digest) < 0)
 		j->digest[0] = '\0';
 	sodium_memzero(&wire, sizeof(wire));

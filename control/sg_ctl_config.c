@@ -13,8 +13,8 @@
 #include <rte_cfgfile.h>
 #include <rte_log.h>
 
+#include "sg_ctl_config.h"
 #include "sg_ctl_err.h"
-#include "sg_ctl_internal.h"
 #include "sg_parse.h"
 
 /* A reason in @p err, and -EINVAL. */

@@ -5,7 +5,8 @@
 
 #include <rte_log.h>
 
-#include "sg_ctl.h"
+#include "sg_ctl_members.h"
+#include "sg_ctl_server.h"
 
 extern int sg_ctl_logtype;
 

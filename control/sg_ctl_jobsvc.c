@@ -347,10 +347,7 @@ int64_t sg_ctl_job_service_create(const struct sg_ctl_jobsvc *svc,
 	randombytes_buf(raw, sizeof(raw));
 	sodium_bin2hex(token, sizeof(token), raw, sizeof(raw));
 	sodium_memzero(raw, sizeof(raw));
-	/* the wire token: the first 16 hex digits, as every node takes it */
-	for (int i = 0; i < 16; i++)
-		d->token = d->token << 4 | (uint64_t)(token[i] <= '9' ? token[i] - '0' :
-						      token[i] - 'a' + 10);
+	d->token = sg_ctl_wire_token(token);
 	rc = sg_desc_format(d, desc, desc_cap, sub, sizeof(sub));
 	if (rc < 0) {
 		rc = rc == -ENOSPC ? sg_ctl_err(err, errlen, rc, "the descriptor does not fit in %zu bytes",

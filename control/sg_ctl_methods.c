@@ -13,24 +13,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "sg_ctl_config.h"
 #include "sg_ctl_rpc.h"
 #include "sg_ctl_server_internal.h"
 #include "sg_parse.h"
-
-const char *sg_ctl_role_name(enum sg_role role)
-{
-	switch (role) {
-	case SG_ROLE_IO:
-		return "io";
-	case SG_ROLE_REDUCE:
-		return "reducer";
-	case SG_ROLE_RTC:
-		return "rtc";
-	case SG_ROLE_CONTROL:
-		return "control";
-	}
-	return "unknown";
-}
 
 /* ---- node ---------------------------------------------------------------- */
 
@@ -95,7 +81,7 @@ static int get_lcores(struct sg_ctl_server *s, struct sg_ctl_lcore_stats **out,
 static json_t *lcore_json(const struct sg_ctl_lcore_stats *l)
 {
 	return json_pack("{s:I, s:s, s:i, s:s, s:I, s:I, s:I, s:I, s:I, s:f, s:f, s:f}", "lcore",
-			 (json_int_t)l->lcore, "role", sg_ctl_role_name(l->role), "numa", l->numa,
+			 (json_int_t)l->lcore, "role", sg_role_name(l->role), "numa", l->numa,
 			 "idle", l->idle == SG_IDLE_SLEEP ? "sleep" : "poll", "busy_cycles",
 			 (json_int_t)l->busy_cycles, "idle_cycles", (json_int_t)l->idle_cycles,
 			 "packets", (json_int_t)l->packets, "bytes_summed",
@@ -216,12 +202,12 @@ static int m_layout_get(struct sg_ctl_server *s, json_t *params, json_t **res,
 		json_array_append_new(
 			lc, json_pack("{s:I, s:s, s:i, s:s, s:i, s:i}", "lcore",
 				      (json_int_t)lay->lcores[i].lcore, "role",
-				      sg_ctl_role_name(lay->lcores[i].role), "numa",
+				      sg_role_name(lay->lcores[i].role), "numa",
 				      lay->lcores[i].numa, "idle",
 				      lay->lcores[i].idle == SG_IDLE_SLEEP ? "sleep" : "poll",
 				      "port", lay->lcores[i].port, "queue", lay->lcores[i].queue));
 	km = json_array();
-	for (i = 0; i < SG_CTL_KEYMAP_BUCKETS; i++)
+	for (i = 0; i < SG_BUCKETS; i++)
 		json_array_append_new(km, json_integer(lay->keymap[i]));
 	*res = json_pack("{s:o, s:I, s:o}", "lcores", lc, "reducers",
 			 (json_int_t)lay->n_reducers, "keymap", km);
@@ -283,13 +269,13 @@ static int m_layout_set(struct sg_ctl_server *s, json_t *params, json_t **res,
 	if (val != NULL) {
 		size_t i;
 
-		if (!json_is_array(val) || json_array_size(val) != SG_CTL_KEYMAP_BUCKETS) {
+		if (!json_is_array(val) || json_array_size(val) != SG_BUCKETS) {
 			sg_rpc_fail(err, SG_CTL_ERR_INVALID_PARAMS,
 				    "invalid params: keymap must list %d reducer indexes",
-				    SG_CTL_KEYMAP_BUCKETS);
+				    SG_BUCKETS);
 			goto out;
 		}
-		for (i = 0; i < SG_CTL_KEYMAP_BUCKETS; i++) {
+		for (i = 0; i < SG_BUCKETS; i++) {
 			json_t *e = json_array_get(val, i);
 
 			if (!json_is_integer(e) || json_integer_value(e) < 0 ||
@@ -392,7 +378,7 @@ static int m_verbs_info(struct sg_ctl_server *s, json_t *params, json_t **res,
 	for (uint32_t i = 0; i < vi->n_lcores && i < SG_CTL_MAX_LCORES; i++)
 		json_array_append_new(lc, json_pack("{s:I, s:s, s:I}", "lcore",
 						    (json_int_t)vi->lcores[i].lcore, "role",
-						    sg_ctl_role_name(vi->lcores[i].role), "qpn",
+						    sg_role_name(vi->lcores[i].role), "qpn",
 						    (json_int_t)vi->lcores[i].qpn));
 	sg_ctl_gid_format(vi->gid, gid);
 	*res = json_pack("{s:s, s:s, s:I, s:I, s:I, s:I, s:s, s:i, s:I, s:o}", "transport", "verbs",
@@ -680,7 +666,7 @@ char *sg_ctl_srv_metrics(struct sg_ctl_server *s, size_t *len)
 			const char *p = (const char *)&ls[i] + lc_metrics[m].off;
 
 			sb_printf(&b, "%s{lcore=\"%u\",role=\"%s\",numa=\"%d\"} ", lc_metrics[m].name,
-				  ls[i].lcore, sg_ctl_role_name(ls[i].role), ls[i].numa);
+				  ls[i].lcore, sg_role_name(ls[i].role), ls[i].numa);
 			if (lc_metrics[m].gauge_dbl)
 				sb_printf(&b, "%.4f\n", *(const double *)p / 100.0);
 			else

@@ -26,7 +26,7 @@
 
 #include <jansson.h>
 
-#include "sg_ctl.h"
+#include "sg_ctl_server.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -32,6 +32,8 @@
 #include "sg_version.h"
 #include "sg_parse.h"
 
+RTE_LOG_REGISTER(sg_ctl_logtype, sigma.control, INFO);
+
 #define HTTP_MAX_REQ 8192
 /* A client that does not read its answers is cut off past this much queued output. */
 #define OUT_MAX (64u << 20)

@@ -18,7 +18,7 @@
 
 #include <jansson.h>
 
-#include "sg_ctl.h"
+#include "sg_ctl_client.h"
 #include "sg_etcd.h"
 #include "sg_desc.h"
 #include "sg_parse.h"
@@ -107,7 +107,7 @@ static void usage(FILE *f)
 		"  -h, --help            this text\n"
 		"\n"
 		"Exit status: 0 success, 1 server or connection error, 2 usage error.\n",
-		prog, SG_OPEN_SLOTS_DEFAULT, SG_CTL_KEYMAP_BUCKETS);
+		prog, SG_OPEN_SLOTS_DEFAULT, SG_BUCKETS);
 }
 
 static int die_usage(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -829,11 +829,11 @@ static int cmd_layout_set(int argc, char **argv)
 		snprintf(key, sizeof(key), "%.*s", (int)(eq - argv[i]), argv[i]);
 		if (strcmp(key, "keymap") == 0) {
 			json_t *km = json_array();
-			uint64_t v, list[SG_CTL_KEYMAP_BUCKETS];
+			uint64_t v, list[SG_BUCKETS];
 			char *save = NULL, *tok, *dup = strdup(eq + 1);
 			int n = 0, b;
 
-			for (tok = strtok_r(dup, ",", &save); tok && n < SG_CTL_KEYMAP_BUCKETS;
+			for (tok = strtok_r(dup, ",", &save); tok && n < SG_BUCKETS;
 			     tok = strtok_r(NULL, ",", &save)) {
 				if (sg_parse_u64(tok, 0, 65535, &v) != 0)
 					break;
@@ -845,7 +845,7 @@ static int cmd_layout_set(int argc, char **argv)
 				goto usage_err;
 			}
 			/* A short list repeats: "0,1" alternates the two reducers. */
-			for (b = 0; b < SG_CTL_KEYMAP_BUCKETS; b++)
+			for (b = 0; b < SG_BUCKETS; b++)
 				json_array_append_new(km, json_integer((json_int_t)list[b % n]));
 			json_object_set_new(params, "keymap", km);
 		} else if (strcmp(key, "idle") == 0) {

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * sigmad's control agent: the JSON-RPC server of control/ (sg_ctl.h) with
+ * sigmad's control agent: the JSON-RPC server of control/ (sg_ctl_server.h) with
  * struct sg_ctl_agent_ops implemented over the running pipeline, the optional
  * node_heartbeat sender, and the node's registration in etcd. Nothing below
  * the agent calls into it: sigmad and the tests start it over a running
@@ -31,7 +31,9 @@
 
 #include "sg_etcd.h"
 #include "sg_config.h"
-#include "sg_ctl.h"
+#include "sg_ctl_chan.h"
+#include "sg_ctl_server.h"
+#include "sg_dp_ctl_job.h"
 #include "sg_dp_internal.h"
 #include "sg_dp_agent.h"
 #include "sg_dp_pipeline.h"
@@ -294,22 +296,9 @@ static int op_job_create(void *arg, struct sg_ctl_job *job, char *reason)
 	if (a->stage_keys == NULL)
 		return -ENOMEM;
 	/* keys: placed and numbered by the control plane (sg_wire_key(tensor, part)) */
-	for (uint32_t k = 0; k < job->n_keys; k++)
-		a->stage_keys[k] = (struct sg_dp_key){.id = job->keys[k].id,
-						      .nelem = job->keys[k].nelem};
-	/* the wire token is 64 bits: the first 16 hex digits of the job's token */
-	for (int i = 0; i < 16; i++) {
-		char ch = job->token[i];
-
-		token = token << 4 | (uint64_t)(ch <= '9' ? ch - '0' : (ch | 0x20) - 'a' + 10);
-	}
-	a->stage_job = (struct sg_dp_job_conf){
-		.id = id, .nworkers = job->n_workers, .token = token, .dtype = job->dtype,
-		.mode = job->mode, .partition_bytes = job->partition_bytes,
-		.chunk_bytes = job->chunk_bytes ? job->chunk_bytes : max_chunk,
-		.keys = job->open ? NULL : a->stage_keys, .nkeys = job->open ? 0 : job->n_keys,
-		.open = job->open, .slots = job->open ? (job->slots ?: SG_OPEN_SLOTS_DEFAULT) : 0,
-	};
+	sg_dp_keys_from_ctl(job->keys, job->n_keys, a->stage_keys);
+	token = sg_ctl_wire_token(job->token);
+	a->stage_job = sg_dp_job_from_ctl(job, id, token, max_chunk, a->stage_keys, job->n_keys);
 	/* a node the placement gave no key keeps the job (listed, destroyed) but no engine does;
 	 * an open job is on every engine: its keys go where the keymap sends their pushes */
 	for (unsigned int i = 0; i < a->p->n_lc && rc == 0 && (job->n_keys > 0 || job->open); i++)
@@ -445,7 +434,7 @@ static int op_lcores(void *arg, struct sg_ctl_lcore_stats *out, unsigned int cap
 	return (int)n;
 }
 
-_Static_assert(SG_DP_BUCKETS == SG_CTL_KEYMAP_BUCKETS, "one bucket space");
+_Static_assert(SG_DP_BUCKETS == SG_BUCKETS, "one bucket space");
 
 static void keymap_now(const struct sg_dp_pipeline *p, uint16_t *keymap)
 {
@@ -702,7 +691,7 @@ static int op_layout_change(void *arg, const struct sg_ctl_layout_change *chg, c
 	struct sg_dp_pipeline *p = a->p;
 
 	if (chg->has_keymap) {
-		for (unsigned int b = 0; b < SG_CTL_KEYMAP_BUCKETS; b++)
+		for (unsigned int b = 0; b < SG_BUCKETS; b++)
 			if (chg->keymap[b] >= RTE_MAX(p->n_red, 1u)) {
 				snprintf(reason, SG_CTL_REASON_MAX, "no reducer %u (there are %u)",
 					 chg->keymap[b], p->n_red);

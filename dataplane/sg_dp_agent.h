@@ -2,7 +2,7 @@
 /**
  * @file
  * sigmad's control agent (library sg_dp_agent, above the pipeline): the
- * JSON-RPC server of control/ (sg_ctl.h) on its own thread, with struct
+ * JSON-RPC server of control/ (sg_ctl_server.h) on its own thread, with struct
  * sg_ctl_agent_ops implemented over a running pipeline; heartbeats to a
  * coordinator; the node's registration in etcd ([cluster]). It reaches lcores
  * only through their sg_ctl_chan rings (sg_dp_lcore_call()), which each lcore

@@ -21,7 +21,7 @@
 #include <rte_log.h>
 
 #include "sg_config.h"
-#include "sg_ctl.h"
+#include "sg_ctl_config.h"
 #include "sg_dp_internal.h"
 #include "sg_dp_pipeline.h"
 #if SG_HAVE_VERBS
@@ -185,7 +185,8 @@ void sg_dp_layout_clear(struct sg_dp_config *c, enum sg_role role)
 	c->n_lcores = j;
 }
 
-const char *sg_dp_role_name(enum sg_role r)
+/* The [layout] key (and option) that lists role @p r's lcores: messages name what the user wrote. */
+static const char *layout_key(enum sg_role r)
 {
 	return r == SG_ROLE_IO ? "io" : r == SG_ROLE_REDUCE ? "reduce" : "rtc";
 }
@@ -199,12 +200,12 @@ static int layout_add(struct sg_dp_config *c, enum sg_role role, unsigned long l
 	}
 	if (lcore >= RTE_MAX_LCORE) {
 		sg_dp_seterr(err, errlen, "layout %s: lcore %lu is not below RTE_MAX_LCORE (%d)",
-		       sg_dp_role_name(role), lcore, RTE_MAX_LCORE);
+		       layout_key(role), lcore, RTE_MAX_LCORE);
 		return -EINVAL;
 	}
 	if (port >= SG_DP_MAX_PORTS || queue > 1023) {
 		sg_dp_seterr(err, errlen, "layout %s: port %lu / queue %lu out of range (ports < %d, "
-		       "queues < 1024)", sg_dp_role_name(role), port, queue, SG_DP_MAX_PORTS);
+		       "queues < 1024)", layout_key(role), port, queue, SG_DP_MAX_PORTS);
 		return -EINVAL;
 	}
 	c->lcores[c->n_lcores++] = (struct sg_dp_lcore_cfg){
@@ -261,7 +262,7 @@ int sg_dp_layout_parse(struct sg_dp_config *c, enum sg_role role, const char *sp
 	unsigned long v[3];
 
 	if (spec == NULL || *spec == '\0') {
-		sg_dp_seterr(err, errlen, "layout %s: empty list", sg_dp_role_name(role));
+		sg_dp_seterr(err, errlen, "layout %s: empty list", layout_key(role));
 		return -EINVAL;
 	}
 	while (*p) {
@@ -307,7 +308,7 @@ int sg_dp_layout_parse(struct sg_dp_config *c, enum sg_role role, const char *sp
 	return 0;
 bad:
 	sg_dp_seterr(err, errlen, "layout %s: cannot parse \"%s\" near \"%.16s\": expected %s",
-	       sg_dp_role_name(role), spec, p, role == SG_ROLE_REDUCE ?
+	       layout_key(role), spec, p, role == SG_ROLE_REDUCE ?
 	       "lcore[,lcore|a-b...], e.g. \"2,3\" or \"2-3\"" :
 	       "(port,queue,lcore)[,...], e.g. \"(0,0,1),(0,1,2)\"");
 	return -EINVAL;
@@ -1234,13 +1235,13 @@ int sg_dp_layout_check(const struct sg_dp_config *c, const struct sg_dp_topology
 		if (a->lcore >= RTE_DIM(t->lcore_enabled) || !t->lcore_enabled[a->lcore]) {
 			sg_dp_seterr(err, errlen, "layout %s: lcore %u is not enabled by EAL: add it to "
 			       "EAL's -l/--lcores list, or pick an enabled lcore",
-			       sg_dp_role_name(a->role), a->lcore);
+			       layout_key(a->role), a->lcore);
 			return -EINVAL;
 		}
 		if (a->lcore == t->main_lcore) {
 			sg_dp_seterr(err, errlen, "layout %s: lcore %u is EAL's main lcore, which runs "
 			       "sigmad's main loop (signals, reload, stats): give EAL another --main-lcore or use "
-			       "another lcore", sg_dp_role_name(a->role), a->lcore);
+			       "another lcore", layout_key(a->role), a->lcore);
 			return -EINVAL;
 		}
 		for (unsigned int j = 0; j < i; j++)
@@ -1249,7 +1250,7 @@ int sg_dp_layout_check(const struct sg_dp_config *c, const struct sg_dp_topology
 
 				sg_dp_seterr(err, errlen, "layout: lcore %u has two roles (%s and %s): an "
 				       "lcore has one role; %s", a->lcore,
-				       sg_dp_role_name(c->lcores[j].role), sg_dp_role_name(a->role),
+				       layout_key(c->lcores[j].role), layout_key(a->role),
 				       same && a->role != SG_ROLE_REDUCE ?
 				       "to poll two queues, give each its own lcore" :
 				       "to receive and reduce on one lcore, list it once in rtc");
@@ -1258,13 +1259,13 @@ int sg_dp_layout_check(const struct sg_dp_config *c, const struct sg_dp_topology
 		if (a->role & SG_ROLE_IO) {
 			if (a->port >= t->n_ports) {
 				sg_dp_seterr(err, errlen, "layout %s: port %u does not exist (%u port%s: "
-				       "add a --vdev or a PCI device to EAL)", sg_dp_role_name(a->role),
+				       "add a --vdev or a PCI device to EAL)", layout_key(a->role),
 				       a->port, t->n_ports, t->n_ports == 1 ? "" : "s");
 				return -EINVAL;
 			}
 			if (a->queue >= 32 || (qmask[a->port] >> a->queue) & 1) {
 				sg_dp_seterr(err, errlen, "layout %s: port %u queue %u is polled twice or is "
-				       "above 31", sg_dp_role_name(a->role), a->port, a->queue);
+				       "above 31", layout_key(a->role), a->port, a->queue);
 				return -EINVAL;
 			}
 			qmask[a->port] |= 1u << a->queue;
@@ -1317,7 +1318,7 @@ int sg_dp_layout_check(const struct sg_dp_config *c, const struct sg_dp_topology
 				fprintf(warn, "sigmad: warning: %s lcore %u is on NUMA node %d but port "
 					"%u is on node %d: every packet crosses the interconnect; "
 					"move lcore %u to a CPU of node %d (EAL --lcores) or serve the "
-					"port from a node-%d lcore\n", sg_dp_role_name(a->role), a->lcore,
+					"port from a node-%d lcore\n", layout_key(a->role), a->lcore,
 					ln, p, pn, a->lcore, pn, pn);
 		}
 	}
@@ -1335,7 +1336,7 @@ int sg_dp_layout_port0(const struct sg_dp_config *c, struct sg_dp_topology *t, c
 		if ((a->role & SG_ROLE_IO) && a->port != 0) {
 			sg_dp_seterr(err, errlen, "layout %s (%u,%u,%u): with [transport] type = %s "
 				     "every entry is on port 0 (%s): write (0,%u,%u)",
-				     sg_dp_role_name(a->role), a->port, a->queue, a->lcore, type, what,
+				     layout_key(a->role), a->port, a->queue, a->lcore, type, what,
 				     a->queue, a->lcore);
 			return -EINVAL;
 		}

@@ -19,7 +19,7 @@
 #include <rte_cycles.h>
 #include <rte_hash.h>
 
-#include "sg_ctl.h"
+#include "sg_ctl_chan.h"
 #include "sg_dp_internal.h"
 
 /* How long a caller waits for an lcore's answer. */

@@ -34,7 +34,7 @@
 #include <rte_ring.h>
 
 #include "sg_config.h"
-#include "sg_ctl.h"
+#include "sg_ctl_chan.h"
 #include "sg_dp_engine.h"
 #include "sg_dp_internal.h"
 #include "sg_dp_pipeline.h"
@@ -328,7 +328,7 @@ static int warn_busy_oversubscribed(const struct sg_dp_config *c, FILE *warn)
 		if (c->idle != SG_IDLE_POLL || (l < RTE_DIM(c->sleep_lcores) && c->sleep_lcores[l]))
 			continue;
 		lcore[n] = l;
-		role[n] = sg_dp_role_name(c->lcores[i].role);
+		role[n] = sg_role_name(c->lcores[i].role);
 		sets[n++] = rte_lcore_cpuset(l);
 	}
 	if (c->demo && c->idle == SG_IDLE_POLL) {
@@ -683,7 +683,7 @@ void sg_dp_pipeline_print_stats(const struct sg_dp_pipeline *p, FILE *f, double 
 		tot = st.busy_cycles + st.idle_cycles;
 		fprintf(f, "%-6u %-7s %-4d %6.1f %12" PRIu64 " %12" PRIu64 " %10" PRIu64
 			" %12" PRIu64 " %12.3f %6" PRIu64 " %8" PRIu64 "\n", st.lcore,
-			sg_dp_role_name(st.role), st.socket, tot ? 100.0 * st.busy_cycles / tot : 0.0,
+			sg_role_name(st.role), st.socket, tot ? 100.0 * st.busy_cycles / tot : 0.0,
 			st.rx_pkts, st.tx_pkts, st.handoff_pkts, st.reduced_pkts,
 			st.bytes_summed / 1e9, st.ring_count, d);
 		if (seconds > 0)

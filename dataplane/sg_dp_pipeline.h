@@ -34,7 +34,7 @@
 #include <rte_mempool.h>
 #include <rte_ring.h>
 
-#include "sg_ctl.h"
+#include "sg_ctl_config.h"
 #include "sg_dp_engine.h"
 #include "sg_dp_net.h"
 
@@ -240,9 +240,6 @@ int sg_dp_config_control_diff(const struct sg_dp_config *old, const struct sg_dp
  * first); the syntax of the `reduce` layout list. @return 0 or -EINVAL.
  */
 int sg_dp_lcore_list_parse(const char *spec, bool *mask, char *err, size_t errlen);
-
-/** Name of a role ("io", "reduce", "rtc"). */
-const char *sg_dp_role_name(enum sg_role r);
 
 /** Payload bytes per chunk of job @p j: its chunk_bytes, or the largest that fits the MTU. */
 uint32_t sg_dp_job_chunk_bytes(const struct sg_dp_config *c, const struct sg_dp_job_cfg *j);

@@ -295,8 +295,8 @@ int sg_dp_build(void *buf, size_t cap, const struct sg_dp_msg *msg, const void *
  * steer straight to that reducer's RX queue. Any port of the range is correct.
  */
 
-/** Buckets a node hashes keys to (the keymap's size). */
-#define SG_DP_BUCKETS 64
+/** Buckets a node hashes keys to (the keymap's size): sg_types.h's. */
+#define SG_DP_BUCKETS SG_BUCKETS
 
 /**
  * Reducer ports a node always accepts: udp_port + 1 .. udp_port + SG_DP_STEER_PORTS,

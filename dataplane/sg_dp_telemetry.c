@@ -61,7 +61,7 @@ static int tel_lcores(const char *cmd, const char *params, struct rte_tel_data *
 		drops = sg_dp_lcore_drops(&st, NULL);
 		tot = st.busy_cycles + st.idle_cycles;
 		rte_tel_data_start_dict(l);
-		rte_tel_data_add_dict_string(l, "role", sg_dp_role_name(st.role));
+		rte_tel_data_add_dict_string(l, "role", sg_role_name(st.role));
 		rte_tel_data_add_dict_int(l, "socket", st.socket);
 		rte_tel_data_add_dict_string(l, "idle_policy",
 					     st.idle == SG_IDLE_SLEEP ? "sleep" : "busy");
@@ -159,7 +159,7 @@ static int tel_transport(const char *name, struct rte_tel_data *d)
 		if (l == NULL)
 			return -ENOMEM;
 		rte_tel_data_start_dict(l);
-		rte_tel_data_add_dict_string(l, "role", sg_dp_role_name(p->lc[i].role));
+		rte_tel_data_add_dict_string(l, "role", sg_role_name(p->lc[i].role));
 		for (unsigned int k = 0; k < n; k++)
 			rte_tel_data_add_dict_u64(l, tc[k].name, tc[k].value);
 		snprintf(lname, sizeof(lname), "lcore_%u", p->lc[i].lcore_id);

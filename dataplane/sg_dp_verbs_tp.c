@@ -302,7 +302,7 @@ static int verbs_setup(struct sg_dp_pipeline *p, char *err, size_t errlen)
 		/* the control plane's jobs must fit one message too (agent, job_create) */
 		p->tr_max_payload = sg_dp_verbs_max_payload(v->t);
 		SG_DP_LOG(INFO, "verbs: lcore %u (%s) on %s QP %" PRIu32, lc->lcore_id,
-			  sg_dp_role_name(lc->role), sg_dp_verbs_mode_name(vc.mode),
+			  sg_role_name(lc->role), sg_dp_verbs_mode_name(vc.mode),
 			  sg_dp_verbs_qpn(v->t));
 	}
 	for (unsigned int j = 0; j < c->n_jobs; j++) {

@@ -21,7 +21,7 @@
 #include <rte_log.h>
 
 #include "sg_config.h"
-#include "sg_ctl.h"
+#include "sg_ctl_server.h"
 #include "sg_dp_agent.h"
 #include "sg_dp_pipeline.h"
 #include "sg_dp_proto.h"

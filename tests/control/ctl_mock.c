@@ -135,7 +135,7 @@ static int mk_layout_change(void *arg, const struct sg_ctl_layout_change *chg, c
 	unsigned int i, j;
 
 	if (chg->has_keymap)
-		for (i = 0; i < SG_CTL_KEYMAP_BUCKETS; i++)
+		for (i = 0; i < SG_BUCKETS; i++)
 			if (chg->keymap[i] >= m->layout.n_reducers) {
 				snprintf(reason, SG_CTL_REASON_MAX,
 					 "keymap[%u] = %u but there are %u reducers", i,
@@ -287,7 +287,7 @@ void mock_init(struct mock_agent *m)
 		m->layout.lcores[i].queue = roles[i] == SG_ROLE_IO ? 0 : -1;
 	}
 	m->layout.n_reducers = 2;
-	for (i = 0; i < SG_CTL_KEYMAP_BUCKETS; i++)
+	for (i = 0; i < SG_BUCKETS; i++)
 		m->layout.keymap[i] = i % 2;
 }
 

@@ -3,7 +3,7 @@
 #ifndef CTL_MOCK_H
 #define CTL_MOCK_H
 
-#include "sg_ctl.h"
+#include "sg_ctl_server.h"
 
 #define MOCK_LCORES 4
 /* node_info's max_chunk_bytes, and the chunk of a job created without one */

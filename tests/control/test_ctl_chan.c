@@ -17,7 +17,9 @@
 #include <rte_pause.h>
 #include <rte_ring.h>
 
-#include "sg_ctl.h"
+#include "sg_ctl_chan.h"
+#include "sg_ctl_server.h"
+#include "sg_sum.h"
 #include "sg_test.h"
 
 /* ---- basic channel behaviour ---- */
@@ -123,8 +125,8 @@ static int32_t value(unsigned int r, unsigned int k, unsigned int w, unsigned in
 
 struct dispatcher {
 	struct sg_ctl_chan *chan;
-	uint16_t keymap[SG_CTL_KEYMAP_BUCKETS];
-	uint16_t pending[SG_CTL_KEYMAP_BUCKETS];
+	uint16_t keymap[SG_BUCKETS];
+	uint16_t pending[SG_BUCKETS];
 	bool has_pending;
 };
 
@@ -159,7 +161,7 @@ static void *disp_main(void *arg)
 		for (w = 0; w < WORKERS; w++)
 			for (k = 0; k < KEYS; k++) {
 				struct push *p = &pushes[(r * KEYS + k) * WORKERS + w];
-				unsigned int red = d->keymap[k % SG_CTL_KEYMAP_BUCKETS];
+				unsigned int red = d->keymap[k % SG_BUCKETS];
 
 				while (rte_ring_sp_enqueue(red_ring[red], p) != 0) {
 					/* Back-pressure: keep answering the control thread. */
@@ -203,7 +205,7 @@ static void *red_main(void *arg)
 /* The part of sigmad's agent this test needs: layout changes, sent to the dispatcher lcore. */
 static int live_layout_change(void *arg, const struct sg_ctl_layout_change *chg, char *reason)
 {
-	static uint16_t staged[4][SG_CTL_KEYMAP_BUCKETS];
+	static uint16_t staged[4][SG_BUCKETS];
 	static unsigned int next;
 	struct dispatcher *d = arg;
 	struct sg_ctl_msg rq = {.type = TEST_MSG_KEYMAP}, rs;
@@ -215,7 +217,7 @@ static int live_layout_change(void *arg, const struct sg_ctl_layout_change *chg,
 		snprintf(reason, SG_CTL_REASON_MAX, "this agent changes only the keymap");
 		return -ENOTSUP;
 	}
-	for (i = 0; i < SG_CTL_KEYMAP_BUCKETS; i++)
+	for (i = 0; i < SG_BUCKETS; i++)
 		if (chg->keymap[i] >= REDUCERS) {
 			snprintf(reason, SG_CTL_REASON_MAX, "no reducer %u (there are %d)",
 				 chg->keymap[i], REDUCERS);
@@ -239,7 +241,7 @@ static void test_live_keymap(void)
 	struct dispatcher d = {0};
 	pthread_t dt, rt[REDUCERS];
 	unsigned int r, k, w, i, changes = 0, bad = 0, moved_keys = 0, by[REDUCERS] = {0};
-	uint16_t maps[2][SG_CTL_KEYMAP_BUCKETS];
+	uint16_t maps[2][SG_BUCKETS];
 
 	pushes = calloc((size_t)ROUNDS * KEYS * WORKERS, sizeof(*pushes));
 	acc = calloc(ROUNDS, sizeof(*acc));
@@ -267,7 +269,7 @@ static void test_live_keymap(void)
 			    0);
 	}
 	/* Map A: even buckets to reducer 0; map B: the opposite. */
-	for (i = 0; i < SG_CTL_KEYMAP_BUCKETS; i++) {
+	for (i = 0; i < SG_BUCKETS; i++) {
 		d.keymap[i] = maps[0][i] = i % 2;
 		maps[1][i] = 1 - i % 2;
 	}
@@ -295,7 +297,7 @@ static void test_live_keymap(void)
 		char params[512], *emsg = NULL;
 		int len = snprintf(params, sizeof(params), "{\"keymap\":[");
 
-		for (i = 0; i < SG_CTL_KEYMAP_BUCKETS; i++)
+		for (i = 0; i < SG_BUCKETS; i++)
 			len += snprintf(params + len, sizeof(params) - (size_t)len, "%s%u", i ? "," : "",
 					mp[i]);
 		snprintf(params + len, sizeof(params) - (size_t)len, "]}");
@@ -312,7 +314,7 @@ static void test_live_keymap(void)
 		char *emsg = NULL;
 		char params[512] = "{\"keymap\":[5";
 
-		for (i = 1; i < SG_CTL_KEYMAP_BUCKETS; i++)
+		for (i = 1; i < SG_BUCKETS; i++)
 			strcat(params, ",0");
 		strcat(params, "]}");
 		SG_CHECK_EQ(sg_ctl_client_call(cli, "layout_set", params, NULL, &emsg), -EREMOTEIO);

@@ -9,7 +9,7 @@
 #include <rte_cfgfile.h>
 #include <rte_log.h>
 
-#include "sg_ctl.h"
+#include "sg_ctl_config.h"
 #include "sg_test.h"
 
 static char dir[64], ini[128], secret[128];

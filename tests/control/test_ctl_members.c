@@ -8,7 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "sg_ctl.h"
+#include "sg_ctl_members.h"
 #include "sg_test.h"
 
 #define MS 1000000ull

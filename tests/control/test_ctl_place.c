@@ -9,7 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "sg_ctl.h"
+#include "sg_ctl_place.h"
 #include "sg_test.h"
 
 #define NEAR(a, b, tol) SG_CHECK(fabs((a) - (b)) <= (tol), "%s = %.6f, want %.6f", #a, (a), (b))
@@ -185,6 +185,12 @@ static void test_names(void)
 	SG_CHECK_EQ(sg_node_kind_from_name("GPU ", &k), -EINVAL);
 	SG_CHECK_EQ(sg_node_kind_from_name(NULL, &k), -EINVAL);
 	SG_CHECK(strcmp(sg_node_kind_name(SG_NODE_CPU), "cpu") == 0, "cpu name");
+	/* the role names docs/control.md gives lcores_get, layout_get and verbs_info */
+	SG_CHECK(strcmp(sg_role_name(SG_ROLE_IO), "io") == 0, "io");
+	SG_CHECK(strcmp(sg_role_name(SG_ROLE_REDUCE), "reducer") == 0, "reducer");
+	SG_CHECK(strcmp(sg_role_name(SG_ROLE_RTC), "rtc") == 0, "rtc");
+	SG_CHECK(strcmp(sg_role_name(SG_ROLE_CONTROL), "control") == 0, "control");
+	SG_CHECK(strcmp(sg_role_name((enum sg_role)0), "unknown") == 0, "unknown");
 	SG_CHECK_EQ(sg_ctl_partition_key(1, 2), (1ull << 32) | 2);
 }
 

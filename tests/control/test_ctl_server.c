@@ -27,7 +27,9 @@
 #include <sodium.h>
 
 #include "ctl_mock.h"
-#include "sg_ctl.h"
+#include "sg_ctl_place.h"
+#include "sg_ctl_server.h"
+#include "sg_sum.h"
 #include "sg_test.h"
 
 static char sock_path[108], tmpdir[64];
@@ -559,12 +561,12 @@ static void test_unix_roundtrips(void)
 		 "lcore 1 role");
 	json_decref(r);
 	r = call(c, "layout_get", NULL, &code);
-	SG_CHECK_EQ(json_array_size(json_object_get(r, "keymap")), SG_CTL_KEYMAP_BUCKETS);
+	SG_CHECK_EQ(json_array_size(json_object_get(r, "keymap")), SG_BUCKETS);
 	json_decref(r);
 	{
 		char km[600] = "{\"keymap\":[";
 
-		for (i = 0; i < SG_CTL_KEYMAP_BUCKETS; i++)
+		for (i = 0; i < SG_BUCKETS; i++)
 			strcat(km, i ? ",1" : "1");
 		strcat(km, "],\"idle\":[{\"lcore\":2,\"policy\":\"sleep\"}]}");
 		r = call(c, "layout_set", km, &code);

@@ -16,7 +16,7 @@
 #include <unistd.h>
 
 #include "ctl_mock.h"
-#include "sg_ctl.h"
+#include "sg_ctl_server.h"
 #include "sg_test.h"
 #include "sg_version.h"
 

@@ -26,7 +26,7 @@
 #include <rte_cycles.h>
 #include <rte_eal.h>
 
-#include "sg_ctl.h"
+#include "sg_ctl_server.h"
 #include "sg_dp_agent.h"
 #include "sg_dp_pipeline.h"
 #include "sg_test.h"
@@ -278,7 +278,7 @@ static void *operator_main(void *arg)
 	expect(u, "layout_set", "{\"idle\":[{\"lcore\":2,\"policy\":\"poll\"}]}", "true");
 	refused(u, "layout_set", "{\"idle\":[{\"lcore\":7,\"policy\":\"poll\"}]}", "not in");
 	len = snprintf(keymap, sizeof(keymap), "{\"keymap\":[1");
-	for (int i = 1; i < SG_CTL_KEYMAP_BUCKETS; i++)
+	for (int i = 1; i < SG_BUCKETS; i++)
 		len += snprintf(keymap + len, sizeof(keymap) - (size_t)len, ",0");
 	snprintf(keymap + len, sizeof(keymap) - (size_t)len, "]}");
 	refused(u, "layout_set", keymap, "no reducer 1");
@@ -540,19 +540,19 @@ static void *mover_main(void *arg)
 	struct op_arg *o = arg;
 	struct run *r = o->r;
 	struct sg_ctl_client *u = sg_ctl_client_connect(ctl_path, NULL, 0, 5000);
-	uint16_t all1[SG_CTL_KEYMAP_BUCKETS], odd0[SG_CTL_KEYMAP_BUCKETS];
-	uint16_t all0[SG_CTL_KEYMAP_BUCKETS] = {0};
+	uint16_t all1[SG_BUCKETS], odd0[SG_BUCKETS];
+	uint16_t all0[SG_BUCKETS] = {0};
 	char params[512];
 
 	SG_CHECK(u != NULL, "client");
 	if (u == NULL)
 		goto out;
-	for (int b = 0; b < SG_CTL_KEYMAP_BUCKETS; b++) {
+	for (int b = 0; b < SG_BUCKETS; b++) {
 		all1[b] = 1;
 		odd0[b] = b % 2 ? 0 : 1;
 	}
 	/* the default map: even buckets on reducer 0, odd ones on reducer 1 */
-	for (int b = 0; b < SG_CTL_KEYMAP_BUCKETS; b++)
+	for (int b = 0; b < SG_BUCKETS; b++)
 		all0[b] = (uint16_t)(b % 2);
 	SG_CHECK(wait_keymap(u, all0, 1), "default keymap");
 	while (rounds_now(o->p) < 2000)

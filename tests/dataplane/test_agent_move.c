@@ -24,7 +24,7 @@
 #include <rte_mbuf.h>
 #include <rte_ring.h>
 
-#include "sg_ctl.h"
+#include "sg_ctl_server.h"
 #include "sg_dp_net.h"
 #include "sg_dp_agent.h"
 #include "sg_dp_pipeline.h"
@@ -242,12 +242,12 @@ static void round_trip(struct node *n, uint32_t key, uint32_t round, struct repl
 /* Issue 17, failure 2, on a key whose bucket moves and on one whose bucket stays. */
 static void test_idle_move_late_copy(struct node *n)
 {
-	uint16_t km[SG_CTL_KEYMAP_BUCKETS];
+	uint16_t km[SG_BUCKETS];
 	uint32_t moved = 0, stays;
 	struct replies r[2] = {0};
 	uint32_t kk[2];
 
-	for (int b = 0; b < SG_CTL_KEYMAP_BUCKETS; b++)
+	for (int b = 0; b < SG_BUCKETS; b++)
 		km[b] = (uint16_t)(b % 2);
 	SG_CHECK(keymap_is(n->ctl, km), "the default keymap");
 	/* a key on reducer 0 that moves, and one in another bucket that stays */

@@ -118,7 +118,7 @@ oversub() { # NAME WANT(0|1) EAL-lcores sigmad-options...
 	fi
 }
 oversub over-shared 1 '--lcores=(0-2)@0' --io '(0,0,1)' --reduce 2
-for needle in 'lcore 1 (io) on CPUs 0, lcore 2 (reduce) on CPUs 0' '1 CPU(s) (0) for 2 pollers' \
+for needle in 'lcore 1 (io) on CPUs 0, lcore 2 (reducer) on CPUs 0' '1 CPU(s) (0) for 2 pollers' \
 	'9 Gbps, with idle = sleep 30 Gbps' 'use --idle sleep' 'fewer lcores' 'EAL --lcores'; do
 	grep -qF -- "$needle" "$TMP/over.out" && ok || fail "oversub: warning lacks '$needle'"
 done

@@ -29,7 +29,7 @@
 #include <rte_cycles.h>
 #include <rte_eal.h>
 
-#include "sg_ctl.h"
+#include "sg_ctl_server.h"
 #include "sg_dp_agent.h"
 #include "sg_dp_pipeline.h"
 #include "sg_dp_proto.h"
@@ -792,7 +792,7 @@ static json_t *rpc(struct sg_ctl_client *c, const char *method, const char *para
 
 static void keymap_of(uint16_t *km, int kind)
 {
-	for (int b = 0; b < SG_CTL_KEYMAP_BUCKETS; b++)
+	for (int b = 0; b < SG_BUCKETS; b++)
 		km[b] = (uint16_t)(kind < 0 ? b % 2 : kind);
 }
 
@@ -801,7 +801,7 @@ static void layout_set(struct sg_ctl_client *c, const uint16_t *km)
 	char buf[512];
 	int len = snprintf(buf, sizeof(buf), "{\"keymap\":[");
 
-	for (int b = 0; b < SG_CTL_KEYMAP_BUCKETS; b++)
+	for (int b = 0; b < SG_BUCKETS; b++)
 		len += snprintf(buf + len, sizeof(buf) - (size_t)len, "%s%u", b ? "," : "", km[b]);
 	snprintf(buf + len, sizeof(buf) - (size_t)len, "]}");
 	json_decref(rpc(c, "layout_set", buf));
@@ -814,9 +814,9 @@ static bool keymap_is(struct sg_ctl_client *c, const uint16_t *km, double secs)
 
 	do {
 		json_t *j = rpc(c, "layout_get", NULL), *arr = j ? json_object_get(j, "keymap") : NULL;
-		bool same = arr != NULL && json_array_size(arr) == SG_CTL_KEYMAP_BUCKETS;
+		bool same = arr != NULL && json_array_size(arr) == SG_BUCKETS;
 
-		for (size_t b = 0; same && b < SG_CTL_KEYMAP_BUCKETS; b++)
+		for (size_t b = 0; same && b < SG_BUCKETS; b++)
 			same = json_integer_value(json_array_get(arr, b)) == km[b];
 		json_decref(j);
 		if (same)
@@ -829,7 +829,7 @@ static bool keymap_is(struct sg_ctl_client *c, const uint16_t *km, double secs)
 /* Round 4: every bucket to reducer 1; round 8: once that committed, back to the default. */
 static void mover(struct run *r, unsigned int round)
 {
-	uint16_t km[SG_CTL_KEYMAP_BUCKETS];
+	uint16_t km[SG_BUCKETS];
 
 	if (round == 4) {
 		keymap_of(km, 1);
@@ -1224,7 +1224,7 @@ static void scenario(const char *name, const char *io, const char *red, const ch
 	rc = drive(&r);
 	fq_wait_rx_idle(); /* retransmits still queued are received before RX stops */
 	if (r.ctl != NULL && agent) {
-		uint16_t km[SG_CTL_KEYMAP_BUCKETS];
+		uint16_t km[SG_BUCKETS];
 		json_t *jl = rpc(r.ctl, "job_list", NULL), *j;
 		size_t i;
 		bool listed = false;

@@ -1,34 +1,19 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /**
  * @file
- * Sigma control plane: out-of-band management of summation nodes.
- *
- * The module has five parts, usable independently:
- *
- * 1. **Placement** (sg_ctl_split(), sg_ctl_model(), sg_ctl_place_*()): in
- *    sg_ctl_place.h, a library of its own (no jansson, no libsodium) that the
- *    worker library links too; this header includes it.
- * 2. **Membership** (sg_ctl_members_*()): heartbeat-based liveness of the
- *    summation nodes, and failure of in-flight rounds on a lost node with a
- *    clear error.
- * 3. **Lcore channels** (sg_ctl_chan_*()): request/response rte_rings through
- *    which the control thread sends commands (layout changes, drain) to
- *    dataplane lcores. Lcores poll them between bursts; nobody takes a lock.
- * 4. **Server** (sg_ctl_server_*()): JSON-RPC 2.0 over TCP (HMAC-SHA256
- *    challenge-response) and over a Unix socket (file permissions), plus a
- *    Prometheus text endpoint, all on one epoll thread of its own. The node's
- *    daemon plugs in through an agent ops table (struct sg_ctl_agent_ops).
- * 5. **Client** (sg_ctl_client_*()) and the **job service**: in sg_ctl_client.h, a
- *    library of its own (no DPDK at run time) that sigmactl and the Python
- *    package use; this header includes it.
- *
- * The wire format is documented in docs/control.md.
+ * Sigma control server: JSON-RPC 2.0 over TCP (HMAC-SHA256 challenge-response)
+ * and over a Unix socket (file permissions), plus a Prometheus text endpoint,
+ * all on one epoll thread of its own. The node's daemon plugs in through an
+ * agent ops table (struct sg_ctl_agent_ops). The wire format is documented in
+ * docs/control.md; registering a method: sg_ctl_rpc.h. Library sg_ctl_server
+ * (with the membership tracker, sg_ctl_members.h): DPDK's rte_log, jansson,
+ * libsodium, etcd. Logging uses the rte_log type "sigma.control".
  *
  * Conventions: functions return 0 or a negative errno; constructors return
- * NULL and set errno. Logging uses the rte_log type "sigma.control".
+ * NULL and set errno.
  */
-#ifndef SG_CTL_H
-#define SG_CTL_H
+#ifndef SG_CTL_SERVER_H
+#define SG_CTL_SERVER_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -36,168 +21,16 @@
 
 #include "sg_ctl_client.h"
 #include "sg_etcd.h"
-#include "sg_ctl_place.h"
-#include "sg_sum.h"
 #include "sg_types.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-/* 1. Placement: sg_ctl_place.h (its own library, which libsigma links too). */
-
-/* ======================================================================== */
-/* 2. Membership and liveness                                               */
-/* ======================================================================== */
-
-/** Longest node name (with the NUL). */
-#define SG_NAME_MAX 64
-
-/** One node's state as the membership tracker knows it. */
-struct sg_ctl_member {
-	char name[SG_NAME_MAX];
-	enum sg_node_kind kind;
-	double gbps;
-	bool alive;
-	uint64_t last_heartbeat_ns; /**< clock of the caller (monotonic ns) */
-};
-
-/** Why an in-flight round failed: handed to the failure callback. */
-struct sg_ctl_round_failure {
-	uint32_t job;
-	uint64_t key;
-	uint64_t round;
-	const char *node;	 /**< the lost node's name */
-	int error;		 /**< -EHOSTDOWN */
-	const char *message;	 /**< human-readable: names node, job, key, round, silence */
-};
-
-/** Called once per in-flight round on a node declared lost. */
-typedef void (*sg_ctl_round_failed_cb)(void *arg, const struct sg_ctl_round_failure *f);
-
-struct sg_ctl_members;
-
-/**
- * Create a tracker. A node is lost when no heartbeat came for @p timeout_ns.
- * @p max_nodes and @p max_rounds bound memory (nothing grows afterwards).
- * @p cb may be NULL. Not thread-safe: one thread (the control thread) owns it.
- */
-struct sg_ctl_members *sg_ctl_members_create(uint64_t timeout_ns, unsigned int max_nodes,
-					     unsigned int max_rounds, sg_ctl_round_failed_cb cb,
-					     void *cb_arg);
-/** Free a tracker (NULL is fine). */
-void sg_ctl_members_destroy(struct sg_ctl_members *m);
-
-/**
- * Record a heartbeat from @p name at @p now_ns; adds the node if new. A lost
- * node that heartbeats again becomes alive again (and bumps the epoch).
- * @return 0; -EINVAL for a bad name/kind/gbps; -ENOSPC when full.
- */
-int sg_ctl_members_heartbeat(struct sg_ctl_members *m, const char *name,
-			     enum sg_node_kind kind, double gbps, uint64_t now_ns);
-
-/**
- * Remove a node on purpose; fails the rounds recorded for it with
- * sg_ctl_members_round_begin() (the control server records none). -ENOENT if unknown.
- */
-int sg_ctl_members_remove(struct sg_ctl_members *m, const char *name);
-
-/**
- * Declare lost every alive node silent for longer than the timeout, fail its
- * in-flight rounds through the callback, and log it.
- * @return the number of nodes newly lost (>= 0).
- */
-int sg_ctl_members_check(struct sg_ctl_members *m, uint64_t now_ns);
-
-/** Membership epoch: bumped on every change of the alive set (a new placement is due). */
-uint64_t sg_ctl_members_epoch(const struct sg_ctl_members *m);
-
-/** Copy up to @p cap members into @p out. @return the total number of members. */
-unsigned int sg_ctl_members_list(const struct sg_ctl_members *m, struct sg_ctl_member *out,
-				 unsigned int cap);
-
-/**
- * Fill @p out (capacity @p cap) with placement nodes for the current
- * membership; names point into the tracker and stay valid until the next
- * heartbeat/remove call. @return the number of nodes, or -ENOSPC.
- */
-int sg_ctl_members_place_nodes(const struct sg_ctl_members *m, struct sg_ctl_place_node *out,
-			       unsigned int cap);
-
-/**
- * Note that round @p round of @p key of job @p job is in flight on @p node.
- * @return a handle >= 0 for sg_ctl_members_round_end(); -ENOENT if the node
- *         is unknown; -EHOSTDOWN if it is lost (the caller must re-place);
- *         -ENOSPC if max_rounds are in flight.
- */
-int sg_ctl_members_round_begin(struct sg_ctl_members *m, const char *node, uint32_t job,
-			       uint64_t key, uint64_t round);
-/** The round completed normally. -EINVAL for a stale or bad handle. */
-int sg_ctl_members_round_end(struct sg_ctl_members *m, int handle);
-
-/* ======================================================================== */
-/* 3. Lcore channels (rte_ring request/response)                            */
-/* ======================================================================== */
-
-/** Commands the control thread sends to dataplane lcores. */
-enum sg_ctl_msg_type {
-	SG_CTL_MSG_NOP = 0,	     /**< ping: the lcore answers 0 */
-	SG_CTL_MSG_IDLE_POLICY = 2,  /**< change the lcore's idle policy */
-	SG_CTL_MSG_STATS = 4,	     /**< snapshot counters */
-	/* 1 and 3 were a keymap set and a drain that no lcore handled: sigmad moves
-	 * keys with its own messages (from 0x100) and drains in the agent. */
-};
-
-/** One message. Requests and responses are the same structure. */
-struct sg_ctl_msg {
-	uint32_t type;	/**< enum sg_ctl_msg_type */
-	uint32_t seq;	/**< set by sg_ctl_chan_call(); echoed by the lcore */
-	int32_t result; /**< response: 0 or -errno */
-	uint32_t pad;
-	uint64_t arg[4]; /**< type-specific; pointers travel as uint64_t and stay owned by the sender */
-};
-
-struct sg_ctl_chan;
-
-/**
- * Create a channel: two single-producer single-consumer rte_rings of
- * @p size slots (a power of two >= 2) in memory from the C heap, so it works
- * without hugepages and without rte_eal_init().
- */
-struct sg_ctl_chan *sg_ctl_chan_create(const char *name, unsigned int size);
-/** Free a channel (NULL is fine); nobody may be using it. */
-void sg_ctl_chan_destroy(struct sg_ctl_chan *c);
-
-/**
- * Control side: send @p req and wait up to @p timeout_us for the lcore's
- * answer, which is copied into @p resp. Responses to earlier calls that timed
- * out are discarded by sequence number.
- * @return 0 (resp->result holds the lcore's answer); -ETIMEDOUT; -ENOBUFS if
- *         the request ring is full.
- */
-int sg_ctl_chan_call(struct sg_ctl_chan *c, const struct sg_ctl_msg *req,
-		     struct sg_ctl_msg *resp, uint64_t timeout_us);
-
-/** Lcore-side handler: act on @p msg; the return value goes back as msg->result. */
-typedef int (*sg_ctl_chan_handler)(void *arg, struct sg_ctl_msg *msg);
-
-/**
- * Lcore side: handle at most @p max pending requests without blocking or
- * allocating. @return the number handled.
- */
-unsigned int sg_ctl_chan_poll(struct sg_ctl_chan *c, sg_ctl_chan_handler h, void *arg,
-			      unsigned int max);
-
-/* ======================================================================== */
-/* 4. Server and agent                                                      */
-/* ======================================================================== */
-
+/** Most ports, lcores and tensors the answers below carry. */
 #define SG_CTL_MAX_PORTS 16
 #define SG_CTL_MAX_LCORES 128
-#define SG_CTL_MAX_JOBS 64
 #define SG_CTL_MAX_TENSORS 1024
-/** Buckets of the key->reducer map (keys are hashed to a bucket, buckets to reducers). */
-#define SG_CTL_KEYMAP_BUCKETS 64
 /** Longest reason an agent may give for refusing something. */
 #define SG_CTL_REASON_MAX 160
 
@@ -225,9 +58,6 @@ struct sg_ctl_node_info {
 	double gbps;		  /**< bandwidth placement weighs the node with (> 0) */
 	uint32_t max_chunk_bytes; /**< largest chunk_bytes a job may use here */
 };
-
-/** A role's name in the JSON answers: "io", "reducer", "rtc", "control" or "unknown". */
-const char *sg_ctl_role_name(enum sg_role role);
 
 /** Per-lcore counters and recent rates (as in the dataplane's telemetry). */
 struct sg_ctl_lcore_stats {
@@ -305,7 +135,7 @@ struct sg_ctl_job {
 /** A live layout change: only what the dataplane can apply without a restart. */
 struct sg_ctl_layout_change {
 	bool has_keymap;
-	uint16_t keymap[SG_CTL_KEYMAP_BUCKETS]; /**< bucket -> reducer index */
+	uint16_t keymap[SG_BUCKETS]; /**< bucket -> reducer index */
 	uint32_t n_idle;			/**< idle-policy changes */
 	struct {
 		uint32_t lcore;
@@ -325,7 +155,7 @@ struct sg_ctl_layout {
 		int32_t queue; /**< -1 if none */
 	} lcores[SG_CTL_MAX_LCORES];
 	uint32_t n_reducers;
-	uint16_t keymap[SG_CTL_KEYMAP_BUCKETS];
+	uint16_t keymap[SG_BUCKETS];
 };
 
 /** Verbs transport modes (sigmad's `[verbs] mode`, docs/verbs.md). */
@@ -495,68 +325,6 @@ struct sg_ctl_server;
 struct sg_ctl_server *sg_ctl_server_create(const struct sg_ctl_server_config *cfg);
 /** Stop the thread, close everything, remove the Unix socket file. NULL is fine. */
 void sg_ctl_server_destroy(struct sg_ctl_server *s);
-struct rte_cfgfile;
-
-/** Storage for the strings and secret that sg_ctl_config_load() points the config at. */
-struct sg_ctl_config_store {
-	char tcp_addr[64];
-	char unix_path[108];
-	char metrics_addr[64];
-	uint8_t secret[SG_CTL_SECRET_MAX];
-};
-
-/**
- * Fill @p cfg (ops are left alone) from section @p section of an INI file
- * loaded with rte_cfgfile_load(). Keys, all optional:
- *
- *     listen = 127.0.0.1:7070 | off        (TCP JSON-RPC; port 0 = any)
- *     unix = /var/run/sigma/ctl.sock | off
- *     secret_file = /etc/sigma/ctl.secret  (needed with listen; mode 0600 or 0400)
- *     metrics = 127.0.0.1:9100 | off
- *     max_frame, max_conns, idle_timeout_ms, frame_timeout_ms,
- *     auth_timeout_ms, heartbeat_timeout_ms  (positive integers)
- *
- * A missing section gives the defaults: TCP off, no Unix socket, metrics
- * off. Strings and the secret live in @p store, which must outlive
- * sg_ctl_server_create().
- * @return 0; -EINVAL with a message naming the key and the fix in @p err
- *         (an unknown key, a bad number, address or port, an unreadable,
- *         too short, too long or group/world-readable secret file).
- */
-int sg_ctl_config_load(struct rte_cfgfile *file, const char *section,
-		       struct sg_ctl_server_config *cfg, struct sg_ctl_config_store *store,
-		       char *err, size_t err_len);
-
-/** The caller's own keys in the section that sg_ctl_config_load_ext() reads. */
-struct sg_ctl_config_hook {
-	/**
-	 * Offered every key of the section before the loader's own.
-	 * @return 1 if @p key is the caller's and @p value good, 0 if it is not
-	 *         the caller's (the loader parses it), or -EINVAL with a message
-	 *         in @p err (@p err_len bytes) for a bad value.
-	 */
-	int (*key)(void *arg, const char *key, const char *value, char *err, size_t err_len);
-	void *arg;
-	const char *keys; /**< the caller's keys, named in the unknown-key message */
-};
-
-/**
- * sg_ctl_config_load() for a section shared with the caller (sigmad's
- * [control]): @p hook, if not NULL, takes its keys in the same single pass.
- */
-int sg_ctl_config_load_ext(struct rte_cfgfile *file, const char *section,
-			   struct sg_ctl_server_config *cfg, struct sg_ctl_config_store *store,
-			   const struct sg_ctl_config_hook *hook, char *err, size_t err_len);
-
-/**
- * The rte_log level named @p name: "emerg", "alert", "crit", "err", "warning",
- * "notice", "info" or "debug" (RTE_LOG_EMERG..RTE_LOG_DEBUG).
- * @return the level, or -EINVAL for any other name (NULL too).
- */
-int sg_ctl_log_level_parse(const char *name);
-
-/** The name of rte_log level @p level, or NULL outside RTE_LOG_EMERG..RTE_LOG_DEBUG. */
-const char *sg_ctl_log_level_name(unsigned int level);
 
 /** TCP port actually bound (useful with port 0), 0 if none. */
 uint16_t sg_ctl_server_tcp_port(const struct sg_ctl_server *s);
@@ -569,4 +337,4 @@ void sg_ctl_server_get_stats(const struct sg_ctl_server *s, struct sg_ctl_server
 }
 #endif
 
-#endif /* SG_CTL_H */
+#endif /* SG_CTL_SERVER_H */
