@@ -138,12 +138,18 @@ static inline vf b_widen(__m256i x)
 	return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(x), 16));
 }
 
-/* b_round: the integer RNE of sg_sum_avx2.c, with a k-mask for the NaN lanes. */
+/* b_rne and b_round: the integer RNE of sg_sum_avx2.c, with a k-mask for the NaN lanes. */
+static inline vi b_rne(vi x)
+{
+	const vi lsb = _mm512_and_si512(_mm512_srli_epi32(x, 16), _mm512_set1_epi32(1));
+
+	return _mm512_add_epi32(_mm512_add_epi32(x, _mm512_set1_epi32(0x7fff)), lsb);
+}
+
 static inline vi b_round(vf v)
 {
 	const vi x = _mm512_castps_si512(v);
-	const vi lsb = _mm512_and_si512(_mm512_srli_epi32(x, 16), _mm512_set1_epi32(1));
-	const vi r = _mm512_add_epi32(_mm512_add_epi32(x, _mm512_set1_epi32(0x7fff)), lsb);
+	const vi r = b_rne(x);
 	const __mmask16 nan = _mm512_cmpgt_epu32_mask(
 		_mm512_and_si512(x, _mm512_set1_epi32(0x7fffffff)), _mm512_set1_epi32(0x7f800000));
 
@@ -174,9 +180,10 @@ static inline __m256i b_of(vf v)
 
 AVX512_16_OPS(b, vf, mm256, si256, m16, b_widen, b_of)
 
+/* As in sg_sum_avx2.c: a and b are bf16, so a NaN sum needs no NaN lanes of its own. */
 static inline vf addn_b(vf a, vf b)
 {
-	const vi r = b_round(_mm512_add_ps(a, b));
+	const vi r = b_rne(_mm512_castps_si512(_mm512_add_ps(a, b)));
 
 	return _mm512_castsi512_ps(_mm512_and_si512(r, _mm512_set1_epi32((int)0xffff0000u)));
 }

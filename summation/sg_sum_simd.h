@@ -20,7 +20,9 @@
  *                              store and p is 64-byte aligned
  *   stm_X(p, v, r)             store of the first r elements only
  *   add_X(a, b)                a + b, as the scalar reference computes it
- *   addn_h, addn_b             a + b rounded to the 16-bit type (SG_SUM_F_NATIVE)
+ *   addn_h, addn_b             a + b rounded to the 16-bit type (SG_SUM_F_NATIVE);
+ *                              a and b hold values of that type (addn_b may assume
+ *                              zero low 16 bits)
  *   vb, WB, X = b2             bf16 as a pair of fp32 vectors (even and odd
  *                              elements) holding WB elements, for the fused sum;
  *                              st_b2 may assume that NaN lanes are quiet and have
