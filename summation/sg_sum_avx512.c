@@ -303,6 +303,12 @@ static inline vf h_widen(vh x)
 	return _mm512_cvtph_ps(x);
 }
 
+/*
+ * 4 bf16 pairs a step: with 8, GCC loads every input's vectors of the step
+ * before adding and the k = 4 loop spills (82 stack accesses in k_b_plain's
+ * k = 4 loop, 10 with 4).
+ */
+#define SG_SIMD_UNROLL_B2 4
 #ifdef SG_SUM_AVX512BF16
 #define SG_SIMD_TABLE sg_sum_kernels_avx512bf16
 #else

@@ -67,9 +67,10 @@ static inline vb addn_b2(vb a, vb b)
  * prefetched. Chosen by sigma-bench sum on a Zen 5 VM: 8 and 2048 beat 4 and
  * no prefetch by 5-15% when k inputs stream at once (the hardware prefetchers
  * follow a few streams well, not nine). A prefetch past the end never faults.
- * The bf16 pair kernels keep two vectors per unrolled vector: an ISA with 16
- * vector registers sets a smaller SG_SIMD_UNROLL_B2 (SG_SIMD_UNROLL_CS_B2 for
- * the fused checksum one), or the step spills.
+ * The bf16 pair kernels keep two vectors per unrolled vector: an ISA sets a
+ * smaller SG_SIMD_UNROLL_B2 (SG_SIMD_UNROLL_CS_B2 for the fused checksum one)
+ * where the step spills (AVX2's 16 registers; AVX-512's 32, as GCC loads
+ * every input of a step before adding).
  */
 #ifndef SG_SIMD_UNROLL
 #define SG_SIMD_UNROLL 8
