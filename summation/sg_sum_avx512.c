@@ -138,12 +138,18 @@ static inline vf b_widen(__m256i x)
 	return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(x), 16));
 }
 
-/* b_round: the integer RNE of sg_sum_avx2.c, with a k-mask for the NaN lanes. */
+/* b_rne and b_round: the integer RNE of sg_sum_avx2.c, with a k-mask for the NaN lanes. */
+static inline vi b_rne(vi x)
+{
+	const vi lsb = _mm512_and_si512(_mm512_srli_epi32(x, 16), _mm512_set1_epi32(1));
+
+	return _mm512_add_epi32(_mm512_add_epi32(x, _mm512_set1_epi32(0x7fff)), lsb);
+}
+
 static inline vi b_round(vf v)
 {
 	const vi x = _mm512_castps_si512(v);
-	const vi lsb = _mm512_and_si512(_mm512_srli_epi32(x, 16), _mm512_set1_epi32(1));
-	const vi r = _mm512_add_epi32(_mm512_add_epi32(x, _mm512_set1_epi32(0x7fff)), lsb);
+	const vi r = b_rne(x);
 	const __mmask16 nan = _mm512_cmpgt_epu32_mask(
 		_mm512_and_si512(x, _mm512_set1_epi32(0x7fffffff)), _mm512_set1_epi32(0x7f800000));
 
@@ -174,9 +180,10 @@ static inline __m256i b_of(vf v)
 
 AVX512_16_OPS(b, vf, mm256, si256, m16, b_widen, b_of)
 
+/* As in sg_sum_avx2.c: a and b are bf16, so a NaN sum needs no NaN lanes of its own. */
 static inline vf addn_b(vf a, vf b)
 {
-	const vi r = b_round(_mm512_add_ps(a, b));
+	const vi r = b_rne(_mm512_castps_si512(_mm512_add_ps(a, b)));
 
 	return _mm512_castsi512_ps(_mm512_and_si512(r, _mm512_set1_epi32((int)0xffff0000u)));
 }
@@ -195,12 +202,27 @@ static inline vb b2_widen(vi x)
 		    _mm512_castsi512_ps(_mm512_and_si512(x, _mm512_set1_epi32((int)0xffff0000u)))};
 }
 
-/* Rounded even elements to the low halves, rounded odd ones to the high halves. */
+/*
+ * Narrowing a pair to 32 bf16, both halves at once in 16-bit lanes as in
+ * sg_sum_avx2.c's b2_of (top: the truncated high halves, low: the dropped
+ * bits; the same NaNs only). RNE rounds up when low + (top & 1) exceeds
+ * 0x8000, that is when low | (top & 1) does: an unsigned compare to a mask
+ * and a masked add of 1 (carrying into the exponent as the reference does).
+ * 7 instructions for 32 elements, where rounding each half in 32-bit lanes
+ * with a NaN mask took 16. Ternary logic 0xf8 is a | (b & c).
+ */
 static inline vi b2_round(vb v)
 {
-	/* ternary logic 0xf8: a | (b & c) */
-	return _mm512_ternarylogic_epi32(_mm512_srli_epi32(b_round(v.e), 16), b_round(v.o),
-					 _mm512_set1_epi32((int)0xffff0000u), 0xf8);
+	const vi e = _mm512_castps_si512(v.e), o = _mm512_castps_si512(v.o);
+	const vi one = _mm512_set1_epi16(1);
+	const vi top = _mm512_ternarylogic_epi32(_mm512_srli_epi32(e, 16), o,
+						 _mm512_set1_epi32((int)0xffff0000u), 0xf8);
+	const vi low = _mm512_ternarylogic_epi32(_mm512_slli_epi32(o, 16), e,
+						 _mm512_set1_epi32(0xffff), 0xf8);
+	const __mmask32 up = _mm512_cmpgt_epu16_mask(_mm512_ternarylogic_epi32(low, top, one, 0xf8),
+						     _mm512_set1_epi16((short)0x8000));
+
+	return _mm512_mask_add_epi16(top, up, top, one);
 }
 
 static inline vi b2_of(vb v)
@@ -227,10 +249,18 @@ static inline vi b2_of(vb v)
 #endif
 }
 
-/* b2_of takes signalling NaNs as they are. */
+/* b2_round takes only quiet NaNs with zero low halves (sg_sum_simd.h). */
+static inline vf b_quiet(vf x)
+{
+	const vi b = _mm512_castps_si512(x);
+
+	return _mm512_castsi512_ps(_mm512_mask_or_epi32(b, _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q),
+							b, _mm512_set1_epi32(0x00400000)));
+}
+
 static inline vb b2_quiet(vb v)
 {
-	return v;
+	return (vb){b_quiet(v.e), b_quiet(v.o)};
 }
 
 AVX512_16_OPS(b2, vb, mm512, si512, m32, b2_widen, b2_of)
@@ -273,6 +303,12 @@ static inline vf h_widen(vh x)
 	return _mm512_cvtph_ps(x);
 }
 
+/*
+ * 4 bf16 pairs a step: with 8, GCC loads every input's vectors of the step
+ * before adding and the k = 4 loop spills (82 stack accesses in k_b_plain's
+ * k = 4 loop, 10 with 4).
+ */
+#define SG_SIMD_UNROLL_B2 4
 #ifdef SG_SUM_AVX512BF16
 #define SG_SIMD_TABLE sg_sum_kernels_avx512bf16
 #else

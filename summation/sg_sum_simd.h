@@ -20,7 +20,9 @@
  *                              store and p is 64-byte aligned
  *   stm_X(p, v, r)             store of the first r elements only
  *   add_X(a, b)                a + b, as the scalar reference computes it
- *   addn_h, addn_b             a + b rounded to the 16-bit type (SG_SUM_F_NATIVE)
+ *   addn_h, addn_b             a + b rounded to the 16-bit type (SG_SUM_F_NATIVE);
+ *                              a and b hold values of that type (addn_b may assume
+ *                              zero low 16 bits)
  *   vb, WB, X = b2             bf16 as a pair of fp32 vectors (even and odd
  *                              elements) holding WB elements, for the fused sum;
  *                              st_b2 may assume that NaN lanes are quiet and have
@@ -65,9 +67,10 @@ static inline vb addn_b2(vb a, vb b)
  * prefetched. Chosen by sigma-bench sum on a Zen 5 VM: 8 and 2048 beat 4 and
  * no prefetch by 5-15% when k inputs stream at once (the hardware prefetchers
  * follow a few streams well, not nine). A prefetch past the end never faults.
- * The bf16 pair kernels keep two vectors per unrolled vector: an ISA with 16
- * vector registers sets a smaller SG_SIMD_UNROLL_B2 (SG_SIMD_UNROLL_CS_B2 for
- * the fused checksum one), or the step spills.
+ * The bf16 pair kernels keep two vectors per unrolled vector: an ISA sets a
+ * smaller SG_SIMD_UNROLL_B2 (SG_SIMD_UNROLL_CS_B2 for the fused checksum one)
+ * where the step spills (AVX2's 16 registers; AVX-512's 32, as GCC loads
+ * every input of a step before adding).
  */
 #ifndef SG_SIMD_UNROLL
 #define SG_SIMD_UNROLL 8

@@ -430,6 +430,19 @@ static const struct known {
 	{SG_DTYPE_BF16, 0, 1, {0xff80}, 0xff80},
 	{SG_DTYPE_BF16, 0, 3, {0x4380, 0x3f80, 0x3f80}, 0x4381}, /* 256 + 1 + 1 = 258 */
 	{SG_DTYPE_BF16, SG_SUM_F_NATIVE, 3, {0x4380, 0x3f80, 0x3f80}, 0x4380},
+	/*
+	 * max + 2^119 - 2^120: native rounds the first sum's tie up into
+	 * infinity (the carry into the exponent), fp32 partial sums give
+	 * max - 2^119, a tie that rounds to the even 0x7f7e.
+	 */
+	{SG_DTYPE_BF16, SG_SUM_F_NATIVE, 3, {0x7f7f, 0x7b00, 0xfb80}, 0x7f80},
+	{SG_DTYPE_BF16, 0, 3, {0x7f7f, 0x7b00, 0xfb80}, 0x7f7e},
+	/* native partial sums that are NaN: payloads with odd and even last bits, default NaN */
+	{SG_DTYPE_BF16, SG_SUM_F_NATIVE, 3, {0x7f81, 0x3f80, 0x4000}, 0x7fc1},
+	{SG_DTYPE_BF16, SG_SUM_F_NATIVE, 3, {0x3f80, 0xffc2, 0x7f80}, 0xffc2},
+	{SG_DTYPE_BF16, SG_SUM_F_NATIVE, 3, {0x7f80, 0xff80, 0x3f80}, ANY_NAN},
+	{SG_DTYPE_BF16, SG_SUM_F_NATIVE, 2, {0x8000, 0x8000}, 0x8000}, /* -0 + -0 */
+	{SG_DTYPE_BF16, SG_SUM_F_NATIVE, 3, {0x8000, 0x0000, 0x8000}, 0x0000},
 	/* integers wrap modulo 2^bits */
 	{SG_DTYPE_INT8, 0, 2, {0x7f, 0x01}, 0x80},
 	{SG_DTYPE_INT8, 0, 2, {0x80, 0xff}, 0x7f},
