@@ -518,13 +518,9 @@ static inline uint64_t sg_dp_now_ns(const struct sg_dp_pipeline *p, uint64_t tsc
 static inline unsigned int sg_dp_owner_of(const struct sg_dp_pipeline *p, const uint8_t *pl,
 				    uint32_t len)
 {
-	uint32_t job, key;
-
 	if (p->n_red == 1 || len < SG_DP_HDR_LEN)
 		return 0; /* a short datagram is the engine's to count */
-	memcpy(&job, pl + 8, sizeof(job));
-	memcpy(&key, pl + 24, sizeof(key));
-	return p->keymap[sg_dp_bucket_of(rte_be_to_cpu_32(job), rte_be_to_cpu_32(key))];
+	return p->keymap[sg_dp_bucket_of(sg_dp_hdr_job(pl), sg_dp_hdr_key(pl))];
 }
 
 /* Reducer to forward this datagram to, SG_DP_MOVE_DROP to refuse it (drain), or -1 to
