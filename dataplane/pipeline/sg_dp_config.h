@@ -33,7 +33,7 @@
 #include <rte_ether.h>
 
 #include "sg_ctl.h"
-#include "sg_dp_engine.h"
+#include "sg_types.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -193,6 +193,13 @@ enum sg_dp_transport_kind {
 	SG_DP_TRANSPORT_SOCKET = 2, /**< kernel UDP sockets (docs/sigmad.md, "Kernel sockets") */
 };
 
+/**
+ * Write a formatted reason into @p err (when not NULL), always NUL-terminated:
+ * how this library and the pipeline fill their `err`/`errlen`.
+ */
+void sg_dp_seterr(char *err, size_t errlen, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
 /** The embedded default configuration (INI text). */
 extern const char sg_dp_default_config[];
 
@@ -253,10 +260,6 @@ uint32_t sg_dp_job_chunk_bytes(const struct sg_dp_config *c, const struct sg_dp_
  * @return 0, or -EINVAL with the job named in @p err.
  */
 int sg_dp_config_check_jobs(const struct sg_dp_config *c, char *err, size_t errlen);
-
-/** Add every `[job N]` of @p c to @p eng (the reducers' set-up, and the verbs transport's). */
-int sg_dp_engine_add_config_jobs(struct sg_dp_engine *eng, const struct sg_dp_config *c, char *err,
-				  size_t errlen);
 
 /** Print `sigmad --help`. */
 void sg_dp_usage(FILE *f, const char *prog);

@@ -21,7 +21,6 @@
 #include <rte_ring.h>
 
 #include "sg_dp_engine.h"
-#include "sg_dp_internal.h"
 #include "sg_dp_testdrv.h"
 #include "sg_dp_proto.h"
 

@@ -57,6 +57,10 @@ int sg_dp_eal_init(int eal_argc, char **argv, const char *name);
  * The running pipeline.
  */
 
+/** Add every `[job N]` of @p c to @p eng (the reducers' set-up, and the verbs transport's). */
+int sg_dp_engine_add_config_jobs(struct sg_dp_engine *eng, const struct sg_dp_config *c, char *err,
+				  size_t errlen);
+
 struct sg_dp_pipeline;
 
 /** Per-lcore counters (what /sigma/lcores reports). */
@@ -226,6 +230,16 @@ int sg_dp_pipeline_net(const struct sg_dp_pipeline *p, uint16_t port_id, struct 
 
 /** Private bytes every mbuf that reaches sigmad's RX must have (rte_pktmbuf_pool_create). */
 #define SG_DP_MBUF_PRIV_SIZE 32
+
+/**
+ * Map every page of @p mp's memory now, writable, without changing a byte, so
+ * that no lcore takes a page fault the first time it uses an mbuf. Memory
+ * that EAL maps without hugepages (--no-huge) is otherwise faulted in page by
+ * page on first touch, and a pool cycles through all its mbufs before reusing
+ * one: the faults went on for a whole benchmark run. Call it before the pool
+ * is in use.
+ */
+void sg_dp_mempool_prefault(struct rte_mempool *mp);
 
 /** Every job's counters, summed over the reducers' engines. */
 struct sg_dp_jobs_table {

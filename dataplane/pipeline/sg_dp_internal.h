@@ -35,20 +35,6 @@
 #include "sg_dp_pipeline.h"
 #include "sg_dp_proto.h"
 
-/** Write a formatted reason into @p err (when not NULL), always NUL-terminated. */
-void sg_dp_seterr(char *err, size_t errlen, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-
-/**
- * Map every page of @p mp's memory now, writable, without changing a byte, so
- * that no lcore takes a page fault the first time it uses an mbuf. Memory
- * that EAL maps without hugepages (--no-huge) is otherwise faulted in page by
- * page on first touch, and a pool cycles through all its mbufs before reusing
- * one: the faults went on for a whole benchmark run. Call it before the pool
- * is in use.
- */
-void sg_dp_mempool_prefault(struct rte_mempool *mp);
-
 /* sigmad's log (logtype sigma.dataplane); the macro ends the line: no "\n" in @p fmt. */
 extern int sg_dp_logtype;
 #define SG_DP_LOG(lvl, fmt, ...) \
