@@ -937,7 +937,7 @@ static void default_udpd(char *buf, size_t cap)
 	if (slash == NULL)
 		return;
 	*slash = '\0';
-	snprintf(buf, cap, "%s/../client/sigma-udpd", self);
+	snprintf(buf, cap, "%s/../udpd/sigma-udpd", self);
 }
 
 static int parse_opts(int argc, char **argv, struct cl_opts *o, char *udpd, size_t udpd_cap)

@@ -40,7 +40,7 @@
 #include <rte_lcore.h>
 
 #include "sigma_bench.h"
-#include "sg_dp_pipeline.h"
+#include "sg_dp_testdrv.h"
 #include "sg_sum.h"
 
 #define MAX_RUNS 21

@@ -23,7 +23,7 @@
 # Usage: bench/sigmad_memif.sh SIGMAD JOBS_INI NPORTS COMMAND [ARGS...]
 # e.g.
 #   build/bench/sigma-bench compare --print-sigmad-config >/tmp/jobs.ini
-#   bench/sigmad_memif.sh build/dataplane/sigmad /tmp/jobs.ini 4 \
+#   bench/sigmad_memif.sh build/sigmad/sigmad /tmp/jobs.ini 4 \
 #       build/bench/sigma-bench compare --attach 10.80.0.1:9300 --memif /tmp/.../memif.sock
 # ($SIGMA_MEMIF is set for the command: wrap it in sh -c to use it.)
 set -u

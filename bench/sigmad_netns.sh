@@ -27,7 +27,7 @@
 # Usage: [SIGMA_MTU=9000] bench/sigmad_netns.sh SIGMAD JOBS_INI COMMAND [ARGS...]
 # e.g.
 #   build/bench/sigma-bench run --chunk 1424 --print-sigmad-config >/tmp/jobs.ini
-#   bench/sigmad_netns.sh build/dataplane/sigmad /tmp/jobs.ini \
+#   bench/sigmad_netns.sh build/sigmad/sigmad /tmp/jobs.ini \
 #       build/bench/sigma-bench run --chunk 1424 --attach 10.79.0.1:9300
 set -u
 . "$(dirname "$0")/sigmad_lib.sh"

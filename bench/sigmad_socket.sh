@@ -21,7 +21,7 @@
 # Usage: bench/sigmad_socket.sh SIGMAD JOBS_INI NLCORES COMMAND [ARGS...]
 # e.g.
 #   build/bench/sigma-bench compare --print-sigmad-config >/tmp/jobs.ini
-#   bench/sigmad_socket.sh build/dataplane/sigmad /tmp/jobs.ini 1 sh -c \
+#   bench/sigmad_socket.sh build/sigmad/sigmad /tmp/jobs.ini 1 sh -c \
 #       'build/bench/sigma-bench compare --attach $SIGMA_NODE --threads-baseline --runs 3'
 set -u
 . "$(dirname "$0")/sigmad_lib.sh"

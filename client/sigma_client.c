@@ -13,7 +13,7 @@
 
 #include "sg_parse.h"
 #include "sigma_internal.h"
-#include "sigma_udpd.h"
+#include "sigma_job_conf.h"
 
 RTE_LOG_REGISTER(sg_cli_logtype, sigma.client, INFO);
 

@@ -195,7 +195,7 @@ def start_local_nodes(count: int = 1, kind: Optional[str] = None, *,
     kind = kind or os.environ.get("SIGMA_NODE_KIND") or DEFAULT_KIND
     if kind != "udpd":
         raise ValueError(f"sigma: node kind {kind!r}: this build starts 'udpd' nodes")
-    prog = find_program("sigma-udpd", "SIGMA_UDPD", "client")
+    prog = find_program("sigma-udpd", "SIGMA_UDPD", "udpd")
     folder = tempfile.mkdtemp(prefix=f"sigma-nodes-{os.getpid()}-")
     nodes: list[LocalNode] = []
     started = LocalNodes(nodes, folder)

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: BSD-3-Clause
 #
-# sigmad's memif guard (dataplane/sg_dp_memif.c) against the clients that
+# sigmad's memif guard (dataplane/pipeline/sg_dp_memif.c) against the clients that
 # crashed sigmad through DPDK 22.11's memif PMD (issue 17, failures 6 and 7):
 #  1. 8 memif ports (bench/sigmad_memif.sh). While sigmad is stopped (SIGSTOP),
 #     8 clients connect and close; then sigmad goes on (SIGCONT). Without the

@@ -21,9 +21,10 @@ if ! "$clang" -fsanitize=fuzzer "$probe" -o "$out/fuzz_probe" >/dev/null 2>&1; t
 fi
 # shellcheck disable=SC2046
 "$clang" -std=gnu11 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
-	-I"$src/dataplane" -I"$src/summation" -I"$src/common" -I"$6" $(pkg-config --cflags libdpdk) \
-	"$src/tests/dataplane/fuzz_dp.c" "$src/dataplane/sg_dp_proto.c" \
-	"$src/dataplane/sg_dp_engine.c" "$src/common/sg_types.c" "$libsum" \
+	-I"$src/dataplane/engine" -I"$src/summation" -I"$src/common" -I"$6" \
+	$(pkg-config --cflags libdpdk) \
+	"$src/tests/dataplane/fuzz_dp.c" "$src/dataplane/engine/sg_dp_proto.c" \
+	"$src/dataplane/engine/sg_dp_engine.c" "$src/common/sg_types.c" "$libsum" \
 	$(pkg-config --libs libdpdk) -lnuma -lm -o "$out/fuzz_dp"
 # A fixed seed keeps runs comparable; the corpus grows across runs.
 exec "$out/fuzz_dp" -seed=1 -max_total_time="$secs" -runs=2000000 -max_len=4096 \

@@ -28,7 +28,7 @@
 
 #include "sg_ctl_server.h"
 #include "sg_dp_agent.h"
-#include "sg_dp_pipeline.h"
+#include "sg_dp_testdrv.h"
 #include "sg_test.h"
 #include "agent_test_util.h"
 

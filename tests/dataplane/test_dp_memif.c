@@ -11,7 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "sg_dp_pipeline.h"
+#include "sg_dp_testdrv.h"
 #include "sg_test.h"
 
 int main(void)

@@ -25,7 +25,7 @@
 #include <rte_ring.h>
 
 #include "sg_dp_internal.h"
-#include "sg_dp_pipeline.h"
+#include "sg_dp_testdrv.h"
 #include "dp_pipe_util.h"
 #include "sg_test.h"
 

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * Wire format and validation: the header layout against hand-written bytes,
+ * Wire format and validation: the header layout against hand-written bytes
+ * (parser, builder and the single-field accessors),
  * every malformed case with its own drop counter (parser and engine), bad
  * configurations, and random garbage that must neither crash the engine nor
  * change a sum.
@@ -80,6 +81,42 @@ static void test_layout(void)
 		SG_CHECK_EQ(sg_dp_parse(odd + 1, sizeof(pkt), &m, NULL), 0);
 		SG_CHECK_EQ(m.offset, 2848);
 	}
+}
+
+/*
+ * The single-field accessors (sg_dp_hdr_job() ...) that steering and key moves use
+ * read the documented example's bytes as written, at every alignment.
+ */
+static void test_accessors(void)
+{
+	static uint8_t buf[SG_DP_HDR_LEN + 8];
+
+	for (unsigned int a = 0; a < 8; a++) {
+		const uint8_t *h = buf + a;
+
+		memset(buf, 0xee, sizeof(buf));
+		memcpy(buf + a, doc_example, SG_DP_HDR_LEN);
+		SG_CHECK(sg_dp_hdr_magic(h) == SG_DP_MAGIC, "at +%u: magic %#x", a,
+			 sg_dp_hdr_magic(h));
+		SG_CHECK(sg_dp_hdr_type(h) == SG_DP_T_PUSH, "at +%u: type %u", a, sg_dp_hdr_type(h));
+		SG_CHECK(sg_dp_hdr_job(h) == 7, "at +%u: job %u", a, sg_dp_hdr_job(h));
+		SG_CHECK(sg_dp_hdr_token(h) == 0x0123456789abcdefull, "at +%u: token %#" PRIx64, a,
+			 sg_dp_hdr_token(h));
+		SG_CHECK(sg_dp_hdr_key(h) == 42, "at +%u: key %u", a, sg_dp_hdr_key(h));
+		SG_CHECK(sg_dp_hdr_chunk(h) == 2, "at +%u: chunk %u", a, sg_dp_hdr_chunk(h));
+		SG_CHECK(sg_dp_hdr_round(h) == 5, "at +%u: round %u", a, sg_dp_hdr_round(h));
+	}
+	/* another pattern: every byte distinct, so a field read one byte off shows */
+	for (unsigned int i = 0; i < SG_DP_HDR_LEN; i++)
+		buf[i] = (uint8_t)(0x80 + i);
+	SG_CHECK(sg_dp_hdr_magic(buf) == 0x80818283u, "magic %#x", sg_dp_hdr_magic(buf));
+	SG_CHECK(sg_dp_hdr_type(buf) == 0x85, "type %#x", sg_dp_hdr_type(buf));
+	SG_CHECK(sg_dp_hdr_job(buf) == 0x88898a8bu, "job %#x", sg_dp_hdr_job(buf));
+	SG_CHECK(sg_dp_hdr_token(buf) == 0x9091929394959697ull, "token %#" PRIx64,
+		 sg_dp_hdr_token(buf));
+	SG_CHECK(sg_dp_hdr_key(buf) == 0x98999a9bu, "key %#x", sg_dp_hdr_key(buf));
+	SG_CHECK(sg_dp_hdr_chunk(buf) == 0x9c9d9e9fu, "chunk %#x", sg_dp_hdr_chunk(buf));
+	SG_CHECK(sg_dp_hdr_round(buf) == 0xa4a5a6a7u, "round %#x", sg_dp_hdr_round(buf));
 }
 
 /* Patch one header byte of a copy of the example and expect @why. */
@@ -659,6 +696,7 @@ static void test_bad_config(void)
 int main(void)
 {
 	test_layout();
+	test_accessors();
 	test_parse_malformed();
 	test_names();
 	test_engine_drops();

@@ -7,10 +7,12 @@
 # lifecycle on a net_null port (SIGHUP reload,
 # telemetry, SIGTERM drain, final statistics, clean exit: ASan's leak check
 # runs at exit in the sanitizer build), busy-polling lcores that oversubscribe
-# their CPUs, [control] refused at start and on SIGHUP, and the demo.
-# Usage: test_dp_sigmad.sh path/to/sigmad
+# their CPUs, [control] refused at start and on SIGHUP, and the demo (sigma-demo:
+# sigmad's options, its pipeline, the in-process generator sigmad does not link).
+# Usage: test_dp_sigmad.sh path/to/sigmad path/to/sigma-demo
 set -u
 SIGMAD=$1
+DEMO=$2
 TMP=$(mktemp -d)
 PIDS=()
 fails=0
@@ -30,7 +32,8 @@ expect help-sep 0 '--rtc LIST' -- "$SIGMAD" "${EAL[@]}" -- --help
 expect print-config 0 '[layout]' -- "$SIGMAD" --print-config
 expect bad-option 2 'unknown or incomplete option "--bogus"' -- "$SIGMAD" -- --bogus
 expect bad-ip 2 'expected a dotted IPv4 address' -- "$SIGMAD" -- --ip 1.2.3
-expect demo-queue-too-high 1 'RX queue 40: at most 32 queues per port' -- "$SIGMAD" --demo --io "(0,40,1)" --reduce 2
+expect demo-queue-too-high 1 'RX queue 40: at most 32 queues per port' -- "$DEMO" --io "(0,40,1)" --reduce 2
+expect demo-not-sigmad 2 "--demo is sigma-demo's" -- "$SIGMAD" --demo
 expect bad-layout-syntax 2 'expected (port,queue,lcore)' -- "$SIGMAD" -- --io '(0,0)'
 expect missing-config 2 'No such file' -- "$SIGMAD" -- --config "$TMP/none.ini"
 printf '[net]\nmtu = 99999\n' >"$TMP/bad.ini"
@@ -64,7 +67,7 @@ expect steer-bad-file 2 '[net] steer = "1": expected auto, flow or off' -- \
 	"$SIGMAD" -- --config "$TMP/steer.ini"
 # auto falls back to the ring hand-off, saying why, and every sum of the demo (two
 # reducers on a 2-queue ring port, every element checked) stays right
-expect steer-auto-demo 0 'sigmad demo: OK' -- "$SIGMAD" --demo --duration 1 --demo-workers 3 \
+expect steer-auto-demo 0 'sigmad demo: OK' -- "$DEMO" --duration 1 --demo-workers 3 \
 	--steer auto --rtc '(0,0,1),(0,1,2)'
 grep -qF 'port 0 (net_ring): no reducer steering, rte_ring hand-off instead: it has 2 RX queue(s) at most; steering needs 4' \
 	"$TMP/out" && ok || { fail "steer-auto-demo: no fallback line"; tail -20 "$TMP/out"; }
@@ -135,8 +138,8 @@ else
 	echo "note: one CPU; the fitting layouts over two CPUs are not checked"
 fi
 # --demo's generator polls on the main lcore, so it counts too
-expect over-demo 0 'sigmad demo: OK' -- "$SIGMAD" "${EAL[@]}" "$(pfx overdemo)" '--lcores=(0-1)@0' \
-	-- --demo --duration 0.5 --demo-workers 2 --rtc '(0,0,1)'
+expect over-demo 0 'sigmad demo: OK' -- "$DEMO" "${EAL[@]}" "$(pfx overdemo)" '--lcores=(0-1)@0' \
+	-- --duration 0.5 --demo-workers 2 --rtc '(0,0,1)'
 grep -qF 'lcore 0 (main (demo generator)) on CPUs 0' "$TMP/out" && ok ||
 	fail "over-demo: the generator's lcore is not counted"
 
@@ -241,7 +244,7 @@ else
 fi
 [ "${fails}" -eq 0 ] || sed 's/^/  | /' "$TMP/ctl.out" | tail -30
 
-expect demo 0 'sigmad demo: OK' -- "$SIGMAD" --demo --duration 1 --demo-workers 3
+expect demo 0 'sigmad demo: OK' -- "$DEMO" --duration 1 --demo-workers 3
 
 echo "dp_sigmad: $checks checks, $fails failed"
 [ "$fails" -eq 0 ]

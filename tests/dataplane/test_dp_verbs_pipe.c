@@ -31,7 +31,7 @@
 
 #include "sg_ctl_server.h"
 #include "sg_dp_agent.h"
-#include "sg_dp_pipeline.h"
+#include "sg_dp_testdrv.h"
 #include "sg_dp_proto.h"
 #include "sg_dp_verbs.h"
 #include "dp_pipe_util.h"

@@ -2,9 +2,10 @@
 /**
  * @file
  * A summation node in one thread over kernel UDP (tests, benchmarks, and
- * machines without DPDK), wrapping the aggregation engine of dataplane/, and
- * the job description a libsigma session's tensors give each node. Not part of
- * the installed worker API (sigma.h): it links the engine and summation.
+ * machines without DPDK), wrapping the aggregation engine of dataplane/.
+ * Not part of the installed worker API (sigma.h): it links the engine and
+ * summation. It includes sigma_job_conf.h (libsigma's sigma_job_for_node(),
+ * the jobs a session's tensors give each node), which its users start it with.
  *
  * Every function returns 0 (or a count) on success and -errno on failure;
  * constructors return NULL and set errno.
@@ -16,21 +17,11 @@
 
 #include "sg_dp_engine.h"
 #include "sigma.h"
+#include "sigma_job_conf.h" /* sigma_job_for_node(): the jobs to start a node with */
 
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-/**
- * The job description node @p node needs for this session's registered
- * tensors (what the control plane would hand it): fills @p job (id, N, token,
- * dtype of the first tensor, chunk and partition size) and up to @p cap keys
- * placed on @p node. The keys' dtype must be the same for all tensors of a
- * job on the engine; @return -EINVAL otherwise.
- * @return the number of keys on that node (may exceed @p cap), or -errno.
- */
-int sigma_job_for_node(const struct sigma_session *s, unsigned int node,
-		       struct sg_dp_job_conf *job, struct sg_dp_key *keys, unsigned int cap);
 
 /** Configuration of a kernel-UDP node. */
 struct sigma_udpd_conf {

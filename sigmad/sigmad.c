@@ -2,7 +2,7 @@
 /*
  * sigmad: the summation appliance. EAL arguments, then `--`, then Sigma's
  * options (sigmad --help). Without `--` every argument is Sigma's and EAL
- * gets a no-hugepage, virtual-device default, which is what --demo needs.
+ * gets a no-hugepage, virtual-device default (sg_dp_eal_init()).
  */
 #include <errno.h>
 #include <signal.h>
@@ -146,20 +146,6 @@ static void install_signals(void)
 	sigaction(SIGHUP, &sa, NULL);
 }
 
-/* Sigma's options: everything after "--", or everything if there is none. */
-static int split_args(int argc, char **argv, int *eal_argc, int *sg_first)
-{
-	for (int i = 1; i < argc; i++)
-		if (!strcmp(argv[i], "--")) {
-			*eal_argc = i;
-			*sg_first = i;
-			return 1;
-		}
-	*eal_argc = 1;
-	*sg_first = 0;
-	return 0;
-}
-
 static int load_config(struct sg_dp_config *c, int argc, char **argv, char *err, size_t errlen)
 {
 	if (sg_dp_config_defaults(c) < 0) {
@@ -167,50 +153,6 @@ static int load_config(struct sg_dp_config *c, int argc, char **argv, char *err,
 		return -EINVAL;
 	}
 	return sg_dp_config_parse_args(c, argc, argv, err, errlen);
-}
-
-static int run_demo(const struct sg_dp_config *c)
-{
-	struct sg_dp_config dc = *c;
-	struct sg_dp_loop_conf lc = {.rounds = UINT32_MAX / 2, .window = 64, .seed = 1,
-				     .retrans_us = 20000,
-				     .timeout_s = c->duration_s > 0 ? c->duration_s : 3,
-				     .garbage = 6, .arp = true};
-	struct sg_dp_loop_result r;
-	char err[512];
-	double gbps;
-	int rc;
-
-	if (c->transport != SG_DP_TRANSPORT_DPDK) {
-		say_error("--demo runs sigmad's pipeline on a ring port: it needs [transport] type "
-			  "= dpdk");
-		return 2;
-	}
-	dc.jobs[0].workers = c->demo_workers;
-	/* with the sleep policy the generator yields its CPU too */
-	lc.gen_sleep_us = c->idle == SG_IDLE_SLEEP ? c->idle_sleep_us : 0;
-	printf("sigmad demo: %u workers push %u keys of %u bytes (fp32) for %.1f s through "
-	       "sigmad on a ring port; every element of every RESULT is checked\n",
-	       dc.jobs[0].workers, dc.jobs[0].keys, dc.jobs[0].partition_bytes, lc.timeout_s);
-	rc = sg_dp_loopback_run(&dc, &lc, &r, stdout, err, sizeof(err));
-	if (rc < 0) {
-		fprintf(stderr, "sigmad: demo: %s\n", err);
-		return 1;
-	}
-	gbps = (double)r.gen.bytes_pushed * 8 / r.seconds / 1e9;
-	printf("\nsigmad demo: %lu chunk rounds complete, %lu results checked, %lu wrong, "
-	       "%lu NACKs, ARP %s\n", (unsigned long)r.gen.rounds_done,
-	       (unsigned long)r.gen.results_ok, (unsigned long)r.gen.results_bad,
-	       (unsigned long)r.gen.nacks, r.gen.arp_replies ? "answered" : "NOT answered");
-	printf("sigmad demo: goodput %.2f Gbps of pushed fp32 aggregated (%u workers x %.2f "
-	       "Gbps each), %.3f Mpps of pushes\n", gbps, dc.jobs[0].workers,
-	       gbps / dc.jobs[0].workers, (double)r.gen.pushes_sent / r.seconds / 1e6);
-	if (r.gen.results_bad || r.gen.rounds_done == 0 || !r.gen.arp_replies) {
-		printf("sigmad demo: FAILED\n");
-		return 1;
-	}
-	printf("sigmad demo: OK\n");
-	return 0;
 }
 
 /*
@@ -348,30 +290,25 @@ int main(int argc, char **argv)
 {
 	struct sg_dp_config c;
 	struct sg_dp_pipeline *p;
-	char err[512], prefix[64], lcores[64];
-	int eal_argc, sg_first, sg_argc, rc, ret = 0;
+	char err[512];
+	int eal_argc, sg_argc, rc, ret = 0;
 	char **sg_argv;
-	bool has_sep = split_args(argc, argv, &eal_argc, &sg_first);
-	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-	char *def_eal[] = {argv[0], "--no-huge", "--no-shconf", "--no-pci", "-m", "1024", prefix,
-			   lcores, "--log-level=lib.eal:error", "--log-level=lib.telemetry:error",
-			   NULL};
 	uint64_t t0, last_stats;
 	struct sg_dp_agent *agent = NULL;
 	struct sg_ctl_server_config sc;
 
 	/* under systemd, the journal gets every log line's level: EAL's too */
 	journal_start();
-	/* Sigma's options with argv[0] in front, as getopt expects */
-	sg_argc = argc - sg_first;
-	sg_argv = calloc((size_t)sg_argc + 1, sizeof(char *));
+	sg_argv = sg_dp_args_split(argc, argv, &eal_argc, &sg_argc);
 	if (sg_argv == NULL)
 		return 1;
-	sg_argv[0] = argv[0];
-	for (int i = 1; i < sg_argc; i++)
-		sg_argv[i] = argv[sg_first + i];
 	/* --help and bad options are answered before EAL starts */
 	rc = load_config(&c, sg_argc, sg_argv, err, sizeof(err));
+	if (rc == 0 && c.demo) {
+		snprintf(err, sizeof(err), "--demo is sigma-demo's (build/dataplane/testdrv/"
+			 "sigma-demo, or ./sigma demo): sigmad carries no traffic generator");
+		rc = -EINVAL;
+	}
 	if (rc != 0) {
 		if (rc < 0)
 			say_error("%s", err);
@@ -379,14 +316,7 @@ int main(int argc, char **argv)
 		journal_stop();
 		return rc > 0 ? 0 : 2;
 	}
-	if (has_sep) {
-		rc = rte_eal_init(eal_argc, argv);
-	} else {
-		snprintf(prefix, sizeof(prefix), "--file-prefix=sigmad_%d", (int)getpid());
-		snprintf(lcores, sizeof(lcores), "--lcores=(0-2)@(0-%ld)", ncpu > 1 ? ncpu - 1 : 0);
-		rc = rte_eal_init((int)RTE_DIM(def_eal) - 1, def_eal);
-	}
-	if (rc < 0) {
+	if (sg_dp_eal_init(eal_argc, argv, "sigmad") < 0) {
 		say_error("EAL did not start (%s); without hugepages pass --no-huge --no-shconf -m "
 			  "512 before --", rte_strerror(rte_errno));
 		free(sg_argv);
@@ -394,10 +324,6 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	rte_log_set_level_pattern("sigma.*", c.log_level);
-	if (c.demo) {
-		ret = run_demo(&c);
-		goto out;
-	}
 	p = sg_dp_pipeline_create(&c, err, sizeof(err));
 	if (p == NULL) {
 		say_error("%s", err);

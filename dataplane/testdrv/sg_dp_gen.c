@@ -37,7 +37,7 @@
 #include <rte_udp.h>
 
 #include "sg_dp_engine.h"
-#include "sg_dp_pipeline.h"
+#include "sg_dp_testdrv.h"
 #include "sg_dp_proto.h"
 #include "sg_sum.h"
 

@@ -21,8 +21,7 @@
 #include <rte_ring.h>
 
 #include "sg_dp_engine.h"
-#include "sg_dp_internal.h"
-#include "sg_dp_pipeline.h"
+#include "sg_dp_testdrv.h"
 #include "sg_dp_proto.h"
 
 /* A frame that is wrong in one way, so each garbage frame hits a drop reason. */

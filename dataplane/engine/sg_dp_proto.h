@@ -18,8 +18,10 @@
 #ifndef SG_DP_PROTO_H
 #define SG_DP_PROTO_H
 
+#include <endian.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "sg_types.h"
 #include "sg_version.h"
@@ -263,6 +265,67 @@ int sg_dp_build_version_error(void *buf, size_t cap, const void *pkt, size_t len
  */
 int sg_dp_parse_version_error(const void *buf, size_t len, struct sg_dp_msg *msg,
 			      uint32_t *node_lo, uint32_t *node_hi);
+
+/*
+ * Single fields of a header at @p buf (any alignment), in host order, read
+ * without parsing it: for code that routes a datagram before the engine
+ * checks it (steering to the reducer that owns its key, key moves, the
+ * socket transport's magic check). The caller has checked that @p buf holds
+ * SG_DP_HDR_LEN bytes; nothing else is checked (sg_dp_parse() does that).
+ */
+/* the big-endian 32-bit field at byte @p off of @p buf */
+static inline uint32_t sg_dp_hdr_be32(const void *buf, size_t off)
+{
+	uint32_t v;
+
+	memcpy(&v, (const uint8_t *)buf + off, sizeof(v));
+	return be32toh(v);
+}
+
+/** The magic (SG_DP_MAGIC in a Sigma packet). */
+static inline uint32_t sg_dp_hdr_magic(const void *buf)
+{
+	return sg_dp_hdr_be32(buf, offsetof(struct sg_dp_wire_hdr, magic));
+}
+
+/** The message type (enum sg_dp_type). */
+static inline uint8_t sg_dp_hdr_type(const void *buf)
+{
+	return ((const uint8_t *)buf)[offsetof(struct sg_dp_wire_hdr, type)];
+}
+
+/** The job id. */
+static inline uint32_t sg_dp_hdr_job(const void *buf)
+{
+	return sg_dp_hdr_be32(buf, offsetof(struct sg_dp_wire_hdr, job));
+}
+
+/** The session token. */
+static inline uint64_t sg_dp_hdr_token(const void *buf)
+{
+	uint64_t v;
+
+	memcpy(&v, (const uint8_t *)buf + offsetof(struct sg_dp_wire_hdr, token), sizeof(v));
+	return be64toh(v);
+}
+
+/** The key (partition id). */
+static inline uint32_t sg_dp_hdr_key(const void *buf)
+{
+	return sg_dp_hdr_be32(buf, offsetof(struct sg_dp_wire_hdr, key));
+}
+
+/** The chunk index within the partition. */
+static inline uint32_t sg_dp_hdr_chunk(const void *buf)
+{
+	return sg_dp_hdr_be32(buf, offsetof(struct sg_dp_wire_hdr, chunk));
+}
+
+/** The round. */
+static inline uint32_t sg_dp_hdr_round(const void *buf)
+{
+	return sg_dp_hdr_be32(buf, offsetof(struct sg_dp_wire_hdr, round));
+}
 
 /**
  * Set the rank field of a header already built at @p buf (any alignment):

@@ -228,7 +228,6 @@ static void rx_one(struct sg_dp_lcore *lc, struct sk_lcore *s, const uint8_t *pl
 {
 	struct sg_dp_pipeline *p = lc->p;
 	unsigned int o;
-	uint32_t magic;
 	int fwd;
 
 	lc->st.rx_pkts++;
@@ -245,8 +244,7 @@ static void rx_one(struct sg_dp_lcore *lc, struct sk_lcore *s, const uint8_t *pl
 	 * not Sigma's: counted here, never handed to a reducer. Another protocol version
 	 * goes on: its engine answers ERROR VERSION and counts the drop.
 	 */
-	memcpy(&magic, pl, sizeof(magic));
-	if (unlikely(magic != RTE_BE32(SG_DP_MAGIC))) {
+	if (unlikely(sg_dp_hdr_magic(pl) != SG_DP_MAGIC)) {
 		s->st.rx_not_sigma++;
 		return;
 	}

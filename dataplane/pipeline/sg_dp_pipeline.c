@@ -21,10 +21,12 @@
 #include <inttypes.h>
 #include <math.h>
 #include <stdarg.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include <rte_cycles.h>
+#include <rte_eal.h>
 #include <rte_ethdev.h>
 #include <rte_launch.h>
 #include <rte_lcore.h>
@@ -717,4 +719,38 @@ void sg_dp_pipeline_print_stats(const struct sg_dp_pipeline *p, FILE *f, double 
 		if (es.drops[k])
 			fprintf(f, "  engine drop %-12s %" PRIu64 "\n",
 				sg_dp_drop_name((enum sg_dp_drop)k), es.drops[k]);
+}
+
+char **sg_dp_args_split(int argc, char **argv, int *eal_argc, int *sg_argc)
+{
+	int first = 0;
+	char **sg;
+
+	for (int i = 1; i < argc && first == 0; i++)
+		if (!strcmp(argv[i], "--"))
+			first = i;
+	*eal_argc = first;
+	*sg_argc = argc - first;
+	sg = calloc((size_t)*sg_argc + 1, sizeof(char *));
+	if (sg == NULL)
+		return NULL;
+	sg[0] = argv[0];
+	for (int i = 1; i < *sg_argc; i++)
+		sg[i] = argv[first + i];
+	return sg;
+}
+
+int sg_dp_eal_init(int eal_argc, char **argv, const char *name)
+{
+	char prefix[96], lcores[64];
+	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+	char *def_eal[] = {argv[0], "--no-huge", "--no-shconf", "--no-pci", "-m", "1024", prefix,
+			   lcores, "--log-level=lib.eal:error", "--log-level=lib.telemetry:error",
+			   NULL};
+
+	if (eal_argc > 0)
+		return rte_eal_init(eal_argc, argv);
+	snprintf(prefix, sizeof(prefix), "--file-prefix=%s_%d", name, (int)getpid());
+	snprintf(lcores, sizeof(lcores), "--lcores=(0-2)@(0-%ld)", ncpu > 1 ? ncpu - 1 : 0);
+	return rte_eal_init((int)RTE_DIM(def_eal) - 1, def_eal);
 }

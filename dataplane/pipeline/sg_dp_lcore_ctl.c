@@ -27,14 +27,6 @@
 
 /* ---- lcore side --------------------------------------------------------- */
 
-static inline uint32_t be32_at(const uint8_t *pl, unsigned int off)
-{
-	uint32_t v;
-
-	memcpy(&v, pl + off, sizeof(v));
-	return rte_be_to_cpu_32(v);
-}
-
 /* Add chunk @p k to the move's table as not seen yet. @return its index, or -1 if full. */
 static int move_add_chunk(struct sg_dp_move *mv, const struct sg_dp_move_key *k)
 {
@@ -57,10 +49,9 @@ static int move_track_open(struct sg_dp_move *mv, const uint8_t *pl,
 {
 	uint64_t token;
 
-	if (pl[5] != SG_DP_T_PUSH)
+	if (sg_dp_hdr_type(pl) != SG_DP_T_PUSH)
 		return -1;
-	memcpy(&token, pl + 16, sizeof(token));
-	token = rte_be_to_cpu_64(token);
+	token = sg_dp_hdr_token(pl);
 	for (uint32_t i = 0; i < mv->n_open; i++)
 		if (mv->open[i].job == k->job)
 			return mv->open[i].token == token ? move_add_chunk(mv, k) : -1;
@@ -77,17 +68,17 @@ int sg_dp_move_route(struct sg_dp_lcore *lc, const uint8_t *pl, uint32_t len)
 
 	if (len < SG_DP_HDR_LEN)
 		return -1;
-	k.job = be32_at(pl, 8);
-	k.key = be32_at(pl, 24);
+	k.job = sg_dp_hdr_job(pl);
+	k.key = sg_dp_hdr_key(pl);
 	b = sg_dp_bucket_of(k.job, k.key);
 	if (mv->phase[b] == 0)
 		return -1;
 	if (mv->phase[b] == 2)
 		return mv->to[b];
-	if (pl[5] != SG_DP_T_PUSH && pl[5] != SG_DP_T_PULL)
+	if (sg_dp_hdr_type(pl) != SG_DP_T_PUSH && sg_dp_hdr_type(pl) != SG_DP_T_PULL)
 		return -1;
-	k.chunk = be32_at(pl, 28);
-	round = be32_at(pl, 36);
+	k.chunk = sg_dp_hdr_chunk(pl);
+	round = sg_dp_hdr_round(pl);
 	if (rte_hash_lookup_data(mv->chunks, &k, &data) < 0) {
 		int i = move_track_open(mv, pl, &k);
 

@@ -35,20 +35,6 @@
 #include "sg_dp_pipeline.h"
 #include "sg_dp_proto.h"
 
-/** Write a formatted reason into @p err (when not NULL), always NUL-terminated. */
-void sg_dp_seterr(char *err, size_t errlen, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-
-/**
- * Map every page of @p mp's memory now, writable, without changing a byte, so
- * that no lcore takes a page fault the first time it uses an mbuf. Memory
- * that EAL maps without hugepages (--no-huge) is otherwise faulted in page by
- * page on first touch, and a pool cycles through all its mbufs before reusing
- * one: the faults went on for a whole benchmark run. Call it before the pool
- * is in use.
- */
-void sg_dp_mempool_prefault(struct rte_mempool *mp);
-
 /* sigmad's log (logtype sigma.dataplane); the macro ends the line: no "\n" in @p fmt. */
 extern int sg_dp_logtype;
 #define SG_DP_LOG(lvl, fmt, ...) \
@@ -518,13 +504,9 @@ static inline uint64_t sg_dp_now_ns(const struct sg_dp_pipeline *p, uint64_t tsc
 static inline unsigned int sg_dp_owner_of(const struct sg_dp_pipeline *p, const uint8_t *pl,
 				    uint32_t len)
 {
-	uint32_t job, key;
-
 	if (p->n_red == 1 || len < SG_DP_HDR_LEN)
 		return 0; /* a short datagram is the engine's to count */
-	memcpy(&job, pl + 8, sizeof(job));
-	memcpy(&key, pl + 24, sizeof(key));
-	return p->keymap[sg_dp_bucket_of(rte_be_to_cpu_32(job), rte_be_to_cpu_32(key))];
+	return p->keymap[sg_dp_bucket_of(sg_dp_hdr_job(pl), sg_dp_hdr_key(pl))];
 }
 
 /* Reducer to forward this datagram to, SG_DP_MOVE_DROP to refuse it (drain), or -1 to

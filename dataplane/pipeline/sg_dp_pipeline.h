@@ -1,0 +1,269 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/**
+ * @file
+ * sigmad's DPDK pipeline: the lcore loops that drive one aggregation engine
+ * per reducer over a transport (DPDK ethdev ports, kernel UDP sockets or
+ * verbs), their counters, telemetry, live reload and life cycle. It runs what
+ * sg_dp_config.h describes. sigmad.c is a thin main() over this header; the
+ * tests, the benchmark and the demo drive the same functions in-process
+ * (their traffic generator is sg_dp_testdrv.h's).
+ *
+ * Conventions: functions return 0 or -errno; constructors return NULL and set
+ * errno. Functions that take `err`/`errlen` write a one-line, human-readable
+ * reason there on failure.
+ */
+#ifndef SG_DP_PIPELINE_H
+#define SG_DP_PIPELINE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include <rte_mempool.h>
+
+#include "sg_dp_config.h"
+#include "sg_dp_engine.h"
+#include "sg_dp_net.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/*
+ * A sigmad-like program's command line (sigmad, sigma-demo): EAL's arguments,
+ * then `--`, then Sigma's options (sg_dp_config_parse_args()). Without `--`
+ * every argument is Sigma's and EAL gets a default.
+ */
+
+/**
+ * Split @p argv at its first `--`. *@p eal_argc: the arguments before it
+ * (argv[0] included), or 0 when there is no `--`; *@p sg_argc: Sigma's.
+ * @return Sigma's options with argv[0] in front, as getopt expects (free() it),
+ *         or NULL with errno set (ENOMEM).
+ */
+char **sg_dp_args_split(int argc, char **argv, int *eal_argc, int *sg_argc);
+
+/**
+ * Start EAL with the first @p eal_argc arguments of @p argv, or, when
+ * @p eal_argc is 0, with a no-hugepage, virtual-device default: no PCI, 1 GB,
+ * lcores 0-2 floating over every CPU, file prefix "<@p name>_<pid>", EAL's
+ * and telemetry's logs at error level.
+ * @return rte_eal_init()'s result (< 0: rte_errno says why).
+ */
+int sg_dp_eal_init(int eal_argc, char **argv, const char *name);
+
+/*
+ * The running pipeline.
+ */
+
+/** Add every `[job N]` of @p c to @p eng (the reducers' set-up, and the verbs transport's). */
+int sg_dp_engine_add_config_jobs(struct sg_dp_engine *eng, const struct sg_dp_config *c, char *err,
+				  size_t errlen);
+
+struct sg_dp_pipeline;
+
+/** Per-lcore counters (what /sigma/lcores reports). */
+struct sg_dp_lcore_stats {
+	unsigned int lcore;
+	enum sg_role role;
+	int socket;
+	enum sg_idle idle;  /**< the lcore's idle policy now */
+	uint64_t busy_cycles;  /**< TSC cycles of polls that found work */
+	uint64_t idle_cycles;  /**< TSC cycles of polls that found none (sleep included) */
+	uint64_t rx_pkts;      /**< frames received from the port */
+	uint64_t rx_bytes;
+	uint64_t tx_pkts;      /**< frames transmitted */
+	uint64_t tx_bytes;
+	uint64_t handoff_pkts; /**< datagrams passed to another reducer's ring */
+	uint64_t reduced_pkts; /**< datagrams given to this lcore's engine */
+	uint64_t bytes_summed; /**< payload bytes of pushes the engine accepted */
+	uint64_t arp_replies;
+	uint64_t ring_count;   /**< gauge: datagrams waiting in this reducer's ring */
+	/* ethdev reducers' reply addresses (docs/sigmad.md, "Reply addresses") */
+	uint64_t peers;         /**< gauge: addresses held now */
+	uint64_t peers_learned; /**< addresses added: their packet passed the engine's checks */
+	uint64_t peers_evicted; /**< addresses forgotten to make room (least recently seen) */
+	uint64_t peers_expired; /**< addresses forgotten after [resources] peer_idle_ms unused */
+	uint64_t drops[SG_DP_ND_COUNT];
+};
+
+/**
+ * Build the pipeline after rte_eal_init(): check the layout (warnings go to
+ * stderr), create per-socket mempools, configure and start the ports the
+ * layout polls, the reducers' rings and one engine per reducer holding every
+ * configured job. Ports must exist already (vdevs, PCI, or ring ports).
+ * @return the pipeline, or NULL with errno set and @p err filled; errno is
+ *         EPROTONOSUPPORT when the configured transport was not built in (a
+ *         configuration error, unlike a port or device that refuses).
+ */
+struct sg_dp_pipeline *sg_dp_pipeline_create(const struct sg_dp_config *c, char *err,
+					     size_t errlen);
+
+/** Launch the layout's lcores. @return 0 or -errno. */
+int sg_dp_pipeline_start(struct sg_dp_pipeline *p);
+
+/**
+ * Wait until every lcore of the layout has run its loop once since
+ * sg_dp_pipeline_start(): it polls its queues, rings and control channel (what
+ * sigmad's readiness means, docs/deploy.md).
+ * @return 0, -EINVAL when the pipeline is not running, or -ETIMEDOUT after
+ *         @p timeout_ms with some lcore still not polling.
+ */
+int sg_dp_pipeline_wait_polling(struct sg_dp_pipeline *p, unsigned int timeout_ms);
+
+/**
+ * Stop: RX lcores stop polling, reducers drain their rings and flush their
+ * TX, then every lcore returns. Safe to call twice; waits for the lcores.
+ */
+void sg_dp_pipeline_stop(struct sg_dp_pipeline *p);
+
+/** Stop if running, stop the ports, free everything. NULL is fine. */
+void sg_dp_pipeline_destroy(struct sg_dp_pipeline *p);
+
+/**
+ * Apply a re-read configuration: idle, sleep_lcores, idle_sleep_us,
+ * log_level and stats_interval_s take effect at once; every other difference
+ * (timeout_ms too: the engine takes it at creation) is listed on @p report as
+ * needing a restart.
+ * @return number of sections or keys that need a restart.
+ */
+int sg_dp_pipeline_reload(struct sg_dp_pipeline *p, const struct sg_dp_config *nc, FILE *report);
+
+/** Number of lcores in the layout. */
+unsigned int sg_dp_pipeline_n_lcores(const struct sg_dp_pipeline *p);
+
+/** Counters of layout lcore @p idx. @return 0 or -EINVAL. */
+int sg_dp_pipeline_lcore_stats(const struct sg_dp_pipeline *p, unsigned int idx,
+			       struct sg_dp_lcore_stats *st);
+
+/** Engine counters summed over every reducer. */
+void sg_dp_pipeline_engine_stats(const struct sg_dp_pipeline *p, struct sg_dp_stats *st);
+
+struct sg_dp_verbs_rc_addr;
+
+/**
+ * `[verbs] mode = rc` (builds with verbs only): connect one worker to the
+ * pipeline's rtc lcore, as sg_dp_verbs_rc_connect() does (sg_dp_verbs.h):
+ * the worker's ring and QP in @p remote, the node's in @p local. While the
+ * pipeline runs, the lcore makes the connection itself between bursts (its
+ * control channel), since its QPs are its own. Thread-safe.
+ * @return the worker's peer id (>= 0), or -errno with @p err filled:
+ *         -ENOTSUP (not the verbs transport, or mode = ud), -EINVAL,
+ *         -ENOSPC, -ETIMEDOUT (the lcore did not answer within 2 s: nothing
+ *         stays connected, since the lcore skips, or undoes, a request
+ *         answered late), or the verbs call's error.
+ */
+int sg_dp_pipeline_verbs_rc_connect(struct sg_dp_pipeline *p,
+				    const struct sg_dp_verbs_rc_addr *remote,
+				    struct sg_dp_verbs_rc_addr *local, char *err, size_t errlen);
+
+/**
+ * Close the RC connection of peer id @p peer (what sg_dp_pipeline_verbs_rc_connect()
+ * returned), as sg_dp_verbs_rc_disconnect() does, on the lcore that owns it:
+ * its QP goes to the error state and is destroyed, and its slots go back for
+ * a later connection. Thread-safe. @return 0, or -errno with @p err filled:
+ * -ENOTSUP (not the verbs transport, or mode = ud), -ENOENT (no open
+ * connection with that id), -ETIMEDOUT (the lcore did not answer; it still
+ * closes the connection when it takes the request).
+ */
+int sg_dp_pipeline_verbs_rc_disconnect(struct sg_dp_pipeline *p, uint32_t peer, char *err,
+				       size_t errlen);
+
+/** What a worker needs to address the node's verbs transport (sg_dp_pipeline_verbs_info()). */
+struct sg_dp_pipeline_verbs_info {
+	bool rc;               /**< [verbs] mode = rc (else UD) */
+	uint32_t qkey;         /**< UD Q_Key workers must use */
+	uint32_t msg_max;      /**< largest message, the 48-byte header included */
+	uint32_t max_payload;  /**< payload bytes after the header one message carries */
+	uint8_t port;          /**< the [verbs] port */
+	uint8_t gid[16];       /**< the port's GID at gid_index */
+	int gid_index;
+	uint16_t lid;          /**< 0 on RoCE */
+	uint32_t rc_slots;     /**< RC: node slots each connection gets */
+	uint32_t rc_conns;     /**< RC: workers connected so far */
+	uint32_t rc_max_conns; /**< RC: recv_depth / rc_slots (and at most max_peers) */
+	unsigned int n_lcores;
+	struct {
+		unsigned int lcore;
+		enum sg_role role;
+		uint32_t qpn;  /**< the lcore's UD QP (RC: its connections have their own) */
+	} lcores[SG_DP_MAX_LAYOUT];
+};
+
+/**
+ * The node's verbs addressing (builds with verbs only). Thread-safe while the
+ * lcores run: everything but rc_conns is fixed at set-up.
+ * @return 0, or -ENOTSUP with @p err filled when @p p does not run the verbs
+ *         transport.
+ */
+int sg_dp_pipeline_verbs_info(const struct sg_dp_pipeline *p,
+			      struct sg_dp_pipeline_verbs_info *out, char *err, size_t errlen);
+
+/**
+ * The transport's own counters of lcore @p idx: nothing for ethdev (its
+ * ports have rte_eth_stats); for verbs "qpn" (the QP workers address),
+ * completions, packets, peers and drop counters (docs/verbs.md). Names are
+ * static strings. Callable from any thread while the lcores run.
+ * @return how many were written (at most @p max).
+ */
+unsigned int sg_dp_pipeline_transport_counters(const struct sg_dp_pipeline *p, unsigned int idx,
+					       const char **names, uint64_t *values,
+					       unsigned int max);
+
+/** Print the per-lcore table (and drops) to @p f; @p seconds scales rates (0: no rates). */
+void sg_dp_pipeline_print_stats(const struct sg_dp_pipeline *p, FILE *f, double seconds);
+
+/** The configuration the pipeline runs with. */
+const struct sg_dp_config *sg_dp_pipeline_config(const struct sg_dp_pipeline *p);
+
+/**
+ * Register /sigma/lcores, /sigma/ports, /sigma/jobs and /sigma/drops with
+ * rte_telemetry for @p p (NULL: answer "no pipeline"). rte_telemetry
+ * callbacks take no context, so this is the one process-wide pipeline that
+ * telemetry reports on. @return 0 or -errno.
+ */
+int sg_dp_telemetry_register(struct sg_dp_pipeline *p);
+
+/** Fill a struct sg_dp_net for port @p port_id of the pipeline (MAC, offloads). */
+int sg_dp_pipeline_net(const struct sg_dp_pipeline *p, uint16_t port_id, struct sg_dp_net *net);
+
+/** Private bytes every mbuf that reaches sigmad's RX must have (rte_pktmbuf_pool_create). */
+#define SG_DP_MBUF_PRIV_SIZE 32
+
+/**
+ * Map every page of @p mp's memory now, writable, without changing a byte, so
+ * that no lcore takes a page fault the first time it uses an mbuf. Memory
+ * that EAL maps without hugepages (--no-huge) is otherwise faulted in page by
+ * page on first touch, and a pool cycles through all its mbufs before reusing
+ * one: the faults went on for a whole benchmark run. Call it before the pool
+ * is in use.
+ */
+void sg_dp_mempool_prefault(struct rte_mempool *mp);
+
+/** Every job's counters, summed over the reducers' engines. */
+struct sg_dp_jobs_table {
+	unsigned int n;             /**< jobs */
+	uint32_t *ids;              /**< their ids */
+	struct sg_dp_job_stats *st; /**< their counters, in the same order */
+};
+
+/**
+ * Counters of every job, summed over the reducers' engines, into @p t (as
+ * many as the engines hold: the table grows to fit; release it with
+ * sg_dp_jobs_table_free(), on failure too). Each engine is read by its own
+ * lcore, through its control channel, so the pipeline must be running; safe
+ * from any non-lcore thread (calls are serialised).
+ * @return the number of jobs, -ETIMEDOUT if a reducer did not answer, or -ENOMEM.
+ */
+int sg_dp_pipeline_jobs_stats(struct sg_dp_pipeline *p, struct sg_dp_jobs_table *t);
+
+/** Free the arrays of @p t and zero it. */
+void sg_dp_jobs_table_free(struct sg_dp_jobs_table *t);
+
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* SG_DP_PIPELINE_H */
