@@ -76,7 +76,7 @@ struct sg_dp_agent {
 	struct sg_dp_lcore_stats prev[SG_DP_MAX_LAYOUT];
 	/* key moves: the move object each reducer runs, and who ever owned each bucket */
 	struct sg_dp_move *mv[SG_DP_MAX_LAYOUT];
-	uint64_t ever[SG_DP_BUCKETS];
+	uint64_t ever[SG_BUCKETS];
 	unsigned int n_moves;
 	/* heartbeats */
 	const uint8_t *secret;
@@ -434,11 +434,11 @@ static int op_lcores(void *arg, struct sg_ctl_lcore_stats *out, unsigned int cap
 	return (int)n;
 }
 
-_Static_assert(SG_DP_BUCKETS == SG_BUCKETS, "one bucket space");
+_Static_assert(SG_BUCKETS == SG_BUCKETS, "one bucket space");
 
 static void keymap_now(const struct sg_dp_pipeline *p, uint16_t *keymap)
 {
-	for (unsigned int b = 0; b < SG_DP_BUCKETS; b++)
+	for (unsigned int b = 0; b < SG_BUCKETS; b++)
 		keymap[b] = __atomic_load_n(&p->keymap[b], __ATOMIC_ACQUIRE);
 }
 
@@ -534,14 +534,14 @@ static struct sg_dp_move *move_build(struct sg_dp_agent *a, unsigned int r, cons
 	bool any = false;
 
 	*rc = 0;
-	for (unsigned int b = 0; b < SG_DP_BUCKETS; b++)
+	for (unsigned int b = 0; b < SG_BUCKETS; b++)
 		any |= p->keymap[b] == r && (drain || want[b] != r);
 	if (!any)
 		return NULL;
 	mv = calloc(1, sizeof(*mv));
 	if (mv == NULL)
 		goto nomem;
-	for (unsigned int b = 0; b < SG_DP_BUCKETS; b++) {
+	for (unsigned int b = 0; b < SG_BUCKETS; b++) {
 		if (p->keymap[b] == r && (drain || want[b] != r)) {
 			mv->phase[b] = 1;
 			mv->to[b] = drain ? SG_DP_MOVE_DROP : want[b];
@@ -592,14 +592,14 @@ static int move_install(struct sg_dp_agent *a, unsigned int r, struct sg_dp_move
 static int keymap_change(struct sg_dp_agent *a, const uint16_t *want, char *reason)
 {
 	struct sg_dp_pipeline *p = a->p;
-	uint16_t now[SG_DP_BUCKETS];
+	uint16_t now[SG_BUCKETS];
 	struct sg_dp_move *mv[SG_DP_MAX_LAYOUT] = {NULL};
 	uint64_t back[SG_DP_MAX_LAYOUT] = {0};
 	unsigned int moved = 0;
 	int rc = 0;
 
 	keymap_now(p, now);
-	for (unsigned int b = 0; b < SG_DP_BUCKETS; b++) {
+	for (unsigned int b = 0; b < SG_BUCKETS; b++) {
 		if (want[b] == now[b])
 			continue;
 		moved++;
@@ -647,7 +647,7 @@ static int keymap_change(struct sg_dp_agent *a, const uint16_t *want, char *reas
 			 strerror(-rc));
 		return rc;
 	}
-	for (unsigned int b = 0; b < SG_DP_BUCKETS; b++)
+	for (unsigned int b = 0; b < SG_BUCKETS; b++)
 		a->ever[b] |= 1ull << want[b];
 	SG_DP_LOG(INFO, "key move started: %u bucket(s); each chunk changes reducer at its next "
 		  "round boundary", moved);
@@ -727,7 +727,7 @@ static int op_drain(void *arg)
 {
 	struct sg_dp_agent *a = arg;
 	struct sg_dp_pipeline *p = a->p;
-	uint16_t now[SG_DP_BUCKETS];
+	uint16_t now[SG_BUCKETS];
 	int rc = 0;
 
 	if (a->draining)
@@ -1172,7 +1172,7 @@ struct sg_dp_agent *sg_dp_agent_start(struct sg_dp_pipeline *p,
 				.id = k, .nelem = jc->partition_bytes / (uint32_t)sg_dtype_size(jc->dtype)};
 		a->next_id = RTE_MAX(a->next_id, jc->id);
 	}
-	for (unsigned int b = 0; b < SG_DP_BUCKETS; b++)
+	for (unsigned int b = 0; b < SG_BUCKETS; b++)
 		a->ever[b] = 1ull << p->keymap[b];
 	a->next_id++;
 	cfg.ops = &agent_ops;

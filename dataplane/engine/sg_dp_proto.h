@@ -351,28 +351,25 @@ int sg_dp_build(void *buf, size_t cap, const struct sg_dp_msg *msg, const void *
 
 /*
  * Key placement inside a summation node (docs/protocol.md, "Reducer
- * steering"): a node hashes (job, key) to one of SG_DP_BUCKETS buckets, and
+ * steering"): a node hashes (job, key) to one of SG_BUCKETS buckets, and
  * its keymap sends a bucket to a reducer, by default bucket b to reducer
  * b mod R. A worker that knows R may address a push to UDP port
  * udp_port + 1 + sg_dp_steer_reducer(job, key, R), which a NIC flow rule can
  * steer straight to that reducer's RX queue. Any port of the range is correct.
  */
 
-/** Buckets a node hashes keys to (the keymap's size): sg_types.h's. */
-#define SG_DP_BUCKETS SG_BUCKETS
-
 /**
  * Reducer ports a node always accepts: udp_port + 1 .. udp_port + SG_DP_STEER_PORTS,
  * whatever its reducer count, so that a worker's R (at most this: more reducers than
  * buckets would own nothing) is never wrong enough to lose a push.
  */
-#define SG_DP_STEER_PORTS SG_DP_BUCKETS
+#define SG_DP_STEER_PORTS SG_BUCKETS
 
-/** Bucket of (@p job, @p key), 0..SG_DP_BUCKETS-1: node and workers share this hash. */
+/** Bucket of (@p job, @p key), 0..SG_BUCKETS-1: node and workers share this hash. */
 static inline unsigned int sg_dp_bucket_of(uint32_t job, uint32_t key)
 {
 	/* consecutive keys of a job land in consecutive buckets: round-robin over reducers */
-	return ((job * 0x9e3779b1u >> 8) + key) % SG_DP_BUCKETS;
+	return ((job * 0x9e3779b1u >> 8) + key) % SG_BUCKETS;
 }
 
 /**

@@ -109,7 +109,7 @@ int sg_dp_lcore_call(struct sg_dp_pipeline *p, unsigned int i, uint32_t type, ui
 /** Every SG_DP_CTL_POLL_EVERY loop iterations: answer the channel, advance a key move. */
 unsigned int sg_dp_lcore_ctl_tick(struct sg_dp_lcore *lc);
 
-/* Keys are hashed to one of SG_DP_BUCKETS buckets (sg_dp_bucket_of(), sg_dp_proto.h);
+/* Keys are hashed to one of SG_BUCKETS buckets (sg_dp_bucket_of(), sg_dp_proto.h);
  * p->keymap sends a bucket to a reducer. */
 
 /*
@@ -137,8 +137,8 @@ struct sg_dp_move_open {
 };
 
 struct sg_dp_move {
-	uint16_t to[SG_DP_BUCKETS];  /* destination reducer index per bucket, or SG_DP_MOVE_DROP */
-	uint8_t phase[SG_DP_BUCKETS]; /* 0 stays, 1 moving (per chunk), 2 moved (forward all) */
+	uint16_t to[SG_BUCKETS];  /* destination reducer index per bucket, or SG_DP_MOVE_DROP */
+	uint8_t phase[SG_BUCKETS]; /* 0 stays, 1 moving (per chunk), 2 moved (forward all) */
 	struct rte_hash *chunks;     /* (job, key, chunk) -> index into ch */
 	struct sg_dp_move_chunk *ch;
 	uint32_t n_chunks, n_seen, n_done;
@@ -489,7 +489,7 @@ struct sg_dp_pipeline {
 	volatile int io_running;
 	volatile unsigned int idle_sleep_us;
 	/* bucket -> reducer index: written by the reducer that moves a bucket, read by all */
-	volatile uint16_t keymap[SG_DP_BUCKETS];
+	volatile uint16_t keymap[SG_BUCKETS];
 };
 
 _Static_assert(sizeof(struct rx_meta) <= SG_DP_MBUF_PRIV_SIZE, "rx_meta fits the mbuf priv area");

@@ -114,7 +114,7 @@ static void move_check(struct sg_dp_lcore *lc)
 	if (mv->n_done < mv->n_chunks && now < mv->hard_ns &&
 	    !(now >= mv->idle_ns && mv->n_seen == mv->n_done))
 		return;
-	for (unsigned int b = 0; b < SG_DP_BUCKETS; b++)
+	for (unsigned int b = 0; b < SG_BUCKETS; b++)
 		if (mv->phase[b] == 1) {
 			__atomic_store_n(&lc->p->keymap[b], mv->to[b], __ATOMIC_RELEASE);
 			mv->phase[b] = 2;
@@ -177,7 +177,7 @@ static bool key_in_mask(void *arg, uint32_t job, uint32_t key)
 	return (*(const uint64_t *)arg >> sg_dp_bucket_of(job, key)) & 1;
 }
 
-_Static_assert(SG_DP_BUCKETS <= 64, "a bucket mask fits a message argument");
+_Static_assert(SG_BUCKETS <= 64, "a bucket mask fits a message argument");
 
 /*
  * Buckets in @p mask come back to this reducer, which held them before: its
@@ -195,7 +195,7 @@ static int keys_release(struct sg_dp_lcore *lc, uint64_t mask)
 	/* the snapshot table lists the jobs without a table of our own */
 	sg_dp_engine_jobs_snapshot(lc->eng);
 	n = sg_dp_engine_snapshot(lc->eng, &ids, &st);
-	for (unsigned int b = 0; lc->mv != NULL && b < SG_DP_BUCKETS; b++)
+	for (unsigned int b = 0; lc->mv != NULL && b < SG_BUCKETS; b++)
 		if (mask >> b & 1)
 			lc->mv->phase[b] = 0;
 	for (unsigned int i = 0; i < n; i++) {

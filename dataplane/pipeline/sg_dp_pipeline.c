@@ -447,7 +447,7 @@ struct sg_dp_pipeline *sg_dp_pipeline_create(const struct sg_dp_config *c, char 
 		if (a->role & SG_ROLE_REDUCE)
 			p->red[p->n_red++] = lc;
 	}
-	for (unsigned int b = 0; b < SG_DP_BUCKETS; b++)
+	for (unsigned int b = 0; b < SG_BUCKETS; b++)
 		p->keymap[b] = (uint16_t)(b % RTE_MAX(p->n_red, 1u));
 	for (unsigned int i = 0; i < p->n_red; i++) {
 		rc = reducer_setup(p, p->red[i], err, errlen);
