@@ -212,7 +212,7 @@ void sg_ctl_gid_format(const uint8_t gid[16], char out[40]);
 /**
  * What the node's daemon (sigmad) implements. Every callback runs on the
  * control thread, one at a time; it must not block for long (talk to lcores
- * through sg_ctl_chan_call() with a short timeout). A NULL callback makes
+ * through sg_dp_chan_call() with a short timeout). A NULL callback makes
  * its method answer "not supported". Callbacks return 0 or -errno; where
  * they take @p reason, they may write a human-readable refusal into it.
  */

@@ -9,7 +9,7 @@
  * Threading: every ops callback runs on the server's thread; heartbeats on a
  * thread of their own. Engines belong to their reducer lcores, so jobs are
  * added and removed, keys released, and per-job counters read, by messages on
- * each lcore's sg_ctl_chan through sg_dp_lcore_call() (sg_dp_lcore_ctl.c);
+ * each lcore's sg_dp_chan through sg_dp_lcore_call() (sg_dp_lcore_ctl.c);
  * the lcore answers between bursts. Per-lcore counters are read the way
  * telemetry reads them (plain loads of lcore-owned integers).
  */
@@ -31,7 +31,7 @@
 
 #include "sg_etcd.h"
 #include "sg_config.h"
-#include "sg_ctl_chan.h"
+#include "sg_dp_chan.h"
 #include "sg_ctl_server.h"
 #include "sg_dp_ctl_job.h"
 #include "sg_dp_internal.h"
@@ -707,7 +707,7 @@ static int op_layout_change(void *arg, const struct sg_ctl_layout_change *chg, c
 		}
 	for (uint32_t i = 0; i < chg->n_idle; i++) {
 		int rc = lcore_call(a, (unsigned int)lcore_index(p, chg->idle[i].lcore),
-				    SG_CTL_MSG_IDLE_POLICY, chg->idle[i].idle);
+				    SG_DP_CHAN_MSG_IDLE_POLICY, chg->idle[i].idle);
 
 		if (rc < 0) {
 			snprintf(reason, SG_CTL_REASON_MAX, "lcore %u did not answer: %s",

@@ -5,7 +5,7 @@
  * JSON-RPC server of control/ (sg_ctl_server.h) on its own thread, with struct
  * sg_ctl_agent_ops implemented over a running pipeline; heartbeats to a
  * coordinator; the node's registration in etcd ([cluster]). It reaches lcores
- * only through their sg_ctl_chan rings (sg_dp_lcore_call()), which each lcore
+ * only through their sg_dp_chan rings (sg_dp_lcore_call()), which each lcore
  * polls every SG_DP_CTL_POLL_EVERY loop iterations, and never touches an
  * engine itself. The pipeline and its transports never call into it; its
  * settings are parsed with the rest of the config (struct sg_dp_agent_conf

@@ -41,8 +41,8 @@ extern int sg_dp_logtype;
 	rte_log(RTE_LOG_##lvl, sg_dp_logtype, "sigmad: " fmt "\n", ##__VA_ARGS__)
 
 struct sg_dp_lcore;
-struct sg_ctl_chan;
-struct sg_ctl_msg;
+struct sg_dp_chan;
+struct sg_dp_chan_msg;
 
 /* An lcore answers its control channel every this many loop iterations: often
  * enough for a prompt answer, rare enough to cost nothing per burst. */
@@ -96,7 +96,7 @@ static inline uint64_t sg_dp_lcore_drops(const struct sg_dp_lcore_stats *st, uin
 }
 
 /** Lcore side of the control channel (sg_dp_lcore_ctl.c): act on one message. */
-int sg_dp_lcore_ctl(void *arg, struct sg_ctl_msg *m);
+int sg_dp_lcore_ctl(void *arg, struct sg_dp_chan_msg *m);
 
 /**
  * Control side: send one message to lcore @p i of the layout and wait for its
@@ -445,7 +445,7 @@ struct sg_dp_lcore {
 	uint16_t txn[SG_DP_MAX_PORTS];
 	struct rte_mbuf *txb[SG_DP_MAX_PORTS][SG_DP_TXB];
 	struct sg_dp_lcore_stats st;
-	struct sg_ctl_chan *chan;   /* requests from the control agent */
+	struct sg_dp_chan *chan;   /* requests from the control agent */
 	volatile uint32_t ctl_waiting; /* a control call waits for this lcore: answer each
 					* iteration and do not sleep (sg_dp_lcore_call()) */
 	struct sg_dp_move *mv;      /* reducers: buckets leaving this reducer, or NULL */

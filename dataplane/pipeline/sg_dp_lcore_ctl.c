@@ -19,7 +19,7 @@
 #include <rte_cycles.h>
 #include <rte_hash.h>
 
-#include "sg_ctl_chan.h"
+#include "sg_dp_chan.h"
 #include "sg_dp_internal.h"
 
 /* How long a caller waits for an lcore's answer. */
@@ -129,7 +129,7 @@ static void move_check(struct sg_dp_lcore *lc)
 
 unsigned int sg_dp_lcore_ctl_tick(struct sg_dp_lcore *lc)
 {
-	unsigned int n = sg_ctl_chan_poll(lc->chan, sg_dp_lcore_ctl, lc, 4);
+	unsigned int n = sg_dp_chan_poll(lc->chan, sg_dp_lcore_ctl, lc, 4);
 
 	if (lc->mv != NULL && !lc->mv->committed && !lc->mv->drain)
 		move_check(lc);
@@ -206,17 +206,17 @@ static int keys_release(struct sg_dp_lcore *lc, uint64_t mask)
 	return freed;
 }
 
-int sg_dp_lcore_ctl(void *arg, struct sg_ctl_msg *m)
+int sg_dp_lcore_ctl(void *arg, struct sg_dp_chan_msg *m)
 {
 	struct sg_dp_lcore *lc = arg;
 
 	switch (m->type) {
-	case SG_CTL_MSG_NOP:
+	case SG_DP_CHAN_MSG_NOP:
 		return 0;
-	case SG_CTL_MSG_IDLE_POLICY:
+	case SG_DP_CHAN_MSG_IDLE_POLICY:
 		lc->st.idle = m->arg[0] == SG_IDLE_SLEEP ? SG_IDLE_SLEEP : SG_IDLE_POLL;
 		return 0;
-	case SG_CTL_MSG_STATS:
+	case SG_DP_CHAN_MSG_STATS:
 		if (lc->eng == NULL)
 			return -ENOENT;
 		sg_dp_engine_stats(lc->eng, (struct sg_dp_stats *)(uintptr_t)m->arg[0]);
@@ -256,7 +256,7 @@ int sg_dp_lcore_ctl(void *arg, struct sg_ctl_msg *m)
 static int lcore_call_locked(struct sg_dp_pipeline *p, unsigned int i, uint32_t type,
 			     uint64_t arg0)
 {
-	struct sg_ctl_msg rq = {.type = type, .arg = {arg0}}, rs;
+	struct sg_dp_chan_msg rq = {.type = type, .arg = {arg0}}, rs;
 	struct sg_dp_lcore *lc = &p->lc[i];
 	int rc;
 
@@ -265,7 +265,7 @@ static int lcore_call_locked(struct sg_dp_pipeline *p, unsigned int i, uint32_t 
 	__atomic_store_n(&lc->ctl_waiting, 1, __ATOMIC_SEQ_CST);
 	if (p->tr->wake != NULL)
 		p->tr->wake(lc);
-	rc = sg_ctl_chan_call(lc->chan, &rq, &rs, LCORE_CALL_TIMEOUT_US);
+	rc = sg_dp_chan_call(lc->chan, &rq, &rs, LCORE_CALL_TIMEOUT_US);
 	__atomic_store_n(&lc->ctl_waiting, 0, __ATOMIC_RELEASE);
 	return rc < 0 ? rc : rs.result;
 }

@@ -36,7 +36,7 @@
 #include <rte_ring.h>
 
 #include "sg_config.h"
-#include "sg_ctl_chan.h"
+#include "sg_dp_chan.h"
 #include "sg_dp_engine.h"
 #include "sg_dp_internal.h"
 #include "sg_dp_pipeline.h"
@@ -435,7 +435,7 @@ struct sg_dp_pipeline *sg_dp_pipeline_create(const struct sg_dp_config *c, char 
 		lc->st.socket = lc->socket;
 		lc->st.idle = c->sleep_lcores[a->lcore] ? SG_IDLE_SLEEP : c->idle;
 		snprintf(name, sizeof(name), "sg_ctl%u", a->lcore);
-		lc->chan = sg_ctl_chan_create(name, 16);
+		lc->chan = sg_dp_chan_create(name, 16);
 		if (lc->chan == NULL) {
 			rc = -errno;
 			sg_dp_seterr(err, errlen, "lcore %u: control channel: %s", a->lcore,
@@ -535,7 +535,7 @@ void sg_dp_pipeline_destroy(struct sg_dp_pipeline *p)
 			p->tr->release(items, n);
 		rte_ring_free(lc->ring);
 		sg_dp_engine_destroy(lc->eng);
-		sg_ctl_chan_destroy(lc->chan);
+		sg_dp_chan_destroy(lc->chan);
 	}
 	p->tr->teardown(p);
 	rte_free(p->lc);

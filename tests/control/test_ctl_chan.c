@@ -17,24 +17,24 @@
 #include <rte_pause.h>
 #include <rte_ring.h>
 
-#include "sg_ctl_chan.h"
+#include "sg_dp_chan.h"
 #include "sg_ctl_server.h"
 #include "sg_sum.h"
 #include "sg_test.h"
 
 /* ---- basic channel behaviour ---- */
 
-static int echo_handler(void *arg, struct sg_ctl_msg *m)
+static int echo_handler(void *arg, struct sg_dp_chan_msg *m)
 {
 	unsigned int *calls = arg;
 
 	(*calls)++;
 	m->arg[1] = m->arg[0] * 2;
-	return m->type == SG_CTL_MSG_NOP ? 0 : -ENOTSUP;
+	return m->type == SG_DP_CHAN_MSG_NOP ? 0 : -ENOTSUP;
 }
 
 struct poller {
-	struct sg_ctl_chan *c;
+	struct sg_dp_chan *c;
 	volatile int stop;
 	unsigned int calls;
 };
@@ -44,45 +44,45 @@ static void *poller_main(void *arg)
 	struct poller *p = arg;
 
 	while (!__atomic_load_n(&p->stop, __ATOMIC_ACQUIRE))
-		if (sg_ctl_chan_poll(p->c, echo_handler, &p->calls, 8) == 0)
+		if (sg_dp_chan_poll(p->c, echo_handler, &p->calls, 8) == 0)
 			rte_pause();
 	return NULL;
 }
 
 static void test_basics(void)
 {
-	struct sg_ctl_chan *c;
-	struct sg_ctl_msg rq = {.type = SG_CTL_MSG_NOP}, rs;
+	struct sg_dp_chan *c;
+	struct sg_dp_chan_msg rq = {.type = SG_DP_CHAN_MSG_NOP}, rs;
 	struct poller p = {0};
 	pthread_t t;
 	unsigned int calls = 0, i;
 
-	SG_CHECK(sg_ctl_chan_create("x", 3) == NULL && errno == EINVAL, "size not a power of 2");
-	SG_CHECK(sg_ctl_chan_create("x", 1) == NULL && errno == EINVAL, "size 1");
-	SG_CHECK(sg_ctl_chan_create(NULL, 4) == NULL && errno == EINVAL, "no name");
-	c = sg_ctl_chan_create("basic", 4);
+	SG_CHECK(sg_dp_chan_create("x", 3) == NULL && errno == EINVAL, "size not a power of 2");
+	SG_CHECK(sg_dp_chan_create("x", 1) == NULL && errno == EINVAL, "size 1");
+	SG_CHECK(sg_dp_chan_create(NULL, 4) == NULL && errno == EINVAL, "no name");
+	c = sg_dp_chan_create("basic", 4);
 	SG_CHECK(c != NULL, "create without EAL: %s", strerror(errno));
 	if (c == NULL)
 		return;
 	/* Nobody polls: the call times out; the late answer is discarded later. */
 	rq.arg[0] = 21;
-	SG_CHECK_EQ(sg_ctl_chan_call(c, &rq, &rs, 1000), -ETIMEDOUT);
+	SG_CHECK_EQ(sg_dp_chan_call(c, &rq, &rs, 1000), -ETIMEDOUT);
 	/* Fill the request ring (capacity size-1 = 3, one is already queued). */
-	SG_CHECK_EQ(sg_ctl_chan_call(c, &rq, &rs, 0), -ETIMEDOUT);
-	SG_CHECK_EQ(sg_ctl_chan_call(c, &rq, &rs, 0), -ETIMEDOUT);
-	SG_CHECK_EQ(sg_ctl_chan_call(c, &rq, &rs, 0), -ENOBUFS);
-	SG_CHECK_EQ(sg_ctl_chan_poll(c, echo_handler, &calls, 2), 2);
-	SG_CHECK_EQ(sg_ctl_chan_poll(c, echo_handler, &calls, 8), 1);
-	SG_CHECK_EQ(sg_ctl_chan_poll(c, echo_handler, &calls, 8), 0);
+	SG_CHECK_EQ(sg_dp_chan_call(c, &rq, &rs, 0), -ETIMEDOUT);
+	SG_CHECK_EQ(sg_dp_chan_call(c, &rq, &rs, 0), -ETIMEDOUT);
+	SG_CHECK_EQ(sg_dp_chan_call(c, &rq, &rs, 0), -ENOBUFS);
+	SG_CHECK_EQ(sg_dp_chan_poll(c, echo_handler, &calls, 2), 2);
+	SG_CHECK_EQ(sg_dp_chan_poll(c, echo_handler, &calls, 8), 1);
+	SG_CHECK_EQ(sg_dp_chan_poll(c, echo_handler, &calls, 8), 0);
 	SG_CHECK_EQ(calls, 3);
 
 	p.c = c;
 	pthread_create(&t, NULL, poller_main, &p);
 	for (i = 0; i < 1000; i++) {
-		rq.type = i % 5 ? SG_CTL_MSG_NOP : SG_CTL_MSG_STATS;
+		rq.type = i % 5 ? SG_DP_CHAN_MSG_NOP : SG_DP_CHAN_MSG_STATS;
 		rq.arg[0] = i;
 		memset(&rs, 0xa5, sizeof(rs));
-		if (sg_ctl_chan_call(c, &rq, &rs, 2000000) != 0) {
+		if (sg_dp_chan_call(c, &rq, &rs, 2000000) != 0) {
 			SG_CHECK(0, "call %u failed", i);
 			break;
 		}
@@ -93,8 +93,8 @@ static void test_basics(void)
 	__atomic_store_n(&p.stop, 1, __ATOMIC_RELEASE);
 	pthread_join(t, NULL);
 	SG_CHECK_EQ(p.calls, 1000);
-	sg_ctl_chan_destroy(c);
-	sg_ctl_chan_destroy(NULL);
+	sg_dp_chan_destroy(c);
+	sg_dp_chan_destroy(NULL);
 }
 
 /* ---- live key->reducer map change under load ---- */
@@ -124,7 +124,7 @@ static int32_t value(unsigned int r, unsigned int k, unsigned int w, unsigned in
 }
 
 struct dispatcher {
-	struct sg_ctl_chan *chan;
+	struct sg_dp_chan *chan;
 	uint16_t keymap[SG_BUCKETS];
 	uint16_t pending[SG_BUCKETS];
 	bool has_pending;
@@ -133,7 +133,7 @@ struct dispatcher {
 /* This test's own message: a new keymap for the dispatcher (sigmad's start at 0x100). */
 #define TEST_MSG_KEYMAP 0x200
 
-static int disp_handler(void *arg, struct sg_ctl_msg *m)
+static int disp_handler(void *arg, struct sg_dp_chan_msg *m)
 {
 	struct dispatcher *d = arg;
 
@@ -152,7 +152,7 @@ static void *disp_main(void *arg)
 
 	for (r = 0; r < ROUNDS; r++) {
 		/* Round boundary: every push of round r-1 went to its old reducer. */
-		sg_ctl_chan_poll(d->chan, disp_handler, d, 4);
+		sg_dp_chan_poll(d->chan, disp_handler, d, 4);
 		if (d->has_pending) {
 			memcpy(d->keymap, d->pending, sizeof(d->keymap));
 			d->has_pending = false;
@@ -165,7 +165,7 @@ static void *disp_main(void *arg)
 
 				while (rte_ring_sp_enqueue(red_ring[red], p) != 0) {
 					/* Back-pressure: keep answering the control thread. */
-					sg_ctl_chan_poll(d->chan, disp_handler, d, 4);
+					sg_dp_chan_poll(d->chan, disp_handler, d, 4);
 					rte_pause();
 				}
 			}
@@ -173,7 +173,7 @@ static void *disp_main(void *arg)
 	/* Answer whatever the control thread still sends. */
 	__atomic_store_n(&gen_done, 1, __ATOMIC_RELEASE);
 	while (!__atomic_load_n(&red_stop, __ATOMIC_ACQUIRE))
-		if (sg_ctl_chan_poll(d->chan, disp_handler, d, 4) == 0)
+		if (sg_dp_chan_poll(d->chan, disp_handler, d, 4) == 0)
 			rte_pause();
 	return NULL;
 }
@@ -208,7 +208,7 @@ static int live_layout_change(void *arg, const struct sg_ctl_layout_change *chg,
 	static uint16_t staged[4][SG_BUCKETS];
 	static unsigned int next;
 	struct dispatcher *d = arg;
-	struct sg_ctl_msg rq = {.type = TEST_MSG_KEYMAP}, rs;
+	struct sg_dp_chan_msg rq = {.type = TEST_MSG_KEYMAP}, rs;
 	uint16_t *slot = staged[next++ % 4];
 	unsigned int i;
 	int rc;
@@ -226,7 +226,7 @@ static int live_layout_change(void *arg, const struct sg_ctl_layout_change *chg,
 	/* Agent-owned copy: the lcore reads it after this call's chg is gone. */
 	memcpy(slot, chg->keymap, sizeof(staged[0]));
 	rq.arg[0] = (uint64_t)(uintptr_t)slot;
-	rc = sg_ctl_chan_call(d->chan, &rq, &rs, 2000000);
+	rc = sg_dp_chan_call(d->chan, &rq, &rs, 2000000);
 	return rc != 0 ? rc : rs.result;
 }
 
@@ -273,7 +273,7 @@ static void test_live_keymap(void)
 		d.keymap[i] = maps[0][i] = i % 2;
 		maps[1][i] = 1 - i % 2;
 	}
-	d.chan = sg_ctl_chan_create("disp", 8);
+	d.chan = sg_dp_chan_create("disp", 8);
 	pthread_create(&dt, NULL, disp_main, &d);
 	for (i = 0; i < REDUCERS; i++)
 		pthread_create(&rt[i], NULL, red_main, (void *)(uintptr_t)i);
@@ -282,7 +282,7 @@ static void test_live_keymap(void)
 	 * The operator flips the map as fast as the path answers: sigmactl's
 	 * client -> JSON-RPC server -> agent -> channel -> dispatcher lcore.
 	 */
-	snprintf(dir, sizeof(dir), "/tmp/sg_ctl_chan.XXXXXX");
+	snprintf(dir, sizeof(dir), "/tmp/sg_dp_chan.XXXXXX");
 	SG_CHECK(mkdtemp(dir) != NULL, "temporary folder");
 	snprintf(path, sizeof(path), "%s/ctl.sock", dir);
 	cfg.tcp_disable = true;
@@ -363,7 +363,7 @@ static void test_live_keymap(void)
 	SG_CHECK(moved_keys > 0 && by[0] > 0 && by[1] > 0, "keys moved %u times", moved_keys);
 	printf("live keymap: %u changes sent, %u applied, %u key moves, no push lost\n", changes,
 	       keymap_applied, moved_keys);
-	sg_ctl_chan_destroy(d.chan);
+	sg_dp_chan_destroy(d.chan);
 	for (i = 0; i < REDUCERS; i++)
 		free(red_ring[i]);
 	free(pushes);

@@ -12,15 +12,15 @@
 #include <rte_common.h>
 #include <rte_ring.h>
 
-#include "sg_ctl_chan.h"
+#include "sg_dp_chan.h"
 
-struct sg_ctl_chan {
+struct sg_dp_chan {
 	struct rte_ring *req;	/* control -> lcore */
 	struct rte_ring *resp;	/* lcore -> control */
 	uint32_t next_seq;	/* control side only */
 	unsigned int size;
-	struct sg_ctl_msg *slots; /* requests live here while queued */
-	struct sg_ctl_msg *rslots; /* lcore writes answers here: one per request slot */
+	struct sg_dp_chan_msg *slots; /* requests live here while queued */
+	struct sg_dp_chan_msg *rslots; /* lcore writes answers here: one per request slot */
 };
 
 static struct rte_ring *ring_new(const char *name, const char *suffix, unsigned int size)
@@ -42,9 +42,9 @@ static struct rte_ring *ring_new(const char *name, const char *suffix, unsigned 
 	return r;
 }
 
-struct sg_ctl_chan *sg_ctl_chan_create(const char *name, unsigned int size)
+struct sg_dp_chan *sg_dp_chan_create(const char *name, unsigned int size)
 {
-	struct sg_ctl_chan *c;
+	struct sg_dp_chan *c;
 
 	if (name == NULL || size < 2 || size > (1u << 16) || (size & (size - 1)) != 0) {
 		errno = EINVAL;
@@ -59,14 +59,14 @@ struct sg_ctl_chan *sg_ctl_chan_create(const char *name, unsigned int size)
 	c->slots = calloc(size, sizeof(*c->slots));
 	c->rslots = calloc(size, sizeof(*c->rslots));
 	if (c->req == NULL || c->resp == NULL || c->slots == NULL || c->rslots == NULL) {
-		sg_ctl_chan_destroy(c);
+		sg_dp_chan_destroy(c);
 		errno = ENOMEM;
 		return NULL;
 	}
 	return c;
 }
 
-void sg_ctl_chan_destroy(struct sg_ctl_chan *c)
+void sg_dp_chan_destroy(struct sg_dp_chan *c)
 {
 	if (c == NULL)
 		return;
@@ -90,12 +90,12 @@ static uint64_t now_us(void)
  * pointers. A slot is reused after size calls, by which time its answer has
  * been consumed or discarded (at most size-1 requests can be queued).
  */
-int sg_ctl_chan_call(struct sg_ctl_chan *c, const struct sg_ctl_msg *req,
-		     struct sg_ctl_msg *resp, uint64_t timeout_us)
+int sg_dp_chan_call(struct sg_dp_chan *c, const struct sg_dp_chan_msg *req,
+		     struct sg_dp_chan_msg *resp, uint64_t timeout_us)
 {
 	uint64_t deadline;
 	uint32_t seq;
-	struct sg_ctl_msg *slot;
+	struct sg_dp_chan_msg *slot;
 	void *obj;
 
 	if (c == NULL || req == NULL || resp == NULL)
@@ -115,7 +115,7 @@ int sg_ctl_chan_call(struct sg_ctl_chan *c, const struct sg_ctl_msg *req,
 	deadline = now_us() + timeout_us;
 	for (;;) {
 		while (rte_ring_sc_dequeue(c->resp, &obj) == 0) {
-			const struct sg_ctl_msg *ans = obj;
+			const struct sg_dp_chan_msg *ans = obj;
 
 			if (ans->seq == seq) {
 				*resp = *ans;
@@ -129,7 +129,7 @@ int sg_ctl_chan_call(struct sg_ctl_chan *c, const struct sg_ctl_msg *req,
 	}
 }
 
-unsigned int sg_ctl_chan_poll(struct sg_ctl_chan *c, sg_ctl_chan_handler h, void *arg,
+unsigned int sg_dp_chan_poll(struct sg_dp_chan *c, sg_dp_chan_handler h, void *arg,
 			      unsigned int max)
 {
 	unsigned int n = 0;
@@ -138,8 +138,8 @@ unsigned int sg_ctl_chan_poll(struct sg_ctl_chan *c, sg_ctl_chan_handler h, void
 	if (c == NULL || h == NULL)
 		return 0;
 	while (n < max && rte_ring_sc_dequeue(c->req, &obj) == 0) {
-		struct sg_ctl_msg *rq = obj;
-		struct sg_ctl_msg *ans = &c->rslots[rq - c->slots];
+		struct sg_dp_chan_msg *rq = obj;
+		struct sg_dp_chan_msg *ans = &c->rslots[rq - c->slots];
 
 		*ans = *rq;
 		ans->result = h(arg, ans);
