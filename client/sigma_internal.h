@@ -125,8 +125,9 @@ void sg_cli_set_segment(struct msghdr *mh, uint8_t ctl[SG_CLI_SEGCTL], uint16_t 
 unsigned int sg_cli_gso_max(uint32_t len);
 
 /**
- * Open a UDP socket with large buffers (SO_REUSEPORT when @p reuseport), bound
- * to @p addr (NULL: any) and @p port (0: ephemeral).
+ * Open a UDP socket with large buffers, bound to @p addr (NULL: any) and @p port
+ * (0: an ephemeral port of its own). SO_REUSEPORT when @p reuseport and @p port
+ * is not 0, so that several processes may share a configured port.
  * @return the fd, or -errno; @p bound (may be NULL) gets the port bound.
  */
 int sg_cli_udp_socket(const char *addr, uint16_t port, int reuseport, uint16_t *bound);

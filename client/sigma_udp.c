@@ -50,7 +50,11 @@ int sg_cli_udp_socket(const char *addr, uint16_t port, int reuseport, uint16_t *
 	fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return -errno;
-	if (reuseport)
+	/*
+	 * Only on a given port: on port 0 the kernel may hand one ephemeral port to
+	 * several SO_REUSEPORT sockets of a user, and replies then go astray.
+	 */
+	if (reuseport && port != 0)
 		setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one));
 	/* FORCE needs CAP_NET_ADMIN; the plain form is the fallback. */
 	if (setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &sz, sizeof(sz)) < 0)
