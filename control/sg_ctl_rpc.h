@@ -10,8 +10,8 @@
  * (`auth`) and the dispatch: it looks a request's method up by name among
  * every method linked into the program, and `rpc_get_methods` lists them.
  *
- * A node (sigmad's agent, sigma-udpd, a test's mock) registers the methods it
- * acts on itself, beside its own code, with SG_RPC_NODE_REGISTER(): such a
+ * A node (sigmad's agent, a test's mock) registers the methods it acts on
+ * itself, beside its own code, with SG_RPC_NODE_REGISTER(): such a
  * registration is tagged with the node's ops table (struct sg_ctl_agent_ops)
  * and serves only the servers created with that table, so that a program with
  * two servers (a node and a plain coordinator) dispatches each to its own. A
@@ -19,7 +19,8 @@
  * plain ones. The plain registrations of the node methods (layout_get,
  * layout_set, drain, verbs_*; sg_ctl_methods.c) answer "not supported by this
  * node's agent" (SG_CTL_ERR_NOT_SUPPORTED), or, for log_level_set, set the
- * rte_log level: what a node that registers none of its own answers. The
+ * rte_log level: what a node that registers none of its own answers (as
+ * sigma-udpd, which has no layout, drain or verbs). The
  * JSON of those methods (params and answers) is shared below, so that a
  * node's handler is its own action between a parse and an answer helper.
  *
