@@ -1,10 +1,12 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * The node's methods that act through its agent (node_info, lcores_get,
- * stats_get, layout_get, layout_set, verbs_*, log_level_set, drain), each
- * registered beside it (sg_ctl_rpc.h), and the Prometheus text the server
- * serves. Every method validates its params strictly (unknown members are
- * refused) before the agent sees anything.
+ * The node's methods that the server answers through the agent's ops table
+ * (node_info, lcores_get, stats_get: the server needs the same callbacks for
+ * placement and /metrics), the JSON shared by the methods each node registers
+ * itself (layout_*, drain, verbs_*, log_level_set; sg_ctl_rpc.h) with their
+ * plain registrations, what a node that registers none answers, and the
+ * Prometheus text the server serves. Every method validates its params
+ * strictly (unknown members are refused) before the node sees anything.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -178,25 +180,49 @@ bad:
 }
 SG_RPC_REGISTER("stats_get", m_stats_get);
 
-static int m_layout_get(struct sg_ctl_server *s, json_t *params, json_t **res,
-			struct sg_rpc_err *err)
-{
-	struct sg_ctl_layout *lay;
-	json_t *lc, *km;
-	unsigned int i;
-	int rc;
+/* ---- the methods each node registers (sg_ctl_rpc.h) ---------------------- */
 
+/*
+ * A node that registers no handler of its own for one of these answers "not
+ * supported" (sigma-udpd: no layout, drain or verbs); a method that takes no
+ * params refuses some first, as a node's own handler would.
+ */
+int sg_ctl_srv_not_supported(struct sg_rpc_err *err)
+{
+	return sg_rpc_fail(err, SG_CTL_ERR_NOT_SUPPORTED, "not supported by this node's agent");
+}
+
+static int m_not_supported(struct sg_ctl_server *s, json_t *params, json_t **res,
+			   struct sg_rpc_err *err)
+{
+	(void)s;
+	(void)params;
+	(void)res;
+	return sg_ctl_srv_not_supported(err);
+}
+
+static int m_not_supported_no_params(struct sg_ctl_server *s, json_t *params, json_t **res,
+				     struct sg_rpc_err *err)
+{
 	if (sg_rpc_no_params(params, err))
 		return -1;
-	NEED_OP(s, layout_get, err);
-	lay = calloc(1, sizeof(*lay));
-	if (lay == NULL)
-		return sg_rpc_fail(err, SG_CTL_ERR_INTERNAL, "out of memory");
-	rc = s->cfg.ops->layout_get(s->cfg.ops_arg, lay);
-	if (rc != 0) {
-		free(lay);
+	return m_not_supported(s, params, res, err);
+}
+SG_RPC_REGISTER("layout_get", m_not_supported_no_params);
+SG_RPC_REGISTER("layout_set", m_not_supported);
+SG_RPC_REGISTER("drain", m_not_supported_no_params);
+SG_RPC_REGISTER("verbs_info", m_not_supported_no_params);
+SG_RPC_REGISTER("verbs_rc_connect", m_not_supported);
+SG_RPC_REGISTER("verbs_rc_disconnect", m_not_supported);
+
+int sg_rpc_layout_get_answer(int rc, const struct sg_ctl_layout *lay, json_t **res,
+			     struct sg_rpc_err *err)
+{
+	json_t *lc, *km;
+	unsigned int i;
+
+	if (rc != 0)
 		return sg_rpc_fail_errno(err, "layout", rc, NULL);
-	}
 	lc = json_array();
 	for (i = 0; i < lay->n_lcores && i < SG_CTL_MAX_LCORES; i++)
 		json_array_append_new(
@@ -211,10 +237,8 @@ static int m_layout_get(struct sg_ctl_server *s, json_t *params, json_t **res,
 		json_array_append_new(km, json_integer(lay->keymap[i]));
 	*res = json_pack("{s:o, s:I, s:o}", "lcores", lc, "reducers",
 			 (json_int_t)lay->n_reducers, "keymap", km);
-	free(lay);
 	return 0;
 }
-SG_RPC_REGISTER("layout_get", m_layout_get);
 
 static int parse_idle(json_t *arr, struct sg_ctl_layout_change *chg, struct sg_rpc_err *err)
 {
@@ -242,16 +266,12 @@ static int parse_idle(json_t *arr, struct sg_ctl_layout_change *chg, struct sg_r
 	return 0;
 }
 
-static int m_layout_set(struct sg_ctl_server *s, json_t *params, json_t **res,
-			struct sg_rpc_err *err)
+int sg_rpc_layout_set_parse(json_t *params, struct sg_ctl_layout_change *chg,
+			    struct sg_rpc_err *err)
 {
-	struct sg_ctl_layout_change *chg;
-	char reason[SG_CTL_REASON_MAX] = "";
 	const char *key;
 	json_t *val;
-	int rc = -1;
 
-	NEED_OP(s, layout_change, err);
 	if (!json_is_object(params) || json_object_size(params) == 0)
 		return sg_rpc_fail(err, SG_CTL_ERR_INVALID_PARAMS,
 				   "invalid params: want an object with keymap and/or idle");
@@ -262,47 +282,47 @@ static int m_layout_set(struct sg_ctl_server *s, json_t *params, json_t **res,
 					   "'%.32s' cannot change live (only keymap and idle can); "
 					   "change sigmad's config and restart it",
 					   key);
-	chg = calloc(1, sizeof(*chg));
-	if (chg == NULL)
-		return sg_rpc_fail(err, SG_CTL_ERR_INTERNAL, "out of memory");
+	memset(chg, 0, sizeof(*chg));
 	val = json_object_get(params, "keymap");
 	if (val != NULL) {
 		size_t i;
 
-		if (!json_is_array(val) || json_array_size(val) != SG_BUCKETS) {
-			sg_rpc_fail(err, SG_CTL_ERR_INVALID_PARAMS,
-				    "invalid params: keymap must list %d reducer indexes",
-				    SG_BUCKETS);
-			goto out;
-		}
+		if (!json_is_array(val) || json_array_size(val) != SG_BUCKETS)
+			return sg_rpc_fail(err, SG_CTL_ERR_INVALID_PARAMS,
+					   "invalid params: keymap must list %d reducer indexes",
+					   SG_BUCKETS);
 		for (i = 0; i < SG_BUCKETS; i++) {
 			json_t *e = json_array_get(val, i);
 
 			if (!json_is_integer(e) || json_integer_value(e) < 0 ||
-			    json_integer_value(e) >= SG_CTL_MAX_LCORES) {
-				sg_rpc_fail(err, SG_CTL_ERR_INVALID_PARAMS,
-					    "invalid params: keymap[%zu] is not a reducer index", i);
-				goto out;
-			}
+			    json_integer_value(e) >= SG_CTL_MAX_LCORES)
+				return sg_rpc_fail(err, SG_CTL_ERR_INVALID_PARAMS,
+						   "invalid params: keymap[%zu] is not a reducer index",
+						   i);
 			chg->keymap[i] = (uint16_t)json_integer_value(e);
 		}
 		chg->has_keymap = true;
 	}
 	val = json_object_get(params, "idle");
-	if (val != NULL && parse_idle(val, chg, err) != 0)
-		goto out;
-	rc = s->cfg.ops->layout_change(s->cfg.ops_arg, chg, reason);
-	if (rc != 0) {
-		sg_rpc_fail_errno(err, "layout change refused", rc, reason);
-		rc = -1;
-		goto out;
-	}
-	*res = json_true();
-out:
-	free(chg);
-	return rc;
+	return val != NULL ? parse_idle(val, chg, err) : 0;
 }
-SG_RPC_REGISTER("layout_set", m_layout_set);
+
+int sg_rpc_layout_set_answer(int rc, const char *reason, json_t **res, struct sg_rpc_err *err)
+{
+	if (rc != 0)
+		return sg_rpc_fail_errno(err, "layout change refused", rc, reason);
+	*res = json_true();
+	return 0;
+}
+
+int sg_rpc_drain_answer(struct sg_ctl_server *s, int rc, json_t **res, struct sg_rpc_err *err)
+{
+	if (rc != 0)
+		return sg_rpc_fail_errno(err, "drain", rc, NULL);
+	s->draining = true;
+	*res = json_pack("{s:b}", "draining", 1);
+	return 0;
+}
 
 /* ---- verbs transport ------------------------------------------------------ */
 
@@ -355,25 +375,14 @@ static json_t *rc_addr_json(const struct sg_ctl_verbs_rc_addr *a)
 			 (json_int_t)a->stride);
 }
 
-static int m_verbs_info(struct sg_ctl_server *s, json_t *params, json_t **res,
-			struct sg_rpc_err *err)
+int sg_rpc_verbs_info_answer(int rc, const struct sg_ctl_verbs_info *vi, const char *reason,
+			     json_t **res, struct sg_rpc_err *err)
 {
-	struct sg_ctl_verbs_info *vi;
-	char reason[SG_CTL_REASON_MAX] = "", gid[40];
+	char gid[40];
 	json_t *lc;
-	int rc;
 
-	if (sg_rpc_no_params(params, err))
-		return -1;
-	NEED_OP(s, verbs_info, err);
-	vi = calloc(1, sizeof(*vi));
-	if (vi == NULL)
-		return sg_rpc_fail(err, SG_CTL_ERR_INTERNAL, "out of memory");
-	rc = s->cfg.ops->verbs_info(s->cfg.ops_arg, vi, reason);
-	if (rc != 0) {
-		free(vi);
+	if (rc != 0)
 		return sg_rpc_fail_errno(err, "verbs info", rc, reason);
-	}
 	lc = json_array();
 	for (uint32_t i = 0; i < vi->n_lcores && i < SG_CTL_MAX_LCORES; i++)
 		json_array_append_new(lc, json_pack("{s:I, s:s, s:I}", "lcore",
@@ -391,10 +400,8 @@ static int m_verbs_info(struct sg_ctl_server *s, json_t *params, json_t **res,
 				    json_pack("{s:I, s:I, s:I}", "slots", (json_int_t)vi->rc_slots,
 					      "connected", (json_int_t)vi->rc_conns,
 					      "max_connections", (json_int_t)vi->rc_max_conns));
-	free(vi);
 	return 0;
 }
-SG_RPC_REGISTER("verbs_info", m_verbs_info);
 
 /* An integer member of the RC params in [lo, hi], or fail naming it. */
 static int rc_field(json_t *params, const char *name, bool need, json_int_t lo, json_int_t hi,
@@ -472,95 +479,94 @@ static int rc_addr_parse(json_t *params, struct sg_ctl_verbs_rc_addr *a, struct 
 	return 0;
 }
 
-static int m_verbs_rc_connect(struct sg_ctl_server *s, json_t *params, json_t **res,
-			      struct sg_rpc_err *err)
+int sg_rpc_verbs_rc_connect_parse(struct sg_ctl_server *s, json_t *params,
+				  struct sg_ctl_verbs_rc_addr *worker, struct sg_rpc_err *err)
 {
-	struct sg_ctl_verbs_rc_addr worker, node;
-	char reason[SG_CTL_REASON_MAX] = "";
-	int peer;
-
-	NEED_OP(s, verbs_rc_connect, err);
-	if (rc_addr_parse(params, &worker, err) != 0)
+	if (rc_addr_parse(params, worker, err) != 0)
 		return -1;
 	if (s->draining)
 		return sg_rpc_fail(err, SG_CTL_ERR_REFUSED, "node is draining: no new connections");
-	memset(&node, 0, sizeof(node));
-	peer = s->cfg.ops->verbs_rc_connect(s->cfg.ops_arg, &worker, &node, reason);
+	return 0;
+}
+
+int sg_rpc_verbs_rc_connect_answer(int peer, const struct sg_ctl_verbs_rc_addr *node,
+				   const char *reason, json_t **res, struct sg_rpc_err *err)
+{
 	if (peer < 0)
 		return sg_rpc_fail_errno(err, "RC connect refused", peer, reason);
-	*res = json_pack("{s:I, s:o}", "peer", (json_int_t)peer, "node", rc_addr_json(&node));
+	*res = json_pack("{s:I, s:o}", "peer", (json_int_t)peer, "node", rc_addr_json(node));
 	return 0;
 }
-SG_RPC_REGISTER("verbs_rc_connect", m_verbs_rc_connect);
 
-static int m_verbs_rc_disconnect(struct sg_ctl_server *s, json_t *params, json_t **res,
-				 struct sg_rpc_err *err)
+int sg_rpc_verbs_rc_disconnect_parse(json_t *params, uint32_t *peer, struct sg_rpc_err *err)
 {
-	char reason[SG_CTL_REASON_MAX] = "";
-	json_int_t peer = 0;
-	int rc;
+	json_int_t v = 0;
 
-	NEED_OP(s, verbs_rc_disconnect, err);
 	if (!json_is_object(params) || json_object_size(params) != 1)
 		return sg_rpc_fail(err, SG_CTL_ERR_INVALID_PARAMS, "invalid params: want {peer}");
-	if (rc_field(params, "peer", true, 0, UINT32_MAX, &peer, err) != 0)
+	if (rc_field(params, "peer", true, 0, UINT32_MAX, &v, err) != 0)
 		return -1;
-	rc = s->cfg.ops->verbs_rc_disconnect(s->cfg.ops_arg, (uint32_t)peer, reason);
-	if (rc < 0)
-		return sg_rpc_fail_errno(err, "RC disconnect refused", rc, reason);
-	*res = json_pack("{s:I}", "peer", peer);
+	*peer = (uint32_t)v;
 	return 0;
 }
-SG_RPC_REGISTER("verbs_rc_disconnect", m_verbs_rc_disconnect);
 
-/* ---- log level, drain, introspection ----------------------------------- */
-
-static int m_log_level_set(struct sg_ctl_server *s, json_t *params, json_t **res,
-			   struct sg_rpc_err *err)
+int sg_rpc_verbs_rc_disconnect_answer(int rc, uint32_t peer, const char *reason, json_t **res,
+				      struct sg_rpc_err *err)
 {
-	const char *pattern = "sigma.*", *level;
-	json_error_t jerr;
-	int lv, rc;
+	if (rc < 0)
+		return sg_rpc_fail_errno(err, "RC disconnect refused", rc, reason);
+	*res = json_pack("{s:I}", "peer", (json_int_t)peer);
+	return 0;
+}
 
+/* ---- log level ------------------------------------------------------------ */
+
+int sg_rpc_log_level_set_parse(json_t *params, const char **pattern, int *level,
+			       struct sg_rpc_err *err)
+{
+	const char *lvname;
+	json_error_t jerr;
+
+	*pattern = "sigma.*";
 	if (params == NULL ||
-	    json_unpack_ex(params, &jerr, JSON_STRICT, "{s?s, s:s}", "pattern", &pattern,
-			   "level", &level) != 0)
+	    json_unpack_ex(params, &jerr, JSON_STRICT, "{s?s, s:s}", "pattern", pattern,
+			   "level", &lvname) != 0)
 		return params ? sg_rpc_bad_params(err, &jerr)
 			      : sg_rpc_fail(err, SG_CTL_ERR_INVALID_PARAMS, "invalid params: need level");
-	lv = sg_ctl_log_level_parse(level);
-	if (lv < 0)
+	*level = sg_ctl_log_level_parse(lvname);
+	if (*level < 0)
 		return sg_rpc_fail(err, SG_CTL_ERR_INVALID_PARAMS,
 				   "invalid params: level must be emerg|alert|crit|err|warning|notice|"
 				   "info|debug");
-	if (pattern[0] == '\0' || strlen(pattern) > 64)
+	if ((*pattern)[0] == '\0' || strlen(*pattern) > 64)
 		return sg_rpc_fail(err, SG_CTL_ERR_INVALID_PARAMS, "invalid params: bad pattern");
-	if (s->cfg.ops->log_level != NULL)
-		rc = s->cfg.ops->log_level(s->cfg.ops_arg, pattern, lv);
-	else
-		rc = rte_log_set_level_pattern(pattern, (uint32_t)lv);
+	return 0;
+}
+
+int sg_rpc_log_level_set_answer(int rc, const char *pattern, int level, json_t **res,
+				struct sg_rpc_err *err)
+{
 	if (rc != 0)
 		return sg_rpc_fail_errno(err, "log level", rc < 0 ? rc : -EINVAL, NULL);
 	*res = json_pack("{s:s, s:s}", "pattern", pattern, "level",
-			 sg_ctl_log_level_name((unsigned int)lv));
+			 sg_ctl_log_level_name((unsigned int)level));
 	return 0;
+}
+
+/* What a node without a handler of its own does: the process's rte_log levels. */
+static int m_log_level_set(struct sg_ctl_server *s, json_t *params, json_t **res,
+			   struct sg_rpc_err *err)
+{
+	const char *pattern;
+	int lv;
+
+	(void)s;
+	if (sg_rpc_log_level_set_parse(params, &pattern, &lv, err) != 0)
+		return -1;
+	return sg_rpc_log_level_set_answer(rte_log_set_level_pattern(pattern, (uint32_t)lv),
+					   pattern, lv, res, err);
 }
 SG_RPC_REGISTER("log_level_set", m_log_level_set);
-
-static int m_drain(struct sg_ctl_server *s, json_t *params, json_t **res, struct sg_rpc_err *err)
-{
-	int rc;
-
-	if (sg_rpc_no_params(params, err))
-		return -1;
-	NEED_OP(s, drain, err);
-	rc = s->cfg.ops->drain(s->cfg.ops_arg);
-	if (rc != 0)
-		return sg_rpc_fail_errno(err, "drain", rc, NULL);
-	s->draining = true;
-	*res = json_pack("{s:b}", "draining", 1);
-	return 0;
-}
-SG_RPC_REGISTER("drain", m_drain);
 
 /* ---- Prometheus text format --------------------------------------------- */
 

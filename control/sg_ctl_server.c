@@ -243,15 +243,33 @@ int sg_rpc_no_params(json_t *params, struct sg_rpc_err *err)
 	return 0;
 }
 
-static const struct sg_rpc_method *method_find(const char *name)
+void *sg_rpc_node(const struct sg_ctl_server *s)
+{
+	return s->cfg.ops_arg;
+}
+
+/* The registration of @p name for servers of @p node's table (NULL: the plain one), or NULL. */
+static const struct sg_rpc_method *method_lookup(const char *name,
+						 const struct sg_ctl_agent_ops *node)
 {
 	for (const struct sg_rpc_method *m = __start_sg_rpc_methods; m < __stop_sg_rpc_methods; m++)
-		if (strcmp(m->name, name) == 0)
+		if (m->node == node && strcmp(m->name, name) == 0)
 			return m;
 	return NULL;
 }
 
-/* Set-up: every registered name well-formed and registered once (a build defect otherwise). */
+/* What server @p s runs for @p name: its node's registration, else the plain one. */
+static const struct sg_rpc_method *method_find(const struct sg_ctl_server *s, const char *name)
+{
+	const struct sg_rpc_method *m = method_lookup(name, s->cfg.ops);
+
+	return m != NULL ? m : method_lookup(name, NULL);
+}
+
+/*
+ * Set-up: every registered name well-formed and registered once per table, plain
+ * or a node's (a build defect otherwise).
+ */
 static int methods_check(void)
 {
 	for (const struct sg_rpc_method *m = __start_sg_rpc_methods; m < __stop_sg_rpc_methods;
@@ -264,8 +282,9 @@ static int methods_check(void)
 				   "auth, and a function", m->name);
 			return -EINVAL;
 		}
-		if (method_find(m->name) != m) {
-			SG_CTL_LOG(ERR, "method %s is registered twice", m->name);
+		if (method_lookup(m->name, m->node) != m) {
+			SG_CTL_LOG(ERR, "method %s is registered twice%s", m->name,
+				   m->node != NULL ? " for one node" : "");
 			return -EINVAL;
 		}
 	}
@@ -277,22 +296,24 @@ static int name_cmp(const void *a, const void *b)
 	return strcmp(json_string_value(*(json_t *const *)a), json_string_value(*(json_t *const *)b));
 }
 
-/* "auth" (the handshake, which the framing answers), then every method by name. */
+/* "auth" (the handshake, which the framing answers), then every method of @p s by name. */
 static int m_rpc_get_methods(struct sg_ctl_server *s, json_t *params, json_t **res,
 			     struct sg_rpc_err *err)
 {
-	size_t n = (size_t)(__stop_sg_rpc_methods - __start_sg_rpc_methods);
-	json_t **names = calloc(n ? n : 1, sizeof(*names));
+	size_t n = 0, max = (size_t)(__stop_sg_rpc_methods - __start_sg_rpc_methods);
+	json_t **names = calloc(max ? max : 1, sizeof(*names));
 
-	(void)s;
 	if (names == NULL)
 		return sg_rpc_fail(err, SG_CTL_ERR_INTERNAL, "out of memory");
 	if (sg_rpc_no_params(params, err)) {
 		free(names);
 		return -1;
 	}
-	for (size_t i = 0; i < n; i++)
-		names[i] = json_string(__start_sg_rpc_methods[i].name);
+	/* each name once: a node's registration stands in for the plain one of its name */
+	for (const struct sg_rpc_method *m = __start_sg_rpc_methods; m < __stop_sg_rpc_methods;
+	     m++)
+		if (method_find(s, m->name) == m)
+			names[n++] = json_string(m->name);
 	qsort(names, n, sizeof(*names), name_cmp);
 	*res = json_array();
 	json_array_append_new(*res, json_string("auth"));
@@ -325,7 +346,7 @@ SG_RPC_REGISTER("version", m_version);
 static int dispatch(struct sg_ctl_server *s, const char *name, json_t *params, json_t **result,
 		    struct sg_rpc_err *err)
 {
-	const struct sg_rpc_method *m = method_find(name);
+	const struct sg_rpc_method *m = method_find(s, name);
 
 	*result = NULL;
 	if (m == NULL)

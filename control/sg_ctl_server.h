@@ -4,7 +4,8 @@
  * Sigma control server: JSON-RPC 2.0 over TCP (HMAC-SHA256 challenge-response)
  * and over a Unix socket (file permissions), plus a Prometheus text endpoint,
  * all on one epoll thread of its own. The node's daemon plugs in through an
- * agent ops table (struct sg_ctl_agent_ops). The wire format is documented in
+ * agent ops table (struct sg_ctl_agent_ops) and the methods it registers
+ * itself (sg_ctl_rpc.h). The wire format is documented in
  * docs/control.md; registering a method: sg_ctl_rpc.h. Library sg_ctl_server
  * (with the membership tracker, sg_ctl_members.h): DPDK's rte_log, jansson,
  * libsodium, etcd. Logging uses the rte_log type "sigma.control".
@@ -210,11 +211,16 @@ int sg_ctl_gid_parse(const char *s, uint8_t gid[16]);
 void sg_ctl_gid_format(const uint8_t gid[16], char out[40]);
 
 /**
- * What the node's daemon (sigmad) implements. Every callback runs on the
- * control thread, one at a time; it must not block for long (talk to lcores
- * through sg_dp_chan_call() with a short timeout). A NULL callback makes
- * its method answer "not supported". Callbacks return 0 or -errno; where
- * they take @p reason, they may write a human-readable refusal into it.
+ * What the server needs of its node outside any method of the same name:
+ * node_info for placement and etcd, the job callbacks for its job table and
+ * /metrics, lcores for /metrics, job_keys_add for failover. The node's other
+ * methods (layout, drain, verbs, log level) are handlers it registers itself
+ * with SG_RPC_NODE_REGISTER() (sg_ctl_rpc.h), tagged with this table. Every
+ * callback runs on the control thread, one at a time; it must not block for
+ * long (talk to lcores through sg_dp_chan_call() with a short timeout). A NULL
+ * callback makes its method answer "not supported". Callbacks return 0 or
+ * -errno; where they take @p reason, they may write a human-readable refusal
+ * into it.
  */
 struct sg_ctl_agent_ops {
 	int (*node_info)(void *arg, struct sg_ctl_node_info *out);
@@ -226,29 +232,6 @@ struct sg_ctl_agent_ops {
 	int (*job_destroy)(void *arg, uint32_t id);
 	/** Up to @p cap lcores. @return the number written, or -errno. */
 	int (*lcores)(void *arg, struct sg_ctl_lcore_stats *out, unsigned int cap);
-	int (*layout_get)(void *arg, struct sg_ctl_layout *out);
-	/** Apply (between rounds, losing no push) or refuse with a reason. */
-	int (*layout_change)(void *arg, const struct sg_ctl_layout_change *chg, char *reason);
-	/** Finish in-flight rounds and refuse new ones. */
-	int (*drain)(void *arg);
-	/** Optional: if NULL the server sets the rte_log level itself. */
-	int (*log_level)(void *arg, const char *pattern, int level);
-	/** The node's verbs addressing; -ENOTSUP (with @p reason) when it does not run verbs. */
-	int (*verbs_info)(void *arg, struct sg_ctl_verbs_info *out, char *reason);
-	/**
-	 * Connect an RC worker whose side is @p worker (params already range-checked);
-	 * fill @p node with the node's side. @return the worker's peer id (>= 0), or
-	 * -ENOTSUP (no verbs, or UD), -ENOSPC (full), -EINVAL (ring too small), with
-	 * @p reason.
-	 */
-	int (*verbs_rc_connect)(void *arg, const struct sg_ctl_verbs_rc_addr *worker,
-				struct sg_ctl_verbs_rc_addr *node, char *reason);
-	/**
-	 * Close the RC connection of peer id @p peer (what verbs_rc_connect returned) and
-	 * free its slots for a later connection. @return 0, or -ENOENT (no such open
-	 * connection), -ENOTSUP (no verbs, or UD), -ETIMEDOUT, with @p reason.
-	 */
-	int (*verbs_rc_disconnect)(void *arg, uint32_t peer, char *reason);
 	/**
 	 * Optional: add @p n keys to fixed job @p id, the keys of a lost node that
 	 * placement now gives this node (docs/cluster.md, "Jobs in etcd"); keys the job
@@ -277,8 +260,13 @@ struct sg_ctl_server_config {
 	uint32_t frame_timeout_ms;   /**< close one whose partial frame is this old [5000] */
 	uint32_t auth_timeout_ms;    /**< close a TCP one not authenticated by then [5000] */
 	uint64_t heartbeat_timeout_ms; /**< membership: node lost after this silence [3000] */
-	const struct sg_ctl_agent_ops *ops; /**< required */
-	void *ops_arg;
+	/**
+	 * Required: the node's table; it also selects the node's own methods
+	 * (SG_RPC_NODE_REGISTER() with this pointer), so two servers of one program
+	 * made with different tables each answer their own.
+	 */
+	const struct sg_ctl_agent_ops *ops;
+	void *ops_arg; /**< the node: the callbacks' @p arg, and sg_rpc_node() */
 	/**
 	 * Failover of fixed jobs (docs/cluster.md, "Jobs in etcd"): the etcd cluster
 	 * whose membership and job records the server watches (a stream, on a thread

@@ -52,12 +52,14 @@ struct sg_ctl_server {
 /* Bump a counter: one writer, readers in other threads. */
 #define SRV_COUNT(s, field) __atomic_fetch_add(&(s)->st.field, 1, __ATOMIC_RELAXED)
 
+/* "not supported by this node's agent" (SG_CTL_ERR_NOT_SUPPORTED). @return -1. */
+int sg_ctl_srv_not_supported(struct sg_rpc_err *err);
+
 /* A method of the agent's ops table answers "not supported" when the agent leaves it NULL. */
 #define NEED_OP(s, op, err)                                                                 \
 	do {                                                                                \
 		if ((s)->cfg.ops->op == NULL)                                               \
-			return sg_rpc_fail(err, SG_CTL_ERR_NOT_SUPPORTED,                   \
-					   "not supported by this node's agent");           \
+			return sg_ctl_srv_not_supported(err);                               \
 	} while (0)
 
 /*

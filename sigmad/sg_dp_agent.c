@@ -1,16 +1,17 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * sigmad's control agent: the JSON-RPC server of control/ (sg_ctl_server.h) with
- * struct sg_ctl_agent_ops implemented over the running pipeline, the optional
- * node_heartbeat sender, and the node's registration in etcd. Nothing below
- * the agent calls into it: sigmad and the tests start it over a running
- * pipeline (sg_dp_agent.h).
+ * struct sg_ctl_agent_ops implemented over the running pipeline and the node's
+ * own methods (layout, drain, verbs; sg_ctl_rpc.h) registered beside the code
+ * they run, the optional node_heartbeat sender, and the node's registration in
+ * etcd. Nothing below the agent calls into it: sigmad and the tests start it
+ * over a running pipeline (sg_dp_agent.h).
  *
- * Threading: every ops callback runs on the server's thread; heartbeats on a
- * thread of their own. Engines belong to their reducer lcores, so jobs are
- * added and removed, keys released, and per-job counters read, by messages on
- * each lcore's sg_dp_chan through sg_dp_lcore_call() (sg_dp_lcore_ctl.c);
- * the lcore answers between bursts. Per-lcore counters are read the way
+ * Threading: every ops callback and method runs on the server's thread;
+ * heartbeats on a thread of their own. Engines belong to their reducer lcores,
+ * so jobs are added and removed, keys released, and per-job counters read, by
+ * messages on each lcore's sg_dp_chan through sg_dp_lcore_call()
+ * (sg_dp_lcore_ctl.c); the lcore answers between bursts. Per-lcore counters are read the way
  * telemetry reads them (plain loads of lcore-owned integers).
  */
 #include <errno.h>
@@ -32,6 +33,7 @@
 #include "sg_etcd.h"
 #include "sg_config.h"
 #include "sg_dp_chan.h"
+#include "sg_ctl_rpc.h"
 #include "sg_ctl_server.h"
 #include "sg_dp_ctl_job.h"
 #include "sg_dp_internal.h"
@@ -42,6 +44,9 @@
 #endif
 
 #define AGENT_MAX_KEYS (1u << 20)
+
+/* The server's callbacks (defined below); the node's methods are registered for it. */
+static const struct sg_ctl_agent_ops agent_ops;
 
 struct agent_job {
 	bool used;
@@ -654,9 +659,8 @@ static int keymap_change(struct sg_dp_agent *a, const uint16_t *want, char *reas
 	return 0;
 }
 
-static int op_layout_get(void *arg, struct sg_ctl_layout *out)
+static int layout_get(struct sg_dp_agent *a, struct sg_ctl_layout *out)
 {
-	struct sg_dp_agent *a = arg;
 	struct sg_dp_pipeline *p = a->p;
 
 	memset(out, 0, sizeof(*out));
@@ -677,6 +681,17 @@ static int op_layout_get(void *arg, struct sg_ctl_layout *out)
 	return 0;
 }
 
+static int m_layout_get(struct sg_ctl_server *s, json_t *params, json_t **res,
+			struct sg_rpc_err *err)
+{
+	struct sg_ctl_layout lay;
+
+	if (sg_rpc_no_params(params, err))
+		return -1;
+	return sg_rpc_layout_get_answer(layout_get(sg_rpc_node(s), &lay), &lay, res, err);
+}
+SG_RPC_NODE_REGISTER(&agent_ops, "layout_get", m_layout_get);
+
 static int lcore_index(const struct sg_dp_pipeline *p, uint32_t lcore)
 {
 	for (unsigned int i = 0; i < p->n_lc; i++)
@@ -685,9 +700,9 @@ static int lcore_index(const struct sg_dp_pipeline *p, uint32_t lcore)
 	return -1;
 }
 
-static int op_layout_change(void *arg, const struct sg_ctl_layout_change *chg, char *reason)
+static int layout_change(struct sg_dp_agent *a, const struct sg_ctl_layout_change *chg,
+			 char *reason)
 {
-	struct sg_dp_agent *a = arg;
 	struct sg_dp_pipeline *p = a->p;
 
 	if (chg->has_keymap) {
@@ -718,14 +733,26 @@ static int op_layout_change(void *arg, const struct sg_ctl_layout_change *chg, c
 	return chg->has_keymap ? keymap_change(a, chg->keymap, reason) : 0;
 }
 
+static int m_layout_set(struct sg_ctl_server *s, json_t *params, json_t **res,
+			struct sg_rpc_err *err)
+{
+	struct sg_ctl_layout_change chg;
+	char reason[SG_CTL_REASON_MAX] = "";
+
+	if (sg_rpc_layout_set_parse(params, &chg, err) != 0)
+		return -1;
+	return sg_rpc_layout_set_answer(layout_change(sg_rpc_node(s), &chg, reason), reason, res,
+					err);
+}
+SG_RPC_NODE_REGISTER(&agent_ops, "layout_set", m_layout_set);
+
 /*
  * Drain: each reducer lets every chunk finish the rounds it may have begun
  * (up to the switch round of a key move, first round seen + 2) and refuses
  * later ones with the counted drop "draining"; no job is created.
  */
-static int op_drain(void *arg)
+static int drain(struct sg_dp_agent *a)
 {
-	struct sg_dp_agent *a = arg;
 	struct sg_dp_pipeline *p = a->p;
 	uint16_t now[SG_BUCKETS];
 	int rc = 0;
@@ -751,6 +778,14 @@ static int op_drain(void *arg)
 	return 0;
 }
 
+static int m_drain(struct sg_ctl_server *s, json_t *params, json_t **res, struct sg_rpc_err *err)
+{
+	if (sg_rpc_no_params(params, err))
+		return -1;
+	return sg_rpc_drain_answer(s, drain(sg_rpc_node(s)), res, err);
+}
+SG_RPC_NODE_REGISTER(&agent_ops, "drain", m_drain);
+
 /* ---- verbs: what workers address, and RC connections ------------------------ */
 
 /* -ENOTSUP with the reason when the pipeline does not run verbs (ethdev, or no verbs build). */
@@ -766,9 +801,8 @@ static int verbs_refuse(const struct sg_dp_pipeline *p, char *reason)
 	return -ENOTSUP;
 }
 
-static int op_verbs_info(void *arg, struct sg_ctl_verbs_info *out, char *reason)
+static int verbs_info(struct sg_dp_agent *a, struct sg_ctl_verbs_info *out, char *reason)
 {
-	struct sg_dp_agent *a = arg;
 	int rc = verbs_refuse(a->p, reason);
 #if SG_HAVE_VERBS
 	struct sg_dp_pipeline_verbs_info vi;
@@ -802,10 +836,22 @@ static int op_verbs_info(void *arg, struct sg_ctl_verbs_info *out, char *reason)
 #endif
 }
 
-static int op_verbs_rc_connect(void *arg, const struct sg_ctl_verbs_rc_addr *worker,
-			       struct sg_ctl_verbs_rc_addr *node, char *reason)
+static int m_verbs_info(struct sg_ctl_server *s, json_t *params, json_t **res,
+			struct sg_rpc_err *err)
 {
-	struct sg_dp_agent *a = arg;
+	struct sg_ctl_verbs_info vi;
+	char reason[SG_CTL_REASON_MAX] = "";
+
+	if (sg_rpc_no_params(params, err))
+		return -1;
+	return sg_rpc_verbs_info_answer(verbs_info(sg_rpc_node(s), &vi, reason), &vi, reason, res,
+					err);
+}
+SG_RPC_NODE_REGISTER(&agent_ops, "verbs_info", m_verbs_info);
+
+static int verbs_rc_connect(struct sg_dp_agent *a, const struct sg_ctl_verbs_rc_addr *worker,
+			    struct sg_ctl_verbs_rc_addr *node, char *reason)
+{
 	int rc = verbs_refuse(a->p, reason);
 #if SG_HAVE_VERBS
 	struct sg_dp_verbs_rc_addr r = {.qpn = worker->qpn, .psn = worker->psn,
@@ -845,9 +891,22 @@ static int op_verbs_rc_connect(void *arg, const struct sg_ctl_verbs_rc_addr *wor
 #endif
 }
 
-static int op_verbs_rc_disconnect(void *arg, uint32_t peer, char *reason)
+static int m_verbs_rc_connect(struct sg_ctl_server *s, json_t *params, json_t **res,
+			      struct sg_rpc_err *err)
 {
-	struct sg_dp_agent *a = arg;
+	struct sg_ctl_verbs_rc_addr worker, node = {0};
+	char reason[SG_CTL_REASON_MAX] = "";
+
+	if (sg_rpc_verbs_rc_connect_parse(s, params, &worker, err) != 0)
+		return -1;
+	return sg_rpc_verbs_rc_connect_answer(verbs_rc_connect(sg_rpc_node(s), &worker, &node,
+							       reason),
+					      &node, reason, res, err);
+}
+SG_RPC_NODE_REGISTER(&agent_ops, "verbs_rc_connect", m_verbs_rc_connect);
+
+static int verbs_rc_disconnect(struct sg_dp_agent *a, uint32_t peer, char *reason)
+{
 	int rc = verbs_refuse(a->p, reason);
 #if SG_HAVE_VERBS
 	char why[256] = "";
@@ -866,6 +925,19 @@ static int op_verbs_rc_disconnect(void *arg, uint32_t peer, char *reason)
 	return rc;
 #endif
 }
+
+static int m_verbs_rc_disconnect(struct sg_ctl_server *s, json_t *params, json_t **res,
+				 struct sg_rpc_err *err)
+{
+	char reason[SG_CTL_REASON_MAX] = "";
+	uint32_t peer;
+
+	if (sg_rpc_verbs_rc_disconnect_parse(params, &peer, err) != 0)
+		return -1;
+	return sg_rpc_verbs_rc_disconnect_answer(verbs_rc_disconnect(sg_rpc_node(s), peer, reason),
+						 peer, reason, res, err);
+}
+SG_RPC_NODE_REGISTER(&agent_ops, "verbs_rc_disconnect", m_verbs_rc_disconnect);
 
 /*
  * Failover: keys of a lost node that placement now gives this node (docs/cluster.md).
@@ -944,12 +1016,6 @@ static const struct sg_ctl_agent_ops agent_ops = {
 	.job_list = op_job_list,
 	.job_destroy = op_job_destroy,
 	.lcores = op_lcores,
-	.layout_get = op_layout_get,
-	.layout_change = op_layout_change,
-	.drain = op_drain,
-	.verbs_info = op_verbs_info,
-	.verbs_rc_connect = op_verbs_rc_connect,
-	.verbs_rc_disconnect = op_verbs_rc_disconnect,
 };
 
 /* ---- heartbeats --------------------------------------------------------- */

@@ -1,10 +1,15 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* A mock sigmad agent for the control-plane tests. */
+/*
+ * A mock sigmad agent for the control-plane tests: the server's callbacks
+ * (mock_ops) and the node's own methods, registered for servers made with
+ * mock_ops as sigmad's agent registers its own (sg_ctl_rpc.h).
+ */
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "ctl_mock.h"
+#include "sg_ctl_rpc.h"
 
 const uint8_t mock_secret[32] = "sigma-test-secret-0123456789abcd";
 
@@ -121,17 +126,20 @@ static int mk_lcores(void *arg, struct sg_ctl_lcore_stats *out, unsigned int cap
 	return (int)i;
 }
 
-static int mk_layout_get(void *arg, struct sg_ctl_layout *out)
+static int mk_layout_get(struct sg_ctl_server *s, json_t *params, json_t **res,
+			 struct sg_rpc_err *err)
 {
-	struct mock_agent *m = arg;
+	struct mock_agent *m = sg_rpc_node(s);
 
-	*out = m->layout;
-	return 0;
+	if (sg_rpc_no_params(params, err))
+		return -1;
+	return sg_rpc_layout_get_answer(0, &m->layout, res, err);
 }
+SG_RPC_NODE_REGISTER(&mock_ops, "layout_get", mk_layout_get);
 
-static int mk_layout_change(void *arg, const struct sg_ctl_layout_change *chg, char *reason)
+static int mk_layout_change(struct mock_agent *m, const struct sg_ctl_layout_change *chg,
+			    char *reason)
 {
-	struct mock_agent *m = arg;
 	unsigned int i, j;
 
 	if (chg->has_keymap)
@@ -162,22 +170,44 @@ static int mk_layout_change(void *arg, const struct sg_ctl_layout_change *chg, c
 	return 0;
 }
 
-static int mk_drain(void *arg)
+static int mk_layout_set(struct sg_ctl_server *s, json_t *params, json_t **res,
+			 struct sg_rpc_err *err)
 {
-	struct mock_agent *m = arg;
+	struct sg_ctl_layout_change chg;
+	char reason[SG_CTL_REASON_MAX] = "";
 
+	if (sg_rpc_layout_set_parse(params, &chg, err) != 0)
+		return -1;
+	return sg_rpc_layout_set_answer(mk_layout_change(sg_rpc_node(s), &chg, reason), reason,
+					res, err);
+}
+SG_RPC_NODE_REGISTER(&mock_ops, "layout_set", mk_layout_set);
+
+static int mk_drain(struct sg_ctl_server *s, json_t *params, json_t **res, struct sg_rpc_err *err)
+{
+	struct mock_agent *m = sg_rpc_node(s);
+
+	if (sg_rpc_no_params(params, err))
+		return -1;
 	m->draining = true;
-	return 0;
+	return sg_rpc_drain_answer(s, 0, res, err);
 }
+SG_RPC_NODE_REGISTER(&mock_ops, "drain", mk_drain);
 
-static int mk_log_level(void *arg, const char *pattern, int level)
+/* The level is only recorded: the test process's rte_log stays as it is. */
+static int mk_log_level_set(struct sg_ctl_server *s, json_t *params, json_t **res,
+			    struct sg_rpc_err *err)
 {
-	struct mock_agent *m = arg;
+	struct mock_agent *m = sg_rpc_node(s);
+	const char *pattern;
+	int lv;
 
-	(void)pattern;
-	m->last_log_level = level;
-	return 0;
+	if (sg_rpc_log_level_set_parse(params, &pattern, &lv, err) != 0)
+		return -1;
+	m->last_log_level = lv;
+	return sg_rpc_log_level_set_answer(0, pattern, lv, res, err);
 }
+SG_RPC_NODE_REGISTER(&mock_ops, "log_level_set", mk_log_level_set);
 
 static int mk_verbs_refuse(const struct mock_agent *m, char *reason)
 {
@@ -187,9 +217,8 @@ static int mk_verbs_refuse(const struct mock_agent *m, char *reason)
 	return -ENOTSUP;
 }
 
-static int mk_verbs_info(void *arg, struct sg_ctl_verbs_info *out, char *reason)
+static int mk_verbs_info(struct mock_agent *m, struct sg_ctl_verbs_info *out, char *reason)
 {
-	struct mock_agent *m = arg;
 	int rc = mk_verbs_refuse(m, reason);
 
 	if (rc != 0)
@@ -217,10 +246,22 @@ static int mk_verbs_info(void *arg, struct sg_ctl_verbs_info *out, char *reason)
 	return 0;
 }
 
-static int mk_verbs_rc_connect(void *arg, const struct sg_ctl_verbs_rc_addr *worker,
+static int mk_verbs_info_m(struct sg_ctl_server *s, json_t *params, json_t **res,
+			   struct sg_rpc_err *err)
+{
+	struct sg_ctl_verbs_info vi = {0};
+	char reason[SG_CTL_REASON_MAX] = "";
+
+	if (sg_rpc_no_params(params, err))
+		return -1;
+	return sg_rpc_verbs_info_answer(mk_verbs_info(sg_rpc_node(s), &vi, reason), &vi, reason,
+					res, err);
+}
+SG_RPC_NODE_REGISTER(&mock_ops, "verbs_info", mk_verbs_info_m);
+
+static int mk_verbs_rc_connect(struct mock_agent *m, const struct sg_ctl_verbs_rc_addr *worker,
 			       struct sg_ctl_verbs_rc_addr *node, char *reason)
 {
-	struct mock_agent *m = arg;
 	int rc = mk_verbs_refuse(m, reason);
 
 	if (rc != 0)
@@ -239,10 +280,23 @@ static int mk_verbs_rc_connect(void *arg, const struct sg_ctl_verbs_rc_addr *wor
 	return (int)m->rc_calls++;
 }
 
-/* Peer ids are those connect handed out (rc_calls so far), each closed once. */
-static int mk_verbs_rc_disconnect(void *arg, uint32_t peer, char *reason)
+static int mk_verbs_rc_connect_m(struct sg_ctl_server *s, json_t *params, json_t **res,
+				 struct sg_rpc_err *err)
 {
-	struct mock_agent *m = arg;
+	struct sg_ctl_verbs_rc_addr worker, node = {0};
+	char reason[SG_CTL_REASON_MAX] = "";
+
+	if (sg_rpc_verbs_rc_connect_parse(s, params, &worker, err) != 0)
+		return -1;
+	return sg_rpc_verbs_rc_connect_answer(mk_verbs_rc_connect(sg_rpc_node(s), &worker, &node,
+								  reason),
+					      &node, reason, res, err);
+}
+SG_RPC_NODE_REGISTER(&mock_ops, "verbs_rc_connect", mk_verbs_rc_connect_m);
+
+/* Peer ids are those connect handed out (rc_calls so far), each closed once. */
+static int mk_verbs_rc_disconnect(struct mock_agent *m, uint32_t peer, char *reason)
+{
 	int rc = mk_verbs_refuse(m, reason);
 
 	if (rc != 0)
@@ -257,19 +311,26 @@ static int mk_verbs_rc_disconnect(void *arg, uint32_t peer, char *reason)
 	return 0;
 }
 
+static int mk_verbs_rc_disconnect_m(struct sg_ctl_server *s, json_t *params, json_t **res,
+				    struct sg_rpc_err *err)
+{
+	char reason[SG_CTL_REASON_MAX] = "";
+	uint32_t peer;
+
+	if (sg_rpc_verbs_rc_disconnect_parse(params, &peer, err) != 0)
+		return -1;
+	return sg_rpc_verbs_rc_disconnect_answer(mk_verbs_rc_disconnect(sg_rpc_node(s), peer,
+									reason),
+						 peer, reason, res, err);
+}
+SG_RPC_NODE_REGISTER(&mock_ops, "verbs_rc_disconnect", mk_verbs_rc_disconnect_m);
+
 const struct sg_ctl_agent_ops mock_ops = {
 	.node_info = mk_node_info,
 	.job_create = mk_job_create,
 	.job_list = mk_job_list,
 	.job_destroy = mk_job_destroy,
 	.lcores = mk_lcores,
-	.layout_get = mk_layout_get,
-	.layout_change = mk_layout_change,
-	.drain = mk_drain,
-	.log_level = mk_log_level,
-	.verbs_info = mk_verbs_info,
-	.verbs_rc_connect = mk_verbs_rc_connect,
-	.verbs_rc_disconnect = mk_verbs_rc_disconnect,
 };
 
 void mock_init(struct mock_agent *m)

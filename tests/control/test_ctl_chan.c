@@ -18,7 +18,7 @@
 #include <rte_ring.h>
 
 #include "sg_dp_chan.h"
-#include "sg_ctl_server.h"
+#include "sg_ctl_rpc.h"
 #include "sg_sum.h"
 #include "sg_test.h"
 
@@ -202,12 +202,15 @@ static void *red_main(void *arg)
 	}
 }
 
+/* The server's callbacks: none; the node's one method is registered for this table. */
+static const struct sg_ctl_agent_ops live_ops;
+
 /* The part of sigmad's agent this test needs: layout changes, sent to the dispatcher lcore. */
-static int live_layout_change(void *arg, const struct sg_ctl_layout_change *chg, char *reason)
+static int live_layout_change(struct dispatcher *d, const struct sg_ctl_layout_change *chg,
+			      char *reason)
 {
 	static uint16_t staged[4][SG_BUCKETS];
 	static unsigned int next;
-	struct dispatcher *d = arg;
 	struct sg_dp_chan_msg rq = {.type = TEST_MSG_KEYMAP}, rs;
 	uint16_t *slot = staged[next++ % 4];
 	unsigned int i;
@@ -230,7 +233,18 @@ static int live_layout_change(void *arg, const struct sg_ctl_layout_change *chg,
 	return rc != 0 ? rc : rs.result;
 }
 
-static const struct sg_ctl_agent_ops live_ops = {.layout_change = live_layout_change};
+static int live_layout_set(struct sg_ctl_server *s, json_t *params, json_t **res,
+			   struct sg_rpc_err *err)
+{
+	struct sg_ctl_layout_change chg;
+	char reason[SG_CTL_REASON_MAX] = "";
+
+	if (sg_rpc_layout_set_parse(params, &chg, err) != 0)
+		return -1;
+	return sg_rpc_layout_set_answer(live_layout_change(sg_rpc_node(s), &chg, reason), reason,
+					res, err);
+}
+SG_RPC_NODE_REGISTER(&live_ops, "layout_set", live_layout_set);
 
 static void test_live_keymap(void)
 {

@@ -1246,6 +1246,81 @@ static void test_target_kind(void)
 			 cases[i].t, !cases[i].tcp);
 }
 
+/*
+ * Two servers in one process, as a node and a plain coordinator (test_agent): the
+ * mock's own methods are registered for mock_ops only, so a server made with
+ * another table (the same callbacks) answers the node methods as a node that
+ * registers none: "not supported", and log_level_set by setting rte_log itself;
+ * both list the same methods, and the mock's server still runs the mock's.
+ */
+static void test_two_servers(void)
+{
+	static struct sg_ctl_agent_ops other_ops;
+	static struct mock_agent other;
+	struct sg_ctl_server_config cfg = {.tcp_disable = true};
+	struct sg_ctl_client *c, *m;
+	struct sg_ctl_server *s2;
+	char path[128], km[512];
+	unsigned int changes = mock.layout_changes;
+	json_t *r, *r2;
+	long code;
+
+	other_ops = mock_ops;
+	mock_init(&other);
+	snprintf(path, sizeof(path), "%s/other.sock", tmpdir);
+	cfg.unix_path = path;
+	cfg.ops = &other_ops;
+	cfg.ops_arg = &other;
+	s2 = sg_ctl_server_create(&cfg);
+	c = sg_ctl_client_connect(path, NULL, 0, 2000);
+	m = sg_ctl_client_connect(sock_path, NULL, 0, 2000);
+	SG_CHECK(s2 != NULL && c != NULL && m != NULL, "second server: %s", strerror(errno));
+	if (s2 == NULL || c == NULL || m == NULL)
+		goto out;
+	/* the callbacks are the server's: they work on both */
+	r = call(c, "node_info", NULL, &code);
+	SG_CHECK(r && !strcmp(json_string_value(json_object_get(r, "name")), "mock-node"),
+		 "node_info on the second server: %ld", code);
+	json_decref(r);
+	snprintf(km, sizeof(km), "{\"keymap\":[");
+	for (int i = 0; i < SG_BUCKETS; i++)
+		strcat(km, i ? ",0" : "0");
+	strcat(km, "]}");
+	call_refused(c, "layout_get", NULL, SG_CTL_ERR_NOT_SUPPORTED,
+		     "not supported by this node's agent");
+	call_refused(c, "layout_get", "{\"x\":1}", SG_CTL_ERR_INVALID_PARAMS, "takes none");
+	call_refused(c, "layout_set", km, SG_CTL_ERR_NOT_SUPPORTED,
+		     "not supported by this node's agent");
+	call_refused(c, "drain", NULL, SG_CTL_ERR_NOT_SUPPORTED, "not supported by this node's agent");
+	call_refused(c, "verbs_info", NULL, SG_CTL_ERR_NOT_SUPPORTED,
+		     "not supported by this node's agent");
+	call_refused(c, "verbs_rc_connect", "{}", SG_CTL_ERR_NOT_SUPPORTED,
+		     "not supported by this node's agent");
+	call_refused(c, "verbs_rc_disconnect", "{\"peer\":0}", SG_CTL_ERR_NOT_SUPPORTED,
+		     "not supported by this node's agent");
+	SG_CHECK(!other.draining && other.layout_changes == 0 && other.rc_calls == 0 &&
+		 other.disc_calls == 0 && mock.layout_changes == changes,
+		 "no node method reached a mock");
+	r = call(c, "log_level_set", "{\"pattern\":\"sigma.nothing\",\"level\":\"info\"}", &code);
+	SG_CHECK(r && !strcmp(json_string_value(json_object_get(r, "level")), "info") &&
+		 other.last_log_level == 0, "log_level_set by the server itself: %ld", code);
+	json_decref(r);
+	/* the mock's server: the mock's own */
+	r = call(m, "layout_get", NULL, &code);
+	SG_CHECK(r && json_integer_value(json_object_get(r, "reducers")) == 2, "layout_get: %ld",
+		 code);
+	json_decref(r);
+	r = call(c, "rpc_get_methods", NULL, &code);
+	r2 = call(m, "rpc_get_methods", NULL, &code);
+	SG_CHECK(r && r2 && json_array_size(r) > 1 && json_equal(r, r2), "the same methods listed");
+	json_decref(r);
+	json_decref(r2);
+out:
+	sg_ctl_client_close(c);
+	sg_ctl_client_close(m);
+	sg_ctl_server_destroy(s2);
+}
+
 int main(void)
 {
 	struct sg_ctl_server_config cfg;
@@ -1280,6 +1355,7 @@ int main(void)
 	test_mutations();
 	test_bad_config();
 	test_target_kind();
+	test_two_servers();
 	{
 		/* a draining node takes no RC connection */
 		struct sg_ctl_client *c = sg_ctl_client_connect(sock_path, NULL, 0, 2000);

@@ -3,6 +3,9 @@
  * A program that registers a method name twice (here "version", which the
  * server registers too) is refused at sg_ctl_server_create() with EINVAL,
  * rather than answering with whichever registration the linker put first.
+ * Built with RPC_DUP_NODE (test rpc_dup_node): the same for a name registered
+ * twice for one node's table, while one node registration of a plain method's
+ * name is not a duplicate (every node's server starts with those).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -21,11 +24,18 @@ static int m_version_again(struct sg_ctl_server *s, json_t *params, json_t **res
 	*res = json_true();
 	return 0;
 }
+
+static const struct sg_ctl_agent_ops none;
+
+#ifdef RPC_DUP_NODE
+SG_RPC_NODE_REGISTER(&none, "drain", m_version_again);
+SG_RPC_NODE_REGISTER(&none, "drain", m_version_again);
+#else
 SG_RPC_REGISTER("version", m_version_again);
+#endif
 
 int main(void)
 {
-	static const struct sg_ctl_agent_ops none;
 	struct sg_ctl_server_config cfg = {.tcp_disable = true, .ops = &none};
 	struct sg_ctl_server *srv;
 	char path[64];
