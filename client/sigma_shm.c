@@ -517,7 +517,7 @@ struct sg_cli_transport *sg_cli_shm_create(const struct sigma_conf *conf,
 			continue;
 		}
 		if (rest != NULL) {
-			SG_CLI_LOG(INFO, "node %u (%s:%u): over UDP (none of the %u shared-memory "
+			SG_CLI_LOG(DEBUG, "node %u (%s:%u): over UDP (none of the %u shared-memory "
 				   "sockets is its)", k, conf->nodes[k].addr,
 				   conf->nodes[k].port ? conf->nodes[k].port : SG_DP_UDP_PORT,
 				   conf->n_shm_paths);
