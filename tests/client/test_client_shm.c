@@ -60,6 +60,14 @@ static unsigned int count_files(const char *path)
 	return n;
 }
 
+/* Free @p g: nothing left behind, no socket file, the @p fds open before it. */
+static void free_group(struct cu_group *g, unsigned int fds)
+{
+	cu_free(g);
+	SG_CHECK_EQ(count_files(dir), 0);
+	SG_CHECK_EQ(count_fds(), fds);
+}
+
 /* The rings on their own: records in order across the wrap, a full ring, bad lengths. */
 static void test_ring(void)
 {
@@ -132,9 +140,7 @@ static void sums(unsigned int n, uint32_t shm_ranks, const char *what)
 		SG_CHECK((io[i].rx_dgrams > 0) == (shm_ranks != (1u << n) - 1),
 			 "%s: node %u: %" PRIu64 " UDP datagrams", what, i, io[i].rx_dgrams);
 	}
-	cu_free(&g);
-	SG_CHECK_EQ(count_files(dir), 0);
-	SG_CHECK_EQ(count_fds(), fds);
+	free_group(&g, fds);
 }
 
 /*
@@ -182,9 +188,7 @@ static void colocated(unsigned int n, const char *what)
 	if (resent != 0)
 		printf("%s: %" PRIu64 " resends, NACKs or drops: counts not compared exactly\n",
 		       what, resent);
-	cu_free(&g);
-	SG_CHECK_EQ(count_files(dir), 0);
-	SG_CHECK_EQ(count_fds(), fds);
+	free_group(&g, fds);
 }
 
 /* A raw client: connect to @p path. @return the socket. */
@@ -507,6 +511,14 @@ static void expect_open_fail(struct sigma_conf c, int err, const char *what)
 		 strerror(errno), err);
 }
 
+static void expect_open_ok(struct sigma_conf c, const char *what)
+{
+	struct sigma_session *s = sigma_open(&c);
+
+	SG_CHECK(s != NULL, "%s: %s", what, strerror(errno));
+	sigma_close(s);
+}
+
 /* Configurations the transport refuses, each with its error. */
 static void test_bad_conf(void)
 {
@@ -538,17 +550,12 @@ static void test_bad_conf(void)
 	/* both, in the other order, after a dead one and with a second copy of one: fine */
 	{
 		const char *ok[4] = {missing, g.shm[1], g.shm[0], g.shm[1]};
-		struct sigma_session *s;
 
 		c.shm_paths = ok;
 		c.n_shm_paths = 4;
-		s = sigma_open(&c);
-		SG_CHECK(s != NULL, "both nodes' sockets: %s", strerror(errno));
-		sigma_close(s);
+		expect_open_ok(c, "both nodes' sockets");
 	}
-	cu_free(&g);
-	SG_CHECK_EQ(count_files(dir), 0);
-	SG_CHECK_EQ(count_fds(), fds);
+	free_group(&g, fds);
 }
 
 /*
@@ -568,7 +575,6 @@ static void test_udp_shm_paths(void)
 	struct sigma_conf c = {.job = 36, .token = 0x36, .nworkers = 1, .partition_bytes = 16384,
 			       .rto_us = 100000, .shm_paths = paths, .n_shm_paths = 1};
 	struct sigma_udpd_io io[2];
-	struct sigma_session *s;
 	unsigned int fds = count_fds();
 
 	SG_CHECK_EQ(cu_shm_nodes(&g, 2, &shm_node, dir, 0), 0);
@@ -603,21 +609,15 @@ static void test_udp_shm_paths(void)
 	c.nnodes = 1;
 	c.shm_paths = &g.shm[1];
 	c.n_shm_paths = 1;
-	s = sigma_open(&c);
-	SG_CHECK(s != NULL, "a socket of another node: %s", strerror(errno));
-	sigma_close(s);
+	expect_open_ok(c, "a socket of another node");
 	/* 2 of each of the 2 workers before, 1 now */
 	WAIT_IO(g.d[1], io[1], io[1].shm_open == 0 && io[1].shm_accepted == 5);
 	SG_CHECK(io[1].shm_open == 0 && io[1].shm_accepted == 5, "node 1: open %" PRIu64
 		 ", made %" PRIu64, io[1].shm_open, io[1].shm_accepted);
 	c.shm_paths = paths;
 	c.n_shm_paths = 2;
-	s = sigma_open(&c);
-	SG_CHECK(s != NULL, "dead sockets alone: %s", strerror(errno));
-	sigma_close(s);
-	cu_free(&g);
-	SG_CHECK_EQ(count_files(dir), 0);
-	SG_CHECK_EQ(count_fds(), fds);
+	expect_open_ok(c, "dead sockets alone");
+	free_group(&g, fds);
 }
 
 /* Remove the folder and what a node or the fake one left in it (async-signal-safe). */
