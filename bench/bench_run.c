@@ -910,9 +910,9 @@ static void run_usage(FILE *f, const char *cmd)
 		   "as the memif client of id r on sigmad's socket SOCK (bench/sigmad_memif.sh)\n"
 		   "  --shm           workers reach the node threads through shared memory "
 		   "(SIGMA_TRANSPORT_SHM), not kernel UDP\n"
-		   "  --colocate      with --shm: one node thread per worker (not --nodes), worker r "
-		   "given node r's socket alone: its own node over shared memory, the others over "
-		   "kernel UDP (BytePS with k = 0)\n"
+		   "  --colocate      with --shm: one node thread per worker (not --nodes), "
+		   "worker r given node r's socket alone: its own node over shared memory, the "
+		   "others over kernel UDP (BytePS with k = 0)\n"
 		   "  --memif-queues Q  RX queues per worker: the lcores of sigmad's layout "
 		   "(default $SIGMA_MEMIF_QUEUES, else 1)\n"
 		   "  --print-sigmad-config   print the [job N] sections sigmad needs for this "
@@ -923,8 +923,8 @@ static void run_usage(FILE *f, const char *cmd)
 		fprintf(f, "  --runs R        repeat the whole comparison R times (1..%d), "
 			   "interleaved; each figure is the median across runs (default 1)\n"
 			   "  --threads-baseline  with --attach or --colocate: in each run, also "
-			   "sweep through sigma-bench's own kernel-UDP node threads (--nodes; workers "
-			   "without --gso, over UDP alone) and report the ratio "
+			   "sweep through sigma-bench's own kernel-UDP node threads (--nodes; "
+			   "workers without --gso, over UDP alone) and report the ratio "
 			   "(bench/sigmad_socket.sh)\n"
 			   "  --sweep         in each run, also measure OpenMPI over shared memory "
 			   "(btl self,vader) and Gloo's allreduce (TCP loopback) beside MPI over TCP; "
@@ -1071,7 +1071,8 @@ static int parse_opts(int argc, char **argv, struct rb_opts *o, const char *cmd)
 	}
 	if (o->shm && (o->attach[0] != '\0' || (o->threads && !o->colocate))) {
 		fprintf(stderr, "sigma-bench: --shm is for sigma-bench's own node threads, not "
-				"--attach or --threads-baseline (but --colocate --threads-baseline)\n");
+				"--attach or --threads-baseline (but --colocate "
+				"--threads-baseline)\n");
 		return -EINVAL;
 	}
 	if (o->memif != NULL && (o->attach[0] == '\0' || o->memif[0] == '\0')) {

@@ -269,10 +269,12 @@ static int mix_take(struct sg_cli_shm *t, struct sg_cli_rxpkt *pkts, unsigned in
 			b = shm_take(t, pkts, max);
 			return b > 0 ? b : a;
 		}
-		return a + ((unsigned int)a < max ? shm_take(t, pkts + a, max - (unsigned int)a) : 0);
+		b = (unsigned int)a < max ? shm_take(t, pkts + a, max - (unsigned int)a) : 0;
+		return a + b;
 	}
 	a = shm_take(t, pkts, max);
-	b = (unsigned int)a < max ? t->rest->recv(t->rest, pkts + a, max - (unsigned int)a, 0, 0) : 0;
+	b = (unsigned int)a < max ?
+	    t->rest->recv(t->rest, pkts + a, max - (unsigned int)a, 0, 0) : 0;
 	return b < 0 ? (a > 0 ? a : b) : a + b;
 }
 

@@ -182,8 +182,9 @@ static void colocated(unsigned int n, const char *what)
 		if (resent == 0)
 			SG_CHECK(io.rx_dgrams == (n - 1) * io.shm_rx &&
 					 io.tx_dgrams == (n - 1) * io.shm_tx,
-				 "%s: node %u: shm %" PRIu64 "/%" PRIu64 ", UDP %" PRIu64 "/%" PRIu64,
-				 what, i, io.shm_rx, io.shm_tx, io.rx_dgrams, io.tx_dgrams);
+				 "%s: node %u: shm %" PRIu64 "/%" PRIu64 ", UDP %" PRIu64
+				 "/%" PRIu64, what, i, io.shm_rx, io.shm_tx, io.rx_dgrams,
+				 io.tx_dgrams);
 	}
 	if (resent != 0)
 		printf("%s: %" PRIu64 " resends, NACKs or drops: counts not compared exactly\n",
