@@ -65,6 +65,8 @@ struct rb_opts {
 	int spin_us;           /* sigma_conf.spin_us and the node threads' (--spin-us) */
 	bool sweep;            /* compare --sweep: MPI over shared memory and Gloo too */
 	bool shm;              /* workers reach the node threads through shared memory */
+	bool colocate;         /* --shm --colocate: N nodes, worker r over shm to node r alone,
+				  kernel UDP to the others (BytePS with k = 0) */
 	const char *shm_paths[RB_MAX_NODES]; /* ... their sockets (run_point() sets them) */
 	uint32_t first_round;  /* round of every tensor's first push_pull (an attached node
 				  keeps its jobs' rounds from one sweep to the next) */
@@ -302,7 +304,11 @@ static struct sigma_tensor *open_size(const struct rb_opts *o, struct sigma_node
 		c.dpdk_rx_queues = (uint16_t)o->memif_queues;
 		c.local_addr = local;
 	}
-	if (o->shm && data) {
+	if (o->shm && data && o->colocate) {
+		/* its own node's socket alone: the others' nodes over UDP */
+		c.shm_paths = &o->shm_paths[rank];
+		c.n_shm_paths = 1;
+	} else if (o->shm && data) {
 		c.transport = SIGMA_TRANSPORT_SHM;
 		c.shm_paths = o->shm_paths;
 		c.n_shm_paths = nnodes;
@@ -592,7 +598,8 @@ static int run_point(const struct rb_opts *o, unsigned int n, enum sg_dtype dt, 
 		}
 		if (!o->shm)
 			shm_dir[0] = '\0';
-		for (nd = 0; nd < o->nodes; nd++) {
+		/* colocated: one node per worker, as BytePS with k = 0 */
+		for (nd = 0; nd < (o->colocate ? n : o->nodes); nd++) {
 			/* a size's sessions are open at once: N channels a node */
 			struct sigma_udpd_conf dc = {.engine = {.pool_bufs = 8192}, .spin_us = o->spin_us,
 						     .shm_max = 2 * RB_MAX_N};
@@ -753,9 +760,17 @@ static void print_table(const struct rb_result *r, unsigned int n)
 	}
 }
 
+/* Sigma's path in compare's table, JSON and plot. */
+static const char *path_label(const struct rb_opts *o)
+{
+	if (o->colocate)
+		return "colocated: shared memory + kernel UDP";
+	return o->memif != NULL ? "DPDK memif" : o->shm ? "shared memory" : "kernel UDP";
+}
+
 static const char *transport_name(const struct rb_opts *o)
 {
-	return o->memif != NULL ? "dpdk" : o->shm ? "shm" : "udp";
+	return o->memif != NULL ? "dpdk" : o->colocate ? "shm+udp" : o->shm ? "shm" : "udp";
 }
 
 static void write_json(FILE *f, const struct rb_opts *o, const struct rb_result *r,
@@ -895,6 +910,9 @@ static void run_usage(FILE *f, const char *cmd)
 		   "as the memif client of id r on sigmad's socket SOCK (bench/sigmad_memif.sh)\n"
 		   "  --shm           workers reach the node threads through shared memory "
 		   "(SIGMA_TRANSPORT_SHM), not kernel UDP\n"
+		   "  --colocate      with --shm: one node thread per worker (not --nodes), "
+		   "worker r given node r's socket alone: its own node over shared memory, the "
+		   "others over kernel UDP (BytePS with k = 0)\n"
 		   "  --memif-queues Q  RX queues per worker: the lcores of sigmad's layout "
 		   "(default $SIGMA_MEMIF_QUEUES, else 1)\n"
 		   "  --print-sigmad-config   print the [job N] sections sigmad needs for this "
@@ -904,9 +922,10 @@ static void run_usage(FILE *f, const char *cmd)
 	if (strcmp(cmd, "compare") == 0)
 		fprintf(f, "  --runs R        repeat the whole comparison R times (1..%d), "
 			   "interleaved; each figure is the median across runs (default 1)\n"
-			   "  --threads-baseline  with --attach: in each run, also sweep through "
-			   "sigma-bench's own kernel-UDP node threads (--nodes; workers without "
-			   "--gso) and report the ratio (bench/sigmad_socket.sh)\n"
+			   "  --threads-baseline  with --attach or --colocate: in each run, also "
+			   "sweep through sigma-bench's own kernel-UDP node threads (--nodes; "
+			   "workers without --gso, over UDP alone) and report the ratio "
+			   "(bench/sigmad_socket.sh)\n"
 			   "  --sweep         in each run, also measure OpenMPI over shared memory "
 			   "(btl self,vader) and Gloo's allreduce (TCP loopback) beside MPI over TCP; "
 			   "--plot F.svg|F.png then draws each peer's ratio per size\n", RB_MAX_RUNS);
@@ -931,6 +950,7 @@ static int parse_opts(int argc, char **argv, struct rb_opts *o, const char *cmd)
 		{"gso", no_argument, NULL, 'G'},         {"no-gso", no_argument, NULL, 'g'},
 		{"spin-us", required_argument, NULL, 'U'},
 		{"sweep", no_argument, NULL, 'S'},      {"shm", no_argument, NULL, 'H'},
+		{"colocate", no_argument, NULL, 'O'},
 		{"help", no_argument, NULL, 'h'},          {NULL, 0, NULL, 0}};
 	int c, bad = 0;
 	bool window_set = false;
@@ -1002,6 +1022,7 @@ static int parse_opts(int argc, char **argv, struct rb_opts *o, const char *cmd)
 			*(c == 'B' ? &o->threads : &o->sweep) = true;
 			break;
 		case 'H': o->shm = true; break;
+		case 'O': o->colocate = true; break;
 		case 'G': o->gso = SIGMA_GSO_ON; break;
 		case 'g': o->gso = SIGMA_GSO_OFF; break;
 		case 'U': {
@@ -1033,14 +1054,25 @@ static int parse_opts(int argc, char **argv, struct rb_opts *o, const char *cmd)
 			SIGMA_DPDK_MAX_RXQ);
 		return -EINVAL;
 	}
-	if (o->threads && o->attach[0] == '\0') {
-		fprintf(stderr, "sigma-bench: --threads-baseline needs --attach: without it the "
-				"sweep runs the node threads already\n");
+	if (o->colocate && (!o->shm || o->attach[0] != '\0')) {
+		fprintf(stderr, "sigma-bench: --colocate needs --shm (and not --attach)\n");
 		return -EINVAL;
 	}
-	if (o->shm && (o->attach[0] != '\0' || o->threads)) {
+	for (unsigned int a = 0; a < o->n_ns && o->colocate; a++)
+		if (o->ns[a] > RB_MAX_NODES) {
+			fprintf(stderr, "sigma-bench: --colocate starts a node per worker: N at "
+					"most %d\n", RB_MAX_NODES);
+			return -EINVAL;
+		}
+	if (o->threads && o->attach[0] == '\0' && !o->colocate) {
+		fprintf(stderr, "sigma-bench: --threads-baseline needs --attach or --colocate: "
+				"without them the sweep runs the node threads already\n");
+		return -EINVAL;
+	}
+	if (o->shm && (o->attach[0] != '\0' || (o->threads && !o->colocate))) {
 		fprintf(stderr, "sigma-bench: --shm is for sigma-bench's own node threads, not "
-				"--attach or --threads-baseline\n");
+				"--attach or --threads-baseline (but --colocate "
+				"--threads-baseline)\n");
 		return -EINVAL;
 	}
 	if (o->memif != NULL && (o->attach[0] == '\0' || o->memif[0] == '\0')) {
@@ -1361,6 +1393,7 @@ static int cmp_runs(struct rb_cmp *c, struct rb_opts *o)
 	th.telemetry = NULL;
 	th.memif = NULL;
 	th.gso = SIGMA_GSO_DEFAULT; /* the default workers: --no-gso is the attached node's */
+	th.shm = th.colocate = false; /* --colocate's baseline: the same nodes over UDP alone */
 	for (unsigned int run = 0; run < o->runs; run++) {
 		size_t at = (size_t)run * c->n;
 
@@ -1435,7 +1468,8 @@ static double json_num(double v)
 
 static void cmp_table(const struct rb_cmp *c, const struct rb_opts *o, const char *cpu)
 {
-	printf("CPU: %s; %u run(s), each figure the median across them\n", cpu, o->runs);
+	printf("CPU: %s; %u run(s), each figure the median across them; sigma: %s\n", cpu, o->runs,
+	       path_label(o));
 	printf("%3s %8s %10s %13s", "N", "size", "sigma ms", "sigma MB/s");
 	for (unsigned int p = 0; p < RB_NPEERS; p++)
 		if (c->on[p])
@@ -1464,7 +1498,9 @@ static void cmp_table(const struct rb_cmp *c, const struct rb_opts *o, const cha
 		printf("%s\n", ok ? "" : "  FAILED");
 	}
 	printf("ratio = peer time / sigma time (> 1: sigma is faster)%s\n",
-	       o->threads ? "; vs thr = node threads' time / sigma time" : "");
+	       !o->threads ? "" : o->colocate ? "; threads = --nodes node threads over kernel "
+	       "UDP alone, vs thr = their time / sigma time" :
+	       "; vs thr = node threads' time / sigma time");
 }
 
 static void cmp_json(FILE *js, const struct rb_cmp *c, const struct rb_opts *o, const char *cpu)
@@ -1472,7 +1508,7 @@ static void cmp_json(FILE *js, const struct rb_cmp *c, const struct rb_opts *o, 
 	fprintf(js, "{\"bench\":\"compare\",\"baseline\":\"MPI_Allreduce (OpenMPI, TCP loopback)\","
 		    "\"sigma_transport\":\"%s\",\"cpu\":\"%s\",\"runs\":%u,\"iters\":%u,"
 		    "\"threads_baseline\":%s,\"worker_gso\":%s,\"window\":%u,\"peers\":[",
-		o->memif != NULL ? "DPDK memif" : o->shm ? "shared memory" : "kernel UDP", cpu,
+		path_label(o), cpu,
 		o->runs, o->iters,
 		o->threads ? "true" : "false", o->gso != SIGMA_GSO_OFF ? "true" : "false", o->window);
 	for (unsigned int p = 0, k = 0; p < RB_NPEERS; p++)
@@ -1547,9 +1583,7 @@ static int cmp_plot(const char *path, const struct rb_cmp *c, const struct rb_op
 	fprintf(g, "set logscale xy 2\nset xlabel 'tensor bytes'\nset ylabel 'peer time / sigma "
 		   "time (> 1: sigma faster)'\nset key outside right\nset title "
 		   "'sigma (%s) against each peer, median of %u runs'\nplot 1 with lines dt 2 "
-		   "lc rgb 'black' title 'equal'", o->memif != NULL ? "DPDK memif" :
-		   o->shm ? "shared memory" : "kernel UDP",
-		o->runs);
+		   "lc rgb 'black' title 'equal'", path_label(o), o->runs);
 	series = 0;
 	for (unsigned int p = 0; p < RB_NPEERS; p++)
 		for (unsigned int a = 0; a < o->n_ns && c->on[p]; a++, series++)

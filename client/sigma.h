@@ -73,7 +73,14 @@ extern "C" {
 
 /** Transports (all behind one internal ops interface). */
 enum sigma_transport {
-	SIGMA_TRANSPORT_UDP = 0,  /**< kernel UDP: sendmmsg/recvmmsg, SO_REUSEPORT */
+	/**
+	 * Kernel UDP: sendmmsg/recvmmsg, SO_REUSEPORT. Given shm_paths, the
+	 * nodes whose shared-memory socket answers are reached through shared
+	 * memory as with SIGMA_TRANSPORT_SHM and the others over UDP (a worker
+	 * beside its own node, as BytePS with k = 0: docs/client.md, "A
+	 * session over both").
+	 */
+	SIGMA_TRANSPORT_UDP = 0,
 	/**
 	 * A DPDK ethdev port (e.g. net_memif to a local sigmad). The caller has
 	 * run rte_eal_init() and leaves the port stopped: the session owns it
@@ -249,14 +256,17 @@ struct sigma_conf {
 	 */
 	uint32_t ranks_wait_us;
 	/**
-	 * SIGMA_TRANSPORT_SHM: the Unix sockets of the nodes' shared memory
-	 * (each one a sigma-udpd --shm PATH), in any order, read by sigma_open() only. A
-	 * socket whose node is not in the session is closed again at once, one
-	 * that fails is skipped; two of one node: the first counts. Every node of
-	 * the session needs one. Ignored by the other transports.
+	 * The Unix sockets of nodes' shared memory (each one a sigma-udpd --shm
+	 * PATH), in any order, read by sigma_open() only. A socket whose node is
+	 * not in the session is closed again at once, one that fails is skipped
+	 * (logged); two of one node: the first counts. SIGMA_TRANSPORT_SHM: every
+	 * node of the session needs one. SIGMA_TRANSPORT_UDP: optional (NULL or
+	 * none: UDP alone); a node without one goes over UDP, so a worker may
+	 * give only its own node's. Ignored by the DPDK transport.
 	 */
 	const char *const *shm_paths;
-	unsigned int n_shm_paths; /**< entries of shm_paths, 1..256 with SIGMA_TRANSPORT_SHM */
+	/** entries of shm_paths: 1..256 with SIGMA_TRANSPORT_SHM, 0..256 with UDP */
+	unsigned int n_shm_paths;
 };
 
 /** Counters of a session (monotonic). */
@@ -347,7 +357,9 @@ typedef void (*sigma_done_cb)(void *arg, struct sigma_tensor *t, int status);
  *         hello within 10 s), EPROTO (not a Sigma node's hello, another
  *         layout version, or a memfd not of the rings' size or not sealed
  *         against shrinking); or ENOENT when every socket answered but none was
- *         that node's.
+ *         that node's. Kernel UDP given shm_paths: the same sockets are
+ *         tried, but none of their failures fails the session (the nodes they
+ *         were for go over UDP); EINVAL for an empty path or more than 256.
  */
 struct sigma_session *sigma_open(const struct sigma_conf *conf);
 

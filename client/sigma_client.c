@@ -204,7 +204,11 @@ static int check_conf(struct sigma_conf *c)
 	    (c->shm_paths == NULL || c->n_shm_paths == 0 || c->n_shm_paths > 256))
 		return conf_error("the shared-memory transport needs 1..256 shm_paths, got %u",
 				  c->shm_paths == NULL ? 0 : c->n_shm_paths);
-	for (unsigned int i = 0; c->transport == SIGMA_TRANSPORT_SHM && i < c->n_shm_paths; i++)
+	if (c->transport == SIGMA_TRANSPORT_UDP && c->shm_paths != NULL && c->n_shm_paths > 256)
+		return conf_error("shm_paths: at most 256, got %u", c->n_shm_paths);
+	if (c->transport == SIGMA_TRANSPORT_UDP && c->shm_paths == NULL)
+		c->n_shm_paths = 0;
+	for (unsigned int i = 0; c->transport != SIGMA_TRANSPORT_DPDK && i < c->n_shm_paths; i++)
 		if (c->shm_paths[i] == NULL || c->shm_paths[i][0] == '\0')
 			return conf_error("shm_paths[%u] is empty", i);
 	if (c->transport == SIGMA_TRANSPORT_DPDK && c->local_addr == NULL)
@@ -362,9 +366,15 @@ struct sigma_session *sigma_open(const struct sigma_conf *conf)
 		struct sigma_conf full = s->conf;
 
 		full.nodes = conf->nodes;
-		s->tp = full.transport == SIGMA_TRANSPORT_DPDK ? sg_cli_dpdk_create(&full) :
-			full.transport == SIGMA_TRANSPORT_SHM ? sg_cli_shm_create(&full) :
-								sg_cli_udp_create(&full);
+		if (full.transport == SIGMA_TRANSPORT_DPDK)
+			s->tp = sg_cli_dpdk_create(&full);
+		else if (full.transport == SIGMA_TRANSPORT_SHM)
+			s->tp = sg_cli_shm_create(&full, NULL);
+		else
+			s->tp = sg_cli_udp_create(&full);
+		/* UDP given shm_paths: the nodes that answer there go over shared memory */
+		if (s->tp != NULL && full.transport == SIGMA_TRANSPORT_UDP && full.n_shm_paths > 0)
+			s->tp = sg_cli_shm_create(&full, s->tp);
 		s->conf.shm_paths = NULL; /* used at open only */
 	}
 	if (s->tp == NULL) {

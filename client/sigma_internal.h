@@ -51,6 +51,12 @@ struct sg_cli_transport {
 	int (*recv)(struct sg_cli_transport *t, struct sg_cli_rxpkt *pkts, unsigned int max,
 		    int timeout_us, int spin_us);
 	void (*destroy)(struct sg_cli_transport *t);
+	/**
+	 * A descriptor that polls readable when recv() has something once what
+	 * it buffered is taken (a session mixing transports sleeps on it beside
+	 * its own); NULL: none (a poll-mode transport).
+	 */
+	int (*wait_fd)(const struct sg_cli_transport *t);
 };
 
 /** Kernel UDP transport to @p conf's nodes. NULL with errno on failure. */
@@ -60,10 +66,16 @@ struct sg_cli_transport *sg_cli_udp_create(const struct sigma_conf *conf);
 struct sg_cli_transport *sg_cli_dpdk_create(const struct sigma_conf *conf);
 
 /**
- * Shared memory to sigma-udpd nodes on this machine (SIGMA_TRANSPORT_SHM).
- * NULL with errno on failure (see sigma_open()).
+ * Shared memory to sigma-udpd nodes on this machine. @p rest NULL
+ * (SIGMA_TRANSPORT_SHM): every node needs a socket of conf.shm_paths, NULL
+ * with errno on failure (see sigma_open()). @p rest a transport to all the
+ * nodes (the kernel-UDP one, given conf.shm_paths): the nodes whose socket
+ * answers go over shared memory, the others over @p rest, which the result
+ * owns from then on (destroyed with it, or on failure); that is @p rest
+ * itself when no node answered, and NULL only with ENOMEM.
  */
-struct sg_cli_transport *sg_cli_shm_create(const struct sigma_conf *conf);
+struct sg_cli_transport *sg_cli_shm_create(const struct sigma_conf *conf,
+					   struct sg_cli_transport *rest);
 
 /** Bytes of one receive buffer: the largest Sigma datagram, and some slack. */
 #define SG_CLI_RXBUF (SG_DP_HDR_LEN + SG_DP_MAX_PAYLOAD + 64)

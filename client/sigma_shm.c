@@ -3,7 +3,9 @@
  * Shared-memory rings (sigma_shm.h), used by sigma-udpd's --shm and by
  * libsigma's SIGMA_TRANSPORT_SHM, and that transport: one channel per node,
  * a datagram moves with one memcpy into the ring and no system call while
- * both sides run; a side that sleeps is woken through its eventfd.
+ * both sides run; a side that sleeps is woken through its eventfd. Given
+ * another transport (kernel UDP with conf.shm_paths), it serves the nodes
+ * whose socket answered and hands the others' packets to that one.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -175,21 +177,33 @@ struct shm_chan {
 struct sg_cli_shm {
 	struct sg_cli_transport ops;
 	unsigned int nnodes;
-	unsigned int next; /* the node whose ring recv() reads first: fair among nodes */
-	struct shm_chan *ch;
-	struct pollfd *pfd;
+	unsigned int nch;  /* nodes with a channel: their indices in chans */
+	unsigned int next; /* the channel whose ring recv() reads first: fair among nodes */
+	struct shm_chan *ch;   /* per node; mem NULL: no channel, the node is rest's */
+	unsigned int *chans;
+	struct pollfd *pfd;    /* per channel, then rest's wait fd */
 	uint64_t bad;      /* records of a bad length from nodes */
+	/* the nodes without a channel (NULL: every node has one) */
+	struct sg_cli_transport *rest;
+	int rest_fd;
+	bool rest_first;   /* which of the two recv() asks first: alternates */
+	struct sg_cli_txpkt rest_tx[SG_CLI_BURST];
 };
 
 static int shm_send(struct sg_cli_transport *tp, const struct sg_cli_txpkt *pkts, unsigned int n)
 {
 	struct sg_cli_shm *t = (struct sg_cli_shm *)tp;
-	unsigned int sent = 0;
+	unsigned int sent = 0, nrest = 0;
 
 	for (unsigned int i = 0; i < n; i++) {
 		struct shm_chan *c = &t->ch[pkts[i].node];
-		uint8_t *b = sg_shm_put(&c->up, SG_DP_HDR_LEN + pkts[i].payload_len);
+		uint8_t *b;
 
+		if (c->mem == NULL) {
+			t->rest_tx[nrest++] = pkts[i]; /* n <= SG_CLI_BURST */
+			continue;
+		}
+		b = sg_shm_put(&c->up, SG_DP_HDR_LEN + pkts[i].payload_len);
 		if (b == NULL)
 			continue; /* a full ring: lost, the window's timers resend it */
 		memcpy(b, pkts[i].hdr, SG_DP_HDR_LEN);
@@ -197,11 +211,26 @@ static int shm_send(struct sg_cli_transport *tp, const struct sg_cli_txpkt *pkts
 		c->dirty = true;
 		sent++;
 	}
-	for (unsigned int k = 0; k < t->nnodes; k++)
-		if (t->ch[k].dirty) {
-			sg_shm_publish(&t->ch[k].up);
-			t->ch[k].dirty = false;
+	for (unsigned int j = 0; j < t->nch; j++) {
+		struct shm_chan *c = &t->ch[t->chans[j]];
+
+		if (c->dirty) {
+			sg_shm_publish(&c->up);
+			c->dirty = false;
 		}
+	}
+	if (nrest > 0) {
+		int r = t->rest->send(t->rest, t->rest_tx, nrest);
+
+		/*
+		 * The caller counts every packet not in the count as lost; the
+		 * other transport's error loses its share only, and is returned
+		 * when it is the whole burst's fate.
+		 */
+		if (r < 0 && sent == 0)
+			return r;
+		sent += r > 0 ? (unsigned int)r : 0;
+	}
 	return (int)sent;
 }
 
@@ -210,32 +239,62 @@ static int shm_take(struct sg_cli_shm *t, struct sg_cli_rxpkt *pkts, unsigned in
 {
 	unsigned int got = 0;
 
-	for (unsigned int k = 0; k < t->nnodes && got < max; k++) {
-		struct sg_shm_ring *r = &t->ch[(t->next + k) % t->nnodes].down;
+	for (unsigned int k = 0; k < t->nch && got < max; k++) {
+		struct sg_shm_ring *r = &t->ch[t->chans[(t->next + k) % t->nch]].down;
 		const uint8_t *b;
 		uint32_t len;
 
 		while (got < max && (b = sg_shm_get(r, &len, &t->bad)) != NULL)
 			pkts[got++] = (struct sg_cli_rxpkt){b, len};
 	}
-	t->next = (t->next + 1) % t->nnodes;
+	t->next = (t->next + 1) % t->nch;
 	return (int)got;
 }
 
-/* Sleep on the nodes' eventfds for up to @p timeout_us, unless a record is there already. */
+/*
+ * shm_take(), and with a rest transport what it has without waiting, asking
+ * the two first in turn so that a stream on one never starves the other.
+ * @return packets, or -errno of the rest's recv() when nothing came.
+ */
+static int mix_take(struct sg_cli_shm *t, struct sg_cli_rxpkt *pkts, unsigned int max)
+{
+	int a, b;
+
+	if (t->rest == NULL)
+		return shm_take(t, pkts, max);
+	t->rest_first = !t->rest_first;
+	if (t->rest_first) {
+		a = t->rest->recv(t->rest, pkts, max, 0, 0);
+		if (a < 0) {
+			b = shm_take(t, pkts, max);
+			return b > 0 ? b : a;
+		}
+		b = (unsigned int)a < max ? shm_take(t, pkts + a, max - (unsigned int)a) : 0;
+		return a + b;
+	}
+	a = shm_take(t, pkts, max);
+	b = (unsigned int)a < max ?
+	    t->rest->recv(t->rest, pkts + a, max - (unsigned int)a, 0, 0) : 0;
+	return b < 0 ? (a > 0 ? a : b) : a + b;
+}
+
+/*
+ * Sleep on the nodes' eventfds (and the rest's fd) for up to @p timeout_us,
+ * unless a record is there already.
+ */
 static void shm_sleep(struct sg_cli_shm *t, int timeout_us)
 {
 	struct timespec ts = {.tv_sec = timeout_us / 1000000,
 			      .tv_nsec = (long)(timeout_us % 1000000) * 1000};
 	unsigned int k;
 
-	for (k = 0; k < t->nnodes; k++)
-		if (!sg_shm_sleep_prepare(&t->ch[k].down))
+	for (k = 0; k < t->nch; k++)
+		if (!sg_shm_sleep_prepare(&t->ch[t->chans[k]].down))
 			break;
-	if (k == t->nnodes)
-		ppoll(t->pfd, t->nnodes, &ts, NULL);
+	if (k == t->nch)
+		ppoll(t->pfd, t->nch + (t->rest_fd >= 0), &ts, NULL);
 	for (unsigned int j = 0; j < k; j++) /* ring k, if any, cleared its flag itself */
-		sg_shm_awake(&t->ch[j].down);
+		sg_shm_awake(&t->ch[t->chans[j]].down);
 }
 
 static int shm_recv(struct sg_cli_transport *tp, struct sg_cli_rxpkt *pkts, unsigned int max,
@@ -246,9 +305,9 @@ static int shm_recv(struct sg_cli_transport *tp, struct sg_cli_rxpkt *pkts, unsi
 	int r;
 
 	/* the records handed out last time are read by now: give them back */
-	for (unsigned int k = 0; k < t->nnodes; k++)
-		sg_shm_release(&t->ch[k].down);
-	r = shm_take(t, pkts, max);
+	for (unsigned int k = 0; k < t->nch; k++)
+		sg_shm_release(&t->ch[t->chans[k]].down);
+	r = mix_take(t, pkts, max);
 	if (r != 0 || timeout_us <= 0)
 		return r;
 	t0 = sg_cli_now_ns();
@@ -257,7 +316,7 @@ static int shm_recv(struct sg_cli_transport *tp, struct sg_cli_rxpkt *pkts, unsi
 
 		do {
 			sched_yield(); /* the node may share this CPU */
-			r = shm_take(t, pkts, max);
+			r = mix_take(t, pkts, max);
 			if (r != 0)
 				return r;
 		} while (sg_cli_now_ns() - t0 < spin_ns);
@@ -266,7 +325,7 @@ static int shm_recv(struct sg_cli_transport *tp, struct sg_cli_rxpkt *pkts, unsi
 			return 0;
 	}
 	shm_sleep(t, timeout_us);
-	return shm_take(t, pkts, max);
+	return mix_take(t, pkts, max);
 }
 
 static void chan_close(struct shm_chan *c)
@@ -290,7 +349,10 @@ static void shm_destroy(struct sg_cli_transport *tp)
 		return;
 	for (unsigned int k = 0; t->ch != NULL && k < t->nnodes; k++)
 		chan_close(&t->ch[k]);
+	if (t->rest != NULL)
+		t->rest->destroy(t->rest);
 	free(t->ch);
+	free(t->chans);
 	free(t->pfd);
 	free(t);
 }
@@ -402,26 +464,35 @@ static int node_of(const struct sigma_conf *conf, const struct sg_shm_hello *h)
 	return -1;
 }
 
-struct sg_cli_transport *sg_cli_shm_create(const struct sigma_conf *conf)
+struct sg_cli_transport *sg_cli_shm_create(const struct sigma_conf *conf,
+					   struct sg_cli_transport *rest)
 {
 	struct sg_cli_shm *t = calloc(1, sizeof(*t));
 	int err = 0;
 
-	if (t == NULL)
+	if (t != NULL) {
+		t->ch = calloc(conf->nnodes, sizeof(*t->ch));
+		t->chans = calloc(conf->nnodes, sizeof(*t->chans));
+		t->pfd = calloc(conf->nnodes + 1, sizeof(*t->pfd));
+	}
+	if (t == NULL || t->ch == NULL || t->chans == NULL || t->pfd == NULL) {
+		if (t != NULL) {
+			free(t->ch);
+			free(t->chans);
+			free(t->pfd);
+		}
+		free(t);
+		if (rest != NULL)
+			rest->destroy(rest);
+		errno = ENOMEM;
 		return NULL;
+	}
 	t->ops.send = shm_send;
 	t->ops.recv = shm_recv;
 	t->ops.destroy = shm_destroy;
 	t->nnodes = conf->nnodes;
-	t->ch = calloc(conf->nnodes, sizeof(*t->ch));
-	t->pfd = calloc(conf->nnodes, sizeof(*t->pfd));
-	if (t->ch == NULL || t->pfd == NULL) {
-		free(t->ch);
-		free(t->pfd);
-		free(t);
-		errno = ENOMEM;
-		return NULL;
-	}
+	t->rest = rest;
+	t->rest_fd = rest != NULL && rest->wait_fd != NULL ? rest->wait_fd(rest) : -1;
 	for (unsigned int k = 0; k < t->nnodes; k++)
 		t->ch[k] = (struct shm_chan){.sock = -1, .up.efd = -1, .down.efd = -1};
 	/* a socket that fails is skipped: the others may cover every node */
@@ -440,10 +511,19 @@ struct sg_cli_transport *sg_cli_shm_create(const struct sigma_conf *conf)
 			continue;
 		}
 		t->ch[i] = c;
-		t->pfd[i] = (struct pollfd){.fd = c.down.efd, .events = POLLIN};
 	}
-	for (unsigned int k = 0; k < t->nnodes; k++)
-		if (t->ch[k].mem == NULL) {
+	for (unsigned int k = 0; k < t->nnodes; k++) {
+		if (t->ch[k].mem != NULL) {
+			t->pfd[t->nch] = (struct pollfd){.fd = t->ch[k].down.efd, .events = POLLIN};
+			t->chans[t->nch++] = k;
+			continue;
+		}
+		if (rest != NULL) {
+			SG_CLI_LOG(DEBUG, "node %u (%s:%u): over UDP (none of the %u shared-memory "
+				   "sockets is its)", k, conf->nodes[k].addr,
+				   conf->nodes[k].port ? conf->nodes[k].port : SG_DP_UDP_PORT,
+				   conf->n_shm_paths);
+		} else {
 			SG_CLI_LOG(ERR, "node %u (%s:%u): none of the %u shared-memory sockets is "
 				   "its", k, conf->nodes[k].addr,
 				   conf->nodes[k].port ? conf->nodes[k].port : SG_DP_UDP_PORT,
@@ -452,5 +532,14 @@ struct sg_cli_transport *sg_cli_shm_create(const struct sigma_conf *conf)
 			errno = err ? err : ENOENT; /* the last socket's failure says most */
 			return NULL;
 		}
+	}
+	if (t->nch == 0) {
+		/* no node here answered: the rest is the whole session, without a detour */
+		t->rest = NULL;
+		shm_destroy(&t->ops);
+		return rest;
+	}
+	if (t->rest_fd >= 0)
+		t->pfd[t->nch] = (struct pollfd){.fd = t->rest_fd, .events = POLLIN};
 	return &t->ops;
 }

@@ -331,6 +331,11 @@ static int udp_recv(struct sg_cli_transport *tp, struct sg_cli_rxpkt *pkts, unsi
 	return sg_cli_rx_take(u->rx, pkts, NULL, max);
 }
 
+static int udp_wait_fd(const struct sg_cli_transport *tp)
+{
+	return ((const struct sg_cli_udp *)tp)->fd;
+}
+
 static void udp_destroy(struct sg_cli_transport *tp)
 {
 	struct sg_cli_udp *u = (struct sg_cli_udp *)tp;
@@ -357,6 +362,7 @@ struct sg_cli_transport *sg_cli_udp_create(const struct sigma_conf *conf)
 	u->ops.send = udp_send;
 	u->ops.recv = udp_recv;
 	u->ops.destroy = udp_destroy;
+	u->ops.wait_fd = udp_wait_fd;
 	u->nnodes = conf->nnodes;
 	u->addrs = calloc(conf->nnodes, sizeof(*u->addrs));
 	u->gso_node = calloc(conf->nnodes, sizeof(*u->gso_node));

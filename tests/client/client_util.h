@@ -31,6 +31,8 @@ struct cu_group {
 	const char *shm[CU_MAX_NODES];
 	char shm_path[CU_MAX_NODES][108];
 	uint32_t shm_ranks;
+	/* colocated (BytePS k = 0): rank r over UDP, given node r's socket alone */
+	bool colocate;
 	bool running; /* the nodes run already (cu_start() does not start them) */
 };
 
@@ -119,6 +121,11 @@ static inline int cu_sessions(struct cu_group *g, unsigned int n, const struct s
 			c.transport = SIGMA_TRANSPORT_SHM;
 			c.shm_paths = g->shm;
 			c.n_shm_paths = g->nnodes;
+		}
+		if (g->colocate) {
+			c.transport = SIGMA_TRANSPORT_UDP;
+			c.shm_paths = &g->shm[r % g->nnodes];
+			c.n_shm_paths = 1;
 		}
 		g->s[r] = sigma_open(&c);
 		if (g->s[r] == NULL)

@@ -60,6 +60,14 @@ static unsigned int count_files(const char *path)
 	return n;
 }
 
+/* Free @p g: nothing left behind, no socket file, the @p fds open before it. */
+static void free_group(struct cu_group *g, unsigned int fds)
+{
+	cu_free(g);
+	SG_CHECK_EQ(count_files(dir), 0);
+	SG_CHECK_EQ(count_fds(), fds);
+}
+
 /* The rings on their own: records in order across the wrap, a full ring, bad lengths. */
 static void test_ring(void)
 {
@@ -132,9 +140,56 @@ static void sums(unsigned int n, uint32_t shm_ranks, const char *what)
 		SG_CHECK((io[i].rx_dgrams > 0) == (shm_ranks != (1u << n) - 1),
 			 "%s: node %u: %" PRIu64 " UDP datagrams", what, i, io[i].rx_dgrams);
 	}
-	cu_free(&g);
-	SG_CHECK_EQ(count_files(dir), 0);
-	SG_CHECK_EQ(count_fds(), fds);
+	free_group(&g, fds);
+}
+
+/*
+ * Colocated, as BytePS with k = 0: @p n workers and @p n nodes, worker r a
+ * UDP session given node r's socket alone. Exact sums, and each node took
+ * one channel, its own worker's pushes over it and the others' over UDP:
+ * with nothing resent, exactly n - 1 UDP datagrams each way per record.
+ */
+static void colocated(unsigned int n, const char *what)
+{
+	const size_t sizes[] = {1, 356, 100001};
+	/* one thread drives every rank: a 5 ms timeout fires while the others are polled */
+	struct sigma_conf c = {.job = 35, .token = 0x3535, .partition_bytes = 16384,
+			       .rto_us = 100000, .rto_max_us = 400000};
+	struct cu_group g = {0};
+	uint64_t resent = 0;
+	unsigned int fds = count_fds();
+
+	SG_CHECK_EQ(cu_shm_nodes(&g, n, &shm_node, dir, 0), 0);
+	g.colocate = true;
+	SG_CHECK_EQ(cu_sessions(&g, n, &c), 0);
+	cu_run_fp32(&g, sizes, 3, 4, what);
+	for (unsigned int r = 0; r < n; r++) {
+		struct sigma_stats st;
+
+		sigma_get_stats(g.s[r], &st);
+		resent += st.retransmits + st.nacks + st.errors + st.tx_dropped;
+	}
+	for (unsigned int i = 0; i < n; i++) {
+		struct sigma_udpd_io io;
+
+		sigma_udpd_io_stats(g.d[i], &io);
+		SG_CHECK_EQ(io.shm_open, 1);
+		SG_CHECK(io.shm_rx > 0 && io.shm_tx > 0 && io.rx_dgrams > 0 && io.tx_dgrams > 0,
+			 "%s: node %u: shm %" PRIu64 "/%" PRIu64 ", UDP %" PRIu64 "/%" PRIu64, what,
+			 i, io.shm_rx, io.shm_tx, io.rx_dgrams, io.tx_dgrams);
+		SG_CHECK(io.shm_bad_len + io.shm_tx_stale + io.shm_garbage + io.shm_tx_full == 0,
+			 "%s: node %u dropped records", what, i);
+		if (resent == 0)
+			SG_CHECK(io.rx_dgrams == (n - 1) * io.shm_rx &&
+					 io.tx_dgrams == (n - 1) * io.shm_tx,
+				 "%s: node %u: shm %" PRIu64 "/%" PRIu64 ", UDP %" PRIu64
+				 "/%" PRIu64, what, i, io.shm_rx, io.shm_tx, io.rx_dgrams,
+				 io.tx_dgrams);
+	}
+	if (resent != 0)
+		printf("%s: %" PRIu64 " resends, NACKs or drops: counts not compared exactly\n",
+		       what, resent);
+	free_group(&g, fds);
 }
 
 /* A raw client: connect to @p path. @return the socket. */
@@ -457,6 +512,14 @@ static void expect_open_fail(struct sigma_conf c, int err, const char *what)
 		 strerror(errno), err);
 }
 
+static void expect_open_ok(struct sigma_conf c, const char *what)
+{
+	struct sigma_session *s = sigma_open(&c);
+
+	SG_CHECK(s != NULL, "%s: %s", what, strerror(errno));
+	sigma_close(s);
+}
+
 /* Configurations the transport refuses, each with its error. */
 static void test_bad_conf(void)
 {
@@ -488,17 +551,74 @@ static void test_bad_conf(void)
 	/* both, in the other order, after a dead one and with a second copy of one: fine */
 	{
 		const char *ok[4] = {missing, g.shm[1], g.shm[0], g.shm[1]};
-		struct sigma_session *s;
 
 		c.shm_paths = ok;
 		c.n_shm_paths = 4;
-		s = sigma_open(&c);
-		SG_CHECK(s != NULL, "both nodes' sockets: %s", strerror(errno));
-		sigma_close(s);
+		expect_open_ok(c, "both nodes' sockets");
 	}
-	cu_free(&g);
-	SG_CHECK_EQ(count_files(dir), 0);
-	SG_CHECK_EQ(count_fds(), fds);
+	free_group(&g, fds);
+}
+
+/*
+ * Kernel UDP given shm_paths, with bad ones: an empty path or too many are
+ * refused; a dead socket, a path too long and a node's second socket are
+ * skipped, and the node left without one goes over UDP: exact sums, node 1's
+ * pushes all over shared memory and node 0's all over UDP. A socket of a node
+ * not in the session is closed again, and a session of dead sockets alone is
+ * plain UDP.
+ */
+static void test_udp_shm_paths(void)
+{
+	const size_t sizes[] = {356, 100001};
+	struct cu_group g = {0};
+	char missing[128], longp[200];
+	const char *paths[4] = {""};
+	struct sigma_conf c = {.job = 36, .token = 0x36, .nworkers = 1, .partition_bytes = 16384,
+			       .rto_us = 100000, .shm_paths = paths, .n_shm_paths = 1};
+	struct sigma_udpd_io io[2];
+	unsigned int fds = count_fds();
+
+	SG_CHECK_EQ(cu_shm_nodes(&g, 2, &shm_node, dir, 0), 0);
+	c.nodes = g.nodes;
+	c.nnodes = 2;
+	expect_open_fail(c, EINVAL, "UDP: an empty path");
+	c.n_shm_paths = 257;
+	expect_open_fail(c, EINVAL, "UDP: 257 paths");
+	snprintf(missing, sizeof(missing), "%s/nothing.sock", dir);
+	memset(longp, 'x', sizeof(longp) - 1);
+	longp[sizeof(longp) - 1] = '\0';
+	paths[0] = missing;
+	paths[1] = longp;
+	paths[2] = g.shm[1];
+	paths[3] = g.shm[1];
+	c.n_shm_paths = 4;
+	SG_CHECK_EQ(cu_sessions(&g, 2, &c), 0);
+	cu_run_fp32(&g, sizes, 2, 3, "UDP with node 1's socket");
+	for (unsigned int i = 0; i < 2; i++)
+		sigma_udpd_io_stats(g.d[i], &io[i]);
+	SG_CHECK(io[0].shm_accepted == 0 && io[0].rx_dgrams > 0 && io[0].shm_rx == 0,
+		 "node 0: channels %" PRIu64 ", UDP %" PRIu64 ", shm %" PRIu64,
+		 io[0].shm_accepted, io[0].rx_dgrams, io[0].shm_rx);
+	/* each worker's second socket of node 1 was closed at once */
+	SG_CHECK(io[1].shm_open == 2 && io[1].rx_dgrams == 0 && io[1].shm_rx > 0,
+		 "node 1: open %" PRIu64 ", UDP %" PRIu64 ", shm %" PRIu64, io[1].shm_open,
+		 io[1].rx_dgrams, io[1].shm_rx);
+	for (unsigned int r = 0; r < 2; r++)
+		sigma_close(g.s[r]);
+	g.n = 0;
+	/* node 1's socket to a session of node 0 alone; then dead sockets alone */
+	c.nnodes = 1;
+	c.shm_paths = &g.shm[1];
+	c.n_shm_paths = 1;
+	expect_open_ok(c, "a socket of another node");
+	/* 2 of each of the 2 workers before, 1 now */
+	WAIT_IO(g.d[1], io[1], io[1].shm_open == 0 && io[1].shm_accepted == 5);
+	SG_CHECK(io[1].shm_open == 0 && io[1].shm_accepted == 5, "node 1: open %" PRIu64
+		 ", made %" PRIu64, io[1].shm_open, io[1].shm_accepted);
+	c.shm_paths = paths;
+	c.n_shm_paths = 2;
+	expect_open_ok(c, "dead sockets alone");
+	free_group(&g, fds);
 }
 
 /* Remove the folder and what a node or the fake one left in it (async-signal-safe). */
@@ -545,9 +665,13 @@ int main(void)
 	sums(4, 0xf, "N=4 over shm");
 	sums(2, 0x2, "N=2 mixed (rank 0 UDP, rank 1 shm)");
 	sums(4, 0x5, "N=4 mixed (ranks 0, 2 shm)");
+	colocated(2, "N=2 colocated");
+	colocated(3, "N=3 colocated");
+	colocated(4, "N=4 colocated");
 	test_bad_clients();
 	test_node_gone();
 	test_bad_conf();
+	test_udp_shm_paths();
 	test_short_memfd();
 	test_full_ring(false);
 	test_full_ring(true);

@@ -6,7 +6,10 @@
 # medians of the runs, a ratio per peer and size that is the peer's median
 # over Sigma's, every sum verified (Sigma's by the workers, the peers' by their
 # programs), and the plot. Then a Gloo stand-in that reports a wrong sum: the
-# sweep must say so (ok false, no ratio) and exit 1.
+# sweep must say so (ok false, no ratio) and exit 1. Last, --shm --colocate
+# with its kernel-UDP baseline in the same runs: a node per worker, sums
+# verified on both paths, the baseline's ratio its median over Sigma's; and
+# --colocate's refusals.
 # Usage: test_compare_sweep.sh SIGMA_BENCH
 set -eu
 bench=$1
@@ -93,4 +96,43 @@ if g["ok"] or g["ratio"] != -1:
     sys.exit(f"FAIL: a wrong Gloo sum reads {g}")
 print("a wrong Gloo sum: ok false, no ratio")
 PY
+
+"$bench" compare --shm --colocate --threads-baseline --workers 2,3 --sizes 4K,64K --iters 1 \
+	--runs 2 --nodes 1 --quiet --json "$tmp/co.json" >"$tmp/out.txt" 2>"$tmp/err.txt" || {
+	cat "$tmp/out.txt" "$tmp/err.txt"; echo "FAIL: compare --shm --colocate"; exit 1; }
+cat "$tmp/out.txt"
+python3 - "$tmp/co.json" <<'PY'
+import json, statistics, sys
+
+doc = json.load(open(sys.argv[1]))
+bad = []
+if not doc["sigma_transport"].startswith("colocated") or not doc["threads_baseline"]:
+    bad.append(f"transport {doc['sigma_transport']}, baseline {doc['threads_baseline']}")
+if [(r["n"], r["bytes"]) for r in doc["results"]] != [(2, 4096), (2, 65536), (3, 4096),
+                                                      (3, 65536)]:
+    bad.append("results are not N=2,3 at 4K,64K")
+for r in doc["results"]:
+    at = f"N={r['n']} {r['bytes']} B"
+    if not r["sigma_ok"] or not r["threads_ok"]:
+        bad.append(f"{at}: sums not verified right (colocated {r['sigma_ok']}, "
+                   f"UDP {r['threads_ok']})")
+    # one node thread per worker, not --nodes 1
+    if len(r["node_busy"]) != r["n"]:
+        bad.append(f"{at}: {len(r['node_busy'])} node threads")
+    th = r["threads_runs_s"]
+    if len(th) != 2 or abs(statistics.median(th) - r["threads_time_s"]) > 1e-9:
+        bad.append(f"{at}: threads_time_s {r['threads_time_s']} is not the median of {th}")
+    want = r["threads_time_s"] / r["sigma_time_s"]
+    if abs(r["speedup_vs_threads"] - want) > 1e-4 * max(1.0, want):
+        bad.append(f"{at}: speedup_vs_threads {r['speedup_vs_threads']}, want {want:.4f}")
+print("\n".join(bad) if bad else "colocated JSON: both paths verified, a node per worker")
+sys.exit(1 if bad else 0)
+PY
+for bad in "--colocate" "--colocate --shm --attach 127.0.0.1:9" "--colocate --shm --workers 9"; do
+	# shellcheck disable=SC2086
+	if "$bench" compare $bad --quiet >"$tmp/out.txt" 2>&1; then
+		echo "FAIL: compare $bad was accepted"
+		exit 1
+	fi
+done
 echo PASS
