@@ -74,7 +74,7 @@ extern "C" {
 /** Transports (all behind one internal ops interface). */
 enum sigma_transport {
 	/**
-	 * Kernel UDP: sendmmsg/recvmmsg, SO_REUSEPORT. Given shm_paths, the
+	 * Kernel UDP: sendmmsg/recvmmsg. Given shm_paths, the
 	 * nodes whose shared-memory socket answers are reached through shared
 	 * memory as with SIGMA_TRANSPORT_SHM and the others over UDP (a worker
 	 * beside its own node, as BytePS with k = 0: docs/client.md, "A
