@@ -202,7 +202,7 @@ def rank_main(rank: int, n: int, targets: list[str], node_pids: list[int], model
         out[name] = res
         del model
     out["ctypes_call_us"] = ctypes_call_us()
-    out["transport"] = sgt.session().transport  # shm or udp (SIGMA_LOCAL_TRANSPORT)
+    out["transport"] = sgt.session().transport  # shm, udp or shm+udp
     sgt.shutdown()
     dist.destroy_process_group()
     return out

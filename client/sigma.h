@@ -466,6 +466,15 @@ uint64_t sigma_tensor_part_latency(const struct sigma_tensor *t, uint32_t part);
 int sigma_tensor_part_node(const struct sigma_tensor *t, uint32_t part);
 
 /**
+ * How @p s reaches node @p node (an index into conf.nodes): a value of enum
+ * sigma_transport. Only a kernel-UDP session given shm_paths mixes them: its
+ * nodes whose socket answered at sigma_open() are SIGMA_TRANSPORT_SHM, the
+ * others SIGMA_TRANSPORT_UDP.
+ * @return the transport, or -EINVAL (@p s NULL, or @p node not below conf.nnodes).
+ */
+int sigma_node_transport(const struct sigma_session *s, unsigned int node);
+
+/**
  * Give up node @p node (an index into conf.nodes) for the rest of the session:
  * its partitions move to the node rendezvous hashing picks among the others
  * (no other partition moves: its weight becomes 0, the others' stay), their

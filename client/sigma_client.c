@@ -1537,6 +1537,14 @@ int sigma_tensor_part_node(const struct sigma_tensor *t, uint32_t part)
 	return part < t->nparts ? (int)t->parts[part].node : -EINVAL;
 }
 
+int sigma_node_transport(const struct sigma_session *s, unsigned int node)
+{
+	if (s == NULL || node >= s->conf.nnodes)
+		return -EINVAL;
+	return s->tp->node_transport != NULL ? s->tp->node_transport(s->tp, node) :
+					       (int)s->conf.transport;
+}
+
 /* Every node is lost: fail what is in flight, and what comes, with the names. */
 static int no_node_left(struct sigma_session *s)
 {

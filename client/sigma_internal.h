@@ -57,6 +57,11 @@ struct sg_cli_transport {
 	 * its own); NULL: none (a poll-mode transport).
 	 */
 	int (*wait_fd)(const struct sg_cli_transport *t);
+	/**
+	 * How node @p node (< the session's nnodes) is reached: a SIGMA_TRANSPORT_*
+	 * value; NULL: every node by the session's conf.transport.
+	 */
+	int (*node_transport)(const struct sg_cli_transport *t, uint32_t node);
 };
 
 /** Kernel UDP transport to @p conf's nodes. NULL with errno on failure. */

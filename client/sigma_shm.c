@@ -190,6 +190,14 @@ struct sg_cli_shm {
 	struct sg_cli_txpkt rest_tx[SG_CLI_BURST];
 };
 
+static int shm_node_transport(const struct sg_cli_transport *tp, uint32_t node)
+{
+	const struct sg_cli_shm *t = (const struct sg_cli_shm *)tp;
+
+	/* only the kernel-UDP transport is ever the rest (sigma_open()) */
+	return t->ch[node].mem != NULL ? SIGMA_TRANSPORT_SHM : SIGMA_TRANSPORT_UDP;
+}
+
 static int shm_send(struct sg_cli_transport *tp, const struct sg_cli_txpkt *pkts, unsigned int n)
 {
 	struct sg_cli_shm *t = (struct sg_cli_shm *)tp;
@@ -490,6 +498,7 @@ struct sg_cli_transport *sg_cli_shm_create(const struct sigma_conf *conf,
 	t->ops.send = shm_send;
 	t->ops.recv = shm_recv;
 	t->ops.destroy = shm_destroy;
+	t->ops.node_transport = shm_node_transport;
 	t->nnodes = conf->nnodes;
 	t->rest = rest;
 	t->rest_fd = rest != NULL && rest->wait_fd != NULL ? rest->wait_fd(rest) : -1;

@@ -355,6 +355,8 @@ def libsigma() -> ctypes.CDLL:
         _proto(lib, "sigma_get_stats", None, vp, ctypes.POINTER(SigmaStats))
         _proto(lib, "sigma_tensor_nparts", ctypes.c_uint32, vp)
         _proto(lib, "sigma_tensor_part_node", i, vp, ctypes.c_uint32)
+        if hasattr(lib, "sigma_node_transport"):  # sessions over shared memory and UDP at once
+            _proto(lib, "sigma_node_transport", i, vp, ctypes.c_uint)
         _proto(lib, "sigma_tensor_part_latency", ctypes.c_uint64, vp, ctypes.c_uint32)
         _sigma = lib
     return _sigma

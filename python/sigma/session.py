@@ -170,8 +170,10 @@ class Session:
             the job must be among them. None (the default): SIGMA_SHM's
             (set by :func:`sigma.localnodes.start_local_nodes`), unless
             SIGMA_LOCAL_TRANSPORT=udp; a job with a node none of them
-            belongs to then goes over UDP. ``[]``: kernel UDP.
-            :attr:`transport` says which one the session uses.
+            belongs to then reaches that node over UDP and the others
+            still over shared memory. ``[]``: kernel UDP.
+            :attr:`transport` says which the session uses: "shm", "udp",
+            or "shm+udp" for both.
     """
 
     def __init__(self, job: "Job | str", rank: int, *, window: int = 0, rto_us: int = 0,
@@ -227,19 +229,29 @@ class Session:
             raise SigmaConfigError(f"shm {shm!r}: want a list of up to 256 socket paths")
         err = ctypes.create_string_buffer(_lib.SIGMA_ERR_LEN)
         s = None
+        mixed = False
         if shm:
             paths = (ctypes.c_char_p * len(shm))(*(p.encode() for p in shm))
             c.transport, c.shm_paths, c.n_shm_paths = _lib.TRANSPORT_SHM, paths, len(shm)
             s = self._lib.sigma_open_job(job.descriptor.encode(), rank, ctypes.byref(base), err,
                                          len(err))
-            # local nodes' sockets from the environment, and a node not among them: UDP
+            # local nodes' sockets from the environment, and a node not among them: that
+            # node over UDP, the nodes of those sockets still over shared memory
             if not s and from_env and ctypes.get_errno() == errno.ENOENT:
-                shm = []
-        if not shm:
-            c.transport, c.shm_paths, c.n_shm_paths = _lib.TRANSPORT_UDP, None, 0
+                mixed = hasattr(self._lib, "sigma_node_transport")
+                if not mixed:
+                    shm = []
+        if not shm or mixed:
+            c.transport = _lib.TRANSPORT_UDP
+            if not mixed:
+                c.shm_paths, c.n_shm_paths = None, 0
             s = self._lib.sigma_open_job(job.descriptor.encode(), rank, ctypes.byref(base), err,
                                          len(err))
-        self.transport = "shm" if shm else "udp"
+        self.transport = "shm" if shm and not mixed else "udp"
+        if s and mixed:
+            kinds = {self._lib.sigma_node_transport(s, i) for i in range(len(job.nodes))}
+            self.transport = "shm+udp" if len(kinds) > 1 else \
+                "shm" if kinds == {_lib.TRANSPORT_SHM} else "udp"
         if not s and membership is not None:
             membership.stop()
         if not s:

@@ -128,6 +128,12 @@ static void sums(unsigned int n, uint32_t shm_ranks, const char *what)
 
 	SG_CHECK_EQ(cu_shm_nodes(&g, 2, &shm_node, dir, shm_ranks), 0);
 	SG_CHECK_EQ(cu_sessions(&g, n, &c), 0);
+	for (unsigned int r = 0; r < n; r++)
+		for (unsigned int i = 0; i < 2; i++)
+			SG_CHECK_EQ(sigma_node_transport(g.s[r], i), shm_ranks >> r & 1 ?
+				    SIGMA_TRANSPORT_SHM : SIGMA_TRANSPORT_UDP);
+	SG_CHECK_EQ(sigma_node_transport(g.s[0], 2), -EINVAL);
+	SG_CHECK_EQ(sigma_node_transport(NULL, 0), -EINVAL);
 	cu_run_fp32(&g, sizes, 3, 4, what);
 	for (unsigned int i = 0; i < 2; i++) {
 		sigma_udpd_io_stats(g.d[i], &io[i]);
@@ -162,6 +168,13 @@ static void colocated(unsigned int n, const char *what)
 	SG_CHECK_EQ(cu_shm_nodes(&g, n, &shm_node, dir, 0), 0);
 	g.colocate = true;
 	SG_CHECK_EQ(cu_sessions(&g, n, &c), 0);
+	/* what the session says it does: its own node over shared memory alone */
+	for (unsigned int r = 0; r < n; r++)
+		for (unsigned int i = 0; i < n; i++)
+			SG_CHECK(sigma_node_transport(g.s[r], i) ==
+					 (i == r ? SIGMA_TRANSPORT_SHM : SIGMA_TRANSPORT_UDP),
+				 "%s: rank %u reaches node %u by transport %d", what, r, i,
+				 sigma_node_transport(g.s[r], i));
 	cu_run_fp32(&g, sizes, 3, 4, what);
 	for (unsigned int r = 0; r < n; r++) {
 		struct sigma_stats st;

@@ -97,12 +97,18 @@ class Sessions(unittest.TestCase):
         self.addCleanup(sigma.destroy_job, self.nodes.targets, job.id)
         self.assertEqual(set(self.nodes.shm_paths) - set(os.environ["SIGMA_SHM"].split(";")),
                          set())
+        # SIGMA_SHM naming one node's socket alone: that node over shared memory, the
+        # other over UDP, in one session (it was all UDP before)
+        one = self.nodes.shm_paths[0]
         for env, shm, want in ((None, None, "shm"), ("udp", None, "udp"), ("shm", None, "shm"),
-                               (None, [], "udp"), ("udp", self.nodes.shm_paths, "shm")):
+                               (None, [], "udp"), ("udp", self.nodes.shm_paths, "shm"),
+                               ("shm", "env:" + one, "shm+udp")):
             with unittest.mock.patch.dict(os.environ):
                 os.environ.pop("SIGMA_LOCAL_TRANSPORT", None)
                 if env:
                     os.environ["SIGMA_LOCAL_TRANSPORT"] = env
+                if isinstance(shm, str):
+                    os.environ["SIGMA_SHM"], shm = shm[len("env:"):], None
                 sess = [sigma.Session(job, r, shm=shm) for r in range(2)]
             try:
                 self.assertEqual([s.transport for s in sess], [want, want], (env, shm))
