@@ -36,6 +36,7 @@
 #include <unistd.h>
 
 #include "sigma.h"
+#include "sigma_job_conf.h"
 #include "sigma_udpd.h"
 #include "sigma_bench.h"
 

@@ -1413,7 +1413,7 @@ static int spin_us(const struct sigma_session *s, uint64_t now)
 }
 
 /* Handle the @p n packets received (n >= 0). @return the time they were handled at. */
-static uint64_t handle_burst(struct sigma_session *s, const struct sg_cli_rxpkt *rx, int n)
+static uint64_t handle_burst(struct sigma_session *s, const struct sg_udp_dgram *rx, int n)
 {
 	uint64_t now = sg_cli_now_ns();
 
@@ -1426,7 +1426,7 @@ static uint64_t handle_burst(struct sigma_session *s, const struct sg_cli_rxpkt 
 
 int sigma_poll(struct sigma_session *s, int timeout_us)
 {
-	struct sg_cli_rxpkt rx[SG_CLI_BURST];
+	struct sg_udp_dgram rx[SG_CLI_BURST];
 	uint64_t now = sg_cli_now_ns();
 	int n;
 

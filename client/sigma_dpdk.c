@@ -122,7 +122,7 @@ static int dpdk_send(struct sg_cli_transport *tp, const struct sg_cli_txpkt *pkt
 
 /* Check one received frame: a datagram for us is kept (held until the next recv), an ARP
  * request for our address is answered, an ARP reply teaches a node's MAC. */
-static bool rx_one(struct sg_cli_dpdk *d, struct rte_mbuf *m, struct sg_cli_rxpkt *pkt)
+static bool rx_one(struct sg_cli_dpdk *d, struct rte_mbuf *m, struct sg_udp_dgram *pkt)
 {
 	uint8_t *f = rte_pktmbuf_mtod(m, uint8_t *);
 	struct sg_dp_peer from;
@@ -150,7 +150,7 @@ static bool rx_one(struct sg_cli_dpdk *d, struct rte_mbuf *m, struct sg_cli_rxpk
 	}
 }
 
-static int dpdk_recv(struct sg_cli_transport *tp, struct sg_cli_rxpkt *pkts, unsigned int max,
+static int dpdk_recv(struct sg_cli_transport *tp, struct sg_udp_dgram *pkts, unsigned int max,
 		     int timeout_us, int spin_us)
 {
 	struct sg_cli_dpdk *d = (struct sg_cli_dpdk *)tp;
@@ -289,7 +289,7 @@ struct sg_cli_transport *sg_cli_dpdk_create(const struct sigma_conf *conf)
 	if (rc < 0)
 		goto fail;
 	for (int t = 0; t < DPDK_ARP_TRIES; t++) {
-		struct sg_cli_rxpkt rx[SG_CLI_BURST];
+		struct sg_udp_dgram rx[SG_CLI_BURST];
 		unsigned int known = 0;
 
 		for (unsigned int i = 0; i < d->nnodes; i++)

@@ -12,11 +12,11 @@
  *
  * With conf.shm_path, workers of this machine may skip the kernel: each one
  * that connects to that Unix socket gets a channel of two shared-memory rings
- * (sigma_shm.h), which the same loop polls beside the socket. The engine
+ * (sg_shm.h), which the same loop polls beside the socket. The engine
  * tells such a worker from a UDP one by its address: SHM_TAG set, the
  * channel's generation and slot below. A second thread, the channel maker,
  * accepts those workers and makes their channels: writing a channel's 8 MB
- * once took 50-100 ms here (sigma_shm.h), for which the node's own thread
+ * once took 50-100 ms here (sg_shm.h), for which the node's own thread
  * would have left every other worker waiting.
  */
 #include <arpa/inet.h>
@@ -38,11 +38,14 @@
 #include <unistd.h>
 
 #include "sg_parse.h"
-#include "sigma_internal.h"
-#include "sigma_shm.h"
+#include "sg_shm.h"
+#include "sg_udp.h"
+#include "sigma.h"
 #include "sigma_udpd.h"
 
-#define UDPD_BUF SG_CLI_RXBUF
+/* Datagrams one burst takes or sends. */
+#define UDPD_BURST 64
+#define UDPD_BUF SG_UDP_DGRAM_BUF
 
 /* An engine address with this bit is a shared-memory channel: no IPv4 << 16 | port has it. */
 #define SHM_TAG (1ull << 63)
@@ -72,9 +75,9 @@ struct sigma_udpd {
 	uint64_t t_start, t_stop;
 	_Atomic uint64_t busy_ns; /* read by sigma_udpd_busy() on other threads */
 	/* receive bursts (UDP_GRO) */
-	struct sg_cli_rx *rx;
-	struct sg_cli_rxpkt rxpkt[SG_CLI_BURST];
-	const struct sockaddr_in *rxfrom[SG_CLI_BURST];
+	struct sg_udp_rx *rx;
+	struct sg_udp_dgram rxpkt[UDPD_BURST];
+	const struct sockaddr_in *rxfrom[UDPD_BURST];
 	/*
 	 * Transmit burst, filled by the engine through alloc/send and, for a
 	 * RESULT to several workers, alloc_multi/send_multi: the payload is
@@ -90,15 +93,15 @@ struct sigma_udpd {
 	int last_burst;                          /* datagrams of the last burst that had any */
 	uint64_t last_rx;                        /* ... when it was handled */
 	uint64_t last_ctl;                       /* shared memory's sockets last looked at */
-	struct sockaddr_in txaddr[SG_CLI_BURST]; /* each datagram's destination */
-	uint32_t txlen[SG_CLI_BURST];            /* ... its length */
-	const uint8_t *txhdr[SG_CLI_BURST];      /* ... its header */
-	const uint8_t *txpay[SG_CLI_BURST];      /* ... its payload (txlen - header) */
-	uint8_t hdrs[SG_CLI_BURST][SG_DP_HDR_LEN]; /* headers of fanned-out RESULTs */
-	struct mmsghdr txmsg[SG_CLI_BURST];      /* messages: one or several datagrams */
-	struct iovec txiov[2 * SG_CLI_BURST];    /* header and payload of each datagram,
+	struct sockaddr_in txaddr[UDPD_BURST]; /* each datagram's destination */
+	uint32_t txlen[UDPD_BURST];            /* ... its length */
+	const uint8_t *txhdr[UDPD_BURST];      /* ... its header */
+	const uint8_t *txpay[UDPD_BURST];      /* ... its payload (txlen - header) */
+	uint8_t hdrs[UDPD_BURST][SG_DP_HDR_LEN]; /* headers of fanned-out RESULTs */
+	struct mmsghdr txmsg[UDPD_BURST];      /* messages: one or several datagrams */
+	struct iovec txiov[2 * UDPD_BURST];    /* header and payload of each datagram,
 						    grouped by message */
-	uint8_t txctl[SG_CLI_BURST][SG_CLI_SEGCTL];
+	uint8_t txctl[UDPD_BURST][SG_UDP_SEGCTL];
 	uint8_t *txbuf;
 	_Atomic uint64_t tx_msgs, tx_dgrams, tx_bufs, spins; /* read by sigma_udpd_io_stats() */
 	/* shared memory (conf.shm_path): the channels change under lock, on the node's thread */
@@ -117,9 +120,9 @@ struct sigma_udpd {
 	uint32_t shm_max, shm_gen, shm_next;     /* slots; channels made; the next to read */
 	struct shm_chan *ch;
 	struct pollfd *pfd;                      /* the node's sleep: 2 + 2 * shm_max */
-	const uint8_t *srx[SG_CLI_BURST];        /* a burst of records */
-	uint32_t srxlen[SG_CLI_BURST];
-	uint64_t srxsrc[SG_CLI_BURST];
+	const uint8_t *srx[UDPD_BURST];        /* a burst of records */
+	uint32_t srxlen[UDPD_BURST];
+	uint64_t srxsrc[UDPD_BURST];
 	_Atomic uint64_t shm_open, shm_accepted, shm_refused, shm_closed, shm_garbage, shm_rx,
 		shm_tx, shm_tx_full, shm_tx_stale, shm_bad_len, shm_wakeups;
 };
@@ -157,12 +160,12 @@ static bool lose(struct sigma_udpd *d, uint32_t permille)
  */
 static unsigned int tx_pack(struct sigma_udpd *d)
 {
-	bool taken[SG_CLI_BURST] = {false};
+	bool taken[UDPD_BURST] = {false};
 	unsigned int nm = 0, ni = 0;
 
 	for (unsigned int i = 0; i < d->ntx; i++) {
 		struct msghdr *mh;
-		unsigned int cnt = 0, max = d->gso ? sg_cli_gso_max(d->txlen[i]) : 1;
+		unsigned int cnt = 0, max = d->gso ? sg_udp_gso_max(d->txlen[i]) : 1;
 
 		if (taken[i])
 			continue;
@@ -184,7 +187,7 @@ static unsigned int tx_pack(struct sigma_udpd *d)
 		}
 		mh->msg_iovlen = 2 * cnt;
 		if (cnt > 1)
-			sg_cli_set_segment(mh, d->txctl[nm - 1], (uint16_t)d->txlen[i]);
+			sg_udp_set_segment(mh, d->txctl[nm - 1], (uint16_t)d->txlen[i]);
 	}
 	return nm;
 }
@@ -246,9 +249,9 @@ static void tx_flush(struct sigma_udpd *d)
 /* A buffer for a packet of @p len bytes to @p ndgrams destinations (flushes a full burst). */
 static uint8_t *tx_buffer(struct sigma_udpd *d, uint32_t len, unsigned int ndgrams)
 {
-	if (len > UDPD_BUF || ndgrams > SG_CLI_BURST)
+	if (len > UDPD_BUF || ndgrams > UDPD_BURST)
 		return NULL;
-	if (d->ntx + ndgrams > SG_CLI_BURST || d->nbuf == SG_CLI_BURST)
+	if (d->ntx + ndgrams > UDPD_BURST || d->nbuf == UDPD_BURST)
 		tx_flush(d);
 	d->cur = d->txbuf + (size_t)d->nbuf++ * UDPD_BUF;
 	d->tx_bufs++;
@@ -409,7 +412,7 @@ static int chan_make(struct sigma_udpd *d, struct shm_chan *c, int sock)
 		rc = -errno;
 		goto out;
 	}
-	/* every page written once through our mapping now, not on the hot path (sigma_shm.h) */
+	/* every page written once through our mapping now, not on the hot path (sg_shm.h) */
 	memset(n.mem->data, 0, 2 * (size_t)SG_SHM_RING_BYTES);
 	fds[0] = memfd;
 	fds[1] = n.up.efd;
@@ -523,7 +526,7 @@ static void chan_event(struct sigma_udpd *d, struct shm_chan *c, short revents)
 /*
  * Wait up to @p ms for anything (0: only look): the UDP socket and the rings
  * (when @p ms > 0), the maker's new channels, the workers' sockets. Before it
- * sleeps it tells every ring (sigma_shm.h), and does not sleep if one has a
+ * sleeps it tells every ring (sg_shm.h), and does not sleep if one has a
  * record.
  */
 static void node_wait(struct sigma_udpd *d, int ms)
@@ -571,12 +574,12 @@ static int shm_take(struct sigma_udpd *d)
 	int n = 0;
 	uint64_t bad = 0;
 
-	for (uint32_t i = 0; i < d->shm_max && n < SG_CLI_BURST; i++) {
+	for (uint32_t i = 0; i < d->shm_max && n < UDPD_BURST; i++) {
 		struct shm_chan *c = &d->ch[(d->shm_next + i) % d->shm_max];
 
 		if (c->sock < 0)
 			continue;
-		while (n < SG_CLI_BURST &&
+		while (n < UDPD_BURST &&
 		       (d->srx[n] = sg_shm_get(&c->up, &d->srxlen[n], &bad)) != NULL)
 			d->srxsrc[n++] = c->id;
 	}
@@ -601,7 +604,7 @@ static void shm_release(struct sigma_udpd *d)
 static int rx_take(struct sigma_udpd *d, int *ns)
 {
 	*ns = shm_take(d);
-	return sg_cli_rx_take(d->rx, d->rxpkt, d->rxfrom, SG_CLI_BURST);
+	return sg_udp_rx_take(d->rx, d->rxpkt, d->rxfrom, UDPD_BURST);
 }
 
 static void *node_main(void *arg)
@@ -621,14 +624,14 @@ static void *node_main(void *arg)
 		 * after the last burst: polling on through a quiet spell took the CPU
 		 * the workers need, for nothing */
 		if (n == 0 && ns == 0 && d->spin_ns && d->last_burst <= SIGMA_UDPD_SPIN_BURST) {
-			uint64_t quiet = sg_cli_now_ns() - d->last_rx;
+			uint64_t quiet = sg_udp_now_ns() - d->last_rx;
 
 			if (quiet < d->spin_ns)
 				d->spins++;
 			while (n == 0 && ns == 0 && quiet < d->spin_ns) {
 				sched_yield(); /* to a worker, which may be the one to answer */
 				n = rx_take(d, &ns);
-				quiet = sg_cli_now_ns() - d->last_rx;
+				quiet = sg_udp_now_ns() - d->last_rx;
 			}
 		}
 		if (n < 0)
@@ -637,7 +640,7 @@ static void *node_main(void *arg)
 			d->last_burst = n + ns;
 		else
 			node_wait(d, 1);
-		t0 = sg_cli_now_ns();
+		t0 = sg_udp_now_ns();
 		pthread_mutex_lock(&d->lock);
 		for (int i = 0; i < n; i++) {
 			if (lose(d, d->conf.drop_rx_permille))
@@ -658,7 +661,7 @@ static void *node_main(void *arg)
 		pthread_mutex_unlock(&d->lock);
 		if (ns > 0)
 			shm_release(d);
-		now = sg_cli_now_ns();
+		now = sg_udp_now_ns();
 		if (n + ns > 0) {
 			d->busy_ns += now - t0;
 			d->last_rx = now; /* the quiet spell spin_us covers starts here */
@@ -708,8 +711,8 @@ struct sigma_udpd *sigma_udpd_create(const struct sigma_udpd_conf *conf)
 	d->gso = !conf->no_gso;
 	d->spin_ns = conf->spin_us < 0 ? 0 :
 		     (uint64_t)(conf->spin_us ? conf->spin_us : SIGMA_SPIN_US_DEFAULT) * 1000;
-	d->last_burst = SG_CLI_BURST; /* no polling before traffic */
-	d->txbuf = malloc((size_t)SG_CLI_BURST * UDPD_BUF);
+	d->last_burst = UDPD_BURST; /* no polling before traffic */
+	d->txbuf = malloc((size_t)UDPD_BURST * UDPD_BUF);
 	if (d->txbuf == NULL) {
 		err = ENOMEM;
 		goto fail;
@@ -726,7 +729,7 @@ struct sigma_udpd *sigma_udpd_create(const struct sigma_udpd_conf *conf)
 		err = errno;
 		goto fail;
 	}
-	d->fd = sg_cli_udp_socket(conf->addr ? conf->addr : "127.0.0.1", conf->port, 0, &d->port);
+	d->fd = sg_udp_socket(conf->addr ? conf->addr : "127.0.0.1", conf->port, 0, &d->port);
 	if (d->fd < 0) {
 		err = -d->fd;
 		goto fail;
@@ -744,7 +747,7 @@ struct sigma_udpd *sigma_udpd_create(const struct sigma_udpd_conf *conf)
 			goto fail;
 		}
 	}
-	d->rx = sg_cli_rx_create(d->fd);
+	d->rx = sg_udp_rx_create(d->fd);
 	if (d->rx == NULL) {
 		err = ENOMEM;
 		goto fail;
@@ -819,7 +822,7 @@ int sigma_udpd_start(struct sigma_udpd *d)
 	if (d == NULL || d->running || d->fd < 0)
 		return -EINVAL;
 	atomic_store(&d->stop, false);
-	d->t_start = sg_cli_now_ns();
+	d->t_start = sg_udp_now_ns();
 	d->busy_ns = 0;
 	d->t_stop = 0;
 	rc = pthread_create(&d->thread, NULL, node_main, d);
@@ -850,7 +853,7 @@ void sigma_udpd_stop(struct sigma_udpd *d)
 		atomic_store(&d->stop, true);
 		pthread_join(d->thread, NULL);
 		d->running = false;
-		d->t_stop = sg_cli_now_ns();
+		d->t_stop = sg_udp_now_ns();
 	}
 	if (d->fd >= 0) {
 		close(d->fd);
@@ -880,7 +883,7 @@ void sigma_udpd_stats(struct sigma_udpd *d, struct sg_dp_stats *st)
 
 double sigma_udpd_busy(struct sigma_udpd *d)
 {
-	uint64_t end = d->t_stop ? d->t_stop : sg_cli_now_ns();
+	uint64_t end = d->t_stop ? d->t_stop : sg_udp_now_ns();
 
 	if (d->t_start == 0 || end <= d->t_start)
 		return 0;
@@ -889,7 +892,7 @@ double sigma_udpd_busy(struct sigma_udpd *d)
 
 void sigma_udpd_io_stats(struct sigma_udpd *d, struct sigma_udpd_io *io)
 {
-	sg_cli_rx_counts(d->rx, &io->rx_msgs, &io->rx_dgrams);
+	sg_udp_rx_counts(d->rx, &io->rx_msgs, &io->rx_dgrams);
 	io->tx_msgs = d->tx_msgs;
 	io->tx_dgrams = d->tx_dgrams;
 	io->tx_bufs = d->tx_bufs;
@@ -919,7 +922,7 @@ void sigma_udpd_destroy(struct sigma_udpd *d)
 		close(d->mk_wake);
 	if (d->mk_stop >= 0)
 		close(d->mk_stop);
-	sg_cli_rx_destroy(d->rx);
+	sg_udp_rx_destroy(d->rx);
 	free(d->txbuf);
 	free(d->ch);
 	free(d->mk_q);

@@ -4,8 +4,9 @@
  * A summation node in one thread over kernel UDP (tests, benchmarks, and
  * machines without DPDK), wrapping the aggregation engine of dataplane/.
  * Not part of the installed worker API (sigma.h): it links the engine and
- * summation. It includes sigma_job_conf.h (libsigma's sigma_job_for_node(),
- * the jobs a session's tensors give each node), which its users start it with.
+ * summation, not libsigma. Tests and sigma-bench start it with the jobs a
+ * session's tensors give each node (libsigma's sigma_job_for_node(),
+ * client/sigma_job_conf.h).
  *
  * Every function returns 0 (or a count) on success and -errno on failure;
  * constructors return NULL and set errno.
@@ -16,8 +17,6 @@
 #include <stdint.h>
 
 #include "sg_dp_engine.h"
-#include "sigma.h"
-#include "sigma_job_conf.h" /* sigma_job_for_node(): the jobs to start a node with */
 
 #ifdef __cplusplus
 extern "C" {
@@ -46,7 +45,7 @@ struct sigma_udpd_conf {
 	 * Offer shared memory to workers of this machine (SIGMA_TRANSPORT_SHM):
 	 * a Unix socket (SOCK_SEQPACKET, mode 0600; put it in a private folder)
 	 * made at this path, replaced if one is there, removed at stop. NULL:
-	 * none. Each worker that connects gets its own channel (sigma_shm.h).
+	 * none. Each worker that connects gets its own channel (sg_shm.h).
 	 */
 	const char *shm_path;
 	uint32_t shm_max; /**< channels at once (0: 64; at most 1024); more are refused */

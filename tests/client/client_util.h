@@ -16,6 +16,7 @@
 
 #include "sg_test.h"
 #include "sigma.h"
+#include "sigma_job_conf.h"
 #include "sigma_udpd.h"
 
 #define CU_MAX_W 8

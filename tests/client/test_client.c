@@ -628,7 +628,7 @@ static void test_ephemeral_ports(void)
 	int a, b;
 
 	for (unsigned int i = 0; i < NS; i++) {
-		fd[i] = sg_cli_udp_socket("127.0.0.1", 0, 1, &port);
+		fd[i] = sg_udp_socket("127.0.0.1", 0, 1, &port);
 		if (fd[i] < 0)
 			break;
 		opened++;
@@ -641,8 +641,8 @@ static void test_ephemeral_ports(void)
 		close(fd[i]);
 	/* a configured port: several worker processes of one host may share it */
 	port = free_port();
-	a = sg_cli_udp_socket("127.0.0.1", port, 1, &p2);
-	b = sg_cli_udp_socket("127.0.0.1", port, 1, NULL);
+	a = sg_udp_socket("127.0.0.1", port, 1, &p2);
+	b = sg_udp_socket("127.0.0.1", port, 1, NULL);
 	SG_CHECK(a >= 0 && b >= 0 && p2 == port, "configured port %u: %d %d", port, a, b);
 	if (a >= 0)
 		close(a);

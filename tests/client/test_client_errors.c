@@ -22,6 +22,7 @@
 
 #include "sg_test.h"
 #include "sigma.h"
+#include "sigma_job_conf.h"
 #include "sigma_udpd.h"
 
 #define N 2

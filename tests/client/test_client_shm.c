@@ -28,7 +28,7 @@
 
 #include "client_util.h"
 #include "sigma_internal.h"
-#include "sigma_shm.h"
+#include "sg_shm.h"
 
 static char dir[64];
 

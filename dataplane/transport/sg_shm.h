@@ -31,8 +31,8 @@
  * 60 times the copy; MAP_POPULATE and MADV_POPULATE_WRITE took half of that
  * at most), and a short job's datagrams each met fresh pages.
  */
-#ifndef SIGMA_SHM_H
-#define SIGMA_SHM_H
+#ifndef SG_SHM_H
+#define SG_SHM_H
 
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -151,4 +151,4 @@ int sg_shm_hello_recv(int sock, int timeout_ms, struct sg_shm_hello *h, int fds[
  */
 struct sg_shm_layout *sg_shm_map(int memfd, uint64_t mem_bytes, uint32_t ring_bytes);
 
-#endif /* SIGMA_SHM_H */
+#endif /* SG_SHM_H */
