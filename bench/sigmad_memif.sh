@@ -36,9 +36,16 @@ sigmad_count sigmad_memif.sh NPORTS "$NPORTS"
 TMP=$(mktemp -d)
 SOCK=$TMP/memif.sock
 SPID=
+PREFIX=sg_memif_$$
+# EAL leaves its runtime directory (the telemetry socket's) behind: removed at the end
+if [ "$(id -u)" = 0 ]; then
+	RUNDIR=/var/run/dpdk/$PREFIX
+else
+	RUNDIR=${XDG_RUNTIME_DIR:-/tmp}/dpdk/$PREFIX
+fi
 cleanup() {
 	[ -n "$SPID" ] && kill -KILL "$SPID" 2>/dev/null
-	rm -rf "$TMP"
+	rm -rf "$TMP" "$RUNDIR"
 }
 trap cleanup EXIT
 
@@ -55,7 +62,7 @@ done
 ncpu=$(nproc)
 read -ra OPTS <<<"${SIGMA_SIGMAD_OPTS:-}"
 : >"$TMP/sigmad.out"
-timeout 1800 "$SIGMAD" --no-huge --no-shconf --no-pci -m 1024 --file-prefix=sg_memif_$$ \
+timeout 1800 "$SIGMAD" --no-huge --no-shconf --no-pci -m 1024 --file-prefix=$PREFIX \
 	"--lcores=(0-$NPORTS)@(0-$((ncpu - 1)))" --log-level=lib.eal:error "${VDEVS[@]}" \
 	-- --config "$TMP/sigmad.ini" --no-udp-checksum "${OPTS[@]}" >"$TMP/sigmad.out" 2>&1 &
 SPID=$!
@@ -64,7 +71,7 @@ rc=0
 # sigmad itself (timeout's child), for commands that signal it
 SIGMA_SIGMAD_PID=$(child_pid "$SPID")
 SIGMA_NODE=10.80.0.1:9300 SIGMA_MEMIF=$SOCK SIGMA_MEMIF_QUEUES=$NPORTS SIGMA_SIGMAD_PID=$SIGMA_SIGMAD_PID \
-	SIGMA_TELEMETRY=/var/run/dpdk/sg_memif_$$/dpdk_telemetry.v2 "$@" || rc=$?
+	SIGMA_TELEMETRY=$RUNDIR/dpdk_telemetry.v2 "$@" || rc=$?
 sigmad_finish "sigmad (net_memif, $NPORTS port(s)):" "$SPID" "$TMP/sigmad.out" "$rc"
 rc=$?
 SPID=

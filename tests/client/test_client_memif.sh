@@ -11,7 +11,8 @@
 # The workers run again with steer_reducers = 3 (sigmad's reducers), 2 and 5 (keys
 # sent to reducers that do not own them, or above the last reducer's port): the
 # sums must not change.
-# Nothing leaves the machine (shared memory). Skips (77) where EAL cannot start.
+# Nothing leaves the machine (shared memory), and sigmad_memif.sh must remove
+# sigmad's EAL runtime directory when it ends. Skips (77) where EAL cannot start.
 # Usage: test_client_memif.sh SIGMAD CLIENT_WORKERS SIGMAD_MEMIF_SH SIGMA_BENCH
 set -u
 SIGMAD=$1
@@ -34,8 +35,10 @@ BOPTS=(--workers 2 --sizes 64K,4M --iters 2 --partition 2M --quiet)
 "$BENCH" run "${BOPTS[@]}" --print-sigmad-config >>"$TMP/jobs.ini" || exit 1
 # shellcheck disable=SC2016  # expanded by the inner shell, where sigmad_memif.sh sets them
 timeout 150 "$MEMIF" "$SIGMAD" "$TMP/jobs.ini" 3 sh -c '
-	workers=$1 bench=$2 json=$3
-	shift 3
+	workers=$1 bench=$2 json=$3 rundir=$4
+	shift 4
+	# sigmad'"'"'s EAL runtime directory, which sigmad_memif.sh must remove when it ends
+	echo "${SIGMA_TELEMETRY%/*}" >"$rundir"
 	vdevs=""
 	for i in 0 1 2; do
 		vdevs="$vdevs --vdev=net_memif$i,role=client,id=$i,socket=$SIGMA_MEMIF,socket-abstract=no,bsize=9216"
@@ -55,7 +58,7 @@ timeout 150 "$MEMIF" "$SIGMAD" "$TMP/jobs.ini" 3 sh -c '
 	done
 	echo "sigma-bench run over memif, 2 worker processes:"
 	timeout 60 "$bench" run "$@" --attach "$SIGMA_NODE" --memif "$SIGMA_MEMIF" --json "$json"
-' sh "$WORKERS" "$BENCH" "$TMP/bench.json" "${BOPTS[@]}" >"$TMP/out" 2>&1
+' sh "$WORKERS" "$BENCH" "$TMP/bench.json" "$TMP/rundir" "${BOPTS[@]}" >"$TMP/out" 2>&1
 rc=$?
 cat "$TMP/out"
 [ "$rc" = 77 ] && exit 77
@@ -63,5 +66,12 @@ fails=0
 [ "$rc" = 0 ] || { echo "FAIL: exit $rc"; fails=1; }
 grep -q '"ok":false' "$TMP/bench.json" 2>/dev/null && { echo "FAIL: a bench point failed"; fails=1; }
 grep -q '"transport":"dpdk"' "$TMP/bench.json" 2>/dev/null || { echo "FAIL: the bench did not use DPDK"; fails=1; }
+rundir=$(cat "$TMP/rundir" 2>/dev/null)
+if [ -z "$rundir" ]; then
+	echo "FAIL: sigmad_memif.sh gave no SIGMA_TELEMETRY"; fails=1
+elif [ -e "$rundir" ]; then
+	echo "FAIL: sigmad_memif.sh left sigmad's EAL runtime directory $rundir"; fails=1
+	rm -rf "$rundir"
+fi
 echo "client_memif: $([ $fails = 0 ] && echo passed || echo failed)"
 exit $fails
