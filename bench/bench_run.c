@@ -431,7 +431,7 @@ static void worker(const struct rb_opts *o, struct rb_shared *sh, struct sigma_n
 	free(in);
 	free(out);
 	if (o->memif != NULL)
-		rte_eal_cleanup();
+		sigma_bench_eal_cleanup();
 }
 
 static int parse_attach(const char *spec, struct sigma_node *nodes, char addrs[][64],
