@@ -239,8 +239,7 @@ static int check_conf(struct sigma_conf *c)
 		if (c->steer_reducers > SG_DP_STEER_PORTS)
 			return conf_error("steer_reducers %u: at most %u (a node's reducer ports)",
 					  c->steer_reducers, SG_DP_STEER_PORTS);
-		if ((c->nodes[i].port ? c->nodes[i].port : SG_DP_UDP_PORT) + c->steer_reducers >
-		    UINT16_MAX)
+		if (sg_cli_node_port(&c->nodes[i]) + c->steer_reducers > UINT16_MAX)
 			return conf_error("node %u: UDP port + steer_reducers %u passes 65535", i,
 					  c->steer_reducers);
 	}
@@ -285,7 +284,7 @@ static int setup_nodes(struct sigma_session *s)
 	for (unsigned int i = 0; i < c->nnodes; i++) {
 		const struct sigma_node *cn = &c->nodes[i];
 		struct sg_cli_node *n = &s->nodes[i];
-		unsigned int port = cn->port ? cn->port : SG_DP_UDP_PORT;
+		unsigned int port = sg_cli_node_port(cn);
 
 		snprintf(n->name, sizeof(n->name), "%s:%u", cn->addr, port);
 		snprintf(n->label, sizeof(n->label), "%s", n->name);

@@ -278,8 +278,7 @@ struct sg_cli_transport *sg_cli_dpdk_create(const struct sigma_conf *conf)
 	for (unsigned int i = 0; i < conf->nnodes; i++) {
 		if (sg_ipv4_parse(conf->nodes[i].addr, &d->node[i].ip) < 0)
 			goto fail;
-		d->node[i].udp_port = rte_cpu_to_be_16(conf->nodes[i].port ? conf->nodes[i].port :
-									   SG_DP_UDP_PORT);
+		d->node[i].udp_port = rte_cpu_to_be_16(sg_cli_node_port(&conf->nodes[i]));
 		d->node[i].port_id = d->port;
 	}
 	rc = port_up(d, frame);

@@ -81,6 +81,12 @@ struct sg_cli_transport *sg_cli_shm_create(const struct sigma_conf *conf,
 /** Bytes of one receive buffer: the largest Sigma datagram, and some slack. */
 #define SG_CLI_RXBUF SG_UDP_DGRAM_BUF
 
+/** The UDP port of node @p n: its own, or the default (SG_DP_UDP_PORT) for 0. */
+static inline uint16_t sg_cli_node_port(const struct sigma_node *n)
+{
+	return n->port ? n->port : SG_DP_UDP_PORT;
+}
+
 /** Make @p s refuse tensors of another dtype than @p dt (a session of a described job). */
 void sg_cli_set_job_dtype(struct sigma_session *s, enum sg_dtype dt);
 

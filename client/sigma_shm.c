@@ -277,7 +277,7 @@ static int node_of(const struct sigma_conf *conf, const struct sg_shm_hello *h)
 		uint32_t a;
 
 		if (sg_ipv4_parse(conf->nodes[i].addr, &a) == 0 && a == h->ipv4 &&
-		    (conf->nodes[i].port ? conf->nodes[i].port : SG_DP_UDP_PORT) == h->udp_port)
+		    sg_cli_node_port(&conf->nodes[i]) == h->udp_port)
 			return (int)i;
 	}
 	return -1;
@@ -289,20 +289,18 @@ struct sg_cli_transport *sg_cli_shm_create(const struct sigma_conf *conf,
 	struct sg_cli_shm *t = calloc(1, sizeof(*t));
 	int err = 0;
 
-	if (t != NULL) {
-		t->ch = calloc(conf->nnodes, sizeof(*t->ch));
-		t->chans = calloc(conf->nnodes, sizeof(*t->chans));
-		t->pfd = calloc(conf->nnodes + 1, sizeof(*t->pfd));
-	}
-	if (t == NULL || t->ch == NULL || t->chans == NULL || t->pfd == NULL) {
-		if (t != NULL) {
-			free(t->ch);
-			free(t->chans);
-			free(t->pfd);
-		}
-		free(t);
+	if (t == NULL) {
 		if (rest != NULL)
 			rest->destroy(rest);
+		errno = ENOMEM;
+		return NULL;
+	}
+	t->rest = rest; /* ours from here on: shm_destroy() takes it */
+	t->ch = calloc(conf->nnodes, sizeof(*t->ch));
+	t->chans = calloc(conf->nnodes, sizeof(*t->chans));
+	t->pfd = calloc(conf->nnodes + 1, sizeof(*t->pfd));
+	if (t->ch == NULL || t->chans == NULL || t->pfd == NULL) {
+		shm_destroy(&t->ops);
 		errno = ENOMEM;
 		return NULL;
 	}
@@ -311,7 +309,6 @@ struct sg_cli_transport *sg_cli_shm_create(const struct sigma_conf *conf,
 	t->ops.destroy = shm_destroy;
 	t->ops.node_transport = shm_node_transport;
 	t->nnodes = conf->nnodes;
-	t->rest = rest;
 	t->rest_fd = rest != NULL && rest->wait_fd != NULL ? rest->wait_fd(rest) : -1;
 	for (unsigned int k = 0; k < t->nnodes; k++)
 		t->ch[k] = (struct shm_chan){.sock = -1, .up.efd = -1, .down.efd = -1};
@@ -341,17 +338,14 @@ struct sg_cli_transport *sg_cli_shm_create(const struct sigma_conf *conf,
 		if (rest != NULL) {
 			SG_CLI_LOG(DEBUG, "node %u (%s:%u): over UDP (none of the %u shared-memory "
 				   "sockets is its)", k, conf->nodes[k].addr,
-				   conf->nodes[k].port ? conf->nodes[k].port : SG_DP_UDP_PORT,
-				   conf->n_shm_paths);
-		} else {
-			SG_CLI_LOG(ERR, "node %u (%s:%u): none of the %u shared-memory sockets is "
-				   "its", k, conf->nodes[k].addr,
-				   conf->nodes[k].port ? conf->nodes[k].port : SG_DP_UDP_PORT,
-				   conf->n_shm_paths);
-			shm_destroy(&t->ops);
-			errno = err ? err : ENOENT; /* the last socket's failure says most */
-			return NULL;
+				   sg_cli_node_port(&conf->nodes[k]), conf->n_shm_paths);
+			continue;
 		}
+		SG_CLI_LOG(ERR, "node %u (%s:%u): none of the %u shared-memory sockets is its", k,
+			   conf->nodes[k].addr, sg_cli_node_port(&conf->nodes[k]), conf->n_shm_paths);
+		shm_destroy(&t->ops);
+		errno = err ? err : ENOENT; /* the last socket's failure says most */
+		return NULL;
 	}
 	if (t->nch == 0) {
 		/* no node here answered: the rest is the whole session, without a detour */

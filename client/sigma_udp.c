@@ -21,7 +21,6 @@
 #include "sg_parse.h"
 #include "sigma_internal.h"
 
-
 struct sg_cli_udp {
 	struct sg_cli_transport ops;
 	int fd;
@@ -184,8 +183,7 @@ struct sg_cli_transport *sg_cli_udp_create(const struct sigma_conf *conf)
 	}
 	for (unsigned int i = 0; i < conf->nnodes; i++) {
 		u->addrs[i].sin_family = AF_INET;
-		u->addrs[i].sin_port = htons(conf->nodes[i].port ? conf->nodes[i].port :
-								   SG_DP_UDP_PORT);
+		u->addrs[i].sin_port = htons(sg_cli_node_port(&conf->nodes[i]));
 		if (sg_ipv4_parse(conf->nodes[i].addr, &u->addrs[i].sin_addr.s_addr) < 0) {
 			err = EINVAL;
 			goto fail;
