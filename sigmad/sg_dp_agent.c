@@ -8,11 +8,10 @@
  * over a running pipeline (sg_dp_agent.h).
  *
  * Threading: every ops callback and method runs on the server's thread;
- * heartbeats on a thread of their own. Engines belong to their reducer lcores,
- * so jobs are added and removed, keys released, and per-job counters read, by
- * messages on each lcore's sg_dp_chan through sg_dp_lcore_call()
- * (sg_dp_lcore_ctl.c); the lcore answers between bursts. Per-lcore counters are read the way
- * telemetry reads them (plain loads of lcore-owned integers).
+ * heartbeats on a thread of their own. The agent changes the pipeline only
+ * through sg_dp_pipeline.h's control functions (jobs, keys, idle policies, key
+ * moves, drain), which reach the lcores over their channels; it keeps the
+ * jobs' descriptions (the control plane's view: tensors, nodes, keys) itself.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -26,22 +25,25 @@
 
 #include <rte_cycles.h>
 #include <rte_ethdev.h>
-#include <rte_hash.h>
-#include <rte_jhash.h>
 #include <rte_lcore.h>
+#include <rte_log.h>
+#include <rte_telemetry.h>
 
 #include "sg_etcd.h"
 #include "sg_config.h"
-#include "sg_dp_chan.h"
 #include "sg_ctl_rpc.h"
 #include "sg_ctl_server.h"
 #include "sg_dp_ctl_job.h"
-#include "sg_dp_internal.h"
 #include "sg_dp_agent.h"
 #include "sg_dp_pipeline.h"
 #if SG_HAVE_VERBS
 #include "sg_dp_verbs.h"
 #endif
+
+/* The agent's log (logtype sigma.agent); the macro ends the line: no "\n" in @p fmt. */
+RTE_LOG_REGISTER(sg_agent_logtype, sigma.agent, INFO);
+#define SG_AGENT_LOG(lvl, fmt, ...) \
+	rte_log(RTE_LOG_##lvl, sg_agent_logtype, "sigmad: " fmt "\n", ##__VA_ARGS__)
 
 #define AGENT_MAX_KEYS (1u << 20)
 
@@ -72,17 +74,10 @@ struct sg_dp_agent {
 	struct agent_job *jobs; /* max_jobs entries: as many as the engines hold */
 	unsigned int max_jobs;
 	uint32_t next_id;
-	bool draining;
-	/* staging handed to lcores: a timed-out lcore may read it late, so it lives here */
-	struct sg_dp_job_conf stage_job;
-	struct sg_dp_key *stage_keys;
 	/* rates of lcores_get: counters at the previous call */
 	uint64_t prev_tsc;
 	struct sg_dp_lcore_stats prev[SG_DP_MAX_LAYOUT];
-	/* key moves: the move object each reducer runs, and who ever owned each bucket */
-	struct sg_dp_move *mv[SG_DP_MAX_LAYOUT];
-	uint64_t ever[SG_BUCKETS];
-	unsigned int n_moves;
+	struct sg_etcd_reg *etcd_reg; /* [cluster]: the node's registration, or NULL */
 	/* heartbeats */
 	const uint8_t *secret;
 	size_t secret_len;
@@ -96,50 +91,30 @@ struct sg_dp_agent {
 	uint64_t hb_fail_run;
 };
 
-/* ---- lcores: through their channels (sg_dp_lcore_ctl.c) ------------------ */
-
-/* Send one message to lcore @p i of the layout; @return the lcore's answer or -errno. */
-static int lcore_call(struct sg_dp_agent *a, unsigned int i, uint32_t type, uint64_t arg0)
-{
-	return sg_dp_lcore_call(a->p, i, type, arg0);
-}
-
-/* The most jobs any of the pipeline's engines holds (0 without engines). */
-static unsigned int pipeline_max_jobs(const struct sg_dp_pipeline *p)
-{
-	unsigned int m = 0;
-
-	for (unsigned int i = 0; i < p->n_lc; i++)
-		if (p->lc[i].eng != NULL)
-			m = RTE_MAX(m, sg_dp_engine_max_jobs(p->lc[i].eng));
-	return m;
-}
-
 /* ---- ops ---------------------------------------------------------------- */
 
-/* The largest payload every engine takes (what reducer set-up gave them) and one
- * transport message holds (verbs: what verbs_info advertises as max_payload). */
-static uint32_t engine_max_payload(const struct sg_dp_pipeline *p)
-{
-	uint32_t m = p->tr_max_payload ? p->tr_max_payload : UINT32_MAX;
-
-	for (unsigned int r = 0; r < p->n_red; r++)
-		m = RTE_MIN(m, sg_dp_engine_max_payload(p->red[r]->eng));
-	return m == UINT32_MAX ? SG_DP_PAYLOAD_MTU1500 : m;
-}
-
-/* The largest chunk a created job may use here: what the MTU fits and the engines take. */
 static uint32_t node_max_chunk(const struct sg_dp_pipeline *p)
 {
-	struct sg_dp_job_cfg jc = {.chunk_bytes = 0};
+	struct sg_dp_pipeline_limits lim;
 
-	return RTE_MIN(sg_dp_job_chunk_bytes(&p->cfg, &jc), engine_max_payload(p));
+	sg_dp_pipeline_limits(p, &lim);
+	return lim.max_chunk;
+}
+
+static bool draining(const struct sg_dp_pipeline *p)
+{
+	struct sg_dp_pipeline_layout lay;
+
+	sg_dp_pipeline_layout(p, &lay);
+	return lay.draining;
 }
 
 static int op_node_info(void *arg, struct sg_ctl_node_info *out)
 {
 	struct sg_dp_agent *a = arg;
 	struct sg_dp_pipeline *p = a->p;
+	const struct sg_dp_config *c = sg_dp_pipeline_config(p);
+	struct sg_dp_pipeline_layout lay;
 	unsigned int lcore;
 	bool node_seen[RTE_MAX_NUMA_NODES] = {false};
 
@@ -149,11 +124,12 @@ static int op_node_info(void *arg, struct sg_ctl_node_info *out)
 	out->kind = a->ac.kind;
 	out->gbps = a->ac.gbps;
 	pthread_mutex_unlock(&a->hb_lock);
-	if (p->cfg.ip != 0)
-		snprintf(out->addr, sizeof(out->addr), "%u.%u.%u.%u", p->cfg.ip >> 24,
-			 (p->cfg.ip >> 16) & 0xff, (p->cfg.ip >> 8) & 0xff, p->cfg.ip & 0xff);
-	out->udp_port = p->cfg.udp_port;
+	if (c->ip != 0)
+		snprintf(out->addr, sizeof(out->addr), "%u.%u.%u.%u", c->ip >> 24,
+			 (c->ip >> 16) & 0xff, (c->ip >> 8) & 0xff, c->ip & 0xff);
+	out->udp_port = c->udp_port;
 	out->max_chunk_bytes = node_max_chunk(p);
+	sg_dp_pipeline_layout(p, &lay);
 	RTE_LCORE_FOREACH(lcore) {
 		unsigned int s = rte_lcore_to_socket_id(lcore);
 
@@ -163,11 +139,12 @@ static int op_node_info(void *arg, struct sg_ctl_node_info *out)
 			out->n_numa++;
 		}
 	}
-	for (uint16_t port = 0; port < SG_DP_MAX_PORTS && out->n_ports < SG_CTL_MAX_PORTS; port++) {
+	for (unsigned int i = 0; i < lay.n_ports && out->n_ports < SG_CTL_MAX_PORTS; i++) {
 		struct sg_ctl_port_info *pi = &out->ports[out->n_ports];
+		uint16_t port = lay.ports[i];
 		struct rte_eth_link link;
 
-		if (!p->port_used[port] || !rte_eth_dev_is_valid_port(port))
+		if (!rte_eth_dev_is_valid_port(port))
 			continue;
 		if (rte_eth_dev_get_name_by_port(port, pi->name) != 0)
 			snprintf(pi->name, sizeof(pi->name), "port%u", port);
@@ -178,9 +155,9 @@ static int op_node_info(void *arg, struct sg_ctl_node_info *out)
 		pi->numa = rte_eth_dev_socket_id(port);
 		out->n_ports++;
 	}
-	for (unsigned int r = 0; r < p->n_red && r < SG_CTL_MAX_LCORES; r++)
-		out->reducer_lcores[out->n_reducers++] = p->red[r]->lcore_id;
-	out->draining = a->draining;
+	for (unsigned int r = 0; r < lay.n_reducers && r < SG_CTL_MAX_LCORES; r++)
+		out->reducer_lcores[out->n_reducers++] = lay.reducer_lcores[r];
+	out->draining = lay.draining;
 	return 0;
 }
 
@@ -200,31 +177,9 @@ static struct agent_job *job_slot(struct sg_dp_agent *a)
 	return NULL;
 }
 
-/* Remove job @p id from every reducer (also undoes a half-done create). */
-static void job_remove_all(struct sg_dp_agent *a, uint32_t id)
-{
-	for (unsigned int i = 0; i < a->p->n_lc; i++)
-		if (a->p->lc[i].eng != NULL)
-			lcore_call(a, i, SG_DP_MSG_JOB_REMOVE, id);
-}
-
-/* Chunks of uncommitted key moves that have not crossed their round boundary yet. */
-static unsigned int moves_pending(const struct sg_dp_agent *a)
-{
-	unsigned int n = 0;
-
-	for (unsigned int r = 0; r < a->p->n_red; r++) {
-		const struct sg_dp_move *mv = a->mv[r];
-
-		if (mv != NULL && !mv->drain && !__atomic_load_n(&mv->committed, __ATOMIC_ACQUIRE))
-			n += mv->n_chunks - mv->n_done + 1;
-	}
-	return n;
-}
-
 static bool refuse_during_move(const struct sg_dp_agent *a, char *reason)
 {
-	unsigned int n = moves_pending(a);
+	unsigned int n = sg_dp_pipeline_moves_pending(a->p);
 
 	if (n == 0)
 		return false;
@@ -233,14 +188,32 @@ static bool refuse_during_move(const struct sg_dp_agent *a, char *reason)
 	return true;
 }
 
-/* Reducers whose engine holds the jobs (every one of the layout's that has an engine). */
-static unsigned int engines(const struct sg_dp_pipeline *p)
+/* The engine's form of job @p j (its keys are the agent's: valid while @p j is). */
+static struct sg_dp_job_conf job_conf(const struct agent_job *j)
+{
+	return (struct sg_dp_job_conf){
+		.id = j->id, .nworkers = j->workers, .token = j->token, .dtype = j->dtype,
+		.mode = j->mode, .partition_bytes = j->partition_bytes,
+		.chunk_bytes = j->chunk_bytes, .keys = j->open ? NULL : j->keys,
+		.nkeys = j->open || j->keys == NULL ? 0 : j->n_keys, .open = j->open,
+		.slots = j->slots};
+}
+
+/*
+ * Every job the node holds, as a key move needs them (sg_dp_pipeline_keymap_set()),
+ * into *@p out (free() it). @return how many, or -ENOMEM.
+ */
+static int jobs_conf(const struct sg_dp_agent *a, struct sg_dp_job_conf **out)
 {
 	unsigned int n = 0;
 
-	for (unsigned int i = 0; i < p->n_lc; i++)
-		n += p->lc[i].eng != NULL;
-	return n;
+	*out = calloc(a->max_jobs ? a->max_jobs : 1, sizeof(**out));
+	if (*out == NULL)
+		return -ENOMEM;
+	for (unsigned int i = 0; i < a->max_jobs; i++)
+		if (a->jobs[i].used)
+			(*out)[n++] = job_conf(&a->jobs[i]);
+	return (int)n;
 }
 
 static int op_job_create(void *arg, struct sg_ctl_job *job, char *reason)
@@ -248,13 +221,17 @@ static int op_job_create(void *arg, struct sg_ctl_job *job, char *reason)
 	struct sg_dp_agent *a = arg;
 	/* dtype any: each key's own, and chunk_bytes is a multiple of 8, so of every size */
 	size_t es = job->open && job->dtype == SG_DTYPE_ANY ? 1 : sg_dtype_size(job->dtype);
-	uint32_t max_chunk = node_max_chunk(a->p);
+	struct sg_dp_pipeline_limits lim;
+	struct sg_dp_job_conf jc;
+	struct sg_dp_key *keys;
 	struct agent_job *aj;
 	uint64_t token = 0;
-	uint32_t id = job->id;
+	uint32_t id = job->id, max_chunk;
 	int rc = 0;
 
-	if (a->draining) {
+	sg_dp_pipeline_limits(a->p, &lim);
+	max_chunk = lim.max_chunk;
+	if (draining(a->p)) {
 		snprintf(reason, SG_CTL_REASON_MAX, "the node is draining: no new jobs");
 		return -EBUSY;
 	}
@@ -296,24 +273,19 @@ static int op_job_create(void *arg, struct sg_ctl_job *job, char *reason)
 			a->next_id++;
 		id = a->next_id++;
 	}
-	free(a->stage_keys);
-	a->stage_keys = calloc(job->n_keys ? job->n_keys : 1, sizeof(*a->stage_keys));
-	if (a->stage_keys == NULL)
-		return -ENOMEM;
 	/* keys: placed and numbered by the control plane (sg_wire_key(tensor, part)) */
-	sg_dp_keys_from_ctl(job->keys, job->n_keys, a->stage_keys);
+	keys = malloc((job->n_keys ? job->n_keys : 1) * sizeof(*keys));
+	if (keys == NULL)
+		return -ENOMEM;
+	sg_dp_keys_from_ctl(job->keys, job->n_keys, keys);
 	token = sg_ctl_wire_token(job->token);
-	a->stage_job = sg_dp_job_from_ctl(job, id, token, max_chunk, a->stage_keys, job->n_keys);
+	jc = sg_dp_job_from_ctl(job, id, token, max_chunk, keys, job->n_keys);
 	/* a node the placement gave no key keeps the job (listed, destroyed) but no engine does;
 	 * an open job is on every engine: its keys go where the keymap sends their pushes */
-	for (unsigned int i = 0; i < a->p->n_lc && rc == 0 && (job->n_keys > 0 || job->open); i++)
-		if (a->p->lc[i].eng != NULL)
-			rc = lcore_call(a, i, SG_DP_MSG_JOB_ADD, (uint64_t)(uintptr_t)&a->stage_job);
+	if (job->n_keys > 0 || job->open)
+		rc = sg_dp_pipeline_job_add(a->p, &jc);
 	if (rc < 0) {
-		/* a reducer that did not answer may still read the keys later: let them leak */
-		if (rc == -ETIMEDOUT)
-			a->stage_keys = NULL;
-		job_remove_all(a, id);
+		free(keys);
 		snprintf(reason, SG_CTL_REASON_MAX, "a reducer refused the job: %s", strerror(-rc));
 		return rc;
 	}
@@ -322,22 +294,19 @@ static int op_job_create(void *arg, struct sg_ctl_job *job, char *reason)
 				 .partition_bytes = job->partition_bytes,
 				 .n_tensors = job->n_tensors, .n_keys = job->n_keys,
 				 .n_nodes = job->n_nodes ? job->n_nodes : 1,
-				 .chunk_bytes = a->stage_job.chunk_bytes,
-				 .keys = malloc((job->n_keys ? job->n_keys : 1) * sizeof(struct sg_dp_key)),
-				 .open = job->open, .slots = a->stage_job.slots, .token = token};
-	if (aj->keys != NULL)
-		memcpy(aj->keys, a->stage_keys, job->n_keys * sizeof(struct sg_dp_key));
+				 .chunk_bytes = jc.chunk_bytes, .keys = keys,
+				 .open = job->open, .slots = jc.slots, .token = token};
 	job->id = id;
 	job->chunk_bytes = aj->chunk_bytes;
 	job->slots = aj->slots;
-	job->slots_budget = (uint64_t)aj->slots * engines(a->p);
+	job->slots_budget = (uint64_t)aj->slots * lim.engines;
 	if (job->open)
-		SG_DP_LOG(INFO, "job %u created by the control plane: open (its pushes make its "
+		SG_AGENT_LOG(INFO, "job %u created by the control plane: open (its pushes make its "
 			  "keys), %u workers, %s, %s, %u chunk slots on each of %u reducer(s), "
 			  "%u-byte chunks", id, job->n_workers, sg_dtype_name(job->dtype),
-			  sg_mode_name(job->mode), aj->slots, engines(a->p), aj->chunk_bytes);
+			  sg_mode_name(job->mode), aj->slots, lim.engines, aj->chunk_bytes);
 	else
-		SG_DP_LOG(INFO, "job %u created by the control plane: %u workers, %s, %s, %u of its "
+		SG_AGENT_LOG(INFO, "job %u created by the control plane: %u workers, %s, %s, %u of its "
 			  "partitions here (%u node(s)), %u-byte chunks", id, job->n_workers,
 			  sg_dtype_name(job->dtype), sg_mode_name(job->mode), job->n_keys,
 			  aj->n_nodes, aj->chunk_bytes);
@@ -394,14 +363,14 @@ static int op_job_destroy(void *arg, uint32_t id)
 		return -ENOENT;
 	/* a move waits for the job's chunks to cross a round boundary */
 	if (refuse_during_move(a, reason)) {
-		SG_DP_LOG(WARNING, "job %u not destroyed: %s", id, reason);
+		SG_AGENT_LOG(WARNING, "job %u not destroyed: %s", id, reason);
 		return -EBUSY;
 	}
-	job_remove_all(a, id);
+	sg_dp_pipeline_job_remove(a->p, id);
 	free(j->keys);
 	j->keys = NULL;
 	j->used = false;
-	SG_DP_LOG(INFO, "job %u destroyed by the control plane", id);
+	SG_AGENT_LOG(INFO, "job %u destroyed by the control plane", id);
 	return 0;
 }
 
@@ -413,7 +382,7 @@ static int op_lcores(void *arg, struct sg_ctl_lcore_stats *out, unsigned int cap
 	double dt = a->prev_tsc ? (double)(now - a->prev_tsc) / (double)rte_get_tsc_hz() : 0;
 	unsigned int n = 0;
 
-	for (unsigned int i = 0; i < p->n_lc && n < cap; i++) {
+	for (unsigned int i = 0; i < sg_dp_pipeline_n_lcores(p) && n < cap; i++) {
 		struct sg_dp_lcore_stats st, *pv = &a->prev[i];
 		struct sg_ctl_lcore_stats *o = &out[n++];
 		uint64_t busy, tot;
@@ -439,245 +408,39 @@ static int op_lcores(void *arg, struct sg_ctl_lcore_stats *out, unsigned int cap
 	return (int)n;
 }
 
-_Static_assert(SG_BUCKETS == SG_BUCKETS, "one bucket space");
-
-static void keymap_now(const struct sg_dp_pipeline *p, uint16_t *keymap)
-{
-	for (unsigned int b = 0; b < SG_BUCKETS; b++)
-		keymap[b] = __atomic_load_n(&p->keymap[b], __ATOMIC_ACQUIRE);
-}
-
-static void move_free(struct sg_dp_move *mv)
-{
-	if (mv == NULL)
-		return;
-	rte_hash_free(mv->chunks);
-	free(mv->ch);
-	free(mv->open);
-	free(mv);
-}
-
-/* Chunks of open jobs a move may meet beyond the slots their keys take now: new keys. */
-#define MOVE_OPEN_HEADROOM 65536u
-
-/*
- * The open jobs @p mv tracks, and room for their chunks: what their keys take on the
- * node now, and MOVE_OPEN_HEADROOM more, at most each job's budget on one engine.
- * @return the room, or -ENOMEM.
- */
-static int64_t move_open_jobs(struct sg_dp_agent *a, struct sg_dp_move *mv)
-{
-	struct sg_dp_jobs_table t = {0};
-	uint64_t room = 0;
-	unsigned int n = 0;
-	int nj = -1;
-
-	for (unsigned int i = 0; i < a->max_jobs; i++)
-		n += a->jobs[i].used && a->jobs[i].open;
-	if (n == 0)
-		return 0;
-	mv->open = calloc(n, sizeof(*mv->open));
-	if (mv->open == NULL)
-		return -ENOMEM;
-	nj = sg_dp_pipeline_jobs_stats(a->p, &t);
-	for (unsigned int i = 0; i < a->max_jobs; i++) {
-		const struct agent_job *j = &a->jobs[i];
-		uint64_t used = 0;
-
-		if (!j->used || !j->open)
-			continue;
-		for (int k = 0; k < nj; k++)
-			if (t.ids[k] == j->id)
-				used = t.st[k].slots_used;
-		mv->open[mv->n_open++] = (struct sg_dp_move_open){.job = j->id, .token = j->token};
-		room += RTE_MIN(used + MOVE_OPEN_HEADROOM, (uint64_t)j->slots);
-	}
-	sg_dp_jobs_table_free(&t);
-	return (int64_t)RTE_MIN(room, (uint64_t)1 << 24);
-}
-
-/* Add the chunks of every job's keys in @p mv's moving buckets to its table. */
-static int move_fill(struct sg_dp_agent *a, struct sg_dp_move *mv, bool count_only)
-{
-	uint32_t n = 0;
-
-	for (unsigned int i = 0; i < a->max_jobs; i++) {
-		const struct agent_job *j = &a->jobs[i];
-
-		if (!j->used || j->keys == NULL)
-			continue;
-		for (uint32_t k = 0; k < j->n_keys; k++) {
-			uint32_t nch, id = j->keys[k].id;
-
-			if (mv->phase[sg_dp_bucket_of(j->id, id)] != 1)
-				continue;
-			nch = sg_dp_chunk_count(j->keys[k].nelem, j->dtype, j->chunk_bytes);
-			for (uint32_t c = 0; c < nch; c++, n++) {
-				struct sg_dp_move_key key = {.job = j->id, .key = id, .chunk = c};
-
-				if (!count_only &&
-				    rte_hash_add_key_data(mv->chunks, &key, (void *)(uintptr_t)n) < 0)
-					return -ENOSPC;
-			}
-		}
-	}
-	mv->n_chunks = n;
-	return 0;
-}
-
-/* A move of the buckets that leave reducer @p r for @p want, or NULL if none leaves. */
-static struct sg_dp_move *move_build(struct sg_dp_agent *a, unsigned int r, const uint16_t *want,
-				     bool drain, int *rc)
-{
-	struct sg_dp_pipeline *p = a->p;
-	struct sg_dp_move *old = a->mv[r], *mv;
-	struct rte_hash_parameters hp = {.key_len = sizeof(struct sg_dp_move_key),
-					 .hash_func = rte_jhash, .socket_id = p->red[r]->socket};
-	uint64_t now = sg_dp_now_ns(p, rte_rdtsc()), slot = (uint64_t)p->cfg.timeout_ms * 1000000;
-	char name[RTE_HASH_NAMESIZE];
-	int64_t open_room;
-	bool any = false;
-
-	*rc = 0;
-	for (unsigned int b = 0; b < SG_BUCKETS; b++)
-		any |= p->keymap[b] == r && (drain || want[b] != r);
-	if (!any)
-		return NULL;
-	mv = calloc(1, sizeof(*mv));
-	if (mv == NULL)
-		goto nomem;
-	for (unsigned int b = 0; b < SG_BUCKETS; b++) {
-		if (p->keymap[b] == r && (drain || want[b] != r)) {
-			mv->phase[b] = 1;
-			mv->to[b] = drain ? SG_DP_MOVE_DROP : want[b];
-		} else if (old != NULL && old->phase[b] == 2) {
-			/* keep forwarding stragglers of an earlier move */
-			mv->phase[b] = 2;
-			mv->to[b] = old->to[b];
-		}
-	}
-	move_fill(a, mv, true);
-	open_room = move_open_jobs(a, mv);
-	if (open_room < 0)
-		goto nomem;
-	mv->cap = mv->n_chunks + (uint32_t)open_room;
-	snprintf(name, sizeof(name), "sg_mv%u_%u", a->n_moves++, (unsigned int)getpid());
-	hp.name = name;
-	hp.entries = RTE_MAX(mv->cap, 8u);
-	mv->chunks = rte_hash_create(&hp);
-	mv->ch = calloc(hp.entries, sizeof(*mv->ch));
-	if (mv->chunks == NULL || mv->ch == NULL || move_fill(a, mv, false) < 0)
-		goto nomem;
-	mv->drain = drain;
-	/* an idle chunk has no round boundary to wait for; a stuck round is already reported
-	 * incomplete by the engine after one slot timeout */
-	mv->idle_ns = now + 2 * slot;
-	mv->hard_ns = now + 4 * slot;
-	return mv;
-nomem:
-	move_free(mv);
-	*rc = -ENOMEM;
-	return NULL;
-}
-
-/* Hand @p mv to reducer @p r; the one it replaces is freed once the lcore let go of it. */
-static int move_install(struct sg_dp_agent *a, unsigned int r, struct sg_dp_move *mv)
-{
-	int rc = lcore_call(a, a->p->red[r]->idx, SG_DP_MSG_MOVE_SET, (uint64_t)(uintptr_t)mv);
-
-	if (rc == -ETIMEDOUT)
-		return rc; /* the lcore may still take either: free neither */
-	if (rc == 0) {
-		move_free(a->mv[r]);
-		a->mv[r] = mv;
-	}
-	return rc;
-}
-
+/* layout_set's keymap: every job the node holds goes with it (a move tracks their chunks) */
 static int keymap_change(struct sg_dp_agent *a, const uint16_t *want, char *reason)
 {
-	struct sg_dp_pipeline *p = a->p;
-	uint16_t now[SG_BUCKETS];
-	struct sg_dp_move *mv[SG_DP_MAX_LAYOUT] = {NULL};
-	uint64_t back[SG_DP_MAX_LAYOUT] = {0};
-	unsigned int moved = 0;
-	int rc = 0;
+	struct sg_dp_job_conf *jobs;
+	int n = jobs_conf(a, &jobs), rc;
 
-	keymap_now(p, now);
-	for (unsigned int b = 0; b < SG_BUCKETS; b++) {
-		if (want[b] == now[b])
-			continue;
-		moved++;
-		if (a->ever[b] & (1ull << want[b]))
-			back[want[b]] |= 1ull << b;
-	}
-	if (moved == 0)
-		return 0;
-	if (a->draining) {
-		snprintf(reason, SG_CTL_REASON_MAX, "the node is draining: no key moves");
-		return -EBUSY;
-	}
-	if (refuse_during_move(a, reason))
-		return -EBUSY;
-	for (unsigned int i = 0; i < a->max_jobs; i++)
-		if (a->jobs[i].used && a->jobs[i].mode == SG_MODE_ASYNC) {
-			snprintf(reason, SG_CTL_REASON_MAX, "job %u is async: its stores live in their "
-				 "reducers for the job's lifetime, so no key moves while it exists",
-				 a->jobs[i].id);
-			return -EOPNOTSUPP;
-		}
-	/* a bucket going back to a reducer that held it: that engine forgets its old rounds
-	 * first (no packet of the bucket reaches it until the current owner forwards them) */
-	for (unsigned int r = 0; r < p->n_red && rc >= 0; r++)
-		if (back[r] != 0)
-			rc = lcore_call(a, p->red[r]->idx, SG_DP_MSG_KEYS_RELEASE, back[r]);
-	if (rc < 0) {
-		snprintf(reason, SG_CTL_REASON_MAX, "a reducer did not release the keys coming "
-			 "back to it: %s", strerror(-rc));
-		return rc;
-	}
-	rc = 0;
-	for (unsigned int r = 0; r < p->n_red && rc == 0; r++)
-		mv[r] = move_build(a, r, want, false, &rc);
-	for (unsigned int r = 0; r < p->n_red; r++) {
-		if (mv[r] == NULL)
-			continue;
-		if (rc == 0)
-			rc = move_install(a, r, mv[r]);
-		else
-			move_free(mv[r]);
-	}
-	if (rc < 0) {
-		snprintf(reason, SG_CTL_REASON_MAX, "key move not started on every reducer: %s",
-			 strerror(-rc));
-		return rc;
-	}
-	for (unsigned int b = 0; b < SG_BUCKETS; b++)
-		a->ever[b] |= 1ull << want[b];
-	SG_DP_LOG(INFO, "key move started: %u bucket(s); each chunk changes reducer at its next "
-		  "round boundary", moved);
-	return 0;
+	if (n < 0)
+		return n;
+	rc = sg_dp_pipeline_keymap_set(a->p, want, jobs, (unsigned int)n, reason,
+				       SG_CTL_REASON_MAX);
+	free(jobs);
+	return rc < 0 ? rc : 0;
 }
 
 static int layout_get(struct sg_dp_agent *a, struct sg_ctl_layout *out)
 {
-	struct sg_dp_pipeline *p = a->p;
+	struct sg_dp_pipeline_layout lay;
 
+	sg_dp_pipeline_layout(a->p, &lay);
 	memset(out, 0, sizeof(*out));
-	for (unsigned int i = 0; i < p->n_lc && i < SG_CTL_MAX_LCORES; i++) {
-		const struct sg_dp_lcore *lc = &p->lc[i];
-		bool rx = (lc->role & SG_ROLE_IO) != 0;
+	for (unsigned int i = 0; i < lay.n_lcores && i < SG_CTL_MAX_LCORES; i++) {
+		const struct sg_dp_pipeline_lcore *lc = &lay.lcores[i];
 
-		out->lcores[out->n_lcores].lcore = lc->lcore_id;
-		out->lcores[out->n_lcores].role = lc->role;
-		out->lcores[out->n_lcores].numa = lc->socket;
-		out->lcores[out->n_lcores].idle = lc->st.idle;
-		out->lcores[out->n_lcores].port = rx ? lc->rx_port : -1;
-		out->lcores[out->n_lcores].queue = rx ? lc->rx_queue : -1;
+		out->lcores[i].lcore = lc->lcore;
+		out->lcores[i].role = lc->role;
+		out->lcores[i].numa = lc->socket;
+		out->lcores[i].idle = lc->idle;
+		out->lcores[i].port = lc->port;
+		out->lcores[i].queue = lc->queue;
 		out->n_lcores++;
 	}
-	out->n_reducers = p->n_red;
-	keymap_now(p, out->keymap);
+	out->n_reducers = lay.n_reducers;
+	memcpy(out->keymap, lay.keymap, sizeof(out->keymap));
 	return 0;
 }
 
@@ -692,37 +455,37 @@ static int m_layout_get(struct sg_ctl_server *s, json_t *params, json_t **res,
 }
 SG_RPC_NODE_REGISTER(&agent_ops, "layout_get", m_layout_get);
 
-static int lcore_index(const struct sg_dp_pipeline *p, uint32_t lcore)
+static bool in_layout(const struct sg_dp_pipeline_layout *lay, uint32_t lcore)
 {
-	for (unsigned int i = 0; i < p->n_lc; i++)
-		if (p->lc[i].lcore_id == lcore)
-			return (int)i;
-	return -1;
+	for (unsigned int i = 0; i < lay->n_lcores; i++)
+		if (lay->lcores[i].lcore == lcore)
+			return true;
+	return false;
 }
 
 static int layout_change(struct sg_dp_agent *a, const struct sg_ctl_layout_change *chg,
 			 char *reason)
 {
-	struct sg_dp_pipeline *p = a->p;
+	struct sg_dp_pipeline_layout lay;
 
+	sg_dp_pipeline_layout(a->p, &lay);
 	if (chg->has_keymap) {
 		for (unsigned int b = 0; b < SG_BUCKETS; b++)
-			if (chg->keymap[b] >= RTE_MAX(p->n_red, 1u)) {
+			if (chg->keymap[b] >= RTE_MAX(lay.n_reducers, 1u)) {
 				snprintf(reason, SG_CTL_REASON_MAX, "no reducer %u (there are %u)",
-					 chg->keymap[b], p->n_red);
+					 chg->keymap[b], lay.n_reducers);
 				return -EINVAL;
 			}
 	}
 	/* check every lcore before changing any: all or nothing */
 	for (uint32_t i = 0; i < chg->n_idle; i++)
-		if (lcore_index(p, chg->idle[i].lcore) < 0) {
+		if (!in_layout(&lay, chg->idle[i].lcore)) {
 			snprintf(reason, SG_CTL_REASON_MAX, "lcore %u is not in sigmad's layout",
 				 chg->idle[i].lcore);
 			return -EINVAL;
 		}
 	for (uint32_t i = 0; i < chg->n_idle; i++) {
-		int rc = lcore_call(a, (unsigned int)lcore_index(p, chg->idle[i].lcore),
-				    SG_DP_CHAN_MSG_IDLE_POLICY, chg->idle[i].idle);
+		int rc = sg_dp_pipeline_idle_set(a->p, chg->idle[i].lcore, chg->idle[i].idle);
 
 		if (rc < 0) {
 			snprintf(reason, SG_CTL_REASON_MAX, "lcore %u did not answer: %s",
@@ -747,35 +510,19 @@ static int m_layout_set(struct sg_ctl_server *s, json_t *params, json_t **res,
 SG_RPC_NODE_REGISTER(&agent_ops, "layout_set", m_layout_set);
 
 /*
- * Drain: each reducer lets every chunk finish the rounds it may have begun
- * (up to the switch round of a key move, first round seen + 2) and refuses
- * later ones with the counted drop "draining"; no job is created.
+ * Drain (sg_dp_pipeline_drain()): in-flight rounds finish, later ones are
+ * refused with the counted drop "draining", and no job is created.
  */
 static int drain(struct sg_dp_agent *a)
 {
-	struct sg_dp_pipeline *p = a->p;
-	uint16_t now[SG_BUCKETS];
-	int rc = 0;
+	struct sg_dp_job_conf *jobs;
+	int n = jobs_conf(a, &jobs), rc;
 
-	if (a->draining)
-		return 0;
-	if (moves_pending(a)) {
-		SG_DP_LOG(WARNING, "drain refused: a key move is in progress");
-		return -EBUSY;
-	}
-	keymap_now(p, now);
-	for (unsigned int r = 0; r < p->n_red && rc == 0; r++) {
-		struct sg_dp_move *mv = move_build(a, r, now, true, &rc);
-
-		if (mv != NULL && (rc = move_install(a, r, mv)) < 0 && rc != -ETIMEDOUT)
-			move_free(mv);
-	}
-	if (rc < 0)
-		return rc;
-	a->draining = true;
-	SG_DP_LOG(NOTICE, "draining: in-flight rounds finish, later rounds and new jobs are "
-		  "refused");
-	return 0;
+	if (n < 0)
+		return n;
+	rc = sg_dp_pipeline_drain(a->p, jobs, (unsigned int)n);
+	free(jobs);
+	return rc;
 }
 
 static int m_drain(struct sg_ctl_server *s, json_t *params, json_t **res, struct sg_rpc_err *err)
@@ -874,14 +621,14 @@ static int verbs_rc_connect(struct sg_dp_agent *a, const struct sg_ctl_verbs_rc_
 	rc = sg_dp_pipeline_verbs_rc_connect(a->p, &r, &l, why, sizeof(why));
 	if (rc < 0) {
 		snprintf(reason, SG_CTL_REASON_MAX, "%s", why);
-		SG_DP_LOG(WARNING, "RC connection of worker QP %u refused: %s", worker->qpn, why);
+		SG_AGENT_LOG(WARNING, "RC connection of worker QP %u refused: %s", worker->qpn, why);
 		return rc;
 	}
 	*node = (struct sg_ctl_verbs_rc_addr){.qpn = l.qpn, .psn = l.psn, .lid = l.lid,
 					      .addr = l.addr, .rkey = l.rkey, .slots = l.slots,
 					      .stride = l.stride};
 	memcpy(node->gid, l.gid, sizeof(node->gid));
-	SG_DP_LOG(INFO, "RC: worker QP %u connected as peer %d (node QP %u)", worker->qpn, rc,
+	SG_AGENT_LOG(INFO, "RC: worker QP %u connected as peer %d (node QP %u)", worker->qpn, rc,
 		  l.qpn);
 	return rc;
 #else
@@ -918,7 +665,7 @@ static int verbs_rc_disconnect(struct sg_dp_agent *a, uint32_t peer, char *reaso
 		snprintf(reason, SG_CTL_REASON_MAX, "%s", why);
 		return rc;
 	}
-	SG_DP_LOG(INFO, "RC: peer %u disconnected; its slots are free", peer);
+	SG_AGENT_LOG(INFO, "RC: peer %u disconnected; its slots are free", peer);
 	return 0;
 #else
 	(void)peer;
@@ -948,8 +695,7 @@ static int op_job_keys_add(void *arg, uint32_t id, const struct sg_ctl_key *keys
 {
 	struct sg_dp_agent *a = arg;
 	struct agent_job *aj = job_find(a, id);
-	struct sg_dp_keys_add ka = {.job = id, .n = n};
-	struct sg_dp_key *grown;
+	struct sg_dp_key *add, *grown;
 	uint32_t added = 0;
 	int rc = 0;
 
@@ -961,13 +707,14 @@ static int op_job_keys_add(void *arg, uint32_t id, const struct sg_ctl_key *keys
 	/* a key move tracks the job's chunks: the server tries again once it is over */
 	if (n == 0 || refuse_during_move(a, reason))
 		return n == 0 ? 0 : -EBUSY;
-	free(a->stage_keys);
-	a->stage_keys = calloc(n, sizeof(*a->stage_keys));
+	add = calloc(n, sizeof(*add));
 	grown = realloc(aj->keys, (aj->n_keys + n) * sizeof(*aj->keys));
 	if (grown != NULL)
 		aj->keys = grown;
-	if (a->stage_keys == NULL || grown == NULL)
+	if (add == NULL || grown == NULL) {
+		free(add);
 		return -ENOMEM;
+	}
 	/* the agent's list: the keys it does not have yet (what the engines add) */
 	for (uint32_t i = 0; i < n; i++) {
 		bool have = false;
@@ -975,36 +722,28 @@ static int op_job_keys_add(void *arg, uint32_t id, const struct sg_ctl_key *keys
 		for (uint32_t k = 0; k < aj->n_keys && !have; k++)
 			have = aj->keys[k].id == keys[i].id;
 		if (!have)
-			a->stage_keys[added++] = (struct sg_dp_key){.id = keys[i].id,
-								    .nelem = keys[i].nelem};
+			add[added++] = (struct sg_dp_key){.id = keys[i].id, .nelem = keys[i].nelem};
 	}
-	ka.keys = a->stage_keys;
-	ka.n = added;
-	if (aj->n_keys == 0) {
-		/* no key was placed here: the engines have no job yet */
-		a->stage_job = (struct sg_dp_job_conf){
-			.id = id, .nworkers = aj->workers, .token = aj->token, .dtype = aj->dtype,
-			.mode = aj->mode, .partition_bytes = aj->partition_bytes,
-			.chunk_bytes = aj->chunk_bytes, .keys = a->stage_keys, .nkeys = added};
+	if (added > 0 && aj->n_keys == 0) {
+		/* no key was placed here: the engines have no job yet (a refused one is undone) */
+		struct sg_dp_job_conf jc = job_conf(aj);
+
+		jc.keys = add;
+		jc.nkeys = added;
+		rc = sg_dp_pipeline_job_add(a->p, &jc);
+	} else if (added > 0) {
+		/* engines that took some of the keys skip them next time */
+		rc = sg_dp_pipeline_keys_add(a->p, id, add, added);
 	}
-	for (unsigned int i = 0; i < a->p->n_lc && rc >= 0 && added > 0; i++)
-		if (a->p->lc[i].eng != NULL)
-			rc = aj->n_keys == 0 ?
-				lcore_call(a, i, SG_DP_MSG_JOB_ADD, (uint64_t)(uintptr_t)&a->stage_job) :
-				lcore_call(a, i, SG_DP_MSG_KEYS_ADD, (uint64_t)(uintptr_t)&ka);
 	if (rc < 0) {
-		/* an engine that did not answer may read the staging late: let it leak */
-		if (rc == -ETIMEDOUT)
-			a->stage_keys = NULL;
-		/* engines that took the keys skip them next time; a first one is made again */
-		if (aj->n_keys == 0)
-			job_remove_all(a, id);
+		free(add);
 		snprintf(reason, SG_CTL_REASON_MAX, "a reducer refused the keys: %s", strerror(-rc));
 		return rc;
 	}
-	memcpy(&aj->keys[aj->n_keys], ka.keys, added * sizeof(*aj->keys));
+	memcpy(&aj->keys[aj->n_keys], add, added * sizeof(*aj->keys));
 	aj->n_keys += added;
-	SG_DP_LOG(NOTICE, "job %u: %u key(s) of a lost node added, %u here now", id, added,
+	free(add);
+	SG_AGENT_LOG(NOTICE, "job %u: %u key(s) of a lost node added, %u here now", id, added,
 		  aj->n_keys);
 	return (int)added;
 }
@@ -1054,7 +793,7 @@ static void *hb_main(void *arg)
 						      &emsg) == 0) {
 			__atomic_fetch_add(&a->hb_sent, 1, __ATOMIC_RELAXED);
 			if (a->hb_failing)
-				SG_DP_LOG(NOTICE, "heartbeat to %s recovered after %" PRIu64
+				SG_AGENT_LOG(NOTICE, "heartbeat to %s recovered after %" PRIu64
 					  " failed", target, a->hb_fail_run);
 			a->hb_failing = false;
 			continue;
@@ -1062,7 +801,7 @@ static void *hb_main(void *arg)
 		__atomic_fetch_add(&a->hb_failed, 1, __ATOMIC_RELAXED);
 		/* one line when a run of failures starts (not one a beat), one when it ends */
 		if (!a->hb_failing)
-			SG_DP_LOG(WARNING, "heartbeat to %s failed: %s (logged again when it "
+			SG_AGENT_LOG(WARNING, "heartbeat to %s failed: %s (logged again when it "
 				  "recovers)", target, emsg ? emsg : strerror(errno));
 		a->hb_fail_run = a->hb_failing ? a->hb_fail_run + 1 : 1;
 		a->hb_failing = true;
@@ -1154,7 +893,7 @@ static int cluster_etcd_conf(const struct sg_dp_cluster_cfg *cl, struct sg_etcd_
 static int cluster_register(struct sg_dp_agent *a, const struct sg_ctl_server_config *sc,
 			    const struct sg_etcd_conf *ec, char *err, size_t errlen)
 {
-	const struct sg_dp_cluster_cfg *cl = &a->p->cfg.cluster;
+	const struct sg_dp_cluster_cfg *cl = &sg_dp_pipeline_config(a->p)->cluster;
 	struct sg_etcd_reg_conf rc = {.cluster = cl->cluster, .ttl_s = cl->ttl, .etcd = *ec};
 	struct sg_ctl_node_info info;
 
@@ -1169,8 +908,8 @@ static int cluster_register(struct sg_dp_agent *a, const struct sg_ctl_server_co
 	else if (!sc->tcp_disable && sc->tcp_addr != NULL && sc->tcp_addr[0])
 		snprintf(rc.node.control, sizeof(rc.node.control), "%s:%u", sc->tcp_addr,
 			 sg_ctl_server_tcp_port(a->srv));
-	a->p->etcd_reg = sg_etcd_reg_start(&rc);
-	if (a->p->etcd_reg == NULL) {
+	a->etcd_reg = sg_etcd_reg_start(&rc);
+	if (a->etcd_reg == NULL) {
 		sg_dp_seterr(err, errlen, "[cluster]: cannot register node '%s' (addr '%s', port %u) "
 			     "in cluster '%s' of etcd %s: %s (the name must be 1..63 of "
 			     "[A-Za-z0-9._-]; set [cluster] addr when [net] has no ip)", rc.node.name,
@@ -1178,9 +917,58 @@ static int cluster_register(struct sg_dp_agent *a, const struct sg_ctl_server_co
 		errno = EINVAL;
 		return -EINVAL;
 	}
-	SG_DP_LOG(NOTICE, "registering node %s in etcd %s, cluster %s, lease TTL %u s",
+	SG_AGENT_LOG(NOTICE, "registering node %s in etcd %s, cluster %s, lease TTL %u s",
 		  rc.node.name, cl->etcd, cl->cluster, cl->ttl);
 	return 0;
+}
+
+/* ---- telemetry: /sigma/cluster -------------------------------------------- */
+
+/* rte_telemetry callbacks take no context: the process's one running agent reports */
+static struct sg_dp_agent *tel_agent;
+
+/* [cluster]: whether the node is registered in etcd, and what went wrong last. */
+static int tel_cluster(const char *cmd, const char *params, struct rte_tel_data *d)
+{
+	struct sg_dp_agent *a = __atomic_load_n(&tel_agent, __ATOMIC_ACQUIRE);
+	const struct sg_dp_cluster_cfg *cl;
+	struct sg_etcd_reg_status st;
+	char lease[24];
+
+	rte_tel_data_start_dict(d);
+	if (a == NULL || a->etcd_reg == NULL) {
+		rte_tel_data_add_dict_string(d, "etcd", "none: no [cluster] section");
+		return 0;
+	}
+	cl = &sg_dp_pipeline_config(a->p)->cluster;
+	sg_etcd_reg_status(a->etcd_reg, &st);
+	snprintf(lease, sizeof(lease), "%" PRIx64, (uint64_t)st.lease);
+	rte_tel_data_add_dict_string(d, "etcd", cl->etcd);
+	rte_tel_data_add_dict_string(d, "cluster", cl->cluster);
+	rte_tel_data_add_dict_u64(d, "registered", st.registered);
+	rte_tel_data_add_dict_string(d, "lease", lease);
+	rte_tel_data_add_dict_u64(d, "ttl_s", cl->ttl);
+	rte_tel_data_add_dict_u64(d, "registrations", st.registrations);
+	rte_tel_data_add_dict_u64(d, "keepalives", st.keepalives);
+	rte_tel_data_add_dict_u64(d, "failures", st.failures);
+	rte_tel_data_add_dict_u64(d, "expired", st.expired);
+	rte_tel_data_add_dict_string(d, "last_error", st.last_error);
+	return 0;
+}
+
+int sg_dp_agent_telemetry_register(struct sg_dp_agent *a)
+{
+	static bool registered;
+	int rc;
+
+	__atomic_store_n(&tel_agent, a, __ATOMIC_RELEASE);
+	if (registered)
+		return 0;
+	rc = rte_telemetry_register_cmd("/sigma/cluster", tel_cluster,
+					"Registration in etcd ([cluster]): registered, lease, "
+					"keepalives, failures");
+	registered = rc == 0;
+	return rc;
 }
 
 /* ---- life cycle --------------------------------------------------------- */
@@ -1191,7 +979,8 @@ struct sg_dp_agent *sg_dp_agent_start(struct sg_dp_pipeline *p,
 {
 	struct sg_ctl_server_config cfg = *sc;
 	struct sg_dp_agent *a = calloc(1, sizeof(*a));
-	const struct sg_dp_config *c = &p->cfg;
+	const struct sg_dp_config *c = sg_dp_pipeline_config(p);
+	struct sg_dp_pipeline_limits lim;
 	struct sg_etcd_conf ec;
 	char password[256] = "";
 
@@ -1210,7 +999,8 @@ struct sg_dp_agent *sg_dp_agent_start(struct sg_dp_pipeline *p,
 	if (a->ac.heartbeat_ms == 0)
 		a->ac.heartbeat_ms = 1000;
 	/* set-up, not the data path: one entry per job the engines can hold */
-	a->max_jobs = RTE_MAX(pipeline_max_jobs(p), c->n_jobs);
+	sg_dp_pipeline_limits(p, &lim);
+	a->max_jobs = RTE_MAX(lim.max_jobs, c->n_jobs);
 	a->jobs = calloc(a->max_jobs, sizeof(*a->jobs));
 	if (a->jobs == NULL) {
 		sg_dp_seterr(err, errlen, "control agent: out of memory");
@@ -1238,8 +1028,6 @@ struct sg_dp_agent *sg_dp_agent_start(struct sg_dp_pipeline *p,
 				.id = k, .nelem = jc->partition_bytes / (uint32_t)sg_dtype_size(jc->dtype)};
 		a->next_id = RTE_MAX(a->next_id, jc->id);
 	}
-	for (unsigned int b = 0; b < SG_BUCKETS; b++)
-		a->ever[b] = 1ull << p->keymap[b];
 	a->next_id++;
 	cfg.ops = &agent_ops;
 	cfg.ops_arg = a;
@@ -1269,7 +1057,7 @@ struct sg_dp_agent *sg_dp_agent_start(struct sg_dp_pipeline *p,
 		if (pthread_create(&a->hb_thread, NULL, hb_main, a) == 0)
 			a->hb_running = true;
 		else
-			SG_DP_LOG(ERR, "cannot start the heartbeat thread");
+			SG_AGENT_LOG(ERR, "cannot start the heartbeat thread");
 	}
 	return a;
 fail:
@@ -1288,22 +1076,23 @@ fail:
 
 void sg_dp_agent_stop(struct sg_dp_agent *a)
 {
+	struct sg_dp_agent *seen = a; /* a failed exchange below writes it */
+
 	if (a == NULL)
 		return;
+	/* telemetry's thread must not meet a freed agent */
+	__atomic_compare_exchange_n(&tel_agent, &seen, NULL, false, __ATOMIC_ACQ_REL,
+				    __ATOMIC_ACQUIRE);
 	a->hb_stop = true;
 	if (a->hb_running)
 		pthread_join(a->hb_thread, NULL);
 	/* a clean leave: workers move this node's keys at once instead of after the TTL */
-	sg_etcd_reg_stop(a->p->etcd_reg, true);
-	a->p->etcd_reg = NULL;
+	sg_etcd_reg_stop(a->etcd_reg, true);
+	a->etcd_reg = NULL;
 	sg_ctl_server_destroy(a->srv);
-	for (unsigned int r = 0; r < a->p->n_red; r++)
-		if (a->mv[r] != NULL && lcore_call(a, a->p->red[r]->idx, SG_DP_MSG_MOVE_SET, 0) == 0)
-			move_free(a->mv[r]);
 	for (unsigned int i = 0; i < a->max_jobs; i++)
 		free(a->jobs[i].keys);
 	free(a->jobs);
-	free(a->stage_keys);
 	pthread_mutex_destroy(&a->hb_lock);
 	free(a);
 }

@@ -4,10 +4,11 @@
  * sigmad's control agent (library sg_dp_agent, above the pipeline): the
  * JSON-RPC server of control/ (sg_ctl_server.h) on its own thread, with struct
  * sg_ctl_agent_ops implemented over a running pipeline; heartbeats to a
- * coordinator; the node's registration in etcd ([cluster]). It reaches lcores
- * only through their sg_dp_chan rings (sg_dp_lcore_call()), which each lcore
- * polls every SG_DP_CTL_POLL_EVERY loop iterations, and never touches an
- * engine itself. The pipeline and its transports never call into it; its
+ * coordinator; the node's registration in etcd ([cluster]). It changes the
+ * pipeline only through sg_dp_pipeline.h's control functions (jobs, keys,
+ * idle policies, key moves, drain), which reach the lcores over their
+ * channels, and never touches an engine itself. The pipeline and its
+ * transports never call into it; its
  * settings are parsed with the rest of the config (struct sg_dp_agent_conf
  * in struct sg_dp_config).
  *
@@ -56,6 +57,16 @@ struct sg_ctl_server *sg_dp_agent_server(struct sg_dp_agent *a);
  * @return the number of changes that need a restart.
  */
 int sg_dp_agent_reload(struct sg_dp_agent *a, const struct sg_dp_agent_conf *ac, FILE *report);
+
+/**
+ * Register /sigma/cluster with rte_telemetry (once per process), reporting on
+ * @p a: the node's registration in etcd, or "none: no [cluster] section" when
+ * @p a is NULL or has no [cluster]. As sg_dp_telemetry_register() does for the
+ * pipeline: rte_telemetry callbacks take no context, so this is the one agent
+ * telemetry reports on; sg_dp_agent_stop() of that agent makes it report none.
+ * @return 0 or -errno (rte_telemetry_register_cmd()'s).
+ */
+int sg_dp_agent_telemetry_register(struct sg_dp_agent *a);
 
 /** Heartbeats sent and refused so far. */
 void sg_dp_agent_heartbeats(const struct sg_dp_agent *a, uint64_t *sent, uint64_t *failed);

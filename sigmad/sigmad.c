@@ -341,8 +341,11 @@ int main(int argc, char **argv)
 		printf("sigmad: running: %u lcore(s), %u job(s); SIGINT/SIGTERM stop, SIGHUP "
 		       "reloads\n", sg_dp_pipeline_n_lcores(p), c.n_jobs);
 		fflush(stdout);
-		if ((c.control && (agent = start_agent(p, &c, &sc)) == NULL) ||
-		    ready(p, agent, &sc) < 0) {
+		if (c.control)
+			agent = start_agent(p, &c, &sc);
+		/* /sigma/cluster answers from now on, with or without an agent */
+		sg_dp_agent_telemetry_register(agent);
+		if ((c.control && agent == NULL) || ready(p, agent, &sc) < 0) {
 			ret = 1;
 			got_stop = 1;
 		}

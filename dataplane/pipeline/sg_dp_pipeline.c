@@ -382,6 +382,7 @@ struct sg_dp_pipeline *sg_dp_pipeline_create(const struct sg_dp_config *c, char 
 	}
 	p->tr = &sg_dp_transport_ethdev;
 	pthread_mutex_init(&p->ctl_lock, NULL);
+	pthread_mutex_init(&p->op_lock, NULL);
 	if (c->transport == SG_DP_TRANSPORT_SOCKET)
 		p->tr = &sg_dp_transport_socket;
 	if (c->transport == SG_DP_TRANSPORT_VERBS) {
@@ -449,6 +450,8 @@ struct sg_dp_pipeline *sg_dp_pipeline_create(const struct sg_dp_config *c, char 
 	}
 	for (unsigned int b = 0; b < SG_BUCKETS; b++)
 		p->keymap[b] = (uint16_t)(b % RTE_MAX(p->n_red, 1u));
+	for (unsigned int b = 0; b < SG_BUCKETS; b++)
+		p->ever[b] = 1ull << p->keymap[b];
 	for (unsigned int i = 0; i < p->n_red; i++) {
 		rc = reducer_setup(p, p->red[i], err, errlen);
 		if (rc < 0)
@@ -538,9 +541,11 @@ void sg_dp_pipeline_destroy(struct sg_dp_pipeline *p)
 		sg_dp_chan_destroy(lc->chan);
 	}
 	p->tr->teardown(p);
+	sg_dp_control_fini(p);
 	rte_free(p->lc);
 	rte_free(p->rcu);
 	pthread_mutex_destroy(&p->ctl_lock);
+	pthread_mutex_destroy(&p->op_lock);
 	rte_free(p);
 }
 

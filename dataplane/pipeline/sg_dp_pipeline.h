@@ -89,6 +89,22 @@ struct sg_dp_lcore_stats {
 };
 
 /**
+ * An lcore's network drops: @return their total; also add them, reason by
+ * reason, into @p by_reason (SG_DP_ND_COUNT entries) unless it is NULL.
+ */
+static inline uint64_t sg_dp_lcore_drops(const struct sg_dp_lcore_stats *st, uint64_t *by_reason)
+{
+	uint64_t n = 0;
+
+	for (int k = 0; k < SG_DP_ND_COUNT; k++) {
+		n += st->drops[k];
+		if (by_reason != NULL)
+			by_reason[k] += st->drops[k];
+	}
+	return n;
+}
+
+/**
  * Build the pipeline after rte_eal_init(): check the layout (warnings go to
  * stderr), create per-socket mempools, configure and start the ports the
  * layout polls, the reducers' rings and one engine per reducer holding every
@@ -261,6 +277,122 @@ int sg_dp_pipeline_jobs_stats(struct sg_dp_pipeline *p, struct sg_dp_jobs_table 
 /** Free the arrays of @p t and zero it. */
 void sg_dp_jobs_table_free(struct sg_dp_jobs_table *t);
 
+
+/*
+ * Control of a running pipeline from a thread that is not an lcore (sigmad's
+ * agent, sigmad/sg_dp_agent.c; the tests). Engines and key moves belong to
+ * their reducer lcores, so each call below that changes them is a message on
+ * the lcores' control channels (sg_dp_chan.h), answered between bursts, and
+ * calls are serialised with each other and with sg_dp_pipeline_jobs_stats():
+ * any number of control threads may call. An lcore that does not answer
+ * within 2 s makes the call fail with -ETIMEDOUT; what it was handed stays
+ * allocated, since it may still read it.
+ */
+
+/** What the node's engines take (sg_dp_pipeline_limits()). */
+struct sg_dp_pipeline_limits {
+	unsigned int max_jobs; /**< most jobs one engine holds (0: no engine) */
+	unsigned int engines;  /**< lcores with an engine: each holds every job */
+	/** largest chunk_bytes a job may use: what [net] mtu fits, the engines' buffers
+	 * and one transport message hold */
+	uint32_t max_chunk;
+};
+
+/** The node's engine limits into @p out. Fixed at set-up; any thread. */
+void sg_dp_pipeline_limits(const struct sg_dp_pipeline *p, struct sg_dp_pipeline_limits *out);
+
+/** One lcore of the running layout (struct sg_dp_pipeline_layout). */
+struct sg_dp_pipeline_lcore {
+	unsigned int lcore;
+	enum sg_role role;
+	int socket;
+	enum sg_idle idle; /**< its idle policy now */
+	int port;          /**< the port it receives from, -1 without SG_ROLE_IO */
+	int queue;         /**< ... and the RX queue, -1 without SG_ROLE_IO */
+};
+
+/** The layout as it runs now (sg_dp_pipeline_layout()). */
+struct sg_dp_pipeline_layout {
+	unsigned int n_lcores;
+	struct sg_dp_pipeline_lcore lcores[SG_DP_MAX_LAYOUT];
+	unsigned int n_reducers;
+	unsigned int reducer_lcores[SG_DP_MAX_LAYOUT]; /**< reducer index -> lcore id */
+	unsigned int n_ports;
+	uint16_t ports[SG_DP_MAX_PORTS];  /**< the ports the layout receives from */
+	uint16_t keymap[SG_BUCKETS];      /**< bucket -> reducer index, now */
+	bool draining;                    /**< sg_dp_pipeline_drain() was called */
+};
+
+/** The running layout into @p out (plain loads of lcore-owned values); any thread. */
+void sg_dp_pipeline_layout(const struct sg_dp_pipeline *p, struct sg_dp_pipeline_layout *out);
+
+/**
+ * Set the idle policy of the layout's lcore @p lcore (an lcore id) to @p idle.
+ * @return 0, -ENOENT when @p lcore is not in the layout, or -ETIMEDOUT.
+ */
+int sg_dp_pipeline_idle_set(struct sg_dp_pipeline *p, unsigned int lcore, enum sg_idle idle);
+
+/**
+ * Add job @p jc to every engine (with its keys; an open job with none). The
+ * job and its keys are copied first, so @p jc need not outlive the call. If
+ * an engine refuses, the engines that took it forget it again.
+ * @return 0, -ENOMEM, -ETIMEDOUT, or the error of sg_dp_engine_add_job()
+ *         (-EEXIST, -EINVAL, -ENOSPC, -ENOMEM) of the first engine that refused.
+ */
+int sg_dp_pipeline_job_add(struct sg_dp_pipeline *p, const struct sg_dp_job_conf *jc);
+
+/** Remove job @p id from every engine that holds it (none: nothing happens). */
+void sg_dp_pipeline_job_remove(struct sg_dp_pipeline *p, uint32_t id);
+
+/**
+ * Add @p n keys (@p keys, copied first) to job @p job on every engine
+ * (failover: a lost node's keys, docs/cluster.md). An engine that took some
+ * of them skips those the next time.
+ * @return 0, -ENOMEM, -ETIMEDOUT, or the error of sg_dp_engine_add_keys()
+ *         (-ENOENT: an engine does not hold the job; -EINVAL, -ENOSPC, -ENOMEM).
+ */
+int sg_dp_pipeline_keys_add(struct sg_dp_pipeline *p, uint32_t job, const struct sg_dp_key *keys,
+			    uint32_t n);
+
+/*
+ * Key moves (docs/sigmad.md, "Moving keys between reducers live"): buckets
+ * change reducer chunk by chunk, each at its next round boundary, sequenced by
+ * the reducer that leaves them. A move must know every chunk that may be in
+ * flight: the caller passes the node's jobs, as it created them (keys and
+ * all; an open job's keys are found on the engines and by the job's token).
+ */
+
+/**
+ * Chunks of started key moves that have not crossed their round boundary yet
+ * (0: no move in progress). Any thread.
+ */
+unsigned int sg_dp_pipeline_moves_pending(struct sg_dp_pipeline *p);
+
+/**
+ * Move the buckets whose reducer in @p want (SG_BUCKETS reducer indexes)
+ * differs from the keymap's now. @p jobs (@p n_jobs) are every job the node
+ * holds.
+ * @return the number of buckets that move (0: @p want is the keymap now),
+ *         or -errno with @p err filled: -EINVAL (a reducer index out of
+ *         range), -EBUSY (draining, or a move in progress: retry when
+ *         sg_dp_pipeline_moves_pending() is 0), -EOPNOTSUPP (an async job:
+ *         its stores stay in their reducers), -ENOMEM, -ETIMEDOUT, or an
+ *         lcore's error. On failure no bucket moves.
+ */
+int sg_dp_pipeline_keymap_set(struct sg_dp_pipeline *p, const uint16_t *want,
+			      const struct sg_dp_job_conf *jobs, unsigned int n_jobs, char *err,
+			      size_t errlen);
+
+/**
+ * Drain: every reducer lets each chunk of @p jobs (@p n_jobs, every job the
+ * node holds) finish the rounds it may have begun and refuses later ones
+ * with the counted drop "draining", for good. Callers refuse new jobs from
+ * then on (struct sg_dp_pipeline_layout, draining).
+ * @return 0 (also when draining already), -EBUSY (a key move is in
+ *         progress), -ENOMEM or -ETIMEDOUT.
+ */
+int sg_dp_pipeline_drain(struct sg_dp_pipeline *p, const struct sg_dp_job_conf *jobs,
+			 unsigned int n_jobs);
 
 #ifdef __cplusplus
 }

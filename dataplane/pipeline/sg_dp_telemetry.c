@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * rte_telemetry commands for operators: /sigma/lcores, /sigma/ports,
- * /sigma/verbs, /sigma/socket, /sigma/jobs, /sigma/drops, /sigma/cluster. dpdk-telemetry.py lists and runs them.
+ * /sigma/verbs, /sigma/socket, /sigma/jobs, /sigma/drops (sigmad's agent adds
+ * /sigma/cluster, since the registration in etcd is its). dpdk-telemetry.py lists and
+ * runs them.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -10,7 +12,6 @@
 #include <rte_ethdev.h>
 #include <rte_telemetry.h>
 
-#include "sg_etcd.h"
 #include "sg_dp_engine.h"
 #include "sg_dp_internal.h"
 #include "sg_dp_pipeline.h"
@@ -307,35 +308,6 @@ static int tel_drops(const char *cmd, const char *params, struct rte_tel_data *d
 	return 0;
 }
 
-/* [cluster]: whether the node is registered in etcd, and what went wrong last. */
-static int tel_cluster(const char *cmd, const char *params, struct rte_tel_data *d)
-{
-	struct sg_dp_pipeline *p = tel_pipeline;
-	struct sg_etcd_reg_status st;
-	char lease[24];
-
-	if (p == NULL)
-		return no_pipeline(d);
-	rte_tel_data_start_dict(d);
-	if (p->etcd_reg == NULL) {
-		rte_tel_data_add_dict_string(d, "etcd", "none: no [cluster] section");
-		return 0;
-	}
-	sg_etcd_reg_status(p->etcd_reg, &st);
-	snprintf(lease, sizeof(lease), "%" PRIx64, (uint64_t)st.lease);
-	rte_tel_data_add_dict_string(d, "etcd", p->cfg.cluster.etcd);
-	rte_tel_data_add_dict_string(d, "cluster", p->cfg.cluster.cluster);
-	rte_tel_data_add_dict_u64(d, "registered", st.registered);
-	rte_tel_data_add_dict_string(d, "lease", lease);
-	rte_tel_data_add_dict_u64(d, "ttl_s", p->cfg.cluster.ttl);
-	rte_tel_data_add_dict_u64(d, "registrations", st.registrations);
-	rte_tel_data_add_dict_u64(d, "keepalives", st.keepalives);
-	rte_tel_data_add_dict_u64(d, "failures", st.failures);
-	rte_tel_data_add_dict_u64(d, "expired", st.expired);
-	rte_tel_data_add_dict_string(d, "last_error", st.last_error);
-	return 0;
-}
-
 int sg_dp_telemetry_register(struct sg_dp_pipeline *p)
 {
 	static const struct {
@@ -353,8 +325,6 @@ int sg_dp_telemetry_register(struct sg_dp_pipeline *p)
 		{"/sigma/jobs", tel_jobs,
 		 "Jobs and engine counters: rounds completed, retransmits served, incomplete slots"},
 		{"/sigma/drops", tel_drops, "Dropped packets by reason (net_* and engine_*)"},
-		{"/sigma/cluster", tel_cluster,
-		 "Registration in etcd ([cluster]): registered, lease, keepalives, failures"},
 	};
 	static bool registered;
 	int rc;

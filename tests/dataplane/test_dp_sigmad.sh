@@ -171,7 +171,7 @@ s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
 s.connect(sys.argv[1])
 s.recv(4096)
 out = {}
-for cmd in ("/sigma/lcores", "/sigma/ports", "/sigma/jobs", "/sigma/drops"):
+for cmd in ("/sigma/lcores", "/sigma/ports", "/sigma/jobs", "/sigma/drops", "/sigma/cluster"):
     s.send(cmd.encode())
     out.update(json.loads(s.recv(65536).decode()))
 print(json.dumps(out))
@@ -188,6 +188,8 @@ assert "port_0" in d["/sigma/ports"]
 pt = d["/sigma/ports"]["port_0"]
 assert pt["steer"] == "ring" and "no rte_flow support" in pt["steer_detail"], pt
 assert pt["steer_udp_ports"] == 64, pt  # SG_DP_STEER_PORTS, whatever the layout
+# no [control]: no agent, and /sigma/cluster still answers (sigmad registers it)
+assert d["/sigma/cluster"] == {"etcd": "none: no [cluster] section"}, d["/sigma/cluster"]
 '; then ok; else fail "telemetry: $tel"; fi
 	else
 		echo "note: telemetry socket $sock not found; telemetry not checked"

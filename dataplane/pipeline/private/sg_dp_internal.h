@@ -50,7 +50,7 @@ struct sg_dp_chan_msg;
 /* Channel messages of sigmad's own (the control module's types are below 0x100). */
 #define SG_DP_MSG_JOB_ADD 0x100    /* arg[0]: const struct sg_dp_job_conf * */
 #define SG_DP_MSG_JOB_REMOVE 0x101 /* arg[0]: job id */
-#define SG_DP_MSG_MOVE_SET 0x102   /* arg[0]: struct sg_dp_move * (or 0), owned by the agent */
+#define SG_DP_MSG_MOVE_SET 0x102   /* arg[0]: struct sg_dp_move * (or 0), owned by p->mv */
 #define SG_DP_MSG_KEYS_RELEASE 0x103 /* arg[0]: mask of buckets coming back to this reducer */
 #define SG_DP_MSG_JOB_STATS 0x104  /* per-job counters into the engine's snapshot table */
 #define SG_DP_MSG_KEYS_ADD 0x105   /* arg[0]: const struct sg_dp_keys_add * (failover) */
@@ -79,22 +79,6 @@ static inline void sg_dp_counters_add(void *dst, const void *src, size_t size)
 		d[i] += s[i];
 }
 
-/*
- * An lcore's network drops: @return their total; also add them, reason by
- * reason, into @p by_reason (SG_DP_ND_COUNT entries) unless it is NULL.
- */
-static inline uint64_t sg_dp_lcore_drops(const struct sg_dp_lcore_stats *st, uint64_t *by_reason)
-{
-	uint64_t n = 0;
-
-	for (int k = 0; k < SG_DP_ND_COUNT; k++) {
-		n += st->drops[k];
-		if (by_reason != NULL)
-			by_reason[k] += st->drops[k];
-	}
-	return n;
-}
-
 /** Lcore side of the control channel (sg_dp_lcore_ctl.c): act on one message. */
 int sg_dp_lcore_ctl(void *arg, struct sg_dp_chan_msg *m);
 
@@ -113,7 +97,7 @@ unsigned int sg_dp_lcore_ctl_tick(struct sg_dp_lcore *lc);
  * p->keymap sends a bucket to a reducer. */
 
 /*
- * Buckets leaving one reducer (built by the agent, run by sg_dp_lcore_ctl.c).
+ * Buckets leaving one reducer (built by sg_dp_control.c, run by sg_dp_lcore_ctl.c).
  * The reducer that owns the buckets' rounds today sequences the move: a
  * chunk's first push seen after the move starts, of round p, fixes its switch round s = p + 2 (the
  * reducer's own round is p - 1, p or p + 1). Rounds before s stay here;
@@ -130,7 +114,7 @@ struct sg_dp_move_chunk {
 /* A move's destination that drops instead: drain refuses rounds from sw on. */
 #define SG_DP_MOVE_DROP 0xffff
 
-/* An open job a move tracks: its keys are made by pushes, so the agent cannot list them. */
+/* An open job a move tracks: its keys are made by pushes, so no list of them exists. */
 struct sg_dp_move_open {
 	uint32_t job;
 	uint64_t token; /* the wire token: only a push that carries it adds a chunk */
@@ -153,7 +137,7 @@ struct sg_dp_move {
 	uint64_t idle_ns, hard_ns;   /* unseen chunks count as idle after idle_ns; all after
 					 hard_ns (rounds stuck that long are lost) */
 	bool drain;                  /* never commits: rounds from sw on are refused for good */
-	volatile bool committed;     /* written by the reducer, read by the agent */
+	volatile bool committed;     /* written by the reducer, read by control threads */
 };
 
 /*
@@ -451,11 +435,8 @@ struct sg_dp_lcore {
 	struct sg_dp_move *mv;      /* reducers: buckets leaving this reducer, or NULL */
 } __rte_cache_aligned;
 
-struct sg_etcd_reg;
-
 struct sg_dp_pipeline {
 	const struct sg_dp_transport *tr;
-	struct sg_etcd_reg *etcd_reg; /* [cluster]: the control agent's registration, or NULL */
 	struct sg_dp_config cfg;
 	struct sg_dp_topology topo;
 	unsigned int n_lc, n_red;
@@ -490,7 +471,22 @@ struct sg_dp_pipeline {
 	volatile unsigned int idle_sleep_us;
 	/* bucket -> reducer index: written by the reducer that moves a bucket, read by all */
 	volatile uint16_t keymap[SG_BUCKETS];
+	/* control operations (sg_dp_control.c), one at a time under op_lock: */
+	pthread_mutex_t op_lock;
+	struct sg_dp_move *mv[SG_DP_MAX_LAYOUT]; /* the move each reducer runs, or NULL */
+	uint64_t ever[SG_BUCKETS];  /* reducers that ever owned each bucket (a mask) */
+	unsigned int n_moves;       /* moves built: their hash tables' names */
+	bool draining;
+	/* what lcores are handed to copy: an lcore that timed out may read it late, so
+	 * it outlives the call, and a late copy is never freed (stage_late) */
+	struct sg_dp_job_conf stage_job;
+	struct sg_dp_keys_add stage_ka;
+	struct sg_dp_key *stage_keys;
+	bool stage_late;
 };
+
+/* Free the control side's moves and staging (sg_dp_control.c) once the lcores returned. */
+void sg_dp_control_fini(struct sg_dp_pipeline *p);
 
 _Static_assert(sizeof(struct rx_meta) <= SG_DP_MBUF_PRIV_SIZE, "rx_meta fits the mbuf priv area");
 _Static_assert(SG_DP_MBUF_PRIV_SIZE % RTE_MBUF_PRIV_ALIGN == 0, "priv size alignment");
