@@ -40,6 +40,7 @@
 #include <rte_lcore.h>
 
 #include "sigma_bench.h"
+#include "sg_dp_pipeline.h"
 #include "sg_dp_testdrv.h"
 #include "sg_sum.h"
 
@@ -175,7 +176,7 @@ static int run_once(const struct scenario *sc, const struct sg_dp_config *c,
 				rte_log_set_level_pattern("sigma.*", RTE_LOG_WARNING);
 				msg.rc = sg_dp_loopback_run(c, lc, &msg.res, NULL, msg.err,
 							    sizeof(msg.err));
-				sigma_bench_eal_cleanup();
+				sg_dp_eal_cleanup();
 			}
 		}
 		if (write(fds[1], &msg, sizeof(msg)) != (ssize_t)sizeof(msg))

@@ -39,6 +39,7 @@
 #include "sigma_job_conf.h"
 #include "sigma_udpd.h"
 #include "sigma_bench.h"
+#include "sg_dp_pipeline.h"
 
 #define RB_MAX_SIZES 16
 #define RB_MAX_N 16
@@ -431,7 +432,7 @@ static void worker(const struct rb_opts *o, struct rb_shared *sh, struct sigma_n
 	free(in);
 	free(out);
 	if (o->memif != NULL)
-		sigma_bench_eal_cleanup();
+		sg_dp_eal_cleanup();
 }
 
 static int parse_attach(const char *spec, struct sigma_node *nodes, char addrs[][64],

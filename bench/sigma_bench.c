@@ -2,7 +2,6 @@
 /*
  * sigma-bench: dispatches to the subcommands listed in sigma_bench.h.
  */
-#include <dirent.h>
 #include <errno.h>
 #include <limits.h>
 #include <float.h>
@@ -12,7 +11,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include <rte_eal.h>
 
 #include "sg_version.h"
 #include "sigma_bench.h"
@@ -30,24 +28,6 @@ static const struct sigma_bench_cmd cmds[] = {SIGMA_BENCH_COMMANDS(SIGMA_BENCH_E
 const char *sigma_bench_path(const char *built, const char *installed)
 {
 	return built == NULL || access(built, F_OK) != 0 ? installed : built;
-}
-
-void sigma_bench_eal_cleanup(void)
-{
-	char dir[PATH_MAX];
-	struct dirent *e;
-	DIR *d;
-
-	snprintf(dir, sizeof(dir), "%s", rte_eal_get_runtime_dir());
-	rte_eal_cleanup();
-	d = opendir(dir);
-	if (d == NULL)
-		return;
-	while ((e = readdir(d)) != NULL)
-		if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0)
-			unlinkat(dirfd(d), e->d_name, 0);
-	closedir(d);
-	rmdir(dir);
 }
 
 double sigma_bench_now(void)

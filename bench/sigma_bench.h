@@ -39,13 +39,6 @@ SIGMA_BENCH_COMMANDS(SIGMA_BENCH_DECLARE)
 double sigma_bench_now(void);
 
 /**
- * rte_eal_cleanup(), then remove EAL's runtime folder and what is in it (the
- * telemetry socket), which EAL leaves behind: for the benchmark's own EAL
- * processes only, whose file prefixes name their pid (one folder per run).
- */
-void sigma_bench_eal_cleanup(void);
-
-/**
  * CPU seconds used by the calling thread. Unlike sigma_bench_now(), time the
  * thread spends descheduled (other processes on a shared machine) does not
  * count; cache and memory contention still does.

@@ -395,7 +395,7 @@ int main(int argc, char **argv)
 	}
 out:
 	explicit_bzero(&c.ctl, sizeof(c.ctl));
-	rte_eal_cleanup();
+	sg_dp_eal_cleanup();
 	free(sg_argv);
 	fflush(stdout);
 	journal_stop();

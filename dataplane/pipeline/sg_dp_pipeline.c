@@ -17,7 +17,9 @@
  * and sent as N small header mbufs chained to it (tx_alloc_multi/send_multi). Nothing on this path allocates from the
  * heap or takes a lock.
  */
+#include <dirent.h>
 #include <errno.h>
+#include <limits.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdarg.h>
@@ -758,4 +760,22 @@ int sg_dp_eal_init(int eal_argc, char **argv, const char *name)
 	snprintf(prefix, sizeof(prefix), "--file-prefix=%s_%d", name, (int)getpid());
 	snprintf(lcores, sizeof(lcores), "--lcores=(0-2)@(0-%ld)", ncpu > 1 ? ncpu - 1 : 0);
 	return rte_eal_init((int)RTE_DIM(def_eal) - 1, def_eal);
+}
+
+void sg_dp_eal_cleanup(void)
+{
+	char dir[PATH_MAX];
+	struct dirent *e;
+	DIR *d;
+
+	snprintf(dir, sizeof(dir), "%s", rte_eal_get_runtime_dir());
+	rte_eal_cleanup();
+	d = opendir(dir);
+	if (d == NULL)
+		return;
+	while ((e = readdir(d)) != NULL)
+		if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0)
+			unlinkat(dirfd(d), e->d_name, 0);
+	closedir(d);
+	rmdir(dir);
 }

@@ -53,6 +53,15 @@ char **sg_dp_args_split(int argc, char **argv, int *eal_argc, int *sg_argc);
  */
 int sg_dp_eal_init(int eal_argc, char **argv, const char *name);
 
+/**
+ * rte_eal_cleanup(), then remove EAL's runtime folder (/var/run/dpdk/<file
+ * prefix>, or under $XDG_RUNTIME_DIR) and the files in it, which EAL leaves
+ * behind: one folder per run when the prefix names the pid, as
+ * sg_dp_eal_init()'s does. Only for a process whose prefix no other process
+ * shares (no secondary processes). Call it last: EAL is gone afterwards.
+ */
+void sg_dp_eal_cleanup(void);
+
 /*
  * The running pipeline.
  */

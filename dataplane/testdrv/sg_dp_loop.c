@@ -332,7 +332,7 @@ static void __attribute__((noreturn)) memif_child(const struct sg_dp_config *c,
 			rte_eth_dev_close(port);
 	}
 out_eal:
-	rte_eal_cleanup();
+	sg_dp_eal_cleanup();
 out:
 	if (write(wfd, &rep, sizeof(rep)) != (ssize_t)sizeof(rep))
 		rep.rc = -1;
@@ -521,7 +521,7 @@ out:
 		rte_eth_dev_close(0);
 		sg_dp_gen_destroy(g);
 		rte_mempool_free(pool);
-		rte_eal_cleanup();
+		sg_dp_eal_cleanup();
 	}
 	unlink(mc->socket_path);
 	return rc;

@@ -91,7 +91,7 @@ int main(int argc, char **argv)
 	}
 	rte_log_set_level_pattern("sigma.*", c.log_level);
 	rc = run_demo(&c);
-	rte_eal_cleanup();
+	sg_dp_eal_cleanup();
 	fflush(stdout);
 	return rc;
 }

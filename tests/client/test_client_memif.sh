@@ -20,7 +20,9 @@ WORKERS=$2
 MEMIF=$3
 BENCH=$4
 TMP=$(mktemp -d)
-trap 'rm -rf "$TMP"' EXIT
+# the workers' EAL runtime folders (client_workers ends with rte_eal_cleanup(),
+# which leaves them); sigmad removes its own
+trap 'rm -rf "$TMP" /var/run/dpdk/sg_cl_memif_*$$ "${XDG_RUNTIME_DIR:-/tmp}"/dpdk/sg_cl_memif_*$$' EXIT
 
 cat >"$TMP/jobs.ini" <<'INI'
 [job 9]

@@ -894,6 +894,6 @@ int main(int argc, char **argv)
 	unlink(ctl_path);
 	unlink(coord_path);
 	rmdir(dir);
-	rte_eal_cleanup();
+	sg_dp_eal_cleanup();
 	return sg_test_finish("agent");
 }

@@ -302,6 +302,6 @@ int main(int argc, char **argv)
 	node_down(&n);
 	unlink(ctl_path);
 	rmdir(dir);
-	rte_eal_cleanup();
+	sg_dp_eal_cleanup();
 	return sg_test_finish("agent_move");
 }

@@ -568,6 +568,6 @@ int main(int argc, char **argv)
 	test_many_peers(140);
 	test_idle_peers();
 	test_unnamed_queues();
-	rte_eal_cleanup();
+	sg_dp_eal_cleanup();
 	return sg_test_finish("dp_peers");
 }

@@ -405,6 +405,6 @@ int main(int argc, char **argv)
 	test_end_of_run();
 	test_backoff();
 	test_single_sleep();
-	rte_eal_cleanup();
+	sg_dp_eal_cleanup();
 	return sg_test_finish("dp_pipeline");
 }

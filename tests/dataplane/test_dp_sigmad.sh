@@ -201,6 +201,9 @@ assert d["/sigma/cluster"] == {"etcd": "none: no [cluster] section"}, d["/sigma/
 	wait "$SPID"
 	rc=$?
 	[ "$rc" = 0 ] && ok || fail "lifecycle: exit $rc after SIGTERM"
+	# a clean exit leaves no EAL runtime folder (one per start: restarts piled them up)
+	[ ! -e "/var/run/dpdk/$PREFIX" ] && [ ! -e "${XDG_RUNTIME_DIR:-/tmp}/dpdk/$PREFIX" ] && ok ||
+		fail "lifecycle: sigmad left its EAL runtime folder $PREFIX"
 	for needle in 'lcore 1 idle policy now sleep' '[net] changed: needs a restart' \
 		'1 change needs a restart' 'stopping: RX off, draining' 'final statistics' \
 		'drop ethertype' 'port 0 (net_null): no reducer steering, rte_ring hand-off instead: the PMD has no rte_flow support'; do

@@ -1635,7 +1635,7 @@ int main(int argc, char **argv)
 	scenario("two rtc lcores, keys moved", NULL, NULL, "(0,0,1),(0,1,2)", 5, F_AGENT);
 	test_rpc_job_fits_verbs();
 	unlink(ctl_path);
-	rte_eal_cleanup();
+	sg_dp_eal_cleanup();
 	free(fq.wire);
 	return sg_test_finish("dp_verbs_pipe");
 }
