@@ -105,6 +105,7 @@ static struct {
 	struct fcq *fail_cq;    /* its next fail_n polls fail */
 	atomic_int fail_n;
 	atomic_int stall;       /* the lcore hangs: 1 in ibv_poll_cq, 2 in ibv_modify_qp */
+	atomic_int stalled;     /* ... and it is hanging in ibv_poll_cq now */
 	struct ibv_device dev;
 	struct ibv_device *list[2];
 } fq;
@@ -387,8 +388,11 @@ static int fq_poll_cq(struct ibv_cq *cq, int n, struct ibv_wc *wc)
 	struct fcq *q = (struct fcq *)cq;
 	int k = 0;
 
-	while (atomic_load(&fq.stall) == 1)
+	while (atomic_load(&fq.stall) == 1) {
+		atomic_store(&fq.stalled, 1);
 		rte_delay_us_sleep(1000); /* an lcore too busy to answer its channel */
+	}
+	atomic_store(&fq.stalled, 0);
 	if (q == __atomic_load_n(&fq.fail_cq, __ATOMIC_ACQUIRE) && atomic_load(&fq.fail_n) > 0) {
 		atomic_fetch_sub(&fq.fail_n, 1);
 		return -1;
@@ -1100,6 +1104,11 @@ static void rc_lifecycle(struct sg_dp_pipeline *p, struct sg_ctl_client *c,
 	/* the lcore answers neither in time: the first it skips, the second it undoes */
 	for (int stall = 1; stall <= 2; stall++) {
 		atomic_store(&fq.stall, stall);
+		/* an lcore between its CQ poll and its channel would answer at once: the
+		 * request goes only once it hangs (it polls its CQ every loop) */
+		end = rte_rdtsc() + 2 * rte_get_tsc_hz();
+		while (stall == 1 && !atomic_load(&fq.stalled) && rte_rdtsc() < end)
+			rte_delay_us_sleep(100);
 		rc = rc_connect(p, 3, 1024, &x);
 		atomic_store(&fq.stall, 0);
 		SG_CHECK(rc == -ETIMEDOUT && strstr(err, "nothing was connected"),
