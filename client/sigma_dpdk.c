@@ -20,7 +20,6 @@
 #include <unistd.h>
 
 #include <sys/eventfd.h>
-#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 
@@ -232,46 +231,6 @@ static void wake_close(struct sg_cli_dpdk *d)
 	d->wake_sock = d->wake_tx = -1;
 }
 
-#ifndef MADV_POPULATE_WRITE
-#define MADV_POPULATE_WRITE 23 /* Linux 5.14 */
-#endif
-
-/*
- * Write every page of the memif regions this process maps (a memif client's: its
- * rings and buffers), without changing them. On the 2-vCPU VM a page's first write
- * through a mapping cost 10-25 us, and a ring of 1024 9 KB buffers is reused only
- * every 128 operations of 64 KB: such operations met fresh pages at every frame
- * (0.75 ms for 64 KB at N = 1; 0.04 ms once written; MADV_POPULATE_WRITE alone
- * gave 0.58). An atomic add of 0 loses no store the peer makes meanwhile. Call it
- * once the link is up (the regions are mapped) and before they can be unmapped.
- * @return the bytes written.
- */
-static size_t memif_regions_populate(void)
-{
-	FILE *f = fopen("/proc/self/maps", "re");
-	char line[512];
-	size_t done = 0;
-
-	if (f == NULL)
-		return 0;
-	while (fgets(line, sizeof(line), f) != NULL) {
-		unsigned long lo, hi;
-		char perm[8];
-
-		if (strstr(line, "memif_region") == NULL ||
-		    sscanf(line, "%lx-%lx %7s", &lo, &hi, perm) != 3 || perm[1] != 'w')
-			continue;
-		if (madvise((void *)lo, hi - lo, MADV_POPULATE_WRITE) < 0)
-			continue;
-		/* and write each page: an atomic add of 0 loses no concurrent store */
-		for (unsigned long a = lo; a < hi; a += 4096)
-			__atomic_fetch_add((uint64_t *)a, 0, __ATOMIC_RELAXED);
-		done += hi - lo;
-	}
-	fclose(f);
-	return done;
-}
-
 /* @p port's memif socket address and interface id, if it is a memif client port. */
 static bool memif_client_of(uint16_t port, struct sockaddr_un *a, socklen_t *alen,
 			    uint32_t *id)
@@ -316,12 +275,6 @@ static int wake_send(int s, uint16_t op, uint16_t queue, uint16_t count, uint32_
 {
 	uint8_t b[WAKE_MSG_LEN] = {0};
 	uint16_t t = WAKE_MSG_TYPE, ver = WAKE_VERSION;
-	union {
-		char buf[CMSG_SPACE(sizeof(int))];
-		struct cmsghdr align;
-	} ctl;
-	struct iovec iov = {.iov_base = b, .iov_len = sizeof(b)};
-	struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
 
 	memcpy(b, &t, 2);
 	memcpy(b + 2, &ver, 2);
@@ -329,19 +282,7 @@ static int wake_send(int s, uint16_t op, uint16_t queue, uint16_t count, uint32_
 	memcpy(b + 8, &op, 2);
 	memcpy(b + 10, &queue, 2);
 	memcpy(b + 12, &count, 2);
-	if (fd >= 0) {
-		struct cmsghdr *c;
-
-		memset(&ctl, 0, sizeof(ctl));
-		mh.msg_control = ctl.buf;
-		mh.msg_controllen = sizeof(ctl.buf);
-		c = CMSG_FIRSTHDR(&mh);
-		c->cmsg_level = SOL_SOCKET;
-		c->cmsg_type = SCM_RIGHTS;
-		c->cmsg_len = CMSG_LEN(sizeof(int));
-		memcpy(CMSG_DATA(c), &fd, sizeof(int));
-	}
-	return sendmsg(s, &mh, MSG_NOSIGNAL) == (ssize_t)sizeof(b) ? 0 : -EIO;
+	return sg_dp_net_send_fd(s, b, sizeof(b), fd, 0) == (ssize_t)sizeof(b) ? 0 : -EIO;
 }
 
 /* Receive one message within DPDK_WAKE_REPLY_MS; @p fd gets the descriptor it carried
@@ -550,7 +491,7 @@ static int port_up(struct sg_cli_dpdk *d, uint32_t frame)
 
 			rte_eth_link_get_nowait(d->port, &link);
 			if (link.link_status == RTE_ETH_LINK_UP) {
-				memif_regions_populate();
+				sg_dp_net_memif_populate();
 				return 0;
 			}
 			rte_delay_us_sleep(10000);

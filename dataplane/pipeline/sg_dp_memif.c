@@ -51,7 +51,6 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
-#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -373,31 +372,12 @@ static ssize_t msg_recv(int fd, struct mg_msg *m)
 /* Send @p m (and its descriptor, which is closed here). @return 0 or -errno. */
 static int msg_send(int fd, struct mg_msg *m)
 {
-	union {
-		char buf[CMSG_SPACE(sizeof(int))];
-		struct cmsghdr align;
-	} ctl;
-	struct iovec iov = {.iov_base = m->b, .iov_len = m->len};
-	struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
-	ssize_t n;
+	ssize_t n = sg_dp_net_send_fd(fd, m->b, m->len, m->fd, MSG_DONTWAIT);
 
-	if (m->fd >= 0) {
-		struct cmsghdr *c;
-
-		memset(&ctl, 0, sizeof(ctl));
-		mh.msg_control = ctl.buf;
-		mh.msg_controllen = sizeof(ctl.buf);
-		c = CMSG_FIRSTHDR(&mh);
-		c->cmsg_level = SOL_SOCKET;
-		c->cmsg_type = SCM_RIGHTS;
-		c->cmsg_len = CMSG_LEN(sizeof(int));
-		memcpy(CMSG_DATA(c), &m->fd, sizeof(int));
-	}
-	n = sendmsg(fd, &mh, MSG_DONTWAIT | MSG_NOSIGNAL);
 	if (m->fd >= 0)
 		close(m->fd);
 	m->fd = -1;
-	return n == (ssize_t)m->len ? 0 : n < 0 ? -errno : -EIO;
+	return n == (ssize_t)m->len ? 0 : n < 0 ? (int)n : -EIO;
 }
 
 static uint16_t msg_type(const struct mg_msg *m)
@@ -582,45 +562,6 @@ static void wake_end_pair(struct sg_dp_memif_guard *g, const struct mg_pair *pr)
 	for (uint16_t port = 0; port < SG_DP_MAX_PORTS; port++)
 		if (g->pw[port].on && g->pw[port].pair == (unsigned int)(pr - g->pair))
 			wake_close(g, &g->wake[g->pw[port].wake]);
-}
-
-#ifndef MADV_POPULATE_WRITE
-#define MADV_POPULATE_WRITE 23 /* Linux 5.14 */
-#endif
-
-/*
- * Write every page of the memif regions sigmad maps (its clients' rings and buffers),
- * without changing them: a page's first write through a mapping is slow on the
- * 2-vCPU VM (10-25 us), and a ring of 1024 9 KB buffers is reused only every 128
- * operations of 64 KB, so such operations met fresh pages at every frame
- * (docs/performance.md). An atomic add of 0 loses no store of the peer or of an lcore.
- * Guard thread only: the PMD unmaps a client's regions only once this thread has
- * told it the client left (pair_tear()). @return the bytes written.
- */
-static size_t memif_regions_populate(void)
-{
-	FILE *f = fopen("/proc/self/maps", "re");
-	char line[512];
-	size_t done = 0;
-
-	if (f == NULL)
-		return 0;
-	while (fgets(line, sizeof(line), f) != NULL) {
-		unsigned long lo, hi;
-		char perm[8];
-
-		if (strstr(line, "memif_region") == NULL ||
-		    sscanf(line, "%lx-%lx %7s", &lo, &hi, perm) != 3 || perm[1] != 'w')
-			continue;
-		if (madvise((void *)lo, hi - lo, MADV_POPULATE_WRITE) < 0)
-			continue;
-		/* and write each page: an atomic add of 0 loses no concurrent store */
-		for (unsigned long a = lo; a < hi; a += 4096)
-			__atomic_fetch_add((uint64_t *)a, 0, __ATOMIC_RELAXED);
-		done += hi - lo;
-	}
-	fclose(f);
-	return done;
 }
 
 /* DONE: open channel @p w for interface @p id. @return 0 or -errno (the reason to give). */
@@ -937,7 +878,7 @@ static void on_pmd(struct sg_dp_memif_guard *g, struct mg_pair *pr)
 	/* the PMD mapped the client's regions before it said CONNECTED */
 	if (msg_type(&m) == MG_MSG_CONNECTED && pr->st == MG_RELAY)
 		SG_DP_LOG(DEBUG, "memif: client %u connected: %zu bytes of regions written",
-			  (unsigned int)(pr - g->pair), memif_regions_populate());
+			  (unsigned int)(pr - g->pair), sg_dp_net_memif_populate());
 	if (pr->st == MG_WAIT_HELLO) {
 		if (pr->hello)
 			pair_free(g, pr);
