@@ -6,7 +6,7 @@
  *
  * A poll-mode port cannot wake a waiting thread, and DPDK 22.11's memif PMD offers no
  * RX interrupts. On a memif client port we ask sigmad for a wake-up channel of its own
- * (docs/dataplane.md, "memif wake-up channel"): event fds, one per RX queue, that
+ * (docs/sigmad.md, "memif wake-up channel"): event fds, one per RX queue, that
  * sigmad writes after sending to us, and one we write after sending to it. With one,
  * a waiting recv blocks on them; without (another server, an older sigmad), it polls.
  */
@@ -27,7 +27,6 @@
 #include <rte_cycles.h>
 #include <rte_devargs.h>
 #include <rte_ethdev.h>
-#include <rte_kvargs.h>
 #include <rte_mbuf.h>
 
 #include "sg_dp_net.h"
@@ -231,43 +230,63 @@ static void wake_close(struct sg_cli_dpdk *d)
 	d->wake_sock = d->wake_tx = -1;
 }
 
+/* The value of @p key in a vdev's arguments ("k=v,k=v": memif's have no lists) into
+ * @p out. @return false if the key is absent or its value does not fit. (Not
+ * rte_kvargs: libsigma links only rte_eal, rte_ethdev, rte_mbuf and rte_mempool.) */
+static bool devarg(const char *args, const char *key, char *out, size_t cap)
+{
+	size_t klen = strlen(key);
+
+	for (const char *p = args;;) {
+		size_t n = strcspn(p, ",");
+
+		if (n > klen && strncmp(p, key, klen) == 0 && p[klen] == '=') {
+			if (n - klen - 1 >= cap)
+				return false;
+			memcpy(out, p + klen + 1, n - klen - 1);
+			out[n - klen - 1] = '\0';
+			return true;
+		}
+		if (p[n] == '\0')
+			return false;
+		p += n + 1;
+	}
+}
+
 /* @p port's memif socket address and interface id, if it is a memif client port. */
 static bool memif_client_of(uint16_t port, struct sockaddr_un *a, socklen_t *alen,
 			    uint32_t *id)
 {
 	struct rte_eth_dev_info info;
 	const struct rte_devargs *da;
-	struct rte_kvargs *kv;
-	const char *v, *path = "/run/memif.sock"; /* the PMD's defaults */
-	bool client = true, abstract = true;
+	char v[sizeof(a->sun_path)], path[sizeof(a->sun_path)] = "/run/memif.sock";
+	bool abstract = true; /* the PMD's defaults: role client, id 0, that socket */
 	size_t n;
 
 	if (rte_eth_dev_info_get(port, &info) < 0 || strcmp(info.driver_name, "net_memif") != 0)
 		return false;
 	da = rte_dev_devargs(info.device);
-	if (da == NULL || da->args == NULL || (kv = rte_kvargs_parse(da->args, NULL)) == NULL)
+	if (da == NULL || da->args == NULL)
 		return false;
-	v = rte_kvargs_get(kv, "role");
-	if (v != NULL && (strstr(v, "server") != NULL || strstr(v, "master") != NULL))
-		client = false;
-	v = rte_kvargs_get(kv, "id");
-	*id = v != NULL ? (uint32_t)strtoul(v, NULL, 10) : 0;
-	if ((v = rte_kvargs_get(kv, "socket")) != NULL)
-		path = v;
-	v = rte_kvargs_get(kv, "socket-abstract");
-	abstract = v == NULL || strstr(v, "yes") != NULL;
+	if (devarg(da->args, "role", v, sizeof(v)) &&
+	    (strstr(v, "server") != NULL || strstr(v, "master") != NULL))
+		return false;
+	*id = devarg(da->args, "id", v, sizeof(v)) ? (uint32_t)strtoul(v, NULL, 10) : 0;
+	if (devarg(da->args, "socket", v, sizeof(v)))
+		memcpy(path, v, sizeof(path));
+	if (devarg(da->args, "socket-abstract", v, sizeof(v)))
+		abstract = strstr(v, "yes") != NULL;
 	memset(a, 0, sizeof(*a));
 	a->sun_family = AF_UNIX;
 	n = strlen(path);
 	if (n + 1 >= sizeof(a->sun_path))
-		client = false;
-	else if (abstract) /* the PMD's abstract names have no trailing NUL */
+		return false;
+	if (abstract) /* the PMD's abstract names have no trailing NUL */
 		memcpy(a->sun_path + 1, path, n);
 	else
 		memcpy(a->sun_path, path, n + 1);
 	*alen = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + n + 1);
-	rte_kvargs_free(kv);
-	return client;
+	return true;
 }
 
 /* Send a wake-up message (@p fd: a descriptor to pass, or -1). @return 0 or -errno. */

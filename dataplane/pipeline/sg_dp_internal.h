@@ -324,7 +324,7 @@ struct sg_dp_memif_guard;
 int sg_dp_memif_guard_start(struct sg_dp_pipeline *p, char *err, size_t errlen);
 void sg_dp_memif_guard_stop(struct sg_dp_pipeline *p);
 /*
- * The memif wake-up channel (sg_dp_memif.c, docs/dataplane.md): a client that asked
+ * The memif wake-up channel (sg_dp_memif.c, docs/sigmad.md): a client that asked
  * for one sleeps on event fds that sigmad writes after sending to it, and writes
  * one that sigmad's lcores sleep on. tx_kick: after a TX burst on (@p port,
  * @p queue), lcore context, cheap without a channel. idle_wait and wake: the ethdev

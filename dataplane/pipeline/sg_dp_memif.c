@@ -83,7 +83,7 @@
 #define MG_DEFAULT_SOCKET "/run/memif.sock"
 
 /*
- * The wake-up channel (docs/dataplane.md, "memif wake-up channel"): sigmad's own
+ * The wake-up channel (docs/sigmad.md, "memif wake-up channel"): sigmad's own
  * messages on a second connection to the memif socket, 128 bytes each like memif's,
  * of a type memif does not use. A PMD that gets one disconnects, so an older sigmad
  * simply refuses the channel and the client polls as before.

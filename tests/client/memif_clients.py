@@ -11,7 +11,7 @@ Usage: memif_clients.py SOCKET ACTION [ACTION...]; each action runs in turn:
   init-close:I wait for HELLO, ask for interface id I (INIT), close at once
   silent       connect and close without a word, after HELLO
   wake-bad     malformed or unwarranted requests for sigmad's wake-up channel
-               (docs/dataplane.md), each on its own connection: each must be
+               (docs/sigmad.md), each on its own connection: each must be
                refused with the expected errno in sigmad's ACK (exit 1 if not)
 Exit 0 once every action ran; a server that refuses a connection is fine, one
 that never says HELLO (or vanishes) is an error (exit 1).
