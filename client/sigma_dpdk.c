@@ -3,16 +3,29 @@
  * DPDK ethdev transport: Ethernet/IPv4/UDP built and classified by
  * dataplane's sg_dp_net (the code sigmad runs), queue 0 of one port, the nodes' MAC addresses resolved by ARP at open. For hosts that
  * give the worker a port (e.g. net_memif to a local sigmad).
+ *
+ * A poll-mode port cannot wake a waiting thread, and DPDK 22.11's memif PMD offers no
+ * RX interrupts. On a memif client port we ask sigmad for a wake-up channel of its own
+ * (docs/sigmad.md, "memif wake-up channel"): event fds, one per RX queue, that
+ * sigmad writes after sending to us, and one we write after sending to it. With one,
+ * a waiting recv blocks on them; without (another server, an older sigmad), it polls.
  */
 #include <errno.h>
+#include <poll.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
+
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 
 #include <rte_arp.h>
 #include <rte_cycles.h>
+#include <rte_devargs.h>
 #include <rte_ethdev.h>
 #include <rte_mbuf.h>
 
@@ -27,6 +40,18 @@
 #define DPDK_LINK_NS 2000000000ull   /* ... and this long for the link once connected */
 #define DPDK_SPIN_POLLS 32     /* empty polls (with yields) before a waiting recv sleeps */
 #define DPDK_IDLE_SLEEP_US 20
+#define DPDK_WAKE_SPIN_POLLS 8 /* ... or, with a wake-up channel, before it blocks */
+#define DPDK_WAKE_REPLY_MS 2000 /* how long sigmad's answers may take (its relay thread) */
+
+/* The wake-up channel's messages (128 bytes, as memif's control messages). */
+#define WAKE_MSG_LEN 128
+#define WAKE_MSG_HELLO 2        /* memif's: the server speaks first */
+#define WAKE_MSG_TYPE 0x5357
+#define WAKE_VERSION 1
+#define WAKE_OP_RXQ 1
+#define WAKE_OP_DONE 2
+#define WAKE_OP_TXQ 3
+#define WAKE_OP_ACK 4
 
 struct sg_cli_dpdk {
 	struct sg_cli_transport ops;
@@ -39,7 +64,20 @@ struct sg_cli_dpdk {
 	bool *node_known;
 	unsigned int nheld;
 	struct rte_mbuf *held[SG_CLI_BURST]; /* received packets handed out by the last recv */
+	/* the wake-up channel: its connection (-1: none), the fd sigmad sleeps on, ours */
+	int wake_sock, wake_tx;
+	int wake_rx[SIGMA_DPDK_MAX_RXQ];
 };
+
+/* After a TX burst: sigmad's lcore may be asleep (eventfd: a write is never lost). */
+static void tx_kick(struct sg_cli_dpdk *d)
+{
+	uint64_t one = 1;
+
+	if (d->wake_tx >= 0 && write(d->wake_tx, &one, sizeof(one)) < 0) {
+		/* the counter is full: readable, which is all a wake needs */
+	}
+}
 
 /* Learn a node's MAC from an ARP reply. @return true if the frame was an ARP reply. */
 static bool on_arp_reply(struct sg_cli_dpdk *d, const uint8_t *f, uint32_t len)
@@ -83,6 +121,8 @@ static void send_arp_request(struct sg_cli_dpdk *d, unsigned int node)
 	ah->arp_data.arp_tip = d->node[node].ip;
 	if (rte_eth_tx_burst(d->port, 0, &m, 1) != 1)
 		rte_pktmbuf_free(m);
+	else
+		tx_kick(d);
 }
 
 static int dpdk_send(struct sg_cli_transport *tp, const struct sg_cli_txpkt *pkts, unsigned int n)
@@ -117,6 +157,8 @@ static int dpdk_send(struct sg_cli_transport *tp, const struct sg_cli_txpkt *pkt
 		sent += rte_eth_tx_burst(d->port, 0, m + sent, (uint16_t)(k - sent));
 	for (unsigned int i = sent; i < k; i++)
 		rte_pktmbuf_free(m[i]);
+	if (sent > 0)
+		tx_kick(d);
 	return (int)sent;
 }
 
@@ -143,11 +185,232 @@ static bool rx_one(struct sg_cli_dpdk *d, struct rte_mbuf *m, struct sg_udp_dgra
 		m->ol_flags = 0;
 		if (rte_eth_tx_burst(d->port, 0, &m, 1) == 0)
 			rte_pktmbuf_free(m);
+		else
+			tx_kick(d);
 		return false;
 	default:
 		rte_pktmbuf_free(m);
 		return false;
 	}
+}
+
+/*
+ * Block until sigmad writes one of our RX queues' event fds or @p deadline (ns). Any
+ * burst it sent before its write is in the ring once we have read the fd: the caller
+ * polls again. A count left from a burst already received only costs one more poll.
+ */
+static void wake_wait(struct sg_cli_dpdk *d, uint64_t deadline)
+{
+	struct pollfd pf[SIGMA_DPDK_MAX_RXQ];
+	uint64_t now = sg_cli_now_ns(), left = deadline > now ? deadline - now : 0, v;
+	struct timespec ts = {.tv_sec = (time_t)(left / 1000000000u),
+			      .tv_nsec = (long)(left % 1000000000u)};
+
+	for (uint16_t q = 0; q < d->nrxq; q++)
+		pf[q] = (struct pollfd){.fd = d->wake_rx[q], .events = POLLIN};
+	if (ppoll(pf, d->nrxq, &ts, NULL) <= 0)
+		return;
+	for (uint16_t q = 0; q < d->nrxq; q++)
+		if ((pf[q].revents & POLLIN) && read(d->wake_rx[q], &v, sizeof(v)) < 0) {
+			/* EAGAIN: nothing to reset */
+		}
+}
+
+static void wake_close(struct sg_cli_dpdk *d)
+{
+	if (d->wake_sock >= 0)
+		close(d->wake_sock);
+	if (d->wake_tx >= 0)
+		close(d->wake_tx);
+	for (unsigned int q = 0; q < SIGMA_DPDK_MAX_RXQ; q++) {
+		if (d->wake_rx[q] >= 0)
+			close(d->wake_rx[q]);
+		d->wake_rx[q] = -1;
+	}
+	d->wake_sock = d->wake_tx = -1;
+}
+
+/* The value of @p key in a vdev's arguments ("k=v,k=v": memif's have no lists) into
+ * @p out. @return false if the key is absent or its value does not fit. (Not
+ * rte_kvargs: libsigma links only rte_eal, rte_ethdev, rte_mbuf and rte_mempool.) */
+static bool devarg(const char *args, const char *key, char *out, size_t cap)
+{
+	size_t klen = strlen(key);
+
+	for (const char *p = args;;) {
+		size_t n = strcspn(p, ",");
+
+		if (n > klen && strncmp(p, key, klen) == 0 && p[klen] == '=') {
+			if (n - klen - 1 >= cap)
+				return false;
+			memcpy(out, p + klen + 1, n - klen - 1);
+			out[n - klen - 1] = '\0';
+			return true;
+		}
+		if (p[n] == '\0')
+			return false;
+		p += n + 1;
+	}
+}
+
+/* @p port's memif socket address and interface id, if it is a memif client port. */
+static bool memif_client_of(uint16_t port, struct sockaddr_un *a, socklen_t *alen,
+			    uint32_t *id)
+{
+	struct rte_eth_dev_info info;
+	const struct rte_devargs *da;
+	char v[sizeof(a->sun_path)], path[sizeof(a->sun_path)] = "/run/memif.sock";
+	bool abstract = true; /* the PMD's defaults: role client, id 0, that socket */
+	size_t n;
+
+	if (rte_eth_dev_info_get(port, &info) < 0 || strcmp(info.driver_name, "net_memif") != 0)
+		return false;
+	da = rte_dev_devargs(info.device);
+	if (da == NULL || da->args == NULL)
+		return false;
+	if (devarg(da->args, "role", v, sizeof(v)) &&
+	    (strstr(v, "server") != NULL || strstr(v, "master") != NULL))
+		return false;
+	*id = devarg(da->args, "id", v, sizeof(v)) ? (uint32_t)strtoul(v, NULL, 10) : 0;
+	if (devarg(da->args, "socket", v, sizeof(v)))
+		memcpy(path, v, sizeof(path));
+	if (devarg(da->args, "socket-abstract", v, sizeof(v)))
+		abstract = strstr(v, "yes") != NULL;
+	memset(a, 0, sizeof(*a));
+	a->sun_family = AF_UNIX;
+	n = strlen(path);
+	if (n + 1 >= sizeof(a->sun_path))
+		return false;
+	if (abstract) /* the PMD's abstract names have no trailing NUL */
+		memcpy(a->sun_path + 1, path, n);
+	else
+		memcpy(a->sun_path, path, n + 1);
+	*alen = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + n + 1);
+	return true;
+}
+
+/* Send a wake-up message (@p fd: a descriptor to pass, or -1). @return 0 or -errno. */
+static int wake_send(int s, uint16_t op, uint16_t queue, uint16_t count, uint32_t id, int fd)
+{
+	uint8_t b[WAKE_MSG_LEN] = {0};
+	uint16_t t = WAKE_MSG_TYPE, ver = WAKE_VERSION;
+
+	memcpy(b, &t, 2);
+	memcpy(b + 2, &ver, 2);
+	memcpy(b + 4, &id, 4);
+	memcpy(b + 8, &op, 2);
+	memcpy(b + 10, &queue, 2);
+	memcpy(b + 12, &count, 2);
+	return sg_dp_net_send_fd(s, b, sizeof(b), fd, 0) == (ssize_t)sizeof(b) ? 0 : -EIO;
+}
+
+/* Receive one message within DPDK_WAKE_REPLY_MS; @p fd gets the descriptor it carried
+ * (or -1). @return its type and @p op, or -errno. */
+static int wake_recv(int s, uint8_t b[WAKE_MSG_LEN], int *fd)
+{
+	union {
+		char buf[CMSG_SPACE(sizeof(int) * 4)];
+		struct cmsghdr align;
+	} ctl;
+	struct iovec iov = {.iov_base = b, .iov_len = WAKE_MSG_LEN};
+	struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.buf,
+			    .msg_controllen = sizeof(ctl.buf)};
+	struct pollfd pf = {.fd = s, .events = POLLIN};
+	uint16_t t;
+	ssize_t n;
+
+	*fd = -1;
+	if (poll(&pf, 1, DPDK_WAKE_REPLY_MS) <= 0)
+		return -ETIMEDOUT;
+	n = recvmsg(s, &mh, MSG_CMSG_CLOEXEC);
+	for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); n >= 0 && c != NULL; c = CMSG_NXTHDR(&mh, c))
+		if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS)
+			for (size_t i = 0; i < (c->cmsg_len - CMSG_LEN(0)) / sizeof(int); i++) {
+				int f;
+
+				memcpy(&f, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+				if (*fd < 0)
+					*fd = f;
+				else
+					close(f);
+			}
+	if (n != WAKE_MSG_LEN) {
+		if (*fd >= 0)
+			close(*fd);
+		*fd = -1;
+		return n == 0 ? -ECONNRESET : -EPROTO;
+	}
+	memcpy(&t, b, 2);
+	return t;
+}
+
+/*
+ * Ask the memif server of our port for a wake-up channel. A server that is not a
+ * sigmad with one (it disconnects on our message, or says no) leaves us polling.
+ */
+static void wake_open(struct sg_cli_dpdk *d)
+{
+	struct sockaddr_un a;
+	socklen_t alen;
+	uint8_t b[WAKE_MSG_LEN];
+	uint32_t id, status;
+	uint16_t op;
+	int rc = -EIO, fd;
+	const char *why = "";
+
+	if (d->nrxq > SIGMA_DPDK_MAX_RXQ || !memif_client_of(d->port, &a, &alen, &id))
+		return;
+	d->wake_sock = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	if (d->wake_sock < 0 || connect(d->wake_sock, (struct sockaddr *)&a, alen) < 0) {
+		why = "cannot connect";
+		rc = -errno;
+		goto none;
+	}
+	rc = wake_recv(d->wake_sock, b, &fd);
+	if (fd >= 0)
+		close(fd);
+	if (rc != WAKE_MSG_HELLO) {
+		why = "no HELLO";
+		goto none;
+	}
+	for (uint16_t q = 0; q < d->nrxq; q++) {
+		d->wake_rx[q] = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+		rc = d->wake_rx[q] < 0 ? -errno : wake_send(d->wake_sock, WAKE_OP_RXQ, q, 0, id,
+							    d->wake_rx[q]);
+		if (rc < 0) {
+			why = "cannot send";
+			goto none;
+		}
+	}
+	rc = wake_send(d->wake_sock, WAKE_OP_DONE, 0, d->nrxq, id, -1);
+	while (rc == 0) {
+		rc = wake_recv(d->wake_sock, b, &fd);
+		if (rc != WAKE_MSG_TYPE) {
+			if (fd >= 0)
+				close(fd);
+			why = rc >= 0 ? "the server does not know it" : "no answer";
+			rc = rc >= 0 ? -ENOTSUP : rc;
+			break;
+		}
+		memcpy(&op, b + 8, 2);
+		memcpy(&status, b + 16, 4);
+		if (op == WAKE_OP_TXQ && fd >= 0 && d->wake_tx < 0) {
+			d->wake_tx = fd;
+			rc = 0;
+		} else if (op == WAKE_OP_ACK && status == 0 && d->wake_tx >= 0 && fd < 0) {
+			SG_CLI_LOG(DEBUG, "port %u: memif wake-up channel open", d->port);
+			return;
+		} else {
+			if (fd >= 0)
+				close(fd);
+			why = "refused";
+			rc = status != 0 ? -(int)status : -EPROTO;
+		}
+	}
+none:
+	SG_CLI_LOG(INFO, "port %u: no memif wake-up channel (%s: %s): polling", d->port, why,
+		   strerror(rc < 0 ? -rc : EIO));
+	wake_close(d);
 }
 
 static int dpdk_recv(struct sg_cli_transport *tp, struct sg_udp_dgram *pkts, unsigned int max,
@@ -174,9 +437,12 @@ static int dpdk_recv(struct sg_cli_transport *tp, struct sg_udp_dgram *pkts, uns
 		if (got > 0 || timeout_us <= 0 || sg_cli_now_ns() >= deadline)
 			return (int)got;
 		/* A poll-mode port cannot wait for a packet. Yield at first; then
-		 * sleep briefly, so that workers sharing cores with a local sigmad
-		 * leave it the CPU while it sums. */
-		if (++empty < DPDK_SPIN_POLLS)
+		 * block on the wake-up channel, or else sleep briefly, so that workers
+		 * sharing cores with a local sigmad leave it the CPU while it sums. */
+		++empty;
+		if (d->wake_sock >= 0 && empty >= DPDK_WAKE_SPIN_POLLS)
+			wake_wait(d, deadline);
+		else if (empty < DPDK_SPIN_POLLS)
 			sched_yield();
 		else
 			rte_delay_us_sleep(DPDK_IDLE_SLEEP_US);
@@ -190,6 +456,7 @@ static void dpdk_destroy(struct sg_cli_transport *tp)
 	if (d == NULL)
 		return;
 	rte_pktmbuf_free_bulk(d->held, d->nheld);
+	wake_close(d);
 	free(d->node);
 	free(d->node_known);
 	/* The port stays up (other users may own it); its pool goes with the session. */
@@ -242,8 +509,10 @@ static int port_up(struct sg_cli_dpdk *d, uint32_t frame)
 			struct rte_eth_link link = {0};
 
 			rte_eth_link_get_nowait(d->port, &link);
-			if (link.link_status == RTE_ETH_LINK_UP)
+			if (link.link_status == RTE_ETH_LINK_UP) {
+				sg_dp_net_memif_populate();
 				return 0;
+			}
 			rte_delay_us_sleep(10000);
 		}
 		rte_eth_dev_stop(d->port);
@@ -262,6 +531,9 @@ struct sg_cli_transport *sg_cli_dpdk_create(const struct sigma_conf *conf)
 	d->ops.send = dpdk_send;
 	d->ops.recv = dpdk_recv;
 	d->ops.destroy = dpdk_destroy;
+	d->wake_sock = d->wake_tx = -1;
+	for (unsigned int q = 0; q < SIGMA_DPDK_MAX_RXQ; q++)
+		d->wake_rx[q] = -1;
 	d->port = conf->dpdk_port;
 	d->nrxq = conf->dpdk_rx_queues ? conf->dpdk_rx_queues : 1;
 	d->nnodes = conf->nnodes;
@@ -287,6 +559,7 @@ struct sg_cli_transport *sg_cli_dpdk_create(const struct sigma_conf *conf)
 	rc = rte_eth_macaddr_get(d->port, &d->net.mac);
 	if (rc < 0)
 		goto fail;
+	wake_open(d);
 	for (int t = 0; t < DPDK_ARP_TRIES; t++) {
 		struct sg_udp_dgram rx[SG_CLI_BURST];
 		unsigned int known = 0;

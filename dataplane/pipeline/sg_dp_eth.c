@@ -58,6 +58,8 @@ static void tx_flush(struct sg_dp_lcore *lc, uint16_t port)
 	}
 	for (int tries = 0; sent < n && tries < 16; tries++)
 		sent += rte_eth_tx_burst(port, (uint16_t)lc->idx, b + sent, n - sent);
+	if (sent > 0 && lc->p->memif != NULL)
+		sg_dp_memif_tx_kick(lc->p, port, (uint16_t)lc->idx); /* the client may sleep */
 	for (uint16_t i = 0; i < sent; i++)
 		lc->st.tx_bytes += b[i]->pkt_len;
 	lc->st.tx_pkts += sent;
@@ -326,6 +328,8 @@ static void reduce_burst(struct sg_dp_lcore *lc, struct rte_mbuf **pkts, unsigne
 			} else if (rte_ring_enqueue(lc->p->red[fwd]->ring, m) == 0) {
 				lc->st.handoff_pkts++;
 				pkts[i] = NULL;
+				if (lc->p->memif != NULL) /* it may block (memif wake-up) */
+					sg_dp_memif_wake(lc->p->red[fwd]);
 			} else {
 				lc->st.drops[SG_DP_ND_RING_FULL]++;
 			}
@@ -360,6 +364,8 @@ static void handoff(struct sg_dp_lcore *lc, unsigned int o, struct rte_mbuf **m,
 	unsigned int e = rte_ring_enqueue_burst(lc->p->red[o]->ring, (void **)m, n, NULL);
 
 	lc->st.handoff_pkts += e;
+	if (e > 0 && lc->p->memif != NULL)
+		sg_dp_memif_wake(lc->p->red[o]); /* it may block on its memif wake-up channel */
 	lc->st.drops[SG_DP_ND_RING_FULL] += n - e;
 	rte_pktmbuf_free_bulk(m + e, n - e);
 }
@@ -914,4 +920,7 @@ const struct sg_dp_transport sg_dp_transport_ethdev = {
 	.tx_accept = tx_accept,
 	.tx_payload_csum = tx_payload_csum,
 	.poll = eth_poll,
+	/* memif ports whose clients opened a wake-up channel (sg_dp_memif.c) */
+	.idle_wait = sg_dp_memif_idle_wait,
+	.wake = sg_dp_memif_wake,
 };

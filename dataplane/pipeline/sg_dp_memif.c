@@ -49,12 +49,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
 
 #include <rte_common.h>
+#include <rte_cycles.h>
 #include <rte_devargs.h>
 #include <rte_eal.h>
 #include <rte_ethdev.h>
@@ -71,6 +73,7 @@
 #define MG_MSG_HELLO 2
 #define MG_MSG_INIT 3
 #define MG_MSG_CONNECT 6
+#define MG_MSG_CONNECTED 7
 #define MG_INIT_ID_OFF 4
 #define MG_MAX_FDS 4         /* a message carries at most one; more are refused */
 #define MG_MAX_PAIRS 64      /* clients at once (each memif id serves one) */
@@ -78,6 +81,26 @@
 #define MG_STOP_WAIT_MS 2000 /* at stop: how long the PMD gets to see clients leave */
 /* The PMD's defaults (its devargs): role client, id 0, this socket, abstract. */
 #define MG_DEFAULT_SOCKET "/run/memif.sock"
+
+/*
+ * The wake-up channel (docs/sigmad.md, "memif wake-up channel"): sigmad's own
+ * messages on a second connection to the memif socket, 128 bytes each like memif's,
+ * of a type memif does not use. A PMD that gets one disconnects, so an older sigmad
+ * simply refuses the channel and the client polls as before.
+ */
+#define MG_MSG_WAKE 0x5357      /* "WS" */
+#define MG_WAKE_VERSION 1
+#define MG_WAKE_ID_OFF 4        /* u32: the memif interface id of the client's port */
+#define MG_WAKE_OP_OFF 8        /* u16 */
+#define MG_WAKE_QUEUE_OFF 10    /* u16 */
+#define MG_WAKE_COUNT_OFF 12    /* u16 */
+#define MG_WAKE_STATUS_OFF 16   /* u32: 0 or an errno */
+#define MG_WAKE_RXQ 1           /* client: an event fd for its RX queue (sigmad writes it) */
+#define MG_WAKE_DONE 2          /* client: that was all (count: how many) */
+#define MG_WAKE_TXQ 3           /* sigmad: the event fd the client writes after a TX burst */
+#define MG_WAKE_ACK 4           /* sigmad: status; 0 = the channel is open */
+#define MG_WAKE_MAXQ 32
+#define MG_IDLE_WAIT_US 10000   /* an lcore's longest block: its engine's timers (as sockets) */
 
 struct mg_sock {
 	int pub;                 /* where clients connect: the PMD's listener, taken over */
@@ -102,6 +125,31 @@ struct mg_pair {
 	bool hello, live, shut;
 };
 
+/* A wake-up channel's connection, from its first message until it closes. */
+struct mg_wake {
+	int c;                    /* -1: free */
+	unsigned int sock;
+	int port;                 /* the port it serves once open, else -1 */
+	uint16_t nq;              /* RXQ messages so far */
+	int rxq[MG_WAKE_MAXQ];    /* the client's event fds, by its RX queue */
+};
+
+/* A port's open channel, as its lcores see it. */
+struct mg_port_wake {
+	bool on;                  /* atomic; fds valid while set (and an RCU grace after) */
+	uint16_t nq;
+	int cli[MG_WAKE_MAXQ];    /* written after TX on queue q (= the client's RX queue q) */
+	int srv;                  /* written by the client after its TX (our RX queue 0) */
+	unsigned int wake;        /* its mg_wake */
+	unsigned int pair;        /* the memif session it belongs to */
+};
+
+/* Where an lcore blocks when every queue it polls has a channel. */
+struct mg_lcore {
+	int ep, evfd;
+	int sleeping;             /* atomic: in idle_wait(), a waker writes evfd */
+};
+
 struct sg_dp_memif_guard {
 	struct sg_dp_pipeline *p;
 	pthread_t thread;
@@ -116,7 +164,12 @@ struct sg_dp_memif_guard {
 	} srv[SG_DP_MAX_PORTS];
 	unsigned int stopped[SG_DP_MAX_PORTS]; /* pairs holding each port stopped */
 	uint64_t refused;                      /* clients closed at once (logged 1, 2, 4...) */
+	uint64_t wake_refused;                 /* wake-up channels refused (logged alike) */
 	struct mg_pair pair[MG_MAX_PAIRS];
+	struct mg_wake wake[MG_MAX_PAIRS];
+	struct mg_port_wake pw[SG_DP_MAX_PORTS];
+	unsigned int nlc;
+	struct mg_lcore *lc;                   /* by lcore index */
 };
 
 /* One message with the descriptor it carries (-1: none). */
@@ -319,31 +372,12 @@ static ssize_t msg_recv(int fd, struct mg_msg *m)
 /* Send @p m (and its descriptor, which is closed here). @return 0 or -errno. */
 static int msg_send(int fd, struct mg_msg *m)
 {
-	union {
-		char buf[CMSG_SPACE(sizeof(int))];
-		struct cmsghdr align;
-	} ctl;
-	struct iovec iov = {.iov_base = m->b, .iov_len = m->len};
-	struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
-	ssize_t n;
+	ssize_t n = sg_dp_net_send_fd(fd, m->b, m->len, m->fd, MSG_DONTWAIT);
 
-	if (m->fd >= 0) {
-		struct cmsghdr *c;
-
-		memset(&ctl, 0, sizeof(ctl));
-		mh.msg_control = ctl.buf;
-		mh.msg_controllen = sizeof(ctl.buf);
-		c = CMSG_FIRSTHDR(&mh);
-		c->cmsg_level = SOL_SOCKET;
-		c->cmsg_type = SCM_RIGHTS;
-		c->cmsg_len = CMSG_LEN(sizeof(int));
-		memcpy(CMSG_DATA(c), &m->fd, sizeof(int));
-	}
-	n = sendmsg(fd, &mh, MSG_DONTWAIT | MSG_NOSIGNAL);
 	if (m->fd >= 0)
 		close(m->fd);
 	m->fd = -1;
-	return n == (ssize_t)m->len ? 0 : n < 0 ? -errno : -EIO;
+	return n == (ssize_t)m->len ? 0 : n < 0 ? (int)n : -EIO;
 }
 
 static uint16_t msg_type(const struct mg_msg *m)
@@ -378,8 +412,11 @@ static void ports_resume(struct sg_dp_memif_guard *g, struct mg_pair *pr)
 	pr->held = 0;
 }
 
+static void wake_end_pair(struct sg_dp_memif_guard *g, const struct mg_pair *pr);
+
 static void pair_free(struct sg_dp_memif_guard *g, struct mg_pair *pr)
 {
+	wake_end_pair(g, pr);
 	close_fd(&pr->c);
 	close_fd(&pr->d);
 	ports_resume(g, pr);
@@ -391,6 +428,7 @@ static void pair_free(struct sg_dp_memif_guard *g, struct mg_pair *pr)
 static void pair_tear(struct sg_dp_memif_guard *g, struct mg_pair *pr)
 {
 	pr->st = MG_TEARING;
+	wake_end_pair(g, pr);
 	close_fd(&pr->c);
 	ports_stop(g, pr);
 	shutdown(pr->d, SHUT_WR);
@@ -421,6 +459,366 @@ static uint32_t ports_of_id(const struct sg_dp_memif_guard *g, unsigned int sock
 	return g->sock[sock].ports; /* not ours: the PMD will refuse it; stop them all anyway */
 }
 
+/* ---- the wake-up channel ------------------------------------------------------ */
+
+static uint16_t msg_u16(const struct mg_msg *m, size_t off)
+{
+	uint16_t v;
+
+	memcpy(&v, m->b + off, sizeof(v));
+	return v;
+}
+
+/* Is @p fd an event fd? An lcore writes it: a pipe or a socket could block it. */
+static bool is_eventfd(int fd)
+{
+	char path[40], link[40];
+	ssize_t n;
+
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+	n = readlink(path, link, sizeof(link) - 1);
+	if (n < 0)
+		return false;
+	link[n] = '\0';
+	return strcmp(link, "anon_inode:[eventfd]") == 0;
+}
+
+static pid_t peer_pid(int fd)
+{
+	struct ucred cr;
+	socklen_t len = sizeof(cr);
+
+	return getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) == 0 ? cr.pid : -1;
+}
+
+/* Does lcore @p lc poll RX queue 0 of @p port, the one a channel's client sends to? */
+static bool polls_q0(const struct sg_dp_lcore *lc, uint16_t port)
+{
+	if (!(lc->role & SG_ROLE_IO) || lc->rx_port != port)
+		return false;
+	if (lc->rx_queue == 0)
+		return true;
+	for (unsigned int i = 0; i < lc->n_xq; i++)
+		if (lc->xq[i] == 0)
+			return true;
+	return false;
+}
+
+/* Every lcore has finished the loop in which it last read a channel's descriptors. */
+static void lcores_sync(struct sg_dp_memif_guard *g)
+{
+	uint64_t t = rte_rcu_qsbr_start(g->p->rcu);
+
+	while (!rte_rcu_qsbr_check(g->p->rcu, t, false))
+		rte_delay_us_sleep(20);
+}
+
+static void lcores_kick(struct sg_dp_memif_guard *g)
+{
+	for (unsigned int i = 0; i < g->nlc; i++)
+		sg_dp_memif_wake(&g->p->lc[i]);
+}
+
+static void wake_reply(struct mg_wake *w, uint16_t op, uint32_t status, int fd)
+{
+	struct mg_msg m = {.len = MG_MSG_LEN, .fd = fd};
+	uint16_t t = MG_MSG_WAKE, v = MG_WAKE_VERSION;
+
+	memcpy(m.b, &t, sizeof(t));
+	memcpy(m.b + 2, &v, sizeof(v));
+	memcpy(m.b + MG_WAKE_OP_OFF, &op, sizeof(op));
+	memcpy(m.b + MG_WAKE_STATUS_OFF, &status, sizeof(status));
+	if (msg_send(w->c, &m) < 0) {
+		/* the client left: its end-of-file closes the channel */
+	}
+}
+
+/* Close channel @p w: its port's lcores stop using it first. */
+static void wake_close(struct sg_dp_memif_guard *g, struct mg_wake *w)
+{
+	if (w->port >= 0) {
+		struct mg_port_wake *pw = &g->pw[w->port];
+
+		__atomic_store_n(&pw->on, false, __ATOMIC_RELEASE);
+		lcores_sync(g);
+		for (unsigned int i = 0; i < g->nlc; i++)
+			if (polls_q0(&g->p->lc[i], (uint16_t)w->port))
+				epoll_ctl(g->lc[i].ep, EPOLL_CTL_DEL, pw->srv, NULL);
+		close_fd(&pw->srv);
+		for (unsigned int q = 0; q < pw->nq; q++)
+			close_fd(&pw->cli[q]);
+		pw->nq = 0;
+		SG_DP_LOG(DEBUG, "memif: port %d: wake-up channel closed", w->port);
+		w->port = -1;
+		lcores_kick(g); /* a sleeping lcore polls its port again */
+	}
+	for (unsigned int q = 0; q < MG_WAKE_MAXQ; q++)
+		close_fd(&w->rxq[q]);
+	close_fd(&w->c);
+}
+
+static void wake_end_pair(struct sg_dp_memif_guard *g, const struct mg_pair *pr)
+{
+	for (uint16_t port = 0; port < SG_DP_MAX_PORTS; port++)
+		if (g->pw[port].on && g->pw[port].pair == (unsigned int)(pr - g->pair))
+			wake_close(g, &g->wake[g->pw[port].wake]);
+}
+
+/* DONE: open channel @p w for interface @p id. @return 0 or -errno (the reason to give). */
+static int wake_open(struct sg_dp_memif_guard *g, struct mg_wake *w, uint32_t id,
+		     uint16_t count)
+{
+	struct mg_port_wake *pw;
+	int port = -1, pair = -1;
+	pid_t pid = peer_pid(w->c);
+
+	for (unsigned int i = 0; i < g->nsrv; i++)
+		if (g->srv[i].sock == w->sock && g->srv[i].id == id)
+			port = g->srv[i].port;
+	if (port < 0)
+		return -ENODEV;
+	if (count == 0 || count != w->nq)
+		return -EINVAL;
+	pw = &g->pw[port];
+	if (pw->on)
+		return -EBUSY;
+	/* the channel serves the memif session of the same process on that port */
+	for (unsigned int i = 0; i < MG_MAX_PAIRS && pair < 0; i++) {
+		const struct mg_pair *pr = &g->pair[i];
+
+		if (pr->st == MG_RELAY && pr->live && (pr->ports >> port & 1) && pid > 0 &&
+		    peer_pid(pr->c) == pid)
+			pair = (int)i;
+	}
+	if (pair < 0)
+		return -ENOTCONN;
+	if (g->nlc == 0)
+		return -ENOMEM;
+	pw->srv = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (pw->srv < 0)
+		return -errno;
+	for (unsigned int i = 0; i < g->nlc; i++) {
+		/* edge-triggered: the lcore never reads it, so it never touches a closed fd */
+		struct epoll_event ev = {.events = EPOLLIN | EPOLLET, .data.u32 = (uint32_t)port};
+
+		if (polls_q0(&g->p->lc[i], (uint16_t)port) &&
+		    epoll_ctl(g->lc[i].ep, EPOLL_CTL_ADD, pw->srv, &ev) < 0) {
+			int rc = -errno;
+
+			for (unsigned int k = 0; k < i; k++)
+				if (polls_q0(&g->p->lc[k], (uint16_t)port))
+					epoll_ctl(g->lc[k].ep, EPOLL_CTL_DEL, pw->srv, NULL);
+			close_fd(&pw->srv);
+			return rc;
+		}
+	}
+	pw->nq = w->nq;
+	for (unsigned int q = 0; q < w->nq; q++) {
+		pw->cli[q] = w->rxq[q];
+		w->rxq[q] = -1;
+	}
+	pw->wake = (unsigned int)(w - g->wake);
+	pw->pair = (unsigned int)pair;
+	w->port = port;
+	__atomic_store_n(&pw->on, true, __ATOMIC_RELEASE);
+	SG_DP_LOG(INFO, "memif: port %d (id %u): wake-up channel open, %u queues", port, id,
+		  (unsigned int)w->nq);
+	return 0;
+}
+
+/* One message of channel @p w. @return 0, or -errno: the channel is refused. */
+static int wake_msg(struct sg_dp_memif_guard *g, struct mg_wake *w, struct mg_msg *m)
+{
+	uint16_t op = msg_u16(m, MG_WAKE_OP_OFF), q = msg_u16(m, MG_WAKE_QUEUE_OFF);
+	uint32_t id;
+	int rc;
+
+	if (msg_type(m) != MG_MSG_WAKE || msg_u16(m, 2) != MG_WAKE_VERSION || w->port >= 0)
+		return -EPROTO; /* nothing follows an open channel's DONE */
+	if (op == MG_WAKE_RXQ) {
+		int fl;
+
+		if (m->fd < 0 || !is_eventfd(m->fd))
+			return -EBADF;
+		if (q != w->nq || q >= MG_WAKE_MAXQ)
+			return -EINVAL;
+		/* our writes must never block an lcore */
+		fl = fcntl(m->fd, F_GETFL);
+		if (fl < 0 || fcntl(m->fd, F_SETFL, fl | O_NONBLOCK) < 0)
+			return -errno;
+		w->rxq[w->nq++] = m->fd;
+		m->fd = -1;
+		return 0;
+	}
+	if (op != MG_WAKE_DONE || m->fd >= 0)
+		return -EPROTO;
+	memcpy(&id, m->b + MG_WAKE_ID_OFF, sizeof(id));
+	rc = wake_open(g, w, id, msg_u16(m, MG_WAKE_COUNT_OFF));
+	if (rc < 0)
+		return rc;
+	wake_reply(w, MG_WAKE_TXQ, 0, fcntl(g->pw[w->port].srv, F_DUPFD_CLOEXEC, 0));
+	wake_reply(w, MG_WAKE_ACK, 0, -1);
+	return 0;
+}
+
+/* Handle @p m (received on @p w->c: @p n as msg_recv() returned); refusals are counted. */
+static void wake_input(struct sg_dp_memif_guard *g, struct mg_wake *w, ssize_t n,
+		       struct mg_msg *m)
+{
+	int rc = n > 0 ? wake_msg(g, w, m) : n == 0 ? -ECONNRESET : (int)n;
+
+	if (m->fd >= 0)
+		close_fd(&m->fd);
+	if (rc == 0)
+		return;
+	if (rc != -ECONNRESET && w->port < 0) {
+		g->wake_refused++;
+		if ((g->wake_refused & (g->wake_refused - 1)) == 0)
+			SG_DP_LOG(WARNING, "memif: a wake-up channel refused (%" PRIu64
+				  " so far): %s", g->wake_refused, strerror(-rc));
+		wake_reply(w, MG_WAKE_ACK, (uint32_t)-rc, -1);
+	}
+	wake_close(g, w);
+}
+
+/* The first message of pair @p pr is a wake-up channel's: the connection becomes one, and
+ * the pair's connection to the PMD ends as a client's that left would. */
+static void wake_begin(struct sg_dp_memif_guard *g, struct mg_pair *pr, struct mg_msg *m)
+{
+	struct mg_wake *w = NULL;
+
+	for (unsigned int i = 0; i < MG_MAX_PAIRS && w == NULL; i++)
+		if (g->wake[i].c < 0)
+			w = &g->wake[i];
+	if (w == NULL) {
+		close_fd(&m->fd);
+		client_gone(g, pr); /* counted as a refused client */
+		g->refused++;
+		return;
+	}
+	w->c = pr->c;
+	w->sock = pr->sock;
+	w->port = -1;
+	w->nq = 0;
+	pr->c = -1;
+	client_gone(g, pr);
+	wake_input(g, w, MG_MSG_LEN, m);
+}
+
+static void on_wake(struct sg_dp_memif_guard *g, struct mg_wake *w)
+{
+	struct mg_msg m;
+	ssize_t n = msg_recv(w->c, &m);
+
+	if (n != -EAGAIN)
+		wake_input(g, w, n, &m);
+}
+
+/* ---- the lcores' side ---------------------------------------------------------- */
+
+/* Can lcore @p lc block? Only if an arrival on every queue it polls would wake it. */
+static bool lcore_covered(const struct sg_dp_memif_guard *g, const struct sg_dp_lcore *lc)
+{
+	const struct sg_dp_pipeline *p = lc->p;
+
+	if (lc->role & SG_ROLE_REDUCE)
+		for (uint16_t port = 0; port < SG_DP_MAX_PORTS; port++)
+			if (p->port_steer[port])
+				return false;
+	if (!(lc->role & SG_ROLE_IO) || p->stop_rx)
+		return true;
+	/* a channel's client sends on its queue 0 only: the port's other queues stay empty */
+	return lc->rx_port < SG_DP_MAX_PORTS &&
+	       __atomic_load_n(&g->pw[lc->rx_port].on, __ATOMIC_ACQUIRE);
+}
+
+void sg_dp_memif_tx_kick(struct sg_dp_pipeline *p, uint16_t port, uint16_t queue)
+{
+	struct mg_port_wake *pw = &p->memif->pw[port];
+	uint64_t one = 1;
+
+	/* the burst is in the ring; a write that finds the counter full changes nothing */
+	if (__atomic_load_n(&pw->on, __ATOMIC_ACQUIRE) && queue < pw->nq &&
+	    write(pw->cli[queue], &one, sizeof(one)) < 0) {
+	}
+}
+
+void sg_dp_memif_wake(struct sg_dp_lcore *lc)
+{
+	struct sg_dp_memif_guard *g = lc->p->memif;
+	uint64_t one = 1;
+
+	if (g == NULL || lc->idx >= g->nlc)
+		return;
+	/* the caller's enqueue (a store) before the look at the flag: a full fence */
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	if (__atomic_load_n(&g->lc[lc->idx].sleeping, __ATOMIC_SEQ_CST) &&
+	    write(g->lc[lc->idx].evfd, &one, sizeof(one)) < 0) {
+		/* the counter is full: readable, which is all a wake needs */
+	}
+}
+
+bool sg_dp_memif_idle_wait(struct sg_dp_lcore *lc, unsigned int us)
+{
+	struct sg_dp_memif_guard *g = lc->p->memif;
+	struct epoll_event ev[8];
+	struct mg_lcore *ml;
+	uint64_t v;
+	int n;
+
+	if (g == NULL || lc->idx >= g->nlc || !lcore_covered(g, lc))
+		return false;
+	ml = &g->lc[lc->idx];
+	us = RTE_MAX(us, (unsigned int)MG_IDLE_WAIT_US);
+	/* announce, then look again: a waker sees the flag or we see its work */
+	__atomic_store_n(&ml->sleeping, 1, __ATOMIC_SEQ_CST);
+	if (__atomic_load_n(&lc->ctl_waiting, __ATOMIC_SEQ_CST) || lc->p->stop_rx ||
+	    (lc->ring != NULL && !rte_ring_empty(lc->ring))) {
+		__atomic_store_n(&ml->sleeping, 0, __ATOMIC_RELAXED);
+		return true;
+	}
+	/* a client's write after its burst (edge-triggered: it reports even one that came
+	 * since the last poll of the ring), a hand-off, a control call or the stop */
+	n = epoll_wait(ml->ep, ev, (int)RTE_DIM(ev), (int)((us + 999) / 1000));
+	__atomic_store_n(&ml->sleeping, 0, __ATOMIC_RELAXED);
+	for (int i = 0; i < n; i++)
+		if (ev[i].data.u32 == UINT32_MAX && read(ml->evfd, &v, sizeof(v)) < 0) {
+			/* EAGAIN: read already */
+		}
+	return true;
+}
+
+/* Each lcore's epoll set with its own event fd. @return 0 or -errno. */
+static int lcores_wake_setup(struct sg_dp_memif_guard *g)
+{
+	g->lc = calloc(g->p->n_lc, sizeof(*g->lc));
+	if (g->lc == NULL)
+		return -ENOMEM;
+	for (unsigned int i = 0; i < g->p->n_lc; i++) {
+		struct mg_lcore *ml = &g->lc[i];
+		struct epoll_event ev = {.events = EPOLLIN, .data.u32 = UINT32_MAX};
+
+		g->nlc = i + 1;
+		ml->ep = epoll_create1(EPOLL_CLOEXEC);
+		ml->evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+		if (ml->ep < 0 || ml->evfd < 0 ||
+		    epoll_ctl(ml->ep, EPOLL_CTL_ADD, ml->evfd, &ev) < 0)
+			return -errno;
+	}
+	return 0;
+}
+
+static void lcores_wake_free(struct sg_dp_memif_guard *g)
+{
+	for (unsigned int i = 0; i < g->nlc; i++) {
+		close_fd(&g->lc[i].ep);
+		close_fd(&g->lc[i].evfd);
+	}
+	free(g->lc);
+	g->lc = NULL;
+	g->nlc = 0;
+}
+
 static void on_client(struct sg_dp_memif_guard *g, struct mg_pair *pr)
 {
 	struct mg_msg m;
@@ -435,6 +833,10 @@ static void on_client(struct sg_dp_memif_guard *g, struct mg_pair *pr)
 			  (unsigned int)(pr - g->pair), n < 0 ? strerror((int)-n) :
 			  n == 0 ? "end-of-file" : "a message after CONNECT", pr->live, pr->hello);
 		client_gone(g, pr);
+		return;
+	}
+	if (msg_type(&m) == MG_MSG_WAKE && pr->ports == 0) {
+		wake_begin(g, pr, &m);
 		return;
 	}
 	if (msg_type(&m) == MG_MSG_INIT) {
@@ -473,6 +875,10 @@ static void on_pmd(struct sg_dp_memif_guard *g, struct mg_pair *pr)
 	}
 	if (msg_type(&m) == MG_MSG_HELLO)
 		pr->hello = true;
+	/* the PMD mapped the client's regions before it said CONNECTED */
+	if (msg_type(&m) == MG_MSG_CONNECTED && pr->st == MG_RELAY)
+		SG_DP_LOG(DEBUG, "memif: client %u connected: %zu bytes of regions written",
+			  (unsigned int)(pr - g->pair), sg_dp_net_memif_populate());
 	if (pr->st == MG_WAIT_HELLO) {
 		if (pr->hello)
 			pair_free(g, pr);
@@ -513,8 +919,10 @@ static void on_accept(struct sg_dp_memif_guard *g, unsigned int k)
 static void *guard_main(void *arg)
 {
 	struct sg_dp_memif_guard *g = arg;
-	struct pollfd pf[1 + SG_DP_MAX_PORTS + 2 * MG_MAX_PAIRS];
-	int at[RTE_DIM(pf)]; /* what each entry is: -1 stop, -2 - k socket k, 2i / 2i+1 pair i */
+	struct pollfd pf[1 + SG_DP_MAX_PORTS + 3 * MG_MAX_PAIRS];
+	/* what each entry is: -1 stop, -2 - k socket k, 2i / 2i+1 pair i, 2 * MG_MAX_PAIRS + i
+	 * wake-up channel i */
+	int at[RTE_DIM(pf)];
 
 	for (;;) {
 		unsigned int n = 0;
@@ -537,6 +945,11 @@ static void *guard_main(void *arg)
 			pf[n] = (struct pollfd){.fd = pr->d, .events = POLLIN};
 			at[n++] = (int)(2 * i + 1);
 		}
+		for (unsigned int i = 0; i < MG_MAX_PAIRS; i++)
+			if (g->wake[i].c >= 0) {
+				pf[n] = (struct pollfd){.fd = g->wake[i].c, .events = POLLIN};
+				at[n++] = (int)(2 * MG_MAX_PAIRS + i);
+			}
 		if (poll(pf, n, -1) < 0 && errno != EINTR)
 			break;
 		if (pf[0].revents)
@@ -548,6 +961,13 @@ static void *guard_main(void *arg)
 				continue;
 			if (at[e] <= -2) {
 				on_accept(g, (unsigned int)(-2 - at[e]));
+				continue;
+			}
+			if (at[e] >= 2 * MG_MAX_PAIRS) {
+				struct mg_wake *w = &g->wake[at[e] - 2 * MG_MAX_PAIRS];
+
+				if (w->c == pf[e].fd)
+					on_wake(g, w);
 				continue;
 			}
 			pr = &g->pair[at[e] / 2];
@@ -578,8 +998,14 @@ int sg_dp_memif_guard_start(struct sg_dp_pipeline *p, char *err, size_t errlen)
 		return -ENOMEM;
 	}
 	g->p = p;
-	for (unsigned int i = 0; i < MG_MAX_PAIRS; i++)
+	for (unsigned int i = 0; i < MG_MAX_PAIRS; i++) {
 		g->pair[i].c = g->pair[i].d = -1;
+		g->wake[i].c = g->wake[i].port = -1;
+		for (unsigned int q = 0; q < MG_WAKE_MAXQ; q++)
+			g->wake[i].rxq[q] = -1;
+	}
+	for (unsigned int i = 0; i < SG_DP_MAX_PORTS; i++)
+		g->pw[i].srv = -1;
 	RTE_ETH_FOREACH_DEV(port) {
 		char path[sizeof(paths[0])];
 		bool abs;
@@ -622,9 +1048,15 @@ int sg_dp_memif_guard_start(struct sg_dp_pipeline *p, char *err, size_t errlen)
 		free(g);
 		return 0;
 	}
+	rc = lcores_wake_setup(g);
+	if (rc < 0) {
+		SG_DP_LOG(WARNING, "memif: no wake-up channels (%s): clients poll", strerror(-rc));
+		lcores_wake_free(g);
+	}
 	g->stop_fd = eventfd(0, EFD_CLOEXEC);
 	rc = g->stop_fd < 0 ? -errno : -pthread_create(&g->thread, NULL, guard_main, g);
 	if (rc < 0) {
+		lcores_wake_free(g);
 		sg_dp_seterr(err, errlen, "memif guard: cannot start its thread: %s", strerror(-rc));
 		if (g->stop_fd >= 0)
 			close(g->stop_fd);
@@ -651,6 +1083,9 @@ void sg_dp_memif_guard_stop(struct sg_dp_pipeline *p)
 	if (write(g->stop_fd, &one, sizeof(one)) != sizeof(one))
 		SG_DP_LOG(WARNING, "memif guard: cannot signal its thread: %s", strerror(errno));
 	pthread_join(g->thread, NULL);
+	for (unsigned int i = 0; i < MG_MAX_PAIRS; i++)
+		if (g->wake[i].c >= 0)
+			wake_close(g, &g->wake[i]);
 	/*
 	 * The lcores have returned. Every session gets end-of-file and the PMD's close
 	 * is awaited, so that the PMD disconnects in its own thread before sigmad stops
@@ -691,5 +1126,6 @@ void sg_dp_memif_guard_stop(struct sg_dp_pipeline *p)
 	}
 	close(g->stop_fd);
 	p->memif = NULL;
+	lcores_wake_free(g);
 	free(g);
 }

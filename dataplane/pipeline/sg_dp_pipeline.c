@@ -81,13 +81,17 @@ static bool idle_wait(struct sg_dp_lcore *lc, unsigned int *idle_polls)
 		return false;
 	++*idle_polls;
 	if (lc->p->tr->idle_wait != NULL) {
+		bool waited;
+
 		/* a blocking wait that input ends: a short spin, no back-off */
 		if (*idle_polls < SG_DP_IDLE_SPIN_WAIT)
 			return false;
 		rte_rcu_qsbr_thread_offline(lc->p->rcu, lc->idx);
-		lc->p->tr->idle_wait(lc, lc->p->idle_sleep_us);
+		waited = lc->p->tr->idle_wait(lc, lc->p->idle_sleep_us);
 		rte_rcu_qsbr_thread_online(lc->p->rcu, lc->idx);
-		return true;
+		if (waited)
+			return true;
+		/* it cannot block (input it cannot wait for): the sleep policy below */
 	}
 	if (*idle_polls < SG_DP_IDLE_SPIN)
 		return false;

@@ -414,7 +414,7 @@ static void sk_wake(struct sg_dp_lcore *lc)
  */
 #define SK_IDLE_WAIT_US 10000
 
-static void sk_idle_wait(struct sg_dp_lcore *lc, unsigned int us)
+static bool sk_idle_wait(struct sg_dp_lcore *lc, unsigned int us)
 {
 	struct sk_lcore *s = lc->xp;
 	struct epoll_event ev[SK_MAX_SOCKS + 1];
@@ -431,7 +431,7 @@ static void sk_idle_wait(struct sg_dp_lcore *lc, unsigned int us)
 	if (__atomic_load_n(&lc->ctl_waiting, __ATOMIC_SEQ_CST) || lc->p->stop_rx ||
 	    (lc->ring != NULL && !rte_ring_empty(lc->ring))) {
 		__atomic_store_n(&s->sleeping, 0, __ATOMIC_RELAXED);
-		return;
+		return true;
 	}
 	s->st.sleeps++;
 	n = epoll_pwait2(s->ep, ev, (int)RTE_DIM(ev), &ts, NULL);
@@ -442,6 +442,7 @@ static void sk_idle_wait(struct sg_dp_lcore *lc, unsigned int us)
 		if (ev[i].data.u32 == UINT32_MAX && read(s->evfd, &v, sizeof(v)) < 0) {
 			/* EAGAIN: another wait read it */
 		}
+	return true;
 }
 
 /* ---- send ------------------------------------------------------------------------ */

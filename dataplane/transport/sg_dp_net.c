@@ -5,7 +5,11 @@
  * anything.
  */
 #include <errno.h>
+#include <stdio.h>
 #include <string.h>
+
+#include <sys/mman.h>
+#include <sys/socket.h>
 
 #include <rte_arp.h>
 #include <rte_byteorder.h>
@@ -236,4 +240,60 @@ void sg_dp_net_build(const struct sg_dp_net *net, const struct sg_dp_peer *peer,
 		     uint32_t plen, uint64_t *ol_flags)
 {
 	sg_dp_net_build_seg(net, peer, frame, plen, plen, 0, ol_flags);
+}
+
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23 /* Linux 5.14 */
+#endif
+
+size_t sg_dp_net_memif_populate(void)
+{
+	FILE *f = fopen("/proc/self/maps", "re");
+	char line[512];
+	size_t done = 0;
+
+	if (f == NULL)
+		return 0;
+	while (fgets(line, sizeof(line), f) != NULL) {
+		unsigned long lo, hi;
+		char perm[8];
+
+		if (strstr(line, "memif_region") == NULL ||
+		    sscanf(line, "%lx-%lx %7s", &lo, &hi, perm) != 3 || perm[1] != 'w')
+			continue;
+		/* populating alone took half of the cost away at most: write each page */
+		if (madvise((void *)lo, hi - lo, MADV_POPULATE_WRITE) < 0)
+			continue;
+		for (unsigned long a = lo; a < hi; a += 4096)
+			__atomic_fetch_add((uint64_t *)a, 0, __ATOMIC_RELAXED);
+		done += hi - lo;
+	}
+	fclose(f);
+	return done;
+}
+
+ssize_t sg_dp_net_send_fd(int sock, const void *msg, size_t len, int fd, int flags)
+{
+	union {
+		char buf[CMSG_SPACE(sizeof(int))];
+		struct cmsghdr align;
+	} ctl;
+	struct iovec iov = {.iov_base = (void *)msg, .iov_len = len};
+	struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
+	ssize_t n;
+
+	if (fd >= 0) {
+		struct cmsghdr *c;
+
+		memset(&ctl, 0, sizeof(ctl));
+		mh.msg_control = ctl.buf;
+		mh.msg_controllen = sizeof(ctl.buf);
+		c = CMSG_FIRSTHDR(&mh);
+		c->cmsg_level = SOL_SOCKET;
+		c->cmsg_type = SCM_RIGHTS;
+		c->cmsg_len = CMSG_LEN(sizeof(int));
+		memcpy(CMSG_DATA(c), &fd, sizeof(int));
+	}
+	n = sendmsg(sock, &mh, flags | MSG_NOSIGNAL);
+	return n < 0 ? -errno : n;
 }

@@ -10,7 +10,9 @@
 #define SG_DP_NET_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include <rte_ether.h>
 
@@ -131,6 +133,26 @@ uint32_t sg_dp_net_sum(const void *buf, uint32_t len);
  */
 void sg_dp_net_build_seg(const struct sg_dp_net *net, const struct sg_dp_peer *peer, void *frame,
 			 uint32_t hlen, uint32_t plen, uint32_t tail_sum, uint64_t *ol_flags);
+
+/**
+ * Write every page of the memif regions this process maps writable (the memif PMD's
+ * shared rings and buffers: "memif_region" in /proc/self/maps), without changing a
+ * byte: MADV_POPULATE_WRITE, then an atomic add of 0 per page, which loses no store
+ * that another thread or process makes meanwhile. On the 2-vCPU VM a page's first
+ * write through a mapping costs 10-25 us, and a ring of 1024 9 KB buffers comes round
+ * only every 128 operations of 64 KB, so a short job's frames each met fresh pages
+ * (docs/performance.md). Call it only while no region can be unmapped.
+ * @return the bytes written (0 without /proc/self/maps or without regions).
+ */
+size_t sg_dp_net_memif_populate(void);
+
+/**
+ * Send @p len bytes at @p msg as one message on the Unix socket @p sock, with the
+ * descriptor @p fd (SCM_RIGHTS) unless it is negative (for memif's control channel
+ * and sigmad's wake-up channel beside it). @p flags as sendmsg()'s; MSG_NOSIGNAL is
+ * added. @return the bytes sent, or -errno.
+ */
+ssize_t sg_dp_net_send_fd(int sock, const void *msg, size_t len, int fd, int flags);
 
 #ifdef __cplusplus
 }

@@ -10,7 +10,9 @@
 #     clients that send garbage, a short message, an INIT and nothing more
 #     (ids 0, 7 and 99), or nothing; then sigma-bench run with 8 DPDK worker
 #     processes (the memif clients of ids 0-7) and two sizes, so that each
-#     worker leaves and comes back once. Every sum is checked.
+#     worker leaves and comes back once. Every sum is checked. Before the workers,
+#     malformed and unwarranted requests for the wake-up channel (memif_clients.py
+#     wake-bad), each refused with its errno; then every worker must get its channel.
 #  2. 2 memif ports and the busy idle policy: 2 workers run 15 sizes, each
 #     leaving and coming back 15 times while the lcores poll. Without the guard
 #     the PMD unmapped the rings under an lcore inside rte_eth_tx_burst():
@@ -55,11 +57,15 @@ part "8 memif ports: clients that leave before sigmad accepts them, or misbehave
 	kill -CONT "$SIGMA_SIGMAD_PID"
 	[ $rc = 0 ] || exit $rc
 	sleep 1
-	python3 "$1" "$SIGMA_MEMIF" garbage short init-close:0 init-close:7 init-close:99 silent ||
-		exit $?
+	python3 "$1" "$SIGMA_MEMIF" garbage short init-close:0 init-close:7 init-close:99 silent \
+		wake-bad || exit $?
 	echo "8 DPDK workers, 2 sizes:"
 	timeout 120 "$2" run --workers 8 --sizes "$3" --iters 1 --quiet --attach "$SIGMA_NODE" \
-		--memif "$SIGMA_MEMIF" --json "$4"
+		--memif "$SIGMA_MEMIF" --json "$4" || exit $?
+	# each worker (a process per size) got its wake-up channel despite the bad ones
+	n=$(grep -c "wake-up channel open" "$(dirname "$SIGMA_MEMIF")/sigmad.out")
+	echo "wake-up channels opened: $n"
+	[ "$n" -ge 16 ] || { echo "FAIL: $n wake-up channels, expected 16 (8 workers, 2 sizes)"; exit 1; }
 ' || fails=1
 
 # shellcheck disable=SC2016

@@ -266,9 +266,10 @@ struct sg_dp_transport {
 	 *  @return changes that need a restart. */
 	int (*reload)(struct sg_dp_pipeline *p, const struct sg_dp_config *nc, FILE *report);
 	/** Optional, idle = sleep: block until lcore @p lc may have work (input, a hand-off
-	 *  to its ring, a wake()) or @p us pass. Without it the lcore sleeps, backing off
+	 *  to its ring, a wake()) or @p us pass. @return false, at once, if it cannot (an
+	 *  input it cannot wait for): then, as without it, the lcore sleeps, backing off
 	 *  from 1 us up to @p us. */
-	void (*idle_wait)(struct sg_dp_lcore *lc, unsigned int us);
+	bool (*idle_wait)(struct sg_dp_lcore *lc, unsigned int us);
 	/** Optional, any thread: end lcore @p lc's idle_wait() early (cheap when it is not
 	 *  waiting). Called after a control request is queued for it and at stop. */
 	void (*wake)(struct sg_dp_lcore *lc);
@@ -306,6 +307,17 @@ void sg_dp_eth_port_gate(struct sg_dp_pipeline *p, uint16_t port, bool open);
 struct sg_dp_memif_guard;
 int sg_dp_memif_guard_start(struct sg_dp_pipeline *p, char *err, size_t errlen);
 void sg_dp_memif_guard_stop(struct sg_dp_pipeline *p);
+/*
+ * The memif wake-up channel (sg_dp_memif.c, docs/sigmad.md): a client that asked
+ * for one sleeps on event fds that sigmad writes after sending to it, and writes
+ * one that sigmad's lcores sleep on. tx_kick: after a TX burst on (@p port,
+ * @p queue), lcore context, cheap without a channel. idle_wait and wake: the ethdev
+ * transport's ops of the same names (false: the lcore polls a queue that no
+ * channel covers).
+ */
+void sg_dp_memif_tx_kick(struct sg_dp_pipeline *p, uint16_t port, uint16_t queue);
+bool sg_dp_memif_idle_wait(struct sg_dp_lcore *lc, unsigned int us);
+void sg_dp_memif_wake(struct sg_dp_lcore *lc);
 
 /** The rdma-core transport (sg_dp_verbs_tp.c; only in builds with verbs). */
 extern const struct sg_dp_transport sg_dp_transport_verbs;
