@@ -21,7 +21,8 @@ MEMIF=$3
 BENCH=$4
 TMP=$(mktemp -d)
 # the workers' EAL runtime folders (client_workers ends with rte_eal_cleanup(),
-# which leaves them); sigmad removes its own
+# which leaves them; their prefixes end with this script's pid, SG_TEST_PID
+# below); sigmad removes its own
 trap 'rm -rf "$TMP" /var/run/dpdk/sg_cl_memif_*$$ "${XDG_RUNTIME_DIR:-/tmp}"/dpdk/sg_cl_memif_*$$' EXIT
 
 cat >"$TMP/jobs.ini" <<'INI'
@@ -36,7 +37,7 @@ INI
 BOPTS=(--workers 2 --sizes 64K,4M --iters 2 --partition 2M --quiet)
 "$BENCH" run "${BOPTS[@]}" --print-sigmad-config >>"$TMP/jobs.ini" || exit 1
 # shellcheck disable=SC2016  # expanded by the inner shell, where sigmad_memif.sh sets them
-timeout 150 "$MEMIF" "$SIGMAD" "$TMP/jobs.ini" 3 sh -c '
+SG_TEST_PID=$$ timeout 150 "$MEMIF" "$SIGMAD" "$TMP/jobs.ini" 3 sh -c '
 	workers=$1 bench=$2 json=$3 rundir=$4
 	shift 4
 	# sigmad'"'"'s EAL runtime directory, which sigmad_memif.sh must remove when it ends
@@ -45,7 +46,7 @@ timeout 150 "$MEMIF" "$SIGMAD" "$TMP/jobs.ini" 3 sh -c '
 	for i in 0 1 2; do
 		vdevs="$vdevs --vdev=net_memif$i,role=client,id=$i,socket=$SIGMA_MEMIF,socket-abstract=no,bsize=9216"
 	done
-	SIGMA_LOCAL_IP=10.80.0.2 SIGMA_EAL="--no-huge --no-shconf --no-pci -m 512 --file-prefix=sg_cl_memif_c$$ --lcores=0@(0-1) --log-level=lib.eal:error $vdevs" \
+	SIGMA_LOCAL_IP=10.80.0.2 SIGMA_EAL="--no-huge --no-shconf --no-pci -m 512 --file-prefix=sg_cl_memif_c$SG_TEST_PID --lcores=0@(0-1) --log-level=lib.eal:error $vdevs" \
 		timeout 60 "$workers" 10.80.0.1 9300 3 6 178400 8920 4 0x99 9 || exit $?
 	# reducer steering: pushes to 9300 + 1 + reducer, sigmad having 3 reducers;
 	# then with R = 2 and R = 5, so that many keys reach a reducer that does not
@@ -54,7 +55,7 @@ timeout 150 "$MEMIF" "$SIGMAD" "$TMP/jobs.ini" 3 sh -c '
 	first=4
 	for steer in 3 2 5; do
 		echo "steer_reducers = $steer:"
-		SIGMA_FIRST_ROUND=$first SIGMA_STEER_REDUCERS=$steer SIGMA_LOCAL_IP=10.80.0.2 SIGMA_EAL="--no-huge --no-shconf --no-pci -m 512 --file-prefix=sg_cl_memif_s$steer$$ --lcores=0@(0-1) --log-level=lib.eal:error $vdevs" \
+		SIGMA_FIRST_ROUND=$first SIGMA_STEER_REDUCERS=$steer SIGMA_LOCAL_IP=10.80.0.2 SIGMA_EAL="--no-huge --no-shconf --no-pci -m 512 --file-prefix=sg_cl_memif_s${steer}_$SG_TEST_PID --lcores=0@(0-1) --log-level=lib.eal:error $vdevs" \
 			timeout 60 "$workers" 10.80.0.1 9300 3 6 178400 8920 4 0x99 9 || exit $?
 		first=$((first + 4))
 	done
