@@ -89,12 +89,13 @@ int sg_dp_pipeline_idle_set(struct sg_dp_pipeline *p, unsigned int lcore, enum s
 
 /*
  * Keep a copy of @p n keys for the lcores to read. An lcore that timed out may
- * still read the previous copy, so that one is let go (leaked) instead of freed.
+ * still read the previous copy (p->stage_late), so that one is let go (leaked)
+ * instead of freed.
  */
 static struct sg_dp_key *stage_keys(struct sg_dp_pipeline *p, const struct sg_dp_key *keys,
-				    uint32_t n, bool prev_timed_out)
+				    uint32_t n)
 {
-	if (!prev_timed_out)
+	if (!p->stage_late)
 		free(p->stage_keys);
 	p->stage_keys = calloc(n ? n : 1, sizeof(*p->stage_keys));
 	if (p->stage_keys != NULL && n > 0)
@@ -125,7 +126,7 @@ int sg_dp_pipeline_job_add(struct sg_dp_pipeline *p, const struct sg_dp_job_conf
 	int rc = -ENOMEM;
 
 	pthread_mutex_lock(&p->op_lock);
-	if (stage_keys(p, jc->keys, jc->keys ? jc->nkeys : 0, p->stage_late) != NULL) {
+	if (stage_keys(p, jc->keys, jc->keys ? jc->nkeys : 0) != NULL) {
 		p->stage_job = *jc;
 		p->stage_job.keys = jc->keys ? p->stage_keys : NULL;
 		rc = engines_call(p, SG_DP_MSG_JOB_ADD, (uint64_t)(uintptr_t)&p->stage_job);
@@ -150,7 +151,7 @@ int sg_dp_pipeline_keys_add(struct sg_dp_pipeline *p, uint32_t job, const struct
 	int rc = -ENOMEM;
 
 	pthread_mutex_lock(&p->op_lock);
-	if (stage_keys(p, keys, n, p->stage_late) != NULL) {
+	if (stage_keys(p, keys, n) != NULL) {
 		p->stage_ka = (struct sg_dp_keys_add){.job = job, .keys = p->stage_keys, .n = n};
 		rc = engines_call(p, SG_DP_MSG_KEYS_ADD, (uint64_t)(uintptr_t)&p->stage_ka);
 		p->stage_late = rc == -ETIMEDOUT;
