@@ -17,7 +17,8 @@ TMP=$(mktemp -d /tmp/sg_rpcm.XXXXXX)
 PIDS=()
 fails=0
 checks=0
-trap cleanup_pids EXIT
+# sigmad is killed, so its EAL runtime folder is removed here
+trap 'cleanup_pids; rm -rf /var/run/dpdk/sg_rpcm_$$ "${XDG_RUNTIME_DIR:-/tmp}"/dpdk/sg_rpcm_$$' EXIT
 # shellcheck source=../dataplane/expect_lib.sh
 . "$(dirname "$0")/../dataplane/expect_lib.sh"
 

@@ -16,6 +16,7 @@
 #include <rte_cycles.h>
 #include <rte_eal.h>
 
+#include "sg_dp_pipeline.h"
 #include "sg_dp_verbs.h"
 #include "sg_test.h"
 #include "verbs_fake.h"
@@ -1045,6 +1046,7 @@ int main(int argc, char **argv)
 	test_rc();
 	test_random_completions();
 	test_lcore_loop();
-	rte_eal_cleanup();
+	/* also removes the runtime folder that rte_eal_cleanup() leaves */
+	sg_dp_eal_cleanup();
 	return sg_test_finish("dp_verbs");
 }

@@ -13,6 +13,7 @@
 
 #include <rte_eal.h>
 
+#include "sg_dp_pipeline.h"
 #include "sg_dp_verbs.h"
 #include "sg_test.h"
 
@@ -267,6 +268,7 @@ out_eng:
 out:
 	sg_dp_verbs_destroy(t);
 	ibv_free_device_list(list);
-	rte_eal_cleanup();
+	/* also removes the runtime folder that rte_eal_cleanup() leaves */
+	sg_dp_eal_cleanup();
 	return sg_test_finish("dp_verbs_dev");
 }
