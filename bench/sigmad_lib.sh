@@ -31,6 +31,14 @@ child_pid() {
 	done
 }
 
+# sigmad_kill PID: SIGKILL the timeout(1) wrapper PID and the sigmad it runs; the
+# wrapper does not pass a SIGKILL on, so killing it alone left sigmad running.
+sigmad_kill() {
+	local c
+	c=$(child_pid "$1")
+	kill -KILL "$1" $c 2>/dev/null
+}
+
 # sigmad_count SCRIPT WHAT VALUE: VALUE must be 1..8 (ports, lcores), else exit 2
 sigmad_count() {
 	if ! [ "$3" -ge 1 ] 2>/dev/null || [ "$3" -gt 8 ]; then

@@ -44,7 +44,7 @@ else
 	RUNDIR=${XDG_RUNTIME_DIR:-/tmp}/dpdk/$PREFIX
 fi
 cleanup() {
-	[ -n "$SPID" ] && kill -KILL "$SPID" 2>/dev/null
+	[ -n "$SPID" ] && sigmad_kill "$SPID"
 	rm -rf "$TMP" "$RUNDIR"
 }
 trap cleanup EXIT

@@ -42,7 +42,7 @@ VB=snB$$
 TMP=$(mktemp -d)
 SPID=
 cleanup() {
-	[ -n "$SPID" ] && kill -KILL "$SPID" 2>/dev/null
+	[ -n "$SPID" ] && sigmad_kill "$SPID"
 	ip netns del "$NSA" 2>/dev/null
 	ip netns del "$NSB" 2>/dev/null
 	rm -rf "$TMP"

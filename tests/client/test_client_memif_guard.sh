@@ -17,6 +17,7 @@
 #     leaving and coming back 15 times while the lcores poll. Without the guard
 #     the PMD unmapped the rings under an lcore inside rte_eth_tx_burst():
 #     SIGSEGV (5 of 5 runs before the fix).
+#  3. The script stopped by SIGTERM while its command runs: no sigmad is left.
 # sigmad must exit cleanly after each part (a sanitizer report fails it too).
 # Skips (77) where EAL cannot start.
 # Usage: test_client_memif_guard.sh SIGMAD SIGMAD_MEMIF_SH SIGMA_BENCH MEMIF_CLIENTS_PY
@@ -74,6 +75,28 @@ SIGMA_SIGMAD_OPTS="--idle busy" part "2 memif ports, busy lcores: workers leave 
 	timeout 120 "$2" run --workers 2 --sizes "$3" --iters 1 --quiet --attach "$SIGMA_NODE" \
 		--memif "$SIGMA_MEMIF" --json "$4"
 ' || fails=1
+
+# 3. The script itself stopped (as timeout(1) stops it) while its command runs:
+# its clean-up must not leave sigmad behind (it killed only sigmad's timeout
+# wrapper, and a sigmad ran on at 20% of a CPU, under every later benchmark).
+echo "== the script stopped while its command runs"
+"$BENCH" run --workers 1 --sizes 64K --iters 1 --print-sigmad-config >"$TMP/jobs.ini"
+# shellcheck disable=SC2016  # expanded by the inner shell
+"$MEMIF" "$SIGMAD" "$TMP/jobs.ini" 1 sh -c 'echo $$ >"$2"; echo "$SIGMA_SIGMAD_PID" >"$1"; exec sleep 60' \
+	sh "$TMP/spid" "$TMP/cpid" >"$TMP/out" 2>&1 &
+mpid=$!
+for _ in $(seq 100); do [ -s "$TMP/spid" ] && break; sleep 0.1; done
+spid=$(cat "$TMP/spid" 2>/dev/null)
+kill -TERM "$mpid"
+wait "$mpid"
+for _ in $(seq 50); do kill -0 "$spid" 2>/dev/null || break; sleep 0.1; done
+if [ -z "$spid" ]; then
+	echo "FAIL: sigmad did not start"; cat "$TMP/out"; fails=1
+elif kill -0 "$spid" 2>/dev/null; then
+	echo "FAIL: sigmad (pid $spid) still runs after its script was stopped"
+	kill -KILL "$spid"; fails=1
+fi
+kill -KILL "$(cat "$TMP/cpid" 2>/dev/null)" 2>/dev/null
 
 echo "client_memif_guard: $([ $fails = 0 ] && echo passed || echo failed)"
 exit $fails
