@@ -10,7 +10,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#include <sys/mman.h>
 
 #include <rte_cycles.h>
 #include <rte_dev.h>
@@ -503,32 +502,6 @@ static uint32_t port_rx_room(uint16_t port)
 	return need;
 }
 
-/* rte_mempool_mem_iter callback: populate one memory chunk of a pool. */
-static void prefault_chunk(struct rte_mempool *mp, void *arg, struct rte_mempool_memhdr *mh,
-			   unsigned int idx)
-{
-	long pg = sysconf(_SC_PAGESIZE);
-	uintptr_t page = pg > 0 ? (uintptr_t)pg : 4096;
-	uintptr_t lo = (uintptr_t)mh->addr & ~(page - 1);
-	uintptr_t hi = ((uintptr_t)mh->addr + mh->len + page - 1) & ~(page - 1);
-
-	(void)mp;
-	(void)arg;
-	(void)idx;
-	if (madvise((void *)lo, hi - lo, MADV_POPULATE_WRITE) == 0)
-		return;
-	/* a kernel without it (before 5.14): read and write back a byte of each page;
-	 * the pool is not in use yet, so nothing changes under another thread */
-	for (uintptr_t a = RTE_MAX(lo, (uintptr_t)mh->addr); a < (uintptr_t)mh->addr + mh->len;
-	     a = (a & ~(page - 1)) + page)
-		*(volatile uint8_t *)a = *(volatile uint8_t *)a;
-}
-
-void sg_dp_mempool_prefault(struct rte_mempool *mp)
-{
-	rte_mempool_mem_iter(mp, prefault_chunk, NULL);
-}
-
 static struct rte_mempool *socket_pool(struct sg_dp_pipeline *p, int socket, char *err,
 				       size_t errlen)
 {
@@ -551,7 +524,7 @@ static struct rte_mempool *socket_pool(struct sg_dp_pipeline *p, int socket, cha
 		       "[resources] mbufs, or give EAL more memory with -m)", p->cfg.mbufs, room,
 		       socket, rte_strerror(rte_errno));
 	else
-		sg_dp_mempool_prefault(p->pools[socket]);
+		sg_dp_net_pool_populate(p->pools[socket]);
 	return p->pools[socket];
 }
 

@@ -256,16 +256,6 @@ int sg_dp_pipeline_net(const struct sg_dp_pipeline *p, uint16_t port_id, struct 
 /** Private bytes every mbuf that reaches sigmad's RX must have (rte_pktmbuf_pool_create). */
 #define SG_DP_MBUF_PRIV_SIZE 32
 
-/**
- * Map every page of @p mp's memory now, writable, without changing a byte, so
- * that no lcore takes a page fault the first time it uses an mbuf. Memory
- * that EAL maps without hugepages (--no-huge) is otherwise faulted in page by
- * page on first touch, and a pool cycles through all its mbufs before reusing
- * one: the faults went on for a whole benchmark run. Call it before the pool
- * is in use.
- */
-void sg_dp_mempool_prefault(struct rte_mempool *mp);
-
 /** Every job's counters, summed over the reducers' engines. */
 struct sg_dp_jobs_table {
 	unsigned int n;             /**< jobs */

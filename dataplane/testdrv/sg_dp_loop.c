@@ -21,6 +21,7 @@
 #include <rte_ring.h>
 
 #include "sg_dp_engine.h"
+#include "sg_dp_net.h"
 #include "sg_dp_testdrv.h"
 #include "sg_dp_proto.h"
 
@@ -135,7 +136,7 @@ int sg_dp_loopback_run(const struct sg_dp_config *c, const struct sg_dp_loop_con
 		rc = -ENOMEM;
 		goto out;
 	}
-	sg_dp_mempool_prefault(gpool);
+	sg_dp_net_pool_populate(gpool);
 	p = sg_dp_pipeline_create(&cfg, err, errlen);
 	if (p == NULL) {
 		rc = -errno;
@@ -433,7 +434,7 @@ int sg_dp_memif_run(const struct sg_dp_config *c, const struct sg_dp_loop_conf *
 		rc = -ENOMEM;
 		goto out;
 	}
-	sg_dp_mempool_prefault(pool);
+	sg_dp_net_pool_populate(pool);
 	rc = client_port_up(0, nq, pool, 15);
 	if (rc < 0) {
 		sg_dp_seterr(err, errlen, "memif: the client port did not come up: %s", strerror(-rc));

@@ -25,6 +25,7 @@
 #include <rte_ring.h>
 
 #include "sg_dp_internal.h"
+#include "sg_dp_net.h"
 #include "sg_dp_testdrv.h"
 #include "dp_pipe_util.h"
 #include "sg_test.h"
@@ -55,7 +56,7 @@ static void count_resident(struct rte_mempool *mp, void *arg, struct rte_mempool
 }
 
 /*
- * Pools are faulted in when made (sg_dp_mempool_prefault): without hugepages
+ * Pools are faulted in when made (sg_dp_net_pool_populate): without hugepages
  * EAL memory is mapped page by page on first touch, and a pool hands out every
  * mbuf before it reuses one, so the faults went on through whole benchmark
  * runs (about 30,000 a second in sigmad --demo on the loaded 2-CPU VM). Runs
@@ -71,7 +72,7 @@ static void test_prefault(void)
 	if (!SG_CHECK(mp != NULL, "pool: %s", rte_strerror(rte_errno)))
 		return;
 	rte_mempool_mem_iter(mp, count_resident, &before);
-	sg_dp_mempool_prefault(mp);
+	sg_dp_net_pool_populate(mp);
 	rte_mempool_mem_iter(mp, count_resident, &after);
 	printf("prefault: %zu of %zu pages resident before, %zu after\n", before.resident,
 	       before.pages, after.resident);
