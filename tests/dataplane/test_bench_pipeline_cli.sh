@@ -19,5 +19,8 @@ out=$("$B" pipeline --runs 1 --seconds 0.2 --ring-only 2>&1)
 echo "$out" | tail -3
 echo "$out" | grep -q '"ok":true' || { echo "FAIL: short run not ok"; fails=$((fails + 1)); }
 echo "$out" | grep -q '"transport":"ring"' || { echo "FAIL: no ring scenario in JSON"; fails=$((fails + 1)); }
+# the cross-core bound is measured (a producer thread ran), and each scenario is set against it
+echo "$out" | grep -Eq '"xcore_gbps":[1-9][0-9]*\.' || { echo "FAIL: no cross-core bound"; fails=$((fails + 1)); }
+echo "$out" | grep -Eq '"ratio_xcore":0*[0-9]\.[0-9]*[1-9]' || { echo "FAIL: no ratio_xcore"; fails=$((fails + 1)); }
 echo "bench_pipeline_cli: $fails failed"
 [ "$fails" = 0 ]
