@@ -481,8 +481,6 @@ static int port_up(struct sg_cli_dpdk *d, uint32_t frame)
 					(uint16_t)room, socket < 0 ? SOCKET_ID_ANY : socket);
 	if (d->mp == NULL)
 		return -rte_errno;
-	/* without hugepages each mbuf's first use met fresh pages (sg_dp_net_pool_populate) */
-	sg_dp_net_pool_populate(d->mp);
 	rc = rte_eth_dev_configure(d->port, d->nrxq, 1, &pc);
 	for (uint16_t q = 0; q < d->nrxq && rc == 0; q++)
 		rc = rte_eth_rx_queue_setup(d->port, q, DPDK_DESC, socket, NULL, d->mp);

@@ -152,10 +152,11 @@ struct rte_mempool;
  * Write every page of @p mp's memory in the same way, so that no thread takes a page
  * fault the first time it uses an object. Memory that EAL maps without hugepages
  * (--no-huge) is otherwise faulted in page by page on first write, and a pool hands out
- * every mbuf before it reuses one: the faults went on through whole benchmark runs
- * (sigmad's pool; libsigma's DPDK transport, whose first 1 MB operations over memif took
- * 2.7 ms against 0.8 ms once its pool had been round). Call it before the pool is in use
- * or while its memory stays mapped.
+ * every mbuf before it reuses one: the faults went on through whole benchmark runs.
+ * MADV_POPULATE_WRITE alone was not enough on the 2-vCPU VM: sigmad's first 1 MB
+ * operations over memif still took 3.1-3.3 ms against 0.75 ms once every page had been
+ * written (docs/performance.md). Call it before the pool is in use or while its memory
+ * stays mapped.
  * @return the bytes written.
  */
 size_t sg_dp_net_pool_populate(struct rte_mempool *mp);
