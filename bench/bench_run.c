@@ -118,6 +118,7 @@ static void bar_wait(struct rb_bar *b)
 /* Per (N, dtype) point, shared between the parent and the worker processes. */
 struct rb_shared {
 	struct rb_bar bar;
+	_Atomic int nodes_up; /* the parent's node threads run (or failed to start) */
 	int failed;
 	char err[SIGMA_ERR_LEN];
 	uint64_t bad_elems;
@@ -380,6 +381,9 @@ static void worker(const struct rb_opts *o, struct rb_shared *sh, struct sigma_n
 	out = malloc(maxb);
 	if (in == NULL || out == NULL)
 		sh->failed = 1;
+	/* the parent's nodes write their buffers once as they start: not during a push */
+	while (!atomic_load(&sh->nodes_up))
+		usleep(200);
 	for (unsigned int j = 0; j < o->n_sizes; j++) {
 		uint64_t ne = o->sizes[j] / es;
 		struct sigma_session *s = NULL;
@@ -667,6 +671,7 @@ static int run_point(const struct rb_opts *o, unsigned int n, enum sg_dtype dt, 
 		sh->failed = 1;
 		snprintf(sh->err, sizeof(sh->err), "summation node: %s", strerror(-rc));
 	}
+	atomic_store(&sh->nodes_up, 1);
 	reap(pids, n, sh, rc < 0);
 	if (o->telemetry != NULL && cyc0.n && read_telemetry(o->telemetry, &cyc1) == 0 &&
 	    cyc1.n == cyc0.n)

@@ -143,6 +143,13 @@ struct sg_sum_pool *sg_sum_pool_create(int node, size_t buf_size, unsigned int c
 		errno = err;
 		return NULL;
 	}
+	/* The buffers come and go in turn: no first write on the hot path. A child process
+	 * never uses its parent's pool, and sharing it would make each first write after a
+	 * fork() a page copy (sigma-bench forks its workers beside its node threads). */
+	sg_sum_populate(p->base, p->map_size);
+	if (madvise(p->base, p->map_size, MADV_DONTFORK) < 0) {
+		/* only a cost: inherited, its first writes after a fork are copies */
+	}
 	p->stride = stride;
 	p->buf_size = buf_size;
 	p->count = count;

@@ -39,6 +39,7 @@
 
 #include "sg_parse.h"
 #include "sg_shm.h"
+#include "sg_sum.h"
 #include "sg_udp.h"
 #include "sigma.h"
 #include "sigma_udpd.h"
@@ -821,6 +822,10 @@ int sigma_udpd_start(struct sigma_udpd *d)
 
 	if (d == NULL || d->running || d->fd < 0)
 		return -EINVAL;
+	/* a fork() since they were made turned every first write into a page copy: have
+	 * those now, not on the hot path (the engine's pool is not inherited at all) */
+	sg_udp_rx_populate(d->rx);
+	sg_sum_populate(d->txbuf, (size_t)UDPD_BURST * UDPD_BUF);
 	atomic_store(&d->stop, false);
 	d->t_start = sg_udp_now_ns();
 	d->busy_ns = 0;

@@ -110,7 +110,10 @@ uint32_t sigma_udpd_max_payload(struct sigma_udpd *d);
 
 /**
  * Start the node's thread (and, with conf.shm_path, the thread that accepts
- * workers and makes their shared-memory channels).
+ * workers and makes their shared-memory channels). The node's receive and send
+ * buffers are written once first (sg_sum_populate()), so that a fork() since
+ * sigma_udpd_create() costs its page copies now, not in the first operations; the
+ * engine's pool is not inherited by a child at all (sg_sum_pool_create()).
  * @return 0 or -errno: EINVAL (already started, or stopped), pthread_create()'s.
  */
 int sigma_udpd_start(struct sigma_udpd *d);

@@ -8,7 +8,6 @@
 #include <stdio.h>
 #include <string.h>
 
-#include <sys/mman.h>
 #include <sys/socket.h>
 
 #include <rte_arp.h>
@@ -243,28 +242,6 @@ void sg_dp_net_build(const struct sg_dp_net *net, const struct sg_dp_peer *peer,
 	sg_dp_net_build_seg(net, peer, frame, plen, plen, 0, ol_flags);
 }
 
-/* the smallest page size: writing at this stride reaches every page of any larger size */
-#define SG_DP_NET_PAGE 4096u
-
-#ifndef MADV_POPULATE_WRITE
-#define MADV_POPULATE_WRITE 23 /* Linux 5.14 */
-#endif
-
-/*
- * Write every page of [@p lo, @p hi) (page-aligned, mapped writable) without changing a
- * byte: MADV_POPULATE_WRITE, then an atomic add of 0 per page, which loses no store that
- * another thread or process makes meanwhile. On the 2-vCPU VM populating alone took at
- * most half of the first-write cost away, hence the writes.
- */
-static void populate(uintptr_t lo, uintptr_t hi)
-{
-	if (madvise((void *)lo, hi - lo, MADV_POPULATE_WRITE) < 0) {
-		/* a kernel before 5.14: the writes alone fault each page in */
-	}
-	for (uintptr_t a = lo; a < hi; a += SG_DP_NET_PAGE)
-		__atomic_fetch_add((uint64_t *)a, 0, __ATOMIC_RELAXED);
-}
-
 size_t sg_dp_net_memif_populate(void)
 {
 	FILE *f = fopen("/proc/self/maps", "re");
@@ -280,8 +257,7 @@ size_t sg_dp_net_memif_populate(void)
 		if (strstr(line, "memif_region") == NULL ||
 		    sscanf(line, "%lx-%lx %7s", &lo, &hi, perm) != 3 || perm[1] != 'w')
 			continue;
-		populate(lo, hi);
-		done += hi - lo;
+		done += sg_sum_populate((void *)lo, hi - lo);
 	}
 	fclose(f);
 	return done;
@@ -291,14 +267,9 @@ size_t sg_dp_net_memif_populate(void)
 static void pool_chunk(struct rte_mempool *mp, void *arg, struct rte_mempool_memhdr *mh,
 		       unsigned int idx)
 {
-	uintptr_t lo = (uintptr_t)mh->addr & ~(uintptr_t)(SG_DP_NET_PAGE - 1);
-	uintptr_t hi = ((uintptr_t)mh->addr + mh->len + SG_DP_NET_PAGE - 1) &
-		       ~(uintptr_t)(SG_DP_NET_PAGE - 1);
-
 	(void)mp;
 	(void)idx;
-	populate(lo, hi);
-	*(size_t *)arg += hi - lo;
+	*(size_t *)arg += sg_sum_populate(mh->addr, mh->len);
 }
 
 size_t sg_dp_net_pool_populate(struct rte_mempool *mp)

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "sg_parse.h"
+#include "sg_sum.h"
 #include "sg_udp.h"
 
 /* Large socket buffers absorb a whole window of every node at once. */
@@ -82,6 +83,7 @@ struct sg_udp_rx *sg_udp_rx_create(int fd)
 		errno = ENOMEM;
 		return NULL;
 	}
+	sg_udp_rx_populate(rx);
 	rx->fd = fd;
 	/* without UDP_GRO (kernels before 5.0) every message is one datagram, as before */
 	setsockopt(fd, SOL_UDP, UDP_GRO, &one, sizeof(one));
@@ -92,6 +94,12 @@ struct sg_udp_rx *sg_udp_rx_create(int fd)
 		rx->msg[i].msg_hdr.msg_name = &rx->name[i];
 	}
 	return rx;
+}
+
+void sg_udp_rx_populate(struct sg_udp_rx *rx)
+{
+	/* the kernel's copies would otherwise meet fresh pages on the hot path (sg_sum.h) */
+	sg_sum_populate(rx->buf, (size_t)SG_UDP_RX_MSGS * SG_UDP_RX_MSGBUF);
 }
 
 void sg_udp_rx_destroy(struct sg_udp_rx *rx)

@@ -54,8 +54,18 @@ struct sockaddr_in;
  */
 struct sg_udp_rx;
 
-/** Set UDP_GRO on @p fd (where the kernel has it) and make its receive state. NULL: ENOMEM. */
+/**
+ * Set UDP_GRO on @p fd (where the kernel has it) and make its receive state, its
+ * buffers' pages written once (sg_udp_rx_populate()). NULL: ENOMEM.
+ */
 struct sg_udp_rx *sg_udp_rx_create(int fd);
+
+/**
+ * Write every page of @p rx's receive buffers once more (sg_sum_populate()): after a
+ * fork(), the first write to each page of private memory is a copy, so a process that
+ * made its receive state before it forked calls this before the hot path.
+ */
+void sg_udp_rx_populate(struct sg_udp_rx *rx);
 
 void sg_udp_rx_destroy(struct sg_udp_rx *rx);
 
