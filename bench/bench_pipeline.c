@@ -72,54 +72,9 @@ static const struct scenario scenarios[] = {
 	{"memif, 2 reducers (hand-off), no UDP checksum", true, "(0,0,1),(0,1,2)", false},
 };
 
-/*
- * Pushed bytes/s that one core sums with sg_sum over jumbo chunks and N
- * inputs, with no packets at all: each round copies its first push into the
- * next of @p nacc accumulators and adds the other N - 1 there, the pushes
- * read in turn from @p nin chunks. Median of 5 runs of 0.2 s.
- */
-static double sum_only_gbps(unsigned int workers, unsigned int nacc, unsigned int nin)
-{
-	enum { CH = 8920 / 4 };
-	size_t asz = sizeof(float) * CH * nacc, isz = sizeof(float) * CH * nin;
-	float *acc = sg_sum_numa_alloc(asz, -1);
-	float *in = sg_sum_numa_alloc(isz, -1);
-	double v[5];
-	unsigned int next = 0;
+enum { CHUNK_ELEMS = 8920 / 4 };
 
-	if (acc == NULL || in == NULL) {
-		sg_sum_numa_free(acc, asz);
-		sg_sum_numa_free(in, isz);
-		return 0;
-	}
-	for (size_t i = 0; i < (size_t)CH * nin; i++)
-		in[i] = (float)(i % 61);
-	for (int r = 0; r < 5; r++) {
-		double t0 = sigma_bench_now(), t;
-		uint64_t bytes = 0;
-
-		do {
-			for (unsigned int c = 0; c < nacc; c++)
-				for (unsigned int w = 0; w < workers; w++) {
-					const float *src = in + (size_t)next * CH;
-
-					next = next + 1 < nin ? next + 1 : 0;
-					if (w == 0)
-						sg_sum_copy(SG_DTYPE_FP32, acc + (size_t)c * CH, src, CH);
-					else
-						sg_sum_add(SG_DTYPE_FP32, acc + (size_t)c * CH, src, CH);
-					bytes += CH * 4;
-				}
-			t = sigma_bench_now();
-		} while (t - t0 < 0.2);
-		v[r] = (double)bytes * 8 / (t - t0) / 1e9;
-	}
-	sg_sum_numa_free(acc, asz);
-	sg_sum_numa_free(in, isz);
-	return sigma_bench_median(v, 5);
-}
-
-/* The cross-core bound's producer and consumer, and the slots between them. */
+/* The cross-core bound's producer and the slots it fills for the summing thread. */
 struct xcore {
 	float *slot;              /* nslot chunks */
 	const float *src;         /* a chunk's worth of values to copy */
@@ -129,8 +84,6 @@ struct xcore {
 	_Atomic bool stop;
 };
 
-enum { XC_CH = 8920 / 4 };
-
 static void *xcore_producer(void *arg)
 {
 	struct xcore *x = arg;
@@ -139,66 +92,71 @@ static void *xcore_producer(void *arg)
 		while (i - atomic_load_explicit(&x->read, memory_order_acquire) >= x->nslot)
 			if (atomic_load_explicit(&x->stop, memory_order_relaxed))
 				return NULL;
-		memcpy(x->slot + (i % x->nslot) * XC_CH, x->src, sizeof(float) * XC_CH);
+		memcpy(x->slot + (i % x->nslot) * CHUNK_ELEMS, x->src, sizeof(float) * CHUNK_ELEMS);
 		atomic_store_explicit(&x->written, i + 1, memory_order_release);
 	}
 	return NULL;
 }
 
 /*
- * Pushed bytes/s that one core sums as sum_only_gbps() does, with @p nacc
- * accumulators, while another thread writes each push's payload into the next
- * of @p nin slots just before (both threads spin; the OS places them on two
- * CPUs). Median of 5 runs of 0.2 s; 0 if the thread cannot start.
+ * Pushed bytes/s that one core sums with sg_sum over jumbo chunks and N
+ * inputs, with no packets at all: each round copies its first push into the
+ * next of @p nacc accumulators and adds the other N - 1 there, the pushes
+ * read in turn from @p nin chunks. With @p xcore, another thread writes each
+ * push's chunk just before (both threads spin; the OS places them on two
+ * CPUs). Median of 5 runs of 0.2 s; 0 if memory or the thread is missing.
  */
-static double xcore_gbps(unsigned int workers, unsigned int nacc, unsigned int nin)
+static double sum_only_gbps(unsigned int workers, unsigned int nacc, unsigned int nin,
+			    bool xcore)
 {
-	size_t asz = sizeof(float) * XC_CH * nacc, isz = sizeof(float) * XC_CH * nin;
-	struct xcore x = {.nslot = nin};
-	float *acc = sg_sum_numa_alloc(asz, -1), *src = malloc(sizeof(float) * XC_CH);
+	size_t asz = sizeof(float) * CHUNK_ELEMS * nacc, isz = sizeof(float) * CHUNK_ELEMS * nin;
+	float *acc = sg_sum_numa_alloc(asz, -1), *src = malloc(sizeof(float) * CHUNK_ELEMS);
+	struct xcore x = {.slot = sg_sum_numa_alloc(isz, -1), .src = src, .nslot = nin};
 	double v[5] = {0};
 	uint64_t i = 0;
 	pthread_t t;
+	int r = 0;
 
-	x.slot = sg_sum_numa_alloc(isz, -1);
-	x.src = src;
-	if (acc == NULL || x.slot == NULL || src == NULL ||
-	    pthread_create(&t, NULL, xcore_producer, &x) != 0) {
-		sg_sum_numa_free(acc, asz);
-		sg_sum_numa_free(x.slot, isz);
-		free(src);
-		return 0;
-	}
-	for (unsigned int k = 0; k < XC_CH; k++)
+	if (acc == NULL || x.slot == NULL || src == NULL)
+		goto out;
+	for (unsigned int k = 0; k < CHUNK_ELEMS; k++)
 		src[k] = (float)(k % 61);
-	for (int r = 0; r < 5; r++) {
+	for (size_t k = 0; k < (size_t)CHUNK_ELEMS * nin; k++)
+		x.slot[k] = (float)(k % 61);
+	if (xcore && pthread_create(&t, NULL, xcore_producer, &x) != 0)
+		goto out;
+	for (; r < 5; r++) {
 		double t0 = sigma_bench_now(), t1;
 		uint64_t bytes = 0;
 
 		do {
 			for (unsigned int c = 0; c < nacc; c++)
 				for (unsigned int w = 0; w < workers; w++, i++) {
-					const float *in = x.slot + (i % nin) * XC_CH;
+					const float *in = x.slot + (i % nin) * CHUNK_ELEMS;
 
-					while (atomic_load_explicit(&x.written, memory_order_acquire) <= i)
+					while (xcore && atomic_load_explicit(&x.written,
+							      memory_order_acquire) <= i)
 						;
 					if (w == 0)
-						sg_sum_copy(SG_DTYPE_FP32, acc + (size_t)c * XC_CH, in, XC_CH);
+						sg_sum_copy(SG_DTYPE_FP32, acc + (size_t)c * CHUNK_ELEMS, in, CHUNK_ELEMS);
 					else
-						sg_sum_add(SG_DTYPE_FP32, acc + (size_t)c * XC_CH, in, XC_CH);
+						sg_sum_add(SG_DTYPE_FP32, acc + (size_t)c * CHUNK_ELEMS, in, CHUNK_ELEMS);
 					atomic_store_explicit(&x.read, i + 1, memory_order_release);
-					bytes += XC_CH * 4;
+					bytes += CHUNK_ELEMS * 4;
 				}
 			t1 = sigma_bench_now();
 		} while (t1 - t0 < 0.2);
 		v[r] = (double)bytes * 8 / (t1 - t0) / 1e9;
 	}
-	atomic_store(&x.stop, true);
-	pthread_join(t, NULL);
+	if (xcore) {
+		atomic_store(&x.stop, true);
+		pthread_join(t, NULL);
+	}
+out:
 	sg_sum_numa_free(acc, asz);
 	sg_sum_numa_free(x.slot, isz);
 	free(src);
-	return sigma_bench_median(v, 5);
+	return r == 5 ? sigma_bench_median(v, 5) : 0;
 }
 
 static void usage(FILE *f)
@@ -339,9 +297,9 @@ int sigma_bench_pipeline(int argc, char **argv)
 	}
 	if (sigma_bench_out_open(&out) < 0)
 		return 1;
-	base = sum_only_gbps(workers, 2 * WINDOW, WINDOW * workers);
-	hot = sum_only_gbps(workers, 4096, 64);
-	xc = xcore_gbps(workers, 2 * WINDOW, WINDOW * workers);
+	base = sum_only_gbps(workers, 2 * WINDOW, WINDOW * workers, false);
+	hot = sum_only_gbps(workers, 4096, 64, false);
+	xc = sum_only_gbps(workers, 2 * WINDOW, WINDOW * workers, true);
 	printf("pipeline: %u workers, fp32, 8920-byte chunks (9000 MTU); median of %u runs of "
 	       "%.1f s; %ld CPUs; idle policy %s\n", workers, runs, secs,
 	       sysconf(_SC_NPROCESSORS_ONLN), sleep_us ? "sleep (node and generator)" : "busy");
