@@ -250,8 +250,9 @@ void sg_sum_numa_free(void *ptr, size_t size);
  * project runs on, a page's first write cost 13 us, and still 6.6 us after
  * MADV_POPULATE_WRITE alone (38 MB: 126 ms, or 8 + 64 ms); a pool that hands out its
  * buffers in turn met such pages for many operations (docs/performance.md).
- * @return @p len (nothing can fail; a kernel without MADV_POPULATE_WRITE, before
- * 5.14, takes the writes alone).
+ * @return @p len; 0 if madvise() found part of the range unmapped or not writable
+ * (nothing is written then). A kernel without MADV_POPULATE_WRITE (before 5.14) takes
+ * the writes alone. Memory that another thread may unmap meanwhile can still fault.
  */
 size_t sg_sum_populate(void *addr, size_t len);
 

@@ -4,6 +4,7 @@
  * transports that use it (libsigma's kernel UDP among them) must not pull libnuma
  * into a static link.
  */
+#include <errno.h>
 #include <stdint.h>
 #include <sys/mman.h>
 
@@ -23,9 +24,11 @@ size_t sg_sum_populate(void *addr, size_t len)
 
 	if (len == 0)
 		return 0;
-	if (madvise((void *)lo, hi - lo, MADV_POPULATE_WRITE) < 0) {
-		/* before Linux 5.14 (or not a private or shared mapping): the writes do it */
-	}
+	/* a range not all mapped now (ENOMEM, EFAULT: another thread unmapped it, as the
+	 * memif PMD does when a peer leaves) is left alone; before Linux 5.14 (EINVAL) the
+	 * writes alone do it */
+	if (madvise((void *)lo, hi - lo, MADV_POPULATE_WRITE) < 0 && errno != EINVAL)
+		return 0;
 	/* the first byte of each page, or of the range on its first page (it may be the
 	 * only mapped part of that page that is ours) */
 	for (uintptr_t a = lo; a < hi; a += MIN_PAGE) {
