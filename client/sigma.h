@@ -136,7 +136,7 @@ enum sigma_udp_gso {
 };
 
 /** sigma_conf.spin_us polls only while at most this many bytes are outstanding. */
-#define SIGMA_SPIN_MAX_BYTES (128 * 1024)
+#define SIGMA_SPIN_MAX_BYTES (1024 * 1024)
 
 /** sigma_conf.spin_us's default. */
 #define SIGMA_SPIN_US_DEFAULT 200
@@ -236,13 +236,13 @@ struct sigma_conf {
 	/**
 	 * UDP transport: when sigma_poll() would sleep for a reply while at most
 	 * SIGMA_SPIN_MAX_BYTES of the session's chunks are outstanding (a small
-	 * operation, or the end of a large one), poll the socket first, yielding
-	 * the CPU between polls, until this long after the last packet sent or
-	 * received, then sleep (a wait that goes on sleeps). A sleeping
+	 * operation, or the last megabyte of a large one), poll the socket first,
+	 * yielding the CPU between polls, until this long after the last packet
+	 * sent or received, then sleep (a wait that goes on sleeps). A sleeping
 	 * thread takes a wake-up per reply (tens of microseconds on a VM, more
-	 * than a small push_pull's whole round trip); a large transfer's replies
-	 * come in bulk, and polling there would only take CPU from the node and
-	 * the other workers. 0: the default, 200 us; negative: never.
+	 * than a small push_pull's whole round trip); with more outstanding,
+	 * replies come in bulk and polling would take CPU from the node and the
+	 * other workers. 0: the default, 200 us; negative: never.
 	 */
 	int32_t spin_us;
 	/**
