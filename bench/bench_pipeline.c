@@ -133,14 +133,15 @@ static double sum_only_gbps(unsigned int workers, unsigned int nacc, unsigned in
 			for (unsigned int c = 0; c < nacc; c++)
 				for (unsigned int w = 0; w < workers; w++, i++) {
 					const float *in = x.slot + (i % nin) * CHUNK_ELEMS;
+					float *a = acc + (size_t)c * CHUNK_ELEMS;
 
 					while (xcore && atomic_load_explicit(&x.written,
 							      memory_order_acquire) <= i)
 						;
 					if (w == 0)
-						sg_sum_copy(SG_DTYPE_FP32, acc + (size_t)c * CHUNK_ELEMS, in, CHUNK_ELEMS);
+						sg_sum_copy(SG_DTYPE_FP32, a, in, CHUNK_ELEMS);
 					else
-						sg_sum_add(SG_DTYPE_FP32, acc + (size_t)c * CHUNK_ELEMS, in, CHUNK_ELEMS);
+						sg_sum_add(SG_DTYPE_FP32, a, in, CHUNK_ELEMS);
 					atomic_store_explicit(&x.read, i + 1, memory_order_release);
 					bytes += CHUNK_ELEMS * 4;
 				}

@@ -13,6 +13,9 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
+
+#include <sys/mman.h>
 
 /** Exit code that meson counts as a skipped test. */
 #define SG_TEST_SKIP 77
@@ -50,6 +53,29 @@ static unsigned long sg_test_checks, sg_test_failures;
 		printf("\n");                                                               \
 		exit(SG_TEST_SKIP);                                                         \
 	} while (0)
+
+/**
+ * Pages of [@p p, @p p + @p len) resident now (mincore), or -1 if part of the range is
+ * not mapped; *@p pages: the pages the range spans.
+ */
+static inline long sg_test_resident(const void *p, size_t len, long *pages)
+{
+	uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+	uintptr_t lo = (uintptr_t)p & ~(page - 1);
+	size_t n = ((uintptr_t)p + len - lo + page - 1) / page;
+	unsigned char *vec = calloc(n ? n : 1, 1);
+	long got = 0;
+
+	*pages = (long)n;
+	if (vec == NULL || mincore((void *)lo, n * page, vec) < 0) {
+		free(vec);
+		return -1;
+	}
+	for (size_t i = 0; i < n; i++)
+		got += vec[i] & 1;
+	free(vec);
+	return got;
+}
 
 /** Print the summary and return the exit status for main(). */
 static inline int sg_test_finish(const char *name)

@@ -41,18 +41,12 @@ static void count_resident(struct rte_mempool *mp, void *arg, struct rte_mempool
 			   unsigned int idx)
 {
 	struct residency *r = arg;
-	uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
-	uintptr_t lo = (uintptr_t)mh->addr & ~(page - 1);
-	size_t n = ((uintptr_t)mh->addr + mh->len - lo + page - 1) / page;
-	unsigned char *vec = calloc(n, 1);
+	long n, got = sg_test_resident(mh->addr, mh->len, &n);
 
 	(void)mp;
 	(void)idx;
-	if (vec != NULL && mincore((void *)lo, n * page, vec) == 0)
-		for (size_t i = 0; i < n; i++)
-			r->resident += vec[i] & 1;
-	r->pages += n;
-	free(vec);
+	r->resident += got > 0 ? (size_t)got : 0;
+	r->pages += (size_t)n;
 }
 
 /*

@@ -7,9 +7,7 @@
 #include <math.h>
 #include <stdbool.h>
 #include <stdint.h>
-#include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include <sys/mman.h>
 #include <sys/wait.h>
@@ -131,28 +129,6 @@ static void test_pool(void)
 }
 
 /*
- * Pages of [p, p + len) resident now (mincore), -1 if the range is not mapped; *pages:
- * the pages the range spans.
- */
-static long resident_pages(void *p, size_t len, long *pages)
-{
-	uintptr_t lo = (uintptr_t)p & ~(uintptr_t)4095, hi = ((uintptr_t)p + len + 4095) & ~4095ul;
-	size_t n = (hi - lo) / 4096;
-	unsigned char *vec = malloc(n);
-	long got = 0;
-
-	*pages = (long)n;
-	if (vec == NULL || mincore((void *)lo, hi - lo, vec) < 0) {
-		free(vec);
-		return -1;
-	}
-	for (size_t i = 0; i < n; i++)
-		got += vec[i] & 1;
-	free(vec);
-	return got;
-}
-
-/*
  * sg_sum_populate() writes every page without changing a byte; a pool's pages are
  * all resident once made, and a child process does not inherit them (a fork made
  * the node threads' first writes page copies in sigma-bench: docs/performance.md).
@@ -174,9 +150,9 @@ static void test_populate(void)
 		return;
 	for (size_t i = 0; i < 3 * 4096; i++) /* only the first 3 pages, so the rest are not */
 		p[i] = (uint8_t)(i * 7);
-	SG_CHECK(resident_pages(p, len, &pages) < 10, "the test cannot tell: resident before");
+	SG_CHECK(sg_test_resident(p, len, &pages) < 10, "the test cannot tell: resident before");
 	SG_CHECK_EQ(sg_sum_populate(p, len), len);
-	SG_CHECK_EQ(resident_pages(p, len, &pages), pages);
+	SG_CHECK_EQ(sg_test_resident(p, len, &pages), pages);
 	for (size_t i = 0; i < len && same; i++)
 		same = p[i] == (i < 3 * 4096 ? (uint8_t)(i * 7) : 0);
 	SG_CHECK(same, "populate changed a byte");
@@ -190,11 +166,11 @@ static void test_populate(void)
 		return;
 	buf = sg_sum_pool_get(pool);
 	/* the pool hands out low addresses first: @p buf and the 255 buffers after it */
-	SG_CHECK_EQ(resident_pages(buf, 9000 * 255, &pages), pages);
+	SG_CHECK_EQ(sg_test_resident(buf, 9000 * 255, &pages), pages);
 	fflush(NULL);
 	pid = fork();
 	if (pid == 0)
-		_exit(resident_pages(buf, 4096, &pages) == -1 ? 0 : 1); /* not mapped in the child */
+		_exit(sg_test_resident(buf, 4096, &pages) == -1 ? 0 : 1); /* not mapped in the child */
 	SG_CHECK(pid > 0 && waitpid(pid, &st, 0) == pid && WIFEXITED(st) &&
 		 WEXITSTATUS(st) == 0, "a child inherited the pool's memory");
 	sg_sum_pool_destroy(pool);
