@@ -284,6 +284,10 @@ wait_for "$TMP/sd.log" 'key(s) of a lost node added' && ok ||
 	>"$TMP/n1d2.log" 2>&1 &
 PIDS+=($!)
 NODE_PIDS[0]=$!
+# its own registration, which follows its control server: the etcd count alone
+# let the job be made on n1's old socket once ("Connection refused")
+wait_for "$TMP/n1d2.log" 'node n1 registered at' "${NODE_PIDS[0]}" && ok ||
+	fail "n1 did not register again: $(tail -3 "$TMP/n1d2.log")"
 for _ in $(seq 100); do
 	[ "$(etcd_count "$URL" "/sigma/${CL}d/nodes/")" = 3 ] && break
 	sleep 0.1
