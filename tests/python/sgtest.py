@@ -70,6 +70,9 @@ class Etcd:
         self.url = f"http://127.0.0.1:{base}"
         peer = f"http://127.0.0.1:{base + 1}"
         self.log = os.path.join(folder, "etcd.log")
+        # etcd is not ours: the sanitizer build's preloaded runtimes stay out of it
+        env = {k: v for k, v in os.environ.items()
+               if k not in ("LD_PRELOAD", "ASAN_OPTIONS", "UBSAN_OPTIONS")}
         with open(self.log, "w") as out:
             self.proc = subprocess.Popen(
                 ["etcd", "--name", "e", "--data-dir", os.path.join(folder, "etcd.data"),
@@ -77,7 +80,7 @@ class Etcd:
                  "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
                  "--initial-cluster", f"e={peer}", "--initial-cluster-token",
                  f"sg-py-{os.getpid()}"], stdout=out, stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent)
+                stdin=subprocess.DEVNULL, env=env, preexec_fn=_die_with_parent)
         deadline = time.monotonic() + 20
         while True:
             try:
