@@ -245,14 +245,14 @@ static int reducer_setup(struct sg_dp_pipeline *p, struct sg_dp_lcore *lc, char 
 		.pool_bufs = c->pool_bufs,
 		.max_jobs = SG_DP_MAX_JOBS,
 		.slot_timeout_ns = (uint64_t)c->timeout_ms * 1000000ull,
-		.tx = {.alloc = p->tr->tx_alloc, .send = p->tr->tx_send,
-		       .alloc_multi = p->tr->tx_alloc_multi, .send_multi = p->tr->tx_send_multi,
-		       .accept = p->tr->tx_accept, .ctx = lc,
-		       /* the elements' checksum costs the engine little, but not nothing */
-		       .payload_csum = c->udp_checksum ? p->tr->tx_payload_csum : NULL},
+		.tx = p->tr->tx,
 	};
 	uint32_t maxpl = 0;
 
+	ec.tx.ctx = lc;
+	/* the elements' checksum costs the engine little, but not nothing */
+	if (!c->udp_checksum)
+		ec.tx.payload_csum = NULL;
 	snprintf(name, sizeof(name), "sg_red%u_%u", lc->lcore_id, (unsigned int)getpid());
 	lc->ring = rte_ring_create(name, c->ring_size, lc->socket, RING_F_SC_DEQ);
 	if (lc->ring == NULL) {

@@ -241,24 +241,16 @@ struct sg_dp_transport {
 	void (*release)(void **items, unsigned int n);
 	/** Send what this lcore buffered. @return frames handed to the device. */
 	unsigned int (*flush)(struct sg_dp_lcore *lc);
-	/** Engine output; ctx is the reducer's struct sg_dp_lcore. */
-	void *(*tx_alloc)(void *ctx, uint64_t dest, uint32_t len, void **pkt);
-	void (*tx_send)(void *ctx, void *pkt, uint32_t len);
-	/** Optional engine fan-out (struct sg_dp_tx_ops): one RESULT to N workers. */
-	void *(*tx_alloc_multi)(void *ctx, const struct sg_dp_tx_dest *to, unsigned int n,
-				uint32_t len, void **pkt);
-	unsigned int (*tx_send_multi)(void *ctx, void *pkt, uint32_t len,
-				      const struct sg_dp_tx_dest *to, unsigned int n);
+	/** The engine's output ops (alloc and send required, the others optional): the
+	 *  pipeline gives each reducer's engine a copy whose ctx is its struct
+	 *  sg_dp_lcore, and keeps payload_csum only while UDP checksums are on. */
+	struct sg_dp_tx_ops tx;
 	/** Optional: lcore @p idx's transport counters (any thread; a torn read is fine).
 	 *  @return how many were written, at most @p max. */
 	unsigned int (*counters)(const struct sg_dp_pipeline *p, unsigned int idx,
 				 struct sg_dp_counter *out, unsigned int max);
 	/** Optional, reducers: every millisecond, beside sg_dp_engine_poll() (@p now in ns). */
 	void (*poll)(struct sg_dp_lcore *lc, uint64_t now);
-	/** Optional engine tx op (struct sg_dp_tx_ops.accept): a checked packet's sender. */
-	void (*tx_accept)(void *ctx, uint64_t src);
-	/** Optional engine tx op (struct sg_dp_tx_ops.payload_csum): a RESULT's elements' sum. */
-	void (*tx_payload_csum)(void *ctx, void *pkt, uint16_t csum);
 	/** Optional: act on control-channel message @p type (>= SG_DP_MSG_TRANSPORT) on
 	 *  lcore @p lc. @return the answer, or -ENOTSUP. */
 	int (*ctl)(struct sg_dp_lcore *lc, uint32_t type, uint64_t arg);
