@@ -6,7 +6,10 @@
 control server), reached by kernel-socket workers on 127.0.0.1; each node gets
 a control socket (``unix:``) and a shared-memory socket (``--shm``) in a
 private folder. Every node is stopped (and its folder removed) on ``stop()``,
-on leaving the ``with`` block, and at exit.
+on leaving the ``with`` block, and at exit. A ``with`` block left by an
+exception first writes the end of each node's log to stderr (its counters,
+drops by reason, printed as it stops): the folder goes, and with it what the
+nodes saw of the failure.
 
 Local ranks use the nodes' shared memory by default: :func:`start_local_nodes`
 adds their sockets to ``SIGMA_SHM`` in this process's environment (and
@@ -23,10 +26,13 @@ import re
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 import time
 from typing import Optional
 
+# Lines of each node's log written to stderr when a with block fails.
+LOG_TAIL_LINES = 40
 # The node program the launcher and the tests start (a one-line switch).
 DEFAULT_KIND = "udpd"
 # Environment: the shared-memory sockets of local nodes (';' between them),
@@ -145,18 +151,36 @@ class LocalNodes:
         """The value of SIGMA_SHM that names their shared memory."""
         return ";".join(self.shm_paths)
 
-    def stop(self) -> None:
-        """Stop every node and remove the folder (idempotent)."""
+    def stop(self, show_logs: bool = False) -> None:
+        """Stop every node and remove the folder (idempotent). With
+        ``show_logs``, the last LOG_TAIL_LINES lines of each node's log (what
+        it printed as it stopped included) go to stderr first."""
         _env_paths([], self.shm_paths)
         for n in self.nodes:
             n.stop()
+        if show_logs:
+            for n in self.nodes:
+                _show_log(n)
         shutil.rmtree(self.folder, ignore_errors=True)
 
     def __enter__(self) -> "LocalNodes":
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
+    def __exit__(self, exc_type: object, *exc: object) -> None:
+        self.stop(show_logs=exc_type is not None)
+
+
+def _show_log(n: LocalNode) -> None:
+    """The end of node ``n``'s log on stderr, each line named by the node."""
+    try:
+        with open(n.log, errors="replace") as f:
+            lines = f.read().splitlines()[-LOG_TAIL_LINES:]
+    except OSError as e:
+        lines = [f"(no log: {e})"]
+    status = n.proc.returncode
+    print(f"sigma: node {n.name} (exit status {status}), the end of its log:", file=sys.stderr)
+    for line in lines:
+        print(f"  {n.name}| {line}", file=sys.stderr)
 
 
 def _die_with_parent() -> None:

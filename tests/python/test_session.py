@@ -299,6 +299,32 @@ class Sessions(unittest.TestCase):
             self.assertIn(want, str(cm.exception))
 
 
+class LocalNodeLogs(unittest.TestCase):
+    def test_failed_with_block_shows_the_logs(self):
+        """A with block that raises writes the end of each node's log, the
+        counters it printed as it stopped included, to stderr; one that ends
+        well writes nothing, and both remove the folder."""
+        import contextlib
+        import io
+        err = io.StringIO()
+        with contextlib.redirect_stderr(err):
+            with self.assertRaises(ZeroDivisionError):
+                with start_local_nodes(2) as nodes:
+                    folder = nodes.folder
+                    1 / 0
+        text = err.getvalue()
+        for name in ("local0", "local1"):
+            self.assertIn(f"sigma: node {name} (exit status 0), the end of its log:", text)
+            self.assertRegex(text, rf"(?m)^  {name}\| sigma-udpd: stopped; \d+ packets")
+        self.assertFalse(os.path.exists(folder))
+        err = io.StringIO()
+        with contextlib.redirect_stderr(err):
+            with start_local_nodes(1) as nodes:
+                folder = nodes.folder
+        self.assertEqual(err.getvalue(), "")
+        self.assertFalse(os.path.exists(folder))
+
+
 class JobService(unittest.TestCase):
     def test_create_list_destroy(self):
         with start_local_nodes(2) as nodes:
