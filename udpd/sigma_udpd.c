@@ -913,6 +913,7 @@ void sigma_udpd_io_stats(struct sigma_udpd *d, struct sigma_udpd_io *io)
 	io->shm_tx_stale = d->shm_tx_stale;
 	io->shm_bad_len = d->shm_bad_len;
 	io->shm_wakeups = d->shm_wakeups;
+	io->rx_overflows = sg_udp_rx_overflows(d->rx);
 }
 
 void sigma_udpd_destroy(struct sigma_udpd *d)

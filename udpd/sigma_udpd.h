@@ -76,6 +76,8 @@ struct sigma_udpd_io {
 	uint64_t shm_tx_stale;       /**< replies dropped: their channel is gone */
 	uint64_t shm_bad_len;        /**< records of a bad length (what followed was skipped) */
 	uint64_t shm_wakeups;        /**< eventfd writes to sleeping workers */
+	uint64_t rx_overflows;       /**< datagrams the kernel dropped at the node's socket, its
+					  receive buffer full (sg_udp_rx_overflows()) */
 };
 
 struct sigma_udpd;

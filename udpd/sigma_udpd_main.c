@@ -298,6 +298,7 @@ int main(int argc, char **argv)
 	char tcp_addr[64] = "", err[256];
 	struct sg_ctl_server *srv;
 	struct sg_dp_stats st;
+	struct sigma_udpd_io io;
 	size_t secret_len = 0;
 	uint64_t v;
 	int c, li = 0;
@@ -480,10 +481,11 @@ int main(int argc, char **argv)
 	printf("sigma-udpd: stopped; %" PRIu64 " packets, %" PRIu64 " pushes summed, %" PRIu64
 	       " rounds, %" PRIu64 " errors sent, %" PRIu64 " WAITING sent\n", st.rx_packets,
 	       st.rx_pushes, st.rounds_completed, st.errors_sent, st.waits_sent);
+	sigma_udpd_io_stats(n.d, &io);
+	if (io.rx_overflows)
+		printf("sigma-udpd: dropped %" PRIu64 " (kernel: the socket's receive buffer was "
+		       "full)\n", io.rx_overflows);
 	if (dc.shm_path != NULL) {
-		struct sigma_udpd_io io;
-
-		sigma_udpd_io_stats(n.d, &io);
 		printf("sigma-udpd: shm: %" PRIu64 " channels (%" PRIu64 " refused, %" PRIu64
 		       " closed, %" PRIu64 " for garbage), %" PRIu64 " datagrams in, %" PRIu64
 		       " out, %" PRIu64 " dropped (ring full), %" PRIu64 " (channel gone), %"

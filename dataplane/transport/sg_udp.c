@@ -64,12 +64,13 @@ struct sg_udp_rx {
 	int fd;
 	unsigned int next, count; /* datagrams of the burst handed out, in it */
 	_Atomic uint64_t msgs, dgrams; /* read by other threads (sigma_udpd_io_stats()) */
+	_Atomic uint64_t overflows; /* the kernel's count of drops at the socket (SO_RXQ_OVFL) */
 	struct sg_udp_dgram dg[SG_UDP_RX_DGRAMS];
 	const struct sockaddr_in *from[SG_UDP_RX_DGRAMS];
 	struct mmsghdr msg[SG_UDP_RX_MSGS];
 	struct iovec iov[SG_UDP_RX_MSGS];
 	struct sockaddr_in name[SG_UDP_RX_MSGS];
-	uint8_t ctl[SG_UDP_RX_MSGS][CMSG_SPACE(sizeof(int))];
+	uint8_t ctl[SG_UDP_RX_MSGS][CMSG_SPACE(sizeof(int)) + CMSG_SPACE(sizeof(uint32_t))];
 	uint8_t *buf; /* SG_UDP_RX_MSGS * SG_UDP_RX_MSGBUF */
 };
 
@@ -87,6 +88,8 @@ struct sg_udp_rx *sg_udp_rx_create(int fd)
 	rx->fd = fd;
 	/* without UDP_GRO (kernels before 5.0) every message is one datagram, as before */
 	setsockopt(fd, SOL_UDP, UDP_GRO, &one, sizeof(one));
+	/* each message then carries the socket's drop count: a full buffer is counted */
+	setsockopt(fd, SOL_SOCKET, SO_RXQ_OVFL, &one, sizeof(one));
 	for (unsigned int i = 0; i < SG_UDP_RX_MSGS; i++) {
 		rx->iov[i] = (struct iovec){rx->buf + (size_t)i * SG_UDP_RX_MSGBUF, SG_UDP_RX_MSGBUF};
 		rx->msg[i].msg_hdr.msg_iov = &rx->iov[i];
@@ -109,18 +112,31 @@ void sg_udp_rx_destroy(struct sg_udp_rx *rx)
 	free(rx);
 }
 
-/* The segment size of a coalesced message, or its length when it holds one datagram. */
-static uint32_t gro_seg(struct msghdr *mh, uint32_t len)
+/*
+ * The segment size of a coalesced message, or its length when it holds one datagram;
+ * notes the socket's drop count if the message carries it (SO_RXQ_OVFL: a running
+ * 32-bit count, so it only grows, and only the latest matters).
+ */
+static uint32_t rx_cmsgs(struct sg_udp_rx *rx, struct msghdr *mh, uint32_t len)
 {
-	for (struct cmsghdr *cm = CMSG_FIRSTHDR(mh); cm != NULL; cm = CMSG_NXTHDR(mh, cm))
+	uint32_t seg = len;
+
+	for (struct cmsghdr *cm = CMSG_FIRSTHDR(mh); cm != NULL; cm = CMSG_NXTHDR(mh, cm)) {
 		if (cm->cmsg_level == SOL_UDP && cm->cmsg_type == UDP_GRO &&
 		    cm->cmsg_len >= CMSG_LEN(sizeof(int))) {
-			int seg;
+			int v;
 
-			memcpy(&seg, CMSG_DATA(cm), sizeof(seg));
-			return seg > 0 && (uint32_t)seg < len ? (uint32_t)seg : len;
+			memcpy(&v, CMSG_DATA(cm), sizeof(v));
+			seg = v > 0 && (uint32_t)v < len ? (uint32_t)v : len;
+		} else if (cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SO_RXQ_OVFL &&
+			   cm->cmsg_len >= CMSG_LEN(sizeof(uint32_t))) {
+			uint32_t v;
+
+			memcpy(&v, CMSG_DATA(cm), sizeof(v));
+			atomic_store_explicit(&rx->overflows, v, memory_order_relaxed);
 		}
-	return len;
+	}
+	return seg;
 }
 
 /* One recvmmsg into the burst, split into datagrams. @return datagrams, 0, or -errno. */
@@ -142,7 +158,7 @@ static int rx_refill(struct sg_udp_rx *rx)
 		return errno == EAGAIN || errno == EWOULDBLOCK ? 0 : -errno;
 	for (int i = 0; i < r; i++) {
 		struct msghdr *mh = &rx->msg[i].msg_hdr;
-		uint32_t len = rx->msg[i].msg_len, seg = gro_seg(mh, len);
+		uint32_t len = rx->msg[i].msg_len, seg = rx_cmsgs(rx, mh, len);
 		const uint8_t *b = rx->iov[i].iov_base;
 
 		for (uint32_t off = 0; off < len && rx->count < SG_UDP_RX_DGRAMS; off += seg) {
@@ -192,6 +208,11 @@ void sg_udp_rx_counts(const struct sg_udp_rx *rx, uint64_t *msgs, uint64_t *dgra
 {
 	*msgs = rx->msgs;
 	*dgrams = rx->dgrams;
+}
+
+uint64_t sg_udp_rx_overflows(const struct sg_udp_rx *rx)
+{
+	return atomic_load_explicit(&rx->overflows, memory_order_relaxed);
 }
 
 _Static_assert(SG_UDP_SEGCTL == CMSG_SPACE(sizeof(uint16_t)), "SG_UDP_SEGCTL");

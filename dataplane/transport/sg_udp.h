@@ -89,6 +89,16 @@ int sg_udp_rx_spin(struct sg_udp_rx *rx, struct sg_udp_dgram *pkts,
 /** Counters of @p rx: recvmmsg messages and the datagrams they carried. */
 void sg_udp_rx_counts(const struct sg_udp_rx *rx, uint64_t *msgs, uint64_t *dgrams);
 
+/**
+ * Datagrams the kernel dropped at @p rx's socket, its receive buffer full (or
+ * its memory accounting over), as the socket's last received message reported
+ * it (SO_RXQ_OVFL). Any thread may call it.
+ * @return the count since the socket was made; 0 on a kernel that does not
+ *         report it. The kernel stamps each datagram with the count as it
+ *         queues it, so drops show once a datagram queued after them is read.
+ */
+uint64_t sg_udp_rx_overflows(const struct sg_udp_rx *rx);
+
 /** Bytes of a message's control buffer for its UDP_SEGMENT size (CMSG_SPACE of a u16). */
 #define SG_UDP_SEGCTL 24
 

@@ -651,6 +651,55 @@ static void test_ephemeral_ports(void)
 		close(b);
 }
 
+/*
+ * A receive buffer that overflows is counted (sg_udp_rx_overflows(), SO_RXQ_OVFL):
+ * 64 datagrams of 1400 bytes sent at once into a socket whose buffer holds a few,
+ * then one more once it is read (the kernel stamps a datagram with the drops as
+ * it queues it, so the count comes with the first one queued after them); what
+ * was read and what the kernel dropped add up to what was sent.
+ */
+static void test_rx_overflow(void)
+{
+	enum { NSENT = 64, LEN = 1400 };
+	struct sockaddr_in to = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	struct sg_udp_dgram d[8];
+	static uint8_t payload[LEN];
+	unsigned int got = 0;
+	struct sg_udp_rx *rx;
+	uint16_t port;
+	int small = 1, fd = sg_udp_socket("127.0.0.1", 0, 0, &port), tx, r;
+
+	SG_CHECK(fd >= 0, "socket: %s", strerror(fd < 0 ? -fd : 0));
+	if (fd < 0)
+		return;
+	rx = sg_udp_rx_create(fd);
+	SG_CHECK(rx != NULL, "sg_udp_rx_create");
+	/* the smallest buffer the kernel allows (it doubles and clamps the value) */
+	setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof(small));
+	tx = socket(AF_INET, SOCK_DGRAM, 0);
+	to.sin_port = htons(port);
+	for (unsigned int i = 0; i < NSENT && tx >= 0; i++)
+		sendto(tx, payload, LEN, 0, (struct sockaddr *)&to, sizeof(to));
+	SG_CHECK(rx == NULL || sg_udp_rx_overflows(rx) == 0, "drops counted before a read");
+	while (rx != NULL && (r = sg_udp_rx_take(rx, d, NULL, 8)) > 0)
+		got += (unsigned int)r;
+	if (tx >= 0)
+		sendto(tx, payload, LEN, 0, (struct sockaddr *)&to, sizeof(to));
+	while (rx != NULL && (r = sg_udp_rx_take(rx, d, NULL, 8)) > 0)
+		got += (unsigned int)r;
+	if (rx != NULL) {
+		uint64_t lost = sg_udp_rx_overflows(rx);
+
+		SG_CHECK(got > 1 && lost > 0 && got + lost == NSENT + 1,
+			 "%u datagrams sent into a full buffer, then 1: %u read, %" PRIu64
+			 " counted dropped", NSENT, got, lost);
+	}
+	sg_udp_rx_destroy(rx);
+	if (tx >= 0)
+		close(tx);
+	close(fd);
+}
+
 /* Bind a UDP socket to 127.0.0.1:@p port (non-blocking). @return fd or -1. */
 static int bind_udp(uint16_t port)
 {
@@ -1042,6 +1091,7 @@ int main(void)
 	test_garbage();
 	test_steer_ports();
 	test_ephemeral_ports();
+	test_rx_overflow();
 	test_gso();
 	test_spin();
 	test_spin_quiet();
