@@ -300,6 +300,14 @@ struct sigma_stats {
 	 * window's timers resend it as they do a packet lost on the way.
 	 */
 	uint64_t tx_dropped;
+	/**
+	 * Datagrams the kernel dropped at the session's UDP socket before it read
+	 * them, its receive buffer full (SO_RXQ_OVFL; 0 on other transports, and
+	 * on a kernel that does not report it): replies lost here, which the
+	 * window's timers make up for as for any loss. The kernel counts a drop
+	 * with the next datagram it queues, so a count shows once one came after.
+	 */
+	uint64_t rx_dropped;
 };
 
 /** Which bound or refusal ended an operation (struct sigma_failure). */

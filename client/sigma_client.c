@@ -1519,6 +1519,8 @@ int sigma_last_failure(const struct sigma_session *s, struct sigma_failure *f)
 void sigma_get_stats(const struct sigma_session *s, struct sigma_stats *st)
 {
 	*st = s->st;
+	if (s->tp->rx_dropped != NULL)
+		st->rx_dropped = s->tp->rx_dropped(s->tp);
 }
 
 uint32_t sigma_tensor_nparts(const struct sigma_tensor *t)

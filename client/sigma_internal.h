@@ -58,6 +58,12 @@ struct sg_cli_transport {
 	 * value; NULL: every node by the session's conf.transport.
 	 */
 	int (*node_transport)(const struct sg_cli_transport *t, uint32_t node);
+	/**
+	 * Datagrams dropped on the way in before recv() could take them, as far
+	 * as the transport can tell (kernel UDP: the socket's receive buffer was
+	 * full); NULL: none counted.
+	 */
+	uint64_t (*rx_dropped)(const struct sg_cli_transport *t);
 };
 
 /** Kernel UDP transport to @p conf's nodes. NULL with errno on failure. */

@@ -66,6 +66,14 @@ static int shm_node_transport(const struct sg_cli_transport *tp, uint32_t node)
 	return t->ch[node].mem != NULL ? SIGMA_TRANSPORT_SHM : SIGMA_TRANSPORT_UDP;
 }
 
+/* The kernel-UDP transport's, for the nodes without a channel (a full ring drops nothing) */
+static uint64_t shm_rx_dropped(const struct sg_cli_transport *tp)
+{
+	const struct sg_cli_shm *t = (const struct sg_cli_shm *)tp;
+
+	return t->rest != NULL && t->rest->rx_dropped != NULL ? t->rest->rx_dropped(t->rest) : 0;
+}
+
 static int shm_send(struct sg_cli_transport *tp, const struct sg_cli_txpkt *pkts, unsigned int n)
 {
 	struct sg_cli_shm *t = (struct sg_cli_shm *)tp;
@@ -308,6 +316,7 @@ struct sg_cli_transport *sg_cli_shm_create(const struct sigma_conf *conf,
 	t->ops.recv = shm_recv;
 	t->ops.destroy = shm_destroy;
 	t->ops.node_transport = shm_node_transport;
+	t->ops.rx_dropped = shm_rx_dropped;
 	t->nnodes = conf->nnodes;
 	t->rest_fd = rest != NULL && rest->wait_fd != NULL ? rest->wait_fd(rest) : -1;
 	for (unsigned int k = 0; k < t->nnodes; k++)

@@ -147,6 +147,11 @@ static int udp_wait_fd(const struct sg_cli_transport *tp)
 	return ((const struct sg_cli_udp *)tp)->fd;
 }
 
+static uint64_t udp_rx_dropped(const struct sg_cli_transport *tp)
+{
+	return sg_udp_rx_overflows(((const struct sg_cli_udp *)tp)->rx);
+}
+
 static void udp_destroy(struct sg_cli_transport *tp)
 {
 	struct sg_cli_udp *u = (struct sg_cli_udp *)tp;
@@ -174,6 +179,7 @@ struct sg_cli_transport *sg_cli_udp_create(const struct sigma_conf *conf)
 	u->ops.recv = udp_recv;
 	u->ops.destroy = udp_destroy;
 	u->ops.wait_fd = udp_wait_fd;
+	u->ops.rx_dropped = udp_rx_dropped;
 	u->nnodes = conf->nnodes;
 	u->addrs = calloc(conf->nnodes, sizeof(*u->addrs));
 	u->gso_node = calloc(conf->nnodes, sizeof(*u->gso_node));

@@ -123,7 +123,7 @@ class SigmaStats(ctypes.Structure):
         "tx_packets", "rx_packets", "rx_results", "rx_stale", "rx_bad", "retransmits",
         "nacks", "errors", "ops_done", "ops_failed", "nodes_lost", "keys_moved",
         "recovery_pushes", "membership_changes", "timeouts_held", "spins", "waits",
-        "tx_dropped")]
+        "tx_dropped", "rx_dropped")]
 
 
 # enum sigma_fail_kind

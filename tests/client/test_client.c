@@ -700,6 +700,45 @@ static void test_rx_overflow(void)
 	close(fd);
 }
 
+/*
+ * A worker's socket that overflows is counted in sigma_stats.rx_dropped: a flood
+ * of 40,000 datagrams (58 MB, past the socket's 8 MB buffer) while the session
+ * does not read, then one more once it has read them; what it read and what the
+ * kernel dropped add up to what was sent.
+ */
+static void test_worker_rx_overflow(void)
+{
+	enum { NSENT = 40000, LEN = 1472 };
+	struct sockaddr_in to = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	static uint8_t junk[LEN];
+	struct sigma_stats st0, st;
+	struct sigma_conf c;
+	struct cu_group g = {0};
+	int fd = socket(AF_INET, SOCK_DGRAM, 0);
+
+	SG_CHECK_EQ(cu_nodes(&g, 1, &plain_node), 0);
+	c = (struct sigma_conf){.job = 19, .token = 5, .local_addr = "127.0.0.1",
+				.local_port = free_port()};
+	SG_CHECK_EQ(cu_sessions(&g, 1, &c), 0);
+	to.sin_port = htons(c.local_port);
+	sigma_get_stats(g.s[0], &st0);
+	for (unsigned int i = 0; i < NSENT; i++)
+		sendto(fd, junk, LEN, 0, (struct sockaddr *)&to, sizeof(to));
+	for (int k = 0; k < 1000; k++)
+		sigma_poll(g.s[0], 0);
+	sendto(fd, junk, LEN, 0, (struct sockaddr *)&to, sizeof(to));
+	for (int k = 0; k < 10; k++)
+		sigma_poll(g.s[0], 1000);
+	sigma_get_stats(g.s[0], &st);
+	st.rx_packets -= st0.rx_packets;
+	SG_CHECK(st0.rx_dropped == 0 && st.rx_dropped > 0 &&
+			 st.rx_packets + st.rx_dropped == NSENT + 1,
+		 "%u datagrams into a worker's socket, then 1: %" PRIu64 " read, %" PRIu64
+		 " counted dropped", NSENT, st.rx_packets, st.rx_dropped);
+	close(fd);
+	cu_free(&g);
+}
+
 /* Bind a UDP socket to 127.0.0.1:@p port (non-blocking). @return fd or -1. */
 static int bind_udp(uint16_t port)
 {
@@ -1092,6 +1131,7 @@ int main(void)
 	test_steer_ports();
 	test_ephemeral_ports();
 	test_rx_overflow();
+	test_worker_rx_overflow();
 	test_gso();
 	test_spin();
 	test_spin_quiet();

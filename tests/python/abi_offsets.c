@@ -53,6 +53,7 @@ int main(void)
 	F(struct sigma_stats, recovery_pushes); F(struct sigma_stats, membership_changes);
 	F(struct sigma_stats, timeouts_held); F(struct sigma_stats, spins);
 	F(struct sigma_stats, waits); F(struct sigma_stats, tx_dropped);
+	F(struct sigma_stats, rx_dropped);
 	END();
 	begin("SigmaFailure", sizeof(struct sigma_failure));
 	F(struct sigma_failure, status); F(struct sigma_failure, kind);
