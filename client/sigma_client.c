@@ -624,7 +624,17 @@ static void fail_chunk_as(struct sigma_session *s, uint32_t node, uint32_t idx, 
 		len += snprintf(s->err + len, sizeof(s->err) - len, " (node reports ranks 0x%"
 				PRIx64 " missing)", sl->missing);
 	if (hint != NULL && len > 0 && (size_t)len < sizeof(s->err))
-		snprintf(s->err + len, sizeof(s->err) - len, ": %s", hint);
+		len += snprintf(s->err + len, sizeof(s->err) - len, ": %s", hint);
+	/* replies may have died here, not on the way: say so where the failure is read */
+	if (kind == SIGMA_FAIL_NODE_SILENT && s->tp->rx_dropped != NULL && len > 0 &&
+	    (size_t)len < sizeof(s->err)) {
+		uint64_t drops = s->tp->rx_dropped(s->tp);
+
+		if (drops)
+			snprintf(s->err + len, sizeof(s->err) - len, " (this worker's socket "
+				 "overflowed: the kernel dropped %" PRIu64 " datagrams before it "
+				 "read them)", drops);
+	}
 	SG_CLI_LOG(ERR, "%s", s->err);
 	finish(t, status);
 }

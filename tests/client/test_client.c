@@ -704,7 +704,8 @@ static void test_rx_overflow(void)
  * A worker's socket that overflows is counted in sigma_stats.rx_dropped: a flood
  * of 40,000 datagrams (58 MB, past the socket's 8 MB buffer) while the session
  * does not read, then one more once it has read them; what it read and what the
- * kernel dropped add up to what was sent.
+ * kernel dropped add up to what was sent. A node-silent failure of the session
+ * then says that its socket overflowed (replies may have died there).
  */
 static void test_worker_rx_overflow(void)
 {
@@ -718,7 +719,8 @@ static void test_worker_rx_overflow(void)
 
 	SG_CHECK_EQ(cu_nodes(&g, 1, &plain_node), 0);
 	c = (struct sigma_conf){.job = 19, .token = 5, .local_addr = "127.0.0.1",
-				.local_port = free_port()};
+				.local_port = free_port(), .rto_us = 2000, .rto_max_us = 16000,
+				.max_retries = 5};
 	SG_CHECK_EQ(cu_sessions(&g, 1, &c), 0);
 	to.sin_port = htons(c.local_port);
 	sigma_get_stats(g.s[0], &st0);
@@ -735,6 +737,22 @@ static void test_worker_rx_overflow(void)
 			 st.rx_packets + st.rx_dropped == NSENT + 1,
 		 "%u datagrams into a worker's socket, then 1: %" PRIu64 " read, %" PRIu64
 		 " counted dropped", NSENT, st.rx_packets, st.rx_dropped);
+	sigma_udpd_stop(g.d[0]);
+	{
+		struct sigma_tensor *t = sigma_tensor_register(g.s[0], "w", 1, SG_DTYPE_FP32,
+								 LEN / 4, 0);
+		const char *e = sigma_last_error(g.s[0]);
+
+		SG_CHECK(t != NULL, "register");
+		SG_CHECK(t != NULL && sigma_push_pull_sync(t, junk, junk) == -ETIMEDOUT,
+			 "push_pull to a stopped node");
+		struct sigma_failure f;
+
+		SG_CHECK(sigma_last_failure(g.s[0], &f) == 0 && f.kind == SIGMA_FAIL_NODE_SILENT,
+			 "not node silent");
+		SG_CHECK(strstr(e, "this worker's socket overflowed: the kernel dropped") != NULL,
+			 "'%s'", e);
+	}
 	close(fd);
 	cu_free(&g);
 }
