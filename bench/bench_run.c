@@ -123,6 +123,7 @@ struct rb_shared {
 	char err[SIGMA_ERR_LEN];
 	uint64_t bad_elems;
 	uint64_t retransmits[RB_MAX_SIZES], nacks[RB_MAX_SIZES];
+	uint64_t rx_dropped[RB_MAX_SIZES]; /* the workers' sockets overflowed (sigma_stats) */
 	double t[RB_MAX_SIZES][RB_MAX_N][RB_MAX_ITERS];
 	uint32_t nlat[RB_MAX_SIZES][RB_MAX_N];
 	float lat_us[RB_MAX_SIZES][RB_MAX_N][RB_MAX_LAT / RB_MAX_N];
@@ -134,7 +135,7 @@ struct rb_result {
 	uint64_t size;
 	double t_med, algbw, busbw, goodput;
 	double p50_us, p99_us, max_us;
-	uint64_t retransmits, nacks;
+	uint64_t retransmits, nacks, rx_dropped;
 	unsigned int window;       /* the workers' window (libsigma's default for N and chunk) */
 	double busy[RB_MAX_NODES]; /* node threads, or sigmad lcores (--telemetry) */
 	unsigned int nbusy;
@@ -430,6 +431,7 @@ static void worker(const struct rb_opts *o, struct rb_shared *sh, struct sigma_n
 			sigma_get_stats(s, &st);
 			__atomic_add_fetch(&sh->retransmits[j], st.retransmits, __ATOMIC_RELAXED);
 			__atomic_add_fetch(&sh->nacks[j], st.nacks, __ATOMIC_RELAXED);
+			__atomic_add_fetch(&sh->rx_dropped[j], st.rx_dropped, __ATOMIC_RELAXED);
 		}
 		sigma_close(s);
 	}
@@ -685,6 +687,7 @@ static int run_point(const struct rb_opts *o, unsigned int n, enum sg_dtype dt, 
 		*x = (struct rb_result){.n = n, .dt = dt, .size = o->sizes[j],
 					.ok = !sh->failed && sh->bad_elems == 0,
 					.retransmits = sh->retransmits[j], .nacks = sh->nacks[j],
+					.rx_dropped = sh->rx_dropped[j],
 					.window = o->window ? o->window :
 						  sigma_window_default(n, chunk_bytes(o, j))};
 		/* An iteration ends when its slowest worker is done. */
@@ -790,11 +793,12 @@ static void write_json(FILE *f, const struct rb_opts *o, const struct rb_result 
 			   "\"time_s\":%.9g,\"algbw_Bps\":%.6g,\"busbw_Bps\":%.6g,"
 			   "\"goodput_per_worker_Bps\":%.6g,\"part_latency_us\":{\"p50\":%.3f,"
 			   "\"p99\":%.3f,\"max\":%.3f},\"retransmits\":%" PRIu64 ",\"nacks\":%"
-			   PRIu64 ",\"window\":%u,\"busy_source\":\"%s\",\"node_busy\":[",
+			   PRIu64 ",\"rx_dropped\":%" PRIu64 ",\"window\":%u,\"busy_source\":\"%s\","
+			   "\"node_busy\":[",
 			i ? "," : "", r[i].n, sg_dtype_name(r[i].dt),
 			r[i].size, r[i].ok ? "true" : "false", r[i].t_med, r[i].algbw, r[i].busbw,
 			r[i].goodput, r[i].p50_us, r[i].p99_us, r[i].max_us, r[i].retransmits,
-			r[i].nacks, r[i].window, r[i].busy_sigmad ? "sigmad lcores" : "node threads");
+			r[i].nacks, r[i].rx_dropped, r[i].window, r[i].busy_sigmad ? "sigmad lcores" : "node threads");
 		for (unsigned int k = 0; k < r[i].nbusy; k++)
 			fprintf(f, "%s%.4f", k ? "," : "", r[i].busy[k]);
 		fprintf(f, "]}");
@@ -1299,11 +1303,13 @@ static void fold_run(struct rb_result *acc, const struct rb_result *cur, unsigne
 {
 	bool ok = run == 0 || acc->ok;
 	uint64_t re = run ? acc->retransmits : 0, na = run ? acc->nacks : 0;
+	uint64_t rd = run ? acc->rx_dropped : 0;
 
 	*acc = *cur; /* latencies and busy%: the last run's */
 	acc->ok = ok && cur->ok;
 	acc->retransmits = re + cur->retransmits;
 	acc->nacks = na + cur->nacks;
+	acc->rx_dropped = rd + cur->rx_dropped;
 }
 
 /* Each point's median time across @p runs (@p per: runs x n), and its bandwidths. */
