@@ -195,7 +195,7 @@ def rank_main(rank: int, n: int, targets: list[str], node_pids: list[int], model
             res["sigma"]["node_cpu_s"] = sum(b - a for a, b in zip(prof0[1], prof1[1]))
             res["sigma"]["libsigma"] = {k: getattr(prof1[2], k) - getattr(prof0[2], k)
                                         for k in ("tx_packets", "retransmits", "waits", "nacks",
-                                                  "ops_failed")}
+                                                  "rx_dropped", "ops_failed")}
             res["sigma"]["progress_steps"] = timed + warmup * (reps - 1)
         res["params"] = sum(p.numel() for p in model.parameters())
         res["tensors"] = len(list(model.parameters()))
