@@ -59,6 +59,7 @@
 #include <rte_ring.h>
 
 #include "sg_dp_internal.h"
+#include "sg_udp.h"
 
 #ifndef UDP_SEGMENT
 #define UDP_SEGMENT 103
@@ -269,23 +270,11 @@ static void rx_one(struct sg_dp_lcore *lc, struct sk_lcore *s, const uint8_t *pl
  * segment size (0: one datagram). */
 static uint32_t rx_cmsgs(struct sk_lcore *s, struct sk_sock *k, struct msghdr *mh)
 {
-	uint32_t gso = 0;
+	uint32_t v = k->ovfl, gso = sg_udp_msg_cmsgs(mh, &v);
 
-	for (struct cmsghdr *cm = CMSG_FIRSTHDR(mh); cm != NULL; cm = CMSG_NXTHDR(mh, cm)) {
-		if (cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SO_RXQ_OVFL) {
-			uint32_t v;
-
-			memcpy(&v, CMSG_DATA(cm), sizeof(v));
-			if (v != k->ovfl) {
-				s->st.rx_kernel_drops += (uint32_t)(v - k->ovfl);
-				k->ovfl = v;
-			}
-		} else if (cm->cmsg_level == SOL_UDP && cm->cmsg_type == UDP_GRO) {
-			int g;
-
-			memcpy(&g, CMSG_DATA(cm), sizeof(g));
-			gso = g > 0 ? (uint32_t)g : 0;
-		}
+	if (v != k->ovfl) {
+		s->st.rx_kernel_drops += (uint32_t)(v - k->ovfl);
+		k->ovfl = v;
 	}
 	return gso;
 }

@@ -112,14 +112,9 @@ void sg_udp_rx_destroy(struct sg_udp_rx *rx)
 	free(rx);
 }
 
-/*
- * The segment size of a coalesced message, or its length when it holds one datagram;
- * notes the socket's drop count if the message carries it (SO_RXQ_OVFL: a running
- * 32-bit count, so it only grows, and only the latest matters).
- */
-static uint32_t rx_cmsgs(struct sg_udp_rx *rx, struct msghdr *mh, uint32_t len)
+uint32_t sg_udp_msg_cmsgs(struct msghdr *mh, uint32_t *ovfl)
 {
-	uint32_t seg = len;
+	uint32_t seg = 0;
 
 	for (struct cmsghdr *cm = CMSG_FIRSTHDR(mh); cm != NULL; cm = CMSG_NXTHDR(mh, cm)) {
 		if (cm->cmsg_level == SOL_UDP && cm->cmsg_type == UDP_GRO &&
@@ -127,13 +122,10 @@ static uint32_t rx_cmsgs(struct sg_udp_rx *rx, struct msghdr *mh, uint32_t len)
 			int v;
 
 			memcpy(&v, CMSG_DATA(cm), sizeof(v));
-			seg = v > 0 && (uint32_t)v < len ? (uint32_t)v : len;
+			seg = v > 0 ? (uint32_t)v : 0;
 		} else if (cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SO_RXQ_OVFL &&
 			   cm->cmsg_len >= CMSG_LEN(sizeof(uint32_t))) {
-			uint32_t v;
-
-			memcpy(&v, CMSG_DATA(cm), sizeof(v));
-			atomic_store_explicit(&rx->overflows, v, memory_order_relaxed);
+			memcpy(ovfl, CMSG_DATA(cm), sizeof(*ovfl));
 		}
 	}
 	return seg;
@@ -158,7 +150,13 @@ static int rx_refill(struct sg_udp_rx *rx)
 		return errno == EAGAIN || errno == EWOULDBLOCK ? 0 : -errno;
 	for (int i = 0; i < r; i++) {
 		struct msghdr *mh = &rx->msg[i].msg_hdr;
-		uint32_t len = rx->msg[i].msg_len, seg = rx_cmsgs(rx, mh, len);
+		uint32_t ovfl = (uint32_t)atomic_load_explicit(&rx->overflows,
+							       memory_order_relaxed);
+		uint32_t len = rx->msg[i].msg_len, seg = sg_udp_msg_cmsgs(mh, &ovfl);
+		/* the kernel's running count since the socket was made: the latest is it */
+		atomic_store_explicit(&rx->overflows, ovfl, memory_order_relaxed);
+		if (seg == 0 || seg > len)
+			seg = len;
 		const uint8_t *b = rx->iov[i].iov_base;
 
 		for (uint32_t off = 0; off < len && rx->count < SG_UDP_RX_DGRAMS; off += seg) {

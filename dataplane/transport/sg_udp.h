@@ -99,10 +99,21 @@ void sg_udp_rx_counts(const struct sg_udp_rx *rx, uint64_t *msgs, uint64_t *dgra
  */
 uint64_t sg_udp_rx_overflows(const struct sg_udp_rx *rx);
 
+struct msghdr;
+
+/**
+ * What a message received on a socket with UDP_GRO and SO_RXQ_OVFL on says in its
+ * control data (sg_udp_rx_create() turns both on).
+ * @param mh   the message, as recvmsg()/recvmmsg() filled it
+ * @param ovfl out: the socket's drop count (the kernel's running 32-bit count) if the
+ *             message carries it; left as it was if not
+ * @return the segment size of a message that holds several datagrams of one
+ *         sender (UDP_GRO), or 0 for a message of one datagram
+ */
+uint32_t sg_udp_msg_cmsgs(struct msghdr *mh, uint32_t *ovfl);
+
 /** Bytes of a message's control buffer for its UDP_SEGMENT size (CMSG_SPACE of a u16). */
 #define SG_UDP_SEGCTL 24
-
-struct msghdr;
 
 /** Make @p mh a UDP_SEGMENT send of @p seg-byte datagrams, its control data in @p ctl. */
 void sg_udp_set_segment(struct msghdr *mh, uint8_t ctl[SG_UDP_SEGCTL], uint16_t seg);
