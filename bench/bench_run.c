@@ -798,7 +798,8 @@ static void write_json(FILE *f, const struct rb_opts *o, const struct rb_result 
 			i ? "," : "", r[i].n, sg_dtype_name(r[i].dt),
 			r[i].size, r[i].ok ? "true" : "false", r[i].t_med, r[i].algbw, r[i].busbw,
 			r[i].goodput, r[i].p50_us, r[i].p99_us, r[i].max_us, r[i].retransmits,
-			r[i].nacks, r[i].rx_dropped, r[i].window, r[i].busy_sigmad ? "sigmad lcores" : "node threads");
+			r[i].nacks, r[i].rx_dropped, r[i].window,
+			r[i].busy_sigmad ? "sigmad lcores" : "node threads");
 		for (unsigned int k = 0; k < r[i].nbusy; k++)
 			fprintf(f, "%s%.4f", k ? "," : "", r[i].busy[k]);
 		fprintf(f, "]}");

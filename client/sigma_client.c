@@ -604,11 +604,18 @@ static void finish(struct sigma_tensor *t, int status)
  * Fail the chunk's operation: "<why> from node N for tensor T key K chunk C round R[: hint]",
  * and its parts for sigma_last_failure(), with @p kind.
  */
+/* The transport's count of datagrams dropped before they were read (0: none it can tell). */
+static uint64_t rx_dropped(const struct sigma_session *s)
+{
+	return s->tp->rx_dropped != NULL ? s->tp->rx_dropped(s->tp) : 0;
+}
+
 static void fail_chunk_as(struct sigma_session *s, uint32_t node, uint32_t idx, int status,
 			  enum sigma_fail_kind kind, const char *why, const char *hint)
 {
 	const struct sg_cli_slot *sl = &s->nodes[node].slots[idx];
 	struct sigma_tensor *t = sl->t;
+	uint64_t drops;
 	int len;
 
 	s->fail = (struct sigma_failure){.status = status, .kind = kind, .node = (int)node,
@@ -626,15 +633,10 @@ static void fail_chunk_as(struct sigma_session *s, uint32_t node, uint32_t idx, 
 	if (hint != NULL && len > 0 && (size_t)len < sizeof(s->err))
 		len += snprintf(s->err + len, sizeof(s->err) - len, ": %s", hint);
 	/* replies may have died here, not on the way: say so where the failure is read */
-	if (kind == SIGMA_FAIL_NODE_SILENT && s->tp->rx_dropped != NULL && len > 0 &&
-	    (size_t)len < sizeof(s->err)) {
-		uint64_t drops = s->tp->rx_dropped(s->tp);
-
-		if (drops)
-			snprintf(s->err + len, sizeof(s->err) - len, " (this worker's socket "
-				 "overflowed: the kernel dropped %" PRIu64 " datagrams before it "
-				 "read them)", drops);
-	}
+	drops = kind == SIGMA_FAIL_NODE_SILENT ? rx_dropped(s) : 0;
+	if (drops && len > 0 && (size_t)len < sizeof(s->err))
+		snprintf(s->err + len, sizeof(s->err) - len, " (this worker's socket overflowed: "
+			 "the kernel dropped %" PRIu64 " datagrams before it read them)", drops);
 	SG_CLI_LOG(ERR, "%s", s->err);
 	finish(t, status);
 }
@@ -1529,8 +1531,7 @@ int sigma_last_failure(const struct sigma_session *s, struct sigma_failure *f)
 void sigma_get_stats(const struct sigma_session *s, struct sigma_stats *st)
 {
 	*st = s->st;
-	if (s->tp->rx_dropped != NULL)
-		st->rx_dropped = s->tp->rx_dropped(s->tp);
+	st->rx_dropped = rx_dropped(s);
 }
 
 uint32_t sigma_tensor_nparts(const struct sigma_tensor *t)

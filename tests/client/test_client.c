@@ -742,12 +742,11 @@ static void test_worker_rx_overflow(void)
 		struct sigma_tensor *t = sigma_tensor_register(g.s[0], "w", 1, SG_DTYPE_FP32,
 								 LEN / 4, 0);
 		const char *e = sigma_last_error(g.s[0]);
+		struct sigma_failure f;
 
 		SG_CHECK(t != NULL, "register");
 		SG_CHECK(t != NULL && sigma_push_pull_sync(t, junk, junk) == -ETIMEDOUT,
 			 "push_pull to a stopped node");
-		struct sigma_failure f;
-
 		SG_CHECK(sigma_last_failure(g.s[0], &f) == 0 && f.kind == SIGMA_FAIL_NODE_SILENT,
 			 "not node silent");
 		SG_CHECK(strstr(e, "this worker's socket overflowed: the kernel dropped") != NULL,

@@ -170,7 +170,8 @@ static void test_populate(void)
 	fflush(NULL);
 	pid = fork();
 	if (pid == 0)
-		_exit(sg_test_resident(buf, 4096, &pages) == -1 ? 0 : 1); /* not mapped in the child */
+		/* not mapped in the child */
+		_exit(sg_test_resident(buf, 4096, &pages) == -1 ? 0 : 1);
 	SG_CHECK(pid > 0 && waitpid(pid, &st, 0) == pid && WIFEXITED(st) &&
 		 WEXITSTATUS(st) == 0, "a child inherited the pool's memory");
 	sg_sum_pool_destroy(pool);
