@@ -2,7 +2,8 @@
 /*
  * sigmad configuration: the embedded default, INI overrides, command-line
  * options, the layout syntax and the layout checks, each fed good and bad
- * input. Runs without EAL: rte_cfgfile and the parsers need none.
+ * input, and random mutations of good files and command lines. Runs without
+ * EAL: rte_cfgfile and the parsers need none.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -580,6 +581,210 @@ static void test_layout_check(void)
 	SG_CHECK_EQ(nw, 0);
 }
 
+/*
+ * Random mutations of good configs (bytes changed or cut, lines repeated, keys
+ * of every section given extreme values, files spliced), as an operator's typo
+ * or a truncated file would make them: each load returns 0 or -errno, a refusal
+ * always says why, and what is accepted goes through the job and layout checks
+ * (under the sanitizers: no overflow, no leak, no undefined behaviour).
+ */
+static uint64_t mut_rng = 0x9e3779b97f4a7c15ull;
+
+static uint32_t mut_next(uint32_t n)
+{
+	mut_rng ^= mut_rng << 13;
+	mut_rng ^= mut_rng >> 7;
+	mut_rng ^= mut_rng << 17;
+	return (uint32_t)(mut_rng % n);
+}
+
+#define MUT_CAP 4096
+
+/* Values that sit on or beyond a bound, or that a careless parser might misread. */
+static const char *const mut_vals[] = {
+	"", "0", "-1", "1", "65535", "65536", "4294967295", "4294967296",
+	"18446744073709551615", "18446744073709551616", "99999999999999999999999", "0x",
+	"0xffffffffffffffff", "1e309", "nan", "-0", "yes", "sleep", "(0,0,1),(0,0,1)",
+	"(1023,65535,1023)", "0-1023", "1023-0", ",", "(", "10.0.0.1:65536", "/",
+	"fp32", "bf16", "socket", "verbs", "%s%n%s", "\\", "\"",
+};
+
+/* Append a "section key = value" line drawn from what sigmad reads, with an extreme value. */
+static size_t mut_add_line(char *t, size_t len)
+{
+	static const char *const keys[] = {
+		"[net]\nip", "[net]\nudp_port", "[net]\nmtu", "[net]\nmac", "[net]\nsteer",
+		"[layout]\nio", "[layout]\nreduce", "[layout]\nrtc", "[resources]\nburst",
+		"[resources]\nring_size", "[resources]\nmbufs", "[resources]\npool_bufs",
+		"[resources]\npeers", "[live]\nidle", "[live]\nsleep_lcores", "[live]\nlog_level",
+		"[job 3]\nworkers", "[job 3]\nkeys", "[job 3]\npartition_bytes", "[job 3]\nchunk_bytes",
+		"[job 3]\nslots", "[job 3]\ntoken", "[job 3]\ndtype", "[job 64]\nmode",
+		"[job 4294967295]\nworkers", "[control]\nunix", "[control]\nlisten",
+		"[control]\nmax_frame", "[control]\nname", "[cluster]\netcd", "[cluster]\nttl",
+		"[cluster]\naddr", "[socket]\nrcvbuf", "[transport]\ntype", "[verbs]\nrecv_depth",
+	};
+	char v[320];
+	int n;
+
+	if (mut_next(8) == 0) {
+		memset(v, 'a' + (int)mut_next(26), sizeof(v) - 1);
+		v[sizeof(v) - 1] = '\0';
+	} else {
+		snprintf(v, sizeof(v), "%s", mut_vals[mut_next(RTE_DIM(mut_vals))]);
+	}
+	n = snprintf(t + len, MUT_CAP - len, "\n%s = %s\n", keys[mut_next(RTE_DIM(keys))], v);
+	return n < 0 || len + (size_t)n >= MUT_CAP ? len : len + (size_t)n;
+}
+
+/* Mutate @p t (a string of @p len bytes, room for MUT_CAP) in place. @return its new length. */
+static size_t mutate(char *t, size_t len, const char *other)
+{
+	static const char alphabet[] = "[]=;#\n\r\t ,-():.x0123456789%\\\"\xff";
+	size_t at = len ? mut_next((uint32_t)len) : 0, n;
+
+	switch (mut_next(5)) {
+	case 0: /* one byte changed */
+		if (len)
+			t[at] = alphabet[mut_next(sizeof(alphabet) - 1)];
+		break;
+	case 1: /* a span cut out */
+		n = 1 + mut_next(24);
+		if (at + n > len)
+			n = len - at;
+		memmove(t + at, t + at + n, len - at - n + 1);
+		len -= n;
+		break;
+	case 2: { /* the line at @at repeated */
+		size_t b = at, e = at;
+
+		while (b > 0 && t[b - 1] != '\n')
+			b--;
+		while (e < len && t[e] != '\n')
+			e++;
+		n = e - b + 1;
+		if (e < len && len + n < MUT_CAP) {
+			memmove(t + e + 1 + n, t + e + 1, len - e);
+			memcpy(t + e + 1, t + b, n);
+			len += n;
+		}
+		break;
+	}
+	case 3:
+		len = mut_add_line(t, len);
+		break;
+	default: /* spliced: this file's head, then the other's tail */
+		n = strlen(other);
+		n = n ? mut_next((uint32_t)n) : 0;
+		if (at + strlen(other + n) < MUT_CAP) {
+			strcpy(t + at, other + n);
+			len = at + strlen(other + n);
+		}
+	}
+	t[len] = '\0';
+	return len;
+}
+
+static void test_mutations(void)
+{
+	static const char *const seeds[] = {
+		sg_dp_default_config,
+		"[net]\nip = 192.168.7.9\nudp_checksum = no\n[layout]\nio = (0,0,1), (0,1,2)\n"
+		"reduce = 3-4,6\n[resources]\npeers = 100000\npeer_idle_ms = 500\n[live]\n"
+		"idle = sleep\nidle_sleep_us = 250\nlog_level = debug\nsleep_lcores = 3,5-6\n"
+		"[job 7]\nworkers = 8\ndtype = bf16\nmode = deterministic\n",
+		"[transport]\ntype = socket\n[socket]\nrcvbuf = 65536\nsndbuf = 1073741824\n"
+		"gro = no\ngso = off\n[layout]\nrtc = (0,0,1),(0,1,2)\n",
+		"[cluster]\netcd = http://a:2379,http://b:2379\nttl = 7\naddr = 10.0.0.9\n"
+		"user = sigma\n[control]\nunix = /tmp/sg_mut.sock\nmax_conns = 8\nname = n1\n"
+		"heartbeat_ms = 250\nmax_frame = 4096\n",
+		"[job 2]\nworkers = 2\nkeys = 3\npartition_bytes = 65536\nchunk_bytes = 1024\n"
+		"slots = 64\ntoken = 0x1\ndtype = int64\n[job 9]\nworkers = 64\nmode = async\n",
+		"[verbs]\ndevice = mlx5_0\nport = 1\nmode = ud\nrecv_depth = 2048\n",
+	};
+	struct sg_dp_config *c = malloc(sizeof(*c));
+	struct sg_dp_topology topo;
+	FILE *devnull = fopen("/dev/null", "w");
+	unsigned int runs = 20000, accepted = 0, args_ok = 0, nw;
+	char *t = malloc(MUT_CAP);
+
+	if (c == NULL || t == NULL || devnull == NULL) {
+		SG_CHECK(0, "set-up");
+		goto out;
+	}
+	topo_init(&topo, 8, 2);
+	for (unsigned int i = 0; i < runs; i++) {
+		const char *seed = seeds[mut_next(RTE_DIM(seeds))];
+		size_t len = strlen(seed);
+		int rc;
+
+		memcpy(t, seed, len + 1);
+		for (uint32_t m = 1 + mut_next(4); m > 0; m--)
+			len = mutate(t, len, seeds[mut_next(RTE_DIM(seeds))]);
+		sg_dp_config_defaults(c);
+		rc = load(c, t);
+		if (rc < 0) {
+			if (!SG_CHECK(err[0] != '\0', "refused (%d) without a reason:\n%s", rc, t))
+				break;
+			continue;
+		}
+		if (!SG_CHECK_EQ(rc, 0))
+			break;
+		accepted++;
+		err[0] = '\0';
+		if (sg_dp_config_check_jobs(c, err, sizeof(err)) < 0 && !SG_CHECK(err[0] != '\0',
+				"jobs refused without a reason:\n%s", t))
+			break;
+		err[0] = '\0';
+		if (sg_dp_layout_check(c, &topo, err, sizeof(err), devnull, &nw) < 0 &&
+		    !SG_CHECK(err[0] != '\0', "layout refused without a reason:\n%s", t))
+			break;
+	}
+	printf("mutations: %u of %u accepted\n", accepted, runs);
+	/* the command line: options of sigmad with the same values, in any order */
+	for (unsigned int i = 0; i < runs / 4; i++) {
+		static const char *const opts[][2] = {
+			{"--io", "(0,0,1)"}, {"--reduce", "2-3"}, {"--rtc", "(0,0,1),(0,1,2)"},
+			{"--ip", "10.1.2.3"}, {"--udp-port", "5000"}, {"--mtu", "1500"},
+			{"--burst", "32"}, {"--idle", "sleep"}, {"--idle-sleep-us", "100"},
+			{"--log-level", "debug"}, {"--sleep-lcores", "3,5-6"}, {"--steer", "auto"},
+			{"--demo-workers", "4"}, {"--duration", "1"}, {"--no-udp-checksum", NULL},
+			{"--config", "/nonexistent/sigmad.ini"}, {"-x", NULL}, {"--", NULL},
+		};
+		char *argv[12] = {"sigmad"};
+		int argc = 1, rc;
+
+		/* mostly an option's good value, else an extreme one or none */
+		for (uint32_t n = 1 + mut_next(4); n > 0 && argc < 11; n--) {
+			uint32_t o = mut_next(RTE_DIM(opts)), v = mut_next(8);
+
+			argv[argc++] = (char *)opts[o][0];
+			if (v < 6 && opts[o][1] != NULL)
+				argv[argc++] = (char *)opts[o][1];
+			else if (v == 6)
+				argv[argc++] = (char *)mut_vals[mut_next(RTE_DIM(mut_vals))];
+		}
+		argv[argc] = NULL;
+		sg_dp_config_defaults(c);
+		err[0] = '\0';
+		rc = sg_dp_config_parse_args(c, argc, argv, err, sizeof(err));
+		if (!SG_CHECK(rc == 0 || (rc < 0 && err[0] != '\0'), "%s %s %s: %d without a reason",
+			      argv[1], argc > 2 ? argv[2] : "", argc > 3 ? argv[3] : "", rc))
+			break;
+		args_ok += rc == 0;
+	}
+	printf("command lines: %u of %u accepted\n", args_ok, runs / 4);
+	/* both outcomes must be common, or the mutations test nothing */
+	SG_CHECK(accepted > runs / 50 && accepted < runs - runs / 50, "accepted %u of %u",
+		 accepted, runs);
+	SG_CHECK(args_ok > runs / 200 && args_ok < runs / 4 - runs / 200,
+		 "command lines accepted: %u of %u", args_ok, runs / 4);
+out:
+	if (devnull)
+		fclose(devnull);
+	free(t);
+	free(c);
+}
+
 int main(void)
 {
 	test_defaults();
@@ -591,5 +796,6 @@ int main(void)
 	test_socket();
 	test_cluster();
 	test_layout_check();
+	test_mutations();
 	return sg_test_finish("dp_config");
 }
