@@ -600,16 +600,16 @@ static void finish(struct sigma_tensor *t, int status)
 		t->cb(t->cb_arg, t, status);
 }
 
-/*
- * Fail the chunk's operation: "<why> from node N for tensor T key K chunk C round R[: hint]",
- * and its parts for sigma_last_failure(), with @p kind.
- */
 /* The transport's count of datagrams dropped before they were read (0: none it can tell). */
 static uint64_t rx_dropped(const struct sigma_session *s)
 {
 	return s->tp->rx_dropped != NULL ? s->tp->rx_dropped(s->tp) : 0;
 }
 
+/*
+ * Fail the chunk's operation: "<why> from node N for tensor T key K chunk C round R[: hint]",
+ * and its parts for sigma_last_failure(), with @p kind.
+ */
 static void fail_chunk_as(struct sigma_session *s, uint32_t node, uint32_t idx, int status,
 			  enum sigma_fail_kind kind, const char *why, const char *hint)
 {

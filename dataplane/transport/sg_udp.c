@@ -134,6 +134,7 @@ uint32_t sg_udp_msg_cmsgs(struct msghdr *mh, uint32_t *ovfl)
 /* One recvmmsg into the burst, split into datagrams. @return datagrams, 0, or -errno. */
 static int rx_refill(struct sg_udp_rx *rx)
 {
+	uint32_t ovfl;
 	int r;
 
 	for (unsigned int i = 0; i < SG_UDP_RX_MSGS; i++) {
@@ -148,16 +149,15 @@ static int rx_refill(struct sg_udp_rx *rx)
 	while (r < 0 && (errno == EINTR || errno == ECONNREFUSED));
 	if (r < 0)
 		return errno == EAGAIN || errno == EWOULDBLOCK ? 0 : -errno;
+	/* the kernel's running count since the socket was made: the latest message's is it */
+	ovfl = (uint32_t)atomic_load_explicit(&rx->overflows, memory_order_relaxed);
 	for (int i = 0; i < r; i++) {
 		struct msghdr *mh = &rx->msg[i].msg_hdr;
-		uint32_t ovfl = (uint32_t)atomic_load_explicit(&rx->overflows,
-							       memory_order_relaxed);
 		uint32_t len = rx->msg[i].msg_len, seg = sg_udp_msg_cmsgs(mh, &ovfl);
-		/* the kernel's running count since the socket was made: the latest is it */
-		atomic_store_explicit(&rx->overflows, ovfl, memory_order_relaxed);
+		const uint8_t *b = rx->iov[i].iov_base;
+
 		if (seg == 0 || seg > len)
 			seg = len;
-		const uint8_t *b = rx->iov[i].iov_base;
 
 		for (uint32_t off = 0; off < len && rx->count < SG_UDP_RX_DGRAMS; off += seg) {
 			rx->dg[rx->count] = (struct sg_udp_dgram){b + off, len - off < seg ?
@@ -165,6 +165,7 @@ static int rx_refill(struct sg_udp_rx *rx)
 			rx->from[rx->count++] = &rx->name[i];
 		}
 	}
+	atomic_store_explicit(&rx->overflows, ovfl, memory_order_relaxed);
 	atomic_fetch_add_explicit(&rx->msgs, (uint64_t)r, memory_order_relaxed);
 	atomic_fetch_add_explicit(&rx->dgrams, rx->count, memory_order_relaxed);
 	return (int)rx->count;

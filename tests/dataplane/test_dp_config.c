@@ -684,7 +684,8 @@ static size_t mutate(char *t, size_t len, const char *other)
 	return len;
 }
 
-static void test_mutations(void)
+/* Mutated files: see above. @return how many of @p runs were accepted. */
+static unsigned int mutate_files(struct sg_dp_config *c, FILE *devnull, unsigned int runs)
 {
 	static const char *const seeds[] = {
 		sg_dp_default_config,
@@ -701,16 +702,12 @@ static void test_mutations(void)
 		"slots = 64\ntoken = 0x1\ndtype = int64\n[job 9]\nworkers = 64\nmode = async\n",
 		"[verbs]\ndevice = mlx5_0\nport = 1\nmode = ud\nrecv_depth = 2048\n",
 	};
-	struct sg_dp_config *c = malloc(sizeof(*c));
 	struct sg_dp_topology topo;
-	FILE *devnull = fopen("/dev/null", "w");
-	unsigned int runs = 20000, accepted = 0, args_ok = 0, nw;
+	unsigned int accepted = 0, nw;
 	char *t = malloc(MUT_CAP);
 
-	if (c == NULL || t == NULL || devnull == NULL) {
-		SG_CHECK(0, "set-up");
-		goto out;
-	}
+	if (!SG_CHECK(t != NULL, "malloc"))
+		return 0;
 	topo_init(&topo, 8, 2);
 	for (unsigned int i = 0; i < runs; i++) {
 		const char *seed = seeds[mut_next(RTE_DIM(seeds))];
@@ -739,21 +736,31 @@ static void test_mutations(void)
 		    !SG_CHECK(err[0] != '\0', "layout refused without a reason:\n%s", t))
 			break;
 	}
-	printf("mutations: %u of %u accepted\n", accepted, runs);
-	/* the command line: options of sigmad with the same values, in any order */
-	for (unsigned int i = 0; i < runs / 4; i++) {
-		static const char *const opts[][2] = {
-			{"--io", "(0,0,1)"}, {"--reduce", "2-3"}, {"--rtc", "(0,0,1),(0,1,2)"},
-			{"--ip", "10.1.2.3"}, {"--udp-port", "5000"}, {"--mtu", "1500"},
-			{"--burst", "32"}, {"--idle", "sleep"}, {"--idle-sleep-us", "100"},
-			{"--log-level", "debug"}, {"--sleep-lcores", "3,5-6"}, {"--steer", "auto"},
-			{"--demo-workers", "4"}, {"--duration", "1"}, {"--no-udp-checksum", NULL},
-			{"--config", "/nonexistent/sigmad.ini"}, {"-x", NULL}, {"--", NULL},
-		};
+	free(t);
+	return accepted;
+}
+
+/*
+ * Command lines of sigmad's options, mostly with good values, else with one of
+ * mut_vals or none: each returns 0 or -errno with a reason. @return how many of
+ * @p runs were accepted.
+ */
+static unsigned int mutate_args(struct sg_dp_config *c, unsigned int runs)
+{
+	static const char *const opts[][2] = {
+		{"--io", "(0,0,1)"}, {"--reduce", "2-3"}, {"--rtc", "(0,0,1),(0,1,2)"},
+		{"--ip", "10.1.2.3"}, {"--udp-port", "5000"}, {"--mtu", "1500"},
+		{"--burst", "32"}, {"--idle", "sleep"}, {"--idle-sleep-us", "100"},
+		{"--log-level", "debug"}, {"--sleep-lcores", "3,5-6"}, {"--steer", "auto"},
+		{"--demo-workers", "4"}, {"--duration", "1"}, {"--no-udp-checksum", NULL},
+		{"--config", "/nonexistent/sigmad.ini"}, {"-x", NULL}, {"--", NULL},
+	};
+	unsigned int accepted = 0;
+
+	for (unsigned int i = 0; i < runs; i++) {
 		char *argv[12] = {"sigmad"};
 		int argc = 1, rc;
 
-		/* mostly an option's good value, else an extreme one or none */
 		for (uint32_t n = 1 + mut_next(4); n > 0 && argc < 11; n--) {
 			uint32_t o = mut_next(RTE_DIM(opts)), v = mut_next(8);
 
@@ -770,18 +777,31 @@ static void test_mutations(void)
 		if (!SG_CHECK(rc == 0 || (rc < 0 && err[0] != '\0'), "%s %s %s: %d without a reason",
 			      argv[1], argc > 2 ? argv[2] : "", argc > 3 ? argv[3] : "", rc))
 			break;
-		args_ok += rc == 0;
+		accepted += rc == 0;
 	}
-	printf("command lines: %u of %u accepted\n", args_ok, runs / 4);
-	/* both outcomes must be common, or the mutations test nothing */
-	SG_CHECK(accepted > runs / 50 && accepted < runs - runs / 50, "accepted %u of %u",
-		 accepted, runs);
-	SG_CHECK(args_ok > runs / 200 && args_ok < runs / 4 - runs / 200,
-		 "command lines accepted: %u of %u", args_ok, runs / 4);
-out:
+	return accepted;
+}
+
+static void test_mutations(void)
+{
+	enum { FILES = 20000, ARGS = 5000 };
+	struct sg_dp_config *c = malloc(sizeof(*c));
+	FILE *devnull = fopen("/dev/null", "w");
+	unsigned int ok;
+
+	if (SG_CHECK(c != NULL && devnull != NULL, "set-up")) {
+		/* both outcomes must be common, or the mutations test nothing */
+		ok = mutate_files(c, devnull, FILES);
+		printf("mutations: %u of %u accepted\n", ok, FILES);
+		SG_CHECK(ok > FILES / 50 && ok < FILES - FILES / 50, "files accepted: %u of %u",
+			 ok, FILES);
+		ok = mutate_args(c, ARGS);
+		printf("command lines: %u of %u accepted\n", ok, ARGS);
+		SG_CHECK(ok > ARGS / 50 && ok < ARGS - ARGS / 50, "command lines accepted: %u of %u",
+			 ok, ARGS);
+	}
 	if (devnull)
 		fclose(devnull);
-	free(t);
 	free(c);
 }
 
