@@ -30,6 +30,7 @@ import errno
 import os
 import threading
 import time
+import zlib
 from typing import Any, Callable, Deque, Optional
 
 from . import _lib, localnodes
@@ -174,13 +175,22 @@ class Session:
             still over shared memory. ``[]``: kernel UDP.
             :attr:`transport` says which the session uses: "shm", "udp",
             or "shm+udp" for both.
+        store: a key-value store every rank of the job shares, with
+            ``compare_set``, ``set`` and ``get`` (torch.distributed's c10d
+            stores: TCPStore, FileStore, PrefixStore): names get the same id
+            on every rank whatever the order they are first used in, and a
+            name's size and dtype are checked across ranks at registration
+            (:meth:`tensor_id`). Its keys start with ``store_prefix/``: give
+            each job its own prefix. None: names are hashed to ids with no
+            agreement between ranks (docs/python.md, "Tensors and keys").
     """
 
     def __init__(self, job: "Job | str", rank: int, *, window: int = 0, rto_us: int = 0,
                  rto_max_us: int = 0, max_retries: int = 0, first_round: int = 0,
                  local_addr: Optional[str] = None, poll_us: int = 200,
                  ranks_wait: float = 60.0, membership: Any = None,
-                 shm: Optional[list[str]] = None) -> None:
+                 shm: Optional[list[str]] = None, store: Any = None,
+                 store_prefix: str = "sigma") -> None:
         if isinstance(job, str):
             job = Job.parse(job)
         if not isinstance(rank, int) or not 0 <= rank < job.workers:
@@ -267,8 +277,10 @@ class Session:
         self._waiting: dict[int, Deque[_Op]] = {}
         self._completed: list[tuple[int, int, str, Optional[dict]]] = []
         self._names: dict[str, tuple[int, int, str]] = {}
-        self._ids: set[int] = set()
-        self._next_id = 0
+        self._owners: dict[int, str] = {}  # ids known to be taken, and by which name
+        self._id_lock = threading.Lock()
+        self._store = store
+        self._prefix = store_prefix
         self._closing = False
         self._failed: Optional[SigmaError] = None
         self._thread_error: Optional[BaseException] = None
@@ -284,11 +296,16 @@ class Session:
     # ---- tensor ids ---------------------------------------------------------
 
     def tensor_id(self, name: str, nelem: int, dtype: str, tensor_id: Optional[int] = None) -> int:
-        """The wire id of tensor ``name``: the id given, or the next free one the
-        first time a name is seen. Ranks must first use names in the same
-        order (as they must call collectives in the same order), so that
-        every rank numbers them alike. A name keeps its size and dtype."""
-        with self._cv:
+        """The wire id of tensor ``name``, the same on every rank whatever the
+        order in which ranks first use names (docs/python.md, "Tensors and
+        keys"). With a store, a name claims the first free slot from
+        ``crc32(name) % SG_MAX_TENSORS`` on (from 0 in a job of one dtype,
+        whose tensors are declared), ``tensor_id=`` exactly its slot; slots
+        never change owner, so every rank walks to the same id. The name's
+        element count and dtype are recorded at its first claim: another
+        size or dtype on any rank raises SigmaConfigError there. The store is
+        asked once per name."""
+        with self._id_lock:
             known = self._names.get(name)
             if known is not None:
                 tid, n, dt = known
@@ -299,20 +316,109 @@ class Session:
                         (f" (id {tensor_id})" if tensor_id is not None else "") +
                         ": give each differently shaped tensor its own name")
                 return tid
-            if tensor_id is None:
-                while self._next_id in self._ids:
-                    self._next_id += 1
-                tensor_id = self._next_id
-            if not isinstance(tensor_id, int) or not 0 <= tensor_id < _lib.SG_MAX_TENSORS:
+            if tensor_id is not None and (isinstance(tensor_id, bool) or
+                                          not isinstance(tensor_id, int) or
+                                          not 0 <= tensor_id < _lib.SG_MAX_TENSORS):
                 raise SigmaConfigError(f"sigma: tensor id {tensor_id!r}: must be 0.."
                                        f"{_lib.SG_MAX_TENSORS - 1}")
-            if tensor_id in self._ids:
-                other = next(n for n, v in self._names.items() if v[0] == tensor_id)
-                raise SigmaConfigError(f"sigma: tensor id {tensor_id} belongs to '{other}': "
-                                       f"give '{name}' another id")
-            self._names[name] = (tensor_id, nelem, dtype)
-            self._ids.add(tensor_id)
+            if self._store is not None:
+                tid = self._claim(name, tensor_id)
+                self._record(name, tid, nelem, dtype)
+            else:
+                tid = self._local_id(name, tensor_id)
+            self._names[name] = (tid, nelem, dtype)
+            self._owners[tid] = name
+            return tid
+
+    def _first_slot(self, name: str) -> int:
+        # an open job (dtype any) takes any id: spread names by their hash; a job of
+        # one dtype was made with declared tensors, ids 0..k-1: from 0
+        if self.job.dtype != "any":
+            return 0
+        return zlib.crc32(name.encode()) % _lib.SG_MAX_TENSORS
+
+    def _taken(self, tid: int, name: str) -> SigmaConfigError:
+        return SigmaConfigError(f"sigma: tensor id {tid} belongs to '{self._owners[tid]}': "
+                                f"give '{name}' another id (or none: names get ids of their "
+                                "own)")
+
+    def _local_id(self, name: str, tensor_id: Optional[int]) -> int:
+        """An id without a store: one rank alone probes freely; several ranks
+        take the name's hash slot (a collision raises: without a store, ranks
+        could not agree on where to probe), or, in a job of declared tensors,
+        the next id in the order names are first used."""
+        if tensor_id is not None:
+            if tensor_id in self._owners:
+                raise self._taken(tensor_id, name)
             return tensor_id
+        first = self._first_slot(name)
+        if self.job.workers == 1 or self.job.dtype != "any":
+            for i in range(_lib.SG_MAX_TENSORS):
+                tid = (first + i) % _lib.SG_MAX_TENSORS
+                if tid not in self._owners:
+                    return tid
+            raise SigmaConfigError(f"sigma: tensor '{name}': all {_lib.SG_MAX_TENSORS} tensor "
+                                   "ids are taken")
+        if first in self._owners:
+            raise SigmaConfigError(
+                f"sigma: tensors '{self._owners[first]}' and '{name}' hash to the same id "
+                f"({first}), and this {self.job.workers}-rank session has no store to agree "
+                "on another through: give one of them tensor_id=, rename it, or pass store= "
+                "(sigma.torch.init() passes its own)")
+        return first
+
+    def _claim(self, name: str, tensor_id: Optional[int]) -> int:
+        """Claim the name's slot in the store: the first slot of its probe
+        sequence that is free or already the name's (compare_set)."""
+        first = self._first_slot(name) if tensor_id is None else tensor_id
+        for i in range(_lib.SG_MAX_TENSORS):
+            tid = (first + i) % _lib.SG_MAX_TENSORS
+            if tid in self._owners:  # another name's, known here: no need to ask
+                if tensor_id is not None:
+                    raise self._taken(tid, name)
+                continue
+            owner = _text(self._store.compare_set(f"{self._prefix}/id/{tid}", "", name))
+            if owner == name:
+                return tid
+            self._owners[tid] = owner
+            if tensor_id is not None:
+                raise self._taken(tid, name)
+        raise SigmaConfigError(f"sigma: tensor '{name}': all {_lib.SG_MAX_TENSORS} tensor ids "
+                               "are taken")
+
+    def _record(self, name: str, tid: int, nelem: int, dtype: str) -> None:
+        """Record the name's id, size and dtype at its first claim, or check
+        them against the first rank's record."""
+        mine = f"{tid} {nelem} {dtype} {self.rank}"
+        rec = _text(self._store.compare_set(f"{self._prefix}/name/{name}", "", mine))
+        if rec == mine:
+            return
+        first_tid, first_n, first_dt, first_rank = rec.split(" ")
+        if (first_n, first_dt) != (str(nelem), dtype):
+            err = SigmaConfigError(
+                f"sigma: tensor '{name}' is {nelem} {dtype} elements on rank {self.rank}, but "
+                f"rank {first_rank} first pushed it as {first_n} {first_dt}: a name must "
+                "have the same size and dtype on every rank (give each differently shaped "
+                "tensor its own name)")
+            self.post_failure(str(err))
+            raise err
+        if first_tid != str(tid):
+            err = SigmaConfigError(
+                f"sigma: tensor '{name}' has id {tid} on rank {self.rank}, but rank "
+                f"{first_rank} gave it id {first_tid}: give it the same tensor_id= on every "
+                "rank, or none on any")
+            self.post_failure(str(err))
+            raise err
+
+    def post_failure(self, reason: str) -> None:
+        """Tell the other ranks, through the store, why this rank cannot go on
+        (the first reason posted stays)."""
+        if self._store is None:
+            return
+        try:
+            self._store.compare_set(f"{self._prefix}/failed", "", reason)
+        except Exception:  # noqa: BLE001 - the store went away: the others time out
+            pass
 
     # ---- submitting ---------------------------------------------------------
 
@@ -565,6 +671,11 @@ class Session:
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
+
+
+def _text(value: Any) -> str:
+    """A store's value as text (c10d stores return bytes)."""
+    return value.decode() if isinstance(value, bytes) else str(value)
 
 
 def _buffer(obj: Any, what: str) -> tuple[int, int, Optional[str], Any]:
