@@ -2,8 +2,8 @@
 """Sigma for PyTorch, in the manner of BytePS and Horovod.
 
     import sigma.torch as sgt
-    dist.init_process_group("gloo")          # or the SIGMA_* variables alone
     sgt.init()                               # rank 0 makes the job on every node
+                                             # (rank and N from the launcher)
     model = DDP(model)
     model.register_comm_hook(None, sgt.ddp_comm_hook)   # gradients through Sigma
     ...
@@ -22,6 +22,7 @@ import datetime
 import io
 import os
 import sys
+import tempfile
 import threading
 import time
 import warnings
@@ -38,7 +39,8 @@ from .job import Job, NodeTarget, create_job, destroy_job, load_secret, parse_no
 from .session import Handle, Session
 
 __all__ = [
-    "init", "shutdown", "is_initialized", "rank", "size", "local_rank", "job", "session",
+    "init", "shutdown", "is_initialized", "rank", "size", "local_rank", "local_size",
+    "job", "session",
     "push_pull", "push_pull_", "push_pull_async", "push_pull_async_", "synchronize", "poll",
     "ddp_comm_hook", "HookState", "DistributedOptimizer", "broadcast_parameters",
     "broadcast_optimizer_state", "SigmaError", "SigmaConfigError", "SigmaTimeoutError",
@@ -72,6 +74,8 @@ class _Context:
         self.owner, self.nodes, self.secret, self.store = owner, nodes, secret, store
         self.gen, self.timeout, self.etcd = gen, timeout, etcd
         self.unnamed: dict[tuple, set[int]] = {}
+        self.local_rank, self.local_size = rank, size
+        self.hosts_store = False  # this process hosts the store (rank 0's TCPStore)
         self.lock = threading.Lock()
 
 
@@ -139,9 +143,13 @@ def init(nodes: Union[str, Sequence[str], None] = None, *,
        membership. Needs an open job in sync or deterministic mode.
 
     The rank and the number of ranks come from ``rank=``/``size=``, else
-    torch.distributed, else ``SIGMA_RANK``/``SIGMA_WORKERS``, else
-    ``RANK``/``WORLD_SIZE``. ``mode`` (``SIGMA_MODE``) is sync, async or
-    deterministic. ``timeout`` (s) bounds the wait for rank 0's descriptor.
+    torch.distributed and the launchers' variables (SIGMA_RANK/SIGMA_WORKERS,
+    RANK/WORLD_SIZE, OMPI_COMM_WORLD_*, PMI_*, HOROVOD_*, DMLC_* with
+    BYTEPS_LOCAL_*), which must agree; nothing at all is one rank. Several
+    ranks share a store: ``store=``, else torch.distributed's, else a
+    TCPStore at MASTER_ADDR:MASTER_PORT (rank 0 hosts it), else a FileStore
+    for an mpirun job on one machine (docs/python.md, "The store").
+    ``mode`` (``SIGMA_MODE``) is sync, async or deterministic. ``timeout`` (s) bounds the wait for rank 0's descriptor.
     ``max_retries`` (default MAX_RETRIES) bounds how long a node may stay
     silent, ``ranks_wait`` (``SIGMA_RANKS_WAIT``, default RANKS_WAIT s) how
     long a step waits for ranks that are behind, paused or dead
@@ -171,7 +179,8 @@ def init(nodes: Union[str, Sequence[str], None] = None, *,
         if _ctx is not None:
             raise SigmaConfigError("sigma.torch.init: already initialised: call shutdown() "
                                    "first")
-        r, n = _resolve_rank(rank, size)
+        r, n, lrank, lsize = _resolve_rank(rank, size)
+        hosts = False
         gen = _gen
         _gen += 1
         desc = descriptor or _env("SIGMA_JOB")
@@ -191,6 +200,8 @@ def init(nodes: Union[str, Sequence[str], None] = None, *,
                 raise SigmaConfigError(f"sigma.torch.init: the job given (SIGMA_JOB) is "
                                        f"{job.mode}, not {want}: make a {want} job, or ask for "
                                        f"{job.mode}")
+            if store is None and (n > 1 or _dist_on()):
+                store, hosts = _job_store(r, n, timeout)
         else:
             targets = parse_nodes(nodes if nodes is not None else _env("SIGMA_NODES"))
             secret_file = secret_file or _env("SIGMA_SECRET_FILE")
@@ -198,8 +209,8 @@ def init(nodes: Union[str, Sequence[str], None] = None, *,
             if mode not in _lib.MODES:
                 raise SigmaConfigError(f"sigma.torch.init: mode {mode!r}: one of "
                                        f"{', '.join(_lib.MODES)}")
-            if store is None and n > 1:
-                store = _default_store()
+            if store is None and (n > 1 or _dist_on()):
+                store, hosts = _job_store(r, n, timeout)
             if r == 0:
                 try:
                     if not targets and members:
@@ -220,6 +231,10 @@ def init(nodes: Union[str, Sequence[str], None] = None, *,
                         store.set(_key(gen, "job"), "error:" + str(e))
                     raise
                 owner = True
+                if store is not None and n > 1:
+                    # declared tensors keep their ids: name i owns id i (Session.tensor_id)
+                    for i, (tname, _) in enumerate(tensors or ()):
+                        store.compare_set(f"{_key(gen, 'id')}/{i}", "", tname)
                 if store is not None:  # with rank 0's membership source, for every rank
                     store.set(_key(gen, "job"), "ok:" + job.descriptor +
                               ("\n" + "\n".join(members) if members else ""))
@@ -231,14 +246,13 @@ def init(nodes: Union[str, Sequence[str], None] = None, *,
         if job.workers != n:
             raise SigmaConfigError(f"sigma.torch.init: the job has {job.workers} workers, this "
                                    f"run {n} ranks: make the job for {n}")
-        if store is None and _dist_on():
-            store = _default_store()
         sess = None
         try:
             watch = Watch(*members) if members else None
             sess = Session(job, r, window=window, max_retries=max_retries or MAX_RETRIES,
                            rto_us=rto_us, poll_us=poll_us, ranks_wait=ranks_wait,
-                           membership=watch)
+                           membership=watch, store=store if n > 1 else None,
+                           store_prefix=f"{_STORE_PREFIX}/{gen}")
             if store is not None and n > 1:
                 _start_together(store, gen, n, timeout)
         except BaseException as e:
@@ -250,6 +264,7 @@ def init(nodes: Union[str, Sequence[str], None] = None, *,
                 destroy_job(targets, job.id, secret=secret)
             raise
         _ctx = _Context(job, sess, r, n, owner, targets, secret, store, gen, timeout, members)
+        _ctx.local_rank, _ctx.local_size, _ctx.hosts_store = lrank, lsize, hosts
 
 
 def _membership_source(etcd: Optional[str], cluster: Optional[str]
@@ -318,37 +333,176 @@ def _start_together(store: Any, gen: int, n: int, timeout: float) -> None:
         time.sleep(0.005)
 
 
-def _resolve_rank(rank: Optional[int], size: Optional[int]) -> tuple[int, int]:
-    if _dist_on():
-        r = dist.get_rank() if rank is None else rank
-        n = dist.get_world_size() if size is None else size
-    else:
-        r = rank if rank is not None else _env_int("this rank", "SIGMA_RANK", "RANK")
-        n = size if size is not None else _env_int("the number of ranks", "SIGMA_WORKERS",
-                                                   "WORLD_SIZE")
-        if r is None and n is None:
-            r, n = 0, 1
-        if r is None or n is None:
-            raise SigmaConfigError("sigma.torch.init: give both the rank and the number of "
-                                   "ranks (rank=/size=, SIGMA_RANK/SIGMA_WORKERS, or "
-                                   "RANK/WORLD_SIZE)")
-    if not isinstance(n, int) or not 1 <= n <= _lib.SG_MAX_WORKERS:
-        raise SigmaConfigError(f"sigma.torch.init: {n!r} ranks: a job has 1.."
-                               f"{_lib.SG_MAX_WORKERS} workers")
-    if not isinstance(r, int) or not 0 <= r < n:
-        raise SigmaConfigError(f"sigma.torch.init: rank {r!r}: want 0..{n - 1}")
+# The launchers whose variables give the rank and the number of ranks: (name,
+# rank, size, local rank, local size). BytePS's are read apart (_byteps_source):
+# its DMLC_* count machines.
+_LAUNCHERS = (
+    ("Sigma", "SIGMA_RANK", "SIGMA_WORKERS", None, None),
+    ("torch", "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE"),
+    ("mpirun", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK",
+     "OMPI_COMM_WORLD_LOCAL_SIZE"),
+    ("PMI", "PMI_RANK", "PMI_SIZE", None, None),
+    ("Horovod", "HOROVOD_RANK", "HOROVOD_SIZE", "HOROVOD_LOCAL_RANK", "HOROVOD_LOCAL_SIZE"),
+)
+_ALL_VARS = ("RANK/WORLD_SIZE, SIGMA_RANK/SIGMA_WORKERS, DMLC_WORKER_ID/DMLC_NUM_WORKER with "
+             "BYTEPS_LOCAL_RANK/BYTEPS_LOCAL_SIZE, OMPI_COMM_WORLD_RANK/SIZE, PMI_RANK/"
+             "PMI_SIZE, HOROVOD_RANK/HOROVOD_SIZE")
+_said_alone = False
+
+
+class _Source:
+    """What one launcher (or torch.distributed) says: rank, size, local rank and
+    size (None where it does not say), and how, for messages."""
+
+    def __init__(self, name: str, rank: int, size: int, local_rank: Optional[int],
+                 local_size: Optional[int], how: str) -> None:
+        self.name, self.rank, self.size = name, rank, size
+        self.local_rank, self.local_size, self.how = local_rank, local_size, how
+
+
+def _pair(rank_var: str, size_var: str, what: str) -> Optional[tuple[int, int]]:
+    """(rank, size) from two variables, None if neither is set; one alone raises."""
+    r = _env_int(f"{what}'s rank", rank_var)
+    n = _env_int(f"{what}'s number of ranks", size_var)
+    if r is None and n is None:
+        return None
+    if r is None or n is None:
+        have, lack = (size_var, rank_var) if r is None else (rank_var, size_var)
+        raise SigmaConfigError(
+            f"sigma.torch.init: {have}={os.environ[have]} but no {lack} ({what}): a job "
+            f"needs both the rank and the number of ranks: set {lack} too, or pass rank= "
+            "and size=")
     return r, n
 
 
-def _default_store() -> Any:
-    if not _dist_on():
+def _byteps_source() -> Optional[_Source]:
+    """BytePS's launcher: DMLC_NUM_WORKER machines of BYTEPS_LOCAL_SIZE workers;
+    this one is worker BYTEPS_LOCAL_RANK of machine DMLC_WORKER_ID."""
+    machines = _pair("DMLC_WORKER_ID", "DMLC_NUM_WORKER", "BytePS")
+    local = _pair("BYTEPS_LOCAL_RANK", "BYTEPS_LOCAL_SIZE", "BytePS")
+    if machines is None and local is None:
+        return None
+    if machines is None:
+        raise SigmaConfigError("sigma.torch.init: BYTEPS_LOCAL_RANK/BYTEPS_LOCAL_SIZE but no "
+                               "DMLC_WORKER_ID/DMLC_NUM_WORKER (BytePS): set both (the "
+                               "machine's index and the number of worker machines)")
+    lr, ls = local if local is not None else (0, 1)
+    if not 0 <= machines[0] < machines[1] or not 0 <= lr < ls:
+        raise SigmaConfigError(f"sigma.torch.init: DMLC_WORKER_ID={machines[0]}, "
+                               f"DMLC_NUM_WORKER={machines[1]}, BYTEPS_LOCAL_RANK={lr}, "
+                               f"BYTEPS_LOCAL_SIZE={ls} (BytePS): want 0 <= id < number")
+    how = (f"DMLC_WORKER_ID={machines[0]}, DMLC_NUM_WORKER={machines[1]}, "
+           f"BYTEPS_LOCAL_RANK={lr}, BYTEPS_LOCAL_SIZE={ls}")
+    return _Source("BytePS", machines[0] * ls + lr, machines[1] * ls, lr, ls, how)
+
+
+def _launcher_sources() -> list[_Source]:
+    """Every source of the rank that is set: torch.distributed and each launcher."""
+    found = []
+    if _dist_on():
+        found.append(_Source("torch.distributed", dist.get_rank(), dist.get_world_size(),
+                             None, None, f"rank {dist.get_rank()} of "
+                             f"{dist.get_world_size()}"))
+    for name, rv, sv, lrv, lsv in _LAUNCHERS:
+        got = _pair(rv, sv, name)
+        if got is None:
+            continue
+        lr = _env_int(f"{name}'s local rank", lrv) if lrv else None
+        ls = _env_int(f"{name}'s local size", lsv) if lsv else None
+        found.append(_Source(name, got[0], got[1], lr, ls,
+                             f"{rv}={got[0]}, {sv}={got[1]}"))
+    bps = _byteps_source()
+    if bps is not None:
+        found.append(bps)
+    return found
+
+
+def _resolve_rank(rank: Optional[int], size: Optional[int]
+                  ) -> tuple[int, int, int, int]:
+    """(rank, size, local rank, local size) from rank=/size=, torch.distributed
+    and every launcher's variables; two sources that disagree raise, naming
+    both. Nothing at all: one rank alone (said once on stderr)."""
+    global _said_alone
+    sources = _launcher_sources()
+    for a in sources[1:]:
+        b = sources[0]
+        if (a.rank, a.size) != (b.rank, b.size):
+            raise SigmaConfigError(
+                f"sigma.torch.init: {b.how} ({b.name}) and {a.how} ({a.name}) disagree on "
+                "this rank or the number of ranks: unset the variables of the launcher "
+                "that did not start this process, or pass rank= and size=")
+    first = sources[0] if sources else None
+    r = rank if rank is not None else first.rank if first else None
+    n = size if size is not None else first.size if first else None
+    if r is None and n is None:
+        r, n = 0, 1
+        if not _said_alone:
+            _said_alone = True
+            print("sigma.torch.init: no launcher variables (" + _ALL_VARS + ") and no "
+                  "torch.distributed: running as a 1-rank job", file=sys.stderr, flush=True)
+    if r is None or n is None:
+        raise SigmaConfigError("sigma.torch.init: give both the rank and the number of "
+                               "ranks (rank= and size=, or a launcher's variables: " +
+                               _ALL_VARS + ")")
+    if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= _lib.SG_MAX_WORKERS:
+        raise SigmaConfigError(f"sigma.torch.init: {n!r} ranks: a job has 1.."
+                               f"{_lib.SG_MAX_WORKERS} workers")
+    if isinstance(r, bool) or not isinstance(r, int) or not 0 <= r < n:
+        raise SigmaConfigError(f"sigma.torch.init: rank {r!r}: want 0..{n - 1}")
+    local = next((s for s in sources if s.local_rank is not None), None)
+    lr = local.local_rank if local is not None else r
+    ls = local.local_size if local is not None and local.local_size is not None else n
+    return r, n, lr, ls
+
+
+_made_store: Optional[tuple[tuple, Any, bool]] = None  # (how, store, hosted here)
+
+
+def _job_store(r: int, n: int, timeout: float) -> tuple[Any, bool]:
+    """The store the ranks of a job share when init() was given none: torch.
+    distributed's, else one made here (kept for later init() calls): a
+    TCPStore at MASTER_ADDR:MASTER_PORT that rank 0 hosts, or, for an mpirun
+    job whose ranks are all on this machine, a FileStore named by mpirun's
+    job id. Returns (store, whether this process hosts it)."""
+    global _made_store
+    if _dist_on():
+        from torch.distributed import distributed_c10d
+        return distributed_c10d._get_default_store(), False
+    addr, port = _env("MASTER_ADDR"), _env_int("the rendezvous port", "MASTER_PORT")
+    mpi_job = _env("PMIX_NAMESPACE", "OMPI_MCA_ess_base_jobid")
+    on_one = _env("OMPI_COMM_WORLD_SIZE") is not None and \
+        _env("OMPI_COMM_WORLD_SIZE") == _env("OMPI_COMM_WORLD_LOCAL_SIZE")
+    if addr and port:
+        how: tuple = ("tcp", addr, port, r, n)
+    elif on_one and mpi_job:
+        safe = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in mpi_job)
+        how = ("file", os.path.join(tempfile.gettempdir(),
+                                    f"sigma-mpirun-{os.getuid()}-{safe}.store"), n)
+    else:
         raise SigmaConfigError(
-            "sigma.torch.init: with several ranks, rank 0's job must reach the others: call "
-            "torch.distributed.init_process_group() first, pass store=, or make the job "
-            "beforehand and give it to every rank in SIGMA_JOB (python3 -m sigma.launch "
-            "--make-job does)")
-    from torch.distributed import distributed_c10d
-    return distributed_c10d._get_default_store()
+            f"sigma.torch.init: {n} ranks but no store to meet through (rank 0 hands the job "
+            "to the others there, and every rank agrees on the tensors' ids): set "
+            "MASTER_ADDR and MASTER_PORT (rank 0 hosts a store there; python3 -m "
+            "sigma.launch and torchrun set them), run every rank under one mpirun on this "
+            "machine, call torch.distributed.init_process_group() first, or pass store=")
+    if _made_store is not None and _made_store[0] == how:
+        return _made_store[1], _made_store[2]
+    try:
+        if how[0] == "tcp":
+            store = dist.TCPStore(addr, port, n, r == 0, datetime.timedelta(seconds=timeout),
+                                  wait_for_workers=False)
+        else:
+            store = dist.FileStore(how[1], n)
+    except (RuntimeError, OSError) as e:
+        where = f"MASTER_ADDR:MASTER_PORT {addr}:{port}" if how[0] == "tcp" else how[1]
+        verb = "host" if r == 0 and how[0] == "tcp" else "reach"
+        raise SigmaConfigError(
+            f"sigma.torch.init: rank {r} cannot {verb} the job's store at {where} ({e}): " +
+            ("is the port free on rank 0's machine, and is rank 0 running?" if how[0] == "tcp"
+             else "is the temporary folder writable?")) from None
+    # rank 0 keeps its store until every rank closed (shutdown); it removes the file at exit
+    _made_store = (how, store, r == 0)
+    return store, r == 0
 
 
 def _key(gen: int, what: str) -> str:
@@ -384,19 +538,22 @@ def shutdown(timeout: Optional[float] = None) -> None:
             c.store.add(_key(c.gen, "closed"), 1)
         except Exception:  # the store went away with rank 0: nothing to tell
             pass
-    if not c.owner:
+    if not c.owner and not c.hosts_store:
         return
-    if c.store is not None and c.size > 1:
+    if c.store is not None and c.size > 1:  # the others still use the store, or the job
         deadline = time.monotonic() + bound
         try:
             while c.store.add(_key(c.gen, "closed"), 0) < c.size:
                 if time.monotonic() > deadline:
                     warnings.warn(f"sigma.torch.shutdown: not every rank closed within "
-                                  f"{bound:g} s; destroying job {c.job.id} anyway")
+                                  f"{bound:g} s; " + (f"destroying job {c.job.id} anyway"
+                                                      if c.owner else "going on"))
                     break
                 time.sleep(0.02)
         except Exception:
             pass
+    if not c.owner:
+        return
     targets = c.nodes
     if c.etcd:
         # a node lost during the job (its lease expired) took the job with it
@@ -416,6 +573,11 @@ def _at_exit() -> None:
             shutdown(timeout=10.0)
         except Exception as e:  # at exit, say it and go
             print(f"sigma.torch: shutdown at exit: {e}", file=sys.stderr)
+    if _made_store is not None and _made_store[0][0] == "file" and _made_store[2]:
+        try:  # rank 0's shutdown waited for every rank to close: nobody uses it now
+            os.unlink(_made_store[0][1])
+        except OSError:
+            pass
 
 
 def _c() -> _Context:
@@ -440,9 +602,17 @@ def size() -> int:
 
 
 def local_rank() -> int:
-    """This rank on this machine (LOCAL_RANK, else the rank)."""
-    v = _env_int("this rank on this machine", "LOCAL_RANK")
-    return _c().rank if v is None else v
+    """This rank on this machine: from the launcher's variables (LOCAL_RANK,
+    OMPI_COMM_WORLD_LOCAL_RANK, BYTEPS_LOCAL_RANK, HOROVOD_LOCAL_RANK), else
+    the rank."""
+    return _c().local_rank
+
+
+def local_size() -> int:
+    """The number of ranks on this machine: from the launcher's variables
+    (LOCAL_WORLD_SIZE, OMPI_COMM_WORLD_LOCAL_SIZE, BYTEPS_LOCAL_SIZE,
+    HOROVOD_LOCAL_SIZE), else the number of ranks."""
+    return _c().local_size
 
 
 def job() -> Job:
@@ -875,11 +1045,14 @@ def broadcast_parameters(params: Any, root_rank: int = 0, name: str = "bcast") -
 
 def broadcast_optimizer_state(optimizer: torch.optim.Optimizer, root_rank: int = 0) -> None:
     """Give every rank ``root_rank``'s optimizer state (its state_dict, sent
-    through the torch.distributed store: small states, once at start)."""
+    through the job's store: small states, once at start). With one rank,
+    nothing to do."""
     c = _c()
-    if c.store is None:
-        raise SigmaConfigError("sigma: broadcast_optimizer_state needs a store: initialise "
-                               "torch.distributed, or pass store= to init()")
+    if not isinstance(root_rank, int) or not 0 <= root_rank < c.size:
+        raise SigmaConfigError(f"sigma: broadcast_optimizer_state: root_rank {root_rank!r}: "
+                               f"want 0..{c.size - 1}")
+    if c.size == 1:
+        return
     opt = optimizer._opt if isinstance(optimizer, DistributedOptimizer) else optimizer
     c.gen_bcast = getattr(c, "gen_bcast", 0) + 1
     key = _key(c.gen, f"optstate{c.gen_bcast}")

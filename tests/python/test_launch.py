@@ -7,6 +7,7 @@ train-demo runs)."""
 
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -15,6 +16,7 @@ import time
 import unittest
 
 import sgtest
+from sigma.localnodes import start_local_nodes
 
 ENV = dict(os.environ, PYTHONPATH=sgtest.SRC)
 LAUNCH = [sys.executable, "-m", "sigma.launch"]
@@ -129,6 +131,66 @@ class Launch(unittest.TestCase):
                            capture_output=True, text=True, timeout=60)
         self.assertEqual(r.returncode, 2)
         self.assertIn("--make-job needs nodes", r.stderr)
+
+    def test_make_job_broadcast_optimizer_state(self):
+        # under --make-job (no torch.distributed), rank 0's optimizer state reaches rank 1
+        sgtest.need_torch()
+        script = os.path.join(self.tmp, "optstate.py")
+        with open(script, "w") as f:
+            f.write("import torch, sigma.torch as sgt\n"
+                    "torch.set_num_threads(1)\n"
+                    "sgt.init()\n"
+                    "r = sgt.rank()\n"
+                    "p = torch.nn.Parameter(torch.ones(4))\n"
+                    "opt = torch.optim.SGD([p], lr=0.1 * (r + 1), momentum=0.9)\n"
+                    "p.grad = torch.full((4,), float(r + 1))\n"
+                    "opt.step()\n"
+                    "sgt.broadcast_optimizer_state(opt, root_rank=0)\n"
+                    "print('opt', r, opt.param_groups[0]['lr'],\n"
+                    "      opt.state[p]['momentum_buffer'].tolist(), flush=True)\n"
+                    "sgt.shutdown()\n")
+        r = subprocess.run(LAUNCH + ["-n", "2", "--local-nodes", "1", "--make-job", script],
+                           env=ENV, capture_output=True, text=True, timeout=120)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        for rank in (0, 1):
+            self.assertIn(f"[{rank}] opt {rank} 0.1 [1.0, 1.0, 1.0, 1.0]", r.stdout)
+
+    def test_mpirun_without_torch_distributed(self):
+        # a real mpirun (Open MPI) of 2 ranks on this machine, no MASTER_ADDR, no
+        # init_process_group: the ranks meet through a FileStore named by mpirun's job id
+        sgtest.need_torch()
+        mpirun = shutil.which("mpirun")
+        if mpirun is None:
+            self.skipTest("no mpirun (Debian package openmpi-bin)")
+        script = os.path.join(self.tmp, "mpi.py")
+        with open(script, "w") as f:
+            f.write("import torch, sigma.torch as sgt\n"
+                    "torch.set_num_threads(1)\n"
+                    "sgt.init()\n"
+                    "r = sgt.rank()\n"
+                    "y = sgt.push_pull(torch.arange(5000, dtype=torch.float64) + 1e6 * r,\n"
+                    "                  average=False, name='y')\n"
+                    "want = 2 * torch.arange(5000, dtype=torch.float64) + 1e6\n"
+                    "print('mpi', r, sgt.size(), sgt.local_rank(), sgt.local_size(),\n"
+                    "      torch.equal(y, want), flush=True)\n"
+                    "sgt.shutdown()\n")
+        def stores():
+            return {f for f in os.listdir(tempfile.gettempdir()) if f.startswith("sigma-mpirun-")}
+        before = stores()
+        with start_local_nodes(1) as nodes:
+            env = {k: v for k, v in os.environ.items()
+                   if k not in ("MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE",
+                                "LOCAL_RANK", "LOCAL_WORLD_SIZE", "SIGMA_RANK",
+                                "SIGMA_WORKERS", "SIGMA_JOB")}
+            env.update(PYTHONPATH=sgtest.SRC, SIGMA_NODES=nodes.env(), OMP_NUM_THREADS="1")
+            r = subprocess.run([mpirun, "--allow-run-as-root", "--oversubscribe", "-np", "2",
+                                sys.executable, script], env=env, capture_output=True,
+                               text=True, timeout=120, stdin=subprocess.DEVNULL)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        for rank in (0, 1):
+            self.assertIn(f"mpi {rank} 2 {rank} 2 True", r.stdout, r.stdout + r.stderr)
+        self.assertEqual(procs_mentioning(script), [], "a rank is left")
+        self.assertEqual(stores() - before, set(), "the FileStore's file is left")
 
     def test_run_forked_stops_at_any_failing_rank(self):
         # rank 1 fails while rank 0 would wait a minute (as in a collective whose

@@ -33,6 +33,7 @@ import signal
 import threading
 import time
 import unittest
+import unittest.mock
 
 import sgtest
 
@@ -526,6 +527,89 @@ def env_only(rank, n, desc):
     return True
 
 
+# ---- names matched by name, whatever the order; launcher variables ---------
+
+def name_values(name: str, rank: int) -> torch.Tensor:
+    """Rank @rank's tensor of @name: distinct per name and rank, exact in fp64."""
+    k = sum(map(ord, name))
+    return torch.arange(3000, dtype=torch.float64) * (k % 97 + 1) + 1e6 * rank + k
+
+
+def names_by_name(rank, n, targets):
+    """Ranks push the same names in opposite orders (equal sizes, so only the
+    id can be wrong): every element is the sum of that name's tensors. A name
+    of another size on one rank fails there at registration, naming both."""
+    dist.init_process_group("gloo")
+    sgt.init(targets, ranks_wait=3.0)
+    names = ["a", "b", "c", "d", "e", "f"]
+    if rank == 1:
+        names.reverse()
+    hs = [(nm, sgt.push_pull_async(name_values(nm, rank), average=False, name=nm))
+          for nm in names]
+    for nm, h in hs:
+        got = sgt.synchronize(h, timeout=30)
+        want = sum(name_values(nm, r) for r in range(n))
+        assert torch.equal(got, want), \
+            f"'{nm}': off by {(got - want).abs().max().item()} (ids by order of first use?)"
+    # the size of one name differs: the rank that registers it second is told at once
+    if rank == 0:
+        sgt.session().tensor_id("m", 10, "fp32")
+    dist.barrier()
+    if rank == 1:
+        t0 = time.monotonic()
+        _raises(lambda: sgt.push_pull(torch.ones(12), name="m"), sigma.SigmaConfigError,
+                "tensor 'm' is 12 fp32 elements on rank 1, but rank 0 first pushed it as 10 "
+                "fp32")
+        assert time.monotonic() - t0 < 2, time.monotonic() - t0
+    dist.barrier()
+    sgt.shutdown()
+    dist.destroy_process_group()
+    return True
+
+
+LAUNCH_VARS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "SIGMA_RANK",
+               "SIGMA_WORKERS", "SIGMA_JOB", "DMLC_NUM_WORKER", "DMLC_WORKER_ID",
+               "BYTEPS_LOCAL_RANK", "BYTEPS_LOCAL_SIZE", "OMPI_COMM_WORLD_RANK",
+               "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK",
+               "OMPI_COMM_WORLD_LOCAL_SIZE", "PMI_RANK", "PMI_SIZE", "HOROVOD_RANK",
+               "HOROVOD_SIZE", "HOROVOD_LOCAL_RANK", "HOROVOD_LOCAL_SIZE")
+
+
+def byteps_env(rank, n, targets):
+    """Only BytePS's variables (one machine of n workers) and MASTER_ADDR/PORT:
+    the ranks find each other with no init_process_group, and sum."""
+    for k in LAUNCH_VARS:
+        os.environ.pop(k, None)
+    os.environ.update(DMLC_NUM_WORKER="1", DMLC_WORKER_ID="0", BYTEPS_LOCAL_RANK=str(rank),
+                      BYTEPS_LOCAL_SIZE=str(n))
+    sgt.init(targets)
+    assert not dist.is_initialized()
+    got = (sgt.rank(), sgt.size(), sgt.local_rank(), sgt.local_size())
+    assert got == (rank, n, rank, n), got
+    y = sgt.push_pull(name_values("x", rank), average=False, name="x")
+    assert torch.equal(y, sum(name_values("x", r) for r in range(n))), "BytePS variables"
+    sgt.shutdown()
+    return True
+
+
+def one_rank_optimizer_state(rank, n, targets):
+    """broadcast_optimizer_state with one rank and no torch.distributed: a
+    no-op that keeps the state."""
+    for k in LAUNCH_VARS:
+        os.environ.pop(k, None)
+    sgt.init(targets)
+    m = ex.make_model()
+    opt = torch.optim.SGD(m.parameters(), lr=0.1, momentum=0.9)
+    m(torch.ones(2, 1, ex.IMAGE, ex.IMAGE)).sum().backward()
+    opt.step()
+    before = [opt.state[p]["momentum_buffer"].clone() for p in m.parameters()]
+    sgt.broadcast_optimizer_state(opt, root_rank=0)
+    assert all(torch.equal(a, opt.state[p]["momentum_buffer"])
+               for a, p in zip(before, m.parameters())), "state changed"
+    sgt.shutdown()
+    return True
+
+
 class Torch(unittest.TestCase):
     def test_four_ranks(self):
         with start_local_nodes(2) as nodes:
@@ -570,16 +654,69 @@ class Torch(unittest.TestCase):
             sgtest.run_ranks(2, env_only, job.descriptor, timeout=60)
             sigma.destroy_job(nodes.targets, job.id)  # still there: shutdown left it
 
+    def test_names_in_any_order(self):
+        with start_local_nodes(1) as nodes:
+            sgtest.run_ranks(2, names_by_name, nodes.targets, timeout=90)
+
+    def test_byteps_variables_alone(self):
+        with start_local_nodes(1) as nodes:
+            sgtest.run_ranks(2, byteps_env, nodes.targets, timeout=90)
+
+    def test_one_rank_optimizer_state(self):
+        with start_local_nodes(1) as nodes:
+            sgtest.run_ranks(1, one_rank_optimizer_state, nodes.targets, timeout=60)
+
+    def test_launcher_variables_refused(self):
+        # conflicting sources, a size without a rank: a clear error naming the variables
+        import contextlib
+        import io
+        saved = dict(os.environ)
+        try:
+            for k in LAUNCH_VARS + ("MASTER_ADDR", "MASTER_PORT"):
+                os.environ.pop(k, None)
+            os.environ["SIGMA_NODES"] = "unix:/nonexistent/sigma.sock"
+            for env, want in (
+                    (dict(RANK="0", WORLD_SIZE="2", OMPI_COMM_WORLD_RANK="1",
+                          OMPI_COMM_WORLD_SIZE="2"),
+                     "RANK=0, WORLD_SIZE=2 (torch) and OMPI_COMM_WORLD_RANK=1, "
+                     "OMPI_COMM_WORLD_SIZE=2 (mpirun) disagree"),
+                    (dict(HOROVOD_SIZE="4", HOROVOD_RANK="1", DMLC_NUM_WORKER="2",
+                          DMLC_WORKER_ID="0", BYTEPS_LOCAL_SIZE="1", BYTEPS_LOCAL_RANK="0"),
+                     "disagree"),
+                    (dict(DMLC_NUM_WORKER="2"), "DMLC_NUM_WORKER=2 but no DMLC_WORKER_ID"),
+                    (dict(WORLD_SIZE="2"), "WORLD_SIZE=2 but no RANK"),
+                    (dict(OMPI_COMM_WORLD_RANK="1"),
+                     "OMPI_COMM_WORLD_RANK=1 but no OMPI_COMM_WORLD_SIZE"),
+                    (dict(PMI_SIZE="3", PMI_RANK="1"), "MASTER_ADDR and MASTER_PORT")):
+                with unittest.mock.patch.dict(os.environ, env):
+                    with self.assertRaises(sigma.SigmaConfigError) as cm:
+                        sgt.init()
+                    self.assertIn(want, str(cm.exception))
+                    self.assertIn("sigma.torch.init", str(cm.exception))
+                self.assertFalse(sgt.is_initialized())
+            # nothing set at all: a 1-rank job, said once on stderr
+            err = io.StringIO()
+            with contextlib.redirect_stderr(err):
+                for _ in range(2):
+                    with self.assertRaises(sigma.SigmaConfigError):
+                        sgt.init()  # no node there: refused after the rank is known
+            self.assertEqual(err.getvalue().count("running as a 1-rank job"), 1,
+                             err.getvalue())
+        finally:
+            os.environ.clear()
+            os.environ.update(saved)
+
     def test_init_without_a_way_to_share(self):
         # no torch.distributed, no store, no SIGMA_JOB, 2 ranks: refused, with the ways
         saved = dict(os.environ)
         try:
-            for k in ("SIGMA_JOB", "RANK", "WORLD_SIZE"):
+            for k in LAUNCH_VARS + ("MASTER_ADDR", "MASTER_PORT"):
                 os.environ.pop(k, None)
             os.environ.update(SIGMA_RANK="1", SIGMA_WORKERS="2", SIGMA_NODES="unix:/x")
             with self.assertRaises(sigma.SigmaConfigError) as cm:
                 sgt.init()
-            for want in ("init_process_group", "store=", "SIGMA_JOB"):
+            for want in ("init_process_group", "store=", "MASTER_ADDR and MASTER_PORT",
+                         "mpirun"):
                 self.assertIn(want, str(cm.exception))
             for kw, want in ((dict(nodes=123), "want a list of control targets"),
                              (dict(max_retries=-3), "max_retries=-3"),
