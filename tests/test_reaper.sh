@@ -11,10 +11,20 @@ fail=0
 tag=$$
 # each stray process sleeps a time of its own, so pgrep finds only this test's
 mark() { echo "300.$tag$1"; }
-alive() { pgrep -f "sleep $(mark "$1")" >/dev/null; }
 bad() {
 	echo "FAIL: $*"
 	fail=1
+}
+# Without pgrep every "still running" check below would pass unchecked.
+for t in pgrep pkill; do
+	command -v "$t" >/dev/null || { echo "SKIP: no $t (apt-get install procps; ./sigma deps)"; exit 77; }
+done
+# alive M: whether stray M runs; pgrep's own failure (exit 2 or 3) fails the test
+alive() {
+	local rc=0
+	pgrep -f "sleep $(mark "$1")" >/dev/null || rc=$?
+	[ "$rc" -le 1 ] || bad "pgrep failed (exit $rc)"
+	return "$rc"
 }
 cleanup() { pkill -KILL -f "sleep 300.$tag" 2>/dev/null || true; }
 trap cleanup EXIT

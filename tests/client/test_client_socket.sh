@@ -33,6 +33,8 @@ SIGMACTL=$2
 WORKERS=$3
 PROBE=$4
 BENCH=$5
+# without ss, "no socket of sigmad's is left" would be checked against nothing
+command -v ss >/dev/null || { echo "SKIP: no ss (apt-get install iproute2; ./sigma deps)"; exit 77; }
 TMP=$(mktemp -d /tmp/sg_sock.XXXXXX)
 chmod 755 "$TMP"
 PID=
