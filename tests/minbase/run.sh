@@ -3,8 +3,8 @@
 #
 # run.sh [--full] [--keep] [DIR]: the README's promise on a minimal Debian 12.
 # Makes a Debian 12 minbase root with debootstrap (once, kept in DIR/pristine;
-# default /var/tmp/sigma-minbase), copies it to DIR/root, copies this tree into
-# it as a new user's clone would have it, and runs there, as root, in a private
+# default /var/tmp/sigma-minbase), copies it to DIR/root, puts this tree's HEAD
+# into it as a new user's clone would have it, and runs there, as root, in a private
 # mount namespace (its /proc, /sys, /dev, /run and /tmp vanish with it):
 #   1. ./sigma demo: it must pass with only the build packages installed;
 #      reports the packages, megabytes and seconds it took;
@@ -68,11 +68,12 @@ if [ -d /etc/apt/sources.list.d ]; then
 	cp -a /etc/apt/sources.list.d/. "$ROOTFS/etc/apt/sources.list.d/" 2>/dev/null || true
 	[ -n "$(ls "$ROOTFS/etc/apt/sources.list.d")" ] && : >"$ROOTFS/etc/apt/sources.list"
 fi
-# The tree as a clone has it: what git tracks, plus files not yet committed.
+# The tree as a clone of HEAD has it (what is not committed is not checked).
 mkdir -p "$ROOTFS/root/sigma"
-(cd "$SRC" && git ls-files -co --exclude-standard -z | xargs -0 cp -p --parents -t "$ROOTFS/root/sigma")
-(cd "$SRC" && git ls-files -s | awk '$1 == "100755" { print $4 }' | sed "s|^|$ROOTFS/root/sigma/|" |
-	xargs -r chmod +x)
+git -C "$SRC" archive HEAD | tar -C "$ROOTFS/root/sigma" -xf -
+say "checking $(git -C "$SRC" log -1 --format='%h %s' HEAD | cut -c1-70)"
+[ -z "$(git -C "$SRC" status --porcelain --untracked-files=no)" ] ||
+	say "note: uncommitted changes in $SRC are not part of the check"
 
 cat >"$ROOTFS/root/steps.sh" <<'STEPS'
 set -u
