@@ -37,6 +37,9 @@ from . import _lib, localnodes
 from .errors import SigmaConfigError, SigmaError, SigmaTimeoutError, status_error
 from .job import Job
 
+# how often a progress thread with operations in flight looks in the store for a
+# failure another rank posted (Session.post_failure)
+FAILED_CHECK_S = 0.5
 # libsigma's failover_wait_us default: a silent node the membership still lists
 _FAILOVER_WAIT_S = 10.0
 _FORMATS = {"f": "fp32", "d": "fp64", "e": "fp16", "b": "int8", "B": "uint8"}
@@ -66,6 +69,47 @@ def silent_bound_s(rto_us: int = 0, rto_max_us: int = 0, max_retries: int = 0) -
     top = max(rto_max_us or 200000, rto)
     answered = ((max_retries or 10) + 1) * top / 1e6
     return max(retry_budget_s(rto_us, rto_max_us, max_retries), answered) + rto / 4e6
+
+
+class LockedStore:
+    """A key-value store shared by every rank (torch.distributed's TCPStore,
+    FileStore, PrefixStore...), used by one thread of this process at a time:
+    torch 1.13's TCPStore client mixes up the answers of two threads' calls.
+    The session's progress thread only tries it (:meth:`try_add`), so it never
+    waits for a store call of another thread."""
+
+    def __init__(self, store: Any) -> None:
+        self.store = store.store if isinstance(store, LockedStore) else store
+        self._lock = store._lock if isinstance(store, LockedStore) else threading.Lock()
+
+    def set(self, key: str, value: Any) -> None:
+        with self._lock:
+            self.store.set(key, value)
+
+    def get(self, key: str) -> bytes:
+        with self._lock:
+            return self.store.get(key)
+
+    def add(self, key: str, amount: int) -> int:
+        with self._lock:
+            return self.store.add(key, amount)
+
+    def compare_set(self, key: str, expected: str, desired: str) -> bytes:
+        with self._lock:
+            return self.store.compare_set(key, expected, desired)
+
+    def wait(self, keys: list[str], timeout: Any) -> None:
+        with self._lock:
+            self.store.wait(keys, timeout)
+
+    def try_add(self, key: str, amount: int) -> Optional[int]:
+        """add(), or None at once if another thread is using the store."""
+        if not self._lock.acquire(blocking=False):
+            return None
+        try:
+            return self.store.add(key, amount)
+        finally:
+            self._lock.release()
 
 
 class Handle:
@@ -180,8 +224,11 @@ class Session:
             stores: TCPStore, FileStore, PrefixStore): names get the same id
             on every rank whatever the order they are first used in, and a
             name's size and dtype are checked across ranks at registration
-            (:meth:`tensor_id`). Its keys start with ``store_prefix/``: give
-            each job its own prefix. None: names are hashed to ids with no
+            (:meth:`tensor_id`); a rank's failure posted there
+            (:meth:`post_failure`) fails the operations in flight on every
+            rank within FAILED_CHECK_S. Its keys start with
+            ``store_prefix/``: give each job its own prefix. The session
+            uses it through a :class:`LockedStore`. None: names are hashed to ids with no
             agreement between ranks (docs/python.md, "Tensors and keys").
     """
 
@@ -279,8 +326,9 @@ class Session:
         self._names: dict[str, tuple[int, int, str]] = {}
         self._owners: dict[int, str] = {}  # ids known to be taken, and by which name
         self._id_lock = threading.Lock()
-        self._store = store
+        self._store = LockedStore(store) if store is not None else None
         self._prefix = store_prefix
+        self._failures_key = f"{store_prefix}/failures"
         self._closing = False
         self._failed: Optional[SigmaError] = None
         self._thread_error: Optional[BaseException] = None
@@ -400,25 +448,38 @@ class Session:
                 f"rank {first_rank} first pushed it as {first_n} {first_dt}: a name must "
                 "have the same size and dtype on every rank (give each differently shaped "
                 "tensor its own name)")
-            self.post_failure(str(err))
+            self.post_failure(f"rank {self.rank} failed: {err}")
             raise err
         if first_tid != str(tid):
             err = SigmaConfigError(
                 f"sigma: tensor '{name}' has id {tid} on rank {self.rank}, but rank "
                 f"{first_rank} gave it id {first_tid}: give it the same tensor_id= on every "
                 "rank, or none on any")
-            self.post_failure(str(err))
+            self.post_failure(f"rank {self.rank} failed: {err}")
             raise err
 
     def post_failure(self, reason: str) -> None:
-        """Tell the other ranks, through the store, why this rank cannot go on
-        (the first reason posted stays)."""
+        """Tell every rank's session, through the store, why this rank cannot
+        go on (the first reason posted stays): their progress threads look
+        every FAILED_CHECK_S while operations are in flight, and fail them
+        with it."""
         if self._store is None:
             return
         try:
             self._store.compare_set(f"{self._prefix}/failed", "", reason)
+            self._store.add(self._failures_key, 1)
         except Exception:  # noqa: BLE001 - the store went away: the others time out
             pass
+
+    def _posted_failure(self) -> Optional[str]:
+        """The reason a rank posted, or None (also when another thread holds
+        the store: the next look sees it)."""
+        try:
+            if not self._store.try_add(self._failures_key, 0):
+                return None
+            return _text(self._store.get(f"{self._prefix}/failed"))
+        except Exception:  # noqa: BLE001 - the store went away: the bounds still apply
+            return None
 
     # ---- submitting ---------------------------------------------------------
 
@@ -531,7 +592,7 @@ class Session:
     def _loop(self) -> None:
         lib, s = self._lib, self._s
         last_move = time.monotonic()
-        last_check = last_move
+        last_check = last_store = last_move
         mark = -1
         cpu0 = time.thread_time()
         while True:
@@ -583,6 +644,14 @@ class Session:
             self.active_s += time.perf_counter() - t_start
             self.cpu_s = time.thread_time() - cpu0
             now = time.monotonic()
+            if self._store is not None and now - last_store > FAILED_CHECK_S:
+                last_store = now
+                why = self._posted_failure()
+                if why is not None:
+                    names = ", ".join(sorted(op.name for op in self._inflight.values())[:8])
+                    self._poison(SigmaError(f"sigma: push_pull of {names} (rank {self.rank}, "
+                                            f"job {self.job.id}): {why}"))
+                    return
             if now - last_check > 0.1:
                 last_check = now
                 st = self.stats()

@@ -36,7 +36,7 @@ from .errors import (SigmaConfigError, SigmaError, SigmaNodeSilentError,  # noqa
                      SigmaRanksMissingError, SigmaTimeoutError)
 from .etcd import DEFAULT_CLUSTER, Watch, check_cluster, read_nodes
 from .job import Job, NodeTarget, create_job, destroy_job, load_secret, parse_nodes
-from .session import Handle, Session
+from .session import Handle, LockedStore, Session
 
 __all__ = [
     "init", "shutdown", "is_initialized", "rank", "size", "local_rank", "local_size",
@@ -149,7 +149,8 @@ def init(nodes: Union[str, Sequence[str], None] = None, *,
     ranks share a store: ``store=``, else torch.distributed's, else a
     TCPStore at MASTER_ADDR:MASTER_PORT (rank 0 hosts it), else a FileStore
     for an mpirun job on one machine (docs/python.md, "The store").
-    ``mode`` (``SIGMA_MODE``) is sync, async or deterministic. ``timeout`` (s) bounds the wait for rank 0's descriptor.
+    ``mode`` (``SIGMA_MODE``) is sync, async or deterministic. ``timeout``
+    (s) bounds the wait for rank 0's descriptor.
     ``max_retries`` (default MAX_RETRIES) bounds how long a node may stay
     silent, ``ranks_wait`` (``SIGMA_RANKS_WAIT``, default RANKS_WAIT s) how
     long a step waits for ranks that are behind, paused or dead
@@ -202,6 +203,7 @@ def init(nodes: Union[str, Sequence[str], None] = None, *,
                                        f"{job.mode}")
             if store is None and (n > 1 or _dist_on()):
                 store, hosts = _job_store(r, n, timeout)
+            store = LockedStore(store) if store is not None else None
         else:
             targets = parse_nodes(nodes if nodes is not None else _env("SIGMA_NODES"))
             secret_file = secret_file or _env("SIGMA_SECRET_FILE")
@@ -211,6 +213,7 @@ def init(nodes: Union[str, Sequence[str], None] = None, *,
                                        f"{', '.join(_lib.MODES)}")
             if store is None and (n > 1 or _dist_on()):
                 store, hosts = _job_store(r, n, timeout)
+            store = LockedStore(store) if store is not None else None
             if r == 0:
                 try:
                     if not targets and members:

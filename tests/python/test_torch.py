@@ -563,8 +563,27 @@ def names_by_name(rank, n, targets):
         assert time.monotonic() - t0 < 2, time.monotonic() - t0
     dist.barrier()
     sgt.shutdown()
+    # the same with rank 0's push in flight, and the default ranks_wait (60 s): rank 1
+    # fails at registration, and rank 0 is told its reason within a few seconds
+    sgt.init(targets)
+    if rank == 0:
+        h = sgt.push_pull_async(torch.ones(10), name="m")
+    dist.barrier()
+    t0 = time.monotonic()
+    want = "tensor 'm' is 12 fp32 elements on rank 1, but rank 0 first pushed it as 10 fp32"
+    try:
+        if rank == 0:
+            sgt.synchronize(h, timeout=15)
+        else:
+            sgt.push_pull(torch.ones(12), name="m")
+        raise AssertionError(f"rank {rank}: no error for 'm'")
+    except sigma.SigmaError as e:
+        took, msg, config = time.monotonic() - t0, str(e), isinstance(e, sigma.SigmaConfigError)
+    assert want in msg and (rank == 0 or config), msg
+    assert took < 3, f"rank {rank} was told after {took:.1f} s"
+    sgt.shutdown(timeout=5)
     dist.destroy_process_group()
-    return True
+    return {"told_s": took, "msg": msg}
 
 
 LAUNCH_VARS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "SIGMA_RANK",
@@ -656,7 +675,10 @@ class Torch(unittest.TestCase):
 
     def test_names_in_any_order(self):
         with start_local_nodes(1) as nodes:
-            sgtest.run_ranks(2, names_by_name, nodes.targets, timeout=90)
+            res = sgtest.run_ranks(2, names_by_name, nodes.targets, timeout=90)
+        for r, o in enumerate(res):
+            print(f"rank {r}: told of rank 1's mismatch after {o['told_s']:.2f} s: "
+                  f"{o['msg'][:300]}")
 
     def test_byteps_variables_alone(self):
         with start_local_nodes(1) as nodes:
