@@ -841,13 +841,34 @@ static FILE *gnuplot_open(FILE *f, const char *dat, const char *path)
 	return g;
 }
 
+/*
+ * The x axis's tics at the sizes measured, labelled as the table does (4K, 64K,
+ * 1M): gnuplot's own labels for a log scale read 1.04858x10^6.
+ */
+static void gnuplot_size_tics(FILE *g, const uint64_t *sizes, unsigned int n)
+{
+	uint64_t lo = UINT64_MAX, hi = 0;
+	char sz[32];
+
+	fprintf(g, "set xtics (");
+	for (unsigned int i = 0; i < n; i++) {
+		fmt_size(sizes[i], sz, sizeof(sz));
+		fprintf(g, "%s\"%s\" %" PRIu64, i ? ", " : "", sz, sizes[i]);
+		lo = sizes[i] < lo ? sizes[i] : lo;
+		hi = sizes[i] > hi ? sizes[i] : hi;
+	}
+	/* a margin on both sides, so that the end sizes' tics are drawn too */
+	fprintf(g, ")\nset xrange [%.6g:%.6g]\n", lo / 1.25, hi * 1.25);
+}
+
 /* gnuplot: goodput per worker against size, one line per (N, dtype). */
 static int plot(const char *path, const struct rb_result *r, unsigned int n)
 {
 	char dat[] = "/tmp/sigma-bench-XXXXXX";
 	int fd = mkstemp(dat);
 	FILE *f, *g;
-	unsigned int series = 0;
+	unsigned int series = 0, nsizes = 0;
+	uint64_t sizes[RB_MAX_SIZES];
 	int rc;
 
 	if (fd < 0 || (f = fdopen(fd, "w")) == NULL)
@@ -862,6 +883,15 @@ static int plot(const char *path, const struct rb_result *r, unsigned int n)
 	g = gnuplot_open(f, dat, path);
 	if (g == NULL)
 		return -errno;
+	for (unsigned int i = 0; i < n; i++) { /* each size once, in order */
+		bool seen = false;
+
+		for (unsigned int j = 0; j < nsizes; j++)
+			seen |= sizes[j] == r[i].size;
+		if (!seen && nsizes < RB_MAX_SIZES)
+			sizes[nsizes++] = r[i].size;
+	}
+	gnuplot_size_tics(g, sizes, nsizes);
 	fprintf(g, "set logscale x 2\nset xlabel 'tensor bytes'\nset ylabel 'goodput per worker "
 		   "(MB/s)'\nset key left top\nset title 'sigma push_pull over kernel "
 		   "UDP'\nplot ");
@@ -1594,6 +1624,7 @@ static int cmp_plot(const char *path, const struct rb_cmp *c, const struct rb_op
 	g = gnuplot_open(f, dat, path);
 	if (g == NULL)
 		return -errno;
+	gnuplot_size_tics(g, o->sizes, o->n_sizes);
 	fprintf(g, "set logscale xy 2\nset xlabel 'tensor bytes'\nset ylabel 'peer time / sigma "
 		   "time (> 1: sigma faster)'\nset key outside right\nset title "
 		   "'sigma (%s) against each peer, median of %u runs'\nplot 1 with lines dt 2 "

@@ -75,6 +75,10 @@ PY
 for label in "MPI TCP N=2" "MPI vader N=2" "Gloo TCP N=2"; do
 	grep -q "$label" "$tmp/c.svg" || { echo "FAIL: the plot has no line '$label'"; exit 1; }
 done
+# the size axis in the table's units, not gnuplot's 4.096x10^3
+for label in 4K 8K; do
+	grep -q ">$label<" "$tmp/c.svg" || { echo "FAIL: the plot's size axis has no '$label'"; exit 1; }
+done
 
 # A Gloo that sums wrong: flagged, no ratio, exit status 1.
 cat >"$tmp/gloo" <<'SH'
