@@ -1,0 +1,768 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: BSD-3-Clause
+"""Training jobs on the emulated cluster: samples/s against k, as in the paper.
+
+    sudo ./sigma bench train --model resnet50 --n 4 --ks 0,2,4 --link 500mbit --runs 3 \\
+        --json train.json --plot train.svg
+
+The cluster is `sigma-bench cluster`'s (bench/cluster_net.sh,
+docs/emulated-cluster.md): n GPU machines and K CPU machines, each a network
+namespace with one veth into a bridge, every link shaped by tbf to --link in
+both directions, and a sigma-udpd summation node on every machine. Each GPU
+machine runs one real PyTorch rank (one torch thread): forward, backward and
+an SGD step of a real model on synthetic data made in the process (seeded by
+rank and step; nothing downloaded). The configurations, interleaved in each
+run, over the same links:
+
+- ``compute``: DDP with a hook that returns at once: the step without
+  communication, measured in the same cluster;
+- ``gloo``: DDP's own all-reduce over gloo (NCCL's place on CPUs);
+- ``sigma``: DDP with sigma.torch's comm hook, for every k in --ks (the n GPU
+  nodes and the first k CPU nodes, placed by the BytePS split);
+- ``opt``: sigma.torch.DistributedOptimizer (no DDP) at the headline k (--k);
+- ``ps``: the hook through the K CPU nodes alone (a plain parameter server).
+
+Per configuration: the step time (median over the timed steps of the slowest
+rank, then the median over runs) and samples/s; the communication backward
+did not hide (step - compute step); the speedup over gloo that BytePS's model
+predicts from the measured compute and gloo steps, compute + (gloo - compute)
+* t_model(conf) / t_allreduce, against the measured one; each GPU machine's
+bytes on its link per step and the link's use; the host's CPU busy; libsigma's
+resends and the kernel's drops (qdiscs, the workers' sockets). A table, then
+JSON (or --json FILE), and with --plot a gnuplot of samples/s against k with
+the model's line.
+
+Correctness in the same run: every configuration trains the same model from
+the same seed on the same data. After the steps, each Sigma configuration's
+parameters must equal gloo's: bitwise for DDP configurations at 2 ranks
+(two fp32 additions in either order agree), within the bound fp32 summation
+order allows otherwise (``--rtol``). A mismatch fails the run (exit 1).
+(SIGMA_TRAIN_PERTURB=TAG, say sigma1, moves one parameter of that
+configuration before the check: the tests' proof that the check fails.)
+
+DDP's start-up broadcast of the parameters from rank 0 is skipped: every
+rank builds the model from the same seed, and the driver checks that their
+parameters agree before the first step (it would cost M bytes over the
+shaped links in every configuration, outside the timed steps).
+
+Needs root (namespaces, tc), iproute2, torch and torchvision. Exit: 0; 1 a
+failed run or a wrong parameter; 2 a bad option, or torch missing; 77 when
+namespaces, veths or tbf cannot be made here. Namespaces, qdiscs and
+processes go at the end, also on Ctrl-C and on failure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from typing import Any
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SRC = os.path.normpath(os.path.join(HERE, ".."))
+PYDIR = os.path.join(SRC, "python")
+
+# model: (what it is, default batch, default input size, needs torchvision)
+MODELS = {
+    "resnet50": ("torchvision ResNet-50, 25.6 M parameters (102 MB of fp32 gradients)", 4, 64,
+                 True),
+    "vgg16": ("torchvision VGG-16, 138 M parameters (528 MB)", 2, 32, True),
+    "bert-base": ("a BERT-base encoder built here: 30522-token vocabulary, 512 positions, "
+                  "hidden 768, 12 layers, 12 heads, 3072 intermediate, pooler; 109.5 M "
+                  "parameters (438 MB)", 4, 32, False),
+    "tiny": ("a 2-layer MLP of 0.27 M parameters, for a quick check of the driver", 8, 32,
+             False),
+}
+CONFIGS = ("compute", "gloo", "sigma", "opt", "ps")
+UDP_PORT = 9300
+
+
+class Fail(Exception):
+    """A run that failed (exit 1)."""
+
+
+class Usage(Exception):
+    """A bad option or a missing dependency (exit 2), said before anything is built."""
+
+
+class Skip(Exception):
+    """What cannot be made here (exit 77)."""
+
+
+# ---- options --------------------------------------------------------------
+
+def parse_rate(s: str) -> int:
+    """'500mbit', '1gbit' or a number of Mbit/s -> Mbit/s."""
+    t = s.strip().lower()
+    mul = 1
+    for suf, m in (("gbit", 1000), ("mbit", 1)):
+        if t.endswith(suf):
+            t, mul = t[:-len(suf)], m
+    try:
+        v = float(t) * mul
+    except ValueError:
+        raise Usage(f"--link {s!r}: want a rate such as 500mbit, 1gbit or a number of Mbit/s")
+    if not 1 <= v <= 100000:
+        raise Usage(f"--link {s!r}: want 1 Mbit/s to 100 Gbit/s")
+    return int(v)
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(prog="sigma bench train", description=__doc__.split("\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--model", required=True, help="one of " + ", ".join(MODELS))
+    ap.add_argument("--n", type=int, default=4, help="GPU machines, one rank each (default 4)")
+    ap.add_argument("--k", type=int, default=None,
+                    help="CPU machines of the headline (opt and ps); default n")
+    ap.add_argument("--ks", default=None, help="k of every sigma configuration (default 0..k)")
+    ap.add_argument("--link", default="500mbit", help="every link's rate (default 500mbit)")
+    ap.add_argument("--mtu", type=int, default=9000, help="the links' MTU (default 9000)")
+    ap.add_argument("--steps", type=int, default=5, help="timed steps per run (default 5)")
+    ap.add_argument("--warmup", type=int, default=2, help="steps before them (default 2)")
+    ap.add_argument("--runs", type=int, default=3,
+                    help="rounds of every configuration, interleaved (default 3)")
+    ap.add_argument("--configs", default=",".join(CONFIGS),
+                    help="which configurations (default all: " + ",".join(CONFIGS) + ")")
+    ap.add_argument("--batch", type=int, default=None, help="samples per rank and step")
+    ap.add_argument("--input", type=int, default=None,
+                    help="image side (resnet50, vgg16) or sequence length (bert-base)")
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--rtol", type=float, default=1e-4,
+                    help="parameters' relative bound where bitwise is not expected")
+    ap.add_argument("--json", default=None, help="the JSON there (default: stdout)")
+    ap.add_argument("--plot", default=None, help="samples/s against k (.svg or .png)")
+    ap.add_argument("--prefix", default=None, help="namespace names (default sgt<pid>)")
+    ap.add_argument("--timeout", type=float, default=900.0,
+                    help="seconds one configuration may take (default 900)")
+    ap.add_argument("--quiet", action="store_true")
+    o = ap.parse_args(argv)
+    if o.model not in MODELS:
+        raise Usage(f"--model {o.model!r}: one of {', '.join(MODELS)}")
+    if not 1 <= o.n <= 16:
+        raise Usage(f"--n {o.n}: 1..16 GPU machines")
+    o.k = o.n if o.k is None else o.k
+    if not 0 <= o.k <= 16:
+        raise Usage(f"--k {o.k}: 0..16 CPU machines")
+    try:
+        o.ks = sorted({int(x) for x in o.ks.split(",")}) if o.ks else list(range(o.k + 1))
+    except ValueError:
+        raise Usage(f"--ks {o.ks!r}: want k values such as 0,2,4")
+    o.configs = [c.strip() for c in o.configs.split(",") if c.strip()]
+    bad = [c for c in o.configs if c not in CONFIGS]
+    if bad or not o.configs:
+        raise Usage(f"--configs: {', '.join(bad) or 'none'}: want some of {', '.join(CONFIGS)}")
+    if any(not 0 <= k <= 16 for k in o.ks):
+        raise Usage(f"--ks {o.ks}: each k is 0..16")
+    o.cpus = max([o.k] + (o.ks if "sigma" in o.configs else []))
+    if o.k == 0 and ("ps" in o.configs or "opt" in o.configs):
+        raise Usage("--k 0: a parameter server (ps) and the headline's DistributedOptimizer "
+                    "(opt) need at least one CPU machine; give --k, or leave ps and opt out "
+                    "of --configs")
+    if "gloo" not in o.configs:
+        raise Usage("--configs: gloo is the baseline every other configuration is checked "
+                    "and timed against; keep it")
+    for what, v, lo in (("--steps", o.steps, 1), ("--warmup", o.warmup, 0), ("--runs", o.runs, 1),
+                        ("--mtu", o.mtu, 1280)):
+        if v < lo:
+            raise Usage(f"{what} {v}: at least {lo}")
+    if o.mtu > 9000:
+        raise Usage(f"--mtu {o.mtu}: at most 9000")
+    o.mbit = parse_rate(o.link)
+    _, batch, size, _ = MODELS[o.model]
+    o.batch = batch if o.batch is None else o.batch
+    o.input = size if o.input is None else o.input
+    if o.batch < 1 or o.input < (32 if o.model in ("resnet50", "vgg16") else 1):
+        raise Usage(f"--batch {o.batch} / --input {o.input}: too small for {o.model}")
+    if o.model == "bert-base" and o.input > 512:
+        raise Usage(f"--input {o.input}: BERT-base has 512 positions")
+    return o
+
+
+def check_torch(model: str) -> None:
+    """torch (and torchvision where the model needs it) import, or Usage."""
+    need = ["torch"] + (["torchvision"] if MODELS[model][3] else [])
+    for mod in need:
+        r = subprocess.run([sys.executable, "-c", f"import {mod}"], capture_output=True,
+                           text=True, env=rank_env({}))
+        if r.returncode != 0:
+            last = (r.stderr.strip().splitlines() or ["?"])[-1]
+            raise Usage(f"{model} needs {mod}, which does not import here ({last}): "
+                        f"apt-get install python3-{mod} (./sigma deps)")
+
+
+# ---- the rank ---------------------------------------------------------------
+
+def build_model(name: str, seed: int) -> Any:
+    import torch
+    import torch.nn as nn
+    torch.manual_seed(seed)
+    if name == "resnet50":
+        import torchvision
+        m = torchvision.models.resnet50()
+    elif name == "vgg16":
+        import torchvision
+        m = torchvision.models.vgg16()
+    elif name == "bert-base":
+        m = BertBase()
+    else:
+        m = nn.Sequential(nn.Flatten(), nn.Linear(3 * 32, 2048), nn.ReLU(), nn.Linear(2048, 32))
+    for mod in m.modules():  # the same masks in every configuration: none
+        if isinstance(mod, nn.Dropout):
+            mod.p = 0.0
+    return m
+
+
+def _bert_class() -> Any:
+    import torch
+    import torch.nn as nn
+
+    class Bert(nn.Module):
+        """BERT-base's shape: embeddings, 12 encoder layers, pooler, a 2-way head."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            h = 768
+            self.tok = nn.Embedding(30522, h)
+            self.pos = nn.Embedding(512, h)
+            self.typ = nn.Embedding(2, h)
+            self.norm = nn.LayerNorm(h)
+            layer = nn.TransformerEncoderLayer(h, 12, 3072, dropout=0.0, activation="gelu",
+                                               batch_first=True)
+            self.enc = nn.TransformerEncoder(layer, 12)
+            self.pool = nn.Linear(h, h)
+            self.head = nn.Linear(h, 2)
+
+        def forward(self, ids: torch.Tensor) -> torch.Tensor:
+            pos = torch.arange(ids.shape[1]).unsqueeze(0)
+            x = self.norm(self.tok(ids) + self.pos(pos) + self.typ(torch.zeros_like(ids)))
+            x = self.enc(x)
+            return self.head(torch.tanh(self.pool(x[:, 0])))
+    return Bert
+
+
+def BertBase() -> Any:  # noqa: N802 (a constructor)
+    return _bert_class()()
+
+
+def batch_for(spec: dict, rank: int, step: int) -> tuple[Any, Any]:
+    """This rank's synthetic samples and labels of a step: the same in every
+    configuration."""
+    import torch
+    g = torch.Generator().manual_seed(spec["seed"] * 1000003 + rank * 10007 + step)
+    b, s = spec["batch"], spec["input"]
+    if spec["model"] == "bert-base":
+        return (torch.randint(0, 30522, (b, s), generator=g),
+                torch.randint(0, 2, (b,), generator=g))
+    classes = 32 if spec["model"] == "tiny" else 1000
+    shape = (b, 3, 32) if spec["model"] == "tiny" else (b, 3, s, s)
+    return torch.randn(shape, generator=g), torch.randint(0, classes, (b,), generator=g)
+
+
+def rank_main(spec_path: str) -> int:
+    """One rank of one configuration: writes its result JSON (and, on rank 0
+    when asked, the final parameters)."""
+    import torch
+    import torch.distributed as dist
+    import torch.nn.functional as F
+    from torch.nn.parallel import DistributedDataParallel as DDP
+    import torch.nn.parallel.distributed as ddp_mod
+    with open(spec_path) as f:
+        spec = json.load(f)
+    rank, conf = int(os.environ["RANK"]), spec["conf"]
+    torch.set_num_threads(1)
+    # every rank builds the model from the same seed; the driver checks that
+    # their parameters agree, so DDP's start-up broadcast (M bytes over the
+    # shaped links) is not needed
+    ddp_mod._sync_module_states = lambda **kw: None
+    dist.init_process_group("gloo", timeout=__import__("datetime").timedelta(
+        seconds=spec["timeout"]))
+    model = build_model(spec["model"], spec["seed"])
+    params = [p for p in model.parameters()]
+    init_sum = float(sum(p.detach().double().sum() for p in params))
+    sgt = None
+    if conf in ("sigma", "opt", "ps"):
+        sys.path.insert(0, PYDIR)
+        import sigma.torch as sgt
+        sgt.init()
+    if conf != "opt":
+        model = DDP(model, broadcast_buffers=False)
+        if conf == "compute":
+            # no annotations: DDP checks them as objects, and this module's are strings
+            def noop(state, bucket):  # type: ignore[no-untyped-def]
+                fut: torch.futures.Future[torch.Tensor] = torch.futures.Future()
+                fut.set_result(bucket.buffer())
+                return fut
+            model.register_comm_hook(None, noop)
+        elif conf in ("sigma", "ps"):
+            model.register_comm_hook(sgt.HookState(f"train.{conf}"), sgt.ddp_comm_hook)
+    opt = torch.optim.SGD(params, lr=0.01, momentum=0.9)
+    if conf == "opt":
+        opt = sgt.DistributedOptimizer(opt, named_parameters=model.named_parameters())
+    times, cpu0, t_all = [], 0.0, 0.0
+    for step in range(spec["warmup"] + spec["steps"]):
+        x, y = batch_for(spec, rank, step)
+        if step == spec["warmup"]:
+            cpu0, t_all = time.process_time(), time.monotonic()
+        t0 = time.monotonic()
+        opt.zero_grad()
+        loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        times.append(time.monotonic() - t0)
+    res = {"rank": rank, "times": times[spec["warmup"]:], "init_sum": init_sum,
+           "grad_bytes": sum(p.numel() * p.element_size() for p in params),
+           "cpu_s": time.process_time() - cpu0, "wall_s": time.monotonic() - t_all,
+           "loss": float(loss)}
+    if sgt is not None:
+        st = sgt.session().stats()
+        res["retransmits"] = int(getattr(st, "retransmits", 0))
+        res["rx_dropped"] = int(getattr(st, "rx_dropped", 0))
+    if os.environ.get("SIGMA_TRAIN_PERTURB") == spec["tag"].split("-")[0]:
+        with torch.no_grad():  # the tests' wrong parameter: the check must catch it
+            params[0].view(-1)[0] += 1e-3
+    if rank == 0 and spec.get("save"):
+        torch.save(torch.cat([p.detach().reshape(-1) for p in params]), spec["save"])
+    with open(spec["out"] % rank, "w") as f:
+        json.dump(res, f)
+    dist.barrier()
+    if sgt is not None:
+        sgt.shutdown()
+    dist.destroy_process_group()
+    return 0
+
+
+# ---- the cluster --------------------------------------------------------------
+
+def rank_env(extra: dict) -> dict:
+    env = dict(os.environ, PYTHONPATH=PYDIR + (":" + os.environ["PYTHONPATH"]
+                                              if os.environ.get("PYTHONPATH") else ""),
+               OMP_NUM_THREADS="1", PYTHONDONTWRITEBYTECODE="1", GLOO_SOCKET_IFNAME="eth0")
+    if not env.get("SIGMA_BUILD_DIR") and os.path.isdir(os.path.join(SRC, "build")):
+        env["SIGMA_BUILD_DIR"] = os.path.join(SRC, "build")
+    env.update(extra)
+    return env
+
+
+def build_dir() -> str:
+    return os.environ.get("SIGMA_BUILD_DIR") or os.path.join(SRC, "build")
+
+
+def ns_json(args: list[str]) -> Any:
+    r = subprocess.run(args, capture_output=True, text=True)
+    if r.returncode != 0:
+        return []
+    try:
+        return json.loads(r.stdout or "[]")
+    except ValueError:
+        return []
+
+
+class Cluster:
+    def __init__(self, o: argparse.Namespace, folder: str) -> None:
+        self.o, self.dir = o, folder
+        self.prefix = o.prefix or f"sgt{os.getpid() % 100000}"
+        self.net = os.path.join(HERE, "cluster_net.sh")
+        self.machines = [f"g{i}" for i in range(o.n)] + [f"c{j}" for j in range(o.cpus)]
+        self.nodes: dict[str, subprocess.Popen] = {}
+        self.ranks: list[subprocess.Popen] = []
+        self.made = False
+
+    def ip(self, m: str) -> str:
+        i = int(m[1:])
+        return f"10.77.0.{1 + i}" if m[0] == "g" else f"10.77.0.{101 + i}"
+
+    def sock(self, m: str) -> str:
+        return os.path.join(self.dir, f"{m}.sock")
+
+    def up(self) -> None:
+        r = subprocess.run([self.net, "up", self.prefix, str(self.o.n), str(self.o.cpus),
+                            str(self.o.mbit), str(self.o.mtu)], capture_output=True, text=True)
+        if r.returncode == 77:
+            raise Skip(r.stderr.strip())
+        if r.returncode != 0:
+            raise Fail(f"cluster_net.sh up: {r.stderr.strip()}")
+        self.made = True
+        udpd = os.path.join(build_dir(), "udpd", "sigma-udpd")
+        if not os.access(udpd, os.X_OK):
+            raise Fail(f"no sigma-udpd at {udpd}: build first (./sigma build)")
+        for m in self.machines:
+            log = open(os.path.join(self.dir, f"{m}.log"), "w")
+            self.nodes[m] = subprocess.Popen(
+                ["ip", "netns", "exec", f"{self.prefix}-{m}", udpd, "--addr", self.ip(m),
+                 "--port", str(UDP_PORT), "--name", m, "--kind", "gpu" if m[0] == "g" else "cpu",
+                 "--gbps", f"{self.o.mbit / 1000:g}", "--unix", self.sock(m),
+                 "--max-chunk", "8920"], stdout=log, stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL)
+        deadline = time.monotonic() + 20
+        for m in self.machines:
+            path = os.path.join(self.dir, f"{m}.log")
+            while "sigma-udpd: node " not in open(path).read():
+                if self.nodes[m].poll() is not None or time.monotonic() > deadline:
+                    raise Fail(f"the summation node of {m} did not start:\n" +
+                               open(path).read())
+                time.sleep(0.05)
+
+    def link_bytes(self) -> dict[str, tuple[int, int]]:
+        """Each machine's (sent, received) bytes on its link, from the bridge's side."""
+        out = {}
+        for m in self.machines:
+            st = ns_json(["ip", "-n", f"{self.prefix}-sw", "-s", "-j", "link", "show", "dev", m])
+            s = st[0].get("stats64", {}) if st else {}
+            out[m] = (s.get("rx", {}).get("bytes", 0), s.get("tx", {}).get("bytes", 0))
+        return out
+
+    def qdisc_drops(self) -> int:
+        total = 0
+        for m in self.machines:
+            for ns, dev in ((f"{self.prefix}-{m}", "eth0"), (f"{self.prefix}-sw", m)):
+                for q in ns_json(["tc", "-s", "-j", "-n", ns, "qdisc", "show", "dev", dev]):
+                    total += int(q.get("drops", 0))
+        return total
+
+    def run_ranks(self, spec: dict, env: dict) -> list[dict]:
+        """The n ranks of one configuration, each in its machine's namespace."""
+        path = os.path.join(self.dir, f"spec-{spec['conf']}.json")
+        with open(path, "w") as f:
+            json.dump(spec, f)
+        port = random.randint(20000, 59999)
+        self.ranks = []
+        logs = []
+        for r in range(self.o.n):
+            logs.append(os.path.join(self.dir, f"rank{r}-{spec['tag']}.log"))
+            self.ranks.append(subprocess.Popen(
+                ["ip", "netns", "exec", f"{self.prefix}-g{r}", sys.executable, __file__,
+                 "--rank-main", path],
+                env=rank_env(dict(env, RANK=str(r), WORLD_SIZE=str(self.o.n), LOCAL_RANK="0",
+                                  LOCAL_WORLD_SIZE="1", MASTER_ADDR="10.77.0.1",
+                                  MASTER_PORT=str(port))),
+                stdout=open(logs[r], "w"), stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL))
+        deadline = time.monotonic() + self.o.timeout
+        failed = None
+        while failed is None and any(p.poll() is None for p in self.ranks):
+            for r, p in enumerate(self.ranks):
+                if p.poll() not in (None, 0):
+                    failed = r
+            if time.monotonic() > deadline:
+                failed = -1
+            time.sleep(0.05)
+        for r, p in enumerate(self.ranks):
+            if failed is None and p.returncode != 0:
+                failed = r
+        self.kill_ranks()
+        if failed is not None:
+            which = f"rank {failed}" if failed >= 0 else f"a rank (past {self.o.timeout:g} s)"
+            r = max(failed, 0)
+            raise Fail(f"{spec['tag']}: {which} failed; its log ends:\n" +
+                       "".join(open(logs[r]).readlines()[-25:]))
+        return [json.load(open(spec["out"] % r)) for r in range(self.o.n)]
+
+    def kill_ranks(self) -> None:
+        for p in self.ranks:
+            if p.poll() is None:
+                p.kill()
+        for p in self.ranks:
+            p.wait()
+        self.ranks = []
+
+    def down(self) -> None:
+        self.kill_ranks()
+        for p in self.nodes.values():
+            if p.poll() is None:
+                p.terminate()
+        for m, p in self.nodes.items():
+            try:
+                p.wait(3)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+        self.nodes = {}
+        if self.made:
+            subprocess.run([self.net, "down", self.prefix], capture_output=True)
+            self.made = False
+
+    def left(self) -> str:
+        r = subprocess.run([self.net, "left", self.prefix], capture_output=True, text=True)
+        return r.stdout.strip()
+
+
+def cpu_ticks() -> tuple[int, int]:
+    with open("/proc/stat") as f:
+        v = [int(x) for x in f.readline().split()[1:]]
+    idle = v[3] + v[4]
+    return sum(v) - idle, sum(v)
+
+
+# ---- the run -----------------------------------------------------------------
+
+def configurations(o: argparse.Namespace) -> list[tuple[str, int]]:
+    out: list[tuple[str, int]] = []
+    for c in o.configs:
+        if c == "sigma":
+            out += [("sigma", k) for k in o.ks]
+        elif c in ("opt", "ps"):
+            out.append((c, o.k))
+        else:
+            out.append((c, 0))
+    return out
+
+
+def conf_nodes(cl: Cluster, conf: str, k: int) -> list[str]:
+    if conf == "ps":
+        return [f"c{j}" for j in range(k)]
+    return [f"g{i}" for i in range(cl.o.n)] + [f"c{j}" for j in range(k)]
+
+
+def model_units(o: argparse.Namespace) -> dict:
+    """BytePS's model from sigma-bench model: times in units of M/B per k."""
+    bench = os.path.join(build_dir(), "bench", "sigma-bench")
+    with tempfile.NamedTemporaryFile("r", suffix=".json") as f:
+        subprocess.run([bench, "model", "--n", str(o.n), "--json", f.name], check=True,
+                       capture_output=True)
+        rows = json.load(f)["rows"]
+    return {r["k"]: r for r in rows}
+
+
+def tag(conf: str, k: int) -> str:
+    return f"{conf}{k}" if conf in ("sigma", "opt", "ps") else conf
+
+
+def run(o: argparse.Namespace) -> dict:
+    from sigma.job import create_job, destroy_job
+    folder = tempfile.mkdtemp(prefix="sigma-train-")
+    os.chmod(folder, 0o755)
+    cl = Cluster(o, folder)
+    say = (lambda *a: None) if o.quiet else (lambda *a: print("train:", *a, file=sys.stderr))
+    confs = configurations(o)
+    per: dict[str, dict] = {tag(c, k): {"conf": c, "k": k, "runs": []} for c, k in confs}
+    grad_bytes = 0
+    try:
+        say(f"{o.model}: {o.n} GPU + {o.cpus} CPU machines, links {o.mbit} Mbit/s, "
+            f"batch {o.batch}, input {o.input}; {len(confs)} configurations x {o.runs} runs")
+        cl.up()
+        for run_i in range(o.runs):
+            for c, k in confs:
+                t = tag(c, k)
+                spec = {"conf": c, "model": o.model, "seed": o.seed, "batch": o.batch,
+                        "input": o.input, "warmup": o.warmup, "steps": o.steps,
+                        "timeout": o.timeout, "tag": f"{t}-run{run_i}",
+                        "out": os.path.join(folder, f"res-{t}-{run_i}-%d.json"),
+                        "save": os.path.join(folder, f"params-{t}.pt") if run_i == 0 else None}
+                env: dict = {}
+                job = None
+                if c in ("sigma", "opt", "ps"):
+                    job = create_job([f"unix:{cl.sock(m)}" for m in conf_nodes(cl, c, k)], o.n,
+                                     mode="sync")
+                    env["SIGMA_JOB"] = job.descriptor
+                b0, c0, q0 = cl.link_bytes(), cpu_ticks(), cl.qdisc_drops()
+                try:
+                    res = cl.run_ranks(spec, env)
+                finally:
+                    if job is not None:
+                        destroy_job([f"unix:{cl.sock(m)}" for m in conf_nodes(cl, c, k)], job.id)
+                b1, c1, q1 = cl.link_bytes(), cpu_ticks(), cl.qdisc_drops()
+                sums = {round(r["init_sum"], 6) for r in res}
+                if len(sums) != 1:
+                    raise Fail(f"{t}: the ranks built different models (parameter sums {sums})")
+                steps = [max(r["times"][s] for r in res) for s in range(o.steps)]
+                nsteps = o.warmup + o.steps
+                sent = [(b1[m][0] - b0[m][0]) / nsteps for m in cl.machines if m[0] == "g"]
+                grad_bytes = res[0]["grad_bytes"]
+                per[t]["runs"].append({
+                    "step_s": statistics.median(steps), "steps_s": steps,
+                    "link_bytes_per_step": statistics.mean(sent),
+                    "cpu_busy": (c1[0] - c0[0]) / max(1, c1[1] - c0[1]),
+                    "retransmits": sum(r.get("retransmits", 0) for r in res),
+                    "rx_dropped": sum(r.get("rx_dropped", 0) for r in res),
+                    "qdisc_drops": q1 - q0, "loss": res[0]["loss"]})
+                say(f"run {run_i}: {t:9s} step {statistics.median(steps) * 1e3:9.1f} ms")
+        out = report(o, per, folder)
+        out["grad_bytes"] = grad_bytes
+    except KeyboardInterrupt:
+        raise Fail("interrupted")
+    finally:
+        cl.down()
+        left = cl.left()
+        shutil.rmtree(folder, ignore_errors=True)
+        if left:
+            print(f"train: left behind:\n{left}", file=sys.stderr)
+    return out
+
+
+def compare_params(o: argparse.Namespace, per: dict, folder: str) -> None:
+    import torch
+    ref = torch.load(os.path.join(folder, "params-gloo.pt"))
+    for t, v in per.items():
+        if v["conf"] in ("gloo", "compute"):
+            continue
+        got = torch.load(os.path.join(folder, f"params-{t}.pt"))
+        bitwise = o.n <= 2 and v["conf"] != "opt"
+        diff = float((got - ref).abs().max())
+        ok = torch.equal(got, ref) if bitwise else bool(torch.allclose(got, ref, rtol=o.rtol,
+                                                                      atol=o.rtol * 1e-2))
+        v["params"] = {"equal_to_gloo": ok, "bitwise": bitwise, "max_abs_diff": diff}
+
+
+def report(o: argparse.Namespace, per: dict, folder: str) -> dict:
+    compare_params(o, per, folder)
+    units = model_units(o)
+    med = {t: statistics.median(r["step_s"] for r in v["runs"]) for t, v in per.items()}
+    g = med["gloo"]
+    comp = med.get("compute")
+    rate = o.mbit * 1e6 / 8
+    for t, v in per.items():
+        s = med[t]
+        v["step_s"] = s
+        v["samples_per_s"] = o.n * o.batch / s
+        v["speedup_vs_gloo"] = g / s
+        v["link_use"] = statistics.median(r["link_bytes_per_step"] for r in v["runs"]) / (s * rate)
+        v["link_bytes_per_step"] = statistics.median(r["link_bytes_per_step"] for r in v["runs"])
+        v["cpu_busy"] = statistics.median(r["cpu_busy"] for r in v["runs"])
+        for key in ("retransmits", "rx_dropped", "qdisc_drops"):
+            v[key] = sum(r[key] for r in v["runs"])
+        if comp is not None:
+            v["comm_exposed_s"] = max(0.0, s - comp)
+            ar = units[0]["t_allreduce_MB"]
+            ratio = {"sigma": units[v["k"]]["t_sigma_MB"] / ar if v["k"] in units else None,
+                     "opt": units[v["k"]]["t_sigma_MB"] / ar if v["k"] in units else None,
+                     "ps": (units[v["k"]]["t_ps_MB"] / ar if v["k"] in units
+                            and units[v["k"]]["t_ps_MB"] > 0 else None),
+                     "gloo": 1.0, "compute": 0.0}[v["conf"]]
+            if ratio is not None:
+                pred = comp + (g - comp) * ratio
+                v["predicted_step_s"] = pred
+                v["predicted_speedup"] = g / pred
+                v["speedup_vs_predicted"] = v["speedup_vs_gloo"] / v["predicted_speedup"]
+    out = {"bench": "train", "model": o.model, "about": MODELS[o.model][0], "n": o.n,
+           "k": o.k, "ks": o.ks, "link_mbit": o.mbit, "mtu": o.mtu, "batch": o.batch,
+           "input": o.input, "steps": o.steps, "warmup": o.warmup, "runs": o.runs,
+           "cpu": cpu_name(), "configs": per,
+           "params_ok": all(v.get("params", {}).get("equal_to_gloo", True) for v in per.values())}
+    return out
+
+
+def cpu_name() -> str:
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name"):
+                flags = open("/proc/cpuinfo").read()
+                isa = "AVX-512" if " avx512f" in flags else "AVX2" if " avx2" in flags else "SSE"
+                return f"{line.split(':', 1)[1].strip()} ({os.cpu_count()} CPUs, {isa})"
+    except OSError:
+        pass
+    return "?"
+
+
+def print_table(out: dict) -> None:
+    print(f"{out['model']}: n = {out['n']}, links {out['link_mbit']} Mbit/s, batch "
+          f"{out['batch']}, input {out['input']}, medians of {out['steps']} steps x "
+          f"{out['runs']} runs; {out['cpu']}")
+    print(f"{'config':9s} {'step ms':>9s} {'samples/s':>10s} {'exposed ms':>10s} "
+          f"{'speedup':>8s} {'model':>7s} {'/model':>7s} {'link MB':>8s} {'link%':>6s} "
+          f"{'cpu%':>5s} {'resend':>6s} {'drops':>6s} params")
+    for t, v in out["configs"].items():
+        p = v.get("params")
+        ps = "-" if p is None else ("bitwise" if p["bitwise"] and p["equal_to_gloo"] else
+                                    "equal" if p["equal_to_gloo"] else
+                                    f"WRONG ({p['max_abs_diff']:.3g})")
+
+        def f(key: str, fmt: str, scale: float = 1.0) -> str:
+            return format(v[key] * scale, fmt) if key in v else "-"
+        print(f"{t:9s} {f('step_s', '9.1f', 1e3)} {f('samples_per_s', '10.2f')} "
+              f"{f('comm_exposed_s', '10.1f', 1e3)} {f('speedup_vs_gloo', '7.3f')}x "
+              f"{f('predicted_speedup', '6.3f')}x {f('speedup_vs_predicted', '7.3f')} "
+              f"{f('link_bytes_per_step', '8.1f', 1e-6)} {f('link_use', '6.1f', 100)} "
+              f"{f('cpu_busy', '5.0f', 100)} {v['retransmits']:6d} "
+              f"{v['qdisc_drops'] + v['rx_dropped']:6d} {ps}")
+
+
+def plot(path: str, out: dict) -> None:
+    """samples/s against k: Sigma measured, the model's line, gloo and PS."""
+    cf = out["configs"]
+    pts = sorted((v["k"], v["samples_per_s"], v.get("predicted_step_s"))
+                 for v in cf.values() if v["conf"] == "sigma")
+    with tempfile.NamedTemporaryFile("w", suffix=".dat", delete=False) as f:
+        for k, sps, pred in pts:
+            model = out["n"] * out["batch"] / pred if pred else float("nan")
+            f.write(f"{k} {sps:.6g} {model:.6g}\n")
+        dat = f.name
+    g = cf["gloo"]["samples_per_s"]
+    lines = [f"set terminal {'pngcairo' if path.endswith('.png') else 'svg'} size 800,500",
+             f"set output '{path}'", "set grid", "set key left top",
+             "set xlabel 'CPU machines k'", "set ylabel 'samples/s (all ranks)'",
+             "set xtics 1", "set yrange [0:*]",
+             f"set title '{out['model']}: n = {out['n']} GPU machines, "
+             f"{out['link_mbit']} Mbit/s links'",
+             f"plot '{dat}' using 1:2 with linespoints lw 2 title 'Sigma (measured)', "
+             f"'{dat}' using 1:3 with lines dt 2 title 'BytePS model (from compute + gloo)', "
+             f"{g:.6g} with lines lc rgb 'black' title 'gloo all-reduce'"]
+    if "ps" + str(out["k"]) in cf:
+        ps = cf["ps" + str(out["k"])]
+        lines[-1] += f", '+' using ({ps['k']}):({ps['samples_per_s']:.6g}) with points pt 7 " \
+                     f"ps 1.5 title 'PS, k = {ps['k']}'"
+    try:
+        r = subprocess.run(["gnuplot"], input="\n".join(lines) + "\n", text=True,
+                           capture_output=True)
+        if r.returncode != 0:
+            raise Fail(f"gnuplot failed: {r.stderr.strip()}")
+    except FileNotFoundError:
+        raise Fail("--plot needs gnuplot (apt-get install gnuplot-nox)")
+    finally:
+        os.unlink(dat)
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) == 2 and argv[0] == "--rank-main":
+        return rank_main(argv[1])
+    try:
+        o = parse_args(argv)
+        check_torch(o.model)
+        if os.geteuid() != 0:
+            raise Usage("needs root: network namespaces and tc (sudo ./sigma bench train ...)")
+        for tool in ("ip", "tc"):
+            if shutil.which(tool) is None:
+                raise Skip(f"no {tool}(8) (apt-get install iproute2)")
+        sys.path.insert(0, PYDIR)
+        os.environ.update({k: v for k, v in rank_env({}).items() if k == "SIGMA_BUILD_DIR"})
+        # SIGINT too, also where it came ignored (a background job of a script)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        signal.signal(signal.SIGTERM, lambda *a: (_ for _ in ()).throw(KeyboardInterrupt()))
+        out = run(o)
+    except Usage as e:
+        print(f"sigma bench train: {e}", file=sys.stderr)
+        return 2
+    except Skip as e:
+        print(f"sigma bench train: cannot build the cluster here: {e}", file=sys.stderr)
+        return 77
+    except Fail as e:
+        print(f"sigma bench train: {e}", file=sys.stderr)
+        return 1
+    print_table(out)
+    text = json.dumps(out, indent=1)
+    if o.json:
+        with open(o.json, "w") as f:
+            f.write(text + "\n")
+    else:
+        print(text)
+    if o.plot:
+        try:
+            plot(o.plot, out)
+        except Fail as e:
+            print(f"sigma bench train: {e}", file=sys.stderr)
+            return 1
+    if not out["params_ok"]:
+        print("sigma bench train: FAIL: a configuration's parameters differ from gloo's",
+              file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
