@@ -116,6 +116,8 @@ out=$DIR/steps.out
 FULL=$full unshare -m bash -c '
 	set -e
 	mount --make-rprivate /
+	# the root a mount point of its own: ip netns exec remounts / (make-rslave)
+	mount --bind "$1" "$1"
 	mount -t proc proc "$1/proc"
 	mount -t sysfs sysfs "$1/sys"
 	mount --rbind /dev "$1/dev"
