@@ -307,17 +307,22 @@ def rank_main(spec_path: str) -> int:
     if conf == "opt":
         opt = sgt.DistributedOptimizer(opt, named_parameters=model.named_parameters())
     times, cpu0, t_all = [], 0.0, 0.0
+    host0, link0 = (0, 0), (0, 0)
     for step in range(spec["warmup"] + spec["steps"]):
         x, y = batch_for(spec, rank, step)
-        if step == spec["warmup"]:
+        if step == spec["warmup"]:  # the timed steps: this process's, the host's and the link's
             cpu0, t_all = time.process_time(), time.monotonic()
+            host0, link0 = cpu_ticks(), eth0_bytes()
         t0 = time.monotonic()
         opt.zero_grad()
         loss = F.cross_entropy(model(x), y)
         loss.backward()
         opt.step()
         times.append(time.monotonic() - t0)
+    host1, link1 = cpu_ticks(), eth0_bytes()
     res = {"rank": rank, "times": times[spec["warmup"]:], "init_sum": init_sum,
+           "host_busy": (host1[0] - host0[0]) / max(1, host1[1] - host0[1]),
+           "link_sent": link1[0] - link0[0], "link_received": link1[1] - link0[1],
            "grad_bytes": sum(p.numel() * p.element_size() for p in params),
            "cpu_s": time.process_time() - cpu0, "wall_s": time.monotonic() - t_all,
            "loss": float(loss)}
@@ -493,6 +498,18 @@ class Cluster:
         return r.stdout.strip()
 
 
+def eth0_bytes() -> tuple[int, int]:
+    """(sent, received) bytes of this namespace's eth0, the machine's link."""
+    out = []
+    for what in ("tx_bytes", "rx_bytes"):
+        try:
+            with open(f"/sys/class/net/eth0/statistics/{what}") as f:
+                out.append(int(f.read()))
+        except (OSError, ValueError):
+            out.append(0)
+    return out[0], out[1]
+
+
 def cpu_ticks() -> tuple[int, int]:
     with open("/proc/stat") as f:
         v = [int(x) for x in f.readline().split()[1:]]
@@ -572,13 +589,15 @@ def run(o: argparse.Namespace) -> dict:
                 if len(sums) != 1:
                     raise Fail(f"{t}: the ranks built different models (parameter sums {sums})")
                 steps = [max(r["times"][s] for r in res) for s in range(o.steps)]
-                nsteps = o.warmup + o.steps
-                sent = [(b1[m][0] - b0[m][0]) / nsteps for m in cl.machines if m[0] == "g"]
                 grad_bytes = res[0]["grad_bytes"]
                 per[t]["runs"].append({
                     "step_s": statistics.median(steps), "steps_s": steps,
-                    "link_bytes_per_step": statistics.mean(sent),
-                    "cpu_busy": (c1[0] - c0[0]) / max(1, c1[1] - c0[1]),
+                    # the timed steps only: what each GPU machine sent on its link,
+                    # and the host's CPUs (rank 0 reads both at the first and last step)
+                    "link_bytes_per_step": statistics.mean(r["link_sent"] for r in res) / o.steps,
+                    "cpu_busy": res[0]["host_busy"],
+                    "cpu_busy_whole_run": (c1[0] - c0[0]) / max(1, c1[1] - c0[1]),
+                    "link_bytes_whole_run": sum(b1[m][0] - b0[m][0] for m in cl.machines),
                     "retransmits": sum(r.get("retransmits", 0) for r in res),
                     "rx_dropped": sum(r.get("rx_dropped", 0) for r in res),
                     "qdisc_drops": q1 - q0, "loss": res[0]["loss"]})
