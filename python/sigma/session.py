@@ -421,7 +421,10 @@ class Session:
         first = self._first_slot(name) if tensor_id is None else tensor_id
         for i in range(_lib.SG_MAX_TENSORS):
             tid = (first + i) % _lib.SG_MAX_TENSORS
-            if tid in self._owners:  # another name's, known here: no need to ask
+            known = self._owners.get(tid)  # the owner seen by an earlier probe here
+            if known == name:
+                return tid
+            if known is not None:  # another name's: no need to ask
                 if tensor_id is not None:
                     raise self._taken(tid, name)
                 continue

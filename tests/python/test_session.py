@@ -26,14 +26,45 @@ import sigma
 from sigma.localnodes import start_local_nodes
 
 
+class DictStore:
+    """A store for sessions in threads of one process: compare_set, add, get
+    and set, as torch.distributed's stores have them."""
+
+    def __init__(self):
+        self.d = {}
+        self.lock = threading.Lock()
+
+    def compare_set(self, key, expected, desired):
+        with self.lock:
+            cur = self.d.get(key)
+            if cur is None and expected == "" or cur == expected.encode():
+                self.d[key] = cur = desired.encode()
+            return cur if cur is not None else expected.encode()
+
+    def add(self, key, amount):
+        with self.lock:
+            self.d[key] = str(int(self.d.get(key, b"0")) + amount).encode()
+            return int(self.d[key])
+
+    def get(self, key):
+        with self.lock:
+            return self.d[key]
+
+    def set(self, key, value):
+        with self.lock:
+            self.d[key] = value.encode() if isinstance(value, str) else value
+
+
 def ranks_push(sessions, bufs_per_rank, names, delays=None):
-    """Each rank (a thread) submits all its buffers, then waits for them."""
+    """Each rank (a thread) submits all its buffers, then waits for them;
+    ``names`` is one list for every rank, or one list per rank."""
     errors = []
 
     def rank(r):
         try:
             hs = []
-            for i, (buf, name) in enumerate(zip(bufs_per_rank[r], names)):
+            mine = names[r] if isinstance(names[0], list) else names
+            for i, (buf, name) in enumerate(zip(bufs_per_rank[r], mine)):
                 if delays:
                     time.sleep(delays(r, i))
                 hs.append(sessions[r].push_pull(buf, name=name))
@@ -263,6 +294,55 @@ class Sessions(unittest.TestCase):
         with self.assertRaises(sigma.SigmaConfigError) as cm:
             sess[0].tensor_id("other", 10, "fp32", tensor_id=sess[0].tensor_id("f", 3000, "fp32"))
         self.assertIn("belongs to 'f'", str(cm.exception))
+
+    def test_ids_by_name_through_a_store(self):
+        # two ranks use the same names in opposite orders (equal sizes: only the id
+        # can be wrong); n40 and n1300 hash to one slot (crc32 % 65536 = 64611)
+        job = sigma.create_job(self.nodes.targets, 2)
+        self.addCleanup(sigma.destroy_job, self.nodes.targets, job.id)
+        store = DictStore()
+        sess = [sigma.Session(job, r, store=store, store_prefix="j") for r in range(2)]
+        for x in sess:
+            self.addCleanup(x.close)
+        names = ["n40", "n1300", "p", "q"]
+        vals = {nm: [[float(k * 1000 + r * 100 + i) for i in range(2000)] for r in range(2)]
+                for k, nm in enumerate(names)}
+        bufs = [[array.array("d", vals[nm][r]) for nm in (names if r == 0 else names[::-1])]
+                for r in range(2)]
+        self.assertEqual(ranks_push(sess, bufs, [names, names[::-1]]), [])
+        for r in range(2):
+            for buf, nm in zip(bufs[r], names if r == 0 else names[::-1]):
+                self.assertEqual(list(buf), [a + b for a, b in zip(*vals[nm])], (r, nm))
+        ids = [[x.tensor_id(nm, 2000, "fp64") for nm in names] for x in sess]
+        self.assertEqual(ids[0], ids[1])
+        self.assertEqual(ids[0][:2], [64611, 64612])  # the second probes on
+        # a name of another size on rank 1: refused there at once, and posted
+        sess[0].tensor_id("z", 5, "fp64")
+        with self.assertRaises(sigma.SigmaConfigError) as cm:
+            sess[1].tensor_id("z", 6, "fp64")
+        self.assertIn("tensor 'z' is 6 fp64 elements on rank 1, but rank 0 first pushed it "
+                      "as 5 fp64", str(cm.exception))
+        self.assertEqual(store.add("j/failures", 0), 1)
+        self.assertIn(b"rank 1 failed", store.get("j/failed"))
+        # an explicit id claims its slot: another name's is refused, a free one taken
+        with self.assertRaises(sigma.SigmaConfigError) as cm:
+            sess[1].tensor_id("e", 8, "fp64", tensor_id=64611)
+        self.assertIn("tensor id 64611 belongs to 'n40'", str(cm.exception))
+        self.assertEqual(sess[0].tensor_id("e", 8, "fp64", tensor_id=7), 7)
+        self.assertEqual(sess[1].tensor_id("e", 8, "fp64", tensor_id=7), 7)
+        with self.assertRaises(sigma.SigmaConfigError) as cm:  # an id on one rank alone
+            sess[1].tensor_id("e2", 8, "fp64", tensor_id=9)
+            sess[0].tensor_id("e2", 8, "fp64")
+        self.assertIn("tensor 'e2' has id", str(cm.exception))
+        self.assertIn("but rank 1 gave it id 9: give it the same tensor_id= on every rank",
+                      str(cm.exception))
+        # without a store, two ranks cannot agree on where to probe: a collision raises
+        bare = sigma.Session(job, 0)
+        self.addCleanup(bare.close)
+        bare.tensor_id("n40", 4, "fp32")
+        with self.assertRaises(sigma.SigmaConfigError) as cm:
+            bare.tensor_id("n1300", 4, "fp32")
+        self.assertIn("'n40' and 'n1300' hash to the same id (64611)", str(cm.exception))
 
     def test_bad_arguments(self):
         job, sess = self.make(1, [4, 8])

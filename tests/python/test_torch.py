@@ -563,6 +563,15 @@ def names_by_name(rank, n, targets):
         assert time.monotonic() - t0 < 2, time.monotonic() - t0
     dist.barrier()
     sgt.shutdown()
+    # a job of declared tensors: each name gets its own declared id, whatever the order
+    sgt.init(targets, tensors=[("da", 100), ("db", 200)], dtype="fp64")
+    hs = [(nm, sgt.push_pull_async(name_values(nm, rank)[:100 if nm == "da" else 200],
+                                   average=False, name=nm))
+          for nm in (["da", "db"] if rank == 0 else ["db", "da"])]
+    for nm, h in hs:
+        got = sgt.synchronize(h, timeout=30)
+        assert torch.equal(got, sum(name_values(nm, r)[:got.numel()] for r in range(n))), nm
+    sgt.shutdown()
     # the same with rank 0's push in flight, and the default ranks_wait (60 s): rank 1
     # fails at registration, and rank 0 is told its reason within a few seconds
     sgt.init(targets)
