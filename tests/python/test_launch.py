@@ -62,6 +62,13 @@ class Launch(unittest.TestCase):
                 "    open(os.path.join(os.path.dirname(__file__), f'up{r}'), 'w').close()\n"
                 "    time.sleep(600)\n")
 
+    def write_script(self, name: str, text: str) -> str:
+        """A rank's script in the test's folder; returns its path."""
+        path = os.path.join(self.tmp, name)
+        with open(path, "w") as f:
+            f.write(text)
+        return path
+
     def test_env_and_prefix(self):
         r = subprocess.run(LAUNCH + ["-n", "3", self.script, "ok", "x"], env=ENV,
                            capture_output=True, text=True, timeout=60)
@@ -113,14 +120,14 @@ class Launch(unittest.TestCase):
 
     def test_make_job_without_torch_distributed(self):
         # the launcher makes the job; ranks open it from SIGMA_JOB/SIGMA_RANK alone
-        script = os.path.join(self.tmp, "job.py")
-        with open(script, "w") as f:
-            f.write("import array, os, sigma\n"
-                    "s = sigma.Session(os.environ['SIGMA_JOB'], int(os.environ['SIGMA_RANK']))\n"
-                    "b = array.array('d', [float(s.rank + 1)] * 1000)\n"
-                    "s.push_pull(b, name='x').wait(30)\n"
-                    "print('sum', b[0], b[-1], s.job.workers, s.job.mode, flush=True)\n"
-                    "s.close()\n")
+        script = self.write_script(
+            "job.py",
+            "import array, os, sigma\n"
+            "s = sigma.Session(os.environ['SIGMA_JOB'], int(os.environ['SIGMA_RANK']))\n"
+            "b = array.array('d', [float(s.rank + 1)] * 1000)\n"
+            "s.push_pull(b, name='x').wait(30)\n"
+            "print('sum', b[0], b[-1], s.job.workers, s.job.mode, flush=True)\n"
+            "s.close()\n")
         r = subprocess.run(LAUNCH + ["-n", "3", "--local-nodes", "2", "--make-job", "--mode",
                                      "deterministic", script], env=ENV, capture_output=True,
                            text=True, timeout=60)
@@ -135,20 +142,20 @@ class Launch(unittest.TestCase):
     def test_make_job_broadcast_optimizer_state(self):
         # under --make-job (no torch.distributed), rank 0's optimizer state reaches rank 1
         sgtest.need_torch()
-        script = os.path.join(self.tmp, "optstate.py")
-        with open(script, "w") as f:
-            f.write("import torch, sigma.torch as sgt\n"
-                    "torch.set_num_threads(1)\n"
-                    "sgt.init()\n"
-                    "r = sgt.rank()\n"
-                    "p = torch.nn.Parameter(torch.ones(4))\n"
-                    "opt = torch.optim.SGD([p], lr=0.1 * (r + 1), momentum=0.9)\n"
-                    "p.grad = torch.full((4,), float(r + 1))\n"
-                    "opt.step()\n"
-                    "sgt.broadcast_optimizer_state(opt, root_rank=0)\n"
-                    "print('opt', r, opt.param_groups[0]['lr'],\n"
-                    "      opt.state[p]['momentum_buffer'].tolist(), flush=True)\n"
-                    "sgt.shutdown()\n")
+        script = self.write_script(
+            "optstate.py",
+            "import torch, sigma.torch as sgt\n"
+            "torch.set_num_threads(1)\n"
+            "sgt.init()\n"
+            "r = sgt.rank()\n"
+            "p = torch.nn.Parameter(torch.ones(4))\n"
+            "opt = torch.optim.SGD([p], lr=0.1 * (r + 1), momentum=0.9)\n"
+            "p.grad = torch.full((4,), float(r + 1))\n"
+            "opt.step()\n"
+            "sgt.broadcast_optimizer_state(opt, root_rank=0)\n"
+            "print('opt', r, opt.param_groups[0]['lr'],\n"
+            "      opt.state[p]['momentum_buffer'].tolist(), flush=True)\n"
+            "sgt.shutdown()\n")
         r = subprocess.run(LAUNCH + ["-n", "2", "--local-nodes", "1", "--make-job", script],
                            env=ENV, capture_output=True, text=True, timeout=120)
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
@@ -162,18 +169,18 @@ class Launch(unittest.TestCase):
         mpirun = shutil.which("mpirun")
         if mpirun is None:
             self.skipTest("no mpirun (Debian package openmpi-bin)")
-        script = os.path.join(self.tmp, "mpi.py")
-        with open(script, "w") as f:
-            f.write("import torch, sigma.torch as sgt\n"
-                    "torch.set_num_threads(1)\n"
-                    "sgt.init()\n"
-                    "r = sgt.rank()\n"
-                    "y = sgt.push_pull(torch.arange(5000, dtype=torch.float64) + 1e6 * r,\n"
-                    "                  average=False, name='y')\n"
-                    "want = 2 * torch.arange(5000, dtype=torch.float64) + 1e6\n"
-                    "print('mpi', r, sgt.size(), sgt.local_rank(), sgt.local_size(),\n"
-                    "      torch.equal(y, want), flush=True)\n"
-                    "sgt.shutdown()\n")
+        script = self.write_script(
+            "mpi.py",
+            "import torch, sigma.torch as sgt\n"
+            "torch.set_num_threads(1)\n"
+            "sgt.init()\n"
+            "r = sgt.rank()\n"
+            "y = sgt.push_pull(torch.arange(5000, dtype=torch.float64) + 1e6 * r,\n"
+            "                  average=False, name='y')\n"
+            "want = 2 * torch.arange(5000, dtype=torch.float64) + 1e6\n"
+            "print('mpi', r, sgt.size(), sgt.local_rank(), sgt.local_size(),\n"
+            "      torch.equal(y, want), flush=True)\n"
+            "sgt.shutdown()\n")
         def stores():
             return {f for f in os.listdir(tempfile.gettempdir()) if f.startswith("sigma-mpirun-")}
         before = stores()
