@@ -73,10 +73,14 @@ def silent_bound_s(rto_us: int = 0, rto_max_us: int = 0, max_retries: int = 0) -
 
 class LockedStore:
     """A key-value store shared by every rank (torch.distributed's TCPStore,
-    FileStore, PrefixStore...), used by one thread of this process at a time:
-    torch 1.13's TCPStore client mixes up the answers of two threads' calls.
-    The session's progress thread only tries it (:meth:`try_add`), so it never
-    waits for a store call of another thread."""
+    FileStore, PrefixStore...: ``set``, ``get``, ``add`` and ``wait``), used
+    by one thread of this process at a time: torch 1.13's TCPStore client
+    mixes up the answers of two threads' calls. The session's progress thread
+    only tries it (:meth:`try_add`), so it never waits for a store call of
+    another thread. It never calls the store's ``compare_set``: torch 1.13's
+    makes its answer without the GIL, and crashes the process (SIGSEGV in
+    PyBytes_FromStringAndSize) when another thread runs Python meanwhile;
+    :meth:`claim` does the same with ``add``, ``set`` and ``get``."""
 
     def __init__(self, store: Any) -> None:
         self.store = store.store if isinstance(store, LockedStore) else store
@@ -94,9 +98,16 @@ class LockedStore:
         with self._lock:
             return self.store.add(key, amount)
 
-    def compare_set(self, key: str, expected: str, desired: str) -> bytes:
+    def claim(self, key: str, value: str) -> str:
+        """Set ``key`` to ``value`` unless some rank claimed it first; return
+        the value that stays (the first claimer's). The first to add 1 to
+        ``key/claims`` sets it; the others read it (get() waits for the set,
+        within the store's timeout)."""
         with self._lock:
-            return self.store.compare_set(key, expected, desired)
+            if self.store.add(f"{key}/claims", 1) == 1:
+                self.store.set(key, value)
+                return value
+            return _text(self.store.get(key))
 
     def wait(self, keys: list[str], timeout: Any) -> None:
         with self._lock:
@@ -220,7 +231,7 @@ class Session:
             :attr:`transport` says which the session uses: "shm", "udp",
             or "shm+udp" for both.
         store: a key-value store every rank of the job shares, with
-            ``compare_set``, ``set`` and ``get`` (torch.distributed's c10d
+            ``set``, ``get``, ``add`` and ``wait`` (torch.distributed's c10d
             stores: TCPStore, FileStore, PrefixStore): names get the same id
             on every rank whatever the order they are first used in, and a
             name's size and dtype are checked across ranks at registration
@@ -417,7 +428,7 @@ class Session:
 
     def _claim(self, name: str, tensor_id: Optional[int]) -> int:
         """Claim the name's slot in the store: the first slot of its probe
-        sequence that is free or already the name's (compare_set)."""
+        sequence that is free or already the name's (LockedStore.claim)."""
         first = self._first_slot(name) if tensor_id is None else tensor_id
         for i in range(_lib.SG_MAX_TENSORS):
             tid = (first + i) % _lib.SG_MAX_TENSORS
@@ -428,7 +439,7 @@ class Session:
                 if tensor_id is not None:
                     raise self._taken(tid, name)
                 continue
-            owner = _text(self._store.compare_set(f"{self._prefix}/id/{tid}", "", name))
+            owner = self._store.claim(f"{self._prefix}/id/{tid}", name)
             if owner == name:
                 return tid
             self._owners[tid] = owner
@@ -441,7 +452,7 @@ class Session:
         """Record the name's id, size and dtype at its first claim, or check
         them against the first rank's record."""
         mine = f"{tid} {nelem} {dtype} {self.rank}"
-        rec = _text(self._store.compare_set(f"{self._prefix}/name/{name}", "", mine))
+        rec = self._store.claim(f"{self._prefix}/name/{name}", mine)
         if rec == mine:
             return
         first_tid, first_n, first_dt, first_rank = rec.split(" ")
@@ -469,7 +480,7 @@ class Session:
         if self._store is None:
             return
         try:
-            self._store.compare_set(f"{self._prefix}/failed", "", reason)
+            self._store.claim(f"{self._prefix}/failed", reason)
             self._store.add(self._failures_key, 1)
         except Exception:  # noqa: BLE001 - the store went away: the others time out
             pass

@@ -237,7 +237,7 @@ def init(nodes: Union[str, Sequence[str], None] = None, *,
                 if store is not None and n > 1:
                     # declared tensors keep their ids: name i owns id i (Session.tensor_id)
                     for i, (tname, _) in enumerate(tensors or ()):
-                        store.compare_set(f"{_key(gen, 'id')}/{i}", "", tname)
+                        store.claim(f"{_key(gen, 'id')}/{i}", tname)
                 if store is not None:  # with rank 0's membership source, for every rank
                     store.set(_key(gen, "job"), "ok:" + job.descriptor +
                               ("\n" + "\n".join(members) if members else ""))

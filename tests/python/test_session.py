@@ -27,32 +27,29 @@ from sigma.localnodes import start_local_nodes
 
 
 class DictStore:
-    """A store for sessions in threads of one process: compare_set, add, get
-    and set, as torch.distributed's stores have them."""
+    """A store for sessions in threads of one process: add, get (which waits
+    for the key) and set, as torch.distributed's stores have them."""
 
     def __init__(self):
         self.d = {}
-        self.lock = threading.Lock()
-
-    def compare_set(self, key, expected, desired):
-        with self.lock:
-            cur = self.d.get(key)
-            if cur is None and expected == "" or cur == expected.encode():
-                self.d[key] = cur = desired.encode()
-            return cur if cur is not None else expected.encode()
+        self.cv = threading.Condition()
 
     def add(self, key, amount):
-        with self.lock:
+        with self.cv:
             self.d[key] = str(int(self.d.get(key, b"0")) + amount).encode()
+            self.cv.notify_all()
             return int(self.d[key])
 
     def get(self, key):
-        with self.lock:
+        with self.cv:
+            if not self.cv.wait_for(lambda: key in self.d, 10):
+                raise RuntimeError(f"DictStore: no {key} within 10 s")
             return self.d[key]
 
     def set(self, key, value):
-        with self.lock:
+        with self.cv:
             self.d[key] = value.encode() if isinstance(value, str) else value
+            self.cv.notify_all()
 
 
 def ranks_push(sessions, bufs_per_rank, names, delays=None):
