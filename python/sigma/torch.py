@@ -766,11 +766,11 @@ def push_pull_(tensor: torch.Tensor, average: bool = True, name: Optional[str] =
 class HookState:
     """State of :func:`ddp_comm_hook` for one DDP model.
 
-    A bucket is keyed by its index, size and dtype: DDP hands buckets to the
-    hook in index order on every rank, so the tensor ids Sigma gives them are
-    the same on every rank and step; when DDP rebuilds its buckets after the
-    first step, a bucket with a new index or size gets a new key, and one
-    that kept both keeps its key.
+    A bucket is named by its index, size and dtype, and a name has one tensor
+    id on every rank (through the job's store, whatever the order buckets
+    come in); when DDP rebuilds its buckets after the first step, a bucket
+    with a new index or size gets a new key, and one that kept both keeps
+    its key.
 
     Args:
         name: prefix of the buckets' names (give each DDP model its own).
@@ -890,7 +890,7 @@ class DistributedOptimizer(torch.optim.Optimizer):
                        and p.requires_grad]
         for n, p in self._named:
             _dtype(p, f"parameter {n}")
-            c.session.tensor_id(n, p.numel(), _DTYPES[p.dtype])  # ids in name order
+            c.session.tensor_id(n, p.numel(), _DTYPES[p.dtype])  # claimed now, not in backward
         self._async = c.job.mode == "async"
         self._handles: dict[int, tuple[str, Handle]] = {}
         self._counts: dict[int, int] = {}
