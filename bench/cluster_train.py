@@ -763,6 +763,9 @@ def main(argv: list[str]) -> int:
     except Fail as e:
         print(f"sigma bench train: {e}", file=sys.stderr)
         return 1
+    except Exception as e:  # noqa: BLE001 - a node refusing a job, say: its reason, exit 1
+        print(f"sigma bench train: {type(e).__name__}: {e}", file=sys.stderr)
+        return 1
     print_table(out)
     text = json.dumps(out, indent=1)
     if o.json:

@@ -8,7 +8,8 @@ test_doc_options.py SRCDIR MANDIR NAME=PATH...
    (a code block line or an inline code span that names the program) is in
    that program's --help: for sigmad, the options after "--" (before it they
    are EAL's); for sigma-bench, its subcommand's --help; for ./sigma bench
-   pytorch, bench/pytorch_ddp.py's.
+   pytorch and ./sigma bench train, bench/pytorch_ddp.py's and
+   bench/cluster_train.py's.
 2. Every option of a program's --help is in its man page (MANDIR, made by
    help2man from that --help), unless MANDIR is "none" (no help2man).
 """
@@ -22,6 +23,8 @@ PROG = re.compile(r"(?<![\w/.-])(?:[\w./-]*/)?(sigmad|sigmactl|sigma-udpd|sigma-
                   r"(?![\w.-])|\./sigma bench")
 OPT = re.compile(r"(?<![\w-])--[a-z][a-z0-9-]*")
 SEP = re.compile(r"(?:^|\s)--(?:\s|$)")
+# ./sigma bench subcommands that are Python scripts in bench/, not sigma-bench's
+SCRIPTS = {"pytorch": "pytorch_ddp", "train": "cluster_train"}
 
 
 def code_spans(text: str):
@@ -55,9 +58,9 @@ def doc_options(src: str):
                     if prog == "sigma-bench":
                         words = rest.split()
                         sub = words[0] if words and not words[0].startswith("-") else None
-                    if m.group(1) is None and sub == "pytorch":
-                        # ./sigma bench pytorch runs bench/pytorch_ddp.py
-                        prog, sub = "pytorch_ddp", None
+                    if m.group(1) is None and sub in SCRIPTS:
+                        # ./sigma bench pytorch runs bench/pytorch_ddp.py, and so on
+                        prog, sub = SCRIPTS[sub], None
                     for opt in OPT.findall(rest):
                         yield os.path.relpath(path, src), n, prog, sub, opt
 
@@ -69,7 +72,8 @@ def has(text: str, opt: str) -> bool:
 def main() -> int:
     src, mandir = sys.argv[1], sys.argv[2]
     progs = dict(a.split("=", 1) for a in sys.argv[3:])
-    progs["pytorch_ddp"] = os.path.join(src, "bench", "pytorch_ddp.py")
+    for script in SCRIPTS.values():
+        progs[script] = os.path.join(src, "bench", script + ".py")
     helps: dict = {}
 
     def help_of(prog: str, sub) -> str:
@@ -92,7 +96,7 @@ def main() -> int:
                   f"--help")
     if mandir != "none":
         for prog in progs:
-            if prog == "pytorch_ddp":
+            if prog in SCRIPTS.values():
                 continue  # a benchmark script: no man page
             pages = glob.glob(os.path.join(mandir, prog + ".[18]"))
             if not pages:
