@@ -171,16 +171,19 @@ class Launch(unittest.TestCase):
             self.skipTest("no mpirun (Debian package openmpi-bin)")
         script = self.write_script(
             "mpi.py",
-            "import torch, sigma.torch as sgt\n"
+            "import os, torch, sigma.torch as sgt\n"
             "torch.set_num_threads(1)\n"
             "sgt.init()\n"
             "r = sgt.rank()\n"
             "y = sgt.push_pull(torch.arange(5000, dtype=torch.float64) + 1e6 * r,\n"
             "                  average=False, name='y')\n"
             "want = 2 * torch.arange(5000, dtype=torch.float64) + 1e6\n"
-            "print('mpi', r, sgt.size(), sgt.local_rank(), sgt.local_size(),\n"
-            "      torch.equal(y, want), flush=True)\n"
-            "sgt.shutdown()\n")
+            "got = (r, sgt.size(), sgt.local_rank(), sgt.local_size(), torch.equal(y, want))\n"
+            "sgt.shutdown()\n"
+            "# a file each: mpirun interleaves the ranks' output within lines\n"
+            "with open(os.path.join(os.path.dirname(__file__), f'mpi{r}'), 'w') as f:\n"
+            "    f.write(' '.join(map(str, got)))\n")
+
         def stores():
             return {f for f in os.listdir(tempfile.gettempdir()) if f.startswith("sigma-mpirun-")}
         before = stores()
@@ -195,7 +198,8 @@ class Launch(unittest.TestCase):
                                text=True, timeout=120, stdin=subprocess.DEVNULL)
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
         for rank in (0, 1):
-            self.assertIn(f"mpi {rank} 2 {rank} 2 True", r.stdout, r.stdout + r.stderr)
+            with open(os.path.join(self.tmp, f"mpi{rank}")) as f:
+                self.assertEqual(f.read(), f"{rank} 2 {rank} 2 True", r.stdout + r.stderr)
         self.assertEqual(procs_mentioning(script), [], "a rank is left")
         self.assertEqual(stores() - before, set(), "the FileStore's file is left")
 
