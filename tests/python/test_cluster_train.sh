@@ -45,13 +45,15 @@ left() {
 	if ip netns list | awk '{print $1}' | grep -q "^$1-"; then
 		fail "$2: namespaces left: $(ip netns list | grep "^$1-" | xargs)"
 	fi
-	if pgrep -f "cluster_train.py --rank-main $TMP" >/dev/null 2>&1 ||
-		pgrep -f "sigma-train-.*/[gc][0-9]*.sock" >/dev/null 2>&1; then
-		fail "$2: processes left: $(pgrep -af 'rank-main|sigma-train-' | head -3)"
+	# pgrep without the sanitizer build's preloaded runtimes: with them it hangs
+	if env -u LD_PRELOAD pgrep -f "cluster_train.py --rank-main" >/dev/null 2>&1 ||
+		env -u LD_PRELOAD pgrep -f "sigma-train-.*/[gc][0-9]*.sock" >/dev/null 2>&1; then
+		fail "$2: processes left: $(env -u LD_PRELOAD pgrep -af 'rank-main|sigma-train-' |
+			head -3)"
 	fi
 }
 
-BASE=(--model tiny --n 2 --k 1 --ks 1 --steps 3 --warmup 1 --runs 1 --link 1gbit)
+BASE=(--model tiny --n 2 --k 1 --ks 1 --steps 3 --warmup 1 --runs 1 --link 1gbit --timeout 90)
 echo "== gloo, sigma k=1, opt, ps: parameters against gloo's"
 rc=0
 "$PY" "$DRIVER" "${BASE[@]}" --prefix "$P" --json "$TMP/t.json" >"$TMP/out" 2>&1 || rc=$?
@@ -93,11 +95,11 @@ left "${P}b" "perturbed"
 echo "== SIGINT mid-run"
 "$PY" "$DRIVER" "${BASE[@]}" --steps 5000 --prefix "${P}c" >"$TMP/int" 2>&1 &
 pid=$!
-for _ in $(seq 300); do
-	grep -q "run 0: compute" "$TMP/int" && break
+for _ in $(seq 300); do  # the cluster is up and the first ranks are training
+	grep -q "train: tiny:" "$TMP/int" && break
 	sleep 0.1
 done
-sleep 1
+sleep 8
 kill -INT "$pid"
 wait "$pid"
 rc=$?
