@@ -181,6 +181,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     o.input = size if o.input is None else o.input
     if o.batch < 1 or o.input < (32 if o.model in ("resnet50", "vgg16") else 1):
         raise Usage(f"--batch {o.batch} / --input {o.input}: too small for {o.model}")
+    if o.model == "resnet50" and o.batch * (o.input // 32) ** 2 < 2:
+        # training-mode BatchNorm needs two values per channel after the last stage (1/32)
+        raise Usage(f"--batch {o.batch} --input {o.input}: ResNet-50's last BatchNorm would see "
+                    "one value per channel: use a batch of 2 or an input of 64")
     if o.model == "bert-base" and o.input > 512:
         raise Usage(f"--input {o.input}: BERT-base has 512 positions")
     return o
