@@ -18,11 +18,10 @@ PY=/usr/bin/python3
 P=sgtt$$
 TMP=$(mktemp -d /tmp/sg_train.XXXXXX)
 fails=0
-cleanup() {
-	local ns
-	for ns in $(ip netns list 2>/dev/null | awk '{print $1}' | grep "^$P"); do
-		ip netns pids "$ns" 2>/dev/null | xargs -r kill -KILL 2>/dev/null
-		ip netns del "$ns" 2>/dev/null
+cleanup() {  # what a failed run may have left: each prefix's namespaces and processes
+	local p
+	for p in "$P" "${P}b" "${P}c" "${P}d"; do
+		"$SRC/bench/cluster_net.sh" down "$p"
 	done
 	rm -rf "$TMP"
 }
