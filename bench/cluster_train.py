@@ -135,8 +135,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     ap.add_argument("--input", type=int, default=None,
                     help="image side (resnet50, vgg16) or sequence length (bert-base)")
     ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--rtol", type=float, default=1e-4,
-                    help="parameters' relative bound where bitwise is not expected")
+    ap.add_argument("--rtol", type=float, default=1e-3,
+                    help="where bitwise is not expected, how far a parameter may be from "
+                         "gloo's, relative to how far training moved it (default 1e-3)")
     ap.add_argument("--json", default=None, help="the JSON there (default: stdout)")
     ap.add_argument("--plot", default=None, help="samples/s against k (.svg or .png)")
     ap.add_argument("--prefix", default=None, help="namespace names (default sgt<pid>)")
@@ -291,6 +292,8 @@ def rank_main(spec_path: str) -> int:
     model = build_model(spec["model"], spec["seed"])
     params = [p for p in model.parameters()]
     init_sum = float(sum(p.detach().double().sum() for p in params))
+    if rank == 0 and spec.get("save") and spec["conf"] == "gloo":  # the updates' scale
+        torch.save(torch.cat([p.detach().reshape(-1) for p in params]), spec["save"] + ".init")
     sgt = None
     if conf in ("sigma", "opt", "ps"):
         sys.path.insert(0, PYDIR)
@@ -622,15 +625,23 @@ def run(o: argparse.Namespace) -> dict:
 def compare_params(o: argparse.Namespace, per: dict, folder: str) -> None:
     import torch
     ref = torch.load(os.path.join(folder, "params-gloo.pt"))
+    # each parameter's distance from gloo's against how far gloo's training moved it:
+    # a summation order changes a sum by a few ulps of its terms, which training then
+    # carries, so the bound scales with the updates (large where gradients are large,
+    # as behind a BatchNorm of two values per channel), not with the parameters
+    moved = (ref - torch.load(os.path.join(folder, "params-gloo.pt.init"))).abs()
+    bound = o.rtol * (moved + 1e-3 * float(moved.max()))
     for t, v in per.items():
         if v["conf"] in ("gloo", "compute"):
             continue
         got = torch.load(os.path.join(folder, f"params-{t}.pt"))
         bitwise = o.n <= 2 and v["conf"] != "opt"
-        diff = float((got - ref).abs().max())
-        ok = torch.equal(got, ref) if bitwise else bool(torch.allclose(got, ref, rtol=o.rtol,
-                                                                      atol=o.rtol * 1e-2))
-        v["params"] = {"equal_to_gloo": ok, "bitwise": bitwise, "max_abs_diff": diff}
+        diff = (got - ref).abs()
+        ok = torch.equal(got, ref) if bitwise else bool((diff <= bound).all())
+        v["params"] = {"equal_to_gloo": ok, "bitwise": bitwise,
+                       "max_abs_diff": float(diff.max()),
+                       "max_diff_over_update": float((diff / (moved + 1e-30)).max()),
+                       "max_update": float(moved.max())}
 
 
 def report(o: argparse.Namespace, per: dict, folder: str) -> dict:
