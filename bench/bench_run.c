@@ -862,13 +862,13 @@ static void gnuplot_size_tics(FILE *g, const uint64_t *sizes, unsigned int n)
 }
 
 /* gnuplot: goodput per worker against size, one line per (N, dtype). */
-static int plot(const char *path, const struct rb_result *r, unsigned int n)
+static int plot(const char *path, const struct rb_result *r, unsigned int n,
+		const struct rb_opts *o)
 {
 	char dat[] = "/tmp/sigma-bench-XXXXXX";
 	int fd = mkstemp(dat);
 	FILE *f, *g;
-	unsigned int series = 0, nsizes = 0;
-	uint64_t sizes[RB_MAX_SIZES];
+	unsigned int series = 0;
 	int rc;
 
 	if (fd < 0 || (f = fdopen(fd, "w")) == NULL)
@@ -883,15 +883,7 @@ static int plot(const char *path, const struct rb_result *r, unsigned int n)
 	g = gnuplot_open(f, dat, path);
 	if (g == NULL)
 		return -errno;
-	for (unsigned int i = 0; i < n; i++) { /* each size once, in order */
-		bool seen = false;
-
-		for (unsigned int j = 0; j < nsizes; j++)
-			seen |= sizes[j] == r[i].size;
-		if (!seen && nsizes < RB_MAX_SIZES)
-			sizes[nsizes++] = r[i].size;
-	}
-	gnuplot_size_tics(g, sizes, nsizes);
+	gnuplot_size_tics(g, o->sizes, o->n_sizes);
 	fprintf(g, "set logscale x 2\nset xlabel 'tensor bytes'\nset ylabel 'goodput per worker "
 		   "(MB/s)'\nset key left top\nset title 'sigma push_pull over kernel "
 		   "UDP'\nplot ");
@@ -1194,7 +1186,7 @@ static int outputs(const struct rb_opts *o, const struct rb_result *res, unsigne
 		return -EIO;
 	if (o->csv != NULL && write_csv(o->csv, res, n) < 0)
 		return -EIO;
-	if (o->plot != NULL && plot(o->plot, res, n) < 0) {
+	if (o->plot != NULL && plot(o->plot, res, n, o) < 0) {
 		fprintf(stderr, "sigma-bench: gnuplot failed (is gnuplot-nox installed?)\n");
 		return -EIO;
 	}

@@ -54,6 +54,7 @@ processes go at the end, also on Ctrl-C and on failure.
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
 import os
 import random
@@ -216,7 +217,7 @@ def build_model(name: str, seed: int) -> Any:
         import torchvision
         m = torchvision.models.vgg16()
     elif name == "bert-base":
-        m = BertBase()
+        m = _bert_class()()
     else:
         m = nn.Sequential(nn.Flatten(), nn.Linear(3 * 32, 2048), nn.ReLU(), nn.Linear(2048, 32))
     for mod in m.modules():  # the same masks in every configuration: none
@@ -253,10 +254,6 @@ def _bert_class() -> Any:
     return Bert
 
 
-def BertBase() -> Any:  # noqa: N802 (a constructor)
-    return _bert_class()()
-
-
 def batch_for(spec: dict, rank: int, step: int) -> tuple[Any, Any]:
     """This rank's synthetic samples and labels of a step: the same in every
     configuration."""
@@ -287,8 +284,7 @@ def rank_main(spec_path: str) -> int:
     # their parameters agree, so DDP's start-up broadcast (M bytes over the
     # shaped links) is not needed
     ddp_mod._sync_module_states = lambda **kw: None
-    dist.init_process_group("gloo", timeout=__import__("datetime").timedelta(
-        seconds=spec["timeout"]))
+    dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=spec["timeout"]))
     model = build_model(spec["model"], spec["seed"])
     params = [p for p in model.parameters()]
     init_sum = float(sum(p.detach().double().sum() for p in params))
@@ -357,8 +353,6 @@ def rank_env(extra: dict) -> dict:
     env = dict(os.environ, PYTHONPATH=PYDIR + (":" + os.environ["PYTHONPATH"]
                                               if os.environ.get("PYTHONPATH") else ""),
                OMP_NUM_THREADS="1", PYTHONDONTWRITEBYTECODE="1", GLOO_SOCKET_IFNAME="eth0")
-    if not env.get("SIGMA_BUILD_DIR") and os.path.isdir(os.path.join(SRC, "build")):
-        env["SIGMA_BUILD_DIR"] = os.path.join(SRC, "build")
     env.update(extra)
     return env
 
@@ -764,7 +758,9 @@ def main(argv: list[str]) -> int:
             if shutil.which(tool) is None:
                 raise Skip(f"no {tool}(8) (apt-get install iproute2)")
         sys.path.insert(0, PYDIR)
-        os.environ.update({k: v for k, v in rank_env({}).items() if k == "SIGMA_BUILD_DIR"})
+        # the tree's build, for this process's sigma.job and the ranks it starts
+        if not os.environ.get("SIGMA_BUILD_DIR") and os.path.isdir(build_dir()):
+            os.environ["SIGMA_BUILD_DIR"] = build_dir()
         # SIGINT too, also where it came ignored (a background job of a script)
         signal.signal(signal.SIGINT, signal.default_int_handler)
         signal.signal(signal.SIGTERM, lambda *a: (_ for _ in ()).throw(KeyboardInterrupt()))
