@@ -120,6 +120,10 @@ check2 "impossible k" "--ks \[99\]: each k is 0..16" \
 	"$PY" "$DRIVER" --model tiny --ks 99 --prefix "${P}d"
 check2 "ps without CPU machines" "--k 0: a parameter server" \
 	"$PY" "$DRIVER" --model tiny --k 0 --prefix "${P}d"
+check2 "bad link rate" "--link 'fast': want a rate" \
+	"$PY" "$DRIVER" --model tiny --link fast --prefix "${P}d"
+check2 "a batch ResNet-50 cannot train on" "ResNet-50's last BatchNorm would see one value" \
+	"$PY" "$DRIVER" --model resnet50 --batch 1 --input 32 --prefix "${P}d"
 mkdir -p "$TMP/fake/torch"
 echo 'raise ImportError("no torch in this test")' >"$TMP/fake/torch/__init__.py"
 check2 "no torch" "tiny needs torch, which does not import here" \
