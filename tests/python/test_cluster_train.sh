@@ -4,8 +4,10 @@
 # bench/cluster_train.py on a 2 + 1 cluster (two GPU machines, one CPU machine,
 # links shaped to 1 Gbit/s): 3 steps of a small model with DDP over gloo, DDP
 # through Sigma (k = 1), DistributedOptimizer and a PS; every Sigma
-# configuration's parameters must equal gloo's (bitwise for DDP at 2 ranks).
-# Then: a parameter moved on purpose (SIGMA_TRAIN_PERTURB) must fail the run;
+# configuration's parameters must equal gloo's (bitwise for DDP at 2 ranks),
+# and in the deterministic check, bitwise the rank-order reference's.
+# Then: a parameter moved on purpose (SIGMA_TRAIN_PERTURB), in the timed run or
+# in the check alone, must fail the run;
 # SIGINT mid-run fails it; a bad model, an impossible k and a missing torch
 # each exit 2 with a clear error before anything is made. After each, no
 # namespace or process of the run is left. Skips (77) without root, torch or
@@ -67,7 +69,8 @@ bad = []
 want = {"sigma1": True, "ps1": True, "opt1": False}
 for t, bitwise in want.items():
     p = r["configs"].get(t, {}).get("params")
-    if not p or not p["equal_to_gloo"] or p["bitwise"] != bitwise:
+    if (not p or not p["equal_to_gloo"] or p["bitwise"] != bitwise
+            or p.get("deterministic_bitwise") is not True):
         bad.append(f"{t}: {p}")
     if r["configs"].get(t, {}).get("samples_per_s", 0) <= 0:
         bad.append(f"{t}: no samples/s")
@@ -90,6 +93,15 @@ SIGMA_TRAIN_PERTURB=sigma1 "$PY" "$DRIVER" "${BASE[@]}" --configs gloo,sigma --p
 grep -q "sigma1 .*WRONG" "$TMP/out" || fail "perturbed: the table does not say WRONG"
 grep -q "parameters differ from gloo's" "$TMP/out" || fail "perturbed: no failure line"
 left "${P}b" "perturbed"
+
+echo "== a parameter moved in the deterministic check alone fails the run"
+rc=0
+SIGMA_TRAIN_PERTURB=sigma1-check "$PY" "$DRIVER" "${BASE[@]}" --configs gloo,sigma \
+	--check-steps 2 --prefix "${P}e" >"$TMP/out" 2>&1 || rc=$?
+[ "$rc" = 1 ] || fail "check perturbed: exit $rc, expected 1"
+grep -q "sigma1 .*bitwise, det. WRONG" "$TMP/out" ||
+	{ fail "check perturbed: the table does not say det. WRONG"; cat "$TMP/out"; }
+left "${P}e" "check perturbed"
 
 echo "== SIGINT mid-run"
 "$PY" "$DRIVER" "${BASE[@]}" --steps 5000 --prefix "${P}c" >"$TMP/int" 2>&1 &
