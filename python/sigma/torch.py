@@ -31,7 +31,7 @@ from typing import Any, Callable, Iterable, Mapping, Optional, Sequence, Union
 import torch
 import torch.distributed as dist
 
-from . import _lib
+from . import _lib, local as _local
 from .errors import (SigmaConfigError, SigmaError, SigmaNodeSilentError,  # noqa: F401
                      SigmaRanksMissingError, SigmaTimeoutError)
 from .etcd import DEFAULT_CLUSTER, Watch, check_cluster, read_nodes
@@ -75,6 +75,7 @@ class _Context:
         self.gen, self.timeout, self.etcd = gen, timeout, etcd
         self.unnamed: dict[tuple, set[int]] = {}
         self.local_rank, self.local_size = rank, size
+        self.jobs = [job]  # the sub-jobs of local aggregation (sigma.local), else the job
         self.hosts_store = False  # this process hosts the store (rank 0's TCPStore)
         self.lock = threading.Lock()
 
@@ -214,6 +215,15 @@ def init(nodes: Union[str, Sequence[str], None] = None, *,
             if store is None and (n > 1 or _dist_on()):
                 store, hosts = _job_store(r, n, timeout)
             store = LockedStore(store) if store is not None else None
+            try:
+                plan = _local.plan(r, n, lrank, lsize, mode, bool(tensors))
+            except SigmaConfigError as e:
+                if store is not None and n > 1:  # every rank fails at once, with this
+                    if r == 0:
+                        store.set(_key(gen, "job"), "error:" + str(e))
+                    else:
+                        _tell_failure(store, gen, r, e)
+                raise
             if r == 0:
                 try:
                     if not targets and members:
@@ -226,14 +236,23 @@ def init(nodes: Union[str, Sequence[str], None] = None, *,
                             "SIGMA_CLUSTER) of an etcd-managed cluster, or give the job "
                             "itself (SIGMA_JOB)")
                     secret = load_secret(secret_file) if secret_file else None
-                    job = create_job(targets, n, mode=mode, dtype=dtype, tensors=tensors,
-                                     slots=slots, partition_bytes=partition_bytes,
-                                     chunk_bytes=chunk_bytes, secret=secret)
+                    # local aggregation: one job per local rank, of one worker per machine
+                    jobs = _local.create_jobs(
+                        lambda: create_job(targets, plan.machines if plan else n, mode=mode,
+                                           dtype=dtype, tensors=tensors, slots=slots,
+                                           partition_bytes=partition_bytes,
+                                           chunk_bytes=chunk_bytes, secret=secret),
+                        plan.local_size if plan else 1,
+                        lambda jid: destroy_job(targets, jid, secret=secret))
+                    job = jobs[0]
                 except Exception as e:  # every rank raises rank 0's reason, at once
                     if store is not None:
                         store.set(_key(gen, "job"), "error:" + str(e))
                     raise
                 owner = True
+                if store is not None:  # before the job: the others read it once they have it
+                    store.set(_key(gen, "local_jobs"), "\n".join(
+                        [str(len(jobs))] + [j.descriptor for j in jobs[1:]]))
                 if store is not None and n > 1:
                     # declared tensors keep their ids: name i owns id i (Session.tensor_id)
                     for i, (tname, _) in enumerate(tensors or ()):
@@ -246,16 +265,35 @@ def init(nodes: Union[str, Sequence[str], None] = None, *,
                                  "rank 0's job descriptor").split("\n")
                 job = Job.parse(got[0])
                 members = (got[1], got[2]) if len(got) == 3 else None
-        if job.workers != n:
-            raise SigmaConfigError(f"sigma.torch.init: the job has {job.workers} workers, this "
-                                   f"run {n} ranks: make the job for {n}")
+                jobs = [job]
+                if store is not None and n > 1:
+                    rest = store.get(_key(gen, "local_jobs")).decode().split("\n")
+                    jobs += [Job.parse(d) for d in rest[1:]]
+        if desc:
+            plan, jobs = None, [job]  # a job made beforehand: every rank pushes (docs/python.md)
         sess = None
         try:
+            if len(jobs) != (plan.local_size if plan else 1):
+                raise SigmaConfigError(
+                    f"sigma.torch.init: rank {r} has {lsize or 1} rank(s) on its machine "
+                    f"({'local aggregation' if plan else 'pushing directly'}), but rank 0 made "
+                    f"the job for {len(jobs)}: every rank needs the same LOCAL_WORLD_SIZE "
+                    "(or the launcher's local size) and SIGMA_LOCAL_AGGREGATION")
+            workers = plan.machines if plan else n
+            if job.workers != workers:
+                raise SigmaConfigError(f"sigma.torch.init: the job has {job.workers} workers, "
+                                       f"this run {workers} " +
+                                       ("machines" if plan else "ranks") +
+                                       f": make the job for {workers}")
             watch = Watch(*members) if members else None
-            sess = Session(job, r, window=window, max_retries=max_retries or MAX_RETRIES,
-                           rto_us=rto_us, poll_us=poll_us, ranks_wait=ranks_wait,
-                           membership=watch, store=store if n > 1 else None,
-                           store_prefix=f"{_STORE_PREFIX}/{gen}")
+            kw = dict(window=window, max_retries=max_retries or MAX_RETRIES, rto_us=rto_us,
+                      poll_us=poll_us, ranks_wait=ranks_wait, membership=watch)
+            if plan is not None:
+                sess = _local.LocalSession(plan, jobs, store, f"{_STORE_PREFIX}/{gen}", timeout,
+                                           **kw)
+            else:
+                sess = Session(job, r, store=store if n > 1 else None,
+                               store_prefix=f"{_STORE_PREFIX}/{gen}", **kw)
             if store is not None and n > 1:
                 _start_together(store, gen, n, timeout)
         except BaseException as e:
@@ -264,10 +302,12 @@ def init(nodes: Union[str, Sequence[str], None] = None, *,
             if sess is not None:
                 sess.close(timeout=1.0)
             if owner:  # leave nothing behind on the nodes
-                destroy_job(targets, job.id, secret=secret)
+                for j in jobs:
+                    destroy_job(targets, j.id, secret=secret)
             raise
         _ctx = _Context(job, sess, r, n, owner, targets, secret, store, gen, timeout, members)
-        _ctx.local_rank, _ctx.local_size, _ctx.hosts_store = lrank, lsize, hosts
+        _ctx.local_rank, _ctx.hosts_store, _ctx.jobs = lrank, hosts, jobs
+        _ctx.local_size = lsize if lsize is not None else n
 
 
 def _membership_source(etcd: Optional[str], cluster: Optional[str]
@@ -421,8 +461,8 @@ def _launcher_sources() -> list[_Source]:
 
 
 def _resolve_rank(rank: Optional[int], size: Optional[int]
-                  ) -> tuple[int, int, int, int]:
-    """(rank, size, local rank, local size) from rank=/size=, torch.distributed
+                  ) -> tuple[int, int, int, Optional[int]]:
+    """(rank, size, local rank, local size or None) from rank=/size=, torch.distributed
     and every launcher's variables; two sources that disagree raise, naming
     both. Nothing at all: one rank alone (said once on stderr)."""
     global _said_alone
@@ -454,7 +494,7 @@ def _resolve_rank(rank: Optional[int], size: Optional[int]
         raise SigmaConfigError(f"sigma.torch.init: rank {r!r}: want 0..{n - 1}")
     local = next((s for s in sources if s.local_rank is not None), None)
     lr = local.local_rank if local is not None else r
-    ls = local.local_size if local is not None and local.local_size is not None else n
+    ls = local.local_size if local is not None else None  # None: the launcher did not say
     return r, n, lr, ls
 
 
@@ -566,7 +606,8 @@ def shutdown(timeout: Optional[float] = None) -> None:
         except SigmaError:  # etcd is away: try them all
             pass
     if targets:
-        destroy_job(targets, c.job.id, secret=c.secret)
+        for j in c.jobs:
+            destroy_job(targets, j.id, secret=c.secret)
 
 
 @atexit.register

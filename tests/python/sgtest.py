@@ -104,9 +104,13 @@ class Etcd:
 
 def run_ranks(n: int, fn: Callable, *args: Any, timeout: float = 120.0,
               env: dict | None = None, allow_exit: tuple = ()) -> list[Any]:
-    """sigma.launch.run_forked with one thread of torch per rank (2 cores)."""
+    """sigma.launch.run_forked with one thread of torch per rank (2 cores).
+    run_forked puts every rank on one machine (LOCAL_WORLD_SIZE = n): the
+    ranks push directly (SIGMA_LOCAL_AGGREGATION=0) unless @env says 1
+    (test_local.py)."""
     from sigma.launch import run_forked
-    return run_forked(n, _one_thread, fn, *args, timeout=timeout, env=env,
+    return run_forked(n, _one_thread, fn, *args, timeout=timeout,
+                      env=dict({"SIGMA_LOCAL_AGGREGATION": "0"}, **(env or {})),
                       allow_exit=allow_exit)
 
 
