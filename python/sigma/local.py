@@ -348,6 +348,7 @@ class LocalSession:
         self.stall_bound = self.inner.stall_bound + 2.0
         self.transport = self.inner.transport
         self._regions: dict[str, _Region] = {}
+        self._id_lock = threading.Lock()
         self._seq: dict[str, int] = {}
         self._queues: dict[str, Deque[_LocalOp]] = {}
         self._cv = threading.Condition()
@@ -400,12 +401,12 @@ class LocalSession:
             raise SigmaConfigError(f"sigma: tensor '{name}': tensor_id= is not taken with "
                                    "local aggregation (each local rank pushes a share under "
                                    "a name of its own); set SIGMA_LOCAL_AGGREGATION=0")
-        reg = self._regions.get(name)
-        if reg is None:
-            esize = _lib.DTYPE_SIZES[dtype]
-            reg = self._claim(name, nelem, dtype, esize)
-            self._regions[name] = reg
-        elif (reg.nelem, reg.dtype) != (nelem, dtype):
+        with self._id_lock:  # DDP's hooks may come from autograd's threads
+            reg = self._regions.get(name)
+            if reg is None:
+                reg = self._claim(name, nelem, dtype, _lib.DTYPE_SIZES[dtype])
+                self._regions[name] = reg
+        if (reg.nelem, reg.dtype) != (nelem, dtype):
             raise SigmaConfigError(
                 f"sigma: tensor '{name}' was first pushed as {reg.nelem} {reg.dtype} elements, "
                 f"now as {nelem} {dtype}: give each differently shaped tensor its own name")

@@ -155,12 +155,12 @@ def killed(rank, n, targets, victim, how):
         sgt.push_pull(x, average=False, name="x")
         raise AssertionError("the step went on without a local rank")
     except sigma.SigmaError as e:
-        took, msg = time.monotonic() - t0, str(e)
+        took, msg, err = time.monotonic() - t0, str(e), e
     assert f"local rank {victim}" in msg and "machine 0" in msg, msg
     if how == "stop":
         pid = int(re.search(r"pid (\d+)", msg).group(1))
         os.kill(pid, signal.SIGKILL)  # the stopped rank, found from the message
-        assert isinstance(e, sigma.SigmaTimeoutError) and "within 2 s" in msg, msg
+        assert isinstance(err, sigma.SigmaTimeoutError) and "within 2 s" in msg, msg
     else:
         assert "died" in msg, msg
     sgt.shutdown(timeout=1)
