@@ -220,7 +220,8 @@ class Launch(unittest.TestCase):
         r = subprocess.run(LAUNCH + ["-n", "2", "--local-nodes", "1", example, "--steps", "6"],
                            env=ENV, capture_output=True, text=True, timeout=180)
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
-        for want in (r"\[0\] sigma: job \d+ \(sync, 2 workers\) on local0 127\.0\.0\.1:\d+",
+        # the 2 ranks are one machine's: aggregated locally, they are 1 worker at the node
+        for want in (r"\[0\] sigma: job \d+ \(sync, 1 workers\) on local0 127\.0\.0\.1:\d+",
                      r"\[0\] 6 steps of 2 x 32 samples", r"\[0\] sigma: \d+ push_pulls"):
             self.assertRegex(r.stdout, want)
         loss = re.search(r"loss (\d+\.\d+) -> (\d+\.\d+)", r.stdout)
