@@ -331,7 +331,7 @@ class Local(unittest.TestCase):
         for r in (0, 2):
             print(f"rank {r}: local rank 1 killed: raised after {res[r]['took']:.2f} s: "
                   f"{res[r]['msg'][:240]}")
-            self.assertLess(res[r]["took"], 1.0)
+            self.assertLess(res[r]["took"], 1.5)  # 0.2 s for rank 2 to start, 0.2 s looks
 
     def test_stopped_local_rank(self):
         with start_local_nodes(1) as nodes:
