@@ -66,6 +66,7 @@ processes go at the end, also on Ctrl-C and on failure.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
 import json
 import os
@@ -77,7 +78,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Iterator, Optional
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SRC = os.path.normpath(os.path.join(HERE, ".."))
@@ -132,7 +133,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     ap = argparse.ArgumentParser(prog="sigma bench train", description=__doc__.split("\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", required=True, help="one of " + ", ".join(MODELS))
-    ap.add_argument("--n", type=int, default=4, help="GPU machines, one rank each (default 4)")
+    ap.add_argument("--n", type=int, default=4, help="GPU machines (default 4)")
+    ap.add_argument("--local-ranks", type=int, default=1, dest="local_ranks",
+                    help="ranks per GPU machine (default 1); with more, sigma.torch sums a "
+                         "machine's ranks in shared memory and the machine pushes once")
     ap.add_argument("--k", type=int, default=None,
                     help="CPU machines of the headline (opt and ps); default n")
     ap.add_argument("--ks", default=None, help="k of every sigma configuration (default 0..k)")
@@ -147,6 +151,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     ap.add_argument("--batch", type=int, default=None, help="samples per rank and step")
     ap.add_argument("--input", type=int, default=None,
                     help="image side (resnet50, vgg16) or sequence length (bert-base)")
+    ap.add_argument("--window", type=int, default=0,
+                    help="libsigma's credit window, chunks per node (default 0: its own)")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--check-steps", type=int, default=None,
                     help="steps of the bitwise check in deterministic mode (default: "
@@ -165,6 +171,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         raise Usage(f"--model {o.model!r}: one of {', '.join(MODELS)}")
     if not 1 <= o.n <= 16:
         raise Usage(f"--n {o.n}: 1..16 GPU machines")
+    if not 1 <= o.local_ranks <= 8:
+        raise Usage(f"--local-ranks {o.local_ranks}: 1..8 ranks per GPU machine")
+    o.ranks = o.n * o.local_ranks
     o.k = o.n if o.k is None else o.k
     if not 0 <= o.k <= 16:
         raise Usage(f"--k {o.k}: 0..16 CPU machines")
@@ -188,6 +197,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                     "and timed against; keep it")
     if o.check_steps is None:
         o.check_steps = o.warmup + o.steps
+    if not 0 <= o.window <= 4096:
+        raise Usage(f"--window {o.window}: 0..4096 chunks")
     for what, v, lo in (("--steps", o.steps, 1), ("--warmup", o.warmup, 0), ("--runs", o.runs, 1),
                         ("--mtu", o.mtu, 1280), ("--check-steps", o.check_steps, 0)):
         if v < lo:
@@ -288,7 +299,9 @@ def batch_for(spec: dict, rank: int, step: int) -> tuple[Any, Any]:
 def rank_order_hook(state, bucket):  # type: ignore[no-untyped-def]
     """The check's reference: every rank's bucket, divided by N as the other hooks
     do, gathered over gloo and added in rank order in fp32, ((g0 + g1) + g2) + ...:
-    bit for bit what a deterministic-mode node computes."""
+    bit for bit what a deterministic-mode node computes. With L ranks per machine
+    (state: L), each machine's L buckets first, in local-rank order, then the
+    machines' sums in machine order, as sigma.torch's local path and the node do."""
     import torch
     import torch.distributed as dist
     buf = bucket.buffer()
@@ -298,8 +311,15 @@ def rank_order_hook(state, bucket):  # type: ignore[no-untyped-def]
     # synchronous: a Python callback on gloo's thread (fut.then) deadlocks
     # ProcessGroupGloo's destructor at exit, which joins that thread holding the GIL
     dist.all_gather(parts, buf)
-    acc = parts[0].clone()
-    for t in parts[1:]:
+    per = state or 1
+    sums = []
+    for m in range(0, n, per):
+        s = parts[m].clone()
+        for t in parts[m + 1:m + per]:
+            s += t
+        sums.append(s)
+    acc = sums[0]
+    for t in sums[1:]:
         acc += t
     buf.copy_(acc)
     fut = torch.futures.Future()
@@ -333,7 +353,7 @@ def rank_main(spec_path: str) -> int:
     if conf in ("sigma", "opt", "ps"):
         sys.path.insert(0, PYDIR)
         import sigma.torch as sgt
-        sgt.init()
+        sgt.init(window=spec.get("window", 0))
     if conf != "opt":
         model = DDP(model, broadcast_buffers=False)
         if conf == "compute":
@@ -346,7 +366,7 @@ def rank_main(spec_path: str) -> int:
         elif conf in ("sigma", "ps"):
             model.register_comm_hook(sgt.HookState(f"train.{conf}"), sgt.ddp_comm_hook)
         elif conf == "ref":
-            model.register_comm_hook(None, rank_order_hook)
+            model.register_comm_hook(spec.get("local_ranks", 1), rank_order_hook)
     opt = torch.optim.SGD(params, lr=0.01, momentum=0.9)
     if conf == "opt":
         opt = sgt.DistributedOptimizer(opt, named_parameters=model.named_parameters())
@@ -483,14 +503,15 @@ class Cluster:
         port = random.randint(20000, 59999)
         self.ranks = []
         logs = []
-        for r in range(self.o.n):
+        per = self.o.local_ranks
+        for r in range(self.o.ranks):
             logs.append(os.path.join(self.dir, f"rank{r}-{spec['tag']}.log"))
             self.ranks.append(subprocess.Popen(
-                ["ip", "netns", "exec", f"{self.prefix}-g{r}", sys.executable, __file__,
+                ["ip", "netns", "exec", f"{self.prefix}-g{r // per}", sys.executable, __file__,
                  "--rank-main", path],
-                env=rank_env(dict(env, RANK=str(r), WORLD_SIZE=str(self.o.n), LOCAL_RANK="0",
-                                  LOCAL_WORLD_SIZE="1", MASTER_ADDR="10.77.0.1",
-                                  MASTER_PORT=str(port))),
+                env=rank_env(dict(env, RANK=str(r), WORLD_SIZE=str(self.o.ranks),
+                                  LOCAL_RANK=str(r % per), LOCAL_WORLD_SIZE=str(per),
+                                  MASTER_ADDR="10.77.0.1", MASTER_PORT=str(port))),
                 stdout=open(logs[r], "w"), stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL))
         deadline = time.monotonic() + self.o.timeout
         failed = None
@@ -510,7 +531,7 @@ class Cluster:
             r = max(failed, 0)
             raise Fail(f"{spec['tag']}: {which} failed; its log ends:\n" +
                        "".join(open(logs[r]).readlines()[-25:]))
-        return [json.load(open(spec["out"] % r)) for r in range(self.o.n)]
+        return [json.load(open(spec["out"] % r)) for r in range(self.o.ranks)]
 
     def kill_ranks(self) -> None:
         for p in self.ranks:
@@ -607,8 +628,29 @@ def tag(conf: str, k: int) -> str:
     return f"{conf}{k}" if conf in ("sigma", "opt", "ps") else conf
 
 
-def run(o: argparse.Namespace) -> dict:
+@contextlib.contextmanager
+def sigma_job(cl: Cluster, conf: str, k: int, mode: str) -> Iterator[dict]:
+    """The ranks' environment for a Sigma configuration (empty for the others).
+    One rank per machine: a job made here on the configuration's nodes, with N
+    = n, destroyed after. Several: the node list, so that sigma.torch.init makes
+    one job of N = n machines per local rank, as a user's job would, and
+    destroys them at shutdown."""
+    if conf not in ("sigma", "opt", "ps"):
+        yield {}
+        return
+    nodes = [f"unix:{cl.sock(m)}" for m in conf_nodes(cl, conf, k)]
+    if cl.o.local_ranks > 1:
+        yield {"SIGMA_NODES": ";".join(nodes), "SIGMA_MODE": mode}
+        return
     from sigma.job import create_job, destroy_job
+    job = create_job(nodes, cl.o.n, mode=mode)
+    try:
+        yield {"SIGMA_JOB": job.descriptor}
+    finally:
+        destroy_job(nodes, job.id)
+
+
+def run(o: argparse.Namespace) -> dict:
     folder = tempfile.mkdtemp(prefix="sigma-train-")
     os.chmod(folder, 0o755)
     cl = Cluster(o, folder)
@@ -625,23 +667,15 @@ def run(o: argparse.Namespace) -> dict:
                 t = tag(c, k)
                 spec = {"conf": c, "model": o.model, "seed": o.seed, "batch": o.batch,
                         "input": o.input, "warmup": o.warmup, "steps": o.steps,
+                        "local_ranks": o.local_ranks, "window": o.window,
                         "timeout": o.timeout, "tag": f"{t}-run{run_i}",
                         "node_pids": [cl.nodes[m].pid for m in conf_nodes(cl, c, k)
                                       if c != "compute" and c != "gloo"],
                         "out": os.path.join(folder, f"res-{t}-{run_i}-%d.json"),
                         "save": os.path.join(folder, f"params-{t}.pt") if run_i == 0 else None}
-                env: dict = {}
-                job = None
-                if c in ("sigma", "opt", "ps"):
-                    job = create_job([f"unix:{cl.sock(m)}" for m in conf_nodes(cl, c, k)], o.n,
-                                     mode="sync")
-                    env["SIGMA_JOB"] = job.descriptor
                 b0, c0, q0 = cl.link_bytes(), cpu_ticks(), cl.qdisc_drops()
-                try:
+                with sigma_job(cl, c, k, "sync") as env:
                     res = cl.run_ranks(spec, env)
-                finally:
-                    if job is not None:
-                        destroy_job([f"unix:{cl.sock(m)}" for m in conf_nodes(cl, c, k)], job.id)
                 b1, c1, q1 = cl.link_bytes(), cpu_ticks(), cl.qdisc_drops()
                 sums = {round(r["init_sum"], 6) for r in res}
                 if len(sums) != 1:
@@ -666,8 +700,7 @@ def run(o: argparse.Namespace) -> dict:
                     "qdisc_drops": q1 - q0, "loss": res[0]["loss"]})
                 say(f"run {run_i}: {t:9s} step {statistics.median(steps) * 1e3:9.1f} ms")
         checked = check_runs(o, cl, confs, folder, say)
-        out = report(o, per, folder, checked)
-        out["grad_bytes"] = grad_bytes
+        out = report(o, per, folder, checked, grad_bytes)
     except KeyboardInterrupt:
         raise Fail("interrupted")
     finally:
@@ -686,26 +719,17 @@ def check_runs(o: argparse.Namespace, cl: Cluster, confs: list[tuple[str, int]],
     same seed. Returns the tags run; each saved its parameters as params-TAG-check.pt."""
     if o.check_steps == 0:
         return []
-    from sigma.job import create_job, destroy_job
     todo = [("ref", 0), ("gloo", 0)] + [(c, k) for c, k in confs if c in ("sigma", "opt", "ps")]
     for c, k in todo:
         t = tag(c, k)
         spec = {"conf": c, "model": o.model, "seed": o.seed, "batch": o.batch,
                 "input": o.input, "warmup": 0, "steps": o.check_steps, "timeout": o.timeout,
+                "local_ranks": o.local_ranks, "window": o.window,
                 "tag": f"{t}-check", "out": os.path.join(folder, f"check-{t}-%d.json"),
                 "save": os.path.join(folder, f"params-{t}-check.pt"), "node_pids": []}
-        env: dict = {}
-        nodes = [f"unix:{cl.sock(m)}" for m in conf_nodes(cl, c, k)]
-        job = None
-        if c in ("sigma", "opt", "ps"):
-            job = create_job(nodes, o.n, mode="deterministic")
-            env["SIGMA_JOB"] = job.descriptor
-        try:
+        with sigma_job(cl, c, k, "deterministic") as env:
             cl.run_ranks(spec, env)
-        finally:
-            if job is not None:
-                destroy_job(nodes, job.id)
-        say(f"check: {t} ({o.check_steps} steps{', deterministic' if job else ''})")
+        say(f"check: {t} ({o.check_steps} steps{', deterministic' if env else ''})")
     return [tag(c, k) for c, k in todo]
 
 
@@ -739,7 +763,7 @@ def compare_params(o: argparse.Namespace, per: dict, folder: str, checked: list[
         if v["conf"] in ("gloo", "compute"):
             continue
         got = load(f"params-{t}.pt")
-        bitwise = o.n <= 2 and v["conf"] != "opt"
+        bitwise = o.ranks <= 2 and v["conf"] != "opt"
         diff = (got - gloo).abs()
         within = bool((diff <= bound).all())
         if bitwise:
@@ -759,7 +783,8 @@ def compare_params(o: argparse.Namespace, per: dict, folder: str, checked: list[
         v["params"] = pv
 
 
-def report(o: argparse.Namespace, per: dict, folder: str, checked: list[str]) -> dict:
+def report(o: argparse.Namespace, per: dict, folder: str, checked: list[str],
+           grad_bytes: int) -> dict:
     compare_params(o, per, folder, checked)
     units = model_units(o)
     med = {t: statistics.median(r["step_s"] for r in v["runs"]) for t, v in per.items()}
@@ -769,10 +794,20 @@ def report(o: argparse.Namespace, per: dict, folder: str, checked: list[str]) ->
     for t, v in per.items():
         s = med[t]
         v["step_s"] = s
-        v["samples_per_s"] = o.n * o.batch / s
+        v["samples_per_s"] = o.ranks * o.batch / s
         v["speedup_vs_gloo"] = g / s
         v["link_use"] = statistics.median(r["link_bytes_per_step"] for r in v["runs"]) / (s * rate)
         v["link_bytes_per_step"] = statistics.median(r["link_bytes_per_step"] for r in v["runs"])
+        # what the model puts on a GPU machine's link per step, in M: Sigma's
+        # split loads every link alike (t_model in M/B); a PS takes all M from each
+        # GPU machine; gloo's ring over every rank, 2 (R - 1) / R
+        lm = {"sigma": units[v["k"]]["t_sigma_MB"] if v["k"] in units else None,
+              "opt": units[v["k"]]["t_sigma_MB"] if v["k"] in units else None,
+              "ps": 1.0,
+              "gloo": 2 * (o.ranks - 1) / o.ranks, "compute": None}[v["conf"]]
+        if lm is not None and lm > 0:
+            v["link_model_bytes"] = lm * grad_bytes
+            v["link_vs_model"] = v["link_bytes_per_step"] / v["link_model_bytes"]
         v["cpu_busy"] = statistics.median(r["cpu_busy"] for r in v["runs"])
         v["cluster_cpu_busy"] = statistics.median(r["cluster_cpu_busy"] for r in v["runs"])
         for key in ("retransmits", "rx_dropped", "qdisc_drops"):
@@ -791,7 +826,8 @@ def report(o: argparse.Namespace, per: dict, folder: str, checked: list[str]) ->
                 v["predicted_speedup"] = g / pred
                 v["speedup_vs_predicted"] = v["speedup_vs_gloo"] / v["predicted_speedup"]
     out = {"bench": "train", "model": o.model, "about": MODELS[o.model][0], "n": o.n,
-           "k": o.k, "ks": o.ks, "link_mbit": o.mbit, "mtu": o.mtu, "batch": o.batch,
+           "local_ranks": o.local_ranks, "ranks": o.ranks, "grad_bytes": grad_bytes,
+           "k": o.k, "ks": o.ks, "link_mbit": o.mbit, "mtu": o.mtu, "window": o.window, "batch": o.batch,
            "input": o.input, "steps": o.steps, "warmup": o.warmup, "runs": o.runs,
            "cpu": cpu_name(), "configs": per,
            "params_ok": all(v.get("params", {}).get("ok", True) for v in per.values())}
@@ -827,11 +863,11 @@ def params_word(p: Optional[dict]) -> str:
 
 
 def print_table(out: dict) -> None:
-    print(f"{out['model']}: n = {out['n']}, links {out['link_mbit']} Mbit/s, batch "
+    print(f"{out['model']}: n = {out['n']} x {out['local_ranks']} ranks, links {out['link_mbit']} Mbit/s, batch "
           f"{out['batch']}, input {out['input']}, medians of {out['steps']} steps x "
           f"{out['runs']} runs; {out['cpu']}")
     print(f"{'config':9s} {'step ms':>9s} {'samples/s':>10s} {'exposed ms':>10s} "
-          f"{'speedup':>8s} {'model':>7s} {'/model':>7s} {'link MB':>8s} {'link%':>6s} "
+          f"{'speedup':>8s} {'model':>7s} {'/model':>7s} {'link MB':>8s} {'/model':>6s} {'link%':>6s} "
           f"{'cpu%':>5s} {'ours%':>5s} {'resend':>6s} {'drops':>6s} params")
     for t, v in out["configs"].items():
         ps = params_word(v.get("params"))
@@ -841,7 +877,8 @@ def print_table(out: dict) -> None:
         print(f"{t:9s} {f('step_s', '9.1f', 1e3)} {f('samples_per_s', '10.2f')} "
               f"{f('comm_exposed_s', '10.1f', 1e3)} {f('speedup_vs_gloo', '7.3f')}x "
               f"{f('predicted_speedup', '6.3f')}x {f('speedup_vs_predicted', '7.3f')} "
-              f"{f('link_bytes_per_step', '8.1f', 1e-6)} {f('link_use', '6.1f', 100)} "
+              f"{f('link_bytes_per_step', '8.1f', 1e-6)} {f('link_vs_model', '6.3f')} "
+              f"{f('link_use', '6.1f', 100)} "
               f"{f('cpu_busy', '5.0f', 100)} {f('cluster_cpu_busy', '5.0f', 100)} "
               f"{v['retransmits']:6d} "
               f"{v['qdisc_drops'] + v['rx_dropped']:6d} {ps}")
