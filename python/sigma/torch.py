@@ -18,15 +18,17 @@ uint8. Nothing is copied in Python. docs/python.md has the whole contract.
 """
 
 import atexit
+import contextlib
 import datetime
 import io
 import os
+import pickle
 import sys
 import tempfile
 import threading
 import time
 import warnings
-from typing import Any, Callable, Iterable, Mapping, Optional, Sequence, Union
+from typing import Any, Callable, Iterable, Iterator, Mapping, Optional, Sequence, Union
 
 import torch
 import torch.distributed as dist
@@ -37,14 +39,20 @@ from .errors import (SigmaConfigError, SigmaError, SigmaNodeSilentError,  # noqa
 from .etcd import DEFAULT_CLUSTER, Watch, check_cluster, read_nodes
 from .job import Job, NodeTarget, create_job, destroy_job, load_secret, parse_nodes
 from .session import Handle, LockedStore, Session
+from ._torch_ops import (Adasum, Average, Compression, Compressor, Max, Min,  # noqa: F401
+                         Product, ReduceOp, Sum, is_compressor)
 
 __all__ = [
     "init", "shutdown", "is_initialized", "rank", "size", "local_rank", "local_size",
     "job", "session",
-    "push_pull", "push_pull_", "push_pull_async", "push_pull_async_", "synchronize", "poll",
-    "ddp_comm_hook", "HookState", "DistributedOptimizer", "broadcast_parameters",
-    "broadcast_optimizer_state", "SigmaError", "SigmaConfigError", "SigmaTimeoutError",
-    "SigmaNodeSilentError", "SigmaRanksMissingError",
+    "push_pull", "push_pull_", "push_pull_async", "push_pull_async_", "push_pull_inplace",
+    "push_pull_async_inplace", "declare", "synchronize", "poll", "PushPullHandle",
+    "GroupHandle", "ddp_comm_hook", "HookState", "DistributedOptimizer",
+    "broadcast_parameters", "broadcast_optimizer_state", "broadcast_object",
+    "Compression", "Compressor", "ReduceOp", "Average", "Sum", "Adasum", "Min", "Max",
+    "Product", "global_process_set", "parallel",
+    "SigmaError", "SigmaConfigError", "SigmaTimeoutError", "SigmaNodeSilentError",
+    "SigmaRanksMissingError",
 ]
 
 _DTYPES = {
@@ -695,11 +703,12 @@ def _dtype(t: Any, what: str) -> str:
 class PushPullHandle:
     """A push_pull in flight: ``synchronize(h)`` waits and returns the output."""
 
-    __slots__ = ("handle", "output", "scale", "_release", "__weakref__")
+    __slots__ = ("handle", "output", "finish", "_release", "__weakref__")
 
-    def __init__(self, handle: Handle, output: torch.Tensor, scale: int,
+    def __init__(self, handle: Handle, output: torch.Tensor,
+                 finish: Optional[Callable[[], torch.Tensor]],
                  release: Optional[Callable[[], None]]) -> None:
-        self.handle, self.output, self.scale, self._release = handle, output, scale, release
+        self.handle, self.output, self.finish, self._release = handle, output, finish, release
 
     def _free(self) -> None:
         if self._release is not None:
@@ -710,11 +719,22 @@ class PushPullHandle:
         self._free()
 
 
-def _unnamed(c: _Context, dt: str, numel: int) -> tuple[str, Callable[[], None]]:
-    """A name for an unnamed tensor: its dtype, size and the lowest index no
-    unsynchronised handle of that shape holds (program order, so every rank
-    picks the same)."""
-    key = (dt, numel)
+class GroupHandle:
+    """Several push_pulls in flight (grouped_allreduce_async): ``synchronize(h)``
+    waits for all and returns their outputs, in order."""
+
+    __slots__ = ("handles",)
+
+    def __init__(self, handles: list[PushPullHandle]) -> None:
+        self.handles = handles
+
+
+def _unnamed(c: _Context, dt: str, numel: int, kind: str = "push_pull"
+             ) -> tuple[str, Callable[[], None]]:
+    """A name for an unnamed tensor: its kind of operation, dtype, size and the
+    lowest index no unsynchronised handle of that shape holds (program order,
+    so every rank picks the same)."""
+    key = (kind, dt, numel)
     with c.lock:
         held = c.unnamed.setdefault(key, set())
         k = 0
@@ -725,82 +745,210 @@ def _unnamed(c: _Context, dt: str, numel: int) -> tuple[str, Callable[[], None]]
     def release() -> None:
         with c.lock:
             held.discard(k)
-    return f"push_pull.{dt}.{numel}.{k}", release
+    return f"{kind}.{dt}.{numel}.{k}", release
 
 
-def _start(tensor: torch.Tensor, out: torch.Tensor, average: bool, name: Optional[str],
-           what: str) -> PushPullHandle:
+def _flag(value: Any, what: str, arg: str) -> bool:
+    if not isinstance(value, bool):
+        raise SigmaConfigError(f"sigma: {what}: {arg}={value!r}: want True or False")
+    return value
+
+
+def _factor(value: Any, what: str, arg: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or \
+            not float("-inf") < value < float("inf"):
+        raise SigmaConfigError(f"sigma: {what}: {arg}={value!r}: want a finite number")
+    return float(value)
+
+
+def _compressor(compression: Any, what: str) -> Any:
+    if compression is None:
+        return Compression.none
+    if not is_compressor(compression):
+        raise SigmaConfigError(f"sigma: {what}: compression={compression!r}: want "
+                               "sigma.torch.Compression.none, .fp16 or .bf16 (or a class with "
+                               "compress() and decompress())")
+    return compression
+
+
+def _byteps_args(what: str, version: Any, priority: Any) -> None:
+    """BytePS's version= and priority=: checked, and otherwise unused (Sigma
+    starts operations in submission order, and keeps no versions)."""
+    for arg, v in (("version", version), ("priority", priority)):
+        if isinstance(v, bool) or not isinstance(v, int):
+            raise SigmaConfigError(f"sigma: {what}: {arg}={v!r}: want an int")
+
+
+def _name(name: Any, what: str) -> Optional[str]:
+    if name is not None and (not isinstance(name, str) or not name):
+        raise SigmaConfigError(f"sigma: {what}: name must be a non-empty str, got {name!r}")
+    return name
+
+
+def _reduce(what: str, tensor: torch.Tensor, *, inplace: bool, average: bool,
+            name: Optional[str] = None, compression: Any = None, prescale: Any = 1.0,
+            postscale: Any = 1.0) -> PushPullHandle:
+    """Start summing ``tensor`` (times ``prescale``) over the ranks; the handle's
+    result is that sum times ``postscale``, divided by N if ``average``, in
+    ``tensor`` (``inplace``) or a new tensor. With a compression, what goes on
+    the wire (and is summed by the nodes) is the compressed tensor. ``what``
+    is the function the user called, for messages."""
     c = _c()
     dt = _dtype(tensor, what)
-    if out is not tensor:
-        if _dtype(out, what + " output") != dt or out.numel() != tensor.numel():
-            raise SigmaConfigError(f"sigma: {what}: the output must have the input's dtype and "
-                                   "size")
+    comp = _compressor(compression, what)
+    pre, post = _factor(prescale, what, "prescale_factor"), _factor(postscale, what,
+                                                                      "postscale_factor")
+    name = _name(name, what)
     if average and dt not in _FLOATS:
-        raise SigmaConfigError(f"sigma: {what}: average=True needs a floating-point tensor; "
-                               f"pass average=False to sum {dt}")
-    if c.job.mode == "async" and average:
+        raise SigmaConfigError(f"sigma: {what}: average=True (op=Average) needs a "
+                               f"floating-point tensor; pass average=False (op=Sum) to sum "
+                               f"{dt}")
+    if (pre != 1 or post != 1) and dt not in _FLOATS:
+        raise SigmaConfigError(f"sigma: {what}: prescale_factor and postscale_factor need a "
+                               f"floating-point tensor, not {dt}")
+    if c.job.mode == "async" and (average or pre != 1 or post != 1):
         raise SigmaConfigError(f"sigma: {what}: the job is async (the node keeps a running "
-                               "store): pass average=False")
+                               "store): sum without averaging or scaling (average=False)")
+    after = post / c.size if average else post
+    plain = comp is Compression.none or comp is Compressor
+    if plain:
+        if pre != 1:
+            wire = tensor.mul_(pre) if inplace else tensor.mul(pre)
+            out = wire
+        else:
+            wire, out = tensor, tensor if inplace else torch.empty_like(tensor)
+        ctx = None
+    else:
+        wire, ctx = comp.compress(tensor.mul(pre) if pre != 1 else tensor)
+        if isinstance(wire, torch.Tensor):
+            wire = wire.contiguous()
+        _dtype(wire, f"{what} (the compressed tensor)")
+        if wire.data_ptr() == tensor.data_ptr() and not inplace:
+            wire = wire.clone()  # the compression kept the input: sum into a copy
+        out = wire
+
+    def finish() -> torch.Tensor:
+        res = out if plain else comp.decompress(wire, ctx)
+        if inplace and res.data_ptr() != tensor.data_ptr():
+            tensor.copy_(res)
+            res = tensor
+        if after != 1:
+            res.mul_(after)
+        return res
+
+    wdt = _DTYPES[wire.dtype]
     release = None
     if name is None:
-        name, release = _unnamed(c, dt, tensor.numel())
-    elif not isinstance(name, str) or not name:
-        raise SigmaConfigError(f"sigma: {what}: name must be a non-empty str, got {name!r}")
-    h = c.session.submit(name, dt, tensor.numel(), tensor.data_ptr(), out.data_ptr(),
-                         (tensor, out))
-    return PushPullHandle(h, out, c.size if average else 1, release)
+        name, release = _unnamed(c, wdt, wire.numel())
+    h = c.session.submit(name, wdt, wire.numel(), wire.data_ptr(), out.data_ptr(),
+                         (tensor, wire, out))
+    return PushPullHandle(h, out, finish, release)
 
 
 def push_pull_async(tensor: torch.Tensor, average: bool = True, name: Optional[str] = None,
-                    ) -> PushPullHandle:
+                    version: int = 0, priority: int = 0) -> PushPullHandle:
     """Start summing ``tensor`` over the ranks into a new tensor; returns a
     handle at once (``synchronize(handle)`` gives the result). The input must
     stay unchanged until then. Give ``name`` to anything pushed repeatedly:
     a name is one key on the nodes, with the same size and dtype on every
-    rank; unnamed tensors are keyed by dtype, size and call order."""
-    _dtype(tensor, "push_pull_async")  # before empty_like meets a bad argument
-    return _start(tensor, torch.empty_like(tensor), average, name, "push_pull_async")
+    rank; unnamed tensors are keyed by dtype, size and call order.
+    ``version`` and ``priority`` (BytePS's) are checked and otherwise unused."""
+    _byteps_args("push_pull_async", version, priority)
+    return _reduce("push_pull_async", tensor, inplace=False, name=name,
+                   average=_flag(average, "push_pull_async", "average"))
 
 
 def push_pull_async_(tensor: torch.Tensor, average: bool = True, name: Optional[str] = None,
-                     ) -> PushPullHandle:
+                     version: int = 0, priority: int = 0) -> PushPullHandle:
     """As push_pull_async, summed in place (the tensor holds the result once synchronised)."""
-    return _start(tensor, tensor, average, name, "push_pull_async_")
+    _byteps_args("push_pull_async_", version, priority)
+    return _reduce("push_pull_async_", tensor, inplace=True, name=name,
+                   average=_flag(average, "push_pull_async_", "average"))
 
 
-def synchronize(handle: PushPullHandle, timeout: Optional[float] = None) -> torch.Tensor:
-    """Wait for a push_pull (bounded: see docs/python.md), and return its
-    output (averaged if asked). Raises the operation's SigmaError."""
+def push_pull_async_inplace(tensor: torch.Tensor, average: bool = True,
+                            name: Optional[str] = None, version: int = 0, priority: int = 0
+                            ) -> PushPullHandle:
+    """BytePS's name of push_pull_async_."""
+    _byteps_args("push_pull_async_inplace", version, priority)
+    return _reduce("push_pull_async_inplace", tensor, inplace=True, name=name,
+                   average=_flag(average, "push_pull_async_inplace", "average"))
+
+
+def synchronize(handle: Union[PushPullHandle, GroupHandle], timeout: Optional[float] = None
+                ) -> Any:
+    """Wait for a push_pull or allreduce (bounded: see docs/python.md), and
+    return its output (averaged and scaled as asked; a list for a grouped
+    one). Raises the operation's SigmaError."""
+    if isinstance(handle, GroupHandle):
+        first: Optional[BaseException] = None
+        outs = []
+        for h in handle.handles:
+            try:
+                outs.append(synchronize(h, timeout))
+            except SigmaError as e:
+                first = first or e
+        if first is not None:
+            raise first
+        return outs
     if not isinstance(handle, PushPullHandle):
-        raise SigmaConfigError(f"sigma: synchronize: want a handle from push_pull_async, got "
-                               f"{type(handle).__name__}")
+        raise SigmaConfigError(f"sigma: synchronize: want a handle from push_pull_async or "
+                               f"allreduce_async, got {type(handle).__name__}")
     try:
         handle.handle.wait(timeout)
     finally:
         handle._free()
-    if handle.scale != 1:
-        handle.output.div_(handle.scale)
-        handle.scale = 1
+    if handle.finish is not None:
+        handle.output, handle.finish = handle.finish(), None
     return handle.output
 
 
-def poll(handle: PushPullHandle) -> bool:
+def poll(handle: Union[PushPullHandle, GroupHandle]) -> bool:
     """True once the push_pull is done (synchronize() then returns at once)."""
+    if isinstance(handle, GroupHandle):
+        return all(poll(h) for h in handle.handles)
+    if not isinstance(handle, PushPullHandle):
+        raise SigmaConfigError(f"sigma: poll: want a handle from push_pull_async or "
+                               f"allreduce_async, got {type(handle).__name__}")
     return handle.handle.done()
 
 
 def push_pull(tensor: torch.Tensor, average: bool = True, name: Optional[str] = None,
+              version: int = 0, priority: int = 0, compression: Any = Compression.none
               ) -> torch.Tensor:
-    """Sum (or average) ``tensor`` over the ranks; returns a new tensor."""
-    return synchronize(push_pull_async(tensor, average, name))
+    """Sum (or average) ``tensor`` over the ranks; returns a new tensor.
+    ``compression`` (Compression.fp16, .bf16) sets what goes on the wire."""
+    _byteps_args("push_pull", version, priority)
+    return synchronize(_reduce("push_pull", tensor, inplace=False, name=name,
+                               average=_flag(average, "push_pull", "average"),
+                               compression=compression))
 
 
 def push_pull_(tensor: torch.Tensor, average: bool = True, name: Optional[str] = None,
+               version: int = 0, priority: int = 0, compression: Any = Compression.none
                ) -> torch.Tensor:
     """Sum (or average) ``tensor`` over the ranks in place; returns it."""
-    return synchronize(push_pull_async_(tensor, average, name))
+    _byteps_args("push_pull_", version, priority)
+    return synchronize(_reduce("push_pull_", tensor, inplace=True, name=name,
+                               average=_flag(average, "push_pull_", "average"),
+                               compression=compression))
 
+
+def push_pull_inplace(tensor: torch.Tensor, average: bool = True, name: Optional[str] = None,
+                      version: int = 0, priority: int = 0, compression: Any = Compression.none
+                      ) -> torch.Tensor:
+    """BytePS's name of push_pull_."""
+    _byteps_args("push_pull_inplace", version, priority)
+    return synchronize(_reduce("push_pull_inplace", tensor, inplace=True, name=name,
+                               average=_flag(average, "push_pull_inplace", "average"),
+                               compression=compression))
+
+
+def declare(name: str) -> None:
+    """BytePS's declare(): Sigma needs no declaration (names are matched
+    through the job's store at their first push); the name is checked."""
+    if not isinstance(name, str) or not name:
+        raise SigmaConfigError(f"sigma: declare: name must be a non-empty str, got {name!r}")
 
 # ---- DDP communication hook ----------------------------------------------
 
@@ -873,6 +1021,134 @@ def ddp_comm_hook(state: Optional[HookState], bucket: dist.GradBucket
 
 # ---- DistributedOptimizer -----------------------------------------------
 
+def _average_of(what: str, average: Any, op: Any, default: bool = True) -> bool:
+    """Horovod's op= (Average, Sum) or the older average=: whether to average.
+    The operations Sigma's nodes cannot do raise NotImplementedError."""
+    if op is not None and average is not None:
+        raise SigmaConfigError(f"sigma: {what}: give op= or average=, not both")
+    if op is None:
+        return default if average is None else _flag(average, what, "average")
+    if op is ReduceOp.Adasum or (isinstance(op, int) and op == ReduceOp.Adasum):
+        raise NotImplementedError(f"sigma: {what}: op=Adasum: Sigma's summation nodes add, and "
+                                  "Adasum is no sum: use op=sigma.torch.Average (and scale the "
+                                  "learning rate by size() as for Average)")
+    if isinstance(op, int) and not isinstance(op, bool) and op in (ReduceOp.Min, ReduceOp.Max,
+                                                                   ReduceOp.Product):
+        raise NotImplementedError(f"sigma: {what}: op={ReduceOp(op).name}: Sigma's summation "
+                                  "nodes only add: use op=sigma.torch.Sum or Average")
+    if isinstance(op, int) and not isinstance(op, bool) and op in (ReduceOp.Average,
+                                                                   ReduceOp.Sum):
+        return op == ReduceOp.Average
+    raise SigmaConfigError(f"sigma: {what}: op={op!r}: want sigma.torch.Average or "
+                           "sigma.torch.Sum")
+
+
+def check_process_set(what: str, process_set: Any) -> None:
+    """Horovod's process_set=: only the global one (every rank of the job)."""
+    if process_set is not None and process_set is not global_process_set:
+        raise NotImplementedError(f"sigma: {what}: process sets: a Sigma job is every rank: "
+                                  "give no process_set=, or run one job per set of ranks")
+
+
+class _GlobalProcessSet:
+    def __repr__(self) -> str:
+        return "sigma.torch.global_process_set"
+
+
+global_process_set = _GlobalProcessSet()
+
+
+class _GradPush:
+    """Pushes parameters' gradients through Sigma (in place, compressed and
+    scaled as asked) and waits for them: DistributedOptimizer's and
+    parallel.DistributedDataParallel's. The gradient of a parameter becomes
+    ``post * sum_r(pre * g_r)``, ``pre = 1 / predivide`` and ``post =
+    predivide / N`` when averaging (Horovod's gradient_predivide_factor)."""
+
+    def __init__(self, c: _Context, named: list[tuple[str, torch.nn.Parameter]], what: str,
+                 average: bool, compression: Any, predivide: Any, sparse_as_dense: bool
+                 ) -> None:
+        self.what = what
+        self.comp = _compressor(compression, what)
+        f = _factor(predivide, what, "gradient_predivide_factor")
+        if f != 1 and not average:
+            raise SigmaConfigError(f"sigma: {what}: gradient_predivide_factor={predivide!r} "
+                                   "needs op=Average")
+        if f <= 0:
+            raise SigmaConfigError(f"sigma: {what}: gradient_predivide_factor={predivide!r}: "
+                                   "want a number > 0")
+        self.pre = 1.0 / f
+        self.post = f / c.size if average else 1.0
+        self.sparse_as_dense = _flag(sparse_as_dense, what, "sparse_as_dense")
+        self.handles: dict[int, tuple[str, Handle, Callable[[], None]]] = {}
+        builtin = self.comp in (Compression.none, Compressor) or \
+            (isinstance(self.comp, type) and issubclass(self.comp, (Compression.fp16,
+                                                                    Compression.bf16)))
+        for n, p in named:
+            _dtype(p, f"{what}: parameter {n}")
+            if builtin:  # claimed now, not in backward
+                wire = self.comp.compress(torch.zeros(1, dtype=p.dtype))[0]
+                c.session.tensor_id(n, p.numel(), _DTYPES[wire.dtype])
+
+    def push(self, name: str, p: torch.nn.Parameter) -> None:
+        c = _c()
+        if id(p) in self.handles:
+            raise SigmaError(f"sigma: {self.what}: the gradient of {name} was pushed twice "
+                             "before step(): call step() (or synchronize()) after each "
+                             "backward, or set backward_passes_per_step")
+        if p.grad is None:
+            p.grad = torch.zeros_like(p)
+        if p.grad.layout != torch.strided and self.sparse_as_dense:
+            p.grad = p.grad.to_dense()
+        g = p.grad
+        if g.layout != torch.strided:
+            raise SigmaConfigError(f"sigma: {self.what}: the gradient of {name} is "
+                                   f"{g.layout}: Sigma sums dense tensors: pass "
+                                   "sparse_as_dense=True (or use dense embeddings)")
+        _dtype(g, f"{self.what}: gradient of {name}")
+        if self.pre != 1:
+            g.mul_(self.pre)
+        wire, ctx = self.comp.compress(g)
+        if isinstance(wire, torch.Tensor):
+            wire = wire.contiguous()
+        wdt = _dtype(wire, f"{self.what}: compressed gradient of {name}")
+        post, comp = self.post, self.comp
+
+        def finish() -> None:
+            res = comp.decompress(wire, ctx)
+            if res.data_ptr() != g.data_ptr():
+                g.copy_(res)
+            if post != 1:
+                g.mul_(post)
+        self.handles[id(p)] = (name, c.session.submit(name, wdt, wire.numel(), wire.data_ptr(),
+                                                      wire.data_ptr(), (g, wire)), finish)
+
+    def wait(self) -> None:
+        """Wait for every gradient pushed; each becomes its sum (scaled). The
+        first failure is raised once all ended."""
+        handles, self.handles = self.handles, {}
+        first: Optional[BaseException] = None
+        for _, h, finish in handles.values():
+            try:
+                h.wait()
+                finish()
+            except SigmaError as e:
+                first = first or e
+        if first is not None:
+            raise first
+
+
+def _check_groups(what: str, num_groups: Any, groups: Any) -> None:
+    """Horovod's num_groups= and groups= (how it fuses allreduces): checked;
+    Sigma keeps every gradient in flight at once, so they change nothing."""
+    if isinstance(num_groups, bool) or not isinstance(num_groups, int) or num_groups < 0:
+        raise SigmaConfigError(f"sigma: {what}: num_groups={num_groups!r}: want an int >= 0")
+    if groups is not None and not (isinstance(groups, int) and not isinstance(groups, bool)
+                                   and groups >= 0) and not isinstance(groups, (list, tuple)):
+        raise SigmaConfigError(f"sigma: {what}: groups={groups!r}: want None, an int or a list "
+                               "of lists of parameters")
+
+
 class DistributedOptimizer(torch.optim.Optimizer):
     """Wraps an optimizer so that ``step()`` uses gradients summed through Sigma.
 
@@ -886,38 +1162,61 @@ class DistributedOptimizer(torch.optim.Optimizer):
     each parameter; the node adds it to its store and answers with the
     store, which becomes the parameter.
 
+    The arguments are BytePS's and Horovod's, in their order:
+
     Args:
         optimizer: the optimizer to wrap (its param_groups and state are shared).
         named_parameters: ``model.named_parameters()``; names key the tensors
             and must be the same on every rank (default: ``param.<i>``).
-        average: divide the summed gradients by the number of ranks.
+        compression: what goes on the wire (Compression.none, .fp16, .bf16).
         backward_passes_per_step: backward passes whose gradients accumulate
             locally before one push (gradient accumulation).
+        op: sigma.torch.Average (default) or Sum; Adasum raises.
+        gradient_predivide_factor: divide gradients by this before the sum,
+            and by N / this after it (op=Average).
+        num_groups, groups: Horovod's fusion groups: checked, no effect.
+        sparse_as_dense: push sparse gradients as dense tensors.
+        process_set: only the global one.
+        average: the older form of op (not with op).
         name: prefix of the tensors' names (one per optimizer).
     """
 
     def __init__(self, optimizer: torch.optim.Optimizer,
                  named_parameters: Optional[Iterable[tuple[str, torch.nn.Parameter]]] = None,
-                 average: bool = True, backward_passes_per_step: int = 1,
-                 name: str = "opt") -> None:
+                 compression: Any = Compression.none, backward_passes_per_step: int = 1,
+                 op: Any = None, gradient_predivide_factor: float = 1.0, num_groups: int = 0,
+                 groups: Any = None, sparse_as_dense: bool = False, process_set: Any = None,
+                 *, average: Optional[bool] = None, name: str = "opt") -> None:
+        what = "DistributedOptimizer"
         if not isinstance(optimizer, torch.optim.Optimizer):
             raise SigmaConfigError("sigma: DistributedOptimizer wraps a torch.optim.Optimizer, "
                                    f"got {type(optimizer).__name__}")
-        if not isinstance(backward_passes_per_step, int) or backward_passes_per_step < 1:
-            raise SigmaConfigError("sigma: backward_passes_per_step must be an int >= 1")
+        if isinstance(backward_passes_per_step, bool) or \
+                not isinstance(backward_passes_per_step, int) or backward_passes_per_step < 1:
+            raise SigmaConfigError("sigma: DistributedOptimizer: backward_passes_per_step must "
+                                   f"be an int >= 1, got {backward_passes_per_step!r}")
+        do_average = _average_of(what, average, op)
+        _check_groups(what, num_groups, groups)
+        check_process_set(what, process_set)
+        if not isinstance(name, str) or not name:
+            raise SigmaConfigError(f"sigma: DistributedOptimizer: name={name!r}: want a "
+                                   "non-empty str")
         c = _c()
         self._opt = optimizer
         # share the wrapped optimizer's groups and state (LR schedulers edit them)
         self.param_groups = optimizer.param_groups
         self.state = optimizer.state
         self.defaults = optimizer.defaults
-        self._average = average
         self._passes = backward_passes_per_step
         params = [p for g in optimizer.param_groups for p in g["params"]]
         if named_parameters is None:
             named = [(f"param.{i}", p) for i, p in enumerate(params)]
         else:
             named = list(named_parameters)
+            if any(not (isinstance(x, tuple) and len(x) == 2 and isinstance(x[0], str) and
+                        isinstance(x[1], torch.Tensor)) for x in named):
+                raise SigmaConfigError("sigma: DistributedOptimizer: named_parameters must be "
+                                       "(name, tensor) pairs, as model.named_parameters() gives")
             ids = {id(p) for _, p in named}
             missing = [i for i, p in enumerate(params) if id(p) not in ids]
             if missing:
@@ -929,13 +1228,19 @@ class DistributedOptimizer(torch.optim.Optimizer):
         in_opt = {id(p) for p in params}
         self._named = [(f"{name}.{n}", p) for n, p in named if id(p) in in_opt
                        and p.requires_grad]
-        for n, p in self._named:
-            _dtype(p, f"parameter {n}")
-            c.session.tensor_id(n, p.numel(), _DTYPES[p.dtype])  # claimed now, not in backward
         self._async = c.job.mode == "async"
-        self._handles: dict[int, tuple[str, Handle]] = {}
+        if self._async and (compression not in (Compression.none, Compressor, None) or
+                            gradient_predivide_factor != 1):
+            raise SigmaConfigError("sigma: DistributedOptimizer: in an async job the nodes keep "
+                                   "the parameters: no compression, no "
+                                   "gradient_predivide_factor")
+        self._grads = _GradPush(c, self._named, what, do_average,
+                                Compression.none if self._async else compression,
+                                gradient_predivide_factor, sparse_as_dense)
         self._counts: dict[int, int] = {}
         self._hooks: list = []
+        self._synced = False  # synchronize() ran since the last push
+        self._skip = False
         if self._async:
             self._async_init(c)
         else:
@@ -944,57 +1249,55 @@ class DistributedOptimizer(torch.optim.Optimizer):
                 acc.register_hook(self._make_hook(n, p))
                 self._hooks.append(acc)
 
+    @property
+    def _handles(self) -> dict:
+        return self._grads.handles
+
     def _make_hook(self, name: str, p: torch.nn.Parameter) -> Callable[..., None]:
         def hook(*_: Any) -> None:
             k = id(p)
             self._counts[k] = self._counts.get(k, 0) + 1
             if self._counts[k] == self._passes:
-                self._push(name, p)
+                self._synced = False
+                self._grads.push(name, p)
         return hook
-
-    def _push(self, name: str, p: torch.nn.Parameter) -> None:
-        c = _c()
-        if id(p) in self._handles:
-            raise SigmaError(f"sigma: DistributedOptimizer: the gradient of {name} was pushed "
-                             "twice before step(): call step() (or synchronize()) after each "
-                             "backward, or set backward_passes_per_step")
-        if p.grad is None:
-            p.grad = torch.zeros_like(p)
-        g = p.grad
-        dt = _dtype(g, f"gradient of {name}")
-        if self._average and c.size > 1:
-            g.div_(c.size)
-        self._handles[id(p)] = (name, c.session.submit(name, dt, g.numel(), g.data_ptr(),
-                                                       g.data_ptr(), g))
 
     def synchronize(self) -> None:
         """Push the gradients backward did not produce (zeros: every rank must
-        push every tensor each step), and wait for all of them."""
-        if self._async:
+        push every tensor each step), and wait for all of them. Once done, a
+        second synchronize() or the next step() pushes nothing more until
+        the next backward (the gradients are sums already)."""
+        if self._async or (self._synced and not self._grads.handles):
             return
         for n, p in self._named:
-            if id(p) not in self._handles:
-                self._push(n, p)
-        handles, self._handles, self._counts = self._handles, {}, {}
-        first: Optional[BaseException] = None
-        for _, h in handles.values():
-            try:
-                h.wait()
-            except SigmaError as e:
-                first = first or e
-        if first is not None:
-            raise first
+            if id(p) not in self._grads.handles:
+                self._grads.push(n, p)
+        self._counts = {}
+        self._grads.wait()
+        self._synced = True
+
+    @contextlib.contextmanager
+    def skip_synchronize(self) -> Iterator[None]:
+        """Within it, ``step()`` does not synchronize (Horovod's): for a
+        ``synchronize()``, gradient clipping, then ``step()``."""
+        self._skip = True
+        try:
+            yield
+        finally:
+            self._skip = False
 
     def step(self, closure: Optional[Callable[[], float]] = None) -> Any:
         """Wait for the summed gradients, then step the wrapped optimizer."""
         if self._async:
             return self._async_step(closure)
-        self.synchronize()
+        if not self._skip:
+            self.synchronize()
+        self._synced = False
         return self._opt.step(closure)
 
     def zero_grad(self, set_to_none: bool = False) -> None:
         """The wrapped optimizer's zero_grad; refused while gradients are in flight."""
-        if self._handles:
+        if self._grads.handles:
             raise SigmaConfigError("sigma: zero_grad() while gradients are still being summed: "
                                    "call step() or synchronize() first")
         self._opt.zero_grad(set_to_none=set_to_none)
@@ -1057,15 +1360,23 @@ def _named_tensors(params: Any) -> list[tuple[str, torch.Tensor]]:
     return items
 
 
+def _bcast_submit(c: _Context, what: str, d: torch.Tensor, root_rank: int, name: str
+                  ) -> Handle:
+    """Broadcast ``d`` in place: the other ranks push zeros, so the sum is the
+    root's values (bitwise, but -0.0 arrives as 0.0)."""
+    dt = _dtype(d, what)
+    if c.rank != root_rank:
+        d.zero_()
+    return c.session.submit(name, dt, d.numel(), d.data_ptr(), d.data_ptr(), d)
+
+
 def broadcast_parameters(params: Any, root_rank: int = 0, name: str = "bcast") -> None:
     """Make every rank's tensors equal to ``root_rank``'s, in place: the other
     ranks push zeros, so the sum is the root's values. ``params`` is a
     state_dict, ``named_parameters()`` or a list of tensors. In an async job
     it uses torch.distributed's broadcast (the node's store would keep the sum)."""
     c = _c()
-    if not isinstance(root_rank, int) or not 0 <= root_rank < c.size:
-        raise SigmaConfigError(f"sigma: broadcast_parameters: root_rank {root_rank!r}: want "
-                               f"0..{c.size - 1}")
+    _root("broadcast_parameters", root_rank, c)
     items = _named_tensors(params)
     if c.job.mode == "async":
         if not _dist_on():
@@ -1074,36 +1385,87 @@ def broadcast_parameters(params: Any, root_rank: int = 0, name: str = "bcast") -
         for _, t in items:
             dist.broadcast(t.data, root_rank)
         return
-    handles = []
     with torch.no_grad():
-        for n, t in items:
-            d = t.data
-            dt = _dtype(d, f"broadcast of {n}")
-            if c.rank != root_rank:
-                d.zero_()
-            handles.append(c.session.submit(f"{name}.{n}", dt, d.numel(), d.data_ptr(),
-                                            d.data_ptr(), d))
+        handles = [_bcast_submit(c, f"broadcast_parameters ({n})", t.data, root_rank,
+                                 f"{name}.{n}") for n, t in items]
     for h in handles:
         h.wait()
 
 
-def broadcast_optimizer_state(optimizer: torch.optim.Optimizer, root_rank: int = 0) -> None:
-    """Give every rank ``root_rank``'s optimizer state (its state_dict, sent
-    through the job's store: small states, once at start). With one rank,
-    nothing to do."""
-    c = _c()
-    if not isinstance(root_rank, int) or not 0 <= root_rank < c.size:
-        raise SigmaConfigError(f"sigma: broadcast_optimizer_state: root_rank {root_rank!r}: "
-                               f"want 0..{c.size - 1}")
-    if c.size == 1:
-        return
-    opt = optimizer._opt if isinstance(optimizer, DistributedOptimizer) else optimizer
+def _root(what: str, root_rank: Any, c: _Context) -> int:
+    if isinstance(root_rank, bool) or not isinstance(root_rank, int) or \
+            not 0 <= root_rank < c.size:
+        raise SigmaConfigError(f"sigma: {what}: root_rank {root_rank!r}: want 0..{c.size - 1}")
+    return root_rank
+
+
+def _store_broadcast(c: _Context, what: str, root_rank: int, data: Optional[bytes]) -> bytes:
+    """``data`` of the root (None elsewhere) to every rank, through the job's
+    store (every rank calls these in the same order: a counter keys them)."""
     c.gen_bcast = getattr(c, "gen_bcast", 0) + 1
     key = _key(c.gen, f"optstate{c.gen_bcast}")
     if c.rank == root_rank:
-        buf = io.BytesIO()
-        torch.save(opt.state_dict(), buf)
-        c.store.set(key, buf.getvalue())
-    else:
+        assert data is not None
+        c.store.set(key, data)
+        return data
+    try:
         c.store.wait([key], datetime.timedelta(seconds=c.timeout))
-        opt.load_state_dict(torch.load(io.BytesIO(c.store.get(key))))
+    except RuntimeError as e:
+        raise SigmaTimeoutError(f"sigma: {what}: nothing from root rank {root_rank} within "
+                                f"{c.timeout:g} s ({e}): does every rank call {what}() "
+                                "in the same order?") from None
+    return c.store.get(key)
+
+
+def broadcast_optimizer_state(optimizer: torch.optim.Optimizer, root_rank: int = 0,
+                              model: Any = None) -> None:
+    """Give every rank ``root_rank``'s optimizer state (its state_dict, sent
+    through the job's store: small states, once at start). With one rank,
+    nothing to do. ``model`` (Horovod's) is not needed."""
+    c = _c()
+    _root("broadcast_optimizer_state", root_rank, c)
+    if c.size == 1:
+        return
+    opt = optimizer._opt if isinstance(optimizer, DistributedOptimizer) else optimizer
+    if not isinstance(opt, torch.optim.Optimizer):
+        raise SigmaConfigError("sigma: broadcast_optimizer_state: want an optimizer, got "
+                               f"{type(optimizer).__name__}")
+    buf = io.BytesIO()
+    if c.rank == root_rank:
+        torch.save(opt.state_dict(), buf)
+    got = _store_broadcast(c, "broadcast_optimizer_state", root_rank,
+                           buf.getvalue() if c.rank == root_rank else None)
+    if c.rank != root_rank:
+        opt.load_state_dict(torch.load(io.BytesIO(got)))
+
+
+def broadcast_object(obj: Any, root_rank: int = 0, name: Optional[str] = None,
+                     process_set: Any = None) -> Any:
+    """``root_rank``'s ``obj`` on every rank (pickled, through the job's
+    store); returns it. Every rank must call it, in the same order."""
+    c = _c()
+    _root("broadcast_object", root_rank, c)
+    _name(name, "broadcast_object")
+    check_process_set("broadcast_object", process_set)
+    if c.size == 1:
+        return obj
+    data = None
+    if c.rank == root_rank:
+        try:
+            data = pickle.dumps(obj)
+        except (pickle.PicklingError, TypeError, AttributeError) as e:
+            raise SigmaConfigError(f"sigma: broadcast_object: the object cannot be pickled: "
+                                   f"{e}") from None
+    got = _store_broadcast(c, "broadcast_object", root_rank, data)
+    return obj if c.rank == root_rank else pickle.loads(got)
+
+
+# ---- BytePS's and Horovod's other names ---------------------------------
+# (after everything above: these modules use it; sigma.torch.parallel is a
+# module of its own, registered as a submodule as os.path is)
+from . import _torch_parallel as parallel  # noqa: E402
+from ._torch_peers import *  # noqa: E402,F401,F403
+from ._torch_peers import __all__ as _peers_all  # noqa: E402
+
+sys.modules[__name__ + ".parallel"] = parallel
+__all__ += _peers_all
