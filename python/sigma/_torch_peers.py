@@ -259,11 +259,13 @@ def _cannot(what: str, instead: str) -> NotImplementedError:
     return NotImplementedError(f"sigma: {what} is not in Sigma: {instead}")
 
 
-_GATHER = ("Sigma's nodes sum tensors of one size on every rank: gather through the job's store for small objects (broadcast_object from each "
-           "rank), or torch.distributed's all_gather (init_process_group('gloo'))")
-_ALLTOALL = "Sigma's nodes only sum: use torch.distributed's all_to_all on a process group of its own"
-_SCATTER = ("Sigma's nodes give every rank the whole sum: allreduce the whole tensor and keep this rank's slice, or use "
-            "torch.distributed's reduce_scatter")
+_GATHER = ("Sigma's nodes sum tensors of one size on every rank: for small objects, "
+           "broadcast_object from each rank; else torch.distributed's all_gather "
+           "(init_process_group('gloo'))")
+_ALLTOALL = ("Sigma's nodes only sum: use torch.distributed's all_to_all on a process group "
+             "of its own")
+_SCATTER = ("Sigma's nodes give every rank the whole sum: allreduce the whole tensor and keep "
+            "this rank's slice, or use torch.distributed's reduce_scatter")
 
 
 def allgather(tensor: torch.Tensor, name: Optional[str] = None, process_set: Any = None) -> Any:

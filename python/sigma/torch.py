@@ -520,6 +520,10 @@ def _job_store(r: int, n: int, timeout: float) -> tuple[Any, bool]:
         from torch.distributed import distributed_c10d
         return distributed_c10d._get_default_store(), False
     addr, port = _env("MASTER_ADDR"), _env_int("the rendezvous port", "MASTER_PORT")
+    if not (addr and port) and _env("DMLC_PS_ROOT_URI") and _env("DMLC_PS_ROOT_PORT"):
+        # bpslaunch's scheduler address: Sigma runs no scheduler, so rank 0 hosts the store there
+        addr = _env("DMLC_PS_ROOT_URI")
+        port = _env_int("BytePS's scheduler port", "DMLC_PS_ROOT_PORT")
     mpi_job = _env("PMIX_NAMESPACE", "OMPI_MCA_ess_base_jobid")
     on_one = _env("OMPI_COMM_WORLD_SIZE") is not None and \
         _env("OMPI_COMM_WORLD_SIZE") == _env("OMPI_COMM_WORLD_LOCAL_SIZE")
@@ -533,8 +537,9 @@ def _job_store(r: int, n: int, timeout: float) -> tuple[Any, bool]:
         raise SigmaConfigError(
             f"sigma.torch.init: {n} ranks but no store to meet through (rank 0 hands the job "
             "to the others there, and every rank agrees on the tensors' ids): set "
-            "MASTER_ADDR and MASTER_PORT (rank 0 hosts a store there; python3 -m "
-            "sigma.launch and torchrun set them), run every rank under one mpirun on this "
+            "MASTER_ADDR and MASTER_PORT (rank 0 hosts a store there; sigmarun, python3 -m "
+            "sigma.launch and torchrun set them; or BytePS's DMLC_PS_ROOT_URI and "
+            "DMLC_PS_ROOT_PORT), run every rank under one mpirun on this "
             "machine, call torch.distributed.init_process_group() first, or pass store=")
     if _made_store is not None and _made_store[0] == how:
         return _made_store[1], _made_store[2]
@@ -545,7 +550,7 @@ def _job_store(r: int, n: int, timeout: float) -> tuple[Any, bool]:
         else:
             store = dist.FileStore(how[1], n)
     except (RuntimeError, OSError) as e:
-        where = f"MASTER_ADDR:MASTER_PORT {addr}:{port}" if how[0] == "tcp" else how[1]
+        where = f"{addr}:{port}" if how[0] == "tcp" else how[1]
         verb = "host" if r == 0 and how[0] == "tcp" else "reach"
         raise SigmaConfigError(
             f"sigma.torch.init: rank {r} cannot {verb} the job's store at {where} ({e}): " +
