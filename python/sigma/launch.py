@@ -37,7 +37,7 @@ import subprocess
 import sys
 import time
 import traceback
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Iterator, Optional
 
 from .errors import SigmaError
 from .job import create_job, destroy_job
@@ -194,6 +194,31 @@ class _Ranks:
         out.write(f"[{r}] ".encode() + line if self.prefix else line)
         out.flush()
 
+    def supervise(self, grace: float, who: str, where: Optional[list[str]] = None) -> int:
+        """Copy the ranks' output until every rank ended; when one fails, give
+        the others ``grace`` s to end by themselves, then stop them. Returns
+        the exit status: the first failing rank's (128 + N for a signal)."""
+        status = 0
+        failed_at = None
+        while [p.poll() for p in self.procs].count(None):  # poll() each: it sets returncode
+            self.pump(0.1)
+            if failed_at is None:
+                bad = [(r, p.returncode) for r, p in enumerate(self.procs)
+                       if p.returncode not in (None, 0)]
+                if bad:
+                    failed_at = time.monotonic()
+                    status = _status(bad[0][1])
+                    on = f" ({where[bad[0][0]]})" if where else ""
+                    print(f"{who}: rank {bad[0][0]}{on} exited with status {bad[0][1]}; "
+                          f"stopping the others within {grace:g} s", file=sys.stderr,
+                          flush=True)
+            elif time.monotonic() - failed_at > grace:
+                break
+        self.stop(3.0)
+        if status == 0:
+            status = next((_status(p.returncode) for p in self.procs if p.returncode), 0)
+        return status
+
     def signal_all(self, sig: int) -> None:
         for p in self.procs:
             if p.poll() is None:
@@ -244,78 +269,96 @@ def run(argv: Optional[list[str]] = None) -> int:
                WORLD_SIZE=str(a.nproc), LOCAL_WORLD_SIZE=str(a.nproc), PYTHONUNBUFFERED="1")
     for k in ("SIGMA_JOB", "SIGMA_RANK", "SIGMA_WORKERS"):
         env.pop(k, None)
-    if a.nodes:
-        env["SIGMA_NODES"] = a.nodes
-    if a.secret_file:
-        env["SIGMA_SECRET_FILE"] = os.path.abspath(a.secret_file)
-    if a.mode:
-        env["SIGMA_MODE"] = a.mode
-    if a.etcd:
-        env["SIGMA_ETCD"] = a.etcd
-    if a.cluster:
-        env["SIGMA_CLUSTER"] = a.cluster
-    old = {s: signal.signal(s, _on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
-    nodes = None
-    made = None
-    procs: list[subprocess.Popen] = []
-    ranks: Optional[_Ranks] = None
-    status = 0
-    try:
-        if a.local_nodes:
-            nodes = start_local_nodes(a.local_nodes, a.node_kind)
-            env["SIGMA_NODES"] = nodes.env()
-            # the ranks reach them through shared memory (unless SIGMA_LOCAL_TRANSPORT=udp)
-            env["SIGMA_SHM"] = os.environ.get("SIGMA_SHM", "")
-            print(f"sigma.launch: {a.local_nodes} local node(s): {nodes.env()}", flush=True)
+    env.update(node_env(a))
+    made = []
+
+    def make_job(env: dict) -> None:
+        job = create_job(env.get("SIGMA_NODES", ""), a.nproc, mode=a.mode or "sync",
+                         secret_file=env.get("SIGMA_SECRET_FILE"))
+        made.append((env.get("SIGMA_NODES", ""), job.id, env.get("SIGMA_SECRET_FILE")))
+        env.update(SIGMA_JOB=job.descriptor, SIGMA_WORKERS=str(a.nproc))
+        print(f"sigma.launch: job {job.id} made on {len(job.nodes)} node(s)", flush=True)
+
+    def spawn(env: dict) -> Iterator[subprocess.Popen]:
         if a.make_job:
-            job = create_job(env.get("SIGMA_NODES", ""), a.nproc, mode=a.mode or "sync",
-                             secret_file=env.get("SIGMA_SECRET_FILE"))
-            made = (env.get("SIGMA_NODES", ""), job.id, env.get("SIGMA_SECRET_FILE"))
-            env.update(SIGMA_JOB=job.descriptor, SIGMA_WORKERS=str(a.nproc))
-            print(f"sigma.launch: job {job.id} made on {len(job.nodes)} node(s)", flush=True)
+            make_job(env)
         cmd = [sys.executable] + (["-m"] if a.module else []) + [a.script] + a.args
         for r in range(a.nproc):
             e = dict(env, RANK=str(r), LOCAL_RANK=str(r))
             if a.make_job:
                 e["SIGMA_RANK"] = str(r)
-            procs.append(subprocess.Popen(cmd, env=e, stdin=subprocess.DEVNULL,
-                                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                          start_new_session=True))
-        ranks = _Ranks(procs, not a.no_prefix)
-        failed_at = None
-        while [p.poll() for p in procs].count(None):  # poll() each: it sets returncode
-            ranks.pump(0.1)
-            if failed_at is None:
-                bad = [(r, p.returncode) for r, p in enumerate(procs)
-                       if p.returncode not in (None, 0)]
-                if bad:
-                    failed_at = time.monotonic()
-                    status = _status(bad[0][1])
-                    print(f"sigma.launch: rank {bad[0][0]} exited with status {bad[0][1]}; "
-                          f"stopping the others within {a.grace:g} s", file=sys.stderr,
-                          flush=True)
-            elif time.monotonic() - failed_at > a.grace:
-                break
-        ranks.stop(3.0)
-        if status == 0:
-            status = next((_status(p.returncode) for p in procs if p.returncode), 0)
+            yield popen_rank(cmd, e)
+
+    def destroy() -> None:
+        for nodes, job_id, secret_file in made:
+            destroy_job(nodes, job_id, secret_file=secret_file)
+    return run_job("sigma.launch", env, spawn, local_nodes=a.local_nodes,
+                   node_kind=a.node_kind, grace=a.grace, prefix=not a.no_prefix,
+                   cleanup=destroy)
+
+
+def node_env(a: argparse.Namespace) -> dict:
+    """SIGMA_NODES, SIGMA_SECRET_FILE, SIGMA_MODE, SIGMA_ETCD and SIGMA_CLUSTER
+    from a launcher's options (those given)."""
+    env = {}
+    for opt, var in (("nodes", "SIGMA_NODES"), ("secret_file", "SIGMA_SECRET_FILE"),
+                     ("mode", "SIGMA_MODE"), ("etcd", "SIGMA_ETCD"),
+                     ("cluster", "SIGMA_CLUSTER")):
+        v = getattr(a, opt, None)
+        if v:
+            env[var] = os.path.abspath(v) if opt == "secret_file" else v
+    return env
+
+
+def popen_rank(cmd: list[str], env: dict) -> subprocess.Popen:
+    """One rank: its own session (signalled as a group), output piped to us."""
+    return subprocess.Popen(cmd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, start_new_session=True)
+
+
+def run_job(who: str, env: dict, spawn: Callable[[dict], Iterator[subprocess.Popen]], *,
+            local_nodes: int = 0, node_kind: Optional[str] = None, grace: float = 5.0,
+            prefix: bool = True, where: Optional[list[str]] = None,
+            cleanup: Optional[Callable[[], None]] = None) -> int:
+    """A launcher's run: start ``local_nodes`` summation nodes here (their
+    SIGMA_NODES and SIGMA_SHM into ``env``), start the ranks ``spawn(env)``
+    yields, copy their output, and when one fails stop the others within
+    ``grace`` s (``_Ranks.supervise``); Ctrl-C or SIGTERM stops every rank.
+    At the end ``cleanup()`` runs, then the nodes stop. Returns the exit
+    status; errors are printed after ``who:``."""
+    old = {s: signal.signal(s, _on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    nodes = None
+    procs: list[subprocess.Popen] = []
+    ranks: Optional[_Ranks] = None
+    status = 0
+    try:
+        if local_nodes:
+            nodes = start_local_nodes(local_nodes, node_kind)
+            env["SIGMA_NODES"] = nodes.env()
+            # the ranks reach them through shared memory (unless SIGMA_LOCAL_TRANSPORT=udp)
+            env["SIGMA_SHM"] = os.environ.get("SIGMA_SHM", "")
+            print(f"{who}: {local_nodes} local node(s): {nodes.env()}", flush=True)
+        for p in spawn(env):
+            procs.append(p)
+        ranks = _Ranks(procs, prefix)
+        status = ranks.supervise(grace, who, where)
     except _Stop as s:
-        print(f"sigma.launch: {signal.Signals(s.sig).name}: stopping every rank",
+        print(f"{who}: {signal.Signals(s.sig).name}: stopping every rank",
               file=sys.stderr, flush=True)
         for sig, h in old.items():  # a second Ctrl-C during the stop is not lost work
             signal.signal(sig, signal.SIG_IGN)
         status = 128 + s.sig
-    except SigmaError as e:
-        print(f"sigma.launch: {e}", file=sys.stderr, flush=True)
+    except (SigmaError, OSError) as e:
+        print(f"{who}: {e}", file=sys.stderr, flush=True)
         status = 1
     finally:
         if any(p.poll() is None for p in procs):
-            (ranks or _Ranks(procs, not a.no_prefix)).stop(3.0)
-        if made is not None:
+            (ranks or _Ranks(procs, prefix)).stop(3.0)
+        if cleanup is not None:
             try:
-                destroy_job(made[0], made[1], secret_file=made[2])
+                cleanup()
             except SigmaError as e:
-                print(f"sigma.launch: {e}", file=sys.stderr, flush=True)
+                print(f"{who}: {e}", file=sys.stderr, flush=True)
         if nodes is not None:
             nodes.stop()
         for sig, h in old.items():

@@ -302,6 +302,9 @@ print(f"installed python package: job {job.id}, {3 * 100000} elements, {bad} wro
 PY
 	expect python 0 '300000 elements, 0 wrong' -- "${PYENV[@]}" "$PY" "$TMP/py_push.py" \
 		"unix:$TMP/n.sock" "$DEST"
+	# sigmarun finds the package installed beside it, with no PYTHONPATH
+	expect sigmarun 0 'sigmarun ' -- env -u PYTHONPATH -u SIGMA_BUILD_DIR \
+		"$P/bin/sigmarun" --version
 	if "$PY" -c 'import torch' 2>/dev/null; then
 		# sigma.torch as installed: the installed launcher starts the installed
 		# sigma-udpd, rank 0 makes the job, both ranks sum a tensor
