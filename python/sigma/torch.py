@@ -12,6 +12,11 @@
 or, without DDP, ``opt = sgt.DistributedOptimizer(opt, model.named_parameters())``
 and ``sgt.broadcast_parameters(model.state_dict(), root_rank=0)``.
 
+BytePS's and Horovod's PyTorch names are here too (``import sigma.torch as
+bps`` / ``as hvd``): allreduce and its forms, Compression, Average and Sum,
+broadcast_object, sigma.torch.parallel.DistributedDataParallel, ... (the
+tables in docs/python.md, "Coming from BytePS" and "Coming from Horovod").
+
 Tensors are pushed from and summed into their own memory (``data_ptr()``):
 CPU tensors, contiguous, of fp32, fp64, fp16, bf16, int32, int64, int8 or
 uint8. Nothing is copied in Python. docs/python.md has the whole contract.
@@ -1280,6 +1285,16 @@ class DistributedOptimizer(torch.optim.Optimizer):
         self._counts = {}
         self._grads.wait()
         self._synced = True
+
+    def set_backward_passes_per_step(self, passes: int) -> None:
+        """BytePS's: change backward_passes_per_step (between steps)."""
+        if isinstance(passes, bool) or not isinstance(passes, int) or passes < 1:
+            raise SigmaConfigError("sigma: DistributedOptimizer.set_backward_passes_per_step: "
+                                   f"want an int >= 1, got {passes!r}")
+        if self._grads.handles or self._counts:
+            raise SigmaConfigError("sigma: DistributedOptimizer.set_backward_passes_per_step: "
+                                   "gradients are being accumulated: call it after step()")
+        self._passes = passes
 
     @contextlib.contextmanager
     def skip_synchronize(self) -> Iterator[None]:

@@ -322,6 +322,10 @@ def bad_arguments(rank, n, targets):
     _raises(lambda: D(opt, named_parameters=[("w", 1)]), E, "(name, tensor) pairs")
     _raises(lambda: D(opt, sparse_as_dense=None), E, "sparse_as_dense=None")
     _raises(lambda: D(opt, process_set=object()), N, "DistributedOptimizer: process sets")
+    o = D(torch.optim.SGD(m.parameters(), lr=0.1), name="bpp")
+    _raises(lambda: o.set_backward_passes_per_step(0), E, "set_backward_passes_per_step: want")
+    o.set_backward_passes_per_step(2)
+    assert o._passes == 2
     P = sgt.parallel.DistributedDataParallel
     _raises(lambda: P("m"), E, "parallel.DistributedDataParallel: want a torch.nn.Module")
     _raises(lambda: P(m, device_ids=[0, 1]), E, "device_ids=[0, 1]")
