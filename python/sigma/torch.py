@@ -165,7 +165,7 @@ def init(nodes: Union[str, Sequence[str], None] = None, *,
     for an mpirun job on one machine (docs/python.md, "The store").
     ``mode`` (``SIGMA_MODE``) is sync, async or deterministic. ``timeout``
     (s) bounds the wait for rank 0's descriptor.
-    ``max_retries`` (default MAX_RETRIES) bounds how long a node may stay
+    ``max_retries`` (``SIGMA_MAX_RETRIES``, default MAX_RETRIES) bounds how long a node may stay
     silent, ``ranks_wait`` (``SIGMA_RANKS_WAIT``, default RANKS_WAIT s) how
     long a step waits for ranks that are behind, paused or dead
     (docs/python.md, "Errors and bounds").
@@ -179,6 +179,11 @@ def init(nodes: Union[str, Sequence[str], None] = None, *,
             raise SigmaConfigError(f"sigma.torch.init: {k}={v!r}: want an integer >= 0")
     if not isinstance(timeout, (int, float)) or not timeout > 0:
         raise SigmaConfigError(f"sigma.torch.init: timeout={timeout!r}: want seconds > 0")
+    if not max_retries:  # SIGMA_MAX_RETRIES: for a script that does not pass max_retries=
+        max_retries = _env_int("resends a node may leave unanswered", "SIGMA_MAX_RETRIES") or 0
+        if not 0 <= max_retries <= 0xFFFFFFFF:
+            raise SigmaConfigError(f"sigma.torch.init: SIGMA_MAX_RETRIES={max_retries}: want "
+                                   "an integer >= 0")
     if ranks_wait is None:
         env_wait = _env("SIGMA_RANKS_WAIT")
         try:

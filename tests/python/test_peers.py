@@ -19,6 +19,7 @@ sum taken in the same fp32 operations, so with 2 ranks bitwise):
 
 from __future__ import annotations
 
+import os
 import unittest
 
 import sgtest
@@ -339,6 +340,18 @@ def bad_arguments(rank, n, targets):
     return True
 
 
+def max_retries_env(rank, n, targets):
+    """SIGMA_MAX_RETRIES, for scripts that cannot pass init(max_retries=)."""
+    os.environ["SIGMA_MAX_RETRIES"] = "x"
+    _raises(lambda: sgt.init(targets), sigma.SigmaConfigError, "SIGMA_MAX_RETRIES='x'")
+    os.environ["SIGMA_MAX_RETRIES"] = "30"
+    sgt.init(targets)
+    assert sgt.session().silent_bound > sigma.silent_bound_s(max_retries=29), \
+        sgt.session().silent_bound
+    sgt.shutdown()
+    return True
+
+
 class Peers(unittest.TestCase):
     def test_ops(self):
         with start_local_nodes(1) as nodes:
@@ -352,6 +365,7 @@ class Peers(unittest.TestCase):
     def test_bad_arguments(self):
         with start_local_nodes(1) as nodes:
             sgtest.run_ranks(1, bad_arguments, nodes.targets, timeout=60)
+            sgtest.run_ranks(1, max_retries_env, nodes.targets, timeout=60)
 
 
 if __name__ == "__main__":
