@@ -826,6 +826,8 @@ def _reduce(what: str, tensor: torch.Tensor, *, inplace: bool, average: bool,
                                "store): sum without averaging or scaling (average=False)")
     after = post / c.size if average else post
     plain = comp is Compression.none or comp is Compressor
+    # the data, out of autograd (a parameter's in-place sum is no differentiable op)
+    user, tensor = tensor, tensor.detach()
     if plain:
         if pre != 1:
             wire = tensor.mul_(pre) if inplace else tensor.mul(pre)
@@ -849,15 +851,15 @@ def _reduce(what: str, tensor: torch.Tensor, *, inplace: bool, average: bool,
             res = tensor
         if after != 1:
             res.mul_(after)
-        return res
+        return user if inplace else res
 
     wdt = _DTYPES[wire.dtype]
     release = None
     if name is None:
         name, release = _unnamed(c, wdt, wire.numel())
     h = c.session.submit(name, wdt, wire.numel(), wire.data_ptr(), out.data_ptr(),
-                         (tensor, wire, out))
-    return PushPullHandle(h, out, finish, release)
+                         (user, wire, out))
+    return PushPullHandle(h, user if inplace else out, finish, release)
 
 
 def push_pull_async(tensor: torch.Tensor, average: bool = True, name: Optional[str] = None,

@@ -80,6 +80,9 @@ def ops(rank, n, targets):
     assert sgt.synchronize(h) is y and sgt.poll(h)
     same(y, s / 2, "allreduce_async_")
     same(sgt.synchronize(sgt.allreduce_async(x, name="a")), s / 2, "allreduce_async")
+    w = torch.nn.Parameter(x.clone())  # a leaf that requires grad, summed in place
+    assert sgt.allreduce_(w, name="a", postscale_factor=3.0) is w
+    same(w.detach(), s * (3.0 / 2), "allreduce_ of a parameter")
     # compressions: what goes on the wire is summed in fp32 by the node, rounded once
     for comp, dt in ((sgt.Compression.fp16, torch.float16), (sgt.Compression.bf16,
                                                               torch.bfloat16)):
