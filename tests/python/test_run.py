@@ -168,14 +168,17 @@ class Run(unittest.TestCase):
 
     def test_failing_rank_ends_the_job(self):
         t0 = time.monotonic()
-        r = subprocess.run(RUN + ["-np", "2", "--grace", "1", self.script, "fail"], env=ENV,
-                           capture_output=True, text=True, timeout=60)
+        p = subprocess.Popen(RUN + ["-np", "2", "--grace", "1", self.script, "fail"], env=ENV,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        out, err = p.communicate(timeout=60)
         took = time.monotonic() - t0
-        self.assertEqual(r.returncode, 3, r.stdout + r.stderr)
+        self.assertEqual(p.returncode, 3, out + err)
         self.assertIn("sigmarun: rank 1 (localhost) exited with status 3; stopping the others "
-                      "within 1 s", r.stderr)
+                      "within 1 s", err)
         self.assertLess(took, 20, "rank 0 (asleep for 600 s) was not stopped")
         self.assertEqual(procs_mentioning(self.script), [], "a rank is left")
+        # the node it started lives in sigma-nodes-<its pid>-*: gone with it
+        self.assertEqual(procs_mentioning(f"sigma-nodes-{p.pid}-"), [], "its node is left")
 
     def test_remote_host_through_the_launcher_command(self):
         fake = os.path.join(self.tmp, "fake-ssh")
