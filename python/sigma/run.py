@@ -168,6 +168,12 @@ def plan(a: argparse.Namespace, base: dict) -> list[Rank]:
     job.update({k: v for k, v in base.items() if k.startswith("SIGMA_") and
                 k not in _FOREIGN})
     job.update(exports)
+    if len({where.count(h) for h in where}) > 1 and "SIGMA_LOCAL_AGGREGATION" not in job:
+        # local aggregation needs the same number of ranks on every machine
+        job["SIGMA_LOCAL_AGGREGATION"] = "0"
+        print("sigmarun: the hosts run different numbers of ranks, so every rank pushes "
+              "directly (SIGMA_LOCAL_AGGREGATION=0; give each host the same slots for "
+              "local aggregation)", file=sys.stderr)
     cmd = command(a)
     mine = {k: v for k, v in base.items() if k not in _FOREIGN and
             not k.startswith(_FOREIGN_PREFIXES)}
