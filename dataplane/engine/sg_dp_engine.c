@@ -36,6 +36,7 @@
 #include <rte_log.h>
 
 #include "sg_dp_engine.h"
+#include "sg_late.h"
 
 /*
  * The engine's own logtype, apart from sigmad's sigma.dataplane: sigma-udpd
@@ -68,6 +69,9 @@ RTE_LOG_REGISTER(sg_dp_engine_logtype, sigma.engine, INFO);
  * gets N answers per tick, each smaller than the push it answers.
  */
 #define WAIT_TICK_SHIFT 24
+/* Late ranks: one log line per job per this period at most. */
+#define LATE_LOG_PERIOD_NS 1000000000ull
+#define DEF_LATE_LOG_NS 10000000ull
 
 enum slot_state {
 	S_NEW = 0, /* never used */
@@ -149,6 +153,10 @@ struct job {
 	struct list active, done;
 	uint64_t refuse_t0; /* refusals (ERROR MISMATCH/STALE): start of the current period */
 	uint32_t refuse_n;  /* ... and how many were sent in it */
+	struct sg_late_rank *late; /* [rank]: lateness of its pushes (sync and deterministic) */
+	uint64_t late_told; /* ranks logged as late, until their average halves */
+	uint64_t late_log_t; /* ... the last such line (late_logged: there was one) */
+	bool late_logged;
 	struct sg_dp_job_stats st;
 };
 
@@ -725,6 +733,55 @@ static void slot_restart(struct sg_dp_engine *e, struct pkt_ctx *c)
 	e->st.stale_rounds++;
 }
 
+/*
+ * Push of @p rank into collecting slot @p s: its lateness, from the round's
+ * first push (the slot's open time, so the first push's is 0), into the rank's
+ * table. A timed-out slot's t is its last report, a slot timeout or more after
+ * the round began: the figure is then a lower bound. A few instructions, no
+ * branch but that one; the table was allocated with the job.
+ */
+static inline void late_note(struct job *j, uint32_t rank, const struct slot *s, uint64_t now,
+			     uint64_t timeout)
+{
+	struct sg_late_rank *l = &j->late[rank];
+	uint64_t ns = age(now, s->t);
+
+	if (unlikely(s->flags & SF_TIMED_OUT))
+		ns += timeout;
+	l->hist[sg_late_bucket(ns)]++;
+	l->sum_ns += ns;
+	l->avg_ns += (ns >> SG_LATE_AVG_SHIFT) - (l->avg_ns >> SG_LATE_AVG_SHIFT);
+}
+
+/*
+ * @p rank's push completed its round: it came last. Once per round. A rank
+ * whose average passes conf.late_log_ns is logged once (at most one line per
+ * job per LATE_LOG_PERIOD_NS; one held back is logged at a later round), and
+ * again only after its average fell under half the threshold.
+ */
+static void late_last(struct sg_dp_engine *e, struct job *j, uint32_t rank, uint64_t now)
+{
+	const struct sg_late_rank *l = &j->late[rank];
+	uint64_t bit = 1ull << rank;
+
+	j->late[rank].last++;
+	if (likely(l->avg_ns <= e->conf.late_log_ns)) {
+		if (unlikely(j->late_told & bit) && l->avg_ns < e->conf.late_log_ns / 2)
+			j->late_told &= ~bit;
+		return;
+	}
+	if ((j->late_told & bit) ||
+	    (j->late_logged && age(now, j->late_log_t) < LATE_LOG_PERIOD_NS))
+		return;
+	j->late_told |= bit;
+	j->late_logged = true;
+	j->late_log_t = now;
+	ENG_LOG(WARNING, "job %" PRIu32 ": rank %" PRIu32 " is late: %.1f ms after its rounds' "
+		"first push on average, last in %" PRIu64 " of %" PRIu64 " rounds (over %.1f ms)",
+		j->id, rank, (double)l->avg_ns / 1e6, l->last, j->st.rounds_completed + 1,
+		(double)e->conf.late_log_ns / 1e6);
+}
+
 /* Add one push to a collecting slot. @return SG_DP_USED_* bits (NACKED: not added). */
 static int slot_add(struct sg_dp_engine *e, struct pkt_ctx *c)
 {
@@ -758,10 +815,12 @@ static int slot_add(struct sg_dp_engine *e, struct pkt_ctx *c)
 	} else if (!c->folded && (rc = acc_fold_checked(e, c, &s->acc, s->arrived == 0)) < 0) {
 		return rc;
 	}
+	late_note(j, rank, s, c->now, e->conf.slot_timeout_ns);
 	s->arrived |= 1ull << rank;
 	JCOUNT(e, j, rx_pushes);
 	if (s->arrived != j->full)
 		return SG_DP_USED_SUMMED;
+	late_last(e, j, rank, c->now);
 	slot_complete(e, c);
 	return SG_DP_USED_SUMMED | SG_DP_USED_COMPLETED;
 }
@@ -1356,6 +1415,23 @@ int sg_dp_engine_job_stats(const struct sg_dp_engine *e, uint32_t job_id,
 	return -ENOENT;
 }
 
+int sg_dp_engine_job_lateness(const struct sg_dp_engine *e, uint32_t job_id, struct sg_late *out)
+{
+	for (uint32_t i = 0; e != NULL && i < e->njobs; i++) {
+		const struct job *j = e->jobs[i];
+
+		if (j->id != job_id)
+			continue;
+		memset(out, 0, sizeof(*out));
+		out->nranks = j->n;
+		memcpy(out->rank, j->late, j->n * sizeof(*j->late));
+		for (uint32_t r = 0; r < j->n; r++)
+			out->rounds += j->late[r].last;
+		return 0;
+	}
+	return -ENOENT;
+}
+
 unsigned int sg_dp_engine_jobs(const struct sg_dp_engine *e, uint32_t *ids, unsigned int cap)
 {
 	for (uint32_t i = 0; i < e->njobs && i < cap; i++)
@@ -1430,6 +1506,8 @@ struct sg_dp_engine *sg_dp_engine_create(const struct sg_dp_engine_conf *conf)
 		e->conf.slot_timeout_ns = DEF_SLOT_TIMEOUT_NS;
 	if (e->conf.shadow_hold_ns == 0)
 		e->conf.shadow_hold_ns = DEF_SHADOW_HOLD_NS;
+	if (e->conf.late_log_ns == 0)
+		e->conf.late_log_ns = DEF_LATE_LOG_NS;
 	if (e->conf.max_payload > SG_MAX_CHUNK_BYTES || e->conf.max_payload % 8 != 0) {
 		ENG_LOG(ERR, "engine: max_payload %" PRIu32 " must be a multiple of 8, at most %d",
 			e->conf.max_payload, SG_MAX_CHUNK_BYTES);
@@ -1486,6 +1564,7 @@ static void job_free(struct sg_dp_engine *e, struct job *j)
 	free(j->ifl_free);
 	free(j->stage);
 	free(j->around);
+	free(j->late);
 	free(j);
 }
 
@@ -1659,7 +1738,9 @@ int sg_dp_engine_add_job(struct sg_dp_engine *e, const struct sg_dp_job_conf *c)
 	j->khash = calloc(hsize, sizeof(*j->khash));
 	j->peer = calloc(j->n, sizeof(*j->peer));
 	j->ifl_free = calloc(j->max_inflight, sizeof(*j->ifl_free));
-	if (j->keys == NULL || j->khash == NULL || j->peer == NULL || j->ifl_free == NULL)
+	j->late = calloc(j->n, sizeof(*j->late));
+	if (j->keys == NULL || j->khash == NULL || j->peer == NULL || j->ifl_free == NULL ||
+	    j->late == NULL)
 		goto nomem;
 	nslots = c->open ? j->max_keys : job_keys(j, c);
 	if (nslots == 0) {

@@ -40,6 +40,7 @@
 #include <stdint.h>
 
 #include "sg_dp_proto.h"
+#include "sg_late.h"
 #include "sg_sum.h"
 
 #ifdef __cplusplus
@@ -130,6 +131,13 @@ struct sg_dp_engine_conf {
 	uint32_t max_jobs;        /**< jobs at once (default 16, max 1024) */
 	uint64_t slot_timeout_ns; /**< incomplete slot reported after this (default 1 s) */
 	uint64_t shadow_hold_ns;  /**< kept result reclaimable after this (default 100 ms) */
+	/**
+	 * A rank whose moving average lateness (sg_dp_engine_job_lateness()) passes
+	 * this is logged at WARNING, naming it, once, and again only after it fell
+	 * under half of it; at most one such line per job per second (default 10 ms;
+	 * UINT64_MAX: never)
+	 */
+	uint64_t late_log_ns;
 	struct sg_dp_tx_ops tx;   /**< packet output (alloc and send are required; the
 				   multi pair is optional) */
 };
@@ -344,6 +352,19 @@ int sg_dp_engine_rx_csum(struct sg_dp_engine *eng, const void *pkt, uint32_t len
  * @return number of slots reported by this call.
  */
 int sg_dp_engine_poll(struct sg_dp_engine *eng, uint64_t now);
+
+/**
+ * Copy the lateness of job @p job_id's ranks (sg_late.h) into @p out: per rank,
+ * for each push summed here, the time from the first push of its round (of that
+ * chunk) to it, as a histogram, a sum and a moving average, and the rounds it
+ * came last in; out->rounds is the rounds completed. Pushes into a round
+ * reported late (slot_timeout_ns) count a lower bound: the slot timeout plus
+ * the time since the last report. An async job has no rounds: its table stays
+ * 0. Entries past the job's N are zeroed. Same thread as rx.
+ * @return 0, or -ENOENT if the engine has no such job.
+ */
+int sg_dp_engine_job_lateness(const struct sg_dp_engine *eng, uint32_t job_id,
+			      struct sg_late *out);
 
 /** Copy the engine's counters into @p st. */
 void sg_dp_engine_stats(const struct sg_dp_engine *eng, struct sg_dp_stats *st);
