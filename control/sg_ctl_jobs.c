@@ -456,6 +456,65 @@ static int m_job_destroy(struct sg_ctl_server *s, json_t *params, json_t **res,
 }
 SG_RPC_REGISTER("job_destroy", m_job_destroy);
 
+/* One rank's lateness as job_lateness gives it (docs/control.md). */
+static json_t *late_rank_json(const struct sg_late *l, uint32_t r)
+{
+	const struct sg_late_rank *x = &l->rank[r];
+	uint64_t pushes = sg_late_pushes(x);
+	json_t *b = json_array();
+
+	for (unsigned int i = 0; i < SG_LATE_BUCKETS; i++)
+		json_array_append_new(b, json_integer((json_int_t)x->hist[i]));
+	return json_pack("{s:I, s:I, s:I, s:f, s:f, s:f, s:f, s:f, s:o}", "rank", (json_int_t)r,
+			 "pushes", (json_int_t)pushes, "last", (json_int_t)x->last, "last_share",
+			 l->rounds ? (double)x->last / (double)l->rounds : 0.0, "avg_us",
+			 (double)x->avg_ns / 1e3, "mean_us",
+			 pushes ? (double)x->sum_ns / (double)pushes / 1e3 : 0.0, "p50_us",
+			 (double)sg_late_quantile_ns(x, 0.5) / 1e3, "p99_us",
+			 (double)sg_late_quantile_ns(x, 0.99) / 1e3, "buckets", b);
+}
+
+static json_t *late_json(uint32_t id, const struct sg_late *l)
+{
+	int w = sg_late_straggler(l);
+	json_t *ranks = json_array(), *strag = json_null();
+
+	for (uint32_t r = 0; r < l->nranks && r < SG_MAX_WORKERS; r++)
+		json_array_append_new(ranks, late_rank_json(l, r));
+	if (w >= 0)
+		strag = json_pack("{s:i, s:I, s:f, s:f}", "rank", w, "last",
+				  (json_int_t)l->rank[w].last, "last_share",
+				  (double)l->rank[w].last / (double)l->rounds, "avg_us",
+				  (double)l->rank[w].avg_ns / 1e3);
+	return json_pack("{s:I, s:I, s:I, s:o, s:o}", "id", (json_int_t)id, "workers",
+			 (json_int_t)l->nranks, "rounds", (json_int_t)l->rounds, "straggler", strag,
+			 "ranks", ranks);
+}
+
+static int m_job_lateness(struct sg_ctl_server *s, json_t *params, json_t **res,
+			  struct sg_rpc_err *err)
+{
+	struct sg_late *l;
+	uint32_t id;
+	int rc;
+
+	NEED_OP(s, job_lateness, err);
+	if (job_id_param(params, &id, err, NULL, NULL) != 0)
+		return -1;
+	l = calloc(1, sizeof(*l));
+	if (l == NULL)
+		return sg_rpc_fail(err, SG_CTL_ERR_INTERNAL, "out of memory");
+	rc = s->cfg.ops->job_lateness(s->cfg.ops_arg, id, l);
+	if (rc == 0)
+		*res = late_json(id, l);
+	free(l);
+	if (rc != 0)
+		return rc == -ENOENT ? sg_rpc_fail(err, SG_CTL_ERR_NOT_FOUND, "no such job: %" PRIu32, id)
+				     : sg_rpc_fail_errno(err, "job lateness", rc, NULL);
+	return 0;
+}
+SG_RPC_REGISTER("job_lateness", m_job_lateness);
+
 static int m_job_placement(struct sg_ctl_server *s, json_t *params, json_t **res,
 			   struct sg_rpc_err *err)
 {

@@ -614,6 +614,66 @@ static void sb_head(struct sbuf *b, const char *name, const char *type, const ch
 	sb_printf(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
 }
 
+/*
+ * Each job's lateness (the node's job_lateness op): a Prometheus histogram per job
+ * and rank, in seconds (bucket b's `le` is 2^b µs), how often each rank came last,
+ * its moving average, and the job's straggler.
+ */
+static void metrics_late(struct sg_ctl_server *s, struct sbuf *b, const struct sg_ctl_job *jobs,
+			 int nj)
+{
+	struct sg_late *l = calloc((size_t)(nj > 0 ? nj : 1), sizeof(*l));
+	int i;
+
+	if (l == NULL) {
+		b->oom = true;
+		return;
+	}
+	for (i = 0; i < nj; i++)
+		if (s->cfg.ops->job_lateness(s->cfg.ops_arg, jobs[i].id, &l[i]) != 0)
+			memset(&l[i], 0, sizeof(l[i]));
+	sb_head(b, "sigma_job_push_lateness_seconds", "histogram",
+		"time from the first push of a round to this rank's push");
+	for (i = 0; i < nj; i++) {
+		for (uint32_t r = 0; r < l[i].nranks; r++) {
+			const struct sg_late_rank *x = &l[i].rank[r];
+			uint64_t cum = 0;
+
+			for (unsigned int k = 0; k + 1 < SG_LATE_BUCKETS; k++) {
+				cum += x->hist[k];
+				sb_printf(b, "sigma_job_push_lateness_seconds_bucket{job=\"%u\",rank="
+					  "\"%u\",le=\"%.9g\"} %" PRIu64 "\n", jobs[i].id, r,
+					  (double)sg_late_bucket_us(k) / 1e6, cum);
+			}
+			cum += x->hist[SG_LATE_BUCKETS - 1];
+			sb_printf(b, "sigma_job_push_lateness_seconds_bucket{job=\"%u\",rank=\"%u\","
+				  "le=\"+Inf\"} %" PRIu64 "\n"
+				  "sigma_job_push_lateness_seconds_sum{job=\"%u\",rank=\"%u\"} %.9f\n"
+				  "sigma_job_push_lateness_seconds_count{job=\"%u\",rank=\"%u\"} %"
+				  PRIu64 "\n", jobs[i].id, r, cum, jobs[i].id, r,
+				  (double)x->sum_ns / 1e9, jobs[i].id, r, cum);
+		}
+	}
+	sb_head(b, "sigma_job_rank_last_total", "counter",
+		"rounds in which this rank was the last to push");
+	for (i = 0; i < nj; i++)
+		for (uint32_t r = 0; r < l[i].nranks; r++)
+			sb_printf(b, "sigma_job_rank_last_total{job=\"%u\",rank=\"%u\"} %" PRIu64 "\n",
+				  jobs[i].id, r, l[i].rank[r].last);
+	sb_head(b, "sigma_job_rank_lateness_avg_seconds", "gauge",
+		"moving average of this rank's push lateness");
+	for (i = 0; i < nj; i++)
+		for (uint32_t r = 0; r < l[i].nranks; r++)
+			sb_printf(b, "sigma_job_rank_lateness_avg_seconds{job=\"%u\",rank=\"%u\"} "
+				  "%.9f\n", jobs[i].id, r, (double)l[i].rank[r].avg_ns / 1e9);
+	sb_head(b, "sigma_job_straggler_rank", "gauge",
+		"the rank most often last to push (-1: no round completed yet)");
+	for (i = 0; i < nj; i++)
+		sb_printf(b, "sigma_job_straggler_rank{job=\"%u\"} %d\n", jobs[i].id,
+			  sg_late_straggler(&l[i]));
+	free(l);
+}
+
 char *sg_ctl_srv_metrics(struct sg_ctl_server *s, size_t *len)
 {
 	static const struct {
@@ -696,6 +756,8 @@ char *sg_ctl_srv_metrics(struct sg_ctl_server *s, size_t *len)
 			  "keys=\"%s\"} 1\n", jobs[i].id, jobs[i].n_workers,
 			  sg_dtype_name(jobs[i].dtype), sg_mode_name(jobs[i].mode),
 			  jobs[i].open ? "open" : "fixed");
+	if (s->cfg.ops->job_lateness != NULL)
+		metrics_late(s, &b, jobs, nj);
 	sg_ctl_server_get_stats(s, &st);
 	sb_head(&b, "sigma_ctl_refusals_total", "counter", "control requests refused, by reason");
 	sb_printf(&b,

@@ -22,6 +22,7 @@
 
 #include "sg_ctl_client.h"
 #include "sg_etcd.h"
+#include "sg_late.h"
 #include "sg_types.h"
 
 #ifdef __cplusplus
@@ -241,6 +242,12 @@ struct sg_ctl_agent_ops {
 	 */
 	int (*job_keys_add)(void *arg, uint32_t id, const struct sg_ctl_key *keys, uint32_t n,
 			    char *reason);
+	/**
+	 * Optional: the lateness of job @p id's ranks (sg_late.h), summed over the
+	 * node's engines, into @p out (job_lateness, /metrics). NULL: the node keeps
+	 * none. @return 0, or -ENOENT for an unknown job, or -errno.
+	 */
+	int (*job_lateness)(void *arg, uint32_t id, struct sg_late *out);
 };
 
 /** Server configuration. Zero fields get the defaults in brackets. */

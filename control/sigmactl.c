@@ -56,6 +56,8 @@ static void usage(FILE *f)
 		"  info                        this node: cores, NUMA nodes, ports, reducer lcores\n"
 		"  jobs                        jobs with their counters; with --etcd, the job\n"
 		"                              records in etcd\n"
+		"  jobs --ranks [ID]           each rank's lateness (the slowest first) and the\n"
+		"                              straggler: the rank most often last to push\n"
 		"  job create --workers N --tensor NAME:ELEMS [--tensor ...] [--dtype fp32]\n"
 		"             [--mode sync|async|deterministic] [--partition-bytes B]\n"
 		"             [--chunk-bytes B] [--id ID]\n"
@@ -742,6 +744,82 @@ static int cmd_with_id(const char *what, const char *method, int argc, char **ar
 		      strcmp(method, "job_placement") == 0 ? show_placement : NULL);
 }
 
+static int by_avg_desc(const void *a, const void *b)
+{
+	double x = jnum(*(json_t *const *)a, "avg_us"), y = jnum(*(json_t *const *)b, "avg_us");
+
+	return x < y ? 1 : x > y ? -1 : 0;
+}
+
+/* job_lateness's answer: the straggler, then the ranks, the slowest first. */
+static void show_ranks(json_t *r)
+{
+	json_t *ranks = json_object_get(r, "ranks"), *st = json_object_get(r, "straggler"), *x;
+	size_t n = json_array_size(ranks), i;
+	json_t **v = calloc(n ? n : 1, sizeof(*v));
+
+	printf("job %lld: %lld workers, %lld rounds; ", jint(r, "id"), jint(r, "workers"),
+	       jint(r, "rounds"));
+	if (json_is_object(st))
+		printf("straggler: rank %lld, last in %.0f%% of rounds, %.3f ms late on average\n",
+		       jint(st, "rank"), 100.0 * jnum(st, "last_share"), jnum(st, "avg_us") / 1e3);
+	else
+		printf("no straggler: no round completed yet\n");
+	if (v == NULL)
+		return;
+	json_array_foreach(ranks, i, x)
+		v[i] = x;
+	qsort(v, n, sizeof(*v), by_avg_desc);
+	printf("%6s %12s %10s %6s %10s %10s %10s %10s\n", "RANK", "PUSHES", "LAST", "LAST%",
+	       "AVG_MS", "MEAN_MS", "P50_MS", "P99_MS");
+	for (i = 0; i < n; i++)
+		printf("%6lld %12lld %10lld %6.1f %10.3f %10.3f %10.3f %10.3f\n", jint(v[i], "rank"),
+		       jint(v[i], "pushes"), jint(v[i], "last"), 100.0 * jnum(v[i], "last_share"),
+		       jnum(v[i], "avg_us") / 1e3, jnum(v[i], "mean_us") / 1e3,
+		       jnum(v[i], "p50_us") / 1e3, jnum(v[i], "p99_us") / 1e3);
+	free(v);
+}
+
+/* jobs --ranks [ID]: job_lateness of one job, or of each job_list names. */
+static int cmd_jobs_ranks(int argc, char **argv)
+{
+	json_t *ids = NULL, *all, *j;
+	uint64_t id = 0;
+	size_t i;
+	int rc;
+
+	if (argc > 1 || (argc == 1 && (sg_parse_u64(argv[0], 0, UINT32_MAX, &id) != 0 || id == 0)))
+		return die_usage("jobs --ranks takes at most one job id");
+	if ((rc = connect_server()) != 0)
+		return rc;
+	if (argc == 1) {
+		ids = json_array();
+		json_array_append_new(ids, json_pack("{s:I}", "id", (json_int_t)id));
+	} else if ((ids = rpc("job_list", NULL, &rc)) == NULL) {
+		return rc;
+	}
+	all = json_array();
+	json_array_foreach(ids, i, j) {
+		json_t *r = rpc("job_lateness", json_pack("{s:I}", "id", jint(j, "id")), &rc);
+
+		if (r == NULL)
+			break;
+		if (g.json) {
+			json_array_append_new(all, r);
+			continue;
+		}
+		if (i > 0)
+			putchar('\n');
+		show_ranks(r);
+		json_decref(r);
+	}
+	if (rc == 0 && g.json)
+		print_json(all);
+	json_decref(all);
+	json_decref(ids);
+	return rc;
+}
+
 static volatile sig_atomic_t stop_watch;
 
 static void on_sigint(int sig)
@@ -1191,6 +1269,8 @@ static int dispatch(int argc, char **argv)
 	}
 	if (strcmp(cmd, "placement") == 0)
 		return cmd_with_id("placement", "job_placement", argc, argv);
+	if (strcmp(cmd, "jobs") == 0 && argc >= 2 && strcmp(argv[1], "--ranks") == 0)
+		return cmd_jobs_ranks(argc - 2, argv + 2);
 	if (strcmp(cmd, "lcores") == 0)
 		return cmd_lcores(argc, argv);
 	if (strcmp(cmd, "layout") == 0 && argc >= 2 && strcmp(argv[1], "set") == 0)

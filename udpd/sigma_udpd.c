@@ -811,6 +811,16 @@ int sigma_udpd_job_stats(struct sigma_udpd *d, uint32_t job, struct sg_dp_job_st
 	return rc;
 }
 
+int sigma_udpd_job_lateness(struct sigma_udpd *d, uint32_t job, struct sg_late *out)
+{
+	int rc;
+
+	pthread_mutex_lock(&d->lock);
+	rc = sg_dp_engine_job_lateness(d->eng, job, out);
+	pthread_mutex_unlock(&d->lock);
+	return rc;
+}
+
 uint32_t sigma_udpd_max_payload(struct sigma_udpd *d)
 {
 	return sg_dp_engine_max_payload(d->eng);

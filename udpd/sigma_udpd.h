@@ -107,6 +107,9 @@ int sigma_udpd_remove_job(struct sigma_udpd *d, uint32_t job);
 /** Copy job @p job's counters. @return 0 or -ENOENT. */
 int sigma_udpd_job_stats(struct sigma_udpd *d, uint32_t job, struct sg_dp_job_stats *st);
 
+/** sg_dp_engine_job_lateness() of the node's engine. @return 0 or -ENOENT. */
+int sigma_udpd_job_lateness(struct sigma_udpd *d, uint32_t job, struct sg_late *out);
+
 /** The largest chunk_bytes a job may use on this node (the engine's max_payload). */
 uint32_t sigma_udpd_max_payload(struct sigma_udpd *d);
 

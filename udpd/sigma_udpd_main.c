@@ -232,8 +232,24 @@ static int op_job_keys_add(void *arg, uint32_t id, const struct sg_ctl_key *keys
 	return rc;
 }
 
+/* The engine's table; a job with no keys here has none: its ranks were never timed here. */
+static int op_job_lateness(void *arg, uint32_t id, struct sg_late *out)
+{
+	struct node *n = arg;
+	const struct node_job *j = job_find(n, id);
+
+	if (j == NULL)
+		return -ENOENT;
+	if (sigma_udpd_job_lateness(n->d, id, out) != 0) {
+		memset(out, 0, sizeof(*out));
+		out->nranks = j->spec.n_workers;
+	}
+	return 0;
+}
+
 static const struct sg_ctl_agent_ops ops = {
 	.node_info = op_node_info,
+	.job_lateness = op_job_lateness,
 	.job_create = op_job_create,
 	.job_list = op_job_list,
 	.job_destroy = op_job_destroy,
@@ -267,6 +283,10 @@ static void usage(FILE *f)
 		"                    socket (made mode 0600, replaced if there, removed at exit;\n"
 		"                    put it in a private folder): SIGMA_TRANSPORT_SHM\n"
 		"  --shm-max N       shared-memory channels at once, 1..1024; more are refused [64]\n"
+		"  --metrics H:P     serve Prometheus's GET /metrics over HTTP there (port 0: any,\n"
+		"                    printed at start-up) [off]\n"
+		"  --late-warn-ms MS log a rank whose pushes come this much after their rounds'\n"
+		"                    first on average, naming it, 1..3600000 [10]\n"
 		"  --version         print the release, wire protocol and control API versions\n"
 		"  -h, --help        this text\n"
 		"Runs until SIGINT or SIGTERM. Exit: 0 stopped, 1 could not start, 2 usage.\n");
@@ -286,6 +306,8 @@ int main(int argc, char **argv)
 		{"drop-tx", required_argument, NULL, 'X'}, {"spin-us", required_argument, NULL, 'S'},
 		{"version", no_argument, NULL, 'V'}, {"shm", required_argument, NULL, 'M'},
 		{"shm-max", required_argument, NULL, 'N'},
+		{"metrics", required_argument, NULL, 'P'},
+		{"late-warn-ms", required_argument, NULL, 'L'},
 		{NULL, 0, NULL, 0},
 	};
 	static struct node n = {.name = "sigma-udpd", .addr = "127.0.0.1", .gbps = 10};
@@ -293,6 +315,8 @@ int main(int argc, char **argv)
 	struct sg_ctl_server_config sc = {.tcp_disable = true};
 	uint8_t secret[SG_CTL_SECRET_MAX];
 	const char *unix_path = NULL, *listen = NULL, *secret_file = NULL, *etcd = NULL;
+	const char *metrics = NULL;
+	char metrics_addr[64] = "";
 	struct sg_etcd_reg_conf rc = {.cluster = "default", .ttl_s = 5};
 	struct sg_etcd_reg *reg = NULL;
 	char tcp_addr[64] = "", err[256];
@@ -378,6 +402,14 @@ int main(int argc, char **argv)
 				goto bad;
 			dc.shm_max = (uint32_t)v;
 			break;
+		case 'P':
+			metrics = optarg;
+			break;
+		case 'L':
+			if (sg_parse_u64(optarg, 1, 3600000, &v) != 0)
+				goto bad;
+			dc.engine.late_log_ns = v * 1000000ull;
+			break;
 		case 'h':
 			usage(stdout);
 			return 0;
@@ -413,6 +445,20 @@ int main(int argc, char **argv)
 		sc.tcp_port = (uint16_t)v;
 		sc.secret = secret;
 		sc.secret_len = secret_len;
+	}
+	if (metrics != NULL) {
+		const char *colon = strrchr(metrics, ':');
+
+		if (colon == NULL || colon == metrics ||
+		    (size_t)(colon - metrics) >= sizeof(metrics_addr) ||
+		    sg_parse_u64(colon + 1, 0, 65535, &v) != 0) {
+			fprintf(stderr, "sigma-udpd: --metrics wants HOST:PORT\n");
+			return 2;
+		}
+		snprintf(metrics_addr, sizeof(metrics_addr), "%.*s", (int)(colon - metrics), metrics);
+		sc.metrics_enable = true;
+		sc.metrics_addr = metrics_addr;
+		sc.metrics_port = (uint16_t)v;
 	}
 	dc.addr = n.addr;
 	n.d = sigma_udpd_create(&dc);
@@ -466,11 +512,14 @@ int main(int argc, char **argv)
 	}
 	signal(SIGINT, on_signal);
 	signal(SIGTERM, on_signal);
-	printf("sigma-udpd: node %s on %s:%u (%s, %g Gb/s), control %s%s%s tcp port %u%s%s\n",
+	printf("sigma-udpd: node %s on %s:%u (%s, %g Gb/s), control %s%s%s tcp port %u%s%s",
 	       n.name, n.addr, sigma_udpd_port(n.d), sg_node_kind_name(n.kind), n.gbps,
 	       unix_path ? "unix:" : "", unix_path ? unix_path : "", unix_path ? "," : "",
 	       sg_ctl_server_tcp_port(srv), dc.shm_path ? ", shm " : "",
 	       dc.shm_path ? dc.shm_path : "");
+	if (metrics != NULL)
+		printf(", metrics port %u", sg_ctl_server_metrics_port(srv));
+	printf("\n");
 	fflush(stdout);
 	while (!stop)
 		usleep(20000); /* a signal between a check and pause() would be lost */

@@ -1,0 +1,193 @@
+# SPDX-License-Identifier: BSD-3-Clause
+"""Straggler attribution end to end: sigma-udpd and 4 ranks (sessions in
+threads), rank 3 sleeping 20 ms before each push. Within 2 s of the first
+push, `sigmactl jobs --ranks` and the node's /metrics must name rank 3 as the
+straggler, with its lateness within 20 % of 20 ms, and the node's log must
+name it once as late. Every round's sum is checked against the sum the test
+computes."""
+
+from __future__ import annotations
+
+import array
+import json
+import os
+import re
+import subprocess
+import threading
+import time
+import unittest
+import urllib.request
+
+import sgtest
+import sigma
+from sigma.localnodes import start_local_nodes
+
+N, SLOW, DELAY, ELEMS = 4, 3, 0.020, 1000
+
+
+def sigmactl() -> str:
+    path = os.path.join(os.environ.get("SIGMA_BUILD_DIR", ""), "control", "sigmactl")
+    if not os.access(path, os.X_OK):
+        sgtest.skip(f"no sigmactl at {path} (set SIGMA_BUILD_DIR)")
+    return path
+
+
+def metrics(port: int) -> str:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
+        return r.read().decode()
+
+
+def metric(text: str, name: str, **labels: str) -> float | None:
+    """The value of the sample @name{labels} (the labels given must match)."""
+    for line in text.splitlines():
+        m = re.match(r"([a-z_]+)\{([^}]*)\} (\S+)$", line)
+        if m is None or m.group(1) != name:
+            continue
+        have = dict(re.findall(r'(\w+)="([^"]*)"', m.group(2)))
+        if all(have.get(k) == v for k, v in labels.items()):
+            return float(m.group(3))
+    return None
+
+
+class Straggler(unittest.TestCase):
+    def test_slow_rank_named(self):
+        ctl = sigmactl()
+        nodes = start_local_nodes(1, extra_args=["--metrics", "127.0.0.1:0",
+                                                 "--late-warn-ms", "10"])
+        self.addCleanup(nodes.stop)
+        node = nodes.nodes[0]
+        with open(node.log) as f:
+            port = int(re.search(r"metrics port (\d+)", f.read()).group(1))
+        job = sigma.create_job(nodes.targets, N, tensors=[("t", ELEMS)])
+        self.addCleanup(sigma.destroy_job, nodes.targets, job.id)
+        sess = [sigma.Session(job, r, ranks_wait=30.0) for r in range(N)]
+        for s in sess:
+            self.addCleanup(s.close)
+        stop = threading.Event()
+        errors: list[BaseException] = []
+        rounds = [0] * N
+
+        def rank(r: int) -> None:
+            try:
+                k = 0
+                while not stop.is_set():
+                    buf = array.array("f", [float(r + 1 + k % 7)] * ELEMS)
+                    if r == SLOW:
+                        time.sleep(DELAY)
+                    sess[r].push_pull(buf, name="t").wait(30)
+                    want = float(sum(q + 1 + k % 7 for q in range(N)))
+                    if buf[0] != want or buf[-1] != want:
+                        raise AssertionError(f"rank {r} round {k}: {buf[0]}, want {want}")
+                    k += 1
+                    rounds[r] = k
+            except BaseException as e:  # noqa: BLE001
+                errors.append(e)
+                stop.set()
+
+        ts = [threading.Thread(target=rank, args=(r,)) for r in range(N)]
+        t0 = time.monotonic()
+        for t in ts:
+            t.start()
+        got_ctl = got_prom = None
+        try:
+            while time.monotonic() - t0 < 2.0 and not errors and not (got_ctl and got_prom):
+                time.sleep(0.1)
+                if got_ctl is None:
+                    out = subprocess.run([ctl, "-s", node.target, "--json", "jobs", "--ranks"],
+                                         capture_output=True, text=True, timeout=10)
+                    self.assertEqual(out.returncode, 0, out.stderr)
+                    (r,) = json.loads(out.stdout)
+                    st = r["straggler"]
+                    if st and st["rank"] == SLOW and abs(st["avg_us"] / 1e3 - 20) < 4:
+                        got_ctl = (time.monotonic() - t0, r)
+                if got_prom is None:
+                    text = metrics(port)
+                    lab = {"job": str(job.id)}
+                    avg = metric(text, "sigma_job_rank_lateness_avg_seconds", rank=str(SLOW),
+                                 **lab)
+                    s = metric(text, "sigma_job_push_lateness_seconds_sum", rank=str(SLOW),
+                               **lab)
+                    c = metric(text, "sigma_job_push_lateness_seconds_count", rank=str(SLOW),
+                               **lab)
+                    if (metric(text, "sigma_job_straggler_rank", **lab) == SLOW and avg and c
+                            and abs(avg - DELAY) < 0.2 * DELAY
+                            and abs(s / c - DELAY) < 0.2 * DELAY):
+                        got_prom = (time.monotonic() - t0, text)
+        finally:
+            stop.set()
+            for t in ts:
+                t.join(60)
+        self.assertEqual(errors, [])
+        self.assertIsNotNone(got_ctl, "sigmactl jobs --ranks did not name rank 3 within 2 s")
+        self.assertIsNotNone(got_prom, "/metrics did not name rank 3 within 2 s")
+        print(f"sigmactl named rank {SLOW} after {got_ctl[0]:.2f} s, /metrics after "
+              f"{got_prom[0]:.2f} s; {min(rounds)} rounds")
+        r = got_ctl[1]
+        self.assertEqual([x["rank"] for x in r["ranks"]], list(range(N)))
+        for x in r["ranks"]:
+            if x["rank"] != SLOW:
+                self.assertLess(x["avg_us"], 0.5 * DELAY * 1e6, x)
+                self.assertLess(x["last_share"], 0.5, x)
+        slow = r["ranks"][SLOW]
+        self.assertGreater(slow["last_share"], 0.8, slow)
+        self.assertLess(abs(slow["mean_us"] / 1e3 - 20), 4, slow)
+        # the histogram: cumulative, ending in +Inf = count; rank 3's median in [16, 32) ms
+        text = got_prom[1]
+        lab = {"job": str(job.id), "rank": str(SLOW)}
+        les = [float(m) for m in re.findall(
+            rf'sigma_job_push_lateness_seconds_bucket{{job="{job.id}",rank="{SLOW}",'
+            r'le="([0-9.e+-]+)"}', text)]
+        self.assertEqual(len(les), 23)
+        cum = [metric(text, "sigma_job_push_lateness_seconds_bucket", le=f"{le:.9g}", **lab)
+               for le in les]
+        self.assertEqual(cum, sorted(cum))
+        count = metric(text, "sigma_job_push_lateness_seconds_count", **lab)
+        self.assertEqual(metric(text, "sigma_job_push_lateness_seconds_bucket", le="+Inf",
+                                **lab), count)
+        below16 = metric(text, "sigma_job_push_lateness_seconds_bucket", le="0.016384", **lab)
+        below32 = metric(text, "sigma_job_push_lateness_seconds_bucket", le="0.032768", **lab)
+        self.assertLess(below16, count / 2)
+        self.assertGreater(below32, count / 2)
+        # the plain table names it first (the slowest first)
+        out = subprocess.run([ctl, "-s", node.target, "jobs", "--ranks", str(job.id)],
+                             capture_output=True, text=True, timeout=10)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        self.assertRegex(out.stdout, rf"straggler: rank {SLOW}, last in \d+% of rounds")
+        table = out.stdout.splitlines()
+        head = next(i for i, ln in enumerate(table) if ln.split()[:1] == ["RANK"])
+        self.assertEqual(table[head + 1].split()[0], str(SLOW), out.stdout)
+        # the node's log: rank 3 named as late, once; no other rank
+        with open(node.log) as f:
+            log = f.read()
+        self.assertEqual(len(re.findall(rf"job {job.id}: rank {SLOW} is late", log)), 1, log)
+        self.assertIsNone(re.search(rf"job {job.id}: rank [012] is late", log), log)
+
+    def test_bad_requests(self):
+        ctl = sigmactl()
+        nodes = start_local_nodes(1)
+        self.addCleanup(nodes.stop)
+        target = nodes.targets[0]
+        out = subprocess.run([ctl, "-s", target, "jobs", "--ranks", "77"],
+                             capture_output=True, text=True, timeout=10)
+        self.assertEqual(out.returncode, 1)
+        self.assertIn("no such job: 77", out.stderr)
+        out = subprocess.run([ctl, "-s", target, "jobs", "--ranks", "x"],
+                             capture_output=True, text=True, timeout=10)
+        self.assertEqual(out.returncode, 2)
+        self.assertIn("at most one job id", out.stderr)
+        out = subprocess.run([ctl, "-s", target, "call", "job_lateness", '{"id": 1, "x": 2}'],
+                             capture_output=True, text=True, timeout=10)
+        self.assertEqual(out.returncode, 1, out.stderr)
+        # a job no round of which completed: no straggler, every rank at 0
+        job = sigma.create_job(nodes.targets, 2, tensors=[("t", 10)])
+        self.addCleanup(sigma.destroy_job, nodes.targets, job.id)
+        out = subprocess.run([ctl, "-s", target, "--json", "jobs", "--ranks"],
+                             capture_output=True, text=True, timeout=10)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        (r,) = json.loads(out.stdout)
+        self.assertEqual((r["workers"], r["rounds"], r["straggler"]), (2, 0, None))
+        self.assertEqual([x["pushes"] for x in r["ranks"]], [0, 0])
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
