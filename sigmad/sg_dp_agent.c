@@ -748,8 +748,27 @@ static int op_job_keys_add(void *arg, uint32_t id, const struct sg_ctl_key *keys
 	return (int)added;
 }
 
+/* The reducers' tables of a job the agent made; one with no keys on any reducer: 0s. */
+static int op_job_lateness(void *arg, uint32_t id, struct sg_late *out)
+{
+	struct sg_dp_agent *a = arg;
+	const struct agent_job *j = job_find(a, id);
+	int rc;
+
+	if (j == NULL)
+		return -ENOENT;
+	rc = sg_dp_pipeline_job_lateness(a->p, id, out);
+	if (rc == -ENOENT) {
+		memset(out, 0, sizeof(*out));
+		out->nranks = j->workers;
+		rc = 0;
+	}
+	return rc;
+}
+
 static const struct sg_ctl_agent_ops agent_ops = {
 	.job_keys_add = op_job_keys_add,
+	.job_lateness = op_job_lateness,
 	.node_info = op_node_info,
 	.job_create = op_job_create,
 	.job_list = op_job_list,

@@ -472,4 +472,6 @@ void sg_dp_control_fini(struct sg_dp_pipeline *p)
 	}
 	free(p->stage_keys);
 	p->stage_keys = NULL;
+	free(p->late_buf);
+	p->late_buf = NULL;
 }

@@ -243,6 +243,10 @@ int sg_dp_lcore_ctl(void *arg, struct sg_dp_chan_msg *m)
 		return lc->eng ? keys_release(lc, m->arg[0]) : 0;
 	case SG_DP_MSG_JOB_STATS:
 		return lc->eng ? (int)sg_dp_engine_jobs_snapshot(lc->eng) : 0;
+	case SG_DP_MSG_JOB_LATE:
+		return lc->eng ? sg_dp_engine_job_lateness(lc->eng, (uint32_t)m->arg[0],
+							   (struct sg_late *)(uintptr_t)m->arg[1])
+			       : -ENOENT;
 	default:
 		if (m->type >= SG_DP_MSG_TRANSPORT && lc->p->tr->ctl != NULL)
 			return lc->p->tr->ctl(lc, m->type, m->arg[0]);
@@ -252,11 +256,11 @@ int sg_dp_lcore_ctl(void *arg, struct sg_dp_chan_msg *m)
 
 /* ---- callers' side (the agent's, telemetry's and the verbs set-up's threads) -- */
 
-/* sg_dp_lcore_call() with p->ctl_lock held by the caller. */
-static int lcore_call_locked(struct sg_dp_pipeline *p, unsigned int i, uint32_t type,
-			     uint64_t arg0)
+/* sg_dp_lcore_call() with p->ctl_lock held by the caller, and a second argument. */
+static int lcore_call2_locked(struct sg_dp_pipeline *p, unsigned int i, uint32_t type,
+			      uint64_t arg0, uint64_t arg1)
 {
-	struct sg_dp_chan_msg rq = {.type = type, .arg = {arg0}}, rs;
+	struct sg_dp_chan_msg rq = {.type = type, .arg = {arg0, arg1}}, rs;
 	struct sg_dp_lcore *lc = &p->lc[i];
 	int rc;
 
@@ -268,6 +272,12 @@ static int lcore_call_locked(struct sg_dp_pipeline *p, unsigned int i, uint32_t 
 	rc = sg_dp_chan_call(lc->chan, &rq, &rs, LCORE_CALL_TIMEOUT_US);
 	__atomic_store_n(&lc->ctl_waiting, 0, __ATOMIC_RELEASE);
 	return rc < 0 ? rc : rs.result;
+}
+
+static int lcore_call_locked(struct sg_dp_pipeline *p, unsigned int i, uint32_t type,
+			     uint64_t arg0)
+{
+	return lcore_call2_locked(p, i, type, arg0, 0);
 }
 
 int sg_dp_lcore_call(struct sg_dp_pipeline *p, unsigned int i, uint32_t type, uint64_t arg0)
@@ -306,6 +316,39 @@ static int jobs_table_room(struct sg_dp_jobs_table *t, unsigned int *cap)
 		return -ENOMEM;
 	*cap = ncap;
 	return 0;
+}
+
+int sg_dp_pipeline_job_lateness(struct sg_dp_pipeline *p, uint32_t job, struct sg_late *out)
+{
+	struct sg_late *one;
+	bool found = false;
+	int rc = 0;
+
+	memset(out, 0, sizeof(*out));
+	pthread_mutex_lock(&p->ctl_lock);
+	if (p->late_buf == NULL && (p->late_buf = malloc(sizeof(*p->late_buf))) == NULL) {
+		pthread_mutex_unlock(&p->ctl_lock);
+		return -ENOMEM;
+	}
+	one = p->late_buf;
+	for (unsigned int i = 0; i < p->n_lc; i++) {
+		if (p->lc[i].eng == NULL)
+			continue;
+		/* the lcore writes *one before it answers; the lock keeps it ours meanwhile */
+		rc = lcore_call2_locked(p, i, SG_DP_MSG_JOB_LATE, job, (uint64_t)(uintptr_t)one);
+		if (rc == -ENOENT) {
+			rc = 0;
+			continue;
+		}
+		if (rc < 0)
+			break;
+		sg_late_add(out, one);
+		found = true;
+	}
+	if (rc == -ETIMEDOUT)
+		p->late_buf = NULL; /* the lcore may answer late, into it: never freed */
+	pthread_mutex_unlock(&p->ctl_lock);
+	return rc < 0 ? rc : found ? 0 : -ENOENT;
 }
 
 int sg_dp_pipeline_jobs_stats(struct sg_dp_pipeline *p, struct sg_dp_jobs_table *t)

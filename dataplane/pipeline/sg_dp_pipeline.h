@@ -276,6 +276,15 @@ int sg_dp_pipeline_jobs_stats(struct sg_dp_pipeline *p, struct sg_dp_jobs_table 
 /** Free the arrays of @p t and zero it. */
 void sg_dp_jobs_table_free(struct sg_dp_jobs_table *t);
 
+/**
+ * The lateness of job @p job's ranks (sg_late.h), summed over the reducers'
+ * engines that hold it (sg_late_add()), into @p out. Each engine is read by
+ * its own lcore, as in sg_dp_pipeline_jobs_stats(); safe from any non-lcore
+ * thread. @return 0, -ENOENT if no engine has the job, -ETIMEDOUT if a reducer
+ * did not answer, or -ENOMEM.
+ */
+int sg_dp_pipeline_job_lateness(struct sg_dp_pipeline *p, uint32_t job, struct sg_late *out);
+
 
 /*
  * Control of a running pipeline from a thread that is not an lcore (sigmad's

@@ -1,12 +1,14 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * rte_telemetry commands for operators: /sigma/lcores, /sigma/ports,
- * /sigma/verbs, /sigma/socket, /sigma/jobs, /sigma/drops (sigmad's agent adds
+ * /sigma/verbs, /sigma/socket, /sigma/jobs, /sigma/jobs/lateness, /sigma/drops
+ * (sigmad's agent adds
  * /sigma/cluster, since the registration in etcd is its). dpdk-telemetry.py lists and
  * runs them.
  */
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <rte_ethdev.h>
@@ -16,6 +18,8 @@
 #include "sg_dp_internal.h"
 #include "sg_dp_pipeline.h"
 #include "sg_dp_proto.h"
+#include "sg_late.h"
+#include "sg_parse.h"
 
 /* rte_telemetry callbacks carry no context: the registered pipeline. */
 static struct sg_dp_pipeline *tel_pipeline;
@@ -262,6 +266,112 @@ static int tel_jobs(const char *cmd, const char *params, struct rte_tel_data *d)
 	return 0;
 }
 
+/* A job's lateness in brief: its straggler (-1: none yet), how often last, how late. */
+static void tel_late_summary(struct rte_tel_data *l, const struct sg_late *t)
+{
+	int w = sg_late_straggler(t);
+
+	rte_tel_data_add_dict_u64(l, "workers", t->nranks);
+	rte_tel_data_add_dict_u64(l, "rounds", t->rounds);
+	rte_tel_data_add_dict_int(l, "straggler", w);
+	rte_tel_data_add_dict_u64(l, "straggler_last", w < 0 ? 0 : t->rank[w].last);
+	rte_tel_data_add_dict_u64(l, "straggler_avg_ns", w < 0 ? 0 : t->rank[w].avg_ns);
+}
+
+/* One rank's lateness (ns; the quantiles interpolated in its histogram). */
+static struct rte_tel_data *tel_late_rank(const struct sg_late_rank *x)
+{
+	struct rte_tel_data *l = rte_tel_data_alloc();
+	uint64_t n = sg_late_pushes(x);
+
+	if (l == NULL)
+		return NULL;
+	rte_tel_data_start_dict(l);
+	rte_tel_data_add_dict_u64(l, "pushes", n);
+	rte_tel_data_add_dict_u64(l, "last", x->last);
+	rte_tel_data_add_dict_u64(l, "avg_ns", x->avg_ns);
+	rte_tel_data_add_dict_u64(l, "mean_ns", n ? x->sum_ns / n : 0);
+	rte_tel_data_add_dict_u64(l, "p50_ns", sg_late_quantile_ns(x, 0.5));
+	rte_tel_data_add_dict_u64(l, "p99_ns", sg_late_quantile_ns(x, 0.99));
+	return l;
+}
+
+/*
+ * /sigma/jobs/lateness: every job's straggler in brief; /sigma/jobs/lateness,ID:
+ * that job's, and each rank's lateness (docs/sigmad.md, "Telemetry").
+ */
+static int tel_lateness(const char *cmd, const char *params, struct rte_tel_data *d)
+{
+	struct sg_dp_pipeline *p = tel_pipeline;
+	struct sg_dp_jobs_table jt = {0};
+	struct sg_late *t;
+	uint64_t id;
+	int rc = 0, nj;
+
+	(void)cmd;
+	if (p == NULL)
+		return no_pipeline(d);
+	rte_tel_data_start_dict(d);
+	if (!p->running) {
+		rte_tel_data_add_dict_string(d, "error", "pipeline not running");
+		return 0;
+	}
+	if (params != NULL && params[0] != '\0' &&
+	    (sg_parse_u64(params, 0, UINT32_MAX, &id) != 0 || id == 0)) {
+		rte_tel_data_add_dict_string(d, "error", "want a job id: /sigma/jobs/lateness,ID");
+		return 0;
+	}
+	t = malloc(sizeof(*t));
+	if (t == NULL)
+		return -ENOMEM;
+	if (params != NULL && params[0] != '\0') {
+		rc = sg_dp_pipeline_job_lateness(p, (uint32_t)id, t);
+		if (rc == 0) {
+			rte_tel_data_add_dict_u64(d, "job", id);
+			tel_late_summary(d, t);
+			for (uint32_t r = 0; r < t->nranks; r++) {
+				struct rte_tel_data *l = tel_late_rank(&t->rank[r]);
+				char name[32];
+
+				if (l == NULL) {
+					rc = -ENOMEM;
+					break;
+				}
+				snprintf(name, sizeof(name), "rank_%u", r);
+				rte_tel_data_add_dict_container(d, name, l, 0);
+			}
+		} else if (rc == -ENOENT || rc == -ETIMEDOUT) {
+			rte_tel_data_add_dict_string(d, "error", rc == -ENOENT ? "no such job"
+						     : "a reducer did not answer");
+			rc = 0;
+		}
+		free(t);
+		return rc;
+	}
+	nj = sg_dp_pipeline_jobs_stats(p, &jt);
+	for (int k = 0; k < nj && rc == 0; k++) {
+		struct rte_tel_data *l;
+		char name[32];
+
+		if (sg_dp_pipeline_job_lateness(p, jt.ids[k], t) != 0)
+			continue; /* gone meanwhile, or a reducer did not answer */
+		l = rte_tel_data_alloc();
+		if (l == NULL) {
+			rc = -ENOMEM;
+			break;
+		}
+		rte_tel_data_start_dict(l);
+		tel_late_summary(l, t);
+		snprintf(name, sizeof(name), "job_%u", jt.ids[k]);
+		rte_tel_data_add_dict_container(d, name, l, 0);
+	}
+	if (nj < 0)
+		rte_tel_data_add_dict_string(d, "error", "a reducer did not answer");
+	sg_dp_jobs_table_free(&jt);
+	free(t);
+	return rc;
+}
+
 static int tel_drops(const char *cmd, const char *params, struct rte_tel_data *d)
 {
 	struct sg_dp_pipeline *p = tel_pipeline;
@@ -324,6 +434,8 @@ int sg_dp_telemetry_register(struct sg_dp_pipeline *p)
 		 "Socket transport, per lcore: sockets, system calls, GRO/GSO batches, drops"},
 		{"/sigma/jobs", tel_jobs,
 		 "Jobs and engine counters: rounds completed, retransmits served, incomplete slots"},
+		{"/sigma/jobs/lateness", tel_lateness,
+		 "Stragglers: per job the rank most often last; with ,ID each rank's lateness (ns)"},
 		{"/sigma/drops", tel_drops, "Dropped packets by reason (net_* and engine_*)"},
 	};
 	static bool registered;

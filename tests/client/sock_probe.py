@@ -28,6 +28,11 @@ sock_probe.py waiting HOST PORT JOB TOKEN N CHUNK_BYTES
     with ERROR WAITING (code 9) naming ranks 1..N-1 (a live node that holds
     the push and waits for the others), and nothing else may come. Then ranks
     1..N-1 push, and every rank must get the RESULT. Exit 0 when all held.
+sock_probe.py straggler HOST PORT JOB TOKEN N CHUNK_BYTES SLOW DELAY_MS ROUNDS
+    N fp32 ranks of job JOB (tensor 0 of one full chunk) sum ROUNDS rounds of
+    chunk 0 of key 0; in each, rank SLOW pushes DELAY_MS after the others.
+    Every rank's RESULT is checked against the exact sum (a push whose RESULT
+    is late is resent). Prints "straggler: N wrong"; exit 0 when none is.
 sock_probe.py telemetry SOCKET COMMAND [KEY...]
     Print sigmad's answer to a telemetry command (dpdk_telemetry.v2 socket) as
     JSON; with KEYs, print only "KEY VALUE" lines (a missing key prints -1).
@@ -239,12 +244,54 @@ def waiting(host: str, port: int, job: int, token: int, n: int, chunk: int) -> i
     return 1 if bad else 0
 
 
+def straggler(host: str, port: int, job: int, token: int, n: int, chunk: int, slow: int,
+              delay_ms: float, rounds: int) -> int:
+    """One rank late by DELAY_MS in every round: the node names it (docs/control.md)."""
+    elems = chunk // 4
+    socks = []
+    for _ in range(n):
+        s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        s.bind((host, 0))
+        socks.append(s)
+
+    def push(rank: int, rnd: int, flags: int) -> None:
+        payload = array.array("f", [float(rank + 1 + rnd)] * elems).tobytes()
+        socks[rank].sendto(HDR.pack(MAGIC, VERSION, PUSH, flags, FP32, job, rank, 0, token,
+                                    0, 0, 1, rnd, elems, 0) + payload, (host, port))
+
+    bad = 0
+    for rnd in range(rounds):
+        for r in range(n):
+            if r != slow:
+                push(r, rnd, 0)
+        time.sleep(delay_ms / 1e3)
+        push(slow, rnd, 0)
+        want = float(sum(r + 1 + rnd for r in range(n)))
+        for r in range(n):
+            got = None
+            for tries in range(4):
+                while got is None and select.select([socks[r]], [], [], 0.5)[0]:
+                    data = socks[r].recv(65536)
+                    h = HDR.unpack_from(data)
+                    if h[2] == RESULT and h[12] == rnd:
+                        got = array.array("f", data[HDR.size:])
+                if got is not None:
+                    break
+                push(r, rnd, 1)  # RETRANS: its RESULT was lost
+            if got is None or len(got) != elems or any(v != want for v in got):
+                print("rank %d round %d: result %r" % (r, rnd, got[:3] if got else None))
+                bad += 1
+    print("straggler: %d wrong" % bad)
+    return 1 if bad else 0
+
+
 def telemetry(path: str, cmd: str, keys: list[str]) -> int:
     s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     s.connect(path)
     s.recv(1 << 16)  # the greeting
     s.send(cmd.encode())
-    ans = json.loads(s.recv(1 << 20).decode())[cmd]
+    # the answer is keyed by the command without its parameters (",ID")
+    ans = json.loads(s.recv(1 << 20).decode())[cmd.split(",")[0]]
     if not keys:
         print(json.dumps(ans, indent=1, sort_keys=True))
         return 0
@@ -270,6 +317,10 @@ def main() -> int:
     if len(sys.argv) == 8 and sys.argv[1] == "waiting":
         a = sys.argv
         return waiting(a[2], int(a[3]), int(a[4]), int(a[5], 16), int(a[6]), int(a[7]))
+    if len(sys.argv) == 11 and sys.argv[1] == "straggler":
+        a = sys.argv
+        return straggler(a[2], int(a[3]), int(a[4]), int(a[5], 16), int(a[6]), int(a[7]),
+                         int(a[8]), float(a[9]), int(a[10]))
     if len(sys.argv) >= 4 and sys.argv[1] == "telemetry":
         return telemetry(sys.argv[2], sys.argv[3], sys.argv[4:])
     print(__doc__, file=sys.stderr)

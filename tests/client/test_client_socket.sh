@@ -216,6 +216,22 @@ if EXTRA_INI=$(cat "$TMP/bench.ini") start busy --rtc '(0,0,1)'; then
 	tel /sigma/jobs all_jobs.waits_sent >"$TMP/w1"
 	d=$(($(awk '{print $2}' "$TMP/w1") - $(awk '{print $2}' "$TMP/w0")))
 	[ "$d" = 4 ] && ok || fail "waits_sent went up by $d, expected 4"
+	# a straggler: rank 3 of 4 pushes 20 ms after the others in each of 40 rounds;
+	# /sigma/jobs/lateness and sigmactl jobs --ranks name it, 20 ms late +- 20 %
+	J6=$(mkjob 4 fp32 2230 262144)
+	IFS=: read -r id tok _ _ _ chunk <<<"$J6"
+	expect straggler 0 'straggler: 0 wrong' -- python3 "$PROBE" straggler 127.0.0.1 "$PORT" \
+		"$id" "$tok" 4 "$chunk" 3 20 40
+	tel "/sigma/jobs/lateness,$id" straggler rounds rank_3.last rank_3.mean_ns >"$TMP/late"
+	awk '$1 == "straggler" && $2 == 3 {s = 1} $1 == "rounds" {r = $2}
+		$1 == "rank_3.last" {l = $2} $1 == "rank_3.mean_ns" {m = $2}
+		END {exit !(s && r == 40 && l >= 32 && m > 16e6 && m < 24e6)}' "$TMP/late" && ok ||
+		{ fail "/sigma/jobs/lateness,$id does not name rank 3"; cat "$TMP/late"; }
+	tel /sigma/jobs/lateness "job_$id.straggler" | grep -qx "job_$id.straggler 3" && ok ||
+		fail "/sigma/jobs/lateness: job $id's straggler is not rank 3"
+	"$SIGMACTL" "${U[@]}" jobs --ranks "$id" >"$TMP/ranks" 2>&1
+	grep -q '^job '"$id"': 4 workers, 40 rounds; straggler: rank 3, last in' "$TMP/ranks" && ok ||
+		{ fail "sigmactl jobs --ranks $id"; cat "$TMP/ranks"; }
 	tel /sigma/socket >"$TMP/sock.json"
 	grep -q '"rx_gro": [1-9]' "$TMP/sock.json" && ok ||
 		{ fail "GRO: no message carried several datagrams"; cat "$TMP/sock.json"; }

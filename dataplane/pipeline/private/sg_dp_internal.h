@@ -54,6 +54,7 @@ struct sg_dp_chan_msg;
 #define SG_DP_MSG_KEYS_RELEASE 0x103 /* arg[0]: mask of buckets coming back to this reducer */
 #define SG_DP_MSG_JOB_STATS 0x104  /* per-job counters into the engine's snapshot table */
 #define SG_DP_MSG_KEYS_ADD 0x105   /* arg[0]: const struct sg_dp_keys_add * (failover) */
+#define SG_DP_MSG_JOB_LATE 0x106   /* arg[0]: job id, arg[1]: struct sg_late * to fill */
 
 /* SG_DP_MSG_KEYS_ADD's argument: keys for a fixed job (sg_dp_engine_add_keys()). */
 struct sg_dp_keys_add {
@@ -487,6 +488,9 @@ struct sg_dp_pipeline {
 	struct sg_dp_keys_add stage_ka;
 	struct sg_dp_key *stage_keys;
 	bool stage_late;
+	/* SG_DP_MSG_JOB_LATE's table (under ctl_lock): an lcore that timed out may still
+	 * write it, so it is let go (leaked) then, and a fresh one taken */
+	struct sg_late *late_buf;
 };
 
 /* Free the control side's moves and staging (sg_dp_control.c) once the lcores returned. */
