@@ -18,6 +18,7 @@
 
 #include <jansson.h>
 
+#include "sigmactl_top.h"
 #include "sg_ctl_client.h"
 #include "sg_etcd.h"
 #include "sg_desc.h"
@@ -58,6 +59,10 @@ static void usage(FILE *f)
 		"                              records in etcd\n"
 		"  jobs --ranks [ID]           each rank's lateness (the slowest first) and the\n"
 		"                              straggler: the rank most often last to push\n"
+		"  top [--sort busy|mpps|gbps|drops|lcore] [--interval SECS] [--count N]\n"
+		"                              live view of lcores, jobs and ranks by lateness\n"
+		"                              (-s TARGET, or --node TARGET for several nodes);\n"
+		"                              q quits, s sorts; plain text when not a terminal\n"
 		"  job create --workers N --tensor NAME:ELEMS [--tensor ...] [--dtype fp32]\n"
 		"             [--mode sync|async|deterministic] [--partition-bytes B]\n"
 		"             [--chunk-bytes B] [--id ID]\n"
@@ -820,6 +825,34 @@ static int cmd_jobs_ranks(int argc, char **argv)
 	return rc;
 }
 
+/* top: the -s target, or every --node's; a TCP one needs the secret. */
+static int cmd_top(int argc, char **argv)
+{
+	const char *targets[SG_MAX_NODES];
+	uint8_t secret[SG_CTL_SECRET_MAX];
+	struct top_conf tc = {.targets = targets, .n = g.n_nodes ? g.n_nodes : 1,
+			      .timeout_ms = g.timeout_ms < 900 ? g.timeout_ms : 900};
+	bool tcp = false;
+	size_t len = 0;
+	char err[256];
+	int rc;
+
+	targets[0] = g.target;
+	for (unsigned int i = 0; i < g.n_nodes; i++)
+		targets[i] = g.nodes[i].target;
+	for (unsigned int i = 0; i < tc.n; i++)
+		tcp |= sg_ctl_target_is_tcp(targets[i]);
+	if (tcp && g.secret_file == NULL)
+		return die_usage("top: a TCP target needs --secret-file (or $SIGMACTL_SECRET_FILE)");
+	if (tcp && sg_ctl_secret_load(g.secret_file, false, secret, &len, err, sizeof(err)) < 0)
+		return die_usage("cannot read secret file: %s", err);
+	tc.secret = len ? secret : NULL;
+	tc.secret_len = len;
+	rc = sigmactl_top(&tc, argc, argv);
+	memset(secret, 0, sizeof(secret));
+	return rc;
+}
+
 static volatile sig_atomic_t stop_watch;
 
 static void on_sigint(int sig)
@@ -1250,6 +1283,8 @@ static int dispatch(int argc, char **argv)
 			return die_usage("nodes remove needs one NAME");
 		return run_method("node_remove", json_pack("{s:s}", "name", argv[2]), NULL);
 	}
+	if (strcmp(cmd, "top") == 0)
+		return cmd_top(argc, argv);
 	if (g.n_nodes > 0 && !(strcmp(cmd, "job") == 0 && argc >= 2 &&
 			       (strcmp(argv[1], "create") == 0 || strcmp(argv[1], "destroy") == 0)))
 		return die_usage("--node is for job create and job destroy; give one node with -s");

@@ -49,6 +49,45 @@ def metric(text: str, name: str, **labels: str) -> float | None:
     return None
 
 
+class SlowRanks:
+    """N sessions of @job in threads, summing round after round until stop(); rank
+    SLOW sleeps DELAY before each push. Every round's sum is checked; errors holds
+    what went wrong, rounds each rank's rounds done."""
+
+    def __init__(self, job: "sigma.Job") -> None:
+        self.sess = [sigma.Session(job, r, ranks_wait=30.0) for r in range(N)]
+        self.halt = threading.Event()
+        self.errors: list[BaseException] = []
+        self.rounds = [0] * N
+        self.threads = [threading.Thread(target=self._rank, args=(r,)) for r in range(N)]
+        for t in self.threads:
+            t.start()
+
+    def _rank(self, r: int) -> None:
+        try:
+            k = 0
+            while not self.halt.is_set():
+                buf = array.array("f", [float(r + 1 + k % 7)] * ELEMS)
+                if r == SLOW:
+                    time.sleep(DELAY)
+                self.sess[r].push_pull(buf, name="t").wait(30)
+                want = float(sum(q + 1 + k % 7 for q in range(N)))
+                if buf[0] != want or buf[-1] != want:
+                    raise AssertionError(f"rank {r} round {k}: {buf[0]}, want {want}")
+                k += 1
+                self.rounds[r] = k
+        except BaseException as e:  # noqa: BLE001
+            self.errors.append(e)
+            self.halt.set()
+
+    def stop(self) -> None:
+        self.halt.set()
+        for t in self.threads:
+            t.join(60)
+        for s in self.sess:
+            s.close()
+
+
 class Straggler(unittest.TestCase):
     def test_slow_rank_named(self):
         ctl = sigmactl()
@@ -60,34 +99,9 @@ class Straggler(unittest.TestCase):
             port = int(re.search(r"metrics port (\d+)", f.read()).group(1))
         job = sigma.create_job(nodes.targets, N, tensors=[("t", ELEMS)])
         self.addCleanup(sigma.destroy_job, nodes.targets, job.id)
-        sess = [sigma.Session(job, r, ranks_wait=30.0) for r in range(N)]
-        for s in sess:
-            self.addCleanup(s.close)
-        stop = threading.Event()
-        errors: list[BaseException] = []
-        rounds = [0] * N
-
-        def rank(r: int) -> None:
-            try:
-                k = 0
-                while not stop.is_set():
-                    buf = array.array("f", [float(r + 1 + k % 7)] * ELEMS)
-                    if r == SLOW:
-                        time.sleep(DELAY)
-                    sess[r].push_pull(buf, name="t").wait(30)
-                    want = float(sum(q + 1 + k % 7 for q in range(N)))
-                    if buf[0] != want or buf[-1] != want:
-                        raise AssertionError(f"rank {r} round {k}: {buf[0]}, want {want}")
-                    k += 1
-                    rounds[r] = k
-            except BaseException as e:  # noqa: BLE001
-                errors.append(e)
-                stop.set()
-
-        ts = [threading.Thread(target=rank, args=(r,)) for r in range(N)]
         t0 = time.monotonic()
-        for t in ts:
-            t.start()
+        ranks = SlowRanks(job)
+        errors = ranks.errors
         got_ctl = got_prom = None
         try:
             while time.monotonic() - t0 < 2.0 and not errors and not (got_ctl and got_prom):
@@ -114,14 +128,12 @@ class Straggler(unittest.TestCase):
                             and abs(s / c - DELAY) < 0.2 * DELAY):
                         got_prom = (time.monotonic() - t0, text)
         finally:
-            stop.set()
-            for t in ts:
-                t.join(60)
+            ranks.stop()
         self.assertEqual(errors, [])
         self.assertIsNotNone(got_ctl, "sigmactl jobs --ranks did not name rank 3 within 2 s")
         self.assertIsNotNone(got_prom, "/metrics did not name rank 3 within 2 s")
         print(f"sigmactl named rank {SLOW} after {got_ctl[0]:.2f} s, /metrics after "
-              f"{got_prom[0]:.2f} s; {min(rounds)} rounds")
+              f"{got_prom[0]:.2f} s; {min(ranks.rounds)} rounds")
         r = got_ctl[1]
         self.assertEqual([x["rank"] for x in r["ranks"]], list(range(N)))
         for x in r["ranks"]:
