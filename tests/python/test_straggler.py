@@ -2,9 +2,9 @@
 """Straggler attribution end to end: sigma-udpd and 4 ranks (sessions in
 threads), rank 3 sleeping 20 ms before each push. Within 2 s of the first
 push, `sigmactl jobs --ranks` and the node's /metrics must name rank 3 as the
-straggler, with its lateness (the moving average) within 20 % of 20 ms, and the node's log must
-name it once as late. Every round's sum is checked against the sum the test
-computes."""
+straggler, with its lateness (the moving average) within 20 % of 20 ms, and
+the node's log must name it once as late. Every round's sum is checked
+against the sum the test computes."""
 
 from __future__ import annotations
 
