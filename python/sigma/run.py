@@ -134,6 +134,12 @@ class Rank:
         self.rank, self.host, self.local, self.env, self.argv = rank, host, local, env, argv
 
 
+def own_env(base: dict) -> dict:
+    """This environment less other launchers' variables."""
+    return {k: v for k, v in base.items() if k not in _FOREIGN and
+            not k.startswith(_FOREIGN_PREFIXES)}
+
+
 def plan(a: argparse.Namespace, base: dict) -> list[Rank]:
     """Each rank's host, variables and argv, from the options; ``base`` is
     the environment the job's variables go into (the nodes' already set)."""
@@ -175,8 +181,7 @@ def plan(a: argparse.Namespace, base: dict) -> list[Rank]:
               "directly (SIGMA_LOCAL_AGGREGATION=0; give each host the same slots for "
               "local aggregation)", file=sys.stderr)
     cmd = command(a)
-    mine = {k: v for k, v in base.items() if k not in _FOREIGN and
-            not k.startswith(_FOREIGN_PREFIXES)}
+    mine = own_env(base)
     ranks = []
     for r, host in enumerate(where):
         on_host = where.count(host)
@@ -224,7 +229,9 @@ def run(argv: Optional[list[str]] = None) -> int:
 
     def spawn(env: dict) -> Iterator:
         for r in plan(a, env) if local_nodes else ranks:
-            yield popen_rank(r.argv, r.env)
+            # a remote rank's variables travel in its command line; the launcher
+            # command itself (ssh) needs this machine's: PATH, HOME, SSH_AUTH_SOCK
+            yield popen_rank(r.argv, r.env if r.local else own_env(env))
     print(f"sigmarun: {a.np} rank(s): " + ", ".join(
         f"{h}:{sum(r.host == h for r in ranks)}" for h in dict.fromkeys(r.host for r in ranks)),
         flush=True)

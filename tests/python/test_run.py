@@ -45,6 +45,8 @@ sgt.shutdown()
 # ssh's form (HOST COMMAND-LINE), run here: the stand-in for a remote host
 FAKE_SSH = """\
 #!/bin/sh
+# ssh needs this machine's HOME and PATH (keys, agent): the launcher must pass them
+[ -n "$HOME" ] && [ -n "$PATH" ] || { echo "fake-ssh: started without HOME or PATH" >&2; exit 9; }
 echo "fake-ssh $1" >&2
 shift
 exec sh -c "$*"
