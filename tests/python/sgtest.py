@@ -118,3 +118,17 @@ def _one_thread(rank: int, n: int, fn: Callable, *args: Any) -> Any:
     import torch
     torch.set_num_threads(1)
     return fn(rank, n, *args)
+
+
+def procs_mentioning(text: str) -> list[int]:
+    """Processes whose command line contains ``text`` (to check none is left)."""
+    found = []
+    for pid in os.listdir("/proc"):
+        if pid.isdigit() and int(pid) != os.getpid():
+            try:
+                with open(f"/proc/{pid}/cmdline", "rb") as f:
+                    if text.encode() in f.read():
+                        found.append(int(pid))
+            except OSError:
+                pass
+    return found

@@ -22,20 +22,6 @@ ENV = dict(os.environ, PYTHONPATH=sgtest.SRC)
 LAUNCH = [sys.executable, "-m", "sigma.launch"]
 
 
-def procs_mentioning(text: str) -> list[int]:
-    """Processes whose command line contains ``text`` (to check none is left)."""
-    found = []
-    for pid in os.listdir("/proc"):
-        if pid.isdigit() and int(pid) != os.getpid():
-            try:
-                with open(f"/proc/{pid}/cmdline", "rb") as f:
-                    if text.encode() in f.read():
-                        found.append(int(pid))
-            except OSError:
-                pass
-    return found
-
-
 def _rank_sleeps_or_fails(rank, n, sleep):
     if rank == 1 and sleep:
         raise ValueError("rank 1 fails")
@@ -90,7 +76,7 @@ class Launch(unittest.TestCase):
         self.assertEqual(r.returncode, 3, r.stdout + r.stderr)
         self.assertIn("rank 1 exited with status 3", r.stderr)
         self.assertLess(time.monotonic() - t0, 15)
-        self.assertEqual(procs_mentioning(self.script), [])
+        self.assertEqual(sgtest.procs_mentioning(self.script), [])
 
     def test_ctrl_c_stops_ranks_and_nodes(self):
         p = subprocess.Popen(LAUNCH + ["-n", "2", "--local-nodes", "1", self.script, "hang"],
@@ -106,8 +92,8 @@ class Launch(unittest.TestCase):
         self.assertIn("SIGINT: stopping every rank", err)
         folder = re.search(r"unix:(\S+)/local0\.sock", out).group(1)
         self.assertFalse(os.path.exists(folder), "the nodes' folder is left")
-        self.assertEqual(procs_mentioning(folder), [], "a node is left")
-        self.assertEqual(procs_mentioning(self.script), [], "a rank is left")
+        self.assertEqual(sgtest.procs_mentioning(folder), [], "a node is left")
+        self.assertEqual(sgtest.procs_mentioning(self.script), [], "a rank is left")
 
     def test_bad_usage(self):
         for args, want in ((["-n", "0", self.script], "-n must be 1..64"),
@@ -200,7 +186,7 @@ class Launch(unittest.TestCase):
         for rank in (0, 1):
             with open(os.path.join(self.tmp, f"mpi{rank}")) as f:
                 self.assertEqual(f.read(), f"{rank} 2 {rank} 2 True", r.stdout + r.stderr)
-        self.assertEqual(procs_mentioning(script), [], "a rank is left")
+        self.assertEqual(sgtest.procs_mentioning(script), [], "a rank is left")
         self.assertEqual(stores() - before, set(), "the FileStore's file is left")
 
     def test_run_forked_stops_at_any_failing_rank(self):

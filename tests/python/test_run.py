@@ -53,19 +53,6 @@ exec sh -c "$*"
 """
 
 
-def procs_mentioning(text: str) -> list[int]:
-    found = []
-    for pid in os.listdir("/proc"):
-        if pid.isdigit() and int(pid) != os.getpid():
-            try:
-                with open(f"/proc/{pid}/cmdline", "rb") as f:
-                    if text.encode() in f.read():
-                        found.append(int(pid))
-            except OSError:
-                pass
-    return found
-
-
 def args(*argv: str) -> argparse.Namespace:
     return sr.parser().parse_args(list(argv))
 
@@ -165,8 +152,8 @@ class Run(unittest.TestCase):
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
         self.assertIn("sigmarun: 1 local node(s)", r.stdout)
         self.sums(r.stdout, 2, [(0, 2), (1, 2)])
-        self.assertEqual(procs_mentioning(self.script), [])
-        self.assertEqual(procs_mentioning(self.tmp), [])
+        self.assertEqual(sgtest.procs_mentioning(self.script), [])
+        self.assertEqual(sgtest.procs_mentioning(self.tmp), [])
 
     def test_failing_rank_ends_the_job(self):
         t0 = time.monotonic()
@@ -178,9 +165,9 @@ class Run(unittest.TestCase):
         self.assertIn("sigmarun: rank 1 (localhost) exited with status 3; stopping the others "
                       "within 1 s", err)
         self.assertLess(took, 20, "rank 0 (asleep for 600 s) was not stopped")
-        self.assertEqual(procs_mentioning(self.script), [], "a rank is left")
+        self.assertEqual(sgtest.procs_mentioning(self.script), [], "a rank is left")
         # the node it started lives in sigma-nodes-<its pid>-*: gone with it
-        self.assertEqual(procs_mentioning(f"sigma-nodes-{p.pid}-"), [], "its node is left")
+        self.assertEqual(sgtest.procs_mentioning(f"sigma-nodes-{p.pid}-"), [], "its node is left")
 
     def test_remote_host_through_the_launcher_command(self):
         fake = os.path.join(self.tmp, "fake-ssh")
@@ -198,7 +185,7 @@ class Run(unittest.TestCase):
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
         self.assertIn("[2] fake-ssh faraway", r.stdout)  # rank 2 went through the command
         self.sums(r.stdout, 3, [(0, 2), (1, 2), (0, 1)])
-        self.assertEqual(procs_mentioning(self.script), [])
+        self.assertEqual(sgtest.procs_mentioning(self.script), [])
 
 
 if __name__ == "__main__":
