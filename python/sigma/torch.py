@@ -935,9 +935,17 @@ def push_pull(tensor: torch.Tensor, average: bool = True, name: Optional[str] = 
               ) -> torch.Tensor:
     """Sum (or average) ``tensor`` over the ranks; returns a new tensor.
     ``compression`` (Compression.fp16, .bf16) sets what goes on the wire."""
-    _byteps_args("push_pull", version, priority)
-    return synchronize(_reduce("push_pull", tensor, inplace=False, name=name,
-                               average=_flag(average, "push_pull", "average"),
+    return _push_pull_now("push_pull", tensor, False, average, name, version, priority,
+                          compression)
+
+
+def _push_pull_now(fn: str, tensor: torch.Tensor, inplace: bool, average: bool,
+                   name: Optional[str], version: int, priority: int, compression: Any
+                   ) -> torch.Tensor:
+    """push_pull and its in-place names: the sum now; messages name ``fn``."""
+    _byteps_args(fn, version, priority)
+    return synchronize(_reduce(fn, tensor, inplace=inplace, name=name,
+                               average=_flag(average, fn, "average"),
                                compression=compression))
 
 
@@ -945,20 +953,16 @@ def push_pull_(tensor: torch.Tensor, average: bool = True, name: Optional[str] =
                version: int = 0, priority: int = 0, compression: Any = Compression.none
                ) -> torch.Tensor:
     """Sum (or average) ``tensor`` over the ranks in place; returns it."""
-    _byteps_args("push_pull_", version, priority)
-    return synchronize(_reduce("push_pull_", tensor, inplace=True, name=name,
-                               average=_flag(average, "push_pull_", "average"),
-                               compression=compression))
+    return _push_pull_now("push_pull_", tensor, True, average, name, version, priority,
+                          compression)
 
 
 def push_pull_inplace(tensor: torch.Tensor, average: bool = True, name: Optional[str] = None,
                       version: int = 0, priority: int = 0, compression: Any = Compression.none
                       ) -> torch.Tensor:
     """BytePS's name of push_pull_."""
-    _byteps_args("push_pull_inplace", version, priority)
-    return synchronize(_reduce("push_pull_inplace", tensor, inplace=True, name=name,
-                               average=_flag(average, "push_pull_inplace", "average"),
-                               compression=compression))
+    return _push_pull_now("push_pull_inplace", tensor, True, average, name, version, priority,
+                          compression)
 
 
 def declare(name: str) -> None:
