@@ -126,7 +126,7 @@ class Straggler(unittest.TestCase):
                         got_ctl = (time.monotonic() - t0, r)
                 if got_prom is None:
                     text = metrics(port)
-                    lab = {"job": str(job.id)}
+                    lab = {"sigma_job": str(job.id)}
                     avg = metric(text, "sigma_job_rank_lateness_avg_seconds", rank=str(SLOW),
                                  **lab)
                     if (metric(text, "sigma_job_straggler_rank", **lab) == SLOW and avg
@@ -152,9 +152,9 @@ class Straggler(unittest.TestCase):
         self.assertTrue(16384 <= slow["p50_us"] < 32768, slow)
         # the histogram: cumulative, ending in +Inf = count; rank 3's median in [16, 32) ms
         text = got_prom[1]
-        lab = {"job": str(job.id), "rank": str(SLOW)}
+        lab = {"sigma_job": str(job.id), "rank": str(SLOW)}
         les = [float(m) for m in re.findall(
-            rf'sigma_job_push_lateness_seconds_bucket{{job="{job.id}",rank="{SLOW}",'
+            rf'sigma_job_push_lateness_seconds_bucket{{sigma_job="{job.id}",rank="{SLOW}",'
             r'le="([0-9.e+-]+)"}', text)]
         self.assertEqual(len(les), 23)
         cum = [metric(text, "sigma_job_push_lateness_seconds_bucket", le=f"{le:.9g}", **lab)
