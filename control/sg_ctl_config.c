@@ -49,25 +49,6 @@ static int read_secret(const char *path, struct sg_ctl_config_store *st, size_t 
 	return rc;
 }
 
-static const char *const log_names[] = {
-	[RTE_LOG_EMERG] = "emerg", [RTE_LOG_ALERT] = "alert",	  [RTE_LOG_CRIT] = "crit",
-	[RTE_LOG_ERR] = "err",	   [RTE_LOG_WARNING] = "warning", [RTE_LOG_NOTICE] = "notice",
-	[RTE_LOG_INFO] = "info",   [RTE_LOG_DEBUG] = "debug",
-};
-
-int sg_ctl_log_level_parse(const char *name)
-{
-	for (unsigned int i = RTE_LOG_EMERG; name != NULL && i <= RTE_LOG_DEBUG; i++)
-		if (strcmp(name, log_names[i]) == 0)
-			return (int)i;
-	return -EINVAL;
-}
-
-const char *sg_ctl_log_level_name(unsigned int level)
-{
-	return level >= RTE_LOG_EMERG && level <= RTE_LOG_DEBUG ? log_names[level] : NULL;
-}
-
 int sg_ctl_config_load(struct rte_cfgfile *file, const char *section,
 		       struct sg_ctl_server_config *cfg, struct sg_ctl_config_store *store,
 		       char *err, size_t err_len)

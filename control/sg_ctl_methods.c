@@ -499,6 +499,9 @@ int sg_rpc_verbs_rc_disconnect_answer(int rc, uint32_t peer, const char *reason,
 
 /* ---- log level ------------------------------------------------------------ */
 
+_Static_assert(SG_LOG_LEVEL_EMERG == RTE_LOG_EMERG && SG_LOG_LEVEL_DEBUG == RTE_LOG_DEBUG,
+	       "sg_parse.h's log levels are rte_log's");
+
 int sg_rpc_log_level_set_parse(json_t *params, const char **pattern, int *level,
 			       struct sg_rpc_err *err)
 {
@@ -511,7 +514,7 @@ int sg_rpc_log_level_set_parse(json_t *params, const char **pattern, int *level,
 			   "level", &lvname) != 0)
 		return params ? sg_rpc_bad_params(err, &jerr)
 			      : sg_rpc_fail(err, SG_CTL_ERR_INVALID_PARAMS, "invalid params: need level");
-	*level = sg_ctl_log_level_parse(lvname);
+	*level = sg_log_level_parse(lvname);
 	if (*level < 0)
 		return sg_rpc_fail(err, SG_CTL_ERR_INVALID_PARAMS,
 				   "invalid params: level must be emerg|alert|crit|err|warning|notice|"
@@ -527,7 +530,7 @@ int sg_rpc_log_level_set_answer(int rc, const char *pattern, int level, json_t *
 	if (rc != 0)
 		return sg_rpc_fail_errno(err, "log level", rc < 0 ? rc : -EINVAL, NULL);
 	*res = json_pack("{s:s, s:s}", "pattern", pattern, "level",
-			 sg_ctl_log_level_name((unsigned int)level));
+			 sg_log_level_name((unsigned int)level));
 	return 0;
 }
 
