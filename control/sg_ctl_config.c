@@ -14,11 +14,11 @@
 #include <rte_log.h>
 
 #include "sg_ctl_config.h"
-#include "sg_ctl_err.h"
+#include "sg_err.h"
 #include "sg_parse.h"
 
 /* A reason in @p err, and -EINVAL. */
-#define cfg_err(err, len, ...) sg_ctl_err(err, len, -EINVAL, __VA_ARGS__)
+#define cfg_err(err, len, ...) sg_err(err, len, -EINVAL, __VA_ARGS__)
 
 /* "A.B.C.D:PORT" into @addr (buffer of @alen) and @port. */
 static int parse_hostport(const char *v, char *addr, size_t alen, uint16_t *port)

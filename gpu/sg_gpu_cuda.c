@@ -24,12 +24,12 @@
 
 int sg_gpu_cuda_probe(char *why, size_t len)
 {
-	return sg_gpu_err(why, len, ENODEV, "built without CUDA (-Dcuda=disabled or no nvcc)");
+	return sg_err(why, len, -ENODEV, "built without CUDA (-Dcuda=disabled or no nvcc)");
 }
 
 int sg_gpu_gdr_probe(char *why, size_t len)
 {
-	return sg_gpu_err(why, len, ENOTSUP, "GPUDirect RDMA unavailable: built without CUDA");
+	return sg_err(why, len, -ENOTSUP, "GPUDirect RDMA unavailable: built without CUDA");
 }
 
 int sg_gpu_topo_add_cuda_info(struct sg_gpu_topo *t, char *err, size_t errlen)
@@ -63,10 +63,10 @@ int sg_gpu_cuda_probe(char *why, size_t len)
 	cudaError_t e = cudaGetDeviceCount(&n);
 
 	if (e != cudaSuccess)
-		return sg_gpu_err(why, len, ENODEV, "cudaGetDeviceCount: %s (%s)",
+		return sg_err(why, len, -ENODEV, "cudaGetDeviceCount: %s (%s)",
 				  cudaGetErrorString(e), cudaGetErrorName(e));
 	if (n <= 0)
-		return sg_gpu_err(why, len, ENODEV, "cudaGetDeviceCount found no device");
+		return sg_err(why, len, -ENODEV, "cudaGetDeviceCount found no device");
 	return n;
 }
 
@@ -78,7 +78,7 @@ typedef CUresult (*get_handle_fn)(void *, CUdeviceptr, size_t, CUmemRangeHandleT
 int sg_gpu_gdr_probe(char *why, size_t len)
 {
 #if !SG_HAVE_VERBS
-	return sg_gpu_err(why, len, ENOTSUP, "GPUDirect RDMA unavailable: built without rdma-core");
+	return sg_err(why, len, -ENOTSUP, "GPUDirect RDMA unavailable: built without rdma-core");
 #else
 	enum cudaDriverEntryPointQueryResult q;
 	struct ibv_device **list;
@@ -94,7 +94,7 @@ int sg_gpu_gdr_probe(char *why, size_t len)
 	if (list == NULL || n == 0) {
 		if (list != NULL)
 			ibv_free_device_list(list);
-		return sg_gpu_err(why, len, ENODEV,
+		return sg_err(why, len, -ENODEV,
 				  "GPUDirect RDMA unavailable: no RDMA device (ibv_get_device_list)");
 	}
 	rc = sg_gpu_cuda_probe(why, len);
@@ -110,18 +110,18 @@ int sg_gpu_gdr_probe(char *why, size_t len)
 				    cudaEnableDefault, &q) != cudaSuccess ||
 #endif
 	    q != cudaDriverEntryPointSuccess || get_handle == NULL) {
-		rc = sg_gpu_err(why, len, ENOTSUP,
+		rc = sg_err(why, len, -ENOTSUP,
 				"GPUDirect RDMA unavailable: the driver lacks dma-buf export "
 				"(cuMemGetHandleForAddressRange)");
 		goto out;
 	}
 	if (cudaMalloc(&dev, size) != cudaSuccess) {
-		rc = sg_gpu_err(why, len, ENOMEM, "GPUDirect RDMA probe: cudaMalloc failed");
+		rc = sg_err(why, len, -ENOMEM, "GPUDirect RDMA probe: cudaMalloc failed");
 		goto out;
 	}
 	if (get_handle(&fd, (CUdeviceptr)(uintptr_t)dev, size, CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD,
 		       0) != CUDA_SUCCESS) {
-		rc = sg_gpu_err(why, len, ENOTSUP,
+		rc = sg_err(why, len, -ENOTSUP,
 				"GPUDirect RDMA unavailable: dma-buf export of device memory "
 				"refused (kernel or driver without dma-buf support)");
 		goto out;
@@ -129,7 +129,7 @@ int sg_gpu_gdr_probe(char *why, size_t len)
 	ctx = ibv_open_device(list[0]);
 	pd = ctx ? ibv_alloc_pd(ctx) : NULL;
 	if (pd == NULL) {
-		rc = sg_gpu_err(why, len, ENODEV, "GPUDirect RDMA probe: cannot open %s",
+		rc = sg_err(why, len, -ENODEV, "GPUDirect RDMA probe: cannot open %s",
 				ibv_get_device_name(list[0]));
 		goto out;
 	}
@@ -138,7 +138,7 @@ int sg_gpu_gdr_probe(char *why, size_t len)
 				       IBV_ACCESS_REMOTE_WRITE);
 	if (mr == NULL) {
 		rc = errno;
-		rc = sg_gpu_err(why, len, ENOTSUP,
+		rc = sg_err(why, len, -ENOTSUP,
 				"GPUDirect RDMA unavailable: ibv_reg_dmabuf_mr on %s: %s",
 				ibv_get_device_name(list[0]), strerror(rc));
 		goto out;

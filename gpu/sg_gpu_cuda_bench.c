@@ -235,11 +235,11 @@ static int bench_staging(const struct sg_gpu_bench_conf *conf, struct sg_gpu_ben
 
 	ec.plan = p;
 	if (rc == 0 && (ex = sg_gpu_exec_create(&ec)) == NULL)
-		rc = sg_gpu_err(why, len, errno, "bench: executor: %s", strerror(errno));
+		rc = sg_err(why, len, -errno, "bench: executor: %s", strerror(errno));
 	if (rc == 0 && (cudaMalloc(&d, bytes) != cudaSuccess ||
 			cudaHostAlloc(&h1, bytes, 0) != cudaSuccess ||
 			cudaHostAlloc(&h2, bytes, 0) != cudaSuccess))
-		rc = sg_gpu_err(why, len, ENOMEM, "bench: staging buffers of %zu bytes", bytes);
+		rc = sg_err(why, len, -ENOMEM, "bench: staging buffers of %zu bytes", bytes);
 	if (rc == 0) {
 		memset(h1, 1, bytes);
 		memset(h2, 2, bytes);
@@ -249,7 +249,7 @@ static int bench_staging(const struct sg_gpu_bench_conf *conf, struct sg_gpu_ben
 
 		rc = sg_gpu_exec_run(ex, &d, bytes);
 		if (rc < 0)
-			sg_gpu_err(why, len, -rc, "bench: staging run failed (see the log)");
+			sg_err(why, len, rc, "bench: staging run failed (see the log)");
 		if (i > 0)
 			tv[i - 1] = now_s() - t0;
 	}
@@ -292,13 +292,13 @@ int sg_gpu_cuda_bench(const struct sg_gpu_bench_conf *conf, struct sg_gpu_bench_
 	if (rc < 0)
 		return rc;
 	if (conf->device < 0 || conf->device >= rc)
-		return sg_gpu_err(why, len, ENODEV, "device %d: CUDA sees %d device(s)",
+		return sg_err(why, len, -ENODEV, "device %d: CUDA sees %d device(s)",
 				  conf->device, rc);
 	e = cudaSetDevice(conf->device);
 	if (e == cudaSuccess)
 		e = cudaGetDeviceProperties(&prop, conf->device);
 	if (e != cudaSuccess)
-		return sg_gpu_err(why, len, EIO, "device %d: %s", conf->device,
+		return sg_err(why, len, -EIO, "device %d: %s", conf->device,
 				  cudaGetErrorString(e));
 	snprintf(r->device, sizeof(r->device), "%.63s", prop.name);
 	r->bytes = bytes;
@@ -316,7 +316,7 @@ int sg_gpu_cuda_bench(const struct sg_gpu_bench_conf *conf, struct sg_gpu_bench_
 	if (e == cudaSuccess)
 		e = cudaMemset(d1, 0, bytes);
 	if (e != cudaSuccess)
-		rc = sg_gpu_err(why, len, ENOMEM, "%zu-byte buffers: %s", bytes,
+		rc = sg_err(why, len, -ENOMEM, "%zu-byte buffers: %s", bytes,
 				cudaGetErrorString(e));
 	else {
 		memset(h, 0, bytes);
@@ -341,7 +341,7 @@ int sg_gpu_cuda_bench(const struct sg_gpu_bench_conf *conf, struct sg_gpu_bench_
 		rc = check_reduce(k == 0 ? SG_DTYPE_FP32 : k == 1 ? SG_DTYPE_FP16 : SG_DTYPE_BF16,
 				  &r->reduce_exact[k]);
 	if (rc < 0 && why[0] == '\0')
-		sg_gpu_err(why, len, -rc, "a timed copy or reduce failed (see the log)");
+		sg_err(why, len, rc, "a timed copy or reduce failed (see the log)");
 	cudaFreeHost(h);
 	cudaFreeHost(h2);
 	cudaFree(d0);

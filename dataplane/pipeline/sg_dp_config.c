@@ -85,17 +85,6 @@ const char sg_dp_default_config[] =
 	"chunk_bytes = 0\n"
 	"slots = 0\n";
 
-void sg_dp_seterr(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (err == NULL || errlen == 0)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-}
-
 /*
  * Keys whose value is one of a few words: one table per key, one parser, and
  * an error that lists the table.

@@ -32,6 +32,7 @@
 
 #include <rte_ether.h>
 
+#include "sg_err.h"
 #include "sg_types.h"
 
 #ifdef __cplusplus
@@ -176,10 +177,10 @@ enum sg_dp_transport_kind {
 
 /**
  * Write a formatted reason into @p err (when not NULL), always NUL-terminated:
- * how this library and the pipeline fill their `err`/`errlen`.
+ * how this library and the pipeline fill their `err`/`errlen`; sg_err() with
+ * no value to return (sg_err.h).
  */
-void sg_dp_seterr(char *err, size_t errlen, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
+#define sg_dp_seterr(err, errlen, ...) ((void)sg_err(err, errlen, 0, __VA_ARGS__))
 
 /** The embedded default configuration (INI text). */
 extern const char sg_dp_default_config[];
