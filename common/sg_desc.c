@@ -16,7 +16,8 @@
 #include "sg_err.h"
 
 /* A refusal: "job descriptor: " and the reason (sg_err()). @return -EINVAL. */
-#define bad(err, errlen, fmt, ...) sg_err(err, errlen, -EINVAL, "job descriptor: " fmt, ##__VA_ARGS__)
+#define bad(err, errlen, fmt, ...) \
+	sg_err(err, errlen, -EINVAL, "job descriptor: " fmt, ##__VA_ARGS__)
 
 int sg_desc_check_name(const char *name)
 {
