@@ -312,7 +312,7 @@ int main(int argc, char **argv)
 	/* --help and bad options are answered before EAL starts */
 	rc = load_config(&c, &cs, sg_argc, sg_argv, err, sizeof(err));
 	if (rc == 0 && c.demo) {
-		snprintf(err, sizeof(err), "--demo is sigma-demo's (build/dataplane/testdrv/"
+		snprintf(err, sizeof(err), "--demo is sigma-demo's (build/app/sigma-demo/"
 			 "sigma-demo, or ./sigma demo): sigmad carries no traffic generator");
 		rc = -EINVAL;
 	}
