@@ -6,8 +6,9 @@
  * etcd; docs/cluster.md). The pipeline's loader (sg_dp_config.h) hands them to
  * the hooks that sg_dp_agent_sections_init() installs (struct
  * sg_dp_config_section), so that the pipeline itself knows nothing of the
- * control plane and links neither jansson nor libsodium. Part of library
- * sg_dp_agent, with the agent (sg_dp_agent.h).
+ * control plane and links neither jansson nor libsodium. Library
+ * sg_dp_agent_config (the pipeline and sg_ctl_config), which the agent
+ * (sg_dp_agent.h) and sigma-demo link.
  *
  * Conventions: functions return 0 or -errno.
  */
