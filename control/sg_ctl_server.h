@@ -4,8 +4,8 @@
  * Sigma control server: JSON-RPC 2.0 over TCP (HMAC-SHA256 challenge-response)
  * and over a Unix socket (file permissions), plus a Prometheus text endpoint,
  * all on one epoll thread of its own. The node's daemon plugs in through an
- * agent ops table (struct sg_ctl_agent_ops) and the methods it registers
- * itself (sg_ctl_rpc.h). The wire format is documented in
+ * agent ops table (struct sg_ctl_agent_ops, sg_ctl_node.h, with the node's
+ * types) and the methods it registers itself (sg_ctl_rpc.h). The wire format is documented in
  * docs/control.md; registering a method: sg_ctl_rpc.h. Library sg_ctl_server
  * (with the membership tracker, sg_ctl_members.h): DPDK's rte_log, jansson,
  * libsodium, etcd. Logging uses the rte_log type "sigma.control".
