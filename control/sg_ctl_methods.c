@@ -133,7 +133,8 @@ static int m_stats_get(struct sg_ctl_server *s, json_t *params, json_t **res,
 {
 	struct sg_ctl_lcore_stats *ls = NULL;
 	struct sg_ctl_job *jobs = NULL;
-	json_t *la = json_array(), *ja = json_array();
+	struct sg_ctl_drop *drops = NULL;
+	json_t *la = json_array(), *ja = json_array(), *da = json_object();
 	int i, n;
 
 	if (sg_rpc_no_params(params, err))
@@ -150,15 +151,22 @@ static int m_stats_get(struct sg_ctl_server *s, json_t *params, json_t **res,
 		for (i = 0; i < n; i++)
 			json_array_append_new(ja, sg_ctl_srv_job_json(&jobs[i]));
 	}
+	if ((n = sg_ctl_srv_drops(s, &drops, err)) < 0)
+		goto bad;
+	for (i = 0; i < n; i++)
+		json_object_set_new(da, drops[i].reason, json_integer((json_int_t)drops[i].count));
+	free(drops);
 	free(ls);
 	free(jobs);
-	*res = json_pack("{s:o, s:o, s:o, s:b}", "lcores", la, "jobs", ja, "control",
-			 server_stats_json(s), "draining", s->draining);
+	*res = json_pack("{s:o, s:o, s:o, s:o, s:b}", "lcores", la, "jobs", ja, "drops", da,
+			 "control", server_stats_json(s), "draining", s->draining);
 	return 0;
 bad:
 	free(ls);
+	free(jobs);
 	json_decref(la);
 	json_decref(ja);
+	json_decref(da);
 	return -1;
 }
 SG_RPC_REGISTER("stats_get", m_stats_get);

@@ -45,6 +45,27 @@ int sg_ctl_srv_lcores(struct sg_ctl_server *s, struct sg_ctl_lcore_stats **out,
 	return n > SG_CTL_MAX_LCORES ? SG_CTL_MAX_LCORES : n;
 }
 
+int sg_ctl_srv_drops(struct sg_ctl_server *s, struct sg_ctl_drop **out, struct sg_rpc_err *err)
+{
+	struct sg_ctl_drop *d;
+	int n;
+
+	*out = NULL;
+	if (s->cfg.ops->drops == NULL)
+		return 0;
+	if ((d = calloc(SG_CTL_MAX_DROPS, sizeof(*d))) == NULL)
+		return sg_rpc_fail(err, SG_CTL_ERR_INTERNAL, "out of memory");
+	n = s->cfg.ops->drops(s->cfg.ops_arg, d, SG_CTL_MAX_DROPS);
+	if (n < 0) {
+		free(d);
+		return sg_rpc_fail_errno(err, "drops", n, NULL);
+	}
+	for (int i = 0; i < n && i < SG_CTL_MAX_DROPS; i++)
+		d[i].reason[sizeof(d[i].reason) - 1] = '\0';
+	*out = d;
+	return n > SG_CTL_MAX_DROPS ? SG_CTL_MAX_DROPS : n;
+}
+
 /* ---- Prometheus text format --------------------------------------------- */
 
 struct sbuf {
@@ -192,10 +213,11 @@ char *sg_ctl_srv_metrics(struct sg_ctl_server *s, size_t *len)
 	};
 	struct sg_ctl_lcore_stats *ls = NULL;
 	struct sg_ctl_job *jobs = NULL;
+	struct sg_ctl_drop *drops = NULL;
 	struct sg_ctl_server_stats st;
 	struct sg_rpc_err err;
 	struct sbuf b = {0};
-	int nl = 0, nj = 0, i;
+	int nl = 0, nj = 0, nd, i;
 	size_t m;
 
 	if (s->cfg.ops->lcores != NULL && (nl = sg_ctl_srv_lcores(s, &ls, &err)) < 0)
@@ -235,6 +257,13 @@ char *sg_ctl_srv_metrics(struct sg_ctl_server *s, size_t *len)
 			  jobs[i].open ? "open" : "fixed");
 	if (s->cfg.ops->job_lateness != NULL)
 		metrics_late(s, &b, jobs, nj);
+	if ((nd = sg_ctl_srv_drops(s, &drops, &err)) < 0)
+		nd = 0;
+	sb_head(&b, "sigma_drops_total", "counter", "packets the node dropped, by reason");
+	for (i = 0; i < nd; i++)
+		sb_printf(&b, "sigma_drops_total{reason=\"%s\"} %" PRIu64 "\n", drops[i].reason,
+			  drops[i].count);
+	free(drops);
 	sg_ctl_server_get_stats(s, &st);
 	sb_head(&b, "sigma_ctl_refusals_total", "counter", "control requests refused, by reason");
 	sb_printf(&b,

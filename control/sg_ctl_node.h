@@ -219,6 +219,14 @@ void sg_ctl_gid_format(const uint8_t gid[16], char out[40]);
  * -errno; where they take @p reason, they may write a human-readable refusal
  * into it.
  */
+/** One drop reason of a node and its count (the agent ops' drops). */
+struct sg_ctl_drop {
+	char reason[48]; /**< e.g. engine_bad_token, net_not_udp, udp_rx_overflows */
+	uint64_t count;
+};
+/** The most drop reasons a node reports. */
+#define SG_CTL_MAX_DROPS 96
+
 struct sg_ctl_agent_ops {
 	int (*node_info)(void *arg, struct sg_ctl_node_info *out);
 	/** Create a job; set job->id. The token is already in job->token. */
@@ -244,6 +252,12 @@ struct sg_ctl_agent_ops {
 	 * none. @return 0, or -ENOENT for an unknown job, or -errno.
 	 */
 	int (*job_lateness)(void *arg, uint32_t id, struct sg_late *out);
+	/**
+	 * Optional: the node's dropped packets by reason, engine-wide and its
+	 * transport's own (stats_get's `drops`, /metrics' `sigma_drops_total`), up
+	 * to @p cap. NULL: the node keeps none. @return the number written, or -errno.
+	 */
+	int (*drops)(void *arg, struct sg_ctl_drop *out, unsigned int cap);
 };
 
 #ifdef __cplusplus

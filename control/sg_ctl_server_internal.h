@@ -86,6 +86,13 @@ void sg_ctl_cluster_job_made(struct sg_ctl_server *s, struct srv_job *j, const c
 int sg_ctl_srv_lcores(struct sg_ctl_server *s, struct sg_ctl_lcore_stats **out,
 		      struct sg_rpc_err *err);
 
+/*
+ * The node's drops by reason (its drops op), into a malloc'd array of
+ * SG_CTL_MAX_DROPS (stats_get, /metrics); *@p out is NULL and 0 returned when
+ * the node has no drops op. @return the count, or -1 with @p err.
+ */
+int sg_ctl_srv_drops(struct sg_ctl_server *s, struct sg_ctl_drop **out, struct sg_rpc_err *err);
+
 /** Prometheus text for /metrics (malloc'd, NUL-terminated), or NULL. */
 char *sg_ctl_srv_metrics(struct sg_ctl_server *s, size_t *len);
 

@@ -767,9 +767,26 @@ static int op_job_lateness(void *arg, uint32_t id, struct sg_late *out)
 	return rc;
 }
 
+/* Every drop counter, named as /sigma/drops names it. */
+static int op_drops(void *arg, struct sg_ctl_drop *out, unsigned int cap)
+{
+	struct sg_dp_agent *a = arg;
+	struct sg_dp_drop_count dc[SG_DP_MAX_DROP_COUNTS];
+	unsigned int n = sg_dp_pipeline_drops(a->p, dc, RTE_DIM(dc)), k;
+
+	for (k = 0; k < n && k < cap; k++) {
+		_Static_assert(sizeof(out[k].reason) == sizeof(dc[k].name), "drop names");
+		memcpy(out[k].reason, dc[k].name, sizeof(out[k].reason));
+		out[k].reason[sizeof(out[k].reason) - 1] = '\0';
+		out[k].count = dc[k].count;
+	}
+	return (int)k;
+}
+
 static const struct sg_ctl_agent_ops agent_ops = {
 	.job_keys_add = op_job_keys_add,
 	.job_lateness = op_job_lateness,
+	.drops = op_drops,
 	.node_info = op_node_info,
 	.job_create = op_job_create,
 	.job_list = op_job_list,

@@ -247,9 +247,37 @@ static int op_job_lateness(void *arg, uint32_t id, struct sg_late *out)
 	return 0;
 }
 
+/* The engine's drops by reason, and the socket's and rings' own. */
+static int op_drops(void *arg, struct sg_ctl_drop *out, unsigned int cap)
+{
+	struct node *n = arg;
+	struct sg_dp_stats st;
+	struct sigma_udpd_io io;
+	unsigned int k = 0;
+
+#define UDPD_DROP(v, ...)                                                                          \
+	do {                                                                                       \
+		if (k < cap) {                                                                     \
+			snprintf(out[k].reason, sizeof(out[k].reason), __VA_ARGS__);               \
+			out[k++].count = (v);                                                      \
+		}                                                                                  \
+	} while (0)
+	sigma_udpd_stats(n->d, &st);
+	sigma_udpd_io_stats(n->d, &io);
+	for (int w = 1; w < SG_DP_DROP_COUNT; w++)
+		UDPD_DROP(st.drops[w], "engine_%s", sg_dp_drop_name((enum sg_dp_drop)w));
+	UDPD_DROP(io.rx_overflows, "udp_rx_overflows");
+	UDPD_DROP(io.shm_tx_full, "shm_tx_full");
+	UDPD_DROP(io.shm_tx_stale, "shm_tx_stale");
+	UDPD_DROP(io.shm_bad_len, "shm_bad_len");
+#undef UDPD_DROP
+	return (int)k;
+}
+
 static const struct sg_ctl_agent_ops ops = {
 	.node_info = op_node_info,
 	.job_lateness = op_job_lateness,
+	.drops = op_drops,
 	.job_create = op_job_create,
 	.job_list = op_job_list,
 	.job_destroy = op_job_destroy,

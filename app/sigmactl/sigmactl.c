@@ -356,6 +356,17 @@ static void show_stats(json_t *r)
 	show_lcores(json_object_get(r, "lcores"));
 	putchar('\n');
 	show_jobs(json_object_get(r, "jobs"));
+	/* only the reasons that dropped something: a node has dozens */
+	{
+		int any = 0;
+
+		json_object_foreach(json_object_get(r, "drops"), k, v)
+			if (json_integer_value(v) != 0)
+				printf("%s  %-28s %lld\n", any++ ? "" : "\ndrops by reason:\n", k,
+				       (long long)json_integer_value(v));
+		if (!any && json_object_get(r, "drops") != NULL)
+			printf("\ndrops by reason: none\n");
+	}
 	printf("\ncontrol plane%s:\n",
 	       json_is_true(json_object_get(r, "draining")) ? " (node draining)" : "");
 	json_object_foreach(json_object_get(r, "control"), k, v)

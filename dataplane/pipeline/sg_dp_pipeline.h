@@ -165,6 +165,24 @@ int sg_dp_pipeline_lcore_stats(const struct sg_dp_pipeline *p, unsigned int idx,
 /** Engine counters summed over every reducer. */
 void sg_dp_pipeline_engine_stats(const struct sg_dp_pipeline *p, struct sg_dp_stats *st);
 
+/** One drop counter of the pipeline: sg_dp_pipeline_drops(). */
+struct sg_dp_drop_count {
+	char name[48];  /**< net_REASON, engine_REASON or TRANSPORT_REASON */
+	uint64_t count;
+};
+/** Room for every drop counter sg_dp_pipeline_drops() can report. */
+#define SG_DP_MAX_DROP_COUNTS 96
+
+/**
+ * Every drop counter of @p p, by reason, as /sigma/drops names them: the
+ * lcores' classify drops (net_*), the engines' (engine_*, summed) and the
+ * transport's own (e.g. sock_*, summed over the lcores). For the control
+ * plane's stats_get and /metrics. @return the number written to @p out, at
+ * most @p cap.
+ */
+unsigned int sg_dp_pipeline_drops(struct sg_dp_pipeline *p, struct sg_dp_drop_count *out,
+				  unsigned int cap);
+
 struct sg_dp_verbs_rc_addr;
 
 /**

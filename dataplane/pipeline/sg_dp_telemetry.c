@@ -372,15 +372,20 @@ static int tel_lateness(const char *cmd, const char *params, struct rte_tel_data
 	return rc;
 }
 
-static int tel_drops(const char *cmd, const char *params, struct rte_tel_data *d)
+unsigned int sg_dp_pipeline_drops(struct sg_dp_pipeline *p, struct sg_dp_drop_count *out,
+				  unsigned int cap)
 {
-	struct sg_dp_pipeline *p = tel_pipeline;
 	uint64_t nd[SG_DP_ND_COUNT] = {0};
 	struct sg_dp_stats es;
-	char name[48];
+	unsigned int n = 0;
 
-	if (p == NULL)
-		return no_pipeline(d);
+#define SG_DP_DROP_ADD(v, ...)                                                                     \
+	do {                                                                                       \
+		if (n < cap) {                                                                     \
+			snprintf(out[n].name, sizeof(out[n].name), __VA_ARGS__);                   \
+			out[n++].count = (v);                                                      \
+		}                                                                                  \
+	} while (0)
 	for (unsigned int i = 0; i < sg_dp_pipeline_n_lcores(p); i++) {
 		struct sg_dp_lcore_stats st;
 
@@ -388,33 +393,41 @@ static int tel_drops(const char *cmd, const char *params, struct rte_tel_data *d
 		sg_dp_lcore_drops(&st, nd);
 	}
 	sg_dp_pipeline_engine_stats(p, &es);
-	rte_tel_data_start_dict(d);
-	for (int k = 0; k < SG_DP_ND_COUNT; k++) {
-		snprintf(name, sizeof(name), "net_%s", sg_dp_ndrop_name(k));
-		rte_tel_data_add_dict_u64(d, name, nd[k]);
-	}
-	for (int k = 1; k < SG_DP_DROP_COUNT; k++) {
-		snprintf(name, sizeof(name), "engine_%s", sg_dp_drop_name((enum sg_dp_drop)k));
-		rte_tel_data_add_dict_u64(d, name, es.drops[k]);
-	}
+	for (int k = 0; k < SG_DP_ND_COUNT; k++)
+		SG_DP_DROP_ADD(nd[k], "net_%s", sg_dp_ndrop_name(k));
+	for (int k = 1; k < SG_DP_DROP_COUNT; k++)
+		SG_DP_DROP_ADD(es.drops[k], "engine_%s", sg_dp_drop_name((enum sg_dp_drop)k));
 	if (p->tr->counters != NULL) {
 		/* the transport's drop counters, summed over the lcores (same order for each) */
 		struct sg_dp_counter sum[32], tc[32];
-		unsigned int n = p->tr->counters(p, 0, sum, RTE_DIM(sum));
+		unsigned int m = p->tr->counters(p, 0, sum, RTE_DIM(sum));
 
 		for (unsigned int i = 1; i < p->n_lc; i++) {
-			unsigned int m = p->tr->counters(p, i, tc, RTE_DIM(tc));
+			unsigned int mi = p->tr->counters(p, i, tc, RTE_DIM(tc));
 
-			for (unsigned int k = 0; k < RTE_MIN(m, n); k++)
+			for (unsigned int k = 0; k < RTE_MIN(mi, m); k++)
 				sum[k].value += tc[k].value;
 		}
-		for (unsigned int k = 0; k < n; k++) {
-			if (!sum[k].drop)
-				continue;
-			snprintf(name, sizeof(name), "%s_%s", p->tr->name, sum[k].name);
-			rte_tel_data_add_dict_u64(d, name, sum[k].value);
-		}
+		for (unsigned int k = 0; k < m; k++)
+			if (sum[k].drop)
+				SG_DP_DROP_ADD(sum[k].value, "%s_%s", p->tr->name, sum[k].name);
 	}
+#undef SG_DP_DROP_ADD
+	return n;
+}
+
+static int tel_drops(const char *cmd, const char *params, struct rte_tel_data *d)
+{
+	struct sg_dp_pipeline *p = tel_pipeline;
+	struct sg_dp_drop_count dc[SG_DP_MAX_DROP_COUNTS];
+	unsigned int n;
+
+	if (p == NULL)
+		return no_pipeline(d);
+	n = sg_dp_pipeline_drops(p, dc, RTE_DIM(dc));
+	rte_tel_data_start_dict(d);
+	for (unsigned int k = 0; k < n; k++)
+		rte_tel_data_add_dict_u64(d, dc[k].name, dc[k].count);
 	return 0;
 }
 

@@ -325,7 +325,21 @@ static int mk_verbs_rc_disconnect_m(struct sg_ctl_server *s, json_t *params, jso
 }
 SG_RPC_NODE_REGISTER(&mock_ops, "verbs_rc_disconnect", mk_verbs_rc_disconnect_m);
 
+/* Two drop reasons, the second with a name at the field's limit (47 characters). */
+static int mk_drops(void *arg, struct sg_ctl_drop *out, unsigned int cap)
+{
+	(void)arg;
+	if (cap < 2)
+		return -ENOSPC;
+	snprintf(out[0].reason, sizeof(out[0].reason), "engine_short");
+	out[0].count = 7;
+	memset(out[1].reason, 'x', sizeof(out[1].reason)); /* not NUL-terminated: cut */
+	out[1].count = 0;
+	return 2;
+}
+
 const struct sg_ctl_agent_ops mock_ops = {
+	.drops = mk_drops,
 	.node_info = mk_node_info,
 	.job_create = mk_job_create,
 	.job_list = mk_job_list,

@@ -596,6 +596,10 @@ static void test_unix_roundtrips(void)
 			 json_integer_value(json_object_get(json_object_get(r, "control"),
 							    "requests")) > 10,
 		 "stats_get");
+	SG_CHECK(r && json_integer_value(json_object_get(json_object_get(r, "drops"),
+							 "engine_short")) == 7 &&
+			 json_object_size(json_object_get(r, "drops")) == 2,
+		 "stats_get's drops by reason");
 	json_decref(r);
 	r = call(c, "stats_get", "{\"x\":1}", &code);
 	SG_CHECK(r == NULL && code == SG_CTL_ERR_INVALID_PARAMS, "params on a no-param method");
@@ -1081,6 +1085,11 @@ static void test_metrics(void)
 	SG_CHECK(r && strstr(r, "# TYPE sigma_lcore_packets_total counter\n"), "TYPE line");
 	SG_CHECK(r && strstr(r, "sigma_ctl_refusals_total{reason=\"auth_failed\"} 4\n"),
 		 "refusal counter");
+	/* drops by reason; a reason the agent left unterminated is cut at 47 */
+	SG_CHECK(r && strstr(r, "# TYPE sigma_drops_total counter\n"
+			      "sigma_drops_total{reason=\"engine_short\"} 7\n"
+			      "sigma_drops_total{reason=\"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\"}"
+			      " 0\n"), "drops by reason: %s", r ? strstr(r, "sigma_drops") : "");
 	{
 		/* each job's mode, as created (deterministic was listed as sync) */
 		char want[160];

@@ -9,6 +9,7 @@ and the test asks the server's HTTP API, in PromQL, what it saw:
   the other ranks' far below, and rank 3 is the straggler;
 - deploy/prometheus/sigma-alerts.yml loads into the server, every rule
   evaluates, and SigmaRankLate is pending for rank 3 of this job only;
+- garbage sent to the node is in sigma_drops_total under its reasons;
 - every query of deploy/grafana/sigma-dashboard.json parses and runs.
 
 Before that, promtool checks the shipped configuration, rules and the rules'
@@ -38,6 +39,7 @@ SRC = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))
 DEPLOY = os.path.join(SRC, "deploy")
 RULES = os.path.join(DEPLOY, "prometheus", "sigma-alerts.yml")
 DASHBOARD = os.path.join(DEPLOY, "grafana", "sigma-dashboard.json")
+SHORT, MAGIC = 7, 5  # garbage datagrams sent: too short for a header, and no magic
 
 
 def tool(name: str) -> str:
@@ -210,6 +212,14 @@ class RealPrometheus(unittest.TestCase):
             self.assertLess(time.monotonic(), deadline, prom.query("up"))
             time.sleep(0.2)
 
+        # garbage to the node's port, each kind with its drop reason
+        with open(nodes.nodes[0].log) as f:
+            udp = int(re.search(r"on 127\.0\.0\.1:(\d+)", f.read()).group(1))
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            for _ in range(SHORT):
+                s.sendto(b"short", ("127.0.0.1", udp))
+            for _ in range(MAGIC):
+                s.sendto(bytes(64), ("127.0.0.1", udp))
         job = sigma.create_job(nodes.targets, N, tensors=[("t", 1000)])
         self.addCleanup(sigma.destroy_job, nodes.targets, job.id)
         t0 = time.time()
@@ -262,6 +272,18 @@ class RealPrometheus(unittest.TestCase):
         avg = prom.value(f"sigma_job_rank_lateness_avg_seconds{{{sel}}}", at, rank=str(SLOW))
         self.assertLess(abs(avg - DELAY), 0.2 * DELAY)
 
+        # drops by reason: what was sent, and nothing else dropped
+        drops = {d["metric"]["reason"]: float(d["value"][1]) for d in
+                 prom.query('sigma_drops_total{job="sigma-udpd"}', at)}
+        self.assertEqual(drops.get("engine_short"), SHORT, drops)
+        self.assertEqual(drops.get("engine_magic"), MAGIC, drops)
+        # ... and no other reason, but the resends of pushes the node already had
+        # (rank 3 is late: the others' pushes wait, and their timers fire)
+        self.assertEqual(sum(v for k, v in drops.items() if k != "engine_duplicate"),
+                         SHORT + MAGIC, drops)
+        if sigmad_port:  # net_null's endless packets, all dropped by reason
+            self.assertGreater(prom.value('sum(sigma_drops_total{job="sigmad"})', at), 0)
+
         # the shipped alert rules: loaded, evaluated, and SigmaRankLate pending
         # for this job's rank 3 only (its `for` is 5 minutes)
         deadline = time.monotonic() + 20
@@ -270,7 +292,7 @@ class RealPrometheus(unittest.TestCase):
             rules = [r for g in groups for r in g["rules"]]
             alerts = [a for a in prom.get("/api/v1/alerts")["data"]["alerts"]
                       if a["labels"]["alertname"] == "SigmaRankLate"]
-            if (len(rules) == 6 and all(r.get("health") == "ok" for r in rules) and alerts):
+            if (len(rules) == 7 and all(r.get("health") == "ok" for r in rules) and alerts):
                 break
             if time.monotonic() > deadline:
                 self.fail(f"rules {json.dumps(rules)[:2000]}\nalerts {alerts}")
