@@ -22,7 +22,8 @@ import sys
 
 MACROS = {"SG_SUM_LOG", "ENG_LOG", "SG_DP_LOG", "SG_AGENT_LOG", "VLOG", "SG_CTL_LOG", "SG_CLI_LOG",
           "SG_GPU_LOG", "SG_ETCD_LOG"}
-FOLDERS = ("common", "summation", "dataplane", "sigmad", "control", "gpu", "client", "udpd", "bench")
+FOLDERS = ("common", "summation", "dataplane", "sigmad", "control", "gpu", "client", "udpd", "bench",
+           "app")
 DEFINE = re.compile(r"^#define\s+(\w+)\(([^)]*)\)((?:.*\\\n)*.*)$", re.M)
 REGISTER = re.compile(r"RTE_LOG_REGISTER\(\s*\w+\s*,\s*([\w.]+)\s*,")
 

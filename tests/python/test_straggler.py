@@ -27,7 +27,7 @@ N, SLOW, DELAY, ELEMS = 4, 3, 0.020, 1000
 
 
 def sigmactl() -> str:
-    path = os.path.join(os.environ.get("SIGMA_BUILD_DIR", ""), "control", "sigmactl")
+    path = os.path.join(os.environ.get("SIGMA_BUILD_DIR", ""), "app", "sigmactl", "sigmactl")
     if not os.access(path, os.X_OK):
         sgtest.skip(f"no sigmactl at {path} (set SIGMA_BUILD_DIR)")
     return path
