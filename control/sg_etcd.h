@@ -57,11 +57,14 @@ struct sg_etcd_conf {
 	/**
 	 * etcd authentication (optional): with a user, the client gets a token from
 	 * /v3/auth/authenticate and sends it in the Authorization header, getting a
-	 * new one when etcd says it is invalid. Untested here (no etcd with auth).
+	 * new one when etcd says it is invalid (tests/control/test_etcd_secure.c).
 	 */
 	const char *user;
 	const char *password;
-	/** TLS for https:// endpoints (optional; untested here): CA bundle, client cert and key. */
+	/**
+	 * TLS for https:// endpoints (optional): CA bundle, client cert and key. etcd
+	 * 3.4's gateway refuses a client certificate with a CommonName (docs/cluster.md).
+	 */
 	const char *ca_file;
 	const char *cert_file;
 	const char *key_file;
