@@ -13,9 +13,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <sys/eventfd.h>
+#include <sys/stat.h>
 #include <curl/curl.h>
 #include <jansson.h>
 #include <sodium.h>
@@ -452,6 +454,45 @@ static int call(struct sg_etcd *e, const char *path, json_t *req, json_t **out)
 	json_decref(rep);
 	free(body);
 	return rc;
+}
+
+int sg_etcd_password_load(const char *what, const char *path, char buf[SG_ETCD_PASSWORD_MAX],
+			  char *err, size_t errlen)
+{
+	char tmp[SG_ETCD_PASSWORD_MAX + 1];
+	int fd = open(path, O_RDONLY | O_CLOEXEC), e;
+	struct stat sb;
+	ssize_t r = 1;
+	size_t n = 0, len = 0;
+
+	if (fd < 0) {
+		snprintf(err, errlen, "%s %s: %s", what, path, strerror(errno));
+		return -EINVAL;
+	}
+	if (fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode) && (sb.st_mode & 077)) {
+		snprintf(err, errlen, "%s %s may be read by others (mode %03o): a password must be "
+			 "private; run: chmod 600 %s", what, path, (unsigned int)(sb.st_mode & 0777),
+			 path);
+		close(fd);
+		return -EINVAL;
+	}
+	/* a pipe may deliver it in pieces: read up to the first line's end or the limit */
+	while (n < sizeof(tmp) && memchr(tmp, '\n', n) == NULL &&
+	       (r = read(fd, tmp + n, sizeof(tmp) - n)) > 0)
+		n += (size_t)r;
+	e = r < 0 ? errno : 0;
+	close(fd);
+	while (len < n && tmp[len] != '\n' && tmp[len] != '\r')
+		len++;
+	if (e == 0 && len > 0 && len < SG_ETCD_PASSWORD_MAX) {
+		memcpy(buf, tmp, len);
+		buf[len] = '\0';
+	} else {
+		snprintf(err, errlen, "%s %s: %s", what, path, e ? strerror(e) : len ?
+			 "a first line of 256 bytes or more" : "the first line (the password) is empty");
+	}
+	sodium_memzero(tmp, sizeof(tmp));
+	return e == 0 && len > 0 && len < SG_ETCD_PASSWORD_MAX ? 0 : -EINVAL;
 }
 
 /* Base64 of @p len bytes as a new JSON string (NULL: out of memory). */

@@ -880,7 +880,7 @@ int sg_dp_agent_reload(struct sg_dp_agent *a, const struct sg_dp_agent_conf *ac,
  * line) into @p password, which @p ec points at. @return 0 or -EINVAL with err.
  */
 static int cluster_etcd_conf(const struct sg_dp_cluster_cfg *cl, struct sg_etcd_conf *ec,
-			     char password[256], char *err, size_t errlen)
+			     char password[SG_ETCD_PASSWORD_MAX], char *err, size_t errlen)
 {
 	*ec = (struct sg_etcd_conf){.endpoints = cl->etcd,
 		.user = cl->user[0] ? cl->user : NULL,
@@ -888,18 +888,11 @@ static int cluster_etcd_conf(const struct sg_dp_cluster_cfg *cl, struct sg_etcd_
 		.cert_file = cl->cert_file[0] ? cl->cert_file : NULL,
 		.key_file = cl->key_file[0] ? cl->key_file : NULL};
 	if (cl->password_file[0]) {
-		FILE *f = fopen(cl->password_file, "r");
-
-		if (f == NULL || fgets(password, 256, f) == NULL) {
-			sg_dp_seterr(err, errlen, "[cluster] password_file %s: %s", cl->password_file,
-				     f ? "empty" : strerror(errno));
-			if (f)
-				fclose(f);
+		if (sg_etcd_password_load("[cluster] password_file", cl->password_file, password,
+					  err, errlen) < 0) {
 			errno = EINVAL;
 			return -EINVAL;
 		}
-		fclose(f);
-		password[strcspn(password, "\r\n")] = '\0';
 		ec->password = password;
 	}
 	return 0;
@@ -1001,7 +994,7 @@ struct sg_dp_agent *sg_dp_agent_start(struct sg_dp_pipeline *p,
 	const struct sg_dp_config *c = sg_dp_pipeline_config(p);
 	struct sg_dp_pipeline_limits lim;
 	struct sg_etcd_conf ec;
-	char password[256] = "";
+	char password[SG_ETCD_PASSWORD_MAX] = "";
 
 	if (a == NULL) {
 		sg_dp_seterr(err, errlen, "control agent: out of memory");

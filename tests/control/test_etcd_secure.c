@@ -15,8 +15,15 @@
  * with a CommonName, a user deleted under a live token) gives its own clear
  * error within a few seconds.
  *
- * argv[1]: etcd_certs.sh.
+ * A password file that others may read is refused naming the fix, and the
+ * password appears in no message; sigma-udpd registers over TLS with a user
+ * (--etcd-ca, --etcd-cert, --etcd-key, --etcd-user, --etcd-password-file),
+ * and its SIGKILL is seen by a watch when its lease runs out.
+ *
+ * argv[1]: etcd_certs.sh; argv[2]: sigma-udpd.
  */
+#include <sys/stat.h>
+
 #include "etcd_test_util.h"
 
 static uint16_t cport;
@@ -302,6 +309,118 @@ static void test_watch_refused(void)
 	sg_etcd_watch_stop(w);
 }
 
+static void write_file(const char *path, const char *text, mode_t mode)
+{
+	FILE *f = fopen(path, "w");
+
+	if (f != NULL) {
+		fputs(text, f);
+		fclose(f);
+	}
+	chmod(path, mode);
+}
+
+/* A file of the whole of @p path (at most 64 KiB), NUL-terminated, in @p buf. */
+static void read_all(const char *path, char *buf, size_t cap)
+{
+	FILE *f = fopen(path, "r");
+	size_t n = f ? fread(buf, 1, cap - 1, f) : 0;
+
+	buf[n] = '\0';
+	if (f != NULL)
+		fclose(f);
+}
+
+static void test_password_file(void)
+{
+	char path[300], pw[SG_ETCD_PASSWORD_MAX], err[512], big[400];
+
+	snprintf(path, sizeof(path), "%s/pw", tmpdir);
+	write_file(path, "s3cret-pw\nsecond line\n", 0600);
+	SG_CHECK_EQ(sg_etcd_password_load("pw", path, pw, err, sizeof(err)), 0);
+	SG_CHECK(strcmp(pw, "s3cret-pw") == 0, "the first line: '%s'", pw);
+	write_file(path, "s3cret-pw\r\n", 0600);
+	SG_CHECK(sg_etcd_password_load("pw", path, pw, err, sizeof(err)) == 0 &&
+		 strcmp(pw, "s3cret-pw") == 0, "CR LF cut: '%s'", pw);
+	for (unsigned int mode = 0640; mode <= 0644; mode += 4) {
+		write_file(path, "s3cret-pw\n", mode);
+		SG_CHECK_EQ(sg_etcd_password_load("[cluster] password_file", path, pw, err,
+						  sizeof(err)), -EINVAL);
+		SG_CHECK(strstr(err, "chmod 600") != NULL && strstr(err, "[cluster] password_file") &&
+			 strstr(err, "s3cret") == NULL, "mode %o: %s", mode, err);
+	}
+	write_file(path, "\nafter an empty line\n", 0600);
+	SG_CHECK_EQ(sg_etcd_password_load("pw", path, pw, err, sizeof(err)), -EINVAL);
+	SG_CHECK(strstr(err, "empty") != NULL, "empty: %s", err);
+	memset(big, 'x', sizeof(big) - 1);
+	big[sizeof(big) - 1] = '\0';
+	write_file(path, big, 0600);
+	SG_CHECK_EQ(sg_etcd_password_load("pw", path, pw, err, sizeof(err)), -EINVAL);
+	SG_CHECK(strstr(err, "256 bytes") != NULL && strstr(err, "xxxx") == NULL, "long: %s", err);
+	snprintf(path, sizeof(path), "%s/none", tmpdir);
+	SG_CHECK_EQ(sg_etcd_password_load("pw", path, pw, err, sizeof(err)), -EINVAL);
+}
+
+/* sigma-udpd @p udpd with TLS, a user, and the password file @p pwf; its output in @p out. */
+static pid_t udpd_start(const char *udpd, const char *pwf, const char *out)
+{
+	char sock[300], c[300], k[300];
+	pid_t pid = fork();
+
+	if (pid != 0)
+		return pid;
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	int fd = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+
+	if (fd >= 0) {
+		dup2(fd, 1);
+		dup2(fd, 2);
+	}
+	snprintf(sock, sizeof(sock), "%s/udpd.sock", tmpdir);
+	snprintf(c, sizeof(c), "%s/client.crt", tmpdir);
+	snprintf(k, sizeof(k), "%s/client.key", tmpdir);
+	execl(udpd, udpd, "--unix", sock, "--port", "0", "--name", "udpd-1", "--etcd", url,
+	      "--cluster", "c2", "--ttl", "1", "--etcd-ca", ca, "--etcd-cert", c, "--etcd-key", k,
+	      "--etcd-user", "sigma", "--etcd-password-file", pwf, NULL);
+	_exit(127);
+}
+
+static void test_udpd(const char *udpd)
+{
+	char pwf[300], out[300], text[65536];
+	struct sg_etcd_watch_conf wc = {.cluster = "c2"};
+	struct sg_etcd_watch *w;
+	int status = 0;
+	pid_t pid;
+
+	snprintf(pwf, sizeof(pwf), "%s/udpd.pw", tmpdir);
+	snprintf(out, sizeof(out), "%s/udpd.out", tmpdir);
+	/* a password file others may read: refused at once, saying how to fix it */
+	write_file(pwf, "sigma-pw\n", 0644);
+	pid = udpd_start(udpd, pwf, out);
+	waitpid(pid, &status, 0);
+	read_all(out, text, sizeof(text));
+	SG_CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 2, "sigma-udpd exit %d", status);
+	SG_CHECK(strstr(text, "chmod 600") != NULL && strstr(text, "sigma-pw") == NULL,
+		 "sigma-udpd: %s", text);
+	chmod(pwf, 0600);
+	wc.etcd = (struct sg_etcd_conf){.endpoints = url, .user = "sigma", .password = "sigma-pw",
+					.ca_file = ca, .cert_file = crt, .key_file = key};
+	w = sg_etcd_watch_create(&wc);
+	pid = udpd_start(udpd, pwf, out);
+	SG_CHECK(w != NULL && watch_wait(w, "udpd-1", true, 8000), "sigma-udpd registered over "
+		 "TLS with a user");
+	msleep(2500); /* keepalives while its token expires */
+	SG_CHECK(watch_wait(w, "udpd-1", true, 0), "still registered");
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+	SG_CHECK(watch_wait(w, "udpd-1", false, 4000), "its loss seen when its lease ran out");
+	read_all(out, text, sizeof(text));
+	SG_CHECK(strstr(text, "sigma-pw") == NULL && strstr(text, "registered") != NULL,
+		 "the password is in no line of sigma-udpd's: %s", text);
+	sg_etcd_watch_stop(w);
+}
+
 int main(int argc, char **argv)
 {
 	char cmd[600];
@@ -309,8 +428,8 @@ int main(int argc, char **argv)
 	uint16_t p;
 	pid_t pid;
 
-	if (argc < 2)
-		SG_TEST_SKIP_ALL("usage: test_etcd_secure etcd_certs.sh");
+	if (argc < 3)
+		SG_TEST_SKIP_ALL("usage: test_etcd_secure etcd_certs.sh sigma-udpd");
 	if (system("command -v openssl >/dev/null 2>&1") != 0)
 		SG_TEST_SKIP_ALL("no openssl (Debian package openssl)");
 	etcd_test_init();
@@ -319,6 +438,7 @@ int main(int argc, char **argv)
 		etcd_test_fini();
 		return sg_test_finish("etcd_secure");
 	}
+	test_password_file();
 	snprintf(ca, sizeof(ca), "%s/ca.crt", tmpdir);
 	snprintf(crt, sizeof(crt), "%s/client.crt", tmpdir);
 	snprintf(key, sizeof(key), "%s/client.key", tmpdir);
@@ -333,6 +453,7 @@ int main(int argc, char **argv)
 		test_requests_and_tokens();
 		test_register_and_watch();
 		test_watch_refused();
+		test_udpd(argv[2]);
 	}
 	sg_etcd_destroy(admin);
 	etcd_kill(&pid);
