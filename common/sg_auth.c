@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* Authenticated datagrams: keys, the trailer, the checks (sg_auth.h). */
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <sodium.h>
@@ -153,6 +154,61 @@ enum sg_auth_verdict sg_auth_verify(const uint8_t key[SG_AUTH_KEY_BYTES], uint32
 	if (win != NULL && !window_take(win, get_be64(tr)))
 		return SG_AUTH_REPLAY;
 	return SG_AUTH_OK;
+}
+
+struct sg_auth_job {
+	uint32_t n, key_id;
+	struct sg_auth_rank {
+		uint8_t key[SG_AUTH_KEY_BYTES]; /* what the rank sends */
+		struct sg_auth_window win;
+		struct sg_auth_signer reply;    /* what the node sends it */
+	} rank[];
+};
+
+struct sg_auth_job *sg_auth_job_create(const uint8_t key[SG_AUTH_KEY_BYTES], uint32_t n)
+{
+	struct sg_auth_job *a;
+	uint8_t nk[SG_AUTH_KEY_BYTES];
+
+	if (key == NULL || n == 0 || n > UINT16_MAX) {
+		errno = EINVAL;
+		return NULL;
+	}
+	a = calloc(1, sizeof(*a) + n * sizeof(a->rank[0]));
+	if (a == NULL)
+		return NULL;
+	a->n = n;
+	a->key_id = sg_auth_key_id(key);
+	for (uint32_t r = 0; r < n; r++) {
+		sg_auth_rank_key(key, (uint16_t)r, SG_AUTH_RANK, a->rank[r].key);
+		sg_auth_rank_key(key, (uint16_t)r, SG_AUTH_NODE, nk);
+		if (sg_auth_signer_init(&a->rank[r].reply, nk, a->key_id) < 0) {
+			sg_auth_job_destroy(a);
+			errno = ENOMEM;
+			return NULL;
+		}
+	}
+	sodium_memzero(nk, sizeof(nk));
+	return a;
+}
+
+void sg_auth_job_destroy(struct sg_auth_job *a)
+{
+	if (a == NULL)
+		return;
+	sodium_memzero(a, sizeof(*a) + a->n * sizeof(a->rank[0]));
+	free(a);
+}
+
+enum sg_auth_verdict sg_auth_job_check(struct sg_auth_job *a, uint32_t rank, const void *buf,
+				       size_t len)
+{
+	return sg_auth_verify(a->rank[rank].key, a->key_id, buf, len, &a->rank[rank].win);
+}
+
+void sg_auth_job_sign(struct sg_auth_job *a, uint32_t rank, void *buf, size_t len)
+{
+	sg_auth_sign(&a->rank[rank].reply, buf, len);
 }
 
 const char *sg_auth_verdict_name(enum sg_auth_verdict v)

@@ -108,6 +108,28 @@ struct sg_auth_window {
 enum sg_auth_verdict sg_auth_verify(const uint8_t key[SG_AUTH_KEY_BYTES], uint32_t key_id,
 				    const void *buf, size_t len, struct sg_auth_window *win);
 
+/**
+ * A node's state for one job with auth: each rank's key and replay window,
+ * and a signer of its replies to each rank.
+ */
+struct sg_auth_job;
+
+/**
+ * For a job of @p n ranks (1..65535) with job key @p key. Allocates (at job
+ * creation, never on the hot path). @return it, or NULL with errno EINVAL or ENOMEM.
+ */
+struct sg_auth_job *sg_auth_job_create(const uint8_t key[SG_AUTH_KEY_BYTES], uint32_t n);
+
+/** Free it; its keys are zeroed first (NULL is fine). */
+void sg_auth_job_destroy(struct sg_auth_job *a);
+
+/** sg_auth_verify() of a datagram from @p rank (< n) under its key and window. */
+enum sg_auth_verdict sg_auth_job_check(struct sg_auth_job *a, uint32_t rank, const void *buf,
+				       size_t len);
+
+/** sg_auth_sign() of the node's datagram to @p rank (< n) of @p len bytes at @p buf. */
+void sg_auth_job_sign(struct sg_auth_job *a, uint32_t rank, void *buf, size_t len);
+
 /** "ok", "auth_short", "auth_job", "auth_bad", "auth_replay". */
 const char *sg_auth_verdict_name(enum sg_auth_verdict v);
 
