@@ -39,23 +39,15 @@ static pid_t etcd_tls_start(uint16_t pport)
 
 	if (pid != 0)
 		return pid;
-	prctl(PR_SET_PDEATHSIG, SIGKILL);
-	if (getppid() != parent)
-		_exit(1);
 	snprintf(data, sizeof(data), "%s/s.data", tmpdir);
 	snprintf(log, sizeof(log), "%s/s.log", tmpdir);
+	child_setup(parent, log, O_APPEND);
 	snprintf(curl, sizeof(curl), "https://127.0.0.1:%u", cport);
 	snprintf(purl, sizeof(purl), "http://127.0.0.1:%u", pport);
 	snprintf(ic, sizeof(ic), "s=%s", purl);
 	snprintf(f[0], sizeof(f[0]), "%s/server.crt", tmpdir);
 	snprintf(f[1], sizeof(f[1]), "%s/server.key", tmpdir);
 	snprintf(f[2], sizeof(f[2]), "%s/ca.crt", tmpdir);
-	int fd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0600);
-
-	if (fd >= 0) {
-		dup2(fd, 1);
-		dup2(fd, 2);
-	}
 	execlp("etcd", "etcd", "--name", "s", "--data-dir", data, "--listen-client-urls", curl,
 	       "--advertise-client-urls", curl, "--listen-peer-urls", purl,
 	       "--initial-advertise-peer-urls", purl, "--initial-cluster", ic,
@@ -309,17 +301,6 @@ static void test_watch_refused(void)
 	sg_etcd_watch_stop(w);
 }
 
-static void write_file(const char *path, const char *text, mode_t mode)
-{
-	FILE *f = fopen(path, "w");
-
-	if (f != NULL) {
-		fputs(text, f);
-		fclose(f);
-	}
-	chmod(path, mode);
-}
-
 /* A file of the whole of @p path (at most 64 KiB), NUL-terminated, in @p buf. */
 static void read_all(const char *path, char *buf, size_t cap)
 {
@@ -336,25 +317,25 @@ static void test_password_file(void)
 	char path[300], pw[SG_ETCD_PASSWORD_MAX], err[512], big[400];
 
 	snprintf(path, sizeof(path), "%s/pw", tmpdir);
-	write_file(path, "s3cret-pw\nsecond line\n", 0600);
+	sg_test_write_file(path, "s3cret-pw\nsecond line\n", 0600);
 	SG_CHECK_EQ(sg_etcd_password_load("pw", path, pw, err, sizeof(err)), 0);
 	SG_CHECK(strcmp(pw, "s3cret-pw") == 0, "the first line: '%s'", pw);
-	write_file(path, "s3cret-pw\r\n", 0600);
+	sg_test_write_file(path, "s3cret-pw\r\n", 0600);
 	SG_CHECK(sg_etcd_password_load("pw", path, pw, err, sizeof(err)) == 0 &&
 		 strcmp(pw, "s3cret-pw") == 0, "CR LF cut: '%s'", pw);
 	for (unsigned int mode = 0640; mode <= 0644; mode += 4) {
-		write_file(path, "s3cret-pw\n", mode);
+		sg_test_write_file(path, "s3cret-pw\n", mode);
 		SG_CHECK_EQ(sg_etcd_password_load("[cluster] password_file", path, pw, err,
 						  sizeof(err)), -EINVAL);
 		SG_CHECK(strstr(err, "chmod 600") != NULL && strstr(err, "[cluster] password_file") &&
 			 strstr(err, "s3cret") == NULL, "mode %o: %s", mode, err);
 	}
-	write_file(path, "\nafter an empty line\n", 0600);
+	sg_test_write_file(path, "\nafter an empty line\n", 0600);
 	SG_CHECK_EQ(sg_etcd_password_load("pw", path, pw, err, sizeof(err)), -EINVAL);
 	SG_CHECK(strstr(err, "empty") != NULL, "empty: %s", err);
 	memset(big, 'x', sizeof(big) - 1);
 	big[sizeof(big) - 1] = '\0';
-	write_file(path, big, 0600);
+	sg_test_write_file(path, big, 0600);
 	SG_CHECK_EQ(sg_etcd_password_load("pw", path, pw, err, sizeof(err)), -EINVAL);
 	SG_CHECK(strstr(err, "256 bytes") != NULL && strstr(err, "xxxx") == NULL, "long: %s", err);
 	snprintf(path, sizeof(path), "%s/none", tmpdir);
@@ -365,17 +346,11 @@ static void test_password_file(void)
 static pid_t udpd_start(const char *udpd, const char *pwf, const char *out)
 {
 	char sock[300], c[300], k[300];
-	pid_t pid = fork();
+	pid_t parent = getpid(), pid = fork();
 
 	if (pid != 0)
 		return pid;
-	prctl(PR_SET_PDEATHSIG, SIGKILL);
-	int fd = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-
-	if (fd >= 0) {
-		dup2(fd, 1);
-		dup2(fd, 2);
-	}
+	child_setup(parent, out, O_TRUNC);
 	snprintf(sock, sizeof(sock), "%s/udpd.sock", tmpdir);
 	snprintf(c, sizeof(c), "%s/client.crt", tmpdir);
 	snprintf(k, sizeof(k), "%s/client.key", tmpdir);
@@ -396,7 +371,7 @@ static void test_udpd(const char *udpd)
 	snprintf(pwf, sizeof(pwf), "%s/udpd.pw", tmpdir);
 	snprintf(out, sizeof(out), "%s/udpd.out", tmpdir);
 	/* a password file others may read: refused at once, saying how to fix it */
-	write_file(pwf, "sigma-pw\n", 0644);
+	sg_test_write_file(pwf, "sigma-pw\n", 0644);
 	pid = udpd_start(udpd, pwf, out);
 	waitpid(pid, &status, 0);
 	read_all(out, text, sizeof(text));
