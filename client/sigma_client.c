@@ -1192,7 +1192,11 @@ static void on_mismatch(struct sigma_session *s, const struct sg_dp_msg *m, uint
 	uint32_t chunk = be32toh(mm->chunk_bytes);
 	char hint[320];
 
-	if (chunk != s->conf.chunk_bytes)
+	if (mm->what == SG_DP_MM_AUTH)
+		snprintf(hint, sizeof(hint), "the node's job has auth = mac (authenticated "
+			 "datagrams) and this session has not: every worker of the job must sign its "
+			 "pushes with its rank's key (docs/protocol.md, \"Authenticated datagrams\")");
+	else if (chunk != s->conf.chunk_bytes)
 		snprintf(hint, sizeof(hint), "the node's job uses chunk_bytes %u, this session %u: "
 			 "every worker must use the job's chunk size (it is in the job descriptor; "
 			 "see sigma_job_parse())", chunk, s->conf.chunk_bytes);
