@@ -48,6 +48,21 @@ int sg_auth_job_key(uint8_t key[SG_AUTH_KEY_BYTES])
 	return 0;
 }
 
+int sg_auth_job_key_from_token(const char *token_hex, uint8_t key[SG_AUTH_KEY_BYTES])
+{
+	static const char ctx[] = "sigma-mac-v1/job";
+	uint8_t tok[32];
+	size_t n = 0;
+
+	if (token_hex == NULL || strlen(token_hex) != 64 || !sodium_ready() ||
+	    sodium_hex2bin(tok, sizeof(tok), token_hex, 64, NULL, &n, NULL) != 0 || n != 32)
+		return -EINVAL;
+	crypto_generichash(key, SG_AUTH_KEY_BYTES, (const uint8_t *)ctx, sizeof(ctx) - 1, tok,
+			   sizeof(tok));
+	sodium_memzero(tok, sizeof(tok));
+	return 0;
+}
+
 uint32_t sg_auth_key_id(const uint8_t key[SG_AUTH_KEY_BYTES])
 {
 	uint8_t h[32];

@@ -59,6 +59,14 @@ enum sg_auth_verdict {
 /** A new job key, random (libsodium's randombytes_buf). @return 0 or -ENOMEM (no libsodium). */
 int sg_auth_job_key(uint8_t key[SG_AUTH_KEY_BYTES]);
 
+/**
+ * The job key of a job whose control-plane token (64 hex digits, the 32 bytes
+ * every node of the job gets over the authenticated control channel, of
+ * which the wire carries only the first 8) is @p token_hex: BLAKE2b-256 keyed
+ * with those 32 bytes over "sigma-mac-v1/job". @return 0 or -EINVAL.
+ */
+int sg_auth_job_key_from_token(const char *token_hex, uint8_t key[SG_AUTH_KEY_BYTES]);
+
 /** The key id of job key @p key (the trailer's). */
 uint32_t sg_auth_key_id(const uint8_t key[SG_AUTH_KEY_BYTES]);
 

@@ -65,6 +65,8 @@ struct agent_job {
 	bool open;		/* an open job: no keys here; the engines make them */
 	uint32_t slots;		/* ... and the chunk slots each engine may give them */
 	uint64_t token;		/* the wire token (a key move tracks an open job's pushes) */
+	bool auth;		/* auth = mac: the MAC key below goes to every engine that */
+	uint8_t auth_key[32];	/* ... takes the job, also in a key move */
 };
 
 struct sg_dp_agent {
@@ -196,7 +198,7 @@ static struct sg_dp_job_conf job_conf(const struct agent_job *j)
 		.mode = j->mode, .partition_bytes = j->partition_bytes,
 		.chunk_bytes = j->chunk_bytes, .keys = j->open ? NULL : j->keys,
 		.nkeys = j->open || j->keys == NULL ? 0 : j->n_keys, .open = j->open,
-		.slots = j->slots};
+		.slots = j->slots, .auth_key = j->auth ? j->auth_key : NULL};
 }
 
 /*
@@ -252,10 +254,11 @@ static int op_job_create(void *arg, struct sg_ctl_job *job, char *reason)
 			 "partition_bytes)", job->n_keys, AGENT_MAX_KEYS);
 		return -EINVAL;
 	}
-	if (job->chunk_bytes > max_chunk || job->chunk_bytes % es != 0) {
+	if (job->chunk_bytes > sg_dp_ctl_max_chunk(job, max_chunk) || job->chunk_bytes % es != 0) {
 		snprintf(reason, SG_CTL_REASON_MAX, "chunk_bytes %u: this node takes at most %u "
-			 "(its [net] mtu and engine buffers), in multiples of the element size",
-			 job->chunk_bytes, max_chunk);
+			 "(its [net] mtu and engine buffers%s), in multiples of the element size",
+			 job->chunk_bytes, sg_dp_ctl_max_chunk(job, max_chunk),
+			 job->auth ? ", less a MAC's 32 bytes" : "");
 		return -EINVAL;
 	}
 	if (id != 0 && job_find(a, id) != NULL) {
@@ -295,7 +298,9 @@ static int op_job_create(void *arg, struct sg_ctl_job *job, char *reason)
 				 .n_tensors = job->n_tensors, .n_keys = job->n_keys,
 				 .n_nodes = job->n_nodes ? job->n_nodes : 1,
 				 .chunk_bytes = jc.chunk_bytes, .keys = keys,
-				 .open = job->open, .slots = jc.slots, .token = token};
+				 .open = job->open, .slots = jc.slots, .token = token,
+				 .auth = job->auth};
+	memcpy(aj->auth_key, job->auth_key, sizeof(aj->auth_key));
 	job->id = id;
 	job->chunk_bytes = aj->chunk_bytes;
 	job->slots = aj->slots;
@@ -370,6 +375,7 @@ static int op_job_destroy(void *arg, uint32_t id)
 	free(j->keys);
 	j->keys = NULL;
 	j->used = false;
+	explicit_bzero(j->auth_key, sizeof(j->auth_key));
 	SG_AGENT_LOG(INFO, "job %u destroyed by the control plane", id);
 	return 0;
 }

@@ -86,10 +86,12 @@ static int op_job_create(void *arg, struct sg_ctl_job *job, char *reason)
 	int rc = 0;
 
 	/* dtype any (an open job): chunk_bytes, a multiple of 8, fits every element size */
-	if (job->chunk_bytes > max ||
+	if (job->chunk_bytes > sg_dp_ctl_max_chunk(job, max) ||
 	    (job->dtype != SG_DTYPE_ANY && job->chunk_bytes % sg_dtype_size(job->dtype) != 0)) {
 		snprintf(reason, SG_CTL_REASON_MAX, "chunk_bytes %u: this node takes at most %u, in "
-			 "multiples of the element size", job->chunk_bytes, max);
+			 "multiples of the element size%s", job->chunk_bytes,
+			 sg_dp_ctl_max_chunk(job, max), job->auth ? " (auth = mac: 32 bytes of "
+			 "each datagram are its MAC's)" : "");
 		return -EINVAL;
 	}
 	if (id != 0 && job_find(n, id) != NULL) {
@@ -128,7 +130,7 @@ static int op_job_create(void *arg, struct sg_ctl_job *job, char *reason)
 	}
 	job->id = id;
 	if (job->chunk_bytes == 0)
-		job->chunk_bytes = max;
+		job->chunk_bytes = sg_dp_ctl_max_chunk(job, max);
 	slot->used = true;
 	slot->spec = *job;
 	slot->spec.tensors = NULL;
@@ -185,6 +187,7 @@ static int op_job_destroy(void *arg, uint32_t id)
 	if (j->spec.n_keys > 0 || j->spec.open)
 		sigma_udpd_remove_job(n->d, id);
 	j->used = false;
+	explicit_bzero(j->spec.auth_key, sizeof(j->spec.auth_key));
 	printf("sigma-udpd: job %u destroyed\n", id);
 	fflush(stdout);
 	return 0;
