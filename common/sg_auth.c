@@ -97,9 +97,12 @@ int sg_auth_signer_init(struct sg_auth_signer *s, const uint8_t key[SG_AUTH_KEY_
 	return 0;
 }
 
-/* The MAC of @p len bytes at @p buf and the trailer's first 16 bytes @p tr, into @p mac. */
-static void mac_of(const uint8_t key[SG_AUTH_KEY_BYTES], const void *buf, size_t len,
-		   const uint8_t tr[16], uint8_t mac[SG_AUTH_MAC_BYTES])
+/*
+ * The MAC of @p a (@p alen bytes), @p b (@p blen) and the trailer's first 16
+ * bytes @p tr, into @p mac.
+ */
+static void mac_of(const uint8_t key[SG_AUTH_KEY_BYTES], const void *a, size_t alen,
+		   const void *b, size_t blen, const uint8_t tr[16], uint8_t mac[SG_AUTH_MAC_BYTES])
 {
 	uint8_t otk[crypto_onetimeauth_KEYBYTES];
 	crypto_onetimeauth_state st;
@@ -107,20 +110,26 @@ static void mac_of(const uint8_t key[SG_AUTH_KEY_BYTES], const void *buf, size_t
 	/* the datagram's one-time key: ChaCha20's keystream under the rank key, nonce seq */
 	crypto_stream_chacha20(otk, sizeof(otk), tr, key);
 	crypto_onetimeauth_init(&st, otk);
-	crypto_onetimeauth_update(&st, buf, len);
+	crypto_onetimeauth_update(&st, a, alen);
+	if (blen != 0)
+		crypto_onetimeauth_update(&st, b, blen);
 	crypto_onetimeauth_update(&st, tr, 16);
 	crypto_onetimeauth_final(&st, mac);
 	sodium_memzero(otk, sizeof(otk));
 }
 
-void sg_auth_sign(struct sg_auth_signer *s, void *buf, size_t len)
+void sg_auth_sign_parts(struct sg_auth_signer *s, const void *hdr, size_t hlen,
+			const void *payload, size_t plen, uint8_t tr[SG_AUTH_TRAILER_BYTES])
 {
-	uint8_t *tr = (uint8_t *)buf + len;
-
 	put_be64(tr, s->seq++);
 	put_be32(tr + 8, s->key_id);
 	memset(tr + 12, 0, 4);
-	mac_of(s->key, buf, len, tr, tr + 16);
+	mac_of(s->key, hdr, hlen, payload, plen, tr, tr + 16);
+}
+
+void sg_auth_sign(struct sg_auth_signer *s, void *buf, size_t len)
+{
+	sg_auth_sign_parts(s, buf, len, NULL, 0, (uint8_t *)buf + len);
 }
 
 /* Take @p seq in @p w. @return false: taken before, or older than the window. */
@@ -161,7 +170,7 @@ enum sg_auth_verdict sg_auth_verify(const uint8_t key[SG_AUTH_KEY_BYTES], uint32
 	tr = (const uint8_t *)buf + len - SG_AUTH_TRAILER_BYTES;
 	if (get_be32(tr + 8) != key_id || get_be32(tr + 12) != 0)
 		return get_be32(tr + 8) != key_id ? SG_AUTH_OTHER_JOB : SG_AUTH_BAD;
-	mac_of(key, buf, len - SG_AUTH_TRAILER_BYTES, tr, mac);
+	mac_of(key, buf, len - SG_AUTH_TRAILER_BYTES, NULL, 0, tr, mac);
 	bad = crypto_verify_16(mac, tr + 16);
 	sodium_memzero(mac, sizeof(mac));
 	if (bad != 0)

@@ -100,6 +100,13 @@ int sg_auth_signer_init(struct sg_auth_signer *s, const uint8_t key[SG_AUTH_KEY_
  */
 void sg_auth_sign(struct sg_auth_signer *s, void *buf, size_t len);
 
+/**
+ * sg_auth_sign() of a datagram in two parts, @p hdr (@p hlen bytes) and
+ * @p payload (@p plen), sent from where they lie: its trailer into @p trailer.
+ */
+void sg_auth_sign_parts(struct sg_auth_signer *s, const void *hdr, size_t hlen,
+			const void *payload, size_t plen, uint8_t trailer[SG_AUTH_TRAILER_BYTES]);
+
 /** The sequence numbers a receiver has taken from one sender (zero it to start). */
 struct sg_auth_window {
 	uint64_t top;                         /**< highest taken + 1; 0: none yet */
