@@ -129,12 +129,11 @@ struct sigma_session {
 	unsigned int ntx;
 	struct sg_cli_txpkt tx[SG_CLI_BURST];
 	uint8_t txhdr[SG_CLI_BURST][SG_DP_HDR_LEN];
-	/* auth = mac: the signer of this rank's pushes, the key and window of the node's
-	 * replies, and each packet's trailer */
+	/* auth = mac: the signer of this rank's pushes, the key of the node's replies, and
+	 * each packet's trailer */
 	bool auth;
 	struct sg_auth_signer signer;
 	uint8_t node_key[SG_AUTH_KEY_BYTES];
-	struct sg_auth_window win;
 	uint8_t txtrl[SG_CLI_BURST][SG_AUTH_TRAILER_BYTES];
 	int job_dtype;                 /* every tensor's (sigma_open_job()), or -1: any */
 	bool failover;                 /* conf.failover or conf.membership */
@@ -1397,7 +1396,10 @@ static void on_version(struct sigma_session *s, const void *buf, uint32_t len, u
 }
 
 /*
- * auth = mac: a reply counts only if the node's key for this rank signed it. An
+ * auth = mac: a reply counts only if the node's key for this rank signed it. No
+ * replay window: each node, and each reducer of one, signs with a sequence of
+ * its own, and a replayed reply is one the node sent for the key, chunk and
+ * round its header names, which the round logic takes at most once. An
  * unsigned ERROR MISMATCH is the node's answer to a push it could not check (a
  * job without auth, or with it when we have none): it names the mismatch.
  */
@@ -1406,7 +1408,7 @@ static bool reply_authentic(struct sigma_session *s, const struct sg_dp_msg *m, 
 {
 	if (m->flags & SG_DP_F_MAC)
 		return s->auth &&
-		       sg_auth_verify(s->node_key, s->conf.auth_key_id, buf, len, &s->win) ==
+		       sg_auth_verify(s->node_key, s->conf.auth_key_id, buf, len, NULL) ==
 			       SG_AUTH_OK;
 	return !s->auth || (m->type == SG_DP_T_ERROR && m->code == SG_DP_C_MISMATCH);
 }

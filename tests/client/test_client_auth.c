@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * libsigma with auth = mac (sigma_conf.auth_keys) against a kernel-UDP node
- * (sigma_udpd, in this process) whose job has the key: 3 ranks, each with only
+ * libsigma with auth = mac (sigma_conf.auth_keys) against two kernel-UDP nodes
+ * (sigma_udpd, in this process) whose job has the key (each node signs its
+ * replies with a sequence of its own, which a session must take from both): 3 ranks, each with only
  * its own two keys, push_pull two tensors for 12 rounds while the node drops 5%
  * of what it receives and of what it sends (so pushes are resent and RESULTs
  * served again), and an attacker that knows the job id and wire token pushes
@@ -71,11 +72,12 @@ static unsigned int forge(uint16_t port, uint32_t tid, uint32_t round)
 }
 
 /* @p rounds of push_pull of tensors 0 and 1 by N sessions of @p base. @return the first error. */
-static int run(struct sigma_conf base, uint16_t port, unsigned int rounds, bool attack,
+static int run(struct sigma_conf base, const uint16_t *port, unsigned int rounds, bool attack,
 	       unsigned int *forged, char *msg, size_t msglen)
 {
 	static float in[N][2][NELEM], out[N][2][NELEM];
-	struct sigma_node node = {.name = "n0", .addr = "127.0.0.1", .port = port};
+	struct sigma_node node[2] = {{.name = "n0", .addr = "127.0.0.1", .port = port[0]},
+				     {.name = "n1", .addr = "127.0.0.1", .port = port[1]}};
 	struct sigma_session *s[N] = {NULL};
 	struct sigma_tensor *t[N][2] = {{NULL}};
 	int rc = 0;
@@ -84,8 +86,8 @@ static int run(struct sigma_conf base, uint16_t port, unsigned int rounds, bool 
 		struct sigma_conf c = base;
 
 		c.rank = (uint16_t)r;
-		c.nodes = &node;
-		c.nnodes = 1;
+		c.nodes = node;
+		c.nnodes = 2;
 		c.auth_keys = base.auth_keys != NULL ? keys[r] : NULL;
 		s[r] = sigma_open(&c);
 		for (uint32_t k = 0; k < 2 && s[r] != NULL; k++)
@@ -98,7 +100,8 @@ static int run(struct sigma_conf base, uint16_t port, unsigned int rounds, bool 
 		bool exact = true;
 
 		for (uint32_t k = 0; k < 2 && attack; k++)
-			*forged += forge(port, k, round);
+			for (unsigned int i = 0; i < 2; i++)
+				*forged += forge(port[i], k, round);
 		for (unsigned int r = 0; r < N; r++)
 			for (uint32_t k = 0; k < 2; k++) {
 				for (uint32_t i = 0; i < NELEM; i++)
@@ -144,14 +147,18 @@ int main(void)
 	struct sigma_conf base = {.job = JOB, .token = TOKEN, .nworkers = N, .chunk_bytes = CHUNK,
 				  .rto_us = 2000, .max_retries = 50};
 	struct sigma_udpd_conf dc = {.drop_rx_permille = 50, .drop_tx_permille = 50};
-	struct sigma_node nd = {.name = "n0", .addr = "127.0.0.1", .port = 1};
-	struct sg_dp_job_conf job;
+	struct sigma_node nd[2] = {{.name = "n0", .addr = "127.0.0.1", .port = 1},
+				   {.name = "n1", .addr = "127.0.0.1", .port = 2}};
+	static struct sg_dp_key jkeys2[64];
+	struct sg_dp_job_conf job[2];
 	struct sigma_session *probe;
-	struct sigma_udpd *d;
+	struct sigma_udpd *d[2] = {NULL, NULL};
 	struct sg_dp_stats st;
 	char msg[SIGMA_ERR_LEN] = "";
 	unsigned int forged = 0;
-	int nk, rc;
+	uint64_t bad = 0, summed = 0;
+	uint16_t port[2];
+	int nk[2] = {0, 0}, rc;
 
 	if (sodium_init() < 0)
 		SG_TEST_SKIP_ALL("libsodium does not start");
@@ -162,42 +169,53 @@ int main(void)
 	}
 	base.auth_key_id = sg_auth_key_id(K);
 	/* the job a control plane would make for these sessions, with the key */
-	base.nodes = &nd;
-	base.nnodes = 1;
+	base.nodes = nd;
+	base.nnodes = 2;
 	probe = sigma_open(&base);
 	for (uint32_t k = 0; k < 2 && probe != NULL; k++)
 		sigma_tensor_register(probe, NULL, k, SG_DTYPE_FP32, NELEM, 0);
-	nk = probe != NULL ? sigma_job_for_node(probe, 0, &job, jkeys, 64) : -1;
+	for (unsigned int i = 0; i < 2 && probe != NULL; i++)
+		nk[i] = sigma_job_for_node(probe, i, &job[i], i ? jkeys2 : jkeys, 64);
 	sigma_close(probe);
-	if (!SG_CHECK(nk > 0, "job: %d", nk))
+	if (!SG_CHECK(nk[0] > 0 && nk[1] > 0, "jobs: %d %d keys", nk[0], nk[1]))
 		return sg_test_finish("client_auth");
-	job.auth_key = K;
-	d = sigma_udpd_create(&dc);
-	if (!SG_CHECK(d != NULL && sigma_udpd_add_job(d, &job) == 0 && sigma_udpd_start(d) == 0,
-		      "node"))
-		return sg_test_finish("client_auth");
-	base.auth_keys = keys[0]; /* run() gives each rank its own */
-	rc = run(base, sigma_udpd_port(d), 12, true, &forged, msg, sizeof(msg));
-	SG_CHECK(rc == 0, "12 rounds with auth under 5%% loss each way: %d %s", rc, msg);
-	sigma_udpd_stop(d);
-	sigma_udpd_stats(d, &st);
-	printf("forged %u, auth_bad %llu, pushes summed %llu\n", forged,
-	       (unsigned long long)st.drops[SG_DP_DROP_AUTH_BAD], (unsigned long long)st.rx_pushes);
-	SG_CHECK(forged > 0 && st.drops[SG_DP_DROP_AUTH_BAD] > 0 &&
-		 st.drops[SG_DP_DROP_AUTH_BAD] <= forged, "forgeries counted: %llu of %u",
-		 (unsigned long long)st.drops[SG_DP_DROP_AUTH_BAD], forged);
-	sigma_udpd_destroy(d);
-
-	/* sessions with auth, a job without: at once, naming it */
-	job.auth_key = NULL;
-	dc.drop_rx_permille = dc.drop_tx_permille = 0;
-	d = sigma_udpd_create(&dc);
-	if (SG_CHECK(d != NULL && sigma_udpd_add_job(d, &job) == 0 && sigma_udpd_start(d) == 0,
-		     "node without auth")) {
-		rc = run(base, sigma_udpd_port(d), 1, false, &forged, msg, sizeof(msg));
-		SG_CHECK(rc == -EPROTO && strstr(msg, "this session has auth = mac") != NULL,
-			 "mismatch: %d %s", rc, msg);
-		sigma_udpd_destroy(d);
+	for (unsigned int i = 0; i < 2; i++) {
+		job[i].auth_key = K;
+		d[i] = sigma_udpd_create(&dc);
+		if (!SG_CHECK(d[i] != NULL && sigma_udpd_add_job(d[i], &job[i]) == 0 &&
+			      sigma_udpd_start(d[i]) == 0, "node %u", i))
+			return sg_test_finish("client_auth");
+		port[i] = sigma_udpd_port(d[i]);
 	}
+	base.auth_keys = keys[0]; /* run() gives each rank its own */
+	rc = run(base, port, 12, true, &forged, msg, sizeof(msg));
+	SG_CHECK(rc == 0, "12 rounds with auth under 5%% loss each way: %d %s", rc, msg);
+	for (unsigned int i = 0; i < 2; i++) {
+		sigma_udpd_stop(d[i]);
+		sigma_udpd_stats(d[i], &st);
+		bad += st.drops[SG_DP_DROP_AUTH_BAD];
+		summed += st.rx_pushes;
+		sigma_udpd_destroy(d[i]);
+	}
+	printf("forged %u, auth_bad %llu, pushes summed %llu\n", forged, (unsigned long long)bad,
+	       (unsigned long long)summed);
+	SG_CHECK(forged > 0 && bad > 0 && bad <= forged, "forgeries counted: %llu of %u",
+		 (unsigned long long)bad, forged);
+	SG_CHECK_EQ(summed, 12 * N * 2 * sg_dp_chunk_count(NELEM, SG_DTYPE_FP32, CHUNK));
+
+	/* sessions with auth, jobs without: at once, naming it */
+	dc.drop_rx_permille = dc.drop_tx_permille = 0;
+	for (unsigned int i = 0; i < 2; i++) {
+		job[i].auth_key = NULL;
+		d[i] = sigma_udpd_create(&dc);
+		SG_CHECK(d[i] != NULL && sigma_udpd_add_job(d[i], &job[i]) == 0 &&
+			 sigma_udpd_start(d[i]) == 0, "node %u without auth", i);
+		port[i] = d[i] != NULL ? sigma_udpd_port(d[i]) : 1;
+	}
+	rc = run(base, port, 1, false, &forged, msg, sizeof(msg));
+	SG_CHECK(rc == -EPROTO && strstr(msg, "this session has auth = mac") != NULL,
+		 "mismatch: %d %s", rc, msg);
+	for (unsigned int i = 0; i < 2; i++)
+		sigma_udpd_destroy(d[i]);
 	return sg_test_finish("client_auth");
 }
