@@ -358,10 +358,12 @@ static void cmp_json(FILE *js, const struct rb_cmp *c, const struct rb_opts *o, 
 {
 	fprintf(js, "{\"bench\":\"compare\",\"baseline\":\"MPI_Allreduce (OpenMPI, TCP loopback)\","
 		    "\"sigma_transport\":\"%s\",\"cpu\":\"%s\",\"runs\":%u,\"iters\":%u,"
-		    "\"threads_baseline\":%s,\"worker_gso\":%s,\"window\":%u,\"peers\":[",
+		    "\"threads_baseline\":%s,\"worker_gso\":%s,\"window\":%u,\"auth\":%s,"
+		    "\"peers\":[",
 		rb_path_label(o), cpu,
 		o->runs, o->iters,
-		o->threads ? "true" : "false", o->gso != SIGMA_GSO_OFF ? "true" : "false", o->window);
+		o->threads ? "true" : "false", o->gso != SIGMA_GSO_OFF ? "true" : "false", o->window,
+		o->auth ? "true" : "false");
 	for (unsigned int p = 0, k = 0; p < RB_NPEERS; p++)
 		if (c->on[p])
 			fprintf(js, "%s\"%s\"", k++ ? "," : "", rb_peers[p].key);

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * sigma-bench engine [--quick] [--fanout] [--runs N] [--json FILE]
+ * sigma-bench engine [--quick] [--fanout] [--auth] [--runs N] [--json FILE]
  *
  * Throughput of the aggregation engine alone, on one core: pre-built PUSH
  * packets of N workers go through sg_dp_engine_rx(), which parses,
@@ -13,6 +13,11 @@
  * RESULT is written once, and send_multi writes N 48-byte header copies
  * (with their rank) into rotating header buffers, as a DPDK caller fills N
  * header mbufs chained to one payload mbuf.
+ *
+ * With --auth the job has auth = mac (sg_dp_job_conf.auth_key): each push is
+ * signed with its rank's key just before the engine gets it (so the figures
+ * include the workers' signing; callgrind with --toggle-collect=sg_dp_engine_rx
+ * counts the node's side alone), and every RESULT is signed per worker.
  *
  * Arrival order: workers push a window of 64 chunks, interleaved by rank,
  * as concurrent workers would; the next round reuses the same chunks.
@@ -38,6 +43,7 @@
 #include <rte_log.h>
 
 #include "bench_sum.h"
+#include "sg_auth.h"
 #include "sg_dp_engine.h"
 #include "sigma_bench.h"
 
@@ -78,6 +84,7 @@ struct bench {
 	unsigned int runs;
 	bool quick;
 	bool fanout;
+	bool auth;
 	const char *json;
 	struct row rows[NROWS];
 	unsigned int nrows;
@@ -142,11 +149,14 @@ struct setup {
 	struct sg_dp_engine *e;
 	struct tx tx;
 	void *acc[WINDOW]; /* for the kernel reference */
+	bool auth;
+	struct sg_auth_signer signer[8]; /* --auth: each rank's */
 };
 
 static int setup_init(struct setup *s, enum sg_dtype dt, unsigned int n, uint32_t chunk,
-		      bool fanout)
+		      bool fanout, bool auth)
 {
+	static uint8_t job_key[SG_AUTH_KEY_BYTES];
 	struct sg_dp_key key = {.id = 1};
 	struct sg_dp_engine_conf ec = {
 		.numa_node = -1, .pool_bufs = 4 * WINDOW, .max_payload = SG_MAX_CHUNK_BYTES,
@@ -161,6 +171,18 @@ static int setup_init(struct setup *s, enum sg_dtype dt, unsigned int n, uint32_
 	uint64_t x = 1;
 
 	memset(s, 0, sizeof(*s));
+	s->auth = auth;
+	if (auth) {
+		if (sg_auth_job_key(job_key) < 0)
+			return -ENOMEM;
+		jc.auth_key = job_key;
+		for (unsigned int r = 0; r < n && r < 8; r++) {
+			uint8_t rk[SG_AUTH_KEY_BYTES];
+
+			sg_auth_rank_key(job_key, (uint16_t)r, SG_AUTH_RANK, rk);
+			sg_auth_signer_init(&s->signer[r], rk, sg_auth_key_id(job_key));
+		}
+	}
 	if (fanout) {
 		ec.tx.alloc_multi = tx_alloc_multi;
 		ec.tx.send_multi = tx_send_multi;
@@ -170,7 +192,8 @@ static int setup_init(struct setup *s, enum sg_dtype dt, unsigned int n, uint32_
 	s->chunk = chunk;
 	s->nelem = chunk / (uint32_t)esz;
 	key.nelem = WINDOW * s->nelem;
-	s->pkt_stride = SG_DP_HDR_LEN + chunk + 16; /* not a power of two: no cache aliasing */
+	/* room for a trailer; not a power of two: no cache aliasing */
+	s->pkt_stride = SG_DP_HDR_LEN + chunk + SG_AUTH_TRAILER_BYTES + 16;
 	s->pkts = sg_sum_numa_alloc(s->pkt_stride * n * WINDOW, -1);
 	s->tx.bufs = sg_sum_numa_alloc((size_t)TX_BUFS * (SG_DP_HDR_LEN + SG_DP_MAX_PAYLOAD), -1);
 	if (s->pkts == NULL || s->tx.bufs == NULL)
@@ -185,6 +208,7 @@ static int setup_init(struct setup *s, enum sg_dtype dt, unsigned int n, uint32_
 				.type = SG_DP_T_PUSH, .dtype = (uint8_t)dt, .job = 1, .token = 42,
 				.rank = (uint16_t)r, .key = 1, .chunk = c, .nchunks = WINDOW,
 				.nelem = s->nelem, .offset = c * chunk,
+				.flags = auth ? SG_DP_F_MAC : 0,
 			};
 
 			sg_dp_build_hdr(p, &m);
@@ -242,8 +266,10 @@ static void one_round(struct setup *s, enum what w, uint32_t round, volatile uin
 			switch (w) {
 			case ENGINE:
 				memcpy(p + offsetof(struct sg_dp_wire_hdr, round), &be, 4);
-				sg_dp_engine_rx(s->e, p, (uint32_t)(SG_DP_HDR_LEN + plen),
-						100 + r, round);
+				if (s->auth)
+					sg_auth_sign(&s->signer[r], p, SG_DP_HDR_LEN + plen);
+				sg_dp_engine_rx(s->e, p, (uint32_t)(SG_DP_HDR_LEN + plen +
+						(s->auth ? SG_AUTH_TRAILER_BYTES : 0)), 100 + r, round);
 				break;
 			case KERNEL:
 				if (r == 0)
@@ -298,7 +324,7 @@ static int bench_one(struct bench *b, enum sg_dtype dt, unsigned int n, uint32_t
 	struct sg_dp_stats st;
 	volatile uint64_t sink = 0;
 	uint32_t round = 0, unused = 0; /* the engine's rounds must follow each other */
-	int rc = setup_init(&s, dt, n, chunk, b->fanout);
+	int rc = setup_init(&s, dt, n, chunk, b->fanout, b->auth);
 
 	if (rc != 0) {
 		fprintf(stderr, "sigma-bench engine: setup failed: %s\n", strerror(-rc));
@@ -374,8 +400,9 @@ static void print_json(FILE *f, const struct bench *b)
 	double tg = target_gbps(b);
 
 	fprintf(f, "{\"bench\": \"engine\", \"impl\": \"%s\", \"window\": %d, "
-		"\"fanout\": %s, \"runs\": %u, \"results\": [",
-		sg_sum_impl_name(sg_sum_get_impl()), WINDOW, b->fanout ? "true" : "false", b->runs);
+		"\"fanout\": %s, \"auth\": %s, \"runs\": %u, \"results\": [",
+		sg_sum_impl_name(sg_sum_get_impl()), WINDOW, b->fanout ? "true" : "false",
+		b->auth ? "true" : "false", b->runs);
 	for (unsigned int i = 0; i < b->nrows; i++) {
 		const struct row *r = &b->rows[i];
 
@@ -398,6 +425,7 @@ static int usage(int rc)
 		"usage: sigma-bench engine [--quick] [--fanout] [--runs N] [--json FILE]\n"
 		"  --quick      fp32 only, 4 KiB chunks, 5 runs\n"
 		"  --fanout     give the engine the fan-out tx ops (one RESULT for N workers)\n"
+		"  --auth       the job has auth = mac: pushes signed, MACs checked, RESULTs signed\n"
 		"  --runs N     runs per figure, median reported (default 7, at least 5)\n"
 		"  --json FILE  write the JSON there instead of after the table on stdout\n");
 	return rc;
@@ -419,6 +447,8 @@ int sigma_bench_engine(int argc, char **argv)
 			b->runs = 5;
 		} else if (strcmp(argv[i], "--fanout") == 0) {
 			b->fanout = true;
+		} else if (strcmp(argv[i], "--auth") == 0) {
+			b->auth = true;
 		} else if (strcmp(argv[i], "--runs") == 0 && i + 1 < argc) {
 			uint64_t v;
 

@@ -34,6 +34,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "sg_auth.h"
 #include "sigma.h"
 #include "sigma_job_conf.h"
 #include "sigma_udpd.h"
@@ -165,11 +166,16 @@ static uint32_t part_bytes(const struct rb_opts *o, unsigned int j)
 	return o->sizes[j] < o->partition ? (uint32_t)o->sizes[j] : o->partition;
 }
 
+/* --auth: every job's key (the workers, forked, inherit it) */
+static uint8_t auth_key[SG_AUTH_KEY_BYTES];
+
 static uint32_t chunk_bytes(const struct rb_opts *o, unsigned int j)
 {
-	uint32_t p = part_bytes(o, j);
+	uint32_t p = part_bytes(o, j), c = o->chunk < p ? o->chunk : p / 8 * 8;
 
-	return o->chunk < p ? o->chunk : p / 8 * 8;
+	/* with auth, 32 bytes of each datagram are the MAC's */
+	return o->auth && c + SG_AUTH_TRAILER_BYTES > SG_MAX_CHUNK_BYTES ?
+	       (SG_MAX_CHUNK_BYTES - SG_AUTH_TRAILER_BYTES) / 8 * 8 : c;
 }
 
 static uint64_t job_token(unsigned int job)
@@ -197,8 +203,16 @@ static struct sigma_tensor *open_size(const struct rb_opts *o, struct sigma_node
 			       .max_retries = 12, .first_round = o->first_round,
 			       .udp_gso = o->gso};
 	struct sigma_tensor *t;
+	uint8_t keys[2 * SG_AUTH_KEY_BYTES];
 	char local[32];
 
+	if (o->auth) {
+		/* this rank's two keys only, as a job service would hand them out */
+		sg_auth_rank_key(auth_key, (uint16_t)rank, SG_AUTH_RANK, keys);
+		sg_auth_rank_key(auth_key, (uint16_t)rank, SG_AUTH_NODE, keys + SG_AUTH_KEY_BYTES);
+		c.auth_keys = keys;
+		c.auth_key_id = sg_auth_key_id(auth_key);
+	}
 	if (o->memif != NULL) {
 		/* the worker's EAL has one port: its memif client (worker_eal()) */
 		memif_local_addr(rank, local, sizeof(local));
@@ -542,6 +556,7 @@ static int run_point(const struct rb_opts *o, unsigned int n, enum sg_dtype dt, 
 				int nk = sigma_job_for_node(s, i, &jc, keys, SG_MAX_PARTS);
 
 				jc.max_inflight = 4096;
+				jc.auth_key = o->auth ? auth_key : NULL;
 				rc = nk > 0 ? sigma_udpd_add_job(d[i], &jc) : nk < 0 ? nk : 0;
 			}
 			sigma_close(s);
@@ -683,6 +698,8 @@ void rb_run_usage(FILE *f, const char *cmd)
 		   "as the memif client of id r on sigmad's socket SOCK (bench/sigmad_memif.sh)\n"
 		   "  --shm           workers reach the node threads through shared memory "
 		   "(SIGMA_TRANSPORT_SHM), not kernel UDP\n"
+		   "  --auth          the jobs have auth = mac (docs/protocol.md): pushes and "
+		   "RESULTs signed, checked; chunks at most 8888 bytes (not with --attach)\n"
 		   "  --colocate      with --shm: one node thread per worker (not --nodes), "
 		   "worker r given node r's socket alone: its own node over shared memory, the "
 		   "others over kernel UDP (BytePS with k = 0)\n"
@@ -723,7 +740,7 @@ int rb_parse_opts(int argc, char **argv, struct rb_opts *o, const char *cmd)
 		{"gso", no_argument, NULL, 'G'},         {"no-gso", no_argument, NULL, 'g'},
 		{"spin-us", required_argument, NULL, 'U'},
 		{"sweep", no_argument, NULL, 'S'},      {"shm", no_argument, NULL, 'H'},
-		{"colocate", no_argument, NULL, 'O'},
+		{"colocate", no_argument, NULL, 'O'},   {"auth", no_argument, NULL, 'Y'},
 		{"help", no_argument, NULL, 'h'},          {NULL, 0, NULL, 0}};
 	int c, bad = 0;
 	bool window_set = false;
@@ -796,6 +813,11 @@ int rb_parse_opts(int argc, char **argv, struct rb_opts *o, const char *cmd)
 			break;
 		case 'H': o->shm = true; break;
 		case 'O': o->colocate = true; break;
+		case 'Y':
+			o->auth = true;
+			if (sg_auth_job_key(auth_key) < 0)
+				bad = 1;
+			break;
 		case 'G': o->gso = SIGMA_GSO_ON; break;
 		case 'g': o->gso = SIGMA_GSO_OFF; break;
 		case 'U': {
@@ -825,6 +847,11 @@ int rb_parse_opts(int argc, char **argv, struct rb_opts *o, const char *cmd)
 	if (o->memif_queues < 1 || o->memif_queues > SIGMA_DPDK_MAX_RXQ) {
 		fprintf(stderr, "sigma-bench: --memif-queues must be in 1..%d\n",
 			SIGMA_DPDK_MAX_RXQ);
+		return -EINVAL;
+	}
+	if (o->auth && o->attach[0] != '\0') {
+		fprintf(stderr, "sigma-bench: --auth gives its own node threads the job keys: not "
+				"with --attach\n");
 		return -EINVAL;
 	}
 	if (o->colocate && (!o->shm || o->attach[0] != '\0')) {

@@ -39,6 +39,7 @@ struct rb_opts {
 	int spin_us;           /* sigma_conf.spin_us and the node threads' (--spin-us) */
 	bool sweep;            /* compare --sweep: MPI over shared memory and Gloo too */
 	bool shm;              /* workers reach the node threads through shared memory */
+	bool auth;             /* --auth: the jobs have auth = mac (their nodes started here) */
 	bool colocate;         /* --shm --colocate: N nodes, worker r over shm to node r alone,
 				  kernel UDP to the others (BytePS with k = 0) */
 	const char *shm_paths[RB_MAX_NODES]; /* ... their sockets (run_point() sets them) */

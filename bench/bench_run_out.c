@@ -81,8 +81,8 @@ static const char *transport_name(const struct rb_opts *o)
 void rb_write_json(FILE *f, const struct rb_opts *o, const struct rb_result *r,
 		       unsigned int n)
 {
-	fprintf(f, "{\"bench\":\"run\",\"transport\":\"%s\",\"results\":[",
-		transport_name(o));
+	fprintf(f, "{\"bench\":\"run\",\"transport\":\"%s\",\"auth\":%s,\"results\":[",
+		transport_name(o), o->auth ? "true" : "false");
 	for (unsigned int i = 0; i < n; i++) {
 		fprintf(f, "%s{\"n\":%u,\"dtype\":\"%s\",\"bytes\":%" PRIu64 ",\"ok\":%s,"
 			   "\"time_s\":%.9g,\"algbw_Bps\":%.6g,\"busbw_Bps\":%.6g,"

@@ -267,6 +267,15 @@ struct sigma_conf {
 	const char *const *shm_paths;
 	/** entries of shm_paths: 1..256 with SIGMA_TRANSPORT_SHM, 0..256 with UDP */
 	unsigned int n_shm_paths;
+	/**
+	 * auth = mac (docs/protocol.md, "Authenticated datagrams"): this rank's two
+	 * 32-byte keys, what it sends and then what the node sends it (64 bytes,
+	 * copied by sigma_open()), or NULL: no auth. Every PUSH is then signed, and
+	 * a reply whose MAC does not verify is dropped (counted in rx_bad). The
+	 * job's chunk_bytes leaves room for the 32-byte trailer.
+	 */
+	const uint8_t *auth_keys;
+	uint32_t auth_key_id; /**< the job key's id (the trailer's; with auth_keys) */
 };
 
 /** Counters of a session (monotonic). */

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "sg_auth.h"
 #include "sg_parse.h"
 #include "sigma_internal.h"
 #include "sigma_job_conf.h"
@@ -128,6 +129,12 @@ struct sigma_session {
 	unsigned int ntx;
 	struct sg_cli_txpkt tx[SG_CLI_BURST];
 	uint8_t txhdr[SG_CLI_BURST][SG_DP_HDR_LEN];
+	/* auth = mac: the signer of this rank's pushes, the key of the node's replies, and
+	 * each packet's trailer */
+	bool auth;
+	struct sg_auth_signer signer;
+	uint8_t node_key[SG_AUTH_KEY_BYTES];
+	uint8_t txtrl[SG_CLI_BURST][SG_AUTH_TRAILER_BYTES];
 	int job_dtype;                 /* every tensor's (sigma_open_job()), or -1: any */
 	bool failover;                 /* conf.failover or conf.membership */
 	bool no_node;                  /* every node lost */
@@ -353,6 +360,12 @@ struct sigma_session *sigma_open(const struct sigma_conf *conf)
 		goto fail;
 	s->job_dtype = -1;
 	s->failover = s->conf.failover || s->conf.membership != NULL;
+	if (s->conf.auth_keys != NULL) {
+		s->auth = sg_auth_signer_init(&s->signer, s->conf.auth_keys,
+					      s->conf.auth_key_id) == 0;
+		memcpy(s->node_key, s->conf.auth_keys + SG_AUTH_KEY_BYTES, SG_AUTH_KEY_BYTES);
+		s->conf.auth_keys = NULL; /* the caller's keys are not kept */
+	}
 	s->conf.nodes = NULL; /* the caller's array is not kept */
 	s->conf.weights = NULL;
 	s->tensors = calloc(SG_MAX_TENSORS, sizeof(*s->tensors));
@@ -682,7 +695,7 @@ static void queue_push(struct sigma_session *s, const struct sigma_tensor *t, ui
 	sg_dp_chunk_span(pt->nelem, t->dtype, s->conf.chunk_bytes, chunk, &first, &n, &off);
 	m = (struct sg_dp_msg){
 		.type = SG_DP_T_PUSH,
-		.flags = retrans ? SG_DP_F_RETRANS : 0,
+		.flags = (retrans ? SG_DP_F_RETRANS : 0) | (s->auth ? SG_DP_F_MAC : 0),
 		.dtype = (uint8_t)t->dtype,
 		.job = s->conf.job,
 		.rank = s->conf.rank,
@@ -702,6 +715,12 @@ static void queue_push(struct sigma_session *s, const struct sigma_tensor *t, ui
 	p->hdr = s->txhdr[s->ntx];
 	p->payload = round_input(t, round) + pt->byte_off + (uint64_t)first * t->esize;
 	p->payload_len = n * t->esize;
+	p->trailer = NULL;
+	if (s->auth) {
+		sg_auth_sign_parts(&s->signer, p->hdr, SG_DP_HDR_LEN, p->payload, p->payload_len,
+				   s->txtrl[s->ntx]);
+		p->trailer = s->txtrl[s->ntx];
+	}
 	p->node = pt->node;
 	p->port_off = pt->port_off;
 	s->ntx++;
@@ -1192,7 +1211,15 @@ static void on_mismatch(struct sigma_session *s, const struct sg_dp_msg *m, uint
 	uint32_t chunk = be32toh(mm->chunk_bytes);
 	char hint[320];
 
-	if (chunk != s->conf.chunk_bytes)
+	if (mm->what == SG_DP_MM_AUTH && s->auth)
+		snprintf(hint, sizeof(hint), "this session has auth = mac (authenticated "
+			 "datagrams) and the node's job has not: make the job with \"auth\": \"mac\" "
+			 "or open the sessions without auth_keys");
+	else if (mm->what == SG_DP_MM_AUTH)
+		snprintf(hint, sizeof(hint), "the node's job has auth = mac (authenticated "
+			 "datagrams) and this session has not: every worker of the job must sign its "
+			 "pushes with its rank's key (docs/protocol.md, \"Authenticated datagrams\")");
+	else if (chunk != s->conf.chunk_bytes)
 		snprintf(hint, sizeof(hint), "the node's job uses chunk_bytes %u, this session %u: "
 			 "every worker must use the job's chunk size (it is in the job descriptor; "
 			 "see sigma_job_parse())", chunk, s->conf.chunk_bytes);
@@ -1368,6 +1395,24 @@ static void on_version(struct sigma_session *s, const void *buf, uint32_t len, u
 		   "VERSION)", hint);
 }
 
+/*
+ * auth = mac: a reply counts only if the node's key for this rank signed it. No
+ * replay window: each node, and each reducer of one, signs with a sequence of
+ * its own, and a replayed reply is one the node sent for the key, chunk and
+ * round its header names, which the round logic takes at most once. An
+ * unsigned ERROR MISMATCH is the node's answer to a push it could not check (a
+ * job without auth, or with it when we have none): it names the mismatch.
+ */
+static bool reply_authentic(struct sigma_session *s, const struct sg_dp_msg *m, const void *buf,
+			    uint32_t len)
+{
+	if (m->flags & SG_DP_F_MAC)
+		return s->auth &&
+		       sg_auth_verify(s->node_key, s->conf.auth_key_id, buf, len, NULL) ==
+			       SG_AUTH_OK;
+	return !s->auth || (m->type == SG_DP_T_ERROR && m->code == SG_DP_C_MISMATCH);
+}
+
 static void handle(struct sigma_session *s, const void *buf, uint32_t len, uint64_t now)
 {
 	enum sg_dp_drop why;
@@ -1382,6 +1427,10 @@ static void handle(struct sigma_session *s, const void *buf, uint32_t len, uint6
 		return;
 	}
 	if (m.job != s->conf.job || m.token != s->conf.token || m.rank != s->conf.rank) {
+		s->st.rx_bad++;
+		return;
+	}
+	if (!reply_authentic(s, &m, buf, len)) {
 		s->st.rx_bad++;
 		return;
 	}

@@ -132,7 +132,8 @@ static int dpdk_send(struct sg_cli_transport *tp, const struct sg_cli_txpkt *pkt
 	unsigned int k = 0, sent = 0;
 
 	for (unsigned int i = 0; i < n && i < SG_CLI_BURST; i++) {
-		uint32_t plen = SG_DP_HDR_LEN + pkts[i].payload_len;
+		uint32_t tl = pkts[i].trailer != NULL ? SG_DP_MAC_TRAILER : 0;
+		uint32_t plen = SG_DP_HDR_LEN + pkts[i].payload_len + tl;
 		struct sg_dp_peer to = d->node[pkts[i].node];
 		uint8_t *p;
 
@@ -149,6 +150,9 @@ static int dpdk_send(struct sg_cli_transport *tp, const struct sg_cli_txpkt *pkt
 		/* UDP checksum 0 ("none", allowed over IPv4): no second pass over the payload. */
 		memcpy(p + SG_DP_NET_HDR_LEN, pkts[i].hdr, SG_DP_HDR_LEN);
 		memcpy(p + SG_DP_NET_HDR_LEN + SG_DP_HDR_LEN, pkts[i].payload, pkts[i].payload_len);
+		if (tl != 0)
+			memcpy(p + SG_DP_NET_HDR_LEN + SG_DP_HDR_LEN + pkts[i].payload_len,
+			       pkts[i].trailer, tl);
 		sg_dp_net_build(&d->net, &to, p, plen, NULL);
 		k++;
 	}
@@ -523,7 +527,8 @@ static int port_up(struct sg_cli_dpdk *d, uint32_t frame)
 struct sg_cli_transport *sg_cli_dpdk_create(const struct sigma_conf *conf)
 {
 	struct sg_cli_dpdk *d = calloc(1, sizeof(*d));
-	uint32_t frame = (uint32_t)SG_DP_NET_HDR_LEN + SG_DP_HDR_LEN + conf->chunk_bytes;
+	uint32_t frame = (uint32_t)SG_DP_NET_HDR_LEN + SG_DP_HDR_LEN + conf->chunk_bytes +
+			 (conf->auth_keys != NULL ? SG_DP_MAC_TRAILER : 0);
 	int rc = -ENOMEM;
 
 	if (d == NULL)

@@ -29,6 +29,8 @@ struct sg_cli_txpkt {
 	const void *hdr;
 	const void *payload;
 	uint32_t payload_len;
+	/** auth = mac: the SG_DP_MAC_TRAILER bytes sent after the payload; NULL: none */
+	const void *trailer;
 	uint32_t node;
 	uint16_t port_off; /**< added to the node's UDP port (reducer steering), else 0 */
 };

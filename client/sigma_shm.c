@@ -87,11 +87,15 @@ static int shm_send(struct sg_cli_transport *tp, const struct sg_cli_txpkt *pkts
 			t->rest_tx[nrest++] = pkts[i]; /* n <= SG_CLI_BURST */
 			continue;
 		}
-		b = sg_shm_put(&c->up, SG_DP_HDR_LEN + pkts[i].payload_len);
+		b = sg_shm_put(&c->up, SG_DP_HDR_LEN + pkts[i].payload_len +
+				   (pkts[i].trailer != NULL ? SG_DP_MAC_TRAILER : 0));
 		if (b == NULL)
 			continue; /* a full ring: lost, the window's timers resend it */
 		memcpy(b, pkts[i].hdr, SG_DP_HDR_LEN);
 		memcpy(b + SG_DP_HDR_LEN, pkts[i].payload, pkts[i].payload_len);
+		if (pkts[i].trailer != NULL)
+			memcpy(b + SG_DP_HDR_LEN + pkts[i].payload_len, pkts[i].trailer,
+			       SG_DP_MAC_TRAILER);
 		c->dirty = true;
 		sent++;
 	}

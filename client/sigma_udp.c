@@ -30,7 +30,7 @@ struct sg_cli_udp {
 	struct sockaddr_in *addrs;
 	struct mmsghdr txmsg[SG_CLI_BURST];
 	struct sockaddr_in txname[SG_CLI_BURST]; /* node address, port moved by port_off */
-	struct iovec txiov[2 * SG_CLI_BURST];    /* each message's, one after the other */
+	struct iovec txiov[3 * SG_CLI_BURST];    /* each message's, one after the other */
 	uint16_t txcount[SG_CLI_BURST];          /* datagrams of each message */
 	uint8_t txctl[SG_CLI_BURST][SG_UDP_SEGCTL];
 	struct sg_udp_rx *rx;
@@ -48,7 +48,9 @@ static unsigned int pack_msgs(struct sg_cli_udp *u, const struct sg_cli_txpkt *p
 		uint32_t len = SG_DP_HDR_LEN + p->payload_len;
 		struct mmsghdr *m;
 
-		if (u->gso && q != NULL && u->gso_node[p->node] && q->node == p->node &&
+		/* a MAC's trailer is a third iovec: such datagrams go one per message */
+		if (u->gso && q != NULL && p->trailer == NULL && q->trailer == NULL &&
+		    u->gso_node[p->node] && q->node == p->node &&
 		    q->port_off == p->port_off &&
 		    q->payload_len == p->payload_len && u->txcount[nm - 1] < sg_udp_gso_max(len)) {
 			m = &u->txmsg[nm - 1]; /* q opened it: nm >= 1 */
@@ -68,6 +70,10 @@ static unsigned int pack_msgs(struct sg_cli_udp *u, const struct sg_cli_txpkt *p
 		m->msg_hdr.msg_iovlen++;
 		if (p->payload_len) {
 			u->txiov[ni++] = (struct iovec){(void *)p->payload, p->payload_len};
+			m->msg_hdr.msg_iovlen++;
+		}
+		if (p->trailer != NULL) {
+			u->txiov[ni++] = (struct iovec){(void *)p->trailer, SG_DP_MAC_TRAILER};
 			m->msg_hdr.msg_iovlen++;
 		}
 	}

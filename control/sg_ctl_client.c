@@ -353,11 +353,18 @@ int sg_ctl_secret_load(const char *path, bool private_file, uint8_t buf[SG_CTL_S
 
 	if (fd < 0)
 		return sg_err(err, errlen, -EINVAL, "secret_file %s: %s", path, strerror(errno));
-	if (private_file && (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode))) {
+	if (fstat(fd, &sb) != 0) {
+		int e = errno;
+
+		close(fd);
+		return sg_err(err, errlen, -EINVAL, "secret_file %s: %s", path, strerror(e));
+	}
+	if (private_file && !S_ISREG(sb.st_mode)) {
 		close(fd);
 		return sg_err(err, errlen, -EINVAL, "secret_file %s: not a regular file", path);
 	}
-	if (private_file && (sb.st_mode & 077)) {
+	/* a client may read it from a pipe; a file on disk must be private, as ssh wants a key */
+	if (S_ISREG(sb.st_mode) && (sb.st_mode & 077)) {
 		close(fd);
 		return sg_err(err, errlen, -EINVAL, "secret_file %s is readable by others (mode %03o); "
 					    "run: chmod 600 %s", path,

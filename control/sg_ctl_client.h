@@ -55,9 +55,11 @@ struct sg_ctl_tensor {
 /**
  * Read a shared secret from @p path into @p buf, without its trailing newline.
  * A file holding more than SG_CTL_SECRET_MAX bytes of secret is refused, not
- * cut, so that the server and every client derive the same key. With
- * @p private_file the file must be a regular file that group and others
- * cannot read (what the server requires of its own copy).
+ * cut, so that the server and every client derive the same key. A regular
+ * file that group or others may read or write is refused, naming the fix
+ * (chmod 600), as ssh refuses such a key; with @p private_file it must also
+ * be a regular file (what the server requires of its own copy), else a pipe
+ * is fine.
  * @return 0 with *len set, or -EINVAL with the reason in @p err.
  */
 int sg_ctl_secret_load(const char *path, bool private_file, uint8_t buf[SG_CTL_SECRET_MAX],

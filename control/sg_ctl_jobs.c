@@ -14,6 +14,7 @@
 
 #include <sodium.h>
 
+#include "sg_auth.h"
 #include "sg_ctl_rpc.h"
 #include "sg_ctl_server_internal.h"
 
@@ -196,7 +197,7 @@ static int find_self(struct sg_ctl_server *s, const struct sg_ctl_place_node *no
 static int m_job_create(struct sg_ctl_server *s, json_t *params, json_t **res,
 			struct sg_rpc_err *err)
 {
-	const char *dtype = "fp32", *mode = "sync", *token = NULL;
+	const char *dtype = "fp32", *mode = "sync", *token = NULL, *auth = "none";
 	json_int_t workers = 0, pbytes = SG_PARTITION_BYTES_DEFAULT, id = 0, chunk = 0, slots = -1;
 	json_t *tensors = NULL, *jnodes = NULL;
 	struct sg_ctl_job job = {0};
@@ -214,10 +215,10 @@ static int m_job_create(struct sg_ctl_server *s, json_t *params, json_t **res,
 	NEED_OP(s, job_create, err);
 	if (params == NULL ||
 	    json_unpack_ex(params, &jerr, JSON_STRICT,
-			   "{s:I, s?s, s?s, s?I, s?o, s?I, s?s, s?I, s?o, s?I}", "workers", &workers,
-			   "dtype", &dtype, "mode", &mode, "partition_bytes", &pbytes, "tensors",
-			   &tensors, "id", &id, "token", &token, "chunk_bytes", &chunk, "nodes",
-			   &jnodes, "slots", &slots) != 0)
+			   "{s:I, s?s, s?s, s?I, s?o, s?I, s?s, s?I, s?o, s?I, s?s}", "workers",
+			   &workers, "dtype", &dtype, "mode", &mode, "partition_bytes", &pbytes,
+			   "tensors", &tensors, "id", &id, "token", &token, "chunk_bytes", &chunk,
+			   "nodes", &jnodes, "slots", &slots, "auth", &auth) != 0)
 		return params ? sg_rpc_bad_params(err, &jerr)
 			      : sg_rpc_fail(err, SG_CTL_ERR_INVALID_PARAMS, "invalid params: need workers");
 	if (workers < 1 || workers > SG_MAX_WORKERS)
@@ -238,6 +239,10 @@ static int m_job_create(struct sg_ctl_server *s, json_t *params, json_t **res,
 	if (slots != -1 && (slots < 1 || slots > SG_OPEN_SLOTS_MAX))
 		return sg_rpc_fail(err, SG_CTL_ERR_INVALID_PARAMS, "invalid params: slots must be 1..%u "
 				   "(chunk slots per engine)", SG_OPEN_SLOTS_MAX);
+	if (strcmp(auth, "mac") != 0 && strcmp(auth, "none") != 0)
+		return sg_rpc_fail(err, SG_CTL_ERR_INVALID_PARAMS, "invalid params: auth must be "
+				   "\"mac\" (authenticated datagrams) or \"none\"");
+	job.auth = strcmp(auth, "mac") == 0;
 	if (sg_mode_from_name(mode, &job.mode) != 0)
 		return sg_rpc_fail(err, SG_CTL_ERR_INVALID_PARAMS,
 				   "invalid params: mode must be sync, async or deterministic");
@@ -292,7 +297,11 @@ static int m_job_create(struct sg_ctl_server *s, json_t *params, json_t **res,
 		randombytes_buf(tok, sizeof(tok));
 		sodium_bin2hex(job.token, sizeof(job.token), tok, sizeof(tok));
 	}
+	/* every node of the job has the whole token: each derives the same MAC key */
+	if (job.auth)
+		sg_auth_job_key_from_token(job.token, job.auth_key);
 	rc = s->cfg.ops->job_create(s->cfg.ops_arg, &job, reason);
+	sodium_memzero(job.auth_key, sizeof(job.auth_key));
 	free(keys);
 	job.keys = NULL;
 	if (rc != 0) {
@@ -314,6 +323,8 @@ static int m_job_create(struct sg_ctl_server *s, json_t *params, json_t **res,
 			 (json_int_t)job.chunk_bytes, "keys",
 			 job.open ? json_string("open") : json_integer((json_int_t)job.n_keys),
 			 "nodes", (json_int_t)job.n_nodes);
+	if (job.auth)
+		json_object_set_new(*res, "auth", json_string("mac"));
 	if (job.open) {
 		json_object_set_new(*res, "slots", json_integer((json_int_t)job.slots));
 		json_object_set_new(*res, "slots_budget", json_integer((json_int_t)job.slots_budget));

@@ -128,6 +128,15 @@ struct sg_ctl_job {
 	uint64_t incomplete;       /**< list: gauge, timed-out rounds still open */
 	uint64_t nacks;            /**< list: NACKs sent (no buffer or slot free) */
 	uint64_t drops;            /**< list: the job's packets dropped, all reasons */
+	/**
+	 * create and list: auth = mac (job_create's "auth": "mac"; docs/protocol.md,
+	 * "Authenticated datagrams"). create: auth_key is the job's MAC key, which the
+	 * server derives from the job's full token (sg_auth_job_key_from_token()), so
+	 * that every node of the job derives the same; the agent hands it to its
+	 * engines and keeps it while the job lives. list: auth_key is zero.
+	 */
+	bool auth;
+	uint8_t auth_key[32];
 };
 
 /** A live layout change: only what the dataplane can apply without a restart. */

@@ -13,9 +13,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <sys/eventfd.h>
+#include <sys/stat.h>
 #include <curl/curl.h>
 #include <jansson.h>
 #include <sodium.h>
@@ -52,6 +54,7 @@ struct sg_etcd {
 	struct sg_etcd_conf conf;	/* strings below are our copies */
 	char *user, *password, *ca_file, *cert_file, *key_file;
 	char token[512];		/* auth token, "" if none */
+	char cerr[CURL_ERROR_SIZE];	/* libcurl's detail of the last failure of curl */
 	char *buf;			/* the reply */
 	size_t len, cap;
 	char err[SG_ETCD_ERR_LEN];
@@ -214,13 +217,54 @@ static size_t on_data(char *ptr, size_t size, size_t nmemb, void *arg)
 }
 
 /*
+ * Why a transfer to endpoint @p ep failed (@p rc, libcurl's detail @p cerr) into
+ * @p why, with what to check when it is TLS's: the messages of libcurl alone
+ * ("Error in the HTTP2 framing layer") do not say that etcd refused our
+ * certificate, which with TLS 1.3 shows only once the handshake is over.
+ */
+static void curl_why(const char *ep, CURLcode rc, const char *cerr, char *why, size_t whylen)
+{
+	const char *hint = "";
+
+	if (rc == CURLE_PEER_FAILED_VERIFICATION || rc == CURLE_SSL_CACERT_BADFILE)
+		hint = " (check ca_file: the CA that signed etcd's --cert-file)";
+	else if (rc == CURLE_SSL_CERTPROBLEM)
+		hint = " (check cert_file and key_file: a PEM certificate and its key)";
+	else if (strncmp(ep, "https://", 8) == 0 &&
+		 (rc == CURLE_SSL_CONNECT_ERROR || rc == CURLE_SEND_ERROR ||
+		  rc == CURLE_RECV_ERROR || rc == CURLE_HTTP2 || rc == CURLE_GOT_NOTHING))
+		hint = " (did etcd refuse our certificate? cert_file and key_file: a pair signed "
+		       "by a CA of its --trusted-ca-file)";
+	snprintf(why, whylen, "%s: %s%s", ep, cerr[0] ? cerr : curl_easy_strerror(rc), hint);
+}
+
+/*
+ * What an answer that is not JSON says (its first line, printable bytes only),
+ * with the fix when it is etcd 3.4's gateway refusing a certificate's
+ * CommonName, into @p out.
+ */
+static void reply_text(const struct sg_etcd *e, char *out, size_t len)
+{
+	size_t n = 0;
+
+	for (size_t k = 0; e->buf != NULL && k < e->len && e->buf[k] != '\n' && n + 1 < len &&
+			   n < 120; k++)
+		if (e->buf[k] >= ' ' && e->buf[k] < 127)
+			out[n++] = e->buf[k];
+	out[n] = '\0';
+	if (strstr(out, "CommonName") != NULL)
+		snprintf(out + n, len - n, " (make cert_file without a CommonName: etcd's "
+			 "gateway refuses one when auth is on)");
+}
+
+/*
  * Make @p h a POST of @p body to @p path on endpoint @p i, with the JSON content
  * type, the auth token (@p with_token) and @p extra (a header line, or NULL).
  * *@p hdrs gets the header list to free once the transfer is over.
  * @return 0, or -ENOMEM.
  */
 static int easy_prepare(struct sg_etcd *e, CURL *h, unsigned int i, const char *path,
-			const char *body, bool with_token, const char *extra,
+			const char *body, bool with_token, const char *extra, char *cerr,
 			struct curl_slist **hdrs)
 {
 	char url[URL_MAX + 64], hdr[600];
@@ -239,6 +283,8 @@ static int easy_prepare(struct sg_etcd *e, CURL *h, unsigned int i, const char *
 		return -ENOMEM;
 	}
 	curl_easy_reset(h);
+	cerr[0] = '\0';
+	curl_easy_setopt(h, CURLOPT_ERRORBUFFER, cerr);
 	curl_easy_setopt(h, CURLOPT_URL, url);
 	curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
 	curl_easy_setopt(h, CURLOPT_HTTPHEADER, l);
@@ -263,7 +309,7 @@ static long post_once(struct sg_etcd *e, unsigned int i, const char *path, const
 	long status = 0;
 	CURLcode rc;
 
-	if (easy_prepare(e, e->curl, i, path, body, with_token, NULL, &hdrs) < 0) {
+	if (easy_prepare(e, e->curl, i, path, body, with_token, NULL, e->cerr, &hdrs) < 0) {
 		snprintf(why, whylen, "out of memory");
 		return -1;
 	}
@@ -274,7 +320,7 @@ static long post_once(struct sg_etcd *e, unsigned int i, const char *path, const
 	rc = curl_easy_perform(e->curl);
 	curl_slist_free_all(hdrs);
 	if (rc != CURLE_OK) {
-		snprintf(why, whylen, "%s: %s", e->ep[i], curl_easy_strerror(rc));
+		curl_why(e->ep[i], rc, e->cerr, why, whylen);
 		return -1;
 	}
 	curl_easy_getinfo(e->curl, CURLINFO_RESPONSE_CODE, &status);
@@ -311,8 +357,12 @@ static int authenticate(struct sg_etcd *e, unsigned int i, char *why, size_t why
 	rep = json_loads(e->buf ? e->buf : "", 0, NULL);
 	tok = json_string_value(json_object_get(rep, "token"));
 	if (st != 200 || tok == NULL || strlen(tok) >= sizeof(e->token)) {
-		snprintf(why, whylen, "%s: etcd refused user '%s': %s", e->ep[i], e->user,
-			 json_string_value(json_object_get(rep, "message")) ?: "no token");
+		char text[300];
+
+		reply_text(e, text, sizeof(text));
+		snprintf(why, whylen, "%s: etcd refused user '%s': %.200s", e->ep[i], e->user,
+			 json_string_value(json_object_get(rep, "message")) ?:
+			 (rep == NULL && text[0] ? text : "no token"));
 		json_decref(rep);
 		return -EACCES;
 	}
@@ -324,7 +374,7 @@ static int authenticate(struct sg_etcd *e, unsigned int i, char *why, size_t why
 static int call(struct sg_etcd *e, const char *path, json_t *req, json_t **out)
 {
 	char *body = req ? json_dumps(req, JSON_COMPACT) : NULL;
-	char why[SG_ETCD_MAX_ENDPOINTS][160];
+	char why[SG_ETCD_MAX_ENDPOINTS][SG_ETCD_ERR_LEN];
 	bool retried_auth = false;
 	json_t *rep = NULL;
 	int rc = -EHOSTUNREACH;
@@ -343,6 +393,11 @@ static int call(struct sg_etcd *e, const char *path, json_t *req, json_t **out)
 			rc = authenticate(e, i, why[k], sizeof(why[k]));
 			if (rc == -EHOSTUNREACH)
 				continue;
+			if (rc == -EACCES) {
+				set_err(e, "%s%s", retried_auth ? "etcd refused our auth token "
+					"(expired or revoked), and a new one: " : "", why[k]);
+				rc = -EREMOTEIO;
+			}
 			if (rc < 0)
 				break;
 		}
@@ -354,9 +409,12 @@ static int call(struct sg_etcd *e, const char *path, json_t *req, json_t **out)
 		e->cur = i; /* it answered */
 		rep = json_loads(e->buf ? e->buf : "", JSON_DISABLE_EOF_CHECK, NULL);
 		if (!json_is_object(rep)) {
-			set_err(e, "%s%s: unreadable answer (HTTP %ld, %zu bytes)", e->ep[i], path,
-				st, e->len);
-			rc = -EPROTO;
+			char text[300];
+
+			reply_text(e, text, sizeof(text));
+			set_err(e, "%s%s: unreadable answer (HTTP %ld, %zu bytes)%s%s", e->ep[i],
+				path, st, e->len, text[0] ? ": " : "", text);
+			rc = st == 200 ? -EPROTO : -EREMOTEIO;
 			break;
 		}
 		msg = json_string_value(json_object_get(rep, "message"));
@@ -373,8 +431,12 @@ static int call(struct sg_etcd *e, const char *path, json_t *req, json_t **out)
 				k--;
 				continue;
 			}
-			set_err(e, "%s%s: etcd said: %s (HTTP %ld)", e->ep[i], path,
-				msg ? msg : "no message", st);
+			set_err(e, "%s%s: etcd said: %s (HTTP %ld)%s", e->ep[i], path,
+				msg ? msg : "no message", st,
+				msg != NULL && strstr(msg, "user name is empty") != NULL ?
+				"; etcd has authentication on: give a user and its password "
+				"([cluster] user and password_file; sigma-udpd --etcd-user and "
+				"--etcd-password-file)" : "");
 			rc = -EREMOTEIO;
 			break;
 		}
@@ -388,13 +450,49 @@ static int call(struct sg_etcd *e, const char *path, json_t *req, json_t **out)
 		for (unsigned int k = 0; k < e->n_ep && len > 0 && (size_t)len < sizeof(e->err); k++)
 			len += snprintf(e->err + len, sizeof(e->err) - len, "%s %s",
 					k ? ";" : ":", why[k]);
-	} else if (rc == -EACCES) {
-		set_err(e, "%s", why[0]);
-		rc = -EREMOTEIO;
 	}
 	json_decref(rep);
 	free(body);
 	return rc;
+}
+
+int sg_etcd_password_load(const char *what, const char *path, char buf[SG_ETCD_PASSWORD_MAX],
+			  char *err, size_t errlen)
+{
+	char tmp[SG_ETCD_PASSWORD_MAX + 1];
+	int fd = open(path, O_RDONLY | O_CLOEXEC), e;
+	struct stat sb;
+	ssize_t r = 1;
+	size_t n = 0, len = 0;
+
+	if (fd < 0) {
+		snprintf(err, errlen, "%s %s: %s", what, path, strerror(errno));
+		return -EINVAL;
+	}
+	if (fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode) && (sb.st_mode & 077)) {
+		snprintf(err, errlen, "%s %s may be read by others (mode %03o): a password must be "
+			 "private; run: chmod 600 %s", what, path, (unsigned int)(sb.st_mode & 0777),
+			 path);
+		close(fd);
+		return -EINVAL;
+	}
+	/* a pipe may deliver it in pieces: read up to the first line's end or the limit */
+	while (n < sizeof(tmp) && memchr(tmp, '\n', n) == NULL &&
+	       (r = read(fd, tmp + n, sizeof(tmp) - n)) > 0)
+		n += (size_t)r;
+	e = r < 0 ? errno : 0;
+	close(fd);
+	while (len < n && tmp[len] != '\n' && tmp[len] != '\r')
+		len++;
+	if (e == 0 && len > 0 && len < SG_ETCD_PASSWORD_MAX) {
+		memcpy(buf, tmp, len);
+		buf[len] = '\0';
+	} else {
+		snprintf(err, errlen, "%s %s: %s", what, path, e ? strerror(e) : len ?
+			 "a first line of 256 bytes or more" : "the first line (the password) is empty");
+	}
+	sodium_memzero(tmp, sizeof(tmp));
+	return e == 0 && len > 0 && len < SG_ETCD_PASSWORD_MAX ? 0 : -EINVAL;
 }
 
 /* Base64 of @p len bytes as a new JSON string (NULL: out of memory). */
@@ -1547,6 +1645,7 @@ struct sg_etcd_watch {
 	_Atomic bool stop;
 	CURLM *multi;			/* the stream's, woken up by sg_etcd_watch_stop() */
 	CURL *sh;			/* the stream's transfer */
+	char serr[CURL_ERROR_SIZE];	/* libcurl's detail of its last failure */
 	int efd;			/* an eventfd written at every change */
 	char (*names)[SG_NAME_MAX];	/* live names, sorted */
 	unsigned int n;
@@ -2064,12 +2163,13 @@ static int stream_on(struct sg_etcd_watch *w, unsigned int i, const char *body, 
 	long status = 0;
 	int running = 1, rc;
 
+	/* refused credentials are not a gateway without watches: no fall-back to polling */
 	if (e->user != NULL && e->token[0] == '\0' &&
 	    (rc = authenticate(e, i, why, whylen)) < 0)
-		return rc == -EACCES ? -EOPNOTSUPP : rc;
+		return rc;
 	/* "hasleader": a member cut off from the others ends the watch instead of going quiet */
 	if (easy_prepare(e, w->sh, i, "/v3/watch", body, true, "Grpc-Metadata-hasleader: true",
-			 &hdrs) < 0)
+			 w->serr, &hdrs) < 0)
 		return -ENOMEM;
 	curl_easy_setopt(w->sh, CURLOPT_WRITEFUNCTION, on_stream);
 	curl_easy_setopt(w->sh, CURLOPT_WRITEDATA, &ws);
@@ -2118,8 +2218,13 @@ static int stream_on(struct sg_etcd_watch *w, unsigned int i, const char *body, 
 		return 0;
 	if (ws.err != 0) {
 		snprintf(why, whylen, "%.100s: %.159s", e->ep[i], ws.why);
-		/* an expired auth token: get a new one at the next try */
-		if (ws.err == -EREMOTEIO && e->user != NULL && strstr(ws.why, "token") != NULL)
+		/*
+		 * an expired auth token: get a new one at the next try. etcd refuses a
+		 * watch with a stale token by cancelling it as soon as it is made
+		 * ("canceled", cancel_reason "... invalid auth token"), not with an error
+		 */
+		if ((ws.err == -EREMOTEIO || ws.err == -ECONNRESET) && e->user != NULL &&
+		    strstr(ws.why, "auth token") != NULL)
 			e->token[0] = '\0';
 		return ws.err == -EREMOTEIO ? -ECONNRESET : ws.err;
 	}
@@ -2130,7 +2235,7 @@ static int stream_on(struct sg_etcd_watch *w, unsigned int i, const char *body, 
 	}
 	if (res != CURLE_OK && status == 0) {
 		if (why[0] == '\0')
-			snprintf(why, whylen, "%s: %s", e->ep[i], curl_easy_strerror(res));
+			curl_why(e->ep[i], res, w->serr, why, whylen);
 		return -EHOSTUNREACH;
 	}
 	snprintf(why, whylen, "%s: /v3/watch answered HTTP %ld without a watch", e->ep[i], status);
@@ -2200,7 +2305,8 @@ static void *watch_main(void *arg)
 		if (rc == -ESTALE) {
 			SG_ETCD_LOG("membership of cluster %s: %s: reading it afresh", w->cluster, why);
 			need_range = true;
-		} else if (rc == -EHOSTUNREACH || rc == -ECONNRESET || rc == -ENOMEM) {
+		} else if (rc == -EHOSTUNREACH || rc == -ECONNRESET || rc == -ENOMEM ||
+			   rc == -EACCES) {
 			watch_unreachable(w, why, &quiet);
 			if (watch_sleep(w, 200))
 				break;

@@ -57,11 +57,14 @@ struct sg_etcd_conf {
 	/**
 	 * etcd authentication (optional): with a user, the client gets a token from
 	 * /v3/auth/authenticate and sends it in the Authorization header, getting a
-	 * new one when etcd says it is invalid. Untested here (no etcd with auth).
+	 * new one when etcd says it is invalid (tests/control/test_etcd_secure.c).
 	 */
 	const char *user;
 	const char *password;
-	/** TLS for https:// endpoints (optional; untested here): CA bundle, client cert and key. */
+	/**
+	 * TLS for https:// endpoints (optional): CA bundle, client cert and key. etcd
+	 * 3.4's gateway refuses a client certificate with a CommonName (docs/cluster.md).
+	 */
 	const char *ca_file;
 	const char *cert_file;
 	const char *key_file;
@@ -130,6 +133,21 @@ int sg_etcd_lease_keepalive(struct sg_etcd *e, int64_t id, int64_t *ttl_left);
 
 /** Revoke lease @p id: its keys go at once. */
 int sg_etcd_lease_revoke(struct sg_etcd *e, int64_t id);
+
+/** Longest password sg_etcd_password_load() reads, with its NUL. */
+#define SG_ETCD_PASSWORD_MAX 256
+
+/**
+ * Read the etcd password from @p path (its first line, without the line end)
+ * into @p buf. A regular file that its group or others may read or write is
+ * refused, as ssh refuses such a key, naming the fix (chmod 600); so is an
+ * empty first line or one of SG_ETCD_PASSWORD_MAX bytes or more. The
+ * password never goes into @p err.
+ * @return 0, or -EINVAL (the reason in @p err, naming @p what, e.g.
+ *         "[cluster] password_file").
+ */
+int sg_etcd_password_load(const char *what, const char *path, char buf[SG_ETCD_PASSWORD_MAX],
+			  char *err, size_t errlen);
 
 /* ---- node records -------------------------------------------------------- */
 

@@ -27,6 +27,12 @@ static inline void sg_dp_keys_from_ctl(const struct sg_ctl_key *in, uint32_t n,
 		out[k] = (struct sg_dp_key){.id = in[k].id, .nelem = in[k].nelem};
 }
 
+/* The largest chunk of @p job on a node of @p max_chunk: a MAC's trailer must fit too. */
+static inline uint32_t sg_dp_ctl_max_chunk(const struct sg_ctl_job *job, uint32_t max_chunk)
+{
+	return job->auth ? (max_chunk - SG_DP_MAC_TRAILER) & ~7u : max_chunk;
+}
+
 /**
  * The engine's configuration of job @p job under id @p id: its wire token
  * (sg_ctl_wire_token() of job->token, or the one the node kept), the chunk size
@@ -43,9 +49,10 @@ static inline struct sg_dp_job_conf sg_dp_job_from_ctl(const struct sg_ctl_job *
 	return (struct sg_dp_job_conf){
 		.id = id, .nworkers = job->n_workers, .token = token, .dtype = job->dtype,
 		.mode = job->mode, .partition_bytes = job->partition_bytes,
-		.chunk_bytes = job->chunk_bytes ? job->chunk_bytes : max_chunk,
+		.chunk_bytes = job->chunk_bytes ? job->chunk_bytes : sg_dp_ctl_max_chunk(job, max_chunk),
 		.keys = job->open ? NULL : keys, .nkeys = job->open ? 0 : n_keys,
 		.open = job->open, .slots = job->open ? (job->slots ?: SG_OPEN_SLOTS_DEFAULT) : 0,
+		.auth_key = job->auth ? job->auth_key : NULL,
 	};
 }
 

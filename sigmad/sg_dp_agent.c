@@ -65,6 +65,8 @@ struct agent_job {
 	bool open;		/* an open job: no keys here; the engines make them */
 	uint32_t slots;		/* ... and the chunk slots each engine may give them */
 	uint64_t token;		/* the wire token (a key move tracks an open job's pushes) */
+	bool auth;		/* auth = mac: the MAC key below goes to every engine that */
+	uint8_t auth_key[32];	/* ... takes the job, also in a key move */
 };
 
 struct sg_dp_agent {
@@ -197,7 +199,7 @@ static struct sg_dp_job_conf job_conf(const struct agent_job *j)
 		.mode = j->mode, .partition_bytes = j->partition_bytes,
 		.chunk_bytes = j->chunk_bytes, .keys = j->open ? NULL : j->keys,
 		.nkeys = j->open || j->keys == NULL ? 0 : j->n_keys, .open = j->open,
-		.slots = j->slots};
+		.slots = j->slots, .auth_key = j->auth ? j->auth_key : NULL};
 }
 
 /*
@@ -253,10 +255,11 @@ static int op_job_create(void *arg, struct sg_ctl_job *job, char *reason)
 			 "partition_bytes)", job->n_keys, AGENT_MAX_KEYS);
 		return -EINVAL;
 	}
-	if (job->chunk_bytes > max_chunk || job->chunk_bytes % es != 0) {
+	if (job->chunk_bytes > sg_dp_ctl_max_chunk(job, max_chunk) || job->chunk_bytes % es != 0) {
 		snprintf(reason, SG_CTL_REASON_MAX, "chunk_bytes %u: this node takes at most %u "
-			 "(its [net] mtu and engine buffers), in multiples of the element size",
-			 job->chunk_bytes, max_chunk);
+			 "(its [net] mtu and engine buffers%s), in multiples of the element size",
+			 job->chunk_bytes, sg_dp_ctl_max_chunk(job, max_chunk),
+			 job->auth ? ", less a MAC's 32 bytes" : "");
 		return -EINVAL;
 	}
 	if (id != 0 && job_find(a, id) != NULL) {
@@ -296,7 +299,9 @@ static int op_job_create(void *arg, struct sg_ctl_job *job, char *reason)
 				 .n_tensors = job->n_tensors, .n_keys = job->n_keys,
 				 .n_nodes = job->n_nodes ? job->n_nodes : 1,
 				 .chunk_bytes = jc.chunk_bytes, .keys = keys,
-				 .open = job->open, .slots = jc.slots, .token = token};
+				 .open = job->open, .slots = jc.slots, .token = token,
+				 .auth = job->auth};
+	memcpy(aj->auth_key, job->auth_key, sizeof(aj->auth_key));
 	job->id = id;
 	job->chunk_bytes = aj->chunk_bytes;
 	job->slots = aj->slots;
@@ -371,6 +376,7 @@ static int op_job_destroy(void *arg, uint32_t id)
 	free(j->keys);
 	j->keys = NULL;
 	j->used = false;
+	explicit_bzero(j->auth_key, sizeof(j->auth_key));
 	SG_AGENT_LOG(INFO, "job %u destroyed by the control plane", id);
 	return 0;
 }
@@ -898,7 +904,7 @@ int sg_dp_agent_reload(struct sg_dp_agent *a, const struct sg_dp_agent_conf *ac,
  * line) into @p password, which @p ec points at. @return 0 or -EINVAL with err.
  */
 static int cluster_etcd_conf(const struct sg_dp_cluster_cfg *cl, struct sg_etcd_conf *ec,
-			     char password[256], char *err, size_t errlen)
+			     char password[SG_ETCD_PASSWORD_MAX], char *err, size_t errlen)
 {
 	*ec = (struct sg_etcd_conf){.endpoints = cl->etcd,
 		.user = cl->user[0] ? cl->user : NULL,
@@ -906,18 +912,11 @@ static int cluster_etcd_conf(const struct sg_dp_cluster_cfg *cl, struct sg_etcd_
 		.cert_file = cl->cert_file[0] ? cl->cert_file : NULL,
 		.key_file = cl->key_file[0] ? cl->key_file : NULL};
 	if (cl->password_file[0]) {
-		FILE *f = fopen(cl->password_file, "r");
-
-		if (f == NULL || fgets(password, 256, f) == NULL) {
-			sg_dp_seterr(err, errlen, "[cluster] password_file %s: %s", cl->password_file,
-				     f ? "empty" : strerror(errno));
-			if (f)
-				fclose(f);
+		if (sg_etcd_password_load("[cluster] password_file", cl->password_file, password,
+					  err, errlen) < 0) {
 			errno = EINVAL;
 			return -EINVAL;
 		}
-		fclose(f);
-		password[strcspn(password, "\r\n")] = '\0';
 		ec->password = password;
 	}
 	return 0;
@@ -1020,7 +1019,7 @@ struct sg_dp_agent *sg_dp_agent_start(struct sg_dp_pipeline *p,
 	const struct sg_dp_config *c = sg_dp_pipeline_config(p);
 	struct sg_dp_pipeline_limits lim;
 	struct sg_etcd_conf ec;
-	char password[256] = "";
+	char password[SG_ETCD_PASSWORD_MAX] = "";
 
 	if (a == NULL) {
 		sg_dp_seterr(err, errlen, "control agent: out of memory");

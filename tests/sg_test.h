@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include <sys/mman.h>
+#include <sys/stat.h>
 
 /** Exit code that meson counts as a skipped test. */
 #define SG_TEST_SKIP 77
@@ -75,6 +76,18 @@ static inline long sg_test_resident(const void *p, size_t len, long *pages)
 		got += vec[i] & 1;
 	free(vec);
 	return got;
+}
+
+/** Write @p text to @p path (made or emptied), then give it @p mode. */
+static inline void sg_test_write_file(const char *path, const char *text, mode_t mode)
+{
+	FILE *f = fopen(path, "w");
+
+	if (f != NULL) {
+		fputs(text, f);
+		fclose(f);
+	}
+	chmod(path, mode);
 }
 
 /** Print the summary and return the exit status for main(). */

@@ -86,10 +86,12 @@ static int op_job_create(void *arg, struct sg_ctl_job *job, char *reason)
 	int rc = 0;
 
 	/* dtype any (an open job): chunk_bytes, a multiple of 8, fits every element size */
-	if (job->chunk_bytes > max ||
+	if (job->chunk_bytes > sg_dp_ctl_max_chunk(job, max) ||
 	    (job->dtype != SG_DTYPE_ANY && job->chunk_bytes % sg_dtype_size(job->dtype) != 0)) {
 		snprintf(reason, SG_CTL_REASON_MAX, "chunk_bytes %u: this node takes at most %u, in "
-			 "multiples of the element size", job->chunk_bytes, max);
+			 "multiples of the element size%s", job->chunk_bytes,
+			 sg_dp_ctl_max_chunk(job, max), job->auth ? " (auth = mac: 32 bytes of "
+			 "each datagram are its MAC's)" : "");
 		return -EINVAL;
 	}
 	if (id != 0 && job_find(n, id) != NULL) {
@@ -128,7 +130,7 @@ static int op_job_create(void *arg, struct sg_ctl_job *job, char *reason)
 	}
 	job->id = id;
 	if (job->chunk_bytes == 0)
-		job->chunk_bytes = max;
+		job->chunk_bytes = sg_dp_ctl_max_chunk(job, max);
 	slot->used = true;
 	slot->spec = *job;
 	slot->spec.tensors = NULL;
@@ -185,6 +187,7 @@ static int op_job_destroy(void *arg, uint32_t id)
 	if (j->spec.n_keys > 0 || j->spec.open)
 		sigma_udpd_remove_job(n->d, id);
 	j->used = false;
+	explicit_bzero(j->spec.auth_key, sizeof(j->spec.auth_key));
 	printf("sigma-udpd: job %u destroyed\n", id);
 	fflush(stdout);
 	return 0;
@@ -304,6 +307,10 @@ static void usage(FILE *f)
 		"                    records of this node's jobs (failover; docs/cluster.md)\n"
 		"  --cluster NAME    the cluster's name: records under /sigma/NAME/ [default]\n"
 		"  --ttl S           lease TTL, the liveness timeout, 1..3600 s [5]\n"
+		"  --etcd-user U     etcd authentication: the user, whose password is the first\n"
+		"                    line of --etcd-password-file F (mode 0600)\n"
+		"  --etcd-ca F, --etcd-cert F, --etcd-key F  TLS for https:// endpoints: the CA\n"
+		"                    that signed etcd's certificate, this node's certificate and key\n"
 		"  --drop-rx P, --drop-tx P  loss injection: drop P per mille of packets [0]\n"
 		"  --spin-us U       after light traffic, poll this long before sleeping; 0: never\n"
 		"                    [200]\n"
@@ -336,6 +343,9 @@ int main(int argc, char **argv)
 		{"shm-max", required_argument, NULL, 'N'},
 		{"metrics", required_argument, NULL, 'P'},
 		{"late-warn-ms", required_argument, NULL, 'L'},
+		{"etcd-user", required_argument, NULL, 1}, {"etcd-password-file", required_argument, NULL, 2},
+		{"etcd-ca", required_argument, NULL, 3}, {"etcd-cert", required_argument, NULL, 4},
+		{"etcd-key", required_argument, NULL, 5},
 		{NULL, 0, NULL, 0},
 	};
 	static struct node n = {.name = "sigma-udpd", .addr = "127.0.0.1", .gbps = 10};
@@ -347,7 +357,8 @@ int main(int argc, char **argv)
 	char metrics_addr[64] = "";
 	struct sg_etcd_reg_conf rc = {.cluster = "default", .ttl_s = 5};
 	struct sg_etcd_reg *reg = NULL;
-	char tcp_addr[64] = "", err[256];
+	char tcp_addr[64] = "", err[256], etcd_pw[SG_ETCD_PASSWORD_MAX];
+	const char *etcd_pw_file = NULL;
 	struct sg_ctl_server *srv;
 	struct sg_dp_stats st;
 	struct sigma_udpd_io io;
@@ -399,6 +410,21 @@ int main(int argc, char **argv)
 			break;
 		case 'E':
 			etcd = optarg;
+			break;
+		case 1:
+			rc.etcd.user = optarg;
+			break;
+		case 2:
+			etcd_pw_file = optarg;
+			break;
+		case 3:
+			rc.etcd.ca_file = optarg;
+			break;
+		case 4:
+			rc.etcd.cert_file = optarg;
+			break;
+		case 5:
+			rc.etcd.key_file = optarg;
 			break;
 		case 'S':
 			if (sg_parse_u64(optarg, 0, 1000000, &v) != 0)
@@ -454,6 +480,18 @@ int main(int argc, char **argv)
 			"H:P)\n");
 		usage(stderr);
 		return 2;
+	}
+	if ((etcd_pw_file != NULL) != (rc.etcd.user != NULL)) {
+		fprintf(stderr, "sigma-udpd: --etcd-user and --etcd-password-file go together\n");
+		return 2;
+	}
+	if (etcd_pw_file != NULL) {
+		if (sg_etcd_password_load("--etcd-password-file", etcd_pw_file, etcd_pw, err,
+					  sizeof(err)) != 0) {
+			fprintf(stderr, "sigma-udpd: %s\n", err);
+			return 2;
+		}
+		rc.etcd.password = etcd_pw;
 	}
 	if (listen != NULL) {
 		const char *colon = strrchr(listen, ':');
@@ -553,6 +591,7 @@ int main(int argc, char **argv)
 		usleep(20000); /* a signal between a check and pause() would be lost */
 	sg_etcd_reg_stop(reg, true); /* a clean leave: workers move its keys at once */
 	sg_ctl_server_destroy(srv);
+	explicit_bzero(etcd_pw, sizeof(etcd_pw));
 	sigma_udpd_stop(n.d);
 	sigma_udpd_stats(n.d, &st);
 	printf("sigma-udpd: stopped; %" PRIu64 " packets, %" PRIu64 " pushes summed, %" PRIu64

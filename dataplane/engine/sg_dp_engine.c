@@ -35,8 +35,11 @@
 #include <rte_common.h>
 #include <rte_log.h>
 
+#include "sg_auth.h"
 #include "sg_dp_engine.h"
 #include "sg_late.h"
+
+_Static_assert(SG_DP_MAC_TRAILER == SG_AUTH_TRAILER_BYTES, "one trailer size");
 
 /*
  * The engine's own logtype, apart from sigmad's sigma.dataplane: sigma-udpd
@@ -128,6 +131,7 @@ struct list {
 struct job {
 	uint32_t id;
 	uint32_t n;
+	struct sg_auth_job *auth; /* auth = mac: the ranks' keys and windows; NULL: none */
 	uint64_t token;
 	uint64_t full; /* bitmap with all N ranks */
 	enum sg_dtype dtype;  /* SG_DTYPE_ANY: an open job whose keys each have their own */
@@ -337,7 +341,7 @@ static void emit_small(struct sg_dp_engine *e, struct job *j, struct sg_dp_msg *
 		       uint32_t rank, const void *payload, uint32_t plen)
 {
 	void *pkt, *buf;
-	uint32_t len = SG_DP_HDR_LEN + plen;
+	uint32_t len = SG_DP_HDR_LEN + plen + (j->auth != NULL ? SG_DP_MAC_TRAILER : 0);
 
 	/* a reply caused by a datagram nobody checked yet: the rx paths commit() first */
 	if (unlikely(e->cs.pending) && !csum_verify(e))
@@ -348,9 +352,13 @@ static void emit_small(struct sg_dp_engine *e, struct job *j, struct sg_dp_msg *
 		return;
 	}
 	m->rank = (uint16_t)rank;
+	if (j->auth != NULL)
+		m->flags |= SG_DP_F_MAC;
 	sg_dp_build_hdr(buf, m);
 	if (plen != 0)
 		memcpy((uint8_t *)buf + SG_DP_HDR_LEN, payload, plen);
+	if (j->auth != NULL)
+		sg_auth_job_sign(j->auth, rank, buf, len - SG_DP_MAC_TRAILER);
 	e->conf.tx.send(e->conf.tx.ctx, pkt, len);
 	if (m->type == SG_DP_T_NACK)
 		JCOUNT(e, j, nacks_sent);
@@ -369,8 +377,9 @@ static void result_fill(struct sg_dp_engine *e, const struct job *j, enum sg_dty
 {
 	uint8_t *d = buf + SG_DP_HDR_LEN;
 
-	/* Narrows fp32 accumulators of fp16/bf16 straight into the packet. */
-	if (e->conf.tx.payload_csum == NULL)
+	/* Narrows fp32 accumulators of fp16/bf16 straight into the packet. The elements'
+	 * checksum leaves out a MAC's trailer: the transport sums such a RESULT itself */
+	if (e->conf.tx.payload_csum == NULL || j->auth != NULL)
 		sg_sum_acc_final_unchecked(dt, j->sum_flags, d, acc, nelem);
 	else
 		e->conf.tx.payload_csum(e->conf.tx.ctx, pkt,
@@ -425,15 +434,19 @@ static void emit_results(struct sg_dp_engine *e, struct job *j, const struct key
 	reply_msg(&m, j, k, chunk, round);
 	m.type = SG_DP_T_RESULT;
 	m.nelem = nelem;
+	if (j->auth != NULL)
+		m.flags = SG_DP_F_MAC;
 	sg_dp_build_hdr(hdr, &m);
-	if (e->multi && (ranks & (ranks - 1)) != 0 &&
+	/* each rank's RESULT has its own MAC: no fan-out of one buffer */
+	if (e->multi && j->auth == NULL && (ranks & (ranks - 1)) != 0 &&
 	    emit_fanout(e, j, k->dtype, hdr, len, nelem, acc, ranks))
 		return;
 	for (; ranks != 0; ranks &= ranks - 1) {
 		unsigned int rank = (unsigned int)__builtin_ctzll(ranks);
 		void *pkt, *buf;
 
-		buf = e->conf.tx.alloc(e->conf.tx.ctx, j->peer[rank], len, &pkt);
+		buf = e->conf.tx.alloc(e->conf.tx.ctx, j->peer[rank],
+				       len + (j->auth != NULL ? SG_DP_MAC_TRAILER : 0), &pkt);
 		if (buf == NULL) {
 			JCOUNT(e, j, tx_fail);
 			continue;
@@ -441,7 +454,9 @@ static void emit_results(struct sg_dp_engine *e, struct job *j, const struct key
 		memcpy(buf, hdr, SG_DP_HDR_LEN);
 		sg_dp_hdr_set_rank(buf, (uint16_t)rank);
 		result_fill(e, j, k->dtype, pkt, buf, acc, nelem);
-		e->conf.tx.send(e->conf.tx.ctx, pkt, len);
+		if (j->auth != NULL)
+			sg_auth_job_sign(j->auth, rank, buf, len);
+		e->conf.tx.send(e->conf.tx.ctx, pkt, len + (j->auth != NULL ? SG_DP_MAC_TRAILER : 0));
 		JCOUNT(e, j, results_sent);
 	}
 }
@@ -884,18 +899,24 @@ static void refuse(struct sg_dp_engine *e, struct job *j, const struct sg_dp_msg
 	if (m->type != SG_DP_T_PUSH || !csum_verify(e) ||
 	    !refuse_budget(&j->refuse_t0, &j->refuse_n, now))
 		return;
-	buf = e->conf.tx.alloc(e->conf.tx.ctx, src, SG_DP_HDR_LEN + 8, &pkt);
+	/* a push that passed its MAC gets a MACed answer; one that has none, one without */
+	bool mac = j->auth != NULL && (m->flags & SG_DP_F_MAC);
+	uint32_t len = SG_DP_HDR_LEN + 8 + (mac ? SG_DP_MAC_TRAILER : 0);
+
+	buf = e->conf.tx.alloc(e->conf.tx.ctx, src, len, &pkt);
 	if (buf == NULL) {
 		JCOUNT(e, j, tx_fail);
 		return;
 	}
 	r.type = SG_DP_T_ERROR;
-	r.flags = 0;
+	r.flags = mac ? SG_DP_F_MAC : 0;
 	r.code = code;
 	r.nelem = 0;
 	sg_dp_build_hdr(buf, &r);
 	memcpy((uint8_t *)buf + SG_DP_HDR_LEN, payload, 8);
-	e->conf.tx.send(e->conf.tx.ctx, pkt, SG_DP_HDR_LEN + 8);
+	if (mac)
+		sg_auth_job_sign(j->auth, m->rank, buf, SG_DP_HDR_LEN + 8);
+	e->conf.tx.send(e->conf.tx.ctx, pkt, len);
 	JCOUNT(e, j, errors_sent);
 }
 
@@ -938,6 +959,28 @@ static int mismatch(struct sg_dp_engine *e, struct job *j, const struct key_ent 
 
 	refuse(e, j, m, src, now, SG_DP_C_MISMATCH, &mm);
 	return job_drop(e, j, why);
+}
+
+/*
+ * auth = mac: a datagram whose MAC flag is not the job's gets ERROR MISMATCH
+ * (its worker stops at once, naming the mismatch); one that fails its rank's
+ * MAC, or replays, is dropped by its reason. A damaged one is the checksum's,
+ * not a forgery. @return 0 (verified) or the drop.
+ */
+static int auth_check(struct sg_dp_engine *e, struct job *j, const struct sg_dp_msg *m,
+		      const void *pkt, uint32_t len, uint64_t src, uint64_t now)
+{
+	static const enum sg_dp_drop drop_of[] = {
+		[SG_AUTH_SHORT] = SG_DP_DROP_AUTH_SHORT, [SG_AUTH_OTHER_JOB] = SG_DP_DROP_AUTH_JOB,
+		[SG_AUTH_BAD] = SG_DP_DROP_AUTH_BAD, [SG_AUTH_REPLAY] = SG_DP_DROP_AUTH_REPLAY};
+	enum sg_auth_verdict v;
+
+	if ((j->auth != NULL) != ((m->flags & SG_DP_F_MAC) != 0))
+		return mismatch(e, j, NULL, m, src, now, SG_DP_DROP_AUTH_MISMATCH, SG_DP_MM_AUTH);
+	if (!csum_verify(e))
+		return csum_fail(e, j);
+	v = sg_auth_job_check(j->auth, m->rank, pkt, len);
+	return v == SG_AUTH_OK ? 0 : job_drop(e, j, drop_of[v]);
 }
 
 /* Resend a kept result, or ERROR GONE if it was reclaimed. */
@@ -1241,6 +1284,10 @@ static int engine_rx(struct sg_dp_engine *e, const void *pkt, uint32_t len, uint
 		return job_drop(e, j, SG_DP_DROP_TOKEN);
 	if (m.rank >= j->n)
 		return job_drop(e, j, SG_DP_DROP_RANK);
+	/* before anything of the job is touched: its MAC, with auth = mac */
+	if (unlikely(j->auth != NULL || (m.flags & SG_DP_F_MAC)) &&
+	    (rc = auth_check(e, j, &m, pkt, len, src, now)) < 0)
+		return rc;
 	/* from here on the sender holds the job's token: a refused push is answered */
 	c.k = key_find(j, m.key);
 	if (unlikely(c.k == NULL)) {
@@ -1565,6 +1612,7 @@ static void job_free(struct sg_dp_engine *e, struct job *j)
 	free(j->stage);
 	free(j->around);
 	free(j->late);
+	sg_auth_job_destroy(j->auth);
 	free(j);
 }
 
@@ -1633,6 +1681,12 @@ static int job_check(const struct sg_dp_engine *e, const struct sg_dp_job_conf *
 	}
 	if ((c->sum_flags & ~SG_SUM_F_NATIVE) != 0) {
 		ENG_LOG(ERR, "job %" PRIu32 ": unknown sum flags 0x%x", c->id, c->sum_flags);
+		return -EINVAL;
+	}
+	if (c->auth_key != NULL && chunk_bytes + SG_DP_MAC_TRAILER > e->conf.max_payload) {
+		ENG_LOG(ERR, "job %" PRIu32 ": chunk_bytes %" PRIu32 " and a MAC's %d bytes of "
+			"trailer (auth = mac) exceed the engine's max_payload %" PRIu32, c->id,
+			chunk_bytes, SG_DP_MAC_TRAILER, e->conf.max_payload);
 		return -EINVAL;
 	}
 	if (chunk_bytes % 8 != 0 || chunk_bytes > e->conf.max_payload) {
@@ -1724,6 +1778,8 @@ int sg_dp_engine_add_job(struct sg_dp_engine *e, const struct sg_dp_job_conf *c)
 	j->chunk_bytes = chunk_bytes;
 	j->part = part;
 	j->open = c->open;
+	if (c->auth_key != NULL && (j->auth = sg_auth_job_create(c->auth_key, j->n)) == NULL)
+		goto nomem;
 	/* an open job: as many keys as slots (each key takes one at least) */
 	j->nkeys = c->open ? 0 : c->nkeys;
 	j->max_keys = c->open ? (c->slots ? c->slots : SG_OPEN_SLOTS_DEFAULT) : c->nkeys;

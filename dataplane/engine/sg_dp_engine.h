@@ -172,6 +172,17 @@ struct sg_dp_job_conf {
 	 * (touched as keys take slots), plus 4 * nworkers in async mode.
 	 */
 	uint32_t slots;
+	/**
+	 * auth = mac (docs/protocol.md, "Authenticated datagrams"): the job's
+	 * SG_AUTH_KEY_BYTES key (read at add_job only; NULL: no auth). Every PUSH
+	 * and PULL must then carry a trailer whose MAC verifies under its rank's
+	 * key, checked right after the token and rank and before anything else of
+	 * the job is touched (drops auth_short, auth_job, auth_bad, auth_replay;
+	 * without the trailer, or with one to a job without auth: ERROR MISMATCH
+	 * and auth_mismatch), and every reply carries one under the node's key for
+	 * that rank. chunk_bytes + SG_DP_MAC_TRAILER must fit max_payload.
+	 */
+	const uint8_t *auth_key;
 };
 
 /**

@@ -41,6 +41,11 @@ static const char *const drop_names[SG_DP_DROP_COUNT] = {
 	[SG_DP_DROP_JOIN] = "join",
 	[SG_DP_DROP_PARTITION] = "partition",
 	[SG_DP_DROP_FULL] = "full",
+	[SG_DP_DROP_AUTH_SHORT] = "auth_short",
+	[SG_DP_DROP_AUTH_JOB] = "auth_job",
+	[SG_DP_DROP_AUTH_BAD] = "auth_bad",
+	[SG_DP_DROP_AUTH_REPLAY] = "auth_replay",
+	[SG_DP_DROP_AUTH_MISMATCH] = "auth_mismatch",
 };
 
 static const char *const type_names[SG_DP_T_MAX + 1] = {
@@ -101,6 +106,15 @@ int sg_dp_parse(const void *buf, size_t len, struct sg_dp_msg *msg, enum sg_dp_d
 	msg->offset = be32toh(h.offset);
 
 	plen = len - SG_DP_HDR_LEN;
+	if (h.flags & SG_DP_F_MAC) {
+		/* the rules below are the payload's, before the trailer (sg_auth.h) */
+		size_t body = h.type == SG_DP_T_PUSH || h.type == SG_DP_T_RESULT ?
+			      (size_t)msg->nelem * sg_dtype_size(h.dtype) : 0;
+
+		if (plen < SG_DP_MAC_TRAILER || (plen >= body && plen < body + SG_DP_MAC_TRAILER))
+			return drop(why, SG_DP_DROP_AUTH_SHORT);
+		plen -= SG_DP_MAC_TRAILER;
+	}
 	if (plen > SG_DP_MAX_PAYLOAD)
 		return drop(why, SG_DP_DROP_LENGTH);
 	switch (h.type) {

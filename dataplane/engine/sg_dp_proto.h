@@ -62,9 +62,13 @@ enum sg_dp_type {
 /** Header flag bits. Unknown bits must be zero (else the packet is dropped). */
 enum sg_dp_flag {
 	SG_DP_F_RETRANS = 1u << 0, /**< sender is retransmitting (informational) */
+	/** a job with auth: SG_DP_MAC_TRAILER bytes (sg_auth.h) follow the payload */
+	SG_DP_F_MAC = 1u << 1,
 };
 /** All flag bits this version defines. */
-#define SG_DP_F_ALL (SG_DP_F_RETRANS)
+#define SG_DP_F_ALL (SG_DP_F_RETRANS | SG_DP_F_MAC)
+/** Bytes of the trailer an SG_DP_F_MAC datagram ends with (SG_AUTH_TRAILER_BYTES). */
+#define SG_DP_MAC_TRAILER 32
 
 /** Codes carried in the `code` field of NACK and ERROR (0 elsewhere). */
 enum sg_dp_code {
@@ -104,6 +108,7 @@ enum sg_dp_mismatch_what {
 	SG_DP_MM_NELEM = 5,  /**< the element count is not the chunk's */
 	SG_DP_MM_PARTITION = 6, /**< a new key of an open job would be larger than the job's
 				     partition_bytes */
+	SG_DP_MM_AUTH = 7,   /**< SG_DP_F_MAC set and the job has no auth, or the reverse */
 };
 
 /** Payload of ERROR MISMATCH (8 bytes, big-endian): the job as the node holds it. */
@@ -201,6 +206,11 @@ enum sg_dp_drop {
 	SG_DP_DROP_JOIN,        /**< JOIN: not the engine's; the caller hands it to control */
 	SG_DP_DROP_PARTITION,   /**< a new key of an open job larger than its partition_bytes */
 	SG_DP_DROP_FULL,        /**< a new key of an open job, and no chunk slot left for it */
+	SG_DP_DROP_AUTH_SHORT,  /**< SG_DP_F_MAC, and no room for the whole trailer: truncated */
+	SG_DP_DROP_AUTH_JOB,    /**< a trailer made with another job's key (its key id) */
+	SG_DP_DROP_AUTH_BAD,    /**< a MAC that does not verify: forged, or another rank's */
+	SG_DP_DROP_AUTH_REPLAY, /**< a verified datagram seen before, or older than the window */
+	SG_DP_DROP_AUTH_MISMATCH, /**< SG_DP_F_MAC to a job without auth, or none to one with */
 	SG_DP_DROP_COUNT
 };
 

@@ -109,6 +109,8 @@ class SigmaConf(ctypes.Structure):
         ("ranks_wait_us", ctypes.c_uint32),
         ("shm_paths", ctypes.POINTER(ctypes.c_char_p)),
         ("n_shm_paths", ctypes.c_uint),
+        ("auth_keys", ctypes.c_void_p),
+        ("auth_key_id", ctypes.c_uint32),
     ]
 
 

@@ -282,6 +282,18 @@ int main(void)
 	SG_CHECK(o.status[0] == -EPROTO && o.secs < 1, "size");
 	HAS(o, "element count or partition_bytes");
 
+	printf("auth = mac at the node, none at the workers\n");
+	{
+		static const uint8_t key[32] = {7};
+
+		job2 = job;
+		job2.auth_key = key;
+		run(&job2, base, 0, SG_DTYPE_FP32, NELEM, 1, &port, NULL, &o);
+		SG_CHECK(o.status[0] == -EPROTO && o.status[1] == -EPROTO && o.secs < 1,
+			 "auth: %d %d in %.3f s", o.status[0], o.status[1], o.secs);
+		HAS(o, "the node's job has auth = mac");
+	}
+
 	printf("a wrong token: the node cannot answer\n");
 	job2 = job;
 	job2.token = TOKEN + 1;

@@ -27,6 +27,7 @@ trap cleanup_pids EXIT
 head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$TMP/secret"
 chmod 600 "$TMP/secret"
 echo "not-the-secret-at-all" >"$TMP/wrong"
+chmod 600 "$TMP/wrong"
 start() { # start NAME LOG ARGS...
 	local log=$2
 	shift 2

@@ -74,6 +74,25 @@ static inline uint16_t free_ports(unsigned int n)
 	return 0;
 }
 
+/*
+ * In a child just forked from @p parent: die with the test (also when meson's
+ * timeout kills it), and write stdout and stderr to @p log (opened with
+ * O_APPEND, or O_TRUNC).
+ */
+static inline void child_setup(pid_t parent, const char *log, int mode)
+{
+	int fd;
+
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	if (getppid() != parent)
+		_exit(1);
+	fd = open(log, O_WRONLY | O_CREAT | mode, 0600);
+	if (fd >= 0) {
+		dup2(fd, 1);
+		dup2(fd, 2);
+	}
+}
+
 /* Start member @p name of a cluster (@p cluster: its initial-cluster list). */
 static inline pid_t etcd_start(const char *name, uint16_t cport, uint16_t pport, const char *cluster)
 {
@@ -82,20 +101,11 @@ static inline pid_t etcd_start(const char *name, uint16_t cport, uint16_t pport,
 
 	if (pid != 0)
 		return pid;
-	/* the member dies with the test, also when meson's timeout kills it */
-	prctl(PR_SET_PDEATHSIG, SIGKILL);
-	if (getppid() != parent)
-		_exit(1);
 	snprintf(data, sizeof(data), "%s/%s.data", tmpdir, name);
 	snprintf(log, sizeof(log), "%s/%s.log", tmpdir, name);
+	child_setup(parent, log, O_APPEND);
 	snprintf(curl, sizeof(curl), "http://127.0.0.1:%u", cport);
 	snprintf(purl, sizeof(purl), "http://127.0.0.1:%u", pport);
-	int fd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0600);
-
-	if (fd >= 0) {
-		dup2(fd, 1);
-		dup2(fd, 2);
-	}
 	execlp("etcd", "etcd", "--name", name, "--data-dir", data, "--listen-client-urls", curl,
 	       "--advertise-client-urls", curl, "--listen-peer-urls", purl,
 	       "--initial-advertise-peer-urls", purl, "--initial-cluster", cluster,

@@ -15,16 +15,6 @@
 
 static char dir[64], ini[128], secret[128];
 
-static void write_file(const char *path, const char *text, mode_t mode)
-{
-	FILE *f = fopen(path, "w");
-
-	if (f != NULL) {
-		fputs(text, f);
-		fclose(f);
-	}
-	chmod(path, mode);
-}
 
 /* Load @p body as the INI file, offering its keys to @p hook (may be NULL). */
 static int load_hook(const char *body, struct sg_ctl_server_config *cfg,
@@ -34,7 +24,7 @@ static int load_hook(const char *body, struct sg_ctl_server_config *cfg,
 	struct rte_cfgfile *f;
 	int rc;
 
-	write_file(ini, body, 0600);
+	sg_test_write_file(ini, body, 0600);
 	f = rte_cfgfile_load(ini, 0);
 	if (f == NULL)
 		return -EIO;
@@ -123,7 +113,7 @@ int main(void)
 		SG_TEST_SKIP_ALL("no temporary folder");
 	snprintf(ini, sizeof(ini), "%s/sigmad.ini", dir);
 	snprintf(secret, sizeof(secret), "%s/ctl.secret", dir);
-	write_file(secret, "0123456789abcdef0123\n", 0600);
+	sg_test_write_file(secret, "0123456789abcdef0123\n", 0600);
 	test_log_levels();
 	test_hook();
 
@@ -166,10 +156,10 @@ int main(void)
 	bad("[control]\nheartbeat_timeout_ms = 99999999999\n", "positive integer");
 	bad("[control]\nlisten_addr = 127.0.0.1:1\n", "unknown key 'listen_addr'");
 	bad("[control]\nsecret_file = /nonexistent/secret\n", "No such file");
-	write_file(secret, "0123456789abcdef0123\n", 0644);
+	sg_test_write_file(secret, "0123456789abcdef0123\n", 0644);
 	snprintf(body, sizeof(body), "[control]\nsecret_file = %s\n", secret);
 	bad(body, "chmod 600");
-	write_file(secret, "short\n", 0600);
+	sg_test_write_file(secret, "short\n", 0600);
 	bad(body, "at least 16 bytes");
 	{
 		/* One byte over the limit is refused, not cut: clients would use another key. */
@@ -177,12 +167,39 @@ int main(void)
 
 		memset(big, 'k', SG_CTL_SECRET_MAX + 1);
 		strcpy(big + SG_CTL_SECRET_MAX + 1, "\n");
-		write_file(secret, big, 0600);
+		sg_test_write_file(secret, big, 0600);
 		bad(body, "more than 256 bytes of secret");
 		big[SG_CTL_SECRET_MAX] = '\n'; /* exactly the limit, plus newlines: fine */
-		write_file(secret, big, 0600);
+		sg_test_write_file(secret, big, 0600);
 		SG_CHECK_EQ(sg_ctl_secret_load(secret, true, st.secret, &slen, err, sizeof(err)), 0);
 		SG_CHECK_EQ(slen, SG_CTL_SECRET_MAX);
+	}
+	/* a client's copy too: a file that others may read is refused, naming the fix,
+	 * and the secret is in no message; a pipe is fine (private_file false) */
+	static const unsigned int modes[] = {0604, 0640, 0660, 0644};
+
+	for (size_t i = 0; i < sizeof(modes) / sizeof(modes[0]); i++) {
+		unsigned int mode = modes[i];
+
+		sg_test_write_file(secret, "0123456789abcdef0123\n", mode);
+		SG_CHECK_EQ(sg_ctl_secret_load(secret, false, st.secret, &slen, err, sizeof(err)),
+			    -EINVAL);
+		SG_CHECK(strstr(err, "chmod 600") != NULL && strstr(err, "0123456789") == NULL,
+			 "mode %o: %s", mode, err);
+	}
+	{
+		int pfd[2];
+		char pipe_path[64];
+
+		SG_CHECK_EQ(pipe(pfd), 0);
+		SG_CHECK(write(pfd[1], "0123456789abcdef-pipe\n", 22) == 22, "pipe write");
+		close(pfd[1]);
+		snprintf(pipe_path, sizeof(pipe_path), "/proc/self/fd/%d", pfd[0]);
+		SG_CHECK_EQ(sg_ctl_secret_load(pipe_path, false, st.secret, &slen, err,
+					       sizeof(err)), 0);
+		SG_CHECK(slen == 21 && memcmp(st.secret, "0123456789abcdef-pipe", 21) == 0,
+			 "the secret read from a pipe (%zu bytes)", slen);
+		close(pfd[0]);
 	}
 	snprintf(body, sizeof(body), "[control]\nsecret_file = %s\n", dir);
 	bad(body, "not a regular file");

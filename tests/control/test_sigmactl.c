@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -108,6 +109,9 @@ int main(int argc, char **argv)
 	snprintf(secret, sizeof(secret), "%.*s\n", (int)sizeof(mock_secret), mock_secret);
 	write_file(secret_file, secret);
 	write_file(bad_secret_file, "definitely-not-the-secret\n");
+	/* a secret file others may read is refused, as ssh refuses such a key */
+	chmod(secret_file, 0600);
+	chmod(bad_secret_file, 0600);
 	unsetenv("SIGMACTL_SERVER");
 	unsetenv("SIGMACTL_SECRET_FILE");
 

@@ -13,7 +13,10 @@
  *   4: remove a job and add it back.
  * The last job is open, of dtype any, with room for 6 chunks: its pushes make
  * its keys, from geometries (dtype, chunk count, offset, element count) the
- * input picks.
+ * input picks. Job 2 has auth = mac: built pushes carry no trailer, one of
+ * input bytes, or one signed with the rank's key (sequence numbers that
+ * start where the input leaves them), so its checks and its signed replies
+ * are reached; the others get such trailers too (auth_mismatch).
  * Every packet also goes through sg_dp_parse() alone. After each input the
  * engine is destroyed; before that, all jobs are removed and the pool must be
  * full again (a leaked buffer aborts).
@@ -25,6 +28,7 @@
 
 #include <rte_log.h>
 
+#include "sg_auth.h"
 #include "sg_dp_engine.h"
 
 #define NJOBS 4 /* the last one open */
@@ -48,6 +52,8 @@ static void fz_send(void *ctx, void *pkt, uint32_t len)
 }
 
 static const struct sg_dp_key keys[2] = {{.id = 1, .nelem = 40}, {.id = 2, .nelem = 3}};
+static const uint8_t auth_key[SG_AUTH_KEY_BYTES] = {1, 2, 3};
+static struct sg_auth_signer signers[4]; /* job 2's ranks */
 
 static void job_conf(struct sg_dp_job_conf *jc, unsigned int i)
 {
@@ -64,6 +70,8 @@ static void job_conf(struct sg_dp_job_conf *jc, unsigned int i)
 	jc->max_inflight = 4;
 	jc->keys = keys;
 	jc->nkeys = 2;
+	if (i == 1)
+		jc->auth_key = auth_key;
 	if (i == NJOBS - 1) {
 		/* keys of up to 3 chunks of 32 bytes, 6 slots in all */
 		jc->keys = NULL;
@@ -166,6 +174,17 @@ static uint32_t build(struct rd *r, uint8_t *pkt, int push)
 		payload[i] = next(r);
 	len = (uint32_t)sg_dp_build(pkt, SG_DP_HDR_LEN + sizeof(payload), &m, payload,
 				    push ? nelem * esz : 0);
+	/* a trailer: none, the input's bytes, or signed with the rank's key */
+	if ((b4 >> 2) & 3) {
+		pkt[6] |= SG_DP_F_MAC;
+		if ((b4 >> 3) & 1 && ji == 1 && m.rank < 4) {
+			sg_auth_sign(&signers[m.rank], pkt, len);
+		} else {
+			for (uint32_t i = 0; i < SG_AUTH_TRAILER_BYTES; i++)
+				pkt[len + i] = next(r);
+		}
+		len += SG_AUTH_TRAILER_BYTES - (b4 >> 6 == 3 ? next(r) % 33 : 0);
+	}
 	/* Occasionally corrupt one header byte. */
 	if (b4 >= 0xf0)
 		pkt[b4 % SG_DP_HDR_LEN] ^= next(r);
@@ -203,6 +222,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		sg_dp_parse(data, size, &m, NULL);
 	}
 	n_used = n_dropped = 0;
+	for (uint16_t k = 0; k < 4; k++) {
+		uint8_t rk[SG_AUTH_KEY_BYTES];
+
+		sg_auth_rank_key(auth_key, k, SG_AUTH_RANK, rk);
+		sg_auth_signer_init(&signers[k], rk, sg_auth_key_id(auth_key));
+		signers[k].seq = (uint64_t)k << 40; /* each input alike */
+	}
 	e = sg_dp_engine_create(&ec);
 	if (e == NULL)
 		abort();

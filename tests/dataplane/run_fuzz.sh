@@ -24,8 +24,9 @@ fi
 	-I"$src/dataplane/engine" -I"$src/summation" -I"$src/common" -I"$6" \
 	$(pkg-config --cflags libdpdk) \
 	"$src/tests/dataplane/fuzz_dp.c" "$src/dataplane/engine/sg_dp_proto.c" \
-	"$src/dataplane/engine/sg_dp_engine.c" "$src/common/sg_types.c" "$libsum" \
-	$(pkg-config --libs libdpdk) -lnuma -lm -o "$out/fuzz_dp"
+	"$src/dataplane/engine/sg_dp_engine.c" "$src/common/sg_types.c" "$src/common/sg_auth.c" \
+	"$libsum" $(pkg-config --libs libdpdk) $(pkg-config --libs libsodium) -lnuma -lm \
+	-o "$out/fuzz_dp"
 # A fixed seed keeps runs comparable; the corpus grows across runs.
 exec "$out/fuzz_dp" -seed=1 -max_total_time="$secs" -runs=2000000 -max_len=4096 \
 	-print_final_stats=1 "$out/fuzz_corpus"

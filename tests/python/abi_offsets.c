@@ -41,7 +41,8 @@ int main(void)
 	F(struct sigma_conf, membership); F(struct sigma_conf, membership_arg);
 	F(struct sigma_conf, failover_wait_us); F(struct sigma_conf, spin_us);
 	F(struct sigma_conf, ranks_wait_us); F(struct sigma_conf, shm_paths);
-	F(struct sigma_conf, n_shm_paths);
+	F(struct sigma_conf, n_shm_paths); F(struct sigma_conf, auth_keys);
+	F(struct sigma_conf, auth_key_id);
 	END();
 	begin("SigmaStats", sizeof(struct sigma_stats));
 	F(struct sigma_stats, tx_packets); F(struct sigma_stats, rx_packets);

@@ -44,6 +44,7 @@ listen = 127.0.0.1:0
 secret_file = $TMP/secret
 name = shnode
 INI
+chmod 600 "$TMP/s.ini" # it stands in for a wrong secret below: a private file
 "$SIGMAD" "${EAL[@]}" --file-prefix=sg_agent_sh_$$ -- --config "$TMP/s.ini" >"$TMP/log" 2>&1 &
 PID=$!
 if ! wait_for "$TMP/log" 'control plane:' "$PID" || ! [ -S "$TMP/ctl.sock" ]; then

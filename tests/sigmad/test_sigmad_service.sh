@@ -91,6 +91,7 @@ has "$TMP/out3" 'sigmad: ready: 1 lcore(s) polling, the control server answers' 
 TPORT=$(sed -n 's/.*control plane: tcp port \([0-9]*\),.*/\1/p' "$TMP/out3")
 C=("$CTL" -s "127.0.0.1:$TPORT" -k "$TMP/secret")
 echo wrong-secret-of-16-bytes-or-more >"$TMP/bad"
+chmod 600 "$TMP/bad"
 # info: the control server's start; warning: a client that fails authentication
 has "$TMP/err" '<6>sigma.control: control server up' "info line"
 "$CTL" -s "127.0.0.1:$TPORT" -k "$TMP/bad" jobs >/dev/null 2>&1
