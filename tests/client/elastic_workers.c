@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "sg_parse.h"
@@ -37,6 +38,22 @@ static uint64_t elems[MAX_T];
 static char before[MAX_T][256][SG_NAME_MAX], after[MAX_T][256][SG_NAME_MAX];
 static unsigned long long checked, wrong, failed;
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static double round_ms[1000000 / 1000];
+
+static double mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+static int cmp_d(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return x < y ? -1 : x > y;
+}
 
 static float value(unsigned int r, unsigned int t, uint64_t i, uint32_t k)
 {
@@ -85,6 +102,8 @@ static void *rank_main(void *arg)
 			pt[t] = sigma_tensor_register(s, NULL, t, SG_DTYPE_FP32, elems[t], (int)t);
 	}
 	for (unsigned int k = 0; k < rounds; k++) {
+		double t0 = mono_ms();
+
 		for (unsigned int t = 0; t < n_t; t++) {
 			int rc;
 
@@ -118,6 +137,8 @@ static void *rank_main(void *arg)
 				}
 			}
 		}
+		if (r == 0 && k < sizeof(round_ms) / sizeof(round_ms[0]))
+			round_ms[k] = mono_ms() - t0;
 		if (sleep_ms)
 			usleep(sleep_ms * 1000u);
 	}
@@ -208,6 +229,13 @@ int main(int argc, char **argv)
 	for (unsigned int t = 0; t < n_t; t++)
 		for (uint32_t p = 0; p < 256 && before[t][p][0]; p++)
 			printf("place %u %u %s %s\n", t, p, before[t][p], after[t][p]);
+	if (rounds > 2 && rounds <= sizeof(round_ms) / sizeof(round_ms[0])) {
+		/* rank 0's rounds without the sleep, the first (keys made) left out */
+		qsort(round_ms + 1, rounds - 1, sizeof(double), cmp_d);
+		printf("round ms (rank 0): median %.1f, p99 %.1f, max %.1f\n",
+		       round_ms[1 + (rounds - 1) / 2], round_ms[1 + (rounds - 1) * 99 / 100],
+		       round_ms[rounds - 1]);
+	}
 	printf("elements checked: %llu, wrong: %llu, failed ops: %llu\n", checked, wrong, failed);
 	return wrong || failed ? 1 : 0;
 usage:

@@ -153,5 +153,37 @@ grep -q 'proposal 1 aborted: rank(s) 2 did not confirm within 2000 ms' "$TMP/out
 grep -q 'epoch 1 committed' "$TMP/out" && fail "no-confirm: a switch without rank 2" || ok
 for p in "${NPID[@]}"; do kill "$p" 2>/dev/null; done
 
+# 5. drain n2 with sigmactl, stop it, restart it, undrain it: back, nothing failed
+node d n1; node d n2; node d n3
+wait_nodes d 3
+job d n1 n2 n3
+"$W" "$DESC" "$URL" "${CL}d" 150 "$TENSORS" --sleep-ms 60 >"$TMP/out" 2>&1 &
+WP=$!
+sleep 2
+T0=$(date +%s%N)
+"$CTL" --etcd "$URL" --cluster "${CL}d" drain n2 --timeout 30 >"$TMP/drain" 2>&1; rc=$?
+T1=$(date +%s%N)
+[ $rc = 0 ] && grep -q 'node n2 drained (it may stop now): 1 elastic job' "$TMP/drain" && ok ||
+	fail "drain: exit $rc: $(cat "$TMP/drain")"
+grep -Eq '^job [0-9]+: epoch 1, nodes n1,n3$' "$TMP/drain" && ok || fail "drain: $(cat "$TMP/drain")"
+echo "drain: sigmactl returned after $(((T1 - T0) / 1000000)) ms"
+"$CTL" --etcd "$URL" --cluster "${CL}d" elastic >"$TMP/el" 2>&1
+grep -Eq '^[0-9]+ +3 +1 +no +yes +n1,n3$' "$TMP/el" && ok || fail "elastic: $(cat "$TMP/el")"
+kill -TERM "${NPID[n2]}"
+sleep 1
+node d n2
+"$CTL" --etcd "$URL" --cluster "${CL}d" undrain n2 --timeout 30 >"$TMP/undrain" 2>&1; rc=$?
+[ $rc = 0 ] && grep -q 'node n2 undrained' "$TMP/undrain" && ok ||
+	fail "undrain: exit $rc: $(cat "$TMP/undrain")"
+wait "$WP"; rc=$?
+[ $rc = 0 ] && ok || { fail "drain: workers exit $rc"; tail -20 "$TMP/out"; }
+grep -q ', wrong: 0, failed ops: 0' "$TMP/out" && ok || fail "drain: $(tail -1 "$TMP/out")"
+grep -q 'proposed epoch 1: drain n2' "$TMP/out" && ok || fail "drain: no proposal"
+grep -q 'proposed epoch 2: join n2' "$TMP/out" && ok || fail "undrain: no proposal"
+read -r MV BAD <<<"$(moved_only_to none)"
+[ "$MV" = 0 ] && ok || fail "undrain: $MV partitions are not back where they were"
+grep 'round ms' "$TMP/out" | sed 's/^/drain: /'
+for p in "${NPID[@]}"; do kill "$p" 2>/dev/null; done
+
 echo "$checks checks, $fails failed"
 [ "$fails" = 0 ]
