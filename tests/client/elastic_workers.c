@@ -11,7 +11,7 @@
  *
  * Usage: elastic_workers DESCRIPTOR ETCD CLUSTER ROUNDS ELEMS[,ELEMS...]
  *        [--sleep-ms MS] [--plain-rank R] [--propose-all] [--confirm-ms MS]
- *        [--margin M] [--wait-ms MS]
+ *        [--margin M] [--wait-ms MS] [--ranks-wait-ms MS]
  * --plain-rank: rank R runs a plain libsigma session (no elastic instance: it
  * never confirms a proposal). --propose-all: every rank proposes (racing).
  */
@@ -31,7 +31,7 @@
 #define MAX_T 8
 
 static const char *desc, *urls, *cluster;
-static unsigned int n_w, n_t, rounds, sleep_ms, confirm_ms, margin, wait_ms;
+static unsigned int n_w, n_t, rounds, sleep_ms, confirm_ms, margin, wait_ms, ranks_wait_ms;
 static int plain_rank = -1;
 static bool propose_all;
 static uint64_t elems[MAX_T];
@@ -80,12 +80,15 @@ static void *rank_main(void *arg)
 			goto out;
 		}
 	} else {
+		static struct sigma_conf base;
 		struct sigma_elastic_conf c = {.etcd = {.endpoints = urls, .timeout_ms = 1000},
+					       .base = &base,
 					       .cluster = cluster, .descriptor = desc,
 					       .rank = (uint16_t)r, .confirm_ms = confirm_ms,
 					       .margin = margin, .wait_ms = wait_ms,
 					       .propose = propose_all ? 1 : 0};
 
+		base.ranks_wait_us = ranks_wait_ms * 1000u;
 		e = sigma_elastic_open(&c, err, sizeof(err));
 		if (e == NULL) {
 			fprintf(stderr, "rank %u: %s\n", r, err);
@@ -205,6 +208,8 @@ int main(int argc, char **argv)
 			margin = (unsigned int)v;
 		else if (strcmp(argv[i], "--wait-ms") == 0)
 			wait_ms = (unsigned int)v;
+		else if (strcmp(argv[i], "--ranks-wait-ms") == 0)
+			ranks_wait_ms = (unsigned int)v;
 		else
 			goto usage;
 		i++;
@@ -241,6 +246,6 @@ int main(int argc, char **argv)
 usage:
 	fprintf(stderr, "usage: elastic_workers DESCRIPTOR ETCD CLUSTER ROUNDS ELEMS[,ELEMS...] "
 		"[--sleep-ms MS] [--plain-rank R] [--propose-all] [--confirm-ms MS] [--margin M] "
-		"[--wait-ms MS]\n");
+		"[--wait-ms MS] [--ranks-wait-ms MS]\n");
 	return 2;
 }
