@@ -96,6 +96,7 @@ struct sigma_elastic {
 	char drained[SG_MAX_NODES][SG_NAME_MAX];
 	unsigned int n_drained;
 	int64_t lease;			/* rank 0: the job record's */
+	struct sigma_stats closed_st;	/* the counters of the sessions closed */
 	char err[SIGMA_ERR_LEN];
 };
 
@@ -289,10 +290,20 @@ static void close_unused(struct sigma_elastic *e)
 			busy |= ep->t[i] && sigma_test(ep->t[i]) == -EINPROGRESS;
 		if (busy)
 			return;
+		{
+			struct sigma_stats one;
+			uint64_t *acc = (uint64_t *)&e->closed_st;
+			const uint64_t *v = (const uint64_t *)&one;
+
+			sigma_get_stats(ep->s, &one);
+			for (size_t f = 0; f < sizeof(one) / sizeof(uint64_t); f++)
+				acc[f] += v[f];
+		}
+		/* under the lock: sigma_elastic_get_stats() may read it from another thread */
+		pthread_mutex_lock(&e->mu);
 		sigma_close(ep->s);
 		ep->s = NULL;
 		ep->closed = true;
-		pthread_mutex_lock(&e->mu);
 		e->closed_upto = e->ep[k + 1]->k;
 		pthread_mutex_unlock(&e->mu);
 	}
@@ -1036,6 +1047,52 @@ int sigma_elastic_part_node(struct sigma_elastic *e, uint32_t id, uint32_t part,
 		return -EINVAL;
 	snprintf(name, SG_NAME_MAX, "%s", ep->nodes[n].name);
 	return 0;
+}
+
+int sigma_elastic_poll(struct sigma_elastic *e, int timeout_us)
+{
+	if (e == NULL)
+		return -EINVAL;
+	poll_all(e, timeout_us);
+	close_unused(e);
+	return 0;
+}
+
+int sigma_elastic_test(struct sigma_elastic *e, uint32_t id)
+{
+	unsigned int i;
+	struct el_tensor *te = e ? find(e, id, &i) : NULL;
+	struct el_epoch *ep;
+	int rc;
+
+	if (te == NULL)
+		return -ENOENT;
+	ep = e->ep[te->ep];
+	if (ep->s == NULL)
+		return 0;
+	rc = sigma_test(ep->t[i]);
+	if (rc < 0 && rc != -EINPROGRESS)
+		set_err(e, rc, "%s", sigma_last_error(ep->s));
+	return rc;
+}
+
+void sigma_elastic_get_stats(struct sigma_elastic *e, struct sigma_stats *st)
+{
+	uint64_t *acc = (uint64_t *)st;
+
+	pthread_mutex_lock(&e->mu);
+	memcpy(st, &e->closed_st, sizeof(*st));
+	for (unsigned int k = 0; k < e->n_ep; k++) {
+		struct sigma_stats one;
+		const uint64_t *v = (const uint64_t *)&one;
+
+		if (e->ep[k]->s == NULL)
+			continue;
+		sigma_get_stats(e->ep[k]->s, &one);
+		for (size_t f = 0; f < sizeof(one) / sizeof(uint64_t); f++)
+			acc[f] += v[f];
+	}
+	pthread_mutex_unlock(&e->mu);
 }
 
 uint32_t sigma_elastic_round(const struct sigma_elastic *e, uint32_t id)

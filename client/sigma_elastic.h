@@ -113,6 +113,19 @@ int sigma_elastic_push_pull_sync(struct sigma_elastic *e, uint32_t id, const voi
  */
 int sigma_elastic_part_node(struct sigma_elastic *e, uint32_t id, uint32_t part, char *name);
 
+/**
+ * Make progress on every open session (waits up to @p timeout_us when only one
+ * is open), and close the sessions no tensor needs any more.
+ * @return 0, -EINVAL.
+ */
+int sigma_elastic_poll(struct sigma_elastic *e, int timeout_us);
+
+/** State of tensor @p id's last operation: as sigma_test(), or -ENOENT. */
+int sigma_elastic_test(struct sigma_elastic *e, uint32_t id);
+
+/** The counters of every session the instance opened, added up (monotonic). */
+void sigma_elastic_get_stats(struct sigma_elastic *e, struct sigma_stats *st);
+
 /** The round of tensor @p id's next operation (0 if none). */
 uint32_t sigma_elastic_round(const struct sigma_elastic *e, uint32_t id);
 
