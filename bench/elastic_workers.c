@@ -11,7 +11,13 @@
  *
  * Usage: elastic_workers DESCRIPTOR ETCD CLUSTER ROUNDS ELEMS[,ELEMS...]
  *        [--sleep-ms MS] [--plain-rank R] [--propose-all] [--confirm-ms MS]
- *        [--margin M] [--wait-ms MS] [--ranks-wait-ms MS]
+ *        [--margin M] [--wait-ms MS] [--ranks-wait-ms MS] [--duration-s S]
+ *        [--rounds-log FILE]
+ * --duration-s: run rounds (at most ROUNDS) until S seconds have passed (rank 0
+ * decides the last round, every rank runs the same). --rounds-log: rank 0
+ * appends "ROUND UNIX_MS" at the end of each round (bench/chaos.sh). The last
+ * line is a JSON summary: rounds, elements checked, wrong, failed operations
+ * with their reasons, and this process's RSS after the first round and at the end.
  * --plain-rank: rank R runs a plain libsigma session (no elastic instance: it
  * never confirms a proposal). --propose-all: every rank proposes (racing).
  */
@@ -32,6 +38,12 @@
 
 static const char *desc, *urls, *cluster;
 static unsigned int n_w, n_t, rounds, sleep_ms, confirm_ms, margin, wait_ms, ranks_wait_ms;
+static unsigned int duration_s;
+static FILE *rounds_log;
+static volatile unsigned int stop_round = ~0u, done_rounds[64];
+static long rss_first_kb, rss_last_kb;
+static char fails[8][600];
+static unsigned int n_fails;
 static int plain_rank = -1;
 static bool propose_all;
 static uint64_t elems[MAX_T];
@@ -46,6 +58,28 @@ static double mono_ms(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+static long rss_kb(void)
+{
+	FILE *f = fopen("/proc/self/status", "r");
+	char line[256];
+	long kb = -1;
+
+	while (f != NULL && fgets(line, sizeof(line), f))
+		if (sscanf(line, "VmRSS: %ld", &kb) == 1)
+			break;
+	if (f != NULL)
+		fclose(f);
+	return kb;
+}
+
+static long unix_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return ts.tv_sec * 1000L + ts.tv_nsec / 1000000L;
 }
 
 static int cmp_d(const void *a, const void *b)
@@ -104,7 +138,9 @@ static void *rank_main(void *arg)
 		else
 			pt[t] = sigma_tensor_register(s, NULL, t, SG_DTYPE_FP32, elems[t], (int)t);
 	}
-	for (unsigned int k = 0; k < rounds; k++) {
+	double t_start = mono_ms();
+
+	for (unsigned int k = 0; k < rounds && k < stop_round; k++) {
 		double t0 = mono_ms();
 
 		for (unsigned int t = 0; t < n_t; t++) {
@@ -121,6 +157,12 @@ static void *rank_main(void *arg)
 			if (rc != 0) {
 				fprintf(stderr, "rank %u round %u tensor %u: %s\n", r, k, t,
 					e ? sigma_elastic_last_error(e) : sigma_last_error(s));
+				pthread_mutex_lock(&mu);
+				if (n_fails < 8)
+					snprintf(fails[n_fails++], sizeof(fails[0]), "rank %u round %u "
+						 "tensor %u: %s", r, k, t, e ? sigma_elastic_last_error(e)
+						 : sigma_last_error(s));
+				pthread_mutex_unlock(&mu);
 				fail++;
 				goto out;
 			}
@@ -142,6 +184,17 @@ static void *rank_main(void *arg)
 		}
 		if (r == 0 && k < sizeof(round_ms) / sizeof(round_ms[0]))
 			round_ms[k] = mono_ms() - t0;
+		done_rounds[r] = k + 1;
+		if (r == 0 && rounds_log != NULL) {
+			fprintf(rounds_log, "%u %ld\n", k, unix_ms());
+			fflush(rounds_log);
+		}
+		if (r == 0 && k == 0)
+			rss_first_kb = rss_kb();
+		/* the others are at most one round ahead of rank 0: they all stop after k + 1 */
+		if (r == 0 && duration_s && mono_ms() - t_start > duration_s * 1e3 &&
+		    stop_round == ~0u)
+			stop_round = k + 2;
 		if (sleep_ms)
 			usleep(sleep_ms * 1000u);
 	}
@@ -196,6 +249,12 @@ int main(int argc, char **argv)
 			propose_all = true;
 			continue;
 		}
+		if (strcmp(argv[i], "--rounds-log") == 0 && i + 1 < argc) {
+			rounds_log = fopen(argv[++i], "a");
+			if (rounds_log == NULL)
+				goto usage;
+			continue;
+		}
 		if (i + 1 >= argc || sg_parse_u64(argv[i + 1], 0, 1000000, &v) != 0)
 			goto usage;
 		if (strcmp(argv[i], "--sleep-ms") == 0)
@@ -210,6 +269,8 @@ int main(int argc, char **argv)
 			wait_ms = (unsigned int)v;
 		else if (strcmp(argv[i], "--ranks-wait-ms") == 0)
 			ranks_wait_ms = (unsigned int)v;
+		else if (strcmp(argv[i], "--duration-s") == 0)
+			duration_s = (unsigned int)v;
 		else
 			goto usage;
 		i++;
@@ -242,10 +303,24 @@ int main(int argc, char **argv)
 		       round_ms[rounds - 1]);
 	}
 	printf("elements checked: %llu, wrong: %llu, failed ops: %llu\n", checked, wrong, failed);
+	rss_last_kb = rss_kb();
+	printf("{\"rounds\": %u, \"elements_checked\": %llu, \"wrong\": %llu, \"failed_ops\": "
+	       "%llu, \"failures\": [", done_rounds[0], checked, wrong, failed);
+	for (unsigned int i = 0; i < n_fails; i++) {
+		printf("%s\"", i ? ", " : "");
+		for (const char *c = fails[i]; *c; c++)
+			if (*c == '"' || *c == '\\')
+				printf("\\%c", *c);
+			else if ((unsigned char)*c >= 0x20)
+				putchar(*c);
+		printf("\"");
+	}
+	printf("], \"rss_kb_after_first_round\": %ld, \"rss_kb_end\": %ld}\n", rss_first_kb,
+	       rss_last_kb);
 	return wrong || failed ? 1 : 0;
 usage:
 	fprintf(stderr, "usage: elastic_workers DESCRIPTOR ETCD CLUSTER ROUNDS ELEMS[,ELEMS...] "
 		"[--sleep-ms MS] [--plain-rank R] [--propose-all] [--confirm-ms MS] [--margin M] "
-		"[--wait-ms MS] [--ranks-wait-ms MS]\n");
+		"[--wait-ms MS] [--ranks-wait-ms MS] [--duration-s S] [--rounds-log FILE]\n");
 	return 2;
 }
