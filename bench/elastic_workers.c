@@ -102,7 +102,7 @@ static void *rank_main(void *arg)
 	struct sigma_elastic *e = NULL;
 	struct sigma_session *s = NULL;
 	struct sigma_tensor *pt[MAX_T] = {NULL};
-	float *in[MAX_T], *out[MAX_T];
+	float *in[MAX_T] = {NULL}, *out[MAX_T] = {NULL};
 	char err[512];
 	unsigned long long ok = 0, bad = 0, fail = 0;
 
@@ -214,6 +214,10 @@ out:
 		       (unsigned long long)st.races_lost, (unsigned long long)st.confirms,
 		       (unsigned long long)st.aborts, st.last_abort,
 		       (unsigned long long)st.switches, (unsigned long long)st.waits);
+	}
+	for (unsigned int t = 0; t < n_t; t++) {
+		free(in[t]);
+		free(out[t]);
 	}
 	pthread_mutex_lock(&mu);
 	checked += ok;
