@@ -271,6 +271,19 @@ static int open_epoch(struct sigma_elastic *e, struct el_epoch *ep)
 	return 0;
 }
 
+/* Add session @p s's counters to @p acc (struct sigma_stats is all uint64_t). */
+static void stats_add(struct sigma_stats *acc, const struct sigma_session *s)
+{
+	struct sigma_stats one;
+	uint64_t *a = (uint64_t *)acc;
+	const uint64_t *v = (const uint64_t *)&one;
+
+	_Static_assert(sizeof(one) % sizeof(uint64_t) == 0, "sigma_stats: counters only");
+	sigma_get_stats(s, &one);
+	for (size_t f = 0; f < sizeof(one) / sizeof(uint64_t); f++)
+		a[f] += v[f];
+}
+
 static void close_unused(struct sigma_elastic *e)
 {
 	unsigned int lo = e->n_ep;
@@ -290,15 +303,7 @@ static void close_unused(struct sigma_elastic *e)
 			busy |= ep->t[i] && sigma_test(ep->t[i]) == -EINPROGRESS;
 		if (busy)
 			return;
-		{
-			struct sigma_stats one;
-			uint64_t *acc = (uint64_t *)&e->closed_st;
-			const uint64_t *v = (const uint64_t *)&one;
-
-			sigma_get_stats(ep->s, &one);
-			for (size_t f = 0; f < sizeof(one) / sizeof(uint64_t); f++)
-				acc[f] += v[f];
-		}
+		stats_add(&e->closed_st, ep->s);
 		/* under the lock: sigma_elastic_get_stats() may read it from another thread */
 		pthread_mutex_lock(&e->mu);
 		sigma_close(ep->s);
@@ -998,19 +1003,30 @@ int sigma_elastic_push_pull(struct sigma_elastic *e, uint32_t id, const void *in
 	return 0;
 }
 
-int sigma_elastic_wait(struct sigma_elastic *e, uint32_t id)
+/* Tensor @p id's libsigma tensor in its current session, or NULL: *rc -ENOENT (no such
+ * tensor) or 0 (its session is closed: nothing in flight). */
+static struct sigma_tensor *cur_tensor(struct sigma_elastic *e, uint32_t id,
+				       struct el_epoch **epp, int *rc)
 {
 	unsigned int i;
 	struct el_tensor *te = e ? find(e, id, &i) : NULL;
+
+	*rc = te == NULL ? -ENOENT : 0;
+	if (te == NULL)
+		return NULL;
+	*epp = e->ep[te->ep];
+	return (*epp)->s != NULL ? (*epp)->t[i] : NULL;
+}
+
+int sigma_elastic_wait(struct sigma_elastic *e, uint32_t id)
+{
 	struct el_epoch *ep;
 	int rc;
+	struct sigma_tensor *t = cur_tensor(e, id, &ep, &rc);
 
-	if (te == NULL)
-		return -ENOENT;
-	ep = e->ep[te->ep];
-	if (ep->s == NULL)
-		return 0;
-	while ((rc = sigma_test(ep->t[i])) == -EINPROGRESS)
+	if (t == NULL)
+		return rc;
+	while ((rc = sigma_test(t)) == -EINPROGRESS)
 		poll_all(e, 1000);
 	if (rc < 0)
 		set_err(e, rc, "%s", sigma_last_error(ep->s));
@@ -1060,17 +1076,13 @@ int sigma_elastic_poll(struct sigma_elastic *e, int timeout_us)
 
 int sigma_elastic_test(struct sigma_elastic *e, uint32_t id)
 {
-	unsigned int i;
-	struct el_tensor *te = e ? find(e, id, &i) : NULL;
 	struct el_epoch *ep;
 	int rc;
+	struct sigma_tensor *t = cur_tensor(e, id, &ep, &rc);
 
-	if (te == NULL)
-		return -ENOENT;
-	ep = e->ep[te->ep];
-	if (ep->s == NULL)
-		return 0;
-	rc = sigma_test(ep->t[i]);
+	if (t == NULL)
+		return rc;
+	rc = sigma_test(t);
 	if (rc < 0 && rc != -EINPROGRESS)
 		set_err(e, rc, "%s", sigma_last_error(ep->s));
 	return rc;
@@ -1078,20 +1090,11 @@ int sigma_elastic_test(struct sigma_elastic *e, uint32_t id)
 
 void sigma_elastic_get_stats(struct sigma_elastic *e, struct sigma_stats *st)
 {
-	uint64_t *acc = (uint64_t *)st;
-
 	pthread_mutex_lock(&e->mu);
 	memcpy(st, &e->closed_st, sizeof(*st));
-	for (unsigned int k = 0; k < e->n_ep; k++) {
-		struct sigma_stats one;
-		const uint64_t *v = (const uint64_t *)&one;
-
-		if (e->ep[k]->s == NULL)
-			continue;
-		sigma_get_stats(e->ep[k]->s, &one);
-		for (size_t f = 0; f < sizeof(one) / sizeof(uint64_t); f++)
-			acc[f] += v[f];
-	}
+	for (unsigned int k = 0; k < e->n_ep; k++)
+		if (e->ep[k]->s != NULL)
+			stats_add(st, e->ep[k]->s);
 	pthread_mutex_unlock(&e->mu);
 }
 

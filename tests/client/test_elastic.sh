@@ -70,18 +70,31 @@ moved_only_to() {
 	awk -v n="$1" '/^place / && $4 != $5 && $5 != n {bad++} /^place / && $4 != $5 {mv++}
 		END {print mv + 0, bad + 0}' "$TMP/out"
 }
+# begin SFX "NODES" ROUNDS [WORKER-ARGS...]: the nodes, their job, and the workers in the
+# background (pid in WP, output in TMP/out), a round every 60 ms or so
+begin() {
+	local sfx=$1 names=$2 rounds=$3 n
+	shift 3
+	for n in $names; do node "$sfx" "$n"; done
+	wait_nodes "$sfx" "$(wc -w <<<"$names")"
+	# shellcheck disable=SC2086 # the names are words
+	job "$sfx" $names
+	"$W" "$DESC" "$URL" "$CL$sfx" "$rounds" "$TENSORS" --sleep-ms 60 "$@" >"$TMP/out" 2>&1 &
+	WP=$!
+}
+# finished WHAT: the workers ended well, every sum exact
+finished() {
+	wait "$WP"
+	local rc=$?
+	[ $rc = 0 ] && ok || { fail "$1: workers exit $rc"; tail -20 "$TMP/out"; }
+	grep -q ', wrong: 0, failed ops: 0' "$TMP/out" && ok || fail "$1: $(tail -1 "$TMP/out")"
+}
 
 # 1. join
-node j n1; node j n2
-wait_nodes j 2
-job j n1 n2
-"$W" "$DESC" "$URL" "${CL}j" 80 "$TENSORS" --sleep-ms 60 >"$TMP/out" 2>&1 &
-WP=$!
+begin j "n1 n2" 80
 sleep 3
 node j n3
-wait "$WP"; rc=$?
-[ $rc = 0 ] && ok || { fail "join: workers exit $rc"; tail -20 "$TMP/out"; }
-grep -q ', wrong: 0, failed ops: 0' "$TMP/out" && ok || fail "join: $(tail -1 "$TMP/out")"
+finished join
 grep -q 'proposed epoch 1: join n3' "$TMP/out" && ok || fail "join: no proposal of n3"
 [ "$(grep -c 'epoch 1 committed' "$TMP/out")" = 3 ] && ok || fail "join: not every rank committed"
 [ "$(grep -c '^rank [0-9]: epoch 1, 3 nodes' "$TMP/out")" = 3 ] && ok ||
@@ -97,19 +110,13 @@ echo "join: $MV partitions moved to n3; $(grep -m1 'epoch 1 committed' "$TMP/out
 for p in "${NPID[@]}"; do kill "$p" 2>/dev/null; done
 
 # 2. rejoin: n2 killed at about 2 s, restarted at about 4 s
-node r n1; node r n2; node r n3
-wait_nodes r 3
-job r n1 n2 n3
-"$W" "$DESC" "$URL" "${CL}r" 140 "$TENSORS" --sleep-ms 60 >"$TMP/out" 2>&1 &
-WP=$!
+begin r "n1 n2 n3" 140
 sleep 2
 kill -KILL "${NPID[n2]}"
 sleep 3
 T_RESTART=$(($(date +%s%N) / 1000000))
 node r n2
-wait "$WP"; rc=$?
-[ $rc = 0 ] && ok || { fail "rejoin: workers exit $rc"; tail -20 "$TMP/out"; }
-grep -q ', wrong: 0, failed ops: 0' "$TMP/out" && ok || fail "rejoin: $(tail -1 "$TMP/out")"
+finished rejoin
 grep -q 'proposed epoch 1: join n2' "$TMP/out" && ok || fail "rejoin: no proposal of n2"
 read -r MV BAD <<<"$(moved_only_to none)"
 [ "$MV" = 0 ] && ok || fail "rejoin: $MV partitions are not back where they were"
@@ -121,44 +128,27 @@ echo "rejoin: n2 back in the job's node set $((T_BACK - T_RESTART)) ms after its
 for p in "${NPID[@]}"; do kill "$p" 2>/dev/null; done
 
 # 3. racing proposals: every rank proposes
-node x n1; node x n2
-wait_nodes x 2
-job x n1 n2
-"$W" "$DESC" "$URL" "${CL}x" 80 "$TENSORS" --sleep-ms 60 --propose-all >"$TMP/out" 2>&1 &
-WP=$!
+begin x "n1 n2" 80 --propose-all
 sleep 3
 node x n3
-wait "$WP"; rc=$?
-[ $rc = 0 ] && ok || { fail "race: workers exit $rc"; tail -20 "$TMP/out"; }
-grep -q ', wrong: 0, failed ops: 0' "$TMP/out" && ok || fail "race: $(tail -1 "$TMP/out")"
+finished race
 [ "$(grep -c 'proposed epoch 1' "$TMP/out")" = 1 ] && ok ||
 	fail "race: $(grep -c 'proposed epoch 1' "$TMP/out") proposals of epoch 1 won"
 [ "$(grep -c '^rank [0-9]: epoch 1, 3 nodes' "$TMP/out")" = 3 ] && ok || fail "race: split"
 for p in "${NPID[@]}"; do kill "$p" 2>/dev/null; done
 
 # 4. rank 2 never confirms: aborted within confirm_ms (2 s) + a poll, naming it
-node a n1; node a n2
-wait_nodes a 2
-job a n1 n2
-"$W" "$DESC" "$URL" "${CL}a" 80 "$TENSORS" --sleep-ms 60 --plain-rank 2 --confirm-ms 2000 \
-	>"$TMP/out" 2>&1 &
-WP=$!
+begin a "n1 n2" 80 --plain-rank 2 --confirm-ms 2000
 sleep 2
 node a n3
-wait "$WP"; rc=$?
-[ $rc = 0 ] && ok || { fail "no-confirm: workers exit $rc"; tail -20 "$TMP/out"; }
-grep -q ', wrong: 0, failed ops: 0' "$TMP/out" && ok || fail "no-confirm: $(tail -1 "$TMP/out")"
+finished no-confirm
 grep -q 'proposal 1 aborted: rank(s) 2 did not confirm within 2000 ms' "$TMP/out" && ok ||
 	fail "no-confirm: $(grep -m2 -E 'abort|proposed' "$TMP/out")"
 grep -q 'epoch 1 committed' "$TMP/out" && fail "no-confirm: a switch without rank 2" || ok
 for p in "${NPID[@]}"; do kill "$p" 2>/dev/null; done
 
 # 5. drain n2 with sigmactl, stop it, restart it, undrain it: back, nothing failed
-node d n1; node d n2; node d n3
-wait_nodes d 3
-job d n1 n2 n3
-"$W" "$DESC" "$URL" "${CL}d" 150 "$TENSORS" --sleep-ms 60 >"$TMP/out" 2>&1 &
-WP=$!
+begin d "n1 n2 n3" 150
 sleep 2
 T0=$(date +%s%N)
 "$CTL" --etcd "$URL" --cluster "${CL}d" drain n2 --timeout 30 >"$TMP/drain" 2>&1; rc=$?
@@ -175,9 +165,7 @@ node d n2
 "$CTL" --etcd "$URL" --cluster "${CL}d" undrain n2 --timeout 30 >"$TMP/undrain" 2>&1; rc=$?
 [ $rc = 0 ] && grep -q 'node n2 undrained' "$TMP/undrain" && ok ||
 	fail "undrain: exit $rc: $(cat "$TMP/undrain")"
-wait "$WP"; rc=$?
-[ $rc = 0 ] && ok || { fail "drain: workers exit $rc"; tail -20 "$TMP/out"; }
-grep -q ', wrong: 0, failed ops: 0' "$TMP/out" && ok || fail "drain: $(tail -1 "$TMP/out")"
+finished drain
 grep -q 'proposed epoch 1: drain n2' "$TMP/out" && ok || fail "drain: no proposal"
 grep -q 'proposed epoch 2: join n2' "$TMP/out" && ok || fail "undrain: no proposal"
 read -r MV BAD <<<"$(moved_only_to none)"
@@ -204,12 +192,7 @@ pause_at_proposal() {
 for c in back:2:60000 away:4:1000; do
 	IFS=: read -r name secs wait <<<"$c"
 	TTL=15
-	node "$name" n1; node "$name" n2
-	wait_nodes "$name" 2
-	job "$name" n1 n2
-	"$W" "$DESC" "$URL" "$CL$name" 100 "$TENSORS" --sleep-ms 60 --wait-ms "$wait" --ranks-wait-ms 5000 \
-		>"$TMP/out" 2>&1 &
-	WP=$!
+	begin "$name" "n1 n2" 100 --wait-ms "$wait" --ranks-wait-ms 5000
 	sleep 1
 	node "$name" n3
 	pause_at_proposal "$name" "$secs"
