@@ -71,6 +71,9 @@ class Elastic(unittest.TestCase):
         cluster = f"el{os.getpid()}"
         args = ["--etcd", etcd.url, "--cluster", cluster, "--ttl", "4"]
         late, drain, seen = [], {}, {}
+        # the node started here dies with the thread that started it (PR_SET_PDEATHSIG):
+        # that thread lives until the ranks are done
+        ranks_done = threading.Event()
         ctl = find_program("sigmactl", "SIGMA_SIGMACTL", "control")
 
         def elastic() -> str:
@@ -99,16 +102,23 @@ class Elastic(unittest.TestCase):
                                timeout=40)
             drain.update(rc=p.returncode, out=p.stdout + p.stderr, s=time.monotonic() - t0)
 
+        def orchestrate_and_stay():
+            orchestrate()
+            ranks_done.wait(300)
+
         try:
             with start_local_nodes(2, extra_args=args):
                 deadline = time.monotonic() + 15
                 while len(read_nodes(etcd.url, cluster)) < 2:
                     self.assertLess(time.monotonic(), deadline, "the nodes did not register")
                     time.sleep(0.1)
-                th = threading.Thread(target=orchestrate)
+                th = threading.Thread(target=orchestrate_and_stay)
                 th.start()
-                res = sgtest.run_ranks(3, elastic_ranks, etcd.url, cluster, timeout=240)
-                th.join()
+                try:
+                    res = sgtest.run_ranks(3, elastic_ranks, etcd.url, cluster, timeout=240)
+                finally:
+                    ranks_done.set()
+                    th.join()
         finally:
             for x in late:
                 x.stop()
