@@ -95,6 +95,7 @@ rss() { awk '/^VmRSS/ {print $2}' "/proc/$1/status" 2>/dev/null || echo 0; }
 "$W" "$DESC" "$URL" "$CL" 1000000 300000,1000,77777 --sleep-ms 20 --duration-s "$DURATION" \
 	--rounds-log "$TMP/rounds" >"$TMP/w.out" 2>&1 &
 WP=$!
+PIDS+=("$WP")
 sleep 2
 RSS_W0=$(rss $WP)
 RSS_N0=""

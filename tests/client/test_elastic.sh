@@ -81,6 +81,7 @@ begin() {
 	job "$sfx" $names
 	"$W" "$DESC" "$URL" "$CL$sfx" "$rounds" "$TENSORS" --sleep-ms 60 "$@" >"$TMP/out" 2>&1 &
 	WP=$!
+	PIDS+=("$WP")
 }
 # finished WHAT: the workers ended well, every sum exact
 finished() {
