@@ -407,8 +407,12 @@ def rank_main(spec_path: str) -> int:
     dist.barrier()
     if sgt is not None:
         sgt.shutdown()
-    dist.destroy_process_group()
-    return 0
+    # Everything is written. ProcessGroupGloo's teardown (destroy_process_group
+    # or the interpreter's exit) can block on its worker threads once a peer has
+    # gone, so a finished rank ends here rather than risk the driver's timeout.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 # ---- the cluster --------------------------------------------------------------

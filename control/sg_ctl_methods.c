@@ -641,15 +641,15 @@ static void metrics_late(struct sg_ctl_server *s, struct sbuf *b, const struct s
 
 			for (unsigned int k = 0; k + 1 < SG_LATE_BUCKETS; k++) {
 				cum += x->hist[k];
-				sb_printf(b, "sigma_job_push_lateness_seconds_bucket{job=\"%u\",rank="
+				sb_printf(b, "sigma_job_push_lateness_seconds_bucket{sigma_job=\"%u\",rank="
 					  "\"%u\",le=\"%.9g\"} %" PRIu64 "\n", jobs[i].id, r,
 					  (double)sg_late_bucket_us(k) / 1e6, cum);
 			}
 			cum += x->hist[SG_LATE_BUCKETS - 1];
-			sb_printf(b, "sigma_job_push_lateness_seconds_bucket{job=\"%u\",rank=\"%u\","
+			sb_printf(b, "sigma_job_push_lateness_seconds_bucket{sigma_job=\"%u\",rank=\"%u\","
 				  "le=\"+Inf\"} %" PRIu64 "\n"
-				  "sigma_job_push_lateness_seconds_sum{job=\"%u\",rank=\"%u\"} %.9f\n"
-				  "sigma_job_push_lateness_seconds_count{job=\"%u\",rank=\"%u\"} %"
+				  "sigma_job_push_lateness_seconds_sum{sigma_job=\"%u\",rank=\"%u\"} %.9f\n"
+				  "sigma_job_push_lateness_seconds_count{sigma_job=\"%u\",rank=\"%u\"} %"
 				  PRIu64 "\n", jobs[i].id, r, cum, jobs[i].id, r,
 				  (double)x->sum_ns / 1e9, jobs[i].id, r, cum);
 		}
@@ -658,18 +658,18 @@ static void metrics_late(struct sg_ctl_server *s, struct sbuf *b, const struct s
 		"rounds in which this rank was the last to push");
 	for (i = 0; i < nj; i++)
 		for (uint32_t r = 0; r < l[i].nranks; r++)
-			sb_printf(b, "sigma_job_rank_last_total{job=\"%u\",rank=\"%u\"} %" PRIu64 "\n",
+			sb_printf(b, "sigma_job_rank_last_total{sigma_job=\"%u\",rank=\"%u\"} %" PRIu64 "\n",
 				  jobs[i].id, r, l[i].rank[r].last);
 	sb_head(b, "sigma_job_rank_lateness_avg_seconds", "gauge",
 		"moving average of this rank's push lateness");
 	for (i = 0; i < nj; i++)
 		for (uint32_t r = 0; r < l[i].nranks; r++)
-			sb_printf(b, "sigma_job_rank_lateness_avg_seconds{job=\"%u\",rank=\"%u\"} "
+			sb_printf(b, "sigma_job_rank_lateness_avg_seconds{sigma_job=\"%u\",rank=\"%u\"} "
 				  "%.9f\n", jobs[i].id, r, (double)l[i].rank[r].avg_ns / 1e9);
 	sb_head(b, "sigma_job_straggler_rank", "gauge",
 		"the rank most often last to push (-1: no round completed yet)");
 	for (i = 0; i < nj; i++)
-		sb_printf(b, "sigma_job_straggler_rank{job=\"%u\"} %d\n", jobs[i].id,
+		sb_printf(b, "sigma_job_straggler_rank{sigma_job=\"%u\"} %d\n", jobs[i].id,
 			  sg_late_straggler(&l[i]));
 	free(l);
 }
@@ -743,16 +743,16 @@ char *sg_ctl_srv_metrics(struct sg_ctl_server *s, size_t *len)
 		sb_head(&b, job_metrics[m].name, m == 2 || m >= 5 ? "gauge" : "counter",
 			job_metrics[m].help);
 		for (i = 0; i < nj; i++)
-			sb_printf(&b, "%s{job=\"%u\"} %" PRIu64 "\n", job_metrics[m].name, jobs[i].id,
+			sb_printf(&b, "%s{sigma_job=\"%u\"} %" PRIu64 "\n", job_metrics[m].name, jobs[i].id,
 				  *(const uint64_t *)((const char *)&jobs[i] + job_metrics[m].off));
 	}
 	/* n_keys is a count, but not a counter: a gauge of its own */
 	sb_head(&b, "sigma_job_keys", "gauge", "keys the job holds here (an open job: made so far)");
 	for (i = 0; i < nj; i++)
-		sb_printf(&b, "sigma_job_keys{job=\"%u\"} %u\n", jobs[i].id, jobs[i].n_keys);
+		sb_printf(&b, "sigma_job_keys{sigma_job=\"%u\"} %u\n", jobs[i].id, jobs[i].n_keys);
 	sb_head(&b, "sigma_job_info", "gauge", "1 per job, labelled with what it was created with");
 	for (i = 0; i < nj; i++)
-		sb_printf(&b, "sigma_job_info{job=\"%u\",workers=\"%u\",dtype=\"%s\",mode=\"%s\","
+		sb_printf(&b, "sigma_job_info{sigma_job=\"%u\",workers=\"%u\",dtype=\"%s\",mode=\"%s\","
 			  "keys=\"%s\"} 1\n", jobs[i].id, jobs[i].n_workers,
 			  sg_dtype_name(jobs[i].dtype), sg_mode_name(jobs[i].mode),
 			  jobs[i].open ? "open" : "fixed");

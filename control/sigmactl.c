@@ -18,6 +18,7 @@
 
 #include <jansson.h>
 
+#include "sigmactl_layout.h"
 #include "sigmactl_top.h"
 #include "sg_ctl_client.h"
 #include "sg_etcd.h"
@@ -86,6 +87,10 @@ static void usage(FILE *f)
 		"  layout set KEY=VALUE...     live change: keymap=R,R,... (repeated over %d\n"
 		"                              buckets), idle=LCORE:poll|sleep; anything else is\n"
 		"                              refused with the reason\n"
+		"  layout suggest [--interval SECS]\n"
+		"                              measure the lcores (default 2 s), name the\n"
+		"                              bottleneck, print the keymap or layout change that\n"
+		"                              evens the load; changes nothing\n"
 		"  drain                       finish in-flight rounds, refuse new ones\n"
 		"  drain NODE [--timeout S]    with --etcd: take NODE out of every elastic job at\n"
 		"                              an agreed round; returns when no rank uses it [60]\n"
@@ -148,20 +153,31 @@ static int die_server(const char *fmt, ...)
 	return EXIT_SERVER;
 }
 
+/* The secret for -s's target: none for a Unix one. @return 0 or the exit code. */
+static int target_secret(uint8_t *secret, size_t *len)
+{
+	char err[256];
+
+	*len = 0;
+	if (!sg_ctl_target_is_tcp(g.target))
+		return 0;
+	if (g.secret_file == NULL)
+		return die_usage("TCP target %s needs --secret-file (or $SIGMACTL_SECRET_FILE)",
+				 g.target);
+	/* The server's loader: same newline trimming, same size limit, same key. */
+	if (sg_ctl_secret_load(g.secret_file, false, secret, len, err, sizeof(err)) < 0)
+		return die_usage("cannot read secret file: %s", err);
+	return 0;
+}
+
 static int connect_server(void)
 {
 	uint8_t secret[SG_CTL_SECRET_MAX];
 	size_t len = 0;
-	char err[256];
+	int rc = target_secret(secret, &len);
 
-	if (sg_ctl_target_is_tcp(g.target)) {
-		if (g.secret_file == NULL)
-			return die_usage("TCP target %s needs --secret-file (or $SIGMACTL_SECRET_FILE)",
-					 g.target);
-		/* The server's loader: same newline trimming, same size limit, same key. */
-		if (sg_ctl_secret_load(g.secret_file, false, secret, &len, err, sizeof(err)) < 0)
-			return die_usage("cannot read secret file: %s", err);
-	}
+	if (rc != 0)
+		return rc;
 	g.cli = sg_ctl_client_connect(g.target, len ? secret : NULL, len, g.timeout_ms);
 	memset(secret, 0, sizeof(secret));
 	if (g.cli == NULL) {
@@ -929,6 +945,23 @@ static int cmd_lcores(int argc, char **argv)
 	return 0;
 }
 
+/* layout suggest: measures, names the bottleneck, prints a command; changes nothing */
+static int cmd_layout_suggest(int argc, char **argv)
+{
+	uint8_t secret[SG_CTL_SECRET_MAX];
+	struct lay_conf lc = {.target = g.target, .timeout_ms = g.timeout_ms, .json = g.json};
+	size_t len = 0;
+	int rc = target_secret(secret, &len);
+
+	if (rc != 0)
+		return rc;
+	lc.secret = len ? secret : NULL;
+	lc.secret_len = len;
+	rc = sigmactl_layout_suggest(&lc, argc, argv);
+	memset(secret, 0, sizeof(secret));
+	return rc;
+}
+
 static int cmd_layout_set(int argc, char **argv)
 {
 	json_t *params = json_object(), *idle = json_array();
@@ -1322,6 +1355,8 @@ static int dispatch(int argc, char **argv)
 		return cmd_lcores(argc, argv);
 	if (strcmp(cmd, "layout") == 0 && argc >= 2 && strcmp(argv[1], "set") == 0)
 		return cmd_layout_set(argc - 2, argv + 2);
+	if (strcmp(cmd, "layout") == 0 && argc >= 2 && strcmp(argv[1], "suggest") == 0)
+		return cmd_layout_suggest(argc - 1, argv + 1);
 	if (strcmp(cmd, "log-level") == 0)
 		return cmd_log_level(argc, argv);
 	if (strcmp(cmd, "heartbeat") == 0)

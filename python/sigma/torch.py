@@ -39,7 +39,7 @@ from typing import Any, Callable, Iterable, Iterator, Mapping, Optional, Sequenc
 import torch
 import torch.distributed as dist
 
-from . import _lib, local as _local
+from . import _lib, lateness as _lateness, local as _local
 from .errors import (SigmaConfigError, SigmaError, SigmaNodeSilentError,  # noqa: F401
                      SigmaRanksMissingError, SigmaTimeoutError)
 from .etcd import DEFAULT_CLUSTER, Watch, check_cluster, read_nodes
@@ -50,7 +50,7 @@ from ._torch_ops import (Adasum, Average, Compression, Compressor, Max, Min,  # 
 
 __all__ = [
     "init", "shutdown", "is_initialized", "rank", "size", "local_rank", "local_size",
-    "job", "session",
+    "job", "session", "stats",
     "push_pull", "push_pull_", "push_pull_async", "push_pull_async_", "push_pull_inplace",
     "push_pull_async_inplace", "declare", "synchronize", "poll", "PushPullHandle",
     "GroupHandle", "ddp_comm_hook", "HookState", "DistributedOptimizer",
@@ -744,6 +744,27 @@ def job() -> Job:
 def session() -> Session:
     """This rank's session (its counters: ``session().stats()``)."""
     return _c().session
+
+
+def stats(lateness: bool = True) -> dict:
+    """This rank's counters (``session().stats()``, as a dict) under ``"session"``,
+    and, with @lateness, the job's lateness as its nodes measure it under
+    ``"lateness"``: each rank's pushes, rounds last, share and average (ms), the
+    straggler, and a ``summary`` line ("job 1: rank 3 is 20.1 ms late on 97% of
+    40 rounds"). The nodes are asked through their control targets (init's
+    ``nodes=`` or SIGMA_NODES); a job given as SIGMA_JOB has none, and gets
+    ``"lateness": None``. With local aggregation the job's workers, and so its
+    ranks here, are the machines. See sigma.lateness.job_lateness()."""
+    c = _c()
+    st = c.session.stats()
+    fields = getattr(type(st), "_fields_", ())
+    out: dict = {"rank": c.rank, "job": c.job.id,
+                 "session": {n: int(getattr(st, n)) for n, _ in fields}}
+    if lateness:
+        out["lateness"] = (_lateness.job_lateness(c.nodes, c.job.id,
+                                                  secret=c.secret).as_dict()
+                           if c.nodes else None)
+    return out
 
 
 # ---- push_pull ------------------------------------------------------------

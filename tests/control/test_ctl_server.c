@@ -1085,13 +1085,13 @@ static void test_metrics(void)
 		/* each job's mode, as created (deterministic was listed as sync) */
 		char want[160];
 
-		snprintf(want, sizeof(want), "\nsigma_job_info{job=\"%d\",workers=\"64\","
+		snprintf(want, sizeof(want), "\nsigma_job_info{sigma_job=\"%d\",workers=\"64\","
 			 "dtype=\"fp32\",mode=\"deterministic\",keys=\"fixed\"} 1\n", determ_id);
 		SG_CHECK(r && strstr(r, want), "no '%s' in the metrics", want + 1);
-		snprintf(want, sizeof(want), "\nsigma_job_info{job=\"%lld\",workers=\"3\","
+		snprintf(want, sizeof(want), "\nsigma_job_info{sigma_job=\"%lld\",workers=\"3\","
 			 "dtype=\"any\",mode=\"sync\",keys=\"open\"} 1\n", open_any_id);
 		SG_CHECK(r && strstr(r, want), "no '%s' in the metrics", want + 1);
-		snprintf(want, sizeof(want), "\nsigma_job_slots_budget{job=\"%lld\"} 10000\n",
+		snprintf(want, sizeof(want), "\nsigma_job_slots_budget{sigma_job=\"%lld\"} 10000\n",
 			 open_any_id);
 		SG_CHECK(r && strstr(r, want) && strstr(r, "# TYPE sigma_job_slots_budget gauge\n") &&
 			 strstr(r, "# TYPE sigma_job_keys gauge\n"), "no '%s' in the metrics",

@@ -236,6 +236,20 @@ int main(int argc, char **argv)
 	HAS(err, "cannot change live");
 	SG_CHECK_EQ(run("-s", sock, "layout", "set", "keymap=5", NULL), 1);
 	HAS(err, "reducers");
+	/* layout suggest: the mock's lcores are 50-53% busy, no bottleneck */
+	SG_CHECK_EQ(run("-s", sock, "layout", "suggest", "--interval", "0.1", NULL), 0);
+	HAS(out, "BUSY%");
+	HAS(out, "advice: no bottleneck: the busiest lcore");
+	SG_CHECK_EQ(run("-s", sock, "--json", "layout", "suggest", "--interval=0.1", NULL), 0);
+	HAS(out, "\"advice\": \"nothing\"");
+	SG_CHECK_EQ(run("-s", sock, "layout", "suggest", "--interval", "0", NULL), 2);
+	HAS(err, "--interval wants seconds (0.1..60)");
+	SG_CHECK_EQ(run("-s", sock, "layout", "suggest", "--sort", "busy", NULL), 2);
+	HAS(err, "valid: --interval SECS");
+	SG_CHECK_EQ(run("-s", sock, "layout", "suggest", "now", NULL), 2);
+	HAS(err, "unexpected argument 'now'");
+	SG_CHECK_EQ(run("-s", tcp_target, "layout", "suggest", NULL), 2);
+	HAS(err, "needs --secret-file");
 
 	/* Verbs: the node's addressing, and an RC connection (over TCP: authenticated). */
 	SG_CHECK_EQ(run("-s", sock, "verbs", NULL), 0);

@@ -136,6 +136,12 @@ check2 "bad link rate" "--link 'fast': want a rate" \
 	"$PY" "$DRIVER" --model tiny --link fast --prefix "${P}d"
 check2 "a batch ResNet-50 cannot train on" "ResNet-50's last BatchNorm would see one value" \
 	"$PY" "$DRIVER" --model resnet50 --batch 1 --input 32 --prefix "${P}d"
+check2 "no ranks per machine" "--local-ranks 0: 1..8 ranks per GPU machine" \
+	"$PY" "$DRIVER" --model tiny --local-ranks 0 --prefix "${P}d"
+check2 "a negative window" "--window -1: 0..4096 chunks" \
+	"$PY" "$DRIVER" --model tiny --window -1 --prefix "${P}d"
+check2 "negative check steps" "--check-steps -1: at least 0" \
+	"$PY" "$DRIVER" --model tiny --check-steps -1 --prefix "${P}d"
 mkdir -p "$TMP/fake/torch"
 echo 'raise ImportError("no torch in this test")' >"$TMP/fake/torch/__init__.py"
 check2 "no torch" "tiny needs torch, which does not import here" \

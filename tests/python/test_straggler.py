@@ -20,6 +20,7 @@ import urllib.request
 
 import sgtest
 import sigma
+from sigma.lateness import job_lateness
 from sigma.localnodes import start_local_nodes
 
 N, SLOW, DELAY, ELEMS = 4, 3, 0.020, 1000
@@ -112,10 +113,16 @@ class Straggler(unittest.TestCase):
         t0 = time.monotonic()
         ranks = SlowRanks(job)
         errors = ranks.errors
-        got_ctl = got_prom = None
+        got_ctl = got_prom = got_py = None
         try:
-            while time.monotonic() - t0 < 2.0 and not errors and not (got_ctl and got_prom):
+            while (time.monotonic() - t0 < 2.0 and not errors
+                   and not (got_ctl and got_prom and got_py)):
                 time.sleep(0.1)
+                if got_py is None:  # what sigma.torch.stats() reports
+                    lt = job_lateness(nodes.targets, job.id)
+                    if (lt.straggler == SLOW
+                            and abs(lt.ranks[SLOW].avg_ms - DELAY * 1e3) < 0.2 * DELAY * 1e3):
+                        got_py = (time.monotonic() - t0, lt)
                 if got_ctl is None:
                     out = subprocess.run([ctl, "-s", node.target, "--json", "jobs", "--ranks"],
                                          capture_output=True, text=True, timeout=10)
@@ -126,7 +133,7 @@ class Straggler(unittest.TestCase):
                         got_ctl = (time.monotonic() - t0, r)
                 if got_prom is None:
                     text = metrics(port)
-                    lab = {"job": str(job.id)}
+                    lab = {"sigma_job": str(job.id)}
                     avg = metric(text, "sigma_job_rank_lateness_avg_seconds", rank=str(SLOW),
                                  **lab)
                     if (metric(text, "sigma_job_straggler_rank", **lab) == SLOW and avg
@@ -137,6 +144,13 @@ class Straggler(unittest.TestCase):
         self.assertEqual(errors, [])
         self.assertIsNotNone(got_ctl, "sigmactl jobs --ranks did not name rank 3 within 2 s")
         self.assertIsNotNone(got_prom, "/metrics did not name rank 3 within 2 s")
+        self.assertIsNotNone(got_py, "sigma.lateness did not name rank 3 within 2 s")
+        lt = got_py[1]
+        self.assertEqual((lt.nodes, lt.errors, [x.rank for x in lt.ranks]),
+                         (1, [], list(range(N))))
+        self.assertRegex(lt.summary(), rf"^job {job.id}: rank {SLOW} is \d+\.\d ms late on "
+                         r"\d+% of \d+ rounds$")
+        self.assertGreater(lt.ranks[SLOW].last_share, 0.8)
         print(f"sigmactl named rank {SLOW} after {got_ctl[0]:.2f} s, /metrics after "
               f"{got_prom[0]:.2f} s; {min(ranks.rounds)} rounds")
         r = got_ctl[1]
@@ -152,9 +166,9 @@ class Straggler(unittest.TestCase):
         self.assertTrue(16384 <= slow["p50_us"] < 32768, slow)
         # the histogram: cumulative, ending in +Inf = count; rank 3's median in [16, 32) ms
         text = got_prom[1]
-        lab = {"job": str(job.id), "rank": str(SLOW)}
+        lab = {"sigma_job": str(job.id), "rank": str(SLOW)}
         les = [float(m) for m in re.findall(
-            rf'sigma_job_push_lateness_seconds_bucket{{job="{job.id}",rank="{SLOW}",'
+            rf'sigma_job_push_lateness_seconds_bucket{{sigma_job="{job.id}",rank="{SLOW}",'
             r'le="([0-9.e+-]+)"}', text)]
         self.assertEqual(len(les), 23)
         cum = [metric(text, "sigma_job_push_lateness_seconds_bucket", le=f"{le:.9g}", **lab)
@@ -206,6 +220,59 @@ class Straggler(unittest.TestCase):
         (r,) = json.loads(out.stdout)
         self.assertEqual((r["workers"], r["rounds"], r["straggler"]), (2, 0, None))
         self.assertEqual([x["pushes"] for x in r["ranks"]], [0, 0])
+        lt = job_lateness(nodes.targets, job.id)
+        self.assertEqual((lt.nodes, lt.rounds, lt.straggler, lt.errors), (1, 0, None, []))
+        self.assertEqual(lt.summary(), f"job {job.id}: no round completed yet")
+        # a node that does not hold the job, and one that is not there: listed, left out
+        lt = job_lateness(nodes.targets + ["unix:/nonexistent/sigma.sock"], 77)
+        self.assertEqual((lt.nodes, lt.straggler, len(lt.errors)), (0, None, 2), lt.errors)
+        self.assertIn("no such job", lt.errors[0])
+        self.assertIn("/nonexistent/sigma.sock", lt.errors[1])
+
+    def test_torch_stats(self):
+        """sigma.torch.stats() in 4 processes: rank 0 sees rank 3 named within 2 s."""
+        sgtest.need_torch()
+        with start_local_nodes(1) as nodes:
+            res = sgtest.run_ranks(N, torch_ranks, nodes.targets, timeout=120)
+        named = res[0]
+        self.assertIsNotNone(named, "sigma.torch.stats() did not name rank 3")
+        self.assertLess(named[0], 2.0, named)
+        self.assertRegex(named[1], rf"rank {SLOW} is \d+\.\d ms late on \d+% of")
+        self.assertGreater(named[2], 0)  # the session's counters came with it
+        print(f"sigma.torch.stats() named rank {SLOW} after {named[0]:.2f} s: {named[1]}")
+
+
+TORCH_ROUNDS = 100
+
+
+def torch_ranks(rank: int, n: int, targets: list) -> tuple | None:
+    """One rank of test_torch_stats: TORCH_ROUNDS checked sums, rank SLOW DELAY
+    late; rank 0 asks sigma.torch.stats() after each round until it names SLOW.
+    Returns (seconds since the first round, summary, ops done) or None."""
+    import torch
+    import torch.distributed as dist
+    import sigma.torch as sgt
+    dist.init_process_group("gloo")
+    sgt.init(targets)
+    t0, named = time.monotonic(), None
+    for k in range(TORCH_ROUNDS):
+        if rank == SLOW:
+            time.sleep(DELAY)
+        y = sgt.push_pull(torch.full((ELEMS,), float(rank + 1 + k % 7)), average=False,
+                          name="t")
+        want = float(sum(q + 1 + k % 7 for q in range(n)))
+        assert bool(torch.all(y == want)), f"rank {rank} round {k}: {y[0]}, want {want}"
+        if k == 0:
+            t0 = time.monotonic()
+        if rank == 0 and named is None and k >= 2:
+            st = sgt.stats()
+            lt = st["lateness"]
+            if (lt["straggler"] == SLOW
+                    and abs(lt["ranks"][SLOW]["avg_ms"] - DELAY * 1e3) < 0.2 * DELAY * 1e3):
+                named = (time.monotonic() - t0, lt["summary"], st["session"]["ops_done"])
+    sgt.shutdown()
+    dist.destroy_process_group()
+    return named
 
 
 if __name__ == "__main__":
