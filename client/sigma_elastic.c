@@ -51,6 +51,7 @@ struct el_epoch {
 	unsigned int n;
 	struct el_node nodes[SG_MAX_NODES];
 	uint32_t *rounds;		/* per tensor slot: the round it switches here (k > 0) */
+	json_t *switch_at;		/* tensor id -> that round, for every id a rank listed */
 	struct sigma_session *s;	/* main thread only */
 	struct sigma_tensor *t[SIGMA_ELASTIC_MAX_TENSORS];
 	bool closed;
@@ -85,7 +86,8 @@ struct sigma_elastic {
 	struct el_epoch *ep[EL_MAX_EPOCHS];
 	unsigned int n_ep;		/* committed epochs known, ep[0] the first */
 	uint32_t next_k;		/* the next proposal number to look at */
-	bool pending_confirmed;		/* we confirmed proposal next_k */
+	bool pending_confirmed;		/* we confirmed proposal next_k (or are writing it) */
+	char *my_confirm;		/* ... that confirmation, as written */
 	uint64_t seen_at;		/* ms when proposal next_k was first seen */
 	uint64_t retry_at;		/* proposer: not before (ms) */
 	uint32_t closed_upto;		/* every session before epoch closed_upto is closed */
@@ -256,6 +258,7 @@ static int open_epoch(struct sigma_elastic *e, struct el_epoch *ep)
 	c.membership = el_alive;
 	c.membership_arg = ep;
 	ep->s = sigma_open(&c);
+	ep->closed = false;
 	if (ep->s == NULL)
 		return set_err(e, -errno, "epoch %u: cannot open its session: %s", ep->k,
 			       strerror(errno));
@@ -269,6 +272,17 @@ static int open_epoch(struct sigma_elastic *e, struct el_epoch *ep)
 				       strerror(errno));
 	}
 	return 0;
+}
+
+/* The epochs known, read under the lock: the etcd thread appends to them. */
+static unsigned int n_epochs(struct sigma_elastic *e)
+{
+	unsigned int n;
+
+	pthread_mutex_lock(&e->mu);
+	n = e->n_ep;
+	pthread_mutex_unlock(&e->mu);
+	return n;
 }
 
 /* Add session @p s's counters to @p acc (struct sigma_stats is all uint64_t). */
@@ -286,13 +300,13 @@ static void stats_add(struct sigma_stats *acc, const struct sigma_session *s)
 
 static void close_unused(struct sigma_elastic *e)
 {
-	unsigned int lo = e->n_ep;
+	unsigned int n = n_epochs(e), lo = n;
 
 	for (unsigned int i = 0; i < e->nt; i++)
 		if (e->tens[i].ep < lo)
 			lo = e->tens[i].ep;
 	if (e->nt == 0)
-		lo = e->n_ep - 1;
+		lo = n - 1;
 	for (unsigned int k = 0; k < lo; k++) {
 		struct el_epoch *ep = e->ep[k];
 		bool busy = false;
@@ -316,11 +330,11 @@ static void close_unused(struct sigma_elastic *e)
 
 static void poll_all(struct sigma_elastic *e, int timeout_us)
 {
-	unsigned int open = 0;
+	unsigned int open = 0, n = n_epochs(e);
 
-	for (unsigned int k = 0; k < e->n_ep; k++)
+	for (unsigned int k = 0; k < n; k++)
 		open += e->ep[k]->s != NULL;
-	for (unsigned int k = 0; k < e->n_ep; k++)
+	for (unsigned int k = 0; k < n; k++)
 		if (e->ep[k]->s != NULL)
 			sigma_poll(e->ep[k]->s, open > 1 ? 0 : timeout_us);
 	if (open > 1 && timeout_us > 0)
@@ -488,6 +502,20 @@ static void unlimit(struct sigma_elastic *e)
 	for (unsigned int i = 0; i < e->nt; i++)
 		e->tens[i].limited = false;
 	e->pending_confirmed = false;
+	free(e->my_confirm);
+	e->my_confirm = NULL;
+}
+
+/* Tensor @p id's first round in epoch @p ep: listed by no rank, it was registered after
+ * every confirmation, so it is in the new epoch from its start (0). */
+static uint32_t switch_round(const struct el_epoch *ep, uint32_t id)
+{
+	char key[16];
+	json_t *v;
+
+	snprintf(key, sizeof(key), "%u", id);
+	v = json_object_get(ep->switch_at, key);
+	return json_is_integer(v) ? (uint32_t)json_integer_value(v) : 0;
 }
 
 /* Proposal k is committed: its epoch, with each tensor's switch round. */
@@ -509,24 +537,22 @@ static void commit_epoch(struct sigma_elastic *e, const struct el_node *nodes, u
 	ep->n = n;
 	ep->e = e;
 	memcpy(ep->nodes, nodes, n * sizeof(*nodes));
-	for (unsigned int i = 0; i < e->nt; i++) {
-		char id[16];
-		bool any = false;
-		uint32_t mx = 0;
+	/* each tensor any rank listed: max over the ranks' rounds + margin */
+	ep->switch_at = json_object();
+	for (unsigned int r = 0; r < e->job.conf.nworkers && ep->switch_at; r++) {
+		const char *id;
+		json_t *v;
 
-		snprintf(id, sizeof(id), "%u", e->tens[i].id);
-		for (unsigned int r = 0; r < e->job.conf.nworkers; r++) {
-			json_t *v = json_object_get(json_object_get(confirms[r], "rounds"), id);
+		json_object_foreach(json_object_get(confirms[r], "rounds"), id, v) {
+			json_t *have = json_object_get(ep->switch_at, id);
+			json_int_t want = json_integer_value(v) + margin;
 
-			if (json_is_integer(v)) {
-				if (!any || (uint32_t)json_integer_value(v) > mx)
-					mx = (uint32_t)json_integer_value(v);
-				any = true;
-			}
+			if (json_is_integer(v) && (have == NULL || json_integer_value(have) < want))
+				json_object_set_new(ep->switch_at, id, json_integer(want));
 		}
-		/* listed by no rank: registered after every confirmation, so new from its start */
-		ep->rounds[i] = any ? mx + margin : 0;
 	}
+	for (unsigned int i = 0; i < e->nt; i++)
+		ep->rounds[i] = switch_round(ep, e->tens[i].id);
 	e->ep[e->n_ep++] = ep;
 	{
 		char r[640] = "";
@@ -604,26 +630,37 @@ static void step(struct sigma_elastic *e, struct sg_etcd *et, const struct sg_et
 		unlimit(e);
 		e->next_k++;
 		e->seen_at = 0;
-	} else if (conf[e->c.rank] == NULL && !e->pending_confirmed) {
-		json_t *rounds = json_object(), *cj;
+	} else if (conf[e->c.rank] == NULL) {
 		const char *abs[1];
-		char akey[384];
+		char akey[384], *val;
 		int rc;
 
-		snapshot_limits(e, rounds);
-		e->pending_confirmed = true;
-		cj = json_pack("{s:i, s:I, s:o}", "rank", (int)e->c.rank, "epoch",
-			       (json_int_t)e->next_k, "rounds", rounds);
+		/* The first time: our rounds, and the limits they set. After a write that got no
+		 * answer (etcd may have applied it): the same record again, the limits kept, so
+		 * that no round passes what a confirm etcd holds allows. */
+		if (!e->pending_confirmed) {
+			json_t *rounds = json_object(), *cj;
+
+			snapshot_limits(e, rounds);
+			e->pending_confirmed = true;
+			cj = json_pack("{s:i, s:I, s:o}", "rank", (int)e->c.rank, "epoch",
+				       (json_int_t)e->next_k, "rounds", rounds);
+			free(e->my_confirm);
+			e->my_confirm = cj ? json_dumps(cj, JSON_COMPACT) : NULL;
+			json_decref(cj);
+		}
 		snprintf(key, sizeof(key), "%s/confirm/%u/%u", e->jp, e->next_k, e->c.rank);
 		snprintf(akey, sizeof(akey), "%s/abort/%u", e->jp, e->next_k);
 		abs[0] = akey;
+		val = e->my_confirm ? strdup(e->my_confirm) : NULL;
 		pthread_mutex_unlock(&e->mu);
-		rc = put_json(et, key, cj, 0, abs, 1, true);
+		rc = val ? sg_etcd_put_if_absent(et, key, val, strlen(val), 0, abs, 1) : -ENOMEM;
+		free(val);
 		pthread_mutex_lock(&e->mu);
 		if (rc == 1)
 			e->st.confirms++;
 		else if (rc < 0)
-			e->st.etcd_failures++, e->pending_confirmed = false, unlimit(e);
+			e->st.etcd_failures++; /* tried again at the next look */
 		/* rc 0: aborted meanwhile; the next look sees it (the limits hold until then) */
 	}
 	for (unsigned int r = 0; r < N; r++)
@@ -889,6 +926,7 @@ void sigma_elastic_close(struct sigma_elastic *e)
 	for (unsigned int k = 0; k < e->n_ep; k++) {
 		sigma_close(e->ep[k]->s);
 		free(e->ep[k]->rounds);
+		json_decref(e->ep[k]->switch_at);
 		free(e->ep[k]);
 	}
 	if (e->c.rank == 0 && e->jp[0]) {
@@ -904,6 +942,7 @@ void sigma_elastic_close(struct sigma_elastic *e)
 		sg_etcd_destroy(et);
 	}
 	pthread_mutex_destroy(&e->mu);
+	free(e->my_confirm);
 	free(e);
 }
 
@@ -932,8 +971,12 @@ int sigma_elastic_tensor(struct sigma_elastic *e, const char *name, uint32_t id,
 		return -ENOSPC;
 	pthread_mutex_lock(&e->mu);
 	te = &e->tens[e->nt];
+	/* from the first epoch on: another rank may have listed it in a confirmation, its
+	 * first rounds then belong to an older node set (push_pull moves it on) */
 	*te = (struct el_tensor){.id = id, .dtype = dtype, .nelem = nelem, .prio = priority,
-				 .round = e->base.first_round, .ep = e->n_ep - 1};
+				 .round = e->base.first_round, .ep = 0};
+	for (unsigned int k = 1; k < e->n_ep; k++)
+		e->ep[k]->rounds[e->nt] = switch_round(e->ep[k], id);
 	snprintf(te->name, sizeof(te->name), "%s", name ? name : "");
 	/* registered after our confirmation: its first push waits for the decision */
 	te->limited = e->pending_confirmed;
@@ -976,8 +1019,6 @@ int sigma_elastic_push_pull(struct sigma_elastic *e, uint32_t id, const void *in
 				       "nor let it be aborted): the job cannot tell which node set "
 				       "its ranks use", id, te->round, e->next_k, e->c.wait_ms);
 		poll_all(e, 500);
-		if (e->n_ep == 1 || e->ep[0]->s != NULL)
-			usleep(500);
 		pthread_mutex_lock(&e->mu);
 	}
 	while (te->ep + 1 < e->n_ep && te->round >= e->ep[te->ep + 1]->rounds[i]) {
@@ -986,10 +1027,9 @@ int sigma_elastic_push_pull(struct sigma_elastic *e, uint32_t id, const void *in
 	}
 	ep = e->ep[te->ep];
 	pthread_mutex_unlock(&e->mu);
-	if (ep->s == NULL && !ep->closed && (rc = open_epoch(e, ep)) < 0)
+	/* (again, for a tensor registered late whose first rounds are an older epoch's) */
+	if (ep->s == NULL && (rc = open_epoch(e, ep)) < 0)
 		return rc;
-	if (ep->s == NULL)
-		return set_err(e, -EPIPE, "epoch %u's session is closed", ep->k);
 	if (sigma_tensor_round(ep->t[i]) != te->round &&
 	    (rc = sigma_tensor_set_round(ep->t[i], te->round)) < 0)
 		return rc;
