@@ -1,10 +1,9 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * sigma-bench run / compare: N pinned worker processes push_pull a sweep of
- * tensor sizes through summation nodes (kernel-UDP nodes started here, or
- * nodes given with --attach), every sum checked; compare runs the same sweep
- * through OpenMPI's MPI_Allreduce (with --sweep also over shared memory, and
- * Gloo's allreduce) and prints the ratios.
+ * sigma-bench run: N pinned worker processes push_pull a sweep of tensor
+ * sizes through summation nodes (kernel-UDP nodes started here, or nodes
+ * given with --attach), every sum checked. Its output is bench_run_out.c's;
+ * compare (bench_compare.c) runs the same sweep beside MPI and Gloo.
  *
  * Definitions (as nccl-tests): algbw = S / t for a tensor of S bytes that
  * takes t; busbw = algbw * 2(N-1)/N. Goodput per worker = 2S / t: the
@@ -41,41 +40,8 @@
 #include "sigma_bench.h"
 #include "sg_dp_pipeline.h"
 
-#define RB_MAX_SIZES 16
-#define RB_MAX_N 16
-#define RB_MAX_DT 4
-#define RB_MAX_NODES 8
-#define RB_MAX_ITERS 50
-#define RB_MAX_LAT 200000 /* partition latencies kept per (size, worker) */
-#define RB_MAX_RUNS 15
+#include "bench_run.h"
 
-struct rb_opts {
-	unsigned int ns[RB_MAX_N], n_ns;
-	uint64_t sizes[RB_MAX_SIZES];
-	unsigned int n_sizes;
-	enum sg_dtype dts[RB_MAX_DT];
-	unsigned int n_dts;
-	unsigned int iters, nodes, chunk, window;
-	uint32_t partition;
-	bool print_config;
-	const char *telemetry; /* sigmad's telemetry socket: busy% per lcore */
-	const char *memif;     /* sigmad's memif socket: workers use DPDK, worker r on id r */
-	unsigned int memif_queues; /* RX queues per worker: sigmad's lcore count */
-	unsigned int runs;     /* compare: whole sweeps, each point's median across them */
-	bool threads;          /* compare --threads-baseline: node threads too, same run */
-	uint8_t gso;           /* sigma_conf.udp_gso of the kernel-UDP workers (--no-gso) */
-	int spin_us;           /* sigma_conf.spin_us and the node threads' (--spin-us) */
-	bool sweep;            /* compare --sweep: MPI over shared memory and Gloo too */
-	bool shm;              /* workers reach the node threads through shared memory */
-	bool colocate;         /* --shm --colocate: N nodes, worker r over shm to node r alone,
-				  kernel UDP to the others (BytePS with k = 0) */
-	const char *shm_paths[RB_MAX_NODES]; /* ... their sockets (run_point() sets them) */
-	uint32_t first_round;  /* round of every tensor's first push_pull (an attached node
-				  keeps its jobs' rounds from one sweep to the next) */
-	char attach[256];
-	const char *json, *csv, *plot;
-	bool quiet;
-};
 
 /*
  * The barrier that starts each iteration on all workers together. Waiters spin
@@ -129,43 +95,7 @@ struct rb_shared {
 	float lat_us[RB_MAX_SIZES][RB_MAX_N][RB_MAX_LAT / RB_MAX_N];
 };
 
-struct rb_result {
-	unsigned int n;
-	enum sg_dtype dt;
-	uint64_t size;
-	double t_med, algbw, busbw, goodput;
-	double p50_us, p99_us, max_us;
-	uint64_t retransmits, nacks, rx_dropped;
-	unsigned int window;       /* the workers' window (libsigma's default for N and chunk) */
-	double busy[RB_MAX_NODES]; /* node threads, or sigmad lcores (--telemetry) */
-	unsigned int nbusy;
-	bool busy_sigmad; /* busy[] came from sigmad's telemetry */
-	bool ok;
-};
 
-int sigma_bench_parse_size(const char *s, uint64_t *out)
-{
-	const char *end;
-	double v;
-	uint64_t mul = 1;
-
-	if (sigma_bench_parse_unit(s, &v, &end) != 0)
-		return -EINVAL;
-	switch (*end) {
-	case 'K': case 'k': mul = 1024; end++; break;
-	case 'M': case 'm': mul = 1024 * 1024; end++; break;
-	case 'G': case 'g': mul = 1024ull * 1024 * 1024; end++; break;
-	default: break;
-	}
-	if (*end == 'B' || *end == 'b')
-		end++;
-	if (*end != '\0' || v * mul > 1024.0 * 1024 * 1024)
-		return -EINVAL;
-	*out = (uint64_t)(v * mul);
-	return 0;
-}
-
-/* Split a comma list and call @p fn on each item; -EINVAL on a bad one or too many. */
 static int parse_list(const char *s, unsigned int max, unsigned int *count,
 		      int (*fn)(const char *item, unsigned int i, void *arg), void *arg)
 {
@@ -213,37 +143,6 @@ static int item_dtype(const char *s, unsigned int i, void *arg)
 }
 
 /* Worker r's element i: sum over N ranks is N*(i % 509) + N(N-1)/2, exact in every dtype. */
-void sigma_bench_fill(void *buf, enum sg_dtype dt, uint64_t n, unsigned int r)
-{
-	for (uint64_t i = 0; i < n; i++) {
-		int64_t v = (int64_t)(i % 509) + r;
-
-		switch (dt) {
-		case SG_DTYPE_FP32: ((float *)buf)[i] = (float)v; break;
-		case SG_DTYPE_FP64: ((double *)buf)[i] = (double)v; break;
-		case SG_DTYPE_INT32: ((int32_t *)buf)[i] = (int32_t)v; break;
-		default: ((int64_t *)buf)[i] = v; break;
-		}
-	}
-}
-
-uint64_t sigma_bench_count_bad(const void *buf, enum sg_dtype dt, uint64_t n, unsigned int nw)
-{
-	uint64_t bad = 0;
-
-	for (uint64_t i = 0; i < n; i++) {
-		int64_t ref = (int64_t)nw * (int64_t)(i % 509) + (int64_t)nw * (nw - 1) / 2;
-
-		switch (dt) {
-		case SG_DTYPE_FP32: bad += ((const float *)buf)[i] != (float)ref; break;
-		case SG_DTYPE_FP64: bad += ((const double *)buf)[i] != (double)ref; break;
-		case SG_DTYPE_INT32: bad += ((const int32_t *)buf)[i] != (int32_t)ref; break;
-		default: bad += ((const int64_t *)buf)[i] != ref; break;
-		}
-	}
-	return bad;
-}
-
 static void pin(unsigned int r)
 {
 	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
@@ -740,167 +639,7 @@ out:
 	return rc;
 }
 
-static void fmt_size(uint64_t b, char *out, size_t cap)
-{
-	if (b >= (1 << 20) && b % (1 << 20) == 0)
-		snprintf(out, cap, "%" PRIu64 "M", b >> 20);
-	else if (b >= 1024 && b % 1024 == 0)
-		snprintf(out, cap, "%" PRIu64 "K", b >> 10);
-	else
-		snprintf(out, cap, "%" PRIu64, b);
-}
-
-static void print_table(const struct rb_result *r, unsigned int n)
-{
-	printf("%3s %6s %8s %10s %10s %10s %10s %9s %9s %9s %8s %7s\n", "N", "dtype", "size",
-	       "time ms", "algbw MB/s", "busbw MB/s", "gput MB/s", "p50 us", "p99 us", "max us",
-	       "retrans", "busy%");
-	for (unsigned int i = 0; i < n; i++) {
-		char sz[32];
-		double busy = 0;
-
-		for (unsigned int k = 0; k < r[i].nbusy; k++)
-			busy = r[i].busy[k] > busy ? r[i].busy[k] : busy;
-		fmt_size(r[i].size, sz, sizeof(sz));
-		printf("%3u %6s %8s %10.3f %10.1f %10.1f %10.1f %9.0f %9.0f %9.0f %8" PRIu64
-		       " %6.0f%%%s\n", r[i].n, sg_dtype_name(r[i].dt), sz, r[i].t_med * 1e3,
-		       r[i].algbw / 1e6, r[i].busbw / 1e6, r[i].goodput / 1e6, r[i].p50_us,
-		       r[i].p99_us, r[i].max_us, r[i].retransmits, 100 * busy,
-		       r[i].ok ? "" : "  FAILED");
-	}
-}
-
-/* Sigma's path in compare's table, JSON and plot. */
-static const char *path_label(const struct rb_opts *o)
-{
-	if (o->colocate)
-		return "colocated: shared memory + kernel UDP";
-	return o->memif != NULL ? "DPDK memif" : o->shm ? "shared memory" : "kernel UDP";
-}
-
-static const char *transport_name(const struct rb_opts *o)
-{
-	return o->memif != NULL ? "dpdk" : o->colocate ? "shm+udp" : o->shm ? "shm" : "udp";
-}
-
-static void write_json(FILE *f, const struct rb_opts *o, const struct rb_result *r,
-		       unsigned int n)
-{
-	fprintf(f, "{\"bench\":\"run\",\"transport\":\"%s\",\"results\":[",
-		transport_name(o));
-	for (unsigned int i = 0; i < n; i++) {
-		fprintf(f, "%s{\"n\":%u,\"dtype\":\"%s\",\"bytes\":%" PRIu64 ",\"ok\":%s,"
-			   "\"time_s\":%.9g,\"algbw_Bps\":%.6g,\"busbw_Bps\":%.6g,"
-			   "\"goodput_per_worker_Bps\":%.6g,\"part_latency_us\":{\"p50\":%.3f,"
-			   "\"p99\":%.3f,\"max\":%.3f},\"retransmits\":%" PRIu64 ",\"nacks\":%"
-			   PRIu64 ",\"rx_dropped\":%" PRIu64 ",\"window\":%u,\"busy_source\":\"%s\","
-			   "\"node_busy\":[",
-			i ? "," : "", r[i].n, sg_dtype_name(r[i].dt),
-			r[i].size, r[i].ok ? "true" : "false", r[i].t_med, r[i].algbw, r[i].busbw,
-			r[i].goodput, r[i].p50_us, r[i].p99_us, r[i].max_us, r[i].retransmits,
-			r[i].nacks, r[i].rx_dropped, r[i].window,
-			r[i].busy_sigmad ? "sigmad lcores" : "node threads");
-		for (unsigned int k = 0; k < r[i].nbusy; k++)
-			fprintf(f, "%s%.4f", k ? "," : "", r[i].busy[k]);
-		fprintf(f, "]}");
-	}
-	fprintf(f, "]}\n");
-}
-
-static int write_csv(const char *path, const struct rb_result *r, unsigned int n)
-{
-	struct sigma_bench_out out;
-	FILE *f;
-
-	if (sigma_bench_out_open(&out) < 0)
-		return -ENOMEM;
-	f = out.f;
-	fprintf(f, "n,dtype,bytes,ok,time_s,algbw_Bps,busbw_Bps,goodput_per_worker_Bps,"
-		   "p50_us,p99_us,max_us,retransmits,nacks\n");
-	for (unsigned int i = 0; i < n; i++)
-		fprintf(f, "%u,%s,%" PRIu64 ",%d,%.9g,%.6g,%.6g,%.6g,%.3f,%.3f,%.3f,%" PRIu64
-			   ",%" PRIu64 "\n", r[i].n, sg_dtype_name(r[i].dt), r[i].size, r[i].ok,
-			r[i].t_med, r[i].algbw, r[i].busbw, r[i].goodput, r[i].p50_us, r[i].p99_us,
-			r[i].max_us, r[i].retransmits, r[i].nacks);
-	return sigma_bench_out_write(&out, path);
-}
-
-/* Close the data file @p f, start gnuplot writing @p path; on failure @p dat is removed. */
-static FILE *gnuplot_open(FILE *f, const char *dat, const char *path)
-{
-	FILE *g;
-
-	fclose(f);
-	g = popen("gnuplot", "w");
-	if (g == NULL) {
-		unlink(dat);
-		return NULL;
-	}
-	fprintf(g, "set terminal %s size 800,500\nset output '%s'\nset grid\n",
-		strstr(path, ".png") ? "pngcairo" : "svg", path);
-	return g;
-}
-
-/*
- * The x axis's tics at the sizes measured, labelled as the table does (4K, 64K,
- * 1M): gnuplot's own labels for a log scale read 1.04858x10^6.
- */
-static void gnuplot_size_tics(FILE *g, const uint64_t *sizes, unsigned int n)
-{
-	uint64_t lo = UINT64_MAX, hi = 0;
-	char sz[32];
-
-	fprintf(g, "set xtics (");
-	for (unsigned int i = 0; i < n; i++) {
-		fmt_size(sizes[i], sz, sizeof(sz));
-		fprintf(g, "%s\"%s\" %" PRIu64, i ? ", " : "", sz, sizes[i]);
-		lo = sizes[i] < lo ? sizes[i] : lo;
-		hi = sizes[i] > hi ? sizes[i] : hi;
-	}
-	/* a margin on both sides, so that the end sizes' tics are drawn too */
-	fprintf(g, ")\nset xrange [%.6g:%.6g]\n", lo / 1.25, hi * 1.25);
-}
-
-/* gnuplot: goodput per worker against size, one line per (N, dtype). */
-static int plot(const char *path, const struct rb_result *r, unsigned int n,
-		const struct rb_opts *o)
-{
-	char dat[] = "/tmp/sigma-bench-XXXXXX";
-	int fd = mkstemp(dat);
-	FILE *f, *g;
-	unsigned int series = 0;
-	int rc;
-
-	if (fd < 0 || (f = fdopen(fd, "w")) == NULL)
-		return -errno;
-	for (unsigned int i = 0; i < n; i++) {
-		if (i > 0 && (r[i].n != r[i - 1].n || r[i].dt != r[i - 1].dt)) {
-			fprintf(f, "\n\n");
-			series++;
-		}
-		fprintf(f, "%" PRIu64 " %.6g\n", r[i].size, r[i].goodput / 1e6);
-	}
-	g = gnuplot_open(f, dat, path);
-	if (g == NULL)
-		return -errno;
-	gnuplot_size_tics(g, o->sizes, o->n_sizes);
-	fprintf(g, "set logscale x 2\nset xlabel 'tensor bytes'\nset ylabel 'goodput per worker "
-		   "(MB/s)'\nset key left top\nset title 'sigma push_pull over kernel "
-		   "UDP'\nplot ");
-	for (unsigned int sidx = 0, i = 0; sidx <= series; sidx++) {
-		fprintf(g, "%s'%s' index %u with linespoints title 'N=%u %s'", sidx ? ", " : "",
-			dat, sidx, r[i].n, sg_dtype_name(r[i].dt));
-		while (i + 1 < n && r[i + 1].n == r[i].n && r[i + 1].dt == r[i].dt)
-			i++;
-		i++;
-	}
-	fprintf(g, "\n");
-	rc = pclose(g);
-	unlink(dat);
-	return rc == 0 ? 0 : -EIO;
-}
-
-/* The sweeps' defaults: what parse_opts() starts from and what the usage says. */
+/* The sweeps' defaults: what rb_parse_opts() starts from and what the usage says. */
 static const struct rb_defaults {
 	const char *cmd, *workers, *sizes;
 } rb_defaults[] = {
@@ -916,7 +655,7 @@ static const struct rb_defaults *defaults_of(const char *cmd)
 	return &rb_defaults[0];
 }
 
-static void run_usage(FILE *f, const char *cmd)
+void rb_run_usage(FILE *f, const char *cmd)
 {
 	fprintf(f, "usage: sigma-bench %s [options]\n"
 		   "  --workers LIST  N values, e.g. 2,4 (default %s)\n"
@@ -965,7 +704,7 @@ static void run_usage(FILE *f, const char *cmd)
 			   "--plot F.svg|F.png then draws each peer's ratio per size\n", RB_MAX_RUNS);
 }
 
-static int parse_opts(int argc, char **argv, struct rb_opts *o, const char *cmd)
+int rb_parse_opts(int argc, char **argv, struct rb_opts *o, const char *cmd)
 {
 	static const struct option opts[] = {
 		{"workers", required_argument, NULL, 'n'}, {"sizes", required_argument, NULL, 's'},
@@ -1134,7 +873,7 @@ static unsigned int job_base(unsigned int point)
 }
 
 /* The [job N] sections a sigmad needs to serve the sweep (for --attach). */
-static void print_sigmad_jobs(const struct rb_opts *o)
+void rb_print_sigmad_jobs(const struct rb_opts *o)
 {
 	unsigned int point = 0;
 
@@ -1153,7 +892,7 @@ static void print_sigmad_jobs(const struct rb_opts *o)
 }
 
 /* The whole sweep; @p res gets n_ns * n_dts * n_sizes entries. */
-static int sweep(const struct rb_opts *o, struct rb_result *res)
+int rb_sweep(const struct rb_opts *o, struct rb_result *res)
 {
 	unsigned int points = o->n_ns * o->n_dts, done = 0;
 	int rc = 0;
@@ -1178,15 +917,15 @@ static int outputs(const struct rb_opts *o, const struct rb_result *res, unsigne
 {
 	struct sigma_bench_out out;
 
-	print_table(res, n);
+	rb_print_table(res, n);
 	if (sigma_bench_out_open(&out) < 0)
 		return -ENOMEM;
-	write_json(out.f, o, res, n);
+	rb_write_json(out.f, o, res, n);
 	if (sigma_bench_out_write(&out, o->json) < 0)
 		return -EIO;
-	if (o->csv != NULL && write_csv(o->csv, res, n) < 0)
+	if (o->csv != NULL && rb_write_csv(o->csv, res, n) < 0)
 		return -EIO;
-	if (o->plot != NULL && plot(o->plot, res, n, o) < 0) {
+	if (o->plot != NULL && rb_plot(o->plot, res, n, o) < 0) {
 		fprintf(stderr, "sigma-bench: gnuplot failed (is gnuplot-nox installed?)\n");
 		return -EIO;
 	}
@@ -1198,477 +937,23 @@ int sigma_bench_run(int argc, char **argv)
 	struct rb_opts o;
 	struct rb_result *res;
 	unsigned int n;
-	int rc = parse_opts(argc, argv, &o, "run");
+	int rc = rb_parse_opts(argc, argv, &o, "run");
 
 	if (rc != 0) {
-		run_usage(rc > 0 ? stdout : stderr, "run");
+		rb_run_usage(rc > 0 ? stdout : stderr, "run");
 		return rc > 0 ? 0 : 2;
 	}
 	if (o.print_config) {
-		print_sigmad_jobs(&o);
+		rb_print_sigmad_jobs(&o);
 		return 0;
 	}
 	n = o.n_ns * o.n_dts * o.n_sizes;
 	res = calloc(n, sizeof(*res));
 	if (res == NULL)
 		return 1;
-	rc = sweep(&o, res);
+	rc = rb_sweep(&o, res);
 	if (outputs(&o, res, n) < 0)
 		rc = -EIO;
 	free(res);
-	return rc < 0 ? 1 : 0;
-}
-
-/* ---- compare: the same sweep through MPI_Allreduce ---------------------- */
-
-
-/*
- * The peers compare measures beside Sigma, each in every run: OpenMPI's
- * MPI_Allreduce over TCP loopback (always), and with --sweep also over shared
- * memory (the vader BTL) and Gloo's allreduce over its TCP transport.
- */
-enum rb_peer_id { RB_MPI_TCP, RB_MPI_VADER, RB_GLOO, RB_NPEERS };
-
-static const struct rb_peer {
-	const char *key;   /* in the JSON */
-	const char *label; /* in the table and the plot */
-	const char *btl;   /* OpenMPI's BTLs; NULL: Gloo */
-} rb_peers[RB_NPEERS] = {
-	[RB_MPI_TCP] = {"mpi_tcp", "MPI TCP", "self,tcp --mca btl_tcp_if_include lo"},
-	[RB_MPI_VADER] = {"mpi_vader", "MPI vader", "self,vader"},
-	[RB_GLOO] = {"gloo", "Gloo TCP", NULL},
-};
-
-#ifndef SIGMA_GLOO_EXE
-#define SIGMA_GLOO_EXE NULL
-#endif
-
-/* Build bench/mpi_allreduce.c with mpicc into @p exe. */
-int sigma_bench_build_mpi(char *exe, size_t cap)
-{
-	char dir[] = "/tmp/sigma-mpi-XXXXXX", cmd[1024];
-
-	if (mkdtemp(dir) == NULL)
-		return -errno;
-	snprintf(exe, cap, "%s/mpi_allreduce", dir);
-	snprintf(cmd, sizeof(cmd), "mpicc -O2 -o %s %s", exe,
-		 sigma_bench_path(SIGMA_SOURCE_ROOT "/bench/mpi_allreduce.c",
-				  SIGMA_DATA_DIR "/bench/mpi_allreduce.c"));
-	if (system(cmd) != 0) {
-		fprintf(stderr, "sigma-bench: '%s' failed (install openmpi-bin libopenmpi-dev)\n",
-			cmd);
-		rmdir(dir);
-		return -ENOENT;
-	}
-	return 0;
-}
-
-void sigma_bench_rm_mpi(const char *exe)
-{
-	char dir[256];
-
-	unlink(exe);
-	snprintf(dir, sizeof(dir), "%s", exe);
-	*strrchr(dir, '/') = '\0';
-	rmdir(dir);
-}
-
-/*
- * Run peer @p p for N ranks over the sweep's sizes; fills t[size] with the
- * median seconds its program reports, NaN where its sum was wrong. Both
- * programs print "allreduce BYTES SECONDS OK" per size.
- */
-static int run_peer(enum rb_peer_id p, const char *mpi_exe, const char *gloo_exe,
-		    const struct rb_opts *o, unsigned int n, double *t)
-{
-	char cmd[2048], line[256];
-	int len;
-	FILE *f;
-	unsigned int got = 0;
-
-	if (rb_peers[p].btl != NULL)
-		len = snprintf(cmd, sizeof(cmd),
-			       "mpirun --allow-run-as-root --oversubscribe -np %u --bind-to none "
-			       "--mca btl %s --mca pml ob1 --mca oob_tcp_if_include lo %s %u", n,
-			       rb_peers[p].btl, mpi_exe, o->iters);
-	else
-		len = snprintf(cmd, sizeof(cmd), "%s %u %u", gloo_exe, n, o->iters);
-	for (unsigned int j = 0; j < o->n_sizes && len < (int)sizeof(cmd) - 32; j++)
-		len += snprintf(cmd + len, sizeof(cmd) - len, " %" PRIu64, o->sizes[j]);
-	snprintf(cmd + len, sizeof(cmd) - len, " 2>&1");
-	for (unsigned int j = 0; j < o->n_sizes; j++)
-		t[j] = NAN;
-	f = popen(cmd, "r");
-	if (f == NULL)
-		return -errno;
-	while (fgets(line, sizeof(line), f) != NULL) {
-		uint64_t sz;
-		double v;
-		int ok;
-
-		if (sscanf(line, "allreduce %" SCNu64 " %lf %d", &sz, &v, &ok) == 3) {
-			for (unsigned int j = 0; j < o->n_sizes; j++)
-				if (o->sizes[j] == sz) {
-					t[j] = ok ? v : NAN;
-					got++;
-				}
-		} else if (!o->quiet) {
-			fprintf(stderr, "%s: %s", rb_peers[p].label, line);
-		}
-	}
-	if (pclose(f) != 0 || got != o->n_sizes)
-		return -EIO;
-	return 0;
-}
-
-/* Fold one run's results @p cur into @p acc (run @p run); the times are kept apart. */
-static void fold_run(struct rb_result *acc, const struct rb_result *cur, unsigned int run)
-{
-	bool ok = run == 0 || acc->ok;
-	uint64_t re = run ? acc->retransmits : 0, na = run ? acc->nacks : 0;
-	uint64_t rd = run ? acc->rx_dropped : 0;
-
-	*acc = *cur; /* latencies and busy%: the last run's */
-	acc->ok = ok && cur->ok;
-	acc->retransmits = re + cur->retransmits;
-	acc->nacks = na + cur->nacks;
-	acc->rx_dropped = rd + cur->rx_dropped;
-}
-
-/* Each point's median time across @p runs (@p per: runs x n), and its bandwidths. */
-static void median_runs(struct rb_result *r, const double *per, unsigned int runs,
-			unsigned int n)
-{
-	for (unsigned int i = 0; i < n; i++) {
-		double v[RB_MAX_RUNS];
-
-		for (unsigned int k = 0; k < runs; k++)
-			v[k] = per[(size_t)k * n + i];
-		r[i].t_med = sigma_bench_median(v, runs);
-		r[i].algbw = r[i].t_med > 0 ? (double)r[i].size / r[i].t_med : 0;
-		r[i].busbw = r[i].algbw * 2 * (r[i].n - 1) / r[i].n;
-		r[i].goodput = 2 * r[i].algbw;
-	}
-}
-
-static void json_times(FILE *js, const char *name, const double *per, unsigned int runs,
-		       unsigned int n, unsigned int i)
-{
-	fprintf(js, ",\"%s\":[", name);
-	for (unsigned int k = 0; k < runs; k++)
-		fprintf(js, "%s%.9g", k ? "," : "", isfinite(per[(size_t)k * n + i]) ?
-			per[(size_t)k * n + i] : -1);
-	fprintf(js, "]");
-}
-
-/* compare's measurements: Sigma's (and the node threads') results, each peer's times. */
-struct rb_cmp {
-	unsigned int n;              /* points: N values x sizes */
-	struct rb_result *res, *thr, *cur;
-	double *per_sg, *per_th;     /* runs x n seconds */
-	bool on[RB_NPEERS];
-	double *per[RB_NPEERS];      /* runs x n seconds, NaN: failed or a wrong sum */
-	double *med[RB_NPEERS];      /* n: median across runs, NaN if none */
-	bool *ok[RB_NPEERS];         /* n: every run's sums right */
-	const char *gloo_exe;
-	char mpi_exe[256];
-};
-
-static void cmp_free(struct rb_cmp *c)
-{
-	free(c->res);
-	free(c->thr);
-	free(c->cur);
-	free(c->per_sg);
-	free(c->per_th);
-	for (unsigned int p = 0; p < RB_NPEERS; p++) {
-		free(c->per[p]);
-		free(c->med[p]);
-		free(c->ok[p]);
-	}
-}
-
-static int cmp_alloc(struct rb_cmp *c, const struct rb_opts *o, bool sweep)
-{
-	size_t rn = (size_t)o->runs * c->n;
-	bool bad;
-
-	c->res = calloc(c->n, sizeof(*c->res));
-	c->thr = calloc(c->n, sizeof(*c->thr));
-	c->cur = calloc(c->n, sizeof(*c->cur));
-	c->per_sg = calloc(rn, sizeof(double));
-	c->per_th = calloc(rn, sizeof(double));
-	bad = !c->res || !c->thr || !c->cur || !c->per_sg || !c->per_th;
-	c->gloo_exe = getenv("SIGMA_GLOO_ALLREDUCE") ? getenv("SIGMA_GLOO_ALLREDUCE") :
-		sigma_bench_path(SIGMA_GLOO_EXE, SIGMA_LIBEXEC_DIR "/sigma-gloo-allreduce");
-	for (unsigned int p = 0; p < RB_NPEERS; p++) {
-		c->on[p] = p == RB_MPI_TCP || sweep;
-		c->per[p] = calloc(rn, sizeof(double));
-		c->med[p] = calloc(c->n, sizeof(double));
-		c->ok[p] = calloc(c->n, sizeof(bool));
-		bad |= !c->per[p] || !c->med[p] || !c->ok[p];
-	}
-	if (c->on[RB_GLOO] && (c->gloo_exe == NULL || access(c->gloo_exe, X_OK) != 0)) {
-		fprintf(stderr, "sigma-bench: --sweep needs the Gloo baseline, %s: build with g++ "
-				"and libgloo-dev installed (meson option gloo), or set "
-				"SIGMA_GLOO_ALLREDUCE\n", c->gloo_exe ? c->gloo_exe :
-				"not built");
-		return -ENOENT;
-	}
-	return bad ? -ENOMEM : sigma_bench_build_mpi(c->mpi_exe, sizeof(c->mpi_exe));
-}
-
-/* @p o's runs, interleaved, so that a change of load on a shared machine hits every peer. */
-static int cmp_runs(struct rb_cmp *c, struct rb_opts *o)
-{
-	struct rb_opts th = *o;
-	int rc = 0;
-
-	/* the threads baseline: the same sweep through sigma-bench's own node threads */
-	th.attach[0] = '\0';
-	th.telemetry = NULL;
-	th.memif = NULL;
-	th.gso = SIGMA_GSO_DEFAULT; /* the default workers: --no-gso is the attached node's */
-	th.shm = th.colocate = false; /* --colocate's baseline: the same nodes over UDP alone */
-	for (unsigned int run = 0; run < o->runs; run++) {
-		size_t at = (size_t)run * c->n;
-
-		if (!o->quiet && o->runs > 1)
-			fprintf(stderr, "sigma-bench: run %u of %u\n", run + 1, o->runs);
-		for (unsigned int p = 0; p < RB_NPEERS; p++)
-			for (unsigned int a = 0; a < o->n_ns && c->on[p]; a++) {
-				if (!o->quiet)
-					fprintf(stderr, "sigma-bench: %s, N=%u\n", rb_peers[p].label,
-						o->ns[a]);
-				if (run_peer(p, c->mpi_exe, c->gloo_exe, o, o->ns[a],
-					     c->per[p] + at + (size_t)a * o->n_sizes) < 0) {
-					fprintf(stderr, "sigma-bench: %s failed for N=%u\n",
-						rb_peers[p].label, o->ns[a]);
-					rc = -EIO;
-				}
-			}
-		if (sweep(o, c->cur) < 0)
-			rc = -EIO;
-		for (unsigned int i = 0; i < c->n; i++) {
-			c->per_sg[at + i] = c->cur[i].t_med;
-			fold_run(&c->res[i], &c->cur[i], run);
-		}
-		/* an attached node keeps its jobs: the next sweep continues their rounds */
-		o->first_round += o->iters + 1;
-		if (!o->threads)
-			continue;
-		if (!o->quiet)
-			fprintf(stderr, "sigma-bench: the same sweep through %u node thread(s)\n",
-				th.nodes);
-		if (sweep(&th, c->cur) < 0)
-			rc = -EIO;
-		for (unsigned int i = 0; i < c->n; i++) {
-			c->per_th[at + i] = c->cur[i].t_med;
-			fold_run(&c->thr[i], &c->cur[i], run);
-		}
-	}
-	sigma_bench_rm_mpi(c->mpi_exe);
-	median_runs(c->res, c->per_sg, o->runs, c->n);
-	if (o->threads)
-		median_runs(c->thr, c->per_th, o->runs, c->n);
-	for (unsigned int p = 0; p < RB_NPEERS; p++)
-		for (unsigned int i = 0; i < c->n && c->on[p]; i++) {
-			double v[RB_MAX_RUNS];
-
-			c->ok[p][i] = true;
-			for (unsigned int k = 0; k < o->runs; k++) {
-				v[k] = c->per[p][(size_t)k * c->n + i];
-				c->ok[p][i] &= isfinite(v[k]);
-				v[k] = isfinite(v[k]) ? v[k] : INFINITY;
-			}
-			c->med[p][i] = sigma_bench_median(v, o->runs);
-			if (!isfinite(c->med[p][i]))
-				c->med[p][i] = NAN;
-			if (!c->ok[p][i])
-				rc = -EIO; /* a peer's wrong sum fails the comparison as Sigma's does */
-		}
-	return rc;
-}
-
-/* Peer time / Sigma time (> 1: Sigma is faster), NaN when either is missing. */
-static double cmp_ratio(const struct rb_cmp *c, unsigned int p, unsigned int i)
-{
-	return c->res[i].t_med > 0 && isfinite(c->med[p][i]) ? c->med[p][i] / c->res[i].t_med :
-							     NAN;
-}
-
-static double json_num(double v)
-{
-	return isfinite(v) ? v : -1;
-}
-
-static void cmp_table(const struct rb_cmp *c, const struct rb_opts *o, const char *cpu)
-{
-	printf("CPU: %s; %u run(s), each figure the median across them; sigma: %s\n", cpu, o->runs,
-	       path_label(o));
-	printf("%3s %8s %10s %13s", "N", "size", "sigma ms", "sigma MB/s");
-	for (unsigned int p = 0; p < RB_NPEERS; p++)
-		if (c->on[p])
-			printf(" %12s %9s", rb_peers[p].label, "ratio");
-	if (o->threads)
-		printf(" %12s %10s", "threads ms", "vs thr");
-	printf("  %s\n", "node busy%");
-	for (unsigned int i = 0; i < c->n; i++) {
-		const struct rb_result *r = &c->res[i];
-		bool ok = r->ok && (!o->threads || c->thr[i].ok);
-		char sz[32];
-
-		fmt_size(r->size, sz, sizeof(sz));
-		printf("%3u %8s %10.3f %13.1f", r->n, sz, r->t_med * 1e3, r->algbw / 1e6);
-		for (unsigned int p = 0; p < RB_NPEERS; p++)
-			if (c->on[p]) {
-				printf(" %9.3f ms %8.2fx", c->med[p][i] * 1e3, cmp_ratio(c, p, i));
-				ok &= c->ok[p][i];
-			}
-		if (o->threads)
-			printf(" %12.3f %9.2fx", c->thr[i].t_med * 1e3,
-			       r->t_med > 0 ? c->thr[i].t_med / r->t_med : NAN);
-		/* busy% of each node thread or sigmad lcore over the point's whole sweep */
-		for (unsigned int k = 0; k < r->nbusy; k++)
-			printf("%s%.0f", k ? "/" : "  ", 100 * r->busy[k]);
-		printf("%s\n", ok ? "" : "  FAILED");
-	}
-	printf("ratio = peer time / sigma time (> 1: sigma is faster)%s\n",
-	       !o->threads ? "" : o->colocate ? "; threads = --nodes node threads over kernel "
-	       "UDP alone, vs thr = their time / sigma time" :
-	       "; vs thr = node threads' time / sigma time");
-}
-
-static void cmp_json(FILE *js, const struct rb_cmp *c, const struct rb_opts *o, const char *cpu)
-{
-	fprintf(js, "{\"bench\":\"compare\",\"baseline\":\"MPI_Allreduce (OpenMPI, TCP loopback)\","
-		    "\"sigma_transport\":\"%s\",\"cpu\":\"%s\",\"runs\":%u,\"iters\":%u,"
-		    "\"threads_baseline\":%s,\"worker_gso\":%s,\"window\":%u,\"peers\":[",
-		path_label(o), cpu,
-		o->runs, o->iters,
-		o->threads ? "true" : "false", o->gso != SIGMA_GSO_OFF ? "true" : "false", o->window);
-	for (unsigned int p = 0, k = 0; p < RB_NPEERS; p++)
-		if (c->on[p])
-			fprintf(js, "%s\"%s\"", k++ ? "," : "", rb_peers[p].key);
-	fprintf(js, "],\"results\":[");
-	for (unsigned int i = 0; i < c->n; i++) {
-		const struct rb_result *r = &c->res[i];
-
-		fprintf(js, "%s{\"n\":%u,\"bytes\":%" PRIu64 ",\"sigma_time_s\":%.9g,"
-			    "\"mpi_time_s\":%.9g,\"sigma_algbw_Bps\":%.6g,\"mpi_algbw_Bps\":%.6g,"
-			    "\"speedup_vs_mpi\":%.4f,\"sigma_ok\":%s,\"window\":%u,"
-			    "\"busy_source\":\"%s\",\"node_busy\":[", i ? "," : "", r->n, r->size, r->t_med,
-			json_num(c->med[RB_MPI_TCP][i]), r->algbw,
-			json_num(r->size / c->med[RB_MPI_TCP][i]),
-			json_num(cmp_ratio(c, RB_MPI_TCP, i)), r->ok ? "true" : "false", r->window,
-			r->busy_sigmad ? "sigmad lcores" : "node threads");
-		for (unsigned int k = 0; k < r->nbusy; k++)
-			fprintf(js, "%s%.4f", k ? "," : "", r->busy[k]);
-		fprintf(js, "]");
-		if (o->threads)
-			fprintf(js, ",\"threads_time_s\":%.9g,\"threads_algbw_Bps\":%.6g,"
-				    "\"threads_ok\":%s,\"speedup_vs_threads\":%.4f,"
-				    "\"threads_vs_mpi\":%.4f", c->thr[i].t_med, c->thr[i].algbw,
-				c->thr[i].ok ? "true" : "false",
-				json_num(r->t_med > 0 ? c->thr[i].t_med / r->t_med : NAN),
-				json_num(c->thr[i].t_med > 0 ? c->med[RB_MPI_TCP][i] /
-						c->thr[i].t_med : NAN));
-		json_times(js, "sigma_runs_s", c->per_sg, o->runs, c->n, i);
-		json_times(js, "mpi_runs_s", c->per[RB_MPI_TCP], o->runs, c->n, i);
-		if (o->threads)
-			json_times(js, "threads_runs_s", c->per_th, o->runs, c->n, i);
-		fprintf(js, ",\"peers\":{");
-		for (unsigned int p = 0, k = 0; p < RB_NPEERS; p++) {
-			if (!c->on[p])
-				continue;
-			fprintf(js, "%s\"%s\":{\"time_s\":%.9g,\"ok\":%s,\"ratio\":%.4f", k++ ? "," :
-				"", rb_peers[p].key, json_num(c->med[p][i]),
-				c->ok[p][i] ? "true" : "false", json_num(cmp_ratio(c, p, i)));
-			json_times(js, "runs_s", c->per[p], o->runs, c->n, i);
-			fprintf(js, "}");
-		}
-		fprintf(js, "}}");
-	}
-	fprintf(js, "]}\n");
-}
-
-/* gnuplot: each peer's time / Sigma's against size, one line per (peer, N). */
-static int cmp_plot(const char *path, const struct rb_cmp *c, const struct rb_opts *o)
-{
-	char dat[] = "/tmp/sigma-bench-XXXXXX";
-	int fd = mkstemp(dat), rc;
-	unsigned int series = 0;
-	FILE *f, *g;
-
-	if (fd < 0 || (f = fdopen(fd, "w")) == NULL)
-		return -errno;
-	/* one block per series, in the order the plot command names them */
-	for (unsigned int p = 0; p < RB_NPEERS; p++)
-		for (unsigned int a = 0; a < o->n_ns && c->on[p]; a++, series++) {
-			for (unsigned int j = 0; j < o->n_sizes; j++) {
-				double v = cmp_ratio(c, p, a * o->n_sizes + j);
-
-				if (isfinite(v))
-					fprintf(f, "%" PRIu64 " %.6g\n", o->sizes[j], v);
-			}
-			fprintf(f, "\n\n");
-		}
-	g = gnuplot_open(f, dat, path);
-	if (g == NULL)
-		return -errno;
-	gnuplot_size_tics(g, o->sizes, o->n_sizes);
-	fprintf(g, "set logscale xy 2\nset xlabel 'tensor bytes'\nset ylabel 'peer time / sigma "
-		   "time (> 1: sigma faster)'\nset key outside right\nset title "
-		   "'sigma (%s) against each peer, median of %u runs'\nplot 1 with lines dt 2 "
-		   "lc rgb 'black' title 'equal'", path_label(o), o->runs);
-	series = 0;
-	for (unsigned int p = 0; p < RB_NPEERS; p++)
-		for (unsigned int a = 0; a < o->n_ns && c->on[p]; a++, series++)
-			fprintf(g, ", '%s' index %u with linespoints title '%s N=%u'", dat, series,
-				rb_peers[p].label, o->ns[a]);
-	fprintf(g, "\n");
-	rc = pclose(g);
-	unlink(dat);
-	return rc == 0 ? 0 : -EIO;
-}
-
-int sigma_bench_compare(int argc, char **argv)
-{
-	struct rb_opts o;
-	struct rb_cmp c = {0};
-	struct sigma_bench_out out = {0};
-	char cpu[128];
-	int rc = parse_opts(argc, argv, &o, "compare");
-
-	if (rc != 0) {
-		run_usage(rc > 0 ? stdout : stderr, "compare");
-		return rc > 0 ? 0 : 2;
-	}
-	o.n_dts = 1;
-	o.dts[0] = SG_DTYPE_FP32; /* MPI_FLOAT, MPI_SUM */
-	if (o.print_config) {
-		print_sigmad_jobs(&o);
-		return 0;
-	}
-	c.n = o.n_ns * o.n_sizes;
-	if (cmp_alloc(&c, &o, o.sweep) < 0) {
-		cmp_free(&c);
-		return 1;
-	}
-	rc = cmp_runs(&c, &o);
-	sigma_bench_cpu_model(cpu, sizeof(cpu));
-	cmp_table(&c, &o, cpu);
-	if (sigma_bench_out_open(&out) < 0) {
-		rc = -ENOMEM;
-	} else {
-		cmp_json(out.f, &c, &o, cpu);
-		if (sigma_bench_out_write(&out, o.json) < 0)
-			rc = -EIO;
-	}
-	if (o.plot != NULL && cmp_plot(o.plot, &c, &o) < 0) {
-		fprintf(stderr, "sigma-bench: gnuplot failed (is gnuplot-nox installed?)\n");
-		rc = -EIO;
-	}
-	cmp_free(&c);
 	return rc < 0 ? 1 : 0;
 }

@@ -8,7 +8,9 @@
  * sigma_bench_sources (bench/meson.build). argv[0] is the subcommand's name.
  * A subcommand prints a readable table on stdout and JSON (to stdout, or to a
  * file with --json FILE) and returns 0, or prints why it failed and returns
- * non-zero.
+ * non-zero. The helpers below are bench_util.c's (the subcommands share them;
+ * sigma_bench.c only dispatches), except sigma_bench_build_mpi() and
+ * sigma_bench_rm_mpi(), which are compare's (bench_compare.c).
  */
 #ifndef SIGMA_BENCH_H
 #define SIGMA_BENCH_H

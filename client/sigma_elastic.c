@@ -28,7 +28,7 @@
 #include <jansson.h>
 
 #include "sg_ctl_client.h"
-#include "sg_ctl_err.h"
+#include "sg_err.h"
 #include "sg_ctl_place.h"
 #include "sg_dp_proto.h"
 #include "sigma_elastic.h"
@@ -803,7 +803,7 @@ static int first_epoch(struct sigma_elastic *e, struct sg_etcd *et, char *err, s
 		int rc;
 
 		if (n < 0)
-			return sg_ctl_err(err, errlen, -EHOSTUNREACH, "etcd: %s",
+			return sg_err(err, errlen, -EHOSTUNREACH, "etcd: %s",
 					  sg_etcd_last_error(et));
 		ep->n = e->job.conf.nnodes;
 		for (unsigned int i = 0; i < ep->n; i++) {
@@ -827,7 +827,7 @@ static int first_epoch(struct sigma_elastic *e, struct sg_etcd *et, char *err, s
 				      (json_int_t)e->job.conf.job, "workers", (int)e->job.conf.nworkers,
 				      "nodes", nodes_json(ep->nodes, ep->n)), e->lease, NULL, 0, false);
 		if (rc < 0)
-			return sg_ctl_err(err, errlen, rc, "etcd: cannot put %s: %s", key,
+			return sg_err(err, errlen, rc, "etcd: cannot put %s: %s", key,
 					  sg_etcd_last_error(et));
 		return 0;
 	}
@@ -845,7 +845,7 @@ static int first_epoch(struct sigma_elastic *e, struct sg_etcd *et, char *err, s
 			return 0;
 		}
 		if (now_ms() > until)
-			return sg_ctl_err(err, errlen, rc < 0 ? -EHOSTUNREACH : -ETIMEDOUT,
+			return sg_err(err, errlen, rc < 0 ? -EHOSTUNREACH : -ETIMEDOUT,
 					  "no job record %s from rank 0 within %u ms%s%s", key,
 					  e->c.confirm_ms, rc < 0 ? ": etcd: " : "",
 					  rc < 0 ? sg_etcd_last_error(et) : "");
@@ -884,19 +884,19 @@ struct sigma_elastic *sigma_elastic_open(const struct sigma_elastic_conf *c, cha
 	rc = sigma_job_parse(c->descriptor, &e->job, err, errlen);
 	if (rc == 0 && (e->job.mode == SG_MODE_ASYNC || c->rank >= e->job.conf.nworkers ||
 			e->c.poll_ms < 10 || e->c.poll_ms > 10000 || e->c.margin > 1000))
-		rc = sg_ctl_err(err, errlen, -EINVAL, "an elastic job needs sync or deterministic "
+		rc = sg_err(err, errlen, -EINVAL, "an elastic job needs sync or deterministic "
 				"mode, a rank below N, poll_ms 10..10000 and margin 1..1000");
 	if (rc == 0 && (rc = sg_etcd_prefix(e->cluster, e->prefix, sizeof(e->prefix))) < 0)
-		sg_ctl_err(err, errlen, rc, "bad cluster name '%s'", e->cluster);
+		sg_err(err, errlen, rc, "bad cluster name '%s'", e->cluster);
 	if (rc == 0 && (rc = sg_etcd_token_digest(e->cluster, e->job.conf.job, e->job.conf.token,
 						  digest)) < 0)
-		sg_ctl_err(err, errlen, rc, "cannot compute the token digest");
+		sg_err(err, errlen, rc, "cannot compute the token digest");
 	if (rc < 0)
 		goto fail;
 	snprintf(e->jp, sizeof(e->jp), "%s/elastic/%u.%.16s", e->prefix, e->job.conf.job, digest);
 	et = sg_etcd_create(&c->etcd);
 	if (et == NULL) {
-		rc = sg_ctl_err(err, errlen, -EINVAL, "bad etcd endpoints");
+		rc = sg_err(err, errlen, -EINVAL, "bad etcd endpoints");
 		goto fail;
 	}
 	rc = first_epoch(e, et, err, errlen);

@@ -13,24 +13,11 @@
 #include "sg_types.h"
 
 #include "sg_desc.h"
+#include "sg_err.h"
 
-static int bad(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-
-static int bad(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-	int n;
-
-	if (err == NULL || errlen == 0)
-		return -EINVAL;
-	n = snprintf(err, errlen, "job descriptor: ");
-	if (n > 0 && (size_t)n < errlen) {
-		va_start(ap, fmt);
-		vsnprintf(err + n, errlen - (size_t)n, fmt, ap);
-		va_end(ap);
-	}
-	return -EINVAL;
-}
+/* A refusal: "job descriptor: " and the reason (sg_err()). @return -EINVAL. */
+#define bad(err, errlen, fmt, ...) \
+	sg_err(err, errlen, -EINVAL, "job descriptor: " fmt, ##__VA_ARGS__)
 
 int sg_desc_check_name(const char *name)
 {

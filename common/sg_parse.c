@@ -126,3 +126,22 @@ int sg_parse_double(const char *s, double min, double max, double *out)
 	*out = v;
 	return 0;
 }
+
+/* rte_log's names (rte_log_set_level_pattern() takes the numbers), without DPDK */
+static const char *const log_names[SG_LOG_LEVEL_DEBUG + 1] = {
+	[1] = "emerg", [2] = "alert",  [3] = "crit", [4] = "err",
+	[5] = "warning", [6] = "notice", [7] = "info", [8] = "debug",
+};
+
+int sg_log_level_parse(const char *name)
+{
+	for (unsigned int i = SG_LOG_LEVEL_EMERG; name != NULL && i <= SG_LOG_LEVEL_DEBUG; i++)
+		if (strcmp(name, log_names[i]) == 0)
+			return (int)i;
+	return -EINVAL;
+}
+
+const char *sg_log_level_name(unsigned int level)
+{
+	return level >= SG_LOG_LEVEL_EMERG && level <= SG_LOG_LEVEL_DEBUG ? log_names[level] : NULL;
+}

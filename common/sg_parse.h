@@ -69,6 +69,21 @@ int sg_parse_double(const char *s, double min, double max, double *out);
  */
 int sg_ipv4_parse(const char *s, uint32_t *addr_be);
 
+/** Log levels: the syslog severities plus one, as rte_log numbers them. */
+#define SG_LOG_LEVEL_EMERG 1 /**< RTE_LOG_EMERG */
+#define SG_LOG_LEVEL_DEBUG 8 /**< RTE_LOG_DEBUG */
+
+/**
+ * The log level named @p name: "emerg", "alert", "crit", "err", "warning",
+ * "notice", "info" or "debug" (SG_LOG_LEVEL_EMERG..SG_LOG_LEVEL_DEBUG, which
+ * are rte_log's RTE_LOG_EMERG..RTE_LOG_DEBUG).
+ * @return the level, or -EINVAL for any other name (NULL too).
+ */
+int sg_log_level_parse(const char *name);
+
+/** The name of log level @p level, or NULL outside SG_LOG_LEVEL_EMERG..SG_LOG_LEVEL_DEBUG. */
+const char *sg_log_level_name(unsigned int level);
+
 #ifdef __cplusplus
 }
 #endif

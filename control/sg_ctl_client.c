@@ -20,7 +20,7 @@
 #include <sodium.h>
 
 #include "sg_ctl_client.h"
-#include "sg_ctl_err.h"
+#include "sg_err.h"
 #include "sg_version.h"
 
 /* Largest answer accepted (a detailed placement of a big job is the largest). */
@@ -341,18 +341,6 @@ int sg_ctl_client_call(struct sg_ctl_client *c, const char *method, const char *
 	return rc;
 }
 
-int sg_ctl_err(char *err, size_t len, int rc, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (err != NULL && len > 0) {
-		va_start(ap, fmt);
-		vsnprintf(err, len, fmt, ap);
-		va_end(ap);
-	}
-	return rc;
-}
-
 int sg_ctl_secret_load(const char *path, bool private_file, uint8_t buf[SG_CTL_SECRET_MAX],
 		       size_t *len, char *err, size_t errlen)
 {
@@ -364,14 +352,14 @@ int sg_ctl_secret_load(const char *path, bool private_file, uint8_t buf[SG_CTL_S
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 
 	if (fd < 0)
-		return sg_ctl_err(err, errlen, -EINVAL, "secret_file %s: %s", path, strerror(errno));
+		return sg_err(err, errlen, -EINVAL, "secret_file %s: %s", path, strerror(errno));
 	if (private_file && (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode))) {
 		close(fd);
-		return sg_ctl_err(err, errlen, -EINVAL, "secret_file %s: not a regular file", path);
+		return sg_err(err, errlen, -EINVAL, "secret_file %s: not a regular file", path);
 	}
 	if (private_file && (sb.st_mode & 077)) {
 		close(fd);
-		return sg_ctl_err(err, errlen, -EINVAL, "secret_file %s is readable by others (mode %03o); "
+		return sg_err(err, errlen, -EINVAL, "secret_file %s is readable by others (mode %03o); "
 					    "run: chmod 600 %s", path,
 			       (unsigned int)(sb.st_mode & 0777), path);
 	}
@@ -388,7 +376,7 @@ int sg_ctl_secret_load(const char *path, bool private_file, uint8_t buf[SG_CTL_S
 		int e = errno;
 
 		close(fd);
-		return sg_ctl_err(err, errlen, -EINVAL, "secret_file %s: %s", path, strerror(e));
+		return sg_err(err, errlen, -EINVAL, "secret_file %s: %s", path, strerror(e));
 	}
 	close(fd);
 	/* A trailing newline from an editor or echo is not part of the secret. */
@@ -396,7 +384,7 @@ int sg_ctl_secret_load(const char *path, bool private_file, uint8_t buf[SG_CTL_S
 		n--;
 	if (too_long || n > SG_CTL_SECRET_MAX) {
 		explicit_bzero(tmp, sizeof(tmp));
-		return sg_ctl_err(err, errlen, -EINVAL, "secret_file %s: more than %d bytes of secret; every "
+		return sg_err(err, errlen, -EINVAL, "secret_file %s: more than %d bytes of secret; every "
 					    "side must use the same key, so it is refused, not cut",
 			       path, SG_CTL_SECRET_MAX);
 	}
@@ -436,23 +424,23 @@ int sg_ctl_version_check(struct sg_ctl_client *c, struct sg_ctl_version *v, char
 	int rc = sg_ctl_client_call(c, "version", NULL, &out, &msg);
 
 	if (rc == -EREMOTEIO && msg != NULL && strstr(msg, "(-32601)") != NULL)
-		rc = sg_ctl_err(err, errlen, -EPROTONOSUPPORT, "the node has no 'version' method: it "
+		rc = sg_err(err, errlen, -EPROTONOSUPPORT, "the node has no 'version' method: it "
 				"is older than this client (release %s, control API %d, wire protocol "
 				"%d): upgrade the node", SG_VERSION_STRING, SG_API_VERSION,
 				SG_PROTO_VERSION);
 	else if (rc == -EREMOTEIO)
-		rc = sg_ctl_err(err, errlen, rc, "version: %s", msg ? msg : "refused");
+		rc = sg_err(err, errlen, rc, "version: %s", msg ? msg : "refused");
 	else if (rc != 0)
-		rc = sg_ctl_err(err, errlen, rc, "version: %s", strerror(-rc));
+		rc = sg_err(err, errlen, rc, "version: %s", strerror(-rc));
 	else if ((r = json_loads(out, JSON_DECODE_ANY, NULL)) == NULL ||
 		 json_unpack(r, "{s:s, s:i, s:i}", "release", &rel, "api", &got.api, "protocol",
 			     &got.protocol) != 0)
-		rc = sg_ctl_err(err, errlen, -EPROTO, "version: the answer has no release, api and "
+		rc = sg_err(err, errlen, -EPROTO, "version: the answer has no release, api and "
 				"protocol: not a Sigma node?");
 	if (rc == 0) {
 		snprintf(got.release, sizeof(got.release), "%s", rel);
 		if (got.api != SG_API_VERSION || got.protocol != SG_PROTO_VERSION)
-			rc = sg_ctl_err(err, errlen, -EPROTONOSUPPORT, "the node (release %.31s) speaks "
+			rc = sg_err(err, errlen, -EPROTONOSUPPORT, "the node (release %.31s) speaks "
 					"control API %d and wire protocol %d, this client (release %s) "
 					"API %d and protocol %d: run a node and clients of the same "
 					"versions (sigmad --version)", got.release, got.api,

@@ -14,11 +14,11 @@
 #include <rte_log.h>
 
 #include "sg_ctl_config.h"
-#include "sg_ctl_err.h"
+#include "sg_err.h"
 #include "sg_parse.h"
 
 /* A reason in @p err, and -EINVAL. */
-#define cfg_err(err, len, ...) sg_ctl_err(err, len, -EINVAL, __VA_ARGS__)
+#define cfg_err(err, len, ...) sg_err(err, len, -EINVAL, __VA_ARGS__)
 
 /* "A.B.C.D:PORT" into @addr (buffer of @alen) and @port. */
 static int parse_hostport(const char *v, char *addr, size_t alen, uint16_t *port)
@@ -47,25 +47,6 @@ static int read_secret(const char *path, struct sg_ctl_config_store *st, size_t 
 		return cfg_err(err, elen, "secret_file %s: need at least 16 bytes of secret; "
 					  "e.g. head -c 32 /dev/urandom | base64 > %s", path, path);
 	return rc;
-}
-
-static const char *const log_names[] = {
-	[RTE_LOG_EMERG] = "emerg", [RTE_LOG_ALERT] = "alert",	  [RTE_LOG_CRIT] = "crit",
-	[RTE_LOG_ERR] = "err",	   [RTE_LOG_WARNING] = "warning", [RTE_LOG_NOTICE] = "notice",
-	[RTE_LOG_INFO] = "info",   [RTE_LOG_DEBUG] = "debug",
-};
-
-int sg_ctl_log_level_parse(const char *name)
-{
-	for (unsigned int i = RTE_LOG_EMERG; name != NULL && i <= RTE_LOG_DEBUG; i++)
-		if (strcmp(name, log_names[i]) == 0)
-			return (int)i;
-	return -EINVAL;
-}
-
-const char *sg_ctl_log_level_name(unsigned int level)
-{
-	return level >= RTE_LOG_EMERG && level <= RTE_LOG_DEBUG ? log_names[level] : NULL;
 }
 
 int sg_ctl_config_load(struct rte_cfgfile *file, const char *section,

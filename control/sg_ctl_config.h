@@ -2,7 +2,8 @@
 /**
  * @file
  * Sigma control configuration: a node's control server settings from an INI
- * section (sigmad's and sigma-udpd's [control]), and rte_log level names.
+ * section (sigmad's and sigma-udpd's [control]); rte_log level names are
+ * sg_parse.h's (sg_log_level_parse()).
  * A library of its own (sg_ctl_config: DPDK's rte_cfgfile), which sigmad's
  * config loader links without the server.
  *
@@ -74,16 +75,6 @@ struct sg_ctl_config_hook {
 int sg_ctl_config_load_ext(struct rte_cfgfile *file, const char *section,
 			   struct sg_ctl_server_config *cfg, struct sg_ctl_config_store *store,
 			   const struct sg_ctl_config_hook *hook, char *err, size_t err_len);
-
-/**
- * The rte_log level named @p name: "emerg", "alert", "crit", "err", "warning",
- * "notice", "info" or "debug" (RTE_LOG_EMERG..RTE_LOG_DEBUG).
- * @return the level, or -EINVAL for any other name (NULL too).
- */
-int sg_ctl_log_level_parse(const char *name);
-
-/** The name of rte_log level @p level, or NULL outside RTE_LOG_EMERG..RTE_LOG_DEBUG. */
-const char *sg_ctl_log_level_name(unsigned int level);
 
 #ifdef __cplusplus
 }

@@ -17,7 +17,7 @@
 #include <sodium.h>
 
 #include "sg_ctl_client.h"
-#include "sg_ctl_err.h"
+#include "sg_err.h"
 #include "sg_ctl_place.h"
 #include "sg_desc.h"
 
@@ -41,15 +41,15 @@ static int call(struct svc_node *n, const char *method, json_t *params, json_t *
 	int rc;
 
 	if (params != NULL && text == NULL)
-		return sg_ctl_err(err, errlen, -ENOMEM, "node %s: out of memory", n->label);
+		return sg_err(err, errlen, -ENOMEM, "node %s: out of memory", n->label);
 	rc = sg_ctl_client_call(n->cli, method, text, &out, &msg);
 	free(text);
 	if (rc == -EREMOTEIO)
-		rc = sg_ctl_err(err, errlen, rc, "node %s: %s: %s", n->label, method, msg ? msg : "refused");
+		rc = sg_err(err, errlen, rc, "node %s: %s: %s", n->label, method, msg ? msg : "refused");
 	else if (rc != 0)
-		rc = sg_ctl_err(err, errlen, rc, "node %s: %s: %s", n->label, method, strerror(-rc));
+		rc = sg_err(err, errlen, rc, "node %s: %s: %s", n->label, method, strerror(-rc));
 	else if (res != NULL && (*res = json_loads(out, JSON_DECODE_ANY, NULL)) == NULL)
-		rc = sg_ctl_err(err, errlen, -EPROTO, "node %s: %s: unreadable answer", n->label, method);
+		rc = sg_err(err, errlen, -EPROTO, "node %s: %s: unreadable answer", n->label, method);
 	free(out);
 	free(msg);
 	return rc;
@@ -66,18 +66,18 @@ static int connect_all(const struct sg_ctl_jobsvc *svc, struct svc_node *nodes, 
 		bool tcp;
 
 		if (t == NULL || t[0] == '\0')
-			return sg_ctl_err(err, errlen, -EINVAL, "node %u: no control target", i);
+			return sg_err(err, errlen, -EINVAL, "node %u: no control target", i);
 		snprintf(nodes[i].label, sizeof(nodes[i].label), "%u (%.120s)", first + i, t);
 		tcp = sg_ctl_target_is_tcp(t);
 		if (tcp && (svc->secret == NULL || svc->secret_len == 0))
-			return sg_ctl_err(err, errlen, -EINVAL, "node %s: a TCP target needs the shared "
+			return sg_err(err, errlen, -EINVAL, "node %s: a TCP target needs the shared "
 				    "secret", nodes[i].label);
 		nodes[i].cli = sg_ctl_client_connect(t, tcp ? svc->secret : NULL,
 						     tcp ? svc->secret_len : 0, tmo);
 		if (nodes[i].cli == NULL) {
 			int e = errno;
 
-			return sg_ctl_err(err, errlen, -e, "node %s: %s", nodes[i].label,
+			return sg_err(err, errlen, -e, "node %s: %s", nodes[i].label,
 				    e == EACCES ? "refused the authentication (wrong secret?)" :
 				    e == EINVAL ? "not a control target (unix:PATH or HOST:PORT)" :
 				    strerror(e));
@@ -106,7 +106,7 @@ static int learn(const struct sg_ctl_jobsvc_node *in, struct svc_node *n, char *
 		char why[400];
 
 		snprintf(why, sizeof(why), "%s", err ? err : "");
-		return sg_ctl_err(err, errlen, rc, "node %s: %s", n->label, why);
+		return sg_err(err, errlen, rc, "node %s: %s", n->label, why);
 	}
 	rc = call(n, "node_info", NULL, &r, err, errlen);
 	if (rc != 0)
@@ -119,25 +119,25 @@ static int learn(const struct sg_ctl_jobsvc_node *in, struct svc_node *n, char *
 	n->nd.gbps = in->gbps > 0 ? in->gbps : json_number_value(json_object_get(r, "gbps"));
 	n->max_chunk = (uint32_t)json_integer_value(json_object_get(r, "max_chunk_bytes"));
 	if (sg_desc_check_name(name) != 0)
-		rc = sg_ctl_err(err, errlen, -EINVAL, "node %s: its name '%.64s' cannot go in a job "
+		rc = sg_err(err, errlen, -EINVAL, "node %s: its name '%.64s' cannot go in a job "
 			  "descriptor: give it a [control] name of 1..63 of A-Z a-z 0-9 . _ -",
 			  n->label, name ? name : "");
 	else if (json_is_true(json_object_get(r, "draining")))
-		rc = sg_ctl_err(err, errlen, -EBUSY, "node %s is draining: no new jobs", n->label);
+		rc = sg_err(err, errlen, -EBUSY, "node %s is draining: no new jobs", n->label);
 	else if (addr == NULL || addr[0] == '\0' || strlen(addr) >= sizeof(n->nd.addr))
-		rc = sg_ctl_err(err, errlen, -EINVAL, "node %s tells no dataplane address: give one "
+		rc = sg_err(err, errlen, -EINVAL, "node %s tells no dataplane address: give one "
 			  "(addr=)", n->label);
 	else if (n->nd.port == 0)
-		rc = sg_ctl_err(err, errlen, -EINVAL, "node %s tells no UDP port: give one (port=)",
+		rc = sg_err(err, errlen, -EINVAL, "node %s tells no UDP port: give one (port=)",
 			  n->label);
 	else if (sg_node_kind_from_name(kind, &n->nd.kind) != 0)
-		rc = sg_ctl_err(err, errlen, -EINVAL, "node %s: kind '%.16s' is not cpu or gpu", n->label,
+		rc = sg_err(err, errlen, -EINVAL, "node %s: kind '%.16s' is not cpu or gpu", n->label,
 			  kind ? kind : "");
 	else if (!(n->nd.gbps > 0) || !isfinite(n->nd.gbps))
-		rc = sg_ctl_err(err, errlen, -EINVAL, "node %s: bandwidth %g is not > 0 (gbps=)",
+		rc = sg_err(err, errlen, -EINVAL, "node %s: bandwidth %g is not > 0 (gbps=)",
 			  n->label, n->nd.gbps);
 	else if (n->max_chunk < 8)
-		rc = sg_ctl_err(err, errlen, -EPROTO, "node %s tells no max_chunk_bytes: an older "
+		rc = sg_err(err, errlen, -EPROTO, "node %s tells no max_chunk_bytes: an older "
 			  "sigmad? (upgrade it)", n->label);
 	if (rc == 0) {
 		snprintf(n->nd.name, sizeof(n->nd.name), "%s", name);
@@ -171,32 +171,32 @@ static int check_spec(const struct sg_ctl_job_spec *in, struct sg_ctl_job_spec *
 	if (s->partition_bytes == 0)
 		s->partition_bytes = SG_PARTITION_BYTES_DEFAULT;
 	if (s->workers < 1 || s->workers > SG_MAX_WORKERS)
-		return sg_ctl_err(err, errlen, -EINVAL, "workers %u: must be 1..%d", s->workers,
+		return sg_err(err, errlen, -EINVAL, "workers %u: must be 1..%d", s->workers,
 			    SG_MAX_WORKERS);
 	if ((!sg_dtype_valid(s->dtype) && s->dtype != SG_DTYPE_ANY) ||
 	    (unsigned int)s->mode >= SG_MODE_COUNT)
-		return sg_ctl_err(err, errlen, -EINVAL, "unknown dtype or mode");
+		return sg_err(err, errlen, -EINVAL, "unknown dtype or mode");
 	if (s->partition_bytes % 8 != 0 || s->partition_bytes > SG_MAX_PARTITION_BYTES)
-		return sg_ctl_err(err, errlen, -EINVAL, "partition_bytes %u: must be a multiple of 8 and "
+		return sg_err(err, errlen, -EINVAL, "partition_bytes %u: must be a multiple of 8 and "
 			    "at most %u", s->partition_bytes, SG_MAX_PARTITION_BYTES);
 	if (s->chunk_bytes % 8 != 0 || s->chunk_bytes > SG_MAX_CHUNK_BYTES ||
 	    s->chunk_bytes > s->partition_bytes)
-		return sg_ctl_err(err, errlen, -EINVAL, "chunk_bytes %u: must be a multiple of 8, at most "
+		return sg_err(err, errlen, -EINVAL, "chunk_bytes %u: must be a multiple of 8, at most "
 			    "%d and at most partition_bytes", s->chunk_bytes, SG_MAX_CHUNK_BYTES);
 	if (s->n_tensors == 0) {
 		/* an open job: nothing to place; every element size divides a multiple of 8 */
 		if (s->slots > SG_OPEN_SLOTS_MAX)
-			return sg_ctl_err(err, errlen, -EINVAL, "slots %u: an open job takes 1..%u "
+			return sg_err(err, errlen, -EINVAL, "slots %u: an open job takes 1..%u "
 					  "chunk slots per engine", s->slots, SG_OPEN_SLOTS_MAX);
 		*parts = 0;
 		return 0;
 	}
 	if (s->dtype == SG_DTYPE_ANY)
-		return sg_ctl_err(err, errlen, -EINVAL, "dtype any is for open jobs (no tensors)");
+		return sg_err(err, errlen, -EINVAL, "dtype any is for open jobs (no tensors)");
 	if (s->slots != 0)
-		return sg_ctl_err(err, errlen, -EINVAL, "slots is for open jobs (no tensors)");
+		return sg_err(err, errlen, -EINVAL, "slots is for open jobs (no tensors)");
 	if (s->tensors == NULL || s->n_tensors == 0 || s->n_tensors > 1024)
-		return sg_ctl_err(err, errlen, -EINVAL, "a job has up to 1024 tensors, or none (an "
+		return sg_err(err, errlen, -EINVAL, "a job has up to 1024 tensors, or none (an "
 				  "open job)");
 	pelems = s->partition_bytes / sg_dtype_size(s->dtype);
 	*parts = 0;
@@ -204,7 +204,7 @@ static int check_spec(const struct sg_ctl_job_spec *in, struct sg_ctl_job_spec *
 		uint64_t p = (s->tensors[t].elems + pelems - 1) / pelems;
 
 		if (s->tensors[t].elems == 0 || p > SG_MAX_PARTS)
-			return sg_ctl_err(err, errlen, -EINVAL, "tensor %u ('%.63s'): %" PRIu64 " elements "
+			return sg_err(err, errlen, -EINVAL, "tensor %u ('%.63s'): %" PRIu64 " elements "
 				    "make %" PRIu64 " partitions: 1..%d (raise partition_bytes)", t,
 				    s->tensors[t].name, s->tensors[t].elems, p, SG_MAX_PARTS);
 		*parts += p;
@@ -226,22 +226,22 @@ static int weigh(const struct sg_ctl_jobsvc *svc, struct svc_node *nodes, char *
 						   .gbps = nodes[i].nd.gbps, .alive = true};
 		for (unsigned int k = 0; k < i; k++)
 			if (strcmp(nodes[i].nd.name, nodes[k].nd.name) == 0)
-				return sg_ctl_err(err, errlen, -EINVAL, "nodes %u and %u are the same node "
+				return sg_err(err, errlen, -EINVAL, "nodes %u and %u are the same node "
 					    "'%s': list each node once", k, i, nodes[i].nd.name);
 	}
 	if (given != 0 && given != svc->n_nodes)
-		return sg_ctl_err(err, errlen, -EINVAL, "give every node a weight, or none");
+		return sg_err(err, errlen, -EINVAL, "give every node a weight, or none");
 	if (given == 0 && sg_ctl_place_weights(pn, svc->n_nodes, w) != 0)
-		return sg_ctl_err(err, errlen, -EINVAL, "no placement weights for these nodes");
+		return sg_err(err, errlen, -EINVAL, "no placement weights for these nodes");
 	for (unsigned int i = 0; i < svc->n_nodes; i++) {
 		nodes[i].nd.weight = given ? svc->nodes[i].weight : w[i];
 		if (!(nodes[i].nd.weight >= 0) || !isfinite(nodes[i].nd.weight))
-			return sg_ctl_err(err, errlen, -EINVAL, "node %s: weight %g is not >= 0",
+			return sg_err(err, errlen, -EINVAL, "node %s: weight %g is not >= 0",
 				    nodes[i].label, nodes[i].nd.weight);
 		sum += nodes[i].nd.weight;
 	}
 	if (!(sum > 0))
-		return sg_ctl_err(err, errlen, -EINVAL, "every node's weight is 0");
+		return sg_err(err, errlen, -EINVAL, "every node's weight is 0");
 	return 0;
 }
 
@@ -303,16 +303,16 @@ int64_t sg_ctl_job_service_create(const struct sg_ctl_jobsvc *svc,
 		err[0] = '\0';
 	if (svc == NULL || spec == NULL || desc == NULL || svc->nodes == NULL ||
 	    svc->n_nodes == 0 || svc->n_nodes > SG_MAX_NODES)
-		return sg_ctl_err(err, errlen, -EINVAL, "a job needs 1..%d nodes", SG_MAX_NODES);
+		return sg_err(err, errlen, -EINVAL, "a job needs 1..%d nodes", SG_MAX_NODES);
 	rc = check_spec(spec, &s, &parts, err, errlen);
 	if (rc != 0)
 		return rc;
 	if (sodium_init() < 0)
-		return sg_ctl_err(err, errlen, -EIO, "libsodium does not initialise");
+		return sg_err(err, errlen, -EIO, "libsodium does not initialise");
 	nodes = calloc(svc->n_nodes, sizeof(*nodes));
 	d = calloc(1, sizeof(*d));
 	if (nodes == NULL || d == NULL) {
-		rc = sg_ctl_err(err, errlen, -ENOMEM, "out of memory");
+		rc = sg_err(err, errlen, -ENOMEM, "out of memory");
 		goto out;
 	}
 	rc = connect_all(svc, nodes, 0, err, errlen);
@@ -321,7 +321,7 @@ int64_t sg_ctl_job_service_create(const struct sg_ctl_jobsvc *svc,
 		if (rc == 0 && nodes[i].max_chunk < chunk)
 			chunk = nodes[i].max_chunk;
 		if (rc == 0 && s.chunk_bytes > nodes[i].max_chunk)
-			rc = sg_ctl_err(err, errlen, -EINVAL, "chunk_bytes %u: node %s takes at most %u",
+			rc = sg_err(err, errlen, -EINVAL, "chunk_bytes %u: node %s takes at most %u",
 				  s.chunk_bytes, nodes[i].label, nodes[i].max_chunk);
 		if (rc == 0 && nodes[i].max_id > max_id)
 			max_id = nodes[i].max_id;
@@ -335,7 +335,7 @@ int64_t sg_ctl_job_service_create(const struct sg_ctl_jobsvc *svc,
 	if (chunk > s.partition_bytes)
 		chunk = s.partition_bytes;
 	if (s.id == 0 && max_id == UINT32_MAX) {
-		rc = sg_ctl_err(err, errlen, -ENOSPC, "no job id left above %u: give one (id)", max_id);
+		rc = sg_err(err, errlen, -ENOSPC, "no job id left above %u: give one (id)", max_id);
 		goto out;
 	}
 	*d = (struct sg_desc){.id = s.id ? s.id : max_id + 1, .workers = s.workers,
@@ -350,9 +350,9 @@ int64_t sg_ctl_job_service_create(const struct sg_ctl_jobsvc *svc,
 	d->token = sg_ctl_wire_token(token);
 	rc = sg_desc_format(d, desc, desc_cap, sub, sizeof(sub));
 	if (rc < 0) {
-		rc = rc == -ENOSPC ? sg_ctl_err(err, errlen, rc, "the descriptor does not fit in %zu bytes",
+		rc = rc == -ENOSPC ? sg_err(err, errlen, rc, "the descriptor does not fit in %zu bytes",
 					  desc_cap)
-				   : sg_ctl_err(err, errlen, rc, "%s", sub);
+				   : sg_err(err, errlen, rc, "%s", sub);
 		goto out;
 	}
 	rc = 0;
@@ -361,25 +361,25 @@ int64_t sg_ctl_job_service_create(const struct sg_ctl_jobsvc *svc,
 		json_t *p = create_params(&s, d, token, nodes, svc->n_nodes), *r = NULL;
 
 		rc = p ? call(&nodes[i], "job_create", p, &r, err, errlen) :
-			 sg_ctl_err(err, errlen, -ENOMEM, "out of memory");
+			 sg_err(err, errlen, -ENOMEM, "out of memory");
 		json_decref(p);
 		if (rc == 0)
 			made = i + 1;
 		if (rc == 0 && (uint32_t)json_integer_value(json_object_get(r, "chunk_bytes")) != chunk)
-			rc = sg_ctl_err(err, errlen, -EPROTO, "node %s made the job with chunk_bytes %lld, "
+			rc = sg_err(err, errlen, -EPROTO, "node %s made the job with chunk_bytes %lld, "
 				  "not %u", nodes[i].label,
 				  (long long)json_integer_value(json_object_get(r, "chunk_bytes")),
 				  chunk);
 		if (rc == 0 && s.n_tensors == 0 &&
 		    !json_is_string(json_object_get(r, "keys")))
-			rc = sg_ctl_err(err, errlen, -EPROTO, "node %s did not make an open job (its "
+			rc = sg_err(err, errlen, -EPROTO, "node %s did not make an open job (its "
 				  "answer has no \"keys\": \"open\"): an older node? (upgrade it)",
 				  nodes[i].label);
 		placed += (uint64_t)json_integer_value(json_object_get(r, "keys"));
 		json_decref(r);
 	}
 	if (rc == 0 && placed != parts)
-		rc = sg_ctl_err(err, errlen, -EPROTO, "the nodes placed %" PRIu64 " partitions between "
+		rc = sg_err(err, errlen, -EPROTO, "the nodes placed %" PRIu64 " partitions between "
 			  "them, the job has %" PRIu64 ": placement differs between the nodes "
 			  "(mixed versions?)", placed, parts);
 	if (rc != 0) {
@@ -418,10 +418,10 @@ int sg_ctl_job_service_destroy(const struct sg_ctl_jobsvc *svc, uint32_t id, cha
 	if (err != NULL && errlen > 0)
 		err[0] = '\0';
 	if (svc == NULL || svc->nodes == NULL || svc->n_nodes == 0 || svc->n_nodes > SG_MAX_NODES)
-		return sg_ctl_err(err, errlen, -EINVAL, "a job needs 1..%d nodes", SG_MAX_NODES);
+		return sg_err(err, errlen, -EINVAL, "a job needs 1..%d nodes", SG_MAX_NODES);
 	nodes = calloc(svc->n_nodes, sizeof(*nodes));
 	if (nodes == NULL)
-		return sg_ctl_err(err, errlen, -ENOMEM, "out of memory");
+		return sg_err(err, errlen, -ENOMEM, "out of memory");
 	for (unsigned int i = 0; i < svc->n_nodes; i++) {
 		struct sg_ctl_jobsvc one = *svc;
 		char e[320] = "";

@@ -6,9 +6,9 @@
  *
  * A method is a function of type sg_rpc_fn, registered once per program with
  * SG_RPC_REGISTER() at file scope of the file that implements it. The server
- * (sg_ctl_server.c) keeps only the sockets, the framing, the HMAC handshake
- * (`auth`) and the dispatch: it looks a request's method up by name among
- * every method linked into the program, and `rpc_get_methods` lists them.
+ * (sg_ctl_server.c) keeps only the sockets, the framing and the HMAC handshake
+ * (`auth`); the registry (sg_ctl_rpc.c) looks a request's method up by name
+ * among every method linked into the program, and `rpc_get_methods` lists them.
  *
  * A node (sigmad's agent, a test's mock) registers the methods it acts on
  * itself, beside its own code, with SG_RPC_NODE_REGISTER(): such a
@@ -25,12 +25,11 @@
  * node's handler is its own action between a parse and an answer helper.
  *
  * Registration puts a struct sg_rpc_method into the linker section
- * `sg_rpc_methods`. The linker takes an object file out of a static library
- * only if the program uses one of its symbols, so a method must live in a
- * file that the program links for another reason (the server itself, the
- * membership tracker, the node's agent); a file of nothing but methods would
- * be left out silently. The test rpc_methods checks that sigmad and
- * sigma-udpd serve every method docs/control.md lists, and no other.
+ * `sg_rpc_methods`. A program links the server library whole (meson's
+ * ctl_server_dep: link_whole), so every registration of it is in the program,
+ * whichever file it sits in; the registry and the helpers below are
+ * sg_ctl_rpc.c's, which calls no method. The test rpc_methods checks that
+ * sigmad and sigma-udpd serve every method docs/control.md lists, and no other.
  *
  * Methods run on the server's thread, one at a time; a node's handlers must
  * not block for long (they reach lcores through sg_dp_chan_call() with a short

@@ -1,56 +1,35 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* Private to control/: the server's state, shared by its I/O loop and its methods. */
+/*
+ * Private to control/: what the files of the server library provide each other,
+ * by file. The calls run one way (docs/architecture.md, "The control server"):
+ * sg_ctl_server.c (the I/O loop) calls down into every other file; the files of
+ * methods call sg_ctl_rpc.c and the files below them; sg_ctl_rpc.c calls none.
+ * `.ci/file-circles control` checks it.
+ */
 #ifndef SG_CTL_SERVER_INTERNAL_H
 #define SG_CTL_SERVER_INTERNAL_H
-
-#include <pthread.h>
 
 #include <jansson.h>
 
 #include "sg_ctl_internal.h"
 #include "sg_ctl_rpc.h"
+#include "sg_ctl_server_state.h"
 
-/* A job as the server remembers it, for placement and failover. */
-struct srv_job {
-	bool used;
-	struct sg_ctl_job spec;
-	struct sg_ctl_tensor *tensors;
-	/* with etcd (sg_ctl_cluster.c): what matches the job's record, and what failover did */
-	char digest[SG_ETCD_DIGEST_LEN]; /* of its wire token ("" without etcd) */
-	uint64_t lost;		/* its record's nodes (bit i: nodes[i]) whose keys were moved */
-	int64_t said_lease;	/* the record last refused or said of (logged once) */
-	int64_t said_mod;
-};
+/* ---- sg_ctl_rpc.c: the registry, the library's clock ------------------------ */
 
-/* The server's view of etcd (sg_ctl_cluster.c); the control thread's own. */
-struct srv_cluster {
-	struct sg_etcd_watch *w;
-	char name[SG_ETCD_CLUSTER_MAX];	/* the cluster */
-	char self[SG_NAME_MAX];		/* this node's name, from node_info ("" until known) */
-	struct sg_etcd_job *rec;	/* scratch: one record */
-	bool retry;			/* an addition failed: try again at the next tick */
-};
+/*
+ * Set-up: every registered name well-formed and registered once per table, plain
+ * or a node's (a build defect otherwise). @return 0 or -EINVAL (logged).
+ */
+int sg_rpc_methods_check(void);
 
-struct sg_ctl_server {
-	struct sg_ctl_server_config cfg;
-	uint8_t *secret;
-	char *unix_path;
-	int epfd, stop_fd;
-	int tcp_fd, unix_fd, http_fd;
-	uint16_t tcp_port, http_port;
-	pthread_t thread;
-	bool thread_started;
-	unsigned int n_conns;
-	struct conn *conns;
-	struct sg_ctl_members *members;
-	struct srv_job jobs[SG_CTL_MAX_JOBS];
-	struct srv_cluster cl;
-	bool draining;
-	struct sg_ctl_server_stats st; /* written by the control thread only, read atomically */
-};
-
-/* Bump a counter: one writer, readers in other threads. */
-#define SRV_COUNT(s, field) __atomic_fetch_add(&(s)->st.field, 1, __ATOMIC_RELAXED)
+/*
+ * Run method @p name for server @p s: its node's registration, else the plain one.
+ * @return 0 with *result set (a new reference), or -1 with @p err filled; -ENOENT
+ * if no such method is registered.
+ */
+int sg_rpc_dispatch(struct sg_ctl_server *s, const char *name, json_t *params, json_t **result,
+		    struct sg_rpc_err *err);
 
 /* "not supported by this node's agent" (SG_CTL_ERR_NOT_SUPPORTED). @return -1. */
 int sg_ctl_srv_not_supported(struct sg_rpc_err *err);
@@ -62,14 +41,21 @@ int sg_ctl_srv_not_supported(struct sg_rpc_err *err);
 			return sg_ctl_srv_not_supported(err);                               \
 	} while (0)
 
+/** Current monotonic time in ns. */
+uint64_t sg_ctl_now_ns(void);
+
+/* ---- sg_ctl_jobs.c: the server's job table ----------------------------------- */
+
 /*
- * Every job the agent lists, into a malloc'd array (sg_ctl_jobs.c; job_list,
- * stats_get and /metrics). @return the count, or -1 with @p err.
+ * Every job the agent lists, into a malloc'd array (job_list, stats_get and
+ * /metrics). @return the count, or -1 with @p err.
  */
 int sg_ctl_srv_jobs(struct sg_ctl_server *s, struct sg_ctl_job **out, struct sg_rpc_err *err);
 
 /* One job as job_list shows it (a new reference). */
 json_t *sg_ctl_srv_job_json(const struct sg_ctl_job *j);
+
+/* ---- sg_ctl_cluster.c: the jobs' records in etcd ------------------------------ */
 
 /**
  * With sg_ctl_server_config.etcd: start the watch of the cluster's membership and
@@ -91,10 +77,16 @@ void sg_ctl_cluster_reconcile(struct sg_ctl_server *s);
 /** Job @p j was made with @p token (64 hex digits): remember its digest for its record. */
 void sg_ctl_cluster_job_made(struct sg_ctl_server *s, struct srv_job *j, const char *token);
 
+/* ---- sg_ctl_metrics.c: counters and /metrics (and sg_ctl_server_get_stats()) -- */
+
+/*
+ * The node's lcores (its lcores op), into a malloc'd array of SG_CTL_MAX_LCORES
+ * (lcores_get, stats_get, /metrics). @return the count, or -1 with @p err.
+ */
+int sg_ctl_srv_lcores(struct sg_ctl_server *s, struct sg_ctl_lcore_stats **out,
+		      struct sg_rpc_err *err);
+
 /** Prometheus text for /metrics (malloc'd, NUL-terminated), or NULL. */
 char *sg_ctl_srv_metrics(struct sg_ctl_server *s, size_t *len);
-
-/** Current monotonic time in ns. */
-uint64_t sg_ctl_now_ns(void);
 
 #endif /* SG_CTL_SERVER_INTERNAL_H */

@@ -4,7 +4,8 @@
  * one stream per chain of dependent steps, events between chains, and host
  * steps (CPU sum, push, pull) as stream callbacks, so that partitions
  * pipeline: partition p+1 copies while partition p is summed. Also the CUDA
- * and GPUDirect probes and the CUDA additions to discovery.
+ * and GPUDirect probes and the CUDA additions to discovery. The
+ * micro-benchmark of copies and reduces is sg_gpu_cuda_bench.c.
  *
  * Without CUDA (SG_HAVE_CUDA == 0) only the probes exist, and they say why.
  */
@@ -23,26 +24,18 @@
 
 int sg_gpu_cuda_probe(char *why, size_t len)
 {
-	return sg_gpu_err(why, len, ENODEV, "built without CUDA (-Dcuda=disabled or no nvcc)");
+	return sg_err(why, len, -ENODEV, "built without CUDA (-Dcuda=disabled or no nvcc)");
 }
 
 int sg_gpu_gdr_probe(char *why, size_t len)
 {
-	return sg_gpu_err(why, len, ENOTSUP, "GPUDirect RDMA unavailable: built without CUDA");
+	return sg_err(why, len, -ENOTSUP, "GPUDirect RDMA unavailable: built without CUDA");
 }
 
 int sg_gpu_topo_add_cuda_info(struct sg_gpu_topo *t, char *err, size_t errlen)
 {
 	(void)t;
 	return sg_gpu_cuda_probe(err, errlen);
-}
-
-int sg_gpu_cuda_bench(const struct sg_gpu_bench_conf *conf, struct sg_gpu_bench_result *r,
-		      char *why, size_t len)
-{
-	(void)conf;
-	memset(r, 0, sizeof(*r));
-	return sg_gpu_cuda_probe(why, len);
 }
 
 #else /* SG_HAVE_CUDA */
@@ -55,6 +48,7 @@ int sg_gpu_cuda_bench(const struct sg_gpu_bench_conf *conf, struct sg_gpu_bench_
 #include <cuda.h>
 #include <cuda_runtime_api.h>
 
+#include "sg_gpu_cuda.h"
 #include "sg_gpu_kernels.h"
 #include "sg_gpu_kmath.h"
 
@@ -69,10 +63,10 @@ int sg_gpu_cuda_probe(char *why, size_t len)
 	cudaError_t e = cudaGetDeviceCount(&n);
 
 	if (e != cudaSuccess)
-		return sg_gpu_err(why, len, ENODEV, "cudaGetDeviceCount: %s (%s)",
+		return sg_err(why, len, -ENODEV, "cudaGetDeviceCount: %s (%s)",
 				  cudaGetErrorString(e), cudaGetErrorName(e));
 	if (n <= 0)
-		return sg_gpu_err(why, len, ENODEV, "cudaGetDeviceCount found no device");
+		return sg_err(why, len, -ENODEV, "cudaGetDeviceCount found no device");
 	return n;
 }
 
@@ -84,7 +78,7 @@ typedef CUresult (*get_handle_fn)(void *, CUdeviceptr, size_t, CUmemRangeHandleT
 int sg_gpu_gdr_probe(char *why, size_t len)
 {
 #if !SG_HAVE_VERBS
-	return sg_gpu_err(why, len, ENOTSUP, "GPUDirect RDMA unavailable: built without rdma-core");
+	return sg_err(why, len, -ENOTSUP, "GPUDirect RDMA unavailable: built without rdma-core");
 #else
 	enum cudaDriverEntryPointQueryResult q;
 	struct ibv_device **list;
@@ -100,7 +94,7 @@ int sg_gpu_gdr_probe(char *why, size_t len)
 	if (list == NULL || n == 0) {
 		if (list != NULL)
 			ibv_free_device_list(list);
-		return sg_gpu_err(why, len, ENODEV,
+		return sg_err(why, len, -ENODEV,
 				  "GPUDirect RDMA unavailable: no RDMA device (ibv_get_device_list)");
 	}
 	rc = sg_gpu_cuda_probe(why, len);
@@ -116,18 +110,18 @@ int sg_gpu_gdr_probe(char *why, size_t len)
 				    cudaEnableDefault, &q) != cudaSuccess ||
 #endif
 	    q != cudaDriverEntryPointSuccess || get_handle == NULL) {
-		rc = sg_gpu_err(why, len, ENOTSUP,
+		rc = sg_err(why, len, -ENOTSUP,
 				"GPUDirect RDMA unavailable: the driver lacks dma-buf export "
 				"(cuMemGetHandleForAddressRange)");
 		goto out;
 	}
 	if (cudaMalloc(&dev, size) != cudaSuccess) {
-		rc = sg_gpu_err(why, len, ENOMEM, "GPUDirect RDMA probe: cudaMalloc failed");
+		rc = sg_err(why, len, -ENOMEM, "GPUDirect RDMA probe: cudaMalloc failed");
 		goto out;
 	}
 	if (get_handle(&fd, (CUdeviceptr)(uintptr_t)dev, size, CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD,
 		       0) != CUDA_SUCCESS) {
-		rc = sg_gpu_err(why, len, ENOTSUP,
+		rc = sg_err(why, len, -ENOTSUP,
 				"GPUDirect RDMA unavailable: dma-buf export of device memory "
 				"refused (kernel or driver without dma-buf support)");
 		goto out;
@@ -135,7 +129,7 @@ int sg_gpu_gdr_probe(char *why, size_t len)
 	ctx = ibv_open_device(list[0]);
 	pd = ctx ? ibv_alloc_pd(ctx) : NULL;
 	if (pd == NULL) {
-		rc = sg_gpu_err(why, len, ENODEV, "GPUDirect RDMA probe: cannot open %s",
+		rc = sg_err(why, len, -ENODEV, "GPUDirect RDMA probe: cannot open %s",
 				ibv_get_device_name(list[0]));
 		goto out;
 	}
@@ -144,7 +138,7 @@ int sg_gpu_gdr_probe(char *why, size_t len)
 				       IBV_ACCESS_REMOTE_WRITE);
 	if (mr == NULL) {
 		rc = errno;
-		rc = sg_gpu_err(why, len, ENOTSUP,
+		rc = sg_err(why, len, -ENOTSUP,
 				"GPUDirect RDMA unavailable: ibv_reg_dmabuf_mr on %s: %s",
 				ibv_get_device_name(list[0]), strerror(rc));
 		goto out;
@@ -330,19 +324,12 @@ static bool sticky(cudaError_t e)
 	}
 }
 
-static int cuda_fail(cudaError_t e, const char *what)
+int sg_gpu_cuda_fail(cudaError_t e, const char *what)
 {
 	SG_GPU_LOG(ERR, "cuda: %s: %s (%s)%s", what, cudaGetErrorString(e), cudaGetErrorName(e),
 		   sticky(e) ? "; the CUDA context is lost, restart the process" : "");
 	return e == cudaErrorMemoryAllocation ? -ENOMEM : -EIO;
 }
-
-#define CK(call)                                                                            \
-	do {                                                                                \
-		cudaError_t e_ = (call);                                                    \
-		if (e_ != cudaSuccess)                                                      \
-			return cuda_fail(e_, #call);                                        \
-	} while (0)
 
 /* Streams for the plan's chains (see sg_gpu_plan_chains()). */
 static int create_streams(struct sg_gpu_cuda *c)
@@ -671,7 +658,7 @@ static int drain_slot(struct sg_gpu_cuda *c, unsigned slot)
 		cudaError_t e = cudaEventSynchronize(c->ev[slot][s]);
 
 		if (e != cudaSuccess && rc == 0)
-			rc = cuda_fail(e, "cudaEventSynchronize");
+			rc = sg_gpu_cuda_fail(e, "cudaEventSynchronize");
 	}
 	return rc;
 }
@@ -753,327 +740,6 @@ int sg_gpu_cuda_run(struct sg_gpu_cuda *c, void *const *grads, size_t bytes)
 	/* A sticky error fails every later call: make later runs say so at once. */
 	if (rc == -EIO && sticky(cudaPeekAtLastError()))
 		c->broken = true;
-	return rc;
-}
-
-/* ---- benchmark measurements --------------------------------------------- */
-
-static double now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-static int cmp_d(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return x < y ? -1 : x > y;
-}
-
-static double median(double *v, unsigned n)
-{
-	qsort(v, n, sizeof(*v), cmp_d);
-	return n == 0 ? 0 : n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
-enum bench_op { OP_H2D, OP_D2H, OP_D2D, OP_RED32, OP_RED16, OP_REDB16 };
-
-/* Median seconds of one operation over 'runs' timed runs (one warm-up). */
-static int time_op(enum bench_op op, void *hbuf, void *d0, void *d1, size_t bytes,
-		   unsigned runs, double *out)
-{
-	double t[64];
-	const void *src[1] = {d1};
-
-	for (unsigned r = 0; r <= runs && r <= 64; r++) {
-		double t0 = now_s();
-
-		switch (op) {
-		case OP_H2D:
-			CK(cudaMemcpyAsync(d0, hbuf, bytes, cudaMemcpyHostToDevice, 0));
-			break;
-		case OP_D2H:
-			CK(cudaMemcpyAsync(hbuf, d0, bytes, cudaMemcpyDeviceToHost, 0));
-			break;
-		case OP_D2D:
-			CK(cudaMemcpyAsync(d1, d0, bytes, cudaMemcpyDeviceToDevice, 0));
-			break;
-		case OP_RED32:
-			CK(sg_gpu_kernel_reduce(SG_DTYPE_FP32, d0, src, 1, bytes / 4, 0));
-			break;
-		case OP_RED16:
-			CK(sg_gpu_kernel_reduce(SG_DTYPE_FP16, d0, src, 1, bytes / 2, 0));
-			break;
-		default:
-			CK(sg_gpu_kernel_reduce(SG_DTYPE_BF16, d0, src, 1, bytes / 2, 0));
-			break;
-		}
-		CK(cudaDeviceSynchronize());
-		if (r > 0)
-			t[r - 1] = now_s() - t0;
-	}
-	*out = median(t, runs < 64 ? runs : 64);
-	return 0;
-}
-
-/*
- * H2D and D2H at once on two streams, median seconds: the duplex bound of
- * pipelined staging, whose copies in the two directions overlap.
- */
-static int time_bidir(void *h1, void *h2, void *d0, void *d1, size_t bytes, unsigned runs,
-		      double *out)
-{
-	cudaStream_t s[2] = {NULL, NULL};
-	double t[64];
-	int rc = 0;
-
-	for (int i = 0; i < 2; i++)
-		if (cudaStreamCreateWithFlags(&s[i], cudaStreamNonBlocking) != cudaSuccess)
-			rc = cuda_fail(cudaGetLastError(), "cudaStreamCreateWithFlags");
-	for (unsigned r = 0; rc == 0 && r <= runs && r <= 64; r++) {
-		double t0 = now_s();
-		cudaError_t e = cudaMemcpyAsync(d0, h1, bytes, cudaMemcpyHostToDevice, s[0]);
-
-		if (e == cudaSuccess)
-			e = cudaMemcpyAsync(h2, d1, bytes, cudaMemcpyDeviceToHost, s[1]);
-		if (e == cudaSuccess)
-			e = cudaStreamSynchronize(s[0]);
-		if (e == cudaSuccess)
-			e = cudaStreamSynchronize(s[1]);
-		if (e != cudaSuccess)
-			rc = cuda_fail(e, "bidirectional copy");
-		else if (r > 0)
-			t[r - 1] = now_s() - t0;
-	}
-	for (int i = 0; i < 2; i++)
-		if (s[i] != NULL)
-			cudaStreamDestroy(s[i]);
-	if (rc == 0)
-		*out = median(t, runs < 64 ? runs : 64);
-	return rc;
-}
-
-/*
- * One correctness run of the reduce kernel per figure: dst += a + b on
- * 2^20 + 3 elements, every pointer one element past 16-byte alignment (the
- * head, vector and tail paths), against sg_sum_addk() bit for bit.
- */
-static int check_reduce(enum sg_dtype dt, bool *exact)
-{
-	const size_t n = (1u << 20) + 3, es = sg_dtype_size(dt);
-	const size_t bytes = ((n + 1) * es + 15) & ~(size_t)15; /* regions 16-byte aligned */
-	uint8_t *h = malloc(4 * bytes), *dv = NULL;
-	const void *ref[3], *src[2];
-	int rc = 0;
-
-	*exact = false;
-	if (h == NULL)
-		return -ENOMEM;
-	/*
-	 * Each region on its own: regions are 'bytes' apart, which is more than
-	 * (n + 1) elements for fp16/bf16, so one run over 3 * (n + 1) elements
-	 * would leave the last elements of the third source unwritten.
-	 */
-	for (size_t i = 0; i < 3 * (n + 1); i++) {
-		float f = (float)((int)((i * 2654435761u) % 20011) - 10005) / 997.0f;
-		uint8_t *at = h + i / (n + 1) * bytes + i % (n + 1) * es;
-
-		if (dt == SG_DTYPE_FP32)
-			memcpy(at, &f, 4);
-		else {
-			uint16_t v = dt == SG_DTYPE_FP16 ? sg_fp32_to_fp16(f) : sg_fp32_to_bf16(f);
-
-			memcpy(at, &v, 2);
-		}
-	}
-	for (int j = 0; j < 3; j++)
-		ref[j] = h + j * bytes + es;
-	if (sg_sum_addk(dt, h + 3 * bytes + es, ref, 3, n, 0) < 0) {
-		free(h);
-		return -EINVAL;
-	}
-	if (cudaMalloc((void **)&dv, 3 * bytes) != cudaSuccess ||
-	    cudaMemcpy(dv, h, 3 * bytes, cudaMemcpyHostToDevice) != cudaSuccess)
-		rc = cuda_fail(cudaGetLastError(), "check_reduce: buffers");
-	src[0] = dv + bytes + es;
-	src[1] = dv + 2 * bytes + es;
-	if (rc == 0) {
-		cudaError_t e = sg_gpu_kernel_reduce(dt, dv + es, src, 2, n, 0);
-
-		if (e == cudaSuccess)
-			e = cudaMemcpy(h, dv, bytes, cudaMemcpyDeviceToHost); /* synchronises */
-		if (e != cudaSuccess)
-			rc = cuda_fail(e, "check_reduce");
-	}
-	if (rc == 0)
-		*exact = memcmp(h + es, h + 3 * bytes + es, n * es) == 0;
-	cudaFree(dv);
-	free(h);
-	return rc;
-}
-
-/* PCIe bound of the GPU's link from sysfs (see sg_gpu_pcie_link()). */
-static double pcie_bound(int dev, char *link, size_t len)
-{
-	struct sg_gpu_pcie_link l;
-	char bus[32];
-
-	if (cudaDeviceGetPCIBusId(bus, sizeof(bus), dev) != cudaSuccess) {
-		snprintf(link, len, "unknown (cudaDeviceGetPCIBusId failed)");
-		return 0;
-	}
-	for (char *p = bus; *p; p++)
-		*p = (char)(*p >= 'A' && *p <= 'F' ? *p - 'A' + 'a' : *p);
-	if (sg_gpu_pcie_link("/", bus, &l) < 0) {
-		snprintf(link, len, "%.16s: no link figures in sysfs", bus);
-		return 0;
-	}
-	snprintf(link, len, "%.16s: %.1f GT/s x%u (now %.1f GT/s x%u)", bus, l.gts, l.width,
-		 l.cur_gts, l.cur_width);
-	return l.gbps;
-}
-
-/* A one-GPU machine: the staging path alone (D2H, push, pull, H2D). */
-static const char one_gpu[] = "socket cpu0\nroot rp0 parent=cpu0\ngpu gpu0 parent=rp0\n"
-			      "root rp1 parent=cpu0\nnic nic0 parent=rp1\n";
-
-/*
- * Pipelined staging of the whole tensor through the executor, against the
- * sum of its parts measured alone: the D2H, the host copies of the loopback
- * push and pull, and the H2D.
- */
-static int bench_staging(const struct sg_gpu_bench_conf *conf, struct sg_gpu_bench_result *r,
-			 size_t bytes, unsigned runs, char *why, size_t len)
-{
-	struct sg_gpu_plan_opts o = {.partition_bytes = conf->partition_bytes};
-	struct sg_gpu_exec_conf ec = {.backend = SG_GPU_BACKEND_CUDA, .dtype = SG_DTYPE_FP32,
-				      .depth = conf->depth ? conf->depth : 4,
-				      .device_of = &conf->device};
-	struct sg_gpu_topo *t = sg_gpu_topo_parse(one_gpu, "bench", why, len);
-	struct sg_gpu_plan *p = t ? sg_gpu_plan_build(t, &o, why, len) : NULL;
-	struct sg_gpu_exec *ex = NULL;
-	double tv[64], host;
-	void *d = NULL, *h1 = NULL, *h2 = NULL;
-	int rc = p ? 0 : -EINVAL;
-
-	ec.plan = p;
-	if (rc == 0 && (ex = sg_gpu_exec_create(&ec)) == NULL)
-		rc = sg_gpu_err(why, len, errno, "bench: executor: %s", strerror(errno));
-	if (rc == 0 && (cudaMalloc(&d, bytes) != cudaSuccess ||
-			cudaHostAlloc(&h1, bytes, 0) != cudaSuccess ||
-			cudaHostAlloc(&h2, bytes, 0) != cudaSuccess))
-		rc = sg_gpu_err(why, len, ENOMEM, "bench: staging buffers of %zu bytes", bytes);
-	if (rc == 0) {
-		memset(h1, 1, bytes);
-		memset(h2, 2, bytes);
-	}
-	for (unsigned i = 0; rc == 0 && i <= runs && i <= 64; i++) {
-		double t0 = now_s();
-
-		rc = sg_gpu_exec_run(ex, &d, bytes);
-		if (rc < 0)
-			sg_gpu_err(why, len, -rc, "bench: staging run failed (see the log)");
-		if (i > 0)
-			tv[i - 1] = now_s() - t0;
-	}
-	if (rc == 0) {
-		r->stage_pipelined_s = median(tv, runs < 64 ? runs : 64);
-		for (unsigned i = 0; i <= runs && i <= 64; i++) {
-			double t0 = now_s();
-
-			memcpy(h2, h1, bytes); /* loopback push */
-			memcpy(h1, h2, bytes); /* loopback pull */
-			if (i > 0)
-				tv[i - 1] = now_s() - t0;
-		}
-		host = median(tv, runs < 64 ? runs : 64);
-		r->stage_parts_s = bytes / (r->d2h_gbps * 1e9) + bytes / (r->h2d_gbps * 1e9) + host;
-		r->stage_host_s = host;
-		r->stage_gbps = bytes / r->stage_pipelined_s / 1e9;
-	}
-	cudaFree(d);
-	cudaFreeHost(h1);
-	cudaFreeHost(h2);
-	sg_gpu_exec_destroy(ex);
-	sg_gpu_plan_free(p);
-	sg_gpu_topo_free(t);
-	return rc;
-}
-
-int sg_gpu_cuda_bench(const struct sg_gpu_bench_conf *conf, struct sg_gpu_bench_result *r,
-		      char *why, size_t len)
-{
-	size_t bytes = conf->bytes ? conf->bytes : 64u << 20;
-	unsigned runs = conf->runs ? conf->runs : 5;
-	struct cudaDeviceProp prop;
-	void *h = NULL, *h2 = NULL, *d0 = NULL, *d1 = NULL;
-	int rc = sg_gpu_cuda_probe(why, len);
-	cudaError_t e;
-	double t;
-
-	memset(r, 0, sizeof(*r));
-	if (rc < 0)
-		return rc;
-	if (conf->device < 0 || conf->device >= rc)
-		return sg_gpu_err(why, len, ENODEV, "device %d: CUDA sees %d device(s)",
-				  conf->device, rc);
-	e = cudaSetDevice(conf->device);
-	if (e == cudaSuccess)
-		e = cudaGetDeviceProperties(&prop, conf->device);
-	if (e != cudaSuccess)
-		return sg_gpu_err(why, len, EIO, "device %d: %s", conf->device,
-				  cudaGetErrorString(e));
-	snprintf(r->device, sizeof(r->device), "%.63s", prop.name);
-	r->bytes = bytes;
-	r->runs = runs;
-	r->pcie_bound_gbps = pcie_bound(conf->device, r->link, sizeof(r->link));
-	e = cudaHostAlloc(&h, bytes, cudaHostAllocPortable);
-	if (e == cudaSuccess)
-		e = cudaHostAlloc(&h2, bytes, cudaHostAllocPortable);
-	if (e == cudaSuccess)
-		e = cudaMalloc(&d0, bytes);
-	if (e == cudaSuccess)
-		e = cudaMalloc(&d1, bytes);
-	if (e == cudaSuccess)
-		e = cudaMemset(d0, 0, bytes);
-	if (e == cudaSuccess)
-		e = cudaMemset(d1, 0, bytes);
-	if (e != cudaSuccess)
-		rc = sg_gpu_err(why, len, ENOMEM, "%zu-byte buffers: %s", bytes,
-				cudaGetErrorString(e));
-	else {
-		memset(h, 0, bytes);
-		memset(h2, 0, bytes);
-	}
-	if (rc >= 0 && (rc = time_op(OP_H2D, h, d0, d1, bytes, runs, &t)) == 0)
-		r->h2d_gbps = bytes / t / 1e9;
-	if (rc == 0 && (rc = time_op(OP_D2H, h, d0, d1, bytes, runs, &t)) == 0)
-		r->d2h_gbps = bytes / t / 1e9;
-	if (rc == 0 && (rc = time_bidir(h, h2, d0, d1, bytes, runs, &t)) == 0)
-		r->bidir_gbps = bytes / t / 1e9;
-	/* Device-memory traffic: a copy reads and writes each byte once. */
-	if (rc == 0 && (rc = time_op(OP_D2D, h, d0, d1, bytes, runs, &t)) == 0)
-		r->dev_copy_gbps = 2.0 * bytes / t / 1e9;
-	/* dst += src reads two bytes and writes one per byte of tensor. */
-	for (int k = 0; rc == 0 && k < 3; k++) {
-		rc = time_op(OP_RED32 + k, h, d0, d1, bytes, runs, &t);
-		if (rc == 0)
-			r->reduce_gbps[k] = 3.0 * bytes / t / 1e9;
-	}
-	for (int k = 0; rc == 0 && k < 3; k++)
-		rc = check_reduce(k == 0 ? SG_DTYPE_FP32 : k == 1 ? SG_DTYPE_FP16 : SG_DTYPE_BF16,
-				  &r->reduce_exact[k]);
-	if (rc < 0 && why[0] == '\0')
-		sg_gpu_err(why, len, -rc, "a timed copy or reduce failed (see the log)");
-	cudaFreeHost(h);
-	cudaFreeHost(h2);
-	cudaFree(d0);
-	cudaFree(d1);
-	if (rc == 0)
-		rc = bench_staging(conf, r, bytes, runs, why, len);
 	return rc;
 }
 

@@ -237,7 +237,7 @@ struct sg_gpu_topo *sg_gpu_topo_discover(const char *sysfs_root, char *err, size
 	d = opendir(dir);
 	if (d == NULL) {
 		rc = errno;
-		sg_gpu_err(err, errlen, rc, "%s: %s", dir, strerror(rc));
+		sg_err(err, errlen, -rc, "%s: %s", dir, strerror(rc));
 		errno = rc;
 		return NULL;
 	}
@@ -258,13 +258,13 @@ struct sg_gpu_topo *sg_gpu_topo_discover(const char *sysfs_root, char *err, size
 			continue;
 		rc = probe_dev(devdir, de->d_name, &one);
 		if (rc < 0) {
-			sg_gpu_err(err, errlen, EINVAL,
+			sg_err(err, errlen, -EINVAL,
 				   "%s: cannot place it under a root port (bad sysfs path)", devdir);
 			break;
 		}
 		/* The table is full only when a device beyond the last one shows up. */
 		if (rc == 1 && ndev == MAX_DEVS) {
-			rc = sg_gpu_err(err, errlen, ENOSPC, "more than %d GPUs and NICs", MAX_DEVS);
+			rc = sg_err(err, errlen, -ENOSPC, "more than %d GPUs and NICs", MAX_DEVS);
 			break;
 		}
 		if (rc == 1)

@@ -8,6 +8,7 @@
 #include <rte_log.h>
 
 #include "sg_config.h"
+#include "sg_err.h"
 #include "sg_gpu.h"
 
 extern int sg_gpu_logtype;
@@ -15,10 +16,6 @@ extern int sg_gpu_logtype;
 /* The macro ends the line: no "\n" in @p fmt. */
 #define SG_GPU_LOG(level, fmt, ...) \
 	rte_log(RTE_LOG_##level, sg_gpu_logtype, "sigma.gpu: " fmt "\n", ##__VA_ARGS__)
-
-/* Write a formatted reason into err (if any) and return -code. */
-int sg_gpu_err(char *err, size_t errlen, int code, const char *fmt, ...)
-	__attribute__((format(printf, 4, 5)));
 
 /* Address of an endpoint for partition-relative data offset 'off'. */
 static inline size_t sg_gpu_ep_offset(const struct sg_gpu_ep *ep, uint32_t part, uint32_t off)

@@ -428,11 +428,11 @@ static int plan_nvlink_tree(struct builder *b, unsigned root, char *err, size_t 
 	}
 	for (unsigned g = 0; g < t->ngpus; g++)
 		if (level[g] < 0)
-			return sg_gpu_err(err, errlen, EINVAL,
+			return sg_err(err, errlen, -EINVAL,
 					  "gpu%u has no NVLink path to root gpu%u", g, root);
 	for (unsigned g = 0; g < t->ngpus; g++) {
 		if (nchild[g] > SG_GPU_MAX_SRC)
-			return sg_gpu_err(err, errlen, EINVAL, "gpu%u has too many children", g);
+			return sg_err(err, errlen, -EINVAL, "gpu%u has too many children", g);
 		if (nchild[g] > b->p->scratch_slots)
 			b->p->scratch_slots = nchild[g];
 	}
@@ -602,22 +602,22 @@ struct sg_gpu_plan *sg_gpu_plan_build(const struct sg_gpu_topo *t,
 		o.nic = 0;
 	rc = sg_gpu_topo_validate(t, err, errlen);
 	if (rc == 0 && t->nnics == 0)
-		rc = sg_gpu_err(err, errlen, EINVAL, "the topology has no NIC to push through");
+		rc = sg_err(err, errlen, -EINVAL, "the topology has no NIC to push through");
 	if (rc == 0 && (unsigned)o.nic >= t->nnics)
-		rc = sg_gpu_err(err, errlen, EINVAL, "NIC %d out of range (%u NICs)", o.nic,
+		rc = sg_err(err, errlen, -EINVAL, "NIC %d out of range (%u NICs)", o.nic,
 				t->nnics);
 	if (rc == 0 && (o.root < 0 || o.root > (int)t->ngpus))
-		rc = sg_gpu_err(err, errlen, EINVAL, "root GPU %d out of range (%u GPUs)",
+		rc = sg_err(err, errlen, -EINVAL, "root GPU %d out of range (%u GPUs)",
 				o.root - 1, t->ngpus);
 	if (rc == 0 && (o.align > 4096 || (o.align & (o.align - 1)) != 0))
-		rc = sg_gpu_err(err, errlen, EINVAL, "alignment %u is not a power of two <= 4096",
+		rc = sg_err(err, errlen, -EINVAL, "alignment %u is not a power of two <= 4096",
 				o.align);
 	if (rc == 0 && (o.partition_bytes % 4 != 0 || o.partition_bytes > (1u << 30)))
-		rc = sg_gpu_err(err, errlen, EINVAL,
+		rc = sg_err(err, errlen, -EINVAL,
 				"partition of %u bytes: must be a multiple of 4, at most 1 GiB",
 				o.partition_bytes);
 	if (rc == 0 && (unsigned)o.strategy >= SG_GPU_STRAT_COUNT)
-		rc = sg_gpu_err(err, errlen, EINVAL, "unknown strategy %d", (int)o.strategy);
+		rc = sg_err(err, errlen, -EINVAL, "unknown strategy %d", (int)o.strategy);
 	if (rc < 0) {
 		errno = -rc;
 		return NULL;
@@ -635,7 +635,7 @@ struct sg_gpu_plan *sg_gpu_plan_build(const struct sg_gpu_topo *t,
 						   : SG_GPU_STRAT_CPU_ASSISTED;
 	if ((o.strategy == SG_GPU_STRAT_NVSWITCH && !nvswitch_attached(t)) ||
 	    (o.strategy == SG_GPU_STRAT_NVLINK_TREE && !nvlink_connected(t)))
-		rc = sg_gpu_err(err, errlen, EINVAL, "strategy %s needs %s joining every GPU",
+		rc = sg_err(err, errlen, -EINVAL, "strategy %s needs %s joining every GPU",
 				strat_names[o.strategy],
 				o.strategy == SG_GPU_STRAT_NVSWITCH ? "NVSwitches" : "NVLink");
 	snprintf(b.p->strategy, sizeof(b.p->strategy), "%s", strat_names[o.strategy]);
@@ -643,9 +643,9 @@ struct sg_gpu_plan *sg_gpu_plan_build(const struct sg_gpu_topo *t,
 	if (rc == 0 && o.strategy != SG_GPU_STRAT_CPU_ASSISTED && b.p->root < 0)
 		b.p->root = o.strategy == SG_GPU_STRAT_RING ? 0 : pick_root(&b);
 	if (rc == 0 && o.strategy == SG_GPU_STRAT_CPU_ASSISTED && b.p->root >= 0)
-		rc = sg_gpu_err(err, errlen, EINVAL, "cpu-assisted plans have no root GPU");
+		rc = sg_err(err, errlen, -EINVAL, "cpu-assisted plans have no root GPU");
 	if (rc == 0 && o.strategy == SG_GPU_STRAT_NVSWITCH && t->ngpus > SG_GPU_MAX_SRC + 1)
-		rc = sg_gpu_err(err, errlen, EINVAL, "more than %d GPUs on NVSwitch",
+		rc = sg_err(err, errlen, -EINVAL, "more than %d GPUs on NVSwitch",
 				SG_GPU_MAX_SRC + 1);
 	if (rc == 0) {
 		switch (o.strategy) {
@@ -664,7 +664,7 @@ struct sg_gpu_plan *sg_gpu_plan_build(const struct sg_gpu_topo *t,
 		}
 	}
 	if (rc == 0 && b.rc < 0)
-		rc = sg_gpu_err(err, errlen, -b.rc, "plan too large: %s", strerror(-b.rc));
+		rc = sg_err(err, errlen, b.rc, "plan too large: %s", strerror(-b.rc));
 	if (rc < 0) {
 		sg_gpu_plan_free(b.p);
 		errno = -rc;
@@ -687,27 +687,27 @@ static int check_ep(const struct sg_gpu_plan *p, const struct sg_gpu_ep *e, unsi
 	case SG_GPU_MEM_GRAD:
 	case SG_GPU_MEM_SCRATCH:
 		if (e->idx >= p->ngpus)
-			return sg_gpu_err(err, errlen, EINVAL, "step %u: gpu%u out of range", s,
+			return sg_err(err, errlen, -EINVAL, "step %u: gpu%u out of range", s,
 					  e->idx);
 		if (e->mem == SG_GPU_MEM_SCRATCH && e->slot >= p->scratch_slots)
-			return sg_gpu_err(err, errlen, EINVAL,
+			return sg_err(err, errlen, -EINVAL,
 					  "step %u: scratch slot %u beyond %u slots", s, e->slot,
 					  p->scratch_slots);
 		break;
 	case SG_GPU_MEM_HOST:
 		if (e->idx >= p->nhost)
-			return sg_gpu_err(err, errlen, EINVAL, "step %u: host buffer %u of %u", s,
+			return sg_err(err, errlen, -EINVAL, "step %u: host buffer %u of %u", s,
 					  e->idx, p->nhost);
 		break;
 	case SG_GPU_MEM_NET:
 		if (e->idx != 0)
-			return sg_gpu_err(err, errlen, EINVAL, "step %u: net index %u", s, e->idx);
+			return sg_err(err, errlen, -EINVAL, "step %u: net index %u", s, e->idx);
 		break;
 	default:
-		return sg_gpu_err(err, errlen, EINVAL, "step %u: unknown memory %u", s, e->mem);
+		return sg_err(err, errlen, -EINVAL, "step %u: unknown memory %u", s, e->mem);
 	}
 	if (e->mem != SG_GPU_MEM_SCRATCH && e->slot != 0)
-		return sg_gpu_err(err, errlen, EINVAL, "step %u: slot on non-scratch memory", s);
+		return sg_err(err, errlen, -EINVAL, "step %u: slot on non-scratch memory", s);
 	return 0;
 }
 
@@ -733,41 +733,41 @@ static int check_step(const struct sg_gpu_plan *p, unsigned s, char *err, size_t
 	int rc;
 
 	if (st->kind >= SG_GPU_STEP_KIND_COUNT)
-		return sg_gpu_err(err, errlen, EINVAL, "step %u: unknown kind %u", s, st->kind);
+		return sg_err(err, errlen, -EINVAL, "step %u: unknown kind %u", s, st->kind);
 	if (st->bytes == 0 || st->data_off > p->partition_bytes ||
 	    st->bytes > p->partition_bytes - st->data_off)
-		return sg_gpu_err(err, errlen, EINVAL,
+		return sg_err(err, errlen, -EINVAL,
 				  "step %u: bytes [%u, +%u) outside the %u-byte partition", s,
 				  st->data_off, st->bytes, p->partition_bytes);
 	if (st->nsrc == 0 || st->nsrc > SG_GPU_MAX_SRC ||
 	    (!step_mems[st->kind].multi && st->nsrc != 1))
-		return sg_gpu_err(err, errlen, EINVAL, "step %u: %u sources for a %s", s, st->nsrc,
+		return sg_err(err, errlen, -EINVAL, "step %u: %u sources for a %s", s, st->nsrc,
 				  step_names[st->kind]);
 	if (st->via > SG_GPU_VIA_NVLINK)
-		return sg_gpu_err(err, errlen, EINVAL, "step %u: unknown link class %u", s,
+		return sg_err(err, errlen, -EINVAL, "step %u: unknown link class %u", s,
 				  st->via);
 	rc = check_ep(p, &st->dst, s, err, errlen);
 	if (rc == 0 && !(step_mems[st->kind].dst & 1u << st->dst.mem))
-		rc = sg_gpu_err(err, errlen, EINVAL, "step %u: a %s cannot write that memory", s,
+		rc = sg_err(err, errlen, -EINVAL, "step %u: a %s cannot write that memory", s,
 				step_names[st->kind]);
 	for (unsigned i = 0; rc == 0 && i < st->nsrc; i++) {
 		const struct sg_gpu_ep *e = &st->src[i];
 
 		rc = check_ep(p, e, s, err, errlen);
 		if (rc == 0 && !(step_mems[st->kind].src & 1u << e->mem))
-			rc = sg_gpu_err(err, errlen, EINVAL, "step %u: a %s cannot read that memory",
+			rc = sg_err(err, errlen, -EINVAL, "step %u: a %s cannot read that memory",
 					s, step_names[st->kind]);
 		if (rc == 0 && st->kind == SG_GPU_STEP_REDUCE &&
 		    (e->idx != st->dst.idx || same_buf(e, &st->dst)))
-			rc = sg_gpu_err(err, errlen, EINVAL,
+			rc = sg_err(err, errlen, -EINVAL,
 					"step %u: reduce sources must be other buffers of gpu%u", s,
 					st->dst.idx);
 		if (rc == 0 && !step_mems[st->kind].multi && same_buf(e, &st->dst))
-			rc = sg_gpu_err(err, errlen, EINVAL, "step %u: copy onto itself", s);
+			rc = sg_err(err, errlen, -EINVAL, "step %u: copy onto itself", s);
 	}
 	if (rc == 0 && (st->kind == SG_GPU_STEP_P2P || st->kind == SG_GPU_STEP_BCAST) &&
 	    (st->src[0].idx == st->dst.idx || st->via == SG_GPU_VIA_NONE))
-		rc = sg_gpu_err(err, errlen, EINVAL,
+		rc = sg_err(err, errlen, -EINVAL,
 				"step %u: a GPU-to-GPU copy joins two GPUs over PCIe or NVLink", s);
 	return rc;
 }
@@ -778,13 +778,13 @@ int sg_gpu_plan_validate_steps(const struct sg_gpu_plan *p, size_t elem, char *e
 	int rc;
 
 	if (p == NULL)
-		return sg_gpu_err(err, errlen, EINVAL, "no plan");
+		return sg_err(err, errlen, -EINVAL, "no plan");
 	if (p->ngpus == 0 || p->ngpus > SG_GPU_MAX_GPUS || p->nhost > SG_GPU_MAX_HOST ||
 	    p->scratch_slots > 255 || p->partition_bytes == 0 || p->nsteps == 0 ||
 	    p->steps == NULL)
-		return sg_gpu_err(err, errlen, EINVAL, "bad plan header");
+		return sg_err(err, errlen, -EINVAL, "bad plan header");
 	if (elem > 1 && p->partition_bytes % elem != 0)
-		return sg_gpu_err(err, errlen, EINVAL,
+		return sg_err(err, errlen, -EINVAL,
 				  "partition %u bytes is not a multiple of the %zu-byte element",
 				  p->partition_bytes, elem);
 	for (unsigned s = 0; s < p->nsteps; s++) {
@@ -794,7 +794,7 @@ int sg_gpu_plan_validate_steps(const struct sg_gpu_plan *p, size_t elem, char *e
 		if (rc < 0)
 			return rc;
 		if (elem > 1 && (st->data_off % elem != 0 || st->bytes % elem != 0))
-			return sg_gpu_err(err, errlen, EINVAL,
+			return sg_err(err, errlen, -EINVAL,
 					  "step %u: bytes [%u, +%u) not %zu-byte aligned", s,
 					  st->data_off, st->bytes, elem);
 	}
@@ -805,15 +805,15 @@ int sg_gpu_plan_validate(const struct sg_gpu_topo *t, const struct sg_gpu_plan *
 			 size_t errlen)
 {
 	if (p == NULL || t == NULL)
-		return sg_gpu_err(err, errlen, EINVAL, "no plan or no topology");
+		return sg_err(err, errlen, -EINVAL, "no plan or no topology");
 	if (p->ngpus != t->ngpus)
-		return sg_gpu_err(err, errlen, EINVAL, "plan for %u GPUs, topology has %u",
+		return sg_err(err, errlen, -EINVAL, "plan for %u GPUs, topology has %u",
 				  p->ngpus, t->ngpus);
 	if (p->nic < 0 || (unsigned)p->nic >= t->nnics)
-		return sg_gpu_err(err, errlen, EINVAL, "plan uses NIC %d, topology has %u", p->nic,
+		return sg_err(err, errlen, -EINVAL, "plan uses NIC %d, topology has %u", p->nic,
 				  t->nnics);
 	if (p->nhost > SG_GPU_MAX_HOST)
-		return sg_gpu_err(err, errlen, EINVAL, "bad plan header");
+		return sg_err(err, errlen, -EINVAL, "bad plan header");
 	for (unsigned h = 0; h < p->nhost; h++) {
 		bool found = false;
 
@@ -821,7 +821,7 @@ int sg_gpu_plan_validate(const struct sg_gpu_topo *t, const struct sg_gpu_plan *
 			found |= t->nodes[i].kind == SG_GPU_NODE_SOCKET &&
 				 t->nodes[i].numa == p->host_numa[h];
 		if (!found)
-			return sg_gpu_err(err, errlen, EINVAL,
+			return sg_err(err, errlen, -EINVAL,
 					  "host buffer %u on NUMA node %d: no such socket", h,
 					  p->host_numa[h]);
 	}

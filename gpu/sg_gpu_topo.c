@@ -20,18 +20,6 @@ static const char *const kind_names[SG_GPU_NODE_KIND_COUNT] = {
 	[SG_GPU_NODE_NIC] = "nic",       [SG_GPU_NODE_NVSWITCH] = "nvswitch",
 };
 
-int sg_gpu_err(char *err, size_t errlen, int code, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (err != NULL && errlen > 0) {
-		va_start(ap, fmt);
-		vsnprintf(err, errlen, fmt, ap);
-		va_end(ap);
-	}
-	return -code;
-}
-
 const char *sg_gpu_node_kind_name(enum sg_gpu_node_kind kind)
 {
 	return (unsigned)kind < SG_GPU_NODE_KIND_COUNT ? kind_names[kind] : "unknown";
@@ -89,31 +77,31 @@ int sg_gpu_topo_add_node(struct sg_gpu_topo *t, enum sg_gpu_node_kind kind, cons
 	unsigned want;
 
 	if ((unsigned)kind >= SG_GPU_NODE_KIND_COUNT)
-		return sg_gpu_err(err, errlen, EINVAL, "unknown node kind %d", (int)kind);
+		return sg_err(err, errlen, -EINVAL, "unknown node kind %d", (int)kind);
 	if (name == NULL || !valid_name(name))
-		return sg_gpu_err(err, errlen, EINVAL,
+		return sg_err(err, errlen, -EINVAL,
 				  "bad name '%s' (1-%d characters of [A-Za-z0-9_.:-])",
 				  name ? name : "(null)", SG_GPU_NAME_LEN - 1);
 	if (sg_gpu_topo_find(t, name) >= 0)
-		return sg_gpu_err(err, errlen, EEXIST, "name '%s' used twice", name);
+		return sg_err(err, errlen, -EEXIST, "name '%s' used twice", name);
 	want = parent_kinds(kind);
 	if (want == 0 && parent >= 0)
-		return sg_gpu_err(err, errlen, EINVAL, "a %s has no parent", kind_names[kind]);
+		return sg_err(err, errlen, -EINVAL, "a %s has no parent", kind_names[kind]);
 	if (want != 0) {
 		if (parent < 0 || (unsigned)parent >= t->nnodes)
-			return sg_gpu_err(err, errlen, EINVAL, "%s '%s' needs a parent",
+			return sg_err(err, errlen, -EINVAL, "%s '%s' needs a parent",
 					  kind_names[kind], name);
 		if (!(want & 1u << t->nodes[parent].kind))
-			return sg_gpu_err(err, errlen, EINVAL, "a %s cannot hang off a %s ('%s')",
+			return sg_err(err, errlen, -EINVAL, "a %s cannot hang off a %s ('%s')",
 					  kind_names[kind], kind_names[t->nodes[parent].kind],
 					  t->nodes[parent].name);
 	}
 	if (t->nnodes >= SG_GPU_MAX_NODES)
-		return sg_gpu_err(err, errlen, ENOSPC, "more than %d nodes", SG_GPU_MAX_NODES);
+		return sg_err(err, errlen, -ENOSPC, "more than %d nodes", SG_GPU_MAX_NODES);
 	if (kind == SG_GPU_NODE_GPU && t->ngpus >= SG_GPU_MAX_GPUS)
-		return sg_gpu_err(err, errlen, ENOSPC, "more than %d GPUs", SG_GPU_MAX_GPUS);
+		return sg_err(err, errlen, -ENOSPC, "more than %d GPUs", SG_GPU_MAX_GPUS);
 	if (kind == SG_GPU_NODE_NIC && t->nnics >= SG_GPU_MAX_NICS)
-		return sg_gpu_err(err, errlen, ENOSPC, "more than %d NICs", SG_GPU_MAX_NICS);
+		return sg_err(err, errlen, -ENOSPC, "more than %d NICs", SG_GPU_MAX_NICS);
 
 	n = &t->nodes[t->nnodes];
 	memset(n, 0, sizeof(*n));
@@ -152,21 +140,21 @@ int sg_gpu_topo_add_nvlink(struct sg_gpu_topo *t, int a, int b, unsigned count, 
 	int e;
 
 	if (!nvlink_end(t, a) || !nvlink_end(t, b) || a == b)
-		return sg_gpu_err(err, errlen, EINVAL,
+		return sg_err(err, errlen, -EINVAL,
 				  "an nvlink joins two different GPUs or a GPU and an NVSwitch");
 	if (t->nodes[a].kind == SG_GPU_NODE_NVSWITCH && t->nodes[b].kind == SG_GPU_NODE_NVSWITCH)
-		return sg_gpu_err(err, errlen, EINVAL, "NVSwitch-to-NVSwitch links are not modelled");
+		return sg_err(err, errlen, -EINVAL, "NVSwitch-to-NVSwitch links are not modelled");
 	if (count == 0 || count > 64)
-		return sg_gpu_err(err, errlen, EINVAL, "nvlink count %u out of 1..64", count);
+		return sg_err(err, errlen, -EINVAL, "nvlink count %u out of 1..64", count);
 	e = sg_gpu_topo_nvlink_edge(t, a, b);
 	if (e >= 0) {
 		if (t->nvlinks[e].count + count > 64)
-			return sg_gpu_err(err, errlen, EINVAL, "nvlink count above 64");
+			return sg_err(err, errlen, -EINVAL, "nvlink count above 64");
 		t->nvlinks[e].count += count;
 		return 0;
 	}
 	if (t->nnvlinks >= SG_GPU_MAX_NVLINKS)
-		return sg_gpu_err(err, errlen, ENOSPC, "more than %d nvlink edges",
+		return sg_err(err, errlen, -ENOSPC, "more than %d nvlink edges",
 				  SG_GPU_MAX_NVLINKS);
 	t->nvlinks[t->nnvlinks++] = (struct sg_gpu_nvlink){.a = a, .b = b, .count = count};
 	return 0;
@@ -175,17 +163,17 @@ int sg_gpu_topo_add_nvlink(struct sg_gpu_topo *t, int a, int b, unsigned count, 
 int sg_gpu_topo_validate(const struct sg_gpu_topo *t, char *err, size_t errlen)
 {
 	if (t->ngpus == 0)
-		return sg_gpu_err(err, errlen, EINVAL, "no GPU in the topology");
+		return sg_err(err, errlen, -EINVAL, "no GPU in the topology");
 	for (unsigned i = 0; i < t->nnodes; i++) {
 		const struct sg_gpu_node *n = &t->nodes[i];
 
 		for (unsigned j = 0; n->kind == SG_GPU_NODE_SOCKET && j < i; j++)
 			if (t->nodes[j].kind == SG_GPU_NODE_SOCKET && t->nodes[j].numa == n->numa)
-				return sg_gpu_err(err, errlen, EINVAL,
+				return sg_err(err, errlen, -EINVAL,
 						  "sockets '%s' and '%s' both claim NUMA node %d",
 						  t->nodes[j].name, n->name, n->numa);
 		if (sg_gpu_topo_socket_of(t, (int)i) < 0 && n->kind != SG_GPU_NODE_NVSWITCH)
-			return sg_gpu_err(err, errlen, EINVAL, "%s '%s' is not under a socket",
+			return sg_err(err, errlen, -EINVAL, "%s '%s' is not under a socket",
 					  kind_names[n->kind], n->name);
 		if (n->kind == SG_GPU_NODE_NVSWITCH) {
 			bool linked = false;
@@ -193,7 +181,7 @@ int sg_gpu_topo_validate(const struct sg_gpu_topo *t, char *err, size_t errlen)
 			for (unsigned l = 0; l < t->nnvlinks; l++)
 				linked |= t->nvlinks[l].a == (int)i || t->nvlinks[l].b == (int)i;
 			if (!linked)
-				return sg_gpu_err(err, errlen, EINVAL,
+				return sg_err(err, errlen, -EINVAL,
 						  "nvswitch '%s' has no nvlink", n->name);
 		}
 	}
@@ -366,7 +354,7 @@ static int node_attrs(struct sg_gpu_topo *t, int n, char **tok, unsigned ntok, c
 		unsigned v;
 
 		if (eq == NULL)
-			return sg_gpu_err(err, errlen, EINVAL, "expected key=value, got '%s'",
+			return sg_err(err, errlen, -EINVAL, "expected key=value, got '%s'",
 					  tok[i]);
 		*eq = '\0';
 		val = eq + 1;
@@ -374,21 +362,21 @@ static int node_attrs(struct sg_gpu_topo *t, int n, char **tok, unsigned ntok, c
 			continue; /* used by the caller */
 		if (strcmp(key, "numa") == 0 && node->kind == SG_GPU_NODE_SOCKET) {
 			if (parse_uint(val, 1023, &v) < 0)
-				return sg_gpu_err(err, errlen, EINVAL,
+				return sg_err(err, errlen, -EINVAL,
 						  "numa must be 0..1023, got '%s'", val);
 			node->numa = (int)v;
 		} else if (strcmp(key, "pci") == 0 && node->kind != SG_GPU_NODE_SOCKET) {
 			if (!valid_pci(val))
-				return sg_gpu_err(err, errlen, EINVAL,
+				return sg_err(err, errlen, -EINVAL,
 						  "pci must look like 0000:1a:00.0, got '%s'", val);
 			snprintf(node->pci, sizeof(node->pci), "%s", val);
 		} else if (strcmp(key, "gbps") == 0 && node->kind == SG_GPU_NODE_NIC) {
 			if (parse_uint(val, 100000, &v) < 0)
-				return sg_gpu_err(err, errlen, EINVAL,
+				return sg_err(err, errlen, -EINVAL,
 						  "gbps must be 0..100000, got '%s'", val);
 			node->gbps = v;
 		} else {
-			return sg_gpu_err(err, errlen, EINVAL, "unknown attribute '%s' for a %s",
+			return sg_err(err, errlen, -EINVAL, "unknown attribute '%s' for a %s",
 					  key, kind_names[node->kind]);
 		}
 	}
@@ -417,40 +405,40 @@ static int parse_line(struct sg_gpu_topo *t, char *line, char *err, size_t errle
 	if (ntok == 0)
 		return 0;
 	if (ntok > MAX_TOK)
-		return sg_gpu_err(err, errlen, EINVAL, "too many words (at most %d)", MAX_TOK);
+		return sg_err(err, errlen, -EINVAL, "too many words (at most %d)", MAX_TOK);
 	if (strcmp(tok[0], "name") == 0) {
 		if (ntok != 2)
-			return sg_gpu_err(err, errlen, EINVAL, "usage: name <word>");
+			return sg_err(err, errlen, -EINVAL, "usage: name <word>");
 		snprintf(t->name, sizeof(t->name), "%s", tok[1]);
 		return 0;
 	}
 	if (strcmp(tok[0], "nvlink") == 0) {
 		if (ntok < 3 || ntok > 4)
-			return sg_gpu_err(err, errlen, EINVAL, "usage: nvlink <a> <b> [count=N]");
+			return sg_err(err, errlen, -EINVAL, "usage: nvlink <a> <b> [count=N]");
 		a = sg_gpu_topo_find(t, tok[1]);
 		b = sg_gpu_topo_find(t, tok[2]);
 		if (a < 0 || b < 0)
-			return sg_gpu_err(err, errlen, EINVAL, "nvlink to unknown node '%s'",
+			return sg_err(err, errlen, -EINVAL, "nvlink to unknown node '%s'",
 					  a < 0 ? tok[1] : tok[2]);
 		if (ntok == 4) {
 			const char *c = find_attr(tok + 3, 1, "count");
 
 			if (c == NULL || parse_uint(c, 64, &count) < 0 || count == 0)
-				return sg_gpu_err(err, errlen, EINVAL,
+				return sg_err(err, errlen, -EINVAL,
 						  "expected count=1..64, got '%s'", tok[3]);
 		}
 		return sg_gpu_topo_add_nvlink(t, a, b, count, err, errlen);
 	}
 	kind = kind_from_name(tok[0]);
 	if (kind == SG_GPU_NODE_KIND_COUNT)
-		return sg_gpu_err(err, errlen, EINVAL, "unknown keyword '%s'", tok[0]);
+		return sg_err(err, errlen, -EINVAL, "unknown keyword '%s'", tok[0]);
 	if (ntok < 2)
-		return sg_gpu_err(err, errlen, EINVAL, "%s needs a name", tok[0]);
+		return sg_err(err, errlen, -EINVAL, "%s needs a name", tok[0]);
 	pname = find_attr(tok + 2, ntok - 2, "parent");
 	if (pname != NULL) {
 		parent = sg_gpu_topo_find(t, pname);
 		if (parent < 0)
-			return sg_gpu_err(err, errlen, EINVAL,
+			return sg_err(err, errlen, -EINVAL,
 					  "parent '%s' is not defined (yet)", pname);
 	}
 	n = sg_gpu_topo_add_node(t, kind, tok[1], parent, err, errlen);
@@ -470,7 +458,7 @@ struct sg_gpu_topo *sg_gpu_topo_parse(const char *text, const char *origin, char
 
 	if (text == NULL) {
 		errno = EINVAL;
-		sg_gpu_err(err, errlen, EINVAL, "no text");
+		sg_err(err, errlen, -EINVAL, "no text");
 		return NULL;
 	}
 	t = sg_gpu_topo_new();
@@ -483,7 +471,7 @@ struct sg_gpu_topo *sg_gpu_topo_parse(const char *text, const char *origin, char
 
 		lineno++;
 		if (len >= sizeof(line)) {
-			rc = sg_gpu_err(why, sizeof(why), EINVAL, "line longer than %zu bytes",
+			rc = sg_err(why, sizeof(why), -EINVAL, "line longer than %zu bytes",
 					sizeof(line) - 1);
 			goto fail;
 		}
@@ -499,14 +487,14 @@ struct sg_gpu_topo *sg_gpu_topo_parse(const char *text, const char *origin, char
 	}
 	rc = sg_gpu_topo_validate(t, why, sizeof(why));
 	if (rc < 0) {
-		sg_gpu_err(err, errlen, EINVAL, "%s: %s", origin ? origin : "topology", why);
+		sg_err(err, errlen, -EINVAL, "%s: %s", origin ? origin : "topology", why);
 		sg_gpu_topo_free(t);
 		errno = EINVAL;
 		return NULL;
 	}
 	return t;
 fail:
-	sg_gpu_err(err, errlen, EINVAL, "%s:%u: %s", origin ? origin : "topology", lineno, why);
+	sg_err(err, errlen, -EINVAL, "%s:%u: %s", origin ? origin : "topology", lineno, why);
 	sg_gpu_topo_free(t);
 	errno = -rc == ENOSPC ? ENOSPC : EINVAL;
 	return NULL;
@@ -523,7 +511,7 @@ struct sg_gpu_topo *sg_gpu_topo_load(const char *path, char *err, size_t errlen)
 	f = fopen(path, "r");
 	if (f == NULL) {
 		e = errno;
-		sg_gpu_err(err, errlen, e, "%s: %s", path, strerror(e));
+		sg_err(err, errlen, -e, "%s: %s", path, strerror(e));
 		errno = e;
 		return NULL;
 	}
@@ -539,21 +527,21 @@ struct sg_gpu_topo *sg_gpu_topo_load(const char *path, char *err, size_t errlen)
 	if (!e && n == (1 << 20) - 1 && fgetc(f) != EOF) {
 		free(buf);
 		fclose(f);
-		sg_gpu_err(err, errlen, EFBIG, "%s: larger than 1 MiB", path);
+		sg_err(err, errlen, -EFBIG, "%s: larger than 1 MiB", path);
 		errno = EFBIG;
 		return NULL;
 	}
 	fclose(f);
 	if (e) {
 		free(buf);
-		sg_gpu_err(err, errlen, EIO, "%s: read error", path);
+		sg_err(err, errlen, -EIO, "%s: read error", path);
 		errno = EIO;
 		return NULL;
 	}
 	buf[n] = '\0';
 	if (strlen(buf) != n) {
 		free(buf);
-		sg_gpu_err(err, errlen, EINVAL, "%s: binary file (NUL byte)", path);
+		sg_err(err, errlen, -EINVAL, "%s: binary file (NUL byte)", path);
 		errno = EINVAL;
 		return NULL;
 	}

@@ -70,6 +70,7 @@ struct agent_job {
 struct sg_dp_agent {
 	struct sg_dp_pipeline *p;
 	struct sg_dp_agent_conf ac;
+	struct sg_dp_cluster_cfg cluster; /* [cluster] as at start (etcd "": none) */
 	struct sg_ctl_server *srv;
 	struct agent_job *jobs; /* max_jobs entries: as many as the engines hold */
 	unsigned int max_jobs;
@@ -912,7 +913,7 @@ static int cluster_etcd_conf(const struct sg_dp_cluster_cfg *cl, struct sg_etcd_
 static int cluster_register(struct sg_dp_agent *a, const struct sg_ctl_server_config *sc,
 			    const struct sg_etcd_conf *ec, char *err, size_t errlen)
 {
-	const struct sg_dp_cluster_cfg *cl = &sg_dp_pipeline_config(a->p)->cluster;
+	const struct sg_dp_cluster_cfg *cl = &a->cluster;
 	struct sg_etcd_reg_conf rc = {.cluster = cl->cluster, .ttl_s = cl->ttl, .etcd = *ec};
 	struct sg_ctl_node_info info;
 
@@ -959,7 +960,7 @@ static int tel_cluster(const char *cmd, const char *params, struct rte_tel_data 
 		rte_tel_data_add_dict_string(d, "etcd", "none: no [cluster] section");
 		return 0;
 	}
-	cl = &sg_dp_pipeline_config(a->p)->cluster;
+	cl = &a->cluster;
 	sg_etcd_reg_status(a->etcd_reg, &st);
 	snprintf(lease, sizeof(lease), "%" PRIx64, (uint64_t)st.lease);
 	rte_tel_data_add_dict_string(d, "etcd", cl->etcd);
@@ -994,7 +995,8 @@ int sg_dp_agent_telemetry_register(struct sg_dp_agent *a)
 
 struct sg_dp_agent *sg_dp_agent_start(struct sg_dp_pipeline *p,
 				      const struct sg_ctl_server_config *sc,
-				      const struct sg_dp_agent_conf *ac, char *err, size_t errlen)
+				      const struct sg_dp_agent_conf *ac,
+				      const struct sg_dp_cluster_cfg *cl, char *err, size_t errlen)
 {
 	struct sg_ctl_server_config cfg = *sc;
 	struct sg_dp_agent *a = calloc(1, sizeof(*a));
@@ -1010,6 +1012,8 @@ struct sg_dp_agent *sg_dp_agent_start(struct sg_dp_pipeline *p,
 	}
 	a->p = p;
 	a->ac = *ac;
+	if (cl != NULL)
+		a->cluster = *cl;
 	pthread_mutex_init(&a->hb_lock, NULL);
 	if (a->ac.name[0] == '\0' && gethostname(a->ac.name, sizeof(a->ac.name) - 1) != 0)
 		snprintf(a->ac.name, sizeof(a->ac.name), "sigmad");
@@ -1050,12 +1054,12 @@ struct sg_dp_agent *sg_dp_agent_start(struct sg_dp_pipeline *p,
 	a->next_id++;
 	cfg.ops = &agent_ops;
 	cfg.ops_arg = a;
-	if (c->cluster.etcd[0] != '\0') {
+	if (a->cluster.etcd[0] != '\0') {
 		/* the server watches the membership and its jobs' records (failover) */
-		if (cluster_etcd_conf(&c->cluster, &ec, password, err, errlen) < 0)
+		if (cluster_etcd_conf(&a->cluster, &ec, password, err, errlen) < 0)
 			goto fail;
 		cfg.etcd = &ec;
-		cfg.cluster = c->cluster.cluster;
+		cfg.cluster = a->cluster.cluster;
 	}
 	a->srv = sg_ctl_server_create(&cfg);
 	if (a->srv == NULL) {
@@ -1065,7 +1069,7 @@ struct sg_dp_agent *sg_dp_agent_start(struct sg_dp_pipeline *p,
 			     "metrics%s)", strerror(e), cfg.etcd ? ", and [cluster]" : "");
 		goto fail;
 	}
-	if (c->cluster.etcd[0] != '\0' && cluster_register(a, sc, &ec, err, errlen) < 0) {
+	if (a->cluster.etcd[0] != '\0' && cluster_register(a, sc, &ec, err, errlen) < 0) {
 		sg_ctl_server_destroy(a->srv);
 		goto fail;
 	}

@@ -9,8 +9,8 @@
  * idle policies, key moves, drain), which reach the lcores over their
  * channels, and never touches an engine itself. The pipeline and its
  * transports never call into it; its
- * settings are parsed with the rest of the config (struct sg_dp_agent_conf
- * in struct sg_dp_config).
+ * settings are sigmad's own sections of the config file, [control] and
+ * [cluster] (sg_dp_agent_config.h), which the pipeline's loader hands to it.
  *
  * Conventions: functions return 0 or -errno; constructors return NULL and set
  * errno.
@@ -21,6 +21,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "sg_dp_agent_config.h"
 #include "sg_dp_pipeline.h"
 
 #ifdef __cplusplus
@@ -33,13 +34,16 @@ struct sg_ctl_server;
 
 /**
  * Start the control server over running pipeline @p p (its lcores poll their
- * channels) with server settings @p sc (ops are filled in here) and @p ac.
- * Jobs of the pipeline's config are listed as jobs; more can be created.
+ * channels) with server settings @p sc (ops are filled in here) and @p ac;
+ * with @p cl (NULL or etcd "": none), the node registers in etcd and the
+ * server watches the cluster's records. Jobs of the pipeline's config are
+ * listed as jobs; more can be created.
  * @return the agent, or NULL with errno set and @p err filled.
  */
 struct sg_dp_agent *sg_dp_agent_start(struct sg_dp_pipeline *p,
 				      const struct sg_ctl_server_config *sc,
-				      const struct sg_dp_agent_conf *ac, char *err, size_t errlen);
+				      const struct sg_dp_agent_conf *ac,
+				      const struct sg_dp_cluster_cfg *cl, char *err, size_t errlen);
 
 /** Stop the heartbeats and the server (before the pipeline stops). NULL is fine. */
 void sg_dp_agent_stop(struct sg_dp_agent *a);
@@ -49,11 +53,11 @@ struct sg_ctl_server *sg_dp_agent_server(struct sg_dp_agent *a);
 
 /**
  * SIGHUP: apply the live part of a re-read `[control]` section (@p ac, from
- * sg_dp_config_load_file()): name, kind, gbps and heartbeat_ms, and the
+ * the config's load, sg_dp_agent_sections_init()): name, kind, gbps and heartbeat_ms, and the
  * coordinator when heartbeats already run. Each change is reported on
  * @p report; a coordinator added or removed is reported as needing a restart
  * and left as it was. The server's keys (listen, unix, secret_file, metrics,
- * limits) are sg_dp_config_control_diff()'s to compare.
+ * limits) are sg_dp_agent_sections_diff()'s to compare.
  * @return the number of changes that need a restart.
  */
 int sg_dp_agent_reload(struct sg_dp_agent *a, const struct sg_dp_agent_conf *ac, FILE *report);

@@ -146,12 +146,15 @@ static void install_signals(void)
 	sigaction(SIGHUP, &sa, NULL);
 }
 
-static int load_config(struct sg_dp_config *c, int argc, char **argv, char *err, size_t errlen)
+/* The pipeline's config into @p c, sigmad's own sections ([control], [cluster]) into @p s. */
+static int load_config(struct sg_dp_config *c, struct sg_dp_agent_sections *s, int argc,
+		       char **argv, char *err, size_t errlen)
 {
 	if (sg_dp_config_defaults(c) < 0) {
 		snprintf(err, errlen, "the embedded default config does not load");
 		return -EINVAL;
 	}
+	sg_dp_agent_sections_init(s, c);
 	return sg_dp_config_parse_args(c, argc, argv, err, errlen);
 }
 
@@ -159,16 +162,17 @@ static int load_config(struct sg_dp_config *c, int argc, char **argv, char *err,
  * Start the control agent from the [control] section that the config load parsed;
  * @p scp receives the server's config (pointing into @p c).
  */
-static struct sg_dp_agent *start_agent(struct sg_dp_pipeline *p, const struct sg_dp_config *c,
+static struct sg_dp_agent *start_agent(struct sg_dp_pipeline *p,
+				       const struct sg_dp_agent_sections *c,
 				       struct sg_ctl_server_config *scp)
 {
 	struct sg_ctl_server_config sc;
 	struct sg_dp_agent *a;
 	char err[512];
 
-	sg_dp_config_control(c, &sc);
+	sg_dp_agent_sections_server(c, &sc);
 	*scp = sc;
-	a = sg_dp_agent_start(p, &sc, &c->ctl.ac, err, sizeof(err));
+	a = sg_dp_agent_start(p, &sc, &c->ctl.ac, &c->cluster, err, sizeof(err));
 	if (a == NULL) {
 		say_error("[control]: %s", err);
 		return NULL;
@@ -244,8 +248,8 @@ static int ready(struct sg_dp_pipeline *p, struct sg_dp_agent *a,
  * SIGHUP for the control agent: old (@p c, what the agent runs with) and new
  * (@p nc) [control] as parsed. @return changes needing a restart.
  */
-static int reload_agent(struct sg_dp_agent *a, const struct sg_dp_config *c,
-			const struct sg_dp_config *nc)
+static int reload_agent(struct sg_dp_agent *a, const struct sg_dp_agent_sections *c,
+			const struct sg_dp_agent_sections *nc)
 {
 	int n;
 
@@ -256,14 +260,16 @@ static int reload_agent(struct sg_dp_agent *a, const struct sg_dp_config *c,
 	if (a == NULL)
 		return 0;
 	/* the server's keys are compared here, parsed, and named; the agent takes the rest */
-	n = sg_dp_config_control_diff(c, nc, stdout);
+	n = sg_dp_agent_sections_diff(c, nc, stdout);
 	return n + sg_dp_agent_reload(a, &nc->ctl.ac, stdout);
 }
 
 /* @p c: the config sigmad started with, which restart-only keys are compared to */
 static void reload(struct sg_dp_pipeline *p, struct sg_dp_agent *agent,
-		   const struct sg_dp_config *c, int argc, char **argv)
+		   const struct sg_dp_config *c, const struct sg_dp_agent_sections *cs, int argc,
+		   char **argv)
 {
+	struct sg_dp_agent_sections ns;
 	struct sg_dp_config nc;
 	char err[512];
 	int n;
@@ -271,16 +277,16 @@ static void reload(struct sg_dp_pipeline *p, struct sg_dp_agent *agent,
 	printf("sigmad: SIGHUP: re-reading %s\n", c->config_path[0] ? c->config_path :
 	       "the embedded config and options");
 
-	if (load_config(&nc, argc, argv, err, sizeof(err)) != 0) {
+	if (load_config(&nc, &ns, argc, argv, err, sizeof(err)) != 0) {
 		printf("sigmad: SIGHUP: config rejected, nothing changed: %s\n", err);
 		fflush(stdout);
-		explicit_bzero(&nc.ctl, sizeof(nc.ctl));
+		explicit_bzero(&ns.ctl, sizeof(ns.ctl));
 		return;
 	}
 	n = sg_dp_pipeline_reload(p, &nc, stdout);
-	n += reload_agent(agent, c, &nc);
+	n += reload_agent(agent, cs, &ns);
 	/* the new secret was only compared */
-	explicit_bzero(&nc.ctl, sizeof(nc.ctl));
+	explicit_bzero(&ns.ctl, sizeof(ns.ctl));
 	printf("sigmad: SIGHUP: done; %d change%s need%s a restart\n", n, n == 1 ? "" : "s",
 	       n == 1 ? "s" : "");
 	fflush(stdout);
@@ -288,6 +294,7 @@ static void reload(struct sg_dp_pipeline *p, struct sg_dp_agent *agent,
 
 int main(int argc, char **argv)
 {
+	static struct sg_dp_agent_sections cs; /* [control], [cluster] */
 	struct sg_dp_config c;
 	struct sg_dp_pipeline *p;
 	char err[512];
@@ -303,9 +310,9 @@ int main(int argc, char **argv)
 	if (sg_argv == NULL)
 		return 1;
 	/* --help and bad options are answered before EAL starts */
-	rc = load_config(&c, sg_argc, sg_argv, err, sizeof(err));
+	rc = load_config(&c, &cs, sg_argc, sg_argv, err, sizeof(err));
 	if (rc == 0 && c.demo) {
-		snprintf(err, sizeof(err), "--demo is sigma-demo's (build/dataplane/testdrv/"
+		snprintf(err, sizeof(err), "--demo is sigma-demo's (build/app/sigma-demo/"
 			 "sigma-demo, or ./sigma demo): sigmad carries no traffic generator");
 		rc = -EINVAL;
 	}
@@ -341,11 +348,11 @@ int main(int argc, char **argv)
 		printf("sigmad: running: %u lcore(s), %u job(s); SIGINT/SIGTERM stop, SIGHUP "
 		       "reloads\n", sg_dp_pipeline_n_lcores(p), c.n_jobs);
 		fflush(stdout);
-		if (c.control)
-			agent = start_agent(p, &c, &sc);
+		if (cs.control)
+			agent = start_agent(p, &cs, &sc);
 		/* /sigma/cluster answers from now on, with or without an agent */
 		sg_dp_agent_telemetry_register(agent);
-		if ((c.control && agent == NULL) || ready(p, agent, &sc) < 0) {
+		if ((cs.control && agent == NULL) || ready(p, agent, &sc) < 0) {
 			ret = 1;
 			got_stop = 1;
 		}
@@ -365,7 +372,7 @@ int main(int argc, char **argv)
 			(void)sd_notifyf(0, "RELOADING=1\nMONOTONIC_USEC=%llu",
 					 (unsigned long long)ts.tv_sec * 1000000ull +
 					 (unsigned long long)ts.tv_nsec / 1000);
-			reload(p, agent, &c, sg_argc, sg_argv);
+			reload(p, agent, &c, &cs, sg_argc, sg_argv);
 			(void)sd_notify(0, "READY=1");
 		}
 		if (si && now - last_stats >= si * hz) {
@@ -394,7 +401,7 @@ int main(int argc, char **argv)
 			rte_eth_dev_close(port);
 	}
 out:
-	explicit_bzero(&c.ctl, sizeof(c.ctl));
+	explicit_bzero(&cs.ctl, sizeof(cs.ctl));
 	sg_dp_eal_cleanup();
 	free(sg_argv);
 	fflush(stdout);

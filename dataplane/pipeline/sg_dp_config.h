@@ -32,14 +32,12 @@
 
 #include <rte_ether.h>
 
-#include "sg_ctl_config.h"
+#include "sg_err.h"
 #include "sg_types.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-
 
 /** Most ports sigmad drives. */
 #define SG_DP_MAX_PORTS 8
@@ -49,7 +47,7 @@ extern "C" {
 #define SG_DP_MAX_CONFIG_JOBS 16
 /**
  * Most jobs each reducer's engine holds at once, the file's and the control
- * plane's together (control/ creates at most SG_CTL_MAX_JOBS, 64): the
+ * plane's together (control/ creates at most 64, SG_CTL_MAX_JOBS): the
  * engines' max_jobs. The agent's job table and the per-job counters are
  * sized from the engines' max_jobs when they are created.
  */
@@ -83,43 +81,23 @@ struct sg_dp_job_cfg {
 	uint32_t open_slots;
 };
 
-/** What the agent needs beyond the server's own settings. */
-struct sg_dp_agent_conf {
-	char name[64];         /**< node name (heartbeats, node_info) [hostname] */
-	unsigned int kind;     /**< enum sg_node_kind [cpu] */
-	double gbps;           /**< bandwidth announced in heartbeats [the ports' speed, or 100] */
-	char coordinator[128]; /**< "host:port" or "unix:path" of a coordinator; "" = none */
-	unsigned int heartbeat_ms; /**< period of node_heartbeat [1000] */
-};
+struct rte_cfgfile;
 
 /**
- * `[control]` as the config loader parsed it, once per load: the agent's keys
- * and the control server's. Held by value in struct sg_dp_config, which is
- * copied by value: the server settings' strings and secret live in @c store,
- * and @c sc's pointers are only meaningful through sg_dp_config_control(),
- * which points them into the store of the copy at hand.
+ * A section of the config file that the program owns, not the pipeline
+ * (sigmad's [control] and [cluster]: sigmad/sg_dp_agent_config.h). The loader
+ * hands each such section, whole, to its hook, once per file that has it, in
+ * file order; a section that neither the loader nor a hook knows is refused.
  */
-struct sg_dp_control_cfg {
-	struct sg_dp_agent_conf ac;      /**< name, kind, gbps, coordinator, heartbeat_ms */
-	struct sg_ctl_server_config sc;  /**< listen, unix, metrics, secret, limits (no ops) */
-	struct sg_ctl_config_store store; /**< the strings and the secret @c sc names */
+struct sg_dp_config_section {
+	const char *name; /**< the section, e.g. "control" */
+	/** Parse section @p name of @p cf into @p arg. @return 0, or -errno with @p err. */
+	int (*load)(void *arg, struct rte_cfgfile *cf, const char *name, char *err, size_t errlen);
+	void *arg;
 };
 
-/**
- * `[cluster]`: the node's registration in etcd (docs/cluster.md). Read at
- * start; a change needs a restart.
- */
-struct sg_dp_cluster_cfg {
-	char etcd[512];		/**< endpoints http://host:port[,...]; "" = no registration */
-	char cluster[64];	/**< records under /sigma/<cluster>/ [default] */
-	unsigned int ttl;	/**< lease TTL, seconds, 1..3600 [5] */
-	char addr[16];		/**< dataplane IPv4 announced [[net] ip] */
-	char user[64];		/**< etcd user (optional) */
-	char password_file[256];/**< its password, first line of this file (mode 0600) */
-	char ca_file[256];	/**< TLS: CA bundle (https:// endpoints) */
-	char cert_file[256];	/**< TLS: client certificate */
-	char key_file[256];	/**< TLS: client key */
-};
+/** Most program sections one config takes (struct sg_dp_config.sections). */
+#define SG_DP_CONFIG_MAX_SECTIONS 4
 
 /** Everything sigmad is configured with. */
 struct sg_dp_config {
@@ -151,10 +129,14 @@ struct sg_dp_config {
 	/* jobs */
 	unsigned int n_jobs;
 	struct sg_dp_job_cfg jobs[SG_DP_MAX_CONFIG_JOBS];
-	/* control plane and transport ([control], [transport], [verbs]; docs/sigmad.md) */
-	bool control;          /**< the file has a [control] section: run the control agent */
-	struct sg_dp_control_cfg ctl; /**< that section, parsed (valid when @c control) */
-	struct sg_dp_cluster_cfg cluster; /**< [cluster] (etcd[0] == 0: none) */
+	/**
+	 * The program's own sections (n_sections of them; none: the loader refuses
+	 * [control] and [cluster] as unknown). Read only while loading; set after
+	 * sg_dp_config_defaults(), which clears them.
+	 */
+	struct sg_dp_config_section sections[SG_DP_CONFIG_MAX_SECTIONS];
+	unsigned int n_sections;
+	/* transport ([transport], [verbs], [socket]; docs/sigmad.md) */
 	unsigned int transport; /**< enum sg_dp_transport_kind */
 	/** `[verbs]` as written (key, value); the verbs transport parses it (docs/verbs.md) */
 	unsigned int n_verbs_kv;
@@ -195,10 +177,10 @@ enum sg_dp_transport_kind {
 
 /**
  * Write a formatted reason into @p err (when not NULL), always NUL-terminated:
- * how this library and the pipeline fill their `err`/`errlen`.
+ * how this library and the pipeline fill their `err`/`errlen`; sg_err() with
+ * no value to return (sg_err.h).
  */
-void sg_dp_seterr(char *err, size_t errlen, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
+#define sg_dp_seterr(err, errlen, ...) ((void)sg_err(err, errlen, 0, __VA_ARGS__))
 
 /** The embedded default configuration (INI text). */
 extern const char sg_dp_default_config[];
@@ -222,24 +204,6 @@ int sg_dp_config_load_string(struct sg_dp_config *c, const char *text, char *err
  */
 int sg_dp_config_parse_args(struct sg_dp_config *c, int argc, char **argv, char *err,
 			    size_t errlen);
-
-/**
- * The control server's settings from @p c's parsed `[control]` (@c ctl) into
- * @p sc, ops left NULL. Its strings and secret point into @p c itself, so
- * they stay right for a by-value copy of a config; @p c must outlive @p sc's
- * use (sg_ctl_server_create() copies what it keeps).
- */
-void sg_dp_config_control(const struct sg_dp_config *c, struct sg_ctl_server_config *sc);
-
-/**
- * SIGHUP: compare the control server's keys of two parsed configs (listen,
- * unix, secret_file's secret, metrics and the limits), which apply only at
- * start, and name on @p report, in one line, each one that differs.
- * The agent's own keys are sg_dp_agent_reload()'s.
- * @return how many differ (each needs a restart).
- */
-int sg_dp_config_control_diff(const struct sg_dp_config *old, const struct sg_dp_config *nc,
-			      FILE *report);
 
 /**
  * Parse an lcore list ("2,3", "2-5,7") into @p mask (1024 entries, cleared

@@ -26,6 +26,7 @@
 #include <rte_jhash.h>
 #include <rte_log.h>
 
+#include "sg_err.h"
 #include "sg_dp_verbs.h"
 #include "sg_sum.h"
 
@@ -204,20 +205,6 @@ int sg_dp_verbs_memlock_probe(uint64_t *limit, uint64_t *locked, bool *cap_ipc_l
 
 /* ---- set-up --------------------------------------------------------------- */
 
-static int fail(char *err, size_t errlen, int e, const char *fmt, ...)
-	__attribute__((format(printf, 4, 5)));
-
-/* Record why a step failed; returns -e so that callers can `return fail(...)`. */
-static int fail(char *err, size_t errlen, int e, const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-	return -e;
-}
-
 static int open_device(struct sg_dp_verbs *t, char *err, size_t errlen)
 {
 	struct ibv_device **list;
@@ -229,7 +216,7 @@ static int open_device(struct sg_dp_verbs *t, char *err, size_t errlen)
 	if (list == NULL || num <= 0) {
 		if (list != NULL)
 			t->ops->free_device_list(list);
-		return fail(err, errlen, ENODEV,
+		return sg_err(err, errlen, -ENODEV,
 			    "no RDMA device (ibv_get_device_list found none): load the NIC's "
 			    "RDMA driver or use the DPDK transport");
 	}
@@ -242,11 +229,11 @@ static int open_device(struct sg_dp_verbs *t, char *err, size_t errlen)
 			dev = list[i];
 	}
 	if (dev == NULL)
-		rc = fail(err, errlen, ENODEV,
+		rc = sg_err(err, errlen, -ENODEV,
 			  "[verbs] device = \"%s\": no such RDMA device (found: %s)", t->c.device,
 			  names);
 	else if ((t->ctx = t->ops->open_device(dev)) == NULL)
-		rc = fail(err, errlen, errno ? errno : ENODEV, "ibv_open_device(%s): %s",
+		rc = sg_err(err, errlen, -(errno ? errno : ENODEV), "ibv_open_device(%s): %s",
 			  dev->name, strerror(errno ? errno : ENODEV));
 	else
 		snprintf(t->c.device, sizeof(t->c.device), "%s", dev->name);
@@ -263,11 +250,11 @@ static int pick_port_and_gid(struct sg_dp_verbs *t, struct ibv_port_attr *pa, ch
 	memset(pa, 0, sizeof(*pa));
 	rc = t->ops->query_port(t->ctx, t->c.port, pa);
 	if (rc != 0)
-		return fail(err, errlen, rc > 0 ? rc : EINVAL,
+		return sg_err(err, errlen, -(rc > 0 ? rc : EINVAL),
 			    "[verbs] port = %u: ibv_query_port on %s failed (%s); ports are "
 			    "numbered from 1", t->c.port, t->c.device, strerror(rc > 0 ? rc : EINVAL));
 	if (pa->state != IBV_PORT_ACTIVE)
-		return fail(err, errlen, ENODEV,
+		return sg_err(err, errlen, -ENODEV,
 			    "port %u of %s is not active (state %s): check the link/cable or "
 			    "pick another [verbs] port", t->c.port, t->c.device,
 			    ibv_port_state_str(pa->state));
@@ -281,14 +268,14 @@ static int pick_port_and_gid(struct sg_dp_verbs *t, struct ibv_port_attr *pa, ch
 
 		all = calloc(len ? len : 1, sizeof(*all));
 		if (all == NULL)
-			return fail(err, errlen, ENOMEM, "out of memory");
+			return sg_err(err, errlen, -ENOMEM, "out of memory");
 		for (unsigned int i = 0; i < len; i++)
 			if (t->ops->query_gid_ex(t->ctx, t->c.port, i, &all[n], 0) == 0)
 				all[n++].gid_index = i;
 		rc = sg_dp_verbs_gid_select(all, n, t->ethernet);
 		free(all);
 		if (rc < 0)
-			return fail(err, errlen, ENODEV,
+			return sg_err(err, errlen, -ENODEV,
 				    "port %u of %s has no usable GID (RoCE: give the netdev an IP "
 				    "address; or set [verbs] gid_index)", t->c.port, t->c.device);
 		t->gid_index = rc;
@@ -296,7 +283,7 @@ static int pick_port_and_gid(struct sg_dp_verbs *t, struct ibv_port_attr *pa, ch
 		t->gid_index = t->c.gid_index;
 	}
 	if (t->ops->query_gid_ex(t->ctx, t->c.port, (uint32_t)t->gid_index, &e, 0) != 0)
-		return fail(err, errlen, EINVAL,
+		return sg_err(err, errlen, -EINVAL,
 			    "[verbs] gid_index = %d: no such GID on port %u of %s (see "
 			    "'ibv_devinfo -v' or 'show_gids')", t->gid_index, t->c.port, t->c.device);
 	t->gid = e.gid;
@@ -315,10 +302,10 @@ static int size_messages(struct sg_dp_verbs *t, const struct ibv_port_attr *pa, 
 		uint32_t port_mtu = sg_dp_verbs_mtu_bytes(pa->active_mtu);
 
 		if (port_mtu == 0)
-			return fail(err, errlen, EINVAL, "port %u of %s reports no valid MTU",
+			return sg_err(err, errlen, -EINVAL, "port %u of %s reports no valid MTU",
 				    t->c.port, t->c.device);
 		if (t->c.mtu > port_mtu)
-			return fail(err, errlen, EINVAL,
+			return sg_err(err, errlen, -EINVAL,
 				    "[verbs] mtu = %u exceeds the active MTU of port %u of %s (%u): "
 				    "a UD message is one packet; lower mtu or use mode = rc",
 				    t->c.mtu, t->c.port, t->c.device, port_mtu);
@@ -351,7 +338,7 @@ static int setup_memory(struct sg_dp_verbs *t, char *err, size_t errlen)
 	}
 	t->region = sg_sum_numa_alloc(t->region_len, t->c.numa_node);
 	if (t->region == NULL)
-		return fail(err, errlen, ENOMEM, "cannot allocate %zu KiB of buffers on node %d",
+		return sg_err(err, errlen, -ENOMEM, "cannot allocate %zu KiB of buffers on node %d",
 			    t->region_len / 1024, t->c.numa_node);
 	t->sbase = t->region + recv_len;
 	if (t->c.mode == SG_DP_VERBS_RC)
@@ -360,7 +347,7 @@ static int setup_memory(struct sg_dp_verbs *t, char *err, size_t errlen)
 	if (t->mr == NULL) {
 		int e = errno ? errno : ENOMEM;
 
-		return fail(err, errlen, e,
+		return sg_err(err, errlen, -e,
 			    "ibv_reg_mr of %zu KiB failed (%s): if the cause is the locked-memory "
 			    "limit, run 'ulimit -l unlimited' (or LimitMEMLOCK=infinity under "
 			    "systemd, --ulimit memlock=-1 under docker) before sigmad",
@@ -382,7 +369,7 @@ static int qp_to_rts(struct sg_dp_verbs *t, struct ibv_qp *qp, struct ibv_qp_att
 		int rc = t->ops->modify_qp(qp, &a[i], mask[i] | IBV_QP_STATE);
 
 		if (rc != 0)
-			return fail(err, errlen, rc > 0 ? rc : EINVAL,
+			return sg_err(err, errlen, -(rc > 0 ? rc : EINVAL),
 				    "ibv_modify_qp of the %s QP to %s failed (%s)", what, names[i],
 				    strerror(rc > 0 ? rc : EINVAL));
 	}
@@ -402,7 +389,7 @@ static int setup_ud_qp(struct sg_dp_verbs *t, char *err, size_t errlen)
 
 	t->qp = t->ops->create_qp(t->pd, &ia);
 	if (t->qp == NULL)
-		return fail(err, errlen, errno ? errno : EINVAL,
+		return sg_err(err, errlen, -(errno ? errno : EINVAL),
 			    "ibv_create_qp (UD, %u send / %u receive WRs) failed (%s): lower "
 			    "[verbs] send_depth/recv_depth to the device's max_qp_wr",
 			    t->c.send_depth, t->c.recv_depth, strerror(errno ? errno : EINVAL));
@@ -490,7 +477,7 @@ struct sg_dp_verbs *sg_dp_verbs_create(const struct sg_dp_verbs_conf *conf, char
 	t->rc_free = calloc(t->c.recv_depth / (t->c.rc_slots ? t->c.rc_slots : 1) + 1,
 			    sizeof(*t->rc_free));
 	if (t->send_free == NULL || t->repost == NULL || t->peers == NULL || t->rc_free == NULL) {
-		rc = fail(err, errlen, ENOMEM, "verbs: out of memory");
+		rc = sg_err(err, errlen, -ENOMEM, "verbs: out of memory");
 		goto out;
 	}
 	rc = open_device(t, err, errlen);
@@ -502,7 +489,7 @@ struct sg_dp_verbs *sg_dp_verbs_create(const struct sg_dp_verbs_conf *conf, char
 		goto out;
 	t->pd = t->ops->alloc_pd(t->ctx);
 	if (t->pd == NULL) {
-		rc = fail(err, errlen, errno ? errno : ENOMEM, "ibv_alloc_pd on %s failed (%s)",
+		rc = sg_err(err, errlen, -(errno ? errno : ENOMEM), "ibv_alloc_pd on %s failed (%s)",
 			  t->c.device, strerror(errno ? errno : ENOMEM));
 		goto out;
 	}
@@ -513,7 +500,7 @@ struct sg_dp_verbs *sg_dp_verbs_create(const struct sg_dp_verbs_conf *conf, char
 	t->scq = t->rcq == NULL ? NULL :
 		 t->ops->create_cq(t->ctx, (int)t->c.send_depth, NULL, NULL, 0);
 	if (t->scq == NULL) {
-		rc = fail(err, errlen, errno ? errno : ENOMEM,
+		rc = sg_err(err, errlen, -(errno ? errno : ENOMEM),
 			  "ibv_create_cq (%u/%u entries) on %s failed (%s): lower [verbs] "
 			  "recv_depth/send_depth to the device's max_cqe", t->c.recv_depth,
 			  t->c.send_depth, t->c.device, strerror(errno ? errno : ENOMEM));
@@ -527,7 +514,7 @@ struct sg_dp_verbs *sg_dp_verbs_create(const struct sg_dp_verbs_conf *conf, char
 	hp.socket_id = t->c.numa_node < 0 ? SOCKET_ID_ANY : t->c.numa_node;
 	t->peer_hash = rte_hash_create(&hp);
 	if (t->peer_hash == NULL) {
-		rc = fail(err, errlen, rte_errno ? rte_errno : ENOMEM,
+		rc = sg_err(err, errlen, -(rte_errno ? rte_errno : ENOMEM),
 			  "rte_hash_create for %u peers failed (%s; EAL must be initialised)",
 			  t->c.max_peers, rte_strerror(rte_errno));
 		goto out;
@@ -543,7 +530,7 @@ struct sg_dp_verbs *sg_dp_verbs_create(const struct sg_dp_verbs_conf *conf, char
 
 		t->srq = t->ops->create_srq(t->pd, &sa);
 		if (t->srq == NULL)
-			rc = fail(err, errlen, errno ? errno : ENOMEM,
+			rc = sg_err(err, errlen, -(errno ? errno : ENOMEM),
 				  "ibv_create_srq (%u WRs) on %s failed (%s): lower [verbs] "
 				  "recv_depth to the device's max_srq_wr", t->c.recv_depth,
 				  t->c.device, strerror(errno ? errno : ENOMEM));
@@ -555,7 +542,7 @@ struct sg_dp_verbs *sg_dp_verbs_create(const struct sg_dp_verbs_conf *conf, char
 	t->n_repost = t->c.recv_depth;
 	rc = repost_recvs(t);
 	if (rc < 0) {
-		rc = fail(err, errlen, -rc, "posting %u receives failed (%s)", t->c.recv_depth,
+		rc = sg_err(err, errlen, rc, "posting %u receives failed (%s)", t->c.recv_depth,
 			  strerror(-rc));
 		goto out;
 	}
@@ -1000,10 +987,10 @@ int sg_dp_verbs_rc_connect(struct sg_dp_verbs *t, const struct sg_dp_verbs_rc_ad
 	int rc;
 
 	if (t->c.mode != SG_DP_VERBS_RC)
-		return fail(err, errlen, ENOTSUP, "verbs: rc_connect on a UD transport");
+		return sg_err(err, errlen, -ENOTSUP, "verbs: rc_connect on a UD transport");
 	if (remote == NULL || local == NULL || remote->slots == 0 ||
 	    remote->stride < t->msg_max)
-		return fail(err, errlen, EINVAL,
+		return sg_err(err, errlen, -EINVAL,
 			    "verbs: the worker's ring (%u slots of %u bytes) cannot hold the node's "
 			    "%u-byte messages", remote ? remote->slots : 0,
 			    remote ? remote->stride : 0, t->msg_max);
@@ -1016,7 +1003,7 @@ int sg_dp_verbs_rc_connect(struct sg_dp_verbs *t, const struct sg_dp_verbs_rc_ad
 		base = t->rc_free[t->n_rc_free - 1]; /* taken below, once connected */
 	if (id >= t->c.max_peers || (t->n_rc_free == 0 &&
 				     t->c.recv_depth - t->rc_next_slot < t->c.rc_slots))
-		return fail(err, errlen, ENOSPC,
+		return sg_err(err, errlen, -ENOSPC,
 			    "verbs: no room for another RC connection (%u connected; max_peers %u, "
 			    "recv_depth %u / rc_slots %u): raise [verbs] recv_depth, or "
 			    "verbs_rc_disconnect a worker",
@@ -1024,14 +1011,14 @@ int sg_dp_verbs_rc_connect(struct sg_dp_verbs *t, const struct sg_dp_verbs_rc_ad
 			    t->c.rc_slots);
 	qp = t->ops->create_qp(t->pd, &ia);
 	if (qp == NULL)
-		return fail(err, errlen, errno ? errno : ENOMEM, "ibv_create_qp (RC) failed (%s)",
+		return sg_err(err, errlen, -(errno ? errno : ENOMEM), "ibv_create_qp (RC) failed (%s)",
 			    strerror(errno ? errno : ENOMEM));
 	/* Any PSN works; derive it from the QPN so that runs are reproducible. */
 	psn = (qp->qp_num * 2654435761u) & 0xffffff;
 	rc = rc_qp_rts(t, qp, remote, psn, err, errlen);
 	key.qpn = qp->qp_num;
 	if (rc == 0 && rte_hash_add_key_data(t->peer_hash, &key, (void *)(uintptr_t)id) < 0)
-		rc = fail(err, errlen, ENOSPC, "verbs: peer table full");
+		rc = sg_err(err, errlen, -ENOSPC, "verbs: peer table full");
 	if (rc < 0) {
 		t->ops->destroy_qp(qp);
 		return rc;
@@ -1087,9 +1074,9 @@ int sg_dp_verbs_rc_disconnect(struct sg_dp_verbs *t, uint32_t peer, char *err, s
 	struct peer *p;
 
 	if (t->c.mode != SG_DP_VERBS_RC)
-		return fail(err, errlen, ENOTSUP, "verbs: rc_disconnect on a UD transport");
+		return sg_err(err, errlen, -ENOTSUP, "verbs: rc_disconnect on a UD transport");
 	if (peer >= t->n_peers || t->peers[peer].qp == NULL)
-		return fail(err, errlen, ENOENT, "verbs: no RC connection with peer id %u "
+		return sg_err(err, errlen, -ENOENT, "verbs: no RC connection with peer id %u "
 			    "(%u connected)", peer, t->n_peers - t->n_closed);
 	p = &t->peers[peer];
 	/* Error state first: the HCA flushes what is outstanding, and the worker's writes

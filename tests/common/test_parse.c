@@ -203,9 +203,27 @@ static void test_double(void)
 	SG_CHECK_EQ(sg_parse_double("1", 0, 1, NULL), -EINVAL);
 }
 
+/* The one table of log level names: every name both ways, garbage refused. */
+static void test_log_levels(void)
+{
+	static const char *const bad[] = {"", "DEBUG", "debug ", "warn", "9", "info\n"};
+
+	SG_CHECK_EQ(sg_log_level_parse("emerg"), 1);
+	SG_CHECK_EQ(sg_log_level_parse("warning"), 5);
+	SG_CHECK_EQ(sg_log_level_parse("debug"), 8);
+	for (unsigned int l = SG_LOG_LEVEL_EMERG; l <= SG_LOG_LEVEL_DEBUG; l++)
+		SG_CHECK_EQ(sg_log_level_parse(sg_log_level_name(l)), (int)l);
+	SG_CHECK(sg_log_level_name(0) == NULL && sg_log_level_name(SG_LOG_LEVEL_DEBUG + 1) ==
+		 NULL, "names outside the levels");
+	SG_CHECK_EQ(sg_log_level_parse(NULL), -EINVAL);
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		SG_CHECK(sg_log_level_parse(bad[i]) == -EINVAL, "\"%s\" accepted", bad[i]);
+}
+
 int main(void)
 {
 	test_u64();
+	test_log_levels();
 	test_i64();
 	test_double();
 	return sg_test_finish("parse");

@@ -2,14 +2,20 @@
 /*
  * sigmad configuration: the embedded default, INI overrides, command-line
  * options, the layout syntax and the layout checks, each fed good and bad
- * input, and random mutations of good files and command lines. Runs without
- * EAL: rte_cfgfile and the parsers need none.
+ * input, the section hooks a program's own sections go through, and random
+ * mutations of good files (with sigmad's own sections, sg_dp_agent_config.h,
+ * as sigmad loads them) and command lines. [control] and [cluster] themselves:
+ * tests/sigmad/test_agent_config.c. Runs without EAL: rte_cfgfile and the
+ * parsers need none.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include <rte_cfgfile.h>
+
+#include "sg_dp_agent_config.h"
 #include "sg_dp_pipeline.h"
 #include "sg_sum.h"
 #include "sg_test.h"
@@ -117,8 +123,8 @@ static void refuse_all(const struct bad_ini *bad, size_t n)
 		SG_CHECK(load(&c, bad[i].text) < 0, "accepted: %s", bad[i].text);
 		SG_CHECK(strstr(err, bad[i].needle) != NULL, "%s: \"%s\" lacks \"%s\"",
 			 bad[i].text, err, bad[i].needle);
-		SG_CHECK(c.idle == SG_IDLE_POLL && c.steer == SG_DP_STEER_AUTO && !c.control,
-			 "%s: a refused config changed idle, steer or control", bad[i].text);
+		SG_CHECK(c.idle == SG_IDLE_POLL && c.steer == SG_DP_STEER_AUTO,
+			 "%s: a refused config changed idle or steer", bad[i].text);
 	}
 }
 
@@ -151,34 +157,6 @@ static void test_socket(void)
 	/* a later file without [socket] keeps what an earlier one set */
 	SG_CHECK_EQ(load(&c, "[live]\nidle = sleep\n"), 0);
 	SG_CHECK(c.sock.rcvbuf == 65536 && !c.sock.gro, "[socket] kept");
-}
-
-/* [cluster]: the registration in etcd, parsed, and each bad section refused with the reason. */
-static void test_cluster(void)
-{
-	static const struct bad_ini bad[] = {
-		{"[cluster]\ncluster = a\n", "[cluster]: etcd = http://host:port[,...] is required"},
-		{"[cluster]\netcd = http://e:1\nttl = 0\n", "[cluster] ttl = \"0\": expected seconds"},
-		{"[cluster]\netcd = http://e:1\nttl = 3601\n", "[cluster] ttl"},
-		{"[cluster]\netcd = http://e:1\nttl = 5s\n", "[cluster] ttl = \"5s\""},
-		/* strtoul() took a sign: one parser (sg_parse_u64()) refuses it everywhere */
-		{"[cluster]\netcd = http://e:1\nttl = +5\n", "[cluster] ttl = \"+5\""},
-		{"[cluster]\netcd = http://e:1\nlease = 5\n", "[cluster]: unknown key lease"},
-		{"[cluster]\netcd = http://e:1\naddr = 1234567890.1234567\n",
-		 "[cluster] addr: empty or longer than 15"},
-	};
-	struct sg_dp_config c;
-
-	refuse_all(bad, sizeof(bad) / sizeof(bad[0]));
-	sg_dp_config_defaults(&c);
-	SG_CHECK(c.cluster.etcd[0] == '\0', "no [cluster] by default");
-	SG_CHECK_EQ(load(&c, "[cluster]\netcd = http://a:2379,http://b:2379\nttl = 7\n"
-			 "addr = 10.0.0.9\nuser = sigma\npassword_file = /etc/pw\n"), 0);
-	SG_CHECK(!strcmp(c.cluster.etcd, "http://a:2379,http://b:2379") &&
-		 !strcmp(c.cluster.cluster, "default") && c.cluster.ttl == 7 &&
-		 !strcmp(c.cluster.addr, "10.0.0.9") && !strcmp(c.cluster.user, "sigma") &&
-		 !strcmp(c.cluster.password_file, "/etc/pw"), "[cluster] parsed: %s %s %u",
-		 c.cluster.etcd, c.cluster.cluster, c.cluster.ttl);
 }
 
 /* Every bad value names its key; none crashes or leaves half a value. */
@@ -320,131 +298,55 @@ static void test_words(void)
 }
 
 /* @p text as a private (0600) file under /tmp; its path into @p path. */
-static int write_secret(char *path, size_t len, const char *text)
+/* A program's section (struct sg_dp_config_section): what a hook saw. */
+struct seen {
+	int calls;
+	char value[32];
+	int rc; /* what the hook answers */
+};
+
+static int seen_load(void *arg, struct rte_cfgfile *cf, const char *name, char *e, size_t elen)
 {
-	int fd;
+	struct seen *s = arg;
+	const char *v = rte_cfgfile_get_entry(cf, name, "color");
 
-	snprintf(path, len, "/tmp/sg_dp_config_secret_XXXXXX");
-	fd = mkstemp(path);
-	if (fd < 0)
-		return -1;
-	if (write(fd, text, strlen(text)) != (ssize_t)strlen(text)) {
-		close(fd);
-		return -1;
-	}
-	return close(fd);
-}
-
-/* SIGHUP's comparison of two parsed [control] sections, as its report line. */
-static int control_diff(const struct sg_dp_config *a, const struct sg_dp_config *b, char *out,
-			size_t len)
-{
-	FILE *f = fmemopen(out, len, "w");
-	int n;
-
-	out[0] = '\0';
-	if (f == NULL)
-		return -1;
-	n = sg_dp_config_control_diff(a, b, f);
-	fclose(f);
-	return n;
+	s->calls++;
+	snprintf(s->value, sizeof(s->value), "%s", v ? v : "");
+	if (s->rc < 0)
+		snprintf(e, elen, "[%s] color = %s: refused by its hook", name, s->value);
+	return s->rc;
 }
 
 /*
- * [control] is parsed with the config (once per load) and kept in it: by value,
- * so a copy stays whole when the original is reused; a later [control] replaces
- * an earlier one; garbage is refused with the key named; SIGHUP's comparison
- * names exactly the server keys that differ.
+ * The loader hands a program's section whole to its hook, once per load that has
+ * it; without the hook the section is unknown; the hook's refusal is the load's.
  */
-static void test_control(void)
+static void test_sections(void)
 {
-	static const struct bad_ini bad[] = {
-		{"[control]\nunix = relative.sock\n", "unix"},
-		{"[control]\nlisten = 127.0.0.1:0\n", "secret_file"},
-		{"[control]\nlisten = 127.0.0.1\n", "listen"},
-		{"[control]\nlisten = 300.0.0.1:7\n", "listen"},
-		{"[control]\nmetrics = here\n", "metrics"},
-		{"[control]\nmax_conns = -1\n", "max_conns"},
-		{"[control]\nmax_conns = 0\n", "max_conns"},
-		{"[control]\nheartbeat_ms = soon\n", "heartbeat_ms"},
-		{"[control]\nheartbeat_ms = +250\n", "heartbeat_ms"},
-		{"[control]\ngbps = +25\n", "gbps"},
-		{"[control]\ngbps = 0x1p3\n", "gbps"},
-		{"[control]\nbogus = 1\n", "bogus"},
-		{"[control]\nsecret_file = /nonexistent/secret\n", "/nonexistent/secret"},
-	};
-	char s1[64], s2[64], text[512], out[1024];
-	struct sg_dp_config *c = calloc(3, sizeof(*c)), *d, *e;
-	struct sg_ctl_server_config sc;
+	struct seen s = {0};
+	struct sg_dp_config c;
 
-	if (c == NULL || write_secret(s1, sizeof(s1), "0123456789abcdef-one\n") < 0 ||
-	    write_secret(s2, sizeof(s2), "0123456789abcdef-two\n") < 0) {
-		SG_CHECK(0, "set-up");
-		free(c);
-		return;
-	}
-	d = c + 1;
-	e = c + 2;
-	refuse_all(bad, sizeof(bad) / sizeof(bad[0]));
-
-	sg_dp_config_defaults(c);
-	SG_CHECK(!c->control, "no [control] by default");
-	snprintf(text, sizeof(text), "[control]\nunix = /tmp/sg_x.sock\nlisten = 127.0.0.2:7070\n"
-		 "secret_file = %s\nmetrics = 127.0.0.3:9100\nmax_conns = 8\nname = n1\n"
-		 "heartbeat_ms = 250\n", s1);
-	SG_CHECK_EQ(load(c, text), 0);
-	SG_CHECK(c->control, "control");
-	*d = *c;
-	/* reuse the original for another [control]: the copy must not follow it */
-	snprintf(text, sizeof(text), "[control]\nunix = /tmp/sg_y.sock\nlisten = 127.0.0.2:7070\n"
-		 "secret_file = %s\nmetrics = off\nname = n2\nmax_frame = 4096\n", s2);
-	SG_CHECK_EQ(load(c, text), 0);
-	sg_dp_config_control(d, &sc);
-	SG_CHECK(sc.unix_path == d->ctl.store.unix_path && !strcmp(sc.unix_path, "/tmp/sg_x.sock"),
-		 "unix %s", sc.unix_path ? sc.unix_path : "(null)");
-	SG_CHECK(!sc.tcp_disable && sc.tcp_addr && !strcmp(sc.tcp_addr, "127.0.0.2"), "listen");
-	SG_CHECK_EQ(sc.tcp_port, 7070);
-	SG_CHECK(sc.metrics_enable && sc.metrics_addr && !strcmp(sc.metrics_addr, "127.0.0.3"),
-		 "metrics");
-	SG_CHECK_EQ(sc.metrics_port, 9100);
-	SG_CHECK_EQ(sc.max_conns, 8);
-	SG_CHECK(sc.secret_len == 20 && !memcmp(sc.secret, "0123456789abcdef-one", 20),
-		 "secret of %zu bytes", sc.secret_len);
-	SG_CHECK(sc.ops == NULL, "ops");
-	SG_CHECK(!strcmp(d->ctl.ac.name, "n1") && d->ctl.ac.heartbeat_ms == 250, "agent keys");
-	/* the second [control] replaced the first whole: max_conns is back to unset */
-	sg_dp_config_control(c, &sc);
-	SG_CHECK(!strcmp(sc.unix_path, "/tmp/sg_y.sock") && !sc.metrics_enable, "replaced");
-	SG_CHECK_EQ(sc.max_conns, 0);
-	SG_CHECK_EQ(sc.max_frame, 4096);
-	SG_CHECK(!strcmp(c->ctl.ac.name, "n2") && c->ctl.ac.heartbeat_ms == 0, "agent replaced");
-
-	/* SIGHUP's comparison: the same config differs in nothing */
-	*e = *d;
-	SG_CHECK_EQ(control_diff(d, e, out, sizeof(out)), 0);
-	SG_CHECK(out[0] == '\0', "printed \"%s\" for no change", out);
-	/* the agent's own keys are not the server's */
-	snprintf(e->ctl.ac.name, sizeof(e->ctl.ac.name), "renamed");
-	SG_CHECK_EQ(control_diff(d, e, out, sizeof(out)), 0);
-	/* four server keys differ from d: unix, secret, metrics, max_frame (max_conns too) */
-	SG_CHECK_EQ(control_diff(d, c, out, sizeof(out)), 5);
-	SG_CHECK(strstr(out, "needs a restart") != NULL, "%s", out);
-	SG_CHECK(strstr(out, "unix (/tmp/sg_x.sock -> /tmp/sg_y.sock)") != NULL, "%s", out);
-	SG_CHECK(strstr(out, "secret_file (another secret)") != NULL, "%s", out);
-	SG_CHECK(strstr(out, "metrics (127.0.0.3:9100 -> off)") != NULL, "%s", out);
-	SG_CHECK(strstr(out, "max_conns (8 -> 0)") != NULL, "%s", out);
-	SG_CHECK(strstr(out, "max_frame (0 -> 4096)") != NULL, "%s", out);
-	SG_CHECK(strstr(out, "listen (") == NULL, "listen named: %s", out);
-	/* the same secret from another file is no change; listen is */
-	snprintf(text, sizeof(text), "[control]\nunix = /tmp/sg_x.sock\nlisten = 127.0.0.2:7071\n"
-		 "secret_file = %s\nmetrics = 127.0.0.3:9100\nmax_conns = 8\n", s1);
-	sg_dp_config_defaults(e);
-	SG_CHECK_EQ(load(e, text), 0);
-	SG_CHECK_EQ(control_diff(d, e, out, sizeof(out)), 1);
-	SG_CHECK(strstr(out, "listen (127.0.0.2:7070 -> 127.0.0.2:7071)") != NULL, "%s", out);
-	unlink(s1);
-	unlink(s2);
-	free(c);
+	sg_dp_config_defaults(&c);
+	SG_CHECK(load(&c, "[paint]\ncolor = red\n") < 0 && strstr(err, "unknown section [paint]"),
+		 "no hook: %s", err);
+	SG_CHECK(strstr(err, "control") == NULL, "a section no hook names is listed: %s", err);
+	c.sections[0] = (struct sg_dp_config_section){"paint", seen_load, &s};
+	c.n_sections = 1;
+	SG_CHECK_EQ(load(&c, "[live]\nidle = sleep\n"), 0);
+	SG_CHECK_EQ(s.calls, 0);
+	SG_CHECK_EQ(load(&c, "[paint]\ncolor = red\n[live]\nidle = sleep\n"), 0);
+	SG_CHECK(s.calls == 1 && !strcmp(s.value, "red"), "hook saw %d call(s), \"%s\"", s.calls,
+		 s.value);
+	SG_CHECK_EQ(c.idle, SG_IDLE_SLEEP);
+	SG_CHECK(load(&c, "[pain]\ncolor = red\n") < 0 && strstr(err, "paint") != NULL,
+		 "the hook's section is listed as known: %s", err);
+	s.rc = -EINVAL;
+	SG_CHECK(load(&c, "[paint]\ncolor = blue\n") == -EINVAL &&
+		 strstr(err, "refused by its hook") != NULL, "the hook's refusal: %s", err);
+	SG_CHECK_EQ(s.calls, 2);
+	/* defaults clear the hooks: a fresh config knows none */
+	sg_dp_config_defaults(&c);
+	SG_CHECK_EQ(c.n_sections, 0);
 }
 
 static void test_args(void)
@@ -687,6 +589,7 @@ static size_t mutate(char *t, size_t len, const char *other)
 /* Mutated files: see above. @return how many of @p runs were accepted. */
 static unsigned int mutate_files(struct sg_dp_config *c, FILE *devnull, unsigned int runs)
 {
+	struct sg_dp_agent_sections *sections = malloc(sizeof(*sections));
 	static const char *const seeds[] = {
 		sg_dp_default_config,
 		"[net]\nip = 192.168.7.9\nudp_checksum = no\n[layout]\nio = (0,0,1), (0,1,2)\n"
@@ -706,8 +609,11 @@ static unsigned int mutate_files(struct sg_dp_config *c, FILE *devnull, unsigned
 	unsigned int accepted = 0, nw;
 	char *t = malloc(MUT_CAP);
 
-	if (!SG_CHECK(t != NULL, "malloc"))
+	if (!SG_CHECK(t != NULL && sections != NULL, "malloc")) {
+		free(t);
+		free(sections);
 		return 0;
+	}
 	topo_init(&topo, 8, 2);
 	for (unsigned int i = 0; i < runs; i++) {
 		const char *seed = seeds[mut_next(RTE_DIM(seeds))];
@@ -718,6 +624,7 @@ static unsigned int mutate_files(struct sg_dp_config *c, FILE *devnull, unsigned
 		for (uint32_t m = 1 + mut_next(4); m > 0; m--)
 			len = mutate(t, len, seeds[mut_next(RTE_DIM(seeds))]);
 		sg_dp_config_defaults(c);
+		sg_dp_agent_sections_init(sections, c);
 		rc = load(c, t);
 		if (rc < 0) {
 			if (!SG_CHECK(err[0] != '\0', "refused (%d) without a reason:\n%s", rc, t))
@@ -737,6 +644,7 @@ static unsigned int mutate_files(struct sg_dp_config *c, FILE *devnull, unsigned
 			break;
 	}
 	free(t);
+	free(sections);
 	return accepted;
 }
 
@@ -812,9 +720,8 @@ int main(void)
 	test_file_garbage();
 	test_args();
 	test_words();
-	test_control();
+	test_sections();
 	test_socket();
-	test_cluster();
 	test_layout_check();
 	test_mutations();
 	return sg_test_finish("dp_config");

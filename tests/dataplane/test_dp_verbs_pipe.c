@@ -1188,7 +1188,7 @@ static void scenario(const char *name, const char *io, const char *red, const ch
 		struct sg_ctl_server_config sc = {.tcp_disable = true, .unix_path = ctl_path};
 		struct sg_dp_agent_conf ac = {.name = "vtp"};
 
-		a = sg_dp_agent_start(p, &sc, &ac, err, sizeof(err));
+		a = sg_dp_agent_start(p, &sc, &ac, NULL, err, sizeof(err));
 		SG_CHECK(a != NULL, "agent: %s", err);
 		r.ctl = a ? sg_ctl_client_connect(ctl_path, NULL, 0, 5000) : NULL;
 		SG_CHECK(r.ctl != NULL, "control client");
@@ -1368,7 +1368,7 @@ static void test_rpc_job_fits_verbs(void)
 		return;
 	qpn = (uint32_t)counter(p, 0, "qpn");
 	SG_CHECK_EQ(sg_dp_pipeline_start(p), 0);
-	a = sg_dp_agent_start(p, &sc, &ac, err, sizeof(err));
+	a = sg_dp_agent_start(p, &sc, &ac, NULL, err, sizeof(err));
 	SG_CHECK(a != NULL, "agent: %s", err);
 	cli = a ? sg_ctl_client_connect(ctl_path, NULL, 0, 5000) : NULL;
 	SG_CHECK(cli != NULL, "control client");
@@ -1576,7 +1576,7 @@ static int ethdev_hook(struct sg_dp_pipeline *p, void *arg)
 {
 	struct sg_ctl_server_config sc = {.tcp_disable = true, .unix_path = ctl_path};
 	struct sg_dp_agent_conf ac = {.name = "eth"};
-	struct sg_dp_agent *a = sg_dp_agent_start(p, &sc, &ac, err, sizeof(err));
+	struct sg_dp_agent *a = sg_dp_agent_start(p, &sc, &ac, NULL, err, sizeof(err));
 	struct sg_ctl_client *c = a ? sg_ctl_client_connect(ctl_path, NULL, 0, 5000) : NULL;
 	char params[512];
 

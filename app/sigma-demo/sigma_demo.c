@@ -10,11 +10,13 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include <rte_eal.h>
 #include <rte_errno.h>
 #include <rte_log.h>
 
+#include "sg_dp_agent_config.h"
 #include "sg_dp_testdrv.h"
 
 static int run_demo(const struct sg_dp_config *c)
@@ -63,6 +65,7 @@ static int run_demo(const struct sg_dp_config *c)
 
 int main(int argc, char **argv)
 {
+	static struct sg_dp_agent_sections sections;
 	struct sg_dp_config c;
 	char err[512];
 	int eal_argc, sg_argc, rc;
@@ -75,7 +78,10 @@ int main(int argc, char **argv)
 		free(sg_argv);
 		return 2;
 	}
+	/* sigmad's config files: their [control] and [cluster] are checked, then unused */
+	sg_dp_agent_sections_init(&sections, &c);
 	rc = sg_dp_config_parse_args(&c, sg_argc, sg_argv, err, sizeof(err));
+	explicit_bzero(&sections.ctl, sizeof(sections.ctl));
 	free(sg_argv);
 	if (rc != 0) {
 		if (rc < 0)

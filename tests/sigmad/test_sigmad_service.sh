@@ -27,8 +27,8 @@ cleanup() {
 	rm -rf "$TMP" /var/run/dpdk/sg_svc_$$_* /tmp/dpdk/sg_svc_$$_* 2>/dev/null
 }
 trap cleanup EXIT
-# shellcheck source=expect_lib.sh
-. "$(dirname "$0")/expect_lib.sh"
+# shellcheck source=../dataplane/expect_lib.sh
+. "$(dirname "$0")/../dataplane/expect_lib.sh"
 
 EAL=(--no-huge --no-shconf --no-pci -m 512 --log-level=lib.eal:error '--lcores=(0-3)@(0-1)')
 # sigmad binds udp_port .. udp_port + 64: a range of this process's own

@@ -351,7 +351,7 @@ static int start_agent(struct sg_dp_pipeline *p, struct run *r,
 		       const struct sg_ctl_server_config *sc, const struct sg_dp_agent_conf *ac,
 		       void *(*fn)(void *))
 {
-	r->agent = sg_dp_agent_start(p, sc, ac, err, sizeof(err));
+	r->agent = sg_dp_agent_start(p, sc, ac, NULL, err, sizeof(err));
 	SG_CHECK(r->agent != NULL, "agent: %s", err);
 	if (r->agent == NULL)
 		return -EINVAL;
@@ -852,10 +852,12 @@ static void test_agent_config(void)
 		{"[transport]\ntype = dpdk\nspeed = 9\n", "only key"},
 		{"[controls]\nunix = off\n", "unknown section"},
 	};
+	struct sg_dp_agent_sections s;
 	struct sg_dp_config c;
 
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		sg_dp_config_defaults(&c);
+		sg_dp_agent_sections_init(&s, &c);
 		err[0] = '\0';
 		SG_CHECK(sg_dp_config_load_string(&c, bad[i].ini, err, sizeof(err)) < 0,
 			 "accepted: %s", bad[i].ini);
@@ -863,11 +865,12 @@ static void test_agent_config(void)
 			 bad[i].ini, err, bad[i].needle);
 	}
 	sg_dp_config_defaults(&c);
-	SG_CHECK(!c.control && c.transport == SG_DP_TRANSPORT_DPDK, "defaults");
+	sg_dp_agent_sections_init(&s, &c);
+	SG_CHECK(!s.control && c.transport == SG_DP_TRANSPORT_DPDK, "defaults");
 	SG_CHECK(sg_dp_config_load_string(&c, "[control]\nunix = /tmp/x.sock\nname = n1\n"
 					  "kind = gpu\ngbps = 100\n[transport]\ntype = verbs\n",
 					  err, sizeof(err)) == 0, "good config: %s", err);
-	SG_CHECK(c.control && c.transport == SG_DP_TRANSPORT_VERBS, "parsed");
+	SG_CHECK(s.control && c.transport == SG_DP_TRANSPORT_VERBS, "parsed");
 }
 
 int main(int argc, char **argv)

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: BSD-3-Clause
-"""Play systemd's side of Type=notify for sigmad (tests/dataplane/test_sigmad_service.sh).
+"""Play systemd's side of Type=notify for sigmad (tests/sigmad/test_sigmad_service.sh).
 
 sd_notify.py DIR CTL_SOCKET -- COMMAND...
 

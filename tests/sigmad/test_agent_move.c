@@ -198,7 +198,7 @@ static int node_up(struct node *n)
 	if (n->p == NULL || sg_dp_pipeline_start(n->p) != 0)
 		return -EIO;
 	sg_dp_pipeline_net(n->p, (uint16_t)n->port, &n->net);
-	n->agent = sg_dp_agent_start(n->p, &sc, &ac, err, sizeof(err));
+	n->agent = sg_dp_agent_start(n->p, &sc, &ac, NULL, err, sizeof(err));
 	SG_CHECK(n->agent != NULL, "agent: %s", err);
 	n->ctl = n->agent ? sg_ctl_client_connect(ctl_path, NULL, 0, 5000) : NULL;
 	return n->ctl != NULL ? 0 : -EIO;

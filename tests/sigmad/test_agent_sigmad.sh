@@ -21,8 +21,8 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# shellcheck source=expect_lib.sh
-. "$(dirname "$0")/expect_lib.sh"
+# shellcheck source=../dataplane/expect_lib.sh
+. "$(dirname "$0")/../dataplane/expect_lib.sh"
 
 EAL=(--no-huge --no-shconf --no-pci -m 256 --log-level=lib.eal:error '--lcores=(0-1)@(0-1)'
 	--vdev=net_null0)

@@ -19,8 +19,8 @@ fails=0
 checks=0
 trap cleanup_pids EXIT
 
-# shellcheck source=expect_lib.sh
-. "$(dirname "$0")/expect_lib.sh"
+# shellcheck source=../dataplane/expect_lib.sh
+. "$(dirname "$0")/../dataplane/expect_lib.sh"
 # shellcheck source=../../bench/sigmad_lib.sh
 . "$(dirname "$0")/../../bench/sigmad_lib.sh"
 
