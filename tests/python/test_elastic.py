@@ -38,7 +38,7 @@ def elastic_ranks(rank, n, url, cluster):
     sgt.init(etcd=url, cluster=cluster, partition_bytes=65536)
     out = {"job": sgt.job().id}
     if rank == 0:
-        ctl = find_program("sigmactl", "SIGMA_SIGMACTL", "control")
+        ctl = find_program("sigmactl", "SIGMA_SIGMACTL", "app/sigmactl")
         out["jobs"] = subprocess.run([ctl, "--etcd", url, "--cluster", cluster, "jobs"],
                                      capture_output=True, text=True, timeout=10).stdout
     last = None
@@ -74,7 +74,7 @@ class Elastic(unittest.TestCase):
         # the node started here dies with the thread that started it (PR_SET_PDEATHSIG):
         # that thread lives until the ranks are done
         ranks_done = threading.Event()
-        ctl = find_program("sigmactl", "SIGMA_SIGMACTL", "control")
+        ctl = find_program("sigmactl", "SIGMA_SIGMACTL", "app/sigmactl")
 
         def elastic() -> str:
             return subprocess.run([ctl, "--etcd", etcd.url, "--cluster", cluster, "elastic"],
