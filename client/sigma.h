@@ -470,6 +470,17 @@ int sigma_last_failure(const struct sigma_session *s, struct sigma_failure *f);
 /** Copy the session's counters. */
 void sigma_get_stats(const struct sigma_session *s, struct sigma_stats *st);
 
+/**
+ * Set the round of @p t's next push_pull (its rounds then go on from there, +1
+ * per operation). An elastic job (client/sigma_elastic.h) starts each tensor in
+ * a new session at the round its switch was agreed for.
+ * @return 0, -EBUSY while an operation of @p t is in flight, -EINVAL for NULL.
+ */
+int sigma_tensor_set_round(struct sigma_tensor *t, uint32_t round);
+
+/** The round of @p t's current (or next) operation (0 for NULL). */
+uint32_t sigma_tensor_round(const struct sigma_tensor *t);
+
 /** Number of partitions of @p t. */
 uint32_t sigma_tensor_nparts(const struct sigma_tensor *t);
 

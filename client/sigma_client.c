@@ -1583,6 +1583,21 @@ void sigma_get_stats(const struct sigma_session *s, struct sigma_stats *st)
 	st->rx_dropped = rx_dropped(s);
 }
 
+int sigma_tensor_set_round(struct sigma_tensor *t, uint32_t round)
+{
+	if (t == NULL)
+		return -EINVAL;
+	if (t->status == -EINPROGRESS)
+		return -EBUSY;
+	t->round = round;
+	return 0;
+}
+
+uint32_t sigma_tensor_round(const struct sigma_tensor *t)
+{
+	return t != NULL ? t->round : 0;
+}
+
 uint32_t sigma_tensor_nparts(const struct sigma_tensor *t)
 {
 	return t->nparts;

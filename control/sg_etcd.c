@@ -608,6 +608,50 @@ int sg_etcd_delete(struct sg_etcd *e, const char *key, bool prefix)
 	return rc;
 }
 
+/* A txn compare: key @p key does not exist (its create revision is 0). */
+static json_t *absent_cmp(const char *key)
+{
+	json_t *k = b64(key, strlen(key));
+
+	return k ? json_pack("{s:o, s:s, s:s, s:s}", "key", k, "result", "EQUAL", "target",
+			     "CREATE", "create_revision", "0") : NULL;
+}
+
+int sg_etcd_put_if_absent(struct sg_etcd *e, const char *key, const void *value, size_t len,
+			  int64_t lease, const char *const *absent, unsigned int n_absent)
+{
+	json_t *req, *rep = NULL, *cmp = json_array(), *put = key_obj(key);
+	int rc;
+
+	if (e == NULL || key == NULL || *key == '\0' || (value == NULL && len) ||
+	    (absent == NULL && n_absent)) {
+		json_decref(cmp);
+		json_decref(put);
+		return -EINVAL;
+	}
+	if (cmp == NULL || put == NULL || json_array_append_new(cmp, absent_cmp(key)) ||
+	    json_object_set_new(put, "value", b64(value ? value : "", len)) ||
+	    (lease && json_object_set_new(put, "lease", json_integer(lease)))) {
+		json_decref(cmp);
+		json_decref(put);
+		return -ENOMEM;
+	}
+	for (unsigned int i = 0; i < n_absent; i++)
+		if (absent[i] == NULL || json_array_append_new(cmp, absent_cmp(absent[i]))) {
+			json_decref(cmp);
+			json_decref(put);
+			return absent[i] == NULL ? -EINVAL : -ENOMEM;
+		}
+	req = json_pack("{s:o, s:[{s:o}]}", "compare", cmp, "success", "request_put", put);
+	if (req == NULL)
+		return -ENOMEM;
+	rc = call(e, "/v3/kv/txn", req, &rep);
+	if (rc == 0)
+		rc = json_is_true(json_object_get(rep, "succeeded")) ? 1 : 0;
+	json_decref(rep);
+	return rc;
+}
+
 void sg_etcd_kvs_free(struct sg_etcd_kv *kvs, size_t n)
 {
 	if (kvs == NULL)

@@ -101,6 +101,15 @@ int sg_etcd_put(struct sg_etcd *e, const char *key, const void *value, size_t le
 /** Delete @p key, or every key starting with it when @p prefix. @return count deleted or -errno. */
 int sg_etcd_delete(struct sg_etcd *e, const char *key, bool prefix);
 
+/**
+ * Put @p value at @p key (under @p lease, 0: none) in one etcd transaction, only
+ * if @p key and each of the @p n_absent keys @p absent do not exist: of two
+ * writers racing for one key, exactly one wins.
+ * @return 1 when put, 0 when one of the keys exists (nothing written), or as above.
+ */
+int sg_etcd_put_if_absent(struct sg_etcd *e, const char *key, const void *value, size_t len,
+			  int64_t lease, const char *const *absent, unsigned int n_absent);
+
 /** One key-value pair read. */
 struct sg_etcd_kv {
 	char *key;	     /**< NUL-terminated */

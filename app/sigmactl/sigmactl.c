@@ -22,6 +22,7 @@
 #include "sigmactl_top.h"
 #include "sg_ctl_client.h"
 #include "sg_etcd.h"
+#include "sigmactl_elastic.h"
 #include "sg_desc.h"
 #include "sg_parse.h"
 #include "sg_version.h"
@@ -91,6 +92,10 @@ static void usage(FILE *f)
 		"                              bottleneck, print the keymap or layout change that\n"
 		"                              evens the load; changes nothing\n"
 		"  drain                       finish in-flight rounds, refuse new ones\n"
+		"  drain NODE [--timeout S]    with --etcd: take NODE out of every elastic job at\n"
+		"                              an agreed round; returns when no rank uses it [60]\n"
+		"  undrain NODE [--timeout S]  with --etcd: give NODE back to the elastic jobs\n"
+		"  elastic                     with --etcd: the elastic jobs and their node sets\n"
 		"  log-level LEVEL [--pattern P]  emerg..debug for rte_log types (default sigma.*)\n"
 		"  verbs                       verbs transport: mode, Q_Key, max payload, GID/LID,\n"
 		"                              each lcore's QPN (what workers address)\n"
@@ -1322,6 +1327,13 @@ static int dispatch(int argc, char **argv)
 		return etcd_nodes();
 	if (strcmp(cmd, "jobs") == 0 && argc == 1 && g.etcd != NULL && g.n_nodes == 0)
 		return etcd_jobs();
+	/* elastic jobs (sigmactl_elastic.c); a bare "drain" is the node's own */
+	if (g.etcd != NULL && ((strcmp(cmd, "drain") == 0 && argc >= 2) ||
+			       strcmp(cmd, "undrain") == 0 || strcmp(cmd, "elastic") == 0)) {
+		struct sg_etcd_conf ec = {.endpoints = g.etcd, .timeout_ms = g.timeout_ms};
+
+		return sigmactl_elastic(&ec, g.cluster, argc, argv, g.json);
+	}
 	if (strcmp(cmd, "nodes") == 0 && argc >= 2 && strcmp(argv[1], "remove") == 0) {
 		if (argc != 3)
 			return die_usage("nodes remove needs one NAME");

@@ -1076,6 +1076,27 @@ static int lost_again(struct sg_dp_engine *e, struct pkt_ctx *c)
 	return SG_DP_USED_REPLIED;
 }
 
+static bool slot_release(struct sg_dp_engine *e, struct job *j, uint32_t i);
+
+/*
+ * A push two or more rounds ahead of the slot's round r: its sender has the
+ * result of a round after r, made elsewhere (the key moved away from this
+ * engine and back: an elastic job's switch, then a failover), so every rank
+ * had r's result and what this slot holds is stale. Release it (no shadow: a
+ * push of the round before gets ERROR GONE, never an old result) and open the
+ * sender's round as a first one.
+ */
+static int slot_skip(struct sg_dp_engine *e, struct pkt_ctx *c)
+{
+	int rc = commit(e, c);
+
+	if (rc < 0)
+		return rc;
+	slot_release(e, c->j, c->sidx);
+	e->st.stale_rounds++;
+	return slot_open(e, c) ?: slot_add(e, c);
+}
+
 static int sync_push(struct sg_dp_engine *e, struct pkt_ctx *c)
 {
 	struct slot *s = c->s;
@@ -1102,12 +1123,16 @@ static int sync_push(struct sg_dp_engine *e, struct pkt_ctx *c)
 			slot_restart(e, c);
 			return slot_add(e, c);
 		}
+		if (d > 1)
+			return slot_skip(e, c);
 		return window_drop(e, c, d);
 	default: /* S_DONE */
 		if (d == 0)
 			return resend(e, c, s->acc, s->round);
 		if (d == 1)
 			return slot_open(e, c) ?: slot_add(e, c);
+		if (d > 1)
+			return slot_skip(e, c);
 		return window_drop(e, c, d);
 	}
 }

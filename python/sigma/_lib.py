@@ -30,6 +30,7 @@ from typing import Optional
 SONAME_MAJOR = 0
 LIBSIGMA = f"libsigma.so.{SONAME_MAJOR}"
 LIBSIGMA_CONTROL = f"libsigma-control.so.{SONAME_MAJOR}"
+LIBSIGMA_ELASTIC = f"libsigma-elastic.so.{SONAME_MAJOR}"
 
 # sg_types.h
 SG_MAX_WORKERS = 64
@@ -226,6 +227,33 @@ class EtcdConf(ctypes.Structure):
     ]
 
 
+class ElasticConf(ctypes.Structure):
+    """struct sigma_elastic_conf (client/sigma_elastic.h)."""
+    _fields_ = [
+        ("etcd", EtcdConf),
+        ("cluster", ctypes.c_char_p),
+        ("descriptor", ctypes.c_char_p),
+        ("rank", ctypes.c_uint16),
+        ("base", ctypes.c_void_p),
+        ("poll_ms", ctypes.c_uint32),
+        ("margin", ctypes.c_uint32),
+        ("confirm_ms", ctypes.c_uint32),
+        ("wait_ms", ctypes.c_uint32),
+        ("propose", ctypes.c_int),
+        ("secret", ctypes.POINTER(ctypes.c_uint8)),
+        ("secret_len", ctypes.c_size_t),
+    ]
+
+
+class ElasticStatus(ctypes.Structure):
+    """struct sigma_elastic_status."""
+    _fields_ = [("epoch", ctypes.c_uint32), ("nodes", ctypes.c_uint),
+                ("sessions", ctypes.c_uint)] + [
+        (n, ctypes.c_uint64) for n in ("proposals", "races_lost", "confirms", "aborts",
+                                       "switches", "waits", "etcd_failures")] + [
+        ("last_abort", ctypes.c_char * 256)]
+
+
 class EtcdNode(ctypes.Structure):
     """struct sg_etcd_node (a node's record in etcd)."""
     _fields_ = [
@@ -325,6 +353,7 @@ def _load(soname: str, file_env: str, build_sub: str) -> ctypes.CDLL:
 
 _sigma: Optional[ctypes.CDLL] = None
 _control: Optional[ctypes.CDLL] = None
+_elastic: Optional[ctypes.CDLL] = None
 
 
 def _proto(lib: ctypes.CDLL, name: str, restype, *argtypes) -> None:
@@ -390,6 +419,11 @@ def libcontrol() -> ctypes.CDLL:
         _proto(lib, "sg_etcd_nodes_get", i, vp, cp, ctypes.POINTER(EtcdNode), ctypes.c_uint,
                ctypes.POINTER(EtcdGarbage))
         _proto(lib, "sg_etcd_prefix", i, cp, cp, ctypes.c_size_t)
+        _proto(lib, "sg_etcd_job_record", ctypes.c_int64, ctypes.POINTER(EtcdConf), cp, cp,
+               ctypes.POINTER(ctypes.c_uint64), ctypes.c_uint32, ctypes.c_uint32, cp,
+               ctypes.c_size_t)
+        _proto(lib, "sg_etcd_job_unrecord", i, ctypes.POINTER(EtcdConf), cp, ctypes.c_uint32,
+               cp, ctypes.c_size_t)
         _proto(lib, "sg_etcd_watch_start", vp, ctypes.POINTER(EtcdConf), cp, ctypes.c_uint32)
         _proto(lib, "sg_etcd_watch_stats", None, vp, ctypes.POINTER(EtcdWatchStats))
         _proto(lib, "sg_etcd_watch_stop", None, vp)
@@ -402,3 +436,24 @@ def libc_free(ptr: int) -> None:
     libc = ctypes.CDLL(None)
     libc.free.argtypes = [ctypes.c_void_p]
     libc.free(ptr)
+
+
+def libelastic() -> ctypes.CDLL:
+    """Elastic jobs (client/sigma_elastic.h), loaded once, with prototypes declared."""
+    global _elastic
+    if _elastic is None:
+        libsigma()
+        lib = _load(LIBSIGMA_ELASTIC, "SIGMA_LIBSIGMA_ELASTIC", "client")
+        vp, cp, i, u32 = ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int, ctypes.c_uint32
+        _proto(lib, "sigma_elastic_open", vp, ctypes.POINTER(ElasticConf), cp, ctypes.c_size_t)
+        _proto(lib, "sigma_elastic_close", None, vp)
+        _proto(lib, "sigma_elastic_tensor", i, vp, cp, u32, i, ctypes.c_uint64, i)
+        _proto(lib, "sigma_elastic_push_pull", i, vp, u32, vp, vp)
+        _proto(lib, "sigma_elastic_poll", i, vp, i)
+        _proto(lib, "sigma_elastic_test", i, vp, u32)
+        _proto(lib, "sigma_elastic_get_stats", None, vp, ctypes.POINTER(SigmaStats))
+        _proto(lib, "sigma_elastic_part_node", i, vp, u32, u32, cp)
+        _proto(lib, "sigma_elastic_status", None, vp, ctypes.POINTER(ElasticStatus))
+        _proto(lib, "sigma_elastic_last_error", cp, vp)
+        _elastic = lib
+    return _elastic

@@ -241,6 +241,14 @@ class Session:
             ``store_prefix/``: give each job its own prefix. The session
             uses it through a :class:`LockedStore`. None: names are hashed to ids with no
             agreement between ranks (docs/python.md, "Tensors and keys").
+        elastic: (etcd endpoints, cluster): an elastic job (docs/cluster.md,
+            "Elastic jobs", libsigma-elastic): nodes that register into the
+            cluster mid-job, come back after a crash, or are drained
+            (``sigmactl --etcd ... drain NODE``) join or leave the job at a
+            round every rank agrees on in etcd; a lost node fails over as
+            with ``membership``. Kernel UDP only (``shm`` is ignored), and
+            not with ``membership``. ``elastic_opts``: the C configuration's
+            ``poll_ms``, ``margin``, ``confirm_ms``, ``wait_ms``, ``propose``.
     """
 
     def __init__(self, job: "Job | str", rank: int, *, window: int = 0, rto_us: int = 0,
@@ -248,7 +256,8 @@ class Session:
                  local_addr: Optional[str] = None, poll_us: int = 200,
                  ranks_wait: float = 60.0, membership: Any = None,
                  shm: Optional[list[str]] = None, store: Any = None,
-                 store_prefix: str = "sigma") -> None:
+                 store_prefix: str = "sigma", elastic: Optional[tuple[str, str]] = None,
+                 elastic_opts: Optional[dict] = None) -> None:
         if isinstance(job, str):
             job = Job.parse(job)
         if not isinstance(rank, int) or not 0 <= rank < job.workers:
@@ -286,6 +295,26 @@ class Session:
             c.membership_arg = membership.handle
         self._local = local_addr.encode() if local_addr else None
         c.local_addr = self._local
+        self._el = None
+        if elastic is not None:
+            if membership is not None:
+                raise SigmaConfigError("sigma: elastic= follows the membership itself: give "
+                                       "no membership=")
+            self.silent_bound += _FAILOVER_WAIT_S
+            self.stall_bound = self.ranks_wait + 2 * self.silent_bound + 1.0
+            shm = []
+            self._el = _lib.libelastic()
+            ec = _lib.ElasticConf()
+            self._el_keep = [elastic[0].encode(), elastic[1].encode(),
+                             job.descriptor.encode(), base]
+            ec.etcd.endpoints, ec.etcd.timeout_ms = self._el_keep[0], 1000
+            ec.cluster, ec.descriptor, ec.rank = self._el_keep[1], self._el_keep[2], rank
+            ec.base = ctypes.cast(ctypes.byref(base), ctypes.c_void_p)
+            for k, v in (elastic_opts or {}).items():
+                if k not in ("poll_ms", "margin", "confirm_ms", "wait_ms", "propose"):
+                    raise SigmaConfigError(f"sigma: elastic option {k!r}: one of poll_ms, "
+                                           "margin, confirm_ms, wait_ms, propose")
+                setattr(ec, k, v)
         from_env = shm is None
         if from_env:
             try:
@@ -298,7 +327,9 @@ class Session:
         err = ctypes.create_string_buffer(_lib.SIGMA_ERR_LEN)
         s = None
         mixed = False
-        if shm:
+        if self._el is not None:
+            s = self._el.sigma_elastic_open(ctypes.byref(ec), err, len(err))
+        elif shm:
             paths = (ctypes.c_char_p * len(shm))(*(p.encode() for p in shm))
             c.transport, c.shm_paths, c.n_shm_paths = _lib.TRANSPORT_SHM, paths, len(shm)
             s = self._lib.sigma_open_job(job.descriptor.encode(), rank, ctypes.byref(base), err,
@@ -309,7 +340,7 @@ class Session:
                 mixed = hasattr(self._lib, "sigma_node_transport")
                 if not mixed:
                     shm = []
-        if not shm or mixed:
+        if self._el is None and (not shm or mixed):
             c.transport = _lib.TRANSPORT_UDP
             if not mixed:
                 c.shm_paths, c.n_shm_paths = None, 0
@@ -550,7 +581,7 @@ class Session:
         msg = ""
         failure = None
         if status < 0:
-            raw = self._lib.sigma_last_error(self._s)
+            raw = self._last_error()
             msg = raw.decode(errors="replace") if raw else ""
             failure = self._failure()
         self._completed.append(((arg or 1) - 1, status, msg, failure))
@@ -558,6 +589,8 @@ class Session:
     def _failure(self) -> Optional[dict]:
         """sigma_last_failure() as a dict (kind, node, key, chunk, round, missing_ranks)."""
         f = _lib.SigmaFailure()
+        if self._el is not None:
+            return None  # the elastic instance's message names the node and the epoch
         if self._lib.sigma_last_failure(self._s, ctypes.byref(f)) < 0:
             return None
         nodes = self.job.nodes
@@ -569,12 +602,27 @@ class Session:
                 "round": f.round, "waited_s": f.waited_us / 1e6,
                 "missing_ranks": [r for r in range(64) if f.missing >> r & 1]}
 
+    def _last_error(self) -> bytes:
+        if self._el is not None:
+            return self._el.sigma_elastic_last_error(self._s)
+        return self._lib.sigma_last_error(self._s)
+
+    def _register(self, op: _Op) -> Any:
+        """The C tensor of op's id (elastic: its id), or None with errno set."""
+        if self._el is not None:
+            rc = self._el.sigma_elastic_tensor(self._s, op.name.encode()[:63], op.tid,
+                                               _lib.DTYPES[op.dtype], op.nelem, 0)
+            if rc < 0:
+                ctypes.set_errno(-rc)
+            return op.tid if rc == 0 else None
+        return self._lib.sigma_tensor_register(self._s, op.name.encode()[:127], op.tid,
+                                               _lib.DTYPES[op.dtype], op.nelem, 0)
+
     def _start(self, op: _Op) -> None:
         t = self._tensors.get(op.tid)
         if t is None:
-            ptr = self._lib.sigma_tensor_register(self._s, op.name.encode()[:127], op.tid,
-                                                  _lib.DTYPES[op.dtype], op.nelem, 0)
-            if not ptr:
+            ptr = self._register(op)
+            if ptr is None or ptr is False or (self._el is None and not ptr):
                 e = ctypes.get_errno()
                 why = {errno.EINVAL: "the job does not take it (another dtype, or a size the "
                                      "partition or chunk size cannot cut; libsigma says why on "
@@ -585,11 +633,15 @@ class Session:
                     f"sigma: cannot register tensor '{op.name}' ({op.nelem} {op.dtype}, id "
                     f"{op.tid}) in job {self.job.id}: {why}", e))
                 return
-            t = ctypes.c_void_p(ptr)
+            t = ctypes.c_void_p(ptr) if self._el is None else ptr
             self._tensors[op.tid] = t
-        rc = self._lib.sigma_push_pull(t, op.src, op.dst, self._cb, op.tid + 1)
+        if self._el is not None:
+            rc = self._el.sigma_elastic_push_pull(self._s, op.tid, op.src, op.dst)
+        else:
+            rc = self._lib.sigma_push_pull(t, op.src, op.dst, self._cb, op.tid + 1)
         if rc < 0:
-            op.handle._complete(status_error(rc, "", f"sigma: push_pull of '{op.name}'"))
+            msg = self._last_error().decode(errors="replace") if self._el is not None else ""
+            op.handle._complete(status_error(rc, msg, f"sigma: push_pull of '{op.name}'"))
             return
         self._inflight[op.tid] = op
 
@@ -627,7 +679,7 @@ class Session:
             if not self._inflight:
                 continue
             t_poll = time.perf_counter()
-            rc = lib.sigma_poll(s, self._poll_us)
+            rc = lib.sigma_poll(s, self._poll_us) if self._el is None else self._el_poll()
             self.poll_s += time.perf_counter() - t_poll
             self.loops += 1
             if rc < 0:
@@ -681,6 +733,27 @@ class Session:
                         f"flight (rank {self.rank}, job {self.job.id})", errno.ETIMEDOUT))
                     return
 
+    def _el_poll(self) -> int:
+        """An elastic instance's progress: its sessions polled, finished ops recorded."""
+        rc = self._el.sigma_elastic_poll(self._s, self._poll_us)
+        for tid in list(self._inflight):
+            st = self._el.sigma_elastic_test(self._s, tid)
+            if st != -errno.EINPROGRESS:
+                msg = self._last_error().decode(errors="replace") if st < 0 else ""
+                self._completed.append((tid, st, msg, None))
+        return rc
+
+    def elastic_status(self) -> Optional[dict]:
+        """An elastic session's state (epoch, nodes, sessions, proposals, confirms,
+        aborts, switches, waits, last_abort); None for a plain one."""
+        if self._el is None or not self._s:
+            return None
+        st = _lib.ElasticStatus()
+        self._el.sigma_elastic_status(self._s, ctypes.byref(st))
+        out = {n: getattr(st, n) for n, _ in st._fields_ if n != "last_abort"}
+        out["last_abort"] = st.last_abort.decode(errors="replace")
+        return out
+
     def _poison(self, err: SigmaError) -> None:
         """The first failure ends the session: fail everything after it."""
         with self._cv:
@@ -705,7 +778,9 @@ class Session:
     def _close_c(self) -> None:
         with self._cv:
             s, self._s = self._s, None
-        if s:
+        if s and self._el is not None:
+            self._el.sigma_elastic_close(s)
+        elif s:
             self._lib.sigma_close(s)  # abandons what is in flight: no more writes
         if self._watch is not None:
             self._watch.stop()  # after the session: it asked the watch until now
@@ -732,7 +807,9 @@ class Session:
         """libsigma's counters (a snapshot; call from any thread)."""
         st = _lib.SigmaStats()
         s = self._s
-        if s:
+        if s and self._el is not None:
+            self._el.sigma_elastic_get_stats(s, ctypes.byref(st))
+        elif s:
             self._lib.sigma_get_stats(s, ctypes.byref(st))
         return st
 

@@ -24,6 +24,7 @@ uint8. Nothing is copied in Python. docs/python.md has the whole contract.
 
 import atexit
 import contextlib
+import ctypes
 import datetime
 import io
 import os
@@ -90,6 +91,7 @@ class _Context:
         self.local_rank, self.local_size = rank, size
         self.jobs = [job]  # the sub-jobs of local aggregation (sigma.local), else the job
         self.hosts_store = False  # this process hosts the store (rank 0's TCPStore)
+        self.elastic = False  # an elastic job: nodes join and drain mid-job (etcd)
         self.lock = threading.Lock()
 
 
@@ -303,9 +305,16 @@ def init(nodes: Union[str, Sequence[str], None] = None, *,
                                        f"this run {workers} " +
                                        ("machines" if plan else "ranks") +
                                        f": make the job for {workers}")
-            watch = Watch(*members) if members else None
+            # with etcd and no local aggregation: an elastic job (docs/cluster.md, "Elastic
+            # jobs"), unless SIGMA_ELASTIC=0 (then plain failover: the job only shrinks)
+            elastic = bool(members) and plan is None and _env("SIGMA_ELASTIC") != "0"
+            watch = Watch(*members) if members and not elastic else None
             kw = dict(window=window, max_retries=max_retries or MAX_RETRIES, rto_us=rto_us,
                       poll_us=poll_us, ranks_wait=ranks_wait, membership=watch)
+            if elastic:
+                kw["elastic"] = members
+            if owner and members:
+                _record_job(members, job)
             if plan is not None:
                 sess = _local.LocalSession(plan, jobs, store, f"{_STORE_PREFIX}/{gen}", timeout,
                                            **kw)
@@ -324,6 +333,7 @@ def init(nodes: Union[str, Sequence[str], None] = None, *,
                     destroy_job(targets, j.id, secret=secret)
             raise
         _ctx = _Context(job, sess, r, n, owner, targets, secret, store, gen, timeout, members)
+        _ctx.elastic = elastic
         _ctx.local_rank, _ctx.hosts_store, _ctx.jobs = lrank, hosts, jobs
         _ctx.local_size = lsize if lsize is not None else n
 
@@ -342,6 +352,35 @@ def _membership_source(etcd: Optional[str], cluster: Optional[str]
         raise SigmaConfigError(f"sigma.torch.init: etcd={endpoints!r}: want etcd's client "
                                "URLs, 'http://host:port' (comma-separated)")
     return endpoints.strip(), check_cluster(name or DEFAULT_CLUSTER)
+
+
+def _etcd_conf(endpoints: str) -> tuple[Any, list]:
+    keep = [endpoints.encode()]
+    conf = _lib.EtcdConf()
+    conf.endpoints, conf.timeout_ms = keep[0], 1000
+    return conf, keep
+
+
+def _record_job(members: tuple[str, str], job: Job) -> None:
+    """Rank 0: the job's record in etcd (docs/cluster.md, "Jobs in etcd"), an open job's,
+    so that every node and sigmactl see it; its nodes renew its lease while they hold it."""
+    conf, keep = _etcd_conf(members[0])
+    err = ctypes.create_string_buffer(512)
+    rc = _lib.libcontrol().sg_etcd_job_record(ctypes.byref(conf), members[1].encode(),
+                                              job.descriptor.encode(), None, 0, 0, err,
+                                              len(err))
+    del keep
+    if rc < 0:
+        warnings.warn(f"sigma.torch.init: job {job.id} not recorded in etcd: "
+                      f"{err.value.decode(errors='replace')}")
+
+
+def _unrecord_job(members: tuple[str, str], job: Job) -> None:
+    conf, keep = _etcd_conf(members[0])
+    err = ctypes.create_string_buffer(512)
+    _lib.libcontrol().sg_etcd_job_unrecord(ctypes.byref(conf), members[1].encode(), job.id,
+                                           err, len(err))
+    del keep
 
 
 def _nodes_from_etcd(endpoints: str, cluster: str) -> list[NodeTarget]:
@@ -619,6 +658,21 @@ def shutdown(timeout: Optional[float] = None) -> None:
         except Exception:
             pass
     if not c.owner:
+        return
+    if c.etcd:
+        _unrecord_job(c.etcd, c.job)
+    if c.elastic:
+        # every node that may have taken the job: the registered ones (joined mid-job too)
+        try:
+            targets = _nodes_from_etcd(*c.etcd)
+        except SigmaError:
+            targets = c.nodes
+        for t in targets:
+            for j in c.jobs:
+                try:
+                    destroy_job([t], j.id, secret=c.secret)
+                except SigmaError:  # a node that never took it, or is gone
+                    pass
         return
     targets = c.nodes
     if c.etcd:

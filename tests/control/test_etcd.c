@@ -288,6 +288,27 @@ static void test_cluster(void)
 		etcd_kill(&pids[i]);
 }
 
+/* sg_etcd_put_if_absent(): of two writers of one key one wins; a key named absent blocks it */
+static void test_txn(struct sg_etcd *e)
+{
+	const char *abs[1] = {"/x/abort"};
+	struct sg_etcd_kv *kv = NULL;
+	size_t n = 0;
+
+	SG_CHECK_EQ(sg_etcd_put_if_absent(e, "/x/p", "first", 5, 0, NULL, 0), 1);
+	SG_CHECK_EQ(sg_etcd_put_if_absent(e, "/x/p", "second", 6, 0, NULL, 0), 0);
+	SG_CHECK_EQ(sg_etcd_get_prefix(e, "/x/p", &kv, &n, NULL), 0);
+	SG_CHECK(n == 1 && kv[0].len == 5 && memcmp(kv[0].value, "first", 5) == 0,
+		 "the first writer's value stays");
+	sg_etcd_kvs_free(kv, n);
+	SG_CHECK_EQ(sg_etcd_put_if_absent(e, "/x/c", "c", 1, 0, abs, 1), 1);
+	SG_CHECK_EQ(sg_etcd_put(e, "/x/abort", "a", 1, 0), 0);
+	SG_CHECK_EQ(sg_etcd_put_if_absent(e, "/x/d", "d", 1, 0, abs, 1), 0);
+	SG_CHECK_EQ(count_prefix(e, "/x/d"), 0);
+	SG_CHECK_EQ(sg_etcd_put_if_absent(e, "/x/e", "e", 1, 0, NULL, 1), -EINVAL);
+	SG_CHECK_EQ(sg_etcd_delete(e, "/x/", true), 3);
+}
+
 int main(void)
 {
 	char eps[128];
@@ -302,6 +323,7 @@ int main(void)
 	pid = etcd_one("s", eps, &e);
 	if (e != NULL) {
 		test_requests(e);
+		test_txn(e);
 		test_records(e);
 		test_registration(&ec, e);
 	}

@@ -43,6 +43,14 @@ def value(rank: int, step: int, t: int, n: int) -> torch.Tensor:
     return (i * (t + 1) + rank * 1000 + step * 7) % 4096
 
 
+def check_sums(ins: list, n: int, step: int) -> None:
+    """Each tensor of the step is the exact sum of the n ranks' (test_elastic.py too)."""
+    for t, (x, s) in enumerate(zip(ins, SIZES)):
+        want = sum(value(r, step, t, s) for r in range(n))
+        assert torch.equal(x, want), f"step {step} tensor {t}: " \
+            f"{(x - want).abs().max().item()} off"
+
+
 def etcd_ranks(rank, n, url, cluster, victim_pid):
     dist.init_process_group("gloo")
     sgt.init(etcd=url, cluster=cluster, partition_bytes=65536)  # no nodes=, no SIGMA_NODES
@@ -56,10 +64,7 @@ def etcd_ranks(rank, n, url, cluster, victim_pid):
             out["killed_at"] = time.monotonic()
         for h in hs:
             sgt.synchronize(h)
-        for t, (x, s) in enumerate(zip(ins, SIZES)):
-            want = sum(value(r, step, t, s) for r in range(n))
-            assert torch.equal(x, want), f"step {step} tensor {t}: " \
-                f"{(x - want).abs().max().item()} off"
+        check_sums(ins, n, step)
         if step == KILL_AT and rank == 0:
             out["kill_to_end_of_step_s"] = time.monotonic() - out["killed_at"]
     st = sgt.session().stats()
