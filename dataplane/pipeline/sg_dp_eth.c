@@ -805,6 +805,11 @@ static int port_setup(struct sg_dp_pipeline *p, uint16_t port, char *err, size_t
 	net->tx_ip_csum_offload = (txo & RTE_ETH_TX_OFFLOAD_IPV4_CKSUM) != 0;
 	net->tx_udp_csum_offload = (txo & RTE_ETH_TX_OFFLOAD_UDP_CKSUM) != 0;
 	p->port_chains[port] = (txo & RTE_ETH_TX_OFFLOAD_MULTI_SEGS) != 0;
+	/* af_xdp: the XDP program steers the node's port and every reducer's */
+	rc = sg_dp_xdp_port_started(port, net->ip, c->udp_port, (uint16_t)(1 + net->steer_ports),
+				    err, errlen);
+	if (rc < 0)
+		return rc;
 	SG_DP_LOG(INFO, "port %u (%s): %u RX queue(s), %u TX queue(s), checksums %s, "
 		  "steering %s", port, info.driver_name,
 		  nrxq + (p->port_steer[port] ? p->n_red : 0), p->n_lc,
@@ -813,6 +818,7 @@ static int port_setup(struct sg_dp_pipeline *p, uint16_t port, char *err, size_t
 	return 0;
 fail:
 	sg_dp_seterr(err, errlen, "port %u: set-up failed: %s", port, rte_strerror(-rc));
+	sg_dp_xdp_explain(port, c->mtu, rc, err, errlen);
 	return rc < 0 ? rc : -EIO;
 }
 

@@ -759,8 +759,12 @@ int sg_dp_eal_init(int eal_argc, char **argv, const char *name)
 			   lcores, "--log-level=lib.eal:error", "--log-level=lib.telemetry:error",
 			   NULL};
 
-	if (eal_argc > 0)
-		return rte_eal_init(eal_argc, argv);
+	if (eal_argc > 0) {
+		char **eal_argv;
+		int n = sg_dp_xdp_eal_args(eal_argc, argv, &eal_argv);
+
+		return n < 0 ? n : rte_eal_init(n, eal_argv);
+	}
 	snprintf(prefix, sizeof(prefix), "--file-prefix=%s_%d", name, (int)getpid());
 	snprintf(lcores, sizeof(lcores), "--lcores=(0-2)@(0-%ld)", ncpu > 1 ? ncpu - 1 : 0);
 	return rte_eal_init((int)RTE_DIM(def_eal) - 1, def_eal);
@@ -774,6 +778,7 @@ void sg_dp_eal_cleanup(void)
 
 	snprintf(dir, sizeof(dir), "%s", rte_eal_get_runtime_dir());
 	rte_eal_cleanup();
+	sg_dp_xdp_cleanup();
 	d = opendir(dir);
 	if (d == NULL)
 		return;

@@ -290,6 +290,54 @@ extern const struct sg_dp_transport sg_dp_transport_ethdev;
 void sg_dp_eth_port_gate(struct sg_dp_pipeline *p, uint16_t port, bool open);
 
 /*
+ * net_af_xdp ports (sg_dp_xdp.c; docs/sigmad.md, "AF_XDP"), in a build with
+ * libbpf and clang (SG_HAVE_AF_XDP); no-ops otherwise.
+ * sg_dp_xdp_eal_args(): before rte_eal_init(), @p argc / @p argv with every
+ * net_af_xdp vdev given xdp_prog=<sigmad's program> (unless it names one) in
+ * @p *out (valid until sg_dp_xdp_cleanup()); detaches a sigma_xdp program
+ * that a dead sigmad left on the interface. @return the count, or -ENOMEM.
+ * sg_dp_xdp_port_started(): tell @p port's program what to steer (ip in
+ * network order, UDP ports @p udp_port .. + @p nports - 1); 0 for other
+ * ports, or -errno with @p err. sg_dp_xdp_explain(): replace @p err by the
+ * cause and fix of @p port's failed set-up (@p rc) where it is net_af_xdp.
+ * sg_dp_xdp_cleanup(): after rte_eal_cleanup(), detach our programs still on
+ * their interfaces.
+ */
+#ifdef SG_HAVE_AF_XDP
+int sg_dp_xdp_eal_args(int argc, char **argv, char ***out);
+bool sg_dp_xdp_port(uint16_t port);
+int sg_dp_xdp_port_started(uint16_t port, uint32_t ip_be, uint16_t udp_port, uint16_t nports,
+			   char *err, size_t errlen);
+void sg_dp_xdp_explain(uint16_t port, uint32_t mtu, int rc, char *err, size_t errlen);
+void sg_dp_xdp_cleanup(void);
+#else
+static inline int sg_dp_xdp_eal_args(int argc, char **argv, char ***out)
+{
+	*out = argv;
+	return argc;
+}
+static inline bool sg_dp_xdp_port(uint16_t port)
+{
+	(void)port;
+	return false;
+}
+static inline int sg_dp_xdp_port_started(uint16_t port, uint32_t ip_be, uint16_t udp_port,
+					 uint16_t nports, char *err, size_t errlen)
+{
+	(void)port, (void)ip_be, (void)udp_port, (void)nports, (void)err, (void)errlen;
+	return 0;
+}
+static inline void sg_dp_xdp_explain(uint16_t port, uint32_t mtu, int rc, char *err,
+				     size_t errlen)
+{
+	(void)port, (void)mtu, (void)rc, (void)err, (void)errlen;
+}
+static inline void sg_dp_xdp_cleanup(void)
+{
+}
+#endif
+
+/*
  * memif server ports (sg_dp_memif.c): sigmad relays their control channel, so
  * that clients that leave or misbehave cannot crash it through DPDK 22.11's
  * memif PMD (the file says how). Start after the lcores are allocated and
