@@ -100,9 +100,17 @@ start_sigmad() {
 if [ "$PMD" = af_xdp ] && [ "${SIGMA_AFXDP_STALE:-0}" = 1 ]; then
 	start_sigmad
 	sigmad_started "$TMP/sigmad.out" "$SPID" || exit $?
+	KPID=$(child_pid "$SPID")
 	sigmad_kill "$SPID"
 	wait "$SPID" 2>/dev/null
 	SPID=
+	# the killed sigmad takes a moment to exit (until then it is alive)
+	for _ in $(seq 100); do
+		st=$(cat "/proc/$KPID/stat" 2>/dev/null) || break
+		st=${st##*) }
+		case $st in Z* | X*) break ;; esac
+		sleep 0.05
+	done
 	rm -rf "/var/run/dpdk/sg_netns_$$"
 	echo "after SIGKILL: $(xdp_on || echo 'no XDP program') on $VA"
 fi

@@ -333,9 +333,14 @@ void sg_dp_xdp_explain(uint16_t port, uint32_t mtu, int rc, char *err, size_t er
 	}
 	id = attached_prog(ifindex, name, sizeof(name), &fd);
 	if (id != 0 && strcmp(name, SG_DP_XDP_PROG_NAME) != 0) {
+		LIBBPF_OPTS(bpf_xdp_query_opts, q);
+		bool generic = bpf_xdp_query(ifindex, 0, &q) == 0 &&
+			       q.attach_mode == XDP_ATTACHED_SKB;
+
 		sg_dp_seterr(err, errlen, "port %u (net_af_xdp on %s): XDP program %u (%s) is "
 			     "already attached there and the PMD does not replace it: remove it "
-			     "with ip link set dev %s xdp off", port, iface, id, name, iface);
+			     "with ip link set dev %s %s off", port, iface, id, name, iface,
+			     generic ? "xdpgeneric" : "xdp");
 	} else if (id != 0 && fd >= 0 && pid_alive(prog_owner(fd)) &&
 		   prog_owner(fd) != (uint32_t)getpid()) {
 		sg_dp_seterr(err, errlen, "port %u (net_af_xdp on %s): sigmad pid %u serves this "

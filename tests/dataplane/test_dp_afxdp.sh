@@ -13,17 +13,21 @@
 #    sigmad counts it (engine drops magic, token, job).
 # 3. A sigmad SIGKILLed leaves its program on the veth; the next sigmad
 #    removes it, says so, sums, and leaves nothing behind either.
+# 4. Refusals, each naming its fix: [net] mtu 9000 (larger than an AF_XDP
+#    frame), and another XDP program already on the interface (left there).
 # Skips (77) when not root, without namespaces, without AF_XDP sockets, or in
 # a build without sigmad's XDP program.
-# Usage: test_dp_afxdp.sh SIGMAD SIGMA_XDP_O WORKERS_PY SIGMAD_NETNS_SH FLOOD_PY
+# Usage: test_dp_afxdp.sh SIGMAD SIGMA_XDP_O WORKERS_PY SIGMAD_NETNS_SH FLOOD_PY OTHER_XDP_O
 set -u
 SIGMAD=$1
 PROG=$2
 WORKERS_PY=$3
 NETNS=$4
 FLOOD_PY=$5
+OTHER=$6
 TMP=$(mktemp -d)
-trap 'rm -rf "$TMP"' EXIT
+NS=sgxr$$
+trap 'ip netns del "$NS" 2>/dev/null; rm -rf "$TMP"' EXIT
 [ "$(id -u)" = 0 ] || { echo "SKIP: needs root (namespaces, XDP)"; exit 77; }
 [ "$PROG" != none ] && [ -r "$PROG" ] ||
 	{ echo "SKIP: sigmad was built without its XDP program (needs clang and libbpf-dev)"; exit 77; }
@@ -72,8 +76,34 @@ except ConnectionRefusedError:
 except OSError as e:
     print("no ICMP from the kernel for UDP 9299:", e)
 sys.exit(1)'
+# /metrics over TCP (through the program to the kernel, to sigmad's agent) and
+# DPDK telemetry's /sigma/ports, as on every port
+OBSERVE_PY='
+import json, os, socket, sys
+c = socket.create_connection(("10.79.0.1", 9390), timeout=5)
+c.sendall(b"GET /metrics HTTP/1.0\r\n\r\n")
+body = b""
+while True:
+    b = c.recv(65536)
+    if not b:
+        break
+    body += b
+rounds = [l for l in body.decode().splitlines()
+          if l.startswith("sigma_job_rounds_completed_total{job=\"1\"}")]
+print("metrics:", rounds)
+t = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+t.connect(os.environ["SIGMA_TELEMETRY"])
+t.recv(16384)
+t.send(b"/sigma/ports")
+ports = json.loads(t.recv(65536))["/sigma/ports"]
+print("telemetry /sigma/ports:", json.dumps(ports)[:300])
+ok = rounds and float(rounds[0].split()[-1]) >= 6 and ports["port_0"]["ipackets"] >= 72
+sys.exit(0 if ok else 1)'
+printf '[control]\nmetrics = 10.79.0.1:9390\n' >>"$TMP/jobs.ini"
 run "3 workers" timeout 90 sh -c 'python3 -c "$2" || exit 1
-	python3 "$1" 10.79.0.1 9300 10.79.0.2 3 2 5696 1424 3 0x1234' sh "$WORKERS_PY" "$KERNEL_PY"
+	python3 "$1" 10.79.0.1 9300 10.79.0.2 3 2 5696 1424 3 0x1234 || exit 1
+	python3 -c "$3" || { echo "no /metrics or telemetry from sigmad on af_xdp"; exit 1; }' \
+	sh "$WORKERS_PY" "$KERNEL_PY" "$OBSERVE_PY"
 grep -q 'kernel answered port unreachable' "$TMP/out" || fail "other traffic did not reach the kernel"
 
 printf '[job 1]\nworkers = 4\ntoken = 0x1234\nkeys = 2\npartition_bytes = 2848\nchunk_bytes = 1424\n' \
@@ -95,5 +125,32 @@ grep -q '^after SIGKILL: prog/xdp id' "$TMP/out" ||
 	fail "after SIGKILL: no stale XDP program to clean (the test proves nothing)"
 grep -q 'removed the XDP program (id [0-9]*) that sigmad pid [0-9]* left' "$TMP/out" ||
 	fail "the next sigmad did not remove the stale XDP program"
+# refusals: sigmad alone on a veth end in a namespace of its own
+ip netns add "$NS" && ip -n "$NS" link add sxA type veth peer name sxB &&
+	ip -n "$NS" link set sxA up && ip -n "$NS" link set sxB up || fail "namespace for refusals"
+refuse() { # expected message, then sigmad options
+	local want=$1 rc
+	shift
+	ip netns exec "$NS" timeout 30 "$SIGMAD" --no-huge --no-shconf --no-pci -m 256 \
+		--file-prefix=sgxr$$ --lcores='(0-1)@(0-1)' --log-level=lib.eal:error \
+		--vdev=net_af_xdp0,iface=sxA,start_queue=0,queue_count=1 -- --duration 1 "$@" \
+		>"$TMP/ref" 2>&1
+	rc=$?
+	grep 'error' "$TMP/ref"
+	[ "$rc" = 1 ] || fail "refusal ($want): exit $rc, not 1"
+	grep -q "$want" "$TMP/ref" || { cat "$TMP/ref"; fail "refusal: no '$want'"; }
+	rm -rf "/var/run/dpdk/sgxr$$"
+}
+ip -n "$NS" link set sxA mtu 9000
+refuse 'mtu = 9000 does not fit an AF_XDP frame.*lower \[net\] mtu' --mtu 9000
+ip -n "$NS" link set sxA mtu 1500
+if ip -n "$NS" link set dev sxA xdpgeneric obj "$OTHER" sec xdp; then
+	refuse 'XDP program [0-9]* (other_prog) is already attached there.*sxA xdpgeneric off' --mtu 1500
+	ip -n "$NS" -d link show dev sxA | grep -q 'prog/xdp.*other_prog' ||
+		fail "sigmad removed an XDP program that was not its own"
+	ip -n "$NS" link set dev sxA xdpgeneric off
+else
+	fail "cannot attach $OTHER for the refusal case"
+fi
 echo "dp_afxdp: $([ $fails = 0 ] && echo passed || echo failed)"
 exit $fails
