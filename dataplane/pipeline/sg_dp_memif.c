@@ -494,12 +494,12 @@ static pid_t peer_pid(int fd)
 /* Does lcore @p lc poll RX queue 0 of @p port, the one a channel's client sends to? */
 static bool polls_q0(const struct sg_dp_lcore *lc, uint16_t port)
 {
-	if (!(lc->role & SG_ROLE_IO) || lc->rx_port != port)
+	if (!(lc->role & SG_ROLE_IO))
 		return false;
-	if (lc->rx_queue == 0)
+	if (lc->rx_port == port && lc->rx_queue == 0)
 		return true;
 	for (unsigned int i = 0; i < lc->n_xq; i++)
-		if (lc->xq[i] == 0)
+		if (lc->xq_port[i] == port && lc->xq[i] == 0)
 			return true;
 	return false;
 }

@@ -454,6 +454,18 @@ struct sg_dp_pipeline *sg_dp_pipeline_create(const struct sg_dp_config *c, char 
 		if (a->role & SG_ROLE_REDUCE)
 			p->red[p->n_red++] = lc;
 	}
+	/* [layout] extra_rx: the lcore polls these too, as the port's own extra queues */
+	for (unsigned int x = 0; x < c->n_extra_rx; x++)
+		for (unsigned int i = 0; i < p->n_lc; i++) {
+			struct sg_dp_lcore *lc = &p->lc[i];
+
+			if (lc->lcore_id != c->extra_rx[x].lcore || lc->n_xq == SG_DP_MAX_XQ)
+				continue;
+			lc->xq_port[lc->n_xq] = c->extra_rx[x].port;
+			lc->xq[lc->n_xq++] = c->extra_rx[x].queue;
+			p->port_used[c->extra_rx[x].port] = true;
+			break;
+		}
 	for (unsigned int b = 0; b < SG_BUCKETS; b++)
 		p->keymap[b] = (uint16_t)(b % RTE_MAX(p->n_red, 1u));
 	for (unsigned int b = 0; b < SG_BUCKETS; b++)
@@ -574,8 +586,9 @@ int sg_dp_pipeline_reload(struct sg_dp_pipeline *p, const struct sg_dp_config *n
 	NEEDS_RESTART(nc->ip != c->ip || nc->udp_port != c->udp_port || nc->mtu != c->mtu ||
 		      nc->udp_checksum != c->udp_checksum || nc->steer != c->steer ||
 		      !rte_is_same_ether_addr(&nc->mac_override, &c->mac_override), "[net]");
-	NEEDS_RESTART(nc->n_lcores != c->n_lcores ||
-		      memcmp(nc->lcores, c->lcores, sizeof(c->lcores[0]) * c->n_lcores),
+	NEEDS_RESTART(nc->n_lcores != c->n_lcores || nc->n_extra_rx != c->n_extra_rx ||
+		      memcmp(nc->lcores, c->lcores, sizeof(c->lcores[0]) * c->n_lcores) ||
+		      memcmp(nc->extra_rx, c->extra_rx, sizeof(c->extra_rx[0]) * c->n_extra_rx),
 		      "[layout]");
 	NEEDS_RESTART(nc->burst != c->burst || nc->ring_size != c->ring_size ||
 		      nc->mbufs != c->mbufs || nc->rxd != c->rxd || nc->txd != c->txd ||

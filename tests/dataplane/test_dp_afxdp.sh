@@ -15,6 +15,10 @@
 #    removes it, says so, sums, and leaves nothing behind either.
 # 4. Refusals, each naming its fix: [net] mtu 9000 (larger than an AF_XDP
 #    frame), and another XDP program already on the interface (left there).
+# 5. One lcore, two net_af_xdp ports ([layout] extra_rx): the veth and the
+#    namespace's lo, as on a machine of the emulated cluster whose own worker
+#    reaches its node over loopback: a job's workers on both, every element
+#    checked, nothing left on either interface.
 # Skips (77) when not root, without namespaces, without AF_XDP sockets, or in
 # a build without sigmad's XDP program.
 # Usage: test_dp_afxdp.sh SIGMAD SIGMA_XDP_O WORKERS_PY SIGMAD_NETNS_SH FLOOD_PY OTHER_XDP_O
@@ -36,6 +40,7 @@ if ! why=$(python3 -c 'import socket; socket.socket(44, socket.SOCK_RAW).close()
 	echo "SKIP: this kernel refuses AF_XDP sockets: ${why##*$'\n'}"
 	exit 77
 fi
+. "$(dirname "$NETNS")/sigmad_lib.sh"
 export SIGMA_PMD=af_xdp SIGMA_XDP_PROG=$PROG
 
 fails=0
@@ -152,5 +157,37 @@ if ip -n "$NS" link set dev sxA xdpgeneric obj "$OTHER" sec xdp; then
 else
 	fail "cannot attach $OTHER for the refusal case"
 fi
+# two ports, one lcore: 2 ranks over lo (from sigmad's own namespace), 2 over the veth
+NS2=sgxs$$
+trap 'ip netns del "$NS" 2>/dev/null; ip netns del "$NS2" 2>/dev/null; rm -rf "$TMP"' EXIT
+ip netns add "$NS2" && ip -n "$NS" link set lo up && ip -n "$NS" link set sxB netns "$NS2" &&
+	ip -n "$NS" addr add 10.79.1.1/24 dev sxA && ip -n "$NS2" addr add 10.79.1.2/24 dev sxB &&
+	ip -n "$NS2" link set sxB up || fail "namespaces for two ports"
+# what sigmad sends on lo has a local source address: the kernel takes it only so
+ip netns exec "$NS" sysctl -qw net.ipv4.conf.lo.accept_local=1
+printf '[net]\nip = 10.79.1.1\nmtu = 1500\nudp_checksum = no\n[layout]\nrtc = (0,0,1)\nextra_rx = (1,0,1)\n[resources]\nmbufs = 4096\npool_bufs = 1024\n[live]\nidle = sleep\n[job 1]\nworkers = 4\ntoken = 0x1234\nkeys = 2\npartition_bytes = 5696\nchunk_bytes = 1424\n' \
+	>"$TMP/two.ini"
+ip netns exec "$NS" timeout 60 "$SIGMAD" --no-huge --no-shconf --no-pci -m 256 \
+	--file-prefix=sgxr$$ --lcores='(0-1)@(0-1)' --log-level=lib.eal:error \
+	--vdev=net_af_xdp0,iface=sxA,start_queue=0,queue_count=1 \
+	--vdev=net_af_xdp1,iface=lo,start_queue=0,queue_count=1 -- --config "$TMP/two.ini" \
+	>"$TMP/two.out" 2>&1 &
+SPID=$!
+for _ in $(seq 100); do grep -q 'sigmad: running' "$TMP/two.out" && break; sleep 0.1; done
+SIGMA_RANKS=0:2 ip netns exec "$NS" timeout 60 python3 "$WORKERS_PY" 10.79.1.1 9300 10.79.1.1 \
+	4 2 5696 1424 3 0x1234 & LPID=$!
+SIGMA_RANKS=2:2 ip netns exec "$NS2" timeout 60 python3 "$WORKERS_PY" 10.79.1.1 9300 \
+	10.79.1.2 4 2 5696 1424 3 0x1234 || fail "two ports: the veth's workers"
+wait "$LPID" || fail "two ports: the workers on lo"
+kill -TERM "$(child_pid "$SPID")" 2>/dev/null
+wait "$SPID" || fail "two ports: sigmad exit $?"
+grep -E 'rtc|engine:|XDP|error' "$TMP/two.out"
+grep -q 'engine: 96 pushes, 24 rounds completed' "$TMP/two.out" ||
+	fail "two ports: sigmad did not sum every push of both ports"
+for dev in "$NS sxA" "$NS lo"; do
+	set -- $dev
+	ip -n "$1" -d link show dev "$2" | grep -q 'prog/xdp' && fail "XDP program left on $2"
+done
+rm -rf "/var/run/dpdk/sgxr$$"
 echo "dp_afxdp: $([ $fails = 0 ] && echo passed || echo failed)"
 exit $fails

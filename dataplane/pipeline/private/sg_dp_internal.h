@@ -464,7 +464,7 @@ struct sg_dp_lcore {
 	uint16_t rx_port, rx_queue;
 	/* ethdev: more RX queues of rx_port it polls, which the port fills whatever the
 	 * layout names (net_af_packet's qpairs, ring ports' rings) */
-	uint16_t n_xq, xq[SG_DP_MAX_XQ];
+	uint16_t n_xq, xq[SG_DP_MAX_XQ], xq_port[SG_DP_MAX_XQ]; /* queue xq[i] of xq_port[i] */
 	uint16_t red_idx;           /* reducers: index in p->red (its steering UDP port and queue) */
 	struct rte_ring *ring;      /* reducers: hand-off input (transport items) */
 	struct sg_dp_engine *eng;   /* reducers */
@@ -496,6 +496,9 @@ struct sg_dp_pipeline {
 	struct sg_dp_lcore *lc;
 	struct sg_dp_lcore *red[SG_DP_MAX_LAYOUT];
 	struct rte_mempool *pools[RTE_MAX_NUMA_NODES];
+	/* a net_af_xdp port's own RX pool (its UMEM) where another af_xdp port has the
+	 * socket's: DPDK 22.11's PMD is built without shared UMEM */
+	struct rte_mempool *port_pool[SG_DP_MAX_PORTS];
 	void *xp;                   /* the transport's own state, or NULL */
 	uint32_t tr_max_payload;    /* largest chunk one transport message holds; 0: no cap */
 	bool port_used[SG_DP_MAX_PORTS];
