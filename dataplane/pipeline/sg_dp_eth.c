@@ -509,10 +509,12 @@ static struct rte_mempool *pool_make(struct sg_dp_pipeline *p, const char *name,
 	struct rte_mempool *mp;
 	uint16_t room;
 
-	/* every port's RX must fit one frame in one mbuf (no chains on the data path) */
+	/* every port's RX must fit one frame in one mbuf (no chains on the data path);
+	 * net_af_xdp: the kernel writes frames after XDP's headroom */
 	for (uint16_t port = 0; port < SG_DP_MAX_PORTS; port++)
 		if (p->port_used[port])
-			data = RTE_MAX(data, port_rx_room(port));
+			data = RTE_MAX(data, sg_dp_xdp_port(port) ? p->max_frame + SG_DP_XDP_HEADROOM :
+					     port_rx_room(port));
 	room = (uint16_t)(RTE_PKTMBUF_HEADROOM + data);
 	mp = rte_pktmbuf_pool_create(name, p->cfg.mbufs, 256, SG_DP_MBUF_PRIV_SIZE, room, socket);
 	if (mp == NULL)

@@ -345,8 +345,9 @@ void sg_dp_xdp_explain(uint16_t port, uint32_t mtu, int rc, char *err, size_t er
 		   prog_owner(fd) != (uint32_t)getpid()) {
 		sg_dp_seterr(err, errlen, "port %u (net_af_xdp on %s): sigmad pid %u serves this "
 			     "interface: one sigmad per interface", port, iface, prog_owner(fd));
-	} else if (mtu + RTE_ETHER_HDR_LEN + RTE_ETHER_CRC_LEN + 2 * RTE_PKTMBUF_HEADROOM +
-		   XDP_PACKET_HEADROOM > (uint32_t)getpagesize()) {
+	} else if (mtu + RTE_ETHER_HDR_LEN + RTE_ETHER_CRC_LEN + sizeof(struct rte_mbuf) +
+		   SG_DP_MBUF_PRIV_SIZE + RTE_PKTMBUF_HEADROOM + SG_DP_XDP_HEADROOM +
+		   64 /* the mempool's object header */ > (uint32_t)getpagesize()) {
 		sg_dp_seterr(err, errlen, "port %u (net_af_xdp on %s): [net] mtu = %u does not fit "
 			     "an AF_XDP frame (one %d-byte page with its headroom): lower [net] "
 			     "mtu to 3000 or less, and the interface's MTU with it", port, iface,

@@ -303,6 +303,8 @@ void sg_dp_eth_port_gate(struct sg_dp_pipeline *p, uint16_t port, bool open);
  * sg_dp_xdp_cleanup(): after rte_eal_cleanup(), detach our programs still on
  * their interfaces.
  */
+/* what XDP keeps in front of each frame in an AF_XDP buffer (XDP_PACKET_HEADROOM) */
+#define SG_DP_XDP_HEADROOM 256
 #ifdef SG_HAVE_AF_XDP
 int sg_dp_xdp_eal_args(int argc, char **argv, char ***out);
 bool sg_dp_xdp_port(uint16_t port);
