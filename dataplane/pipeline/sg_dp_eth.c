@@ -666,13 +666,19 @@ static int port_start(struct sg_dp_pipeline *p, uint16_t port, const struct rte_
 			return -ENOMEM;
 		}
 		rc = 0;
-		if ((lc->role & SG_ROLE_IO) && lc->rx_port == port)
+		if ((lc->role & SG_ROLE_IO) && lc->rx_port == port) {
 			rc = rte_eth_rx_queue_setup(port, lc->rx_queue, rxd, (unsigned int)lc->socket,
 						    NULL, mp);
+			if (rc == 0 && sg_dp_xdp_port(port))
+				sg_dp_xdp_queue_set_up(port, lc->rx_queue);
+		}
 		for (uint16_t x = 0; x < lc->n_xq && rc == 0; x++)
-			if (lc->xq_port[x] == port)
+			if (lc->xq_port[x] == port) {
 				rc = rte_eth_rx_queue_setup(port, lc->xq[x], rxd,
 							    (unsigned int)lc->socket, NULL, mp);
+				if (rc == 0 && sg_dp_xdp_port(port))
+					sg_dp_xdp_queue_set_up(port, lc->xq[x]);
+			}
 		if (rc < 0)
 			return rc;
 		rc = rte_eth_tx_queue_setup(port, (uint16_t)i, txd, (unsigned int)lc->socket, &txc);
@@ -905,11 +911,13 @@ static int eth_setup(struct sg_dp_pipeline *p, char *err, size_t errlen)
 		if (rc < 0)
 			return rc;
 	}
+	sg_dp_xdp_wait_setup(p);
 	return 0;
 }
 
 static void eth_teardown(struct sg_dp_pipeline *p)
 {
+	sg_dp_xdp_wait_teardown();
 	for (uint16_t port = 0; port < SG_DP_MAX_PORTS; port++)
 		if (p->port_started[port]) {
 			if (p->port_steer[port])
@@ -932,6 +940,18 @@ static void eth_teardown(struct sg_dp_pipeline *p)
 	}
 }
 
+/* An idle lcore blocks: on its memif ports' wake-up channels, or on its AF_XDP sockets. */
+static bool eth_idle_wait(struct sg_dp_lcore *lc, unsigned int us)
+{
+	return sg_dp_memif_idle_wait(lc, us) || sg_dp_xdp_idle_wait(lc, us);
+}
+
+static void eth_wake(struct sg_dp_lcore *lc)
+{
+	sg_dp_memif_wake(lc);
+	sg_dp_xdp_wake(lc);
+}
+
 const struct sg_dp_transport sg_dp_transport_ethdev = {
 	.name = "ethdev",
 	.setup = eth_setup,
@@ -944,7 +964,8 @@ const struct sg_dp_transport sg_dp_transport_ethdev = {
 	.tx = {.alloc = tx_alloc, .send = tx_send, .alloc_multi = tx_alloc_multi,
 	       .send_multi = tx_send_multi, .accept = tx_accept, .payload_csum = tx_payload_csum},
 	.poll = eth_poll,
-	/* memif ports whose clients opened a wake-up channel (sg_dp_memif.c) */
-	.idle_wait = sg_dp_memif_idle_wait,
-	.wake = sg_dp_memif_wake,
+	/* memif ports whose clients opened a wake-up channel (sg_dp_memif.c), and
+	 * net_af_xdp ports (sg_dp_xdp.c) */
+	.idle_wait = eth_idle_wait,
+	.wake = eth_wake,
 };

@@ -14,12 +14,15 @@
  *   detaches it when the port closes) is detached.
  * Nothing here runs on the data path.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <limits.h>
 #include <net/if.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -377,4 +380,171 @@ void sg_dp_xdp_cleanup(void)
 	xdp_n_made = 0;
 	free(xdp_argv);
 	xdp_argv = NULL;
+}
+
+/*
+ * --idle sleep on net_af_xdp ports: an idle lcore blocks in epoll on the AF_XDP
+ * sockets of the queues it polls (readable once a frame is in the RX ring)
+ * and on an eventfd for hand-offs, control calls and the stop, instead of
+ * napping. DPDK does not give the sockets out: each is the AF_XDP socket that
+ * appeared while its queue was set up (sg_dp_xdp_queue_set_up()).
+ */
+#define XDP_WAIT_US 10000 /* the longest block: the engine's timers, as sockets */
+#define XDP_MAX_XSK 64
+
+struct xdp_xsk {
+	uint16_t port, queue;
+	int fd;
+};
+
+struct xdp_wait {
+	int ep, evfd;
+	int sleeping; /* atomic: in sg_dp_xdp_idle_wait(), a waker writes evfd */
+	bool ok;
+	unsigned int n_tx;
+	int tx[SG_DP_MAX_PORTS]; /* the sockets of its TX queues */
+};
+
+static struct xdp_xsk xdp_xsks[XDP_MAX_XSK];
+static unsigned int xdp_n_xsks;
+static struct xdp_wait xdp_waits[SG_DP_MAX_LAYOUT];
+
+static bool xsk_known(int fd)
+{
+	for (unsigned int i = 0; i < xdp_n_xsks; i++)
+		if (xdp_xsks[i].fd == fd)
+			return true;
+	return false;
+}
+
+void sg_dp_xdp_queue_set_up(uint16_t port, uint16_t queue)
+{
+	DIR *d = opendir("/proc/self/fd");
+	struct dirent *e;
+
+	if (d == NULL)
+		return;
+	while ((e = readdir(d)) != NULL && xdp_n_xsks < XDP_MAX_XSK) {
+		int fd = atoi(e->d_name), dom = 0;
+		socklen_t len = sizeof(dom);
+
+		if (fd <= 2 || fd == dirfd(d) || xsk_known(fd) ||
+		    getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &dom, &len) != 0 || dom != AF_XDP)
+			continue;
+		xdp_xsks[xdp_n_xsks++] = (struct xdp_xsk){.port = port, .queue = queue, .fd = fd};
+		break;
+	}
+	closedir(d);
+}
+
+static int xsk_fd(uint16_t port, uint16_t queue)
+{
+	for (unsigned int i = 0; i < xdp_n_xsks; i++)
+		if (xdp_xsks[i].port == port && xdp_xsks[i].queue == queue)
+			return xdp_xsks[i].fd;
+	return -1;
+}
+
+static bool add_fd(int ep, int fd, uint32_t tag)
+{
+	struct epoll_event ev = {.events = EPOLLIN, .data.u32 = tag};
+
+	return fd >= 0 && epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev) == 0;
+}
+
+void sg_dp_xdp_wait_setup(struct sg_dp_pipeline *p)
+{
+	for (unsigned int i = 0; i < p->n_lc && i < SG_DP_MAX_LAYOUT; i++) {
+		struct sg_dp_lcore *lc = &p->lc[i];
+		struct xdp_wait *w = &xdp_waits[i];
+		bool ok = true;
+
+		*w = (struct xdp_wait){.ep = epoll_create1(EPOLL_CLOEXEC),
+				       .evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)};
+		ok = w->ep >= 0 && add_fd(w->ep, w->evfd, UINT32_MAX);
+		/* every queue it polls must be an AF_XDP socket's, or it would miss input */
+		if (lc->role & SG_ROLE_IO) {
+			ok = ok && sg_dp_xdp_port(lc->rx_port) &&
+			     add_fd(w->ep, xsk_fd(lc->rx_port, lc->rx_queue), 0);
+			for (uint16_t x = 0; x < lc->n_xq && ok; x++)
+				ok = sg_dp_xdp_port(lc->xq_port[x]) &&
+				     add_fd(w->ep, xsk_fd(lc->xq_port[x], lc->xq[x]), 0);
+		}
+		for (uint16_t port = 0; port < SG_DP_MAX_PORTS; port++) {
+			int fd = sg_dp_xdp_port(port) ? xsk_fd(port, (uint16_t)i) : -1;
+
+			ok = ok && !p->port_steer[port];
+			if (fd >= 0)
+				w->tx[w->n_tx++] = fd;
+		}
+		w->ok = ok && (lc->role & SG_ROLE_IO);
+		if (w->ok)
+			SG_DP_LOG(INFO, "lcore %u: idle, it blocks on its AF_XDP sockets",
+				  lc->lcore_id);
+	}
+}
+
+bool sg_dp_xdp_idle_wait(struct sg_dp_lcore *lc, unsigned int us)
+{
+	struct xdp_wait *w = lc->idx < SG_DP_MAX_LAYOUT ? &xdp_waits[lc->idx] : NULL;
+	struct epoll_event ev[8];
+	uint64_t v;
+	int n;
+
+	if (w == NULL || !w->ok)
+		return false;
+	us = RTE_MAX(us, (unsigned int)XDP_WAIT_US);
+	/* announce, then look again: a waker sees the flag or we see its work */
+	__atomic_store_n(&w->sleeping, 1, __ATOMIC_SEQ_CST);
+	if (__atomic_load_n(&lc->ctl_waiting, __ATOMIC_SEQ_CST) || lc->p->stop_rx ||
+	    (lc->ring != NULL && !rte_ring_empty(lc->ring))) {
+		__atomic_store_n(&w->sleeping, 0, __ATOMIC_RELAXED);
+		return true;
+	}
+	/*
+	 * In copy mode the kernel sends an AF_XDP socket's TX ring only when told,
+	 * at most 32 frames a time (EAGAIN: more are left): what the PMD queued
+	 * last must leave before we block, or it would wait for the next wake.
+	 */
+	for (unsigned int t = 0; t < w->n_tx; t++)
+		for (int k = 0; k < 64; k++)
+			if (sendto(w->tx[t], NULL, 0, MSG_DONTWAIT, NULL, 0) >= 0 ||
+			    (errno != EAGAIN && errno != EBUSY && errno != ENOBUFS))
+				break;
+	n = epoll_wait(w->ep, ev, (int)RTE_DIM(ev), (int)((us + 999) / 1000));
+	__atomic_store_n(&w->sleeping, 0, __ATOMIC_RELAXED);
+	for (int i = 0; i < n; i++)
+		if (ev[i].data.u32 == UINT32_MAX && read(w->evfd, &v, sizeof(v)) < 0) {
+			/* EAGAIN: read already */
+		}
+	return true;
+}
+
+void sg_dp_xdp_wake(struct sg_dp_lcore *lc)
+{
+	struct xdp_wait *w = lc->idx < SG_DP_MAX_LAYOUT ? &xdp_waits[lc->idx] : NULL;
+	uint64_t one = 1;
+
+	if (w == NULL || !w->ok)
+		return;
+	/* the caller's enqueue (a store) before the look at the flag: a full fence */
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	if (__atomic_load_n(&w->sleeping, __ATOMIC_SEQ_CST) &&
+	    write(w->evfd, &one, sizeof(one)) < 0) {
+		/* the counter is full: readable, which is all a wake needs */
+	}
+}
+
+void sg_dp_xdp_wait_teardown(void)
+{
+	for (unsigned int i = 0; i < SG_DP_MAX_LAYOUT; i++) {
+		struct xdp_wait *w = &xdp_waits[i];
+
+		if (w->ep > 0)
+			close(w->ep);
+		if (w->evfd > 0)
+			close(w->evfd);
+		*w = (struct xdp_wait){.ep = -1, .evfd = -1};
+	}
+	xdp_n_xsks = 0;
 }

@@ -312,6 +312,15 @@ int sg_dp_xdp_port_started(uint16_t port, uint32_t ip_be, uint16_t udp_port, uin
 			   char *err, size_t errlen);
 void sg_dp_xdp_explain(uint16_t port, uint32_t mtu, int rc, char *err, size_t errlen);
 void sg_dp_xdp_cleanup(void);
+/* --idle sleep: block on the AF_XDP sockets (sg_dp_xdp.c): note the socket that
+ * @p queue's set-up made; after every port started, build each lcore's epoll
+ * set (only where all its queues are AF_XDP sockets); idle_wait and wake as
+ * struct sg_dp_transport's; teardown closes the sets. */
+void sg_dp_xdp_queue_set_up(uint16_t port, uint16_t queue);
+void sg_dp_xdp_wait_setup(struct sg_dp_pipeline *p);
+bool sg_dp_xdp_idle_wait(struct sg_dp_lcore *lc, unsigned int us);
+void sg_dp_xdp_wake(struct sg_dp_lcore *lc);
+void sg_dp_xdp_wait_teardown(void);
 #else
 static inline int sg_dp_xdp_eal_args(int argc, char **argv, char ***out)
 {
@@ -335,6 +344,26 @@ static inline void sg_dp_xdp_explain(uint16_t port, uint32_t mtu, int rc, char *
 	(void)port, (void)mtu, (void)rc, (void)err, (void)errlen;
 }
 static inline void sg_dp_xdp_cleanup(void)
+{
+}
+static inline void sg_dp_xdp_queue_set_up(uint16_t port, uint16_t queue)
+{
+	(void)port, (void)queue;
+}
+static inline void sg_dp_xdp_wait_setup(struct sg_dp_pipeline *p)
+{
+	(void)p;
+}
+static inline bool sg_dp_xdp_idle_wait(struct sg_dp_lcore *lc, unsigned int us)
+{
+	(void)lc, (void)us;
+	return false;
+}
+static inline void sg_dp_xdp_wake(struct sg_dp_lcore *lc)
+{
+	(void)lc;
+}
+static inline void sg_dp_xdp_wait_teardown(void)
 {
 }
 #endif
