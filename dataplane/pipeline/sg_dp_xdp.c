@@ -487,20 +487,9 @@ void sg_dp_xdp_wait_setup(struct sg_dp_pipeline *p)
 bool sg_dp_xdp_idle_wait(struct sg_dp_lcore *lc, unsigned int us)
 {
 	struct xdp_wait *w = lc->idx < SG_DP_MAX_LAYOUT ? &xdp_waits[lc->idx] : NULL;
-	struct epoll_event ev[8];
-	uint64_t v;
-	int n;
 
 	if (w == NULL || !w->ok)
 		return false;
-	us = RTE_MAX(us, (unsigned int)XDP_WAIT_US);
-	/* announce, then look again: a waker sees the flag or we see its work */
-	__atomic_store_n(&w->sleeping, 1, __ATOMIC_SEQ_CST);
-	if (__atomic_load_n(&lc->ctl_waiting, __ATOMIC_SEQ_CST) || lc->p->stop_rx ||
-	    (lc->ring != NULL && !rte_ring_empty(lc->ring))) {
-		__atomic_store_n(&w->sleeping, 0, __ATOMIC_RELAXED);
-		return true;
-	}
 	/*
 	 * In copy mode the kernel sends an AF_XDP socket's TX ring only when told,
 	 * at most 32 frames a time (EAGAIN: more are left): what the PMD queued
@@ -511,28 +500,16 @@ bool sg_dp_xdp_idle_wait(struct sg_dp_lcore *lc, unsigned int us)
 			if (sendto(w->tx[t], NULL, 0, MSG_DONTWAIT, NULL, 0) >= 0 ||
 			    (errno != EAGAIN && errno != EBUSY && errno != ENOBUFS))
 				break;
-	n = epoll_wait(w->ep, ev, (int)RTE_DIM(ev), (int)((us + 999) / 1000));
-	__atomic_store_n(&w->sleeping, 0, __ATOMIC_RELAXED);
-	for (int i = 0; i < n; i++)
-		if (ev[i].data.u32 == UINT32_MAX && read(w->evfd, &v, sizeof(v)) < 0) {
-			/* EAGAIN: read already */
-		}
+	sg_dp_idle_block(lc, &w->sleeping, w->ep, w->evfd, RTE_MAX(us, (unsigned int)XDP_WAIT_US));
 	return true;
 }
 
 void sg_dp_xdp_wake(struct sg_dp_lcore *lc)
 {
 	struct xdp_wait *w = lc->idx < SG_DP_MAX_LAYOUT ? &xdp_waits[lc->idx] : NULL;
-	uint64_t one = 1;
 
-	if (w == NULL || !w->ok)
-		return;
-	/* the caller's enqueue (a store) before the look at the flag: a full fence */
-	__atomic_thread_fence(__ATOMIC_SEQ_CST);
-	if (__atomic_load_n(&w->sleeping, __ATOMIC_SEQ_CST) &&
-	    write(w->evfd, &one, sizeof(one)) < 0) {
-		/* the counter is full: readable, which is all a wake needs */
-	}
+	if (w != NULL && w->ok)
+		sg_dp_idle_wake(&w->sleeping, w->evfd);
 }
 
 void sg_dp_xdp_wait_teardown(void)

@@ -303,6 +303,16 @@ void sg_dp_eth_port_gate(struct sg_dp_pipeline *p, uint16_t port, bool open);
  * sg_dp_xdp_cleanup(): after rte_eal_cleanup(), detach our programs still on
  * their interfaces.
  */
+/*
+ * A transport's blocking idle wait (memif's wake-up channels, AF_XDP sockets):
+ * sg_dp_idle_block() sets @p *sleeping, and unless a control call, the stop or
+ * a hand-off is already there (false), blocks in epoll set @p ep at most @p us
+ * (true); the set holds @p evfd with data.u32 UINT32_MAX, which it drains.
+ * sg_dp_idle_wake(), any thread: write @p evfd if the lcore announced a sleep.
+ */
+bool sg_dp_idle_block(struct sg_dp_lcore *lc, int *sleeping, int ep, int evfd, unsigned int us);
+void sg_dp_idle_wake(int *sleeping, int evfd);
+
 /* what XDP keeps in front of each frame in an AF_XDP buffer (XDP_PACKET_HEADROOM) */
 #define SG_DP_XDP_HEADROOM 256
 #ifdef SG_HAVE_AF_XDP
