@@ -310,6 +310,21 @@ int sg_dp_xdp_port_started(uint16_t port, uint32_t ip_be, uint16_t udp_port, uin
 	return 0;
 }
 
+/* CAP_IPC_LOCK (bit 14) in this process's effective set: no memlock limit then */
+static bool cap_ipc_lock(void)
+{
+	char line[128];
+	unsigned long long eff = 0;
+	FILE *f = fopen("/proc/self/status", "r");
+
+	while (f != NULL && fgets(line, sizeof(line), f) != NULL)
+		if (sscanf(line, "CapEff: %llx", &eff) == 1)
+			break;
+	if (f != NULL)
+		fclose(f);
+	return (eff >> 14) & 1;
+}
+
 void sg_dp_xdp_explain(uint16_t port, uint32_t mtu, int rc, char *err, size_t errlen)
 {
 	char iface[IF_NAMESIZE], name[BPF_OBJ_NAME_LEN];
@@ -356,11 +371,13 @@ void sg_dp_xdp_explain(uint16_t port, uint32_t mtu, int rc, char *err, size_t er
 			     "mtu to 3000 or less, and the interface's MTU with it", port, iface,
 			     mtu, getpagesize());
 	} else if (getrlimit(RLIMIT_MEMLOCK, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
-		   rl.rlim_cur < (256u << 20) && rc == -ENOMEM) {
+		   rl.rlim_cur < (1ull << 30) && !cap_ipc_lock()) {
+		/* the kernel charges the UMEM's pages to the limit (the PMD says only
+		 * "Failed to create umem") */
 		sg_dp_seterr(err, errlen, "port %u (net_af_xdp on %s): the AF_XDP memory (UMEM) "
 			     "could not be locked: the memlock limit is %llu KiB; raise it "
 			     "(ulimit -l unlimited, or LimitMEMLOCK=infinity in the systemd unit) "
-			     "or run as root", port, iface, (unsigned long long)rl.rlim_cur >> 10);
+			     "or give sigmad CAP_IPC_LOCK", port, iface, (unsigned long long)rl.rlim_cur >> 10);
 	} else {
 		sg_dp_seterr(err, errlen, "port %u (net_af_xdp on %s): set-up failed: %s (see the "
 			     "af_xdp PMD's messages above; the XDP program is %s)", port, iface,
