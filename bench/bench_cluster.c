@@ -286,6 +286,10 @@ static int net_uplink(struct cl_ctx *c, bool on)
 	st = wait_kid(p, 60, !on);
 	if (st < 0)
 		return st;
+	if (on && WIFEXITED(st) && WEXITSTATUS(st) != 0)
+		fprintf(stderr, "sigma-bench: cannot shape the uplinks in the switch for sigmad's "
+				"AF_XDP frames (above)%s\n", WEXITSTATUS(st) == 77 ?
+				": this kernel has no ifb" : "");
 	return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : -EIO;
 }
 

@@ -143,11 +143,14 @@ up() {
 # otherwise go unshaped. What eth0's tbf shaped already passes this one
 # without delay. off removes it.
 uplink() {
-	local p=$1 m
+	local p=$1 m err
 	for m in $(spaces "$p" | sed -n "s/^$p-//p" | grep -v '^sw$'); do
 		if [ "$2" = on ]; then
-			ip -n "$p-sw" link add "i$m" type ifb &&
-				ip -n "$p-sw" link set "i$m" up &&
+			if ! err=$(ip -n "$p-sw" link add "i$m" type ifb 2>&1); then
+				echo "cluster_net: cannot create an ifb device: $err" >&2
+				return 77
+			fi
+			ip -n "$p-sw" link set "i$m" up &&
 				tc -n "$p-sw" qdisc add dev "$m" ingress &&
 				tc -n "$p-sw" filter add dev "$m" parent ffff: protocol all u32 \
 					match u32 0 0 action mirred egress redirect dev "i$m" &&

@@ -175,12 +175,16 @@ else
 		--quiet >"$TMP/sd" 2>&1
 	rc=$?
 	cat "$TMP/sd"
-	[ "$rc" = 0 ] || fail "sigma-bench cluster --node sigmad: exit $rc"
-	grep -q 'MTU 3000' "$TMP/sd" || fail "--node sigmad: not at MTU 3000"
-	if [ -s "$TMP/sd.json" ]; then
-		check_json "$TMP/sd.json" "sigma:1:sigmad ps:1:sigmad"
+	if grep -q 'this kernel has no ifb' "$TMP/sd"; then
+		echo "skipped --node sigmad's checks: no ifb to shape the uplinks with"
 	else
-		fail "--node sigmad: no JSON"
+		[ "$rc" = 0 ] || fail "sigma-bench cluster --node sigmad: exit $rc"
+		grep -q 'MTU 3000' "$TMP/sd" || fail "--node sigmad: not at MTU 3000"
+		if [ -s "$TMP/sd.json" ]; then
+			check_json "$TMP/sd.json" "sigma:1:sigmad ps:1:sigmad"
+		else
+			fail "--node sigmad: no JSON"
+		fi
 	fi
 	left "$P4" "after --node sigmad"
 	ls -d /var/run/dpdk/"$P4"-* >/dev/null 2>&1 &&
@@ -189,7 +193,7 @@ else
 	timeout 120 "$BENCH" cluster --n 2 --k 1 --ks 1 --size 1M --no-mpi --node sigmad \
 		--prefix "$P5" --sigmad /bin/false >"$TMP/sdfail" 2>&1
 	rc=$?
-	[ "$rc" = 1 ] && grep -q 'did not start' "$TMP/sdfail" ||
+	[ "$rc" = 1 ] && grep -q -e 'did not start' -e 'has no ifb' "$TMP/sdfail" ||
 		{ cat "$TMP/sdfail"; fail "bad sigmad: exit $rc, want 1 and 'did not start'"; }
 	left "$P5" "after sigmads that cannot start"
 fi
