@@ -14,8 +14,9 @@
 # 3. A sigmad SIGKILLed leaves its program on the veth; the next sigmad
 #    removes it, says so, sums, and leaves nothing behind either.
 # 4. Refusals, each naming its fix: [net] mtu 9000 (larger than an AF_XDP
-#    frame), a 64 KiB memlock limit without CAP_IPC_LOCK, and another XDP
-#    program already on the interface (left there).
+#    frame), a 64 KiB memlock limit without CAP_IPC_LOCK, no CAP_NET_RAW (the
+#    AF_XDP socket), and another XDP program already on the interface (left
+#    there).
 # 5. One lcore, two net_af_xdp ports ([layout] extra_rx): the veth and the
 #    namespace's lo, as on a machine of the emulated cluster whose own worker
 #    reaches its node over loopback: a job's workers on both, every element
@@ -150,17 +151,25 @@ refuse() { # expected message, then sigmad options
 ip -n "$NS" link set sxA mtu 9000
 refuse 'mtu = 9000 does not fit an AF_XDP frame.*lower \[net\] mtu' --mtu 9000
 ip -n "$NS" link set sxA mtu 1500
-# the memory lock: a 64 KiB limit without CAP_IPC_LOCK cannot hold the UMEM
+# the memory lock: a 64 KiB limit without CAP_IPC_LOCK cannot hold the UMEM;
+# without CAP_NET_RAW the kernel refuses the AF_XDP socket
 if command -v capsh >/dev/null && command -v prlimit >/dev/null; then
 	SIGMAD_REAL=$SIGMAD
-	SIGMAD=$TMP/locked.sh
-	printf '#!/bin/sh\nexec prlimit --memlock=65536:65536 capsh --drop=cap_ipc_lock -- -c '"'"'exec "$0" "$@"'"'"' %s "$@"\n' \
-		"$SIGMAD_REAL" >"$SIGMAD"
-	chmod +x "$SIGMAD"
-	refuse 'memlock limit is 64 KiB; raise it (ulimit -l unlimited' --mtu 1500
+	for how in "--memlock=65536:65536 cap_ipc_lock" "--nofile=4096 cap_net_raw"; do
+		set -- $how
+		SIGMAD=$TMP/wrapped-$2.sh
+		printf '#!/bin/sh\nexec prlimit %s capsh --drop=%s -- -c '"'"'exec "$0" "$@"'"'"' %s "$@"\n' \
+			"$1" "$2" "$SIGMAD_REAL" >"$SIGMAD"
+		chmod +x "$SIGMAD"
+		if [ "$2" = cap_ipc_lock ]; then
+			refuse 'memlock limit is 64 KiB; raise it (ulimit -l unlimited' --mtu 1500
+		else
+			refuse 'refuses an AF_XDP socket (Operation not permitted): run sigmad as root, or give it CAP_NET_RAW' --mtu 1500
+		fi
+	done
 	SIGMAD=$SIGMAD_REAL
 else
-	echo "no capsh or prlimit: the memlock refusal is not checked"
+	echo "no capsh or prlimit: the memlock and capability refusals are not checked"
 fi
 if ip -n "$NS" link set dev sxA xdpgeneric obj "$OTHER" sec xdp; then
 	refuse 'XDP program [0-9]* (other_prog) is already attached there.*sxA xdpgeneric off' --mtu 1500
