@@ -346,6 +346,8 @@ static int sd_start(struct cl_ctx *c, struct cl_machine *m)
 		m->gpu ? "gpu" : "cpu", o->mbit / 1000.0);
 	if (fclose(f) != 0)
 		return -EIO;
+	/* a fresh log each run: nodes_ready() looks in it for this sigmad's "running" */
+	unlink(log);
 	m->sd = spawn(argv, m->ns, log);
 	return m->sd < 0 ? (int)m->sd : 0;
 }
@@ -761,6 +763,7 @@ static int run_sigma(struct cl_ctx *c, struct cl_conf *cf, unsigned int run, dou
 	if (id < 0) {
 		fprintf(stderr, "sigma-bench: %s k=%u: job create: %s\n", cl_kind_name[cf->kind],
 			cf->k, err);
+		cf->ok = false; /* a job refused marks the configuration FAILED */
 		return (int)id;
 	}
 	if (run == 0 && placed_bound(c, cf, desc) < 0)
