@@ -4,7 +4,9 @@
  *
  * n GPU machines and k CPU machines are network namespaces, each with one veth
  * into a bridge, each link shaped to the same rate in both directions
- * (bench/cluster_net.sh). Every machine runs a sigma-udpd summation node; each
+ * (bench/cluster_net.sh). Every machine runs a summation node (--node: a
+ * sigma-udpd, or a sigmad over AF_XDP on the machine's veth and lo, or each in
+ * turn in one run); each
  * GPU machine also runs one worker (a process of this program that joined its
  * namespace). In the same run, over the same links: OpenMPI's MPI_Allreduce
  * across the n GPU machines (TCP; mpirun reaches them through
@@ -45,9 +47,13 @@
 #define CL_MAX_M (CL_MAX_N + CL_MAX_K)
 #define CL_MAX_ITERS 20
 #define CL_MAX_RUNS 15
-#define CL_MAX_CONFIGS (CL_MAX_K + 3)
-#define CL_MAX_KIDS (CL_MAX_M + CL_MAX_N + 4)
+#define CL_MAX_CONFIGS (2 * (CL_MAX_K + 2) + 1)
+#define CL_MAX_KIDS (2 * CL_MAX_M + CL_MAX_N + 4)
 #define CL_UDP_PORT 9300
+/* sigmad's: beside sigma-udpd's, whose datagrams its XDP program passes to the kernel */
+#define CL_SD_PORT 9500
+/* AF_XDP frames are one page: sigmad's links carry 3000-byte frames at most */
+#define CL_SD_MTU 3000
 /* bytes on the wire per chunk besides its payload: Sigma header, UDP, IPv4, Ethernet */
 #define CL_WIRE_OVERHEAD (48 + 8 + 20 + 14)
 
@@ -87,6 +93,11 @@ enum cl_kind { CL_MPI, CL_SIGMA, CL_PS };
 
 static const char *const cl_kind_name[] = {"mpi", "sigma", "ps"};
 
+/* The summation node of a configuration (--node). */
+enum cl_node { CL_UDPD, CL_SIGMAD };
+
+static const char *const cl_node_name[] = {"udpd", "sigmad"};
+
 struct cl_opts {
 	unsigned int n, k, ks[CL_MAX_K + 1], n_ks, kmax;
 	unsigned int mbit, mtu, iters, runs, window, chunk;
@@ -94,7 +105,8 @@ struct cl_opts {
 	uint64_t size;
 	uint32_t partition;
 	bool mpi, ps, quiet;
-	const char *json, *plot, *udpd;
+	bool node[2]; /* --node: enum cl_node */
+	const char *json, *plot, *udpd, *sigmad;
 	char prefix[24];
 };
 
@@ -105,11 +117,14 @@ struct cl_machine {
 	bool gpu;
 	pid_t node;    /* its sigma-udpd */
 	char sock[160];
+	pid_t sd;      /* its sigmad, while the sigmad configurations run */
+	char sd_sock[160];
 };
 
 /* One configuration of the run: what it is and what each run measured. */
 struct cl_conf {
 	enum cl_kind kind;
+	enum cl_node node; /* sigma and ps */
 	unsigned int k;
 	double t[CL_MAX_RUNS];       /* median iteration of each run (NAN: failed) */
 	double util_max[CL_MAX_RUNS], util_mean[CL_MAX_RUNS];
@@ -251,6 +266,33 @@ static int net_script(struct cl_ctx *c, const char *verb, bool quiet)
 	return WIFEXITED(st) ? WEXITSTATUS(st) : 1;
 }
 
+/* cluster_net.sh uplink PREFIX on MBIT MTU | off (around the sigmad configurations) */
+static int net_uplink(struct cl_ctx *c, bool on)
+{
+	char mbit[16], mtu[16];
+	char *script = (char *)sigma_bench_path(SIGMA_SOURCE_ROOT "/bench/cluster_net.sh",
+						SIGMA_DATA_DIR "/bench/cluster_net.sh");
+	char *argv[] = {script, "uplink", c->o->prefix, on ? "on" : "off", mbit, mtu, NULL};
+	pid_t p;
+	int st;
+
+	snprintf(mbit, sizeof(mbit), "%u", c->o->mbit);
+	snprintf(mtu, sizeof(mtu), "%u", c->o->mtu);
+	if (!on)
+		argv[4] = NULL;
+	p = spawn(argv, NULL, NULL);
+	if (p < 0)
+		return p;
+	st = wait_kid(p, 60, !on);
+	if (st < 0)
+		return st;
+	if (on && WIFEXITED(st) && WEXITSTATUS(st) != 0)
+		fprintf(stderr, "sigma-bench: cannot shape the uplinks in the switch for sigmad's "
+				"AF_XDP frames (above)%s\n", WEXITSTATUS(st) == 77 ?
+				": this kernel has no ifb" : "");
+	return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : -EIO;
+}
+
 static int node_start(struct cl_ctx *c, struct cl_machine *m)
 {
 	char gbps[32], log[128], port[8];
@@ -268,27 +310,76 @@ static int node_start(struct cl_ctx *c, struct cl_machine *m)
 	return m->node < 0 ? (int)m->node : 0;
 }
 
-/* Wait until every node answers on its control socket (its log says it runs). */
-static int nodes_ready(struct cl_ctx *c)
+/*
+ * A machine's sigmad (docs/emulated-cluster.md, "sigmad nodes"): an EAL of its
+ * own without hugepages (-m 128, a file prefix per node), one lcore that
+ * sleeps when idle, net_af_xdp on eth0 and, on a GPU machine, on lo as well,
+ * for the machine's own worker (one lcore polls both: [layout] extra_rx).
+ */
+static int sd_start(struct cl_ctx *c, struct cl_machine *m)
 {
+	const struct cl_opts *o = c->o;
+	char ini[128], log[128], prefix[64], lcores[48];
+	char *argv[] = {(char *)o->sigmad, "--no-huge", "--no-shconf", "--no-pci", "-m", "128",
+			prefix, lcores, "--log-level=lib.eal:error",
+			"--vdev=net_af_xdp0,iface=eth0,start_queue=0,queue_count=1",
+			m->gpu ? "--vdev=net_af_xdp1,iface=lo,start_queue=0,queue_count=1" : "--",
+			m->gpu ? "--" : "--config", m->gpu ? "--config" : ini, m->gpu ? ini : NULL,
+			NULL};
+	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+	FILE *f;
+
+	snprintf(m->sd_sock, sizeof(m->sd_sock), "%s/%s-sd.sock", c->dir, m->name);
+	snprintf(ini, sizeof(ini), "%s/%s-sigmad.ini", c->dir, m->name);
+	snprintf(log, sizeof(log), "%s/%s-sd.log", c->dir, m->name);
+	snprintf(prefix, sizeof(prefix), "--file-prefix=%s-%s", o->prefix, m->name);
+	snprintf(lcores, sizeof(lcores), "--lcores=(0-1)@(0-%ld)", ncpu > 1 ? ncpu - 1 : 0);
+	f = fopen(ini, "w");
+	if (f == NULL)
+		return -errno;
+	/* checksums: the veths and lo leave them to an offload that AF_XDP does not do */
+	fprintf(f, "[net]\nip = %s\nudp_port = %u\nmtu = %u\nudp_checksum = no\n"
+		"[layout]\nrtc = (0,0,1)\n%s"
+		"[resources]\nmbufs = 4096\npool_bufs = 2048\n[live]\nidle = sleep\n"
+		"[control]\nunix = %s\nname = %s\nkind = %s\ngbps = %g\n", m->ip, CL_SD_PORT,
+		o->mtu, m->gpu ? "extra_rx = (1,0,1)\n" : "", m->sd_sock, m->name,
+		m->gpu ? "gpu" : "cpu", o->mbit / 1000.0);
+	if (fclose(f) != 0)
+		return -EIO;
+	/* a fresh log each run: nodes_ready() looks in it for this sigmad's "running" */
+	unlink(log);
+	m->sd = spawn(argv, m->ns, log);
+	return m->sd < 0 ? (int)m->sd : 0;
+}
+
+/*
+ * Wait until every node of kind @p node answers on its control socket (its log
+ * says it runs).
+ */
+static int nodes_ready(struct cl_ctx *c, enum cl_node node)
+{
+	const char *mark = node == CL_UDPD ? "sigma-udpd: node " : "sigmad: running";
+
 	for (unsigned int i = 0; i < c->nm; i++) {
 		struct cl_machine *m = &c->m[i];
+		pid_t *pid = node == CL_UDPD ? &m->node : &m->sd;
 		char log[128], line[512];
 		bool up = false;
 
-		snprintf(log, sizeof(log), "%s/%s.log", c->dir, m->name);
+		snprintf(log, sizeof(log), "%s/%s%s.log", c->dir, m->name,
+			 node == CL_UDPD ? "" : "-sd");
 		for (int t = 0; t < 500 && !up && !cl_stop; t++) {
 			FILE *f = fopen(log, "r");
 
 			while (f != NULL && fgets(line, sizeof(line), f) != NULL)
-				up |= strstr(line, "sigma-udpd: node ") != NULL;
+				up |= strstr(line, mark) != NULL;
 			if (f != NULL)
 				fclose(f);
 			if (up)
 				break;
-			if (waitpid(m->node, NULL, WNOHANG) != 0) { /* it ended */
-				kid_del(m->node);
-				m->node = 0;
+			if (waitpid(*pid, NULL, WNOHANG) != 0) { /* it ended */
+				kid_del(*pid);
+				*pid = 0;
 				break;
 			}
 			usleep(20000);
@@ -296,8 +387,8 @@ static int nodes_ready(struct cl_ctx *c)
 		if (!up) {
 			FILE *f = fopen(log, "r");
 
-			fprintf(stderr, "sigma-bench: the summation node of %s did not start:\n",
-				m->name);
+			fprintf(stderr, "sigma-bench: the summation node (%s) of %s did not start:\n",
+				cl_node_name[node], m->name);
 			while (f != NULL && fgets(line, sizeof(line), f) != NULL)
 				fprintf(stderr, "  | %s", line);
 			if (f != NULL)
@@ -308,20 +399,26 @@ static int nodes_ready(struct cl_ctx *c)
 	return 0;
 }
 
-static void nodes_stop(struct cl_ctx *c)
+static void nodes_stop(struct cl_ctx *c, enum cl_node node)
 {
-	for (unsigned int i = 0; i < c->nm; i++)
-		if (c->m[i].node > 0)
-			kill(c->m[i].node, SIGTERM);
-	for (unsigned int i = 0; i < c->nm; i++)
-		if (c->m[i].node > 0) {
-			pid_t p = c->m[i].node;
+	for (unsigned int i = 0; i < c->nm; i++) {
+		pid_t p = node == CL_UDPD ? c->m[i].node : c->m[i].sd;
 
-			c->m[i].node = 0;
-			if (wait_kid(p, 3, true) == -ETIMEDOUT)
-				fprintf(stderr, "sigma-bench: node %s did not stop: killed\n",
-					c->m[i].name);
-		}
+		if (p > 0)
+			kill(p, SIGTERM);
+	}
+	for (unsigned int i = 0; i < c->nm; i++) {
+		pid_t *p = node == CL_UDPD ? &c->m[i].node : &c->m[i].sd;
+		pid_t q = *p;
+
+		if (q <= 0)
+			continue;
+		*p = 0;
+		/* a sigmad drains and detaches its XDP programs: give it longer */
+		if (wait_kid(q, node == CL_UDPD ? 3 : 10, true) == -ETIMEDOUT)
+			fprintf(stderr, "sigma-bench: node %s (%s) did not stop: killed\n",
+				c->m[i].name, cl_node_name[node]);
+	}
 }
 
 /* ---- counters ------------------------------------------------------------ */
@@ -394,7 +491,7 @@ static void sample(struct cl_ctx *c, const pid_t *extra, unsigned int n_extra,
 		fclose(f);
 	}
 	for (unsigned int i = 0; i < c->nm; i++)
-		s->ours += proc_ticks(c->m[i].node);
+		s->ours += proc_ticks(c->m[i].node) + proc_ticks(c->m[i].sd);
 	for (unsigned int i = 0; i < n_extra; i++)
 		s->ours += proc_ticks(extra[i]);
 	read_links(c, s);
@@ -623,7 +720,8 @@ static int jobsvc(struct cl_ctx *c, const struct cl_conf *cf, struct sg_ctl_jobs
 	unsigned int idx[CL_MAX_M], nn = conf_nodes(c, cf, idx);
 
 	for (unsigned int i = 0; i < nn; i++) {
-		snprintf(targets[i], 176, "unix:%s", c->m[idx[i]].sock);
+		snprintf(targets[i], 176, "unix:%s",
+			 cf->node == CL_UDPD ? c->m[idx[i]].sock : c->m[idx[i]].sd_sock);
 		nodes[i] = (struct sg_ctl_jobsvc_node){.target = targets[i]};
 	}
 	*svc = (struct sg_ctl_jobsvc){.nodes = nodes, .n_nodes = nn, .timeout_ms = 10000};
@@ -665,6 +763,7 @@ static int run_sigma(struct cl_ctx *c, struct cl_conf *cf, unsigned int run, dou
 	if (id < 0) {
 		fprintf(stderr, "sigma-bench: %s k=%u: job create: %s\n", cl_kind_name[cf->kind],
 			cf->k, err);
+		cf->ok = false; /* a job refused marks the configuration FAILED */
 		return (int)id;
 	}
 	if (run == 0 && placed_bound(c, cf, desc) < 0)
@@ -876,6 +975,10 @@ static void usage(FILE *f)
 		"  --plot F.svg   gnuplot: measured time against the model for each k (.png too)\n"
 		"  --prefix P     names of the namespaces (P-sw, P-g0, ...; default sgc<pid>)\n"
 		"  --udpd PATH    sigma-udpd (default: the build tree's, beside sigma-bench)\n"
+		"  --node LIST    the summation nodes: udpd, sigmad (over AF_XDP) or udpd,sigmad "
+		"(both, in turn, in each run; default udpd). With sigmad the MTU is at most "
+		"3000 (default 3000, chunks 2920)\n"
+		"  --sigmad PATH  sigmad (default: the build tree's)\n"
 		"  --nice N       run the cluster's processes at this nice value, -20..19 (default 0; "
 		"a negative one shields the run from other load on the machine)\n"
 		"  --quiet        no progress lines\n");
@@ -922,14 +1025,14 @@ static int cmp_uint(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
-/* The default sigma-udpd: the build tree's, beside this program's folder. */
-static void default_udpd(char *buf, size_t cap)
+/* The default @p prog: the build tree's, @p rel from this program's folder. */
+static void default_prog(char *buf, size_t cap, const char *prog, const char *rel)
 {
 	char self[PATH_MAX - 32];
 	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
 	char *slash;
 
-	snprintf(buf, cap, "sigma-udpd");
+	snprintf(buf, cap, "%s", prog);
 	if (n <= 0)
 		return;
 	self[n] = '\0';
@@ -937,10 +1040,30 @@ static void default_udpd(char *buf, size_t cap)
 	if (slash == NULL)
 		return;
 	*slash = '\0';
-	snprintf(buf, cap, "%s/../udpd/sigma-udpd", self);
+	snprintf(buf, cap, "%s/../%s/%s", self, rel, prog);
 }
 
-static int parse_opts(int argc, char **argv, struct cl_opts *o, char *udpd, size_t udpd_cap)
+/* --node udpd,sigmad */
+static int parse_nodes(const char *s, struct cl_opts *o)
+{
+	char buf[64], *rest = buf, *tok;
+
+	if (strlen(s) >= sizeof(buf))
+		return -EINVAL;
+	strcpy(buf, s);
+	o->node[CL_UDPD] = o->node[CL_SIGMAD] = false;
+	while ((tok = strsep(&rest, ",")) != NULL)
+		if (strcmp(tok, "udpd") == 0)
+			o->node[CL_UDPD] = true;
+		else if (strcmp(tok, "sigmad") == 0)
+			o->node[CL_SIGMAD] = true;
+		else
+			return -EINVAL;
+	return 0;
+}
+
+static int parse_opts(int argc, char **argv, struct cl_opts *o, char *udpd, size_t udpd_cap,
+		      char *sigmad, size_t sigmad_cap)
 {
 	static const struct option opts[] = {
 		{"n", required_argument, NULL, 'n'},	 {"k", required_argument, NULL, 'k'},
@@ -953,17 +1076,21 @@ static int parse_opts(int argc, char **argv, struct cl_opts *o, char *udpd, size
 		{"plot", required_argument, NULL, 'p'},	 {"prefix", required_argument, NULL, 'x'},
 		{"udpd", required_argument, NULL, 'd'},	 {"quiet", no_argument, NULL, 'q'},
 		{"nice", required_argument, NULL, 'N'},	 {"help", no_argument, NULL, 'h'},
+		{"node", required_argument, NULL, 'D'},	 {"sigmad", required_argument, NULL, 'e'},
 		{NULL, 0, NULL, 0}};
-	bool ks_set = false, bad = false;
+	bool ks_set = false, bad = false, mtu_set = false, chunk_set = false;
 	uint64_t v;
 	int ch;
 
 	*o = (struct cl_opts){.n = 4, .k = 2, .mbit = 100, .mtu = 9000, .iters = 3, .runs = 1,
 			      .window = 32, .chunk = 8920, .size = 64ull << 20,
-			      .partition = 64 << 10, .mpi = true, .ps = true};
+			      .partition = 64 << 10, .mpi = true, .ps = true,
+			      .node = {[CL_UDPD] = true}};
 	snprintf(o->prefix, sizeof(o->prefix), "sgc%d", (int)getpid());
-	default_udpd(udpd, udpd_cap);
+	default_prog(udpd, udpd_cap, "sigma-udpd", "udpd");
+	default_prog(sigmad, sigmad_cap, "sigmad", "sigmad");
 	o->udpd = udpd;
+	o->sigmad = sigmad;
 	optind = 1;
 	while ((ch = getopt_long(argc, argv, "", opts, NULL)) != -1) {
 		switch (ch) {
@@ -977,8 +1104,13 @@ static int parse_opts(int argc, char **argv, struct cl_opts *o, char *udpd, size
 			o->partition = (uint32_t)v;
 			break;
 		case 'c': bad |= sigma_bench_parse_uint(optarg, 8, SG_MAX_CHUNK_BYTES, &o->chunk) < 0;
+			chunk_set = true;
 			break;
-		case 'u': bad |= sigma_bench_parse_uint(optarg, 1280, 9000, &o->mtu) < 0; break;
+		case 'u': bad |= sigma_bench_parse_uint(optarg, 1280, 9000, &o->mtu) < 0;
+			mtu_set = true;
+			break;
+		case 'D': bad |= parse_nodes(optarg, o) < 0; break;
+		case 'e': o->sigmad = optarg; break;
 		case 'w': bad |= sigma_bench_parse_uint(optarg, 1, 4096, &o->window) < 0; break;
 		case 'i': bad |= sigma_bench_parse_uint(optarg, 1, CL_MAX_ITERS, &o->iters) < 0;
 			break;
@@ -1005,10 +1137,21 @@ static int parse_opts(int argc, char **argv, struct cl_opts *o, char *udpd, size
 		default: return -EINVAL;
 		}
 	}
+	/* AF_XDP frames are one page (docs/sigmad.md, "AF_XDP") */
+	if (o->node[CL_SIGMAD] && !mtu_set)
+		o->mtu = CL_SD_MTU;
+	if (o->node[CL_SIGMAD] && !chunk_set)
+		o->chunk = CL_SD_MTU - 80;
+	if (o->node[CL_SIGMAD] && o->mtu > CL_SD_MTU) {
+		fprintf(stderr, "sigma-bench cluster: --node sigmad: sigmad over AF_XDP takes an MTU "
+				"of at most %u (--mtu %u)\n", CL_SD_MTU, CL_SD_MTU);
+		return -EINVAL;
+	}
 	if (bad || optind < argc) {
 		fprintf(stderr, "sigma-bench cluster: bad option: n 1..%d, k and each of --ks 0..%d, "
 				"--link a rate, --size a multiple of 4, chunk a multiple of 8 <= 8920, "
-				"mtu 1280..9000, iters 1..%d, runs 1..%d, --prefix 1..15 of [a-z0-9]\n",
+				"mtu 1280..9000, iters 1..%d, runs 1..%d, --prefix 1..15 of [a-z0-9], "
+				"--node udpd, sigmad or udpd,sigmad\n",
 			CL_MAX_N, CL_MAX_K, CL_MAX_ITERS, CL_MAX_RUNS);
 		return -EINVAL;
 	}
@@ -1055,10 +1198,10 @@ static double jnum(double v)
 }
 
 static const struct cl_conf *find_conf(const struct cl_conf *cf, unsigned int n,
-				       enum cl_kind kind, unsigned int k)
+				       enum cl_kind kind, unsigned int k, enum cl_node node)
 {
 	for (unsigned int i = 0; i < n; i++)
-		if (cf[i].kind == kind && (kind == CL_MPI || cf[i].k == k))
+		if (cf[i].kind == kind && (kind == CL_MPI || (cf[i].k == k && cf[i].node == node)))
 			return &cf[i];
 	return NULL;
 }
@@ -1067,17 +1210,19 @@ static void print_table(const struct cl_ctx *c, const struct cl_conf *cf, unsign
 			const char *cpu, const double *load)
 {
 	const struct cl_opts *o = c->o;
-	const struct cl_conf *sk = find_conf(cf, ncf, CL_SIGMA, o->k), *mpi = find_conf(cf, ncf,
-										      CL_MPI, 0);
+	const struct cl_conf *mpi = find_conf(cf, ncf, CL_MPI, 0, CL_UDPD);
 
 	printf("sigma-bench cluster: %u GPU + %u CPU machines (network namespaces), each link "
 	       "%u Mbit/s both ways (tbf), MTU %u\n", o->n, o->kmax, o->mbit, o->mtu);
 	printf("M = %" PRIu64 " bytes in partitions of %u, chunks of %u, window %u; %u timed "
-	       "iterations, %u run(s); nodes: sigma-udpd\n", o->size, o->partition, o->chunk,
-	       o->window, o->iters, o->runs);
+	       "iterations, %u run(s); nodes: %s\n", o->size, o->partition, o->chunk,
+	       o->window, o->iters, o->runs, o->node[CL_UDPD] && o->node[CL_SIGMAD] ?
+	       "sigma-udpd, then sigmad over AF_XDP" : o->node[CL_UDPD] ? "sigma-udpd" :
+	       "sigmad over AF_XDP");
 	printf("CPU: %s, %ld online; load average %.2f %.2f %.2f at the start; nice %d\n", cpu,
 	       sysconf(_SC_NPROCESSORS_ONLN), load[0], load[1], load[2], o->nice);
-	printf("%-6s %3s %9s %9s %7s %9s %7s %9s %7s %6s %6s %8s %8s\n", "config", "k", "time s",
+	printf("%-6s %-6s %3s %9s %9s %7s %9s %7s %9s %7s %6s %6s %8s %8s\n", "config", "node",
+	       "k", "time s",
 	       "model s", "/model", "bound s", "/bound", "split", "link%", "CPU%", "ours%",
 	       "retrans", "drops");
 	for (unsigned int i = 0; i < ncf; i++) {
@@ -1088,8 +1233,9 @@ static void print_table(const struct cl_ctx *c, const struct cl_conf *cf, unsign
 			snprintf(k, sizeof(k), "%u", x->k);
 		if (isfinite(x->share_max) && x->share_max > 0)
 			snprintf(split, sizeof(split), "%.2f-%.2f", x->share_min, x->share_max);
-		printf("%-6s %3s %9.3f %9.3f %7.3f %9.3f %7.3f %9s %6.0f%% %5.0f%% %5.0f%% %8" PRIu64
-		       " %8" PRIu64 "%s\n", cl_kind_name[x->kind], k, x->t_med, x->model,
+		printf("%-6s %-6s %3s %9.3f %9.3f %7.3f %9.3f %7.3f %9s %6.0f%% %5.0f%% %5.0f%% %8"
+		       PRIu64 " %8" PRIu64 "%s\n", cl_kind_name[x->kind],
+		       x->kind == CL_MPI ? "-" : cl_node_name[x->node], k, x->t_med, x->model,
 		       x->t_med / x->model, x->bound, x->t_med / x->bound, split, 100 * x->util_med,
 		       100 * x->cpu_machine_med, 100 * x->cpu_ours_med, x->retransmits,
 		       x->qdisc_drops + x->sock_drops, x->ok ? "" : "  FAILED");
@@ -1103,35 +1249,44 @@ static void print_table(const struct cl_ctx *c, const struct cl_conf *cf, unsign
 		printf("MPI_Allreduce: %.0f bytes per iteration on the busiest link (model "
 		       "2(n-1)/n M = %.0f)\n", mpi->link_med, 2.0 * (o->n - 1) / o->n *
 		       (double)o->size);
-	if (sk != NULL && mpi != NULL && sk->t_med > 0)
-		printf("sigma k=%u vs MPI_Allreduce: %.3fx (the model: %.3fx; target 0.9 x model = "
-		       "%.3fx)\n", o->k, mpi->t_med / sk->t_med, mpi->model / sk->model,
-		       0.9 * mpi->model / sk->model);
+	for (enum cl_node nd = CL_UDPD; nd <= CL_SIGMAD; nd++) {
+		const struct cl_conf *sk = find_conf(cf, ncf, CL_SIGMA, o->k, nd);
+
+		if (sk != NULL && mpi != NULL && sk->t_med > 0)
+			printf("sigma k=%u (%s) vs MPI_Allreduce: %.3fx (the model: %.3fx; target 0.9 "
+			       "x model = %.3fx)\n", o->k, cl_node_name[nd], mpi->t_med / sk->t_med,
+			       mpi->model / sk->model, 0.9 * mpi->model / sk->model);
+	}
 }
 
 static void write_json(FILE *f, const struct cl_ctx *c, const struct cl_conf *cf,
 		       unsigned int ncf, const char *cpu, const double *load)
 {
 	const struct cl_opts *o = c->o;
-	const struct cl_conf *sk = find_conf(cf, ncf, CL_SIGMA, o->k), *mpi = find_conf(cf, ncf,
-										      CL_MPI, 0);
+	enum cl_node first = o->node[CL_UDPD] ? CL_UDPD : CL_SIGMAD;
+	const struct cl_conf *sk = find_conf(cf, ncf, CL_SIGMA, o->k, first),
+			     *mpi = find_conf(cf, ncf, CL_MPI, 0, CL_UDPD);
 
 	fprintf(f, "{\"bench\":\"cluster\",\"cpu\":\"%s\",\"ncpu\":%ld,\"loadavg\":[%.2f,%.2f,"
-		   "%.2f],\"node\":\"sigma-udpd\",\"n\":%u,\"k\":%u,\"cpu_machines\":%u,"
+		   "%.2f],\"node\":\"%s\",\"n\":%u,\"k\":%u,\"cpu_machines\":%u,"
 		   "\"nice\":%d,\"link_mbit\":%u,\"mtu\":%u,\"bytes\":%" PRIu64 ",\"partition_bytes\":%u,"
 		   "\"chunk_bytes\":%u,\"window\":%u,\"iters\":%u,\"runs\":%u,\"configs\":[", cpu,
-		sysconf(_SC_NPROCESSORS_ONLN), load[0], load[1], load[2], o->n, o->k, o->kmax,
+		sysconf(_SC_NPROCESSORS_ONLN), load[0], load[1], load[2],
+		o->node[CL_UDPD] && o->node[CL_SIGMAD] ? "sigma-udpd,sigmad" :
+		o->node[CL_UDPD] ? "sigma-udpd" : "sigmad", o->n, o->k, o->kmax,
 		o->nice, o->mbit, o->mtu, o->size, o->partition, o->chunk, o->window, o->iters, o->runs);
 	for (unsigned int i = 0; i < ncf; i++) {
 		const struct cl_conf *x = &cf[i];
 
-		fprintf(f, "%s{\"config\":\"%s\",\"k\":%d,\"ok\":%s,\"time_s\":%.6g,\"model_s\":%.6g,"
+		fprintf(f, "%s{\"config\":\"%s\",\"node\":\"%s\",\"k\":%d,\"ok\":%s,\"time_s\":%.6g,\"model_s\":%.6g,"
 			   "\"ratio_model\":%.4f,\"bound_s\":%.6g,\"ratio_bound\":%.4f,"
 			   "\"share_min\":%.4f,\"share_max\":%.4f,\"link_util_max\":%.4f,"
 			   "\"link_util_mean\":%.4f,\"cpu_busy\":%.4f,\"cpu_ours\":%.4f,"
 			   "\"link_bytes_per_iter\":%.0f,\"retransmits\":%" PRIu64 ",\"qdisc_drops\":%"
 			   PRIu64 ",\"socket_drops\":%" PRIu64 ",\"runs_s\":[",
-			i ? "," : "", cl_kind_name[x->kind], x->kind == CL_MPI ? -1 : (int)x->k,
+			i ? "," : "", cl_kind_name[x->kind],
+			x->kind == CL_MPI ? "-" : x->node == CL_UDPD ? "sigma-udpd" : "sigmad",
+			x->kind == CL_MPI ? -1 : (int)x->k,
 			x->ok ? "true" : "false", jnum(x->t_med), jnum(x->model),
 			jnum(x->t_med / x->model), jnum(x->bound), jnum(x->t_med / x->bound),
 			jnum(x->share_min), jnum(x->share_max), jnum(x->util_med),
@@ -1153,7 +1308,9 @@ static int plot(const char *path, const struct cl_ctx *c, const struct cl_conf *
 		unsigned int ncf)
 {
 	const struct cl_opts *o = c->o;
-	const struct cl_conf *mpi = find_conf(cf, ncf, CL_MPI, 0);
+	const struct cl_conf *mpi = find_conf(cf, ncf, CL_MPI, 0, CL_UDPD);
+	/* the measured points of one node kind: udpd's where it ran */
+	enum cl_node nd = o->node[CL_UDPD] ? CL_UDPD : CL_SIGMAD;
 	char dat[] = "/tmp/sigma-cluster-XXXXXX";
 	double B = o->mbit * 1e6 / 8;
 	int fd = mkstemp(dat), rc;
@@ -1169,11 +1326,11 @@ static int plot(const char *path, const struct cl_ctx *c, const struct cl_conf *
 				isfinite(m.t_ps) ? m.t_ps : NAN);
 	fprintf(f, "\n\n");
 	for (unsigned int i = 0; i < ncf; i++)
-		if (cf[i].kind == CL_SIGMA)
+		if (cf[i].kind == CL_SIGMA && cf[i].node == nd)
 			fprintf(f, "%u %.6g %.6g\n", cf[i].k, jnum(cf[i].t_med), jnum(cf[i].bound));
 	fprintf(f, "\n\n");
 	for (unsigned int i = 0; i < ncf; i++)
-		if (cf[i].kind == CL_PS)
+		if (cf[i].kind == CL_PS && cf[i].node == nd)
 			fprintf(f, "%u %.6g\n", cf[i].k, jnum(cf[i].t_med));
 	fprintf(f, "0 nan\n");
 	fclose(f);
@@ -1231,11 +1388,16 @@ static unsigned int make_confs(const struct cl_opts *o, struct cl_conf *cf)
 
 	if (o->mpi)
 		cf[n++] = (struct cl_conf){.kind = CL_MPI};
-	for (unsigned int i = 0; i < o->n_ks; i++)
-		if (i == 0 || o->ks[i] != o->ks[i - 1])
-			cf[n++] = (struct cl_conf){.kind = CL_SIGMA, .k = o->ks[i]};
-	if (o->ps)
-		cf[n++] = (struct cl_conf){.kind = CL_PS, .k = o->k};
+	/* udpd's first: sigmad's XDP programs are on the links only while they run */
+	for (enum cl_node nd = CL_UDPD; nd <= CL_SIGMAD; nd++) {
+		if (!o->node[nd])
+			continue;
+		for (unsigned int i = 0; i < o->n_ks; i++)
+			if (i == 0 || o->ks[i] != o->ks[i - 1])
+				cf[n++] = (struct cl_conf){.kind = CL_SIGMA, .k = o->ks[i], .node = nd};
+		if (o->ps)
+			cf[n++] = (struct cl_conf){.kind = CL_PS, .k = o->k, .node = nd};
+	}
 	for (unsigned int i = 0; i < n; i++) {
 		sg_ctl_model(o->n, cf[i].k, (double)o->size, B, &m);
 		cf[i].ok = true;
@@ -1256,15 +1418,37 @@ static int run_all(struct cl_ctx *c, struct cl_conf *cf, unsigned int ncf)
 	const struct cl_opts *o = c->o;
 	int rc = 0;
 
-	for (unsigned int run = 0; run < o->runs && !cl_stop; run++)
+	for (unsigned int run = 0; run < o->runs && !cl_stop; run++) {
+		bool sd_up = false;
+
 		for (unsigned int i = 0; i < ncf && !cl_stop; i++) {
+			/* sigmad nodes: started for their configurations, stopped after them */
+			if (cf[i].kind != CL_MPI && cf[i].node == CL_SIGMAD && !sd_up) {
+				/* AF_XDP frames skip eth0's qdisc: shape uplinks in the switch */
+				int src = net_uplink(c, true);
+
+				for (unsigned int j = 0; j < c->nm && src == 0; j++)
+					src = sd_start(c, &c->m[j]);
+				if (src == 0)
+					src = nodes_ready(c, CL_SIGMAD);
+				if (src < 0) {
+					for (unsigned int j = i; j < ncf; j++)
+						cf[j].ok = cf[j].node == CL_SIGMAD ? false : cf[j].ok;
+					rc = -EIO;
+					break;
+				}
+				sd_up = true;
+			}
 			/* generous: ten times the model per iteration, and a minute */
 			double dl = sigma_bench_now() + 60 + 10.0 * (o->iters + 1) * cf[i].model;
 
-			char k[16] = "";
+			char k[32] = "";
 
 			if (cf[i].kind != CL_MPI)
 				snprintf(k, sizeof(k), " k=%u", cf[i].k);
+			if (cf[i].kind != CL_MPI)
+				snprintf(k + strlen(k), sizeof(k) - strlen(k), " (%s)",
+					 cl_node_name[cf[i].node]);
 			if (!o->quiet)
 				fprintf(stderr, "sigma-bench: run %u/%u: %s%s (model %.2f s)\n",
 					run + 1, o->runs, cl_kind_name[cf[i].kind], k, cf[i].model);
@@ -1278,6 +1462,10 @@ static int run_all(struct cl_ctx *c, struct cl_conf *cf, unsigned int ncf)
 			cf[i].qdisc_drops += q1 - q0;
 			cf[i].sock_drops += s1 - s0;
 		}
+		nodes_stop(c, CL_SIGMAD);
+		if (sd_up || (o->node[CL_SIGMAD] && rc < 0))
+			net_uplink(c, false);
+	}
 	for (unsigned int i = 0; i < ncf; i++) {
 		struct cl_conf *x = &cf[i];
 
@@ -1297,19 +1485,23 @@ int sigma_bench_cluster(int argc, char **argv)
 	struct sigaction sa = {.sa_handler = cl_on_signal};
 	struct sigaction old[3];
 	struct cl_opts o;
-	char udpd[PATH_MAX], cpu[128];
+	char udpd[PATH_MAX], sigmad[PATH_MAX], cpu[128];
 	double load[3] = {0};
 	unsigned int ncf;
 	bool net = false, ran = false;
-	int rc = parse_opts(argc, argv, &o, udpd, sizeof(udpd)), nrc;
+	int rc = parse_opts(argc, argv, &o, udpd, sizeof(udpd), sigmad, sizeof(sigmad)), nrc;
 
 	if (rc != 0) {
 		usage(rc > 0 ? stdout : stderr);
 		return rc > 0 ? 0 : 2;
 	}
 	ctx = (struct cl_ctx){.o = &o, .sw_fd = -1, .self_fd = -1};
-	if (access(o.udpd, X_OK) != 0) {
+	if (o.node[CL_UDPD] && access(o.udpd, X_OK) != 0) {
 		fprintf(stderr, "sigma-bench cluster: no sigma-udpd at %s (--udpd PATH)\n", o.udpd);
+		return 1;
+	}
+	if (o.node[CL_SIGMAD] && access(o.sigmad, X_OK) != 0) {
+		fprintf(stderr, "sigma-bench cluster: no sigmad at %s (--sigmad PATH)\n", o.sigmad);
 		return 1;
 	}
 	machines(&ctx);
@@ -1360,16 +1552,17 @@ int sigma_bench_cluster(int argc, char **argv)
 			goto out;
 		}
 	}
-	for (unsigned int i = 0; i < ctx.nm && rc == 0; i++)
+	for (unsigned int i = 0; i < ctx.nm && rc == 0 && o.node[CL_UDPD]; i++)
 		rc = node_start(&ctx, &ctx.m[i]);
-	if (rc == 0)
-		rc = nodes_ready(&ctx);
+	if (rc == 0 && o.node[CL_UDPD])
+		rc = nodes_ready(&ctx, CL_UDPD);
 	if (rc == 0 && !cl_stop) {
 		rc = run_all(&ctx, cf, ncf);
 		ran = true;
 	}
 out:
-	nodes_stop(&ctx);
+	nodes_stop(&ctx, CL_SIGMAD);
+	nodes_stop(&ctx, CL_UDPD);
 	if (net) {
 		if (net_script(&ctx, "down", false) != 0)
 			fprintf(stderr, "sigma-bench: removing the cluster failed\n");

@@ -8,6 +8,8 @@
 #   cluster_net.sh up PREFIX N K MBIT MTU   make it (undoing a half-made one on failure)
 #   cluster_net.sh down PREFIX              kill what runs in it, delete it (idempotent)
 #   cluster_net.sh left PREFIX              print what is left of it; exit 1 if anything
+#   cluster_net.sh uplink PREFIX on MBIT MTU | off
+#                                           shape every machine's uplink in the switch too
 #
 # Namespaces: PREFIX-sw holds the bridge br0 and one veth per machine (gI for
 # GPU machine I, cJ for CPU machine J); PREFIX-gI and PREFIX-cJ each hold the
@@ -15,6 +17,8 @@
 # in the namespace this script runs in, so `down` is deleting the namespaces:
 # their interfaces, bridge and qdiscs go with them.
 #
+# lo takes datagrams with a local source address (accept_local): a sigmad on
+# lo over AF_XDP answers its machine's worker with such datagrams.
 # Shaping: a tbf qdisc on the egress of both ends of each veth. eth0's shapes
 # what the machine sends, the bridge side's what it receives; no ingress
 # shaping (no ifb) is needed. The queue (limit) is large, so that bursts of
@@ -25,7 +29,8 @@
 set -u
 
 usage() {
-	echo "usage: $0 up PREFIX N K MBIT MTU | down PREFIX | left PREFIX" >&2
+	echo "usage: $0 up PREFIX N K MBIT MTU | down PREFIX | left PREFIX |" \
+		"uplink PREFIX on MBIT MTU | uplink PREFIX off" >&2
 	exit 2
 }
 
@@ -34,8 +39,17 @@ spaces() {
 	ip netns list 2>/dev/null | awk '{print $1}' | grep -E "^$1-(sw|g[0-9]+|c[0-9]+)$"
 }
 
+# the EAL runtime folders of the run's sigmads (--file-prefix PREFIX-gI): a
+# sigmad killed before its clean-up leaves its own
+eal_dirs() {
+	local d
+	for d in /var/run/dpdk/"$1"-g[0-9]* /var/run/dpdk/"$1"-c[0-9]*; do
+		[ -d "$d" ] && echo "$d"
+	done
+}
+
 down() {
-	local ns pids
+	local ns pids d
 	for ns in $(spaces "$1"); do
 		# only what runs inside this run's namespaces: those are ours
 		pids=$(ip netns pids "$ns" 2>/dev/null)
@@ -44,13 +58,20 @@ down() {
 	for ns in $(spaces "$1"); do
 		ip netns del "$ns" 2>/dev/null
 	done
+	for d in $(eal_dirs "$1"); do
+		rm -rf "$d"
+	done
 	return 0
 }
 
 left() {
-	local ns found=0
+	local ns d found=0
 	for ns in $(spaces "$1"); do
 		echo "left: namespace $ns (processes: $(ip netns pids "$ns" 2>/dev/null | xargs))"
+		found=1
+	done
+	for d in $(eal_dirs "$1"); do
+		echo "left: EAL runtime folder $d"
 		found=1
 	done
 	return $found
@@ -100,6 +121,7 @@ up() {
 		fi
 		ip -n "$p-sw" link set "$m" master br0 up &&
 			ip -n "$p-$m" link set lo up &&
+			ip netns exec "$p-$m" sysctl -qw net.ipv4.conf.lo.accept_local=1 &&
 			ip -n "$p-$m" addr add "$ip/24" dev eth0 &&
 			ip -n "$p-$m" link set eth0 up || exit 1
 		for dev in "eth0 $p-$m" "$m $p-sw"; do
@@ -114,10 +136,43 @@ up() {
 	return 0
 }
 
+# uplink P on MBIT MTU: what each machine sends is also shaped where it enters the
+# switch (ingress of its bridge port, redirected to an ifb with a tbf at the
+# link's rate). An AF_XDP socket's frames leave eth0 without its qdisc (the
+# kernel sends them straight to the driver), so a sigmad's replies would
+# otherwise go unshaped. What eth0's tbf shaped already passes this one
+# without delay. off removes it.
+uplink() {
+	local p=$1 m err
+	for m in $(spaces "$p" | sed -n "s/^$p-//p" | grep -v '^sw$'); do
+		if [ "$2" = on ]; then
+			if ! err=$(ip -n "$p-sw" link add "i$m" type ifb 2>&1); then
+				echo "cluster_net: cannot create an ifb device: $err" >&2
+				return 77
+			fi
+			ip -n "$p-sw" link set "i$m" up &&
+				tc -n "$p-sw" qdisc add dev "$m" ingress &&
+				tc -n "$p-sw" filter add dev "$m" parent ffff: protocol all u32 \
+					match u32 0 0 action mirred egress redirect dev "i$m" &&
+				shape "i$m" "$p-sw" "$3" "$4" || return 1
+		else
+			tc -n "$p-sw" qdisc del dev "$m" ingress 2>/dev/null
+			ip -n "$p-sw" link del "i$m" 2>/dev/null
+		fi
+	done
+	return 0
+}
+
 [ $# -ge 2 ] || usage
 case $1 in
 up) [ $# = 6 ] || usage; up "$2" "$3" "$4" "$5" "$6" ;;
 down) [ $# = 2 ] || usage; down "$2" ;;
 left) [ $# = 2 ] || usage; left "$2" ;;
+uplink)
+	case $# in
+	5) [ "$3" = on ] || usage; uplink "$2" on "$4" "$5" ;;
+	3) [ "$3" = off ] || usage; uplink "$2" off ;;
+	*) usage ;;
+	esac ;;
 *) usage ;;
 esac

@@ -305,11 +305,34 @@ bad:
 	return -EINVAL;
 }
 
+/* [layout] extra_rx / --extra-rx: the io list's syntax, into c->extra_rx. */
+static int extra_rx_parse(struct sg_dp_config *c, const char *spec, char *err, size_t errlen)
+{
+	struct sg_dp_config *tmp = calloc(1, sizeof(*tmp));
+	int rc;
+
+	if (tmp == NULL)
+		return -ENOMEM;
+	rc = sg_dp_layout_parse(tmp, SG_ROLE_IO, spec, err, errlen);
+	if (rc == 0 && tmp->n_lcores > SG_DP_MAX_EXTRA_RX) {
+		sg_dp_seterr(err, errlen, "layout extra_rx: more than %d entries",
+			     SG_DP_MAX_EXTRA_RX);
+		rc = -EINVAL;
+	}
+	if (rc == 0) {
+		c->n_extra_rx = tmp->n_lcores;
+		memcpy(c->extra_rx, tmp->lcores, sizeof(tmp->lcores[0]) * tmp->n_lcores);
+	}
+	free(tmp);
+	return rc;
+}
+
 /*
  * INI keys. One table drives both the file parser and --help's list.
  */
 
-enum key_kind { K_IP, K_U16, K_UINT, K_BOOL, K_MAC, K_WORD, K_LOG, K_LAYOUT, K_LCORES };
+enum key_kind { K_IP, K_U16, K_UINT, K_BOOL, K_MAC, K_WORD, K_LOG, K_LAYOUT, K_LCORES,
+		K_EXTRA_RX };
 
 struct key_def {
 	const char *section;
@@ -334,6 +357,7 @@ static const struct key_def keys[] = {
 	{"layout", "io", K_LAYOUT, 0, 0, 0, SG_ROLE_IO},
 	{"layout", "reduce", K_LAYOUT, 0, 0, 0, SG_ROLE_REDUCE},
 	{"layout", "rtc", K_LAYOUT, 0, 0, 0, SG_ROLE_RTC},
+	{"layout", "extra_rx", K_EXTRA_RX, 0, 0, 0, SG_ROLE_IO},
 	{"resources", "burst", K_UINT, OFF(burst), 1, 512, 0},
 	{"resources", "ring_size", K_UINT, OFF(ring_size), 64, 1u << 20, 0},
 	{"resources", "mbufs", K_UINT, OFF(mbufs), 1024, 1u << 22, 0},
@@ -396,6 +420,8 @@ static int apply_key(struct sg_dp_config *c, const struct key_def *k, const char
 	case K_LAYOUT:
 		sg_dp_layout_clear(c, k->role);
 		return sg_dp_layout_parse(c, k->role, val, err, errlen);
+	case K_EXTRA_RX:
+		return extra_rx_parse(c, val, err, errlen);
 	case K_LCORES:
 		if (!strcmp(val, "none")) {
 			memset(c->sleep_lcores, 0, sizeof(c->sleep_lcores));
@@ -622,7 +648,7 @@ static int apply_cfgfile(struct sg_dp_config *c, struct rte_cfgfile *cf, const c
 		rte_cfgfile_section_entries(cf, secp[i], ents, n);
 		/* a layout section replaces the whole layout, so clear roles it omits */
 		if (!strcmp(secp[i], "layout"))
-			c->n_lcores = 0;
+			c->n_lcores = c->n_extra_rx = 0;
 		for (int e = 0; e < n && rc == 0; e++) {
 			const struct key_def *k = NULL;
 
@@ -761,6 +787,7 @@ enum {
 	OPT_CONFIG = 256, OPT_IO, OPT_REDUCE, OPT_RTC, OPT_IP, OPT_UDP_PORT, OPT_MTU,
 	OPT_IDLE, OPT_IDLE_SLEEP, OPT_BURST, OPT_DURATION, OPT_DEMO, OPT_DEMO_WORKERS,
 	OPT_LOG_LEVEL, OPT_NO_UDP_CSUM, OPT_PRINT_CONFIG, OPT_SLEEP_LCORES, OPT_STEER, OPT_VERSION,
+	OPT_EXTRA_RX,
 };
 
 static const struct option long_opts[] = {
@@ -768,6 +795,7 @@ static const struct option long_opts[] = {
 	{"io", required_argument, NULL, OPT_IO},
 	{"reduce", required_argument, NULL, OPT_REDUCE},
 	{"rtc", required_argument, NULL, OPT_RTC},
+	{"extra-rx", required_argument, NULL, OPT_EXTRA_RX},
 	{"ip", required_argument, NULL, OPT_IP},
 	{"udp-port", required_argument, NULL, OPT_UDP_PORT},
 	{"mtu", required_argument, NULL, OPT_MTU},
@@ -816,6 +844,7 @@ void sg_dp_usage(FILE *f, const char *prog)
 		"  --io LIST             I/O lcores: \"(port,queue,lcore)[,...]\"     [layout] io\n"
 		"  --reduce LIST         reducer lcores: \"lcore[,lcore|a-b...]\"     [layout] reduce\n"
 		"  --rtc LIST            run-to-completion lcores: \"(port,queue,lcore)[,...]\"\n"
+		"  --extra-rx LIST       more RX queues for io/rtc lcores: \"(port,queue,lcore)[,...]\"\n"
 		"  --idle busy|sleep     idle policy of every lcore (sleep backs off, then sleeps)\n"
 		"  --sleep-lcores LIST   lcores that back off and sleep anyway, e.g. \"2,3\"\n"
 		"  --idle-sleep-us N     longest sleep of an idle lcore            [live] idle_sleep_us\n"
@@ -894,7 +923,7 @@ int sg_dp_config_parse_args(struct sg_dp_config *c, int argc, char **argv, char 
 					    opt == OPT_REDUCE ? SG_ROLE_REDUCE : SG_ROLE_RTC;
 			/* the first layout option replaces the config's whole layout */
 			if (!layout_from_cli) {
-				c->n_lcores = 0;
+				c->n_lcores = c->n_extra_rx = 0;
 				layout_from_cli = true;
 			}
 			rc = sg_dp_layout_parse(c, r, optarg, err, errlen);
@@ -902,6 +931,15 @@ int sg_dp_config_parse_args(struct sg_dp_config *c, int argc, char **argv, char 
 				return rc;
 			continue;
 		}
+		case OPT_EXTRA_RX:
+			if (!layout_from_cli) {
+				c->n_lcores = c->n_extra_rx = 0;
+				layout_from_cli = true;
+			}
+			rc = extra_rx_parse(c, optarg, err, errlen);
+			if (rc < 0)
+				return rc;
+			continue;
 		case OPT_IP: name = "ip"; break;
 		case OPT_UDP_PORT: name = "udp_port"; break;
 		case OPT_MTU: name = "mtu"; break;
@@ -1033,6 +1071,32 @@ int sg_dp_layout_check(const struct sg_dp_config *c, const struct sg_dp_topology
 			qmask[a->port] |= 1u << a->queue;
 			nq[a->port]++;
 		}
+	}
+	for (unsigned int i = 0; i < c->n_extra_rx; i++) {
+		const struct sg_dp_lcore_cfg *x = &c->extra_rx[i];
+		bool rx = false;
+
+		for (unsigned int j = 0; j < c->n_lcores; j++)
+			rx |= c->lcores[j].lcore == x->lcore && (c->lcores[j].role & SG_ROLE_IO);
+		if (!rx) {
+			sg_dp_seterr(err, errlen, "layout extra_rx (%u,%u,%u): lcore %u does not "
+				     "receive: name it in io or rtc first", x->port, x->queue,
+				     x->lcore, x->lcore);
+			return -EINVAL;
+		}
+		if (x->port >= t->n_ports) {
+			sg_dp_seterr(err, errlen, "layout extra_rx: port %u does not exist (%u port%s: "
+				     "add a --vdev or a PCI device to EAL)", x->port, t->n_ports,
+				     t->n_ports == 1 ? "" : "s");
+			return -EINVAL;
+		}
+		if (x->queue >= 32 || (qmask[x->port] >> x->queue) & 1) {
+			sg_dp_seterr(err, errlen, "layout extra_rx: port %u queue %u is polled twice "
+				     "or is above 31", x->port, x->queue);
+			return -EINVAL;
+		}
+		qmask[x->port] |= 1u << x->queue;
+		nq[x->port]++;
 	}
 	if (nred == 0) {
 		sg_dp_seterr(err, errlen, "layout: no reducer lcore: add --reduce LCORES or use --rtc");

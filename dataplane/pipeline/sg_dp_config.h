@@ -55,6 +55,9 @@ extern "C" {
 
 /* Roles (enum sg_role) and idle policies (enum sg_idle) are in sg_types.h. */
 
+/** Entries of [layout] extra_rx. */
+#define SG_DP_MAX_EXTRA_RX 8
+
 /** One lcore of the layout. */
 struct sg_dp_lcore_cfg {
 	unsigned int lcore;
@@ -111,6 +114,10 @@ struct sg_dp_config {
 	/* layout */
 	unsigned int n_lcores;
 	struct sg_dp_lcore_cfg lcores[SG_DP_MAX_LAYOUT];
+	/** [layout] extra_rx: more RX queues, of any port, for lcores that receive (io,
+	 *  rtc); role unused. One lcore can so serve two ports (docs/sigmad.md). */
+	unsigned int n_extra_rx;
+	struct sg_dp_lcore_cfg extra_rx[SG_DP_MAX_EXTRA_RX];
 	/* resources */
 	unsigned int burst;
 	unsigned int ring_size;

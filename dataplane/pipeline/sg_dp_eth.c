@@ -443,7 +443,7 @@ static unsigned int eth_rx(struct sg_dp_lcore *lc, unsigned int burst)
 	unsigned int n = rx_queue(lc, lc->rx_port, lc->rx_queue, burst);
 
 	for (unsigned int i = 0; i < lc->n_xq; i++)
-		n += rx_queue(lc, lc->rx_port, lc->xq[i], burst);
+		n += rx_queue(lc, lc->xq_port[i], lc->xq[i], burst);
 	return n;
 }
 
@@ -502,30 +502,63 @@ static uint32_t port_rx_room(uint16_t port)
 	return need;
 }
 
-static struct rte_mempool *socket_pool(struct sg_dp_pipeline *p, int socket, char *err,
-				       size_t errlen)
+static struct rte_mempool *pool_make(struct sg_dp_pipeline *p, const char *name, int socket,
+				     char *err, size_t errlen)
 {
-	char name[RTE_MEMPOOL_NAMESIZE];
 	uint32_t data = RTE_MAX(p->max_frame, 2048u);
+	struct rte_mempool *mp;
 	uint16_t room;
 
-	if (p->pools[socket])
-		return p->pools[socket];
-	/* every port's RX must fit one frame in one mbuf (no chains on the data path) */
+	/* every port's RX must fit one frame in one mbuf (no chains on the data path);
+	 * net_af_xdp: the kernel writes frames after XDP's headroom */
 	for (uint16_t port = 0; port < SG_DP_MAX_PORTS; port++)
 		if (p->port_used[port])
-			data = RTE_MAX(data, port_rx_room(port));
+			data = RTE_MAX(data, sg_dp_xdp_port(port) ? p->max_frame + SG_DP_XDP_HEADROOM :
+					     port_rx_room(port));
 	room = (uint16_t)(RTE_PKTMBUF_HEADROOM + data);
-	snprintf(name, sizeof(name), "sg_mbuf_%d_%u", socket, (unsigned int)getpid());
-	p->pools[socket] = rte_pktmbuf_pool_create(name, p->cfg.mbufs, 256,
-		SG_DP_MBUF_PRIV_SIZE, room, socket);
-	if (p->pools[socket] == NULL)
+	mp = rte_pktmbuf_pool_create(name, p->cfg.mbufs, 256, SG_DP_MBUF_PRIV_SIZE, room, socket);
+	if (mp == NULL)
 		sg_dp_seterr(err, errlen, "mempool of %u mbufs of %u bytes on socket %d: %s (lower "
 		       "[resources] mbufs, or give EAL more memory with -m)", p->cfg.mbufs, room,
 		       socket, rte_strerror(rte_errno));
 	else
-		sg_dp_net_pool_populate(p->pools[socket]);
+		sg_dp_net_pool_populate(mp);
+	return mp;
+}
+
+static struct rte_mempool *socket_pool(struct sg_dp_pipeline *p, int socket, char *err,
+				       size_t errlen)
+{
+	char name[RTE_MEMPOOL_NAMESIZE];
+
+	if (p->pools[socket])
+		return p->pools[socket];
+	snprintf(name, sizeof(name), "sg_mbuf_%d_%u", socket, (unsigned int)getpid());
+	p->pools[socket] = pool_make(p, name, socket, err, errlen);
 	return p->pools[socket];
+}
+
+/*
+ * The RX pool of @p port: the lcore's (its socket's), or for a net_af_xdp port
+ * after the first, a pool of its own: the PMD registers an RX pool as the
+ * port's UMEM, and two ports on one pool received nothing (22.11, no shared
+ * UMEM). NULL with @p err on failure.
+ */
+static struct rte_mempool *rx_pool(struct sg_dp_pipeline *p, uint16_t port,
+				   const struct sg_dp_lcore *lc, char *err, size_t errlen)
+{
+	char name[RTE_MEMPOOL_NAMESIZE];
+	bool first = true;
+
+	if (p->port_pool[port] != NULL || !sg_dp_xdp_port(port))
+		return p->port_pool[port] ? p->port_pool[port] : lc->pool;
+	for (uint16_t q = 0; q < port; q++)
+		first &= !(p->port_started[q] && sg_dp_xdp_port(q));
+	if (first)
+		return lc->pool;
+	snprintf(name, sizeof(name), "sg_xdp%u_%u", port, (unsigned int)getpid());
+	p->port_pool[port] = pool_make(p, name, lc->socket, err, errlen);
+	return p->port_pool[port];
 }
 
 /*
@@ -566,6 +599,7 @@ static int extra_rxq_assign(struct sg_dp_pipeline *p, uint16_t port, const char 
 				     "in the layout", port, driver, nall, nrxq, SG_DP_MAX_XQ);
 			return -ENOSPC;
 		}
+		lc->xq_port[lc->n_xq] = port;
 		lc->xq[lc->n_xq++] = q;
 		if (off < sizeof(list))
 			off += (size_t)snprintf(list + off, sizeof(list) - off, "%squeue %u by "
@@ -624,15 +658,29 @@ static int port_start(struct sg_dp_pipeline *p, uint16_t port, const struct rte_
 	for (unsigned int i = 0; i < p->n_lc; i++) {
 		struct sg_dp_lcore *lc = &p->lc[i];
 
+		char perr[160];
+		struct rte_mempool *mp = rx_pool(p, port, lc, perr, sizeof(perr));
+
+		if (mp == NULL) {
+			SG_DP_LOG(ERR, "port %u: %s", port, perr);
+			return -ENOMEM;
+		}
+		rc = 0;
 		if ((lc->role & SG_ROLE_IO) && lc->rx_port == port) {
 			rc = rte_eth_rx_queue_setup(port, lc->rx_queue, rxd, (unsigned int)lc->socket,
-						    NULL, lc->pool);
-			for (uint16_t x = 0; x < lc->n_xq && rc == 0; x++)
-				rc = rte_eth_rx_queue_setup(port, lc->xq[x], rxd,
-							    (unsigned int)lc->socket, NULL, lc->pool);
-			if (rc < 0)
-				return rc;
+						    NULL, mp);
+			if (rc == 0 && sg_dp_xdp_port(port))
+				sg_dp_xdp_queue_set_up(port, lc->rx_queue);
 		}
+		for (uint16_t x = 0; x < lc->n_xq && rc == 0; x++)
+			if (lc->xq_port[x] == port) {
+				rc = rte_eth_rx_queue_setup(port, lc->xq[x], rxd,
+							    (unsigned int)lc->socket, NULL, mp);
+				if (rc == 0 && sg_dp_xdp_port(port))
+					sg_dp_xdp_queue_set_up(port, lc->xq[x]);
+			}
+		if (rc < 0)
+			return rc;
 		rc = rte_eth_tx_queue_setup(port, (uint16_t)i, txd, (unsigned int)lc->socket, &txc);
 		if (rc < 0)
 			return rc;
@@ -749,8 +797,11 @@ static int port_setup(struct sg_dp_pipeline *p, uint16_t port, char *err, size_t
 	rc = rte_eth_dev_info_get(port, &info);
 	if (rc < 0)
 		goto fail;
-	for (unsigned int i = 0; i < p->n_lc; i++)
+	for (unsigned int i = 0; i < p->n_lc; i++) {
 		nrxq += (p->lc[i].role & SG_ROLE_IO) && p->lc[i].rx_port == port;
+		for (uint16_t x = 0; x < p->lc[i].n_xq; x++) /* [layout] extra_rx */
+			nrxq += p->lc[i].xq_port[x] == port;
+	}
 	if (port_fixed_rxq(&info) > nrxq) {
 		uint16_t nall = port_fixed_rxq(&info);
 
@@ -805,6 +856,11 @@ static int port_setup(struct sg_dp_pipeline *p, uint16_t port, char *err, size_t
 	net->tx_ip_csum_offload = (txo & RTE_ETH_TX_OFFLOAD_IPV4_CKSUM) != 0;
 	net->tx_udp_csum_offload = (txo & RTE_ETH_TX_OFFLOAD_UDP_CKSUM) != 0;
 	p->port_chains[port] = (txo & RTE_ETH_TX_OFFLOAD_MULTI_SEGS) != 0;
+	/* af_xdp: the XDP program steers the node's port and every reducer's */
+	rc = sg_dp_xdp_port_started(port, net->ip, c->udp_port, (uint16_t)(1 + net->steer_ports),
+				    err, errlen);
+	if (rc < 0)
+		return rc;
 	SG_DP_LOG(INFO, "port %u (%s): %u RX queue(s), %u TX queue(s), checksums %s, "
 		  "steering %s", port, info.driver_name,
 		  nrxq + (p->port_steer[port] ? p->n_red : 0), p->n_lc,
@@ -813,6 +869,7 @@ static int port_setup(struct sg_dp_pipeline *p, uint16_t port, char *err, size_t
 	return 0;
 fail:
 	sg_dp_seterr(err, errlen, "port %u: set-up failed: %s", port, rte_strerror(-rc));
+	sg_dp_xdp_explain(port, c->mtu, rc, err, errlen);
 	return rc < 0 ? rc : -EIO;
 }
 
@@ -854,11 +911,13 @@ static int eth_setup(struct sg_dp_pipeline *p, char *err, size_t errlen)
 		if (rc < 0)
 			return rc;
 	}
+	sg_dp_xdp_wait_setup(p);
 	return 0;
 }
 
 static void eth_teardown(struct sg_dp_pipeline *p)
 {
+	sg_dp_xdp_wait_teardown();
 	for (uint16_t port = 0; port < SG_DP_MAX_PORTS; port++)
 		if (p->port_started[port]) {
 			if (p->port_steer[port])
@@ -875,6 +934,22 @@ static void eth_teardown(struct sg_dp_pipeline *p)
 		rte_mempool_free(p->pools[s]);
 		p->pools[s] = NULL;
 	}
+	for (uint16_t port = 0; port < SG_DP_MAX_PORTS; port++) {
+		rte_mempool_free(p->port_pool[port]);
+		p->port_pool[port] = NULL;
+	}
+}
+
+/* An idle lcore blocks: on its memif ports' wake-up channels, or on its AF_XDP sockets. */
+static bool eth_idle_wait(struct sg_dp_lcore *lc, unsigned int us)
+{
+	return sg_dp_memif_idle_wait(lc, us) || sg_dp_xdp_idle_wait(lc, us);
+}
+
+static void eth_wake(struct sg_dp_lcore *lc)
+{
+	sg_dp_memif_wake(lc);
+	sg_dp_xdp_wake(lc);
 }
 
 const struct sg_dp_transport sg_dp_transport_ethdev = {
@@ -889,7 +964,8 @@ const struct sg_dp_transport sg_dp_transport_ethdev = {
 	.tx = {.alloc = tx_alloc, .send = tx_send, .alloc_multi = tx_alloc_multi,
 	       .send_multi = tx_send_multi, .accept = tx_accept, .payload_csum = tx_payload_csum},
 	.poll = eth_poll,
-	/* memif ports whose clients opened a wake-up channel (sg_dp_memif.c) */
-	.idle_wait = sg_dp_memif_idle_wait,
-	.wake = sg_dp_memif_wake,
+	/* memif ports whose clients opened a wake-up channel (sg_dp_memif.c), and
+	 * net_af_xdp ports (sg_dp_xdp.c) */
+	.idle_wait = eth_idle_wait,
+	.wake = eth_wake,
 };

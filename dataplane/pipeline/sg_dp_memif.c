@@ -494,12 +494,12 @@ static pid_t peer_pid(int fd)
 /* Does lcore @p lc poll RX queue 0 of @p port, the one a channel's client sends to? */
 static bool polls_q0(const struct sg_dp_lcore *lc, uint16_t port)
 {
-	if (!(lc->role & SG_ROLE_IO) || lc->rx_port != port)
+	if (!(lc->role & SG_ROLE_IO))
 		return false;
-	if (lc->rx_queue == 0)
+	if (lc->rx_port == port && lc->rx_queue == 0)
 		return true;
 	for (unsigned int i = 0; i < lc->n_xq; i++)
-		if (lc->xq[i] == 0)
+		if (lc->xq_port[i] == port && lc->xq[i] == 0)
 			return true;
 	return false;
 }
@@ -746,45 +746,24 @@ void sg_dp_memif_tx_kick(struct sg_dp_pipeline *p, uint16_t port, uint16_t queue
 void sg_dp_memif_wake(struct sg_dp_lcore *lc)
 {
 	struct sg_dp_memif_guard *g = lc->p->memif;
-	uint64_t one = 1;
 
 	if (g == NULL || lc->idx >= g->nlc)
 		return;
-	/* the caller's enqueue (a store) before the look at the flag: a full fence */
-	__atomic_thread_fence(__ATOMIC_SEQ_CST);
-	if (__atomic_load_n(&g->lc[lc->idx].sleeping, __ATOMIC_SEQ_CST) &&
-	    write(g->lc[lc->idx].evfd, &one, sizeof(one)) < 0) {
-		/* the counter is full: readable, which is all a wake needs */
-	}
+	sg_dp_idle_wake(&g->lc[lc->idx].sleeping, g->lc[lc->idx].evfd);
 }
 
 bool sg_dp_memif_idle_wait(struct sg_dp_lcore *lc, unsigned int us)
 {
 	struct sg_dp_memif_guard *g = lc->p->memif;
-	struct epoll_event ev[8];
 	struct mg_lcore *ml;
-	uint64_t v;
-	int n;
 
 	if (g == NULL || lc->idx >= g->nlc || !lcore_covered(g, lc))
 		return false;
 	ml = &g->lc[lc->idx];
-	us = RTE_MAX(us, (unsigned int)MG_IDLE_WAIT_US);
-	/* announce, then look again: a waker sees the flag or we see its work */
-	__atomic_store_n(&ml->sleeping, 1, __ATOMIC_SEQ_CST);
-	if (__atomic_load_n(&lc->ctl_waiting, __ATOMIC_SEQ_CST) || lc->p->stop_rx ||
-	    (lc->ring != NULL && !rte_ring_empty(lc->ring))) {
-		__atomic_store_n(&ml->sleeping, 0, __ATOMIC_RELAXED);
-		return true;
-	}
 	/* a client's write after its burst (edge-triggered: it reports even one that came
 	 * since the last poll of the ring), a hand-off, a control call or the stop */
-	n = epoll_wait(ml->ep, ev, (int)RTE_DIM(ev), (int)((us + 999) / 1000));
-	__atomic_store_n(&ml->sleeping, 0, __ATOMIC_RELAXED);
-	for (int i = 0; i < n; i++)
-		if (ev[i].data.u32 == UINT32_MAX && read(ml->evfd, &v, sizeof(v)) < 0) {
-			/* EAGAIN: read already */
-		}
+	sg_dp_idle_block(lc, &ml->sleeping, ml->ep, ml->evfd,
+			 RTE_MAX(us, (unsigned int)MG_IDLE_WAIT_US));
 	return true;
 }
 

@@ -25,6 +25,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <unistd.h>
 
 #include <rte_cycles.h>
@@ -103,6 +104,39 @@ static bool idle_wait(struct sg_dp_lcore *lc, unsigned int *idle_polls)
 	rte_delay_us_sleep(us);
 	rte_rcu_qsbr_thread_online(lc->p->rcu, lc->idx);
 	return true;
+}
+
+bool sg_dp_idle_block(struct sg_dp_lcore *lc, int *sleeping, int ep, int evfd, unsigned int us)
+{
+	struct epoll_event ev[8];
+	uint64_t v;
+	int n;
+
+	/* announce, then look again: a waker sees the flag or we see its work */
+	__atomic_store_n(sleeping, 1, __ATOMIC_SEQ_CST);
+	if (__atomic_load_n(&lc->ctl_waiting, __ATOMIC_SEQ_CST) || lc->p->stop_rx ||
+	    (lc->ring != NULL && !rte_ring_empty(lc->ring))) {
+		__atomic_store_n(sleeping, 0, __ATOMIC_RELAXED);
+		return false;
+	}
+	n = epoll_wait(ep, ev, (int)RTE_DIM(ev), (int)((us + 999) / 1000));
+	__atomic_store_n(sleeping, 0, __ATOMIC_RELAXED);
+	for (int i = 0; i < n; i++)
+		if (ev[i].data.u32 == UINT32_MAX && read(evfd, &v, sizeof(v)) < 0) {
+			/* EAGAIN: read already */
+		}
+	return true;
+}
+
+void sg_dp_idle_wake(int *sleeping, int evfd)
+{
+	uint64_t one = 1;
+
+	/* the caller's enqueue (a store) before the look at the flag: a full fence */
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	if (__atomic_load_n(sleeping, __ATOMIC_SEQ_CST) && write(evfd, &one, sizeof(one)) < 0) {
+		/* the counter is full: readable, which is all a wake needs */
+	}
 }
 
 static int lcore_main(void *arg)
@@ -454,6 +488,18 @@ struct sg_dp_pipeline *sg_dp_pipeline_create(const struct sg_dp_config *c, char 
 		if (a->role & SG_ROLE_REDUCE)
 			p->red[p->n_red++] = lc;
 	}
+	/* [layout] extra_rx: the lcore polls these too, as the port's own extra queues */
+	for (unsigned int x = 0; x < c->n_extra_rx; x++)
+		for (unsigned int i = 0; i < p->n_lc; i++) {
+			struct sg_dp_lcore *lc = &p->lc[i];
+
+			if (lc->lcore_id != c->extra_rx[x].lcore || lc->n_xq == SG_DP_MAX_XQ)
+				continue;
+			lc->xq_port[lc->n_xq] = c->extra_rx[x].port;
+			lc->xq[lc->n_xq++] = c->extra_rx[x].queue;
+			p->port_used[c->extra_rx[x].port] = true;
+			break;
+		}
 	for (unsigned int b = 0; b < SG_BUCKETS; b++)
 		p->keymap[b] = (uint16_t)(b % RTE_MAX(p->n_red, 1u));
 	for (unsigned int b = 0; b < SG_BUCKETS; b++)
@@ -574,8 +620,9 @@ int sg_dp_pipeline_reload(struct sg_dp_pipeline *p, const struct sg_dp_config *n
 	NEEDS_RESTART(nc->ip != c->ip || nc->udp_port != c->udp_port || nc->mtu != c->mtu ||
 		      nc->udp_checksum != c->udp_checksum || nc->steer != c->steer ||
 		      !rte_is_same_ether_addr(&nc->mac_override, &c->mac_override), "[net]");
-	NEEDS_RESTART(nc->n_lcores != c->n_lcores ||
-		      memcmp(nc->lcores, c->lcores, sizeof(c->lcores[0]) * c->n_lcores),
+	NEEDS_RESTART(nc->n_lcores != c->n_lcores || nc->n_extra_rx != c->n_extra_rx ||
+		      memcmp(nc->lcores, c->lcores, sizeof(c->lcores[0]) * c->n_lcores) ||
+		      memcmp(nc->extra_rx, c->extra_rx, sizeof(c->extra_rx[0]) * c->n_extra_rx),
 		      "[layout]");
 	NEEDS_RESTART(nc->burst != c->burst || nc->ring_size != c->ring_size ||
 		      nc->mbufs != c->mbufs || nc->rxd != c->rxd || nc->txd != c->txd ||
@@ -759,8 +806,12 @@ int sg_dp_eal_init(int eal_argc, char **argv, const char *name)
 			   lcores, "--log-level=lib.eal:error", "--log-level=lib.telemetry:error",
 			   NULL};
 
-	if (eal_argc > 0)
-		return rte_eal_init(eal_argc, argv);
+	if (eal_argc > 0) {
+		char **eal_argv;
+		int n = sg_dp_xdp_eal_args(eal_argc, argv, &eal_argv);
+
+		return n < 0 ? n : rte_eal_init(n, eal_argv);
+	}
 	snprintf(prefix, sizeof(prefix), "--file-prefix=%s_%d", name, (int)getpid());
 	snprintf(lcores, sizeof(lcores), "--lcores=(0-2)@(0-%ld)", ncpu > 1 ? ncpu - 1 : 0);
 	return rte_eal_init((int)RTE_DIM(def_eal) - 1, def_eal);
@@ -774,6 +825,7 @@ void sg_dp_eal_cleanup(void)
 
 	snprintf(dir, sizeof(dir), "%s", rte_eal_get_runtime_dir());
 	rte_eal_cleanup();
+	sg_dp_xdp_cleanup();
 	d = opendir(dir);
 	if (d == NULL)
 		return;

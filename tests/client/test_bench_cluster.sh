@@ -13,12 +13,18 @@
 #   start (--udpd /bin/false): both must fail and leave nothing behind;
 # - after each: no namespace of the run, no process that carries its prefix,
 #   nothing new in this namespace's interfaces;
-# - bad options exit 2 before making anything.
+# - bad options exit 2 before making anything;
+# - --node sigmad: the same 2 + 1 cluster with a sigmad over AF_XDP on every
+#   machine (Sigma k = 1 and the PS), sums checked, no time below what the
+#   shaped links allow (AF_XDP's frames skip eth0's qdisc: the switch shapes
+#   the uplinks too), nothing left (no EAL folder either); and sigmads that
+#   cannot start. Skipped with its reason where AF_XDP sockets are refused.
 # Skips (77) where network namespaces, veth pairs or tbf cannot be made.
-# Usage: test_bench_cluster.sh path/to/sigma-bench path/to/sigma-udpd
+# Usage: test_bench_cluster.sh path/to/sigma-bench path/to/sigma-udpd path/to/sigmad
 set -u
 BENCH=$1
 UDPD=$2
+SIGMAD=$3
 P=sgt$$
 TMP=$(mktemp -d)
 fails=0
@@ -80,7 +86,8 @@ ip -o link show | awk -F': ' '{print $2}' | sort >"$TMP/links.before"
 step "bad options"
 for opt in "--n 0" "--n 17" "--k x" "--ks 1,,2" "--link fast" "--link 0" "--size 3" \
 	"--chunk 9000" "--mtu 1500 --chunk 8920" "--prefix Bad-Name" "--iters 0" "extra" \
-	"--nice +5" "--link +100mbit" "--link 0x10gbit"; do
+	"--nice +5" "--link +100mbit" "--link 0x10gbit" "--node sigmad --mtu 9000" \
+	"--node xdp" "--node udpd,"; do
 	# shellcheck disable=SC2086 # the options are meant to split
 	out=$(timeout 20 "$BENCH" cluster $opt 2>&1)
 	rc=$?
@@ -98,17 +105,17 @@ if [ "$rc" = 77 ]; then
 	exit 77
 fi
 [ "$rc" = 0 ] || fail "sigma-bench cluster: exit $rc"
-if [ -s "$TMP/out.json" ]; then
-	python3 - "$TMP/out.json" <<'EOF' || fail "the JSON (above)"
+check_json() { # FILE WANT: the configurations, their sums, the shaped links, the models
+	python3 - "$1" "$2" <<'EOF' || fail "the JSON (above)"
 import json, sys
 d = json.load(open(sys.argv[1]))
-want = {("mpi", -1), ("sigma", 1), ("ps", 1)}
-got = {(c["config"], c["k"]) for c in d["configs"]}
+want = {(w.split(":")[0], int(w.split(":")[1]), w.split(":")[2]) for w in sys.argv[2].split()}
+got = {(c["config"], c["k"], c["node"]) for c in d["configs"]}
 bad = 0
 if got != want:
     print("configs", got, "want", want); bad = 1
 for c in d["configs"]:
-    if not c["ok"] or c["time_s"] <= 0:
+    if not c["ok"] or c["time_s"] <= 0 or any(t <= 0 for t in c["runs_s"]):
         print("failed:", c); bad = 1
     # the links are shaped: nobody moves its bytes faster than they allow; a
     # tbf bucket holds 10 ms at the rate, so a link may get ahead by that much
@@ -121,6 +128,9 @@ if abs(m["sigma"] - 0.0838861) > 1e-4 or abs(m["ps"] - 0.1677722) > 1e-4:
     print("model times", m); bad = 1
 sys.exit(bad)
 EOF
+}
+if [ -s "$TMP/out.json" ]; then
+	check_json "$TMP/out.json" "mpi:-1:- sigma:1:sigma-udpd ps:1:sigma-udpd"
 else
 	fail "no JSON"
 fi
@@ -153,6 +163,41 @@ timeout 120 "$BENCH" cluster --n 2 --k 1 --ks 1 --size 1M --no-mpi --prefix "$P3
 rc=$?
 [ "$rc" = 1 ] && grep -q 'did not start' "$TMP/fail" || { cat "$TMP/fail"; fail "bad node: exit $rc, want 1 and 'did not start'"; }
 left "$P3" "after a failure"
+
+# sigmad over AF_XDP on every machine
+step "a 2 + 1 cluster of sigmads over AF_XDP"
+P4=${P}x
+if ! why=$(python3 -c 'import socket; socket.socket(44, socket.SOCK_RAW).close()' 2>&1); then
+	echo "skipped: this kernel refuses AF_XDP sockets: ${why##*$'\n'}"
+else
+	# two runs: the sigmads start again for the second
+	timeout 300 "$BENCH" cluster --n 2 --k 1 --ks 1 --size 1M --link 100mbit --iters 2 \
+		--runs 2 --no-mpi --node sigmad --sigmad "$SIGMAD" --prefix "$P4" --json "$TMP/sd.json" \
+		--quiet >"$TMP/sd" 2>&1
+	rc=$?
+	cat "$TMP/sd"
+	if grep -q 'this kernel has no ifb' "$TMP/sd"; then
+		echo "skipped --node sigmad's checks: no ifb to shape the uplinks with"
+	else
+		[ "$rc" = 0 ] || fail "sigma-bench cluster --node sigmad: exit $rc"
+		grep -q 'MTU 3000' "$TMP/sd" || fail "--node sigmad: not at MTU 3000"
+		if [ -s "$TMP/sd.json" ]; then
+			check_json "$TMP/sd.json" "sigma:1:sigmad ps:1:sigmad"
+		else
+			fail "--node sigmad: no JSON"
+		fi
+	fi
+	left "$P4" "after --node sigmad"
+	ls -d /var/run/dpdk/"$P4"-* >/dev/null 2>&1 &&
+		fail "--node sigmad: EAL folders left: $(ls -d /var/run/dpdk/"$P4"-*)"
+	P5=${P}y
+	timeout 120 "$BENCH" cluster --n 2 --k 1 --ks 1 --size 1M --no-mpi --node sigmad \
+		--prefix "$P5" --sigmad /bin/false >"$TMP/sdfail" 2>&1
+	rc=$?
+	[ "$rc" = 1 ] && grep -q -e 'did not start' -e 'has no ifb' "$TMP/sdfail" ||
+		{ cat "$TMP/sdfail"; fail "bad sigmad: exit $rc, want 1 and 'did not start'"; }
+	left "$P5" "after sigmads that cannot start"
+fi
 
 step "done"
 echo "bench_cluster: $([ $fails = 0 ] && echo passed || echo "$fails failed")"

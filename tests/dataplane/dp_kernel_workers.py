@@ -10,8 +10,10 @@ Usage: dp_kernel_workers.py NODE_IP NODE_PORT MY_IP WORKERS KEYS PART_BYTES
 With STEER_PORTS = R, each push goes to NODE_PORT + k, k cycling over 0..R by
 worker and chunk: the node's port and each of its R reducers' ports
 (docs/sigmad.md, "Steering"), owner or not; every port must sum alike.
-Environment: SIGMA_JOB (job id, 1) and SIGMA_PORT_BASE (worker w sends from
-UDP port SIGMA_PORT_BASE + w, 41000).
+Environment: SIGMA_JOB (job id, 1), SIGMA_PORT_BASE (worker w sends from
+UDP port SIGMA_PORT_BASE + w, 41000) and SIGMA_RANKS=FIRST:COUNT (this process
+runs ranks FIRST..FIRST+COUNT-1 of the WORKERS, whose sum it checks; default
+all of them), so that a job's workers can come from several addresses.
 """
 import os
 import select
@@ -34,13 +36,15 @@ def main():
     token, job = int(sys.argv[9], 0), int(os.environ.get("SIGMA_JOB", "1"))
     base = int(os.environ.get("SIGMA_PORT_BASE", "41000"))
     steer = int(sys.argv[10]) if len(sys.argv) > 10 else 0
+    first, count = map(int, os.environ.get("SIGMA_RANKS", "0:%d" % workers).split(":"))
+    mine = range(first, first + count)
     used = set()
     nchunks = (part + chunk_bytes - 1) // chunk_bytes
-    socks = []
-    for r in range(workers):
+    socks = {}
+    for r in mine:
         s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         s.bind((my_ip, base + r))
-        socks.append(s)
+        socks[r] = s
     ok = bad = retrans = 0
     deadline = time.monotonic() + 60
     for rnd in range(rounds):
@@ -50,7 +54,7 @@ def main():
                 n = min(chunk_bytes, part - off) // 4
                 want = [sum(value(w, key, chunk, rnd, i) for w in range(workers))
                         for i in range(n)]
-                pending = set(range(workers))
+                pending = set(mine)
                 while pending:
                     if time.monotonic() > deadline:
                         print("timed out: key %d chunk %d round %d waiting for %s"
@@ -90,7 +94,7 @@ def main():
     if len(used) != steer + 1:
         print("not every steering port was used")
         return 1
-    return 0 if bad == 0 and ok == workers * keys * nchunks * rounds else 1
+    return 0 if bad == 0 and ok == count * keys * nchunks * rounds else 1
 
 
 if __name__ == "__main__":

@@ -431,6 +431,54 @@ static int check(const char *io, const char *reduce, const char *rtc,
 	return rc;
 }
 
+/* The layout rtc = (0,0,1) plus [layout] extra_rx = @p extra, from a config file. */
+static int check_extra(const char *extra, const struct sg_dp_topology *t)
+{
+	struct sg_dp_config c;
+	FILE *devnull = fopen("/dev/null", "w");
+	char ini[512];
+	int rc;
+
+	snprintf(ini, sizeof(ini), "[layout]\nrtc = (0,0,1)\nextra_rx = %s\n", extra);
+	sg_dp_config_defaults(&c);
+	err[0] = '\0';
+	rc = sg_dp_config_load_string(&c, ini, err, sizeof(err));
+	if (rc == 0)
+		rc = sg_dp_layout_check(&c, t, err, sizeof(err), devnull, NULL);
+	fclose(devnull);
+	return rc;
+}
+
+static void test_extra_rx(void)
+{
+	struct sg_dp_topology t;
+	struct sg_dp_config c;
+	char *argv[] = {"sigmad", "--rtc", "(0,0,1)", "--extra-rx", "(1,0,1),(0,1,1)", NULL};
+
+	topo_init(&t, 4, 2);
+	SG_CHECK_EQ(check_extra("(1,0,1)", &t), 0);
+	SG_CHECK_EQ(check_extra("(1,0,1),(0,1,1)", &t), 0);
+	/* an lcore that does not receive, a port that is not there, a queue twice, a gap */
+	SG_CHECK(check_extra("(1,0,2)", &t) < 0, "extra_rx on a non-receiving lcore accepted");
+	SG_CHECK(strstr(err, "lcore 2 does not receive") != NULL, "%s", err);
+	SG_CHECK(check_extra("(2,0,1)", &t) < 0, "extra_rx on port 2 of 2 accepted");
+	SG_CHECK(strstr(err, "port 2 does not exist") != NULL, "%s", err);
+	SG_CHECK(check_extra("(0,0,1)", &t) < 0, "extra_rx of the layout's own queue accepted");
+	SG_CHECK(strstr(err, "polled twice") != NULL, "%s", err);
+	SG_CHECK(check_extra("(1,1,1)", &t) < 0, "extra_rx queue gap accepted");
+	SG_CHECK(strstr(err, "without gaps") != NULL, "%s", err);
+	SG_CHECK(check_extra("(1,0)", &t) < 0, "malformed extra_rx accepted");
+	SG_CHECK(check_extra("(0,1,1),(0,2,1),(0,3,1),(1,0,1),(1,1,1),(1,2,1),(1,3,1),(1,4,1),"
+			     "(1,5,1)", &t) < 0, "9 extra_rx entries accepted");
+	SG_CHECK(strstr(err, "more than 8") != NULL, "%s", err);
+	/* the option: both entries, and it replaces the file's layout */
+	sg_dp_config_defaults(&c);
+	SG_CHECK_EQ(sg_dp_config_parse_args(&c, 5, argv, err, sizeof(err)), 0);
+	SG_CHECK_EQ(c.n_extra_rx, 2);
+	SG_CHECK(c.extra_rx[0].port == 1 && c.extra_rx[0].queue == 0 && c.extra_rx[0].lcore == 1 &&
+		 c.extra_rx[1].port == 0 && c.extra_rx[1].queue == 1, "extra_rx from --extra-rx");
+}
+
 static void test_layout_check(void)
 {
 	struct sg_dp_topology t;
@@ -471,6 +519,9 @@ static void test_layout_check(void)
 	t.max_txq[0] = 2;
 	SG_CHECK(check("(0,0,1)", "2-3", NULL, &t, &nw) < 0, "too many txq accepted");
 	SG_CHECK(strstr(err, "TX queue") != NULL && strstr(err, "qpairs=3") != NULL, "%s", err);
+
+	/* [layout] extra_rx: one lcore polls a queue of another port too */
+	test_extra_rx();
 
 	/* NUMA: a reducer on another node than its port is a warning */
 	topo_init(&t, 4, 1);
