@@ -228,6 +228,51 @@ static void job_ranks(struct frame *f, json_t *late)
 	free(v);
 }
 
+static int drop_cmp(const void *a, const void *b)
+{
+	json_int_t x = json_integer_value(json_object_get(*(json_t *const *)a, "n"));
+	json_int_t y = json_integer_value(json_object_get(*(json_t *const *)b, "n"));
+
+	return x < y ? 1 : x > y ? -1 : 0;
+}
+
+/* The node's drops by reason (stats_get), those that dropped anything, the most first. */
+static void node_drops(const struct top_conf *tc, struct top_node *nd, struct frame *f)
+{
+	char err[320], line[512];
+	json_t *st = top_call(tc, nd, "stats_get", NULL, err, sizeof(err));
+	json_t *drops = json_object_get(st, "drops"), *all = json_array(), *v, **s;
+	const char *k;
+	size_t n = 0, i, len = 0;
+
+	if (!json_is_object(drops)) {
+		addf(f, "  drops by reason: %s", st == NULL ? err
+			: !json_is_object(st) ? "garbage from the node" : "not kept by this node");
+		json_decref(st);
+		json_decref(all);
+		return;
+	}
+	json_object_foreach(drops, k, v)
+		if (json_integer_value(v) > 0)
+			json_array_append_new(all, json_pack("{s:s, s:I}", "r", k, "n",
+							     (json_int_t)json_integer_value(v)));
+	s = sorted(all, drop_cmp, &n);
+	line[0] = '\0';
+	for (i = 0; s != NULL && i < n && len < sizeof(line); i++) {
+		int w = snprintf(line + len, sizeof(line) - len, "%s%s %lld", i ? ", " : "",
+				 json_string_value(json_object_get(s[i], "r")),
+				 (long long)json_integer_value(json_object_get(s[i], "n")));
+
+		if (w < 0)
+			break;
+		len += (size_t)w;
+	}
+	addf(f, "  drops by reason: %s", n ? line : "none");
+	free(s);
+	json_decref(all);
+	json_decref(st);
+}
+
 /* One node's share of the frame. */
 static void node_frame(const struct top_conf *tc, struct top_node *nd, struct frame *f)
 {
@@ -276,6 +321,7 @@ static void node_frame(const struct top_conf *tc, struct top_node *nd, struct fr
 	json_decref(nd->prev_jobs);
 	nd->prev_jobs = jobs;
 	nd->prev_t = t;
+	node_drops(tc, nd, f);
 }
 
 static void build(const struct top_conf *tc, struct top_node *nodes, struct frame *f,

@@ -117,6 +117,15 @@ class Top(unittest.TestCase):
         rows = re.findall(r"(?m)^\s{4}\s*(\d+)\s+[0-9.]+\s+[0-9.]+\s+[0-9.]+\s+[0-9.]+$", s)
         self.assertEqual(rows[:1], [str(SLOW)], s)  # the slowest first
         self.assertEqual(sorted(rows), sorted(str(r) for r in range(N)), s)
+        # garbage datagrams to node 0: its drops by reason, on screen
+        with open(nodes.nodes[0].log) as f:
+            udp = int(re.search(r"on 127\.0\.0\.1:(\d+)", f.read()).group(1))
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sk:
+            for _ in range(3):
+                sk.sendto(b"short", ("127.0.0.1", udp))
+        s = tm.wait(lambda x: re.search(r"drops by reason: .*engine_short 3\b", x) is not None,
+                    5)
+        self.assertRegex(s, r"drops by reason: .*engine_short 3\b")
         # the garbage node gets a line of its own, the others go on
         g = s[s.index(f"node {targets[2]}"):]
         self.assertRegex(g.splitlines()[1], r"lcores: .*(unreadable|Protocol|protocol|connect)", s)
@@ -158,6 +167,7 @@ class Top(unittest.TestCase):
                               "0.2"], capture_output=True, text=True, timeout=20)
         self.assertEqual(out.returncode, 0, out.stderr)
         self.assertEqual(out.stdout.count("sigma top "), 2, out.stdout)
+        self.assertEqual(out.stdout.count("  drops by reason: none\n"), 2, out.stdout)
         self.assertIn(f"job {job.id} ranks: no round completed yet", out.stdout)
         self.assertNotIn("\x1b", out.stdout)  # no terminal: no escape sequences
         for args, want in ((["--sort", "fast"], "want busy, mpps, gbps, drops or lcore"),
