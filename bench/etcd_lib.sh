@@ -60,3 +60,16 @@ etcd_wait() {
 etcd_count() {
 	ETCDCTL_API=3 etcdctl --endpoints "$1" get --prefix "$2" --keys-only 2>/dev/null | grep -c .
 }
+
+# etcd_test_setup NAME: a test's start (tests/client): skip (exit 77) without
+# etcd, a scratch folder TMP (/tmp/sg_NAME.*), PIDS, fails and checks at 0, and
+# the EXIT trap of expect_lib.sh's cleanup_pids (the caller sources it)
+etcd_test_setup() {
+	command -v etcd >/dev/null && command -v etcdctl >/dev/null ||
+		{ echo "SKIP: no etcd/etcdctl (Debian packages etcd-server, etcd-client)"; exit 77; }
+	TMP=$(mktemp -d "/tmp/sg_$1.XXXXXX")
+	PIDS=()
+	fails=0
+	checks=0
+	trap cleanup_pids EXIT
+}

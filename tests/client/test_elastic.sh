@@ -21,15 +21,9 @@ set -u
 UDPD=$1
 CTL=$2
 W=$3
-command -v etcd >/dev/null && command -v etcdctl >/dev/null ||
-	{ echo "SKIP: no etcd/etcdctl (Debian packages etcd-server, etcd-client)"; exit 77; }
-TMP=$(mktemp -d /tmp/sg_elastic.XXXXXX)
-PIDS=()
-fails=0
-checks=0
-trap cleanup_pids EXIT
 . "$(dirname "$0")/../dataplane/expect_lib.sh"
 . "$(dirname "$0")/../../bench/etcd_lib.sh"
+etcd_test_setup elastic
 
 P=$(free_ports 3)
 URL=http://127.0.0.1:$P

@@ -27,15 +27,9 @@ CTL=$2
 WORKERS=$3
 SIGMAD=$4
 WATCHCOST=$5
-command -v etcd >/dev/null && command -v etcdctl >/dev/null ||
-	{ echo "SKIP: no etcd/etcdctl (Debian packages etcd-server, etcd-client)"; exit 77; }
-TMP=$(mktemp -d /tmp/sg_failover.XXXXXX)
-PIDS=()
-fails=0
-checks=0
-trap cleanup_pids EXIT
 . "$(dirname "$0")/../dataplane/expect_lib.sh"
 . "$(dirname "$0")/../../bench/etcd_lib.sh"
+etcd_test_setup failover
 export ETCDCTL_API=3
 # note NAME: the summary lines of the last run, for the log
 note() { grep -E 'kill to|failed as expected|elements checked|moved to the survivors' "$TMP/out" |
