@@ -63,8 +63,10 @@ static void usage(FILE *f)
 		"                              straggler: the rank most often last to push\n"
 		"  top [--sort busy|mpps|gbps|drops|lcore] [--interval SECS] [--count N]\n"
 		"                              live view of lcores, jobs and ranks by lateness\n"
-		"                              (-s TARGET, or --node TARGET for several nodes);\n"
-		"                              q quits, s sorts; plain text when not a terminal\n"
+		"                              (-s TARGET, --node TARGET for several nodes, or\n"
+		"                              --etcd for the cluster's live nodes, read again\n"
+		"                              for each frame); q quits, s sorts; plain text\n"
+		"                              when not a terminal\n"
 		"  job create --workers N --tensor NAME:ELEMS [--tensor ...] [--dtype fp32]\n"
 		"             [--mode sync|async|deterministic] [--partition-bytes B]\n"
 		"             [--chunk-bytes B] [--id ID]\n"
@@ -857,7 +859,27 @@ static int cmd_jobs_ranks(int argc, char **argv)
 	return rc;
 }
 
-/* top: the -s target, or every --node's; a TCP one needs the secret. */
+/* top --etcd: the control targets of the cluster's live nodes, read for each frame */
+static int top_etcd_nodes(void *arg, char (*out)[TOP_TARGET_MAX], unsigned int cap, char *err,
+			  size_t errlen)
+{
+	struct sg_etcd_node nodes[SG_MAX_NODES];
+	struct sg_etcd_garbage gb = {0};
+	unsigned int k = 0;
+	int n = sg_etcd_nodes_get(arg, g.cluster, nodes, SG_MAX_NODES, &gb);
+
+	if (n < 0) {
+		snprintf(err, errlen, "%s", sg_etcd_last_error(arg));
+		return -1;
+	}
+	for (int i = 0; i < n && i < SG_MAX_NODES && k < cap; i++)
+		if (nodes[i].control[0] != '\0')
+			snprintf(out[k++], TOP_TARGET_MAX, "%s", nodes[i].control);
+	return (int)k;
+}
+
+/* top: the -s target, or every --node's, or with --etcd the cluster's live nodes;
+ * a TCP one needs the secret. */
 static int cmd_top(int argc, char **argv)
 {
 	const char *targets[SG_MAX_NODES];
@@ -869,6 +891,30 @@ static int cmd_top(int argc, char **argv)
 	char err[256];
 	int rc;
 
+	if (g.etcd != NULL && g.n_nodes == 0) {
+		struct sg_etcd_conf ec = {.endpoints = g.etcd, .timeout_ms = tc.timeout_ms};
+		char src[320];
+
+		/* the nodes register their control targets; a TCP one wants -k */
+		if (g.secret_file != NULL &&
+		    sg_ctl_secret_load(g.secret_file, false, secret, &len, err, sizeof(err)) < 0)
+			return die_usage("cannot read secret file: %s", err);
+		if ((tc.nodes_arg = sg_etcd_create(&ec)) == NULL)
+			return die_usage("--etcd: want http://host:port[,...]");
+		if (sg_etcd_prefix(g.cluster, src, sizeof(src)) != 0) {
+			sg_etcd_destroy(tc.nodes_arg);
+			return die_usage("--cluster: 1..63 of [A-Za-z0-9._-]");
+		}
+		snprintf(src, sizeof(src), "etcd %s, cluster %s", g.etcd, g.cluster);
+		tc.nodes_get = top_etcd_nodes;
+		tc.source = src;
+		tc.secret = len ? secret : NULL;
+		tc.secret_len = len;
+		rc = sigmactl_top(&tc, argc, argv);
+		sg_etcd_destroy(tc.nodes_arg);
+		memset(secret, 0, sizeof(secret));
+		return rc;
+	}
 	targets[0] = g.target;
 	for (unsigned int i = 0; i < g.n_nodes; i++)
 		targets[i] = g.nodes[i].target;

@@ -40,6 +40,7 @@ static const char *const sort_keys[] = {"busy", "mpps", "gbps", "drops", "lcore"
 
 struct top_node {
 	const char *target;
+	char own[TOP_TARGET_MAX];  /* the target, when nodes_get gave it */
 	struct sg_ctl_client *cli;
 	json_t *prev_jobs; /* job_list of the last frame, for rates */
 	double prev_t;
@@ -324,19 +325,68 @@ static void node_frame(const struct top_conf *tc, struct top_node *nd, struct fr
 	node_drops(tc, nd, f);
 }
 
-static void build(const struct top_conf *tc, struct top_node *nodes, struct frame *f,
-		  double interval)
+static void build(const struct top_conf *tc, struct top_node *nodes, unsigned int nn,
+		  struct frame *f, double interval, const char *note)
 {
 	time_t now = time(NULL);
 	char tbuf[32];
 
 	strftime(tbuf, sizeof(tbuf), "%H:%M:%S", localtime(&now));
 	addf(f, "sigma top %s: %u node%s, every %.2g s, lcores by %s (q quits, s sorts)", tbuf,
-	     tc->n, tc->n == 1 ? "" : "s", interval, sort_keys[sort_key]);
-	for (unsigned int i = 0; i < tc->n; i++) {
+	     nn, nn == 1 ? "" : "s", interval, sort_keys[sort_key]);
+	if (note != NULL)
+		addf(f, "%s", note);
+	for (unsigned int i = 0; i < nn; i++) {
 		addf(f, "%s", "");
 		node_frame(tc, &nodes[i], f);
 	}
+}
+
+static void node_forget(struct top_node *nd)
+{
+	sg_ctl_client_close(nd->cli);
+	json_decref(nd->prev_jobs);
+	memset(nd, 0, sizeof(*nd));
+}
+
+/*
+ * Ask tc->nodes_get for the nodes: keep those still there (their connections and
+ * rates), drop the others, add the new ones, in the order given. @return the
+ * count; on a failed refresh the nodes stay and @p note says why.
+ */
+static unsigned int refresh_nodes(const struct top_conf *tc, struct top_node *nodes,
+				  unsigned int nn, char *note, size_t cap)
+{
+	static char got[TOP_MAX_NODES][TOP_TARGET_MAX];
+	struct top_node old[TOP_MAX_NODES];
+	char err[256] = "";
+	int n = tc->nodes_get(tc->nodes_arg, got, TOP_MAX_NODES, err, sizeof(err));
+	unsigned int i, k;
+
+	if (n < 0) {
+		snprintf(note, cap, "%s: %s (the nodes of the last frame)", tc->source, err);
+		return nn;
+	}
+	snprintf(note, cap, "%s: %d live node%s", tc->source, n, n == 1 ? "" : "s");
+	memcpy(old, nodes, sizeof(old));
+	memset(nodes, 0, sizeof(old));
+	for (i = 0; i < (unsigned int)n && i < TOP_MAX_NODES; i++) {
+		got[i][TOP_TARGET_MAX - 1] = '\0';
+		for (k = 0; k < nn; k++)
+			if (old[k].target != NULL && strcmp(old[k].own, got[i]) == 0)
+				break;
+		if (k < nn) {
+			nodes[i] = old[k];
+			old[k].target = NULL;
+		} else {
+			memcpy(nodes[i].own, got[i], sizeof(nodes[i].own));
+		}
+		nodes[i].target = nodes[i].own;
+	}
+	for (k = 0; k < nn; k++)
+		if (old[k].target != NULL)
+			node_forget(&old[k]);
+	return i;
 }
 
 #ifdef SIGMACTL_CURSES
@@ -377,8 +427,10 @@ int sigmactl_top(const struct top_conf *tc, int argc, char **argv)
 		{"count", required_argument, NULL, 'c'},
 		{NULL, 0, NULL, 0},
 	};
-	struct top_node *nodes = calloc(tc->n, sizeof(*nodes));
+	struct top_node *nodes = calloc(tc->nodes_get ? TOP_MAX_NODES : tc->n, sizeof(*nodes));
 	struct frame f = {.n = 0};
+	unsigned int nn = tc->nodes_get ? 0 : tc->n;
+	char note[320];
 	double interval = 1.0;
 	uint64_t count = 0, k;
 	bool tty = isatty(STDOUT_FILENO);
@@ -428,7 +480,7 @@ int sigmactl_top(const struct top_conf *tc, int argc, char **argv)
 		free(nodes);
 		return 2;
 	}
-	for (unsigned int i = 0; i < tc->n; i++)
+	for (unsigned int i = 0; i < nn; i++)
 		nodes[i].target = tc->targets[i];
 	signal(SIGINT, on_sig);
 	signal(SIGTERM, on_sig);
@@ -443,7 +495,9 @@ int sigmactl_top(const struct top_conf *tc, int argc, char **argv)
 	}
 #endif
 	for (k = 0; !top_stop && (count == 0 || k < count); k++) {
-		build(tc, nodes, &f, interval);
+		if (tc->nodes_get != NULL)
+			nn = refresh_nodes(tc, nodes, nn, note, sizeof(note));
+		build(tc, nodes, nn, &f, interval, tc->nodes_get != NULL ? note : NULL);
 #ifdef SIGMACTL_CURSES
 		if (tty) {
 			draw(&f);
@@ -469,10 +523,8 @@ int sigmactl_top(const struct top_conf *tc, int argc, char **argv)
 	if (tty)
 		endwin();
 #endif
-	for (unsigned int i = 0; i < tc->n; i++) {
-		sg_ctl_client_close(nodes[i].cli);
-		json_decref(nodes[i].prev_jobs);
-	}
+	for (unsigned int i = 0; i < nn; i++)
+		node_forget(&nodes[i]);
 	free(nodes);
 	return 0;
 }

@@ -157,6 +157,49 @@ class Top(unittest.TestCase):
         self.assertFalse(tm.alive(), "top did not end on q")
         self.assertEqual(ranks.errors, [])
 
+    def test_etcd_cluster(self):
+        """top --etcd: the cluster's live nodes, read again for each frame."""
+        ctl = sigmactl()
+        folder = tempfile.mkdtemp(prefix=f"sg_top_etcd_{os.getpid()}_")
+        self.addCleanup(shutil.rmtree, folder, True)
+        etcd = sgtest.Etcd(folder)
+        self.addCleanup(etcd.stop)
+        cluster = f"top{os.getpid()}"
+        nodes = start_local_nodes(2, extra_args=["--etcd", etcd.url, "--cluster", cluster,
+                                                 "--ttl", "2"])
+        self.addCleanup(nodes.stop)
+        top = [ctl, "--etcd", etcd.url, "--cluster", cluster, "top", "--count", "1"]
+
+        def frame() -> str:
+            out = subprocess.run(top, capture_output=True, text=True, timeout=30)
+            self.assertEqual(out.returncode, 0, out.stderr)
+            return out.stdout
+        deadline = time.monotonic() + 15
+        while "2 live nodes" not in (s := frame()):
+            self.assertLess(time.monotonic(), deadline, s)
+            time.sleep(0.2)
+        self.assertIn(f"etcd {etcd.url}, cluster {cluster}: 2 live nodes", s)
+        for t in nodes.targets:
+            self.assertIn(f"node {t}\n", s)
+        # a node that dies leaves the view once its lease ends (TTL 2 s)
+        nodes.nodes[1].kill()
+        deadline = time.monotonic() + 15
+        while "1 live node\n" not in (s := frame()):
+            self.assertLess(time.monotonic(), deadline, s)
+            time.sleep(0.3)
+        self.assertIn(f"node {nodes.targets[0]}\n", s)
+        self.assertNotIn(f"node {nodes.targets[1]}\n", s)
+        # etcd that cannot be reached: a line that says so, no node, no hang
+        t0 = time.monotonic()
+        out = subprocess.run([ctl, "--etcd", f"http://127.0.0.1:{sgtest.free_ports(1)}",
+                              "--cluster", cluster, "top", "--count", "1"],
+                             capture_output=True, text=True, timeout=30)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        self.assertRegex(out.stdout, r"sigma top .*: 0 nodes")
+        self.assertRegex(out.stdout, rf"etcd http://127.0.0.1:\d+, cluster {cluster}: .+ "
+                         r"\(the nodes of the last frame\)")
+        self.assertLess(time.monotonic() - t0, 10)
+
     def test_plain_and_bad_flags(self):
         ctl = sigmactl()
         nodes = start_local_nodes(1)
