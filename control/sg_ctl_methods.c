@@ -65,13 +65,14 @@ SG_RPC_REGISTER("node_info", m_node_info);
 
 static json_t *lcore_json(const struct sg_ctl_lcore_stats *l)
 {
-	return json_pack("{s:I, s:s, s:i, s:s, s:I, s:I, s:I, s:I, s:I, s:f, s:f, s:f}", "lcore",
+	return json_pack("{s:I, s:s, s:i, s:s, s:I, s:I, s:I, s:I, s:I, s:f, s:f, s:f, s:I}", "lcore",
 			 (json_int_t)l->lcore, "role", sg_role_name(l->role), "numa", l->numa,
 			 "idle", l->idle == SG_IDLE_SLEEP ? "sleep" : "poll", "busy_cycles",
 			 (json_int_t)l->busy_cycles, "idle_cycles", (json_int_t)l->idle_cycles,
 			 "packets", (json_int_t)l->packets, "bytes_summed",
 			 (json_int_t)l->bytes_summed, "drops", (json_int_t)l->drops, "busy_pct",
-			 l->busy_pct, "mpps", l->mpps, "gbps_summed", l->gbps_summed);
+			 l->busy_pct, "mpps", l->mpps, "gbps_summed", l->gbps_summed, "ring",
+			 (json_int_t)l->ring);
 }
 
 static int m_lcores_get(struct sg_ctl_server *s, json_t *params, json_t **res,

@@ -177,20 +177,22 @@ char *sg_ctl_srv_metrics(struct sg_ctl_server *s, size_t *len)
 	static const struct {
 		const char *name, *help;
 		size_t off;
-		bool gauge_dbl;
+		enum { LC_COUNTER, LC_RATIO, LC_GAUGE } kind;
 	} lc_metrics[] = {
 		{"sigma_lcore_busy_cycles_total", "TSC cycles spent on work",
-		 offsetof(struct sg_ctl_lcore_stats, busy_cycles), false},
+		 offsetof(struct sg_ctl_lcore_stats, busy_cycles), LC_COUNTER},
 		{"sigma_lcore_idle_cycles_total", "TSC cycles spent polling empty queues",
-		 offsetof(struct sg_ctl_lcore_stats, idle_cycles), false},
+		 offsetof(struct sg_ctl_lcore_stats, idle_cycles), LC_COUNTER},
 		{"sigma_lcore_packets_total", "packets handled",
-		 offsetof(struct sg_ctl_lcore_stats, packets), false},
+		 offsetof(struct sg_ctl_lcore_stats, packets), LC_COUNTER},
 		{"sigma_lcore_bytes_summed_total", "payload bytes summed",
-		 offsetof(struct sg_ctl_lcore_stats, bytes_summed), false},
+		 offsetof(struct sg_ctl_lcore_stats, bytes_summed), LC_COUNTER},
 		{"sigma_lcore_drops_total", "packets dropped, all reasons",
-		 offsetof(struct sg_ctl_lcore_stats, drops), false},
+		 offsetof(struct sg_ctl_lcore_stats, drops), LC_COUNTER},
 		{"sigma_lcore_busy_ratio", "busy share over the last interval (0..1)",
-		 offsetof(struct sg_ctl_lcore_stats, busy_pct), true},
+		 offsetof(struct sg_ctl_lcore_stats, busy_pct), LC_RATIO},
+		{"sigma_lcore_ring_occupancy", "datagrams waiting in the lcore's reducer ring",
+		 offsetof(struct sg_ctl_lcore_stats, ring), LC_GAUGE},
 	};
 	static const struct {
 		const char *name, *help;
@@ -225,14 +227,14 @@ char *sg_ctl_srv_metrics(struct sg_ctl_server *s, size_t *len)
 	if (s->cfg.ops->job_list != NULL && (nj = sg_ctl_srv_jobs(s, &jobs, &err)) < 0)
 		nj = 0;
 	for (m = 0; m < RTE_DIM(lc_metrics); m++) {
-		sb_head(&b, lc_metrics[m].name, lc_metrics[m].gauge_dbl ? "gauge" : "counter",
+		sb_head(&b, lc_metrics[m].name, lc_metrics[m].kind == LC_COUNTER ? "counter" : "gauge",
 			lc_metrics[m].help);
 		for (i = 0; i < nl; i++) {
 			const char *p = (const char *)&ls[i] + lc_metrics[m].off;
 
 			sb_printf(&b, "%s{lcore=\"%u\",role=\"%s\",numa=\"%d\"} ", lc_metrics[m].name,
 				  ls[i].lcore, sg_role_name(ls[i].role), ls[i].numa);
-			if (lc_metrics[m].gauge_dbl)
+			if (lc_metrics[m].kind == LC_RATIO)
 				sb_printf(&b, "%.4f\n", *(const double *)p / 100.0);
 			else
 				sb_printf(&b, "%" PRIu64 "\n", *(const uint64_t *)p);

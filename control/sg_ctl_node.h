@@ -71,6 +71,7 @@ struct sg_ctl_lcore_stats {
 	double busy_pct; /**< over the dataplane's last interval */
 	double mpps;
 	double gbps_summed;
+	uint64_t ring;   /**< gauge: datagrams waiting in this lcore's reducer ring (0: none) */
 };
 
 /** One key of a job on a node: partition part of tensor t is key sg_wire_key(t, part). */

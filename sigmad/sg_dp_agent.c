@@ -399,7 +399,8 @@ static int op_lcores(void *arg, struct sg_ctl_lcore_stats *out, unsigned int cap
 			.lcore = st.lcore, .role = st.role, .numa = st.socket,
 			.idle = st.idle,
 			.busy_cycles = st.busy_cycles, .idle_cycles = st.idle_cycles,
-			.packets = st.rx_pkts + st.handoff_pkts, .bytes_summed = st.bytes_summed};
+			.packets = st.rx_pkts + st.handoff_pkts, .bytes_summed = st.bytes_summed,
+			.ring = st.ring_count};
 		o->drops = sg_dp_lcore_drops(&st, NULL);
 		/* rates over the interval since the previous call, busy% like telemetry */
 		busy = st.busy_cycles - (dt > 0 ? pv->busy_cycles : 0);

@@ -184,13 +184,13 @@ static void node_lcores(struct frame *f, json_t *lc)
 	size_t n, i;
 	json_t **v = sorted(lc, lcore_cmp, &n);
 
-	addf(f, "  %5s %-8s %4s %6s %8s %8s %10s", "LCORE", "ROLE", "NUMA", "BUSY%", "MPPS",
-	     "GBPS", "DROPS");
+	addf(f, "  %5s %-8s %4s %6s %8s %8s %10s %6s", "LCORE", "ROLE", "NUMA", "BUSY%", "MPPS",
+	     "GBPS", "DROPS", "RING");
 	for (i = 0; v != NULL && i < n; i++)
-		addf(f, "  %5lld %-8s %4lld %6.1f %8.3f %8.3f %10lld", tint(v[i], "lcore"),
+		addf(f, "  %5lld %-8s %4lld %6.1f %8.3f %8.3f %10lld %6lld", tint(v[i], "lcore"),
 		     json_string_value(json_object_get(v[i], "role")) ?: "-", tint(v[i], "numa"),
 		     tnum(v[i], "busy_pct"), tnum(v[i], "mpps"), tnum(v[i], "gbps_summed"),
-		     tint(v[i], "drops"));
+		     tint(v[i], "drops"), tint(v[i], "ring"));
 	free(v);
 }
 

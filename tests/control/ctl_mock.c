@@ -121,6 +121,7 @@ static int mk_lcores(void *arg, struct sg_ctl_lcore_stats *out, unsigned int cap
 			.busy_pct = 50.0 + i,
 			.mpps = 1.5 * i,
 			.gbps_summed = 10.0 * i,
+			.ring = 3u * i,
 		};
 	}
 	return (int)i;

@@ -559,6 +559,8 @@ static void test_unix_roundtrips(void)
 	SG_CHECK(r && strcmp(json_string_value(json_object_get(json_array_get(r, 1), "role")),
 			     "reducer") == 0,
 		 "lcore 1 role");
+	SG_CHECK(r && json_integer_value(json_object_get(json_array_get(r, 2), "ring")) == 6,
+		 "lcore 2's ring");
 	json_decref(r);
 	r = call(c, "layout_get", NULL, &code);
 	SG_CHECK_EQ(json_array_size(json_object_get(r, "keymap")), SG_BUCKETS);
@@ -1082,6 +1084,9 @@ static void test_metrics(void)
 		 "lcore drops");
 	SG_CHECK(r && strstr(r, "sigma_lcore_busy_ratio{lcore=\"1\",role=\"reducer\",numa=\"0\"} 0.5100\n"),
 		 "busy ratio");
+	SG_CHECK(r && strstr(r, "# TYPE sigma_lcore_ring_occupancy gauge\n") &&
+			 strstr(r, "sigma_lcore_ring_occupancy{lcore=\"1\",role=\"reducer\",numa=\"0\"} 3\n"),
+		 "ring occupancy");
 	SG_CHECK(r && strstr(r, "# TYPE sigma_lcore_packets_total counter\n"), "TYPE line");
 	SG_CHECK(r && strstr(r, "sigma_ctl_refusals_total{reason=\"auth_failed\"} 4\n"),
 		 "refusal counter");
