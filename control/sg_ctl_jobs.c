@@ -349,6 +349,7 @@ json_t *sg_ctl_srv_job_json(const struct sg_ctl_job *j)
 			      "drops", (json_int_t)j->drops);
 
 	json_object_set_new(o, "open", json_boolean(j->open));
+	json_object_set_new(o, "bytes_pushed", json_integer((json_int_t)j->bytes_pushed));
 	json_object_set_new(o, "slots_used", json_integer((json_int_t)j->slots_used));
 	json_object_set_new(o, "slots_budget", json_integer((json_int_t)j->slots_budget));
 	if (j->open)

@@ -197,21 +197,24 @@ char *sg_ctl_srv_metrics(struct sg_ctl_server *s, size_t *len)
 	static const struct {
 		const char *name, *help;
 		size_t off;
+		bool gauge;
 	} job_metrics[] = {
 		{"sigma_job_rounds_completed_total", "summation rounds completed",
-		 offsetof(struct sg_ctl_job, rounds_completed)},
+		 offsetof(struct sg_ctl_job, rounds_completed), false},
 		{"sigma_job_retransmits_total", "retransmitted results served",
-		 offsetof(struct sg_ctl_job, retransmits)},
+		 offsetof(struct sg_ctl_job, retransmits), false},
 		{"sigma_job_incomplete_slots", "rounds waiting for pushes",
-		 offsetof(struct sg_ctl_job, incomplete)},
+		 offsetof(struct sg_ctl_job, incomplete), true},
 		{"sigma_job_nacks_total", "pushes refused for lack of buffers or slots",
-		 offsetof(struct sg_ctl_job, nacks)},
+		 offsetof(struct sg_ctl_job, nacks), false},
 		{"sigma_job_drops_total", "the job's packets dropped, all reasons",
-		 offsetof(struct sg_ctl_job, drops)},
+		 offsetof(struct sg_ctl_job, drops), false},
 		{"sigma_job_slots_used", "chunk slots the job's keys take (all engines)",
-		 offsetof(struct sg_ctl_job, slots_used)},
+		 offsetof(struct sg_ctl_job, slots_used), true},
 		{"sigma_job_slots_budget", "chunk slots the job may take (all engines)",
-		 offsetof(struct sg_ctl_job, slots_budget)},
+		 offsetof(struct sg_ctl_job, slots_budget), true},
+		{"sigma_job_pushed_bytes_total", "payload bytes of the pushes summed",
+		 offsetof(struct sg_ctl_job, bytes_pushed), false},
 	};
 	struct sg_ctl_lcore_stats *ls = NULL;
 	struct sg_ctl_job *jobs = NULL;
@@ -241,7 +244,7 @@ char *sg_ctl_srv_metrics(struct sg_ctl_server *s, size_t *len)
 		}
 	}
 	for (m = 0; m < RTE_DIM(job_metrics); m++) {
-		sb_head(&b, job_metrics[m].name, m == 2 || m >= 5 ? "gauge" : "counter",
+		sb_head(&b, job_metrics[m].name, job_metrics[m].gauge ? "gauge" : "counter",
 			job_metrics[m].help);
 		for (i = 0; i < nj; i++)
 			sb_printf(&b, "%s{sigma_job=\"%u\"} %" PRIu64 "\n", job_metrics[m].name, jobs[i].id,

@@ -129,6 +129,7 @@ struct sg_ctl_job {
 	uint64_t incomplete;       /**< list: gauge, timed-out rounds still open */
 	uint64_t nacks;            /**< list: NACKs sent (no buffer or slot free) */
 	uint64_t drops;            /**< list: the job's packets dropped, all reasons */
+	uint64_t bytes_pushed;     /**< list: payload bytes of the pushes summed here */
 	/**
 	 * create and list: auth = mac (job_create's "auth": "mac"; docs/protocol.md,
 	 * "Authenticated datagrams"). create: auth_key is the job's MAC key, which the

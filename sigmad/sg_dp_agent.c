@@ -347,6 +347,7 @@ static int op_job_list(void *arg, struct sg_ctl_job *out, unsigned int cap)
 				out[n].incomplete = t.st[k].incomplete_slots;
 				out[n].nacks = t.st[k].nacks_sent;
 				out[n].drops = t.st[k].drops;
+				out[n].bytes_pushed = t.st[k].rx_bytes;
 				out[n].slots_used = t.st[k].slots_used;
 				out[n].slots_budget = t.st[k].slots;
 				/* an open job's keys: made by its pushes, on the reducers they reach */

@@ -167,6 +167,7 @@ static int op_job_list(void *arg, struct sg_ctl_job *out, unsigned int cap)
 			out[k].incomplete = st.incomplete_slots;
 			out[k].nacks = st.nacks_sent;
 			out[k].drops = st.drops;
+			out[k].bytes_pushed = st.rx_bytes;
 			out[k].slots_used = st.slots_used;
 			out[k].slots_budget = st.slots;
 			if (out[k].open)

@@ -194,16 +194,15 @@ static void node_lcores(struct frame *f, json_t *lc)
 	free(v);
 }
 
-/* The job's rounds completed in the last frame, per second (-1: no earlier frame). */
-static double job_rate(const struct top_node *nd, json_t *j, double t)
+/* The job's counter @p key's growth since the last frame, per second (-1: no earlier frame). */
+static double job_rate(const struct top_node *nd, json_t *j, const char *key, double t)
 {
 	size_t i;
 	json_t *p;
 
 	json_array_foreach(nd->prev_jobs, i, p)
 		if (tint(p, "id") == tint(j, "id") && t > nd->prev_t)
-			return (double)(tint(j, "rounds_completed") - tint(p, "rounds_completed")) /
-			       (t - nd->prev_t);
+			return (double)(tint(j, key) - tint(p, key)) / (t - nd->prev_t);
 	return -1;
 }
 
@@ -297,21 +296,24 @@ static void node_frame(const struct top_conf *tc, struct top_node *nd, struct fr
 		json_decref(jobs);
 		return;
 	}
-	addf(f, "  %6s %7s %9s %12s %9s %9s %9s %9s", "JOB", "WORKERS", "ROUNDS/S", "ROUNDS",
-	     "RETRANS", "NACKS", "DROPS", "STRAGGLER");
+	addf(f, "  %6s %7s %9s %8s %12s %9s %9s %9s %9s", "JOB", "WORKERS", "ROUNDS/S", "GBPS",
+	     "ROUNDS", "RETRANS", "NACKS", "DROPS", "STRAGGLER");
 	json_array_foreach(jobs, i, j) {
-		double r = job_rate(nd, j, t);
+		double r = job_rate(nd, j, "rounds_completed", t);
+		double bps = job_rate(nd, j, "bytes_pushed", t);
 		json_t *late = top_call(tc, nd, "job_lateness",
 					json_pack("{s:I}", "id", (json_int_t)tint(j, "id")), err,
 					sizeof(err));
 		json_t *st = json_object_get(late, "straggler");
-		char rate[32], who[32];
+		char rate[32], gbps[32], who[32];
 
 		snprintf(rate, sizeof(rate), r < 0 ? "-" : "%.1f", r);
+		/* the pushes' payload summed here, in Gbit/s */
+		snprintf(gbps, sizeof(gbps), bps < 0 ? "-" : "%.3f", bps * 8 / 1e9);
 		snprintf(who, sizeof(who), json_is_object(st) ? "rank %lld" : "-", tint(st, "rank"));
-		addf(f, "  %6lld %7lld %9s %12lld %9lld %9lld %9lld %9s", tint(j, "id"),
-		     tint(j, "workers"), rate, tint(j, "rounds_completed"), tint(j, "retransmits"),
-		     tint(j, "nacks"), tint(j, "drops"), who);
+		addf(f, "  %6lld %7lld %9s %8s %12lld %9lld %9lld %9lld %9s", tint(j, "id"),
+		     tint(j, "workers"), rate, gbps, tint(j, "rounds_completed"),
+		     tint(j, "retransmits"), tint(j, "nacks"), tint(j, "drops"), who);
 		if (json_is_object(late))
 			job_ranks(f, late);
 		else

@@ -833,6 +833,7 @@ static int slot_add(struct sg_dp_engine *e, struct pkt_ctx *c)
 	late_note(j, rank, s, c->now, e->conf.slot_timeout_ns);
 	s->arrived |= 1ull << rank;
 	JCOUNT(e, j, rx_pushes);
+	j->st.rx_bytes += (uint64_t)c->nelem * c->k->esz;
 	if (s->arrived != j->full)
 		return SG_DP_USED_SUMMED;
 	late_last(e, j, rank, c->now);
@@ -1194,6 +1195,7 @@ static int async_push(struct sg_dp_engine *e, struct pkt_ctx *c)
 	s->arrived |= 1ull << rank;
 	*last = c->m->round;
 	JCOUNT(e, j, rx_pushes);
+	j->st.rx_bytes += (uint64_t)c->nelem * c->k->esz;
 	e->st.async_updates++;
 	emit_result(e, j, c->k, c->chunk, c->m->round, s->acc, rank);
 	return SG_DP_USED_SUMMED | SG_DP_USED_REPLIED;

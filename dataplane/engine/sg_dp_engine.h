@@ -239,6 +239,7 @@ struct sg_dp_job_stats {
 	uint64_t slots;             /**< gauge: chunk slots it may take (a fixed job's: its
 				         chunks; an open job's: its budget) */
 	uint64_t waits_sent;        /**< ERROR WAITING emitted */
+	uint64_t rx_bytes;          /**< payload bytes of the pushes aggregated (rx_pushes') */
 };
 
 /**

@@ -259,6 +259,9 @@ class RealPrometheus(unittest.TestCase):
                                         rank=str(r)), rounds, f"rank {r}'s pushes")
         self.assertEqual(prom.value(f"sum(sigma_job_push_lateness_seconds_count{{{sel}}})"),
                          N * rounds)
+        # the payload summed: every rank's 1000 fp32 of every round, once
+        self.assertEqual(prom.value(f"sigma_job_pushed_bytes_total{{{sel}}}"),
+                         N * rounds * 1000 * 4)
         # rates: over the ranks' run, within half and double of what they did
         span = max(2, int(t1 - t0))
         rate = prom.value(f"rate(sigma_job_rounds_completed_total{{{sel}}}[{span}s])", t1)
@@ -330,6 +333,8 @@ class RealPrometheus(unittest.TestCase):
                               f"its ranks did {drounds}")
                 time.sleep(0.2)
             self.assertEqual(prom.value('up{job="sigmad"}'), 1)
+            self.assertEqual(prom.value(f"sigma_job_pushed_bytes_total{{{dsel}}}"),
+                             N * drounds * 1000 * 4)
             self.assertEqual(prom.value(f"sigma_job_straggler_rank{{{dsel}}}"), SLOW)
             for r in range(N):
                 self.assertEqual(prom.value(f"sigma_job_push_lateness_seconds_count{{{dsel}}}",

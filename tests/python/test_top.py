@@ -113,7 +113,16 @@ class Top(unittest.TestCase):
         self.assertTrue(named(s), s)
         self.assertIn(f"node {nodes.targets[0]}", s)
         self.assertIn(f"node {nodes.targets[1]}", s)
-        self.assertRegex(s, rf"(?m)^\s+{job.id}\s+{N}\s+([0-9.]+|-)\s+\d+.* rank {SLOW}$")
+        self.assertRegex(s, rf"(?m)^\s+{job.id}\s+{N}\s+([0-9.]+|-)\s+([0-9.]+|-)\s+\d+.* "
+                         rf"rank {SLOW}$")
+        # from the second frame on: rounds/s and the Gbit/s its pushes bring (> 0)
+        row = rf"(?m)^\s+{job.id}\s+{N}\s+([0-9.]+)\s+([0-9.]+)\s+\d+"
+
+        def rates(x: str) -> bool:
+            m = re.search(row, x)
+            return m is not None and float(m.group(1)) > 0 and float(m.group(2)) > 0
+        s = tm.wait(rates, 5)
+        self.assertTrue(rates(s), s)
         rows = re.findall(r"(?m)^\s{4}\s*(\d+)\s+[0-9.]+\s+[0-9.]+\s+[0-9.]+\s+[0-9.]+$", s)
         self.assertEqual(rows[:1], [str(SLOW)], s)  # the slowest first
         self.assertEqual(sorted(rows), sorted(str(r) for r in range(N)), s)
