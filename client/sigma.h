@@ -473,7 +473,9 @@ void sigma_get_stats(const struct sigma_session *s, struct sigma_stats *st);
 /**
  * Set the round of @p t's next push_pull (its rounds then go on from there, +1
  * per operation). An elastic job (client/sigma_elastic.h) starts each tensor in
- * a new session at the round its switch was agreed for.
+ * a new session at the round its switch was agreed for. The pushes of that
+ * round carry REOPEN (docs/protocol.md): a node's slot of the key two or more
+ * rounds behind is released, not left to refuse them.
  * @return 0, -EBUSY while an operation of @p t is in flight, -EINVAL for NULL.
  */
 int sigma_tensor_set_round(struct sigma_tensor *t, uint32_t round);

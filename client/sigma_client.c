@@ -100,6 +100,7 @@ struct sigma_tensor {
 	struct sg_cli_part *parts;
 	uint32_t *slot_of;  /* per chunk: outstanding slot index + 1, or 0 */
 	uint32_t round;     /* round of the current (or next) operation */
+	uint32_t reopen;    /* sigma_tensor_set_round()'s round + 1: its pushes say REOPEN */
 	int status;         /* 0, -EINPROGRESS or -errno */
 	uint32_t cursor;    /* first partition that may have unsent chunks */
 	uint64_t chunks_left;
@@ -695,7 +696,8 @@ static void queue_push(struct sigma_session *s, const struct sigma_tensor *t, ui
 	sg_dp_chunk_span(pt->nelem, t->dtype, s->conf.chunk_bytes, chunk, &first, &n, &off);
 	m = (struct sg_dp_msg){
 		.type = SG_DP_T_PUSH,
-		.flags = (retrans ? SG_DP_F_RETRANS : 0) | (s->auth ? SG_DP_F_MAC : 0),
+		.flags = (retrans ? SG_DP_F_RETRANS : 0) | (s->auth ? SG_DP_F_MAC : 0) |
+			 (t->reopen == round + 1u && t->reopen != 0 ? SG_DP_F_REOPEN : 0),
 		.dtype = (uint8_t)t->dtype,
 		.job = s->conf.job,
 		.rank = s->conf.rank,
@@ -1590,6 +1592,9 @@ int sigma_tensor_set_round(struct sigma_tensor *t, uint32_t round)
 	if (t->status == -EINPROGRESS)
 		return -EBUSY;
 	t->round = round;
+	/* the nodes may hold this key's rounds from before it moved away: the first
+	 * round's pushes say so (REOPEN), so that a stale slot there is released */
+	t->reopen = round + 1u;
 	return 0;
 }
 

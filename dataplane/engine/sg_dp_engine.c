@@ -1080,12 +1080,14 @@ static int lost_again(struct sg_dp_engine *e, struct pkt_ctx *c)
 static bool slot_release(struct sg_dp_engine *e, struct job *j, uint32_t i);
 
 /*
- * A push two or more rounds ahead of the slot's round r: its sender has the
- * result of a round after r, made elsewhere (the key moved away from this
- * engine and back: an elastic job's switch, then a failover), so every rank
- * had r's result and what this slot holds is stale. Release it (no shadow: a
- * push of the round before gets ERROR GONE, never an old result) and open the
- * sender's round as a first one.
+ * A push two or more rounds ahead of the slot's round r, flagged REOPEN: its
+ * sender starts the key in a new node set (an elastic job's switch), with the
+ * result of a round after r made elsewhere (the key moved away from this
+ * engine and back), so every rank had r's result and what this slot holds is
+ * stale. Only the flag proves it: an unflagged push that far ahead is garbage
+ * or a bug, dropped (ROUND_NEW), and never discards a round or a kept result.
+ * Release it (no shadow: a push of the round before gets ERROR GONE, never an
+ * old result) and open the sender's round as a first one.
  */
 static int slot_skip(struct sg_dp_engine *e, struct pkt_ctx *c)
 {
@@ -1124,7 +1126,7 @@ static int sync_push(struct sg_dp_engine *e, struct pkt_ctx *c)
 			slot_restart(e, c);
 			return slot_add(e, c);
 		}
-		if (d > 1)
+		if (d > 1 && (c->m->flags & SG_DP_F_REOPEN))
 			return slot_skip(e, c);
 		return window_drop(e, c, d);
 	default: /* S_DONE */
@@ -1132,7 +1134,7 @@ static int sync_push(struct sg_dp_engine *e, struct pkt_ctx *c)
 			return resend(e, c, s->acc, s->round);
 		if (d == 1)
 			return slot_open(e, c) ?: slot_add(e, c);
-		if (d > 1)
+		if (d > 1 && (c->m->flags & SG_DP_F_REOPEN))
 			return slot_skip(e, c);
 		return window_drop(e, c, d);
 	}

@@ -64,9 +64,16 @@ enum sg_dp_flag {
 	SG_DP_F_RETRANS = 1u << 0, /**< sender is retransmitting (informational) */
 	/** a job with auth: SG_DP_MAC_TRAILER bytes (sg_auth.h) follow the payload */
 	SG_DP_F_MAC = 1u << 1,
+	/**
+	 * a PUSH of the sender's first round of this key in a new node set (an
+	 * elastic switch): a slot here two or more rounds behind it is stale and is
+	 * released; without the flag such a push is dropped (ROUND_NEW), so that
+	 * garbage can never discard a round or a kept result
+	 */
+	SG_DP_F_REOPEN = 1u << 2,
 };
 /** All flag bits this version defines. */
-#define SG_DP_F_ALL (SG_DP_F_RETRANS | SG_DP_F_MAC)
+#define SG_DP_F_ALL (SG_DP_F_RETRANS | SG_DP_F_MAC | SG_DP_F_REOPEN)
 /** Bytes of the trailer an SG_DP_F_MAC datagram ends with (SG_AUTH_TRAILER_BYTES). */
 #define SG_DP_MAC_TRAILER 32
 

@@ -65,6 +65,21 @@ static int push_f(struct sg_dp_engine *e, const struct push_spec *ps, uint32_t r
 	return sg_dp_engine_rx(e, p, mk_pkt(p, ps, rank, chunk, round, d), 100 + rank, now);
 }
 
+/* push_f() with the header's flags @p flags (byte 6, docs/protocol.md). */
+static int push_ff(struct sg_dp_engine *e, const struct push_spec *ps, uint32_t rank,
+		   uint32_t chunk, uint32_t round, float v, uint64_t now, uint8_t flags)
+{
+	static uint8_t p[SG_DP_HDR_LEN + SG_DP_MAX_PAYLOAD];
+	float d[16];
+	uint32_t len;
+
+	for (int i = 0; i < 16; i++)
+		d[i] = v;
+	len = mk_pkt(p, ps, rank, chunk, round, d);
+	p[6] |= flags;
+	return sg_dp_engine_rx(e, p, len, 100 + rank, now);
+}
+
 static int pull(struct sg_dp_engine *e, const struct push_spec *ps, uint32_t rank,
 		uint32_t chunk, uint32_t round, uint64_t now)
 {
@@ -143,9 +158,11 @@ static void test_shadow_and_window(void)
 	SG_CHECK_EQ(drops(e, SG_DP_DROP_PENDING), 1);
 	SG_CHECK(push_f(e, &ps, 1, 0, 1, 20.0f, 5) > 0, "used");
 	SG_CHECK(first_f(&cap.pkts[cap.n - 1]) == 30.0f, "round 1");
-	/* Round 1 finished: round 0 is old now, round 3 too new. */
+	/* Round 1 finished: round 0 is old now, round 3 too new (no REOPEN flag). */
 	SG_CHECK_EQ(push_f(e, &ps, 1, 0, 0, 2.0f, 6), -EBADMSG);
 	SG_CHECK_EQ(drops(e, SG_DP_DROP_ROUND_OLD), 2);
+	SG_CHECK_EQ(push_f(e, &ps, 1, 0, 3, 2.0f, 6), -EBADMSG);
+	SG_CHECK_EQ(drops(e, SG_DP_DROP_ROUND_NEW), 2);
 	SG_CHECK(pull(e, &ps, 1, 0, 1, 6) > 0, "used");
 	expect_last(SG_DP_T_RESULT, 0, 1, 1, "pull of finished round");
 	SG_CHECK(first_f(&cap.pkts[cap.n - 1]) == 30.0f, "pulled value");
@@ -153,7 +170,7 @@ static void test_shadow_and_window(void)
 	SG_CHECK_EQ(pull(e, &ps, 1, 0, 2, 6), -EBADMSG);
 	SG_CHECK_EQ(drops(e, SG_DP_DROP_PENDING), 2);
 	SG_CHECK_EQ(pull(e, &ps, 1, 0, 3, 6), -EBADMSG);
-	SG_CHECK_EQ(drops(e, SG_DP_DROP_ROUND_NEW), 2);
+	SG_CHECK_EQ(drops(e, SG_DP_DROP_ROUND_NEW), 3);
 	sg_dp_engine_stats(e, &st);
 	SG_CHECK_EQ(st.rounds_completed, 2);
 	SG_CHECK_EQ(st.rx_pushes, 4);
@@ -162,12 +179,12 @@ static void test_shadow_and_window(void)
 	/* One result kept; the shadow of round 0 went back at round 1's end. */
 	SG_CHECK_EQ(st.pool_free, 15);
 	/*
-	 * A push two rounds ahead of the finished round 1 (the key moved away and
-	 * back: an elastic switch, then a failover): the slot is stale, released,
-	 * and the pusher's round opens with no shadow (round 2 gets GONE, never
-	 * round 1's result).
+	 * A push two rounds ahead of the finished round 1 flagged REOPEN (the key
+	 * moved away and back: an elastic switch to a new node set): the slot is
+	 * stale, released, and the pusher's round opens with no shadow (round 2
+	 * gets GONE, never round 1's result).
 	 */
-	SG_CHECK(push_f(e, &ps, 1, 0, 3, 2.0f, 7) > 0, "used");
+	SG_CHECK(push_ff(e, &ps, 1, 0, 3, 2.0f, 7, SG_DP_F_REOPEN) > 0, "used");
 	SG_CHECK(push_f(e, &ps, 0, 0, 2, 1.0f, 7) > 0, "used");
 	expect_last(SG_DP_T_ERROR, SG_DP_C_GONE, 0, 2, "round before a skipped-to one");
 	SG_CHECK(push_f(e, &ps, 0, 0, 3, 5.0f, 7) > 0, "used");
@@ -175,7 +192,7 @@ static void test_shadow_and_window(void)
 	SG_CHECK(first_f(&cap.pkts[cap.n - 1]) == 7.0f, "round 3 sum");
 	sg_dp_engine_stats(e, &st);
 	SG_CHECK_EQ(st.stale_rounds, 1);
-	SG_CHECK_EQ(st.drops[SG_DP_DROP_ROUND_NEW], 2);
+	SG_CHECK_EQ(st.drops[SG_DP_DROP_ROUND_NEW], 3);
 	sg_dp_engine_destroy(e);
 
 	/* Serial arithmetic across the wrap. */

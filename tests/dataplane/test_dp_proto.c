@@ -173,7 +173,7 @@ static void test_parse_malformed(void)
 		{5, 0, SG_DP_DROP_TYPE, "type 0"},
 		{5, SG_DP_T_MAX + 1, SG_DP_DROP_TYPE, "type 7"},
 		{5, 0xff, SG_DP_DROP_TYPE, "type 255"},
-		{6, 0x04, SG_DP_DROP_FLAGS, "flag 0x04"},
+		{6, 0x08, SG_DP_DROP_FLAGS, "flag 0x08"},
 		{6, 0x02, SG_DP_DROP_AUTH_SHORT, "the MAC flag and no trailer"},
 		{6, 0x81, SG_DP_DROP_FLAGS, "flag 0x81"},
 		{7, SG_DTYPE_COUNT, SG_DP_DROP_DTYPE, "dtype 8"},
