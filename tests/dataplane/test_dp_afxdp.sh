@@ -96,7 +96,7 @@ while True:
         break
     body += b
 rounds = [l for l in body.decode().splitlines()
-          if l.startswith("sigma_job_rounds_completed_total{job=\"1\"}")]
+          if l.startswith("sigma_job_rounds_completed_total{sigma_job=\"1\"}")]
 print("metrics:", rounds)
 t = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
 t.connect(os.environ["SIGMA_TELEMETRY"])
