@@ -177,6 +177,15 @@ class RealPrometheus(unittest.TestCase):
         m = wait_log(os.path.join(self.tmp, "sigmad.log"), r"metrics port (\d+)", p, "sigmad")
         return int(m.group(1)), f"unix:{self.tmp}/sigmad.sock"
 
+    def wait_rounds(self, prom: Prom, sel: str, rounds: int) -> None:
+        """Until the server's last scrape of @sel's rounds is the ranks' @rounds (20 s)."""
+        deadline = time.monotonic() + 20
+        while prom.value(f"sigma_job_rounds_completed_total{{{sel}}}") != rounds:
+            if time.monotonic() > deadline:
+                self.fail(f"{sel}: rounds {prom.query('sigma_job_rounds_completed_total')}, "
+                          f"the ranks did {rounds}")
+            time.sleep(0.2)
+
     def test_scrape_and_query(self):
         nodes = start_local_nodes(1, extra_args=["--metrics", "127.0.0.1:0"])
         self.addCleanup(nodes.stop)
@@ -247,12 +256,7 @@ class RealPrometheus(unittest.TestCase):
         sel = f'job="sigma-udpd",sigma_job="{job.id}"'
 
         # the server has the final counts once it scraped after the last round
-        deadline = time.monotonic() + 20
-        while prom.value(f"sigma_job_rounds_completed_total{{{sel}}}") != rounds:
-            if time.monotonic() > deadline:
-                self.fail(f"prometheus: rounds {prom.query(f'sigma_job_rounds_completed_total')}, "
-                          f"the ranks did {rounds}")
-            time.sleep(0.2)
+        self.wait_rounds(prom, sel, rounds)
         at = time.time()
         for r in range(N):
             self.assertEqual(prom.value(f"sigma_job_push_lateness_seconds_count{{{sel}}}",
@@ -326,12 +330,7 @@ class RealPrometheus(unittest.TestCase):
             drounds = dranks.rounds[0]
             self.assertEqual(dranks.rounds, [drounds] * N)
             dsel = f'job="sigmad",sigma_job="{djob.id}"'
-            deadline = time.monotonic() + 20
-            while prom.value(f"sigma_job_rounds_completed_total{{{dsel}}}") != drounds:
-                if time.monotonic() > deadline:
-                    self.fail(f"sigmad: {prom.query('sigma_job_rounds_completed_total')}, "
-                              f"its ranks did {drounds}")
-                time.sleep(0.2)
+            self.wait_rounds(prom, dsel, drounds)
             self.assertEqual(prom.value('up{job="sigmad"}'), 1)
             self.assertEqual(prom.value(f"sigma_job_pushed_bytes_total{{{dsel}}}"),
                              N * drounds * 1000 * 4)
