@@ -86,6 +86,10 @@ struct sg_cli_part {
 	uint32_t rleft;     /* ... and those without RESULT (or refusal) */
 	uint32_t rround;
 	uint64_t moved_at;  /* failover: when it moved to its node (0: never), ns */
+	/* failover: the rounds [reopen_lo, reopen_hi] its new node gets first say REOPEN
+	 * (that node may hold a stale slot of this key from before it moved away) */
+	uint32_t reopen_lo, reopen_hi;
+	bool reopen;
 };
 
 struct sigma_tensor {
@@ -697,7 +701,9 @@ static void queue_push(struct sigma_session *s, const struct sigma_tensor *t, ui
 	m = (struct sg_dp_msg){
 		.type = SG_DP_T_PUSH,
 		.flags = (retrans ? SG_DP_F_RETRANS : 0) | (s->auth ? SG_DP_F_MAC : 0) |
-			 (t->reopen == round + 1u && t->reopen != 0 ? SG_DP_F_REOPEN : 0),
+			 ((t->reopen == round + 1u && t->reopen != 0) ||
+			  (pt->reopen && (int32_t)(round - pt->reopen_lo) >= 0 &&
+			   (int32_t)(pt->reopen_hi - round) >= 0) ? SG_DP_F_REOPEN : 0),
 		.dtype = (uint8_t)t->dtype,
 		.job = s->conf.job,
 		.rank = s->conf.rank,
@@ -1670,6 +1676,10 @@ static uint32_t move_part(struct sigma_session *s, struct sigma_tensor *t, uint3
 			s->recov = t;
 		}
 	}
+	/* the rounds pushed there first: the one pushed again above, up to the one in flight */
+	pt->reopen = true;
+	pt->reopen_lo = t->round != s->conf.first_round ? pt->rround : t->round;
+	pt->reopen_hi = t->round;
 	/* the round in flight, every chunk of it: all ranks then write the survivor's sums */
 	if (t->status == -EINPROGRESS) {
 		t->chunks_left += pt->nchunks - pt->left;
