@@ -467,7 +467,7 @@ const char *sigma_version(void);
  */
 int sigma_last_failure(const struct sigma_session *s, struct sigma_failure *f);
 
-/** Copy the session's counters. */
+/** Copy the session's counters; a NULL @p s gives all zeros, a NULL @p st does nothing. */
 void sigma_get_stats(const struct sigma_session *s, struct sigma_stats *st);
 
 /**

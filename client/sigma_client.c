@@ -1587,6 +1587,12 @@ int sigma_last_failure(const struct sigma_session *s, struct sigma_failure *f)
 
 void sigma_get_stats(const struct sigma_session *s, struct sigma_stats *st)
 {
+	if (st == NULL)
+		return;
+	if (s == NULL) {
+		memset(st, 0, sizeof(*st));
+		return;
+	}
 	*st = s->st;
 	st->rx_dropped = rx_dropped(s);
 }

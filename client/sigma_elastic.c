@@ -317,7 +317,9 @@ static void close_unused(struct sigma_elastic *e)
 			busy |= ep->t[i] && sigma_test(ep->t[i]) == -EINPROGRESS;
 		if (busy)
 			return;
-		stats_add(&e->closed_st, ep->s);
+		/* an epoch every tensor skipped (two decided at the same rounds) has no session */
+		if (ep->s != NULL)
+			stats_add(&e->closed_st, ep->s);
 		/* under the lock: sigma_elastic_get_stats() may read it from another thread */
 		pthread_mutex_lock(&e->mu);
 		sigma_close(ep->s);

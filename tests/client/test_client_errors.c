@@ -245,6 +245,14 @@ int main(void)
 	uint16_t port = 0;
 	int nk;
 
+	/* no session: zeros, not a crash (sigma.h) */
+	struct sigma_stats st;
+
+	memset(&st, 0xa5, sizeof(st));
+	sigma_get_stats(NULL, &st);
+	SG_CHECK(st.ops_failed == 0 && st.rx_dropped == 0, "stats of no session");
+	sigma_get_stats(NULL, NULL);
+
 	probe.nworkers = N;
 	probe.nodes = &nd;
 	probe.nnodes = 1;
