@@ -22,13 +22,16 @@
 #include "sigmactl_top.h"
 #include "sg_ctl_client.h"
 #include "sg_etcd.h"
+#include "sigmactl_call.h"
 #include "sigmactl_elastic.h"
 #include "sg_desc.h"
 #include "sg_parse.h"
 #include "sg_version.h"
 
-#define EXIT_SERVER 1
-#define EXIT_USAGE 2
+#define EXIT_SERVER SIGMACTL_EXIT_SERVER
+#define EXIT_USAGE SIGMACTL_EXIT_USAGE
+/* room for "METHOD: the server's message" */
+#define CALL_ERR_CAP 1024
 #define DEFAULT_TARGET "unix:/var/run/sigma/ctl.sock"
 
 static const char *prog = "sigmactl";
@@ -146,30 +149,43 @@ static int die_server(const char *fmt, ...) __attribute__((format(printf, 1, 2))
 static int die_server(const char *fmt, ...)
 {
 	va_list ap;
+	int rc;
 
-	fprintf(stderr, "%s: error: ", prog);
 	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
+	rc = sigmactl_vfail(EXIT_SERVER, fmt, ap);
 	va_end(ap);
-	fputc('\n', stderr);
-	return EXIT_SERVER;
+	return rc;
+}
+
+/*
+ * The secret of --secret-file into @p secret (*@p len 0 without one). @p who, if
+ * not NULL, needs it: without a file, "WHO needs --secret-file". @return 0 or the
+ * exit code.
+ */
+static int load_secret(const char *who, uint8_t *secret, size_t *len)
+{
+	char err[256];
+
+	*len = 0;
+	if (g.secret_file == NULL)
+		return who == NULL ? 0 : die_usage("%s needs --secret-file (or "
+						   "$SIGMACTL_SECRET_FILE)", who);
+	/* The server's loader: same newline trimming, same size limit, same key. */
+	if (sg_ctl_secret_load(g.secret_file, false, secret, len, err, sizeof(err)) < 0)
+		return die_usage("cannot read secret file: %s", err);
+	return 0;
 }
 
 /* The secret for -s's target: none for a Unix one. @return 0 or the exit code. */
 static int target_secret(uint8_t *secret, size_t *len)
 {
-	char err[256];
+	char who[300];
 
 	*len = 0;
 	if (!sg_ctl_target_is_tcp(g.target))
 		return 0;
-	if (g.secret_file == NULL)
-		return die_usage("TCP target %s needs --secret-file (or $SIGMACTL_SECRET_FILE)",
-				 g.target);
-	/* The server's loader: same newline trimming, same size limit, same key. */
-	if (sg_ctl_secret_load(g.secret_file, false, secret, len, err, sizeof(err)) < 0)
-		return die_usage("cannot read secret file: %s", err);
-	return 0;
+	snprintf(who, sizeof(who), "TCP target %s", g.target);
+	return load_secret(who, secret, len);
 }
 
 static int connect_server(void)
@@ -195,26 +211,11 @@ static int connect_server(void)
 /* Call and parse. On error print it and return NULL with *rc set to the exit code. */
 static json_t *rpc(const char *method, json_t *params, int *rc)
 {
-	char *ptext = NULL, *res = NULL, *emsg = NULL;
-	json_t *out = NULL;
+	char err[CALL_ERR_CAP];
 	int r;
+	json_t *out = sigmactl_call(g.cli, method, params, &r, err, sizeof(err));
 
-	if (params != NULL) {
-		ptext = json_dumps(params, JSON_COMPACT);
-		json_decref(params);
-	}
-	r = sg_ctl_client_call(g.cli, method, ptext, &res, &emsg);
-	free(ptext);
-	if (r == -EREMOTEIO)
-		*rc = die_server("%s: %s", method, emsg ? emsg : "failed");
-	else if (r != 0)
-		*rc = die_server("%s: %s", method, strerror(-r));
-	else if ((out = json_loads(res, JSON_DECODE_ANY, NULL)) == NULL)
-		*rc = die_server("%s: unreadable answer", method);
-	else
-		*rc = 0;
-	free(res);
-	free(emsg);
+	*rc = out == NULL ? die_server("%s", err) : 0;
 	return out;
 }
 
@@ -519,21 +520,6 @@ static int parse_node(char *spec, struct sg_ctl_jobsvc_node *n)
 	return 0;
 }
 
-/* The secret for TCP targets (-k), if any target is TCP. @return 0 or the exit code. */
-static int load_secret(bool need, uint8_t *secret, size_t *len)
-{
-	char err[256];
-
-	*len = 0;
-	if (!need)
-		return 0;
-	if (g.secret_file == NULL)
-		return die_usage("a TCP node needs --secret-file (or $SIGMACTL_SECRET_FILE)");
-	if (sg_ctl_secret_load(g.secret_file, false, secret, len, err, sizeof(err)) < 0)
-		return die_usage("cannot read secret file: %s", err);
-	return 0;
-}
-
 static int service_init(struct sg_ctl_jobsvc *svc, uint8_t *secret)
 {
 	bool tcp = false;
@@ -542,7 +528,8 @@ static int service_init(struct sg_ctl_jobsvc *svc, uint8_t *secret)
 		tcp |= sg_ctl_target_is_tcp(g.nodes[i].target);
 	*svc = (struct sg_ctl_jobsvc){.nodes = g.nodes, .n_nodes = g.n_nodes, .secret = secret,
 				      .timeout_ms = g.timeout_ms};
-	return load_secret(tcp, secret, &svc->secret_len);
+	svc->secret_len = 0;
+	return tcp ? load_secret("a TCP node", secret, &svc->secret_len) : 0;
 }
 
 /*
@@ -888,7 +875,6 @@ static int cmd_top(int argc, char **argv)
 			      .timeout_ms = g.timeout_ms < 900 ? g.timeout_ms : 900};
 	bool tcp = false;
 	size_t len = 0;
-	char err[256];
 	int rc;
 
 	if (g.etcd != NULL && g.n_nodes == 0) {
@@ -896,9 +882,8 @@ static int cmd_top(int argc, char **argv)
 		char src[320];
 
 		/* the nodes register their control targets; a TCP one wants -k */
-		if (g.secret_file != NULL &&
-		    sg_ctl_secret_load(g.secret_file, false, secret, &len, err, sizeof(err)) < 0)
-			return die_usage("cannot read secret file: %s", err);
+		if ((rc = load_secret(NULL, secret, &len)) != 0)
+			return rc;
 		if ((tc.nodes_arg = sg_etcd_create(&ec)) == NULL)
 			return die_usage("--etcd: want http://host:port[,...]");
 		if (sg_etcd_prefix(g.cluster, src, sizeof(src)) != 0) {
@@ -920,10 +905,8 @@ static int cmd_top(int argc, char **argv)
 		targets[i] = g.nodes[i].target;
 	for (unsigned int i = 0; i < tc.n; i++)
 		tcp |= sg_ctl_target_is_tcp(targets[i]);
-	if (tcp && g.secret_file == NULL)
-		return die_usage("top: a TCP target needs --secret-file (or $SIGMACTL_SECRET_FILE)");
-	if (tcp && sg_ctl_secret_load(g.secret_file, false, secret, &len, err, sizeof(err)) < 0)
-		return die_usage("cannot read secret file: %s", err);
+	if (tcp && (rc = load_secret("top: a TCP target", secret, &len)) != 0)
+		return rc;
 	tc.secret = len ? secret : NULL;
 	tc.secret_len = len;
 	rc = sigmactl_top(&tc, argc, argv);

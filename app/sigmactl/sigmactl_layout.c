@@ -17,10 +17,11 @@
 
 #include "sg_ctl_client.h"
 #include "sg_parse.h"
+#include "sigmactl_call.h"
 #include "sigmactl_layout.h"
 
-#define EXIT_SERVER 1
-#define EXIT_USAGE 2
+#define EXIT_SERVER SIGMACTL_EXIT_SERVER
+#define EXIT_USAGE SIGMACTL_EXIT_USAGE
 
 static bool is_reducer_role(enum sg_role r)
 {
@@ -101,41 +102,43 @@ static void layout_flags(const struct lay_in *in, char *buf, size_t cap, uint32_
 /* Even the reducers by moving buckets from the busiest to the least busy, one
  * at a time, while that lowers the busiest. A reducer either gives or takes,
  * so that each bucket moves at most once and the advice reads as "from these
- * to those". @return the buckets moved. */
-static unsigned int balance(const struct lay_in *in, const double *busy, struct lay_advice *out)
+ * to those". Writes the new @p keymap and the estimated busy shares @p after.
+ * @return the buckets moved. */
+static unsigned int balance(const struct lay_in *in, const double *busy, uint16_t *keymap,
+			    double *after)
 {
 	enum { NONE, GAVE, TOOK } side[LAY_MAX_LCORES] = {NONE};
 	unsigned int nb[LAY_MAX_LCORES] = {0}, moved = 0, r, b;
 	double w[SG_BUCKETS];
 
-	memcpy(out->keymap, in->keymap, sizeof(out->keymap));
+	memcpy(keymap, in->keymap, sizeof(in->keymap));
 	for (b = 0; b < SG_BUCKETS; b++)
 		nb[in->keymap[b]]++;
 	for (r = 0; r < in->n_reducers; r++)
-		out->after[r] = busy[r];
+		after[r] = busy[r];
 	for (b = 0; b < SG_BUCKETS; b++)
 		w[b] = busy[in->keymap[b]] / nb[in->keymap[b]];
 	for (;;) {
 		int hi = -1, lo = -1, pick = -1;
 
 		for (r = 0; r < in->n_reducers; r++) {
-			if (hi < 0 || out->after[r] > out->after[hi])
+			if (hi < 0 || after[r] > after[hi])
 				hi = (int)r;
-			if (side[r] != GAVE && (lo < 0 || out->after[r] < out->after[lo]))
+			if (side[r] != GAVE && (lo < 0 || after[r] < after[lo]))
 				lo = (int)r;
 		}
 		if (hi < 0 || lo < 0 || hi == lo || side[hi] == TOOK)
 			break;
 		/* the heaviest bucket of the busiest that still lowers it */
 		for (b = 0; b < SG_BUCKETS; b++)
-			if (out->keymap[b] == hi && out->after[lo] + w[b] < out->after[hi] - 1e-9 &&
+			if (keymap[b] == hi && after[lo] + w[b] < after[hi] - 1e-9 &&
 			    (pick < 0 || w[b] > w[pick]))
 				pick = (int)b;
 		if (pick < 0)
 			break;
-		out->keymap[pick] = (uint16_t)lo;
-		out->after[hi] -= w[pick];
-		out->after[lo] += w[pick];
+		keymap[pick] = (uint16_t)lo;
+		after[hi] -= w[pick];
+		after[lo] += w[pick];
 		side[hi] = GAVE;
 		side[lo] = TOOK;
 		moved++;
@@ -157,6 +160,7 @@ int lay_plan(const struct lay_in *in, const char *target, struct lay_advice *out
 	out->bottleneck = -1;
 	if (in->n > LAY_MAX_LCORES || in->n_reducers > in->n)
 		return -EINVAL;
+	memcpy(out->keymap, in->keymap, sizeof(out->keymap));
 	for (i = 0; i < SG_BUCKETS; i++)
 		if (in->keymap[i] >= in->n_reducers && in->n_reducers > 0)
 			return -EINVAL;
@@ -190,14 +194,21 @@ int lay_plan(const struct lay_in *in, const char *target, struct lay_advice *out
 		return 0;
 	}
 	if (b->reducer >= 0 && in->n_reducers >= 2) {
-		out->moved = balance(in, busy, out);
+		/* the advice takes the new keymap only if it gains enough */
+		uint16_t keymap[SG_BUCKETS];
+		double after[LAY_MAX_LCORES];
+		unsigned int moved = balance(in, busy, keymap, after);
+
 		for (r = 0; r < in->n_reducers; r++) {
 			before_max = fmax(before_max, out->before[r]);
 			before_min = fmin(before_min, out->before[r]);
-			after_max = fmax(after_max, out->after[r]);
+			after_max = fmax(after_max, after[r]);
 		}
-		if (out->moved > 0 && before_max - after_max >= LAY_MIN_GAIN) {
+		if (moved > 0 && before_max - after_max >= LAY_MIN_GAIN) {
 			out->kind = LAY_KEYMAP;
+			out->moved = moved;
+			memcpy(out->keymap, keymap, sizeof(keymap));
+			memcpy(out->after, after, sizeof(after[0]) * in->n_reducers);
 			cat(out->command, sizeof(out->command), &len, "sigmactl -s %s layout set keymap=",
 			    target);
 			for (i = 0; i < SG_BUCKETS; i++)
@@ -210,10 +221,6 @@ int lay_plan(const struct lay_in *in, const char *target, struct lay_advice *out
 				 100 * b->busy, 100 * before_min, out->moved, 100 * after_max);
 			return 0;
 		}
-		memcpy(out->keymap, in->keymap, sizeof(out->keymap));
-		for (r = 0; r < in->n_reducers; r++)
-			out->after[r] = out->before[r];
-		out->moved = 0;
 	}
 	if (b->reducer >= 0) {
 		bool rtc = b->role == SG_ROLE_RTC;
@@ -251,37 +258,22 @@ int lay_plan(const struct lay_in *in, const char *target, struct lay_advice *out
 
 /* ---- the command ----------------------------------------------------------- */
 
-static int fail(int rc, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static int fail(int rc, const char *fmt, ...)
-{
-	va_list ap;
-
-	fputs("sigmactl: error: ", stderr);
-	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fputc('\n', stderr);
-	return rc;
-}
+#define fail sigmactl_fail
 
 static json_t *call(struct sg_ctl_client *cli, const char *target, const char *method, int *rc)
 {
-	char *res = NULL, *emsg = NULL;
-	json_t *out = NULL;
-	int r = sg_ctl_client_call(cli, method, NULL, &res, &emsg);
+	char err[1024];
+	int r;
+	json_t *out = sigmactl_call(cli, method, NULL, &r, err, sizeof(err));
 
-	if (r == -EREMOTEIO && emsg != NULL && strstr(emsg, "not supported") != NULL)
-		*rc = fail(EXIT_SERVER, "%s has no lcores to lay out (%s: %s; sigma-udpd runs on one "
-			   "thread)", target, method, emsg);
-	else if (r == -EREMOTEIO)
-		*rc = fail(EXIT_SERVER, "%s: %s: %s", target, method, emsg ? emsg : "failed");
-	else if (r != 0)
-		*rc = fail(EXIT_SERVER, "%s: %s: %s", target, method, strerror(-r));
-	else if ((out = json_loads(res, JSON_DECODE_ANY, NULL)) == NULL)
-		*rc = fail(EXIT_SERVER, "%s: %s: unreadable answer", target, method);
-	free(res);
-	free(emsg);
-	return out;
+	if (out != NULL)
+		return out;
+	if (r == -EREMOTEIO && strstr(err, "not supported") != NULL)
+		*rc = fail(EXIT_SERVER, "%s has no lcores to lay out (%s; sigma-udpd runs on one "
+			   "thread)", target, err);
+	else
+		*rc = fail(EXIT_SERVER, "%s: %s", target, err);
+	return NULL;
 }
 
 static enum sg_role role_of(const char *s)

@@ -52,7 +52,7 @@ struct lay_advice {
 	enum lay_kind kind;
 	char command[1536]; /**< the exact command line to run ("" for none) */
 	char why[512];      /**< one sentence: what was seen and what the command does */
-	uint16_t keymap[SG_BUCKETS];      /**< LAY_KEYMAP: the suggested keymap */
+	uint16_t keymap[SG_BUCKETS];      /**< LAY_KEYMAP: the suggested keymap; else the node's */
 	unsigned int moved;               /**< ... buckets it moves */
 	double before[LAY_MAX_LCORES];    /**< per reducer index: busy now */
 	double after[LAY_MAX_LCORES];     /**< ... and as estimated after the change */

@@ -28,6 +28,7 @@
 
 #include "sg_ctl_client.h"
 #include "sg_parse.h"
+#include "sigmactl_call.h"
 #include "sigmactl_top.h"
 
 /* Ranks shown per job: the slowest. */
@@ -104,8 +105,7 @@ static double tnum(json_t *o, const char *k)
 static json_t *top_call(const struct top_conf *tc, struct top_node *nd, const char *method,
 			json_t *params, char *err, size_t cap)
 {
-	char *ptext = NULL, *res = NULL, *emsg = NULL;
-	json_t *out = NULL;
+	json_t *out;
 	int rc;
 
 	if (nd->cli == NULL) {
@@ -117,20 +117,7 @@ static json_t *top_call(const struct top_conf *tc, struct top_node *nd, const ch
 			return NULL;
 		}
 	}
-	if (params != NULL) {
-		ptext = json_dumps(params, JSON_COMPACT);
-		json_decref(params);
-	}
-	rc = sg_ctl_client_call(nd->cli, method, ptext, &res, &emsg);
-	free(ptext);
-	if (rc == -EREMOTEIO)
-		snprintf(err, cap, "%s: %s", method, emsg ? emsg : "failed");
-	else if (rc != 0)
-		snprintf(err, cap, "%s: %s", method, strerror(-rc));
-	else if ((out = json_loads(res, JSON_DECODE_ANY, NULL)) == NULL)
-		snprintf(err, cap, "%s: unreadable answer", method);
-	free(res);
-	free(emsg);
+	out = sigmactl_call(nd->cli, method, params, &rc, err, cap);
 	if (out == NULL && rc != -EREMOTEIO) {
 		sg_ctl_client_close(nd->cli);
 		nd->cli = NULL;
