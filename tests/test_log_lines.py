@@ -20,8 +20,8 @@ import os
 import re
 import sys
 
-MACROS = {"SG_SUM_LOG", "ENG_LOG", "SG_DP_LOG", "SG_AGENT_LOG", "VLOG", "SG_CTL_LOG", "SG_CLI_LOG",
-          "SG_GPU_LOG", "SG_ETCD_LOG"}
+MACROS = {"SG_SUM_LOG", "SG_DP_ENG_LOG", "SG_DP_LOG", "SG_AGENT_LOG", "SG_DP_VERBS_LOG",
+          "SG_CTL_LOG", "SG_CLI_LOG", "SG_GPU_LOG", "SG_ETCD_LOG"}
 FOLDERS = ("common", "summation", "dataplane", "sigmad", "control", "gpu", "client", "udpd", "bench",
            "app")
 DEFINE = re.compile(r"^#define\s+(\w+)\(([^)]*)\)((?:.*\\\n)*.*)$", re.M)

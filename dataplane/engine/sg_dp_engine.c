@@ -46,7 +46,7 @@ _Static_assert(SG_DP_MAC_TRAILER == SG_AUTH_TRAILER_BYTES, "one trailer size");
  * and sigma-bench run the engine without sigmad.
  */
 RTE_LOG_REGISTER(sg_dp_engine_logtype, sigma.engine, INFO);
-#define ENG_LOG(level, fmt, ...) \
+#define SG_DP_ENG_LOG(level, fmt, ...) \
 	rte_log(RTE_LOG_##level, sg_dp_engine_logtype, "sigma.engine: " fmt "\n", ##__VA_ARGS__)
 
 #define NIL UINT32_MAX
@@ -644,7 +644,7 @@ static void slot_complete(struct sg_dp_engine *e, struct pkt_ctx *c)
 
 	if (s->flags & SF_TIMED_OUT) {
 		JUNCOUNT(e, j, incomplete_slots);
-		ENG_LOG(NOTICE, "job %" PRIu32 " key %" PRIu32 " chunk %" PRIu32
+		SG_DP_ENG_LOG(NOTICE, "job %" PRIu32 " key %" PRIu32 " chunk %" PRIu32
 			" round %" PRIu32 ": completed after its timeout report",
 			j->id, c->k->id, c->chunk, s->round);
 	} else {
@@ -791,7 +791,7 @@ static void late_last(struct sg_dp_engine *e, struct job *j, uint32_t rank, uint
 	j->late_told |= bit;
 	j->late_logged = true;
 	j->late_log_t = now;
-	ENG_LOG(WARNING, "job %" PRIu32 ": rank %" PRIu32 " is late: %.1f ms after its rounds' "
+	SG_DP_ENG_LOG(WARNING, "job %" PRIu32 ": rank %" PRIu32 " is late: %.1f ms after its rounds' "
 		"first push on average, last in %" PRIu64 " of %" PRIu64 " rounds (over %.1f ms)",
 		j->id, rank, (double)l->avg_ns / 1e6, l->last, j->st.rounds_completed + 1,
 		(double)e->conf.late_log_ns / 1e6);
@@ -1444,7 +1444,7 @@ static int job_poll(struct sg_dp_engine *e, struct job *j, uint64_t now, int log
 			char miss[200];
 
 			format_ranks(miss, sizeof(miss), j->full & ~s->arrived);
-			ENG_LOG(ERR, "job %" PRIu32 " key %" PRIu32 " chunk %" PRIu32
+			SG_DP_ENG_LOG(ERR, "job %" PRIu32 " key %" PRIu32 " chunk %" PRIu32
 				" round %" PRIu32 ": %d of %" PRIu32 " pushes after %" PRIu64
 				" ms; missing ranks: %s", j->id, k->id, chunk, s->round,
 				__builtin_popcountll(s->arrived), j->n,
@@ -1468,7 +1468,7 @@ int sg_dp_engine_poll(struct sg_dp_engine *e, uint64_t now)
 	for (uint32_t i = 0; i < e->njobs; i++)
 		n += job_poll(e, e->jobs[i], now, n);
 	if (n > LOG_PER_POLL)
-		ENG_LOG(ERR, "%d more slots timed out (worker loss); see the slot_timeouts counter",
+		SG_DP_ENG_LOG(ERR, "%d more slots timed out (worker loss); see the slot_timeouts counter",
 			n - LOG_PER_POLL);
 	return n;
 }
@@ -1556,14 +1556,14 @@ struct sg_dp_engine *sg_dp_engine_create(const struct sg_dp_engine_conf *conf)
 
 	if (conf == NULL || conf->tx.alloc == NULL || conf->tx.send == NULL ||
 	    (conf->tx.alloc_multi == NULL) != (conf->tx.send_multi == NULL)) {
-		ENG_LOG(ERR, "engine: tx.alloc and tx.send are required; alloc_multi and "
+		SG_DP_ENG_LOG(ERR, "engine: tx.alloc and tx.send are required; alloc_multi and "
 			"send_multi go together");
 		errno = EINVAL;
 		return NULL;
 	}
 	/* The hot path calls the unchecked sums, which need an implementation chosen. */
 	if (sg_sum_init() != 0) {
-		ENG_LOG(ERR, "engine: the summation library has no usable implementation");
+		SG_DP_ENG_LOG(ERR, "engine: the summation library has no usable implementation");
 		errno = ENOTSUP;
 		return NULL;
 	}
@@ -1585,17 +1585,17 @@ struct sg_dp_engine *sg_dp_engine_create(const struct sg_dp_engine_conf *conf)
 	if (e->conf.late_log_ns == 0)
 		e->conf.late_log_ns = DEF_LATE_LOG_NS;
 	if (e->conf.max_payload > SG_MAX_CHUNK_BYTES || e->conf.max_payload % 8 != 0) {
-		ENG_LOG(ERR, "engine: max_payload %" PRIu32 " must be a multiple of 8, at most %d",
+		SG_DP_ENG_LOG(ERR, "engine: max_payload %" PRIu32 " must be a multiple of 8, at most %d",
 			e->conf.max_payload, SG_MAX_CHUNK_BYTES);
 		goto inval;
 	}
 	if (e->conf.max_jobs > MAX_MAX_JOBS) {
-		ENG_LOG(ERR, "engine: max_jobs %" PRIu32 " is above %u", e->conf.max_jobs,
+		SG_DP_ENG_LOG(ERR, "engine: max_jobs %" PRIu32 " is above %u", e->conf.max_jobs,
 			MAX_MAX_JOBS);
 		goto inval;
 	}
 	if (e->conf.pool_bufs > (1u << 24)) {
-		ENG_LOG(ERR, "engine: pool_bufs %" PRIu32 " is above 2^24", e->conf.pool_bufs);
+		SG_DP_ENG_LOG(ERR, "engine: pool_bufs %" PRIu32 " is above 2^24", e->conf.pool_bufs);
 		goto inval;
 	}
 	/* fp16/bf16 accumulate in fp32: twice the payload. */
@@ -1662,12 +1662,12 @@ static size_t acc_bytes(const struct sg_dp_job_conf *c, uint32_t chunk_bytes)
 static int open_check(const struct sg_dp_job_conf *c)
 {
 	if (c->keys != NULL || c->nkeys != 0) {
-		ENG_LOG(ERR, "job %" PRIu32 ": an open job comes without keys (keys %s, nkeys %"
+		SG_DP_ENG_LOG(ERR, "job %" PRIu32 ": an open job comes without keys (keys %s, nkeys %"
 			PRIu32 "): its pushes make them", c->id, c->keys ? "set" : "NULL", c->nkeys);
 		return -EINVAL;
 	}
 	if (c->slots > SG_OPEN_SLOTS_MAX) {
-		ENG_LOG(ERR, "job %" PRIu32 ": %" PRIu32 " slots: an open job takes 1..%u",
+		SG_DP_ENG_LOG(ERR, "job %" PRIu32 ": %" PRIu32 " slots: an open job takes 1..%u",
 			c->id, c->slots, SG_OPEN_SLOTS_MAX);
 		return -EINVAL;
 	}
@@ -1680,7 +1680,7 @@ static int key_check(uint32_t job, size_t esz, uint32_t part, const struct sg_dp
 	uint64_t bytes = (uint64_t)c->nelem * esz;
 
 	if (c->nelem == 0 || bytes > part) {
-		ENG_LOG(ERR, "job %" PRIu32 ": key %" PRIu32 " has %" PRIu64 " bytes; must be "
+		SG_DP_ENG_LOG(ERR, "job %" PRIu32 ": key %" PRIu32 " has %" PRIu64 " bytes; must be "
 			"1..partition_bytes %" PRIu32, job, c->id, bytes, part);
 		return -EINVAL;
 	}
@@ -1693,46 +1693,46 @@ static int job_check(const struct sg_dp_engine *e, const struct sg_dp_job_conf *
 	size_t esz = sg_dtype_size(c->dtype);
 
 	if (c->nworkers < 1 || c->nworkers > SG_MAX_WORKERS) {
-		ENG_LOG(ERR, "job %" PRIu32 ": %" PRIu32 " workers is outside 1..%d", c->id,
+		SG_DP_ENG_LOG(ERR, "job %" PRIu32 ": %" PRIu32 " workers is outside 1..%d", c->id,
 			c->nworkers, SG_MAX_WORKERS);
 		return -EINVAL;
 	}
 	if (c->open && c->dtype == SG_DTYPE_ANY)
 		esz = 1; /* each key's own; chunk_bytes is a multiple of 8, so of every size */
 	if (esz == 0) {
-		ENG_LOG(ERR, "job %" PRIu32 ": unknown dtype %d%s", c->id, (int)c->dtype,
+		SG_DP_ENG_LOG(ERR, "job %" PRIu32 ": unknown dtype %d%s", c->id, (int)c->dtype,
 			c->dtype == SG_DTYPE_ANY ? " (any: open jobs only)" : "");
 		return -EINVAL;
 	}
 	if ((unsigned int)c->mode >= SG_MODE_COUNT) {
-		ENG_LOG(ERR, "job %" PRIu32 ": unknown mode %d", c->id, (int)c->mode);
+		SG_DP_ENG_LOG(ERR, "job %" PRIu32 ": unknown mode %d", c->id, (int)c->mode);
 		return -EINVAL;
 	}
 	if ((c->sum_flags & ~SG_SUM_F_NATIVE) != 0) {
-		ENG_LOG(ERR, "job %" PRIu32 ": unknown sum flags 0x%x", c->id, c->sum_flags);
+		SG_DP_ENG_LOG(ERR, "job %" PRIu32 ": unknown sum flags 0x%x", c->id, c->sum_flags);
 		return -EINVAL;
 	}
 	if (c->auth_key != NULL && chunk_bytes + SG_DP_MAC_TRAILER > e->conf.max_payload) {
-		ENG_LOG(ERR, "job %" PRIu32 ": chunk_bytes %" PRIu32 " and a MAC's %d bytes of "
+		SG_DP_ENG_LOG(ERR, "job %" PRIu32 ": chunk_bytes %" PRIu32 " and a MAC's %d bytes of "
 			"trailer (auth = mac) exceed the engine's max_payload %" PRIu32, c->id,
 			chunk_bytes, SG_DP_MAC_TRAILER, e->conf.max_payload);
 		return -EINVAL;
 	}
 	if (chunk_bytes % 8 != 0 || chunk_bytes > e->conf.max_payload) {
-		ENG_LOG(ERR, "job %" PRIu32 ": chunk_bytes %" PRIu32
+		SG_DP_ENG_LOG(ERR, "job %" PRIu32 ": chunk_bytes %" PRIu32
 			" must be a multiple of 8 and at most the engine's max_payload %" PRIu32,
 			c->id, chunk_bytes, e->conf.max_payload);
 		return -EINVAL;
 	}
 	if (acc_bytes(c, chunk_bytes) > e->buf_size) {
-		ENG_LOG(ERR, "job %" PRIu32 ": a %" PRIu32 "-byte chunk's accumulator does not fit "
+		SG_DP_ENG_LOG(ERR, "job %" PRIu32 ": a %" PRIu32 "-byte chunk's accumulator does not fit "
 			"the engine's %" PRIu32 "-byte buffers", c->id, chunk_bytes, e->buf_size);
 		return -EINVAL;
 	}
 	if (c->open)
 		return open_check(c);
 	if (c->keys == NULL || c->nkeys == 0 || c->nkeys > (1u << 24)) {
-		ENG_LOG(ERR, "job %" PRIu32 ": needs a key array of 1..2^24 keys (keys %s, nkeys %"
+		SG_DP_ENG_LOG(ERR, "job %" PRIu32 ": needs a key array of 1..2^24 keys (keys %s, nkeys %"
 			PRIu32 ")", c->id, c->keys ? "set" : "NULL", c->nkeys);
 		return -EINVAL;
 	}
@@ -1829,7 +1829,7 @@ int sg_dp_engine_add_job(struct sg_dp_engine *e, const struct sg_dp_job_conf *c)
 		goto nomem;
 	nslots = c->open ? j->max_keys : job_keys(j, c);
 	if (nslots == 0) {
-		ENG_LOG(ERR, "job %" PRIu32 ": duplicate key ids or more than 2^32-1 chunks",
+		SG_DP_ENG_LOG(ERR, "job %" PRIu32 ": duplicate key ids or more than 2^32-1 chunks",
 			c->id);
 		job_free(e, j);
 		return -EINVAL;
@@ -1858,12 +1858,12 @@ int sg_dp_engine_add_job(struct sg_dp_engine *e, const struct sg_dp_job_conf *c)
 	}
 	e->jobs[e->njobs++] = j;
 	if (j->open)
-		ENG_LOG(INFO, "job %" PRIu32 " added (open: its pushes make its keys): %" PRIu32
+		SG_DP_ENG_LOG(INFO, "job %" PRIu32 " added (open: its pushes make its keys): %" PRIu32
 			" workers, %s, %s, up to %" PRIu32 " chunks of %" PRIu32 " bytes, %"
 			PRIu32 " in flight", j->id, j->n, sg_dtype_name(j->dtype),
 			sg_mode_name(j->mode), j->nslots, j->chunk_bytes, j->max_inflight);
 	else
-		ENG_LOG(INFO, "job %" PRIu32 " added: %" PRIu32 " workers, %s, %s, %" PRIu32
+		SG_DP_ENG_LOG(INFO, "job %" PRIu32 " added: %" PRIu32 " workers, %s, %s, %" PRIu32
 			" keys, %" PRIu32 " chunks of %" PRIu32 " bytes, %" PRIu32 " in flight",
 			j->id, j->n, sg_dtype_name(j->dtype), sg_mode_name(j->mode), j->nkeys,
 			j->nslots, j->chunk_bytes, j->max_inflight);
@@ -1899,7 +1899,7 @@ int sg_dp_engine_add_keys(struct sg_dp_engine *e, uint32_t job_id, const struct 
 		return 0;
 	nkeys = j->nkeys + m;
 	if (nkeys > (1u << 24) || nslots >= NIL) {
-		ENG_LOG(ERR, "job %" PRIu32 ": %" PRIu32 " keys or %" PRIu64 " chunks: too many",
+		SG_DP_ENG_LOG(ERR, "job %" PRIu32 ": %" PRIu32 " keys or %" PRIu64 " chunks: too many",
 			j->id, nkeys, nslots);
 		return -EINVAL;
 	}
@@ -1934,7 +1934,7 @@ int sg_dp_engine_add_keys(struct sg_dp_engine *e, uint32_t job_id, const struct 
 			if (kt[khash[h] - 1].id == kt[i].id)
 				break;
 		if (khash[h] != 0) { /* the same new key twice */
-			ENG_LOG(ERR, "job %" PRIu32 ": key %" PRIu32 " given twice", j->id, kt[i].id);
+			SG_DP_ENG_LOG(ERR, "job %" PRIu32 ": key %" PRIu32 " given twice", j->id, kt[i].id);
 			m = 0;
 			goto fail;
 		}
@@ -1953,7 +1953,7 @@ int sg_dp_engine_add_keys(struct sg_dp_engine *e, uint32_t job_id, const struct 
 	j->nslots = j->slots_used = (uint32_t)nslots;
 	j->st.keys = nkeys;
 	j->st.slots_used = j->st.slots = nslots;
-	ENG_LOG(INFO, "job %" PRIu32 ": %" PRIu32 " key(s) added, %" PRIu32 " in all, %" PRIu32
+	SG_DP_ENG_LOG(INFO, "job %" PRIu32 ": %" PRIu32 " key(s) added, %" PRIu32 " in all, %" PRIu32
 		" chunks", j->id, m, nkeys, j->nslots);
 	return (int)m;
 fail:

@@ -32,7 +32,7 @@
 
 RTE_LOG_REGISTER(sg_dp_verbs_logtype, sigma.verbs, INFO);
 /* The macro ends the line: no "\n" in @p fmt. */
-#define VLOG(level, fmt, ...) \
+#define SG_DP_VERBS_LOG(level, fmt, ...) \
 	rte_log(RTE_LOG_##level, sg_dp_verbs_logtype, "verbs: " fmt "\n", ##__VA_ARGS__)
 
 /* Sends chained behind one doorbell at most. */
@@ -546,7 +546,7 @@ struct sg_dp_verbs *sg_dp_verbs_create(const struct sg_dp_verbs_conf *conf, char
 			  strerror(-rc));
 		goto out;
 	}
-	VLOG(INFO, "%s port %u (%s) gid %d, %s QP %u, %u-byte messages, %u+%u buffers, %zu KiB",
+	SG_DP_VERBS_LOG(INFO, "%s port %u (%s) gid %d, %s QP %u, %u-byte messages, %u+%u buffers, %zu KiB",
 	     t->c.device, t->c.port, t->ethernet ? "RoCE" : "InfiniBand", t->gid_index,
 	     sg_dp_verbs_mode_name(t->c.mode), t->qp ? t->qp->qp_num : 0, t->msg_max,
 	     t->c.recv_depth, t->c.send_depth, t->region_len / 1024);
@@ -1063,7 +1063,7 @@ static void rc_reap_all(struct sg_dp_verbs *t)
 		if (reap_sends(t) == 0)
 			rte_pause();
 	if (t->n_send_free < t->c.send_depth)
-		VLOG(WARNING, "RC close: %u sends still in flight after 10 ms; their buffers "
+		SG_DP_VERBS_LOG(WARNING, "RC close: %u sends still in flight after 10 ms; their buffers "
 		     "may not come back", t->c.send_depth - t->n_send_free);
 }
 
@@ -1082,7 +1082,7 @@ int sg_dp_verbs_rc_disconnect(struct sg_dp_verbs *t, uint32_t peer, char *err, s
 	/* Error state first: the HCA flushes what is outstanding, and the worker's writes
 	 * stop landing in the slots we are about to give to someone else. */
 	if (t->ops->modify_qp(p->qp, &a, IBV_QP_STATE) != 0)
-		VLOG(WARNING, "RC close of peer %u: ibv_modify_qp(ERR) failed (%s); destroying "
+		SG_DP_VERBS_LOG(WARNING, "RC close of peer %u: ibv_modify_qp(ERR) failed (%s); destroying "
 		     "QP %u anyway", peer, strerror(errno), p->qp->qp_num);
 	rc_reap_all(t);
 	key.qpn = p->qp->qp_num;
@@ -1109,7 +1109,7 @@ static void rc_close_errored(struct sg_dp_verbs *t)
 		key.qpn = t->err_qpn[i];
 		if (rte_hash_lookup_data(t->peer_hash, &key, &data) < 0)
 			continue; /* closed already */
-		VLOG(WARNING, "RC: QP %u of peer %u is in error: connection closed, its slots "
+		SG_DP_VERBS_LOG(WARNING, "RC: QP %u of peer %u is in error: connection closed, its slots "
 		     "freed (the worker connects again)", key.qpn, (uint32_t)(uintptr_t)data);
 		t->st.rc_qp_error++;
 		sg_dp_verbs_rc_disconnect(t, (uint32_t)(uintptr_t)data, NULL, 0);
