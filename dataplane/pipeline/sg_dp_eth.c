@@ -952,7 +952,7 @@ static void eth_wake(struct sg_dp_lcore *lc)
 	sg_dp_xdp_wake(lc);
 }
 
-const struct sg_dp_transport sg_dp_transport_ethdev = {
+static const struct sg_dp_transport sg_dp_transport_ethdev = {
 	.name = "ethdev",
 	.setup = eth_setup,
 	.teardown = eth_teardown,
@@ -969,3 +969,4 @@ const struct sg_dp_transport sg_dp_transport_ethdev = {
 	.idle_wait = eth_idle_wait,
 	.wake = eth_wake,
 };
+SG_DP_TRANSPORT_REGISTER(SG_DP_TRANSPORT_DPDK, sg_dp_transport_ethdev);

@@ -406,6 +406,19 @@ static int warn_busy_oversubscribed(const struct sg_dp_config *c, FILE *warn)
 	return 1;
 }
 
+/* The registrations (SG_DP_TRANSPORT_REGISTER()); weak: a build with none links too. */
+extern const struct sg_dp_transport_reg __start_sg_dp_transports[] __attribute__((weak));
+extern const struct sg_dp_transport_reg __stop_sg_dp_transports[] __attribute__((weak));
+
+const struct sg_dp_transport *sg_dp_transport_find(unsigned int kind)
+{
+	for (const struct sg_dp_transport_reg *r = __start_sg_dp_transports;
+	     r < __stop_sg_dp_transports; r++)
+		if (r->kind == kind)
+			return r->tr;
+	return NULL;
+}
+
 struct sg_dp_pipeline *sg_dp_pipeline_create(const struct sg_dp_config *c, char *err,
 					     size_t errlen)
 {
@@ -420,21 +433,19 @@ struct sg_dp_pipeline *sg_dp_pipeline_create(const struct sg_dp_config *c, char 
 		errno = ENOMEM;
 		return NULL;
 	}
-	p->tr = &sg_dp_transport_ethdev;
 	pthread_mutex_init(&p->ctl_lock, NULL);
 	pthread_mutex_init(&p->op_lock, NULL);
-	if (c->transport == SG_DP_TRANSPORT_SOCKET)
-		p->tr = &sg_dp_transport_socket;
-	if (c->transport == SG_DP_TRANSPORT_VERBS) {
-#if SG_HAVE_VERBS
-		p->tr = &sg_dp_transport_verbs;
-#else
-		sg_dp_seterr(err, errlen, "[transport] type = verbs: this sigmad was built without "
-			     "verbs (rebuild with meson -Dverbs=enabled and libibverbs-dev "
-			     "installed), or set [transport] type = dpdk");
+	p->tr = sg_dp_transport_find(c->transport);
+	if (p->tr == NULL) {
+		if (c->transport == SG_DP_TRANSPORT_VERBS)
+			sg_dp_seterr(err, errlen, "[transport] type = verbs: this sigmad was built "
+				     "without verbs (rebuild with meson -Dverbs=enabled and "
+				     "libibverbs-dev installed), or set [transport] type = dpdk");
+		else
+			sg_dp_seterr(err, errlen, "[transport] type %u: this sigmad was built "
+				     "without it; set [transport] type = dpdk", c->transport);
 		rc = -EPROTONOSUPPORT;
 		goto fail;
-#endif
 	}
 	p->cfg = *c;
 	p->idle_sleep_us = c->idle_sleep_us;

@@ -985,7 +985,7 @@ static int sk_reload(struct sg_dp_pipeline *p, const struct sg_dp_config *nc, FI
 	return restart;
 }
 
-const struct sg_dp_transport sg_dp_transport_socket = {
+static const struct sg_dp_transport sg_dp_transport_socket = {
 	.name = "socket",
 	.check = sk_check,
 	.setup = sk_setup,
@@ -1002,3 +1002,4 @@ const struct sg_dp_transport sg_dp_transport_socket = {
 	.idle_wait = sk_idle_wait,
 	.wake = sk_wake,
 };
+SG_DP_TRANSPORT_REGISTER(SG_DP_TRANSPORT_SOCKET, sg_dp_transport_socket);

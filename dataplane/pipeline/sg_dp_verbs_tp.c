@@ -38,6 +38,9 @@
 #include "sg_dp_internal.h"
 #include "sg_dp_verbs.h"
 
+/* defined at the end, with the ops it names */
+static const struct sg_dp_transport sg_dp_transport_verbs;
+
 /* A push on its way to the reducer that owns its key. */
 struct vtp_item {
 	struct sg_dp_hand_item h;        /* the length */
@@ -587,7 +590,7 @@ int sg_dp_pipeline_verbs_info(const struct sg_dp_pipeline *p,
 	return 0;
 }
 
-const struct sg_dp_transport sg_dp_transport_verbs = {
+static const struct sg_dp_transport sg_dp_transport_verbs = {
 	.name = "verbs",
 	.check = verbs_check,
 	.setup = verbs_setup,
@@ -601,3 +604,4 @@ const struct sg_dp_transport sg_dp_transport_verbs = {
 	.counters = verbs_counters,
 	.reload = verbs_reload,
 };
+SG_DP_TRANSPORT_REGISTER(SG_DP_TRANSPORT_VERBS, sg_dp_transport_verbs);

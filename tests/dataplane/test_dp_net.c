@@ -15,6 +15,7 @@
 #include <rte_mbuf.h>
 #include <rte_udp.h>
 
+#include "sg_config.h"
 #include "sg_dp_internal.h"
 #include "sg_dp_pipeline.h"
 #include "sg_test.h"
@@ -456,8 +457,25 @@ static void test_bucket(void)
 		SG_CHECK(per[r] >= 680 && per[r] <= 735, "reducer %d: %u keys", r, per[r]);
 }
 
+/* Each transport registers itself (SG_DP_TRANSPORT_REGISTER()): a linked program
+ * finds every one its build has, by its [transport] type, and nothing for others. */
+static void test_transports_registered(void)
+{
+	const struct sg_dp_transport *t;
+
+	t = sg_dp_transport_find(SG_DP_TRANSPORT_DPDK);
+	SG_CHECK(t != NULL && strcmp(t->name, "ethdev") == 0, "dpdk: %s", t ? t->name : "none");
+	t = sg_dp_transport_find(SG_DP_TRANSPORT_SOCKET);
+	SG_CHECK(t != NULL && strcmp(t->name, "socket") == 0, "socket: %s", t ? t->name : "none");
+	t = sg_dp_transport_find(SG_DP_TRANSPORT_VERBS);
+	SG_CHECK(SG_HAVE_VERBS ? t != NULL && strcmp(t->name, "verbs") == 0 : t == NULL,
+		 "verbs: %s (built with verbs: %d)", t ? t->name : "none", SG_HAVE_VERBS);
+	SG_CHECK(sg_dp_transport_find(77) == NULL, "an unknown type has no transport");
+}
+
 int main(void)
 {
+	test_transports_registered();
 	test_roundtrip();
 	test_offload_flags();
 	test_malformed();

@@ -277,8 +277,28 @@ struct sg_dp_transport {
 int sg_dp_layout_port0(const struct sg_dp_config *c, struct sg_dp_topology *t, const char *type,
 		       const char *what, char *err, size_t errlen);
 
-/** The DPDK ethdev transport (any PMD: PCI NICs, memif, af_packet, tap, ring). */
-extern const struct sg_dp_transport sg_dp_transport_ethdev;
+/**
+ * A transport's registration: the [transport] type (enum sg_dp_transport_kind)
+ * it serves. SG_DP_TRANSPORT_REGISTER() puts one into the linker section
+ * `sg_dp_transports` at file scope of the transport's own file, so that adding a
+ * transport touches no file of the pipeline's. Programs link the pipeline whole
+ * (dp_pipe_dep: link_whole), so every registration built is in the program.
+ */
+struct sg_dp_transport_reg {
+	unsigned int kind;
+	const struct sg_dp_transport *tr;
+};
+
+#define SG_DP_TRANSPORT_REGISTER(k, t)                                                        \
+	static const struct sg_dp_transport_reg sg_dp_transport_reg_##t                       \
+		__attribute__((used, section("sg_dp_transports"), aligned(sizeof(void *)))) = \
+			{(k), &(t)}
+
+/**
+ * The transport registered for @p kind (enum sg_dp_transport_kind), or NULL
+ * when this build has none (verbs without -Dverbs).
+ */
+const struct sg_dp_transport *sg_dp_transport_find(unsigned int kind);
 
 /**
  * ethdev: stop (@p open false) or resume every lcore's use of @p port. When a
@@ -401,10 +421,6 @@ void sg_dp_memif_tx_kick(struct sg_dp_pipeline *p, uint16_t port, uint16_t queue
 bool sg_dp_memif_idle_wait(struct sg_dp_lcore *lc, unsigned int us);
 void sg_dp_memif_wake(struct sg_dp_lcore *lc);
 
-/** The rdma-core transport (sg_dp_verbs_tp.c; only in builds with verbs). */
-extern const struct sg_dp_transport sg_dp_transport_verbs;
-/** The kernel UDP socket transport (sg_dp_sock.c; [transport] type = socket). */
-extern const struct sg_dp_transport sg_dp_transport_socket;
 
 /**
  * Give one datagram to this reducer's engine, from any transport: counts it,
