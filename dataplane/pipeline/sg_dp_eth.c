@@ -318,12 +318,11 @@ static void reduce_burst(struct sg_dp_lcore *lc, struct rte_mbuf **pkts, unsigne
 			}
 			md->csum = SG_DP_CSUM_NONE;
 		}
-		fwd = sg_dp_move_fwd(lc, pl, md->len);
+		fwd = sg_dp_steer_move(lc, pl, md->len);
 
-		if (unlikely(fwd >= 0)) {
-			/* a key moving away: its new owner sums this round; or drained */
-			if (fwd == SG_DP_MOVE_DROP) {
-				lc->st.drops[SG_DP_ND_DRAINING]++;
+		if (unlikely(fwd != SG_DP_STEER_HERE)) {
+			if (fwd == SG_DP_STEER_DROPPED) {
+				/* counted */
 			} else if (rte_ring_enqueue(lc->p->red[fwd]->ring, m) == 0) {
 				lc->st.handoff_pkts++;
 				pkts[i] = NULL;
@@ -415,8 +414,7 @@ static unsigned int rx_queue(struct sg_dp_lcore *lc, uint16_t port, uint16_t que
 			continue;
 		}
 		md->peer.port_id = port;
-		/* the keymap, not the UDP port it came to, names the owner: a datagram
-		 * steered to the wrong reducer (a moved key, a stale worker) stays correct */
+		/* the keymap names the owner (sg_dp_steer()); the owner sees to key moves */
 		o = sg_dp_owner_of(p, rte_pktmbuf_mtod_offset(m, uint8_t *, md->off), md->len);
 		if (p->red[o] == lc) {
 			local[nl++] = m;

@@ -69,15 +69,12 @@ void sg_dp_hand_flush(struct sg_dp_lcore *lc, struct sg_dp_hand *h)
 /* @return 0 to reduce @p item here; 1 if forwarded to a key's new owner; -1 to drop it */
 static int hand_fwd(struct sg_dp_lcore *lc, void *item, const uint8_t *msg, uint32_t len)
 {
-	int fwd = sg_dp_move_fwd(lc, msg, len);
+	int fwd = sg_dp_steer_move(lc, msg, len);
 
-	if (likely(fwd < 0))
+	if (likely(fwd == SG_DP_STEER_HERE))
 		return 0;
-	/* a key moving away: its new owner sums this round; or drained */
-	if (fwd == SG_DP_MOVE_DROP) {
-		lc->st.drops[SG_DP_ND_DRAINING]++;
+	if (fwd == SG_DP_STEER_DROPPED)
 		return -1;
-	}
 	if (rte_ring_enqueue(lc->p->red[fwd]->ring, item) < 0) {
 		lc->st.drops[SG_DP_ND_RING_FULL]++;
 		return -1;

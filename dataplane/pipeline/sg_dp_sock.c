@@ -227,9 +227,7 @@ static void hand_off(struct sg_dp_lcore *lc, struct sk_lcore *s, unsigned int o,
 static void rx_one(struct sg_dp_lcore *lc, struct sk_lcore *s, const uint8_t *pl, uint32_t len,
 		   uint64_t dest)
 {
-	struct sg_dp_pipeline *p = lc->p;
-	unsigned int o;
-	int fwd;
+	int o;
 
 	lc->st.rx_pkts++;
 	lc->st.rx_bytes += len;
@@ -249,21 +247,11 @@ static void rx_one(struct sg_dp_lcore *lc, struct sk_lcore *s, const uint8_t *pl
 		s->st.rx_not_sigma++;
 		return;
 	}
-	o = sg_dp_owner_of(p, pl, len);
-	if (p->red[o] != lc) {
-		hand_off(lc, s, o, pl, len, dest);
-		return;
-	}
-	fwd = sg_dp_move_fwd(lc, pl, len);
-	if (unlikely(fwd >= 0)) {
-		/* a key moving away: its new owner sums this round; or drained */
-		if (fwd == SG_DP_MOVE_DROP)
-			lc->st.drops[SG_DP_ND_DRAINING]++;
-		else
-			hand_off(lc, s, (unsigned int)fwd, pl, len, dest);
-		return;
-	}
-	sg_dp_reduce_one(lc, pl, len, dest, s->now);
+	o = sg_dp_steer(lc, pl, len);
+	if (likely(o == SG_DP_STEER_HERE))
+		sg_dp_reduce_one(lc, pl, len, dest, s->now);
+	else if (o >= 0)
+		hand_off(lc, s, (unsigned int)o, pl, len, dest);
 }
 
 /* The kernel's drop count on @p k, from a message's SO_RXQ_OVFL; @return the GRO

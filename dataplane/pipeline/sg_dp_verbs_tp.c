@@ -148,26 +148,14 @@ static int vtp_rx_one(void *arg, const uint8_t *msg, uint32_t len, uint32_t peer
 {
 	struct sg_dp_lcore *lc = arg;
 	struct vtp_lcore *v = lc->xp;
-	struct sg_dp_pipeline *p = lc->p;
-	unsigned int o = sg_dp_owner_of(p, msg, len);
-	int fwd;
+	int o = sg_dp_steer(lc, msg, len);
 
 	lc->st.rx_pkts++;
 	lc->st.rx_bytes += len;
-	if (p->red[o] != lc) {
-		hand_off(lc, v, o, msg, len, peer);
-		return 0;
-	}
-	fwd = sg_dp_move_fwd(lc, msg, len);
-	if (unlikely(fwd >= 0)) {
-		/* a key moving away: its new owner sums this round; or drained */
-		if (fwd == SG_DP_MOVE_DROP)
-			lc->st.drops[SG_DP_ND_DRAINING]++;
-		else
-			hand_off(lc, v, (unsigned int)fwd, msg, len, peer);
-		return 0;
-	}
-	sg_dp_reduce_one(lc, msg, len, peer, v->now);
+	if (likely(o == SG_DP_STEER_HERE))
+		sg_dp_reduce_one(lc, msg, len, peer, v->now);
+	else if (o >= 0)
+		hand_off(lc, v, (unsigned int)o, msg, len, peer);
 	return 0;
 }
 

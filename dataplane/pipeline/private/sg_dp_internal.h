@@ -630,4 +630,43 @@ static inline int sg_dp_move_fwd(struct sg_dp_lcore *lc, const uint8_t *pl, uint
 	return sg_dp_move_route(lc, pl, len);
 }
 
+/* sg_dp_steer*(): this lcore sums the datagram; it was dropped (a drain, counted). */
+#define SG_DP_STEER_HERE (-1)
+#define SG_DP_STEER_DROPPED (-2)
+
+/*
+ * At the key's owner, where a datagram goes: SG_DP_STEER_HERE, the reducer a
+ * moving key now belongs to (its new owner sums this round), or
+ * SG_DP_STEER_DROPPED for a drained key (counted as draining). Every transport
+ * steers through here, so that moves and drains mean one thing.
+ */
+static inline int sg_dp_steer_move(struct sg_dp_lcore *lc, const uint8_t *pl, uint32_t len)
+{
+	int fwd = sg_dp_move_fwd(lc, pl, len);
+
+	if (likely(fwd < 0))
+		return SG_DP_STEER_HERE;
+	if (fwd == SG_DP_MOVE_DROP) {
+		lc->st.drops[SG_DP_ND_DRAINING]++;
+		return SG_DP_STEER_DROPPED;
+	}
+	return fwd;
+}
+
+/*
+ * Where a datagram this lcore received goes: the reducer index to hand it to
+ * (the keymap's owner, or a moving key's new owner), SG_DP_STEER_HERE or
+ * SG_DP_STEER_DROPPED (sg_dp_steer_move()). The keymap, not the UDP port it
+ * came to, names the owner: a datagram steered to the wrong reducer (a moved
+ * key, a stale worker) stays correct.
+ */
+static inline int sg_dp_steer(struct sg_dp_lcore *lc, const uint8_t *pl, uint32_t len)
+{
+	unsigned int o = sg_dp_owner_of(lc->p, pl, len);
+
+	if (lc->p->red[o] != lc)
+		return (int)o;
+	return sg_dp_steer_move(lc, pl, len);
+}
+
 #endif /* SG_DP_INTERNAL_H */
