@@ -14,6 +14,9 @@
 # - after each: no namespace of the run, no process that carries its prefix,
 #   nothing new in this namespace's interfaces;
 # - bad options exit 2 before making anything;
+# - --local-ranks 2: two ranks per GPU machine summing locally first; each
+#   machine's link carries one copy of M per iteration each way (the veths'
+#   counters against M), not two;
 # - --node sigmad: the same 2 + 1 cluster with a sigmad over AF_XDP on every
 #   machine (Sigma k = 1 and the PS), sums checked, no time below what the
 #   shaped links allow (AF_XDP's frames skip eth0's qdisc: the switch shapes
@@ -87,7 +90,8 @@ step "bad options"
 for opt in "--n 0" "--n 17" "--k x" "--ks 1,,2" "--link fast" "--link 0" "--size 3" \
 	"--chunk 9000" "--mtu 1500 --chunk 8920" "--prefix Bad-Name" "--iters 0" "extra" \
 	"--nice +5" "--link +100mbit" "--link 0x10gbit" "--node sigmad --mtu 9000" \
-	"--node xdp" "--node udpd,"; do
+	"--node xdp" "--node udpd," "--local-ranks 0" "--local-ranks 9" \
+	"--local-ranks 2 --size 4"; do
 	# shellcheck disable=SC2086 # the options are meant to split
 	out=$(timeout 20 "$BENCH" cluster $opt 2>&1)
 	rc=$?
@@ -136,6 +140,48 @@ else
 fi
 step "checking what is left"
 left "$P" "after a run"
+
+# two ranks per GPU machine: they sum locally, so each machine's link carries
+# one copy of M per iteration each way, as the model counts machines (at n = 2,
+# M + (n-2)s = M whatever the placement). Counted by the kernel on the bridge's
+# side of each veth, against M worked out here; L copies would be 2 M.
+step "a 2 + 1 cluster of 2 ranks per GPU machine"
+P6=${P}l
+timeout 300 "$BENCH" cluster --n 2 --local-ranks 2 --k 1 --ks 1 --size 1M --link 100mbit \
+	--iters 3 --no-mpi --no-ps --prefix "$P6" --udpd "$UDPD" --json "$TMP/local.json" \
+	--quiet >"$TMP/local" 2>&1
+rc=$?
+cat "$TMP/local"
+[ "$rc" = 0 ] || fail "sigma-bench cluster --local-ranks 2: exit $rc"
+if [ -s "$TMP/local.json" ]; then
+	python3 - "$TMP/local.json" <<'EOF' || fail "--local-ranks 2: the JSON (above)"
+import json, sys
+d = json.load(open(sys.argv[1]))
+M = 1 << 20
+bad = 0
+if d["local_ranks"] != 2 or [c["config"] for c in d["configs"]] != ["sigma"]:
+    print("local_ranks, configs:", d["local_ranks"], d["configs"]); bad = 1
+for c in d["configs"]:
+    if not c["ok"] or c["time_s"] < 0.95 * (c["bound_s"] - 0.010):
+        print("failed, or faster than the links allow:", c); bad = 1
+    gpu = [m for m in c["machines"] if m["name"].startswith("g")]
+    if len(gpu) != 2:
+        print("machines:", c["machines"]); bad = 1
+    for m in gpu:
+        # one copy and its headers (90 bytes a chunk of 8920), give or take the
+        # 5 ms the bench samples the counters at: 2 copies would be 2 M
+        for way in ("up_bytes_per_iter", "down_bytes_per_iter"):
+            if not 0.9 * M <= m[way] <= 1.15 * M:
+                print(f"{m['name']} {way}: {m[way]} bytes, want one copy of {M}"); bad = 1
+        busier = max(m["up_bytes_per_iter"], m["down_bytes_per_iter"])
+        if m["model_bytes_per_iter"] != M or abs(m["ratio_model"] - busier / M) > 1e-3:
+            print("model:", m); bad = 1
+sys.exit(bad)
+EOF
+else
+	fail "--local-ranks 2: no JSON"
+fi
+left "$P6" "after --local-ranks 2"
 
 # SIGINT mid-run: a larger model, interrupted once the workers push
 step "SIGINT mid-run"
