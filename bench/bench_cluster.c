@@ -36,6 +36,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <jansson.h>
+
 #include "sg_ctl_client.h"
 #include "sg_ctl_place.h"
 #include "sigma.h"
@@ -137,6 +139,8 @@ struct cl_conf {
 	double up[CL_MAX_RUNS][CL_MAX_M], down[CL_MAX_RUNS][CL_MAX_M];
 	double up_med[CL_MAX_M], down_med[CL_MAX_M];
 	double model_link[CL_MAX_M]; /* the model's bytes per iteration on each machine's link */
+	/* the payload the nodes summed per iteration (job_list's bytes_pushed), warm-up included */
+	double node_pushed[CL_MAX_RUNS], node_pushed_med;
 	uint64_t retransmits;
 	uint64_t qdisc_drops, sock_drops; /* over every run: tbf queues full, socket buffers full */
 	bool ok;
@@ -809,6 +813,42 @@ static int jobsvc(struct cl_ctx *c, const struct cl_conf *cf, struct sg_ctl_jobs
 	return nn ? 0 : -EINVAL;
 }
 
+/*
+ * The payload bytes that the nodes of @p svc summed for job @p id (job_list's
+ * bytes_pushed): counted by the nodes, apart from the workers and the links.
+ * @return them, or a negative value if a node did not answer.
+ */
+static double node_pushed(const struct sg_ctl_jobsvc *svc, int64_t id)
+{
+	double sum = 0;
+
+	for (unsigned int i = 0; i < svc->n_nodes; i++) {
+		struct sg_ctl_client *cl = sg_ctl_client_connect(svc->nodes[i].target, NULL, 0,
+								 svc->timeout_ms);
+		char *res = NULL;
+		json_t *arr, *j;
+		size_t k;
+		bool found = false;
+
+		if (cl == NULL || sg_ctl_client_call(cl, "job_list", NULL, &res, NULL) < 0) {
+			sg_ctl_client_close(cl);
+			return -1;
+		}
+		sg_ctl_client_close(cl);
+		arr = json_loads(res, 0, NULL);
+		free(res);
+		json_array_foreach(arr, k, j)
+			if (json_integer_value(json_object_get(j, "id")) == id) {
+				sum += (double)json_integer_value(json_object_get(j, "bytes_pushed"));
+				found = true;
+			}
+		json_decref(arr);
+		if (!found)
+			return -1;
+	}
+	return sum;
+}
+
 static void kill_all(pid_t *pids, unsigned int n)
 {
 	for (unsigned int r = 0; r < n; r++)
@@ -977,6 +1017,13 @@ static int run_sigma(struct cl_ctx *c, struct cl_conf *cf, unsigned int run, dou
 	munmap(sh, sizeof(*sh));
 	if (seg != NULL)
 		munmap(seg, seg_bytes);
+	if (rc == 0) {
+		double sum = 0, v = 0;
+
+		for (unsigned int j = 0; j < jobs && v >= 0; j++)
+			sum += v = node_pushed(&svc, id[j]);
+		cf->node_pushed[run] = v >= 0 ? sum / (o->iters + 1) : NAN;
+	}
 out:
 	for (unsigned int j = 0; j < jobs; j++)
 		if (sg_ctl_job_service_destroy(&svc, (uint32_t)id[j], err, sizeof(err)) < 0)
@@ -1394,7 +1441,8 @@ static void print_table(const struct cl_ctx *c, const struct cl_conf *cf, unsign
 			if (x->model_link[m] > 0)
 				printf(" %s %.3f", c->m[m].name, (x->up_med[m] > x->down_med[m] ?
 						x->up_med[m] : x->down_med[m]) / x->model_link[m]);
-		printf("\n");
+		printf("; the nodes summed %.3f M per iteration (one copy per machine: %u M)\n",
+		       x->node_pushed_med / (double)o->size, o->n);
 	}
 	if (mpi != NULL)
 		printf("MPI_Allreduce: %.0f bytes per iteration on the busiest link (model "
@@ -1447,7 +1495,9 @@ static void write_json(FILE *f, const struct cl_ctx *c, const struct cl_conf *cf
 			jnum(x->link_med), x->retransmits, x->qdisc_drops, x->sock_drops);
 		for (unsigned int r = 0; r < o->runs; r++)
 			fprintf(f, "%s%.6g", r ? "," : "", jnum(x->t[r]));
-		fprintf(f, "],\"machines\":[");
+		fprintf(f, "],\"node_pushed_bytes_per_iter\":%.0f,\"model_pushed_bytes_per_iter\":%.0f,"
+			   "\"machines\":[", jnum(x->node_pushed_med), x->kind == CL_MPI ? -1 :
+			(double)o->n * (double)o->size);
 		/* each machine's link over the timed iterations, against the model's */
 		for (unsigned int m = 0; m < c->nm && x->kind != CL_MPI; m++) {
 			double busier = x->up_med[m] > x->down_med[m] ? x->up_med[m] : x->down_med[m];
@@ -1572,7 +1622,7 @@ static unsigned int make_confs(const struct cl_opts *o, struct cl_conf *cf)
 			      cf[i].kind == CL_PS ? m.t_ps : m.t_sigma;
 		for (unsigned int r = 0; r < CL_MAX_RUNS; r++) {
 			cf[i].t[r] = cf[i].util_max[r] = cf[i].util_mean[r] = cf[i].cpu_machine[r] =
-				cf[i].cpu_ours[r] = cf[i].link_bytes[r] = NAN;
+				cf[i].cpu_ours[r] = cf[i].link_bytes[r] = cf[i].node_pushed[r] = NAN;
 			for (unsigned int q = 0; q < CL_MAX_M; q++)
 				cf[i].up[r][q] = cf[i].down[r][q] = NAN;
 		}
@@ -1641,6 +1691,7 @@ static int run_all(struct cl_ctx *c, struct cl_conf *cf, unsigned int ncf)
 		x->cpu_machine_med = med(x->cpu_machine, o->runs);
 		x->cpu_ours_med = med(x->cpu_ours, o->runs);
 		x->link_med = med(x->link_bytes, o->runs);
+		x->node_pushed_med = med(x->node_pushed, o->runs);
 		for (unsigned int m = 0; m < c->nm; m++) {
 			double u[CL_MAX_RUNS], d[CL_MAX_RUNS];
 

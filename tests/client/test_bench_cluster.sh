@@ -16,7 +16,7 @@
 # - bad options exit 2 before making anything;
 # - --local-ranks 2: two ranks per GPU machine summing locally first; each
 #   machine's link carries one copy of M per iteration each way (the veths'
-#   counters against M), not two;
+#   counters against M), not two, and the nodes summed 2 M per iteration;
 # - --node sigmad: the same 2 + 1 cluster with a sigmad over AF_XDP on every
 #   machine (Sigma k = 1 and the PS), sums checked, no time below what the
 #   shaped links allow (AF_XDP's frames skip eth0's qdisc: the switch shapes
@@ -144,7 +144,8 @@ left "$P" "after a run"
 # two ranks per GPU machine: they sum locally, so each machine's link carries
 # one copy of M per iteration each way, as the model counts machines (at n = 2,
 # M + (n-2)s = M whatever the placement). Counted by the kernel on the bridge's
-# side of each veth, against M worked out here; L copies would be 2 M.
+# side of each veth, and by the nodes (the payload they summed: 2 machines x M
+# per iteration), against M worked out here; L copies would be twice that.
 step "a 2 + 1 cluster of 2 ranks per GPU machine"
 P6=${P}l
 timeout 300 "$BENCH" cluster --n 2 --local-ranks 2 --k 1 --ks 1 --size 1M --link 100mbit \
@@ -164,6 +165,11 @@ if d["local_ranks"] != 2 or [c["config"] for c in d["configs"]] != ["sigma"]:
 for c in d["configs"]:
     if not c["ok"] or c["time_s"] < 0.95 * (c["bound_s"] - 0.010):
         print("failed, or faster than the links allow:", c); bad = 1
+    # the nodes' own count (job_list's bytes_pushed over the sub-jobs): every
+    # machine's M once per iteration, exactly; 4 ranks pushing would be 4 M
+    if c["node_pushed_bytes_per_iter"] != 2 * M:
+        print("the nodes summed", c["node_pushed_bytes_per_iter"], "bytes per iteration, "
+              "want", 2 * M); bad = 1
     gpu = [m for m in c["machines"] if m["name"].startswith("g")]
     if len(gpu) != 2:
         print("machines:", c["machines"]); bad = 1
