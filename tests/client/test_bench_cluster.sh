@@ -17,6 +17,8 @@
 # - --local-ranks 2: two ranks per GPU machine summing locally first; each
 #   machine's link carries one copy of M per iteration each way (the veths'
 #   counters against M), not two, and the nodes summed 2 M per iteration;
+#   one of its workers SIGKILLed mid-step fails the run (exit 1, "worker N
+#   died") and leaves nothing;
 # - --node sigmad: the same 2 + 1 cluster with a sigmad over AF_XDP on every
 #   machine (Sigma k = 1 and the PS), sums checked, no time below what the
 #   shaped links allow (AF_XDP's frames skip eth0's qdisc: the switch shapes
@@ -188,6 +190,37 @@ else
 	fail "--local-ranks 2: no JSON"
 fi
 left "$P6" "after --local-ranks 2"
+
+# a local rank SIGKILLed mid-step: the run fails naming the dead worker (its
+# machine's other rank waits at the local barrier, the parent ends them all)
+# and leaves nothing behind
+step "a local rank killed mid-step"
+P7=${P}k
+"$BENCH" cluster --n 2 --local-ranks 2 --k 1 --ks 1 --size 64M --link 100mbit --iters 5 \
+	--no-mpi --no-ps --prefix "$P7" --udpd "$UDPD" >"$TMP/kill" 2>&1 &
+bpid=$!
+for _ in $(seq 600); do
+	grep -q 'run 1/1: sigma' "$TMP/kill" && break
+	kill -0 "$bpid" 2>/dev/null || break
+	sleep 0.1
+done
+sleep 1
+# the workers are forks of sigma-bench; the nodes are sigma-udpds
+victim=""
+for c in $(pgrep -P "$bpid"); do
+	[ "$(cat "/proc/$c/comm" 2>/dev/null)" = "$(cat "/proc/$bpid/comm")" ] && victim=$c
+done
+if [ -z "$victim" ]; then
+	fail "no worker of the --local-ranks run to kill: $(cat "$TMP/kill")"
+else
+	kill -KILL "$victim"
+fi
+timeout 120 tail --pid="$bpid" -f /dev/null
+wait "$bpid"
+rc=$?
+[ "$rc" = 1 ] && grep -q 'worker [0-9]* died' "$TMP/kill" ||
+	{ cat "$TMP/kill"; fail "a local rank killed: exit $rc, want 1 and 'worker N died'"; }
+left "$P7" "after a local rank was killed"
 
 # SIGINT mid-run: a larger model, interrupted once the workers push
 step "SIGINT mid-run"
