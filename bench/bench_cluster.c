@@ -6,12 +6,13 @@
  * into a bridge, each link shaped to the same rate in both directions
  * (bench/cluster_net.sh). Every machine runs a summation node (--node: a
  * sigma-udpd, or a sigmad over AF_XDP on the machine's veth and lo, or each in
- * turn in one run); each
- * GPU machine also runs one worker (a process of this program that joined its
- * namespace). In the same run, over the same links: OpenMPI's MPI_Allreduce
- * across the n GPU machines (TCP; mpirun reaches them through
- * bench/cluster_rsh.sh), Sigma with every k asked for (the job service places
- * the keys with the BytePS split over the nodes' kinds), and a plain parameter
+ * turn in one run); each GPU machine also runs one worker (a process of this
+ * program that joined its namespace), or with --local-ranks L, L of them that
+ * sum among themselves in shared memory and push the machine's sum once. In
+ * the same run, over the same links: OpenMPI's MPI_Allreduce across the GPU
+ * machines' ranks (TCP; mpirun reaches them through bench/cluster_rsh.sh),
+ * Sigma with every k asked for (the job service places the keys with the
+ * BytePS split over the nodes' kinds), and a plain parameter
  * server (all keys on the k CPU machines). Each time is set against the
  * model's, and against a bound worked out from the placement the hash really
  * made and the bytes on the wire. Everything made here is removed at the end,
