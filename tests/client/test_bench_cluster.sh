@@ -87,6 +87,17 @@ left() {
 }
 ip -o link show | awk -F': ' '{print $2}' | sort >"$TMP/links.before"
 
+# pushing LOG PID: wait until run PID (its output in LOG) has its Sigma workers
+# pushing, or has ended
+pushing() {
+	for _ in $(seq 600); do
+		grep -q 'run 1/1: sigma' "$1" && break
+		kill -0 "$2" 2>/dev/null || break
+		sleep 0.1
+	done
+	sleep 1
+}
+
 # bad options: exit 2 before anything is made
 step "bad options"
 for opt in "--n 0" "--n 17" "--k x" "--ks 1,,2" "--link fast" "--link 0" "--size 3" \
@@ -199,12 +210,7 @@ P7=${P}k
 "$BENCH" cluster --n 2 --local-ranks 2 --k 1 --ks 1 --size 64M --link 100mbit --iters 5 \
 	--no-mpi --no-ps --prefix "$P7" --udpd "$UDPD" >"$TMP/kill" 2>&1 &
 bpid=$!
-for _ in $(seq 600); do
-	grep -q 'run 1/1: sigma' "$TMP/kill" && break
-	kill -0 "$bpid" 2>/dev/null || break
-	sleep 0.1
-done
-sleep 1
+pushing "$TMP/kill" "$bpid"
 # the workers are forks of sigma-bench; the nodes are sigma-udpds
 victim=""
 for c in $(pgrep -P "$bpid"); do
@@ -215,7 +221,6 @@ if [ -z "$victim" ]; then
 else
 	kill -KILL "$victim"
 fi
-timeout 120 tail --pid="$bpid" -f /dev/null
 wait "$bpid"
 rc=$?
 [ "$rc" = 1 ] && grep -q 'worker [0-9]* died' "$TMP/kill" ||
@@ -228,12 +233,7 @@ P2=${P}i
 "$BENCH" cluster --n 2 --k 1 --ks 1 --size 64M --link 100mbit --iters 5 --no-mpi \
 	--prefix "$P2" --udpd "$UDPD" >"$TMP/int" 2>&1 &
 bpid=$!
-for _ in $(seq 600); do
-	grep -q 'run 1/1: sigma' "$TMP/int" && break
-	kill -0 "$bpid" 2>/dev/null || break
-	sleep 0.1
-done
-sleep 1
+pushing "$TMP/int" "$bpid"
 kill -INT "$bpid"
 wait "$bpid"
 rc=$?
