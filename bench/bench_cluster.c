@@ -6,12 +6,13 @@
  * into a bridge, each link shaped to the same rate in both directions
  * (bench/cluster_net.sh). Every machine runs a summation node (--node: a
  * sigma-udpd, or a sigmad over AF_XDP on the machine's veth and lo, or each in
- * turn in one run); each
- * GPU machine also runs one worker (a process of this program that joined its
- * namespace). In the same run, over the same links: OpenMPI's MPI_Allreduce
- * across the n GPU machines (TCP; mpirun reaches them through
- * bench/cluster_rsh.sh), Sigma with every k asked for (the job service places
- * the keys with the BytePS split over the nodes' kinds), and a plain parameter
+ * turn in one run); each GPU machine also runs one worker (a process of this
+ * program that joined its namespace), or with --local-ranks L, L of them that
+ * sum among themselves in shared memory and push the machine's sum once. In
+ * the same run, over the same links: OpenMPI's MPI_Allreduce across the GPU
+ * machines' ranks (TCP; mpirun reaches them through bench/cluster_rsh.sh),
+ * Sigma with every k asked for (the job service places the keys with the
+ * BytePS split over the nodes' kinds), and a plain parameter
  * server (all keys on the k CPU machines). Each time is set against the
  * model's, and against a bound worked out from the placement the hash really
  * made and the bytes on the wire. Everything made here is removed at the end,
@@ -36,6 +37,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <jansson.h>
+
 #include "sg_ctl_client.h"
 #include "sg_ctl_place.h"
 #include "sigma.h"
@@ -43,12 +46,14 @@
 
 
 #define CL_MAX_N 16         /* GPU machines */
+#define CL_MAX_L 8          /* ranks per GPU machine (--local-ranks) */
+#define CL_MAX_W (CL_MAX_N * CL_MAX_L) /* workers */
 #define CL_MAX_K 16         /* CPU machines */
 #define CL_MAX_M (CL_MAX_N + CL_MAX_K)
 #define CL_MAX_ITERS 20
 #define CL_MAX_RUNS 15
 #define CL_MAX_CONFIGS (2 * (CL_MAX_K + 2) + 1)
-#define CL_MAX_KIDS (2 * CL_MAX_M + CL_MAX_N + 4)
+#define CL_MAX_KIDS (2 * CL_MAX_M + CL_MAX_W + 4)
 #define CL_UDP_PORT 9300
 /* sigmad's: beside sigma-udpd's, whose datagrams its XDP program passes to the kernel */
 #define CL_SD_PORT 9500
@@ -101,6 +106,7 @@ static const char *const cl_node_name[] = {"udpd", "sigmad"};
 struct cl_opts {
 	unsigned int n, k, ks[CL_MAX_K + 1], n_ks, kmax;
 	unsigned int mbit, mtu, iters, runs, window, chunk;
+	unsigned int local; /* --local-ranks: ranks per GPU machine, summing locally first */
 	int nice;
 	uint64_t size;
 	uint32_t partition;
@@ -130,6 +136,12 @@ struct cl_conf {
 	double util_max[CL_MAX_RUNS], util_mean[CL_MAX_RUNS];
 	double cpu_machine[CL_MAX_RUNS], cpu_ours[CL_MAX_RUNS];
 	double link_bytes[CL_MAX_RUNS]; /* MPI: the busiest link's bytes per iteration */
+	/* Sigma and PS: each machine's bytes per timed iteration, up and down */
+	double up[CL_MAX_RUNS][CL_MAX_M], down[CL_MAX_RUNS][CL_MAX_M];
+	double up_med[CL_MAX_M], down_med[CL_MAX_M];
+	double model_link[CL_MAX_M]; /* the model's bytes per iteration on each machine's link */
+	/* the payload the nodes summed per iteration (job_list's bytes_pushed), warm-up included */
+	double node_pushed[CL_MAX_RUNS], node_pushed_med;
 	uint64_t retransmits;
 	uint64_t qdisc_drops, sock_drops; /* over every run: tbf queues full, socket buffers full */
 	bool ok;
@@ -162,7 +174,8 @@ struct cl_shared {
 	char err[SIGMA_ERR_LEN + 64];
 	uint64_t bad, retransmits;
 	int win_open, win_closed;   /* rank 0: timed iterations started, ended */
-	double t[CL_MAX_ITERS][CL_MAX_N];
+	double t[CL_MAX_ITERS][CL_MAX_W];
+	pthread_barrier_t mbar[CL_MAX_N]; /* --local-ranks: each machine's local ranks */
 };
 
 /* ---- processes ----------------------------------------------------------- */
@@ -567,12 +580,60 @@ static void window_stats(const struct cl_ctx *c, const struct cl_sample *a,
 
 /* ---- Sigma: the job service, workers in their machines ---------------------- */
 
-static void worker(struct cl_ctx *c, struct cl_shared *sh, const char *desc, unsigned int r)
+/* Local rank @p j's share of @p ne elements: [*off, *off + *len) (as sigma.local's). */
+static void local_share(uint64_t ne, unsigned int L, unsigned int j, uint64_t *off,
+			uint64_t *len)
+{
+	*off = ne * j / L;
+	*len = ne * (j + 1) / L - *off;
+}
+
+/*
+ * One iteration of local rank @p j on a machine of --local-ranks L (BytePS's
+ * communication service, as sigma.local does it): its input into its slot of
+ * the machine's segment; once every local rank's is there, it sums share j
+ * over the L slots in local-rank order into the result, push_pulls that in
+ * place as the machine's rank in sub-job j, and once every share is back, it
+ * copies the whole result out. The machine pushes each byte once.
+ */
+static int local_step(struct cl_shared *sh, struct sigma_tensor *t, unsigned int i,
+		      unsigned int j, uint64_t ne, unsigned int L, float *seg, const void *in,
+		      void *out)
+{
+	float *res = seg + (uint64_t)L * ne;
+	uint64_t off, len;
+	int rc;
+
+	local_share(ne, L, j, &off, &len);
+	memcpy(seg + (uint64_t)j * ne, in, ne * 4);
+	pthread_barrier_wait(&sh->mbar[i]);
+	memcpy(res + off, seg + off, len * 4);
+	for (unsigned int q = 1; q < L; q++) {
+		const float *src = seg + (uint64_t)q * ne + off;
+
+		for (uint64_t e = 0; e < len; e++)
+			res[off + e] += src[e];
+	}
+	rc = sigma_push_pull_sync(t, res + off, res + off);
+	/* the others wait here even if this failed: the parent ends them all */
+	pthread_barrier_wait(&sh->mbar[i]);
+	memcpy(out, res, ne * 4);
+	return rc;
+}
+
+/*
+ * Worker @p r: rank r of the job (--local-ranks 1), or local rank r % L of
+ * machine r / L, the machine's rank in sub-job r % L of @p desc. @p seg: the
+ * machines' segments, (L + 1) x M bytes each (L slots and the result).
+ */
+static void worker(struct cl_ctx *c, struct cl_shared *sh, char (*desc)[SIGMA_JOB_DESC_MAX],
+		   unsigned int r, float *seg)
 {
 	const struct cl_opts *o = c->o;
 	struct sigma_conf base = {.window = o->window, .rto_us = 1000000, .rto_max_us = 4000000,
 				  .max_retries = 8};
-	uint64_t ne = o->size / 4;
+	unsigned int L = o->local, i = r / L, j = r % L;
+	uint64_t ne = o->size / 4, off, len;
 	struct sigma_session *s = NULL;
 	struct sigma_tensor *t = NULL;
 	struct sigma_stats st;
@@ -583,13 +644,16 @@ static void worker(struct cl_ctx *c, struct cl_shared *sh, const char *desc, uns
 	signal(SIGINT, SIG_DFL);
 	signal(SIGTERM, SIG_DFL);
 	signal(SIGHUP, SIG_DFL);
-	if ((rc = join_ns(c->m[r].ns)) < 0)
-		snprintf(err, sizeof(err), "cannot join %s: %s", c->m[r].ns, strerror(-rc));
+	local_share(ne, L, j, &off, &len);
+	if (L > 1)
+		seg += (uint64_t)i * (L + 1) * ne;
+	if ((rc = join_ns(c->m[i].ns)) < 0)
+		snprintf(err, sizeof(err), "cannot join %s: %s", c->m[i].ns, strerror(-rc));
 	else if (in == NULL || out == NULL)
 		snprintf(err, sizeof(err), "no memory for %" PRIu64 " bytes", o->size);
-	else if ((s = sigma_open_job(desc, (uint16_t)r, &base, err, sizeof(err))) == NULL)
+	else if ((s = sigma_open_job(desc[j], (uint16_t)i, &base, err, sizeof(err))) == NULL)
 		;
-	else if ((t = sigma_tensor_register(s, "grad", 0, SG_DTYPE_FP32, ne, 0)) == NULL)
+	else if ((t = sigma_tensor_register(s, "grad", 0, SG_DTYPE_FP32, len, 0)) == NULL)
 		snprintf(err, sizeof(err), "cannot register the tensor: %s", strerror(errno));
 	if (t == NULL) {
 		sh->failed = 1;
@@ -606,7 +670,8 @@ static void worker(struct cl_ctx *c, struct cl_shared *sh, const char *desc, uns
 		if (sh->failed || t == NULL)
 			continue;
 		t0 = sigma_bench_now();
-		if (sigma_push_pull_sync(t, in, out) < 0) {
+		if ((L > 1 ? local_step(sh, t, i, j, ne, L, seg, in, out) :
+		     sigma_push_pull_sync(t, in, out)) < 0) {
 			sh->failed = 1;
 			snprintf(sh->err, sizeof(sh->err), "worker %u: %s", r, sigma_last_error(s));
 			continue;
@@ -615,7 +680,7 @@ static void worker(struct cl_ctx *c, struct cl_shared *sh, const char *desc, uns
 			sh->t[it - 1][r] = sigma_bench_now() - t0;
 		if (it == o->iters)
 			__atomic_add_fetch(&sh->bad, sigma_bench_count_bad(out, SG_DTYPE_FP32, ne,
-									   o->n), __ATOMIC_RELAXED);
+									   o->n * L), __ATOMIC_RELAXED);
 	}
 	pthread_barrier_wait(&sh->bar);
 	if (r == 0)
@@ -644,70 +709,91 @@ static unsigned int conf_nodes(const struct cl_ctx *c, const struct cl_conf *cf,
 }
 
 /*
- * The time the links allow for the placement the job really has: each link's
- * bytes on the wire (payload and headers of every chunk) over its rate. Also
- * each node's bytes against the BytePS split's.
+ * The model's bytes per iteration on each machine's link, each way (payload
+ * only): a GPU machine's worker pushes what other nodes sum, M minus its own
+ * node's share s, and pulls it back; its node takes the other n-1 machines'
+ * pushes of s and sends them the sum: M + (n-2)s. A CPU machine's node does
+ * that for all n machines: n s. Machines count, not ranks: with --local-ranks
+ * each machine pushes once.
  */
-static int placed_bound(struct cl_ctx *c, struct cl_conf *cf, const char *desc)
+static void model_links(const struct cl_ctx *c, struct cl_conf *cf)
+{
+	const struct cl_opts *o = c->o;
+	double share_cpu, share_gpu, M = (double)o->size;
+
+	sg_ctl_split(cf->kind == CL_SIGMA ? o->n : 0, cf->k, &share_cpu, &share_gpu);
+	for (unsigned int i = 0; i < c->nm; i++)
+		cf->model_link[i] = c->m[i].gpu ? M + ((double)o->n - 2) * share_gpu * M :
+				    i - o->n < cf->k ? (double)o->n * share_cpu * M : 0;
+}
+
+/*
+ * The time the links allow for the placement the jobs really have (one, or
+ * one per local rank's share): each link's bytes on the wire (payload and
+ * headers of every chunk) over its rate. Also each node's bytes against the
+ * BytePS split's.
+ */
+static int placed_bound(struct cl_ctx *c, struct cl_conf *cf, char (*desc)[SIGMA_JOB_DESC_MAX])
 {
 	static struct sigma_job job;
 	const struct cl_opts *o = c->o;
-	double wire[SG_MAX_NODES] = {0}, payload[SG_MAX_NODES] = {0}, total = 0, worst = 0;
+	double wire[CL_MAX_M] = {0}, payload[CL_MAX_M] = {0}, total = 0, worst = 0;
 	double share_cpu, share_gpu, B = o->mbit * 1e6 / 8;
-	struct sigma_session *s;
-	struct sigma_tensor *t;
+	bool has[CL_MAX_M] = {false};
 	char err[256];
 
-	if (sigma_job_parse(desc, &job, err, sizeof(err)) < 0)
-		return -EINVAL;
-	s = sigma_open(&job.conf); /* a socket in our own namespace: nothing is sent */
-	t = s != NULL ? sigma_tensor_register(s, "grad", 0, SG_DTYPE_FP32, o->size / 4, 0) : NULL;
-	if (t == NULL) {
-		sigma_close(s);
-		return -errno;
-	}
-	for (uint32_t p = 0; p < sigma_tensor_nparts(t); p++) {
-		uint64_t off = (uint64_t)p * o->partition;
-		uint64_t len = o->size - off < o->partition ? o->size - off : o->partition;
-		uint64_t chunks = (len + o->chunk - 1) / o->chunk;
-		int nd = sigma_tensor_part_node(t, p);
+	for (unsigned int j = 0; j < o->local; j++) {
+		struct sigma_session *s;
+		struct sigma_tensor *t;
+		uint64_t off, len;
 
-		if (nd < 0 || (unsigned int)nd >= job.conf.nnodes)
-			continue;
-		wire[nd] += (double)len + (double)chunks * CL_WIRE_OVERHEAD;
-		payload[nd] += (double)len;
-		total += (double)len + (double)chunks * CL_WIRE_OVERHEAD;
+		local_share(o->size / 4, o->local, j, &off, &len);
+		if (sigma_job_parse(desc[j], &job, err, sizeof(err)) < 0)
+			return -EINVAL;
+		s = sigma_open(&job.conf); /* a socket in our own namespace: nothing is sent */
+		t = s != NULL ? sigma_tensor_register(s, "grad", 0, SG_DTYPE_FP32, len, 0) : NULL;
+		if (t == NULL) {
+			sigma_close(s);
+			return -errno;
+		}
+		for (uint32_t p = 0; p < sigma_tensor_nparts(t); p++) {
+			uint64_t po = (uint64_t)p * o->partition;
+			uint64_t pl = len * 4 - po < o->partition ? len * 4 - po : o->partition;
+			uint64_t chunks = (pl + o->chunk - 1) / o->chunk;
+			int nd = sigma_tensor_part_node(t, p);
+
+			if (nd < 0 || (unsigned int)nd >= job.conf.nnodes)
+				continue;
+			for (unsigned int i = 0; i < c->nm; i++)
+				if (strcmp(job.names[nd], c->m[i].name) == 0) {
+					wire[i] += (double)pl + (double)chunks * CL_WIRE_OVERHEAD;
+					payload[i] += (double)pl;
+				}
+			total += (double)pl + (double)chunks * CL_WIRE_OVERHEAD;
+		}
+		for (unsigned int d = 0; d < job.conf.nnodes; d++)
+			for (unsigned int i = 0; i < c->nm; i++)
+				has[i] |= strcmp(job.names[d], c->m[i].name) == 0;
+		sigma_close(s);
 	}
-	sigma_close(s);
 	sg_ctl_split(cf->kind == CL_SIGMA ? o->n : 0, cf->k, &share_cpu, &share_gpu);
 	cf->share_min = INFINITY;
 	cf->share_max = 0;
 	for (unsigned int i = 0; i < c->nm; i++) {
 		struct cl_machine *m = &c->m[i];
-		double mine = 0, link, want;
-		bool has = false;
+		double want = (m->gpu ? share_gpu : share_cpu) * (double)o->size, link;
 
-		for (unsigned int d = 0; d < job.conf.nnodes; d++)
-			if (strcmp(job.names[d], m->name) == 0) {
-				mine = wire[d];
-				has = true;
-				want = (m->gpu ? share_gpu : share_cpu) * (double)o->size;
-				if (want > 0) {
-					double r = payload[d] / want;
+		if (has[i] && want > 0) {
+			double r = payload[i] / want;
 
-					cf->share_min = r < cf->share_min ? r : cf->share_min;
-					cf->share_max = r > cf->share_max ? r : cf->share_max;
-				}
-			}
-		/*
-		 * A GPU machine's worker pushes what other nodes sum and pulls it back;
-		 * its node takes the other n-1 workers' pushes and sends them the sum.
-		 * A CPU machine's node does that for all n workers.
-		 */
+			cf->share_min = r < cf->share_min ? r : cf->share_min;
+			cf->share_max = r > cf->share_max ? r : cf->share_max;
+		}
+		/* as model_links(), with the bytes the hash placed */
 		if (m->gpu)
-			link = total - mine + (double)(o->n - 1) * mine;
+			link = total - wire[i] + (double)(o->n - 1) * wire[i];
 		else
-			link = has ? (double)o->n * mine : 0;
+			link = has[i] ? (double)o->n * wire[i] : 0;
 		worst = link > worst ? link : worst;
 	}
 	cf->bound = worst / B;
@@ -728,6 +814,42 @@ static int jobsvc(struct cl_ctx *c, const struct cl_conf *cf, struct sg_ctl_jobs
 	return nn ? 0 : -EINVAL;
 }
 
+/*
+ * The payload bytes that the nodes of @p svc summed for job @p id (job_list's
+ * bytes_pushed): counted by the nodes, apart from the workers and the links.
+ * @return them, or a negative value if a node did not answer.
+ */
+static double node_pushed(const struct sg_ctl_jobsvc *svc, int64_t id)
+{
+	double sum = 0;
+
+	for (unsigned int i = 0; i < svc->n_nodes; i++) {
+		struct sg_ctl_client *cl = sg_ctl_client_connect(svc->nodes[i].target, NULL, 0,
+								 svc->timeout_ms);
+		char *res = NULL;
+		json_t *arr, *j;
+		size_t k;
+		bool found = false;
+
+		if (cl == NULL || sg_ctl_client_call(cl, "job_list", NULL, &res, NULL) < 0) {
+			sg_ctl_client_close(cl);
+			return -1;
+		}
+		sg_ctl_client_close(cl);
+		arr = json_loads(res, 0, NULL);
+		free(res);
+		json_array_foreach(arr, k, j)
+			if (json_integer_value(json_object_get(j, "id")) == id) {
+				sum += (double)json_integer_value(json_object_get(j, "bytes_pushed"));
+				found = true;
+			}
+		json_decref(arr);
+		if (!found)
+			return -1;
+	}
+	return sum;
+}
+
 static void kill_all(pid_t *pids, unsigned int n)
 {
 	for (unsigned int r = 0; r < n; r++)
@@ -735,14 +857,18 @@ static void kill_all(pid_t *pids, unsigned int n)
 			kill(pids[r], SIGKILL);
 }
 
-/* One run of a Sigma or PS configuration: a job on its nodes, n workers, the job destroyed. */
+/*
+ * One run of a Sigma or PS configuration: a job on its nodes (with
+ * --local-ranks L, L sub-jobs of N = n machines, one per local rank's share),
+ * n x L workers, the jobs destroyed.
+ */
 static int run_sigma(struct cl_ctx *c, struct cl_conf *cf, unsigned int run, double deadline)
 {
 	const struct cl_opts *o = c->o;
-	static char desc[SIGMA_JOB_DESC_MAX];
+	static char desc[CL_MAX_L][SIGMA_JOB_DESC_MAX];
 	struct sg_ctl_jobsvc_node nodes[CL_MAX_M];
 	char targets[CL_MAX_M][176], err[1024];
-	struct sg_ctl_tensor tensor = {.elems = o->size / 4};
+	struct sg_ctl_tensor tensor = {0};
 	struct sg_ctl_job_spec spec = {.workers = o->n, .dtype = SG_DTYPE_FP32,
 				       .partition_bytes = o->partition, .chunk_bytes = o->chunk,
 				       .tensors = &tensor, .n_tensors = 1};
@@ -750,21 +876,30 @@ static int run_sigma(struct cl_ctx *c, struct cl_conf *cf, unsigned int run, dou
 	struct cl_shared *sh;
 	struct cl_sample s0 = {0}, s1 = {0};
 	pthread_barrierattr_t ba;
-	pid_t pids[CL_MAX_N] = {0};
-	unsigned int left;
+	pid_t pids[CL_MAX_W] = {0};
+	unsigned int left, L = o->local, nw = o->n * L, jobs = 0;
+	size_t seg_bytes = L > 1 ? (size_t)o->n * (L + 1) * o->size : 0;
+	float *seg = NULL;
 	bool have0 = false, have1 = false;
-	int64_t id;
+	int64_t id[CL_MAX_L];
 	int rc = 0;
 
 	snprintf(tensor.name, sizeof(tensor.name), "grad");
 	cf->t[run] = NAN;
 	jobsvc(c, cf, &svc, nodes, targets);
-	id = sg_ctl_job_service_create(&svc, &spec, desc, sizeof(desc), err, sizeof(err));
-	if (id < 0) {
-		fprintf(stderr, "sigma-bench: %s k=%u: job create: %s\n", cl_kind_name[cf->kind],
-			cf->k, err);
-		cf->ok = false; /* a job refused marks the configuration FAILED */
-		return (int)id;
+	for (; jobs < L; jobs++) {
+		uint64_t off;
+
+		local_share(o->size / 4, L, jobs, &off, &tensor.elems);
+		id[jobs] = sg_ctl_job_service_create(&svc, &spec, desc[jobs], sizeof(desc[jobs]),
+						     err, sizeof(err));
+		if (id[jobs] < 0) {
+			fprintf(stderr, "sigma-bench: %s k=%u: job create: %s\n",
+				cl_kind_name[cf->kind], cf->k, err);
+			cf->ok = false; /* a job refused marks the configuration FAILED */
+			rc = (int)id[jobs];
+			goto out;
+		}
 	}
 	if (run == 0 && placed_bound(c, cf, desc) < 0)
 		cf->bound = NAN;
@@ -773,14 +908,29 @@ static int run_sigma(struct cl_ctx *c, struct cl_conf *cf, unsigned int run, dou
 		rc = -ENOMEM;
 		goto out;
 	}
+	/* the machines' segments, as sigma.local's /dev/shm ones: shared with the workers */
+	if (seg_bytes > 0) {
+		seg = mmap(NULL, seg_bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1,
+			   0);
+		if (seg == MAP_FAILED) {
+			fprintf(stderr, "sigma-bench: no memory for the machines' segments (%zu bytes)"
+					"\n", seg_bytes);
+			munmap(sh, sizeof(*sh));
+			cf->ok = false;
+			rc = -ENOMEM;
+			goto out;
+		}
+	}
 	pthread_barrierattr_init(&ba);
 	pthread_barrierattr_setpshared(&ba, PTHREAD_PROCESS_SHARED);
-	pthread_barrier_init(&sh->bar, &ba, o->n);
+	pthread_barrier_init(&sh->bar, &ba, nw);
+	for (unsigned int i = 0; i < o->n && L > 1; i++)
+		pthread_barrier_init(&sh->mbar[i], &ba, L);
 	fflush(NULL);
-	for (unsigned int r = 0; r < o->n; r++) {
+	for (unsigned int r = 0; r < nw; r++) {
 		pids[r] = fork();
 		if (pids[r] == 0) {
-			worker(c, sh, desc, r);
+			worker(c, sh, desc, r, seg);
 			_exit(0);
 		}
 		if (pids[r] < 0) {
@@ -796,22 +946,22 @@ static int run_sigma(struct cl_ctx *c, struct cl_conf *cf, unsigned int run, dou
 	 * (the others would wait at the barrier forever).
 	 */
 	left = 0;
-	for (unsigned int r = 0; r < o->n; r++)
+	for (unsigned int r = 0; r < nw; r++)
 		left += pids[r] > 0;
-	if (left < o->n)
-		kill_all(pids, o->n);
+	if (left < nw)
+		kill_all(pids, nw);
 	while (left > 0) {
 		bool reaped = false;
 
 		if (!have0 && __atomic_load_n(&sh->win_open, __ATOMIC_ACQUIRE)) {
-			sample(c, pids, o->n, &s0);
+			sample(c, pids, nw, &s0);
 			have0 = true;
 		}
 		if (have0 && !have1 && __atomic_load_n(&sh->win_closed, __ATOMIC_ACQUIRE)) {
-			sample(c, pids, o->n, &s1);
+			sample(c, pids, nw, &s1);
 			have1 = true;
 		}
-		for (unsigned int r = 0; r < o->n; r++) {
+		for (unsigned int r = 0; r < nw; r++) {
 			int st;
 
 			if (pids[r] <= 0 || waitpid(pids[r], &st, WNOHANG) != pids[r])
@@ -824,7 +974,7 @@ static int run_sigma(struct cl_ctx *c, struct cl_conf *cf, unsigned int run, dou
 				sh->failed = 1;
 				snprintf(sh->err, sizeof(sh->err), "worker %u died (status 0x%x)", r,
 					 st);
-				kill_all(pids, o->n);
+				kill_all(pids, nw);
 			}
 		}
 		if (reaped)
@@ -833,7 +983,7 @@ static int run_sigma(struct cl_ctx *c, struct cl_conf *cf, unsigned int run, dou
 			sh->failed = 1;
 			snprintf(sh->err, sizeof(sh->err), "%s", cl_stop ? "interrupted" :
 				 "no result before the deadline: workers killed");
-			kill_all(pids, o->n);
+			kill_all(pids, nw);
 		}
 		usleep(5000);
 	}
@@ -842,12 +992,18 @@ static int run_sigma(struct cl_ctx *c, struct cl_conf *cf, unsigned int run, dou
 
 		for (unsigned int it = 0; it < o->iters; it++) {
 			v[it] = 0;
-			for (unsigned int r = 0; r < o->n; r++)
+			for (unsigned int r = 0; r < nw; r++)
 				v[it] = sh->t[it][r] > v[it] ? sh->t[it][r] : v[it];
 		}
 		cf->t[run] = sigma_bench_median(v, o->iters);
-		if (have1)
+		if (have1) {
 			window_stats(c, &s0, &s1, cf, run);
+			/* the window holds the timed iterations */
+			for (unsigned int i = 0; i < c->nm; i++) {
+				cf->up[run][i] = (double)(s1.up[i] - s0.up[i]) / o->iters;
+				cf->down[run][i] = (double)(s1.down[i] - s0.down[i]) / o->iters;
+			}
+		}
 	} else {
 		cf->ok = false;
 		if (sh->bad)
@@ -860,9 +1016,19 @@ static int run_sigma(struct cl_ctx *c, struct cl_conf *cf, unsigned int run, dou
 	}
 	cf->retransmits += sh->retransmits;
 	munmap(sh, sizeof(*sh));
+	if (seg != NULL)
+		munmap(seg, seg_bytes);
+	if (rc == 0) {
+		double sum = 0, v = 0;
+
+		for (unsigned int j = 0; j < jobs && v >= 0; j++)
+			sum += v = node_pushed(&svc, id[j]);
+		cf->node_pushed[run] = v >= 0 ? sum / (o->iters + 1) : NAN;
+	}
 out:
-	if (sg_ctl_job_service_destroy(&svc, (uint32_t)id, err, sizeof(err)) < 0)
-		fprintf(stderr, "sigma-bench: job destroy: %s\n", err);
+	for (unsigned int j = 0; j < jobs; j++)
+		if (sg_ctl_job_service_destroy(&svc, (uint32_t)id[j], err, sizeof(err)) < 0)
+			fprintf(stderr, "sigma-bench: job destroy: %s\n", err);
 	return rc;
 }
 
@@ -887,7 +1053,7 @@ static int run_mpi(struct cl_ctx *c, struct cl_conf *cf, unsigned int run, doubl
 	bool got = false;
 
 	cf->t[run] = NAN;
-	snprintf(np, sizeof(np), "%u", o->n);
+	snprintf(np, sizeof(np), "%u", o->n * o->local);
 	snprintf(hosts, sizeof(hosts), "%s/hosts", c->dir);
 	snprintf(iters, sizeof(iters), "%u", o->iters);
 	snprintf(size, sizeof(size), "%" PRIu64, o->size);
@@ -896,7 +1062,7 @@ static int run_mpi(struct cl_ctx *c, struct cl_conf *cf, unsigned int run, doubl
 	if (f == NULL)
 		return -errno;
 	for (unsigned int i = 0; i < o->n; i++)
-		fprintf(f, "%s slots=1\n", c->m[i].ip);
+		fprintf(f, "%s slots=%u\n", c->m[i].ip, o->local);
 	fclose(f);
 	unlink(out);
 	/* mpirun's session folder, and (bench/cluster_rsh.sh) each daemon's beside it */
@@ -979,9 +1145,12 @@ static void usage(FILE *f)
 		"(both, in turn, in each run; default udpd). With sigmad the MTU is at most "
 		"3000 (default 3000, chunks 2920)\n"
 		"  --sigmad PATH  sigmad (default: the build tree's)\n"
+		"  --local-ranks L  ranks per GPU machine, 1..%d (default 1): they sum among "
+		"themselves first, each pushes 1/L of the machine's sum, so each machine pushes "
+		"once; MPI runs n x L ranks\n"
 		"  --nice N       run the cluster's processes at this nice value, -20..19 (default 0; "
 		"a negative one shields the run from other load on the machine)\n"
-		"  --quiet        no progress lines\n");
+		"  --quiet        no progress lines\n", CL_MAX_L);
 }
 
 static int parse_rate(const char *s, unsigned int *mbit)
@@ -1077,13 +1246,13 @@ static int parse_opts(int argc, char **argv, struct cl_opts *o, char *udpd, size
 		{"udpd", required_argument, NULL, 'd'},	 {"quiet", no_argument, NULL, 'q'},
 		{"nice", required_argument, NULL, 'N'},	 {"help", no_argument, NULL, 'h'},
 		{"node", required_argument, NULL, 'D'},	 {"sigmad", required_argument, NULL, 'e'},
-		{NULL, 0, NULL, 0}};
+		{"local-ranks", required_argument, NULL, 'L'}, {NULL, 0, NULL, 0}};
 	bool ks_set = false, bad = false, mtu_set = false, chunk_set = false;
 	uint64_t v;
 	int ch;
 
 	*o = (struct cl_opts){.n = 4, .k = 2, .mbit = 100, .mtu = 9000, .iters = 3, .runs = 1,
-			      .window = 32, .chunk = 8920, .size = 64ull << 20,
+			      .window = 32, .chunk = 8920, .local = 1, .size = 64ull << 20,
 			      .partition = 64 << 10, .mpi = true, .ps = true,
 			      .node = {[CL_UDPD] = true}};
 	snprintf(o->prefix, sizeof(o->prefix), "sgc%d", (int)getpid());
@@ -1110,6 +1279,13 @@ static int parse_opts(int argc, char **argv, struct cl_opts *o, char *udpd, size
 			mtu_set = true;
 			break;
 		case 'D': bad |= parse_nodes(optarg, o) < 0; break;
+		case 'L':
+			if (sigma_bench_parse_uint(optarg, 1, CL_MAX_L, &o->local) < 0) {
+				fprintf(stderr, "sigma-bench cluster: --local-ranks %s: 1..%d ranks per "
+						"GPU machine\n", optarg, CL_MAX_L);
+				return -EINVAL;
+			}
+			break;
 		case 'e': o->sigmad = optarg; break;
 		case 'w': bad |= sigma_bench_parse_uint(optarg, 1, 4096, &o->window) < 0; break;
 		case 'i': bad |= sigma_bench_parse_uint(optarg, 1, CL_MAX_ITERS, &o->iters) < 0;
@@ -1164,6 +1340,11 @@ static int parse_opts(int argc, char **argv, struct cl_opts *o, char *udpd, size
 			SG_MAX_PARTS - 1, o->mtu);
 		return -EINVAL;
 	}
+	if (o->size / 4 < o->local) {
+		fprintf(stderr, "sigma-bench cluster: --local-ranks %u: --size %" PRIu64 " has fewer "
+				"than one element per local rank\n", o->local, o->size);
+		return -EINVAL;
+	}
 	if (!ks_set) {
 		for (unsigned int k = 0; k <= o->n && k <= CL_MAX_K; k++)
 			o->ks[o->n_ks++] = k;
@@ -1214,6 +1395,10 @@ static void print_table(const struct cl_ctx *c, const struct cl_conf *cf, unsign
 
 	printf("sigma-bench cluster: %u GPU + %u CPU machines (network namespaces), each link "
 	       "%u Mbit/s both ways (tbf), MTU %u\n", o->n, o->kmax, o->mbit, o->mtu);
+	if (o->local > 1)
+		printf("%u ranks per GPU machine (--local-ranks): they sum locally, each machine "
+		       "pushes once%s%u ranks\n", o->local, o->mpi ? "; MPI_Allreduce over all " :
+		       "; ", o->n * o->local);
 	printf("M = %" PRIu64 " bytes in partitions of %u, chunks of %u, window %u; %u timed "
 	       "iterations, %u run(s); nodes: %s\n", o->size, o->partition, o->chunk,
 	       o->window, o->iters, o->runs, o->node[CL_UDPD] && o->node[CL_SIGMAD] ?
@@ -1245,6 +1430,21 @@ static void print_table(const struct cl_ctx *c, const struct cl_conf *cf, unsign
 	       "node's bytes / the split's (min-max); link%%: the busiest link's use (MPI: "
 	       "n/a); CPU%%: all CPUs busy (every process on the machine); ours%%: this run's "
 	       "processes; drops: packets the tbf queues and socket buffers dropped (all runs)\n");
+	for (unsigned int i = 0; i < ncf; i++) {
+		const struct cl_conf *x = &cf[i];
+
+		if (x->kind == CL_MPI || !x->ok)
+			continue;
+		printf("%s k=%u (%s): each link's bytes per iteration / the model's for %u "
+		       "machines (busier way):", cl_kind_name[x->kind], x->k, cl_node_name[x->node],
+		       o->n);
+		for (unsigned int m = 0; m < c->nm; m++)
+			if (x->model_link[m] > 0)
+				printf(" %s %.3f", c->m[m].name, (x->up_med[m] > x->down_med[m] ?
+						x->up_med[m] : x->down_med[m]) / x->model_link[m]);
+		printf("; the nodes summed %.3f M per iteration (one copy per machine: %u M)\n",
+		       x->node_pushed_med / (double)o->size, o->n);
+	}
 	if (mpi != NULL)
 		printf("MPI_Allreduce: %.0f bytes per iteration on the busiest link (model "
 		       "2(n-1)/n M = %.0f)\n", mpi->link_med, 2.0 * (o->n - 1) / o->n *
@@ -1270,11 +1470,13 @@ static void write_json(FILE *f, const struct cl_ctx *c, const struct cl_conf *cf
 	fprintf(f, "{\"bench\":\"cluster\",\"cpu\":\"%s\",\"ncpu\":%ld,\"loadavg\":[%.2f,%.2f,"
 		   "%.2f],\"node\":\"%s\",\"n\":%u,\"k\":%u,\"cpu_machines\":%u,"
 		   "\"nice\":%d,\"link_mbit\":%u,\"mtu\":%u,\"bytes\":%" PRIu64 ",\"partition_bytes\":%u,"
-		   "\"chunk_bytes\":%u,\"window\":%u,\"iters\":%u,\"runs\":%u,\"configs\":[", cpu,
+		   "\"chunk_bytes\":%u,\"window\":%u,\"iters\":%u,\"runs\":%u,\"local_ranks\":%u,"
+		   "\"configs\":[", cpu,
 		sysconf(_SC_NPROCESSORS_ONLN), load[0], load[1], load[2],
 		o->node[CL_UDPD] && o->node[CL_SIGMAD] ? "sigma-udpd,sigmad" :
 		o->node[CL_UDPD] ? "sigma-udpd" : "sigmad", o->n, o->k, o->kmax,
-		o->nice, o->mbit, o->mtu, o->size, o->partition, o->chunk, o->window, o->iters, o->runs);
+		o->nice, o->mbit, o->mtu, o->size, o->partition, o->chunk, o->window, o->iters, o->runs,
+		o->local);
 	for (unsigned int i = 0; i < ncf; i++) {
 		const struct cl_conf *x = &cf[i];
 
@@ -1294,6 +1496,19 @@ static void write_json(FILE *f, const struct cl_ctx *c, const struct cl_conf *cf
 			jnum(x->link_med), x->retransmits, x->qdisc_drops, x->sock_drops);
 		for (unsigned int r = 0; r < o->runs; r++)
 			fprintf(f, "%s%.6g", r ? "," : "", jnum(x->t[r]));
+		fprintf(f, "],\"node_pushed_bytes_per_iter\":%.0f,\"model_pushed_bytes_per_iter\":%.0f,"
+			   "\"machines\":[", jnum(x->node_pushed_med), x->kind == CL_MPI ? -1 :
+			(double)o->n * (double)o->size);
+		/* each machine's link over the timed iterations, against the model's */
+		for (unsigned int m = 0; m < c->nm && x->kind != CL_MPI; m++) {
+			double busier = x->up_med[m] > x->down_med[m] ? x->up_med[m] : x->down_med[m];
+
+			fprintf(f, "%s{\"name\":\"%s\",\"up_bytes_per_iter\":%.0f,"
+				   "\"down_bytes_per_iter\":%.0f,\"model_bytes_per_iter\":%.0f,"
+				   "\"ratio_model\":%.4f}", m ? "," : "", c->m[m].name, jnum(x->up_med[m]),
+				jnum(x->down_med[m]), x->model_link[m], x->model_link[m] > 0 &&
+				isfinite(busier) ? busier / x->model_link[m] : -1);
+		}
 		fprintf(f, "]}");
 	}
 	fprintf(f, "]");
@@ -1406,9 +1621,12 @@ static unsigned int make_confs(const struct cl_opts *o, struct cl_conf *cf)
 		cf[i].share_min = NAN;
 		cf[i].model = cf[i].kind == CL_MPI ? m.t_allreduce :
 			      cf[i].kind == CL_PS ? m.t_ps : m.t_sigma;
-		for (unsigned int r = 0; r < CL_MAX_RUNS; r++)
+		for (unsigned int r = 0; r < CL_MAX_RUNS; r++) {
 			cf[i].t[r] = cf[i].util_max[r] = cf[i].util_mean[r] = cf[i].cpu_machine[r] =
-				cf[i].cpu_ours[r] = cf[i].link_bytes[r] = NAN;
+				cf[i].cpu_ours[r] = cf[i].link_bytes[r] = cf[i].node_pushed[r] = NAN;
+			for (unsigned int q = 0; q < CL_MAX_M; q++)
+				cf[i].up[r][q] = cf[i].down[r][q] = NAN;
+		}
 	}
 	return n;
 }
@@ -1474,6 +1692,17 @@ static int run_all(struct cl_ctx *c, struct cl_conf *cf, unsigned int ncf)
 		x->cpu_machine_med = med(x->cpu_machine, o->runs);
 		x->cpu_ours_med = med(x->cpu_ours, o->runs);
 		x->link_med = med(x->link_bytes, o->runs);
+		x->node_pushed_med = med(x->node_pushed, o->runs);
+		for (unsigned int m = 0; m < c->nm; m++) {
+			double u[CL_MAX_RUNS], d[CL_MAX_RUNS];
+
+			for (unsigned int r = 0; r < o->runs; r++) {
+				u[r] = x->up[r][m];
+				d[r] = x->down[r][m];
+			}
+			x->up_med[m] = med(u, o->runs);
+			x->down_med[m] = med(d, o->runs);
+		}
 	}
 	return cl_stop ? -EINTR : rc;
 }
@@ -1506,6 +1735,9 @@ int sigma_bench_cluster(int argc, char **argv)
 	}
 	machines(&ctx);
 	ncf = make_confs(&o, cf);
+	for (unsigned int i = 0; i < ncf; i++)
+		if (cf[i].kind != CL_MPI)
+			model_links(&ctx, &cf[i]);
 	if (o.nice != 0 && setpriority(PRIO_PROCESS, 0, o.nice) < 0) {
 		fprintf(stderr, "sigma-bench cluster: cannot set nice %d: %s\n", o.nice,
 			strerror(errno));

@@ -14,6 +14,11 @@
 # - after each: no namespace of the run, no process that carries its prefix,
 #   nothing new in this namespace's interfaces;
 # - bad options exit 2 before making anything;
+# - --local-ranks 2: two ranks per GPU machine summing locally first; each
+#   machine's link carries one copy of M per iteration each way (the veths'
+#   counters against M), not two, and the nodes summed 2 M per iteration;
+#   one of its workers SIGKILLed mid-step fails the run (exit 1, "worker N
+#   died") and leaves nothing;
 # - --node sigmad: the same 2 + 1 cluster with a sigmad over AF_XDP on every
 #   machine (Sigma k = 1 and the PS), sums checked, no time below what the
 #   shaped links allow (AF_XDP's frames skip eth0's qdisc: the switch shapes
@@ -82,12 +87,24 @@ left() {
 }
 ip -o link show | awk -F': ' '{print $2}' | sort >"$TMP/links.before"
 
+# pushing LOG PID: wait until run PID (its output in LOG) has its Sigma workers
+# pushing, or has ended
+pushing() {
+	for _ in $(seq 600); do
+		grep -q 'run 1/1: sigma' "$1" && break
+		kill -0 "$2" 2>/dev/null || break
+		sleep 0.1
+	done
+	sleep 1
+}
+
 # bad options: exit 2 before anything is made
 step "bad options"
 for opt in "--n 0" "--n 17" "--k x" "--ks 1,,2" "--link fast" "--link 0" "--size 3" \
 	"--chunk 9000" "--mtu 1500 --chunk 8920" "--prefix Bad-Name" "--iters 0" "extra" \
 	"--nice +5" "--link +100mbit" "--link 0x10gbit" "--node sigmad --mtu 9000" \
-	"--node xdp" "--node udpd,"; do
+	"--node xdp" "--node udpd," "--local-ranks 0" "--local-ranks 9" \
+	"--local-ranks 2 --size 4"; do
 	# shellcheck disable=SC2086 # the options are meant to split
 	out=$(timeout 20 "$BENCH" cluster $opt 2>&1)
 	rc=$?
@@ -137,18 +154,86 @@ fi
 step "checking what is left"
 left "$P" "after a run"
 
+# two ranks per GPU machine: they sum locally, so each machine's link carries
+# one copy of M per iteration each way, as the model counts machines (at n = 2,
+# M + (n-2)s = M whatever the placement). Counted by the kernel on the bridge's
+# side of each veth, and by the nodes (the payload they summed: 2 machines x M
+# per iteration), against M worked out here; L copies would be twice that.
+step "a 2 + 1 cluster of 2 ranks per GPU machine"
+P6=${P}l
+timeout 300 "$BENCH" cluster --n 2 --local-ranks 2 --k 1 --ks 1 --size 1M --link 100mbit \
+	--iters 3 --no-mpi --no-ps --prefix "$P6" --udpd "$UDPD" --json "$TMP/local.json" \
+	--quiet >"$TMP/local" 2>&1
+rc=$?
+cat "$TMP/local"
+[ "$rc" = 0 ] || fail "sigma-bench cluster --local-ranks 2: exit $rc"
+if [ -s "$TMP/local.json" ]; then
+	python3 - "$TMP/local.json" <<'EOF' || fail "--local-ranks 2: the JSON (above)"
+import json, sys
+d = json.load(open(sys.argv[1]))
+M = 1 << 20
+bad = 0
+if d["local_ranks"] != 2 or [c["config"] for c in d["configs"]] != ["sigma"]:
+    print("local_ranks, configs:", d["local_ranks"], d["configs"]); bad = 1
+for c in d["configs"]:
+    if not c["ok"] or c["time_s"] < 0.95 * (c["bound_s"] - 0.010):
+        print("failed, or faster than the links allow:", c); bad = 1
+    # the nodes' own count (job_list's bytes_pushed over the sub-jobs): every
+    # machine's M once per iteration, exactly; 4 ranks pushing would be 4 M
+    if c["node_pushed_bytes_per_iter"] != 2 * M:
+        print("the nodes summed", c["node_pushed_bytes_per_iter"], "bytes per iteration, "
+              "want", 2 * M); bad = 1
+    gpu = [m for m in c["machines"] if m["name"].startswith("g")]
+    if len(gpu) != 2:
+        print("machines:", c["machines"]); bad = 1
+    for m in gpu:
+        # one copy and its headers (90 bytes a chunk of 8920), give or take the
+        # 5 ms the bench samples the counters at: 2 copies would be 2 M
+        for way in ("up_bytes_per_iter", "down_bytes_per_iter"):
+            if not 0.9 * M <= m[way] <= 1.15 * M:
+                print(f"{m['name']} {way}: {m[way]} bytes, want one copy of {M}"); bad = 1
+        busier = max(m["up_bytes_per_iter"], m["down_bytes_per_iter"])
+        if m["model_bytes_per_iter"] != M or abs(m["ratio_model"] - busier / M) > 1e-3:
+            print("model:", m); bad = 1
+sys.exit(bad)
+EOF
+else
+	fail "--local-ranks 2: no JSON"
+fi
+left "$P6" "after --local-ranks 2"
+
+# a local rank SIGKILLed mid-step: the run fails naming the dead worker (its
+# machine's other rank waits at the local barrier, the parent ends them all)
+# and leaves nothing behind
+step "a local rank killed mid-step"
+P7=${P}k
+"$BENCH" cluster --n 2 --local-ranks 2 --k 1 --ks 1 --size 64M --link 100mbit --iters 5 \
+	--no-mpi --no-ps --prefix "$P7" --udpd "$UDPD" >"$TMP/kill" 2>&1 &
+bpid=$!
+pushing "$TMP/kill" "$bpid"
+# the workers are forks of sigma-bench; the nodes are sigma-udpds
+victim=""
+for c in $(pgrep -P "$bpid"); do
+	[ "$(cat "/proc/$c/comm" 2>/dev/null)" = "$(cat "/proc/$bpid/comm")" ] && victim=$c
+done
+if [ -z "$victim" ]; then
+	fail "no worker of the --local-ranks run to kill: $(cat "$TMP/kill")"
+else
+	kill -KILL "$victim"
+fi
+wait "$bpid"
+rc=$?
+[ "$rc" = 1 ] && grep -q 'worker [0-9]* died' "$TMP/kill" ||
+	{ cat "$TMP/kill"; fail "a local rank killed: exit $rc, want 1 and 'worker N died'"; }
+left "$P7" "after a local rank was killed"
+
 # SIGINT mid-run: a larger model, interrupted once the workers push
 step "SIGINT mid-run"
 P2=${P}i
 "$BENCH" cluster --n 2 --k 1 --ks 1 --size 64M --link 100mbit --iters 5 --no-mpi \
 	--prefix "$P2" --udpd "$UDPD" >"$TMP/int" 2>&1 &
 bpid=$!
-for _ in $(seq 600); do
-	grep -q 'run 1/1: sigma' "$TMP/int" && break
-	kill -0 "$bpid" 2>/dev/null || break
-	sleep 0.1
-done
-sleep 1
+pushing "$TMP/int" "$bpid"
 kill -INT "$bpid"
 wait "$bpid"
 rc=$?
