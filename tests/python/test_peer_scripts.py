@@ -85,8 +85,9 @@ def base_env(nodes, n: int = N) -> dict:
     job, pushing directly (rank order, ((x0 + x1) + x2) + x3), and the
     reference sums in that order (average_grads(ordered=True)): bitwise again."""
     env = {k: v for k, v in os.environ.items() if k not in STRIP}
-    env.update(PYTHONPATH=sgtest.SRC, SIGMA_NODES=nodes.env(), OMP_NUM_THREADS="1",
-               PYTHONUNBUFFERED="1")
+    env.update(PYTHONPATH=sgtest.SRC, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
+    if nodes is not None:  # else the nodes come from etcd
+        env.update(SIGMA_NODES=nodes.env())
     if n > 2:
         env.update(SIGMA_MODE="deterministic", SIGMA_LOCAL_AGGREGATION="0")
     return env
@@ -397,6 +398,49 @@ class PeerScripts(unittest.TestCase):
             self.check(rel, [save.format(rank=r) for r in range(4)], ref,
                        f"{rel} {' '.join(args)} under mpirun's variables")
         self.timed(f"{rel}, 4 ranks", t0)
+
+    # ---- through etcd alone: no scheduler address, no mpirun job id, no node list
+
+    def through_etcd(self, envs: list, run: str) -> list:
+        """The ranks' environments with etcd instead of a node list and a store
+        (a real etcd, and a node registered in it, for this test)."""
+        from sigma.etcd import read_nodes
+        etcd = sgtest.Etcd(self.tmp)
+        self.addCleanup(etcd.stop)
+        cluster = f"peers{os.getpid()}"
+        nodes = start_local_nodes(1, extra_args=["--etcd", etcd.url, "--cluster", cluster])
+        self.addCleanup(nodes.__exit__, None, None, None)
+        deadline = time.monotonic() + 15
+        while not read_nodes(etcd.url, cluster):
+            self.assertLess(time.monotonic(), deadline, "the node did not register")
+            time.sleep(0.1)
+        out = []
+        for e in envs:
+            e = {k: v for k, v in e.items() if k not in ("DMLC_PS_ROOT_URI", "PMIX_NAMESPACE",
+                                                         "DMLC_PS_ROOT_PORT",
+                                                         "OMPI_MCA_ess_base_jobid")}
+            out.append(dict(e, SIGMA_ETCD=etcd.url, SIGMA_CLUSTER=cluster, SIGMA_RUN_ID=run))
+        return out
+
+    def test_horovod_benchmark_etcd(self):
+        envs = self.through_etcd([dict(base_env(None), **mpirun_env(r, "x"))
+                                  for r in range(N)], "hvdbench")
+        outs = self.benchmark("horovod/synthetic_benchmark.py", envs, [],
+                              "horovod/synthetic_benchmark.py under mpirun's variables "
+                              "(no job id) and SIGMA_ETCD alone")
+        self.assertIn("Total samples/sec on 2 ranks", outs[0])
+
+    def test_byteps_mnist_etcd(self):
+        rel = "byteps/train_mnist.py"
+        save = os.path.join(self.tmp, "emnist.{rank}")
+        envs = self.through_etcd([dict(base_env(None), **bpslaunch_env(r, 2, 1))
+                                  for r in range(N)], "bpsmnist")
+        outs = run_ranks([sys.executable, script(rel), "--save", save], envs)
+        self.assertIn("Test set: Average loss", outs[0])
+        ref = states(sgtest.run_ranks(N, ref_mnist, rel, 42, 1, 1, 1.0, timeout=90))
+        self.check(rel, [save.format(rank=r) for r in range(N)], ref,
+                   f"{rel} under bpslaunch's variables (2 machines, no scheduler address) "
+                   "and SIGMA_ETCD alone")
 
 
 if __name__ == "__main__":
