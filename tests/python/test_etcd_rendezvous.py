@@ -10,7 +10,8 @@ torch.distributed. They must make and join one job through etcd's keys:
 - broadcast_parameters, broadcast_object (root 0 and the last rank) and
   broadcast_optimizer_state give every rank the root's values, compared with
   what the root had before;
-- rank 0's lease is revoked at its exit: nothing of the run is left in etcd;
+- init() again in the same processes meets again, under rank 0's new lease;
+- rank 0 revokes its lease at shutdown: nothing of the run is left in etcd;
 - refusals, each at once: etcd given but no rank known (never a 1-rank job),
   etcd unreachable for rank 0 and for the others, no rank 0 within the
   timeout, a second rank 0 of a live run of the same name.
@@ -94,6 +95,14 @@ def etcd_ranks(rank, n, style, url, cluster, run):
     out["obj0"] = sgt.broadcast_object({"epoch": 7, "from": rank}, root_rank=0)
     out["obj_last"] = sgt.broadcast_object(["last", rank], root_rank=n - 1)
     sgt.shutdown()
+    # init() again in the same processes: a new rendezvous (rank 0's new lease), not
+    # the one just closed
+    sgt.init(partition_bytes=65536)
+    x = value(rank, 99, 0, 4000)
+    sgt.push_pull_(x, average=False, name="again")
+    assert torch.equal(x, sum(value(r, 99, 0, 4000) for r in range(n))), f"rank {rank}"
+    out["again"] = sgt.rank()
+    sgt.shutdown()
     return out
 
 
@@ -133,6 +142,7 @@ class EtcdRendezvous(unittest.TestCase):
             self.assertEqual(o["opt_after"], res[0]["opt_before"], f"rank {r}")
             self.assertEqual(o["obj0"], {"epoch": 7, "from": 0})
             self.assertEqual(o["obj_last"], ["last", n - 1])
+            self.assertEqual(o["again"], r)
         # the ranks did start apart: otherwise the broadcasts prove nothing
         self.assertNotEqual(res[1]["params_before"]["weight"], res[0]["params_before"]["weight"])
         self.assertNotEqual(res[1]["opt_before"], res[0]["opt_before"])
