@@ -32,7 +32,7 @@ import torch.distributed as dist  # noqa: E402
 
 import sigma  # noqa: E402
 import sigma.torch as sgt  # noqa: E402
-from sigma.etcd import EtcdStore, read_keys, read_nodes  # noqa: E402
+from sigma.etcd import EtcdStore, read_keys  # noqa: E402
 from sigma.localnodes import start_local_nodes  # noqa: E402
 
 STEPS = 6
@@ -115,11 +115,7 @@ class EtcdRendezvous(unittest.TestCase):
         cls.nodes = start_local_nodes(2, extra_args=["--etcd", cls.etcd.url, "--cluster",
                                                      cls.cluster, "--ttl", "4"])
         cls.nodes.__enter__()
-        deadline = time.monotonic() + 15
-        while len(read_nodes(cls.etcd.url, cls.cluster)) < 2:
-            if time.monotonic() > deadline:
-                raise RuntimeError("the nodes did not register in etcd")
-            time.sleep(0.1)
+        sgtest.wait_registered(cls.etcd.url, cls.cluster, 2)
 
     @classmethod
     def tearDownClass(cls):

@@ -404,16 +404,12 @@ class PeerScripts(unittest.TestCase):
     def through_etcd(self, envs: list, run: str) -> list:
         """The ranks' environments with etcd instead of a node list and a store
         (a real etcd, and a node registered in it, for this test)."""
-        from sigma.etcd import read_nodes
         etcd = sgtest.Etcd(self.tmp)
         self.addCleanup(etcd.stop)
         cluster = f"peers{os.getpid()}"
         nodes = start_local_nodes(1, extra_args=["--etcd", etcd.url, "--cluster", cluster])
         self.addCleanup(nodes.__exit__, None, None, None)
-        deadline = time.monotonic() + 15
-        while not read_nodes(etcd.url, cluster):
-            self.assertLess(time.monotonic(), deadline, "the node did not register")
-            time.sleep(0.1)
+        sgtest.wait_registered(etcd.url, cluster, 1)
         out = []
         for e in envs:
             e = {k: v for k, v in e.items() if k not in ("DMLC_PS_ROOT_URI", "PMIX_NAMESPACE",
