@@ -130,6 +130,16 @@ def rank_order_sum(t) -> None:
     t.copy_(acc)
 
 
+def rank_order_hook(_, bucket):
+    """A DDP comm hook: the bucket's average, summed in rank order (base_env)."""
+    t = bucket.buffer()
+    rank_order_sum(t)
+    t.div_(dist.get_world_size())
+    fut = torch.futures.Future()
+    fut.set_result(t)
+    return fut
+
+
 def average_grads(model, n: int, pre: float = 1.0, post: float = None) -> None:
     """Sigma's DistributedOptimizer's sum, over gloo: post * sum(pre * g)."""
     post = 1.0 / n if post is None else post
@@ -172,6 +182,8 @@ def ref_benchmark(rank, n, rel, init, steps, ddp):
         opt = torch.optim.SGD(model.parameters(), lr=0.01 * n)
     model.load_state_dict(strip(torch.load(init)))
     net = torch.nn.parallel.DistributedDataParallel(model) if ddp else model
+    if ddp and n > 2:
+        net.register_comm_hook(None, rank_order_hook)
     for _ in range(steps):
         opt.zero_grad()
         torch.nn.functional.cross_entropy(net(data), target).backward()
@@ -351,13 +363,16 @@ class PeerScripts(unittest.TestCase):
     def test_byteps_benchmark_4(self):
         t0 = time.monotonic()
         with start_local_nodes(1) as nodes:
-            port = free_port()
-            envs = [dict(base_env(nodes, 4), **bpslaunch_env(r, 2, port, 4)) for r in range(4)]
-            outs = self.benchmark("byteps/benchmark.py", envs, [],
-                                  "byteps/benchmark.py under bpslaunch's variables (2 "
-                                  "machines of 2 workers)")
-            self.assertIn("Img/sec per rank", outs[0])
-        self.timed("byteps/benchmark.py, 4 ranks", t0)
+            for extra in ([], ["--ddp"]):
+                port = free_port()
+                envs = [dict(base_env(nodes, 4), **bpslaunch_env(r, 2, port, 4))
+                        for r in range(4)]
+                how = " ".join(["byteps/benchmark.py"] + extra)
+                outs = self.benchmark("byteps/benchmark.py", envs, extra,
+                                      f"{how} under bpslaunch's variables (2 machines of 2 "
+                                      "workers)")
+                self.assertIn("Img/sec per rank", outs[0])
+        self.timed("byteps/benchmark.py and --ddp, 4 ranks", t0)
 
     def test_horovod_benchmark_4(self):
         t0 = time.monotonic()
