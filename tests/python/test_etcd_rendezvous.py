@@ -6,7 +6,7 @@ for 3) and SIGMA_ETCD / SIGMA_CLUSTER / SIGMA_RUN_ID: no MASTER_ADDR/PORT, no
 torch.distributed. They must make and join one job through etcd's keys:
 
 - every sum exact (small integers in fp32), with the names pushed in another
-  order on every rank, each step;
+  order on every rank, each step; also with the 3 ranks' local aggregation;
 - broadcast_parameters, broadcast_object (root 0 and the last rank) and
   broadcast_optimizer_state give every rank the root's values, compared with
   what the root had before;
@@ -70,6 +70,7 @@ def etcd_ranks(rank, n, style, url, cluster, run):
     assert not dist.is_initialized()
     out = {"size": sgt.size(), "rank": sgt.rank(),
            "store": type(sgt._c().store.store).__name__,
+           "session": type(sgt.session()).__name__,
            "job_nodes": sorted(x.name for x in sgt.job().nodes)}
     for step in range(STEPS):
         order = list(range(len(SIZES)))
@@ -126,10 +127,10 @@ class EtcdRendezvous(unittest.TestCase):
     def left_in_etcd(self, run: str) -> list:
         return read_keys(self.etcd.url, f"/sigma/{self.cluster}/rendezvous/{run}/")
 
-    def run_job(self, style: str, n: int) -> None:
-        run = f"{style}{n}-{os.getpid()}"
+    def run_job(self, style: str, n: int, env: dict = None) -> list:
+        run = f"{style}{n}-{len(env or ())}-{os.getpid()}"
         res = sgtest.run_ranks(n, etcd_ranks, style, self.etcd.url, self.cluster, run,
-                               timeout=120)
+                               timeout=120, env=env)
         for r, o in enumerate(res):
             self.assertEqual((o["rank"], o["size"], o["store"]), (r, n, "EtcdStore"))
             self.assertEqual(o["job_nodes"], ["local0", "local1"])
@@ -146,12 +147,19 @@ class EtcdRendezvous(unittest.TestCase):
         print(f"{n} ranks ({style} variables + SIGMA_ETCD): {STEPS} steps of "
               f"{len(SIZES)} tensors exact, broadcasts equal to the root's; nothing left "
               "in etcd")
+        return res
 
     def test_two_ranks_byteps_vars(self):
         self.run_job("byteps", 2)
 
     def test_three_ranks_mpirun_vars(self):
         self.run_job("mpirun", 3)
+
+    def test_three_ranks_local_aggregation(self):
+        # one machine's ranks sum among themselves (sigma.local): its segment and
+        # offsets are agreed through the store too (add() by more than 1)
+        res = self.run_job("mpirun", 3, env={"SIGMA_LOCAL_AGGREGATION": "1"})
+        self.assertEqual({o["session"] for o in res}, {"LocalSession"})
 
     def refused(self, env: dict, needle: str, bound: float = 5.0, **kw) -> None:
         clean = {k: v for k, v in os.environ.items() if k not in _LAUNCH_VARS}
