@@ -227,6 +227,17 @@ class EtcdConf(ctypes.Structure):
     ]
 
 
+class EtcdKv(ctypes.Structure):
+    """struct sg_etcd_kv (one pair sg_etcd_get_prefix read)."""
+    _fields_ = [
+        ("key", ctypes.c_char_p),
+        ("value", ctypes.c_void_p),
+        ("len", ctypes.c_size_t),
+        ("mod_revision", ctypes.c_int64),
+        ("lease", ctypes.c_int64),
+    ]
+
+
 class ElasticConf(ctypes.Structure):
     """struct sigma_elastic_conf (client/sigma_elastic.h)."""
     _fields_ = [
@@ -419,6 +430,18 @@ def libcontrol() -> ctypes.CDLL:
         _proto(lib, "sg_etcd_nodes_get", i, vp, cp, ctypes.POINTER(EtcdNode), ctypes.c_uint,
                ctypes.POINTER(EtcdGarbage))
         _proto(lib, "sg_etcd_prefix", i, cp, cp, ctypes.c_size_t)
+        _proto(lib, "sg_etcd_put", i, vp, cp, ctypes.c_char_p, ctypes.c_size_t, ctypes.c_int64)
+        _proto(lib, "sg_etcd_put_if_absent", i, vp, cp, ctypes.c_char_p, ctypes.c_size_t,
+               ctypes.c_int64, ctypes.POINTER(ctypes.c_char_p), ctypes.c_uint)
+        _proto(lib, "sg_etcd_delete", i, vp, cp, ctypes.c_bool)
+        _proto(lib, "sg_etcd_get_prefix", i, vp, cp, ctypes.POINTER(ctypes.POINTER(EtcdKv)),
+               ctypes.POINTER(ctypes.c_size_t), ctypes.POINTER(ctypes.c_int64))
+        _proto(lib, "sg_etcd_kvs_free", None, ctypes.POINTER(EtcdKv), ctypes.c_size_t)
+        _proto(lib, "sg_etcd_lease_grant", i, vp, ctypes.c_uint32,
+               ctypes.POINTER(ctypes.c_int64))
+        _proto(lib, "sg_etcd_lease_keepalive", i, vp, ctypes.c_int64,
+               ctypes.POINTER(ctypes.c_int64))
+        _proto(lib, "sg_etcd_lease_revoke", i, vp, ctypes.c_int64)
         _proto(lib, "sg_etcd_job_record", ctypes.c_int64, ctypes.POINTER(EtcdConf), cp, cp,
                ctypes.POINTER(ctypes.c_uint64), ctypes.c_uint32, ctypes.c_uint32, cp,
                ctypes.c_size_t)

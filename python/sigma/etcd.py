@@ -21,8 +21,10 @@ from __future__ import annotations
 import ctypes
 import errno
 import re
+import threading
+import time
 from dataclasses import dataclass
-from typing import Optional
+from typing import Any, Optional
 
 from . import _lib
 from .errors import SigmaConfigError
@@ -157,3 +159,191 @@ class Watch:
             self.stop()
         except Exception:  # interpreter shutdown: the process ends anyway
             pass
+
+
+# The lease of a rendezvous in etcd (EtcdStore): its keys go this long after the
+# process that made it died without revoking it; renewed every third of it.
+STORE_TTL_S = 10
+_RUN_RE = re.compile(r"[^A-Za-z0-9._-]")
+
+
+def _read_prefix(lib: Any, e: int, prefix: str, check: Any) -> list[tuple[str, bytes]]:
+    kvs = ctypes.POINTER(_lib.EtcdKv)()
+    n = ctypes.c_size_t()
+    check(lib.sg_etcd_get_prefix(e, prefix.encode(), ctypes.byref(kvs), ctypes.byref(n), None),
+          f"read {prefix}")
+    try:
+        return [(kvs[i].key.decode(), ctypes.string_at(kvs[i].value, kvs[i].len))
+                for i in range(n.value)]
+    finally:
+        lib.sg_etcd_kvs_free(kvs, n)
+
+
+def read_keys(endpoints: str, prefix: str, *, timeout_ms: int = 1000) -> list[str]:
+    """The keys in etcd at ``endpoints`` that start with ``prefix``, sorted (to
+    see what a rendezvous left: nothing, once its rank 0 closed it)."""
+    lib = _lib.libcontrol()
+    conf, keep = _conf(endpoints, timeout_ms)
+    e = lib.sg_etcd_create(ctypes.byref(conf))
+    if not e:
+        raise SigmaConfigError(f"etcd endpoints {endpoints!r}: malformed (the reason is on "
+                               "stderr)", ctypes.get_errno() or errno.EINVAL)
+
+    def check(rc: int, what: str) -> int:
+        if rc < 0:
+            why = (lib.sg_etcd_last_error(e) or b"").decode(errors="replace")
+            raise SigmaConfigError(f"etcd ({endpoints}): cannot {what}: {why}", -rc)
+        return rc
+    try:
+        return [k for k, _ in _read_prefix(lib, e, prefix, check)]
+    finally:
+        lib.sg_etcd_destroy(e)
+        del keep
+
+
+class EtcdStoreTimeout(RuntimeError):
+    """A key did not come within the store's timeout (c10d stores raise RuntimeError too)."""
+
+
+class EtcdStore:
+    """A key-value store in etcd with what sigma.torch needs of torch's stores
+    (``set``, ``get``, ``add``, ``wait``), for ranks that meet through etcd alone
+    (docs/python.md, "The store").
+
+    Its keys live under ``/sigma/CLUSTER/rendezvous/RUN/LEASE/``. The rank that
+    ``hosts`` it (rank 0) grants a lease of STORE_TTL_S seconds, renewed by a
+    thread of its own, and claims ``.../RUN/owner`` with the lease's id: a
+    second host of a live run with the same name is refused, and the keys of a
+    host that died go with its lease. The others wait for ``owner`` and use its
+    lease (other than ``not_lease``: that of a run they met before). A counter
+    is one key per ``add`` (``KEY/#0000000001``...), each claimed in an etcd
+    transaction that only puts an absent key, so two ranks adding at once get
+    two slots; its value is the sum of its slots up to the one claimed. Calls
+    come from one thread at a time (LockedStore).
+
+    Every request is bounded (``timeout_ms`` per endpoint); etcd unreachable or
+    refusing raises SigmaConfigError naming the endpoints and the cause."""
+
+    def __init__(self, endpoints: str, cluster: str, run: str, hosts: bool,
+                 timeout: float, *, timeout_ms: int = 1000, not_lease: int = 0) -> None:
+        check_cluster(cluster)
+        self.endpoints, self.cluster, self.timeout = endpoints, cluster, float(timeout)
+        self.run = _RUN_RE.sub("_", run)[:63] or "default"
+        self._lib = _lib.libcontrol()
+        conf, keep = _conf(endpoints, timeout_ms)
+        self._conf_keep = (conf, keep)  # the renewal thread makes its own client from it
+        self._e = self._lib.sg_etcd_create(ctypes.byref(conf))
+        if not self._e:
+            raise SigmaConfigError(f"etcd endpoints {endpoints!r}: not a list of "
+                                   "http://host:port or https://host:port (comma-separated, "
+                                   "at most 16; the reason is on stderr)",
+                                   ctypes.get_errno() or errno.EINVAL)
+        self._stop = threading.Event()
+        self._renewer: Optional[threading.Thread] = None
+        self.lease = 0
+        run_key = f"/sigma/{cluster}/rendezvous/{self.run}"
+        owner = f"{run_key}/owner"
+        if hosts:
+            lease = ctypes.c_int64()
+            self._check(self._lib.sg_etcd_lease_grant(self._e, STORE_TTL_S, ctypes.byref(lease)),
+                        "grant the rendezvous' lease")
+            self.lease = lease.value
+            mine = str(self.lease).encode()
+            won = self._check(self._lib.sg_etcd_put_if_absent(self._e, owner.encode(), mine,
+                                                              len(mine), self.lease, None, 0),
+                              "claim the rendezvous")
+            if won != 1:
+                self._lib.sg_etcd_lease_revoke(self._e, self.lease)
+                self.close()
+                raise SigmaConfigError(
+                    f"a job named '{self.run}' is already meeting in etcd ({endpoints}, "
+                    f"cluster '{cluster}', {owner}): give each job its own SIGMA_RUN_ID, or "
+                    f"wait {STORE_TTL_S} s after a crashed one")
+            self._renewer = threading.Thread(target=self._renew, name="sigma-etcd-store",
+                                             daemon=True)
+            self._renewer.start()
+        else:
+            self.lease = int(self._wait_value(
+                owner, self.timeout, f"rank 0's rendezvous ({owner}): is rank 0 running with "
+                "the same SIGMA_ETCD, SIGMA_CLUSTER and SIGMA_RUN_ID?",
+                not_value=str(not_lease).encode()))
+        self._base = f"{run_key}/{self.lease}/"
+
+    def _check(self, rc: int, what: str) -> int:
+        if rc >= 0:
+            return rc
+        why = (self._lib.sg_etcd_last_error(self._e) or b"").decode(errors="replace")
+        raise SigmaConfigError(f"the rendezvous through etcd ({self.endpoints}) could not "
+                               f"{what}: {why or errno.errorcode.get(-rc, rc)}: is etcd "
+                               "running, and are SIGMA_ETCD's endpoints right?", -rc)
+
+    def _renew(self) -> None:
+        conf, _ = self._conf_keep
+        e = self._lib.sg_etcd_create(ctypes.byref(conf))
+        try:
+            while not self._stop.wait(STORE_TTL_S / 3):
+                self._lib.sg_etcd_lease_keepalive(e, self.lease, None)  # a miss: the next
+        finally:
+            self._lib.sg_etcd_destroy(e)
+
+    def _read(self, prefix: str) -> list[tuple[str, bytes]]:
+        return _read_prefix(self._lib, self._e, prefix, self._check)
+
+    def _value(self, key: str) -> Optional[bytes]:
+        return next((v for k, v in self._read(key) if k == key), None)
+
+    def _wait_value(self, key: str, timeout: float, what: str,
+                    not_value: Optional[bytes] = None) -> bytes:
+        deadline = time.monotonic() + timeout
+        pause = 0.002
+        while True:
+            v = self._value(key)
+            if v is not None and v != not_value:
+                return v
+            if time.monotonic() > deadline:
+                raise EtcdStoreTimeout(f"{what}: not in etcd within {timeout:g} s")
+            time.sleep(pause)
+            pause = min(pause * 2, 0.05)
+
+    def set(self, key: str, value: Any) -> None:
+        data = value.encode() if isinstance(value, str) else bytes(value)
+        self._check(self._lib.sg_etcd_put(self._e, (self._base + key).encode(), data,
+                                          len(data), self.lease), f"set {key}")
+
+    def get(self, key: str) -> bytes:
+        """The value of ``key``, waiting for it within the store's timeout (as c10d's)."""
+        return self._wait_value(self._base + key, self.timeout, f"key {key}")
+
+    def wait(self, keys: list, timeout: Any = None) -> None:
+        secs = timeout.total_seconds() if hasattr(timeout, "total_seconds") else \
+            self.timeout if timeout is None else float(timeout)
+        deadline = time.monotonic() + secs
+        for k in keys:
+            self._wait_value(self._base + k, max(0.0, deadline - time.monotonic()), f"key {k}")
+
+    def add(self, key: str, amount: int) -> int:
+        prefix = f"{self._base}{key}/#"
+        slots = self._read(prefix)
+        if amount == 0:
+            return sum(int(v) for _, v in slots)
+        data = str(int(amount)).encode()
+        i = len(slots)
+        while True:  # slots are claimed in order: every slot below ours exists
+            i += 1
+            mine = f"{prefix}{i:010d}"
+            if self._check(self._lib.sg_etcd_put_if_absent(self._e, mine.encode(), data,
+                                                           len(data), self.lease, None, 0),
+                           f"add to {key}") == 1:
+                break
+        return sum(int(v) for k, v in self._read(prefix) if k <= mine)
+
+    def close(self) -> None:
+        """Stop renewing; the host revokes the lease (every key goes). Idempotent."""
+        self._stop.set()
+        if self._renewer is not None:
+            self._renewer.join()
+            self._renewer = None
+            self._lib.sg_etcd_lease_revoke(self._e, self.lease)
+        e, self._e = self._e, None
+        if e:
+            self._lib.sg_etcd_destroy(e)

@@ -42,7 +42,8 @@ import torch.distributed as dist
 from . import _lib, lateness as _lateness, local as _local
 from .errors import (SigmaConfigError, SigmaError, SigmaNodeSilentError,  # noqa: F401
                      SigmaRanksMissingError, SigmaTimeoutError)
-from .etcd import DEFAULT_CLUSTER, Watch, check_cluster, read_nodes
+from .etcd import (DEFAULT_CLUSTER, EtcdStore, EtcdStoreTimeout, Watch, check_cluster,
+                   read_nodes)
 from .job import Job, NodeTarget, create_job, destroy_job, load_secret, parse_nodes
 from .session import Handle, LockedStore, Session
 from ._torch_ops import (Adasum, Average, Compression, Compressor, Max, Min,  # noqa: F401
@@ -201,7 +202,8 @@ def init(nodes: Union[str, Sequence[str], None] = None, *,
         if _ctx is not None:
             raise SigmaConfigError("sigma.torch.init: already initialised: call shutdown() "
                                    "first")
-        r, n, lrank, lsize = _resolve_rank(rank, size)
+        r, n, lrank, lsize = _resolve_rank(rank, size, etcd if etcd is not None else
+                                           _env("SIGMA_ETCD"))
         hosts = False
         gen = _gen
         _gen += 1
@@ -223,7 +225,7 @@ def init(nodes: Union[str, Sequence[str], None] = None, *,
                                        f"{job.mode}, not {want}: make a {want} job, or ask for "
                                        f"{job.mode}")
             if store is None and (n > 1 or _dist_on()):
-                store, hosts = _job_store(r, n, timeout)
+                store, hosts = _job_store(r, n, timeout, members)
             store = LockedStore(store) if store is not None else None
         else:
             targets = parse_nodes(nodes if nodes is not None else _env("SIGMA_NODES"))
@@ -233,7 +235,7 @@ def init(nodes: Union[str, Sequence[str], None] = None, *,
                 raise SigmaConfigError(f"sigma.torch.init: mode {mode!r}: one of "
                                        f"{', '.join(_lib.MODES)}")
             if store is None and (n > 1 or _dist_on()):
-                store, hosts = _job_store(r, n, timeout)
+                store, hosts = _job_store(r, n, timeout, members)
             store = LockedStore(store) if store is not None else None
             try:
                 plan = _local.plan(r, n, lrank, lsize, mode, bool(tensors))
@@ -517,11 +519,13 @@ def _launcher_sources() -> list[_Source]:
     return found
 
 
-def _resolve_rank(rank: Optional[int], size: Optional[int]
+def _resolve_rank(rank: Optional[int], size: Optional[int], etcd: Optional[str] = None
                   ) -> tuple[int, int, int, Optional[int]]:
     """(rank, size, local rank, local size or None) from rank=/size=, torch.distributed
     and every launcher's variables; two sources that disagree raise, naming
-    both. Nothing at all: one rank alone (said once on stderr)."""
+    both. Nothing at all: one rank alone (said once on stderr), except with
+    ``etcd`` (ranks that meet through etcd): there it raises, since each of
+    several processes started so would silently be a job of its own."""
     global _said_alone
     sources = _launcher_sources()
     for a in sources[1:]:
@@ -534,6 +538,12 @@ def _resolve_rank(rank: Optional[int], size: Optional[int]
     first = sources[0] if sources else None
     r = rank if rank is not None else first.rank if first else None
     n = size if size is not None else first.size if first else None
+    if r is None and n is None and etcd:
+        raise SigmaConfigError(
+            "sigma.torch.init: etcd is given (SIGMA_ETCD or etcd=) but nothing says this "
+            "process's rank and the number of ranks, so it would run as a 1-rank job of its "
+            "own: start it with a launcher's variables (" + _ALL_VARS + "), or pass rank= "
+            "and size= (rank=0, size=1 for one rank alone)")
     if r is None and n is None:
         r, n = 0, 1
         if not _said_alone:
@@ -556,15 +566,25 @@ def _resolve_rank(rank: Optional[int], size: Optional[int]
 
 
 _made_store: Optional[tuple[tuple, Any, bool]] = None  # (how, store, hosted here)
+_etcd_lease = 0  # the lease of this process's last rendezvous in etcd (not met again)
 
 
-def _job_store(r: int, n: int, timeout: float) -> tuple[Any, bool]:
+def _run_id() -> str:
+    """The name of the run whose ranks meet in etcd: SIGMA_RUN_ID, else the
+    launcher's job id (torchrun, mpirun), else "default"."""
+    return _env("SIGMA_RUN_ID", "TORCHELASTIC_RUN_ID", "PMIX_NAMESPACE",
+                "OMPI_MCA_ess_base_jobid") or "default"
+
+
+def _job_store(r: int, n: int, timeout: float, members: Optional[tuple[str, str]] = None
+               ) -> tuple[Any, bool]:
     """The store the ranks of a job share when init() was given none: torch.
     distributed's, else one made here (kept for later init() calls): a
     TCPStore at MASTER_ADDR:MASTER_PORT that rank 0 hosts, or, for an mpirun
     job whose ranks are all on this machine, a FileStore named by mpirun's
-    job id. Returns (store, whether this process hosts it)."""
-    global _made_store
+    job id, else, with etcd (``members``), keys in etcd (EtcdStore).
+    Returns (store, whether this process hosts it)."""
+    global _made_store, _etcd_lease
     if _dist_on():
         from torch.distributed import distributed_c10d
         return distributed_c10d._get_default_store(), False
@@ -582,22 +602,32 @@ def _job_store(r: int, n: int, timeout: float) -> tuple[Any, bool]:
         safe = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in mpi_job)
         how = ("file", os.path.join(tempfile.gettempdir(),
                                     f"sigma-mpirun-{os.getuid()}-{safe}.store"), n)
+    elif members:
+        how = ("etcd", members[0], members[1], _run_id(), r, n)
     else:
         raise SigmaConfigError(
             f"sigma.torch.init: {n} ranks but no store to meet through (rank 0 hands the job "
             "to the others there, and every rank agrees on the tensors' ids): set "
             "MASTER_ADDR and MASTER_PORT (rank 0 hosts a store there; sigmarun, python3 -m "
             "sigma.launch and torchrun set them; or BytePS's DMLC_PS_ROOT_URI and "
-            "DMLC_PS_ROOT_PORT), run every rank under one mpirun on this "
-            "machine, call torch.distributed.init_process_group() first, or pass store=")
+            "DMLC_PS_ROOT_PORT), give SIGMA_ETCD (the ranks meet in etcd), run every rank "
+            "under one mpirun on this machine, call torch.distributed.init_process_group() "
+            "first, or pass store=")
     if _made_store is not None and _made_store[0] == how:
         return _made_store[1], _made_store[2]
     try:
         if how[0] == "tcp":
             store = dist.TCPStore(addr, port, n, r == 0, datetime.timedelta(seconds=timeout),
                                   wait_for_workers=False)
+        elif how[0] == "etcd":
+            store = EtcdStore(how[1], how[2], how[3], r == 0, timeout, not_lease=_etcd_lease)
+            _etcd_lease = store.lease
         else:
             store = dist.FileStore(how[1], n)
+    except SigmaError as e:  # EtcdStore: etcd unreachable, or no rank 0 in time
+        raise SigmaConfigError(f"sigma.torch.init: rank {r}: {e}") from None
+    except EtcdStoreTimeout as e:
+        raise SigmaConfigError(f"sigma.torch.init: rank {r} waited for {e}") from None
     except (RuntimeError, OSError) as e:
         where = f"{addr}:{port}" if how[0] == "tcp" else how[1]
         verb = "host" if r == 0 and how[0] == "tcp" else "reach"
@@ -617,6 +647,8 @@ def _key(gen: int, what: str) -> str:
 def _store_get(store: Any, key: str, timeout: float, what: str) -> str:
     try:
         store.wait([key], datetime.timedelta(seconds=timeout))
+    except SigmaError:  # the store itself (etcd) says why
+        raise
     except RuntimeError as e:
         raise SigmaConfigError(f"sigma.torch.init: {what} did not come within {timeout:g} s "
                                f"({e}): is rank 0 running, and did it call init()?") from None
@@ -644,6 +676,7 @@ def shutdown(timeout: Optional[float] = None) -> None:
         except Exception:  # the store went away with rank 0: nothing to tell
             pass
     if not c.owner and not c.hosts_store:
+        _drop_etcd_store(c)
         return
     if c.store is not None and c.size > 1:  # the others still use the store, or the job
         deadline = time.monotonic() + bound
@@ -657,6 +690,7 @@ def shutdown(timeout: Optional[float] = None) -> None:
                 time.sleep(0.02)
         except Exception:
             pass
+    _drop_etcd_store(c)
     if not c.owner:
         return
     if c.etcd:
@@ -687,6 +721,17 @@ def shutdown(timeout: Optional[float] = None) -> None:
             destroy_job(targets, j.id, secret=c.secret)
 
 
+def _drop_etcd_store(c: _Context) -> None:
+    """Close the rendezvous in etcd once this rank is done with it (rank 0: every
+    rank closed): rank 0 revokes its lease, and every key of the run goes. The
+    next init() meets again, under a new lease."""
+    global _made_store
+    if _made_store is not None and _made_store[0][0] == "etcd" and c.store is not None and \
+            c.store.store is _made_store[1]:
+        _made_store[1].close()
+        _made_store = None
+
+
 @atexit.register
 def _at_exit() -> None:
     if _ctx is not None:
@@ -694,6 +739,8 @@ def _at_exit() -> None:
             shutdown(timeout=10.0)
         except Exception as e:  # at exit, say it and go
             print(f"sigma.torch: shutdown at exit: {e}", file=sys.stderr)
+    if _made_store is not None and _made_store[0][0] == "etcd":
+        _made_store[1].close()  # rank 0 revokes its lease: the run's keys go
     if _made_store is not None and _made_store[0][0] == "file" and _made_store[2]:
         try:  # rank 0's shutdown waited for every rank to close: nobody uses it now
             os.unlink(_made_store[0][1])

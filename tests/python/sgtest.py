@@ -102,6 +102,18 @@ class Etcd:
                 self.proc.wait()
 
 
+def wait_registered(url: str, cluster: str, count: int, timeout: float = 15.0) -> None:
+    """Wait until ``count`` summation nodes of ``cluster`` are registered in etcd."""
+    import time
+    from sigma.etcd import read_nodes
+    deadline = time.monotonic() + timeout
+    while len(read_nodes(url, cluster)) < count:
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{count} node(s) did not register in etcd within "
+                                 f"{timeout:g} s")
+        time.sleep(0.1)
+
+
 def run_ranks(n: int, fn: Callable, *args: Any, timeout: float = 120.0,
               env: dict | None = None, allow_exit: tuple = ()) -> list[Any]:
     """sigma.launch.run_forked with one thread of torch per rank (2 cores).

@@ -91,10 +91,7 @@ class Etcd(unittest.TestCase):
         cluster = f"py{os.getpid()}"
         with start_local_nodes(3, extra_args=["--etcd", self.etcd.url, "--cluster", cluster,
                                               "--ttl", "4"]) as nodes:
-            deadline = time.monotonic() + 15
-            while len(read_nodes(self.etcd.url, cluster)) < 3:
-                self.assertLess(time.monotonic(), deadline, "the nodes did not register")
-                time.sleep(0.1)
+            sgtest.wait_registered(self.etcd.url, cluster, 3)
             found = read_nodes(self.etcd.url, cluster)
             self.assertEqual([(x.name, x.control) for x in found],
                              [(x.name, x.target) for x in nodes.nodes])

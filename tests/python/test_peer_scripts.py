@@ -63,26 +63,33 @@ def module(rel: str):
     return mod
 
 
-def bpslaunch_env(rank: int, machines: int, port: int) -> dict:
-    """What bpslaunch sets for worker `rank` of N, on `machines` machines."""
-    per = N // machines
+def bpslaunch_env(rank: int, machines: int, port: int, n: int = N) -> dict:
+    """What bpslaunch sets for worker `rank` of n, on `machines` machines."""
+    per = n // machines
     return dict(DMLC_ROLE="worker", DMLC_NUM_WORKER=str(machines),
                 DMLC_WORKER_ID=str(rank // per), DMLC_NUM_SERVER="1",
                 DMLC_PS_ROOT_URI="127.0.0.1", DMLC_PS_ROOT_PORT=str(port),
                 BYTEPS_LOCAL_RANK=str(rank % per), BYTEPS_LOCAL_SIZE=str(per))
 
 
-def mpirun_env(rank: int, job: str) -> dict:
-    """What Open MPI's mpirun sets for rank `rank` of N on one machine."""
-    return dict(OMPI_COMM_WORLD_RANK=str(rank), OMPI_COMM_WORLD_SIZE=str(N),
-                OMPI_COMM_WORLD_LOCAL_RANK=str(rank), OMPI_COMM_WORLD_LOCAL_SIZE=str(N),
+def mpirun_env(rank: int, job: str, n: int = N) -> dict:
+    """What Open MPI's mpirun sets for rank `rank` of n on one machine."""
+    return dict(OMPI_COMM_WORLD_RANK=str(rank), OMPI_COMM_WORLD_SIZE=str(n),
+                OMPI_COMM_WORLD_LOCAL_RANK=str(rank), OMPI_COMM_WORLD_LOCAL_SIZE=str(n),
                 PMIX_NAMESPACE=job, OMPI_MCA_ess_base_jobid=job)
 
 
-def base_env(nodes) -> dict:
+def base_env(nodes, n: int = N) -> dict:
+    """The ranks' environment. With more than 2 ranks, gloo's all-reduce sums in
+    another order than Sigma's arrival order, so the ranks run a deterministic
+    job, pushing directly (rank order, ((x0 + x1) + x2) + x3), and the
+    reference sums in that order (average_grads(ordered=True)): bitwise again."""
     env = {k: v for k, v in os.environ.items() if k not in STRIP}
-    env.update(PYTHONPATH=sgtest.SRC, SIGMA_NODES=nodes.env(), OMP_NUM_THREADS="1",
-               PYTHONUNBUFFERED="1")
+    env.update(PYTHONPATH=sgtest.SRC, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
+    if nodes is not None:  # else the nodes come from etcd
+        env.update(SIGMA_NODES=nodes.env())
+    if n > 2:
+        env.update(SIGMA_MODE="deterministic", SIGMA_LOCAL_AGGREGATION="0")
     return env
 
 
@@ -112,13 +119,37 @@ def strip(state: dict) -> dict:
     return {k[len("module."):] if k.startswith("module.") else k: v for k, v in state.items()}
 
 
+def rank_order_sum(t) -> None:
+    """t summed over every rank in rank order, ((t0 + t1) + t2) + ..., as a
+    deterministic Sigma job sums (gloo's all-reduce sums in its own order)."""
+    parts = [torch.empty_like(t) for _ in range(dist.get_world_size())]
+    dist.all_gather(parts, t)
+    acc = parts[0].clone()
+    for q in parts[1:]:
+        acc += q
+    t.copy_(acc)
+
+
+def rank_order_hook(_, bucket):
+    """A DDP comm hook: the bucket's average, summed in rank order (base_env)."""
+    t = bucket.buffer()
+    rank_order_sum(t)
+    t.div_(dist.get_world_size())
+    fut = torch.futures.Future()
+    fut.set_result(t)
+    return fut
+
+
 def average_grads(model, n: int, pre: float = 1.0, post: float = None) -> None:
     """Sigma's DistributedOptimizer's sum, over gloo: post * sum(pre * g)."""
     post = 1.0 / n if post is None else post
     for p in model.parameters():
         if pre != 1:
             p.grad.mul_(pre)
-        dist.all_reduce(p.grad)
+        if n > 2:
+            rank_order_sum(p.grad)
+        else:
+            dist.all_reduce(p.grad)
         if post != 1:
             p.grad.mul_(post)
 
@@ -151,6 +182,8 @@ def ref_benchmark(rank, n, rel, init, steps, ddp):
         opt = torch.optim.SGD(model.parameters(), lr=0.01 * n)
     model.load_state_dict(strip(torch.load(init)))
     net = torch.nn.parallel.DistributedDataParallel(model) if ddp else model
+    if ddp and n > 2:
+        net.register_comm_hook(None, rank_order_hook)
     for _ in range(steps):
         opt.zero_grad()
         torch.nn.functional.cross_entropy(net(data), target).backward()
@@ -238,27 +271,37 @@ class PeerScripts(unittest.TestCase):
 
     def check(self, rel, saved, ref, what):
         got = [strip(torch.load(f)) for f in saved]
+        n = len(saved)
         for k in ref[0]:
-            for r in range(N):
+            for r in range(n):
                 self.assertTrue(torch.equal(got[r][k], ref[r][k]),
                                 f"{what}: rank {r}'s {k} differs from gloo's by "
                                 f"{(got[r][k].double() - ref[r][k].double()).abs().max()}")
         for k, v in got[0].items():
             if "running" not in k and "num_batches" not in k:  # buffers are each rank's
-                self.assertTrue(torch.equal(v, got[1][k]), f"{what}: {k} differs by rank")
+                for r in range(1, n):
+                    self.assertTrue(torch.equal(v, got[r][k]), f"{what}: {k} differs on "
+                                    f"rank {r}")
         self.assertEqual(stray(rel), [], f"{what}: a rank is left")
-        print(f"{what}: {len(ref[0])} tensors on {N} ranks bitwise equal to gloo's")
+        print(f"{what}: {len(ref[0])} tensors on {n} ranks bitwise equal to gloo's" +
+              (" (rank-order sums: a deterministic job)" if n > 2 else ""))
 
     def benchmark(self, rel, envs, extra, what):
         save = os.path.join(self.tmp, "bench.{rank}")
+        n = len(envs)
         outs = run_ranks([sys.executable, script(rel)] + BENCH + extra + ["--save", save], envs)
-        init = [torch.load(save.format(rank=r) + ".init") for r in range(N)]
-        for k, v in init[0].items():
-            self.assertTrue(torch.equal(v, init[1][k]), f"{what}: {k}: rank 0's not broadcast")
-        ref = states(sgtest.run_ranks(N, ref_benchmark, rel, save.format(rank=0) + ".init",
+        init = [torch.load(save.format(rank=r) + ".init") for r in range(n)]
+        for r in range(1, n):
+            for k, v in init[0].items():
+                self.assertTrue(torch.equal(v, init[r][k]),
+                                f"{what}: {k}: rank 0's not broadcast to rank {r}")
+        ref = states(sgtest.run_ranks(n, ref_benchmark, rel, save.format(rank=0) + ".init",
                                       BENCH_STEPS, "--ddp" in extra, timeout=90))
-        self.check(rel, [save.format(rank=r) + ".final" for r in range(N)], ref, what)
+        self.check(rel, [save.format(rank=r) + ".final" for r in range(n)], ref, what)
         return outs
+
+    def timed(self, what: str, t0: float) -> None:
+        print(f"{what}: {time.monotonic() - t0:.1f} s")
 
     def test_byteps_benchmark(self):
         with start_local_nodes(1) as nodes:
@@ -314,6 +357,101 @@ class PeerScripts(unittest.TestCase):
             ref = states(sgtest.run_ranks(N, ref_mnist, rel, 42, 1, 2, 2.0, timeout=90))
             self.check(rel, [save.format(rank=r) for r in range(N)], ref,
                        f"{rel} {' '.join(args)} under {how}")
+
+    # ---- 4 ranks: deterministic jobs, against rank-order sums over gloo (base_env)
+
+    def test_byteps_benchmark_4(self):
+        t0 = time.monotonic()
+        with start_local_nodes(1) as nodes:
+            for extra in ([], ["--ddp"]):
+                port = free_port()
+                envs = [dict(base_env(nodes, 4), **bpslaunch_env(r, 2, port, 4))
+                        for r in range(4)]
+                how = " ".join(["byteps/benchmark.py"] + extra)
+                outs = self.benchmark("byteps/benchmark.py", envs, extra,
+                                      f"{how} under bpslaunch's variables (2 machines of 2 "
+                                      "workers)")
+                self.assertIn("Img/sec per rank", outs[0])
+        self.timed("byteps/benchmark.py and --ddp, 4 ranks", t0)
+
+    def test_horovod_benchmark_4(self):
+        t0 = time.monotonic()
+        with start_local_nodes(1) as nodes:
+            job = f"sgtest-{os.getpid()}-bench4"
+            envs = [dict(base_env(nodes, 4), **mpirun_env(r, job, 4)) for r in range(4)]
+            outs = self.benchmark("horovod/synthetic_benchmark.py", envs, [],
+                                  "horovod/synthetic_benchmark.py under mpirun's variables")
+            self.assertIn("Total samples/sec on 4 ranks", outs[0])
+        self.timed("horovod/synthetic_benchmark.py, 4 ranks", t0)
+
+    def test_byteps_mnist_4(self):
+        t0 = time.monotonic()
+        rel = "byteps/train_mnist.py"
+        with start_local_nodes(1) as nodes:
+            port = free_port()
+            save = os.path.join(self.tmp, "mnist4.{rank}")
+            envs = [dict(base_env(nodes, 4), **bpslaunch_env(r, 4, port, 4)) for r in range(4)]
+            outs = run_ranks([sys.executable, script(rel), "--save", save], envs)
+            self.assertIn("Test set: Average loss", outs[0])
+            ref = states(sgtest.run_ranks(4, ref_mnist, rel, 42, 1, 1, 1.0, timeout=90))
+            self.check(rel, [save.format(rank=r) for r in range(4)], ref,
+                       f"{rel} under bpslaunch's variables (4 machines)")
+        self.timed(f"{rel}, 4 ranks", t0)
+
+    def test_horovod_mnist_4(self):
+        t0 = time.monotonic()
+        rel = "horovod/mnist.py"
+        args = ["--batches-per-allreduce", "2", "--gradient-predivide-factor", "2"]
+        with start_local_nodes(1) as nodes:
+            save = os.path.join(self.tmp, "hmnist4.{rank}")
+            job = f"sgtest-{os.getpid()}-mnist4"
+            outs = run_ranks([sys.executable, script(rel)] + args + ["--save", save],
+                             [dict(base_env(nodes, 4), **mpirun_env(r, job, 4))
+                              for r in range(4)])
+            self.assertIn("Test set: Average loss", outs[0])
+            ref = states(sgtest.run_ranks(4, ref_mnist, rel, 42, 1, 2, 2.0, timeout=90))
+            self.check(rel, [save.format(rank=r) for r in range(4)], ref,
+                       f"{rel} {' '.join(args)} under mpirun's variables")
+        self.timed(f"{rel}, 4 ranks", t0)
+
+    # ---- through etcd alone: no scheduler address, no mpirun job id, no node list
+
+    def through_etcd(self, envs: list, run: str) -> list:
+        """The ranks' environments with etcd instead of a node list and a store
+        (a real etcd, and a node registered in it, for this test)."""
+        etcd = sgtest.Etcd(self.tmp)
+        self.addCleanup(etcd.stop)
+        cluster = f"peers{os.getpid()}"
+        nodes = start_local_nodes(1, extra_args=["--etcd", etcd.url, "--cluster", cluster])
+        self.addCleanup(nodes.__exit__, None, None, None)
+        sgtest.wait_registered(etcd.url, cluster, 1)
+        out = []
+        for e in envs:
+            e = {k: v for k, v in e.items() if k not in ("DMLC_PS_ROOT_URI", "PMIX_NAMESPACE",
+                                                         "DMLC_PS_ROOT_PORT",
+                                                         "OMPI_MCA_ess_base_jobid")}
+            out.append(dict(e, SIGMA_ETCD=etcd.url, SIGMA_CLUSTER=cluster, SIGMA_RUN_ID=run))
+        return out
+
+    def test_horovod_benchmark_etcd(self):
+        envs = self.through_etcd([dict(base_env(None), **mpirun_env(r, "x"))
+                                  for r in range(N)], "hvdbench")
+        outs = self.benchmark("horovod/synthetic_benchmark.py", envs, [],
+                              "horovod/synthetic_benchmark.py under mpirun's variables "
+                              "(no job id) and SIGMA_ETCD alone")
+        self.assertIn("Total samples/sec on 2 ranks", outs[0])
+
+    def test_byteps_mnist_etcd(self):
+        rel = "byteps/train_mnist.py"
+        save = os.path.join(self.tmp, "emnist.{rank}")
+        envs = self.through_etcd([dict(base_env(None), **bpslaunch_env(r, 2, 1))
+                                  for r in range(N)], "bpsmnist")
+        outs = run_ranks([sys.executable, script(rel), "--save", save], envs)
+        self.assertIn("Test set: Average loss", outs[0])
+        ref = states(sgtest.run_ranks(N, ref_mnist, rel, 42, 1, 1, 1.0, timeout=90))
+        self.check(rel, [save.format(rank=r) for r in range(N)], ref,
+                   f"{rel} under bpslaunch's variables (2 machines, no scheduler address) "
+                   "and SIGMA_ETCD alone")
 
 
 if __name__ == "__main__":
