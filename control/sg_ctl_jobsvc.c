@@ -281,36 +281,27 @@ static json_t *create_params(const struct sg_ctl_job_spec *s, const struct sg_de
 	return p;
 }
 
-/* With auth: the job key's id in @p d (each rank's keys come in descs_format()). */
-static int auth_keys(const struct sg_ctl_job_spec *s, const char *token, struct sg_desc *d)
-{
-	uint8_t K[SG_AUTH_KEY_BYTES];
-
-	if (!s->auth)
-		return 0;
-	if (sg_auth_job_key_from_token(token, K) != 0)
-		return -EINVAL;
-	d->auth = true;
-	d->key_id = sg_auth_key_id(K);
-	sodium_memzero(K, sizeof(K));
-	return 0;
-}
-
 /*
- * The job's descriptor into @p desc and, with auth, rank r's into
- * s->rank_descs[r]: the same with rank r's two keys, derived from the job key
- * as every node derives them (sg_auth.h). @return 0 or sg_desc_format()'s error.
+ * The job's descriptor into @p desc and, with auth (its key id in it), rank r's
+ * into s->rank_descs[r]: the same with rank r's two keys, derived from the job
+ * key as every node derives it from the token (sg_auth.h).
+ * @return 0 or sg_desc_format()'s error.
  */
 static int descs_format(const struct sg_ctl_job_spec *s, struct sg_desc *d, const char *token,
 			char *desc, size_t cap, char *sub, size_t sublen)
 {
 	uint8_t K[SG_AUTH_KEY_BYTES];
-	int rc = sg_desc_format(d, desc, cap, sub, sublen);
+	int rc;
 
-	if (rc < 0 || !s->auth)
+	if (!s->auth) {
+		rc = sg_desc_format(d, desc, cap, sub, sublen);
 		return rc < 0 ? rc : 0;
+	}
 	if (sg_auth_job_key_from_token(token, K) != 0)
 		return -EINVAL;
+	d->auth = true;
+	d->key_id = sg_auth_key_id(K);
+	rc = sg_desc_format(d, desc, cap, sub, sublen);
 	for (uint32_t r = 0; r < s->workers && rc >= 0; r++) {
 		d->has_keys = true;
 		d->rank = (uint16_t)r;
@@ -404,8 +395,7 @@ int64_t sg_ctl_job_service_create(const struct sg_ctl_jobsvc *svc,
 	sodium_bin2hex(token, sizeof(token), raw, sizeof(raw));
 	sodium_memzero(raw, sizeof(raw));
 	d->token = sg_ctl_wire_token(token);
-	rc = auth_keys(&s, token, d);
-	rc = rc ?: descs_format(&s, d, token, desc, desc_cap, sub, sizeof(sub));
+	rc = descs_format(&s, d, token, desc, desc_cap, sub, sizeof(sub));
 	if (rc < 0) {
 		rc = rc == -ENOSPC ? sg_err(err, errlen, rc, "the descriptor does not fit in %zu bytes",
 					  desc_cap)
