@@ -22,8 +22,7 @@ trap cleanup_pids EXIT
 # shellcheck source=../dataplane/expect_lib.sh
 . "$(dirname "$0")/../dataplane/expect_lib.sh"
 
-head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$TMP/secret"
-chmod 600 "$TMP/secret"
+make_secret "$TMP/secret"
 "$UDPD" --port 0 --name auth-a --unix "$TMP/a.sock" >"$TMP/a.log" 2>&1 &
 PIDS+=($!)
 "$UDPD" --port 0 --name auth-b --unix "$TMP/b.sock" --listen 127.0.0.1:0 \
