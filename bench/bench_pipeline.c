@@ -164,14 +164,16 @@ static void usage(FILE *f)
 {
 	fprintf(f, "usage: sigma-bench pipeline [--runs N] [--seconds S] [--workers N] [--quick]\n"
 		"                           [--ring-only|--memif-only] [--idle busy|sleep]\n"
-		"                           [--rounds R] [--retrans-ms MS]\n"
+		"                           [--rounds R] [--retrans-ms MS] [--auth]\n"
 		"  sigmad's pipeline against a generator acting as N workers: on a ring port\n"
 		"  (generator on the main lcore) and over net_memif (generator in a second\n"
 		"  process). EAL runs without hugepages; lcores float over all CPUs.\n"
 		"  --rounds R: each run pushes exactly R rounds of every chunk (--seconds is\n"
 		"  then only a time limit), for instruction counts under callgrind;\n"
 		"  --retrans-ms: the workers' retransmit timeout (default 50; raise it under\n"
-		"  valgrind so that slowness does not cause retransmits).\n");
+		"  valgrind so that slowness does not cause retransmits).\n"
+		"  --auth: each scenario again with auth = mac (pushes signed per rank, MACs\n"
+		"  checked, RESULTs signed), beside its unauthenticated baseline of this run.\n");
 }
 
 /* One run in a forked child, so that each run gets a fresh EAL. */
@@ -252,14 +254,14 @@ int sigma_bench_pipeline(int argc, char **argv)
 		{"workers", required_argument, NULL, 'w'}, {"quick", no_argument, NULL, 'q'},
 		{"ring-only", no_argument, NULL, 'R'}, {"memif-only", no_argument, NULL, 'M'},
 		{"idle", required_argument, NULL, 'i'}, {"rounds", required_argument, NULL, 'n'},
-		{"retrans-ms", required_argument, NULL, 't'},
+		{"retrans-ms", required_argument, NULL, 't'}, {"auth", no_argument, NULL, 'a'},
 		{"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
 	unsigned int runs = 5, workers = 4, rounds = 0, retrans_ms = 50;
 	double secs = 2.0, base, hot, xc;
 	char err[512];
 	int opt, only = 0, bad = 0;
 	unsigned int sleep_us = 0; /* 0: busy polling everywhere */
-	bool ok = true;
+	bool ok = true, auth = false;
 	struct sigma_bench_out out;
 	size_t ns = 0;
 
@@ -276,6 +278,7 @@ int sigma_bench_pipeline(int argc, char **argv)
 		case 'n': bad |= sigma_bench_parse_uint(optarg, 1, UINT32_MAX / 2, &rounds) < 0; break;
 		case 't': bad |= sigma_bench_parse_uint(optarg, 1, 3600000, &retrans_ms) < 0; break;
 		case 'q': runs = 3; secs = 0.5; break;
+		case 'a': auth = true; break;
 		case 'R': only = 1; break;
 		case 'M': only = 2; break;
 		case 'i':
@@ -317,11 +320,15 @@ int sigma_bench_pipeline(int argc, char **argv)
 	       "Mpps_all", "x_sum", "x_hot", "x_xcore", "x_target", "busy% per lcore");
 	JSON("{\"bench\":\"pipeline\",\"idle\":\"%s\",\"workers\":%u,\"chunk_bytes\":8920,\"runs\":%u,"
 	     "\"seconds\":%.2f,\"sum_only_gbps\":%.3f,\"sum_hot_gbps\":%.3f,\"xcore_gbps\":%.3f,"
-	     "\"target_gbps\":%.1f,\"scenarios\":[",
-	     sleep_us ? "sleep" : "busy", workers, runs, secs, base, hot, xc, 10 * BYTEPS_GBPS);
+	     "\"target_gbps\":%.1f,\"auth\":%s,\"scenarios\":[",
+	     sleep_us ? "sleep" : "busy", workers, runs, secs, base, hot, xc, 10 * BYTEPS_GBPS,
+	     auth ? "true" : "false");
 	fflush(stdout);
-	for (size_t s = 0; s < sizeof(scenarios) / sizeof(scenarios[0]); s++) {
-		const struct scenario *sc = &scenarios[s];
+	/* with --auth each scenario runs twice, plain first: the baseline of the same run */
+	for (size_t sa = 0; sa < 2 * (sizeof(scenarios) / sizeof(scenarios[0])); sa++) {
+		const struct scenario *sc = &scenarios[sa / 2];
+		bool with_auth = sa % 2;
+		static double plain_gbps;
 		double gbps[MAX_RUNS], mpps[MAX_RUNS], mpps_all[MAX_RUNS];
 		double busy[MAX_RUNS][SG_DP_MAX_LAYOUT];
 		double g, m, ma, bl[SG_DP_MAX_LAYOUT];
@@ -330,13 +337,16 @@ int sigma_bench_pipeline(int argc, char **argv)
 		char line[512] = "";
 		int len = 0;
 
-		if ((only == 1 && sc->memif) || (only == 2 && !sc->memif))
+		if ((only == 1 && sc->memif) || (only == 2 && !sc->memif) || (with_auth && !auth))
 			continue;
 		sg_dp_config_defaults(&c);
 		c.n_lcores = 0;
 		sg_dp_layout_parse(&c, SG_ROLE_RTC, sc->rtc, err, sizeof(err));
 		c.udp_checksum = sc->udp_checksum;
 		c.jobs[0].workers = workers;
+		/* a fixed key: what it costs does not depend on its bytes */
+		c.jobs[0].auth = with_auth;
+		memset(c.jobs[0].auth_key, 0x5a, sizeof(c.jobs[0].auth_key));
 		c.mbufs = 16384;
 		c.log_level = RTE_LOG_WARNING;
 		c.idle = sleep_us ? SG_IDLE_SLEEP : SG_IDLE_POLL;
@@ -390,16 +400,27 @@ int sigma_bench_pipeline(int argc, char **argv)
 			len += snprintf(line + len, sizeof(line) - (size_t)len, "%s%.0f",
 					i ? " / " : "", bl[i]);
 		}
-		printf("%-46s %9.2f %9.3f %9.3f %8.2f %8.2f %8.2f %8.2f  %s\n", sc->name, g, m, ma,
+		printf("%-46s %9.2f %9.3f %9.3f %8.2f %8.2f %8.2f %8.2f  %s", with_auth ?
+		       "  the same with auth = mac" : sc->name, g, m, ma,
 		       base > 0 ? g / base : 0, hot > 0 ? g / hot : 0, xc > 0 ? g / xc : 0,
 		       g / (10 * BYTEPS_GBPS), line);
+		if (with_auth)
+			printf("  (%.2f x plain)", plain_gbps > 0 ? g / plain_gbps : 0);
+		printf("\n");
 		JSON("%s{\"name\":\"%s\",\"transport\":\"%s\",\"reducers\":%u,\"udp_checksum\":%s,"
-		     "\"gbps\":%.3f,\"mpps_pushes\":%.4f,\"mpps_all\":%.4f,\"ratio_sum_only\":%.3f,"
-		     "\"ratio_sum_hot\":%.3f,\"ratio_xcore\":%.3f,\"ratio_target\":%.3f,"
-		     "\"busy_pct\":[", ns++ ? "," : "",
+		     "\"auth\":%s,\"gbps\":%.3f,\"mpps_pushes\":%.4f,\"mpps_all\":%.4f,"
+		     "\"ratio_sum_only\":%.3f,\"ratio_sum_hot\":%.3f,\"ratio_xcore\":%.3f,"
+		     "\"ratio_target\":%.3f,", ns++ ? "," : "",
 		     sc->name, sc->memif ? "memif" : "ring", nl, sc->udp_checksum ? "true" : "false",
-		     g, m, ma, base > 0 ? g / base : 0, hot > 0 ? g / hot : 0, xc > 0 ? g / xc : 0,
-		     g / (10 * BYTEPS_GBPS));
+		     with_auth ? "true" : "false", g, m, ma, base > 0 ? g / base : 0,
+		     hot > 0 ? g / hot : 0, xc > 0 ? g / xc : 0, g / (10 * BYTEPS_GBPS));
+		/* the unauthenticated baseline measured just before, in this run */
+		if (with_auth)
+			JSON("\"plain_gbps\":%.3f,\"ratio_plain\":%.3f,", plain_gbps,
+			     plain_gbps > 0 ? g / plain_gbps : 0);
+		else
+			plain_gbps = g;
+		JSON("\"busy_pct\":[");
 		for (unsigned int i = 0; i < nl; i++)
 			JSON("%s%.1f", i ? "," : "", bl[i]);
 		JSON("]}");

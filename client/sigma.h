@@ -545,6 +545,17 @@ struct sigma_job {
 	double weights[SG_MAX_NODES];
 	char names[SG_MAX_NODES][SG_NAME_MAX];
 	char addrs[SG_MAX_NODES][16];
+	/**
+	 * auth = mac (docs/security.md): the job has authenticated datagrams
+	 * (conf.auth_key_id is its key id). A rank's own descriptor also gives
+	 * @c rank and its two keys (conf.auth_keys points at @c auth_keys, and
+	 * conf.rank is that rank); the job's descriptor gives none (has_keys false)
+	 * and opens no session.
+	 */
+	bool auth;
+	bool has_keys;
+	uint16_t rank;
+	uint8_t auth_keys[64];
 };
 
 /**
@@ -566,8 +577,12 @@ int sigma_job_parse(const char *descriptor, struct sigma_job *job, char *err, si
  * defaults). Tensors registered in it must have the job's dtype (EINVAL
  * otherwise, with the reason on stderr), unless the job's is any (an open job
  * whose keys take the dtype of their first push).
+ * A job with auth = mac opens only from a rank's own descriptor, and only as
+ * that rank (its keys are in it; @p rank must be the descriptor's).
  * @return the session, or NULL with errno EINVAL (a bad descriptor or rank,
- *         the reason in @p err), E2BIG, EOPNOTSUPP (failover or a membership
+ *         the reason in @p err), EACCES (auth = mac and the descriptor is
+ *         the job's, without a rank's keys, or another rank's: the reason in
+ *         @p err), E2BIG, EOPNOTSUPP (failover or a membership
  *         source asked for a job in async mode: docs/cluster.md; the reason in
  *         @p err), or sigma_open()'s errno.
  */

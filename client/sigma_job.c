@@ -29,13 +29,21 @@ int sigma_job_parse(const char *descriptor, struct sigma_job *job, char *err, si
 						    .kind = d.nodes[i].kind, .gbps = d.nodes[i].gbps};
 		job->weights[i] = d.nodes[i].weight;
 	}
+	job->auth = d.auth;
+	job->has_keys = d.has_keys;
+	job->rank = d.rank;
+	memcpy(job->auth_keys, d.keys, sizeof(job->auth_keys));
+	explicit_bzero(d.keys, sizeof(d.keys));
 	job->dtype = d.dtype;
 	job->mode = d.mode;
 	job->conf = (struct sigma_conf){.job = d.id, .nworkers = (uint16_t)d.workers,
 					.token = d.token, .nodes = job->nodes,
 					.nnodes = d.n_nodes, .weights = job->weights,
 					.partition_bytes = d.partition_bytes,
-					.chunk_bytes = d.chunk_bytes};
+					.chunk_bytes = d.chunk_bytes,
+					.rank = d.rank,
+					.auth_keys = d.has_keys ? job->auth_keys : NULL,
+					.auth_key_id = d.key_id};
 	return 0;
 }
 
@@ -57,6 +65,19 @@ struct sigma_session *sigma_open_job(const char *descriptor, uint16_t rank,
 			snprintf(err, errlen, "rank %u: the job has %u workers (ranks 0..%u)", rank,
 				 job->conf.nworkers, job->conf.nworkers - 1u);
 		rc = -EINVAL;
+		goto out;
+	}
+	/* each rank's keys are its own: no descriptor opens another rank's session */
+	if (job->auth && (!job->has_keys || job->rank != rank)) {
+		if (err != NULL && errlen > 0 && !job->has_keys)
+			snprintf(err, errlen, "job %u has auth = mac and this descriptor holds no rank's "
+				 "keys (it is the job's): open rank %u with its own descriptor (the "
+				 "job service hands one to each rank)", job->conf.job, rank);
+		else if (err != NULL && errlen > 0)
+			snprintf(err, errlen, "job %u has auth = mac and this descriptor holds rank %u's "
+				 "keys, not rank %u's: open each rank with its own descriptor",
+				 job->conf.job, job->rank, rank);
+		rc = -EACCES;
 		goto out;
 	}
 	if (base != NULL)
@@ -84,6 +105,8 @@ struct sigma_session *sigma_open_job(const char *descriptor, uint16_t rank,
 	c.weights = job->conf.weights;
 	c.partition_bytes = job->conf.partition_bytes;
 	c.chunk_bytes = job->conf.chunk_bytes;
+	c.auth_keys = job->conf.auth_keys;
+	c.auth_key_id = job->conf.auth_key_id;
 	s = sigma_open(&c);
 	if (s == NULL) {
 		rc = -errno;
@@ -95,6 +118,7 @@ struct sigma_session *sigma_open_job(const char *descriptor, uint16_t rank,
 	if (job->dtype != SG_DTYPE_ANY)
 		sg_cli_set_job_dtype(s, job->dtype);
 out:
+	explicit_bzero(job->auth_keys, sizeof(job->auth_keys));
 	free(job);
 	if (s == NULL)
 		errno = -rc;

@@ -81,11 +81,34 @@ static int parse_node(char *v, struct sg_desc_node *nd, unsigned int i, char *er
 	return 0;
 }
 
-enum { K_ID, K_WORKERS, K_TOKEN, K_DTYPE, K_MODE, K_PART, K_CHUNK, K_NODE, K_COUNT };
+enum { K_ID, K_WORKERS, K_TOKEN, K_DTYPE, K_MODE, K_PART, K_CHUNK, K_NODE, K_AUTH, K_KEY_ID,
+       K_RANK, K_KEYS, K_COUNT };
 
 static const char *const key_names[K_COUNT] = {
 	"id", "workers", "token", "dtype", "mode", "partition_bytes", "chunk_bytes", "node",
+	"auth", "key_id", "rank", "keys",
 };
+
+/* Fields a descriptor may lack: mode (sync), and auth's, which check_whole() ties together. */
+#define K_OPTIONAL ((1u << K_MODE) | (1u << K_AUTH) | (1u << K_KEY_ID) | (1u << K_RANK) | \
+		    (1u << K_KEYS))
+
+/* @p n bytes from 2n lower- or upper-case hex digits. @return 0 or -EINVAL. */
+static int parse_hex(const char *s, uint8_t *out, size_t n)
+{
+	if (strlen(s) != 2 * n)
+		return -EINVAL;
+	for (size_t i = 0; i < 2 * n; i++) {
+		char c = s[i];
+		int v = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 :
+			c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+
+		if (v < 0)
+			return -EINVAL;
+		out[i / 2] = (uint8_t)(i % 2 ? (out[i / 2] | v) : v << 4);
+	}
+	return 0;
+}
 
 /* One key=value field (@p val is writable). */
 static int parse_field(struct sg_desc *d, unsigned int k, char *val, char *err, size_t errlen)
@@ -135,6 +158,31 @@ static int parse_field(struct sg_desc *d, unsigned int k, char *val, char *err, 
 				   val, SG_MAX_CHUNK_BYTES);
 		d->chunk_bytes = (uint32_t)v;
 		return 0;
+	case K_AUTH:
+		if (strcmp(val, "mac") != 0)
+			return bad(err, errlen, "auth '%.24s' is not mac (authenticated datagrams; a "
+				   "job without them has no auth= field)", val);
+		d->auth = true;
+		return 0;
+	case K_KEY_ID: {
+		uint8_t b[4];
+
+		if (parse_hex(val, b, sizeof(b)) != 0)
+			return bad(err, errlen, "key_id '%.24s' is not 8 hex digits", val);
+		d->key_id = (uint32_t)b[0] << 24 | (uint32_t)b[1] << 16 | (uint32_t)b[2] << 8 | b[3];
+		return 0;
+	}
+	case K_RANK:
+		if (sg_parse_u64(val, 0, SG_MAX_WORKERS - 1, &v) != 0)
+			return bad(err, errlen, "rank '%.24s' is not 0..%d", val, SG_MAX_WORKERS - 1);
+		d->rank = (uint16_t)v;
+		return 0;
+	case K_KEYS:
+		/* never echoed: the value is a secret */
+		if (parse_hex(val, d->keys, sizeof(d->keys)) != 0)
+			return bad(err, errlen, "keys is not %zu hex digits (a rank's two keys)",
+				   2 * sizeof(d->keys));
+		return 0;
 	default:
 		if (d->n_nodes == SG_MAX_NODES)
 			return bad(err, errlen, "more than %d nodes", SG_MAX_NODES);
@@ -148,9 +196,19 @@ static int check_whole(const struct sg_desc *d, unsigned int seen, char *err, si
 {
 	double sum = 0;
 
+	bool rank = seen & (1u << K_RANK), keys = seen & (1u << K_KEYS);
+
 	for (unsigned int k = 0; k < K_COUNT; k++)
-		if (k != K_MODE && !(seen & (1u << k)))
+		if (!(K_OPTIONAL & (1u << k)) && !(seen & (1u << k)))
 			return bad(err, errlen, "no %s= field", key_names[k]);
+	if (d->auth != !!(seen & (1u << K_KEY_ID)))
+		return bad(err, errlen, "auth=mac and key_id= go together");
+	if (rank != keys)
+		return bad(err, errlen, "rank= and keys= go together (a rank's own descriptor)");
+	if (keys && !d->auth)
+		return bad(err, errlen, "keys= without auth=mac");
+	if (rank && d->rank >= d->workers)
+		return bad(err, errlen, "rank %u: the job has %u workers", d->rank, d->workers);
 	if (d->chunk_bytes > d->partition_bytes)
 		return bad(err, errlen, "chunk_bytes %u is larger than partition_bytes %u",
 			   d->chunk_bytes, d->partition_bytes);
@@ -165,9 +223,9 @@ static int check_whole(const struct sg_desc *d, unsigned int seen, char *err, si
 	return 0;
 }
 
-int sg_desc_parse(const char *text, struct sg_desc *d, char *err, size_t errlen)
+/* sg_desc_parse() with its working copy of the text in @p buf (SG_DESC_MAX bytes). */
+static int parse_in(const char *text, struct sg_desc *d, char *buf, char *err, size_t errlen)
 {
-	char buf[SG_DESC_MAX];
 	const char *ws = " \t\r\n";
 	unsigned int seen = 0, field = 0;
 	size_t len;
@@ -186,7 +244,7 @@ int sg_desc_parse(const char *text, struct sg_desc *d, char *err, size_t errlen)
 	len = strlen(text);
 	while (len > 0 && strchr(ws, text[len - 1]) != NULL)
 		len--;
-	if (len >= sizeof(buf)) {
+	if (len >= SG_DESC_MAX) {
 		bad(err, errlen, "%zu characters: longer than %d", len, SG_DESC_MAX - 1);
 		return -E2BIG;
 	}
@@ -235,7 +293,20 @@ int sg_desc_parse(const char *text, struct sg_desc *d, char *err, size_t errlen)
 			break;
 		p = semi + 1;
 	}
+	d->has_keys = (seen >> K_KEYS) & 1;
 	return check_whole(d, seen, err, errlen);
+}
+
+int sg_desc_parse(const char *text, struct sg_desc *d, char *err, size_t errlen)
+{
+	char buf[SG_DESC_MAX];
+	int rc = parse_in(text, d, buf, err, errlen);
+
+	/* a rank's descriptor holds its keys: no copy of them is left on the stack */
+	explicit_bzero(buf, sizeof(buf));
+	if (rc != 0 && d != NULL)
+		explicit_bzero(d->keys, sizeof(d->keys));
+	return rc;
 }
 
 int sg_desc_format(const struct sg_desc *d, char *buf, size_t cap, char *err, size_t errlen)
@@ -262,8 +333,24 @@ int sg_desc_format(const struct sg_desc *d, char *buf, size_t cap, char *err, si
 			return -ENOSPC;
 		off += (size_t)n;
 	}
+	if (d->auth) {
+		n = snprintf(buf + off, cap - off, ";auth=mac;key_id=%08" PRIx32, d->key_id);
+		if (n < 0 || (size_t)n >= cap - off)
+			return -ENOSPC;
+		off += (size_t)n;
+	}
+	if (d->auth && d->has_keys) {
+		n = snprintf(buf + off, cap - off, ";rank=%u;keys=", d->rank);
+		if (n < 0 || (size_t)n + 2 * sizeof(d->keys) >= cap - off)
+			return -ENOSPC;
+		off += (size_t)n;
+		for (size_t i = 0; i < sizeof(d->keys); i++)
+			off += (size_t)snprintf(buf + off, cap - off, "%02x", d->keys[i]);
+	}
 	/* what we write must read back: the parser is the definition of the form */
-	if (sg_desc_parse(buf, &back, err, errlen) != 0)
+	n = sg_desc_parse(buf, &back, err, errlen);
+	explicit_bzero(back.keys, sizeof(back.keys));
+	if (n != 0)
 		return -EINVAL;
 	return (int)off;
 }

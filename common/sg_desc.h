@@ -8,7 +8,11 @@
  *     partition_bytes=4096000;chunk_bytes=1424;node=a,10.0.0.21,9300,cpu,100,0.5;
  *     node=b,10.0.0.22,9300,cpu,100,0.5
  *
- * (one line, no spaces). The control plane writes it (the job service of sg_ctl_client.h,
+ * (one line, no spaces). A job with authenticated datagrams (auth = mac,
+ * docs/security.md) adds `auth=mac;key_id=HEX8` to the job's descriptor, and
+ * each rank's own descriptor adds `rank=R;keys=HEX128`: its two keys (what it
+ * sends, what the node sends it), which no other rank's descriptor holds.
+ * The control plane writes it (the job service of sg_ctl_client.h,
  * sigmactl), libsigma reads it (sigma_job_parse()), and the Python package
  * does both; this module is the one C implementation of the form. Pure C with
  * no dependency but sg_types, so libsigma links it.
@@ -18,6 +22,7 @@
 #ifndef SG_DESC_H
 #define SG_DESC_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -53,6 +58,12 @@ struct sg_desc {
 	uint32_t chunk_bytes;	  /**< multiple of 8, 8..SG_MAX_CHUNK_BYTES */
 	unsigned int n_nodes;	  /**< 1..SG_MAX_NODES */
 	struct sg_desc_node nodes[SG_MAX_NODES];
+	bool auth;		  /**< auth=mac: authenticated datagrams (key_id= given) */
+	uint32_t key_id;	  /**< the job key's id (sg_auth_key_id()), with auth */
+	bool has_keys;		  /**< rank= and keys= given: one rank's descriptor */
+	uint16_t rank;		  /**< whose keys, below workers */
+	/** that rank's key for what it sends, then the node's key for its replies to it */
+	uint8_t keys[64];
 };
 
 /**

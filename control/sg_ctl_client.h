@@ -188,6 +188,16 @@ struct sg_ctl_job_spec {
 	 * 1..SG_OPEN_SLOTS_MAX [SG_OPEN_SLOTS_DEFAULT]; must be 0 for a job of tensors
 	 */
 	uint32_t slots;
+	/**
+	 * auth = mac (docs/security.md): authenticated datagrams. Every node gets
+	 * "auth": "mac" (each derives the job key from the full token), chunks leave
+	 * SG_AUTH_TRAILER_BYTES for the MAC, the job's descriptor says auth=mac and
+	 * its key id (and opens no session), and rank r's own descriptor, with its
+	 * two keys only, goes to @c rank_descs[r].
+	 */
+	bool auth;
+	/** with auth: @c workers buffers of desc_cap bytes each, one per rank; else NULL */
+	char *const *rank_descs;
 };
 
 /**
@@ -202,7 +212,11 @@ struct sg_ctl_job_spec {
  *              (sigma_open_job()); @p desc_cap of SIGMA_JOB_DESC_MAX (16384) always fits
  * @param err   receives the reason on failure, naming the node
  * An open job is made on every node the same way, with no keys placed.
- * @return the job id (> 0); -EINVAL (a bad spec or node list), -ECONNREFUSED,
+ * With spec->auth, rank r's descriptor goes to spec->rank_descs[r]: hand each
+ * rank its own (it holds that rank's keys, so it is as secret as the shared
+ * secret). No key or token is written to @p err or any log.
+ * @return the job id (> 0); -EINVAL (a bad spec or node list; auth without
+ *         rank_descs, or rank_descs without auth), -ECONNREFUSED,
  *         -EACCES, -ETIMEDOUT... (a node not reached), -EREMOTEIO (a node
  *         refused: its reason in @p err), -ENOSPC (@p desc_cap too small).
  */

@@ -16,6 +16,7 @@
 #include <jansson.h>
 #include <sodium.h>
 
+#include "sg_auth.h"
 #include "sg_ctl_client.h"
 #include "sg_err.h"
 #include "sg_ctl_place.h"
@@ -168,6 +169,9 @@ static int check_spec(const struct sg_ctl_job_spec *in, struct sg_ctl_job_spec *
 	uint64_t pelems;
 
 	*s = *in;
+	if (s->auth != (s->rank_descs != NULL))
+		return sg_err(err, errlen, -EINVAL, s->auth ? "auth = mac needs a buffer for each "
+			    "rank's descriptor (rank_descs)" : "rank_descs is for a job with auth");
 	if (s->partition_bytes == 0)
 		s->partition_bytes = SG_PARTITION_BYTES_DEFAULT;
 	if (s->workers < 1 || s->workers > SG_MAX_WORKERS)
@@ -272,7 +276,43 @@ static json_t *create_params(const struct sg_ctl_job_spec *s, const struct sg_de
 		json_decref(tensors);
 	if (p != NULL && s->slots != 0)
 		json_object_set_new(p, "slots", json_integer((json_int_t)s->slots));
+	if (p != NULL && s->auth)
+		json_object_set_new(p, "auth", json_string("mac"));
 	return p;
+}
+
+/*
+ * The job's descriptor into @p desc and, with auth (its key id in it), rank r's
+ * into s->rank_descs[r]: the same with rank r's two keys, derived from the job
+ * key as every node derives it from the token (sg_auth.h).
+ * @return 0 or sg_desc_format()'s error.
+ */
+static int descs_format(const struct sg_ctl_job_spec *s, struct sg_desc *d, const char *token,
+			char *desc, size_t cap, char *sub, size_t sublen)
+{
+	uint8_t K[SG_AUTH_KEY_BYTES];
+	int rc;
+
+	if (!s->auth) {
+		rc = sg_desc_format(d, desc, cap, sub, sublen);
+		return rc < 0 ? rc : 0;
+	}
+	if (sg_auth_job_key_from_token(token, K) != 0)
+		return -EINVAL;
+	d->auth = true;
+	d->key_id = sg_auth_key_id(K);
+	rc = sg_desc_format(d, desc, cap, sub, sublen);
+	for (uint32_t r = 0; r < s->workers && rc >= 0; r++) {
+		d->has_keys = true;
+		d->rank = (uint16_t)r;
+		sg_auth_rank_key(K, (uint16_t)r, SG_AUTH_RANK, d->keys);
+		sg_auth_rank_key(K, (uint16_t)r, SG_AUTH_NODE, d->keys + SG_AUTH_KEY_BYTES);
+		rc = sg_desc_format(d, s->rank_descs[r], cap, sub, sublen);
+	}
+	d->has_keys = false;
+	sodium_memzero(d->keys, sizeof(d->keys));
+	sodium_memzero(K, sizeof(K));
+	return rc < 0 ? rc : 0;
 }
 
 static void destroy_on(struct svc_node *nodes, unsigned int n, uint32_t id)
@@ -318,11 +358,18 @@ int64_t sg_ctl_job_service_create(const struct sg_ctl_jobsvc *svc,
 	rc = connect_all(svc, nodes, 0, err, errlen);
 	for (unsigned int i = 0; i < svc->n_nodes && rc == 0; i++) {
 		rc = learn(&svc->nodes[i], &nodes[i], err, errlen);
+		/* with auth a datagram carries the MAC after its chunk */
+		if (rc == 0 && s.auth && nodes[i].max_chunk < 8 + SG_AUTH_TRAILER_BYTES)
+			rc = sg_err(err, errlen, -EINVAL, "node %s takes chunks of %u bytes: no room "
+				  "for the MAC", nodes[i].label, nodes[i].max_chunk);
+		else if (rc == 0 && s.auth)
+			nodes[i].max_chunk -= SG_AUTH_TRAILER_BYTES;
 		if (rc == 0 && nodes[i].max_chunk < chunk)
 			chunk = nodes[i].max_chunk;
 		if (rc == 0 && s.chunk_bytes > nodes[i].max_chunk)
-			rc = sg_err(err, errlen, -EINVAL, "chunk_bytes %u: node %s takes at most %u",
-				  s.chunk_bytes, nodes[i].label, nodes[i].max_chunk);
+			rc = sg_err(err, errlen, -EINVAL, "chunk_bytes %u: node %s takes at most %u%s",
+				  s.chunk_bytes, nodes[i].label, nodes[i].max_chunk,
+				  s.auth ? " (its largest less the MAC's 32 bytes)" : "");
 		if (rc == 0 && nodes[i].max_id > max_id)
 			max_id = nodes[i].max_id;
 	}
@@ -348,7 +395,7 @@ int64_t sg_ctl_job_service_create(const struct sg_ctl_jobsvc *svc,
 	sodium_bin2hex(token, sizeof(token), raw, sizeof(raw));
 	sodium_memzero(raw, sizeof(raw));
 	d->token = sg_ctl_wire_token(token);
-	rc = sg_desc_format(d, desc, desc_cap, sub, sizeof(sub));
+	rc = descs_format(&s, d, token, desc, desc_cap, sub, sizeof(sub));
 	if (rc < 0) {
 		rc = rc == -ENOSPC ? sg_err(err, errlen, rc, "the descriptor does not fit in %zu bytes",
 					  desc_cap)
@@ -370,6 +417,11 @@ int64_t sg_ctl_job_service_create(const struct sg_ctl_jobsvc *svc,
 				  "not %u", nodes[i].label,
 				  (long long)json_integer_value(json_object_get(r, "chunk_bytes")),
 				  chunk);
+		/* a node that knows no auth would make a job anyone with the token can push to */
+		if (rc == 0 && s.auth && !json_is_string(json_object_get(r, "auth")))
+			rc = sg_err(err, errlen, -EPROTO, "node %s made the job without auth = mac "
+				  "(its answer has no \"auth\": \"mac\"): an older node? (upgrade it)",
+				  nodes[i].label);
 		if (rc == 0 && s.n_tensors == 0 &&
 		    !json_is_string(json_object_get(r, "keys")))
 			rc = sg_err(err, errlen, -EPROTO, "node %s did not make an open job (its "
@@ -394,6 +446,11 @@ int64_t sg_ctl_job_service_create(const struct sg_ctl_jobsvc *svc,
 		goto out;
 	}
 out:
+	if (rc != 0 && s.rank_descs != NULL)
+		for (uint32_t r = 0; r < s.workers; r++)
+			sodium_memzero(s.rank_descs[r], desc_cap);
+	if (d != NULL)
+		sodium_memzero(d->keys, sizeof(d->keys));
 	sodium_memzero(token, sizeof(token));
 	if (nodes != NULL)
 		close_all(nodes, svc->n_nodes);

@@ -4,9 +4,11 @@
  * Exit codes: 0 success, 1 the server (or the connection) failed, 2 usage.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <float.h>
 #include <getopt.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <math.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -14,9 +16,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <jansson.h>
+#include <sodium.h>
 
 #include "sigmactl_layout.h"
 #include "sigmactl_top.h"
@@ -74,12 +78,16 @@ static void usage(FILE *f)
 		"             [--mode sync|async|deterministic] [--partition-bytes B]\n"
 		"             [--chunk-bytes B] [--id ID]\n"
 		"  job create --workers N --open [--dtype fp32|...|any] [--slots S] [...]\n"
+		"  job create ... --auth --rank-dir DIR\n"
 		"                              create a job; prints its id and session token, or,\n"
 		"                              with --node, creates it on every node and prints the\n"
 		"                              job descriptor workers open it with. An --open job\n"
 		"                              has no tensors: each node makes a key on its first\n"
 		"                              push, up to S chunk slots per reducer [%u]; with\n"
-		"                              --dtype any, each key takes its first push's dtype\n"
+		"                              --dtype any, each key takes its first push's dtype;\n"
+		"                              --auth (with --node): authenticated datagrams,\n"
+		"                              each rank's own descriptor (its keys) written to\n"
+		"                              DIR/rank-R.desc, mode 0600\n"
 		"  job destroy ID              destroy a job (on every --node)\n"
 		"                              with --node and --etcd, job create also records the\n"
 		"                              job in etcd (under a lease of --record-ttl S [30],\n"
@@ -556,20 +564,81 @@ static int job_record(const struct sg_ctl_job_spec *spec, const char *desc)
 	return 1;
 }
 
+/* Write rank r's descriptor into @p path, a new file of mode 0600. @return 0 or -errno. */
+static int write_rank_desc(const char *path, char *desc)
+{
+	size_t len = strlen(desc);
+	int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600), rc = 0;
+
+	if (fd < 0)
+		return -errno;
+	desc[len] = '\n';
+	/* 0600 whatever the umask: no other user may read a rank's keys */
+	if (fchmod(fd, 0600) != 0 || write(fd, desc, len + 1) != (ssize_t)(len + 1))
+		rc = errno ? -errno : -EIO;
+	close(fd);
+	return rc;
+}
+
+/*
+ * auth = mac: rank r's descriptor (its keys) into @p dir/rank-R.desc; on failure the
+ * ones written are removed again, and @p path names the one that failed. @return 0 or -errno.
+ */
+static int write_rank_descs(const char *dir, char **descs, uint32_t n, char *path, size_t cap)
+{
+	uint32_t r;
+	int rc = 0;
+
+	for (r = 0; r < n && rc == 0; r++) {
+		snprintf(path, cap, "%s/rank-%u.desc", dir, r);
+		rc = write_rank_desc(path, descs[r]);
+	}
+	for (uint32_t k = 0; rc != 0 && k + 1 < r; k++) {
+		char other[PATH_MAX];
+
+		snprintf(other, sizeof(other), "%s/rank-%u.desc", dir, k);
+		unlink(other);
+	}
+	return rc;
+}
+
 /* job create with --node: the job service, printing the job descriptor. */
-static int job_create_service(const struct sg_ctl_job_spec *spec)
+static int job_create_service(struct sg_ctl_job_spec *spec, const char *rank_dir)
 {
 	static char desc[SG_DESC_MAX];
 	uint8_t secret[SG_CTL_SECRET_MAX];
 	struct sg_ctl_jobsvc svc;
-	char err[1024];
+	char err[1024], path[PATH_MAX], **descs = NULL;
 	int64_t id;
 	int rc = service_init(&svc, secret);
 
 	if (rc != 0)
 		return rc;
+	if (spec->auth) {
+		descs = calloc(spec->workers, sizeof(*descs));
+		for (uint32_t r = 0; descs != NULL && r < spec->workers; r++)
+			if ((descs[r] = calloc(1, SG_DESC_MAX)) == NULL)
+				return die_server("job create: out of memory");
+		if (descs == NULL)
+			return die_server("job create: out of memory");
+		spec->rank_descs = descs;
+	}
 	id = sg_ctl_job_service_create(&svc, spec, desc, sizeof(desc), err, sizeof(err));
 	memset(secret, 0, sizeof(secret));
+	if (id >= 0 && spec->auth) {
+		rc = write_rank_descs(rank_dir, descs, spec->workers, path, sizeof(path));
+		if (rc != 0) {
+			snprintf(err, sizeof(err), "cannot write %.900s (%s): the job is destroyed "
+				 "again", path, strerror(-rc));
+			sg_ctl_job_service_destroy(&svc, (uint32_t)id, NULL, 0);
+			id = -EIO;
+		}
+	}
+	for (uint32_t r = 0; descs != NULL && r < spec->workers; r++) {
+		sodium_memzero(descs[r], SG_DESC_MAX);
+		free(descs[r]);
+	}
+	free(descs);
 	if (id < 0)
 		return id == -EINVAL && strstr(err, "node") == NULL ? die_usage("job create: %s", err)
 								     : die_server("job create: %s", err);
@@ -578,14 +647,22 @@ static int job_create_service(const struct sg_ctl_job_spec *spec)
 	if (g.json) {
 		json_t *j = json_pack("{s:I, s:s}", "id", (json_int_t)id, "descriptor", desc);
 
+		if (spec->auth)
+			json_object_set_new(j, "rank_dir", json_string(rank_dir));
 		print_json(j);
 		json_decref(j);
 	} else {
 		/* the descriptor alone on stdout, for SIGMA_JOB=$(sigmactl ...) */
 		puts(desc);
-		fprintf(stderr, "%s: job %lld created on %u node(s)%s; give each worker the line "
-			"above (sigma_open_job())\n", prog, (long long)id, g.n_nodes,
-			g.etcd != NULL && rc == 0 ? " and recorded in etcd" : "");
+		if (spec->auth)
+			fprintf(stderr, "%s: job %lld created on %u node(s) with auth = mac%s; give "
+				"rank R the file %s/rank-R.desc (its keys) and no other\n", prog,
+				(long long)id, g.n_nodes,
+				g.etcd != NULL && rc == 0 ? " and recorded in etcd" : "", rank_dir);
+		else
+			fprintf(stderr, "%s: job %lld created on %u node(s)%s; give each worker the "
+				"line above (sigma_open_job())\n", prog, (long long)id, g.n_nodes,
+				g.etcd != NULL && rc == 0 ? " and recorded in etcd" : "");
 	}
 	return rc;
 }
@@ -603,18 +680,20 @@ static int cmd_job_create(int argc, char **argv)
 		{"open", no_argument, NULL, 'o'},
 		{"slots", required_argument, NULL, 's'},
 		{"record-ttl", required_argument, NULL, 'r'},
+		{"auth", no_argument, NULL, 'a'},
+		{"rank-dir", required_argument, NULL, 'R'},
 		{NULL, 0, NULL, 0},
 	};
 	static struct sg_ctl_tensor tensors[1024];
 	struct sg_ctl_job_spec spec = {.tensors = tensors};
-	const char *dtype = NULL, *mode = NULL;
+	const char *dtype = NULL, *mode = NULL, *rank_dir = NULL;
 	bool open = false;
 	json_t *params, *jt;
 	uint64_t v;
 	int c;
 
 	optind = 0; /* re-initialise getopt: options may follow the operands here */
-	while ((c = getopt_long(argc, argv, "w:t:d:m:p:c:i:os:r:", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "w:t:d:m:p:c:i:os:r:aR:", opts, NULL)) != -1) {
 		char *colon;
 
 		switch (c) {
@@ -668,6 +747,12 @@ static int cmd_job_create(int argc, char **argv)
 				goto bad_arg;
 			record_ttl = (uint32_t)v;
 			break;
+		case 'a':
+			spec.auth = true;
+			break;
+		case 'R':
+			rank_dir = optarg;
+			break;
 		default:
 			return die_usage("job create: bad option");
 		}
@@ -679,6 +764,11 @@ static int cmd_job_create(int argc, char **argv)
 	if (spec.slots != 0 && !open)
 		return die_usage("job create: --slots is for an --open job (a job of tensors takes "
 				 "the slots of its chunks)");
+	if (spec.auth && (g.n_nodes == 0 || rank_dir == NULL))
+		return die_usage("job create --auth needs --node (the job service derives each "
+				 "rank's keys) and --rank-dir DIR (where each rank's descriptor goes)");
+	if (rank_dir != NULL && !spec.auth)
+		return die_usage("job create: --rank-dir is for --auth");
 	if (g.n_nodes > 0) {
 		if (dtype != NULL && sg_job_dtype_from_name(dtype, &spec.dtype) != 0)
 			return die_usage("job create: unknown dtype '%s'", dtype);
@@ -686,7 +776,7 @@ static int cmd_job_create(int argc, char **argv)
 			return die_usage("job create: --dtype any is for an --open job");
 		if (mode != NULL && sg_mode_from_name(mode, &spec.mode) != 0)
 			return die_usage("job create: mode must be sync, async or deterministic");
-		return job_create_service(&spec);
+		return job_create_service(&spec, rank_dir);
 	}
 	/* one node, as given with -s: the node checks the values and picks what is left */
 	params = json_pack("{s:I}", "workers", (json_int_t)spec.workers);

@@ -1178,5 +1178,6 @@ uint32_t sg_dp_job_chunk_bytes(const struct sg_dp_config *c, const struct sg_dp_
 {
 	if (j->chunk_bytes)
 		return j->chunk_bytes;
-	return RTE_ALIGN_FLOOR((uint32_t)c->mtu - SG_DP_IPUDP_LEN - SG_DP_HDR_LEN, 8u);
+	return RTE_ALIGN_FLOOR((uint32_t)c->mtu - SG_DP_IPUDP_LEN - SG_DP_HDR_LEN -
+			       (j->auth ? SG_DP_MAC_TRAILER : 0), 8u);
 }

@@ -82,6 +82,12 @@ struct sg_dp_job_cfg {
 	 * make keys 0..keys-1), with a budget of open_slots chunk slots per engine
 	 */
 	uint32_t open_slots;
+	/**
+	 * Tests and benchmarks only, never read from a file: auth = mac with this job
+	 * key (docs/security.md); its chunks leave SG_DP_MAC_TRAILER bytes for the MAC
+	 */
+	bool auth;
+	uint8_t auth_key[32];
 };
 
 struct rte_cfgfile;

@@ -242,6 +242,7 @@ int sg_dp_engine_add_config_jobs(struct sg_dp_engine *eng, const struct sg_dp_co
 			.partition_bytes = jc->partition_bytes,
 			.chunk_bytes = sg_dp_job_chunk_bytes(c, jc),
 			.max_inflight = jc->slots, .keys = keys, .nkeys = jc->keys,
+			.auth_key = jc->auth ? jc->auth_key : NULL,
 		};
 		int rc;
 
@@ -295,7 +296,9 @@ static int reducer_setup(struct sg_dp_pipeline *p, struct sg_dp_lcore *lc, char 
 		return -rte_errno;
 	}
 	for (unsigned int j = 0; j < c->n_jobs; j++) {
-		uint32_t cb = sg_dp_job_chunk_bytes(c, &c->jobs[j]);
+		/* a job with auth carries its MAC after the chunk: the payload the engine takes */
+		uint32_t cb = sg_dp_job_chunk_bytes(c, &c->jobs[j]) +
+			      (c->jobs[j].auth ? SG_DP_MAC_TRAILER : 0);
 
 		maxpl = RTE_MAX(maxpl, cb);
 	}

@@ -37,6 +37,7 @@
 #include <rte_udp.h>
 
 #include "sg_dp_engine.h"
+#include "sg_auth.h"
 #include "sg_dp_testdrv.h"
 #include "sg_dp_proto.h"
 #include "sg_sum.h"
@@ -80,6 +81,9 @@ struct sg_dp_gen {
 	uint64_t retrans_tsc;
 	uint64_t rng;
 	struct sg_dp_gen_stats st;
+	bool auth;              /* conf.auth_key: each rank signs with its own key */
+	struct sg_auth_signer signer[SG_MAX_WORKERS];
+	uint8_t node_key[SG_MAX_WORKERS][SG_AUTH_KEY_BYTES]; /* the node's to each rank */
 };
 
 static inline uint32_t rnd(struct sg_dp_gen *g)
@@ -206,6 +210,7 @@ struct sg_dp_gen *sg_dp_gen_create(const struct sg_dp_gen_conf *gc)
 	if (gc->workers == 0 || gc->workers > SG_MAX_WORKERS || gc->chunk_bytes == 0 ||
 	    gc->chunk_bytes % 8 || gc->partition_bytes % 4 || gc->keys == 0 || gc->window == 0 ||
 	    gc->keys2 >= gc->keys || (gc->keys2 && gc->job2 == gc->job) ||
+	    (gc->auth_key != NULL && gc->keys2 != 0) ||
 	    (gc->port < 0 && (gc->to_dut == NULL || gc->from_dut == NULL)) || gc->pool == NULL) {
 		errno = EINVAL;
 		return NULL;
@@ -251,8 +256,19 @@ struct sg_dp_gen *sg_dp_gen_create(const struct sg_dp_gen_conf *gc)
 					bytes > 12 ? sg_sum_csum(p + 12, bytes - 12) : 0;
 			}
 	/* without them pushes are copied, as they were before: still correct */
-	if (gc->prepared && gc->corrupt <= 0 && prepare_pools(g) < 0)
+	/* nor with auth: a short chunk's trailer would overwrite the elements prepared
+	 * for the full chunks that the same mbufs carry */
+	if (gc->prepared && gc->corrupt <= 0 && gc->auth_key == NULL && prepare_pools(g) < 0)
 		free_pools(g);
+	g->auth = gc->auth_key != NULL;
+	for (uint32_t w = 0; g->auth && w < gc->workers; w++) {
+		uint8_t rk[SG_AUTH_KEY_BYTES];
+
+		sg_auth_rank_key(gc->auth_key, (uint16_t)w, SG_AUTH_RANK, rk);
+		sg_auth_signer_init(&g->signer[w], rk, sg_auth_key_id(gc->auth_key));
+		sg_auth_rank_key(gc->auth_key, (uint16_t)w, SG_AUTH_NODE, g->node_key[w]);
+		explicit_bzero(rk, sizeof(rk));
+	}
 	g->wnet.udp_checksum = gc->udp_checksum;
 	g->retrans_tsc = gc->retrans_us * rte_get_tsc_hz() / 1000000;
 	g->rng = gc->seed * 0x9e3779b97f4a7c15ull + 1;
@@ -270,6 +286,8 @@ void sg_dp_gen_destroy(struct sg_dp_gen *g)
 	free(g->pat);
 	free(g->expect);
 	free(g->psum);
+	explicit_bzero(g->signer, sizeof(g->signer));
+	explicit_bzero(g->node_key, sizeof(g->node_key));
 	free(g);
 }
 
@@ -341,7 +359,8 @@ static struct rte_mbuf *build_push(struct sg_dp_gen *g, uint32_t w, uint32_t s, 
 	uint32_t first2 = g->c.keys - g->c.keys2; /* keys from here on are job2's */
 	bool j2 = g->c.keys2 && key >= first2;
 	struct sg_dp_msg msg = {
-		.type = SG_DP_T_PUSH, .flags = retrans ? SG_DP_F_RETRANS : 0,
+		.type = SG_DP_T_PUSH,
+		.flags = (retrans ? SG_DP_F_RETRANS : 0) | (g->auth ? SG_DP_F_MAC : 0),
 		.dtype = SG_DTYPE_FP32, .job = j2 ? g->c.job2 : g->c.job, .rank = (uint16_t)w,
 		.token = j2 ? g->c.token2 : g->c.token, .key = j2 ? key - first2 : key,
 		.chunk = chunk, .nchunks = g->nchunks,
@@ -358,7 +377,8 @@ static struct rte_mbuf *build_push(struct sg_dp_gen *g, uint32_t w, uint32_t s, 
 		m = rte_pktmbuf_alloc(g->c.pool);
 	if (m == NULL)
 		return NULL;
-	d = (uint8_t *)rte_pktmbuf_append(m, (uint16_t)(SG_DP_NET_HDR_LEN + SG_DP_HDR_LEN + bytes));
+	d = (uint8_t *)rte_pktmbuf_append(m, (uint16_t)(SG_DP_NET_HDR_LEN + SG_DP_HDR_LEN + bytes +
+							 (g->auth ? SG_AUTH_TRAILER_BYTES : 0)));
 	if (d == NULL) {
 		rte_pktmbuf_free(m);
 		return NULL;
@@ -382,7 +402,17 @@ static struct rte_mbuf *build_push(struct sg_dp_gen *g, uint32_t w, uint32_t s, 
 		memcpy(pl, h, sizeof(h));
 		/* the elements' checksum: the pattern's from byte 12 on, and these 12 */
 		sum = sg_sum_csum_add(sum, sg_sum_csum(h, sizeof(h)));
-		sg_dp_net_build_seg(&wn, &dut, d, SG_DP_HDR_LEN, SG_DP_HDR_LEN + bytes, sum, &ol);
+		if (g->auth) {
+			/* the MAC over the Sigma header and elements; the checksum covers it too */
+			sg_auth_sign(&g->signer[w], d + SG_DP_NET_HDR_LEN, SG_DP_HDR_LEN + bytes);
+			sum = sg_sum_csum_add(sum, sg_sum_csum(pl + bytes, SG_AUTH_TRAILER_BYTES));
+		}
+		sg_dp_net_build_seg(&wn, &dut, d, SG_DP_HDR_LEN,
+				    SG_DP_HDR_LEN + bytes + (g->auth ? SG_AUTH_TRAILER_BYTES : 0), sum,
+				    &ol);
+	} else if (g->auth) {
+		sg_auth_sign(&g->signer[w], d + SG_DP_NET_HDR_LEN, SG_DP_HDR_LEN + bytes);
+		sg_dp_net_build(&wn, &dut, d, SG_DP_HDR_LEN + bytes + SG_AUTH_TRAILER_BYTES, &ol);
 	} else {
 		sg_dp_net_build(&wn, &dut, d, SG_DP_HDR_LEN + bytes, &ol);
 	}
@@ -515,6 +545,22 @@ static void on_result(struct sg_dp_gen *g, const struct sg_dp_msg *msg, const ui
 	}
 }
 
+/* auth = mac: RESULT @p m (parsed into @p msg) verifies under the node's key for its rank. */
+static bool result_signed(const struct sg_dp_gen *g, const struct rte_mbuf *m,
+			  const struct sg_dp_msg *msg)
+{
+	uint8_t lin[16384];
+	const uint8_t *d;
+
+	if (!(msg->flags & SG_DP_F_MAC) || msg->rank >= g->c.workers || m->pkt_len > sizeof(lin) ||
+	    m->pkt_len < SG_DP_NET_HDR_LEN)
+		return false;
+	d = rte_pktmbuf_read(m, 0, m->pkt_len, lin);
+	return d != NULL && sg_auth_verify(g->node_key[msg->rank], g->signer[0].key_id,
+					   d + SG_DP_NET_HDR_LEN, m->pkt_len - SG_DP_NET_HDR_LEN,
+					   NULL) == SG_AUTH_OK;
+}
+
 static unsigned int receive(struct sg_dp_gen *g)
 {
 	struct rte_mbuf *m[GEN_BURST];
@@ -563,7 +609,9 @@ static unsigned int receive(struct sg_dp_gen *g)
 		}
 		if (split && msg.payload != NULL)
 			msg.payload = rte_pktmbuf_mtod(m[i]->next, uint8_t *);
-		if (msg.type == SG_DP_T_RESULT) {
+		if (msg.type == SG_DP_T_RESULT && g->auth && !result_signed(g, m[i], &msg)) {
+			g->st.results_bad++; /* a RESULT that the node's key for its rank did not sign */
+		} else if (msg.type == SG_DP_T_RESULT) {
 			if (lose(g))
 				g->st.dropped_in++;
 			else

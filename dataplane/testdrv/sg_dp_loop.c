@@ -155,6 +155,7 @@ int sg_dp_loopback_run(const struct sg_dp_config *c, const struct sg_dp_loop_con
 			.retrans_us = lc->retrans_us ? lc->retrans_us : 2000,
 			.seed = lc->seed, .udp_checksum = cfg.udp_checksum,
 			.idle_sleep_us = lc->gen_sleep_us,
+			.auth_key = job->auth ? job->auth_key : NULL,
 			/* its pools go after the pipeline stopped and the rings emptied (below) */
 			.prepared = true,
 		};
@@ -453,6 +454,7 @@ int sg_dp_memif_run(const struct sg_dp_config *c, const struct sg_dp_loop_conf *
 			.retrans_us = lc->retrans_us ? lc->retrans_us : 2000,
 			.seed = lc->seed, .udp_checksum = c->udp_checksum,
 			.idle_sleep_us = lc->gen_sleep_us,
+			.auth_key = job->auth ? job->auth_key : NULL,
 			/* its pools go after the port closed (below) */
 			.prepared = true,
 		};

@@ -72,6 +72,9 @@ struct sg_dp_gen_conf {
 	/** Worker w sends from UDP port src_port + w (0: 40000 + w); its MAC depends on
 	 *  its rank and port. Every RESULT must come to exactly that address. */
 	uint16_t src_port;
+	/** auth = mac: the job's key (the node's job has it too); each rank signs its
+	 *  pushes with its own key (sg_auth.h). Not with keys2. NULL: no auth. */
+	const uint8_t *auth_key;
 	/** The rounds pushed are first_round .. first_round + rounds - 1: workers that
 	 *  carry on a job that earlier ones left (a restart on new ports). */
 	uint32_t first_round;

@@ -157,6 +157,10 @@ class SigmaJob(ctypes.Structure):
         ("weights", ctypes.c_double * SG_MAX_NODES),
         ("names", (ctypes.c_char * SG_NAME_MAX) * SG_MAX_NODES),
         ("addrs", (ctypes.c_char * 16) * SG_MAX_NODES),
+        ("auth", ctypes.c_bool),
+        ("has_keys", ctypes.c_bool),
+        ("rank", ctypes.c_uint16),
+        ("auth_keys", ctypes.c_uint8 * 64),
     ]
 
 
@@ -206,6 +210,8 @@ class CtlJobSpec(ctypes.Structure):
         ("tensors", ctypes.POINTER(CtlTensor)),
         ("n_tensors", ctypes.c_uint32),
         ("slots", ctypes.c_uint32),
+        ("auth", ctypes.c_bool),
+        ("rank_descs", ctypes.POINTER(ctypes.c_char_p)),
     ]
 
 

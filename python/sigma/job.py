@@ -11,6 +11,7 @@ returns the one-line descriptor that every rank opens its session with.
 from __future__ import annotations
 
 import ctypes
+import dataclasses
 import errno
 import os
 from dataclasses import dataclass, field
@@ -43,6 +44,13 @@ class Job:
     partition_bytes: int
     chunk_bytes: int
     nodes: tuple[JobNode, ...] = field(default_factory=tuple)
+    #: auth = mac: authenticated datagrams (docs/security.md)
+    auth: bool = False
+    #: whose keys this descriptor holds (a rank's own, with auth), else None
+    rank: Optional[int] = None
+    #: made by create_job(auth=True): each rank's own descriptor, rank r's at r
+    #: (secrets: hand rank r only its own)
+    ranks: tuple[str, ...] = field(default=(), repr=False)
 
     @classmethod
     def parse(cls, descriptor: str) -> "Job":
@@ -62,9 +70,12 @@ class Job:
                               j.nodes[i].port, _lib.KIND_NAMES.get(j.nodes[i].kind, "cpu"),
                               j.nodes[i].gbps, j.weights[i])
                       for i in range(j.conf.nnodes))
-        return cls(text, j.conf.job, j.conf.nworkers, j.conf.token,
-                   _lib.DTYPE_NAMES.get(j.dtype, "any"), _lib.MODE_NAMES.get(j.mode, "sync"),
-                   j.conf.partition_bytes, j.conf.chunk_bytes, nodes)
+        job = cls(text, j.conf.job, j.conf.nworkers, j.conf.token,
+                  _lib.DTYPE_NAMES.get(j.dtype, "any"), _lib.MODE_NAMES.get(j.mode, "sync"),
+                  j.conf.partition_bytes, j.conf.chunk_bytes, nodes, bool(j.auth),
+                  j.rank if j.has_keys else None)
+        ctypes.memset(ctypes.addressof(j), 0, ctypes.sizeof(j))  # a rank's keys
+        return job
 
 
 @dataclass(frozen=True)
@@ -229,7 +240,7 @@ def create_job(nodes: Union[str, Iterable[NodeLike]], workers: int, *,
                tensors: Optional[Sequence[tuple[str, int]]] = None, slots: int = 0,
                partition_bytes: int = 0, chunk_bytes: int = 0, job_id: int = 0,
                secret: Optional[bytes] = None, secret_file: Optional[str] = None,
-               timeout_ms: int = 5000) -> Job:
+               timeout_ms: int = 5000, auth: bool = False) -> Job:
     """Create one job on every node; returns it (with its descriptor).
 
     Args:
@@ -246,6 +257,9 @@ def create_job(nodes: Union[str, Iterable[NodeLike]], workers: int, *,
         partition_bytes, chunk_bytes, job_id: 0 for the service's choice.
         secret / secret_file: the nodes' shared secret, for TCP targets.
         timeout_ms: bounds every exchange with a node.
+        auth: authenticated datagrams (auth = mac, docs/security.md): the
+            job's ``ranks`` then holds each rank's own descriptor, with its
+            keys; the job's own descriptor opens no session.
     Raises:
         SigmaConfigError: a bad argument, an unreachable node, a wrong secret;
             the message names the node and the fix.
@@ -264,6 +278,8 @@ def create_job(nodes: Union[str, Iterable[NodeLike]], workers: int, *,
         raise SigmaConfigError(f"slots {slots!r}: want an integer >= 0")
     if mode not in _lib.MODES:
         raise SigmaConfigError(f"mode {mode!r}: one of {', '.join(_lib.MODES)}")
+    if not isinstance(auth, bool):
+        raise SigmaConfigError(f"auth {auth!r}: want True (auth = mac) or False")
     svc = _Service(targets, secret, timeout_ms)
     spec = _lib.CtlJobSpecPadded()
     s = spec.spec
@@ -278,13 +294,21 @@ def create_job(nodes: Union[str, Iterable[NodeLike]], workers: int, *,
             arr[i].elems = elems
         s.tensors, s.n_tensors = arr, len(tensors)
     desc = ctypes.create_string_buffer(_lib.SIGMA_JOB_DESC_MAX)
+    bufs = [ctypes.create_string_buffer(_lib.SIGMA_JOB_DESC_MAX) for _ in range(workers)] \
+        if auth else []
+    if auth:
+        s.auth = True
+        s.rank_descs = (ctypes.c_char_p * workers)(*[ctypes.cast(b, ctypes.c_char_p) for b in bufs])
     err = ctypes.create_string_buffer(1024)
     lib = _lib.libcontrol()
     rc = lib.sg_ctl_job_service_create(ctypes.byref(svc.svc), ctypes.byref(spec), desc,
                                        len(desc), err, len(err))
     if rc < 0:
         raise _fail("cannot create the job", int(rc), err.value.decode(errors="replace"))
-    return Job.parse(desc.value.decode())
+    ranks = tuple(b.value.decode() for b in bufs)
+    for b in bufs:
+        ctypes.memset(b, 0, len(b))
+    return dataclasses.replace(Job.parse(desc.value.decode()), ranks=ranks)
 
 
 def destroy_job(nodes: Union[str, Iterable[NodeLike]], job_id: int, *,

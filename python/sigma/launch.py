@@ -144,6 +144,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--node-kind", default=None, help=f"program of --local-nodes [{DEFAULT_KIND}]")
     p.add_argument("--mode", choices=["sync", "async", "deterministic"],
                    help="the job's mode (SIGMA_MODE)")
+    p.add_argument("--auth", action="store_true",
+                   help="authenticated datagrams (auth = mac): sets SIGMA_AUTH=mac; with "
+                   "--make-job each rank's SIGMA_JOB is its own descriptor, with its keys")
     p.add_argument("--make-job", action="store_true",
                    help="make an open job on the nodes first and give it to the ranks in "
                         "SIGMA_JOB, SIGMA_RANK and SIGMA_WORKERS (for scripts without "
@@ -270,12 +273,16 @@ def run(argv: Optional[list[str]] = None) -> int:
     for k in ("SIGMA_JOB", "SIGMA_RANK", "SIGMA_WORKERS"):
         env.pop(k, None)
     env.update(node_env(a))
+    if a.auth:
+        env["SIGMA_AUTH"] = "mac"
     made = []
+    ranks: list = []  # --auth --make-job: each rank's own descriptor
 
     def make_job(env: dict) -> None:
         job = create_job(env.get("SIGMA_NODES", ""), a.nproc, mode=a.mode or "sync",
-                         secret_file=env.get("SIGMA_SECRET_FILE"))
+                         secret_file=env.get("SIGMA_SECRET_FILE"), auth=a.auth)
         made.append((env.get("SIGMA_NODES", ""), job.id, env.get("SIGMA_SECRET_FILE")))
+        ranks[:] = job.ranks
         env.update(SIGMA_JOB=job.descriptor, SIGMA_WORKERS=str(a.nproc))
         print(f"sigma.launch: job {job.id} made on {len(job.nodes)} node(s)", flush=True)
 
@@ -287,6 +294,8 @@ def run(argv: Optional[list[str]] = None) -> int:
             e = dict(env, RANK=str(r), LOCAL_RANK=str(r))
             if a.make_job:
                 e["SIGMA_RANK"] = str(r)
+            if ranks:  # only its own keys, in its own environment (mode 0400 in /proc)
+                e["SIGMA_JOB"] = ranks[r]
             yield popen_rank(cmd, e)
 
     def destroy() -> None:

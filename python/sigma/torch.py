@@ -120,6 +120,21 @@ def _env_int(what: str, *names: str) -> Optional[int]:
                                f"({what})") from None
 
 
+def _auth_wanted(auth: Optional[bool]) -> bool:
+    """auth=, else SIGMA_AUTH (mac or 1: on; none or 0: off)."""
+    if auth is None:
+        v = _env("SIGMA_AUTH")
+        if v is None or v in ("none", "0"):
+            return False
+        if v in ("mac", "1"):
+            return True
+        raise SigmaConfigError(f"sigma.torch.init: SIGMA_AUTH={v!r}: want mac (authenticated "
+                               "datagrams) or none")
+    if not isinstance(auth, bool):
+        raise SigmaConfigError(f"sigma.torch.init: auth={auth!r}: want True or False")
+    return auth
+
+
 def _dist_on() -> bool:
     return dist.is_available() and dist.is_initialized()
 
@@ -132,7 +147,8 @@ def init(nodes: Union[str, Sequence[str], None] = None, *,
          partition_bytes: int = 0, chunk_bytes: int = 0, window: int = 0,
          max_retries: int = 0, rto_us: int = 0, poll_us: int = 200,
          timeout: float = 60.0, ranks_wait: Optional[float] = None,
-         etcd: Optional[str] = None, cluster: Optional[str] = None) -> None:
+         etcd: Optional[str] = None, cluster: Optional[str] = None,
+         auth: Optional[bool] = None) -> None:
     """Join (rank > 0) or make (rank 0) a Sigma job, and open this rank's session.
 
     Where the job comes from, in order:
@@ -172,6 +188,11 @@ def init(nodes: Union[str, Sequence[str], None] = None, *,
     silent, ``ranks_wait`` (``SIGMA_RANKS_WAIT``, default RANKS_WAIT s) how
     long a step waits for ranks that are behind, paused or dead
     (docs/python.md, "Errors and bounds").
+    ``auth=True`` (``SIGMA_AUTH=mac``): authenticated datagrams (auth = mac,
+    docs/security.md): rank 0 makes the job with auth and hands each rank its
+    own descriptor, with its keys, through the store; with ``SIGMA_JOB`` each
+    rank needs its own (``sigmactl job create --auth --rank-dir``). Not with
+    local aggregation or etcd membership (SigmaConfigError says so).
     Bad configuration raises SigmaConfigError naming the fix, on every rank.
     """
     global _ctx, _gen
@@ -198,6 +219,7 @@ def init(nodes: Union[str, Sequence[str], None] = None, *,
             not 0.001 <= ranks_wait <= 4294:
         raise SigmaConfigError(f"sigma.torch.init: ranks_wait={ranks_wait!r}: want seconds, "
                                "0.001..4294")
+    auth = _auth_wanted(auth)
     with _init_lock:
         if _ctx is not None:
             raise SigmaConfigError("sigma.torch.init: already initialised: call shutdown() "
@@ -217,8 +239,24 @@ def init(nodes: Union[str, Sequence[str], None] = None, *,
                 "sigma.torch.init: etcd membership moves a lost node's keys to the survivors, "
                 "which make them at their first push: it needs an open job (no tensors=) in "
                 "sync or deterministic mode")
+        if auth and members:
+            raise SigmaConfigError(
+                "sigma.torch.init: auth=True with etcd membership is not supported: an elastic "
+                "job's nodes cannot hand new ranks their keys; drop etcd= (SIGMA_ETCD) or auth")
+        own = None  # auth = mac: this rank's own descriptor (its keys)
         if desc:
             job = Job.parse(desc)
+            if auth and not job.auth:
+                raise SigmaConfigError("sigma.torch.init: auth=True, but the job given "
+                                       "(SIGMA_JOB) has no auth: make it with sigmactl job "
+                                       "create --auth, or drop auth")
+            if job.auth and job.rank != r:
+                raise SigmaConfigError(
+                    f"sigma.torch.init: the job given (SIGMA_JOB) has auth = mac, and its "
+                    f"descriptor holds " + ("no rank's keys" if job.rank is None else
+                                            f"rank {job.rank}'s keys") +
+                    f": give rank {r} its own (rank-{r}.desc of sigmactl job create --auth "
+                    "--rank-dir)")
             want = mode or _env("SIGMA_MODE")
             if want and want != job.mode:
                 raise SigmaConfigError(f"sigma.torch.init: the job given (SIGMA_JOB) is "
@@ -239,6 +277,11 @@ def init(nodes: Union[str, Sequence[str], None] = None, *,
             store = LockedStore(store) if store is not None else None
             try:
                 plan = _local.plan(r, n, lrank, lsize, mode, bool(tensors))
+                if auth and plan is not None:
+                    raise SigmaConfigError(
+                        "sigma.torch.init: auth=True with local aggregation is not supported "
+                        "(a machine's leader pushes for its local ranks): set "
+                        "SIGMA_LOCAL_AGGREGATION=0, or drop auth")
             except SigmaConfigError as e:
                 if store is not None and n > 1:  # every rank fails at once, with this
                     if r == 0:
@@ -263,7 +306,8 @@ def init(nodes: Union[str, Sequence[str], None] = None, *,
                         lambda: create_job(targets, plan.machines if plan else n, mode=mode,
                                            dtype=dtype, tensors=tensors, slots=slots,
                                            partition_bytes=partition_bytes,
-                                           chunk_bytes=chunk_bytes, secret=secret),
+                                           chunk_bytes=chunk_bytes, secret=secret,
+                                           auth=auth),
                         plan.local_size if plan else 1,
                         lambda jid: destroy_job(targets, jid, secret=secret))
                     job = jobs[0]
@@ -275,6 +319,10 @@ def init(nodes: Union[str, Sequence[str], None] = None, *,
                 if store is not None:  # before the job: the others read it once they have it
                     store.set(_key(gen, "local_jobs"), "\n".join(
                         [str(len(jobs))] + [j.descriptor for j in jobs[1:]]))
+                if auth:  # each rank's keys under its own name, before the job is told
+                    own = Job.parse(job.ranks[0])
+                    for k in range(1, n):
+                        store.set(_key(gen, f"auth/{k}"), job.ranks[k])
                 if store is not None and n > 1:
                     # declared tensors keep their ids: name i owns id i (Session.tensor_id)
                     for i, (tname, _) in enumerate(tensors or ()):
@@ -287,6 +335,8 @@ def init(nodes: Union[str, Sequence[str], None] = None, *,
                                  "rank 0's job descriptor").split("\n")
                 job = Job.parse(got[0])
                 members = (got[1], got[2]) if len(got) == 3 else None
+                if job.auth:
+                    own = Job.parse(store.get(_key(gen, f"auth/{r}")).decode())
                 jobs = [job]
                 if store is not None and n > 1:
                     rest = store.get(_key(gen, "local_jobs")).decode().split("\n")
@@ -321,7 +371,7 @@ def init(nodes: Union[str, Sequence[str], None] = None, *,
                 sess = _local.LocalSession(plan, jobs, store, f"{_STORE_PREFIX}/{gen}", timeout,
                                            **kw)
             else:
-                sess = Session(job, r, store=store if n > 1 else None,
+                sess = Session(own or job, r, store=store if n > 1 else None,
                                store_prefix=f"{_STORE_PREFIX}/{gen}", **kw)
             if store is not None and n > 1:
                 _start_together(store, gen, n, timeout)

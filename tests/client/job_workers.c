@@ -12,8 +12,15 @@
  * With --expect-fail TEXT, exit 0 only when every worker's first operation
  * fails with TEXT in its message (a mismatch must be named, not timed out).
  *
+ * A job with auth = mac: --rank-dir DIR opens rank r from DIR/rank-r.desc (its
+ * own descriptor, as `sigmactl job create --auth --rank-dir DIR` writes them);
+ * --forge R:Q opens rank R with rank Q's keys (Q's descriptor, R's number), and
+ * --forge R:none with no keys: then --expect-fail TEXT is checked against rank
+ * R's message, and every other rank must fail too (nothing is summed).
+ *
  * Usage: job_workers DESCRIPTOR ROUNDS ELEMS[:DTYPE][,ELEMS[:DTYPE]...]
- *                    [--first-round K] [--expect-fail TEXT]
+ *                    [--first-round K] [--expect-fail TEXT] [--rank-dir DIR]
+ *                    [--forge R:Q|R:none]
  * DTYPE defaults to fp32.
  */
 #include <errno.h>
@@ -28,6 +35,62 @@
 
 #define MAX_W 8
 #define MAX_T 8
+
+/* The first line of @p path into @p buf (SIGMA_JOB_DESC_MAX bytes). @return 0 or -1. */
+static int read_desc(const char *path, char *buf)
+{
+	FILE *f = fopen(path, "r");
+	int ok = f != NULL && fgets(buf, SIGMA_JOB_DESC_MAX, f) != NULL;
+
+	if (f != NULL)
+		fclose(f);
+	return ok ? 0 : -1;
+}
+
+/*
+ * Rank @p rank's session: from its own descriptor in @p dir, or (forged) from
+ * rank @p keys_of's descriptor with @p rank's number, or with no keys (@p keys_of -1).
+ */
+static struct sigma_session *open_rank(const char *desc, const char *dir, unsigned int rank,
+				       int forged, int keys_of, const struct sigma_conf *base,
+				       char *err, size_t errlen)
+{
+	static char own[SIGMA_JOB_DESC_MAX], path[4096];
+	static struct sigma_job j;
+	struct sigma_conf c;
+	struct sigma_session *s;
+
+	if (dir != NULL) {
+		snprintf(path, sizeof(path), "%s/rank-%u.desc", dir,
+			 forged && keys_of >= 0 ? (unsigned int)keys_of : rank);
+		if (read_desc(path, own) != 0) {
+			snprintf(err, errlen, "cannot read %.400s", path);
+			return NULL;
+		}
+		desc = own;
+	}
+	if (!forged)
+		return sigma_open_job(desc, (uint16_t)rank, base, err, errlen);
+	/* what sigma_open_job() refuses: another rank's keys, or none */
+	if (sigma_job_parse(desc, &j, err, errlen) != 0)
+		return NULL;
+	c = *base;
+	c.job = j.conf.job;
+	c.rank = (uint16_t)rank;
+	c.nworkers = j.conf.nworkers;
+	c.token = j.conf.token;
+	c.nodes = j.conf.nodes;
+	c.nnodes = j.conf.nnodes;
+	c.weights = j.conf.weights;
+	c.partition_bytes = j.conf.partition_bytes;
+	c.chunk_bytes = j.conf.chunk_bytes;
+	c.auth_keys = keys_of >= 0 ? j.conf.auth_keys : NULL;
+	c.auth_key_id = j.conf.auth_key_id;
+	s = sigma_open(&c);
+	if (s == NULL)
+		snprintf(err, errlen, "sigma_open: %s", strerror(errno));
+	return s;
+}
 
 /* Rank @p rank's element @p i of tensor @p t in @p round: small where the dtype is narrow. */
 static int64_t value(enum sg_dtype dt, unsigned int rank, unsigned int t, uint64_t i,
@@ -51,7 +114,8 @@ int main(int argc, char **argv)
 	enum sg_dtype dts[MAX_T];
 	unsigned int nt = 0, n, rounds;
 	struct sigma_conf base = {.rto_us = 20000, .rto_max_us = 400000, .max_retries = 10};
-	const char *expect = NULL;
+	const char *expect = NULL, *dir = NULL;
+	int forge = -1, keys_of = -1;
 	char err[512], *list, *save = NULL;
 	uint64_t bad = 0, checked = 0;
 	int failed = 0, rc = 1;
@@ -63,9 +127,20 @@ int main(int argc, char **argv)
 			base.first_round = (uint32_t)strtoul(argv[++i], NULL, 10);
 		else if (strcmp(argv[i], "--expect-fail") == 0 && i + 1 < argc)
 			expect = argv[++i];
-		else
+		else if (strcmp(argv[i], "--rank-dir") == 0 && i + 1 < argc)
+			dir = argv[++i];
+		else if (strcmp(argv[i], "--forge") == 0 && i + 1 < argc &&
+			 strchr(argv[i + 1], ':') != NULL) {
+			char *q = strchr(argv[++i], ':') + 1;
+
+			forge = atoi(argv[i]);
+			keys_of = strcmp(q, "none") == 0 ? -1 : atoi(q);
+		} else
 			goto usage;
 	}
+	/* a forged rank's partners give up on it soon: it never pushes a valid chunk */
+	if (forge >= 0)
+		base.ranks_wait_us = 1000000;
 	if (sigma_job_parse(argv[1], &job, err, sizeof(err)) != 0) {
 		fprintf(stderr, "job_workers: %s\n", err);
 		return 2;
@@ -90,7 +165,7 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	for (unsigned int r = 0; r < n; r++) {
-		s[r] = sigma_open_job(argv[1], (uint16_t)r, &base, err, sizeof(err));
+		s[r] = open_rank(argv[1], dir, r, (int)r == forge, keys_of, &base, err, sizeof(err));
 		if (s[r] == NULL) {
 			fprintf(stderr, "job_workers: rank %u: %s\n", r, err);
 			goto out;
@@ -139,12 +214,17 @@ int main(int argc, char **argv)
 			if (st != 0) {
 				printf("rank %u round %u: %s (%d): %s\n", r, round, strerror(-st), st,
 				       sigma_last_error(s[r]));
-				if (expect != NULL && strstr(sigma_last_error(s[r]), expect) == NULL) {
+				if (expect != NULL && (forge < 0 || (int)r == forge) &&
+				    strstr(sigma_last_error(s[r]), expect) == NULL) {
 					printf("job_workers: expected '%s'\n", expect);
 					failed = 2;
 				} else if (failed == 0) {
 					failed = 1;
 				}
+			} else if (forge >= 0 && expect != NULL) {
+				/* a forged rank's round must not complete for anyone */
+				printf("job_workers: rank %u's round %u completed\n", r, round);
+				failed = 2;
 			}
 		}
 		for (unsigned int t = 0; t < nt && !failed; t++) {
@@ -183,6 +263,6 @@ out:
 	return failed || bad || checked == 0 ? 1 : 0;
 usage:
 	fprintf(stderr, "usage: job_workers DESCRIPTOR ROUNDS ELEMS[:DTYPE][,...] [--first-round K] "
-		"[--expect-fail TEXT]\n");
+		"[--expect-fail TEXT] [--rank-dir DIR] [--forge R:Q|R:none]\n");
 	return 2;
 }

@@ -82,6 +82,70 @@ static void test_good(void)
 	}
 }
 
+/* auth = mac: the job's descriptor (key id only) and a rank's own (its two keys). */
+#define AUTH_JOB GOOD ";auth=mac;key_id=0a1B2c3d"
+#define KEYS64 "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f" \
+	       "202122232425262728292a2b2c2d2e2f303132333435363738393a3b3c3d3e3f"
+#define AUTH_RANK2 AUTH_JOB ";rank=2;keys=" KEYS64
+
+static void refused(const char *text, const char *needle);
+
+static void test_auth(void)
+{
+	struct sg_desc d, d2;
+	struct sigma_job job;
+	struct sigma_conf base = {.local_addr = "127.0.0.1"};
+	struct sigma_session *s;
+	char err[256], buf[SG_DESC_MAX];
+	bool ramp = true;
+
+	SG_CHECK_EQ(sg_desc_parse(AUTH_JOB, &d, err, sizeof(err)), 0);
+	SG_CHECK(d.auth && d.key_id == 0x0a1b2c3du && !d.has_keys, "the job's: %s", err);
+	SG_CHECK_EQ(sg_desc_parse(AUTH_RANK2, &d, err, sizeof(err)), 0);
+	for (int i = 0; i < 64; i++)
+		ramp &= d.keys[i] == i;
+	SG_CHECK(d.auth && d.has_keys && d.rank == 2 && ramp, "rank 2's keys");
+	SG_CHECK(sg_desc_format(&d, buf, sizeof(buf), err, sizeof(err)) > 0 &&
+		 strstr(buf, ";auth=mac;key_id=0a1b2c3d;rank=2;keys=" KEYS64) != NULL, "format: %s",
+		 buf);
+	SG_CHECK(sg_desc_parse(buf, &d2, err, sizeof(err)) == 0 && memcmp(&d, &d2, sizeof(d)) == 0,
+		 "round trip");
+	/* without auth the form is as before: no auth field written */
+	SG_CHECK(sg_desc_parse(GOOD, &d, err, sizeof(err)) == 0 && !d.auth &&
+		 sg_desc_format(&d, buf, sizeof(buf), err, sizeof(err)) > 0 &&
+		 strstr(buf, "auth") == NULL, "no auth: %s", buf);
+	SG_CHECK_EQ(sigma_job_parse(AUTH_RANK2, &job, err, sizeof(err)), 0);
+	SG_CHECK(job.auth && job.has_keys && job.rank == 2 && job.conf.rank == 2 &&
+		 job.conf.auth_keys == job.auth_keys && job.conf.auth_key_id == 0x0a1b2c3du &&
+		 job.auth_keys[63] == 63, "sigma_job with keys");
+	SG_CHECK(sigma_job_parse(AUTH_JOB, &job, err, sizeof(err)) == 0 && job.auth &&
+		 !job.has_keys && job.conf.auth_keys == NULL, "sigma_job without keys");
+	/* a session opens only from its own rank's descriptor */
+	SG_CHECK(sigma_open_job(AUTH_JOB, 2, &base, err, sizeof(err)) == NULL && errno == EACCES &&
+		 strstr(err, "holds no rank's keys") != NULL, "the job's descriptor: %s", err);
+	SG_CHECK(sigma_open_job(AUTH_RANK2, 1, &base, err, sizeof(err)) == NULL && errno == EACCES &&
+		 strstr(err, "holds rank 2's keys, not rank 1's") != NULL, "another's: %s", err);
+	s = sigma_open_job(AUTH_RANK2, 2, &base, err, sizeof(err));
+	SG_CHECK(s != NULL, "rank 2's own: %s", err);
+	sigma_close(s);
+	refused(GOOD ";auth=none;key_id=00000000", "auth 'none' is not mac");
+	refused(GOOD ";auth=mac", "auth=mac and key_id= go together");
+	refused(GOOD ";key_id=00000000", "auth=mac and key_id= go together");
+	refused(GOOD ";auth=mac;key_id=0000000", "key_id '0000000' is not 8 hex digits");
+	refused(GOOD ";auth=mac;key_id=0000000g", "is not 8 hex digits");
+	refused(AUTH_JOB ";rank=1", "rank= and keys= go together");
+	refused(AUTH_JOB ";keys=" KEYS64, "rank= and keys= go together");
+	refused(GOOD ";rank=1;keys=" KEYS64, "keys= without auth=mac");
+	refused(AUTH_JOB ";rank=4;keys=" KEYS64, "rank 4: the job has 4 workers");
+	refused(AUTH_JOB ";rank=64;keys=" KEYS64, "rank '64' is not 0..63");
+	refused(AUTH_RANK2 ";rank=2", "rank= given twice");
+	/* a key that does not read is not echoed: it is a secret */
+	refused(AUTH_JOB ";rank=1;keys=" KEYS64 "00", "keys is not 128 hex digits");
+	SG_CHECK(sg_desc_parse(AUTH_JOB ";rank=1;keys=" KEYS64 "zz", &d, err, sizeof(err)) ==
+		 -EINVAL && strstr(err, "3f3") == NULL && strstr(err, "000102") == NULL,
+		 "no key in the message: %s", err);
+}
+
 /* A job in async mode: no failover (its stores cannot be rebuilt on a survivor). */
 static int no_membership(void *arg, uint64_t *gen, const char *const *names, unsigned int n,
 			 bool *alive)
@@ -321,6 +385,7 @@ static void test_mutations(void)
 
 int main(void)
 {
+	test_auth();
 	test_good();
 	test_async_failover();
 	test_dtype_any();

@@ -24,8 +24,7 @@ trap cleanup_pids EXIT
 # shellcheck source=../dataplane/expect_lib.sh
 . "$(dirname "$0")/../dataplane/expect_lib.sh"
 
-head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$TMP/secret"
-chmod 600 "$TMP/secret"
+make_secret "$TMP/secret"
 echo "not-the-secret-at-all" >"$TMP/wrong"
 chmod 600 "$TMP/wrong"
 start() { # start NAME LOG ARGS...

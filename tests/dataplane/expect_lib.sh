@@ -41,6 +41,11 @@ expect() {
 		ok
 	fi
 }
+# make_secret FILE: a fresh 32-byte control secret (64 hex digits), mode 0600 as nodes want it
+make_secret() {
+	head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$1"
+	chmod 600 "$1"
+}
 # The exit trap of a test with background processes: kill every pid in PIDS and
 # remove TMP (`PIDS=(); trap cleanup_pids EXIT`).
 cleanup_pids() {

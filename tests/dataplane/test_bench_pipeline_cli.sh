@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: BSD-3-Clause
 # sigma-bench pipeline: bad options are refused with usage (exit 2), --help
-# works, and one short ring run completes with every sum right ("ok":true).
+# works, and one short ring run completes with every sum right ("ok":true);
+# with --auth each ring scenario runs again with auth = mac beside its
+# baseline, for an exact number of rounds, every RESULT summed right and
+# signed by the node's key for its rank (else "ok":false).
 # Usage: test_bench_pipeline_cli.sh path/to/sigma-bench
 set -u
 B=$1
@@ -22,5 +25,12 @@ echo "$out" | grep -q '"transport":"ring"' || { echo "FAIL: no ring scenario in 
 # the cross-core bound is measured (a producer thread ran), and each scenario is set against it
 echo "$out" | grep -Eq '"xcore_gbps":[1-9][0-9]*\.' || { echo "FAIL: no cross-core bound"; fails=$((fails + 1)); }
 echo "$out" | grep -Eq '"ratio_xcore":0*[0-9]\.[0-9]*[1-9]' || { echo "FAIL: no ratio_xcore"; fails=$((fails + 1)); }
+out=$("$B" pipeline --runs 1 --rounds 3 --seconds 60 --ring-only --auth 2>&1)
+echo "$out" | tail -1 | cut -c1-300
+echo "$out" | grep -q '"ok":true' || { echo "FAIL: --auth run not ok"; fails=$((fails + 1)); }
+n=$(echo "$out" | grep -o '"auth":true,"gbps"' | wc -l)
+[ "$n" = 3 ] || { echo "FAIL: $n ring scenarios with auth, want 3"; fails=$((fails + 1)); }
+n=$(echo "$out" | grep -Eo '"plain_gbps":[0-9.]+,"ratio_plain":[0-9.]+' | wc -l)
+[ "$n" = 3 ] || { echo "FAIL: $n baselines beside auth, want 3"; fails=$((fails + 1)); }
 echo "bench_pipeline_cli: $fails failed"
 [ "$fails" = 0 ]

@@ -65,7 +65,8 @@ int main(void)
 	begin("SigmaJob", sizeof(struct sigma_job));
 	F(struct sigma_job, conf); F(struct sigma_job, dtype); F(struct sigma_job, mode);
 	F(struct sigma_job, nodes); F(struct sigma_job, weights); F(struct sigma_job, names);
-	F(struct sigma_job, addrs);
+	F(struct sigma_job, addrs); F(struct sigma_job, auth); F(struct sigma_job, has_keys);
+	F(struct sigma_job, rank); F(struct sigma_job, auth_keys);
 	END();
 	begin("CtlTensor", sizeof(struct sg_ctl_tensor));
 	F(struct sg_ctl_tensor, name); F(struct sg_ctl_tensor, elems);
@@ -86,7 +87,8 @@ int main(void)
 	F(struct sg_ctl_job_spec, dtype); F(struct sg_ctl_job_spec, mode);
 	F(struct sg_ctl_job_spec, partition_bytes); F(struct sg_ctl_job_spec, chunk_bytes);
 	F(struct sg_ctl_job_spec, tensors); F(struct sg_ctl_job_spec, n_tensors);
-	F(struct sg_ctl_job_spec, slots);
+	F(struct sg_ctl_job_spec, slots); F(struct sg_ctl_job_spec, auth);
+	F(struct sg_ctl_job_spec, rank_descs);
 	END();
 	begin("EtcdConf", sizeof(struct sg_etcd_conf));
 	F(struct sg_etcd_conf, endpoints); F(struct sg_etcd_conf, timeout_ms);

@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: BSD-3-Clause
 """python3 -m sigma.launch: the env:// variables, [rank] prefixes, a failing
 rank stopping the others within --grace, Ctrl-C (SIGINT) stopping every rank
-and the node it started with nothing left behind, --make-job, and the example
+and the node it started with nothing left behind, --make-job (with --auth:
+each rank its own keys), and the example
 trained end to end through a node the launcher starts (what ./sigma
 train-demo runs)."""
 
@@ -124,6 +125,27 @@ class Launch(unittest.TestCase):
                            capture_output=True, text=True, timeout=60)
         self.assertEqual(r.returncode, 2)
         self.assertIn("--make-job needs nodes", r.stderr)
+
+    def test_make_job_with_auth(self):
+        # --auth --make-job: each rank's SIGMA_JOB is its own descriptor, with its keys only
+        script = self.write_script(
+            "auth.py",
+            "import array, os, sigma\n"
+            "d = os.environ['SIGMA_JOB']\n"
+            "s = sigma.Session(d, int(os.environ['SIGMA_RANK']))\n"
+            "assert s.job.auth and s.job.rank == s.rank, s.job\n"
+            "assert os.environ['SIGMA_AUTH'] == 'mac'\n"
+            "b = array.array('d', [float(s.rank + 1)] * 3000)\n"
+            "s.push_pull(b, name='x').wait(30)\n"
+            "print('sum', b[0], b[-1], 'keys', d.split('keys=')[1][:16], flush=True)\n"
+            "s.close()\n")
+        r = subprocess.run(LAUNCH + ["-n", "3", "--local-nodes", "1", "--make-job", "--auth",
+                                     script], env=ENV, capture_output=True, text=True,
+                           timeout=60)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertEqual(r.stdout.count("sum 6.0 6.0"), 3, r.stdout)
+        keys = re.findall(r"keys ([0-9a-f]{16})", r.stdout)
+        self.assertEqual(len(set(keys)), 3, r.stdout)  # three ranks, three keys
 
     def test_make_job_broadcast_optimizer_state(self):
         # under --make-job (no torch.distributed), rank 0's optimizer state reaches rank 1

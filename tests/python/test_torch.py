@@ -21,7 +21,10 @@ process (sgtest.run_ranks) and summation nodes started here:
 - a killed node makes the step raise SigmaNodeSilentError within the
   node-silent bound, a dead rank SigmaRanksMissingError within ranks_wait,
   with Sigma's message; bad configuration fails init() on every rank, and bad
-  arguments raise clear errors.
+  arguments raise clear errors;
+- init(auth=True): 2 ranks on a job with auth = mac, each with its own keys,
+  every sum exact; the job's descriptor, another rank's, a job without auth
+  and bad SIGMA_AUTH/auth= values refused with their reasons.
 """
 
 from __future__ import annotations
@@ -527,6 +530,44 @@ def env_only(rank, n, desc):
     return True
 
 
+def auth_ranks(rank, n, targets, plain_desc):
+    """auth=True: rank 0 makes the job with auth = mac, each rank opens it with
+    its own keys (from the store), and every element of every sum is exact.
+    What cannot have auth says so."""
+    dist.init_process_group("gloo")
+    sgt.init(targets, auth=True)
+    # the job as every rank knows it holds no key; this rank's session has its own
+    assert sgt.job().auth and sgt.job().rank is None and "keys=" not in sgt.job().descriptor
+    job = sgt.session().job
+    assert job.auth and job.rank == rank and "keys=" in job.descriptor, job
+    for step in range(3):
+        for i, size in enumerate((5000, 70001)):
+            x = torch.arange(size, dtype=torch.float32) % 97 + rank * 10 + step
+            want = sum(torch.arange(size, dtype=torch.float32) % 97 + r * 10 + step
+                       for r in range(n))
+            y = sgt.push_pull(x, average=False, name=f"a{i}")
+            assert torch.equal(y, want), f"step {step} tensor {i}: off by " \
+                f"{(y - want).abs().max().item()}"
+    # the job's own descriptor (no keys) opens no session
+    base = sigma.Job.parse(job.descriptor.split(";rank=")[0])
+    assert base.auth and base.rank is None
+    _raises(lambda: sigma.Session(base, rank), sigma.SigmaConfigError, "holds no rank's keys")
+    dist.barrier()
+    sgt.shutdown()
+    # auth that cannot be had: a job given without auth, or another rank's descriptor
+    os.environ["SIGMA_JOB"] = plain_desc
+    _raises(lambda: sgt.init(auth=True), sigma.SigmaConfigError, "has no auth")
+    os.environ["SIGMA_JOB"] = job.descriptor.replace(f";rank={rank};", f";rank={1 - rank};")
+    _raises(lambda: sgt.init(), sigma.SigmaConfigError, f"holds rank {1 - rank}'s keys")
+    del os.environ["SIGMA_JOB"]
+    os.environ["SIGMA_AUTH"] = "yes"
+    _raises(lambda: sgt.init(targets), sigma.SigmaConfigError, "SIGMA_AUTH='yes'")
+    del os.environ["SIGMA_AUTH"]
+    _raises(lambda: sgt.init(targets, auth="mac"), sigma.SigmaConfigError, "want True or False")
+    dist.destroy_process_group()
+    return True
+
+
 # ---- names matched by name, whatever the order; launcher variables ---------
 
 def name_values(name: str, rank: int) -> torch.Tensor:
@@ -681,6 +722,21 @@ class Torch(unittest.TestCase):
             job = sigma.create_job(nodes.targets, 2)
             sgtest.run_ranks(2, env_only, job.descriptor, timeout=60)
             sigma.destroy_job(nodes.targets, job.id)  # still there: shutdown left it
+
+    def test_auth_two_ranks(self):
+        with start_local_nodes(2) as nodes:
+            plain = sigma.create_job(nodes.targets, 2)
+            sgtest.run_ranks(2, auth_ranks, nodes.targets, plain.descriptor, timeout=120)
+            sigma.destroy_job(nodes.targets, plain.id)
+            job = sigma.create_job(nodes.targets, 3, auth=True)
+            self.assertEqual(len(job.ranks), 3)
+            self.assertTrue(job.auth and job.rank is None and "keys=" not in job.descriptor)
+            self.assertEqual([sigma.Job.parse(d).rank for d in job.ranks], [0, 1, 2])
+            self.assertIn("keys=", job.ranks[1])
+            self.assertNotIn(job.ranks[1], repr(job))  # no key in a repr
+            sigma.destroy_job(nodes.targets, job.id)
+            with self.assertRaisesRegex(sigma.SigmaConfigError, "want True"):
+                sigma.create_job(nodes.targets, 2, auth=1)
 
     def test_names_in_any_order(self):
         with start_local_nodes(1) as nodes:
