@@ -33,6 +33,7 @@ import torch.distributed as dist  # noqa: E402
 import json  # noqa: E402
 
 import sigma.torch as sgt  # noqa: E402
+from sigma.etcd import read_nodes  # noqa: E402
 from sigma.launch import RankFailed  # noqa: E402
 from sigma.localnodes import find_program, start_local_nodes  # noqa: E402
 from test_etcd import SIZES, check_sums, value  # noqa: E402
@@ -101,71 +102,50 @@ def paused_ranks(rank, n, url, cluster, flags):
     return out
 
 
-class Orchestrator:
-    """What both tests' orchestrating thread shares: `sigmactl --etcd ... elastic`
-    polled until a condition holds, and what it saw where one never did."""
-
-    def __init__(self, url: str, cluster: str) -> None:
-        self.ctl = find_program("sigmactl", "SIGMA_SIGMACTL", "app/sigmactl")
-        self.url, self.cluster = url, cluster
-        self.seen: dict = {}
-        self.stages: list = []
-        self.t0 = time.monotonic()
-
-    def jobs(self) -> list:
-        """The elastic jobs as `sigmactl --json` lists them ([] when it fails)."""
-        # a loaded machine may keep sigmactl past its timeout: ask again
-        try:
-            p = subprocess.run([self.ctl, "--json", "--etcd", self.url, "--cluster",
-                                self.cluster, "elastic"], capture_output=True, text=True,
-                               timeout=20)
-            return json.loads(p.stdout)
-        except (ValueError, subprocess.TimeoutExpired):
-            return []
-
-    def until(self, what: str, ok, wait: float = 60, extra=lambda: None) -> bool:
-        """Poll until ok(jobs()) holds for a listing of at least one job, at most
-        @wait s; else note what was seen (with extra()) under @what."""
-        self.stages.append((what, round(time.monotonic() - self.t0, 1)))
-        deadline = time.monotonic() + wait
-        while time.monotonic() < deadline:
-            j = self.jobs()
-            if j and ok(j):
-                return True
-            time.sleep(0.1)
-        self.seen[what] = (self.jobs(), extra())
-        return False
-
-
 class Elastic(unittest.TestCase):
     def test_two_epochs_while_paused(self):
         tmp = tempfile.TemporaryDirectory(prefix=f"sigma-elastic-{os.getpid()}-")
         etcd = sgtest.Etcd(tmp.name)
         cluster = f"ep{os.getpid()}"
         args = ["--etcd", etcd.url, "--cluster", cluster, "--ttl", "4"]
-        orc = Orchestrator(etcd.url, cluster)
-        late, drain = [], []
+        ctl = find_program("sigmactl", "SIGMA_SIGMACTL", "app/sigmactl")
+        late, drain, seen, stage = [], [], {}, []
         ranks_done = threading.Event()
-        paused = os.path.join(tmp.name, "paused")
+
+        t0 = time.monotonic()
+
+        def jobs() -> list:
+            # a loaded machine may keep sigmactl past its timeout: ask again
+            try:
+                p = subprocess.run([ctl, "--json", "--etcd", etcd.url, "--cluster", cluster,
+                                    "elastic"], capture_output=True, text=True, timeout=20)
+                return json.loads(p.stdout)
+            except (ValueError, subprocess.TimeoutExpired):
+                return []
+
+        def until(what: str, ok, wait: float = 60) -> bool:
+            deadline = time.monotonic() + wait
+            stage.append((what, round(time.monotonic() - t0, 1)))
+            while time.monotonic() < deadline:
+                j = jobs()
+                if ok(j, os.path.exists(os.path.join(tmp.name, "paused"))):
+                    return True
+                time.sleep(0.1)
+            seen[what] = (jobs(), os.listdir(tmp.name))
+            return False
 
         def orchestrate():
             # both changes decided while rank 0 holds every rank before a step
-            def files() -> list:
-                return os.listdir(tmp.name)
-
-            if not orc.until("pause", lambda j: os.path.exists(paused) and len(j) == 1, 200,
-                             files):
+            if not until("pause", lambda j, p: p and len(j) == 1, 200):
                 return
             late.append(start_local_nodes(1, extra_args=args + ["--name", "late0"]))
-            if not orc.until("join", lambda j: j[0]["epoch"] == 1 and not j[0]["pending"],
-                             extra=files):
+            if not until("join", lambda j, p: j[0]["epoch"] == 1 and not j[0]["pending"]):
                 return
-            drain.append(subprocess.Popen([orc.ctl, "--etcd", etcd.url, "--cluster", cluster,
+            drain.append(subprocess.Popen([ctl, "--etcd", etcd.url, "--cluster", cluster,
                                            "drain", "local0", "--timeout", "60"],
                                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                           text=True))
-            orc.until("drain", lambda j: j[0]["epoch"] == 2 and not j[0]["pending"],
-                      extra=files)
+            until("drain", lambda j, p: j[0]["epoch"] == 2 and not j[0]["pending"])
 
         def orchestrate_and_stay():
             try:
@@ -176,14 +156,19 @@ class Elastic(unittest.TestCase):
 
         try:
             with start_local_nodes(2, extra_args=args):
-                sgtest.wait_registered(etcd.url, cluster, 2)
+                deadline = time.monotonic() + 15
+                while len(read_nodes(etcd.url, cluster)) < 2:
+                    self.assertLess(time.monotonic(), deadline, "the nodes did not register")
+                    time.sleep(0.1)
                 th = threading.Thread(target=orchestrate_and_stay)
                 th.start()
                 try:
                     res = sgtest.run_ranks(3, paused_ranks, etcd.url, cluster, tmp.name,
                                            timeout=500)
                 except RankFailed as e:
-                    self.fail(f"{e}\nthe orchestrator: {orc.seen} at {orc.stages}")
+                    ranks_done.set()
+                    th.join()
+                    self.fail(f"{e}\nthe orchestrator: {seen} at {stage}")
                 finally:
                     ranks_done.set()
                     th.join()
@@ -196,7 +181,7 @@ class Elastic(unittest.TestCase):
                 x.stop()
             etcd.stop()
             tmp.cleanup()
-        self.assertEqual(orc.seen, {}, "the job did not take the changes")
+        self.assertEqual(seen, {}, "the job did not take the changes")
         self.assertEqual(len(drain), 1)
         for r, o in enumerate(res):
             el = o["elastic"]
@@ -209,22 +194,39 @@ class Elastic(unittest.TestCase):
         etcd = sgtest.Etcd(tmp.name)
         cluster = f"el{os.getpid()}"
         args = ["--etcd", etcd.url, "--cluster", cluster, "--ttl", "4"]
-        orc = Orchestrator(etcd.url, cluster)
-        late, drain = [], {}
+        late, drain, seen = [], {}, {}
         # the node started here dies with the thread that started it (PR_SET_PDEATHSIG):
         # that thread lives until the ranks are done
         ranks_done = threading.Event()
+        ctl = find_program("sigmactl", "SIGMA_SIGMACTL", "app/sigmactl")
+
+        def elastic() -> str:
+            try:
+                return subprocess.run([ctl, "--etcd", etcd.url, "--cluster", cluster,
+                                       "elastic"], capture_output=True, text=True,
+                                      timeout=20).stdout
+            except subprocess.TimeoutExpired:
+                return ""
+
+        def until(what: str, ok, wait: float = 60) -> bool:
+            deadline = time.monotonic() + wait
+            while time.monotonic() < deadline:
+                if ok(elastic()):
+                    return True
+                time.sleep(0.1)
+            seen[what] = elastic()
+            return False
 
         def orchestrate():
             # the job runs: a node registers; once it is in, drain local0
             # the ranks' start (torch, under ASan on a loaded machine) may be slow
-            if not orc.until("job", lambda j: True, 200):
+            if not until("job", lambda t: len(t.splitlines()) > 1, 200):
                 return
             late.append(start_local_nodes(1, extra_args=args + ["--name", "late0"]))
-            if not orc.until("join", lambda j: "late0" in j[0]["nodes"].split(",")):
+            if not until("join", lambda t: "late0" in t):
                 return
             t0 = time.monotonic()
-            p = subprocess.run([orc.ctl, "--etcd", etcd.url, "--cluster", cluster, "drain",
+            p = subprocess.run([ctl, "--etcd", etcd.url, "--cluster", cluster, "drain",
                                 "local0", "--timeout", "30"], capture_output=True, text=True,
                                timeout=40)
             drain.update(rc=p.returncode, out=p.stdout + p.stderr, s=time.monotonic() - t0)
@@ -235,7 +237,10 @@ class Elastic(unittest.TestCase):
 
         try:
             with start_local_nodes(2, extra_args=args):
-                sgtest.wait_registered(etcd.url, cluster, 2)
+                deadline = time.monotonic() + 15
+                while len(read_nodes(etcd.url, cluster)) < 2:
+                    self.assertLess(time.monotonic(), deadline, "the nodes did not register")
+                    time.sleep(0.1)
                 th = threading.Thread(target=orchestrate_and_stay)
                 th.start()
                 try:
@@ -248,7 +253,7 @@ class Elastic(unittest.TestCase):
                 x.stop()
             etcd.stop()
             tmp.cleanup()
-        self.assertEqual(orc.seen, {}, "the job did not take the changes")
+        self.assertEqual(seen, {}, "the job did not take the changes")
         self.assertIn(str(res[0]["job"]), res[0]["jobs"], "the job is not recorded in etcd")
         self.assertEqual(drain.get("rc"), 0, drain)
         self.assertIn("node local0 drained", drain["out"])
