@@ -34,8 +34,6 @@
 
 #define EXIT_SERVER SIGMACTL_EXIT_SERVER
 #define EXIT_USAGE SIGMACTL_EXIT_USAGE
-/* room for "METHOD: the server's message" */
-#define CALL_ERR_CAP 1024
 #define DEFAULT_TARGET "unix:/var/run/sigma/ctl.sock"
 
 static const char *prog = "sigmactl";
@@ -219,7 +217,7 @@ static int connect_server(void)
 /* Call and parse. On error print it and return NULL with *rc set to the exit code. */
 static json_t *rpc(const char *method, json_t *params, int *rc)
 {
-	char err[CALL_ERR_CAP];
+	char err[SIGMACTL_ERR_MAX];
 	int r;
 	json_t *out = sigmactl_call(g.cli, method, params, &r, err, sizeof(err));
 

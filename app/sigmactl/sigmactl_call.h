@@ -17,6 +17,8 @@
 /** sigmactl's exit codes: the server (or the node) failed; bad usage. */
 #define SIGMACTL_EXIT_SERVER 1
 #define SIGMACTL_EXIT_USAGE 2
+/** Room for sigmactl_call()'s "METHOD: the server's message". */
+#define SIGMACTL_ERR_MAX 1024
 
 /**
  * Print "sigmactl: error: " and the message on stderr.

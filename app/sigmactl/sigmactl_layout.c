@@ -262,7 +262,7 @@ int lay_plan(const struct lay_in *in, const char *target, struct lay_advice *out
 
 static json_t *call(struct sg_ctl_client *cli, const char *target, const char *method, int *rc)
 {
-	char err[1024];
+	char err[SIGMACTL_ERR_MAX];
 	int r;
 	json_t *out = sigmactl_call(cli, method, NULL, &r, err, sizeof(err));
 
