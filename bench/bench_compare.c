@@ -391,8 +391,8 @@ static void cmp_table(const struct rb_cmp *c, const struct rb_opts *o, const cha
 		printf("%s\n", ok ? "" : "  FAILED");
 	}
 	if (o->auth)
-		printf("sigma with auth = mac; plain = the same sweep without auth in the same runs, "
-		       "auth/plain = their times' ratio (> 1: auth is slower)\n");
+		printf("sigma with auth = mac; plain = the same sweep without auth in the same "
+		       "runs, auth/plain = their times' ratio (> 1: auth is slower)\n");
 	printf("ratio = peer time / sigma time (> 1: sigma is faster)%s\n",
 	       !o->threads ? "" : o->colocate ? "; threads = --nodes node threads over kernel "
 	       "UDP alone, vs thr = their time / sigma time" :

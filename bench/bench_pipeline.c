@@ -329,8 +329,8 @@ int sigma_bench_pipeline(int argc, char **argv)
 	printf("%-46s %9s %9s %9s %8s %8s %8s %8s  %s\n", "scenario", "Gbps", "Mpps_in",
 	       "Mpps_all", "x_sum", "x_hot", "x_xcore", "x_target", "busy% per lcore");
 	/* chunk_bytes: the plain runs' (and x_sum's); each scenario gives its own */
-	JSON("{\"bench\":\"pipeline\",\"idle\":\"%s\",\"workers\":%u,\"chunk_bytes\":%u,\"runs\":%u,"
-	     "\"seconds\":%.2f,\"sum_only_gbps\":%.3f,\"sum_hot_gbps\":%.3f,\"xcore_gbps\":%.3f,"
+	JSON("{\"bench\":\"pipeline\",\"idle\":\"%s\",\"workers\":%u,\"chunk_bytes\":%u,"
+	     "\"runs\":%u,\"seconds\":%.2f,\"sum_only_gbps\":%.3f,\"sum_hot_gbps\":%.3f,\"xcore_gbps\":%.3f,"
 	     "\"target_gbps\":%.1f,\"auth\":%s,\"scenarios\":[",
 	     sleep_us ? "sleep" : "busy", workers, plain_chunk, runs, secs, base, hot, xc,
 	     10 * BYTEPS_GBPS, auth ? "true" : "false");
