@@ -3,7 +3,8 @@
  * sigma-bench compare: the sweep of sigma-bench run (bench_run.c), whole
  * sweeps several times, beside OpenMPI's MPI_Allreduce (with --sweep also over
  * shared memory, and Gloo's allreduce), each point's median across the runs,
- * and the ratios.
+ * and the ratios. With --auth, each run also sweeps without auth: the cost of
+ * auth = mac, measured in the same run.
  */
 #include <errno.h>
 #include <limits.h>
@@ -180,7 +181,8 @@ static void json_times(FILE *js, const char *name, const double *per, unsigned i
 struct rb_cmp {
 	unsigned int n;              /* points: N values x sizes */
 	struct rb_result *res, *thr, *cur;
-	double *per_sg, *per_th;     /* runs x n seconds */
+	struct rb_result *pl;        /* --auth: the same sweep without auth, same runs */
+	double *per_sg, *per_th, *per_pl; /* runs x n seconds */
 	bool on[RB_NPEERS];
 	double *per[RB_NPEERS];      /* runs x n seconds, NaN: failed or a wrong sum */
 	double *med[RB_NPEERS];      /* n: median across runs, NaN if none */
@@ -194,8 +196,10 @@ static void cmp_free(struct rb_cmp *c)
 	free(c->res);
 	free(c->thr);
 	free(c->cur);
+	free(c->pl);
 	free(c->per_sg);
 	free(c->per_th);
+	free(c->per_pl);
 	for (unsigned int p = 0; p < RB_NPEERS; p++) {
 		free(c->per[p]);
 		free(c->med[p]);
@@ -213,7 +217,9 @@ static int cmp_alloc(struct rb_cmp *c, const struct rb_opts *o, bool sweep)
 	c->cur = calloc(c->n, sizeof(*c->cur));
 	c->per_sg = calloc(rn, sizeof(double));
 	c->per_th = calloc(rn, sizeof(double));
-	bad = !c->res || !c->thr || !c->cur || !c->per_sg || !c->per_th;
+	c->pl = calloc(c->n, sizeof(*c->pl));
+	c->per_pl = calloc(rn, sizeof(double));
+	bad = !c->res || !c->thr || !c->cur || !c->per_sg || !c->per_th || !c->pl || !c->per_pl;
 	c->gloo_exe = getenv("SIGMA_GLOO_ALLREDUCE") ? getenv("SIGMA_GLOO_ALLREDUCE") :
 		sigma_bench_path(SIGMA_GLOO_EXE, SIGMA_LIBEXEC_DIR "/sigma-gloo-allreduce");
 	for (unsigned int p = 0; p < RB_NPEERS; p++) {
@@ -233,12 +239,30 @@ static int cmp_alloc(struct rb_cmp *c, const struct rb_opts *o, bool sweep)
 	return bad ? -ENOMEM : sigma_bench_build_mpi(c->mpi_exe, sizeof(c->mpi_exe));
 }
 
+/* --auth's baseline: the same sweep without auth (8920-byte chunks, not 8888), run @p run. */
+static int cmp_plain(struct rb_cmp *c, const struct rb_opts *pl, unsigned int run)
+{
+	size_t at = (size_t)run * c->n;
+	int rc = 0;
+
+	if (!pl->quiet)
+		fprintf(stderr, "sigma-bench: the same sweep without auth\n");
+	if (rb_sweep(pl, c->cur) < 0)
+		rc = -EIO;
+	for (unsigned int i = 0; i < c->n; i++) {
+		c->per_pl[at + i] = c->cur[i].t_med;
+		fold_run(&c->pl[i], &c->cur[i], run);
+	}
+	return rc;
+}
+
 /* @p o's runs, interleaved, so that a change of load on a shared machine hits every peer. */
 static int cmp_runs(struct rb_cmp *c, struct rb_opts *o)
 {
-	struct rb_opts th = *o;
+	struct rb_opts th = *o, pl = *o;
 	int rc = 0;
 
+	pl.auth = false;
 	/* the threads baseline: the same sweep through sigma-bench's own node threads */
 	th.attach[0] = '\0';
 	th.telemetry = NULL;
@@ -262,12 +286,18 @@ static int cmp_runs(struct rb_cmp *c, struct rb_opts *o)
 					rc = -EIO;
 				}
 			}
+		/* --auth: the plain sweep just before the authenticated one in even runs, just
+		 * after in odd ones, so that a drift of load favours neither */
+		if (o->auth && run % 2 == 0 && cmp_plain(c, &pl, run) < 0)
+			rc = -EIO;
 		if (rb_sweep(o, c->cur) < 0)
 			rc = -EIO;
 		for (unsigned int i = 0; i < c->n; i++) {
 			c->per_sg[at + i] = c->cur[i].t_med;
 			fold_run(&c->res[i], &c->cur[i], run);
 		}
+		if (o->auth && run % 2 == 1 && cmp_plain(c, &pl, run) < 0)
+			rc = -EIO;
 		/* an attached node keeps its jobs: the next sweep continues their rounds */
 		o->first_round += o->iters + 1;
 		if (!o->threads)
@@ -286,6 +316,8 @@ static int cmp_runs(struct rb_cmp *c, struct rb_opts *o)
 	median_runs(c->res, c->per_sg, o->runs, c->n);
 	if (o->threads)
 		median_runs(c->thr, c->per_th, o->runs, c->n);
+	if (o->auth)
+		median_runs(c->pl, c->per_pl, o->runs, c->n);
 	for (unsigned int p = 0; p < RB_NPEERS; p++)
 		for (unsigned int i = 0; i < c->n && c->on[p]; i++) {
 			double v[RB_MAX_RUNS];
@@ -312,6 +344,12 @@ static double cmp_ratio(const struct rb_cmp *c, unsigned int p, unsigned int i)
 							     NAN;
 }
 
+/* --auth: Sigma's time with auth / without (> 1: auth is slower), NaN when either is missing. */
+static double cmp_auth_cost(const struct rb_cmp *c, unsigned int i)
+{
+	return c->res[i].t_med > 0 && c->pl[i].t_med > 0 ? c->res[i].t_med / c->pl[i].t_med : NAN;
+}
+
 static double json_num(double v)
 {
 	return isfinite(v) ? v : -1;
@@ -327,10 +365,12 @@ static void cmp_table(const struct rb_cmp *c, const struct rb_opts *o, const cha
 			printf(" %12s %9s", rb_peers[p].label, "ratio");
 	if (o->threads)
 		printf(" %12s %10s", "threads ms", "vs thr");
+	if (o->auth)
+		printf(" %10s %10s", "plain ms", "auth/plain");
 	printf("  %s\n", "node busy%");
 	for (unsigned int i = 0; i < c->n; i++) {
 		const struct rb_result *r = &c->res[i];
-		bool ok = r->ok && (!o->threads || c->thr[i].ok);
+		bool ok = r->ok && (!o->threads || c->thr[i].ok) && (!o->auth || c->pl[i].ok);
 		char sz[32];
 
 		rb_fmt_size(r->size, sz, sizeof(sz));
@@ -343,11 +383,16 @@ static void cmp_table(const struct rb_cmp *c, const struct rb_opts *o, const cha
 		if (o->threads)
 			printf(" %12.3f %9.2fx", c->thr[i].t_med * 1e3,
 			       r->t_med > 0 ? c->thr[i].t_med / r->t_med : NAN);
+		if (o->auth)
+			printf(" %10.3f %9.3fx", c->pl[i].t_med * 1e3, cmp_auth_cost(c, i));
 		/* busy% of each node thread or sigmad lcore over the point's whole sweep */
 		for (unsigned int k = 0; k < r->nbusy; k++)
 			printf("%s%.0f", k ? "/" : "  ", 100 * r->busy[k]);
 		printf("%s\n", ok ? "" : "  FAILED");
 	}
+	if (o->auth)
+		printf("sigma with auth = mac; plain = the same sweep without auth in the same "
+		       "runs, auth/plain = their times' ratio (> 1: auth is slower)\n");
 	printf("ratio = peer time / sigma time (> 1: sigma is faster)%s\n",
 	       !o->threads ? "" : o->colocate ? "; threads = --nodes node threads over kernel "
 	       "UDP alone, vs thr = their time / sigma time" :
@@ -390,7 +435,14 @@ static void cmp_json(FILE *js, const struct rb_cmp *c, const struct rb_opts *o, 
 				json_num(r->t_med > 0 ? c->thr[i].t_med / r->t_med : NAN),
 				json_num(c->thr[i].t_med > 0 ? c->med[RB_MPI_TCP][i] /
 						c->thr[i].t_med : NAN));
+		if (o->auth)
+			fprintf(js, ",\"plain_time_s\":%.9g,\"plain_algbw_Bps\":%.6g,"
+				    "\"plain_ok\":%s,\"auth_vs_plain\":%.4f", c->pl[i].t_med,
+				c->pl[i].algbw, c->pl[i].ok ? "true" : "false",
+				json_num(cmp_auth_cost(c, i)));
 		json_times(js, "sigma_runs_s", c->per_sg, o->runs, c->n, i);
+		if (o->auth)
+			json_times(js, "plain_runs_s", c->per_pl, o->runs, c->n, i);
 		json_times(js, "mpi_runs_s", c->per[RB_MPI_TCP], o->runs, c->n, i);
 		if (o->threads)
 			json_times(js, "threads_runs_s", c->per_th, o->runs, c->n, i);

@@ -263,6 +263,8 @@ int sigma_bench_pipeline(int argc, char **argv)
 	unsigned int sleep_us = 0; /* 0: busy polling everywhere */
 	bool ok = true, auth = false;
 	struct sigma_bench_out out;
+	struct sg_dp_config c0;
+	uint32_t plain_chunk, auth_chunk;
 	size_t ns = 0;
 
 #define JSON(...) fprintf(out.f, __VA_ARGS__)
@@ -304,8 +306,16 @@ int sigma_bench_pipeline(int argc, char **argv)
 	base = sum_only_gbps(workers, 2 * WINDOW, WINDOW * workers, false);
 	hot = sum_only_gbps(workers, 4096, 64, false);
 	xc = sum_only_gbps(workers, 2 * WINDOW, WINDOW * workers, true);
-	printf("pipeline: %u workers, fp32, 8920-byte chunks (9000 MTU); median of %u runs of "
-	       "%.1f s; %ld CPUs; idle policy %s\n", workers, runs, secs,
+	/* the chunk payload is the config's (the MTU's), less the MAC trailer with auth */
+	sg_dp_config_defaults(&c0);
+	plain_chunk = sg_dp_job_chunk_bytes(&c0, &c0.jobs[0]);
+	c0.jobs[0].auth = true;
+	auth_chunk = sg_dp_job_chunk_bytes(&c0, &c0.jobs[0]);
+	printf("pipeline: %u workers, fp32, %u-byte chunks (%u MTU)", workers, plain_chunk,
+	       (unsigned int)c0.mtu);
+	if (auth)
+		printf(", %u with auth", auth_chunk);
+	printf("; median of %u runs of %.1f s; %ld CPUs; idle policy %s\n", runs, secs,
 	       sysconf(_SC_NPROCESSORS_ONLN), sleep_us ? "sleep (node and generator)" : "busy");
 	printf("reference: one core summing the same chunks with sg_sum (%s), no packets, over the "
 	       "pipeline's working set\n(%u accumulators, %u pushes in flight: %.1f MB): %.2f Gbps "
@@ -318,11 +328,12 @@ int sigma_bench_pipeline(int argc, char **argv)
 	       10 * BYTEPS_GBPS);
 	printf("%-46s %9s %9s %9s %8s %8s %8s %8s  %s\n", "scenario", "Gbps", "Mpps_in",
 	       "Mpps_all", "x_sum", "x_hot", "x_xcore", "x_target", "busy% per lcore");
-	JSON("{\"bench\":\"pipeline\",\"idle\":\"%s\",\"workers\":%u,\"chunk_bytes\":8920,\"runs\":%u,"
-	     "\"seconds\":%.2f,\"sum_only_gbps\":%.3f,\"sum_hot_gbps\":%.3f,\"xcore_gbps\":%.3f,"
+	/* chunk_bytes: the plain runs' (and x_sum's); each scenario gives its own */
+	JSON("{\"bench\":\"pipeline\",\"idle\":\"%s\",\"workers\":%u,\"chunk_bytes\":%u,"
+	     "\"runs\":%u,\"seconds\":%.2f,\"sum_only_gbps\":%.3f,\"sum_hot_gbps\":%.3f,\"xcore_gbps\":%.3f,"
 	     "\"target_gbps\":%.1f,\"auth\":%s,\"scenarios\":[",
-	     sleep_us ? "sleep" : "busy", workers, runs, secs, base, hot, xc, 10 * BYTEPS_GBPS,
-	     auth ? "true" : "false");
+	     sleep_us ? "sleep" : "busy", workers, plain_chunk, runs, secs, base, hot, xc,
+	     10 * BYTEPS_GBPS, auth ? "true" : "false");
 	fflush(stdout);
 	/* with --auth each scenario runs twice, plain first: the baseline of the same run */
 	for (size_t sa = 0; sa < 2 * (sizeof(scenarios) / sizeof(scenarios[0])); sa++) {
@@ -408,11 +419,13 @@ int sigma_bench_pipeline(int argc, char **argv)
 			printf("  (%.2f x plain)", plain_gbps > 0 ? g / plain_gbps : 0);
 		printf("\n");
 		JSON("%s{\"name\":\"%s\",\"transport\":\"%s\",\"reducers\":%u,\"udp_checksum\":%s,"
-		     "\"auth\":%s,\"gbps\":%.3f,\"mpps_pushes\":%.4f,\"mpps_all\":%.4f,"
+		     "\"chunk_bytes\":%u,\"auth\":%s,\"gbps\":%.3f,\"mpps_pushes\":%.4f,"
+		     "\"mpps_all\":%.4f,"
 		     "\"ratio_sum_only\":%.3f,\"ratio_sum_hot\":%.3f,\"ratio_xcore\":%.3f,"
 		     "\"ratio_target\":%.3f,", ns++ ? "," : "",
 		     sc->name, sc->memif ? "memif" : "ring", nl, sc->udp_checksum ? "true" : "false",
-		     with_auth ? "true" : "false", g, m, ma, base > 0 ? g / base : 0,
+		     sg_dp_job_chunk_bytes(&c, &c.jobs[0]), with_auth ? "true" : "false", g, m, ma,
+		     base > 0 ? g / base : 0,
 		     hot > 0 ? g / hot : 0, xc > 0 ? g / xc : 0, g / (10 * BYTEPS_GBPS));
 		/* the unauthenticated baseline measured just before, in this run */
 		if (with_auth)

@@ -718,7 +718,10 @@ void rb_run_usage(FILE *f, const char *cmd)
 			   "(bench/sigmad_socket.sh)\n"
 			   "  --sweep         in each run, also measure OpenMPI over shared memory "
 			   "(btl self,vader) and Gloo's allreduce (TCP loopback) beside MPI over TCP; "
-			   "--plot F.svg|F.png then draws each peer's ratio per size\n", RB_MAX_RUNS);
+			   "--plot F.svg|F.png then draws each peer's ratio per size\n"
+			   "  --auth          here: in each run, also the same sweep without auth "
+			   "(before it in even runs, after it in odd ones), and per point the "
+			   "ratio of the medians, auth / plain\n", RB_MAX_RUNS);
 }
 
 int rb_parse_opts(int argc, char **argv, struct rb_opts *o, const char *cmd)
