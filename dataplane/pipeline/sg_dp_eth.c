@@ -22,8 +22,23 @@
 #include <rte_mbuf.h>
 #include <rte_ring.h>
 
+#include "sg_dp_eth.h"
 #include "sg_dp_internal.h"
 #include "sg_sum.h"
+
+#define SG_DP_PEER_EXPIRE_MAX 64 /* idle reply addresses forgotten per reducer per ms */
+
+/* Where a received datagram came from and where its payload is: written by
+ * the receiving lcore into the mbuf's private area, read by the reducer. */
+struct rx_meta {
+	struct sg_dp_peer peer;
+	uint32_t off;
+	uint32_t len;
+	uint32_t csum; /* UDP checksum left to the reducer, or SG_DP_CSUM_NONE */
+};
+
+_Static_assert(sizeof(struct rx_meta) <= SG_DP_MBUF_PRIV_SIZE, "rx_meta fits the mbuf priv area");
+_Static_assert(SG_DP_MBUF_PRIV_SIZE % RTE_MBUF_PRIV_ALIGN == 0, "priv size alignment");
 
 /* The engine sees a worker's address as 64 opaque bits: IPv4, UDP port and
  * ethdev port; the MAC is remembered per reducer in its peer table, once the

@@ -35,6 +35,7 @@
 #include "sg_dp_pipeline.h"
 #include "sg_dp_proto.h"
 #include "sg_dp_peers.h"
+#include "sg_dp_eth.h"
 
 /* sigmad's log (logtype sigma.dataplane); the macro ends the line: no "\n" in @p fmt. */
 extern int sg_dp_logtype;
@@ -301,15 +302,6 @@ struct sg_dp_transport_reg {
  */
 const struct sg_dp_transport *sg_dp_transport_find(unsigned int kind);
 
-/**
- * ethdev: stop (@p open false) or resume every lcore's use of @p port. When a
- * stop returns, no lcore is inside an RX or TX burst on the port, nor enters
- * one until it resumes (it waits for each running lcore's next loop: see
- * p->rcu); frames buffered for the port meanwhile are dropped (port_down).
- * Any thread but an lcore's.
- */
-void sg_dp_eth_port_gate(struct sg_dp_pipeline *p, uint16_t port, bool open);
-
 /*
  * net_af_xdp ports (sg_dp_xdp.c; docs/sigmad.md, "AF_XDP"), in a build with
  * libbpf and clang (SG_HAVE_AF_XDP); no-ops otherwise.
@@ -438,28 +430,8 @@ void sg_dp_reduce_one(struct sg_dp_lcore *lc, const uint8_t *pl, uint32_t len, u
 void sg_dp_reduce_one_csum(struct sg_dp_lcore *lc, const uint8_t *pl, uint32_t len,
 			   uint64_t dest, uint64_t now, uint16_t csum);
 
-/**
- * Reducer steering rule "eth / ipv4 dst is <ip> / udp dst is <udp_port + 1 + r> ->
- * queue <q>", as rte_flow_validate() and rte_flow_create() take it. It points
- * into itself: fill it in place with sg_dp_steer_rule() and do not copy it.
- */
-struct sg_dp_flow_rule {
-	struct rte_flow_attr attr;
-	struct rte_flow_item pattern[4];  /* eth, ipv4, udp, end */
-	struct rte_flow_action action[2]; /* queue, end */
-	struct rte_flow_item_ipv4 ip_spec, ip_mask;
-	struct rte_flow_item_udp udp_spec, udp_mask;
-	struct rte_flow_action_queue queue;
-};
-
-/** Fill @p r for reducer @p reducer of a node at @p ip (network order) and @p udp_port
- *  (host order): its datagrams go to RX queue @p queue. */
-void sg_dp_steer_rule(struct sg_dp_flow_rule *r, uint32_t ip, uint16_t udp_port,
-		      unsigned int reducer, uint16_t queue);
-
 #define SG_DP_TXB 64          /* frames buffered per port before a TX burst */
 #define SG_DP_MAX_BURST 512
-#define SG_DP_PEER_EXPIRE_MAX 64 /* idle reply addresses forgotten per reducer per ms */
 #define SG_DP_MAX_XQ 16       /* RX queues an lcore polls beyond its layout's one */
 #define SG_DP_IDLE_SPIN 256   /* empty polls before the sleep policy starts sleeping */
 /* ... before it blocks in a transport's idle_wait(), which an arrival ends: a long spin
@@ -467,15 +439,6 @@ void sg_dp_steer_rule(struct sg_dp_flow_rule *r, uint32_t ip, uint16_t udp_port,
  * lcore, 4 workers, 16 MB): sigmad's CPU 510 ms at 256 polls, 380 at 8, 480 at 1 (a
  * wake-up per burst); wall time 84, 77 and 76 ms. */
 #define SG_DP_IDLE_SPIN_WAIT 8
-
-/* Where a received datagram came from and where its payload is: written by
- * the receiving lcore into the mbuf's private area, read by the reducer. */
-struct rx_meta {
-	struct sg_dp_peer peer;
-	uint32_t off;
-	uint32_t len;
-	uint32_t csum; /* UDP checksum left to the reducer, or SG_DP_CSUM_NONE */
-};
 
 struct sg_dp_lcore {
 	struct sg_dp_pipeline *p;
@@ -568,9 +531,6 @@ struct sg_dp_pipeline {
 
 /* Free the control side's moves and staging (sg_dp_control.c) once the lcores returned. */
 void sg_dp_control_fini(struct sg_dp_pipeline *p);
-
-_Static_assert(sizeof(struct rx_meta) <= SG_DP_MBUF_PRIV_SIZE, "rx_meta fits the mbuf priv area");
-_Static_assert(SG_DP_MBUF_PRIV_SIZE % RTE_MBUF_PRIV_ALIGN == 0, "priv size alignment");
 
 static inline uint64_t sg_dp_now_ns(const struct sg_dp_pipeline *p, uint64_t tsc)
 {
