@@ -39,6 +39,7 @@
 #include "sg_dp_xdp.h"
 #include "sg_dp_memif.h"
 #include "sg_dp_hand.h"
+#include "sg_dp_control.h"
 
 /* sigmad's log (logtype sigma.dataplane); the macro ends the line: no "\n" in @p fmt. */
 extern int sg_dp_logtype;
@@ -375,9 +376,6 @@ struct sg_dp_pipeline {
 	 * write it, so it is let go (leaked) then, and a fresh one taken */
 	struct sg_late *late_buf;
 };
-
-/* Free the control side's moves and staging (sg_dp_control.c) once the lcores returned. */
-void sg_dp_control_fini(struct sg_dp_pipeline *p);
 
 static inline uint64_t sg_dp_now_ns(const struct sg_dp_pipeline *p, uint64_t tsc)
 {
