@@ -38,6 +38,10 @@
 #include "sg_dp_internal.h"
 #include "sg_dp_verbs.h"
 
+/* The transport's own control-channel messages (struct sg_dp_transport.ctl). */
+#define SG_DP_MSG_VERBS_RC_CONNECT SG_DP_MSG_TRANSPORT /* arg[0]: the request */
+#define SG_DP_MSG_VERBS_RC_DISCONNECT (SG_DP_MSG_TRANSPORT + 1) /* arg[0]: the peer id */
+
 /* defined at the end, with the ops it names */
 static const struct sg_dp_transport sg_dp_transport_verbs;
 
