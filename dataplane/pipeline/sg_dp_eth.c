@@ -20,10 +20,14 @@
 #include <rte_kvargs.h>
 #include <rte_lcore.h>
 #include <rte_mbuf.h>
+#include <rte_rcu_qsbr.h>
 #include <rte_ring.h>
 
 #include "sg_dp_eth.h"
-#include "sg_dp_internal.h"
+#include "sg_dp_memif.h"
+#include "sg_dp_peers.h"
+#include "sg_dp_transport.h"
+#include "sg_dp_xdp.h"
 #include "sg_sum.h"
 
 #define SG_DP_PEER_EXPIRE_MAX 64 /* idle reply addresses forgotten per reducer per ms */

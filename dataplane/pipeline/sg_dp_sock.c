@@ -58,7 +58,8 @@
 #include <rte_mempool.h>
 #include <rte_ring.h>
 
-#include "sg_dp_internal.h"
+#include "sg_dp_hand.h"
+#include "sg_dp_transport.h"
 #include "sg_udp.h"
 
 #ifndef UDP_SEGMENT

@@ -35,7 +35,9 @@
 #include <rte_mempool.h>
 #include <rte_ring.h>
 
-#include "sg_dp_internal.h"
+#include "sg_dp_hand.h"
+#include "sg_dp_lcore_ctl.h"
+#include "sg_dp_transport.h"
 #include "sg_dp_verbs.h"
 
 /* The transport's own control-channel messages (struct sg_dp_transport.ctl). */
