@@ -65,8 +65,8 @@
 #include <rte_rcu_qsbr.h>
 
 #include "sg_dp_eth.h"
+#include "sg_dp_lcore.h"
 #include "sg_dp_memif.h"
-#include "sg_dp_transport.h"
 #include "sg_parse.h"
 
 /* The memif control protocol (facts from its specification): every message is 128

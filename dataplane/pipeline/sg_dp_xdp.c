@@ -37,7 +37,7 @@
 #include <rte_ethdev.h>
 #include <rte_kvargs.h>
 
-#include "sg_dp_transport.h"
+#include "sg_dp_lcore.h"
 #include "sg_dp_xdp.h"
 #include "sg_dp_xdp_cfg.h"
 

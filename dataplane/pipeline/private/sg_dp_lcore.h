@@ -2,8 +2,9 @@
 /*
  * The pipeline's two structures (not part of the public API): struct
  * sg_dp_lcore, one per layout lcore, and struct sg_dp_pipeline, which
- * sg_dp_pipeline.c builds and runs; with sigmad's log and the lcore loop's
- * limits. How bytes move is the transport seam's (sg_dp_transport.h).
+ * sg_dp_pipeline.c builds and runs; with the lcore loop's limits, sigmad's
+ * log and the blocking idle wait (the logtype and the wait are defined in
+ * sg_dp_lcore.c). How bytes move is the transport seam's (sg_dp_transport.h).
  */
 #ifndef SG_DP_LCORE_H
 #define SG_DP_LCORE_H
@@ -146,5 +147,15 @@ static inline uint64_t sg_dp_now_ns(const struct sg_dp_pipeline *p, uint64_t tsc
 {
 	return (uint64_t)((double)tsc * p->ns_per_tsc);
 }
+
+/*
+ * A transport's blocking idle wait (memif's wake-up channels, AF_XDP sockets):
+ * sg_dp_idle_block() sets @p *sleeping, and unless a control call, the stop or
+ * a hand-off is already there (false), blocks in epoll set @p ep at most @p us
+ * (true); the set holds @p evfd with data.u32 UINT32_MAX, which it drains.
+ * sg_dp_idle_wake(), any thread: write @p evfd if the lcore announced a sleep.
+ */
+bool sg_dp_idle_block(struct sg_dp_lcore *lc, int *sleeping, int ep, int evfd, unsigned int us);
+void sg_dp_idle_wake(int *sleeping, int evfd);
 
 #endif /* SG_DP_LCORE_H */

@@ -13,6 +13,7 @@
 #ifndef SG_DP_TRANSPORT_H
 #define SG_DP_TRANSPORT_H
 
+#include <errno.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -114,31 +115,42 @@ struct sg_dp_transport_reg {
  */
 const struct sg_dp_transport *sg_dp_transport_find(unsigned int kind);
 
-/*
- * A transport's blocking idle wait (memif's wake-up channels, AF_XDP sockets):
- * sg_dp_idle_block() sets @p *sleeping, and unless a control call, the stop or
- * a hand-off is already there (false), blocks in epoll set @p ep at most @p us
- * (true); the set holds @p evfd with data.u32 UINT32_MAX, which it drains.
- * sg_dp_idle_wake(), any thread: write @p evfd if the lcore announced a sleep.
- */
-bool sg_dp_idle_block(struct sg_dp_lcore *lc, int *sleeping, int ep, int evfd, unsigned int us);
-void sg_dp_idle_wake(int *sleeping, int evfd);
+/* Count what the engine did with one datagram (@p rc from sg_dp_engine_rx*()). */
+static inline void sg_dp_reduced(struct sg_dp_lcore *lc, int rc, uint32_t len)
+{
+	if (rc == -EILSEQ) { /* a damaged datagram never reached the engine */
+		lc->st.drops[SG_DP_ND_UDP_CSUM]++;
+		return;
+	}
+	lc->st.reduced_pkts++;
+	if (rc < 0)
+		lc->st.drops[SG_DP_ND_PROTO]++;
+	else if (rc & SG_DP_USED_SUMMED) /* not a kept result resent, nor a NACK */
+		lc->st.bytes_summed += len - SG_DP_HDR_LEN;
+}
 
 /**
  * Give one datagram to this reducer's engine, from any transport: counts it,
  * and counts its payload as summed when the engine aggregated it.
  * @p dest is the transport's reply address for the engine.
  */
-void sg_dp_reduce_one(struct sg_dp_lcore *lc, const uint8_t *pl, uint32_t len, uint64_t dest,
-		      uint64_t now);
+static inline void sg_dp_reduce_one(struct sg_dp_lcore *lc, const uint8_t *pl, uint32_t len,
+				    uint64_t dest, uint64_t now)
+{
+	sg_dp_reduced(lc, sg_dp_engine_rx(lc->eng, pl, len, dest, now), len);
+}
 
 /**
  * sg_dp_reduce_one() for a datagram whose UDP checksum is still to be checked:
  * @p csum as sg_dp_engine_rx_csum() takes it. A damaged one counts as a
  * udp_csum drop, not as reduced.
  */
-void sg_dp_reduce_one_csum(struct sg_dp_lcore *lc, const uint8_t *pl, uint32_t len,
-			   uint64_t dest, uint64_t now, uint16_t csum);
+static inline void sg_dp_reduce_one_csum(struct sg_dp_lcore *lc, const uint8_t *pl,
+					 uint32_t len, uint64_t dest, uint64_t now,
+					 uint16_t csum)
+{
+	sg_dp_reduced(lc, sg_dp_engine_rx_csum(lc->eng, pl, len, dest, now, csum), len);
+}
 
 /* Reducer that owns (job, key): the keymap entry of its bucket. */
 static inline unsigned int sg_dp_owner_of(const struct sg_dp_pipeline *p, const uint8_t *pl,
