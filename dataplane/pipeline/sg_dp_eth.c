@@ -205,12 +205,12 @@ static void *tx_alloc(void *ctx, uint64_t dest, uint32_t len, void **pkt)
 		lc->st.drops[SG_DP_ND_NO_MBUF]++;
 		return NULL;
 	}
-	lc->cur_dest = dest;
+	(void)dest; /* send() is given it */
 	*pkt = m;
 	return rte_pktmbuf_mtod_offset(m, char *, SG_DP_NET_HDR_LEN);
 }
 
-static void tx_send(void *ctx, void *pkt, uint32_t len)
+static void tx_send(void *ctx, uint64_t dest, void *pkt, uint32_t len)
 {
 	struct sg_dp_lcore *lc = ctx;
 	struct rte_mbuf *m = pkt;
@@ -220,7 +220,7 @@ static void tx_send(void *ctx, void *pkt, uint32_t len)
 	uint8_t *f = rte_pktmbuf_mtod(m, uint8_t *);
 	bool summed = tx_sum_take(lc, m, &sum);
 
-	if (peer_of(lc, lc->cur_dest, &pe) < 0) {
+	if (peer_of(lc, dest, &pe) < 0) {
 		rte_pktmbuf_free(m);
 		return;
 	}

@@ -234,11 +234,11 @@ static void *vtp_tx_alloc(void *ctx, uint64_t dest, uint32_t len, void **pkt)
 	return v->tx.alloc(v->tx.ctx, dest, len, pkt);
 }
 
-static void vtp_tx_send(void *ctx, void *pkt, uint32_t len)
+static void vtp_tx_send(void *ctx, uint64_t dest, void *pkt, uint32_t len)
 {
 	struct vtp_lcore *v = ((struct sg_dp_lcore *)ctx)->xp;
 
-	v->tx.send(v->tx.ctx, pkt, len);
+	v->tx.send(v->tx.ctx, dest, pkt, len);
 }
 
 /* ---- set-up --------------------------------------------------------------- */

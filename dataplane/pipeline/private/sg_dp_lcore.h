@@ -70,7 +70,6 @@ struct sg_dp_lcore {
 	struct sg_dp_peers *peers;  /* ethdev reducers: reply address -> MAC */
 	struct rte_mempool *pool;   /* ethdev: this socket's mbufs */
 	void *xp;                   /* the transport's own per-lcore state, or NULL */
-	uint64_t cur_dest;          /* address of the packet the engine is building */
 	/* ethdev reducers: the datagram the engine is handling (SG_DP_NO_DEST between
 	 * bursts); replies to its sender use its MAC, accepted ones learn it */
 	uint64_t rx_dest, rx_mac, rx_now;
