@@ -30,7 +30,7 @@ static void *tx_alloc(void *ctx, uint64_t dest, uint32_t len, void **pkt)
 	return txbuf;
 }
 
-static void tx_send(void *ctx, void *pkt, uint32_t len)
+static void tx_send(void *ctx, uint64_t dest, void *pkt, uint32_t len)
 {
 	*(uint64_t *)ctx += len;
 }

@@ -99,7 +99,7 @@ static void *tx_alloc(void *ctx, uint64_t dest, uint32_t len, void **pkt)
 	return b;
 }
 
-static void tx_send(void *ctx, void *pkt, uint32_t len)
+static void tx_send(void *ctx, uint64_t dest, void *pkt, uint32_t len)
 {
 	struct tx *t = ctx;
 

@@ -88,7 +88,6 @@ struct sigma_udpd {
 	unsigned int ntx;                        /* datagrams */
 	unsigned int nbuf;                       /* buffers of txbuf taken */
 	uint8_t *cur;                            /* the buffer the engine is filling */
-	uint64_t cur_dest;                       /* ... for this worker (tx_alloc) */
 	bool gso;                                /* conf.no_gso off, until the kernel refuses */
 	uint64_t spin_ns;                        /* conf.spin_us (0: never) */
 	int last_burst;                          /* datagrams of the last burst that had any */
@@ -304,17 +303,17 @@ static void *tx_alloc(void *ctx, uint64_t dest, uint32_t len, void **pkt)
 	struct sigma_udpd *d = ctx;
 	uint8_t *buf = tx_buffer(d, len, 1);
 
+	(void)dest; /* tx_send() is given it */
 	*pkt = NULL;
-	d->cur_dest = dest;
 	return buf;
 }
 
-static void tx_send(void *ctx, void *pkt, uint32_t len)
+static void tx_send(void *ctx, uint64_t dest, void *pkt, uint32_t len)
 {
 	struct sigma_udpd *d = ctx;
 
 	(void)pkt;
-	tx_queue(d, d->cur_dest, d->cur, len);
+	tx_queue(d, dest, d->cur, len);
 }
 
 /* One RESULT to @p n workers: the engine writes its payload once (no copy per worker). */

@@ -359,7 +359,7 @@ static void emit_small(struct sg_dp_engine *e, struct job *j, struct sg_dp_msg *
 		memcpy((uint8_t *)buf + SG_DP_HDR_LEN, payload, plen);
 	if (j->auth != NULL)
 		sg_auth_job_sign(j->auth, rank, buf, len - SG_DP_MAC_TRAILER);
-	e->conf.tx.send(e->conf.tx.ctx, pkt, len);
+	e->conf.tx.send(e->conf.tx.ctx, j->peer[rank], pkt, len);
 	if (m->type == SG_DP_T_NACK)
 		JCOUNT(e, j, nacks_sent);
 	else if (m->type == SG_DP_T_ERROR && m->code == SG_DP_C_WAITING)
@@ -456,7 +456,8 @@ static void emit_results(struct sg_dp_engine *e, struct job *j, const struct key
 		result_fill(e, j, k->dtype, pkt, buf, acc, nelem);
 		if (j->auth != NULL)
 			sg_auth_job_sign(j->auth, rank, buf, len);
-		e->conf.tx.send(e->conf.tx.ctx, pkt, len + (j->auth != NULL ? SG_DP_MAC_TRAILER : 0));
+		e->conf.tx.send(e->conf.tx.ctx, j->peer[rank], pkt,
+				len + (j->auth != NULL ? SG_DP_MAC_TRAILER : 0));
 		JCOUNT(e, j, results_sent);
 	}
 }
@@ -917,7 +918,7 @@ static void refuse(struct sg_dp_engine *e, struct job *j, const struct sg_dp_msg
 	memcpy((uint8_t *)buf + SG_DP_HDR_LEN, payload, 8);
 	if (mac)
 		sg_auth_job_sign(j->auth, m->rank, buf, SG_DP_HDR_LEN + 8);
-	e->conf.tx.send(e->conf.tx.ctx, pkt, len);
+	e->conf.tx.send(e->conf.tx.ctx, src, pkt, len);
 	JCOUNT(e, j, errors_sent);
 }
 
@@ -942,7 +943,7 @@ static void version_refuse(struct sg_dp_engine *e, const void *pkt, uint32_t len
 		return;
 	}
 	memcpy(buf, reply, (size_t)n);
-	e->conf.tx.send(e->conf.tx.ctx, mb, (uint32_t)n);
+	e->conf.tx.send(e->conf.tx.ctx, src, mb, (uint32_t)n);
 	e->st.errors_sent++;
 }
 

@@ -79,8 +79,9 @@ struct sg_dp_tx_ops {
 	 * @return writable buffer, or NULL to drop this packet (counted in tx_fail)
 	 */
 	void *(*alloc)(void *ctx, uint64_t dest, uint32_t len, void **pkt);
-	/** Transmit the packet from alloc(); @p len bytes were written. */
-	void (*send)(void *ctx, void *pkt, uint32_t len);
+	/** Transmit the packet from alloc() to @p dest (alloc()'s); @p len bytes were
+	 *  written. */
+	void (*send)(void *ctx, uint64_t dest, void *pkt, uint32_t len);
 	/**
 	 * Optional: a buffer for one RESULT of @p len bytes that will go to the
 	 * @p n (>= 2) destinations @p to (valid until send_multi returns).

@@ -21,7 +21,6 @@
 #include <rte_log.h>
 
 #include "sg_config.h"
-#include "sg_dp_internal.h"
 #include "sg_dp_pipeline.h"
 #if SG_HAVE_VERBS
 #include "sg_dp_verbs.h"

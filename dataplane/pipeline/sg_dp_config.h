@@ -274,6 +274,16 @@ void sg_dp_topology_probe(struct sg_dp_topology *t);
 int sg_dp_layout_check(const struct sg_dp_config *c, const struct sg_dp_topology *t, char *err,
 		       size_t errlen, FILE *warn, unsigned int *n_warn);
 
+/**
+ * A transport's check() for a transport without ethdev ports (verbs, socket):
+ * refuse a layout entry on another port than 0, naming what port 0 is
+ * (@p what) and the [transport] @p type, and describe that one pseudo-port in
+ * @p t: 32 RX queues, a TX queue per lcore.
+ * @return 0, or -EINVAL with the entry and its fix in @p err.
+ */
+int sg_dp_layout_port0(const struct sg_dp_config *c, struct sg_dp_topology *t, const char *type,
+		       const char *what, char *err, size_t errlen);
+
 #ifdef __cplusplus
 }
 #endif

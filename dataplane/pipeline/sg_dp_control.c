@@ -22,7 +22,10 @@
 #include <rte_jhash.h>
 
 #include "sg_dp_chan.h"
-#include "sg_dp_internal.h"
+#include "sg_dp_control.h"
+#include "sg_dp_lcore.h"
+#include "sg_dp_lcore_ctl.h"
+#include "sg_dp_move.h"
 
 /* ---- limits and layout --------------------------------------------------- */
 

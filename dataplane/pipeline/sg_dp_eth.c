@@ -20,10 +20,29 @@
 #include <rte_kvargs.h>
 #include <rte_lcore.h>
 #include <rte_mbuf.h>
+#include <rte_rcu_qsbr.h>
 #include <rte_ring.h>
 
-#include "sg_dp_internal.h"
+#include "sg_dp_eth.h"
+#include "sg_dp_memif.h"
+#include "sg_dp_peers.h"
+#include "sg_dp_transport.h"
+#include "sg_dp_xdp.h"
 #include "sg_sum.h"
+
+#define SG_DP_PEER_EXPIRE_MAX 64 /* idle reply addresses forgotten per reducer per ms */
+
+/* Where a received datagram came from and where its payload is: written by
+ * the receiving lcore into the mbuf's private area, read by the reducer. */
+struct rx_meta {
+	struct sg_dp_peer peer;
+	uint32_t off;
+	uint32_t len;
+	uint32_t csum; /* UDP checksum left to the reducer, or SG_DP_CSUM_NONE */
+};
+
+_Static_assert(sizeof(struct rx_meta) <= SG_DP_MBUF_PRIV_SIZE, "rx_meta fits the mbuf priv area");
+_Static_assert(SG_DP_MBUF_PRIV_SIZE % RTE_MBUF_PRIV_ALIGN == 0, "priv size alignment");
 
 /* The engine sees a worker's address as 64 opaque bits: IPv4, UDP port and
  * ethdev port; the MAC is remembered per reducer in its peer table, once the
@@ -186,12 +205,12 @@ static void *tx_alloc(void *ctx, uint64_t dest, uint32_t len, void **pkt)
 		lc->st.drops[SG_DP_ND_NO_MBUF]++;
 		return NULL;
 	}
-	lc->cur_dest = dest;
+	(void)dest; /* send() is given it */
 	*pkt = m;
 	return rte_pktmbuf_mtod_offset(m, char *, SG_DP_NET_HDR_LEN);
 }
 
-static void tx_send(void *ctx, void *pkt, uint32_t len)
+static void tx_send(void *ctx, uint64_t dest, void *pkt, uint32_t len)
 {
 	struct sg_dp_lcore *lc = ctx;
 	struct rte_mbuf *m = pkt;
@@ -201,7 +220,7 @@ static void tx_send(void *ctx, void *pkt, uint32_t len)
 	uint8_t *f = rte_pktmbuf_mtod(m, uint8_t *);
 	bool summed = tx_sum_take(lc, m, &sum);
 
-	if (peer_of(lc, lc->cur_dest, &pe) < 0) {
+	if (peer_of(lc, dest, &pe) < 0) {
 		rte_pktmbuf_free(m);
 		return;
 	}

@@ -14,7 +14,8 @@
 #include <rte_mempool.h>
 #include <rte_ring.h>
 
-#include "sg_dp_internal.h"
+#include "sg_dp_hand.h"
+#include "sg_dp_transport.h"
 
 void *sg_dp_hand_get(struct sg_dp_lcore *lc, struct sg_dp_hand *h)
 {

@@ -20,7 +20,9 @@
 #include <rte_hash.h>
 
 #include "sg_dp_chan.h"
-#include "sg_dp_internal.h"
+#include "sg_dp_lcore_ctl.h"
+#include "sg_dp_move.h"
+#include "sg_dp_transport.h"
 
 /* How long a caller waits for an lcore's answer. */
 #define LCORE_CALL_TIMEOUT_US 2000000

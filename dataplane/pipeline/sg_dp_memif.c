@@ -62,8 +62,11 @@
 #include <rte_ethdev.h>
 #include <rte_interrupts.h>
 #include <rte_kvargs.h>
+#include <rte_rcu_qsbr.h>
 
-#include "sg_dp_internal.h"
+#include "sg_dp_eth.h"
+#include "sg_dp_lcore.h"
+#include "sg_dp_memif.h"
 #include "sg_parse.h"
 
 /* The memif control protocol (facts from its specification): every message is 128

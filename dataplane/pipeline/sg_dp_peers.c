@@ -23,7 +23,7 @@
 #include <rte_hash.h>
 #include <rte_malloc.h>
 
-#include "sg_dp_internal.h"
+#include "sg_dp_peers.h"
 
 #define NIL UINT32_MAX
 #define CACHE 256          /* direct-mapped entries, a power of two */

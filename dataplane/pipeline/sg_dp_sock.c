@@ -58,7 +58,8 @@
 #include <rte_mempool.h>
 #include <rte_ring.h>
 
-#include "sg_dp_internal.h"
+#include "sg_dp_hand.h"
+#include "sg_dp_transport.h"
 #include "sg_udp.h"
 
 #ifndef UDP_SEGMENT
@@ -156,7 +157,6 @@ struct sk_lcore {
 	/* send */
 	uint8_t *slots;            /* SK_TX_SLOTS x SK_DGRAM_MAX */
 	unsigned int nslots, nq;
-	uint64_t cur_dest;
 	struct sk_txq q[SK_TX_MSGS];
 	uint8_t hdrs[SK_TX_MSGS][SG_DP_HDR_LEN];
 	struct mmsghdr txm[SK_TX_MSGS];
@@ -583,17 +583,17 @@ static void *sk_tx_alloc(void *ctx, uint64_t dest, uint32_t len, void **pkt)
 		return NULL;
 	if (s->nslots == SK_TX_SLOTS || s->nq == SK_TX_MSGS)
 		sk_tx_flush(lc, s);
-	s->cur_dest = dest;
+	(void)dest; /* send() is given it */
 	*pkt = s;
 	return s->slots + (size_t)s->nslots * SK_DGRAM_MAX;
 }
 
-static void sk_tx_send(void *ctx, void *pkt, uint32_t len)
+static void sk_tx_send(void *ctx, uint64_t dest, void *pkt, uint32_t len)
 {
 	struct sk_lcore *s = pkt;
 
 	(void)ctx;
-	s->q[s->nq++] = (struct sk_txq){.dest = s->cur_dest, .len = len,
+	s->q[s->nq++] = (struct sk_txq){.dest = dest, .len = len,
 					.slot = (uint16_t)s->nslots, .hdr = SK_NO_HDR};
 	s->nslots++;
 }

@@ -15,7 +15,7 @@
 #include <rte_telemetry.h>
 
 #include "sg_dp_engine.h"
-#include "sg_dp_internal.h"
+#include "sg_dp_transport.h"
 #include "sg_dp_pipeline.h"
 #include "sg_dp_proto.h"
 #include "sg_late.h"

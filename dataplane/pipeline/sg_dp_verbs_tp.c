@@ -35,8 +35,14 @@
 #include <rte_mempool.h>
 #include <rte_ring.h>
 
-#include "sg_dp_internal.h"
+#include "sg_dp_hand.h"
+#include "sg_dp_lcore_ctl.h"
+#include "sg_dp_transport.h"
 #include "sg_dp_verbs.h"
+
+/* The transport's own control-channel messages (struct sg_dp_transport.ctl). */
+#define SG_DP_MSG_VERBS_RC_CONNECT SG_DP_MSG_TRANSPORT /* arg[0]: the request */
+#define SG_DP_MSG_VERBS_RC_DISCONNECT (SG_DP_MSG_TRANSPORT + 1) /* arg[0]: the peer id */
 
 /* defined at the end, with the ops it names */
 static const struct sg_dp_transport sg_dp_transport_verbs;
@@ -228,11 +234,11 @@ static void *vtp_tx_alloc(void *ctx, uint64_t dest, uint32_t len, void **pkt)
 	return v->tx.alloc(v->tx.ctx, dest, len, pkt);
 }
 
-static void vtp_tx_send(void *ctx, void *pkt, uint32_t len)
+static void vtp_tx_send(void *ctx, uint64_t dest, void *pkt, uint32_t len)
 {
 	struct vtp_lcore *v = ((struct sg_dp_lcore *)ctx)->xp;
 
-	v->tx.send(v->tx.ctx, pkt, len);
+	v->tx.send(v->tx.ctx, dest, pkt, len);
 }
 
 /* ---- set-up --------------------------------------------------------------- */

@@ -37,7 +37,8 @@
 #include <rte_ethdev.h>
 #include <rte_kvargs.h>
 
-#include "sg_dp_internal.h"
+#include "sg_dp_lcore.h"
+#include "sg_dp_xdp.h"
 #include "sg_dp_xdp_cfg.h"
 
 #ifndef AF_XDP

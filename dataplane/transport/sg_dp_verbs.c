@@ -95,7 +95,6 @@ struct sg_dp_verbs {
 	struct ibv_send_wr swr[SEND_CHAIN];
 	struct ibv_sge ssge[SEND_CHAIN];
 	uint32_t n_pending;
-	uint32_t cur_dest; /* peer of the packet between alloc() and send() */
 
 	struct rte_hash *peer_hash;
 	struct peer *peers;
@@ -678,16 +677,15 @@ static void *tx_alloc(void *ctx, uint64_t dest, uint32_t len, void **pkt)
 		}
 	}
 	idx = t->send_free[--t->n_send_free];
-	t->cur_dest = (uint32_t)dest;
 	*pkt = t->sbase + (size_t)idx * t->sstride;
 	return *pkt;
 }
 
-static void tx_send(void *ctx, void *pkt, uint32_t len)
+static void tx_send(void *ctx, uint64_t dest, void *pkt, uint32_t len)
 {
 	struct sg_dp_verbs *t = ctx;
 	uint32_t idx = (uint32_t)(((uint8_t *)pkt - t->sbase) / t->sstride);
-	struct peer *p = &t->peers[t->cur_dest];
+	struct peer *p = &t->peers[(uint32_t)dest];
 	struct ibv_qp *qp = p->qp != NULL ? p->qp : t->qp;
 	uint32_t k;
 

@@ -78,15 +78,16 @@ static void *px_alloc(void *ctx, uint64_t dest, uint32_t len, void **pkt)
 	return p->tx;
 }
 
-static void px_send(void *ctx, void *pkt, uint32_t len)
+static void px_send(void *ctx, uint64_t dest, void *pkt, uint32_t len)
 {
 	struct proxy *p = ctx;
 	struct sockaddr_in a = {.sin_family = AF_INET,
-				.sin_port = htons((uint16_t)p->tx_dest),
-				.sin_addr.s_addr = htonl((uint32_t)(p->tx_dest >> 16))};
+				.sin_port = htons((uint16_t)dest),
+				.sin_addr.s_addr = htonl((uint32_t)(dest >> 16))};
 
 	(void)pkt;
-	if (p->mute_armed && p->tx_dest == p->rank_src[p->mute_rank]) {
+	SG_CHECK(dest == p->tx_dest, "send: not the destination its alloc was given");
+	if (p->mute_armed && dest == p->rank_src[p->mute_rank]) {
 		struct sg_dp_msg m;
 
 		if (sg_dp_parse(p->tx, len, &m, NULL) == 0 && m.type == SG_DP_T_RESULT &&

@@ -40,12 +40,13 @@ static void *cap_alloc(void *ctx, uint64_t dest, uint32_t len, void **pkt)
 	return c->pkts[c->n].buf;
 }
 
-static void cap_send(void *ctx, void *pkt, uint32_t len)
+static void cap_send(void *ctx, uint64_t dest, void *pkt, uint32_t len)
 {
 	struct cap *c = ctx;
 	struct cap_pkt *p = pkt;
 
 	p->len = len;
+	SG_CHECK(p->dest == dest, "send: not the destination its alloc was given");
 	SG_CHECK(sg_dp_parse(p->buf, len, &p->m, NULL) == 0, "engine sent a bad packet");
 	c->n++;
 }

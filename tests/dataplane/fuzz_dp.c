@@ -42,7 +42,7 @@ static void *fz_alloc(void *ctx, uint64_t dest, uint32_t len, void **pkt)
 	return len <= sizeof(txbuf) ? txbuf : NULL;
 }
 
-static void fz_send(void *ctx, void *pkt, uint32_t len)
+static void fz_send(void *ctx, uint64_t dest, void *pkt, uint32_t len)
 {
 	struct sg_dp_msg m;
 

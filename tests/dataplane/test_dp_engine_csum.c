@@ -91,7 +91,7 @@ static void check_sum(struct out *o, const void *pkt, uint32_t len)
 		o->csum_bad++;
 }
 
-static void o_send(void *ctx, void *pkt, uint32_t len)
+static void o_send(void *ctx, uint64_t dest, void *pkt, uint32_t len)
 {
 	struct out *o = ctx;
 

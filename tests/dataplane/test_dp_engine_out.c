@@ -220,7 +220,7 @@ static unsigned int fan_send(void *ctx, void *pkt, uint32_t len, const struct sg
 			return i;
 		memcpy(b, f->buf, len);
 		sg_dp_hdr_set_rank(b, to[i].rank);
-		cap_send(f->c, cp, len);
+		cap_send(f->c, to[i].dest, cp, len);
 	}
 	SG_CHECK(ctx == f->c, "send_multi: not the ops' ctx");
 	return q;

@@ -16,7 +16,8 @@
 #include <rte_udp.h>
 
 #include "sg_config.h"
-#include "sg_dp_internal.h"
+#include "sg_dp_eth.h"
+#include "sg_dp_transport.h"
 #include "sg_dp_pipeline.h"
 #include "sg_test.h"
 

@@ -31,7 +31,7 @@
 #include <rte_mbuf.h>
 #include <rte_ring.h>
 
-#include "sg_dp_internal.h"
+#include "sg_dp_peers.h"
 #include "sg_dp_testdrv.h"
 #include "sg_dp_proto.h"
 #include "dp_pipe_util.h"

@@ -24,7 +24,7 @@
 #include <rte_mbuf.h>
 #include <rte_ring.h>
 
-#include "sg_dp_internal.h"
+#include "sg_dp_lcore.h"
 #include "sg_dp_net.h"
 #include "sg_dp_testdrv.h"
 #include "dp_pipe_util.h"

@@ -339,11 +339,13 @@ static void *sim_alloc(void *ctx, uint64_t dest, uint32_t len, void **pkt)
 	return len <= sizeof(s->txbuf) ? s->txbuf : NULL;
 }
 
-static void sim_send(void *ctx, void *pkt, uint32_t len)
+static void sim_send(void *ctx, uint64_t dest, void *pkt, uint32_t len)
 {
 	struct sim *s = ctx;
-	uint64_t dest = (uint64_t)(uintptr_t)pkt;
 	struct sg_dp_msg m;
+
+	/* alloc() kept its destination in the handle: send() must be given the same */
+	SG_CHECK_EQ(dest, (uint64_t)(uintptr_t)pkt);
 
 	if (sg_dp_parse(s->txbuf, len, &m, NULL) == 0 && m.type == SG_DP_T_ERROR &&
 	    m.code == SG_DP_C_STALE)
