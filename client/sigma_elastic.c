@@ -5,7 +5,7 @@
  * of the job's token digest, so that a reused job id never reads another job's):
  *   J/job            rank 0's, under its lease: {"id","workers","nodes":[node...]}
  *   J/proposal/<k>   {"epoch":k,"workers":N,"margin":M,"by":...,"why":...,"nodes":[node...]}
- *   J/confirm/<k>/<r> {"rank":r,"rounds":{"<tensor id>":next round,...}}
+ *   J/confirm/<k>/<r> {"rank":r,"rounds":{"<tensor id>":next round,...},"idle":[id...]}
  *   J/abort/<k>      {"epoch":k,"by":...,"reason":...}
  *   J/done/<k>/<r>   {"rank":r}: rank r closed every session before epoch k
  * node = {"name","kind","gbps","weight","addr","port","lease"}.
@@ -65,6 +65,7 @@ struct el_tensor {
 	int prio;
 	char name[SG_NAME_MAX];
 	uint32_t round;		/* next round */
+	uint64_t last_ms;	/* when its last push_pull started (or it was registered) */
 	unsigned int ep;	/* index into epochs of its current node set */
 	bool limited;		/* a confirmed proposal bounds it */
 	uint32_t limit;
@@ -298,10 +299,34 @@ static void stats_add(struct sigma_stats *acc, const struct sigma_session *s)
 		a[f] += v[f];
 }
 
+/* Move tensor @p i on to the newest epoch its next round belongs to, if nothing of it is
+ * in flight nor failed in its current one (a wait then reads it there): a tensor idle at
+ * a switch whose switch round is its next round leaves its old session now, not at its
+ * next push, so that the old one can close. Under the lock. */
+static void move_on(struct sigma_elastic *e, unsigned int i)
+{
+	struct el_tensor *te = &e->tens[i];
+
+	while (te->ep + 1 < e->n_ep && te->round >= e->ep[te->ep + 1]->rounds[i]) {
+		const struct el_epoch *ep = e->ep[te->ep];
+
+		if (ep->s != NULL && ep->t[i] != NULL && sigma_test(ep->t[i]) != 0)
+			return;
+		te->ep++;
+		e->st.switches++;
+	}
+}
+
 static void close_unused(struct sigma_elastic *e)
 {
-	unsigned int n = n_epochs(e), lo = n;
+	unsigned int n, lo;
 
+	pthread_mutex_lock(&e->mu);
+	for (unsigned int i = 0; i < e->nt; i++)
+		move_on(e, i);
+	n = e->n_ep;
+	pthread_mutex_unlock(&e->mu);
+	lo = n;
 	for (unsigned int i = 0; i < e->nt; i++)
 		if (e->tens[i].ep < lo)
 			lo = e->tens[i].ep;
@@ -487,16 +512,37 @@ static void maybe_propose(struct sigma_elastic *e, struct sg_etcd *et)
 	}
 }
 
-static void snapshot_limits(struct sigma_elastic *e, json_t *rounds)
+/* Our confirmation's rounds and the limits they set. A tensor not pushed for idle_ms is
+ * listed idle: its limit is its round itself (its next push waits for the decision), so
+ * that if every rank lists it idle it switches at that round, not margin rounds later,
+ * which a tensor never pushed again would never reach (its old session kept open). */
+static void snapshot_limits(struct sigma_elastic *e, json_t *rounds, json_t *idle)
 {
+	uint64_t now = now_ms();
+
 	for (unsigned int i = 0; i < e->nt; i++) {
+		struct el_tensor *te = &e->tens[i];
+		bool quiet = now - te->last_ms >= e->c.idle_ms;
 		char id[16];
 
-		snprintf(id, sizeof(id), "%u", e->tens[i].id);
-		json_object_set_new(rounds, id, json_integer(e->tens[i].round));
-		e->tens[i].limited = true;
-		e->tens[i].limit = e->tens[i].round + e->c.margin;
+		snprintf(id, sizeof(id), "%u", te->id);
+		json_object_set_new(rounds, id, json_integer(te->round));
+		if (quiet)
+			json_array_append_new(idle, json_integer(te->id));
+		te->limited = true;
+		te->limit = te->round + (quiet ? 0 : e->c.margin);
 	}
+}
+
+static bool listed_idle(json_t *confirm, const char *id)
+{
+	size_t i;
+	json_t *v;
+
+	json_array_foreach(json_object_get(confirm, "idle"), i, v)
+		if (json_is_integer(v) && (json_int_t)strtoll(id, NULL, 10) == json_integer_value(v))
+			return true;
+	return false;
 }
 
 static void unlimit(struct sigma_elastic *e)
@@ -539,7 +585,8 @@ static void commit_epoch(struct sigma_elastic *e, const struct el_node *nodes, u
 	ep->n = n;
 	ep->e = e;
 	memcpy(ep->nodes, nodes, n * sizeof(*nodes));
-	/* each tensor any rank listed: max over the ranks' rounds + margin */
+	/* each tensor any rank listed: max over the ranks' limits (round + margin, or the
+	 * round of a tensor the rank listed idle) */
 	ep->switch_at = json_object();
 	for (unsigned int r = 0; r < e->job.conf.nworkers && ep->switch_at; r++) {
 		const char *id;
@@ -547,7 +594,8 @@ static void commit_epoch(struct sigma_elastic *e, const struct el_node *nodes, u
 
 		json_object_foreach(json_object_get(confirms[r], "rounds"), id, v) {
 			json_t *have = json_object_get(ep->switch_at, id);
-			json_int_t want = json_integer_value(v) + margin;
+			json_int_t want = json_integer_value(v) +
+					  (listed_idle(confirms[r], id) ? 0 : margin);
 
 			if (json_is_integer(v) && (have == NULL || json_integer_value(have) < want))
 				json_object_set_new(ep->switch_at, id, json_integer(want));
@@ -641,12 +689,12 @@ static void step(struct sigma_elastic *e, struct sg_etcd *et, const struct sg_et
 		 * answer (etcd may have applied it): the same record again, the limits kept, so
 		 * that no round passes what a confirm etcd holds allows. */
 		if (!e->pending_confirmed) {
-			json_t *rounds = json_object(), *cj;
+			json_t *rounds = json_object(), *idle = json_array(), *cj;
 
-			snapshot_limits(e, rounds);
+			snapshot_limits(e, rounds, idle);
 			e->pending_confirmed = true;
-			cj = json_pack("{s:i, s:I, s:o}", "rank", (int)e->c.rank, "epoch",
-				       (json_int_t)e->next_k, "rounds", rounds);
+			cj = json_pack("{s:i, s:I, s:o, s:o}", "rank", (int)e->c.rank, "epoch",
+				       (json_int_t)e->next_k, "rounds", rounds, "idle", idle);
 			free(e->my_confirm);
 			e->my_confirm = cj ? json_dumps(cj, JSON_COMPACT) : NULL;
 			json_decref(cj);
@@ -879,6 +927,7 @@ struct sigma_elastic *sigma_elastic_open(const struct sigma_elastic_conf *c, cha
 	e->c.margin = c->margin ? c->margin : 4;
 	e->c.confirm_ms = c->confirm_ms ? c->confirm_ms : 10000;
 	e->c.wait_ms = c->wait_ms ? c->wait_ms : 60000;
+	e->c.idle_ms = c->idle_ms ? c->idle_ms : 1000;
 	e->c.propose = c->propose ? c->propose : (c->rank == 0 ? 1 : -1);
 	if (c->base != NULL)
 		e->base = *c->base;
@@ -976,7 +1025,7 @@ int sigma_elastic_tensor(struct sigma_elastic *e, const char *name, uint32_t id,
 	/* from the first epoch on: another rank may have listed it in a confirmation, its
 	 * first rounds then belong to an older node set (push_pull moves it on) */
 	*te = (struct el_tensor){.id = id, .dtype = dtype, .nelem = nelem, .prio = priority,
-				 .round = e->base.first_round, .ep = 0};
+				 .round = e->base.first_round, .ep = 0, .last_ms = now_ms()};
 	for (unsigned int k = 1; k < e->n_ep; k++)
 		e->ep[k]->rounds[e->nt] = switch_round(e->ep[k], id);
 	snprintf(te->name, sizeof(te->name), "%s", name ? name : "");
@@ -1028,6 +1077,7 @@ int sigma_elastic_push_pull(struct sigma_elastic *e, uint32_t id, const void *in
 		e->st.switches++;
 	}
 	ep = e->ep[te->ep];
+	te->last_ms = now_ms();
 	pthread_mutex_unlock(&e->mu);
 	/* (again, for a tensor registered late whose first rounds are an older epoch's) */
 	if (ep->s == NULL && (rc = open_epoch(e, ep)) < 0)
