@@ -35,6 +35,7 @@
 
 #define EL_MAX_EPOCHS 256
 #define EL_JOB_TTL_S 10
+#define EL_RESWITCH_IDLE 4	/* idle_ms after a commit with a rank not done: a re-switch */
 
 struct el_node {
 	char name[SG_NAME_MAX];
@@ -55,6 +56,9 @@ struct el_epoch {
 	struct sigma_session *s;	/* main thread only */
 	struct sigma_tensor *t[SIGMA_ELASTIC_MAX_TENSORS];
 	bool closed;
+	uint64_t at_ms;			/* when this rank saw it committed */
+	bool again;			/* the node set of the epoch before: a re-switch */
+	bool tried;			/* proposer: a re-switch of it was proposed */
 	struct sigma_elastic *e;
 };
 
@@ -299,22 +303,35 @@ static void stats_add(struct sigma_stats *acc, const struct sigma_session *s)
 		a[f] += v[f];
 }
 
-/* Move tensor @p i on to the newest epoch its next round belongs to, if nothing of it is
- * in flight nor failed in its current one (a wait then reads it there): a tensor idle at
- * a switch whose switch round is its next round leaves its old session now, not at its
+/* The epoch tensor @p i's next round belongs to: the newest whose switch round it has
+ * reached. A later epoch may switch it at an earlier round than the one before (a
+ * tensor idle at its confirmation, below a switch round it never reached): every rank
+ * skips the same epochs, and no rank pushed a round at or past a switch round before
+ * it knew it. Under the lock. */
+static unsigned int epoch_of(const struct sigma_elastic *e, unsigned int i)
+{
+	const struct el_tensor *te = &e->tens[i];
+
+	for (unsigned int k = e->n_ep - 1; k > te->ep; k--)
+		if (te->round >= e->ep[k]->rounds[i])
+			return k;
+	return te->ep;
+}
+
+/* Move tensor @p i on to the epoch its next round belongs to, if nothing of it is in
+ * flight nor failed in its current one (a wait then reads it there): a tensor idle at a
+ * switch whose switch round is its next round leaves its old session now, not at its
  * next push, so that the old one can close. Under the lock. */
 static void move_on(struct sigma_elastic *e, unsigned int i)
 {
 	struct el_tensor *te = &e->tens[i];
+	unsigned int to = epoch_of(e, i);
+	const struct el_epoch *ep = e->ep[te->ep];
 
-	while (te->ep + 1 < e->n_ep && te->round >= e->ep[te->ep + 1]->rounds[i]) {
-		const struct el_epoch *ep = e->ep[te->ep];
-
-		if (ep->s != NULL && ep->t[i] != NULL && sigma_test(ep->t[i]) != 0)
-			return;
-		te->ep++;
-		e->st.switches++;
-	}
+	if (to == te->ep || (ep->s != NULL && ep->t[i] != NULL && sigma_test(ep->t[i]) != 0))
+		return;
+	te->ep = to;
+	e->st.switches++;
 }
 
 static void close_unused(struct sigma_elastic *e)
@@ -443,16 +460,39 @@ static bool is_drained(const struct sigma_elastic *e, const char *name)
 	return false;
 }
 
-/* Proposer: the node set the job should have, if it differs by a join or a drain. */
-static void maybe_propose(struct sigma_elastic *e, struct sg_etcd *et)
+/* Put proposal next_k. @return 1 (ours), 0 (another writer's first), -errno (etcd). */
+static int propose(struct sigma_elastic *e, struct sg_etcd *et, const struct el_node *set,
+		   unsigned int n, const char *why)
+{
+	char key[384];
+	json_t *v;
+	int rc;
+
+	snprintf(key, sizeof(key), "%s/proposal/%u", e->jp, e->next_k);
+	v = json_pack("{s:I, s:i, s:I, s:s, s:s, s:o}", "epoch", (json_int_t)e->next_k, "workers",
+		      (int)e->job.conf.nworkers, "margin", (json_int_t)e->c.margin, "by",
+		      e->c.rank == 0 ? "rank 0" : "a rank", "why", why, "nodes", nodes_json(set, n));
+	rc = put_json(et, key, v, 0, NULL, 0, true);
+	if (rc == 1) {
+		e->st.proposals++;
+		say(e, "proposed epoch %u: %s (%u node(s))", e->next_k, why, n);
+	} else if (rc == 0) {
+		e->st.races_lost++;
+	} else {
+		e->st.etcd_failures++;
+	}
+	return rc;
+}
+
+/* Proposer: the node set the job should have, if it differs by a join or a drain.
+ * @return whether it does. */
+static bool maybe_propose(struct sigma_elastic *e, struct sg_etcd *et)
 {
 	const struct el_epoch *cur = e->ep[e->n_ep - 1];
 	struct el_node set[SG_MAX_NODES];
-	char why[512] = "", key[384];
+	char why[512] = "";
 	unsigned int n = 0, joins = 0, drains = 0;
 	struct el_node join[SG_MAX_NODES];
-	json_t *v;
-	int rc;
 
 	for (unsigned int i = 0; i < cur->n; i++) {
 		bool live = false;
@@ -489,27 +529,43 @@ static void maybe_propose(struct sigma_elastic *e, struct sg_etcd *et)
 		joins++;
 	}
 	if (joins + drains == 0 || n + joins == 0)
-		return;
+		return false;
 	for (unsigned int i = 0; i < joins; i++)
 		set[n++] = join[i];
 	for (unsigned int i = n - joins; i < n; i++)
 		if (create_on(e, &set[i], set, n) != 0) {
 			e->retry_at = now_ms() + 1000;
-			return;
+			return true;
 		}
-	snprintf(key, sizeof(key), "%s/proposal/%u", e->jp, e->next_k);
-	v = json_pack("{s:I, s:i, s:I, s:s, s:s, s:o}", "epoch", (json_int_t)e->next_k, "workers",
-		      (int)e->job.conf.nworkers, "margin", (json_int_t)e->c.margin, "by",
-		      e->c.rank == 0 ? "rank 0" : "a rank", "why", why, "nodes", nodes_json(set, n));
-	rc = put_json(et, key, v, 0, NULL, 0, true);
-	if (rc == 1) {
-		e->st.proposals++;
-		say(e, "proposed epoch %u: %s (%u node(s))", e->next_k, why, n);
-	} else if (rc == 0) {
-		e->st.races_lost++;
-	} else {
-		e->st.etcd_failures++;
+	propose(e, et, set, n, why);
+	return true;
+}
+
+/* Proposer: the newest epoch committed EL_RESWITCH_IDLE idle_ms ago and some rank still
+ * has a session of an older one (no done record): a tensor stopped between its
+ * confirmation and its switch round, which it may never reach. Propose the same node set
+ * again (once per epoch, never for a re-switch itself): the tensors idle by now switch
+ * to it at their next round (rule 4), so the older sessions can close. */
+static void maybe_reswitch(struct sigma_elastic *e, struct sg_etcd *et,
+			   const struct sg_etcd_kv *kv, size_t nkv)
+{
+	struct el_epoch *cur = e->ep[e->n_ep - 1];
+	char why[320] = "", key[384];
+
+	if (cur->k == 0 || cur->again || cur->tried ||
+	    now_ms() - cur->at_ms < (uint64_t)EL_RESWITCH_IDLE * e->c.idle_ms)
+		return;
+	for (unsigned int r = 0; r < e->job.conf.nworkers; r++) {
+		snprintf(key, sizeof(key), "%s/done/%u/%u", e->jp, cur->k, r);
+		if (kv_find(kv, nkv, key) == NULL)
+			snprintf(why + strlen(why), sizeof(why) - strlen(why), "%s%u",
+				 why[0] ? ", " : "again: rank(s) ", r);
 	}
+	if (why[0] == '\0')
+		return;
+	snprintf(why + strlen(why), sizeof(why) - strlen(why), " still on an older node set");
+	/* tried again at the next look only if etcd did not answer */
+	cur->tried = propose(e, et, cur->nodes, cur->n, why) >= 0;
 }
 
 /* Our confirmation's rounds and the limits they set. A tensor not pushed for idle_ms is
@@ -585,6 +641,11 @@ static void commit_epoch(struct sigma_elastic *e, const struct el_node *nodes, u
 	ep->n = n;
 	ep->e = e;
 	memcpy(ep->nodes, nodes, n * sizeof(*nodes));
+	ep->at_ms = now_ms();
+	ep->again = n == e->ep[e->n_ep - 1]->n;
+	for (unsigned int i = 0; i < n && ep->again; i++)
+		ep->again = strcmp(nodes[i].name, e->ep[e->n_ep - 1]->nodes[i].name) == 0 &&
+			    nodes[i].lease == e->ep[e->n_ep - 1]->nodes[i].lease;
 	/* each tensor any rank listed: max over the ranks' limits (round + margin, or the
 	 * round of a tensor the rank listed idle) */
 	ep->switch_at = json_object();
@@ -633,8 +694,8 @@ static void step(struct sigma_elastic *e, struct sg_etcd *et, const struct sg_et
 	snprintf(key, sizeof(key), "%s/proposal/%u", e->jp, e->next_k);
 	p = kv_find(kv, nkv, key);
 	if (p == NULL) {
-		if (e->c.propose > 0 && now_ms() >= e->retry_at)
-			maybe_propose(e, et);
+		if (e->c.propose > 0 && now_ms() >= e->retry_at && !maybe_propose(e, et))
+			maybe_reswitch(e, et, kv, nkv);
 		return;
 	}
 	if (e->seen_at == 0)
@@ -1072,8 +1133,8 @@ int sigma_elastic_push_pull(struct sigma_elastic *e, uint32_t id, const void *in
 		poll_all(e, 500);
 		pthread_mutex_lock(&e->mu);
 	}
-	while (te->ep + 1 < e->n_ep && te->round >= e->ep[te->ep + 1]->rounds[i]) {
-		te->ep++;
+	if (epoch_of(e, i) != te->ep) {
+		te->ep = epoch_of(e, i);
 		e->st.switches++;
 	}
 	ep = e->ep[te->ep];
@@ -1143,10 +1204,7 @@ int sigma_elastic_part_node(struct sigma_elastic *e, uint32_t id, uint32_t part,
 	if (te == NULL || name == NULL)
 		return -ENOENT;
 	pthread_mutex_lock(&e->mu);
-	ep = e->ep[te->ep];
-	for (unsigned int k = te->ep + 1; k < e->n_ep; k++)
-		if (te->round >= e->ep[k]->rounds[i])
-			ep = e->ep[k];
+	ep = e->ep[epoch_of(e, i)];
 	pthread_mutex_unlock(&e->mu);
 	if (ep->s == NULL && !ep->closed && open_epoch(e, ep) < 0)
 		return -EIO;

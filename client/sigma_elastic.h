@@ -10,7 +10,9 @@
  * tensor at the round max(confirmed rounds) + margin (a tensor every rank
  * confirmed idle: at its confirmed round), on every rank. A
  * proposal that a rank does not confirm within confirm_ms is aborted (also in
- * a transaction), naming the rank: the job stays on its node set. Each node
+ * a transaction), naming the rank: the job stays on its node set. A tensor
+ * that stops between its confirmation and its switch round gets the same node
+ * set proposed again, where it is confirmed idle and switches at once. Each node
  * set is one libsigma session (with failover): a tensor goes on in the old
  * one until its switch round, then in the new one.
  *
