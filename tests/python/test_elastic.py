@@ -41,6 +41,16 @@ from test_etcd import SIZES, check_sums, value  # noqa: E402
 MAX_STEPS, AFTER = 600, 10
 
 
+def ctl_out(args: list, timeout: float) -> str:
+    """sigmactl's output, through a file: a pipe's write end may be inherited by a
+    rank that run_ranks forks meanwhile, and then never reads EOF before the ranks
+    end (which wait for this thread)."""
+    with tempfile.TemporaryFile(mode="w+") as f:
+        subprocess.run(args, stdout=f, stderr=subprocess.STDOUT, timeout=timeout)
+        f.seek(0)
+        return f.read()
+
+
 def elastic_ranks(rank, n, url, cluster):
     dist.init_process_group("gloo")
     sgt.init(etcd=url, cluster=cluster, partition_bytes=65536)
@@ -117,9 +127,8 @@ class Elastic(unittest.TestCase):
         def jobs() -> list:
             # a loaded machine may keep sigmactl past its timeout: ask again
             try:
-                p = subprocess.run([ctl, "--json", "--etcd", etcd.url, "--cluster", cluster,
-                                    "elastic"], capture_output=True, text=True, timeout=20)
-                return json.loads(p.stdout)
+                return json.loads(ctl_out([ctl, "--json", "--etcd", etcd.url, "--cluster",
+                                           cluster, "elastic"], 20))
             except (ValueError, subprocess.TimeoutExpired):
                 return []
 
@@ -141,10 +150,10 @@ class Elastic(unittest.TestCase):
             late.append(start_local_nodes(1, extra_args=args + ["--name", "late0"]))
             if not until("join", lambda j, p: j[0]["epoch"] == 1 and not j[0]["pending"]):
                 return
-            drain.append(subprocess.Popen([ctl, "--etcd", etcd.url, "--cluster", cluster,
-                                           "drain", "local0", "--timeout", "60"],
-                                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                          text=True))
+            out = tempfile.TemporaryFile(mode="w+")
+            drain.append((subprocess.Popen([ctl, "--etcd", etcd.url, "--cluster", cluster,
+                                            "drain", "local0", "--timeout", "60"],
+                                           stdout=out, stderr=subprocess.STDOUT), out))
             until("drain", lambda j, p: j[0]["epoch"] == 2 and not j[0]["pending"])
 
         def orchestrate_and_stay():
@@ -172,8 +181,11 @@ class Elastic(unittest.TestCase):
                 finally:
                     ranks_done.set()
                     th.join()
-                    for p in drain:
-                        out = p.communicate(timeout=70)[0]
+                    for p, f in drain:
+                        p.wait(timeout=70)
+                        f.seek(0)
+                        out = f.read()
+                        f.close()
                         self.assertEqual(p.returncode, 0, out)
                         self.assertIn("node local0 drained", out)
         finally:
@@ -202,9 +214,7 @@ class Elastic(unittest.TestCase):
 
         def elastic() -> str:
             try:
-                return subprocess.run([ctl, "--etcd", etcd.url, "--cluster", cluster,
-                                       "elastic"], capture_output=True, text=True,
-                                      timeout=20).stdout
+                return ctl_out([ctl, "--etcd", etcd.url, "--cluster", cluster, "elastic"], 20)
             except subprocess.TimeoutExpired:
                 return ""
 
@@ -226,10 +236,12 @@ class Elastic(unittest.TestCase):
             if not until("join", lambda t: "late0" in t):
                 return
             t0 = time.monotonic()
-            p = subprocess.run([ctl, "--etcd", etcd.url, "--cluster", cluster, "drain",
-                                "local0", "--timeout", "30"], capture_output=True, text=True,
-                               timeout=40)
-            drain.update(rc=p.returncode, out=p.stdout + p.stderr, s=time.monotonic() - t0)
+            with tempfile.TemporaryFile(mode="w+") as f:
+                p = subprocess.run([ctl, "--etcd", etcd.url, "--cluster", cluster, "drain",
+                                    "local0", "--timeout", "30"], stdout=f,
+                                   stderr=subprocess.STDOUT, timeout=40)
+                f.seek(0)
+                drain.update(rc=p.returncode, out=f.read(), s=time.monotonic() - t0)
 
         def orchestrate_and_stay():
             orchestrate()
