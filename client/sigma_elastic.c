@@ -964,6 +964,37 @@ static int first_epoch(struct sigma_elastic *e, struct sg_etcd *et, char *err, s
 	}
 }
 
+/* A job of tensors recorded in etcd (its record, with our token's digest, not open):
+ * refused. Its nodes hold the keys of the first placement only, so the first switch
+ * that moves a partition to a node that stays (a drain) would fail every rank with
+ * ERROR MISMATCH, and failover reads the record's first placement. An unrecorded one
+ * cannot be told from an open job: it fails so at that switch. @return 0 or -EINVAL. */
+static int refuse_fixed(struct sigma_elastic *e, struct sg_etcd *et, const char *digest,
+			char *err, size_t errlen)
+{
+	struct sg_etcd_kv *kv = NULL;
+	const struct sg_etcd_kv *r;
+	struct sg_etcd_job *j = NULL;
+	size_t nkv = 0;
+	char key[200];
+	int rc = 0;
+
+	snprintf(key, sizeof(key), "%s/jobs/%u", e->prefix, e->job.conf.job);
+	if (sg_etcd_get_prefix(et, key, &kv, &nkv, NULL) < 0)
+		return 0; /* etcd away: the job record's read says so next */
+	r = kv_find(kv, nkv, key);
+	j = r ? malloc(sizeof(*j)) : NULL;
+	if (j != NULL && sg_etcd_job_parse(r->key, r->value, r->len, j, NULL, NULL, 0) == 0 &&
+	    !j->open && strcmp(j->token_digest, digest) == 0)
+		rc = sg_err(err, errlen, -EINVAL, "job %u is a job of tensors (its record %s): an "
+			    "elastic job must be open (sigmactl job create --open): a switch moves "
+			    "partitions to nodes whose job has no key for them", e->job.conf.job,
+			    key);
+	free(j);
+	sg_etcd_kvs_free(kv, nkv);
+	return rc;
+}
+
 struct sigma_elastic *sigma_elastic_open(const struct sigma_elastic_conf *c, char *err,
 					 size_t errlen)
 {
@@ -1011,7 +1042,9 @@ struct sigma_elastic *sigma_elastic_open(const struct sigma_elastic_conf *c, cha
 		rc = sg_err(err, errlen, -EINVAL, "bad etcd endpoints");
 		goto fail;
 	}
-	rc = first_epoch(e, et, err, errlen);
+	rc = refuse_fixed(e, et, digest, err, errlen);
+	if (rc == 0)
+		rc = first_epoch(e, et, err, errlen);
 	sg_etcd_destroy(et);
 	if (rc == 0)
 		rc = open_epoch(e, e->ep[0]);

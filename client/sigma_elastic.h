@@ -84,7 +84,8 @@ struct sigma_elastic;
  * (rank 0 makes it; the others wait for it up to confirm_ms), and opens the
  * first session.
  * @return the instance, or NULL with errno EINVAL (bad conf or descriptor, an
- *         async job; the reason in @p err), EHOSTUNREACH (etcd), ETIMEDOUT (no
+ *         async job, a job of tensors recorded in etcd (an elastic job must be
+ *         open); the reason in @p err), EHOSTUNREACH (etcd), ETIMEDOUT (no
  *         job record from rank 0), ENOMEM, or sigma_open()'s errno.
  */
 struct sigma_elastic *sigma_elastic_open(const struct sigma_elastic_conf *c, char *err,
