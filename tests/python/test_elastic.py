@@ -31,6 +31,7 @@ torch = sgtest.need_torch()
 import torch.distributed as dist  # noqa: E402
 
 import json  # noqa: E402
+import multiprocessing as mp  # noqa: E402
 
 import sigma.torch as sgt  # noqa: E402
 from sigma.etcd import read_nodes  # noqa: E402
@@ -41,10 +42,19 @@ from test_etcd import SIZES, check_sums, value  # noqa: E402
 MAX_STEPS, AFTER = 600, 10
 
 
+def ranks_forked(n: int) -> None:
+    """Wait until run_ranks has forked its n ranks: a rank forked while this thread
+    starts a process holds the write ends of that Popen's pipes (its exec-error pipe
+    among them), so the thread's read waits for EOF as long as the ranks live, and
+    the ranks wait for the thread (seen: a sigmactl defunct, the test stuck)."""
+    deadline = time.monotonic() + 120
+    while len(mp.active_children()) < n:
+        assert time.monotonic() < deadline, "the ranks were not forked"
+        time.sleep(0.05)
+
+
 def ctl_out(args: list, timeout: float) -> str:
-    """sigmactl's output, through a file: a pipe's write end may be inherited by a
-    rank that run_ranks forks meanwhile, and then never reads EOF before the ranks
-    end (which wait for this thread)."""
+    """sigmactl's output, through a file (no pipe to hold open)."""
     with tempfile.TemporaryFile(mode="w+") as f:
         subprocess.run(args, stdout=f, stderr=subprocess.STDOUT, timeout=timeout)
         f.seek(0)
@@ -144,6 +154,7 @@ class Elastic(unittest.TestCase):
             return False
 
         def orchestrate():
+            ranks_forked(3)
             # both changes decided while rank 0 holds every rank before a step
             if not until("pause", lambda j, p: p and len(j) == 1, 200):
                 return
@@ -228,6 +239,7 @@ class Elastic(unittest.TestCase):
             return False
 
         def orchestrate():
+            ranks_forked(3)
             # the job runs: a node registers; once it is in, drain local0
             # the ranks' start (torch, under ASan on a loaded machine) may be slow
             if not until("job", lambda t: len(t.splitlines()) > 1, 200):
