@@ -35,7 +35,7 @@
 
 #define EL_MAX_EPOCHS 256
 #define EL_JOB_TTL_S 10
-#define EL_RESWITCH_IDLE 4	/* idle_ms after a commit with a rank not done: a re-switch */
+#define EL_RESWITCH_IDLE 4	/* idle_ms a tensor below its switch round waits: a re-switch */
 
 struct el_node {
 	char name[SG_NAME_MAX];
@@ -541,19 +541,30 @@ static bool maybe_propose(struct sigma_elastic *e, struct sg_etcd *et)
 	return true;
 }
 
-/* Proposer: the newest epoch committed EL_RESWITCH_IDLE idle_ms ago and some rank still
- * has a session of an older one (no done record): a tensor stopped between its
- * confirmation and its switch round, which it may never reach. Propose the same node set
- * again (once per epoch, never for a re-switch itself): the tensors idle by now switch
- * to it at their next round (rule 4), so the older sessions can close. */
+/* Proposer: a tensor of ours not pushed for EL_RESWITCH_IDLE idle_ms below the newest
+ * epoch's switch round (it stopped between its confirmation and that round, which it may
+ * never reach), and some rank still has a session of an older epoch (no done record).
+ * Propose the same node set again (once per epoch, never for a re-switch itself): the
+ * tensors idle by now switch to it at their next round (rule 4), so the older sessions
+ * can close. A sync job's ranks push each round of a tensor together, so what one rank
+ * sees idle is idle on every rank. */
 static void maybe_reswitch(struct sigma_elastic *e, struct sg_etcd *et,
 			   const struct sg_etcd_kv *kv, size_t nkv)
 {
 	struct el_epoch *cur = e->ep[e->n_ep - 1];
 	char why[320] = "", key[384];
+	uint64_t now = now_ms(), quiet = (uint64_t)EL_RESWITCH_IDLE * e->c.idle_ms;
+	int t = -1;
 
-	if (cur->k == 0 || cur->again || cur->tried ||
-	    now_ms() - cur->at_ms < (uint64_t)EL_RESWITCH_IDLE * e->c.idle_ms)
+	if (cur->k == 0 || cur->again || cur->tried)
+		return;
+	/* a tensor of ours below the newest switch round, not pushed for a while (a slow
+	 * loop's busy tensors get there: no epoch for them) */
+	for (unsigned int i = 0; i < e->nt && t < 0; i++)
+		if (epoch_of(e, i) < e->n_ep - 1 && now - e->tens[i].last_ms >= quiet &&
+		    now - cur->at_ms >= quiet)
+			t = (int)i;
+	if (t < 0)
 		return;
 	for (unsigned int r = 0; r < e->job.conf.nworkers; r++) {
 		snprintf(key, sizeof(key), "%s/done/%u/%u", e->jp, cur->k, r);
@@ -563,7 +574,9 @@ static void maybe_reswitch(struct sigma_elastic *e, struct sg_etcd *et,
 	}
 	if (why[0] == '\0')
 		return;
-	snprintf(why + strlen(why), sizeof(why) - strlen(why), " still on an older node set");
+	snprintf(why + strlen(why), sizeof(why) - strlen(why), " still on an older node set "
+		 "(tensor %u idle at round %u, below its switch round %u)", e->tens[t].id,
+		 e->tens[t].round, cur->rounds[t]);
 	/* tried again at the next look only if etcd did not answer */
 	cur->tried = propose(e, et, cur->nodes, cur->n, why) >= 0;
 }
