@@ -471,7 +471,8 @@ static int propose(struct sigma_elastic *e, struct sg_etcd *et, const struct el_
 	snprintf(key, sizeof(key), "%s/proposal/%u", e->jp, e->next_k);
 	v = json_pack("{s:I, s:i, s:I, s:s, s:s, s:o}", "epoch", (json_int_t)e->next_k, "workers",
 		      (int)e->job.conf.nworkers, "margin", (json_int_t)e->c.margin, "by",
-		      e->c.rank == 0 ? "rank 0" : "a rank", "why", why, "nodes", nodes_json(set, n));
+		      e->c.rank == 0 ? "rank 0" : "a rank", "why", why, "nodes",
+		      nodes_json(set, n));
 	rc = put_json(et, key, v, 0, NULL, 0, true);
 	if (rc == 1) {
 		e->st.proposals++;
@@ -603,13 +604,15 @@ static void snapshot_limits(struct sigma_elastic *e, json_t *rounds, json_t *idl
 	}
 }
 
+/* Whether @p confirm lists tensor @p id (decimal) idle. */
 static bool listed_idle(json_t *confirm, const char *id)
 {
+	json_int_t want = (json_int_t)strtoll(id, NULL, 10);
 	size_t i;
 	json_t *v;
 
 	json_array_foreach(json_object_get(confirm, "idle"), i, v)
-		if (json_is_integer(v) && (json_int_t)strtoll(id, NULL, 10) == json_integer_value(v))
+		if (json_is_integer(v) && json_integer_value(v) == want)
 			return true;
 	return false;
 }

@@ -41,7 +41,8 @@ drained() {
 		[ "$(etcd_count "$URL" "/sigma/$cl/nodes/")" = 3 ] && break
 		sleep 0.1
 	done
-	[ "$(etcd_count "$URL" "/sigma/$cl/nodes/")" = 3 ] && ok || fail "$sfx: the nodes did not register"
+	[ "$(etcd_count "$URL" "/sigma/$cl/nodes/")" = 3 ] && ok ||
+		fail "$sfx: the nodes did not register"
 	"$CTL" --node "unix:$TMP/n1$sfx.sock" --node "unix:$TMP/n2$sfx.sock" \
 		--node "unix:$TMP/n3$sfx.sock" job create --workers 3 --open --mode deterministic \
 		--partition-bytes 65536 --slots 65536 >"$TMP/job$sfx" 2>&1
@@ -59,13 +60,15 @@ drained() {
 	"$CTL" --etcd "$URL" --cluster "$cl" drain n2 --timeout 15 >"$TMP/drain$sfx" 2>&1; rc=$?
 	T1=$(date +%s%N)
 	AT=$(wc -l <"$TMP/rounds$sfx")
-	[ $rc = 0 ] && grep -q 'node n2 drained (it may stop now): 1 elastic job' "$TMP/drain$sfx" &&
-		ok || fail "$sfx: drain: exit $rc after $(((T1 - T0) / 1000000)) ms: $(cat "$TMP/drain$sfx")"
+	grep -q 'node n2 drained (it may stop now): 1 elastic job' "$TMP/drain$sfx" && [ $rc = 0 ] &&
+		ok || fail "$sfx: drain: exit $rc after $(((T1 - T0) / 1000000)) ms:" \
+			"$(cat "$TMP/drain$sfx")"
 	grep -Eq "^job [0-9]+: epoch $epoch, nodes n1,n3\$" "$TMP/drain$sfx" && ok ||
 		fail "$sfx: drain: $(cat "$TMP/drain$sfx")"
 	echo "$sfx: sigmactl drain returned after $(((T1 - T0) / 1000000)) ms, at round $AT" \
 		"(tensor 1 idle from round $from until round $IDLE_TO)"
-	[ "$AT" -lt "$IDLE_TO" ] && ok || fail "$sfx: drain returned only once tensor 1 was pushed again"
+	[ "$AT" -lt "$IDLE_TO" ] && ok ||
+		fail "$sfx: drain returned only once tensor 1 was pushed again"
 	"$CTL" --etcd "$URL" --cluster "$cl" elastic >"$TMP/el$sfx" 2>&1
 	grep -Eq "^[0-9]+ +3 +$epoch +no +yes +n1,n3\$" "$TMP/el$sfx" && ok ||
 		fail "$sfx: elastic: $(cat "$TMP/el$sfx")"
@@ -79,7 +82,8 @@ drained() {
 		fail "$sfx: a session still used n2: $(grep -m1 'node n2' "$TMP/out$sfx")" || ok
 	[ "$(grep -c "^rank [0-9]: epoch $epoch, 2 nodes, 1 sessions" "$TMP/out$sfx")" = 3 ] && ok ||
 		fail "$sfx: $(grep '^rank' "$TMP/out$sfx")"
-	grep -E 'proposed|epoch [0-9] committed' "$TMP/out$sfx" | grep -E 'proposed|rank 0' | sed "s/^/$sfx: /"
+	grep -E 'proposed|epoch [0-9] committed' "$TMP/out$sfx" | grep -E 'proposed|rank 0' |
+		sed "s/^/$sfx: /"
 	for n in "${NPID[@]}"; do kill "$n" 2>/dev/null; done
 }
 
