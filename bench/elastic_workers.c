@@ -12,7 +12,7 @@
  * Usage: elastic_workers DESCRIPTOR ETCD CLUSTER ROUNDS ELEMS[,ELEMS...]
  *        [--sleep-ms MS] [--plain-rank R] [--propose-all] [--confirm-ms MS]
  *        [--margin M] [--wait-ms MS] [--ranks-wait-ms MS] [--duration-s S]
- *        [--rounds-log FILE]
+ *        [--rounds-log FILE] [--idle T:FROM:TO]
  * --duration-s: run rounds (at most ROUNDS) until S seconds have passed (rank 0
  * decides the last round, every rank runs the same). --rounds-log: rank 0
  * appends "ROUND UNIX_MS" at the end of each round (bench/chaos.sh). The last
@@ -20,6 +20,7 @@
  * with their reasons, and this process's RSS after the first round and at the end.
  * --plain-rank: rank R runs a plain libsigma session (no elastic instance: it
  * never confirms a proposal). --propose-all: every rank proposes (racing).
+ * --idle: tensor T is not pushed in rounds FROM..TO-1 (a tensor idle at a switch).
  */
 #include <errno.h>
 #include <pthread.h>
@@ -46,6 +47,7 @@ static char fails[8][600];
 static unsigned int n_fails;
 static int plain_rank = -1;
 static bool propose_all;
+static unsigned int idle_t = ~0u, idle_from, idle_to;
 static uint64_t elems[MAX_T];
 static char before[MAX_T][256][SG_NAME_MAX], after[MAX_T][256][SG_NAME_MAX];
 static unsigned long long checked, wrong, failed;
@@ -146,6 +148,8 @@ static void *rank_main(void *arg)
 		for (unsigned int t = 0; t < n_t; t++) {
 			int rc;
 
+			if (t == idle_t && k >= idle_from && k < idle_to)
+				continue;
 			if (k == 0 && r == 0 && e)
 				for (uint32_t p = 0; p < 256; p++)
 					if (sigma_elastic_part_node(e, t, p, before[t][p]) != 0)
@@ -259,6 +263,11 @@ int main(int argc, char **argv)
 				goto usage;
 			continue;
 		}
+		if (strcmp(argv[i], "--idle") == 0 && i + 1 < argc) {
+			if (sscanf(argv[++i], "%u:%u:%u", &idle_t, &idle_from, &idle_to) != 3)
+				goto usage;
+			continue;
+		}
 		if (i + 1 >= argc || sg_parse_u64(argv[i + 1], 0, 1000000, &v) != 0)
 			goto usage;
 		if (strcmp(argv[i], "--sleep-ms") == 0)
@@ -325,6 +334,7 @@ int main(int argc, char **argv)
 usage:
 	fprintf(stderr, "usage: elastic_workers DESCRIPTOR ETCD CLUSTER ROUNDS ELEMS[,ELEMS...] "
 		"[--sleep-ms MS] [--plain-rank R] [--propose-all] [--confirm-ms MS] [--margin M] "
-		"[--wait-ms MS] [--ranks-wait-ms MS] [--duration-s S] [--rounds-log FILE]\n");
+		"[--wait-ms MS] [--ranks-wait-ms MS] [--duration-s S] [--rounds-log FILE] "
+		"[--idle T:FROM:TO]\n");
 	return 2;
 }

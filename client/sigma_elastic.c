@@ -5,7 +5,7 @@
  * of the job's token digest, so that a reused job id never reads another job's):
  *   J/job            rank 0's, under its lease: {"id","workers","nodes":[node...]}
  *   J/proposal/<k>   {"epoch":k,"workers":N,"margin":M,"by":...,"why":...,"nodes":[node...]}
- *   J/confirm/<k>/<r> {"rank":r,"rounds":{"<tensor id>":next round,...}}
+ *   J/confirm/<k>/<r> {"rank":r,"rounds":{"<tensor id>":next round,...},"idle":[id...]}
  *   J/abort/<k>      {"epoch":k,"by":...,"reason":...}
  *   J/done/<k>/<r>   {"rank":r}: rank r closed every session before epoch k
  * node = {"name","kind","gbps","weight","addr","port","lease"}.
@@ -35,6 +35,7 @@
 
 #define EL_MAX_EPOCHS 256
 #define EL_JOB_TTL_S 10
+#define EL_RESWITCH_IDLE 4	/* idle_ms a tensor below its switch round waits: a re-switch */
 
 struct el_node {
 	char name[SG_NAME_MAX];
@@ -55,6 +56,9 @@ struct el_epoch {
 	struct sigma_session *s;	/* main thread only */
 	struct sigma_tensor *t[SIGMA_ELASTIC_MAX_TENSORS];
 	bool closed;
+	uint64_t at_ms;			/* when this rank saw it committed */
+	bool again;			/* the node set of the epoch before: a re-switch */
+	bool tried;			/* proposer: a re-switch of it was proposed */
 	struct sigma_elastic *e;
 };
 
@@ -65,6 +69,7 @@ struct el_tensor {
 	int prio;
 	char name[SG_NAME_MAX];
 	uint32_t round;		/* next round */
+	uint64_t last_ms;	/* when its last push_pull started (or it was registered) */
 	unsigned int ep;	/* index into epochs of its current node set */
 	bool limited;		/* a confirmed proposal bounds it */
 	uint32_t limit;
@@ -298,10 +303,47 @@ static void stats_add(struct sigma_stats *acc, const struct sigma_session *s)
 		a[f] += v[f];
 }
 
+/* The epoch tensor @p i's next round belongs to: the newest whose switch round it has
+ * reached. A later epoch may switch it at an earlier round than the one before (a
+ * tensor idle at its confirmation, below a switch round it never reached): every rank
+ * skips the same epochs, and no rank pushed a round at or past a switch round before
+ * it knew it. Under the lock. */
+static unsigned int epoch_of(const struct sigma_elastic *e, unsigned int i)
+{
+	const struct el_tensor *te = &e->tens[i];
+
+	for (unsigned int k = e->n_ep - 1; k > te->ep; k--)
+		if (te->round >= e->ep[k]->rounds[i])
+			return k;
+	return te->ep;
+}
+
+/* Move tensor @p i on to the epoch its next round belongs to, if nothing of it is in
+ * flight nor failed in its current one (a wait then reads it there): a tensor idle at a
+ * switch whose switch round is its next round leaves its old session now, not at its
+ * next push, so that the old one can close. Under the lock. */
+static void move_on(struct sigma_elastic *e, unsigned int i)
+{
+	struct el_tensor *te = &e->tens[i];
+	unsigned int to = epoch_of(e, i);
+	const struct el_epoch *ep = e->ep[te->ep];
+
+	if (to == te->ep || (ep->s != NULL && ep->t[i] != NULL && sigma_test(ep->t[i]) != 0))
+		return;
+	te->ep = to;
+	e->st.switches++;
+}
+
 static void close_unused(struct sigma_elastic *e)
 {
-	unsigned int n = n_epochs(e), lo = n;
+	unsigned int n, lo;
 
+	pthread_mutex_lock(&e->mu);
+	for (unsigned int i = 0; i < e->nt; i++)
+		move_on(e, i);
+	n = e->n_ep;
+	pthread_mutex_unlock(&e->mu);
+	lo = n;
 	for (unsigned int i = 0; i < e->nt; i++)
 		if (e->tens[i].ep < lo)
 			lo = e->tens[i].ep;
@@ -418,16 +460,40 @@ static bool is_drained(const struct sigma_elastic *e, const char *name)
 	return false;
 }
 
-/* Proposer: the node set the job should have, if it differs by a join or a drain. */
-static void maybe_propose(struct sigma_elastic *e, struct sg_etcd *et)
+/* Put proposal next_k. @return 1 (ours), 0 (another writer's first), -errno (etcd). */
+static int propose(struct sigma_elastic *e, struct sg_etcd *et, const struct el_node *set,
+		   unsigned int n, const char *why)
+{
+	char key[384];
+	json_t *v;
+	int rc;
+
+	snprintf(key, sizeof(key), "%s/proposal/%u", e->jp, e->next_k);
+	v = json_pack("{s:I, s:i, s:I, s:s, s:s, s:o}", "epoch", (json_int_t)e->next_k, "workers",
+		      (int)e->job.conf.nworkers, "margin", (json_int_t)e->c.margin, "by",
+		      e->c.rank == 0 ? "rank 0" : "a rank", "why", why, "nodes",
+		      nodes_json(set, n));
+	rc = put_json(et, key, v, 0, NULL, 0, true);
+	if (rc == 1) {
+		e->st.proposals++;
+		say(e, "proposed epoch %u: %s (%u node(s))", e->next_k, why, n);
+	} else if (rc == 0) {
+		e->st.races_lost++;
+	} else {
+		e->st.etcd_failures++;
+	}
+	return rc;
+}
+
+/* Proposer: the node set the job should have, if it differs by a join or a drain.
+ * @return whether it does. */
+static bool maybe_propose(struct sigma_elastic *e, struct sg_etcd *et)
 {
 	const struct el_epoch *cur = e->ep[e->n_ep - 1];
 	struct el_node set[SG_MAX_NODES];
-	char why[512] = "", key[384];
+	char why[512] = "";
 	unsigned int n = 0, joins = 0, drains = 0;
 	struct el_node join[SG_MAX_NODES];
-	json_t *v;
-	int rc;
 
 	for (unsigned int i = 0; i < cur->n; i++) {
 		bool live = false;
@@ -464,39 +530,91 @@ static void maybe_propose(struct sigma_elastic *e, struct sg_etcd *et)
 		joins++;
 	}
 	if (joins + drains == 0 || n + joins == 0)
-		return;
+		return false;
 	for (unsigned int i = 0; i < joins; i++)
 		set[n++] = join[i];
 	for (unsigned int i = n - joins; i < n; i++)
 		if (create_on(e, &set[i], set, n) != 0) {
 			e->retry_at = now_ms() + 1000;
-			return;
+			return true;
 		}
-	snprintf(key, sizeof(key), "%s/proposal/%u", e->jp, e->next_k);
-	v = json_pack("{s:I, s:i, s:I, s:s, s:s, s:o}", "epoch", (json_int_t)e->next_k, "workers",
-		      (int)e->job.conf.nworkers, "margin", (json_int_t)e->c.margin, "by",
-		      e->c.rank == 0 ? "rank 0" : "a rank", "why", why, "nodes", nodes_json(set, n));
-	rc = put_json(et, key, v, 0, NULL, 0, true);
-	if (rc == 1) {
-		e->st.proposals++;
-		say(e, "proposed epoch %u: %s (%u node(s))", e->next_k, why, n);
-	} else if (rc == 0) {
-		e->st.races_lost++;
-	} else {
-		e->st.etcd_failures++;
+	propose(e, et, set, n, why);
+	return true;
+}
+
+/* Proposer: a tensor of ours not pushed for EL_RESWITCH_IDLE idle_ms below the newest
+ * epoch's switch round (it stopped between its confirmation and that round, which it may
+ * never reach), and some rank still has a session of an older epoch (no done record).
+ * Propose the same node set again (once per epoch, never for a re-switch itself): the
+ * tensors idle by now switch to it at their next round (rule 4), so the older sessions
+ * can close. A sync job's ranks push each round of a tensor together, so what one rank
+ * sees idle is idle on every rank. */
+static void maybe_reswitch(struct sigma_elastic *e, struct sg_etcd *et,
+			   const struct sg_etcd_kv *kv, size_t nkv)
+{
+	struct el_epoch *cur = e->ep[e->n_ep - 1];
+	char why[320] = "", key[384];
+	uint64_t now = now_ms(), quiet = (uint64_t)EL_RESWITCH_IDLE * e->c.idle_ms;
+	int t = -1;
+
+	if (cur->k == 0 || cur->again || cur->tried)
+		return;
+	/* a tensor of ours below the newest switch round, not pushed for a while (a slow
+	 * loop's busy tensors get there: no epoch for them) */
+	for (unsigned int i = 0; i < e->nt && t < 0; i++)
+		if (epoch_of(e, i) < e->n_ep - 1 && now - e->tens[i].last_ms >= quiet &&
+		    now - cur->at_ms >= quiet)
+			t = (int)i;
+	if (t < 0)
+		return;
+	for (unsigned int r = 0; r < e->job.conf.nworkers; r++) {
+		snprintf(key, sizeof(key), "%s/done/%u/%u", e->jp, cur->k, r);
+		if (kv_find(kv, nkv, key) == NULL)
+			snprintf(why + strlen(why), sizeof(why) - strlen(why), "%s%u",
+				 why[0] ? ", " : "again: rank(s) ", r);
+	}
+	if (why[0] == '\0')
+		return;
+	snprintf(why + strlen(why), sizeof(why) - strlen(why), " still on an older node set "
+		 "(tensor %u idle at round %u, below its switch round %u)", e->tens[t].id,
+		 e->tens[t].round, cur->rounds[t]);
+	/* tried again at the next look only if etcd did not answer */
+	cur->tried = propose(e, et, cur->nodes, cur->n, why) >= 0;
+}
+
+/* Our confirmation's rounds and the limits they set. A tensor not pushed for idle_ms is
+ * listed idle: its limit is its round itself (its next push waits for the decision), so
+ * that if every rank lists it idle it switches at that round, not margin rounds later,
+ * which a tensor never pushed again would never reach (its old session kept open). */
+static void snapshot_limits(struct sigma_elastic *e, json_t *rounds, json_t *idle)
+{
+	uint64_t now = now_ms();
+
+	for (unsigned int i = 0; i < e->nt; i++) {
+		struct el_tensor *te = &e->tens[i];
+		bool quiet = now - te->last_ms >= e->c.idle_ms;
+		char id[16];
+
+		snprintf(id, sizeof(id), "%u", te->id);
+		json_object_set_new(rounds, id, json_integer(te->round));
+		if (quiet)
+			json_array_append_new(idle, json_integer(te->id));
+		te->limited = true;
+		te->limit = te->round + (quiet ? 0 : e->c.margin);
 	}
 }
 
-static void snapshot_limits(struct sigma_elastic *e, json_t *rounds)
+/* Whether @p confirm lists tensor @p id (decimal) idle. */
+static bool listed_idle(json_t *confirm, const char *id)
 {
-	for (unsigned int i = 0; i < e->nt; i++) {
-		char id[16];
+	json_int_t want = (json_int_t)strtoll(id, NULL, 10);
+	size_t i;
+	json_t *v;
 
-		snprintf(id, sizeof(id), "%u", e->tens[i].id);
-		json_object_set_new(rounds, id, json_integer(e->tens[i].round));
-		e->tens[i].limited = true;
-		e->tens[i].limit = e->tens[i].round + e->c.margin;
-	}
+	json_array_foreach(json_object_get(confirm, "idle"), i, v)
+		if (json_is_integer(v) && json_integer_value(v) == want)
+			return true;
+	return false;
 }
 
 static void unlimit(struct sigma_elastic *e)
@@ -539,7 +657,13 @@ static void commit_epoch(struct sigma_elastic *e, const struct el_node *nodes, u
 	ep->n = n;
 	ep->e = e;
 	memcpy(ep->nodes, nodes, n * sizeof(*nodes));
-	/* each tensor any rank listed: max over the ranks' rounds + margin */
+	ep->at_ms = now_ms();
+	ep->again = n == e->ep[e->n_ep - 1]->n;
+	for (unsigned int i = 0; i < n && ep->again; i++)
+		ep->again = strcmp(nodes[i].name, e->ep[e->n_ep - 1]->nodes[i].name) == 0 &&
+			    nodes[i].lease == e->ep[e->n_ep - 1]->nodes[i].lease;
+	/* each tensor any rank listed: max over the ranks' limits (round + margin, or the
+	 * round of a tensor the rank listed idle) */
 	ep->switch_at = json_object();
 	for (unsigned int r = 0; r < e->job.conf.nworkers && ep->switch_at; r++) {
 		const char *id;
@@ -547,7 +671,8 @@ static void commit_epoch(struct sigma_elastic *e, const struct el_node *nodes, u
 
 		json_object_foreach(json_object_get(confirms[r], "rounds"), id, v) {
 			json_t *have = json_object_get(ep->switch_at, id);
-			json_int_t want = json_integer_value(v) + margin;
+			json_int_t want = json_integer_value(v) +
+					  (listed_idle(confirms[r], id) ? 0 : margin);
 
 			if (json_is_integer(v) && (have == NULL || json_integer_value(have) < want))
 				json_object_set_new(ep->switch_at, id, json_integer(want));
@@ -585,8 +710,8 @@ static void step(struct sigma_elastic *e, struct sg_etcd *et, const struct sg_et
 	snprintf(key, sizeof(key), "%s/proposal/%u", e->jp, e->next_k);
 	p = kv_find(kv, nkv, key);
 	if (p == NULL) {
-		if (e->c.propose > 0 && now_ms() >= e->retry_at)
-			maybe_propose(e, et);
+		if (e->c.propose > 0 && now_ms() >= e->retry_at && !maybe_propose(e, et))
+			maybe_reswitch(e, et, kv, nkv);
 		return;
 	}
 	if (e->seen_at == 0)
@@ -641,12 +766,12 @@ static void step(struct sigma_elastic *e, struct sg_etcd *et, const struct sg_et
 		 * answer (etcd may have applied it): the same record again, the limits kept, so
 		 * that no round passes what a confirm etcd holds allows. */
 		if (!e->pending_confirmed) {
-			json_t *rounds = json_object(), *cj;
+			json_t *rounds = json_object(), *idle = json_array(), *cj;
 
-			snapshot_limits(e, rounds);
+			snapshot_limits(e, rounds, idle);
 			e->pending_confirmed = true;
-			cj = json_pack("{s:i, s:I, s:o}", "rank", (int)e->c.rank, "epoch",
-				       (json_int_t)e->next_k, "rounds", rounds);
+			cj = json_pack("{s:i, s:I, s:o, s:o}", "rank", (int)e->c.rank, "epoch",
+				       (json_int_t)e->next_k, "rounds", rounds, "idle", idle);
 			free(e->my_confirm);
 			e->my_confirm = cj ? json_dumps(cj, JSON_COMPACT) : NULL;
 			json_decref(cj);
@@ -855,6 +980,37 @@ static int first_epoch(struct sigma_elastic *e, struct sg_etcd *et, char *err, s
 	}
 }
 
+/* A job of tensors recorded in etcd (its record, with our token's digest, not open):
+ * refused. Its nodes hold the keys of the first placement only, so the first switch
+ * that moves a partition to a node that stays (a drain) would fail every rank with
+ * ERROR MISMATCH, and failover reads the record's first placement. An unrecorded one
+ * cannot be told from an open job: it fails so at that switch. @return 0 or -EINVAL. */
+static int refuse_fixed(struct sigma_elastic *e, struct sg_etcd *et, const char *digest,
+			char *err, size_t errlen)
+{
+	struct sg_etcd_kv *kv = NULL;
+	const struct sg_etcd_kv *r;
+	struct sg_etcd_job *j = NULL;
+	size_t nkv = 0;
+	char key[200];
+	int rc = 0;
+
+	snprintf(key, sizeof(key), "%s/jobs/%u", e->prefix, e->job.conf.job);
+	if (sg_etcd_get_prefix(et, key, &kv, &nkv, NULL) < 0)
+		return 0; /* etcd away: the job record's read says so next */
+	r = kv_find(kv, nkv, key);
+	j = r ? malloc(sizeof(*j)) : NULL;
+	if (j != NULL && sg_etcd_job_parse(r->key, r->value, r->len, j, NULL, NULL, 0) == 0 &&
+	    !j->open && strcmp(j->token_digest, digest) == 0)
+		rc = sg_err(err, errlen, -EINVAL, "job %u is a job of tensors (its record %s): an "
+			    "elastic job must be open (sigmactl job create --open): a switch moves "
+			    "partitions to nodes whose job has no key for them", e->job.conf.job,
+			    key);
+	free(j);
+	sg_etcd_kvs_free(kv, nkv);
+	return rc;
+}
+
 struct sigma_elastic *sigma_elastic_open(const struct sigma_elastic_conf *c, char *err,
 					 size_t errlen)
 {
@@ -879,6 +1035,7 @@ struct sigma_elastic *sigma_elastic_open(const struct sigma_elastic_conf *c, cha
 	e->c.margin = c->margin ? c->margin : 4;
 	e->c.confirm_ms = c->confirm_ms ? c->confirm_ms : 10000;
 	e->c.wait_ms = c->wait_ms ? c->wait_ms : 60000;
+	e->c.idle_ms = c->idle_ms ? c->idle_ms : 1000;
 	e->c.propose = c->propose ? c->propose : (c->rank == 0 ? 1 : -1);
 	if (c->base != NULL)
 		e->base = *c->base;
@@ -901,7 +1058,9 @@ struct sigma_elastic *sigma_elastic_open(const struct sigma_elastic_conf *c, cha
 		rc = sg_err(err, errlen, -EINVAL, "bad etcd endpoints");
 		goto fail;
 	}
-	rc = first_epoch(e, et, err, errlen);
+	rc = refuse_fixed(e, et, digest, err, errlen);
+	if (rc == 0)
+		rc = first_epoch(e, et, err, errlen);
 	sg_etcd_destroy(et);
 	if (rc == 0)
 		rc = open_epoch(e, e->ep[0]);
@@ -976,7 +1135,7 @@ int sigma_elastic_tensor(struct sigma_elastic *e, const char *name, uint32_t id,
 	/* from the first epoch on: another rank may have listed it in a confirmation, its
 	 * first rounds then belong to an older node set (push_pull moves it on) */
 	*te = (struct el_tensor){.id = id, .dtype = dtype, .nelem = nelem, .prio = priority,
-				 .round = e->base.first_round, .ep = 0};
+				 .round = e->base.first_round, .ep = 0, .last_ms = now_ms()};
 	for (unsigned int k = 1; k < e->n_ep; k++)
 		e->ep[k]->rounds[e->nt] = switch_round(e->ep[k], id);
 	snprintf(te->name, sizeof(te->name), "%s", name ? name : "");
@@ -1023,11 +1182,12 @@ int sigma_elastic_push_pull(struct sigma_elastic *e, uint32_t id, const void *in
 		poll_all(e, 500);
 		pthread_mutex_lock(&e->mu);
 	}
-	while (te->ep + 1 < e->n_ep && te->round >= e->ep[te->ep + 1]->rounds[i]) {
-		te->ep++;
+	if (epoch_of(e, i) != te->ep) {
+		te->ep = epoch_of(e, i);
 		e->st.switches++;
 	}
 	ep = e->ep[te->ep];
+	te->last_ms = now_ms();
 	pthread_mutex_unlock(&e->mu);
 	/* (again, for a tensor registered late whose first rounds are an older epoch's) */
 	if (ep->s == NULL && (rc = open_epoch(e, ep)) < 0)
@@ -1093,10 +1253,7 @@ int sigma_elastic_part_node(struct sigma_elastic *e, uint32_t id, uint32_t part,
 	if (te == NULL || name == NULL)
 		return -ENOENT;
 	pthread_mutex_lock(&e->mu);
-	ep = e->ep[te->ep];
-	for (unsigned int k = te->ep + 1; k < e->n_ep; k++)
-		if (te->round >= e->ep[k]->rounds[i])
-			ep = e->ep[k];
+	ep = e->ep[epoch_of(e, i)];
 	pthread_mutex_unlock(&e->mu);
 	if (ep->s == NULL && !ep->closed && open_epoch(e, ep) < 0)
 		return -EIO;

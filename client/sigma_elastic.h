@@ -7,9 +7,12 @@
  * with a new lease), or one that sigmactl drains, changes the job's node set
  * through a numbered proposal that one writer wins (an etcd transaction),
  * that every rank confirms with its rounds, and that takes effect for each
- * tensor at the round max(confirmed rounds) + margin, on every rank. A
+ * tensor at the round max(confirmed rounds) + margin (a tensor every rank
+ * confirmed idle: at its confirmed round), on every rank. A
  * proposal that a rank does not confirm within confirm_ms is aborted (also in
- * a transaction), naming the rank: the job stays on its node set. Each node
+ * a transaction), naming the rank: the job stays on its node set. A tensor
+ * that stops between its confirmation and its switch round gets the same node
+ * set proposed again, where it is confirmed idle and switches at once. Each node
  * set is one libsigma session (with failover): a tensor goes on in the old
  * one until its switch round, then in the new one.
  *
@@ -49,6 +52,13 @@ struct sigma_elastic_conf {
 	int propose;
 	const uint8_t *secret;		/**< control secret for TCP control endpoints (joins) */
 	size_t secret_len;
+	/**
+	 * A tensor not pushed for this long when the rank confirms a proposal is
+	 * confirmed idle: its next push waits for the decision, and if every rank
+	 * confirmed it idle it switches at its next round (a tensor never pushed
+	 * again then keeps no old session open) [1000]
+	 */
+	uint32_t idle_ms;
 };
 
 /** State of an instance. */
@@ -74,7 +84,8 @@ struct sigma_elastic;
  * (rank 0 makes it; the others wait for it up to confirm_ms), and opens the
  * first session.
  * @return the instance, or NULL with errno EINVAL (bad conf or descriptor, an
- *         async job; the reason in @p err), EHOSTUNREACH (etcd), ETIMEDOUT (no
+ *         async job, a job of tensors recorded in etcd (an elastic job must be
+ *         open); the reason in @p err), EHOSTUNREACH (etcd), ETIMEDOUT (no
  *         job record from rank 0), ENOMEM, or sigma_open()'s errno.
  */
 struct sigma_elastic *sigma_elastic_open(const struct sigma_elastic_conf *c, char *err,

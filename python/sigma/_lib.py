@@ -259,6 +259,7 @@ class ElasticConf(ctypes.Structure):
         ("propose", ctypes.c_int),
         ("secret", ctypes.POINTER(ctypes.c_uint8)),
         ("secret_len", ctypes.c_size_t),
+        ("idle_ms", ctypes.c_uint32),
     ]
 
 

@@ -248,7 +248,7 @@ class Session:
             round every rank agrees on in etcd; a lost node fails over as
             with ``membership``. Kernel UDP only (``shm`` is ignored), and
             not with ``membership``. ``elastic_opts``: the C configuration's
-            ``poll_ms``, ``margin``, ``confirm_ms``, ``wait_ms``, ``propose``.
+            ``poll_ms``, ``margin``, ``confirm_ms``, ``wait_ms``, ``propose``, ``idle_ms``.
     """
 
     def __init__(self, job: "Job | str", rank: int, *, window: int = 0, rto_us: int = 0,
@@ -311,9 +311,10 @@ class Session:
             ec.cluster, ec.descriptor, ec.rank = self._el_keep[1], self._el_keep[2], rank
             ec.base = ctypes.cast(ctypes.byref(base), ctypes.c_void_p)
             for k, v in (elastic_opts or {}).items():
-                if k not in ("poll_ms", "margin", "confirm_ms", "wait_ms", "propose"):
+                if k not in ("poll_ms", "margin", "confirm_ms", "wait_ms", "propose",
+                             "idle_ms"):
                     raise SigmaConfigError(f"sigma: elastic option {k!r}: one of poll_ms, "
-                                           "margin, confirm_ms, wait_ms, propose")
+                                           "margin, confirm_ms, wait_ms, propose, idle_ms")
                 setattr(ec, k, v)
         from_env = shm is None
         if from_env:

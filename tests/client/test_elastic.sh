@@ -14,7 +14,9 @@
 # 4. a rank that never confirms (a plain session): the proposal is aborted
 #    within the bound, naming the rank, and the job goes on on its node set;
 # 5. drain and undrain with sigmactl: the node leaves every job at an agreed
-#    round and comes back, no operation failed.
+#    round and comes back, no operation failed;
+# 0. first: a job of tensors recorded in etcd is refused at open, naming why (its
+#    nodes hold the first placement's keys only: a drain would fail every rank).
 # Skipped without etcd.
 # Usage: test_elastic.sh sigma-udpd sigmactl elastic_workers
 set -u
@@ -84,6 +86,21 @@ finished() {
 	[ $rc = 0 ] && ok || { fail "$1: workers exit $rc"; tail -20 "$TMP/out"; }
 	grep -q ', wrong: 0, failed ops: 0' "$TMP/out" && ok || fail "$1: $(tail -1 "$TMP/out")"
 }
+
+# 0. a job of tensors, recorded in etcd: every rank refuses it at open
+for n in n1 n2; do node f "$n"; done
+wait_nodes f 2
+"$CTL" --etcd "$URL" --cluster "${CL}f" --node "unix:$TMP/n1f.sock" --node "unix:$TMP/n2f.sock" \
+	job create --workers 3 --tensor a:77777 --tensor b:1000 --mode deterministic \
+	--partition-bytes 65536 >"$TMP/jobf" 2>&1
+DESC=$(grep "^sigma-job=" "$TMP/jobf")
+[ -n "$DESC" ] && ok || fail "fixed: job create: $(cat "$TMP/jobf")"
+timeout 60 "$W" "$DESC" "$URL" "${CL}f" 5 77777,1000 >"$TMP/out" 2>&1; rc=$?
+N_REFUSED=$(grep -c 'is a job of tensors .*: an elastic job must be open' "$TMP/out")
+[ $rc != 0 ] && [ "$N_REFUSED" = 3 ] && ok ||
+	fail "fixed: exit $rc: $(grep -m3 -E '^rank|elements' "$TMP/out")"
+grep -m1 'job of tensors' "$TMP/out" | sed 's/^/fixed: /'
+for p in "${NPID[@]}"; do kill "$p" 2>/dev/null; done
 
 # 1. join
 begin j "n1 n2" 80

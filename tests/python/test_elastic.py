@@ -31,6 +31,7 @@ torch = sgtest.need_torch()
 import torch.distributed as dist  # noqa: E402
 
 import json  # noqa: E402
+import multiprocessing as mp  # noqa: E402
 
 import sigma.torch as sgt  # noqa: E402
 from sigma.etcd import read_nodes  # noqa: E402
@@ -39,6 +40,25 @@ from sigma.localnodes import find_program, start_local_nodes  # noqa: E402
 from test_etcd import SIZES, check_sums, value  # noqa: E402
 
 MAX_STEPS, AFTER = 600, 10
+
+
+def ranks_forked(n: int) -> None:
+    """Wait until run_ranks has forked its n ranks: a rank forked while this thread
+    starts a process holds the write ends of that Popen's pipes (its exec-error pipe
+    among them), so the thread's read waits for EOF as long as the ranks live, and
+    the ranks wait for the thread (seen: a sigmactl defunct, the test stuck)."""
+    deadline = time.monotonic() + 120
+    while len(mp.active_children()) < n:
+        assert time.monotonic() < deadline, "the ranks were not forked"
+        time.sleep(0.05)
+
+
+def ctl_out(args: list, timeout: float) -> str:
+    """sigmactl's output, through a file (no pipe to hold open)."""
+    with tempfile.TemporaryFile(mode="w+") as f:
+        subprocess.run(args, stdout=f, stderr=subprocess.STDOUT, timeout=timeout)
+        f.seek(0)
+        return f.read()
 
 
 def elastic_ranks(rank, n, url, cluster):
@@ -117,9 +137,8 @@ class Elastic(unittest.TestCase):
         def jobs() -> list:
             # a loaded machine may keep sigmactl past its timeout: ask again
             try:
-                p = subprocess.run([ctl, "--json", "--etcd", etcd.url, "--cluster", cluster,
-                                    "elastic"], capture_output=True, text=True, timeout=20)
-                return json.loads(p.stdout)
+                return json.loads(ctl_out([ctl, "--json", "--etcd", etcd.url, "--cluster",
+                                           cluster, "elastic"], 20))
             except (ValueError, subprocess.TimeoutExpired):
                 return []
 
@@ -135,16 +154,17 @@ class Elastic(unittest.TestCase):
             return False
 
         def orchestrate():
+            ranks_forked(3)
             # both changes decided while rank 0 holds every rank before a step
             if not until("pause", lambda j, p: p and len(j) == 1, 200):
                 return
             late.append(start_local_nodes(1, extra_args=args + ["--name", "late0"]))
             if not until("join", lambda j, p: j[0]["epoch"] == 1 and not j[0]["pending"]):
                 return
-            drain.append(subprocess.Popen([ctl, "--etcd", etcd.url, "--cluster", cluster,
-                                           "drain", "local0", "--timeout", "60"],
-                                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                          text=True))
+            out = tempfile.TemporaryFile(mode="w+")
+            drain.append((subprocess.Popen([ctl, "--etcd", etcd.url, "--cluster", cluster,
+                                            "drain", "local0", "--timeout", "60"],
+                                           stdout=out, stderr=subprocess.STDOUT), out))
             until("drain", lambda j, p: j[0]["epoch"] == 2 and not j[0]["pending"])
 
         def orchestrate_and_stay():
@@ -172,8 +192,11 @@ class Elastic(unittest.TestCase):
                 finally:
                     ranks_done.set()
                     th.join()
-                    for p in drain:
-                        out = p.communicate(timeout=70)[0]
+                    for p, f in drain:
+                        p.wait(timeout=70)
+                        f.seek(0)
+                        out = f.read()
+                        f.close()
                         self.assertEqual(p.returncode, 0, out)
                         self.assertIn("node local0 drained", out)
         finally:
@@ -202,9 +225,7 @@ class Elastic(unittest.TestCase):
 
         def elastic() -> str:
             try:
-                return subprocess.run([ctl, "--etcd", etcd.url, "--cluster", cluster,
-                                       "elastic"], capture_output=True, text=True,
-                                      timeout=20).stdout
+                return ctl_out([ctl, "--etcd", etcd.url, "--cluster", cluster, "elastic"], 20)
             except subprocess.TimeoutExpired:
                 return ""
 
@@ -218,6 +239,7 @@ class Elastic(unittest.TestCase):
             return False
 
         def orchestrate():
+            ranks_forked(3)
             # the job runs: a node registers; once it is in, drain local0
             # the ranks' start (torch, under ASan on a loaded machine) may be slow
             if not until("job", lambda t: len(t.splitlines()) > 1, 200):
@@ -226,10 +248,12 @@ class Elastic(unittest.TestCase):
             if not until("join", lambda t: "late0" in t):
                 return
             t0 = time.monotonic()
-            p = subprocess.run([ctl, "--etcd", etcd.url, "--cluster", cluster, "drain",
-                                "local0", "--timeout", "30"], capture_output=True, text=True,
-                               timeout=40)
-            drain.update(rc=p.returncode, out=p.stdout + p.stderr, s=time.monotonic() - t0)
+            with tempfile.TemporaryFile(mode="w+") as f:
+                p = subprocess.run([ctl, "--etcd", etcd.url, "--cluster", cluster, "drain",
+                                    "local0", "--timeout", "30"], stdout=f,
+                                   stderr=subprocess.STDOUT, timeout=40)
+                f.seek(0)
+                drain.update(rc=p.returncode, out=f.read(), s=time.monotonic() - t0)
 
         def orchestrate_and_stay():
             orchestrate()
