@@ -11,7 +11,10 @@ of CPU each on these machines): the suite stays short on 2 cores.
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
+import threading
+import weakref
 from typing import Any, Callable
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -112,6 +115,74 @@ def wait_registered(url: str, cluster: str, count: int, timeout: float = 15.0) -
             raise AssertionError(f"{count} node(s) did not register in etcd within "
                                  f"{timeout:g} s")
         time.sleep(0.1)
+
+
+# A rank forked (os.fork, as run_ranks does) while another thread runs a process
+# keeps that process's pipe ends: during Popen() the write ends of its stdout and
+# exec-error pipes (the thread's read then waits for EOF as long as the rank
+# lives), after it the write end of its stdin. popen() and run() take the lock
+# that every fork of this process takes, and a forked child closes the pipes of
+# every Popen that popen() made.
+# reentrant: Popen with preexec_fn runs the fork hooks inside popen()'s hold
+_FORK_LOCK = threading.RLock()
+_POPENS: "weakref.WeakSet[subprocess.Popen]" = weakref.WeakSet()
+
+
+def _before_fork() -> None:
+    _FORK_LOCK.acquire()
+
+
+def _after_fork_parent() -> None:
+    _FORK_LOCK.release()
+
+
+def _after_fork_child() -> None:
+    global _FORK_LOCK
+    _FORK_LOCK = threading.RLock()
+    # /dev/null over each pipe end: the pipe is released, and the stale file
+    # objects of this copy still close a valid descriptor
+    null = os.open(os.devnull, os.O_RDWR)
+    for p in list(_POPENS):
+        for f in (p.stdin, p.stdout, p.stderr):
+            if f is not None and not f.closed:
+                try:
+                    os.dup2(null, f.fileno())
+                except OSError:
+                    pass
+    os.close(null)
+    _POPENS.clear()
+
+
+os.register_at_fork(before=_before_fork, after_in_parent=_after_fork_parent,
+                    after_in_child=_after_fork_child)
+
+
+def popen(args: list, **kw: Any) -> subprocess.Popen:
+    """subprocess.Popen that is safe beside run_ranks in another thread: no rank
+    forked meanwhile or later holds one of its pipes."""
+    with _FORK_LOCK:
+        p = subprocess.Popen(args, **kw)
+        _POPENS.add(p)
+    return p
+
+
+def run(args: list, timeout: float | None = None, check: bool = False,
+        capture_output: bool = False, text: bool = False, **kw: Any) \
+        -> subprocess.CompletedProcess:
+    """subprocess.run through popen() (same arguments, a subset)."""
+    if capture_output:
+        kw.setdefault("stdout", subprocess.PIPE)
+        kw.setdefault("stderr", subprocess.PIPE)
+    with popen(args, text=text, **kw) as p:
+        try:
+            out, err = p.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.communicate()
+            raise
+    if check and p.returncode != 0:
+        raise subprocess.CalledProcessError(p.returncode, args, out, err)
+    return subprocess.CompletedProcess(args, p.returncode, out, err)
 
 
 def run_ranks(n: int, fn: Callable, *args: Any, timeout: float = 120.0,
