@@ -36,6 +36,10 @@
 #define EL_MAX_EPOCHS 256
 #define EL_JOB_TTL_S 10
 #define EL_RESWITCH_IDLE 4	/* idle_ms a tensor below its switch round waits: a re-switch */
+/* idle_ms: below a poll_ms every tensor of a loop slower than it would be idle; above
+ * 10 min a tensor that stopped holds a re-switch (4 idle_ms) up for most of an hour */
+#define EL_IDLE_MIN_MS 10
+#define EL_IDLE_MAX_MS 600000
 
 struct el_node {
 	char name[SG_NAME_MAX];
@@ -318,20 +322,30 @@ static unsigned int epoch_of(const struct sigma_elastic *e, unsigned int i)
 	return te->ep;
 }
 
+/* Tensor @p i to the epoch its next round belongs to, counted as a switch if that is
+ * another one. Under the lock. */
+static void switch_to_current(struct sigma_elastic *e, unsigned int i)
+{
+	struct el_tensor *te = &e->tens[i];
+	unsigned int to = epoch_of(e, i);
+
+	if (to == te->ep)
+		return;
+	te->ep = to;
+	e->st.switches++;
+}
+
 /* Move tensor @p i on to the epoch its next round belongs to, if nothing of it is in
  * flight nor failed in its current one (a wait then reads it there): a tensor idle at a
  * switch whose switch round is its next round leaves its old session now, not at its
  * next push, so that the old one can close. Under the lock. */
 static void move_on(struct sigma_elastic *e, unsigned int i)
 {
-	struct el_tensor *te = &e->tens[i];
-	unsigned int to = epoch_of(e, i);
-	const struct el_epoch *ep = e->ep[te->ep];
+	const struct el_epoch *ep = e->ep[e->tens[i].ep];
 
-	if (to == te->ep || (ep->s != NULL && ep->t[i] != NULL && sigma_test(ep->t[i]) != 0))
+	if (ep->s != NULL && ep->t[i] != NULL && sigma_test(ep->t[i]) != 0)
 		return;
-	te->ep = to;
-	e->st.switches++;
+	switch_to_current(e, i);
 }
 
 static void close_unused(struct sigma_elastic *e)
@@ -1042,9 +1056,11 @@ struct sigma_elastic *sigma_elastic_open(const struct sigma_elastic_conf *c, cha
 	e->next_k = 1;
 	rc = sigma_job_parse(c->descriptor, &e->job, err, errlen);
 	if (rc == 0 && (e->job.mode == SG_MODE_ASYNC || c->rank >= e->job.conf.nworkers ||
-			e->c.poll_ms < 10 || e->c.poll_ms > 10000 || e->c.margin > 1000))
+			e->c.poll_ms < 10 || e->c.poll_ms > 10000 || e->c.margin > 1000 ||
+			e->c.idle_ms < EL_IDLE_MIN_MS || e->c.idle_ms > EL_IDLE_MAX_MS))
 		rc = sg_err(err, errlen, -EINVAL, "an elastic job needs sync or deterministic "
-				"mode, a rank below N, poll_ms 10..10000 and margin 1..1000");
+				"mode, a rank below N, poll_ms 10..10000, margin 1..1000 and idle_ms "
+				"%u..%u", EL_IDLE_MIN_MS, EL_IDLE_MAX_MS);
 	if (rc == 0 && (rc = sg_etcd_prefix(e->cluster, e->prefix, sizeof(e->prefix))) < 0)
 		sg_err(err, errlen, rc, "bad cluster name '%s'", e->cluster);
 	if (rc == 0 && (rc = sg_etcd_token_digest(e->cluster, e->job.conf.job, e->job.conf.token,
@@ -1182,10 +1198,7 @@ int sigma_elastic_push_pull(struct sigma_elastic *e, uint32_t id, const void *in
 		poll_all(e, 500);
 		pthread_mutex_lock(&e->mu);
 	}
-	if (epoch_of(e, i) != te->ep) {
-		te->ep = epoch_of(e, i);
-		e->st.switches++;
-	}
+	switch_to_current(e, i);
 	ep = e->ep[te->ep];
 	te->last_ms = now_ms();
 	pthread_mutex_unlock(&e->mu);

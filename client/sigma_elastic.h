@@ -56,7 +56,7 @@ struct sigma_elastic_conf {
 	 * A tensor not pushed for this long when the rank confirms a proposal is
 	 * confirmed idle: its next push waits for the decision, and if every rank
 	 * confirmed it idle it switches at its next round (a tensor never pushed
-	 * again then keeps no old session open) [1000]
+	 * again then keeps no old session open), 10..600000 [1000]
 	 */
 	uint32_t idle_ms;
 };
@@ -83,8 +83,9 @@ struct sigma_elastic;
  * answer), takes the job's first node set from the job record rank 0 puts
  * (rank 0 makes it; the others wait for it up to confirm_ms), and opens the
  * first session.
- * @return the instance, or NULL with errno EINVAL (bad conf or descriptor, an
- *         async job, a job of tensors recorded in etcd (an elastic job must be
+ * @return the instance, or NULL with errno EINVAL (bad conf or descriptor, poll_ms,
+ *         margin or idle_ms out of its range, a rank not below N, an async job, a job of
+ *         tensors recorded in etcd (an elastic job must be
  *         open); the reason in @p err), EHOSTUNREACH (etcd), ETIMEDOUT (no
  *         job record from rank 0), ENOMEM, or sigma_open()'s errno.
  */
