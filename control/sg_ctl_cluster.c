@@ -101,10 +101,13 @@ static const char *mismatch(const struct srv_job *j, const struct sg_etcd_job *r
 			return "another size of a tensor";
 	if (self < 0)
 		return "this node is not among its nodes";
-	if (r->n_nodes != j->spec.n_nodes ||
-	    sg_etcd_job_keys(r, NULL, (unsigned int)self, NULL, 0) != (long)j->spec.n_keys)
-		return "another node list or weights (its placement gives this node another "
-		       "number of keys)";
+	/* An elastic job's switch rewrites the record with its new node set and weights,
+	 * after job_keys_add gave this node the keys that move here: so the record may name
+	 * other nodes than the job was made with, but its placement never gives this node
+	 * more keys than it holds (those it was made with and those added since). */
+	if (sg_etcd_job_keys(r, NULL, (unsigned int)self, NULL, 0) > (long)j->spec.n_keys)
+		return "another node list or weights (its placement gives this node more keys "
+		       "than it holds)";
 	return NULL;
 }
 
@@ -162,6 +165,19 @@ out:
 	return m;
 }
 
+/* A digest of the record's node list and weights: tells a rewritten one (a switch). */
+static uint64_t nodes_sum(const struct sg_etcd_job *r)
+{
+	uint64_t h = 1469598103934665603ull;
+
+	for (uint32_t k = 0; k < r->n_nodes; k++) {
+		for (const char *c = r->nodes[k].name; *c; c++)
+			h = (h ^ (uint8_t)*c) * 1099511628211ull;
+		h = (h ^ (uint64_t)(r->nodes[k].weight * 1e9)) * 1099511628211ull;
+	}
+	return h;
+}
+
 /* The nodes of fixed job @p j lost since the last look: add the keys that come here. */
 static void failover(struct sg_ctl_server *s, struct srv_job *j, const struct sg_etcd_job *r,
 		     unsigned int self)
@@ -176,6 +192,13 @@ static void failover(struct sg_ctl_server *s, struct srv_job *j, const struct sg
 
 	for (uint32_t k = 0; k < r->n_nodes; k++)
 		names[k] = r->nodes[k].name;
+	/* a record rewritten with another node set (an elastic switch): its lost bits index
+	 * other nodes, so every node it names not alive is looked at afresh (keys that are
+	 * here already are skipped by the agent) */
+	if (j->nodes_sum != nodes_sum(r)) {
+		j->nodes_sum = nodes_sum(r);
+		j->lost = 0;
+	}
 	if (sg_etcd_watch_alive(s->cl.w, &gen, names, r->n_nodes, alive) != 1)
 		return; /* nothing read yet */
 	/* this node is not lost for itself: its record may be away while etcd is */
@@ -220,6 +243,7 @@ static void failover(struct sg_ctl_server *s, struct srv_job *j, const struct sg
 	__atomic_fetch_add(&s->st.cluster_nodes_lost, __builtin_popcountll(fresh),
 			   __ATOMIC_RELAXED);
 	__atomic_fetch_add(&s->st.cluster_keys_added, (uint64_t)rc, __ATOMIC_RELAXED);
+	j->spec.n_keys += (uint32_t)rc;
 	j->lost = now_lost;
 	free(mv);
 }
