@@ -82,6 +82,10 @@ static bool self_known(struct sg_ctl_server *s)
 	return s->cl.self[0] != '\0';
 }
 
+/* The job's own record (its digest and shape) that does not name this node: an elastic
+ * job's switch (a drain) took this node out of the job's node set. */
+static const char not_among[] = "this node is not among its nodes";
+
 /* Why record @p r does not describe job @p j as this node (@p self in it) holds it; NULL if it does. */
 static const char *mismatch(const struct srv_job *j, const struct sg_etcd_job *r, int self)
 {
@@ -100,7 +104,7 @@ static const char *mismatch(const struct srv_job *j, const struct sg_etcd_job *r
 		if (r->elems[t] != j->tensors[t].elems)
 			return "another size of a tensor";
 	if (self < 0)
-		return "this node is not among its nodes";
+		return not_among;
 	/* An elastic job's switch rewrites the record with its new node set and weights,
 	 * after job_keys_add gave this node the keys that move here: so the record may name
 	 * other nodes than the job was made with, but its placement never gives this node
@@ -272,6 +276,16 @@ void sg_ctl_cluster_reconcile(struct sg_ctl_server *s)
 			if (strcmp(r->nodes[k].name, s->cl.self) == 0)
 				self = (int)k;
 		why = mismatch(j, r, self);
+		if (why == not_among) {
+			/* not a refusal: the job moved on without this node (it renews nothing) */
+			if (j->said_lease != r->lease)
+				SG_CTL_LOG(INFO, "job %" PRIu32 ": its record in etcd (lease %" PRIx64
+					   ") no longer names this node (an elastic job's switch took "
+					   "it out): its lease is not renewed here", j->spec.id,
+					   (uint64_t)r->lease);
+			j->said_lease = r->lease;
+			continue;
+		}
 		if (why != NULL) {
 			if (j->said_lease != r->lease) {
 				SG_CTL_LOG(WARNING, "job %" PRIu32 ": its record in etcd (lease %"

@@ -127,6 +127,8 @@ grep -q 'proposed epoch 2: join n4' "$TMP/out" && ok || fail "fixed: no join pro
 	fail "fixed: $(grep '^rank' "$TMP/out")"
 grep -q 'node n[13]: [0-9]* key(s) of its [0-9]* in the proposed node set added there' \
 	"$TMP/out" && ok || fail "fixed: no keys added to a node that stays"
+grep -q 'its record in etcd (lease [0-9a-f]*) no longer names this node' "$TMP/n2f.log" && ok ||
+	fail "fixed: n2 does not say the record left it out: $(grep -h 'job ' "$TMP/n2f.log" | tail -3)"
 grep -q 'node(s) n3 lost .*now summed here' "$TMP/n1f.log" "$TMP/n4f.log" && ok ||
 	fail "fixed: no survivor took n3's keys from the record: $(grep -h 'job ' "$TMP"/n[14]f.log | tail -5)"
 grep -h 'job_keys_add\|rewritten\|now summed here' "$TMP/out" "$TMP"/n[134]f.log | cut -c1-200 |
