@@ -36,6 +36,12 @@
 #define EL_MAX_EPOCHS 256
 #define EL_JOB_TTL_S 10
 #define EL_RESWITCH_IDLE 4	/* idle_ms a tensor below its switch round waits: a re-switch */
+/* idle_ms: below a poll_ms every tensor of a loop slower than it would be idle; above
+ * 10 min a tensor that stopped holds a re-switch (4 idle_ms) up for most of an hour */
+#define EL_IDLE_MIN_MS 10
+#define EL_IDLE_MAX_MS 600000
+/* keys per job_keys_add request: the node's limit (4096 fit its default 64 KiB frame) */
+#define EL_KEYS_PER_CALL 4096
 
 struct el_node {
 	char name[SG_NAME_MAX];
@@ -103,6 +109,10 @@ struct sigma_elastic {
 	char drained[SG_MAX_NODES][SG_NAME_MAX];
 	unsigned int n_drained;
 	int64_t lease;			/* rank 0: the job record's */
+	/* a job of tensors recorded in etcd (its record with our token's digest), or NULL:
+	 * the proposer adds the keys a switch moves to each node and rewrites the record */
+	struct sg_etcd_job *rec;
+	uint32_t rec_written;		/* the newest epoch the record was rewritten for */
 	struct sigma_stats closed_st;	/* the counters of the sessions closed */
 	char err[SIGMA_ERR_LEN];
 };
@@ -318,20 +328,30 @@ static unsigned int epoch_of(const struct sigma_elastic *e, unsigned int i)
 	return te->ep;
 }
 
+/* Tensor @p i to the epoch its next round belongs to, counted as a switch if that is
+ * another one. Under the lock. */
+static void switch_to_current(struct sigma_elastic *e, unsigned int i)
+{
+	struct el_tensor *te = &e->tens[i];
+	unsigned int to = epoch_of(e, i);
+
+	if (to == te->ep)
+		return;
+	te->ep = to;
+	e->st.switches++;
+}
+
 /* Move tensor @p i on to the epoch its next round belongs to, if nothing of it is in
  * flight nor failed in its current one (a wait then reads it there): a tensor idle at a
  * switch whose switch round is its next round leaves its old session now, not at its
  * next push, so that the old one can close. Under the lock. */
 static void move_on(struct sigma_elastic *e, unsigned int i)
 {
-	struct el_tensor *te = &e->tens[i];
-	unsigned int to = epoch_of(e, i);
-	const struct el_epoch *ep = e->ep[te->ep];
+	const struct el_epoch *ep = e->ep[e->tens[i].ep];
 
-	if (to == te->ep || (ep->s != NULL && ep->t[i] != NULL && sigma_test(ep->t[i]) != 0))
+	if (ep->s != NULL && ep->t[i] != NULL && sigma_test(ep->t[i]) != 0)
 		return;
-	te->ep = to;
-	e->st.switches++;
+	switch_to_current(e, i);
 }
 
 static void close_unused(struct sigma_elastic *e)
@@ -430,6 +450,15 @@ static int create_on(struct sigma_elastic *e, const struct el_node *nw, const st
 		       sg_dtype_name(e->job.dtype), "mode", sg_mode_name(e->job.mode),
 		       "partition_bytes", (json_int_t)e->job.conf.partition_bytes, "chunk_bytes",
 		       (json_int_t)e->job.conf.chunk_bytes, "token", tok, "nodes", jn);
+	if (pj != NULL && e->rec != NULL) {
+		/* a job of tensors: the newcomer places its keys over the new set itself */
+		json_t *ts = json_array();
+
+		for (uint32_t t = 0; t < e->rec->n_tensors && ts; t++)
+			json_array_append_new(ts, json_pack("{s:I}", "elems",
+							    (json_int_t)e->rec->elems[t]));
+		json_object_set_new(pj, "tensors", ts);
+	}
 	p = pj ? json_dumps(pj, JSON_COMPACT) : NULL;
 	json_decref(pj);
 	cl = p ? sg_ctl_client_connect(nw->control, e->c.secret, e->c.secret_len, 5000) : NULL;
@@ -449,6 +478,121 @@ static int create_on(struct sigma_elastic *e, const struct el_node *nw, const st
 	if (rc != 0)
 		say(e, "node %s refused the job: %s", nw->name, msg ? msg : strerror(-rc));
 	free(msg);
+	return rc;
+}
+
+/* The job record with node set @p set (weights included), into @p r. */
+static void rec_with(const struct sigma_elastic *e, const struct el_node *set, unsigned int n,
+		     struct sg_etcd_job *r)
+{
+	*r = *e->rec;
+	r->n_nodes = n;
+	for (unsigned int i = 0; i < n; i++) {
+		_Static_assert(sizeof(r->nodes[i].name) == sizeof(set[i].name), "one name size");
+		memset(&r->nodes[i], 0, sizeof(r->nodes[i]));
+		memcpy(r->nodes[i].name, set[i].name, sizeof(set[i].name));
+		r->nodes[i].name[sizeof(r->nodes[i].name) - 1] = '\0';
+		r->nodes[i].kind = set[i].kind;
+		r->nodes[i].gbps = set[i].gbps;
+		r->nodes[i].weight = set[i].weight;
+	}
+}
+
+/* A job of tensors: give node set[@p i] every key that placement over @p set gives it
+ * (job_keys_add, EL_KEYS_PER_CALL a request; keys it has are skipped), so that a key a
+ * switch moves there exists before any rank pushes it. @return 0 or -errno. */
+static int keys_on(struct sigma_elastic *e, const struct el_node *set, unsigned int n,
+		   unsigned int i)
+{
+	struct sg_etcd_job *r = malloc(sizeof(*r));
+	struct sg_etcd_key *k = NULL;
+	struct sg_ctl_client *cl = NULL;
+	long nk = -ENOMEM, added = 0;
+	int rc = 0;
+
+	if (r != NULL) {
+		rec_with(e, set, n, r);
+		nk = sg_etcd_job_keys(r, NULL, i, NULL, 0);
+	}
+	if (nk > 0 && (k = calloc((size_t)nk, sizeof(*k))) != NULL)
+		sg_etcd_job_keys(r, NULL, i, k, (size_t)nk);
+	free(r);
+	if (nk <= 0 || k == NULL) {
+		free(k);
+		return nk < 0 ? (int)nk : nk == 0 ? 0 : -ENOMEM;
+	}
+	if (set[i].control[0] == '\0' ||
+	    (cl = sg_ctl_client_connect(set[i].control, e->c.secret, e->c.secret_len, 5000)) == NULL) {
+		say(e, "cannot reach node %s's control endpoint '%s' to add the keys that move "
+		    "there: %s", set[i].name, set[i].control, set[i].control[0] ? strerror(errno) :
+		    "none in its record");
+		free(k);
+		return -ENOTCONN;
+	}
+	for (long at = 0; at < nk && rc == 0; at += EL_KEYS_PER_CALL) {
+		json_t *ks = json_array(), *pj, *rj;
+		char *p, *res = NULL, *msg = NULL;
+
+		for (long j = at; j < nk && j < at + EL_KEYS_PER_CALL && ks; j++)
+			json_array_append_new(ks, json_integer(k[j].id));
+		pj = json_pack("{s:I, s:o}", "id", (json_int_t)e->job.conf.job, "keys", ks);
+		p = pj ? json_dumps(pj, JSON_COMPACT) : NULL;
+		json_decref(pj);
+		rc = p ? sg_ctl_client_call(cl, "job_keys_add", p, &res, &msg) : -ENOMEM;
+		rj = res ? json_loads(res, 0, NULL) : NULL;
+		added += json_integer_value(json_object_get(rj, "added"));
+		if (rc != 0)
+			say(e, "node %s refused the keys that move there (job_keys_add): %s",
+			    set[i].name, msg ? msg : strerror(-rc));
+		json_decref(rj);
+		free(p);
+		free(res);
+		free(msg);
+	}
+	sg_ctl_client_close(cl);
+	if (rc == 0 && added > 0)
+		say(e, "node %s: %ld key(s) of its %ld in the proposed node set added there", set[i].name,
+		    added, nk);
+	free(k);
+	return rc;
+}
+
+/* Rewrite the job's record (a job of tensors) with the newest epoch's node set and
+ * weights, under the lease it is under (its nodes renew it), so that a node's failover
+ * builds the current placement's keys. Read again first: written only over a record of
+ * this job (our token's digest). Outside the lock. @return 0 or -errno. */
+static int rewrite_record(struct sigma_elastic *e, struct sg_etcd *et, const struct el_node *set,
+			  unsigned int n, uint32_t k)
+{
+	struct sg_etcd_kv *kv = NULL;
+	const struct sg_etcd_kv *r;
+	struct sg_etcd_job *j = malloc(sizeof(*j));
+	char key[200], *val = NULL;
+	size_t nkv = 0;
+	int rc, len;
+
+	snprintf(key, sizeof(key), "%s/jobs/%u", e->prefix, e->job.conf.job);
+	if (j == NULL)
+		return -ENOMEM;
+	rc = sg_etcd_get_prefix(et, key, &kv, &nkv, NULL);
+	r = rc == 0 ? kv_find(kv, nkv, key) : NULL;
+	if (rc == 0 && (r == NULL || sg_etcd_job_parse(r->key, r->value, r->len, j, NULL, NULL,
+						       0) != 0 ||
+			strcmp(j->token_digest, e->rec->token_digest) != 0 || j->open))
+		rc = -ENOENT;
+	if (rc == 0) {
+		rec_with(e, set, n, j);
+		len = sg_etcd_job_format(j, &val);
+		rc = len < 0 ? len : sg_etcd_put(et, key, val, (size_t)len, r->lease);
+	}
+	if (rc == 0)
+		say(e, "job record %s rewritten for epoch %u (%u node(s))", key, k, n);
+	else if (rc == -ENOENT)
+		say(e, "job record %s gone or no longer this job's: not rewritten for epoch %u", key,
+		    k);
+	free(val);
+	free(j);
+	sg_etcd_kvs_free(kv, nkv);
 	return rc;
 }
 
@@ -535,6 +679,13 @@ static bool maybe_propose(struct sigma_elastic *e, struct sg_etcd *et)
 		set[n++] = join[i];
 	for (unsigned int i = n - joins; i < n; i++)
 		if (create_on(e, &set[i], set, n) != 0) {
+			e->retry_at = now_ms() + 1000;
+			return true;
+		}
+	/* a job of tensors: every node of the new set holds its keys there first (a node
+	 * that kept the job, or one that stays, may lack some) */
+	for (unsigned int i = 0; e->rec != NULL && i < n; i++)
+		if (keys_on(e, set, n, i) != 0) {
 			e->retry_at = now_ms() + 1000;
 			return true;
 		}
@@ -896,6 +1047,23 @@ static void *thread_main(void *arg)
 					e->done_written = k;
 				pthread_mutex_lock(&e->mu);
 			}
+			if (e->rec != NULL && e->c.propose > 0 &&
+			    e->ep[e->n_ep - 1]->k > e->rec_written) {
+				const struct el_epoch *ep = e->ep[e->n_ep - 1];
+				struct el_node set[SG_MAX_NODES];
+				unsigned int n = ep->n;
+				uint32_t k = ep->k;
+				int rc;
+
+				memcpy(set, ep->nodes, n * sizeof(*set));
+				pthread_mutex_unlock(&e->mu);
+				rc = rewrite_record(e, et, set, n, k);
+				pthread_mutex_lock(&e->mu);
+				if (rc == 0 || rc == -ENOENT)
+					e->rec_written = k;
+				else
+					e->st.etcd_failures++; /* tried again at the next look */
+			}
 			pthread_mutex_unlock(&e->mu);
 			sg_etcd_kvs_free(kv, nkv);
 		} else {
@@ -981,34 +1149,35 @@ static int first_epoch(struct sigma_elastic *e, struct sg_etcd *et, char *err, s
 }
 
 /* A job of tensors recorded in etcd (its record, with our token's digest, not open):
- * refused. Its nodes hold the keys of the first placement only, so the first switch
- * that moves a partition to a node that stays (a drain) would fail every rank with
- * ERROR MISMATCH, and failover reads the record's first placement. An unrecorded one
- * cannot be told from an open job: it fails so at that switch. @return 0 or -EINVAL. */
-static int refuse_fixed(struct sigma_elastic *e, struct sg_etcd *et, const char *digest,
-			char *err, size_t errlen)
+ * kept in e->rec, so that the proposer adds to the nodes of each new set the keys that
+ * move to them and rewrites the record at each switch. An unrecorded job of tensors
+ * cannot be told from an open one: the first switch that moves a key to a node that
+ * stays fails it (ERROR MISMATCH). @return 0 or -ENOMEM. */
+static int read_fixed(struct sigma_elastic *e, struct sg_etcd *et, const char *digest)
 {
 	struct sg_etcd_kv *kv = NULL;
 	const struct sg_etcd_kv *r;
-	struct sg_etcd_job *j = NULL;
+	struct sg_etcd_job *j;
 	size_t nkv = 0;
 	char key[200];
-	int rc = 0;
 
 	snprintf(key, sizeof(key), "%s/jobs/%u", e->prefix, e->job.conf.job);
 	if (sg_etcd_get_prefix(et, key, &kv, &nkv, NULL) < 0)
 		return 0; /* etcd away: the job record's read says so next */
 	r = kv_find(kv, nkv, key);
 	j = r ? malloc(sizeof(*j)) : NULL;
+	if (r != NULL && j == NULL) {
+		sg_etcd_kvs_free(kv, nkv);
+		return -ENOMEM;
+	}
 	if (j != NULL && sg_etcd_job_parse(r->key, r->value, r->len, j, NULL, NULL, 0) == 0 &&
-	    !j->open && strcmp(j->token_digest, digest) == 0)
-		rc = sg_err(err, errlen, -EINVAL, "job %u is a job of tensors (its record %s): an "
-			    "elastic job must be open (sigmactl job create --open): a switch moves "
-			    "partitions to nodes whose job has no key for them", e->job.conf.job,
-			    key);
+	    !j->open && strcmp(j->token_digest, digest) == 0) {
+		e->rec = j;
+		j = NULL;
+	}
 	free(j);
 	sg_etcd_kvs_free(kv, nkv);
-	return rc;
+	return 0;
 }
 
 struct sigma_elastic *sigma_elastic_open(const struct sigma_elastic_conf *c, char *err,
@@ -1042,9 +1211,11 @@ struct sigma_elastic *sigma_elastic_open(const struct sigma_elastic_conf *c, cha
 	e->next_k = 1;
 	rc = sigma_job_parse(c->descriptor, &e->job, err, errlen);
 	if (rc == 0 && (e->job.mode == SG_MODE_ASYNC || c->rank >= e->job.conf.nworkers ||
-			e->c.poll_ms < 10 || e->c.poll_ms > 10000 || e->c.margin > 1000))
+			e->c.poll_ms < 10 || e->c.poll_ms > 10000 || e->c.margin > 1000 ||
+			e->c.idle_ms < EL_IDLE_MIN_MS || e->c.idle_ms > EL_IDLE_MAX_MS))
 		rc = sg_err(err, errlen, -EINVAL, "an elastic job needs sync or deterministic "
-				"mode, a rank below N, poll_ms 10..10000 and margin 1..1000");
+				"mode, a rank below N, poll_ms 10..10000, margin 1..1000 and idle_ms "
+				"%u..%u", EL_IDLE_MIN_MS, EL_IDLE_MAX_MS);
 	if (rc == 0 && (rc = sg_etcd_prefix(e->cluster, e->prefix, sizeof(e->prefix))) < 0)
 		sg_err(err, errlen, rc, "bad cluster name '%s'", e->cluster);
 	if (rc == 0 && (rc = sg_etcd_token_digest(e->cluster, e->job.conf.job, e->job.conf.token,
@@ -1058,7 +1229,7 @@ struct sigma_elastic *sigma_elastic_open(const struct sigma_elastic_conf *c, cha
 		rc = sg_err(err, errlen, -EINVAL, "bad etcd endpoints");
 		goto fail;
 	}
-	rc = refuse_fixed(e, et, digest, err, errlen);
+	rc = read_fixed(e, et, digest);
 	if (rc == 0)
 		rc = first_epoch(e, et, err, errlen);
 	sg_etcd_destroy(et);
@@ -1103,6 +1274,7 @@ void sigma_elastic_close(struct sigma_elastic *e)
 		sg_etcd_destroy(et);
 	}
 	pthread_mutex_destroy(&e->mu);
+	free(e->rec);
 	free(e->my_confirm);
 	free(e);
 }
@@ -1182,10 +1354,7 @@ int sigma_elastic_push_pull(struct sigma_elastic *e, uint32_t id, const void *in
 		poll_all(e, 500);
 		pthread_mutex_lock(&e->mu);
 	}
-	if (epoch_of(e, i) != te->ep) {
-		te->ep = epoch_of(e, i);
-		e->st.switches++;
-	}
+	switch_to_current(e, i);
 	ep = e->ep[te->ep];
 	te->last_ms = now_ms();
 	pthread_mutex_unlock(&e->mu);

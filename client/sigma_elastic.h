@@ -56,7 +56,7 @@ struct sigma_elastic_conf {
 	 * A tensor not pushed for this long when the rank confirms a proposal is
 	 * confirmed idle: its next push waits for the decision, and if every rank
 	 * confirmed it idle it switches at its next round (a tensor never pushed
-	 * again then keeps no old session open) [1000]
+	 * again then keeps no old session open), 10..600000 [1000]
 	 */
 	uint32_t idle_ms;
 };
@@ -82,11 +82,15 @@ struct sigma_elastic;
  * Open rank @p c->rank of the job: reads the nodes from etcd (which must
  * answer), takes the job's first node set from the job record rank 0 puts
  * (rank 0 makes it; the others wait for it up to confirm_ms), and opens the
- * first session.
- * @return the instance, or NULL with errno EINVAL (bad conf or descriptor, an
- *         async job, a job of tensors recorded in etcd (an elastic job must be
- *         open); the reason in @p err), EHOSTUNREACH (etcd), ETIMEDOUT (no
- *         job record from rank 0), ENOMEM, or sigma_open()'s errno.
+ * first session. A job of tensors must be recorded in etcd
+ * (/sigma/<cluster>/jobs/<id>, sg_etcd_job_record()): the proposer then adds to
+ * every node of a new node set the keys that move to it (job_keys_add, over the
+ * control endpoint of the node's record, with @p c->secret) and rewrites that
+ * record at each switch; an open job needs neither.
+ * @return the instance, or NULL with errno EINVAL (bad conf or descriptor, poll_ms,
+ *         margin or idle_ms out of its range, a rank not below N, an async job; the
+ *         reason in @p err), EHOSTUNREACH (etcd), ETIMEDOUT (no job record from rank
+ *         0), ENOMEM, or sigma_open()'s errno.
  */
 struct sigma_elastic *sigma_elastic_open(const struct sigma_elastic_conf *c, char *err,
 					 size_t errlen);

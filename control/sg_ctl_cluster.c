@@ -82,6 +82,10 @@ static bool self_known(struct sg_ctl_server *s)
 	return s->cl.self[0] != '\0';
 }
 
+/* The job's own record (its digest and shape) that does not name this node: an elastic
+ * job's switch (a drain) took this node out of the job's node set. */
+static const char not_among[] = "this node is not among its nodes";
+
 /* Why record @p r does not describe job @p j as this node (@p self in it) holds it; NULL if it does. */
 static const char *mismatch(const struct srv_job *j, const struct sg_etcd_job *r, int self)
 {
@@ -100,11 +104,14 @@ static const char *mismatch(const struct srv_job *j, const struct sg_etcd_job *r
 		if (r->elems[t] != j->tensors[t].elems)
 			return "another size of a tensor";
 	if (self < 0)
-		return "this node is not among its nodes";
-	if (r->n_nodes != j->spec.n_nodes ||
-	    sg_etcd_job_keys(r, NULL, (unsigned int)self, NULL, 0) != (long)j->spec.n_keys)
-		return "another node list or weights (its placement gives this node another "
-		       "number of keys)";
+		return not_among;
+	/* An elastic job's switch rewrites the record with its new node set and weights,
+	 * after job_keys_add gave this node the keys that move here: so the record may name
+	 * other nodes than the job was made with, but its placement never gives this node
+	 * more keys than it holds (those it was made with and those added since). */
+	if (sg_etcd_job_keys(r, NULL, (unsigned int)self, NULL, 0) > (long)j->spec.n_keys)
+		return "another node list or weights (its placement gives this node more keys "
+		       "than it holds)";
 	return NULL;
 }
 
@@ -162,6 +169,19 @@ out:
 	return m;
 }
 
+/* A digest of the record's node list and weights: tells a rewritten one (a switch). */
+static uint64_t nodes_sum(const struct sg_etcd_job *r)
+{
+	uint64_t h = 1469598103934665603ull;
+
+	for (uint32_t k = 0; k < r->n_nodes; k++) {
+		for (const char *c = r->nodes[k].name; *c; c++)
+			h = (h ^ (uint8_t)*c) * 1099511628211ull;
+		h = (h ^ (uint64_t)(r->nodes[k].weight * 1e9)) * 1099511628211ull;
+	}
+	return h;
+}
+
 /* The nodes of fixed job @p j lost since the last look: add the keys that come here. */
 static void failover(struct sg_ctl_server *s, struct srv_job *j, const struct sg_etcd_job *r,
 		     unsigned int self)
@@ -176,6 +196,13 @@ static void failover(struct sg_ctl_server *s, struct srv_job *j, const struct sg
 
 	for (uint32_t k = 0; k < r->n_nodes; k++)
 		names[k] = r->nodes[k].name;
+	/* a record rewritten with another node set (an elastic switch): its lost bits index
+	 * other nodes, so every node it names not alive is looked at afresh (keys that are
+	 * here already are skipped by the agent) */
+	if (j->nodes_sum != nodes_sum(r)) {
+		j->nodes_sum = nodes_sum(r);
+		j->lost = 0;
+	}
 	if (sg_etcd_watch_alive(s->cl.w, &gen, names, r->n_nodes, alive) != 1)
 		return; /* nothing read yet */
 	/* this node is not lost for itself: its record may be away while etcd is */
@@ -220,6 +247,7 @@ static void failover(struct sg_ctl_server *s, struct srv_job *j, const struct sg
 	__atomic_fetch_add(&s->st.cluster_nodes_lost, __builtin_popcountll(fresh),
 			   __ATOMIC_RELAXED);
 	__atomic_fetch_add(&s->st.cluster_keys_added, (uint64_t)rc, __ATOMIC_RELAXED);
+	j->spec.n_keys += (uint32_t)rc;
 	j->lost = now_lost;
 	free(mv);
 }
@@ -248,6 +276,16 @@ void sg_ctl_cluster_reconcile(struct sg_ctl_server *s)
 			if (strcmp(r->nodes[k].name, s->cl.self) == 0)
 				self = (int)k;
 		why = mismatch(j, r, self);
+		if (why == not_among) {
+			/* not a refusal: the job moved on without this node (it renews nothing) */
+			if (j->said_lease != r->lease)
+				SG_CTL_LOG(INFO, "job %" PRIu32 ": its record in etcd (lease %" PRIx64
+					   ") no longer names this node (an elastic job's switch took "
+					   "it out): its lease is not renewed here", j->spec.id,
+					   (uint64_t)r->lease);
+			j->said_lease = r->lease;
+			continue;
+		}
 		if (why != NULL) {
 			if (j->said_lease != r->lease) {
 				SG_CTL_LOG(WARNING, "job %" PRIu32 ": its record in etcd (lease %"

@@ -603,3 +603,105 @@ out:
 	return rc;
 }
 SG_RPC_REGISTER("job_placement", m_job_placement);
+
+/* Most keys one job_keys_add names: 4096 decimal keys fit the default 64 KiB frame. */
+#define SG_CTL_KEYS_ADD_MAX 4096
+
+/*
+ * job_keys_add {id, keys: [key, ...]}: keys of fixed job id that this node is to sum
+ * from now on, because an elastic job's switch moves them here (docs/cluster.md,
+ * "Elastic jobs"): the agent's job_keys_add, which failover uses too. Each key is
+ * checked against the job's own tensors (partition p of tensor t, t below its tensor
+ * count, p below that tensor's partitions), and its size comes from them, so that no
+ * request can give a key of another job, or another size, to a sum. Keys the job has
+ * already are skipped (the answer's "added" counts the new ones).
+ */
+static int m_job_keys_add(struct sg_ctl_server *s, json_t *params, json_t **res,
+			  struct sg_rpc_err *err)
+{
+	struct sg_ctl_key *keys = NULL;
+	char reason[SG_CTL_REASON_MAX] = "";
+	json_t *jkeys = NULL, *v;
+	json_error_t jerr;
+	json_int_t id = -1;
+	struct srv_job *j;
+	uint64_t pe;
+	size_t i, n;
+	int rc = -1;
+
+	NEED_OP(s, job_keys_add, err);
+	if (params == NULL || json_unpack_ex(params, &jerr, JSON_STRICT, "{s:I, s:o}", "id", &id,
+					     "keys", &jkeys) != 0) {
+		SRV_COUNT(s, keys_add_refused);
+		return params == NULL ? sg_rpc_fail(err, SG_CTL_ERR_INVALID_PARAMS,
+						    "invalid params: need id and keys")
+				      : sg_rpc_bad_params(err, &jerr);
+	}
+	n = json_is_array(jkeys) ? json_array_size(jkeys) : 0;
+	if (id < 1 || id > UINT32_MAX || n == 0 || n > SG_CTL_KEYS_ADD_MAX) {
+		SRV_COUNT(s, keys_add_refused);
+		return sg_rpc_fail(err, SG_CTL_ERR_INVALID_PARAMS, "invalid params: id 1..2^32-1 and "
+				   "keys, an array of 1..%d keys", SG_CTL_KEYS_ADD_MAX);
+	}
+	j = find_job(s, (uint32_t)id);
+	if (j == NULL) {
+		SRV_COUNT(s, keys_add_refused);
+		return sg_rpc_fail(err, SG_CTL_ERR_NOT_FOUND, "no such job: %" PRId64 " (nothing "
+				   "added)", (int64_t)id);
+	}
+	if (j->spec.open || j->spec.mode == SG_MODE_ASYNC) {
+		SRV_COUNT(s, keys_add_refused);
+		return sg_rpc_fail(err, SG_CTL_ERR_REFUSED, "job %" PRId64 ": %s (nothing added)",
+				   (int64_t)id, j->spec.open ? "an open job makes its own keys" :
+				   "an async job's stores live on their node only: its keys do not "
+				   "move");
+	}
+	keys = calloc(n, sizeof(*keys));
+	if (keys == NULL)
+		return sg_rpc_fail(err, SG_CTL_ERR_INTERNAL, "out of memory");
+	pe = j->spec.partition_bytes / sg_dtype_size(j->spec.dtype);
+	json_array_foreach(jkeys, i, v) {
+		json_int_t k = json_is_integer(v) ? json_integer_value(v) : -1;
+		uint32_t t = (uint32_t)k >> 16, p = (uint32_t)k & 0xffff;
+		uint64_t parts = 0;
+
+		if (k >= 0 && k <= UINT32_MAX && t < j->spec.n_tensors)
+			parts = (j->tensors[t].elems + pe - 1) / pe;
+		if (k < 0 || k > UINT32_MAX || t >= j->spec.n_tensors || p >= parts) {
+			sg_rpc_fail(err, SG_CTL_ERR_INVALID_PARAMS, "invalid params: keys[%zu] is not "
+				    "a key of job %" PRId64 " (%" PRIu32 " tensor(s); a key is tensor << "
+				    "16 | partition, below each tensor's partitions): nothing added", i,
+				    (int64_t)id, j->spec.n_tensors);
+			goto out;
+		}
+		for (size_t b = 0; b < i; b++)
+			if (keys[b].id == (uint32_t)k) {
+				sg_rpc_fail(err, SG_CTL_ERR_INVALID_PARAMS, "invalid params: key 0x%08"
+					    PRIx32 " given twice: nothing added", (uint32_t)k);
+				goto out;
+			}
+		keys[i] = (struct sg_ctl_key){.id = (uint32_t)k,
+			.nelem = (uint32_t)(j->tensors[t].elems - p * pe < pe ?
+					    j->tensors[t].elems - p * pe : pe)};
+	}
+	rc = s->cfg.ops->job_keys_add(s->cfg.ops_arg, (uint32_t)id, keys, (uint32_t)n, reason);
+	if (rc < 0) {
+		rc = sg_rpc_fail_errno(err, "job keys add refused", rc, reason);
+		goto out;
+	}
+	/* the keys it holds now: what a record's placement may give it (sg_ctl_cluster.c) */
+	j->spec.n_keys += (uint32_t)rc;
+	__atomic_fetch_add(&s->st.keys_add_requests, 1, __ATOMIC_RELAXED);
+	__atomic_fetch_add(&s->st.keys_add_added, (uint64_t)rc, __ATOMIC_RELAXED);
+	SG_CTL_LOG(INFO, "job %" PRId64 ": %zu key(s) asked for (job_keys_add), %d new here",
+		   (int64_t)id, n, rc);
+	*res = json_pack("{s:I, s:I, s:I}", "id", (json_int_t)id, "keys", (json_int_t)n, "added",
+			 (json_int_t)rc);
+	rc = 0;
+out:
+	if (rc < 0)
+		SRV_COUNT(s, keys_add_refused);
+	free(keys);
+	return rc;
+}
+SG_RPC_REGISTER("job_keys_add", m_job_keys_add);

@@ -87,6 +87,11 @@ struct sg_ctl_server_stats {
 	uint64_t cluster_nodes_lost; /**< nodes of jobs held here found lost (per job and node) */
 	uint64_t cluster_keys_added; /**< keys added to jobs here because a node was lost */
 	uint64_t cluster_add_failures; /**< attempts to add them that failed (tried again) */
+	/* job_keys_add (an elastic job's switch moving keys to a node that stays) */
+	uint64_t keys_add_requests; /**< requests that added their keys (some may be new) */
+	uint64_t keys_add_added;    /**< keys new to their job that those added */
+	uint64_t keys_add_refused;  /**< requests refused: an unknown job, an open or async one,
+				         a key not of the job, malformed, or the agent's refusal */
 };
 
 struct sg_ctl_server;

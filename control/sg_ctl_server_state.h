@@ -23,6 +23,7 @@ struct srv_job {
 	/* with etcd (sg_ctl_cluster.c): what matches the job's record, and what failover did */
 	char digest[SG_ETCD_DIGEST_LEN]; /* of its wire token ("" without etcd) */
 	uint64_t lost;		/* its record's nodes (bit i: nodes[i]) whose keys were moved */
+	uint64_t nodes_sum;	/* of the record's node list lost indexes (a switch rewrites it) */
 	int64_t said_lease;	/* the record last refused or said of (logged once) */
 	int64_t said_mod;
 };

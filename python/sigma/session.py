@@ -42,6 +42,9 @@ from .job import Job
 FAILED_CHECK_S = 0.5
 # libsigma's failover_wait_us default: a silent node the membership still lists
 _FAILOVER_WAIT_S = 10.0
+# elastic_opts: each option's range (sigma_elastic.h; 0 is every option's default)
+_ELASTIC_OPTS = {"poll_ms": (10, 10000), "margin": (1, 1000), "confirm_ms": (1, 0xFFFFFFFF),
+                 "wait_ms": (1, 0xFFFFFFFF), "propose": (-1, 1), "idle_ms": (10, 600000)}
 _FORMATS = {"f": "fp32", "d": "fp64", "e": "fp16", "b": "int8", "B": "uint8"}
 _INT_FORMATS = {4: "int32", 8: "int64"}
 
@@ -311,10 +314,15 @@ class Session:
             ec.cluster, ec.descriptor, ec.rank = self._el_keep[1], self._el_keep[2], rank
             ec.base = ctypes.cast(ctypes.byref(base), ctypes.c_void_p)
             for k, v in (elastic_opts or {}).items():
-                if k not in ("poll_ms", "margin", "confirm_ms", "wait_ms", "propose",
-                             "idle_ms"):
+                if k not in _ELASTIC_OPTS:
                     raise SigmaConfigError(f"sigma: elastic option {k!r}: one of poll_ms, "
                                            "margin, confirm_ms, wait_ms, propose, idle_ms")
+                lo, hi = _ELASTIC_OPTS[k]
+                # checked here: ctypes would wrap -1 into a uint32 without a word
+                if isinstance(v, bool) or not isinstance(v, int) or \
+                        not (lo <= v <= hi or v == 0):
+                    raise SigmaConfigError(f"sigma: elastic option {k} {v!r}: want an "
+                                           f"integer {lo}..{hi} (0: the default)")
                 setattr(ec, k, v)
         from_env = shm is None
         if from_env:

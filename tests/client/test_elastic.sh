@@ -15,8 +15,11 @@
 #    within the bound, naming the rank, and the job goes on on its node set;
 # 5. drain and undrain with sigmactl: the node leaves every job at an agreed
 #    round and comes back, no operation failed;
-# 0. first: a job of tensors recorded in etcd is refused at open, naming why (its
-#    nodes hold the first placement's keys only: a drain would fail every rank).
+# 0. first: a job of tensors recorded in etcd (3 nodes): n2 drained (its keys move
+#    to n1 and n3, which stay: job_keys_add from the proposer), n4 joins (made with
+#    the tensors over the new set), then n3 is SIGKILLed: failover from the record
+#    rewritten at each switch; every sum exact, the record naming the current nodes,
+#    and job_keys_add for an unknown job or a key not of the job refused and counted.
 # Skipped without etcd.
 # Usage: test_elastic.sh sigma-udpd sigmactl elastic_workers
 set -u
@@ -87,19 +90,70 @@ finished() {
 	grep -q ', wrong: 0, failed ops: 0' "$TMP/out" && ok || fail "$1: $(tail -1 "$TMP/out")"
 }
 
-# 0. a job of tensors, recorded in etcd: every rank refuses it at open
-for n in n1 n2; do node f "$n"; done
-wait_nodes f 2
+# 0. a job of tensors, recorded in etcd, through a drain, a join and a failover
+for n in n1 n2 n3; do node f "$n"; done
+wait_nodes f 3
 "$CTL" --etcd "$URL" --cluster "${CL}f" --node "unix:$TMP/n1f.sock" --node "unix:$TMP/n2f.sock" \
-	job create --workers 3 --tensor a:77777 --tensor b:1000 --mode deterministic \
-	--partition-bytes 65536 >"$TMP/jobf" 2>&1
+	--node "unix:$TMP/n3f.sock" job create --workers 3 --tensor a:300000 --tensor b:1000 \
+	--tensor c:77777 --mode deterministic --partition-bytes 65536 >"$TMP/jobf" 2>&1
 DESC=$(grep "^sigma-job=" "$TMP/jobf")
-[ -n "$DESC" ] && ok || fail "fixed: job create: $(cat "$TMP/jobf")"
-timeout 60 "$W" "$DESC" "$URL" "${CL}f" 5 77777,1000 >"$TMP/out" 2>&1; rc=$?
-N_REFUSED=$(grep -c 'is a job of tensors .*: an elastic job must be open' "$TMP/out")
-[ $rc != 0 ] && [ "$N_REFUSED" = 3 ] && ok ||
-	fail "fixed: exit $rc: $(grep -m3 -E '^rank|elements' "$TMP/out")"
-grep -m1 'job of tensors' "$TMP/out" | sed 's/^/fixed: /'
+JID=$(sed -n 's/^sigma-job=1;id=\([0-9]*\);.*/\1/p' <<<"$DESC")
+[ -n "$DESC" ] && [ -n "$JID" ] && ok || fail "fixed: job create: $(cat "$TMP/jobf")"
+# record_nodes: the node names of the job's record in etcd, sorted, comma-separated
+record_nodes() {
+	ETCDCTL_API=3 etcdctl --endpoints "$URL" get --print-value-only "/sigma/${CL}f/jobs/$JID" |
+		grep -o '"name":"[^"]*"' | cut -d'"' -f4 | sort | paste -sd, -
+}
+[ "$(record_nodes)" = n1,n2,n3 ] && ok || fail "fixed: record names $(record_nodes)"
+"$W" "$DESC" "$URL" "${CL}f" 260 "$TENSORS" --sleep-ms 60 >"$TMP/out" 2>&1 &
+WP=$!
+PIDS+=("$WP")
+sleep 2
+"$CTL" --etcd "$URL" --cluster "${CL}f" drain n2 --timeout 30 >"$TMP/drain" 2>&1; rc=$?
+[ $rc = 0 ] && ok || fail "fixed: drain: exit $rc: $(cat "$TMP/drain")"
+# the record follows the switch (rank 0 rewrites it once the epoch is committed)
+for _ in $(seq 50); do [ "$(record_nodes)" = n1,n3 ] && break; sleep 0.1; done
+[ "$(record_nodes)" = n1,n3 ] && ok || fail "fixed: after the drain the record names $(record_nodes)"
+node f n4
+for _ in $(seq 100); do grep -q 'epoch 2 committed' "$TMP/out" && break; sleep 0.1; done
+for _ in $(seq 50); do [ "$(record_nodes)" = n1,n3,n4 ] && break; sleep 0.1; done
+[ "$(record_nodes)" = n1,n3,n4 ] && ok || fail "fixed: after the join the record names $(record_nodes)"
+sleep 1
+kill -KILL "${NPID[n3]}"
+finished fixed
+grep -q 'proposed epoch 1: drain n2' "$TMP/out" && ok || fail "fixed: no drain proposal"
+grep -q 'proposed epoch 2: join n4' "$TMP/out" && ok || fail "fixed: no join proposal"
+[ "$(grep -c '^rank [0-9]: epoch 2, 3 nodes' "$TMP/out")" = 3 ] && ok ||
+	fail "fixed: $(grep '^rank' "$TMP/out")"
+grep -q 'node n[13]: [0-9]* key(s) of its [0-9]* in the proposed node set added there' \
+	"$TMP/out" && ok || fail "fixed: no keys added to a node that stays"
+grep -q 'its record in etcd (lease [0-9a-f]*) no longer names this node' "$TMP/n2f.log" && ok ||
+	fail "fixed: n2 does not say the record left it out: $(grep -h 'job ' "$TMP/n2f.log" | tail -3)"
+grep -q 'node(s) n3 lost .*now summed here' "$TMP/n1f.log" "$TMP/n4f.log" && ok ||
+	fail "fixed: no survivor took n3's keys from the record: $(grep -h 'job ' "$TMP"/n[14]f.log | tail -5)"
+grep -h 'job_keys_add\|rewritten\|now summed here' "$TMP/out" "$TMP"/n[134]f.log | cut -c1-200 |
+	sed 's/^/fixed: /' | head -8
+# bad input: an unknown job, a key of another tensor count, a key given twice: refused,
+# counted, nothing added (the job's sums above stay exact: checked by the workers)
+if "$CTL" -s "unix:$TMP/n1f.sock" call job_keys_add '{"id": 99999, "keys": [1]}' \
+	>"$TMP/bad1" 2>&1; then fail "fixed: an unknown job took keys"; else ok; fi
+grep -q 'no such job: 99999' "$TMP/bad1" && ok || fail "fixed: unknown job: $(cat "$TMP/bad1")"
+if "$CTL" -s "unix:$TMP/n1f.sock" call job_keys_add "{\"id\": $JID, \"keys\": [196608]}" \
+	>"$TMP/bad2" 2>&1; then fail "fixed: a key of tensor 3 was taken"; else ok; fi
+grep -q 'is not a key of job' "$TMP/bad2" && ok || fail "fixed: foreign key: $(cat "$TMP/bad2")"
+# partition 1 of tensor b (1000 elements: one partition)
+if "$CTL" -s "unix:$TMP/n1f.sock" call job_keys_add "{\"id\": $JID, \"keys\": [65537]}" \
+	>"$TMP/bad3" 2>&1; then fail "fixed: a partition tensor b lacks was taken"; else ok; fi
+grep -q 'is not a key of job' "$TMP/bad3" && ok || fail "fixed: no such partition: $(cat "$TMP/bad3")"
+if "$CTL" -s "unix:$TMP/n1f.sock" call job_keys_add "{\"id\": $JID, \"keys\": [0, 0]}" \
+	>"$TMP/bad4" 2>&1; then fail "fixed: a key given twice was taken"; else ok; fi
+grep -q 'given twice' "$TMP/bad4" && ok || fail "fixed: twice: $(cat "$TMP/bad4")"
+"$CTL" -s "unix:$TMP/n1f.sock" --json stats >"$TMP/st1" 2>&1
+KA=$(python3 -c 'import json, sys; k = json.load(open(sys.argv[1]))["control"]["keys_add"]
+print(k["requests"], k["added"], k["refused"])' "$TMP/st1")
+read -r KREQ KADD KREF <<<"$KA"
+[ "$KREF" = 4 ] && [ "${KREQ:-0}" -ge 2 ] && ok || fail "fixed: n1's keys_add counters: $KA"
+echo "fixed: n1 keys_add requests, keys added, refused: $KA"
 for p in "${NPID[@]}"; do kill "$p" 2>/dev/null; done
 
 # 1. join

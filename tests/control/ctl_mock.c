@@ -339,7 +339,22 @@ static int mk_drops(void *arg, struct sg_ctl_drop *out, unsigned int cap)
 	return 2;
 }
 
+/* job_keys_add: the keys as the server gave them (their sizes are its), all new. */
+static int mk_job_keys_add(void *arg, uint32_t id, const struct sg_ctl_key *keys, uint32_t n,
+			   char *reason)
+{
+	struct mock_agent *m = arg;
+
+	(void)id;
+	(void)reason;
+	m->keys_add_calls++;
+	m->last_n_keys = n;
+	memcpy(m->last_keys, keys, (n < MOCK_KEYS ? n : MOCK_KEYS) * sizeof(*keys));
+	return (int)n;
+}
+
 const struct sg_ctl_agent_ops mock_ops = {
+	.job_keys_add = mk_job_keys_add,
 	.drops = mk_drops,
 	.node_info = mk_node_info,
 	.job_create = mk_job_create,

@@ -29,6 +29,7 @@ struct mock_agent {
 	struct sg_ctl_verbs_rc_addr last_worker; /* what the last one carried */
 	unsigned int disc_calls;		/* verbs_rc_disconnect calls that reached it */
 	uint64_t closed;			/* peer ids (< 64) it disconnected */
+	unsigned int keys_add_calls;		/* job_keys_add calls that reached it (last_keys) */
 };
 
 extern const struct sg_ctl_agent_ops mock_ops;

@@ -342,6 +342,66 @@ static json_t *listed(struct sg_ctl_client *c, long long id)
  * agent gets open with the slots asked for; dtype any is for open jobs only, and so
  * is slots; the answer says keys "open", and job_list and /metrics tell them apart.
  */
+/* job_keys_add: keys checked against the job's own tensors and sized from them; an
+ * unknown job, a key of no tensor or partition of it, a key twice, an open job, bad
+ * params: refused before the agent, nothing added, each counted. */
+static void test_job_keys_add(struct sg_ctl_client *c)
+{
+	struct sg_ctl_server_stats st0, st1;
+	unsigned int calls;
+	json_t *r;
+	long code;
+
+	sg_ctl_server_get_stats(srv, &st0);
+	/* fp32, 1000 elements a partition: tensor 0 is 1000, 1000, 500; tensor 1 one of 1000 */
+	r = call(c, "job_create", "{\"workers\":2,\"id\":710,\"partition_bytes\":4000,"
+		 "\"tensors\":[{\"elems\":2500},{\"elems\":1000}]}", &code);
+	SG_CHECK(r != NULL, "job 710: %ld", code);
+	json_decref(r);
+	r = call(c, "job_keys_add", "{\"id\":710,\"keys\":[2,65536,0]}", &code);
+	SG_CHECK(r && jint(r, "id") == 710 && jint(r, "keys") == 3 && jint(r, "added") == 3,
+		 "job_keys_add: %ld", code);
+	json_decref(r);
+	SG_CHECK(mock.last_n_keys == 3 && mock.last_keys[0].id == 2 &&
+		 mock.last_keys[0].nelem == 500 && mock.last_keys[1].id == 0x10000 &&
+		 mock.last_keys[1].nelem == 1000 && mock.last_keys[2].id == 0 &&
+		 mock.last_keys[2].nelem == 1000, "the keys' sizes are the job's partitions'");
+	calls = mock.keys_add_calls;
+	call_refused(c, "job_keys_add", "{\"id\":9999,\"keys\":[0]}", SG_CTL_ERR_NOT_FOUND,
+		     "no such job: 9999");
+	call_refused(c, "job_keys_add", "{\"id\":710,\"keys\":[3]}", SG_CTL_ERR_INVALID_PARAMS,
+		     "keys[0] is not a key of job 710");
+	call_refused(c, "job_keys_add", "{\"id\":710,\"keys\":[0,65537]}",
+		     SG_CTL_ERR_INVALID_PARAMS, "keys[1] is not a key of job 710");
+	call_refused(c, "job_keys_add", "{\"id\":710,\"keys\":[131072]}",
+		     SG_CTL_ERR_INVALID_PARAMS, "not a key of job 710");
+	call_refused(c, "job_keys_add", "{\"id\":710,\"keys\":[1,1]}", SG_CTL_ERR_INVALID_PARAMS,
+		     "given twice");
+	call_refused(c, "job_keys_add", "{\"id\":710,\"keys\":[-1]}", SG_CTL_ERR_INVALID_PARAMS,
+		     "not a key");
+	call_refused(c, "job_keys_add", "{\"id\":710,\"keys\":[\"0\"]}",
+		     SG_CTL_ERR_INVALID_PARAMS, "not a key");
+	call_refused(c, "job_keys_add", "{\"id\":710,\"keys\":[]}", SG_CTL_ERR_INVALID_PARAMS,
+		     "1..4096 keys");
+	call_refused(c, "job_keys_add", "{\"id\":710}", SG_CTL_ERR_INVALID_PARAMS, "invalid params");
+	call_refused(c, "job_keys_add", "{\"id\":710,\"keys\":[0],\"x\":1}",
+		     SG_CTL_ERR_INVALID_PARAMS, "invalid params");
+	SG_CHECK(mock.keys_add_calls == calls, "a refused request reached the agent");
+	r = call(c, "job_create", "{\"workers\":2,\"id\":711}", &code);
+	SG_CHECK(r != NULL, "open job 711: %ld", code);
+	json_decref(r);
+	call_refused(c, "job_keys_add", "{\"id\":711,\"keys\":[0]}", SG_CTL_ERR_REFUSED,
+		     "an open job makes its own keys");
+	sg_ctl_server_get_stats(srv, &st1);
+	SG_CHECK(st1.keys_add_refused - st0.keys_add_refused == 11 &&
+		 st1.keys_add_requests - st0.keys_add_requests == 1 &&
+		 st1.keys_add_added - st0.keys_add_added == 3, "counted: refused %" PRIu64
+		 ", requests %" PRIu64, st1.keys_add_refused - st0.keys_add_refused,
+		 st1.keys_add_requests - st0.keys_add_requests);
+	json_decref(call(c, "job_destroy", "{\"id\":710}", &code));
+	json_decref(call(c, "job_destroy", "{\"id\":711}", &code));
+}
+
 static void test_job_create_open(struct sg_ctl_client *c)
 {
 	static const struct {
@@ -494,6 +554,7 @@ static void test_unix_roundtrips(void)
 	SG_CHECK(r == NULL && code == SG_CTL_ERR_INVALID_PARAMS, "bad mode: %ld", code);
 	test_job_create_spanning(c);
 	test_job_create_open(c);
+	test_job_keys_add(c);
 
 	/* Placement needs members. */
 	snprintf(params, sizeof(params), "{\"id\":%d}", id);

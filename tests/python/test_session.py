@@ -368,6 +368,18 @@ class Sessions(unittest.TestCase):
         with self.assertRaises(sigma.SigmaConfigError) as cm:
             h.wait(10)
         self.assertIn("cannot register", str(cm.exception))
+        # elastic options out of range: refused before etcd is asked (none at port 1), the
+        # option named; idle_ms -1 used to wrap into a uint32 without a word
+        for opts, want in (({"idle_ms": -1}, "idle_ms -1: want an integer 10..600000"),
+                           ({"idle_ms": 9}, "idle_ms 9"), ({"idle_ms": 600001}, "idle_ms"),
+                           ({"idle_ms": 2 ** 32}, "idle_ms"), ({"idle_ms": True}, "idle_ms"),
+                           ({"idle_ms": "1000"}, "idle_ms '1000'"),
+                           ({"poll_ms": 5}, "poll_ms 5"), ({"margin": -2}, "margin -2"),
+                           ({"propose": 2}, "propose 2"), ({"wait_ms": -1}, "wait_ms -1"),
+                           ({"idle_s": 1}, "elastic option 'idle_s'")):
+            with self.assertRaises(sigma.SigmaConfigError) as cm:
+                sigma.Session(job, 0, elastic=("http://127.0.0.1:1", "c"), elastic_opts=opts)
+            self.assertIn(want, str(cm.exception))
         for kw, want in (({"rank": 1}, "ranks 0..0"), ({"rank": 0, "window": -1}, "window"),
                          ({"rank": 0, "ranks_wait": 0}, "ranks_wait 0"),
                          ({"rank": 0, "ranks_wait": "1"}, "ranks_wait '1'")):
