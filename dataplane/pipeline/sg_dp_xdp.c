@@ -271,42 +271,63 @@ bool sg_dp_xdp_port(uint16_t port)
 	return port_iface(port, iface);
 }
 
-int sg_dp_xdp_port_started(uint16_t port, uint32_t ip_be, uint16_t udp_port, uint16_t nports,
-			   char *err, size_t errlen)
+int sg_dp_xdp_iface_steer(const char *iface, uint32_t ip_be, uint16_t udp_port, uint16_t nports,
+			  uint32_t flags, char *err, size_t errlen)
 {
 	struct sg_dp_xdp_cfg cfg = {.ip = ip_be, .port = rte_cpu_to_be_16(udp_port),
-				    .nports = nports, .pid = (uint32_t)getpid()};
-	char iface[IF_NAMESIZE], name[BPF_OBJ_NAME_LEN];
+				    .nports = nports, .pid = (uint32_t)getpid(), .flags = flags};
+	char name[BPF_OBJ_NAME_LEN];
+	int ifindex = (int)if_nametoindex(iface), fd, mfd, rc = 0;
 	uint32_t zero = 0, id;
-	int fd, mfd, ifindex;
 
-	if (!port_iface(port, iface))
-		return 0;
-	ifindex = (int)if_nametoindex(iface);
-	id = ifindex ? attached_prog(ifindex, name, sizeof(name), &fd) : 0;
+	if (ifindex == 0) {
+		sg_dp_seterr(err, errlen, "no interface %s in this network namespace", iface);
+		return -ENODEV;
+	}
+	id = attached_prog(ifindex, name, sizeof(name), &fd);
 	if (id == 0) {
-		sg_dp_seterr(err, errlen, "port %u (net_af_xdp on %s): no XDP program is attached "
-			     "after the port started", port, iface);
+		sg_dp_seterr(err, errlen, "%s: no XDP program is attached", iface);
 		return -ENOENT;
 	}
 	mfd = fd >= 0 ? cfg_map_fd(fd) : -1;
 	if (fd >= 0)
 		close(fd);
 	if (mfd < 0) {
-		/* the vdev's own xdp_prog=: whatever it steers is what sigmad gets */
-		SG_DP_LOG(NOTICE, "port %u (net_af_xdp on %s): XDP program %u (%s) is not "
-			  "sigmad's: it decides what reaches sigmad", port, iface, id, name);
-		return 0;
+		sg_dp_seterr(err, errlen, "%s: XDP program %u (%s) is not sigma_xdp", iface, id,
+			     name);
+		return -EPERM;
 	}
 	if (bpf_map_update_elem(mfd, &zero, &cfg, BPF_ANY) != 0) {
-		sg_dp_seterr(err, errlen, "port %u (net_af_xdp on %s): cannot configure XDP program "
-			     "%u: %s", port, iface, id, strerror(errno));
-		close(mfd);
-		return -errno;
+		rc = -errno;
+		sg_dp_seterr(err, errlen, "%s: cannot configure XDP program %u: %s", iface, id,
+			     strerror(errno));
 	}
 	close(mfd);
-	SG_DP_LOG(INFO, "port %u (net_af_xdp on %s): XDP program %u steers UDP %u..%u to "
-		  "AF_XDP sockets, everything else to the kernel", port, iface, id, udp_port,
+	return rc;
+}
+
+int sg_dp_xdp_port_started(uint16_t port, uint32_t ip_be, uint16_t udp_port, uint16_t nports,
+			   char *err, size_t errlen)
+{
+	char iface[IF_NAMESIZE], why[256] = "";
+	int rc;
+
+	if (!port_iface(port, iface))
+		return 0;
+	rc = sg_dp_xdp_iface_steer(iface, ip_be, udp_port, nports, 0, why, sizeof(why));
+	if (rc == -EPERM) {
+		/* the vdev's own xdp_prog=: whatever it steers is what sigmad gets */
+		SG_DP_LOG(NOTICE, "port %u (net_af_xdp): %s: it decides what reaches sigmad", port,
+			  why);
+		return 0;
+	}
+	if (rc < 0) {
+		sg_dp_seterr(err, errlen, "port %u (net_af_xdp): %s%s", port, why,
+			     rc == -ENOENT ? " after the port started" : "");
+		return rc;
+	}
+	SG_DP_LOG(INFO, "port %u (net_af_xdp on %s): sigma_xdp steers UDP %u..%u to AF_XDP "
+		  "sockets, everything else to the kernel", port, iface, udp_port,
 		  udp_port + nports - 1);
 	return 0;
 }
