@@ -156,7 +156,7 @@ static uint32_t prog_owner(int prog_fd)
 	return cfg.pid;
 }
 
-/* A SIGKILLed sigmad can stay a zombie a while (its parent was killed with it). */
+/* A SIGKILLed owner can stay a zombie a while (its parent was killed with it). */
 static bool pid_alive(uint32_t pid)
 {
 	char path[64], st[256], *p;
@@ -177,7 +177,7 @@ static bool pid_alive(uint32_t pid)
 }
 
 /*
- * Detach a sigma_xdp program from @p iface when its sigmad is gone (or when
+ * Detach a sigma_xdp program from @p iface when its owner (a sigmad, a worker) is gone (or when
  * @p ours and it is this process's). A foreign program is left alone: the
  * PMD's attach then fails and sg_dp_xdp_explain() names it.
  */
@@ -204,7 +204,7 @@ static void detach_sigma_prog(const char *iface, bool ours)
 		SG_DP_LOG(WARNING, "%s: cannot detach XDP program %u (%s): remove it with "
 			  "ip link set dev %s xdp off", iface, id, strerror(errno), iface);
 	else if (!ours)
-		SG_DP_LOG(NOTICE, "%s: removed the XDP program (id %u) that sigmad pid %u left "
+		SG_DP_LOG(NOTICE, "%s: removed the XDP program (id %u) that pid %u, now gone, left "
 			  "there", iface, id, owner);
 }
 
@@ -309,8 +309,9 @@ int sg_dp_xdp_iface_steer(const char *iface, uint32_t ip_be, uint16_t udp_port, 
 int sg_dp_xdp_port_started(uint16_t port, uint32_t ip_be, uint16_t udp_port, uint16_t nports,
 			   char *err, size_t errlen)
 {
-	char iface[IF_NAMESIZE], why[256] = "";
-	int rc;
+	char iface[IF_NAMESIZE], why[256] = "", name[BPF_OBJ_NAME_LEN];
+	uint32_t id;
+	int rc, fd;
 
 	if (!port_iface(port, iface))
 		return 0;
@@ -326,8 +327,11 @@ int sg_dp_xdp_port_started(uint16_t port, uint32_t ip_be, uint16_t udp_port, uin
 			     rc == -ENOENT ? " after the port started" : "");
 		return rc;
 	}
-	SG_DP_LOG(INFO, "port %u (net_af_xdp on %s): sigma_xdp steers UDP %u..%u to AF_XDP "
-		  "sockets, everything else to the kernel", port, iface, udp_port,
+	id = attached_prog((int)if_nametoindex(iface), name, sizeof(name), &fd);
+	if (fd >= 0)
+		close(fd);
+	SG_DP_LOG(INFO, "port %u (net_af_xdp on %s): XDP program %u steers UDP %u..%u to AF_XDP "
+		  "sockets, everything else to the kernel", port, iface, id, udp_port,
 		  udp_port + nports - 1);
 	return 0;
 }
@@ -383,8 +387,9 @@ void sg_dp_xdp_explain(uint16_t port, uint32_t mtu, int rc, char *err, size_t er
 			     generic ? "xdpgeneric" : "xdp");
 	} else if (id != 0 && fd >= 0 && pid_alive(prog_owner(fd)) &&
 		   prog_owner(fd) != (uint32_t)getpid()) {
-		sg_dp_seterr(err, errlen, "port %u (net_af_xdp on %s): sigmad pid %u serves this "
-			     "interface: one sigmad per interface", port, iface, prog_owner(fd));
+		sg_dp_seterr(err, errlen, "port %u (net_af_xdp on %s): pid %u (a sigmad or a "
+			     "worker) serves this interface with sigma_xdp: one per interface", port,
+			     iface, prog_owner(fd));
 	} else if (mtu + RTE_ETHER_HDR_LEN + RTE_ETHER_CRC_LEN + sizeof(struct rte_mbuf) +
 		   SG_DP_MBUF_PRIV_SIZE + RTE_PKTMBUF_HEADROOM + SG_DP_XDP_HEADROOM +
 		   64 /* the mempool's object header */ > (uint32_t)getpagesize()) {
