@@ -661,8 +661,8 @@ static void *wk_steer_main(void *arg)
 	w->rc = -ENOENT;
 	for (int t = 0; t < 20000 && w->rc == -ENOENT && !__atomic_load_n(&w->stop,
 									  __ATOMIC_ACQUIRE); t++) {
-		w->rc = sg_dp_xdp_iface_steer("eth0", ip.s_addr, w->port, 1, SG_DP_XDP_F_ARP, w->err,
-					      sizeof(w->err));
+		w->rc = sg_dp_xdp_iface_steer("eth0", ip.s_addr, w->port, 1, SG_DP_XDP_F_ARP,
+					      w->err, sizeof(w->err));
 		if (w->rc == -ENOENT)
 			usleep(1000);
 	}
@@ -1155,7 +1155,7 @@ static int run_sigma(struct cl_ctx *c, struct cl_conf *cf, unsigned int run, dou
 	}
 	if (o->worker == CL_W_AF_XDP && xdp_left(c) > 0 && !sh->failed) {
 		sh->failed = 1;
-		snprintf(sh->err, sizeof(sh->err), "XDP programs left behind by the workers (above)");
+		snprintf(sh->err, sizeof(sh->err), "XDP programs left by the workers (above)");
 	}
 	if (!sh->failed && sh->bad == 0) {
 		double v[CL_MAX_ITERS];
