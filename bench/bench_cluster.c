@@ -18,6 +18,7 @@
  * made and the bytes on the wire. Everything made here is removed at the end,
  * on failure and on SIGINT, SIGTERM or SIGHUP.
  */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -38,8 +39,12 @@
 #include <unistd.h>
 
 #include <jansson.h>
+#include <rte_eal.h>
+#include <rte_errno.h>
+#include <rte_ethdev.h>
 
 #include "sg_ctl_client.h"
+#include "sg_dp_af_xdp.h"
 #include "sg_ctl_place.h"
 #include "sigma.h"
 #include "sigma_bench.h"
@@ -59,6 +64,10 @@
 #define CL_SD_PORT 9500
 /* AF_XDP frames are one page: sigmad's links carry 3000-byte frames at most */
 #define CL_SD_MTU 3000
+/* a worker over net_af_xdp (--worker af_xdp): its UDP port, 9400 + rank */
+#define CL_WK_PORT 9400
+/* ... and its EAL's memory: its pool of 4095 page-sized mbufs is 14 MB */
+#define CL_WK_MEM "64"
 /* bytes on the wire per chunk besides its payload: Sigma header, UDP, IPv4, Ethernet */
 #define CL_WIRE_OVERHEAD (48 + 8 + 20 + 14)
 
@@ -103,6 +112,11 @@ enum cl_node { CL_UDPD, CL_SIGMAD };
 
 static const char *const cl_node_name[] = {"udpd", "sigmad"};
 
+/* How the workers reach the nodes (--worker). */
+enum cl_worker { CL_W_UDP, CL_W_AF_XDP };
+
+static const char *const cl_worker_name[] = {"udp", "af_xdp"};
+
 struct cl_opts {
 	unsigned int n, k, ks[CL_MAX_K + 1], n_ks, kmax;
 	unsigned int mbit, mtu, iters, runs, window, chunk;
@@ -112,6 +126,7 @@ struct cl_opts {
 	uint32_t partition;
 	bool mpi, ps, quiet;
 	bool node[2]; /* --node: enum cl_node */
+	enum cl_worker worker;
 	const char *json, *plot, *udpd, *sigmad;
 	char prefix[24];
 };
@@ -120,6 +135,7 @@ struct cl_machine {
 	char name[12]; /* g0.., c0.. */
 	char ns[48];   /* PREFIX-name */
 	char ip[16];
+	char wip[16];  /* a GPU machine's worker over net_af_xdp: an address of its own */
 	bool gpu;
 	pid_t node;    /* its sigma-udpd */
 	char sock[160];
@@ -622,6 +638,116 @@ static int local_step(struct cl_shared *sh, struct sigma_tensor *t, unsigned int
 }
 
 /*
+ * --worker af_xdp: the worker's XDP program, sigmad's, steers the datagrams to
+ * its address and port and the ARP of its address to its AF_XDP socket. The
+ * program is attached when the session sets its port's queues up, inside
+ * sigma_open(), and the session sends its ARP requests at once: this thread
+ * configures the program as soon as it is there.
+ */
+struct wk_steer {
+	const char *ip;
+	uint16_t port;
+	int stop; /* atomic */
+	int rc;
+	char err[192];
+};
+
+static void *wk_steer_main(void *arg)
+{
+	struct wk_steer *w = arg;
+	struct in_addr ip = {0};
+
+	inet_pton(AF_INET, w->ip, &ip);
+	w->rc = -ENOENT;
+	for (int t = 0; t < 20000 && w->rc == -ENOENT && !__atomic_load_n(&w->stop,
+									  __ATOMIC_ACQUIRE); t++) {
+		w->rc = sg_dp_xdp_iface_steer("eth0", ip.s_addr, w->port, 1, SG_DP_XDP_F_ARP,
+					      w->err, sizeof(w->err));
+		if (w->rc == -ENOENT)
+			usleep(1000);
+	}
+	return NULL;
+}
+
+/*
+ * --worker af_xdp: the worker's own EAL (no hugepages, a small -m, a file
+ * prefix of its own, under the run's prefix so that cluster_net.sh finds it)
+ * with one port, net_af_xdp on its machine's eth0, with sigmad's XDP program.
+ */
+static int wk_eal(const struct cl_ctx *c, unsigned int i, unsigned int r, char *err,
+		  size_t errlen)
+{
+	char prefix[64], lcores[48];
+	char *argv[] = {"sigma-bench", "--no-huge", "--no-shconf", "--no-pci", "--no-telemetry",
+			"-m", CL_WK_MEM, prefix, lcores, "--log-level=lib.eal:error",
+			"--vdev=net_af_xdp0,iface=eth0,start_queue=0,queue_count=1", NULL};
+	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+	char **eargv;
+	int n;
+
+	snprintf(prefix, sizeof(prefix), "--file-prefix=%s-%s-w%u", c->o->prefix, c->m[i].name,
+		 r);
+	snprintf(lcores, sizeof(lcores), "--lcores=0@(0-%ld)", ncpu > 1 ? ncpu - 1 : 0);
+	n = sg_dp_xdp_eal_args((int)(sizeof(argv) / sizeof(argv[0])) - 1, argv, &eargv);
+	if (n < 0) {
+		snprintf(err, errlen, "no memory for the EAL's arguments");
+		return n;
+	}
+	/* without it the PMD's default program takes every frame: the kernel would
+	 * see no ARP, no MPI and none of the node's datagrams */
+	if (strstr(eargv[n - 1], "xdp_prog=") == NULL) {
+		snprintf(err, errlen, "no XDP program (sigma_xdp.o; its path in SIGMA_XDP_PROG): "
+			 "build with clang and libbpf-dev");
+		return -ENOENT;
+	}
+	if (rte_eal_init(n, eargv) < 0) {
+		snprintf(err, errlen, "rte_eal_init with net_af_xdp on eth0 failed: %s (-m %s MB "
+			 "without hugepages)", rte_strerror(rte_errno), CL_WK_MEM);
+		return -EIO;
+	}
+	if (rte_eth_dev_count_avail() != 1) {
+		snprintf(err, errlen, "net_af_xdp0 on eth0 did not probe (see the PMD's messages "
+			 "above)");
+		rte_eal_cleanup();
+		return -ENODEV;
+	}
+	return 0;
+}
+
+/* --worker af_xdp: open the session over the port, configuring the XDP program. */
+static struct sigma_session *wk_open(struct cl_ctx *c, const char *desc, unsigned int i,
+				     unsigned int r, const struct sigma_conf *base, char *err,
+				     size_t errlen)
+{
+	struct wk_steer w = {.ip = base->local_addr, .port = base->local_port};
+	struct sigma_session *s;
+	pthread_t th;
+	int e;
+
+	if (wk_eal(c, i, r, err, errlen) < 0)
+		return NULL;
+	if (pthread_create(&th, NULL, wk_steer_main, &w) != 0) {
+		snprintf(err, errlen, "cannot start a thread");
+		return NULL;
+	}
+	s = sigma_open_job(desc, (uint16_t)i, base, err, errlen);
+	e = errno;
+	__atomic_store_n(&w.stop, 1, __ATOMIC_RELEASE);
+	pthread_join(th, NULL);
+	if (s != NULL)
+		return s;
+	if (w.rc != 0 && w.rc != -ENOENT) /* the program is not ours, or its map refused us */
+		snprintf(err, errlen, "net_af_xdp on eth0: sigmad's XDP program: %s", w.err);
+	else if (e == EHOSTUNREACH)
+		snprintf(err, errlen, "net_af_xdp on eth0: no ARP reply from the nodes for %s "
+			 "(sigmad's XDP program %s)", base->local_addr, w.rc == 0 ?
+			 "steered its ARP to the port" : "never appeared on eth0");
+	else
+		sg_dp_xdp_explain(0, c->o->mtu, -e, err, errlen);
+	return NULL;
+}
+
+/*
  * Worker @p r: rank r of the job (--local-ranks 1), or local rank r % L of
  * machine r / L, the machine's rank in sub-job r % L of @p desc. @p seg: the
  * machines' segments, (L + 1) x M bytes each (L slots and the result).
@@ -644,6 +770,13 @@ static void worker(struct cl_ctx *c, struct cl_shared *sh, char (*desc)[SIGMA_JO
 	signal(SIGINT, SIG_DFL);
 	signal(SIGTERM, SIG_DFL);
 	signal(SIGHUP, SIG_DFL);
+	if (o->worker == CL_W_AF_XDP) {
+		/* libsigma's DPDK transport on port 0, net_af_xdp on eth0 (wk_eal()) */
+		base.transport = SIGMA_TRANSPORT_DPDK;
+		base.dpdk_port = 0;
+		base.local_addr = c->m[i].wip;
+		base.local_port = (uint16_t)(CL_WK_PORT + r);
+	}
 	local_share(ne, L, j, &off, &len);
 	if (L > 1)
 		seg += (uint64_t)i * (L + 1) * ne;
@@ -651,7 +784,11 @@ static void worker(struct cl_ctx *c, struct cl_shared *sh, char (*desc)[SIGMA_JO
 		snprintf(err, sizeof(err), "cannot join %s: %s", c->m[i].ns, strerror(-rc));
 	else if (in == NULL || out == NULL)
 		snprintf(err, sizeof(err), "no memory for %" PRIu64 " bytes", o->size);
-	else if ((s = sigma_open_job(desc[j], (uint16_t)i, &base, err, sizeof(err))) == NULL)
+	else if (o->worker == CL_W_AF_XDP &&
+		 (s = wk_open(c, desc[j], i, r, &base, err, sizeof(err))) == NULL)
+		;
+	else if (o->worker == CL_W_UDP &&
+		 (s = sigma_open_job(desc[j], (uint16_t)i, &base, err, sizeof(err))) == NULL)
 		;
 	else if ((t = sigma_tensor_register(s, "grad", 0, SG_DTYPE_FP32, len, 0)) == NULL)
 		snprintf(err, sizeof(err), "cannot register the tensor: %s", strerror(errno));
@@ -690,8 +827,37 @@ static void worker(struct cl_ctx *c, struct cl_shared *sh, char (*desc)[SIGMA_JO
 		__atomic_add_fetch(&sh->retransmits, st.retransmits, __ATOMIC_RELAXED);
 	}
 	sigma_close(s);
+	if (o->worker == CL_W_AF_XDP && s != NULL) {
+		/* the PMD detaches the program as the port closes; what is left, we do */
+		rte_eal_cleanup();
+		sg_dp_xdp_cleanup();
+	}
 	free(in);
 	free(out);
+}
+
+/* --worker af_xdp: XDP programs on the GPU machines' eth0 once their workers are gone. */
+static unsigned int xdp_left(const struct cl_ctx *c)
+{
+	unsigned int n = 0;
+
+	for (unsigned int i = 0; i < c->o->n; i++) {
+		char cmd[160], line[1024];
+		FILE *f;
+
+		snprintf(cmd, sizeof(cmd), "ip -n '%s' -o link show dev eth0 2>/dev/null",
+			 c->m[i].ns);
+		f = popen(cmd, "r");
+		while (f != NULL && fgets(line, sizeof(line), f) != NULL)
+			if (strstr(line, "prog/xdp") != NULL) {
+				fprintf(stderr, "sigma-bench: an XDP program is left on %s's eth0 after "
+						"its worker exited: %s", c->m[i].name, line);
+				n++;
+			}
+		if (f != NULL)
+			pclose(f);
+	}
+	return n;
 }
 
 /* The machines of configuration @p cf: their indices into c->m. */
@@ -987,6 +1153,10 @@ static int run_sigma(struct cl_ctx *c, struct cl_conf *cf, unsigned int run, dou
 		}
 		usleep(5000);
 	}
+	if (o->worker == CL_W_AF_XDP && xdp_left(c) > 0 && !sh->failed) {
+		sh->failed = 1;
+		snprintf(sh->err, sizeof(sh->err), "XDP programs left by the workers (above)");
+	}
 	if (!sh->failed && sh->bad == 0) {
 		double v[CL_MAX_ITERS];
 
@@ -1145,6 +1315,10 @@ static void usage(FILE *f)
 		"(both, in turn, in each run; default udpd). With sigmad the MTU is at most "
 		"3000 (default 3000, chunks 2920)\n"
 		"  --sigmad PATH  sigmad (default: the build tree's)\n"
+		"  --worker W     how the workers reach the nodes: udp (kernel UDP, default) or "
+		"af_xdp (libsigma's DPDK transport on net_af_xdp on the machine's eth0, an EAL "
+		"per worker; its own node over kernel UDP; needs --node udpd and --local-ranks 1; "
+		"the MTU is at most 3000, default 3000, chunks 2920)\n"
 		"  --local-ranks L  ranks per GPU machine, 1..%d (default 1): they sum among "
 		"themselves first, each pushes 1/L of the machine's sum, so each machine pushes "
 		"once; MPI runs n x L ranks\n"
@@ -1246,7 +1420,8 @@ static int parse_opts(int argc, char **argv, struct cl_opts *o, char *udpd, size
 		{"udpd", required_argument, NULL, 'd'},	 {"quiet", no_argument, NULL, 'q'},
 		{"nice", required_argument, NULL, 'N'},	 {"help", no_argument, NULL, 'h'},
 		{"node", required_argument, NULL, 'D'},	 {"sigmad", required_argument, NULL, 'e'},
-		{"local-ranks", required_argument, NULL, 'L'}, {NULL, 0, NULL, 0}};
+		{"local-ranks", required_argument, NULL, 'L'},
+		{"worker", required_argument, NULL, 'W'}, {NULL, 0, NULL, 0}};
 	bool ks_set = false, bad = false, mtu_set = false, chunk_set = false;
 	uint64_t v;
 	int ch;
@@ -1287,6 +1462,14 @@ static int parse_opts(int argc, char **argv, struct cl_opts *o, char *udpd, size
 			}
 			break;
 		case 'e': o->sigmad = optarg; break;
+		case 'W':
+			if (strcmp(optarg, "udp") == 0)
+				o->worker = CL_W_UDP;
+			else if (strcmp(optarg, "af_xdp") == 0)
+				o->worker = CL_W_AF_XDP;
+			else
+				bad = true;
+			break;
 		case 'w': bad |= sigma_bench_parse_uint(optarg, 1, 4096, &o->window) < 0; break;
 		case 'i': bad |= sigma_bench_parse_uint(optarg, 1, CL_MAX_ITERS, &o->iters) < 0;
 			break;
@@ -1313,21 +1496,43 @@ static int parse_opts(int argc, char **argv, struct cl_opts *o, char *udpd, size
 		default: return -EINVAL;
 		}
 	}
+	if (o->worker == CL_W_AF_XDP) {
+#ifndef SG_HAVE_AF_XDP
+		fprintf(stderr, "sigma-bench cluster: --worker af_xdp: this build has no AF_XDP "
+				"program (build with clang and libbpf-dev)\n");
+		return -EINVAL;
+#endif
+		/* one XDP program and one AF_XDP socket per queue, and a veth has one */
+		if (o->node[CL_SIGMAD]) {
+			fprintf(stderr, "sigma-bench cluster: --worker af_xdp needs --node udpd: a "
+					"machine's eth0 has one queue, and a sigmad's XDP program and "
+					"AF_XDP socket hold it\n");
+			return -EINVAL;
+		}
+		if (o->local > 1) {
+			fprintf(stderr, "sigma-bench cluster: --worker af_xdp takes --local-ranks 1: "
+					"eth0's one queue has room for one AF_XDP socket\n");
+			return -EINVAL;
+		}
+	}
 	/* AF_XDP frames are one page (docs/sigmad.md, "AF_XDP") */
-	if (o->node[CL_SIGMAD] && !mtu_set)
+	bool xdp = o->node[CL_SIGMAD] || o->worker == CL_W_AF_XDP;
+
+	if (xdp && !mtu_set)
 		o->mtu = CL_SD_MTU;
-	if (o->node[CL_SIGMAD] && !chunk_set)
+	if (xdp && !chunk_set)
 		o->chunk = CL_SD_MTU - 80;
-	if (o->node[CL_SIGMAD] && o->mtu > CL_SD_MTU) {
-		fprintf(stderr, "sigma-bench cluster: --node sigmad: sigmad over AF_XDP takes an MTU "
-				"of at most %u (--mtu %u)\n", CL_SD_MTU, CL_SD_MTU);
+	if (xdp && o->mtu > CL_SD_MTU) {
+		fprintf(stderr, "sigma-bench cluster: %s: AF_XDP takes an MTU of at most %u (--mtu "
+				"%u)\n", o->node[CL_SIGMAD] ? "--node sigmad" : "--worker af_xdp",
+			CL_SD_MTU, CL_SD_MTU);
 		return -EINVAL;
 	}
 	if (bad || optind < argc) {
 		fprintf(stderr, "sigma-bench cluster: bad option: n 1..%d, k and each of --ks 0..%d, "
 				"--link a rate, --size a multiple of 4, chunk a multiple of 8 <= 8920, "
 				"mtu 1280..9000, iters 1..%d, runs 1..%d, --prefix 1..15 of [a-z0-9], "
-				"--node udpd, sigmad or udpd,sigmad\n",
+				"--node udpd, sigmad or udpd,sigmad, --worker udp or af_xdp\n",
 			CL_MAX_N, CL_MAX_K, CL_MAX_ITERS, CL_MAX_RUNS);
 		return -EINVAL;
 	}
@@ -1404,6 +1609,8 @@ static void print_table(const struct cl_ctx *c, const struct cl_conf *cf, unsign
 	       o->window, o->iters, o->runs, o->node[CL_UDPD] && o->node[CL_SIGMAD] ?
 	       "sigma-udpd, then sigmad over AF_XDP" : o->node[CL_UDPD] ? "sigma-udpd" :
 	       "sigmad over AF_XDP");
+	printf("workers: %s\n", o->worker == CL_W_UDP ? "kernel UDP" :
+	       "libsigma's DPDK transport on net_af_xdp (their own node over kernel UDP)");
 	printf("CPU: %s, %ld online; load average %.2f %.2f %.2f at the start; nice %d\n", cpu,
 	       sysconf(_SC_NPROCESSORS_ONLN), load[0], load[1], load[2], o->nice);
 	printf("%-6s %-6s %3s %9s %9s %7s %9s %7s %9s %7s %6s %6s %8s %8s\n", "config", "node",
@@ -1471,12 +1678,12 @@ static void write_json(FILE *f, const struct cl_ctx *c, const struct cl_conf *cf
 		   "%.2f],\"node\":\"%s\",\"n\":%u,\"k\":%u,\"cpu_machines\":%u,"
 		   "\"nice\":%d,\"link_mbit\":%u,\"mtu\":%u,\"bytes\":%" PRIu64 ",\"partition_bytes\":%u,"
 		   "\"chunk_bytes\":%u,\"window\":%u,\"iters\":%u,\"runs\":%u,\"local_ranks\":%u,"
-		   "\"configs\":[", cpu,
+		   "\"worker\":\"%s\",\"configs\":[", cpu,
 		sysconf(_SC_NPROCESSORS_ONLN), load[0], load[1], load[2],
 		o->node[CL_UDPD] && o->node[CL_SIGMAD] ? "sigma-udpd,sigmad" :
 		o->node[CL_UDPD] ? "sigma-udpd" : "sigmad", o->n, o->k, o->kmax,
 		o->nice, o->mbit, o->mtu, o->size, o->partition, o->chunk, o->window, o->iters, o->runs,
-		o->local);
+		o->local, cl_worker_name[o->worker]);
 	for (unsigned int i = 0; i < ncf; i++) {
 		const struct cl_conf *x = &cf[i];
 
@@ -1592,6 +1799,7 @@ static void machines(struct cl_ctx *c)
 		snprintf(m->name, sizeof(m->name), "%s", name);
 		snprintf(m->ns, sizeof(m->ns), "%s-%s", o->prefix, name);
 		snprintf(m->ip, sizeof(m->ip), "10.77.0.%hhu", (unsigned char)(gpu ? 1 + j : 101 + j));
+		snprintf(m->wip, sizeof(m->wip), "10.77.0.%hhu", (unsigned char)(51 + j));
 	}
 }
 
@@ -1788,6 +1996,9 @@ int sigma_bench_cluster(int argc, char **argv)
 		rc = node_start(&ctx, &ctx.m[i]);
 	if (rc == 0 && o.node[CL_UDPD])
 		rc = nodes_ready(&ctx, CL_UDPD);
+	/* the workers' AF_XDP frames skip eth0's qdisc: shape the uplinks in the switch */
+	if (rc == 0 && o.worker == CL_W_AF_XDP)
+		rc = net_uplink(&ctx, true);
 	if (rc == 0 && !cl_stop) {
 		rc = run_all(&ctx, cf, ncf);
 		ran = true;

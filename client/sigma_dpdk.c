@@ -9,6 +9,11 @@
  * (docs/sigmad.md, "memif wake-up channel"): event fds, one per RX queue, that
  * sigmad writes after sending to us, and one we write after sending to it. With one,
  * a waiting recv blocks on them; without (another server, an older sigmad), it polls.
+ *
+ * A node at an address of this machine's kernel (bind() to it succeeds) is reached
+ * over kernel UDP (lo), not the port: what the port sends leaves the machine and
+ * never comes back to its kernel (a switch does not send a frame back out of the
+ * port it came in on). So a worker over net_af_xdp reaches its own machine's node.
  */
 #include <errno.h>
 #include <poll.h>
@@ -19,6 +24,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -42,6 +49,11 @@
 #define DPDK_IDLE_SLEEP_US 20
 #define DPDK_WAKE_SPIN_POLLS 8 /* ... or, with a wake-up channel, before it blocks */
 #define DPDK_WAKE_REPLY_MS 2000 /* how long sigmad's answers may take (its relay thread) */
+/* net_af_xdp: XDP keeps this much in front of each frame (XDP_PACKET_HEADROOM), and the
+ * whole mbuf, with the mempool's object header (64), must fit a page: DPDK 22.11's PMD
+ * has no multi-buffer frames */
+#define DPDK_XDP_HEADROOM 256
+#define DPDK_MP_OBJ_HDR 64
 
 /* The wake-up channel's messages (128 bytes, as memif's control messages). */
 #define WAKE_MSG_LEN 128
@@ -62,6 +74,8 @@ struct sg_cli_dpdk {
 	unsigned int nnodes;
 	struct sg_dp_peer *node;    /* each node's MAC (once ARP answered), IPv4, UDP port */
 	bool *node_known;
+	bool *node_local;           /* at an address of this machine: over @p local */
+	struct sg_cli_transport *local; /* kernel UDP to those nodes (NULL: none) */
 	unsigned int nheld;
 	struct rte_mbuf *held[SG_CLI_BURST]; /* received packets handed out by the last recv */
 	/* the wake-up channel: its connection (-1: none), the fd sigmad sleeps on, ours */
@@ -129,14 +143,28 @@ static int dpdk_send(struct sg_cli_transport *tp, const struct sg_cli_txpkt *pkt
 {
 	struct sg_cli_dpdk *d = (struct sg_cli_dpdk *)tp;
 	struct rte_mbuf *m[SG_CLI_BURST];
-	unsigned int k = 0, sent = 0;
+	unsigned int k = 0, sent = 0, nlocal = 0;
 
+	if (d->local != NULL) {
+		struct sg_cli_txpkt loc[SG_CLI_BURST];
+		int rc;
+
+		for (unsigned int i = 0; i < n && i < SG_CLI_BURST; i++)
+			if (d->node_local[pkts[i].node])
+				loc[nlocal++] = pkts[i];
+		if (nlocal > 0) {
+			rc = d->local->send(d->local, loc, nlocal);
+			nlocal = rc > 0 ? (unsigned int)rc : 0;
+		}
+	}
 	for (unsigned int i = 0; i < n && i < SG_CLI_BURST; i++) {
 		uint32_t tl = pkts[i].trailer != NULL ? SG_DP_MAC_TRAILER : 0;
 		uint32_t plen = SG_DP_HDR_LEN + pkts[i].payload_len + tl;
 		struct sg_dp_peer to = d->node[pkts[i].node];
 		uint8_t *p;
 
+		if (d->local != NULL && d->node_local[pkts[i].node])
+			continue;
 		m[k] = rte_pktmbuf_alloc(d->mp);
 		if (m[k] == NULL)
 			break;
@@ -163,7 +191,7 @@ static int dpdk_send(struct sg_cli_transport *tp, const struct sg_cli_txpkt *pkt
 		rte_pktmbuf_free(m[i]);
 	if (sent > 0)
 		tx_kick(d);
-	return (int)sent;
+	return (int)(sent + nlocal);
 }
 
 /* Check one received frame: a datagram for us is kept (held until the next recv), an ARP
@@ -438,6 +466,11 @@ static int dpdk_recv(struct sg_cli_transport *tp, struct sg_udp_dgram *pkts, uns
 			for (uint16_t i = 0; i < n; i++)
 				got += rx_one(d, m[i], &pkts[got]);
 		}
+		if (d->local != NULL && got < max) {
+			int n = d->local->recv(d->local, pkts + got, max - got, 0, 0);
+
+			got += n > 0 ? (unsigned int)n : 0;
+		}
 		if (got > 0 || timeout_us <= 0 || sg_cli_now_ns() >= deadline)
 			return (int)got;
 		/* A poll-mode port cannot wait for a packet. Yield at first; then
@@ -461,8 +494,11 @@ static void dpdk_destroy(struct sg_cli_transport *tp)
 		return;
 	rte_pktmbuf_free_bulk(d->held, d->nheld);
 	wake_close(d);
+	if (d->local != NULL)
+		d->local->destroy(d->local);
 	free(d->node);
 	free(d->node_known);
+	free(d->node_local);
 	/* The port stays up (other users may own it); its pool goes with the session. */
 	if (d->mp != NULL) {
 		rte_eth_dev_stop(d->port);
@@ -477,7 +513,23 @@ static int port_up(struct sg_cli_dpdk *d, uint32_t frame)
 	int socket = rte_eth_dev_socket_id(d->port), rc;
 	char name[RTE_MEMPOOL_NAMESIZE];
 	uint32_t room = RTE_PKTMBUF_HEADROOM + (frame > 2048 ? frame : 2048);
+	struct rte_eth_dev_info info;
 	uint64_t end;
+
+	if (rte_eth_dev_info_get(d->port, &info) == 0 && !strcmp(info.driver_name, "net_af_xdp")) {
+		uint32_t page = (uint32_t)sysconf(_SC_PAGESIZE), fixed = DPDK_MP_OBJ_HDR +
+			(uint32_t)sizeof(struct rte_mbuf) + RTE_PKTMBUF_HEADROOM + DPDK_XDP_HEADROOM;
+
+		room = RTE_PKTMBUF_HEADROOM + DPDK_XDP_HEADROOM + frame;
+		if (fixed + frame > page) {
+			SG_CLI_LOG(ERR, "port %u (net_af_xdp): a frame of %u bytes (a chunk and its "
+				   "headers) does not fit an AF_XDP frame, one %u-byte page with its "
+				   "headroom: give chunks of at most %u bytes (less a MAC trailer)",
+				   d->port, frame, page,
+				   page - fixed - (uint32_t)(SG_DP_NET_HDR_LEN + SG_DP_HDR_LEN));
+			return -EMSGSIZE;
+		}
+	}
 
 	snprintf(name, sizeof(name), "sgcli_%u_%u", d->port, (unsigned int)getpid());
 	/* some PMDs fill every RX descriptor with an mbuf up front */
@@ -524,6 +576,55 @@ static int port_up(struct sg_cli_dpdk *d, uint32_t frame)
 	return -ENOLINK;
 }
 
+static int dpdk_node_transport(const struct sg_cli_transport *tp, uint32_t node)
+{
+	const struct sg_cli_dpdk *d = (const struct sg_cli_dpdk *)tp;
+
+	return d->local != NULL && d->node_local[node] ? SIGMA_TRANSPORT_UDP :
+							 SIGMA_TRANSPORT_DPDK;
+}
+
+/* Whether IPv4 @p ip (network order) is an address of this machine's kernel. */
+static bool kernel_addr(uint32_t ip)
+{
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = ip};
+	int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	bool mine;
+
+	if (fd < 0)
+		return false;
+	mine = bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0;
+	close(fd);
+	return mine;
+}
+
+/* Kernel UDP to the nodes at this machine's own addresses, if any. @return 0 or -errno. */
+static int local_open(struct sg_cli_dpdk *d, const struct sigma_conf *conf)
+{
+	struct sigma_conf u = *conf;
+	bool any = false;
+
+	for (unsigned int i = 0; i < d->nnodes; i++) {
+		d->node_local[i] = kernel_addr(d->node[i].ip);
+		d->node_known[i] = d->node_local[i]; /* no ARP for them */
+		any |= d->node_local[i];
+	}
+	if (!any)
+		return 0;
+	/* its own socket, on any address and an ephemeral port: the node answers there */
+	u.transport = SIGMA_TRANSPORT_UDP;
+	u.local_addr = NULL;
+	u.local_port = 0;
+	u.shm_paths = NULL;
+	u.n_shm_paths = 0;
+	d->local = sg_cli_udp_create(&u);
+	if (d->local == NULL)
+		return -errno;
+	SG_CLI_LOG(DEBUG, "port %u: the nodes at this machine's addresses go over kernel UDP",
+		   d->port);
+	return 0;
+}
+
 struct sg_cli_transport *sg_cli_dpdk_create(const struct sigma_conf *conf)
 {
 	struct sg_cli_dpdk *d = calloc(1, sizeof(*d));
@@ -536,6 +637,7 @@ struct sg_cli_transport *sg_cli_dpdk_create(const struct sigma_conf *conf)
 	d->ops.send = dpdk_send;
 	d->ops.recv = dpdk_recv;
 	d->ops.destroy = dpdk_destroy;
+	d->ops.node_transport = dpdk_node_transport;
 	d->wake_sock = d->wake_tx = -1;
 	for (unsigned int q = 0; q < SIGMA_DPDK_MAX_RXQ; q++)
 		d->wake_rx[q] = -1;
@@ -546,7 +648,8 @@ struct sg_cli_transport *sg_cli_dpdk_create(const struct sigma_conf *conf)
 							     (uint16_t)(9400 + conf->rank));
 	d->node = calloc(conf->nnodes, sizeof(*d->node));
 	d->node_known = calloc(conf->nnodes, sizeof(*d->node_known));
-	if (d->node == NULL || d->node_known == NULL)
+	d->node_local = calloc(conf->nnodes, sizeof(*d->node_local));
+	if (d->node == NULL || d->node_known == NULL || d->node_local == NULL)
 		goto fail;
 	rc = -EINVAL;
 	if (!rte_eth_dev_is_valid_port(d->port) ||
@@ -558,6 +661,9 @@ struct sg_cli_transport *sg_cli_dpdk_create(const struct sigma_conf *conf)
 		d->node[i].udp_port = rte_cpu_to_be_16(sg_cli_node_port(&conf->nodes[i]));
 		d->node[i].port_id = d->port;
 	}
+	rc = local_open(d, conf);
+	if (rc < 0)
+		goto fail;
 	rc = port_up(d, frame);
 	if (rc < 0)
 		goto fail;

@@ -156,7 +156,7 @@ static uint32_t prog_owner(int prog_fd)
 	return cfg.pid;
 }
 
-/* A SIGKILLed sigmad can stay a zombie a while (its parent was killed with it). */
+/* A SIGKILLed owner can stay a zombie a while (its parent was killed with it). */
 static bool pid_alive(uint32_t pid)
 {
 	char path[64], st[256], *p;
@@ -177,7 +177,7 @@ static bool pid_alive(uint32_t pid)
 }
 
 /*
- * Detach a sigma_xdp program from @p iface when its sigmad is gone (or when
+ * Detach a sigma_xdp program from @p iface when its owner (a sigmad, a worker) is gone (or when
  * @p ours and it is this process's). A foreign program is left alone: the
  * PMD's attach then fails and sg_dp_xdp_explain() names it.
  */
@@ -204,7 +204,7 @@ static void detach_sigma_prog(const char *iface, bool ours)
 		SG_DP_LOG(WARNING, "%s: cannot detach XDP program %u (%s): remove it with "
 			  "ip link set dev %s xdp off", iface, id, strerror(errno), iface);
 	else if (!ours)
-		SG_DP_LOG(NOTICE, "%s: removed the XDP program (id %u) that sigmad pid %u left "
+		SG_DP_LOG(NOTICE, "%s: removed the XDP program (id %u) that pid %u, now gone, left "
 			  "there", iface, id, owner);
 }
 
@@ -271,42 +271,67 @@ bool sg_dp_xdp_port(uint16_t port)
 	return port_iface(port, iface);
 }
 
-int sg_dp_xdp_port_started(uint16_t port, uint32_t ip_be, uint16_t udp_port, uint16_t nports,
-			   char *err, size_t errlen)
+int sg_dp_xdp_iface_steer(const char *iface, uint32_t ip_be, uint16_t udp_port, uint16_t nports,
+			  uint32_t flags, char *err, size_t errlen)
 {
 	struct sg_dp_xdp_cfg cfg = {.ip = ip_be, .port = rte_cpu_to_be_16(udp_port),
-				    .nports = nports, .pid = (uint32_t)getpid()};
-	char iface[IF_NAMESIZE], name[BPF_OBJ_NAME_LEN];
+				    .nports = nports, .pid = (uint32_t)getpid(), .flags = flags};
+	char name[BPF_OBJ_NAME_LEN];
+	int ifindex = (int)if_nametoindex(iface), fd, mfd, rc = 0;
 	uint32_t zero = 0, id;
-	int fd, mfd, ifindex;
 
-	if (!port_iface(port, iface))
-		return 0;
-	ifindex = (int)if_nametoindex(iface);
-	id = ifindex ? attached_prog(ifindex, name, sizeof(name), &fd) : 0;
+	if (ifindex == 0) {
+		sg_dp_seterr(err, errlen, "no interface %s in this network namespace", iface);
+		return -ENODEV;
+	}
+	id = attached_prog(ifindex, name, sizeof(name), &fd);
 	if (id == 0) {
-		sg_dp_seterr(err, errlen, "port %u (net_af_xdp on %s): no XDP program is attached "
-			     "after the port started", port, iface);
+		sg_dp_seterr(err, errlen, "%s: no XDP program is attached", iface);
 		return -ENOENT;
 	}
 	mfd = fd >= 0 ? cfg_map_fd(fd) : -1;
 	if (fd >= 0)
 		close(fd);
 	if (mfd < 0) {
-		/* the vdev's own xdp_prog=: whatever it steers is what sigmad gets */
-		SG_DP_LOG(NOTICE, "port %u (net_af_xdp on %s): XDP program %u (%s) is not "
-			  "sigmad's: it decides what reaches sigmad", port, iface, id, name);
-		return 0;
+		sg_dp_seterr(err, errlen, "%s: XDP program %u (%s) is not sigma_xdp", iface, id,
+			     name);
+		return -EPERM;
 	}
 	if (bpf_map_update_elem(mfd, &zero, &cfg, BPF_ANY) != 0) {
-		sg_dp_seterr(err, errlen, "port %u (net_af_xdp on %s): cannot configure XDP program "
-			     "%u: %s", port, iface, id, strerror(errno));
-		close(mfd);
-		return -errno;
+		rc = -errno;
+		sg_dp_seterr(err, errlen, "%s: cannot configure XDP program %u: %s", iface, id,
+			     strerror(errno));
 	}
 	close(mfd);
-	SG_DP_LOG(INFO, "port %u (net_af_xdp on %s): XDP program %u steers UDP %u..%u to "
-		  "AF_XDP sockets, everything else to the kernel", port, iface, id, udp_port,
+	return rc;
+}
+
+int sg_dp_xdp_port_started(uint16_t port, uint32_t ip_be, uint16_t udp_port, uint16_t nports,
+			   char *err, size_t errlen)
+{
+	char iface[IF_NAMESIZE], why[256] = "", name[BPF_OBJ_NAME_LEN];
+	uint32_t id;
+	int rc, fd;
+
+	if (!port_iface(port, iface))
+		return 0;
+	rc = sg_dp_xdp_iface_steer(iface, ip_be, udp_port, nports, 0, why, sizeof(why));
+	if (rc == -EPERM) {
+		/* the vdev's own xdp_prog=: whatever it steers is what sigmad gets */
+		SG_DP_LOG(NOTICE, "port %u (net_af_xdp): %s: it decides what reaches sigmad", port,
+			  why);
+		return 0;
+	}
+	if (rc < 0) {
+		sg_dp_seterr(err, errlen, "port %u (net_af_xdp): %s%s", port, why,
+			     rc == -ENOENT ? " after the port started" : "");
+		return rc;
+	}
+	id = attached_prog((int)if_nametoindex(iface), name, sizeof(name), &fd);
+	if (fd >= 0)
+		close(fd);
+	SG_DP_LOG(INFO, "port %u (net_af_xdp on %s): XDP program %u steers UDP %u..%u to AF_XDP "
+		  "sockets, everything else to the kernel", port, iface, id, udp_port,
 		  udp_port + nports - 1);
 	return 0;
 }
@@ -362,8 +387,9 @@ void sg_dp_xdp_explain(uint16_t port, uint32_t mtu, int rc, char *err, size_t er
 			     generic ? "xdpgeneric" : "xdp");
 	} else if (id != 0 && fd >= 0 && pid_alive(prog_owner(fd)) &&
 		   prog_owner(fd) != (uint32_t)getpid()) {
-		sg_dp_seterr(err, errlen, "port %u (net_af_xdp on %s): sigmad pid %u serves this "
-			     "interface: one sigmad per interface", port, iface, prog_owner(fd));
+		sg_dp_seterr(err, errlen, "port %u (net_af_xdp on %s): pid %u (a sigmad or a "
+			     "worker) serves this interface with sigma_xdp: one per interface", port,
+			     iface, prog_owner(fd));
 	} else if (mtu + RTE_ETHER_HDR_LEN + RTE_ETHER_CRC_LEN + sizeof(struct rte_mbuf) +
 		   SG_DP_MBUF_PRIV_SIZE + RTE_PKTMBUF_HEADROOM + SG_DP_XDP_HEADROOM +
 		   64 /* the mempool's object header */ > (uint32_t)getpagesize()) {

@@ -13,13 +13,16 @@
 /* the program's name as the kernel keeps it (at most 15 characters) */
 #define SG_DP_XDP_PROG_NAME "sigma_xdp"
 #define SG_DP_XDP_CFG_MAP "sigma_cfg"
+/* flags: also steer ARP whose target address is @p ip (an address that only the
+ * AF_XDP socket's owner answers for, not the kernel: a libsigma worker's) */
+#define SG_DP_XDP_F_ARP 1u
 
 struct sg_dp_xdp_cfg {
 	__be32 ip;	 /* IPv4 destination to steer; 0: any */
 	__be16 port;	 /* first UDP destination port to steer */
 	__u16 nports;	 /* ports port .. port + nports - 1; 0: steer nothing */
-	__u32 pid;	 /* the sigmad that attached the program */
-	__u32 reserved;
+	__u32 pid;	 /* the process (sigmad, a worker) that attached the program */
+	__u32 flags;	 /* SG_DP_XDP_F_*; 0 for sigmad */
 };
 
 #endif

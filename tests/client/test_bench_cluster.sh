@@ -24,6 +24,16 @@
 #   shaped links allow (AF_XDP's frames skip eth0's qdisc: the switch shapes
 #   the uplinks too), nothing left (no EAL folder either); and sigmads that
 #   cannot start. Skipped with its reason where AF_XDP sockets are refused.
+# - --worker af_xdp: the 2 + 1 cluster of sigma-udpds with every worker over
+#   libsigma's DPDK transport on net_af_xdp (its own EAL, sigmad's XDP
+#   program steering only its port and address; its own node over kernel
+#   UDP), Sigma k = 1 and the PS over two runs, sums checked, no time below
+#   what the shaped links allow, no XDP program left on eth0 after any
+#   configuration (the bench checks it), nothing left at the end (no EAL
+#   folder either); then a worker SIGKILLed mid-step, whose XDP program
+#   stays on eth0: the run fails naming it, and the next configuration's
+#   worker removes the program at its start (the PS there sums right).
+#   Skipped with its reason where AF_XDP sockets are refused.
 # Skips (77) where network namespaces, veth pairs or tbf cannot be made.
 # Usage: test_bench_cluster.sh path/to/sigma-bench path/to/sigma-udpd path/to/sigmad
 set -u
@@ -104,7 +114,8 @@ for opt in "--n 0" "--n 17" "--k x" "--ks 1,,2" "--link fast" "--link 0" "--size
 	"--chunk 9000" "--mtu 1500 --chunk 8920" "--prefix Bad-Name" "--iters 0" "extra" \
 	"--nice +5" "--link +100mbit" "--link 0x10gbit" "--node sigmad --mtu 9000" \
 	"--node xdp" "--node udpd," "--local-ranks 0" "--local-ranks 9" \
-	"--local-ranks 2 --size 4"; do
+	"--local-ranks 2 --size 4" "--worker tcp" "--worker af_xdp --node sigmad" \
+	"--worker af_xdp --local-ranks 2" "--worker af_xdp --mtu 9000"; do
 	# shellcheck disable=SC2086 # the options are meant to split
 	out=$(timeout 20 "$BENCH" cluster $opt 2>&1)
 	rc=$?
@@ -282,6 +293,71 @@ else
 	[ "$rc" = 1 ] && grep -q -e 'did not start' -e 'has no ifb' "$TMP/sdfail" ||
 		{ cat "$TMP/sdfail"; fail "bad sigmad: exit $rc, want 1 and 'did not start'"; }
 	left "$P5" "after sigmads that cannot start"
+fi
+
+# workers over net_af_xdp beside sigma-udpd nodes
+step "a 2 + 1 cluster with workers over AF_XDP"
+if ! why=$(python3 -c 'import socket; socket.socket(44, socket.SOCK_RAW).close()' 2>&1); then
+	echo "skipped: this kernel refuses AF_XDP sockets: ${why##*$'\n'}"
+else
+	P8=${P}w
+	timeout 300 "$BENCH" cluster --n 2 --k 1 --ks 1 --size 1M --link 100mbit --iters 2 \
+		--runs 2 --no-mpi --worker af_xdp --udpd "$UDPD" --prefix "$P8" \
+		--json "$TMP/wx.json" --quiet >"$TMP/wx" 2>&1
+	rc=$?
+	cat "$TMP/wx"
+	if grep -q 'this kernel has no ifb' "$TMP/wx"; then
+		echo "skipped --worker af_xdp's checks: no ifb to shape the uplinks with"
+	else
+		[ "$rc" = 0 ] || fail "sigma-bench cluster --worker af_xdp: exit $rc"
+		grep -q 'workers: libsigma.s DPDK transport on net_af_xdp' "$TMP/wx" ||
+			fail "--worker af_xdp: the table does not say so"
+		if [ -s "$TMP/wx.json" ]; then
+			check_json "$TMP/wx.json" "sigma:1:sigma-udpd ps:1:sigma-udpd"
+			grep -q '"worker":"af_xdp"' "$TMP/wx.json" || fail "--worker af_xdp: JSON"
+		else
+			fail "--worker af_xdp: no JSON"
+		fi
+	fi
+	left "$P8" "after --worker af_xdp"
+	ls -d /var/run/dpdk/"$P8"-* >/dev/null 2>&1 &&
+		fail "--worker af_xdp: EAL folders left: $(ls -d /var/run/dpdk/"$P8"-*)"
+
+	# a worker SIGKILLed mid-step leaves its XDP program on eth0; the next
+	# configuration's worker on that machine removes it as it starts
+	step "a worker over AF_XDP killed mid-step"
+	P9=${P}v
+	"$BENCH" cluster --n 2 --k 1 --ks 1 --size 16M --link 100mbit --iters 3 --no-mpi \
+		--worker af_xdp --udpd "$UDPD" --prefix "$P9" --json "$TMP/wk.json" \
+		>"$TMP/wk" 2>&1 &
+	bpid=$!
+	pushing "$TMP/wk" "$bpid"
+	for _ in $(seq 100); do
+		ip -n "$P9-g0" link show dev eth0 2>/dev/null | grep -q 'prog/xdp' && break
+		sleep 0.1
+	done
+	victim=""
+	for c in $(ip netns pids "$P9-g0" 2>/dev/null); do
+		[ "$(cat "/proc/$c/comm" 2>/dev/null)" = "$(cat "/proc/$bpid/comm")" ] && victim=$c
+	done
+	if [ -z "$victim" ] || ! ip -n "$P9-g0" link show dev eth0 | grep -q 'prog/xdp'; then
+		fail "no worker over AF_XDP with its XDP program on $P9-g0 to kill: $(cat "$TMP/wk")"
+		kill "$bpid" 2>/dev/null
+	else
+		kill -KILL "$victim"
+	fi
+	wait "$bpid"
+	rc=$?
+	[ "$rc" = 1 ] && grep -q 'worker [0-9]* died' "$TMP/wk" ||
+		{ cat "$TMP/wk"; fail "a worker over AF_XDP killed: exit $rc, want 1, 'worker N died'"; }
+	python3 - "$TMP/wk.json" <<'EOF' || { cat "$TMP/wk"; fail "after the kill: the PS (above)"; }
+import json, sys
+c = {x["config"]: x for x in json.load(open(sys.argv[1]))["configs"]}
+sys.exit(0 if not c["sigma"]["ok"] and c["ps"]["ok"] else 1)
+EOF
+	left "$P9" "after a worker over AF_XDP was killed"
+	ls -d /var/run/dpdk/"$P9"-* >/dev/null 2>&1 &&
+		fail "killed worker over AF_XDP: EAL folders left: $(ls -d /var/run/dpdk/"$P9"-*)"
 fi
 
 step "done"

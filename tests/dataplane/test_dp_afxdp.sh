@@ -130,7 +130,7 @@ SIGMA_AFXDP_STALE=1 run "after SIGKILL" timeout 90 \
 	python3 "$WORKERS_PY" 10.79.0.1 9300 10.79.0.2 2 1 2848 1424 2 0x1234
 grep -q '^after SIGKILL: prog/xdp id' "$TMP/out" ||
 	fail "after SIGKILL: no stale XDP program to clean (the test proves nothing)"
-grep -q 'removed the XDP program (id [0-9]*) that sigmad pid [0-9]* left' "$TMP/out" ||
+grep -q 'removed the XDP program (id [0-9]*) that pid [0-9]*, now gone, left' "$TMP/out" ||
 	fail "the next sigmad did not remove the stale XDP program"
 # refusals: sigmad alone on a veth end in a namespace of its own
 ip netns add "$NS" && ip -n "$NS" link add sxA type veth peer name sxB &&

@@ -1,17 +1,12 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * net_af_xdp ports (sg_dp_xdp.c; docs/sigmad.md, "AF_XDP"), in a build with
- * libbpf and clang (SG_HAVE_AF_XDP); no-ops otherwise.
- * sg_dp_xdp_eal_args(): before rte_eal_init(), @p argc / @p argv with every
- * net_af_xdp vdev given xdp_prog=<sigmad's program> (unless it names one) in
- * @p *out (valid until sg_dp_xdp_cleanup()); detaches a sigma_xdp program
- * that a dead sigmad left on the interface. @return the count, or -ENOMEM.
+ * libbpf and clang (SG_HAVE_AF_XDP); no-ops otherwise. What other programs
+ * use too (sg_dp_xdp_eal_args(), sg_dp_xdp_explain(), sg_dp_xdp_cleanup())
+ * is in the public sg_dp_af_xdp.h.
  * sg_dp_xdp_port_started(): tell @p port's program what to steer (ip in
  * network order, UDP ports @p udp_port .. + @p nports - 1); 0 for other
- * ports, or -errno with @p err. sg_dp_xdp_explain(): replace @p err by the
- * cause and fix of @p port's failed set-up (@p rc) where it is net_af_xdp.
- * sg_dp_xdp_cleanup(): after rte_eal_cleanup(), detach our programs still on
- * their interfaces.
+ * ports, or -errno with @p err.
  */
 #ifndef SG_DP_XDP_H
 #define SG_DP_XDP_H
@@ -20,18 +15,17 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "sg_dp_af_xdp.h"
+
 struct sg_dp_lcore;
 struct sg_dp_pipeline;
 
 /* what XDP keeps in front of each frame in an AF_XDP buffer (XDP_PACKET_HEADROOM) */
 #define SG_DP_XDP_HEADROOM 256
 #ifdef SG_HAVE_AF_XDP
-int sg_dp_xdp_eal_args(int argc, char **argv, char ***out);
 bool sg_dp_xdp_port(uint16_t port);
 int sg_dp_xdp_port_started(uint16_t port, uint32_t ip_be, uint16_t udp_port, uint16_t nports,
 			   char *err, size_t errlen);
-void sg_dp_xdp_explain(uint16_t port, uint32_t mtu, int rc, char *err, size_t errlen);
-void sg_dp_xdp_cleanup(void);
 /* --idle sleep: block on the AF_XDP sockets (sg_dp_xdp.c): note the socket that
  * @p queue's set-up made; after every port started, build each lcore's epoll
  * set (only where all its queues are AF_XDP sockets); idle_wait and wake as
@@ -42,11 +36,6 @@ bool sg_dp_xdp_idle_wait(struct sg_dp_lcore *lc, unsigned int us);
 void sg_dp_xdp_wake(struct sg_dp_lcore *lc);
 void sg_dp_xdp_wait_teardown(void);
 #else
-static inline int sg_dp_xdp_eal_args(int argc, char **argv, char ***out)
-{
-	*out = argv;
-	return argc;
-}
 static inline bool sg_dp_xdp_port(uint16_t port)
 {
 	(void)port;
@@ -57,14 +46,6 @@ static inline int sg_dp_xdp_port_started(uint16_t port, uint32_t ip_be, uint16_t
 {
 	(void)port, (void)ip_be, (void)udp_port, (void)nports, (void)err, (void)errlen;
 	return 0;
-}
-static inline void sg_dp_xdp_explain(uint16_t port, uint32_t mtu, int rc, char *err,
-				     size_t errlen)
-{
-	(void)port, (void)mtu, (void)rc, (void)err, (void)errlen;
-}
-static inline void sg_dp_xdp_cleanup(void)
-{
 }
 static inline void sg_dp_xdp_queue_set_up(uint16_t port, uint16_t queue)
 {
