@@ -608,7 +608,7 @@ static int claim(struct sigma_local *l, struct sigma_local_tensor *t)
 {
 	struct seg_ent *e = ent(l, t->id);
 	uint32_t st = ENT_FREE;
-	uint64_t size = t->hdr_bytes + l->c.local_size * t->slot_bytes, start;
+	uint64_t size = round_up(t->hdr_bytes + l->c.local_size * t->slot_bytes, 4096), start;
 
 	if (atomic_compare_exchange_strong(&e->state, &st, ENT_CLAIMING)) {
 		uint64_t off = SEG_DATA + atomic_fetch_add(&hdr(l)->top, size);
