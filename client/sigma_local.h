@@ -45,8 +45,8 @@
  * one after another, in the order the calls come, which must be the same on
  * every local rank.
  *
- * x86-64 and other machines: the counters are C11 atomics (release/acquire),
- * so any architecture works.
+ * The counters are C11 atomics (release/acquire): no reliance on x86-64's
+ * store order, unlike python/sigma/local.py.
  *
  * Every function returns 0 on success and -errno on failure; constructors
  * return NULL and set errno.
