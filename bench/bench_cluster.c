@@ -48,6 +48,7 @@
 #include "sg_ctl_place.h"
 #include "sigma.h"
 #include "sigma_bench.h"
+#include "sigma_local.h"
 
 
 #define CL_MAX_N 16         /* GPU machines */
@@ -191,7 +192,6 @@ struct cl_shared {
 	uint64_t bad, retransmits;
 	int win_open, win_closed;   /* rank 0: timed iterations started, ended */
 	double t[CL_MAX_ITERS][CL_MAX_W];
-	pthread_barrier_t mbar[CL_MAX_N]; /* --local-ranks: each machine's local ranks */
 };
 
 /* ---- processes ----------------------------------------------------------- */
@@ -605,39 +605,6 @@ static void local_share(uint64_t ne, unsigned int L, unsigned int j, uint64_t *o
 }
 
 /*
- * One iteration of local rank @p j on a machine of --local-ranks L (BytePS's
- * communication service, as sigma.local does it): its input into its slot of
- * the machine's segment; once every local rank's is there, it sums share j
- * over the L slots in local-rank order into the result, push_pulls that in
- * place as the machine's rank in sub-job j, and once every share is back, it
- * copies the whole result out. The machine pushes each byte once.
- */
-static int local_step(struct cl_shared *sh, struct sigma_tensor *t, unsigned int i,
-		      unsigned int j, uint64_t ne, unsigned int L, float *seg, const void *in,
-		      void *out)
-{
-	float *res = seg + (uint64_t)L * ne;
-	uint64_t off, len;
-	int rc;
-
-	local_share(ne, L, j, &off, &len);
-	memcpy(seg + (uint64_t)j * ne, in, ne * 4);
-	pthread_barrier_wait(&sh->mbar[i]);
-	memcpy(res + off, seg + off, len * 4);
-	for (unsigned int q = 1; q < L; q++) {
-		const float *src = seg + (uint64_t)q * ne + off;
-
-		for (uint64_t e = 0; e < len; e++)
-			res[off + e] += src[e];
-	}
-	rc = sigma_push_pull_sync(t, res + off, res + off);
-	/* the others wait here even if this failed: the parent ends them all */
-	pthread_barrier_wait(&sh->mbar[i]);
-	memcpy(out, res, ne * 4);
-	return rc;
-}
-
-/*
  * --worker af_xdp: the worker's XDP program, sigmad's, steers the datagrams to
  * its address and port and the ARP of its address to its AF_XDP socket. The
  * program is attached when the session sets its port's queues up, inside
@@ -749,11 +716,12 @@ static struct sigma_session *wk_open(struct cl_ctx *c, const char *desc, unsigne
 
 /*
  * Worker @p r: rank r of the job (--local-ranks 1), or local rank r % L of
- * machine r / L, the machine's rank in sub-job r % L of @p desc. @p seg: the
- * machines' segments, (L + 1) x M bytes each (L slots and the result).
+ * machine r / L, the machine's rank in sub-job r % L of @p desc, summing with
+ * its machine's local ranks through libsigma's local aggregation
+ * (sigma_local.h: the machine's shared-memory segment, its share pushed).
  */
 static void worker(struct cl_ctx *c, struct cl_shared *sh, char (*desc)[SIGMA_JOB_DESC_MAX],
-		   unsigned int r, float *seg)
+		   unsigned int r)
 {
 	const struct cl_opts *o = c->o;
 	struct sigma_conf base = {.window = o->window, .rto_us = 1000000, .rto_max_us = 4000000,
@@ -762,6 +730,9 @@ static void worker(struct cl_ctx *c, struct cl_shared *sh, char (*desc)[SIGMA_JO
 	uint64_t ne = o->size / 4, off, len;
 	struct sigma_session *s = NULL;
 	struct sigma_tensor *t = NULL;
+	struct sigma_local *l = NULL;
+	struct sigma_local_tensor *lt = NULL;
+	struct sigma_job *job0 = NULL;
 	struct sigma_stats st;
 	char err[256] = "";
 	void *in = malloc(o->size), *out = malloc(o->size);
@@ -778,8 +749,6 @@ static void worker(struct cl_ctx *c, struct cl_shared *sh, char (*desc)[SIGMA_JO
 		base.local_port = (uint16_t)(CL_WK_PORT + r);
 	}
 	local_share(ne, L, j, &off, &len);
-	if (L > 1)
-		seg += (uint64_t)i * (L + 1) * ne;
 	if ((rc = join_ns(c->m[i].ns)) < 0)
 		snprintf(err, sizeof(err), "cannot join %s: %s", c->m[i].ns, strerror(-rc));
 	else if (in == NULL || out == NULL)
@@ -790,9 +759,27 @@ static void worker(struct cl_ctx *c, struct cl_shared *sh, char (*desc)[SIGMA_JO
 	else if (o->worker == CL_W_UDP &&
 		 (s = sigma_open_job(desc[j], (uint16_t)i, &base, err, sizeof(err))) == NULL)
 		;
-	else if ((t = sigma_tensor_register(s, "grad", 0, SG_DTYPE_FP32, len, 0)) == NULL)
+	else if (L == 1 && (t = sigma_tensor_register(s, "grad", 0, SG_DTYPE_FP32, len, 0)) == NULL)
 		snprintf(err, sizeof(err), "cannot register the tensor: %s", strerror(errno));
-	if (t == NULL) {
+	else if (L > 1) {
+		/* the segment's name and key: sub-job 0's id and token, the same on each local rank */
+		struct sigma_local_conf lc = {.machine = (uint16_t)i, .local_rank = (uint16_t)j,
+					      .local_size = (uint16_t)L};
+
+		if ((job0 = malloc(sizeof(*job0))) == NULL)
+			snprintf(err, sizeof(err), "no memory");
+		else if (sigma_job_parse(desc[0], job0, err, sizeof(err)) < 0)
+			;
+		else if (lc.job = job0->conf.job, lc.key = job0->conf.token,
+			 (l = sigma_local_open(&lc, s, err, sizeof(err))) == NULL)
+			;
+		else if ((lt = sigma_local_tensor_register(l, "grad", 0, SG_DTYPE_FP32, ne, 0)) ==
+			 NULL)
+			snprintf(err, sizeof(err), "cannot register the tensor: %s",
+				 sigma_local_last_error(l));
+		free(job0);
+	}
+	if (t == NULL && lt == NULL) {
 		sh->failed = 1;
 		snprintf(sh->err, sizeof(sh->err), "worker %u: %s", r, err);
 	} else {
@@ -804,13 +791,14 @@ static void worker(struct cl_ctx *c, struct cl_shared *sh, char (*desc)[SIGMA_JO
 		pthread_barrier_wait(&sh->bar);
 		if (r == 0 && it == 1)
 			__atomic_store_n(&sh->win_open, 1, __ATOMIC_RELEASE);
-		if (sh->failed || t == NULL)
+		if (sh->failed || (t == NULL && lt == NULL))
 			continue;
 		t0 = sigma_bench_now();
-		if ((L > 1 ? local_step(sh, t, i, j, ne, L, seg, in, out) :
+		if ((L > 1 ? sigma_local_push_pull(lt, in, out) :
 		     sigma_push_pull_sync(t, in, out)) < 0) {
 			sh->failed = 1;
-			snprintf(sh->err, sizeof(sh->err), "worker %u: %s", r, sigma_last_error(s));
+			snprintf(sh->err, sizeof(sh->err), "worker %u: %s", r,
+				 L > 1 ? sigma_local_last_error(l) : sigma_last_error(s));
 			continue;
 		}
 		if (it > 0)
@@ -826,6 +814,7 @@ static void worker(struct cl_ctx *c, struct cl_shared *sh, char (*desc)[SIGMA_JO
 		sigma_get_stats(s, &st);
 		__atomic_add_fetch(&sh->retransmits, st.retransmits, __ATOMIC_RELAXED);
 	}
+	sigma_local_close(l);
 	sigma_close(s);
 	if (o->worker == CL_W_AF_XDP && s != NULL) {
 		/* the PMD detaches the program as the port closes; what is left, we do */
@@ -1044,8 +1033,6 @@ static int run_sigma(struct cl_ctx *c, struct cl_conf *cf, unsigned int run, dou
 	pthread_barrierattr_t ba;
 	pid_t pids[CL_MAX_W] = {0};
 	unsigned int left, L = o->local, nw = o->n * L, jobs = 0;
-	size_t seg_bytes = L > 1 ? (size_t)o->n * (L + 1) * o->size : 0;
-	float *seg = NULL;
 	bool have0 = false, have1 = false;
 	int64_t id[CL_MAX_L];
 	int rc = 0;
@@ -1074,29 +1061,14 @@ static int run_sigma(struct cl_ctx *c, struct cl_conf *cf, unsigned int run, dou
 		rc = -ENOMEM;
 		goto out;
 	}
-	/* the machines' segments, as sigma.local's /dev/shm ones: shared with the workers */
-	if (seg_bytes > 0) {
-		seg = mmap(NULL, seg_bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1,
-			   0);
-		if (seg == MAP_FAILED) {
-			fprintf(stderr, "sigma-bench: no memory for the machines' segments (%zu bytes)"
-					"\n", seg_bytes);
-			munmap(sh, sizeof(*sh));
-			cf->ok = false;
-			rc = -ENOMEM;
-			goto out;
-		}
-	}
 	pthread_barrierattr_init(&ba);
 	pthread_barrierattr_setpshared(&ba, PTHREAD_PROCESS_SHARED);
 	pthread_barrier_init(&sh->bar, &ba, nw);
-	for (unsigned int i = 0; i < o->n && L > 1; i++)
-		pthread_barrier_init(&sh->mbar[i], &ba, L);
 	fflush(NULL);
 	for (unsigned int r = 0; r < nw; r++) {
 		pids[r] = fork();
 		if (pids[r] == 0) {
-			worker(c, sh, desc, r, seg);
+			worker(c, sh, desc, r);
 			_exit(0);
 		}
 		if (pids[r] < 0) {
@@ -1186,8 +1158,6 @@ static int run_sigma(struct cl_ctx *c, struct cl_conf *cf, unsigned int run, dou
 	}
 	cf->retransmits += sh->retransmits;
 	munmap(sh, sizeof(*sh));
-	if (seg != NULL)
-		munmap(seg, seg_bytes);
 	if (rc == 0) {
 		double sum = 0, v = 0;
 

@@ -99,7 +99,7 @@ for f in libsigma.so.0 libsigma.so libsigma.a libsigma-control.so.0 libsigma-con
 	pkgconfig/sigma.pc pkgconfig/sigma-control.pc; do
 	[ -e "$LIBDIR/$f" ] && ok || fail "not installed: $f"
 done
-for f in sigma.h sg_types.h sg_version.h sg_ctl_client.h; do
+for f in sigma.h sigma_local.h sg_types.h sg_version.h sg_ctl_client.h; do
 	[ -e "$DEST/usr/local/include/sigma/$f" ] && ok || fail "header not installed: $f"
 done
 for lib in sigma sigma-control; do
@@ -107,7 +107,7 @@ for lib in sigma sigma-control; do
 		fail "lib$lib.so: soname is not lib$lib.so.0"
 done
 # the installed headers include the C library and each other, nothing of the tree
-if grep -h '#include "' "$DEST"/usr/local/include/sigma/*.h | grep -v '"sg_types.h"\|"sg_version.h"'; then
+if grep -h '#include "' "$DEST"/usr/local/include/sigma/*.h | grep -v '"sg_types.h"\|"sg_version.h"\|"sigma.h"'; then
 	fail "an installed header includes a header that is not installed"
 else
 	ok
@@ -168,6 +168,7 @@ cat >"$TMP/push.c" <<'C'
 #include <stdlib.h>
 #include <string.h>
 #include <sigma.h>
+#include <sigma_local.h>
 
 int main(int argc, char **argv)
 {
@@ -180,6 +181,12 @@ int main(int argc, char **argv)
 	char err[512];
 	int busy;
 
+	/* sigma_local.h is installed and its functions exported */
+	if (sigma_local_open(NULL, NULL, err, sizeof(err)) != NULL || errno != EINVAL) {
+		fprintf(stderr, "sigma_local_open(NULL) did not refuse\n");
+		return 1;
+	}
+	sigma_local_close(NULL);
 	/* the library that runs is the one whose headers this was compiled with */
 	if (strcmp(sigma_version(), SG_VERSION_STRING) != 0 || SG_PROTO_VERSION < 1) {
 		fprintf(stderr, "libsigma %s, headers %s\n", sigma_version(), SG_VERSION_STRING);
