@@ -1227,6 +1227,10 @@ static void on_mismatch(struct sigma_session *s, const struct sg_dp_msg *m, uint
 		snprintf(hint, sizeof(hint), "the node's job has auth = mac (authenticated "
 			 "datagrams) and this session has not: every worker of the job must sign its "
 			 "pushes with its rank's key (docs/protocol.md, \"Authenticated datagrams\")");
+	else if (mm->what == SG_DP_MM_MAC_ALG)
+		snprintf(hint, sizeof(hint), "the node's CPU cannot check AES-256-GMAC (no AES-NI "
+			 "or PCLMUL), which this worker's MACs use: run the workers with "
+			 "SIGMA_AUTH_MAC=poly1305 (docs/security.md)");
 	else if (chunk != s->conf.chunk_bytes)
 		snprintf(hint, sizeof(hint), "the node's job uses chunk_bytes %u, this session %u: "
 			 "every worker must use the job's chunk size (it is in the job descriptor; "

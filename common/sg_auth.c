@@ -85,6 +85,29 @@ int sg_auth_rank_key(const uint8_t key[SG_AUTH_KEY_BYTES], uint16_t rank, enum s
 	return 0;
 }
 
+static bool gmac_ok(void)
+{
+	static int ok = -1; /* racing first calls store the same value */
+	int v = __atomic_load_n(&ok, __ATOMIC_RELAXED);
+
+	if (v < 0) {
+		/* sodium_init() also picks the SSE2 Poly1305 over the portable one */
+		v = sodium_ready() && crypto_aead_aes256gcm_is_available();
+		__atomic_store_n(&ok, v, __ATOMIC_RELAXED);
+	}
+	return v > 0;
+}
+
+/* The algorithm a signer starts with: GMAC where this CPU has AES-NI and PCLMUL. */
+static uint8_t default_alg(void)
+{
+	const char *e = getenv("SIGMA_AUTH_MAC");
+
+	if (e != NULL && strcmp(e, "poly1305") == 0)
+		return SG_AUTH_POLY1305;
+	return gmac_ok() ? SG_AUTH_GMAC : SG_AUTH_POLY1305;
+}
+
 int sg_auth_signer_init(struct sg_auth_signer *s, const uint8_t key[SG_AUTH_KEY_BYTES],
 			uint32_t key_id)
 {
@@ -92,17 +115,18 @@ int sg_auth_signer_init(struct sg_auth_signer *s, const uint8_t key[SG_AUTH_KEY_
 		return -ENOMEM;
 	memcpy(s->key, key, SG_AUTH_KEY_BYTES);
 	s->key_id = key_id;
+	s->alg = default_alg();
 	/* below 2^62: no wrap in any sender's life, so a receiver's window never sees one */
 	s->seq = randombytes_random() | (uint64_t)(randombytes_random() & 0x3fffffffu) << 32;
 	return 0;
 }
 
 /*
- * The MAC of @p a (@p alen bytes), @p b (@p blen) and the trailer's first 16
- * bytes @p tr, into @p mac.
+ * Poly1305: the MAC of @p a (@p alen bytes), @p b (@p blen) and the trailer's
+ * first 16 bytes @p tr, into @p mac.
  */
-static void mac_of(const uint8_t key[SG_AUTH_KEY_BYTES], const void *a, size_t alen,
-		   const void *b, size_t blen, const uint8_t tr[16], uint8_t mac[SG_AUTH_MAC_BYTES])
+static void poly_of(const uint8_t key[SG_AUTH_KEY_BYTES], const void *a, size_t alen,
+		    const void *b, size_t blen, const uint8_t tr[16], uint8_t mac[SG_AUTH_MAC_BYTES])
 {
 	uint8_t otk[crypto_onetimeauth_KEYBYTES];
 	crypto_onetimeauth_state st;
@@ -118,13 +142,59 @@ static void mac_of(const uint8_t key[SG_AUTH_KEY_BYTES], const void *a, size_t a
 	sodium_memzero(otk, sizeof(otk));
 }
 
+/*
+ * AES-256-GMAC, as poly_of(): AES-256-GCM under a one-time key (ChaCha20's
+ * keystream under the rank key, nonce seq with its top bit set, which no
+ * Poly1305 key uses), a zero nonce, the datagram's first SG_AUTH_GMAC_HEAD
+ * bytes and the trailer's first 16 as the message (its ciphertext is thrown
+ * away: the tag covers it) and the rest as additional data: that lies where
+ * it is, in one piece, whether the header travels apart from the payload or
+ * not. @p a must be at most SG_AUTH_GMAC_HEAD bytes when @p b is not empty.
+ */
+static void gmac_of(const uint8_t key[SG_AUTH_KEY_BYTES], const void *a, size_t alen,
+		    const void *b, size_t blen, const uint8_t tr[16], uint8_t mac[SG_AUTH_MAC_BYTES])
+{
+	static const uint8_t npub[crypto_aead_aes256gcm_NPUBBYTES];
+	crypto_aead_aes256gcm_state st;
+	uint8_t otk[crypto_aead_aes256gcm_KEYBYTES], n8[8];
+	uint8_t msg[SG_AUTH_GMAC_HEAD + 16], ct[SG_AUTH_GMAC_HEAD + 16];
+	size_t head = alen + blen < SG_AUTH_GMAC_HEAD ? alen + blen : SG_AUTH_GMAC_HEAD;
+	size_t ha = alen < head ? alen : head;
+	const uint8_t *ad;
+	size_t adlen;
+
+	memcpy(msg, a, ha);
+	if (head > ha)
+		memcpy(msg + ha, b, head - ha);
+	memcpy(msg + head, tr, 16);
+	if (alen > head) {
+		ad = (const uint8_t *)a + head;
+		adlen = alen - head;
+	} else {
+		ad = (const uint8_t *)b + (head - ha);
+		adlen = blen - (head - ha);
+	}
+	memcpy(n8, tr, 8);
+	n8[0] |= 0x80;
+	crypto_stream_chacha20(otk, sizeof(otk), n8, key);
+	crypto_aead_aes256gcm_beforenm(&st, otk);
+	crypto_aead_aes256gcm_encrypt_detached_afternm(ct, mac, NULL, msg, head + 16, ad, adlen,
+						       NULL, npub, &st);
+	sodium_memzero(otk, sizeof(otk));
+	sodium_memzero(&st, sizeof(st));
+}
+
 void sg_auth_sign_parts(struct sg_auth_signer *s, const void *hdr, size_t hlen,
 			const void *payload, size_t plen, uint8_t tr[SG_AUTH_TRAILER_BYTES])
 {
 	put_be64(tr, s->seq++);
 	put_be32(tr + 8, s->key_id);
-	memset(tr + 12, 0, 4);
-	mac_of(s->key, hdr, hlen, payload, plen, tr, tr + 16);
+	tr[12] = s->alg;
+	memset(tr + 13, 0, 3);
+	if (s->alg == SG_AUTH_GMAC)
+		gmac_of(s->key, hdr, hlen, payload, plen, tr, tr + 16);
+	else
+		poly_of(s->key, hdr, hlen, payload, plen, tr, tr + 16);
 }
 
 void sg_auth_sign(struct sg_auth_signer *s, void *buf, size_t len)
@@ -168,9 +238,17 @@ enum sg_auth_verdict sg_auth_verify(const uint8_t key[SG_AUTH_KEY_BYTES], uint32
 	if (len < SG_AUTH_TRAILER_BYTES)
 		return SG_AUTH_SHORT;
 	tr = (const uint8_t *)buf + len - SG_AUTH_TRAILER_BYTES;
-	if (get_be32(tr + 8) != key_id || get_be32(tr + 12) != 0)
-		return get_be32(tr + 8) != key_id ? SG_AUTH_OTHER_JOB : SG_AUTH_BAD;
-	mac_of(key, buf, len - SG_AUTH_TRAILER_BYTES, NULL, 0, tr, mac);
+	if (get_be32(tr + 8) != key_id)
+		return SG_AUTH_OTHER_JOB;
+	if ((get_be32(tr + 12) & 0xffffffu) != 0 || tr[12] > SG_AUTH_GMAC)
+		return SG_AUTH_BAD;
+	/* first, so that a process that only checks has run sodium_init() */
+	if (!gmac_ok() && tr[12] == SG_AUTH_GMAC)
+		return SG_AUTH_ALG;
+	if (tr[12] == SG_AUTH_GMAC)
+		gmac_of(key, buf, len - SG_AUTH_TRAILER_BYTES, NULL, 0, tr, mac);
+	else
+		poly_of(key, buf, len - SG_AUTH_TRAILER_BYTES, NULL, 0, tr, mac);
 	bad = crypto_verify_16(mac, tr + 16);
 	sodium_memzero(mac, sizeof(mac));
 	if (bad != 0)
@@ -211,6 +289,8 @@ struct sg_auth_job *sg_auth_job_create(const uint8_t key[SG_AUTH_KEY_BYTES], uin
 			errno = ENOMEM;
 			return NULL;
 		}
+		/* until the rank shows its own: every receiver can check Poly1305 */
+		a->rank[r].reply.alg = SG_AUTH_POLY1305;
 	}
 	sodium_memzero(nk, sizeof(nk));
 	return a;
@@ -227,7 +307,13 @@ void sg_auth_job_destroy(struct sg_auth_job *a)
 enum sg_auth_verdict sg_auth_job_check(struct sg_auth_job *a, uint32_t rank, const void *buf,
 				       size_t len)
 {
-	return sg_auth_verify(a->rank[rank].key, a->key_id, buf, len, &a->rank[rank].win);
+	enum sg_auth_verdict v = sg_auth_verify(a->rank[rank].key, a->key_id, buf, len,
+						&a->rank[rank].win);
+
+	/* the replies to a rank use the algorithm of its last authentic datagram */
+	if (v == SG_AUTH_OK)
+		a->rank[rank].reply.alg = ((const uint8_t *)buf)[len - SG_AUTH_TRAILER_BYTES + 12];
+	return v;
 }
 
 void sg_auth_job_sign(struct sg_auth_job *a, uint32_t rank, void *buf, size_t len)
@@ -238,7 +324,7 @@ void sg_auth_job_sign(struct sg_auth_job *a, uint32_t rank, void *buf, size_t le
 const char *sg_auth_verdict_name(enum sg_auth_verdict v)
 {
 	static const char *const names[] = {"ok", "auth_short", "auth_job", "auth_bad",
-					    "auth_replay"};
+					    "auth_replay", "auth_alg"};
 
 	return (unsigned int)v < sizeof(names) / sizeof(names[0]) ? names[v] : "?";
 }

@@ -12,14 +12,27 @@
  *   the node's replies to it are derived from K (sg_auth_rank_key()); a
  *   worker holds only its own two, so it cannot MAC another rank's push.
  * - Each datagram carries a 64-bit sequence number, new for every datagram
- *   its sender sends under that key (a retransmit too). The datagram's
- *   one-time key is the first 32 bytes of ChaCha20's keystream under the
- *   rank key with the sequence number as nonce, and its MAC is Poly1305
- *   (crypto_onetimeauth) under it, over the header, the payload and the
- *   trailer's first 16 bytes: no one-time key ever MACs two messages.
+ *   its sender sends under that key (a retransmit too), and names its MAC
+ *   algorithm. Poly1305 (SG_AUTH_POLY1305): the datagram's one-time key is
+ *   the first 32 bytes of ChaCha20's keystream under the rank key with the
+ *   sequence number as nonce, and its MAC is Poly1305 (crypto_onetimeauth)
+ *   under it, over the header, the payload and the trailer's first 16 bytes.
+ *   AES-256-GMAC (SG_AUTH_GMAC, where the CPU has AES-NI and PCLMUL: about a
+ *   third of Poly1305's instructions per byte): the one-time key is
+ *   ChaCha20's keystream with the nonce's top bit set (seq stays below 2^62),
+ *   and the MAC is the tag of AES-256-GCM (crypto_aead_aes256gcm) under it,
+ *   nonce zero, message the first SG_AUTH_GMAC_HEAD bytes and the trailer's
+ *   first 16 (the ciphertext is not sent), additional data the rest. Either
+ *   way no one-time key ever MACs two messages.
  * - Trailer: seq (8 bytes, big-endian), key id (4, big-endian: the first 4
  *   bytes of BLAKE2b-256(K) read big-endian, so that a MAC made with another
- *   job's key is told from a forged one), 4 zero bytes, the 16-byte MAC.
+ *   job's key is told from a forged one), the algorithm (1 byte), 3 zero
+ *   bytes, the 16-byte MAC.
+ * - A signer uses GMAC where this CPU can, Poly1305 elsewhere or when the
+ *   environment has SIGMA_AUTH_MAC=poly1305; a receiver checks either. The
+ *   node answers each rank with the algorithm of the rank's last authentic
+ *   datagram (Poly1305 before it), so that a worker always gets replies it
+ *   can check; a receiver that cannot check GMAC says so (SG_AUTH_ALG).
  *
  * Functions return 0 or a negative errno unless said otherwise; nothing
  * here allocates or locks, so the checks may run on a hot path.
@@ -37,7 +50,15 @@ extern "C" {
 
 #define SG_AUTH_KEY_BYTES 32     /**< a job's key and each rank key */
 #define SG_AUTH_MAC_BYTES 16     /**< Poly1305's tag */
-#define SG_AUTH_TRAILER_BYTES 32 /**< seq, key id, 4 zero bytes, MAC */
+#define SG_AUTH_TRAILER_BYTES 32 /**< seq, key id, algorithm, 3 zero bytes, MAC */
+/** GMAC's message: the datagram's first bytes (a Sigma header), the rest is additional data. */
+#define SG_AUTH_GMAC_HEAD 48
+
+/** The trailer's algorithm byte. */
+enum sg_auth_alg {
+	SG_AUTH_POLY1305 = 0, /**< ChaCha20 one-time key, Poly1305 */
+	SG_AUTH_GMAC = 1,     /**< ChaCha20 one-time key, AES-256-GCM's tag */
+};
 /** Sequence numbers a receiver remembers below the highest it has seen, per sender. */
 #define SG_AUTH_WINDOW 1024
 
@@ -54,6 +75,7 @@ enum sg_auth_verdict {
 	SG_AUTH_OTHER_JOB, /**< a trailer made with another job's key (its key id) */
 	SG_AUTH_BAD,       /**< the MAC does not verify: forged, altered, or another rank's */
 	SG_AUTH_REPLAY,    /**< it verifies, but its sequence number was seen or is too old */
+	SG_AUTH_ALG,       /**< GMAC, and this CPU has no AES-NI or PCLMUL to check it */
 };
 
 /** A new job key, random (libsodium's randombytes_buf). @return 0 or -ENOMEM (no libsodium). */
@@ -83,12 +105,15 @@ struct sg_auth_signer {
 	uint8_t key[SG_AUTH_KEY_BYTES];
 	uint32_t key_id;
 	uint64_t seq; /**< the next datagram's */
+	uint8_t alg;  /**< enum sg_auth_alg: set by sg_auth_signer_init(), may be changed */
 };
 
 /**
  * Start signing with rank key @p key of the job whose key id is @p key_id.
  * The first sequence number is random, so that a sender that starts again
- * with the same key does not reuse one. @return 0 or -ENOMEM (no libsodium).
+ * with the same key does not reuse one. The algorithm: GMAC where this CPU
+ * has AES-NI and PCLMUL, unless the environment has SIGMA_AUTH_MAC=poly1305.
+ * @return 0 or -ENOMEM (no libsodium).
  */
 int sg_auth_signer_init(struct sg_auth_signer *s, const uint8_t key[SG_AUTH_KEY_BYTES],
 			uint32_t key_id);
@@ -101,8 +126,9 @@ int sg_auth_signer_init(struct sg_auth_signer *s, const uint8_t key[SG_AUTH_KEY_
 void sg_auth_sign(struct sg_auth_signer *s, void *buf, size_t len);
 
 /**
- * sg_auth_sign() of a datagram in two parts, @p hdr (@p hlen bytes) and
- * @p payload (@p plen), sent from where they lie: its trailer into @p trailer.
+ * sg_auth_sign() of a datagram in two parts, @p hdr (@p hlen bytes, at most
+ * SG_AUTH_GMAC_HEAD when @p plen is not 0) and @p payload (@p plen), sent from
+ * where they lie: its trailer into @p trailer.
  */
 void sg_auth_sign_parts(struct sg_auth_signer *s, const void *hdr, size_t hlen,
 			const void *payload, size_t plen, uint8_t trailer[SG_AUTH_TRAILER_BYTES]);
@@ -117,8 +143,9 @@ struct sg_auth_window {
  * Check the datagram of @p len bytes at @p buf (header, payload, trailer)
  * under rank key @p key of the job with key id @p key_id; when it verifies,
  * take its sequence number in @p win (may be NULL: no replay check). Checks
- * in this order: SG_AUTH_SHORT, SG_AUTH_OTHER_JOB, SG_AUTH_BAD (constant
- * time), SG_AUTH_REPLAY.
+ * in this order: SG_AUTH_SHORT, SG_AUTH_OTHER_JOB, SG_AUTH_BAD (an unknown
+ * algorithm or nonzero reserved bytes), SG_AUTH_ALG, SG_AUTH_BAD (the MAC,
+ * constant time), SG_AUTH_REPLAY.
  */
 enum sg_auth_verdict sg_auth_verify(const uint8_t key[SG_AUTH_KEY_BYTES], uint32_t key_id,
 				    const void *buf, size_t len, struct sg_auth_window *win);
@@ -138,14 +165,17 @@ struct sg_auth_job *sg_auth_job_create(const uint8_t key[SG_AUTH_KEY_BYTES], uin
 /** Free it; its keys are zeroed first (NULL is fine). */
 void sg_auth_job_destroy(struct sg_auth_job *a);
 
-/** sg_auth_verify() of a datagram from @p rank (< n) under its key and window. */
+/**
+ * sg_auth_verify() of a datagram from @p rank (< n) under its key and window;
+ * when it verifies, the node's replies to the rank take its algorithm.
+ */
 enum sg_auth_verdict sg_auth_job_check(struct sg_auth_job *a, uint32_t rank, const void *buf,
 				       size_t len);
 
 /** sg_auth_sign() of the node's datagram to @p rank (< n) of @p len bytes at @p buf. */
 void sg_auth_job_sign(struct sg_auth_job *a, uint32_t rank, void *buf, size_t len);
 
-/** "ok", "auth_short", "auth_job", "auth_bad", "auth_replay". */
+/** "ok", "auth_short", "auth_job", "auth_bad", "auth_replay", "auth_alg". */
 const char *sg_auth_verdict_name(enum sg_auth_verdict v);
 
 #ifdef __cplusplus

@@ -964,7 +964,8 @@ static int mismatch(struct sg_dp_engine *e, struct job *j, const struct key_ent 
 }
 
 /*
- * auth = mac: a datagram whose MAC flag is not the job's gets ERROR MISMATCH
+ * auth = mac: a datagram whose MAC flag is not the job's, or whose MAC is in an
+ * algorithm this CPU cannot check (GMAC without AES-NI), gets ERROR MISMATCH
  * (its worker stops at once, naming the mismatch); one that fails its rank's
  * MAC, or replays, is dropped by its reason. A damaged one is the checksum's,
  * not a forgery. @return 0 (verified) or the drop.
@@ -982,6 +983,8 @@ static int auth_check(struct sg_dp_engine *e, struct job *j, const struct sg_dp_
 	if (!csum_verify(e))
 		return csum_fail(e, j);
 	v = sg_auth_job_check(j->auth, m->rank, pkt, len);
+	if (v == SG_AUTH_ALG) /* a MAC this CPU cannot check: tell the worker, do not drop in silence */
+		return mismatch(e, j, NULL, m, src, now, SG_DP_DROP_AUTH_MISMATCH, SG_DP_MM_MAC_ALG);
 	return v == SG_AUTH_OK ? 0 : job_drop(e, j, drop_of[v]);
 }
 

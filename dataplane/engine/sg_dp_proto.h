@@ -116,6 +116,7 @@ enum sg_dp_mismatch_what {
 	SG_DP_MM_PARTITION = 6, /**< a new key of an open job would be larger than the job's
 				     partition_bytes */
 	SG_DP_MM_AUTH = 7,   /**< SG_DP_F_MAC set and the job has no auth, or the reverse */
+	SG_DP_MM_MAC_ALG = 8, /**< a MAC in AES-256-GMAC, and the node's CPU cannot check it */
 };
 
 /** Payload of ERROR MISMATCH (8 bytes, big-endian): the job as the node holds it. */

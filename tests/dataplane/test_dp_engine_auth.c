@@ -10,7 +10,9 @@
  * dropped under its own reason and never summed: every RESULT must be the
  * exact sum of the genuine pushes (small integers in fp32, computed here),
  * also under loss, duplicates and reordering, and carry a MAC that verifies
- * under the receiving rank's node key only.
+ * under the receiving rank's node key only, in the rank's own algorithm
+ * (rank 1 signs with Poly1305, the others with AES-256-GMAC where this CPU
+ * has it: one job, both algorithms).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -90,6 +92,7 @@ static uint32_t check_results(unsigned int from, uint32_t round)
 			    SG_AUTH_BAD);
 		SG_CHECK_EQ(sg_auth_verify(node_key[r], key_id, p->buf, p->len, &node_win[r]),
 			    SG_AUTH_OK);
+		SG_CHECK_EQ(p->buf[p->len - SG_AUTH_TRAILER_BYTES + 12], signer[r].alg);
 		s = (const float *)p->m.payload;
 		first = p->m.chunk * (CHUNK / 4);
 		for (uint32_t k = 0; k < p->m.nelem; k++) {
@@ -250,6 +253,9 @@ int main(void)
 		sg_auth_signer_init(&signer[r], rk, key_id);
 		sg_auth_rank_key(K, (uint16_t)r, SG_AUTH_NODE, node_key[r]);
 	}
+	signer[1].alg = SG_AUTH_POLY1305;
+	SG_CHECK_EQ(signer[0].alg, crypto_aead_aes256gcm_is_available() ? SG_AUTH_GMAC :
+		    SG_AUTH_POLY1305);
 	e = cap_engine(&cap, &ec);
 	if (!SG_CHECK(e != NULL, "engine"))
 		return sg_test_finish("dp_engine_auth");
