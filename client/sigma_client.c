@@ -14,7 +14,7 @@
 #include "sg_auth.h"
 #include "sg_parse.h"
 #include "sigma_internal.h"
-#include "sigma_job_conf.h"
+#include "sigma_placement.h"
 
 RTE_LOG_REGISTER(sg_cli_logtype, sigma.client, INFO);
 
@@ -1769,13 +1769,12 @@ static int check_membership(struct sigma_session *s)
 	return 1;
 }
 
-int sigma_job_for_node(const struct sigma_session *s, unsigned int node,
-		       struct sg_dp_job_conf *job, struct sg_dp_key *keys, unsigned int cap)
+int sigma_placement_of(const struct sigma_session *s, unsigned int node,
+		       struct sigma_placement *pl, sigma_placed_key_fn *fn, void *arg)
 {
-	unsigned int nk = 0;
-	int dtype = -1;
+	int nk = 0, dtype = -1;
 
-	if (s == NULL || job == NULL || node >= s->conf.nnodes)
+	if (s == NULL || pl == NULL || node >= s->conf.nnodes)
 		return -EINVAL;
 	for (uint32_t id = 0; id < SG_MAX_TENSORS; id++) {
 		const struct sigma_tensor *t = s->tensors[id];
@@ -1788,21 +1787,18 @@ int sigma_job_for_node(const struct sigma_session *s, unsigned int node,
 		for (uint32_t p = 0; p < t->nparts; p++) {
 			if (t->parts[p].node != node)
 				continue;
-			if (nk < cap && keys != NULL)
-				keys[nk] = (struct sg_dp_key){.id = sg_wire_key(id, p),
-							      .nelem = t->parts[p].nelem};
+			if (fn != NULL)
+				fn(arg, sg_wire_key(id, p), t->parts[p].nelem);
 			nk++;
 		}
 	}
-	*job = (struct sg_dp_job_conf){
-		.id = s->conf.job,
+	*pl = (struct sigma_placement){
+		.job = s->conf.job,
 		.nworkers = s->conf.nworkers,
 		.token = s->conf.token,
-		.dtype = dtype < 0 ? SG_DTYPE_FP32 : (enum sg_dtype)dtype,
 		.partition_bytes = s->conf.partition_bytes,
 		.chunk_bytes = s->conf.chunk_bytes,
-		.keys = keys,
-		.nkeys = nk < cap ? nk : cap,
+		.dtype = dtype,
 	};
-	return (int)nk;
+	return nk;
 }
