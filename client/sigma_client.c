@@ -14,7 +14,7 @@
 #include "sg_auth.h"
 #include "sg_parse.h"
 #include "sigma_internal.h"
-#include "sigma_job_conf.h"
+#include "sigma_placement.h"
 
 RTE_LOG_REGISTER(sg_cli_logtype, sigma.client, INFO);
 
@@ -151,16 +151,34 @@ struct sigma_session {
 	char err[SIGMA_ERR_LEN];
 };
 
+static int conf_verror(const char *fmt, va_list ap)
+{
+	fprintf(stderr, "sigma: bad session config: ");
+	vfprintf(stderr, fmt, ap);
+	fputc('\n', stderr);
+	return -EINVAL;
+}
+
 static int conf_error(const char *fmt, ...)
 {
 	va_list ap;
+	int rc;
 
-	fprintf(stderr, "sigma: bad session config: ");
 	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
+	rc = conf_verror(fmt, ap);
 	va_end(ap);
-	fputc('\n', stderr);
-	return -EINVAL;
+	return rc;
+}
+
+int sg_cli_conf_error(const char *fmt, ...)
+{
+	va_list ap;
+	int rc;
+
+	va_start(ap, fmt);
+	rc = conf_verror(fmt, ap);
+	va_end(ap);
+	return rc;
 }
 
 uint32_t sigma_window_default(unsigned int nworkers, uint32_t chunk_bytes)
@@ -179,8 +197,26 @@ uint32_t sigma_window_default(unsigned int nworkers, uint32_t chunk_bytes)
 										 (uint32_t)w;
 }
 
+/* The registrations (SG_CLI_TRANSPORT_REGISTER()); weak: a build with none links too. */
+extern const struct sg_cli_transport_reg __start_sg_cli_transports[]
+	__attribute__((weak, visibility("hidden")));
+extern const struct sg_cli_transport_reg __stop_sg_cli_transports[]
+	__attribute__((weak, visibility("hidden")));
+
+/* The transport registered for conf.transport @p kind, or NULL. */
+static const struct sg_cli_transport_reg *transport_find(int kind)
+{
+	for (const struct sg_cli_transport_reg *r = __start_sg_cli_transports;
+	     r < __stop_sg_cli_transports; r++)
+		if ((int)r->kind == kind)
+			return r;
+	return NULL;
+}
+
 static int check_conf(struct sigma_conf *c)
 {
+	const struct sg_cli_transport_reg *tr;
+
 	if (c->nworkers == 0 || c->nworkers > SG_MAX_WORKERS)
 		return conf_error("nworkers %u not in 1..%u", c->nworkers, SG_MAX_WORKERS);
 	if (c->rank >= c->nworkers)
@@ -209,22 +245,15 @@ static int check_conf(struct sigma_conf *c)
 		c->rto_max_us = c->rto_us;
 	if (c->max_retries == 0)
 		c->max_retries = SG_CLI_DEF_RETRIES;
-	if (c->transport != SIGMA_TRANSPORT_UDP && c->transport != SIGMA_TRANSPORT_DPDK &&
-	    c->transport != SIGMA_TRANSPORT_SHM)
+	tr = transport_find(c->transport);
+	if (tr == NULL)
 		return conf_error("unknown transport %d", (int)c->transport);
-	if (c->transport == SIGMA_TRANSPORT_SHM &&
-	    (c->shm_paths == NULL || c->n_shm_paths == 0 || c->n_shm_paths > 256))
-		return conf_error("the shared-memory transport needs 1..256 shm_paths, got %u",
-				  c->shm_paths == NULL ? 0 : c->n_shm_paths);
-	if (c->transport == SIGMA_TRANSPORT_UDP && c->shm_paths != NULL && c->n_shm_paths > 256)
-		return conf_error("shm_paths: at most 256, got %u", c->n_shm_paths);
-	if (c->transport == SIGMA_TRANSPORT_UDP && c->shm_paths == NULL)
-		c->n_shm_paths = 0;
-	for (unsigned int i = 0; c->transport != SIGMA_TRANSPORT_DPDK && i < c->n_shm_paths; i++)
-		if (c->shm_paths[i] == NULL || c->shm_paths[i][0] == '\0')
-			return conf_error("shm_paths[%u] is empty", i);
-	if (c->transport == SIGMA_TRANSPORT_DPDK && c->local_addr == NULL)
-		return conf_error("the DPDK transport needs local_addr (our IPv4 address)");
+	if (tr->check != NULL) {
+		int rc = tr->check(c);
+
+		if (rc < 0)
+			return rc;
+	}
 	if (c->dpdk_rx_queues == 0)
 		c->dpdk_rx_queues = 1;
 	if (c->failover_wait_us == 0)
@@ -341,6 +370,7 @@ static int setup_nodes(struct sigma_session *s)
 
 struct sigma_session *sigma_open(const struct sigma_conf *conf)
 {
+	const struct sg_cli_transport_reg *tr;
 	struct sigma_session *s;
 	int rc;
 
@@ -383,22 +413,13 @@ struct sigma_session *sigma_open(const struct sigma_conf *conf)
 		struct sigma_conf full = s->conf;
 
 		full.nodes = conf->nodes;
-		if (full.transport == SIGMA_TRANSPORT_DPDK)
-			s->tp = sg_cli_dpdk_create(&full);
-		else if (full.transport == SIGMA_TRANSPORT_SHM)
-			s->tp = sg_cli_shm_create(&full, NULL);
-		else
-			s->tp = sg_cli_udp_create(&full);
-		/* UDP given shm_paths: the nodes that answer there go over shared memory */
-		if (s->tp != NULL && full.transport == SIGMA_TRANSPORT_UDP && full.n_shm_paths > 0)
-			s->tp = sg_cli_shm_create(&full, s->tp);
+		tr = transport_find(full.transport); /* check_conf() found it */
+		s->tp = tr->create(&full);
 		s->conf.shm_paths = NULL; /* used at open only */
 	}
 	if (s->tp == NULL) {
 		rc = -errno;
-		fprintf(stderr, "sigma: cannot open the %s transport: %s\n",
-			conf->transport == SIGMA_TRANSPORT_DPDK ? "DPDK" :
-			conf->transport == SIGMA_TRANSPORT_SHM ? "shared-memory" : "UDP",
+		fprintf(stderr, "sigma: cannot open the %s transport: %s\n", tr->name,
 			strerror(-rc));
 		goto fail;
 	}
@@ -1773,13 +1794,12 @@ static int check_membership(struct sigma_session *s)
 	return 1;
 }
 
-int sigma_job_for_node(const struct sigma_session *s, unsigned int node,
-		       struct sg_dp_job_conf *job, struct sg_dp_key *keys, unsigned int cap)
+int sigma_placement_of(const struct sigma_session *s, unsigned int node,
+		       struct sigma_placement *pl, sigma_placed_key_fn *fn, void *arg)
 {
-	unsigned int nk = 0;
-	int dtype = -1;
+	int nk = 0, dtype = -1;
 
-	if (s == NULL || job == NULL || node >= s->conf.nnodes)
+	if (s == NULL || pl == NULL || node >= s->conf.nnodes)
 		return -EINVAL;
 	for (uint32_t id = 0; id < SG_MAX_TENSORS; id++) {
 		const struct sigma_tensor *t = s->tensors[id];
@@ -1792,21 +1812,18 @@ int sigma_job_for_node(const struct sigma_session *s, unsigned int node,
 		for (uint32_t p = 0; p < t->nparts; p++) {
 			if (t->parts[p].node != node)
 				continue;
-			if (nk < cap && keys != NULL)
-				keys[nk] = (struct sg_dp_key){.id = sg_wire_key(id, p),
-							      .nelem = t->parts[p].nelem};
+			if (fn != NULL)
+				fn(arg, sg_wire_key(id, p), t->parts[p].nelem);
 			nk++;
 		}
 	}
-	*job = (struct sg_dp_job_conf){
-		.id = s->conf.job,
+	*pl = (struct sigma_placement){
+		.job = s->conf.job,
 		.nworkers = s->conf.nworkers,
 		.token = s->conf.token,
-		.dtype = dtype < 0 ? SG_DTYPE_FP32 : (enum sg_dtype)dtype,
 		.partition_bytes = s->conf.partition_bytes,
 		.chunk_bytes = s->conf.chunk_bytes,
-		.keys = keys,
-		.nkeys = nk < cap ? nk : cap,
+		.dtype = dtype,
 	};
-	return (int)nk;
+	return nk;
 }

@@ -625,7 +625,7 @@ static int local_open(struct sg_cli_dpdk *d, const struct sigma_conf *conf)
 	return 0;
 }
 
-struct sg_cli_transport *sg_cli_dpdk_create(const struct sigma_conf *conf)
+static struct sg_cli_transport *dpdk_create(const struct sigma_conf *conf)
 {
 	struct sg_cli_dpdk *d = calloc(1, sizeof(*d));
 	uint32_t frame = (uint32_t)SG_DP_NET_HDR_LEN + SG_DP_HDR_LEN + conf->chunk_bytes +
@@ -691,3 +691,17 @@ fail:
 	errno = -rc;
 	return NULL;
 }
+
+static int dpdk_check(struct sigma_conf *c)
+{
+	if (c->local_addr == NULL)
+		return sg_cli_conf_error("the DPDK transport needs local_addr (our IPv4 address)");
+	return 0;
+}
+
+SG_CLI_TRANSPORT_REGISTER(dpdk) = {
+	.kind = SIGMA_TRANSPORT_DPDK,
+	.name = "DPDK",
+	.check = dpdk_check,
+	.create = dpdk_create,
+};

@@ -68,11 +68,48 @@ struct sg_cli_transport {
 	uint64_t (*rx_dropped)(const struct sg_cli_transport *t);
 };
 
-/** Kernel UDP transport to @p conf's nodes. NULL with errno on failure. */
+/**
+ * A transport's registration: the conf.transport (enum sigma_transport) it
+ * serves. SG_CLI_TRANSPORT_REGISTER() puts one into the linker section
+ * `sg_cli_transports` at file scope of the transport's own file, so that
+ * adding a transport touches no other libsigma file; sigma_open() looks it
+ * up by conf.transport. libsigma's archives are prelinked (meson's
+ * `prelink`: one object each), so a program that links sigma_open() from
+ * libsigma.a links every registered transport too.
+ */
+struct sg_cli_transport_reg {
+	enum sigma_transport kind;
+	const char *name; /**< in sigma_open()'s failure message: "UDP", ... */
+	/**
+	 * Optional: check @p c's settings of this transport, filling in their
+	 * defaults, after the session's own checks. @return 0, or
+	 * sg_cli_conf_error()'s -EINVAL.
+	 */
+	int (*check)(struct sigma_conf *c);
+	/** The transport to @p conf's nodes (checked). NULL with errno on failure. */
+	struct sg_cli_transport *(*create)(const struct sigma_conf *conf);
+};
+
+/** Register transport @p name: follow with `= { .kind = ..., ... };` at file scope. */
+#define SG_CLI_TRANSPORT_REGISTER(name)                                                      \
+	static const struct sg_cli_transport_reg sg_cli_transport_reg_##name                 \
+		__attribute__((used, section("sg_cli_transports"), aligned(sizeof(void *))))
+
+/**
+ * Kernel UDP to @p conf's nodes, without shared memory (what the DPDK transport
+ * uses for the nodes at this machine's own addresses). NULL with errno.
+ */
 struct sg_cli_transport *sg_cli_udp_create(const struct sigma_conf *conf);
 
-/** DPDK ethdev transport (see SIGMA_TRANSPORT_DPDK). NULL with errno on failure. */
-struct sg_cli_transport *sg_cli_dpdk_create(const struct sigma_conf *conf);
+/** Write "sigma: bad session config: <reason>" to stderr. @return -EINVAL. */
+int sg_cli_conf_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/**
+ * Check conf.shm_paths' entries (sigma_shm.c: the shared-memory transport's,
+ * and the kernel-UDP one's, which hands them to it). @return 0, or -EINVAL
+ * (sg_cli_conf_error()) for an empty one.
+ */
+int sg_cli_shm_check_paths(const struct sigma_conf *c);
 
 /**
  * Shared memory to sigma-udpd nodes on this machine. @p rest NULL

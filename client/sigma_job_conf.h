@@ -5,8 +5,10 @@
  * control plane's job service hands a node, computed here by the worker, for
  * the tests and `sigma-bench run`, which start their own nodes. Not installed
  * and not exported from libsigma.so (libsigma.map): it fills the engine's job
- * structs (sg_dp_engine.h), which the worker API does not know. It lives in
- * libsigma because it reads the session's own tensor table.
+ * structs (sg_dp_engine.h), which the worker API does not know. It is a
+ * library of its own (sigma_job_conf.c, meson's job_conf_dep) over libsigma's
+ * placement accessor (sigma_placement.h), so that libsigma is compiled
+ * against no engine header.
  */
 #ifndef SIGMA_JOB_CONF_H
 #define SIGMA_JOB_CONF_H

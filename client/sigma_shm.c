@@ -370,3 +370,32 @@ struct sg_cli_transport *sg_cli_shm_create(const struct sigma_conf *conf,
 		t->pfd[t->nch] = (struct pollfd){.fd = t->rest_fd, .events = POLLIN};
 	return &t->ops;
 }
+
+int sg_cli_shm_check_paths(const struct sigma_conf *c)
+{
+	for (unsigned int i = 0; i < c->n_shm_paths; i++)
+		if (c->shm_paths[i] == NULL || c->shm_paths[i][0] == '\0')
+			return sg_cli_conf_error("shm_paths[%u] is empty", i);
+	return 0;
+}
+
+static int shm_check(struct sigma_conf *c)
+{
+	if (c->shm_paths == NULL || c->n_shm_paths == 0 || c->n_shm_paths > 256)
+		return sg_cli_conf_error("the shared-memory transport needs 1..256 shm_paths, "
+					 "got %u", c->shm_paths == NULL ? 0 : c->n_shm_paths);
+	return sg_cli_shm_check_paths(c);
+}
+
+/* every node of the session over shared memory (SIGMA_TRANSPORT_SHM) */
+static struct sg_cli_transport *shm_open_all(const struct sigma_conf *conf)
+{
+	return sg_cli_shm_create(conf, NULL);
+}
+
+SG_CLI_TRANSPORT_REGISTER(shm) = {
+	.kind = SIGMA_TRANSPORT_SHM,
+	.name = "shared-memory",
+	.check = shm_check,
+	.create = shm_open_all,
+};

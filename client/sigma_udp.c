@@ -227,3 +227,30 @@ fail:
 	errno = err;
 	return NULL;
 }
+
+/* shm_paths are optional here: the nodes that answer on one go over shared memory */
+static int udp_check(struct sigma_conf *c)
+{
+	if (c->shm_paths != NULL && c->n_shm_paths > 256)
+		return sg_cli_conf_error("shm_paths: at most 256, got %u", c->n_shm_paths);
+	if (c->shm_paths == NULL)
+		c->n_shm_paths = 0;
+	return sg_cli_shm_check_paths(c);
+}
+
+static struct sg_cli_transport *udp_open(const struct sigma_conf *conf)
+{
+	struct sg_cli_transport *t = sg_cli_udp_create(conf);
+
+	/* given shm_paths: the nodes that answer there go over shared memory */
+	if (t != NULL && conf->n_shm_paths > 0)
+		t = sg_cli_shm_create(conf, t);
+	return t;
+}
+
+SG_CLI_TRANSPORT_REGISTER(udp) = {
+	.kind = SIGMA_TRANSPORT_UDP,
+	.name = "UDP",
+	.check = udp_check,
+	.create = udp_open,
+};

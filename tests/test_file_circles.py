@@ -79,6 +79,37 @@ def main() -> int:
         tree(root, calls)
         rc, out = run(tool, root, "a")
         check(rc == 1 and "circle of includes: p.h <-> q.h" in out, f"include circle: {out}")
+        # private headers (a subfolder without objects, on the include path):
+        # one way is no circle, a planted circle is found, and so is one
+        # through a header of the folder itself
+        del calls["a/q.h"]
+        calls["a/p.h"] = '#ifndef P_H\n#define P_H\n#include "private/r.h"\n#endif\n'
+        calls["a/private/r.h"] = '#ifndef R_H\n#define R_H\n#include "s.h"\n#endif\n'
+        calls["a/private/s.h"] = '#ifndef S_H\n#define S_H\n#endif\n'
+        tree(root, calls)
+        rc, out = run(tool, root, "a")
+        check(rc == 0, f"private headers one way: {rc} {out}")
+        calls["a/private/s.h"] = '#ifndef S_H\n#define S_H\n#include "r.h"\n#endif\n'
+        tree(root, calls)
+        rc, out = run(tool, root, "a")
+        check(rc == 1 and "a: circle of includes: private/r.h <-> private/s.h" in out,
+              f"private include circle: {rc} {out}")
+        rc, out = run(tool, root, "a/private")
+        check(rc == 1 and "circle of includes: r.h <-> s.h" in out,
+              f"the private folder named alone: {rc} {out}")
+        calls["a/private/s.h"] = '#ifndef S_H\n#define S_H\n#include "p.h"\n#endif\n'
+        tree(root, calls)
+        rc, out = run(tool, root, "a")
+        check(rc == 1 and "circle of includes: p.h <-> private/r.h <-> private/s.h" in out,
+              f"a circle through the folder's own header: {rc} {out}")
+        # a subfolder with objects of its own is its own folder, not a's headers
+        calls["a/private/s.h"] = '#ifndef S_H\n#define S_H\n#endif\n'
+        calls["a/sub/t.h"] = '#ifndef T_H\n#define T_H\n#include "../p.h"\n#endif\n'
+        calls["a/sub/t.c"] = '#include "t.h"\nint t(void) { return 0; }\n'
+        calls["a/private/s.h"] = '#ifndef S_H\n#define S_H\n#include "../sub/t.h"\n#endif\n'
+        tree(root, calls)
+        rc, out = run(tool, root, "a")
+        check(rc == 0, f"a/sub has objects: no circle of a's: {rc} {out}")
         # the one allowed pair: a driver and its helper
         tree(root, {"dataplane/pipeline/sg_dp_eth.c": "int m(void);\nint e(void) { return m(); }\n",
                     "dataplane/pipeline/sg_dp_memif.c":

@@ -505,6 +505,60 @@ static void expect_bad_conf(struct sigma_conf c, const char *what)
 	sigma_close(s);
 }
 
+/*
+ * sigma_open() refuses @p c with "sigma: bad session config: ...@p reason..."
+ * on stderr: the transport's own check (registered beside it) said why.
+ */
+static void expect_bad_conf_says(struct sigma_conf c, const char *reason)
+{
+	char said[512] = {0};
+	FILE *f = tmpfile();
+	struct sigma_session *s;
+	int saved = dup(2), err;
+
+	SG_CHECK(f != NULL && saved >= 0, "tmpfile, dup");
+	if (f == NULL || saved < 0)
+		return;
+	fflush(stderr);
+	dup2(fileno(f), 2);
+	s = sigma_open(&c);
+	err = errno;
+	fflush(stderr);
+	dup2(saved, 2);
+	close(saved);
+	rewind(f);
+	if (fread(said, 1, sizeof(said) - 1, f) == 0)
+		said[0] = '\0';
+	fclose(f);
+	SG_CHECK(s == NULL && err == EINVAL, "%s: accepted", reason);
+	SG_CHECK(strstr(said, "sigma: bad session config: ") != NULL &&
+		 strstr(said, reason) != NULL, "wanted '%s', got '%s'", reason, said);
+	sigma_close(s);
+}
+
+/* Each transport registered itself (SG_CLI_TRANSPORT_REGISTER()), with its own checks. */
+static void test_transport_checks(void)
+{
+	struct sigma_node node = {.addr = "127.0.0.1", .port = 1};
+	const char *empty[1] = {""}, *one[1] = {"/nonexistent/sigma.sock"};
+	struct sigma_conf ok = {.nworkers = 1, .nodes = &node, .nnodes = 1}, c;
+
+	c = ok, c.transport = 7, expect_bad_conf_says(c, "unknown transport 7");
+	c = ok, c.transport = SIGMA_TRANSPORT_DPDK,
+	expect_bad_conf_says(c, "the DPDK transport needs local_addr");
+	c = ok, c.transport = SIGMA_TRANSPORT_SHM,
+	expect_bad_conf_says(c, "the shared-memory transport needs 1..256 shm_paths, got 0");
+	c = ok, c.transport = SIGMA_TRANSPORT_SHM, c.shm_paths = empty, c.n_shm_paths = 1,
+	expect_bad_conf_says(c, "shm_paths[0] is empty");
+	c = ok, c.shm_paths = one, c.n_shm_paths = 257,
+	expect_bad_conf_says(c, "shm_paths: at most 256, got 257");
+	c = ok, c.shm_paths = empty, c.n_shm_paths = 1,
+	expect_bad_conf_says(c, "shm_paths[0] is empty");
+	/* the DPDK transport reads no shm_paths */
+	c = ok, c.transport = SIGMA_TRANSPORT_DPDK, c.shm_paths = empty, c.n_shm_paths = 1,
+	expect_bad_conf_says(c, "the DPDK transport needs local_addr");
+}
+
 static uint16_t free_port(void)
 {
 	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
@@ -1144,6 +1198,7 @@ int main(void)
 	test_pause_vs_dead_node();
 	test_wait_log_rate();
 	test_priority();
+	test_transport_checks();
 	test_garbage();
 	test_steer_ports();
 	test_ephemeral_ports();
