@@ -159,17 +159,6 @@ static int conf_verror(const char *fmt, va_list ap)
 	return -EINVAL;
 }
 
-static int conf_error(const char *fmt, ...)
-{
-	va_list ap;
-	int rc;
-
-	va_start(ap, fmt);
-	rc = conf_verror(fmt, ap);
-	va_end(ap);
-	return rc;
-}
-
 int sg_cli_conf_error(const char *fmt, ...)
 {
 	va_list ap;
@@ -218,25 +207,25 @@ static int check_conf(struct sigma_conf *c)
 	const struct sg_cli_transport_reg *tr;
 
 	if (c->nworkers == 0 || c->nworkers > SG_MAX_WORKERS)
-		return conf_error("nworkers %u not in 1..%u", c->nworkers, SG_MAX_WORKERS);
+		return sg_cli_conf_error("nworkers %u not in 1..%u", c->nworkers, SG_MAX_WORKERS);
 	if (c->rank >= c->nworkers)
-		return conf_error("rank %u >= nworkers %u", c->rank, c->nworkers);
+		return sg_cli_conf_error("rank %u >= nworkers %u", c->rank, c->nworkers);
 	if (c->nodes == NULL || c->nnodes == 0 || c->nnodes > SG_MAX_NODES)
-		return conf_error("need 1..%u nodes, got %u", SG_MAX_NODES, c->nnodes);
+		return sg_cli_conf_error("need 1..%u nodes, got %u", SG_MAX_NODES, c->nnodes);
 	if (c->partition_bytes == 0)
 		c->partition_bytes = SG_PARTITION_BYTES_DEFAULT;
 	if (c->chunk_bytes == 0)
 		c->chunk_bytes = SG_DP_PAYLOAD_MTU1500;
 	if (c->chunk_bytes % 8 || c->chunk_bytes > SG_MAX_CHUNK_BYTES)
-		return conf_error("chunk_bytes %u: must be a multiple of 8 and <= %u",
+		return sg_cli_conf_error("chunk_bytes %u: must be a multiple of 8 and <= %u",
 				  c->chunk_bytes, SG_MAX_CHUNK_BYTES);
 	if (c->partition_bytes < c->chunk_bytes || c->partition_bytes % 8)
-		return conf_error("partition_bytes %u: must be a multiple of 8 and >= chunk_bytes",
+		return sg_cli_conf_error("partition_bytes %u: must be a multiple of 8 and >= chunk_bytes",
 				  c->partition_bytes);
 	if (c->window == 0)
 		c->window = sigma_window_default(c->nworkers, c->chunk_bytes);
 	if (c->window > 65536)
-		return conf_error("window %u > 65536", c->window);
+		return sg_cli_conf_error("window %u > 65536", c->window);
 	if (c->rto_us == 0)
 		c->rto_us = SG_CLI_DEF_RTO_US;
 	if (c->rto_max_us == 0)
@@ -247,7 +236,7 @@ static int check_conf(struct sigma_conf *c)
 		c->max_retries = SG_CLI_DEF_RETRIES;
 	tr = transport_find(c->transport);
 	if (tr == NULL)
-		return conf_error("unknown transport %d", (int)c->transport);
+		return sg_cli_conf_error("unknown transport %d", (int)c->transport);
 	if (tr->check != NULL) {
 		int rc = tr->check(c);
 
@@ -259,29 +248,29 @@ static int check_conf(struct sigma_conf *c)
 	if (c->failover_wait_us == 0)
 		c->failover_wait_us = SG_CLI_DEF_FAILOVER_WAIT_US;
 	if (c->udp_gso > SIGMA_GSO_OFF)
-		return conf_error("udp_gso %u: SIGMA_GSO_DEFAULT, _ON or _OFF", c->udp_gso);
+		return sg_cli_conf_error("udp_gso %u: SIGMA_GSO_DEFAULT, _ON or _OFF", c->udp_gso);
 	if (c->spin_us == 0)
 		c->spin_us = SIGMA_SPIN_US_DEFAULT;
 	if (c->spin_us > 1000000)
-		return conf_error("spin_us %d: at most 1 s (negative: never)", c->spin_us);
+		return sg_cli_conf_error("spin_us %d: at most 1 s (negative: never)", c->spin_us);
 	if (c->ranks_wait_us == 0)
 		c->ranks_wait_us = SG_CLI_DEF_RANKS_WAIT_US;
 	if (c->dpdk_rx_queues > SIGMA_DPDK_MAX_RXQ)
-		return conf_error("dpdk_rx_queues %u not in 1..%u", c->dpdk_rx_queues,
+		return sg_cli_conf_error("dpdk_rx_queues %u not in 1..%u", c->dpdk_rx_queues,
 				  SIGMA_DPDK_MAX_RXQ);
 	for (unsigned int i = 0; i < c->nnodes; i++) {
 		uint32_t a;
 
 		if (sg_ipv4_parse(c->nodes[i].addr, &a) < 0)
-			return conf_error("node %u: address '%s' is not an IPv4 address", i,
+			return sg_cli_conf_error("node %u: address '%s' is not an IPv4 address", i,
 					  c->nodes[i].addr ? c->nodes[i].addr : "(null)");
 		if (c->nodes[i].gbps < 0 || c->nodes[i].kind > SG_NODE_GPU)
-			return conf_error("node %u: bad kind or bandwidth", i);
+			return sg_cli_conf_error("node %u: bad kind or bandwidth", i);
 		if (c->steer_reducers > SG_DP_STEER_PORTS)
-			return conf_error("steer_reducers %u: at most %u (a node's reducer ports)",
+			return sg_cli_conf_error("steer_reducers %u: at most %u (a node's reducer ports)",
 					  c->steer_reducers, SG_DP_STEER_PORTS);
 		if (sg_cli_node_port(&c->nodes[i]) + c->steer_reducers > UINT16_MAX)
-			return conf_error("node %u: UDP port + steer_reducers %u passes 65535", i,
+			return sg_cli_conf_error("node %u: UDP port + steer_reducers %u passes 65535", i,
 					  c->steer_reducers);
 	}
 	return 0;
@@ -353,16 +342,16 @@ static int setup_nodes(struct sigma_session *s)
 
 		for (unsigned int i = 0; i < c->nnodes; i++) {
 			if (!(c->weights[i] >= 0))
-				return conf_error("weight of node %u is not >= 0", i);
+				return sg_cli_conf_error("weight of node %u is not >= 0", i);
 			s->weights[i] = c->weights[i];
 			sum += c->weights[i];
 		}
 		if (!(sum > 0))
-			return conf_error("every placement weight is 0");
+			return sg_cli_conf_error("every placement weight is 0");
 	} else {
 		rc = sg_ctl_place_weights(s->place, c->nnodes, s->weights);
 		if (rc < 0)
-			return conf_error("placement weights: %s", strerror(-rc));
+			return sg_cli_conf_error("placement weights: %s", strerror(-rc));
 	}
 	node_windows(s);
 	return 0;
