@@ -170,9 +170,13 @@ static void gmac_of(const uint8_t key[SG_AUTH_KEY_BYTES], const void *a, size_t 
 	if (alen > head) {
 		ad = (const uint8_t *)a + head;
 		adlen = alen - head;
-	} else {
+	} else if (blen > head - ha) {
 		ad = (const uint8_t *)b + (head - ha);
 		adlen = blen - (head - ha);
+	} else {
+		/* all of it is in the message: no additional data (and @p b may be NULL) */
+		ad = NULL;
+		adlen = 0;
 	}
 	memcpy(n8, tr, 8);
 	n8[0] |= 0x80;

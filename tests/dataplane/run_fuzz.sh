@@ -27,6 +27,7 @@ fi
 	"$src/dataplane/engine/sg_dp_engine.c" "$src/common/sg_types.c" "$src/common/sg_auth.c" \
 	"$libsum" $(pkg-config --libs libdpdk) $(pkg-config --libs libsodium) -lnuma -lm \
 	-o "$out/fuzz_dp"
-# A fixed seed keeps runs comparable; the corpus grows across runs.
+# A fixed seed keeps runs comparable; the corpus grows across runs. The
+# inputs in fuzz_seeds/ (each once a failure) run first, in every run.
 exec "$out/fuzz_dp" -seed=1 -max_total_time="$secs" -runs=2000000 -max_len=4096 \
-	-print_final_stats=1 "$out/fuzz_corpus"
+	-print_final_stats=1 "$out/fuzz_corpus" "$src/tests/dataplane/fuzz_seeds"
