@@ -27,6 +27,7 @@ rank's (128 + signal for a signal), 0 when all succeed.
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import multiprocessing as mp
 import multiprocessing.connection as mp_connection
 import os
@@ -55,15 +56,31 @@ class RankFailed(RuntimeError):
     """A rank of :func:`run_forked` raised, died or ran out of time."""
 
 
+_STACKS_SIGNAL = signal.SIGUSR2
+
+
 def _forked(rank: int, n: int, env: dict, fn: Callable, args: tuple, conn: Any) -> None:
     os.environ.update(env, RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(n),
                       LOCAL_WORLD_SIZE=str(n))
+    # a rank that runs out of time prints where each of its threads is
+    faulthandler.register(_STACKS_SIGNAL, all_threads=True)
     try:
         conn.send(("ok", fn(rank, n, *args)))
     except BaseException as e:  # noqa: BLE001 - reported to the parent
         conn.send(("err", f"rank {rank}: {type(e).__name__}: {e}\n{traceback.format_exc()}"))
     finally:
         conn.close()
+
+
+def _dump_stacks(procs: list) -> None:
+    """Ask each of @procs for its Python stacks (faulthandler, on stderr), so
+    that a hang names where it hangs before the rank is killed."""
+    for p in procs:
+        try:
+            os.kill(p.pid, _STACKS_SIGNAL)
+        except OSError:
+            pass
+    time.sleep(0.5)
 
 
 def run_forked(n: int, fn: Callable, *args: Any, timeout: float = 600.0,
@@ -98,8 +115,10 @@ def run_forked(n: int, fn: Callable, *args: Any, timeout: float = 600.0,
             left = deadline - time.monotonic()
             ready = mp_connection.wait(list(pending), max(0.0, left)) if left > 0 else []
             if not ready:
-                errors.append(f"ranks {sorted(pending.values())}: no result within "
-                              f"{timeout:g} s (killed)")
+                late = sorted(pending.values())
+                errors.append(f"ranks {late}: no result within {timeout:g} s (killed; "
+                              "their threads' stacks are on stderr)")
+                _dump_stacks([procs[r][0] for r in late])
                 break
             for rd in ready:
                 r = pending.pop(rd)

@@ -197,6 +197,22 @@ def run_ranks(n: int, fn: Callable, *args: Any, timeout: float = 120.0,
                       allow_exit=allow_exit)
 
 
+_KEPT: list = []
+
+
+def leave_gloo(*objs: Any) -> None:
+    """End a forked rank's gloo work without tearing it down: a barrier, then
+    @objs (a DDP model) and the process group are held until the rank's
+    os._exit. PyTorch 1.13 destroys a ProcessGroupGloo with the GIL held when
+    DDP's Reducer drops the last reference, and its destructor waits for the
+    group's lock, which a gloo worker thread can hold while it frees a finished
+    work's tensors, and that takes the GIL: a deadlock, caught in CI with gdb
+    (test_peer_scripts' reference, about 1 run in 8)."""
+    import torch.distributed as dist
+    dist.barrier()
+    _KEPT.extend(objs)
+
+
 def _one_thread(rank: int, n: int, fn: Callable, *args: Any) -> Any:
     import torch
     torch.set_num_threads(1)

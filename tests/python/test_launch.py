@@ -30,6 +30,12 @@ def _rank_sleeps_or_fails(rank, n, sleep):
     return rank
 
 
+def _rank_0_stuck_here(rank, n):
+    if rank == 0:
+        time.sleep(60)
+    return rank
+
+
 class Launch(unittest.TestCase):
     def setUp(self):
         self.tmp = tempfile.mkdtemp(prefix="sg_launch_")
@@ -221,6 +227,28 @@ class Launch(unittest.TestCase):
             run_forked(2, _rank_sleeps_or_fails, 60.0, timeout=120)
         self.assertLess(time.monotonic() - t0, 20)
         self.assertIn("rank 1: ValueError: rank 1 fails", str(cm.exception))
+
+    def test_run_forked_late_rank_prints_its_stacks(self):
+        # a rank past the timeout shows where it hangs (faulthandler, its stderr)
+        # before it is killed: a hang in CI must be diagnosable from the log
+        from sigma.launch import RankFailed, run_forked
+        err = os.path.join(self.tmp, "stderr")
+        saved = os.dup(2)
+        try:
+            with open(err, "w") as f:
+                os.dup2(f.fileno(), 2)
+            t0 = time.monotonic()
+            with self.assertRaises(RankFailed) as cm:
+                run_forked(2, _rank_0_stuck_here, timeout=2)
+            took = time.monotonic() - t0
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+        self.assertLess(took, 15)
+        self.assertIn("ranks [0]: no result within 2 s", str(cm.exception))
+        with open(err) as f:
+            dump = f.read()
+        self.assertIn("_rank_0_stuck_here", dump, dump)
 
     def test_example_trains_through_a_node(self):
         sgtest.need_torch()

@@ -190,8 +190,9 @@ def ref_benchmark(rank, n, rel, init, steps, ddp):
         if not ddp:
             average_grads(model, n)
         opt.step()
-    dist.destroy_process_group()
-    return as_bytes(model)
+    out = as_bytes(model)
+    sgtest.leave_gloo(net)
+    return out
 
 
 def ref_mnist(rank, n, rel, seed, epochs, k, predivide):
