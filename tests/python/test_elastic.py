@@ -31,7 +31,6 @@ torch = sgtest.need_torch()
 import torch.distributed as dist  # noqa: E402
 
 import json  # noqa: E402
-import multiprocessing as mp  # noqa: E402
 
 import sigma.torch as sgt  # noqa: E402
 from sigma.etcd import read_nodes  # noqa: E402
@@ -42,23 +41,10 @@ from test_etcd import SIZES, check_sums, value  # noqa: E402
 MAX_STEPS, AFTER = 600, 10
 
 
-def ranks_forked(n: int) -> None:
-    """Wait until run_ranks has forked its n ranks: a rank forked while this thread
-    starts a process holds the write ends of that Popen's pipes (its exec-error pipe
-    among them), so the thread's read waits for EOF as long as the ranks live, and
-    the ranks wait for the thread (seen: a sigmactl defunct, the test stuck)."""
-    deadline = time.monotonic() + 120
-    while len(mp.active_children()) < n:
-        assert time.monotonic() < deadline, "the ranks were not forked"
-        time.sleep(0.05)
-
-
 def ctl_out(args: list, timeout: float) -> str:
-    """sigmactl's output, through a file (no pipe to hold open)."""
-    with tempfile.TemporaryFile(mode="w+") as f:
-        subprocess.run(args, stdout=f, stderr=subprocess.STDOUT, timeout=timeout)
-        f.seek(0)
-        return f.read()
+    """sigmactl's output and errors (sgtest.run: no rank forked meanwhile holds its pipes)."""
+    return sgtest.run(args, timeout=timeout, capture_output=True, text=True,
+                      stderr=subprocess.STDOUT).stdout
 
 
 def elastic_ranks(rank, n, url, cluster):
@@ -154,7 +140,6 @@ class Elastic(unittest.TestCase):
             return False
 
         def orchestrate():
-            ranks_forked(3)
             # both changes decided while rank 0 holds every rank before a step
             if not until("pause", lambda j, p: p and len(j) == 1, 200):
                 return
@@ -239,7 +224,6 @@ class Elastic(unittest.TestCase):
             return False
 
         def orchestrate():
-            ranks_forked(3)
             # the job runs: a node registers; once it is in, drain local0
             # the ranks' start (torch, under ASan on a loaded machine) may be slow
             if not until("job", lambda t: len(t.splitlines()) > 1, 200):
@@ -248,12 +232,10 @@ class Elastic(unittest.TestCase):
             if not until("join", lambda t: "late0" in t):
                 return
             t0 = time.monotonic()
-            with tempfile.TemporaryFile(mode="w+") as f:
-                p = subprocess.run([ctl, "--etcd", etcd.url, "--cluster", cluster, "drain",
-                                    "local0", "--timeout", "30"], stdout=f,
-                                   stderr=subprocess.STDOUT, timeout=40)
-                f.seek(0)
-                drain.update(rc=p.returncode, out=f.read(), s=time.monotonic() - t0)
+            p = sgtest.run([ctl, "--etcd", etcd.url, "--cluster", cluster, "drain", "local0",
+                            "--timeout", "30"], capture_output=True, text=True,
+                           stderr=subprocess.STDOUT, timeout=40)
+            drain.update(rc=p.returncode, out=p.stdout, s=time.monotonic() - t0)
 
         def orchestrate_and_stay():
             orchestrate()
