@@ -1216,6 +1216,18 @@ struct sigma_elastic *sigma_elastic_open(const struct sigma_elastic_conf *c, cha
 		rc = sg_err(err, errlen, -EINVAL, "an elastic job needs sync or deterministic "
 				"mode, a rank below N, poll_ms 10..10000, margin 1..1000 and idle_ms "
 				"%u..%u", EL_IDLE_MIN_MS, EL_IDLE_MAX_MS);
+	/*
+	 * auth = mac: a newcomer gets the job from the proposer (job_create), whose
+	 * descriptor holds its own rank keys but not the job key the node needs, and a
+	 * job made without it would refuse every signed push. Refused here, not at the
+	 * first join.
+	 */
+	if (rc == 0 && e->job.auth)
+		rc = sg_err(err, errlen, -EOPNOTSUPP, "job %u has auth = mac (authenticated "
+			    "datagrams), which an elastic job does not support: a node that joins "
+			    "would need the job key, which no rank holds (docs/security.md); use "
+			    "sigma_open_job() (a fixed node set, with failover), or make the job "
+			    "without auth", e->job.conf.job);
 	if (rc == 0 && (rc = sg_etcd_prefix(e->cluster, e->prefix, sizeof(e->prefix))) < 0)
 		sg_err(err, errlen, rc, "bad cluster name '%s'", e->cluster);
 	if (rc == 0 && (rc = sg_etcd_token_digest(e->cluster, e->job.conf.job, e->job.conf.token,

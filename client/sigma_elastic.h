@@ -90,7 +90,9 @@ struct sigma_elastic;
  * @return the instance, or NULL with errno EINVAL (bad conf or descriptor, poll_ms,
  *         margin or idle_ms out of its range, a rank not below N, an async job; the
  *         reason in @p err), EHOSTUNREACH (etcd), ETIMEDOUT (no job record from rank
- *         0), ENOMEM, or sigma_open()'s errno.
+ *         0), EOPNOTSUPP (a job with auth = mac: a node that joins could not be
+ *         given the job key; refused before etcd, the reason in @p err), ENOMEM, or
+ *         sigma_open()'s errno.
  */
 struct sigma_elastic *sigma_elastic_open(const struct sigma_elastic_conf *c, char *err,
 					 size_t errlen);

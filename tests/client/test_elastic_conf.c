@@ -23,7 +23,7 @@ static int try_open(struct sigma_elastic_conf c, char *err, size_t errlen)
 
 	/* port 1 on loopback: refused at once, no etcd there */
 	c.etcd = (struct sg_etcd_conf){.endpoints = "http://127.0.0.1:1", .timeout_ms = 200};
-	c.descriptor = DESC;
+	c.descriptor = c.descriptor ? c.descriptor : DESC;
 	c.cluster = "conf";
 	c.confirm_ms = c.confirm_ms ? c.confirm_ms : 200;
 	errno = 0;
@@ -68,9 +68,35 @@ static void test_others(void)
 	SG_CHECK_EQ(try_open((struct sigma_elastic_conf){.rank = 2}, err, sizeof(err)), EINVAL);
 }
 
+/*
+ * auth = mac: the job's descriptor and a rank's own (its keys) both refused with
+ * EOPNOTSUPP naming it, before etcd (the same descriptor without auth gets there).
+ */
+static void test_auth(void)
+{
+	static const char *const descs[] = {
+		DESC ";auth=mac;key_id=0a1b2c3d",
+		DESC ";auth=mac;key_id=0a1b2c3d;rank=0;keys="
+		     "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f"
+		     "202122232425262728292a2b2c2d2e2f303132333435363738393a3b3c3d3e3f"};
+	char err[SIGMA_ERR_LEN];
+
+	for (size_t i = 0; i < sizeof(descs) / sizeof(descs[0]); i++) {
+		int rc = try_open((struct sigma_elastic_conf){.descriptor = descs[i]}, err,
+				  sizeof(err));
+
+		SG_CHECK(rc == EOPNOTSUPP && strstr(err, "job 7 has auth = mac") != NULL &&
+			 strstr(err, "elastic job does not support") != NULL &&
+			 strstr(err, "000102") == NULL,
+			 "auth descriptor %zu: errno %d (want EOPNOTSUPP naming auth): %s", i, rc, err);
+	}
+	SG_CHECK_EQ(try_open((struct sigma_elastic_conf){0}, err, sizeof(err)), EHOSTUNREACH);
+}
+
 int main(void)
 {
 	test_idle_ms();
 	test_others();
+	test_auth();
 	return sg_test_finish("elastic_conf");
 }
