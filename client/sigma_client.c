@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -117,6 +118,15 @@ struct sigma_tensor {
 	void *cb_arg;
 	struct sigma_tensor *next_active; /* priority-ordered list of operations in flight */
 };
+
+/*
+ * auth = mac: one sequence number for every session of this process. Two sessions
+ * of one rank sign under one key at once (an elastic job's old and new node sets,
+ * client/sigma_elastic.h), and a node keeps one replay window per rank, below which
+ * a second, unrelated sequence would fall: drawn from one counter, their numbers
+ * interleave. 0: no session with auth yet.
+ */
+static _Atomic uint64_t proc_seq;
 
 struct sigma_session {
 	struct sigma_conf conf;
@@ -385,8 +395,12 @@ struct sigma_session *sigma_open(const struct sigma_conf *conf)
 	s->job_dtype = -1;
 	s->failover = s->conf.failover || s->conf.membership != NULL;
 	if (s->conf.auth_keys != NULL) {
+		uint64_t unset = 0;
+
 		s->auth = sg_auth_signer_init(&s->signer, s->conf.auth_keys,
 					      s->conf.auth_key_id) == 0;
+		/* the first session's random start begins the process's sequence */
+		atomic_compare_exchange_strong(&proc_seq, &unset, s->signer.seq);
 		memcpy(s->node_key, s->conf.auth_keys + SG_AUTH_KEY_BYTES, SG_AUTH_KEY_BYTES);
 		s->conf.auth_keys = NULL; /* the caller's keys are not kept */
 	}
@@ -735,6 +749,7 @@ static void queue_push(struct sigma_session *s, const struct sigma_tensor *t, ui
 	p->payload_len = n * t->esize;
 	p->trailer = NULL;
 	if (s->auth) {
+		s->signer.seq = atomic_fetch_add_explicit(&proc_seq, 1, memory_order_relaxed);
 		sg_auth_sign_parts(&s->signer, p->hdr, SG_DP_HDR_LEN, p->payload, p->payload_len,
 				   s->txtrl[s->ntx]);
 		p->trailer = s->txtrl[s->ntx];
