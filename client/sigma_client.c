@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "sg_auth.h"
 #include "sg_parse.h"
@@ -124,9 +125,21 @@ struct sigma_tensor {
  * of one rank sign under one key at once (an elastic job's old and new node sets,
  * client/sigma_elastic.h), and a node keeps one replay window per rank, below which
  * a second, unrelated sequence would fall: drawn from one counter, their numbers
- * interleave. 0: no session with auth yet.
+ * interleave. It starts at the wall clock in nanoseconds (below 2^62 until 2116),
+ * so that a rank's process started again begins above every number the one before
+ * it sent (fewer than one a nanosecond), not below its window. 0: not started.
  */
 static _Atomic uint64_t proc_seq;
+
+static void proc_seq_start(void)
+{
+	struct timespec ts;
+	uint64_t unset = 0, v;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	v = ((uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec) & ((1ull << 62) - 1);
+	atomic_compare_exchange_strong(&proc_seq, &unset, v ? v : 1);
+}
 
 struct sigma_session {
 	struct sigma_conf conf;
@@ -395,12 +408,9 @@ struct sigma_session *sigma_open(const struct sigma_conf *conf)
 	s->job_dtype = -1;
 	s->failover = s->conf.failover || s->conf.membership != NULL;
 	if (s->conf.auth_keys != NULL) {
-		uint64_t unset = 0;
-
 		s->auth = sg_auth_signer_init(&s->signer, s->conf.auth_keys,
 					      s->conf.auth_key_id) == 0;
-		/* the first session's random start begins the process's sequence */
-		atomic_compare_exchange_strong(&proc_seq, &unset, s->signer.seq);
+		proc_seq_start();
 		memcpy(s->node_key, s->conf.auth_keys + SG_AUTH_KEY_BYTES, SG_AUTH_KEY_BYTES);
 		s->conf.auth_keys = NULL; /* the caller's keys are not kept */
 	}
