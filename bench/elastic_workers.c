@@ -21,6 +21,12 @@
  * --plain-rank: rank R runs a plain libsigma session (no elastic instance: it
  * never confirms a proposal). --propose-all: every rank proposes (racing).
  * --idle: tensor T is not pushed in rounds FROM..TO-1 (a tensor idle at a switch).
+ * auth = mac (sigmactl job create --auth): --rank-dir DIR gives rank R the
+ * descriptor in DIR/rank-R.desc (DESCRIPTOR is then the job's), --token-file FILE
+ * the proposing ranks the job's token (sigma_elastic_conf.job_token), and
+ * --forge K makes rank 0 send, before each round, K forged pushes as rank 1 to
+ * every node of the descriptor (the job's id, wire token and key id, a MAC under
+ * a random key), printing "forged: N" at the end.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -30,6 +36,14 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include <sodium.h>
+
+#include "sg_auth.h"
+#include "sg_dp_proto.h"
 #include "sg_parse.h"
 #include "sigma.h"
 #include "sigma_elastic.h"
@@ -37,7 +51,11 @@
 #define MAX_W 8
 #define MAX_T 8
 
-static const char *desc, *urls, *cluster;
+static const char *desc, *urls, *cluster, *rank_dir;
+static char rank_desc[MAX_W][SIGMA_JOB_DESC_MAX], job_token[SG_AUTH_KEY_BYTES * 2 + 2];
+static unsigned int forge_k;
+static unsigned long long forged;
+static struct sigma_job job;
 static unsigned int n_w, n_t, rounds, sleep_ms, confirm_ms, margin, wait_ms, ranks_wait_ms;
 static unsigned int duration_s;
 static FILE *rounds_log;
@@ -98,6 +116,59 @@ static float value(unsigned int r, unsigned int t, uint64_t i, uint32_t k)
 	return (float)v / 977.0f - 37.25f;
 }
 
+/* The descriptor of rank @p r: its own (--rank-dir) or the job's. */
+static const char *desc_of(unsigned int r)
+{
+	return rank_dir != NULL ? rank_desc[r] : desc;
+}
+
+/* First line of @p path into @p buf (@p cap). @return 0 or -1. */
+static int read_line(const char *path, char *buf, size_t cap)
+{
+	FILE *f = fopen(path, "r");
+	int rc = f != NULL && fgets(buf, (int)cap, f) != NULL ? 0 : -1;
+
+	if (f != NULL)
+		fclose(f);
+	buf[strcspn(buf, "\n")] = '\0';
+	return rc;
+}
+
+/* --forge: @p k pushes as rank 1 of round @p round to every node, MACed under a random key. */
+static void forge(uint32_t round, unsigned int k)
+{
+	static uint8_t buf[SG_DP_HDR_LEN + 64 + SG_AUTH_TRAILER_BYTES];
+	float junk[16];
+	struct sg_auth_signer thief;
+	uint8_t tk[SG_AUTH_KEY_BYTES];
+	int fd = socket(AF_INET, SOCK_DGRAM, 0);
+
+	randombytes_buf(tk, sizeof(tk));
+	sg_auth_signer_init(&thief, tk, job.conf.auth_key_id);
+	for (unsigned int i = 0; i < 16; i++)
+		junk[i] = 1e6f;
+	for (unsigned int n = 0; n < job.conf.nnodes && fd >= 0; n++) {
+		struct sockaddr_in to = {.sin_family = AF_INET,
+					 .sin_port = htons(job.conf.nodes[n].port)};
+
+		inet_pton(AF_INET, job.conf.nodes[n].addr, &to.sin_addr);
+		for (unsigned int i = 0; i < k; i++) {
+			struct sg_dp_msg m = {.type = SG_DP_T_PUSH, .flags = SG_DP_F_MAC,
+					      .dtype = SG_DTYPE_FP32, .job = job.conf.job, .rank = 1,
+					      .token = job.conf.token, .key = sg_wire_key(0, 0),
+					      .chunk = 0, .nchunks = 1, .round = round, .nelem = 16};
+			int len = sg_dp_build(buf, sizeof(buf), &m, junk, sizeof(junk));
+
+			sg_auth_sign(&thief, buf, (size_t)len);
+			if (sendto(fd, buf, (size_t)len + SG_AUTH_TRAILER_BYTES, 0,
+				   (struct sockaddr *)&to, sizeof(to)) > 0)
+				forged++;
+		}
+	}
+	if (fd >= 0)
+		close(fd);
+}
+
 static void *rank_main(void *arg)
 {
 	unsigned int r = (unsigned int)(uintptr_t)arg;
@@ -109,7 +180,7 @@ static void *rank_main(void *arg)
 	unsigned long long ok = 0, bad = 0, fail = 0;
 
 	if ((int)r == plain_rank) {
-		s = sigma_open_job(desc, (uint16_t)r, NULL, err, sizeof(err));
+		s = sigma_open_job(desc_of(r), (uint16_t)r, NULL, err, sizeof(err));
 		if (s == NULL) {
 			fprintf(stderr, "rank %u: %s\n", r, err);
 			fail++;
@@ -119,7 +190,9 @@ static void *rank_main(void *arg)
 		static struct sigma_conf base;
 		struct sigma_elastic_conf c = {.etcd = {.endpoints = urls, .timeout_ms = 1000},
 					       .base = &base,
-					       .cluster = cluster, .descriptor = desc,
+					       .cluster = cluster, .descriptor = desc_of(r),
+					       .job_token = job_token[0] && (r == 0 || propose_all) ?
+							    job_token : NULL,
 					       .rank = (uint16_t)r, .confirm_ms = confirm_ms,
 					       .margin = margin, .wait_ms = wait_ms,
 					       .propose = propose_all ? 1 : 0};
@@ -145,6 +218,8 @@ static void *rank_main(void *arg)
 	for (unsigned int k = 0; k < rounds && k < stop_round; k++) {
 		double t0 = mono_ms();
 
+		if (r == 0 && forge_k > 0)
+			forge(k, forge_k);
 		for (unsigned int t = 0; t < n_t; t++) {
 			int rc;
 
@@ -236,7 +311,6 @@ int main(int argc, char **argv)
 {
 	pthread_t th[MAX_W];
 	void *h[MAX_W];
-	struct sigma_job job;
 	char err[512], *save = NULL;
 	uint64_t v;
 
@@ -263,6 +337,15 @@ int main(int argc, char **argv)
 				goto usage;
 			continue;
 		}
+		if (strcmp(argv[i], "--rank-dir") == 0 && i + 1 < argc) {
+			rank_dir = argv[++i];
+			continue;
+		}
+		if (strcmp(argv[i], "--token-file") == 0 && i + 1 < argc) {
+			if (read_line(argv[++i], job_token, sizeof(job_token)) != 0)
+				goto usage;
+			continue;
+		}
 		if (strcmp(argv[i], "--idle") == 0 && i + 1 < argc) {
 			if (sscanf(argv[++i], "%u:%u:%u", &idle_t, &idle_from, &idle_to) != 3)
 				goto usage;
@@ -284,6 +367,8 @@ int main(int argc, char **argv)
 			ranks_wait_ms = (unsigned int)v;
 		else if (strcmp(argv[i], "--duration-s") == 0)
 			duration_s = (unsigned int)v;
+		else if (strcmp(argv[i], "--forge") == 0)
+			forge_k = (unsigned int)v;
 		else
 			goto usage;
 		i++;
@@ -295,6 +380,17 @@ int main(int argc, char **argv)
 	n_w = job.conf.nworkers;
 	if (n_w > MAX_W)
 		goto usage;
+	for (unsigned int r = 0; rank_dir != NULL && r < n_w; r++) {
+		char path[4096];
+
+		snprintf(path, sizeof(path), "%s/rank-%u.desc", rank_dir, r);
+		if (read_line(path, rank_desc[r], sizeof(rank_desc[r])) != 0) {
+			fprintf(stderr, "cannot read %s\n", path);
+			return 2;
+		}
+	}
+	if (sodium_init() < 0)
+		return 2;
 	for (unsigned int r = 0; r < n_w; r++)
 		pthread_create(&th[r], NULL, rank_main, (void *)(uintptr_t)r);
 	for (unsigned int r = 0; r < n_w; r++)
@@ -315,6 +411,10 @@ int main(int argc, char **argv)
 		       round_ms[1 + (rounds - 1) / 2], round_ms[1 + (rounds - 1) * 99 / 100],
 		       round_ms[rounds - 1]);
 	}
+	if (forge_k > 0)
+		printf("forged: %llu\n", forged);
+	sodium_memzero(job_token, sizeof(job_token));
+	sodium_memzero(rank_desc, sizeof(rank_desc));
 	printf("elements checked: %llu, wrong: %llu, failed ops: %llu\n", checked, wrong, failed);
 	rss_last_kb = rss_kb();
 	printf("{\"rounds\": %u, \"elements_checked\": %llu, \"wrong\": %llu, \"failed_ops\": "
@@ -335,6 +435,6 @@ usage:
 	fprintf(stderr, "usage: elastic_workers DESCRIPTOR ETCD CLUSTER ROUNDS ELEMS[,ELEMS...] "
 		"[--sleep-ms MS] [--plain-rank R] [--propose-all] [--confirm-ms MS] [--margin M] "
 		"[--wait-ms MS] [--ranks-wait-ms MS] [--duration-s S] [--rounds-log FILE] "
-		"[--idle T:FROM:TO]\n");
+		"[--idle T:FROM:TO] [--rank-dir DIR] [--token-file FILE] [--forge K]\n");
 	return 2;
 }

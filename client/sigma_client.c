@@ -7,9 +7,11 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "sg_auth.h"
 #include "sg_parse.h"
@@ -117,6 +119,27 @@ struct sigma_tensor {
 	void *cb_arg;
 	struct sigma_tensor *next_active; /* priority-ordered list of operations in flight */
 };
+
+/*
+ * auth = mac: one sequence number for every session of this process. Two sessions
+ * of one rank sign under one key at once (an elastic job's old and new node sets,
+ * client/sigma_elastic.h), and a node keeps one replay window per rank, below which
+ * a second, unrelated sequence would fall: drawn from one counter, their numbers
+ * interleave. It starts at the wall clock in nanoseconds (below 2^62 until 2116),
+ * so that a rank's process started again begins above every number the one before
+ * it sent (fewer than one a nanosecond), not below its window. 0: not started.
+ */
+static _Atomic uint64_t proc_seq;
+
+static void proc_seq_start(void)
+{
+	struct timespec ts;
+	uint64_t unset = 0, v;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	v = ((uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec) & ((1ull << 62) - 1);
+	atomic_compare_exchange_strong(&proc_seq, &unset, v ? v : 1);
+}
 
 struct sigma_session {
 	struct sigma_conf conf;
@@ -387,6 +410,7 @@ struct sigma_session *sigma_open(const struct sigma_conf *conf)
 	if (s->conf.auth_keys != NULL) {
 		s->auth = sg_auth_signer_init(&s->signer, s->conf.auth_keys,
 					      s->conf.auth_key_id) == 0;
+		proc_seq_start();
 		memcpy(s->node_key, s->conf.auth_keys + SG_AUTH_KEY_BYTES, SG_AUTH_KEY_BYTES);
 		s->conf.auth_keys = NULL; /* the caller's keys are not kept */
 	}
@@ -735,6 +759,7 @@ static void queue_push(struct sigma_session *s, const struct sigma_tensor *t, ui
 	p->payload_len = n * t->esize;
 	p->trailer = NULL;
 	if (s->auth) {
+		s->signer.seq = atomic_fetch_add_explicit(&proc_seq, 1, memory_order_relaxed);
 		sg_auth_sign_parts(&s->signer, p->hdr, SG_DP_HDR_LEN, p->payload, p->payload_len,
 				   s->txtrl[s->ntx]);
 		p->trailer = s->txtrl[s->ntx];

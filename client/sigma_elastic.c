@@ -22,11 +22,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <jansson.h>
+#include <sodium.h>
 
+#include "sg_auth.h"
 #include "sg_ctl_client.h"
 #include "sg_err.h"
 #include "sg_ctl_place.h"
@@ -114,6 +117,7 @@ struct sigma_elastic {
 	struct sg_etcd_job *rec;
 	uint32_t rec_written;		/* the newest epoch the record was rewritten for */
 	struct sigma_stats closed_st;	/* the counters of the sessions closed */
+	char token[65];			/* auth = mac, a proposer: the job's token (zeroed at close) */
 	char err[SIGMA_ERR_LEN];
 };
 
@@ -264,6 +268,8 @@ static int open_epoch(struct sigma_elastic *e, struct el_epoch *ep)
 	c.rank = e->c.rank;
 	c.nworkers = e->job.conf.nworkers;
 	c.token = e->job.conf.token;
+	c.auth_keys = e->job.auth ? e->job.conf.auth_keys : NULL; /* copied by sigma_open() */
+	c.auth_key_id = e->job.conf.auth_key_id;
 	c.partition_bytes = e->job.conf.partition_bytes;
 	c.chunk_bytes = e->job.conf.chunk_bytes;
 	c.nodes = nodes;
@@ -440,7 +446,15 @@ static int create_on(struct sigma_elastic *e, const struct el_node *nw, const st
 
 	if (nw->control[0] == '\0')
 		return -ENOTCONN;
-	snprintf(tok, sizeof(tok), "%016" PRIx64 "%048d", e->job.conf.token, 0);
+	if (e->job.auth && e->c.job_token == NULL) {
+		say(e, "cannot make job %u on node %s: it has auth = mac, and this rank holds "
+		    "no job_token", e->job.conf.job, nw->name);
+		return -EACCES;
+	}
+	if (e->job.auth)
+		snprintf(tok, sizeof(tok), "%s", e->c.job_token);
+	else
+		snprintf(tok, sizeof(tok), "%016" PRIx64 "%048d", e->job.conf.token, 0);
 	for (unsigned int i = 0; i < n; i++)
 		json_array_append_new(jn, json_pack("{s:s, s:s, s:f, s:f}", "name", set[i].name,
 			"kind", sg_node_kind_name(set[i].kind), "gbps", set[i].gbps, "weight",
@@ -459,8 +473,11 @@ static int create_on(struct sigma_elastic *e, const struct el_node *nw, const st
 							    (json_int_t)e->rec->elems[t]));
 		json_object_set_new(pj, "tensors", ts);
 	}
+	if (pj != NULL && e->job.auth)
+		json_object_set_new(pj, "auth", json_string("mac"));
 	p = pj ? json_dumps(pj, JSON_COMPACT) : NULL;
-	json_decref(pj);
+	json_decref(pj); /* holds the token: jansson's copies are freed, not zeroed */
+	sodium_memzero(tok, sizeof(tok));
 	cl = p ? sg_ctl_client_connect(nw->control, e->c.secret, e->c.secret_len, 5000) : NULL;
 	if (cl == NULL) {
 		free(p);
@@ -470,6 +487,8 @@ static int create_on(struct sigma_elastic *e, const struct el_node *nw, const st
 	}
 	rc = sg_ctl_client_call(cl, "job_create", p, &res, &msg);
 	sg_ctl_client_close(cl);
+	if (p != NULL)
+		sodium_memzero(p, strlen(p));
 	free(p);
 	free(res);
 	/* a node that kept the job (drained, then undrained) has it already */
@@ -1180,6 +1199,45 @@ static int read_fixed(struct sigma_elastic *e, struct sg_etcd *et, const char *d
 	return 0;
 }
 
+/*
+ * auth = mac: this rank opens from its own descriptor (its two keys); a rank that
+ * proposes holds the job's token too, for the newcomers it makes the job on (a node
+ * derives the job key from it: docs/cluster.md, "Elastic jobs with auth"), checked
+ * against the descriptor's wire token and key id. @return 0 or -errno, the reason in @p err.
+ */
+static int auth_conf(struct sigma_elastic *e, const struct sigma_elastic_conf *c, char *err,
+		     size_t errlen)
+{
+	uint8_t k[SG_AUTH_KEY_BYTES];
+	char wire[17];
+	bool match;
+
+	e->c.job_token = NULL;
+	if (!e->job.auth)
+		return c->job_token == NULL ? 0 : sg_err(err, errlen, -EINVAL, "job_token is for "
+			"a job with auth = mac, and job %u has none", e->job.conf.job);
+	if (!e->job.has_keys || e->job.rank != c->rank)
+		return sg_err(err, errlen, -EACCES, "job %u has auth = mac and this descriptor "
+			      "holds %s: open rank %u with its own descriptor", e->job.conf.job,
+			      e->job.has_keys ? "another rank's keys" : "no rank's keys", c->rank);
+	if (c->job_token == NULL)
+		return e->c.propose > 0 ? sg_err(err, errlen, -EINVAL, "job %u has auth = mac and "
+			"rank %u proposes joins: give it the job's token (job_token), which a node "
+			"that joins derives the job key from, or make it propose nothing "
+			"(propose -1)", e->job.conf.job, c->rank) : 0;
+	snprintf(wire, sizeof(wire), "%016" PRIx64, e->job.conf.token);
+	match = strlen(c->job_token) == 64 && strncasecmp(c->job_token, wire, 16) == 0 &&
+		sg_auth_job_key_from_token(c->job_token, k) == 0 &&
+		sg_auth_key_id(k) == e->job.conf.auth_key_id;
+	sodium_memzero(k, sizeof(k));
+	if (!match)
+		return sg_err(err, errlen, -EINVAL, "job_token is not job %u's token (64 hex "
+			      "digits whose job key has the descriptor's key_id)", e->job.conf.job);
+	snprintf(e->token, sizeof(e->token), "%s", c->job_token);
+	e->c.job_token = e->token;
+	return 0;
+}
+
 struct sigma_elastic *sigma_elastic_open(const struct sigma_elastic_conf *c, char *err,
 					 size_t errlen)
 {
@@ -1216,6 +1274,8 @@ struct sigma_elastic *sigma_elastic_open(const struct sigma_elastic_conf *c, cha
 		rc = sg_err(err, errlen, -EINVAL, "an elastic job needs sync or deterministic "
 				"mode, a rank below N, poll_ms 10..10000, margin 1..1000 and idle_ms "
 				"%u..%u", EL_IDLE_MIN_MS, EL_IDLE_MAX_MS);
+	if (rc == 0)
+		rc = auth_conf(e, c, err, errlen);
 	if (rc == 0 && (rc = sg_etcd_prefix(e->cluster, e->prefix, sizeof(e->prefix))) < 0)
 		sg_err(err, errlen, rc, "bad cluster name '%s'", e->cluster);
 	if (rc == 0 && (rc = sg_etcd_token_digest(e->cluster, e->job.conf.job, e->job.conf.token,
@@ -1274,6 +1334,8 @@ void sigma_elastic_close(struct sigma_elastic *e)
 		sg_etcd_destroy(et);
 	}
 	pthread_mutex_destroy(&e->mu);
+	sodium_memzero(e->token, sizeof(e->token));
+	sodium_memzero(e->job.auth_keys, sizeof(e->job.auth_keys));
 	free(e->rec);
 	free(e->my_confirm);
 	free(e);

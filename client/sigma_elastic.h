@@ -53,6 +53,14 @@ struct sigma_elastic_conf {
 	const uint8_t *secret;		/**< control secret for TCP control endpoints (joins) */
 	size_t secret_len;
 	/**
+	 * auth = mac (the descriptor's auth=mac; it must be this rank's own, with its
+	 * keys): the job's full token, 64 hex digits (`sigmactl job create --auth
+	 * --token-file`), which a rank that proposes needs to make the job on a node
+	 * that joins (the node derives the job key from it) and no other rank should
+	 * hold: with it a rank could MAC any rank's push (docs/security.md). Copied.
+	 */
+	const char *job_token;
+	/**
 	 * A tensor not pushed for this long when the rank confirms a proposal is
 	 * confirmed idle: its next push waits for the decision, and if every rank
 	 * confirmed it idle it switches at its next round (a tensor never pushed
@@ -90,7 +98,10 @@ struct sigma_elastic;
  * @return the instance, or NULL with errno EINVAL (bad conf or descriptor, poll_ms,
  *         margin or idle_ms out of its range, a rank not below N, an async job; the
  *         reason in @p err), EHOSTUNREACH (etcd), ETIMEDOUT (no job record from rank
- *         0), ENOMEM, or sigma_open()'s errno.
+ *         0), EACCES (auth = mac, and the descriptor is not this rank's own),
+ *         EINVAL also for auth = mac and a rank that proposes without job_token, a
+ *         job_token that is not the job's, or one for a job without auth (all before
+ *         etcd, the reason in @p err), ENOMEM, or sigma_open()'s errno.
  */
 struct sigma_elastic *sigma_elastic_open(const struct sigma_elastic_conf *c, char *err,
 					 size_t errlen);

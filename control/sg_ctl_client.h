@@ -198,6 +198,13 @@ struct sg_ctl_job_spec {
 	bool auth;
 	/** with auth: @c workers buffers of desc_cap bytes each, one per rank; else NULL */
 	char *const *rank_descs;
+	/**
+	 * with auth, or NULL: receives the job's full token (SG_CTL_TOKEN_LEN bytes,
+	 * 64 hex digits), from which every node derives the job key: whoever holds it
+	 * can MAC any rank's push. For an elastic job's proposing rank only
+	 * (sigma_elastic_conf.job_token); zeroed on failure.
+	 */
+	char *token_out;
 };
 
 /**
@@ -216,7 +223,7 @@ struct sg_ctl_job_spec {
  * rank its own (it holds that rank's keys, so it is as secret as the shared
  * secret). No key or token is written to @p err or any log.
  * @return the job id (> 0); -EINVAL (a bad spec or node list; auth without
- *         rank_descs, or rank_descs without auth), -ECONNREFUSED,
+ *         rank_descs, or rank_descs or token_out without auth), -ECONNREFUSED,
  *         -EACCES, -ETIMEDOUT... (a node not reached), -EREMOTEIO (a node
  *         refused: its reason in @p err), -ENOSPC (@p desc_cap too small).
  */

@@ -172,6 +172,8 @@ static int check_spec(const struct sg_ctl_job_spec *in, struct sg_ctl_job_spec *
 	if (s->auth != (s->rank_descs != NULL))
 		return sg_err(err, errlen, -EINVAL, s->auth ? "auth = mac needs a buffer for each "
 			    "rank's descriptor (rank_descs)" : "rank_descs is for a job with auth");
+	if (s->token_out != NULL && !s->auth)
+		return sg_err(err, errlen, -EINVAL, "token_out is for a job with auth");
 	if (s->partition_bytes == 0)
 		s->partition_bytes = SG_PARTITION_BYTES_DEFAULT;
 	if (s->workers < 1 || s->workers > SG_MAX_WORKERS)
@@ -445,7 +447,11 @@ int64_t sg_ctl_job_service_create(const struct sg_ctl_jobsvc *svc,
 		desc[0] = '\0';
 		goto out;
 	}
+	if (s.token_out != NULL)
+		memcpy(s.token_out, token, SG_CTL_TOKEN_LEN);
 out:
+	if (rc != 0 && s.token_out != NULL)
+		sodium_memzero(s.token_out, SG_CTL_TOKEN_LEN);
 	if (rc != 0 && s.rank_descs != NULL)
 		for (uint32_t r = 0; r < s.workers; r++)
 			sodium_memzero(s.rank_descs[r], desc_cap);

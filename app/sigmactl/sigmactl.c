@@ -76,7 +76,7 @@ static void usage(FILE *f)
 		"             [--mode sync|async|deterministic] [--partition-bytes B]\n"
 		"             [--chunk-bytes B] [--id ID]\n"
 		"  job create --workers N --open [--dtype fp32|...|any] [--slots S] [...]\n"
-		"  job create ... --auth --rank-dir DIR\n"
+		"  job create ... --auth --rank-dir DIR [--token-file FILE]\n"
 		"                              create a job; prints its id and session token, or,\n"
 		"                              with --node, creates it on every node and prints the\n"
 		"                              job descriptor workers open it with. An --open job\n"
@@ -85,7 +85,9 @@ static void usage(FILE *f)
 		"                              --dtype any, each key takes its first push's dtype;\n"
 		"                              --auth (with --node): authenticated datagrams,\n"
 		"                              each rank's own descriptor (its keys) written to\n"
-		"                              DIR/rank-R.desc, mode 0600\n"
+		"                              DIR/rank-R.desc, mode 0600; --token-file: the\n"
+		"                              job's token (which holds every key) to FILE, mode\n"
+		"                              0600, for an elastic job's proposer only\n"
 		"  job destroy ID              destroy a job (on every --node)\n"
 		"                              with --node and --etcd, job create also records the\n"
 		"                              job in etcd (under a lease of --record-ttl S [30],\n"
@@ -601,9 +603,11 @@ static int write_rank_descs(const char *dir, char **descs, uint32_t n, char *pat
 }
 
 /* job create with --node: the job service, printing the job descriptor. */
-static int job_create_service(struct sg_ctl_job_spec *spec, const char *rank_dir)
+static int job_create_service(struct sg_ctl_job_spec *spec, const char *rank_dir,
+			      const char *token_file)
 {
 	static char desc[SG_DESC_MAX];
+	char token[SG_CTL_TOKEN_LEN + 1];
 	uint8_t secret[SG_CTL_SECRET_MAX];
 	struct sg_ctl_jobsvc svc;
 	char err[1024], path[PATH_MAX], **descs = NULL;
@@ -620,6 +624,7 @@ static int job_create_service(struct sg_ctl_job_spec *spec, const char *rank_dir
 		if (descs == NULL)
 			return die_server("job create: out of memory");
 		spec->rank_descs = descs;
+		spec->token_out = token_file != NULL ? token : NULL;
 	}
 	id = sg_ctl_job_service_create(&svc, spec, desc, sizeof(desc), err, sizeof(err));
 	memset(secret, 0, sizeof(secret));
@@ -632,6 +637,19 @@ static int job_create_service(struct sg_ctl_job_spec *spec, const char *rank_dir
 			id = -EIO;
 		}
 	}
+	/* as a rank's descriptor: a new file, 0600 (write_rank_desc() ends it with a newline) */
+	if (id >= 0 && token_file != NULL && (rc = write_rank_desc(token_file, token)) != 0) {
+		snprintf(err, sizeof(err), "cannot write %.900s (%s): the job is destroyed again",
+			 token_file, strerror(-rc));
+		unlink(token_file);
+		for (uint32_t r = 0; r < spec->workers; r++) {
+			snprintf(path, sizeof(path), "%s/rank-%u.desc", rank_dir, r);
+			unlink(path);
+		}
+		sg_ctl_job_service_destroy(&svc, (uint32_t)id, NULL, 0);
+		id = -EIO;
+	}
+	sodium_memzero(token, sizeof(token));
 	for (uint32_t r = 0; descs != NULL && r < spec->workers; r++) {
 		sodium_memzero(descs[r], SG_DESC_MAX);
 		free(descs[r]);
@@ -680,11 +698,12 @@ static int cmd_job_create(int argc, char **argv)
 		{"record-ttl", required_argument, NULL, 'r'},
 		{"auth", no_argument, NULL, 'a'},
 		{"rank-dir", required_argument, NULL, 'R'},
+		{"token-file", required_argument, NULL, 'T'},
 		{NULL, 0, NULL, 0},
 	};
 	static struct sg_ctl_tensor tensors[1024];
 	struct sg_ctl_job_spec spec = {.tensors = tensors};
-	const char *dtype = NULL, *mode = NULL, *rank_dir = NULL;
+	const char *dtype = NULL, *mode = NULL, *rank_dir = NULL, *token_file = NULL;
 	bool open = false;
 	json_t *params, *jt;
 	uint64_t v;
@@ -751,6 +770,9 @@ static int cmd_job_create(int argc, char **argv)
 		case 'R':
 			rank_dir = optarg;
 			break;
+		case 'T':
+			token_file = optarg;
+			break;
 		default:
 			return die_usage("job create: bad option");
 		}
@@ -767,6 +789,8 @@ static int cmd_job_create(int argc, char **argv)
 				 "rank's keys) and --rank-dir DIR (where each rank's descriptor goes)");
 	if (rank_dir != NULL && !spec.auth)
 		return die_usage("job create: --rank-dir is for --auth");
+	if (token_file != NULL && !spec.auth)
+		return die_usage("job create: --token-file is for --auth");
 	if (g.n_nodes > 0) {
 		if (dtype != NULL && sg_job_dtype_from_name(dtype, &spec.dtype) != 0)
 			return die_usage("job create: unknown dtype '%s'", dtype);
@@ -774,7 +798,7 @@ static int cmd_job_create(int argc, char **argv)
 			return die_usage("job create: --dtype any is for an --open job");
 		if (mode != NULL && sg_mode_from_name(mode, &spec.mode) != 0)
 			return die_usage("job create: mode must be sync, async or deterministic");
-		return job_create_service(&spec, rank_dir);
+		return job_create_service(&spec, rank_dir, token_file);
 	}
 	/* one node, as given with -s: the node checks the values and picks what is left */
 	params = json_pack("{s:I}", "workers", (json_int_t)spec.workers);
