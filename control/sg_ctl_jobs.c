@@ -698,6 +698,8 @@ static int m_job_keys_add(struct sg_ctl_server *s, json_t *params, json_t **res,
 	*res = json_pack("{s:I, s:I, s:I}", "id", (json_int_t)id, "keys", (json_int_t)n, "added",
 			 (json_int_t)rc);
 	rc = 0;
+	/* the keys its record does not place here yet count as spare until it does */
+	sg_ctl_cluster_reconcile(s);
 out:
 	if (rc < 0)
 		SRV_COUNT(s, keys_add_refused);
