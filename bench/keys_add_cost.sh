@@ -30,7 +30,7 @@ for _ in $(seq 100); do [ -S "$TMP/n1.sock" ] && [ -S "$TMP/n2.sock" ] && break;
 busy() { "$CTL" -s "unix:$TMP/n1.sock" --json stats | python3 -c 'import json, sys
 print(json.load(sys.stdin)["control"]["keys_add"]["busy_us"])'; }
 KL=$(seq -s, 0 $((KEYS - 1)))
-for r in $(seq "$REPS"); do
+for _ in $(seq "$REPS"); do
 	"$CTL" --node "unix:$TMP/n1.sock" --node "unix:$TMP/n2.sock" job create --workers 1 \
 		--tensor "a:$((2 * KEYS * 256))" --partition-bytes 1024 >"$TMP/job" 2>&1 ||
 		{ echo "{\"error\": \"job create: $(head -1 "$TMP/job")\"}"; exit 1; }
