@@ -10,7 +10,8 @@
  * operation succeeded.
  *
  * Usage: elastic_workers DESCRIPTOR ETCD CLUSTER ROUNDS ELEMS[,ELEMS...]
- *        [--sleep-ms MS] [--plain-rank R] [--propose-all] [--confirm-ms MS]
+ *        [--sleep-ms MS] [--plain-rank R] [--propose-all | --propose-none]
+ *        [--confirm-ms MS]
  *        [--margin M] [--wait-ms MS] [--ranks-wait-ms MS] [--duration-s S]
  *        [--rounds-log FILE] [--idle T:FROM:TO]
  * --duration-s: run rounds (at most ROUNDS) until S seconds have passed (rank 0
@@ -20,6 +21,7 @@
  * with their reasons, and this process's RSS after the first round and at the end.
  * --plain-rank: rank R runs a plain libsigma session (no elastic instance: it
  * never confirms a proposal). --propose-all: every rank proposes (racing).
+ * --propose-none: no rank proposes (sigmactl drain --propose does).
  * --idle: tensor T is not pushed in rounds FROM..TO-1 (a tensor idle at a switch).
  * auth = mac (sigmactl job create --auth): --rank-dir DIR gives rank R the
  * descriptor in DIR/rank-R.desc (DESCRIPTOR is then the job's), --token-file FILE
@@ -64,7 +66,7 @@ static long rss_first_kb, rss_last_kb;
 static char fails[8][600];
 static unsigned int n_fails;
 static int plain_rank = -1;
-static bool propose_all;
+static bool propose_all, propose_none;
 static unsigned int idle_t = ~0u, idle_from, idle_to;
 static uint64_t elems[MAX_T];
 static char before[MAX_T][256][SG_NAME_MAX], after[MAX_T][256][SG_NAME_MAX];
@@ -195,7 +197,7 @@ static void *rank_main(void *arg)
 							    job_token : NULL,
 					       .rank = (uint16_t)r, .confirm_ms = confirm_ms,
 					       .margin = margin, .wait_ms = wait_ms,
-					       .propose = propose_all ? 1 : 0};
+					       .propose = propose_all ? 1 : propose_none ? -1 : 0};
 
 		base.ranks_wait_us = ranks_wait_ms * 1000u;
 		e = sigma_elastic_open(&c, err, sizeof(err));
@@ -331,6 +333,10 @@ int main(int argc, char **argv)
 			propose_all = true;
 			continue;
 		}
+		if (strcmp(argv[i], "--propose-none") == 0) {
+			propose_none = true;
+			continue;
+		}
 		if (strcmp(argv[i], "--rounds-log") == 0 && i + 1 < argc) {
 			rounds_log = fopen(argv[++i], "a");
 			if (rounds_log == NULL)
@@ -433,8 +439,9 @@ int main(int argc, char **argv)
 	return wrong || failed ? 1 : 0;
 usage:
 	fprintf(stderr, "usage: elastic_workers DESCRIPTOR ETCD CLUSTER ROUNDS ELEMS[,ELEMS...] "
-		"[--sleep-ms MS] [--plain-rank R] [--propose-all] [--confirm-ms MS] [--margin M] "
-		"[--wait-ms MS] [--ranks-wait-ms MS] [--duration-s S] [--rounds-log FILE] "
-		"[--idle T:FROM:TO] [--rank-dir DIR] [--token-file FILE] [--forge K]\n");
+		"[--sleep-ms MS] [--plain-rank R] [--propose-all | --propose-none] "
+		"[--confirm-ms MS] [--margin M] [--wait-ms MS] [--ranks-wait-ms MS] "
+		"[--duration-s S] [--rounds-log FILE] [--idle T:FROM:TO] [--rank-dir DIR] "
+		"[--token-file FILE] [--forge K]\n");
 	return 2;
 }

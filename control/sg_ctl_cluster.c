@@ -252,10 +252,28 @@ static void failover(struct sg_ctl_server *s, struct srv_job *j, const struct sg
 	free(mv);
 }
 
+/* How many of fixed job @p j's keys record @p r's placement (its lost nodes gone, as
+ * failover left them) does not give node @p self: keys an elastic switch left here (moved
+ * on, or added for a proposal that was aborted). They stay in the job (the data plane
+ * removes no key of a live job) and cost only memory. */
+static uint32_t spare_keys(const struct srv_job *j, const struct sg_etcd_job *r,
+			   unsigned int self)
+{
+	bool lost[SG_MAX_NODES] = {false};
+	long placed;
+
+	for (uint32_t k = 0; k < r->n_nodes; k++)
+		lost[k] = (j->lost >> k & 1) != 0;
+	placed = sg_etcd_job_keys(r, lost, self, NULL, 0);
+	return placed >= 0 && placed < (long)j->spec.n_keys ?
+	       j->spec.n_keys - (uint32_t)placed : 0;
+}
+
 void sg_ctl_cluster_reconcile(struct sg_ctl_server *s)
 {
 	int64_t leases[SG_CTL_MAX_JOBS];
 	unsigned int nl = 0;
+	uint64_t spare = 0;
 
 	if (s->cl.w == NULL)
 		return;
@@ -277,6 +295,7 @@ void sg_ctl_cluster_reconcile(struct sg_ctl_server *s)
 				self = (int)k;
 		why = mismatch(j, r, self);
 		if (why == not_among) {
+			j->spare = j->spec.open ? 0 : j->spec.n_keys; /* summed for no one now */
 			/* not a refusal: the job moved on without this node (it renews nothing) */
 			if (j->said_lease != r->lease)
 				SG_CTL_LOG(INFO, "job %" PRIu32 ": its record in etcd (lease %" PRIx64
@@ -298,9 +317,14 @@ void sg_ctl_cluster_reconcile(struct sg_ctl_server *s)
 		}
 		if (r->lease != 0)
 			leases[nl++] = r->lease;
-		if (!r->open)
+		if (!r->open) {
 			failover(s, j, r, (unsigned int)self);
+			j->spare = spare_keys(j, r, (unsigned int)self);
+		}
 	}
+	for (unsigned int i = 0; i < SG_CTL_MAX_JOBS; i++)
+		spare += s->jobs[i].used ? s->jobs[i].spare : 0;
+	__atomic_store_n(&s->st.keys_spare, spare, __ATOMIC_RELAXED);
 	__atomic_store_n(&s->st.cluster_records, (uint64_t)nl, __ATOMIC_RELAXED);
 	sg_etcd_watch_keep(s->cl.w, leases, nl);
 }

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <sodium.h>
 
@@ -604,6 +605,13 @@ out:
 }
 SG_RPC_REGISTER("job_placement", m_job_placement);
 
+static int cmp_u32(const void *a, const void *b)
+{
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
 /* Most keys one job_keys_add names: 4096 decimal keys fit the default 64 KiB frame. */
 #define SG_CTL_KEYS_ADD_MAX 4096
 
@@ -625,11 +633,16 @@ static int m_job_keys_add(struct sg_ctl_server *s, json_t *params, json_t **res,
 	json_error_t jerr;
 	json_int_t id = -1;
 	struct srv_job *j;
-	uint64_t pe;
+	uint32_t *ids = NULL;
+	struct timespec t0, t1;
+	uint64_t pe, us;
 	size_t i, n;
 	int rc = -1;
 
 	NEED_OP(s, job_keys_add, err);
+	/* the control thread serves nothing else meanwhile: the checks and the agent's
+	 * call timed (stats keys_add) */
+	clock_gettime(CLOCK_MONOTONIC, &t0);
 	if (params == NULL || json_unpack_ex(params, &jerr, JSON_STRICT, "{s:I, s:o}", "id", &id,
 					     "keys", &jkeys) != 0) {
 		SRV_COUNT(s, keys_add_refused);
@@ -674,16 +687,26 @@ static int m_job_keys_add(struct sg_ctl_server *s, json_t *params, json_t **res,
 				    (int64_t)id, j->spec.n_tensors);
 			goto out;
 		}
-		for (size_t b = 0; b < i; b++)
-			if (keys[b].id == (uint32_t)k) {
-				sg_rpc_fail(err, SG_CTL_ERR_INVALID_PARAMS, "invalid params: key 0x%08"
-					    PRIx32 " given twice: nothing added", (uint32_t)k);
-				goto out;
-			}
 		keys[i] = (struct sg_ctl_key){.id = (uint32_t)k,
 			.nelem = (uint32_t)(j->tensors[t].elems - p * pe < pe ?
 					    j->tensors[t].elems - p * pe : pe)};
 	}
+	/* a key given twice: sorted ids, not each against the ones before (4096 keys took
+	 * 7 ms of the control thread that way, against 0.7 ms for the agent's call) */
+	ids = malloc(n * sizeof(*ids));
+	if (ids == NULL) {
+		sg_rpc_fail(err, SG_CTL_ERR_INTERNAL, "out of memory");
+		goto out;
+	}
+	for (i = 0; i < n; i++)
+		ids[i] = keys[i].id;
+	qsort(ids, n, sizeof(*ids), cmp_u32);
+	for (i = 1; i < n; i++)
+		if (ids[i] == ids[i - 1]) {
+			sg_rpc_fail(err, SG_CTL_ERR_INVALID_PARAMS, "invalid params: key 0x%08" PRIx32
+				    " given twice: nothing added", ids[i]);
+			goto out;
+		}
 	rc = s->cfg.ops->job_keys_add(s->cfg.ops_arg, (uint32_t)id, keys, (uint32_t)n, reason);
 	if (rc < 0) {
 		rc = sg_rpc_fail_errno(err, "job keys add refused", rc, reason);
@@ -698,9 +721,17 @@ static int m_job_keys_add(struct sg_ctl_server *s, json_t *params, json_t **res,
 	*res = json_pack("{s:I, s:I, s:I}", "id", (json_int_t)id, "keys", (json_int_t)n, "added",
 			 (json_int_t)rc);
 	rc = 0;
+	/* the keys its record does not place here yet count as spare until it does */
+	sg_ctl_cluster_reconcile(s);
 out:
 	if (rc < 0)
 		SRV_COUNT(s, keys_add_refused);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	us = (uint64_t)((t1.tv_sec - t0.tv_sec) * 1000000 + (t1.tv_nsec - t0.tv_nsec) / 1000);
+	__atomic_fetch_add(&s->st.keys_add_busy_us, us, __ATOMIC_RELAXED);
+	if (us > __atomic_load_n(&s->st.keys_add_max_us, __ATOMIC_RELAXED))
+		__atomic_store_n(&s->st.keys_add_max_us, us, __ATOMIC_RELAXED);
+	free(ids);
 	free(keys);
 	return rc;
 }

@@ -112,10 +112,13 @@ static json_t *server_stats_json(const struct sg_ctl_server *s)
 			 (json_int_t)st.metrics_scrapes, "http_bad", (json_int_t)st.http_bad);
 
 	if (o != NULL)
-		json_object_set_new(o, "keys_add", json_pack("{s:I, s:I, s:I}", "requests",
-				    (json_int_t)st.keys_add_requests, "added",
+		json_object_set_new(o, "keys_add", json_pack("{s:I, s:I, s:I, s:I, s:I, s:I}",
+				    "requests", (json_int_t)st.keys_add_requests, "added",
 				    (json_int_t)st.keys_add_added, "refused",
-				    (json_int_t)st.keys_add_refused));
+				    (json_int_t)st.keys_add_refused, "spare",
+				    (json_int_t)st.keys_spare, "busy_us",
+				    (json_int_t)st.keys_add_busy_us, "max_us",
+				    (json_int_t)st.keys_add_max_us));
 
 	if (o != NULL && s->cl.w != NULL) {
 		struct sg_etcd_watch_stats ws;

@@ -92,6 +92,13 @@ struct sg_ctl_server_stats {
 	uint64_t keys_add_added;    /**< keys new to their job that those added */
 	uint64_t keys_add_refused;  /**< requests refused: an unknown job, an open or async one,
 				         a key not of the job, malformed, or the agent's refusal */
+	uint64_t keys_add_busy_us;  /**< the agent's job_keys_add, in all (us): the control
+				         thread answers nothing else meanwhile */
+	uint64_t keys_add_max_us;   /**< ... the longest one */
+	uint64_t keys_spare;	    /**< gauge: keys jobs here hold that their records' placement
+				         does not give this node (an elastic switch moved them
+				         away, took the node out, or was aborted after
+				         job_keys_add): memory only, summed for no one */
 };
 
 struct sg_ctl_server;

@@ -26,6 +26,10 @@ struct srv_job {
 	uint64_t nodes_sum;	/* of the record's node list lost indexes (a switch rewrites it) */
 	int64_t said_lease;	/* the record last refused or said of (logged once) */
 	int64_t said_mod;
+	/* keys it holds that its record's placement (the lost nodes gone) does not give this
+	 * node: left by an elastic switch that moved them on or was aborted, or all of them
+	 * once a switch took this node out (sg_ctl_cluster.c; stats keys_spare) */
+	uint32_t spare;
 };
 
 /* The server's view of etcd (sg_ctl_cluster.c); the control thread's own. */

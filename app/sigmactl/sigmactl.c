@@ -105,9 +105,12 @@ static void usage(FILE *f)
 		"                              bottleneck, print the keymap or layout change that\n"
 		"                              evens the load; changes nothing\n"
 		"  drain                       finish in-flight rounds, refuse new ones\n"
-		"  drain NODE [--timeout S]    with --etcd: take NODE out of every elastic job at\n"
-		"                              an agreed round; returns when no rank uses it [60]\n"
-		"  undrain NODE [--timeout S]  with --etcd: give NODE back to the elastic jobs\n"
+		"  drain NODE [--timeout S] [--propose]\n"
+		"                              with --etcd: take NODE out of every elastic job at\n"
+		"                              an agreed round; returns when no rank uses it [60];\n"
+		"                              --propose: propose it too (jobs whose ranks do not)\n"
+		"  undrain NODE [--timeout S] [--propose]\n"
+		"                              with --etcd: give NODE back to the elastic jobs\n"
 		"  elastic                     with --etcd: the elastic jobs and their node sets\n"
 		"  log-level LEVEL [--pattern P]  emerg..debug for rte_log types (default sigma.*)\n"
 		"  verbs                       verbs transport: mode, Q_Key, max payload, GID/LID,\n"
@@ -1472,8 +1475,15 @@ static int dispatch(int argc, char **argv)
 	if (g.etcd != NULL && ((strcmp(cmd, "drain") == 0 && argc >= 2) ||
 			       strcmp(cmd, "undrain") == 0 || strcmp(cmd, "elastic") == 0)) {
 		struct sg_etcd_conf ec = {.endpoints = g.etcd, .timeout_ms = g.timeout_ms};
+		uint8_t secret[SG_CTL_SECRET_MAX];
+		size_t len = 0;
+		int rc = load_secret(NULL, secret, &len);
 
-		return sigmactl_elastic(&ec, g.cluster, argc, argv, g.json);
+		/* the secret, if any, for --propose's calls to the nodes over TCP */
+		if (rc == 0)
+			rc = sigmactl_elastic(&ec, g.cluster, argc, argv, g.json, secret, len);
+		memset(secret, 0, sizeof(secret));
+		return rc;
 	}
 	if (strcmp(cmd, "nodes") == 0 && argc >= 2 && strcmp(argv[1], "remove") == 0) {
 		if (argc != 3)
