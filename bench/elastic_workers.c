@@ -13,7 +13,8 @@
  *        [--sleep-ms MS] [--plain-rank R] [--propose-all | --propose-none]
  *        [--confirm-ms MS]
  *        [--margin M] [--wait-ms MS] [--ranks-wait-ms MS] [--duration-s S]
- *        [--rounds-log FILE] [--idle T:FROM:TO]
+ *        [--rounds-log FILE] [--idle T:FROM:TO] [--rank-dir DIR] [--token-file FILE]
+ *        [--forge K]
  * --duration-s: run rounds (at most ROUNDS) until S seconds have passed (rank 0
  * decides the last round, every rank runs the same). --rounds-log: rank 0
  * appends "ROUND UNIX_MS" at the end of each round (bench/chaos.sh). The last
