@@ -30,6 +30,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "sg_sum.h"
 #include "sigma_local.h"
 
 #define SEG_MAGIC 0x324c434f4c475353ull /* "SSGLOCL2" */
@@ -41,6 +42,8 @@
 #define SEG_DATA (SEG_TABLE + (uint64_t)SG_MAX_TENSORS * sizeof(struct seg_ent) + 65536)
 #define LINE 64
 #define SPINS 2000
+
+_Static_assert(SIGMA_LOCAL_MAX <= SG_SUM_MAX_K, "the local sum is one sg_sum_addk()");
 
 #if defined(__x86_64__) || defined(__i386__)
 #define cpu_relax() __builtin_ia32_pause()
@@ -581,6 +584,9 @@ struct sigma_local *sigma_local_open(const struct sigma_local_conf *conf,
 	l->c = *conf;
 	l->s = s;
 	l->fd = -1;
+	/* the sum's table, picked once before any thread sums (a bad SIGMA_SUM_IMPL is
+	 * logged; the scalar reference still answers) */
+	(void)sg_sum_init();
 	if (l->c.open_timeout_ms == 0)
 		l->c.open_timeout_ms = 30000;
 	if (l->c.wait_us == 0)
@@ -722,139 +728,19 @@ struct sigma_local_tensor *sigma_local_tensor_register(struct sigma_local *l, co
 
 /* ---- the local sum -------------------------------------------------------- */
 
-static float bf16_to_f32(uint16_t b)
-{
-	uint32_t u = (uint32_t)b << 16;
-	float f;
-
-	memcpy(&f, &u, 4);
-	return f;
-}
-
-static uint16_t f32_to_bf16(float f)
-{
-	uint32_t u;
-
-	memcpy(&u, &f, 4);
-	if ((u & 0x7fffffffu) > 0x7f800000u)
-		return (uint16_t)((u >> 16) | 0x40); /* NaN stays a (quiet) NaN */
-	return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1)) >> 16);
-}
-
-static float fp16_to_f32(uint16_t h)
-{
-	uint32_t sign = (uint32_t)(h & 0x8000) << 16, e = (h >> 10) & 0x1f, m = h & 0x3ff, u;
-	float f;
-
-	if (e == 0x1f) {
-		u = sign | 0x7f800000u | (m << 13);
-	} else if (e != 0) {
-		u = sign | ((e + 112) << 23) | (m << 13);
-	} else {
-		/* zero or subnormal: m x 2^-24, exact in fp32 */
-		f = (float)m * 0x1p-24f;
-		return sign ? -f : f;
-	}
-	memcpy(&f, &u, 4);
-	return f;
-}
-
-static uint16_t f32_to_fp16(float f)
-{
-	uint32_t u, sign, a;
-
-	memcpy(&u, &f, 4);
-	sign = (u >> 16) & 0x8000;
-	a = u & 0x7fffffffu;
-	if (a > 0x7f800000u)
-		return (uint16_t)(sign | 0x7e00 | ((a >> 13) & 0x3ff));
-	if (a >= 0x477ff000u) /* rounds to above 65504: inf */
-		return (uint16_t)(sign | 0x7c00);
-	if (a < 0x38800000u) {
-		/* below 2^-14: a subnormal, m x 2^-24, rounded to nearest even */
-		float v;
-		uint32_t m;
-
-		memcpy(&v, &a, 4);
-		v *= 0x1p24f;
-		m = (uint32_t)v;
-		if (v - (float)m > 0.5f || (v - (float)m == 0.5f && (m & 1)))
-			m++;
-		return (uint16_t)(sign | m);
-	}
-	/* normal: rebias, round the 13 dropped bits to nearest even */
-	a += ((uint32_t)(15 - 127) << 23) + 0xfffu + ((a >> 13) & 1);
-	return (uint16_t)(sign | (a >> 13));
-}
-
-#define SUM_LOOP(type, utype)                                                           \
-	do {                                                                            \
-		type *d = (type *)dst;                                                  \
-		for (unsigned int k = 1; k < L; k++) {                                  \
-			const type *s = (const type *)(slot0 + k * t->slot_bytes) + t->lo;  \
-			for (uint64_t e = 0; e < n; e++)                                \
-				d[e] = (type)((utype)d[e] + (utype)s[e]);               \
-		}                                                                       \
-	} while (0)
-
-/* Slot 0's share += every other slot's, in local-rank order (16-bit types in fp32). */
+/*
+ * Slot 0's share = the sum of every slot's, in local-rank order (summation/'s
+ * fused k-way sum: 16-bit types in fp32, rounded once; integers wrap).
+ */
 static void reduce(struct sigma_local_tensor *t, uint8_t *slot0)
 {
+	const void *srcs[SIGMA_LOCAL_MAX];
 	unsigned int L = t->l->c.local_size;
-	uint64_t n = t->hi - t->lo;
-	uint8_t *dst = slot0 + t->lo * t->esize;
 
-	switch (t->dtype) {
-	case SG_DTYPE_FP32:
-		for (unsigned int k = 1; k < L; k++) {
-			float *d = (float *)dst;
-			const float *s = (const float *)(slot0 + k * t->slot_bytes) + t->lo;
-
-			for (uint64_t e = 0; e < n; e++)
-				d[e] += s[e];
-		}
-		break;
-	case SG_DTYPE_FP64:
-		for (unsigned int k = 1; k < L; k++) {
-			double *d = (double *)dst;
-			const double *s = (const double *)(slot0 + k * t->slot_bytes) + t->lo;
-
-			for (uint64_t e = 0; e < n; e++)
-				d[e] += s[e];
-		}
-		break;
-	case SG_DTYPE_INT32:
-		SUM_LOOP(int32_t, uint32_t);
-		break;
-	case SG_DTYPE_INT64:
-		SUM_LOOP(int64_t, uint64_t);
-		break;
-	case SG_DTYPE_INT8:
-		SUM_LOOP(int8_t, uint8_t);
-		break;
-	case SG_DTYPE_UINT8:
-		SUM_LOOP(uint8_t, uint8_t);
-		break;
-	case SG_DTYPE_FP16:
-	case SG_DTYPE_BF16: {
-		bool half = t->dtype == SG_DTYPE_FP16;
-		uint16_t *d = (uint16_t *)dst;
-
-		for (uint64_t e = 0; e < n; e++) {
-			float acc = half ? fp16_to_f32(d[e]) : bf16_to_f32(d[e]);
-
-			for (unsigned int k = 1; k < L; k++) {
-				uint16_t v = ((const uint16_t *)(slot0 + k * t->slot_bytes))[t->lo + e];
-
-				acc += half ? fp16_to_f32(v) : bf16_to_f32(v);
-			}
-			d[e] = half ? f32_to_fp16(acc) : f32_to_bf16(acc);
-		}
-		break;
-	}
-	default:
-		break;
-	}
+	for (unsigned int k = 0; k < L; k++)
+		srcs[k] = slot0 + k * t->slot_bytes + t->lo * t->esize;
+	/* cannot fail: dtype and L checked at open and registration, dst is srcs[0] exactly */
+	(void)sg_sum_addk(t->dtype, slot0 + t->lo * t->esize, srcs, L, t->hi - t->lo, 0);
 }
 
 int sigma_local_push_pull(struct sigma_local_tensor *t, const void *in, void *out)
