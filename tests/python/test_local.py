@@ -1,5 +1,6 @@
 # SPDX-License-Identifier: BSD-3-Clause
-"""Local aggregation (python/sigma/local.py) against references computed here:
+"""Local aggregation (python/sigma/local.py over libsigma's sigma_local.h)
+against references computed here:
 
 - L = 2 and L = 3 ranks on one machine, one node: push_pull of every dtype,
   sizes below L, odd and over several chunks, in place, averaged, several in
@@ -14,6 +15,8 @@
   raise within ranks_wait;
 - mismatched LOCAL_WORLD_SIZE across ranks: a clear error at init() on every
   rank;
+- a stale segment (its maker dead) is removed by the next init() on the
+  machine;
 - 2 machines x 2 local ranks emulated on this host (RANK, LOCAL_RANK and
   LOCAL_WORLD_SIZE per "machine"): DDP with Sigma's hook and
   DistributedOptimizer train to gloo's parameters over all 4 ranks, bitwise
@@ -165,6 +168,14 @@ def killed(rank, n, targets, victim, how):
         assert "died" in msg, msg
     sgt.shutdown(timeout=1)
     return {"took": took, "msg": msg}
+
+
+def one_step(rank, n, targets):
+    sgt.init(targets)
+    assert isinstance(sgt.session(), sigma.local.LocalSession)
+    y = sgt.push_pull(torch.ones(10), average=False, name="one")
+    sgt.shutdown()
+    return float(y[0])
 
 
 def mismatched(rank, n, targets):
@@ -356,8 +367,10 @@ class Local(unittest.TestCase):
         p.wait()
         name = f"/dev/shm/sigma-local-{os.getuid()}-j1-m0-p{p.pid}"
         open(name, "w").close()
-        self.assertIn(os.path.basename(name), sigma.local.clean_stale())
-        self.assertFalse(os.path.exists(name))
+        with start_local_nodes(1) as nodes:
+            res = sgtest.run_ranks(2, one_step, nodes.targets, timeout=60, env=ON)
+        self.assertEqual(res, [2.0, 2.0])
+        self.assertFalse(os.path.exists(name), "the stale segment is still there")
 
     def test_two_machines_of_two(self):
         with start_local_nodes(2) as nodes:
