@@ -436,6 +436,9 @@ def libsigma() -> ctypes.CDLL:
         _proto(lib, "sigma_local_tensor_register", vp, vp, cp, ctypes.c_uint32, i,
                ctypes.c_uint64, i)
         _proto(lib, "sigma_local_push_pull", i, vp, vp, vp)
+        _proto(lib, "sigma_local_start", i, vp, vp, vp)
+        _proto(lib, "sigma_local_poll", i, vp, i)
+        _proto(lib, "sigma_local_test", i, vp)
         _proto(lib, "sigma_local_last_error", cp, vp)
         _proto(lib, "sigma_local_session", vp, vp)
         _proto(lib, "sigma_local_close", None, vp)

@@ -21,10 +21,10 @@ sub-job j each has its own.
 Here: :func:`plan` decides whether a rank aggregates locally, and
 :class:`LocalSession` opens this local rank's session of its sub-job
 (a :class:`~sigma.session.Session`, whose progress thread then stays idle),
-hands it to ``sigma_local_open()``, and runs the push_pulls one after another
-in the order they are submitted (the same on every local rank: DDP's buckets,
-``DistributedOptimizer``'s parameters) on a thread of its own, which waits
-inside ``sigma_local_push_pull()`` with the GIL released. The C context makes
+hands it to ``sigma_local_open()``, and keeps the push_pulls submitted in
+flight on a thread of its own (``sigma_local_start()``, then
+``sigma_local_poll()`` with the GIL released, ``sigma_local_test()``), in any
+order on each local rank, one at a time per tensor. The C context makes
 and finds the segment, waits on a futex in it with a bound on every wait,
 tells a local rank that died (-EPIPE, within 0.2 s) from one that is stuck
 (-ETIMEDOUT after ``ranks_wait``), and leaves nothing in /dev/shm however the
@@ -164,14 +164,19 @@ class LocalSession:
             raise _open_error(e, err.value.decode(errors="replace"), p)
         self._l: Optional[ctypes.c_void_p] = ctypes.c_void_p(lc)
         self._tensors: dict[int, ctypes.c_void_p] = {}  # id -> struct sigma_local_tensor
+        self._poll_us = max(1, int(session_kw.get("poll_us", 200)))
         self._cv = threading.Condition()
         self._queue: Deque[_LocalOp] = collections.deque()
+        # the thread's: ops in the C context by id, and the next ones of a busy id
+        self._inflight: dict[int, tuple[_LocalOp, ctypes.c_void_p]] = {}
+        self._waiting: dict[int, Deque[_LocalOp]] = {}
         self._closing = False
         self._failed: Optional[SigmaError] = None
         self._thread_error: Optional[BaseException] = None
         self._callback_errors: list[BaseException] = []
         self.ops = 0        # push_pulls done
-        self.c_s = 0.0      # wall time inside sigma_local_push_pull() (GIL released)
+        self.loops = 0      # sigma_local_poll() calls
+        self.c_s = 0.0      # wall time inside sigma_local_poll() (GIL released)
         self.cpu_s = 0.0    # the thread's CPU time
         self._thread = threading.Thread(target=self._run, daemon=True,
                                         name=f"sigma-local-m{p.machine}l{p.local_rank}")
@@ -220,25 +225,62 @@ class LocalSession:
             self._fail(SigmaError(f"sigma: the local aggregation thread died: {e!r}"))
 
     def _loop(self, cpu0: float) -> None:
+        lib = self._lib
         while True:
             with self._cv:
-                while not self._queue and not self._closing:
+                while not self._queue and not self._inflight and not self._closing:
                     self._cv.wait()
-                if not self._queue or self._failed is not None:
+                if self._failed is not None or \
+                        (self._closing and not self._queue and not self._inflight):
                     return
-                op = self._queue.popleft()
-            t = self._tensor(op)
-            if t is None:
-                return
+                batch = list(self._queue)
+                self._queue.clear()
+            for op in batch:
+                if op.tid in self._inflight:
+                    with self._cv:
+                        self._waiting.setdefault(op.tid, collections.deque()).append(op)
+                elif not self._begin(op):
+                    return
+            if not self._inflight:
+                continue
             t0 = time.perf_counter()
-            rc = self._lib.sigma_local_push_pull(t, op.src, op.dst)
+            rc = lib.sigma_local_poll(self._l, self._poll_us)
             self.c_s += time.perf_counter() - t0
+            self.loops += 1
             self.cpu_s = time.thread_time() - cpu0
             if rc < 0:
-                self._fail(self._error(rc, op), op)
+                self._fail(self._error(rc, next(iter(self._inflight.values()))[0]))
                 return
-            self.ops += 1
-            op.handle._complete(None)
+            if rc == 0:
+                continue
+            for tid, (op, t) in list(self._inflight.items()):
+                st = lib.sigma_local_test(t)
+                if st == -errno.EINPROGRESS:
+                    continue
+                if st < 0:
+                    self._fail(self._error(st, op))
+                    return
+                with self._cv:
+                    self._inflight.pop(tid, None)
+                    nxt = self._waiting.get(tid)
+                    following = nxt.popleft() if nxt else None
+                self.ops += 1
+                op.handle._complete(None)
+                if following is not None and not self._begin(following):
+                    return
+
+    def _begin(self, op: _LocalOp) -> bool:
+        """Start the op in the C context; False once the session failed."""
+        t = self._tensor(op)
+        if t is None:
+            return False
+        rc = self._lib.sigma_local_start(t, op.src, op.dst)
+        if rc < 0:
+            self._fail(self._error(rc, op), op)
+            return False
+        with self._cv:
+            self._inflight[op.tid] = (op, t)
+        return True
 
     def _tensor(self, op: _LocalOp) -> Optional[ctypes.c_void_p]:
         """The op's tensor in the local context, registered at its first push_pull
@@ -269,7 +311,7 @@ class LocalSession:
         return raw.decode(errors="replace") if raw else ""
 
     def _error(self, rc: int, op: _LocalOp) -> SigmaError:
-        """sigma_local_push_pull()'s status as sigma's exception: -EPIPE (a local
+        """sigma_local_poll()'s or _test()'s status as sigma's exception: -EPIPE (a local
         rank died, closed or failed) a SigmaError, -ETIMEDOUT a SigmaTimeoutError
         (of the session's kind when this rank's share timed out at the nodes)."""
         msg = self._last_error()
@@ -289,8 +331,12 @@ class LocalSession:
             if self._failed is not None:
                 return
             self._failed = err
-            ops = ([op] if op is not None else []) + list(self._queue)
+            ops = ([op] if op is not None else []) + [o for o, _ in self._inflight.values()]
+            for q in self._waiting.values():
+                ops.extend(q)
+            ops.extend(self._queue)
             self._queue.clear()
+            self._inflight, self._waiting = {}, {}
             self._closing = True
             self._cv.notify_all()
         p = self.plan
@@ -320,10 +366,10 @@ class LocalSession:
         return self.inner.stats()
 
     def profile(self) -> dict:
-        """Where the local thread's time went: push_pulls done, their wall time
-        (all inside sigma_local_push_pull(), the GIL released), the thread's CPU time."""
-        return {"loops": self.ops, "active_s": self.c_s, "poll_s": self.c_s,
-                "python_s": 0.0, "cpu_s": self.cpu_s}
+        """Where the local thread's time went: its sigma_local_poll() calls, their
+        wall time (the GIL released), the thread's CPU time, push_pulls done."""
+        return {"loops": self.loops, "active_s": self.c_s, "poll_s": self.c_s,
+                "python_s": 0.0, "cpu_s": self.cpu_s, "ops": self.ops}
 
     def elastic_status(self) -> Optional[dict]:
         return None  # local aggregation takes no elastic job
@@ -342,7 +388,7 @@ class LocalSession:
                                          f"{bound:g} s", errno.ETIMEDOUT))
             self._thread.join(1.0)
         if self._thread.is_alive():
-            # still inside sigma_local_push_pull() (its own bounds end it): the context
+            # still inside sigma_local_poll() (its own bounds end it): the context
             # and the session it drives are left to the process's exit, never freed
             # under it
             return
