@@ -46,7 +46,7 @@ from typing import Any, Callable, Deque, Optional
 from . import _lib
 from .errors import SigmaConfigError, SigmaError, SigmaTimeoutError, status_error
 from .job import Job
-from .session import Handle, Session
+from .session import FAILED_CHECK_S, Handle, Session
 
 SHM_DIR = "/dev/shm"
 
@@ -226,6 +226,7 @@ class LocalSession:
 
     def _loop(self, cpu0: float) -> None:
         lib = self._lib
+        last_store = time.monotonic()
         while True:
             with self._cv:
                 while not self._queue and not self._inflight and not self._closing:
@@ -251,6 +252,16 @@ class LocalSession:
             if rc < 0:
                 self._fail(self._error(rc, next(iter(self._inflight.values()))[0]))
                 return
+            now = time.monotonic()
+            if self.inner._store is not None and now - last_store > FAILED_CHECK_S:
+                # a rank of another machine that failed posted why (Session.post_failure)
+                last_store = now
+                why = self.inner._posted_failure()
+                if why is not None:
+                    names = ", ".join(sorted(o.name for o, _ in self._inflight.values())[:8])
+                    self._fail(SigmaError(f"sigma: push_pull of {names} (rank {self.rank}, "
+                                          f"job {self.job.id}): {why}"))
+                    return
             if rc == 0:
                 continue
             for tid, (op, t) in list(self._inflight.items()):

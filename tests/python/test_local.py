@@ -12,7 +12,9 @@ against references computed here:
 - a local rank SIGKILLed in the middle of a step: the others raise a clear
   SigmaError naming the machine and the local rank within 1 s, and no
   segment is left in /dev/shm; a local rank stopped (SIGSTOP): the others
-  raise within ranks_wait;
+  raise within ranks_wait; of 2 machines x 2, machine 1's local rank 1
+  killed: machine 0's ranks raise within 3 s (its machine's failure, posted
+  in the store), not after ranks_wait (10 s);
 - mismatched LOCAL_WORLD_SIZE across ranks: a clear error at init() on every
   rank;
 - a stale segment (its maker dead) is removed by the next init() on the
@@ -166,6 +168,25 @@ def killed(rank, n, targets, victim, how):
         assert isinstance(err, sigma.SigmaTimeoutError) and "within 2 s" in msg, msg
     else:
         assert "died" in msg, msg
+    sgt.shutdown(timeout=1)
+    return {"took": took, "msg": msg}
+
+
+def killed_far(rank, n, targets):
+    os.environ.update(LOCAL_RANK=str(rank % 2), LOCAL_WORLD_SIZE="2")
+    sgt.init(targets, ranks_wait=10.0)
+    x = torch.ones(20000)
+    for _ in range(2):
+        assert torch.equal(sgt.push_pull(x, average=False, name="x"), x * n)
+    if rank == 3:  # before its third step: the others' shares wait for it at the node
+        os.kill(os.getpid(), signal.SIGKILL)
+    t0 = time.monotonic()
+    try:
+        sgt.push_pull(x, average=False, name="x")
+        raise AssertionError("the step went on without a local rank")
+    except sigma.SigmaError as e:
+        took, msg = time.monotonic() - t0, str(e)
+    assert "local rank 1" in msg and "machine 1" in msg and "died" in msg, msg
     sgt.shutdown(timeout=1)
     return {"took": took, "msg": msg}
 
@@ -352,6 +373,15 @@ class Local(unittest.TestCase):
               f"{res[0]['msg'][:240]}")
         self.assertLess(res[0]["took"], 2.0 + 1.0)
         self.assertGreaterEqual(res[0]["took"], 2.0 - 0.3)
+
+    def test_killed_on_another_machine(self):
+        with start_local_nodes(1) as nodes:
+            res = sgtest.run_ranks(4, killed_far, nodes.targets, timeout=60, env=ON,
+                                   allow_exit=(3,))
+        for r in (0, 1, 2):
+            print(f"rank {r}: machine 1's local rank 1 killed: raised after "
+                  f"{res[r]['took']:.2f} s: {res[r]['msg'][:240]}")
+            self.assertLess(res[r]["took"], 3.0)
 
     def test_mismatched_local_world_size(self):
         with start_local_nodes(1) as nodes:
