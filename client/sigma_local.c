@@ -41,7 +41,12 @@
 #define SEG_TABLE 65536
 #define SEG_DATA (SEG_TABLE + (uint64_t)SG_MAX_TENSORS * sizeof(struct seg_ent) + 65536)
 #define LINE 64
-#define SPINS 2000
+/*
+ * How long after anything of this context last moved sigma_local_poll() polls before it
+ * sleeps on the bell: the time, not a count of polls per call, since a caller that polls
+ * every 200 us (sigma.torch) would otherwise never sleep while it waits.
+ */
+#define SPIN_US 50
 
 _Static_assert(SIGMA_LOCAL_MAX <= SG_SUM_MAX_K, "the local sum is one sg_sum_addk()");
 
@@ -114,6 +119,7 @@ struct sigma_local {
 	char path[300];
 	int failed; /* -errno once spent */
 	bool attached; /* our rank slot's pid is ours */
+	uint64_t moved; /* us: an op started or took a step (the poll before sleeping) */
 	struct sigma_local_tensor *tensors;
 	char err[SIGMA_ERR_LEN];
 };
@@ -856,9 +862,11 @@ int sigma_local_start(struct sigma_local_tensor *t, const void *in, void *out)
 				    t->seq, sigma_last_error(l->s));
 		}
 		enter(t, LT_SHARE, now_us());
+		l->moved = t->since;
 		return 0;
 	}
 	enter(t, LT_SLOT, now_us());
+	l->moved = t->since;
 	/* the first steps need nobody else (local rank 0 may wait for the last copies out) */
 	rc = step(t, t->since);
 	return rc < 0 ? fail_all(l, rc) : 0;
@@ -867,7 +875,6 @@ int sigma_local_start(struct sigma_local_tensor *t, const void *in, void *out)
 int sigma_local_poll(struct sigma_local *l, int timeout_us)
 {
 	uint64_t start = now_us(), until = start + (uint64_t)(timeout_us > 0 ? timeout_us : 0);
-	unsigned int spins = 0;
 	int done = 0;
 
 	if (l == NULL)
@@ -883,7 +890,7 @@ int sigma_local_poll(struct sigma_local *l, int timeout_us)
 			int rc = 0;
 
 			while (t->state != LT_IDLE && (rc = step(t, now)) > 0)
-				;
+				l->moved = now;
 			if (t->state != LT_IDLE && rc < 0)
 				return fail_all(l, rc);
 			if (t->state == LT_IDLE && t->status == 0 && t->in != NULL) {
@@ -895,8 +902,7 @@ int sigma_local_poll(struct sigma_local *l, int timeout_us)
 		}
 		if (done > 0 || !active || now >= until)
 			return done;
-		if (spins < SPINS && !sharing) {
-			spins++;
+		if (!sharing && now - l->moved < SPIN_US) {
 			cpu_relax();
 			continue;
 		}

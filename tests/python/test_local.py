@@ -172,6 +172,22 @@ def killed(rank, n, targets, victim, how):
     return {"took": took, "msg": msg}
 
 
+def late_peer(rank, n, targets):
+    """Local rank 0 waits 1 s for local rank 1; the CPU its local thread spent meanwhile."""
+    sgt.init(targets)
+    x = torch.ones(1000)
+    assert torch.equal(sgt.push_pull(x, average=False, name="x"), x * n)
+    sess = sgt.session()
+    cpu0, t0 = sess.profile()["cpu_s"], time.monotonic()
+    if rank == 1:
+        time.sleep(1.0)
+    assert torch.equal(sgt.push_pull(x, average=False, name="x"), x * n)
+    wall = time.monotonic() - t0
+    cpu = sess.profile()["cpu_s"] - cpu0
+    sgt.shutdown()
+    return {"wall": wall, "cpu": cpu}
+
+
 def killed_far(rank, n, targets):
     os.environ.update(LOCAL_RANK=str(rank % 2), LOCAL_WORLD_SIZE="2")
     sgt.init(targets, ranks_wait=10.0)
@@ -401,6 +417,17 @@ class Local(unittest.TestCase):
             res = sgtest.run_ranks(2, one_step, nodes.targets, timeout=60, env=ON)
         self.assertEqual(res, [2.0, 2.0])
         self.assertFalse(os.path.exists(name), "the stale segment is still there")
+
+    def test_waiting_local_rank_sleeps(self):
+        # a local rank waiting for another sleeps: spinning between the Python loop's
+        # 200 us polls kept the nodes off a loaded machine's CPU (node silent)
+        with start_local_nodes(1) as nodes:
+            res = sgtest.run_ranks(2, late_peer, nodes.targets, timeout=60, env=ON)
+        r = res[0]
+        print(f"local rank 0 waited {r['wall']:.2f} s for local rank 1: its local thread "
+              f"used {r['cpu']:.3f} s of CPU")
+        self.assertGreaterEqual(r["wall"], 0.9)
+        self.assertLess(r["cpu"], 0.25 * r["wall"])
 
     def test_two_machines_of_two(self):
         with start_local_nodes(2) as nodes:
