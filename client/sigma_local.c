@@ -30,6 +30,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "sg_sum.h"
 #include "sigma_local.h"
 
 #define SEG_MAGIC 0x324c434f4c475353ull /* "SSGLOCL2" */
@@ -40,7 +41,14 @@
 #define SEG_TABLE 65536
 #define SEG_DATA (SEG_TABLE + (uint64_t)SG_MAX_TENSORS * sizeof(struct seg_ent) + 65536)
 #define LINE 64
-#define SPINS 2000
+/*
+ * How long after anything of this context last moved sigma_local_poll() polls before it
+ * sleeps on the bell: the time, not a count of polls per call, since a caller that polls
+ * every 200 us (sigma.torch) would otherwise never sleep while it waits.
+ */
+#define SPIN_US 50
+
+_Static_assert(SIGMA_LOCAL_MAX <= SG_SUM_MAX_K, "the local sum is one sg_sum_addk()");
 
 #if defined(__x86_64__) || defined(__i386__)
 #define cpu_relax() __builtin_ia32_pause()
@@ -91,8 +99,17 @@ struct sigma_local_tensor {
 	uint8_t *region;
 	uint64_t slot_bytes;
 	uint64_t hdr_bytes;
+	/* the op in flight (sigma_local_start()): its state, since when, its buffers */
+	int state;
+	int status; /* LT_IDLE: the last op's, 0 or -errno */
+	uint64_t since, checked;
+	const void *in;
+	void *out;
 	struct sigma_local_tensor *next;
 };
+
+/* An op's states: each waits for one thing (the other local ranks' counters, or the session). */
+enum { LT_IDLE, LT_SLOT, LT_ARRIVE, LT_SHARE, LT_DONE };
 
 struct sigma_local {
 	struct sigma_local_conf c;
@@ -102,6 +119,7 @@ struct sigma_local {
 	char path[300];
 	int failed; /* -errno once spent */
 	bool attached; /* our rank slot's pid is ours */
+	uint64_t moved; /* us: an op started or took a step (the poll before sleeping) */
 	struct sigma_local_tensor *tensors;
 	char err[SIGMA_ERR_LEN];
 };
@@ -268,58 +286,45 @@ static int first_behind(const struct sigma_local_tensor *t, unsigned int what, u
 
 static const char *const what_name[] = {"come", "finish its share", "copy the last sum out"};
 
-/* Wait until every local rank's counter @p what is at least @p want, within @p bound_us. */
-static int wait_all(struct sigma_local_tensor *t, unsigned int what, uint64_t want,
-		    uint64_t bound_us)
+/*
+ * Whether every local rank's counter @p what is at least @p want: 1 yes, 0 not yet (within
+ * @p bound_us of t->since; the ones behind checked alive every SIGMA_LOCAL_DEAD_CHECK_MS),
+ * or the failure (-EPIPE, -ETIMEDOUT; the context is spent).
+ */
+static int arrived_all(struct sigma_local_tensor *t, unsigned int what, uint64_t want,
+		       uint64_t bound_us, uint64_t now)
 {
 	struct sigma_local *l = t->l;
-	uint64_t start = now_us(), check = start + SIGMA_LOCAL_DEAD_CHECK_MS * 1000ull;
-	unsigned int spins = 0;
+	int k = first_behind(t, what, want), rc;
 
-	for (;;) {
-		uint32_t bell = atomic_load(&hdr(l)->bell);
-		int k = first_behind(t, what, want), rc;
-		uint64_t now, until;
+	if (k < 0)
+		return 1;
+	if ((rc = peer_failed(l)) < 0)
+		return rc;
+	if (now - t->checked >= SIGMA_LOCAL_DEAD_CHECK_MS * 1000ull) {
+		t->checked = now;
+		for (unsigned int q = 0; q < l->c.local_size; q++) {
+			struct seg_rank *r = rank_slot(l->base, q);
+			int32_t pid = atomic_load(&r->pid);
 
-		if (k < 0)
-			return 0;
-		if ((rc = peer_failed(l)) < 0)
-			return rc;
-		if (spins < SPINS) {
-			spins++;
-			cpu_relax();
-			continue;
+			if (atomic_load_explicit(counter(t, what, q), memory_order_acquire) >= want)
+				continue;
+			if (atomic_load(&r->closed))
+				return fail(l, -EPIPE, "push_pull of '%s' (step %" PRIu64 "): local rank "
+					    "%u (pid %d) of machine %u closed its context", t->name,
+					    t->seq, q, (int)pid, l->c.machine);
+			if (!pid_alive(pid))
+				return fail(l, -EPIPE, "push_pull of '%s' (step %" PRIu64 "): local rank "
+					    "%u (pid %d) of machine %u died", t->name, t->seq, q,
+					    (int)pid, l->c.machine);
 		}
-		now = now_us();
-		if (now >= check) {
-			check = now + SIGMA_LOCAL_DEAD_CHECK_MS * 1000ull;
-			for (unsigned int q = 0; q < l->c.local_size; q++) {
-				struct seg_rank *r = rank_slot(l->base, q);
-				int32_t pid = atomic_load(&r->pid);
-
-				if (atomic_load_explicit(counter(t, what, q), memory_order_acquire) >=
-				    want)
-					continue;
-				if (atomic_load(&r->closed))
-					return fail(l, -EPIPE, "push_pull of '%s' (step %" PRIu64
-						    "): local rank %u (pid %d) of machine %u closed "
-						    "its context", t->name, t->seq, q, (int)pid,
-						    l->c.machine);
-				if (!pid_alive(pid))
-					return fail(l, -EPIPE, "push_pull of '%s' (step %" PRIu64
-						    "): local rank %u (pid %d) of machine %u died",
-						    t->name, t->seq, q, (int)pid, l->c.machine);
-			}
-		}
-		if (now - start >= bound_us)
-			return fail(l, -ETIMEDOUT, "push_pull of '%s' (step %" PRIu64 "): local rank "
-				    "%d (pid %d) of machine %u did not %s within %.3g s (stuck or "
-				    "paused)", t->name, t->seq, k,
-				    (int)atomic_load(&rank_slot(l->base, (unsigned int)k)->pid),
-				    l->c.machine, what_name[what], (double)bound_us / 1e6);
-		until = check < start + bound_us ? check : start + bound_us;
-		sleep_on(l, bell, until > now ? until - now : 1);
 	}
+	if (now - t->since >= bound_us)
+		return fail(l, -ETIMEDOUT, "push_pull of '%s' (step %" PRIu64 "): local rank %d (pid "
+			    "%d) of machine %u did not %s within %.3g s (stuck or paused)", t->name,
+			    t->seq, k, (int)atomic_load(&rank_slot(l->base, (unsigned int)k)->pid),
+			    l->c.machine, what_name[what], (double)bound_us / 1e6);
+	return 0;
 }
 
 /* ---- the segment ---------------------------------------------------------- */
@@ -581,6 +586,9 @@ struct sigma_local *sigma_local_open(const struct sigma_local_conf *conf,
 	l->c = *conf;
 	l->s = s;
 	l->fd = -1;
+	/* the sum's table, picked once before any thread sums (a bad SIGMA_SUM_IMPL is
+	 * logged; the scalar reference still answers) */
+	(void)sg_sum_init();
 	if (l->c.open_timeout_ms == 0)
 		l->c.open_timeout_ms = 30000;
 	if (l->c.wait_us == 0)
@@ -722,146 +730,117 @@ struct sigma_local_tensor *sigma_local_tensor_register(struct sigma_local *l, co
 
 /* ---- the local sum -------------------------------------------------------- */
 
-static float bf16_to_f32(uint16_t b)
-{
-	uint32_t u = (uint32_t)b << 16;
-	float f;
-
-	memcpy(&f, &u, 4);
-	return f;
-}
-
-static uint16_t f32_to_bf16(float f)
-{
-	uint32_t u;
-
-	memcpy(&u, &f, 4);
-	if ((u & 0x7fffffffu) > 0x7f800000u)
-		return (uint16_t)((u >> 16) | 0x40); /* NaN stays a (quiet) NaN */
-	return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1)) >> 16);
-}
-
-static float fp16_to_f32(uint16_t h)
-{
-	uint32_t sign = (uint32_t)(h & 0x8000) << 16, e = (h >> 10) & 0x1f, m = h & 0x3ff, u;
-	float f;
-
-	if (e == 0x1f) {
-		u = sign | 0x7f800000u | (m << 13);
-	} else if (e != 0) {
-		u = sign | ((e + 112) << 23) | (m << 13);
-	} else {
-		/* zero or subnormal: m x 2^-24, exact in fp32 */
-		f = (float)m * 0x1p-24f;
-		return sign ? -f : f;
-	}
-	memcpy(&f, &u, 4);
-	return f;
-}
-
-static uint16_t f32_to_fp16(float f)
-{
-	uint32_t u, sign, a;
-
-	memcpy(&u, &f, 4);
-	sign = (u >> 16) & 0x8000;
-	a = u & 0x7fffffffu;
-	if (a > 0x7f800000u)
-		return (uint16_t)(sign | 0x7e00 | ((a >> 13) & 0x3ff));
-	if (a >= 0x477ff000u) /* rounds to above 65504: inf */
-		return (uint16_t)(sign | 0x7c00);
-	if (a < 0x38800000u) {
-		/* below 2^-14: a subnormal, m x 2^-24, rounded to nearest even */
-		float v;
-		uint32_t m;
-
-		memcpy(&v, &a, 4);
-		v *= 0x1p24f;
-		m = (uint32_t)v;
-		if (v - (float)m > 0.5f || (v - (float)m == 0.5f && (m & 1)))
-			m++;
-		return (uint16_t)(sign | m);
-	}
-	/* normal: rebias, round the 13 dropped bits to nearest even */
-	a += ((uint32_t)(15 - 127) << 23) + 0xfffu + ((a >> 13) & 1);
-	return (uint16_t)(sign | (a >> 13));
-}
-
-#define SUM_LOOP(type, utype)                                                           \
-	do {                                                                            \
-		type *d = (type *)dst;                                                  \
-		for (unsigned int k = 1; k < L; k++) {                                  \
-			const type *s = (const type *)(slot0 + k * t->slot_bytes) + t->lo;  \
-			for (uint64_t e = 0; e < n; e++)                                \
-				d[e] = (type)((utype)d[e] + (utype)s[e]);               \
-		}                                                                       \
-	} while (0)
-
-/* Slot 0's share += every other slot's, in local-rank order (16-bit types in fp32). */
+/*
+ * Slot 0's share = the sum of every slot's, in local-rank order (summation/'s
+ * fused k-way sum: 16-bit types in fp32, rounded once; integers wrap).
+ */
 static void reduce(struct sigma_local_tensor *t, uint8_t *slot0)
 {
+	const void *srcs[SIGMA_LOCAL_MAX];
 	unsigned int L = t->l->c.local_size;
-	uint64_t n = t->hi - t->lo;
-	uint8_t *dst = slot0 + t->lo * t->esize;
 
-	switch (t->dtype) {
-	case SG_DTYPE_FP32:
-		for (unsigned int k = 1; k < L; k++) {
-			float *d = (float *)dst;
-			const float *s = (const float *)(slot0 + k * t->slot_bytes) + t->lo;
+	for (unsigned int k = 0; k < L; k++)
+		srcs[k] = slot0 + k * t->slot_bytes + t->lo * t->esize;
+	/* cannot fail: dtype and L checked at open and registration, dst is srcs[0] exactly */
+	(void)sg_sum_addk(t->dtype, slot0 + t->lo * t->esize, srcs, L, t->hi - t->lo, 0);
+}
 
-			for (uint64_t e = 0; e < n; e++)
-				d[e] += s[e];
+static void enter(struct sigma_local_tensor *t, int state, uint64_t now)
+{
+	t->state = state;
+	t->since = t->checked = now;
+}
+
+/* The session's share: 0 done, -EINPROGRESS, or its failure (the context spent). */
+static int share_test(struct sigma_local_tensor *t)
+{
+	struct sigma_local *l = t->l;
+	int rc = sigma_test(t->inner);
+
+	if (rc >= 0 || rc == -EINPROGRESS)
+		return rc;
+	if (l->c.local_size == 1)
+		return fail(l, rc, "push_pull of '%s' (step %" PRIu64 "): %s", t->name, t->seq,
+			    sigma_last_error(l->s));
+	return fail(l, rc, "push_pull of '%s' (step %" PRIu64 "): share %u of machine %u: %s",
+		    t->name, t->seq, l->c.local_rank, l->c.machine, sigma_last_error(l->s));
+}
+
+/* Take the op as far as it goes without waiting: 1 it moved, 0 it waits, or -errno. */
+static int step(struct sigma_local_tensor *t, uint64_t now)
+{
+	struct sigma_local *l = t->l;
+	uint8_t *slot0 = t->region + t->hdr_bytes;
+	uint64_t nbytes = t->nelem * t->esize;
+	int rc;
+
+	switch (t->state) {
+	case LT_SLOT: /* slot 0 holds the last sum until every local rank copied it out */
+		if (l->c.local_rank == 0 &&
+		    (rc = arrived_all(t, COPIED, t->seq - 1, l->c.wait_us, now)) <= 0)
+			return rc;
+		memcpy(slot0 + l->c.local_rank * t->slot_bytes, t->in, nbytes);
+		set_counter(t, ARRIVED, t->seq);
+		enter(t, LT_ARRIVE, now);
+		return 1;
+	case LT_ARRIVE:
+		if ((rc = arrived_all(t, ARRIVED, t->seq, l->c.wait_us, now)) <= 0)
+			return rc;
+		if (t->inner != NULL) {
+			uint8_t *share = slot0 + t->lo * t->esize;
+
+			reduce(t, slot0);
+			rc = sigma_push_pull(t->inner, share, share, NULL, NULL);
+			if (rc < 0)
+				return fail(l, rc, "push_pull of '%s' (step %" PRIu64 "): share %u of "
+					    "machine %u: %s", t->name, t->seq, l->c.local_rank,
+					    l->c.machine, sigma_last_error(l->s));
+			enter(t, LT_SHARE, now);
+			return 1;
 		}
-		break;
-	case SG_DTYPE_FP64:
-		for (unsigned int k = 1; k < L; k++) {
-			double *d = (double *)dst;
-			const double *s = (const double *)(slot0 + k * t->slot_bytes) + t->lo;
-
-			for (uint64_t e = 0; e < n; e++)
-				d[e] += s[e];
+		set_counter(t, DONE, t->seq);
+		enter(t, LT_DONE, now);
+		return 1;
+	case LT_SHARE:
+		if ((rc = share_test(t)) == -EINPROGRESS)
+			return 0;
+		if (rc < 0)
+			return rc;
+		if (l->c.local_size == 1) {
+			t->state = LT_IDLE;
+			t->status = 0;
+			return 1;
 		}
-		break;
-	case SG_DTYPE_INT32:
-		SUM_LOOP(int32_t, uint32_t);
-		break;
-	case SG_DTYPE_INT64:
-		SUM_LOOP(int64_t, uint64_t);
-		break;
-	case SG_DTYPE_INT8:
-		SUM_LOOP(int8_t, uint8_t);
-		break;
-	case SG_DTYPE_UINT8:
-		SUM_LOOP(uint8_t, uint8_t);
-		break;
-	case SG_DTYPE_FP16:
-	case SG_DTYPE_BF16: {
-		bool half = t->dtype == SG_DTYPE_FP16;
-		uint16_t *d = (uint16_t *)dst;
-
-		for (uint64_t e = 0; e < n; e++) {
-			float acc = half ? fp16_to_f32(d[e]) : bf16_to_f32(d[e]);
-
-			for (unsigned int k = 1; k < L; k++) {
-				uint16_t v = ((const uint16_t *)(slot0 + k * t->slot_bytes))[t->lo + e];
-
-				acc += half ? fp16_to_f32(v) : bf16_to_f32(v);
-			}
-			d[e] = half ? f32_to_fp16(acc) : f32_to_bf16(acc);
-		}
-		break;
-	}
+		set_counter(t, DONE, t->seq);
+		enter(t, LT_DONE, now);
+		return 1;
+	case LT_DONE:
+		if ((rc = arrived_all(t, DONE, t->seq, l->c.share_wait_us, now)) <= 0)
+			return rc;
+		memcpy(t->out, slot0, nbytes);
+		set_counter(t, COPIED, t->seq);
+		t->state = LT_IDLE;
+		t->status = 0;
+		return 1;
 	default:
-		break;
+		return 0;
 	}
 }
 
-int sigma_local_push_pull(struct sigma_local_tensor *t, const void *in, void *out)
+/* A failure spends the context: every op in flight ends with it. */
+static int fail_all(struct sigma_local *l, int rc)
+{
+	for (struct sigma_local_tensor *t = l->tensors; t != NULL; t = t->next)
+		if (t->state != LT_IDLE) {
+			t->state = LT_IDLE;
+			t->status = rc;
+		}
+	return rc;
+}
+
+int sigma_local_start(struct sigma_local_tensor *t, const void *in, void *out)
 {
 	struct sigma_local *l;
-	uint8_t *slot0;
-	uint64_t nbytes;
 	int rc;
 
 	if (t == NULL || in == NULL || out == NULL)
@@ -869,39 +848,101 @@ int sigma_local_push_pull(struct sigma_local_tensor *t, const void *in, void *ou
 	l = t->l;
 	if (l->failed)
 		return l->failed;
+	if (t->state != LT_IDLE)
+		return -EBUSY;
 	t->seq++;
+	t->in = in;
+	t->out = out;
+	t->status = -EINPROGRESS;
 	if (l->c.local_size == 1) {
-		rc = sigma_push_pull_sync(t->inner, in, out);
-		if (rc < 0)
-			fail(l, rc, "push_pull of '%s' (step %" PRIu64 "): %s", t->name, t->seq,
-			     sigma_last_error(l->s));
-		return rc;
+		rc = sigma_push_pull(t->inner, in, out, NULL, NULL);
+		if (rc < 0) {
+			t->status = rc;
+			return fail(l, rc, "push_pull of '%s' (step %" PRIu64 "): %s", t->name,
+				    t->seq, sigma_last_error(l->s));
+		}
+		enter(t, LT_SHARE, now_us());
+		l->moved = t->since;
+		return 0;
 	}
-	slot0 = t->region + t->hdr_bytes;
-	nbytes = t->nelem * t->esize;
-	/* slot 0 holds the last sum until every local rank copied it out */
-	if (l->c.local_rank == 0 && (rc = wait_all(t, COPIED, t->seq - 1, l->c.wait_us)) < 0)
-		return rc;
-	memcpy(slot0 + l->c.local_rank * t->slot_bytes, in, nbytes);
-	set_counter(t, ARRIVED, t->seq);
-	if ((rc = wait_all(t, ARRIVED, t->seq, l->c.wait_us)) < 0)
-		return rc;
-	if (t->inner != NULL) {
-		uint8_t *share = slot0 + t->lo * t->esize;
+	enter(t, LT_SLOT, now_us());
+	l->moved = t->since;
+	/* the first steps need nobody else (local rank 0 may wait for the last copies out) */
+	rc = step(t, t->since);
+	return rc < 0 ? fail_all(l, rc) : 0;
+}
 
-		reduce(t, slot0);
-		rc = sigma_push_pull_sync(t->inner, share, share);
-		if (rc < 0)
-			return fail(l, rc, "push_pull of '%s' (step %" PRIu64 "): share %u of "
-				    "machine %u: %s", t->name, t->seq, l->c.local_rank, l->c.machine,
-				    sigma_last_error(l->s));
+int sigma_local_poll(struct sigma_local *l, int timeout_us)
+{
+	uint64_t start = now_us(), until = start + (uint64_t)(timeout_us > 0 ? timeout_us : 0);
+	int done = 0;
+
+	if (l == NULL)
+		return -EINVAL;
+	if (l->failed)
+		return l->failed;
+	for (;;) {
+		uint32_t bell = l->base != NULL ? atomic_load(&hdr(l)->bell) : 0;
+		uint64_t now = now_us(), wait;
+		bool active = false, sharing = false;
+
+		for (struct sigma_local_tensor *t = l->tensors; t != NULL; t = t->next) {
+			int rc = 0;
+
+			while (t->state != LT_IDLE && (rc = step(t, now)) > 0)
+				l->moved = now;
+			if (t->state != LT_IDLE && rc < 0)
+				return fail_all(l, rc);
+			if (t->state == LT_IDLE && t->status == 0 && t->in != NULL) {
+				t->in = NULL; /* counted once */
+				done++;
+			}
+			active |= t->state != LT_IDLE;
+			sharing |= t->state == LT_SHARE;
+		}
+		if (done > 0 || !active || now >= until)
+			return done;
+		if (!sharing && now - l->moved < SPIN_US) {
+			cpu_relax();
+			continue;
+		}
+		/* wake for the next dead-rank check at least; the session's shares by its poll */
+		wait = until - now;
+		if (wait > SIGMA_LOCAL_DEAD_CHECK_MS * 1000ull)
+			wait = SIGMA_LOCAL_DEAD_CHECK_MS * 1000ull;
+		if (sharing) {
+			int rc = sigma_poll(l->s, (int)(wait < 200 ? wait : 200));
+
+			if (rc < 0)
+				return fail_all(l, fail(l, rc, "sigma_poll: %s", sigma_last_error(l->s)));
+		} else {
+			sleep_on(l, bell, wait);
+		}
 	}
-	set_counter(t, DONE, t->seq);
-	if ((rc = wait_all(t, DONE, t->seq, l->c.share_wait_us)) < 0)
+}
+
+int sigma_local_test(const struct sigma_local_tensor *t)
+{
+	if (t == NULL)
+		return -EINVAL;
+	if (t->state != LT_IDLE)
+		return t->l->failed ? t->l->failed : -EINPROGRESS;
+	return t->status;
+}
+
+int sigma_local_push_pull(struct sigma_local_tensor *t, const void *in, void *out)
+{
+	int rc = sigma_local_start(t, in, out);
+
+	if (rc < 0)
 		return rc;
-	memcpy(out, slot0, nbytes);
-	set_counter(t, COPIED, t->seq);
-	return 0;
+	while ((rc = sigma_local_test(t)) == -EINPROGRESS) {
+		int p = sigma_local_poll(t->l, 1000000);
+
+		if (p < 0)
+			return p;
+	}
+	return rc;
 }
 
 const char *sigma_local_last_error(const struct sigma_local *l)

@@ -41,9 +41,9 @@
  * **Threads and memory.** A context belongs to one thread at a time, as its
  * session does. Everything is allocated by sigma_local_open() and
  * sigma_local_tensor_register(); push_pull allocates nothing and takes no
- * lock. One push_pull at a time per context (blocking): tensors are summed
- * one after another, in the order the calls come, which must be the same on
- * every local rank.
+ * lock. sigma_local_push_pull() blocks; sigma_local_start(),
+ * sigma_local_poll() and sigma_local_test() keep several tensors in flight
+ * at once (one op per tensor), started in any order on each local rank.
  *
  * The counters are C11 atomics (release/acquire): no reliance on x86-64's
  * store order, unlike python/sigma/local.py.
@@ -172,6 +172,34 @@ struct sigma_local_tensor *sigma_local_tensor_register(struct sigma_local *l, co
  *   the tensor, the step, the machine and the local rank.
  */
 int sigma_local_push_pull(struct sigma_local_tensor *t, const void *in, void *out);
+
+/**
+ * Start push_pull of @p t (as sigma_local_push_pull(), without waiting): copy
+ * @p in into the segment (local rank 0 first waits, within sigma_local_poll(),
+ * for the last sum to be copied out everywhere). @p in and @p out must stay
+ * valid until sigma_local_test() says the op is over. Several tensors may be in
+ * flight at once, started in any order on each local rank: each advances in
+ * sigma_local_poll() when the other local ranks reach it.
+ * @return 0 (in flight), or -EINVAL (NULL buffers), -EBUSY (@p t's last op is
+ *         still in flight), or the spent context's error.
+ */
+int sigma_local_start(struct sigma_local_tensor *t, const void *in, void *out);
+
+/**
+ * Advance every op in flight as far as it goes (sums, shares pushed through the
+ * session and its sigma_poll(), results copied out), waiting up to
+ * @p timeout_us for one to finish.
+ * @return how many finished in this call (0 on timeout), or the failure that
+ *         spent the context (the errors of sigma_local_push_pull()); every op in
+ *         flight then ends with it.
+ */
+int sigma_local_poll(struct sigma_local *l, int timeout_us);
+
+/**
+ * @return -EINPROGRESS while @p t's op is in flight, then 0 or its failure
+ *         (sigma_local_push_pull()'s errors); -EINVAL for NULL.
+ */
+int sigma_local_test(const struct sigma_local_tensor *t);
 
 /** The last failure's message ("" if none). */
 const char *sigma_local_last_error(const struct sigma_local *l);

@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: BSD-3-Clause
-"""ctypes bindings of libsigma (client/sigma.h) and libsigma-control
-(control/sg_ctl_client.h).
+"""ctypes bindings of libsigma (client/sigma.h, client/sigma_local.h) and
+libsigma-control (control/sg_ctl_client.h).
 
 Both libraries are found, in this order:
 
@@ -127,6 +127,29 @@ class SigmaStats(ctypes.Structure):
         "nacks", "errors", "ops_done", "ops_failed", "nodes_lost", "keys_moved",
         "recovery_pushes", "membership_changes", "timeouts_held", "spins", "waits",
         "tx_dropped", "rx_dropped")]
+
+
+# sigma_local.h
+SIGMA_LOCAL_MAX = 64
+
+
+class SigmaLocalConf(ctypes.Structure):
+    """struct sigma_local_conf (sigma_local.h)."""
+    _fields_ = [
+        ("job", ctypes.c_uint32),
+        ("key", ctypes.c_uint64),
+        ("machine", ctypes.c_uint16),
+        ("local_rank", ctypes.c_uint16),
+        ("local_size", ctypes.c_uint16),
+        ("open_timeout_ms", ctypes.c_uint32),
+        ("wait_us", ctypes.c_uint32),
+        ("share_wait_us", ctypes.c_uint32),
+    ]
+
+
+class SigmaLocalConfPadded(ctypes.Structure):
+    """A sigma_local_conf followed by zeroes (see _TAIL)."""
+    _fields_ = [("conf", SigmaLocalConf), ("_tail", ctypes.c_uint8 * _TAIL)]
 
 
 # enum sigma_fail_kind
@@ -407,6 +430,18 @@ def libsigma() -> ctypes.CDLL:
         if hasattr(lib, "sigma_node_transport"):  # sessions over shared memory and UDP at once
             _proto(lib, "sigma_node_transport", i, vp, ctypes.c_uint)
         _proto(lib, "sigma_tensor_part_latency", ctypes.c_uint64, vp, ctypes.c_uint32)
+        # local aggregation (sigma_local.h; sigma.local)
+        _proto(lib, "sigma_local_open", vp, ctypes.POINTER(SigmaLocalConfPadded), vp, cp,
+               ctypes.c_size_t)
+        _proto(lib, "sigma_local_tensor_register", vp, vp, cp, ctypes.c_uint32, i,
+               ctypes.c_uint64, i)
+        _proto(lib, "sigma_local_push_pull", i, vp, vp, vp)
+        _proto(lib, "sigma_local_start", i, vp, vp, vp)
+        _proto(lib, "sigma_local_poll", i, vp, i)
+        _proto(lib, "sigma_local_test", i, vp)
+        _proto(lib, "sigma_local_last_error", cp, vp)
+        _proto(lib, "sigma_local_session", vp, vp)
+        _proto(lib, "sigma_local_close", None, vp)
         _sigma = lib
     return _sigma
 

@@ -367,14 +367,17 @@ def init(nodes: Union[str, Sequence[str], None] = None, *,
                 kw["elastic"] = members
             if owner and members:
                 _record_job(members, job)
+            together = (lambda: _start_together(store, gen, n, timeout)) \
+                if store is not None and n > 1 else None
             if plan is not None:
+                # the ranks meet before the local context waits for its local ranks
                 sess = _local.LocalSession(plan, jobs, store, f"{_STORE_PREFIX}/{gen}", timeout,
-                                           **kw)
+                                           meet=together, **kw)
             else:
                 sess = Session(own or job, r, store=store if n > 1 else None,
                                store_prefix=f"{_STORE_PREFIX}/{gen}", **kw)
-            if store is not None and n > 1:
-                _start_together(store, gen, n, timeout)
+                if together is not None:
+                    together()
         except BaseException as e:
             if store is not None and n > 1:
                 _tell_failure(store, gen, r, e)

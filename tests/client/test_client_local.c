@@ -5,7 +5,9 @@
  * each local rank a forked process, every element of fp32 and fp16 tensors
  * (one with fewer elements than L) compared bitwise with a sum computed here
  * in local-rank order (fp16 through summation's converters); the node's
- * counters show one push per chunk per machine. Then failures: a local rank
+ * counters show one push per chunk per machine; the same with every tensor in
+ * flight at once (sigma_local_start/poll/test), each local rank starting them
+ * in another order. Then failures: a local rank
  * SIGKILLed mid-step (the others -EPIPE within the bound, naming it), one
  * stopped (-ETIMEDOUT after wait_us), mismatched local sizes refused at open
  * on both ranks, a stale segment of a dead maker removed; no segment left in
@@ -131,6 +133,7 @@ struct run {
 	uint32_t wait_us;
 	unsigned int rounds;   /* 0: run until killed */
 	int mismatch_rank;     /* this process (r) says local size L + 1 (-1: none) */
+	bool started;          /* every tensor in flight at once, rank r starting at r % NT */
 };
 
 static void add_jobs(struct run *ru)
@@ -185,7 +188,38 @@ static void child(struct run *ru, unsigned int r)
 		if (t[q] == NULL || in[q] == NULL || out[q] == NULL)
 			_exit(1);
 	}
-	for (unsigned int k = 0; ru->rounds == 0 || k < ru->rounds; k++) {
+	for (unsigned int k = 0; ru->started && k < ru->rounds; k++) {
+		int busy = NT, rc = 0;
+
+		for (unsigned int i = 0; i < NT; i++) {
+			unsigned int q = (r + i) % NT;
+
+			fill(in[q], dtypes[q], nelems[q], r, k % 16);
+			SG_CHECK_EQ(sigma_local_start(t[q], in[q], out[q]), 0);
+		}
+		SG_CHECK_EQ(sigma_local_start(t[0], in[0], out[0]), -EBUSY);
+		while (busy > 0 && rc >= 0) {
+			rc = sigma_local_poll(l, 100000);
+			busy -= rc > 0 ? rc : 0;
+		}
+		SG_CHECK(rc >= 0 && busy == 0, "rank %u round %u: poll %d: %s", r, k, rc,
+			 sigma_local_last_error(l));
+		for (unsigned int q = 0; q < NT; q++) {
+			size_t es = sg_dtype_size(dtypes[q]);
+			unsigned int bad = 0;
+
+			SG_CHECK_EQ(sigma_local_test(t[q]), 0);
+			for (uint64_t i = 0; i < nelems[q]; i++) {
+				uint8_t want[4];
+
+				expect(dtypes[q], ru->M, ru->L, i, k % 16, want);
+				bad += memcmp((uint8_t *)out[q] + i * es, want, es) != 0;
+			}
+			SG_CHECK(bad == 0, "rank %u tensor %u round %u (started in rank order %u): "
+				 "%u of %" PRIu64 " elements differ", r, q, k, r % NT, bad, nelems[q]);
+		}
+	}
+	for (unsigned int k = 0; !ru->started && (ru->rounds == 0 || k < ru->rounds); k++) {
 		for (unsigned int q = 0; q < NT; q++) {
 			size_t es = sg_dtype_size(dtypes[q]);
 			unsigned int bad = 0;
@@ -261,11 +295,11 @@ static uint64_t chunks(uint64_t bytes)
 }
 
 /* M machines of L local ranks: every sum bitwise, one push per chunk per machine. */
-static void sums(unsigned int M, unsigned int L, struct report *rep)
+static void sums(unsigned int M, unsigned int L, struct report *rep, bool started)
 {
-	struct run ru = {.M = M, .L = L, .job0 = JOB0 + 10 * (M * 4 + L), .rep = rep,
-			 .key = 0x5eed0000ull + (uint64_t)getpid() * 64 + L, .rounds = ROUNDS,
-			 .mismatch_rank = -1};
+	struct run ru = {.M = M, .L = L, .job0 = JOB0 + 10 * (M * 4 + L) + 100 * started,
+			 .rep = rep, .key = 0x5eed0000ull + (uint64_t)getpid() * 64 + L,
+			 .rounds = ROUNDS, .mismatch_rank = -1, .started = started};
 	pid_t pids[MAX_PROCS];
 	uint64_t pushes = 0, want = 0, direct = 0;
 
@@ -292,9 +326,10 @@ static void sums(unsigned int M, unsigned int L, struct report *rep)
 		 pushes, want, direct * ROUNDS * M * L);
 	SG_CHECK_EQ(segments_left(), 0);
 	stop(&ru);
-	printf("M=%u L=%u: %u rounds of %u tensors summed bitwise; %" PRIu64 " pushes at the "
-	       "node (every rank pushing: %" PRIu64 ")\n", M, L, ROUNDS, NT, pushes,
-	       direct * ROUNDS * M * L);
+	printf("M=%u L=%u%s: %u rounds of %u tensors summed bitwise; %" PRIu64 " pushes at the "
+	       "node (every rank pushing: %" PRIu64 ")\n", M, L,
+	       started ? " (all in flight, started in another order on each rank)" : "", ROUNDS,
+	       NT, pushes, direct * ROUNDS * M * L);
 }
 
 /*
@@ -380,7 +415,7 @@ static void stale(struct report *rep)
 	if (f != NULL)
 		fclose(f);
 	SG_CHECK_EQ(segments_left(), 1);
-	sums(1, 2, rep);
+	sums(1, 2, rep, false);
 	SG_CHECK(access(path, F_OK) < 0, "%s is still there", path);
 	unlink(path);
 }
@@ -397,6 +432,9 @@ static void test_bad_args(void)
 	SG_CHECK(sigma_local_open(&lc, (struct sigma_session *)&lc, err, sizeof(err)) == NULL &&
 		 errno == EINVAL, "local size above the most");
 	SG_CHECK_EQ(sigma_local_push_pull(NULL, err, err), -EINVAL);
+	SG_CHECK_EQ(sigma_local_start(NULL, err, err), -EINVAL);
+	SG_CHECK_EQ(sigma_local_poll(NULL, 0), -EINVAL);
+	SG_CHECK_EQ(sigma_local_test(NULL), -EINVAL);
 }
 
 int main(void)
@@ -409,9 +447,11 @@ int main(void)
 	if (access("/dev/shm", W_OK) < 0)
 		SG_TEST_SKIP_ALL("/dev/shm is not writable");
 	test_bad_args();
-	sums(1, 2, rep);
-	sums(1, 3, rep);
-	sums(2, 2, rep);
+	sums(1, 2, rep, false);
+	sums(1, 3, rep, false);
+	sums(2, 2, rep, false);
+	sums(1, 3, rep, true);
+	sums(2, 2, rep, true);
 	victim(rep, true);
 	victim(rep, false);
 	mismatch(rep);

@@ -10,6 +10,7 @@
 #include "sg_ctl_client.h"
 #include "sg_etcd.h"
 #include "sigma.h"
+#include "sigma_local.h"
 
 static int first;
 
@@ -61,6 +62,12 @@ int main(void)
 	F(struct sigma_failure, node); F(struct sigma_failure, key);
 	F(struct sigma_failure, chunk); F(struct sigma_failure, round);
 	F(struct sigma_failure, missing); F(struct sigma_failure, waited_us);
+	END();
+	begin("SigmaLocalConf", sizeof(struct sigma_local_conf));
+	F(struct sigma_local_conf, job); F(struct sigma_local_conf, key);
+	F(struct sigma_local_conf, machine); F(struct sigma_local_conf, local_rank);
+	F(struct sigma_local_conf, local_size); F(struct sigma_local_conf, open_timeout_ms);
+	F(struct sigma_local_conf, wait_us); F(struct sigma_local_conf, share_wait_us);
 	END();
 	begin("SigmaJob", sizeof(struct sigma_job));
 	F(struct sigma_job, conf); F(struct sigma_job, dtype); F(struct sigma_job, mode);

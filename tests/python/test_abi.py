@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: BSD-3-Clause
 """The ctypes structures of python/sigma/_lib.py against the C compiler's
-layout of client/sigma.h and control/sg_ctl_client.h: every size and field
+layout of client/sigma.h, client/sigma_local.h and control/sg_ctl_client.h: every size and field
 offset (abi_offsets prints them). A field added to the C side makes the
 structure larger than its mirror and fails here, so the binding follows."""
 
@@ -24,7 +24,7 @@ class Abi(unittest.TestCase):
             self.skipTest("give the abi_offsets program")
         c = json.loads(subprocess.run([OFFSETS], check=True, capture_output=True,
                                       text=True).stdout)
-        self.assertEqual(len(c), 13)
+        self.assertEqual(len(c), 14)
         for name, fields in c.items():
             cls = getattr(_lib, name)
             with self.subTest(struct=name):
@@ -40,7 +40,8 @@ class Abi(unittest.TestCase):
         # version may append read as their defaults)
         for outer, inner in ((_lib.SigmaConfPadded, _lib.SigmaConf),
                              (_lib.CtlJobSpecPadded, _lib.CtlJobSpec),
-                             (_lib.SigmaJobPadded, _lib.SigmaJob)):
+                             (_lib.SigmaJobPadded, _lib.SigmaJob),
+                             (_lib.SigmaLocalConfPadded, _lib.SigmaLocalConf)):
             self.assertGreaterEqual(ctypes.sizeof(outer), ctypes.sizeof(inner) + 256)
             self.assertEqual(bytes(outer())[ctypes.sizeof(inner):],
                              bytes(ctypes.sizeof(outer) - ctypes.sizeof(inner)))

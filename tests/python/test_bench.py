@@ -3,7 +3,9 @@
 and N, the communication time per step and the whole step with Sigma's hook
 and with gloo, their ratio (and per repetition), the verdict against the
 target (ratio >= 1.0, stretch 2.0), libsigma's counters, as JSON. On the tiny
-model, with one repetition: it checks the script, it measures nothing."""
+model, with one repetition: it checks the script, it measures nothing.
+bench/local_push_pull.py too (issue 30): on 1 MB, the C path and the Python
+one it replaced, the medians of the reps and their ratio, as JSON."""
 
 import json
 import os
@@ -17,6 +19,7 @@ import sgtest
 sgtest.need_torch()
 
 BENCH = os.path.join(sgtest.HERE, "..", "..", "bench", "pytorch_ddp.py")
+LOCAL = os.path.join(sgtest.HERE, "..", "..", "bench", "local_push_pull.py")
 
 
 class Bench(unittest.TestCase):
@@ -55,6 +58,26 @@ class Bench(unittest.TestCase):
         self.assertIn("target tiny N=2: comm ratio", r.stdout)
         for key in ("cpu", "loadavg", "torch", "ctypes_call_us"):
             self.assertIn(key, doc)
+
+    def test_local_push_pull(self):
+        if subprocess.run(["git", "-C", sgtest.HERE, "rev-parse"], capture_output=True).returncode:
+            self.skipTest("not a git checkout: the Python path's revision is not here")
+        with tempfile.TemporaryDirectory() as tmp:
+            out = os.path.join(tmp, "l.json")
+            r = subprocess.run([sys.executable, LOCAL, "--mb", "1", "--reps", "5", "--json", out],
+                               capture_output=True, text=True, timeout=240)
+            self.assertEqual(r.returncode, 0, r.stderr[-3000:])
+            with open(out) as f:
+                doc = json.load(f)
+        self.assertEqual((doc["bench"], doc["local_ranks"], doc["bytes"], doc["reps"]),
+                         ("local_push_pull", 2, 1 << 20, 5))
+        self.assertTrue(doc["before_rev"])
+        for key in ("before", "after"):
+            times = doc[key]["times_s"]
+            self.assertEqual(len(times), 5)
+            self.assertEqual(doc[key]["median_s"], sorted(times)[2])
+        self.assertAlmostEqual(doc["after_over_before"],
+                               doc["after"]["median_s"] / doc["before"]["median_s"])
 
 
 if __name__ == "__main__":

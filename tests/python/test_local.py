@@ -1,5 +1,6 @@
 # SPDX-License-Identifier: BSD-3-Clause
-"""Local aggregation (python/sigma/local.py) against references computed here:
+"""Local aggregation (python/sigma/local.py over libsigma's sigma_local.h)
+against references computed here:
 
 - L = 2 and L = 3 ranks on one machine, one node: push_pull of every dtype,
   sizes below L, odd and over several chunks, in place, averaged, several in
@@ -11,9 +12,13 @@
 - a local rank SIGKILLed in the middle of a step: the others raise a clear
   SigmaError naming the machine and the local rank within 1 s, and no
   segment is left in /dev/shm; a local rank stopped (SIGSTOP): the others
-  raise within ranks_wait;
+  raise within ranks_wait; of 2 machines x 2, machine 1's local rank 1
+  killed: machine 0's ranks raise within 3 s (its machine's failure, posted
+  in the store), not after ranks_wait (10 s);
 - mismatched LOCAL_WORLD_SIZE across ranks: a clear error at init() on every
   rank;
+- a stale segment (its maker dead) is removed by the next init() on the
+  machine;
 - 2 machines x 2 local ranks emulated on this host (RANK, LOCAL_RANK and
   LOCAL_WORLD_SIZE per "machine"): DDP with Sigma's hook and
   DistributedOptimizer train to gloo's parameters over all 4 ranks, bitwise
@@ -165,6 +170,49 @@ def killed(rank, n, targets, victim, how):
         assert "died" in msg, msg
     sgt.shutdown(timeout=1)
     return {"took": took, "msg": msg}
+
+
+def late_peer(rank, n, targets):
+    """Local rank 0 waits 1 s for local rank 1; the CPU its local thread spent meanwhile."""
+    sgt.init(targets)
+    x = torch.ones(1000)
+    assert torch.equal(sgt.push_pull(x, average=False, name="x"), x * n)
+    sess = sgt.session()
+    cpu0, t0 = sess.profile()["cpu_s"], time.monotonic()
+    if rank == 1:
+        time.sleep(1.0)
+    assert torch.equal(sgt.push_pull(x, average=False, name="x"), x * n)
+    wall = time.monotonic() - t0
+    cpu = sess.profile()["cpu_s"] - cpu0
+    sgt.shutdown()
+    return {"wall": wall, "cpu": cpu}
+
+
+def killed_far(rank, n, targets):
+    os.environ.update(LOCAL_RANK=str(rank % 2), LOCAL_WORLD_SIZE="2")
+    sgt.init(targets, ranks_wait=10.0)
+    x = torch.ones(20000)
+    for _ in range(2):
+        assert torch.equal(sgt.push_pull(x, average=False, name="x"), x * n)
+    if rank == 3:  # before its third step: the others' shares wait for it at the node
+        os.kill(os.getpid(), signal.SIGKILL)
+    t0 = time.monotonic()
+    try:
+        sgt.push_pull(x, average=False, name="x")
+        raise AssertionError("the step went on without a local rank")
+    except sigma.SigmaError as e:
+        took, msg = time.monotonic() - t0, str(e)
+    assert "local rank 1" in msg and "machine 1" in msg and "died" in msg, msg
+    sgt.shutdown(timeout=1)
+    return {"took": took, "msg": msg}
+
+
+def one_step(rank, n, targets):
+    sgt.init(targets)
+    assert isinstance(sgt.session(), sigma.local.LocalSession)
+    y = sgt.push_pull(torch.ones(10), average=False, name="one")
+    sgt.shutdown()
+    return float(y[0])
 
 
 def mismatched(rank, n, targets):
@@ -342,6 +390,15 @@ class Local(unittest.TestCase):
         self.assertLess(res[0]["took"], 2.0 + 1.0)
         self.assertGreaterEqual(res[0]["took"], 2.0 - 0.3)
 
+    def test_killed_on_another_machine(self):
+        with start_local_nodes(1) as nodes:
+            res = sgtest.run_ranks(4, killed_far, nodes.targets, timeout=60, env=ON,
+                                   allow_exit=(3,))
+        for r in (0, 1, 2):
+            print(f"rank {r}: machine 1's local rank 1 killed: raised after "
+                  f"{res[r]['took']:.2f} s: {res[r]['msg'][:240]}")
+            self.assertLess(res[r]["took"], 3.0)
+
     def test_mismatched_local_world_size(self):
         with start_local_nodes(1) as nodes:
             res = sgtest.run_ranks(2, mismatched, nodes.targets, timeout=60, env=ON)
@@ -356,8 +413,21 @@ class Local(unittest.TestCase):
         p.wait()
         name = f"/dev/shm/sigma-local-{os.getuid()}-j1-m0-p{p.pid}"
         open(name, "w").close()
-        self.assertIn(os.path.basename(name), sigma.local.clean_stale())
-        self.assertFalse(os.path.exists(name))
+        with start_local_nodes(1) as nodes:
+            res = sgtest.run_ranks(2, one_step, nodes.targets, timeout=60, env=ON)
+        self.assertEqual(res, [2.0, 2.0])
+        self.assertFalse(os.path.exists(name), "the stale segment is still there")
+
+    def test_waiting_local_rank_sleeps(self):
+        # a local rank waiting for another sleeps: spinning between the Python loop's
+        # 200 us polls kept the nodes off a loaded machine's CPU (node silent)
+        with start_local_nodes(1) as nodes:
+            res = sgtest.run_ranks(2, late_peer, nodes.targets, timeout=60, env=ON)
+        r = res[0]
+        print(f"local rank 0 waited {r['wall']:.2f} s for local rank 1: its local thread "
+              f"used {r['cpu']:.3f} s of CPU")
+        self.assertGreaterEqual(r["wall"], 0.9)
+        self.assertLess(r["cpu"], 0.25 * r["wall"])
 
     def test_two_machines_of_two(self):
         with start_local_nodes(2) as nodes:
