@@ -53,6 +53,13 @@ struct sigma_elastic_conf {
 	const uint8_t *secret;		/**< control secret for TCP control endpoints (joins) */
 	size_t secret_len;
 	/**
+	 * A tensor not pushed for this long when the rank confirms a proposal is
+	 * confirmed idle: its next push waits for the decision, and if every rank
+	 * confirmed it idle it switches at its next round (a tensor never pushed
+	 * again then keeps no old session open), 10..600000 [1000]
+	 */
+	uint32_t idle_ms;
+	/**
 	 * auth = mac (the descriptor's auth=mac; it must be this rank's own, with its
 	 * keys): the job's full token, 64 hex digits (`sigmactl job create --auth
 	 * --token-file`), which a rank that proposes needs to make the job on a node
@@ -60,13 +67,6 @@ struct sigma_elastic_conf {
 	 * hold: with it a rank could MAC any rank's push (docs/security.md). Copied.
 	 */
 	const char *job_token;
-	/**
-	 * A tensor not pushed for this long when the rank confirms a proposal is
-	 * confirmed idle: its next push waits for the decision, and if every rank
-	 * confirmed it idle it switches at its next round (a tensor never pushed
-	 * again then keeps no old session open), 10..600000 [1000]
-	 */
-	uint32_t idle_ms;
 };
 
 /** State of an instance. */

@@ -235,6 +235,7 @@ class CtlJobSpec(ctypes.Structure):
         ("slots", ctypes.c_uint32),
         ("auth", ctypes.c_bool),
         ("rank_descs", ctypes.POINTER(ctypes.c_char_p)),
+        ("token_out", ctypes.c_char_p),
     ]
 
 
@@ -283,6 +284,7 @@ class ElasticConf(ctypes.Structure):
         ("secret", ctypes.POINTER(ctypes.c_uint8)),
         ("secret_len", ctypes.c_size_t),
         ("idle_ms", ctypes.c_uint32),
+        ("job_token", ctypes.c_char_p),
     ]
 
 

@@ -10,6 +10,7 @@
 #include "sg_ctl_client.h"
 #include "sg_etcd.h"
 #include "sigma.h"
+#include "sigma_elastic.h"
 #include "sigma_local.h"
 
 static int first;
@@ -95,7 +96,23 @@ int main(void)
 	F(struct sg_ctl_job_spec, partition_bytes); F(struct sg_ctl_job_spec, chunk_bytes);
 	F(struct sg_ctl_job_spec, tensors); F(struct sg_ctl_job_spec, n_tensors);
 	F(struct sg_ctl_job_spec, slots); F(struct sg_ctl_job_spec, auth);
-	F(struct sg_ctl_job_spec, rank_descs);
+	F(struct sg_ctl_job_spec, rank_descs); F(struct sg_ctl_job_spec, token_out);
+	END();
+	begin("ElasticConf", sizeof(struct sigma_elastic_conf));
+	F(struct sigma_elastic_conf, etcd); F(struct sigma_elastic_conf, cluster);
+	F(struct sigma_elastic_conf, descriptor); F(struct sigma_elastic_conf, rank);
+	F(struct sigma_elastic_conf, base); F(struct sigma_elastic_conf, poll_ms);
+	F(struct sigma_elastic_conf, margin); F(struct sigma_elastic_conf, confirm_ms);
+	F(struct sigma_elastic_conf, wait_ms); F(struct sigma_elastic_conf, propose);
+	F(struct sigma_elastic_conf, secret); F(struct sigma_elastic_conf, secret_len);
+	F(struct sigma_elastic_conf, idle_ms); F(struct sigma_elastic_conf, job_token);
+	END();
+	begin("ElasticStatus", sizeof(struct sigma_elastic_status));
+	F(struct sigma_elastic_status, epoch); F(struct sigma_elastic_status, nodes);
+	F(struct sigma_elastic_status, sessions); F(struct sigma_elastic_status, proposals);
+	F(struct sigma_elastic_status, races_lost); F(struct sigma_elastic_status, confirms);
+	F(struct sigma_elastic_status, aborts); F(struct sigma_elastic_status, switches);
+	F(struct sigma_elastic_status, waits); F(struct sigma_elastic_status, etcd_failures); F(struct sigma_elastic_status, last_abort);
 	END();
 	begin("EtcdConf", sizeof(struct sg_etcd_conf));
 	F(struct sg_etcd_conf, endpoints); F(struct sg_etcd_conf, timeout_ms);
