@@ -67,6 +67,7 @@ struct sg_cli_node {
 	uint64_t next_seq;           /* send order of its next new chunk (from 1) */
 	uint64_t top_done;           /* highest send order that got its RESULT (0: none) */
 	uint64_t heard_at;           /* ns: its last reply of this job (see scan_timers()) */
+	uint64_t next_probe;         /* ns: no probe before (one per round trip: scan_timers()) */
 	bool warned;                 /* said it does not answer but is still listed */
 	uint64_t lost_log;           /* ns: when a "waits for ranks" line of it was last logged */
 	uint32_t lost_quiet;         /* ... reports not logged since (see log_waits()) */
@@ -1005,6 +1006,23 @@ static uint32_t pick_probe(const struct sigma_session *s, const struct sg_cli_no
 	return probe;
 }
 
+/*
+ * The time between two probes of a node: its smoothed round trip, within
+ * [rto_us, rto_max_us]. A probe per timer scan (every rto_us / 4) went out
+ * whenever the round trip exceeded the chunks' timeouts, as behind a deep
+ * link queue (its RTT beyond rto_max_us), and most met a RESULT already on
+ * its way: the node sent that RESULT again, into the same queue. One probe's
+ * answer arrives within a round trip; until it does, another tells nothing
+ * new. The cap keeps a paused rank's node answering within every chunk's
+ * timeout, as the silence budget (max_retries) needs.
+ */
+static uint64_t probe_gap(const struct sigma_conf *c, const struct sg_cli_node *n)
+{
+	uint64_t lo = c->rto_us * 1000ull, hi = c->rto_max_us * 1000ull;
+
+	return n->srtt < lo ? lo : n->srtt > hi ? hi : n->srtt;
+}
+
 static void resend(struct sigma_session *s, struct sg_cli_slot *sl, uint64_t now)
 {
 	s->st.retransmits++;
@@ -1023,7 +1041,7 @@ static void resend(struct sigma_session *s, struct sg_cli_slot *sl, uint64_t now
  * duplicates (docs/performance.md). So an expired chunk is resent only with
  * evidence of a loss (likely_lost(), as TCP infers one from a SACK beyond a
  * hole); the others count the timeout (retries, back-off) and wait, except one
- * per node and scan, the last sent, which goes again as a probe: its RESULT
+ * per node and round trip (probe_gap()), the last sent, which goes again as a probe: its RESULT
  * (the rank behind caught up, or the probe replaced a lost push) is evidence
  * for every chunk sent before it, and a rank that catches up pushes those
  * first. A scan that finds a loss also halves the node's congestion window (it
@@ -1035,7 +1053,8 @@ static void scan_timers(struct sigma_session *s, uint64_t now)
 {
 	for (unsigned int i = 0; i < s->conf.nnodes; i++) {
 		struct sg_cli_node *n = &s->nodes[i];
-		uint32_t probe = n->outstanding ? pick_probe(s, n, now) : s->conf.window;
+		uint32_t probe = n->outstanding && now >= n->next_probe ? pick_probe(s, n, now) :
+								    s->conf.window;
 		bool lost = false, resent, silent;
 
 		log_waits_flush(s, i, now);
@@ -1108,6 +1127,8 @@ static void scan_timers(struct sigma_session *s, uint64_t now)
 				resend(s, sl, now);
 			else
 				s->st.timeouts_held++;
+			if (k == probe)
+				n->next_probe = now + probe_gap(&s->conf, n);
 			/* a node silent through a timeout may have restarted without the
 			 * pushes it said it held: the usual evidence decides again */
 			if (silent)
