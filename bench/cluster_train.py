@@ -97,6 +97,8 @@ MODELS = {
 }
 CONFIGS = ("compute", "gloo", "sigma", "opt", "ps")
 UDP_PORT = 9300
+# libsigma's other loss counters, summed over the ranks into the JSON (struct sigma_stats)
+TRANSPORT_STATS = ("timeouts_held", "waits", "nacks", "tx_dropped", "rx_stale", "tx_packets")
 
 
 class Fail(Exception):
@@ -397,6 +399,8 @@ def rank_main(spec_path: str) -> int:
         st = sgt.session().stats()
         res["retransmits"] = int(getattr(st, "retransmits", 0))
         res["rx_dropped"] = int(getattr(st, "rx_dropped", 0))
+        for key in TRANSPORT_STATS:
+            res[key] = int(getattr(st, key, 0))
     if os.environ.get("SIGMA_TRAIN_PERTURB") in (spec["tag"].split("-")[0], spec["tag"]):
         with torch.no_grad():  # the tests' wrong parameter: the check must catch it
             params[0].view(-1)[0] += 1e-3
@@ -709,6 +713,7 @@ def run(o: argparse.Namespace) -> dict:
                     "link_bytes_whole_run": sum(b1[m][0] - b0[m][0] for m in cl.machines),
                     "retransmits": sum(r.get("retransmits", 0) for r in res),
                     "rx_dropped": sum(r.get("rx_dropped", 0) for r in res),
+                    **{key: sum(r.get(key, 0) for r in res) for key in TRANSPORT_STATS},
                     "qdisc_drops": q1 - q0, "loss": res[0]["loss"]})
                 say(f"run {run_i}: {t:9s} step {statistics.median(steps) * 1e3:9.1f} ms")
         checked = check_runs(o, cl, confs, folder, say)
@@ -822,8 +827,8 @@ def report(o: argparse.Namespace, per: dict, folder: str, checked: list[str],
             v["link_vs_model"] = v["link_bytes_per_step"] / v["link_model_bytes"]
         v["cpu_busy"] = statistics.median(r["cpu_busy"] for r in v["runs"])
         v["cluster_cpu_busy"] = statistics.median(r["cluster_cpu_busy"] for r in v["runs"])
-        for key in ("retransmits", "rx_dropped", "qdisc_drops"):
-            v[key] = sum(r[key] for r in v["runs"])
+        for key in ("retransmits", "rx_dropped", "qdisc_drops") + TRANSPORT_STATS:
+            v[key] = sum(r.get(key, 0) for r in v["runs"])
         if comp is not None:
             v["comm_exposed_s"] = max(0.0, s - comp)
             ar = units[0]["t_allreduce_MB"]

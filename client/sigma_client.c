@@ -45,6 +45,8 @@ struct sg_cli_slot {
 	uint64_t give_up;   /* out of retries at a node still listed: fail at (0: not yet) */
 	uint32_t round;     /* the round pushed */
 	bool answered;      /* the node answered it (WAITING, WORKER_LOST, NACK): alive */
+	bool held;          /* the node said it holds this push (WAITING, WORKER_LOST), and
+			       has not been silent through a timeout since: see likely_lost() */
 	bool parked;        /* NACKed (until its RESULT): see has_credit() */
 	bool resent;        /* sent more than once: its RESULT gives no round trip (Karn) */
 	bool recov;         /* a failover push of the partition's last round: its RESULT is
@@ -67,6 +69,7 @@ struct sg_cli_node {
 	uint64_t next_seq;           /* send order of its next new chunk (from 1) */
 	uint64_t top_done;           /* highest send order that got its RESULT (0: none) */
 	uint64_t heard_at;           /* ns: its last reply of this job (see scan_timers()) */
+	uint64_t next_probe;         /* ns: no probe before (one per round trip: scan_timers()) */
 	bool warned;                 /* said it does not answer but is still listed */
 	uint64_t lost_log;           /* ns: when a "waits for ranks" line of it was last logged */
 	uint32_t lost_quiet;         /* ... reports not logged since (see log_waits()) */
@@ -931,8 +934,10 @@ static void note_alive(struct sg_cli_slot *sl, uint64_t missing)
 	sl->answered = true;
 	sl->retries = 0;
 	sl->give_up = 0;
-	if (missing != 0)
+	if (missing != 0) {
 		sl->missing = missing;
+		sl->held = true;
+	}
 }
 
 /* Slot @p idx of node @p node waited ranks_wait_us with its node answering: fail it. */
@@ -970,11 +975,22 @@ static int check_membership(struct sigma_session *s);
  * Evidence that chunk @p sl of node @p n was lost, not waiting for a rank that
  * is behind: it was NACKed, or a chunk first sent after it got its RESULT (every
  * rank sends a node its chunks in the same order, so every rank had pushed this
- * one before that one).
+ * one before that one). Not when the node said it holds this push (ERROR WAITING
+ * or WORKER_LOST for its round: @c held): a later RESULT then shows that some
+ * other rank's push of it was lost, and only that rank's resend helps. Every rank
+ * used to resend such a chunk at each of its timeouts until the one that lost
+ * it got through: N - 1 useless resends per back-off, into the queue that had
+ * just overflowed (docs/client.md, "Retransmission").
  */
 static bool likely_lost(const struct sg_cli_node *n, const struct sg_cli_slot *sl)
 {
-	return sl->parked || sl->seq < n->top_done;
+	return !sl->held && (sl->parked || sl->seq < n->top_done);
+}
+
+/* The node said nothing to this session since chunk @p sl's timer started. */
+static bool silent_since(const struct sg_cli_node *n, const struct sg_cli_slot *sl)
+{
+	return n->heard_at < sl->deadline - sl->rto_us * 1000ull;
 }
 
 /* Probe order (pick_probe()): chunks not known to be held first, then the last sent. */
@@ -991,8 +1007,12 @@ static bool probe_before(const struct sg_cli_slot *a, const struct sg_cli_slot *
  * node said it holds (ERROR WAITING or WORKER_LOST: @c missing) come last:
  * after a failover ranks may send a node their chunks in different orders, and
  * rank A probing chunk Y, which the node holds, while its push of X was lost,
- * and rank B the reverse, waited for each other for good. @return its index,
- * or conf.window if none.
+ * and rank B the reverse, waited for each other for good. A held chunk is a
+ * probe only if the node has said nothing since its timer started: the node's
+ * answer to it (WAITING again) then keeps its silence budget (max_retries) from
+ * running out while a rank is paused; a node that answers anything meanwhile
+ * is alive, and a resend would carry nothing it lacks. @return its index, or
+ * conf.window if none.
  */
 static uint32_t pick_probe(const struct sigma_session *s, const struct sg_cli_node *n,
 			   uint64_t now)
@@ -1002,12 +1022,30 @@ static uint32_t pick_probe(const struct sigma_session *s, const struct sg_cli_no
 	for (uint32_t k = 0; k < s->conf.window; k++) {
 		const struct sg_cli_slot *sl = &n->slots[k];
 
-		if (sl->t == NULL || sl->deadline > now || likely_lost(n, sl))
+		if (sl->t == NULL || sl->deadline > now || likely_lost(n, sl) ||
+		    (sl->held && !silent_since(n, sl)))
 			continue;
 		if (probe == s->conf.window || probe_before(sl, &n->slots[probe]))
 			probe = k;
 	}
 	return probe;
+}
+
+/*
+ * The time between two probes of a node: its smoothed round trip, within
+ * [rto_us, rto_max_us]. A probe per timer scan (every rto_us / 4) went out
+ * whenever the round trip exceeded the chunks' timeouts, as behind a deep
+ * link queue (its RTT beyond rto_max_us), and most met a RESULT already on
+ * its way: the node sent that RESULT again, into the same queue. One probe's
+ * answer arrives within a round trip; until it does, another tells nothing
+ * new. The cap keeps a paused rank's node answering within every chunk's
+ * timeout, as the silence budget (max_retries) needs.
+ */
+static uint64_t probe_gap(const struct sigma_conf *c, const struct sg_cli_node *n)
+{
+	uint64_t lo = c->rto_us * 1000ull, hi = c->rto_max_us * 1000ull;
+
+	return n->srtt < lo ? lo : n->srtt > hi ? hi : n->srtt;
 }
 
 static void resend(struct sigma_session *s, struct sg_cli_slot *sl, uint64_t now)
@@ -1028,7 +1066,7 @@ static void resend(struct sigma_session *s, struct sg_cli_slot *sl, uint64_t now
  * duplicates (docs/performance.md). So an expired chunk is resent only with
  * evidence of a loss (likely_lost(), as TCP infers one from a SACK beyond a
  * hole); the others count the timeout (retries, back-off) and wait, except one
- * per node and scan, the last sent, which goes again as a probe: its RESULT
+ * per node and round trip (probe_gap()), the last sent, which goes again as a probe: its RESULT
  * (the rank behind caught up, or the probe replaced a lost push) is evidence
  * for every chunk sent before it, and a rank that catches up pushes those
  * first. A scan that finds a loss also halves the node's congestion window (it
@@ -1040,8 +1078,9 @@ static void scan_timers(struct sigma_session *s, uint64_t now)
 {
 	for (unsigned int i = 0; i < s->conf.nnodes; i++) {
 		struct sg_cli_node *n = &s->nodes[i];
-		uint32_t probe = n->outstanding ? pick_probe(s, n, now) : s->conf.window;
-		bool lost = false, resent;
+		uint32_t probe = n->outstanding && now >= n->next_probe ? pick_probe(s, n, now) :
+								    s->conf.window;
+		bool lost = false, resent, silent;
 
 		log_waits_flush(s, i, now);
 		for (uint32_t k = 0; k < s->conf.window && n->outstanding; k++) {
@@ -1088,6 +1127,7 @@ static void scan_timers(struct sigma_session *s, uint64_t now)
 				continue;
 			}
 			resent = likely_lost(n, sl) || k == probe;
+			silent = silent_since(n, sl);
 			/*
 			 * max_retries counts timeouts in which the node said nothing to this
 			 * session: a node that replied since the chunk's timer started is
@@ -1097,7 +1137,7 @@ static void scan_timers(struct sigma_session *s, uint64_t now)
 			 * loaded machine (py_torch under two CPU hogs: 3 runs of 3). A dead
 			 * node replies nothing, so every chunk's count grows as before.
 			 */
-			if (n->heard_at >= sl->deadline - sl->rto_us * 1000ull)
+			if (!silent)
 				note_alive(sl, 0);
 			else if (sl->retries < s->conf.max_retries)
 				sl->retries++;
@@ -1112,6 +1152,12 @@ static void scan_timers(struct sigma_session *s, uint64_t now)
 				resend(s, sl, now);
 			else
 				s->st.timeouts_held++;
+			if (k == probe)
+				n->next_probe = now + probe_gap(&s->conf, n);
+			/* a node silent through a timeout may have restarted without the
+			 * pushes it said it held: the usual evidence decides again */
+			if (silent)
+				sl->held = false;
 		}
 		if (lost)
 			n->cwnd = n->cwnd > 1 ? n->cwnd / 2 : 1;
