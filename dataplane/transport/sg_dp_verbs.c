@@ -1109,8 +1109,9 @@ static void rc_close_errored(struct sg_dp_verbs *t)
 			continue; /* closed already */
 		SG_DP_VERBS_LOG(WARNING, "RC: QP %u of peer %u is in error: connection closed, its slots "
 		     "freed (the worker connects again)", key.qpn, (uint32_t)(uintptr_t)data);
-		t->st.rc_qp_error++;
 		sg_dp_verbs_rc_disconnect(t, (uint32_t)(uintptr_t)data, NULL, 0);
+		/* after the close: whoever sees the count sees the peer gone */
+		t->st.rc_qp_error++;
 	}
 }
 

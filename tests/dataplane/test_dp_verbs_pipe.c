@@ -1125,7 +1125,9 @@ static void rc_lifecycle(struct sg_dp_pipeline *p, struct sg_ctl_client *c,
 	/* worker 2's connection breaks: the node closes it at the next poll */
 	SG_CHECK_EQ(fq_rc_error(old2.qpn), 0);
 	end = rte_rdtsc() + 2 * rte_get_tsc_hz();
-	while (counter(p, 0, "rc_qp_error") == 0 && rte_rdtsc() < end)
+	/* the lcore's counters are read from this thread: wait for both */
+	while ((counter(p, 0, "rc_qp_error") == 0 || counter(p, 0, "peers") != NW - 1) &&
+	       rte_rdtsc() < end)
 		rte_delay_us_sleep(1000);
 	SG_CHECK_EQ(counter(p, 0, "rc_qp_error"), 1);
 	SG_CHECK_EQ(counter(p, 0, "peers"), NW - 1);
