@@ -115,6 +115,8 @@ next=${#ALL[@]}
 while kill -0 "$WP" 2>/dev/null && [ $(($(now_ms) - T_START)) -lt $((DURATION * 1000 - 3000)) ]; do
 	sleep "$(rnd "$GAP_MIN" "$GAP_MAX")"
 	kill -0 "$WP" 2>/dev/null || break
+	# the gap may have run into the last 3 s: an event there may see no round after it
+	[ $(($(now_ms) - T_START)) -lt $((DURATION * 1000 - 3000)) ] || break
 	case $(rnd 0 4) in
 	0)
 		n=${ALL[$(rnd 0 $((${#ALL[@]} - 1)))]}
