@@ -73,3 +73,13 @@ etcd_test_setup() {
 	checks=0
 	trap cleanup_pids EXIT
 }
+
+# etcd_test_start: after etcd_test_setup, one etcd member "e" on fresh ports,
+# waited for; sets P (its client port; P + 2 is free too) and URL, and exits 1
+# with its log if it does not start
+etcd_test_start() {
+	P=$(free_ports 3)
+	URL=http://127.0.0.1:$P
+	PIDS+=("$(etcd_start e "$P" $((P + 1)))")
+	etcd_wait "$URL" || { echo "FAIL: etcd did not start"; cat "$TMP/etcd-e.log"; exit 1; }
+}

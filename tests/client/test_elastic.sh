@@ -30,10 +30,7 @@ W=$3
 . "$(dirname "$0")/../../bench/etcd_lib.sh"
 etcd_test_setup elastic
 
-P=$(free_ports 3)
-URL=http://127.0.0.1:$P
-PIDS+=("$(etcd_start e "$P" $((P + 1)))")
-etcd_wait "$URL" || { echo "FAIL: etcd did not start"; cat "$TMP/etcd-e.log"; exit 1; }
+etcd_test_start
 CL=el$$
 TENSORS=300000,1000,77777
 
